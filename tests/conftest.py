@@ -1,0 +1,37 @@
+"""Shared fixtures: paths to bundled data and to the wider real-data set."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLES = ROOT / "sample_traces"
+TEST_DATA = ROOT / "tests" / "data"
+REAL = Path(os.environ.get("TRACEKIT_REAL_DATA", ROOT.parent / "shared" / "real"))
+
+
+def pytest_report_header(config):
+    if REAL.is_dir():
+        return f"real-data suite: ON ({REAL})"
+    return f"real-data suite: OFF ({REAL} not found; only bundled samples are tested)"
+
+
+@pytest.fixture(scope="session")
+def real_dir() -> Path:
+    """``../shared/real``; tests using it are skipped, with the reason shown, when it is absent."""
+    if not REAL.is_dir():
+        pytest.skip(f"real-data suite needs {REAL} (not present in this checkout)")
+    return REAL
+
+
+@pytest.fixture(scope="session")
+def samples_dir() -> Path:
+    return SAMPLES
+
+
+@pytest.fixture(scope="session")
+def test_data_dir() -> Path:
+    return TEST_DATA
