@@ -38,14 +38,13 @@ the bad value.
 
 from __future__ import annotations
 
-import gzip
 import math
 import os
 import re
-import tarfile
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
+from tracekit.converters.pytorch import jsonload
 from tracekit.errors import TraceFormatError
 
 __all__ = [
@@ -303,51 +302,21 @@ class KinetoTrace:
 
 
 # ----------------------------------------------------------------------------- loading
+def _read_bytes(path: str) -> bytes:
+    try:
+        return jsonload.read_json_bytes(path)
+    except OSError as exc:
+        raise TraceFormatError(f"cannot read Kineto file: {exc.strerror or exc}", path=path) from None
+
+
 def load_kineto_json(path: str | os.PathLike[str]) -> Any:
     """Load the JSON document of a Kineto file (``.json``, ``.json.gz``, ``.tar.gz``).
-
-    Uses the project's shared loader (:mod:`.jsonload`) when present, else orjson.
 
     Raises:
         TraceFormatError: unreadable file or invalid JSON, naming the file.
     """
     path = os.fspath(path)
-    try:
-        from tracekit.converters.pytorch import jsonload  # type: ignore[attr-defined]
-    except ImportError:
-        jsonload = None
-    if jsonload is not None and hasattr(jsonload, "load_json"):
-        return jsonload.load_json(path)
-    return _load_json_orjson(path)
-
-
-def _read_bytes(path: str) -> bytes:
-    try:
-        if path.endswith((".tar.gz", ".tgz", ".tar")):
-            with tarfile.open(path) as tar:
-                members = [m for m in tar.getmembers() if m.isfile() and ".json" in m.name]
-                if len(members) != 1:
-                    raise TraceFormatError(
-                        f"expected one JSON file in the archive, found {len(members)}", path=path)
-                fh = tar.extractfile(members[0])
-                return fh.read() if fh is not None else b""
-        with open(path, "rb") as fh:
-            raw = fh.read()
-        if raw[:2] == b"\x1f\x8b":
-            raw = gzip.decompress(raw)
-        return raw
-    except (OSError, EOFError, tarfile.TarError, gzip.BadGzipFile) as exc:
-        raise TraceFormatError(f"cannot read Kineto file: {exc}", path=path) from None
-
-
-def _load_json_orjson(path: str) -> Any:
-    import orjson
-
-    raw = _read_bytes(path)
-    try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise TraceFormatError(f"invalid JSON: {exc}", path=path) from None
+    return jsonload.parse_json_bytes(_read_bytes(path), path=path)
 
 
 def read_kineto(path: str | os.PathLike[str]) -> KinetoTrace:
@@ -362,9 +331,10 @@ def read_kineto(path: str | os.PathLike[str]) -> KinetoTrace:
         TraceFormatError: see :func:`parse_kineto` and :func:`load_kineto_json`.
     """
     path = os.fspath(path)
-    doc = load_kineto_json(path)
+    data = _read_bytes(path)
+    doc = jsonload.parse_json_bytes(data, path=path)
     if _has_imprecise_floats(doc):
-        doc = _load_json_exact(path)
+        doc = _parse_json_exact(data, path)
     return parse_kineto(doc, path=path)
 
 
@@ -404,13 +374,12 @@ def _reject_constant(token: str) -> Any:
     raise ValueError(f"bare {token} is not valid JSON")
 
 
-def _load_json_exact(path: str) -> Any:
+def _parse_json_exact(data: bytes, path: str) -> Any:
     import json
 
-    raw = _read_bytes(path)
     try:
-        return json.loads(raw, parse_float=_exact_float, parse_constant=_reject_constant)
-    except ValueError as exc:
+        return json.loads(data, parse_float=_exact_float, parse_constant=_reject_constant)
+    except ValueError as exc:  # pragma: no cover - orjson accepted the same bytes
         raise TraceFormatError(f"invalid JSON: {exc}", path=path) from None
 
 
