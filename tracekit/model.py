@@ -309,7 +309,7 @@ class ExecutionTrace:
     new trace (see :meth:`with_nodes`), so cached indexes stay valid.
     """
 
-    __slots__ = ("metadata", "rank", "path", "_nodes", "_encoded", "_columns", "_graph")
+    __slots__ = ("metadata", "rank", "path", "_nodes", "_encoded", "_columns", "_graph", "_meta_raw")
 
     def __init__(self, nodes: Iterable[Node] | None = None, metadata: Metadata | None = None,
                  *, rank: int | None = None, path: str | None = None) -> None:
@@ -320,6 +320,7 @@ class ExecutionTrace:
         self._encoded = None  # tracekit.io.EncodedNodes when read from a file
         self._columns: NodeColumns | None = None
         self._graph: DepGraph | None = None
+        self._meta_raw: bytes | None = None
 
     @classmethod
     def _from_encoded(cls, encoded: Any, metadata: Metadata, *, rank: int | None,

@@ -1,0 +1,722 @@
+"""Hardware specs: what a replay runs on, read from TOML.
+
+This module owns the :class:`HardwareSpec` value (device, network dimensions,
+compute and collective-model settings), reading it from a TOML file with
+:mod:`tomllib`, validating every key, listing the built-in presets, and
+fitting a spec to a trace set's world size.  Cost models live elsewhere
+(:mod:`.collectives`, :mod:`.astra_model`, :mod:`.nccl_model`, :mod:`.compute`).
+
+Units are in the key names.  ``_gbps`` means **gigabytes per second, 1 GB/s =
+1e9 bytes/s** (not gigabits), which is the same as 1 byte per nanosecond;
+``_ns`` nanoseconds, ``_us`` microseconds, ``_per_s`` per second.
+
+The TOML layout (every table but ``[device]`` and ``[[network]]`` optional)::
+
+    name = "dgx-a100"
+    description = "..."
+    fit_to_world_size = true      # outermost dimension may be resized (see with_world_size)
+
+    [device]
+    name = "A100-SXM4-80GB"
+    peak_flops_per_s = { bf16 = 312e12, fp32 = 19.5e12 }
+    default_dtype = "bf16"
+    mem_bandwidth_gbps = 2039.0
+    compute_efficiency = 0.7      # achievable fraction of peak FLOP/s (default 1)
+    memory_efficiency = 0.8       # achievable fraction of memory bandwidth (default 1)
+
+    [compute]
+    mode = "measured"             # "measured" | "roofline" | "astra"
+    duration_scale = 1.0          # factor on measured durations
+
+    [collectives]
+    model = "alpha_beta"          # "alpha_beta" | "astra" | "nccl"
+
+    [[network]]                   # dimension 0 = innermost (fastest varying rank)
+    name = "nvlink"
+    topology = "switch"           # "ring" | "switch" | "fully_connected"
+    size = 8
+    bandwidth_gbps = 300.0        # per rank, per direction, into this dimension
+    latency_ns = 700.0            # per message (per hop on a ring topology)
+    nccl_link = "nvlink"          # "nvlink" | "pci" | "net": NCCL latency class
+    algorithms = { all_reduce = "ring", all_to_all = "direct" }
+
+    [astra]                       # required for model = "astra" (see astra_model)
+    [nccl]                        # optional overrides of NCCL's tuning constants
+
+Cluster size: a preset describes one cluster size (the outermost dimension's
+``size`` is its node count) and sets ``fit_to_world_size = true``;
+:meth:`HardwareSpec.fitted` then resizes the outermost dimension to a trace
+set's world size (see :meth:`HardwareSpec.with_world_size`).  A spec with
+``fit_to_world_size = false`` (the default for user files and imported
+ASTRA-sim configs) must match the trace set exactly.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tomllib
+from dataclasses import dataclass, field, replace
+from importlib import resources
+from pathlib import Path
+from typing import Any, Mapping
+
+from tracekit.errors import SpecError
+from tracekit.model import CollectiveType
+
+TOPOLOGIES = ("ring", "switch", "fully_connected")
+ALGORITHMS = ("ring", "direct", "halving_doubling", "double_binary_tree")
+COLLECTIVE_MODELS = ("alpha_beta", "astra", "nccl")
+COMPUTE_MODES = ("measured", "roofline", "astra")
+NCCL_LINKS = ("nvlink", "pci", "net")
+NCCL_ALGORITHMS = ("tree", "ring")
+NCCL_PROTOCOLS = ("LL", "LL128", "Simple")
+
+#: Spec key for each collective type (Chakra ``CollectiveCommType``).
+COLLECTIVE_KEYS: dict[str, CollectiveType] = {
+    "all_reduce": CollectiveType.ALL_REDUCE,
+    "reduce": CollectiveType.REDUCE,
+    "all_gather": CollectiveType.ALL_GATHER,
+    "gather": CollectiveType.GATHER,
+    "scatter": CollectiveType.SCATTER,
+    "broadcast": CollectiveType.BROADCAST,
+    "all_to_all": CollectiveType.ALL_TO_ALL,
+    "reduce_scatter": CollectiveType.REDUCE_SCATTER,
+}
+_KEY_OF = {v: k for k, v in COLLECTIVE_KEYS.items()}
+_KEY_OF[CollectiveType.REDUCE_SCATTER_BLOCK] = "reduce_scatter"
+
+#: Algorithm used on a dimension when its ``algorithms`` table does not name one.
+DEFAULT_ALGORITHMS: dict[str, str] = {
+    "all_reduce": "ring", "reduce_scatter": "ring", "all_gather": "ring", "all_to_all": "direct",
+    "broadcast": "ring", "reduce": "ring", "gather": "direct", "scatter": "direct",
+}
+#: Collectives a double binary tree can run (it has no scatter/gather phases).
+TREE_COLLECTIVES = frozenset({"all_reduce", "broadcast", "reduce"})
+
+
+def collective_key(comm_type: CollectiveType) -> str:
+    """The spec key (``all_reduce`` ...) of a collective type; barrier has none.
+
+    Raises:
+        SpecError: for BARRIER (it has no per-dimension algorithm).
+    """
+    try:
+        return _KEY_OF[CollectiveType(comm_type)]
+    except KeyError:
+        raise SpecError(f"collective {CollectiveType(comm_type).name} has no algorithm setting") from None
+
+
+@dataclass(frozen=True)
+class DeviceSpec:
+    """One accelerator.
+
+    Attributes:
+        name: product name.
+        peak_flops_per_s: ``((dtype, FLOP/s), ...)``, dense peak per dtype.
+        default_dtype: the dtype whose peak the roofline uses.
+        mem_bandwidth_gbps: device memory bandwidth, GB/s (1e9 B/s).
+        compute_efficiency: achievable fraction of peak FLOP/s, in (0, 1].
+        memory_efficiency: achievable fraction of memory bandwidth, in (0, 1].
+    """
+
+    name: str
+    peak_flops_per_s: tuple[tuple[str, float], ...]
+    default_dtype: str
+    mem_bandwidth_gbps: float
+    compute_efficiency: float = 1.0
+    memory_efficiency: float = 1.0
+
+    def peak(self, dtype: str | None = None) -> float:
+        """Peak FLOP/s for ``dtype`` (default: ``default_dtype``).
+
+        Raises:
+            SpecError: the device lists no peak for that dtype.
+        """
+        want = dtype or self.default_dtype
+        for name, value in self.peak_flops_per_s:
+            if name == want:
+                return value
+        listed = ", ".join(n for n, _ in self.peak_flops_per_s)
+        raise SpecError(f"device {self.name!r} has no peak_flops_per_s for dtype {want!r} (has {listed})")
+
+    @property
+    def mem_bandwidth_bytes_per_s(self) -> float:
+        return self.mem_bandwidth_gbps * 1e9
+
+
+@dataclass(frozen=True)
+class NetworkDim:
+    """One network dimension (e.g. NVLink inside a node, InfiniBand across nodes).
+
+    Attributes:
+        name: label (``nvlink``, ``ib`` ...).
+        topology: ``ring`` (hops = ring distance), ``switch`` or ``fully_connected``.
+        size: ranks along this dimension.
+        bandwidth_gbps: bandwidth each rank can inject into this dimension,
+            per direction, GB/s (1e9 B/s; equal to bytes per ns).
+        latency_ns: latency of one message (one hop on a ring topology), ns.
+        algorithms: ``((collective key, algorithm), ...)`` for every collective key.
+        nccl_link: NCCL latency class (``nvlink``/``pci``/``net``) or None.
+    """
+
+    name: str
+    topology: str
+    size: int
+    bandwidth_gbps: float
+    latency_ns: float
+    algorithms: tuple[tuple[str, str], ...] = tuple(sorted(DEFAULT_ALGORITHMS.items()))
+    nccl_link: str | None = None
+
+    @property
+    def bandwidth_bytes_per_ns(self) -> float:
+        """Bandwidth in bytes per nanosecond (1 GB/s = 1 B/ns)."""
+        return self.bandwidth_gbps
+
+    def algorithm(self, comm_type: CollectiveType | str) -> str:
+        """The algorithm this dimension uses for a collective type or key."""
+        key = comm_type if isinstance(comm_type, str) else collective_key(comm_type)
+        return dict(self.algorithms)[key]
+
+
+@dataclass(frozen=True)
+class ComputeSettings:
+    """How compute nodes are costed (see :mod:`.compute`).
+
+    Attributes:
+        mode: ``measured`` (duration x scale; roofline only for nodes without a
+            duration), ``roofline`` (always roofline when num_ops or
+            tensor_size is known) or ``astra`` (ASTRA-sim's rules).
+        duration_scale: factor applied to measured durations.
+        dtype: dtype whose peak the roofline uses (None = device default).
+    """
+
+    mode: str = "measured"
+    duration_scale: float = 1.0
+    dtype: str | None = None
+
+
+@dataclass(frozen=True)
+class AstraSettings:
+    """ASTRA-sim system-layer parameters used by the compatible model.
+
+    Attributes:
+        endpoint_delay_ns: ``endpoint-delay``, ns per received message.
+        local_mem_bw_gbps: ``local-mem-bw`` (GB/s = B/ns); local reductions and roofline.
+        preferred_dataset_splits: ``preferred-dataset-splits``, chunks per collective.
+        active_chunks_per_dimension: ``active-chunks-per-dimension``.
+        collective_optimization: ``localBWAware`` or ``baseline``.
+        bandwidth_convention: ``gib`` (link GB/s read as 2^30 B/s, as the
+            ASTRA-sim analytical backend measured in DESIGN.md does) or ``si`` (1e9).
+        roofline_enabled: ``roofline-enabled``.
+        peak_perf_tflops: ``peak-perf`` (TFLOP/s), for the roofline.
+    """
+
+    endpoint_delay_ns: int
+    local_mem_bw_gbps: float
+    preferred_dataset_splits: int = 1
+    active_chunks_per_dimension: int = 1
+    collective_optimization: str = "localBWAware"
+    bandwidth_convention: str = "gib"
+    roofline_enabled: bool = False
+    peak_perf_tflops: float | None = None
+
+
+def _proto_table(tree: tuple[float, float, float], ring: tuple[float, float, float]):
+    return (("tree", tree), ("ring", ring))
+
+
+@dataclass(frozen=True)
+class NcclConstants:
+    """Constants of the NCCL-like model (see :mod:`.nccl_model`).
+
+    Defaults are the values in NCCL's ``src/graph/tuning.cc`` (NVIDIA/nccl,
+    2.8-era, commit 01afd20a): latencies in microseconds per (algorithm,
+    protocol) with protocols in the order LL, LL128, Simple.
+
+    Attributes:
+        algorithms: enabled algorithms (``tree`` is used for all-reduce only).
+        protocols: enabled protocols.
+        base_latency_us: ``((algorithm, (LL, LL128, Simple)), ...)``: NCCL ``baseLat``.
+        hw_latency_us: ``((link, ((algorithm, (LL, LL128, Simple)), ...)), ...)``: NCCL ``hwLat``.
+        tree_max_bw_gbps: bus bandwidth cap of the tree algorithm with at
+            most 2 nodes and with more (NCCL ``maxTreeBw``: 110 and 80 GB/s).
+    """
+
+    algorithms: tuple[str, ...] = NCCL_ALGORITHMS
+    protocols: tuple[str, ...] = NCCL_PROTOCOLS
+    base_latency_us: tuple = _proto_table((4.4, 4.4, 0.0), (3.6, 10.0, 8.4))
+    hw_latency_us: tuple = (
+        ("nvlink", _proto_table((0.52, 1.2, 28.0), (0.47, 1.9, 3.4))),
+        ("pci", _proto_table((1.0, 1.9, 28.0), (1.0, 2.5, 5.7))),
+        ("net", _proto_table((5.0, 8.5, 50.0), (2.7, 4.0, 9.6))),
+    )
+    tree_max_bw_gbps: tuple[float, float] = (110.0, 80.0)
+
+    def base_latency(self, algorithm: str, protocol: str) -> float:
+        return dict(self.base_latency_us)[algorithm][NCCL_PROTOCOLS.index(protocol)]
+
+    def hw_latency(self, link: str, algorithm: str, protocol: str) -> float:
+        return dict(dict(self.hw_latency_us)[link])[algorithm][NCCL_PROTOCOLS.index(protocol)]
+
+
+@dataclass(frozen=True)
+class HardwareSpec:
+    """A machine to replay on: one device type and a multi-dimensional network.
+
+    Ranks map to network coordinates with dimension 0 varying fastest (see
+    :mod:`.placement`); ``world_size`` is the product of the dimension sizes.
+
+    Attributes:
+        name, description: labels.
+        device: the accelerator.
+        network: dimensions, innermost first.
+        compute: compute-cost settings.
+        collective_model: ``alpha_beta``, ``astra`` or ``nccl``.
+        astra: ASTRA-sim parameters (required for ``astra``).
+        nccl: NCCL-like model constants.
+        fit_to_world_size: whether :meth:`fitted` may resize the outermost dimension.
+        path: the file it was read from, if any.
+    """
+
+    name: str
+    device: DeviceSpec
+    network: tuple[NetworkDim, ...]
+    description: str = ""
+    compute: ComputeSettings = ComputeSettings()
+    collective_model: str = "alpha_beta"
+    astra: AstraSettings | None = None
+    nccl: NcclConstants = NcclConstants()
+    fit_to_world_size: bool = False
+    path: str | None = field(default=None, compare=False)
+
+    @property
+    def world_size(self) -> int:
+        """Ranks in the whole machine: product of the dimension sizes."""
+        return math.prod(d.size for d in self.network)
+
+    @property
+    def dim_sizes(self) -> tuple[int, ...]:
+        return tuple(d.size for d in self.network)
+
+    def with_world_size(self, world_size: int) -> "HardwareSpec":
+        """This spec resized to ``world_size`` ranks.
+
+        Dimensions are filled innermost first: with inner dimensions of total
+        size ``q`` and ``world_size`` a multiple of ``q``, the outermost
+        dimension gets ``world_size / q`` (e.g. dgx-a100 with 64 ranks: 8 x 8).
+        With ``world_size`` smaller than the inner dimensions, the first
+        dimension that cannot be filled is shrunk to what is left and the
+        outer ones dropped (dgx-a100 with 4 ranks: one node, 4 GPUs).
+
+        Raises:
+            SpecError: ``world_size`` < 1 or it does not divide evenly.
+        """
+        if world_size < 1:
+            raise SpecError(f"world size must be at least 1, got {world_size}", path=self.path)
+        dims: list[NetworkDim] = []
+        left = world_size
+        for i, dim in enumerate(self.network):
+            if i == len(self.network) - 1 or left <= dim.size:
+                dims.append(replace(dim, size=left))
+                break
+            if left % dim.size:
+                raise SpecError(
+                    f"world size {world_size} is not a multiple of the {dim.size} ranks of "
+                    f"network dimension {dim.name!r} (and larger than it)", path=self.path)
+            dims.append(dim)
+            left //= dim.size
+        return replace(self, network=tuple(dims))
+
+    def fitted(self, world_size: int) -> "HardwareSpec":
+        """This spec if it has ``world_size`` ranks, else a resized copy when allowed.
+
+        Raises:
+            SpecError: sizes differ and ``fit_to_world_size`` is false, or the
+                resize is impossible (see :meth:`with_world_size`).
+        """
+        if world_size == self.world_size:
+            return self
+        if not self.fit_to_world_size:
+            sizes = " x ".join(str(s) for s in self.dim_sizes)
+            raise SpecError(
+                f"spec {self.name!r} has {self.world_size} ranks ({sizes}) but the trace set has "
+                f"{world_size}; set fit_to_world_size = true or change the network sizes",
+                path=self.path)
+        return self.with_world_size(world_size)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The spec as a TOML-ready dict; ``spec_from_dict(spec.to_dict())`` equals ``spec``."""
+        return _spec_to_dict(self)
+
+    def to_toml(self) -> str:
+        """The spec as TOML text (written with tomli-w)."""
+        import tomli_w
+
+        return tomli_w.dumps(self.to_dict())
+
+
+def _spec_to_dict(spec: HardwareSpec) -> dict[str, Any]:
+    d = spec.device
+    out: dict[str, Any] = {"name": spec.name}
+    if spec.description:
+        out["description"] = spec.description
+    out["fit_to_world_size"] = spec.fit_to_world_size
+    out["device"] = {
+        "name": d.name, "peak_flops_per_s": dict(d.peak_flops_per_s), "default_dtype": d.default_dtype,
+        "mem_bandwidth_gbps": d.mem_bandwidth_gbps, "compute_efficiency": d.compute_efficiency,
+        "memory_efficiency": d.memory_efficiency,
+    }
+    compute: dict[str, Any] = {"mode": spec.compute.mode, "duration_scale": spec.compute.duration_scale}
+    if spec.compute.dtype is not None:
+        compute["dtype"] = spec.compute.dtype
+    out["compute"] = compute
+    out["collectives"] = {"model": spec.collective_model}
+    if spec.astra is not None:
+        a = spec.astra
+        astra: dict[str, Any] = {
+            "endpoint_delay_ns": a.endpoint_delay_ns, "local_mem_bw_gbps": a.local_mem_bw_gbps,
+            "preferred_dataset_splits": a.preferred_dataset_splits,
+            "active_chunks_per_dimension": a.active_chunks_per_dimension,
+            "collective_optimization": a.collective_optimization,
+            "bandwidth_convention": a.bandwidth_convention, "roofline_enabled": a.roofline_enabled,
+        }
+        if a.peak_perf_tflops is not None:
+            astra["peak_perf_tflops"] = a.peak_perf_tflops
+        out["astra"] = astra
+    if spec.nccl != NcclConstants():
+        n = spec.nccl
+        out["nccl"] = {
+            "algorithms": list(n.algorithms), "protocols": list(n.protocols),
+            "base_latency_us": {a: list(v) for a, v in n.base_latency_us},
+            "hw_latency_us": {link: {a: list(v) for a, v in rows} for link, rows in n.hw_latency_us},
+            "tree_max_bw_gbps": list(n.tree_max_bw_gbps),
+        }
+    dims = []
+    for dim in spec.network:
+        row: dict[str, Any] = {"name": dim.name, "topology": dim.topology, "size": dim.size,
+                               "bandwidth_gbps": dim.bandwidth_gbps, "latency_ns": dim.latency_ns}
+        if dim.nccl_link is not None:
+            row["nccl_link"] = dim.nccl_link
+        row["algorithms"] = dict(dim.algorithms)
+        dims.append(row)
+    out["network"] = dims
+    return out
+
+
+# --- reading ---------------------------------------------------------------------------------
+
+
+class _Reader:
+    """Typed access to a TOML table; every error names the file and the key."""
+
+    def __init__(self, table: Mapping[str, Any], key: str, path: str | None) -> None:
+        if not isinstance(table, Mapping):
+            raise SpecError(f"key {key}: expected a table, got {table!r}", path=path)
+        self.table = table
+        self.prefix = key
+        self.path = path
+        self.used: set[str] = set()
+
+    def _name(self, key: str) -> str:
+        return f"{self.prefix}.{key}" if self.prefix else key
+
+    def error(self, key: str, message: str) -> SpecError:
+        return SpecError(f"key {self._name(key)}: {message}", path=self.path)
+
+    def has(self, key: str) -> bool:
+        return key in self.table
+
+    def raw(self, key: str, default: Any = ..., ) -> Any:
+        self.used.add(key)
+        if key not in self.table:
+            if default is ...:
+                raise self.error(key, "is required")
+            return default
+        return self.table[key]
+
+    def string(self, key: str, default: Any = ..., choices: tuple[str, ...] | None = None) -> Any:
+        value = self.raw(key, default)
+        if value is default and key not in self.table:
+            return value
+        if not isinstance(value, str):
+            raise self.error(key, f"must be a string, got {value!r}")
+        if choices is not None and value not in choices:
+            raise self.error(key, f"must be one of {', '.join(choices)}; got {value!r}")
+        return value
+
+    def number(self, key: str, default: Any = ..., *, positive: bool = False,
+               nonnegative: bool = False, at_most: float | None = None) -> Any:
+        value = self.raw(key, default)
+        if value is default and key not in self.table:
+            return value
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise self.error(key, f"must be a number, got {value!r}")
+        if positive and value <= 0:
+            raise self.error(key, f"must be positive, got {value!r}")
+        if nonnegative and value < 0:
+            raise self.error(key, f"must not be negative, got {value!r}")
+        if at_most is not None and value > at_most:
+            raise self.error(key, f"must be at most {at_most}, got {value!r}")
+        return float(value)
+
+    def integer(self, key: str, default: Any = ..., *, minimum: int | None = None) -> Any:
+        value = self.raw(key, default)
+        if value is default and key not in self.table:
+            return value
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.error(key, f"must be an integer, got {value!r}")
+        if minimum is not None and value < minimum:
+            raise self.error(key, f"must be at least {minimum}, got {value!r}")
+        return value
+
+    def boolean(self, key: str, default: Any = ...) -> Any:
+        value = self.raw(key, default)
+        if not isinstance(value, bool):
+            raise self.error(key, f"must be true or false, got {value!r}")
+        return value
+
+    def sub(self, key: str, *, required: bool = False) -> "_Reader | None":
+        if key not in self.table and not required:
+            self.used.add(key)
+            return None
+        return _Reader(self.raw(key), self._name(key), self.path)
+
+    def finish(self) -> None:
+        """Reject keys nobody read (catches typos such as ``bandwith_gbps``)."""
+        unknown = sorted(set(self.table) - self.used)
+        if unknown:
+            raise self.error(unknown[0], "unknown key")
+
+
+def _read_device(r: _Reader) -> DeviceSpec:
+    peaks_r = r.sub("peak_flops_per_s", required=True)
+    assert peaks_r is not None
+    peaks = []
+    for dtype in peaks_r.table:
+        peaks.append((dtype, peaks_r.number(dtype, positive=True)))
+    if not peaks:
+        raise r.error("peak_flops_per_s", "must list at least one dtype")
+    default_dtype = r.string("default_dtype", peaks[0][0])
+    if default_dtype not in dict(peaks):
+        raise r.error("default_dtype", f"{default_dtype!r} is not in peak_flops_per_s")
+    device = DeviceSpec(
+        name=r.string("name"),
+        peak_flops_per_s=tuple(peaks),
+        default_dtype=default_dtype,
+        mem_bandwidth_gbps=r.number("mem_bandwidth_gbps", positive=True),
+        compute_efficiency=r.number("compute_efficiency", 1.0, positive=True, at_most=1.0),
+        memory_efficiency=r.number("memory_efficiency", 1.0, positive=True, at_most=1.0),
+    )
+    r.finish()
+    return device
+
+
+def _read_dim(r: _Reader) -> NetworkDim:
+    algorithms = dict(DEFAULT_ALGORITHMS)
+    alg_r = r.sub("algorithms")
+    if alg_r is not None:
+        for key in alg_r.table:
+            if key not in COLLECTIVE_KEYS:
+                raise alg_r.error(key, f"unknown collective; expected one of {', '.join(COLLECTIVE_KEYS)}")
+            name = alg_r.string(key, choices=ALGORITHMS)
+            if name == "double_binary_tree" and key not in TREE_COLLECTIVES:
+                raise alg_r.error(key, f"double_binary_tree cannot run {key}; use ring, direct or "
+                                       f"halving_doubling")
+            algorithms[key] = name
+    dim = NetworkDim(
+        name=r.string("name"),
+        topology=r.string("topology", choices=TOPOLOGIES),
+        size=r.integer("size", minimum=1),
+        bandwidth_gbps=r.number("bandwidth_gbps", positive=True),
+        latency_ns=r.number("latency_ns", nonnegative=True),
+        algorithms=tuple(sorted(algorithms.items())),
+        nccl_link=r.string("nccl_link", None, choices=NCCL_LINKS),
+    )
+    r.finish()
+    return dim
+
+
+def _read_astra(r: _Reader) -> AstraSettings:
+    settings = AstraSettings(
+        endpoint_delay_ns=r.integer("endpoint_delay_ns", minimum=0),
+        local_mem_bw_gbps=r.number("local_mem_bw_gbps", positive=True),
+        preferred_dataset_splits=r.integer("preferred_dataset_splits", 1, minimum=1),
+        active_chunks_per_dimension=r.integer("active_chunks_per_dimension", 1, minimum=1),
+        collective_optimization=r.string("collective_optimization", "localBWAware",
+                                         choices=("localBWAware", "baseline")),
+        bandwidth_convention=r.string("bandwidth_convention", "gib", choices=("gib", "si")),
+        roofline_enabled=r.boolean("roofline_enabled", False),
+        peak_perf_tflops=r.number("peak_perf_tflops", None, positive=True),
+    )
+    r.finish()
+    return settings
+
+
+def _read_proto_table(r: _Reader) -> tuple:
+    rows = []
+    for algorithm in NCCL_ALGORITHMS:
+        values = r.raw(algorithm)
+        if (not isinstance(values, list) or len(values) != 3
+                or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0
+                           for v in values)):
+            raise r.error(algorithm, f"must be 3 non-negative numbers (LL, LL128, Simple), got {values!r}")
+        rows.append((algorithm, tuple(float(v) for v in values)))
+    r.finish()
+    return tuple(rows)
+
+
+def _read_nccl(r: _Reader) -> NcclConstants:
+    default = NcclConstants()
+    algorithms = r.raw("algorithms", list(default.algorithms))
+    protocols = r.raw("protocols", list(default.protocols))
+    for key, values, choices in (("algorithms", algorithms, NCCL_ALGORITHMS),
+                                 ("protocols", protocols, NCCL_PROTOCOLS)):
+        if not isinstance(values, list) or not values or any(v not in choices for v in values):
+            raise r.error(key, f"must be a non-empty list drawn from {', '.join(choices)}; got {values!r}")
+    if "ring" not in algorithms:
+        raise r.error("algorithms", "must include ring (the only algorithm for most collectives)")
+    base = default.base_latency_us
+    base_r = r.sub("base_latency_us")
+    if base_r is not None:
+        base = _read_proto_table(base_r)
+    hw = default.hw_latency_us
+    hw_r = r.sub("hw_latency_us")
+    if hw_r is not None:
+        rows = dict(hw)
+        for link in hw_r.table:
+            if link not in NCCL_LINKS:
+                raise hw_r.error(link, f"unknown link class; expected one of {', '.join(NCCL_LINKS)}")
+            sub = hw_r.sub(link, required=True)
+            assert sub is not None
+            rows[link] = _read_proto_table(sub)
+        hw = tuple((link, rows[link]) for link in NCCL_LINKS)
+    caps = r.raw("tree_max_bw_gbps", list(default.tree_max_bw_gbps))
+    if (not isinstance(caps, list) or len(caps) != 2
+            or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in caps)):
+        raise r.error("tree_max_bw_gbps", f"must be 2 positive numbers (<= 2 nodes, > 2 nodes); got {caps!r}")
+    r.finish()
+    return NcclConstants(algorithms=tuple(algorithms), protocols=tuple(protocols), base_latency_us=base,
+                         hw_latency_us=hw, tree_max_bw_gbps=(float(caps[0]), float(caps[1])))
+
+
+def spec_from_dict(data: Mapping[str, Any], *, path: str | os.PathLike[str] | None = None) -> HardwareSpec:
+    """Build and validate a :class:`HardwareSpec` from a parsed TOML document.
+
+    Raises:
+        SpecError: naming ``path`` and the offending key, for a missing,
+            unknown, mistyped or out-of-range value.
+    """
+    path_s = os.fspath(path) if path is not None else None
+    r = _Reader(data, "", path_s)
+    device_r = r.sub("device", required=True)
+    assert device_r is not None
+    device = _read_device(device_r)
+
+    net = r.raw("network")
+    if not isinstance(net, list) or not net:
+        raise r.error("network", "must be a non-empty array of tables ([[network]])")
+    dims = tuple(_read_dim(_Reader(t, f"network[{i}]", path_s)) for i, t in enumerate(net))
+    names = [d.name for d in dims]
+    if len(set(names)) != len(names):
+        raise r.error("network", f"dimension names must be unique, got {names}")
+
+    compute = ComputeSettings()
+    compute_r = r.sub("compute")
+    if compute_r is not None:
+        compute = ComputeSettings(
+            mode=compute_r.string("mode", "measured", choices=COMPUTE_MODES),
+            duration_scale=compute_r.number("duration_scale", 1.0, positive=True),
+            dtype=compute_r.string("dtype", None),
+        )
+        compute_r.finish()
+        if compute.dtype is not None and compute.dtype not in dict(device.peak_flops_per_s):
+            raise compute_r.error("dtype", f"{compute.dtype!r} is not in device.peak_flops_per_s")
+
+    model = "alpha_beta"
+    coll_r = r.sub("collectives")
+    if coll_r is not None:
+        model = coll_r.string("model", "alpha_beta", choices=COLLECTIVE_MODELS)
+        coll_r.finish()
+
+    astra = None
+    astra_r = r.sub("astra")
+    if astra_r is not None:
+        astra = _read_astra(astra_r)
+    if (model == "astra" or compute.mode == "astra") and astra is None:
+        raise r.error("astra", "is required when collectives.model or compute.mode is 'astra'")
+
+    nccl = NcclConstants()
+    nccl_r = r.sub("nccl")
+    if nccl_r is not None:
+        nccl = _read_nccl(nccl_r)
+    if model == "nccl":
+        for i, dim in enumerate(dims):
+            if dim.nccl_link is None:
+                raise SpecError(f"key network[{i}].nccl_link: is required for collectives.model = 'nccl'",
+                                path=path_s)
+
+    spec = HardwareSpec(
+        name=r.string("name"),
+        description=r.string("description", ""),
+        device=device,
+        network=dims,
+        compute=compute,
+        collective_model=model,
+        astra=astra,
+        nccl=nccl,
+        fit_to_world_size=r.boolean("fit_to_world_size", False),
+        path=path_s,
+    )
+    r.finish()
+    return spec
+
+
+def read_spec(path: str | os.PathLike[str]) -> HardwareSpec:
+    """Read a spec from a TOML file.
+
+    Raises:
+        SpecError: the file is missing, is not valid TOML, or a key is bad.
+    """
+    p = Path(path)
+    try:
+        text = p.read_bytes()
+    except OSError as exc:
+        raise SpecError(f"cannot read hardware spec: {exc.strerror or exc}", path=p) from None
+    try:
+        data = tomllib.loads(text.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise SpecError(f"not a valid TOML file: {exc}", path=p) from None
+    return spec_from_dict(data, path=p)
+
+
+def list_presets() -> list[str]:
+    """Names of the built-in presets (``replayer/presets/*.toml``), sorted."""
+    folder = resources.files("tracekit.replayer.presets")
+    return sorted(entry.name[:-5] for entry in folder.iterdir() if entry.name.endswith(".toml"))
+
+
+def preset_path(name: str) -> Path:
+    """Path of a built-in preset's TOML file.
+
+    Raises:
+        SpecError: no preset has that name.
+    """
+    if name not in list_presets():
+        raise SpecError(f"no hardware preset named {name!r}; presets: {', '.join(list_presets())}")
+    return Path(str(resources.files("tracekit.replayer.presets").joinpath(f"{name}.toml")))
+
+
+def load_spec(name_or_path: str | os.PathLike[str]) -> HardwareSpec:
+    """A spec from a preset name (``dgx-h100``) or a TOML file path.
+
+    A string without a path separator and without a ``.toml`` suffix is a
+    preset name; anything else is a path.
+
+    Raises:
+        SpecError: unknown preset, unreadable file or invalid spec.
+    """
+    text = os.fspath(name_or_path)
+    if isinstance(name_or_path, str) and os.sep not in text and "/" not in text and not text.endswith(".toml"):
+        return read_spec(preset_path(text))
+    return read_spec(text)

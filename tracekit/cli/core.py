@@ -1,0 +1,128 @@
+"""Core commands: ``info``, ``validate``, ``dump``, ``load``."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from tracekit.cli._common import CONTEXT_SETTINGS, out_console
+
+TRACES_HELP = "A trace file, a trace-set prefix (dir/job for dir/job.<rank>.et), a glob or a directory."
+
+
+def _load_set(spec: str, rank: int | None):
+    from tracekit.io import read_trace, read_traceset, trace_paths
+    from tracekit.traceset import TraceSet
+
+    pairs = trace_paths(spec)
+    if rank is not None:
+        pairs = [(r, p) for r, p in pairs if r == rank]
+        if not pairs:
+            from tracekit.errors import TraceFormatError
+
+            raise TraceFormatError(f"no file for rank {rank}", path=spec)
+        return TraceSet({r: read_trace(p, rank=r) for r, p in pairs})
+    return read_traceset(spec)
+
+
+@click.command(context_settings=CONTEXT_SETTINGS)
+@click.argument("traces", metavar="TRACES")
+@click.option("--rank", type=int, default=None, help="Only this rank.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
+def info(traces: str, rank: int | None, as_json: bool) -> None:
+    """Summarise traces: metadata, nodes by type and collective, compute time, bytes by collective.
+
+    TRACES is a trace file, a prefix (dir/job), a glob or a directory.
+
+    \b
+    Example:
+      tracekit info sample_traces/chakra/chakra.0.et
+      tracekit info out/job --json
+    """
+    from tracekit.summary import summarize_traceset
+
+    ts = _load_set(traces, rank)
+    summary = summarize_traceset(ts)
+    if as_json:
+        import orjson
+
+        sys.stdout.write(orjson.dumps(summary.to_dict(), option=orjson.OPT_INDENT_2).decode() + "\n")
+        return
+    from tracekit.cli._render import render_summary
+
+    render_summary(out_console(), summary)
+
+
+@click.command(context_settings=CONTEXT_SETTINGS)
+@click.argument("traces", metavar="TRACES")
+@click.option("--rank", type=int, default=None, help="Only this rank (skips cross-rank checks).")
+@click.option("--json", "as_json", is_flag=True, help="Print the issues as JSON on stdout.")
+def validate(traces: str, rank: int | None, as_json: bool) -> None:
+    """Check traces: ids, dependencies, cycles, node attributes, process groups, collective order.
+
+    Exits with code 1 when there are errors, 2 when a file cannot be read.
+
+    \b
+    Example:
+      tracekit validate out/job
+    """
+    from tracekit.validate import validate_traceset
+
+    ts = _load_set(traces, rank)
+    report = validate_traceset(ts)
+    if as_json:
+        import orjson
+
+        doc = {"ok": report.ok, "ranks": report.checked_ranks, "nodes": report.checked_nodes,
+               "issues": [i.__dict__ for i in report.issues]}
+        sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
+    else:
+        for issue in report.issues:
+            click.echo(str(issue))
+        status = "OK" if report.ok else f"FAILED ({len(report.errors)} errors)"
+        click.echo(f"{status}: {report.checked_ranks} ranks, {report.checked_nodes} nodes, "
+                   f"{len(report.warnings)} warnings")
+    if not report.ok:
+        sys.exit(1)
+
+
+@click.command(context_settings=CONTEXT_SETTINGS)
+@click.argument("trace", type=click.Path(dir_okay=False))
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
+              help="Write the JSON here (atomically) instead of stdout.")
+def dump(trace: str, output: str | None) -> None:
+    """Write one trace file as a JSON document (lossless; `load` turns it back into the same bytes).
+
+    \b
+    Example:
+      tracekit dump sample_traces/chakra/all_reduce.0.et -o all_reduce.0.json
+    """
+    from tracekit.io import read_trace, write_bytes_atomic
+    from tracekit.jsonform import dumps_trace
+
+    data = dumps_trace(read_trace(trace))
+    if output:
+        write_bytes_atomic(output, data)
+    else:
+        sys.stdout.buffer.write(data)
+
+
+@click.command(context_settings=CONTEXT_SETTINGS)
+@click.argument("json_file", type=click.Path(dir_okay=False))
+@click.option("-o", "--output", type=click.Path(dir_okay=False), required=True,
+              help="The .et (or .et.gz) file to write.")
+def load(json_file: str, output: str) -> None:
+    """Turn a JSON trace (tracekit JSON or Chakra feeder JSON) into a .et file.
+
+    \b
+    Example:
+      tracekit load all_reduce.0.json -o all_reduce.0.et
+    """
+    from tracekit.io import write_trace
+    from tracekit.jsonform import read_json_trace
+
+    write_trace(read_json_trace(json_file), output)
+
+
+COMMANDS = [info, validate, dump, load]

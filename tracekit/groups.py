@@ -1,0 +1,102 @@
+"""Process groups: how a trace declares which ranks form each communicator.
+
+The declaration follows PyTorch's Execution Trace, which ASTRA-sim reads: a
+METADATA node named ``process_group:init`` (PyTorch writes
+``## process_group:init ##``) whose ``inputs.values`` holds a JSON list like::
+
+    [{"pg_name": "0", "pg_desc": "default_pg", "ranks": [], "group_size": 4, "group_count": 1}]
+
+``ranks`` empty means all ranks.  A collective names its group in its
+``pg_name`` attribute; ``""`` and ``"0"`` mean the default (all-ranks) group.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Mapping
+
+import orjson
+
+from tracekit.errors import ValidationError
+from tracekit.model import IOInfo, Node, NodeType
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tracekit.model import ExecutionTrace
+
+PG_INIT_NAME = "process_group:init"
+DEFAULT_PG = "0"
+
+
+def is_pg_init(node: Node) -> bool:
+    """True for the METADATA node that declares process groups."""
+    return PG_INIT_NAME in node.name and node.type in (NodeType.METADATA_NODE, NodeType.COMP_NODE, 0)
+
+
+def canonical_pg_name(pg_name: str | None) -> str:
+    """The group key a collective refers to: ``""``/None mean the default group ``"0"``."""
+    return DEFAULT_PG if not pg_name else str(pg_name)
+
+
+def pg_init_node(node_id: int, groups: Mapping[str, tuple[int, ...] | list[int]],
+                 descriptions: Mapping[str, str] | None = None) -> Node:
+    """A METADATA node declaring ``groups`` (pg_name -> ranks; empty = all ranks)."""
+    entries = []
+    for name, ranks in groups.items():
+        ranks = [int(r) for r in ranks]
+        entries.append({
+            "pg_name": str(name),
+            "pg_desc": (descriptions or {}).get(name, ""),
+            "backend_config": "",
+            "ranks": ranks,
+            "group_size": len(ranks),
+            "group_count": len(groups),
+        })
+    values = orjson.dumps(entries).decode()
+    return Node(id=node_id, name=PG_INIT_NAME, type=NodeType.METADATA_NODE,
+                inputs=IOInfo(values=values, shapes="[[]]", types='["String"]'))
+
+
+def parse_pg_json(text: str, *, path: str | None = None, rank: int | None = None,
+                  node_id: int | None = None) -> dict[str, tuple[int, ...]]:
+    """Parse the JSON list of a ``process_group:init`` node.
+
+    Accepts the list itself, a one-element list wrapping the JSON string (as in
+    PyTorch ET ``inputs.values``), or a JSON-encoded string of either.
+
+    Raises:
+        ValidationError: not a list of objects with ``pg_name`` and ``ranks``.
+    """
+    try:
+        value = orjson.loads(text)
+        while isinstance(value, str):
+            value = orjson.loads(value)
+        if isinstance(value, list) and len(value) == 1 and isinstance(value[0], str):
+            value = orjson.loads(value[0])
+    except orjson.JSONDecodeError as exc:
+        raise ValidationError(f"process_group:init value is not JSON: {exc}", path=path, rank=rank,
+                              node_id=node_id) from None
+    if isinstance(value, dict):
+        value = [dict(v, pg_name=k) if isinstance(v, dict) else {"pg_name": k, "ranks": v}
+                 for k, v in value.items()]
+    if not isinstance(value, list):
+        raise ValidationError(f"process_group:init value must be a list, got {type(value).__name__}",
+                              path=path, rank=rank, node_id=node_id)
+    groups: dict[str, tuple[int, ...]] = {}
+    for entry in value:
+        if not isinstance(entry, dict) or "pg_name" not in entry:
+            raise ValidationError(f"process_group:init entry without pg_name: {entry!r}"[:200],
+                                  path=path, rank=rank, node_id=node_id)
+        ranks = entry.get("ranks", [])
+        if not isinstance(ranks, list) or not all(isinstance(r, int) for r in ranks):
+            raise ValidationError(f"process group {entry['pg_name']!r}: ranks must be a list of ints, got {ranks!r}",
+                                  path=path, rank=rank, node_id=node_id)
+        groups[str(entry["pg_name"])] = tuple(ranks)
+    return groups
+
+
+def groups_from_trace(trace: "ExecutionTrace") -> dict[str, tuple[int, ...]]:
+    """Process groups declared by the trace's ``process_group:init`` node(s), if any."""
+    groups: dict[str, tuple[int, ...]] = {}
+    for node in trace.nodes:
+        if PG_INIT_NAME in node.name and node.inputs is not None and node.inputs.values:
+            groups.update(parse_pg_json(node.inputs.values, path=trace.path, rank=trace.rank, node_id=node.id))
+    return groups

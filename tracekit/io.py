@@ -1,0 +1,452 @@
+"""Reading and writing execution traces: Chakra `.et` (optionally gzip), tracekit JSON, Chakra feeder JSON.
+
+`.et` layout (DESIGN.md section 3): a stream of records, each a varint32 byte
+length followed by one protobuf message; one ``GlobalMetadata`` first, then
+``Node`` messages to the end of the file.  Files ending in ``.gz`` (or starting
+with the gzip magic) are decompressed transparently.
+
+Reading is strict: a truncated record, a length prefix past the end of the
+file, an undecodable message, an empty file or an empty node record raise
+:class:`~tracekit.errors.TraceFormatError` with the byte offset and the last
+good node id; a short trace is never returned.  A trace read from a file keeps
+its encoded records; its node table is decoded column-wise by
+:mod:`tracekit._columnar` and :class:`~tracekit.model.Node` objects are built
+only on demand.  Writing an untouched trace copies its records, so
+``read -> write`` is byte-identical.
+
+Every write is atomic (temporary file in the target directory, then rename),
+and no writer ever opens an input for writing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob as _glob
+import gzip
+import os
+import re
+import tempfile
+from pathlib import Path
+from typing import IO, Any, Iterator, Sequence
+
+import numpy as np
+
+from tracekit._codec import metadata_from_pb, metadata_to_pb, node_from_pb, node_to_pb
+from tracekit._proto import et_def_pb2 as pb
+from tracekit.errors import TraceFormatError, TracekitError
+from tracekit.model import ExecutionTrace, Metadata, Node
+
+try:  # protobuf's decode error type (google.protobuf.message.DecodeError)
+    from google.protobuf.message import DecodeError
+except ImportError:  # pragma: no cover
+    DecodeError = Exception  # type: ignore[assignment,misc]
+
+GZIP_MAGIC = b"\x1f\x8b"
+_RANK_RE = re.compile(r"\.(\d+)\.et(\.gz)?$")
+
+
+# ----------------------------------------------------------------------------- atomic output
+@contextlib.contextmanager
+def atomic_output(path: str | os.PathLike[str], mode: str = "wb") -> Iterator[IO[Any]]:
+    """Open a temporary file next to ``path``; rename it onto ``path`` on success.
+
+    On any exception the temporary file is removed and ``path`` is untouched.
+    Parent directories are created.  ``mode`` is ``"wb"`` or ``"w"`` (UTF-8).
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as fh:
+            yield fh
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> None:
+    with atomic_output(path, "wb") as fh:
+        fh.write(data)
+
+
+# ----------------------------------------------------------------------------- record framing
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        b = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def frame(message_bytes: bytes) -> bytes:
+    """One record: varint32 length + message bytes."""
+    return _varint(len(message_bytes)) + message_bytes
+
+
+def _read_raw(path: str | os.PathLike[str]) -> bytes:
+    p = Path(path)
+    with open(p, "rb") as fh:
+        data = fh.read()
+    if data[:2] == GZIP_MAGIC:
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError) as exc:
+            raise TraceFormatError(f"corrupt gzip stream: {exc}", path=p) from None
+    return data
+
+
+def split_records(data: bytes, *, path: str | None = None, rank: int | None = None) -> tuple[int, int, np.ndarray, np.ndarray]:
+    """Split a `.et` byte string into records.
+
+    Returns:
+        ``(meta_start, meta_end, starts, ends)``: the metadata message span and
+        int64 arrays (shape ``[N]``) of node message spans (without prefixes).
+
+    Raises:
+        TraceFormatError: empty input, truncated length prefix, a length past
+            the end of the data, or an empty node record.
+    """
+    n = len(data)
+    if n == 0:
+        raise TraceFormatError("empty file: no GlobalMetadata record", path=path, rank=rank)
+    starts: list[int] = []
+    ends: list[int] = []
+    pos = 0
+    first = True
+    meta = (0, 0)
+    while pos < n:
+        rec_at = pos
+        # inline varint32 decode: most node records are < 16 KiB (1-2 length bytes)
+        b = data[pos]
+        if b < 0x80:
+            length = b
+            pos += 1
+        else:
+            length, shift = 0, 0
+            while True:
+                if pos >= n:
+                    raise TraceFormatError("truncated record length prefix", byte_offset=rec_at,
+                                           path=path, rank=rank)
+                b = data[pos]
+                pos += 1
+                length |= (b & 0x7F) << shift
+                if b < 0x80:
+                    break
+                shift += 7
+                if shift > 35:
+                    raise TraceFormatError("malformed record length prefix (more than 5 bytes)",
+                                           byte_offset=rec_at, path=path, rank=rank)
+        end = pos + length
+        if end > n:
+            raise TraceFormatError(
+                f"record of {length} bytes runs past the end of the file ({n - pos} bytes left)",
+                byte_offset=rec_at, path=path, rank=rank)
+        if first:
+            meta = (pos, end)
+            first = False
+        else:
+            if length == 0:
+                raise TraceFormatError("empty node record (zero length)", byte_offset=rec_at,
+                                       path=path, rank=rank)
+            starts.append(pos)
+            ends.append(end)
+        pos = end
+    return meta[0], meta[1], np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64)
+
+
+class EncodedNodes:
+    """The node records of one file, kept encoded (see module docstring)."""
+
+    __slots__ = ("data", "starts", "ends", "path", "rank")
+
+    def __init__(self, data: bytes, starts: np.ndarray, ends: np.ndarray, path: str | None, rank: int | None):
+        self.data, self.starts, self.ends, self.path, self.rank = data, starts, ends, path, rank
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def decode_one(self, i: int, last_good: int | None = None) -> Any:
+        s, e = int(self.starts[i]), int(self.ends[i])
+        m = pb.Node()
+        try:
+            m.ParseFromString(self.data[s:e])
+        except DecodeError as exc:
+            raise TraceFormatError(f"undecodable Node message ({exc})", byte_offset=s,
+                                   last_good_node_id=last_good, path=self.path, rank=self.rank) from None
+        return m
+
+    def decode_all(self) -> list[Node]:
+        out: list[Node] = []
+        last = None
+        for i in range(len(self.starts)):
+            m = self.decode_one(i, last)
+            out.append(node_from_pb(m))
+            last = m.id
+        return out
+
+    def columns(self):
+        from tracekit._columnar import decode_columns
+
+        return decode_columns(self)
+
+    def raw_records(self) -> Iterator[bytes]:
+        data = self.data
+        for s, e in zip(self.starts.tolist(), self.ends.tolist()):
+            yield frame(data[s:e])
+
+
+def rank_from_path(path: str | os.PathLike[str]) -> int | None:
+    """The rank in a ``<prefix>.<rank>.et[.gz]`` file name, or None."""
+    m = _RANK_RE.search(os.fspath(path))
+    return int(m.group(1)) if m else None
+
+
+# ----------------------------------------------------------------------------- read / write .et
+def read_trace(path: str | os.PathLike[str], *, rank: int | None = None) -> ExecutionTrace:
+    """Read one rank's trace from ``.et``, ``.et.gz``, tracekit ``.json`` or Chakra feeder JSON.
+
+    Args:
+        path: the file.
+        rank: the rank; default parsed from ``<prefix>.<rank>.et``.
+
+    Raises:
+        TraceFormatError: the file is not a valid trace (see module docstring).
+        OSError: the file cannot be read.
+    """
+    spath = os.fspath(path)
+    if rank is None:
+        rank = rank_from_path(spath)
+    if spath.endswith((".json", ".json.gz")):
+        from tracekit.jsonform import read_json_trace
+
+        return read_json_trace(spath, rank=rank)
+    data = _read_raw(spath)
+    return trace_from_bytes(data, path=spath, rank=rank)
+
+
+def trace_from_bytes(data: bytes, *, path: str | None = None, rank: int | None = None) -> ExecutionTrace:
+    """Parse a whole `.et` byte string (see :func:`read_trace`)."""
+    ms, me, starts, ends = split_records(data, path=path, rank=rank)
+    md = pb.GlobalMetadata()
+    try:
+        md.ParseFromString(data[ms:me])
+    except DecodeError as exc:
+        raise TraceFormatError(f"undecodable GlobalMetadata message ({exc})", byte_offset=0,
+                               path=path, rank=rank) from None
+    encoded = EncodedNodes(data, starts, ends, path, rank)
+    trace = ExecutionTrace._from_encoded(encoded, metadata_from_pb(md), rank=rank, path=path)
+    trace._meta_raw = data[ms:me]
+    return trace
+
+
+def iter_nodes(path: str | os.PathLike[str]) -> Iterator[Node]:
+    """Stream the nodes of a `.et`/`.et.gz` file without holding them all.
+
+    The metadata record is read and checked first; nodes are yielded one by
+    one, so a file larger than memory can be scanned.
+
+    Raises:
+        TraceFormatError: as :func:`read_trace`, raised when the bad record is reached.
+    """
+    spath = os.fspath(path)
+    rank = rank_from_path(spath)
+    with open(spath, "rb") as raw:
+        head = raw.read(2)
+        raw.seek(0)
+        fh: IO[bytes] = gzip.open(raw, "rb") if head == GZIP_MAGIC else raw  # type: ignore[assignment]
+        offset = 0
+        index = 0
+        last = None
+        empty = True
+        while True:
+            prefix_at = offset
+            length, shift, nbytes = 0, 0, 0
+            while True:
+                b = fh.read(1)
+                if not b:
+                    if nbytes:
+                        raise TraceFormatError("truncated record length prefix", byte_offset=prefix_at,
+                                               last_good_node_id=last, path=spath, rank=rank)
+                    if empty:
+                        raise TraceFormatError("empty file: no GlobalMetadata record", path=spath, rank=rank)
+                    return
+                nbytes += 1
+                length |= (b[0] & 0x7F) << shift
+                if b[0] < 0x80:
+                    break
+                shift += 7
+                if shift > 35:
+                    raise TraceFormatError("malformed record length prefix", byte_offset=prefix_at,
+                                           last_good_node_id=last, path=spath, rank=rank)
+            empty = False
+            body = fh.read(length)
+            offset += nbytes + length
+            if len(body) != length:
+                raise TraceFormatError(f"record of {length} bytes runs past the end of the file",
+                                       byte_offset=prefix_at, last_good_node_id=last, path=spath, rank=rank)
+            try:
+                if index == 0:
+                    pb.GlobalMetadata().ParseFromString(body)
+                else:
+                    if length == 0:
+                        raise TraceFormatError("empty node record (zero length)", byte_offset=prefix_at,
+                                               last_good_node_id=last, path=spath, rank=rank)
+                    m = pb.Node()
+                    m.ParseFromString(body)
+                    node = node_from_pb(m)
+                    last = node.id
+                    yield node
+            except DecodeError as exc:
+                raise TraceFormatError(f"undecodable message ({exc})", byte_offset=prefix_at,
+                                       last_good_node_id=last, path=spath, rank=rank) from None
+            index += 1
+
+
+def encode_trace(trace: ExecutionTrace) -> bytes:
+    """The `.et` bytes of ``trace`` (records copied when the trace is untouched).
+
+    Raises:
+        TracekitError: a node field holds a value protobuf cannot encode.
+    """
+    parts: list[bytes] = []
+    meta_raw = getattr(trace, "_meta_raw", None)
+    parts.append(frame(meta_raw) if meta_raw is not None and _meta_untouched(trace)
+                 else frame(metadata_to_pb(trace.metadata).SerializeToString()))
+    if trace._nodes is None:  # untouched since read: copy the records
+        parts.extend(trace._encoded.raw_records())
+    else:
+        for node in trace._nodes:
+            try:
+                parts.append(frame(node_to_pb(node).SerializeToString()))
+            except (TypeError, ValueError) as exc:
+                raise TracekitError(f"cannot encode node: {exc}", node_id=node.id, rank=trace.rank,
+                                    path=trace.path) from None
+    return b"".join(parts)
+
+
+def _meta_untouched(trace: ExecutionTrace) -> bool:
+    raw = trace._meta_raw
+    m = pb.GlobalMetadata()
+    m.ParseFromString(raw)
+    return metadata_from_pb(m) == trace.metadata
+
+
+def write_trace(trace: ExecutionTrace, path: str | os.PathLike[str]) -> Path:
+    """Write ``trace`` atomically; the format follows the suffix.
+
+    ``.et`` (Chakra protobuf stream), ``.et.gz`` (gzip of it), ``.json``
+    (tracekit JSON document, see :mod:`tracekit.jsonform`).
+
+    Returns:
+        The path written.
+
+    Raises:
+        TracekitError: the trace cannot be encoded (nothing is written).
+    """
+    p = Path(path)
+    name = p.name
+    if name.endswith(".json"):
+        from tracekit.jsonform import dumps_trace
+
+        write_bytes_atomic(p, dumps_trace(trace))
+        return p
+    data = encode_trace(trace)
+    if name.endswith(".gz"):
+        data = gzip.compress(data, compresslevel=6, mtime=0)
+    write_bytes_atomic(p, data)
+    return p
+
+
+# ----------------------------------------------------------------------------- trace sets
+def trace_paths(spec: str | os.PathLike[str]) -> list[tuple[int, Path]]:
+    """Resolve a trace-set spec to ``(rank, path)`` pairs sorted by rank.
+
+    ``spec`` is a prefix (``dir/job`` -> ``dir/job.<rank>.et[.gz]``), a glob
+    (``'dir/*.et'``), a directory (every ``*.<rank>.et[.gz]`` in it) or a
+    single file.
+
+    Raises:
+        TraceFormatError: nothing matches, a name has no rank, or two files
+            claim the same rank.
+    """
+    s = os.fspath(spec)
+    p = Path(s)
+    if any(ch in s for ch in "*?["):
+        files = [Path(f) for f in _glob.glob(s)]
+    elif p.is_dir():
+        files = [f for f in p.iterdir() if _RANK_RE.search(f.name)]
+    elif p.is_file():
+        files = [p]
+    else:
+        files = [Path(f) for f in _glob.glob(_glob.escape(s) + ".*.et") + _glob.glob(_glob.escape(s) + ".*.et.gz")]
+    files = [f for f in files if f.is_file()]
+    if not files:
+        raise TraceFormatError(f"no trace files match {s!r} (expected <prefix>.<rank>.et files)", path=s)
+    pairs: dict[int, Path] = {}
+    for f in files:
+        r = rank_from_path(f.name)
+        if r is None:
+            if len(files) == 1:
+                r = 0
+            else:
+                raise TraceFormatError("file name has no rank (expected <prefix>.<rank>.et)", path=f)
+        if r in pairs:
+            raise TraceFormatError(f"two files for rank {r}: {pairs[r]} and {f}", path=s)
+        pairs[r] = f
+    return sorted(pairs.items())
+
+
+def read_traceset(spec: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]):
+    """Read all ranks of a job (see :func:`trace_paths` for ``spec``).
+
+    Returns:
+        A :class:`tracekit.traceset.TraceSet`.
+
+    Raises:
+        TraceFormatError: as :func:`trace_paths` and :func:`read_trace`.
+    """
+    from tracekit.traceset import TraceSet
+
+    if isinstance(spec, (list, tuple)):
+        pairs: list[tuple[int, Path]] = []
+        for item in spec:
+            pairs.extend(trace_paths(item))
+    else:
+        pairs = trace_paths(spec)
+    traces = {rank: read_trace(path, rank=rank) for rank, path in pairs}
+    return TraceSet(traces)
+
+
+def write_traceset(traceset, prefix: str | os.PathLike[str], *, compress: bool = False) -> list[Path]:
+    """Write ``<prefix>.<rank>.et`` (``.et.gz`` with ``compress``) for every rank, each atomically.
+
+    All files are encoded before any is written, so an encoding error leaves
+    no output at all.
+
+    Returns:
+        The paths written, in rank order.
+    """
+    prefix = os.fspath(prefix)
+    encoded: list[tuple[Path, bytes]] = []
+    for rank, trace in traceset.items():
+        data = encode_trace(trace)
+        suffix = ".et.gz" if compress else ".et"
+        if compress:
+            data = gzip.compress(data, compresslevel=6, mtime=0)
+        encoded.append((Path(f"{prefix}.{rank}{suffix}"), data))
+    for path, data in encoded:
+        write_bytes_atomic(path, data)
+    return [p for p, _ in encoded]
+
+
+__all__ = [
+    "atomic_output", "encode_trace", "frame", "iter_nodes", "rank_from_path", "read_trace",
+    "read_traceset", "split_records", "trace_from_bytes", "trace_paths", "write_bytes_atomic",
+    "write_trace", "write_traceset", "Metadata",
+]

@@ -1,0 +1,116 @@
+"""A job: the execution traces of all its ranks plus its process groups."""
+
+from __future__ import annotations
+
+from typing import Iterator, Mapping, Sequence
+
+from tracekit.errors import ValidationError
+from tracekit.groups import DEFAULT_PG, canonical_pg_name
+from tracekit.model import ExecutionTrace
+
+
+class TraceSet:
+    """All ranks of one job.
+
+    Args:
+        traces: rank -> trace, or a sequence whose index is the rank.
+        process_groups: pg_name -> ranks.  When omitted, the groups declared
+            in the traces' ``process_group:init`` nodes are used (the union
+            over ranks).  A group with no ranks means all ranks.
+
+    Attributes:
+        process_groups: pg_name -> tuple of ranks, all-ranks groups expanded;
+            the default group ``"0"`` (all ranks) is always present.
+
+    Raises:
+        ValidationError: two declarations of one group disagree, or a group
+            names a rank outside the world.
+    """
+
+    def __init__(self, traces: Mapping[int, ExecutionTrace] | Sequence[ExecutionTrace],
+                 process_groups: Mapping[str, Sequence[int]] | None = None) -> None:
+        if isinstance(traces, Mapping):
+            items = sorted(traces.items())
+        else:
+            items = list(enumerate(traces))
+        self._traces: dict[int, ExecutionTrace] = {}
+        for rank, trace in items:
+            if trace.rank is None:
+                trace.rank = rank
+            self._traces[int(rank)] = trace
+        self._declared = {str(k): tuple(int(r) for r in v) for k, v in process_groups.items()} \
+            if process_groups is not None else None
+        self._groups: dict[str, tuple[int, ...]] | None = None
+
+    # ----- ranks ----------------------------------------------------------------------
+    @property
+    def ranks(self) -> tuple[int, ...]:
+        return tuple(self._traces)
+
+    @property
+    def world_size(self) -> int:
+        """Number of ranks (max rank + 1 when ranks are 0..n-1)."""
+        return max(self._traces) + 1 if self._traces else 0
+
+    def __len__(self) -> int:
+        return len(self._traces)
+
+    def __getitem__(self, rank: int) -> ExecutionTrace:
+        return self._traces[rank]
+
+    def __iter__(self) -> Iterator[ExecutionTrace]:
+        return iter(self._traces.values())
+
+    def items(self):
+        return self._traces.items()
+
+    def with_traces(self, traces: Mapping[int, ExecutionTrace] | Sequence[ExecutionTrace],
+                    process_groups: Mapping[str, Sequence[int]] | None = None) -> "TraceSet":
+        """A new set with other traces (process groups kept unless given)."""
+        return TraceSet(traces, process_groups if process_groups is not None else self._declared)
+
+    # ----- process groups -------------------------------------------------------------
+    @property
+    def process_groups(self) -> dict[str, tuple[int, ...]]:
+        if self._groups is None:
+            self._groups = self._resolve_groups()
+        return self._groups
+
+    def _resolve_groups(self) -> dict[str, tuple[int, ...]]:
+        world = tuple(range(self.world_size))
+        declared: dict[str, tuple[int, ...]] = {}
+        if self._declared is not None:
+            declared = dict(self._declared)
+        else:
+            for rank, trace in self._traces.items():
+                for name, ranks in trace.process_groups().items():
+                    ranks = tuple(ranks)
+                    if name in declared and declared[name] != ranks:
+                        raise ValidationError(
+                            f"process group {name!r} declared as {list(declared[name])} on another rank "
+                            f"and as {list(ranks)} here", rank=rank, path=trace.path)
+                    declared[name] = ranks
+        groups: dict[str, tuple[int, ...]] = {DEFAULT_PG: world}
+        for name, ranks in declared.items():
+            ranks = tuple(ranks) if ranks else world
+            bad = [r for r in ranks if r < 0 or r >= self.world_size]
+            if bad:
+                raise ValidationError(f"process group {name!r} names ranks {bad} outside the world of "
+                                      f"{self.world_size} ranks")
+            groups[name] = ranks
+        return groups
+
+    def group_ranks(self, pg_name: str | None) -> tuple[int, ...]:
+        """Ranks of the group a collective names (``""``/None = default group).
+
+        Raises:
+            ValidationError: unknown group.
+        """
+        key = canonical_pg_name(pg_name)
+        try:
+            return self.process_groups[key]
+        except KeyError:
+            raise ValidationError(f"unknown process group {key!r} (declared: {sorted(self.process_groups)})") from None
+
+    def __repr__(self) -> str:
+        return f"TraceSet(ranks={len(self)}, nodes={sum(len(t) for t in self)})"
