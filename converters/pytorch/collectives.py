@@ -1,0 +1,561 @@
+"""Communication operators in a PyTorch Execution Trace: which ops are one collective, of what kind and size.
+
+PyTorch records one collective at several levels, nested or side by side:
+
+* the dispatcher op ``c10d::allreduce_``, ``c10d::send``, ... (every backend);
+* NCCL: ``record_param_comms`` (its inputs/attrs carry the collective name,
+  sequence number, process group, message sizes and dtype) with a child
+  ``nccl:all_reduce`` record function;
+* gloo: ``gloo:all_reduce`` record functions, which the observer may place
+  beside (not under) the dispatcher op, and which run a list-form
+  ``reduce_scatter`` as one ``gloo:all_reduce`` per rank.
+
+:func:`plan_comms` folds each such family into one :class:`CommOp`, so the
+converter emits exactly one COMM node per communication operation.  A
+``record_param_comms`` named ``wait`` is not a collective; it is returned in
+:attr:`CommPlan.waits` with the sequence number it waits for.  A name that
+looks like communication but is not known raises
+:class:`~tracekit.errors.ConversionError` naming it -- never a silent compute
+node.
+
+Sizes (``comm_bytes``) follow the convention of Chakra/ASTRA-sim cost models
+(DESIGN.md section 4): the bytes each rank contributes -- the tensor for
+all-reduce/broadcast/reduce/send/recv, the per-rank input for all-gather and
+gather, the full input buffer for reduce-scatter and all-to-all, 0 for a
+barrier.  When ``record_param_comms`` gives ``in_msg_nelems`` and ``dtype`` they
+are authoritative; otherwise sizes come from the input tensor shapes and dtypes.
+Argument positions follow the c10d op schemas in PyTorch's
+``torch/csrc/distributed/c10d/Ops.cpp``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from tracekit.errors import ConversionError
+from tracekit.model import CollectiveType, NodeType
+
+from tracekit.converters.pytorch.et_reader import EtOp, EtTrace
+
+# Collective kind by normalized name (prefix and trailing "_" removed, lower case).
+_KIND: dict[str, CollectiveType | NodeType] = {}
+for _names, _kind in (
+    (("all_reduce", "allreduce", "allreduce_coalesced", "all_reduce_coalesced"), CollectiveType.ALL_REDUCE),
+    (("reduce",), CollectiveType.REDUCE),
+    (("all_gather", "allgather", "_allgather_base", "allgather_base", "all_gather_base",
+      "all_gather_into_tensor", "allgather_into_tensor_coalesced", "allgather_coalesced",
+      "all_gather_into_tensor_coalesced"), CollectiveType.ALL_GATHER),
+    (("gather",), CollectiveType.GATHER),
+    (("scatter",), CollectiveType.SCATTER),
+    (("broadcast",), CollectiveType.BROADCAST),
+    (("all_to_all", "alltoall", "alltoall_base", "all_to_allv", "alltoallv", "all_to_all_single"),
+     CollectiveType.ALL_TO_ALL),
+    (("reduce_scatter", "_reduce_scatter_base", "reduce_scatter_base", "reduce_scatter_tensor",
+      "reduce_scatter_tensor_coalesced"), CollectiveType.REDUCE_SCATTER),
+    (("barrier", "monitored_barrier"), CollectiveType.BARRIER),
+    (("send",), NodeType.COMM_SEND_NODE),
+    (("recv", "recv_any_source", "recvanysource", "recv_anysource"), NodeType.COMM_RECV_NODE),
+):
+    for _n in _names:
+        _KIND[_n] = _kind
+
+# c10d dispatcher ops that are not communication.
+_C10D_NON_COMM = frozenset({"wait", "_register_process_group", "_resolve_process_group",
+                            "_wait_tensor", "wait_tensor", "fake", "_set_sequence_number_for_group"})
+# record_param_comms names that are not a collective.
+_RPC_NON_COMM = frozenset({"wait", "init", "split", "comm_split"})
+
+# Which gloo:* records implement a c10d op, and how many of them (None = 1).
+_GLOO_IMPL: dict[str, frozenset[str]] = {
+    "reduce_scatter": frozenset({"all_reduce", "reduce_scatter"}),
+    "_reduce_scatter_base": frozenset({"all_reduce", "reduce_scatter"}),
+    "reduce_scatter_tensor_coalesced": frozenset({"all_reduce", "reduce_scatter"}),
+}
+
+# Input argument that carries the data each rank contributes, per c10d op; a
+# second index is the fallback when the first is empty (scatter on non-roots).
+_C10D_DATA_ARG: dict[str, tuple[int, ...]] = {
+    "allreduce": (0,), "allreduce_coalesced": (0,), "broadcast": (0,), "reduce": (0,),
+    "allgather": (1,), "_allgather_base": (1,), "allgather_into_tensor_coalesced": (1,),
+    "allgather_coalesced": (1,), "reduce_scatter": (1,), "_reduce_scatter_base": (1,),
+    "reduce_scatter_tensor_coalesced": (1,), "alltoall": (1,), "alltoall_base": (1,),
+    "gather": (1,), "scatter": (1, 0), "send": (0,), "recv": (0,), "recv_any_source": (0,),
+    "barrier": (), "monitored_barrier": (),
+}
+
+# Bytes per element by ET tensor type name and by c10 ScalarType name.
+DTYPE_BYTES: dict[str, int] = {
+    "float": 4, "double": 8, "c10::half": 2, "half": 2, "c10::bfloat16": 2, "bfloat16": 2,
+    "long int": 8, "long": 8, "int": 4, "short int": 2, "short": 2, "signed char": 1,
+    "unsigned char": 1, "bool": 1, "c10::complex<float>": 8, "c10::complex<double>": 16,
+    "c10::complex<c10::half>": 4, "c10::float8_e4m3fn": 1, "c10::float8_e5m2": 1,
+    "c10::float8_e4m3fnuz": 1, "c10::float8_e5m2fnuz": 1, "unsigned int": 4,
+    "unsigned long": 8, "unsigned short": 2,
+    # c10::ScalarType names (record_param_comms ``dtype``)
+    "byte": 1, "char": 1, "complexfloat": 8, "complexdouble": 16, "complexhalf": 4,
+    "float8_e4m3fn": 1, "float8_e5m2": 1, "uint16": 2, "uint32": 4, "uint64": 8,
+}
+
+
+def normalized_comm_name(name: str) -> str:
+    """``c10d::_allgather_base_`` -> ``_allgather_base``; ``nccl:all_reduce`` -> ``all_reduce``."""
+    for prefix in ("c10d::", "nccl:", "gloo:"):
+        if name.startswith(prefix):
+            name = name[len(prefix):]
+            break
+    if name.endswith("_") and not name.endswith("__"):
+        name = name[:-1]
+    return name.lower() if not name.startswith("_") else name
+
+
+def comm_family(name: str) -> str | None:
+    """``"c10d"``, ``"nccl"``, ``"gloo"``, ``"rpc"`` (record_param_comms) or None for other ops."""
+    if name.startswith("c10d::"):
+        return "c10d"
+    if name.startswith("nccl:"):
+        return "nccl"
+    if name.startswith("gloo:"):
+        return "gloo"
+    if name == "record_param_comms":
+        return "rpc"
+    return None
+
+
+@dataclass(frozen=True)
+class CommOp:
+    """One communication operation, merged from all the ET ops that record it.
+
+    Attributes:
+        node_id: ET id of the op the COMM node stands for (the outermost one).
+        name: that op's name.
+        node_type: COMM_COLL_NODE, COMM_SEND_NODE or COMM_RECV_NODE.
+        comm_type: the collective (None for send/recv).
+        comm_bytes: bytes per rank (see the module docstring).
+        pg_name: process group name ("0" = default group).
+        members: ET ids folded into this op (outermost first).
+        backend_ops: ids of the ``nccl:*``/``gloo:*`` records among them (where
+            the transfer itself is timed).
+        comm_src, comm_dst, comm_tag: global ranks and tag for send/recv.
+        async_op: the op's ``asyncOp`` argument when recorded, else None.
+        device: device of the data ("cpu", "cuda:0", "" when unknown).
+        seq: NCCL sequence number from record_param_comms, when recorded.
+        dtype: element type name, when known.
+    """
+
+    node_id: int
+    name: str
+    node_type: NodeType
+    comm_type: CollectiveType | None
+    comm_bytes: int
+    pg_name: str
+    members: tuple[int, ...]
+    backend_ops: tuple[int, ...] = ()
+    comm_src: int | None = None
+    comm_dst: int | None = None
+    comm_tag: int | None = None
+    async_op: bool | None = None
+    device: str = ""
+    seq: int | None = None
+    dtype: str | None = None
+
+    @property
+    def blocks_host(self) -> bool:
+        """True when the issuing thread waits for completion (CPU data and not ``async_op``)."""
+        return self.device.startswith("cpu") and self.async_op is not True
+
+
+@dataclass
+class CommPlan:
+    """Result of :func:`plan_comms`.
+
+    Attributes:
+        comms: communication ops in issue (rf_id) order.
+        member_of: ET id -> ``node_id`` of the CommOp it is folded into.
+        waits: ET id of a ``record_param_comms`` "wait" -> sequence number waited for.
+    """
+
+    comms: list[CommOp] = field(default_factory=list)
+    member_of: dict[int, int] = field(default_factory=dict)
+    waits: dict[int, int] = field(default_factory=dict)
+
+    def counts(self) -> dict[str, int]:
+        """Number of ops per kind name (``ALL_REDUCE``, ..., ``SEND``, ``RECV``)."""
+        out: dict[str, int] = {}
+        for c in self.comms:
+            key = c.comm_type.name if c.comm_type is not None else c.node_type.name.split("_")[1]
+            out[key] = out.get(key, 0) + 1
+        return out
+
+
+# ----- tensors in ET values ------------------------------------------------------------
+def _is_tensor_value(v: Any) -> bool:
+    return (isinstance(v, list) and len(v) >= 5 and all(isinstance(x, int) and not isinstance(x, bool)
+                                                         for x in v[:5]))
+
+
+def _dtype_of(type_name: str) -> str | None:
+    if type_name.startswith("Tensor(") and type_name.endswith(")"):
+        return type_name[7:-1]
+    return None
+
+
+def tensor_bytes(value: Any, shape: Any, type_name: Any, *, where: str = "") -> int:
+    """Bytes of a tensor or (nested) list of tensors given ET value, shape and type.
+
+    Uses shape x dtype size; falls back to the recorded ``numel * elem_bytes``.
+
+    Raises:
+        ConversionError: an element type whose size is unknown and not recorded.
+    """
+    if _is_tensor_value(value):
+        dtype = _dtype_of(type_name) if isinstance(type_name, str) else None
+        size = DTYPE_BYTES.get(dtype.lower()) if dtype else None
+        if isinstance(shape, list) and all(isinstance(d, int) for d in shape) and size is not None:
+            return math.prod(shape) * size
+        numel, elem = value[3], value[4]
+        if elem > 0:
+            return numel * elem
+        if numel == 0:
+            return 0
+        raise ConversionError(f"{where}unknown element size of tensor type {type_name!r}")
+    if isinstance(value, list):
+        shapes = shape if isinstance(shape, list) and len(shape) == len(value) else [None] * len(value)
+        inner = _list_inner_types(type_name, len(value))
+        return sum(tensor_bytes(v, s, t, where=where) for v, s, t in zip(value, shapes, inner))
+    return 0
+
+
+def _list_inner_types(type_name: Any, n: int) -> list[Any]:
+    """Element types of ``GenericList[A,B,...]`` (top-level split), padded to ``n``."""
+    if not isinstance(type_name, str) or not type_name.startswith("GenericList[") or not type_name.endswith("]"):
+        return [type_name] * n
+    body = type_name[len("GenericList["):-1]
+    parts, depth, cur = [], 0, []
+    for ch in body:
+        if ch == "," and depth == 0:
+            parts.append("".join(cur))
+            cur = []
+            continue
+        depth += ch in "[(<"
+        depth -= ch in "])>"
+        cur.append(ch)
+    if cur:
+        parts.append("".join(cur))
+    if len(parts) == 1:
+        parts = parts * n
+    return (parts + [parts[-1] if parts else None] * n)[:n]
+
+
+def _first_device(value: Any) -> str:
+    if _is_tensor_value(value):
+        return str(value[5]) if len(value) > 5 else ""
+    if isinstance(value, list):
+        for v in value:
+            d = _first_device(v)
+            if d:
+                return d
+    return ""
+
+
+def _arg(op: EtOp, i: int) -> tuple[Any, Any, Any]:
+    vals, shapes, types = op.inputs.values, op.inputs.shapes, op.inputs.types
+    return (vals[i] if i < len(vals) else None, shapes[i] if i < len(shapes) else None,
+            types[i] if i < len(types) else None)
+
+
+def _last_bool(op: EtOp) -> bool | None:
+    found = None
+    for v, t in zip(op.inputs.values, op.inputs.types):
+        if t == "Bool" and isinstance(v, bool):
+            found = v
+    return found
+
+
+# ----- record_param_comms ---------------------------------------------------------------
+@dataclass(frozen=True)
+class _RpcInfo:
+    name: str
+    seq: int | None
+    pg_name: str | None
+    nbytes: int | None
+    dtype: str | None
+    group_size: int | None
+
+
+def _rpc_info(op: EtOp, backend_pg: Mapping[int, str], where: str) -> _RpcInfo:
+    vals = op.inputs.values
+    name = op.extra.get("collective_name")
+    top_strs = [v for v in vals if isinstance(v, str)]
+    if name is None:
+        name = top_strs[0] if top_strs else None
+    if not isinstance(name, str) or not name:
+        raise ConversionError(f"{where}record_param_comms without a collective name")
+    seq = next((v for v in vals if isinstance(v, int) and not isinstance(v, bool)), None)
+    pg_name = op.extra.get("pg_name")
+    if pg_name is None:
+        for v in vals:  # 1.1.x values carry ("0", "default_pg"); 1.0.x a backend id
+            if isinstance(v, list) and len(v) == 2 and all(isinstance(x, str) for x in v):
+                pg_name = v[0] or None
+                break
+        else:
+            ints = [v for v in vals if isinstance(v, int) and not isinstance(v, bool)]
+            if len(ints) >= 2 and ints[1] in backend_pg:
+                pg_name = backend_pg[ints[1]]
+    nbytes = dtype = None
+    nelems = op.extra.get("in_msg_nelems")
+    dtype = op.extra.get("dtype")
+    if isinstance(nelems, int) and isinstance(dtype, str):
+        size = DTYPE_BYTES.get(dtype.lower())
+        if size is None:
+            raise ConversionError(f"{where}record_param_comms dtype {dtype!r} has no known size")
+        nbytes = nelems * size
+    gsize = op.extra.get("pg_size")
+    return _RpcInfo(name, seq, pg_name, nbytes, dtype, gsize if isinstance(gsize, int) else None)
+
+
+# ----- planning -----------------------------------------------------------------------
+@dataclass
+class _Draft:
+    head: EtOp
+    family: str
+    kind: CollectiveType | NodeType
+    members: list[int]
+    backend: list[int]
+    rpc: _RpcInfo | None = None
+    gloo_left: int = 1
+    gloo_kinds: frozenset[str] = frozenset()
+
+
+def _kind_of(name: str, where: str) -> CollectiveType | NodeType:
+    kind = _KIND.get(normalized_comm_name(name))
+    if kind is None:
+        raise ConversionError(f"{where}unknown communication op {name!r}")
+    return kind
+
+
+def plan_comms(et: EtTrace, *, rank: int | None = None,
+               groups: Mapping[str, tuple[int, ...]] | None = None,
+               backend_pg: Mapping[int, str] | None = None) -> CommPlan:
+    """Find the communication operations of an ET and describe each one.
+
+    Args:
+        et: the trace.
+        rank: this trace's global rank (needed for send/recv peers).
+        groups: ``pg_name -> ranks`` (empty tuple = all ranks), from
+            ``## process_group:init ##``.
+        backend_pg: NCCL backend id -> pg_name (old ``record_param_comms``
+            identify the group by backend id).
+
+    Raises:
+        ConversionError: an unknown communication op or collective name, a
+            send/recv without a peer, or a group that cannot be determined.
+    """
+    groups = dict(groups or {})
+    backend_pg = dict(backend_pg or {})
+    by_id = et.by_id
+    plan = CommPlan()
+    drafts: dict[int, _Draft] = {}
+    order: list[int] = []
+    pending_c10d: list[_Draft] = []
+
+    def where(op: EtOp) -> str:
+        return f"node {op.id} ({op.name}): "
+
+    def ancestor_draft(op: EtOp) -> _Draft | None:
+        pid, seen = op.parent, 0
+        while pid in by_id and seen < 64:
+            if pid in plan.member_of:
+                return drafts[plan.member_of[pid]]
+            parent = by_id[pid]
+            if parent.is_root:
+                return None
+            pid, seen = parent.parent, seen + 1
+        return None
+
+    for op in et.ops:
+        family = comm_family(op.name)
+        if family is None:
+            continue
+        if family == "c10d" and normalized_comm_name(op.name) in _C10D_NON_COMM:
+            continue
+        rpc = None
+        if family == "rpc":
+            rpc = _rpc_info(op, backend_pg, f"{et.path}: node {op.id}: ")
+            if rpc.name.lower() in _RPC_NON_COMM:
+                if rpc.name.lower() == "wait" and rpc.seq is not None:
+                    plan.waits[op.id] = rpc.seq
+                continue
+            kind = _KIND.get(normalized_comm_name(rpc.name))
+            if kind is None:
+                raise ConversionError(f"unknown collective name {rpc.name!r} in record_param_comms",
+                                      path=et.path, node_id=op.id)
+        else:
+            try:
+                kind = _kind_of(op.name, "")
+            except ConversionError as exc:
+                raise exc.with_context(path=et.path, node_id=op.id) from None
+        owner = ancestor_draft(op)
+        if owner is None and family == "gloo":
+            gname = normalized_comm_name(op.name)
+            for d in reversed(pending_c10d):
+                if d.gloo_left > 0 and (gname in d.gloo_kinds or _KIND.get(gname) == d.kind):
+                    owner = d
+                    break
+        if owner is not None:
+            owner.members.append(op.id)
+            plan.member_of[op.id] = owner.head.id
+            if family in ("nccl", "gloo"):
+                owner.backend.append(op.id)
+                if family == "gloo":
+                    owner.gloo_left -= 1
+            if rpc is not None and owner.rpc is None:
+                owner.rpc = rpc
+            continue
+        draft = _Draft(head=op, family=family, kind=kind, members=[op.id],
+                       backend=[op.id] if family in ("nccl", "gloo") else [], rpc=rpc)
+        if family == "c10d":
+            base = normalized_comm_name(op.name)
+            draft.gloo_kinds = _GLOO_IMPL.get(base, frozenset())
+            if base == "reduce_scatter":  # list form: gloo runs one all_reduce per rank
+                value, _, _ = _arg(op, 1)
+                inner = value[0] if isinstance(value, list) and value and isinstance(value[0], list) \
+                    and not _is_tensor_value(value[0]) else value
+                draft.gloo_left = len(inner) if isinstance(inner, list) and inner else 1
+            pending_c10d.append(draft)
+            if len(pending_c10d) > 32:
+                pending_c10d.pop(0)
+        drafts[op.id] = draft
+        plan.member_of[op.id] = op.id
+        order.append(op.id)
+
+    for head_id in order:
+        plan.comms.append(_finish(drafts[head_id], et, rank, groups))
+    return plan
+
+
+def _data_bytes(draft: _Draft, where: str) -> tuple[int, str]:
+    """(bytes, device) of the data this rank contributes, from tensor arguments."""
+    head = draft.head
+    if draft.rpc is not None and draft.rpc.nbytes is not None and draft.kind != CollectiveType.BARRIER:
+        device = _first_device(head.inputs.values)
+        return draft.rpc.nbytes, device
+    if draft.kind == CollectiveType.BARRIER:
+        return 0, _first_device(head.inputs.values)
+    if draft.family == "c10d":
+        base = normalized_comm_name(head.name)
+        args = _C10D_DATA_ARG.get(base, (0,))
+        for i in args:
+            v, s, t = _arg(head, i)
+            n = tensor_bytes(v, s, t, where=where)
+            if n > 0 or i == args[-1]:
+                return n, _first_device(head.inputs.values)
+        return 0, _first_device(head.inputs.values)
+    # a record_param_comms / nccl:* / gloo:* head: its first input is the tensor (list)
+    v, s, t = _arg(head, 0)
+    return tensor_bytes(v, s, t, where=where), _first_device(head.inputs.values)
+
+
+def _resolve_pg(draft: _Draft, groups: Mapping[str, tuple[int, ...]], et: EtTrace) -> str:
+    if draft.rpc is not None and draft.rpc.pg_name:
+        return str(draft.rpc.pg_name)
+    if len(groups) <= 1:
+        return next(iter(groups), "0")
+    raise ConversionError(f"cannot tell which process group {draft.head.name!r} uses; the trace "
+                          f"declares {sorted(groups)} and the op does not name one",
+                          path=et.path, node_id=draft.head.id)
+
+
+def _global_rank(group_rank: int, pg: str, groups: Mapping[str, tuple[int, ...]]) -> int:
+    ranks = groups.get(pg) or ()
+    if ranks and 0 <= group_rank < len(ranks):
+        return int(ranks[group_rank])
+    return group_rank
+
+
+def _finish(draft: _Draft, et: EtTrace, rank: int | None, groups: Mapping[str, tuple[int, ...]]) -> CommOp:
+    head = draft.head
+    where = f"{et.path}: node {head.id} ({head.name}): "
+    nbytes, device = _data_bytes(draft, where)
+    pg = _resolve_pg(draft, groups, et)
+    async_op = _last_bool(head) if draft.family == "c10d" else None
+    common = dict(node_id=head.id, name=head.name, comm_bytes=int(nbytes), pg_name=pg,
+                  members=tuple(draft.members), backend_ops=tuple(draft.backend), async_op=async_op,
+                  device=device, seq=draft.rpc.seq if draft.rpc else None,
+                  dtype=draft.rpc.dtype if draft.rpc else None)
+    if isinstance(draft.kind, CollectiveType):
+        return CommOp(node_type=NodeType.COMM_COLL_NODE, comm_type=draft.kind, **common)
+    # point to point
+    if rank is None:
+        raise ConversionError(f"{head.name!r} needs this trace's rank to name its peer; pass rank=",
+                              path=et.path, node_id=head.id)
+    peer = tag = None
+    if draft.family == "c10d":
+        ints = [v for v, t in zip(head.inputs.values, head.inputs.types)
+                if t == "Int" and isinstance(v, int) and not isinstance(v, bool)]
+        base = normalized_comm_name(head.name)
+        if base in ("send", "recv") and len(ints) >= 2:
+            peer, tag = ints[0], ints[1]
+    if peer is None:
+        raise ConversionError(f"cannot tell the peer rank of {head.name!r} (receive from any source?)",
+                              path=et.path, node_id=head.id)
+    peer = _global_rank(peer, pg, groups)
+    if draft.kind == NodeType.COMM_SEND_NODE:
+        return CommOp(node_type=NodeType.COMM_SEND_NODE, comm_type=None, comm_src=rank, comm_dst=peer,
+                      comm_tag=tag, **common)
+    return CommOp(node_type=NodeType.COMM_RECV_NODE, comm_type=None, comm_src=peer, comm_dst=rank,
+                  comm_tag=tag, **common)
+
+
+@dataclass(frozen=True)
+class ProcessGroups:
+    """Process groups declared by ``## process_group:init ##``.
+
+    Attributes:
+        groups: pg_name -> ranks (empty tuple = all ranks).
+        descriptions: pg_name -> pg_desc.
+        backend_pg: NCCL backend id -> pg_name (old traces name groups by backend id).
+        node_id: the ET node that declared them (None when absent).
+    """
+
+    groups: dict[str, tuple[int, ...]]
+    descriptions: dict[str, str]
+    backend_pg: dict[int, str]
+    node_id: int | None = None
+
+
+def read_process_groups(et: EtTrace) -> ProcessGroups:
+    """Parse the ET's ``## process_group:init ##`` node (its value is a JSON string).
+
+    Raises:
+        ConversionError: the value is not the JSON list PyTorch writes.
+    """
+    import orjson
+
+    from tracekit.errors import ValidationError
+    from tracekit.groups import parse_pg_json
+
+    groups: dict[str, tuple[int, ...]] = {}
+    desc: dict[str, str] = {}
+    backend: dict[int, str] = {}
+    node_id = None
+    for op in et.ops:
+        if "process_group:init" not in op.name:
+            continue
+        node_id = op.id
+        vals = op.inputs.values
+        text = vals[0] if len(vals) == 1 and isinstance(vals[0], str) else orjson.dumps(vals).decode()
+        try:
+            groups.update(parse_pg_json(text, path=et.path, node_id=op.id))
+            entries = orjson.loads(text)
+        except (ValidationError, orjson.JSONDecodeError) as exc:
+            raise ConversionError(str(exc.message if isinstance(exc, ValidationError) else exc),
+                                  path=et.path, node_id=op.id) from None
+        for e in entries if isinstance(entries, list) else ():
+            if isinstance(e, dict):
+                name = str(e.get("pg_name"))
+                desc[name] = str(e.get("pg_desc", ""))
+                if isinstance(e.get("backend_id"), int):
+                    backend[e["backend_id"]] = name
+    return ProcessGroups(groups, desc, backend, node_id)
