@@ -72,6 +72,8 @@ def parse_size(text: str | int) -> int:
             raise ConfigError(f"size must not be negative, got {text}")
         return text
     match = _SIZE_RE.match(str(text))
+    if match is None and str(text).strip().startswith("-"):
+        raise ConfigError(f"size must not be negative, got {text!r}")
     if match is None:
         raise ConfigError(f"cannot read size {text!r}: expected a number with an optional unit "
                           "such as 4096, 64KiB, 64MiB (2^20) or 1GB (10^9)")

@@ -1,0 +1,442 @@
+"""ASTRA-sim 1.0 text workloads -> per-rank Chakra traces (``tracekit convert text``).
+
+The format (ASTRA-sim ``astra-sim/workload/Workload.cc``, ``initialize_workload``,
+and ``workload_inputs/README.md``; the same columns as Chakra's
+``src/converter/text_converter.py``)::
+
+    <PARALLELISM> [options]
+    <number of layers>
+    <name> <reserved> <fwd compute> <fwd comm type> <fwd comm size>
+           <ig compute> <ig comm type> <ig comm size>
+           <wg compute> <wg comm type> <wg comm size> <update time>
+
+one layer per line, fields separated by whitespace (tabs in ASTRA-sim's
+files, which also end lines with CR LF).  ``ig`` is the input-gradient
+(backward data) step, ``wg`` the weight-gradient step.  Communication types
+are ``ALLREDUCE``, ``ALLGATHER``, ``ALLTOALL``, ``REDUCESCATTER`` or ``NONE``;
+sizes are bytes.  ASTRA-sim also knows ``ALLREDUCEALLTOALL`` (its own
+hierarchical variant, with no Chakra collective type): it is read, but using
+it in a converted position is an error.  ASTRA-sim maps any other word
+silently to "no communication" and Chakra's converter to an all-reduce; here
+it is a :class:`~tracekit.errors.ConversionError` naming file and line.
+
+Units: compute times are ASTRA-sim cycles, and ASTRA-sim's clock is 1 cycle =
+1 ns, so by default ``duration_ns = value``.  ``time_unit="us"`` reads them as
+microseconds instead, which is what a trace from Chakra's converter means
+(it stores the numbers in ``duration_micros``).  The update-time column
+(ASTRA-sim: a delay after each of the layer's collectives finishes) is read
+and checked but not modelled, as in Chakra's converter.
+
+Parallelism (first line) and the schedule built for each, per pass; ``F``,
+``I``, ``W`` are the fwd, ig and wg compute nodes of a layer and ``Fc``,
+``Ic``, ``Wc`` its collectives.  A ``NONE`` collective is not emitted and the
+dependency goes to the node before it.  Node ids restart at 0 on every rank;
+passes follow each other on a rank (layer l's forward in pass k+1 waits for
+the end of its weight-gradient step in pass k).
+
+* ``DATA``: forward F over layers; backward from the last layer: W, Wc
+  (all ranks), then I (no I for the first layer).  fwd/ig columns ignored
+  (ASTRA-sim involves no network dimension for them).  4L-1 nodes per pass.
+* ``MODEL``: F, Fc per layer; backward: I, Ic (none for the first layer), W.
+  wg communication ignored.
+* ``HYBRID_DATA_MODEL`` / ``HYBRID_MODEL_DATA``: as MODEL plus Wc after W;
+  fwd/ig collectives on the model-parallel group, wg on the data-parallel
+  group.  ASTRA-sim puts model parallelism on the first network dimension
+  for DATA_MODEL and data parallelism there for MODEL_DATA; here the
+  model-parallel size ``tp`` is given and DATA_MODEL groups ranks
+  ``[k*tp, (k+1)*tp)`` for model parallelism (data groups strided by tp),
+  MODEL_DATA groups ``[k*dp, (k+1)*dp)`` for data parallelism (model groups
+  strided by dp = ranks / tp).
+* ``HYBRID_TRANSFORMER model_parallel_NPU_group: <tp>`` (ASTRA-sim's
+  ``iterate_hybrid_parallel_Transformer``; Chakra's converter rejects it):
+  forward F, Fc (blocking) per layer; backward from the last layer: I, Ic
+  (blocking, also for the first layer), W after Ic, Wc (non-blocking), and
+  the next layer's I after W.  fwd/ig collectives on the model-parallel group
+  of ``tp`` consecutive ranks (ASTRA-sim's ``break_dimension`` takes the first
+  network dimensions up to tp NPUs), wg on the data-parallel group.
+* ``HYBRID_DLRM <last bottom layer>`` (and ``HYBRID_DLRM_ENHANCED``): F per
+  layer after the previous F; only an ``ALLTOALL`` fwd collective is issued;
+  F of the last bottom-MLP layer waits for the first layer's fwd all-to-all;
+  backward from the last layer: W (after the next layer's I, and for the
+  first layer after its ig all-to-all), Wc unless NONE, I (not for the first
+  layer); after I of layer last_bottom+1 the first layer's ig all-to-all.
+  All collectives on all ranks.
+* ``MICRO``: only the wg collectives, every layer, every pass, independent.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+from tracekit.converters.generators._build import DEFAULT_PG, ProcessGroups, RankTraceBuilder
+from tracekit.errors import ConfigError, ConversionError
+from tracekit.model import CollectiveType
+from tracekit.traceset import TraceSet
+
+PRODUCER = "tracekit.converters.text_workload"
+
+COMM_TOKENS: dict[str, CollectiveType | None] = {
+    "ALLREDUCE": CollectiveType.ALL_REDUCE,
+    "ALLGATHER": CollectiveType.ALL_GATHER,
+    "ALLTOALL": CollectiveType.ALL_TO_ALL,
+    "REDUCESCATTER": CollectiveType.REDUCE_SCATTER,
+    "ALLREDUCEALLTOALL": None,  # ASTRA-sim only; no Chakra collective type
+}
+NONE_TOKEN = "NONE"
+PARALLELISMS = ("DATA", "MODEL", "HYBRID_DATA_MODEL", "HYBRID_MODEL_DATA", "HYBRID_DLRM",
+                "HYBRID_DLRM_ENHANCED", "HYBRID_TRANSFORMER", "MICRO")
+TIME_UNITS_NS = {"ns": 1, "cycles": 1, "us": 1000}
+LAYER_COLUMNS = 12
+_COLUMN_NAMES = ("name", "reserved", "fwd compute time", "fwd comm type", "fwd comm size",
+                 "ig compute time", "ig comm type", "ig comm size", "wg compute time", "wg comm type",
+                 "wg comm size", "update time")
+
+
+@dataclass(frozen=True)
+class Comm:
+    """One collective column triple: the file's word, its type and bytes per rank."""
+
+    token: str
+    comm_type: CollectiveType | None
+    comm_bytes: int
+
+
+@dataclass(frozen=True)
+class TextLayer:
+    """One layer line; times in the file's unit, ``None`` comm for ``NONE``."""
+
+    name: str
+    line: int
+    reserved: int
+    fwd_time: int
+    fwd_comm: Comm | None
+    ig_time: int
+    ig_comm: Comm | None
+    wg_time: int
+    wg_comm: Comm | None
+    update_time: int
+
+
+@dataclass(frozen=True)
+class TextWorkload:
+    """A parsed text workload.
+
+    Attributes:
+        path: the file (for messages).
+        parallelism: the first word of line 1, e.g. ``DATA``.
+        layers: the layer lines in file order.
+        model_parallel_size: ``model_parallel_NPU_group`` of HYBRID_TRANSFORMER, else None.
+        last_bottom_layer: the HYBRID_DLRM option, else None.
+    """
+
+    path: str
+    parallelism: str
+    layers: tuple[TextLayer, ...]
+    model_parallel_size: int | None = None
+    last_bottom_layer: int | None = None
+
+
+# ----- parsing -------------------------------------------------------------------------
+
+def _err(path: str, line: int, message: str) -> ConversionError:
+    return ConversionError(f"line {line}: {message}", path=path)
+
+
+def _int(path: str, line: int, column: int, token: str, *, minimum: int | None = 0) -> int:
+    if not re.fullmatch(r"[+-]?\d+", token):
+        raise _err(path, line, f"{_COLUMN_NAMES[column]} (column {column + 1}) must be an integer, got {token!r}")
+    value = int(token)
+    if minimum is not None and value < minimum:
+        raise _err(path, line, f"{_COLUMN_NAMES[column]} (column {column + 1}) must not be negative, got {value}")
+    return value
+
+
+def _comm(path: str, line: int, column: int, fields: Sequence[str]) -> Comm | None:
+    token, size_token = fields[column], fields[column + 1]
+    size = _int(path, line, column + 1, size_token)
+    if token == NONE_TOKEN:
+        if size != 0:
+            raise _err(path, line, f"{_COLUMN_NAMES[column]} is NONE but {_COLUMN_NAMES[column + 1]} is {size}; "
+                                   "give a communication type or size 0")
+        return None
+    if token not in COMM_TOKENS:
+        known = ", ".join([*COMM_TOKENS, NONE_TOKEN])
+        raise _err(path, line, f"unknown communication type {token!r} in {_COLUMN_NAMES[column]} "
+                               f"(column {column + 1}); known: {known}")
+    return Comm(token, COMM_TOKENS[token], size)
+
+
+def _parse_layer(path: str, line: int, text: str) -> TextLayer:
+    f = text.split()
+    if len(f) != LAYER_COLUMNS:
+        raise _err(path, line, f"a layer line has {LAYER_COLUMNS} columns (name, reserved, then compute time, "
+                               f"comm type, comm size for fwd, ig and wg, then update time); found {len(f)}")
+    return TextLayer(
+        name=f[0], line=line, reserved=_int(path, line, 1, f[1], minimum=None),
+        fwd_time=_int(path, line, 2, f[2]), fwd_comm=_comm(path, line, 3, f),
+        ig_time=_int(path, line, 5, f[5]), ig_comm=_comm(path, line, 6, f),
+        wg_time=_int(path, line, 8, f[8]), wg_comm=_comm(path, line, 9, f),
+        update_time=_int(path, line, 11, f[11]))
+
+
+def _parse_header(path: str, words: list[str]) -> tuple[str, int | None, int | None]:
+    if not words:
+        raise _err(path, 1, f"empty first line; expected the parallelism, one of {', '.join(PARALLELISMS)}")
+    kind, rest = words[0], words[1:]
+    if kind not in PARALLELISMS:
+        raise _err(path, 1, f"unsupported parallelism {kind!r}; supported: {', '.join(PARALLELISMS)}")
+    tp = bottom = None
+    if kind == "HYBRID_TRANSFORMER":
+        if len(rest) != 2 or rest[0] != "model_parallel_NPU_group:" or not rest[1].isdigit() or int(rest[1]) < 1:
+            raise _err(path, 1, "HYBRID_TRANSFORMER needs 'model_parallel_NPU_group: <positive int>' "
+                                f"after it, got {' '.join(rest)!r}")
+        tp = int(rest[1])
+    elif kind.startswith("HYBRID_DLRM"):
+        if len(rest) != 1 or not rest[0].isdigit():
+            raise _err(path, 1, f"{kind} needs the index of the last bottom-MLP layer after it, got {' '.join(rest)!r}")
+        bottom = int(rest[0])
+    elif rest:
+        raise _err(path, 1, f"unexpected words after {kind}: {' '.join(rest)!r}")
+    return kind, tp, bottom
+
+
+def parse_text_workload(text: str, *, path: str | os.PathLike[str] = "<text>") -> TextWorkload:
+    """Parse the text of an ASTRA-sim workload.
+
+    Raises:
+        ConversionError: unsupported parallelism, bad header options, a layer
+            count that disagrees with the layer lines, a line without 12
+            columns, a non-integer or negative number, an unknown
+            communication type; the message names the file and line.
+    """
+    path = os.fspath(path)
+    lines = text.splitlines()
+    kind, tp, bottom = _parse_header(path, lines[0].split() if lines else [])
+    count_words = lines[1].split() if len(lines) > 1 else []
+    if len(count_words) != 1 or not count_words[0].isdigit() or int(count_words[0]) < 1:
+        raise _err(path, 2, f"expected the number of layers (a positive integer), got {' '.join(count_words)!r}")
+    n_layers = int(count_words[0])
+    layers = []
+    for number, raw in enumerate(lines[2:], start=3):
+        if not raw.strip():
+            continue
+        if len(layers) == n_layers:
+            raise _err(path, number, f"more layer lines than the {n_layers} announced on line 2")
+        layers.append(_parse_layer(path, number, raw))
+    if len(layers) != n_layers:
+        raise _err(path, 2, f"announces {n_layers} layers but the file has {len(layers)} layer lines")
+    if bottom is not None and not 0 <= bottom <= n_layers - 2:
+        raise _err(path, 1, f"{kind} last bottom layer {bottom} must be between 0 and {n_layers - 2} "
+                            f"(the layer after it issues the embedding's backward all-to-all)")
+    return TextWorkload(path, kind, tuple(layers), tp, bottom)
+
+
+def read_text_workload(path: str | os.PathLike[str]) -> TextWorkload:
+    """Read and parse a text workload file (see :func:`parse_text_workload`).
+
+    Raises:
+        ConversionError: the file is not valid UTF-8 text or not a valid workload.
+        OSError: the file cannot be read.
+    """
+    with open(path, "rb") as fh:
+        data = fh.read()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConversionError(f"not a text file: {exc}", path=path) from None
+    return parse_text_workload(text, path=path)
+
+
+# ----- process groups -------------------------------------------------------------------
+
+def _groups(wl: TextWorkload, num_ranks: int, tp: int | None) -> tuple[ProcessGroups, list[str], list[str]]:
+    """(groups, model-parallel pg per rank, data-parallel pg per rank)."""
+    groups = ProcessGroups(num_ranks)
+    kind = wl.parallelism
+    if kind == "HYBRID_TRANSFORMER":
+        if tp is not None and tp != wl.model_parallel_size:
+            raise ConfigError(f"{wl.path}: --tp {tp} disagrees with the file's model_parallel_NPU_group "
+                              f"{wl.model_parallel_size}")
+        tp = wl.model_parallel_size
+    elif kind in ("HYBRID_DATA_MODEL", "HYBRID_MODEL_DATA"):
+        if tp is None:
+            raise ConfigError(f"{wl.path}: {kind} needs the model-parallel group size (--tp); ASTRA-sim takes "
+                              "it from the first network dimension")
+    elif tp is not None:
+        raise ConfigError(f"{wl.path}: --tp applies to hybrid workloads only, not {kind}")
+    if tp is None:
+        return groups, [DEFAULT_PG] * num_ranks, [DEFAULT_PG] * num_ranks
+    if tp < 1 or num_ranks % tp:
+        raise ConfigError(f"{wl.path}: model-parallel size {tp} must be positive and divide the {num_ranks} ranks")
+    dp = num_ranks // tp
+    model_pg, data_pg = [DEFAULT_PG] * num_ranks, [DEFAULT_PG] * num_ranks
+    if kind == "HYBRID_MODEL_DATA":   # data parallelism innermost
+        blocks = [range(k * dp, (k + 1) * dp) for k in range(tp)]
+        strided = [range(j, num_ranks, dp) for j in range(dp)]
+        data_groups, model_groups = blocks, strided
+    else:                             # model parallelism innermost
+        model_groups = [range(k * tp, (k + 1) * tp) for k in range(dp)]
+        data_groups = [range(j, num_ranks, tp) for j in range(tp)]
+    for i, members in enumerate(model_groups):
+        name = groups.add(members, f"model-parallel {i}")
+        for r in members:
+            model_pg[r] = name
+    for i, members in enumerate(data_groups):
+        name = groups.add(members, f"data-parallel {i}")
+        for r in members:
+            data_pg[r] = name
+    return groups, model_pg, data_pg
+
+
+# ----- schedules -------------------------------------------------------------------------
+
+class _Rank:
+    """Emits one rank's nodes: compute in ns, collectives (or nothing for NONE)."""
+
+    def __init__(self, builder: RankTraceBuilder, wl: TextWorkload, ns_per_unit: int,
+                 model_pg: str, data_pg: str) -> None:
+        self.b, self.wl, self.k = builder, wl, ns_per_unit
+        self.model_pg, self.data_pg = model_pg, data_pg
+
+    def comp(self, phase: str, layer: TextLayer, deps: Sequence[int | None]) -> int:
+        value = {"fwd": layer.fwd_time, "ig": layer.ig_time, "wg": layer.wg_time}[phase]
+        return self.b.comp(f"{phase}:{layer.name}", duration_ns=value * self.k, deps=deps)
+
+    def coll(self, phase: str, layer: TextLayer, pg: str, deps: Sequence[int | None]) -> int | None:
+        comm = {"fwd": layer.fwd_comm, "ig": layer.ig_comm, "wg": layer.wg_comm}[phase]
+        if comm is None:
+            return None
+        if comm.comm_type is None:
+            raise _err(self.wl.path, layer.line, f"communication type {comm.token} ({phase}) has no Chakra "
+                                                 "collective type and cannot be converted")
+        return self.b.collective(f"{phase}_comm:{layer.name}", comm.comm_type, comm.comm_bytes, pg_name=pg,
+                                 deps=deps)
+
+
+def _or(a: int | None, b: int | None) -> int | None:
+    return a if a is not None else b
+
+
+def _data(r: _Rank, layers: Sequence[TextLayer], wg_tail: list[int | None]) -> None:
+    fwd: list[int] = []
+    for i, layer in enumerate(layers):
+        fwd.append(r.comp("fwd", layer, [fwd[-1] if fwd else None, wg_tail[i]]))
+    prev_ig: int | None = fwd[-1]
+    for i in reversed(range(len(layers))):
+        w = r.comp("wg", layers[i], [prev_ig])
+        wg_tail[i] = _or(r.coll("wg", layers[i], r.data_pg, [w]), w)
+        prev_ig = r.comp("ig", layers[i], [w]) if i else None
+
+
+def _model_like(r: _Rank, layers: Sequence[TextLayer], wg_tail: list[int | None], *, wg_comm: bool,
+                blocking_ig: bool) -> None:
+    """MODEL, HYBRID_DATA_MODEL/MODEL_DATA (blocking_ig=False) and HYBRID_TRANSFORMER (True)."""
+    tail: int | None = None
+    for i, layer in enumerate(layers):
+        f = r.comp("fwd", layer, [tail, wg_tail[i]])
+        tail = _or(r.coll("fwd", layer, r.model_pg, [f]), f)
+    prev: list[int | None] = [tail]
+    for i in reversed(range(len(layers))):
+        ig = r.comp("ig", layers[i], prev)
+        ig_comm = r.coll("ig", layers[i], r.model_pg, [ig]) if (i or blocking_ig) else None
+        w = r.comp("wg", layers[i], [_or(ig_comm, ig)] if blocking_ig else [ig])
+        wc = r.coll("wg", layers[i], r.data_pg, [w]) if wg_comm else None
+        wg_tail[i] = _or(wc, w)
+        prev = [w] if blocking_ig else [w, ig_comm]
+
+
+def _dlrm(r: _Rank, layers: Sequence[TextLayer], wg_tail: list[int | None], bottom: int) -> None:
+    fwd: list[int] = []
+    emb_fwd_comm: int | None = None
+    for i, layer in enumerate(layers):
+        f = r.comp("fwd", layer, [fwd[-1] if fwd else None, wg_tail[i], emb_fwd_comm if i == bottom else None])
+        fwd.append(f)
+        if layer.fwd_comm is not None and layer.fwd_comm.comm_type is CollectiveType.ALL_TO_ALL:
+            c = r.coll("fwd", layer, DEFAULT_PG, [f])
+            if i == 0:
+                emb_fwd_comm = c
+    next_ig: int | None = None
+    emb_ig_comm: int | None = None
+    for i in reversed(range(len(layers))):
+        deps = [fwd[-1]] if i == len(layers) - 1 else [next_ig, emb_ig_comm if i == 0 else None]
+        w = r.comp("wg", layers[i], deps)
+        wg_tail[i] = _or(r.coll("wg", layers[i], DEFAULT_PG, [w]), w)
+        next_ig = r.comp("ig", layers[i], [w]) if i else None
+        if i == bottom + 1:
+            emb_ig_comm = r.coll("ig", layers[0], DEFAULT_PG, [next_ig])
+
+
+def _micro(r: _Rank, layers: Sequence[TextLayer], wg_tail: list[int | None]) -> None:
+    for layer in layers:
+        r.coll("wg", layer, DEFAULT_PG, [])
+
+
+def _schedule(wl: TextWorkload) -> Callable[[_Rank, Sequence[TextLayer], list[int | None]], None]:
+    kind = wl.parallelism
+    if kind == "DATA":
+        return _data
+    if kind == "MODEL":
+        return lambda r, ls, t: _model_like(r, ls, t, wg_comm=False, blocking_ig=False)
+    if kind in ("HYBRID_DATA_MODEL", "HYBRID_MODEL_DATA"):
+        return lambda r, ls, t: _model_like(r, ls, t, wg_comm=True, blocking_ig=False)
+    if kind == "HYBRID_TRANSFORMER":
+        return lambda r, ls, t: _model_like(r, ls, t, wg_comm=True, blocking_ig=True)
+    if kind.startswith("HYBRID_DLRM"):
+        bottom = wl.last_bottom_layer
+        return lambda r, ls, t: _dlrm(r, ls, t, bottom)
+    return _micro
+
+
+def convert_text_workload(workload: TextWorkload | str | os.PathLike[str], num_ranks: int, *, passes: int = 1,
+                          tp: int | None = None, time_unit: str = "ns") -> TraceSet:
+    """Per-rank traces of a text workload (schedules in the module docstring).
+
+    Args:
+        workload: a parsed :class:`TextWorkload` or a path to read.
+        num_ranks: number of ranks (NPUs) to write.
+        passes: training passes (iterations) per rank.
+        tp: model-parallel group size; required for HYBRID_DATA_MODEL and
+            HYBRID_MODEL_DATA, optional (must match the file) for
+            HYBRID_TRANSFORMER, rejected for the others.
+        time_unit: unit of the file's compute times: ``"ns"`` (= ASTRA-sim
+            cycles, the default) or ``"us"`` (as Chakra's converter stores them).
+
+    Returns:
+        A :class:`TraceSet` whose ranks share one node structure.  Hybrid
+        workloads declare their model- and data-parallel groups in a
+        ``process_group:init`` node (node 0) and in the set's process groups.
+
+    Raises:
+        ConversionError: invalid file (see :func:`parse_text_workload`) or an
+            unconvertible communication type.
+        ConfigError: bad ``num_ranks``, ``passes``, ``tp`` or ``time_unit``.
+    """
+    wl = workload if isinstance(workload, TextWorkload) else read_text_workload(workload)
+    if isinstance(num_ranks, bool) or not isinstance(num_ranks, int) or num_ranks < 1:
+        raise ConfigError(f"number of ranks must be a positive integer, got {num_ranks!r}")
+    if passes < 1:
+        raise ConfigError(f"passes must be at least 1, got {passes}")
+    if time_unit not in TIME_UNITS_NS:
+        raise ConfigError(f"time unit must be one of {', '.join(TIME_UNITS_NS)}, got {time_unit!r}")
+    groups, model_pg, data_pg = _groups(wl, num_ranks, tp)
+    schedule = _schedule(wl)
+    md = {"producer": PRODUCER, "input_file": os.path.basename(wl.path), "parallelism": wl.parallelism,
+          "time_unit": time_unit}
+    traces = []
+    for rank in range(num_ranks):
+        b = RankTraceBuilder(rank)
+        if groups.has_subgroups:
+            b.declare_groups(groups)
+        r = _Rank(b, wl, TIME_UNITS_NS[time_unit], model_pg[rank], data_pg[rank])
+        wg_tail: list[int | None] = [None] * len(wl.layers)
+        for _ in range(passes):
+            schedule(r, wl.layers, wg_tail)
+        traces.append(b.build(md))
+    return TraceSet(traces, groups.mapping() if groups.has_subgroups else None)
+
+
+__all__ = ["COMM_TOKENS", "PARALLELISMS", "Comm", "TextLayer", "TextWorkload", "convert_text_workload",
+           "parse_text_workload", "read_text_workload"]

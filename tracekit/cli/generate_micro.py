@@ -1,0 +1,82 @@
+"""``tracekit generate micro``: collective, send/recv and Chakra-shape microbenchmarks."""
+
+from __future__ import annotations
+
+import click
+
+from tracekit.cli._common import CONTEXT_SETTINGS, err_console, state
+from tracekit.errors import ConfigError
+
+
+@click.command("micro", context_settings=CONTEXT_SETTINGS)
+@click.option("--collective", default=None, metavar="NAME",
+              help="all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, reduce, gather, scatter, "
+                   "reduce_scatter_block or barrier.")
+@click.option("--pattern", default=None, type=click.Choice(["ring", "pairwise", "pingpong"]),
+              help="Send/recv pattern instead of a collective.")
+@click.option("--shape", default=None, metavar="NAME",
+              help="A fixed Chakra et_generator shape (e.g. one_comm_coll_node_allreduce); --list-shapes.")
+@click.option("--list-shapes", is_flag=True, help="Print the shape names and exit.")
+@click.option("--size", default=None, metavar="SIZE",
+              help="Bytes per rank (collective) or per message: 4096, 64KiB, 64MiB (2^20), 1GB (10^9).")
+@click.option("--ranks", "num_ranks", type=int, default=None, help="Number of ranks in the job.")
+@click.option("--group", default=None, metavar="RANKS", help="Member ranks, e.g. 0-3 or 0,2,4,6 (default all).")
+@click.option("--compute-us", type=float, default=0.0, show_default=True,
+              help="Compute node (microseconds) before each iteration's communication.")
+@click.option("--iterations", type=int, default=1, show_default=True, help="Repetitions, one after another.")
+@click.option("-o", "--output", "prefix", default=None, metavar="PREFIX", help="Output prefix: PREFIX.<rank>.et.")
+def micro(collective: str | None, pattern: str | None, shape: str | None, list_shapes: bool, size: str | None,
+          num_ranks: int | None, group: str | None, compute_us: float, iterations: int,
+          prefix: str | None) -> None:
+    """Generate a microbenchmark: one collective, a send/recv pattern, or a fixed small shape.
+
+    \b
+    Example:
+      tracekit generate micro --collective all_reduce --size 64MiB --ranks 8 -o out/ar
+      tracekit generate micro --pattern ring --size 1MiB --ranks 4 --iterations 10 -o out/ring
+      tracekit generate micro --shape two_comp_nodes_dependent --ranks 2 -o out/shape
+    """
+    from tracekit.converters.generators import micro as gen
+
+    if list_shapes:
+        click.echo("\n".join(gen.CHAKRA_SHAPES))
+        return
+    chosen = [name for name, value in (("--collective", collective), ("--pattern", pattern), ("--shape", shape))
+              if value is not None]
+    if len(chosen) != 1:
+        raise ConfigError("give exactly one of --collective, --pattern or --shape"
+                          + (f" (got {' and '.join(chosen)})" if chosen else ""))
+    if num_ranks is None:
+        raise ConfigError("--ranks is required")
+    if prefix is None:
+        raise ConfigError("-o/--output is required")
+    from tracekit.converters.generators._build import parse_ranks, parse_size
+    from tracekit.io import write_traceset
+
+    if compute_us < 0:
+        raise ConfigError(f"--compute-us must not be negative, got {compute_us}")
+    compute_ns = round(compute_us * 1000)
+    members = parse_ranks(group) if group is not None else None
+    if shape is not None:
+        if members is not None or iterations != 1:
+            raise ConfigError("--group and --iterations do not apply to --shape")
+        kwargs = {"comm_bytes": parse_size(size)} if size is not None else {}
+        if compute_ns:
+            kwargs["duration_ns"] = compute_ns
+        traceset = gen.chakra_shape(shape, num_ranks, **kwargs)
+    else:
+        if size is None:
+            raise ConfigError("--size is required with --collective and --pattern")
+        nbytes = parse_size(size)
+        if collective is not None:
+            traceset = gen.collective_bench(num_ranks, collective, nbytes, group=members, compute_ns=compute_ns,
+                                            iterations=iterations)
+        else:
+            traceset = gen.send_recv_bench(num_ranks, pattern, nbytes, group=members, compute_ns=compute_ns,
+                                           iterations=iterations)
+    paths = write_traceset(traceset, prefix)
+    if not state().quiet:
+        err_console().print(f"wrote {len(paths)} trace(s): {paths[0]} ... {paths[-1]}")
+
+
+COMMANDS = [micro]
