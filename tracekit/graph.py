@@ -242,7 +242,8 @@ class DepGraph:
             u = min(preds)
         cycle = path[seen[u]:]
         cycle.reverse()  # dependency order: each node is a dep of the next
-        return cycle
+        k = cycle.index(min(cycle))  # start at the earliest node, for a stable message
+        return cycle[k:] + cycle[:k]
 
     def longest_path(self, weights: np.ndarray) -> tuple[float, list[int]]:
         """Longest weighted path (node weights, e.g. durations) through the data dependencies.

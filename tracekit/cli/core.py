@@ -61,7 +61,7 @@ def info(traces: str, rank: int | None, as_json: bool) -> None:
 def validate(traces: str, rank: int | None, as_json: bool) -> None:
     """Check traces: ids, dependencies, cycles, node attributes, process groups, collective order.
 
-    Exits with code 1 when there are errors, 2 when a file cannot be read.
+    Prints one line per issue; exits with code 2 when there is an error (or a file cannot be read).
 
     \b
     Example:
@@ -84,7 +84,7 @@ def validate(traces: str, rank: int | None, as_json: bool) -> None:
         click.echo(f"{status}: {report.checked_ranks} ranks, {report.checked_nodes} nodes, "
                    f"{len(report.warnings)} warnings")
     if not report.ok:
-        sys.exit(1)
+        sys.exit(2)
 
 
 @click.command(context_settings=CONTEXT_SETTINGS)

@@ -1,0 +1,168 @@
+"""Bad input: one clear line naming file, node and problem; exit code 2; no traceback; no partial output."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tracekit.errors import TraceFormatError
+from tracekit.io import encode_trace, frame, read_trace, write_traceset
+from tracekit.model import Attr, CollectiveType, ExecutionTrace, Node, NodeType
+from tracekit.traceset import TraceSet
+
+TRACEKIT = [sys.executable, "-m", "tracekit.cli._main"]
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([*TRACEKIT, *map(str, args)], capture_output=True, text=True, timeout=60)
+
+
+def _good_bytes() -> bytes:
+    nodes = [Node(id=i, name=f"op{i}", data_deps=[i - 1] if i else [], duration_ns=1000) for i in range(5)]
+    return encode_trace(ExecutionTrace(nodes))
+
+
+def _assert_one_line_error(proc: subprocess.CompletedProcess, *needles: str) -> None:
+    assert proc.returncode == 2, proc
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+def test_truncated_inside_a_record(tmp_path):
+    data = _good_bytes()
+    p = tmp_path / "t.0.et"
+    p.write_bytes(data[:-3])
+    with pytest.raises(TraceFormatError) as exc:
+        read_trace(p)
+    assert exc.value.byte_offset is not None
+    out = tmp_path / "o.json"
+    proc = run("dump", p, "-o", out)
+    _assert_one_line_error(proc, str(p), "runs past the end of the file", "at byte")
+    assert not out.exists()
+    assert list(tmp_path.iterdir()) == [p]  # no temp files left behind
+
+
+def test_length_prefix_larger_than_file(tmp_path):
+    p = tmp_path / "t.0.et"
+    p.write_bytes(frame(b"") + b"\xff\xff\x03" + b"\x08\x01")
+    _assert_one_line_error(run("info", p), str(p), "record of 65535 bytes", "at byte 1")
+
+
+def test_garbage_bytes(tmp_path):
+    p = tmp_path / "t.0.et"
+    p.write_bytes(frame(b"") + frame(b"\xff\xff\xff\xff\xff\xff"))
+    _assert_one_line_error(run("info", p), str(p), "undecodable")
+
+
+def test_garbage_after_good_nodes_names_last_good_node(tmp_path):
+    p = tmp_path / "t.0.et"
+    p.write_bytes(_good_bytes() + frame(b"\x0a\x05ab"))
+    proc = run("validate", p)
+    _assert_one_line_error(proc, "undecodable", "after node 4")
+
+
+def test_empty_file(tmp_path):
+    p = tmp_path / "t.0.et"
+    p.write_bytes(b"")
+    _assert_one_line_error(run("info", p), str(p), "empty file")
+
+
+def test_zero_length_record(tmp_path):
+    p = tmp_path / "t.0.et"
+    p.write_bytes(_good_bytes() + b"\x00")
+    _assert_one_line_error(run("info", p), str(p), "empty node record")
+
+
+def _write(tmp_path: Path, nodes: list[Node], name: str = "t.0.et") -> Path:
+    p = tmp_path / name
+    p.write_bytes(encode_trace(ExecutionTrace(nodes)))
+    return p
+
+
+def test_dependency_on_missing_id(tmp_path):
+    p = _write(tmp_path, [Node(id=1), Node(id=412, data_deps=[1, 9999])])
+    proc = run("validate", p)
+    assert proc.returncode == 2
+    assert f"{p}: rank 0: node 412: data dep 9999 does not exist" in proc.stdout
+
+
+def test_cycle_names_its_nodes(tmp_path):
+    p = _write(tmp_path, [Node(id=1, name="a", data_deps=[3]), Node(id=2, name="b", data_deps=[1]),
+                          Node(id=3, name="c", data_deps=[2]), Node(id=4, name="d", data_deps=[3])])
+    proc = run("validate", p)
+    assert proc.returncode == 2
+    assert "[cycle]" in proc.stdout and "1 (a) -> 2 (b) -> 3 (c) -> 1" in proc.stdout
+
+
+def test_duplicate_ids(tmp_path):
+    p = _write(tmp_path, [Node(id=1), Node(id=2), Node(id=2)])
+    proc = run("validate", p)
+    assert proc.returncode == 2 and "node 2: duplicate node id 2" in proc.stdout
+
+
+def test_comm_node_without_comm_type(tmp_path):
+    p = _write(tmp_path, [Node(id=7, type=NodeType.COMM_COLL_NODE, attrs=[Attr("comm_size", 64)])])
+    proc = run("validate", p)
+    assert proc.returncode == 2 and "node 7: COMM_COLL node has no comm_type" in proc.stdout
+
+
+def _coll(nid: int, ctype: CollectiveType, size: int) -> Node:
+    return Node(id=nid, type=NodeType.COMM_COLL_NODE,
+                attrs=[Attr("comm_type", int(ctype)), Attr("comm_size", size), Attr("pg_name", "0", "string_val")])
+
+
+def test_mismatched_collectives_across_ranks(tmp_path):
+    r0 = ExecutionTrace([_coll(1, CollectiveType.ALL_REDUCE, 1024), _coll(2, CollectiveType.ALL_GATHER, 64)])
+    r1 = ExecutionTrace([_coll(1, CollectiveType.ALL_REDUCE, 1024), _coll(2, CollectiveType.ALL_GATHER, 128)])
+    write_traceset(TraceSet([r0, r1]), tmp_path / "job")
+    proc = run("validate", tmp_path / "job")
+    assert proc.returncode == 2
+    assert "rank 1: node 2: group '0': collective #1 is ALL_GATHER of 128 bytes here but ALL_GATHER of 64 bytes " \
+           "on rank 0" in proc.stdout
+
+
+def test_missing_collective_on_one_rank(tmp_path):
+    r0 = ExecutionTrace([_coll(1, CollectiveType.ALL_REDUCE, 1024), _coll(2, CollectiveType.BARRIER, 0)])
+    r1 = ExecutionTrace([_coll(1, CollectiveType.ALL_REDUCE, 1024)])
+    write_traceset(TraceSet([r0, r1]), tmp_path / "job")
+    proc = run("validate", tmp_path / "job")
+    assert "rank 0 issues 2 collectives, rank 1 issues 1; first unmatched is #1: BARRIER" in proc.stdout
+
+
+def test_missing_input_file(tmp_path):
+    _assert_one_line_error(run("info", tmp_path / "nope"), "no trace files match")
+
+
+def test_debug_shows_traceback(tmp_path):
+    p = tmp_path / "t.0.et"
+    p.write_bytes(b"")
+    proc = run("--debug", "info", p)
+    assert proc.returncode != 0 and "Traceback" in proc.stderr
+
+
+def test_load_rejects_bad_json_and_writes_nothing(tmp_path):
+    j = tmp_path / "t.json"
+    j.write_text('{"format": "tracekit.et.json", "nodes": [{"id": 1,}]}')
+    out = tmp_path / "t.0.et"
+    _assert_one_line_error(run("load", j, "-o", out), str(j), "invalid JSON")
+    assert not out.exists()
+
+
+def test_failed_write_keeps_existing_output(tmp_path):
+    """An encoding failure leaves the previous file intact (atomic write)."""
+    from tracekit.errors import TracekitError
+    from tracekit.io import write_trace
+
+    out = tmp_path / "t.0.et"
+    out.write_bytes(b"previous")
+    bad = ExecutionTrace([Node(id=1, attrs=[Attr("x", "not an int", "int64_val")])])
+    with pytest.raises(TracekitError, match="cannot encode node"):
+        write_trace(bad, out)
+    assert out.read_bytes() == b"previous"
+    assert list(tmp_path.iterdir()) == [out]
