@@ -111,6 +111,16 @@ class CommCost:
 ZERO_COST = CommCost(0.0, (), "none")
 
 
+class UnsupportedCollectiveError(ReplayError):
+    """A cost model has no formula for this collective.
+
+    The ASTRA-sim-compatible model raises it for broadcast, reduce, gather,
+    scatter and barrier, which ASTRA-sim's system layer does not simulate
+    (ASTRA-sim replays them with the node's measured duration instead; an
+    engine that wants the same behaviour catches this error and does so).
+    """
+
+
 class CollectiveModel(Protocol):
     """What the engine calls to cost communication."""
 

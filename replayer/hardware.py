@@ -113,8 +113,10 @@ class DeviceSpec:
 
     Attributes:
         name: product name.
-        peak_flops_per_s: ``((dtype, FLOP/s), ...)``, dense peak per dtype.
-        default_dtype: the dtype whose peak the roofline uses.
+        peak_flops_per_s: ``((dtype, FLOP/s), ...)``, dense peak per dtype
+            (may be empty, e.g. for an imported ASTRA-sim config without
+            ``peak-perf``; then a roofline cannot run).
+        default_dtype: the dtype whose peak the roofline uses (None if no peaks).
         mem_bandwidth_gbps: device memory bandwidth, GB/s (1e9 B/s).
         compute_efficiency: achievable fraction of peak FLOP/s, in (0, 1].
         memory_efficiency: achievable fraction of memory bandwidth, in (0, 1].
@@ -122,7 +124,7 @@ class DeviceSpec:
 
     name: str
     peak_flops_per_s: tuple[tuple[str, float], ...]
-    default_dtype: str
+    default_dtype: str | None
     mem_bandwidth_gbps: float
     compute_efficiency: float = 1.0
     memory_efficiency: float = 1.0
@@ -137,8 +139,9 @@ class DeviceSpec:
         for name, value in self.peak_flops_per_s:
             if name == want:
                 return value
-        listed = ", ".join(n for n, _ in self.peak_flops_per_s)
-        raise SpecError(f"device {self.name!r} has no peak_flops_per_s for dtype {want!r} (has {listed})")
+        listed = ", ".join(n for n, _ in self.peak_flops_per_s) or "none"
+        raise SpecError(f"key device.peak_flops_per_s: device {self.name!r} has no peak for dtype "
+                        f"{want!r} (has {listed}); a roofline needs it")
 
     @property
     def mem_bandwidth_bytes_per_s(self) -> float:
@@ -362,11 +365,11 @@ def _spec_to_dict(spec: HardwareSpec) -> dict[str, Any]:
     if spec.description:
         out["description"] = spec.description
     out["fit_to_world_size"] = spec.fit_to_world_size
-    out["device"] = {
-        "name": d.name, "peak_flops_per_s": dict(d.peak_flops_per_s), "default_dtype": d.default_dtype,
-        "mem_bandwidth_gbps": d.mem_bandwidth_gbps, "compute_efficiency": d.compute_efficiency,
-        "memory_efficiency": d.memory_efficiency,
-    }
+    out["device"] = {"name": d.name, "peak_flops_per_s": dict(d.peak_flops_per_s)}
+    if d.default_dtype is not None:
+        out["device"]["default_dtype"] = d.default_dtype
+    out["device"].update(mem_bandwidth_gbps=d.mem_bandwidth_gbps, compute_efficiency=d.compute_efficiency,
+                         memory_efficiency=d.memory_efficiency)
     compute: dict[str, Any] = {"mode": spec.compute.mode, "duration_scale": spec.compute.duration_scale}
     if spec.compute.dtype is not None:
         compute["dtype"] = spec.compute.dtype
@@ -476,10 +479,15 @@ class _Reader:
             raise self.error(key, f"must be true or false, got {value!r}")
         return value
 
-    def sub(self, key: str, *, required: bool = False) -> "_Reader | None":
-        if key not in self.table and not required:
-            self.used.add(key)
+    def sub(self, key: str) -> "_Reader | None":
+        """The table under ``key``, or None when absent."""
+        self.used.add(key)
+        if key not in self.table:
             return None
+        return _Reader(self.table[key], self._name(key), self.path)
+
+    def required_sub(self, key: str) -> "_Reader":
+        """The table under ``key``; SpecError when absent."""
         return _Reader(self.raw(key), self._name(key), self.path)
 
     def finish(self) -> None:
@@ -490,15 +498,13 @@ class _Reader:
 
 
 def _read_device(r: _Reader) -> DeviceSpec:
-    peaks_r = r.sub("peak_flops_per_s", required=True)
-    assert peaks_r is not None
+    peaks_r = r.sub("peak_flops_per_s")
     peaks = []
-    for dtype in peaks_r.table:
-        peaks.append((dtype, peaks_r.number(dtype, positive=True)))
-    if not peaks:
-        raise r.error("peak_flops_per_s", "must list at least one dtype")
-    default_dtype = r.string("default_dtype", peaks[0][0])
-    if default_dtype not in dict(peaks):
+    if peaks_r is not None:
+        for dtype in peaks_r.table:
+            peaks.append((dtype, peaks_r.number(dtype, positive=True)))
+    default_dtype = r.string("default_dtype", peaks[0][0] if peaks else None)
+    if default_dtype is not None and default_dtype not in dict(peaks):
         raise r.error("default_dtype", f"{default_dtype!r} is not in peak_flops_per_s")
     device = DeviceSpec(
         name=r.string("name"),
@@ -587,9 +593,7 @@ def _read_nccl(r: _Reader) -> NcclConstants:
         for link in hw_r.table:
             if link not in NCCL_LINKS:
                 raise hw_r.error(link, f"unknown link class; expected one of {', '.join(NCCL_LINKS)}")
-            sub = hw_r.sub(link, required=True)
-            assert sub is not None
-            rows[link] = _read_proto_table(sub)
+            rows[link] = _read_proto_table(hw_r.required_sub(link))
         hw = tuple((link, rows[link]) for link in NCCL_LINKS)
     caps = r.raw("tree_max_bw_gbps", list(default.tree_max_bw_gbps))
     if (not isinstance(caps, list) or len(caps) != 2
@@ -609,9 +613,7 @@ def spec_from_dict(data: Mapping[str, Any], *, path: str | os.PathLike[str] | No
     """
     path_s = os.fspath(path) if path is not None else None
     r = _Reader(data, "", path_s)
-    device_r = r.sub("device", required=True)
-    assert device_r is not None
-    device = _read_device(device_r)
+    device = _read_device(r.required_sub("device"))
 
     net = r.raw("network")
     if not isinstance(net, list) or not net:

@@ -1,0 +1,251 @@
+"""ASTRA-sim-compatible collective model: the analytical congestion-unaware backend, to the ns.
+
+Reproduces the times ASTRA-sim's analytical (congestion-unaware) network
+backend gives for single collectives, from the formulas measured in
+DESIGN.md section 4 and the backend's source (``BasicTopology::
+compute_communication_delay`` in astra-sim's analytical network).  Time unit
+1 ns.  Per dimension ``d`` with link bandwidth ``bw`` (the spec's
+``bandwidth_gbps``) and link latency ``lat``:
+
+- bytes per ns ``B = bw * 2^30 / 1e9`` (``[astra] bandwidth_convention =
+  "gib"``: the backend's ``bw_GBps_to_Bpns`` reads "GB/s" as GiB/s) or ``B =
+  bw`` (``"si"``, as later ASTRA-sim versions do);
+- hops ``h``: ring topology = the shorter way round (1 between ring
+  neighbours), fully connected = 1, switch = 2;
+- one message of ``m`` bytes: ``X(m) = floor(h * lat + m / B)``;
+- local reduction of a received message: ``R(m) = 3 * floor(m / local_mem_bw)``
+  (``local-mem-bw`` in GB/s = B/ns); ``e`` = ``endpoint-delay`` in ns.
+
+One chunk of ``C`` bytes on ``p`` ranks of one dimension:
+
+- ring all-reduce ``e + (p-1)(X(C/p) + e + R(C/p)) + (p-1)(X(C/p) + e)``
+- ring reduce-scatter ``e + (p-1)(X(C/p) + e + R(C/p))``
+- ring all-gather (``C`` per rank in) ``e + (p-1)(X(C) + e)``
+- ring all-to-all ``e + p(p-1)/2 (X(C/p) + e)``
+- direct all-reduce ``e + (Xmax(C/p) + e + R(C/p)) + (Xmax(C/p) + e)``, ``Xmax``
+  with the farthest member's hops.
+
+By analogy with direct all-reduce (not measured): direct reduce-scatter
+``e + (Xmax(C/p) + e + R(C/p))``, direct all-gather ``e + (Xmax(C) + e)``,
+direct all-to-all ``e + (Xmax(C/p) + e)``.
+
+A collective of ``D`` bytes runs ``S = preferred-dataset-splits`` chunks of
+``C = D // S`` (integer sizes, as ASTRA-sim's ``uint64`` chunk sizes; ``C/p``
+is integer division too).  With ``A = active-chunks-per-dimension``, chunks
+run in ``ceil(S / A)`` waves; on one dimension ``T = ceil(S/A) * T_chunk(C)``
+(measured for A = 1: S = 4 on a 4-rank ring, reduce-scatter, 22,240 ns).
+
+Several dimensions (``collective-optimization = localBWAware``): reduce-
+scatter on the inner dimensions, all-reduce on the outermost, all-gather back
+(``baseline``: all-reduce on every dimension with the full chunk); the other
+collectives run dimension by dimension inner first.  Chunks pipeline across
+dimensions: ``T = sum(phase times of one chunk) + (waves - 1) * (largest
+per-dimension time of one chunk)``, a flow-shop approximation **not verified
+against ASTRA-sim** (DESIGN.md has no multi-dimension reference values).
+
+The congestion-unaware backend never slows concurrent messages, so costs
+have ``shares_bandwidth = False`` and the whole time in ``fixed_ns``.
+Broadcast, reduce, gather, scatter and barrier raise
+:class:`~.collectives.UnsupportedCollectiveError` (ASTRA-sim's workload layer
+replays a broadcast with its measured duration, ``duration_micros * 1000`` ns
+or 1 ns when zero).  Point-to-point: ``X(m)`` on the outermost dimension where
+source and destination differ (not measured).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import TYPE_CHECKING
+
+from tracekit.errors import SpecError
+from tracekit.model import CollectiveType
+
+from tracekit.replayer.collectives import (
+    CommCost, UnsupportedCollectiveError, check_comm_bytes, collective_kind,
+)
+from tracekit.replayer.placement import GroupPlacement, p2p_dimension, place_group, rank_coords, ring_distance
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tracekit.replayer.hardware import HardwareSpec, NetworkDim
+
+log = logging.getLogger(__name__)
+
+ASTRA_COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all")
+ASTRA_ALGORITHMS = ("ring", "direct")
+_MEASURED = {("ring", k) for k in ASTRA_COLLECTIVES} | {("direct", "all_reduce")}
+
+
+def bytes_per_ns(bandwidth_gbps: float, convention: str) -> float:
+    """Link bandwidth in bytes/ns as ASTRA-sim computes it (``bw * (1 << 30) / 1e9`` for ``gib``)."""
+    if convention == "gib":
+        return bandwidth_gbps * (1 << 30) / 1_000_000_000
+    return bandwidth_gbps
+
+
+def astra_hops(topology: str, a: int, b: int, size: int) -> int:
+    """Hops between coordinates ``a`` and ``b``: ring shorter way, fully connected 1, switch 2."""
+    if topology == "ring":
+        return ring_distance(a, b, size)
+    if topology == "switch":
+        return 2
+    return 1
+
+
+class AstraModel:
+    """ASTRA-sim analytical congestion-unaware collective costs (see module doc).
+
+    Raises (at construction):
+        SpecError: the spec has no ``[astra]`` table, or a dimension names an
+            algorithm other than ring/direct for an ASTRA-sim collective.
+    """
+
+    def __init__(self, spec: "HardwareSpec") -> None:
+        if spec.astra is None:
+            raise SpecError("key astra: is required for collectives.model = 'astra'", path=spec.path)
+        self.spec = spec
+        self.settings = spec.astra
+        self._sizes = spec.dim_sizes
+        self._bw = tuple(bytes_per_ns(d.bandwidth_gbps, spec.astra.bandwidth_convention)
+                         for d in spec.network)
+        for i, dim in enumerate(spec.network):
+            for key in ASTRA_COLLECTIVES:
+                alg = dim.algorithm(key)
+                if alg not in ASTRA_ALGORITHMS:
+                    raise SpecError(
+                        f"key network[{i}].algorithms.{key}: the astra-compatible model covers ring and "
+                        f"direct (the formulas measured from ASTRA-sim), got {alg!r}; use "
+                        f"collectives.model = 'alpha_beta' for it", path=spec.path)
+        self._placements: dict[tuple[int, ...], GroupPlacement] = {}
+
+    # --- the per-message terms ---
+
+    def message_ns(self, d: int, m: int, h: int) -> int:
+        """``X(m) = floor(h * latency + m / B)`` on dimension ``d``."""
+        return int(h * self.spec.network[d].latency_ns + m / self._bw[d])
+
+    def reduction_ns(self, m: int) -> int:
+        """``R(m) = 3 * floor(m / local_mem_bw)``."""
+        return 3 * int(m / self.settings.local_mem_bw_gbps)
+
+    # --- one chunk on one dimension ---
+
+    def chunk_ns(self, kind: str, algorithm: str, d: int, c: int, p: int, coords: tuple[int, ...]) -> int:
+        """Time of one chunk of ``c`` bytes of ``kind`` on ``p`` ranks of dimension ``d``.
+
+        ``coords`` are the members' distinct coordinates on ``d`` (for the hop counts).
+        """
+        if p <= 1:
+            return 0
+        if (algorithm, kind) not in _MEASURED:
+            log.debug("astra model: direct %s is by analogy with direct all-reduce", kind)
+        dim: NetworkDim = self.spec.network[d]
+        e = self.settings.endpoint_delay_ns
+        piece = c // p
+        if algorithm == "ring":
+            pairs = zip(coords, coords[1:] + coords[:1])
+            h = max(astra_hops(dim.topology, a, b, dim.size) for a, b in pairs)
+        else:
+            h = max(astra_hops(dim.topology, a, b, dim.size) for a in coords for b in coords if a != b)
+        x_piece = self.message_ns(d, piece, h)
+        reduce_step = x_piece + e + self.reduction_ns(piece)
+        gather_step = x_piece + e
+        steps = p - 1 if algorithm == "ring" else 1
+        if kind == "all_reduce":
+            return e + steps * reduce_step + steps * gather_step
+        if kind == "reduce_scatter":
+            return e + steps * reduce_step
+        if kind == "all_gather":
+            return e + steps * (self.message_ns(d, c, h) + e)
+        # all_to_all
+        if algorithm == "ring":
+            return e + p * (p - 1) // 2 * gather_step
+        return e + gather_step
+
+    # --- the model interface ---
+
+    def placement(self, group: tuple[int, ...]) -> GroupPlacement:
+        key = tuple(group)
+        found = self._placements.get(key)
+        if found is None:
+            found = self._placements[key] = place_group(key, self._sizes)
+        return found
+
+    def phases(self, kind: str, chunk: int, pl: GroupPlacement) -> list[tuple]:
+        """``(dimension, phase kind, chunk bytes, ranks, member coordinates)`` in order, for one chunk.
+
+        A group that is not regular runs flat on its outermost dimension with ``p = len(group)``.
+        """
+        if not pl.regular:
+            return [(pl.dims[-1], kind, chunk, pl.size, pl.coords[-1])]
+        dims = list(zip(pl.dims, pl.sizes, pl.coords))
+        out = []
+        if kind == "all_reduce" and self.settings.collective_optimization == "baseline":
+            return [(d, kind, chunk, p, c) for d, p, c in dims]
+        if kind == "all_reduce":
+            size = chunk
+            for d, p, c in dims[:-1]:
+                out.append((d, "reduce_scatter", size, p, c))
+                size //= p
+            d, p, c = dims[-1]
+            out.append((d, "all_reduce", size, p, c))
+            for d, p, c in reversed(dims[:-1]):
+                out.append((d, "all_gather", size, p, c))
+                size *= p
+            return out
+        size = chunk
+        for d, p, c in dims:
+            out.append((d, kind, size, p, c))
+            if kind == "reduce_scatter":
+                size //= p
+            elif kind == "all_gather":
+                size *= p
+        return out
+
+    def collective_ns(self, kind: str, comm_bytes: int, group: tuple[int, ...]) -> int:
+        """Whole-collective time in ns (integer, as ASTRA-sim's cycles)."""
+        pl = self.placement(group)
+        if not pl.dims:
+            return 0
+        s = self.settings.preferred_dataset_splits
+        waves = math.ceil(s / self.settings.active_chunks_per_dimension)
+        chunk = comm_bytes // s
+        per_dim: dict[int, int] = {}
+        total = 0
+        for d, phase_kind, size, p, coords in self.phases(kind, chunk, pl):
+            t = self.chunk_ns(phase_kind, self.spec.network[d].algorithm(phase_kind), d, size, p, coords)
+            total += t
+            per_dim[d] = per_dim.get(d, 0) + t
+        return total + (waves - 1) * max(per_dim.values())
+
+    def collective_cost(self, comm_type: CollectiveType, comm_bytes: int,
+                        group: tuple[int, ...]) -> CommCost:
+        """ASTRA-sim's time for one collective, all in ``fixed_ns`` (no bandwidth sharing).
+
+        Raises:
+            UnsupportedCollectiveError: broadcast, reduce, gather, scatter, barrier.
+            SpecError: a rank outside the spec.
+            ReplayError: negative ``comm_bytes``.
+        """
+        kind = collective_kind(comm_type)
+        if kind not in ASTRA_COLLECTIVES:
+            raise UnsupportedCollectiveError(
+                f"the astra-compatible model has no {kind} (ASTRA-sim simulates all-reduce, "
+                f"reduce-scatter, all-gather and all-to-all only; it replays a broadcast with its "
+                f"measured duration)")
+        n = check_comm_bytes(comm_bytes)
+        pl = self.placement(group)
+        algs = sorted({self.spec.network[d].algorithm(kind) for d in pl.dims}) or ["ring"]
+        return CommCost(float(self.collective_ns(kind, n, group)), (), "astra:" + "+".join(algs),
+                        shares_bandwidth=False)
+
+    def p2p_cost(self, comm_bytes: int, src: int, dst: int) -> CommCost:
+        """``X(m)`` on the outermost dimension where ``src`` and ``dst`` differ (0 for the same rank)."""
+        n = check_comm_bytes(comm_bytes)
+        d = p2p_dimension(src, dst, self._sizes)
+        if d is None:
+            return CommCost(0.0, (), "astra:local", shares_bandwidth=False)
+        dim = self.spec.network[d]
+        h = astra_hops(dim.topology, rank_coords(src, self._sizes)[d], rank_coords(dst, self._sizes)[d],
+                       dim.size)
+        return CommCost(float(self.message_ns(d, n, h)), (), "astra:p2p", shares_bandwidth=False)
