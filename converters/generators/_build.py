@@ -120,8 +120,10 @@ def parse_ranks(text: str) -> tuple[int, ...]:
 def _check_bytes(what: str, value: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ConfigError(f"{what} must be an integer number of bytes, got {value!r}")
-    if value < 0 or value > INT64_MAX:
-        raise ConfigError(f"{what} must be between 0 and 2^63-1 bytes, got {value}")
+    if value < 0:
+        raise ConfigError(f"{what} must not be negative, got {value} bytes")
+    if value > INT64_MAX:
+        raise ConfigError(f"{what} must be at most 2^63-1 bytes, got {value}")
     return value
 
 
