@@ -413,13 +413,18 @@ def _spec_to_dict(spec: HardwareSpec) -> dict[str, Any]:
 class _Reader:
     """Typed access to a TOML table; every error names the file and the key."""
 
-    def __init__(self, table: Mapping[str, Any], key: str, path: str | None) -> None:
+    def __init__(self, table: Mapping[str, Any], key: str, path: str | None,
+                 known: frozenset[str] | None = None) -> None:
         if not isinstance(table, Mapping):
-            raise SpecError(f"key {key}: expected a table, got {table!r}", path=path)
+            raise SpecError(f"key {key or '(top level)'}: expected a table, got {table!r}", path=path)
         self.table = table
         self.prefix = key
         self.path = path
         self.used: set[str] = set()
+        if known is not None:
+            unknown = sorted(set(table) - known)
+            if unknown:
+                raise self.error(unknown[0], f"unknown key (expected one of {', '.join(sorted(known))})")
 
     def _name(self, key: str) -> str:
         return f"{self.prefix}.{key}" if self.prefix else key
@@ -479,22 +484,29 @@ class _Reader:
             raise self.error(key, f"must be true or false, got {value!r}")
         return value
 
-    def sub(self, key: str) -> "_Reader | None":
+    def sub(self, key: str, known: frozenset[str] | None = None) -> "_Reader | None":
         """The table under ``key``, or None when absent."""
         self.used.add(key)
         if key not in self.table:
             return None
-        return _Reader(self.table[key], self._name(key), self.path)
+        return _Reader(self.table[key], self._name(key), self.path, known)
 
-    def required_sub(self, key: str) -> "_Reader":
+    def required_sub(self, key: str, known: frozenset[str] | None = None) -> "_Reader":
         """The table under ``key``; SpecError when absent."""
-        return _Reader(self.raw(key), self._name(key), self.path)
+        return _Reader(self.raw(key), self._name(key), self.path, known)
 
     def finish(self) -> None:
         """Reject keys nobody read (catches typos such as ``bandwith_gbps``)."""
         unknown = sorted(set(self.table) - self.used)
         if unknown:
             raise self.error(unknown[0], "unknown key")
+
+
+_TOP_KEYS = frozenset({"name", "description", "fit_to_world_size", "device", "compute", "collectives",
+                       "network", "astra", "nccl"})
+_DEVICE_KEYS = frozenset({"name", "peak_flops_per_s", "default_dtype", "mem_bandwidth_gbps",
+                          "compute_efficiency", "memory_efficiency"})
+_DIM_KEYS = frozenset({"name", "topology", "size", "bandwidth_gbps", "latency_ns", "algorithms", "nccl_link"})
 
 
 def _read_device(r: _Reader) -> DeviceSpec:
@@ -612,19 +624,19 @@ def spec_from_dict(data: Mapping[str, Any], *, path: str | os.PathLike[str] | No
             unknown, mistyped or out-of-range value.
     """
     path_s = os.fspath(path) if path is not None else None
-    r = _Reader(data, "", path_s)
-    device = _read_device(r.required_sub("device"))
+    r = _Reader(data, "", path_s, _TOP_KEYS)
+    device = _read_device(r.required_sub("device", _DEVICE_KEYS))
 
     net = r.raw("network")
     if not isinstance(net, list) or not net:
         raise r.error("network", "must be a non-empty array of tables ([[network]])")
-    dims = tuple(_read_dim(_Reader(t, f"network[{i}]", path_s)) for i, t in enumerate(net))
+    dims = tuple(_read_dim(_Reader(t, f"network[{i}]", path_s, _DIM_KEYS)) for i, t in enumerate(net))
     names = [d.name for d in dims]
     if len(set(names)) != len(names):
         raise r.error("network", f"dimension names must be unique, got {names}")
 
     compute = ComputeSettings()
-    compute_r = r.sub("compute")
+    compute_r = r.sub("compute", frozenset({"mode", "duration_scale", "dtype"}))
     if compute_r is not None:
         compute = ComputeSettings(
             mode=compute_r.string("mode", "measured", choices=COMPUTE_MODES),
@@ -636,20 +648,20 @@ def spec_from_dict(data: Mapping[str, Any], *, path: str | os.PathLike[str] | No
             raise compute_r.error("dtype", f"{compute.dtype!r} is not in device.peak_flops_per_s")
 
     model = "alpha_beta"
-    coll_r = r.sub("collectives")
+    coll_r = r.sub("collectives", frozenset({"model"}))
     if coll_r is not None:
         model = coll_r.string("model", "alpha_beta", choices=COLLECTIVE_MODELS)
         coll_r.finish()
 
     astra = None
-    astra_r = r.sub("astra")
+    astra_r = r.sub("astra", frozenset(AstraSettings.__dataclass_fields__))
     if astra_r is not None:
         astra = _read_astra(astra_r)
     if (model == "astra" or compute.mode == "astra") and astra is None:
         raise r.error("astra", "is required when collectives.model or compute.mode is 'astra'")
 
     nccl = NcclConstants()
-    nccl_r = r.sub("nccl")
+    nccl_r = r.sub("nccl", frozenset(NcclConstants.__dataclass_fields__))
     if nccl_r is not None:
         nccl = _read_nccl(nccl_r)
     if model == "nccl":

@@ -1,0 +1,133 @@
+"""Hardware-spec commands: ``tracekit hw list | show | import-astra``."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from tracekit.cli._common import CONTEXT_SETTINGS, err_console, out_console
+
+
+@click.group(context_settings=CONTEXT_SETTINGS)
+def hw() -> None:
+    """Hardware specs: built-in presets, their contents, and ASTRA-sim config import.
+
+    \b
+    Example:
+      tracekit hw list
+      tracekit hw show dgx-h100
+      tracekit hw import-astra --system sys.json --network net.yml -o spec.toml
+    """
+
+
+@hw.command("list", context_settings=CONTEXT_SETTINGS)
+def list_cmd() -> None:
+    """List the built-in hardware presets (name, ranks, network, device)."""
+    from rich.table import Table
+
+    from tracekit.replayer.hardware import list_presets, load_spec
+
+    table = Table(title="hardware presets")
+    for column in ("name", "ranks", "network (per rank)", "device", "model"):
+        table.add_column(column)
+    for name in list_presets():
+        spec = load_spec(name)
+        table.add_row(name, str(spec.world_size), _network_line(spec), spec.device.name, spec.collective_model)
+    out_console().print(table)
+
+
+def _network_line(spec) -> str:
+    return ", ".join(f"{d.size} {d.name} {d.bandwidth_gbps:g} GB/s {d.latency_ns:g} ns" for d in spec.network)
+
+
+@hw.command("show", context_settings=CONTEXT_SETTINGS)
+@click.argument("name")
+@click.option("--toml", "as_toml", is_flag=True, help="Print the spec as TOML (all defaults filled in).")
+def show(name: str, as_toml: bool) -> None:
+    """Show a hardware spec: a preset NAME or a TOML file path.
+
+    \b
+    Example:
+      tracekit hw show dgx-a100
+      tracekit hw show my_cluster.toml --toml
+    """
+    from tracekit.replayer.hardware import load_spec
+
+    spec = load_spec(name)
+    if as_toml:
+        sys.stdout.write(spec.to_toml())
+        return
+    from rich.table import Table
+
+    console = out_console()
+    console.print(f"[bold]{spec.name}[/bold]: {spec.description}")
+    d = spec.device
+    peaks = ", ".join(f"{k} {v / 1e12:g}" for k, v in d.peak_flops_per_s) or "none"
+    console.print(f"device: {d.name}; peak TFLOP/s: {peaks}; memory {d.mem_bandwidth_gbps:g} GB/s; "
+                  f"efficiency compute {d.compute_efficiency:g}, memory {d.memory_efficiency:g}")
+    console.print(f"ranks: {spec.world_size} (fit to trace set: {'yes' if spec.fit_to_world_size else 'no'}); "
+                  f"collective model: {spec.collective_model}; compute: {spec.compute.mode} "
+                  f"(x{spec.compute.duration_scale:g})")
+    table = Table(title="network (dimension 0 = innermost)")
+    for column in ("dim", "name", "topology", "size", "GB/s per rank", "latency ns", "algorithms"):
+        table.add_column(column)
+    for i, dim in enumerate(spec.network):
+        algs = ", ".join(f"{_SHORT[k]} {v}" for k, v in dim.algorithms)
+        table.add_row(str(i), dim.name, dim.topology, str(dim.size), f"{dim.bandwidth_gbps:g}",
+                      f"{dim.latency_ns:g}", algs)
+    console.print(table)
+    if spec.astra is not None:
+        a = spec.astra
+        console.print(f"astra: endpoint-delay {a.endpoint_delay_ns} ns, local-mem-bw {a.local_mem_bw_gbps:g} GB/s, "
+                      f"splits {a.preferred_dataset_splits}, active chunks {a.active_chunks_per_dimension}, "
+                      f"{a.collective_optimization}, bandwidth convention {a.bandwidth_convention}")
+
+
+_SHORT = {"all_reduce": "ar", "reduce_scatter": "rs", "all_gather": "ag", "all_to_all": "a2a",
+          "broadcast": "bcast", "reduce": "reduce", "gather": "gather", "scatter": "scatter"}
+
+
+@hw.command("import-astra", context_settings=CONTEXT_SETTINGS)
+@click.option("--system", "system", required=True, type=click.Path(dir_okay=False),
+              help="ASTRA-sim system JSON (inputs/system/*.json).")
+@click.option("--network", "network", required=True, type=click.Path(dir_okay=False),
+              help="ASTRA-sim analytical network YAML (inputs/network/analytical/*.yml).")
+@click.option("--remote-memory", "remote_memory", type=click.Path(dir_okay=False), default=None,
+              help="Optional ASTRA-sim remote memory JSON (NO_MEMORY_EXPANSION only).")
+@click.option("--name", default=None, help="Spec name (default: astra:<system>+<network>).")
+@click.option("--bandwidth-convention", type=click.Choice(["gib", "si"]), default="gib", show_default=True,
+              help="How ASTRA-sim reads link GB/s: gib = x 2^30/1e9 bytes/ns (the analytical backend "
+                   "measured in DESIGN.md), si = 1 GB/s = 1 byte/ns.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
+              help="Write the spec TOML here (default: stdout).")
+def import_astra(system: str, network: str, remote_memory: str | None, name: str | None,
+                 bandwidth_convention: str, output: str | None) -> None:
+    """Turn an ASTRA-sim config (system JSON + network YAML) into a hardware spec TOML.
+
+    The spec uses the ASTRA-sim-compatible collective model and compute rules.
+    Input keys that do not affect the spec are listed on stderr.
+
+    \b
+    Example:
+      tracekit hw import-astra --system Ring.json --network Ring.yml -o ring.toml
+    """
+    from tracekit.io import atomic_output
+    from tracekit.replayer.astra_config import import_astra_config
+
+    result = import_astra_config(system, network, remote_memory, name=name,
+                                 bandwidth_convention=bandwidth_convention)
+    text = result.spec.to_toml()
+    if output is None:
+        sys.stdout.write(text)
+    else:
+        with atomic_output(output, "w") as fh:
+            fh.write(text)
+    console = err_console()
+    for line in result.ignored:
+        console.print(f"ignored: {line}", markup=False, highlight=False)
+    if output is not None:
+        console.print(f"wrote {output} ({result.spec.world_size} ranks)", markup=False, highlight=False)
+
+
+COMMANDS = [hw]
