@@ -1,1 +1,161 @@
-"""(package)"""
+"""PyTorch converter: Execution Trace (+ Kineto) and Kineto-only traces -> Chakra trace sets.
+
+Public API:
+
+* :func:`convert_rank` -- one rank: ET path, optional Kineto path -> :class:`RankConversion`
+  (the trace plus node/collective counts and the link report);
+* :func:`convert_job` -- many ranks in parallel -> :class:`JobConversion`;
+* :func:`convert_pytorch` -- the same, returning just the :class:`~tracekit.traceset.TraceSet`.
+
+Ranks come from Kineto ``distributedInfo.rank``, else from a ``rank<N>`` in
+the ET file name, else from the file's position in the sorted list.  ET and
+Kineto files are paired by rank.  See :mod:`.et_reader`, :mod:`.linker`,
+:mod:`.collectives` and :mod:`.et_convert` for the rules.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+from tracekit.errors import ConversionError, TracekitError
+
+_RANK_IN_NAME = re.compile(r"rank[_-]?(\d+)", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class RankJob:
+    """What to convert for one rank (picklable, for process pools)."""
+
+    et_path: str
+    kineto_path: str | None
+    rank: int | None
+    allow_unlinked: bool = False
+
+
+def rank_in_name(path: str | os.PathLike[str]) -> int | None:
+    """The ``N`` of ``rankN`` / ``rank_N`` in a file name, or None."""
+    m = _RANK_IN_NAME.search(os.path.basename(os.fspath(path)))
+    return int(m.group(1)) if m else None
+
+
+def convert_rank(et_path: str | os.PathLike[str], kineto_path: str | os.PathLike[str] | None = None, *,
+                 rank: int | None = None, allow_unlinked: bool = False):
+    """Convert one rank's ET, linking its Kineto trace when given.
+
+    Returns:
+        :class:`.et_convert.RankConversion`.
+
+    Raises:
+        TraceFormatError: unreadable or invalid JSON.
+        ConversionError: unsupported schema, bad ET structure, unknown
+            collective, zero link rate (unless ``allow_unlinked``) and the other
+            conditions documented in the submodules.
+    """
+    from tracekit.converters.pytorch.et_convert import convert_et
+    from tracekit.converters.pytorch.et_reader import read_et
+    from tracekit.converters.pytorch.kineto_reader import read_kineto
+    from tracekit.converters.pytorch.linker import link
+
+    et = read_et(et_path)
+    kineto = linkage = None
+    if kineto_path is not None:
+        kineto = read_kineto(kineto_path)
+        linkage = link(et, kineto, allow_unlinked=allow_unlinked)
+    if rank is None:
+        rank = kineto.rank if kineto is not None and kineto.rank is not None else rank_in_name(et_path)
+    try:
+        result = convert_et(et, rank=rank, kineto=kineto, linkage=linkage)
+    except TracekitError as exc:
+        raise exc.with_context(path=os.fspath(et_path), rank=rank) from None
+    result.trace.path = os.fspath(et_path)
+    return result
+
+
+def _convert_job(job: RankJob):
+    return convert_rank(job.et_path, job.kineto_path, rank=job.rank, allow_unlinked=job.allow_unlinked)
+
+
+def plan_jobs(et_paths: Sequence[str | os.PathLike[str]],
+              kineto_paths: Sequence[str | os.PathLike[str]] | None = None, *,
+              allow_unlinked: bool = False) -> list[RankJob]:
+    """Pair ET and Kineto files by rank.
+
+    Raises:
+        ConversionError: no ET file, a rank given twice, or an ET without a
+            Kineto file of the same rank (or the reverse) when Kineto files are given.
+    """
+    ets = sorted(os.fspath(p) for p in et_paths)
+    if not ets:
+        raise ConversionError("no ET files given")
+    kins = sorted(os.fspath(p) for p in kineto_paths or ())
+
+    def ranked(paths: list[str]) -> dict[int, str]:
+        named = [rank_in_name(p) for p in paths]
+        if all(r is not None for r in named):
+            out: dict[int, str] = {}
+            for r, p in zip(named, paths):
+                if r in out:
+                    raise ConversionError(f"rank {r} given twice: {out[r]} and {p}")
+                out[r] = p
+            return out
+        return dict(enumerate(paths))
+
+    et_by_rank = ranked(ets)
+    kin_by_rank = ranked(kins) if kins else {}
+    if kins and set(kin_by_rank) != set(et_by_rank):
+        raise ConversionError(f"ET ranks {sorted(et_by_rank)} and Kineto ranks {sorted(kin_by_rank)} differ")
+    return [RankJob(et_by_rank[r], kin_by_rank.get(r), r if len(et_by_rank) > 1 or rank_in_name(et_by_rank[r])
+                    is not None else None, allow_unlinked) for r in sorted(et_by_rank)]
+
+
+@dataclass
+class JobConversion:
+    """A converted job: the trace set and each rank's :class:`.et_convert.RankConversion`."""
+
+    traceset: object
+    ranks: list
+
+
+def convert_job(et_paths: Sequence[str | os.PathLike[str]],
+                kineto_paths: Sequence[str | os.PathLike[str]] | None = None, *,
+                allow_unlinked: bool = False, executor: str = "process", max_workers: int | None = None,
+                progress: Callable[[int, int], None] | None = None) -> JobConversion:
+    """Convert every rank (in parallel with :func:`tracekit.parallel.parallel_map`).
+
+    Raises:
+        TracekitError: the first rank's error (naming file and rank).
+    """
+    from tracekit.parallel import parallel_map
+    from tracekit.traceset import TraceSet
+
+    jobs = plan_jobs(et_paths, kineto_paths, allow_unlinked=allow_unlinked)
+    if len(jobs) == 1:
+        executor = "serial"
+    results = parallel_map(_convert_job, jobs, executor=executor, max_workers=max_workers, progress=progress)
+    traces = {}
+    for i, (job, res) in enumerate(zip(jobs, results)):
+        rank = res.trace.rank if res.trace.rank is not None else i
+        if rank in traces:
+            raise ConversionError(f"rank {rank} appears twice (from {job.et_path})", path=job.et_path)
+        res.trace.rank = rank
+        traces[rank] = res.trace
+    return JobConversion(traceset=TraceSet(traces), ranks=list(results))
+
+
+def convert_pytorch(et_paths: Sequence[str | os.PathLike[str]],
+                    kineto_paths: Sequence[str | os.PathLike[str]] | None = None, *,
+                    allow_unlinked: bool = False, executor: str = "process",
+                    max_workers: int | None = None):
+    """Convert a job's ET (+ Kineto) files into a :class:`~tracekit.traceset.TraceSet`.
+
+    See :func:`convert_job` for parameters and errors.
+    """
+    return convert_job(et_paths, kineto_paths, allow_unlinked=allow_unlinked, executor=executor,
+                       max_workers=max_workers).traceset
+
+
+__all__ = ["RankJob", "JobConversion", "convert_job", "convert_pytorch", "convert_rank", "plan_jobs",
+           "rank_in_name"]

@@ -1,0 +1,402 @@
+"""Building one rank's Chakra graph from a PyTorch ET (and its linked Kineto trace).
+
+Node kinds emitted:
+
+* one METADATA node ``process_group:init`` declaring the process groups
+  (from ``## process_group:init ##``, else Kineto ``distributedInfo``);
+* one COMP host node per ET operator (``is_cpu_op`` true), with the measured
+  *exclusive* duration in ns (own time minus linked children's time on the
+  same thread) when Kineto is linked, else 0;
+* one COMM node per communication operation (see :mod:`.collectives`); the
+  ET ops folded into it (``record_param_comms``, ``nccl:*``, ``gloo:*``) emit
+  nothing else;
+* one COMP device node per linked kernel / memcpy / memset (``is_cpu_op``
+  false, ``stream`` attribute); an NCCL kernel launched by a communication op
+  is that op's COMM node instead (placed on the kernel's stream).
+
+Dependencies (``data_deps``):
+
+* host ops on one thread keep their start order (ET ``rf_id`` order); an
+  asynchronous collective (NCCL, or ``async_op=True``) branches off its thread
+  instead of blocking it, and is joined by the op that waits for it (a
+  ``record_param_comms`` "wait" with its sequence number) or, failing that, by
+  the first later op reading one of its tensors' storage;
+* across threads only where the trace shows a hand-over: when consecutive ops
+  in global start order run on different threads and (with Kineto times) the
+  first ended before the second started;
+* a device op follows its launching host op and the previous device op on
+  its stream; host waits (``cudaDeviceSynchronize`` ...) and stream waits
+  from :mod:`.device_graph` become edges into the waiting host op / device op.
+
+``ctrl_deps`` holds the ET parent (the call-stack parent; folded ops map to
+their COMM node).  Every node has an order key (host: global start position;
+device: its launcher's position, then time), and an edge is kept only when it
+goes from a smaller to a larger key, so the graph is acyclic by construction;
+edges that would not be are counted in :attr:`RankConversion.dropped_edges`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from tracekit.errors import ConversionError
+from tracekit.groups import pg_init_node
+from tracekit.model import Attr, ExecutionTrace, IOInfo, Metadata, Node, NodeType
+
+from tracekit.converters.pytorch.collectives import CommOp, CommPlan, plan_comms, read_process_groups
+from tracekit.converters.pytorch.et_reader import EtIO, EtOp, EtTrace
+from tracekit.converters.pytorch.kineto_reader import KinetoEvent, KinetoTrace
+from tracekit.converters.pytorch.linker import LinkReport, Linkage, is_et_root
+
+CHAKRA_VERSION = "0.0.4"
+_NCCL_KERNEL = ("nccl", "Nccl")
+_SYNC_KINDS = frozenset({"device_sync", "stream_sync", "stream_sync_inferred", "event_sync",
+                         "event_sync_inferred", "stream_wait_event", "stream_wait_event_inferred"})
+
+
+@dataclass
+class RankConversion:
+    """One converted rank and what the conversion found.
+
+    Attributes:
+        trace: the Chakra trace.
+        comm_counts: COMM nodes per kind name (``ALL_REDUCE``, ``SEND`` ...).
+        link: the link report, or None without Kineto.
+        dropped_edges: dependencies not emitted because they would point backward.
+        node_counts: nodes per NodeType name.
+    """
+
+    trace: ExecutionTrace
+    comm_counts: dict[str, int]
+    link: LinkReport | None = None
+    dropped_edges: int = 0
+    node_counts: dict[str, int] = field(default_factory=dict)
+
+
+def _io(io: EtIO) -> IOInfo | None:
+    if not io.values and not io.shapes and not io.types:
+        return None
+    return IOInfo(values=orjson.dumps(io.values).decode(), shapes=orjson.dumps(io.shapes).decode(),
+                  types=orjson.dumps(io.types).decode())
+
+
+def _storages(value: Any, out: set[int]) -> None:
+    if isinstance(value, list):
+        if len(value) >= 5 and all(isinstance(x, int) and not isinstance(x, bool) for x in value[:5]):
+            if value[1] != 0 or value[3] != 0:
+                out.add(value[1])
+            return
+        for v in value:
+            _storages(v, out)
+
+
+class _Builder:
+    def __init__(self, et: EtTrace, plan: CommPlan, rank: int | None, linkage: Linkage | None,
+                 groups: dict[str, tuple[int, ...]], kineto: KinetoTrace | None) -> None:
+        self.et = et
+        self.plan = plan
+        self.rank = rank
+        self.link = linkage
+        self.groups = groups
+        self.kineto = kineto
+        self.nodes: dict[int, Node] = {}
+        self.order: dict[int, tuple] = {}  # node id -> order key
+        self.dropped = 0
+        self.next_id = max(et.by_id) + 1
+
+    # ------------------------------------------------------------------ helpers
+    def add_dep(self, dst: int, src: int) -> None:
+        if src == dst or src not in self.nodes or dst not in self.nodes:
+            return
+        if self.order[src] < self.order[dst]:
+            deps = self.nodes[dst].data_deps
+            if src not in deps:
+                deps.append(src)
+        else:
+            self.dropped += 1
+
+    def fresh_id(self) -> int:
+        nid = self.next_id
+        self.next_id += 1
+        return nid
+
+    def host_times(self, op: EtOp) -> tuple[int, int] | None:
+        if self.link is None:
+            return None
+        e = self.link.host.get(op.id)
+        return (e.start_ns, e.duration_ns) if e is not None else None
+
+    # ------------------------------------------------------------------ build
+    def build(self) -> list[Node]:
+        et, plan = self.et, self.plan
+        comms = {c.node_id: c for c in plan.comms}
+        ops = [op for op in et.ops if not is_et_root(op)]
+        position = {op.id: i for i, op in enumerate(ops)}
+        kids = et.children()
+
+        # process groups
+        out: list[Node] = []
+        if self.groups:
+            pg_id = next((op.id for op in et.ops if "process_group:init" in op.name), None)
+            node = pg_init_node(pg_id if pg_id is not None else self.fresh_id(), self.groups)
+            out.append(node)
+
+        # host and comm nodes
+        for op in ops:
+            owner = plan.member_of.get(op.id)
+            if owner is not None and owner != op.id:
+                continue
+            parent = op.parent
+            while parent in plan.member_of and plan.member_of[parent] != parent:
+                parent = plan.member_of[parent]
+            ctrl = [] if parent not in et.by_id or is_et_root(et.by_id[parent]) else [parent]
+            comm = comms.get(op.id)
+            node = self.comm_node(op, comm, ctrl) if comm is not None else self.host_node(op, ctrl, kids)
+            self.nodes[node.id] = node
+            self.order[node.id] = (position[op.id], 0, 0, 0)
+            out.append(node)
+
+        self.thread_chains(ops, comms)
+        self.cross_thread(ops, comms)
+        self.joins(ops, comms, position)
+        if self.link is not None:
+            out.extend(self.device_nodes(comms, position))
+        return out
+
+    def host_node(self, op: EtOp, ctrl: list[int], kids: dict[int, list[EtOp]]) -> Node:
+        times = self.host_times(op)
+        start = dur = 0
+        if times is not None:
+            start, dur = times
+            inner = 0
+            for child in kids.get(op.id, ()):
+                ct = self.host_times(child)
+                if ct is not None and child.tid == op.tid:
+                    inner += ct[1]
+            dur = max(0, dur - inner)
+        attrs = [Attr("rf_id", op.rf_id), Attr("fw_parent", op.fw_parent), Attr("seq_id", op.seq_id),
+                 Attr("scope", op.scope), Attr("tid", op.tid), Attr("fw_tid", op.fw_tid),
+                 Attr("is_cpu_op", True, "bool_val")]
+        if op.op_schema:
+            attrs.append(Attr("op_schema", op.op_schema, "string_val"))
+        return Node(id=op.id, name=op.name, type=NodeType.COMP_NODE, ctrl_deps=ctrl, start_time_ns=start,
+                    duration_ns=dur, inputs=_io(op.inputs), outputs=_io(op.outputs), attrs=attrs)
+
+    def comm_node(self, op: EtOp, comm: CommOp, ctrl: list[int]) -> Node:
+        start = dur = 0
+        if self.link is not None:
+            spans = [self.link.host[i] for i in comm.backend_ops if i in self.link.host]
+            if not spans and op.id in self.link.host:
+                spans = [self.link.host[op.id]]
+            if spans:
+                start = min(e.start_ns for e in spans)
+                dur = max(e.end_ns for e in spans) - start
+        attrs = []
+        if comm.comm_type is not None:
+            attrs.append(Attr("comm_type", int(comm.comm_type)))
+        attrs += [Attr("comm_size", comm.comm_bytes), Attr("pg_name", comm.pg_name, "string_val")]
+        if comm.comm_src is not None:
+            attrs += [Attr("comm_src", comm.comm_src, "int32_val"), Attr("comm_dst", comm.comm_dst, "int32_val"),
+                      Attr("comm_tag", comm.comm_tag or 0, "int32_val")]
+        attrs += [Attr("is_cpu_op", False, "bool_val"), Attr("rf_id", op.rf_id), Attr("tid", op.tid)]
+        if comm.seq is not None:
+            attrs.append(Attr("seq_id", comm.seq))
+        return Node(id=op.id, name=op.name, type=comm.node_type, ctrl_deps=ctrl, start_time_ns=start,
+                    duration_ns=dur, inputs=_io(op.inputs), outputs=_io(op.outputs), attrs=attrs)
+
+    # ------------------------------------------------------------------ host dependencies
+    def thread_chains(self, ops: list[EtOp], comms: dict[int, CommOp]) -> None:
+        last: dict[int, int] = {}
+        for op in ops:
+            if op.id not in self.nodes:
+                continue
+            prev = last.get(op.tid)
+            if prev is not None:
+                self.add_dep(op.id, prev)
+            comm = comms.get(op.id)
+            if comm is None or comm.blocks_host:
+                last[op.tid] = op.id
+
+    def cross_thread(self, ops: list[EtOp], comms: dict[int, CommOp]) -> None:
+        prev: EtOp | None = None
+        for op in ops:
+            if op.id not in self.nodes:
+                continue
+            comm = comms.get(op.id)
+            if prev is not None and prev.tid != op.tid:
+                a, b = self.host_times(prev), self.host_times(op)
+                if a is None or b is None or a[0] + a[1] <= b[0]:
+                    self.add_dep(op.id, prev.id)
+            if comm is None or comm.blocks_host:
+                prev = op
+
+    def joins(self, ops: list[EtOp], comms: dict[int, CommOp], position: dict[int, int]) -> None:
+        """Join asynchronous collectives where the trace shows who waits for them."""
+        pending = [c for c in comms.values() if not c.blocks_host]
+        if not pending:
+            return
+        by_seq = {c.seq: c for c in pending if c.seq is not None}
+        joined: set[int] = set()
+        for wait_id, seq in self.plan.waits.items():
+            c = by_seq.get(seq)
+            if c is not None and wait_id in self.nodes:
+                self.add_dep(wait_id, c.node_id)
+                joined.add(c.node_id)
+        # first later reader of the collective's storage
+        reader: dict[int, list[EtOp]] = {}
+        for op in ops:
+            if op.id in self.nodes and op.id not in comms:
+                found: set[int] = set()
+                _storages(op.inputs.values, found)
+                for s in found:
+                    reader.setdefault(s, []).append(op)
+        for c in pending:
+            if c.node_id in joined:
+                continue
+            storages: set[int] = set()
+            head = self.et.by_id[c.node_id]
+            _storages(head.inputs.values, storages)
+            _storages(head.outputs.values, storages)
+            best = None
+            for s in storages:
+                for op in reader.get(s, ()):
+                    if position[op.id] > position[c.node_id] and self.et.by_id[op.id].parent != c.node_id:
+                        if best is None or position[op.id] < position[best.id]:
+                            best = op
+                        break
+            if best is not None:
+                self.add_dep(best.id, c.node_id)
+
+    # ------------------------------------------------------------------ device side
+    def device_nodes(self, comms: dict[int, CommOp], position: dict[int, int]) -> list[Node]:
+        link = self.link
+        assert link is not None
+        out: list[Node] = []
+        node_of_event: dict[int, int] = {}
+        launcher_of_event: dict[int, int] = {}
+        streams: dict[tuple, list[tuple[tuple, int]]] = {}
+        comm_of_member = self.plan.member_of
+        for et_id, events in link.device.items():
+            owner = comm_of_member.get(et_id, None)
+            launcher = owner if owner is not None else et_id
+            if launcher not in self.nodes:
+                continue
+            for e in events:
+                key = (position.get(launcher, 0), 1, e.start_ns, e.index)
+                is_comm_kernel = (owner is not None and e.category == "kernel"
+                                  and any(s in e.name for s in _NCCL_KERNEL))
+                if is_comm_kernel and self.nodes[owner].get_attr("stream") is None:
+                    node = self.nodes[owner]
+                    node.set_attr("stream", e.stream if e.stream is not None else -1)
+                    node.start_time_ns, node.duration_ns = e.start_ns, e.duration_ns
+                    node_of_event[e.index] = owner
+                    streams.setdefault((e.device, e.stream), []).append((key, owner))
+                    continue
+                nid = self.fresh_id()
+                node = Node(id=nid, name=e.name, type=NodeType.COMP_NODE, ctrl_deps=[launcher],
+                            start_time_ns=e.start_ns, duration_ns=e.duration_ns,
+                            attrs=[Attr("is_cpu_op", False, "bool_val"),
+                                   Attr("stream", e.stream if e.stream is not None else -1),
+                                   Attr("device_kind", e.category, "string_val")])
+                self.nodes[nid] = node
+                self.order[nid] = key
+                node_of_event[e.index] = nid
+                launcher_of_event[e.index] = launcher
+                self.add_dep(nid, launcher)
+                streams.setdefault((e.device, e.stream), []).append((key, nid))
+                out.append(node)
+        for lane in streams.values():
+            lane.sort(key=lambda kv: (kv[0][2], kv[0][3]))
+            for (_, a), (_, b) in zip(lane, lane[1:]):
+                self.add_dep(b, a)
+        self.sync_edges(node_of_event, position)
+        return out
+
+    def sync_edges(self, node_of_event: dict[int, int], position: dict[int, int]) -> None:
+        link = self.link
+        if link is None or link.device_graph is None:
+            return
+        et_of_host = {e.index: et_id for et_id, e in link.host.items()}
+        host_nodes_by_tid: dict[int, list[int]] = {}
+        for nid, key in self.order.items():
+            if key[1] == 0:
+                host_nodes_by_tid.setdefault(self.et.by_id[nid].tid, []).append(nid)
+        for lst in host_nodes_by_tid.values():
+            lst.sort(key=lambda n: self.order[n])
+        for edge in link.device_graph.edges:
+            if edge.kind not in _SYNC_KINDS:
+                continue
+            src = node_of_event.get(edge.src)
+            if src is None:
+                continue
+            dst = node_of_event.get(edge.dst)
+            if dst is None:  # a host wait: the runtime call's enclosing linked ET op
+                h = link.host_of_call.get(edge.dst)
+                hops = 0
+                while h is not None and h.index not in et_of_host and hops < 256:
+                    h = link.host_parent.get(h.index)
+                    hops += 1
+                if h is None:
+                    continue
+                dst = self.plan.member_of.get(et_of_host[h.index], et_of_host[h.index])
+                if dst not in self.nodes:
+                    continue
+                if self.order[dst] <= self.order[src]:  # wait inside the launching op: next op on its thread
+                    tid = self.et.by_id[dst].tid
+                    later = [n for n in host_nodes_by_tid.get(tid, ()) if self.order[n] > self.order[src]]
+                    if not later:
+                        continue
+                    dst = later[0]
+            self.add_dep(dst, src)
+
+
+def _groups_from_kineto(kineto: KinetoTrace | None) -> dict[str, tuple[int, ...]]:
+    if kineto is None:
+        return {}
+    out = {}
+    for g in kineto.process_groups:
+        out[g.pg_name] = tuple(g.ranks)
+    return out
+
+
+def convert_et(et: EtTrace, *, rank: int | None = None, kineto: KinetoTrace | None = None,
+               linkage: Linkage | None = None) -> RankConversion:
+    """Convert one rank's ET (with optional linked Kineto) into an :class:`ExecutionTrace`.
+
+    Args:
+        et: the ET.
+        rank: global rank (needed for send/recv peers; else taken from Kineto
+            ``distributedInfo``).
+        kineto: the rank's Kineto trace, if any (for process groups).
+        linkage: the result of :func:`.linker.link` for this pair, if any.
+
+    Raises:
+        ConversionError: see :func:`.collectives.plan_comms`; also when the
+            built graph has duplicate ids (a bug, reported with the id).
+    """
+    if rank is None and kineto is not None:
+        rank = kineto.rank
+    declared = read_process_groups(et)
+    groups = dict(declared.groups) or _groups_from_kineto(kineto)
+    plan = plan_comms(et, rank=rank, groups=groups, backend_pg=declared.backend_pg)
+    if plan.comms and not groups:
+        groups = {"0": ()}
+    builder = _Builder(et, plan, rank, linkage, groups, kineto)
+    nodes = builder.build()
+    seen: set[int] = set()
+    for n in nodes:
+        if n.id in seen:
+            raise ConversionError(f"duplicate node id {n.id} in the converted graph", path=et.path,
+                                  rank=rank, node_id=n.id)
+        seen.add(n.id)
+    metadata = Metadata(version=CHAKRA_VERSION, attrs=[Attr("source_schema", et.schema, "string_val")])
+    trace = ExecutionTrace(nodes, metadata, rank=rank, path=None)
+    counts: dict[str, int] = {}
+    for n in nodes:
+        counts[n.type.name] = counts.get(n.type.name, 0) + 1
+    return RankConversion(trace=trace, comm_counts=plan.counts(),
+                          link=linkage.report if linkage is not None else None,
+                          dropped_edges=builder.dropped, node_counts=counts)
