@@ -1,0 +1,80 @@
+"""``tracekit convert pytorch``: PyTorch Execution Trace (+ Kineto) files -> ``<prefix>.<rank>.et``."""
+
+from __future__ import annotations
+
+import click
+
+from tracekit.cli._common import CONTEXT_SETTINGS, err_console, out_console, state
+
+
+def _expand(pattern: str | None, what: str) -> list[str]:
+    import glob
+
+    from tracekit.errors import ConversionError
+
+    if pattern is None:
+        return []
+    paths = sorted(glob.glob(pattern))
+    if not paths:
+        raise ConversionError(f"no {what} file matches {pattern!r}")
+    return paths
+
+
+@click.command("pytorch", context_settings=CONTEXT_SETTINGS)
+@click.option("--et", "et_glob", required=True, metavar="GLOB",
+              help="ET JSON files, one per rank (.json, .json.gz, .tar.gz); quote the glob.")
+@click.option("--kineto", "kineto_glob", default=None, metavar="GLOB",
+              help="Kineto trace files of the same ranks (optional; gives durations and GPU kernels).")
+@click.option("-o", "--output", "prefix", required=True, metavar="PREFIX",
+              help="Output prefix: writes PREFIX.<rank>.et.")
+@click.option("--allow-unlinked", is_flag=True,
+              help="Convert even when no ET op links to a Kineto op (durations stay 0).")
+@click.option("--workers", type=click.IntRange(min=1), default=None, help="Parallel workers (default: CPU count).")
+@click.option("--executor", type=click.Choice(["process", "serial", "ray"]), default="process", show_default=True,
+              help="How ranks are converted in parallel.")
+def pytorch(et_glob: str, kineto_glob: str | None, prefix: str, allow_unlinked: bool, workers: int | None,
+            executor: str) -> None:
+    """Convert PyTorch Execution Traces (and their Kineto traces) into Chakra traces, one file per rank.
+
+    Ranks come from Kineto distributedInfo or a "rankN" in the file names; ET and Kineto
+    files are paired by rank.  Prints, per rank, node counts, collectives and the link report.
+
+    \b
+    Example:
+      tracekit convert pytorch --et 'run/et_rank*.json' --kineto 'run/kineto_rank*.json' -o out/job
+    """
+    from pathlib import Path
+
+    from tracekit.converters.pytorch import convert_job
+    from tracekit.io import write_traceset
+
+    ets = _expand(et_glob, "ET")
+    kins = _expand(kineto_glob, "Kineto")
+    if state().quiet:
+        job = convert_job(ets, kins or None, allow_unlinked=allow_unlinked, executor=executor,
+                          max_workers=workers)
+    else:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        with Progress(TextColumn("converting ranks"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      console=err_console(), transient=True) as bar:
+            task = bar.add_task("convert", total=len(ets))
+            job = convert_job(ets, kins or None, allow_unlinked=allow_unlinked, executor=executor,
+                              max_workers=workers, progress=lambda done, total: bar.update(task, completed=done))
+    Path(prefix).parent.mkdir(parents=True, exist_ok=True)
+    paths = write_traceset(job.traceset, prefix)
+
+    from rich.table import Table
+
+    table = Table(title=f"{len(paths)} rank(s) written to {prefix}.<rank>.et")
+    for col in ("rank", "nodes", "COMP", "COMM", "collectives", "link"):
+        table.add_column(col)
+    for res in sorted(job.ranks, key=lambda r: r.trace.rank):
+        comm = sum(v for k, v in res.node_counts.items() if k.startswith("COMM"))
+        colls = ", ".join(f"{k} {v}" for k, v in sorted(res.comm_counts.items())) or "-"
+        table.add_row(str(res.trace.rank), str(len(res.trace)), str(res.node_counts.get("COMP_NODE", 0)),
+                      str(comm), colls, res.link.summary() if res.link is not None else "no Kineto")
+    out_console().print(table)
+
+
+COMMANDS = [pytorch]
