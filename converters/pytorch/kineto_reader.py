@@ -38,6 +38,8 @@ the bad value.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import math
 import os
 import re
@@ -56,6 +58,7 @@ __all__ = [
     "ProcessGroupConfig",
     "load_kineto_json",
     "normalize_category",
+    "paused_gc",
     "parse_kineto",
     "read_kineto",
     "us_to_ns",
@@ -302,6 +305,25 @@ class KinetoTrace:
 
 
 # ----------------------------------------------------------------------------- loading
+@contextlib.contextmanager
+def paused_gc():
+    """Pause the cyclic garbage collector while building many acyclic objects.
+
+    Parsing and converting a 100k-event trace allocates millions of objects
+    without reference cycles; generation-2 collections triggered by the
+    allocation count then dominate run time (about 3x here).  The previous
+    state is restored on exit.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+
 def _read_bytes(path: str) -> bytes:
     try:
         return jsonload.read_json_bytes(path)
@@ -332,10 +354,11 @@ def read_kineto(path: str | os.PathLike[str]) -> KinetoTrace:
     """
     path = os.fspath(path)
     data = _read_bytes(path)
-    doc = jsonload.parse_json_bytes(data, path=path)
-    if _has_imprecise_floats(doc):
-        doc = _parse_json_exact(data, path)
-    return parse_kineto(doc, path=path)
+    with paused_gc():
+        doc = jsonload.parse_json_bytes(data, path=path)
+        if _has_imprecise_floats(doc):
+            doc = _parse_json_exact(data, path)
+        return parse_kineto(doc, path=path)
 
 
 # A double holds every 3-decimal (ns) value exactly below 2**43 µs (ulp 2**-10 < 0.001);

@@ -1,0 +1,441 @@
+"""Communication operations in a Kineto trace (no ET): which events are one collective, of what kind and size.
+
+PyTorch records one collective at several levels of one host thread, nested:
+``c10d::allreduce_`` > ``record_param_comms`` > ``nccl:all_reduce`` > the launch of
+an ``ncclKernel_*``/``ncclDevKernel_*`` kernel.  gloo runs the transfer on its own
+worker threads as ``gloo:*`` records beside the dispatcher op (one
+``gloo:all_reduce`` per rank for a list-form ``reduce_scatter``).  This module
+folds each family into one :class:`KinetoComm`; the converter emits one COMM
+node per KinetoComm:
+
+* the NCCL kernel the family launched, when there is one (the transfer runs
+  there, on its stream);
+* otherwise the family's outermost host event (gloo, or NCCL with one rank),
+  which then stands for its whole host subtree and its gloo worker records.
+
+Kind, size and group, in order of authority: ``record_param_comms`` arguments
+(``Collective name``, ``In msg nelems`` x ``dtype``, ``Process Group Name``,
+``Process Group Ranks``, ``Src Rank``/``Dst Rank``), then the ``nccl:*``/``gloo:*``
+record's input shape and type, then the ``c10d::*`` op's data argument.  Byte
+sizes follow :mod:`.collectives` (the bytes each rank contributes; the full input
+for reduce-scatter and all-to-all).  The vocabulary of collective names is the
+one :mod:`.collectives` uses for the ET path.
+
+Errors (:class:`~tracekit.errors.ConversionError`, naming file, rank and the
+event): an unknown collective name, a size that cannot be determined, a group
+that cannot be determined, a send/recv without its peer.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+from tracekit.converters.pytorch import collectives as _coll
+from tracekit.converters.pytorch.collectives import DTYPE_BYTES, comm_family, normalized_comm_name
+from tracekit.converters.pytorch.kineto_reader import KinetoEvent
+from tracekit.errors import ConversionError
+from tracekit.model import CollectiveType, NodeType
+
+__all__ = ["KinetoComm", "comm_kind", "extract_comms", "is_nccl_kernel"]
+
+# Shared vocabulary with the ET path (collectives.py); private there, read-only here.
+_KIND: Mapping[str, CollectiveType | NodeType] = _coll._KIND
+_C10D_NON_COMM: frozenset[str] = _coll._C10D_NON_COMM
+_RPC_NON_COMM: frozenset[str] = _coll._RPC_NON_COMM
+_C10D_DATA_ARG: Mapping[str, tuple[int, ...]] = _coll._C10D_DATA_ARG
+_GLOO_IMPL: Mapping[str, frozenset[str]] = _coll._GLOO_IMPL
+
+# NCCL kernel name prefixes (NCCL < 2.19 ``ncclKernel_``, newer ``ncclDevKernel_``).
+_NCCL_KERNEL_PREFIXES = ("ncclKernel_", "ncclDevKernel_", "void ncclKernel_", "void ncclDevKernel_")
+
+
+def is_nccl_kernel(e: KinetoEvent) -> bool:
+    return e.category == "kernel" and e.name.startswith(_NCCL_KERNEL_PREFIXES)
+
+
+def comm_kind(name: str) -> CollectiveType | NodeType | None:
+    """Collective type (or COMM_SEND/RECV node type) of a communication op or collective name."""
+    base = normalized_comm_name(name)
+    kind = _KIND.get(base)
+    if kind is None and base.startswith("_"):  # nccl:_all_gather_base, nccl:_reduce_scatter_base
+        kind = _KIND.get(base.lstrip("_"))
+    return kind
+
+
+@dataclass(frozen=True, slots=True)
+class KinetoComm:
+    """One communication operation of a Kineto trace.
+
+    Attributes:
+        head: index of the outermost host event of the family.
+        node_event: index of the event that becomes the COMM node (NCCL kernel or ``head``).
+        node_type: COMM_COLL_NODE, COMM_SEND_NODE or COMM_RECV_NODE.
+        comm_type: collective type (None for send/recv).
+        comm_bytes: bytes per rank.
+        pg_name: process group name.
+        members: host event indices folded into the family (head first).
+        folded: host event indices not emitted as nodes because ``node_event`` stands for them.
+        extra_kernels: further NCCL kernels launched by the family (emitted as COMP nodes).
+        comm_src, comm_dst, comm_tag: global ranks and tag for send/recv.
+        pg_source: where ``pg_name`` came from (``record_param_comms``, ``single group``,
+            ``identical groups``, ``default``).
+    """
+
+    head: int
+    node_event: int
+    node_type: NodeType
+    comm_type: CollectiveType | None
+    comm_bytes: int
+    pg_name: str
+    members: tuple[int, ...]
+    folded: tuple[int, ...] = ()
+    extra_kernels: tuple[int, ...] = ()
+    comm_src: int | None = None
+    comm_dst: int | None = None
+    comm_tag: int | None = None
+    pg_source: str = ""
+
+
+# ----------------------------------------------------------------------------- sizes
+def _numel(dims: Any) -> int | None:
+    """Elements of a shape ``[a, b]`` or of a list of shapes ``[[a], [b, c]]``; None if not a shape."""
+    if isinstance(dims, list):
+        if all(isinstance(d, int) and not isinstance(d, bool) for d in dims):
+            return math.prod(dims)
+        total = 0
+        for d in dims:
+            n = _numel(d)
+            if n is None:
+                return None
+            total += n
+        return total
+    return None
+
+
+def _dtype_bytes(type_name: Any) -> int | None:
+    if not isinstance(type_name, str):
+        return None
+    return DTYPE_BYTES.get(type_name.lower())
+
+
+def _arg_bytes(e: KinetoEvent, i: int) -> int | None:
+    """Bytes of input ``i`` from ``Input Dims``/``Input type``; None when shape or dtype is missing."""
+    dims, types = e.args.get("Input Dims"), e.args.get("Input type")
+    if not isinstance(dims, list) or not isinstance(types, list) or i >= len(dims) or i >= len(types):
+        return None
+    n, size = _numel(dims[i]), _dtype_bytes(types[i])
+    if n is None or size is None or (n == 0 and dims[i] == []):
+        return None
+    return n * size
+
+
+def _concrete_int(e: KinetoEvent, i: int) -> int | None:
+    vals = e.args.get("Concrete Inputs")
+    if not isinstance(vals, list) or i >= len(vals):
+        return None
+    try:
+        return int(vals[i])
+    except (TypeError, ValueError):
+        return None
+
+
+def _parse_ranks(value: Any) -> tuple[int, ...] | None:
+    if isinstance(value, list) and all(isinstance(r, int) for r in value):
+        return tuple(value)
+    if isinstance(value, str):
+        text = value.strip().strip("[]").strip()
+        if not text:
+            return ()
+        try:
+            return tuple(int(x) for x in text.split(","))
+        except ValueError:
+            return None
+    return None
+
+
+# ----------------------------------------------------------------------------- folding
+@dataclass
+class _Draft:
+    head: KinetoEvent
+    kind: CollectiveType | NodeType
+    members: list[KinetoEvent]
+    rpc: KinetoEvent | None = None
+    gloo_left: int = 1
+    gloo_kinds: frozenset[str] = frozenset()
+    workers: list[KinetoEvent] | None = None
+
+
+def _family_kind(e: KinetoEvent, where: str) -> tuple[str, CollectiveType | NodeType] | None:
+    """(family, kind) of a communication event, None for other events and non-communication ones."""
+    family = comm_family(e.name)
+    if family is None:
+        return None
+    if family == "c10d" and normalized_comm_name(e.name) in _C10D_NON_COMM:
+        return None
+    if family == "rpc":
+        name = e.args.get("Collective name")
+        if name is None:
+            return ("rpc", None)  # old PyTorch: an argument-less marker inside a c10d op
+        if str(name).lower() in _RPC_NON_COMM:
+            return None
+        kind = comm_kind(str(name))
+        if kind is None:
+            raise ConversionError(f"{where}unknown collective name {name!r} in record_param_comms "
+                                  f"(traceEvents[{e.index}])")
+        return family, kind
+    kind = comm_kind(e.name)
+    if kind is None:
+        raise ConversionError(f"{where}unknown communication op {e.name!r} (traceEvents[{e.index}])")
+    return family, kind
+
+
+def extract_comms(
+    lanes: Mapping[Any, Sequence[KinetoEvent]],
+    parent_of: Mapping[int, int],
+    launched_by: Mapping[int, Sequence[KinetoEvent]],
+    *,
+    rank: int | None,
+    groups: Mapping[str, tuple[int, ...]],
+    world_size: int | None = None,
+    path: str | None = None,
+) -> list[KinetoComm]:
+    """Fold the communication events of a Kineto trace into :class:`KinetoComm` operations.
+
+    Args:
+        lanes: host events per thread, each sorted by :func:`.device_graph.time_key`.
+        parent_of: host event index -> index of its enclosing host event (time containment).
+        launched_by: host runtime call index -> device ops it launched (start order).
+        rank: this trace's global rank (needed for send/recv peers).
+        groups: declared process groups, pg_name -> ranks.
+        world_size: ranks in the job (how many gloo all_reduces make a list-form reduce_scatter
+            when the trace does not record the input list).
+        path: file name for messages.
+
+    Returns:
+        communication operations in issue order (start time of their head).
+
+    Raises:
+        ConversionError: see the module docstring.
+    """
+    where = ""
+    by_index: dict[int, KinetoEvent] = {}
+    for lane in lanes.values():
+        for e in lane:
+            by_index[e.index] = e
+    drafts: dict[int, _Draft] = {}
+    owner_of: dict[int, int] = {}
+    pending_c10d: list[_Draft] = []
+    gloo_orphans: list[KinetoEvent] = []
+    # Pass 1: same-thread nesting. Events sorted globally by time so heads precede their gloo workers.
+    ordered = sorted(by_index.values(), key=lambda e: (e.start_ns, -e.duration_ns, e.index))
+    for e in ordered:
+        try:
+            fk = _family_kind(e, where)
+        except ConversionError as exc:
+            raise exc.with_context(path=path, rank=rank) from None
+        if fk is None:
+            continue
+        family, kind = fk
+        owner = None
+        p = parent_of.get(e.index)
+        while p is not None:
+            if p in owner_of:
+                owner = drafts[owner_of[p]]
+                break
+            p = parent_of.get(p)
+        if owner is not None:
+            owner.members.append(e)
+            owner_of[e.index] = owner.head.index
+            if family == "rpc" and owner.rpc is None and kind is not None:
+                owner.rpc = e
+            if family == "gloo":
+                owner.gloo_left -= 1
+            continue
+        if family == "gloo":
+            gloo_orphans.append(e)
+            continue
+        if kind is None:  # argument-less record_param_comms outside any c10d op: nothing to say
+            continue
+        d = _Draft(head=e, kind=kind, members=[e], rpc=e if family == "rpc" else None)
+        if family == "c10d":
+            base = normalized_comm_name(e.name)
+            d.gloo_kinds = _GLOO_IMPL.get(base, frozenset())
+            if base == "reduce_scatter":  # list form: gloo runs one all_reduce per rank
+                dims = e.args.get("Input Dims")
+                inner = dims[1] if isinstance(dims, list) and len(dims) > 1 else None
+                if isinstance(inner, list) and inner and isinstance(inner[0], list):
+                    d.gloo_left = len(inner)
+                elif world_size:
+                    d.gloo_left = world_size
+            pending_c10d.append(d)
+        drafts[e.index] = d
+        owner_of[e.index] = e.index
+    # Pass 2: gloo worker records -> the latest earlier c10d op of a matching kind with records left.
+    for g in gloo_orphans:
+        gname = normalized_comm_name(g.name)
+        match = None
+        for d in reversed(pending_c10d):
+            if d.head.start_ns > g.start_ns:
+                continue
+            if d.gloo_left == 0:
+                continue
+            if gname in d.gloo_kinds or comm_kind(g.name) == d.kind:
+                match = d
+                break
+        if match is None:
+            kind = comm_kind(g.name)
+            d = _Draft(head=g, kind=kind, members=[g])  # type: ignore[arg-type]
+            drafts[g.index] = d
+            owner_of[g.index] = g.index
+            continue
+        if match.workers is None:
+            match.workers = []
+        match.workers.append(g)
+        if match.gloo_left > 0:
+            match.gloo_left -= 1
+        owner_of[g.index] = match.head.index
+
+    lane_starts = {key: [e.start_ns for e in lane] for key, lane in lanes.items()}
+    comms = []
+    for head_index in sorted(drafts, key=lambda i: (by_index[i].start_ns, i)):
+        d = drafts[head_index]
+        key = (d.head.pid, d.head.tid)
+        lane, starts = lanes[key], lane_starts[key]
+        lo = bisect.bisect_left(starts, d.head.start_ns)
+        hi = bisect.bisect_right(starts, d.head.end_ns)
+        inside = [e for e in lane[lo:hi] if e.end_ns <= d.head.end_ns]
+        comms.append(_finish(d, inside, parent_of, launched_by, rank, groups, path))
+    return comms
+
+
+def _descendants(head: KinetoEvent, lane_events: Sequence[KinetoEvent], parent_of: Mapping[int, int]) -> list[int]:
+    out = []
+    for e in lane_events:
+        if e.index == head.index:
+            continue
+        p = parent_of.get(e.index)
+        while p is not None and p != head.index:
+            p = parent_of.get(p)
+        if p == head.index:
+            out.append(e.index)
+    return out
+
+
+def _finish(d: _Draft, lane_events: Sequence[KinetoEvent], parent_of: Mapping[int, int],
+            launched_by: Mapping[int, Sequence[KinetoEvent]], rank: int | None,
+            groups: Mapping[str, tuple[int, ...]], path: str | None) -> KinetoComm:
+    head = d.head
+    label = f"{head.name!r} (traceEvents[{head.index}])"
+    subtree = _descendants(head, lane_events, parent_of)
+    kernels: list[KinetoEvent] = []
+    for i in [head.index] + subtree:
+        for op in launched_by.get(i, ()):
+            if is_nccl_kernel(op):
+                kernels.append(op)
+    kernels.sort(key=lambda k: (k.start_ns, k.index))
+
+    kind = d.kind
+    if isinstance(kind, CollectiveType) and kind == CollectiveType.BARRIER:
+        nbytes = 0
+    else:
+        nbytes = _bytes(d)
+        if nbytes is None:
+            raise ConversionError(f"cannot determine the message size of {label}: no record_param_comms "
+                                  f"sizes and no input shape with a known dtype", path=path, rank=rank)
+    pg_name, pg_source = _group(d, groups, label, path, rank)
+
+    if kernels:
+        node_event = kernels[0].index
+        folded: tuple[int, ...] = tuple(w.index for w in d.workers or ())
+    else:
+        node_event = head.index
+        folded = tuple(subtree) + tuple(w.index for w in d.workers or ())
+    common = dict(head=head.index, node_event=node_event, comm_bytes=int(nbytes), pg_name=pg_name,
+                  members=tuple(m.index for m in d.members) + tuple(w.index for w in d.workers or ()),
+                  folded=folded, extra_kernels=tuple(k.index for k in kernels[1:]), pg_source=pg_source)
+    if isinstance(kind, CollectiveType):
+        return KinetoComm(node_type=NodeType.COMM_COLL_NODE, comm_type=kind, **common)
+    # send / recv
+    if rank is None:
+        raise ConversionError(f"{label} needs this trace's rank to name its peer (no distributedInfo.rank; "
+                              f"pass rank=)", path=path)
+    peer, tag = _peer(d)
+    if peer is None:
+        raise ConversionError(f"cannot tell the peer rank of {label}", path=path, rank=rank)
+    ranks = groups.get(pg_name) or ()
+    if ranks and 0 <= peer < len(ranks) and d.rpc is None:
+        peer = int(ranks[peer])  # c10d arguments are group ranks
+    if kind == NodeType.COMM_SEND_NODE:
+        return KinetoComm(node_type=kind, comm_type=None, comm_src=rank, comm_dst=peer, comm_tag=tag, **common)
+    return KinetoComm(node_type=kind, comm_type=None, comm_src=peer, comm_dst=rank, comm_tag=tag, **common)
+
+
+def _bytes(d: _Draft) -> int | None:
+    rpc = d.rpc
+    if rpc is not None:
+        nelems, dtype = rpc.args.get("In msg nelems"), rpc.args.get("dtype")
+        size = _dtype_bytes(dtype)
+        if isinstance(nelems, int) and size is not None:
+            return nelems * size
+    backends = [m for m in d.members if comm_family(m.name) in ("nccl", "gloo")] + list(d.workers or ())
+    if backends:
+        sizes = [_arg_bytes(b, 0) for b in backends]
+        if all(s is not None for s in sizes):
+            return sum(sizes)  # type: ignore[arg-type]
+    head = d.head
+    if comm_family(head.name) == "c10d":
+        for i in _C10D_DATA_ARG.get(normalized_comm_name(head.name), (0,)):
+            n = _arg_bytes(head, i)
+            if n is not None:
+                return n
+    for m in d.members:
+        if comm_family(m.name) == "rpc":
+            n = _arg_bytes(m, 0)
+            if n is not None:
+                return n
+    return None
+
+
+def _group(d: _Draft, groups: Mapping[str, tuple[int, ...]], label: str, path: str | None,
+           rank: int | None) -> tuple[str, str]:
+    rpc = d.rpc
+    if rpc is not None and rpc.args.get("Process Group Name") not in (None, ""):
+        return str(rpc.args["Process Group Name"]), "record_param_comms"
+    if len(groups) <= 1:
+        return (next(iter(groups)) if groups else "0"), ("single group" if groups else "default")
+    rank_sets = {tuple(r) for r in groups.values()}
+    if len(rank_sets) == 1:
+        return ("0" if "0" in groups else sorted(groups)[0]), "identical groups"
+    raise ConversionError(f"cannot tell which process group {label} uses: the trace declares groups "
+                          f"{sorted(groups)} with different ranks and the op does not name one",
+                          path=path, rank=rank)
+
+
+def _peer(d: _Draft) -> tuple[int | None, int | None]:
+    rpc = d.rpc
+    kind = d.kind
+    if rpc is not None:
+        key = "Dst Rank" if kind == NodeType.COMM_SEND_NODE else "Src Rank"
+        peer = rpc.args.get(key)
+        if isinstance(peer, int) and peer >= 0:
+            return peer, None
+    for m in d.members:
+        if comm_family(m.name) == "c10d" and normalized_comm_name(m.name) in ("send", "recv"):
+            return _concrete_int(m, 2), _concrete_int(m, 3)
+    return None, None
+
+
+def declared_groups_from_rpc(events: Sequence[KinetoEvent]) -> dict[str, tuple[int, ...]]:
+    """Groups named by ``record_param_comms`` (``Process Group Name`` -> ``Process Group Ranks``)."""
+    out: dict[str, tuple[int, ...]] = {}
+    for e in events:
+        if e.name != "record_param_comms":
+            continue
+        name = e.args.get("Process Group Name")
+        ranks = _parse_ranks(e.args.get("Process Group Ranks"))
+        if name not in (None, "") and ranks is not None:
+            out.setdefault(str(name), ranks)
+    return out

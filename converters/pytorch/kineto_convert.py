@@ -1,0 +1,424 @@
+"""Kineto-only conversion: one PyTorch profiler trace (no Execution Trace) -> one rank's ExecutionTrace.
+
+Graph built from the Kineto events alone:
+
+* **Host ops.**  Every ``cpu_op``, ``user_annotation``, runtime/driver call
+  (``cuda_runtime``, ``cuda_driver``, ``mtia_runtime``...) and ``python_function`` on a
+  host thread is a COMP node.  Nesting is time containment on the thread; a node's
+  duration is its *exclusive* time (its span minus its children's), so a thread's
+  durations add up to its busy time.  Nodes of one thread form a chain in
+  pre-order (start, longer first), each depending on the previous one;
+  ``ctrl_deps`` hold the enclosing op.
+* **Device ops.**  Kernels, memcpys and memsets are COMP nodes (``is_cpu_op``
+  false, ``stream`` attribute) depending on their launch call and on the previous
+  op of their stream; synchronization adds the edges :mod:`.device_graph` finds.
+* **Cross-thread.**  Only where the trace shows one: ``fwdbwd`` flow events
+  (forward op -> its backward op), launches, synchronization, gloo worker records.
+* **Communication.**  :mod:`.kineto_comms` folds each collective family into one
+  COMM_COLL / COMM_SEND / COMM_RECV node (the NCCL kernel, or the host op for
+  gloo) with ``comm_type``, ``comm_size`` (bytes), ``pg_name`` and for send/recv
+  ``comm_src``/``comm_dst``/``comm_tag``.  Process groups come from
+  ``distributedInfo.pg_config`` and ``record_param_comms``; they are declared in a
+  ``process_group:init`` METADATA node (id 0).
+
+Node ids are assigned in time order (:func:`.device_graph.time_key`) and every
+data dependency points from an earlier to a later node, so the graph is acyclic
+by construction; a violation raises :class:`ConversionError` naming both nodes
+(it would be a bug here, not bad input).  Times are integer nanoseconds on the
+trace's clock.
+
+Errors: :class:`~tracekit.errors.TraceFormatError` from the reader;
+:class:`~tracekit.errors.ConversionError` for a trace with nothing to convert
+(metadata only, or counters only: launches without any recorded GPU activity),
+unknown collective names, undeterminable sizes or groups, duplicate ranks.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Sequence
+
+from tracekit.converters.pytorch.device_graph import (
+    HOST_API_CATEGORIES, DeviceGraph, DeviceGraphStats, build_device_graph, forward_position, time_key,
+)
+from tracekit.converters.pytorch.kineto_comms import (
+    KinetoComm, declared_groups_from_rpc, extract_comms, is_nccl_kernel,
+)
+from tracekit.converters.pytorch.kineto_reader import (
+    KinetoEvent, KinetoTrace, iter_events_by_thread, paused_gc, read_kineto,
+)
+from tracekit.errors import ConversionError
+from tracekit.groups import pg_init_node
+from tracekit.model import Attr, ExecutionTrace, Metadata, Node, NodeType
+from tracekit.traceset import TraceSet
+
+__all__ = [
+    "HOST_NODE_CATEGORIES",
+    "KinetoConversion",
+    "KinetoConversionStats",
+    "convert_kineto",
+    "convert_kineto_rank",
+    "convert_kineto_trace",
+]
+
+#: Host-side categories that become nodes.
+HOST_NODE_CATEGORIES = frozenset({"cpu_op", "user_annotation", "python_function", "mtia_runtime"}
+                                 | HOST_API_CATEGORIES)
+# Categories that carry no work of their own (annotations of other events, counters, spans).
+_DECORATION_CATEGORIES = frozenset({"gpu_user_annotation", "cuda_sync", "Trace", "cuda_profiler_range",
+                                    "cpu_instant_event", "overhead"})
+_RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
+_LAUNCH_CALL = re.compile(r"Launch|[Mm]emcpy|[Mm]emset")
+
+
+@dataclass(frozen=True, slots=True)
+class KinetoConversionStats:
+    """What a Kineto-only conversion produced (numbers for reports and tests).
+
+    Attributes:
+        rank, rank_source: the rank and where it came from (``argument``, ``distributedInfo``,
+            ``file name``, ``default``).
+        nodes_by_type: emitted nodes per NodeType name.
+        host_ops: host events emitted as nodes.
+        device_ops, kernels_attached: device ops in the trace / attached to a launch.
+        collectives: COMM nodes per kind (``ALL_REDUCE``..., ``SEND``, ``RECV``).
+        comm_kernels_unmatched: NCCL kernels with no host record (size and group unknown), not emitted.
+        folded_events: host events represented by a host COMM node (its subtree, gloo worker records).
+        skipped_categories: events of categories that are not work, per category.
+        flow_edges: cross-thread edges from ``fwdbwd`` flows.
+        device: launch/sync statistics from :mod:`.device_graph`.
+        pg_sources: how each COMM node's group was found, counted.
+    """
+
+    rank: int
+    rank_source: str
+    nodes_by_type: Mapping[str, int]
+    host_ops: int
+    device_ops: int
+    kernels_attached: int
+    collectives: Mapping[str, int]
+    comm_kernels_unmatched: int
+    folded_events: int
+    skipped_categories: Mapping[str, int]
+    flow_edges: int
+    device: DeviceGraphStats
+    pg_sources: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class KinetoConversion:
+    """A converted rank and its statistics."""
+
+    trace: ExecutionTrace
+    stats: KinetoConversionStats
+    comms: tuple[KinetoComm, ...]
+
+
+# ----------------------------------------------------------------------------- public API
+def convert_kineto_rank(path: str | os.PathLike[str], rank: int | None = None) -> ExecutionTrace:
+    """Convert one Kineto file to one rank's :class:`ExecutionTrace`.
+
+    Args:
+        path: ``.json``, ``.json.gz`` or ``.tar.gz`` Kineto trace.
+        rank: the rank; default ``distributedInfo.rank``, else a ``rank<N>`` in the file
+            name, else 0.
+
+    Raises:
+        TraceFormatError: unreadable or malformed file.
+        ConversionError: see the module docstring.
+    """
+    return convert_kineto_trace(read_kineto(path), rank=rank).trace
+
+
+def convert_kineto(paths: Iterable[str | os.PathLike[str]]) -> TraceSet:
+    """Convert one Kineto file per rank into a :class:`TraceSet`.
+
+    Raises:
+        ConversionError: two files claim the same rank, or no files given; plus the
+            errors of :func:`convert_kineto_rank`.
+    """
+    traces: dict[int, ExecutionTrace] = {}
+    origin: dict[int, str] = {}
+    for p in paths:
+        p = os.fspath(p)
+        trace = convert_kineto_rank(p)
+        assert trace.rank is not None  # set by convert_kineto_trace
+        if trace.rank in traces:
+            raise ConversionError(f"rank {trace.rank} appears twice: {origin[trace.rank]} and {p}", path=p)
+        traces[trace.rank] = trace
+        origin[trace.rank] = p
+    if not traces:
+        raise ConversionError("no Kineto files to convert")
+    return TraceSet(traces)
+
+
+def convert_kineto_trace(kt: KinetoTrace, *, rank: int | None = None) -> KinetoConversion:
+    """Convert a parsed Kineto trace (see :func:`convert_kineto_rank`)."""
+    with paused_gc():
+        return _Converter(kt, rank).run()
+
+
+# ----------------------------------------------------------------------------- conversion
+def _resolve_rank(kt: KinetoTrace, rank: int | None) -> tuple[int, str]:
+    if rank is not None:
+        return rank, "argument"
+    if kt.rank is not None:
+        return kt.rank, "distributedInfo"
+    if kt.path:
+        m = _RANK_IN_NAME.search(os.path.basename(kt.path))
+        if m:
+            return int(m.group(1)), "file name"
+    return 0, "default"
+
+
+class _Converter:
+    def __init__(self, kt: KinetoTrace, rank: int | None) -> None:
+        self.kt = kt
+        self.path = kt.path
+        self.rank, self.rank_source = _resolve_rank(kt, rank)
+
+    def error(self, message: str, **kw: Any) -> ConversionError:
+        return ConversionError(message, path=self.path, rank=self.rank, **kw)
+
+    # ------------------------------------------------------------------ host structure
+    def host_structure(self, host: Sequence[KinetoEvent]) -> None:
+        self.lanes = iter_events_by_thread(host)
+        self.parent_of: dict[int, int] = {}
+        child_ns: dict[int, int] = defaultdict(int)
+        for lane in self.lanes.values():
+            stack: list[KinetoEvent] = []
+            for e in lane:
+                while stack and stack[-1].end_ns <= e.start_ns:
+                    stack.pop()
+                if stack:
+                    parent = stack[-1]
+                    self.parent_of[e.index] = parent.index
+                    child_ns[parent.index] += min(e.end_ns, parent.end_ns) - e.start_ns
+                stack.append(e)
+        self.exclusive_ns = {e.index: max(0, e.duration_ns - child_ns.get(e.index, 0))
+                             for lane in self.lanes.values() for e in lane}
+
+    def groups(self, host: Sequence[KinetoEvent]) -> dict[str, tuple[int, ...]]:
+        groups: dict[str, tuple[int, ...]] = {}
+        for pg in self.kt.process_groups:
+            groups[pg.pg_name] = pg.ranks
+        for name, ranks in declared_groups_from_rpc(host).items():
+            groups.setdefault(name, ranks)
+        return groups
+
+    # ------------------------------------------------------------------ main
+    def run(self) -> KinetoConversion:
+        kt = self.kt
+        host: list[KinetoEvent] = []
+        skipped: Counter[str] = Counter()
+        n_device = 0
+        for e in kt.events:
+            if e.is_device:
+                n_device += 1
+            elif e.category in HOST_NODE_CATEGORIES and isinstance(e.pid, int):
+                host.append(e)
+            else:
+                skipped[e.category or "(none)"] += 1
+        self.check_convertible(host, n_device, skipped)
+
+        dgraph = build_device_graph(kt)
+        self.host_structure(host)
+        by_index = {e.index: e for e in kt.events}
+        launched_by = {call: [by_index[i] for i in ops] for call, ops in dgraph.launched.items()}
+        groups = self.groups(host)
+        comms = extract_comms(self.lanes, self.parent_of, launched_by, rank=self.rank, groups=groups,
+                              world_size=kt.world_size, path=self.path)
+
+        folded = {i for c in comms for i in c.folded}
+        comm_at = {c.node_event: c for c in comms}
+        claimed = set(comm_at) | {k for c in comms for k in c.extra_kernels}
+        device_ops = [e for e in kt.events if e.is_device]
+        unmatched = [e for e in device_ops if is_nccl_kernel(e) and e.index not in claimed]
+        dropped_device = {e.index for e in unmatched}
+
+        emitted: list[KinetoEvent] = [e for e in host if e.index not in folded]
+        emitted += [e for e in device_ops if e.index not in dropped_device]
+        emitted.sort(key=time_key)
+        node_of: dict[int, Node] = {}
+        nodes: list[Node] = [pg_init_node(0, groups or {"0": ()})]
+        for nid, e in enumerate(emitted, start=1):
+            node = self.make_node(nid, e, comm_at.get(e.index))
+            node_of[e.index] = node
+            nodes.append(node)
+
+        flow_edges = self.add_edges(node_of, dgraph, by_index)
+        self.check_forward(nodes)
+
+        counts = Counter(n.type.name for n in nodes)
+        coll = Counter()
+        for c in comms:
+            coll[c.comm_type.name if c.comm_type is not None else c.node_type.name.split("_")[1]] += 1
+        stats = KinetoConversionStats(
+            rank=self.rank, rank_source=self.rank_source, nodes_by_type=dict(sorted(counts.items())),
+            host_ops=sum(1 for e in host if e.index not in folded), device_ops=len(device_ops),
+            kernels_attached=dgraph.stats.attached, collectives=dict(sorted(coll.items())),
+            comm_kernels_unmatched=len(unmatched), folded_events=len(folded),
+            skipped_categories=dict(sorted(skipped.items())), flow_edges=flow_edges, device=dgraph.stats,
+            pg_sources=dict(Counter(c.pg_source for c in comms)))
+        metadata = Metadata(version="0.0.4", attrs=[
+            Attr("converter", "tracekit.converters.pytorch.kineto_convert", "string_val"),
+            Attr("rank", self.rank, "int64_val"),
+        ])
+        if kt.world_size is not None:
+            metadata.attrs.append(Attr("world_size", kt.world_size, "int64_val"))
+        trace = ExecutionTrace(nodes, metadata, rank=self.rank, path=None)
+        return KinetoConversion(trace, stats, tuple(comms))
+
+    def check_convertible(self, host: Sequence[KinetoEvent], n_device: int, skipped: Counter[str]) -> None:
+        if not host and not n_device:
+            found = ", ".join(f"{k} x{v}" for k, v in sorted(skipped.items())) or "no complete events"
+            raise self.error(f"nothing to convert: the trace has no host operators and no GPU activity "
+                             f"(only {found})")
+        launches = sum(1 for e in host if e.category in HOST_API_CATEGORIES and "LaunchKernel" in e.name)
+        if launches and not n_device:
+            hint = (" (a CUPTI range-profiler trace: it holds performance counters, not GPU activity)"
+                    if "cuda_profiler_range" in skipped else "")
+            raise self.error(f"nothing to convert: {launches} kernel launches but no kernel, memcpy or memset "
+                             f"events{hint}; record with ProfilerActivity.CUDA")
+
+    # ------------------------------------------------------------------ nodes
+    def make_node(self, nid: int, e: KinetoEvent, comm: KinetoComm | None) -> Node:
+        attrs: list[Attr] = []
+        if e.is_device:
+            attrs.append(Attr("is_cpu_op", False, "bool_val"))
+            if e.stream is not None:
+                attrs.append(Attr("stream", e.stream, "int64_val"))
+            if e.device is not None:
+                attrs.append(Attr("device", e.device, "int64_val"))
+            duration = e.duration_ns
+        else:
+            attrs.append(Attr("is_cpu_op", True, "bool_val"))
+            if isinstance(e.tid, int):
+                attrs.append(Attr("tid", e.tid, "int64_val"))
+            if e.rf_id is not None:
+                attrs.append(Attr("rf_id", e.rf_id, "int64_val"))
+            duration = e.duration_ns if comm is not None else self.exclusive_ns[e.index]
+        if e.external_id is not None:
+            attrs.append(Attr("ext_id", e.external_id, "int64_val"))
+        if e.correlation is not None:
+            attrs.append(Attr("correlation", e.correlation, "int64_val"))
+        attrs.append(Attr("kineto_category", e.category, "string_val"))
+        ntype = NodeType.COMP_NODE
+        if comm is not None:
+            ntype = comm.node_type
+            if comm.comm_type is not None:
+                attrs.append(Attr("comm_type", int(comm.comm_type), "int64_val"))
+            attrs.append(Attr("comm_size", comm.comm_bytes, "int64_val"))
+            attrs.append(Attr("pg_name", comm.pg_name, "string_val"))
+            for name, value in (("comm_src", comm.comm_src), ("comm_dst", comm.comm_dst),
+                                ("comm_tag", comm.comm_tag)):
+                if value is not None:
+                    attrs.append(Attr(name, value, "int32_val"))
+        return Node(id=nid, name=e.name, type=ntype, start_time_ns=e.start_ns, duration_ns=duration,
+                    attrs=attrs)
+
+    # ------------------------------------------------------------------ edges
+    def add_edges(self, node_of: Mapping[int, Node], dgraph: DeviceGraph,
+                  by_index: Mapping[int, KinetoEvent]) -> int:
+        def dep(src: int, dst: Node) -> None:
+            s = node_of.get(src)
+            if s is not None and s.id not in dst.data_deps and s.id != dst.id:
+                dst.data_deps.append(s.id)
+
+        # Host thread chains and call-stack parents.
+        chain_pos: dict[int, tuple[tuple, int]] = {}
+        chains: dict[tuple, list[KinetoEvent]] = {}
+        for key, lane in self.lanes.items():
+            chain = [e for e in lane if e.index in node_of]
+            chains[key] = chain
+            for pos, e in enumerate(chain):
+                chain_pos[e.index] = (key, pos)
+                node = node_of[e.index]
+                if pos:
+                    dep(chain[pos - 1].index, node)
+                p = self.parent_of.get(e.index)
+                while p is not None and p not in node_of:
+                    p = self.parent_of.get(p)
+                if p is not None:
+                    node.ctrl_deps.append(node_of[p].id)
+        chain_starts = {key: [e.start_ns for e in chain] for key, chain in chains.items()}
+
+        # Streams: emitted device ops in order.
+        for ops in dgraph.streams.values():
+            prev = None
+            for i in ops:
+                if i in node_of:
+                    if prev is not None:
+                        dep(prev, node_of[i])
+                    prev = i
+        # Launch and synchronization edges.
+        for edge in dgraph.edges:
+            if edge.kind == "stream_order":
+                continue
+            if edge.kind in ("launch",) or edge.kind.startswith("stream_wait_event"):
+                dst = node_of.get(edge.dst)
+                if dst is not None:
+                    self._launch_dep(edge.src, edge.dst, node_of, dst, dep)
+                continue
+            # host waits: first host node at/after the call that starts after the source started
+            loc = chain_pos.get(edge.dst)
+            src = by_index[edge.src]
+            if loc is None or edge.src not in node_of:
+                continue
+            key, pos = loc
+            j = forward_position(chain_starts[key], pos, src.start_ns)
+            if j is not None:
+                dep(edge.src, node_of[chains[key][j].index])
+
+        # fwdbwd flows: forward op -> backward op (cross-thread, shown by the trace).
+        return self._flow_edges(node_of, dep)
+
+    def _launch_dep(self, src: int, dst_index: int, node_of: Mapping[int, Node], dst: Node, dep) -> None:
+        if src in node_of:
+            dep(src, dst)
+            return
+        # The launch call was folded into a host COMM node: depend on that node instead.
+        p = self.parent_of.get(src)
+        while p is not None and p not in node_of:
+            p = self.parent_of.get(p)
+        if p is not None and node_of[p].id < dst.id:
+            dep(p, dst)
+
+    def _flow_edges(self, node_of: Mapping[int, Node], dep) -> int:
+        starts: dict[tuple[Any, Any, int], int] = {}
+        for key, lane in self.lanes.items():
+            for e in lane:
+                if e.index in node_of:
+                    starts.setdefault((key[0], key[1], e.start_ns), e.index)
+        begin: dict[Any, int] = {}
+        ends: list[tuple[Any, int]] = []
+        for f in self.kt.flows:
+            if f.category != "fwdbwd":
+                continue
+            i = starts.get((f.pid, f.tid, f.ts_ns))
+            if i is None:
+                continue
+            if f.phase == "s":
+                begin.setdefault(f.flow_id, i)
+            elif f.phase == "f":
+                ends.append((f.flow_id, i))
+        n = 0
+        for flow_id, dst_i in ends:
+            src_i = begin.get(flow_id)
+            if src_i is None:
+                continue  # flow end without a start: tolerated
+            src, dst = node_of[src_i], node_of[dst_i]
+            if src.id < dst.id and src.id not in dst.data_deps:
+                dep(src_i, dst)
+                n += 1
+        return n
+
+    def check_forward(self, nodes: Sequence[Node]) -> None:
+        for node in nodes:
+            for d in node.data_deps:
+                if d >= node.id:
+                    raise self.error(f"internal error: dependency {d} -> {node.id} points backward in time "
+                                     f"(would allow a cycle through nodes {d} and {node.id})", node_id=node.id)
