@@ -63,7 +63,6 @@ flat on the outermost dimension it spans with ``p = len(group)``.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -279,8 +278,7 @@ class AlphaBetaModel:
             d = pl.dims[-1]
             dim = net[d]
             alg = "ring" if kind == "barrier" else dim.algorithm(kind)
-            coords = tuple(sorted({rank_coords(r, self._sizes)[d] for r in pl.ranks}))
-            ph = phase_cost(kind, alg, n, pl.size, _alpha_ns(dim, alg, coords))
+            ph = phase_cost(kind, alg, n, pl.size, _alpha_ns(dim, alg, pl.coords[-1]))
             return CommCost(ph.fixed_ns, ((d, ph.wire_bytes),), f"flat:{alg}")
         steps = hierarchical_steps(kind, n, pl, self.spec)
         fixed = 0.0

@@ -47,7 +47,6 @@ so that ``time_alone_ns`` equals the formula above.
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING
 
 from tracekit.model import CollectiveType
