@@ -129,22 +129,29 @@ class DepGraph:
         self.path, self.rank = path, rank
         self.n = len(columns)
         self.ids = columns.ids
-        order = np.argsort(self.ids, kind="stable")
-        sorted_ids = self.ids[order]
+        if self.n < 2 or bool(np.all(self.ids[1:] > self.ids[:-1])):
+            order, sorted_ids = None, self.ids  # ids ascend in file order (the common case): no copy
+        else:
+            order = np.argsort(self.ids, kind="stable")
+            sorted_ids = self.ids[order]
         self._order, self._sorted_ids = order, sorted_ids
-        dup = np.flatnonzero(sorted_ids[1:] == sorted_ids[:-1])
+        dup = np.flatnonzero(sorted_ids[1:] == sorted_ids[:-1]) if order is not None else np.zeros(0, np.int64)
         self.duplicate_ids = np.unique(sorted_ids[dup + 1]) if len(dup) else np.zeros(0, dtype=np.uint64)
-        # resolve dependency ids to positions
-        owner = np.repeat(np.arange(self.n, dtype=np.int64), np.diff(columns.data_ptr))
+        # resolve dependency ids to positions (int32 positions where the trace allows: half the memory)
+        pos_t = np.int32 if self.n < 2**31 else np.int64
+        owner = np.repeat(np.arange(self.n, dtype=pos_t), np.diff(columns.data_ptr))
         pos, found = self._lookup(columns.data_ids)
-        self.missing = np.stack([owner[~found], columns.data_ids[~found].astype(np.int64)], axis=1) \
+        pos = pos.astype(pos_t)
+        self.missing = np.stack([owner[~found].astype(np.int64), columns.data_ids[~found].astype(np.int64)], axis=1) \
             if not found.all() else np.zeros((0, 2), dtype=np.int64)
-        owner, pos = owner[found], pos[found]
+        if not found.all():
+            owner, pos = owner[found], pos[found]
         self.pred_ptr = np.zeros(self.n + 1, dtype=np.int64)
         np.cumsum(np.bincount(owner, minlength=self.n), out=self.pred_ptr[1:])
         self.pred_pos = pos
         by_src = np.argsort(pos, kind="stable")
         self.succ_pos = owner[by_src]
+        del by_src
         self.succ_ptr = np.zeros(self.n + 1, dtype=np.int64)
         np.cumsum(np.bincount(pos, minlength=self.n), out=self.succ_ptr[1:])
         self._topo: np.ndarray | None = None
@@ -159,6 +166,8 @@ class DepGraph:
         idx = np.searchsorted(self._sorted_ids, ids)
         idx_c = np.minimum(idx, self.n - 1)
         found = self._sorted_ids[idx_c] == ids
+        if self._order is None:
+            return idx_c.astype(np.int64), found
         return self._order[idx_c].astype(np.int64), found
 
     def position_of(self, node_id: int) -> int:
@@ -195,7 +204,7 @@ class DepGraph:
         """
         if self._topo is not None:
             return self._topo
-        owner = np.repeat(np.arange(self.n, dtype=np.int64), np.diff(self.pred_ptr))
+        owner = np.repeat(np.arange(self.n, dtype=self.pred_pos.dtype), np.diff(self.pred_ptr))
         if bool(np.all(self.pred_pos < owner)):
             self._topo = np.arange(self.n, dtype=np.int64)
             return self._topo

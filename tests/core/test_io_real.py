@@ -77,3 +77,23 @@ def test_gzip_read_and_write(samples_dir, tmp_path):
     assert read_trace(gz).rank == 0
     shutil.copy(gz, tmp_path / "plain_name.0.et")  # gzip detected by magic, not by suffix
     assert len(read_trace(tmp_path / "plain_name.0.et")) == len(read_trace(src))
+
+
+def test_columnar_decoder_matches_node_decoder_on_real_trace(samples_dir):
+    import numpy as np
+
+    trace = read_trace(samples_dir / "chakra" / "feeder.0.et")
+    cols = trace.columns()
+    nodes = read_trace(samples_dir / "chakra" / "feeder.0.et").nodes
+    assert cols.ids.tolist() == [n.id for n in nodes]
+    assert cols.types.tolist() == [int(n.type) for n in nodes]
+    assert cols.duration_ns.tolist() == [n.duration_ns for n in nodes]
+    assert cols.names == [n.name for n in nodes]
+    assert np.diff(cols.data_ptr).tolist() == [len(n.data_deps) for n in nodes]
+    assert cols.data_ids.tolist() == [d for n in nodes for d in n.data_deps]
+    assert cols.ctrl_ids.tolist() == [d for n in nodes for d in n.ctrl_deps]
+    for attr in ("comm_type", "comm_size", "is_cpu_op", "involved_dim", "op_schema"):
+        present, values = cols.attr(attr)
+        assert values == [n.get_attr(attr) for n in nodes]
+        assert present.tolist() == [n.has_attr(attr) for n in nodes]
+    assert int(cols.attr("comm_size")[0].sum()) == 7
