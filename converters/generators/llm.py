@@ -43,7 +43,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
 
 from tracekit.converters.generators import llm_ops as ops
 from tracekit.converters.generators._build import ProcessGroups, RankTraceBuilder
@@ -51,6 +54,7 @@ from tracekit.converters.generators.llm_config import LLMConfig
 from tracekit.converters.generators.llm_layout import RankPlace, layout
 from tracekit.converters.generators.schedules import FORWARD, stage_order
 from tracekit.model import Attr, CollectiveType, ExecutionTrace
+from tracekit.traceset import TraceSet
 
 PRODUCER = "tracekit.converters.generators.llm"
 # Adam with mixed precision: fp32 master weights, momentum and variance read and written,
@@ -333,3 +337,79 @@ def build_rank_trace(config: LLMConfig, rank: int, hardware=None, *,
     if not 0 <= rank < config.world_size:
         raise ConfigError(f"rank {rank} is outside 0..{config.world_size - 1}")
     return _RankBuilder(plan, groups, places[rank]).build()
+
+
+def _varying_attrs(place: RankPlace) -> dict[tuple[str, str], Attr]:
+    """The attribute values that differ between ranks of one pipeline stage."""
+    attrs = {("pg", kind): Attr("pg_name", name, "string_val") for kind, name in place.groups}
+    if place.prev_rank is not None:
+        for key, rank in (("self", place.rank), ("prev", place.prev_rank), ("next", place.next_rank)):
+            attrs[("src", key)] = Attr("comm_src", rank, "int32_val")
+            attrs[("dst", key)] = Attr("comm_dst", rank, "int32_val")
+    return attrs
+
+
+def iter_rank_bytes(config: LLMConfig, hardware=None) -> Iterator[tuple[int, bytes]]:
+    """``(rank, .et bytes)`` for every rank in rank order, one representative built per stage.
+
+    Args:
+        config: the job.
+        hardware: None (durations 0), a :class:`~.llm_ops.Roofline`, a
+            ``(peak_flops_per_s, mem_bandwidth_bytes_per_s)`` pair, or any
+            object with those two attributes.
+
+    Raises:
+        ConfigError: bad hardware values.
+    """
+    from tracekit.converters.generators.rank_classes import RankTemplate
+    from tracekit.io import encode_trace
+
+    plan = Plan.of(config, hardware)
+    groups, places = layout(config)
+    per_stage = config.world_size // config.parallel.pp
+    for stage in range(config.parallel.pp):
+        rep = places[stage * per_stage]
+        data = encode_trace(_RankBuilder(plan, groups, rep).build())
+        template = RankTemplate(data, _varying_attrs(rep))
+        for place in places[stage * per_stage:(stage + 1) * per_stage]:
+            yield place.rank, template.for_rank(_varying_attrs(place))
+
+
+def generate_llm(config: LLMConfig, hardware=None) -> TraceSet:
+    """The traces of one training iteration of ``config`` on every rank.
+
+    Traces hold their encoded records (nodes decode on first use), so a big
+    job costs about its file size in memory; use :func:`write_llm` to stream
+    to disk instead.
+
+    Raises:
+        ConfigError: bad hardware values.
+    """
+    from tracekit.io import trace_from_bytes
+
+    groups, _ = layout(config)
+    traces = {rank: trace_from_bytes(data, rank=rank) for rank, data in iter_rank_bytes(config, hardware)}
+    return TraceSet(traces, groups.mapping())
+
+
+def write_llm(config: LLMConfig, prefix: str | os.PathLike[str], hardware=None, *,
+              progress: Callable[[Iterable, int], Iterable] | None = None) -> list[Path]:
+    """Write ``<prefix>.<rank>.et`` for every rank, one rank in memory at a time.
+
+    Args:
+        progress: optional wrapper ``progress(iterable, total)`` (e.g. a progress bar).
+
+    Returns:
+        The paths written, in rank order.  Files are written one by one, each atomically.
+    """
+    from tracekit.io import write_bytes_atomic
+
+    items: Iterable[tuple[int, bytes]] = iter_rank_bytes(config, hardware)
+    if progress is not None:
+        items = progress(items, config.world_size)
+    paths = []
+    for rank, data in items:
+        path = Path(f"{os.fspath(prefix)}.{rank}.et")
+        write_bytes_atomic(path, data)
+        paths.append(path)
+    return paths
