@@ -403,13 +403,13 @@ def preset_path(name: str) -> Path:
 def load_spec(name_or_path: str | os.PathLike[str]) -> HardwareSpec:
     """A spec from a preset name (``dgx-h100``) or a TOML file path.
 
-    A string without a path separator and without a ``.toml`` suffix is a
-    preset name; anything else is a path.
+    An existing file, or anything with a path separator or a ``.toml``
+    suffix, is read as a path; any other string is a preset name.
 
     Raises:
         SpecError: unknown preset, unreadable file or invalid spec.
     """
     text = os.fspath(name_or_path)
-    if isinstance(name_or_path, str) and os.sep not in text and "/" not in text and not text.endswith(".toml"):
-        return read_spec(preset_path(text))
-    return read_spec(text)
+    is_name = (isinstance(name_or_path, str) and os.sep not in text and "/" not in text
+               and not text.endswith(".toml") and not os.path.isfile(text))
+    return read_spec(preset_path(text) if is_name else text)

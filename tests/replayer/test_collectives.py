@@ -173,3 +173,46 @@ def test_errors():
     with pytest.raises(ReplayError, match="unknown collective type 42"):
         model.collective_cost(42, 10, (0, 1))
     assert math.isclose(model.collective_cost(0, MIB, (0, 1)).fixed_ns, 1000.0)
+
+
+# --- properties ---
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+from tracekit.replayer.placement import rank_coords  # noqa: E402
+
+KINDS = [C.ALL_REDUCE, C.REDUCE_SCATTER, C.ALL_GATHER, C.ALL_TO_ALL, C.BROADCAST, C.REDUCE, C.GATHER,
+         C.SCATTER, C.BARRIER]
+
+
+@settings(max_examples=200, deadline=None)
+@given(sizes=st.lists(st.integers(1, 6), min_size=1, max_size=4), data=st.data())
+def test_rank_coords_round_trip(sizes, data):
+    world = math.prod(sizes)
+    rank = data.draw(st.integers(0, world - 1))
+    coords = rank_coords(rank, tuple(sizes))
+    assert sum(c * math.prod(sizes[:i]) for i, c in enumerate(coords)) == rank
+
+
+@settings(max_examples=150, deadline=None)
+@given(kind=st.sampled_from(KINDS), alg=st.sampled_from(["ring", "direct", "halving_doubling"]),
+       p=st.integers(2, 32), n1=st.integers(0, 1 << 32), n2=st.integers(0, 1 << 32))
+def test_cost_grows_with_size_and_time_alone_is_fixed_plus_bytes(kind, alg, p, n1, n2):
+    algs = {k: alg for k in ("all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast", "reduce",
+                             "gather", "scatter")}
+    spec = one_dim("switch", p, bw=37.5, lat=900.0, **algs)
+    model = make_collective_model(spec)
+    lo, hi = sorted((n1, n2))
+    c_lo = model.collective_cost(kind, lo, tuple(range(p)))
+    c_hi = model.collective_cost(kind, hi, tuple(range(p)))
+    assert c_lo.time_alone_ns(spec) <= c_hi.time_alone_ns(spec)
+    assert c_hi.time_alone_ns(spec) == c_hi.fixed_ns + sum(b for _, b in c_hi.wire_bytes) / 37.5
+
+
+@settings(max_examples=100, deadline=None)
+@given(n=st.integers(1, 1 << 34), nodes=st.integers(2, 8))
+def test_hierarchical_all_reduce_never_beats_its_slowest_phase_alone(n, nodes):
+    spec = two_dim().with_world_size(8 * nodes)
+    c = make_collective_model(spec).collective_cost(C.ALL_REDUCE, n, tuple(range(8 * nodes)))
+    ib_only = 2 * (nodes - 1) * 3000 + 2 * (nodes - 1) / nodes * (n / 8) / 25
+    assert c.time_alone_ns(spec) >= ib_only
