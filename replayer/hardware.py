@@ -1,9 +1,10 @@
 """Hardware specs: what a replay runs on, read from TOML.
 
 This module owns the :class:`HardwareSpec` value (device, network dimensions,
-compute and collective-model settings), reading it from a TOML file with
-:mod:`tomllib`, validating every key, listing the built-in presets, and
-fitting a spec to a trace set's world size.  Cost models live elsewhere
+compute and collective-model settings), loading it by preset name or path,
+listing the built-in presets, and fitting a spec to a trace set's world size.
+Reading and writing the TOML (with :mod:`tomllib` / tomli-w, every key
+validated) is in :mod:`.spec_toml`.  Cost models live elsewhere
 (:mod:`.collectives`, :mod:`.astra_model`, :mod:`.nccl_model`, :mod:`.compute`).
 
 Units are in the key names.  ``_gbps`` means **gigabytes per second, 1 GB/s =
