@@ -1,0 +1,112 @@
+"""``tracekit generate llm``: one training iteration of a transformer on a dp x tp x pp (x cp, ep) job."""
+
+from __future__ import annotations
+
+import click
+
+from tracekit.cli._common import CONTEXT_SETTINGS, err_console, progress, state
+from tracekit.errors import ConfigError
+
+
+def roofline_from_options(hw: str | None, peak_tflops: float | None, mem_bw_gbps: float | None, dtype: str):
+    """A Roofline from ``--hw`` (a replayer spec name or file) or ``--peak-tflops``/``--mem-bw-gbps``; or None."""
+    from tracekit.converters.generators.llm_ops import Roofline
+
+    if hw is not None:
+        if peak_tflops is not None or mem_bw_gbps is not None:
+            raise ConfigError("give either --hw or --peak-tflops/--mem-bw-gbps, not both")
+        from tracekit.replayer.hardware import load_spec
+
+        device = load_spec(hw).device
+        names = [n for n, _ in device.peak_flops_per_s]
+        peak = device.peak(dtype if dtype in names else None)
+        return Roofline(peak * device.compute_efficiency, device.mem_bandwidth_bytes_per_s * device.memory_efficiency)
+    if (peak_tflops is None) != (mem_bw_gbps is None):
+        raise ConfigError("--peak-tflops and --mem-bw-gbps go together")
+    if peak_tflops is None:
+        return None
+    return Roofline(peak_tflops * 1e12, mem_bw_gbps * 1e9)
+
+
+@click.command("llm", context_settings=CONTEXT_SETTINGS)
+@click.option("--model", "model_name", required=True, metavar="NAME",
+              help="Preset: gpt3-175b, gpt3-13b, gpt3-1.3b, llama2-7b, llama3-8b, llama3-70b, mixtral-8x7b.")
+@click.option("--layers", type=int, default=None, help="Override the number of layers.")
+@click.option("--hidden", type=int, default=None, help="Override the hidden size.")
+@click.option("--heads", type=int, default=None, help="Override the attention heads.")
+@click.option("--kv-heads", type=int, default=None, help="Override the key/value heads (grouped-query attention).")
+@click.option("--ffn", type=int, default=None, help="Override the FFN size.")
+@click.option("--seq", type=int, default=None, help="Override the sequence length.")
+@click.option("--vocab", type=int, default=None, help="Override the vocabulary size.")
+@click.option("--tp", type=int, default=1, show_default=True, help="Tensor-parallel degree.")
+@click.option("--pp", type=int, default=1, show_default=True, help="Pipeline-parallel degree.")
+@click.option("--dp", type=int, default=None, help="Data-parallel degree (default: from --ranks, else 1).")
+@click.option("--cp", type=int, default=1, show_default=True, help="Context-parallel degree.")
+@click.option("--ep", type=int, default=1, show_default=True, help="Expert-parallel degree (MoE; divides dp).")
+@click.option("--ranks", "num_ranks", type=int, default=None, help="World size; dp = ranks / (tp pp cp).")
+@click.option("--global-batch", type=int, default=None, help="Sequences per iteration (default: the preset's).")
+@click.option("--micro-batch", type=int, default=1, show_default=True, help="Sequences per micro-batch.")
+@click.option("--schedule", type=click.Choice(["gpipe", "1f1b", "interleaved"]), default="1f1b", show_default=True)
+@click.option("--virtual-stages", type=int, default=None, help="Model chunks per stage (interleaved; default 2).")
+@click.option("--zero", "zero_stage", type=click.IntRange(0, 3), default=0, show_default=True, help="ZeRO stage.")
+@click.option("--sp", "sequence_parallel", is_flag=True, help="Sequence parallelism (needs tp >= 2).")
+@click.option("--recompute", type=click.Choice(["none", "selective", "full"]), default="none", show_default=True)
+@click.option("--dtype", default="bf16", show_default=True, help="bf16, fp16, fp32, fp8.")
+@click.option("--bucket", default="160MB", show_default=True, metavar="SIZE", help="Gradient bucket size.")
+@click.option("--no-overlap", is_flag=True, help="Reduce gradients only after the whole backward.")
+@click.option("--hw", default=None, metavar="SPEC", help="Hardware spec (preset name or TOML) for roofline durations.")
+@click.option("--peak-tflops", type=float, default=None, help="Peak TFLOP/s for roofline durations.")
+@click.option("--mem-bw-gbps", type=float, default=None, help="Memory bandwidth GB/s for roofline durations.")
+@click.option("-o", "--output", "prefix", required=True, metavar="PREFIX", help="Output prefix: PREFIX.<rank>.et.")
+def llm(model_name: str, layers, hidden, heads, kv_heads, ffn, seq, vocab, tp: int, pp: int, dp: int | None,
+        cp: int, ep: int, num_ranks: int | None, global_batch: int | None, micro_batch: int, schedule: str,
+        virtual_stages: int | None, zero_stage: int, sequence_parallel: bool, recompute: str, dtype: str,
+        bucket: str, no_overlap: bool, hw: str | None, peak_tflops: float | None, mem_bw_gbps: float | None,
+        prefix: str) -> None:
+    """Generate one training iteration of a transformer LLM, one trace per rank.
+
+    Ranks follow Megatron-LM's order (tp fastest, then cp, dp, pp).  GEMM,
+    attention and elementwise nodes carry FLOPs (num_ops) and bytes
+    (tensor_size); with --hw or --peak-tflops/--mem-bw-gbps also a roofline
+    duration.
+
+    \b
+    Example:
+      tracekit generate llm --model gpt3-175b --tp 8 --pp 16 --dp 8 -o out/gpt3
+      tracekit generate llm --model llama2-7b --tp 2 --pp 2 --ranks 16 --sp --zero 1 \\
+          --schedule interleaved --virtual-stages 2 --global-batch 64 -o out/llama
+    """
+    import dataclasses
+
+    from tracekit.converters.generators._build import parse_size
+    from tracekit.converters.generators.llm import write_llm
+    from tracekit.converters.generators.llm_config import LLMConfig, ParallelSpec, preset, world_to_dp
+
+    model, default_batch = preset(model_name)
+    overrides = {k: v for k, v in (("num_layers", layers), ("hidden_size", hidden), ("num_heads", heads),
+                                   ("num_kv_heads", kv_heads), ("ffn_hidden_size", ffn), ("seq_length", seq),
+                                   ("vocab_size", vocab)) if v is not None}
+    if overrides:
+        model = dataclasses.replace(model, **overrides)
+    if num_ranks is not None:
+        implied = world_to_dp(num_ranks, tp=tp, pp=pp, cp=cp)
+        if dp is not None and dp != implied:
+            raise ConfigError(f"--dp {dp} disagrees with --ranks {num_ranks} / (tp {tp} x pp {pp} x cp {cp}) = {implied}")
+        dp = implied
+    if virtual_stages is None:
+        virtual_stages = 2 if schedule == "interleaved" else 1
+    parallel = ParallelSpec(dp=dp or 1, tp=tp, pp=pp, cp=cp, ep=ep, sequence_parallel=sequence_parallel,
+                            zero_stage=zero_stage, recompute=recompute, schedule=schedule,
+                            virtual_stages=virtual_stages, grad_bucket_bytes=parse_size(bucket),
+                            overlap_grad_reduce=not no_overlap)
+    config = LLMConfig(model, parallel, global_batch_size=global_batch or default_batch,
+                       micro_batch_size=micro_batch, dtype=dtype)
+    roofline = roofline_from_options(hw, peak_tflops, mem_bw_gbps, dtype)
+    paths = write_llm(config, prefix, roofline,
+                      progress=lambda items, total: progress(items, f"{model.name}: writing ranks", total=total))
+    if not state().quiet:
+        err_console().print(f"wrote {len(paths)} trace(s): {paths[0]} ... {paths[-1]} "
+                            f"({config.num_micro_batches} micro-batches per pipeline)")
+
+
+COMMANDS = [llm]
