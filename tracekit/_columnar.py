@@ -67,67 +67,72 @@ def _varint_at(buf: np.ndarray, pos: np.ndarray, limit: np.ndarray, owner: np.nd
     return vals, lens
 
 
-def walk_fields(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> dict[str, np.ndarray]:
-    """Frame every top-level field of a batch of messages.
+_WIDTH = np.array([0, 8, 0, 0, 0, 4, 0, 0], dtype=np.int64)  # fixed payload bytes by wire type
+_VALID_WT = np.array([True, True, True, False, False, True, False, False])
+
+
+def walk_fields(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, visit=None) -> None:
+    """Frame every top-level field of a batch of messages, in lockstep.
 
     Args:
         buf: uint8 view of the bytes.
         starts, ends: int64[M] message spans.
-
-    Returns:
-        Arrays of equal length F (one entry per field occurrence): ``msg``
-        (message index), ``field`` (field number), ``wt`` (wire type),
-        ``value`` (varint value for wire type 0, else the payload start),
-        ``size`` (payload bytes for wire types 1, 2, 5), ``at`` (byte offset of
-        the tag, for ordering).
+        visit: called once per step as ``visit(msg, field, wt, value, size, at)``
+            with arrays of equal length (one entry per message that still has
+            fields): ``msg`` message index (ascending), ``field`` number,
+            ``wt`` wire type, ``value`` (the varint for wire type 0, else the
+            payload start), ``size`` (payload bytes for wire types 1, 2, 5),
+            ``at`` (byte offset of the tag).  Steps visit each message's
+            fields in file order.
 
     Raises:
         _Corrupt: a field runs past its message end, a bad wire type, field 0.
     """
     cur = starts.copy()
     live = np.flatnonzero(cur < ends)
-    parts: list[tuple[np.ndarray, ...]] = []
+    last = len(buf) - 1
     while len(live):
         c, e = cur[live], ends[live]
-        tag, tl = _varint_at(buf, c, e, live)
-        field = (tag >> _U64(3)).astype(np.int64)
-        wt = (tag & _U64(7)).astype(np.int64)
-        body = c + tl
-        # wire types 0 and 2 both start with a varint: the value, or the payload length
-        m02 = (wt == 0) | (wt == 2)
-        if m02.all():
-            v, vl = _varint_at(buf, body, e, live)
+        b = buf[c]
+        if (b < 0x80).all():  # one-byte tags (fields 1..15): the common case
+            field = (b >> 3).astype(np.int64)
+            wt = (b & 7).astype(np.int64)
+            body = c + 1
+        else:
+            tag, tl = _varint_at(buf, c, e, live)
+            field = (tag >> _U64(3)).astype(np.int64)
+            wt = (tag & _U64(7)).astype(np.int64)
+            body = c + tl
+        ok = _VALID_WT[wt] & (field != 0)
+        if not ok.all():
+            i = int(np.argmax(~ok))
+            raise _Corrupt(int(live[i]), f"invalid field tag (field {int(field[i])}, wire type {int(wt[i])})")
+        # wire types 0 and 2 start with a varint (the value, or the payload length)
+        m02 = (wt & 5) == 0  # wt 0 or 2
+        b1 = buf[np.minimum(body, last)]
+        if ((b1 < 0x80) | ~m02).all():
+            v = b1.astype(_U64)
+            vl = m02.astype(np.int64)
+            if ((body >= e) & m02).any():
+                i = int(np.argmax((body >= e) & m02))
+                raise _Corrupt(int(live[i]), "truncated varint")
         else:
             v = np.zeros(len(live), dtype=_U64)
             vl = np.zeros(len(live), dtype=np.int64)
             v[m02], vl[m02] = _varint_at(buf, body[m02], e[m02], live[m02])
         is2 = wt == 2
-        size = np.where(is2, v.astype(np.int64), 0)
-        value = np.where(is2, (body + vl).astype(_U64), v)
-        nxt = body + vl + size
-        fixed = (wt == 1) | (wt == 5)
-        if fixed.any():
-            width = np.where(wt == 1, 8, 4)[fixed]
-            value[fixed] = body[fixed].astype(_U64)
-            size[fixed] = width
-            nxt[fixed] = body[fixed] + width
-        bad = (wt > 2) & (wt != 5) | (field == 0)
-        if bad.any():
-            i = int(np.argmax(bad))
-            raise _Corrupt(int(live[i]), f"invalid field tag (field {int(field[i])}, wire type {int(wt[i])})")
+        vstart = body + vl
+        size = np.where(is2, v.astype(np.int64), _WIDTH[wt])
+        value = np.where(m02 & ~is2, v, vstart.astype(_U64))
+        nxt = vstart + size
         over = nxt > e
         if over.any():
             i = int(np.argmax(over))
             raise _Corrupt(int(live[i]), f"field {int(field[i])} runs past the end of its message")
-        parts.append((live, field, wt, value, size, c))
+        if visit is not None:
+            visit(live, field, wt, value, size, c)
         cur[live] = nxt
         live = live[nxt < e]
-    if not parts:
-        empty = np.zeros(0, dtype=np.int64)
-        return {"msg": empty, "field": empty, "wt": empty, "value": np.zeros(0, dtype=_U64),
-                "size": empty, "at": empty}
-    cols = list(zip(*parts))
-    return {k: np.concatenate(v) for k, v in zip(("msg", "field", "wt", "value", "size", "at"), cols)}
 
 
 def _packed_varints(buf: np.ndarray, owner: np.ndarray, start: np.ndarray, size: np.ndarray
@@ -169,40 +174,59 @@ def _ns(micros: np.ndarray, nanos: np.ndarray) -> np.ndarray:
     return np.where(use, nanos, micros * 1000)
 
 
+_SCALARS = (("ids", 1), ("types", 3), ("st_us", 6), ("dur_us", 7), ("dur_ns", 1001), ("st_ns", 1002))
+
+
 def _decode_batch(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> dict[str, Any]:
     n = len(starts)
-    f = walk_fields(buf, starts, ends)
-    msg, field, wt, value = f["msg"], f["field"], f["wt"], f["value"]
-    out: dict[str, Any] = {}
-    for name, num, dtype in (("ids", 1, _U64), ("types", 3, np.int64), ("st_us", 6, _U64), ("dur_us", 7, _U64),
-                             ("dur_ns", 1001, _U64), ("st_ns", 1002, _U64)):
-        col = np.zeros(n, dtype=_U64)
-        sel = (field == num) & (wt == 0)
-        col[msg[sel]] = value[sel]  # numpy assigns in order: the last occurrence wins
-        out[name] = col if dtype is _U64 else col.astype(np.int64)
-    sel = (field == 2) & (wt == 2)
+    out: dict[str, Any] = {name: np.zeros(n, dtype=_U64) for name, _ in _SCALARS}
     name_s = np.zeros(n, dtype=np.int64)
     name_l = np.zeros(n, dtype=np.int64)
-    name_s[msg[sel]] = value[sel].astype(np.int64)
-    name_l[msg[sel]] = f["size"][sel]
+    deps: dict[int, list[tuple[np.ndarray, ...]]] = {4: [], 5: []}
+    attrs: list[tuple[np.ndarray, ...]] = []
+
+    def visit(msg, field, wt, value, size, at) -> None:
+        key = field * 8 + wt
+        for name, num in _SCALARS:  # singular varints: a later occurrence overwrites (last wins)
+            sel = key == num * 8
+            if sel.any():
+                out[name][msg[sel]] = value[sel]
+        sel = key == 2 * 8 + 2
+        if sel.any():
+            name_s[msg[sel]] = value[sel].astype(np.int64)
+            name_l[msg[sel]] = size[sel]
+        for num in (4, 5):
+            sel = (field == num)
+            if sel.any():
+                deps[num].append((msg[sel], wt[sel], value[sel], size[sel], at[sel]))
+        sel = key == 10 * 8 + 2
+        if sel.any():
+            attrs.append((msg[sel], value[sel].astype(np.int64), size[sel]))
+
+    walk_fields(buf, starts, ends, visit)
+    out["types"] = out["types"].astype(np.int64)
     out["name_s"], out["name_l"] = name_s, name_l
     for key, num in (("data", 5), ("ctrl", 4)):
-        packed = (field == num) & (wt == 2)
-        o1, v1, a1 = _packed_varints(buf, msg[packed], value[packed].astype(np.int64), f["size"][packed])
-        plain = (field == num) & (wt == 0)
-        owner = np.concatenate((o1, msg[plain]))
-        vals = np.concatenate((v1, value[plain]))
-        at = np.concatenate((a1, f["at"][plain]))
-        out[key] = _csr(n, owner, at, vals)
-    sel = (field == 10) & (wt == 2)
-    a_owner, a_start, a_size = msg[sel], value[sel].astype(np.int64), f["size"][sel]
-    order = np.lexsort((f["at"][sel], a_owner))
-    a_owner, a_start, a_size = a_owner[order], a_start[order], a_size[order]
-    if len(a_start):  # frame attribute messages too: corrupt attributes fail the read
-        try:
+        if deps[num]:
+            msg, wt, value, size, at = (np.concatenate(x) for x in zip(*deps[num]))
+        else:
+            msg = wt = size = at = np.zeros(0, dtype=np.int64)
+            value = np.zeros(0, dtype=_U64)
+        packed = wt == 2
+        o1, v1, a1 = _packed_varints(buf, msg[packed], value[packed].astype(np.int64), size[packed])
+        plain = wt == 0
+        out[key] = _csr(n, np.concatenate((o1, msg[plain])), np.concatenate((a1, at[plain])),
+                        np.concatenate((v1, value[plain])))
+    if attrs:
+        a_owner, a_start, a_size = (np.concatenate(x) for x in zip(*attrs))
+        order = np.argsort(a_owner, kind="stable")  # steps are in file order: a stable sort keeps it
+        a_owner, a_start, a_size = a_owner[order], a_start[order], a_size[order]
+        try:  # frame attribute messages too: a corrupt attribute fails the read
             walk_fields(buf, a_start, a_start + a_size)
         except _Corrupt as exc:
             raise _Corrupt(int(a_owner[exc.msg_index]), f"attribute: {exc.reason}") from None
+    else:
+        a_owner = a_start = a_size = np.zeros(0, dtype=np.int64)
     out["attr"] = (a_owner, a_start, a_size)
     return out
 
@@ -251,16 +275,19 @@ def decode_columns(encoded: Any) -> NodeColumns:
         return np.concatenate(ptrs), np.concatenate(vals)
 
     ids = cat("ids")
-    types = cat("types").astype(np.int32)
+    types = cat("types").astype(np.int16)
     duration = _ns(cat("dur_us"), cat("dur_ns"))
     start = _ns(cat("st_us"), cat("st_ns"))
+    if not start.any():  # no measured starts (generated traces): a read-only zero view, no memory
+        start = np.broadcast_to(np.int64(0), (n,))
     dptr, dids = cat_csr("data")
     cptr, cids = cat_csr("ctrl")
-    name_s, name_l = cat("name_s"), cat("name_l").astype(np.int32)
+    off_t = np.int32 if len(data) < 2**31 else np.int64  # byte offsets: 4 bytes for files under 2 GiB
+    name_s, name_l = cat("name_s").astype(off_t), cat("name_l").astype(np.int32)
     offsets = np.cumsum([0] + [len(b["ids"]) for b in batches])
     idx_t = np.int32 if n < 2**31 else np.int64  # attribute index arrays: 4 bytes per entry where possible
     a_owner = np.concatenate([(b["attr"][0] + off).astype(idx_t) for b, off in zip(batches, offsets)])
-    a_start = np.concatenate([b["attr"][1] for b in batches])
+    a_start = np.concatenate([b["attr"][1] for b in batches]).astype(off_t)
     a_size = np.concatenate([b["attr"][2] for b in batches]).astype(np.int32)
     source = _AttrSource(data, buf, n, a_owner, a_start, a_size, ids, encoded)
 

@@ -37,9 +37,9 @@ class NodeColumns:
 
     Attributes:
         ids: uint64[N] node ids in file order.
-        types: int32[N] NodeType wire numbers.
+        types: int16[N] NodeType wire numbers.
         duration_ns: int64[N] durations, nanoseconds.
-        start_time_ns: int64[N] measured starts, nanoseconds.
+        start_time_ns: int64[N] measured starts, nanoseconds (a read-only zero view when no node has one).
         data_ptr, data_ids: CSR of data dependencies (int64[N+1], uint64[E]) by id.
         ctrl_ptr, ctrl_ids: CSR of control dependencies.
         names_fn: produces the list of N names on first use of :attr:`names`.
@@ -97,7 +97,7 @@ class NodeColumns:
         """Columns of a list of :class:`~tracekit.model.Node`."""
         n = len(nodes)
         ids = np.fromiter((x.id for x in nodes), dtype=np.uint64, count=n)
-        types = np.fromiter((int(x.type) for x in nodes), dtype=np.int32, count=n)
+        types = np.fromiter((int(x.type) for x in nodes), dtype=np.int16, count=n)
         dur = np.fromiter((x.duration_ns for x in nodes), dtype=np.int64, count=n)
         start = np.fromiter((x.start_time_ns for x in nodes), dtype=np.int64, count=n)
         dptr, dids = csr_from_lists([x.data_deps for x in nodes])

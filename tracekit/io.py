@@ -115,20 +115,18 @@ def split_records(data: bytes, *, path: str | None = None, rank: int | None = No
     n = len(data)
     if n == 0:
         raise TraceFormatError("empty file: no GlobalMetadata record", path=path, rank=rank)
-    starts: list[int] = []
-    ends: list[int] = []
+    # One pass over the length prefixes: only the record boundaries are kept
+    # (``bounds[i]`` = offset of record i's prefix; the last entry = end of data);
+    # prefix lengths and message spans are then derived with numpy.
+    bounds = [0]
+    append = bounds.append
     pos = 0
-    first = True
-    meta = (0, 0)
     while pos < n:
-        rec_at = pos
-        # inline varint32 decode: most node records are < 16 KiB (1-2 length bytes)
         b = data[pos]
-        if b < 0x80:
-            length = b
-            pos += 1
+        if b < 0x80:  # one-byte length prefix: most node records
+            pos += b + 1
         else:
-            length, shift = 0, 0
+            rec_at, length, shift = pos, 0, 0
             while True:
                 if pos >= n:
                     raise TraceFormatError("truncated record length prefix", byte_offset=rec_at,
@@ -142,22 +140,34 @@ def split_records(data: bytes, *, path: str | None = None, rank: int | None = No
                 if shift > 35:
                     raise TraceFormatError("malformed record length prefix (more than 5 bytes)",
                                            byte_offset=rec_at, path=path, rank=rank)
-        end = pos + length
-        if end > n:
-            raise TraceFormatError(
-                f"record of {length} bytes runs past the end of the file ({n - pos} bytes left)",
-                byte_offset=rec_at, path=path, rank=rank)
-        if first:
-            meta = (pos, end)
-            first = False
-        else:
-            if length == 0:
-                raise TraceFormatError("empty node record (zero length)", byte_offset=rec_at,
-                                       path=path, rank=rank)
-            starts.append(pos)
-            ends.append(end)
-        pos = end
-    return meta[0], meta[1], np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64)
+            pos += length
+        append(pos)
+    if pos > n:
+        rec_at = bounds[-2]
+        body_at = rec_at + _prefix_len(data, rec_at)
+        raise TraceFormatError(
+            f"record of {pos - body_at} bytes runs past the end of the file ({n - body_at} bytes left)",
+            byte_offset=rec_at, path=path, rank=rank)
+    edges = np.asarray(bounds, dtype=np.int64)
+    rec_starts, rec_ends = edges[:-1], edges[1:]
+    plen = np.ones(len(rec_starts), dtype=np.int64)
+    multi = np.flatnonzero(np.frombuffer(data, dtype=np.uint8)[rec_starts] >= 0x80)
+    for i in multi.tolist():
+        plen[i] = _prefix_len(data, int(rec_starts[i]))
+    starts = rec_starts + plen
+    empty = np.flatnonzero(starts[1:] == rec_ends[1:])
+    if len(empty):
+        raise TraceFormatError("empty node record (zero length)", byte_offset=int(rec_starts[1 + empty[0]]),
+                               path=path, rank=rank)
+    off_t = np.int32 if n < 2**31 else np.int64  # byte offsets: 4 bytes each for files under 2 GiB
+    return int(starts[0]), int(rec_ends[0]), starts[1:].astype(off_t), rec_ends[1:].astype(off_t)
+
+
+def _prefix_len(data: bytes, at: int) -> int:
+    k = at
+    while data[k] >= 0x80:
+        k += 1
+    return k - at + 1
 
 
 class EncodedNodes:
