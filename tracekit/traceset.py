@@ -41,6 +41,7 @@ class TraceSet:
         self._declared = {str(k): tuple(int(r) for r in v) for k, v in process_groups.items()} \
             if process_groups is not None else None
         self._groups: dict[str, tuple[int, ...]] | None = None
+        self._declared_cache: dict[str, tuple[int, ...]] | None = None
 
     # ----- ranks ----------------------------------------------------------------------
     @property
@@ -49,8 +50,21 @@ class TraceSet:
 
     @property
     def world_size(self) -> int:
-        """Number of ranks (max rank + 1 when ranks are 0..n-1)."""
-        return max(self._traces) + 1 if self._traces else 0
+        """Ranks in the job: 1 + the highest rank of a trace file or of a declared group member.
+
+        A set may hold fewer traces than its world (a partial job, e.g. one
+        captured rank of two); :attr:`missing_ranks` lists the others.
+        """
+        top = max(self._traces) if self._traces else -1
+        for ranks in self._declared_groups().values():
+            if ranks:
+                top = max(top, max(ranks))
+        return top + 1
+
+    @property
+    def missing_ranks(self) -> tuple[int, ...]:
+        """Ranks of the world with no trace in this set."""
+        return tuple(r for r in range(self.world_size) if r not in self._traces)
 
     def __len__(self) -> int:
         return len(self._traces)
@@ -76,8 +90,9 @@ class TraceSet:
             self._groups = self._resolve_groups()
         return self._groups
 
-    def _resolve_groups(self) -> dict[str, tuple[int, ...]]:
-        world = tuple(range(self.world_size))
+    def _declared_groups(self) -> dict[str, tuple[int, ...]]:
+        if self._declared_cache is not None:
+            return self._declared_cache
         declared: dict[str, tuple[int, ...]] = {}
         if self._declared is not None:
             declared = dict(self._declared)
@@ -90,6 +105,12 @@ class TraceSet:
                             f"process group {name!r} declared as {list(declared[name])} on another rank "
                             f"and as {list(ranks)} here", rank=rank, path=trace.path)
                     declared[name] = ranks
+        self._declared_cache = declared
+        return declared
+
+    def _resolve_groups(self) -> dict[str, tuple[int, ...]]:
+        world = tuple(range(self.world_size))
+        declared = self._declared_groups()
         groups: dict[str, tuple[int, ...]] = {DEFAULT_PG: world}
         for name, ranks in declared.items():
             ranks = tuple(ranks) if ranks else world

@@ -189,15 +189,16 @@ def validate_traceset(traceset: "TraceSet") -> ValidationReport:
         report.add(*sub.issues)
         report.checked_ranks += 1
         report.checked_nodes += sub.checked_nodes
-    ranks = traceset.ranks
-    if ranks != tuple(range(len(ranks))):
-        missing = sorted(set(range(traceset.world_size)) - set(ranks))
-        report.add(Issue("rank-count", ERROR, f"ranks are not 0..{len(ranks) - 1}: missing {missing[:10]}"))
     try:
         groups = traceset.process_groups
     except ValidationError as exc:
         report.add(Issue("process-groups", ERROR, exc.message, exc.path, exc.rank))
         return report
+    missing = traceset.missing_ranks
+    if missing:
+        report.add(Issue("rank-count", WARNING,
+                         f"partial job: traces for {len(traceset)} of {traceset.world_size} ranks; no trace for "
+                         f"ranks {list(missing[:16])}{' ...' if len(missing) > 16 else ''} (a replay needs them all)"))
     if not report.ok:  # order checks need sound per-rank graphs
         return report
     seqs = collective_sequences(traceset)
@@ -213,7 +214,7 @@ def validate_traceset(traceset: "TraceSet") -> ValidationReport:
                                  f"rank {rank} issues a collective on group {name!r} it is not a member of "
                                  f"({list(groups[name])[:16]})", traceset[rank].path, rank, node))
     for name, members in groups.items():
-        members = [r for r in members if r in seqs]
+        members = [r for r in members if r in seqs]  # only ranks with a trace can be compared
         if len(members) < 2:
             continue
         ref_rank = members[0]

@@ -166,3 +166,16 @@ def test_failed_write_keeps_existing_output(tmp_path):
         write_trace(bad, out)
     assert out.read_bytes() == b"previous"
     assert list(tmp_path.iterdir()) == [out]
+
+
+def test_partial_job_is_a_warning_naming_missing_ranks(tmp_path):
+    from tracekit.groups import pg_init_node
+    from tracekit.validate import validate_traceset
+
+    r0 = ExecutionTrace([pg_init_node(0, {"0": (0, 1, 2)}), _coll(1, CollectiveType.ALL_REDUCE, 64)])
+    ts = TraceSet({0: r0})
+    assert ts.world_size == 3 and ts.missing_ranks == (1, 2)
+    report = validate_traceset(ts)
+    assert report.ok
+    (issue,) = report.warnings
+    assert issue.check == "rank-count" and "traces for 1 of 3 ranks; no trace for ranks [1, 2]" in issue.message

@@ -21,8 +21,9 @@ def _expand(pattern: str | None, what: str) -> list[str]:
 
 
 @click.command("pytorch", context_settings=CONTEXT_SETTINGS)
-@click.option("--et", "et_glob", required=True, metavar="GLOB",
-              help="ET JSON files, one per rank (.json, .json.gz, .tar.gz); quote the glob.")
+@click.option("--et", "et_glob", default=None, metavar="GLOB",
+              help="ET JSON files, one per rank (.json, .json.gz, .tar.gz); quote the glob. "
+                   "Without --et, the Kineto traces alone are converted.")
 @click.option("--kineto", "kineto_glob", default=None, metavar="GLOB",
               help="Kineto trace files of the same ranks (optional; gives durations and GPU kernels).")
 @click.option("-o", "--output", "prefix", required=True, metavar="PREFIX",
@@ -38,16 +39,26 @@ def pytorch(et_glob: str, kineto_glob: str | None, prefix: str, allow_unlinked: 
 
     Ranks come from Kineto distributedInfo or a "rankN" in the file names; ET and Kineto
     files are paired by rank.  Prints, per rank, node counts, collectives and the link report.
+    With --kineto alone, the graph is built from the Kineto traces (CPU ops, launches, kernels,
+    NCCL collectives from record_param_comms).
 
     \b
     Example:
       tracekit convert pytorch --et 'run/et_rank*.json' --kineto 'run/kineto_rank*.json' -o out/job
+      tracekit convert pytorch --kineto 'run/rank*.trace.json.gz' -o out/job
     """
     from pathlib import Path
 
     from tracekit.converters.pytorch import convert_job
     from tracekit.io import write_traceset
 
+    from tracekit.errors import ConversionError
+
+    if et_glob is None and kineto_glob is None:
+        raise ConversionError("give --et GLOB (with optional --kineto GLOB) or --kineto GLOB alone")
+    if et_glob is None:
+        _kineto_only(_expand(kineto_glob, "Kineto"), prefix, workers, executor)
+        return
     ets = _expand(et_glob, "ET")
     kins = _expand(kineto_glob, "Kineto")
     if state().quiet:
@@ -74,6 +85,41 @@ def pytorch(et_glob: str, kineto_glob: str | None, prefix: str, allow_unlinked: 
         colls = ", ".join(f"{k} {v}" for k, v in sorted(res.comm_counts.items())) or "-"
         table.add_row(str(res.trace.rank), str(len(res.trace)), str(res.node_counts.get("COMP_NODE", 0)),
                       str(comm), colls, res.link.summary() if res.link is not None else "no Kineto")
+    out_console().print(table)
+
+
+def _kineto_one(path: str):
+    from tracekit.converters.pytorch.kineto_convert import convert_kineto_trace, read_kineto
+
+    return convert_kineto_trace(read_kineto(path))
+
+
+def _kineto_only(paths: list[str], prefix: str, workers: int | None, executor: str) -> None:
+    from pathlib import Path
+
+    from rich.table import Table
+
+    from tracekit.errors import ConversionError
+    from tracekit.io import write_traceset
+    from tracekit.parallel import parallel_map
+    from tracekit.traceset import TraceSet
+
+    results = parallel_map(_kineto_one, paths, executor=executor, max_workers=workers)
+    traces = {}
+    for path, res in zip(paths, results):
+        if res.trace.rank in traces:
+            raise ConversionError(f"rank {res.trace.rank} appears twice", path=path)
+        traces[res.trace.rank] = res.trace
+    Path(prefix).parent.mkdir(parents=True, exist_ok=True)
+    written = write_traceset(TraceSet(traces), prefix)
+    table = Table(title=f"{len(written)} rank(s) written to {prefix}.<rank>.et (Kineto only)")
+    for col in ("rank", "nodes", "host ops", "kernels attached", "collectives"):
+        table.add_column(col)
+    for res in sorted(results, key=lambda r: r.trace.rank):
+        st = res.stats
+        colls = ", ".join(f"{k} {v}" for k, v in sorted(st.collectives.items())) or "-"
+        table.add_row(str(st.rank), str(len(res.trace)), str(st.host_ops),
+                      f"{st.kernels_attached}/{st.device_ops}", colls)
     out_console().print(table)
 
 
