@@ -189,6 +189,7 @@ class ReplayProgram:
     notes: dict[int, str] = field(default_factory=dict)
     compute_methods: dict[str, int] = field(default_factory=dict)
     measured_ns: np.ndarray | None = None
+    roots: list[int] = field(default_factory=list)
 
     @property
     def n(self) -> int:
@@ -263,12 +264,14 @@ def _resources(cls: np.ndarray, sub: np.ndarray) -> tuple[np.ndarray, tuple[str,
     res = np.full(len(cls), -1, dtype=np.int32)
     if not has.any():
         return res, ()
-    pairs = np.stack([cls[has], sub[has]], axis=1)
-    uniq, inverse = np.unique(pairs, axis=0, return_inverse=True)
+    subs, sub_idx = np.unique(sub[has], return_inverse=True)
+    key = cls[has] * len(subs) + sub_idx.reshape(-1)
+    keys, inverse = np.unique(key, return_inverse=True)
     res[has] = inverse.reshape(-1)
     names = []
-    for c, s in uniq.tolist():
-        names.append("memory" if c == R_MEMORY else f"{RESOURCE_CLASS_NAMES[c]} {s}")
+    for k in keys.tolist():
+        c, s = divmod(k, len(subs))
+        names.append("memory" if c == R_MEMORY else f"{RESOURCE_CLASS_NAMES[c]} {int(subs[s])}")
     return res, tuple(names)
 
 
@@ -278,13 +281,17 @@ def _compute_durations(cols: Any, kind: np.ndarray, model: ComputeModel, trace: 
     timed = kind == K_TIMED
     if not timed.any():
         return dur
-    try:
-        _, ops = cols.attr_int("num_ops")
-        _, nbytes = cols.attr_int("tensor_size")
-    except TracekitError as exc:
-        raise exc.with_context(path=trace.path, rank=trace.rank)
-    costs = model.costs(ops[timed].astype(np.float64), nbytes[timed].astype(np.float64),
-                        cols.duration_ns[timed])
+    measured = cols.duration_ns[timed]
+    if model.mode == "measured" and bool(np.all(measured > 0)):
+        # every node has a duration, so the roofline inputs cannot matter: skip reading them
+        ops = nbytes = np.zeros(len(measured), dtype=np.float64)
+    else:
+        try:
+            ops = cols.attr_int("num_ops")[1][timed].astype(np.float64)
+            nbytes = cols.attr_int("tensor_size")[1][timed].astype(np.float64)
+        except TracekitError as exc:
+            raise exc.with_context(path=trace.path, rank=trace.rank)
+    costs = model.costs(ops, nbytes, measured)
     dur[timed] = costs.duration_ns.astype(np.float64)
     for name, c in costs.counts().items():
         counts[name] = counts.get(name, 0) + c
@@ -292,21 +299,21 @@ def _compute_durations(cols: Any, kind: np.ndarray, model: ComputeModel, trace: 
 
 
 def _chain_next(kind: np.ndarray, res: np.ndarray, graph: Any) -> np.ndarray:
-    """For each node u: its only successor v when v's only predecessor is u and both run on one resource.
+    """For each timed node u: its only successor v when v is timed and runs on u's resource, else -1.
 
-    Such runs execute back to back, so the engine can start a whole run at once.
+    When v waits for nothing but u by the time u starts, the engine starts v
+    right behind u without an event of its own (see :mod:`.engine`).
     """
     n = len(kind)
     out = np.full(n, -1, dtype=np.int64)
     if n == 0:
         return out
     outdeg = np.diff(graph.succ_ptr)
-    indeg = np.diff(graph.pred_ptr)
     cand = np.flatnonzero((outdeg == 1) & (kind == K_TIMED))
     if not len(cand):
         return out
     v = graph.succ_pos[graph.succ_ptr[cand]]
-    ok = (indeg[v] == 1) & (kind[v] == K_TIMED) & (res[v] == res[cand])
+    ok = (kind[v] == K_TIMED) & (res[v] == res[cand])
     out[cand[ok]] = v[ok]
     return out
 
@@ -521,13 +528,14 @@ def compile_program(traceset: "TraceSet", spec: "HardwareSpec", options: ReplayO
     instances: list[Instance] = []
     _match_collectives(traceset, layouts, notes, instances, instance_of)
     _match_p2p(traceset, layouts, notes, instances, instance_of)
+    pred_count = cat(preds, np.int64)
     program = ReplayProgram(
         spec=spec, options=options, model_name=model_name,
         layouts=[layouts[r] for r in traceset.ranks],
         kind=cat(kinds, np.int64).tolist(),
         duration_ns=cat(durs, np.float64).tolist(),
         resource=cat(ress, np.int64).tolist(),
-        pred_count=cat(preds, np.int64).tolist(),
+        pred_count=pred_count.tolist(),
         succ_ptr=np.append(cat(succ_ptrs, np.int64), total_edges).tolist(),
         succ=cat(succs, np.int64).tolist(),
         chain_next=cat(chains, np.int64).tolist(),
@@ -537,6 +545,7 @@ def compile_program(traceset: "TraceSet", spec: "HardwareSpec", options: ReplayO
         notes=notes,
         compute_methods={m: counts[m] for m in METHODS if m in counts},
         measured_ns=cat(measured, np.int64),
+        roots=np.flatnonzero(pred_count == 0).tolist(),
     )
     coster = _Coster(spec, model_name, program.measured_ns, compute)
     for inst in instances:
