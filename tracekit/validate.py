@@ -5,9 +5,10 @@ Each check has a name and a severity.  Per trace: ``unique-ids``,
 (iterative; names the cycle's ids and names), ``node-type`` (an unknown type
 number), ``comm-attrs`` (COMM nodes: ``comm_type`` present and known on
 collectives, ``comm_size`` a non-negative integer, ``comm_src``/``comm_dst``
-on send/recv), ``negative-duration`` cannot happen on the wire (unsigned) but
-is checked for in-memory traces.  Per trace set: ``rank-count`` (ranks 0..n-1
-without gaps), ``process-groups`` (groups resolve, members exist), and
+on send/recv), ``negative-duration`` (cannot happen on the wire, which is
+unsigned, but can in traces built in memory).  Per trace set: ``rank-count``
+(a warning when the set holds fewer traces than its world: a partial job),
+``process-groups`` (groups resolve, members exist), and
 ``collective-order``: every member of a process group issues the same
 sequence of collectives (type, size, group), reporting the first divergence by
 rank and node.
@@ -117,6 +118,9 @@ def validate_trace(trace: ExecutionTrace) -> ValidationReport:
     bad_types = np.flatnonzero((cols.types < 0) | (cols.types > 7))
     _capped(report, [Issue("node-type", ERROR, f"unknown node type {int(cols.types[p])}", path, rank,
                            int(cols.ids[p])) for p in bad_types.tolist()], "node-type", trace)
+    neg = np.flatnonzero(cols.duration_ns < 0)
+    _capped(report, [Issue("negative-duration", ERROR, f"negative duration {int(cols.duration_ns[p])} ns", path, rank,
+                           int(cols.ids[p])) for p in neg.tolist()], "negative-duration", trace)
     # cycles
     try:
         graph.topological_order()
