@@ -27,6 +27,7 @@ _COMMAND_MODULES = (
     "tracekit.cli.transform",
     "tracekit.cli.replay",
     "tracekit.cli.report",
+    "tracekit.cli.sweep",
     "tracekit.cli.hw",
 )
 

@@ -1,0 +1,100 @@
+"""``tracekit sweep``: replay one trace set on a grid of hardware variants; one table (CSV, JSON) and a plot."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Iterator
+
+import click
+
+from tracekit.cli._common import CONTEXT_SETTINGS, err_console, out_console, state
+
+
+@contextlib.contextmanager
+def _progress_callback(description: str) -> Iterator:
+    """A ``progress(done, total)`` callback drawing a rich bar on stderr (None with ``-q``)."""
+    if state().quiet:
+        yield None
+        return
+    from rich.progress import Progress
+
+    with Progress(console=err_console(), transient=True) as bar:
+        task = bar.add_task(description, total=None)
+
+        def update(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        yield update
+
+
+@click.command("sweep", context_settings=CONTEXT_SETTINGS)
+@click.argument("traces", metavar="TRACES")
+@click.option("--hw", "specs", multiple=True, required=True, metavar="SPEC",
+              help="Hardware spec: preset name or TOML file; repeat to sweep over specs.")
+@click.option("--vary", "varies", multiple=True, metavar="KEY=V1,V2,...",
+              help="A swept spec key (network[1].bandwidth_gbps, compute.duration_scale, collectives.model, "
+                   "options.collective_model, ...); repeat for a grid.")
+@click.option("--collective-model", type=click.Choice(["alpha_beta", "astra", "nccl", "measured"]), default=None,
+              help="Collective model for every point (default: each spec's).")
+@click.option("--compute-scale", type=float, default=None, help="Factor on measured compute durations.")
+@click.option("--streams", type=click.Choice(["trace", "single"]), default="trace", show_default=True,
+              help="Streams from the trace's attributes, or one of each per rank.")
+@click.option("--no-check", is_flag=True, help="Skip the up-front replay checks.")
+@click.option("--executor", type=click.Choice(["process", "ray", "serial"]), default="process", show_default=True,
+              help="Local process pool, a Ray cluster, or this process.")
+@click.option("--address", default=None, metavar="ADDR",
+              help="Ray cluster address (auto, ray://host:10001); default: start a local Ray.")
+@click.option("--workers", type=click.IntRange(1), default=None, help="Local pool size (default: CPU count, max 8).")
+@click.option("--no-plot", is_flag=True, help="Write the CSV and JSON only.")
+@click.option("-o", "--output", "out_dir", required=True, metavar="DIR",
+              help="Output directory: sweep.csv, sweep.json, sweep.html.")
+def sweep(traces: str, specs: tuple[str, ...], varies: tuple[str, ...], collective_model: str | None,
+          compute_scale: float | None, streams: str, no_check: bool, executor: str, address: str | None,
+          workers: int | None, no_plot: bool, out_dir: str) -> None:
+    """Replay TRACES (prefix, glob or directory) on every point of a hardware grid.
+
+    The grid is every --hw spec times the product of the --vary lists.  Keys
+    are those of the spec's TOML (see `tracekit hw show SPEC --toml`), with
+    network[i] indexing the dimensions after the spec is fitted to the trace
+    set's ranks.  Each point replays in a worker; the table (one row per
+    point: parameters, iteration time, the slowest rank's breakdown) goes to
+    stdout and to DIR/sweep.csv and DIR/sweep.json, the plot to DIR/sweep.html.
+
+    \b
+    Example:
+      tracekit sweep out/gpt3 --hw dgx-h100 --vary 'network[1].bandwidth_gbps=25,50,100' \\
+          --vary compute.duration_scale=0.5,1 -o sweep_out
+      tracekit sweep out/gpt3 --hw dgx-a100 --hw dgx-h100 --executor ray --address auto -o sweep_out
+    """
+    from tracekit.replayer import ReplayOptions
+    from tracekit.replayer.sweep import parse_vary, run_sweep, write_sweep
+
+    axes = [parse_vary(v) for v in varies]
+    options = ReplayOptions(collective_model=collective_model, compute_scale=compute_scale, streams=streams,
+                            check=not no_check)
+    with _progress_callback("replaying sweep points") as callback:
+        result = run_sweep(traces, list(specs), axes, options=options, executor=executor, max_workers=workers,
+                           ray_address=address, progress=callback)
+    paths = write_sweep(result, out_dir, plot=not no_plot)
+    _print_table(result)
+    if not state().quiet:
+        err_console().print(f"{len(result.rows)} point(s) on {result.world_size} ranks ({executor}); wrote "
+                            + ", ".join(str(p) for p in paths.values()))
+
+
+def _print_table(result) -> None:
+    from rich.table import Table
+
+    longest = max((r.iteration_time_ns for r in result.rows), default=0.0)
+    unit, per = next(((u, d) for u, d in (("s", 1e9), ("ms", 1e6), ("us", 1e3)) if longest >= d), ("ns", 1.0))
+    table = Table(title=f"sweep of {result.source} ({result.world_size} ranks), times in {unit}")
+    for key in ("#", *result.parameters, "iteration", "compute", "exposed comm", "wait", "slowest rank"):
+        table.add_column(key, justify="right")
+    for row in result.rows:
+        table.add_row(str(row.index), *(f"{v:g}" if isinstance(v, float) else str(v) for _, v in row.params),
+                      *(f"{t / per:.4f}" for t in (row.iteration_time_ns, row.compute_ns, row.exposed_comm_ns,
+                                                   row.comm_wait_ns)), str(row.slowest_rank))
+    out_console().print(table)
+
+
+COMMANDS = [sweep]
