@@ -1,0 +1,166 @@
+"""Replay commands: ``tracekit replay`` (simulate on a hardware spec) and ``tracekit timeline`` (measured)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from tracekit.cli._common import CONTEXT_SETTINGS, err_console, out_console
+
+TRACES_HELP = "A trace-set prefix (dir/job for dir/job.<rank>.et), a glob, a directory or one trace file."
+MAX_RANK_ROWS = 16
+
+
+def _fmt_ns(ns: float) -> str:
+    if ns >= 1e9:
+        return f"{ns / 1e9:,.3f} s"
+    if ns >= 1e6:
+        return f"{ns / 1e6:,.3f} ms"
+    if ns >= 1e3:
+        return f"{ns / 1e3:,.3f} us"
+    return f"{ns:,.0f} ns"
+
+
+def _fmt_bytes(n: float) -> str:
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            return f"{n / scale:.2f} {unit}"
+    return f"{int(n)} B"
+
+
+def _pct(part: float, whole: float) -> str:
+    return f"{100.0 * part / whole:.1f}%" if whole > 0 else "-"
+
+
+def _bw(v: float | None) -> str:
+    return "-" if v is None else f"{v:,.2f}"
+
+
+def render_result(console: Any, result: Any) -> None:
+    """Print a :class:`tracekit.replayer.results.ReplayResult` for people."""
+    from rich.table import Table
+
+    prov = result.provenance
+    job = result.iteration_time_ns
+    console.print(f"[bold]iteration time {_fmt_ns(job)}[/bold] ({job:,.0f} ns) on {prov.spec_name}: "
+                  f"{prov.world_size} rank(s), {result.node_count:,} nodes, collective model "
+                  f"{prov.collective_model}, compute {prov.compute_mode} x {prov.compute_scale:g}")
+    ranks = list(result.ranks)
+    title = "per rank"
+    if len(ranks) > MAX_RANK_ROWS:
+        ranks = sorted(ranks, key=lambda r: (-r.iteration_time_ns, r.rank))[:MAX_RANK_ROWS]
+        title = f"per rank: the {MAX_RANK_ROWS} slowest of {len(result.ranks)}"
+    table = Table(title=title)
+    for col in ("rank", "iteration", "compute", "comm", "exposed comm", "waiting", "idle", "nodes"):
+        table.add_column(col, justify="right")
+    for r in ranks:
+        table.add_row(str(r.rank), _fmt_ns(r.iteration_time_ns), _fmt_ns(r.compute_ns), _fmt_ns(r.comm_ns),
+                      f"{_fmt_ns(r.exposed_comm_ns)} ({_pct(r.exposed_comm_ns, r.iteration_time_ns)})",
+                      _fmt_ns(r.comm_wait_ns), _fmt_ns(r.idle_ns), f"{r.nodes:,}")
+    console.print(table)
+    summary = result.collective_summary()
+    if summary:
+        coll = Table(title=f"communication ({len(result.collectives):,} collectives and send/recv pairs)")
+        for col in ("kind", "size", "group", "ranks", "algorithm", "count", "mean time", "algbw GB/s",
+                    "busbw GB/s"):
+            coll.add_column(col, justify="left" if col in ("kind", "group", "algorithm") else "right")
+        for row in summary:
+            coll.add_row(row["kind"], _fmt_bytes(row["comm_bytes"]), row["pg_name"], str(row["group_size"]),
+                         row["algorithm"], f"{row['count']:,}", _fmt_ns(row["mean_time_ns"]),
+                         _bw(row["algbw_gbps"]), _bw(row["busbw_gbps"]))
+        console.print(coll)
+    cp = result.critical_path
+    crossed = len({s.rank for s in cp.steps})
+    console.print(f"critical path: {_fmt_ns(cp.length_ns)} over {len(cp.steps):,} nodes on {crossed} rank(s): "
+                  f"compute {_fmt_ns(cp.compute_ns)} ({_pct(cp.compute_ns, cp.length_ns)}), "
+                  f"communication {_fmt_ns(cp.comm_ns)} ({_pct(cp.comm_ns, cp.length_ns)})")
+    longest = sorted(cp.steps, key=lambda s: (-(s.end_ns - s.start_ns), s.start_ns))[:5]
+    if longest:
+        steps = Table(title="longest steps on the critical path")
+        for col in ("rank", "node", "name", "kind", "start", "duration"):
+            steps.add_column(col, justify="left" if col in ("name", "kind") else "right")
+        for s in longest:
+            steps.add_row(str(s.rank), str(s.node_id), s.name[:60], s.category, _fmt_ns(s.start_ns),
+                          _fmt_ns(s.end_ns - s.start_ns))
+        console.print(steps)
+    methods = ", ".join(f"{k} {v:,}" for k, v in result.compute_methods)
+    if methods:
+        console.print(f"compute nodes timed by: {methods}")
+
+
+@click.command(context_settings=CONTEXT_SETTINGS)
+@click.argument("traces", metavar="TRACES")
+@click.option("--hw", "hw", required=True, metavar="SPEC",
+              help="Hardware spec: a preset name (see `tracekit hw list`) or a TOML file.")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None,
+              help="Write the full result as JSON to this file.")
+@click.option("--with-schedule", is_flag=True, help="Include every node's start and end in the --json file.")
+@click.option("--timeline", "timeline_out", type=click.Path(dir_okay=False), default=None,
+              help="Write a Chrome trace (open in Perfetto) of the replay to this file.")
+@click.option("--compute-scale", type=float, default=None, metavar="F",
+              help="Multiply measured compute durations by F (overrides the spec).")
+@click.option("--collective-model", type=click.Choice(["alpha_beta", "astra", "nccl", "measured"]), default=None,
+              help="Communication cost model (overrides the spec); 'measured' replays the traces' own "
+                   "collective durations.")
+@click.option("--streams", type=click.Choice(["trace", "single"]), default="trace", show_default=True,
+              help="Resources per rank: from the traces' tid/stream attributes, or one of each.")
+@click.option("--no-check", is_flag=True, help="Skip the up-front checks (deadlocks are still diagnosed).")
+def replay(traces: str, hw: str, json_out: str | None, with_schedule: bool, timeline_out: str | None,
+           compute_scale: float | None, collective_model: str | None, streams: str, no_check: bool) -> None:
+    """Replay a trace set on a hardware spec and summarise where the time goes.
+
+    Prints the iteration time, per-rank compute / communication / exposed
+    communication / idle time, the collectives with their achieved
+    bandwidths, and the critical path.
+
+    \b
+    Example:
+      tracekit replay out/job --hw dgx-h100
+      tracekit replay out/job --hw my.toml --json result.json --timeline timeline.json
+      tracekit replay out/job --hw dgx-a100 --collective-model nccl --compute-scale 0.5
+    """
+    from tracekit.io import read_traceset
+    from tracekit.replayer import ReplayOptions
+    from tracekit.replayer import replay as run_replay
+
+    options = ReplayOptions(collective_model=collective_model, compute_scale=compute_scale, streams=streams,
+                            check=not no_check)
+    traceset = read_traceset(traces)
+    result = run_replay(traceset, hw, options=options)
+    render_result(out_console(), result)
+    if json_out:
+        result.write_json(json_out, include_schedule=with_schedule)
+        err_console().print(f"wrote {json_out}")
+    if timeline_out:
+        from tracekit.replayer.timeline import replay_timeline, write_chrome_trace
+
+        write_chrome_trace(replay_timeline(result, traceset), timeline_out)
+        err_console().print(f"wrote {timeline_out} (open it in https://ui.perfetto.dev)")
+
+
+@click.command(context_settings=CONTEXT_SETTINGS)
+@click.argument("traces", metavar="TRACES")
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
+              help="Chrome trace JSON file to write.")
+def timeline(traces: str, output: str) -> None:
+    """Write a Chrome trace (Perfetto) of the traces' own measured timing.
+
+    One process per rank, one thread per host thread / stream, each node at its
+    measured start_time_ns for its duration_ns.
+
+    \b
+    Example:
+      tracekit timeline out/job -o measured.json
+    """
+    from tracekit.io import read_traceset
+    from tracekit.replayer.timeline import measured_timeline, write_chrome_trace
+
+    traceset = read_traceset(traces)
+    trace = measured_timeline(traceset)
+    write_chrome_trace(trace, output)
+    slices = sum(1 for e in trace["traceEvents"] if e["ph"] == "X")
+    err_console().print(f"wrote {output}: {slices:,} slices on {len(traceset)} rank(s)")
+
+
+COMMANDS = [replay, timeline]
