@@ -1,0 +1,180 @@
+"""What every transform shares: the :class:`Transform` base, node copies, parameter checks and provenance.
+
+A transform is a frozen dataclass whose :meth:`Transform.apply` maps a
+:class:`~tracekit.traceset.TraceSet` to a new one without touching its input
+(nodes that change are copied; untouched traces are shared).  ``describe()``
+returns a JSON-ready dict (the transform's name and parameters) that
+:func:`stamp_provenance` appends to each output trace's global metadata
+attribute ``tracekit_provenance`` (a JSON string)::
+
+    {"input": "traces/job", "steps": [{"transform": "ScaleCompute", "factor": 0.5}, ...]}
+
+so a trace written by a pipeline says which transforms made it from which input.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+import math
+from typing import TYPE_CHECKING, Any, Callable, Iterable
+
+from tracekit.errors import ConfigError, TransformError
+from tracekit.model import Attr, ExecutionTrace, Metadata, Node
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tracekit.traceset import TraceSet
+
+PROVENANCE_ATTR = "tracekit_provenance"
+
+
+class Transform:
+    """Base of all transforms (subclasses are frozen dataclasses).
+
+    Subclasses implement :meth:`apply`; :meth:`describe` defaults to the
+    class name plus the dataclass fields.
+    """
+
+    def apply(self, traceset: "TraceSet") -> "TraceSet":  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def describe(self) -> dict[str, Any]:
+        """``{"transform": <class name>, <field>: <value>, ...}`` (JSON-ready)."""
+        out: dict[str, Any] = {"transform": type(self).__name__}
+        for f in dataclasses.fields(self):  # type: ignore[arg-type]
+            out[f.name] = _jsonable(getattr(self, f.name))
+        return out
+
+    def __call__(self, traceset: "TraceSet") -> "TraceSet":
+        return self.apply(traceset)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, enum.Enum):
+        return value.name
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(_jsonable(k)): _jsonable(v) for k, v in value.items()}
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if dataclasses.is_dataclass(value):
+        return {f.name: _jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    return repr(value)
+
+
+# ----------------------------------------------------------------------------- parameter checks
+def check_factor(what: str, value: Any) -> float:
+    """``value`` as a float if it is a finite number > 0.
+
+    Raises:
+        ConfigError: not a number, not finite, or <= 0 (names ``what``).
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise ConfigError(f"{what} must be a finite number > 0, got {value!r}")
+    return float(value)
+
+
+def check_degree(what: str, value: Any) -> int:
+    """``value`` if it is an int >= 1.
+
+    Raises:
+        ConfigError: otherwise (names ``what``).
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{what} must be an integer >= 1, got {value!r}")
+    return value
+
+
+# ----------------------------------------------------------------------------- node copies
+def copy_node(node: Node) -> Node:
+    """A copy of ``node`` whose lists and attributes can be changed without touching the original."""
+    return Node(node.id, node.name, node.type, list(node.data_deps), list(node.ctrl_deps), node.start_time_ns,
+                node.duration_ns, node.inputs, node.outputs,
+                [Attr(a.name, list(a.value) if isinstance(a.value, list) else a.value, a.kind, a.doc_string)
+                 for a in node.attrs])
+
+
+def copy_metadata(md: Metadata) -> Metadata:
+    return Metadata(md.version, [Attr(a.name, list(a.value) if isinstance(a.value, list) else a.value,
+                                      a.kind, a.doc_string) for a in md.attrs])
+
+
+def with_metadata(trace: ExecutionTrace, metadata: Metadata) -> ExecutionTrace:
+    """``trace`` with other metadata, sharing its (possibly still encoded) nodes."""
+    if trace._nodes is None:  # still encoded: keep the records, do not decode every node
+        return ExecutionTrace._from_encoded(trace._encoded, metadata, rank=trace.rank, path=None)
+    return ExecutionTrace(trace.nodes, metadata, rank=trace.rank)
+
+
+def map_nodes(trace: ExecutionTrace, fn: Callable[[Node], Node | None]) -> ExecutionTrace:
+    """A trace whose nodes are ``fn(node)`` (None keeps the node as is; return a copy to change it).
+
+    The input trace is returned unchanged (same object) when ``fn`` changed nothing.
+    """
+    out: list[Node] = []
+    changed = False
+    for node in trace.nodes:
+        new = fn(node)
+        if new is None:
+            out.append(node)
+        else:
+            out.append(new)
+            changed = True
+    return trace.with_nodes(out) if changed else trace
+
+
+def map_traces(traceset: "TraceSet", fn: Callable[[ExecutionTrace], ExecutionTrace]) -> "TraceSet":
+    """A trace set with ``fn`` applied to every rank's trace (process groups kept).
+
+    Errors raised by ``fn`` get the rank and path filled in.
+    """
+    out = {}
+    for rank, trace in traceset.items():
+        try:
+            out[rank] = fn(trace)
+        except TransformError as exc:
+            raise exc.with_context(rank=rank, path=trace.path)
+    return traceset.with_traces(out, traceset.process_groups)
+
+
+def scale_int(value: int, factor: float) -> int:
+    """``round(value * factor)`` (half to even), at least 1 when ``value`` > 0 and the product is >= 0.5."""
+    return int(round(value * factor))
+
+
+# ----------------------------------------------------------------------------- provenance
+def provenance_of(trace: ExecutionTrace) -> dict[str, Any] | None:
+    """The ``tracekit_provenance`` record of ``trace`` as a dict, or None.
+
+    Raises:
+        TransformError: the attribute is not JSON.
+    """
+    raw = trace.metadata.get_attr(PROVENANCE_ATTR)
+    if raw is None:
+        return None
+    try:
+        return json.loads(raw)
+    except (TypeError, ValueError):
+        raise TransformError(f"metadata attribute {PROVENANCE_ATTR!r} is not JSON: {str(raw)[:80]!r}",
+                             rank=trace.rank, path=trace.path) from None
+
+
+def stamp_provenance(traceset: "TraceSet", steps: Iterable[dict[str, Any]], source: str | None) -> "TraceSet":
+    """Record ``steps`` (``describe()`` dicts) applied to ``source`` in every trace's metadata.
+
+    An earlier record in the trace (a trace that was already transformed) is
+    kept under ``"previous"``.
+    """
+    steps = list(steps)
+    out = {}
+    for rank, trace in traceset.items():
+        record: dict[str, Any] = {"input": source, "steps": steps}
+        before = provenance_of(trace)
+        if before is not None and before.get("steps") != steps:
+            record["previous"] = before
+        md = copy_metadata(trace.metadata)
+        md.set_attr(PROVENANCE_ATTR, json.dumps(record, sort_keys=True), "string_val")
+        out[rank] = with_metadata(trace, md)
+    return traceset.with_traces(out, traceset.process_groups)

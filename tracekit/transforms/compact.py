@@ -1,0 +1,239 @@
+"""Compaction: fewer nodes and dependencies, same replay.
+
+Two rewrites, both exact for the replayer's semantics (DESIGN.md section 4;
+a node starts when its data dependencies are done and its resource is free,
+the resource taking waiting nodes in file order):
+
+1. **Transitive reduction of data dependencies.**  A dependency ``u -> v`` is
+   dropped when ``v`` also depends on some ``w`` that (transitively) depends
+   on ``u``: ``w`` cannot finish before ``u`` has, so ``v``'s start time is
+   unchanged.  Exact for graphs up to :data:`FULL_REDUCTION_LIMIT` nodes
+   (ancestor sets as bitsets, ``N^2/8`` bytes); above it only deps implied
+   through one intermediate dependency are dropped.
+2. **Chain merging.**  COMP nodes ``a -> b`` where ``b``'s only data
+   dependency is ``a``, ``a``'s only dependant is ``b``, both run on the same
+   resource (host thread ``tid`` for ``is_cpu_op`` nodes, else compute
+   ``stream``), and that resource is *serial* (every node on it, in file
+   order, directly depends on the previous one: then nodes on it run in file
+   order and ``a``, ``b`` run back to back) become one node with the summed
+   ``duration_ns``, ``num_ops`` and ``tensor_size``.  Chains merge only when
+   every node has a measured duration (or none has FLOPs/bytes): a roofline
+   of summed FLOPs and bytes is not the sum of rooflines.  The merged node
+   keeps the first node's id, name and attributes and gets ``merged_nodes``
+   (int64, how many nodes it stands for).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from tracekit.errors import ConfigError
+from tracekit.model import ExecutionTrace, Node, NodeType
+from tracekit.transforms.base import Transform, copy_node, map_traces
+
+FULL_REDUCTION_LIMIT = 40_000
+
+
+@dataclass(frozen=True)
+class CompactStats:
+    """Sizes before and after compaction of one trace (nodes, data dependencies)."""
+
+    nodes_before: int
+    nodes_after: int
+    deps_before: int
+    deps_after: int
+
+    @property
+    def node_factor(self) -> float:
+        return self.nodes_before / self.nodes_after if self.nodes_after else float("inf")
+
+    @property
+    def dep_factor(self) -> float:
+        return self.deps_before / self.deps_after if self.deps_after else float("inf")
+
+
+def _topo_positions(nodes: list[Node]) -> list[int]:
+    """Positions in a topological order (file order when deps point backwards)."""
+    from tracekit.graph import NodeColumns, DepGraph
+
+    g = DepGraph(NodeColumns.from_nodes(nodes))
+    return g.topological_order().tolist()
+
+
+def reduce_dependencies(nodes: list[Node]) -> list[Node]:
+    """Nodes with transitively redundant data deps dropped (see module docstring); others shared."""
+    n = len(nodes)
+    pos_of = {node.id: i for i, node in enumerate(nodes)}
+    deps = [[pos_of[d] for d in dict.fromkeys(node.data_deps) if d in pos_of] for node in nodes]
+    order = _topo_positions(nodes)
+    keep: list[list[int] | None] = [None] * n
+    if n <= FULL_REDUCTION_LIMIT:
+        anc = [0] * n  # bitset of ancestors
+        for v in order:
+            ds = deps[v]
+            covered = 0
+            for d in ds:
+                covered |= anc[d]
+            kept = [d for d in ds if not (covered >> d) & 1]
+            keep[v] = kept
+            acc = covered
+            for d in kept:
+                acc |= 1 << d
+            anc[v] = acc
+    else:
+        for v in order:
+            ds = deps[v]
+            via = set()
+            for d in ds:
+                via.update(deps[d])
+            keep[v] = [d for d in ds if d not in via]
+    out = []
+    for i, node in enumerate(nodes):
+        kept = keep[i]
+        if kept is not None and len(kept) != len(node.data_deps):
+            ids = {nodes[d].id for d in kept}
+            c = copy_node(node)
+            c.data_deps = [d for d in dict.fromkeys(node.data_deps) if d in ids]
+            out.append(c)
+        else:
+            out.append(node)
+    return out
+
+
+def _resource(node: Node) -> tuple[Any, ...] | None:
+    if node.type != NodeType.COMP_NODE:
+        return None
+    if node.is_cpu_op:
+        return ("host", node.get_attr("tid", 0))
+    return ("stream", node.get_attr("stream", 0))
+
+
+def _has_work(node: Node) -> bool:
+    return bool((node.num_ops or 0) > 0 or (node.tensor_bytes or 0) > 0)
+
+
+def merge_chains(nodes: list[Node]) -> list[Node]:
+    """Nodes with mergeable COMP chains merged (see module docstring)."""
+    n = len(nodes)
+    pos_of = {node.id: i for i, node in enumerate(nodes)}
+    res = [_resource(node) for node in nodes]
+    # serial resources: each node depends directly on the previous node of its resource
+    last: dict[Any, int] = {}
+    serial: dict[Any, bool] = {}
+    for i, node in enumerate(nodes):
+        r = res[i]
+        if r is None:
+            continue
+        if r in last:
+            prev_id = nodes[last[r]].id
+            if prev_id not in node.data_deps:
+                serial[r] = False
+        serial.setdefault(r, True)
+        last[r] = i
+    succ_count = [0] * n
+    for node in nodes:
+        for d in set(node.data_deps):
+            p = pos_of.get(d)
+            if p is not None:
+                succ_count[p] += 1
+    head_of = list(range(n))  # position -> position of the chain head it merges into
+    merged_into: dict[int, list[int]] = {}
+    for j, node in enumerate(nodes):
+        r = res[j]
+        if r is None or not serial.get(r) or len(node.data_deps) != 1:
+            continue
+        i = pos_of.get(node.data_deps[0])
+        if i is None or res[i] != r or succ_count[i] != 1:
+            continue
+        h = head_of[i]
+        group = merged_into.setdefault(h, [h])
+        members = group + [j]
+        timed = [nodes[m].duration_ns > 0 for m in members]
+        if not (all(timed) or not any(_has_work(nodes[m]) for m in members)):
+            if len(group) == 1:
+                del merged_into[h]
+            continue
+        group.append(j)
+        head_of[j] = h
+    if not merged_into:
+        return nodes
+    absorbed = {j: h for h, group in merged_into.items() for j in group[1:]}
+    id_of_head = {nodes[j].id: nodes[h].id for j, h in absorbed.items()}
+    out: list[Node] = []
+    for i, node in enumerate(nodes):
+        if i in absorbed:
+            continue
+        if i in merged_into:
+            group = [nodes[m] for m in merged_into[i]]
+            c = copy_node(node)
+            c.duration_ns = sum(m.duration_ns for m in group)
+            for name in ("num_ops", "tensor_size"):
+                vals = [m.get_attr(name) for m in group]
+                nums = [int(v) for v in vals if isinstance(v, (int, float)) and not isinstance(v, bool)]
+                if nums:
+                    c.set_attr(name, sum(nums))
+            c.set_attr("merged_nodes", len(group), "int64_val")
+            ctrl: dict[int, None] = dict.fromkeys(c.ctrl_deps)
+            for m in group[1:]:
+                ctrl.update(dict.fromkeys(m.ctrl_deps))
+            c.ctrl_deps = [d for d in dict.fromkeys(id_of_head.get(d, d) for d in ctrl) if d != c.id]
+            node = c
+        if any(d in id_of_head for d in node.data_deps) or any(d in id_of_head for d in node.ctrl_deps):
+            c = node if node is not nodes[i] else copy_node(node)
+            c.data_deps = list(dict.fromkeys(id_of_head.get(d, d) for d in c.data_deps))
+            c.ctrl_deps = list(dict.fromkeys(id_of_head.get(d, d) for d in c.ctrl_deps if id_of_head.get(d, d) != c.id))
+            node = c
+        out.append(node)
+    return out
+
+
+def compact_trace(trace: ExecutionTrace, *, merge: bool = True, reduce: bool = True) -> tuple[ExecutionTrace, CompactStats]:
+    """One rank compacted, with its before/after sizes."""
+    nodes = trace.nodes
+    deps_before = sum(len(n.data_deps) for n in nodes)
+    out = nodes
+    if reduce:
+        out = reduce_dependencies(out)
+    if merge:
+        out = merge_chains(out)
+        if reduce:
+            out = reduce_dependencies(out)
+    stats = CompactStats(len(nodes), len(out), deps_before, sum(len(n.data_deps) for n in out))
+    if out is nodes:
+        return trace, stats
+    return trace.with_nodes(out), stats
+
+
+@dataclass(frozen=True)
+class Compact(Transform):
+    """Merge COMP chains and drop transitively redundant data dependencies (module docstring).
+
+    Args:
+        merge: merge chains (default True).
+        reduce: transitive reduction (default True).
+
+    Raises:
+        ConfigError: both disabled.
+    """
+
+    merge: bool = True
+    reduce: bool = True
+
+    def __post_init__(self) -> None:
+        if not (self.merge or self.reduce):
+            raise ConfigError("Compact with merge=False and reduce=False does nothing")
+
+    def apply(self, traceset):
+        return map_traces(traceset, lambda t: compact_trace(t, merge=self.merge, reduce=self.reduce)[0])
+
+    def apply_with_stats(self, traceset):
+        """``(new trace set, {rank: CompactStats})``."""
+        stats = {}
+        out = {}
+        for rank, trace in traceset.items():
+            out[rank], stats[rank] = compact_trace(trace, merge=self.merge, reduce=self.reduce)
+        return traceset.with_traces(out, traceset.process_groups), stats
+
+
+__all__ = ["Compact", "CompactStats", "compact_trace", "merge_chains", "reduce_dependencies"]

@@ -1,0 +1,320 @@
+"""Rank grids and rewriting one rank's trace into a resized grid (groups, peers, group declarations).
+
+A job's ranks form a grid ``tp x cp x dp x pp`` in Megatron-LM order
+(Narayanan et al. 2021, section 3.3)::
+
+    rank = tp_rank + tp * (cp_rank + cp * (dp_rank + dp * pp_rank))
+
+The grid of a generated trace comes from its ``llm_config`` metadata
+(the generator's configuration JSON, ``parallel.{tp,cp,dp,pp}``); a job whose
+only process group is all ranks (a plain data-parallel job, e.g. a converted
+DDP run) is ``dp = world``.
+
+When a grid dimension is resized, each *new* rank copies the trace of a
+*template* old rank (same coordinates, the resized one taken modulo the old
+size or, for layer-structured rewrites, chosen by the caller) and its
+communication is re-pointed:
+
+* a process group is a product of per-dimension coordinate sets; each set is
+  mapped on its own: the template's own coordinate -> the new rank's, the
+  whole dimension -> the whole new dimension, the first and last pipeline
+  stage (tied-embedding group) -> the new first and last, an aligned block of
+  ``e`` consecutive data-parallel ranks (expert-parallel group) -> the new
+  rank's block, a stride-``e`` set (expert-data-parallel group) -> the new
+  rank's residue class;
+* a send/recv peer keeps its offset from the template on every dimension;
+* new groups get names ``"1"``, ``"2"``... in sorted order of their members
+  (``"0"`` = all ranks) and every rank's ``process_group:init`` declares them.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterable, Mapping
+
+from tracekit.errors import TransformError
+from tracekit.groups import DEFAULT_PG, canonical_pg_name, is_pg_init, pg_init_node
+from tracekit.model import ExecutionTrace, Node, NodeType
+from tracekit.transforms.base import copy_metadata, copy_node
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tracekit.traceset import TraceSet
+
+DIMS = ("tp", "cp", "dp", "pp")
+LLM_CONFIG_ATTR = "llm_config"
+
+
+@dataclass(frozen=True)
+class Grid:
+    """A ``tp x cp x dp x pp`` rank grid (Megatron order, tp fastest)."""
+
+    tp: int = 1
+    cp: int = 1
+    dp: int = 1
+    pp: int = 1
+
+    @property
+    def world_size(self) -> int:
+        return self.tp * self.cp * self.dp * self.pp
+
+    @property
+    def sizes(self) -> tuple[int, int, int, int]:
+        return (self.tp, self.cp, self.dp, self.pp)
+
+    def rank(self, coords: tuple[int, int, int, int]) -> int:
+        t, c, d, s = coords
+        return t + self.tp * (c + self.cp * (d + self.dp * s))
+
+    def coords(self, rank: int) -> tuple[int, int, int, int]:
+        rest, t = divmod(rank, self.tp)
+        rest, c = divmod(rest, self.cp)
+        s, d = divmod(rest, self.dp)
+        return (t, c, d, s)
+
+    def with_(self, **sizes: int) -> "Grid":
+        return Grid(**{k: sizes.get(k, getattr(self, k)) for k in DIMS})
+
+
+def llm_config_of(traceset: "TraceSet") -> dict | None:
+    """The generator configuration stored in rank 0's metadata (``llm_config`` JSON), or None.
+
+    Raises:
+        TransformError: the attribute is not JSON.
+    """
+    first = traceset[traceset.ranks[0]]
+    raw = first.metadata.get_attr(LLM_CONFIG_ATTR)
+    if raw is None:
+        return None
+    try:
+        cfg = json.loads(raw)
+    except (TypeError, ValueError):
+        raise TransformError(f"metadata attribute {LLM_CONFIG_ATTR!r} is not JSON", rank=first.rank,
+                             path=first.path) from None
+    if not isinstance(cfg, dict) or not isinstance(cfg.get("parallel"), dict):
+        raise TransformError(f"metadata attribute {LLM_CONFIG_ATTR!r} has no 'parallel' table",
+                             rank=first.rank, path=first.path)
+    return cfg
+
+
+def grid_of(traceset: "TraceSet") -> Grid:
+    """The rank grid of a trace set (see module docstring).
+
+    Raises:
+        TransformError: no ``llm_config`` and process groups other than all
+            ranks (the grid cannot be known), or a config that disagrees with
+            the number of ranks.
+    """
+    cfg = llm_config_of(traceset)
+    n = len(traceset)
+    if cfg is not None:
+        p = cfg["parallel"]
+        grid = Grid(*(int(p.get(k, 1)) for k in DIMS))
+        if grid.world_size != n or traceset.ranks != tuple(range(n)):
+            raise TransformError(f"llm_config says tp {grid.tp} x cp {grid.cp} x dp {grid.dp} x pp {grid.pp} = "
+                                 f"{grid.world_size} ranks but the trace set has {n} ranks")
+        return grid
+    if traceset.ranks != tuple(range(n)):
+        raise TransformError(f"ranks must be 0..{n - 1} to rewrite the world size, got {list(traceset.ranks)[:8]}...")
+    world = tuple(range(n))
+    others = {k: v for k, v in traceset.process_groups.items() if tuple(v) != world}
+    if others:
+        raise TransformError(
+            f"the trace set has process groups other than all ranks ({', '.join(sorted(others)[:5])}) and no "
+            f"{LLM_CONFIG_ATTR!r} metadata saying how ranks are laid out (tp/cp/dp/pp); the rank-grid "
+            f"annotation is missing")
+    return Grid(dp=n)
+
+
+def _map_set(dim: str, values: set[int], x: int, x_new: int, n_old: int, n_new: int) -> list[int]:
+    if values == {x}:
+        return [x_new]
+    if values == set(range(n_old)):
+        return list(range(n_new))
+    if dim == "pp" and values == {0, n_old - 1} and x in values:
+        return [0, n_new - 1]
+    e = len(values)
+    if dim == "dp" and n_old % e == 0:
+        base = x - x % e
+        if values == set(range(base, base + e)) and n_new % e == 0:
+            nb = x_new - x_new % e
+            return list(range(nb, nb + e))
+        stride = n_old // e
+        if values == set(range(x % stride, n_old, stride)) and n_new % stride == 0:
+            return list(range(x_new % stride, n_new, stride))
+    raise TransformError(f"cannot map a process group whose {dim} coordinates are {sorted(values)} "
+                         f"(grid size {n_old} -> {n_new})")
+
+
+def map_group(members: Iterable[int], old: Grid, new: Grid, template: int, new_rank: int) -> tuple[int, ...]:
+    """The new group standing for old group ``members`` on ``new_rank`` (copied from ``template``).
+
+    Raises:
+        TransformError: the group is not a product of mappable per-dimension sets.
+    """
+    members = tuple(members)
+    coords = [old.coords(r) for r in members]
+    x, xn = old.coords(template), new.coords(new_rank)
+    sets = [set(c[i] for c in coords) for i in range(4)]
+    if math.prod(len(s) for s in sets) != len(set(members)):
+        raise TransformError(f"process group {list(members)[:8]} is not a sub-grid of tp x cp x dp x pp")
+    mapped = [_map_set(DIMS[i], sets[i], x[i], xn[i], old.sizes[i], new.sizes[i]) for i in range(4)]
+    return tuple(sorted(new.rank(c) for c in itertools.product(*mapped)))
+
+
+def map_peer(peer: int, old: Grid, new: Grid, template: int, new_rank: int) -> int:
+    """A send/recv peer: the same offset from the new rank as from the template, per dimension.
+
+    Raises:
+        TransformError: the peer falls outside the new grid.
+    """
+    p, x, xn = old.coords(peer), old.coords(template), new.coords(new_rank)
+    out = []
+    for i in range(4):
+        if old.sizes[i] == new.sizes[i]:
+            v = (xn[i] + p[i] - x[i]) % new.sizes[i]
+        else:
+            v = xn[i] + p[i] - x[i]
+            if not 0 <= v < new.sizes[i]:
+                raise TransformError(f"peer rank {peer} of rank {template} has no counterpart for new rank "
+                                     f"{new_rank} ({DIMS[i]} coordinate {v} outside 0..{new.sizes[i] - 1})")
+        out.append(v)
+    return new.rank(tuple(out))
+
+
+class GroupNames:
+    """Names for new groups: ``"0"`` for all ranks, then ``"1"``, ``"2"``... by sorted members."""
+
+    def __init__(self, world_size: int, groups: Iterable[tuple[int, ...]]) -> None:
+        world = tuple(range(world_size))
+        self.world = world
+        uniq = sorted({tuple(g) for g in groups if tuple(g) != world and len(g) > 1})
+        self.names: dict[tuple[int, ...], str] = {world: DEFAULT_PG}
+        for i, g in enumerate(uniq, start=1):
+            self.names[g] = str(i)
+
+    def name(self, members: tuple[int, ...]) -> str:
+        return self.names[tuple(members)]
+
+    def mapping(self) -> dict[str, tuple[int, ...]]:
+        return {name: members for members, name in self.names.items()}
+
+    def declaration(self) -> dict[str, tuple[int, ...]]:
+        """For ``pg_init_node``: the all-ranks group as ``()``."""
+        return {name: (() if members == self.world else members) for members, name in self.names.items()}
+
+
+def rank_groups(trace: ExecutionTrace, groups: Mapping[str, tuple[int, ...]]) -> set[str]:
+    """Canonical names of the groups this rank's communication nodes use."""
+    out = set()
+    for n in trace.nodes:
+        if n.is_comm and n.get_attr("pg_name") is not None:
+            out.add(canonical_pg_name(n.pg_name))
+    return out
+
+
+def remap_nodes(nodes: Iterable[Node], *, group_of: Mapping[str, str], peer_of, new_rank: int,
+                pg_init: Node | None) -> list[Node]:
+    """Nodes with ``pg_name`` renamed through ``group_of``, send/recv peers through ``peer_of(old)``
+    (own side set to ``new_rank``), and the ``process_group:init`` node replaced by ``pg_init``.
+
+    Nodes that do not change are shared, not copied.
+    """
+    out = []
+    for n in nodes:
+        if is_pg_init(n):
+            if pg_init is not None:
+                c = copy_node(pg_init)
+                c.id, c.data_deps, c.ctrl_deps = n.id, list(n.data_deps), list(n.ctrl_deps)
+                out.append(c)
+            continue
+        if not n.is_comm:
+            out.append(n)
+            continue
+        c = copy_node(n)
+        pg = n.get_attr("pg_name")
+        if pg is not None:
+            c.set_attr("pg_name", group_of[canonical_pg_name(pg)], "string_val")
+        if n.type in (NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE):
+            src, dst = n.comm_src, n.comm_dst
+            if n.type == NodeType.COMM_SEND_NODE:
+                if src is not None:
+                    c.set_attr("comm_src", new_rank)
+                if dst is not None:
+                    c.set_attr("comm_dst", peer_of(dst))
+            else:
+                if dst is not None:
+                    c.set_attr("comm_dst", new_rank)
+                if src is not None:
+                    c.set_attr("comm_src", peer_of(src))
+        out.append(c)
+    return out
+
+
+def regrid(traceset: "TraceSet", old: Grid, new: Grid, template_of, *, node_fn=None,
+           config_update: Mapping[str, object] | None = None) -> "TraceSet":
+    """Every rank of ``new`` as a copy of ``template_of(new_rank)`` (an old rank) with groups and peers re-pointed.
+
+    Args:
+        node_fn: optional ``node_fn(node, template, new_rank) -> Node | None``
+            applied after re-pointing (None keeps the node; return a copy to change it).
+        config_update: keys to change in the ``parallel`` table (and
+            ``global_batch_size`` at top level) of the ``llm_config`` metadata.
+
+    Raises:
+        TransformError: a group or peer cannot be mapped (names the rank).
+    """
+    from tracekit.traceset import TraceSet
+
+    old_groups = traceset.process_groups
+    templates = {r: template_of(r) for r in range(new.world_size)}
+    used: dict[int, set[str]] = {}
+    for t in set(templates.values()):
+        trace = traceset[t]
+        used[t] = rank_groups(trace, old_groups) | {DEFAULT_PG}
+    per_rank: dict[int, dict[str, tuple[int, ...]]] = {}
+    all_new: set[tuple[int, ...]] = set()
+    for r, t in templates.items():
+        m = {}
+        for name in used[t]:
+            try:
+                m[name] = map_group(old_groups[name], old, new, t, r)
+            except TransformError as exc:
+                raise exc.with_context(rank=t) from None
+            except KeyError:
+                raise TransformError(f"process group {name!r} is not declared", rank=t) from None
+        per_rank[r] = m
+        all_new.update(m.values())
+    # keep groups nobody uses but that were declared (as mapped from rank templates) out: only used ones
+    names = GroupNames(new.world_size, all_new)
+    decl = pg_init_node(0, names.declaration())
+    out = {}
+    for r, t in templates.items():
+        trace = traceset[t]
+        gmap = {k: names.name(v) for k, v in per_rank[r].items()}
+        try:
+            nodes = remap_nodes(trace.nodes, group_of=gmap, peer_of=lambda p, t=t, r=r: map_peer(p, old, new, t, r),
+                                new_rank=r, pg_init=decl)
+        except TransformError as exc:
+            raise exc.with_context(rank=t) from None
+        if len(names.names) > 1 and not any(is_pg_init(n) for n in nodes):
+            c = copy_node(decl)
+            c.id = max((n.id for n in nodes), default=-1) + 1
+            nodes.insert(0, c)
+        if node_fn is not None:
+            nodes = [node_fn(n, t, r) or n for n in nodes]
+        md = copy_metadata(trace.metadata)
+        if config_update:
+            raw = md.get_attr(LLM_CONFIG_ATTR)
+            if raw is not None:
+                cfg = json.loads(raw)
+                for k, v in config_update.items():
+                    if k == "global_batch_size":
+                        cfg[k] = v
+                    else:
+                        cfg["parallel"][k] = v
+                md.set_attr(LLM_CONFIG_ATTR, json.dumps(cfg, sort_keys=True), "string_val")
+        out[r] = ExecutionTrace(nodes, md, rank=r)
+    return TraceSet(out, names.mapping())

@@ -1,0 +1,298 @@
+"""Scaling transforms: compute time by a factor, compute retargeted to another device, message sizes.
+
+* :class:`ScaleCompute` -- multiply compute nodes' durations (nodes without a
+  duration get their ``num_ops`` and ``tensor_size`` multiplied instead, so a
+  roofline replay scales too), optionally only nodes of some types, host or
+  device nodes, or names matching a pattern;
+* :class:`Retarget` -- move compute from one device to another through the
+  roofline (Williams, Waterman and Patterson, "Roofline", CACM 2009): with
+  ``t(dev) = max(F / peak_flops_per_s, B / mem_bandwidth_bytes_per_s)`` for a
+  node's FLOPs ``F`` and bytes ``B`` (from ``num_ops``/``tensor_size`` or
+  derived from aten shapes, :mod:`.opcost`), a measured duration ``d``
+  becomes ``d * t(target) / t(source)``; the measured efficiency is kept;
+* :class:`ScaleComm` -- multiply ``comm_size`` of communication nodes, with
+  per-collective-type overrides.
+
+Rounding: new integer values are ``round(old * factor)`` (half to even).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from tracekit.errors import ConfigError
+from tracekit.model import COMM_TYPES, CollectiveType, Node, NodeType
+from tracekit.transforms.base import Transform, check_factor, copy_node, map_nodes, map_traces, scale_int
+from tracekit.transforms.opcost import op_cost
+
+COMPUTE_TYPES = ("COMP_NODE",)
+_TIMED = frozenset({NodeType.COMP_NODE, NodeType.MEM_LOAD_NODE, NodeType.MEM_STORE_NODE})
+
+
+def _types(names: tuple[str, ...], allowed: frozenset[NodeType]) -> frozenset[NodeType]:
+    out = set()
+    for name in names:
+        key = str(name).upper()
+        key = key if key.endswith("_NODE") else key + "_NODE"
+        try:
+            t = NodeType[key]
+        except KeyError:
+            raise ConfigError(f"unknown node type {name!r}") from None
+        if t not in allowed:
+            raise ConfigError(f"node type {t.name} is not one of {', '.join(a.name for a in sorted(allowed))}")
+        out.add(t)
+    return frozenset(out)
+
+
+def _pattern(p: str | None) -> re.Pattern | None:
+    if p is None:
+        return None
+    try:
+        return re.compile(p)
+    except re.error as exc:
+        raise ConfigError(f"bad name pattern {p!r}: {exc}") from None
+
+
+@dataclass(frozen=True)
+class ScaleCompute(Transform):
+    """Multiply compute time by ``factor``.
+
+    A selected node with ``duration_ns > 0`` gets ``round(duration_ns *
+    factor)``; one without a duration gets ``num_ops`` and ``tensor_size``
+    multiplied (its roofline time scales by ``factor`` up to rounding).
+
+    Args:
+        factor: > 0.
+        node_types: which node types count as compute (default COMP_NODE;
+            MEM_LOAD_NODE / MEM_STORE_NODE allowed).
+        name_pattern: only nodes whose name matches (``re.search``).
+        cpu: True = only host ops (``is_cpu_op``), False = only device
+            nodes, None = both.
+
+    Raises:
+        ConfigError: factor <= 0 or not finite, unknown type, bad pattern.
+    """
+
+    factor: float
+    node_types: tuple[str, ...] = COMPUTE_TYPES
+    name_pattern: str | None = None
+    cpu: bool | None = None
+
+    def __post_init__(self) -> None:
+        check_factor("compute scale factor", self.factor)
+        object.__setattr__(self, "node_types", tuple(self.node_types))
+        _types(self.node_types, _TIMED)
+        _pattern(self.name_pattern)
+
+    def selects(self, node: Node, types: frozenset[NodeType], pat: re.Pattern | None) -> bool:
+        if node.type not in types:
+            return False
+        if self.cpu is not None and bool(node.is_cpu_op) != self.cpu:
+            return False
+        return pat is None or pat.search(node.name) is not None
+
+    def apply(self, traceset):
+        types, pat, k = _types(self.node_types, _TIMED), _pattern(self.name_pattern), float(self.factor)
+
+        def one(node: Node) -> Node | None:
+            if not self.selects(node, types, pat):
+                return None
+            c = copy_node(node)
+            if node.duration_ns > 0:
+                c.duration_ns = scale_int(node.duration_ns, k)
+            else:
+                for name in ("num_ops", "tensor_size"):
+                    v = node.get_attr(name)
+                    if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0:
+                        c.set_attr(name, scale_int(int(v), k))
+            return c
+
+        return map_traces(traceset, lambda t: map_nodes(t, one))
+
+
+# ----------------------------------------------------------------------------- devices
+@dataclass(frozen=True)
+class Device:
+    """A device's roofline: peak FLOP/s and memory bandwidth (bytes/s).
+
+    Raises:
+        ConfigError: a rate that is not a finite number > 0.
+    """
+
+    peak_flops_per_s: float
+    mem_bandwidth_bytes_per_s: float
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        check_factor("peak FLOP/s", self.peak_flops_per_s)
+        check_factor("memory bandwidth (bytes/s)", self.mem_bandwidth_bytes_per_s)
+
+    @classmethod
+    def of(cls, value: Any) -> "Device":
+        """A :class:`Device` from a Device, a ``(peak_flops_per_s, bytes_per_s)`` pair, a mapping with
+        those keys, or any object with ``peak_flops_per_s`` / ``mem_bandwidth_bytes_per_s`` attributes
+        (a replayer ``HardwareSpec`` is read through its ``device``; a per-dtype peak table through
+        its ``peak()`` method, i.e. the default dtype).
+
+        Raises:
+            ConfigError: none of these forms, or bad rates.
+        """
+        if isinstance(value, Device):
+            return value
+        if isinstance(value, (tuple, list)) and len(value) == 2:
+            return cls(value[0], value[1])
+        if isinstance(value, Mapping):
+            try:
+                return cls(value["peak_flops_per_s"], value["mem_bandwidth_bytes_per_s"], str(value.get("name", "")))
+            except KeyError as exc:
+                raise ConfigError(f"device table needs key {exc.args[0]!r}") from None
+        obj = getattr(value, "device", value)
+        peak = getattr(obj, "peak_flops_per_s", None)
+        bw = getattr(obj, "mem_bandwidth_bytes_per_s", None)
+        if peak is None or bw is None:
+            raise ConfigError(f"device {value!r} has no peak_flops_per_s / mem_bandwidth_bytes_per_s")
+        if not isinstance(peak, (int, float)):
+            if callable(getattr(obj, "peak", None)):
+                peak = obj.peak()
+            else:
+                raise ConfigError(f"device {value!r}: peak_flops_per_s is not a number")
+        return cls(peak, bw, str(getattr(obj, "name", "") or getattr(value, "name", "")))
+
+    def seconds(self, flops: float, nbytes: float) -> float:
+        """Roofline time ``max(flops / peak, bytes / bandwidth)`` in seconds."""
+        return max(flops / self.peak_flops_per_s, nbytes / self.mem_bandwidth_bytes_per_s)
+
+
+UNKNOWN_POLICIES = ("keep", "flops", "memory")
+
+
+@dataclass(frozen=True)
+class Retarget(Transform):
+    """Move compute from ``source`` to ``target`` device through the roofline (see module docstring).
+
+    Nodes with a duration and known FLOPs/bytes get ``round(d * t(target) /
+    t(source))``.  Nodes with no duration keep their FLOPs and bytes (a
+    roofline replay on the target spec times them).  Nodes with a duration
+    but no FLOPs/bytes follow ``unknown``: ``"keep"`` (default), ``"flops"``
+    (scale by the peak ratio) or ``"memory"`` (bandwidth ratio).
+
+    Args:
+        source, target: anything :meth:`Device.of` accepts.
+        cpu: True/False/None as in :class:`ScaleCompute` (default: device
+            nodes only, False; host ops run on the CPU, not the accelerator).
+
+    Raises:
+        ConfigError: bad devices or ``unknown`` policy.
+    """
+
+    source: Any
+    target: Any
+    unknown: str = "keep"
+    cpu: bool | None = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "source", Device.of(self.source))
+        object.__setattr__(self, "target", Device.of(self.target))
+        if self.unknown not in UNKNOWN_POLICIES:
+            raise ConfigError(f"unknown policy must be one of {', '.join(UNKNOWN_POLICIES)}, got {self.unknown!r}")
+
+    def ratio(self, flops: float, nbytes: float) -> float:
+        """``t(target) / t(source)`` for one node."""
+        src = self.source.seconds(flops, nbytes)
+        return self.target.seconds(flops, nbytes) / src if src > 0 else 1.0
+
+    def apply(self, traceset):
+        src, dst = self.source, self.target
+        fallback = {"keep": 1.0, "flops": src.peak_flops_per_s / dst.peak_flops_per_s,
+                    "memory": src.mem_bandwidth_bytes_per_s / dst.mem_bandwidth_bytes_per_s}[self.unknown]
+
+        def one(node: Node) -> Node | None:
+            if node.type not in _TIMED or node.duration_ns <= 0:
+                return None
+            if self.cpu is not None and bool(node.is_cpu_op) != self.cpu:
+                return None
+            cost = op_cost(node)
+            r = self.ratio(cost.flops, cost.bytes) if cost is not None else fallback
+            if r == 1.0:
+                return None
+            c = copy_node(node)
+            c.duration_ns = scale_int(node.duration_ns, r)
+            return c
+
+        return map_traces(traceset, lambda t: map_nodes(t, one))
+
+
+# ----------------------------------------------------------------------------- messages
+def _coll_key(key: Any) -> CollectiveType:
+    if isinstance(key, CollectiveType):
+        return key
+    if isinstance(key, int) and not isinstance(key, bool):
+        return CollectiveType(key)
+    name = str(key).upper().replace("-", "_")
+    aliases = {"ALLREDUCE": "ALL_REDUCE", "ALLGATHER": "ALL_GATHER", "REDUCESCATTER": "REDUCE_SCATTER",
+               "ALLTOALL": "ALL_TO_ALL"}
+    try:
+        return CollectiveType[aliases.get(name, name)]
+    except KeyError:
+        raise ConfigError(f"unknown collective type {key!r}; choose from "
+                          f"{', '.join(t.name.lower() for t in CollectiveType)}") from None
+
+
+@dataclass(frozen=True)
+class ScaleComm(Transform):
+    """Multiply message sizes (``comm_size``) by ``factor``, or by ``per_type[comm_type]`` for listed collectives.
+
+    Args:
+        factor: default factor for every communication node (> 0).
+        per_type: collective type (name like ``"all_reduce"``, a
+            :class:`CollectiveType` or its number) -> factor, overriding
+            ``factor`` for collectives of that type.
+        p2p: also scale sends and receives (by ``factor``).
+
+    Durations are left alone (collective models time messages from their size).
+
+    Raises:
+        ConfigError: a factor <= 0, an unknown collective type.
+    """
+
+    factor: float = 1.0
+    per_type: Mapping[Any, float] = field(default_factory=dict)
+    p2p: bool = True
+
+    def __post_init__(self) -> None:
+        check_factor("message size factor", self.factor)
+        table = {}
+        for k, v in dict(self.per_type).items():
+            table[_coll_key(k)] = check_factor(f"message size factor for {_coll_key(k).name.lower()}", v)
+        object.__setattr__(self, "per_type", table)
+
+    def describe(self) -> dict[str, Any]:
+        return {"transform": "ScaleComm", "factor": self.factor, "p2p": self.p2p,
+                "per_type": {k.name.lower(): v for k, v in self.per_type.items()}}
+
+    def apply(self, traceset):
+        table, default = self.per_type, float(self.factor)
+
+        def one(node: Node) -> Node | None:
+            if node.type not in COMM_TYPES:
+                return None
+            if node.type == NodeType.COMM_COLL_NODE:
+                ct = node.comm_type
+                k = table.get(ct, default) if ct is not None else default
+            elif self.p2p:
+                k = default
+            else:
+                return None
+            size = node.comm_bytes
+            if k == 1.0 or size is None:
+                return None
+            c = copy_node(node)
+            c.set_attr("comm_size", scale_int(size, k))
+            return c
+
+        return map_traces(traceset, lambda t: map_nodes(t, one))
+
+
+__all__ = ["Device", "Retarget", "ScaleComm", "ScaleCompute"]

@@ -1,0 +1,269 @@
+"""Selection transforms: keep one iteration, drop CPU-only nodes, keep a rank subset, remove nodes.
+
+* :class:`KeepIteration` -- the nodes of one training step, marked by a node
+  named ``ProfilerStep#N`` (what ``torch.profiler`` records per step) or by
+  another marker name template;
+* :class:`DropCpuOps` -- host-only COMP nodes (``is_cpu_op`` true) removed;
+* :class:`RemoveNodes` -- nodes selected by name pattern and/or node type removed;
+* :class:`KeepRanks` -- a subset of ranks, renumbered 0..k-1, groups cut to it.
+
+Removal keeps the order the removed nodes imposed through bypass edges
+(:mod:`tracekit.transforms.bypass`); the iteration cut drops the edges to
+other iterations instead.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from tracekit.errors import ConfigError, TransformError
+from tracekit.groups import PG_INIT_NAME, canonical_pg_name, is_pg_init
+from tracekit.model import COMM_TYPES, ExecutionTrace, Node, NodeType
+from tracekit.transforms.base import Transform, copy_metadata, copy_node, map_traces
+from tracekit.transforms.bypass import drop_dangling, remove_nodes
+
+
+def _node_types(names: tuple[str, ...] | None) -> frozenset[NodeType] | None:
+    if names is None:
+        return None
+    out = set()
+    for name in names:
+        key = str(name).upper()
+        if not key.endswith("_NODE"):
+            key += "_NODE"
+        try:
+            out.add(NodeType[key])
+        except KeyError:
+            raise ConfigError(f"unknown node type {name!r}; choose from "
+                              f"{', '.join(t.name for t in NodeType)}") from None
+    return frozenset(out)
+
+
+def _compile(pattern: str | None) -> re.Pattern | None:
+    if pattern is None:
+        return None
+    try:
+        return re.compile(pattern)
+    except re.error as exc:
+        raise ConfigError(f"bad name pattern {pattern!r}: {exc}") from None
+
+
+# ----------------------------------------------------------------------------- one iteration
+@dataclass(frozen=True)
+class KeepIteration(Transform):
+    """Keep the nodes of one iteration.
+
+    The iteration starts at the node named ``marker.format(n=iteration)``
+    (default ``ProfilerStep#N``).  Kept: every node from the marker up to the
+    next marker node in file order (PyTorch's ET lists a step's ops,
+    including the autograd thread's backward roots, in that window), the
+    marker's control-dependency subtree, device nodes (``is_cpu_op`` false)
+    whose measured start lies between the marker's start and the next
+    marker's, and the ``process_group:init`` node.  Dependencies on nodes of
+    other iterations are dropped.
+
+    Raises (from :meth:`apply`):
+        TransformError: a rank has no marker node for ``iteration``; the
+            message lists the markers it has (or says none was found).
+    """
+
+    iteration: int
+    marker: str = "ProfilerStep#{n}"
+
+    def __post_init__(self) -> None:
+        if isinstance(self.iteration, bool) or not isinstance(self.iteration, int) or self.iteration < 0:
+            raise ConfigError(f"iteration must be an integer >= 0, got {self.iteration!r}")
+        if "{n}" not in self.marker:
+            raise ConfigError(f"marker {self.marker!r} must contain {{n}} (the iteration number)")
+
+    def apply(self, traceset):
+        return map_traces(traceset, self._one)
+
+    def _one(self, trace: ExecutionTrace) -> ExecutionTrace:
+        prefix, _, suffix = self.marker.partition("{n}")
+        pat = re.compile(re.escape(prefix) + r"(\d+)" + re.escape(suffix) + r"$")
+        nodes = trace.nodes
+        markers = [(i, int(m.group(1))) for i, n in enumerate(nodes) if (m := pat.match(n.name))]
+        want = [i for i, k in markers if k == self.iteration]
+        if not want:
+            have = sorted({k for _, k in markers})
+            what = (f"it has {prefix}N markers for N in {have}" if have
+                    else f"no node is named like {self.marker.format(n='N')!r} (the iteration annotation is missing)")
+            raise TransformError(f"no iteration {self.iteration}: {what}", rank=trace.rank, path=trace.path)
+        lo = want[0]
+        later = [i for i, _ in markers if i > lo]
+        hi = later[0] if later else len(nodes)
+        keep: set[int] = {nodes[i].id for i in range(lo, hi)}
+        # control subtree of the marker
+        children: dict[int, list[int]] = {}
+        for n in nodes:
+            for p in n.ctrl_deps:
+                children.setdefault(p, []).append(n.id)
+        stack = [nodes[lo].id]
+        while stack:
+            for c in children.get(stack.pop(), ()):
+                if c not in keep:
+                    keep.add(c)
+                    stack.append(c)
+        t0 = nodes[lo].start_time_ns
+        if t0 > 0:
+            t1 = nodes[hi].start_time_ns if hi < len(nodes) and nodes[hi].start_time_ns > 0 else None
+            for n in nodes:
+                if n.is_cpu_op is not True and n.start_time_ns >= t0 and (t1 is None or n.start_time_ns < t1):
+                    keep.add(n.id)
+        return drop_dangling(trace, lambda n: n.id in keep or is_pg_init(n))
+
+
+# ----------------------------------------------------------------------------- node removal
+@dataclass(frozen=True)
+class DropCpuOps(Transform):
+    """Remove host-only COMP nodes (``is_cpu_op`` true), keeping the order they imposed (bypass edges).
+
+    Communication, metadata and device nodes stay.
+    """
+
+    def apply(self, traceset):
+        return map_traces(traceset, lambda t: remove_nodes(
+            t, lambda n: n.type == NodeType.COMP_NODE and n.is_cpu_op is True))
+
+
+@dataclass(frozen=True)
+class RemoveNodes(Transform):
+    """Remove nodes whose name matches ``name_pattern`` (``re.search``) and/or whose type is in ``node_types``.
+
+    Both given: a node must match both.  Dependencies through removed nodes
+    are kept (bypass edges).  The ``process_group:init`` node is never removed.
+
+    Raises:
+        ConfigError: neither criterion given, a bad pattern or an unknown type name.
+    """
+
+    name_pattern: str | None = None
+    node_types: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.name_pattern is None and self.node_types is None:
+            raise ConfigError("RemoveNodes needs a name pattern or node types")
+        _compile(self.name_pattern)
+        _node_types(self.node_types)
+
+    def apply(self, traceset):
+        pat, types = _compile(self.name_pattern), _node_types(self.node_types)
+
+        def drop(n: Node) -> bool:
+            if PG_INIT_NAME in n.name:
+                return False
+            return (pat is None or pat.search(n.name) is not None) and (types is None or n.type in types)
+
+        return map_traces(traceset, lambda t: remove_nodes(t, drop))
+
+
+# ----------------------------------------------------------------------------- rank subset
+def parse_rank_list(text: str) -> tuple[int, ...]:
+    """Ranks from ``"0-7"``, ``"0,2,4"`` or ``"0-3,8-11"``.
+
+    Raises:
+        ConfigError: malformed text or a negative rank.
+    """
+    out: list[int] = []
+    for part in str(text).split(","):
+        part = part.strip()
+        m = re.fullmatch(r"(\d+)(?:\s*-\s*(\d+))?", part)
+        if not m:
+            raise ConfigError(f"bad rank list {text!r}: expected e.g. 0-7 or 0,2,4")
+        lo = int(m.group(1))
+        hi = int(m.group(2)) if m.group(2) is not None else lo
+        if hi < lo:
+            raise ConfigError(f"bad rank range {part!r} in {text!r}: end before start")
+        out.extend(range(lo, hi + 1))
+    return tuple(dict.fromkeys(out))
+
+
+@dataclass(frozen=True)
+class KeepRanks(Transform):
+    """Keep a subset of ranks, renumbered ``0..k-1`` in the order given (sorted).
+
+    Process groups are cut to the kept ranks and renamed to their numbers in
+    the new world.  A collective whose group loses members is kept on the
+    smaller group (``partial="shrink"``, a what-if on the sub-job) or refused
+    (``partial="error"``); a group left with one member makes its
+    collectives local no-ops that are removed.  Sends and receives whose peer
+    is dropped are removed (bypass edges).
+
+    Raises:
+        ConfigError: empty or bad rank list, bad ``partial``.
+        TransformError: a rank is not in the trace set; ``partial="error"``
+            and a collective's group is cut.
+    """
+
+    ranks: tuple[int, ...]
+    partial: str = "shrink"
+
+    def __post_init__(self) -> None:
+        ranks = parse_rank_list(self.ranks) if isinstance(self.ranks, str) else tuple(self.ranks)
+        if not ranks:
+            raise ConfigError("KeepRanks needs at least one rank")
+        for r in ranks:
+            if isinstance(r, bool) or not isinstance(r, int) or r < 0:
+                raise ConfigError(f"ranks must be integers >= 0, got {r!r}")
+        if self.partial not in ("shrink", "error"):
+            raise ConfigError(f"partial must be 'shrink' or 'error', got {self.partial!r}")
+        object.__setattr__(self, "ranks", tuple(sorted(set(ranks))))
+
+    def apply(self, traceset):
+        from tracekit.groups import pg_init_node
+        from tracekit.traceset import TraceSet
+
+        missing = [r for r in self.ranks if r not in traceset.ranks]
+        if missing:
+            raise TransformError(f"ranks {missing} are not in the trace set (it has ranks "
+                                 f"{traceset.ranks[0]}..{traceset.ranks[-1]})")
+        new_of = {old: new for new, old in enumerate(self.ranks)}
+        groups = traceset.process_groups
+        cut: dict[str, tuple[int, ...]] = {}
+        for name, members in groups.items():
+            cut[name] = tuple(new_of[r] for r in members if r in new_of)
+        world = len(self.ranks)
+        new_groups: dict[str, tuple[int, ...]] = {}
+        for name, members in cut.items():
+            if len(members) >= 1:
+                new_groups[name] = () if len(members) == world and name == "0" else members
+        out = {}
+        for old, new in new_of.items():
+            trace = traceset[old]
+            nodes = []
+            drop: set[int] = set()
+            for n in trace.nodes:
+                if is_pg_init(n):
+                    nodes.append(pg_init_node(n.id, {k: v for k, v in new_groups.items()}))
+                    continue
+                if n.type == NodeType.COMM_COLL_NODE:
+                    key = canonical_pg_name(n.pg_name)
+                    full, kept = groups.get(key, ()), cut.get(key, ())
+                    if len(kept) < len(full) and self.partial == "error":
+                        raise TransformError(f"collective {n.name!r} on group {key!r} {list(full)} loses ranks "
+                                             f"outside the kept subset", rank=old, node_id=n.id)
+                    if len(kept) <= 1:
+                        drop.add(n.id)
+                    nodes.append(n)
+                elif n.type in (NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE):
+                    src, dst = n.comm_src, n.comm_dst
+                    if (src is not None and src not in new_of) or (dst is not None and dst not in new_of):
+                        drop.add(n.id)
+                        nodes.append(n)
+                        continue
+                    c = copy_node(n)
+                    if src is not None:
+                        c.set_attr("comm_src", new_of[src])
+                    if dst is not None:
+                        c.set_attr("comm_dst", new_of[dst])
+                    nodes.append(c)
+                else:
+                    nodes.append(n)
+            t = ExecutionTrace(nodes, copy_metadata(trace.metadata), rank=new)
+            out[new] = remove_nodes(t, drop)
+        return TraceSet(out, new_groups)
+
+
+__all__ = ["DropCpuOps", "KeepIteration", "KeepRanks", "RemoveNodes", "parse_rank_list"]
