@@ -114,12 +114,18 @@ class _Diagnosis:
         return f"{self.node(g)} ({describe_instance(p, i)}) waits since {since} for ranks that have not " \
                f"arrived: " + "; ".join(parts)
 
+    def _dep(self, u: int) -> str:
+        i = self.p.instance_of[u]
+        if self.kind[u] >= K_COLL and self.started[u] and i >= 0:
+            return f"{self.node(u)} (itself blocked in {describe_instance(self.p, i)})"
+        return self.node(u)
+
     def blocker(self, h: int) -> str:
         """Why node ``h`` (not started) cannot start: unfinished dependencies or a held resource."""
         if self.remaining[h] > 0:
             preds = self.pred_pos[self.pred_ptr[h]:self.pred_ptr[h + 1]]
             waiting = [int(u) for u in preds if self.unfinished[u]]
-            names = ", ".join(self.node(u) for u in waiting[:MAX_LISTED])
+            names = ", ".join(self._dep(u) for u in waiting[:MAX_LISTED])
             return f"it waits for unfinished dependencies {names}"
         r = self.res[h]
         holders = np.flatnonzero((self.res == r) & self.started & self.unfinished)
