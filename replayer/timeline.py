@@ -17,9 +17,9 @@ object with ``traceEvents``; complete events ``ph: "X"`` with ``ts`` and
 decimals); metadata events ``ph: "M"`` named ``process_name``,
 ``thread_name``, ``thread_sort_index``; flow events ``ph: "s"`` / ``"f"``
 sharing an ``id``, the ``f`` with ``bp: "e"`` binding to the enclosing slice.
-Slices on one thread must nest; where a resource's slices overlap without
-nesting (sends and recvs posted together, overlapping measured kernels) they
-are spread over extra lanes named ``<resource> #2``, ``#3``...
+Slices on one thread must nest; where a resource's slices overlap (sends and
+recvs posted together; measured slices that overlap without nesting) they are
+spread over extra lanes named ``<resource> #2``, ``#3``...
 """
 
 from __future__ import annotations
@@ -46,8 +46,8 @@ def _us(ns: float) -> float:
     return round(ns / 1000.0, 3)
 
 
-def assign_lanes(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """A lane per interval so that intervals within a lane are disjoint or nested.
+def assign_lanes(starts: np.ndarray, ends: np.ndarray, *, nesting: bool = True) -> np.ndarray:
+    """A lane per interval so that intervals within a lane are disjoint or (with ``nesting``) nested.
 
     Intervals are taken by start (longest first on ties); each goes to the
     first lane whose open intervals it fits in (after closing those that ended).
@@ -64,7 +64,7 @@ def assign_lanes(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
         for lane, stack in enumerate(stacks):
             while stack and stack[-1] <= s:
                 stack.pop()
-            if not stack or e <= stack[-1]:
+            if not stack or (nesting and e <= stack[-1]):
                 stack.append(e)
                 lanes[i] = lane
                 break
@@ -94,7 +94,7 @@ class _Builder:
     def slice(self, rank: int, tid: int, name: str, cat: str, start_ns: float, end_ns: float,
               args: dict[str, Any]) -> None:
         self.events.append({"ph": "X", "name": name, "cat": cat, "pid": rank, "tid": tid, "ts": _us(start_ns),
-                            "dur": _us(end_ns) - _us(start_ns), "args": args})
+                            "dur": round(_us(end_ns) - _us(start_ns), 3), "args": args})
 
 
 def _tids(resource: np.ndarray, lanes: np.ndarray) -> np.ndarray:
@@ -106,11 +106,12 @@ def _lane_name(names: tuple[str, ...], tid: int) -> str:
     return names[res] if lane == 0 else f"{names[res]} #{lane + 1}"
 
 
-def _lanes_per_resource(resource: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+def _lanes_per_resource(resource: np.ndarray, starts: np.ndarray, ends: np.ndarray, *,
+                        nesting: bool) -> np.ndarray:
     lanes = np.zeros(len(resource), dtype=np.int64)
     for r in np.unique(resource).tolist():
         idx = np.flatnonzero(resource == r)
-        lanes[idx] = assign_lanes(starts[idx], ends[idx])
+        lanes[idx] = assign_lanes(starts[idx], ends[idx], nesting=nesting)
     return lanes
 
 
@@ -135,7 +136,8 @@ def replay_timeline(result: "ReplayResult", traceset: "TraceSet") -> dict[str, A
         idx = np.flatnonzero(keep)
         if not len(idx):
             continue
-        lanes = _lanes_per_resource(sched.resource[idx], sched.start_ns[idx], sched.end_ns[idx])
+        # replayed nodes never nest (a communication node is drawn as wait + transfer): disjoint lanes
+        lanes = _lanes_per_resource(sched.resource[idx], sched.start_ns[idx], sched.end_ns[idx], nesting=False)
         tids = _tids(sched.resource[idx], lanes)
         starts, ends = sched.start_ns[idx].tolist(), sched.end_ns[idx].tolist()
         xfer = sched.xfer_start_ns[idx].tolist()
@@ -221,7 +223,7 @@ def measured_timeline(traceset: "TraceSet") -> dict[str, Any]:
             continue
         starts = (cols.start_time_ns[idx] - origin).astype(np.float64)
         ends = starts + cols.duration_ns[idx]
-        lanes = _lanes_per_resource(res[idx], starts, ends)
+        lanes = _lanes_per_resource(res[idx], starts, ends, nesting=True)
         tids = _tids(res[idx], lanes)
         names = cols.names
         ids = cols.ids[idx].tolist()
