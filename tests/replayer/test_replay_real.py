@@ -102,11 +102,20 @@ def test_cli_replay_on_a_real_set(real_dir, tmp_path):
     assert res.exit_code == 0, res.output
     assert "iteration time" in res.stdout and "nccl" in res.stdout
     assert res.stderr == ""
-    from tracekit.cli._common import run_cli
-
-    bad = CliRunner().invoke(run_cli, [cli, ["replay", str(real_dir / "chakra/chakra-feeder-tests/chakra.0.et"),
-                                             "--hw", "dgx-a100"]])
+    bad = CliRunner().invoke(_Main(), ["replay", str(real_dir / "chakra/chakra-feeder-tests/chakra.0.et"),
+                                       "--hw", "dgx-a100"])
     assert bad.exit_code == 2
     assert bad.stderr.startswith("tracekit: error:") and "comm-attrs" in bad.stderr
     assert bad.stderr.strip().count("\n") == 0
     assert bad.stdout == ""
+
+
+class _Main:
+    """Adapter so CliRunner runs the CLI with its real error rendering (run_cli)."""
+
+    name = "tracekit"
+
+    def main(self, args=None, prog_name=None, **extra):
+        from tracekit.cli._common import invoke_for_test
+
+        invoke_for_test(cli, list(args))
