@@ -47,7 +47,7 @@ def llm():
     return cfg.LLMConfig, cfg.ModelSpec, cfg.ParallelSpec, gen.generate_llm
 
 
-def convert_pytorch(et_paths, kineto_paths=None):
+def convert_pytorch(et_paths, kineto_paths=None, **kw):
     mod = pytest.importorskip("tracekit.converters.pytorch",
                               reason="the PyTorch converter (tracekit.converters.pytorch) is not written yet")
-    return mod.convert_pytorch(et_paths, kineto_paths, executor="serial")
+    return mod.convert_pytorch(et_paths, kineto_paths, executor="serial", **kw)
