@@ -244,7 +244,9 @@ def reparallelize(traceset, *, tp: int | None = None, pp: int | None = None, sch
     built: dict[int, tuple[list[Node], dict[int, tuple[int, ...]]]] = {}
     for r in range(new.world_size):
         t, c, d, s = new.coords(r)
-        src_line = lambda st: old.rank((t % old.tp, c, d, st))  # noqa: E731
+        # blocks are the same on every (tp, cp, dp) coordinate up to group names, and groups are mapped
+        # relative to the template's coordinates: one template rank per old stage is enough
+        src_line = lambda st: old.rank((0, 0, 0, st))  # noqa: E731
         built[r] = _build_rank(r, new, old, old_groups, shape, cfg, m, schedule, source, src_line, old_stage,
                                lpc_new, sp, tp_new)
     names = GroupNames(new.world_size, [g for _, groups in built.values() for g in groups.values()])
@@ -272,6 +274,7 @@ def _build_rank(r, new: Grid, old: Grid, old_groups, shape: mg.Shape, cfg, m: in
     p = cfg["parallel"]
     nodes: list[Node] = [Node(0)]  # placeholder for process_group:init
     groups: dict[int, tuple[int, ...]] = {}
+    mapped: dict[tuple[str, int], tuple[int, ...]] = {}
 
     def add(template: Node, deps: list[int], template_rank: int, attrs: dict[str, Any] | None = None) -> int:
         nid = len(nodes)
@@ -280,8 +283,10 @@ def _build_rank(r, new: Grid, old: Grid, old_groups, shape: mg.Shape, cfg, m: in
         for k, v in (attrs or {}).items():
             n.set_attr(k, v)
         if n.is_comm and n.get_attr("pg_name") is not None and nid not in groups:
-            key = canonical_pg_name(n.pg_name)
-            groups[nid] = map_group(old_groups[key], old, new, template_rank, r)
+            key = (canonical_pg_name(n.pg_name), template_rank)
+            if key not in mapped:
+                mapped[key] = map_group(old_groups[key[0]], old, new, template_rank, r)
+            groups[nid] = mapped[key]
         nodes.append(n)
         return nid
 
