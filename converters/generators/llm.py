@@ -194,7 +194,7 @@ class _RankBuilder:
 
     # ----- one iteration ----------------------------------------------------------------------
     def build(self) -> ExecutionTrace:
-        c, p, plan = self.c, self.c.parallel, self.plan
+        c, p = self.c, self.c.parallel
         lpc = c.layers_per_chunk
         prev_exit: list[int] = []
         for op in stage_order(p.schedule, p.pp, c.num_micro_batches, self.place.pp_rank, p.virtual_stages):

@@ -159,7 +159,8 @@ class ParallelSpec:
             (every layer's forward rerun in backward).
         schedule: ``"gpipe"``, ``"1f1b"`` or ``"interleaved"``.
         virtual_stages: model chunks per pipeline rank (``interleaved`` only).
-        grad_bucket_bytes: data-parallel gradient bucket size in bytes.
+        grad_bucket_bytes: data-parallel gradient bucket size in bytes (default
+            160 MB: Megatron-LM's 40M-element bucket of fp32 gradients).
         overlap_grad_reduce: start each bucket's reduction as soon as its
             layers' last weight gradients exist (else after the backward).
     """

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from tests.converters._llm_helpers import TINY_GPT, gpt_config
+from tests.converters._llm_helpers import gpt_config
 from tracekit.converters.generators import LLMConfig, ModelSpec, ParallelSpec, llm_preset
 from tracekit.converters.generators.llm_config import PRESETS, world_to_dp
 from tracekit.converters.generators.llm_layout import coordinates, layout
