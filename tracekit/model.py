@@ -353,6 +353,14 @@ class ExecutionTrace:
                                                              for a in self.metadata.attrs])
         return ExecutionTrace(nodes, md, rank=self.rank, path=None)
 
+    def with_metadata(self, metadata: Metadata) -> "ExecutionTrace":
+        """The same nodes with other metadata; a trace read from a file keeps its encoded records."""
+        if self._nodes is None:
+            trace = ExecutionTrace._from_encoded(self._encoded, metadata, rank=self.rank, path=None)
+            trace._columns, trace._graph = self._columns, self._graph
+            return trace
+        return ExecutionTrace(self._nodes, metadata, rank=self.rank, path=None)
+
     def node_by_id(self, node_id: int) -> Node:
         """The node with id ``node_id``.
 

@@ -17,7 +17,7 @@ import sys
 
 import click
 
-from tracekit.cli._common import CONTEXT_SETTINGS, State
+from tracekit.cli._common import CONTEXT_SETTINGS, State, TracekitGroup
 
 # Submodules that define commands, in the order they are listed by --help.
 _COMMAND_MODULES = (
@@ -32,7 +32,7 @@ _COMMAND_MODULES = (
 )
 
 
-@click.group(context_settings=CONTEXT_SETTINGS)
+@click.group(cls=TracekitGroup, context_settings=CONTEXT_SETTINGS)
 @click.option("--debug", is_flag=True, help="Show the full traceback on errors.")
 @click.option("-v", "--verbose", count=True, help="More log output on stderr (-vv for debug).")
 @click.option("-q", "--quiet", is_flag=True, help="Only errors on stderr; no progress bars.")

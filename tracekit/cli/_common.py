@@ -55,33 +55,38 @@ def progress(items: Iterable[T], description: str, total: int | None = None) -> 
     yield from track(items, description=description, total=total, console=err_console(), transient=True)
 
 
-def run_cli(group: click.Group, argv: list[str] | None = None) -> None:
-    """Run ``group``; render TracekitError as one stderr line with exit code 2."""
-    debug = "--debug" in (argv if argv is not None else sys.argv[1:])
-    try:
-        group.main(args=argv, prog_name="tracekit", standalone_mode=False)
-    except TracekitError as exc:
-        if debug:
-            raise
-        click.echo(f"tracekit: error: {exc}", err=True)
-        sys.exit(EXIT_INPUT_ERROR)
-    except click.exceptions.Abort:
-        click.echo("tracekit: aborted", err=True)
-        sys.exit(130)
-    except click.ClickException as exc:
-        exc.show()
-        sys.exit(exc.exit_code)
-    except click.exceptions.Exit as exc:
-        sys.exit(exc.exit_code)
-    except OSError as exc:
-        if debug:
-            raise
+def render_error(exc: BaseException) -> str:
+    """The one line printed for an input error."""
+    if isinstance(exc, OSError) and not isinstance(exc, TracekitError):
         name = getattr(exc, "filename", None)
-        where = f"{name}: " if name else ""
-        click.echo(f"tracekit: error: {where}{exc.strerror or exc}", err=True)
-        sys.exit(EXIT_INPUT_ERROR)
+        return f"tracekit: error: {name + ': ' if name else ''}{exc.strerror or exc}"
+    return f"tracekit: error: {exc}"
+
+
+class TracekitGroup(click.Group):
+    """A click group that renders TracekitError (and OSError) as one stderr line, exit code 2.
+
+    With the global ``--debug`` flag the exception propagates (traceback).
+    Because the rendering lives in the group, ``click.testing.CliRunner``
+    sees exactly what a user sees.
+    """
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (TracekitError, OSError) as exc:
+            obj = ctx.find_object(State)
+            if obj is not None and obj.debug:
+                raise
+            click.echo(render_error(exc), err=True)
+            ctx.exit(EXIT_INPUT_ERROR)
+
+
+def run_cli(group: click.Group, argv: list[str] | None = None) -> None:
+    """Run ``group`` as the console script does (exits the process)."""
+    group.main(args=argv, prog_name="tracekit", standalone_mode=True)
 
 
 def invoke_for_test(group: click.Group, args: list[str]) -> Any:
-    """Helper for CliRunner tests: run with the same error rendering as main()."""
+    """Run the CLI inside a CliRunner adapter with the console script's behaviour (kept for older tests)."""
     return run_cli(group, args)

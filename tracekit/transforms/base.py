@@ -103,9 +103,7 @@ def copy_metadata(md: Metadata) -> Metadata:
 
 def with_metadata(trace: ExecutionTrace, metadata: Metadata) -> ExecutionTrace:
     """``trace`` with other metadata, sharing its (possibly still encoded) nodes."""
-    if trace._nodes is None:  # still encoded: keep the records, do not decode every node
-        return ExecutionTrace._from_encoded(trace._encoded, metadata, rank=trace.rank, path=None)
-    return ExecutionTrace(trace.nodes, metadata, rank=trace.rank)
+    return trace.with_metadata(metadata)
 
 
 def map_nodes(trace: ExecutionTrace, fn: Callable[[Node], Node | None]) -> ExecutionTrace:
