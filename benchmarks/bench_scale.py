@@ -59,8 +59,9 @@ def main() -> dict:
     device = spec.device
     roofline = Roofline(device.peak() * device.compute_efficiency,
                         device.mem_bandwidth_bytes_per_s * device.memory_efficiency)
-    model, batch = llm_preset("gpt3-175b")
-    config = LLMConfig(model, ParallelSpec(dp=DP, tp=8, pp=16), global_batch_size=batch, micro_batch_size=1)
+    model, _ = llm_preset("gpt3-175b")
+    # 48 micro-batches per pipeline at any dp (the preset's batch of 1,536 at dp 32)
+    config = LLMConfig(model, ParallelSpec(dp=DP, tp=8, pp=16), global_batch_size=48 * DP, micro_batch_size=1)
     out: dict = {"ranks": config.world_size, "model": model.name, "tp": 8, "pp": 16, "dp": DP,
                  "micro_batches": config.num_micro_batches}
     base = Path(os.environ.get("BENCH_SCALE_DIR") or tempfile.mkdtemp(prefix="tracekit-scale-"))
