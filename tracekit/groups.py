@@ -100,3 +100,24 @@ def groups_from_trace(trace: "ExecutionTrace") -> dict[str, tuple[int, ...]]:
         if PG_INIT_NAME in node.name and node.inputs is not None and node.inputs.values:
             groups.update(parse_pg_json(node.inputs.values, path=trace.path, rank=trace.rank, node_id=node.id))
     return groups
+
+
+def resolve_groups(declared: Mapping[str, tuple[int, ...]], world_size: int) -> dict[str, tuple[int, ...]]:
+    """Expand declared groups for a world of ``world_size`` ranks.
+
+    Empty rank lists become all ranks; the default group ``"0"`` (all ranks)
+    is always present.
+
+    Raises:
+        ValidationError: a group names a rank outside the world.
+    """
+    world = tuple(range(world_size))
+    groups: dict[str, tuple[int, ...]] = {DEFAULT_PG: world}
+    for name, ranks in declared.items():
+        ranks = tuple(ranks) if ranks else world
+        bad = [r for r in ranks if r < 0 or r >= world_size]
+        if bad:
+            raise ValidationError(f"process group {name!r} names ranks {bad[:16]} outside the world of "
+                                  f"{world_size} ranks")
+        groups[name] = ranks
+    return groups

@@ -91,3 +91,33 @@ def summarize_trace(trace: ExecutionTrace) -> TraceSummary:
 def summarize_traceset(ts: "TraceSet") -> TraceSetSummary:
     groups = {k: list(v) for k, v in ts.process_groups.items()}
     return TraceSetSummary(ranks=len(ts), process_groups=groups, per_rank=[summarize_trace(t) for t in ts])
+
+
+def _summarize_file(item: tuple[int, str]) -> tuple[TraceSummary, dict[str, tuple[int, ...]]]:
+    from tracekit.io import read_trace
+
+    rank, path = item
+    trace = read_trace(path, rank=rank)
+    return summarize_trace(trace), trace.process_groups()
+
+
+def summarize_files(pairs, *, executor: str = "serial", max_workers: int | None = None) -> TraceSetSummary:
+    """:func:`summarize_traceset` over rank files, one rank in memory at a time per worker.
+
+    Args:
+        pairs: ``(rank, path)`` of every rank file (see :func:`tracekit.io.trace_paths`).
+
+    Raises:
+        TraceFormatError: a file cannot be read; ValidationError: groups disagree.
+    """
+    from tracekit.groups import resolve_groups
+    from tracekit.parallel import parallel_map
+
+    results = parallel_map(_summarize_file, [(r, str(p)) for r, p in pairs], executor=executor,
+                           max_workers=max_workers)
+    declared: dict[str, tuple[int, ...]] = {}
+    for _, groups in results:
+        declared.update(groups)
+    world = max([s.rank or 0 for s, _ in results] + [max(r) for r in declared.values() if r], default=-1) + 1
+    groups = {k: list(v) for k, v in resolve_groups(declared, world).items()}
+    return TraceSetSummary(ranks=len(results), process_groups=groups, per_rank=[s for s, _ in results])

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Iterator, Mapping, Sequence
 
 from tracekit.errors import ValidationError
-from tracekit.groups import DEFAULT_PG, canonical_pg_name
+from tracekit.groups import canonical_pg_name, resolve_groups
 from tracekit.model import ExecutionTrace
 
 
@@ -109,17 +109,7 @@ class TraceSet:
         return declared
 
     def _resolve_groups(self) -> dict[str, tuple[int, ...]]:
-        world = tuple(range(self.world_size))
-        declared = self._declared_groups()
-        groups: dict[str, tuple[int, ...]] = {DEFAULT_PG: world}
-        for name, ranks in declared.items():
-            ranks = tuple(ranks) if ranks else world
-            bad = [r for r in ranks if r < 0 or r >= self.world_size]
-            if bad:
-                raise ValidationError(f"process group {name!r} names ranks {bad} outside the world of "
-                                      f"{self.world_size} ranks")
-            groups[name] = ranks
-        return groups
+        return resolve_groups(self._declared_groups(), self.world_size)
 
     def group_ranks(self, pg_name: str | None) -> tuple[int, ...]:
         """Ranks of the group a collective names (``""``/None = default group).

@@ -16,14 +16,15 @@ rank and node.
 
 from __future__ import annotations
 
+import os
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
 from tracekit.errors import TracekitError, ValidationError
-from tracekit.groups import canonical_pg_name
+from tracekit.groups import canonical_pg_name, resolve_groups
 from tracekit.model import CollectiveType, ExecutionTrace, NodeType
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -163,69 +164,145 @@ def _check_comm_attrs(trace: ExecutionTrace) -> list[Issue]:
     return issues
 
 
+def rank_collectives(trace: ExecutionTrace) -> dict[str, list[tuple[int, int, int]]]:
+    """Per process group, the ordered list of ``(node_id, comm_type, comm_bytes)`` of one rank's collectives.
+
+    Order is the data-dependency (topological) order, ties by file position;
+    a missing ``comm_type``/``comm_size`` appears as -1.
+    """
+    cols = trace.columns()
+    pos = np.flatnonzero(cols.types == NodeType.COMM_COLL_NODE)
+    per_group: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
+    if len(pos):
+        _, ctype = cols.attr("comm_type")
+        _, csize = cols.attr("comm_size")
+        _, pg = cols.attr("pg_name")
+        order = trace.graph().topological_order()
+        rank_of = np.empty(len(cols), dtype=np.int64)
+        rank_of[order] = np.arange(len(order))
+        for p in sorted(pos.tolist(), key=lambda q: rank_of[q]):
+            per_group[canonical_pg_name(pg[p])].append(
+                (int(cols.ids[p]), -1 if ctype[p] is None else int(ctype[p]),
+                 -1 if csize[p] is None else int(csize[p])))
+    return dict(per_group)
+
+
 def collective_sequences(traceset: "TraceSet") -> dict[int, dict[str, list[tuple[int, int, int]]]]:
     """Per rank, per process group: the ordered list of ``(node_id, comm_type, comm_bytes)`` of its collectives."""
-    out: dict[int, dict[str, list[tuple[int, int, int]]]] = {}
-    for rank, trace in traceset.items():
-        cols = trace.columns()
-        pos = np.flatnonzero(cols.types == NodeType.COMM_COLL_NODE)
-        per_group: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
-        if len(pos):
-            _, ctype = cols.attr("comm_type")
-            _, csize = cols.attr("comm_size")
-            _, pg = cols.attr("pg_name")
-            order = trace.graph().topological_order()
-            rank_of = np.empty(len(cols), dtype=np.int64)
-            rank_of[order] = np.arange(len(order))
-            for p in sorted(pos.tolist(), key=lambda q: rank_of[q]):
-                per_group[canonical_pg_name(pg[p])].append(
-                    (int(cols.ids[p]), -1 if ctype[p] is None else int(ctype[p]),
-                     -1 if csize[p] is None else int(csize[p])))
-        out[rank] = dict(per_group)
-    return out
+    return {rank: rank_collectives(trace) for rank, trace in traceset.items()}
+
+
+@dataclass(frozen=True)
+class RankFindings:
+    """What the per-rank pass keeps of one rank: issues, collective order, declared groups (small)."""
+
+    rank: int
+    path: str | None
+    nodes: int
+    issues: tuple[Issue, ...]
+    collectives: dict[str, list[tuple[int, int, int]]]
+    declared_groups: dict[str, tuple[int, ...]]
+
+
+def check_rank(trace: ExecutionTrace) -> RankFindings:
+    """The per-rank pass of :func:`validate_traceset` on one trace."""
+    sub = validate_trace(trace)
+    issues = list(sub.issues)
+    collectives = rank_collectives(trace) if sub.ok else {}
+    try:
+        declared = trace.process_groups()
+    except ValidationError as exc:
+        issues.append(Issue("process-groups", ERROR, exc.message, trace.path, trace.rank, exc.node_id))
+        declared = {}
+    return RankFindings(trace.rank if trace.rank is not None else 0, trace.path, len(trace), tuple(issues),
+                        collectives, declared)
+
+
+def _check_rank_file(item: tuple[int, str]) -> RankFindings:
+    from tracekit.io import read_trace
+
+    rank, path = item
+    return check_rank(read_trace(path, rank=rank))
 
 
 def validate_traceset(traceset: "TraceSet") -> ValidationReport:
     """Per-trace checks on every rank plus the cross-rank checks (see module docstring)."""
-    report = ValidationReport()
-    for trace in traceset:
-        sub = validate_trace(trace)
-        report.add(*sub.issues)
-        report.checked_ranks += 1
-        report.checked_nodes += sub.checked_nodes
+    findings = [check_rank(trace) for trace in traceset]
     try:
         groups = traceset.process_groups
     except ValidationError as exc:
-        report.add(Issue("process-groups", ERROR, exc.message, exc.path, exc.rank))
-        return report
-    missing = traceset.missing_ranks
+        return _report(findings, error=Issue("process-groups", ERROR, exc.message, exc.path, exc.rank))
+    return _cross_rank(findings, groups, traceset.world_size)
+
+
+def validate_files(pairs: Sequence[tuple[int, str | os.PathLike[str]]], *, executor: str = "serial",
+                   max_workers: int | None = None, ray_address: str | None = None) -> ValidationReport:
+    """:func:`validate_traceset` on rank files, one rank in memory at a time per worker.
+
+    Each worker reads a rank, checks it and keeps only its findings (issues,
+    collective order, declared groups), so jobs of thousands of large rank
+    files validate in bounded memory; ranks run in parallel with
+    :func:`tracekit.parallel.parallel_map` (``executor="process"`` or ``"ray"``).
+
+    Args:
+        pairs: ``(rank, path)`` of every rank file (see :func:`tracekit.io.trace_paths`).
+    """
+    from tracekit.parallel import parallel_map
+
+    findings = parallel_map(_check_rank_file, [(r, os.fspath(p)) for r, p in pairs], executor=executor,
+                            max_workers=max_workers, ray_address=ray_address)
+    declared: dict[str, tuple[int, ...]] = {}
+    for f in findings:
+        for name, ranks in f.declared_groups.items():
+            if name in declared and declared[name] != ranks:
+                return _report(findings, error=Issue(
+                    "process-groups", ERROR, f"process group {name!r} declared as {list(declared[name])[:16]} on "
+                    f"another rank and as {list(ranks)[:16]} here", f.path, f.rank))
+            declared[name] = ranks
+    world = max([f.rank for f in findings] + [max(r) for r in declared.values() if r], default=-1) + 1
+    try:
+        groups = resolve_groups(declared, world)
+    except ValidationError as exc:
+        return _report(findings, error=Issue("process-groups", ERROR, exc.message))
+    return _cross_rank(findings, groups, world)
+
+
+def _report(findings: Sequence[RankFindings], error: Issue | None = None) -> ValidationReport:
+    report = ValidationReport(checked_ranks=len(findings), checked_nodes=sum(f.nodes for f in findings))
+    for f in findings:
+        report.add(*f.issues)
+    if error is not None:
+        report.add(error)
+    return report
+
+
+def _cross_rank(findings: Sequence[RankFindings], groups: dict[str, tuple[int, ...]], world: int) -> ValidationReport:
+    report = _report(findings)
+    by_rank = {f.rank: f for f in findings}
+    missing = [r for r in range(world) if r not in by_rank]
     if missing:
         report.add(Issue("rank-count", WARNING,
-                         f"partial job: traces for {len(traceset)} of {traceset.world_size} ranks; no trace for "
-                         f"ranks {list(missing[:16])}{' ...' if len(missing) > 16 else ''} (a replay needs them all)"))
+                         f"partial job: traces for {len(by_rank)} of {world} ranks; no trace for "
+                         f"ranks {missing[:16]}{' ...' if len(missing) > 16 else ''} (a replay needs them all)"))
     if not report.ok:  # order checks need sound per-rank graphs
         return report
-    seqs = collective_sequences(traceset)
-    for rank, per_group in seqs.items():
-        for name in per_group:
+    for rank, f in by_rank.items():
+        for name, seq in f.collectives.items():
             if name not in groups:
-                node = per_group[name][0][0]
                 report.add(Issue("process-groups", ERROR, f"collective names undeclared process group {name!r}",
-                                 traceset[rank].path, rank, node))
+                                 f.path, rank, seq[0][0]))
             elif rank not in groups[name]:
-                node = per_group[name][0][0]
                 report.add(Issue("process-groups", ERROR,
                                  f"rank {rank} issues a collective on group {name!r} it is not a member of "
-                                 f"({list(groups[name])[:16]})", traceset[rank].path, rank, node))
+                                 f"({list(groups[name])[:16]})", f.path, rank, seq[0][0]))
     for name, members in groups.items():
-        members = [r for r in members if r in seqs]  # only ranks with a trace can be compared
+        members = [r for r in members if r in by_rank]  # only ranks with a trace can be compared
         if len(members) < 2:
             continue
         ref_rank = members[0]
-        ref = seqs[ref_rank].get(name, [])
+        ref = by_rank[ref_rank].collectives.get(name, [])
         for r in members[1:]:
-            other = seqs[r].get(name, [])
-            issue = _first_divergence(name, ref_rank, ref, r, other, traceset)
+            issue = _first_divergence(name, ref_rank, ref, r, by_rank[r].collectives.get(name, []), by_rank)
             if issue is not None:
                 report.add(issue)
     return report
@@ -237,16 +314,17 @@ def _describe(entry: tuple[int, int, int]) -> str:
     return f"{tname} of {size} bytes"
 
 
-def _first_divergence(name: str, ref_rank: int, ref: list, r: int, other: list, ts: "TraceSet") -> Issue | None:
+def _first_divergence(name: str, ref_rank: int, ref: list, r: int, other: list,
+                      by_rank: dict[int, RankFindings]) -> Issue | None:
     for k, (a, b) in enumerate(zip(ref, other)):
         if a[1:] != b[1:]:
             return Issue("collective-order", ERROR,
                          f"group {name!r}: collective #{k} is {_describe(b)} here but {_describe(a)} on rank "
-                         f"{ref_rank} (node {a[0]})", ts[r].path, r, b[0])
+                         f"{ref_rank} (node {a[0]})", by_rank[r].path, r, b[0])
     if len(ref) != len(other):
         longer, lrank = (ref, ref_rank) if len(ref) > len(other) else (other, r)
         k = min(len(ref), len(other))
         return Issue("collective-order", ERROR,
                      f"group {name!r}: rank {ref_rank} issues {len(ref)} collectives, rank {r} issues {len(other)}; "
-                     f"first unmatched is #{k}: {_describe(longer[k])}", ts[lrank].path, lrank, longer[k][0])
+                     f"first unmatched is #{k}: {_describe(longer[k])}", by_rank[lrank].path, lrank, longer[k][0])
     return None
