@@ -100,7 +100,7 @@ def rank_breakdown_figure(ranks: Sequence["RankStats"], *, max_bars: int = 256,
         fig.add_hline(y=iteration_time_ns / _NS_PER_MS, line_dash="dash", line_color="#333",
                       annotation_text="iteration time", annotation_position="top left")
     fig.update_layout(barmode="stack", xaxis_title=x_title, yaxis_title="time (ms)", xaxis_type="category",
-                      legend_orientation="h", legend_y=1.12, margin=dict(l=60, r=20, t=40, b=50), height=380)
+                      legend_orientation="h", legend_y=1.12, legend_traceorder="normal", margin=dict(l=60, r=20, t=40, b=50), height=380)
     return Figure(fig, note)
 
 
@@ -402,7 +402,7 @@ def sweep_figure(rows: Sequence[tuple[Any, Any]], parameter: str) -> Figure:
                              mode="lines+markers+text", name="iteration time", line=dict(color="#222"),
                              text=[fmt_ns(p.iteration_time_ns) for p in points], textposition="top center"))
     fig.update_layout(barmode="stack", xaxis_title=parameter, yaxis_title="time (ms)", xaxis_type="category",
-                      legend_orientation="h", legend_y=1.12, margin=dict(l=60, r=20, t=40, b=60), height=420)
+                      legend_orientation="h", legend_y=1.12, legend_traceorder="normal", margin=dict(l=60, r=20, t=40, b=60), height=420)
     return Figure(fig, "Bars: the slowest rank's time by category (it sets the iteration time).")
 
 

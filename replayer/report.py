@@ -33,6 +33,7 @@ from tracekit.replayer.html_page import Page, cell, note, para, table
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.replayer.diff import ResultDiff
     from tracekit.replayer.results import ReplayResult
+    from tracekit.traceset import TraceSet
 
 log = logging.getLogger(__name__)
 
@@ -219,12 +220,15 @@ def _provenance_section(r: "ReplayResult") -> str:
     return table(["", ""], rows, table_id="provenance", left_columns=2)
 
 
-def build_report_html(result: "ReplayResult | dict[str, Any]", *, max_timeline_ranks: int = 16,
-                      max_timeline_spans: int = 20_000, max_rank_bars: int = 256, title: str | None = None) -> str:
+def build_report_html(result: "ReplayResult | dict[str, Any]", *, traceset: "TraceSet | None" = None,
+                      max_timeline_ranks: int = 16, max_timeline_spans: int = 20_000, max_rank_bars: int = 256,
+                      title: str | None = None) -> str:
     """The replay report as one HTML document (see module doc).
 
     Args:
         result: a :class:`ReplayResult` or its ``to_dict()`` (a ``"spec"`` key, when present, is the spec shown).
+        traceset: the replayed trace set, if at hand: timeline spans then show node names (only the
+            timeline's ranks are read).
         max_timeline_ranks, max_timeline_spans, max_rank_bars: size limits (see :mod:`.plots`).
         title: page title (default names the spec and the iteration time).
 
@@ -249,6 +253,12 @@ def build_report_html(result: "ReplayResult | dict[str, Any]", *, max_timeline_r
                  per_rank_table, section_id="ranks-section")
     if r.schedule is not None:
         names = {s.rank: s.names for s in r.schedule if getattr(s, "names", None) is not None}
+        if traceset is not None:
+            from tracekit.replayer.plots import timeline_ranks
+
+            for rank in timeline_ranks(r, max_timeline_ranks):
+                if rank not in names and rank in traceset.ranks:
+                    names[rank] = traceset[rank].columns().names
         tl = timeline_figure(r, max_ranks=max_timeline_ranks, max_spans=max_timeline_spans, names=names or None)
         page.section("Timeline", para("Rows are each shown rank's host threads and streams; drag to zoom, "
                                       "double-click to reset. Red: the critical path."), note(tl.note),
@@ -267,6 +277,8 @@ def build_report_html(result: "ReplayResult | dict[str, Any]", *, max_timeline_r
 
 def write_report(result: "ReplayResult | dict[str, Any]", path: str | os.PathLike[str], **options: Any) -> Path:
     """Write :func:`build_report_html` of ``result`` to ``path`` atomically; returns the path.
+
+    ``options`` are :func:`build_report_html`'s keywords (``traceset=``, ``max_timeline_ranks=``, ...).
 
     Raises:
         ReplayError: ``result`` is not a replay result.

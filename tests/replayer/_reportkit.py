@@ -18,16 +18,9 @@ DIST_WS2 = ROOT / "sample_traces" / "pytorch" / "dist_ws2"
 def replay_prefix(prefix: str, hw: str) -> ReplayResult:
     """Replay the trace set at ``prefix`` on preset ``hw`` with default options."""
     from tracekit.io import read_traceset
-    from tracekit.replayer._program import ReplayOptions, compile_program, effective_spec
-    from tracekit.replayer.engine import simulate
-    from tracekit.replayer.hardware import load_spec
-    from tracekit.replayer.results import build_result
+    from tracekit.replayer import replay
 
-    ts = read_traceset(prefix)
-    options = ReplayOptions()
-    spec = effective_spec(load_spec(hw), options, ts.world_size)
-    program = compile_program(ts, spec, options)
-    return build_result(program, simulate(program), ts)
+    return replay(read_traceset(prefix), hw)
 
 
 @pytest.fixture(scope="session")

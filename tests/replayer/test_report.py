@@ -77,6 +77,18 @@ def test_report_without_schedule_says_why_no_timeline(ws2_results):
     assert page.count('class="plot"') == 1
 
 
+def test_timeline_labels_spans_with_node_names_from_the_traceset(ws2_prefix, ws2_results):
+    from tracekit.io import read_traceset
+
+    r = load_result(ws2_results["dgx-a100"])
+    without = build_report_html(r)
+    with_names = build_report_html(r, traceset=read_traceset(ws2_prefix))
+    # span labels sit in the figure JSON, where "<br>" is written \u003cbr\u003e
+    br = "\\u003cbr\\u003e"
+    assert with_names.count(f'"aten::mm{br}') > 0 and without.count(f'"aten::mm{br}') == 0
+    assert f'"node 113{br}' in without and f'"node 113{br}' not in with_names
+
+
 def test_toy_timeline_spans_and_critical_path():
     fig = plots.timeline_figure(toy_result()).figure
     by_name = {}
