@@ -303,7 +303,7 @@ def decode_columns(encoded: Any) -> NodeColumns:
         return out
 
     return NodeColumns(ids, types, duration, start, dptr, dids, cptr, cids, names_fn=names_fn,
-                       attr_fn=source.values)
+                       attr_fn=source.values, attr_num_fn=source.numeric)
 
 
 def _utf8(raw: bytes, encoded: Any, ids: np.ndarray, i: int) -> str:
@@ -312,6 +312,10 @@ def _utf8(raw: bytes, encoded: Any, ids: np.ndarray, i: int) -> str:
     except UnicodeDecodeError as exc:
         raise TraceFormatError(f"node name is not valid UTF-8 ({exc.reason})", path=encoded.path,
                                rank=encoded.rank, node_id=int(ids[i])) from None
+
+
+_VARINT_FIELDS = np.array([7, 9, 11, 13, 15, 17, 27])  # int32 int64 uint32 uint64 sint32 sint64 bool
+_FIXED_FIELDS = {3: ("<f8", 8), 5: ("<f4", 4), 19: ("<u4", 4), 21: ("<u8", 8), 23: ("<i4", 4), 25: ("<i8", 8)}
 
 
 class _AttrSource:
@@ -346,21 +350,121 @@ class _AttrSource:
                 hits.append(i)
         return np.asarray(hits, dtype=np.int64)
 
+    def _first_hits(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """(attribute indexes, owning node positions) of the first ``name`` attribute of each node."""
+        hits = self._matching(name)
+        owner = self.owner[hits]
+        if not len(hits):
+            return hits, owner.astype(np.int64)
+        first = np.concatenate(([True], owner[1:] != owner[:-1]))  # attrs are sorted by (owner, position)
+        return hits[first], owner[first].astype(np.int64)
+
+    def _scalars(self, hits: np.ndarray, key_len: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Vectorized decode of scalar numeric values laid out as ``name, value`` (the canonical layout).
+
+        Returns ``(fast bool[K], ints int64[K], floats float64[K], kind int8[K])``;
+        ``fast`` marks the messages decoded here; ``kind`` is 0 for integers (in
+        ``ints``), 1 for bools (in ``ints``), 2 for floating kinds (in
+        ``floats``).  The rest (strings, lists, doc strings, uint64 values of
+        2^63 or more) go the slow way.
+        """
+        k = len(hits)
+        fast = np.zeros(k, dtype=bool)
+        ints = np.zeros(k, dtype=np.int64)
+        floats = np.zeros(k, dtype=np.float64)
+        kind = np.zeros(k, dtype=np.int8)
+        if not k:
+            return fast, ints, floats, kind
+        buf = self.buf
+        s = self.start[hits].astype(np.int64)
+        e = s + self.size[hits]
+        p = s + 2 + key_len
+        cand = np.flatnonzero(p < e)
+        if not len(cand):
+            return fast, ints, floats, kind
+        try:
+            tag, tl = _varint_at(buf, p[cand], e[cand], cand)
+        except _Corrupt:
+            return fast, ints, floats, kind  # leave it to the slow path, which names the node
+        field = (tag >> _U64(3)).astype(np.int64)
+        wt = (tag & _U64(7)).astype(np.int64)
+        body = p[cand] + tl
+        is_var = (wt == 0) & np.isin(field, _VARINT_FIELDS)
+        if is_var.any():
+            vi = np.flatnonzero(is_var)
+            try:
+                v, vl = _varint_at(buf, body[vi], e[cand][vi], vi)
+            except _Corrupt:
+                v, vl = None, None
+            if v is not None:
+                f = field[vi]
+                exact = (body[vi] + vl == e[cand][vi]) & ~((f == 13) & (v >= _U64(2**63)))
+                signed = v.view(np.int64)
+                zig = ((v >> _U64(1)).view(np.int64)) ^ -((v & _U64(1)).view(np.int64))
+                val = np.where((f == 15) | (f == 17), zig, signed)
+                val = np.where(f == 7, val.astype(np.int32).astype(np.int64), val)  # int32: low 32 bits
+                val = np.where(f == 11, (v & _U64(0xFFFFFFFF)).view(np.int64), val)
+                idx = cand[vi[exact]]
+                ints[idx] = val[exact]
+                kind[idx] = np.where(f[exact] == 27, 1, 0)
+                fast[idx] = True
+        for fnum, (dtype, width) in _FIXED_FIELDS.items():
+            sel = np.flatnonzero((field == fnum) & (wt == (1 if width == 8 else 5)) & (body + width == e[cand]))
+            if not len(sel):
+                continue
+            raw = buf[body[sel, None] + np.arange(width)].copy().view(dtype).ravel()
+            idx = cand[sel]
+            if dtype[1] == "f":
+                floats[idx] = raw.astype(np.float64)
+                kind[idx] = 2
+            elif dtype == "<u8":
+                ok = raw < np.uint64(2**63)
+                idx = idx[ok]
+                ints[idx] = raw[ok].astype(np.int64)
+            else:
+                ints[idx] = raw.astype(np.int64)
+            fast[idx] = True
+        return fast, ints, floats, kind
+
+    def numeric(self, name: str) -> tuple[np.ndarray, np.ndarray] | None:
+        """``(present bool[N], values int64[N])`` when every ``name`` attribute is a scalar number, else None.
+
+        Floats are truncated toward zero and bools count as 0/1.
+        """
+        hits, owner = self._first_hits(name)
+        present = np.zeros(self.n, dtype=bool)
+        out = np.zeros(self.n, dtype=np.int64)
+        if not len(hits):
+            return present, out
+        fast, ints, floats, kind = self._scalars(hits, len(name.encode()))
+        if not fast.all():
+            return None
+        out[owner] = np.where(kind == 2, np.trunc(floats).astype(np.int64), ints)
+        present[owner] = True
+        return present, out
+
     def values(self, name: str) -> tuple[np.ndarray, list[Any]]:
         """``(present bool[N], values list[N])`` of attribute ``name`` (first occurrence per node)."""
         from tracekit._codec import attr_from_pb
         from tracekit._proto import et_def_pb2 as pb
 
-        hits = self._matching(name)
+        hits, owner = self._first_hits(name)
         present = np.zeros(self.n, dtype=bool)
         values: list[Any] = [None] * self.n
         if not len(hits):
             return present, values
-        owner = self.owner[hits]
-        first = np.concatenate(([True], owner[1:] != owner[:-1]))  # attrs are sorted by (owner, position)
-        hits, owner = hits[first], owner[first]
+        fast, ints, floats, kind = self._scalars(hits, len(name.encode()))
+        for code, column, conv in ((0, ints, None), (1, ints, bool), (2, floats, None)):
+            sel = fast & (kind == code)
+            if sel.any():
+                vals = column[sel].tolist()
+                if conv is not None:
+                    vals = [conv(v) for v in vals]
+                for i, v in zip(owner[sel].tolist(), vals):
+                    values[i] = v
         data = self.data
-        for i, s, ln in zip(owner.tolist(), self.start[hits].tolist(), self.size[hits].tolist()):
+        slow = ~fast
+        for i, s, ln in zip(owner[slow].tolist(), self.start[hits[slow]].tolist(), self.size[hits[slow]].tolist()):
             try:
                 values[i] = attr_from_pb(pb.AttributeProto.FromString(data[s:s + ln])).value
             except Exception as exc:  # noqa: BLE001 - protobuf DecodeError and UnicodeDecodeError

@@ -43,7 +43,9 @@ class NodeColumns:
         data_ptr, data_ids: CSR of data dependencies (int64[N+1], uint64[E]) by id.
         ctrl_ptr, ctrl_ids: CSR of control dependencies.
         names_fn: produces the list of N names on first use of :attr:`names`.
-        attr_fn: ``attr_fn(name) -> (present bool[N], values object[N])``.
+        attr_fn: ``attr_fn(name) -> (present bool[N], values list[N])``.
+        attr_num_fn: optional fast path for :meth:`attr_int`: ``(present, int64[N])``
+            when every value is a scalar number, else None.
     """
 
     ids: np.ndarray
@@ -56,6 +58,7 @@ class NodeColumns:
     ctrl_ids: np.ndarray
     names_fn: Callable[[], list[str]] = field(repr=False, default=list)
     attr_fn: Callable[[str], tuple[np.ndarray, list[Any]]] | None = field(repr=False, default=None)
+    attr_num_fn: Callable[[str], tuple[np.ndarray, np.ndarray] | None] | None = field(repr=False, default=None)
     _names: list[str] | None = field(default=None, repr=False)
     _attr_cache: dict[str, tuple[np.ndarray, list[Any]]] = field(default_factory=dict, repr=False)
 
@@ -82,6 +85,13 @@ class NodeColumns:
         Floats are truncated, bools count as 0/1; a non-numeric value raises
         ValidationError naming the node.
         """
+        if self.attr_num_fn is not None and name not in self._attr_cache:
+            fast = self.attr_num_fn(name)  # vectorized when every value is a scalar number
+            if fast is not None:
+                present, values_arr = fast
+                if default != 0:
+                    values_arr = np.where(present, values_arr, default)
+                return present, values_arr
         present, values = self.attr(name)
         out = np.full(len(self.ids), default, dtype=np.int64)
         for i in np.flatnonzero(present).tolist():

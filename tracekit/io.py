@@ -123,8 +123,10 @@ def split_records(data: bytes, *, path: str | None = None, rank: int | None = No
     pos = 0
     while pos < n:
         b = data[pos]
-        if b < 0x80:  # one-byte length prefix: most node records
+        if b < 0x80:  # one-byte length prefix: records under 128 bytes
             pos += b + 1
+        elif pos + 1 < n and data[pos + 1] < 0x80:  # two-byte prefix: records under 16 KiB
+            pos += ((b & 0x7F) | (data[pos + 1] << 7)) + 2
         else:
             rec_at, length, shift = pos, 0, 0
             while True:
@@ -150,10 +152,15 @@ def split_records(data: bytes, *, path: str | None = None, rank: int | None = No
             byte_offset=rec_at, path=path, rank=rank)
     edges = np.asarray(bounds, dtype=np.int64)
     rec_starts, rec_ends = edges[:-1], edges[1:]
+    # prefix lengths, vectorized: 1 + the number of leading continuation bytes (at most 5, checked above)
+    u8 = np.frombuffer(data, dtype=np.uint8)
     plen = np.ones(len(rec_starts), dtype=np.int64)
-    multi = np.flatnonzero(np.frombuffer(data, dtype=np.uint8)[rec_starts] >= 0x80)
-    for i in multi.tolist():
-        plen[i] = _prefix_len(data, int(rec_starts[i]))
+    cont = u8[rec_starts] >= 0x80
+    for k in range(1, 5):
+        if not cont.any():
+            break
+        plen += cont
+        cont &= u8[np.minimum(rec_starts + k, n - 1)] >= 0x80
     starts = rec_starts + plen
     empty = np.flatnonzero(starts[1:] == rec_ends[1:])
     if len(empty):
