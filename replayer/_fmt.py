@@ -18,8 +18,9 @@ def fmt_ns(ns: float | None) -> str:
 
 def fmt_delta_ns(ns: float) -> str:
     """A signed duration: ``"+1.200 ms"`` / ``"-3 ns"`` / ``"0 ns"``."""
-    text = fmt_ns(abs(ns))
-    return "0 ns" if ns == 0 else ("+" if ns > 0 else "-") + text
+    if abs(ns) < 0.05:  # would print as 0.0 ns
+        return "0 ns"
+    return ("+" if ns > 0 else "-") + fmt_ns(abs(ns))
 
 
 def fmt_bytes(n: float | None) -> str:

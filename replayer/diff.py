@@ -12,10 +12,10 @@ the same trace replayed on two hardware specs or with two options).
 - Collectives are matched by (kind, process group, members, bytes,
   occurrence number of that key), so the same trace replayed twice matches
   one to one; the ``top`` with the largest absolute change in transfer time
-  are kept.
+  are kept (only those that :func:`moved`).
 - Nodes (needs both results' schedules) are matched by (rank, node id); a
   node's time is its run time for compute nodes and its transfer time for
-  communication nodes; the ``top`` with the largest absolute change are kept.
+  communication nodes; the ``top`` with the largest absolute change are kept (only those that :func:`moved`).
 """
 
 from __future__ import annotations
@@ -152,6 +152,13 @@ class ResultDiff:
         }
 
 
+def moved(a_ns: float, b_ns: float) -> bool:
+    """Whether a collective's or node's time moved: by more than 0.001 ns and one part per billion
+    (smaller differences are float rounding of times far from 0)."""
+    d = abs(b_ns - a_ns)
+    return d > 1e-3 and d > 1e-9 * max(abs(a_ns), abs(b_ns))
+
+
 def _mean(values: list[float]) -> float:
     return sum(values) / len(values) if values else 0.0
 
@@ -160,14 +167,14 @@ def _categories(r: "ReplayResult") -> list[tuple[str, float]]:
     ranks = r.ranks
     return [
         ("iteration time", r.iteration_time_ns),
-        ("compute (mean per rank)", _mean([s.compute_ns for s in ranks])),
-        ("communication (mean per rank)", _mean([s.comm_ns for s in ranks])),
-        ("exposed communication (mean per rank)", _mean([s.exposed_comm_ns for s in ranks])),
-        ("waiting for peers (mean per rank)", _mean([s.comm_wait_ns for s in ranks])),
-        ("idle (mean per rank)", _mean([s.idle_ns for s in ranks])),
-        ("critical path: compute", r.critical_path.compute_ns),
-        ("critical path: communication", r.critical_path.comm_ns),
-        ("collective transfer time (sum)", sum(c.time_ns for c in r.collectives)),
+        ("compute (rank mean)", _mean([s.compute_ns for s in ranks])),
+        ("comm (rank mean)", _mean([s.comm_ns for s in ranks])),
+        ("exposed comm (rank mean)", _mean([s.exposed_comm_ns for s in ranks])),
+        ("waiting for peers (rank mean)", _mean([s.comm_wait_ns for s in ranks])),
+        ("idle (rank mean)", _mean([s.idle_ns for s in ranks])),
+        ("critical path compute", r.critical_path.compute_ns),
+        ("critical path comm", r.critical_path.comm_ns),
+        ("collective time (sum)", sum(c.time_ns for c in r.collectives)),
     ]
 
 
@@ -234,7 +241,7 @@ def _node_changes(a: "ReplayResult", b: "ReplayResult", top: int) -> tuple[list[
     pick = pick[np.lexsort((id_arr[pick], rank_arr[pick], -delta[pick]))]
     out = []
     for p in pick.tolist():
-        if delta[p] == 0.0:
+        if not moved(float(a_arr[p]), float(b_arr[p])):
             break
         key = (int(rank_arr[p]), int(id_arr[p]))
         out.append(NodeChange(key[0], key[1], names.get(key, ""), "comm" if kind_arr[p] else "compute",
@@ -269,7 +276,7 @@ def diff_results(a: "ReplayResult", b: "ReplayResult", *, top: int = 10,
                                         rb.index, ra.time_ns, rb.time_ns, ra.busbw_gbps, rb.busbw_gbps,
                                         ra.algorithm, rb.algorithm))
     changes.sort(key=lambda c: (-abs(c.delta_ns), c.a_index))
-    changes = [c for c in changes if c.delta_ns != 0.0][:top]
+    changes = [c for c in changes if moved(c.a_time_ns, c.b_time_ns)][:top]
     nodes, n_nodes, notes = _node_changes(a, b, top)
     notes = list(notes)
     if a.provenance.world_size != b.provenance.world_size:
@@ -279,4 +286,4 @@ def diff_results(a: "ReplayResult", b: "ReplayResult", *, top: int = 10,
                       tuple(nodes), n_nodes, tuple(notes))
 
 
-__all__ = ["CategoryChange", "CollectiveChange", "NodeChange", "ResultDiff", "diff_results"]
+__all__ = ["CategoryChange", "CollectiveChange", "NodeChange", "ResultDiff", "diff_results", "moved"]

@@ -20,13 +20,13 @@ def test_toy_diff_closed_form():
     d = diff_results(toy_result(scale=1.0, spec_name="slow"), toy_result(scale=2.0, spec_name="fast"))
     cats = {c.name: c for c in d.categories}
     assert d.iteration.a_ns == 150.0 and d.iteration.delta_ns == 50.0 and d.iteration.ratio == pytest.approx(4 / 3)
-    assert cats["compute (mean per rank)"].delta_ns == 0.0 and not cats["compute (mean per rank)"].changed
-    assert cats["communication (mean per rank)"].delta_ns == 50.0
-    assert cats["idle (mean per rank)"].a_ns == 20.0 and not cats["idle (mean per rank)"].changed
-    assert cats["critical path: communication"].b_ns == 100.0
+    assert cats["compute (rank mean)"].delta_ns == 0.0 and not cats["compute (rank mean)"].changed
+    assert cats["comm (rank mean)"].delta_ns == 50.0
+    assert cats["idle (rank mean)"].a_ns == 20.0 and not cats["idle (rank mean)"].changed
+    assert cats["critical path comm"].b_ns == 100.0
     assert [c.name for c in d.changed_categories()] == [
-        "iteration time", "communication (mean per rank)", "exposed communication (mean per rank)",
-        "critical path: communication", "collective transfer time (sum)"]
+        "iteration time", "comm (rank mean)", "exposed comm (rank mean)",
+        "critical path comm", "collective time (sum)"]
     assert len(d.collectives) == 1 and d.collectives[0].delta_ns == 50.0 and d.collectives[0].b_busbw_gbps == 10.0
     # nodes: the two collective nodes moved by 50 ns each, the compute nodes not at all
     assert [(n.rank, n.node_id, n.kind, n.delta_ns) for n in d.nodes] == [(0, 2, "comm", 50.0), (1, 12, "comm", 50.0)]
@@ -61,11 +61,11 @@ def test_a100_vs_h100_names_the_changed_categories_with_numbers(ws2_results):
     assert d.iteration.delta_ns == b_json["iteration_time_ns"] - a_json["iteration_time_ns"]
     comm_a = sum(r["comm_ns"] for r in a_json["ranks"]) / 2
     comm_b = sum(r["comm_ns"] for r in b_json["ranks"]) / 2
-    assert cats["communication (mean per rank)"].delta_ns == pytest.approx(comm_b - comm_a, rel=1e-12)
+    assert cats["comm (rank mean)"].delta_ns == pytest.approx(comm_b - comm_a, rel=1e-12)
     # the bundled job is CPU-measured compute: only communication moves; H100's NVLink4 is faster
     changed = {c.name for c in d.changed_categories()}
-    assert {"communication (mean per rank)", "collective transfer time (sum)"} <= changed
-    assert "compute (mean per rank)" not in changed and comm_b < comm_a
+    assert {"comm (rank mean)", "collective time (sum)"} <= changed
+    assert "compute (rank mean)" not in changed and comm_b < comm_a
     # every one of the 10 collectives matched; the largest move is the largest |delta| computed from the JSON
     assert d.collectives_matched == len(a_json["collectives"]) == 10
     deltas = [b["time_ns"] - a["time_ns"] for a, b in zip(a_json["collectives"], b_json["collectives"])]
@@ -78,7 +78,7 @@ def test_diff_page_has_the_numbers(ws2_results):
     page = build_diff_html(d)
     assert 'data-key="category.iteration time.delta_ns"' in page
     assert f'data-value="{d.iteration.delta_ns!r}"' in page
-    assert "Changed: communication (mean per rank)" in page
+    assert "Changed: comm (rank mean)" in page
 
 
 def test_cli_diff_tables_json_and_html(ws2_results, tmp_path):
@@ -88,11 +88,11 @@ def test_cli_diff_tables_json_and_html(ws2_results, tmp_path):
     assert res.exit_code == 0, res.output
     out = " ".join(res.stdout.split())
     assert "Iteration time 357.355 ms on dgx-a100 -> 357.353 ms on dgx-h100" in out
-    assert "Changed: communication (mean per rank) 8.780 us -> 7.454 us (-1.327 us)" in out
+    assert "Changed: comm (rank mean) 8.780 us -> 7.454 us (-1.327 us)" in out
     res = runner.invoke(cli, ["diff", a, b, "--json", "--labels", "A100,H100", "--html", str(tmp_path / "d.html")])
     assert res.exit_code == 0, res.output
     data = json.loads(res.stdout)
-    assert data["a_label"] == "A100" and "communication (mean per rank)" in data["changed_categories"]
+    assert data["a_label"] == "A100" and "comm (rank mean)" in data["changed_categories"]
     assert (tmp_path / "d.html").stat().st_size > 3_000_000 and "wrote" in res.stderr
     res = runner.invoke(cli, ["diff", a, b, "--json", "-o", str(tmp_path / "d.json")])
     assert res.stdout == "" and json.loads((tmp_path / "d.json").read_text())["format"] == "tracekit.replay_diff"
