@@ -344,8 +344,11 @@ def build_diff_html(diff: "ResultDiff", *, title: str | None = None) -> str:
             page.section(heading, page.figure(fig.figure), table(headers, rows, table_id="categories"))
         elif rows:
             page.section(heading, table(headers, rows, left_columns=1))
+        elif i == 1:
+            page.section(heading, para("No collective moved.", "note"))
         else:
-            page.section(heading, para("Nothing moved." if not diff.notes or i == 1 else "", "note"))
+            page.section(heading, para("No node moved." if diff.nodes_matched else
+                                       "Nodes were not compared (see the notes).", "note"))
     if diff.notes:
         page.section("Notes", *[note(t) for t in diff.notes])
     return page.render()

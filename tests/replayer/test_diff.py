@@ -49,6 +49,8 @@ def test_unmatched_collectives_and_missing_schedules_are_reported():
     assert d.nodes == () and d.nodes_matched == 0
     assert any("missing in B" in n for n in d.notes)
     assert any("different world sizes (2 and 3)" in n for n in d.notes)
+    page = build_diff_html(d)
+    assert "No collective moved." in page and "Nodes were not compared (see the notes)." in page
     with pytest.raises(ReplayError, match="top must be"):
         diff_results(a, a, top=-1)
 

@@ -70,6 +70,18 @@ def test_collective_table_lists_achieved_bandwidth(ws2_results):
     assert table.count("<tr>") == 1 + len(r.collective_summary())
 
 
+def test_report_shows_the_spec_stored_in_the_result(ws2_results):
+    from tracekit.replayer.hardware import load_spec
+
+    d = json.loads(ws2_results["dgx-a100"].read_text())
+    spec = load_spec("dgx-h100").fitted(2)  # deliberately not the replayed one: the page must show this
+    page = build_report_html({**d, "spec": spec.to_dict()})
+    assert "The spec the replay used (stored in the result)." in page
+    assert "H100" in page and "A100-SXM4-80GB" not in page.split('id="hardware-section"')[1]
+    reloaded = build_report_html(d)
+    assert "re-loaded now from" in reloaded and "fitted to 2 ranks" in reloaded
+
+
 def test_report_without_schedule_says_why_no_timeline(ws2_results):
     r = replace(load_result(ws2_results["dgx-a100"]), schedule=None)
     page = build_report_html(r.to_dict())
