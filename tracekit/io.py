@@ -42,6 +42,8 @@ except ImportError:  # pragma: no cover
     DecodeError = Exception  # type: ignore[assignment,misc]
 
 GZIP_MAGIC = b"\x1f\x8b"
+_UMASK = os.umask(0)
+os.umask(_UMASK)
 _RANK_RE = re.compile(r"\.(\d+)\.et(\.gz)?$")
 
 
@@ -57,6 +59,7 @@ def atomic_output(path: str | os.PathLike[str], mode: str = "wb") -> Iterator[IO
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
+        os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp creates 0600; give the file the usual permissions
         with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as fh:
             yield fh
         os.replace(tmp, target)
@@ -262,6 +265,61 @@ def trace_from_bytes(data: bytes, *, path: str | None = None, rank: int | None =
     return trace
 
 
+def read_metadata(path: str | os.PathLike[str]) -> Metadata:
+    """The GlobalMetadata of a `.et`/`.et.gz` file, reading only its first record.
+
+    Raises:
+        TraceFormatError: empty file, truncated or undecodable metadata record.
+    """
+    spath = os.fspath(path)
+    rank = rank_from_path(spath)
+    with open(spath, "rb") as raw:
+        head = raw.read(2)
+        raw.seek(0)
+        fh: IO[bytes] = gzip.open(raw, "rb") if head == GZIP_MAGIC else raw  # type: ignore[assignment]
+        prefix = fh.read(5)
+        if not prefix:
+            raise TraceFormatError("empty file: no GlobalMetadata record", path=spath, rank=rank)
+        length, shift, used = 0, 0, 0
+        for b in prefix:
+            used += 1
+            length |= (b & 0x7F) << shift
+            if b < 0x80:
+                break
+            shift += 7
+        else:
+            raise TraceFormatError("truncated or malformed metadata length prefix", byte_offset=0, path=spath,
+                                   rank=rank)
+        body = prefix[used:] + fh.read(max(0, length - (len(prefix) - used)))
+        if len(body) < length:
+            raise TraceFormatError(f"metadata record of {length} bytes runs past the end of the file",
+                                   byte_offset=0, path=spath, rank=rank)
+    m = pb.GlobalMetadata()
+    try:
+        m.ParseFromString(body[:length])
+    except DecodeError as exc:
+        raise TraceFormatError(f"undecodable GlobalMetadata message ({exc})", byte_offset=0, path=spath,
+                               rank=rank) from None
+    return metadata_from_pb(m)
+
+
+def encode_node(node: Node) -> bytes:
+    """One framed node record (varint length + ``Node`` message), for streaming writers.
+
+    Raises:
+        TracekitError: a field holds a value protobuf cannot encode.
+    """
+    try:
+        return frame(node_to_pb(node).SerializeToString())
+    except (TypeError, ValueError) as exc:
+        raise TracekitError(f"cannot encode node: {exc}", node_id=node.id) from None
+
+
+def encode_metadata(metadata: Metadata) -> bytes:
+    """The framed GlobalMetadata record that starts a `.et` file."""
+    return frame(metadata_to_pb(metadata).SerializeToString())
+
+
 def iter_nodes(path: str | os.PathLike[str]) -> Iterator[Node]:
     """Stream the nodes of a `.et`/`.et.gz` file without holding them all.
 
@@ -463,7 +521,7 @@ def write_traceset(traceset, prefix: str | os.PathLike[str], *, compress: bool =
 
 
 __all__ = [
-    "atomic_output", "encode_trace", "frame", "iter_nodes", "rank_from_path", "read_trace",
+    "atomic_output", "encode_metadata", "encode_node", "encode_trace", "frame", "iter_nodes", "read_metadata", "rank_from_path", "read_trace",
     "read_traceset", "split_records", "trace_from_bytes", "trace_paths", "write_bytes_atomic",
     "write_trace", "write_traceset", "Metadata",
 ]

@@ -14,7 +14,7 @@ import os
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any, Callable, Iterable, Sequence, TypeVar
 
-from tracekit.errors import ConfigError
+from tracekit.errors import ConfigError, TracekitError
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -100,7 +100,13 @@ def _ray_map(fn: Callable[[T], R], items: list[T], address: str | None,
         while pending:
             ready, pending = ray.wait(pending, num_returns=1)
             for ref in ready:
-                results[index[ref]] = ray.get(ref)
+                try:
+                    results[index[ref]] = ray.get(ref)
+                except ray.exceptions.RayTaskError as exc:  # re-raise our own errors as they were raised
+                    cause = getattr(exc, "cause", None)
+                    if isinstance(cause, TracekitError):
+                        raise cause from None
+                    raise
                 done += 1
                 if progress:
                     progress(done, len(items))

@@ -384,33 +384,6 @@ def _stages(transform: "Transform") -> list["Transform"]:
     return [transform]
 
 
-def _read_metadata(path: str, rank: int | None):
-    """The GlobalMetadata of a `.et`/`.et.gz` file, reading only its first record."""
-    import gzip
-
-    from tracekit.errors import TraceFormatError
-    from tracekit.io import GZIP_MAGIC, trace_from_bytes
-
-    with open(path, "rb") as raw:
-        fh: Any = gzip.open(raw, "rb") if raw.read(2) == GZIP_MAGIC else raw
-        if fh is raw:
-            raw.seek(0)
-        prefix = bytearray()
-        length, shift = 0, 0
-        while True:
-            b = fh.read(1)
-            if not b or shift > 35:
-                raise TraceFormatError("no complete GlobalMetadata record at the start of the file", byte_offset=0,
-                                       path=path, rank=rank)
-            prefix += b
-            length |= (b[0] & 0x7F) << shift
-            if b[0] < 0x80:
-                break
-            shift += 7
-        body = fh.read(length)
-    return trace_from_bytes(bytes(prefix) + body, path=path, rank=rank).metadata
-
-
 def transform_stream(src: str | os.PathLike[str], dst: str | os.PathLike[str], transform: "Transform", *,
                      rank: int | None = None) -> StreamStats:
     """Apply a streamable transform to one rank file, node by node, writing ``dst`` atomically.
@@ -426,8 +399,7 @@ def transform_stream(src: str | os.PathLike[str], dst: str | os.PathLike[str], t
             or a removal meets a dependency on a later node.
         TraceFormatError: a bad input record.
     """
-    from tracekit._codec import metadata_to_pb, node_to_pb
-    from tracekit.io import atomic_output, frame, iter_nodes, rank_from_path
+    from tracekit.io import atomic_output, encode_metadata, encode_node, iter_nodes, rank_from_path, read_metadata
     from tracekit.transforms.base import stamp_provenance
     from tracekit.traceset import TraceSet
 
@@ -439,7 +411,7 @@ def transform_stream(src: str | os.PathLike[str], dst: str | os.PathLike[str], t
         raise TransformError(f"{', '.join(bad)} cannot stream (it needs the whole graph or job); streamable: "
                              f"{', '.join(STREAMABLE_TRANSFORMS)}; run it without streaming", path=spath, rank=rank)
     steps = [s.describe() for s in stages]
-    metadata = _read_metadata(spath, rank)
+    metadata = read_metadata(spath)
     stamped = stamp_provenance(TraceSet({rank: ExecutionTrace([], metadata, rank=rank)}, {}), steps, spath)
     metadata = stamped[rank].metadata
 
@@ -460,12 +432,12 @@ def transform_stream(src: str | os.PathLike[str], dst: str | os.PathLike[str], t
             nodes = _remove_stage(nodes, stage, rank, removed, where)
     written = 0
     with atomic_output(dst, "wb") as fh:
-        fh.write(frame(metadata_to_pb(metadata).SerializeToString()))
+        fh.write(encode_metadata(metadata))
         for node in nodes:
             try:
-                fh.write(frame(node_to_pb(node).SerializeToString()))
-            except (TypeError, ValueError) as exc:
-                raise TracekitError(f"cannot encode node: {exc}", node_id=node.id, rank=rank, path=spath) from None
+                fh.write(encode_node(node))
+            except TracekitError as exc:
+                raise exc.with_context(rank=rank, path=spath) from None
             written += 1
     return StreamStats(Path(dst), counts[0], written, removed[0])
 

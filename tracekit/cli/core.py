@@ -60,8 +60,11 @@ def info(traces: str, rank: int | None, as_json: bool) -> None:
 @click.option("--executor", type=click.Choice(["process", "serial", "ray"]), default=None,
               help="How ranks are checked in parallel (default: process pool from 8 ranks on).")
 @click.option("--address", default=None, help="Ray cluster address with --executor ray.")
+@click.option("--stream", is_flag=True,
+              help="Check each rank file in one streaming pass (for files larger than memory; per-rank checks "
+                   "only, no cross-rank collective order).")
 def validate(traces: str, rank: int | None, as_json: bool, workers: int | None, executor: str | None,
-             address: str | None) -> None:
+             address: str | None, stream: bool) -> None:
     """Check traces: ids, dependencies, cycles, node attributes, process groups, collective order.
 
     Ranks are read and checked one at a time per worker (only each rank's findings are
@@ -76,9 +79,20 @@ def validate(traces: str, rank: int | None, as_json: bool, workers: int | None, 
     from tracekit.validate import validate_files
 
     pairs = _pairs(traces, rank)
-    if executor is None:
-        executor = "process" if len(pairs) >= 8 and (workers or 2) > 1 else "serial"
-    report = validate_files(pairs, executor=executor, max_workers=workers, ray_address=address)
+    if stream:
+        from tracekit.streaming import validate_stream
+        from tracekit.validate import ValidationReport
+
+        report = ValidationReport()
+        for r, path in pairs:
+            sub = validate_stream(path, rank=r)
+            report.add(*sub.issues)
+            report.checked_ranks += 1
+            report.checked_nodes += sub.checked_nodes
+    else:
+        if executor is None:
+            executor = "process" if len(pairs) >= 8 and (workers or 2) > 1 else "serial"
+        report = validate_files(pairs, executor=executor, max_workers=workers, ray_address=address)
     if as_json:
         import orjson
 

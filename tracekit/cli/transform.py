@@ -61,6 +61,9 @@ def _steps_from_options(opts: dict) -> list:
 @click.option("--strong", is_flag=True, help="With --dp: strong scaling (global batch fixed); default weak.")
 @click.option("--compact", is_flag=True, help="Merge compute chains and drop redundant dependencies.")
 @click.option("--compress", is_flag=True, help="Write .et.gz files.")
+@click.option("--stream", is_flag=True,
+              help="Transform each rank file node by node (files larger than memory). Only per-node steps "
+                   "stream: --scale-compute, --retarget, --scale-comm, --drop-cpu-ops.")
 def transform(traces: str | None, output: str | None, pipeline_file: str | None, **opts) -> None:
     """Rewrite the trace set IN and write it to OUT.<rank>.et.
 
@@ -80,6 +83,7 @@ def transform(traces: str | None, output: str | None, pipeline_file: str | None,
     from tracekit.transforms import Pipeline, load_pipeline
 
     compress = opts.pop("compress")
+    stream = opts.pop("stream")
     steps = []
     if pipeline_file is not None:
         pf = load_pipeline(pipeline_file)
@@ -93,6 +97,9 @@ def transform(traces: str | None, output: str | None, pipeline_file: str | None,
         raise ConfigError("no output: give -o OUT or an output in the pipeline file")
     if not steps:
         raise ConfigError("no transform given (see tracekit transform --help)")
+    if stream:
+        _transform_streaming(traces, output, Pipeline(steps), compress)
+        return
     ts = read_traceset(traces)
     nodes_in = sum(len(t) for t in ts)
     pipe = Pipeline(steps)
@@ -104,6 +111,27 @@ def transform(traces: str | None, output: str | None, pipeline_file: str | None,
     sys.stdout.write(f"wrote {len(paths)} ranks to {output}.<rank>.et{'.gz' if compress else ''}: "
                      f"{len(ts)} -> {len(out)} ranks, {nodes_in} -> {nodes_out} nodes "
                      f"({', '.join(s.describe()['transform'] for s in steps)})\n")
+
+
+def _transform_streaming(traces: str, output: str, pipe, compress: bool) -> None:
+    """Streaming path of ``transform --stream``: one rank file at a time, node by node."""
+    from tracekit.cli._common import progress
+    from tracekit.errors import TransformError
+    from tracekit.io import trace_paths
+    from tracekit.streaming import streamable, transform_stream
+
+    if not streamable(pipe):
+        raise TransformError("these steps cannot stream (they need the whole graph or job): "
+                             + ", ".join(s.describe()["transform"] for s in pipe.steps if not streamable(s)))
+    if compress:
+        raise TransformError("--stream writes plain .et files; compress afterwards or drop --stream")
+    pairs = trace_paths(traces)
+    nodes_in = nodes_out = 0
+    for rank, path in progress(pairs, "transforming rank files"):
+        stats = transform_stream(path, f"{output}.{rank}.et", pipe, rank=rank)
+        nodes_in += stats.nodes_in
+        nodes_out += stats.nodes_out
+    sys.stdout.write(f"wrote {len(pairs)} ranks to {output}.<rank>.et (streamed): {nodes_in} -> {nodes_out} nodes\n")
 
 
 COMMANDS = [transform]
