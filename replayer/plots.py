@@ -315,16 +315,21 @@ def _add_critical_path(go, fig, result, by_rank, row_of) -> None:
 
 
 def diff_figure(diff: "ResultDiff") -> Figure:
-    """Grouped bars of each category's time in run A and run B (ms)."""
+    """Horizontal bars: each category's change from run A to run B, in percent of A.
+
+    Percentages make small categories that moved visible next to large ones
+    that did not; the hover shows both values.  Green: B is faster, red: slower.
+    """
     go = _go()
-    names = [c.name for c in diff.categories]
-    fig = go.Figure()
-    fig.add_trace(go.Bar(x=names, y=[c.a_ns / _NS_PER_MS for c in diff.categories], name=diff.a_label,
-                         marker_color="#4c78a8"))
-    fig.add_trace(go.Bar(x=names, y=[c.b_ns / _NS_PER_MS for c in diff.categories], name=diff.b_label,
-                         marker_color="#f58518"))
-    fig.update_layout(barmode="group", yaxis_title="time (ms)", legend_orientation="h", legend_y=1.12,
-                      margin=dict(l=60, r=20, t=40, b=90), height=380)
+    cats = list(reversed(diff.categories))  # first category on top
+    pct = [100.0 * c.delta_ns / c.a_ns if c.a_ns else 0.0 for c in cats]
+    text = [f"{c.name}: {fmt_ns(c.a_ns)} -> {fmt_ns(c.b_ns)}" for c in cats]
+    colours = ["#54a24b" if p < 0 else "#e45756" if p > 0 else "#bbbbbb" for p in pct]
+    fig = go.Figure(go.Bar(x=pct, y=[c.name for c in cats], orientation="h", marker_color=colours,
+                           text=[f"{p:+.2f}%" for p in pct], textposition="auto", hovertext=text,
+                           hoverinfo="text", name="change"))
+    fig.update_layout(xaxis_title=f"change from {diff.a_label} to {diff.b_label} (% of {diff.a_label})",
+                      margin=dict(l=220, r=60, t=30, b=50), height=60 + 34 * len(cats), showlegend=False)
     return Figure(fig)
 
 
