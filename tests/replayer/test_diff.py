@@ -32,6 +32,12 @@ def test_toy_diff_closed_form():
     assert [(n.rank, n.node_id, n.kind, n.delta_ns) for n in d.nodes] == [(0, 2, "comm", 50.0), (1, 12, "comm", 50.0)]
     assert d.nodes[0].name == "allreduce"  # named from the critical path
     assert d.nodes_matched == 4 and (d.a_label, d.b_label) == ("slow", "fast")
+    from tracekit.replayer.plots import diff_figure
+
+    bars = diff_figure(d).figure.data[0]
+    pct = dict(zip(bars.y, bars.x))
+    assert pct["iteration time"] == pytest.approx(100 / 3) and pct["comm (rank mean)"] == pytest.approx(100.0)
+    assert pct["compute (rank mean)"] == 0.0 and bars.y[-1] == "iteration time"  # drawn on top
 
 
 def test_identical_runs_change_nothing():
