@@ -40,9 +40,11 @@ def report(result_path: str, output: str, max_ranks: int, title: str | None, png
     table with achieved bus bandwidth, the hardware spec and the provenance.
     Large jobs are aggregated and the page says where.
 
+    The timeline needs the per-node schedule: replay with --with-schedule.
+
     \b
     Example:
-      tracekit replay out/job --hw dgx-a100 --json out/a100.json
+      tracekit replay out/job --hw dgx-a100 --json out/a100.json --with-schedule
       tracekit report out/a100.json -o out/a100.html
     """
     from tracekit.replayer.report import load_result, write_report
