@@ -96,8 +96,10 @@ def parse_pg_json(text: str, *, path: str | None = None, rank: int | None = None
 def groups_from_trace(trace: "ExecutionTrace") -> dict[str, tuple[int, ...]]:
     """Process groups declared by the trace's ``process_group:init`` node(s), if any."""
     groups: dict[str, tuple[int, ...]] = {}
-    for node in trace.nodes:
-        if PG_INIT_NAME in node.name and node.inputs is not None and node.inputs.values:
+    names = trace.columns().names
+    for pos in [i for i, name in enumerate(names) if PG_INIT_NAME in name]:  # decode only the candidates
+        node = trace.node_at(pos)
+        if node.inputs is not None and node.inputs.values:
             groups.update(parse_pg_json(node.inputs.values, path=trace.path, rank=trace.rank, node_id=node.id))
     return groups
 

@@ -361,14 +361,21 @@ class ExecutionTrace:
             return trace
         return ExecutionTrace(self._nodes, metadata, rank=self.rank, path=None)
 
+    def node_at(self, position: int) -> Node:
+        """The node at ``position`` (file order), decoding only that record for a trace read from a file."""
+        if self._nodes is None:
+            from tracekit._codec import node_from_pb
+
+            return node_from_pb(self._encoded.decode_one(position))
+        return self._nodes[position]
+
     def node_by_id(self, node_id: int) -> Node:
         """The node with id ``node_id``.
 
         Raises:
             ValidationError: no such node.
         """
-        pos = self.graph().position_of(node_id)
-        return self.nodes[pos]
+        return self.node_at(self.graph().position_of(node_id))
 
     # ----- indexes ----------------------------------------------------------------------
     def columns(self) -> "NodeColumns":

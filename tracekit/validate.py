@@ -200,7 +200,7 @@ class RankFindings:
     path: str | None
     nodes: int
     issues: tuple[Issue, ...]
-    collectives: dict[str, list[tuple[int, int, int]]]
+    collectives: dict[str, np.ndarray]  # per group: int64[K, 3] rows (node_id, comm_type, comm_bytes)
     declared_groups: dict[str, tuple[int, ...]]
 
 
@@ -208,7 +208,8 @@ def check_rank(trace: ExecutionTrace) -> RankFindings:
     """The per-rank pass of :func:`validate_traceset` on one trace."""
     sub = validate_trace(trace)
     issues = list(sub.issues)
-    collectives = rank_collectives(trace) if sub.ok else {}
+    collectives = {name: np.asarray(seq, dtype=np.int64).reshape(-1, 3)
+                   for name, seq in (rank_collectives(trace) if sub.ok else {}).items()}
     try:
         declared = trace.process_groups()
     except ValidationError as exc:
@@ -290,41 +291,44 @@ def _cross_rank(findings: Sequence[RankFindings], groups: dict[str, tuple[int, .
         for name, seq in f.collectives.items():
             if name not in groups:
                 report.add(Issue("process-groups", ERROR, f"collective names undeclared process group {name!r}",
-                                 f.path, rank, seq[0][0]))
+                                 f.path, rank, int(seq[0][0])))
             elif rank not in groups[name]:
                 report.add(Issue("process-groups", ERROR,
                                  f"rank {rank} issues a collective on group {name!r} it is not a member of "
-                                 f"({list(groups[name])[:16]})", f.path, rank, seq[0][0]))
+                                 f"({list(groups[name])[:16]})", f.path, rank, int(seq[0][0])))
     for name, members in groups.items():
         members = [r for r in members if r in by_rank]  # only ranks with a trace can be compared
         if len(members) < 2:
             continue
         ref_rank = members[0]
-        ref = by_rank[ref_rank].collectives.get(name, [])
+        empty = np.zeros((0, 3), dtype=np.int64)
+        ref = by_rank[ref_rank].collectives.get(name, empty)
         for r in members[1:]:
-            issue = _first_divergence(name, ref_rank, ref, r, by_rank[r].collectives.get(name, []), by_rank)
+            issue = _first_divergence(name, ref_rank, ref, r, by_rank[r].collectives.get(name, empty), by_rank)
             if issue is not None:
                 report.add(issue)
     return report
 
 
-def _describe(entry: tuple[int, int, int]) -> str:
-    _, ct, size = entry
+def _describe(entry) -> str:
+    ct, size = int(entry[1]), int(entry[2])
     tname = CollectiveType(ct).name if ct in CollectiveType._value2member_map_ else str(ct)
     return f"{tname} of {size} bytes"
 
 
-def _first_divergence(name: str, ref_rank: int, ref: list, r: int, other: list,
+def _first_divergence(name: str, ref_rank: int, ref: np.ndarray, r: int, other: np.ndarray,
                       by_rank: dict[int, RankFindings]) -> Issue | None:
-    for k, (a, b) in enumerate(zip(ref, other)):
-        if a[1:] != b[1:]:
-            return Issue("collective-order", ERROR,
-                         f"group {name!r}: collective #{k} is {_describe(b)} here but {_describe(a)} on rank "
-                         f"{ref_rank} (node {a[0]})", by_rank[r].path, r, b[0])
+    k = min(len(ref), len(other))
+    differ = np.flatnonzero((ref[:k, 1:] != other[:k, 1:]).any(axis=1))
+    if len(differ):
+        i = int(differ[0])
+        a, b = ref[i], other[i]
+        return Issue("collective-order", ERROR,
+                     f"group {name!r}: collective #{i} is {_describe(b)} here but {_describe(a)} on rank "
+                     f"{ref_rank} (node {int(a[0])})", by_rank[r].path, r, int(b[0]))
     if len(ref) != len(other):
         longer, lrank = (ref, ref_rank) if len(ref) > len(other) else (other, r)
-        k = min(len(ref), len(other))
         return Issue("collective-order", ERROR,
                      f"group {name!r}: rank {ref_rank} issues {len(ref)} collectives, rank {r} issues {len(other)}; "
-                     f"first unmatched is #{k}: {_describe(longer[k])}", by_rank[lrank].path, lrank, longer[k][0])
+                     f"first unmatched is #{k}: {_describe(longer[k])}", by_rank[lrank].path, lrank, int(longer[k][0]))
     return None
