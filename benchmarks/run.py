@@ -60,7 +60,12 @@ def main(argv: list[str]) -> int:
         print(f"== {name}", flush=True)
         results["benchmarks"][name] = run_one(name)
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "results.json").write_text(json.dumps(results, indent=2, default=str) + "\n")
+    path = RESULTS / "results.json"
+    if argv and path.exists():  # a partial run updates its benchmarks and keeps the others' figures
+        previous = json.loads(path.read_text())
+        previous.get("benchmarks", {}).update(results["benchmarks"])
+        results["benchmarks"] = previous["benchmarks"]
+    path.write_text(json.dumps(results, indent=2, default=str) + "\n")
     from rich.console import Console
     from rich.table import Table
 
