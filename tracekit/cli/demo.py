@@ -1,27 +1,38 @@
 """`make demo`: the main job on the bundled real traces.
 
-Steps (each printed as it runs): summarise and validate the bundled Chakra
-traces; then, where the producers and the replayer are installed, convert the
-bundled PyTorch traces, replay them on a preset and write the reports.
+Steps, each printed as the command a user would type:
+
+1. convert the bundled 2-rank gloo capture (PyTorch ET + Kineto of a DDP
+   training step with explicit collectives and send/recv) into Chakra traces;
+2. validate the converted set (including the cross-rank collective order);
+3. replay it on the DGX A100 preset: summary on stdout, full result as JSON,
+   a Perfetto timeline, and the HTML report (with a PNG screenshot when a
+   headless Chromium is installed);
+4. ask a what-if: the same job on DGX H100, and the diff of the two replays;
+5. replay the bundled ASTRA-sim all-reduce traces with the ASTRA-sim
+   compatible model on an imported ASTRA-sim config.
+
+Outputs go to ``--out`` (default ``demo_out/``).
 """
 
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 from pathlib import Path
 
 from tracekit.cli import cli
-from tracekit.cli._common import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "sample_traces"
+ASTRA_CONFIG = ROOT / "tests" / "data" / "astra"
 
 
 def _step(title: str, args: list[str]) -> None:
-    print(f"\n$ tracekit {' '.join(args)}", flush=True)
+    print(f"\n## {title}\n$ tracekit {' '.join(args)}", flush=True)
     try:
-        run_cli(cli, args)
+        cli.main(args=args, prog_name="tracekit", standalone_mode=True)
     except SystemExit as exc:
         if exc.code not in (0, None):
             print(f"demo step failed: {title} (exit {exc.code})", file=sys.stderr)
@@ -29,19 +40,38 @@ def _step(title: str, args: list[str]) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--out", default="demo_out", help="output folder")
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", default="demo_out", help="output folder (default: demo_out)")
     ns = parser.parse_args(argv)
     out = Path(ns.out)
-    out.mkdir(parents=True, exist_ok=True)
-    chakra = SAMPLES / "chakra"
-    _step("summarise", ["info", str(chakra / "all_reduce")])
-    _step("validate", ["validate", str(chakra / "all_reduce")])
-    _step("summarise a larger real trace", ["info", str(chakra / "feeder.0.et")])
-    _step("dump to JSON", ["dump", str(chakra / "all_reduce.0.et"), "-o", str(out / "all_reduce.0.json")])
-    _step("load back", ["load", str(out / "all_reduce.0.json"), "-o", str(out / "all_reduce.0.et")])
-    same = (out / "all_reduce.0.et").read_bytes() == (chakra / "all_reduce.0.et").read_bytes()
-    print(f"JSON round trip byte-identical: {same}")
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    job = out / "ddp" / "job"
+    pt = SAMPLES / "pytorch" / "dist_ws2"
+    _step("convert a real 2-rank PyTorch capture (ET + Kineto, gloo)",
+          ["convert", "pytorch", "--et", str(pt / "et_rank*.json"), "--kineto", str(pt / "kineto_rank*.json"),
+           "-o", str(job)])
+    _step("validate it", ["validate", str(job)])
+    _step("replay it on a DGX A100", [
+        "replay", str(job), "--hw", "dgx-a100", "--json", str(out / "a100.json"), "--with-schedule",
+        "--timeline", str(out / "a100.timeline.json")])
+    report_args = ["report", str(out / "a100.json"), "-o", str(out / "a100.report.html")]
+    if shutil.which("chromium") or Path("/usr/bin/chromium").exists():
+        report_args += ["--screenshot", str(out / "a100.report.png")]
+    _step("HTML report", report_args)
+    _step("what if: the same job on a DGX H100", [
+        "replay", str(job), "--hw", "dgx-h100", "--json", str(out / "h100.json"), "--with-schedule"])
+    _step("what changed", ["diff", str(out / "a100.json"), str(out / "h100.json"), "--labels", "A100,H100"])
+    system, network = ASTRA_CONFIG / "system_ring_splits1.json", ASTRA_CONFIG / "network_ring_4.yml"
+    if system.exists() and network.exists():
+        spec = out / "astra_ring4.toml"
+        _step("import an ASTRA-sim config", ["hw", "import-astra", "--system", str(system), "--network",
+                                             str(network), "-o", str(spec)])
+        _step("replay ASTRA-sim's own all-reduce traces, ASTRA-sim compatible model",
+              ["replay", str(SAMPLES / "chakra" / "all_reduce"), "--hw", str(spec)])
+    print(f"\nOutputs in {out}/: converted traces (ddp/), replay results (*.json), Perfetto timeline "
+          f"(a100.timeline.json: open at ui.perfetto.dev), HTML report (a100.report.html)")
 
 
 if __name__ == "__main__":
