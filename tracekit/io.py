@@ -265,6 +265,13 @@ def trace_from_bytes(data: bytes, *, path: str | None = None, rank: int | None =
     return trace
 
 
+def _maybe_gunzip(raw: IO[bytes]) -> IO[bytes]:
+    """A reader of ``raw``'s content, decompressing when it starts with the gzip magic."""
+    head = raw.read(2)
+    raw.seek(0)
+    return gzip.open(raw, "rb") if head == GZIP_MAGIC else raw  # type: ignore[return-value]
+
+
 def read_metadata(path: str | os.PathLike[str]) -> Metadata:
     """The GlobalMetadata of a `.et`/`.et.gz` file, reading only its first record.
 
@@ -274,9 +281,7 @@ def read_metadata(path: str | os.PathLike[str]) -> Metadata:
     spath = os.fspath(path)
     rank = rank_from_path(spath)
     with open(spath, "rb") as raw:
-        head = raw.read(2)
-        raw.seek(0)
-        fh: IO[bytes] = gzip.open(raw, "rb") if head == GZIP_MAGIC else raw  # type: ignore[assignment]
+        fh = _maybe_gunzip(raw)
         prefix = fh.read(5)
         if not prefix:
             raise TraceFormatError("empty file: no GlobalMetadata record", path=spath, rank=rank)
@@ -332,9 +337,7 @@ def iter_nodes(path: str | os.PathLike[str]) -> Iterator[Node]:
     spath = os.fspath(path)
     rank = rank_from_path(spath)
     with open(spath, "rb") as raw:
-        head = raw.read(2)
-        raw.seek(0)
-        fh: IO[bytes] = gzip.open(raw, "rb") if head == GZIP_MAGIC else raw  # type: ignore[assignment]
+        fh = _maybe_gunzip(raw)
         offset = 0
         index = 0
         last = None

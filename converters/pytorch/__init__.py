@@ -15,13 +15,12 @@ Kineto files are paired by rank.  See :mod:`.et_reader`, :mod:`.linker`,
 
 from __future__ import annotations
 
-import gc
 import os
 import re
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
+from tracekit.converters.pytorch.kineto_reader import paused_gc
 from tracekit.errors import ConversionError, TracekitError
 
 _RANK_IN_NAME = re.compile(r"rank[_-]?(\d+)", re.IGNORECASE)
@@ -43,23 +42,6 @@ def rank_in_name(path: str | os.PathLike[str]) -> int | None:
     return int(m.group(1)) if m else None
 
 
-@contextmanager
-def _gc_paused():
-    """Pause the cyclic garbage collector while building many small objects.
-
-    Conversion allocates hundreds of thousands of acyclic objects; CPython's
-    generational collector would otherwise rescan them repeatedly (measured:
-    the param-resnet pair converts in 1.6 s instead of 4.2 s).
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
 def convert_rank(et_path: str | os.PathLike[str], kineto_path: str | os.PathLike[str] | None = None, *,
                  rank: int | None = None, allow_unlinked: bool = False):
     """Convert one rank's ET, linking its Kineto trace when given.
@@ -78,7 +60,7 @@ def convert_rank(et_path: str | os.PathLike[str], kineto_path: str | os.PathLike
     from tracekit.converters.pytorch.kineto_reader import read_kineto
     from tracekit.converters.pytorch.linker import link
 
-    with _gc_paused():
+    with paused_gc():  # measured: the param-resnet pair converts in 1.6 s instead of 4.2 s
         et = read_et(et_path)
         kineto = linkage = None
         if kineto_path is not None:

@@ -6,13 +6,14 @@ from typing import Any
 
 
 def _fmt_ns(ns: float) -> str:
+    """Nanoseconds for people: s, ms, us or ns with three decimals."""
     if ns >= 1e9:
-        return f"{ns / 1e9:.3f} s"
+        return f"{ns / 1e9:,.3f} s"
     if ns >= 1e6:
-        return f"{ns / 1e6:.3f} ms"
+        return f"{ns / 1e6:,.3f} ms"
     if ns >= 1e3:
-        return f"{ns / 1e3:.3f} us"
-    return f"{ns:.0f} ns"
+        return f"{ns / 1e3:,.3f} us"
+    return f"{ns:,.0f} ns"
 
 
 def _fmt_bytes(n: float) -> str:

@@ -9,24 +9,9 @@ import click
 from tracekit.cli._common import CONTEXT_SETTINGS, err_console, out_console
 
 TRACES_HELP = "A trace-set prefix (dir/job for dir/job.<rank>.et), a glob, a directory or one trace file."
+from tracekit.cli._render import _fmt_bytes, _fmt_ns  # noqa: E402 - one place for human units
+
 MAX_RANK_ROWS = 16
-
-
-def _fmt_ns(ns: float) -> str:
-    if ns >= 1e9:
-        return f"{ns / 1e9:,.3f} s"
-    if ns >= 1e6:
-        return f"{ns / 1e6:,.3f} ms"
-    if ns >= 1e3:
-        return f"{ns / 1e3:,.3f} us"
-    return f"{ns:,.0f} ns"
-
-
-def _fmt_bytes(n: float) -> str:
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n >= scale:
-            return f"{n / scale:.2f} {unit}"
-    return f"{int(n)} B"
 
 
 def _pct(part: float, whole: float) -> str:
