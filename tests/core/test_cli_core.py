@@ -1,0 +1,52 @@
+"""`tracekit info/dump/load` through click's CliRunner (stdout and stderr checked apart), and the feeder JSON form."""
+
+from __future__ import annotations
+
+import json
+
+from click.testing import CliRunner
+
+from tracekit.cli import cli
+from tracekit.io import read_trace
+
+
+def test_info_json_counts_of_the_chakra_feeder_trace(samples_dir):
+    res = CliRunner().invoke(cli, ["info", "--json", str(samples_dir / "chakra" / "feeder.0.et")])
+    assert res.exit_code == 0 and res.stderr == ""
+    doc = json.loads(res.stdout)
+    (rank,) = doc["per_rank"]
+    assert (doc["nodes"], rank["data_deps"], rank["ctrl_deps"]) == (3664, 181878, 3664)
+    assert rank["nodes_by_type"] == {"COMM_COLL_NODE": 21, "COMP_NODE": 3643}
+    assert rank["comm_bytes_by_collective"]["BROADCAST"] == 212480 + 424
+
+
+def test_info_table_names_every_rank(samples_dir):
+    res = CliRunner().invoke(cli, ["info", str(samples_dir / "chakra" / "all_reduce")])
+    assert res.exit_code == 0
+    assert "4 rank(s), 4 nodes" in res.stdout and "1.00 MiB" in res.stdout
+
+
+def test_dump_then_load_is_byte_identical(samples_dir, tmp_path):
+    src = samples_dir / "chakra" / "custom_allreduce.1.et"
+    runner = CliRunner()
+    assert runner.invoke(cli, ["dump", str(src), "-o", str(tmp_path / "c.json")]).exit_code == 0
+    json.loads((tmp_path / "c.json").read_text())  # one valid JSON document
+    assert runner.invoke(cli, ["load", str(tmp_path / "c.json"), "-o", str(tmp_path / "c.1.et")]).exit_code == 0
+    assert (tmp_path / "c.1.et").read_bytes() == src.read_bytes()
+
+
+def test_feeder_json_form_reads_ids_deps_and_runtimes(samples_dir):
+    trace = read_trace(samples_dir / "chakra" / "small_chakra.0.json")
+    assert [n.id for n in trace.nodes] == [216, 217, 430, 432, 433, 435, 541]
+    first, second = trace.nodes[0], trace.nodes[1]
+    assert first.duration_ns == 318_000 and second.data_deps == [216] and second.ctrl_deps == [3]
+    assert first.is_cpu_op is True and trace.nodes[5].type == 7  # ncclKernel broadcast: COMM_COLL
+
+
+def test_feeder_json_and_et_of_the_same_trace_agree(real_dir):
+    d = real_dir / "chakra" / "chakra-feeder-tests"
+    a, b = read_trace(d / "chakra.0.json").columns(), read_trace(d / "chakra.0.et").columns()
+    assert len(a) == len(b) == 3664
+    assert a.ids.tolist() == b.ids.tolist()
+    assert a.data_ids.tolist() == b.data_ids.tolist()
+    assert a.duration_ns.tolist() == b.duration_ns.tolist()
