@@ -50,3 +50,13 @@ def test_feeder_json_and_et_of_the_same_trace_agree(real_dir):
     assert a.ids.tolist() == b.ids.tolist()
     assert a.data_ids.tolist() == b.data_ids.tolist()
     assert a.duration_ns.tolist() == b.duration_ns.tolist()
+
+
+def test_shell_completion_lists_commands():
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, COMP_WORDS="tracekit rep", COMP_CWORD="1", _TRACEKIT_COMPLETE="bash_complete")
+    out = subprocess.run([sys.executable, "-m", "tracekit.cli._main"], env=env, capture_output=True, text=True)
+    assert out.stdout.split() == ["plain,replay", "plain,report"]
