@@ -70,8 +70,27 @@ def replay(traceset: "TraceSet", spec: "HardwareSpec | str | os.PathLike[str]", 
     else:
         check_spec_size(traceset, spec)
     fitted = effective_spec(spec, options, traceset.world_size)
+    fold_info = None
+    if options.fold:
+        from tracekit.replayer.folding import FoldInfo, NotFoldable, plan_folding, replay_folded, scan_rank
+
+        try:
+            if len(traceset) != traceset.world_size:
+                raise NotFoldable("the trace set is not ranks 0..N-1")
+            scans = {r: scan_rank(traceset[r]) for r in traceset.ranks}
+            plan = plan_folding(scans, traceset.process_groups, fitted, options)
+        except NotFoldable as exc:
+            fold_info = FoldInfo(len(traceset), len(traceset), str(exc))
+            log.info("not folding: %s", exc)
+        else:
+            return replay_folded(traceset, fitted, options, plan)
     program = compile_program(traceset, fitted, options)
     log.info("replaying %d nodes on %d ranks (%s, %s model)", program.n, len(program.layouts), fitted.name,
              program.model_name)
     schedule = simulate(program)
-    return build_result(program, schedule, traceset)
+    result = build_result(program, schedule, traceset)
+    if fold_info is not None:
+        from dataclasses import replace
+
+        result = replace(result, folding=fold_info)
+    return result

@@ -82,12 +82,18 @@ class ReplayOptions:
         streams: ``trace`` (host threads and streams from the ``tid`` and
             ``stream`` attributes) or ``single`` (one of each per rank).
         check: run the up-front checks (:mod:`.checks`) first.
+        fold: simulate one representative per class of ranks with provably
+            identical timelines (:mod:`.folding`) and expand the results;
+            the result is the unfolded one to the bit.  Falls back to an
+            unfolded replay when equivalence cannot be proven
+            (``ReplayResult.folding.reason`` says why).
     """
 
     collective_model: str | None = None
     compute_scale: float | None = None
     streams: str = "trace"
     check: bool = True
+    fold: bool = True
 
     def __post_init__(self) -> None:
         from tracekit.errors import ConfigError
@@ -156,6 +162,8 @@ class Instance:
         nodes: global node index per member (-1: the member never issues it).
         seq: k for collectives (the k-th on its group), the tag for p2p.
         cost: filled in by :meth:`ReplayProgram.cost_of`.
+        link_ranks: whose links the data phase loads, when not ``ranks``
+            (a folded program: each member's class representative; see :mod:`.folding`).
     """
 
     kind: str
@@ -166,6 +174,7 @@ class Instance:
     nodes: list[int]
     seq: int
     cost: CommCost | None = None
+    link_ranks: tuple[int, ...] | None = None
 
 
 @dataclass
@@ -190,6 +199,7 @@ class ReplayProgram:
     compute_methods: dict[str, int] = field(default_factory=dict)
     measured_ns: np.ndarray | None = None
     roots: list[int] = field(default_factory=list)
+    rank_compute_methods: dict[int, dict[str, int]] = field(default_factory=dict)
 
     @property
     def n(self) -> int:
@@ -481,8 +491,13 @@ class _Coster:
 # ----- the whole set ------------------------------------------------------------------------
 
 
-def compile_program(traceset: "TraceSet", spec: "HardwareSpec", options: ReplayOptions) -> ReplayProgram:
+def compile_program(traceset: "TraceSet", spec: "HardwareSpec", options: ReplayOptions, *,
+                    plan: Any = None) -> ReplayProgram:
     """Compile ``traceset`` for replay on ``spec`` (already fitted, see :func:`effective_spec`).
+
+    With ``plan`` (a :class:`tracekit.replayer.folding.FoldPlan`) only the
+    plan's representative ranks are compiled and the communication instances
+    are the plan's folded ones (members replaced by their representatives).
 
     Raises:
         ValidationError: a dependency cycle, a bad attribute value, undeclared process groups.
@@ -496,8 +511,10 @@ def compile_program(traceset: "TraceSet", spec: "HardwareSpec", options: ReplayO
     kinds, durs, ress, preds, succ_ptrs, succs, chains, measured = [], [], [], [], [], [], [], []
     resource_rank: list[int] = []
     counts: dict[str, int] = {}
+    rank_counts: dict[int, dict[str, int]] = {}
     offset = 0
-    for rank in traceset.ranks:
+    compiled_ranks = traceset.ranks if plan is None else plan.reps
+    for rank in compiled_ranks:
         trace = traceset[rank]
         cols = trace.columns()
         graph = trace.graph()
@@ -507,7 +524,10 @@ def compile_program(traceset: "TraceSet", spec: "HardwareSpec", options: ReplayO
         graph.topological_order()  # raises ValidationError naming a cycle
         kind, cls, sub = _classify(cols, options.streams)
         res, names = _resources(cls, sub)
-        dur = _compute_durations(cols, kind, compute, trace, counts)
+        rank_counts[rank] = {}
+        dur = _compute_durations(cols, kind, compute, trace, rank_counts[rank])
+        for name, c in rank_counts[rank].items():
+            counts[name] = counts.get(name, 0) + c
         n = len(kind)
         layouts[rank] = RankLayout(rank, trace.path, offset, cols.ids, kind, res, names, len(resource_rank))
         resource_rank.extend([rank] * len(names))
@@ -526,12 +546,21 @@ def compile_program(traceset: "TraceSet", spec: "HardwareSpec", options: ReplayO
     instance_of = np.full(offset, -1, dtype=np.int64)
     notes: dict[int, str] = {}
     instances: list[Instance] = []
-    _match_collectives(traceset, layouts, notes, instances, instance_of)
-    _match_p2p(traceset, layouts, notes, instances, instance_of)
+    if plan is None:
+        _match_collectives(traceset, layouts, notes, instances, instance_of)
+        _match_p2p(traceset, layouts, notes, instances, instance_of)
+    else:
+        for f in plan.folded:
+            nodes = [layouts[r].offset + p for r, p in f.nodes]
+            iid = len(instances)
+            instances.append(Instance(f.kind, f.comm_type, f.comm_bytes, f.pg_name, f.ranks, nodes, f.seq,
+                                      link_ranks=f.link_ranks))
+            for g in nodes:
+                instance_of[g] = iid
     pred_count = cat(preds, np.int64)
     program = ReplayProgram(
         spec=spec, options=options, model_name=model_name,
-        layouts=[layouts[r] for r in traceset.ranks],
+        layouts=[layouts[r] for r in compiled_ranks],
         kind=cat(kinds, np.int64).tolist(),
         duration_ns=cat(durs, np.float64).tolist(),
         resource=cat(ress, np.int64).tolist(),
@@ -546,6 +575,7 @@ def compile_program(traceset: "TraceSet", spec: "HardwareSpec", options: ReplayO
         compute_methods={m: counts[m] for m in METHODS if m in counts},
         measured_ns=cat(measured, np.int64),
         roots=np.flatnonzero(pred_count == 0).tolist(),
+        rank_compute_methods=rank_counts,
     )
     coster = _Coster(spec, model_name, program.measured_ns, compute)
     for inst in instances:

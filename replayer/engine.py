@@ -82,6 +82,7 @@ class _Flows:
         self.left: dict[int, float] = {}
         self.last: dict[int, float] = {}
         self.version: dict[int, int] = {}
+        self.dirty = False
 
     def _link(self, rank: int, d: int, direction: int) -> int:
         return (rank * self.ndim + d) * 2 + direction
@@ -98,10 +99,11 @@ class _Flows:
             t_d = nbytes / self.bw[d]
             if t_d <= 0.0:
                 continue
+            ranks = inst.link_ranks if inst.link_ranks is not None else inst.ranks
             if inst.kind == "p2p":
-                links = [self._link(inst.ranks[0], d, _OUT), self._link(inst.ranks[1], d, _IN)]
+                links = [self._link(ranks[0], d, _OUT), self._link(ranks[1], d, _IN)]
             else:
-                links = [self._link(r, d, x) for r in inst.ranks for x in (_OUT, _IN)]
+                links = [self._link(r, d, x) for r in dict.fromkeys(ranks) for x in (_OUT, _IN)]
             parts.append((t_d, links))
             total += t_d
         if total <= 0.0:
@@ -120,7 +122,7 @@ class _Flows:
         self.last[i] = t
         self.rate[i] = 0.0
         self.version[i] = 0
-        self._recompute(t, events)
+        self.dirty = True
 
     def end(self, i: int, t: float, events: list) -> None:
         link_n = self.link_n
@@ -130,9 +132,16 @@ class _Flows:
         del self.active[i]
         for table in (self.total, self.rate, self.left, self.last):
             table.pop(i)
-        self._recompute(t, events)
+        self.dirty = True
 
-    def _recompute(self, t: float, events: list) -> None:
+    def recompute(self, t: float, events: list) -> None:
+        """New rates for every active data phase, once all events of instant ``t`` are processed.
+
+        Deferring the recomputation to the end of an instant makes the rates
+        independent of the order in which same-time starts and ends were
+        processed (which rank fold relies on: see :mod:`.folding`).
+        """
+        self.dirty = False
         link_n = self.link_n
         for j in self.active:
             weighted = 0.0
@@ -319,9 +328,14 @@ def simulate(program: ReplayProgram) -> Schedule:
         else:
             make_ready(g, 0.0, -1)
 
-    while events:
+    now = 0.0
+    while events or flows.dirty:
+        if flows.dirty and (not events or events[0][0] > now):
+            flows.recompute(now, events)
+            continue
         ev = heappop(events)
         t, what, key, ver = ev
+        now = t
         if what == EV_NODE:
             r = res[key]
             if ver != seg_ver[r]:

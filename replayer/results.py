@@ -218,6 +218,8 @@ class ReplayResult:
             (``missing`` counts nodes that had neither a duration nor FLOPs/bytes).
         node_count: nodes replayed.
         schedule: per-rank node times (not compared, not in ``to_dict`` unless asked).
+        folding: :class:`~.folding.FoldInfo` (classes simulated, ranks, and
+            why it did not fold) or None when folding was off (not compared).
     """
 
     iteration_time_ns: float
@@ -228,6 +230,7 @@ class ReplayResult:
     compute_methods: tuple[tuple[str, int], ...]
     node_count: int
     schedule: tuple[RankSchedule, ...] | None = field(default=None, compare=False, repr=False)
+    folding: Any = field(default=None, compare=False)
 
     def rank(self, rank: int) -> RankStats:
         """Statistics of one rank.
@@ -273,6 +276,8 @@ class ReplayResult:
             "compute_methods": dict(self.compute_methods),
             "node_count": self.node_count,
         }
+        if self.folding is not None:
+            out["folding"] = self.folding.to_dict()
         if include_schedule and self.schedule is not None:
             out["schedule"] = [s.to_dict() for s in self.schedule]
         return out
@@ -301,6 +306,7 @@ class ReplayResult:
                 compute_methods=tuple((str(k), int(v)) for k, v in d["compute_methods"].items()),
                 node_count=int(d["node_count"]),
                 schedule=tuple(RankSchedule.from_dict(s) for s in d["schedule"]) if "schedule" in d else None,
+                folding=_folding(d.get("folding")),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ReplayError(f"malformed replay result: {exc!r}") from None
@@ -332,6 +338,14 @@ class ReplayResult:
 
         with atomic_output(path, "wb") as fh:
             fh.write(self.to_json(include_schedule=include_schedule))
+
+
+def _folding(d: Any) -> Any:
+    if d is None:
+        return None
+    from tracekit.replayer.folding import FoldInfo
+
+    return FoldInfo(int(d["classes"]), int(d["ranks"]), d.get("reason"))
 
 
 def _row(c: dict[str, Any]) -> CollectiveRow:
@@ -406,6 +420,20 @@ def _collective_rows(program: ReplayProgram, sched: "Schedule") -> tuple[Collect
     return tuple(rows)
 
 
+def _last_arrival(nodes: list[int], sched: "Schedule", i: int) -> int:
+    """The member whose arrival started transfer ``i``: of those arriving last, the first in member order.
+
+    (Not the engine's ``last_arrival``, which among same-time arrivals is the
+    one processed last: member order makes the path the same whether the
+    replay was folded or not, see :mod:`.folding`.)
+    """
+    t = sched.xfer_start_ns[i]
+    for g in nodes:
+        if g >= 0 and sched.start_ns[g] == t:
+            return g
+    return int(sched.last_arrival[i])
+
+
 def _critical_path(program: ReplayProgram, sched: "Schedule", traceset: "TraceSet") -> CriticalPath:
     if program.n == 0:
         return CriticalPath((), 0.0, 0.0, 0.0)
@@ -418,7 +446,7 @@ def _critical_path(program: ReplayProgram, sched: "Schedule", traceset: "TraceSe
         k = kind[g]
         if k >= K_COLL and instance_of[g] >= 0:
             i = instance_of[g]
-            h = int(sched.last_arrival[i])
+            h = _last_arrival(program.instances[i].nodes, sched, i)
             raw.append((h, "comm", float(sched.xfer_start_ns[i]), float(sched.xfer_end_ns[i])))
             g = reason[h]
         else:
