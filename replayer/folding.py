@@ -549,3 +549,96 @@ def _folded_critical_path(program, sched, traceset: "TraceSet", plan: FoldPlan,
         else:
             comm += e - s
     return CriticalPath(tuple(steps), compute + comm, compute, comm)
+
+
+# ----- replaying a job from its files, reading each rank once -----------------------------------
+
+
+def replay_files(traces: Any, spec: Any, *, options: "ReplayOptions | None" = None):
+    """Replay a job given as files (a prefix, glob or directory: :func:`tracekit.io.trace_paths`).
+
+    With folding on, ranks are read one at a time: each is checked (when
+    ``options.check``), digested (:func:`scan_rank`) and dropped unless it is
+    the first of its class, so memory holds the representatives plus a small
+    table per rank.  When folding cannot be proven the whole job is read and
+    replayed unfolded (``result.folding.reason`` says why).
+
+    Returns:
+        ``(result, traceset)``: the :class:`~.results.ReplayResult` and the
+        trace set that was kept (the representatives only, when folded).
+
+    Raises:
+        as :func:`tracekit.replayer.replay`, and TraceFormatError for unreadable files.
+    """
+    from dataclasses import replace as dc_replace
+
+    from tracekit.groups import resolve_groups
+    from tracekit.io import read_trace, read_traceset, trace_paths
+    from tracekit.replayer import replay
+    from tracekit.replayer._program import ReplayOptions, effective_spec
+    from tracekit.replayer.checks import ReplayCheckError, check_spec_size
+    from tracekit.replayer.hardware import HardwareSpec, load_spec
+    from tracekit.traceset import TraceSet
+    from tracekit.validate import ERROR, _cross_rank, check_rank
+
+    options = options or ReplayOptions()
+    if not isinstance(spec, HardwareSpec):
+        spec = load_spec(spec)
+    pairs = trace_paths(traces)
+
+    def unfolded(reason: str | None):
+        ts = read_traceset(traces)
+        result = replay(ts, spec, options=dc_replace(options, fold=False))
+        if reason is not None:
+            result = dc_replace(result, folding=FoldInfo(len(ts), len(ts), reason))
+        return result, ts
+
+    if not options.fold:
+        return unfolded(None)
+    scans: dict[int, RankScan] = {}
+    kept: dict[int, "ExecutionTrace"] = {}
+    first: dict[bytes, RankScan] = {}
+    findings = []
+    declared: dict[str, tuple[int, ...]] = {}
+    for rank, path in pairs:
+        trace = read_trace(path, rank=rank)
+        if options.check:
+            f = check_rank(trace)
+            findings.append(f)
+            if any(i.severity == ERROR for i in f.issues):
+                return unfolded(None)  # the unfolded replay's checks report it
+            groups_here = f.declared_groups
+        else:
+            groups_here = trace.process_groups()
+        for name, ranks in groups_here.items():
+            if declared.setdefault(name, ranks) != ranks:
+                return unfolded(None)
+        scan = scan_rank(trace)
+        seen = first.get(scan.digest)
+        if seen is None:
+            first[scan.digest] = scan
+            kept[rank] = trace
+        else:  # equal by the digest: share the rank-local tables
+            scan.coll_attr, scan.comm_ids = seen.coll_attr, seen.comm_ids
+        scans[rank] = scan
+        del trace
+    world = max([r for r, _ in pairs] + [max(v) for v in declared.values() if v], default=-1) + 1
+    try:
+        groups = resolve_groups(declared, world)
+    except Exception:  # noqa: BLE001 - the unfolded replay reports it
+        return unfolded(None)
+    if options.check:
+        report = _cross_rank(findings, groups, world)
+        if report.errors:
+            raise ReplayCheckError(list(report.errors))
+    ts = TraceSet(kept, process_groups=declared)
+    check_spec_size(ts, spec)
+    fitted = effective_spec(spec, options, world)
+    try:
+        plan = plan_folding(scans, groups, fitted, options)
+    except NotFoldable as exc:
+        log.info("not folding: %s", exc)
+        del kept, ts, scans
+        return unfolded(str(exc))
+    paths = tuple(scans[r].path for r in range(world))
+    return replay_folded(ts, fitted, options, plan, world_paths=paths), ts

@@ -91,8 +91,14 @@ def render_result(console: Any, result: Any) -> None:
 @click.option("--streams", type=click.Choice(["trace", "single"]), default="trace", show_default=True,
               help="Resources per rank: from the traces' tid/stream attributes, or one of each.")
 @click.option("--no-check", is_flag=True, help="Skip the up-front checks (deadlocks are still diagnosed).")
+@click.option("--no-fold", is_flag=True,
+              help="Simulate every rank even where ranks provably run identical timelines (rank folding "
+                   "gives the same result, faster, reading one rank file at a time).")
+@click.option("--html", "html_out", type=click.Path(dir_okay=False), default=None,
+              help="Write a self-contained HTML report of the replay to this file.")
 def replay(traces: str, hw: str, json_out: str | None, with_schedule: bool, timeline_out: str | None,
-           compute_scale: float | None, collective_model: str | None, streams: str, no_check: bool) -> None:
+           compute_scale: float | None, collective_model: str | None, streams: str, no_check: bool,
+           no_fold: bool, html_out: str | None) -> None:
     """Replay a trace set on a hardware spec and summarise where the time goes.
 
     Prints the iteration time, per-rank compute / communication / exposed
@@ -104,16 +110,24 @@ def replay(traces: str, hw: str, json_out: str | None, with_schedule: bool, time
       tracekit replay out/job --hw dgx-h100
       tracekit replay out/job --hw my.toml --json result.json --timeline timeline.json
       tracekit replay out/job --hw dgx-a100 --collective-model nccl --compute-scale 0.5
+      tracekit replay out/job --hw dgx-h100 --html report.html
     """
-    from tracekit.io import read_traceset
     from tracekit.replayer import ReplayOptions
-    from tracekit.replayer import replay as run_replay
+    from tracekit.replayer.folding import replay_files
 
     options = ReplayOptions(collective_model=collective_model, compute_scale=compute_scale, streams=streams,
-                            check=not no_check)
-    traceset = read_traceset(traces)
-    result = run_replay(traceset, hw, options=options)
+                            check=not no_check, fold=not no_fold)
+    result, traceset = replay_files(traces, hw, options=options)
     render_result(out_console(), result)
+    fold = result.folding
+    if fold is not None and fold.reason is None:
+        err_console().print(f"rank folding: simulated {fold.classes} of {fold.ranks} ranks "
+                            f"(the others run identical timelines; --no-fold to simulate all)")
+    if html_out:
+        from tracekit.replayer.report import write_report
+
+        write_report(result, html_out, traceset=traceset)
+        err_console().print(f"wrote {html_out}")
     if json_out:
         result.write_json(json_out, include_schedule=with_schedule)
         err_console().print(f"wrote {json_out}")
