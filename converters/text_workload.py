@@ -241,8 +241,9 @@ def read_text_workload(path: str | os.PathLike[str]) -> TextWorkload:
         ConversionError: the file is not valid UTF-8 text or not a valid workload.
         OSError: the file cannot be read.
     """
-    with open(path, "rb") as fh:
-        data = fh.read()
+    from tracekit.io import read_input_bytes
+
+    data = read_input_bytes(path)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:

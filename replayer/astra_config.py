@@ -75,7 +75,9 @@ class AstraImport:
 
 def _load_json(path: Path) -> dict[str, Any]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        from tracekit.io import read_input_bytes
+
+        data = json.loads(read_input_bytes(path).decode("utf-8"))
     except OSError as exc:
         raise SpecError(f"cannot read ASTRA-sim config: {exc.strerror or exc}", path=path) from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -89,7 +91,9 @@ def _load_yaml(path: Path) -> dict[str, Any]:
     import yaml
 
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        from tracekit.io import read_input_bytes
+
+        data = yaml.safe_load(read_input_bytes(path).decode("utf-8"))
     except OSError as exc:
         raise SpecError(f"cannot read ASTRA-sim config: {exc.strerror or exc}", path=path) from None
     except (yaml.YAMLError, UnicodeDecodeError) as exc:

@@ -54,7 +54,9 @@ def load_result(path: str | os.PathLike[str]) -> "ReplayResult":
     """
     from tracekit.replayer.results import ReplayResult
 
-    data = Path(path).read_bytes()
+    from tracekit.io import read_input_bytes
+
+    data = read_input_bytes(path)
     try:
         return ReplayResult.from_json(data)
     except TracekitError as exc:

@@ -357,7 +357,9 @@ def read_spec_file(path: str | os.PathLike[str]) -> HardwareSpec:
     """
     p = Path(path)
     try:
-        text = p.read_bytes()
+        from tracekit.io import read_input_bytes
+
+        text = read_input_bytes(p)
     except OSError as exc:
         raise SpecError(f"cannot read hardware spec: {exc.strerror or exc}", path=p) from None
     try:

@@ -231,6 +231,24 @@ def _decode_batch(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> dict
     return out
 
 
+def _first_bad_record(encoded: Any, lo: int, found: int, reason: str) -> TraceFormatError:
+    """The error for the earliest corrupt record of a batch (error path only).
+
+    The lockstep walk finds *a* corrupt record, not necessarily the first;
+    records from the batch start are re-checked one by one with protobuf's
+    decoder so the error names the first bad record and the last good node
+    before it.
+    """
+    last = None
+    for i in range(lo, found + 1):
+        try:
+            last = encoded.decode_one(i, last).id
+        except TraceFormatError as err:
+            return err
+    return TraceFormatError(f"undecodable Node message ({reason})", byte_offset=int(encoded.starts[found]),
+                            last_good_node_id=last, path=encoded.path, rank=encoded.rank)
+
+
 def decode_columns(encoded: Any) -> NodeColumns:
     """Node columns of the records in ``encoded`` (a :class:`tracekit.io.EncodedNodes`).
 
@@ -248,15 +266,7 @@ def decode_columns(encoded: Any) -> NodeColumns:
         try:
             batches.append(_decode_batch(buf, s, e))
         except _Corrupt as exc:
-            i = lo + exc.msg_index
-            last = None
-            if i > 0:
-                last = int(batches[-1]["ids"][-1]) if exc.msg_index == 0 and batches else None
-                if exc.msg_index > 0:
-                    prev = _decode_batch(buf, s[:exc.msg_index], e[:exc.msg_index])
-                    last = int(prev["ids"][-1])
-            raise TraceFormatError(f"undecodable Node message ({exc.reason})", byte_offset=int(starts[i]),
-                                   last_good_node_id=last, path=encoded.path, rank=encoded.rank) from None
+            raise _first_bad_record(encoded, lo, lo + exc.msg_index, exc.reason) from None
     if n == 0:
         batches = batches[:1]
 

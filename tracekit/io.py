@@ -47,6 +47,45 @@ os.umask(_UMASK)
 _RANK_RE = re.compile(r"\.(\d+)\.et(\.gz)?$")
 
 
+# ----------------------------------------------------------------------------- input protection
+_PROTECTED: set[str] | None = None  # real paths of this command's inputs, while protection is on
+
+
+@contextlib.contextmanager
+def protect_inputs() -> Iterator[None]:
+    """While active, every file read through :func:`note_input` may not be written by :func:`atomic_output`.
+
+    The CLI runs each command under it, so ``-o`` naming one of the
+    command's inputs is refused instead of destroying the input.
+    """
+    global _PROTECTED
+    saved, _PROTECTED = _PROTECTED, set()
+    try:
+        yield
+    finally:
+        _PROTECTED = saved
+
+
+def note_input(path: str | os.PathLike[str]) -> None:
+    """Record ``path`` as an input of the running command (see :func:`protect_inputs`)."""
+    if _PROTECTED is not None:
+        _PROTECTED.add(os.path.realpath(path))
+
+
+def read_input_bytes(path: str | os.PathLike[str]) -> bytes:
+    """All bytes of an input file, recorded with :func:`note_input`."""
+    note_input(path)
+    with open(path, "rb") as fh:
+        return fh.read()
+
+
+def check_output(path: str | os.PathLike[str]) -> None:
+    """Raise TracekitError when ``path`` is an input of the running command."""
+    if _PROTECTED is not None and os.path.realpath(path) in _PROTECTED:
+        raise TracekitError("refusing to overwrite an input of this command; choose another output path",
+                            path=path)
+
+
 # ----------------------------------------------------------------------------- atomic output
 @contextlib.contextmanager
 def atomic_output(path: str | os.PathLike[str], mode: str = "wb") -> Iterator[IO[Any]]:
@@ -54,10 +93,14 @@ def atomic_output(path: str | os.PathLike[str], mode: str = "wb") -> Iterator[IO
 
     On any exception the temporary file is removed and ``path`` is untouched.
     Parent directories are created.  ``mode`` is ``"wb"`` or ``"w"`` (UTF-8).
+
+    Raises:
+        TracekitError: ``path`` is an input of the running command (see :func:`protect_inputs`).
     """
     target = Path(path)
+    check_output(target)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    fd, tmp = tempfile.mkstemp(prefix=".tk-", suffix=".tmp", dir=target.parent)
     try:
         os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp creates 0600; give the file the usual permissions
         with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as fh:
@@ -94,8 +137,7 @@ def frame(message_bytes: bytes) -> bytes:
 
 def _read_raw(path: str | os.PathLike[str]) -> bytes:
     p = Path(path)
-    with open(p, "rb") as fh:
-        data = fh.read()
+    data = read_input_bytes(p)
     if data[:2] == GZIP_MAGIC:
         try:
             data = gzip.decompress(data)
@@ -280,6 +322,7 @@ def read_metadata(path: str | os.PathLike[str]) -> Metadata:
     """
     spath = os.fspath(path)
     rank = rank_from_path(spath)
+    note_input(spath)
     with open(spath, "rb") as raw:
         fh = _maybe_gunzip(raw)
         prefix = fh.read(5)
@@ -336,6 +379,7 @@ def iter_nodes(path: str | os.PathLike[str]) -> Iterator[Node]:
     """
     spath = os.fspath(path)
     rank = rank_from_path(spath)
+    note_input(spath)
     with open(spath, "rb") as raw:
         fh = _maybe_gunzip(raw)
         offset = 0
@@ -477,6 +521,7 @@ def trace_paths(spec: str | os.PathLike[str]) -> list[tuple[int, Path]]:
         if r in pairs:
             raise TraceFormatError(f"two files for rank {r}: {pairs[r]} and {f}", path=s)
         pairs[r] = f
+        note_input(f)
     return sorted(pairs.items())
 
 
@@ -501,30 +546,120 @@ def read_traceset(spec: str | os.PathLike[str] | Sequence[str | os.PathLike[str]
     return TraceSet(traces)
 
 
-def write_traceset(traceset, prefix: str | os.PathLike[str], *, compress: bool = False) -> list[Path]:
-    """Write ``<prefix>.<rank>.et`` (``.et.gz`` with ``compress``) for every rank, each atomically.
+class TraceSetWriter:
+    """Writes the ``<prefix>.<rank>.et[.gz]`` files of one trace set as a unit.
 
-    All files are encoded before any is written, so an encoding error leaves
-    no output at all.
+    Each rank goes to a temporary file in the target folder; when the
+    ``with`` block ends without error, the prefix is checked and every file is
+    renamed into place.  On any exception (an encoding error, Ctrl-C) every
+    temporary file is removed and no output file is touched.  The check
+    refuses a prefix that already holds rank files this set would not
+    replace (ranks from an earlier, larger job, or the same rank with the
+    other suffix), since reading the prefix back would mix them in.
+
+    Usage::
+
+        with TraceSetWriter("out/job") as w:
+            for rank, data in encoded_ranks:
+                w.add(rank, data)
+        w.paths  # written, in rank order
+
+    Raises:
+        TracekitError: the prefix holds other rank files, or an output is an
+            input of the running command.
+    """
+
+    def __init__(self, prefix: str | os.PathLike[str], *, compress: bool = False) -> None:
+        self.prefix = os.fspath(prefix)
+        self.suffix = ".et.gz" if compress else ".et"
+        self._temps: dict[int, str] = {}
+        self.paths: list[Path] = []
+
+    def target(self, rank: int) -> Path:
+        return Path(f"{self.prefix}.{rank}{self.suffix}")
+
+    def reserve(self, rank: int) -> Path:
+        """A temporary path for ``rank`` that an external writer fills (renamed at the end)."""
+        if rank in self._temps:
+            raise TracekitError(f"rank {rank} written twice", path=self.prefix)
+        target = self.target(rank)
+        check_output(target)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".tk-", suffix=".tmp", dir=target.parent)
+        os.fchmod(fd, 0o666 & ~_UMASK)
+        os.close(fd)
+        self._temps[rank] = tmp
+        return Path(tmp)
+
+    def add(self, rank: int, data: bytes) -> None:
+        """Write one rank's encoded trace (``.et`` bytes; compressed here when the writer compresses)."""
+        tmp = self.reserve(rank)
+        if self.suffix == ".et.gz":
+            data = gzip.compress(data, compresslevel=6, mtime=0)
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+
+    def _conflicts(self) -> list[str]:
+        base = Path(self.prefix)
+        folder = base.parent if str(base.parent) else Path(".")
+        if not folder.is_dir():
+            return []
+        out = []
+        stem = _glob.escape(base.name)
+        for other in _glob.glob(os.path.join(_glob.escape(str(folder)), stem + ".*.et")) + \
+                _glob.glob(os.path.join(_glob.escape(str(folder)), stem + ".*.et.gz")):
+            name = os.path.basename(other)
+            rest = name[len(base.name) + 1:]
+            rank_text, _, suffix = rest.partition(".")
+            if not rank_text.isdigit():
+                continue
+            if int(rank_text) not in self._temps or "." + suffix != self.suffix:
+                out.append(name)
+        return sorted(out)
+
+    def __enter__(self) -> "TraceSetWriter":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        try:
+            if exc_type is None:
+                conflicts = self._conflicts()
+                if conflicts:
+                    shown = ", ".join(conflicts[:6]) + (" ..." if len(conflicts) > 6 else "")
+                    raise TracekitError(f"the output prefix already holds rank files this trace set would not "
+                                        f"replace ({shown}); reading it back would mix them in: remove them "
+                                        f"or choose another prefix", path=self.prefix)
+                for rank in sorted(self._temps):  # inputs may have been read after reserve()
+                    check_output(self.target(rank))
+                for rank in sorted(self._temps):
+                    os.replace(self._temps[rank], self.target(rank))
+                    self.paths.append(self.target(rank))
+                self._temps.clear()
+        finally:
+            for tmp in self._temps.values():
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(tmp)
+            self._temps.clear()
+
+
+def write_traceset(traceset, prefix: str | os.PathLike[str], *, compress: bool = False) -> list[Path]:
+    """Write ``<prefix>.<rank>.et`` (``.et.gz`` with ``compress``) for every rank, as a unit.
+
+    See :class:`TraceSetWriter`: an error or interrupt leaves no output file
+    and no temporary file; a prefix holding other rank files is refused.
 
     Returns:
         The paths written, in rank order.
     """
-    prefix = os.fspath(prefix)
-    encoded: list[tuple[Path, bytes]] = []
-    for rank, trace in traceset.items():
-        data = encode_trace(trace)
-        suffix = ".et.gz" if compress else ".et"
-        if compress:
-            data = gzip.compress(data, compresslevel=6, mtime=0)
-        encoded.append((Path(f"{prefix}.{rank}{suffix}"), data))
-    for path, data in encoded:
-        write_bytes_atomic(path, data)
-    return [p for p, _ in encoded]
+    with TraceSetWriter(prefix, compress=compress) as writer:
+        for rank, trace in traceset.items():
+            writer.add(rank, encode_trace(trace))
+    return writer.paths
 
 
 __all__ = [
-    "atomic_output", "encode_metadata", "encode_node", "encode_trace", "frame", "iter_nodes", "read_metadata", "rank_from_path", "read_trace",
+    "TraceSetWriter", "atomic_output", "check_output", "encode_metadata", "note_input", "protect_inputs",
+    "read_input_bytes", "encode_node", "encode_trace", "frame", "iter_nodes", "read_metadata", "rank_from_path", "read_trace",
     "read_traceset", "split_records", "trace_from_bytes", "trace_paths", "write_bytes_atomic",
     "write_trace", "write_traceset", "Metadata",
 ]

@@ -201,8 +201,9 @@ def _from_feeder(doc: dict[str, Any], path: str, rank: int | None) -> ExecutionT
 def read_json_trace(path: str | os.PathLike[str], *, rank: int | None = None) -> ExecutionTrace:
     """Read a `.json` or `.json.gz` trace (see :func:`loads_trace`)."""
     spath = os.fspath(path)
-    with open(spath, "rb") as fh:
-        data = fh.read()
+    from tracekit.io import read_input_bytes
+
+    data = read_input_bytes(spath)
     if data[:2] == b"\x1f\x8b":
         try:
             data = gzip.decompress(data)

@@ -405,6 +405,9 @@ def transform_stream(src: str | os.PathLike[str], dst: str | os.PathLike[str], t
 
     spath = os.fspath(src)
     rank = rank if rank is not None else (rank_from_path(spath) or 0)
+    from tracekit.io import note_input
+
+    note_input(spath)
     stages = _stages(transform)
     bad = [type(s).__name__ for s in stages if type(s).__name__ not in MAP_TRANSFORMS + REMOVE_TRANSFORMS]
     if bad:

@@ -400,16 +400,15 @@ def write_llm(config: LLMConfig, prefix: str | os.PathLike[str], hardware=None, 
         progress: optional wrapper ``progress(iterable, total)`` (e.g. a progress bar).
 
     Returns:
-        The paths written, in rank order.  Files are written one by one, each atomically.
+        The paths written, in rank order.  The set is written as a unit
+        (:class:`tracekit.io.TraceSetWriter`): an error or Ctrl-C leaves no file.
     """
-    from tracekit.io import write_bytes_atomic
+    from tracekit.io import TraceSetWriter
 
     items: Iterable[tuple[int, bytes]] = iter_rank_bytes(config, hardware)
     if progress is not None:
         items = progress(items, config.world_size)
-    paths = []
-    for rank, data in items:
-        path = Path(f"{os.fspath(prefix)}.{rank}.et")
-        write_bytes_atomic(path, data)
-        paths.append(path)
-    return paths
+    with TraceSetWriter(prefix) as writer:
+        for rank, data in items:
+            writer.add(rank, data)
+    return writer.paths

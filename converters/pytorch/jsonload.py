@@ -37,7 +37,9 @@ def read_json_bytes(path: str | os.PathLike[str]) -> bytes:
     """
     p = Path(path)
     name = p.name.lower()
-    raw = p.read_bytes()
+    from tracekit.io import read_input_bytes
+
+    raw = read_input_bytes(p)
     try:
         if name.endswith((".tar.gz", ".tgz", ".tar")):
             with tarfile.open(fileobj=io.BytesIO(raw), mode="r:*") as tar:

@@ -70,3 +70,23 @@ def test_validation_finds_every_injected_cycle(nodes, data):
     assert "dependency cycle" in issues[0].message
     named = {int(tok) for tok in issues[0].message.split(": ", 1)[1].replace("->", " ").split() if tok.isdigit()}
     assert nodes[j].id in named or nodes[i].id in named
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_corrupted_real_file_gives_a_format_error_or_a_trace_never_a_crash(data):
+    """Flip random bytes of a real ASTRA-sim trace: reading and validating either works or raises TracekitError."""
+    from pathlib import Path
+
+    from tracekit.errors import TracekitError
+
+    raw = bytearray((Path(__file__).parents[2] / "sample_traces" / "chakra" / "custom_allreduce.0.et").read_bytes())
+    for _ in range(data.draw(st.integers(1, 12))):
+        raw[data.draw(st.integers(0, len(raw) - 1))] = data.draw(st.integers(0, 255))
+    try:
+        trace = trace_from_bytes(bytes(raw), path="fuzz.0.et", rank=0)
+        validate_trace(trace)
+        trace.columns().attr("comm_size")
+        _ = trace.columns().names
+    except TracekitError as exc:
+        assert str(exc).startswith("fuzz.0.et: rank 0")

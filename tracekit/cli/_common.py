@@ -72,8 +72,11 @@ class TracekitGroup(click.Group):
     """
 
     def invoke(self, ctx: click.Context) -> Any:
+        from tracekit.io import protect_inputs
+
         try:
-            return super().invoke(ctx)
+            with protect_inputs():
+                return super().invoke(ctx)
         except (TracekitError, OSError) as exc:
             obj = ctx.find_object(State)
             if obj is not None and obj.debug:

@@ -125,12 +125,15 @@ def _transform_streaming(traces: str, output: str, pipe, compress: bool) -> None
                              + ", ".join(s.describe()["transform"] for s in pipe.steps if not streamable(s)))
     if compress:
         raise TransformError("--stream writes plain .et files; compress afterwards or drop --stream")
+    from tracekit.io import TraceSetWriter
+
     pairs = trace_paths(traces)
     nodes_in = nodes_out = 0
-    for rank, path in progress(pairs, "transforming rank files"):
-        stats = transform_stream(path, f"{output}.{rank}.et", pipe, rank=rank)
-        nodes_in += stats.nodes_in
-        nodes_out += stats.nodes_out
+    with TraceSetWriter(output) as writer:  # all ranks or none
+        for rank, path in progress(pairs, "transforming rank files"):
+            stats = transform_stream(path, writer.reserve(rank), pipe, rank=rank)
+            nodes_in += stats.nodes_in
+            nodes_out += stats.nodes_out
     sys.stdout.write(f"wrote {len(pairs)} ranks to {output}.<rank>.et (streamed): {nodes_in} -> {nodes_out} nodes\n")
 
 

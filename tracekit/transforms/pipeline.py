@@ -151,11 +151,12 @@ def load_pipeline(path: str | os.PathLike[str]) -> PipelineFile:
     """
     p = os.fspath(path)
     try:
-        with open(p, "rb") as fh:
-            data = tomllib.load(fh)
+        from tracekit.io import read_input_bytes
+
+        data = tomllib.loads(read_input_bytes(p).decode("utf-8"))
     except OSError as exc:
         raise ConfigError(f"cannot read pipeline file: {exc.strerror}", path=p) from None
-    except tomllib.TOMLDecodeError as exc:
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"not valid TOML: {exc}", path=p) from None
     unknown = sorted(set(data) - {"input", "output", "transform"})
     if unknown:
