@@ -95,9 +95,13 @@ def _attr_in(d: Any, where: str, path: str) -> Attr:
     return Attr(str(d["name"]), value, kind, d.get("doc_string", ""))
 
 
-def _io_in(d: Any) -> IOInfo | None:
+def _io_in(d: Any, node_id: int, path: str, rank: int | None) -> IOInfo | None:
     if d is None:
         return None
+    if not isinstance(d, dict) or set(d) - {"values", "shapes", "types"} or \
+            not all(isinstance(v, str) for v in d.values()):
+        raise TraceFormatError(f"inputs/outputs must be an object of strings values/shapes/types, got {d!r}"[:200],
+                               path=path, rank=rank, node_id=node_id)
     return IOInfo(d.get("values", ""), d.get("shapes", ""), d.get("types", ""))
 
 
@@ -115,23 +119,46 @@ def _node_type(value: Any, where: str, path: str) -> NodeType | int:
     raise TraceFormatError(f"{where}: node type must be a name or number, got {value!r}", path=path)
 
 
-def _int_list(value: Any, key: str, node_id: Any, path: str) -> list[int]:
+_U64_MAX = 2**64 - 1
+_NODE_KEYS = frozenset({"id", "name", "type", "data_deps", "ctrl_deps", "start_time_ns", "duration_ns", "inputs",
+                        "outputs", "attrs"})
+_DOC_KEYS = frozenset({"format", "format_version", "rank", "metadata", "nodes"})
+
+
+def _u64(value: Any, key: str, node_id: Any, path: str, rank: int | None) -> int:
+    """An unsigned 64-bit integer field (ids, times): ints only, no floats, strings or bools."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _U64_MAX:
+        raise TraceFormatError(f"{key} must be an integer from 0 to 2^64-1, got {value!r}"[:200], path=path,
+                               rank=rank, node_id=node_id if isinstance(node_id, int) else None)
+    return value
+
+
+def _int_list(value: Any, key: str, node_id: Any, path: str, rank: int | None = None) -> list[int]:
     if value is None:
         return []
-    if isinstance(value, int):
-        return [value]
-    if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
-        raise TraceFormatError(f"{key} must be a list of integer node ids, got {value!r}"[:300], path=path,
+    if not isinstance(value, list):
+        raise TraceFormatError(f"{key} must be a list of node ids, got {value!r}"[:200], path=path, rank=rank,
                                node_id=node_id if isinstance(node_id, int) else None)
+    return [_u64(v, key, node_id, path, rank) for v in value]
+
+
+def _typed(container: dict, key: str, kind: type, default: Any, where: str, path: str, rank: int | None) -> Any:
+    value = container.get(key, default)
+    if value is None or not isinstance(value, kind):
+        raise TraceFormatError(f"{where}: {key} must be a {kind.__name__}, got {value!r}"[:200], path=path, rank=rank)
     return value
 
 
 def loads_trace(data: bytes, *, path: str = "<json>", rank: int | None = None) -> ExecutionTrace:
     """Parse a tracekit JSON document or a Chakra feeder JSON document.
 
+    The tracekit form is checked strictly (it is lossless, so nothing may be
+    coerced): unknown keys, integers given as floats or strings, and ids or
+    times outside 0..2^64-1 are errors.
+
     Raises:
         TraceFormatError: invalid JSON (with line and column) or a document
-            of neither form, naming the node at fault.
+            of neither form, naming the node and field at fault.
     """
     try:
         doc = orjson.loads(data)
@@ -142,27 +169,38 @@ def loads_trace(data: bytes, *, path: str = "<json>", rank: int | None = None) -
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise TraceFormatError(f"not a tracekit JSON trace (expected \"format\": \"{FORMAT}\") "
                                "nor a Chakra feeder JSON (\"workload_graph\")", path=path, rank=rank)
-    md = doc.get("metadata") or {}
-    metadata = Metadata(str(md.get("version", "")), [_attr_in(a, "metadata", path) for a in md.get("attrs", [])])
+    if doc.get("format_version", 1) != 1:
+        raise TraceFormatError(f"unsupported format_version {doc.get('format_version')!r} (this tracekit reads 1)",
+                               path=path, rank=rank)
+    unknown = sorted(set(doc) - _DOC_KEYS)
+    if unknown:
+        raise TraceFormatError(f"unknown top-level keys {unknown}", path=path, rank=rank)
+    md = _typed(doc, "metadata", dict, {}, "document", path, rank)
+    metadata = Metadata(str(md.get("version", "")),
+                        [_attr_in(a, "metadata", path) for a in _typed(md, "attrs", list, [], "metadata", path, rank)])
     if rank is None and isinstance(doc.get("rank"), int):
         rank = doc["rank"]
     nodes = []
-    for i, d in enumerate(doc.get("nodes", [])):
+    for i, d in enumerate(_typed(doc, "nodes", list, [], "document", path, rank)):
         where = f"node #{i}"
-        if not isinstance(d, dict) or not isinstance(d.get("id"), int):
-            raise TraceFormatError(f"{where}: a node must be an object with an integer id", path=path, rank=rank)
-        nid = d["id"]
-        try:
-            nodes.append(Node(
-                id=nid, name=str(d.get("name", "")), type=_node_type(d.get("type", 0), f"node {nid}", path),
-                data_deps=_int_list(d.get("data_deps"), "data_deps", nid, path),
-                ctrl_deps=_int_list(d.get("ctrl_deps"), "ctrl_deps", nid, path),
-                start_time_ns=int(d.get("start_time_ns", 0)), duration_ns=int(d.get("duration_ns", 0)),
-                inputs=_io_in(d.get("inputs")), outputs=_io_in(d.get("outputs")),
-                attrs=[_attr_in(a, f"node {nid}", path) for a in d.get("attrs", [])],
-            ))
-        except (TypeError, ValueError) as exc:
-            raise TraceFormatError(f"bad field value: {exc}", path=path, rank=rank, node_id=nid) from None
+        if not isinstance(d, dict) or "id" not in d:
+            raise TraceFormatError(f"{where}: a node must be an object with an id", path=path, rank=rank)
+        nid = _u64(d["id"], "id", None, path, rank)
+        unknown = sorted(set(d) - _NODE_KEYS)
+        if unknown:
+            raise TraceFormatError(f"unknown node keys {unknown}", path=path, rank=rank, node_id=nid)
+        name = d.get("name", "")
+        if not isinstance(name, str):
+            raise TraceFormatError(f"name must be a string, got {name!r}"[:200], path=path, rank=rank, node_id=nid)
+        nodes.append(Node(
+            id=nid, name=name, type=_node_type(d.get("type", 0), f"node {nid}", path),
+            data_deps=_int_list(d.get("data_deps"), "data_deps", nid, path, rank),
+            ctrl_deps=_int_list(d.get("ctrl_deps"), "ctrl_deps", nid, path, rank),
+            start_time_ns=_u64(d.get("start_time_ns", 0), "start_time_ns", nid, path, rank),
+            duration_ns=_u64(d.get("duration_ns", 0), "duration_ns", nid, path, rank),
+            inputs=_io_in(d.get("inputs"), nid, path, rank), outputs=_io_in(d.get("outputs"), nid, path, rank),
+            attrs=[_attr_in(a, f"node {nid}", path) for a in _typed(d, "attrs", list, [], f"node {nid}", path, rank)],
+        ))
     return ExecutionTrace(nodes, metadata, rank=rank, path=path)
 
 
@@ -171,18 +209,21 @@ _FEEDER_KEYS = {"Id", "Name", "NodeType", "ctrlDeps", "ctrl_deps", "data_deps", 
 
 def _from_feeder(doc: dict[str, Any], path: str, rank: int | None) -> ExecutionTrace:
     nodes = []
-    for i, d in enumerate(doc["workload_graph"]):
-        if not isinstance(d, dict) or not isinstance(d.get("Id"), int):
-            raise TraceFormatError(f"workload_graph[{i}]: a node must be an object with an integer Id",
-                                   path=path, rank=rank)
-        nid = d["Id"]
+    graph = doc["workload_graph"]
+    if not isinstance(graph, list) or not graph:
+        raise TraceFormatError(f"workload_graph must be a non-empty list of nodes, got {graph!r}"[:200],
+                               path=path, rank=rank)
+    for i, d in enumerate(graph):
+        if not isinstance(d, dict) or "Id" not in d:
+            raise TraceFormatError(f"workload_graph[{i}]: a node must be an object with an Id", path=path, rank=rank)
+        nid = _u64(d["Id"], "Id", None, path, rank)
         runtime = d.get("runtime", 0)
         if not isinstance(runtime, (int, float)) or runtime < 0 or not math.isfinite(runtime):
             raise TraceFormatError(f"runtime must be a non-negative number of microseconds, got {runtime!r}",
                                    path=path, rank=rank, node_id=nid)
         node = Node(id=nid, name=str(d.get("Name", "")), type=_node_type(d.get("NodeType", 0), f"node {nid}", path),
-                    data_deps=_int_list(d.get("data_deps", d.get("dataDeps")), "data_deps", nid, path),
-                    ctrl_deps=_int_list(d.get("ctrlDeps", d.get("ctrl_deps")), "ctrlDeps", nid, path),
+                    data_deps=_int_list(d.get("data_deps", d.get("dataDeps")), "data_deps", nid, path, rank),
+                    ctrl_deps=_int_list(d.get("ctrlDeps", d.get("ctrl_deps")), "ctrlDeps", nid, path, rank),
                     duration_ns=int(round(runtime * 1000)))
         for key, value in d.items():
             if key not in _FEEDER_KEYS and value is not None:

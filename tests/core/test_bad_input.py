@@ -179,3 +179,23 @@ def test_partial_job_is_a_warning_naming_missing_ranks(tmp_path):
     assert report.ok
     (issue,) = report.warnings
     assert issue.check == "rank-count" and "traces for 1 of 3 ranks; no trace for ranks [1, 2]" in issue.message
+
+
+@pytest.mark.parametrize("doc,message", [
+    ('{"format":"tracekit.et.json","nodes":null}', "document: nodes must be a list, got None"),
+    ('{"format":"tracekit.et.json","nodes":[{"id":1,"duration_ns":5000.5}]}',
+     "node 1: duration_ns must be an integer from 0 to 2^64-1, got 5000.5"),
+    ('{"format":"tracekit.et.json","nodes":[{"id":1,"duration_ns":"5000"}]}', "got '5000'"),
+    ('{"format":"tracekit.et.json","nodes":[{"id":1,"durration_ns":5}]}', "node 1: unknown node keys ['durration_ns']"),
+    ('{"format":"tracekit.et.json","format_version":99,"nodes":[]}', "unsupported format_version 99"),
+    ('{"format":"tracekit.et.json","nodes":[{"id":-1}]}', "id must be an integer from 0 to 2^64-1, got -1"),
+    ('{"workload_graph":null}', "workload_graph must be a non-empty list of nodes"),
+    ('{"workload_graph":[]}', "workload_graph must be a non-empty list of nodes"),
+    ('{"workload_graph":[{"Id":1,"ctrlDeps":3}]}', "node 1: ctrlDeps must be a list of node ids, got 3"),
+])
+def test_load_rejects_json_that_is_not_exactly_a_trace(tmp_path, doc, message):
+    j = tmp_path / "t.json"
+    j.write_text(doc)
+    out = tmp_path / "t.0.et"
+    _assert_one_line_error(run("load", j, "-o", out), str(j), message)
+    assert not out.exists()
