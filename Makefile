@@ -22,7 +22,7 @@ demo: $(STAMP)
 	$(PY) -m tracekit.cli.demo --out $(DEMO)
 
 test: $(STAMP)
-	$(PY) -m pytest -q -ra
+	$(PY) -m pytest -ra
 
 # Speed and memory figures (not part of `make test`).
 bench: $(STAMP)

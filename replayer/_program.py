@@ -8,7 +8,7 @@ communication *instance* (one collective on one process group, or one matched
 send/recv pair) it belongs to.  Everything here is computed with numpy per
 rank; the engine then only walks lists.
 
-Resources (per rank, DESIGN.md section 4):
+Resources (per rank, docs/design.md section 4):
 
 =================  ===========================================================
 ``host thread T``  COMP nodes with ``is_cpu_op`` true; ``T`` = their ``tid``
@@ -25,7 +25,7 @@ Resources (per rank, DESIGN.md section 4):
 A missing ``tid`` / ``stream`` means 0.  With ``streams="single"`` every rank
 has one resource of each class whatever the attributes say.
 
-Matching (DESIGN.md section 4): the k-th collective a rank issues on group G
+Matching (docs/design.md section 4): the k-th collective a rank issues on group G
 (in the rank's topological order, as :func:`tracekit.validate.collective_sequences`
 lists them) is instance (G, k) on every member; a send from ``src`` to ``dst``
 with tag ``t`` is matched with the recv on ``dst`` from ``src`` with tag ``t``

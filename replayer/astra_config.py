@@ -184,7 +184,7 @@ def import_astra_config(system: str | os.PathLike[str], network: str | os.PathLi
         remote_memory: optional remote memory JSON; only ``NO_MEMORY_EXPANSION``.
         name: spec name (default: ``astra:<system stem>+<network stem>``).
         bandwidth_convention: ``gib`` (ASTRA-sim's analytical backend as
-            measured in DESIGN.md: link GB/s x 2^30 / 1e9 bytes/ns) or ``si``.
+            measured in docs/design.md: link GB/s x 2^30 / 1e9 bytes/ns) or ``si``.
 
     Returns:
         :class:`AstraImport` with the spec (``fit_to_world_size`` false: the

@@ -2,7 +2,7 @@
 
 Reproduces the times ASTRA-sim's analytical (congestion-unaware) network
 backend gives for single collectives, from the formulas measured in
-DESIGN.md section 4 and the backend's source (``BasicTopology::
+docs/design.md section 4 and the backend's source (``BasicTopology::
 compute_communication_delay`` in astra-sim's analytical network).  Time unit
 1 ns.  Per dimension ``d`` with link bandwidth ``bw`` (the spec's
 ``bandwidth_gbps``) and link latency ``lat``:
@@ -41,7 +41,7 @@ scatter on the inner dimensions, all-reduce on the outermost, all-gather back
 collectives run dimension by dimension inner first.  Chunks pipeline across
 dimensions: ``T = sum(phase times of one chunk) + (waves - 1) * (largest
 per-dimension time of one chunk)``, a flow-shop approximation **not verified
-against ASTRA-sim** (DESIGN.md has no multi-dimension reference values).
+against ASTRA-sim** (docs/design.md has no multi-dimension reference values).
 
 The congestion-unaware backend never slows concurrent messages, so costs
 have ``shares_bandwidth = False`` and the whole time in ``fixed_ns``.

@@ -12,7 +12,7 @@ nodes each method timed):
   FLOPs or only bytes still gets a time; rounded to the nearest ns;
 - ``astra_measured``: ASTRA-sim's replay of a recorded duration:
   ``duration_micros * 1000`` ns, i.e. ``duration_ns`` floored to whole
-  microseconds, and 1 ns when that is zero (DESIGN.md section 4);
+  microseconds, and 1 ns when that is zero (docs/design.md section 4);
 - ``astra_roofline``: ASTRA-sim's roofline (``Workload::issue_comp`` and
   ``Roofline::get_perf``): ``intensity = num_ops / tensor_size``, ``perf =
   min(local_mem_bw x 1e9 x intensity, peak_perf x 1e12)``, time =

@@ -1,6 +1,6 @@
 """The replay engine: an event-driven simulation of every rank of a job at once.
 
-Semantics (DESIGN.md section 4):
+Semantics (docs/design.md section 4):
 
 - A node may start when all its data dependencies have finished and its
   resource (host thread, compute stream, comm stream, memory; see

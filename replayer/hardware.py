@@ -210,7 +210,7 @@ class AstraSettings:
         active_chunks_per_dimension: ``active-chunks-per-dimension``.
         collective_optimization: ``localBWAware`` or ``baseline``.
         bandwidth_convention: ``gib`` (link GB/s read as 2^30 B/s, as the
-            ASTRA-sim analytical backend measured in DESIGN.md does) or ``si`` (1e9).
+            ASTRA-sim analytical backend measured in docs/design.md does) or ``si`` (1e9).
         roofline_enabled: ``roofline-enabled``.
         peak_perf_tflops: ``peak-perf`` (TFLOP/s), for the roofline.
     """

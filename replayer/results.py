@@ -13,7 +13,7 @@ Per rank (:class:`RankStats`):
 - ``comm_ns``: time during which at least one transfer of the rank runs, from
   the transfer's start (all members arrived) to its end;
 - ``exposed_comm_ns``: communication time during which none of the rank's
-  compute runs, ``|comm U compute| - |compute|`` (DESIGN.md section 4);
+  compute runs, ``|comm U compute| - |compute|`` (docs/design.md section 4);
 - ``comm_wait_ns``: time the rank sits in a communication node waiting for
   its peers to arrive, while nothing else of it runs;
 - ``idle_ns``: ``iteration_time_ns - |comm U compute|`` (includes the waits).

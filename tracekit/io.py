@@ -1,6 +1,6 @@
 """Reading and writing execution traces: Chakra `.et` (optionally gzip), tracekit JSON, Chakra feeder JSON.
 
-`.et` layout (DESIGN.md section 3): a stream of records, each a varint32 byte
+`.et` layout (docs/design.md section 3): a stream of records, each a varint32 byte
 length followed by one protobuf message; one ``GlobalMetadata`` first, then
 ``Node`` messages to the end of the file.  Files ending in ``.gz`` (or starting
 with the gzip magic) are decompressed transparently.
@@ -192,8 +192,11 @@ def split_records(data: bytes, *, path: str | None = None, rank: int | None = No
     if pos > n:
         rec_at = bounds[-2]
         body_at = rec_at + _prefix_len(data, rec_at)
+        hint = ""
+        if data[:1] in (b"{", b"[") or data[:3] == b"\xef\xbb\xbf":
+            hint = "; the file looks like JSON: give it a .json name, or turn it into .et with `tracekit load`"
         raise TraceFormatError(
-            f"record of {pos - body_at} bytes runs past the end of the file ({n - body_at} bytes left)",
+            f"record of {pos - body_at} bytes runs past the end of the file ({n - body_at} bytes left){hint}",
             byte_offset=rec_at, path=path, rank=rank)
     edges = np.asarray(bounds, dtype=np.int64)
     rec_starts, rec_ends = edges[:-1], edges[1:]

@@ -12,7 +12,7 @@ Time is kept in integer nanoseconds everywhere (``duration_ns``,
 schema/et_def.proto).  Sizes are bytes; ``num_ops`` counts FLOPs in traces
 tracekit writes.
 
-The standard attributes other tools read (DESIGN.md section 3) have typed
+The standard attributes other tools read (docs/design.md section 3) have typed
 accessors on :class:`Node` that accept every integer kind real files use.
 """
 

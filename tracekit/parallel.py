@@ -51,15 +51,15 @@ def parallel_map(fn: Callable[[T], R], items: Sequence[T] | Iterable[T], *, exec
     if executor not in EXECUTORS:
         raise ConfigError(f"unknown executor {executor!r}; choose one of {', '.join(EXECUTORS)}")
     workers = max_workers or default_workers()
-    if executor == "serial" or total <= 1 or (executor == "process" and workers == 1):
+    if executor == "ray":  # even for one item: an explicit request for Ray must not silently run locally
+        return _ray_map(fn, items, ray_address, progress)
+    if executor == "serial" or total <= 1 or workers == 1:
         out = []
         for i, item in enumerate(items):
             out.append(fn(item))
             if progress:
                 progress(i + 1, total)
         return out
-    if executor == "ray":
-        return _ray_map(fn, items, ray_address, progress)
     results: list[Any] = [None] * total
     with ProcessPoolExecutor(max_workers=min(workers, total)) as pool:
         futures = {pool.submit(fn, item): i for i, item in enumerate(items)}

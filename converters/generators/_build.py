@@ -2,7 +2,7 @@
 
 Generators (microbenchmarks, LLM, DLRM) and the ASTRA-sim text converter all
 do the same few things: hand out node ids per rank, add COMP and COMM nodes
-carrying the standard attributes other tools read (DESIGN.md section 3), name
+carrying the standard attributes other tools read (docs/design.md section 3), name
 process groups and declare them in a ``process_group:init`` METADATA node, and
 parse human sizes such as ``64MiB``.  This module owns exactly that.
 

@@ -19,7 +19,7 @@ looks like communication but is not known raises
 node.
 
 Sizes (``comm_bytes``) follow the convention of Chakra/ASTRA-sim cost models
-(DESIGN.md section 4): the bytes each rank contributes -- the tensor for
+(docs/design.md section 4): the bytes each rank contributes -- the tensor for
 all-reduce/broadcast/reduce/send/recv, the per-rank input for all-gather and
 gather, the full input buffer for reduce-scatter and all-to-all, 0 for a
 barrier.  When ``record_param_comms`` gives ``in_msg_nelems`` and ``dtype`` they

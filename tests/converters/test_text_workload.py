@@ -35,7 +35,7 @@ def comms(trace):
 
 
 # ----- the replay formula for DATA workloads ------------------------------------------------
-# ASTRA-sim analytical, congestion-unaware ring all-reduce (DESIGN.md section 4, values
+# ASTRA-sim analytical, congestion-unaware ring all-reduce (docs/design.md section 4, values
 # printed by the simulator): X(m) = floor(h*latency + m/B), B = bw * 2^30 / 1e9 bytes/ns,
 # R(m) = 3 floor(m / local_mem_bw), T = e + (p-1)(X(C/p) + e + R(C/p)) + (p-1)(X(C/p) + e).
 
@@ -351,7 +351,7 @@ def test_cli_missing_tp_for_hybrid_is_one_line(tmp_path, test_data_dir):
 def test_resnet_data_replay_on_astra_config_matches_formula(resnet, test_data_dir):
     """Replay of the DATA workload with an imported ASTRA-sim config equals the hand-derived total.
 
-    Derivation (ASTRA-sim analytical semantics, ../shared/DESIGN.md section 4): compute nodes
+    Derivation (ASTRA-sim analytical semantics, docs/design.md section 4): compute nodes
     take ``duration_micros * 1000`` ns (1 ns when zero); each weight-gradient all-reduce costs
     the ring formula (checked against ASTRA-sim's reference values above) and, with
     ``active-chunks-per-dimension = 1`` and one dataset split, the rank's collectives run one

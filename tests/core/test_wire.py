@@ -1,4 +1,4 @@
-"""A trace written from scratch decodes with protobuf's generic (schema-less) decoder by DESIGN.md field numbers."""
+"""A trace written from scratch decodes with protobuf's generic (schema-less) decoder by docs/design.md field numbers."""
 
 from __future__ import annotations
 

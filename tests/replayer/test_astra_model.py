@@ -30,7 +30,7 @@ def imported(astra_dir, topology: str, p: int, splits: int = 1):
     return result.spec
 
 
-# Every reference value in DESIGN.md section 4 (printed by ASTRA-sim's analytical backend):
+# Every reference value in docs/design.md section 4 (printed by ASTRA-sim's analytical backend):
 # 1 MiB per rank, 50 GB/s, 500 ns, endpoint-delay 10, local-mem-bw 1600.
 REFERENCE = [
     ("ring", 4, C.ALL_REDUCE, 1, 33_829),

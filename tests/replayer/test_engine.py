@@ -102,7 +102,7 @@ def test_compute_then_collective_iterations_add_up():
     assert r0.idle_ns == pytest.approx(0.0, abs=1e-6)
 
 
-# ----- ASTRA-sim reference values (DESIGN.md section 4) through the engine ----------------------------
+# ----- ASTRA-sim reference values (docs/design.md section 4) through the engine ----------------------------
 
 
 ASTRA_CASES = [

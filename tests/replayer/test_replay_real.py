@@ -25,7 +25,7 @@ def test_astra_sim_allreduce_4npus_reproduces_astra_sim(real_dir, test_data_dir)
     astra = test_data_dir / "astra"
     spec = import_astra_config(astra / "system_ring_splits1.json", astra / "network_ring_4.yml").spec
     result = replay(ts, spec)
-    # ASTRA-sim's analytical backend: ring all-reduce, 4 ranks, 1 MiB, 50 GB/s, 500 ns (DESIGN.md)
+    # ASTRA-sim's analytical backend: ring all-reduce, 4 ranks, 1 MiB, 50 GB/s, 500 ns (docs/design.md)
     assert result.iteration_time_ns == 33_829
     assert [r.iteration_time_ns for r in result.ranks] == [33_829] * 4
 

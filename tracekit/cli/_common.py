@@ -25,24 +25,40 @@ class State:
     verbose: int = 0
 
 
+def path_span(paths) -> str:
+    """``first ... last`` of a list of written paths (just the path when there is one)."""
+    paths = [str(p) for p in paths]
+    if not paths:
+        return "(none)"
+    return paths[0] if len(paths) == 1 else f"{paths[0]} ... {paths[-1]}"
+
+
 def state() -> State:
     ctx = click.get_current_context(silent=True)
     obj = ctx.find_object(State) if ctx is not None else None
     return obj if obj is not None else State()
 
 
-def err_console():
-    """A rich console on stderr (progress, tables meant for people)."""
+PIPE_WIDTH = 120  # columns when output is not a terminal (rich would use 80 and wrap lines people grep)
+
+
+def _console(stderr: bool):
     from rich.console import Console
 
-    return Console(stderr=True)
+    console = Console(stderr=stderr)
+    if not console.is_terminal:
+        console = Console(stderr=stderr, width=PIPE_WIDTH)
+    return console
+
+
+def err_console():
+    """A rich console on stderr (progress, tables meant for people)."""
+    return _console(stderr=True)
 
 
 def out_console():
     """A rich console on stdout (data meant for people)."""
-    from rich.console import Console
-
-    return Console()
+    return _console(stderr=False)
 
 
 def progress(items: Iterable[T], description: str, total: int | None = None) -> Iterator[T]:

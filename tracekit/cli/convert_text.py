@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from tracekit.cli._common import CONTEXT_SETTINGS, err_console, state
+from tracekit.cli._common import CONTEXT_SETTINGS, err_console, path_span, state
 
 
 @click.command("text", context_settings=CONTEXT_SETTINGS)
@@ -33,7 +33,7 @@ def text(workload: str, num_ranks: int, prefix: str, passes: int, tp: int | None
     paths = write_traceset(traceset, prefix)
     if not state().quiet:
         nodes = len(traceset[traceset.ranks[0]])
-        err_console().print(f"wrote {len(paths)} trace(s), {nodes:,} nodes per rank: {paths[0]} ... {paths[-1]}")
+        err_console().print(f"wrote {len(paths)} trace(s), {nodes:,} nodes per rank: {path_span(paths)}", markup=False, highlight=False)
 
 
 COMMANDS = [text]

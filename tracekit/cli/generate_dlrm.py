@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from tracekit.cli._common import CONTEXT_SETTINGS, err_console, state
+from tracekit.cli._common import CONTEXT_SETTINGS, err_console, path_span, state
 from tracekit.errors import ConfigError
 
 
@@ -53,7 +53,7 @@ def dlrm(model_name: str, num_ranks: int, global_batch: int | None, tables: int 
     traceset = generate_dlrm(config, roofline)
     paths = write_traceset(traceset, prefix)
     if not state().quiet:
-        err_console().print(f"wrote {len(paths)} trace(s): {paths[0]} ... {paths[-1]}")
+        err_console().print(f"wrote {len(paths)} trace(s): {path_span(paths)}", markup=False, highlight=False)
 
 
 COMMANDS = [dlrm]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from tracekit.cli._common import CONTEXT_SETTINGS, err_console, progress, state
+from tracekit.cli._common import CONTEXT_SETTINGS, err_console, path_span, progress, state
 from tracekit.errors import ConfigError
 
 
@@ -95,18 +95,18 @@ def llm(model_name: str, layers, hidden, heads, kv_heads, ffn, seq, vocab, tp: i
         dp = implied
     if virtual_stages is None:
         virtual_stages = 2 if schedule == "interleaved" else 1
-    parallel = ParallelSpec(dp=dp or 1, tp=tp, pp=pp, cp=cp, ep=ep, sequence_parallel=sequence_parallel,
+    parallel = ParallelSpec(dp=1 if dp is None else dp, tp=tp, pp=pp, cp=cp, ep=ep, sequence_parallel=sequence_parallel,
                             zero_stage=zero_stage, recompute=recompute, schedule=schedule,
                             virtual_stages=virtual_stages, grad_bucket_bytes=parse_size(bucket),
                             overlap_grad_reduce=not no_overlap)
-    config = LLMConfig(model, parallel, global_batch_size=global_batch or default_batch,
+    config = LLMConfig(model, parallel, global_batch_size=default_batch if global_batch is None else global_batch,
                        micro_batch_size=micro_batch, dtype=dtype)
     roofline = roofline_from_options(hw, peak_tflops, mem_bw_gbps, dtype)
     paths = write_llm(config, prefix, roofline,
                       progress=lambda items, total: progress(items, f"{model.name}: writing ranks", total=total))
     if not state().quiet:
-        err_console().print(f"wrote {len(paths)} trace(s): {paths[0]} ... {paths[-1]} "
-                            f"({config.num_micro_batches} micro-batches per pipeline)")
+        err_console().print(f"wrote {len(paths)} trace(s): {path_span(paths)} "
+                            f"({config.num_micro_batches} micro-batches per pipeline)", markup=False, highlight=False)
 
 
 COMMANDS = [llm]

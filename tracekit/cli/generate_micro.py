@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from tracekit.cli._common import CONTEXT_SETTINGS, err_console, state
+from tracekit.cli._common import CONTEXT_SETTINGS, err_console, path_span, state
 from tracekit.errors import ConfigError
 
 
@@ -76,7 +76,7 @@ def micro(collective: str | None, pattern: str | None, shape: str | None, list_s
                                            iterations=iterations)
     paths = write_traceset(traceset, prefix)
     if not state().quiet:
-        err_console().print(f"wrote {len(paths)} trace(s): {paths[0]} ... {paths[-1]}")
+        err_console().print(f"wrote {len(paths)} trace(s): {path_span(paths)}", markup=False, highlight=False)
 
 
 COMMANDS = [micro]

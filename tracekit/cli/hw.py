@@ -23,7 +23,12 @@ def hw() -> None:
 
 @hw.command("list", context_settings=CONTEXT_SETTINGS)
 def list_cmd() -> None:
-    """List the built-in hardware presets (name, ranks, network, device)."""
+    """List the built-in hardware presets (name, ranks, network, device).
+
+    \b
+    Example:
+      tracekit hw list
+    """
     from rich.table import Table
 
     from tracekit.replayer.hardware import list_presets, load_spec
@@ -98,7 +103,7 @@ _SHORT = {"all_reduce": "ar", "reduce_scatter": "rs", "all_gather": "ag", "all_t
 @click.option("--name", default=None, help="Spec name (default: astra:<system>+<network>).")
 @click.option("--bandwidth-convention", type=click.Choice(["gib", "si"]), default="gib", show_default=True,
               help="How ASTRA-sim reads link GB/s: gib = x 2^30/1e9 bytes/ns (the analytical backend "
-                   "measured in DESIGN.md), si = 1 GB/s = 1 byte/ns.")
+                   "measured in docs/design.md), si = 1 GB/s = 1 byte/ns.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
               help="Write the spec TOML here (default: stdout).")
 def import_astra(system: str, network: str, remote_memory: str | None, name: str | None,

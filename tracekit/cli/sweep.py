@@ -79,7 +79,7 @@ def sweep(traces: str, specs: tuple[str, ...], varies: tuple[str, ...], collecti
     _print_table(result)
     if not state().quiet:
         err_console().print(f"{len(result.rows)} point(s) on {result.world_size} ranks ({executor}); wrote "
-                            + ", ".join(str(p) for p in paths.values()))
+                            + ", ".join(str(p) for p in paths.values()), markup=False, highlight=False)
 
 
 def _print_table(result) -> None:

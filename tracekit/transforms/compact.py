@@ -1,6 +1,6 @@
 """Compaction: fewer nodes and dependencies, same replay.
 
-Two rewrites, both exact for the replayer's semantics (DESIGN.md section 4;
+Two rewrites, both exact for the replayer's semantics (docs/design.md section 4;
 a node starts when its data dependencies are done and its resource is free,
 the resource taking waiting nodes in file order):
 
