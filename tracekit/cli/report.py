@@ -101,6 +101,9 @@ def diff(a_path: str, b_path: str, html_out: str | None, as_json: bool, output: 
         a = load_result(a_path)
         b = load_result(b_path)
     result = diff_results(a, b, top=top, a_label=a_label, b_label=b_label)
+    if html_out is not None:  # files first: a closed stdout (| head) must not lose them
+        path = write_diff_report(result, html_out)
+        _say(f"wrote {path}")
     if as_json:
         import orjson
 
@@ -108,9 +111,6 @@ def diff(a_path: str, b_path: str, html_out: str | None, as_json: bool, output: 
         _emit(text, output)
     else:
         _print_tables(result, output)
-    if html_out is not None:
-        path = write_diff_report(result, html_out)
-        _say(f"wrote {path}")
 
 
 def _emit(text: str, output: str | None) -> None:
