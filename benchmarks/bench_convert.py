@@ -31,7 +31,8 @@ def _median(fn) -> tuple[float, float, float]:
 
 
 def main() -> dict:
-    from tracekit.converters.pytorch import _gc_paused, convert_rank
+    from tracekit.converters.pytorch import convert_rank
+    from tracekit.converters.pytorch.kineto_reader import paused_gc as _gc_paused
     from tracekit.converters.pytorch.et_convert import convert_et
     from tracekit.converters.pytorch.et_reader import read_et
     from tracekit.converters.pytorch.kineto_reader import read_kineto
