@@ -292,11 +292,9 @@ def plan_folding(scans: dict[int, RankScan], groups: dict[str, tuple[int, ...]],
             raise NotFoldable(f"{'send/recv' if kind == 'p2p' else 'collective'} #{seq} on group {pg!r} "
                               f"(ranks {list(ranks)[:8]}) does not map onto its representatives' communication "
                               f"(different members, size or cost)")
-        u = len(unfolded)
         unfolded.append((kind, ctype, nbytes, pg, ranks, positions, fid))
         for m, p in zip(ranks, positions):
             order_by_u[m].append(p)
-        del u
 
     # collectives, in the engine's order (see _program._match_collectives)
     names = sorted({g for s in scans.values() for g in s.coll}, key=lambda s: (len(s), s))

@@ -75,7 +75,7 @@ def test_llm_presets_fold_exactly(par):
 def test_llm_with_overlapped_gradient_buckets_shares_bandwidth():
     # dp all-reduces overlap the backward pass and the tp all-reduces: links are shared
     ts = _llm(tp=2, pp=1, dp=4, batch=8, overlap_grad_reduce=True, grad_bucket_bytes=4 << 20)
-    a, b = both(ts)
+    _, b = both(ts)
     assert _folded(b) < len(ts)
 
 
