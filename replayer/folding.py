@@ -577,7 +577,7 @@ def replay_files(traces: Any, spec: Any, *, options: "ReplayOptions | None" = No
     from tracekit.replayer.checks import ReplayCheckError, check_spec_size
     from tracekit.replayer.hardware import HardwareSpec, load_spec
     from tracekit.traceset import TraceSet
-    from tracekit.validate import ERROR, _cross_rank, check_rank
+    from tracekit.validate import ERROR, cross_rank_checks, check_rank
 
     options = options or ReplayOptions()
     if not isinstance(spec, HardwareSpec):
@@ -626,7 +626,7 @@ def replay_files(traces: Any, spec: Any, *, options: "ReplayOptions | None" = No
     except Exception:  # noqa: BLE001 - the unfolded replay reports it
         return unfolded(None)
     if options.check:
-        report = _cross_rank(findings, groups, world)
+        report = cross_rank_checks(findings, groups, world)
         if report.errors:
             raise ReplayCheckError(list(report.errors))
     ts = TraceSet(kept, process_groups=declared)

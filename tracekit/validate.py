@@ -233,7 +233,7 @@ def validate_traceset(traceset: "TraceSet") -> ValidationReport:
         groups = traceset.process_groups
     except ValidationError as exc:
         return _report(findings, error=Issue("process-groups", ERROR, exc.message, exc.path, exc.rank))
-    return _cross_rank(findings, groups, traceset.world_size)
+    return cross_rank_checks(findings, groups, traceset.world_size)
 
 
 def validate_files(pairs: Sequence[tuple[int, str | os.PathLike[str]]], *, executor: str = "serial",
@@ -265,7 +265,7 @@ def validate_files(pairs: Sequence[tuple[int, str | os.PathLike[str]]], *, execu
         groups = resolve_groups(declared, world)
     except ValidationError as exc:
         return _report(findings, error=Issue("process-groups", ERROR, exc.message))
-    return _cross_rank(findings, groups, world)
+    return cross_rank_checks(findings, groups, world)
 
 
 def _report(findings: Sequence[RankFindings], error: Issue | None = None) -> ValidationReport:
@@ -277,7 +277,14 @@ def _report(findings: Sequence[RankFindings], error: Issue | None = None) -> Val
     return report
 
 
-def _cross_rank(findings: Sequence[RankFindings], groups: dict[str, tuple[int, ...]], world: int) -> ValidationReport:
+def cross_rank_checks(findings: Sequence[RankFindings], groups: dict[str, tuple[int, ...]],
+                      world: int) -> ValidationReport:
+    """The cross-rank checks over per-rank findings (:func:`check_rank`) of a world of ``world`` ranks.
+
+    Reports every rank's own issues, a partial job (warning), collectives on
+    undeclared groups or by non-members, and the first divergence of each
+    group's collective sequence between its members.
+    """
     report = _report(findings)
     by_rank = {f.rank: f for f in findings}
     missing = [r for r in range(world) if r not in by_rank]
