@@ -57,7 +57,7 @@ def replay(traceset: "TraceSet", spec: "HardwareSpec | str | os.PathLike[str]", 
         DeadlockError: the replay stalled; per rank, what it is blocked on.
     """
     from tracekit.replayer._program import compile_program, effective_spec
-    from tracekit.replayer.checks import check_replay_inputs, check_spec_size
+    from tracekit.replayer.checks import check_complete, check_replay_inputs, check_spec_size
     from tracekit.replayer.engine import simulate
     from tracekit.replayer.hardware import HardwareSpec, load_spec
     from tracekit.replayer.results import build_result
@@ -65,6 +65,7 @@ def replay(traceset: "TraceSet", spec: "HardwareSpec | str | os.PathLike[str]", 
     options = options or ReplayOptions()
     if not isinstance(spec, HardwareSpec):
         spec = load_spec(spec)
+    check_complete(traceset.ranks, traceset.world_size)
     if options.check:
         check_replay_inputs(traceset, spec)
     else:

@@ -50,6 +50,19 @@ class ReplayCheckError(ReplayError):
         self.issues = list(issues)
 
 
+def check_complete(present_ranks, world_size: int, *, path: str | None = None) -> None:
+    """Raise ReplayError when a rank of the job has no trace (a replay needs every rank).
+
+    ``world_size`` counts the ranks named by file names and process groups.
+    """
+    present = set(present_ranks)
+    missing = [r for r in range(world_size) if r not in present]
+    if missing:
+        shown = ", ".join(map(str, missing[:16])) + (" ..." if len(missing) > 16 else "")
+        raise ReplayError(f"no trace for rank(s) {shown}: the job has {world_size} ranks (from its file names and "
+                          f"process groups) and a replay needs every rank's trace", path=path)
+
+
 def check_spec_size(traceset: "TraceSet", spec: "HardwareSpec") -> None:
     """Raise SpecError when the spec cannot have the trace set's number of ranks."""
     from tracekit.errors import SpecError

@@ -574,7 +574,7 @@ def replay_files(traces: Any, spec: Any, *, options: "ReplayOptions | None" = No
     from tracekit.io import read_trace, read_traceset, trace_paths
     from tracekit.replayer import replay
     from tracekit.replayer._program import ReplayOptions, effective_spec
-    from tracekit.replayer.checks import ReplayCheckError, check_spec_size
+    from tracekit.replayer.checks import ReplayCheckError, check_complete, check_spec_size
     from tracekit.replayer.hardware import HardwareSpec, load_spec
     from tracekit.traceset import TraceSet
     from tracekit.validate import ERROR, cross_rank_checks, check_rank
@@ -621,6 +621,7 @@ def replay_files(traces: Any, spec: Any, *, options: "ReplayOptions | None" = No
         scans[rank] = scan
         del trace
     world = max([r for r, _ in pairs] + [max(v) for v in declared.values() if v], default=-1) + 1
+    check_complete(scans, world, path=str(traces))
     try:
         groups = resolve_groups(declared, world)
     except Exception:  # noqa: BLE001 - the unfolded replay reports it

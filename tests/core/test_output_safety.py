@@ -62,3 +62,11 @@ def test_streaming_transform_with_one_bad_rank_writes_no_rank(job, tmp_path):
     res = CliRunner().invoke(cli, ["transform", str(job), "-o", str(out / "x"), "--scale-compute", "2", "--stream"])
     assert res.exit_code == 2 and "all_reduce.1.et" in res.stderr
     assert not out.exists() or list(out.iterdir()) == []
+
+
+def test_replay_of_a_job_with_a_missing_rank_names_the_rank(job):
+    (job.parent / "all_reduce.2.et").unlink()
+    for extra in ([], ["--no-fold"]):
+        res = CliRunner().invoke(cli, ["replay", str(job), "--hw", "dgx-a100", *extra])
+        assert res.exit_code == 2
+        assert "no trace for rank(s) 2: the job has 4 ranks" in res.stderr

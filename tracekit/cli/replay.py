@@ -118,24 +118,28 @@ def replay(traces: str, hw: str, json_out: str | None, with_schedule: bool, time
     options = ReplayOptions(collective_model=collective_model, compute_scale=compute_scale, streams=streams,
                             check=not no_check, fold=not no_fold)
     result, traceset = replay_files(traces, hw, options=options)
-    render_result(out_console(), result)
-    fold = result.folding
-    if fold is not None and fold.reason is None:
-        err_console().print(f"rank folding: simulated {fold.classes} of {fold.ranks} ranks "
-                            f"(the others run identical timelines; --no-fold to simulate all)")
+    written = []  # files first: a closed stdout (| head) must not lose them
     if html_out:
         from tracekit.replayer.report import write_report
 
         write_report(result, html_out, traceset=traceset)
-        err_console().print(f"wrote {html_out}")
+        written.append(f"wrote {html_out}")
     if json_out:
         result.write_json(json_out, include_schedule=with_schedule)
-        err_console().print(f"wrote {json_out}")
+        written.append(f"wrote {json_out}")
     if timeline_out:
         from tracekit.replayer.timeline import replay_timeline, write_chrome_trace
 
         write_chrome_trace(replay_timeline(result, traceset), timeline_out)
-        err_console().print(f"wrote {timeline_out} (open it in https://ui.perfetto.dev)")
+        written.append(f"wrote {timeline_out} (open it in https://ui.perfetto.dev)")
+    render_result(out_console(), result)
+    fold = result.folding
+    console = err_console()
+    if fold is not None and fold.reason is None:
+        console.print(f"rank folding: simulated {fold.classes} of {fold.ranks} ranks "
+                      f"(the others run identical timelines; --no-fold to simulate all)")
+    for line in written:
+        console.print(line, markup=False, highlight=False)
 
 
 @click.command(context_settings=CONTEXT_SETTINGS)
