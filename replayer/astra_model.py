@@ -64,7 +64,7 @@ from tracekit.model import CollectiveType
 from tracekit.replayer.collectives import (
     CommCost, UnsupportedCollectiveError, check_comm_bytes, collective_kind,
 )
-from tracekit.replayer.placement import GroupPlacement, p2p_dimension, place_group, rank_coords, ring_distance
+from tracekit.replayer.placement import GroupPlacement, GroupPlacer, p2p_dimension, rank_coords, ring_distance
 
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.replayer.hardware import HardwareSpec, NetworkDim
@@ -92,7 +92,7 @@ def astra_hops(topology: str, a: int, b: int, size: int) -> int:
     return 1
 
 
-class AstraModel:
+class AstraModel(GroupPlacer):
     """ASTRA-sim analytical congestion-unaware collective costs (see module doc).
 
     Raises (at construction):
@@ -105,7 +105,7 @@ class AstraModel:
             raise SpecError("key astra: is required for collectives.model = 'astra'", path=spec.path)
         self.spec = spec
         self.settings = spec.astra
-        self._sizes = spec.dim_sizes
+        GroupPlacer.__init__(self, spec.dim_sizes)
         self._bw = tuple(bytes_per_ns(d.bandwidth_gbps, spec.astra.bandwidth_convention)
                          for d in spec.network)
         for i, dim in enumerate(spec.network):
@@ -116,7 +116,6 @@ class AstraModel:
                         f"key network[{i}].algorithms.{key}: the astra-compatible model covers ring and "
                         f"direct (the formulas measured from ASTRA-sim), got {alg!r}; use "
                         f"collectives.model = 'alpha_beta' for it", path=spec.path)
-        self._placements: dict[tuple[int, ...], GroupPlacement] = {}
 
     # --- the per-message terms ---
 
@@ -163,13 +162,6 @@ class AstraModel:
         return e + gather_step
 
     # --- the model interface ---
-
-    def placement(self, group: tuple[int, ...]) -> GroupPlacement:
-        key = tuple(group)
-        found = self._placements.get(key)
-        if found is None:
-            found = self._placements[key] = place_group(key, self._sizes)
-        return found
 
     def phases(self, kind: str, chunk: int, pl: GroupPlacement) -> list[tuple]:
         """``(dimension, phase kind, chunk bytes, ranks, member coordinates)`` in order, for one chunk.

@@ -70,7 +70,7 @@ from tracekit.errors import ReplayError, SpecError
 from tracekit.model import CollectiveType
 
 from tracekit.replayer.placement import (
-    GroupPlacement, farthest_hops, hops, p2p_dimension, place_group, rank_coords, ring_neighbor_hops,
+    GroupPlacement, GroupPlacer, farthest_hops, hops, p2p_dimension, rank_coords, ring_neighbor_hops,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -244,21 +244,12 @@ def collective_kind(comm_type: CollectiveType | int) -> str:
     return "barrier" if ct == CollectiveType.BARRIER else collective_key(ct)
 
 
-class AlphaBetaModel:
+class AlphaBetaModel(GroupPlacer):
     """Hockney alpha-beta costs per algorithm, hierarchical over dimensions (see module doc)."""
 
     def __init__(self, spec: "HardwareSpec") -> None:
+        super().__init__(spec.dim_sizes)
         self.spec = spec
-        self._sizes = spec.dim_sizes
-        self._placements: dict[tuple[int, ...], GroupPlacement] = {}
-
-    def placement(self, group: tuple[int, ...]) -> GroupPlacement:
-        """Cached :func:`place_group` for this spec."""
-        key = tuple(group)
-        found = self._placements.get(key)
-        if found is None:
-            found = self._placements[key] = place_group(key, self._sizes)
-        return found
 
     def collective_cost(self, comm_type: CollectiveType, comm_bytes: int,
                         group: tuple[int, ...]) -> CommCost:

@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING
 from tracekit.model import CollectiveType
 
 from tracekit.replayer.collectives import CommCost, check_comm_bytes, collective_kind, p2p_alpha_beta
-from tracekit.replayer.placement import GroupPlacement, place_group, rank_coords
+from tracekit.replayer.placement import GroupPlacement, GroupPlacer, rank_coords
 
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.replayer.hardware import HardwareSpec
@@ -73,21 +73,13 @@ def _log2i(n: int) -> int:
     return max(0, int(n).bit_length() - 1)
 
 
-class NcclModel:
+class NcclModel(GroupPlacer):
     """NCCL-tuner-shaped costs (see module doc)."""
 
     def __init__(self, spec: "HardwareSpec") -> None:
         self.spec = spec
         self.consts = spec.nccl
-        self._sizes = spec.dim_sizes
-        self._placements: dict[tuple[int, ...], GroupPlacement] = {}
-
-    def placement(self, group: tuple[int, ...]) -> GroupPlacement:
-        key = tuple(group)
-        found = self._placements.get(key)
-        if found is None:
-            found = self._placements[key] = place_group(key, self._sizes)
-        return found
+        GroupPlacer.__init__(self, spec.dim_sizes)
 
     def _link(self, d: int) -> str:
         return self.spec.network[d].nccl_link or ("nvlink" if d == 0 else "net")

@@ -93,6 +93,22 @@ def place_group(group: tuple[int, ...], dim_sizes: tuple[int, ...]) -> GroupPlac
     return GroupPlacement(ranks, tuple(dims), tuple(sizes), tuple(coord_sets), regular)
 
 
+class GroupPlacer:
+    """Caches :func:`place_group` for one network shape (base of the collective cost models)."""
+
+    def __init__(self, dim_sizes: tuple[int, ...]) -> None:
+        self._sizes = tuple(dim_sizes)
+        self._placements: dict[tuple[int, ...], GroupPlacement] = {}
+
+    def placement(self, group: tuple[int, ...]) -> GroupPlacement:
+        """The placement of ``group`` (ranks) on the network's dimensions, cached."""
+        key = tuple(group)
+        found = self._placements.get(key)
+        if found is None:
+            found = self._placements[key] = place_group(key, self._sizes)
+        return found
+
+
 def p2p_dimension(src: int, dst: int, dim_sizes: tuple[int, ...]) -> int | None:
     """The outermost dimension on which ``src`` and ``dst`` differ (None if equal).
 

@@ -134,17 +134,9 @@ def _mb(node: Node) -> int:
 
 
 def _scale_comp(node: Node, k: float) -> Node | None:
-    if node.type != NodeType.COMP_NODE:
-        return None
-    c = copy_node(node)
-    if node.duration_ns > 0:
-        c.duration_ns = scale_int(node.duration_ns, k)
-    else:
-        for name in ("num_ops", "tensor_size"):
-            v = node.get_attr(name)
-            if isinstance(v, int) and not isinstance(v, bool) and v > 0:
-                c.set_attr(name, scale_int(v, k))
-    return c
+    from tracekit.transforms.scale import scaled_compute
+
+    return scaled_compute(node, k) if node.type == NodeType.COMP_NODE else None
 
 
 __all__ = ["Rescale"]

@@ -97,19 +97,27 @@ class ScaleCompute(Transform):
         types, pat, k = _types(self.node_types, _TIMED), _pattern(self.name_pattern), float(self.factor)
 
         def one(node: Node) -> Node | None:
-            if not self.selects(node, types, pat):
-                return None
-            c = copy_node(node)
-            if node.duration_ns > 0:
-                c.duration_ns = scale_int(node.duration_ns, k)
-            else:
-                for name in ("num_ops", "tensor_size"):
-                    v = node.get_attr(name)
-                    if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0:
-                        c.set_attr(name, scale_int(int(v), k))
-            return c
+            return scaled_compute(node, k) if self.selects(node, types, pat) else None
 
         return map_traces(traceset, lambda t: map_nodes(t, one))
+
+
+def scaled_compute(node: Node, k: float) -> Node:
+    """A copy of ``node`` whose compute costs ``k`` times as much.
+
+    The measured duration is scaled when there is one; otherwise the roofline
+    inputs (``num_ops`` FLOPs and ``tensor_size`` bytes) are, so a roofline
+    replay scales the same way.
+    """
+    c = copy_node(node)
+    if node.duration_ns > 0:
+        c.duration_ns = scale_int(node.duration_ns, k)
+    else:
+        for name in ("num_ops", "tensor_size"):
+            v = node.get_attr(name)
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0:
+                c.set_attr(name, scale_int(int(v), k))
+    return c
 
 
 # ----------------------------------------------------------------------------- devices
