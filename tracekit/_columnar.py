@@ -8,9 +8,9 @@ node.  The protobuf wire rules followed (https://protobuf.dev/programming-guides
 varints of up to 10 bytes, wire types 0 (varint), 1 (64-bit), 2 (length-
 delimited), 5 (32-bit); repeated scalars packed or not; the last value of a
 singular field wins; fields of unknown number or unexpected wire type are
-skipped.  Attribute messages are framed in the same pass, so a corrupt
-attribute fails the read, not a later lookup.  Names and attribute values are
-decoded on first use.
+skipped.  Names and attribute values are decoded on first use; attribute
+messages are framed on the first attribute access (or by validation), which
+raises TraceFormatError for a corrupt one.
 """
 
 from __future__ import annotations
@@ -221,10 +221,6 @@ def _decode_batch(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> dict
         a_owner, a_start, a_size = (np.concatenate(x) for x in zip(*attrs))
         order = np.argsort(a_owner, kind="stable")  # steps are in file order: a stable sort keeps it
         a_owner, a_start, a_size = a_owner[order], a_start[order], a_size[order]
-        try:  # frame attribute messages too: a corrupt attribute fails the read
-            walk_fields(buf, a_start, a_start + a_size)
-        except _Corrupt as exc:
-            raise _Corrupt(int(a_owner[exc.msg_index]), f"attribute: {exc.reason}") from None
     else:
         a_owner = a_start = a_size = np.zeros(0, dtype=np.int64)
     out["attr"] = (a_owner, a_start, a_size)
@@ -313,7 +309,7 @@ def decode_columns(encoded: Any) -> NodeColumns:
         return out
 
     return NodeColumns(ids, types, duration, start, dptr, dids, cptr, cids, names_fn=names_fn,
-                       attr_fn=source.values, attr_num_fn=source.numeric)
+                       attr_fn=source.values, attr_num_fn=source.numeric, verify_fn=source.verify)
 
 
 def _utf8(raw: bytes, encoded: Any, ids: np.ndarray, i: int) -> str:
@@ -335,6 +331,29 @@ class _AttrSource:
                  size: np.ndarray, ids: np.ndarray, encoded: Any) -> None:
         self.data, self.buf, self.n = data, buf, n
         self.owner, self.start, self.size, self.ids, self.encoded = owner, start, size, ids, encoded
+        self._verified = False
+
+    def verify(self) -> None:
+        """Frame every attribute message once (first attribute access, or validation).
+
+        Attribute framing costs as much as decoding the nodes themselves, so
+        it is not part of reading; any use of attributes runs it first.
+
+        Raises:
+            TraceFormatError: a corrupt attribute, naming its node and byte offset.
+        """
+        if self._verified:
+            return
+        if len(self.start):
+            start = self.start.astype(np.int64)
+            try:
+                walk_fields(self.buf, start, start + self.size)
+            except _Corrupt as exc:
+                i = exc.msg_index
+                raise TraceFormatError(f"undecodable attribute ({exc.reason})", byte_offset=int(start[i]),
+                                       path=self.encoded.path, rank=self.encoded.rank,
+                                       node_id=int(self.ids[int(self.owner[i])])) from None
+        self._verified = True
 
     def _matching(self, name: str) -> np.ndarray:
         """Indexes of attribute messages whose first field is ``name`` (field 1, as writers emit it)."""
@@ -362,6 +381,7 @@ class _AttrSource:
 
     def _first_hits(self, name: str) -> tuple[np.ndarray, np.ndarray]:
         """(attribute indexes, owning node positions) of the first ``name`` attribute of each node."""
+        self.verify()
         hits = self._matching(name)
         owner = self.owner[hits]
         if not len(hits):

@@ -59,6 +59,7 @@ class NodeColumns:
     names_fn: Callable[[], list[str]] = field(repr=False, default=list)
     attr_fn: Callable[[str], tuple[np.ndarray, list[Any]]] | None = field(repr=False, default=None)
     attr_num_fn: Callable[[str], tuple[np.ndarray, np.ndarray] | None] | None = field(repr=False, default=None)
+    verify_fn: Callable[[], None] | None = field(repr=False, default=None)
     _names: list[str] | None = field(default=None, repr=False)
     _attr_cache: dict[str, tuple[np.ndarray, list[Any]]] = field(default_factory=dict, repr=False)
 
@@ -71,6 +72,11 @@ class NodeColumns:
         if self._names is None:
             self._names = self.names_fn()
         return self._names
+
+    def verify(self) -> None:
+        """Check what is decoded lazily (attribute framing); TraceFormatError when corrupt."""
+        if self.verify_fn is not None:
+            self.verify_fn()
 
     def attr(self, name: str) -> tuple[np.ndarray, list[Any]]:
         """Attribute ``name`` of every node: ``(present bool[N], values list[N])`` (None where absent)."""

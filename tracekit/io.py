@@ -8,7 +8,9 @@ with the gzip magic) are decompressed transparently.
 Reading is strict: a truncated record, a length prefix past the end of the
 file, an undecodable message, an empty file or an empty node record raise
 :class:`~tracekit.errors.TraceFormatError` with the byte offset and the last
-good node id; a short trace is never returned.  A trace read from a file keeps
+good node id; a short trace is never returned (attribute messages inside a
+well-framed record are checked on first attribute access and by validation).
+A trace read from a file keeps
 its encoded records; its node table is decoded column-wise by
 :mod:`tracekit._columnar` and :class:`~tracekit.model.Node` objects are built
 only on demand.  Writing an untouched trace copies its records, so

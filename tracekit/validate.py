@@ -99,6 +99,7 @@ def validate_trace(trace: ExecutionTrace) -> ValidationReport:
     report = ValidationReport(checked_ranks=1, checked_nodes=len(trace))
     path, rank = trace.path, trace.rank
     cols = trace.columns()
+    cols.verify()  # attribute framing (decoded lazily): a corrupt attribute is a format error
     graph = trace.graph()
     # unique ids
     if len(graph.duplicate_ids):
