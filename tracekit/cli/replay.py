@@ -83,7 +83,7 @@ def render_result(console: Any, result: Any) -> None:
 @click.option("--with-schedule", is_flag=True, help="Include every node's start and end in the --json file.")
 @click.option("--timeline", "timeline_out", type=click.Path(dir_okay=False), default=None,
               help="Write a Chrome trace (open in Perfetto) of the replay to this file.")
-@click.option("--compute-scale", type=float, default=None, metavar="F",
+@click.option("--compute-scale", "--scale-compute", "compute_scale", type=float, default=None, metavar="F",
               help="Multiply measured compute durations by F (overrides the spec).")
 @click.option("--collective-model", type=click.Choice(["alpha_beta", "astra", "nccl", "measured"]), default=None,
               help="Communication cost model (overrides the spec); 'measured' replays the traces' own "

@@ -36,7 +36,8 @@ def _progress_callback(description: str) -> Iterator:
                    "options.collective_model, ...); repeat for a grid.")
 @click.option("--collective-model", type=click.Choice(["alpha_beta", "astra", "nccl", "measured"]), default=None,
               help="Collective model for every point (default: each spec's).")
-@click.option("--compute-scale", type=float, default=None, help="Factor on measured compute durations.")
+@click.option("--compute-scale", "--scale-compute", "compute_scale", type=float, default=None,
+              help="Factor on measured compute durations (same as transform --scale-compute).")
 @click.option("--streams", type=click.Choice(["trace", "single"]), default="trace", show_default=True,
               help="Streams from the trace's attributes, or one of each per rank.")
 @click.option("--no-check", is_flag=True, help="Skip the up-front replay checks.")
