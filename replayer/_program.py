@@ -394,15 +394,12 @@ def _match_p2p(ts: "TraceSet", layouts: dict[int, RankLayout], notes: dict[int, 
             continue
         trace = ts[rank]
         cols = trace.columns()
-        order = trace.graph().topological_order()
-        rank_in_order = np.empty(len(order), dtype=np.int64)
-        rank_in_order[order] = np.arange(len(order))
         _, src_v = cols.attr("comm_src")
         _, dst_v = cols.attr("comm_dst")
         _, tag_v = cols.attr("comm_tag")
         _, size_v = cols.attr("comm_size")
         _, pg_v = cols.attr("pg_name")
-        for p in sorted(p2p.tolist(), key=lambda q: rank_in_order[q]):
+        for p in trace.graph().in_topological_order(p2p):
             g = lay.offset + p
             tag = _int_or(tag_v, p, 0)
             bytes_of[g] = max(_int_or(size_v, p, 0) or 0, 0)

@@ -73,34 +73,38 @@ class AstraImport:
     ignored: tuple[str, ...]
 
 
-def _load_json(path: Path) -> dict[str, Any]:
-    try:
-        from tracekit.io import read_input_bytes
+def _load_mapping(path: Path, kind: str) -> dict[str, Any]:
+    """The top-level object of an ASTRA-sim config file; ``kind`` is ``"JSON"`` or ``"YAML"``.
 
-        data = json.loads(read_input_bytes(path).decode("utf-8"))
+    Raises:
+        SpecError: unreadable file, invalid JSON/YAML, or not an object/mapping at the top.
+    """
+    from tracekit.io import read_input_bytes
+
+    if kind == "JSON":
+        parse, errors = json.loads, (json.JSONDecodeError, UnicodeDecodeError)
+    else:
+        import yaml
+
+        parse, errors = yaml.safe_load, (yaml.YAMLError, UnicodeDecodeError)
+    try:
+        data = parse(read_input_bytes(path).decode("utf-8"))
     except OSError as exc:
         raise SpecError(f"cannot read ASTRA-sim config: {exc.strerror or exc}", path=path) from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise SpecError(f"not valid JSON: {exc}", path=path) from None
+    except errors as exc:
+        raise SpecError(f"not valid {kind}: {exc}", path=path) from None
     if not isinstance(data, dict):
-        raise SpecError("expected a JSON object at the top level", path=path)
+        raise SpecError(f"expected a {kind} {'object' if kind == 'JSON' else 'mapping'} at the top level",
+                        path=path)
     return data
+
+
+def _load_json(path: Path) -> dict[str, Any]:
+    return _load_mapping(path, "JSON")
 
 
 def _load_yaml(path: Path) -> dict[str, Any]:
-    import yaml
-
-    try:
-        from tracekit.io import read_input_bytes
-
-        data = yaml.safe_load(read_input_bytes(path).decode("utf-8"))
-    except OSError as exc:
-        raise SpecError(f"cannot read ASTRA-sim config: {exc.strerror or exc}", path=path) from None
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise SpecError(f"not valid YAML: {exc}", path=path) from None
-    if not isinstance(data, dict):
-        raise SpecError("expected a YAML mapping at the top level", path=path)
-    return data
+    return _load_mapping(path, "YAML")
 
 
 def _number(data: dict, key: str, path: Path, *, integer: bool = False, minimum: float | None = None,

@@ -155,9 +155,6 @@ def scan_rank(trace: "ExecutionTrace") -> RankScan:
     p2p_attr: dict[int, tuple[int, str]] = {}
     comm_ids: dict[int, int] = {}
     if len(comm):
-        order = graph.topological_order()
-        topo = np.empty(n, dtype=np.int64)
-        topo[order] = np.arange(len(order))
         _, ctype = cols.attr("comm_type")
         _, csize = cols.attr("comm_size")
         _, tag_v = cols.attr("comm_tag")
@@ -165,7 +162,7 @@ def scan_rank(trace: "ExecutionTrace") -> RankScan:
         _, dst_v = cols.attr("comm_dst")
         _, pg_v = cols.attr("pg_name")
         facts = []
-        for p in sorted(comm.tolist(), key=lambda q: topo[q]):
+        for p in graph.in_topological_order(comm):
             t = int(types[p])
             comm_ids[p] = int(cols.ids[p])
             ct = -1 if ctype[p] is None else _int_or(ctype[p], -2)

@@ -171,6 +171,7 @@ class DepGraph:
         self.succ_ptr = np.zeros(self.n + 1, dtype=np.int64)
         np.cumsum(np.bincount(pos, minlength=self.n), out=self.succ_ptr[1:])
         self._topo: np.ndarray | None = None
+        self._topo_rank: np.ndarray | None = None
 
     @classmethod
     def build(cls, columns: NodeColumns, *, path: str | None = None, rank: int | None = None) -> "DepGraph":
@@ -248,6 +249,19 @@ class DepGraph:
                                   node_id=ids[0])
         self._topo = np.asarray(order, dtype=np.int64)
         return self._topo
+
+    def in_topological_order(self, positions: np.ndarray) -> list[int]:
+        """``positions`` sorted by their place in :meth:`topological_order` (e.g. a rank's collectives in issue order).
+
+        Raises:
+            ValidationError: the graph has a cycle.
+        """
+        if self._topo_rank is None:
+            order = self.topological_order()
+            self._topo_rank = np.empty(self.n, dtype=np.int64)
+            self._topo_rank[order] = np.arange(len(order))
+        positions = np.asarray(positions, dtype=np.int64)
+        return positions[np.argsort(self._topo_rank[positions], kind="stable")].tolist()
 
     def find_cycle(self, candidates: Sequence[int]) -> list[int]:
         """One cycle among ``candidates`` (positions left with in-degree > 0), as positions in dependency order.

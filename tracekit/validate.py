@@ -178,10 +178,7 @@ def rank_collectives(trace: ExecutionTrace) -> dict[str, list[tuple[int, int, in
         _, ctype = cols.attr("comm_type")
         _, csize = cols.attr("comm_size")
         _, pg = cols.attr("pg_name")
-        order = trace.graph().topological_order()
-        rank_of = np.empty(len(cols), dtype=np.int64)
-        rank_of[order] = np.arange(len(order))
-        for p in sorted(pos.tolist(), key=lambda q: rank_of[q]):
+        for p in trace.graph().in_topological_order(pos):
             per_group[canonical_pg_name(pg[p])].append(
                 (int(cols.ids[p]), -1 if ctype[p] is None else int(ctype[p]),
                  -1 if csize[p] is None else int(csize[p])))
