@@ -236,8 +236,13 @@ def _bool_attr(cols: Any, name: str) -> np.ndarray:
     return out
 
 
-def _classify(cols: Any, streams: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Node kind, resource class and resource sub-id (tid/stream) per node."""
+def _classify(cols: Any, streams: str, *, astra: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Node kind, resource class and resource sub-id (tid/stream) per node.
+
+    ``astra``: ASTRA-sim's hardware resources (astra-sim c459ab6 ``workload/HardwareResource.cc``): one
+    CPU, one compute and one communication resource per rank whatever the ``tid``/``stream``
+    attributes say, and a send holds the communication resource like a collective (a recv holds none).
+    """
     types = cols.types
     n = len(types)
     kind = np.full(n, K_ZERO, dtype=np.int8)
@@ -257,6 +262,9 @@ def _classify(cols: Any, streams: str) -> tuple[np.ndarray, np.ndarray, np.ndarr
     cls[mem] = R_MEMORY
     cls[kind == K_COLL] = R_COMM
     cls[(kind == K_SEND) | (kind == K_RECV)] = R_P2P
+    if astra:
+        cls[kind == K_SEND] = R_COMM
+        return kind, cls, sub
     if streams == "trace" and n:
         if (cls == R_HOST).any():
             _, tid = cols.attr_int("tid")
@@ -519,7 +527,7 @@ def compile_program(traceset: "TraceSet", spec: "HardwareSpec", options: ReplayO
             raise ValidationError(f"duplicate node id {int(graph.duplicate_ids[0])}", path=trace.path,
                                   rank=rank, node_id=int(graph.duplicate_ids[0]))
         graph.topological_order()  # raises ValidationError naming a cycle
-        kind, cls, sub = _classify(cols, options.streams)
+        kind, cls, sub = _classify(cols, options.streams, astra=model_name == "astra")
         res, names = _resources(cls, sub)
         rank_counts[rank] = {}
         dur = _compute_durations(cols, kind, compute, trace, rank_counts[rank])

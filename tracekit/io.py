@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import IO, Any, Iterator, Sequence
 
 import numpy as np
+import orjson
 
 from tracekit._codec import metadata_from_pb, metadata_to_pb, node_from_pb, node_to_pb
 from tracekit._proto import et_def_pb2 as pb
@@ -551,6 +552,9 @@ def read_traceset(spec: str | os.PathLike[str] | Sequence[str | os.PathLike[str]
     return TraceSet(traces)
 
 
+_GROUPS_KEY = -1  # TraceSetWriter._temps key of the comm-group file
+
+
 class TraceSetWriter:
     """Writes the ``<prefix>.<rank>.et[.gz]`` files of one trace set as a unit.
 
@@ -569,16 +573,24 @@ class TraceSetWriter:
                 w.add(rank, data)
         w.paths  # written, in rank order
 
+    Beside the rank files it writes ``<prefix>.comm_groups.json``, ASTRA-sim's
+    ``--comm-group-configuration`` file (``{"<id>": [ranks]}``; ``{}`` when the
+    set has no sub-groups): set :attr:`comm_groups` to the document (see
+    :func:`tracekit.astra_compat.comm_groups_document`) before the block ends.
+
     Raises:
         TracekitError: the prefix holds other rank files, or an output is an
             input of the running command.
     """
 
-    def __init__(self, prefix: str | os.PathLike[str], *, compress: bool = False) -> None:
+    def __init__(self, prefix: str | os.PathLike[str], *, compress: bool = False,
+                 comm_groups: dict | None = None) -> None:
         self.prefix = os.fspath(prefix)
         self.suffix = ".et.gz" if compress else ".et"
         self._temps: dict[int, str] = {}
         self.paths: list[Path] = []
+        self.comm_groups: dict | None = comm_groups
+        self.comm_groups_path: Path | None = None
 
     def target(self, rank: int) -> Path:
         return Path(f"{self.prefix}.{rank}{self.suffix}")
@@ -589,12 +601,17 @@ class TraceSetWriter:
             raise TracekitError(f"rank {rank} written twice", path=self.prefix)
         target = self.target(rank)
         check_output(target)
+        tmp = self._temp_beside(target)
+        self._temps[rank] = tmp
+        return Path(tmp)
+
+    @staticmethod
+    def _temp_beside(target: Path) -> str:
         target.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".tk-", suffix=".tmp", dir=target.parent)
         os.fchmod(fd, 0o666 & ~_UMASK)
         os.close(fd)
-        self._temps[rank] = tmp
-        return Path(tmp)
+        return tmp
 
     def add(self, rank: int, data: bytes) -> None:
         """Write one rank's encoded trace (``.et`` bytes; compressed here when the writer compresses)."""
@@ -636,10 +653,16 @@ class TraceSetWriter:
                                         f"or choose another prefix", path=self.prefix)
                 for rank in sorted(self._temps):  # inputs may have been read after reserve()
                     check_output(self.target(rank))
-                for rank in sorted(self._temps):
-                    os.replace(self._temps[rank], self.target(rank))
+                groups_target = Path(f"{self.prefix}.comm_groups.json")
+                check_output(groups_target)
+                groups_tmp = self._temps[_GROUPS_KEY] = self._temp_beside(groups_target)  # removed on error
+                with open(groups_tmp, "wb") as fh:
+                    fh.write(orjson.dumps(self.comm_groups or {}, option=orjson.OPT_INDENT_2) + b"\n")
+                for rank in sorted(r for r in self._temps if r != _GROUPS_KEY):
+                    os.replace(self._temps.pop(rank), self.target(rank))
                     self.paths.append(self.target(rank))
-                self._temps.clear()
+                os.replace(self._temps.pop(_GROUPS_KEY), groups_target)
+                self.comm_groups_path = groups_target
         finally:
             for tmp in self._temps.values():
                 with contextlib.suppress(FileNotFoundError):
@@ -653,12 +676,22 @@ def write_traceset(traceset, prefix: str | os.PathLike[str], *, compress: bool =
     See :class:`TraceSetWriter`: an error or interrupt leaves no output file
     and no temporary file; a prefix holding other rank files is refused.
 
+    Every trace is made runnable by ASTRA-sim on the way
+    (:func:`tracekit.astra_compat.astra_ready`: no ``pg_name`` on all-ranks
+    communication, positive integer ids for the other groups, METADATA nodes
+    marked ``is_cpu_op``) and ``<prefix>.comm_groups.json`` lists the groups.
+
     Returns:
         The paths written, in rank order.
     """
+    from tracekit.astra_compat import astra_group_ids, astra_ready, comm_groups_document
+
+    groups = traceset.process_groups
+    ids = astra_group_ids(groups, traceset.world_size)
     with TraceSetWriter(prefix, compress=compress) as writer:
         for rank, trace in traceset.items():
-            writer.add(rank, encode_trace(trace))
+            writer.add(rank, encode_trace(astra_ready(trace, ids)))
+        writer.comm_groups = comm_groups_document(groups, ids)
     return writer.paths
 
 

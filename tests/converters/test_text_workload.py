@@ -91,7 +91,7 @@ def test_resnet_one_pass_has_215_nodes_summing_to_1082450(resnet):
         assert sum(n.type == NodeType.COMP_NODE for n in nodes) == 161
         # one all-reduce per layer, last layer first, sizes from the wg column
         assert [(n.comm_type, n.comm_bytes, n.pg_name) for n in nodes if n.is_comm] == [
-            (AR, layer.wg_comm.comm_bytes, "0") for layer in reversed(resnet.layers)]
+            (AR, layer.wg_comm.comm_bytes, None) for layer in reversed(resnet.layers)]
     assert sum(n.comm_bytes for n in ts[0].nodes if n.is_comm) == 102_011_648
     assert validate_traceset(ts).ok
 
@@ -199,7 +199,7 @@ def test_data_schedule_exact():
     assert shape(trace)[:11] == one_pass
     assert shape(trace)[11:14] == [("fwd:a", [10]), ("fwd:b", [11, 7]), ("fwd:c", [12, 4])]
     assert [n.duration_ns for n in trace.nodes[:11]] == [10, 20, 30, 300, 0, 3, 200, 0, 2, 100, 0]
-    assert [c[1:] for c in comms(trace)[:3]] == [(AR, 3000, "0"), (AR, 2000, "0"), (AR, 1000, "0")]
+    assert [c[1:] for c in comms(trace)[:3]] == [(AR, 3000, None), (AR, 2000, None), (AR, 1000, None)]
 
 
 def test_hybrid_transformer_schedule_and_groups():
