@@ -200,6 +200,9 @@ class ReplayProgram:
     measured_ns: np.ndarray | None = None
     roots: list[int] = field(default_factory=list)
     rank_compute_methods: dict[int, dict[str, int]] = field(default_factory=dict)
+    #: ``member_ends(instance, arrivals_ns) -> ends_ns | None``: per-member ends of a collective whose
+    #: members arrived apart (ASTRA-sim model, see astra_skew); None = all members end together.
+    member_ends: Any = None
 
     @property
     def n(self) -> int:
@@ -586,4 +589,22 @@ def compile_program(traceset: "TraceSet", spec: "HardwareSpec", options: ReplayO
     for inst in instances:
         if all(g >= 0 for g in inst.nodes):
             inst.cost = coster.cost(inst, program)
+    if model_name == "astra" and coster.model is not None:
+        program.member_ends = _astra_member_ends(coster.model)
     return program
+
+
+def _astra_member_ends(model: Any) -> Any:
+    """The engine's hook for ASTRA-sim collectives whose members arrive apart (see :mod:`.astra_skew`)."""
+    from tracekit.replayer.astra_skew import member_ends
+    from tracekit.replayer.collectives import collective_kind
+
+    def ends(inst: Instance, arrivals: list[float]) -> list[int] | None:
+        if inst.kind != "collective" or inst.link_ranks is not None:
+            return None
+        if inst.cost is None or not inst.cost.algorithm.startswith("astra:") or len(inst.nodes) != len(inst.ranks):
+            return None
+        return member_ends(model, collective_kind(CollectiveType(inst.comm_type)), inst.comm_bytes, inst.ranks,
+                           arrivals)
+
+    return ends

@@ -45,7 +45,7 @@ import numpy as np
 
 from tracekit.replayer._program import K_COLL, K_RECV, K_SEND, K_TIMED, K_ZERO, ReplayProgram
 
-EV_NODE, EV_LATENCY, EV_DATA = 0, 1, 2
+EV_NODE, EV_LATENCY, EV_DATA, EV_MEMBER = 0, 1, 2, 3
 _OUT, _IN = 0, 1
 
 __all__ = ["Schedule", "simulate"]
@@ -205,6 +205,8 @@ def simulate(program: ReplayProgram) -> Schedule:
     flows = _Flows(program)
     eager = program.model_name == "astra"  # ASTRA-sim's send/recv (module doc)
     delivered = [False] * n_inst
+    member_ends = program.member_ends  # ASTRA-sim: members that arrive apart end apart (astra_skew)
+    pending = [0] * n_inst
     events: list[tuple[float, int, int, int]] = []
     cur = (0.0, -1, -1)
 
@@ -284,7 +286,13 @@ def simulate(program: ReplayProgram) -> Schedule:
         last_arrival[i] = h
         if a == needed[i]:
             xfer_start[i] = t
-            heappush(events, (t + instances[i].cost.fixed_ns, EV_LATENCY, i, 0))
+            ends = member_ends(instances[i], [start[g] for g in instances[i].nodes]) if member_ends else None
+            if ends is None:
+                heappush(events, (t + instances[i].cost.fixed_ns, EV_LATENCY, i, 0))
+                return
+            pending[i] = len(ends)
+            for g, e_t in zip(instances[i].nodes, ends):
+                heappush(events, (float(e_t), EV_MEMBER, g, i))
 
     def make_ready(h: int, t: float, by: int) -> None:
         r = res[h]
@@ -399,6 +407,15 @@ def simulate(program: ReplayProgram) -> Schedule:
                     continue
                 heappush(heap, own)
             dispatch(r, t)
+        elif what == EV_MEMBER:
+            cur = (t, what, key)
+            end[key] = t
+            last_on[res[key]] = key
+            release(key, t)
+            dispatch(res[key], t)
+            pending[ver] -= 1
+            if pending[ver] == 0:
+                xfer_end[ver] = t
         elif what == EV_LATENCY:
             cur = (t, what, key)
             if eager and instances[key].kind == "p2p":

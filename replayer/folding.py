@@ -229,6 +229,21 @@ class NotFoldable(Exception):
     """Folding cannot be proven; ``args[0]`` says why."""
 
 
+def _astra_foldable(groups: dict[str, tuple[int, ...]], rep: list[int], world: int, spec: "HardwareSpec") -> None:
+    """Raise NotFoldable where ASTRA-sim's members of one collective may end apart (replayer/astra_skew.py)."""
+    from tracekit.replayer.astra_model import AstraModel
+    from tracekit.replayer.astra_skew import ends_apart_when_together
+
+    model = AstraModel(spec)
+    for name, members in groups.items():
+        if len({rep[r] for r in members if r < world}) > 1:
+            raise NotFoldable(f"ASTRA-sim model: group {name!r} spans classes whose members may arrive apart "
+                              f"and then end apart")
+        if ends_apart_when_together(model, tuple(sorted(members))):
+            raise NotFoldable(f"ASTRA-sim model: the ring of group {name!r} has links of unequal hops, so its "
+                              f"members end apart")
+
+
 def plan_folding(scans: dict[int, RankScan], groups: dict[str, tuple[int, ...]], spec: "HardwareSpec",
                  options: "ReplayOptions") -> FoldPlan:
     """Classes, the folded instances, and the map back to the unfolded job (module doc, points 2-4).
@@ -252,6 +267,8 @@ def plan_folding(scans: dict[int, RankScan], groups: dict[str, tuple[int, ...]],
     if len(reps) == world:
         raise NotFoldable("no two ranks have identical programs")
     rep = rep_of.tolist()
+    if (options.collective_model or spec.collective_model) == "astra":
+        _astra_foldable(groups, rep, world, spec)
     costs = _CostCheck(spec, options)
 
     unfolded: list = []
