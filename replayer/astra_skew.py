@@ -71,18 +71,13 @@ def _ring_chunk(model: "AstraModel", kind: str, d: int, c: int, hops: list[int],
 
 
 def ends_apart_when_together(model: "AstraModel", group: tuple[int, ...]) -> bool:
-    """True when members of ``group`` arriving together can still end apart (ring links of unequal hops)."""
-    ends = member_ends(model, "all_gather", model.settings.preferred_dataset_splits, group, [0] * len(group))
-    return ends is not None and len(set(ends)) > 1
+    """True when members of ``group`` arriving together may still end apart (ring links of unequal hops)."""
+    ring = _ring(model, "all_reduce", 1, group)
+    return ring is not None and len(set(ring[3])) > 1
 
 
-def member_ends(model: "AstraModel", kind: str, comm_bytes: int, group: tuple[int, ...],
-                arrivals: Sequence[int]) -> list[int] | None:
-    """Each member's end (ns) of a collective whose members (``group``, ascending) arrive at ``arrivals``.
-
-    Returns:
-        ends in the order of ``group``, or None where the recurrence is not covered (module doc).
-    """
+def _ring(model: "AstraModel", kind: str, comm_bytes: int, group: tuple[int, ...]):
+    """``(dimension, phase kind, chunk bytes, hops per link)`` when the recurrence covers the case, else None."""
     if kind not in _MESSAGES or model.settings.active_chunks_per_dimension != 1:
         return None
     pl = model.placement(group)
@@ -94,10 +89,23 @@ def member_ends(model: "AstraModel", kind: str, comm_bytes: int, group: tuple[in
     d, phase_kind, chunk, p, coords = phases[0]
     if p != len(group) or model.spec.network[d].algorithm(phase_kind) != "ring":
         return None
-    dim = model.spec.network[d]
     from tracekit.replayer.astra_model import astra_hops
 
-    hops = [astra_hops(dim.topology, coords[i - 1], coords[i], dim.size) for i in range(p)]
+    dim = model.spec.network[d]
+    return d, phase_kind, chunk, [astra_hops(dim.topology, coords[i - 1], coords[i], dim.size) for i in range(p)]
+
+
+def member_ends(model: "AstraModel", kind: str, comm_bytes: int, group: tuple[int, ...],
+                arrivals: Sequence[int]) -> list[int] | None:
+    """Each member's end (ns) of a collective whose members (``group``, ascending) arrive at ``arrivals``.
+
+    Returns:
+        ends in the order of ``group``, or None where the recurrence is not covered (module doc).
+    """
+    ring = _ring(model, kind, comm_bytes, group)
+    if ring is None:
+        return None
+    d, phase_kind, chunk, hops = ring
     if len(set(arrivals)) == 1 and len(set(hops)) == 1:
         return None  # the closed form of astra_model is exact
     times = [int(a) for a in arrivals]
