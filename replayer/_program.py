@@ -239,6 +239,11 @@ def _bool_attr(cols: Any, name: str) -> np.ndarray:
     return out
 
 
+#: comm types ASTRA-sim simulates (all-reduce, all-gather, all-to-all, reduce-scatter; REDUCE_SCATTER_BLOCK
+#: is costed as reduce-scatter and exported as one); the others it replays for their duration (broadcast).
+_ASTRA_SIMULATED = (0, 2, 6, 7, 8)
+
+
 def _classify(cols: Any, streams: str, *, astra: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Node kind, resource class and resource sub-id (tid/stream) per node.
 
@@ -267,6 +272,12 @@ def _classify(cols: Any, streams: str, *, astra: bool = False) -> tuple[np.ndarr
     cls[(kind == K_SEND) | (kind == K_RECV)] = R_P2P
     if astra:
         cls[kind == K_SEND] = R_COMM
+        coll = np.flatnonzero(kind == K_COLL)
+        if len(coll):
+            _, ctypes = cols.attr("comm_type")
+            for i in coll.tolist():
+                if ctypes[i] is not None and ctypes[i] not in _ASTRA_SIMULATED:
+                    kind[i] = K_TIMED  # ASTRA-sim replays it for its duration on this rank alone
         return kind, cls, sub
     if streams == "trace" and n:
         if (cls == R_HOST).any():
@@ -350,7 +361,7 @@ def _int_or(values: list[Any], i: int, default: int | None) -> int | None:
 
 
 def _match_collectives(ts: "TraceSet", layouts: dict[int, RankLayout], program_notes: dict[int, str],
-                       instances: list[Instance], instance_of: np.ndarray) -> None:
+                       instances: list[Instance], instance_of: np.ndarray, *, astra: bool = False) -> None:
     groups = ts.process_groups
     seqs = collective_sequences(ts)
     names = sorted({g for per in seqs.values() for g in per}, key=lambda s: (len(s), s))
@@ -367,6 +378,9 @@ def _match_collectives(ts: "TraceSet", layouts: dict[int, RankLayout], program_n
         if members is None:
             continue
         lists = {r: seqs.get(r, {}).get(name, []) for r in members if r in layouts}
+        if astra:  # collectives timed alone (see _classify) are not instances
+            lists = {r: [e for e in v if layouts[r].kind[_global(ts, layouts[r], e[0]) - layouts[r].offset] == K_COLL]
+                     for r, v in lists.items()}
         depth = max((len(v) for v in lists.values()), default=0)
         for k in range(depth):
             nodes, first = [], None
@@ -555,7 +569,7 @@ def compile_program(traceset: "TraceSet", spec: "HardwareSpec", options: ReplayO
     notes: dict[int, str] = {}
     instances: list[Instance] = []
     if plan is None:
-        _match_collectives(traceset, layouts, notes, instances, instance_of)
+        _match_collectives(traceset, layouts, notes, instances, instance_of, astra=model_name == "astra")
         _match_p2p(traceset, layouts, notes, instances, instance_of)
     else:
         for f in plan.folded:
