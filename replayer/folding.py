@@ -165,8 +165,8 @@ def scan_rank(trace: "ExecutionTrace") -> RankScan:
         for p in graph.in_topological_order(comm):
             t = int(types[p])
             comm_ids[p] = int(cols.ids[p])
-            ct = -1 if ctype[p] is None else _int_or(ctype[p], -2)
-            cs = -1 if csize[p] is None else _int_or(csize[p], -2)
+            ct = 0 if ctype[p] is None else _int_or(ctype[p], -2)  # missing: ALL_REDUCE, 0 bytes (validate)
+            cs = 0 if csize[p] is None else _int_or(csize[p], -2)
             if t == NodeType.COMM_COLL_NODE:
                 coll.setdefault(canonical_pg_name(pg_v[p]), []).append(p)
                 coll_attr[p] = (ct, cs)

@@ -44,6 +44,28 @@ def comm_groups_path(prefix: str) -> str:
     return f"{prefix}{COMM_GROUPS_SUFFIX}"
 
 
+def comm_groups_beside(rank_file: str) -> "tuple[str, int] | None":
+    """``(path, number of groups)`` of the comm-group file beside ``<prefix>.<rank>.et[.gz]``, None if absent.
+
+    An unreadable file counts -1 groups (``info`` says so instead of failing).
+    """
+    import os
+    import re
+
+    m = re.match(r"^(.*)\.\d+\.et(\.gz)?$", str(rank_file))
+    if m is None:
+        return None
+    path = comm_groups_path(m.group(1))
+    if not os.path.isfile(path):
+        return None
+    try:
+        with open(path, "rb") as fh:
+            doc = orjson.loads(fh.read())
+        return path, len(doc) if isinstance(doc, dict) else -1
+    except (OSError, orjson.JSONDecodeError):
+        return path, -1
+
+
 def astra_group_ids(groups: Mapping[str, Sequence[int]], world_size: int) -> dict[str, str | None]:
     """The ``pg_name`` each group gets in files written for ASTRA-sim.
 

@@ -48,7 +48,7 @@ import numpy as np
 
 from tracekit.errors import TracekitError, TransformError
 from tracekit.model import CollectiveType, ExecutionTrace, Node, NodeType
-from tracekit.validate import ERROR, MAX_PER_CHECK, WARNING, Issue, ValidationReport
+from tracekit.validate import ERROR, MAX_PER_CHECK, NO_COMM_SIZE, NO_COMM_TYPE, WARNING, Issue, ValidationReport
 
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.transforms.base import Transform
@@ -267,14 +267,14 @@ def _comm_issues(node: Node, t: int, path: str, rank: int | None) -> list[Issue]
     nid = node.id
     size = node.get_attr("comm_size")
     if size is None:
-        out.append(Issue("comm-attrs", ERROR, "COMM node has no comm_size", path, rank, nid))
+        out.append(Issue("comm-attrs", WARNING, NO_COMM_SIZE, path, rank, nid))
     elif isinstance(size, bool) or not isinstance(size, int) or size < 0:
         out.append(Issue("comm-attrs", ERROR, f"comm_size must be a non-negative integer (bytes), got {size!r}",
                          path, rank, nid))
     if t == NodeType.COMM_COLL_NODE:
         ct = node.get_attr("comm_type")
         if ct is None:
-            out.append(Issue("comm-attrs", ERROR, "COMM_COLL node has no comm_type", path, rank, nid))
+            out.append(Issue("comm-attrs", WARNING, NO_COMM_TYPE, path, rank, nid))
         elif isinstance(ct, bool) or not isinstance(ct, int) or ct not in CollectiveType._value2member_map_:
             out.append(Issue("comm-attrs", ERROR, f"unknown comm_type {ct!r}", path, rank, nid))
     else:

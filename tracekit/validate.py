@@ -3,9 +3,10 @@
 Each check has a name and a severity.  Per trace: ``unique-ids``,
 ``dangling-dep`` (data or control dependency on a missing id), ``cycle``
 (iterative; names the cycle's ids and names), ``node-type`` (an unknown type
-number), ``comm-attrs`` (COMM nodes: ``comm_type`` present and known on
-collectives, ``comm_size`` a non-negative integer, ``comm_src``/``comm_dst``
-on send/recv), ``negative-duration`` (cannot happen on the wire, which is
+number), ``comm-attrs`` (COMM nodes: ``comm_type`` known on collectives,
+``comm_size`` a non-negative integer, ``comm_src``/``comm_dst`` on
+send/recv; a missing ``comm_type`` or ``comm_size`` is a warning and reads
+as ASTRA-sim reads it, ALL_REDUCE and 0 bytes), ``negative-duration`` (cannot happen on the wire, which is
 unsigned, but can in traces built in memory).  Per trace set: ``rank-count``
 (a warning when the set holds fewer traces than its world: a partial job),
 ``process-groups`` (groups resolve, members exist), and
@@ -31,6 +32,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from tracekit.traceset import TraceSet
 
 ERROR, WARNING = "error", "warning"
+#: lenient where the reference tools are: ASTRA-sim and Chakra's feeder read the missing fields as their defaults
+NO_COMM_SIZE = "COMM node has no comm_size: read as 0 bytes, as ASTRA-sim and Chakra's feeder do"
+NO_COMM_TYPE = ("COMM_COLL node has no comm_type: read as ALL_REDUCE, as ASTRA-sim and Chakra's feeder do "
+                "(the field's default)")
 MAX_PER_CHECK = 20  # issues reported per check and trace before summarising
 
 
@@ -148,14 +153,14 @@ def _check_comm_attrs(trace: ExecutionTrace) -> list[Issue]:
         nid, t = int(cols.ids[p]), int(cols.types[p])
         size = csize[p]
         if size is None:
-            issues.append(Issue("comm-attrs", ERROR, "COMM node has no comm_size", path, rank, nid))
+            issues.append(Issue("comm-attrs", WARNING, NO_COMM_SIZE, path, rank, nid))
         elif isinstance(size, bool) or not isinstance(size, int) or size < 0:
             issues.append(Issue("comm-attrs", ERROR, f"comm_size must be a non-negative integer (bytes), got {size!r}",
                                 path, rank, nid))
         if t == NodeType.COMM_COLL_NODE:
             ct = ctype[p]
             if ct is None:
-                issues.append(Issue("comm-attrs", ERROR, "COMM_COLL node has no comm_type", path, rank, nid))
+                issues.append(Issue("comm-attrs", WARNING, NO_COMM_TYPE, path, rank, nid))
             elif isinstance(ct, bool) or not isinstance(ct, int) or ct not in CollectiveType._value2member_map_:
                 issues.append(Issue("comm-attrs", ERROR, f"unknown comm_type {ct!r}", path, rank, nid))
         else:
@@ -169,7 +174,8 @@ def rank_collectives(trace: ExecutionTrace) -> dict[str, list[tuple[int, int, in
     """Per process group, the ordered list of ``(node_id, comm_type, comm_bytes)`` of one rank's collectives.
 
     Order is the data-dependency (topological) order, ties by file position;
-    a missing ``comm_type``/``comm_size`` appears as -1.
+    a missing ``comm_type``/``comm_size`` is read as ASTRA-sim and Chakra's feeder read it: ALL_REDUCE (0)
+    and 0 bytes.
     """
     cols = trace.columns()
     pos = np.flatnonzero(cols.types == NodeType.COMM_COLL_NODE)
@@ -180,8 +186,8 @@ def rank_collectives(trace: ExecutionTrace) -> dict[str, list[tuple[int, int, in
         _, pg = cols.attr("pg_name")
         for p in trace.graph().in_topological_order(pos):
             per_group[canonical_pg_name(pg[p])].append(
-                (int(cols.ids[p]), -1 if ctype[p] is None else int(ctype[p]),
-                 -1 if csize[p] is None else int(csize[p])))
+                (int(cols.ids[p]), 0 if ctype[p] is None else int(ctype[p]),
+                 0 if csize[p] is None else int(csize[p])))
     return dict(per_group)
 
 

@@ -39,16 +39,25 @@ def info(traces: str, rank: int | None, as_json: bool) -> None:
     """
     from tracekit.summary import summarize_files
 
+    from tracekit.astra_compat import comm_groups_beside
+
     pairs = _pairs(traces, rank)
     summary = summarize_files(pairs, executor="process" if len(pairs) >= 8 else "serial")
+    groups_file = comm_groups_beside(str(pairs[0][1])) if pairs else None
     if as_json:
         import orjson
 
-        sys.stdout.write(orjson.dumps(summary.to_dict(), option=orjson.OPT_INDENT_2).decode() + "\n")
+        doc = summary.to_dict()
+        doc["comm_groups_file"] = groups_file[0] if groups_file else None
+        sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
         return
     from tracekit.cli._render import render_summary
 
     render_summary(out_console(), summary)
+    if groups_file is not None:
+        n = f"{groups_file[1]} sub-group(s)" if groups_file[1] >= 0 else "unreadable"
+        out_console().print(f"comm groups for ASTRA-sim (--comm-group-configuration): {groups_file[0]} ({n})",
+                            markup=False, highlight=False)
 
 
 @click.command(context_settings=CONTEXT_SETTINGS)
