@@ -69,6 +69,7 @@ def node_from_pb(m: Any) -> Node:
         inputs=IOInfo(m.inputs.values, m.inputs.shapes, m.inputs.types) if m.HasField("inputs") else None,
         outputs=IOInfo(m.outputs.values, m.outputs.shapes, m.outputs.types) if m.HasField("outputs") else None,
         attrs=[attr_from_pb(a) for a in m.attr],
+        storage=m.storage.SerializeToString() if m.HasField("storage") else None,
     )
 
 
@@ -98,6 +99,9 @@ def node_to_pb(node: Node) -> Any:
         m.outputs.SetInParent()
     for a in node.attrs:
         attr_to_pb(a, m.attr.add())
+    if node.storage is not None:
+        m.storage.ParseFromString(node.storage)
+        m.storage.SetInParent()
     return m
 
 

@@ -7,6 +7,7 @@ Layout::
      "nodes": [{"id": 1, "name": "...", "type": "COMP_NODE", "data_deps": [...], "ctrl_deps": [...],
                 "start_time_ns": 0, "duration_ns": 1500,
                 "inputs": {"values": "", "shapes": "", "types": ""},          (only when present)
+                "storage_pb_hex": "0801...",    (STORAGE_NODE detail, serialized StorageInfo; when present)
                 "attrs": [{"name": "comm_size", "kind": "int64_val", "value": 1048576}]}]}
 
 Attribute kinds are kept, so ``.et -> .json -> .et`` reproduces the same bytes.
@@ -67,7 +68,19 @@ def _node_out(n: Node) -> dict[str, Any]:
     if n.outputs is not None:
         out["outputs"] = {"values": n.outputs.values, "shapes": n.outputs.shapes, "types": n.outputs.types}
     out["attrs"] = [_attr_out(a) for a in n.attrs]
+    if n.storage is not None:
+        out["storage_pb_hex"] = n.storage.hex()  # serialized StorageInfo (chakra PR #216)
     return out
+
+
+def _storage_in(value: Any, nid: int, path: str | None, rank: int | None) -> bytes | None:
+    if value is None:
+        return None
+    try:
+        return bytes.fromhex(value)
+    except (TypeError, ValueError):
+        raise TraceFormatError(f"storage_pb_hex must be a hex string, got {value!r}"[:200], path=path, rank=rank,
+                               node_id=nid) from None
 
 
 def dumps_trace(trace: ExecutionTrace) -> bytes:
@@ -121,7 +134,7 @@ def _node_type(value: Any, where: str, path: str) -> NodeType | int:
 
 _U64_MAX = 2**64 - 1
 _NODE_KEYS = frozenset({"id", "name", "type", "data_deps", "ctrl_deps", "start_time_ns", "duration_ns", "inputs",
-                        "outputs", "attrs"})
+                        "outputs", "attrs", "storage_pb_hex"})
 _DOC_KEYS = frozenset({"format", "format_version", "rank", "metadata", "nodes"})
 
 
@@ -200,6 +213,7 @@ def loads_trace(data: bytes, *, path: str = "<json>", rank: int | None = None) -
             duration_ns=_u64(d.get("duration_ns", 0), "duration_ns", nid, path, rank),
             inputs=_io_in(d.get("inputs"), nid, path, rank), outputs=_io_in(d.get("outputs"), nid, path, rank),
             attrs=[_attr_in(a, f"node {nid}", path) for a in _typed(d, "attrs", list, [], f"node {nid}", path, rank)],
+            storage=_storage_in(d.get("storage_pb_hex"), nid, path, rank),
         ))
     return ExecutionTrace(nodes, metadata, rank=rank, path=path)
 

@@ -39,6 +39,9 @@ class NodeType(enum.IntEnum):
     COMM_SEND_NODE = 5
     COMM_RECV_NODE = 6
     COMM_COLL_NODE = 7
+    STORAGE_NODE = 8      # chakra PR #216 (schema/et_def.proto): I/O, detail in Node.storage
+    BATCH_NODE = 9
+    CHECKPOINT_NODE = 10
 
 
 COMM_TYPES = frozenset({NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE, NodeType.COMM_COLL_NODE})
@@ -143,6 +146,9 @@ class Node:
         duration_ns: measured or modelled duration, nanoseconds.
         inputs, outputs: operator I/O strings, or None.
         attrs: attributes in file order.
+        storage: the serialized ``StorageInfo`` message of a STORAGE_NODE
+            (``tracekit._proto.et_def_pb2.StorageInfo``), kept as bytes so it
+            round-trips exactly; None when absent.
     """
 
     id: int
@@ -155,6 +161,7 @@ class Node:
     inputs: IOInfo | None = None
     outputs: IOInfo | None = None
     attrs: list[Attr] = field(default_factory=list)
+    storage: bytes | None = None
 
     # ----- generic attribute access -------------------------------------------------
     def get_attr(self, name: str, default: Any = None) -> Any:

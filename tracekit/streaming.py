@@ -212,7 +212,7 @@ def validate_stream(path: str | os.PathLike[str], *, rank: int | None = None,
             duplicate_ids.add(nid)
             dup.add(nid, Issue("unique-ids", ERROR, f"duplicate node id {nid}", spath, rank, nid))
         t = int(node.type)
-        if t < 0 or t > 7:
+        if t < 0 or t > max(NodeType):
             types.add(pos, Issue("node-type", ERROR, f"unknown node type {t}", spath, rank, nid))
         if node.duration_ns < 0:
             negative.add(pos, Issue("negative-duration", ERROR, f"negative duration {node.duration_ns} ns", spath,

@@ -122,7 +122,7 @@ def validate_trace(trace: ExecutionTrace) -> ValidationReport:
                                 int(graph.ids[pos])))
     _capped(report, issues, "dangling-dep", trace)
     # node types
-    bad_types = np.flatnonzero((cols.types < 0) | (cols.types > 7))
+    bad_types = np.flatnonzero((cols.types < 0) | (cols.types > max(NodeType)))
     _capped(report, [Issue("node-type", ERROR, f"unknown node type {int(cols.types[p])}", path, rank,
                            int(cols.ids[p])) for p in bad_types.tolist()], "node-type", trace)
     neg = np.flatnonzero(cols.duration_ns < 0)
