@@ -61,6 +61,9 @@ from typing import TYPE_CHECKING
 from tracekit.errors import SpecError
 from tracekit.model import CollectiveType
 
+from tracekit.replayer.astra_algorithms import (
+    dbt_chunks_ns, hd_final_bytes, hd_messages, is_power_of_two, pipeline_ns,
+)
 from tracekit.replayer.collectives import (
     CommCost, UnsupportedCollectiveError, check_comm_bytes, collective_kind,
 )
@@ -72,8 +75,29 @@ if TYPE_CHECKING:  # pragma: no cover
 log = logging.getLogger(__name__)
 
 ASTRA_COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all")
-ASTRA_ALGORITHMS = ("ring", "direct")
+ASTRA_ALGORITHMS = ("ring", "direct", "halving_doubling", "double_binary_tree")
 _MEASURED = {("ring", k) for k in ASTRA_COLLECTIVES} | {("direct", "all_reduce")}
+
+
+def astra_refusal(kind: str, algorithm: str, n_dims: int, size: int) -> str | None:
+    """Why ASTRA-sim cannot run ``algorithm`` for ``kind`` on a dimension of ``size`` NPUs (None if it can).
+
+    Measured with the binary (replayer/NOTES.md): halving-doubling exits on an all-to-all ("unknown
+    communication type"); halving-doubling and double binary tree need a power-of-two dimension (3 NPUs:
+    halving-doubling never finishes, the tree crashes); the double binary tree on a network of several
+    dimensions is not modelled here.
+    """
+    if algorithm not in ASTRA_ALGORITHMS:
+        return f"ASTRA-sim has no algorithm {algorithm!r}"
+    if algorithm == "halving_doubling" and kind == "all_to_all":
+        return "ASTRA-sim's halving-doubling has no all-to-all (the simulator exits: unknown communication type)"
+    if algorithm in ("halving_doubling", "double_binary_tree") and not is_power_of_two(size):
+        return (f"ASTRA-sim's {algorithm} needs a power-of-two number of NPUs per dimension, got {size} "
+                f"(the simulator never finishes or crashes)")
+    if algorithm == "double_binary_tree" and n_dims > 1:
+        return ("the double binary tree on a network of several dimensions is not modelled (its ranks finish at "
+                "different times, which the multi-dimension chunk pipeline does not follow)")
+    return None
 
 
 def bytes_per_ns(bandwidth_gbps: float, convention: str) -> float:
@@ -110,12 +134,9 @@ class AstraModel(GroupPlacer):
                          for d in spec.network)
         for i, dim in enumerate(spec.network):
             for key in ASTRA_COLLECTIVES:
-                alg = dim.algorithm(key)
-                if alg not in ASTRA_ALGORITHMS:
-                    raise SpecError(
-                        f"key network[{i}].algorithms.{key}: the astra-compatible model covers ring and "
-                        f"direct (the formulas measured from ASTRA-sim), got {alg!r}; use "
-                        f"collectives.model = 'alpha_beta' for it", path=spec.path)
+                reason = astra_refusal(key, dim.algorithm(key), len(spec.network), dim.size)
+                if reason and not (key == "all_to_all" and dim.algorithm(key) == "halving_doubling"):
+                    raise SpecError(f"key network[{i}].algorithms.{key}: {reason}", path=spec.path)
 
     # --- the per-message terms ---
 
@@ -132,14 +153,26 @@ class AstraModel(GroupPlacer):
     def chunk_ns(self, kind: str, algorithm: str, d: int, c: int, p: int, coords: tuple[int, ...]) -> int:
         """Time of one chunk of ``c`` bytes of ``kind`` on ``p`` ranks of dimension ``d``.
 
-        ``coords`` are the members' distinct coordinates on ``d`` (for the hop counts).
+        ``coords`` are the members' distinct coordinates on ``d`` (for the hop counts).  The double binary
+        tree is timed per rank by :meth:`member_finish_ns`; here it is its last rank's time.
         """
         if p <= 1:
             return 0
-        if (algorithm, kind) not in _MEASURED:
+        if (algorithm, kind) not in _MEASURED and algorithm == "direct":
             log.debug("astra model: direct %s is by analogy with direct all-reduce", kind)
         dim: NetworkDim = self.spec.network[d]
         e = self.settings.endpoint_delay_ns
+        if algorithm == "halving_doubling":
+            total = e
+            for msg in hd_messages(kind, c, p):
+                h = max(astra_hops(dim.topology, coords[i], coords[(i + msg.distance) % p], dim.size)
+                        for i in range(p))
+                total += self.message_ns(d, msg.msg_bytes, h) + e
+                if msg.reduced:
+                    total += self.reduction_ns(msg.msg_bytes)
+            return total
+        if algorithm == "double_binary_tree":
+            return max(self._dbt_ns(d, c, coords, 1, 1))
         piece = c // p
         if algorithm == "ring":
             pairs = zip(coords, coords[1:] + coords[:1])
@@ -161,54 +194,90 @@ class AstraModel(GroupPlacer):
             return e + p * (p - 1) // 2 * gather_step
         return e + gather_step
 
+    def _dbt_ns(self, d: int, c: int, coords: tuple[int, ...], chunks: int, active: int) -> list[int]:
+        """Per-member finish times (member order = ``coords`` order) of ``chunks`` tree chunks of ``c`` bytes."""
+        dim = self.spec.network[d]
+
+        def send_ns(u: int, v: int) -> int:
+            return self.message_ns(d, c, astra_hops(dim.topology, coords[u], coords[v], dim.size))
+
+        return dbt_chunks_ns(len(coords), chunks, active, send_ns=send_ns,
+                             e=self.settings.endpoint_delay_ns, r=self.reduction_ns(c))
+
     # --- the model interface ---
 
     def phases(self, kind: str, chunk: int, pl: GroupPlacement) -> list[tuple]:
         """``(dimension, phase kind, chunk bytes, ranks, member coordinates)`` in order, for one chunk.
 
+        As ``Sys::generate_collective``: all-reduce (``localBWAware``) reduce-scatters on the inner dimensions,
+        all-reduces on the outermost and all-gathers back; all-gather runs outermost dimension first; the others
+        inner first.  Each phase's chunk is what the previous phase left (a tree phase leaves its chunk whole).
         A group that is not regular runs flat on its outermost dimension with ``p = len(group)``.
         """
         if not pl.regular:
             return [(pl.dims[-1], kind, chunk, pl.size, pl.coords[-1])]
         dims = list(zip(pl.dims, pl.sizes, pl.coords))
-        out = []
-        if kind == "all_reduce" and self.settings.collective_optimization == "baseline":
-            return [(d, kind, chunk, p, c) for d, p, c in dims]
-        if kind == "all_reduce":
-            size = chunk
-            for d, p, c in dims[:-1]:
-                out.append((d, "reduce_scatter", size, p, c))
-                size //= p
-            d, p, c = dims[-1]
-            out.append((d, "all_reduce", size, p, c))
-            for d, p, c in reversed(dims[:-1]):
-                out.append((d, "all_gather", size, p, c))
-                size *= p
-            return out
-        size = chunk
-        for d, p, c in dims:
-            out.append((d, kind, size, p, c))
-            if kind == "reduce_scatter":
-                size //= p
-            elif kind == "all_gather":
-                size *= p
+        if kind == "all_gather":
+            dims.reverse()
+        if kind == "all_reduce" and self.settings.collective_optimization == "localBWAware":
+            plan = ([(d, "reduce_scatter", p, c) for d, p, c in dims[:-1]] + [(*dims[-1][:1], "all_reduce",
+                    *dims[-1][1:])] + [(d, "all_gather", p, c) for d, p, c in reversed(dims[:-1])])
+        else:
+            plan = [(d, kind, p, c) for d, p, c in dims]
+        out, size = [], chunk
+        for d, phase_kind, p, c in plan:
+            out.append((d, phase_kind, size, p, c))
+            alg = self.spec.network[d].algorithm(phase_kind)
+            if alg == "double_binary_tree" or phase_kind in ("all_reduce", "all_to_all"):
+                continue
+            size = hd_final_bytes(phase_kind, size, p)
         return out
 
+    def chunking(self, kind: str, comm_bytes: int) -> tuple[int, int]:
+        """``(chunk bytes, number of chunks)`` as ``Sys::determine_chunk_size`` and ``generate_collective``.
+
+        ``C = D // S``, raised to the number of NPUs (except for all-gather); ``ceil(D / C)`` chunks of ``C``.
+        """
+        s = self.settings.preferred_dataset_splits
+        chunk = comm_bytes // s
+        world = math.prod(self._sizes)
+        if kind != "all_gather" and chunk < world:
+            return world, s
+        if chunk == 0:
+            return 0, 0
+        return chunk, -(-comm_bytes // chunk)
+
+    def member_finish_ns(self, kind: str, comm_bytes: int, group: tuple[int, ...]) -> tuple[int, ...]:
+        """When each member of ``group`` (in ``group`` order) finishes, in ns from the collective's start.
+
+        Equal for every member except under the double binary tree, whose ranks finish as their place in
+        the tree makes them (:func:`~.astra_algorithms.dbt_finish_ns`).
+        """
+        pl = self.placement(group)
+        if not pl.dims:
+            return (0,) * len(group)
+        phases = self.phases(kind, self.chunking(kind, comm_bytes)[0], pl)
+        d, phase_kind, size, p, coords = phases[0]
+        if len(phases) == 1 and self.spec.network[d].algorithm(phase_kind) == "double_binary_tree":
+            chunk, chunks = self.chunking(kind, comm_bytes)
+            by_coord = dict(zip(coords, self._dbt_ns(d, chunk, coords, chunks,
+                                                     self.settings.active_chunks_per_dimension)))
+            return tuple(by_coord[rank_coords(r, self._sizes)[d]] for r in group)
+        return (self.collective_ns(kind, comm_bytes, group),) * len(group)
+
     def collective_ns(self, kind: str, comm_bytes: int, group: tuple[int, ...]) -> int:
-        """Whole-collective time in ns (integer, as ASTRA-sim's cycles)."""
+        """Whole-collective time in ns (integer, as ASTRA-sim's cycles): the last member's finish."""
         pl = self.placement(group)
         if not pl.dims:
             return 0
-        s = self.settings.preferred_dataset_splits
-        waves = math.ceil(s / self.settings.active_chunks_per_dimension)
-        chunk = comm_bytes // s
-        per_dim: dict[int, int] = {}
-        total = 0
-        for d, phase_kind, size, p, coords in self.phases(kind, chunk, pl):
-            t = self.chunk_ns(phase_kind, self.spec.network[d].algorithm(phase_kind), d, size, p, coords)
-            total += t
-            per_dim[d] = per_dim.get(d, 0) + t
-        return total + (waves - 1) * max(per_dim.values())
+        chunk, chunks = self.chunking(kind, comm_bytes)
+        phases = self.phases(kind, chunk, pl)
+        d0, k0 = phases[0][0], phases[0][1]
+        if len(phases) == 1 and self.spec.network[d0].algorithm(k0) == "double_binary_tree":
+            return max(self.member_finish_ns(kind, comm_bytes, group))
+        timed = [(d, self.chunk_ns(k, self.spec.network[d].algorithm(k), d, size, p, coords))
+                 for d, k, size, p, coords in phases]
+        return pipeline_ns(timed, chunks, self.settings.active_chunks_per_dimension)
 
     def collective_cost(self, comm_type: CollectiveType, comm_bytes: int,
                         group: tuple[int, ...]) -> CommCost:
@@ -227,6 +296,11 @@ class AstraModel(GroupPlacer):
                 f"measured duration)")
         n = check_comm_bytes(comm_bytes)
         pl = self.placement(group)
+        for d in pl.dims:
+            reason = astra_refusal(kind, self.spec.network[d].algorithm(kind), len(self.spec.network),
+                                   self.spec.network[d].size)
+            if reason:
+                raise SpecError(f"key network[{d}].algorithms.{kind}: {reason}", path=self.spec.path)
         algs = sorted({self.spec.network[d].algorithm(kind) for d in pl.dims}) or ["ring"]
         return CommCost(float(self.collective_ns(kind, n, group)), (), "astra:" + "+".join(algs),
                         shares_bandwidth=False)
