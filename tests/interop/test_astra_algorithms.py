@@ -1,0 +1,165 @@
+"""Every ASTRA-sim collective algorithm against the real binary: tracekit's replay equals it to the ns, per rank.
+
+The matrix of issue 16: {all-reduce, reduce-scatter, all-gather, all-to-all} x {ring, direct, halvingDoubling,
+doubleBinaryTree} x {Ring, Switch, FullyConnected} x p in {2, 3, 4, 8, 16} x preferred-dataset-splits {1, 4}
+(480 cases), plus multi-dimension configs.  Each case writes one collective per rank with tracekit's own writer,
+runs ASTRA-sim's analytical binary (``reference_tools.astra_sim``) on it and replays the same files with the
+spec ``import_astra_config`` makes from the same config files.  The message size, 1,000,003 bytes, is odd so
+that every integer division (chunks, pieces, halvings) truncates, and 4 splits make 5 chunks (ASTRA-sim runs
+``ceil(D / (D // S))`` chunks).  The endpoint delay is 7, not 10, so that it cannot hide behind a constant.
+
+Where ASTRA-sim itself cannot run a combination, the test states what the binary does and asserts that tracekit
+refuses it too:
+- halvingDoubling or doubleBinaryTree on 3 NPUs (not a power of two): halving-doubling finishes no rank
+  (all-reduce) or two of three (the others); the tree crashes (SIGSEGV).  ``import-astra`` refuses the config.
+- halvingDoubling all-to-all: the binary exits 1 ("unknown communication type for HalvingDoubling").  The config
+  imports (ASTRA-sim accepts it until an all-to-all runs); the replay of an all-to-all raises SpecError.
+"""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from reference_tools import astra_sim
+from tracekit.errors import SpecError
+from tracekit.io import read_traceset, write_trace
+from tracekit.model import Attr, CollectiveType, ExecutionTrace, Node, NodeType
+from tracekit.replayer import replay
+from tracekit.replayer.astra_config import import_astra_config
+from tracekit.replayer.collectives import collective_kind, make_collective_model
+
+
+SIZE = 1_000_003
+COLLECTIVES = {"all-reduce": CollectiveType.ALL_REDUCE, "reduce-scatter": CollectiveType.REDUCE_SCATTER,
+               "all-gather": CollectiveType.ALL_GATHER, "all-to-all": CollectiveType.ALL_TO_ALL}
+ALGORITHMS = ("ring", "direct", "halvingDoubling", "doubleBinaryTree")
+TOPOLOGIES = ("Ring", "Switch", "FullyConnected")
+SIZES = (2, 3, 4, 8, 16)
+SPLITS = (1, 4)
+
+
+def _refused_by_astra(coll: str, alg: str, p: int) -> str | None:
+    if alg == "halvingDoubling" and coll == "all-to-all":
+        return "exit"
+    if alg in ("halvingDoubling", "doubleBinaryTree") and p & (p - 1):
+        return "exit" if alg == "doubleBinaryTree" else "unfinished"
+    return None
+
+
+MATRIX = [(c, a, t, p, s) for c in COLLECTIVES for a in ALGORITHMS for t in TOPOLOGIES for p in SIZES
+          for s in SPLITS]
+# multi-dimension: (collective, algorithms per dimension, topologies, npus, splits, active chunks, optimization)
+MULTI_DIM = [
+    ("all-reduce", ["ring", "ring"], ["Ring", "Switch"], [4, 2], 4, 1, "localBWAware"),
+    ("all-reduce", ["halvingDoubling", "direct"], ["Ring", "FullyConnected"], [4, 4], 4, 2, "localBWAware"),
+    ("all-reduce", ["ring", "halvingDoubling"], ["Switch", "Ring"], [2, 8], 1, 1, "baseline"),
+    ("reduce-scatter", ["halvingDoubling", "ring"], ["Ring", "FullyConnected"], [4, 2], 4, 1, "localBWAware"),
+    ("all-gather", ["ring", "direct", "halvingDoubling"], ["Ring", "FullyConnected", "Switch"], [2, 4, 2], 4, 1,
+     "localBWAware"),
+    ("all-to-all", ["ring", "direct"], ["Ring", "Switch"], [4, 2], 4, 2, "localBWAware"),
+]
+
+
+def _write_case(d, coll, algs, topos, npus, splits, active=1, optimization="localBWAware"):
+    """Traces (one collective per rank, no pg_name: a world collective) and the ASTRA-sim config files."""
+    d.mkdir(parents=True, exist_ok=True)
+    world = 1
+    for n in npus:
+        world *= n
+    for rank in range(world):
+        node = Node(0, f"{coll}_{SIZE}", NodeType.COMM_COLL_NODE,
+                    attrs=[Attr("is_cpu_op", False, "bool_val"), Attr("comm_type", int(COLLECTIVES[coll])),
+                           Attr("comm_size", SIZE)])
+        write_trace(ExecutionTrace([node]), d / f"coll.{rank}.et")
+    system = {"scheduling-policy": "LIFO", "endpoint-delay": 7, "active-chunks-per-dimension": active,
+              "preferred-dataset-splits": splits, "collective-optimization": optimization, "local-mem-bw": 1600,
+              "boost-mode": 0}
+    for key in COLLECTIVES:
+        system[f"{key}-implementation"] = list(algs)
+    (d / "system.json").write_text(json.dumps(system))
+    (d / "network.yml").write_text(f"topology: {json.dumps(list(topos))}\nnpus_count: {json.dumps(list(npus))}\n"
+                                   f"bandwidth: {json.dumps([50.0] * len(npus))}\n"
+                                   f"latency: {json.dumps([500.0] * len(npus))}\n")
+    return d / "coll", world
+
+
+def _run_binary(d, prefix):
+    try:
+        return astra_sim(prefix, system=d / "system.json", network=(d / "network.yml").read_text(), workdir=d,
+                         timeout_s=60)
+    except pytest.fail.Exception as exc:
+        return exc  # ASTRA-sim exited non-zero: the refused cases expect it
+
+
+@pytest.fixture(scope="module")
+def binary_results(tmp_path_factory):
+    """ASTRA-sim's per-rank output for every matrix case (two at a time: the machine has 2 cores)."""
+    root = tmp_path_factory.mktemp("astra_matrix")
+    cases = {}
+    for i, (coll, alg, topo, p, splits) in enumerate(MATRIX):
+        d = root / f"m{i}"
+        prefix, _ = _write_case(d, coll, [alg], [topo], [p], splits)
+        cases[(coll, alg, topo, p, splits)] = (d, prefix)
+    for i, (coll, algs, topos, npus, splits, active, opt) in enumerate(MULTI_DIM):
+        d = root / f"md{i}"
+        prefix, _ = _write_case(d, coll, algs, topos, npus, splits, active, opt)
+        cases[("multi", i)] = (d, prefix)
+    with ThreadPoolExecutor(2) as pool:
+        futures = {key: pool.submit(_run_binary, d, prefix) for key, (d, prefix) in cases.items()}
+        return {key: (cases[key][0], cases[key][1], f.result()) for key, f in futures.items()}
+
+
+def _replay_per_rank(d, prefix, world):
+    spec = import_astra_config(d / "system.json", d / "network.yml").spec
+    result = replay(read_traceset(prefix), spec)
+    return spec, [int(r.iteration_time_ns) for r in sorted(result.ranks, key=lambda r: r.rank)]
+
+
+@pytest.mark.parametrize("coll, alg, topo, p, splits", MATRIX, ids=["-".join(map(str, c)) for c in MATRIX])
+def test_matrix_equals_astra_sim_to_the_ns(binary_results, coll, alg, topo, p, splits):
+    d, prefix, ranks = binary_results[(coll, alg, topo, p, splits)]
+    refused = _refused_by_astra(coll, alg, p)
+    if refused == "exit":
+        assert isinstance(ranks, BaseException), f"ASTRA-sim was expected to exit non-zero, printed {ranks}"
+    elif refused == "unfinished":
+        assert not isinstance(ranks, BaseException) and len(ranks) < p  # some ranks never finish
+    if refused:
+        if p & (p - 1):
+            with pytest.raises(SpecError, match="power-of-two"):
+                import_astra_config(d / "system.json", d / "network.yml")
+            return
+        with pytest.raises(SpecError, match="halving-doubling has no all-to-all"):
+            _replay_per_rank(d, prefix, p)
+        return
+    assert not isinstance(ranks, BaseException), str(ranks)
+    assert sorted(ranks) == list(range(p)), "every rank finishes"
+    expected = [ranks[r].finished_ns for r in range(p)]
+    spec, replayed = _replay_per_rank(d, prefix, p)
+    if alg == "doubleBinaryTree":
+        # ranks finish at different times in the tree: the model gives each rank's time; the replay ends the
+        # collective on every member with the last rank (the engine ends a collective on all members together)
+        model = make_collective_model(spec)
+        assert list(model.member_finish_ns(collective_kind(COLLECTIVES[coll]), SIZE, tuple(range(p)))) == expected
+        assert replayed == [max(expected)] * p
+    else:
+        assert replayed == expected
+
+
+@pytest.mark.parametrize("case", range(len(MULTI_DIM)), ids=[f"{c[0]}-{'x'.join(map(str, c[3]))}-{c[6]}"
+                                                             for c in MULTI_DIM])
+def test_multi_dimension_equals_astra_sim_to_the_ns(binary_results, case):
+    d, prefix, ranks = binary_results[("multi", case)]
+    assert not isinstance(ranks, BaseException), str(ranks)
+    world = len(ranks)
+    assert world == 1 or sorted(ranks) == list(range(world))
+    _, replayed = _replay_per_rank(d, prefix, world)
+    assert replayed == [ranks[r].finished_ns for r in range(world)]
+
+
+def test_tree_on_several_dimensions_is_refused_with_the_reason(tmp_path):
+    _write_case(tmp_path, "all-reduce", ["ring", "doubleBinaryTree"], ["Ring", "Switch"], [4, 2], 1)
+    with pytest.raises(SpecError, match="several dimensions is not modelled"):
+        import_astra_config(tmp_path / "system.json", tmp_path / "network.yml")
