@@ -302,8 +302,10 @@ class AstraModel(GroupPlacer):
             if reason:
                 raise SpecError(f"key network[{d}].algorithms.{kind}: {reason}", path=self.spec.path)
         algs = sorted({self.spec.network[d].algorithm(kind) for d in pl.dims}) or ["ring"]
-        return CommCost(float(self.collective_ns(kind, n, group)), (), "astra:" + "+".join(algs),
-                        shares_bandwidth=False)
+        members = self.member_finish_ns(kind, n, group)
+        spread = tuple(float(t) for t in members) if len(set(members)) > 1 else ()
+        return CommCost(float(max(members, default=0)), (), "astra:" + "+".join(algs), shares_bandwidth=False,
+                        member_ns=spread)
 
     def p2p_cost(self, comm_bytes: int, src: int, dst: int) -> CommCost:
         """``X(m)`` on the outermost dimension where ``src`` and ``dst`` differ (0 for the same rank)."""

@@ -29,7 +29,6 @@ from tracekit.io import read_traceset, write_trace
 from tracekit.model import Attr, CollectiveType, ExecutionTrace, Node, NodeType
 from tracekit.replayer import replay
 from tracekit.replayer.astra_config import import_astra_config
-from tracekit.replayer.collectives import collective_kind, make_collective_model
 
 
 SIZE = 1_000_003
@@ -138,14 +137,9 @@ def test_matrix_equals_astra_sim_to_the_ns(binary_results, coll, alg, topo, p, s
     assert sorted(ranks) == list(range(p)), "every rank finishes"
     expected = [ranks[r].finished_ns for r in range(p)]
     spec, replayed = _replay_per_rank(d, prefix, p)
-    if alg == "doubleBinaryTree":
-        # ranks finish at different times in the tree: the model gives each rank's time; the replay ends the
-        # collective on every member with the last rank (the engine ends a collective on all members together)
-        model = make_collective_model(spec)
-        assert list(model.member_finish_ns(collective_kind(COLLECTIVES[coll]), SIZE, tuple(range(p)))) == expected
-        assert replayed == [max(expected)] * p
-    else:
-        assert replayed == expected
+    assert replayed == expected
+    if alg == "doubleBinaryTree" and p > 2:
+        assert len(set(expected)) > 1  # the tree's ranks finish at different times, and the replay follows them
 
 
 @pytest.mark.parametrize("case", range(len(MULTI_DIM)), ids=[f"{c[0]}-{'x'.join(map(str, c[3]))}-{c[6]}"
