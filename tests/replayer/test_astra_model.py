@@ -14,6 +14,9 @@ from tracekit.replayer.astra_config import import_astra_config
 from tracekit.replayer.astra_model import AstraModel
 from tracekit.replayer.collectives import UnsupportedCollectiveError, make_collective_model
 from tracekit.replayer.hardware import spec_from_dict
+from tracekit.model import Attr, Node, NodeType
+from tracekit.replayer import ReplayOptions, replay
+from tests.replayer._engine_kit import comp, traceset
 
 MIB = 1 << 20
 
@@ -235,3 +238,22 @@ def test_real_onecomm_64_on_the_upstream_ring(real_dir, astra_dir, tmp_path):
     r = 3 * int(piece / 50)
     assert node.comm_type == C.ALL_REDUCE
     assert cost.fixed_ns == 10 + 63 * (x + 10 + r) + 63 * (x + 10)
+
+
+def test_double_binary_tree_ranks_finish_at_their_own_time(astra_dir):
+    """ASTRA-sim's tree all-reduce, 1 MiB on a 4-ring (printed by the binary, e = 10): the top rank (3) finishes
+    at 44,522 ns, the inner rank (1) at 67,028, the leaves (0, 2) at 87,069; a compute node after it starts there."""
+    data = imported(astra_dir, "ring", 4).to_dict()
+    data["network"][0]["algorithms"]["all_reduce"] = "double_binary_tree"
+    spec = spec_from_dict(data)
+    cost = make_collective_model(spec).collective_cost(C.ALL_REDUCE, MIB, (0, 1, 2, 3))
+    assert (cost.fixed_ns, cost.member_ns) == (87_069, (87_069, 67_028, 87_069, 44_522))
+    world = Node(0, "ar", NodeType.COMM_COLL_NODE, attrs=[Attr("is_cpu_op", False, "bool_val"),
+                                                         Attr("comm_type", 0), Attr("comm_size", MIB)])
+    ts = traceset([[Node(0, world.name, world.type, attrs=list(world.attrs)), comp(1, 5_000, [0])]
+                   for _ in range(4)])
+    result = replay(ts, spec)
+    assert [r.iteration_time_ns for r in result.ranks] == [92_069, 72_028, 92_069, 49_522]
+    assert result.critical_path.length_ns == result.iteration_time_ns == 92_069
+    assert "different times" in result.folding.reason
+    assert replay(ts, spec, options=ReplayOptions(fold=False)).ranks == result.ranks
