@@ -145,8 +145,10 @@ class AstraModel(GroupPlacer):
         return int(h * self.spec.network[d].latency_ns + m / self._bw[d])
 
     def reduction_ns(self, m: int) -> int:
-        """``R(m) = 3 * floor(m / local_mem_bw)``."""
-        return 3 * int(m / self.settings.local_mem_bw_gbps)
+        """``R(m) = 3 * floor(m / local_mem_bw)``, in ASTRA-sim's double arithmetic (``PacketBundle::call``:
+        ``uint64(m / (local_mem_bw * 1e9) * 1e9)``, which is one less than the exact quotient for some sizes,
+        e.g. 600,000 B at 5,000 GB/s gives 119, not 120)."""
+        return 3 * int(m / (self.settings.local_mem_bw_gbps * 1e9) * 1e9)
 
     # --- one chunk on one dimension ---
 

@@ -19,6 +19,7 @@ refuses it too:
 from __future__ import annotations
 
 import json
+import random
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -62,26 +63,52 @@ MULTI_DIM = [
 ]
 
 
-def _write_case(d, coll, algs, topos, npus, splits, active=1, optimization="localBWAware"):
+def _random_configs(n: int, seed: int = 16) -> list[dict]:
+    """Seeded multi-dimension configs: 2-3 dimensions, ring/direct/halvingDoubling, every knob varied (endpoint
+    delay >= 1: with 0 ASTRA-sim asserts in its event queue; sizes >= 1000: tiny chunks with 3 active chunks trip
+    its chunk-id assertion)."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        coll = rng.choice(list(COLLECTIVES))
+        algs, npus = [], []
+        for _ in range(rng.choice([2, 3])):
+            alg = rng.choice(["ring", "direct"] if coll == "all-to-all" else ["ring", "direct", "halvingDoubling"])
+            algs.append(alg)
+            npus.append(rng.choice([2, 4, 8] if alg == "halvingDoubling" else [2, 3, 4, 5]))
+        out.append(dict(coll=coll, algs=algs, topos=[rng.choice(TOPOLOGIES) for _ in algs], npus=npus,
+                        splits=rng.choice([1, 2, 3, 4, 5]), active=rng.choice([1, 1, 2, 3]),
+                        optimization=rng.choice(["localBWAware", "baseline"]), e=rng.choice([1, 7, 25]),
+                        bws=[rng.choice([12.5, 50.0, 200.0]) for _ in algs],
+                        lats=[rng.choice([0.0, 100.0, 1700.0]) for _ in algs], mem=rng.choice([800, 1600, 5000]),
+                        size=rng.choice([1000, 65_537, 3_000_001])))
+    return out
+
+
+RANDOM_DIM = _random_configs(24)
+
+
+def _write_case(d, coll, algs, topos, npus, splits, active=1, optimization="localBWAware", *, e=7, bws=None,
+                lats=None, mem=1600, size=SIZE):
     """Traces (one collective per rank, no pg_name: a world collective) and the ASTRA-sim config files."""
     d.mkdir(parents=True, exist_ok=True)
     world = 1
     for n in npus:
         world *= n
     for rank in range(world):
-        node = Node(0, f"{coll}_{SIZE}", NodeType.COMM_COLL_NODE,
+        node = Node(0, f"{coll}_{size}", NodeType.COMM_COLL_NODE,
                     attrs=[Attr("is_cpu_op", False, "bool_val"), Attr("comm_type", int(COLLECTIVES[coll])),
-                           Attr("comm_size", SIZE)])
+                           Attr("comm_size", size)])
         write_trace(ExecutionTrace([node]), d / f"coll.{rank}.et")
-    system = {"scheduling-policy": "LIFO", "endpoint-delay": 7, "active-chunks-per-dimension": active,
-              "preferred-dataset-splits": splits, "collective-optimization": optimization, "local-mem-bw": 1600,
+    system = {"scheduling-policy": "LIFO", "endpoint-delay": e, "active-chunks-per-dimension": active,
+              "preferred-dataset-splits": splits, "collective-optimization": optimization, "local-mem-bw": mem,
               "boost-mode": 0}
     for key in COLLECTIVES:
         system[f"{key}-implementation"] = list(algs)
     (d / "system.json").write_text(json.dumps(system))
     (d / "network.yml").write_text(f"topology: {json.dumps(list(topos))}\nnpus_count: {json.dumps(list(npus))}\n"
-                                   f"bandwidth: {json.dumps([50.0] * len(npus))}\n"
-                                   f"latency: {json.dumps([500.0] * len(npus))}\n")
+                                   f"bandwidth: {json.dumps(bws or [50.0] * len(npus))}\n"
+                                   f"latency: {json.dumps(lats or [500.0] * len(npus))}\n")
     return d / "coll", world
 
 
@@ -106,6 +133,10 @@ def binary_results(tmp_path_factory):
         d = root / f"md{i}"
         prefix, _ = _write_case(d, coll, algs, topos, npus, splits, active, opt)
         cases[("multi", i)] = (d, prefix)
+    for i, cfg in enumerate(RANDOM_DIM):
+        d = root / f"r{i}"
+        prefix, _ = _write_case(d, **cfg)
+        cases[("random", i)] = (d, prefix)
     with ThreadPoolExecutor(2) as pool:
         futures = {key: pool.submit(_run_binary, d, prefix) for key, (d, prefix) in cases.items()}
         return {key: (cases[key][0], cases[key][1], f.result()) for key, f in futures.items()}
@@ -145,10 +176,19 @@ def test_matrix_equals_astra_sim_to_the_ns(binary_results, coll, alg, topo, p, s
 @pytest.mark.parametrize("case", range(len(MULTI_DIM)), ids=[f"{c[0]}-{'x'.join(map(str, c[3]))}-{c[6]}"
                                                              for c in MULTI_DIM])
 def test_multi_dimension_equals_astra_sim_to_the_ns(binary_results, case):
-    d, prefix, ranks = binary_results[("multi", case)]
+    _check_multi(*binary_results[("multi", case)])
+
+
+@pytest.mark.parametrize("case", range(len(RANDOM_DIM)),
+                         ids=[f"{c['coll']}-{'x'.join(map(str, c['npus']))}" for c in RANDOM_DIM])
+def test_random_multi_dimension_configs_equal_astra_sim_to_the_ns(binary_results, case):
+    _check_multi(*binary_results[("random", case)])
+
+
+def _check_multi(d, prefix, ranks):
     assert not isinstance(ranks, BaseException), str(ranks)
-    world = len(ranks)
-    assert world == 1 or sorted(ranks) == list(range(world))
+    world = len(list(d.glob("coll.*.et")))
+    assert sorted(ranks) == list(range(world)), "every rank finishes"
     _, replayed = _replay_per_rank(d, prefix, world)
     assert replayed == [ranks[r].finished_ns for r in range(world)]
 
