@@ -25,23 +25,28 @@ One chunk of ``C`` bytes on ``p`` ranks of one dimension:
 - direct all-reduce ``e + (Xmax(C/p) + e + R(C/p)) + (Xmax(C/p) + e)``, ``Xmax``
   with the farthest member's hops.
 
-By analogy with direct all-reduce (not measured): direct reduce-scatter
-``e + (Xmax(C/p) + e + R(C/p))``, direct all-gather ``e + (Xmax(C) + e)``,
-direct all-to-all ``e + (Xmax(C/p) + e)``.
+Direct reduce-scatter ``e + (Xmax(C/p) + e + R(C/p))``, direct all-gather
+``e + (Xmax(C) + e)``, direct all-to-all ``e + (Xmax(C/p) + e)`` (first by
+analogy, now confirmed by the binary matrix below).  ``R`` is computed in
+ASTRA-sim's double arithmetic (see :meth:`AstraModel.reduction_ns`).
 
-A collective of ``D`` bytes runs ``S = preferred-dataset-splits`` chunks of
-``C = D // S`` (integer sizes, as ASTRA-sim's ``uint64`` chunk sizes; ``C/p``
-is integer division too).  With ``A = active-chunks-per-dimension``, chunks
-run in ``ceil(S / A)`` waves; on one dimension ``T = ceil(S/A) * T_chunk(C)``
-(measured for A = 1: S = 4 on a 4-rank ring, reduce-scatter, 22,240 ns).
+Halving-doubling (all-reduce, reduce-scatter, all-gather; p a power of two)
+and the double binary tree (every collective runs as a tree all-reduce of the
+chunk; members finish at different times, ``CommCost.member_ns``) are in
+:mod:`.astra_algorithms`, with the chunking (``ceil(D / (D // S))`` chunks of
+``D // S``) and the pipeline of chunks through per-dimension queues running
+``active-chunks-per-dimension`` chunks at once.
 
 Several dimensions (``collective-optimization = localBWAware``): reduce-
 scatter on the inner dimensions, all-reduce on the outermost, all-gather back
-(``baseline``: all-reduce on every dimension with the full chunk); the other
-collectives run dimension by dimension inner first.  Chunks pipeline across
-dimensions: ``T = sum(phase times of one chunk) + (waves - 1) * (largest
-per-dimension time of one chunk)``, a flow-shop approximation **not verified
-against ASTRA-sim** (docs/design.md has no multi-dimension reference values).
+(``baseline``: all-reduce on every dimension with the full chunk); all-gather
+runs outermost dimension first, reduce-scatter and all-to-all inner first.
+
+Every rule is confirmed against the real binary, per rank to the ns:
+tests/interop/test_astra_algorithms.py (the 480-case matrix of collective x
+algorithm x topology x p x splits, and 30 multi-dimension configs); what
+ASTRA-sim cannot run is refused with the reason (:func:`astra_refusal`).
+Derivations and measurements: replayer/NOTES.md, "ASTRA-sim algorithms".
 
 The congestion-unaware backend never slows concurrent messages, so costs
 have ``shares_bandwidth = False`` and the whole time in ``fixed_ns``.
