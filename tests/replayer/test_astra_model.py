@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import tomllib
 
 import pytest
@@ -257,3 +258,36 @@ def test_double_binary_tree_ranks_finish_at_their_own_time(astra_dir):
     assert result.critical_path.length_ns == result.iteration_time_ns == 92_069
     assert "different times" in result.folding.reason
     assert replay(ts, spec, options=ReplayOptions(fold=False)).ranks == result.ranks
+
+
+@pytest.mark.parametrize("algorithm", ["halvingDoubling", "doubleBinaryTree"])
+def test_cli_import_astra_writes_a_spec_replay_accepts(astra_dir, tmp_path, algorithm):
+    """The bug of issue 16: import-astra accepted these and wrote a spec replay rejected."""
+    system = json.loads((astra_dir / "system_ring_splits1.json").read_text())
+    for key in ("all-reduce", "reduce-scatter", "all-gather", "all-to-all"):
+        system[f"{key}-implementation"] = [algorithm]
+    (tmp_path / "sys.json").write_text(json.dumps(system))
+    out = tmp_path / "spec.toml"
+    result = CliRunner().invoke(cli, ["hw", "import-astra", "--system", str(tmp_path / "sys.json"),
+                                      "--network", str(astra_dir / "network_ring_4.yml"), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    from tracekit.replayer.hardware import read_spec
+
+    model = make_collective_model(read_spec(out))
+    # the binary's values, 1 MiB on a 4-ring, e = 10: halving-doubling reduce-scatter 16,666; the tree runs a
+    # reduce-scatter as its all-reduce, last rank 87,069
+    expected = 16_666 if algorithm == "halvingDoubling" else 87_069
+    assert model.collective_cost(C.REDUCE_SCATTER, MIB, (0, 1, 2, 3)).fixed_ns == expected
+
+
+def test_cli_import_astra_refuses_what_astra_sim_cannot_run(astra_dir, tmp_path):
+    system = json.loads((astra_dir / "system_ring_splits1.json").read_text())
+    system["all-reduce-implementation"] = ["halvingDoubling"]
+    (tmp_path / "sys.json").write_text(json.dumps(system))
+    (tmp_path / "net.yml").write_text("topology: [Ring]\nnpus_count: [6]\nbandwidth: [50]\nlatency: [500]\n")
+    out = tmp_path / "spec.toml"
+    result = CliRunner().invoke(cli, ["hw", "import-astra", "--system", str(tmp_path / "sys.json"),
+                                      "--network", str(tmp_path / "net.yml"), "-o", str(out)])
+    assert result.exit_code != 0 and not out.exists()
+    assert "key all-reduce-implementation: dimension 0 (6 NPUs)" in result.output
+    assert "power-of-two" in result.output and len(result.output.strip().splitlines()) == 1
