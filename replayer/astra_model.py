@@ -214,7 +214,11 @@ class AstraModel(GroupPlacer):
     # --- the model interface ---
 
     def phases(self, kind: str, chunk: int, pl: GroupPlacement) -> list[tuple]:
-        """``(dimension, phase kind, chunk bytes, ranks, member coordinates)`` in order, for one chunk.
+        """``(dimension, phase kind, chunk bytes, ranks, member coordinates, algorithm)`` in order, for one chunk.
+
+        Every phase runs the collective's own algorithm of its dimension (an all-reduce's reduce-scatter and
+        all-gather phases use ``all-reduce-implementation``: measured, 2-D ring all-reduce with halving-doubling
+        reduce-scatter configured still 40,994 ns).
 
         As ``Sys::generate_collective``: all-reduce (``localBWAware``) reduce-scatters on the inner dimensions,
         all-reduces on the outermost and all-gathers back; all-gather runs outermost dimension first; the others
@@ -222,7 +226,8 @@ class AstraModel(GroupPlacer):
         A group that is not regular runs flat on its outermost dimension with ``p = len(group)``.
         """
         if not pl.regular:
-            return [(pl.dims[-1], kind, chunk, pl.size, pl.coords[-1])]
+            d = pl.dims[-1]
+            return [(d, kind, chunk, pl.size, pl.coords[-1], self.spec.network[d].algorithm(kind))]
         dims = list(zip(pl.dims, pl.sizes, pl.coords))
         if kind == "all_gather":
             dims.reverse()
@@ -233,8 +238,8 @@ class AstraModel(GroupPlacer):
             plan = [(d, kind, p, c) for d, p, c in dims]
         out, size = [], chunk
         for d, phase_kind, p, c in plan:
-            out.append((d, phase_kind, size, p, c))
-            alg = self.spec.network[d].algorithm(phase_kind)
+            alg = self.spec.network[d].algorithm(kind)
+            out.append((d, phase_kind, size, p, c, alg))
             if alg == "double_binary_tree" or phase_kind in ("all_reduce", "all_to_all"):
                 continue
             size = hd_final_bytes(phase_kind, size, p)
@@ -264,8 +269,8 @@ class AstraModel(GroupPlacer):
         if not pl.dims:
             return (0,) * len(group)
         phases = self.phases(kind, self.chunking(kind, comm_bytes)[0], pl)
-        d, phase_kind, size, p, coords = phases[0]
-        if len(phases) == 1 and self.spec.network[d].algorithm(phase_kind) == "double_binary_tree":
+        d, phase_kind, size, p, coords, alg = phases[0]
+        if len(phases) == 1 and alg == "double_binary_tree":
             chunk, chunks = self.chunking(kind, comm_bytes)
             by_coord = dict(zip(coords, self._dbt_ns(d, chunk, coords, chunks,
                                                      self.settings.active_chunks_per_dimension)))
@@ -279,11 +284,9 @@ class AstraModel(GroupPlacer):
             return 0
         chunk, chunks = self.chunking(kind, comm_bytes)
         phases = self.phases(kind, chunk, pl)
-        d0, k0 = phases[0][0], phases[0][1]
-        if len(phases) == 1 and self.spec.network[d0].algorithm(k0) == "double_binary_tree":
+        if len(phases) == 1 and phases[0][5] == "double_binary_tree":
             return max(self.member_finish_ns(kind, comm_bytes, group))
-        timed = [(d, self.chunk_ns(k, self.spec.network[d].algorithm(k), d, size, p, coords))
-                 for d, k, size, p, coords in phases]
+        timed = [(d, self.chunk_ns(k, alg, d, size, p, coords)) for d, k, size, p, coords, alg in phases]
         return pipeline_ns(timed, chunks, self.settings.active_chunks_per_dimension)
 
     def collective_cost(self, comm_type: CollectiveType, comm_bytes: int,

@@ -89,7 +89,7 @@ RANDOM_DIM = _random_configs(24)
 
 
 def _write_case(d, coll, algs, topos, npus, splits, active=1, optimization="localBWAware", *, e=7, bws=None,
-                lats=None, mem=1600, size=SIZE):
+                lats=None, mem=1600, size=SIZE, per_collective=None):
     """Traces (one collective per rank, no pg_name: a world collective) and the ASTRA-sim config files."""
     d.mkdir(parents=True, exist_ok=True)
     world = 1
@@ -104,7 +104,7 @@ def _write_case(d, coll, algs, topos, npus, splits, active=1, optimization="loca
               "preferred-dataset-splits": splits, "collective-optimization": optimization, "local-mem-bw": mem,
               "boost-mode": 0}
     for key in COLLECTIVES:
-        system[f"{key}-implementation"] = list(algs)
+        system[f"{key}-implementation"] = list((per_collective or {}).get(key, algs))
     (d / "system.json").write_text(json.dumps(system))
     (d / "network.yml").write_text(f"topology: {json.dumps(list(topos))}\nnpus_count: {json.dumps(list(npus))}\n"
                                    f"bandwidth: {json.dumps(bws or [50.0] * len(npus))}\n"
@@ -197,3 +197,14 @@ def test_tree_on_several_dimensions_is_refused_with_the_reason(tmp_path):
     _write_case(tmp_path, "all-reduce", ["ring", "doubleBinaryTree"], ["Ring", "Switch"], [4, 2], 1)
     with pytest.raises(SpecError, match="several dimensions is not modelled"):
         import_astra_config(tmp_path / "system.json", tmp_path / "network.yml")
+
+
+def test_all_reduce_phases_use_the_all_reduce_implementation(tmp_path):
+    """An all-reduce's reduce-scatter and all-gather phases run ``all-reduce-implementation``, not the
+    reduce-scatter/all-gather ones (binary: 2-D 4x2, halvingDoubling+direct all-reduce, ring elsewhere)."""
+    prefix, world = _write_case(tmp_path, "all-reduce", ["ring", "ring"], ["Ring", "Switch"], [4, 2], 4,
+                                per_collective={"all-reduce": ["halvingDoubling", "direct"]})
+    ranks = astra_sim(prefix, system=tmp_path / "system.json", network=(tmp_path / "network.yml").read_text(),
+                      workdir=tmp_path)
+    _, replayed = _replay_per_rank(tmp_path, prefix, world)
+    assert replayed == [ranks[r].finished_ns for r in range(world)]
