@@ -164,6 +164,13 @@ def dbt_finish_ns(p: int, start_ns: Sequence[int], *, root_max: bool, send_ns: C
     its child, then ``e + r``, sends down and finishes; an inner rank receiving from its parent takes ``e + r``,
     sends to its children and finishes.  A message received before its receive is posted completes at the post.
     """
+    return [f for f, _ in dbt_times(p, start_ns, root_max=root_max, send_ns=send_ns, e=e, r=r)]
+
+
+def dbt_times(p: int, start_ns: Sequence[int], *, root_max: bool, send_ns: Callable[[int, int], int], e: int,
+              r: int) -> list[tuple[int, int]]:
+    """:func:`dbt_finish_ns` with, per rank, the time ASTRA-sim schedules the finishing event (a leaf: when the
+    result arrives; the others: when the reduction starts): ties at equal finish times go in that order."""
     tree = _tree(p, root_max)
     up: dict[int, int] = {}  # time the rank's data arrives at its parent
 
@@ -179,11 +186,12 @@ def dbt_finish_ns(p: int, start_ns: Sequence[int], *, root_max: bool, send_ns: C
     def up_arrival(k: int) -> int:
         return sent_up(k) + send_ns(k, tree[k][0])
 
-    finish = [0] * p
+    finish = [(0, 0)] * p
     top = next(i for i, (parent, _) in tree.items() if parent < 0)
     (child,) = tree[top][1]
-    down = {top: max(up_arrival(child), start_ns[top]) + e + r}
-    finish[top] = down[top]
+    got = max(up_arrival(child), start_ns[top])
+    down = {top: got + e + r}
+    finish[top] = (down[top], got + e)
     order = [child]
     while order:
         i = order.pop()
@@ -191,10 +199,10 @@ def dbt_finish_ns(p: int, start_ns: Sequence[int], *, root_max: bool, send_ns: C
         got = max(down[parent] + send_ns(parent, i), up[i])
         if kids:
             down[i] = got + e + r
-            finish[i] = down[i]
+            finish[i] = (down[i], got + e)
             order.extend(kids)
         else:
-            finish[i] = got + e
+            finish[i] = (got + e, got)
     return finish
 
 
@@ -217,3 +225,96 @@ def dbt_chunks_ns(p: int, chunks: int, active: int, *, send_ns: Callable[[int, i
                 starts[i] = done[k - active]
         finishes.append(dbt_finish_ns(p, starts, root_max=(k % 2 == 0), send_ns=send_ns, e=e, r=r))
     return [max(f[i] for f in finishes) for i in range(p)]
+
+
+# --- several dimensions with a tree phase: per rank ---
+
+@dataclass(frozen=True)
+class RankPhase:
+    """One phase of a chunk for :func:`ranks_pipeline_ns`.
+
+    Attributes:
+        axis: which coordinate of the members the phase runs along (its line: the members equal elsewhere).
+        duration_ns: time of the phase when its line's members start it together (ring, direct,
+            halving-doubling); it starts when the last member of the line reaches it.
+        tree: for a double-binary-tree phase, ``tree(starts, root_max) -> (finish, scheduled at)`` per line
+            position (see :func:`dbt_times`); None otherwise.
+        tree_index, trees_per_chunk: this phase's place among the tree phases of its axis in one chunk, and
+            their number (ASTRA-sim's tree topology of a dimension alternates RootMax/RootMin at every phase
+            it builds, chunk after chunk).
+        last_delay_ns: for the other phases, the delay of the phase's last event (its last reduction, or ``e``
+            when the last message is not reduced): ASTRA-sim takes events of equal time in the order they were
+            scheduled, which decides which of two chunks finishing together queues first.
+    """
+
+    axis: int
+    duration_ns: int
+    tree: Callable[[list[int], bool], list[tuple[int, int]]] | None = None
+    tree_index: int = 0
+    trees_per_chunk: int = 1
+    last_delay_ns: int = 0
+
+
+def ranks_pipeline_ns(shape: Sequence[int], phases: Sequence[RankPhase], chunks: int, active: int) -> list[int]:
+    """Finish time of each member (coordinates in ``shape``, first axis varying fastest) of a collective.
+
+    As :func:`pipeline_ns` but per member: every member has a queue per axis running ``active`` chunks at once;
+    a line's phase starts on each member when it gets a slot there and ends when the phase's rule says (tree:
+    per member; others: the line's last start plus the duration).  Used when a tree phase makes members finish
+    at different times.
+    """
+    members = [()]
+    for size in shape:
+        members = [m + (c,) for c in range(size) for m in members]
+    index = {m: i for i, m in enumerate(members)}
+    waiting: dict[tuple[int, int], list[tuple[int, int]]] = {}
+    running: dict[tuple[int, int], int] = {}
+    pending: dict[tuple, dict[int, int]] = {}
+    events: list[tuple[int, int, int, int, int, int]] = []  # (time, scheduled at, seq, member, chunk, phase)
+    seq = 0
+    finish = [0] * len(members)
+
+    def line_started(chunk: int, j: int, m: tuple[int, ...], t: int) -> None:
+        nonlocal seq
+        ph = phases[j]
+        key = (chunk, j, m[:ph.axis] + m[ph.axis + 1:])
+        starts = pending.setdefault(key, {})
+        starts[m[ph.axis]] = t
+        if len(starts) < shape[ph.axis]:
+            return
+        del pending[key]
+        ordered = [starts[c] for c in range(shape[ph.axis])]
+        if ph.tree is None:
+            end = max(ordered) + ph.duration_ns
+            ends = [(end, end - ph.last_delay_ns)] * len(ordered)
+        else:
+            ends = ph.tree(ordered, (chunk * ph.trees_per_chunk + ph.tree_index) % 2 == 0)
+        for c, (end, scheduled) in enumerate(ends):
+            other = m[:ph.axis] + (c,) + m[ph.axis + 1:]
+            heapq.heappush(events, (end, scheduled, seq, index[other], chunk, j))
+            seq += 1
+
+    def try_start(i: int, axis: int, t: int) -> None:
+        lst = waiting.get((i, axis), [])
+        while lst and running.get((i, axis), 0) < active:
+            chunk, j = lst.pop(0)
+            running[(i, axis)] = running.get((i, axis), 0) + 1
+            line_started(chunk, j, members[i], t)
+
+    for i in range(len(members)):
+        waiting[(i, phases[0].axis)] = [(k, 0) for k in range(chunks)]
+    for i in range(len(members)):
+        try_start(i, phases[0].axis, 0)
+    while events:
+        t, _, _, i, chunk, j = heapq.heappop(events)
+        axis = phases[j].axis
+        running[(i, axis)] -= 1
+        if j + 1 < len(phases):
+            nxt = phases[j + 1].axis
+            waiting.setdefault((i, nxt), []).append((chunk, j + 1))
+            try_start(i, axis, t)
+            try_start(i, nxt, t)
+        else:
+            finish[i] = max(finish[i], t)
+            try_start(i, axis, t)
+    return finish

@@ -67,7 +67,8 @@ from tracekit.errors import SpecError
 from tracekit.model import CollectiveType
 
 from tracekit.replayer.astra_algorithms import (
-    dbt_chunks_ns, hd_final_bytes, hd_messages, is_power_of_two, pipeline_ns,
+    RankPhase, dbt_chunks_ns, dbt_times, hd_final_bytes, hd_messages, is_power_of_two, pipeline_ns,
+    ranks_pipeline_ns,
 )
 from tracekit.replayer.collectives import (
     CommCost, UnsupportedCollectiveError, check_comm_bytes, collective_kind,
@@ -99,9 +100,6 @@ def astra_refusal(kind: str, algorithm: str, n_dims: int, size: int) -> str | No
     if algorithm in ("halving_doubling", "double_binary_tree") and not is_power_of_two(size):
         return (f"ASTRA-sim's {algorithm} needs a power-of-two number of NPUs per dimension, got {size} "
                 f"(the simulator never finishes or crashes)")
-    if algorithm == "double_binary_tree" and n_dims > 1:
-        return ("the double binary tree on a network of several dimensions is not modelled (its ranks finish at "
-                "different times, which the multi-dimension chunk pipeline does not follow)")
     return None
 
 
@@ -275,7 +273,58 @@ class AstraModel(GroupPlacer):
             by_coord = dict(zip(coords, self._dbt_ns(d, chunk, coords, chunks,
                                                      self.settings.active_chunks_per_dimension)))
             return tuple(by_coord[rank_coords(r, self._sizes)[d]] for r in group)
+        if pl.regular and any(ph[5] == "double_binary_tree" for ph in phases):
+            return self._tree_pipeline_ns(kind, comm_bytes, pl, group)
         return (self.collective_ns(kind, comm_bytes, group),) * len(group)
+
+    def _last_delay_ns(self, kind: str, algorithm: str, c: int, p: int) -> int:
+        """Delay of the last event of a ring/direct/halving-doubling phase: R of its last message when that
+        message is reduced (reduce-scatter), else the endpoint delay."""
+        if algorithm == "halving_doubling":
+            last = hd_messages(kind, c, p)[-1]
+            return self.reduction_ns(last.msg_bytes) if last.reduced else self.settings.endpoint_delay_ns
+        if kind == "reduce_scatter":
+            return self.reduction_ns(c // p)
+        return self.settings.endpoint_delay_ns
+
+    def _tree_pipeline_ns(self, kind: str, comm_bytes: int, pl: GroupPlacement,
+                          group: tuple[int, ...]) -> tuple[int, ...]:
+        """Per-member finish of a collective over several dimensions with a tree phase (member order = group)."""
+        chunk, chunks = self.chunking(kind, comm_bytes)
+        phases = self.phases(kind, chunk, pl)
+        e = self.settings.endpoint_delay_ns
+        trees_on = {}
+        for d, _, _, _, _, alg in phases:
+            if alg == "double_binary_tree":
+                trees_on[d] = trees_on.get(d, 0) + 1
+        seen: dict[int, int] = {}
+        specs = []
+        for d, phase_kind, size, p, coords, alg in phases:
+            axis = pl.dims.index(d)
+            if alg != "double_binary_tree":
+                specs.append(RankPhase(axis, self.chunk_ns(phase_kind, alg, d, size, p, coords),
+                                       last_delay_ns=self._last_delay_ns(phase_kind, alg, size, p)))
+                continue
+            dim = self.spec.network[d]
+
+            def tree(starts, root_max, d=d, size=size, coords=coords, dim=dim):
+                def send_ns(u: int, v: int) -> int:
+                    return self.message_ns(d, size, astra_hops(dim.topology, coords[u], coords[v], dim.size))
+                return dbt_times(len(coords), starts, root_max=root_max, send_ns=send_ns, e=e,
+                                 r=self.reduction_ns(size))
+
+            specs.append(RankPhase(axis, 0, tree, seen.get(d, 0), trees_on[d]))
+            seen[d] = seen.get(d, 0) + 1
+        finish = ranks_pipeline_ns(pl.sizes, specs, chunks, self.settings.active_chunks_per_dimension)
+        out = []
+        for r in group:
+            c = rank_coords(r, self._sizes)
+            i, stride = 0, 1
+            for axis, d in enumerate(pl.dims):
+                i += pl.coords[axis].index(c[d]) * stride
+                stride *= pl.sizes[axis]
+            out.append(finish[i])
+        return tuple(out)
 
     def collective_ns(self, kind: str, comm_bytes: int, group: tuple[int, ...]) -> int:
         """Whole-collective time in ns (integer, as ASTRA-sim's cycles): the last member's finish."""
@@ -284,7 +333,7 @@ class AstraModel(GroupPlacer):
             return 0
         chunk, chunks = self.chunking(kind, comm_bytes)
         phases = self.phases(kind, chunk, pl)
-        if len(phases) == 1 and phases[0][5] == "double_binary_tree":
+        if any(ph[5] == "double_binary_tree" for ph in phases):
             return max(self.member_finish_ns(kind, comm_bytes, group))
         timed = [(d, self.chunk_ns(k, alg, d, size, p, coords)) for d, k, size, p, coords, alg in phases]
         return pipeline_ns(timed, chunks, self.settings.active_chunks_per_dimension)
