@@ -19,10 +19,9 @@ Mapping (system JSON key -> spec key):
   ``"ring_direct"`` is split on ``_``) -> ``network[i].algorithms``;
   ``ring``, ``direct``, ``halvingDoubling``, ``doubleBinaryTree``; refused
   with the reason (``astra_model.astra_refusal``) where ASTRA-sim itself fails
-  (halving-doubling or tree on a dimension whose size is not a power of two)
-  or tracekit does not model it (the tree on several dimensions); a
-  halving-doubling all-to-all is accepted but refused when an all-to-all is
-  replayed, as ASTRA-sim exits only then
+  (halving-doubling or tree on a dimension whose size is not a power of two);
+  a halving-doubling all-to-all is accepted but refused when an all-to-all
+  is replayed, as ASTRA-sim exits only then
 - known keys that change nothing for single congestion-unaware collectives
   (``scheduling-policy``, ``intra-dimension-scheduling``,
   ``inter-dimension-scheduling``, ``boost-mode`` = 0, tracing and memory

@@ -90,8 +90,8 @@ def astra_refusal(kind: str, algorithm: str, n_dims: int, size: int) -> str | No
 
     Measured with the binary (replayer/NOTES.md): halving-doubling exits on an all-to-all ("unknown
     communication type"); halving-doubling and double binary tree need a power-of-two dimension (3 NPUs:
-    halving-doubling never finishes, the tree crashes); the double binary tree on a network of several
-    dimensions is not modelled here.
+    halving-doubling never finishes, the tree crashes).  ``n_dims`` is kept for rules that depend on the
+    network's shape.
     """
     if algorithm not in ASTRA_ALGORITHMS:
         return f"ASTRA-sim has no algorithm {algorithm!r}"
