@@ -318,3 +318,39 @@ def ranks_pipeline_ns(shape: Sequence[int], phases: Sequence[RankPhase], chunks:
             finish[i] = max(finish[i], t)
             try_start(i, axis, t)
     return finish
+
+
+def ring_times(kind: str, c: int, starts: Sequence[int], *, send_ns: Callable[[int, int, int], int], e: int,
+               reduction_ns: Callable[[int], int]) -> list[tuple[int, int]]:
+    """Per member of a ring (member ``i`` sends to ``i + 1``) that starts at ``starts[i]``: ``(finish, scheduled
+    at)`` of one chunk of ``c`` bytes, message by message.
+
+    ``send_ns(u, v, m)``: time of an ``m``-byte message from member ``u`` to ``v``.  Member ``i`` sends its first
+    message ``e`` after its start; its step ``k`` completes when the previous member's step-``k`` message has
+    arrived and its own step ``k - 1`` is done, plus ``e`` and, in a reducing step, ``R``; the next step's message
+    leaves then.  All-reduce: ``p - 1`` reducing steps then ``p - 1`` plain ones of ``C // p``; reduce-scatter the
+    reducing ones; all-gather ``p - 1`` plain steps of ``C``; all-to-all ``p (p - 1) / 2`` plain steps of
+    ``C // p``.  With equal links and starts this is the ring formula of DESIGN.md section 4.
+    """
+    p = len(starts)
+    piece = c // p
+    if kind == "all_reduce":
+        steps = [(piece, True)] * (p - 1) + [(piece, False)] * (p - 1)
+    elif kind == "reduce_scatter":
+        steps = [(piece, True)] * (p - 1)
+    elif kind == "all_gather":
+        steps = [(c, False)] * (p - 1)
+    else:
+        steps = [(piece, False)] * (p * (p - 1) // 2)
+    sent = [s + e for s in starts]  # when each member's current message leaves
+    done = list(sent)
+    last = [0] * p
+    for m, reduced in steps:
+        r = reduction_ns(m) if reduced else 0
+        arrival = [sent[(i - 1) % p] + send_ns((i - 1) % p, i, m) for i in range(p)]
+        for i in range(p):
+            ready = max(arrival[i], done[i]) + e
+            done[i] = ready + r
+            last[i] = ready if reduced else ready - e
+        sent = list(done)
+    return list(zip(done, last))

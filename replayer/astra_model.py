@@ -68,7 +68,7 @@ from tracekit.model import CollectiveType
 
 from tracekit.replayer.astra_algorithms import (
     RankPhase, dbt_chunks_ns, dbt_times, hd_final_bytes, hd_messages, is_power_of_two, pipeline_ns,
-    ranks_pipeline_ns,
+    ranks_pipeline_ns, ring_times,
 )
 from tracekit.replayer.collectives import (
     CommCost, UnsupportedCollectiveError, check_comm_bytes, collective_kind,
@@ -82,6 +82,7 @@ log = logging.getLogger(__name__)
 
 ASTRA_COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all")
 ASTRA_ALGORITHMS = ("ring", "direct", "halving_doubling", "double_binary_tree")
+_GROUP_HANDOFF_NS = 10  # MemBus "Fast" transmission: a communicator group's ring (CommunicatorGroup.cc)
 _MEASURED = {("ring", k) for k in ASTRA_COLLECTIVES} | {("direct", "all_reduce")}
 
 
@@ -266,6 +267,8 @@ class AstraModel(GroupPlacer):
         pl = self.placement(group)
         if not pl.dims:
             return (0,) * len(group)
+        if len(group) < math.prod(self._sizes):
+            return self._comm_group_ns(kind, comm_bytes, group)
         phases = self.phases(kind, self.chunking(kind, comm_bytes)[0], pl)
         d, phase_kind, size, p, coords, alg = phases[0]
         if len(phases) == 1 and alg == "double_binary_tree":
@@ -276,6 +279,34 @@ class AstraModel(GroupPlacer):
         if pl.regular and any(ph[5] == "double_binary_tree" for ph in phases):
             return self._tree_pipeline_ns(kind, comm_bytes, pl, group)
         return (self.collective_ns(kind, comm_bytes, group),) * len(group)
+
+    def _comm_group_ns(self, kind: str, comm_bytes: int, group: tuple[int, ...]) -> tuple[int, ...]:
+        """A collective of a communicator group smaller than the network, per member (``group`` order).
+
+        ASTRA-sim (``CommunicatorGroup::get_collective_plan``) runs it as one ring over the sorted members,
+        whatever algorithms the config names, with every NPU/memory hand-off 10 ns (the ring is a ``Local``
+        dimension: ``MemBus`` ``Fast`` transmission) instead of ``endpoint-delay``; a message between two
+        members crosses the innermost dimension where they differ (measured: ranks 0 and 5 of 4 x 2 cost as
+        neighbours on dimension 0).  Chunks as for every collective, in dimension 0's queue.
+        """
+        members = sorted(group)
+        coords = [rank_coords(r, self._sizes) for r in members]
+
+        def send_ns(u: int, v: int, m: int) -> int:
+            d = next(i for i, (a, b) in enumerate(zip(coords[u], coords[v])) if a != b)
+            dim = self.spec.network[d]
+            return self.message_ns(d, m, astra_hops(dim.topology, coords[u][d], coords[v][d], dim.size))
+
+        chunk, chunks = self.chunking(kind, comm_bytes)
+
+        def ring(starts: list[int], _root_max: bool) -> list[tuple[int, int]]:
+            return ring_times(kind, chunk, starts, send_ns=send_ns, e=_GROUP_HANDOFF_NS,
+                              reduction_ns=self.reduction_ns)
+
+        finish = ranks_pipeline_ns((len(members),), [RankPhase(0, 0, ring)], chunks,
+                                   self.settings.active_chunks_per_dimension)
+        by_rank = dict(zip(members, finish))
+        return tuple(by_rank[r] for r in group)
 
     def _last_delay_ns(self, kind: str, algorithm: str, c: int, p: int) -> int:
         """Delay of the last event of a ring/direct/halving-doubling phase: R of its last message when that
@@ -331,6 +362,8 @@ class AstraModel(GroupPlacer):
         pl = self.placement(group)
         if not pl.dims:
             return 0
+        if len(group) < math.prod(self._sizes):
+            return max(self._comm_group_ns(kind, comm_bytes, group))
         chunk, chunks = self.chunking(kind, comm_bytes)
         phases = self.phases(kind, chunk, pl)
         if any(ph[5] == "double_binary_tree" for ph in phases):
@@ -355,12 +388,14 @@ class AstraModel(GroupPlacer):
                 f"measured duration)")
         n = check_comm_bytes(comm_bytes)
         pl = self.placement(group)
-        for d in pl.dims:
+        subgroup = 1 < len(group) < math.prod(self._sizes)
+        for d in () if subgroup else pl.dims:
             reason = astra_refusal(kind, self.spec.network[d].algorithm(kind), len(self.spec.network),
                                    self.spec.network[d].size)
             if reason:
                 raise SpecError(f"key network[{d}].algorithms.{kind}: {reason}", path=self.spec.path)
-        algs = sorted({self.spec.network[d].algorithm(kind) for d in pl.dims}) or ["ring"]
+        algs = ["ring(group)"] if subgroup else sorted({self.spec.network[d].algorithm(kind) for d in pl.dims}) or [
+            "ring"]
         members = self.member_finish_ns(kind, n, group)
         spread = tuple(float(t) for t in members) if len(set(members)) > 1 else ()
         return CommCost(float(max(members, default=0)), (), "astra:" + "+".join(algs), shares_bandwidth=False,

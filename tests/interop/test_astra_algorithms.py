@@ -30,6 +30,7 @@ from tracekit.io import read_traceset, write_trace
 from tracekit.model import Attr, CollectiveType, ExecutionTrace, Node, NodeType
 from tracekit.replayer import replay
 from tracekit.replayer.astra_config import import_astra_config
+from tracekit.replayer.collectives import make_collective_model
 
 
 SIZE = 1_000_003
@@ -206,3 +207,65 @@ def test_all_reduce_phases_use_the_all_reduce_implementation(tmp_path):
                       workdir=tmp_path)
     _, replayed = _replay_per_rank(tmp_path, prefix, world)
     assert replayed == [ranks[r].finished_ns for r in range(world)]
+
+
+def _group_case(d, coll, npus, topos, bws, lats, groups, *, splits, active, e, size, algs=None):
+    """Members run one collective on their communicator group (``pg_name`` = its id); the others nothing."""
+    d.mkdir(parents=True, exist_ok=True)
+    world = 1
+    for n in npus:
+        world *= n
+    group_of = {r: g for g, members in groups.items() for r in members}
+    for rank in range(world):
+        nodes = []
+        if rank in group_of:
+            nodes = [Node(0, coll, NodeType.COMM_COLL_NODE,
+                          attrs=[Attr("is_cpu_op", False, "bool_val"), Attr("comm_type", int(COLLECTIVES[coll])),
+                                 Attr("comm_size", size), Attr("pg_name", group_of[rank], "string_val")])]
+        write_trace(ExecutionTrace(nodes), d / f"coll.{rank}.et")
+    system = {"scheduling-policy": "LIFO", "endpoint-delay": e, "active-chunks-per-dimension": active,
+              "preferred-dataset-splits": splits, "collective-optimization": "localBWAware", "local-mem-bw": 1600,
+              "boost-mode": 0}
+    for key in COLLECTIVES:
+        system[f"{key}-implementation"] = algs or ["ring"] * len(npus)
+    (d / "system.json").write_text(json.dumps(system))
+    (d / "network.yml").write_text(f"topology: {json.dumps(topos)}\nnpus_count: {json.dumps(npus)}\n"
+                                   f"bandwidth: {json.dumps(bws)}\nlatency: {json.dumps(lats)}\n")
+    return d / "coll"
+
+
+GROUP_CASES = [
+    # ranks 0 and 5 of 4 x 2 differ on both dimensions: the message crosses dimension 0 (the innermost)
+    ("all-reduce", [4, 2], ["Ring", "Switch"], [50.0, 12.5], [500.0, 100.0], {"1": [0, 5]}, 1, 1, 7, SIZE, None),
+    # a ring with one 2-hop link: its receiver finishes 500 ns after the others
+    ("all-reduce", [4, 2], ["Ring", "Switch"], [50.0, 12.5], [500.0, 100.0], {"1": [0, 2, 5]}, 1, 1, 7, SIZE,
+     None),
+    # the configured halving-doubling is not used by a group: two groups, 4 splits
+    ("all-reduce", [4, 2], ["Ring", "Switch"], [50.0, 12.5], [500.0, 100.0], {"1": [0, 1, 2, 3], "2": [4, 5, 6, 7]},
+     4, 1, 7, SIZE, ["halvingDoubling", "ring"]),
+    ("all-to-all", [4, 2], ["Ring", "Switch"], [50.0, 12.5], [500.0, 100.0], {"1": [0, 2, 5, 7]}, 3, 2, 7, SIZE,
+     None),
+    ("reduce-scatter", [4, 4], ["Ring", "FullyConnected"], [50.0, 12.5], [500.0, 100.0],
+     {"1": [0, 3, 6, 9, 12], "2": [1, 2, 4]}, 5, 2, 25, 65_537, None),
+    ("all-gather", [2, 2, 3], ["Switch", "Ring", "FullyConnected"], [200.0, 50.0, 12.5], [0.0, 1700.0, 100.0],
+     {"1": [0, 3, 4, 9, 11], "2": [1, 2, 5, 6]}, 2, 3, 1, 3_000_001, None),
+]
+
+
+@pytest.mark.parametrize("case", range(len(GROUP_CASES)), ids=[f"{c[0]}-{'+'.join(map(str, c[5]['1']))}"
+                                                              for c in GROUP_CASES])
+def test_communicator_groups_equal_astra_sim_to_the_ns(tmp_path, case):
+    """ASTRA-sim runs a group smaller than the network as one ring over its sorted members (hand-offs 10 ns,
+    whatever the config names): the model's per-member times equal the binary's."""
+    coll, npus, topos, bws, lats, groups, splits, active, e, size, algs = GROUP_CASES[case]
+    prefix = _group_case(tmp_path, coll, npus, topos, bws, lats, groups, splits=splits, active=active, e=e,
+                         size=size, algs=algs)
+    ranks = astra_sim(prefix, system=tmp_path / "system.json", network=(tmp_path / "network.yml").read_text(),
+                      comm_groups=groups, workdir=tmp_path)
+    model = make_collective_model(import_astra_config(tmp_path / "system.json", tmp_path / "network.yml").spec)
+    kind = coll.replace("-", "_")
+    for members in groups.values():
+        expected = [ranks[r].finished_ns for r in members]
+        assert list(model.member_finish_ns(kind, size, tuple(members))) == expected
+        cost = model.collective_cost(COLLECTIVES[coll], size, tuple(members))
+        assert cost.fixed_ns == max(expected) and cost.algorithm == "astra:ring(group)"
