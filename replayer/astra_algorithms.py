@@ -342,6 +342,14 @@ def ring_times(kind: str, c: int, starts: Sequence[int], *, send_ns: Callable[[i
         steps = [(c, False)] * (p - 1)
     else:
         steps = [(piece, False)] * (p * (p - 1) // 2)
+    sizes = sorted({m for m, _ in steps})
+    if len(set(starts)) == 1 and all(len({send_ns((i - 1) % p, i, m) for i in range(p)}) == 1 for m in sizes):
+        # equal links and starts (the usual case; O(p) instead of O(p x steps)): the ring formula
+        t = starts[0] + e
+        for m, reduced in steps:
+            t += send_ns(p - 1, 0, m) + e + (reduction_ns(m) if reduced else 0)
+        m, reduced = steps[-1]
+        return [(t, t - (reduction_ns(m) if reduced else e))] * p
     sent = [s + e for s in starts]  # when each member's current message leaves
     done = list(sent)
     last = [0] * p
