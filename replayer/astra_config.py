@@ -216,6 +216,15 @@ def import_astra_config(system: str | os.PathLike[str], network: str | os.PathLi
                                     f"tracekit cannot model it", path=sys_path)
                 algorithms[i][coll] = alg
 
+    for key in sorted(k for k in sys_data if k.endswith("-implementation-custom")):
+        raise SpecError(f"key {key}: custom collective algorithms (Chakra ET files) are not modelled; "
+                        f"tracekit cannot replay them", path=sys_path)
+    if sys_data.get("model-shared-bus", 0) not in (0, False):
+        raise SpecError(f"key model-shared-bus: only 0 is modelled (1 times every memory hand-off with ASTRA-sim's "
+                        f"LogGP bus model), got {sys_data['model-shared-bus']!r}", path=sys_path)
+    if sys_data.get("replay-only", 0) not in (0, False):
+        raise SpecError(f"key replay-only: only 0 is modelled (1 replays every node with its recorded duration, "
+                        f"1 ns when zero, instead of simulating it), got {sys_data['replay-only']!r}", path=sys_path)
     optimization = sys_data.get("collective-optimization", "localBWAware")
     if optimization not in ("localBWAware", "baseline"):
         raise SpecError(f"key collective-optimization: must be localBWAware or baseline, got {optimization!r}",
