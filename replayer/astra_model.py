@@ -59,7 +59,6 @@ source and destination differ (not measured).
 
 from __future__ import annotations
 
-import logging
 import math
 from typing import TYPE_CHECKING
 
@@ -78,12 +77,10 @@ from tracekit.replayer.placement import GroupPlacement, GroupPlacer, p2p_dimensi
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.replayer.hardware import HardwareSpec, NetworkDim
 
-log = logging.getLogger(__name__)
 
 ASTRA_COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all")
 ASTRA_ALGORITHMS = ("ring", "direct", "halving_doubling", "double_binary_tree")
 _GROUP_HANDOFF_NS = 10  # MemBus "Fast" transmission: a communicator group's ring (CommunicatorGroup.cc)
-_MEASURED = {("ring", k) for k in ASTRA_COLLECTIVES} | {("direct", "all_reduce")}
 
 
 def astra_refusal(kind: str, algorithm: str, n_dims: int, size: int) -> str | None:
@@ -164,8 +161,6 @@ class AstraModel(GroupPlacer):
         """
         if p <= 1:
             return 0
-        if (algorithm, kind) not in _MEASURED and algorithm == "direct":
-            log.debug("astra model: direct %s is by analogy with direct all-reduce", kind)
         dim: NetworkDim = self.spec.network[d]
         e = self.settings.endpoint_delay_ns
         if algorithm == "halving_doubling":
