@@ -268,6 +268,18 @@ def build_html(rows: Sequence[BenchRow], *, title: str) -> str:
     return page.render()
 
 
+def check_plot_path(path: str | os.PathLike[str]) -> Path:
+    """``path`` as a Path if it names an ``.html``/``.htm``/``.png`` file.
+
+    Raises:
+        ReplayError: another suffix.
+    """
+    target = Path(path)
+    if target.suffix.lower() not in (".html", ".htm", ".png"):
+        raise ReplayError(f"plot file must end in .html or .png, got {target.name!r}", path=target)
+    return target
+
+
 def write_plot(rows: Sequence[BenchRow], path: str | os.PathLike[str], *, title: str) -> Path:
     """Write the page (``.html``) or a screenshot of it (``.png``, needs Chromium); atomic.
 
@@ -279,10 +291,8 @@ def write_plot(rows: Sequence[BenchRow], path: str | os.PathLike[str], *, title:
 
     from tracekit.io import atomic_output
 
-    target = Path(path)
+    target = check_plot_path(path)
     suffix = target.suffix.lower()
-    if suffix not in (".html", ".htm", ".png"):
-        raise ReplayError(f"plot file must end in .html or .png, got {target.name!r}", path=target)
     text = build_html(rows, title=title)
     if suffix != ".png":
         with atomic_output(target, "w") as fh:
@@ -296,6 +306,6 @@ def write_plot(rows: Sequence[BenchRow], path: str | os.PathLike[str], *, title:
         return screenshot_html(page, target, height=1200)
 
 
-__all__ = ["BENCH_COLLECTIVES", "BENCH_MODELS", "BenchRow", "NcclTestsRun", "build_html", "format_table",
+__all__ = ["BENCH_COLLECTIVES", "BENCH_MODELS", "BenchRow", "NcclTestsRun", "build_html", "check_plot_path", "format_table",
            "model_curves", "model_point", "parse_nccl_tests", "parse_size", "read_nccl_tests", "size_range",
            "write_plot"]

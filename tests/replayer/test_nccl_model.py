@@ -8,7 +8,6 @@ dgx-a100 / dgx-h100 presets' [nccl] tables, as documented in tracekit.replayer.n
 from __future__ import annotations
 
 import tomllib
-from dataclasses import replace
 
 import pytest
 
@@ -32,29 +31,30 @@ def test_large_all_reduce_in_one_node_picks_ring_simple():
     n = 1 << 30
     c = model.collective_cost(C.ALL_REDUCE, n, tuple(range(8)))
     assert c.algorithm == "nccl:ring/Simple"
-    # latency 8.4 + 14 steps x 3.4 us (NVLink ring Simple) = 56 us; busBw 12 x 17.5 = 210, algBw 210 x 8 / 14.
-    assert c.fixed_ns == pytest.approx(56_000.0)
-    assert c.time_alone_ns(spec) == pytest.approx(56_000 + n * 14 / (8 * 210), rel=1e-12)
+    # latency 56 (preset's ring Simple base) + 14 steps x 3.4 us (NVLink ring Simple) = 103.6 us;
+    # busBw 12 channels x 18.33 = 219.96 GB/s, algBw x 8 / 14.
+    assert c.fixed_ns == pytest.approx(103_600.0)
+    assert c.time_alone_ns(spec) == pytest.approx(103_600 + n * 14 / (8 * 219.96), rel=1e-12)
     assert c.wire_bytes[0][0] == 0
 
 
 def test_small_all_reduce_in_one_node_picks_ring_ll():
     spec = nccl_spec()
     c = make_collective_model(spec).collective_cost(C.ALL_REDUCE, 1024, tuple(range(8)))
-    # ring/LL: 6.6 + 14 x 0.6 = 15.0 us; busBw min(llMaxBw 87.7, 210 / 2) = 87.7, algBw x 8 / 14.
-    # (tree/LL: 6.8 + 2 x 7 x 0.6 = 15.2 us, slower.)
+    # ring/LL: 6.6 + 14 x 1.5 = 27.6 us; busBw min(llMaxBw 87.7, 219.96 / 2) = 87.7, algBw x 8 / 14.
+    # (tree/LL: 6.8 + 2 x 7 x 1.5 = 27.8 us, slower.)
     assert c.algorithm == "nccl:ring/LL"
-    assert c.time_alone_ns(spec) == pytest.approx(15_000 + 1024 * 14 / (8 * 87.7), rel=1e-9)
+    assert c.time_alone_ns(spec) == pytest.approx(27_600 + 1024 * 14 / (8 * 87.7), rel=1e-9)
 
 
 def test_small_all_reduce_across_two_nodes_picks_tree_ll():
     spec = nccl_spec(nodes=2)
     c = make_collective_model(spec).collective_cost(C.ALL_REDUCE, 1024, tuple(range(16)))
-    # tree/LL: 6.8 + 2 x (7 x 0.6 + 1 x 5.0) = 25.2 us; busBw min(0.92 x min(210, 2 x 8 NICs x 24), 12 x 23.6)
-    # = 193.2, LL: min(193.2 / 3.8, llMaxBw 39.0) = 39.0; algBw 39 / 2 x treeCorrection[LL][log2(1024/64)] 0.9.
-    # ring/LL would be 6.6 + 28 x max(0.6, 1.0 net overhead) + 2 x 2.7 = 40.0 us.
+    # tree/LL: 6.8 + 2 x (7 x 1.5 + 1 x 5.0) = 37.8 us; busBw min(0.92 x min(219.96, 2 x 8 NICs x 24),
+    # 12 x 23.6) = 202.36, LL: min(202.36 / 3.8, llMaxBw 39.0) = 39.0; algBw 39 / 2 x
+    # treeCorrection[LL][log2(1024/64)] 0.9.  ring/LL would be 6.6 + 28 x max(1.5, 1.0) + 2 x 2.7 = 54 us.
     assert c.algorithm == "nccl:tree/LL"
-    assert c.time_alone_ns(spec) == pytest.approx(25_200 + 1024 / (39.0 * 0.5 * 0.9), rel=1e-9)
+    assert c.time_alone_ns(spec) == pytest.approx(37_800 + 1024 / (39.0 * 0.5 * 0.9), rel=1e-9)
     assert c.wire_bytes[0][0] == 1            # bytes on the slower (IB) dimension
 
 
@@ -62,11 +62,16 @@ def test_large_all_reduce_across_nodes_uses_every_nic_rail():
     n = 1 << 30
     spec = nccl_spec(nodes=2)
     c = make_collective_model(spec).collective_cost(C.ALL_REDUCE, n, tuple(range(16)))
-    # ring/Simple: busBw min(210, 8 NICs x 24 GB/s (NCCL speed for a 25 GB/s HDR port)) = 192,
-    # algBw 192 x 16 / 30; latency (8.4 + 28 x max(3.4, 3 x 1.0) + 2 x 14) x 1.4 (plateau) = 184.24 us.
-    assert c.algorithm == "nccl:ring/Simple"
-    assert c.fixed_ns == pytest.approx(184_240.0)
-    assert c.time_alone_ns(spec) == pytest.approx(184_240 + n * 30 / (16 * 192), rel=1e-12)
+    # tree/Simple: busBw 0.92 x min(219.96, 2 x 8 NICs x 24 GB/s (NCCL's speed for a 25 GB/s HDR port)),
+    # algBw half of it (treeCorrection 1 at 1 GiB); latency 8.4 + 2 x (7 x 4.0 + 1 x 14) = 92.4 us.
+    # ring/Simple (busBw min(219.96, 8 x 24) = 192, algBw 192 x 16 / 30 = 102.4 > 101.18) loses on its latency,
+    # (56 + 28 x 3.4 + 2 x 14) x 1.4 (plateau) = 250.88 us.
+    assert c.algorithm == "nccl:tree/Simple"
+    assert c.fixed_ns == pytest.approx(92_400.0)
+    assert c.time_alone_ns(spec) == pytest.approx(92_400 + n / (0.92 * 219.96 * 0.5), rel=1e-12)
+    ring = make_collective_model(nccl_spec(nodes=2, algorithms=["ring"]))
+    c = ring.collective_cost(C.ALL_REDUCE, n, tuple(range(16)))
+    assert c.time_alone_ns(spec) == pytest.approx(250_880 + n * 30 / (16 * 192), rel=1e-12)
     # The same job through one NIC per node: tree/Simple wins with busBw 0.92 x 2 x 24, algBw half of it
     # (latency 8.4 + 2 x (7 x 4.0 + 1 x 14) = 92.4 us): 4.3x slower.
     one = nccl_spec(nodes=2, nics_per_node=1)
@@ -79,23 +84,23 @@ def test_h100_nvls_in_one_node_and_ring_when_nvls_is_off():
     n = 8 << 30
     spec = nccl_spec(preset="dgx-h100")
     c = make_collective_model(spec).collective_cost(C.ALL_REDUCE, n, tuple(range(8)))
-    # nvls/Simple: latency hwLat(NVLink, NVLS, Simple) = 25 us; busBw 2 x 0.647 x 16 x 23.175.
+    # nvls/Simple: latency hwLat(NVLink, NVLS, Simple) = 80 us (preset); busBw 2 x 0.647 x 16 x 23.175.
     assert c.algorithm == "nccl:nvls/Simple"
     bus = 2 * 0.647 * 370.8
-    assert c.time_alone_ns(spec) == pytest.approx(25_000 + n * 14 / (8 * bus), rel=1e-9)
+    assert c.time_alone_ns(spec) == pytest.approx(80_000 + n * 14 / (8 * bus), rel=1e-9)
     ring = nccl_spec(preset="dgx-h100", algorithms=["ring"])
     c = make_collective_model(ring).collective_cost(C.ALL_REDUCE, n, tuple(range(8)))
     assert c.algorithm == "nccl:ring/Simple"
-    assert c.time_alone_ns(ring) == pytest.approx(56_000 + n * 14 / (8 * 370.8), rel=1e-9)
+    assert c.time_alone_ns(ring) == pytest.approx(103_600 + n * 14 / (8 * 370.8), rel=1e-9)
 
 
 def test_all_gather_ring_only():
     spec = nccl_spec()
     n = 1 << 30
     c = make_collective_model(spec).collective_cost(C.ALL_GATHER, n, tuple(range(8)))
-    # 7 steps: Simple latency 8.4 + 7 x 3.4 = 32.2 us, algBw = 210 x 8 / 7.
+    # 7 steps: Simple latency 56 + 7 x 3.4 = 79.8 us, algBw = 219.96 x 8 / 7.
     assert c.algorithm == "nccl:ring/Simple"
-    assert c.time_alone_ns(spec) == pytest.approx(32_200 + n * 7 / (8 * 210), rel=1e-12)
+    assert c.time_alone_ns(spec) == pytest.approx(79_800 + n * 7 / (8 * 219.96), rel=1e-12)
 
 
 def test_latency_floor_and_constants_come_from_the_spec():
@@ -120,10 +125,10 @@ def test_bad_nccl_table_names_the_key():
 
 
 def test_all_to_all_and_p2p():
-    spec = replace(nccl_spec(), nccl=replace(nccl_spec().nccl))
+    spec = nccl_spec()
     model = make_collective_model(spec)
     c = model.collective_cost(C.ALL_TO_ALL, 8000, tuple(range(8)))
     assert c.algorithm == "nccl:p2p"
-    assert c.time_alone_ns(spec) == pytest.approx((8.4 + 3.4) * 1000 + 7000 / 300)
+    assert c.time_alone_ns(spec) == pytest.approx((56 + 3.4) * 1000 + 7000 / 300)
     c = model.p2p_cost(3000, 0, 5)
     assert (c.algorithm, c.time_alone_ns(spec)) == ("nccl:p2p", pytest.approx(700 + 10.0))

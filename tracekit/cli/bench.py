@@ -48,9 +48,12 @@ def bench_coll(spec_name: str, collective: str, ranks_text: str, models: tuple[s
       tracekit bench-coll --hw dgx-h100 --collective all_reduce --ranks 8,16,64
       tracekit bench-coll --hw dgx-a100 --ranks 8 --nccl-tests my_run.txt -o busbw.html
     """
-    from tracekit.replayer.bench_coll import format_table, model_curves, read_nccl_tests, size_range, write_plot
+    from tracekit.replayer.bench_coll import (check_plot_path, format_table, model_curves, read_nccl_tests,
+                                              size_range, write_plot)
     from tracekit.replayer.hardware import load_spec
 
+    if output:
+        check_plot_path(output)
     spec = load_spec(spec_name)
     rows = model_curves(spec, collective, _int_list(ranks_text), list(models) or ["nccl", "alpha_beta"],
                         size_range(sizes))
