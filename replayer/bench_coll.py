@@ -156,10 +156,6 @@ _TAG = re.compile(r"^\s*\[\d+\]\s*")
 _STARTING = re.compile(r"Collective test starting:\s*(\w+?)_perf")
 
 
-def _float(token: str) -> float:
-    return float(token)
-
-
 def parse_nccl_tests(text: str, *, path: str = "<text>", ranks: int | None = None,
                      collective: str | None = None) -> NcclTestsRun:
     """Rows of an nccl-tests stdout (out-of-place columns: size, time, algbw, busbw).
@@ -190,7 +186,7 @@ def parse_nccl_tests(text: str, *, path: str = "<text>", ranks: int | None = Non
         if len(tokens) < 11 or not tokens[0].isdigit() or not tokens[1].isdigit():
             continue
         try:
-            size, time_us, algbw, busbw = int(tokens[0]), _float(tokens[-8]), _float(tokens[-7]), _float(tokens[-6])
+            size, time_us, algbw, busbw = int(tokens[0]), float(tokens[-8]), float(tokens[-7]), float(tokens[-6])
         except ValueError:
             raise TracekitError(f"line {lineno}: not an nccl-tests data row: {raw.strip()!r}", path=path) from None
         rows.append((size, time_us, algbw, busbw))
