@@ -153,25 +153,29 @@ class NcclTestsRun:
 
 _RANK_LINE = re.compile(r"^#\s*Rank\s+(\d+)\b")
 _TAG = re.compile(r"^\s*\[\d+\]\s*")
+#: nccl-tests binary stems that differ from our collective names.
+_BINARY_NAMES = {"alltoall": "all_to_all"}
 _STARTING = re.compile(r"Collective test starting:\s*(\w+?)_perf")
 
 
 def parse_nccl_tests(text: str, *, path: str = "<text>", ranks: int | None = None,
-                     collective: str | None = None) -> NcclTestsRun:
+                     collective: str = "all_reduce") -> NcclTestsRun:
     """Rows of an nccl-tests stdout (out-of-place columns: size, time, algbw, busbw).
 
     A data row is ``size count type [redop] [root] time algbw busbw #wrong time algbw busbw #wrong``
     (older versions have no root column, "error" instead of "#wrong"); the
     last eight fields are the out-of-place and in-place groups.  Ranks are
-    counted from the ``#  Rank N ...`` device lines unless ``ranks`` is given.
+    counted from the ``#  Rank N ...`` device lines unless ``ranks`` is given.  The collective is
+    the one the file names (``# Collective test starting: all_gather_perf``, newer nccl-tests);
+    a file that names none is taken to be ``collective``.
 
     Raises:
         TracekitError: naming ``path`` and the line, when a data row does not parse, no row
-            is found, or the rank count is unknown.
+            is found, the rank count is unknown, or the file names another collective.
     """
     rank_ids: set[int] = set()
     rows = []
-    found = collective
+    found: str | None = None
     for lineno, raw in enumerate(text.splitlines(), 1):
         line = _TAG.sub("", raw).strip()
         if line.startswith("#"):
@@ -180,7 +184,7 @@ def parse_nccl_tests(text: str, *, path: str = "<text>", ranks: int | None = Non
                 rank_ids.add(int(m.group(1)))
             m = _STARTING.search(line)
             if m and found is None:
-                found = m.group(1)
+                found = _BINARY_NAMES.get(m.group(1), m.group(1))
             continue
         tokens = line.split()
         if len(tokens) < 11 or not tokens[0].isdigit() or not tokens[1].isdigit():
@@ -195,9 +199,10 @@ def parse_nccl_tests(text: str, *, path: str = "<text>", ranks: int | None = Non
         raise TracekitError("no nccl-tests data rows (size count type ... time algbw busbw) found", path=path)
     if p < 2:
         raise TracekitError("rank count unknown (no '#  Rank N' device lines); give it explicitly", path=path)
+    if found is not None and found != collective:
+        raise TracekitError(f"the file is an nccl-tests {found} run, not {collective}", path=path)
     name = f"nccl-tests:{os.path.basename(path)}"
-    coll = found or "all_reduce"
-    return NcclTestsRun(path, found, p, tuple(BenchRow(name, coll, p, s, t, a, b) for s, t, a, b in rows))
+    return NcclTestsRun(path, found, p, tuple(BenchRow(name, collective, p, s, t, a, b) for s, t, a, b in rows))
 
 
 def read_nccl_tests(path: str | os.PathLike[str], **options) -> NcclTestsRun:

@@ -62,6 +62,8 @@ def test_parse_real_output():
         (8, 135.8, 0.0, 0.0), (1048576, 203.2, 5.16, 9.68), (67108864, 1261.6, 53.20, 99.74),
         (8589934592, 47535.0, 180.71, 338.82)]
     assert run.rows[0].source == "nccl-tests:a3mega.txt"
+    with pytest.raises(TracekitError, match="a3.txt: the file is an nccl-tests all_gather run, not all_reduce"):
+        parse_nccl_tests("# Collective test starting: all_gather_perf\n" + A3MEGA, path="a3.txt")
     old = parse_nccl_tests(OLD_FORMAT, ranks=2, collective="all_reduce")
     assert [(r.size_bytes, r.time_us) for r in old.rows] == [(32, 10.14), (64, 10.14)]
 

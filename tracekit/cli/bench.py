@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 
 import click
 
@@ -61,7 +62,7 @@ def bench_coll(spec_name: str, collective: str, ranks_text: str, models: tuple[s
         run = read_nccl_tests(path, collective=collective)
         rows += list(run.rows)
     if as_json:
-        out_console().file.write(json.dumps([r.__dict__ for r in rows], indent=1) + "\n")
+        out_console().file.write(json.dumps([asdict(r) for r in rows], indent=1) + "\n")
     else:
         out_console().file.write(format_table(rows))
     if output:
