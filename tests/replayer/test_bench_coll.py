@@ -7,9 +7,11 @@ import json
 import pytest
 from click.testing import CliRunner
 
+from browser import rendered, require_chromium
 from tracekit.cli import cli
 from tracekit.errors import TracekitError
-from tracekit.replayer.bench_coll import (format_table, model_curves, parse_nccl_tests, parse_size, size_range)
+from tracekit.replayer.bench_coll import (format_table, model_curves, parse_nccl_tests, parse_size, size_range,
+                                          write_plot)
 from tracekit.replayer.hardware import load_spec
 
 # Real nccl-tests 2.x stdout (format with the root column), cut to a few rows: 2 nodes x 8 H100 on GCP A3
@@ -110,3 +112,15 @@ def test_cli_bad_input_is_one_line(tmp_path):
     assert res.exit_code == 2 and "bad size range" in res.stderr and "Traceback" not in res.stderr
     res = CliRunner().invoke(cli, ["bench-coll", "--hw", "dgx-a100", "-o", str(tmp_path / "x.svg")])
     assert res.exit_code == 2 and "must end in .html or .png" in res.stderr
+
+
+def test_rendered_page_and_png(tmp_path):
+    """In headless Chromium (skipped without it): one plot drawn with every point, and a PNG written."""
+    require_chromium()
+
+    rows = model_curves(load_spec("dgx-h100"), "all_reduce", [8, 16], ["nccl"], size_range("8B:8GiB:1024"))
+    page = rendered(write_plot(rows, tmp_path / "b.html", title="t"))
+    assert page.body_attrs.get("data-plots-rendered") == "1"
+    assert page.plots["plot0"].points == 2 * len(rows)          # busbw and time panels
+    png = write_plot(rows, tmp_path / "b.png", title="t")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
