@@ -245,10 +245,16 @@ def build_html(rows: Sequence[BenchRow], *, title: str) -> str:
     groups: dict[tuple[str, int], list[BenchRow]] = {}
     for r in rows:
         groups.setdefault((r.source, r.ranks), []).append(r)
-    for (source, p), pts in groups.items():
+    import plotly.colors
+
+    palette = plotly.colors.qualitative.Plotly
+    for i, ((source, p), pts) in enumerate(groups.items()):
         measured = source.startswith("nccl-tests")
+        colour = palette[i % len(palette)]
         style = dict(mode="markers" if measured else "lines+markers", name=f"{source}, {p} ranks",
-                     legendgroup=f"{source}{p}")
+                     legendgroup=f"{source}{p}", line=dict(color=colour),
+                     marker=dict(color=colour, size=10 if measured else 6,
+                                 symbol="diamond" if measured else "circle"))
         xs = [r.size_bytes for r in pts]
         text = [r.algorithm for r in pts]
         fig.add_trace(go.Scatter(x=xs, y=[r.busbw_gbps for r in pts], text=text, **style), row=1, col=1)
