@@ -20,7 +20,8 @@ Semantics (docs/design.md section 4):
   phase, during which transfers on the same network link share the link's
   bandwidth (fluid model, rates recomputed whenever a data phase starts or
   ends; the rule is in replayer/NOTES.md).  Costs with
-  ``shares_bandwidth=False`` have no data phase.
+  ``shares_bandwidth=False`` have no data phase; when their ``member_ns`` is set, each member ends at its
+  own time (ASTRA-sim's double binary tree), the transfer with the last.
 - Events are processed in the order (time, event kind, node or instance
   index); everything is computed in float64 nanoseconds with a fixed order of
   operations, so the same inputs give the same result to the bit.
@@ -287,12 +288,16 @@ def simulate(program: ReplayProgram) -> Schedule:
         if a == needed[i]:
             xfer_start[i] = t
             ends = member_ends(instances[i], [start[g] for g in instances[i].nodes]) if member_ends else None
-            if ends is None:
-                heappush(events, (t + instances[i].cost.fixed_ns, EV_LATENCY, i, 0))
+            if ends is not None:  # members arrived apart (astra_skew): each ends at its own time
+                pending[i] = len(ends)
+                for g, e_t in zip(instances[i].nodes, ends):
+                    heappush(events, (float(e_t), EV_MEMBER, g, i + 1))
                 return
-            pending[i] = len(ends)
-            for g, e_t in zip(instances[i].nodes, ends):
-                heappush(events, (float(e_t), EV_MEMBER, g, i))
+            cost = instances[i].cost
+            heappush(events, (t + cost.fixed_ns, EV_LATENCY, i, 0))
+            for g, off in zip(instances[i].nodes, cost.member_ns):
+                if off < cost.fixed_ns:
+                    heappush(events, (t + off, EV_MEMBER, g, 0))  # finishes before the transfer ends
 
     def make_ready(h: int, t: float, by: int) -> None:
         r = res[h]
@@ -349,9 +354,18 @@ def simulate(program: ReplayProgram) -> Schedule:
             release(rv, t)
         dispatch(res[s], t)
 
+    def finish_member(g: int, t: float) -> None:
+        """Member node ``g`` of a transfer whose members finish at different times ends at ``t``."""
+        end[g] = t
+        last_on[res[g]] = g
+        release(g, t)
+        dispatch(res[g], t)
+
     def finish_transfer(i: int, t: float) -> None:
         xfer_end[i] = t
         nodes = instances[i].nodes
+        if instances[i].cost.member_ns:
+            nodes = [g for g in nodes if math.isnan(end[g])]  # the others finished earlier
         for g in nodes:
             end[g] = t
             last_on[res[g]] = g
@@ -409,13 +423,11 @@ def simulate(program: ReplayProgram) -> Schedule:
             dispatch(r, t)
         elif what == EV_MEMBER:
             cur = (t, what, key)
-            end[key] = t
-            last_on[res[key]] = key
-            release(key, t)
-            dispatch(res[key], t)
-            pending[ver] -= 1
-            if pending[ver] == 0:
-                xfer_end[ver] = t
+            finish_member(key, t)
+            if ver:  # astra_skew: the instance ends with its last member
+                pending[ver - 1] -= 1
+                if pending[ver - 1] == 0:
+                    xfer_end[ver - 1] = t
         elif what == EV_LATENCY:
             cur = (t, what, key)
             if eager and instances[key].kind == "p2p":
