@@ -23,9 +23,10 @@ with ``R_k = R(m)`` for the messages it reduces: all-reduce ``M = 2(p-1)``,
 ``m = C/p``, reducing the first ``p-1``; reduce-scatter ``M = p-1``,
 ``m = C/p``, reducing all; all-gather ``M = p-1``, ``m = C``; all-to-all
 ``M = p(p-1)/2``, ``m = C/p``.  With equal arrivals this is exactly the
-closed form of :mod:`.astra_model`.  Splits run one after another per member
-(``active-chunks-per-dimension`` 1): chunk ``c + 1`` starts when the member
-ends chunk ``c``.  Measured against the binary: a 2-member all-reduce whose
+closed form of :mod:`.astra_model`; the message-by-message form is
+:func:`.astra_algorithms.ring_times`, used here with the members' own starts.
+Splits run one after another per member (``active-chunks-per-dimension`` 1):
+chunk ``c + 1`` starts when the member ends chunk ``c``.  Measured against the binary: a 2-member all-reduce whose
 members arrive 4,634 ns apart ends one message time ``X`` earlier on the
 early member (tests/interop).
 
@@ -38,63 +39,60 @@ unequal ring end apart).
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Sequence
 
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.replayer.astra_model import AstraModel
 
-_MESSAGES = {
-    "all_reduce": lambda p: 2 * (p - 1),
-    "reduce_scatter": lambda p: p - 1,
-    "all_gather": lambda p: p - 1,
-    "all_to_all": lambda p: p * (p - 1) // 2,
-}
+_KINDS = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all")
 
 
-def _ring_chunk(model: "AstraModel", kind: str, d: int, c: int, hops: list[int], starts: list[int]) -> list[int]:
-    """Each member's end of one chunk of ``c`` bytes (recurrence in the module doc).
+def _ring(model: "AstraModel", kind: str, group: tuple[int, ...]):
+    """``(send_ns(u, v, m), hand-off e)`` of the one ring the collective runs on, or None when not covered.
 
-    ``hops[i]``: hops from member ``i - 1`` to member ``i`` (each message pays its own link's hops).
+    A communicator group smaller than the network runs one ring over its sorted members with 10 ns hand-offs,
+    each message on the innermost dimension where the two members differ (astra_model ``_comm_group_ns``);
+    the whole network's group is covered when it runs one ring phase on one dimension.
     """
-    p = len(starts)
-    e = model.settings.endpoint_delay_ns
-    m = c if kind == "all_gather" else c // p
-    x = [model.message_ns(d, m, h) for h in hops]
-    r = model.reduction_ns(m)
-    n_msgs = _MESSAGES[kind](p)
-    reduces = {"all_reduce": p - 1, "reduce_scatter": n_msgs}.get(kind, 0)
-    send = [a + e for a in starts]
-    have = send
-    for k in range(n_msgs):
-        have = [max(send[i - 1] + x[i], send[i]) for i in range(p)]
-        extra = e + (r if k < reduces else 0)
-        send = [t + extra for t in have]
-    return send
+    from tracekit.replayer.astra_model import _GROUP_HANDOFF_NS, astra_hops
+    from tracekit.replayer.placement import rank_coords
+
+    if kind not in _KINDS or model.settings.active_chunks_per_dimension != 1:
+        return None
+    sizes = model.spec.dim_sizes
+    if len(group) < math.prod(sizes):
+        coords = [rank_coords(r, sizes) for r in group]
+
+        def group_send(u: int, v: int, m: int) -> int:
+            d = next(i for i, (a, b) in enumerate(zip(coords[u], coords[v])) if a != b)
+            dim = model.spec.network[d]
+            return model.message_ns(d, m, astra_hops(dim.topology, coords[u][d], coords[v][d], dim.size))
+
+        return group_send, _GROUP_HANDOFF_NS
+    pl = model.placement(group)
+    if not pl.dims:
+        return None
+    phases = model.phases(kind, model.chunking(kind, 0)[0], pl)
+    if len(phases) != 1 or phases[0][5] != "ring" or phases[0][3] != len(group):
+        return None
+    d, ring_coords = phases[0][0], phases[0][4]
+    dim = model.spec.network[d]
+
+    def send(u: int, v: int, m: int) -> int:
+        return model.message_ns(d, m, astra_hops(dim.topology, ring_coords[u], ring_coords[v], dim.size))
+
+    return send, model.settings.endpoint_delay_ns
 
 
 def ends_apart_when_together(model: "AstraModel", group: tuple[int, ...]) -> bool:
     """True when members of ``group`` arriving together may still end apart (ring links of unequal hops)."""
-    ring = _ring(model, "all_reduce", 1, group)
-    return ring is not None and len(set(ring[3])) > 1
-
-
-def _ring(model: "AstraModel", kind: str, comm_bytes: int, group: tuple[int, ...]):
-    """``(dimension, phase kind, chunk bytes, hops per link)`` when the recurrence covers the case, else None."""
-    if kind not in _MESSAGES or model.settings.active_chunks_per_dimension != 1:
-        return None
-    pl = model.placement(group)
-    if not pl.dims:
-        return None
-    phases = model.phases(kind, comm_bytes // model.settings.preferred_dataset_splits, pl)
-    if len(phases) != 1:
-        return None
-    d, phase_kind, chunk, p, coords = phases[0]
-    if p != len(group) or model.spec.network[d].algorithm(phase_kind) != "ring":
-        return None
-    from tracekit.replayer.astra_model import astra_hops
-
-    dim = model.spec.network[d]
-    return d, phase_kind, chunk, [astra_hops(dim.topology, coords[i - 1], coords[i], dim.size) for i in range(p)]
+    ring = _ring(model, "all_reduce", group)
+    if ring is None:
+        return False
+    send = ring[0]
+    p = len(group)
+    return len({send((i - 1) % p, i, 1) for i in range(p)}) > 1
 
 
 def member_ends(model: "AstraModel", kind: str, comm_bytes: int, group: tuple[int, ...],
@@ -102,15 +100,19 @@ def member_ends(model: "AstraModel", kind: str, comm_bytes: int, group: tuple[in
     """Each member's end (ns) of a collective whose members (``group``, ascending) arrive at ``arrivals``.
 
     Returns:
-        ends in the order of ``group``, or None where the recurrence is not covered (module doc).
+        ends in the order of ``group``, or None when the members arrive together (the model's costs are
+        exact then) or the case is not covered (module doc).
     """
-    ring = _ring(model, kind, comm_bytes, group)
+    from tracekit.replayer.astra_algorithms import ring_times
+
+    if len(set(arrivals)) == 1:
+        return None
+    ring = _ring(model, kind, group)
     if ring is None:
         return None
-    d, phase_kind, chunk, hops = ring
-    if len(set(arrivals)) == 1:
-        return None  # arriving together: astra_model's costs (member_ns where links differ) are exact
+    send, e = ring
+    chunk, chunks = model.chunking(kind, comm_bytes)
     times = [int(a) for a in arrivals]
-    for _ in range(model.settings.preferred_dataset_splits):
-        times = _ring_chunk(model, phase_kind, d, chunk, hops, times)
+    for _ in range(chunks):  # one active chunk: a member starts chunk k + 1 when it ends chunk k
+        times = [f for f, _ in ring_times(kind, chunk, times, send_ns=send, e=e, reduction_ns=model.reduction_ns)]
     return times
