@@ -64,6 +64,8 @@ CASES: dict[str, tuple[str, list[list[str]]]] = {
     **{f"text-{name}": ("network_ring_4.yml", [["convert", "text", "{real}/text/" + name + ".txt", "--ranks", "4",
                                                  *extra, "-o", "{out}"]])
        for name, extra in TEXT.items()},
+    "text-Resnet50_DataParallel-64": ("Ring.yml", [["convert", "text", "{real}/text/Resnet50_DataParallel.txt",
+                                                    "--ranks", "64", "-o", "{out}"]]),
     "text-Transformer_HybridParallel": ("network_ring_8.yml", [
         ["convert", "text", "{real}/text/Transformer_HybridParallel.txt", "--ranks", "8", "-o", "{out}"]]),
 }
