@@ -604,21 +604,7 @@ def compile_program(traceset: "TraceSet", spec: "HardwareSpec", options: ReplayO
         if all(g >= 0 for g in inst.nodes):
             inst.cost = coster.cost(inst, program)
     if model_name == "astra" and coster.model is not None:
-        program.member_ends = _astra_member_ends(coster.model)
+        from tracekit.replayer.astra_skew import engine_hook
+
+        program.member_ends = engine_hook(coster.model)
     return program
-
-
-def _astra_member_ends(model: Any) -> Any:
-    """The engine's hook for ASTRA-sim collectives whose members arrive apart (see :mod:`.astra_skew`)."""
-    from tracekit.replayer.astra_skew import member_ends
-    from tracekit.replayer.collectives import collective_kind
-
-    def ends(inst: Instance, arrivals: list[float]) -> list[int] | None:
-        if inst.kind != "collective" or inst.link_ranks is not None:
-            return None
-        if inst.cost is None or not inst.cost.algorithm.startswith("astra:") or len(inst.nodes) != len(inst.ranks):
-            return None
-        return member_ends(model, collective_kind(CollectiveType(inst.comm_type)), inst.comm_bytes, inst.ranks,
-                           arrivals)
-
-    return ends

@@ -116,3 +116,19 @@ def member_ends(model: "AstraModel", kind: str, comm_bytes: int, group: tuple[in
     for _ in range(chunks):  # one active chunk: a member starts chunk k + 1 when it ends chunk k
         times = [f for f, _ in ring_times(kind, chunk, times, send_ns=send, e=e, reduction_ns=model.reduction_ns)]
     return times
+
+
+def engine_hook(model: "AstraModel"):
+    """The engine's ``member_ends(instance, arrivals_ns)`` for the ASTRA-compatible model (``ReplayProgram``)."""
+    from tracekit.model import CollectiveType
+    from tracekit.replayer.collectives import collective_kind
+
+    def ends(inst, arrivals: list[float]) -> list[int] | None:
+        if inst.kind != "collective" or inst.link_ranks is not None:
+            return None
+        if inst.cost is None or not inst.cost.algorithm.startswith("astra:") or len(inst.nodes) != len(inst.ranks):
+            return None
+        return member_ends(model, collective_kind(CollectiveType(inst.comm_type)), inst.comm_bytes, inst.ranks,
+                           arrivals)
+
+    return ends
