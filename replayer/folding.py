@@ -576,6 +576,13 @@ def replay_files(traces: Any, spec: Any, *, options: "ReplayOptions | None" = No
     from tracekit.traceset import TraceSet
     from tracekit.validate import ERROR, cross_rank_checks, check_rank
 
+    from tracekit.classset import find_class_set
+
+    classes = find_class_set(traces)
+    if classes is not None:  # stored as rank classes: replayed without deriving every rank
+        from tracekit.replayer.class_replay import replay_class_set
+
+        return replay_class_set(classes, spec, options=options)
     options = options or ReplayOptions()
     if not isinstance(spec, HardwareSpec):
         spec = load_spec(spec)
