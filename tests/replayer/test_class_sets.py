@@ -129,3 +129,17 @@ def test_bad_manifest_names_the_file_and_the_missing_rank(job, tmp_path):
         read_class_set(bad)
     r = CliRunner().invoke(cli, ["validate", str(tmp_path / "job")])
     assert r.exit_code == 2 and "missing [7]" in r.stderr
+
+
+def test_folded_64_rank_timeline_names_every_slice(tmp_path):
+    from tracekit.replayer.timeline import replay_timeline
+
+    paths = write_llm(_config(tp=2, pp=4, dp=8, layers=4), tmp_path / "job", ROOF)
+    result, ts = replay_files(tmp_path / "job", "dgx-h100", options=ReplayOptions())
+    assert result.folding.classes == 4 and len(ts) == 4  # names of 60 ranks come from their representatives
+    slices = [e for e in replay_timeline(result, ts)["traceEvents"] if e["ph"] == "X"]
+    assert len({e["pid"] for e in slices}) == 64
+    assert not [e["name"] for e in slices if e["name"].startswith("node ")]
+    names59 = {e["name"].removeprefix("wait: ") for e in slices if e["pid"] == 59}
+    assert names59 <= set(read_trace(paths[59]).columns().names)
+    assert len(names59) > 10
