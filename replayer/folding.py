@@ -293,23 +293,63 @@ def plan_folding(scans: dict[int, RankScan], groups: dict[str, tuple[int, ...]],
         for m, p in zip(ranks, positions):
             order_by_u[m].append(p)
 
+    def add_group(pg: str, ranks: tuple[int, ...], lists: list[list[int]]) -> None:
+        """``add`` for every collective of one group at once (same checks, same order)."""
+        first: dict[int, list[int]] = {}
+        for m, lst in zip(ranks, lists):
+            f = first.setdefault(rep[m], lst)
+            if f is not lst and f != lst:
+                k = next(i for i, (a, b) in enumerate(zip(f, lst)) if a != b)
+                raise NotFoldable(f"ranks of one class sit at different positions in collective #{k} "
+                                  f"of group {pg!r}")
+        img_reps = sorted(first)
+        img_lists = [first[r] for r in img_reps]
+        attr0 = scans[ranks[0]].coll_attr
+        link = tuple(rep[m] for m in ranks)
+        cost_keys: dict[tuple[int, int], tuple] = {}
+        for k, positions in enumerate(zip(*lists)):
+            image = tuple(zip(img_reps, [lst[k] for lst in img_lists]))
+            ctype, csize = attr0[positions[0]]
+            nbytes = max(csize, 0)
+            key = cost_keys.get((ctype, nbytes))
+            if key is None:
+                key = cost_keys[(ctype, nbytes)] = ("collective", ctype, nbytes,
+                                                    costs.key("collective", ctype, nbytes, ranks))
+            fid = node_fid.get(image[0])
+            if fid is None:
+                for node in image:
+                    if node in node_fid:
+                        raise NotFoldable(f"representative rank {node[0]} node position {node[1]} would join two "
+                                          f"different folded communications")
+                fid = len(folded)
+                folded.append(FoldedInstance("collective", ctype, nbytes, pg, ranks, list(image), k, link))
+                folded_key.append((image, key))
+                for node in image:
+                    node_fid[node] = fid
+            elif folded_key[fid] != (image, key):
+                raise NotFoldable(f"collective #{k} on group {pg!r} (ranks {list(ranks)[:8]}) does not map onto "
+                                  f"its representatives' communication (different members, size or cost)")
+            unfolded.append(("collective", ctype, nbytes, pg, ranks, positions, fid))
+        for m, lst in zip(ranks, lists):
+            order_by_u[m].extend(lst)
+
     # collectives, in the engine's order (see _program._match_collectives)
-    names = sorted({g for s in scans.values() for g in s.coll}, key=lambda s: (len(s), s))
-    for name in names:
+    issuers: dict[str, list[int]] = {}
+    for r, s in scans.items():
+        for g in s.coll:
+            issuers.setdefault(g, []).append(r)
+    for name in sorted(issuers, key=lambda s: (len(s), s)):
         members = groups.get(name)
         if members is None:
             raise NotFoldable(f"process group {name!r} is not declared")
-        for r, s in scans.items():
-            if name in s.coll and r not in members:
-                raise NotFoldable(f"rank {r} issues collectives on group {name!r} it is not a member of")
+        outside = set(issuers[name]) - set(members)
+        if outside:
+            raise NotFoldable(f"rank {min(outside)} issues collectives on group {name!r} it is not a member of")
         lists = [scans[m].coll.get(name, []) for m in members]
         depth = {len(v) for v in lists}
         if len(depth) != 1:
             raise NotFoldable(f"members of group {name!r} issue different numbers of collectives on it")
-        for k in range(depth.pop()):
-            positions = tuple(v[k] for v in lists)
-            ctype, csize = scans[members[0]].coll_attr[positions[0]]
-            add("collective", ctype, max(csize, 0), name, tuple(members), positions, k)
+        add_group(name, tuple(members), lists)
     # sends/recvs, in the engine's order (see _program._match_p2p)
     keys = set()
     for r, s in scans.items():
@@ -421,24 +461,31 @@ def expand_result(program, sched, traceset: "TraceSet", plan: FoldPlan, *,
     ranks = tuple(dc_replace(rep_stats[rep[m]], rank=m) for m in range(world))
     # collective table of the unfolded job
     rows = []
-    member_inst: dict[int, list[tuple[int, int]]] = {}
+    inst_lists: list[list[tuple[int, int]]] = [[] for _ in range(world)]
     xs, xe = sched.xfer_start_ns.tolist(), sched.xfer_end_ns.tolist()
     algorithms = [i.cost.algorithm for i in program.instances]
     scans = plan.scans
+    comm_ids = [scans[m].comm_ids for m in range(world)]
+    factors: dict[tuple[str, int | None, int, int], tuple[str, float, float]] = {}
     for u, (kind, ctype, nbytes, pg, members, positions, fid) in enumerate(plan.unfolded):
-        name = "SEND_RECV" if kind == "p2p" else CollectiveType(ctype).name
+        p = len(members)
+        fk = (kind, ctype, nbytes, p)
+        found = factors.get(fk)
+        if found is None:  # the nccl-tests size and bus factor depend on these only
+            name = "SEND_RECV" if kind == "p2p" else CollectiveType(ctype).name
+            found = factors[fk] = (name, nccl_tests_size(name, nbytes, p), bus_factor(name, p))
+        name, size, factor = found
         s, e = xs[fid], xe[fid]
         t = e - s
-        p = len(members)
-        size = nccl_tests_size(name, nbytes, p)
         alg_bw = size / t if t > 0 else None
-        bus_bw = alg_bw * bus_factor(name, p) if alg_bw is not None else None
+        bus_bw = alg_bw * factor if alg_bw is not None else None
         rows.append(CollectiveRow(
             index=u, kind=name, comm_bytes=nbytes, pg_name=pg, ranks=members,
-            node_ids=tuple(scans[m].comm_ids[q] for m, q in zip(members, positions)),
+            node_ids=tuple([comm_ids[m][q] for m, q in zip(members, positions)]),
             algorithm=algorithms[fid], start_ns=s, end_ns=e, time_ns=t, algbw_gbps=alg_bw, busbw_gbps=bus_bw))
         for m, q in zip(members, positions):
-            member_inst.setdefault(m, []).append((q, u))
+            inst_lists[m].append((q, u))
+    member_inst = {m: v for m, v in enumerate(inst_lists) if v}
     # per-rank schedules: the representative's arrays, the member's instance numbers
     schedules = []
     for m in range(world):
