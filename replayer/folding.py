@@ -432,6 +432,10 @@ def replay_folded(traceset: "TraceSet", fitted: "HardwareSpec", options: "Replay
     return expand_result(program, schedule, traceset, plan, world_paths=world_paths)
 
 
+_ROW_FIELDS = ("index", "kind", "comm_bytes", "pg_name", "ranks", "node_ids", "algorithm", "start_ns", "end_ns",
+               "time_ns", "algbw_gbps", "busbw_gbps")  # CollectiveRow's fields, in order
+
+
 def expand_result(program, sched, traceset: "TraceSet", plan: FoldPlan, *,
                   world_paths: tuple[str | None, ...] | None = None):
     """The unfolded job's :class:`~.results.ReplayResult` from the folded simulation.
@@ -442,6 +446,7 @@ def expand_result(program, sched, traceset: "TraceSet", plan: FoldPlan, *,
     its folded image.  Critical path: the folded one (a valid path of the
     unfolded job: a representative's timeline is each member's).
     """
+    from dataclasses import fields
     from dataclasses import replace as dc_replace
     from importlib.metadata import PackageNotFoundError, version
 
@@ -467,6 +472,8 @@ def expand_result(program, sched, traceset: "TraceSet", plan: FoldPlan, *,
     scans = plan.scans
     comm_ids = [scans[m].comm_ids for m in range(world)]
     factors: dict[tuple[str, int | None, int, int], tuple[str, float, float]] = {}
+    new_row, set_attr = object.__new__, object.__setattr__
+    fast_rows = tuple(f.name for f in fields(CollectiveRow)) == _ROW_FIELDS
     for u, (kind, ctype, nbytes, pg, members, positions, fid) in enumerate(plan.unfolded):
         p = len(members)
         fk = (kind, ctype, nbytes, p)
@@ -479,10 +486,14 @@ def expand_result(program, sched, traceset: "TraceSet", plan: FoldPlan, *,
         t = e - s
         alg_bw = size / t if t > 0 else None
         bus_bw = alg_bw * factor if alg_bw is not None else None
-        rows.append(CollectiveRow(
-            index=u, kind=name, comm_bytes=nbytes, pg_name=pg, ranks=members,
-            node_ids=tuple([comm_ids[m][q] for m, q in zip(members, positions)]),
-            algorithm=algorithms[fid], start_ns=s, end_ns=e, time_ns=t, algbw_gbps=alg_bw, busbw_gbps=bus_bw))
+        values = (u, name, nbytes, pg, members, tuple([comm_ids[m][q] for m, q in zip(members, positions)]),
+                  algorithms[fid], s, e, t, alg_bw, bus_bw)
+        if fast_rows:  # all fields set at once: a frozen __init__ costs one object.__setattr__ per field
+            row = new_row(CollectiveRow)
+            set_attr(row, "__dict__", dict(zip(_ROW_FIELDS, values)))
+        else:  # pragma: no cover - CollectiveRow changed shape
+            row = CollectiveRow(*values)
+        rows.append(row)
         for m, q in zip(members, positions):
             inst_lists[m].append((q, u))
     member_inst = {m: v for m, v in enumerate(inst_lists) if v}
