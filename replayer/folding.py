@@ -46,6 +46,8 @@ and compares the results.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import hashlib
 import logging
 from array import array
@@ -223,6 +225,25 @@ class FoldPlan:
         for r, rep in enumerate(self.rep_of.tolist()):
             out.setdefault(rep, []).append(r)
         return out
+
+
+@contextlib.contextmanager
+def bulk_objects():
+    """Pause the cyclic garbage collector while millions of small acyclic objects are built.
+
+    Planning and expanding a folded job builds a tuple or row per communication
+    instance of the unfolded job (about a million for GPT-3 175B on 1,024
+    ranks); each generational collection then walks all of them again.  Measured
+    on a 256-rank job: 37% of the replay's CPU time.  Reference counting still
+    frees everything; the collector runs again afterwards.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 class NotFoldable(Exception):
@@ -640,7 +661,8 @@ def replay_files(traces: Any, spec: Any, *, options: "ReplayOptions | None" = No
     if classes is not None:  # stored as rank classes: replayed without deriving every rank
         from tracekit.replayer.class_replay import replay_class_set
 
-        return replay_class_set(classes, spec, options=options)
+        with bulk_objects():
+            return replay_class_set(classes, spec, options=options)
     options = options or ReplayOptions()
     if not isinstance(spec, HardwareSpec):
         spec = load_spec(spec)
@@ -696,10 +718,12 @@ def replay_files(traces: Any, spec: Any, *, options: "ReplayOptions | None" = No
     check_spec_size(ts, spec, world_size=world)
     fitted = effective_spec(spec, options, world)
     try:
-        plan = plan_folding(scans, groups, fitted, options)
+        with bulk_objects():
+            plan = plan_folding(scans, groups, fitted, options)
     except NotFoldable as exc:
         log.info("not folding: %s", exc)
         del kept, ts, scans
         return unfolded(str(exc))
     paths = tuple(scans[r].path for r in range(world))
-    return replay_folded(ts, fitted, options, plan, world_paths=paths), ts
+    with bulk_objects():
+        return replay_folded(ts, fitted, options, plan, world_paths=paths), ts
