@@ -487,7 +487,8 @@ def expand_result(program, sched, traceset: "TraceSet", plan: FoldPlan, *,
     ranks = tuple(dc_replace(rep_stats[rep[m]], rank=m) for m in range(world))
     # collective table of the unfolded job
     rows = []
-    inst_lists: list[list[tuple[int, int]]] = [[] for _ in range(world)]
+    inst_pos = [array("q") for _ in range(world)]  # per member: its node positions and their instances
+    inst_u = [array("q") for _ in range(world)]
     xs, xe = sched.xfer_start_ns.tolist(), sched.xfer_end_ns.tolist()
     algorithms = [i.cost.algorithm for i in program.instances]
     scans = plan.scans
@@ -516,8 +517,10 @@ def expand_result(program, sched, traceset: "TraceSet", plan: FoldPlan, *,
             row = CollectiveRow(*values)
         rows.append(row)
         for m, q in zip(members, positions):
-            inst_lists[m].append((q, u))
-    member_inst = {m: v for m, v in enumerate(inst_lists) if v}
+            inst_pos[m].append(q)
+            inst_u[m].append(u)
+    member_inst = {m: (np.frombuffer(inst_pos[m], dtype=np.int64), np.frombuffer(inst_u[m], dtype=np.int64))
+                   for m in range(world) if len(inst_pos[m])}
     # per-rank schedules: the representative's arrays, the member's instance numbers
     schedules = []
     for m in range(world):
@@ -525,9 +528,8 @@ def expand_result(program, sched, traceset: "TraceSet", plan: FoldPlan, *,
         lo, hi = lay.offset, lay.offset + lay.n
         inst_m = np.full(lay.n, -1, dtype=np.int64)
         pairs = member_inst.get(m)
-        if pairs:
-            arr = np.asarray(pairs, dtype=np.int64)
-            inst_m[arr[:, 0]] = arr[:, 1]
+        if pairs is not None:
+            inst_m[pairs[0]] = pairs[1]
         schedules.append(RankSchedule(m, lay.ids, lay.kind, lay.resource, lay.resource_names,
                                       sched.start_ns[lo:hi], sched.end_ns[lo:hi], xfer_start_of_node[lo:hi],
                                       inst_m))
@@ -562,7 +564,7 @@ def expand_result(program, sched, traceset: "TraceSet", plan: FoldPlan, *,
 
 
 def _folded_critical_path(program, sched, traceset: "TraceSet", plan: FoldPlan,
-                          member_inst: dict[int, list[tuple[int, int]]]):
+                          member_inst: dict[int, tuple[np.ndarray, np.ndarray]]):
     """:func:`.results._critical_path` of the unfolded job, walked on the folded schedule.
 
     The walk keeps the actual rank it is on; at a communication it moves to
@@ -591,7 +593,8 @@ def _folded_critical_path(program, sched, traceset: "TraceSet", plan: FoldPlan,
         k = kind[g]
         if k >= K_COLL and instance_of[g] >= 0:
             if a not in u_at:
-                u_at[a] = dict(member_inst.get(a, []))
+                pos_u = member_inst.get(a)
+                u_at[a] = {} if pos_u is None else dict(zip(pos_u[0].tolist(), pos_u[1].tolist()))
             u = u_at[a][p]
             _, _, _, _, members, positions, fid = plan.unfolded[u]
             t = sched.xfer_start_ns[fid]
