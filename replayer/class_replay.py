@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import replace as dc_replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from tracekit.classset import RENAMED, member_findings, slot_maps
 
@@ -56,7 +56,8 @@ def member_scan(scan: "RankScan", rank: int, path: str | None, value_map: dict[t
         scan.comm_count, scan.comm_ids)
 
 
-def replay_class_set(cs: "ClassSet", spec: Any, *, options: "ReplayOptions | None" = None):
+def replay_class_set(cs: "ClassSet", spec: Any, *, options: "ReplayOptions | None" = None,
+                     status: "Callable[[str], None] | None" = None):
     """Replay a rank-class set; same result as replaying its expanded per-rank files.
 
     Returns:
@@ -93,7 +94,9 @@ def replay_class_set(cs: "ClassSet", spec: Any, *, options: "ReplayOptions | Non
     findings = []
     kept = {}
     declared: dict[str, tuple[int, ...]] = {}
-    for cls in cs.classes:
+    say = status or (lambda text: None)
+    for k, cls in enumerate(cs.classes):
+        say(f"checking and digesting rank class {k + 1} of {len(cs.classes)}")
         trace = cs.read_representative(cls)
         found = check_rank(trace) if options.check else None
         if found is not None and any(i.severity == ERROR for i in found.issues):
@@ -136,6 +139,7 @@ def replay_class_set(cs: "ClassSet", spec: Any, *, options: "ReplayOptions | Non
     check_spec_size(ts, spec, world_size=world)
     fitted = effective_spec(spec, options, world)
     try:
+        say(f"proving rank folding over {world} ranks")
         plan = plan_folding(scans, groups, fitted, options)
     except NotFoldable as exc:
         log.info("not folding: %s", exc)
@@ -149,4 +153,5 @@ def replay_class_set(cs: "ClassSet", spec: Any, *, options: "ReplayOptions | Non
             kept[r] = trace_from_bytes(cs.rank_bytes(r), path=f"{label}#rank{r}", rank=r)
         ts = TraceSet(kept, process_groups=declared)
     paths = tuple(scans[r].path for r in range(world))
+    say(f"simulating {len(plan.reps)} representative ranks and expanding to {world}")
     return replay_folded(ts, fitted, options, plan, world_paths=paths), ts

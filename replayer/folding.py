@@ -52,7 +52,7 @@ import hashlib
 import logging
 from array import array
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
@@ -631,7 +631,8 @@ def _folded_critical_path(program, sched, traceset: "TraceSet", plan: FoldPlan,
 # ----- replaying a job from its files, reading each rank once -----------------------------------
 
 
-def replay_files(traces: Any, spec: Any, *, options: "ReplayOptions | None" = None):
+def replay_files(traces: Any, spec: Any, *, options: "ReplayOptions | None" = None,
+                 status: "Callable[[str], None] | None" = None):
     """Replay a job given as files (a prefix, glob or directory: :func:`tracekit.io.trace_paths`).
 
     With folding on, ranks are read one at a time: each is checked (when
@@ -639,6 +640,9 @@ def replay_files(traces: Any, spec: Any, *, options: "ReplayOptions | None" = No
     the first of its class, so memory holds the representatives plus a small
     table per rank.  When folding cannot be proven the whole job is read and
     replayed unfolded (``result.folding.reason`` says why).
+
+    ``status`` (optional) is called with a short description of each phase
+    (the CLI shows it on a terminal).
 
     Returns:
         ``(result, traceset)``: the :class:`~.results.ReplayResult` and the
@@ -665,7 +669,7 @@ def replay_files(traces: Any, spec: Any, *, options: "ReplayOptions | None" = No
         from tracekit.replayer.class_replay import replay_class_set
 
         with bulk_objects():
-            return replay_class_set(classes, spec, options=options)
+            return replay_class_set(classes, spec, options=options, status=status)
     options = options or ReplayOptions()
     if not isinstance(spec, HardwareSpec):
         spec = load_spec(spec)
@@ -685,7 +689,9 @@ def replay_files(traces: Any, spec: Any, *, options: "ReplayOptions | None" = No
     first: dict[bytes, RankScan] = {}
     findings = []
     declared: dict[str, tuple[int, ...]] = {}
+    say = status or (lambda text: None)
     for rank, path in pairs:
+        say(f"reading and digesting rank {rank} of {len(pairs)}")
         trace = read_trace(path, rank=rank)
         if options.check:
             f = check_rank(trace)
@@ -720,6 +726,7 @@ def replay_files(traces: Any, spec: Any, *, options: "ReplayOptions | None" = No
     ts = TraceSet(kept, process_groups=declared)
     check_spec_size(ts, spec, world_size=world)
     fitted = effective_spec(spec, options, world)
+    say(f"proving rank folding over {world} ranks")
     try:
         with bulk_objects():
             plan = plan_folding(scans, groups, fitted, options)
@@ -728,5 +735,6 @@ def replay_files(traces: Any, spec: Any, *, options: "ReplayOptions | None" = No
         del kept, ts, scans
         return unfolded(str(exc))
     paths = tuple(scans[r].path for r in range(world))
+    say(f"simulating {len(plan.reps)} representative ranks and expanding to {world}")
     with bulk_objects():
         return replay_folded(ts, fitted, options, plan, world_paths=paths), ts

@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from tracekit.cli._common import CONTEXT_SETTINGS, err_console, out_console
+from tracekit.cli._common import CONTEXT_SETTINGS, err_console, out_console, state
 
 TRACES_HELP = "A trace-set prefix (dir/job for dir/job.<rank>.et), a glob, a directory or one trace file."
 from tracekit.cli._render import _fmt_bytes, _fmt_ns  # noqa: E402 - one place for human units
@@ -170,7 +170,13 @@ def replay(traces: str, hw: str, json_out: str | None, with_schedule: bool, time
 
     options = ReplayOptions(collective_model=collective_model, compute_scale=compute_scale, streams=streams,
                             check=not no_check, fold=not no_fold)
-    result, traceset = replay_files(traces, hw, options=options)
+    console = err_console()
+    if state().quiet or not console.is_terminal:
+        result, traceset = replay_files(traces, hw, options=options)
+    else:  # a spinner with the current phase (reading 1,024 ranks or simulating takes a while)
+        with console.status("replaying") as spinner:
+            result, traceset = replay_files(traces, hw, options=options,
+                                            status=lambda text: spinner.update(f"replay: {text}"))
     written = []  # files first: a closed stdout (| head) must not lose them
     if html_out:
         from tracekit.replayer.report import write_report
@@ -187,7 +193,6 @@ def replay(traces: str, hw: str, json_out: str | None, with_schedule: bool, time
         written.append(f"wrote {timeline_out} (open it in https://ui.perfetto.dev)")
     render_result(out_console(), result, top=top)
     fold = result.folding
-    console = err_console()
     if fold is not None and fold.reason is None:
         console.print(f"rank folding: simulated {fold.classes} of {fold.ranks} ranks "
                       f"(the others run identical timelines; --no-fold to simulate all)")
