@@ -67,7 +67,7 @@ def main() -> dict:
             rep_s, rep_cpu, rep_mb, text = _run([TRACEKIT, "replay", str(prefix), "--hw", "dgx-h100"])
             iteration = re.search(r"iteration time [^(]*\(([\d,]+) ns\)", text)
             folded = re.search(r"simulated (\d+) of (\d+) ranks", text)
-            out[name] = {"load_avg_1m": load, "generate_s": gen_s, "replay_s": rep_s, "total_s": gen_s + rep_s,
+            figures = {"load_avg_1m": load, "generate_s": gen_s, "replay_s": rep_s, "total_s": gen_s + rep_s,
                          "generate_cpu_s": gen_cpu, "replay_cpu_s": rep_cpu,
                          "peak_rss_mb": max(gen_mb, rep_mb), "generate_rss_mb": gen_mb, "replay_rss_mb": rep_mb,
                          "iteration_time_ns": int(iteration.group(1).replace(",", "")) if iteration else None,
@@ -75,7 +75,8 @@ def main() -> dict:
                          "ranks": int(folded.group(2)) if folded else None,
                          "output_lines": len(text.splitlines()),
                          "files_mb": sum(f.stat().st_size for f in prefix.parent.glob("job.*")) / 1e6}
-            print(name, out[name], flush=True)
+            print(name, figures, flush=True)
+            out.update({f"{name}.{k}": v for k, v in figures.items()})
             shutil.rmtree(base / name, ignore_errors=True)
     finally:
         if not os.environ.get("BENCH_CLASSES_DIR"):
