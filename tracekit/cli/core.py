@@ -27,7 +27,9 @@ def _pairs(spec: str, rank: int | None) -> list:
 @click.argument("traces", metavar="TRACES")
 @click.option("--rank", type=int, default=None, help="Only this rank.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
-def info(traces: str, rank: int | None, as_json: bool) -> None:
+@click.option("--top", type=click.IntRange(min=1), default=16, show_default=True,
+              help="Rows per table (ranks with equal summaries share a row).")
+def info(traces: str, rank: int | None, as_json: bool, top: int) -> None:
     """Summarise traces: metadata, nodes by type and collective, compute time, bytes by collective.
 
     TRACES is a trace file, a prefix (dir/job), a glob or a directory.
@@ -53,7 +55,7 @@ def info(traces: str, rank: int | None, as_json: bool) -> None:
         return
     from tracekit.cli._render import render_summary
 
-    render_summary(out_console(), summary)
+    render_summary(out_console(), summary, top=top)
 
 
 @click.command(context_settings=CONTEXT_SETTINGS)
