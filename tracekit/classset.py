@@ -354,3 +354,47 @@ def summarize_class_set(cs: ClassSet):
             per_rank[rank] = replace(rep, rank=rank, path=f"{cs.manifest}#rank{rank}")
     groups = {k: list(v) for k, v in resolve_groups(declared, cs.world_size).items()}
     return TraceSetSummary(ranks=cs.world_size, process_groups=groups, per_rank=[per_rank[r] for r in sorted(per_rank)])
+
+
+# ----- transforms of a class set, per class ----------------------------------------------------
+
+#: Steps whose result on a member is the member's slot values put into their result on the representative:
+#: they read and write each rank's nodes by type, dependencies, durations, sizes and streams, never group
+#: names or peers, and add no attribute equal to a slot.
+CLASSWISE_TRANSFORMS = ("ScaleCompute", "ScaleComm", "Retarget", "DropCpuOps", "Compact")
+
+
+def classwise(pipeline) -> bool:
+    """Whether :func:`transform_class_set` can run ``pipeline`` (every step in :data:`CLASSWISE_TRANSFORMS`)."""
+    return all(type(step).__name__ in CLASSWISE_TRANSFORMS for step in pipeline.steps)
+
+
+def transform_class_set(cs: ClassSet, pipeline, output: str | os.PathLike[str]) -> tuple[Path, int, int]:
+    """Run ``pipeline`` on each class representative and write the result as a class set.
+
+    Returns:
+        ``(manifest path, nodes in, nodes out)`` counted over every rank.
+
+    Raises:
+        TracekitError: a step is not class-wise (see :func:`classwise`), or as the steps raise.
+    """
+    from tracekit.io import encode_trace
+    from tracekit.traceset import TraceSet
+
+    if not classwise(pipeline):
+        raise TracekitError("these steps need every rank: "
+                            + ", ".join(type(s).__name__ for s in pipeline.steps
+                                        if type(s).__name__ not in CLASSWISE_TRANSFORMS), path=cs.manifest)
+    counts = [0, 0]
+
+    def classes():
+        for cls in cs.classes:
+            trace = cs.read_representative(cls)
+            ts = TraceSet({cls.representative: trace}, trace.process_groups())
+            out = pipeline.run(ts, source=cs.manifest)[cls.representative]
+            counts[0] += len(trace) * len(cls.ranks)
+            counts[1] += len(out) * len(cls.ranks)
+            yield encode_trace(out), cls.slots, [(r, cls.member_attrs(i)) for i, r in enumerate(cls.ranks)]
+
+    manifest = write_class_set(output, cs.world_size, classes())
+    return manifest, counts[0], counts[1]

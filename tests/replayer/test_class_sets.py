@@ -159,3 +159,25 @@ def test_512_rank_replay_prints_grouped_summary_in_60_lines(tmp_path):
     assert "groups" in r.stdout
     r2 = CliRunner().invoke(cli, ["info", str(tmp_path / "job"), "--top", "2"])
     assert r2.exit_code == 0 and "the first 2 rows" in r2.stdout
+
+
+def test_transform_of_a_class_set_runs_per_class_and_equals_the_per_rank_transform(job, tmp_path):
+    from tracekit.io import split_records
+
+    base, per_rank, manifest = job
+    args = ["--scale-compute", "2", "--compact"]
+    r = CliRunner().invoke(cli, ["transform", str(manifest), "-o", str(tmp_path / "c" / "job"), *args])
+    assert r.exit_code == 0, r.output
+    assert "2 rank classes of 8 ranks" in r.stdout
+    r = CliRunner().invoke(cli, ["transform", str(base / "ranks" / "job"), "-o", str(tmp_path / "r" / "job"), *args])
+    assert r.exit_code == 0, r.output
+    cs = read_class_set(tmp_path / "c" / "job.classes.json")
+    assert [c.ranks for c in cs.classes] == [(0, 1, 2, 3), (4, 5, 6, 7)]
+    for rank, data in cs.iter_rank_bytes():  # node records equal byte for byte (metadata names the input)
+        want = (tmp_path / "r" / f"job.{rank}.et").read_bytes()
+        _, me, _, _ = split_records(data)
+        _, me2, _, _ = split_records(want)
+        assert data[me:] == want[me2:]
+    a, _ = replay_files(tmp_path / "c" / "job", "dgx-h100", options=ReplayOptions())
+    b, _ = replay_files(tmp_path / "r" / "job", "dgx-h100", options=ReplayOptions())
+    assert a.iteration_time_ns == b.iteration_time_ns and a.ranks == b.ranks
