@@ -114,6 +114,12 @@ def test_cli_generate_classes_then_info(tmp_path):
     assert info.exit_code == 0, info.output
     doc = orjson.loads(info.stdout)
     assert doc["ranks"] == 8 and len(doc["per_rank"]) == 8
+    one = CliRunner().invoke(cli, ["info", str(tmp_path / "g"), "--rank", "5", "--json"])
+    assert [s["rank"] for s in orjson.loads(one.stdout)["per_rank"]] == [5]
+    v = CliRunner().invoke(cli, ["validate", str(tmp_path / "g"), "--rank", "5"])
+    assert v.exit_code == 0 and v.stdout.startswith("OK: 1 ranks")
+    bad = CliRunner().invoke(cli, ["info", str(tmp_path / "g"), "--rank", "8"])
+    assert bad.exit_code == 2 and "rank 8 is not in the job (8 ranks)" in bad.stderr
 
 
 def test_bad_manifest_names_the_file_and_the_missing_rank(job, tmp_path):
