@@ -187,3 +187,40 @@ def test_transform_of_a_class_set_runs_per_class_and_equals_the_per_rank_transfo
     a, _ = replay_files(tmp_path / "c" / "job", "dgx-h100", options=ReplayOptions())
     b, _ = replay_files(tmp_path / "r" / "job", "dgx-h100", options=ReplayOptions())
     assert a.iteration_time_ns == b.iteration_time_ns and a.ranks == b.ranks
+
+
+def test_stamped_per_rank_files_are_derived_not_decoded_and_replay_the_same(job, tmp_path, monkeypatch):
+    import tracekit.validate as validate_mod
+
+    base, per_rank, manifest = job
+    from tracekit.classset import read_rank_class
+
+    s4, s5, s0 = (read_rank_class(per_rank[r].read_bytes()) for r in (4, 5, 0))
+    assert s4[0] == s5[0] != s0[0] and s4[2] != s5[2]  # same class key (stage 1), own slot values
+    calls = []
+    real = validate_mod.check_rank
+    monkeypatch.setattr(validate_mod, "check_rank", lambda t: calls.append(t.rank) or real(t))
+    a, ts = replay_files(base / "ranks" / "job", "dgx-h100", options=ReplayOptions())
+    assert calls == [0, 4]  # one file per class decoded and checked; the 6 others derived byte-verified
+    monkeypatch.undo()
+    b, _ = replay_files(manifest, "dgx-h100", options=ReplayOptions())
+    c, _ = replay_files(base / "ranks" / "job", "dgx-h100", options=ReplayOptions(fold=False))
+    assert a.ranks == b.ranks == c.ranks and a.collectives == b.collectives == c.collectives
+    assert a.critical_path == c.critical_path
+
+
+def test_a_stamped_file_whose_nodes_changed_is_read_in_full(job, tmp_path):
+    from tracekit.io import write_trace
+
+    base, per_rank, _ = job
+    for r, p in enumerate(per_rank):
+        (tmp_path / p.name).write_bytes(p.read_bytes())
+    trace = read_trace(tmp_path / "job.6.et")
+    nodes = trace.nodes
+    comp = next(n for n in nodes if n.duration_ns > 0)
+    comp.duration_ns += 1_000_000  # 1 ms longer on rank 6 only; the metadata stamp still names its class
+    write_trace(trace.with_nodes(nodes), tmp_path / "job.6.et")
+    a, _ = replay_files(tmp_path / "job", "dgx-h100", options=ReplayOptions())
+    c, _ = replay_files(tmp_path / "job", "dgx-h100", options=ReplayOptions(fold=False))
+    assert a.ranks == c.ranks and a.iteration_time_ns == c.iteration_time_ns
+    assert a.ranks[6].compute_ns == a.ranks[7].compute_ns + 1_000_000
