@@ -1,0 +1,150 @@
+"""Attach FLOPs and bytes to converted PyTorch compute nodes (one pass after the graph is built).
+
+Rules (the cost of an op comes from :func:`tracekit.opcost.aten_cost`):
+
+* a host COMP node (``is_cpu_op``) whose aten op has a cost carries it
+  (``num_ops`` FLOPs, ``tensor_size`` bytes, ``op_class``, ``compute_dtype``)
+  only when no node below it in the ET call stack (``ctrl_deps`` parent links)
+  has a cost of a working class: ``aten::linear`` leaves its FLOPs to the
+  ``aten::addmm`` it calls, so one iteration's total counts every FLOP once;
+  view ops below an op (``aten::empty``, ``aten::view``) do not take its cost;
+* device COMP nodes (kernels, memcpy, memset; ``is_cpu_op`` false) whose
+  launching host node (their ``ctrl_deps`` parent) carries a cost inherit it,
+  split across the op's device nodes in proportion to their measured
+  durations (equally when none has one), with integer remainders given so the
+  parts sum to the op's totals; the host node then keeps ``op_class`` and
+  ``compute_dtype`` but drops ``num_ops``/``tensor_size`` (its time is launch
+  overhead on the CPU, the work runs on the device);
+* every other node keeps no cost, and is counted in :class:`CostStats`.
+
+The pass reads only the trace model (names, inputs/outputs, ``is_cpu_op``,
+``ctrl_deps``), so it works on any converter's output that keeps those.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from tracekit.model import Attr, Node, NodeType
+from tracekit.opcost import OpCost, aten_cost
+
+_WORKING = frozenset({"gemm", "conv", "attention", "norm", "softmax", "elementwise", "reduction", "embedding",
+                      "copy", "optimizer", "pool"})
+
+
+@dataclass(frozen=True)
+class CostStats:
+    """What :func:`attach_costs` did.
+
+    Attributes:
+        host_costed, device_costed: COMP nodes given a cost (op class), host and device.
+        host_nodes, device_nodes: COMP nodes on each side.
+        composite: host ops with a cost left to the ops they call.
+        total_flops, total_bytes: sums of ``num_ops`` / ``tensor_size`` written.
+        unknown: names of host aten ops the table does not price, with counts.
+    """
+
+    host_nodes: int = 0
+    host_costed: int = 0
+    device_nodes: int = 0
+    device_costed: int = 0
+    composite: int = 0
+    total_flops: int = 0
+    total_bytes: int = 0
+    unknown: tuple[tuple[str, int], ...] = field(default=())
+
+
+def _split(total: int, weights: list[int]) -> list[int]:
+    """``total`` split in proportion to ``weights`` (equal when all 0), integer parts summing to ``total``."""
+    if not any(w > 0 for w in weights):
+        weights = [1] * len(weights)
+    wsum = sum(weights)
+    parts = [total * w // wsum for w in weights]
+    rest = total - sum(parts)
+    order = sorted(range(len(weights)), key=lambda i: (-(total * weights[i] % wsum), i))
+    for i in order[:rest]:
+        parts[i] += 1
+    return parts
+
+
+def _set_cost(node: Node, flops: int | None, nbytes: int | None, cost: OpCost) -> None:
+    if flops is not None:
+        node.set_attr("num_ops", int(flops))
+        node.set_attr("tensor_size", int(nbytes or 0), "uint64_val")
+    node.set_attr("op_class", cost.op_class, "string_val")
+    if cost.dtype:
+        node.set_attr("compute_dtype", cost.dtype, "string_val")
+
+
+def attach_costs(nodes: Iterable[Node]) -> CostStats:
+    """Give COMP nodes their FLOPs/bytes in place (see module rules) and return what was done.
+
+    Nodes that already carry ``num_ops`` or ``tensor_size`` are left as they are.
+    """
+    nodes = [n for n in nodes if n.type == NodeType.COMP_NODE]
+    host = [n for n in nodes if n.is_cpu_op]
+    device = [n for n in nodes if not n.is_cpu_op]
+    by_id = {n.id: n for n in host}
+    costs: dict[int, OpCost] = {}
+    unknown: Counter[str] = Counter()
+    for n in host:
+        if (n.num_ops or 0) > 0 or (n.tensor_bytes or 0) > 0:
+            continue
+        c = aten_cost(n.name, n.inputs, n.outputs)
+        if c is not None:
+            costs[n.id] = c
+        elif n.name.startswith("aten::"):
+            unknown[n.name] += 1
+    # an op whose descendants do work leaves its cost to them
+    composite: set[int] = set()
+    for nid, c in costs.items():
+        if c.op_class not in _WORKING:
+            continue
+        seen = 0
+        parent = by_id[nid].ctrl_deps[0] if by_id[nid].ctrl_deps else None
+        while parent in by_id and parent not in composite and seen < 10_000:
+            composite.add(parent)
+            node = by_id[parent]
+            parent = node.ctrl_deps[0] if node.ctrl_deps else None
+            seen += 1
+    launched: dict[int, list[Node]] = {}
+    for d in device:
+        if d.ctrl_deps and d.ctrl_deps[0] in costs and d.ctrl_deps[0] not in composite:
+            launched.setdefault(d.ctrl_deps[0], []).append(d)
+    host_costed = device_costed = n_composite = flops_total = bytes_total = 0
+    for nid, c in costs.items():
+        node = by_id[nid]
+        if nid in composite:
+            n_composite += 1
+            continue
+        kernels = launched.get(nid)
+        if kernels:
+            weights = [max(k.duration_ns, 0) for k in kernels]
+            for k, f, b in zip(kernels, _split(c.flops, weights), _split(c.bytes, weights)):
+                _set_cost(k, f, b, c)
+            device_costed += len(kernels)
+            _set_cost(node, None, None, c)
+        else:
+            _set_cost(node, c.flops, c.bytes, c)
+        host_costed += 1
+        flops_total += c.flops
+        bytes_total += c.bytes
+    return CostStats(len(host), host_costed, len(device), device_costed, n_composite, flops_total, bytes_total,
+                     tuple(unknown.most_common()))
+
+
+def capture_device(device_properties: Iterable[dict], has_device_ops: bool) -> str | None:
+    """The capture's device name from Kineto ``deviceProperties`` (``name`` of the first entry), ``"cpu"``
+    for a trace without device ops or properties, None when device ops exist but no name was recorded."""
+    for p in device_properties:
+        name = p.get("name") if hasattr(p, "get") else None
+        if isinstance(name, str) and name:
+            return name
+    return None if has_device_ops else "cpu"
+
+
+def device_attr(name: str | None) -> list[Attr]:
+    """Metadata attributes recording the capture device (empty when unknown)."""
+    return [Attr("capture_device", name, "string_val")] if name else []
