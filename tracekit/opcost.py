@@ -268,13 +268,20 @@ def _linear(a: OpArgs) -> int:
     return 2 * math.prod(x[:-1]) * w[1] * w[0]
 
 
-def _conv(a: OpArgs) -> int:
-    x, w = a.t(0).shape, a.t(1).shape
-    transposed = any(v is True for v in a.values[6:7]) if len(a.values) > 6 else False
-    out = a.outputs[0][0].shape if a.outputs and a.outputs[0] else None
-    if out is None:
-        raise ValueError("convolution without an output shape")
-    return conv_flops(x, w, out, transposed)
+def _conv_with(transposed: Callable[[OpArgs], bool]) -> Callable[[OpArgs], int]:
+    def f(a: OpArgs) -> int:
+        x, w = a.t(0).shape, a.t(1).shape
+        out = a.outputs[0][0].shape if a.outputs and a.outputs[0] else None
+        if out is None:
+            raise ValueError("convolution without an output shape")
+        return conv_flops(x, w, out, transposed(a))
+    return f
+
+
+_conv = _conv_with(lambda a: False)
+_conv_t = _conv_with(lambda a: True)
+# aten::convolution / _convolution(input, weight, bias, stride, padding, dilation, transposed, ...)
+_conv_generic = _conv_with(lambda a: len(a.values) > 6 and a.values[6] is True)
 
 
 def _conv_backward(a: OpArgs) -> int:
@@ -330,10 +337,10 @@ _ZERO = lambda a: 0  # noqa: E731
 _GEMM = {"mm": _mm, "addmm": _addmm, "bmm": _mm, "baddbmm": _addmm, "matmul": _mm, "linear": _linear,
          "_addmm_activation": _addmm, "addbmm": _addmm, "dot": _mm, "mv": _mm, "einsum": _einsum,
          "_scaled_mm": _mm}
-_CONV = {"convolution": _conv, "_convolution": _conv, "conv1d": _conv, "conv2d": _conv, "conv3d": _conv,
+_CONV = {"convolution": _conv_generic, "_convolution": _conv_generic, "conv1d": _conv, "conv2d": _conv, "conv3d": _conv,
          "cudnn_convolution": _conv, "mkldnn_convolution": _conv, "miopen_convolution": _conv,
-         "_slow_conv2d_forward": _conv, "thnn_conv2d": _conv, "conv_transpose1d": _conv,
-         "conv_transpose2d": _conv, "conv_transpose3d": _conv, "cudnn_convolution_transpose": _conv,
+         "_slow_conv2d_forward": _conv, "thnn_conv2d": _conv, "conv_transpose1d": _conv_t,
+         "conv_transpose2d": _conv_t, "conv_transpose3d": _conv_t, "cudnn_convolution_transpose": _conv_t,
          "convolution_backward": _conv_backward, "_convolution_backward": _conv_backward}
 _ATTN = {"scaled_dot_product_attention": _sdpa, "_scaled_dot_product_flash_attention": _sdpa,
          "_scaled_dot_product_efficient_attention": _sdpa, "_scaled_dot_product_cudnn_attention": _sdpa,

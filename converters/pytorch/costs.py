@@ -146,5 +146,9 @@ def capture_device(device_properties: Iterable[dict], has_device_ops: bool) -> s
 
 
 def device_attr(name: str | None) -> list[Attr]:
-    """Metadata attributes recording the capture device (empty when unknown)."""
-    return [Attr("capture_device", name, "string_val")] if name else []
+    """Metadata attributes recording the capture device: ``capture_device`` (never changed) and
+    ``compute_device`` (the device the durations are for; ``transform --retarget`` moves it). Empty when
+    unknown."""
+    if not name:
+        return []
+    return [Attr("capture_device", name, "string_val"), Attr("compute_device", name, "string_val")]
