@@ -4,11 +4,14 @@ This module owns the device presets (data in ``tracekit/devices.toml``, each wit
 looking a device up by the name a capture or a hardware spec records, and the efficiency curves:
 
 * :func:`gemm_efficiency` ``(m, n, k, dtype, device)``: achievable fraction of the dtype's peak for one
-  GEMM ``[m, k] @ [k, n]`` (``batch`` copies): ``gemm_max_efficiency x tile_eff x wave_eff`` with
+  GEMM ``[m, k] @ [k, n]`` (``batch`` copies): ``gemm_max_efficiency x max_T(tile_eff x wave_eff)`` with
   ``tile_eff = m n / (ceil(m/T) T ceil(n/T) T)`` (tile quantization) and ``wave_eff = work / (ceil(work /
   U) U)`` over the ``U`` compute units (wave quantization), where ``work`` = output tiles, times a split-K
   factor ``min(U // tiles, ceil(k / 4T))`` when the tiles alone cannot fill the device (NVIDIA, "Matrix
-  Multiplication Background User's Guide"; split-K as in CUTLASS);
+  Multiplication Background User's Guide"; split-K as in CUTLASS); the tile edge ``T`` is the device's
+  ``gemm_tile`` ``T0`` or a half, quarter ... down to 16, whichever is fastest (as cuBLAS heuristics pick
+  smaller tiles for small problems), a smaller tile running at ``T / T0`` of the unit's peak (its
+  arithmetic intensity per loaded element is proportional to ``T``);
 * :func:`attention_efficiency`: ``attention_max_efficiency x wave_eff`` over ``batch x heads x ceil(L/T)``
   query tiles (FlashAttention's parallelization);
 * :func:`memory_efficiency` ``(nbytes, device)``: ``memory_max_efficiency x B / (B + bandwidth x
@@ -168,12 +171,17 @@ def gemm_efficiency(m: int, n: int, k: int, dtype: str | None, device: Any, batc
     dev = device_model(device)
     if min(m, n, k, batch) <= 0:
         return 0.0
-    t, units = max(dev.gemm_tile, 1), max(dev.compute_units, 1)
-    tm, tn = math.ceil(m / t), math.ceil(n / t)
-    tiles = tm * tn * batch
-    split = max(1, min(units // tiles, math.ceil(k / (4 * t)))) if tiles < units else 1
-    tile_eff = (m * n) / (tm * t * tn * t)
-    return dev.gemm_max_efficiency * tile_eff * _wave(tiles * split, units)
+    units = max(dev.compute_units, 1)
+    t0 = max(dev.gemm_tile, 1)
+    best, t = 0.0, t0
+    while True:  # the library picks the tile (T, T/2, ... >= 16) that runs fastest
+        tm, tn = math.ceil(m / t), math.ceil(n / t)
+        tiles = tm * tn * batch
+        split = max(1, min(units // tiles, math.ceil(k / (4 * t)))) if tiles < units else 1
+        best = max(best, (t / t0) * (m * n) / (tm * t * tn * t) * _wave(tiles * split, units))
+        if t // 2 < 16:
+            return dev.gemm_max_efficiency * best
+        t //= 2
 
 
 def attention_efficiency(batch_heads: int, seq_len: int, device: Any) -> float:

@@ -47,12 +47,13 @@ def test_unknown_device_is_an_error():
 
 def test_gemm_efficiency_by_hand():
     a100 = device_presets()["a100-80gb"]  # 108 SMs, 128 x 128 tiles, max 0.86
-    # 8192^3: 64 x 64 = 4096 tiles over 108 SMs = 38 waves -> 4096 / 4104
+    # 8192^3 with 128-tiles: 4096 tiles = 38 waves over 108 SMs -> 4096 / 4104 (64-tiles run at half rate)
     assert gemm_efficiency(8192, 8192, 8192, "bf16", a100) == pytest.approx(0.86 * 4096 / 4104)
-    # 100 x 100 x 64: one tile, 100^2 / 128^2 used; split-K min(108, ceil(64 / 512)) = 1 -> 1 / 108 of the SMs
-    assert gemm_efficiency(100, 100, 64, "bf16", a100) == pytest.approx(0.86 * (100 * 100 / 128**2) / 108)
-    # same output with k = 16384: split-K into min(108 // 1, ceil(16384 / 512) = 32) = 32 slices -> 32 / 108
-    assert gemm_efficiency(100, 100, 16384, "bf16", a100) == pytest.approx(0.86 * (100 * 100 / 128**2) * 32 / 108)
+    # 128 x 128 x 64: 128-tile: 1 tile, split-K 1 -> 1/108; 64: 4/108 x 1/2; 32: 16/108 x 1/4; 16: 64/108 x 1/8
+    assert gemm_efficiency(128, 128, 64, "bf16", a100) == pytest.approx(0.86 * 8 / 108)
+    # with k = 16384 the 128-tile splits K into min(108, ceil(16384 / 512) = 32) slices: 32 / 108; the
+    # 64-tile: 4 tiles x min(27, 64) = 108 / 108 at half rate: 0.5 (best)
+    assert gemm_efficiency(128, 128, 16384, "bf16", a100) == pytest.approx(0.86 * 0.5)
     assert gemm_efficiency(0, 5, 5, "bf16", a100) == 0.0
 
 
