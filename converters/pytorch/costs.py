@@ -15,6 +15,9 @@ Rules (the cost of an op comes from :func:`tracekit.opcost.aten_cost`):
   parts sum to the op's totals; the host node then keeps ``op_class`` and
   ``compute_dtype`` but drops ``num_ops``/``tensor_size`` (its time is launch
   overhead on the CPU, the work runs on the device);
+* a host op of a capture with device nodes that has neither kernels nor a measured duration (it did not
+  link to Kineto) keeps only ``op_class``/``compute_dtype``: FLOPs on a zero-duration host node would be
+  timed by roofline on the host thread; counted as ``unmeasured``;
 * every other node keeps no cost, and is counted in :class:`CostStats`.
 
 The pass reads only the trace model (names, inputs/outputs, ``is_cpu_op``,
@@ -44,6 +47,8 @@ class CostStats:
         composite: host ops with a cost left to the ops they call.
         total_flops, total_bytes: sums of ``num_ops`` / ``tensor_size`` written.
         unknown: names of host aten ops the table does not price, with counts.
+        unmeasured: host ops of a device capture with a cost but neither a duration nor kernels (not
+            linked to Kineto): they keep their op class only (their FLOPs are not in ``total_flops``).
     """
 
     host_nodes: int = 0
@@ -54,6 +59,7 @@ class CostStats:
     total_flops: int = 0
     total_bytes: int = 0
     unknown: tuple[tuple[str, int], ...] = field(default=())
+    unmeasured: int = 0
 
 
 def _split(total: int, weights: list[int]) -> list[int]:
@@ -113,13 +119,21 @@ def attach_costs(nodes: Iterable[Node]) -> CostStats:
     for d in device:
         if d.ctrl_deps and d.ctrl_deps[0] in costs and d.ctrl_deps[0] not in composite:
             launched.setdefault(d.ctrl_deps[0], []).append(d)
-    host_costed = device_costed = n_composite = flops_total = bytes_total = 0
+    host_costed = device_costed = n_composite = flops_total = bytes_total = unmeasured = 0
     for nid, c in costs.items():
         node = by_id[nid]
         if nid in composite:
             n_composite += 1
             continue
         kernels = launched.get(nid)
+        if not kernels and device and node.duration_ns <= 0:
+            # a host op of a device capture that was not measured (not linked to Kineto): its kernels are
+            # not in the trace; a FLOP count on a zero-duration host node would be timed by roofline on the
+            # host thread, so it keeps only its class
+            _set_cost(node, None, None, c)
+            host_costed += 1
+            unmeasured += 1
+            continue
         if kernels:
             weights = [max(k.duration_ns, 0) for k in kernels]
             for k, f, b in zip(kernels, _split(c.flops, weights), _split(c.bytes, weights)):
@@ -132,7 +146,7 @@ def attach_costs(nodes: Iterable[Node]) -> CostStats:
         flops_total += c.flops
         bytes_total += c.bytes
     return CostStats(len(host), host_costed, len(device), device_costed, n_composite, flops_total, bytes_total,
-                     tuple(unknown.most_common()))
+                     tuple(unknown.most_common()), unmeasured)
 
 
 def capture_device(device_properties: Iterable[dict], has_device_ops: bool) -> str | None:

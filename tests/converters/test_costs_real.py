@@ -31,8 +31,10 @@ def _flops(trace, op_class=None):
                if n.type == NodeType.COMP_NODE and (op_class is None or n.get_attr("op_class") == op_class))
 
 
-def test_resnet50_training_flops_match_published_forward_flops(resnet):
-    trace = resnet.trace
+def test_resnet50_training_flops_match_published_forward_flops(real_dir):
+    # the ET alone: every op priced on its host node (with Kineto, 42 % of the host ops do not link and keep
+    # only their class, see converters/pytorch/costs.py)
+    trace = convert_rank(real_dir / "pytorch" / "param-resnet" / "resnet_et.json.gz").trace
     # the ET holds 3 training iterations of ResNet-50 at batch 32, 224 x 224: 3 fc layers (aten::addmm
     # [32, 2048] x [2048, 1000]) and 3 x 53 convolutions
     names = Counter(n.name for n in trace.nodes if n.is_cpu_op)
@@ -59,7 +61,7 @@ def test_gpt2_large_training_flops_match_narayanan(gpt2):
 
 def test_linear_mlp_training_flops_match_6_params_tokens(real_dir):
     d = real_dir / "pytorch" / "param-linear"
-    res = convert_rank(d / "linear_et.json.gz", d / "linear_kineto.json.gz")
+    res = convert_rank(d / "linear_et.json.gz")
     # 21 linear layers 1024 -> 1024 with bias, batch 512: training FLOPs ~ 6 x parameters x tokens
     # (Kaplan et al. 2020, "Scaling Laws for Neural Language Models", C ~ 6 N D)
     params, tokens = 21 * (1024 * 1024 + 1024), 512
