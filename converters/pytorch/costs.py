@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Iterable, Mapping
 
 from tracekit.model import Attr, Node, NodeType
 from tracekit.opcost import OpCost, aten_cost
@@ -84,12 +84,21 @@ def _set_cost(node: Node, flops: int | None, nbytes: int | None, cost: OpCost) -
         node.set_attr("compute_dtype", cost.dtype, "string_val")
 
 
-def attach_costs(nodes: Iterable[Node]) -> CostStats:
+def attach_costs(nodes: Iterable[Node], parent_of: Mapping[int, int] | None = None,
+                 launcher_of: Mapping[int, int] | None = None) -> CostStats:
     """Give COMP nodes their FLOPs/bytes in place (see module rules) and return what was done.
+
+    Args:
+        nodes: the converted nodes.
+        parent_of: host node id -> call-stack parent node id (default: ``ctrl_deps[0]``).
+        launcher_of: device node id -> launching host node id (default: ``ctrl_deps[0]``).
 
     Nodes that already carry ``num_ops`` or ``tensor_size`` are left as they are.
     """
     nodes = [n for n in nodes if n.type == NodeType.COMP_NODE]
+    first = {n.id: n.ctrl_deps[0] for n in nodes if n.ctrl_deps}
+    parent_of = first if parent_of is None else parent_of
+    launcher_of = first if launcher_of is None else launcher_of
     host = [n for n in nodes if n.is_cpu_op]
     device = [n for n in nodes if not n.is_cpu_op]
     by_id = {n.id: n for n in host}
@@ -109,16 +118,16 @@ def attach_costs(nodes: Iterable[Node]) -> CostStats:
         if c.op_class not in _WORKING:
             continue
         seen = 0
-        parent = by_id[nid].ctrl_deps[0] if by_id[nid].ctrl_deps else None
+        parent = parent_of.get(nid)
         while parent in by_id and parent not in composite and seen < 10_000:
             composite.add(parent)
-            node = by_id[parent]
-            parent = node.ctrl_deps[0] if node.ctrl_deps else None
+            parent = parent_of.get(parent)
             seen += 1
     launched: dict[int, list[Node]] = {}
     for d in device:
-        if d.ctrl_deps and d.ctrl_deps[0] in costs and d.ctrl_deps[0] not in composite:
-            launched.setdefault(d.ctrl_deps[0], []).append(d)
+        launcher = launcher_of.get(d.id)
+        if launcher in costs and launcher not in composite:
+            launched.setdefault(launcher, []).append(d)
     host_costed = device_costed = n_composite = flops_total = bytes_total = unmeasured = 0
     for nid, c in costs.items():
         node = by_id[nid]
@@ -150,13 +159,15 @@ def attach_costs(nodes: Iterable[Node]) -> CostStats:
 
 
 def capture_device(device_properties: Iterable[dict], has_device_ops: bool) -> str | None:
-    """The capture's device name from Kineto ``deviceProperties`` (``name`` of the first entry), ``"cpu"``
-    for a trace without device ops or properties, None when device ops exist but no name was recorded."""
+    """The capture's compute device: ``"cpu"`` when the trace has no device ops (even on a machine whose
+    Kineto lists GPUs), else the ``name`` of the first Kineto ``deviceProperties`` entry, else None."""
+    if not has_device_ops:
+        return "cpu"
     for p in device_properties:
         name = p.get("name") if hasattr(p, "get") else None
         if isinstance(name, str) and name:
             return name
-    return None if has_device_ops else "cpu"
+    return None
 
 
 def device_attr(name: str | None) -> list[Attr]:

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
 from tracekit.converters.pytorch.costs import capture_device, device_attr
+from tracekit.converters.pytorch.kineto_costs import attach_kineto_costs
 from tracekit.converters.pytorch.device_graph import (
     HOST_API_CATEGORIES, DeviceGraph, DeviceGraphStats, build_device_graph, forward_position, time_key,
 )
@@ -251,6 +252,7 @@ class _Converter:
             nodes.append(node)
 
         flow_edges = self.add_edges(node_of, dgraph, by_index)
+        attach_kineto_costs(kt, dgraph.launch_of, node_of)  # op costs (issue 15): a separate pass
         self.check_forward(nodes)
 
         counts = Counter(n.type.name for n in nodes)

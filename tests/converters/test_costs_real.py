@@ -117,3 +117,19 @@ def test_kernels_inherit_their_launchers_cost_split_by_duration():
     assert host.num_ops is None and host.get_attr("op_class") == "gemm"  # the work runs on the device
     assert stats.total_flops == flops and stats.device_costed == 2
     assert _split(10, [1, 1, 1]) == [4, 3, 3] and _split(7, [0, 0]) == [4, 3]
+
+
+def test_kineto_only_traces_priced_from_input_dims(real_dir):
+    from tracekit.converters.pytorch.kineto_convert import convert_kineto_rank
+
+    k = real_dir / "kineto"
+    trace = convert_kineto_rank(k / "hta-call_stack" / "backward_thread.json")
+    by_name = {n.name[:16]: n for n in trace.nodes}
+    # aten::mm [2048, 2048] x [2048, 256] (Kineto "Input Dims") launches one cutlass kernel: it gets the FLOPs
+    kernel = by_name["void cutlass::Ke"]
+    assert kernel.num_ops == 2 * 2048 * 2048 * 256 and kernel.get_attr("op_class") == "gemm"
+    assert kernel.tensor_bytes == 4 * (2048 * 2048 + 2048 * 256)  # no output dims in Kineto: inputs only
+    assert by_name["aten::mm"].num_ops is None  # the host op keeps its class; the kernel carries the work
+    # a CPU-only run on a GPU machine: host ops are the compute, the device is the CPU
+    cpu = cost_coverage(convert_kineto_rank(k / "hta-distributed_info_unavailable" / "distributed_info_not_found.json.gz"))
+    assert (cpu.side, cpu.compute_device, cpu.costed_nodes, cpu.comp_nodes) == ("host", "cpu", 1918, 2461)
