@@ -78,3 +78,11 @@ def test_cli_retarget_prints_counts_and_moves_the_compute_device(tmp_path):
     # the retargeted trace replayed on H100: H100 -> H100 is the identity
     back = runner.invoke(cli, ["replay", str(tmp_path / "h100"), "--hw", "dgx-h100"])
     assert f"{out[0].node_by_id(2).duration_ns / 1e6:,.3f} ms" in back.stdout
+
+
+def test_hw_devices_lists_the_presets_with_sources():
+    res = CliRunner().invoke(cli, ["hw", "devices"], terminal_width=400)
+    assert res.exit_code == 0, res.output
+    for key in ("a100-80gb", "h100-sxm", "mi300x", "host-cpu"):
+        assert key in res.stdout
+    assert "989.4" in res.stdout and "NVIDIA H100 Tensor Core GPU datasheet" in res.stdout
