@@ -85,4 +85,5 @@ def test_hw_devices_lists_the_presets_with_sources():
     assert res.exit_code == 0, res.output
     for key in ("a100-80gb", "h100-sxm", "mi300x", "host-cpu"):
         assert key in res.stdout
-    assert "989.4" in res.stdout and "NVIDIA H100 Tensor Core GPU datasheet" in res.stdout
+    flat = "".join(ch for ch in res.stdout if ch.isalnum() or ch == ".")  # the table folds long cells
+    assert "989.4" in flat and "NVIDIAH100TensorCoreGPUdatasheet" in flat
