@@ -74,6 +74,21 @@ def render_result(console: Any, result: Any) -> None:
         console.print(f"compute nodes timed by: {methods}")
 
 
+def _write_result_json(result: Any, path: str, with_schedule: bool, plan: Any, report: Any) -> None:
+    """The result JSON plus ``compute_plan`` (method, devices, reason) and, when projected,
+    ``compute_projection`` (nodes and ns per method): readers of the result ignore the extra keys."""
+    import orjson
+
+    from tracekit.io import atomic_output
+
+    d = result.to_dict(include_schedule=with_schedule)
+    d["compute_plan"] = {"method": plan.method, "source": plan.source, "target": plan.target, "reason": plan.reason}
+    if report is not None:
+        d["compute_projection"] = report.to_dict()
+    with atomic_output(path, "wb") as fh:
+        fh.write(orjson.dumps(d, option=orjson.OPT_INDENT_2))
+
+
 def render_compute_plan(console: Any, plan: Any, report: Any, result: Any) -> None:
     """Say how compute was timed: the method, why, and (projected) time per method; roofline fallbacks."""
     if plan.method == "projected" and report is not None:
@@ -150,7 +165,7 @@ def replay(traces: str, hw: str, json_out: str | None, with_schedule: bool, time
         write_report(result, html_out, traceset=traceset)
         written.append(f"wrote {html_out}")
     if json_out:
-        result.write_json(json_out, include_schedule=with_schedule)
+        _write_result_json(result, json_out, with_schedule, plan, report)
         written.append(f"wrote {json_out}")
     if timeline_out:
         from tracekit.replayer.timeline import replay_timeline, write_chrome_trace
