@@ -65,8 +65,8 @@ def cost_coverage(trace: ExecutionTrace) -> CostCoverage:
     _, ops = cols.attr_int("num_ops")
     _, nbytes = cols.attr_int("tensor_size")
     has_class, _ = cols.attr("op_class")
-    _, cpu = cols.attr("is_cpu_op")
-    is_device = np.array([v is False for v in cpu], dtype=bool)
+    cpu_present, cpu = cols.attr_int("is_cpu_op")
+    is_device = cpu_present & (cpu == 0)
     costed = (ops > 0) | (nbytes > 0) | np.asarray(has_class, dtype=bool)
     side_mask = comp & is_device if bool(np.any(comp & is_device)) else comp & ~is_device
     dur = cols.duration_ns
