@@ -85,3 +85,27 @@ def render_summary(console: Any, summary: Any, *, top: int = 16) -> None:
             text = ", ".join(map(str, ranks[:16])) + (" ..." if len(ranks) > 16 else "")
             pg.add_row(name, text)
         console.print(pg)
+    render_cost_coverage(console, summary)
+
+
+def _share(x: float | None) -> str:
+    return "n/a" if x is None else f"{100.0 * x:.1f}%"
+
+
+def render_cost_coverage(console: Any, summary: Any) -> None:
+    """Print the FLOPs/bytes coverage of compute per rank (:class:`tracekit.summary.CostCoverage`)."""
+    from rich.table import Table
+
+    rows = [s for s in summary.per_rank if s.cost is not None]
+    if not rows:
+        return
+    table = Table(title="compute with a cost (FLOPs/bytes)", show_header=True)
+    for col in ("rank", "device", "side", "nodes with cost", "measured time with cost", "GFLOP"):
+        table.add_column(col, justify="left" if col in ("device", "side") else "right")
+    for s in rows:
+        c = s.cost
+        table.add_row(str(s.rank), c.compute_device or "-", c.side,
+                      f"{c.costed_nodes:,}/{c.comp_nodes:,} ({_share(c.node_share)})",
+                      f"{_fmt_ns(c.costed_ns)}/{_fmt_ns(c.compute_ns)} ({_share(c.time_share)})",
+                      f"{c.total_flops / 1e9:,.1f}")
+    console.print(table)

@@ -125,6 +125,36 @@ def render_result(console: Any, result: Any, *, top: int = 8) -> None:
         console.print(f"compute nodes timed by: {methods}")
 
 
+def _write_result_json(result: Any, path: str, with_schedule: bool, plan: Any, report: Any) -> None:
+    """The result JSON plus ``compute_plan`` (method, devices, reason) and, when projected,
+    ``compute_projection`` (nodes and ns per method): readers of the result ignore the extra keys."""
+    import orjson
+
+    from tracekit.io import atomic_output
+
+    d = result.to_dict(include_schedule=with_schedule)
+    d["compute_plan"] = {"method": plan.method, "source": plan.source, "target": plan.target, "reason": plan.reason}
+    if report is not None:
+        d["compute_projection"] = report.to_dict()
+    with atomic_output(path, "wb") as fh:
+        fh.write(orjson.dumps(d, option=orjson.OPT_INDENT_2))
+
+
+def render_compute_plan(console: Any, plan: Any, report: Any, result: Any) -> None:
+    """Say how compute was timed: the method, why, and (projected) time per method; roofline fallbacks."""
+    if plan.method == "projected" and report is not None:
+        for line in report.lines():
+            console.print(line, markup=False, highlight=False)
+        return
+    methods = dict(result.compute_methods)
+    if plan.method == "roofline":
+        kept = methods.get("measured", 0)
+        console.print(f"compute: roofline on the spec; {methods.get('roofline', 0):,} nodes by roofline, "
+                      f"{kept:,} without FLOPs/bytes kept their measured time", markup=False, highlight=False)
+    else:
+        console.print(f"compute: measured times ({plan.reason})", markup=False, highlight=False)
+
+
 @click.command(context_settings=CONTEXT_SETTINGS)
 @click.argument("traces", metavar="TRACES")
 @click.option("--hw", "hw", required=True, metavar="SPEC",
@@ -149,9 +179,17 @@ def render_result(console: Any, result: Any, *, top: int = 8) -> None:
               help="Write a self-contained HTML report of the replay to this file.")
 @click.option("--top", type=click.IntRange(min=1), default=8, show_default=True,
               help="Rows per summary table (ranks with equal figures and groups with equal costs share a row).")
+@click.option("--compute", type=click.Choice(["auto", "measured", "roofline", "projected"]), default="auto",
+              show_default=True,
+              help="How compute is timed: 'projected' moves measured times from the capture device to the "
+                   "spec's device per op class; 'roofline' times every node with FLOPs/bytes on the spec; "
+                   "'auto' projects when both devices are known, else keeps the measured times.")
+@click.option("--capture-device", default=None, metavar="NAME",
+              help="Device the trace was measured on (a preset of tracekit/devices.toml such as a100-80gb, "
+                   "or a device name), when the trace does not record it.")
 def replay(traces: str, hw: str, json_out: str | None, with_schedule: bool, timeline_out: str | None,
            compute_scale: float | None, collective_model: str | None, streams: str, no_check: bool,
-           no_fold: bool, html_out: str | None, top: int) -> None:
+           no_fold: bool, html_out: str | None, top: int, compute: str, capture_device: str | None) -> None:
     """Replay a trace set on a hardware spec and summarise where the time goes.
 
     Prints the iteration time, per-rank compute / communication / exposed
@@ -164,19 +202,22 @@ def replay(traces: str, hw: str, json_out: str | None, with_schedule: bool, time
       tracekit replay out/job --hw my.toml --json result.json --timeline timeline.json
       tracekit replay out/job --hw dgx-a100 --collective-model nccl --compute-scale 0.5
       tracekit replay out/job --hw dgx-h100 --html report.html
+      tracekit replay out/a100_capture --hw dgx-h100 --compute projected
     """
     from tracekit.replayer import ReplayOptions
-    from tracekit.replayer.folding import replay_files
+    from tracekit.replayer.projected import replay_with_compute
 
     options = ReplayOptions(collective_model=collective_model, compute_scale=compute_scale, streams=streams,
                             check=not no_check, fold=not no_fold)
     console = err_console()
     if state().quiet or not console.is_terminal:
-        result, traceset = replay_files(traces, hw, options=options)
+        result, traceset, plan, report = replay_with_compute(traces, hw, options=options, compute=compute,
+                                                             capture_device=capture_device)
     else:  # a spinner with the current phase (reading 1,024 ranks or simulating takes a while)
         with console.status("replaying") as spinner:
-            result, traceset = replay_files(traces, hw, options=options,
-                                            status=lambda text: spinner.update(f"replay: {text}"))
+            result, traceset, plan, report = replay_with_compute(
+                traces, hw, options=options, compute=compute, capture_device=capture_device,
+                status=lambda text: spinner.update(f"replay: {text}"))
     written = []  # files first: a closed stdout (| head) must not lose them
     if html_out:
         from tracekit.replayer.report import write_report
@@ -184,7 +225,7 @@ def replay(traces: str, hw: str, json_out: str | None, with_schedule: bool, time
         write_report(result, html_out, traceset=traceset)
         written.append(f"wrote {html_out}")
     if json_out:
-        result.write_json(json_out, include_schedule=with_schedule)
+        _write_result_json(result, json_out, with_schedule, plan, report)
         written.append(f"wrote {json_out}")
     if timeline_out:
         from tracekit.replayer.timeline import replay_timeline, write_chrome_trace
@@ -192,6 +233,7 @@ def replay(traces: str, hw: str, json_out: str | None, with_schedule: bool, time
         write_chrome_trace(replay_timeline(result, traceset), timeline_out)
         written.append(f"wrote {timeline_out} (open it in https://ui.perfetto.dev)")
     render_result(out_console(), result, top=top)
+    render_compute_plan(out_console(), plan, report, result)
     fold = result.folding
     if fold is not None and fold.reason is None:
         console.print(f"rank folding: simulated {fold.classes} of {fold.ranks} ranks "
