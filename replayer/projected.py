@@ -75,6 +75,9 @@ def replay_with_compute(traces: Any, spec: Any, *, options: Any = None, compute:
                         capture_device: str | None = None, status: Any = None):
     """Replay ``traces`` (files or a TraceSet) on ``spec`` timing compute as :func:`plan_compute` decides.
 
+    ``status`` (optional) receives phase descriptions from the file-streaming path
+    (:func:`tracekit.replayer.folding.replay_files`).
+
     Returns:
         ``(result, traceset, plan, report)``: the ReplayResult, the trace set replayed, the
         :class:`ComputePlan` and the merged :class:`tracekit.projection.ProjectionReport` (None unless
