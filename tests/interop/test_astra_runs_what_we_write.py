@@ -56,6 +56,9 @@ CASES: dict[str, tuple[str, list[list[str]]]] = {
                                             "--global-batch", "4", "-o", "{out}"]]),
     "llm-dp4-zero1": ("network_ring_4.yml", [["generate", "llm", *SMALL_LLM, "--dp", "4", "--zero", "1",
                                               "--global-batch", "4", "-o", "{out}"]]),
+    "llm-tp2-pp2-dp2-classes-expanded": ("network_ring_8.yml", [
+        ["generate", "llm", *SMALL_LLM, "--tp", "2", "--pp", "2", "--dp", "2", "--global-batch", "4", "--classes",
+         "-o", "{out}_cls"], ["expand", "{out}_cls", "-o", "{out}"]]),
     "dlrm": ("network_ring_4.yml", [["generate", "dlrm", "--model", "dlrm-small", "--ranks", "4",
                                      "--global-batch", "256", "--hw", "dgx-a100", "-o", "{out}"]]),
     "transform-dp64": ("Ring.yml", [["generate", "llm", *SMALL_LLM, "--dp", "4", "--global-batch", "4",
