@@ -35,6 +35,7 @@ unknown collective names, undeterminable sizes or groups, duplicate ranks.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections import Counter, defaultdict
@@ -44,6 +45,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from tracekit.converters.pytorch.device_graph import (
     HOST_API_CATEGORIES, DeviceGraph, DeviceGraphStats, build_device_graph, forward_position, time_key,
 )
+from tracekit.converters.pytorch.host_timing import HostSpan, thread_timing
 from tracekit.converters.pytorch.kineto_comms import (
     KinetoComm, declared_groups_from_rpc, extract_comms, is_nccl_kernel,
 )
@@ -70,6 +72,9 @@ HOST_NODE_CATEGORIES = frozenset({"cpu_op", "user_annotation", "python_function"
 # Categories that carry no work of their own (annotations of other events, counters, spans).
 _DECORATION_CATEGORIES = frozenset({"gpu_user_annotation", "cuda_sync", "Trace", "cuda_profiler_range",
                                     "cpu_instant_event", "overhead"})
+#: Host categories that are ranges (annotations): structure, no time of their own (see :mod:`.host_timing`).
+RANGE_CATEGORIES = frozenset({"user_annotation"})
+log = logging.getLogger(__name__)
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
 _LAUNCH_CALL = re.compile(r"Launch|[Mm]emcpy|[Mm]emset")
 
@@ -185,21 +190,22 @@ class _Converter:
 
     # ------------------------------------------------------------------ host structure
     def host_structure(self, host: Sequence[KinetoEvent]) -> None:
+        """Nesting and durations of host events, one thread at a time (:mod:`.host_timing`)."""
         self.lanes = iter_events_by_thread(host)
         self.parent_of: dict[int, int] = {}
-        child_ns: dict[int, int] = defaultdict(int)
+        self.exclusive_ns: dict[int, int] = {}
+        self.gap_ns: dict[int, int] = {}
+        self.partial_overlaps = 0
         for lane in self.lanes.values():
-            stack: list[KinetoEvent] = []
-            for e in lane:
-                while stack and stack[-1].end_ns <= e.start_ns:
-                    stack.pop()
-                if stack:
-                    parent = stack[-1]
-                    self.parent_of[e.index] = parent.index
-                    child_ns[parent.index] += min(e.end_ns, parent.end_ns) - e.start_ns
-                stack.append(e)
-        self.exclusive_ns = {e.index: max(0, e.duration_ns - child_ns.get(e.index, 0))
-                             for lane in self.lanes.values() for e in lane}
+            timing = thread_timing([HostSpan(e.index, e.start_ns, e.end_ns, e.category in RANGE_CATEGORIES)
+                                    for e in lane])
+            self.parent_of.update(timing.parent)
+            self.exclusive_ns.update(timing.duration_ns)
+            self.gap_ns.update(timing.gap_ns)
+            self.partial_overlaps += timing.partial_overlaps
+        if self.partial_overlaps:
+            log.warning("%s: %d host event(s) overlap an enclosing event without nesting; clamped to its end",
+                        self.path or "Kineto trace", self.partial_overlaps)
 
     def groups(self, host: Sequence[KinetoEvent]) -> dict[str, tuple[int, ...]]:
         groups: dict[str, tuple[int, ...]] = {}
@@ -301,6 +307,10 @@ class _Converter:
             if e.rf_id is not None:
                 attrs.append(Attr("rf_id", e.rf_id, "int64_val"))
             duration = e.duration_ns if comm is not None else self.exclusive_ns[e.index]
+            if comm is None and e.category in RANGE_CATEGORIES:
+                attrs.append(Attr("range_duration_ns", e.duration_ns, "int64_val"))
+            elif comm is None and self.gap_ns.get(e.index):
+                attrs.append(Attr("host_gap_ns", self.gap_ns[e.index], "int64_val"))
         if e.external_id is not None:
             attrs.append(Attr("ext_id", e.external_id, "int64_val"))
         if e.correlation is not None:

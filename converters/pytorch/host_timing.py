@@ -1,0 +1,151 @@
+"""One rule for host time: what a host thread's measured time becomes in the graph.
+
+Both PyTorch paths (Kineto-only and ET + Kineto) time host nodes with
+:func:`thread_timing`, one host thread at a time:
+
+* **Work and ranges.**  An operator or runtime call is *work*.  An annotation
+  (``ProfilerStep#N``, ``## backward ##``, a user ``record_function`` range) is a
+  *range*: it gives structure (iterations, labels) and gets no time of its own
+  (duration 0).
+* **Own time.**  A work node's duration is its span minus the spans of the work
+  nested in it (its nearest work descendants on the same thread), so the
+  thread's node durations add up to its busy time.
+* **Partial overlaps.**  An event that starts inside another one and ends after
+  it (no proper nesting; Kineto shows this for asynchronous ranges and clock
+  jitter) is clamped to end where the enclosing one ends; they are counted
+  (:attr:`ThreadTiming.partial_overlaps`) so the converter can warn.  The time
+  cut off is not lost: it becomes uncovered time, handled next.
+* **Uncovered time inside a range** (Python between operators of a step, the
+  clamped tails) is real host time of that range, not waiting: it is added to
+  the next work node in the same range (or, for the tail of a range, to its
+  last work node), so a replay of the thread reproduces the range's measured
+  span.  Its amount is returned per node (:attr:`ThreadTiming.gap_ns`).
+  Uncovered time outside every range is idle (a worker thread waiting for work)
+  and is not time of any node: waiting is what dependencies express.
+
+Times are integer ns.  Pure function of the spans; no errors raised.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Hashable, Sequence
+
+__all__ = ["HostSpan", "ThreadTiming", "thread_timing"]
+
+
+@dataclass(frozen=True, slots=True)
+class HostSpan:
+    """One host event on a thread: identity, measured start and end (ns), and whether it is a range."""
+
+    key: Hashable
+    start_ns: int
+    end_ns: int
+    is_range: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadTiming:
+    """Durations for one thread's events.
+
+    Attributes:
+        duration_ns: key -> node duration (ns): own time plus attributed uncovered time; 0 for ranges.
+        gap_ns: key -> the part of ``duration_ns`` that was uncovered time inside a range.
+        parent: key -> key of the enclosing event (after clamping), absent for top-level events.
+        partial_overlaps: events clamped because they overlapped an enclosing event without nesting.
+    """
+
+    duration_ns: dict
+    gap_ns: dict
+    parent: dict
+    partial_overlaps: int
+
+
+def thread_timing(spans: Sequence[HostSpan]) -> ThreadTiming:
+    """Apply the module's rule to the events of one host thread (any order)."""
+    order = sorted(spans, key=lambda s: (s.start_ns, -(s.end_ns - s.start_ns), str(s.key)))
+    end: dict = {}
+    parent: dict = {}
+    overlaps = 0
+    stack: list[HostSpan] = []
+    for s in order:
+        e = max(s.end_ns, s.start_ns)
+        while stack and end[stack[-1].key] <= s.start_ns:
+            stack.pop()
+        if stack:
+            top = stack[-1]
+            parent[s.key] = top.key
+            if e > end[top.key]:
+                overlaps += 1
+                e = end[top.key]
+        end[s.key] = e
+        stack.append(s)
+    # nearest work ancestor and own time
+    by_key = {s.key: s for s in order}
+    own = {s.key: 0 if s.is_range else end[s.key] - s.start_ns for s in order}
+    top_work: list[HostSpan] = []
+    for s in order:
+        if s.is_range:
+            continue
+        p = parent.get(s.key)
+        while p is not None and by_key[p].is_range:
+            p = parent.get(p)
+        if p is None:
+            top_work.append(s)
+        else:
+            own[p] -= end[s.key] - s.start_ns
+    gap: dict = {}
+    ranges = [s for s in order if s.is_range]
+    _attribute_gaps(top_work, ranges, end, own, gap)
+    duration = {k: max(0, v) for k, v in own.items()}
+    return ThreadTiming(duration, gap, parent, overlaps)
+
+
+def _attribute_gaps(top_work: list[HostSpan], ranges: list[HostSpan], end: dict, own: dict,
+                    gap: dict) -> None:
+    """Add uncovered time inside ranges to the next work node of the range (else its last one)."""
+    if not ranges or not top_work:
+        return
+    # elementary uncovered intervals between consecutive top-level work events (and before the first)
+    bounds: list[tuple[int, int, HostSpan | None, HostSpan | None]] = []
+    prev: HostSpan | None = None
+    cursor = min(r.start_ns for r in ranges)
+    for w in top_work:
+        a = max(cursor, end[prev.key]) if prev is not None else cursor
+        if w.start_ns > a:
+            bounds.append((a, w.start_ns, prev, w))
+        prev = w
+        cursor = max(cursor, end[w.key])
+    last_end = max(end[r.key] for r in ranges)
+    if prev is not None and last_end > cursor:
+        bounds.append((cursor, last_end, prev, None))
+    for a, b, before, after in bounds:
+        for lo, hi, rng in _covered(a, b, ranges, end):
+            target = None
+            if after is not None and after.start_ns < end[rng.key]:
+                target = after
+            elif before is not None and before.start_ns >= rng.start_ns:
+                target = before
+            if target is not None:
+                own[target.key] += hi - lo
+                gap[target.key] = gap.get(target.key, 0) + hi - lo
+
+
+def _covered(a: int, b: int, ranges: list[HostSpan], end: dict) -> list[tuple[int, int, HostSpan]]:
+    """Pieces of [a, b) inside some range, each with its innermost (latest-starting) range."""
+    cuts = {a, b}
+    inside = [r for r in ranges if r.start_ns < b and end[r.key] > a]
+    if not inside:
+        return []
+    for r in inside:
+        cuts.update(x for x in (r.start_ns, end[r.key]) if a < x < b)
+    points = sorted(cuts)
+    out = []
+    for lo, hi in zip(points, points[1:]):
+        best = None
+        for r in inside:
+            if r.start_ns <= lo and end[r.key] >= hi and (best is None or r.start_ns >= best.start_ns):
+                best = r
+        if best is not None:
+            out.append((lo, hi, best))
+    return out
