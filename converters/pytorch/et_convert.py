@@ -37,6 +37,7 @@ edges that would not be are counted in :attr:`RankConversion.dropped_edges`.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,10 +49,14 @@ from tracekit.model import Attr, ExecutionTrace, IOInfo, Metadata, Node, NodeTyp
 
 from tracekit.converters.pytorch.collectives import CommOp, CommPlan, plan_comms, read_process_groups
 from tracekit.converters.pytorch.et_reader import EtIO, EtOp, EtTrace
+from tracekit.converters.pytorch.host_timing import HostSpan, thread_timing, trim_waiting_gaps
 from tracekit.converters.pytorch.kineto_reader import KinetoEvent, KinetoTrace
 from tracekit.converters.pytorch.linker import LinkReport, Linkage, is_et_root
 
 CHAKRA_VERSION = "0.0.4"
+#: Linked Kineto categories that are ranges (annotations), see :mod:`.host_timing`.
+RANGE_CATEGORIES = frozenset({"user_annotation"})
+log = logging.getLogger(__name__)
 _NCCL_KERNEL = ("nccl", "Nccl")
 _SYNC_KINDS = frozenset({"device_sync", "stream_sync", "stream_sync_inferred", "event_sync",
                          "event_sync_inferred", "stream_wait_event", "stream_wait_event_inferred"})
@@ -145,6 +150,7 @@ class _Builder:
             out.append(node)
 
         # host and comm nodes
+        self.host_timing()
         for op in ops:
             owner = plan.member_of.get(op.id)
             if owner is not None and owner != op.id:
@@ -164,22 +170,47 @@ class _Builder:
         self.joins(ops, comms, position)
         if self.link is not None:
             out.extend(self.device_nodes(comms, position))
+            trim_waiting_gaps(out, {k: v for k, v in self.lead_gap_ns.items() if k in self.nodes})
         return out
+
+    def host_timing(self) -> None:
+        """Durations of linked host ops by :mod:`.host_timing`, one Kineto thread at a time."""
+        self.duration_ns: dict[int, int] = {}
+        self.gap_ns: dict[int, int] = {}
+        self.lead_gap_ns: dict[int, int] = {}
+        self.range_ns: dict[int, int] = {}
+        self.partial_overlaps = 0
+        if self.link is None:
+            return
+        lanes: dict[tuple, list[HostSpan]] = {}
+        for et_id, e in self.link.host.items():
+            is_range = e.category in RANGE_CATEGORIES and et_id not in self.plan.member_of
+            if is_range:
+                self.range_ns[et_id] = e.duration_ns
+            lanes.setdefault((e.pid, e.tid), []).append(HostSpan(et_id, e.start_ns, e.end_ns, is_range))
+        for spans in lanes.values():
+            timing = thread_timing(spans)
+            self.duration_ns.update(timing.duration_ns)
+            self.gap_ns.update(timing.gap_ns)
+            self.lead_gap_ns.update(timing.lead_gap_ns)
+            self.partial_overlaps += timing.partial_overlaps
+        if self.partial_overlaps:
+            log.warning("%s: %d host op(s) overlap an enclosing op without nesting; clamped to its end",
+                        self.et.path or "ET", self.partial_overlaps)
 
     def host_node(self, op: EtOp, ctrl: list[int], kids: dict[int, list[EtOp]]) -> Node:
         times = self.host_times(op)
         start = dur = 0
         if times is not None:
-            start, dur = times
-            inner = 0
-            for child in kids.get(op.id, ()):
-                ct = self.host_times(child)
-                if ct is not None and child.tid == op.tid:
-                    inner += ct[1]
-            dur = max(0, dur - inner)
+            start = times[0]
+            dur = self.duration_ns.get(op.id, 0)
         attrs = [Attr("rf_id", op.rf_id), Attr("fw_parent", op.fw_parent), Attr("seq_id", op.seq_id),
                  Attr("scope", op.scope), Attr("tid", op.tid), Attr("fw_tid", op.fw_tid),
                  Attr("is_cpu_op", True, "bool_val")]
+        if op.id in self.range_ns:
+            attrs.append(Attr("range_duration_ns", self.range_ns[op.id], "int64_val"))
+        elif self.gap_ns.get(op.id):
+            attrs.append(Attr("host_gap_ns", self.gap_ns[op.id], "int64_val"))
         if op.op_schema:
             attrs.append(Attr("op_schema", op.op_schema, "string_val"))
         return Node(id=op.id, name=op.name, type=NodeType.COMP_NODE, ctrl_deps=ctrl, start_time_ns=start,

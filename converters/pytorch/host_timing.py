@@ -22,6 +22,11 @@ Both PyTorch paths (Kineto-only and ET + Kineto) time host nodes with
   span.  Its amount is returned per node (:attr:`ThreadTiming.gap_ns`).
   Uncovered time outside every range is idle (a worker thread waiting for work)
   and is not time of any node: waiting is what dependencies express.
+* **Waiting is not work.**  Once the graph's dependencies are known,
+  :func:`trim_waiting_gaps` removes from a node's leading uncovered time the
+  part before the measured end of a node it depends on (the thread was
+  waiting for that collective, kernel or other thread, which the replay
+  already waits for): counting it as work would count the wait twice.
 
 Times are integer ns.  Pure function of the spans; no errors raised.
 """
@@ -29,9 +34,9 @@ Times are integer ns.  Pure function of the spans; no errors raised.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Hashable, Sequence
+from typing import Any, Hashable, Mapping, Sequence
 
-__all__ = ["HostSpan", "ThreadTiming", "thread_timing"]
+__all__ = ["HostSpan", "ThreadTiming", "thread_timing", "trim_waiting_gaps"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,12 +56,14 @@ class ThreadTiming:
     Attributes:
         duration_ns: key -> node duration (ns): own time plus attributed uncovered time; 0 for ranges.
         gap_ns: key -> the part of ``duration_ns`` that was uncovered time inside a range.
+        lead_gap_ns: key -> the part of ``gap_ns`` that came before the event (the rest followed it).
         parent: key -> key of the enclosing event (after clamping), absent for top-level events.
         partial_overlaps: events clamped because they overlapped an enclosing event without nesting.
     """
 
     duration_ns: dict
     gap_ns: dict
+    lead_gap_ns: dict
     parent: dict
     partial_overlaps: int
 
@@ -95,14 +102,15 @@ def thread_timing(spans: Sequence[HostSpan]) -> ThreadTiming:
         else:
             own[p] -= end[s.key] - s.start_ns
     gap: dict = {}
+    lead: dict = {}
     ranges = [s for s in order if s.is_range]
-    _attribute_gaps(top_work, ranges, end, own, gap)
+    _attribute_gaps(top_work, ranges, end, own, gap, lead)
     duration = {k: max(0, v) for k, v in own.items()}
-    return ThreadTiming(duration, gap, parent, overlaps)
+    return ThreadTiming(duration, gap, lead, parent, overlaps)
 
 
 def _attribute_gaps(top_work: list[HostSpan], ranges: list[HostSpan], end: dict, own: dict,
-                    gap: dict) -> None:
+                    gap: dict, lead: dict) -> None:
     """Add uncovered time inside ranges to the next work node of the range (else its last one)."""
     if not ranges or not top_work:
         return
@@ -129,6 +137,8 @@ def _attribute_gaps(top_work: list[HostSpan], ranges: list[HostSpan], end: dict,
             if target is not None:
                 own[target.key] += hi - lo
                 gap[target.key] = gap.get(target.key, 0) + hi - lo
+                if target is after:
+                    lead[target.key] = lead.get(target.key, 0) + hi - lo
 
 
 def _covered(a: int, b: int, ranges: list[HostSpan], end: dict) -> list[tuple[int, int, HostSpan]]:
@@ -149,3 +159,36 @@ def _covered(a: int, b: int, ranges: list[HostSpan], end: dict) -> list[tuple[in
         if best is not None:
             out.append((lo, hi, best))
     return out
+
+
+def trim_waiting_gaps(nodes: Sequence[Any], lead_gap_ns: Mapping[int, int]) -> int:
+    """Remove waiting from leading uncovered time (see the module doc); returns the ns removed.
+
+    Args:
+        nodes: the rank's nodes (``id``, ``start_time_ns``, ``duration_ns``, ``data_deps``); durations are
+            lowered in place, the ``host_gap_ns`` attribute with them.
+        lead_gap_ns: node id -> leading uncovered time included in its duration (ns).
+    """
+    by_id = {n.id: n for n in nodes}
+    removed = 0
+    for nid, lead in lead_gap_ns.items():
+        node = by_id.get(nid)
+        if node is None or lead <= 0:
+            continue
+        gap_start = node.start_time_ns - lead
+        waited_until = gap_start
+        for d in node.data_deps:
+            src = by_id.get(d)
+            if src is None or src.get_attr("host_gap_ns") is not None or src.get_attr("range_duration_ns"):
+                continue
+            waited_until = max(waited_until, min(node.start_time_ns, src.start_time_ns + src.duration_ns))
+        cut = waited_until - gap_start
+        if cut > 0:
+            node.duration_ns -= cut
+            gap = int(node.get_attr("host_gap_ns") or 0) - cut
+            if gap > 0:
+                node.set_attr("host_gap_ns", gap)
+            else:
+                node.attrs = [a for a in node.attrs if a.name != "host_gap_ns"]
+            removed += cut
+    return removed

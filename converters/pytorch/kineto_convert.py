@@ -45,7 +45,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from tracekit.converters.pytorch.device_graph import (
     HOST_API_CATEGORIES, DeviceGraph, DeviceGraphStats, build_device_graph, forward_position, time_key,
 )
-from tracekit.converters.pytorch.host_timing import HostSpan, thread_timing
+from tracekit.converters.pytorch.host_timing import HostSpan, thread_timing, trim_waiting_gaps
 from tracekit.converters.pytorch.kineto_comms import (
     KinetoComm, declared_groups_from_rpc, extract_comms, is_nccl_kernel,
 )
@@ -195,6 +195,7 @@ class _Converter:
         self.parent_of: dict[int, int] = {}
         self.exclusive_ns: dict[int, int] = {}
         self.gap_ns: dict[int, int] = {}
+        self.lead_gap_ns: dict[int, int] = {}
         self.partial_overlaps = 0
         for lane in self.lanes.values():
             timing = thread_timing([HostSpan(e.index, e.start_ns, e.end_ns, e.category in RANGE_CATEGORIES)
@@ -202,6 +203,7 @@ class _Converter:
             self.parent_of.update(timing.parent)
             self.exclusive_ns.update(timing.duration_ns)
             self.gap_ns.update(timing.gap_ns)
+            self.lead_gap_ns.update(timing.lead_gap_ns)
             self.partial_overlaps += timing.partial_overlaps
         if self.partial_overlaps:
             log.warning("%s: %d host event(s) overlap an enclosing event without nesting; clamped to its end",
@@ -256,6 +258,7 @@ class _Converter:
             nodes.append(node)
 
         flow_edges = self.add_edges(node_of, dgraph, by_index)
+        trim_waiting_gaps(nodes, {node_of[i].id: g for i, g in self.lead_gap_ns.items() if i in node_of})
         self.check_forward(nodes)
 
         counts = Counter(n.type.name for n in nodes)
