@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -119,9 +119,54 @@ def check_replay(traceset: "TraceSet", spec: Any = DEFAULT_SPEC, *, fold: bool =
     from tracekit.replayer import ReplayOptions, replay
 
     notes = list(measured_notes(traceset))
+    missing = traceset.missing_ranks
+    if missing:
+        rows: list[StepComparison] = []
+        notes.append(f"partial job: {len(traceset)} of {traceset.world_size} ranks present (missing "
+                     f"{_ranks_text(missing)}); each present rank is replayed alone, its communication nodes "
+                     f"as compute with their measured durations (waiting for the absent ranks included)")
+        result = None
+        for rank in traceset.ranks:
+            alone = local_rank(traceset[rank])
+            result = replay(alone, spec, options=ReplayOptions(collective_model="measured", fold=False))
+            for row in compare(alone, result).rows:
+                rows.append(replace(row, rank=rank))
+        return MeasuredComparison(tuple(rows), tuple(notes), result)
     result = replay(traceset, spec, options=ReplayOptions(collective_model="measured", fold=fold))
     comparison = compare(traceset, result)
     return MeasuredComparison(comparison.rows, tuple(notes) + comparison.notes, result)
+
+
+def _ranks_text(ranks: tuple[int, ...]) -> str:
+    shown = ", ".join(str(r) for r in ranks[:8])
+    return shown + (f" ... ({len(ranks)} ranks)" if len(ranks) > 8 else "")
+
+
+def local_rank(trace: Any) -> "TraceSet":
+    """One rank of a partial job as a 1-rank set: COMM nodes become compute nodes of their measured duration.
+
+    The rank is renumbered 0; process-group declarations are dropped (no peer is present).
+    """
+    from tracekit.model import Attr, ExecutionTrace, Node, NodeType
+    from tracekit.traceset import TraceSet
+
+    nodes = []
+    for n in trace.nodes:
+        if n.type == NodeType.METADATA_NODE and "process_group" in n.name:
+            continue
+        if n.type.name.startswith("COMM"):
+            keep = [a for a in n.attrs if not a.name.startswith("comm_") and a.name not in ("pg_name", "is_cpu_op")]
+            n = Node(id=n.id, name=n.name, type=NodeType.COMP_NODE, ctrl_deps=list(n.ctrl_deps),
+                     data_deps=list(n.data_deps), start_time_ns=n.start_time_ns, duration_ns=n.duration_ns,
+                     inputs=n.inputs, outputs=n.outputs,
+                     attrs=keep + [Attr("is_cpu_op", False, "bool_val"), Attr("measured_comm", True, "bool_val")])
+        nodes.append(n)
+    kept = {n.id for n in nodes}
+    for n in nodes:
+        if any(d not in kept for d in n.data_deps) or any(d not in kept for d in n.ctrl_deps):
+            n.data_deps = [d for d in n.data_deps if d in kept]
+            n.ctrl_deps = [d for d in n.ctrl_deps if d in kept]
+    return TraceSet({0: ExecutionTrace(nodes, trace.metadata, rank=0, path=trace.path)})
 
 
 def measured_notes(traceset: "TraceSet") -> list[str]:
