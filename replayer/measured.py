@@ -22,7 +22,7 @@ the host nodes whose replayed start moved most relative to the marker,
 compared with their measured start (``shift_ns``, positive = later than
 measured), i.e. where the replay waited where the run did not, or the reverse.
 
-Errors: :class:`~tracekit.errors.ReplayCheckError` when the set has no
+Errors: :class:`~tracekit.errors.ReplayError` when the set has no
 measured durations at all (an ET without Kineto): replaying it would give
 0 ns.
 """
@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tracekit.replayer.checks import ReplayCheckError
+from tracekit.errors import ReplayError
 
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.replayer.results import ReplayResult
@@ -113,7 +113,7 @@ def check_replay(traceset: "TraceSet", spec: Any = DEFAULT_SPEC, *, fold: bool =
     """Replay ``traceset`` with its measured durations and compare with the measurement.
 
     Raises:
-        ReplayCheckError: no node of the set has a measured duration.
+        ReplayError: no node of the set has a measured duration.
         plus the errors of :func:`tracekit.replayer.replay`.
     """
     from tracekit.replayer import ReplayOptions, replay
@@ -173,7 +173,7 @@ def measured_notes(traceset: "TraceSet") -> list[str]:
     """What the measured replay must say up front (missing timing, waits inside collectives).
 
     Raises:
-        ReplayCheckError: no node has a measured duration.
+        ReplayError: no node has a measured duration.
     """
     notes: list[str] = []
     timed = comm = 0
@@ -184,7 +184,7 @@ def measured_notes(traceset: "TraceSet") -> list[str]:
                 if n.type.name.startswith("COMM"):
                     comm += 1
     if timed == 0:
-        raise ReplayCheckError(
+        raise ReplayError(
             "no measured durations: every node of the trace set has duration 0 (an Execution Trace converted "
             "without its Kineto trace records no times); convert with --kineto, or replay with a compute cost "
             "model (num_ops/tensor_size) instead of --measured")
@@ -210,7 +210,36 @@ def compare(traceset: "TraceSet", result: "ReplayResult") -> MeasuredComparison:
         end = dict(zip(sched.node_ids.tolist(), sched.end_ns.tolist()))
         steps = _step_rows(trace, rank, start, end)
         rows.extend(steps or [_whole_row(trace, rank, result.rank(rank).iteration_time_ns)])
+    rows.extend(_job_rows(traceset, rows))
     return MeasuredComparison(tuple(rows), (), result)
+
+
+def _job_rows(traceset: "TraceSet", rows: list[StepComparison]) -> list[StepComparison]:
+    """Per step of a multi-rank job: measured from the last rank's step start to the last rank's step end.
+
+    The replay starts every rank at 0, i.e. as if all ranks entered the step together; a rank that entered
+    earlier waited in its first collectives, which its own measured step includes.  On one host clock
+    (ranks of one machine) the job's comparable measured step is ``max(end) - max(start)`` over ranks.
+    Row rank is -1.
+    """
+    if len(traceset) < 2:
+        return []
+    spans: dict[int, list[tuple[int, int]]] = {}
+    for rank in traceset.ranks:
+        for n in traceset[rank].nodes:
+            m = STEP_MARKER.match(n.name)
+            if m and n.get_attr("range_duration_ns") is not None:
+                spans.setdefault(int(m.group(1)), []).append(
+                    (n.start_time_ns, n.start_time_ns + int(n.get_attr("range_duration_ns"))))
+    out = []
+    for step, got in sorted(spans.items()):
+        predicted = [r.predicted_ns for r in rows if r.step == step]
+        if len(got) != len(traceset) or not predicted:
+            continue
+        measured = max(e for _, e in got) - max(s for s, _ in got)
+        out.append(StepComparison(-1, step, float(measured), float(max(predicted)),
+                                  f"job: last rank's ProfilerStep#{step} start to last rank's end (one host clock)"))
+    return out
 
 
 def _whole_row(trace: Any, rank: int, predicted_ns: float) -> StepComparison:

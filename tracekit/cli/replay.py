@@ -72,6 +72,11 @@ def render_result(console: Any, result: Any) -> None:
     methods = ", ".join(f"{k} {v:,}" for k, v in result.compute_methods)
     if methods:
         console.print(f"compute nodes timed by: {methods}")
+    missing = dict(result.compute_methods).get("missing", 0)
+    if missing:
+        console.print(f"[bold red]warning:[/bold red] {missing:,} compute node(s) have no measured duration and no "
+                      f"FLOPs/bytes, so they were replayed as 0 ns (an Execution Trace converted without Kineto "
+                      f"records no times): convert with --kineto for measured times")
 
 
 @click.command(context_settings=CONTEXT_SETTINGS)
