@@ -38,6 +38,7 @@ edges that would not be are counted in :attr:`RankConversion.dropped_edges`.
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,6 +57,7 @@ from tracekit.converters.pytorch.linker import LinkReport, Linkage, is_et_root
 CHAKRA_VERSION = "0.0.4"
 #: Linked Kineto categories that are ranges (annotations), see :mod:`.host_timing`.
 RANGE_CATEGORIES = frozenset({"user_annotation"})
+_STEP = re.compile(r"ProfilerStep#\d+$")
 log = logging.getLogger(__name__)
 _NCCL_KERNEL = ("nccl", "Nccl")
 _SYNC_KINDS = frozenset({"device_sync", "stream_sync", "stream_sync_inferred", "event_sync",
@@ -168,6 +170,7 @@ class _Builder:
         self.thread_chains(ops, comms)
         self.cross_thread(ops, comms)
         self.joins(ops, comms, position)
+        self.kineto_step_markers(ops, out, position)
         if self.link is not None:
             out.extend(self.device_nodes(comms, position))
             trim_waiting_gaps(out, {k: v for k, v in self.lead_gap_ns.items() if k in self.nodes})
@@ -188,6 +191,10 @@ class _Builder:
             if is_range:
                 self.range_ns[et_id] = e.duration_ns
             lanes.setdefault((e.pid, e.tid), []).append(HostSpan(et_id, e.start_ns, e.end_ns, is_range))
+        if self.kineto is not None and not any(_STEP.match(op.name) for op in self.et.ops):
+            for e in self.kineto.events:  # steps only Kineto has (see kineto_step_markers) are ranges too
+                if e.category in RANGE_CATEGORIES and _STEP.match(e.name) and (e.pid, e.tid) in lanes:
+                    lanes[(e.pid, e.tid)].append(HostSpan(("kineto", e.index), e.start_ns, e.end_ns, True))
         for spans in lanes.values():
             timing = thread_timing(spans)
             self.duration_ns.update(timing.duration_ns)
@@ -197,6 +204,40 @@ class _Builder:
         if self.partial_overlaps:
             log.warning("%s: %d host op(s) overlap an enclosing op without nesting; clamped to its end",
                         self.et.path or "ET", self.partial_overlaps)
+
+    def kineto_step_markers(self, ops: list[EtOp], out: list[Node], position: dict[int, int]) -> None:
+        """Steps from Kineto when the ET has none: a zero-duration ``ProfilerStep#N`` node per Kineto step.
+
+        Placed just before the first linked op of the step's Kineto thread (in file order and in that ET
+        thread's chain), with the step's measured span in ``range_duration_ns``.
+        """
+        if self.link is None or self.kineto is None or any(_STEP.match(op.name) for op in ops):
+            return
+        steps = sorted((e for e in self.kineto.events if e.category in RANGE_CATEGORIES and _STEP.match(e.name)),
+                       key=lambda e: e.start_ns)
+        linked = [(op, self.link.host[op.id]) for op in ops if op.id in self.nodes and op.id in self.link.host]
+        for m in steps:
+            first = next((op for op, e in linked if (e.pid, e.tid) == (m.pid, m.tid) and e.start_ns >= m.start_ns),
+                         None)
+            if first is None:
+                continue
+            prev = None
+            for op in ops:
+                if op.id == first.id:
+                    break
+                if op.tid == first.tid and op.id in self.nodes:
+                    prev = op.id
+            nid = self.fresh_id()
+            self.nodes[nid] = Node(id=nid, name=m.name, type=NodeType.COMP_NODE, start_time_ns=m.start_ns,
+                                   duration_ns=0, attrs=[Attr("tid", first.tid), Attr("is_cpu_op", True, "bool_val"),
+                                                         Attr("range_duration_ns", m.duration_ns, "int64_val"),
+                                                         Attr("step_source", "kineto", "string_val")])
+            self.order[nid] = (position[first.id], -1, 0, 0)
+            if prev is not None:
+                self.add_dep(nid, prev)
+            self.add_dep(first.id, nid)
+            at = next(i for i, n in enumerate(out) if n.id == first.id)
+            out.insert(at, self.nodes[nid])
 
     def host_node(self, op: EtOp, ctrl: list[int], kids: dict[int, list[EtOp]]) -> Node:
         times = self.host_times(op)
@@ -357,6 +398,8 @@ class _Builder:
                 host_nodes_by_tid.setdefault(self.et.by_id[nid].tid, []).append(nid)
         for lst in host_nodes_by_tid.values():
             lst.sort(key=lambda n: self.order[n])
+        waits: dict[tuple[int, int], tuple[KinetoEvent, int]] = {}
+        event_at = {e.index: e for e in self.kineto.events} if self.kineto is not None else {}
         for edge in link.device_graph.edges:
             if edge.kind not in _SYNC_KINDS:
                 continue
@@ -375,6 +418,12 @@ class _Builder:
                 dst = self.plan.member_of.get(et_of_host[h.index], et_of_host[h.index])
                 if dst not in self.nodes:
                     continue
+                call = event_at.get(edge.dst)
+                if call is not None and self.nodes[dst].type == NodeType.COMP_NODE:
+                    s_node = self.nodes[src]
+                    key = (dst, call.index)
+                    until = s_node.start_time_ns + s_node.duration_ns
+                    waits[key] = (call, max(until, waits[key][1]) if key in waits else until)
                 if self.order[dst] <= self.order[src]:  # wait inside the launching op: next op on its thread
                     tid = self.et.by_id[dst].tid
                     later = [n for n in host_nodes_by_tid.get(tid, ()) if self.order[n] > self.order[src]]
@@ -382,6 +431,21 @@ class _Builder:
                         continue
                     dst = later[0]
             self.add_dep(dst, src)
+        self.trim_waits(waits)
+
+    def trim_waits(self, waits: dict[tuple[int, int], tuple[KinetoEvent, int]]) -> None:
+        """The part of a synchronizing call before the end of what it waits for is waiting (the replay has
+        the dependency): it is taken off the ET op holding the call, and recorded in ``waited_ns``."""
+        per_node: dict[int, int] = {}
+        for (nid, _), (call, until) in waits.items():
+            waited = max(0, min(call.end_ns, until) - call.start_ns)
+            if waited:
+                per_node[nid] = per_node.get(nid, 0) + waited
+        for nid, waited in per_node.items():
+            node = self.nodes[nid]
+            waited = min(waited, node.duration_ns)
+            node.duration_ns -= waited
+            node.set_attr("waited_ns", waited)
 
 
 def _groups_from_kineto(kineto: KinetoTrace | None) -> dict[str, tuple[int, ...]]:
@@ -424,6 +488,8 @@ def convert_et(et: EtTrace, *, rank: int | None = None, kineto: KinetoTrace | No
                                   rank=rank, node_id=n.id)
         seen.add(n.id)
     metadata = Metadata(version=CHAKRA_VERSION, attrs=[Attr("source_schema", et.schema, "string_val")])
+    if kineto is not None and kineto.world_size is not None:
+        metadata.attrs.append(Attr("world_size", kineto.world_size, "int64_val"))
     trace = ExecutionTrace(nodes, metadata, rank=rank, path=None)
     counts: dict[str, int] = {}
     for n in nodes:

@@ -157,6 +157,11 @@ def convert_kineto(paths: Iterable[str | os.PathLike[str]]) -> TraceSet:
         origin[trace.rank] = p
     if not traces:
         raise ConversionError("no Kineto files to convert")
+    from tracekit.converters.pytorch import world_size_warning
+
+    warning = world_size_warning(traces)
+    if warning:
+        log.warning(warning)
     return TraceSet(traces)
 
 
@@ -368,6 +373,7 @@ class _Converter:
                         dep(prev, node_of[i])
                     prev = i
         # Launch and synchronization edges.
+        waited_until: dict[int, int] = {}  # waiting call -> latest measured end of what it waits for
         for edge in dgraph.edges:
             if edge.kind == "stream_order":
                 continue
@@ -385,9 +391,28 @@ class _Converter:
             j = forward_position(chain_starts[key], pos, src.start_ns)
             if j is not None:
                 dep(edge.src, node_of[chains[key][j].index])
+                waited_until[edge.dst] = max(waited_until.get(edge.dst, 0), src.end_ns)
+        self._trim_waits(waited_until, node_of, by_index)
 
         # fwdbwd flows: forward op -> backward op (cross-thread, shown by the trace).
         return self._flow_edges(node_of, dep)
+
+    def _trim_waits(self, waited_until: Mapping[int, int], node_of: Mapping[int, Node],
+                    by_index: Mapping[int, KinetoEvent]) -> None:
+        """A synchronizing call's measured time up to the end of what it waits for is waiting, not work.
+
+        The replay waits for that device op through the dependency; the call keeps only its time after
+        it (``max(0, end - max(start, waited_end))``, ns), so the wait is not counted twice.
+        """
+        for call, until in waited_until.items():
+            node = node_of.get(call)
+            e = by_index[call]
+            if node is None or node.type != NodeType.COMP_NODE:
+                continue
+            waited = max(0, min(e.end_ns, until) - e.start_ns)
+            if waited:
+                node.duration_ns = max(0, node.duration_ns - waited)
+                node.attrs.append(Attr("waited_ns", waited, "int64_val"))
 
     def _launch_dep(self, src: int, dst_index: int, node_of: Mapping[int, Node], dst: Node, dep) -> None:
         if src in node_of:

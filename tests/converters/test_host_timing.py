@@ -57,3 +57,30 @@ def test_overlap_warning_names_the_count(caplog):
     with caplog.at_level(logging.WARNING):
         convert_kineto_trace(parse_kineto(kineto_doc(events), path="k.json"))
     assert "1 host event(s) overlap" in caplog.text
+
+
+def test_et_without_steps_gets_them_from_kineto_and_keep_iteration_works():
+    from _pytorch_synth import et_doc, node, roots
+
+    from tracekit.converters.pytorch.et_convert import convert_et
+    from tracekit.converters.pytorch.et_reader import parse_et
+    from tracekit.converters.pytorch.linker import link
+    from tracekit.transforms.select import KeepIteration
+
+    et = parse_et(et_doc(roots() + [node(11, "aten::mm", 2, 2), node(12, "aten::add", 2, 3)]), path="et.json")
+    kt = parse_kineto(kineto_doc([cpu("ProfilerStep#7", 0, 50, rf=1, cat="user_annotation"),
+                                  cpu("aten::mm", 10, 20, rf=2), cpu("ProfilerStep#8", 50, 40, rf=9,
+                                                                     cat="user_annotation"),
+                                  cpu("aten::add", 60, 20, rf=3)]), path="k.json")
+    trace = convert_et(et, rank=0, kineto=kt, linkage=link(et, kt)).trace
+    names = [n.name for n in trace.nodes]
+    assert names.index("ProfilerStep#7") < names.index("aten::mm") < names.index("ProfilerStep#8") \
+        < names.index("aten::add")
+    by = {n.name: n for n in trace.nodes}
+    assert by["ProfilerStep#8"].get_attr("range_duration_ns") == 40_000
+    assert by["aten::mm"].id in by["ProfilerStep#8"].data_deps and by["ProfilerStep#8"].id in by["aten::add"].data_deps
+    rows = {r.step: r for r in check_replay(TraceSet({0: trace})).rows}
+    # step 7: mm 20 + uncovered [0,10) + tail [30,50) = 50 us; step 8: add 20 + [50,60) + [80,90) = 40 us
+    assert {k: (r.measured_ns, r.predicted_ns) for k, r in rows.items()} == {7: (50_000, 50_000), 8: (40_000, 40_000)}
+    kept = KeepIteration(8).apply(TraceSet({0: trace}))[0]
+    assert [n.name for n in kept.nodes if n.type.name == "COMP_NODE"] == ["ProfilerStep#8", "aten::add"]

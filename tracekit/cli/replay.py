@@ -73,8 +73,8 @@ def render_result(console: Any, result: Any) -> None:
     if methods:
         console.print(f"compute nodes timed by: {methods}")
     missing = dict(result.compute_methods).get("missing", 0)
-    if missing:
-        console.print(f"[bold red]warning:[/bold red] {missing:,} compute node(s) have no measured duration and no "
+    if missing and missing == sum(v for _, v in result.compute_methods):
+        console.print(f"[bold red]warning:[/bold red] none of the {missing:,} compute node(s) has a measured duration and no "
                       f"FLOPs/bytes, so they were replayed as 0 ns (an Execution Trace converted without Kineto "
                       f"records no times): convert with --kineto for measured times")
 
