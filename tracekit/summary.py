@@ -34,6 +34,8 @@ class TraceSummary:
         comm_bytes_by_collective: CollectiveType name -> summed comm_size (bytes);
             send/recv under ``SEND``/``RECV``.
         compute_ns: summed duration of COMP nodes, nanoseconds.
+        steps: ``ProfilerStep#N`` markers (nodes named so with a ``range_duration_ns``
+            attribute, written by the PyTorch converters) -> measured step duration, ns.
     """
 
     rank: int | None
@@ -46,6 +48,7 @@ class TraceSummary:
     collectives: dict[str, int]
     comm_bytes_by_collective: dict[str, int]
     compute_ns: int
+    steps: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -82,10 +85,17 @@ def summarize_trace(trace: ExecutionTrace) -> TraceSummary:
             size = csize[p]
             comm_bytes[key] += int(size) if isinstance(size, (int, float)) else 0
     compute_ns = int(cols.duration_ns[types == NodeType.COMP_NODE].sum())
+    steps: dict[str, int] = {}
+    ranged, span = cols.attr_int("range_duration_ns")
+    if ranged.any():
+        names = cols.names
+        for p in np.flatnonzero(ranged).tolist():
+            if names[p].startswith("ProfilerStep#"):
+                steps[names[p]] = int(span[p])
     return TraceSummary(rank=trace.rank, path=trace.path, version=trace.metadata.version, nodes=len(cols),
                         data_deps=len(cols.data_ids), ctrl_deps=len(cols.ctrl_ids), nodes_by_type=by_type,
                         collectives=dict(collectives), comm_bytes_by_collective=dict(comm_bytes),
-                        compute_ns=compute_ns)
+                        compute_ns=compute_ns, steps=steps)
 
 
 def summarize_traceset(ts: "TraceSet") -> TraceSetSummary:
