@@ -84,3 +84,56 @@ def test_et_without_steps_gets_them_from_kineto_and_keep_iteration_works():
     assert {k: (r.measured_ns, r.predicted_ns) for k, r in rows.items()} == {7: (50_000, 50_000), 8: (40_000, 40_000)}
     kept = KeepIteration(8).apply(TraceSet({0: trace}))[0]
     assert [n.name for n in kept.nodes if n.type.name == "COMP_NODE"] == ["ProfilerStep#8", "aten::add"]
+
+
+def _k(name, ts, dur, stream=7, **args):
+    return {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": stream, "ts": ts, "dur": dur,
+            "args": {"stream": stream, "device": 0, **args}}
+
+
+def _rt(name, ts, dur, **args):
+    return {"ph": "X", "cat": "cuda_runtime", "name": name, "pid": 100, "tid": 100, "ts": ts, "dur": dur,
+            "args": args}
+
+
+def test_stream_wait_event_consumer_starts_after_producer_in_replay():
+    events = [cpu("ProfilerStep#1", 0, 60, cat="user_annotation"),
+              _rt("cudaLaunchKernel", 10, 1, correlation=1), _rt("cudaEventRecord", 12, 1, correlation=2),
+              _rt("cudaStreamWaitEvent", 13, 1, correlation=3), _rt("cudaLaunchKernel", 14, 1, correlation=4),
+              _k("producer", 20, 10, stream=7, correlation=1), _k("consumer", 31, 5, stream=9, correlation=4),
+              {"ph": "X", "cat": "cuda_sync", "name": "Stream Wait Event", "pid": 0, "tid": 9, "ts": 13, "dur": 1,
+               "args": {"stream": 9, "wait_on_stream": 7, "wait_on_cuda_event_record_corr_id": 2,
+                        "correlation": 3, "cuda_sync_kind": "Stream Wait Event"}},
+              _rt("cudaStreamSynchronize", 40, 2, correlation=5)]
+    trace = convert_kineto_trace(parse_kineto(kineto_doc(events), path="k.json")).trace
+    by = {n.name: n for n in trace.nodes}
+    assert by["producer"].id in by["consumer"].data_deps
+    comparison = check_replay(TraceSet({0: trace}))
+    sched = comparison.result.schedule[0]
+    start = dict(zip(sched.node_ids.tolist(), sched.start_ns.tolist()))
+    end = dict(zip(sched.node_ids.tolist(), sched.end_ns.tolist()))
+    # the launches end at 11 and 15 us (step's uncovered [0,10) goes to the first launch): producer [11,21),
+    # consumer waits for it on the other stream: [21,26), not [15,20)
+    assert (start[by["producer"].id], end[by["producer"].id]) == (11_000, 21_000)
+    assert (start[by["consumer"].id], end[by["consumer"].id]) == (21_000, 26_000)
+
+
+def test_cuda_graph_launch_with_many_kernels_replays_to_the_measured_step():
+    kernels = [_k(f"g{i}", 20 + 3 * i, 2, correlation=5) for i in range(8)]  # 8 kernels [20,42)
+    events = [cpu("ProfilerStep#1", 0, 50, cat="user_annotation"),
+              _rt("cudaGraphLaunch", 10, 4, correlation=5), *kernels,
+              _rt("cudaDeviceSynchronize", 15, 30, correlation=6), cpu("aten::add", 46, 2)]
+    trace = convert_kineto_trace(parse_kineto(kineto_doc(events), path="k.json")).trace
+    by = {n.name: n for n in trace.nodes}
+    assert all(by["cudaGraphLaunch"].id in by[f"g{i}"].data_deps for i in range(8))
+    # the sync [15,45) waited for g7 until 43 us: 28 us of waiting are not its own time; it keeps 2 us plus
+    # the step's uncovered [14,15) before it
+    sync = by["cudaDeviceSynchronize"]
+    assert (sync.get_attr("waited_ns"), sync.duration_ns) == (28_000, 3_000)
+    assert by["g7"].id in by["aten::add"].data_deps  # the host waits for the graph's last kernel
+    (row,) = check_replay(TraceSet({0: trace})).rows
+    # replay: launch [0,14) (own 4 + uncovered [0,10)), the 8 kernels back to back after it [14,30), sync
+    # [14,17), add after g7: [30,35) (own 2 + uncovered [45,46) and the tail [48,50)).  Measured 50 us: the
+    # 6 us between the launch's end and the first kernel and the 1 us gaps between kernels are idle GPU time
+    # the measured durations do not hold -- no double count of the sync's 28 us wait (that would give 63 us).
+    assert (row.measured_ns, row.predicted_ns) == (50_000, 35_000)
