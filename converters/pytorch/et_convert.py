@@ -419,7 +419,7 @@ class _Builder:
                 if dst not in self.nodes:
                     continue
                 call = event_at.get(edge.dst)
-                if call is not None and self.nodes[dst].type == NodeType.COMP_NODE:
+                if call is not None and self.nodes[dst].type == NodeType.COMP_NODE and self.order[dst] > self.order[src]:
                     s_node = self.nodes[src]
                     key = (dst, call.index)
                     until = s_node.start_time_ns + s_node.duration_ns

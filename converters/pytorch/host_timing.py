@@ -24,7 +24,8 @@ Both PyTorch paths (Kineto-only and ET + Kineto) time host nodes with
   and is not time of any node: waiting is what dependencies express.
 * **Waiting is not work.**  Once the graph's dependencies are known,
   :func:`trim_waiting_gaps` removes from a node's leading uncovered time the
-  part before the measured end of a node it depends on (the thread was
+  part before the measured end of a node it depends on that ended inside
+  that uncovered time (the thread was
   waiting for that collective, kernel or other thread, which the replay
   already waits for): counting it as work would count the wait twice.
 
@@ -181,7 +182,9 @@ def trim_waiting_gaps(nodes: Sequence[Any], lead_gap_ns: Mapping[int, int]) -> i
             src = by_id.get(d)
             if src is None or src.get_attr("host_gap_ns") is not None or src.get_attr("range_duration_ns"):
                 continue
-            waited_until = max(waited_until, min(node.start_time_ns, src.start_time_ns + src.duration_ns))
+            src_end = src.start_time_ns + src.duration_ns
+            if src_end <= node.start_time_ns:  # ended in the gap: the thread sat idle until then
+                waited_until = max(waited_until, src_end)
         cut = waited_until - gap_start
         if cut > 0:
             node.duration_ns -= cut

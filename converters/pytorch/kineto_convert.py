@@ -391,7 +391,8 @@ class _Converter:
             j = forward_position(chain_starts[key], pos, src.start_ns)
             if j is not None:
                 dep(edge.src, node_of[chains[key][j].index])
-                waited_until[edge.dst] = max(waited_until.get(edge.dst, 0), src.end_ns)
+                if j == pos:  # the call itself waits in the replay: its measured wait is not its own time
+                    waited_until[edge.dst] = max(waited_until.get(edge.dst, 0), src.end_ns)
         self._trim_waits(waited_until, node_of, by_index)
 
         # fwdbwd flows: forward op -> backward op (cross-thread, shown by the trace).
@@ -401,8 +402,11 @@ class _Converter:
                     by_index: Mapping[int, KinetoEvent]) -> None:
         """A synchronizing call's measured time up to the end of what it waits for is waiting, not work.
 
-        The replay waits for that device op through the dependency; the call keeps only its time after
-        it (``max(0, end - max(start, waited_end))``, ns), so the wait is not counted twice.
+        Only for calls that hold the dependency themselves (they started after the awaited op did): the
+        replay waits for that op before the call, which keeps only its time after it
+        (``max(0, end - max(start, waited_end))``, ns), so the wait is not counted twice.  A call that
+        started before the awaited op keeps its measured time; the dependency goes to the next host node,
+        which then starts at the later of the call's end and the op's end (no double count either).
         """
         for call, until in waited_until.items():
             node = node_of.get(call)

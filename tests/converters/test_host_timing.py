@@ -126,14 +126,28 @@ def test_cuda_graph_launch_with_many_kernels_replays_to_the_measured_step():
     trace = convert_kineto_trace(parse_kineto(kineto_doc(events), path="k.json")).trace
     by = {n.name: n for n in trace.nodes}
     assert all(by["cudaGraphLaunch"].id in by[f"g{i}"].data_deps for i in range(8))
-    # the sync [15,45) waited for g7 until 43 us: 28 us of waiting are not its own time; it keeps 2 us plus
-    # the step's uncovered [14,15) before it
+    # the sync [15,45) started before the kernels: it keeps its measured 30 us (+ the uncovered [14,15)) and
+    # the dependency on the graph's last kernel goes to the next host op
     sync = by["cudaDeviceSynchronize"]
-    assert (sync.get_attr("waited_ns"), sync.duration_ns) == (28_000, 3_000)
-    assert by["g7"].id in by["aten::add"].data_deps  # the host waits for the graph's last kernel
+    assert (sync.get_attr("waited_ns"), sync.duration_ns) == (None, 31_000)
+    assert by["g7"].id in by["aten::add"].data_deps
     (row,) = check_replay(TraceSet({0: trace})).rows
     # replay: launch [0,14) (own 4 + uncovered [0,10)), the 8 kernels back to back after it [14,30), sync
-    # [14,17), add after g7: [30,35) (own 2 + uncovered [45,46) and the tail [48,50)).  Measured 50 us: the
-    # 6 us between the launch's end and the first kernel and the 1 us gaps between kernels are idle GPU time
-    # the measured durations do not hold -- no double count of the sync's 28 us wait (that would give 63 us).
-    assert (row.measured_ns, row.predicted_ns) == (50_000, 35_000)
+    # [14,45), add after max(sync end, g7 end) = 45: [45,50) (own 2 + uncovered [45,46) and the tail [48,50))
+    assert (row.measured_ns, row.predicted_ns) == (50_000, 50_000)
+
+
+def test_sync_call_waiting_for_a_running_kernel_keeps_only_its_time_after_it():
+    events = [cpu("ProfilerStep#1", 0, 40, cat="user_annotation"),
+              _rt("cudaLaunchKernel", 0, 2, correlation=1), _k("k", 3, 20, correlation=1),
+              _rt("cudaStreamSynchronize", 5, 20, correlation=2), cpu("aten::add", 25, 15)]
+    trace = convert_kineto_trace(parse_kineto(kineto_doc(events), path="k.json")).trace
+    by = {n.name: n for n in trace.nodes}
+    sync = by["cudaStreamSynchronize"]
+    assert by["k"].id in sync.data_deps
+    # waited [5,23) for k: 18 us not its own; keeps 2 us + uncovered [2,5) before it = 5 us
+    assert (sync.get_attr("waited_ns"), sync.duration_ns) == (18_000, 5_000)
+    (row,) = check_replay(TraceSet({0: trace})).rows
+    # launch [0,2), k [2,22), sync after k [22,27), add [27,42): 42 us vs 40 measured (the kernel started 1 us
+    # after its launch returned, which the replay does not wait); untrimmed, the sync would end at 42 + 18
+    assert (row.measured_ns, row.predicted_ns) == (40_000, 42_000)
