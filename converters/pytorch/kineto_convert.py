@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import logging
 import os
+from bisect import bisect_left
 import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -396,7 +397,50 @@ class _Converter:
         self._trim_waits(waited_until, node_of, by_index)
 
         # fwdbwd flows: forward op -> backward op (cross-thread, shown by the trace).
+        self.handoffs = self._handoff_edges(node_of, dep)
         return self._flow_edges(node_of, dep)
+
+    def _handoff_edges(self, node_of: Mapping[int, Node], dep) -> int:
+        """Thread hand-off shown by a range that holds no work of its own thread (``## backward ##`` while the
+        autograd thread runs): the range's node -> the first work of each other host thread inside it, and the
+        last of that work to end -> the first node of the range's thread after the range.  Returns edges added.
+        """
+        work = {key: [e for e in lane if e.index in node_of and e.category not in RANGE_CATEGORIES]
+                for key, lane in self.lanes.items()}
+        starts = {key: [e.start_ns for e in lane] for key, lane in work.items()}
+        added = 0
+        for key, lane in self.lanes.items():
+            for r in lane:
+                if r.category not in RANGE_CATEGORIES or r.index not in node_of:
+                    continue
+                own = starts[key]
+                i = bisect_left(own, r.start_ns)
+                if i < len(own) and own[i] < r.end_ns:
+                    continue  # the thread worked inside the range itself
+                inside = []
+                for other, lst in work.items():
+                    if other == key or other[0] != key[0]:  # other threads of the same process
+                        continue
+                    j = bisect_left(starts[other], r.start_ns)
+                    k = j
+                    while k < len(lst) and lst[k].end_ns <= r.end_ns and lst[k].start_ns < r.end_ns:
+                        k += 1
+                    if k > j:
+                        inside.append(lst[j:k])
+                if not inside:
+                    continue
+                rnode = node_of[r.index]
+                for run in inside:
+                    if rnode.id < node_of[run[0].index].id:
+                        dep(r.index, node_of[run[0].index])
+                        added += 1
+                if i < len(own):
+                    last = max((run[-1] for run in inside), key=lambda e: (e.end_ns, e.index))
+                    nxt = node_of[work[key][i].index]
+                    if node_of[last.index].id < nxt.id:
+                        dep(last.index, nxt)
+                        added += 1
+        return added
 
     def _trim_waits(self, waited_until: Mapping[int, int], node_of: Mapping[int, Node],
                     by_index: Mapping[int, KinetoEvent]) -> None:

@@ -45,11 +45,14 @@ def test_annotation_spanning_cross_thread_work_is_not_counted():
     by = {n.name: n for n in trace.nodes}
     assert by["## backward ##"].duration_ns == 0 and by["aten::mm"].duration_ns == 60_000
     # add: own 5 + the step's uncovered [0,10) and [90,92) before it + the step's tail [97,100) = 20 us; the
-    # uncovered [10,90) inside ## backward ## is the main thread waiting (not work), and the autograd-thread mm
-    # is not put after an 80 us annotation: it runs concurrently (old rule: 80 us annotation + chain)
+    # uncovered [10,90) inside ## backward ## is the main thread waiting (not work): the range holds no work of
+    # its own thread, so it hands off to the autograd thread (## backward ## -> mm) and back (mm -> add)
     assert by["aten::add"].duration_ns == 20_000
+    assert by["## backward ##"].id in by["aten::mm"].data_deps and by["aten::mm"].id in by["aten::add"].data_deps
     (row,) = rows
-    assert (row.measured_ns, row.predicted_ns) == (100_000, 20_000)
+    # replay: mm [0,60) after the zero-time markers, add [60,80); the old rule put mm after an 80 us annotation
+    # node.  Measured 100: mm started 20 us into the step (10 of them main-thread Python, counted in add).
+    assert (row.measured_ns, row.predicted_ns) == (100_000, 80_000)
 
 
 def test_overlap_warning_names_the_count(caplog):
