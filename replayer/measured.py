@@ -78,6 +78,8 @@ class StepComparison:
     predicted_ns: float
     source: str
     contributors: tuple[Contributor, ...] = ()
+    replay_start_ns: float = field(default=math.nan, compare=False)
+    replay_end_ns: float = field(default=math.nan, compare=False)
 
     @property
     def error(self) -> float:
@@ -132,9 +134,64 @@ def check_replay(traceset: "TraceSet", spec: Any = DEFAULT_SPEC, *, fold: bool =
             for row in compare(alone, result).rows:
                 rows.append(replace(row, rank=rank))
         return MeasuredComparison(tuple(rows), tuple(notes), result)
+    traceset, offset_ns = with_start_offsets(traceset)
+    if offset_ns:
+        notes.append(f"ranks start their first step at its measured offsets (up to {offset_ns / 1e6:,.3f} ms "
+                     f"after the first rank; one host clock assumed), as in the run")
     result = replay(traceset, spec, options=ReplayOptions(collective_model="measured", fold=fold))
     comparison = compare(traceset, result)
     return MeasuredComparison(comparison.rows, tuple(notes) + comparison.notes, result)
+
+
+def with_start_offsets(traceset: "TraceSet") -> tuple["TraceSet", int]:
+    """The set with each rank's first step delayed by its measured offset from the earliest rank.
+
+    A rank that entered the step later in the run enters it later in the replay: a node
+    ``[measured start offset]`` of that duration (ns) on the marker's thread, on which the marker
+    depends.  Offsets are used only when every rank has a first marker and the largest offset is shorter
+    than the shortest first step (otherwise the clocks are not comparable and nothing changes).
+
+    Returns:
+        (the set, the largest offset in ns; 0 when nothing was added).
+    """
+    from tracekit.model import Attr, ExecutionTrace, Node, NodeType
+    from tracekit.traceset import TraceSet
+
+    if len(traceset) < 2:
+        return traceset, 0
+    first: dict[int, Any] = {}
+    for rank in traceset.ranks:
+        for n in traceset[rank].nodes:
+            if STEP_MARKER.match(n.name) and n.get_attr("range_duration_ns") is not None:
+                if rank not in first or n.start_time_ns < first[rank].start_time_ns:
+                    first[rank] = n
+    if len(first) != len(traceset):
+        return traceset, 0
+    t0 = min(n.start_time_ns for n in first.values())
+    offsets = {r: n.start_time_ns - t0 for r, n in first.items()}
+    largest = max(offsets.values())
+    if largest <= 0 or largest >= min(int(n.get_attr("range_duration_ns")) for n in first.values()):
+        return traceset, 0
+    traces = {}
+    for rank in traceset.ranks:
+        trace, marker, off = traceset[rank], first[rank], offsets[rank]
+        if off <= 0:
+            traces[rank] = trace
+            continue
+        nid = max(n.id for n in trace.nodes) + 1
+        pad = Node(id=nid, name="[measured start offset]", type=NodeType.COMP_NODE,
+                   start_time_ns=marker.start_time_ns - off, duration_ns=off,
+                   attrs=[Attr("is_cpu_op", True, "bool_val"), Attr("tid", marker.get_attr("tid") or 0)])
+        nodes = []
+        for n in trace.nodes:
+            if n is marker:
+                nodes.append(pad)
+                n = Node(id=n.id, name=n.name, type=n.type, ctrl_deps=list(n.ctrl_deps),
+                         data_deps=list(n.data_deps) + [nid], start_time_ns=n.start_time_ns,
+                         duration_ns=n.duration_ns, inputs=n.inputs, outputs=n.outputs, attrs=list(n.attrs))
+            nodes.append(n)
+        traces[rank] = ExecutionTrace(nodes, trace.metadata, rank=rank, path=trace.path)
+    return TraceSet(traces), largest
 
 
 def _ranks_text(ranks: tuple[int, ...]) -> str:
@@ -217,10 +274,8 @@ def compare(traceset: "TraceSet", result: "ReplayResult") -> MeasuredComparison:
 def _job_rows(traceset: "TraceSet", rows: list[StepComparison]) -> list[StepComparison]:
     """Per step of a multi-rank job: measured from the last rank's step start to the last rank's step end.
 
-    The replay starts every rank at 0, i.e. as if all ranks entered the step together; a rank that entered
-    earlier waited in its first collectives, which its own measured step includes.  On one host clock
-    (ranks of one machine) the job's comparable measured step is ``max(end) - max(start)`` over ranks.
-    Row rank is -1.
+    On one host clock (ranks of one machine) the job's step is ``max(end) - max(start)`` over ranks, measured
+    and replayed alike.  Row rank is -1.
     """
     if len(traceset) < 2:
         return []
@@ -233,11 +288,12 @@ def _job_rows(traceset: "TraceSet", rows: list[StepComparison]) -> list[StepComp
                     (n.start_time_ns, n.start_time_ns + int(n.get_attr("range_duration_ns"))))
     out = []
     for step, got in sorted(spans.items()):
-        predicted = [r.predicted_ns for r in rows if r.step == step]
-        if len(got) != len(traceset) or not predicted:
+        mine = [r for r in rows if r.step == step]
+        if len(got) != len(traceset) or not mine:
             continue
         measured = max(e for _, e in got) - max(s for s, _ in got)
-        out.append(StepComparison(-1, step, float(measured), float(max(predicted)),
+        predicted = max(r.replay_end_ns for r in mine) - max(r.replay_start_ns for r in mine)
+        out.append(StepComparison(-1, step, float(measured), float(predicted),
                                   f"job: last rank's ProfilerStep#{step} start to last rank's end (one host clock)"))
     return out
 
@@ -277,7 +333,8 @@ def _step_rows(trace: Any, rank: int, start: dict, end: dict) -> list[StepCompar
         shifts = [((start[n.id] - r0) - (n.start_time_ns - t0), n) for n in members]
         moved = [Contributor(n.id, n.name, s) for s, n in _deltas(shifts)]
         rows.append(StepComparison(rank, step, float(t1 - t0), float(r1 - r0),
-                                   f"Kineto ProfilerStep#{step} duration (rank {rank})", tuple(moved)))
+                                   f"Kineto ProfilerStep#{step} duration (rank {rank})", tuple(moved),
+                                   float(r0), float(r1)))
     return rows
 
 

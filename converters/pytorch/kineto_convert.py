@@ -241,6 +241,7 @@ class _Converter:
         dgraph = build_device_graph(kt)
         self.host_structure(host)
         by_index = {e.index: e for e in kt.events}
+        self.by_index = by_index
         launched_by = {call: [by_index[i] for i in ops] for call, ops in dgraph.launched.items()}
         groups = self.groups(host)
         comms = extract_comms(self.lanes, self.parent_of, launched_by, rank=self.rank, groups=groups,
@@ -336,8 +337,21 @@ class _Converter:
                                 ("comm_tag", comm.comm_tag)):
                 if value is not None:
                     attrs.append(Attr(name, value, "int32_val"))
-        return Node(id=nid, name=e.name, type=ntype, start_time_ns=e.start_ns, duration_ns=duration,
+        start = e.start_ns
+        if comm is not None and not e.is_device:
+            start, duration = self.gloo_span(e, comm, duration)
+        return Node(id=nid, name=e.name, type=ntype, start_time_ns=start, duration_ns=duration,
                     attrs=attrs)
+
+    def gloo_span(self, e: KinetoEvent, comm: KinetoComm, duration: int) -> tuple[int, int]:
+        """A host COMM node's measured time: its gloo worker records' span when it has some (the transfer
+        runs there, as in the ET path), else the host op's span."""
+        workers = [w for w in (self.by_index[i] for i in comm.members if i != e.index)
+                   if w.name.startswith("gloo:") and w.tid != e.tid]
+        if not workers:
+            return e.start_ns, duration
+        start = min(w.start_ns for w in workers)
+        return start, max(w.end_ns for w in workers) - start
 
     # ------------------------------------------------------------------ edges
     def add_edges(self, node_of: Mapping[int, Node], dgraph: DeviceGraph,
