@@ -268,7 +268,32 @@ def compare(traceset: "TraceSet", result: "ReplayResult") -> MeasuredComparison:
         steps = _step_rows(trace, rank, start, end)
         rows.extend(steps or [_whole_row(trace, rank, result.rank(rank).iteration_time_ns)])
     rows.extend(_job_rows(traceset, rows))
-    return MeasuredComparison(tuple(rows), (), result)
+    return MeasuredComparison(tuple(rows), tuple(_waiting_notes(traceset, result)), result)
+
+
+def _waiting_notes(traceset: "TraceSet", result: "ReplayResult") -> list[str]:
+    """Per rank: how much of its measured collective time exceeds the replayed transfer (waiting for others).
+
+    For each replayed collective, a member's waiting is ``max(0, measured duration - replayed transfer
+    time)`` (ns); the replay counts the transfer once and lets arrival order produce the rest.
+    """
+    durations = {rank: {n.id: n.duration_ns for n in traceset[rank].nodes if n.type.name.startswith("COMM")}
+                 for rank in traceset.ranks}
+    waited: dict[int, float] = {}
+    count: dict[int, int] = {}
+    for row in result.collectives:
+        for rank, nid in zip(row.ranks, row.node_ids):
+            d = durations.get(rank, {}).get(nid)
+            if d is not None and d > row.time_ns:
+                waited[rank] = waited.get(rank, 0.0) + d - row.time_ns
+                count[rank] = count.get(rank, 0) + 1
+    out = []
+    for rank in sorted(waited):
+        if waited[rank] >= 1e6:
+            out.append(f"rank {rank}: {waited[rank] / 1e6:,.3f} ms of its measured time in {count[rank]} "
+                       f"collective(s) is waiting for slower ranks (beyond the replayed transfer), counted once "
+                       f"through arrival order, not as transfer time")
+    return out
 
 
 def _job_rows(traceset: "TraceSet", rows: list[StepComparison]) -> list[StepComparison]:
