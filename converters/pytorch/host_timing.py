@@ -34,10 +34,11 @@ Times are integer ns.  Pure function of the spans; no errors raised.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass
 from typing import Any, Hashable, Mapping, Sequence
 
-__all__ = ["HostSpan", "ThreadTiming", "thread_timing", "trim_waiting_gaps"]
+__all__ = ["HostSpan", "ThreadTiming", "handoff_edges", "thread_timing", "trim_waiting_gaps"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,3 +196,53 @@ def trim_waiting_gaps(nodes: Sequence[Any], lead_gap_ns: Mapping[int, int]) -> i
                 node.attrs = [a for a in node.attrs if a.name != "host_gap_ns"]
             removed += cut
     return removed
+
+
+def handoff_edges(lanes: Mapping[Any, Sequence[Any]], node_of: Mapping[int, Any], dep: Any,
+                  range_categories: Any) -> int:
+    """Thread hand-off shown by a range that holds no work of its own thread (``## backward ##`` while the
+    autograd thread runs): the range's node -> the first work of each other host thread inside it, and the
+    last of that work to end -> the first node of the range's thread after the range.  Returns edges added.
+
+    Args:
+        lanes: (pid, tid) -> the thread's Kineto events in start order.
+        node_of: event index -> emitted node (ids in time order).
+        dep: ``dep(src_event_index, dst_node)`` adds a data dependency.
+        range_categories: categories that are ranges.
+    """
+    work = {key: [e for e in lane if e.index in node_of and e.category not in range_categories]
+            for key, lane in lanes.items()}
+    starts = {key: [e.start_ns for e in lane] for key, lane in work.items()}
+    added = 0
+    for key, lane in lanes.items():
+        for r in lane:
+            if r.category not in range_categories or r.index not in node_of:
+                continue
+            own = starts[key]
+            i = bisect_left(own, r.start_ns)
+            if i < len(own) and own[i] < r.end_ns:
+                continue  # the thread worked inside the range itself
+            inside = []
+            for other, lst in work.items():
+                if other == key or other[0] != key[0]:  # other threads of the same process
+                    continue
+                j = bisect_left(starts[other], r.start_ns)
+                k = j
+                while k < len(lst) and lst[k].end_ns <= r.end_ns and lst[k].start_ns < r.end_ns:
+                    k += 1
+                if k > j:
+                    inside.append(lst[j:k])
+            if not inside:
+                continue
+            rnode = node_of[r.index]
+            for run in inside:
+                if rnode.id < node_of[run[0].index].id:
+                    dep(r.index, node_of[run[0].index])
+                    added += 1
+            if i < len(own):
+                last = max((run[-1] for run in inside), key=lambda e: (e.end_ns, e.index))
+                nxt = node_of[work[key][i].index]
+                if node_of[last.index].id < nxt.id:
+                    dep(last.index, nxt)
+                    added += 1
+    return added

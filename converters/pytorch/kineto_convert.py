@@ -4,16 +4,21 @@ Graph built from the Kineto events alone:
 
 * **Host ops.**  Every ``cpu_op``, ``user_annotation``, runtime/driver call
   (``cuda_runtime``, ``cuda_driver``, ``mtia_runtime``...) and ``python_function`` on a
-  host thread is a COMP node.  Nesting is time containment on the thread; a node's
-  duration is its *exclusive* time (its span minus its children's), so a thread's
-  durations add up to its busy time.  Nodes of one thread form a chain in
-  pre-order (start, longer first), each depending on the previous one;
-  ``ctrl_deps`` hold the enclosing op.
+  host thread is a COMP node, timed by :mod:`.host_timing`: annotations
+  (``user_annotation``: ``ProfilerStep#N``, ``## backward ##``, ``record_function``) are
+  ranges of 0 ns with their span in ``range_duration_ns``; work gets its own time
+  plus the uncovered time of its range (``host_gap_ns``); partial overlaps are
+  clamped and counted.  Nodes of one thread form a chain in pre-order (start,
+  longer first), each depending on the previous one; ``ctrl_deps`` hold the
+  enclosing op.  Synchronizing calls that wait in the replay keep only their time
+  after what they wait for (``waited_ns``).
 * **Device ops.**  Kernels, memcpys and memsets are COMP nodes (``is_cpu_op``
   false, ``stream`` attribute) depending on their launch call and on the previous
   op of their stream; synchronization adds the edges :mod:`.device_graph` finds.
 * **Cross-thread.**  Only where the trace shows one: ``fwdbwd`` flow events
-  (forward op -> its backward op), launches, synchronization, gloo worker records.
+  (forward op -> its backward op), launches, synchronization, gloo worker records,
+  and thread hand-off through a range holding no work of its own thread
+  (:func:`.host_timing.handoff_edges`).
 * **Communication.**  :mod:`.kineto_comms` folds each collective family into one
   COMM_COLL / COMM_SEND / COMM_RECV node (the NCCL kernel, or the host op for
   gloo) with ``comm_type``, ``comm_size`` (bytes), ``pg_name`` and for send/recv
@@ -37,7 +42,6 @@ from __future__ import annotations
 
 import logging
 import os
-from bisect import bisect_left
 import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -46,7 +50,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from tracekit.converters.pytorch.device_graph import (
     HOST_API_CATEGORIES, DeviceGraph, DeviceGraphStats, build_device_graph, forward_position, time_key,
 )
-from tracekit.converters.pytorch.host_timing import HostSpan, thread_timing, trim_waiting_gaps
+from tracekit.converters.pytorch.host_timing import HostSpan, handoff_edges, thread_timing, trim_waiting_gaps
 from tracekit.converters.pytorch.kineto_comms import (
     KinetoComm, declared_groups_from_rpc, extract_comms, is_nccl_kernel,
 )
@@ -411,50 +415,8 @@ class _Converter:
         self._trim_waits(waited_until, node_of, by_index)
 
         # fwdbwd flows: forward op -> backward op (cross-thread, shown by the trace).
-        self.handoffs = self._handoff_edges(node_of, dep)
+        self.handoffs = handoff_edges(self.lanes, node_of, dep, RANGE_CATEGORIES)
         return self._flow_edges(node_of, dep)
-
-    def _handoff_edges(self, node_of: Mapping[int, Node], dep) -> int:
-        """Thread hand-off shown by a range that holds no work of its own thread (``## backward ##`` while the
-        autograd thread runs): the range's node -> the first work of each other host thread inside it, and the
-        last of that work to end -> the first node of the range's thread after the range.  Returns edges added.
-        """
-        work = {key: [e for e in lane if e.index in node_of and e.category not in RANGE_CATEGORIES]
-                for key, lane in self.lanes.items()}
-        starts = {key: [e.start_ns for e in lane] for key, lane in work.items()}
-        added = 0
-        for key, lane in self.lanes.items():
-            for r in lane:
-                if r.category not in RANGE_CATEGORIES or r.index not in node_of:
-                    continue
-                own = starts[key]
-                i = bisect_left(own, r.start_ns)
-                if i < len(own) and own[i] < r.end_ns:
-                    continue  # the thread worked inside the range itself
-                inside = []
-                for other, lst in work.items():
-                    if other == key or other[0] != key[0]:  # other threads of the same process
-                        continue
-                    j = bisect_left(starts[other], r.start_ns)
-                    k = j
-                    while k < len(lst) and lst[k].end_ns <= r.end_ns and lst[k].start_ns < r.end_ns:
-                        k += 1
-                    if k > j:
-                        inside.append(lst[j:k])
-                if not inside:
-                    continue
-                rnode = node_of[r.index]
-                for run in inside:
-                    if rnode.id < node_of[run[0].index].id:
-                        dep(r.index, node_of[run[0].index])
-                        added += 1
-                if i < len(own):
-                    last = max((run[-1] for run in inside), key=lambda e: (e.end_ns, e.index))
-                    nxt = node_of[work[key][i].index]
-                    if node_of[last.index].id < nxt.id:
-                        dep(last.index, nxt)
-                        added += 1
-        return added
 
     def _trim_waits(self, waited_until: Mapping[int, int], node_of: Mapping[int, Node],
                     by_index: Mapping[int, KinetoEvent]) -> None:
