@@ -48,9 +48,10 @@ from tracekit.errors import ConversionError
 from tracekit.groups import pg_init_node
 from tracekit.model import Attr, ExecutionTrace, IOInfo, Metadata, Node, NodeType
 
+from tracekit.converters.pytorch.costs import CostStats, attach_costs, capture_device, device_attr
 from tracekit.converters.pytorch.collectives import CommOp, CommPlan, plan_comms, read_process_groups
 from tracekit.converters.pytorch.et_reader import EtIO, EtOp, EtTrace
-from tracekit.converters.pytorch.host_timing import HostSpan, thread_timing, trim_waiting_gaps
+from tracekit.converters.pytorch.host_timing import HostSpan, thread_timing, trim_sync_waits, trim_waiting_gaps
 from tracekit.converters.pytorch.kineto_reader import KinetoEvent, KinetoTrace
 from tracekit.converters.pytorch.linker import LinkReport, Linkage, is_et_root
 
@@ -81,6 +82,7 @@ class RankConversion:
     link: LinkReport | None = None
     dropped_edges: int = 0
     node_counts: dict[str, int] = field(default_factory=dict)
+    costs: CostStats | None = None
 
 
 def _io(io: EtIO) -> IOInfo | None:
@@ -431,21 +433,8 @@ class _Builder:
                         continue
                     dst = later[0]
             self.add_dep(dst, src)
-        self.trim_waits(waits)
-
-    def trim_waits(self, waits: dict[tuple[int, int], tuple[KinetoEvent, int]]) -> None:
-        """The part of a synchronizing call before the end of what it waits for is waiting (the replay has
-        the dependency): it is taken off the ET op holding the call, and recorded in ``waited_ns``."""
-        per_node: dict[int, int] = {}
-        for (nid, _), (call, until) in waits.items():
-            waited = max(0, min(call.end_ns, until) - call.start_ns)
-            if waited:
-                per_node[nid] = per_node.get(nid, 0) + waited
-        for nid, waited in per_node.items():
-            node = self.nodes[nid]
-            waited = min(waited, node.duration_ns)
-            node.duration_ns -= waited
-            node.set_attr("waited_ns", waited)
+        trim_sync_waits((self.nodes[nid], call.start_ns, call.end_ns, until)
+                        for (nid, _), (call, until) in waits.items())
 
 
 def _groups_from_kineto(kineto: KinetoTrace | None) -> dict[str, tuple[int, ...]]:
@@ -487,7 +476,12 @@ def convert_et(et: EtTrace, *, rank: int | None = None, kineto: KinetoTrace | No
             raise ConversionError(f"duplicate node id {n.id} in the converted graph", path=et.path,
                                   rank=rank, node_id=n.id)
         seen.add(n.id)
-    metadata = Metadata(version=CHAKRA_VERSION, attrs=[Attr("source_schema", et.schema, "string_val")])
+    cost_stats = attach_costs(nodes)
+    device = None
+    if kineto is not None:
+        device = capture_device(kineto.device_properties, any(e.is_device for e in kineto.events))
+    metadata = Metadata(version=CHAKRA_VERSION, attrs=[Attr("source_schema", et.schema, "string_val")]
+                        + device_attr(device))
     if kineto is not None and kineto.world_size is not None:
         metadata.attrs.append(Attr("world_size", kineto.world_size, "int64_val"))
     trace = ExecutionTrace(nodes, metadata, rank=rank, path=None)
@@ -496,4 +490,4 @@ def convert_et(et: EtTrace, *, rank: int | None = None, kineto: KinetoTrace | No
         counts[n.type.name] = counts.get(n.type.name, 0) + 1
     return RankConversion(trace=trace, comm_counts=plan.counts(),
                           link=linkage.report if linkage is not None else None,
-                          dropped_edges=builder.dropped, node_counts=counts)
+                          dropped_edges=builder.dropped, node_counts=counts, costs=cost_stats)

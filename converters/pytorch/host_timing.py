@@ -36,9 +36,9 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from dataclasses import dataclass
-from typing import Any, Hashable, Mapping, Sequence
+from typing import Any, Hashable, Iterable, Mapping, Sequence
 
-__all__ = ["HostSpan", "ThreadTiming", "handoff_edges", "thread_timing", "trim_waiting_gaps"]
+__all__ = ["HostSpan", "ThreadTiming", "handoff_edges", "thread_timing", "trim_sync_waits", "trim_waiting_gaps"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,3 +246,24 @@ def handoff_edges(lanes: Mapping[Any, Sequence[Any]], node_of: Mapping[int, Any]
                     dep(last.index, nxt)
                     added += 1
     return added
+
+
+def trim_sync_waits(waits: Iterable[tuple[Any, int, int, int]]) -> None:
+    """Take a synchronizing call's waiting off the node holding it (both PyTorch paths).
+
+    Args:
+        waits: ``(node, call_start_ns, call_end_ns, waited_until_ns)`` for each call that holds its host-wait
+            dependency itself (it started after the awaited op did); a node may appear for several calls.
+            The part ``max(0, min(call_end, until) - call_start)`` is waiting the replay already has as the
+            dependency: it is subtracted from the node's duration (not below 0) and summed in ``waited_ns``.
+    """
+    per_node: dict[int, tuple[Any, int]] = {}
+    for node, start, end, until in waits:
+        waited = max(0, min(end, until) - start)
+        if waited:
+            got = per_node.get(node.id)
+            per_node[node.id] = (node, waited + (got[1] if got else 0))
+    for node, waited in per_node.values():
+        waited = min(waited, node.duration_ns)
+        node.duration_ns -= waited
+        node.set_attr("waited_ns", waited, "int64_val")

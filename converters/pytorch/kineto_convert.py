@@ -47,10 +47,12 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
+from tracekit.converters.pytorch.costs import capture_device, device_attr
+from tracekit.converters.pytorch.kineto_costs import attach_kineto_costs
 from tracekit.converters.pytorch.device_graph import (
     HOST_API_CATEGORIES, DeviceGraph, DeviceGraphStats, build_device_graph, forward_position, time_key,
 )
-from tracekit.converters.pytorch.host_timing import HostSpan, handoff_edges, thread_timing, trim_waiting_gaps
+from tracekit.converters.pytorch.host_timing import HostSpan, handoff_edges, thread_timing, trim_sync_waits, trim_waiting_gaps
 from tracekit.converters.pytorch.kineto_comms import (
     KinetoComm, declared_groups_from_rpc, extract_comms, is_nccl_kernel,
 )
@@ -270,6 +272,7 @@ class _Converter:
 
         flow_edges = self.add_edges(node_of, dgraph, by_index)
         trim_waiting_gaps(nodes, {node_of[i].id: g for i, g in self.lead_gap_ns.items() if i in node_of})
+        attach_kineto_costs(kt, dgraph.launch_of, node_of)  # op costs (issue 15): a separate pass
         self.check_forward(nodes)
 
         counts = Counter(n.type.name for n in nodes)
@@ -289,6 +292,7 @@ class _Converter:
         ])
         if kt.world_size is not None:
             metadata.attrs.append(Attr("world_size", kt.world_size, "int64_val"))
+        metadata.attrs.extend(device_attr(capture_device(kt.device_properties, bool(device_ops))))
         trace = ExecutionTrace(nodes, metadata, rank=self.rank, path=None)
         return KinetoConversion(trace, stats, tuple(comms))
 
@@ -412,31 +416,14 @@ class _Converter:
                 dep(edge.src, node_of[chains[key][j].index])
                 if j == pos:  # the call itself waits in the replay: its measured wait is not its own time
                     waited_until[edge.dst] = max(waited_until.get(edge.dst, 0), src.end_ns)
-        self._trim_waits(waited_until, node_of, by_index)
+        # a call holding its own wait keeps only its time after the awaited op (host_timing.trim_sync_waits)
+        trim_sync_waits((node_of[c], by_index[c].start_ns, by_index[c].end_ns, until)
+                        for c, until in waited_until.items()
+                        if c in node_of and node_of[c].type == NodeType.COMP_NODE)
 
         # fwdbwd flows: forward op -> backward op (cross-thread, shown by the trace).
         self.handoffs = handoff_edges(self.lanes, node_of, dep, RANGE_CATEGORIES)
         return self._flow_edges(node_of, dep)
-
-    def _trim_waits(self, waited_until: Mapping[int, int], node_of: Mapping[int, Node],
-                    by_index: Mapping[int, KinetoEvent]) -> None:
-        """A synchronizing call's measured time up to the end of what it waits for is waiting, not work.
-
-        Only for calls that hold the dependency themselves (they started after the awaited op did): the
-        replay waits for that op before the call, which keeps only its time after it
-        (``max(0, end - max(start, waited_end))``, ns), so the wait is not counted twice.  A call that
-        started before the awaited op keeps its measured time; the dependency goes to the next host node,
-        which then starts at the later of the call's end and the op's end (no double count either).
-        """
-        for call, until in waited_until.items():
-            node = node_of.get(call)
-            e = by_index[call]
-            if node is None or node.type != NodeType.COMP_NODE:
-                continue
-            waited = max(0, min(e.end_ns, until) - e.start_ns)
-            if waited:
-                node.duration_ns = max(0, node.duration_ns - waited)
-                node.attrs.append(Attr("waited_ns", waited, "int64_val"))
 
     def _launch_dep(self, src: int, dst_index: int, node_of: Mapping[int, Node], dst: Node, dep) -> None:
         if src in node_of:
