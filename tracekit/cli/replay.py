@@ -123,11 +123,14 @@ def render_result(console: Any, result: Any, *, top: int = 8) -> None:
     methods = ", ".join(f"{k} {v:,}" for k, v in result.compute_methods)
     if methods:
         console.print(f"compute nodes timed by: {methods}")
-    missing = dict(result.compute_methods).get("missing", 0)
-    if missing and missing == sum(v for _, v in result.compute_methods):
-        console.print(f"[bold red]warning:[/bold red] none of the {missing:,} compute node(s) has a measured duration and no "
-                      f"FLOPs/bytes, so they were replayed as 0 ns (an Execution Trace converted without Kineto "
-                      f"records no times): convert with --kineto for measured times")
+    methods_d = dict(result.compute_methods)
+    missing = methods_d.get("missing", 0)
+    if missing and not methods_d.get("measured", 0):
+        modelled = sum(v for k, v in methods_d.items() if k not in ("measured", "missing"))
+        console.print(f"[bold red]warning:[/bold red] no compute node has a measured duration (an Execution Trace "
+                      f"converted without Kineto records no times): {modelled:,} timed by a cost model from their "
+                      f"FLOPs/bytes, {missing:,} with neither replayed as 0 ns; convert with --kineto for measured "
+                      f"times")
 
 
 def _write_result_json(result: Any, path: str, with_schedule: bool, plan: Any, report: Any) -> None:
