@@ -548,6 +548,8 @@ def compile_program(traceset: "TraceSet", spec: "HardwareSpec", options: ReplayO
         res, names = _resources(cls, sub)
         rank_counts[rank] = {}
         dur = _compute_durations(cols, kind, compute, trace, rank_counts[rank])
+        if model_name == "astra":  # a broadcast-like collective of no runtime: 1 ns (Workload::issue_comm)
+            dur[(kind == K_TIMED) & (cols.types == NodeType.COMM_COLL_NODE) & (dur == 0)] = 1
         for name, c in rank_counts[rank].items():
             counts[name] = counts.get(name, 0) + c
         n = len(kind)

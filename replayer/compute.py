@@ -12,7 +12,8 @@ nodes each method timed):
   FLOPs or only bytes still gets a time; rounded to the nearest ns;
 - ``astra_measured``: ASTRA-sim's replay of a recorded duration:
   ``duration_micros * 1000`` ns, i.e. ``duration_ns`` floored to whole
-  microseconds, and 1 ns when that is zero (docs/design.md section 4);
+  microseconds, and 1 ns when that is zero (docs/design.md section 4) unless the node has no
+  ``num_ops`` either: ASTRA-sim skips such a node (0 ns; measured on the binary, tests/interop);
 - ``astra_roofline``: ASTRA-sim's roofline (``Workload::issue_comp`` and
   ``Roofline::get_perf``): ``intensity = num_ops / tensor_size``, ``perf =
   min(local_mem_bw x 1e9 x intensity, peak_perf x 1e12)``, time =
@@ -167,7 +168,9 @@ class ComputeModel:
     def _astra(self, ops, nbytes, dur, out, method) -> None:
         if not self.astra_roofline:
             micros_ns = (dur // 1000) * 1000
-            out[:] = np.where(micros_ns > 0, micros_ns, 1)
+            # ASTRA-sim (Workload::issue): a node with no runtime and no num_ops is skipped (0 ns); with
+            # num_ops but no runtime it is replayed for 1 ns
+            out[:] = np.where(micros_ns > 0, micros_ns, np.where(ops > 0, 1, 0))
             method[:] = ASTRA_MEASURED
             return
         ok = nbytes > 0
