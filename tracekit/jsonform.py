@@ -20,7 +20,6 @@ encoded and decoded with orjson.
 from __future__ import annotations
 
 import base64
-import gzip
 import math
 import os
 from typing import Any
@@ -246,8 +245,7 @@ def read_json_trace(path: str | os.PathLike[str], *, rank: int | None = None) ->
 
     data = read_input_bytes(spath)
     if data[:2] == b"\x1f\x8b":
-        try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError) as exc:
-            raise TraceFormatError(f"corrupt gzip stream: {exc}", path=spath) from None
+        from tracekit.io import gunzip_limited
+
+        data = gunzip_limited(data, path=spath)
     return loads_trace(data, path=spath, rank=rank)

@@ -25,12 +25,13 @@ def _bw(v: float | None) -> str:
 def render_result(console: Any, result: Any) -> None:
     """Print a :class:`tracekit.replayer.results.ReplayResult` for people."""
     from rich.table import Table
+    from rich.text import Text
 
     prov = result.provenance
     job = result.iteration_time_ns
-    console.print(f"[bold]iteration time {_fmt_ns(job)}[/bold] ({job:,.0f} ns) on {prov.spec_name}: "
+    console.print(Text.assemble((f"iteration time {_fmt_ns(job)}", "bold"), f" ({job:,.0f} ns) on {prov.spec_name}: "
                   f"{prov.world_size} rank(s), {result.node_count:,} nodes, collective model "
-                  f"{prov.collective_model}, compute {prov.compute_mode} x {prov.compute_scale:g}")
+                  f"{prov.collective_model}, compute {prov.compute_mode} x {prov.compute_scale:g}"))
     ranks = list(result.ranks)
     title = "per rank"
     if len(ranks) > MAX_RANK_ROWS:
