@@ -46,7 +46,8 @@ class ReplayCheckError(ReplayError):
     def __init__(self, issues: list[Issue]) -> None:
         shown = "; ".join(str(i) for i in issues[:MAX_IN_MESSAGE])
         more = f"; ... and {len(issues) - MAX_IN_MESSAGE} more" if len(issues) > MAX_IN_MESSAGE else ""
-        super().__init__(f"{len(issues)} problem(s) found before replay: {shown}{more}")
+        total = sum(i.count for i in issues)
+        super().__init__(f"{total:,} problem(s) found before replay: {shown}{more}")
         self.issues = list(issues)
 
 

@@ -386,7 +386,10 @@ class EncodedNodes:
         last = None
         for i in range(len(self.starts)):
             m = self.decode_one(i, last)
-            out.append(node_from_pb(m))
+            try:
+                out.append(node_from_pb(m))
+            except TracekitError as exc:
+                raise exc.with_context(path=self.path, rank=self.rank) from None
             last = m.id
         return out
 
@@ -563,7 +566,10 @@ def iter_nodes(path: str | os.PathLike[str]) -> Iterator[Node]:
                                                last_good_node_id=last, path=spath, rank=rank)
                     m = pb.Node()
                     m.ParseFromString(body)
-                    node = node_from_pb(m)
+                    try:
+                        node = node_from_pb(m)
+                    except TracekitError as exc:
+                        raise exc.with_context(path=spath, rank=rank) from None
                     last = node.id
                     yield node
             except DecodeError as exc:

@@ -27,7 +27,8 @@ from typing import Any
 import orjson
 
 from tracekit.errors import TraceFormatError
-from tracekit.model import ATTR_KINDS, Attr, ExecutionTrace, IOInfo, Metadata, Node, NodeType
+from tracekit.model import (ATTR_KINDS, MAX_DURATION_NS, MAX_TIME_NS, Attr, ExecutionTrace, IOInfo, Metadata, Node,
+                            NodeType, time_range_error)
 
 FORMAT = "tracekit.et.json"
 _NONFINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
@@ -132,6 +133,15 @@ def _u64(value: Any, key: str, node_id: Any, path: str, rank: int | None) -> int
     return value
 
 
+def _time(value: Any, key: str, limit: int, node_id: Any, path: str, rank: int | None) -> int:
+    """A time field in nanoseconds: an integer from 0 to ``limit`` (see tracekit.model.MAX_DURATION_NS)."""
+    value = _u64(value, key, node_id, path, rank)
+    problem = time_range_error(key, value, limit)
+    if problem:
+        raise TraceFormatError(problem, path=path, rank=rank, node_id=node_id)
+    return value
+
+
 def _int_list(value: Any, key: str, node_id: Any, path: str, rank: int | None = None) -> list[int]:
     if value is None:
         return []
@@ -195,8 +205,8 @@ def loads_trace(data: bytes, *, path: str = "<json>", rank: int | None = None) -
             id=nid, name=name, type=_node_type(d.get("type", 0), f"node {nid}", path),
             data_deps=_int_list(d.get("data_deps"), "data_deps", nid, path, rank),
             ctrl_deps=_int_list(d.get("ctrl_deps"), "ctrl_deps", nid, path, rank),
-            start_time_ns=_u64(d.get("start_time_ns", 0), "start_time_ns", nid, path, rank),
-            duration_ns=_u64(d.get("duration_ns", 0), "duration_ns", nid, path, rank),
+            start_time_ns=_time(d.get("start_time_ns", 0), "start_time_ns", MAX_TIME_NS, nid, path, rank),
+            duration_ns=_time(d.get("duration_ns", 0), "duration_ns", MAX_DURATION_NS, nid, path, rank),
             inputs=_io_in(d.get("inputs"), nid, path, rank), outputs=_io_in(d.get("outputs"), nid, path, rank),
             attrs=[_attr_in(a, f"node {nid}", path) for a in _typed(d, "attrs", list, [], f"node {nid}", path, rank)],
         ))
@@ -223,7 +233,8 @@ def _from_feeder(doc: dict[str, Any], path: str, rank: int | None) -> ExecutionT
         node = Node(id=nid, name=str(d.get("Name", "")), type=_node_type(d.get("NodeType", 0), f"node {nid}", path),
                     data_deps=_int_list(d.get("data_deps", d.get("dataDeps")), "data_deps", nid, path, rank),
                     ctrl_deps=_int_list(d.get("ctrlDeps", d.get("ctrl_deps")), "ctrlDeps", nid, path, rank),
-                    duration_ns=int(round(runtime * 1000)))
+                    duration_ns=_time(int(round(runtime * 1000)), "runtime (x 1000)", MAX_DURATION_NS, nid, path,
+                                      rank))
         for key, value in d.items():
             if key not in _FEEDER_KEYS and value is not None:
                 try:

@@ -41,6 +41,18 @@ class NodeType(enum.IntEnum):
     COMM_COLL_NODE = 7
 
 
+# Time limits: beyond them a value is an input error naming the node, never a wrapped or negative time.
+MAX_DURATION_NS = 2**53  # about 104 days; float64 holds every integer up to it, so replay sums stay exact
+MAX_TIME_NS = 2**62  # start times (often epoch-based, 1.7e18 ns in 2024) with room to add durations in int64
+
+
+def time_range_error(field_name: str, value: Any, limit: int) -> str | None:
+    """The message for a time ``value`` (ns) outside ``0 .. limit``, or None when it is in range."""
+    if 0 <= value <= limit:
+        return None
+    return f"{field_name} {value:,} ns is out of range (0 to {limit:,} ns)"
+
+
 COMM_TYPES = frozenset({NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE, NodeType.COMM_COLL_NODE})
 
 

@@ -48,6 +48,7 @@ from typing import Any, Iterable, Mapping
 
 from tracekit.converters.pytorch import jsonload
 from tracekit.errors import TraceFormatError
+from tracekit.model import MAX_DURATION_NS, MAX_TIME_NS, time_range_error
 
 __all__ = [
     "CATEGORY_ALIASES",
@@ -495,6 +496,10 @@ def parse_kineto(doc: Any, *, path: str | None = None) -> KinetoTrace:
                 raise TraceFormatError(
                     f"traceEvents[{i}] ({name!r}): negative duration {e.get('dur')!r} us",
                     path=path, rank=rank)
+            problem = (time_range_error("dur", duration_ns, MAX_DURATION_NS)
+                       or time_range_error("ts", abs(start_ns), MAX_TIME_NS))
+            if problem:
+                raise TraceFormatError(f"traceEvents[{i}] ({name!r}): {problem}"[:300], path=path, rank=rank)
             args = e.get("args")
             if args is None:
                 args = {}
@@ -517,6 +522,9 @@ def parse_kineto(doc: Any, *, path: str | None = None) -> KinetoTrace:
             except ValueError as exc:
                 raise TraceFormatError(f"traceEvents[{i}] (flow {e.get('id')!r}): bad timestamp: {exc}",
                                        path=path, rank=rank) from None
+            if abs(ts_ns) > MAX_TIME_NS:
+                raise TraceFormatError(f"traceEvents[{i}] (flow {e.get('id')!r}): "
+                                       f"{time_range_error('ts', abs(ts_ns), MAX_TIME_NS)}"[:300], path=path, rank=rank)
             flows.append(FlowEvent(phase=ph, flow_id=e.get("id"), category=normalize_category(e.get("cat")),
                                    pid=e.get("pid", 0), tid=e.get("tid", 0), ts_ns=ts_ns))
         elif ph == "M":

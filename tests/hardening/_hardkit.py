@@ -46,3 +46,15 @@ def ring_job(folder: Path, ranks: int = 2, *, name: str = "allreduce", pg: str =
     prefix = folder / "job"
     write_traceset(TraceSet(traces), prefix)
     return prefix
+
+
+def raw_et(path: Path, *nodes: dict) -> Path:
+    """A `.et` file written field by field with protobuf (values the model refuses to encode pass through)."""
+    from tracekit._proto import et_def_pb2 as pb
+    from tracekit.io import frame
+
+    parts = [frame(pb.GlobalMetadata(version="0.0.4").SerializeToString())]
+    for fields in nodes:
+        parts.append(frame(pb.Node(**fields).SerializeToString()))
+    path.write_bytes(b"".join(parts))
+    return path

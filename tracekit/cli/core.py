@@ -102,9 +102,9 @@ def validate(traces: str, rank: int | None, as_json: bool, workers: int | None, 
     else:
         for issue in report.issues:
             click.echo(str(issue))
-        status = "OK" if report.ok else f"FAILED ({len(report.errors)} errors)"
+        status = "OK" if report.ok else f"FAILED ({report.error_count:,} errors)"
         click.echo(f"{status}: {report.checked_ranks} ranks, {report.checked_nodes} nodes, "
-                   f"{len(report.warnings)} warnings")
+                   f"{report.warning_count:,} warnings")
     if not report.ok:
         sys.exit(2)
 
