@@ -34,12 +34,14 @@ one entry per dimension.  Remote memory JSON: only ``NO_MEMORY_EXPANSION``.
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tracekit.errors import SpecError
+from tracekit.replayer.spec_toml import MAX_NPUS, MAX_SPEC_NUMBER
 
 from tracekit.replayer.hardware import (
     AstraSettings, ComputeSettings, DeviceSpec, HardwareSpec, NetworkDim, DEFAULT_ALGORITHMS,
@@ -115,9 +117,10 @@ def _number(data: dict, key: str, path: Path, *, integer: bool = False, minimum:
         return default
     value = data[key]
     ok = isinstance(value, int) if integer else isinstance(value, (int, float))
-    if isinstance(value, bool) or not ok:
+    if isinstance(value, bool) or not ok or not math.isfinite(value) or abs(value) > MAX_SPEC_NUMBER:
         kind = "an integer" if integer else "a number"
-        raise SpecError(f"key {key}: must be {kind}, got {value!r}", path=path)
+        raise SpecError(f"key {key}: must be {kind} of magnitude at most {MAX_SPEC_NUMBER:g}, got {value!r}",
+                        path=path)
     if minimum is not None and value < minimum:
         raise SpecError(f"key {key}: must be at least {minimum}, got {value!r}", path=path)
     return value
@@ -147,9 +150,10 @@ def _read_network(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
             raise SpecError(f"key topology[{i}]: {t!r} is not supported; expected one of "
                             f"{', '.join(_TOPOLOGIES)}", path=path)
         for key, value, integer in (("npus_count", n, True), ("bandwidth", b, False), ("latency", l, False)):
-            if isinstance(value, bool) or not isinstance(value, int if integer else (int, float)) or value < 0:
-                raise SpecError(f"key {key}[{i}]: must be a non-negative {'integer' if integer else 'number'}, "
-                                f"got {value!r}", path=path)
+            if isinstance(value, bool) or not isinstance(value, int if integer else (int, float)) or value < 0 \
+                    or not math.isfinite(value) or value > (MAX_NPUS if integer else MAX_SPEC_NUMBER):
+                raise SpecError(f"key {key}[{i}]: must be a non-negative {'integer' if integer else 'number'} of at "
+                                f"most {MAX_NPUS if integer else MAX_SPEC_NUMBER:g}, got {value!r}", path=path)
         if n < 1 or b <= 0:
             bad = ("npus_count", n) if n < 1 else ("bandwidth", b)
             raise SpecError(f"key {bad[0]}[{i}]: must be positive, got {bad[1]!r}", path=path)

@@ -15,6 +15,11 @@ from typing import Any, Mapping
 
 from tracekit.errors import SpecError
 
+# Absurd values are refused with the key named: no spec quantity (FLOP/s, GB/s, ns, bytes) comes near 1e18,
+# and beyond it times overflow into inf/NaN that every later step would reject or print as "inf ns".
+MAX_SPEC_NUMBER = 1e18
+MAX_NPUS = 1 << 24  # ranks per network dimension
+
 from tracekit.replayer.hardware import (
     ALGORITHMS, COLLECTIVE_KEYS, COLLECTIVE_MODELS, COMPUTE_MODES, DEFAULT_ALGORITHMS, NCCL_ALGORITHMS,
     NCCL_LINKS, NCCL_PROTOCOLS, TOPOLOGIES, TREE_COLLECTIVES, AstraSettings, ComputeSettings, DeviceSpec,
@@ -123,6 +128,8 @@ class _Reader:
             return value
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             raise self.error(key, f"must be a number, got {value!r}")
+        if abs(value) > MAX_SPEC_NUMBER:
+            raise self.error(key, f"must be at most {MAX_SPEC_NUMBER:g} in magnitude, got {value!r}")
         if positive and value <= 0:
             raise self.error(key, f"must be positive, got {value!r}")
         if nonnegative and value < 0:
