@@ -66,6 +66,10 @@ def convert_rank(et_path: str | os.PathLike[str], kineto_path: str | os.PathLike
         if kineto_path is not None:
             kineto = read_kineto(kineto_path)
             linkage = link(et, kineto, allow_unlinked=allow_unlinked)
+            from tracekit.converters.pytorch.run_match import check_same_run
+
+            check_same_run(et, kineto, linkage.report.host_linked, linkage.report.host_ops,
+                           allow_unlinked=allow_unlinked)
         if rank is None:
             rank = kineto.rank if kineto is not None and kineto.rank is not None else rank_in_name(et_path)
         try:
