@@ -95,6 +95,8 @@ def _load_mapping(path: Path, kind: str) -> dict[str, Any]:
         raise SpecError(f"cannot read ASTRA-sim config: {exc.strerror or exc}", path=path) from None
     except errors as exc:
         raise SpecError(f"not valid {kind}: {exc}", path=path) from None
+    except RecursionError:
+        raise SpecError(f"not valid {kind}: nested too deeply", path=path) from None
     if not isinstance(data, dict):
         raise SpecError(f"expected a {kind} {'object' if kind == 'JSON' else 'mapping'} at the top level",
                         path=path)

@@ -373,4 +373,6 @@ def read_spec_file(path: str | os.PathLike[str]) -> HardwareSpec:
         data = tomllib.loads(text.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise SpecError(f"not a valid TOML file: {exc}", path=p) from None
+    except RecursionError:
+        raise SpecError("not a valid TOML file: arrays or tables nested too deeply", path=p) from None
     return spec_from_dict(data, path=p)

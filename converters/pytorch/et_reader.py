@@ -157,8 +157,10 @@ def _flat_op(raw: dict, path: str) -> EtOp:
         scope=_int(raw.get("scope", 0), "scope", nid, path),
         fw_tid=_int(raw.get("fw_tid", 0), "fw_tid", nid, path),
         op_schema=str(raw.get("op_schema", "") or ""),
-        inputs=EtIO(raw.get("inputs") or [], raw.get("input_shapes") or [], raw.get("input_types") or []),
-        outputs=EtIO(raw.get("outputs") or [], raw.get("output_shapes") or [], raw.get("output_types") or []),
+        inputs=_io({"values": raw.get("inputs"), "shapes": raw.get("input_shapes"), "types": raw.get("input_types")},
+                   "inputs", nid, path),
+        outputs=_io({"values": raw.get("outputs"), "shapes": raw.get("output_shapes"),
+                     "types": raw.get("output_types")}, "outputs", nid, path),
     )
 
 
@@ -168,15 +170,27 @@ def _io(obj: Any, what: str, nid: Any, path: str) -> EtIO:
     if not isinstance(obj, dict):
         raise ConversionError(f"{what} must be an object with values/shapes/types, got {type(obj).__name__}",
                               path=path, node_id=nid if isinstance(nid, int) else None)
-    return EtIO(obj.get("values") or [], obj.get("shapes") or [], obj.get("types") or [])
+    parts = [obj.get(k) or [] for k in ("values", "shapes", "types")]
+    for key, part in zip(("values", "shapes", "types"), parts):
+        if not isinstance(part, list):
+            raise ConversionError(f"{what}.{key} must be a list, got {part!r:.80}", path=path,
+                                  node_id=nid if isinstance(nid, int) else None)
+    return EtIO(*parts)
 
 
 def _nested_op(raw: dict, path: str) -> EtOp:
     nid = raw.get("id")
     node_id = _int(nid, "node id", None, path)
     attrs: dict[str, Any] = {}
-    for a in raw.get("attrs") or ():
+    raw_attrs = raw.get("attrs") or ()
+    if not isinstance(raw_attrs, list):
+        raise ConversionError(f"attrs must be a list of {{name, type, value}} objects, got {raw_attrs!r:.80}",
+                              path=path, node_id=node_id)
+    for a in raw_attrs:
         if isinstance(a, dict) and "name" in a:
+            if not isinstance(a["name"], str):
+                raise ConversionError(f"attribute name must be a string, got {a['name']!r:.80}", path=path,
+                                      node_id=node_id)
             attrs[a["name"]] = a.get("value")
     parent = raw.get("ctrl_deps", 0)
     if isinstance(parent, list):  # some writers emit a one-element list

@@ -426,9 +426,27 @@ def _opt_int(value: Any) -> int | None:
     return None
 
 
+_SCALAR_KEYS = (("pid", (int, str)), ("tid", (int, str)), ("cat", (str,)), ("name", (str,)), ("ph", (str,)),
+                ("args", (dict,)))
+
+
+def _check_event_types(e: dict, i: int, path: str | None, rank: int | None) -> None:
+    """Fields used as keys or text must have their JSON type (an object as ``tid``, a list as ``cat``...)."""
+    for key, types in _SCALAR_KEYS:
+        value = e.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, types)):
+            want = " or ".join({"int": "an integer", "str": "a string", "dict": "an object"}[t.__name__]
+                               for t in types)
+            raise TraceFormatError(f"traceEvents[{i}]: {key!r} must be {want}, got {value!r:.80}", path=path,
+                                   rank=rank)
+
+
 def _process_groups(info: Mapping[str, Any], path: str | None) -> tuple[ProcessGroupConfig, ...]:
     groups = []
-    for i, pg in enumerate(info.get("pg_config") or ()):
+    configs = info.get("pg_config") or ()
+    if not isinstance(configs, list):
+        raise TraceFormatError(f"distributedInfo.pg_config must be a list, got {configs!r:.80}", path=path)
+    for i, pg in enumerate(configs):
         if not isinstance(pg, Mapping) or "pg_name" not in pg:
             raise TraceFormatError(f"distributedInfo.pg_config[{i}] has no pg_name: {pg!r:.120}", path=path)
         ranks_raw = pg.get("ranks") or ()
@@ -483,6 +501,7 @@ def parse_kineto(doc: Any, *, path: str | None = None) -> KinetoTrace:
     for i, e in enumerate(raw_events):
         if type(e) is not dict:
             raise TraceFormatError(f"traceEvents[{i}] is not an object: {e!r:.80}", path=path, rank=rank)
+        _check_event_types(e, i, path, rank)
         ph = e.get("ph")
         if ph == "X":
             name = e.get("name", "")
@@ -537,6 +556,8 @@ def parse_kineto(doc: Any, *, path: str | None = None) -> KinetoTrace:
 
     base = top.get("baseTimeNanoseconds")
     dev_props = top.get("deviceProperties") or ()
+    if not isinstance(dev_props, list):
+        raise TraceFormatError(f"'deviceProperties' must be a list of objects, got {dev_props!r:.80}", path=path)
     return KinetoTrace(
         path=path,
         events=tuple(events),

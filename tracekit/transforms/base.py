@@ -164,7 +164,7 @@ def provenance_of(trace: ExecutionTrace) -> dict[str, Any] | None:
         return None
     try:
         return json.loads(raw)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
         raise TransformError(f"metadata attribute {PROVENANCE_ATTR!r} is not JSON: {str(raw)[:80]!r}",
                              rank=trace.rank, path=trace.path) from None
 

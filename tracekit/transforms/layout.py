@@ -90,7 +90,7 @@ def llm_config_of(traceset: "TraceSet") -> dict | None:
         return None
     try:
         cfg = json.loads(raw)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
         raise TransformError(f"metadata attribute {LLM_CONFIG_ATTR!r} is not JSON", rank=first.rank,
                              path=first.path) from None
     if not isinstance(cfg, dict) or not isinstance(cfg.get("parallel"), dict):

@@ -158,6 +158,8 @@ def load_pipeline(path: str | os.PathLike[str]) -> PipelineFile:
         raise ConfigError(f"cannot read pipeline file: {exc.strerror}", path=p) from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"not valid TOML: {exc}", path=p) from None
+    except RecursionError:
+        raise ConfigError("not valid TOML: arrays or tables nested too deeply", path=p) from None
     unknown = sorted(set(data) - {"input", "output", "transform"})
     if unknown:
         raise ConfigError(f"unknown top-level key(s) {', '.join(unknown)}; expected input, output, [[transform]]",
