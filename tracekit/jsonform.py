@@ -84,15 +84,24 @@ def _attr_in(d: Any, where: str, path: str) -> Attr:
     if not isinstance(d, dict) or "name" not in d:
         raise TraceFormatError(f"{where}: attribute must be an object with a name, got {d!r}"[:300], path=path)
     kind = d.get("kind")
-    if kind is not None and kind not in ATTR_KINDS:
-        raise TraceFormatError(f"{where}: attribute {d['name']!r} has unknown kind {kind!r}", path=path)
+    if kind is not None and (not isinstance(kind, str) or kind not in ATTR_KINDS):
+        raise TraceFormatError(f"{where}: attribute {d['name']!r} has unknown kind {kind!r}"[:300], path=path)
+    if not isinstance(d["name"], str) or not isinstance(d.get("doc_string", ""), str):
+        raise TraceFormatError(f"{where}: attribute name and doc_string must be strings, got {d['name']!r}"[:300],
+                               path=path)
     value = d.get("value")
-    if kind in _FLOAT_KINDS:
-        conv = (lambda v: _NONFINITE.get(v, v) if isinstance(v, str) else float(v))
-        value = [conv(v) for v in value] if isinstance(value, list) else conv(value)
-    elif kind in _BYTES_KINDS:
-        value = [base64.b64decode(v) for v in value] if isinstance(value, list) else base64.b64decode(value)
-    return Attr(str(d["name"]), value, kind, d.get("doc_string", ""))
+    try:
+        if kind in _FLOAT_KINDS:
+            conv = (lambda v: _NONFINITE[v] if isinstance(v, str) else float(v))
+            value = [conv(v) for v in value] if isinstance(value, list) else conv(value)
+        elif kind in _BYTES_KINDS:
+            conv = (lambda v: base64.b64decode(v, validate=True))
+            value = [conv(v) for v in value] if isinstance(value, list) else conv(value)
+    except (TypeError, ValueError, KeyError):  # binascii.Error is a ValueError
+        text = "base64 text" if kind in _BYTES_KINDS else "a number (or \"NaN\", \"Infinity\", \"-Infinity\")"
+        raise TraceFormatError(f"{where}: attribute {d['name']!r} of kind {kind}: value must be {text}, got "
+                               f"{value!r}"[:300], path=path) from None
+    return Attr(d["name"], value, kind, d.get("doc_string", ""))
 
 
 def _io_in(d: Any, node_id: int, path: str, rank: int | None) -> IOInfo | None:
