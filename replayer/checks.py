@@ -64,7 +64,7 @@ def check_complete(present_ranks, world_size: int, *, path: str | None = None) -
                           f"process groups) and a replay needs every rank's trace", path=path)
 
 
-def check_spec_size(traceset: "TraceSet", spec: "HardwareSpec", *, world_size: int | None = None,
+def check_spec_size(traceset: "TraceSet", spec: "HardwareSpec", world_size: int | None = None, *,
                     ranks: "list[int] | None" = None) -> None:
     """Raise SpecError when the spec cannot have the trace set's number of ranks.
 
