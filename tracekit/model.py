@@ -53,6 +53,20 @@ def time_range_error(field_name: str, value: Any, limit: int) -> str | None:
     return f"{field_name} {value:,} ns is out of range (0 to {limit:,} ns)"
 
 
+# Rank counts beyond this are input errors (the largest training jobs have ~1e5 ranks); checked before
+# anything per rank is allocated, so an absurd --ranks or --dp fails at once instead of exhausting memory.
+MAX_RANKS = 1 << 20
+
+
+def check_rank_count(n: int, what: str) -> int:
+    """``n`` when ``1 <= n <= MAX_RANKS``; ConfigError naming ``what`` otherwise."""
+    if n > MAX_RANKS or n < 1:
+        from tracekit.errors import ConfigError
+
+        raise ConfigError(f"{what} would have {n:,} ranks; tracekit handles 1 to {MAX_RANKS:,}")
+    return n
+
+
 COMM_TYPES = frozenset({NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE, NodeType.COMM_COLL_NODE})
 
 

@@ -443,7 +443,7 @@ def _check_event_types(e: dict, i: int, path: str | None, rank: int | None) -> N
 
 def _process_groups(info: Mapping[str, Any], path: str | None) -> tuple[ProcessGroupConfig, ...]:
     groups = []
-    configs = info.get("pg_config") or ()
+    configs = info.get("pg_config") or []
     if not isinstance(configs, list):
         raise TraceFormatError(f"distributedInfo.pg_config must be a list, got {configs!r:.80}", path=path)
     for i, pg in enumerate(configs):
@@ -555,7 +555,7 @@ def parse_kineto(doc: Any, *, path: str | None = None) -> KinetoTrace:
         # 'i' instant, 'C' counter and other phases carry no work to convert.
 
     base = top.get("baseTimeNanoseconds")
-    dev_props = top.get("deviceProperties") or ()
+    dev_props = top.get("deviceProperties") or []
     if not isinstance(dev_props, list):
         raise TraceFormatError(f"'deviceProperties' must be a list of objects, got {dev_props!r:.80}", path=path)
     return KinetoTrace(
