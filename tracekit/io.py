@@ -130,6 +130,26 @@ def _signals_deferred() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
+def make_parents(folder: Path) -> list[Path]:
+    """Create ``folder`` and missing parents; returns those created (deepest last) for :func:`remove_if_empty`."""
+    missing = []
+    f = Path(folder)
+    while not f.exists() and f != f.parent:
+        missing.append(f)
+        f = f.parent
+    folder.mkdir(parents=True, exist_ok=True)
+    return list(reversed(missing))
+
+
+def remove_if_empty(created: list[Path]) -> None:
+    """Remove the folders :func:`make_parents` created, deepest first, while they are empty (a failed write)."""
+    for f in reversed(created):
+        try:
+            f.rmdir()
+        except OSError:
+            return
+
+
 def _new_temp(folder: Path) -> tuple[int, str]:
     fd, tmp = tempfile.mkstemp(prefix=".tk-", suffix=".tmp", dir=folder)
     os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp creates 0600; give the file the usual permissions
@@ -158,7 +178,7 @@ def atomic_output(path: str | os.PathLike[str], mode: str = "wb") -> Iterator[IO
         except OSError as exc:
             raise TracekitError(f"cannot write: {exc.strerror or exc}", path=path) from None
         return
-    target.parent.mkdir(parents=True, exist_ok=True)
+    created = make_parents(target.parent)
     tmp = None
     try:
         with _signals_deferred():
@@ -170,6 +190,7 @@ def atomic_output(path: str | os.PathLike[str], mode: str = "wb") -> Iterator[IO
         if tmp is not None:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
+        remove_if_empty(created)
         raise
 
 
@@ -665,6 +686,10 @@ def trace_paths(spec: str | os.PathLike[str]) -> list[tuple[int, Path]]:
             if len(files) == 1:
                 r = 0
             else:
+                m = re.search(r"\.\d+(\.[^./]+(?:\.gz)?)$", f.name)
+                if m:  # a rank, but another extension: say so (e.g. ASTRA-sim's twoComm.2.eg)
+                    raise TraceFormatError(f"file name ends in {m.group(1)!r}, not '.et' or '.et.gz' (expected "
+                                           f"<prefix>.<rank>.et)", path=f)
                 raise TraceFormatError("file name has no rank (expected <prefix>.<rank>.et)", path=f)
         if r in pairs:
             raise TraceFormatError(f"two files for rank {r}: {pairs[r]} and {f}", path=s)
@@ -724,6 +749,7 @@ class TraceSetWriter:
         self.paths: list[Path] = []
         self._lock_fd: int | None = None
         self._lock_path: Path | None = None
+        self._created: list[Path] = []  # folders this writer made (removed again when the write fails)
 
     def target(self, rank: int) -> Path:
         return Path(f"{self.prefix}.{rank}{self.suffix}")
@@ -741,7 +767,7 @@ class TraceSetWriter:
         if self._lock_fd is not None:
             return
         base = Path(self.prefix)
-        base.parent.mkdir(parents=True, exist_ok=True)
+        self._created += make_parents(base.parent if str(base.parent) else Path("."))
         lock_path = base.parent / f".{base.name}.tk-lock"
         while True:
             with _signals_deferred():  # the lock file and the record of it come together
@@ -778,7 +804,7 @@ class TraceSetWriter:
         self._lock()
         target = self._final(rank)
         check_output(target)
-        target.parent.mkdir(parents=True, exist_ok=True)
+        self._created += make_parents(target.parent)
         with _signals_deferred():
             fd, tmp = _new_temp(target.parent)
             self._temps[rank] = tmp
@@ -836,6 +862,8 @@ class TraceSetWriter:
                     os.unlink(tmp)
             self._temps.clear()
             self._unlock()
+            if not self.paths:
+                remove_if_empty(self._created)
 
 
 def write_traceset(traceset, prefix: str | os.PathLike[str], *, compress: bool = False) -> list[Path]:

@@ -135,7 +135,7 @@ def dump(trace: str, output: str | None) -> None:
 @click.option("-o", "--output", type=click.Path(dir_okay=False), required=True,
               help="The .et (or .et.gz) file to write.")
 def load(json_file: str, output: str) -> None:
-    """Turn a JSON trace (tracekit JSON or Chakra feeder JSON) into a .et file.
+    """Turn a JSON trace (tracekit JSON or Chakra feeder JSON) into a .et file (validated first).
 
     \b
     Example:
@@ -143,8 +143,11 @@ def load(json_file: str, output: str) -> None:
     """
     from tracekit.io import write_trace
     from tracekit.jsonform import read_json_trace
+    from tracekit.validate import validate_trace
 
-    write_trace(read_json_trace(json_file), output)
+    trace = read_json_trace(json_file)
+    validate_trace(trace).raise_for_errors()  # never write a file `validate` would reject
+    write_trace(trace, output)
 
 
 COMMANDS = [info, validate, dump, load]
