@@ -90,9 +90,9 @@ class TracekitGroup(click.Group):
     """
 
     def invoke(self, ctx: click.Context) -> Any:
-        from tracekit.io import protect_inputs
-
         try:
+            from tracekit.io import protect_inputs  # imports the protobuf module: its runtime check is an input error
+
             with protect_inputs():
                 return super().invoke(ctx)
         except (TracekitError, OSError) as exc:
