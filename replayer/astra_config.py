@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tracekit.errors import SpecError
+from tracekit.errors import SpecError, malformed_input
 from tracekit.replayer.spec_toml import MAX_NPUS, MAX_SPEC_NUMBER
 
 from tracekit.replayer.hardware import (
@@ -203,7 +203,12 @@ def import_astra_config(system: str | os.PathLike[str], network: str | os.PathLi
     Raises:
         SpecError: naming the file and key of a missing, mistyped or unsupported value.
     """
-    sys_path, net_path = Path(system), Path(network)
+    with malformed_input("ASTRA-sim config", f"{system} + {network}", SpecError):
+        return _import_astra_config(Path(system), Path(network), remote_memory, name, bandwidth_convention)
+
+
+def _import_astra_config(sys_path: Path, net_path: Path, remote_memory: str | os.PathLike[str] | None,
+                         name: str | None, bandwidth_convention: str) -> AstraImport:
     dims, ignored = _read_network(net_path)
     sys_data = _load_json(sys_path)
     n_dims = len(dims)

@@ -13,7 +13,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Mapping
 
-from tracekit.errors import SpecError
+from tracekit.errors import SpecError, malformed_input
 
 # Absurd values are refused with the key named: no spec quantity (FLOP/s, GB/s, ns, bytes) comes near 1e18,
 # and beyond it times overflow into inf/NaN that every later step would reject or print as "inf ns".
@@ -375,4 +375,5 @@ def read_spec_file(path: str | os.PathLike[str]) -> HardwareSpec:
         raise SpecError(f"not a valid TOML file: {exc}", path=p) from None
     except RecursionError:
         raise SpecError("not a valid TOML file: arrays or tables nested too deeply", path=p) from None
-    return spec_from_dict(data, path=p)
+    with malformed_input("hardware spec", p, SpecError):
+        return spec_from_dict(data, path=p)

@@ -26,7 +26,7 @@ from typing import Any
 
 import orjson
 
-from tracekit.errors import TraceFormatError
+from tracekit.errors import TraceFormatError, malformed_input
 from tracekit.model import (ATTR_KINDS, MAX_DURATION_NS, MAX_TIME_NS, Attr, ExecutionTrace, IOInfo, Metadata, Node,
                             NodeType, time_range_error)
 
@@ -268,4 +268,5 @@ def read_json_trace(path: str | os.PathLike[str], *, rank: int | None = None) ->
         from tracekit.io import gunzip_limited
 
         data = gunzip_limited(data, path=spath)
-    return loads_trace(data, path=spath, rank=rank)
+    with malformed_input("trace JSON", spath, TraceFormatError):
+        return loads_trace(data, path=spath, rank=rank)

@@ -88,8 +88,10 @@ def pytorch(et_glob: str, kineto_glob: str | None, prefix: str, allow_unlinked: 
 
 def _kineto_one(path: str):
     from tracekit.converters.pytorch.kineto_convert import convert_kineto_trace, read_kineto
+    from tracekit.errors import ConversionError, malformed_input
 
-    return convert_kineto_trace(read_kineto(path))
+    with malformed_input("Kineto trace", path, ConversionError):
+        return convert_kineto_trace(read_kineto(path))
 
 
 def _kineto_only(paths: list[str], prefix: str, workers: int | None, executor: str) -> None:

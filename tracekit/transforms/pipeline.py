@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from tracekit.errors import ConfigError, TracekitError
+from tracekit.errors import ConfigError, TracekitError, malformed_input
 from tracekit.transforms.base import Transform, stamp_provenance
 from tracekit.transforms.compact import Compact
 from tracekit.transforms.reparallel import ChangePP, ChangeTP
@@ -170,7 +170,8 @@ def load_pipeline(path: str | os.PathLike[str]) -> PipelineFile:
     steps = []
     for i, table in enumerate(tables, start=1):
         try:
-            steps.append(transform_from_table(table, where=f"transform {i}"))
+            with malformed_input(f"[[transform]] table {i}", None, ConfigError):
+                steps.append(transform_from_table(table, where=f"transform {i}"))
         except ConfigError as exc:
             raise exc.with_context(path=p)
     for key in ("input", "output"):
