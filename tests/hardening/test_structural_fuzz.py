@@ -35,7 +35,7 @@ from _hardkit import leftovers, ring_job, run
 from _pytorch_synth import mlp_et, mlp_kineto
 
 PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "default")
-EXAMPLES = {"default": 8, "full": 400}.get(PROFILE, 8)
+EXAMPLES = {"default": 8, "medium": 60, "full": 400}.get(PROFILE, 8)
 SETTINGS = settings(max_examples=EXAMPLES, deadline=None, derandomize=PROFILE == "default", database=None,
                     # the default profile reports the first failing example as found (no shrinking: bounded time)
                     phases=[Phase.explicit, Phase.generate] + ([Phase.shrink] if PROFILE != "default" else []),
