@@ -158,5 +158,7 @@ def test_load_validates_before_writing(tmp_path):
     doc["nodes"][0]["data_deps"] = [77]
     (tmp_path / "a.0.json").write_text(json.dumps(doc))
     line = one_line_error(run("load", tmp_path / "a.0.json", "-o", tmp_path / "out" / "a.0.et"))
-    assert line == f"tracekit: error: {tmp_path}/a.0.json: rank 0: node 0: [dangling-dep] data dep 77 does not exist"
+    assert line == (f"tracekit: error: {tmp_path}/a.0.json: rank 0: node 0: [dangling-dep] data dep 77 does not exist; "
+                    f"nothing written (--no-validate writes it anyway)")
     assert sorted(os.listdir(tmp_path)) == ["a.0.json"]  # no output, no empty output folder
+    assert run("load", tmp_path / "a.0.json", "-o", tmp_path / "out" / "a.0.et", "--no-validate").exit_code == 0
