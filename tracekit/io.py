@@ -525,9 +525,16 @@ def encode_node(node: Node) -> bytes:
         raise TracekitError(f"cannot encode node: {exc}", node_id=node.id) from None
 
 
-def encode_metadata(metadata: Metadata) -> bytes:
-    """The framed GlobalMetadata record that starts a `.et` file."""
-    return frame(metadata_to_pb(metadata).SerializeToString())
+def encode_metadata(metadata: Metadata, *, rank: int | None = None, path: str | None = None) -> bytes:
+    """The framed GlobalMetadata record that starts a `.et` file.
+
+    Raises:
+        TracekitError: an attribute holds a value protobuf cannot encode.
+    """
+    try:
+        return frame(metadata_to_pb(metadata).SerializeToString())
+    except (TypeError, ValueError) as exc:
+        raise TracekitError(f"cannot encode metadata: {exc}", rank=rank, path=path) from None
 
 
 def iter_nodes(path: str | os.PathLike[str]) -> Iterator[Node]:
@@ -607,8 +614,10 @@ def encode_trace(trace: ExecutionTrace) -> bytes:
     """
     parts: list[bytes] = []
     meta_raw = getattr(trace, "_meta_raw", None)
-    parts.append(frame(meta_raw) if meta_raw is not None and _meta_untouched(trace)
-                 else frame(metadata_to_pb(trace.metadata).SerializeToString()))
+    if meta_raw is not None and _meta_untouched(trace):
+        parts.append(frame(meta_raw))
+    else:
+        parts.append(encode_metadata(trace.metadata, rank=trace.rank, path=trace.path))
     if trace._nodes is None:  # untouched since read: copy the records
         parts.extend(trace._encoded.raw_records())
     else:

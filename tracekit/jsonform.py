@@ -26,11 +26,18 @@ from typing import Any
 
 import orjson
 
+from tracekit._codec import attr_to_pb
 from tracekit.errors import TraceFormatError, malformed_input
 from tracekit.model import (ATTR_KINDS, MAX_DURATION_NS, MAX_TIME_NS, Attr, ExecutionTrace, IOInfo, Metadata, Node,
                             NodeType, time_range_error)
 
 FORMAT = "tracekit.et.json"
+def _PB_ATTR():  # noqa: N802 - a message factory
+    from tracekit._proto import et_def_pb2
+
+    return et_def_pb2.AttributeProto()
+
+
 _NONFINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 _FLOAT_KINDS = frozenset({"double_val", "float_val", "double_list", "float_list"})
 _BYTES_KINDS = frozenset({"bytes_val", "bytes_list"})
@@ -101,7 +108,13 @@ def _attr_in(d: Any, where: str, path: str) -> Attr:
         text = "base64 text" if kind in _BYTES_KINDS else "a number (or \"NaN\", \"Infinity\", \"-Infinity\")"
         raise TraceFormatError(f"{where}: attribute {d['name']!r} of kind {kind}: value must be {text}, got "
                                f"{value!r}"[:300], path=path) from None
-    return Attr(d["name"], value, kind, d.get("doc_string", ""))
+    attr = Attr(d["name"], value, kind, d.get("doc_string", ""))
+    try:  # the value must fit its wire kind (type and range), as a .et file would hold it
+        attr_to_pb(attr, _PB_ATTR())
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise TraceFormatError(f"{where}: attribute {d['name']!r}: value {value!r:.80} does not fit kind {kind}: {exc}"
+                               [:300], path=path) from None
+    return attr
 
 
 def _io_in(d: Any, node_id: int, path: str, rank: int | None) -> IOInfo | None:

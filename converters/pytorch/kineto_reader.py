@@ -48,7 +48,7 @@ from typing import Any, Iterable, Mapping
 
 from tracekit.converters.pytorch import jsonload
 from tracekit.errors import TraceFormatError
-from tracekit.model import MAX_DURATION_NS, MAX_TIME_NS, time_range_error
+from tracekit.model import MAX_DURATION_NS, MAX_RANKS, MAX_TIME_NS, time_range_error
 
 __all__ = [
     "CATEGORY_ALIASES",
@@ -492,6 +492,9 @@ def parse_kineto(doc: Any, *, path: str | None = None) -> KinetoTrace:
     if not isinstance(info, Mapping):
         raise TraceFormatError(f"'distributedInfo' must be an object, got {info!r:.80}", path=path)
     rank = _opt_int(info.get("rank"))
+    for key, value in (("rank", rank), ("world_size", _opt_int(info.get("world_size")))):
+        if value is not None and not 0 <= value <= MAX_RANKS:
+            raise TraceFormatError(f"distributedInfo.{key} {value} is out of range (0 to {MAX_RANKS:,})", path=path)
 
     events: list[KinetoEvent] = []
     flows: list[FlowEvent] = []
