@@ -287,7 +287,7 @@ def decode_columns(encoded: Any) -> NodeColumns:
         return np.concatenate(ptrs), np.concatenate(vals)
 
     ids = cat("ids")
-    types = cat("types").astype(np.int16)
+    types = np.clip(cat("types"), -2**15, 2**15 - 1).astype(np.int16)  # out-of-range types saturate, never wrap
     duration = _ns(cat("dur_us"), cat("dur_ns"))
     start = _ns(cat("st_us"), cat("st_ns"))
     if not start.any():  # no measured starts (generated traces): a read-only zero view, no memory

@@ -133,7 +133,9 @@ def _node_type(value: Any, where: str, path: str) -> NodeType | int:
             return NodeType[value]
         except KeyError:
             raise TraceFormatError(f"{where}: unknown node type {value!r}", path=path) from None
-    if isinstance(value, int):
+    if isinstance(value, int) and not isinstance(value, bool):
+        if not 0 <= value < 2**15:  # unknown types are kept for validation to report, but must fit its columns
+            raise TraceFormatError(f"{where}: node type {value} is out of range (0 to 32767)", path=path)
         try:
             return NodeType(value)
         except ValueError:

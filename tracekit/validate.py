@@ -143,7 +143,9 @@ def validate_trace(trace: ExecutionTrace) -> ValidationReport:
     _capped(report, issues, "dangling-dep", trace)
     # node types
     bad_types = np.flatnonzero((cols.types < 0) | (cols.types > 7))
-    _capped(report, [Issue("node-type", ERROR, f"unknown node type {int(cols.types[p])}", path, rank,
+    _capped(report, [Issue("node-type", ERROR, f"unknown node type {int(cols.types[p])}"
+                           + (" or more" if cols.types[p] == 2**15 - 1 else " or less" if cols.types[p] == -2**15 else ""),
+                           path, rank,
                            int(cols.ids[p])) for p in bad_types.tolist()], "node-type", trace)
     neg = np.flatnonzero(cols.duration_ns < 0)
     _capped(report, [Issue("negative-duration", ERROR, f"negative duration {int(cols.duration_ns[p])} ns", path, rank,

@@ -162,3 +162,18 @@ def test_spec_toml_numbers_are_bounded_and_replay_json_is_finite(tmp_path):
     body = (tmp_path / "r.json").read_text()
     assert "NaN" not in body and "Infinity" not in body
     assert math.isfinite(json.loads(body)["iteration_time_ns"])
+
+
+# ----------------------------------------------------------------------------- node types that do not fit the columns
+def test_out_of_range_node_types_are_reported_not_wrapped(tmp_path):
+    from _hardkit import raw_et
+
+    raw_et(tmp_path / "ty.0.et", dict(id=1, name="a", type=70000, duration_micros=5))  # 70000 wrapped to 4464 before
+    line = one_line_error(run("replay", tmp_path / "ty.0.et", "--hw", "dgx-a100"))
+    assert line == (f"tracekit: error: 1 problem(s) found before replay: error: [node-type] {tmp_path}/ty.0.et: rank 0: "
+                    f"node 1: unknown node type 32767 or more")
+    doc = json.loads(run("dump", ring_job(tmp_path, 1).with_name("job.0.et")).stdout)
+    doc["nodes"][1]["type"] = 2**63 - 1
+    (tmp_path / "t.0.json").write_text(json.dumps(doc))
+    assert one_line_error(run("info", tmp_path / "t.0.json")) == (
+        f"tracekit: error: {tmp_path}/t.0.json: node 2: node type 9223372036854775807 is out of range (0 to 32767)")
