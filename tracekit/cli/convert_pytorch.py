@@ -108,6 +108,11 @@ def _kineto_only(paths: list[str], prefix: str, workers: int | None, executor: s
         if res.trace.rank in traces:
             raise ConversionError(f"rank {res.trace.rank} appears twice", path=path)
         traces[res.trace.rank] = res.trace
+    from tracekit.converters.pytorch import log as pytorch_log, world_size_warning
+
+    warning = world_size_warning(traces)
+    if warning:
+        pytorch_log.warning(warning)
     written = write_traceset(TraceSet(traces), prefix)
     table = Table(title=f"{len(written)} rank(s) written to {prefix}.<rank>.et (Kineto only)")
     for col in ("rank", "nodes", "host ops", "kernels attached", "collectives"):
