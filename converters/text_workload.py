@@ -81,7 +81,7 @@ from typing import Callable, Sequence
 
 from tracekit.converters.generators._build import DEFAULT_PG, ProcessGroups, RankTraceBuilder
 from tracekit.errors import ConfigError, ConversionError
-from tracekit.model import CollectiveType
+from tracekit.model import CollectiveType, check_rank_count
 from tracekit.traceset import TraceSet
 
 PRODUCER = "tracekit.converters.text_workload"
@@ -455,6 +455,7 @@ def convert_text_workload(workload: TextWorkload | str | os.PathLike[str], num_r
     wl = workload if isinstance(workload, TextWorkload) else read_text_workload(workload)
     if isinstance(num_ranks, bool) or not isinstance(num_ranks, int) or num_ranks < 1:
         raise ConfigError(f"number of ranks must be a positive integer, got {num_ranks!r}")
+    check_rank_count(num_ranks, "the converted job")
     if passes < 1:
         raise ConfigError(f"passes must be at least 1, got {passes}")
     if time_unit not in TIME_UNITS_NS:

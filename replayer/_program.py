@@ -43,7 +43,7 @@ import numpy as np
 
 from tracekit.errors import ReplayError, TracekitError, ValidationError
 from tracekit.groups import canonical_pg_name
-from tracekit.model import CollectiveType, NodeType
+from tracekit.model import MAX_DURATION_NS, CollectiveType, NodeType
 from tracekit.validate import collective_sequences
 
 from tracekit.replayer.collectives import CommCost, UnsupportedCollectiveError, make_collective_model
@@ -324,6 +324,13 @@ def _compute_durations(cols: Any, kind: np.ndarray, model: ComputeModel, trace: 
         except TracekitError as exc:
             raise exc.with_context(path=trace.path, rank=trace.rank)
     costs = model.costs(ops, nbytes, measured)
+    over = np.flatnonzero(costs.duration_ns > MAX_DURATION_NS)
+    if len(over):
+        pos = int(np.flatnonzero(timed)[over[0]])
+        raise ReplayError(f"compute time is out of range (more than {MAX_DURATION_NS:,} ns): measured "
+                          f"{int(measured[over[0]]):,} ns, compute scale {model.scale:g}, {model.mode} model",
+                          path=trace.path, rank=trace.rank,
+                          node_id=int(cols.ids[pos]))
     dur[timed] = costs.duration_ns.astype(np.float64)
     for name, c in costs.counts().items():
         counts[name] = counts.get(name, 0) + c

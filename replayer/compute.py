@@ -152,11 +152,12 @@ class ComputeModel:
         else:
             use_meas = has_dur
             use_roof = has_roof & ~has_dur
-        out[use_meas] = np.rint(dur[use_meas] * self.scale).astype(np.int64)
+        with np.errstate(over="ignore"):
+            out[use_meas] = _ns_int(dur[use_meas] * self.scale)
         method[use_meas] = MEASURED
         flops_per_ns = self._flops_per_ns() if np.any(ops[use_roof] > 0) else 1.0
         t = np.maximum(ops[use_roof] / flops_per_ns, nbytes[use_roof] / self.mem_bytes_per_ns)
-        out[use_roof] = np.rint(t).astype(np.int64)
+        out[use_roof] = _ns_int(t)
         method[use_roof] = ROOFLINE
         return ComputeCosts(out, method)
 
@@ -181,8 +182,16 @@ class ComputeModel:
             intensity = ops[ok] / nbytes[ok]
             perf = np.minimum(self.astra_mem_bw_per_s * intensity, self.astra_peak_per_s)
             elapsed_s = np.where(ops[ok] > 0, ops[ok] / perf, 0.0)
-        out[ok] = (elapsed_s * 1e9).astype(np.int64)
+        out[ok] = _ns_int(np.floor(elapsed_s * 1e9))
         method[ok] = ASTRA_ROOFLINE
+
+
+_SATURATED_NS = float(2**63 - 1024)  # the largest float64 below 2^63: out-of-range times saturate, never wrap
+
+
+def _ns_int(values: np.ndarray) -> np.ndarray:
+    """Float nanoseconds -> int64, rounded; values past int64 saturate (the replay program names them)."""
+    return np.rint(np.minimum(np.nan_to_num(values, nan=_SATURATED_NS), _SATURATED_NS)).astype(np.int64)
 
 
 def compute_model(spec: "HardwareSpec") -> ComputeModel:

@@ -759,7 +759,7 @@ def replay_files(traces: Any, spec: Any, *, options: "ReplayOptions | None" = No
         if report.errors:
             raise ReplayCheckError(list(report.errors))
     ts = TraceSet(kept, process_groups=declared)
-    check_spec_size(ts, spec, world_size=world)
+    check_spec_size(ts, spec, world_size=world, ranks=sorted(scans))  # before folding: all ranks count
     fitted = effective_spec(spec, options, world)
     say(f"proving rank folding over {world} ranks")
     try:

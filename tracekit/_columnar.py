@@ -166,12 +166,18 @@ def _csr(n: int, owner: np.ndarray, at: np.ndarray, values: np.ndarray) -> tuple
     return ptr, values[order]
 
 
+_I64_MAX = np.uint64(2**63 - 1)
+
+
 def _ns(micros: np.ndarray, nanos: np.ndarray) -> np.ndarray:
     """Nanoseconds: the extension field when it agrees with the micros, else micros * 1000."""
-    micros = micros.astype(np.int64)
-    nanos = nanos.astype(np.int64)
     use = (nanos != 0) & (nanos // 1000 == micros)
-    return np.where(use, nanos, micros * 1000)
+    big = np.where(use, nanos > _I64_MAX, micros > _I64_MAX // 1000)
+    out = np.where(use, np.minimum(nanos, _I64_MAX).astype(np.int64),
+                   np.minimum(micros, _I64_MAX // 1000).astype(np.int64) * 1000)
+    if big.any():  # saturate: validation names the node (a time past int64 never wraps to a negative one)
+        out[big] = _I64_MAX
+    return out
 
 
 _SCALARS = (("ids", 1), ("types", 3), ("st_us", 6), ("dur_us", 7), ("dur_ns", 1001), ("st_ns", 1002))
@@ -281,7 +287,7 @@ def decode_columns(encoded: Any) -> NodeColumns:
         return np.concatenate(ptrs), np.concatenate(vals)
 
     ids = cat("ids")
-    types = cat("types").astype(np.int16)
+    types = np.clip(cat("types"), -2**15, 2**15 - 1).astype(np.int16)  # out-of-range types saturate, never wrap
     duration = _ns(cat("dur_us"), cat("dur_ns"))
     start = _ns(cat("st_us"), cat("st_ns"))
     if not start.any():  # no measured starts (generated traces): a read-only zero view, no memory

@@ -44,6 +44,32 @@ class NodeType(enum.IntEnum):
     CHECKPOINT_NODE = 10
 
 
+# Time limits: beyond them a value is an input error naming the node, never a wrapped or negative time.
+MAX_DURATION_NS = 2**53  # about 104 days; float64 holds every integer up to it, so replay sums stay exact
+MAX_TIME_NS = 2**62  # start times (often epoch-based, 1.7e18 ns in 2024) with room to add durations in int64
+
+
+def time_range_error(field_name: str, value: Any, limit: int) -> str | None:
+    """The message for a time ``value`` (ns) outside ``0 .. limit``, or None when it is in range."""
+    if 0 <= value <= limit:
+        return None
+    return f"{field_name} {value:,} ns is out of range (0 to {limit:,} ns)"
+
+
+# Rank counts beyond this are input errors (the largest training jobs have ~1e5 ranks); checked before
+# anything per rank is allocated, so an absurd --ranks or --dp fails at once instead of exhausting memory.
+MAX_RANKS = 1 << 20
+
+
+def check_rank_count(n: int, what: str) -> int:
+    """``n`` when ``1 <= n <= MAX_RANKS``; ConfigError naming ``what`` otherwise."""
+    if n > MAX_RANKS or n < 1:
+        from tracekit.errors import ConfigError
+
+        raise ConfigError(f"{what} would have {n:,} ranks; tracekit handles 1 to {MAX_RANKS:,}")
+    return n
+
+
 COMM_TYPES = frozenset({NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE, NodeType.COMM_COLL_NODE})
 
 

@@ -158,8 +158,8 @@ class _Capped:
         self._trim()
         report.add(*(issue for _, issue in self.items))
         if self.count > MAX_PER_CHECK:
-            report.add(Issue(check, self.items[0][1].severity, f"... {self.count - MAX_PER_CHECK} more like this",
-                             path, rank))
+            rest = self.count - MAX_PER_CHECK
+            report.add(Issue(check, self.items[0][1].severity, f"... {rest:,} more like this", path, rank, count=rest))
 
 
 def validate_stream(path: str | os.PathLike[str], *, rank: int | None = None,
@@ -243,8 +243,9 @@ def validate_stream(path: str | os.PathLike[str], *, rank: int | None = None,
         both.items.sort(key=lambda pi: (pi[1].severity != ERROR, pi[0]))
         report.add(*(issue for _, issue in both.items[:MAX_PER_CHECK]))
         if both.count > MAX_PER_CHECK:
-            report.add(Issue("dangling-dep", both.items[0][1].severity,
-                             f"... {both.count - MAX_PER_CHECK} more like this", spath, rank))
+            rest = both.count - MAX_PER_CHECK
+            report.add(Issue("dangling-dep", both.items[0][1].severity, f"... {rest:,} more like this", spath, rank,
+                             count=rest))
     if overflow:
         report.add(Issue("dangling-dep", ERROR,
                          f"{overflow:,} dependencies on later or missing nodes beyond the {max_pending:,} a "

@@ -26,7 +26,7 @@ import numpy as np
 
 from tracekit.errors import TracekitError, ValidationError
 from tracekit.groups import canonical_pg_name, resolve_groups
-from tracekit.model import CollectiveType, ExecutionTrace, NodeType
+from tracekit.model import MAX_DURATION_NS, MAX_TIME_NS, CollectiveType, ExecutionTrace, NodeType
 
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.traceset import TraceSet
@@ -41,7 +41,7 @@ MAX_PER_CHECK = 20  # issues reported per check and trace before summarising
 
 @dataclass(frozen=True)
 class Issue:
-    """One finding of a check."""
+    """One finding of a check (``count`` > 1: a summary line ``... N more like this`` standing for N findings)."""
 
     check: str
     severity: str
@@ -49,6 +49,7 @@ class Issue:
     path: str | None = None
     rank: int | None = None
     node_id: int | None = None
+    count: int = 1
 
     def __str__(self) -> str:
         where = TracekitError(self.message, path=self.path, rank=self.rank, node_id=self.node_id)
@@ -72,6 +73,15 @@ class ValidationReport:
         return [i for i in self.issues if i.severity == WARNING]
 
     @property
+    def error_count(self) -> int:
+        """Errors found, including those summarised as ``... N more like this``."""
+        return sum(i.count for i in self.errors)
+
+    @property
+    def warning_count(self) -> int:
+        return sum(i.count for i in self.warnings)
+
+    @property
     def ok(self) -> bool:
         return not self.errors
 
@@ -83,16 +93,31 @@ class ValidationReport:
         errs = self.errors
         if errs:
             first = errs[0]
-            more = f" (and {len(errs) - 1} more errors)" if len(errs) > 1 else ""
+            total = self.error_count
+            more = f" (and {total - 1:,} more errors)" if total > 1 else ""
             raise ValidationError(f"[{first.check}] {first.message}{more}", path=first.path, rank=first.rank,
                                   node_id=first.node_id)
+
+
+def time_range_issues(cols, path: str | None, rank: int | None) -> list[Issue]:
+    """``time-range`` errors: durations over MAX_DURATION_NS, start times over MAX_TIME_NS (column values
+    saturate at 2^63-1 when the wire value does not fit int64)."""
+    out = []
+    for values, what, limit in ((cols.duration_ns, "duration", MAX_DURATION_NS),
+                                (cols.start_time_ns, "start time", MAX_TIME_NS)):
+        for p in np.flatnonzero(values > limit).tolist():
+            v = int(values[p])
+            shown = "more than 2^63-1 ns" if v >= 2**63 - 1 else f"{v:,} ns"
+            out.append(Issue("time-range", ERROR, f"{what} {shown} is out of range (0 to {limit:,} ns)", path,
+                             rank, int(cols.ids[p])))
+    return out
 
 
 def _capped(report: ValidationReport, issues: list[Issue], check: str, trace: ExecutionTrace) -> None:
     report.add(*issues[:MAX_PER_CHECK])
     if len(issues) > MAX_PER_CHECK:
-        report.add(Issue(check, issues[0].severity, f"... {len(issues) - MAX_PER_CHECK} more like this",
-                         trace.path, trace.rank))
+        rest = len(issues) - MAX_PER_CHECK
+        report.add(Issue(check, issues[0].severity, f"... {rest:,} more like this", trace.path, trace.rank, count=rest))
 
 
 def validate_trace(trace: ExecutionTrace) -> ValidationReport:
@@ -123,11 +148,14 @@ def validate_trace(trace: ExecutionTrace) -> ValidationReport:
     _capped(report, issues, "dangling-dep", trace)
     # node types
     bad_types = np.flatnonzero((cols.types < 0) | (cols.types > max(NodeType)))
-    _capped(report, [Issue("node-type", ERROR, f"unknown node type {int(cols.types[p])}", path, rank,
+    _capped(report, [Issue("node-type", ERROR, f"unknown node type {int(cols.types[p])}"
+                           + (" or more" if cols.types[p] == 2**15 - 1 else " or less" if cols.types[p] == -2**15 else ""),
+                           path, rank,
                            int(cols.ids[p])) for p in bad_types.tolist()], "node-type", trace)
     neg = np.flatnonzero(cols.duration_ns < 0)
     _capped(report, [Issue("negative-duration", ERROR, f"negative duration {int(cols.duration_ns[p])} ns", path, rank,
                            int(cols.ids[p])) for p in neg.tolist()], "negative-duration", trace)
+    _capped(report, time_range_issues(cols, path, rank), "time-range", trace)
     # cycles
     try:
         graph.topological_order()

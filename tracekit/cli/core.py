@@ -135,9 +135,9 @@ def validate(traces: str, rank: int | None, as_json: bool, workers: int | None, 
     else:
         for issue in report.issues:
             click.echo(str(issue))
-        status = "OK" if report.ok else f"FAILED ({len(report.errors)} errors)"
+        status = "OK" if report.ok else f"FAILED ({report.error_count:,} errors)"
         click.echo(f"{status}: {report.checked_ranks} ranks, {report.checked_nodes} nodes, "
-                   f"{len(report.warnings)} warnings")
+                   f"{report.warning_count:,} warnings")
     if not report.ok:
         sys.exit(2)
 
@@ -167,17 +167,28 @@ def dump(trace: str, output: str | None) -> None:
 @click.argument("json_file", type=click.Path(dir_okay=False))
 @click.option("-o", "--output", type=click.Path(dir_okay=False), required=True,
               help="The .et (or .et.gz) file to write.")
-def load(json_file: str, output: str) -> None:
-    """Turn a JSON trace (tracekit JSON or Chakra feeder JSON) into a .et file.
+@click.option("--no-validate", is_flag=True,
+              help="Write even when `validate` would report errors (e.g. to round-trip a file that had them).")
+def load(json_file: str, output: str, no_validate: bool) -> None:
+    """Turn a JSON trace (tracekit JSON or Chakra feeder JSON) into a .et file (validated first).
 
     \b
     Example:
       tracekit load all_reduce.0.json -o all_reduce.0.et
     """
+    from tracekit.errors import ValidationError
     from tracekit.io import write_trace
     from tracekit.jsonform import read_json_trace
+    from tracekit.validate import validate_trace
 
-    write_trace(read_json_trace(json_file), output)
+    trace = read_json_trace(json_file)
+    if not no_validate:  # never write, unasked, a file `validate` would reject
+        try:
+            validate_trace(trace).raise_for_errors()
+        except ValidationError as exc:
+            exc.message += "; nothing written (--no-validate writes it anyway)"
+            raise
+    write_trace(trace, output)
 
 
 COMMANDS = [info, validate, dump, load]
