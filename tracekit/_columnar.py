@@ -332,6 +332,7 @@ class _AttrSource:
         self.data, self.buf, self.n = data, buf, n
         self.owner, self.start, self.size, self.ids, self.encoded = owner, start, size, ids, encoded
         self._verified = False
+        self._head: np.ndarray | None = None
 
     def verify(self) -> None:
         """Frame every attribute message once (first attribute access, or validation).
@@ -346,14 +347,58 @@ class _AttrSource:
             return
         if len(self.start):
             start = self.start.astype(np.int64)
+            rest = np.flatnonzero(~self._canonical(start, start + self.size))
             try:
-                walk_fields(self.buf, start, start + self.size)
+                walk_fields(self.buf, start[rest], start[rest] + self.size[rest])
             except _Corrupt as exc:
-                i = exc.msg_index
+                i = int(rest[exc.msg_index])
                 raise TraceFormatError(f"undecodable attribute ({exc.reason})", byte_offset=int(start[i]),
                                        path=self.encoded.path, rank=self.encoded.rank,
                                        node_id=int(self.ids[int(self.owner[i])])) from None
         self._verified = True
+
+    def _name_lengths(self) -> np.ndarray:
+        """Per attribute message: the length of a leading one-byte-framed name field (field 1), else 255."""
+        if self._head is None:
+            s, buf = self.start.astype(np.int64), self.buf
+            last = len(buf) - 1
+            ln = buf[np.minimum(s + 1, last)]
+            ok = (self.size >= 2) & (buf[np.minimum(s, last)] == 0x0A) & (ln < 0x80)
+            ok &= self.size >= 2 + ln.astype(np.int64)
+            self._head = np.where(ok, ln, np.uint8(255)).astype(np.uint8)
+        return self._head
+
+    def _canonical(self, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+        """bool[K]: messages laid out as ``name`` then at most one well-formed value field.
+
+        These frame correctly by construction; :meth:`verify` walks only the others.
+        """
+        buf, last = self.buf, len(self.buf) - 1
+        head = self._name_lengths()
+        p = start + 2 + head.astype(np.int64)
+        ok = head != 255
+        ok &= p <= end
+        has_val = ok & (p < end)
+        tag = buf[np.minimum(p, last)]
+        wt = (tag & 7).astype(np.int64)
+        good_tag = (tag < 0x80) & (tag >= 8) & _VALID_WT[wt]
+        ok &= ~has_val | good_tag
+        body = p + 1
+        fixed = has_val & good_tag & ((wt == 1) | (wt == 5))
+        ok &= ~fixed | (body + _WIDTH[wt] == end)
+        for code in (0, 2):
+            sel = np.flatnonzero(has_val & good_tag & (wt == code))
+            if not len(sel):
+                continue
+            b = body[sel]
+            try:
+                v, vl = _varint_at(buf, np.minimum(b, last), end[sel], sel)
+            except _Corrupt:
+                ok[sel] = False
+                continue
+            stop = b + vl + (v.astype(np.int64) if code == 2 else 0)
+            ok[sel] &= (b < end[sel]) & (stop == end[sel]) & (v < _U64(2**62) if code == 2 else True)
+        return ok
 
     def _matching(self, name: str) -> np.ndarray:
         """Indexes of attribute messages whose first field is ``name`` (field 1, as writers emit it)."""
@@ -361,10 +406,7 @@ class _AttrSource:
         if not len(self.start) or len(key) > 127:
             return self._matching_slow(key)
         s, buf = self.start, self.buf
-        last = len(buf) - 1
-        ok = (self.size >= 2 + len(key)) & (buf[np.minimum(s, last)] == 0x0A) & \
-             (buf[np.minimum(s + 1, last)] == len(key))
-        cand = np.flatnonzero(ok)
+        cand = np.flatnonzero(self._name_lengths() == len(key))
         if len(key) and len(cand):
             window = buf[s[cand, None] + 2 + np.arange(len(key))]
             cand = cand[(window == np.frombuffer(key, dtype=np.uint8)).all(axis=1)]
@@ -456,10 +498,11 @@ class _AttrSource:
             fast[idx] = True
         return fast, ints, floats, kind
 
-    def numeric(self, name: str) -> tuple[np.ndarray, np.ndarray] | None:
+    def numeric(self, name: str, ints_only: bool = False) -> tuple[np.ndarray, np.ndarray] | None:
         """``(present bool[N], values int64[N])`` when every ``name`` attribute is a scalar number, else None.
 
-        Floats are truncated toward zero and bools count as 0/1.
+        Floats are truncated toward zero and bools count as 0/1; with
+        ``ints_only`` a floating value gives None instead.
         """
         hits, owner = self._first_hits(name)
         present = np.zeros(self.n, dtype=bool)
@@ -467,7 +510,7 @@ class _AttrSource:
         if not len(hits):
             return present, out
         fast, ints, floats, kind = self._scalars(hits, len(name.encode()))
-        if not fast.all():
+        if not fast.all() or (ints_only and bool((kind == 2).any())):
             return None
         out[owner] = np.where(kind == 2, np.trunc(floats).astype(np.int64), ints)
         present[owner] = True
