@@ -174,6 +174,7 @@ def _ns(micros: np.ndarray, nanos: np.ndarray) -> np.ndarray:
     return np.where(use, nanos, micros * 1000)
 
 
+_KEPT_KEYS = np.array([8, 18, 24, 32, 34, 40, 42, 48, 56, 82, 8008, 8016])  # field * 8 + wire type read here
 _SCALARS = (("ids", 1), ("types", 3), ("st_us", 6), ("dur_us", 7), ("dur_ns", 1001), ("st_ns", 1002))
 
 
@@ -185,8 +186,13 @@ def _decode_batch(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> dict
     deps: dict[int, list[tuple[np.ndarray, ...]]] = {4: [], 5: []}
     attrs: list[tuple[np.ndarray, ...]] = []
 
+    other = np.zeros(n, dtype=bool)  # records with fields the columns do not keep (inputs, unknown ones)
+
     def visit(msg, field, wt, value, size, at) -> None:
         key = field * 8 + wt
+        odd = ~np.isin(key, _KEPT_KEYS) | ((key == 3 * 8) & (value >= _U64(2**15)))
+        if odd.any():
+            other[msg[odd]] = True
         for name, num in _SCALARS:  # singular varints: a later occurrence overwrites (last wins)
             sel = key == num * 8
             if sel.any():
@@ -206,6 +212,7 @@ def _decode_batch(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> dict
     walk_fields(buf, starts, ends, visit)
     out["types"] = out["types"].astype(np.int64)
     out["name_s"], out["name_l"] = name_s, name_l
+    out["other"] = other
     for key, num in (("data", 5), ("ctrl", 4)):
         if deps[num]:
             msg, wt, value, size, at = (np.concatenate(x) for x in zip(*deps[num]))
@@ -296,6 +303,7 @@ def decode_columns(encoded: Any) -> NodeColumns:
     a_start = np.concatenate([b["attr"][1] for b in batches]).astype(off_t)
     a_size = np.concatenate([b["attr"][2] for b in batches]).astype(np.int32)
     source = _AttrSource(data, buf, n, a_owner, a_start, a_size, ids, encoded)
+    source.other = cat("other")  # for tracekit._nodeview: records it must decode with protobuf
 
     def names_fn() -> list[str]:
         cache: dict[bytes, str] = {}
@@ -333,6 +341,7 @@ class _AttrSource:
         self.owner, self.start, self.size, self.ids, self.encoded = owner, start, size, ids, encoded
         self._verified = False
         self._head: np.ndarray | None = None
+        self.other: np.ndarray | None = None  # bool[N], set by decode_columns
 
     def verify(self) -> None:
         """Frame every attribute message once (first attribute access, or validation).
@@ -368,26 +377,38 @@ class _AttrSource:
             self._head = np.where(ok, ln, np.uint8(255)).astype(np.uint8)
         return self._head
 
-    def _canonical(self, start: np.ndarray, end: np.ndarray) -> np.ndarray:
-        """bool[K]: messages laid out as ``name`` then at most one well-formed value field.
+    def _value_tag(self, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Per attribute message (all of them): the field after the name, read as a one- or two-byte tag.
 
-        These frame correctly by construction; :meth:`verify` walks only the others.
+        Returns ``(named bool, has_value bool, field int64, wire type int64, body int64, tag_ok bool)``.
         """
         buf, last = self.buf, len(self.buf) - 1
         head = self._name_lengths()
         p = start + 2 + head.astype(np.int64)
-        ok = head != 255
-        ok &= p <= end
-        has_val = ok & (p < end)
-        tag = buf[np.minimum(p, last)]
-        wt = (tag & 7).astype(np.int64)
-        good_tag = (tag < 0x80) & (tag >= 8) & _VALID_WT[wt]
-        ok &= ~has_val | good_tag
-        body = p + 1
-        fixed = has_val & good_tag & ((wt == 1) | (wt == 5))
+        named = (head != 255) & (p <= end)
+        has_val = named & (p < end)
+        b0 = buf[np.minimum(p, last)].astype(np.int64)
+        b1 = buf[np.minimum(p + 1, last)].astype(np.int64)
+        two = b0 >= 0x80
+        tag = np.where(two, (b0 & 0x7F) | (b1 << 7), b0)
+        body = p + 1 + two
+        wt = tag & 7
+        field = tag >> 3
+        tag_ok = (~two | ((b1 < 0x80) & (p + 1 < end))) & (field != 0) & _VALID_WT[wt]
+        return named, has_val, field, wt, body, tag_ok
+
+    def _canonical(self, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+        """bool[K] over all attribute messages: laid out as ``name`` then at most one well-formed value field.
+
+        These frame correctly by construction; :meth:`verify` walks only the others.
+        """
+        buf, last = self.buf, len(self.buf) - 1
+        named, has_val, _, wt, body, tag_ok = self._value_tag(start, end)
+        ok = named & (~has_val | tag_ok)
+        fixed = has_val & tag_ok & ((wt == 1) | (wt == 5))
         ok &= ~fixed | (body + _WIDTH[wt] == end)
         for code in (0, 2):
-            sel = np.flatnonzero(has_val & good_tag & (wt == code))
+            sel = np.flatnonzero(has_val & tag_ok & (wt == code))
             if not len(sel):
                 continue
             b = body[sel]

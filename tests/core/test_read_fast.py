@@ -59,3 +59,63 @@ def test_corrupt_attribute_value_is_still_caught(tmp_path):
     with pytest.raises(TraceFormatError, match="attribute") as err:
         read_trace(path).columns().attr("num_ops")
     assert "node 2" in str(err.value) or err.value.node_id == 2
+
+
+def _every_kind_trace() -> ExecutionTrace:
+    from tracekit.model import IOInfo
+
+    values = {"double_val": 2.5, "float_val": 0.25, "int32_val": -7, "int64_val": -(2**40), "uint32_val": 2**32 - 1,
+              "uint64_val": 2**64 - 1, "sint32_val": -3, "sint64_val": -(2**50), "fixed32_val": 9,
+              "fixed64_val": 2**63 + 5, "sfixed32_val": -9, "sfixed64_val": -(2**60), "bool_val": True,
+              "string_val": "dp_grad_allreduce", "bytes_val": b"\x00\xff", "int64_list": [1, -2, 3],
+              "string_list": ["a", "b"]}
+    nodes = []
+    for i, (kind, value) in enumerate(values.items()):
+        attrs = [Attr(f"a{i}", value, kind), Attr("num_ops", 3 * i + 1), Attr("empty", None, None),
+                 Attr("doc", 1, "int64_val", "a doc string"), Attr("is_cpu_op", False, "bool_val"),
+                 Attr("zero", 0, "int64_val"), Attr("", "", "string_val")]
+        node = Node(i, "aten::mm" if i % 2 else "nccl:all_reduce ü", NodeType(4 + i % 4), data_deps=[i - 1] if i else [],
+                    ctrl_deps=[i - 2] if i > 1 else [], start_time_ns=1000 * i + (i % 3), duration_ns=2500 * i,
+                    attrs=attrs)
+        if i == 3:
+            node.inputs = IOInfo("[1]", "[[2]]", "[int]")
+        nodes.append(node)
+    return ExecutionTrace(nodes)
+
+
+def test_node_view_equals_protobuf_decode(tmp_path):
+    path = write_trace(_every_kind_trace(), tmp_path / "k.0.et")
+    trace = read_trace(path)
+    fast = trace.nodes
+    slow = read_trace(path)._encoded.decode_all()
+    assert fast == slow
+    assert [type(a.value) for n in fast for a in n.attrs] == [type(a.value) for n in slow for a in n.attrs]
+    assert fast[3].inputs is not None and fast[0].attrs[0].value == 2.5
+
+
+def test_node_view_of_a_corrupt_file_raises_the_record_error(tmp_path):
+    trace = ExecutionTrace([Node(i, "x", attrs=[Attr("num_ops", 300 + i)]) for i in range(3)])
+    path = write_trace(trace, tmp_path / "c.0.et")
+    data = bytearray(path.read_bytes())
+    at = data.rindex(b"num_ops") + len(b"num_ops")
+    data[at + 1] = 0xFF
+    data[at + 2] |= 0x80
+    path.write_bytes(bytes(data))
+    with pytest.raises(TraceFormatError):
+        read_trace(path).nodes
+
+
+def test_node_view_equals_protobuf_decode_on_the_benchmark_mix(tmp_path):
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location(
+        "bench_read_mix", Path(__file__).parents[2] / "benchmarks" / "bench_read_mix.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    path = tmp_path / "mix.0.et"
+    bench.make_file(path, 3000)
+    trace = read_trace(path)
+    assert len(trace.nodes) == 3000
+    assert trace.nodes == read_trace(path)._encoded.decode_all()
+    assert trace.nodes[3].attrs[-1].value == "dp_grad_allreduce" and trace.nodes[3].data_deps == [2]
