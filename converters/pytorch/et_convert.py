@@ -49,7 +49,7 @@ from tracekit.model import Attr, ExecutionTrace, IOInfo, Metadata, Node, NodeTyp
 from tracekit.converters.pytorch.costs import CostStats, attach_costs, capture_device, device_attr
 from tracekit.converters.pytorch.collectives import CommOp, CommPlan, plan_comms, read_process_groups
 from tracekit.converters.pytorch.et_reader import EtIO, EtOp, EtTrace
-from tracekit.converters.pytorch.kineto_reader import KinetoEvent, KinetoTrace
+from tracekit.converters.pytorch.kineto_reader import KinetoTrace
 from tracekit.converters.pytorch.linker import LinkReport, Linkage, is_et_root
 
 CHAKRA_VERSION = "0.0.4"
