@@ -4,7 +4,9 @@ Rules (every import counts, including ones inside functions):
 1. core (``tracekit/`` outside ``tracekit/cli``) imports neither ``tracekit.converters`` nor ``tracekit.replayer``;
 2. ``tracekit.converters`` never imports ``tracekit.replayer``, and ``tracekit.replayer`` never imports
    ``tracekit.converters``;
-3. only the CLI imports ``tracekit.cli``.
+3. only the CLI imports ``tracekit.cli``;
+4. inside the replayer, simulation modules never import reporting modules (a module is placed by its own name, so
+   the rule survives a move into subpackages; a ``simulation``/``reporting`` subpackage is placed by its name).
 """
 
 from __future__ import annotations
@@ -25,6 +27,25 @@ KNOWN = {
     ("tracekit.classset", "tracekit.converters.generators.rank_classes"),
     ("tracekit.replayer.class_replay", "tracekit.converters.generators.rank_classes"),
 }
+
+
+# replayer modules by concern (leaf names); results/diff/sweep/bench_coll may import either side
+SIMULATION = {"_program", "engine", "collectives", "astra_model", "astra_algorithms", "nccl_model", "compute",
+              "projected", "hardware", "spec_toml", "astra_config", "placement", "checks", "deadlock", "folding",
+              "class_replay", "simulation"}
+REPORTING = {"report", "plots", "html_page", "timeline", "_fmt", "browser", "reporting"}
+
+
+def _concern(name: str) -> str | None:
+    """'simulation' or 'reporting' for a replayer module, from the deepest part of its name that is classified."""
+    if not _within(name, "tracekit.replayer"):
+        return None
+    for part in reversed(name.split(".")[2:]):
+        if part in SIMULATION:
+            return "simulation"
+        if part in REPORTING:
+            return "reporting"
+    return None
 
 
 def _module_name(path: Path) -> str:
@@ -82,6 +103,8 @@ def _breaches(edges: set[tuple[str, str]]) -> set[tuple[str, str]]:
             bad.add((src, _owner(dst)))
         elif not cli and _within(dst, "tracekit.cli"):
             bad.add((src, _owner(dst)))
+        elif _concern(src) == "simulation" and _concern(dst) == "reporting":
+            bad.add((src, _owner(dst)))
     return bad
 
 
@@ -124,6 +147,11 @@ def test_layers_hold():
     ("tracekit.cli.replay", "tracekit.replayer.engine", False),
     ("tracekit.replayer.engine", "tracekit.model", False),
     ("tracekit.converters.pytorch.linker", "tracekit.io", False),
+    ("tracekit.replayer.engine", "tracekit.replayer.plots", True),
+    ("tracekit.replayer.simulation.engine", "tracekit.replayer.reporting.plots", True),
+    ("tracekit.replayer.report", "tracekit.replayer.results", False),
+    ("tracekit.replayer.report", "tracekit.replayer.hardware", False),
+    ("tracekit.replayer.sweep", "tracekit.replayer.plots", False),
 ])
 def test_rules_catch_breaches(src, dst, breach):
     assert bool(_breaches({(src, dst)})) is breach
