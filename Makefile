@@ -30,9 +30,11 @@ test: lint typecheck duplicates
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
-# mypy on the tracekit package: strict on the core modules listed in pyproject [tool.mypy].
+# mypy on the tracekit package, then on converters/ + replayer/ (tools/typecheck_layers.py); strict on the core
+# modules listed in pyproject [tool.mypy].
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
+	$(PY) tools/typecheck_layers.py
 
 # Import layers: core never imports converters/replayer, converters and replayer never import each other.
 layers: $(STAMP)
@@ -55,4 +57,4 @@ proto: $(STAMP)
 	$(PY) -m grpc_tools.protoc -Ischema --python_out=tracekit/_proto schema/et_def.proto
 
 clean:
-	rm -rf $(VENV) $(DEMO) .pytest_cache .hypothesis .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(DEMO) .pytest_cache .hypothesis .mypy_cache .ruff_cache .mypy_tree
