@@ -13,7 +13,7 @@ METADATA node named ``process_group:init`` (PyTorch writes
 from __future__ import annotations
 
 import ast
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import orjson
 
@@ -97,7 +97,7 @@ def parse_pg_json(text: str, *, path: str | None = None, rank: int | None = None
     return groups
 
 
-def _loads_literal(text: str):
+def _loads_literal(text: str) -> Any:
     """JSON, or failing that a Python literal (Chakra's converter writes ``str(list)``).
 
     Raises:
