@@ -271,7 +271,8 @@ class DepGraph:
             self._topo_rank = np.empty(self.n, dtype=np.int64)
             self._topo_rank[order] = np.arange(len(order))
         positions = np.asarray(positions, dtype=np.int64)
-        return positions[np.argsort(self._topo_rank[positions], kind="stable")].tolist()
+        ordered: list[int] = positions[np.argsort(self._topo_rank[positions], kind="stable")].tolist()
+        return ordered
 
     def find_cycle(self, candidates: Sequence[int]) -> list[int]:
         """One cycle among ``candidates`` (positions left with in-degree > 0), as positions in dependency order.

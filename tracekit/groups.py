@@ -16,7 +16,7 @@ and give the others positive integer names (ASTRA-sim's communicator ids; see
 from __future__ import annotations
 
 import ast
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import orjson
 
@@ -130,7 +130,7 @@ def pg_descriptions(trace: "ExecutionTrace") -> dict[str, str]:
     return out
 
 
-def _loads_literal(text: str):
+def _loads_literal(text: str) -> Any:
     """JSON, or failing that a Python literal (Chakra's converter writes ``str(list)``).
 
     Raises:

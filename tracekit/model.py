@@ -368,8 +368,17 @@ class ExecutionTrace:
     def nodes(self) -> list[Node]:
         """The nodes in file order (decoded on first use for traces read from files)."""
         if self._nodes is None:
-            self._nodes = self._encoded.decode_all()
+            self._nodes = self._decode_nodes()
         return self._nodes
+
+    def _decode_nodes(self) -> list[Node]:
+        """Nodes built from the columns (fast); protobuf per record when that fails, for its error."""
+        from tracekit._nodeview import nodes_from_columns
+
+        try:
+            return nodes_from_columns(self._encoded, self.columns())
+        except Exception:  # noqa: BLE001 - any failure: the record-by-record path raises the precise error
+            return self._encoded.decode_all()
 
     def __len__(self) -> int:
         if self._nodes is None:

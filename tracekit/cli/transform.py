@@ -13,7 +13,7 @@ def _steps_from_options(opts: dict) -> list:
     from tracekit.transforms import (ChangePP, ChangeTP, Compact, DropCpuOps, KeepIteration, KeepRanks, Rescale,
                                      Retarget, ScaleComm, ScaleCompute)
 
-    steps = []
+    steps: list = []
     if opts["keep_iteration"] is not None:
         steps.append(KeepIteration(opts["keep_iteration"]))
     if opts["ranks"] is not None:
@@ -86,7 +86,7 @@ def transform(traces: str | None, output: str | None, pipeline_file: str | None,
 
     compress = opts.pop("compress")
     stream = opts.pop("stream")
-    steps = []
+    steps: list = []
     if pipeline_file is not None:
         pf = load_pipeline(pipeline_file)
         steps.extend(pf.pipeline.steps)
