@@ -96,7 +96,7 @@ def ends_apart_when_together(model: "AstraModel", group: tuple[int, ...]) -> boo
 
 
 def member_ends(model: "AstraModel", kind: str, comm_bytes: int, group: tuple[int, ...],
-                arrivals: Sequence[int]) -> list[int] | None:
+                arrivals: Sequence[float]) -> list[int] | None:
     """Each member's end (ns) of a collective whose members (``group``, ascending) arrive at ``arrivals``.
 
     Returns:

@@ -94,9 +94,14 @@ def astra_group_ids(groups: Mapping[str, Sequence[int]], world_size: int) -> dic
     return out
 
 
-def comm_groups_document(groups: Mapping[str, Sequence[int]], ids: Mapping[str, str | None]) -> dict:
+def comm_groups_document(groups: Mapping[str, Sequence[int]],
+                         ids: Mapping[str, str | None]) -> dict[str, list[int]]:
     """ASTRA-sim's comm-group JSON: ``{"<id>": [ranks...]}`` for every group with an id, ids ascending."""
-    doc = {ids[name]: sorted(int(r) for r in ranks) for name, ranks in groups.items() if ids.get(name)}
+    doc: dict[str, list[int]] = {}
+    for name, ranks in groups.items():
+        gid = ids.get(name)
+        if gid:
+            doc[gid] = sorted(int(r) for r in ranks)
     return {k: doc[k] for k in sorted(doc, key=int)}
 
 

@@ -62,7 +62,7 @@ def pg_init_node(node_id: int, groups: Mapping[str, tuple[int, ...] | list[int]]
 
 
 def parse_pg_entries(text: str, *, path: str | None = None, rank: int | None = None,
-                     node_id: int | None = None) -> list[dict]:
+                     node_id: int | None = None) -> list[dict[str, Any]]:
     """The entries (one dict per group, each with ``pg_name``) of a ``process_group:init`` value.
 
     Accepts the list itself, a one-element list wrapping the JSON string (as in

@@ -61,7 +61,7 @@ def chakra_text_convert(workload, prefix, ranks: int) -> list[list]:
 
 def tracekit_rows(prefix) -> list[list]:
     out = []
-    for rank, trace in read_traceset(prefix).items():
+    for trace in read_traceset(prefix):
         nodes = [n for n in trace.nodes if n.type != NodeType.METADATA_NODE]
         pos = {n.id: i for i, n in enumerate(nodes)}
         rows = []

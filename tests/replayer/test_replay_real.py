@@ -14,7 +14,6 @@ from tracekit.io import read_traceset
 from tracekit.model import NodeType
 from tracekit.replayer import ReplayOptions, replay
 from tracekit.replayer.astra_config import import_astra_config
-from tracekit.replayer.checks import ReplayCheckError
 
 pytestmark = pytest.mark.realdata
 MiB = 1 << 20
