@@ -15,16 +15,16 @@ from typing import Any, Mapping
 
 from tracekit.errors import SpecError, malformed_input
 
-# Absurd values are refused with the key named: no spec quantity (FLOP/s, GB/s, ns, bytes) comes near 1e18,
-# and beyond it times overflow into inf/NaN that every later step would reject or print as "inf ns".
-MAX_SPEC_NUMBER = 1e18
-MAX_NPUS = 1 << 24  # ranks per network dimension
-
 from tracekit.replayer.hardware import (
     ALGORITHMS, COLLECTIVE_KEYS, COLLECTIVE_MODELS, COMPUTE_MODES, DEFAULT_ALGORITHMS, NCCL_ALGORITHMS,
     NCCL_LINKS, NCCL_PROTOCOLS, TOPOLOGIES, TREE_COLLECTIVES, AstraSettings, ComputeSettings, DeviceSpec,
     HardwareSpec, NcclConstants, NetworkDim,
 )
+
+# Absurd values are refused with the key named: no spec quantity (FLOP/s, GB/s, ns, bytes) comes near 1e18,
+# and beyond it times overflow into inf/NaN that every later step would reject or print as "inf ns".
+MAX_SPEC_NUMBER = 1e18
+MAX_NPUS = 1 << 24  # ranks per network dimension
 
 
 def spec_to_dict(spec: HardwareSpec) -> dict[str, Any]:

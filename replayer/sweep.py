@@ -55,7 +55,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from tracekit.errors import ConfigError, SpecError, TracekitError
+from tracekit.errors import ConfigError, SpecError, TracekitError, ReplayError
 
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.replayer import ReplayOptions, ReplayResult

@@ -13,7 +13,8 @@ traceback.  Errors are raised once, never logged and then raised.
 from __future__ import annotations
 
 import os
-from typing import Any
+from types import TracebackType
+from typing import Any, Literal
 
 
 class TracekitError(Exception):
@@ -137,7 +138,8 @@ class malformed_input:  # noqa: N801 - used as a context manager, reads like one
     def __enter__(self) -> "malformed_input":
         return self
 
-    def __exit__(self, exc_type, exc, tb) -> bool:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> Literal[False]:
         if exc is not None and isinstance(exc, _SHAPE_ERRORS) and not isinstance(exc, TracekitError):
             text = str(exc) or type(exc).__name__
             raise self.error(f"malformed {self.what}: {type(exc).__name__}: {text}"[:300], path=self.path) from exc

@@ -102,7 +102,7 @@ def test_node_view_of_a_corrupt_file_raises_the_record_error(tmp_path):
     data[at + 2] |= 0x80
     path.write_bytes(bytes(data))
     with pytest.raises(TraceFormatError):
-        read_trace(path).nodes
+        _ = read_trace(path).nodes
 
 
 def test_node_view_equals_protobuf_decode_on_the_benchmark_mix(tmp_path):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from _hardkit import leftovers, one_line_error, ring_job, run
+from _hardkit import leftovers, one_line_error, run
 from _pytorch_synth import et_doc, mlp_et, mlp_kineto, node, roots, write
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from _hardkit import leftovers, one_line_error, ring_job, run
-from tracekit.io import TraceSetWriter, gunzip_limited, write_bytes_atomic
+from tracekit.io import TraceSetWriter, gunzip_limited
 from tracekit.errors import TraceFormatError
 
 SAMPLE = Path(__file__).resolve().parents[2] / "sample_traces" / "chakra" / "all_reduce.0.et"
@@ -97,7 +97,7 @@ def test_a_gzip_bomb_fails_fast_with_bounded_memory(tmp_path):
     bomb = gzip.compress(bytes(100 << 20), compresslevel=9)  # 100 MiB of zeros in ~100 KB
     for name in ("z.0.et.gz", "et.json.gz", "kineto.json.gz", "t.0.json.gz"):
         (tmp_path / name).write_bytes(bomb)
-    ratio_line = f"gzip data expands more than 300x (a decompression bomb?); set TRACEKIT_MAX_GZIP_RATIO to raise the limit"
+    ratio_line = "gzip data expands more than 300x (a decompression bomb?); set TRACEKIT_MAX_GZIP_RATIO to raise the limit"
     line = one_line_error(run("info", tmp_path / "z.0.et.gz"))
     assert line == f"tracekit: error: {tmp_path}/z.0.et.gz: {ratio_line}"
     line = one_line_error(run("info", tmp_path / "t.0.json.gz"))

@@ -25,7 +25,6 @@ import tomllib
 from pathlib import Path
 from typing import Any, Callable
 
-import pytest
 import tomli_w
 import yaml
 from hypothesis import HealthCheck, Phase, given, settings
