@@ -108,6 +108,11 @@ def nodes_from_columns(encoded: Any, cols: Any) -> list[Node]:
 
 def _build(encoded: Any, cols: Any) -> list[Node]:
     from tracekit._codec import node_from_pb
+    from tracekit.model import MAX_DURATION_NS, MAX_TIME_NS
+
+    if (cols.duration_ns > MAX_DURATION_NS).any() or (cols.start_time_ns > MAX_TIME_NS).any():
+        # out-of-range times: the record-by-record decode raises the error naming the node
+        raise ValueError("time out of range")
 
     source = cols.attr_fn.__self__
     n = len(cols)

@@ -361,18 +361,20 @@ def summarize_class_set(cs: ClassSet):
     """:func:`tracekit.summary.summarize_files` for a class set (a member's summary is its representative's)."""
     from dataclasses import replace
 
-    from tracekit.groups import resolve_groups
+    from tracekit.groups import pg_descriptions, resolve_groups
     from tracekit.summary import TraceSetSummary, summarize_trace
 
-    per_rank, declared = {}, {}
+    per_rank, declared, descs = {}, {}, {}
     for cls in cs.classes:
         trace = cs.read_representative(cls)
         declared.update(trace.process_groups())
+        descs.update(pg_descriptions(trace))
         rep = summarize_trace(trace)
         for rank in cls.ranks:
             per_rank[rank] = replace(rep, rank=rank, path=f"{cs.manifest}#rank{rank}")
     groups = {k: list(v) for k, v in resolve_groups(declared, cs.world_size).items()}
-    return TraceSetSummary(ranks=cs.world_size, process_groups=groups, per_rank=[per_rank[r] for r in sorted(per_rank)])
+    return TraceSetSummary(ranks=cs.world_size, process_groups=groups, per_rank=[per_rank[r] for r in sorted(per_rank)],
+                           process_group_descs=descs)
 
 
 # ----- transforms of a class set, per class ----------------------------------------------------

@@ -111,6 +111,8 @@ class TraceSetSummary:
     ranks: int
     process_groups: dict[str, list[int]]
     per_rank: list[TraceSummary] = field(default_factory=list)
+    #: pg_name -> pg_desc as declared in the traces (``tp_0``, a renamed group's original name); empty ones left out
+    process_group_descs: dict[str, str] = field(default_factory=dict)
 
     @property
     def nodes(self) -> int:
@@ -118,7 +120,7 @@ class TraceSetSummary:
 
     def to_dict(self) -> dict[str, Any]:
         return {"ranks": self.ranks, "nodes": self.nodes, "process_groups": self.process_groups,
-                "per_rank": [asdict(s) for s in self.per_rank]}
+                "process_group_descs": self.process_group_descs, "per_rank": [asdict(s) for s in self.per_rank]}
 
 
 def _comm_totals(cols: Any, comm: np.ndarray, collectives: Counter[str], comm_bytes: Counter[str]) -> None:
@@ -201,16 +203,23 @@ def summarize_trace(trace: ExecutionTrace) -> TraceSummary:
 
 
 def summarize_traceset(ts: "TraceSet") -> TraceSetSummary:
+    from tracekit.groups import pg_descriptions
+
     groups = {k: list(v) for k, v in ts.process_groups.items()}
-    return TraceSetSummary(ranks=len(ts), process_groups=groups, per_rank=[summarize_trace(t) for t in ts])
+    descs: dict[str, str] = {}
+    for t in ts:
+        descs.update(pg_descriptions(t))
+    return TraceSetSummary(ranks=len(ts), process_groups=groups, per_rank=[summarize_trace(t) for t in ts],
+                           process_group_descs=descs)
 
 
-def _summarize_file(item: tuple[int, str]) -> tuple[TraceSummary, dict[str, tuple[int, ...]]]:
+def _summarize_file(item: tuple[int, str]) -> tuple[TraceSummary, dict[str, tuple[int, ...]], dict[str, str]]:
+    from tracekit.groups import pg_descriptions
     from tracekit.io import read_trace
 
     rank, path = item
     trace = read_trace(path, rank=rank)
-    return summarize_trace(trace), trace.process_groups()
+    return summarize_trace(trace), trace.process_groups(), pg_descriptions(trace)
 
 
 def summarize_files(pairs, *, executor: str = "serial", max_workers: int | None = None) -> TraceSetSummary:
@@ -228,8 +237,11 @@ def summarize_files(pairs, *, executor: str = "serial", max_workers: int | None 
     results = parallel_map(_summarize_file, [(r, str(p)) for r, p in pairs], executor=executor,
                            max_workers=max_workers)
     declared: dict[str, tuple[int, ...]] = {}
-    for _, groups in results:
+    descs: dict[str, str] = {}
+    for _, groups, file_descs in results:
         declared.update(groups)
-    world = max([s.rank or 0 for s, _ in results] + [max(r) for r in declared.values() if r], default=-1) + 1
+        descs.update(file_descs)
+    world = max([s.rank or 0 for s, _, _ in results] + [max(r) for r in declared.values() if r], default=-1) + 1
     groups = {k: list(v) for k, v in resolve_groups(declared, world).items()}
-    return TraceSetSummary(ranks=len(results), process_groups=groups, per_rank=[s for s, _ in results])
+    return TraceSetSummary(ranks=len(results), process_groups=groups, per_rank=[s for s, _, _ in results],
+                           process_group_descs=descs)

@@ -148,7 +148,8 @@ def test_a_second_writer_to_a_locked_prefix_fails_clearly(tmp_path):
         assert line == (f"tracekit: error: {tmp_path}/job: another tracekit command is writing this output prefix "
                         f"right now (lock .job.tk-lock is held); wait for it or choose another prefix")
         first.add(0, b"\x00")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["job.0.et"]  # the first writer's set; the lock is gone
+    # the first writer's set and its ASTRA-sim comm-group file; the lock is gone
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["job.0.et", "job.comm_groups.json"]
     assert run("generate", "micro", "--collective", "all_reduce", "--size", "1KiB", "--ranks", "2",
                "-o", tmp_path / "other").exit_code == 0  # another prefix in the same folder is not blocked
 
@@ -173,4 +174,5 @@ def test_rich_markup_in_names_is_printed_literally(tmp_path):
         res = run(*args)
         assert res.exit_code == 0, res.stderr
     assert "[/bogus][link=http://x.example]n_coll" in run("replay", prefix, "--hw", "dgx-a100").stdout
-    assert "│ [/bad]  │ 0, 1  │" in run("info", prefix).stdout
+    # the group is renumbered for ASTRA-sim ("1"); its name from the file stays as pg_desc, printed literally
+    assert "│ 1       │ [/bad]  │ 0, 1  │" in run("info", prefix).stdout

@@ -87,10 +87,13 @@ def render_summary(console: Any, summary: Any, *, top: int = 16) -> None:
         pg = Table(title=f"process groups ({len(summary.process_groups)}"
                          f"{f'; the first {top}' if len(summary.process_groups) > top else ''})", show_header=True)
         pg.add_column("pg_name")
+        descs = summary.process_group_descs
+        if descs:
+            pg.add_column("pg_desc")
         pg.add_column("ranks")
         for name, ranks in list(summary.process_groups.items())[:top]:
             text = ", ".join(map(str, ranks[:16])) + (" ..." if len(ranks) > 16 else "")
-            pg.add_row(name, text)
+            pg.add_row(name, descs.get(name, ""), text) if descs else pg.add_row(name, text)
         console.print(pg)
     render_cost_coverage(console, summary)
 
