@@ -131,8 +131,8 @@ def check_replay(traceset: "TraceSet", spec: Any = DEFAULT_SPEC, *, fold: bool =
         for rank in traceset.ranks:
             alone = local_rank(traceset[rank])
             result = replay(alone, spec, options=ReplayOptions(collective_model="measured", fold=False))
-            for row in compare(alone, result).rows:
-                rows.append(replace(row, rank=rank))
+            rows.extend(replace(row, rank=rank) for row in compare(alone, result).rows)
+            notes.extend(_empty_step_notes(traceset[rank], rank))
         return MeasuredComparison(tuple(rows), tuple(notes), result)
     traceset, offset_ns = with_start_offsets(traceset)
     if offset_ns:
@@ -257,6 +257,7 @@ def compare(traceset: "TraceSet", result: "ReplayResult") -> MeasuredComparison:
     if result.schedule is None:
         raise ValueError("the replay result has no schedule")
     rows: list[StepComparison] = []
+    notes: list[str] = []
     by_rank = {s.rank: s for s in result.schedule}
     for rank in traceset.ranks:
         sched = by_rank.get(rank)
@@ -267,8 +268,32 @@ def compare(traceset: "TraceSet", result: "ReplayResult") -> MeasuredComparison:
         end = dict(zip(sched.node_ids.tolist(), sched.end_ns.tolist()))
         steps = _step_rows(trace, rank, start, end)
         rows.extend(steps or [_whole_row(trace, rank, result.rank(rank).iteration_time_ns)])
+        notes.extend(_empty_step_notes(trace, rank))
     rows.extend(_job_rows(traceset, rows))
-    return MeasuredComparison(tuple(rows), tuple(_waiting_notes(traceset, result)), result)
+    return MeasuredComparison(tuple(rows), tuple(_waiting_notes(traceset, result) + notes), result)
+
+
+def _empty_step_notes(trace: Any, rank: int) -> list[str]:
+    """One note per ProfilerStep whose thread holds no timed host operator (ranges excluded) inside it.
+
+    Such a step replays to 0 ns; the note says so and counts the nodes that ran inside the range on other
+    threads or streams, with the sum of their measured durations (ns) against the step's.
+    """
+    out = []
+    for marker in trace.nodes:
+        m = STEP_MARKER.match(marker.name)
+        dur = marker.get_attr("range_duration_ns")
+        if not m or dur is None:
+            continue
+        t0, t1, tid = marker.start_time_ns, marker.start_time_ns + int(dur), marker.get_attr("tid")
+        inside = [n for n in trace.nodes if n.id != marker.id and t0 <= n.start_time_ns < t1]
+        if any(n.is_cpu_op is True and n.get_attr("tid") == tid and (n.duration_ns or 0) > 0 for n in inside):
+            continue
+        work_ns = sum(n.duration_ns or 0 for n in inside)
+        out.append(f"rank {rank} ProfilerStep#{m.group(1)} ({int(dur) / 1e6:,.3f} ms on thread {tid}): no timed "
+                   f"host operator on its thread inside the step, so it replays to 0; {len(inside)} node(s) on other "
+                   f"threads/streams start inside it, {work_ns / 1e6:,.3f} ms of measured work in all")
+    return out
 
 
 def _waiting_notes(traceset: "TraceSet", result: "ReplayResult") -> list[str]:
