@@ -539,8 +539,12 @@ def read_traceset(spec: str | os.PathLike[str] | Sequence[str | os.PathLike[str]
     Raises:
         TraceFormatError: as :func:`trace_paths` and :func:`read_trace`.
     """
+    from tracekit.classset import find_class_set
     from tracekit.traceset import TraceSet
 
+    classes = find_class_set(spec)
+    if classes is not None:  # a job stored as rank classes (tracekit.classset)
+        return classes.to_traceset()
     if isinstance(spec, (list, tuple)):
         pairs: list[tuple[int, Path]] = []
         for item in spec:

@@ -129,10 +129,18 @@ def summarize_trace(trace: ExecutionTrace) -> TraceSummary:
     if len(comm):
         _, ctype = cols.attr("comm_type")
         _, csize = cols.attr("comm_size")
-        for p in comm.tolist():
-            t = int(types[p])
-            key = {NodeType.COMM_SEND_NODE: "SEND", NodeType.COMM_RECV_NODE: "RECV"}.get(t) or _coll_name(ctype[p])
-            if t == NodeType.COMM_COLL_NODE:
+        p2p = {int(NodeType.COMM_SEND_NODE): "SEND", int(NodeType.COMM_RECV_NODE): "RECV"}
+        coll = int(NodeType.COMM_COLL_NODE)
+        names: dict[Any, str] = {}  # collective name per comm_type value (one enum lookup per distinct value)
+        for p, t in zip(comm.tolist(), types[comm].tolist()):
+            key = p2p.get(t)
+            if key is None:
+                v = ctype[p]
+                try:
+                    key = names.get((type(v), v)) or names.setdefault((type(v), v), _coll_name(v))
+                except TypeError:  # an unhashable (repeated) value
+                    key = _coll_name(v)
+            if t == coll:
                 collectives[key] += 1
             size = csize[p]
             comm_bytes[key] += int(size) if isinstance(size, (int, float)) else 0

@@ -29,6 +29,7 @@ _COMMAND_MODULES = (
     "tracekit.cli.report",
     "tracekit.cli.sweep",
     "tracekit.cli.hw",
+    "tracekit.cli.classes",
     "tracekit.cli.bench",
 )
 

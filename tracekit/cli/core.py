@@ -27,7 +27,9 @@ def _pairs(spec: str, rank: int | None) -> list:
 @click.argument("traces", metavar="TRACES")
 @click.option("--rank", type=int, default=None, help="Only this rank.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
-def info(traces: str, rank: int | None, as_json: bool) -> None:
+@click.option("--top", type=click.IntRange(min=1), default=16, show_default=True,
+              help="Rows per table (ranks with equal summaries share a row).")
+def info(traces: str, rank: int | None, as_json: bool, top: int) -> None:
     """Summarise traces: metadata, nodes by type and collective, compute time, bytes by collective.
 
     TRACES is a trace file, a prefix (dir/job), a glob or a directory.
@@ -37,10 +39,15 @@ def info(traces: str, rank: int | None, as_json: bool) -> None:
       tracekit info sample_traces/chakra/chakra.0.et
       tracekit info out/job --json
     """
+    from tracekit.classset import find_class_set, summarize_class_set
     from tracekit.summary import summarize_files
 
-    pairs = _pairs(traces, rank)
-    summary = summarize_files(pairs, executor="process" if len(pairs) >= 8 else "serial")
+    classes = find_class_set(traces) if rank is None else None
+    if classes is not None:  # stored as rank classes: one summary per class
+        summary = summarize_class_set(classes)
+    else:
+        pairs = _pairs(traces, rank)
+        summary = summarize_files(pairs, executor="process" if len(pairs) >= 8 else "serial")
     if as_json:
         import orjson
 
@@ -48,7 +55,7 @@ def info(traces: str, rank: int | None, as_json: bool) -> None:
         return
     from tracekit.cli._render import render_summary
 
-    render_summary(out_console(), summary)
+    render_summary(out_console(), summary, top=top)
 
 
 @click.command(context_settings=CONTEXT_SETTINGS)
@@ -76,20 +83,24 @@ def validate(traces: str, rank: int | None, as_json: bool, workers: int | None, 
       tracekit validate out/job
       tracekit validate 'out/gpt3.*.et' --workers 2
     """
+    from tracekit.classset import find_class_set, validate_class_set
     from tracekit.validate import validate_files
 
-    pairs = _pairs(traces, rank)
-    if stream:
+    classes = find_class_set(traces) if rank is None and not stream else None
+    if classes is not None:  # stored as rank classes: representatives checked, members derived
+        report = validate_class_set(classes)
+    elif stream:
         from tracekit.streaming import validate_stream
         from tracekit.validate import ValidationReport
 
         report = ValidationReport()
-        for r, path in pairs:
+        for r, path in _pairs(traces, rank):
             sub = validate_stream(path, rank=r)
             report.add(*sub.issues)
             report.checked_ranks += 1
             report.checked_nodes += sub.checked_nodes
     else:
+        pairs = _pairs(traces, rank)
         if executor is None:
             executor = "process" if len(pairs) >= 8 and (workers or 2) > 1 else "serial"
         report = validate_files(pairs, executor=executor, max_workers=workers, ray_address=address)

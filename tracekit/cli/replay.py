@@ -6,12 +6,11 @@ from typing import Any
 
 import click
 
-from tracekit.cli._common import CONTEXT_SETTINGS, err_console, out_console
+from tracekit.cli._common import CONTEXT_SETTINGS, err_console, out_console, state
 
 TRACES_HELP = "A trace-set prefix (dir/job for dir/job.<rank>.et), a glob, a directory or one trace file."
 from tracekit.cli._render import _fmt_bytes, _fmt_ns  # noqa: E402 - one place for human units
 
-MAX_RANK_ROWS = 16
 
 
 def _pct(part: float, whole: float) -> str:
@@ -22,8 +21,58 @@ def _bw(v: float | None) -> str:
     return "-" if v is None else f"{v:,.2f}"
 
 
-def render_result(console: Any, result: Any) -> None:
-    """Print a :class:`tracekit.replayer.results.ReplayResult` for people."""
+def rank_ranges(ranks: list[int], limit: int = 6) -> str:
+    """Ranks as ranges for people: ``0-63, 128-191`` (at most ``limit`` ranges, then ``... (N ranks)``)."""
+    ranks = sorted(ranks)
+    spans: list[tuple[int, int]] = []
+    for r in ranks:
+        if spans and r == spans[-1][1] + 1:
+            spans[-1] = (spans[-1][0], r)
+        else:
+            spans.append((r, r))
+    text = ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans[:limit])
+    if len(spans) > limit:
+        text += f", ... ({len(ranks)} ranks)"
+    return text
+
+
+def _rank_rows(result: Any, top: int) -> tuple[list[tuple[list[int], Any]], int]:
+    """Ranks with equal figures grouped, slowest first: ``([(ranks, stats)], groups in all)``."""
+    groups: dict[tuple, list] = {}
+    for r in result.ranks:
+        key = (r.iteration_time_ns, r.compute_ns, r.comm_ns, r.exposed_comm_ns, r.comm_wait_ns, r.idle_ns, r.nodes)
+        groups.setdefault(key, [[], r])[0].append(r.rank)
+    rows = sorted(groups.values(), key=lambda g: (-g[1].iteration_time_ns, g[0][0]))
+    return [(ranks, stats) for ranks, stats in rows[:top]], len(rows)
+
+
+def _comm_rows(result: Any, top: int) -> tuple[list[dict[str, Any]], int]:
+    """Collective summary rows that differ only in their group merged, most total time first."""
+    merged: dict[tuple, dict[str, Any]] = {}
+    for row in result.collective_summary():
+        key = (row["kind"], row["comm_bytes"], row["group_size"], row["algorithm"], row["mean_time_ns"],
+               row["algbw_gbps"], row["busbw_gbps"])
+        m = merged.get(key)
+        if m is None:
+            merged[key] = dict(row, groups=[row["pg_name"]])
+        else:
+            m["count"] += row["count"]
+            m["total_time_ns"] += row["total_time_ns"]
+            m["groups"].append(row["pg_name"])
+    rows = sorted(merged.values(), key=lambda m: -m["total_time_ns"])
+    return rows[:top], len(rows)
+
+
+def _groups_text(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else f"{len(names)} groups"
+
+
+def render_result(console: Any, result: Any, *, top: int = 8) -> None:
+    """Print a :class:`tracekit.replayer.results.ReplayResult` for people.
+
+    Ranks with identical figures share a row, as do collectives that differ
+    only in their group; the ``top`` slowest / most expensive rows are shown.
+    """
     from rich.table import Table
 
     prov = result.provenance
@@ -31,28 +80,30 @@ def render_result(console: Any, result: Any) -> None:
     console.print(f"[bold]iteration time {_fmt_ns(job)}[/bold] ({job:,.0f} ns) on {prov.spec_name}: "
                   f"{prov.world_size} rank(s), {result.node_count:,} nodes, collective model "
                   f"{prov.collective_model}, compute {prov.compute_mode} x {prov.compute_scale:g}")
-    ranks = list(result.ranks)
-    title = "per rank"
-    if len(ranks) > MAX_RANK_ROWS:
-        ranks = sorted(ranks, key=lambda r: (-r.iteration_time_ns, r.rank))[:MAX_RANK_ROWS]
-        title = f"per rank: the {MAX_RANK_ROWS} slowest of {len(result.ranks)}"
+    rows, distinct = _rank_rows(result, top)
+    title = "per rank" if distinct == len(result.ranks) else f"per rank ({len(result.ranks)} ranks, {distinct} distinct)"
+    if distinct > len(rows):
+        title += f": the {len(rows)} slowest rows (--top N for more)"
     table = Table(title=title)
     for col in ("rank", "iteration", "compute", "comm", "exposed comm", "waiting", "idle", "nodes"):
         table.add_column(col, justify="right")
-    for r in ranks:
-        table.add_row(str(r.rank), _fmt_ns(r.iteration_time_ns), _fmt_ns(r.compute_ns), _fmt_ns(r.comm_ns),
-                      f"{_fmt_ns(r.exposed_comm_ns)} ({_pct(r.exposed_comm_ns, r.iteration_time_ns)})",
+    for ranks, r in rows:
+        table.add_row(rank_ranges(ranks, limit=3), _fmt_ns(r.iteration_time_ns), _fmt_ns(r.compute_ns),
+                      _fmt_ns(r.comm_ns), f"{_fmt_ns(r.exposed_comm_ns)} ({_pct(r.exposed_comm_ns, r.iteration_time_ns)})",
                       _fmt_ns(r.comm_wait_ns), _fmt_ns(r.idle_ns), f"{r.nodes:,}")
     console.print(table)
-    summary = result.collective_summary()
+    summary, distinct = _comm_rows(result, top)
     if summary:
-        coll = Table(title=f"communication ({len(result.collectives):,} collectives and send/recv pairs)")
+        title = f"communication ({len(result.collectives):,} collectives and send/recv pairs)"
+        if distinct > len(summary):
+            title += f": the {len(summary)} of {distinct} rows with the most time (--top N for more)"
+        coll = Table(title=title)
         for col in ("kind", "size", "group", "ranks", "algorithm", "count", "mean time", "algbw GB/s",
                     "busbw GB/s"):
             coll.add_column(col, justify="left" if col in ("kind", "group", "algorithm") else "right")
         for row in summary:
-            coll.add_row(row["kind"], _fmt_bytes(row["comm_bytes"]), row["pg_name"], str(row["group_size"]),
-                         row["algorithm"], f"{row['count']:,}", _fmt_ns(row["mean_time_ns"]),
+            coll.add_row(row["kind"], _fmt_bytes(row["comm_bytes"]), _groups_text(row["groups"]),
+                         str(row["group_size"]), row["algorithm"], f"{row['count']:,}", _fmt_ns(row["mean_time_ns"]),
                          _bw(row["algbw_gbps"]), _bw(row["busbw_gbps"]))
         console.print(coll)
     cp = result.critical_path
@@ -111,6 +162,8 @@ def render_compute_plan(console: Any, plan: Any, report: Any, result: Any) -> No
                    "gives the same result, faster, reading one rank file at a time).")
 @click.option("--html", "html_out", type=click.Path(dir_okay=False), default=None,
               help="Write a self-contained HTML report of the replay to this file.")
+@click.option("--top", type=click.IntRange(min=1), default=8, show_default=True,
+              help="Rows per summary table (ranks with equal figures and groups with equal costs share a row).")
 @click.option("--compute", type=click.Choice(["auto", "measured", "roofline", "projected"]), default="auto",
               show_default=True,
               help="How compute is timed: 'projected' moves measured times from the capture device to the "
@@ -121,7 +174,7 @@ def render_compute_plan(console: Any, plan: Any, report: Any, result: Any) -> No
                    "or a device name), when the trace does not record it.")
 def replay(traces: str, hw: str, json_out: str | None, with_schedule: bool, timeline_out: str | None,
            compute_scale: float | None, collective_model: str | None, streams: str, no_check: bool,
-           no_fold: bool, html_out: str | None, compute: str, capture_device: str | None) -> None:
+           no_fold: bool, html_out: str | None, compute: str, capture_device: str | None, top: int) -> None:
     """Replay a trace set on a hardware spec and summarise where the time goes.
 
     Prints the iteration time, per-rank compute / communication / exposed
@@ -141,6 +194,7 @@ def replay(traces: str, hw: str, json_out: str | None, with_schedule: bool, time
 
     options = ReplayOptions(collective_model=collective_model, compute_scale=compute_scale, streams=streams,
                             check=not no_check, fold=not no_fold)
+    console = err_console()
     result, traceset, plan, report = replay_with_compute(traces, hw, options=options, compute=compute,
                                                          capture_device=capture_device)
     written = []  # files first: a closed stdout (| head) must not lose them
@@ -157,10 +211,9 @@ def replay(traces: str, hw: str, json_out: str | None, with_schedule: bool, time
 
         write_chrome_trace(replay_timeline(result, traceset), timeline_out)
         written.append(f"wrote {timeline_out} (open it in https://ui.perfetto.dev)")
-    render_result(out_console(), result)
+    render_result(out_console(), result, top=top)
     render_compute_plan(out_console(), plan, report, result)
     fold = result.folding
-    console = err_console()
     if fold is not None and fold.reason is None:
         console.print(f"rank folding: simulated {fold.classes} of {fold.ranks} ranks "
                       f"(the others run identical timelines; --no-fold to simulate all)")
