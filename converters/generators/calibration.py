@@ -12,6 +12,7 @@ device (a :class:`tracekit.devices.DeviceModel`, usually found from a replayer h
   (:data:`ATTENTION_DROPOUT`).
 * **Elementwise / memory-bound** ops: ``max(F / vector peak, B / (bandwidth x memory_efficiency(B)))``
   (:func:`tracekit.devices.memory_efficiency`).
+* **Short reduction dimensions**: GEMM efficiency times ``k / (k + GEMM_K_FILL)`` (:data:`GEMM_K_FILL`).
 * **Kernel launch and framework overhead**: :data:`KERNEL_OVERHEAD_NS` per generated compute node.
 * **Optimizer step**: Adam's bytes per parameter (see :mod:`.llm`) plus the passes Megatron-LM's
   mixed-precision optimizer makes over the gradients (:data:`OPTIMIZER_EXTRA_BYTES_PER_PARAM`).
@@ -32,15 +33,17 @@ from typing import Any
 
 from tracekit.errors import ConfigError
 
-#: Fixed cost per generated compute node (ns): CUDA kernel launch gap plus PyTorch eager dispatch, spread
-#: over the 1-3 kernels a node stands for. Source: fitted to Narayanan et al. 2021, Table 1, rows 1.7B and
-#: 18.4B (the value that brings both within 10 %); consistent with the few-microsecond launch latency
-#: NVIDIA documents for back-to-back kernels (CUDA C++ Best Practices Guide, "asynchronous execution").
+#: Fixed cost per generated compute node (ns): the GPU-side gap between back-to-back dependent kernels
+#: (launch latency not hidden behind the previous kernel), one per node although a node may stand for 1-3
+#: kernels. Assumed (a few microseconds is the commonly measured order on A100/H100 with CUDA 11-12); not
+#: fitted: the Table-1 rows move by < 2 % between 0 and 5 us.
 KERNEL_OVERHEAD_NS = 2_000.0
 #: Main-loop fill of a tensor-core GEMM (elements of ``k``): efficiency is scaled by ``k / (k + K_FILL)``
 #: -- the prologue (first tiles loaded) and epilogue (output written) do not overlap the main loop, so a
-#: short reduction dimension (attention's head dim 64-128, small ``h / tp``) runs below the device's
-#: large-GEMM efficiency. Source: fitted (see KERNEL_OVERHEAD_NS).
+#: short reduction dimension (attention's head dim 64-128, ``h / tp`` in row-parallel GEMMs) runs below
+#: the device's large-GEMM efficiency, which the compute model's curve (tile and wave quantization only)
+#: does not see. Source: fitted to Narayanan et al. 2021, Table 1, rows 1.7B and 18.4B (128 leaves them
+#: +18 % and +10 % fast, 256 +10 % and +6 %, 384 +2.5 % and +3 %); the other rows are the check.
 GEMM_K_FILL = 384.0
 #: Megatron-LM 2021 runs attention unfused: scaled-masked softmax as one fused kernel
 #: (megatron/model/fused_softmax.py) and dropout (p = 0.1) on the probabilities as a separate kernel
@@ -52,6 +55,11 @@ ATTENTION_DROPOUT = True
 #: (read 4 B). Source: Megatron-LM megatron/optimizer/optimizer.py (``_unscale_main_grads_and_check_for_nan``,
 #: ``clip_grad_norm_fp32``), v2.x (2021).
 OPTIMIZER_EXTRA_BYTES_PER_PARAM = 12
+#: Megatron-LM 2021 all-reduces a column-parallel layer's input gradient over tp after the layer's whole
+#: backward (``_CopyToModelParallelRegion.backward`` on the compute stream), not overlapped with the
+#: weight-gradient GEMM; the asynchronous all-reduce (``LinearWithGradAccumulationAndAsyncAllreduce``)
+#: came after the paper. Source: Megatron-LM megatron/mpu/mappings.py and layers.py, v2.x.
+MEGATRON_2021_TP_DGRAD_OVERLAP = False
 #: Megatron-LM 2021's data-parallel gradient all-reduce runs after the last micro-batch's backward
 #: (``model.allreduce_gradients()`` in ``train_step``), not overlapped with it; overlap arrived with
 #: ``--overlap-grad-reduce`` in Megatron-Core (2023). Source: Megatron-LM megatron/training.py, v2.x.
@@ -63,11 +71,13 @@ ASSUMPTIONS: tuple[tuple[str, Any, str, str], ...] = (
      "compute model (issue 15): tile and wave quantization x device max (devices.toml)"),
     ("memory_efficiency", "tracekit.devices.memory_efficiency", "fraction of bandwidth",
      "compute model (issue 15): Little's law curve x device max (devices.toml)"),
-    ("kernel_overhead_ns", KERNEL_OVERHEAD_NS, "ns per compute node",
+    ("gemm_k_fill", GEMM_K_FILL, "elements of k",
      "fitted: Narayanan et al. 2021 Table 1 rows 1.7B and 18.4B"),
+    ("kernel_overhead_ns", KERNEL_OVERHEAD_NS, "ns per compute node", "assumed: back-to-back kernel gap"),
     ("attention_dropout", ATTENTION_DROPOUT, "flag", "Megatron-LM v2.x ParallelAttention (unfused attention)"),
     ("optimizer_extra_bytes_per_param", OPTIMIZER_EXTRA_BYTES_PER_PARAM, "bytes",
      "Megatron-LM v2.x optimizer.py: unscale + inf check, grad-norm clipping"),
+    ("tp_dgrad_overlap", MEGATRON_2021_TP_DGRAD_OVERLAP, "flag", "Megatron-LM v2.x mpu/mappings.py, layers.py"),
     ("overlap_grad_reduce", MEGATRON_2021_OVERLAP_GRAD_REDUCE, "flag", "Megatron-LM v2.x training.py"),
 )
 
@@ -82,6 +92,9 @@ class CalibratedCost:
         kernel_overhead_ns: fixed ns added to every compute node.
         attention_dropout: price a dropout kernel on the attention probabilities.
         optimizer_extra_bytes_per_param: bytes the optimizer moves per parameter besides Adam's.
+        gemm_k_fill: the ``K_FILL`` of ``k / (k + K_FILL)`` (elements).
+        tp_dgrad_overlap: the generator overlaps the tp reduction of an input gradient with the
+            weight-gradient GEMM (False: it runs before, as Megatron-LM 2021).
 
     Raises:
         ConfigError: a negative overhead, or a device that is not one (see
@@ -94,6 +107,7 @@ class CalibratedCost:
     attention_dropout: bool = ATTENTION_DROPOUT
     optimizer_extra_bytes_per_param: int = OPTIMIZER_EXTRA_BYTES_PER_PARAM
     gemm_k_fill: float = GEMM_K_FILL
+    tp_dgrad_overlap: bool = MEGATRON_2021_TP_DGRAD_OVERLAP
 
     def __post_init__(self) -> None:
         from tracekit.devices import device_model
@@ -138,24 +152,25 @@ class CalibratedCost:
 
 
 def calibrated_cost(hardware: Any, dtype: str = "bf16") -> CalibratedCost:
-    """A :class:`CalibratedCost` for a replayer spec (name, path or :class:`HardwareSpec`) or a device.
+    """A :class:`CalibratedCost` for a replayer spec (preset name, path or :class:`HardwareSpec`), else a
+    device preset of ``tracekit/devices.toml`` (tried second: ``dgx-a100`` is a spec, not a device).
 
     Raises:
         SpecError: unknown spec; ConfigError: a device without peaks.
     """
     if isinstance(hardware, str):
         from tracekit.devices import find_device
+        from tracekit.errors import SpecError
+        from tracekit.replayer.hardware import load_spec
 
-        if find_device(hardware) is None:
-            from tracekit.replayer.hardware import load_spec
-
+        try:
             hardware = load_spec(hardware)
+        except SpecError:
+            if find_device(hardware) is None:
+                raise
     return CalibratedCost(hardware, dtype)
 
 
-__all__ = ["ASSUMPTIONS", "ATTENTION_DROPOUT", "CalibratedCost", "KERNEL_OVERHEAD_NS",
-           "MEGATRON_2021_OVERLAP_GRAD_REDUCE",
-           "OPTIMIZER_EXTRA_BYTES_PER_PARAM", "calibrated_cost"]
 
 
 # ----------------------------------------------------------------------------- the reference measurements
@@ -236,3 +251,8 @@ def table1_tflops_per_gpu(row: Table1Row, iteration_s: float) -> float:
     b, s, l, h, v = row.batch_size, TABLE1_SEQ_LENGTH, row.layers, row.hidden, TABLE1_VOCAB
     flops = 96 * b * s * l * h * h * (1 + s / (6 * h) + v / (16 * l * h))
     return flops / (iteration_s * row.gpus) / 1e12
+
+
+__all__ = ["ASSUMPTIONS", "ATTENTION_DROPOUT", "GEMM_K_FILL", "KERNEL_OVERHEAD_NS", "MEGATRON_2021_OVERLAP_GRAD_REDUCE", "MEGATRON_2021_TP_DGRAD_OVERLAP",
+           "OPTIMIZER_EXTRA_BYTES_PER_PARAM", "TABLE1", "CalibratedCost", "Table1Row", "calibrated_cost",
+           "table1_config", "table1_row", "table1_tflops_per_gpu"]

@@ -312,14 +312,19 @@ def _linear_backward(bb: _BlockBuilder, x: Dims, role: str, m: int, k: int, n: i
     """dgrad (+ TP reduction of the input gradient for column-parallel layers) and wgrad.
 
     For a column-parallel layer the input gradient is all-reduced (reduce-
-    scattered under SP) while the weight-gradient GEMM runs; under SP the
-    layer input is all-gathered again for the weight gradient.
+    scattered under SP) while the weight-gradient GEMM runs (before it when
+    the cost model's ``tp_dgrad_overlap`` is False); under SP the layer
+    input is all-gathered again for the weight gradient.
     """
     regather = None
     if column_parallel and x.sp:
         regather = bb.coll("tp_allgather", CollectiveType.ALL_GATHER, x.te * x.h * x.dt, "tp", join=False)
     dgrad = bb.gemm(role, m, n, k, x.dt, phase="bwd")
-    reduce = _tp_reduce(bb, x, after=dgrad, join=False) if column_parallel else None
+    # overlapped unless the cost model says the framework runs it before the wgrad (.calibration)
+    overlap = getattr(bb.roofline, "tp_dgrad_overlap", True)
+    reduce = _tp_reduce(bb, x, after=dgrad, join=not overlap) if column_parallel else None
+    if not overlap:
+        reduce = None
     bb.gemm(role, k, m, n, x.dt, phase="wgrad", extra_deps=() if regather is None else (regather,))
     if reduce is not None:
         bb.pending.append(reduce)
