@@ -42,8 +42,10 @@ KERNEL_OVERHEAD_NS = 2_000.0
 #: -- the prologue (first tiles loaded) and epilogue (output written) do not overlap the main loop, so a
 #: short reduction dimension (attention's head dim 64-128, ``h / tp`` in row-parallel GEMMs) runs below
 #: the device's large-GEMM efficiency, which the compute model's curve (tile and wave quantization only)
-#: does not see. Source: fitted to Narayanan et al. 2021, Table 1, rows 1.7B and 18.4B (128 leaves them
-#: +18 % and +10 % fast, 256 +10 % and +6 %, 384 +2.5 % and +3 %); the other rows are the check.
+#: does not see. Source: fitted to Narayanan et al. 2021, Table 1, rows 1.7B and 18.4B while the tp
+#: input-gradient reduction was still overlapped (128 left them +18 % and +10 % fast, 256 +10 % and +6 %,
+#: 384 +2.5 % and +3 %); with it serialized as below, 384 gives +2.5 % and -5.8 %. Not refitted since; the
+#: other rows are the check (benchmarks/bench_megatron.py).
 GEMM_K_FILL = 384.0
 #: Megatron-LM 2021 runs attention unfused: scaled-masked softmax as one fused kernel
 #: (megatron/model/fused_softmax.py) and dropout (p = 0.1) on the probabilities as a separate kernel

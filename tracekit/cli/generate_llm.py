@@ -83,8 +83,10 @@ def llm(model_name: str, layers, hidden, heads, kv_heads, ffn, seq, vocab, tp: i
 
     Ranks follow Megatron-LM's order (tp fastest, then cp, dp, pp).  GEMM,
     attention and elementwise nodes carry FLOPs (num_ops) and bytes
-    (tensor_size); with --hw or --peak-tflops/--mem-bw-gbps also a roofline
-    duration.
+    (tensor_size); with --hw also a duration calibrated against Megatron-LM
+    (GEMM efficiency by shape, kernel and optimizer overheads; --cost
+    roofline for the flat roofline), with --peak-tflops/--mem-bw-gbps a
+    roofline duration.
 
     \b
     Example:
