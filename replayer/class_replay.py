@@ -26,6 +26,7 @@ from dataclasses import replace as dc_replace
 from typing import TYPE_CHECKING, Any, Callable
 
 from tracekit.classset import RENAMED, member_findings, slot_maps
+from tracekit.model import Attr
 
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.classset import ClassSet
@@ -34,7 +35,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 log = logging.getLogger(__name__)
 
-__all__ = ["member_scan", "replay_class_set"]
+__all__ = ["StampedClasses", "member_scan", "replay_class_set"]
 
 
 def member_scan(scan: "RankScan", rank: int, path: str | None, value_map: dict[tuple[str, Any], Any]) -> "RankScan":
@@ -155,3 +156,54 @@ def replay_class_set(cs: "ClassSet", spec: Any, *, options: "ReplayOptions | Non
     paths = tuple(scans[r].path for r in range(world))
     say(f"simulating {len(plan.reps)} representative ranks and expanding to {world}")
     return replay_folded(ts, fitted, options, plan, world_paths=paths), ts
+
+
+class StampedClasses:
+    """Per-rank files stamped with their rank class (:data:`tracekit.classset.RANK_CLASS_ATTR`).
+
+    The first clean file of a class is read the ordinary way (checked, scanned) and kept as a template;
+    a later file of the class is derived from it without decoding: its node records must equal the
+    template's with the file's own slot values put in, byte for byte (else it is read the ordinary way),
+    and then its scan and check findings are the first file's renamed (:func:`member_scan`,
+    :func:`~tracekit.classset.member_findings`), exactly as for a class set.
+    """
+
+    def __init__(self) -> None:
+        self.first: dict[str, tuple] = {}
+
+    def derive(self, rank: int, path: str, data: bytes):
+        """``(scan, findings or None, declared groups)`` of a stamped member, or None (read it in full)."""
+        from tracekit.classset import read_rank_class
+        from tracekit.errors import ConfigError
+        from tracekit.model import Attr
+
+        stamp = read_rank_class(data)
+        if stamp is None or stamp[0] not in self.first:
+            return None
+        key, slots, values, offset = stamp
+        f_slots, f_values, template, f_offset, scan, findings, groups = self.first[key]
+        if slots != f_slots:
+            return None
+        try:
+            expected = template.for_rank({i: Attr(s.name, v, s.kind) for i, (s, v) in enumerate(zip(slots, values))})
+        except ConfigError:
+            return None
+        if memoryview(expected)[f_offset:] != memoryview(data)[offset:]:
+            return None
+        vmap = {(s.name, fv): v for s, fv, v in zip(slots, f_values, values)}
+        return (member_scan(scan, rank, path, vmap),
+                member_findings(findings, rank, vmap) if findings is not None else None, groups)
+
+    def remember(self, data: bytes, scan, findings, groups) -> None:
+        """Keep a fully read file as its class's template (when stamped, clean and renaming-only)."""
+        from tracekit.classset import read_rank_class
+        from tracekit.converters.generators.rank_classes import RankTemplate
+
+        stamp = read_rank_class(data)
+        if stamp is None or stamp[0] in self.first or (findings is not None and findings.issues):
+            return
+        key, slots, values, offset = stamp
+        if not all(s.name in RENAMED for s in slots):
+            return
+        attrs = {i: Attr(s.name, v, s.kind) for i, (s, v) in enumerate(zip(slots, values))}
+        self.first[key] = (slots, values, RankTemplate(data, attrs), offset, scan, findings, groups)

@@ -429,6 +429,8 @@ class _CostCheck:
             cost = "measured"  # priced from the members' durations: equal by the digest
         except Exception as exc:  # the unfolded replay reports it with its context
             raise NotFoldable(f"cannot cost a communication ({exc})") from None
+        if not isinstance(cost, str) and len(set(cost.member_ns)) > 1:
+            raise NotFoldable("members of a collective finish at different times (ASTRA-sim's double binary tree)")
         self.cache[ck] = cost
         return cost
 
@@ -654,7 +656,8 @@ def replay_files(traces: Any, spec: Any, *, options: "ReplayOptions | None" = No
     from dataclasses import replace as dc_replace
 
     from tracekit.groups import resolve_groups
-    from tracekit.io import read_trace, read_traceset, trace_paths
+    from tracekit.io import _read_raw, read_trace, read_traceset, trace_from_bytes, trace_paths
+    from tracekit.replayer.class_replay import StampedClasses
     from tracekit.replayer import replay
     from tracekit.replayer._program import ReplayOptions, effective_spec
     from tracekit.replayer.checks import ReplayCheckError, check_complete, check_spec_size
@@ -690,9 +693,22 @@ def replay_files(traces: Any, spec: Any, *, options: "ReplayOptions | None" = No
     findings = []
     declared: dict[str, tuple[int, ...]] = {}
     say = status or (lambda text: None)
+    stamped = StampedClasses()  # members of stamped files are derived, not decoded (class_replay.py)
     for rank, path in pairs:
         say(f"reading and digesting rank {rank} of {len(pairs)}")
-        trace = read_trace(path, rank=rank)
+        spath = str(path)
+        data = None if spath.endswith((".json", ".json.gz")) else _read_raw(path)
+        derived = stamped.derive(rank, spath, data) if data is not None else None
+        if derived is not None and (derived[1] is not None or not options.check):
+            scans[rank], f, groups_here = derived
+            if options.check:
+                findings.append(f)
+            for name, ranks in groups_here.items():
+                if declared.setdefault(name, ranks) != ranks:
+                    return unfolded(None)
+            continue
+        trace = read_trace(path, rank=rank) if data is None else trace_from_bytes(data, path=spath, rank=rank)
+        f = None
         if options.check:
             f = check_rank(trace)
             findings.append(f)
@@ -712,7 +728,9 @@ def replay_files(traces: Any, spec: Any, *, options: "ReplayOptions | None" = No
         else:  # equal by the digest: share the rank-local tables
             scan.coll_attr, scan.comm_ids = seen.coll_attr, seen.comm_ids
         scans[rank] = scan
-        del trace
+        if data is not None:
+            stamped.remember(data, scan, f, groups_here)
+        del trace, data
     world = max([r for r, _ in pairs] + [max(v) for v in declared.values() if v], default=-1) + 1
     check_complete(scans, world, path=str(traces))
     try:

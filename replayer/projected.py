@@ -72,8 +72,11 @@ def plan_compute(traceset: Any, spec: Any, compute: str = "auto", capture_device
 
 
 def replay_with_compute(traces: Any, spec: Any, *, options: Any = None, compute: str = "auto",
-                        capture_device: str | None = None):
+                        capture_device: str | None = None, status: Any = None):
     """Replay ``traces`` (files or a TraceSet) on ``spec`` timing compute as :func:`plan_compute` decides.
+
+    ``status`` (optional) receives phase descriptions from the file-streaming path
+    (:func:`tracekit.replayer.folding.replay_files`).
 
     Returns:
         ``(result, traceset, plan, report)``: the ReplayResult, the trace set replayed, the
@@ -97,11 +100,14 @@ def replay_with_compute(traces: Any, spec: Any, *, options: Any = None, compute:
         # files: decide from the first rank's metadata so jobs without a device keep the streaming path
         from tracekit.io import read_metadata, trace_paths
 
-        pairs = trace_paths(traces)
-        md = read_metadata(pairs[0][1]) if str(pairs[0][1]).endswith((".et", ".et.gz")) else None
+        from tracekit.classset import find_class_set
+
+        classes = find_class_set(traces)  # a class set: its first representative's metadata
+        first = classes.classes[0].file if classes is not None else trace_paths(traces)[0][1]
+        md = read_metadata(first) if str(first).endswith((".et", ".et.gz")) else None
         named = md is not None and any(md.get_attr(k) for k in ("compute_device", "capture_device"))
         if compute == "measured" or (md is not None and not named):
-            result, kept = replay_files(traces, spec, options=options)
+            result, kept = replay_files(traces, spec, options=options, status=status)
             reason = "chosen" if compute == "measured" else "the trace records no capture device"
             return result, kept, ComputePlan("measured", reason=reason), None
     ts = ts if ts is not None else read_traceset(traces)

@@ -104,12 +104,18 @@ class ClassSet:
             cache[cls.file] = RankTemplate(_read_raw(cls.file), dict(enumerate(cls.slots)))
         return cache[cls.file]
 
-    def iter_rank_bytes(self) -> Iterator[tuple[int, bytes]]:
-        """``(rank, .et bytes)`` class by class (one representative in memory at a time)."""
+    def iter_rank_bytes(self, *, stamp: bool = False) -> Iterator[tuple[int, bytes]]:
+        """``(rank, .et bytes)`` class by class (one representative in memory at a time).
+
+        With ``stamp`` each file's metadata names its class (:func:`stamp_rank_class`), so a replay of the
+        per-rank files derives members from their class's first file instead of decoding them.
+        """
         for cls in self.classes:
             template = self._template(cls)
+            key = class_key(template.data) if stamp else ""
             for index, rank in enumerate(cls.ranks):
-                yield rank, template.for_rank(dict(enumerate(cls.member_attrs(index))))
+                data = template.for_rank(dict(enumerate(cls.member_attrs(index))))
+                yield rank, stamp_rank_class(data, key, cls.slots, cls.values[index]) if stamp else data
 
     def read_representative(self, cls: RankClass):
         """The representative's :class:`ExecutionTrace` (rank = the representative)."""
@@ -126,10 +132,14 @@ class ClassSet:
         return TraceSet({r: trace_from_bytes(b, path=f"{path}#rank{r}", rank=r) for r, b in self.iter_rank_bytes()})
 
     def expand(self, prefix: str | os.PathLike[str], *, progress=None) -> list[Path]:
-        """Write the per-rank Chakra files ``<prefix>.<rank>.et`` (as a unit: see TraceSetWriter)."""
+        """Write the per-rank Chakra files ``<prefix>.<rank>.et`` (as a unit: see TraceSetWriter).
+
+        Each file's metadata carries its class stamp (:data:`RANK_CLASS_ATTR`); node records are exactly
+        the member's.
+        """
         from tracekit.io import TraceSetWriter
 
-        items: Iterable[tuple[int, bytes]] = self.iter_rank_bytes()
+        items: Iterable[tuple[int, bytes]] = self.iter_rank_bytes(stamp=True)
         if progress is not None:
             items = progress(items, self.world_size)
         with TraceSetWriter(prefix) as writer:
@@ -354,3 +364,118 @@ def summarize_class_set(cs: ClassSet):
             per_rank[rank] = replace(rep, rank=rank, path=f"{cs.manifest}#rank{rank}")
     groups = {k: list(v) for k, v in resolve_groups(declared, cs.world_size).items()}
     return TraceSetSummary(ranks=cs.world_size, process_groups=groups, per_rank=[per_rank[r] for r in sorted(per_rank)])
+
+
+# ----- transforms of a class set, per class ----------------------------------------------------
+
+#: Steps whose result on a member is the member's slot values put into their result on the representative:
+#: they read and write each rank's nodes by type, dependencies, durations, sizes and streams, never group
+#: names or peers, and add no attribute equal to a slot.
+CLASSWISE_TRANSFORMS = ("ScaleCompute", "ScaleComm", "Retarget", "DropCpuOps", "Compact")
+
+
+def classwise(pipeline) -> bool:
+    """Whether :func:`transform_class_set` can run ``pipeline`` (every step in :data:`CLASSWISE_TRANSFORMS`)."""
+    return all(type(step).__name__ in CLASSWISE_TRANSFORMS for step in pipeline.steps)
+
+
+def transform_class_set(cs: ClassSet, pipeline, output: str | os.PathLike[str]) -> tuple[Path, int, int]:
+    """Run ``pipeline`` on each class representative and write the result as a class set.
+
+    Returns:
+        ``(manifest path, nodes in, nodes out)`` counted over every rank.
+
+    Raises:
+        TracekitError: a step is not class-wise (see :func:`classwise`), or as the steps raise.
+    """
+    from tracekit.io import encode_trace
+    from tracekit.traceset import TraceSet
+
+    if not classwise(pipeline):
+        raise TracekitError("these steps need every rank: "
+                            + ", ".join(type(s).__name__ for s in pipeline.steps
+                                        if type(s).__name__ not in CLASSWISE_TRANSFORMS), path=cs.manifest)
+    counts = [0, 0]
+
+    def classes():
+        for cls in cs.classes:
+            trace = cs.read_representative(cls)
+            ts = TraceSet({cls.representative: trace}, trace.process_groups())
+            out = pipeline.run(ts, source=cs.manifest)[cls.representative]
+            counts[0] += len(trace) * len(cls.ranks)
+            counts[1] += len(out) * len(cls.ranks)
+            yield encode_trace(out), cls.slots, [(r, cls.member_attrs(i)) for i, r in enumerate(cls.ranks)]
+
+    manifest = write_class_set(output, cs.world_size, classes())
+    return manifest, counts[0], counts[1]
+
+
+# ----- rank-class stamps in per-rank files ---------------------------------------------------------
+
+#: GlobalMetadata attribute of a per-rank file written from a class: JSON ``{"key", "slots", "values"}``
+#: (``key``: hash of the class representative's node records; ``values``: this rank's slot values).
+RANK_CLASS_ATTR = "tracekit_rank_class"
+
+
+def _first_record(data: bytes) -> tuple[int, int]:
+    """``(start, end)`` of the metadata message (after its varint length prefix); (0, -1) when malformed."""
+    length, shift, i = 0, 0, 0
+    while i < min(len(data), 5):
+        b = data[i]
+        length |= (b & 0x7F) << shift
+        i += 1
+        if b < 0x80:
+            return (i, i + length) if i + length <= len(data) else (0, -1)
+        shift += 7
+    return 0, -1
+
+
+def class_key(data: bytes) -> str:
+    """The class key of a representative's `.et` bytes: a BLAKE2b hash of its node records."""
+    import hashlib
+
+    _, end = _first_record(data)
+    return hashlib.blake2b(data[max(end, 0):], digest_size=16).hexdigest()
+
+
+def stamp_rank_class(data: bytes, key: str, slots: Sequence[Attr], values: Sequence[Any]) -> bytes:
+    """``data`` with :data:`RANK_CLASS_ATTR` appended to its metadata (node records untouched).
+
+    Appending a repeated field's encoding to a protobuf message appends to that field (protobuf encoding
+    guide, "Concatenating messages"), so the metadata keeps every other byte.
+    """
+    import orjson
+
+    from tracekit._proto import et_def_pb2 as pb
+    from tracekit.io import frame
+
+    start, end = _first_record(data)
+    doc = {"key": key, "slots": [[a.name, a.kind, a.value] for a in slots], "values": list(values)}
+    extra = pb.GlobalMetadata(attr=[pb.AttributeProto(name=RANK_CLASS_ATTR, string_val=orjson.dumps(doc).decode())])
+    return frame(data[start:end] + extra.SerializeToString()) + data[end:]
+
+
+def read_rank_class(data: bytes) -> tuple[str, tuple[Attr, ...], tuple[Any, ...], int] | None:
+    """``(key, slots, this rank's values, offset of the node records)`` of a stamped file's bytes, else None."""
+    import orjson
+
+    from tracekit._proto import et_def_pb2 as pb
+
+    start, end = _first_record(data)
+    if end < 0:
+        return None
+    md = pb.GlobalMetadata()
+    try:
+        md.ParseFromString(data[start:end])
+        found = [a.string_val for a in md.attr if a.name == RANK_CLASS_ATTR]
+        if not found:
+            return None
+        doc = orjson.loads(found[-1])
+        slots = tuple(Attr(str(n), v, str(kind)) for n, kind, v in doc["slots"])
+        values = tuple(doc["values"])
+        key = str(doc["key"])
+    except Exception:  # noqa: BLE001 - a malformed stamp: the file is read the ordinary way
+        return None
+    if len(values) != len(slots):
+        return None
+    return key, slots, values, end

@@ -6,9 +6,9 @@ the model time of the node's op (:func:`tracekit.devices.op_seconds`: its FLOPs 
 only the ratio of the two devices' models is applied, per op class (GEMMs scale with the matrix peaks,
 memory-bound ops with the bandwidths).
 
-Which nodes move: on a capture with device nodes (kernels, ``is_cpu_op`` false) those; host ops keep their
-measured time (they run on the host CPU).  On a CPU capture (no device nodes) the host ops are the
-compute and move; a CPU -> GPU projection is a rough roofline estimate (:attr:`ProjectionReport.rough`).
+Which nodes move: from a GPU, the device nodes (kernels, ``is_cpu_op`` not true); host ops keep their
+measured time (they run on the host CPU).  From a CPU (a CPU capture) the host ops are the compute and
+move; a CPU -> GPU projection is a rough roofline estimate (:attr:`ProjectionReport.rough`).
 
 Every node is counted under one method (:data:`METHODS`), with its time before and after, so a summary can
 say which method timed how much compute.  Nothing falls back silently: nodes without a cost, host nodes
@@ -18,7 +18,7 @@ kept, ops whose model time is 0, and dtype fallbacks are all counted.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from tracekit.devices import DeviceModel, op_seconds
 from tracekit.model import Node, NodeType
@@ -101,11 +101,6 @@ def _str_attr(node: Node, name: str) -> str | None:
     return v if isinstance(v, str) and v else None
 
 
-def projects_host(nodes: Iterable[Node]) -> bool:
-    """True when the trace has no device compute nodes (a CPU capture: host ops are the compute)."""
-    return not any(n.type in TIMED and n.is_cpu_op is False for n in nodes)
-
-
 def project_node(node: Node, source: DeviceModel, target: DeviceModel, host_is_compute: bool,
                  report: ProjectionReport) -> float | None:
     """Projected duration (float ns) of one node, counted in ``report``; None when not a timed node."""
@@ -128,4 +123,4 @@ def new_report(source: DeviceModel, target: DeviceModel, host_is_compute: bool) 
                             rough=host_is_compute and source.kind == "cpu" and target.kind != "cpu")
 
 
-__all__ = ["METHODS", "ProjectionReport", "new_report", "project_node", "projected_duration", "projects_host"]
+__all__ = ["METHODS", "ProjectionReport", "new_report", "project_node", "projected_duration"]

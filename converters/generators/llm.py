@@ -396,6 +396,18 @@ def iter_rank_bytes(config: LLMConfig, hardware=None) -> Iterator[tuple[int, byt
             yield rank, template.for_rank(dict(enumerate(attrs)))
 
 
+def _stamped_rank_bytes(config: LLMConfig, hardware=None) -> Iterator[tuple[int, bytes]]:
+    """:func:`iter_rank_bytes` with each file's metadata naming its class (:func:`tracekit.classset.stamp_rank_class`)."""
+    from tracekit.classset import class_key, stamp_rank_class
+    from tracekit.converters.generators.rank_classes import RankTemplate
+
+    for data, slots, members in iter_rank_classes(config, hardware):
+        template, key = RankTemplate(data, dict(enumerate(slots))), class_key(data)
+        for rank, attrs in members:
+            yield rank, stamp_rank_class(template.for_rank(dict(enumerate(attrs))), key, slots,
+                                         [a.value for a in attrs])
+
+
 def generate_llm(config: LLMConfig, hardware=None) -> TraceSet:
     """The traces of one training iteration of ``config`` on every rank.
 
@@ -417,6 +429,9 @@ def write_llm(config: LLMConfig, prefix: str | os.PathLike[str], hardware=None, 
               progress: Callable[[Iterable, int], Iterable] | None = None, classes: bool = False) -> list[Path]:
     """Write ``<prefix>.<rank>.et`` for every rank, one rank in memory at a time.
 
+    Each file's metadata names its rank class (:data:`tracekit.classset.RANK_CLASS_ATTR`), so replays
+    derive the members of a class from its first file (their node records are verified byte for byte).
+
     Args:
         progress: optional wrapper ``progress(iterable, total)`` (e.g. a progress bar).
         classes: write a rank-class set instead (one trace per pipeline stage
@@ -436,7 +451,7 @@ def write_llm(config: LLMConfig, prefix: str | os.PathLike[str], hardware=None, 
         if progress is not None:
             stages = progress(stages, config.parallel.pp)
         return [write_class_set(prefix, config.world_size, stages)]
-    items: Iterable[tuple[int, bytes]] = iter_rank_bytes(config, hardware)
+    items: Iterable[tuple[int, bytes]] = _stamped_rank_bytes(config, hardware)
     if progress is not None:
         items = progress(items, config.world_size)
     with TraceSetWriter(prefix) as writer:

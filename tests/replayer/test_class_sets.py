@@ -114,6 +114,12 @@ def test_cli_generate_classes_then_info(tmp_path):
     assert info.exit_code == 0, info.output
     doc = orjson.loads(info.stdout)
     assert doc["ranks"] == 8 and len(doc["per_rank"]) == 8
+    one = CliRunner().invoke(cli, ["info", str(tmp_path / "g"), "--rank", "5", "--json"])
+    assert [s["rank"] for s in orjson.loads(one.stdout)["per_rank"]] == [5]
+    v = CliRunner().invoke(cli, ["validate", str(tmp_path / "g"), "--rank", "5"])
+    assert v.exit_code == 0 and v.stdout.startswith("OK: 1 ranks")
+    bad = CliRunner().invoke(cli, ["info", str(tmp_path / "g"), "--rank", "8"])
+    assert bad.exit_code == 2 and "rank 8 is not in the job (8 ranks)" in bad.stderr
 
 
 def test_bad_manifest_names_the_file_and_the_missing_rank(job, tmp_path):
@@ -159,3 +165,62 @@ def test_512_rank_replay_prints_grouped_summary_in_60_lines(tmp_path):
     assert "groups" in r.stdout
     r2 = CliRunner().invoke(cli, ["info", str(tmp_path / "job"), "--top", "2"])
     assert r2.exit_code == 0 and "the first 2 rows" in r2.stdout
+
+
+def test_transform_of_a_class_set_runs_per_class_and_equals_the_per_rank_transform(job, tmp_path):
+    from tracekit.io import split_records
+
+    base, per_rank, manifest = job
+    args = ["--scale-compute", "2", "--compact"]
+    r = CliRunner().invoke(cli, ["transform", str(manifest), "-o", str(tmp_path / "c" / "job"), *args])
+    assert r.exit_code == 0, r.output
+    assert "2 rank classes of 8 ranks" in r.stdout
+    r = CliRunner().invoke(cli, ["transform", str(base / "ranks" / "job"), "-o", str(tmp_path / "r" / "job"), *args])
+    assert r.exit_code == 0, r.output
+    cs = read_class_set(tmp_path / "c" / "job.classes.json")
+    assert [c.ranks for c in cs.classes] == [(0, 1, 2, 3), (4, 5, 6, 7)]
+    for rank, data in cs.iter_rank_bytes():  # node records equal byte for byte (metadata names the input)
+        want = (tmp_path / "r" / f"job.{rank}.et").read_bytes()
+        _, me, _, _ = split_records(data)
+        _, me2, _, _ = split_records(want)
+        assert data[me:] == want[me2:]
+    a, _ = replay_files(tmp_path / "c" / "job", "dgx-h100", options=ReplayOptions())
+    b, _ = replay_files(tmp_path / "r" / "job", "dgx-h100", options=ReplayOptions())
+    assert a.iteration_time_ns == b.iteration_time_ns and a.ranks == b.ranks
+
+
+def test_stamped_per_rank_files_are_derived_not_decoded_and_replay_the_same(job, tmp_path, monkeypatch):
+    import tracekit.validate as validate_mod
+
+    base, per_rank, manifest = job
+    from tracekit.classset import read_rank_class
+
+    s4, s5, s0 = (read_rank_class(per_rank[r].read_bytes()) for r in (4, 5, 0))
+    assert s4[0] == s5[0] != s0[0] and s4[2] != s5[2]  # same class key (stage 1), own slot values
+    calls = []
+    real = validate_mod.check_rank
+    monkeypatch.setattr(validate_mod, "check_rank", lambda t: calls.append(t.rank) or real(t))
+    a, ts = replay_files(base / "ranks" / "job", "dgx-h100", options=ReplayOptions())
+    assert calls == [0, 4]  # one file per class decoded and checked; the 6 others derived byte-verified
+    monkeypatch.undo()
+    b, _ = replay_files(manifest, "dgx-h100", options=ReplayOptions())
+    c, _ = replay_files(base / "ranks" / "job", "dgx-h100", options=ReplayOptions(fold=False))
+    assert a.ranks == b.ranks == c.ranks and a.collectives == b.collectives == c.collectives
+    assert a.critical_path == c.critical_path
+
+
+def test_a_stamped_file_whose_nodes_changed_is_read_in_full(job, tmp_path):
+    from tracekit.io import write_trace
+
+    base, per_rank, _ = job
+    for r, p in enumerate(per_rank):
+        (tmp_path / p.name).write_bytes(p.read_bytes())
+    trace = read_trace(tmp_path / "job.6.et")
+    nodes = trace.nodes
+    comp = next(n for n in nodes if n.duration_ns > 0)
+    comp.duration_ns += 1_000_000  # 1 ms longer on rank 6 only; the metadata stamp still names its class
+    write_trace(trace.with_nodes(nodes), tmp_path / "job.6.et")
+    a, _ = replay_files(tmp_path / "job", "dgx-h100", options=ReplayOptions())
+    c, _ = replay_files(tmp_path / "job", "dgx-h100", options=ReplayOptions(fold=False))
+    assert a.ranks == c.ranks and a.iteration_time_ns == c.iteration_time_ns
+    assert a.ranks[6].compute_ns == a.ranks[7].compute_ns + 1_000_000

@@ -88,3 +88,19 @@ def test_hw_devices_lists_the_presets_with_sources():
     h100 = next(line for line in res.stdout.splitlines() if "h100-sxm" in line)
     assert "989.4" in h100 and "3,350" in h100 and "132" in h100  # bf16 TFLOP/s, GB/s, SMs
     assert "datasheet" in res.stdout
+
+
+def test_result_json_records_the_compute_plan_and_reads_back(tmp_path):
+    import orjson
+
+    from tracekit.replayer.results import ReplayResult
+
+    write_traceset(_job("NVIDIA A100-SXM4-80GB"), str(tmp_path / "job"))
+    res = CliRunner().invoke(cli, ["replay", str(tmp_path / "job"), "--hw", "dgx-h100", "--json",
+                                   str(tmp_path / "r.json")])
+    assert res.exit_code == 0, res.output
+    d = orjson.loads((tmp_path / "r.json").read_bytes())
+    assert d["compute_plan"]["method"] == "projected" and d["compute_plan"]["source"] == "a100-80gb"
+    assert d["compute_projection"]["methods"]["projected"]["nodes"] == 1
+    assert d["compute_projection"]["methods"]["kept_no_cost"]["measured_ns"] == 1_000
+    assert ReplayResult.from_dict(d).iteration_time_ns == d["iteration_time_ns"]

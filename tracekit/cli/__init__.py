@@ -26,6 +26,7 @@ _COMMAND_MODULES = (
     "tracekit.cli.generate",
     "tracekit.cli.transform",
     "tracekit.cli.replay",
+    "tracekit.cli.check_replay",
     "tracekit.cli.report",
     "tracekit.cli.sweep",
     "tracekit.cli.hw",

@@ -42,9 +42,14 @@ def info(traces: str, rank: int | None, as_json: bool, top: int) -> None:
     from tracekit.classset import find_class_set, summarize_class_set
     from tracekit.summary import summarize_files
 
-    classes = find_class_set(traces) if rank is None else None
+    classes = find_class_set(traces)
     if classes is not None:  # stored as rank classes: one summary per class
         summary = summarize_class_set(classes)
+        if rank is not None:
+            import dataclasses
+
+            classes.locate(rank)  # TracekitError naming the manifest when the rank is not in the job
+            summary = dataclasses.replace(summary, ranks=1, per_rank=[s for s in summary.per_rank if s.rank == rank])
     else:
         pairs = _pairs(traces, rank)
         summary = summarize_files(pairs, executor="process" if len(pairs) >= 8 else "serial")
@@ -86,8 +91,16 @@ def validate(traces: str, rank: int | None, as_json: bool, workers: int | None, 
     from tracekit.classset import find_class_set, validate_class_set
     from tracekit.validate import validate_files
 
-    classes = find_class_set(traces) if rank is None and not stream else None
-    if classes is not None:  # stored as rank classes: representatives checked, members derived
+    classes = find_class_set(traces) if not stream else None
+    if classes is not None and rank is not None:  # one rank of a class set: its derived trace, per-rank checks
+        from tracekit.classset import _member_trace
+        from tracekit.validate import ValidationReport, validate_trace
+
+        classes.locate(rank)
+        sub = validate_trace(_member_trace(classes, rank))
+        report = ValidationReport(checked_ranks=1, checked_nodes=sub.checked_nodes)
+        report.add(*sub.issues)
+    elif classes is not None:  # stored as rank classes: representatives checked, members derived
         report = validate_class_set(classes)
     elif stream:
         from tracekit.streaming import validate_stream

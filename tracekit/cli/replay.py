@@ -123,6 +123,29 @@ def render_result(console: Any, result: Any, *, top: int = 8) -> None:
     methods = ", ".join(f"{k} {v:,}" for k, v in result.compute_methods)
     if methods:
         console.print(f"compute nodes timed by: {methods}")
+    methods_d = dict(result.compute_methods)
+    missing = methods_d.get("missing", 0)
+    if missing and not methods_d.get("measured", 0):
+        modelled = sum(v for k, v in methods_d.items() if k not in ("measured", "missing"))
+        console.print(f"[bold red]warning:[/bold red] no compute node has a measured duration (an Execution Trace "
+                      f"converted without Kineto records no times): {modelled:,} timed by a cost model from their "
+                      f"FLOPs/bytes, {missing:,} with neither replayed as 0 ns; convert with --kineto for measured "
+                      f"times")
+
+
+def _write_result_json(result: Any, path: str, with_schedule: bool, plan: Any, report: Any) -> None:
+    """The result JSON plus ``compute_plan`` (method, devices, reason) and, when projected,
+    ``compute_projection`` (nodes and ns per method): readers of the result ignore the extra keys."""
+    import orjson
+
+    from tracekit.io import atomic_output
+
+    d = result.to_dict(include_schedule=with_schedule)
+    d["compute_plan"] = {"method": plan.method, "source": plan.source, "target": plan.target, "reason": plan.reason}
+    if report is not None:
+        d["compute_projection"] = report.to_dict()
+    with atomic_output(path, "wb") as fh:
+        fh.write(orjson.dumps(d, option=orjson.OPT_INDENT_2))
 
 
 def render_compute_plan(console: Any, plan: Any, report: Any, result: Any) -> None:
@@ -174,7 +197,7 @@ def render_compute_plan(console: Any, plan: Any, report: Any, result: Any) -> No
                    "or a device name), when the trace does not record it.")
 def replay(traces: str, hw: str, json_out: str | None, with_schedule: bool, timeline_out: str | None,
            compute_scale: float | None, collective_model: str | None, streams: str, no_check: bool,
-           no_fold: bool, html_out: str | None, compute: str, capture_device: str | None, top: int) -> None:
+           no_fold: bool, html_out: str | None, top: int, compute: str, capture_device: str | None) -> None:
     """Replay a trace set on a hardware spec and summarise where the time goes.
 
     Prints the iteration time, per-rank compute / communication / exposed
@@ -195,8 +218,14 @@ def replay(traces: str, hw: str, json_out: str | None, with_schedule: bool, time
     options = ReplayOptions(collective_model=collective_model, compute_scale=compute_scale, streams=streams,
                             check=not no_check, fold=not no_fold)
     console = err_console()
-    result, traceset, plan, report = replay_with_compute(traces, hw, options=options, compute=compute,
-                                                         capture_device=capture_device)
+    if state().quiet or not console.is_terminal:
+        result, traceset, plan, report = replay_with_compute(traces, hw, options=options, compute=compute,
+                                                             capture_device=capture_device)
+    else:  # a spinner with the current phase (reading 1,024 ranks or simulating takes a while)
+        with console.status("replaying") as spinner:
+            result, traceset, plan, report = replay_with_compute(
+                traces, hw, options=options, compute=compute, capture_device=capture_device,
+                status=lambda text: spinner.update(f"replay: {text}"))
     written = []  # files first: a closed stdout (| head) must not lose them
     if html_out:
         from tracekit.replayer.report import write_report
@@ -204,7 +233,7 @@ def replay(traces: str, hw: str, json_out: str | None, with_schedule: bool, time
         write_report(result, html_out, traceset=traceset)
         written.append(f"wrote {html_out}")
     if json_out:
-        result.write_json(json_out, include_schedule=with_schedule)
+        _write_result_json(result, json_out, with_schedule, plan, report)
         written.append(f"wrote {json_out}")
     if timeline_out:
         from tracekit.replayer.timeline import replay_timeline, write_chrome_trace

@@ -102,6 +102,14 @@ def transform(traces: str | None, output: str | None, pipeline_file: str | None,
     if stream:
         _transform_streaming(traces, output, Pipeline(steps), compress)
         return
+    from tracekit.classset import classwise, find_class_set, transform_class_set
+
+    classes = find_class_set(traces)
+    if classes is not None and classwise(Pipeline(steps)) and not compress:  # per class, written as a class set
+        manifest, nodes_in, nodes_out = transform_class_set(classes, Pipeline(steps), output)
+        sys.stdout.write(f"wrote {manifest} ({len(classes.classes)} rank classes of {classes.world_size} ranks): "
+                         f"{nodes_in} -> {nodes_out} nodes ({', '.join(s.describe()['transform'] for s in steps)})\n")
+        return
     ts = read_traceset(traces)
     nodes_in = sum(len(t) for t in ts)
     pipe = Pipeline(steps)

@@ -186,8 +186,8 @@ class Retarget(Transform):
     with only ``num_ops``/``tensor_size``).  Nodes with no duration keep their FLOPs and bytes (a
     roofline replay on the target times them).  Nodes with a duration but no cost follow ``unknown``:
     ``"keep"`` (default), ``"flops"`` (scale by the peak ratio) or ``"memory"`` (bandwidth ratio).
-    Which nodes move: device nodes, or the host ops of a capture without device nodes (``cpu=None``,
-    default), or as forced by ``cpu`` True/False.  Every node is counted by method in the output
+    Which nodes move: with ``cpu=None`` (default) the host ops too when ``source`` is a CPU (a CPU
+    capture), else only nodes that are not host ops (``is_cpu_op`` not true); ``cpu`` True/False forces it.  Every node is counted by method in the output
     traces' metadata attribute ``compute_projection`` (JSON), and ``compute_device`` becomes the target.
 
     Args:
@@ -225,11 +225,13 @@ class Retarget(Transform):
         """``(projected trace, ProjectionReport)`` for one rank."""
         import orjson
 
-        from tracekit.projection import new_report, project_node, projects_host
+        from tracekit.projection import new_report, project_node
         from tracekit.transforms.base import copy_metadata
 
         src, dst = self.source, self.target
-        host_compute = projects_host(trace.nodes) if self.cpu is None else self.cpu
+        # a CPU source: host ops are the compute; else the device nodes (decided per node, so streaming
+        # chunks of a rank file behave like the whole file)
+        host_compute = (src.kind == "cpu") if self.cpu is None else self.cpu
         report = new_report(src, dst, host_compute)
         fallback = {"keep": None, "flops": src.peak()[0] / dst.peak()[0],
                     "memory": src.mem_bandwidth_bytes_per_s / dst.mem_bandwidth_bytes_per_s}[self.unknown]
