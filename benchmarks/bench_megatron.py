@@ -8,7 +8,7 @@ predicted and the paper's TFLOP/s per GPU (the paper's formula, recompute on), t
 time of generation and replay, measured once on the shared machine (load average printed).
 
 Run: ``.venv/bin/python benchmarks/bench_megatron.py`` (prints JSON); ``BENCH_MEGATRON_ROWS=1.7B,3.6B``
-picks rows (the 1T row takes ~15 min under load on 2 cores and ~10 GB of memory).
+picks rows (the 1T row took ~15 min under load on 2 cores and several GB of memory: 5.9 GB RSS seen while generating).
 """
 
 from __future__ import annotations
