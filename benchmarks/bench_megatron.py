@@ -27,8 +27,9 @@ def main() -> dict:
     from tracekit.converters.generators import calibration as cal
     from tracekit.converters.generators.llm import write_llm
     from tracekit.replayer.folding import replay_files
+    from tracekit.replayer.hardware import load_spec
 
-    cost = cal.calibrated_cost("dgx-a100")
+    cost = cal.calibrated_cost(load_spec("dgx-a100"))
     out: dict = {"note": "each row once, on a shared 2-core machine (1-minute load average per row)"}
     for name in ROWS:
         row = cal.table1_row(name)

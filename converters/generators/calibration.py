@@ -154,22 +154,14 @@ class CalibratedCost:
 
 
 def calibrated_cost(hardware: Any, dtype: str = "bf16") -> CalibratedCost:
-    """A :class:`CalibratedCost` for a replayer spec (preset name, path or :class:`HardwareSpec`), else a
-    device preset of ``tracekit/devices.toml`` (tried second: ``dgx-a100`` is a spec, not a device).
+    """A :class:`CalibratedCost` for a replayer :class:`HardwareSpec` (its device's preset curves with the
+    spec's peaks), a device preset name of ``tracekit/devices.toml`` (``a100-80gb``) or a DeviceModel.
+    Spec names (``dgx-a100``) are the caller's to load (``load_spec``): converters do not import the
+    replayer.
 
     Raises:
-        SpecError: unknown spec; ConfigError: a device without peaks.
+        ConfigError: an unknown device name or a device without peaks.
     """
-    if isinstance(hardware, str):
-        from tracekit.devices import find_device
-        from tracekit.errors import SpecError
-        from tracekit.replayer.hardware import load_spec
-
-        try:
-            hardware = load_spec(hardware)
-        except SpecError:
-            if find_device(hardware) is None:
-                raise
     return CalibratedCost(hardware, dtype)
 
 

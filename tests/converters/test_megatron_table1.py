@@ -18,6 +18,7 @@ import pytest
 
 from tracekit.converters.generators import calibration as cal
 from tracekit.converters.generators.llm import write_llm
+from tracekit.replayer.hardware import load_spec
 
 # (row, TFLOP/s per GPU in Table 1) -- the paper's values, repeated here so the test states its reference.
 PAPER = [("1.7B", 137.0), ("3.6B", 138.0), ("7.5B", 142.0)]
@@ -31,7 +32,7 @@ def test_table1_row_within_10_percent(name, paper_tflops, tmp_path):
     assert row.tflops_per_gpu == paper_tflops
     config = cal.table1_config(row)
     assert config.world_size == row.gpus and config.parallel.recompute == "full"
-    write_llm(config, tmp_path / "job", cal.calibrated_cost("dgx-a100"), classes=True)
+    write_llm(config, tmp_path / "job", cal.calibrated_cost(load_spec("dgx-a100")), classes=True)
     result, _ = replay_files(tmp_path / "job", "dgx-a100")
     assert result.folding is not None and result.folding.ranks == row.gpus
     got = cal.table1_tflops_per_gpu(row, result.iteration_time_ns * 1e-9)
@@ -48,7 +49,7 @@ def test_paper_formula_gives_the_abstracts_aggregate():
 
 
 def test_gemm_closed_form_on_a100():
-    cost = cal.calibrated_cost("dgx-a100")
+    cost = cal.calibrated_cost(load_spec("dgx-a100"))
     assert cost.device.key == "a100-80gb"
     # 4096^3 bf16: 32 x 32 = 1,024 tiles of 128 on 108 SMs -> 10 waves, efficiency 0.86 x 1024/1080
     # (devices.toml), times the main-loop fill 4096 / (4096 + 384); plus 2 us per node.
@@ -65,7 +66,7 @@ def test_gemm_closed_form_on_a100():
 
 
 def test_elementwise_and_optimizer_pay_bandwidth_and_overhead():
-    cost = cal.calibrated_cost("dgx-a100")
+    cost = cal.calibrated_cost(load_spec("dgx-a100"))
     nbytes = 1 << 30  # large: memory efficiency = 0.90 x B / (B + 2039e9 x 1 us)
     eff = 0.90 * nbytes / (nbytes + 2039e9 * 1e-6)
     assert cost.duration_ns(0, nbytes) == math.ceil(nbytes / (2039e9 * eff) * 1e9 + 2000)
@@ -88,4 +89,4 @@ def test_flat_roofline_unchanged_without_calibration():
 
     roof = Roofline(100e12, 1e12)
     assert roof.gemm_ns(1000, 1000, 1000, 6_000_000) == math.ceil(2e9 / 100e12 * 1e9)
-    assert Roofline.of(cal.calibrated_cost("dgx-a100")).kernel_overhead_ns == 2000
+    assert Roofline.of(cal.calibrated_cost(load_spec("dgx-a100"))).kernel_overhead_ns == 2000
