@@ -13,7 +13,7 @@ Figures, each beside the reference measured in the same run (median of
   ``BENCH_MIX_VIEW_NODES`` nodes (default 100,000; it is the slow path);
 - ``iter_nodes``: streaming every node;
 - reference: a plain protobuf ``ParseFromString`` loop over the same records;
-- memory: tracemalloc peak of the ``info`` path per node.
+- memory: tracemalloc peak of the ``info`` path and of ``trace.nodes`` per node.
 """
 
 from __future__ import annotations
@@ -134,6 +134,13 @@ def main() -> dict:
         tracemalloc.stop()
         out["info_peak_bytes_per_node"] = peak / N_NODES
         print(f"info peak memory: {peak / N_NODES:.0f} B/node", flush=True)
+        gc.collect()
+        tracemalloc.start()
+        node_view(small)
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        out["trace_nodes_peak_bytes_per_node"] = peak / VIEW_NODES
+        print(f"trace.nodes peak memory: {peak / VIEW_NODES:.0f} B/node (Node objects, not a view)", flush=True)
     return out
 
 

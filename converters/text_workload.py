@@ -20,28 +20,35 @@ it in a converted position is an error.  ASTRA-sim maps any other word
 silently to "no communication" and Chakra's converter to an all-reduce; here
 it is a :class:`~tracekit.errors.ConversionError` naming file and line.
 
-Units: compute times are ASTRA-sim cycles, and ASTRA-sim's clock is 1 cycle =
-1 ns, so by default ``duration_ns = value``.  ``time_unit="us"`` reads them as
-microseconds instead, which is what a trace from Chakra's converter means
-(it stores the numbers in ``duration_micros``).  The update-time column
-(ASTRA-sim: a delay after each of the layer's collectives finishes) is read
-and checked but not modelled, as in Chakra's converter.
+Units and names follow the reference toolchain, Chakra's text converter
+(mlcommons/chakra 21585d8 ``src/converter/text_converter.py``, which
+ASTRA-sim 2 runs): a compute value goes into ``duration_micros`` as written,
+so by default ``duration_ns = value x 1000`` (``time_unit="ns"`` reads ASTRA-sim
+1.0 cycles instead); nodes are named ``COMP_NODE_<layer>_FWD`` /
+``_BWD_IG`` / ``_BWD_WG`` and ``COMM_COLL_NODE_<layer>_<TYPE>``; wherever
+Chakra's converter emits a collective position it is emitted even when the
+file says ``NONE``, as an all-reduce of 0 bytes (Chakra's mapping of ``NONE``).
+tests/interop compares every real workload node for node with Chakra's
+output.  The update-time column (ASTRA-sim: a delay after each of the
+layer's collectives finishes) is read and checked but not modelled, as in
+Chakra's converter.
 
 Parallelism (first line) and the schedule built for each, per pass; ``F``,
 ``I``, ``W`` are the fwd, ig and wg compute nodes of a layer and ``Fc``,
-``Ic``, ``Wc`` its collectives.  A ``NONE`` collective is not emitted and the
-dependency goes to the node before it.  Node ids restart at 0 on every rank;
-passes follow each other on a rank (layer l's forward in pass k+1 waits for
+``Ic``, ``Wc`` its collectives (0 bytes for ``NONE``, except where noted).
+Node ids restart at 0 on every rank; passes follow each other on a rank (layer l's forward in pass k+1 waits for
 the end of its weight-gradient step in pass k).
 
 * ``DATA``: forward F over layers; backward from the last layer: W, Wc
   (all ranks), then I (no I for the first layer).  fwd/ig columns ignored
   (ASTRA-sim involves no network dimension for them).  4L-1 nodes per pass.
-* ``MODEL``: F, Fc per layer; backward: I, Ic (none for the first layer), W.
-  wg communication ignored.
+  The next pass's F waits for the layer's Wc.
+* ``MODEL``: F, Fc per layer; backward: I (after the next layer's W and Ic),
+  Ic (none for the first layer), W.  wg communication ignored.
 * ``HYBRID_DATA_MODEL`` / ``HYBRID_MODEL_DATA``: as MODEL plus Wc after W;
   fwd/ig collectives on the model-parallel group, wg on the data-parallel
-  group.  ASTRA-sim puts model parallelism on the first network dimension
+  group; DATA_MODEL names its Ic ``COMM_COLL_NODE_<layer>_IG_COMM__<TYPE>``
+  (as Chakra's converter does).  ASTRA-sim puts model parallelism on the first network dimension
   for DATA_MODEL and data parallelism there for MODEL_DATA; here the
   model-parallel size ``tp`` is given and DATA_MODEL groups ranks
   ``[k*tp, (k+1)*tp)`` for model parallelism (data groups strided by tp),
@@ -51,7 +58,8 @@ the end of its weight-gradient step in pass k).
   ``iterate_hybrid_parallel_Transformer``; Chakra's converter rejects it):
   forward F, Fc (blocking) per layer; backward from the last layer: I, Ic
   (blocking, also for the first layer), W after Ic, Wc (non-blocking), and
-  the next layer's I after W.  fwd/ig collectives on the model-parallel group
+  the next layer's I after W; ``NONE`` positions emit nothing (no reference
+  converter to follow).  fwd/ig collectives on the model-parallel group
   of ``tp`` consecutive ranks (ASTRA-sim's ``break_dimension`` takes the first
   network dimensions up to tp NPUs), wg on the data-parallel group.
 * ``HYBRID_DLRM <last bottom layer>`` (and ``HYBRID_DLRM_ENHANCED``): F per
@@ -59,7 +67,7 @@ the end of its weight-gradient step in pass k).
   F of the last bottom-MLP layer waits for the first layer's fwd all-to-all;
   backward from the last layer: W (after the next layer's I, and for the
   first layer after its ig all-to-all), Wc unless NONE, I (not for the first
-  layer); after I of layer last_bottom+1 the first layer's ig all-to-all.
+  layer); after I of layer last_bottom+1 the first layer's ig collective.
   All collectives on all ranks.
 * ``MICRO``: only the wg collectives, every layer, every pass, independent.
 """
@@ -73,7 +81,7 @@ from typing import Callable, Sequence
 
 from tracekit.converters.generators._build import DEFAULT_PG, ProcessGroups, RankTraceBuilder
 from tracekit.errors import ConfigError, ConversionError
-from tracekit.model import CollectiveType
+from tracekit.model import CollectiveType, check_rank_count
 from tracekit.traceset import TraceSet
 
 PRODUCER = "tracekit.converters.text_workload"
@@ -295,7 +303,7 @@ def _groups(wl: TextWorkload, num_ranks: int, tp: int | None) -> tuple[ProcessGr
 # ----- schedules -------------------------------------------------------------------------
 
 class _Rank:
-    """Emits one rank's nodes: compute in ns, collectives (or nothing for NONE)."""
+    """Emits one rank's nodes with the names, types and sizes Chakra's text converter writes."""
 
     def __init__(self, builder: RankTraceBuilder, wl: TextWorkload, ns_per_unit: int,
                  model_pg: str, data_pg: str) -> None:
@@ -304,17 +312,27 @@ class _Rank:
 
     def comp(self, phase: str, layer: TextLayer, deps: Sequence[int | None]) -> int:
         value = {"fwd": layer.fwd_time, "ig": layer.ig_time, "wg": layer.wg_time}[phase]
-        return self.b.comp(f"{phase}:{layer.name}", duration_ns=value * self.k, deps=deps)
+        return self.b.comp(f"COMP_NODE_{layer.name}_{_PHASE_NAMES[phase]}", duration_ns=value * self.k,
+                           deps=deps)
 
-    def coll(self, phase: str, layer: TextLayer, pg: str, deps: Sequence[int | None]) -> int | None:
+    def coll(self, phase: str, layer: TextLayer, pg: str, deps: Sequence[int | None], *,
+             none_too: bool = True, label: str = "") -> int | None:
+        """The collective of ``phase``; ``NONE`` gives an all-reduce of 0 bytes when ``none_too``
+        (Chakra's converter does), else nothing."""
         comm = {"fwd": layer.fwd_comm, "ig": layer.ig_comm, "wg": layer.wg_comm}[phase]
-        if comm is None:
+        if comm is None and not none_too:
             return None
-        if comm.comm_type is None:
+        token = comm.token if comm is not None else NONE_TOKEN
+        if comm is not None and comm.comm_type is None:
             raise _err(self.wl.path, layer.line, f"communication type {comm.token} ({phase}) has no Chakra "
                                                  "collective type and cannot be converted")
-        return self.b.collective(f"{phase}_comm:{layer.name}", comm.comm_type, comm.comm_bytes, pg_name=pg,
+        ctype = comm.comm_type if comm is not None else CollectiveType.ALL_REDUCE
+        nbytes = comm.comm_bytes if comm is not None else 0
+        return self.b.collective(f"COMM_COLL_NODE_{layer.name}{label}_{token}", ctype, nbytes, pg_name=pg,
                                  deps=deps)
+
+
+_PHASE_NAMES = {"fwd": "FWD", "ig": "BWD_IG", "wg": "BWD_WG"}
 
 
 def _or(a: int | None, b: int | None) -> int | None:
@@ -328,25 +346,40 @@ def _data(r: _Rank, layers: Sequence[TextLayer], wg_tail: list[int | None]) -> N
     prev_ig: int | None = fwd[-1]
     for i in reversed(range(len(layers))):
         w = r.comp("wg", layers[i], [prev_ig])
-        wg_tail[i] = _or(r.coll("wg", layers[i], r.data_pg, [w]), w)
+        wg_tail[i] = r.coll("wg", layers[i], r.data_pg, [w])
         prev_ig = r.comp("ig", layers[i], [w]) if i else None
 
 
 def _model_like(r: _Rank, layers: Sequence[TextLayer], wg_tail: list[int | None], *, wg_comm: bool,
-                blocking_ig: bool) -> None:
-    """MODEL, HYBRID_DATA_MODEL/MODEL_DATA (blocking_ig=False) and HYBRID_TRANSFORMER (True)."""
+                ig_label: str = "") -> None:
+    """MODEL (no wg collective), HYBRID_DATA_MODEL (ig collectives named ``<layer>_IG_COMM_``) and
+    HYBRID_MODEL_DATA: every collective position is emitted, NONE as 0 bytes."""
     tail: int | None = None
     for i, layer in enumerate(layers):
         f = r.comp("fwd", layer, [tail, wg_tail[i]])
-        tail = _or(r.coll("fwd", layer, r.model_pg, [f]), f)
+        tail = r.coll("fwd", layer, r.model_pg, [f])
     prev: list[int | None] = [tail]
     for i in reversed(range(len(layers))):
         ig = r.comp("ig", layers[i], prev)
-        ig_comm = r.coll("ig", layers[i], r.model_pg, [ig]) if (i or blocking_ig) else None
-        w = r.comp("wg", layers[i], [_or(ig_comm, ig)] if blocking_ig else [ig])
-        wc = r.coll("wg", layers[i], r.data_pg, [w]) if wg_comm else None
-        wg_tail[i] = _or(wc, w)
-        prev = [w] if blocking_ig else [w, ig_comm]
+        ig_comm = r.coll("ig", layers[i], r.model_pg, [ig], label=ig_label) if i else None
+        w = r.comp("wg", layers[i], [ig])
+        wg_tail[i] = r.coll("wg", layers[i], r.data_pg, [w]) if wg_comm else w
+        prev = [w, ig_comm]
+
+
+def _transformer(r: _Rank, layers: Sequence[TextLayer], wg_tail: list[int | None]) -> None:
+    """HYBRID_TRANSFORMER (ASTRA-sim 1.0 only; Chakra's converter rejects it): NONE positions emit nothing."""
+    tail: int | None = None
+    for i, layer in enumerate(layers):
+        f = r.comp("fwd", layer, [tail, wg_tail[i]])
+        tail = _or(r.coll("fwd", layer, r.model_pg, [f], none_too=False), f)
+    prev: list[int | None] = [tail]
+    for i in reversed(range(len(layers))):
+        ig = r.comp("ig", layers[i], prev)
+        ig_comm = r.coll("ig", layers[i], r.model_pg, [ig], none_too=False)
+        w = r.comp("wg", layers[i], [_or(ig_comm, ig)])
+        wg_tail[i] = _or(r.coll("wg", layers[i], r.data_pg, [w], none_too=False), w)
+        prev = [w]
 
 
 def _dlrm(r: _Rank, layers: Sequence[TextLayer], wg_tail: list[int | None], bottom: int) -> None:
@@ -364,7 +397,7 @@ def _dlrm(r: _Rank, layers: Sequence[TextLayer], wg_tail: list[int | None], bott
     for i in reversed(range(len(layers))):
         deps = [fwd[-1]] if i == len(layers) - 1 else [next_ig, emb_ig_comm if i == 0 else None]
         w = r.comp("wg", layers[i], deps)
-        wg_tail[i] = _or(r.coll("wg", layers[i], DEFAULT_PG, [w]), w)
+        wg_tail[i] = _or(r.coll("wg", layers[i], DEFAULT_PG, [w], none_too=False), w)
         next_ig = r.comp("ig", layers[i], [w]) if i else None
         if i == bottom + 1:
             emb_ig_comm = r.coll("ig", layers[0], DEFAULT_PG, [next_ig])
@@ -380,11 +413,13 @@ def _schedule(wl: TextWorkload) -> Callable[[_Rank, Sequence[TextLayer], list[in
     if kind == "DATA":
         return _data
     if kind == "MODEL":
-        return lambda r, ls, t: _model_like(r, ls, t, wg_comm=False, blocking_ig=False)
-    if kind in ("HYBRID_DATA_MODEL", "HYBRID_MODEL_DATA"):
-        return lambda r, ls, t: _model_like(r, ls, t, wg_comm=True, blocking_ig=False)
+        return lambda r, ls, t: _model_like(r, ls, t, wg_comm=False)
+    if kind == "HYBRID_DATA_MODEL":
+        return lambda r, ls, t: _model_like(r, ls, t, wg_comm=True, ig_label="_IG_COMM_")
+    if kind == "HYBRID_MODEL_DATA":
+        return lambda r, ls, t: _model_like(r, ls, t, wg_comm=True)
     if kind == "HYBRID_TRANSFORMER":
-        return lambda r, ls, t: _model_like(r, ls, t, wg_comm=True, blocking_ig=True)
+        return _transformer
     if kind.startswith("HYBRID_DLRM"):
         bottom = wl.last_bottom_layer
         return lambda r, ls, t: _dlrm(r, ls, t, bottom)
@@ -392,7 +427,7 @@ def _schedule(wl: TextWorkload) -> Callable[[_Rank, Sequence[TextLayer], list[in
 
 
 def convert_text_workload(workload: TextWorkload | str | os.PathLike[str], num_ranks: int, *, passes: int = 1,
-                          tp: int | None = None, time_unit: str = "ns") -> TraceSet:
+                          tp: int | None = None, time_unit: str = "us") -> TraceSet:
     """Per-rank traces of a text workload (schedules in the module docstring).
 
     Args:
@@ -402,8 +437,10 @@ def convert_text_workload(workload: TextWorkload | str | os.PathLike[str], num_r
         tp: model-parallel group size; required for HYBRID_DATA_MODEL and
             HYBRID_MODEL_DATA, optional (must match the file) for
             HYBRID_TRANSFORMER, rejected for the others.
-        time_unit: unit of the file's compute times: ``"ns"`` (= ASTRA-sim
-            cycles, the default) or ``"us"`` (as Chakra's converter stores them).
+        time_unit: unit of the file's compute times: ``"us"`` (the default:
+            Chakra's text converter stores them in ``duration_micros`` and
+            ASTRA-sim 2 replays ``duration_micros x 1000`` ns) or ``"ns"``
+            (ASTRA-sim 1.0's cycles).
 
     Returns:
         A :class:`TraceSet` whose ranks share one node structure.  Hybrid
@@ -418,6 +455,7 @@ def convert_text_workload(workload: TextWorkload | str | os.PathLike[str], num_r
     wl = workload if isinstance(workload, TextWorkload) else read_text_workload(workload)
     if isinstance(num_ranks, bool) or not isinstance(num_ranks, int) or num_ranks < 1:
         raise ConfigError(f"number of ranks must be a positive integer, got {num_ranks!r}")
+    check_rank_count(num_ranks, "the converted job")
     if passes < 1:
         raise ConfigError(f"passes must be at least 1, got {passes}")
     if time_unit not in TIME_UNITS_NS:

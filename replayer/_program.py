@@ -43,7 +43,7 @@ import numpy as np
 
 from tracekit.errors import ReplayError, TracekitError, ValidationError
 from tracekit.groups import canonical_pg_name
-from tracekit.model import CollectiveType, NodeType
+from tracekit.model import MAX_DURATION_NS, CollectiveType, NodeType
 from tracekit.validate import collective_sequences
 
 from tracekit.replayer.collectives import CommCost, UnsupportedCollectiveError, make_collective_model
@@ -200,6 +200,9 @@ class ReplayProgram:
     measured_ns: np.ndarray | None = None
     roots: list[int] = field(default_factory=list)
     rank_compute_methods: dict[int, dict[str, int]] = field(default_factory=dict)
+    #: ``member_ends(instance, arrivals_ns) -> ends_ns | None``: per-member ends of a collective whose
+    #: members arrived apart (ASTRA-sim model, see astra_skew); None = all members end together.
+    member_ends: Any = None
 
     @property
     def n(self) -> int:
@@ -236,8 +239,18 @@ def _bool_attr(cols: Any, name: str) -> np.ndarray:
     return out
 
 
-def _classify(cols: Any, streams: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Node kind, resource class and resource sub-id (tid/stream) per node."""
+#: comm types ASTRA-sim simulates (all-reduce, all-gather, all-to-all, reduce-scatter; REDUCE_SCATTER_BLOCK
+#: is costed as reduce-scatter and exported as one); the others it replays for their duration (broadcast).
+_ASTRA_SIMULATED = (0, 2, 6, 7, 8)
+
+
+def _classify(cols: Any, streams: str, *, astra: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Node kind, resource class and resource sub-id (tid/stream) per node.
+
+    ``astra``: ASTRA-sim's hardware resources (astra-sim c459ab6 ``workload/HardwareResource.cc``): one
+    CPU, one compute and one communication resource per rank whatever the ``tid``/``stream``
+    attributes say, and a send holds the communication resource like a collective (a recv holds none).
+    """
     types = cols.types
     n = len(types)
     kind = np.full(n, K_ZERO, dtype=np.int8)
@@ -257,6 +270,15 @@ def _classify(cols: Any, streams: str) -> tuple[np.ndarray, np.ndarray, np.ndarr
     cls[mem] = R_MEMORY
     cls[kind == K_COLL] = R_COMM
     cls[(kind == K_SEND) | (kind == K_RECV)] = R_P2P
+    if astra:
+        cls[kind == K_SEND] = R_COMM
+        coll = np.flatnonzero(kind == K_COLL)
+        if len(coll):
+            _, ctypes = cols.attr("comm_type")
+            for i in coll.tolist():
+                if ctypes[i] is not None and ctypes[i] not in _ASTRA_SIMULATED:
+                    kind[i] = K_TIMED  # ASTRA-sim replays it for its duration on this rank alone
+        return kind, cls, sub
     if streams == "trace" and n:
         if (cls == R_HOST).any():
             _, tid = cols.attr_int("tid")
@@ -302,6 +324,13 @@ def _compute_durations(cols: Any, kind: np.ndarray, model: ComputeModel, trace: 
         except TracekitError as exc:
             raise exc.with_context(path=trace.path, rank=trace.rank)
     costs = model.costs(ops, nbytes, measured)
+    over = np.flatnonzero(costs.duration_ns > MAX_DURATION_NS)
+    if len(over):
+        pos = int(np.flatnonzero(timed)[over[0]])
+        raise ReplayError(f"compute time is out of range (more than {MAX_DURATION_NS:,} ns): measured "
+                          f"{int(measured[over[0]]):,} ns, compute scale {model.scale:g}, {model.mode} model",
+                          path=trace.path, rank=trace.rank,
+                          node_id=int(cols.ids[pos]))
     dur[timed] = costs.duration_ns.astype(np.float64)
     for name, c in costs.counts().items():
         counts[name] = counts.get(name, 0) + c
@@ -339,7 +368,7 @@ def _int_or(values: list[Any], i: int, default: int | None) -> int | None:
 
 
 def _match_collectives(ts: "TraceSet", layouts: dict[int, RankLayout], program_notes: dict[int, str],
-                       instances: list[Instance], instance_of: np.ndarray) -> None:
+                       instances: list[Instance], instance_of: np.ndarray, *, astra: bool = False) -> None:
     groups = ts.process_groups
     seqs = collective_sequences(ts)
     names = sorted({g for per in seqs.values() for g in per}, key=lambda s: (len(s), s))
@@ -356,6 +385,9 @@ def _match_collectives(ts: "TraceSet", layouts: dict[int, RankLayout], program_n
         if members is None:
             continue
         lists = {r: seqs.get(r, {}).get(name, []) for r in members if r in layouts}
+        if astra:  # collectives timed alone (see _classify) are not instances
+            lists = {r: [e for e in v if layouts[r].kind[_global(ts, layouts[r], e[0]) - layouts[r].offset] == K_COLL]
+                     for r, v in lists.items()}
         depth = max((len(v) for v in lists.values()), default=0)
         for k in range(depth):
             nodes, first = [], None
@@ -519,10 +551,12 @@ def compile_program(traceset: "TraceSet", spec: "HardwareSpec", options: ReplayO
             raise ValidationError(f"duplicate node id {int(graph.duplicate_ids[0])}", path=trace.path,
                                   rank=rank, node_id=int(graph.duplicate_ids[0]))
         graph.topological_order()  # raises ValidationError naming a cycle
-        kind, cls, sub = _classify(cols, options.streams)
+        kind, cls, sub = _classify(cols, options.streams, astra=model_name == "astra")
         res, names = _resources(cls, sub)
         rank_counts[rank] = {}
         dur = _compute_durations(cols, kind, compute, trace, rank_counts[rank])
+        if model_name == "astra":  # a broadcast-like collective of no runtime: 1 ns (Workload::issue_comm)
+            dur[(kind == K_TIMED) & (cols.types == NodeType.COMM_COLL_NODE) & (dur == 0)] = 1
         for name, c in rank_counts[rank].items():
             counts[name] = counts.get(name, 0) + c
         n = len(kind)
@@ -544,7 +578,7 @@ def compile_program(traceset: "TraceSet", spec: "HardwareSpec", options: ReplayO
     notes: dict[int, str] = {}
     instances: list[Instance] = []
     if plan is None:
-        _match_collectives(traceset, layouts, notes, instances, instance_of)
+        _match_collectives(traceset, layouts, notes, instances, instance_of, astra=model_name == "astra")
         _match_p2p(traceset, layouts, notes, instances, instance_of)
     else:
         for f in plan.folded:
@@ -578,4 +612,8 @@ def compile_program(traceset: "TraceSet", spec: "HardwareSpec", options: ReplayO
     for inst in instances:
         if all(g >= 0 for g in inst.nodes):
             inst.cost = coster.cost(inst, program)
+    if model_name == "astra" and coster.model is not None:
+        from tracekit.replayer.astra_skew import engine_hook
+
+        program.member_ends = engine_hook(coster.model)
     return program

@@ -37,12 +37,14 @@ one entry per dimension.  Remote memory JSON: only ``NO_MEMORY_EXPANSION``.
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tracekit.errors import SpecError
+from tracekit.errors import SpecError, malformed_input
+from tracekit.replayer.spec_toml import MAX_NPUS, MAX_SPEC_NUMBER
 
 from tracekit.replayer.astra_model import astra_refusal
 from tracekit.replayer.hardware import (
@@ -97,6 +99,8 @@ def _load_mapping(path: Path, kind: str) -> dict[str, Any]:
         raise SpecError(f"cannot read ASTRA-sim config: {exc.strerror or exc}", path=path) from None
     except errors as exc:
         raise SpecError(f"not valid {kind}: {exc}", path=path) from None
+    except RecursionError:
+        raise SpecError(f"not valid {kind}: nested too deeply", path=path) from None
     if not isinstance(data, dict):
         raise SpecError(f"expected a {kind} {'object' if kind == 'JSON' else 'mapping'} at the top level",
                         path=path)
@@ -119,9 +123,10 @@ def _number(data: dict, key: str, path: Path, *, integer: bool = False, minimum:
         return default
     value = data[key]
     ok = isinstance(value, int) if integer else isinstance(value, (int, float))
-    if isinstance(value, bool) or not ok:
+    if isinstance(value, bool) or not ok or not math.isfinite(value) or abs(value) > MAX_SPEC_NUMBER:
         kind = "an integer" if integer else "a number"
-        raise SpecError(f"key {key}: must be {kind}, got {value!r}", path=path)
+        raise SpecError(f"key {key}: must be {kind} of magnitude at most {MAX_SPEC_NUMBER:g}, got {value!r}",
+                        path=path)
     if minimum is not None and value < minimum:
         raise SpecError(f"key {key}: must be at least {minimum}, got {value!r}", path=path)
     return value
@@ -151,9 +156,10 @@ def _read_network(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
             raise SpecError(f"key topology[{i}]: {t!r} is not supported; expected one of "
                             f"{', '.join(_TOPOLOGIES)}", path=path)
         for key, value, integer in (("npus_count", n, True), ("bandwidth", b, False), ("latency", l, False)):
-            if isinstance(value, bool) or not isinstance(value, int if integer else (int, float)) or value < 0:
-                raise SpecError(f"key {key}[{i}]: must be a non-negative {'integer' if integer else 'number'}, "
-                                f"got {value!r}", path=path)
+            if isinstance(value, bool) or not isinstance(value, int if integer else (int, float)) or value < 0 \
+                    or not math.isfinite(value) or value > (MAX_NPUS if integer else MAX_SPEC_NUMBER):
+                raise SpecError(f"key {key}[{i}]: must be a non-negative {'integer' if integer else 'number'} of at "
+                                f"most {MAX_NPUS if integer else MAX_SPEC_NUMBER:g}, got {value!r}", path=path)
         if n < 1 or b <= 0:
             bad = ("npus_count", n) if n < 1 else ("bandwidth", b)
             raise SpecError(f"key {bad[0]}[{i}]: must be positive, got {bad[1]!r}", path=path)
@@ -201,7 +207,12 @@ def import_astra_config(system: str | os.PathLike[str], network: str | os.PathLi
     Raises:
         SpecError: naming the file and key of a missing, mistyped or unsupported value.
     """
-    sys_path, net_path = Path(system), Path(network)
+    with malformed_input("ASTRA-sim config", f"{system} + {network}", SpecError):
+        return _import_astra_config(Path(system), Path(network), remote_memory, name, bandwidth_convention)
+
+
+def _import_astra_config(sys_path: Path, net_path: Path, remote_memory: str | os.PathLike[str] | None,
+                         name: str | None, bandwidth_convention: str) -> AstraImport:
     dims, ignored = _read_network(net_path)
     sys_data = _load_json(sys_path)
     n_dims = len(dims)

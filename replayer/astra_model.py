@@ -54,7 +54,10 @@ Broadcast, reduce, gather, scatter and barrier raise
 :class:`~.collectives.UnsupportedCollectiveError` (ASTRA-sim's workload layer
 replays a broadcast with its measured duration, ``duration_micros * 1000`` ns
 or 1 ns when zero).  Point-to-point: ``X(m)`` on the outermost dimension where
-source and destination differ (not measured).
+source and destination differ (measured on one ring dimension in
+tests/interop/test_send_recv_semantics.py; how the engine times sends and
+recvs around it, and members of one collective that end apart, is in
+replayer/engine.py and replayer/astra_skew.py).
 """
 
 from __future__ import annotations

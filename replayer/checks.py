@@ -46,7 +46,8 @@ class ReplayCheckError(ReplayError):
     def __init__(self, issues: list[Issue]) -> None:
         shown = "; ".join(str(i) for i in issues[:MAX_IN_MESSAGE])
         more = f"; ... and {len(issues) - MAX_IN_MESSAGE} more" if len(issues) > MAX_IN_MESSAGE else ""
-        super().__init__(f"{len(issues)} problem(s) found before replay: {shown}{more}")
+        total = sum(i.count for i in issues)
+        super().__init__(f"{total:,} problem(s) found before replay: {shown}{more}")
         self.issues = list(issues)
 
 
@@ -63,21 +64,25 @@ def check_complete(present_ranks, world_size: int, *, path: str | None = None) -
                           f"process groups) and a replay needs every rank's trace", path=path)
 
 
-def check_spec_size(traceset: "TraceSet", spec: "HardwareSpec", world_size: int | None = None) -> None:
+def check_spec_size(traceset: "TraceSet", spec: "HardwareSpec", world_size: int | None = None, *,
+                    ranks: "list[int] | None" = None) -> None:
     """Raise SpecError when the spec cannot have the trace set's number of ranks.
 
-    ``world_size`` overrides the trace set's own (a folded replay keeps one trace per class of ranks).
+    ``world_size`` and ``ranks`` give the job's size and trace files when
+    ``traceset`` holds only some of them (rank folding keeps one trace per
+    class of identical ranks: a set of identical files is still N ranks).
     """
     from tracekit.errors import SpecError
 
     if len(traceset) == 0:
         raise ReplayError("the trace set has no traces")
-    world_size = traceset.world_size if world_size is None else world_size
+    world = traceset.world_size if world_size is None else world_size
+    files = list(traceset.ranks) if ranks is None else list(ranks)
     try:
-        spec.fitted(world_size)
+        spec.fitted(world)
     except SpecError as exc:
-        if len(traceset) != world_size:
-            exc.message += f" (the trace set has {len(traceset)} trace files, highest rank {max(traceset.ranks)})"
+        if len(files) != world:
+            exc.message += f" (the trace set has {len(files)} trace files, highest rank {max(files)})"
         raise SpecError(exc.message, path=exc.path) from None
 
 

@@ -12,7 +12,8 @@ nodes each method timed):
   FLOPs or only bytes still gets a time; rounded to the nearest ns;
 - ``astra_measured``: ASTRA-sim's replay of a recorded duration:
   ``duration_micros * 1000`` ns, i.e. ``duration_ns`` floored to whole
-  microseconds, and 1 ns when that is zero (docs/design.md section 4);
+  microseconds, and 1 ns when that is zero (docs/design.md section 4) unless the node has no
+  ``num_ops`` either: ASTRA-sim skips such a node (0 ns; measured on the binary, tests/interop);
 - ``astra_roofline``: ASTRA-sim's roofline (``Workload::issue_comp`` and
   ``Roofline::get_perf``): ``intensity = num_ops / tensor_size``, ``perf =
   min(local_mem_bw x 1e9 x intensity, peak_perf x 1e12)``, time =
@@ -151,11 +152,12 @@ class ComputeModel:
         else:
             use_meas = has_dur
             use_roof = has_roof & ~has_dur
-        out[use_meas] = np.rint(dur[use_meas] * self.scale).astype(np.int64)
+        with np.errstate(over="ignore"):
+            out[use_meas] = _ns_int(dur[use_meas] * self.scale)
         method[use_meas] = MEASURED
         flops_per_ns = self._flops_per_ns() if np.any(ops[use_roof] > 0) else 1.0
         t = np.maximum(ops[use_roof] / flops_per_ns, nbytes[use_roof] / self.mem_bytes_per_ns)
-        out[use_roof] = np.rint(t).astype(np.int64)
+        out[use_roof] = _ns_int(t)
         method[use_roof] = ROOFLINE
         return ComputeCosts(out, method)
 
@@ -167,7 +169,9 @@ class ComputeModel:
     def _astra(self, ops, nbytes, dur, out, method) -> None:
         if not self.astra_roofline:
             micros_ns = (dur // 1000) * 1000
-            out[:] = np.where(micros_ns > 0, micros_ns, 1)
+            # ASTRA-sim (Workload::issue): a node with no runtime and no num_ops is skipped (0 ns); with
+            # num_ops but no runtime it is replayed for 1 ns
+            out[:] = np.where(micros_ns > 0, micros_ns, np.where(ops > 0, 1, 0))
             method[:] = ASTRA_MEASURED
             return
         ok = nbytes > 0
@@ -178,8 +182,16 @@ class ComputeModel:
             intensity = ops[ok] / nbytes[ok]
             perf = np.minimum(self.astra_mem_bw_per_s * intensity, self.astra_peak_per_s)
             elapsed_s = np.where(ops[ok] > 0, ops[ok] / perf, 0.0)
-        out[ok] = (elapsed_s * 1e9).astype(np.int64)
+        out[ok] = _ns_int(np.floor(elapsed_s * 1e9))
         method[ok] = ASTRA_ROOFLINE
+
+
+_SATURATED_NS = float(2**63 - 1024)  # the largest float64 below 2^63: out-of-range times saturate, never wrap
+
+
+def _ns_int(values: np.ndarray) -> np.ndarray:
+    """Float nanoseconds -> int64, rounded; values past int64 saturate (the replay program names them)."""
+    return np.rint(np.minimum(np.nan_to_num(values, nan=_SATURATED_NS), _SATURATED_NS)).astype(np.int64)
 
 
 def compute_model(spec: "HardwareSpec") -> ComputeModel:

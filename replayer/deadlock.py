@@ -94,7 +94,7 @@ class _Diagnosis:
                 missing_late.append((rank, h))
         parts = []
         if inst.kind == "p2p":
-            for rank, h in missing_late:
+            for _rank, h in missing_late:
                 role = "recv" if p.kind[h] == K_RECV else "send"
                 parts.append(f"the matching {role} ({self.where(h)}) has not started: {self.blocker(h)}")
             text = "; ".join(parts) or "its peer"

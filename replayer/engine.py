@@ -11,7 +11,12 @@ Semantics (docs/design.md section 4):
   member reaches it (its *arrival*); its transfer starts when the last member
   has arrived and ends on all members together.  A send and its matching recv
   likewise, except that sends and recvs do not hold their stream: each is
-  posted as soon as its dependencies are done.  A transfer first spends its cost's ``fixed_ns``, then its data
+  posted as soon as its dependencies are done.  With the ASTRA-sim-compatible
+  model send/recv follow ASTRA-sim instead (astra-sim c459ab6, network
+  frontend ``CommonNetworkApi``): the send holds its rank's comm stream and
+  transmits at once, whether or not the recv is posted, ending ``fixed_ns``
+  later; the recv ends at that arrival or, when posted later, the moment it is
+  posted.  A transfer first spends its cost's ``fixed_ns``, then its data
   phase, during which transfers on the same network link share the link's
   bandwidth (fluid model, rates recomputed whenever a data phase starts or
   ends; the rule is in replayer/NOTES.md).  Costs with
@@ -199,6 +204,10 @@ def simulate(program: ReplayProgram) -> Schedule:
     xfer_start = [nan] * n_inst
     xfer_end = [nan] * n_inst
     flows = _Flows(program)
+    eager = program.model_name == "astra"  # ASTRA-sim's send/recv (module doc)
+    delivered = [False] * n_inst
+    member_ends = program.member_ends  # ASTRA-sim: members that arrive apart end apart (astra_skew)
+    pending = [0] * n_inst
     events: list[tuple[float, int, int, int]] = []
     cur = (0.0, -1, -1)
 
@@ -256,7 +265,8 @@ def simulate(program: ReplayProgram) -> Schedule:
             m = nx
 
     def arrive(r: int, h: int, t: float, by: int) -> None:
-        if kind[h] == K_COLL:
+        k = kind[h]
+        if k == K_COLL or (eager and k == K_SEND):
             busy[r] = True  # send/recv streams are not exclusive (see _program)
         start[h] = t
         reason[h] = by
@@ -265,9 +275,24 @@ def simulate(program: ReplayProgram) -> Schedule:
             return  # matches nothing: holds its stream; reported if the replay stalls
         a = arrived[i] + 1
         arrived[i] = a
+        if eager and k != K_COLL:
+            if k == K_SEND:
+                last_arrival[i] = h
+                xfer_start[i] = t
+                heappush(events, (t + instances[i].cost.fixed_ns, EV_LATENCY, i, 0))
+            elif delivered[i]:  # the data is there: the recv ends as it is posted
+                end[h] = t
+                release(h, t)
+            return
         last_arrival[i] = h
         if a == needed[i]:
             xfer_start[i] = t
+            ends = member_ends(instances[i], [start[g] for g in instances[i].nodes]) if member_ends else None
+            if ends is not None:  # members arrived apart (astra_skew): each ends at its own time
+                pending[i] = len(ends)
+                for g, e_t in zip(instances[i].nodes, ends):
+                    heappush(events, (float(e_t), EV_MEMBER, g, i + 1))
+                return
             cost = instances[i].cost
             heappush(events, (t + cost.fixed_ns, EV_LATENCY, i, 0))
             for g, off in zip(instances[i].nodes, cost.member_ns):
@@ -312,6 +337,22 @@ def simulate(program: ReplayProgram) -> Schedule:
                 run_segment(r, h, t, last_on[r])
             else:
                 arrive(r, h, t, last_on[r])
+
+    def finish_send(i: int, t: float) -> None:
+        """ASTRA-sim send/recv: the send's data arrived at ``t`` (see module doc)."""
+        xfer_end[i] = t
+        s, rv = instances[i].nodes
+        end[s] = t
+        last_on[res[s]] = s
+        posted = rv >= 0 and start[rv] == start[rv]  # not NaN: the recv is posted
+        if posted:
+            end[rv] = t
+        else:
+            delivered[i] = True
+        release(s, t)
+        if posted:
+            release(rv, t)
+        dispatch(res[s], t)
 
     def finish_member(g: int, t: float) -> None:
         """Member node ``g`` of a transfer whose members finish at different times ends at ``t``."""
@@ -383,9 +424,15 @@ def simulate(program: ReplayProgram) -> Schedule:
         elif what == EV_MEMBER:
             cur = (t, what, key)
             finish_member(key, t)
+            if ver:  # astra_skew: the instance ends with its last member
+                pending[ver - 1] -= 1
+                if pending[ver - 1] == 0:
+                    xfer_end[ver - 1] = t
         elif what == EV_LATENCY:
             cur = (t, what, key)
-            if flows.data_time(program, key) > 0.0:
+            if eager and instances[key].kind == "p2p":
+                finish_send(key, t)
+            elif flows.data_time(program, key) > 0.0:
                 flows.start(key, t, events)
             else:
                 finish_transfer(key, t)

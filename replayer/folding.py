@@ -167,8 +167,8 @@ def scan_rank(trace: "ExecutionTrace") -> RankScan:
         for p in graph.in_topological_order(comm):
             t = int(types[p])
             comm_ids[p] = int(cols.ids[p])
-            ct = -1 if ctype[p] is None else _int_or(ctype[p], -2)
-            cs = -1 if csize[p] is None else _int_or(csize[p], -2)
+            ct = 0 if ctype[p] is None else _int_or(ctype[p], -2)  # missing: ALL_REDUCE, 0 bytes (validate)
+            cs = 0 if csize[p] is None else _int_or(csize[p], -2)
             if t == NodeType.COMM_COLL_NODE:
                 coll.setdefault(canonical_pg_name(pg_v[p]), []).append(p)
                 coll_attr[p] = (ct, cs)
@@ -250,6 +250,21 @@ class NotFoldable(Exception):
     """Folding cannot be proven; ``args[0]`` says why."""
 
 
+def _astra_foldable(groups: dict[str, tuple[int, ...]], rep: list[int], world: int, spec: "HardwareSpec") -> None:
+    """Raise NotFoldable where ASTRA-sim's members of one collective may end apart (replayer/astra_skew.py)."""
+    from tracekit.replayer.astra_model import AstraModel
+    from tracekit.replayer.astra_skew import ends_apart_when_together
+
+    model = AstraModel(spec)
+    for name, members in groups.items():
+        if len({rep[r] for r in members if r < world}) > 1:
+            raise NotFoldable(f"ASTRA-sim model: group {name!r} spans classes whose members may arrive apart "
+                              f"and then end apart")
+        if ends_apart_when_together(model, tuple(sorted(members))):
+            raise NotFoldable(f"ASTRA-sim model: the ring of group {name!r} has links of unequal hops, so its "
+                              f"members end apart")
+
+
 def plan_folding(scans: dict[int, RankScan], groups: dict[str, tuple[int, ...]], spec: "HardwareSpec",
                  options: "ReplayOptions") -> FoldPlan:
     """Classes, the folded instances, and the map back to the unfolded job (module doc, points 2-4).
@@ -273,6 +288,8 @@ def plan_folding(scans: dict[int, RankScan], groups: dict[str, tuple[int, ...]],
     if len(reps) == world:
         raise NotFoldable("no two ranks have identical programs")
     rep = rep_of.tolist()
+    if (options.collective_model or spec.collective_model) == "astra":
+        _astra_foldable(groups, rep, world, spec)
     costs = _CostCheck(spec, options)
 
     unfolded: list = []
@@ -742,7 +759,7 @@ def replay_files(traces: Any, spec: Any, *, options: "ReplayOptions | None" = No
         if report.errors:
             raise ReplayCheckError(list(report.errors))
     ts = TraceSet(kept, process_groups=declared)
-    check_spec_size(ts, spec, world_size=world)
+    check_spec_size(ts, spec, world_size=world, ranks=sorted(scans))  # before folding: all ranks count
     fitted = effective_spec(spec, options, world)
     say(f"proving rank folding over {world} ranks")
     try:

@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import plotly.graph_objects as go
 
     from tracekit.replayer.diff import ResultDiff
-    from tracekit.replayer.results import RankSchedule, RankStats, ReplayResult
+    from tracekit.replayer.results import RankStats, ReplayResult
 
 #: (label, colour) of the rank-time categories, in stacking order.
 CATEGORIES = (

@@ -61,7 +61,7 @@ def plan_compute(traceset: Any, spec: Any, compute: str = "auto", capture_device
     src = find_device(name) if name else None
     dst = find_device(spec.device.name)
     if src is None or dst is None:
-        why = (f"the trace records no capture device" if not name else
+        why = ("the trace records no capture device" if not name else
                f"no device preset matches the capture device {name!r}" if src is None else
                f"no device preset matches the spec's device {spec.device.name!r}")
         if compute == "projected":

@@ -13,13 +13,18 @@ import tomllib
 from pathlib import Path
 from typing import Any, Mapping
 
-from tracekit.errors import SpecError
+from tracekit.errors import SpecError, malformed_input
 
 from tracekit.replayer.hardware import (
     ALGORITHMS, COLLECTIVE_KEYS, COLLECTIVE_MODELS, COMPUTE_MODES, DEFAULT_ALGORITHMS, NCCL_ALGORITHMS,
     NCCL_LINKS, NCCL_PROTOCOLS, TOPOLOGIES, TREE_COLLECTIVES, AstraSettings, ComputeSettings, DeviceSpec,
     HardwareSpec, NcclConstants, NetworkDim,
 )
+
+# Absurd values are refused with the key named: no spec quantity (FLOP/s, GB/s, ns, bytes) comes near 1e18,
+# and beyond it times overflow into inf/NaN that every later step would reject or print as "inf ns".
+MAX_SPEC_NUMBER = 1e18
+MAX_NPUS = 1 << 24  # ranks per network dimension
 
 
 def spec_to_dict(spec: HardwareSpec) -> dict[str, Any]:
@@ -129,6 +134,8 @@ class _Reader:
             return value
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             raise self.error(key, f"must be a number, got {value!r}")
+        if abs(value) > MAX_SPEC_NUMBER:
+            raise self.error(key, f"must be at most {MAX_SPEC_NUMBER:g} in magnitude, got {value!r}")
         if positive and value <= 0:
             raise self.error(key, f"must be positive, got {value!r}")
         if nonnegative and value < 0:
@@ -398,4 +405,7 @@ def read_spec_file(path: str | os.PathLike[str]) -> HardwareSpec:
         data = tomllib.loads(text.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise SpecError(f"not a valid TOML file: {exc}", path=p) from None
-    return spec_from_dict(data, path=p)
+    except RecursionError:
+        raise SpecError("not a valid TOML file: arrays or tables nested too deeply", path=p) from None
+    with malformed_input("hardware spec", p, SpecError):
+        return spec_from_dict(data, path=p)

@@ -55,7 +55,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from tracekit.errors import ConfigError, SpecError, TracekitError
+from tracekit.errors import ConfigError, SpecError, TracekitError, ReplayError
 
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.replayer import ReplayOptions, ReplayResult
@@ -583,8 +583,12 @@ def write_sweep(result: SweepResult, out_dir: str | os.PathLike[str], *, plot: b
     paths = {"csv": out / "sweep.csv", "json": out / "sweep.json"}
     with atomic_output(paths["csv"], "w") as fh:
         fh.write(result.to_csv())
+    try:
+        text = json.dumps(result.to_dict(), indent=1, allow_nan=False) + "\n"  # never bare NaN/Infinity
+    except ValueError as exc:
+        raise ReplayError(f"the sweep result holds a non-finite number ({exc}); check the spec's values") from None
     with atomic_output(paths["json"], "w") as fh:
-        fh.write(json.dumps(result.to_dict(), indent=1) + "\n")
+        fh.write(text)
     if plot and result.results:
         fig = sweep_plot(result)
         html = fig.figure.to_html(include_plotlyjs="directory", full_html=True)

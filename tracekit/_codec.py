@@ -12,7 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 from tracekit._proto import et_def_pb2 as pb
-from tracekit.model import LIST_KINDS, Attr, IOInfo, Metadata, Node, NodeType
+from tracekit.errors import TraceFormatError
+from tracekit.model import (LIST_KINDS, MAX_DURATION_NS, MAX_TIME_NS, Attr, IOInfo, Metadata, Node, NodeType,
+                            time_range_error)
 
 _NODE_TYPES = {int(t): t for t in NodeType}
 
@@ -26,6 +28,12 @@ def ns_from_wire(micros: int, nanos: int) -> int:
     if nanos and nanos // 1000 == micros:
         return nanos
     return micros * 1000
+
+
+def _checked(value: int, what: str, limit: int, m: Any) -> int:
+    if value > limit:
+        raise TraceFormatError(time_range_error(what, value, limit) or "", node_id=m.id)
+    return value
 
 
 def attr_from_pb(a: Any) -> Attr:
@@ -64,11 +72,12 @@ def node_from_pb(m: Any) -> Node:
         type=_NODE_TYPES.get(t, t),
         data_deps=list(m.data_deps),
         ctrl_deps=list(m.ctrl_deps),
-        start_time_ns=ns_from_wire(m.start_time_micros, m.start_time_nanos),
-        duration_ns=ns_from_wire(m.duration_micros, m.duration_nanos),
+        start_time_ns=_checked(ns_from_wire(m.start_time_micros, m.start_time_nanos), "start time", MAX_TIME_NS, m),
+        duration_ns=_checked(ns_from_wire(m.duration_micros, m.duration_nanos), "duration", MAX_DURATION_NS, m),
         inputs=IOInfo(m.inputs.values, m.inputs.shapes, m.inputs.types) if m.HasField("inputs") else None,
         outputs=IOInfo(m.outputs.values, m.outputs.shapes, m.outputs.types) if m.HasField("outputs") else None,
         attrs=[attr_from_pb(a) for a in m.attr],
+        storage=m.storage.SerializeToString() if m.HasField("storage") else None,
     )
 
 
@@ -84,6 +93,10 @@ def node_to_pb(node: Node) -> Any:
     if node.data_deps:
         m.data_deps.extend(node.data_deps)
     start_ns, dur_ns = int(node.start_time_ns), int(node.duration_ns)
+    problem = time_range_error("duration", dur_ns, MAX_DURATION_NS) or time_range_error("start time", start_ns,
+                                                                                          MAX_TIME_NS)
+    if problem:
+        raise ValueError(problem)
     m.start_time_micros = start_ns // 1000
     m.duration_micros = dur_ns // 1000
     if dur_ns % 1000:
@@ -98,6 +111,9 @@ def node_to_pb(node: Node) -> Any:
         m.outputs.SetInParent()
     for a in node.attrs:
         attr_to_pb(a, m.attr.add())
+    if node.storage is not None:
+        m.storage.ParseFromString(node.storage)
+        m.storage.SetInParent()
     return m
 
 

@@ -166,14 +166,21 @@ def _csr(n: int, owner: np.ndarray, at: np.ndarray, values: np.ndarray) -> tuple
     return ptr, values[order]
 
 
+_I64_MAX = np.uint64(2**63 - 1)
+
+
 def _ns(micros: np.ndarray, nanos: np.ndarray) -> np.ndarray:
     """Nanoseconds: the extension field when it agrees with the micros, else micros * 1000."""
-    micros = micros.astype(np.int64)
-    nanos = nanos.astype(np.int64)
     use = (nanos != 0) & (nanos // 1000 == micros)
-    return np.where(use, nanos, micros * 1000)
+    big = np.where(use, nanos > _I64_MAX, micros > _I64_MAX // 1000)
+    out = np.where(use, np.minimum(nanos, _I64_MAX).astype(np.int64),
+                   np.minimum(micros, _I64_MAX // 1000).astype(np.int64) * 1000)
+    if big.any():  # saturate: validation names the node (a time past int64 never wraps to a negative one)
+        out[big] = _I64_MAX
+    return out
 
 
+_KEPT_KEYS = np.array([8, 18, 24, 32, 34, 40, 42, 48, 56, 82, 8008, 8016])  # field * 8 + wire type read here
 _SCALARS = (("ids", 1), ("types", 3), ("st_us", 6), ("dur_us", 7), ("dur_ns", 1001), ("st_ns", 1002))
 
 
@@ -185,8 +192,13 @@ def _decode_batch(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> dict
     deps: dict[int, list[tuple[np.ndarray, ...]]] = {4: [], 5: []}
     attrs: list[tuple[np.ndarray, ...]] = []
 
+    other = np.zeros(n, dtype=bool)  # records with fields the columns do not keep (inputs, unknown ones)
+
     def visit(msg, field, wt, value, size, at) -> None:
         key = field * 8 + wt
+        odd = ~np.isin(key, _KEPT_KEYS) | ((key == 3 * 8) & (value >= _U64(2**15)))
+        if odd.any():
+            other[msg[odd]] = True
         for name, num in _SCALARS:  # singular varints: a later occurrence overwrites (last wins)
             sel = key == num * 8
             if sel.any():
@@ -206,6 +218,7 @@ def _decode_batch(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> dict
     walk_fields(buf, starts, ends, visit)
     out["types"] = out["types"].astype(np.int64)
     out["name_s"], out["name_l"] = name_s, name_l
+    out["other"] = other
     for key, num in (("data", 5), ("ctrl", 4)):
         if deps[num]:
             msg, wt, value, size, at = (np.concatenate(x) for x in zip(*deps[num]))
@@ -281,7 +294,7 @@ def decode_columns(encoded: Any) -> NodeColumns:
         return np.concatenate(ptrs), np.concatenate(vals)
 
     ids = cat("ids")
-    types = cat("types").astype(np.int16)
+    types = np.clip(cat("types"), -2**15, 2**15 - 1).astype(np.int16)  # out-of-range types saturate, never wrap
     duration = _ns(cat("dur_us"), cat("dur_ns"))
     start = _ns(cat("st_us"), cat("st_ns"))
     if not start.any():  # no measured starts (generated traces): a read-only zero view, no memory
@@ -296,6 +309,7 @@ def decode_columns(encoded: Any) -> NodeColumns:
     a_start = np.concatenate([b["attr"][1] for b in batches]).astype(off_t)
     a_size = np.concatenate([b["attr"][2] for b in batches]).astype(np.int32)
     source = _AttrSource(data, buf, n, a_owner, a_start, a_size, ids, encoded)
+    source.other = cat("other")  # for tracekit._nodeview: records it must decode with protobuf
 
     def names_fn() -> list[str]:
         cache: dict[bytes, str] = {}
@@ -332,6 +346,8 @@ class _AttrSource:
         self.data, self.buf, self.n = data, buf, n
         self.owner, self.start, self.size, self.ids, self.encoded = owner, start, size, ids, encoded
         self._verified = False
+        self._head: np.ndarray | None = None
+        self.other: np.ndarray | None = None  # bool[N], set by decode_columns
 
     def verify(self) -> None:
         """Frame every attribute message once (first attribute access, or validation).
@@ -346,14 +362,70 @@ class _AttrSource:
             return
         if len(self.start):
             start = self.start.astype(np.int64)
+            rest = np.flatnonzero(~self._canonical(start, start + self.size))
             try:
-                walk_fields(self.buf, start, start + self.size)
+                walk_fields(self.buf, start[rest], start[rest] + self.size[rest])
             except _Corrupt as exc:
-                i = exc.msg_index
+                i = int(rest[exc.msg_index])
                 raise TraceFormatError(f"undecodable attribute ({exc.reason})", byte_offset=int(start[i]),
                                        path=self.encoded.path, rank=self.encoded.rank,
                                        node_id=int(self.ids[int(self.owner[i])])) from None
         self._verified = True
+
+    def _name_lengths(self) -> np.ndarray:
+        """Per attribute message: the length of a leading one-byte-framed name field (field 1), else 255."""
+        if self._head is None:
+            s, buf = self.start.astype(np.int64), self.buf
+            last = len(buf) - 1
+            ln = buf[np.minimum(s + 1, last)]
+            ok = (self.size >= 2) & (buf[np.minimum(s, last)] == 0x0A) & (ln < 0x80)
+            ok &= self.size >= 2 + ln.astype(np.int64)
+            self._head = np.where(ok, ln, np.uint8(255)).astype(np.uint8)
+        return self._head
+
+    def _value_tag(self, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Per attribute message (all of them): the field after the name, read as a one- or two-byte tag.
+
+        Returns ``(named bool, has_value bool, field int64, wire type int64, body int64, tag_ok bool)``.
+        """
+        buf, last = self.buf, len(self.buf) - 1
+        head = self._name_lengths()
+        p = start + 2 + head.astype(np.int64)
+        named = (head != 255) & (p <= end)
+        has_val = named & (p < end)
+        b0 = buf[np.minimum(p, last)].astype(np.int64)
+        b1 = buf[np.minimum(p + 1, last)].astype(np.int64)
+        two = b0 >= 0x80
+        tag = np.where(two, (b0 & 0x7F) | (b1 << 7), b0)
+        body = p + 1 + two
+        wt = tag & 7
+        field = tag >> 3
+        tag_ok = (~two | ((b1 < 0x80) & (p + 1 < end))) & (field != 0) & _VALID_WT[wt]
+        return named, has_val, field, wt, body, tag_ok
+
+    def _canonical(self, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+        """bool[K] over all attribute messages: laid out as ``name`` then at most one well-formed value field.
+
+        These frame correctly by construction; :meth:`verify` walks only the others.
+        """
+        buf, last = self.buf, len(self.buf) - 1
+        named, has_val, _, wt, body, tag_ok = self._value_tag(start, end)
+        ok = named & (~has_val | tag_ok)
+        fixed = has_val & tag_ok & ((wt == 1) | (wt == 5))
+        ok &= ~fixed | (body + _WIDTH[wt] == end)
+        for code in (0, 2):
+            sel = np.flatnonzero(has_val & tag_ok & (wt == code))
+            if not len(sel):
+                continue
+            b = body[sel]
+            try:
+                v, vl = _varint_at(buf, np.minimum(b, last), end[sel], sel)
+            except _Corrupt:
+                ok[sel] = False
+                continue
+            stop = b + vl + (v.astype(np.int64) if code == 2 else 0)
+            ok[sel] &= (b < end[sel]) & (stop == end[sel]) & (v < _U64(2**62) if code == 2 else True)
+        return ok
 
     def _matching(self, name: str) -> np.ndarray:
         """Indexes of attribute messages whose first field is ``name`` (field 1, as writers emit it)."""
@@ -361,10 +433,7 @@ class _AttrSource:
         if not len(self.start) or len(key) > 127:
             return self._matching_slow(key)
         s, buf = self.start, self.buf
-        last = len(buf) - 1
-        ok = (self.size >= 2 + len(key)) & (buf[np.minimum(s, last)] == 0x0A) & \
-             (buf[np.minimum(s + 1, last)] == len(key))
-        cand = np.flatnonzero(ok)
+        cand = np.flatnonzero(self._name_lengths() == len(key))
         if len(key) and len(cand):
             window = buf[s[cand, None] + 2 + np.arange(len(key))]
             cand = cand[(window == np.frombuffer(key, dtype=np.uint8)).all(axis=1)]
@@ -456,10 +525,11 @@ class _AttrSource:
             fast[idx] = True
         return fast, ints, floats, kind
 
-    def numeric(self, name: str) -> tuple[np.ndarray, np.ndarray] | None:
+    def numeric(self, name: str, ints_only: bool = False) -> tuple[np.ndarray, np.ndarray] | None:
         """``(present bool[N], values int64[N])`` when every ``name`` attribute is a scalar number, else None.
 
-        Floats are truncated toward zero and bools count as 0/1.
+        Floats are truncated toward zero and bools count as 0/1; with
+        ``ints_only`` a floating value gives None instead.
         """
         hits, owner = self._first_hits(name)
         present = np.zeros(self.n, dtype=bool)
@@ -467,7 +537,7 @@ class _AttrSource:
         if not len(hits):
             return present, out
         fast, ints, floats, kind = self._scalars(hits, len(name.encode()))
-        if not fast.all():
+        if not fast.all() or (ints_only and bool((kind == 2).any())):
             return None
         out[owner] = np.where(kind == 2, np.trunc(floats).astype(np.int64), ints)
         present[owner] = True

@@ -142,9 +142,18 @@ class ClassSet:
         items: Iterable[tuple[int, bytes]] = self.iter_rank_bytes(stamp=True)
         if progress is not None:
             items = progress(items, self.world_size)
+        from tracekit.astra_compat import astra_group_ids, comm_groups_document
+        from tracekit.groups import resolve_groups
+        from tracekit.io import trace_from_bytes
+
+        declared: dict = {}
         with TraceSetWriter(prefix) as writer:
             for rank, data in items:
                 writer.add(rank, data)
+                if rank == 0:  # generated sets declare every group on every rank
+                    declared = trace_from_bytes(data, rank=rank).process_groups()
+            groups = resolve_groups(declared, self.world_size)  # ASTRA-sim's comm-group file beside the set
+            writer.comm_groups = comm_groups_document(groups, astra_group_ids(groups, self.world_size))
         return writer.paths
 
 

@@ -13,7 +13,8 @@ traceback.  Errors are raised once, never logged and then raised.
 from __future__ import annotations
 
 import os
-from typing import Any
+from types import TracebackType
+from typing import Any, Literal
 
 
 class TracekitError(Exception):
@@ -115,3 +116,31 @@ class DeadlockError(ReplayError):
                  **context: Any) -> None:
         super().__init__(message, **context)
         self.blocked = dict(blocked or {})
+
+
+# Exceptions that code walking a parsed document raises when the document has an unexpected shape
+# (a list where an object belongs, an unhashable key, nesting deeper than the recursion limit).
+_SHAPE_ERRORS = (TypeError, ValueError, KeyError, AttributeError, IndexError, RecursionError)
+
+
+class malformed_input:  # noqa: N801 - used as a context manager, reads like one
+    """Turn a shape error raised while reading one input document into a one-line error of ``error``.
+
+    The input readers check the fields they know by name; this guard covers
+    the rest of the document walk, so a structure no check anticipated still
+    gives ``<path>: malformed <what>: <exception>`` (exit code 2) instead of a
+    traceback.  The original exception stays chained (``--debug`` shows it).
+    """
+
+    def __init__(self, what: str, path: str | os.PathLike[str] | None, error: type[TracekitError] = TracekitError):
+        self.what, self.path, self.error = what, path, error
+
+    def __enter__(self) -> "malformed_input":
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> Literal[False]:
+        if exc is not None and isinstance(exc, _SHAPE_ERRORS) and not isinstance(exc, TracekitError):
+            text = str(exc) or type(exc).__name__
+            raise self.error(f"malformed {self.what}: {type(exc).__name__}: {text}"[:300], path=self.path) from exc
+        return False

@@ -114,8 +114,18 @@ class NodeColumns:
         n = len(nodes)
         ids = np.fromiter((x.id for x in nodes), dtype=np.uint64, count=n)
         types = np.fromiter((int(x.type) for x in nodes), dtype=np.int16, count=n)
-        dur = np.fromiter((x.duration_ns for x in nodes), dtype=np.int64, count=n)
-        start = np.fromiter((x.start_time_ns for x in nodes), dtype=np.int64, count=n)
+        try:
+            dur = np.fromiter((x.duration_ns for x in nodes), dtype=np.int64, count=n)
+            start = np.fromiter((x.start_time_ns for x in nodes), dtype=np.int64, count=n)
+        except OverflowError:  # a time past int64 (e.g. scaled in memory): name the node
+            from tracekit.model import MAX_DURATION_NS, MAX_TIME_NS, time_range_error
+
+            for x in nodes:
+                problem = (time_range_error("duration", x.duration_ns, MAX_DURATION_NS)
+                           or time_range_error("start time", x.start_time_ns, MAX_TIME_NS))
+                if problem and not -2**63 <= min(x.duration_ns, x.start_time_ns) <= max(x.duration_ns, x.start_time_ns) < 2**63:
+                    raise ValidationError(problem, node_id=x.id) from None
+            raise
         dptr, dids = csr_from_lists([x.data_deps for x in nodes])
         cptr, cids = csr_from_lists([x.ctrl_deps for x in nodes])
 
@@ -261,7 +271,8 @@ class DepGraph:
             self._topo_rank = np.empty(self.n, dtype=np.int64)
             self._topo_rank[order] = np.arange(len(order))
         positions = np.asarray(positions, dtype=np.int64)
-        return positions[np.argsort(self._topo_rank[positions], kind="stable")].tolist()
+        ordered: list[int] = positions[np.argsort(self._topo_rank[positions], kind="stable")].tolist()
+        return ordered
 
     def find_cycle(self, candidates: Sequence[int]) -> list[int]:
         """One cycle among ``candidates`` (positions left with in-degree > 0), as positions in dependency order.

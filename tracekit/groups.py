@@ -7,18 +7,21 @@ METADATA node named ``process_group:init`` (PyTorch writes
     [{"pg_name": "0", "pg_desc": "default_pg", "ranks": [], "group_size": 4, "group_count": 1}]
 
 ``ranks`` empty means all ranks.  A collective names its group in its
-``pg_name`` attribute; ``""`` and ``"0"`` mean the default (all-ranks) group.
+``pg_name`` attribute; no attribute, ``""`` and ``"0"`` mean the default
+(all-ranks) group.  Files tracekit writes leave ``pg_name`` out for that group
+and give the others positive integer names (ASTRA-sim's communicator ids; see
+:mod:`tracekit.astra_compat`).
 """
 
 from __future__ import annotations
 
 import ast
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import orjson
 
 from tracekit.errors import ValidationError
-from tracekit.model import IOInfo, Node, NodeType
+from tracekit.model import Attr, IOInfo, Node, NodeType
 
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.model import ExecutionTrace
@@ -52,22 +55,25 @@ def pg_init_node(node_id: int, groups: Mapping[str, tuple[int, ...] | list[int]]
             "group_count": len(groups),
         })
     values = orjson.dumps(entries).decode()
+    # is_cpu_op: ASTRA-sim never completes a METADATA node that is not a CPU op (see tracekit.astra_compat)
     return Node(id=node_id, name=PG_INIT_NAME, type=NodeType.METADATA_NODE,
-                inputs=IOInfo(values=values, shapes="[[]]", types='["String"]'))
+                inputs=IOInfo(values=values, shapes="[[]]", types='["String"]'),
+                attrs=[Attr("is_cpu_op", True, "bool_val")])
 
 
-def parse_pg_json(text: str, *, path: str | None = None, rank: int | None = None,
-                  node_id: int | None = None) -> dict[str, tuple[int, ...]]:
-    """Parse the JSON list of a ``process_group:init`` node.
+def parse_pg_entries(text: str, *, path: str | None = None, rank: int | None = None,
+                     node_id: int | None = None) -> list[dict[str, Any]]:
+    """The entries (one dict per group, each with ``pg_name``) of a ``process_group:init`` value.
 
     Accepts the list itself, a one-element list wrapping the JSON string (as in
-    PyTorch ET ``inputs.values``), or a JSON-encoded string of either.  Chakra's
-    own PyTorch converter (mlcommons/chakra 21585d8) writes the wrapping list as a
-    Python repr (``['[{"pg_name": "0", ...}]']``); that form is read too
+    PyTorch ET ``inputs.values``), a JSON-encoded string of either, or a
+    ``{pg_name: ranks or entry}`` object.  Chakra's own PyTorch converter
+    (mlcommons/chakra 21585d8) writes the wrapping list as a Python repr
+    (``['[{"pg_name": "0", ...}]']``); that form is read too
     (``ast.literal_eval``, literals only).
 
     Raises:
-        ValidationError: not a list of objects with ``pg_name`` and ``ranks``.
+        ValidationError: not a list of objects with ``pg_name``.
     """
     try:
         value = _loads_literal(text)
@@ -84,11 +90,25 @@ def parse_pg_json(text: str, *, path: str | None = None, rank: int | None = None
     if not isinstance(value, list):
         raise ValidationError(f"process_group:init value must be a list, got {type(value).__name__}",
                               path=path, rank=rank, node_id=node_id)
-    groups: dict[str, tuple[int, ...]] = {}
     for entry in value:
         if not isinstance(entry, dict) or "pg_name" not in entry:
             raise ValidationError(f"process_group:init entry without pg_name: {entry!r}"[:200],
                                   path=path, rank=rank, node_id=node_id)
+    return value
+
+
+def parse_pg_json(text: str, *, path: str | None = None, rank: int | None = None,
+                  node_id: int | None = None) -> dict[str, tuple[int, ...]]:
+    """Parse the group list of a ``process_group:init`` node (forms: :func:`parse_pg_entries`).
+
+    Returns:
+        pg_name -> ranks (an empty tuple means all ranks).
+
+    Raises:
+        ValidationError: not a list of objects with ``pg_name`` and ``ranks``.
+    """
+    groups: dict[str, tuple[int, ...]] = {}
+    for entry in parse_pg_entries(text, path=path, rank=rank, node_id=node_id):
         ranks = entry.get("ranks", [])
         if not isinstance(ranks, list) or not all(isinstance(r, int) for r in ranks):
             raise ValidationError(f"process group {entry['pg_name']!r}: ranks must be a list of ints, got {ranks!r}",
@@ -97,7 +117,20 @@ def parse_pg_json(text: str, *, path: str | None = None, rank: int | None = None
     return groups
 
 
-def _loads_literal(text: str):
+def pg_descriptions(trace: "ExecutionTrace") -> dict[str, str]:
+    """pg_name -> ``pg_desc`` of the groups the trace declares (empty descriptions left out)."""
+    out: dict[str, str] = {}
+    names = trace.columns().names
+    for pos in [i for i, name in enumerate(names) if PG_INIT_NAME in name]:
+        node = trace.node_at(pos)
+        if node.inputs is not None and node.inputs.values:
+            for e in parse_pg_entries(node.inputs.values, path=trace.path, rank=trace.rank, node_id=node.id):
+                if e.get("pg_desc"):
+                    out[str(e["pg_name"])] = str(e["pg_desc"])
+    return out
+
+
+def _loads_literal(text: str) -> Any:
     """JSON, or failing that a Python literal (Chakra's converter writes ``str(list)``).
 
     Raises:

@@ -23,15 +23,20 @@ and no writer ever opens an input for writing.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import glob as _glob
 import gzip
 import os
 import re
+import signal
+import stat
 import tempfile
+import zlib
 from pathlib import Path
 from typing import IO, Any, Iterator, Sequence
 
 import numpy as np
+import orjson
 
 from tracekit._codec import metadata_from_pb, metadata_to_pb, node_from_pb, node_to_pb
 from tracekit._proto import et_def_pb2 as pb
@@ -89,34 +94,185 @@ def check_output(path: str | os.PathLike[str]) -> None:
 
 
 # ----------------------------------------------------------------------------- atomic output
+def output_target(path: str | os.PathLike[str]) -> tuple[Path, bool]:
+    """Where a write to ``path`` lands: ``(file to replace or write, write_through)``.
+
+    A symlink is followed, so its target is replaced and the link stays.  A
+    path that names something other than a regular file (a device such as
+    ``/dev/null``, a FIFO, a socket, or ``/dev/stdout`` and the other
+    ``/proc`` magic links) is written through (opened and written in place,
+    ``write_through`` True): renaming a file over it would destroy it.
+    """
+    p = Path(path)
+    try:
+        st = os.stat(p)  # follows symlinks
+    except (FileNotFoundError, NotADirectoryError):
+        st = None
+    real = Path(os.path.realpath(p))
+    if st is not None and (not stat.S_ISREG(st.st_mode) or str(real).startswith("/proc/")):
+        return p, True
+    return (real if p.is_symlink() else p), False
+
+
+_DEFERRED_SIGNALS = {getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n)}
+
+
+@contextlib.contextmanager
+def _signals_deferred() -> Iterator[None]:
+    """Block SIGINT/SIGTERM/SIGHUP for a few statements (creating a temporary file and recording its name),
+    so an interrupt cannot land between the two and leave a file nobody knows to remove."""
+    if not hasattr(signal, "pthread_sigmask"):  # pragma: no cover - not on Linux
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, _DEFERRED_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def make_parents(folder: Path) -> list[Path]:
+    """Create ``folder`` and missing parents; returns those created (deepest last) for :func:`remove_if_empty`."""
+    missing = []
+    f = Path(folder)
+    while not f.exists() and f != f.parent:
+        missing.append(f)
+        f = f.parent
+    folder.mkdir(parents=True, exist_ok=True)
+    return list(reversed(missing))
+
+
+def remove_if_empty(created: list[Path]) -> None:
+    """Remove the folders :func:`make_parents` created, deepest first, while they are empty (a failed write)."""
+    for f in reversed(created):
+        try:
+            f.rmdir()
+        except OSError:
+            return
+
+
+def _new_temp(folder: Path) -> tuple[int, str]:
+    fd, tmp = tempfile.mkstemp(prefix=".tk-", suffix=".tmp", dir=folder)
+    os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp creates 0600; give the file the usual permissions
+    return fd, tmp
+
+
 @contextlib.contextmanager
 def atomic_output(path: str | os.PathLike[str], mode: str = "wb") -> Iterator[IO[Any]]:
     """Open a temporary file next to ``path``; rename it onto ``path`` on success.
 
     On any exception the temporary file is removed and ``path`` is untouched.
     Parent directories are created.  ``mode`` is ``"wb"`` or ``"w"`` (UTF-8).
+    A symlink is followed (its target is replaced); a device, FIFO or
+    ``/dev/stdout`` is written through, never replaced (see :func:`output_target`).
 
     Raises:
         TracekitError: ``path`` is an input of the running command (see :func:`protect_inputs`).
     """
-    target = Path(path)
-    check_output(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tk-", suffix=".tmp", dir=target.parent)
+    check_output(path)
+    target, through = output_target(path)
+    kwargs = {} if "b" in mode else {"encoding": "utf-8"}
+    if through:
+        try:
+            with open(target, mode, **kwargs) as fh:
+                yield fh
+        except OSError as exc:
+            raise TracekitError(f"cannot write: {exc.strerror or exc}", path=path) from None
+        return
+    created = make_parents(target.parent)
+    tmp = None
     try:
-        os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp creates 0600; give the file the usual permissions
-        with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as fh:
+        with _signals_deferred():
+            fd, tmp = _new_temp(target.parent)
+        with os.fdopen(fd, mode, **kwargs) as fh:
             yield fh
         os.replace(tmp, target)
     except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+        if tmp is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+        remove_if_empty(created)
         raise
 
 
 def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> None:
     with atomic_output(path, "wb") as fh:
         fh.write(data)
+
+
+# ----------------------------------------------------------------------------- decompression limits
+DEFAULT_MAX_DECOMPRESSED_BYTES = 4 << 30
+DEFAULT_MAX_GZIP_RATIO = 300
+_RATIO_CHECK_AFTER = 64 << 20
+_CHUNK = 4 << 20
+
+
+def _env_limit(name: str, default: int) -> int:
+    text = os.environ.get(name)
+    if not text:
+        return default
+    try:
+        value = int(float(text))
+    except ValueError:
+        raise TracekitError(f"{name}={text!r} is not a number") from None
+    if value <= 0:
+        raise TracekitError(f"{name}={text!r} must be positive")
+    return value
+
+
+def decompression_limits() -> tuple[int, int]:
+    """``(max_bytes, max_ratio)`` for gzip input.
+
+    ``max_bytes`` caps the decompressed size of one file (env
+    ``TRACEKIT_MAX_DECOMPRESSED_BYTES``, default 4 GiB); ``max_ratio`` caps the
+    decompressed/compressed size ratio once more than 64 MiB came out (env
+    ``TRACEKIT_MAX_GZIP_RATIO``, default 300; real traces compress 7-30x,
+    a gzip bomb of zeros about 1000x).
+    """
+    return (_env_limit("TRACEKIT_MAX_DECOMPRESSED_BYTES", DEFAULT_MAX_DECOMPRESSED_BYTES),
+            _env_limit("TRACEKIT_MAX_GZIP_RATIO", DEFAULT_MAX_GZIP_RATIO))
+
+
+def gunzip_limited(data: bytes, *, path: str | os.PathLike[str] | None = None) -> bytes:
+    """Decompress gzip ``data`` (all members) within :func:`decompression_limits`.
+
+    Memory stays bounded by the cap: the output is produced in chunks and the
+    limits are checked after each one.
+
+    Raises:
+        TraceFormatError: corrupt or truncated gzip data, or a limit exceeded
+            (naming the environment variable that raises it).
+    """
+    max_bytes, max_ratio = decompression_limits()
+    out: list[bytes] = []
+    total = 0
+    rest = data
+    try:
+        while rest:
+            d = zlib.decompressobj(wbits=31)
+            buf = rest
+            while True:
+                chunk = d.decompress(buf, _CHUNK)
+                buf = d.unconsumed_tail
+                total += len(chunk)
+                out.append(chunk)
+                consumed = len(rest) - len(d.unused_data) - len(buf)
+                if total > max_bytes:
+                    raise TraceFormatError(
+                        f"decompresses to more than {max_bytes:,} bytes (limit: set TRACEKIT_MAX_DECOMPRESSED_BYTES "
+                        f"to raise it)", path=path)
+                if total > _RATIO_CHECK_AFTER and total > max_ratio * max(1, len(data) - len(rest) + consumed):
+                    raise TraceFormatError(
+                        f"gzip data expands more than {max_ratio}x (a decompression bomb?); set "
+                        f"TRACEKIT_MAX_GZIP_RATIO to raise the limit", path=path)
+                if d.eof or (not chunk and not buf):
+                    break
+            if not d.eof:
+                raise TraceFormatError("corrupt gzip stream: truncated (end of stream not found)", path=path)
+            rest = d.unused_data.lstrip(b"\0")  # further members; zero padding after the last one is allowed
+    except zlib.error as exc:
+        raise TraceFormatError(f"corrupt gzip stream: {exc}", path=path) from None
+    return b"".join(out)
 
 
 # ----------------------------------------------------------------------------- record framing
@@ -141,10 +297,7 @@ def _read_raw(path: str | os.PathLike[str]) -> bytes:
     p = Path(path)
     data = read_input_bytes(p)
     if data[:2] == GZIP_MAGIC:
-        try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError) as exc:
-            raise TraceFormatError(f"corrupt gzip stream: {exc}", path=p) from None
+        data = gunzip_limited(data, path=p)
     return data
 
 
@@ -171,6 +324,8 @@ def split_records(data: bytes, *, path: str | None = None, rank: int | None = No
     while pos < n:
         b = data[pos]
         if b < 0x80:  # one-byte length prefix: records under 128 bytes
+            if not b and pos:  # fail at once: a run of zero bytes would otherwise be scanned to its end
+                raise TraceFormatError("empty node record (zero length)", byte_offset=pos, path=path, rank=rank)
             pos += b + 1
         elif pos + 1 < n and data[pos + 1] < 0x80:  # two-byte prefix: records under 16 KiB
             pos += ((b & 0x7F) | (data[pos + 1] << 7)) + 2
@@ -253,7 +408,10 @@ class EncodedNodes:
         last = None
         for i in range(len(self.starts)):
             m = self.decode_one(i, last)
-            out.append(node_from_pb(m))
+            try:
+                out.append(node_from_pb(m))
+            except TracekitError as exc:
+                raise exc.with_context(path=self.path, rank=self.rank) from None
             last = m.id
         return out
 
@@ -368,9 +526,16 @@ def encode_node(node: Node) -> bytes:
         raise TracekitError(f"cannot encode node: {exc}", node_id=node.id) from None
 
 
-def encode_metadata(metadata: Metadata) -> bytes:
-    """The framed GlobalMetadata record that starts a `.et` file."""
-    return frame(metadata_to_pb(metadata).SerializeToString())
+def encode_metadata(metadata: Metadata, *, rank: int | None = None, path: str | None = None) -> bytes:
+    """The framed GlobalMetadata record that starts a `.et` file.
+
+    Raises:
+        TracekitError: an attribute holds a value protobuf cannot encode.
+    """
+    try:
+        return frame(metadata_to_pb(metadata).SerializeToString())
+    except (TypeError, ValueError) as exc:
+        raise TracekitError(f"cannot encode metadata: {exc}", rank=rank, path=path) from None
 
 
 def iter_nodes(path: str | os.PathLike[str]) -> Iterator[Node]:
@@ -387,6 +552,7 @@ def iter_nodes(path: str | os.PathLike[str]) -> Iterator[Node]:
     note_input(spath)
     with open(spath, "rb") as raw:
         fh = _maybe_gunzip(raw)
+        limit = decompression_limits()[0] if fh is not raw else os.fstat(raw.fileno()).st_size
         offset = 0
         index = 0
         last = None
@@ -412,6 +578,9 @@ def iter_nodes(path: str | os.PathLike[str]) -> Iterator[Node]:
                     raise TraceFormatError("malformed record length prefix", byte_offset=prefix_at,
                                            last_good_node_id=last, path=spath, rank=rank)
             empty = False
+            if length > limit:
+                raise TraceFormatError(f"record of {length} bytes runs past the end of the file",
+                                       byte_offset=prefix_at, last_good_node_id=last, path=spath, rank=rank)
             body = fh.read(length)
             offset += nbytes + length
             if len(body) != length:
@@ -426,7 +595,10 @@ def iter_nodes(path: str | os.PathLike[str]) -> Iterator[Node]:
                                                last_good_node_id=last, path=spath, rank=rank)
                     m = pb.Node()
                     m.ParseFromString(body)
-                    node = node_from_pb(m)
+                    try:
+                        node = node_from_pb(m)
+                    except TracekitError as exc:
+                        raise exc.with_context(path=spath, rank=rank) from None
                     last = node.id
                     yield node
             except DecodeError as exc:
@@ -443,8 +615,10 @@ def encode_trace(trace: ExecutionTrace) -> bytes:
     """
     parts: list[bytes] = []
     meta_raw = getattr(trace, "_meta_raw", None)
-    parts.append(frame(meta_raw) if meta_raw is not None and _meta_untouched(trace)
-                 else frame(metadata_to_pb(trace.metadata).SerializeToString()))
+    if meta_raw is not None and _meta_untouched(trace):
+        parts.append(frame(meta_raw))
+    else:
+        parts.append(encode_metadata(trace.metadata, rank=trace.rank, path=trace.path))
     if trace._nodes is None:  # untouched since read: copy the records
         parts.extend(trace._encoded.raw_records())
     else:
@@ -522,6 +696,10 @@ def trace_paths(spec: str | os.PathLike[str]) -> list[tuple[int, Path]]:
             if len(files) == 1:
                 r = 0
             else:
+                m = re.search(r"\.\d+(\.[^./]+(?:\.gz)?)$", f.name)
+                if m:  # a rank, but another extension: say so (e.g. ASTRA-sim's twoComm.2.eg)
+                    raise TraceFormatError(f"file name ends in {m.group(1)!r}, not '.et' or '.et.gz' (expected "
+                                           f"<prefix>.<rank>.et)", path=f)
                 raise TraceFormatError("file name has no rank (expected <prefix>.<rank>.et)", path=f)
         if r in pairs:
             raise TraceFormatError(f"two files for rank {r}: {pairs[r]} and {f}", path=s)
@@ -555,6 +733,9 @@ def read_traceset(spec: str | os.PathLike[str] | Sequence[str | os.PathLike[str]
     return TraceSet(traces)
 
 
+_GROUPS_KEY = -1  # TraceSetWriter._temps key of the comm-group file
+
+
 class TraceSetWriter:
     """Writes the ``<prefix>.<rank>.et[.gz]`` files of one trace set as a unit.
 
@@ -573,31 +754,86 @@ class TraceSetWriter:
                 w.add(rank, data)
         w.paths  # written, in rank order
 
+    Beside the rank files it writes ``<prefix>.comm_groups.json``, ASTRA-sim's
+    ``--comm-group-configuration`` file (``{"<id>": [ranks]}``; ``{}`` when the
+    set has no sub-groups): set :attr:`comm_groups` to the document (see
+    :func:`tracekit.astra_compat.comm_groups_document`) before the block ends.
+
     Raises:
         TracekitError: the prefix holds other rank files, or an output is an
             input of the running command.
     """
 
-    def __init__(self, prefix: str | os.PathLike[str], *, compress: bool = False) -> None:
+    def __init__(self, prefix: str | os.PathLike[str], *, compress: bool = False,
+                 comm_groups: dict | None = None) -> None:
         self.prefix = os.fspath(prefix)
         self.suffix = ".et.gz" if compress else ".et"
         self._temps: dict[int, str] = {}
         self.paths: list[Path] = []
+        self.comm_groups: dict | None = comm_groups
+        self.comm_groups_path: Path | None = None
+        self._lock_fd: int | None = None
+        self._lock_path: Path | None = None
+        self._created: list[Path] = []  # folders this writer made (removed again when the write fails)
 
     def target(self, rank: int) -> Path:
         return Path(f"{self.prefix}.{rank}{self.suffix}")
+
+    def _final(self, rank: int) -> Path:
+        """The file the rank's output replaces: symlinks followed; a device or FIFO is refused."""
+        target, through = output_target(self.target(rank))
+        if through:
+            raise TracekitError("is not a regular file: a trace set is written as files (renamed into place); "
+                                "choose another prefix", path=self.target(rank))
+        return target
+
+    def _lock(self) -> None:
+        """Take the prefix's lock (``.<name>.tk-lock`` beside the rank files) for the life of the writer."""
+        if self._lock_fd is not None:
+            return
+        base = Path(self.prefix)
+        self._created += make_parents(base.parent if str(base.parent) else Path("."))
+        lock_path = base.parent / f".{base.name}.tk-lock"
+        while True:
+            with _signals_deferred():  # the lock file and the record of it come together
+                fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o666 & ~_UMASK)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    os.close(fd)
+                    raise TracekitError("another tracekit command is writing this output prefix right now "
+                                        f"(lock {lock_path.name} is held); wait for it or choose another prefix",
+                                        path=self.prefix) from None
+                try:
+                    same = os.fstat(fd).st_ino == os.stat(lock_path).st_ino
+                except FileNotFoundError:
+                    same = False
+                if same:  # not a lock file its previous holder unlinked after we opened it
+                    self._lock_fd, self._lock_path = fd, lock_path
+                    return
+                os.close(fd)
+
+    def _unlock(self) -> None:
+        if self._lock_fd is None:
+            return
+        with _signals_deferred():
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self._lock_path)
+            os.close(self._lock_fd)
+            self._lock_fd = None
 
     def reserve(self, rank: int) -> Path:
         """A temporary path for ``rank`` that an external writer fills (renamed at the end)."""
         if rank in self._temps:
             raise TracekitError(f"rank {rank} written twice", path=self.prefix)
-        target = self.target(rank)
+        self._lock()
+        target = self._final(rank)
         check_output(target)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".tk-", suffix=".tmp", dir=target.parent)
-        os.fchmod(fd, 0o666 & ~_UMASK)
+        self._created += make_parents(target.parent)
+        with _signals_deferred():
+            fd, tmp = _new_temp(target.parent)
+            self._temps[rank] = tmp
         os.close(fd)
-        self._temps[rank] = tmp
         return Path(tmp)
 
     def add(self, rank: int, data: bytes) -> None:
@@ -627,6 +863,7 @@ class TraceSetWriter:
         return sorted(out)
 
     def __enter__(self) -> "TraceSetWriter":
+        self._lock()
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
@@ -640,15 +877,27 @@ class TraceSetWriter:
                                         f"or choose another prefix", path=self.prefix)
                 for rank in sorted(self._temps):  # inputs may have been read after reserve()
                     check_output(self.target(rank))
-                for rank in sorted(self._temps):
-                    os.replace(self._temps[rank], self.target(rank))
+                groups_target = Path(f"{self.prefix}.comm_groups.json")
+                check_output(groups_target)
+                with _signals_deferred():  # removed with the rank temps on error
+                    fd, groups_tmp = _new_temp(groups_target.parent)
+                    self._temps[_GROUPS_KEY] = groups_tmp
+                with os.fdopen(fd, "wb") as fh:
+                    fh.write(orjson.dumps(self.comm_groups or {}, option=orjson.OPT_INDENT_2) + b"\n")
+                for rank in sorted(r for r in self._temps if r != _GROUPS_KEY):
+                    os.replace(self._temps[rank], self._final(rank))
                     self.paths.append(self.target(rank))
+                os.replace(groups_tmp, groups_target)
+                self.comm_groups_path = groups_target
                 self._temps.clear()
         finally:
             for tmp in self._temps.values():
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(tmp)
             self._temps.clear()
+            self._unlock()
+            if not self.paths:
+                remove_if_empty(self._created)
 
 
 def write_traceset(traceset, prefix: str | os.PathLike[str], *, compress: bool = False) -> list[Path]:
@@ -657,12 +906,22 @@ def write_traceset(traceset, prefix: str | os.PathLike[str], *, compress: bool =
     See :class:`TraceSetWriter`: an error or interrupt leaves no output file
     and no temporary file; a prefix holding other rank files is refused.
 
+    Every trace is made runnable by ASTRA-sim on the way
+    (:func:`tracekit.astra_compat.astra_ready`: no ``pg_name`` on all-ranks
+    communication, positive integer ids for the other groups, METADATA nodes
+    marked ``is_cpu_op``) and ``<prefix>.comm_groups.json`` lists the groups.
+
     Returns:
         The paths written, in rank order.
     """
+    from tracekit.astra_compat import astra_group_ids, astra_ready, comm_groups_document
+
+    groups = traceset.process_groups
+    ids = astra_group_ids(groups, traceset.world_size)
     with TraceSetWriter(prefix, compress=compress) as writer:
         for rank, trace in traceset.items():
-            writer.add(rank, encode_trace(trace))
+            writer.add(rank, encode_trace(astra_ready(trace, ids)))
+        writer.comm_groups = comm_groups_document(groups, ids)
     return writer.paths
 
 

@@ -7,6 +7,7 @@ Layout::
      "nodes": [{"id": 1, "name": "...", "type": "COMP_NODE", "data_deps": [...], "ctrl_deps": [...],
                 "start_time_ns": 0, "duration_ns": 1500,
                 "inputs": {"values": "", "shapes": "", "types": ""},          (only when present)
+                "storage_pb_hex": "0801...",    (STORAGE_NODE detail, serialized StorageInfo; when present)
                 "attrs": [{"name": "comm_size", "kind": "int64_val", "value": 1048576}]}]}
 
 Attribute kinds are kept, so ``.et -> .json -> .et`` reproduces the same bytes.
@@ -20,17 +21,24 @@ encoded and decoded with orjson.
 from __future__ import annotations
 
 import base64
-import gzip
 import math
 import os
 from typing import Any
 
 import orjson
 
-from tracekit.errors import TraceFormatError
-from tracekit.model import ATTR_KINDS, Attr, ExecutionTrace, IOInfo, Metadata, Node, NodeType
+from tracekit._codec import attr_to_pb
+from tracekit.errors import TraceFormatError, malformed_input
+from tracekit.model import (ATTR_KINDS, MAX_DURATION_NS, MAX_TIME_NS, Attr, ExecutionTrace, IOInfo, Metadata, Node,
+                            NodeType, time_range_error)
 
 FORMAT = "tracekit.et.json"
+def _PB_ATTR():  # noqa: N802 - a message factory
+    from tracekit._proto import et_def_pb2
+
+    return et_def_pb2.AttributeProto()
+
+
 _NONFINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 _FLOAT_KINDS = frozenset({"double_val", "float_val", "double_list", "float_list"})
 _BYTES_KINDS = frozenset({"bytes_val", "bytes_list"})
@@ -67,7 +75,19 @@ def _node_out(n: Node) -> dict[str, Any]:
     if n.outputs is not None:
         out["outputs"] = {"values": n.outputs.values, "shapes": n.outputs.shapes, "types": n.outputs.types}
     out["attrs"] = [_attr_out(a) for a in n.attrs]
+    if n.storage is not None:
+        out["storage_pb_hex"] = n.storage.hex()  # serialized StorageInfo (chakra PR #216)
     return out
+
+
+def _storage_in(value: Any, nid: int, path: str | None, rank: int | None) -> bytes | None:
+    if value is None:
+        return None
+    try:
+        return bytes.fromhex(value)
+    except (TypeError, ValueError):
+        raise TraceFormatError(f"storage_pb_hex must be a hex string, got {value!r}"[:200], path=path, rank=rank,
+                               node_id=nid) from None
 
 
 def dumps_trace(trace: ExecutionTrace) -> bytes:
@@ -84,15 +104,30 @@ def _attr_in(d: Any, where: str, path: str) -> Attr:
     if not isinstance(d, dict) or "name" not in d:
         raise TraceFormatError(f"{where}: attribute must be an object with a name, got {d!r}"[:300], path=path)
     kind = d.get("kind")
-    if kind is not None and kind not in ATTR_KINDS:
-        raise TraceFormatError(f"{where}: attribute {d['name']!r} has unknown kind {kind!r}", path=path)
+    if kind is not None and (not isinstance(kind, str) or kind not in ATTR_KINDS):
+        raise TraceFormatError(f"{where}: attribute {d['name']!r} has unknown kind {kind!r}"[:300], path=path)
+    if not isinstance(d["name"], str) or not isinstance(d.get("doc_string", ""), str):
+        raise TraceFormatError(f"{where}: attribute name and doc_string must be strings, got {d['name']!r}"[:300],
+                               path=path)
     value = d.get("value")
-    if kind in _FLOAT_KINDS:
-        conv = (lambda v: _NONFINITE.get(v, v) if isinstance(v, str) else float(v))
-        value = [conv(v) for v in value] if isinstance(value, list) else conv(value)
-    elif kind in _BYTES_KINDS:
-        value = [base64.b64decode(v) for v in value] if isinstance(value, list) else base64.b64decode(value)
-    return Attr(str(d["name"]), value, kind, d.get("doc_string", ""))
+    try:
+        if kind in _FLOAT_KINDS:
+            conv = (lambda v: _NONFINITE[v] if isinstance(v, str) else float(v))
+            value = [conv(v) for v in value] if isinstance(value, list) else conv(value)
+        elif kind in _BYTES_KINDS:
+            conv = (lambda v: base64.b64decode(v, validate=True))
+            value = [conv(v) for v in value] if isinstance(value, list) else conv(value)
+    except (TypeError, ValueError, KeyError):  # binascii.Error is a ValueError
+        text = "base64 text" if kind in _BYTES_KINDS else "a number (or \"NaN\", \"Infinity\", \"-Infinity\")"
+        raise TraceFormatError(f"{where}: attribute {d['name']!r} of kind {kind}: value must be {text}, got "
+                               f"{value!r}"[:300], path=path) from None
+    attr = Attr(d["name"], value, kind, d.get("doc_string", ""))
+    try:  # the value must fit its wire kind (type and range), as a .et file would hold it
+        attr_to_pb(attr, _PB_ATTR())
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise TraceFormatError(f"{where}: attribute {d['name']!r}: value {value!r:.80} does not fit kind {kind}: {exc}"
+                               [:300], path=path) from None
+    return attr
 
 
 def _io_in(d: Any, node_id: int, path: str, rank: int | None) -> IOInfo | None:
@@ -111,7 +146,9 @@ def _node_type(value: Any, where: str, path: str) -> NodeType | int:
             return NodeType[value]
         except KeyError:
             raise TraceFormatError(f"{where}: unknown node type {value!r}", path=path) from None
-    if isinstance(value, int):
+    if isinstance(value, int) and not isinstance(value, bool):
+        if not 0 <= value < 2**15:  # unknown types are kept for validation to report, but must fit its columns
+            raise TraceFormatError(f"{where}: node type {value} is out of range (0 to 32767)", path=path)
         try:
             return NodeType(value)
         except ValueError:
@@ -121,7 +158,7 @@ def _node_type(value: Any, where: str, path: str) -> NodeType | int:
 
 _U64_MAX = 2**64 - 1
 _NODE_KEYS = frozenset({"id", "name", "type", "data_deps", "ctrl_deps", "start_time_ns", "duration_ns", "inputs",
-                        "outputs", "attrs"})
+                        "outputs", "attrs", "storage_pb_hex"})
 _DOC_KEYS = frozenset({"format", "format_version", "rank", "metadata", "nodes"})
 
 
@@ -130,6 +167,15 @@ def _u64(value: Any, key: str, node_id: Any, path: str, rank: int | None) -> int
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _U64_MAX:
         raise TraceFormatError(f"{key} must be an integer from 0 to 2^64-1, got {value!r}"[:200], path=path,
                                rank=rank, node_id=node_id if isinstance(node_id, int) else None)
+    return value
+
+
+def _time(value: Any, key: str, limit: int, node_id: Any, path: str, rank: int | None) -> int:
+    """A time field in nanoseconds: an integer from 0 to ``limit`` (see tracekit.model.MAX_DURATION_NS)."""
+    value = _u64(value, key, node_id, path, rank)
+    problem = time_range_error(key, value, limit)
+    if problem:
+        raise TraceFormatError(problem, path=path, rank=rank, node_id=node_id)
     return value
 
 
@@ -196,10 +242,11 @@ def loads_trace(data: bytes, *, path: str = "<json>", rank: int | None = None) -
             id=nid, name=name, type=_node_type(d.get("type", 0), f"node {nid}", path),
             data_deps=_int_list(d.get("data_deps"), "data_deps", nid, path, rank),
             ctrl_deps=_int_list(d.get("ctrl_deps"), "ctrl_deps", nid, path, rank),
-            start_time_ns=_u64(d.get("start_time_ns", 0), "start_time_ns", nid, path, rank),
-            duration_ns=_u64(d.get("duration_ns", 0), "duration_ns", nid, path, rank),
+            start_time_ns=_time(d.get("start_time_ns", 0), "start_time_ns", MAX_TIME_NS, nid, path, rank),
+            duration_ns=_time(d.get("duration_ns", 0), "duration_ns", MAX_DURATION_NS, nid, path, rank),
             inputs=_io_in(d.get("inputs"), nid, path, rank), outputs=_io_in(d.get("outputs"), nid, path, rank),
             attrs=[_attr_in(a, f"node {nid}", path) for a in _typed(d, "attrs", list, [], f"node {nid}", path, rank)],
+            storage=_storage_in(d.get("storage_pb_hex"), nid, path, rank),
         ))
     return ExecutionTrace(nodes, metadata, rank=rank, path=path)
 
@@ -224,7 +271,8 @@ def _from_feeder(doc: dict[str, Any], path: str, rank: int | None) -> ExecutionT
         node = Node(id=nid, name=str(d.get("Name", "")), type=_node_type(d.get("NodeType", 0), f"node {nid}", path),
                     data_deps=_int_list(d.get("data_deps", d.get("dataDeps")), "data_deps", nid, path, rank),
                     ctrl_deps=_int_list(d.get("ctrlDeps", d.get("ctrl_deps")), "ctrlDeps", nid, path, rank),
-                    duration_ns=int(round(runtime * 1000)))
+                    duration_ns=_time(int(round(runtime * 1000)), "runtime (x 1000)", MAX_DURATION_NS, nid, path,
+                                      rank))
         for key, value in d.items():
             if key not in _FEEDER_KEYS and value is not None:
                 try:
@@ -246,8 +294,8 @@ def read_json_trace(path: str | os.PathLike[str], *, rank: int | None = None) ->
 
     data = read_input_bytes(spath)
     if data[:2] == b"\x1f\x8b":
-        try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError) as exc:
-            raise TraceFormatError(f"corrupt gzip stream: {exc}", path=spath) from None
-    return loads_trace(data, path=spath, rank=rank)
+        from tracekit.io import gunzip_limited
+
+        data = gunzip_limited(data, path=spath)
+    with malformed_input("trace JSON", spath, TraceFormatError):
+        return loads_trace(data, path=spath, rank=rank)

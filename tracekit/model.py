@@ -39,6 +39,35 @@ class NodeType(enum.IntEnum):
     COMM_SEND_NODE = 5
     COMM_RECV_NODE = 6
     COMM_COLL_NODE = 7
+    STORAGE_NODE = 8      # chakra PR #216 (schema/et_def.proto): I/O, detail in Node.storage
+    BATCH_NODE = 9
+    CHECKPOINT_NODE = 10
+
+
+# Time limits: beyond them a value is an input error naming the node, never a wrapped or negative time.
+MAX_DURATION_NS = 2**53  # about 104 days; float64 holds every integer up to it, so replay sums stay exact
+MAX_TIME_NS = 2**62  # start times (often epoch-based, 1.7e18 ns in 2024) with room to add durations in int64
+
+
+def time_range_error(field_name: str, value: Any, limit: int) -> str | None:
+    """The message for a time ``value`` (ns) outside ``0 .. limit``, or None when it is in range."""
+    if 0 <= value <= limit:
+        return None
+    return f"{field_name} {value:,} ns is out of range (0 to {limit:,} ns)"
+
+
+# Rank counts beyond this are input errors (the largest training jobs have ~1e5 ranks); checked before
+# anything per rank is allocated, so an absurd --ranks or --dp fails at once instead of exhausting memory.
+MAX_RANKS = 1 << 20
+
+
+def check_rank_count(n: int, what: str) -> int:
+    """``n`` when ``1 <= n <= MAX_RANKS``; ConfigError naming ``what`` otherwise."""
+    if n > MAX_RANKS or n < 1:
+        from tracekit.errors import ConfigError
+
+        raise ConfigError(f"{what} would have {n:,} ranks; tracekit handles 1 to {MAX_RANKS:,}")
+    return n
 
 
 COMM_TYPES = frozenset({NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE, NodeType.COMM_COLL_NODE})
@@ -143,6 +172,9 @@ class Node:
         duration_ns: measured or modelled duration, nanoseconds.
         inputs, outputs: operator I/O strings, or None.
         attrs: attributes in file order.
+        storage: the serialized ``StorageInfo`` message of a STORAGE_NODE
+            (``tracekit._proto.et_def_pb2.StorageInfo``), kept as bytes so it
+            round-trips exactly; None when absent.
     """
 
     id: int
@@ -155,6 +187,7 @@ class Node:
     inputs: IOInfo | None = None
     outputs: IOInfo | None = None
     attrs: list[Attr] = field(default_factory=list)
+    storage: bytes | None = None
 
     # ----- generic attribute access -------------------------------------------------
     def get_attr(self, name: str, default: Any = None) -> Any:
@@ -335,8 +368,17 @@ class ExecutionTrace:
     def nodes(self) -> list[Node]:
         """The nodes in file order (decoded on first use for traces read from files)."""
         if self._nodes is None:
-            self._nodes = self._encoded.decode_all()
+            self._nodes = self._decode_nodes()
         return self._nodes
+
+    def _decode_nodes(self) -> list[Node]:
+        """Nodes built from the columns (fast); protobuf per record when that fails, for its error."""
+        from tracekit._nodeview import nodes_from_columns
+
+        try:
+            return nodes_from_columns(self._encoded, self.columns())
+        except Exception:  # noqa: BLE001 - any failure: the record-by-record path raises the precise error
+            return self._encoded.decode_all()
 
     def __len__(self) -> int:
         if self._nodes is None:

@@ -48,7 +48,7 @@ import numpy as np
 
 from tracekit.errors import TracekitError, TransformError
 from tracekit.model import CollectiveType, ExecutionTrace, Node, NodeType
-from tracekit.validate import ERROR, MAX_PER_CHECK, WARNING, Issue, ValidationReport
+from tracekit.validate import ERROR, MAX_PER_CHECK, NO_COMM_SIZE, NO_COMM_TYPE, WARNING, Issue, ValidationReport
 
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.transforms.base import Transform
@@ -158,8 +158,8 @@ class _Capped:
         self._trim()
         report.add(*(issue for _, issue in self.items))
         if self.count > MAX_PER_CHECK:
-            report.add(Issue(check, self.items[0][1].severity, f"... {self.count - MAX_PER_CHECK} more like this",
-                             path, rank))
+            rest = self.count - MAX_PER_CHECK
+            report.add(Issue(check, self.items[0][1].severity, f"... {rest:,} more like this", path, rank, count=rest))
 
 
 def validate_stream(path: str | os.PathLike[str], *, rank: int | None = None,
@@ -212,7 +212,7 @@ def validate_stream(path: str | os.PathLike[str], *, rank: int | None = None,
             duplicate_ids.add(nid)
             dup.add(nid, Issue("unique-ids", ERROR, f"duplicate node id {nid}", spath, rank, nid))
         t = int(node.type)
-        if t < 0 or t > 7:
+        if t < 0 or t > max(NodeType):
             types.add(pos, Issue("node-type", ERROR, f"unknown node type {t}", spath, rank, nid))
         if node.duration_ns < 0:
             negative.add(pos, Issue("negative-duration", ERROR, f"negative duration {node.duration_ns} ns", spath,
@@ -243,8 +243,9 @@ def validate_stream(path: str | os.PathLike[str], *, rank: int | None = None,
         both.items.sort(key=lambda pi: (pi[1].severity != ERROR, pi[0]))
         report.add(*(issue for _, issue in both.items[:MAX_PER_CHECK]))
         if both.count > MAX_PER_CHECK:
-            report.add(Issue("dangling-dep", both.items[0][1].severity,
-                             f"... {both.count - MAX_PER_CHECK} more like this", spath, rank))
+            rest = both.count - MAX_PER_CHECK
+            report.add(Issue("dangling-dep", both.items[0][1].severity, f"... {rest:,} more like this", spath, rank,
+                             count=rest))
     if overflow:
         report.add(Issue("dangling-dep", ERROR,
                          f"{overflow:,} dependencies on later or missing nodes beyond the {max_pending:,} a "
@@ -267,14 +268,14 @@ def _comm_issues(node: Node, t: int, path: str, rank: int | None) -> list[Issue]
     nid = node.id
     size = node.get_attr("comm_size")
     if size is None:
-        out.append(Issue("comm-attrs", ERROR, "COMM node has no comm_size", path, rank, nid))
+        out.append(Issue("comm-attrs", WARNING, NO_COMM_SIZE, path, rank, nid))
     elif isinstance(size, bool) or not isinstance(size, int) or size < 0:
         out.append(Issue("comm-attrs", ERROR, f"comm_size must be a non-negative integer (bytes), got {size!r}",
                          path, rank, nid))
     if t == NodeType.COMM_COLL_NODE:
         ct = node.get_attr("comm_type")
         if ct is None:
-            out.append(Issue("comm-attrs", ERROR, "COMM_COLL node has no comm_type", path, rank, nid))
+            out.append(Issue("comm-attrs", WARNING, NO_COMM_TYPE, path, rank, nid))
         elif isinstance(ct, bool) or not isinstance(ct, int) or ct not in CollectiveType._value2member_map_:
             out.append(Issue("comm-attrs", ERROR, f"unknown comm_type {ct!r}", path, rank, nid))
     else:

@@ -121,6 +121,61 @@ class TraceSetSummary:
                 "per_rank": [asdict(s) for s in self.per_rank]}
 
 
+def _comm_totals(cols: Any, comm: np.ndarray, collectives: Counter[str], comm_bytes: Counter[str]) -> None:
+    """Count collectives and sum ``comm_size`` per collective over the comm nodes at positions ``comm``."""
+    types = cols.types
+    _, ctype = cols.attr("comm_type")
+    _, csize = cols.attr("comm_size")
+    p2p = {int(NodeType.COMM_SEND_NODE): "SEND", int(NodeType.COMM_RECV_NODE): "RECV"}
+    coll = int(NodeType.COMM_COLL_NODE)
+    names: dict[Any, str] = {}  # collective name per comm_type value (one enum lookup per distinct value)
+    for p, t in zip(comm.tolist(), types[comm].tolist()):
+        key = p2p.get(t)
+        if key is None:
+            v = ctype[p]
+            try:
+                key = names.get((type(v), v)) or names.setdefault((type(v), v), _coll_name(v))
+            except TypeError:  # an unhashable (repeated) value
+                key = _coll_name(v)
+        if t == coll:
+            collectives[key] += 1
+        size = csize[p]
+        comm_bytes[key] += int(size) if isinstance(size, (int, float)) else 0
+
+
+def _comm_totals_fast(cols: Any, comm: np.ndarray, collectives: Counter[str], comm_bytes: Counter[str]) -> bool:
+    """:func:`_comm_totals` vectorized when ``comm_type`` holds integers only and ``comm_size`` numbers.
+
+    Returns False (nothing counted) when the attributes need the general path.
+    Keys are added in order of first occurrence, as the general path does.
+    """
+    num = getattr(cols, "attr_num_fn", None)
+    if num is None:
+        return False
+    ctype = num("comm_type", ints_only=True) if "comm_type" not in cols._attr_cache else None
+    csize = num("comm_size") if ctype is not None and "comm_size" not in cols._attr_cache else None
+    if ctype is None or csize is None:
+        return False
+    t = cols.types[comm].astype(np.int64)
+    coll = t == int(NodeType.COMM_COLL_NODE)
+    present = ctype[0][comm] & coll
+    value = np.where(present, ctype[1][comm], 0)
+    rows = np.stack((t, present.astype(np.int64), value), axis=1)
+    uniq, first, inverse = np.unique(rows, axis=0, return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    counts = np.bincount(inverse, minlength=len(uniq))
+    sizes = np.zeros(len(uniq), dtype=np.int64)
+    np.add.at(sizes, inverse, csize[1][comm])
+    p2p = {int(NodeType.COMM_SEND_NODE): "SEND", int(NodeType.COMM_RECV_NODE): "RECV"}
+    for r in np.argsort(first, kind="stable").tolist():
+        tt, has, v = (int(x) for x in uniq[r])
+        key = p2p.get(tt) or (_coll_name(v) if has else "MISSING")
+        if tt == int(NodeType.COMM_COLL_NODE):
+            collectives[key] += int(counts[r])
+        comm_bytes[key] += int(sizes[r])
+    return True
+
+
 def summarize_trace(trace: ExecutionTrace) -> TraceSummary:
     """Summary of one rank (vectorized over the node columns)."""
     cols = trace.columns()
@@ -129,24 +184,8 @@ def summarize_trace(trace: ExecutionTrace) -> TraceSummary:
     comm = np.flatnonzero((types >= NodeType.COMM_SEND_NODE) & (types <= NodeType.COMM_COLL_NODE))
     collectives: Counter[str] = Counter()
     comm_bytes: Counter[str] = Counter()
-    if len(comm):
-        _, ctype = cols.attr("comm_type")
-        _, csize = cols.attr("comm_size")
-        p2p = {int(NodeType.COMM_SEND_NODE): "SEND", int(NodeType.COMM_RECV_NODE): "RECV"}
-        coll = int(NodeType.COMM_COLL_NODE)
-        names: dict[Any, str] = {}  # collective name per comm_type value (one enum lookup per distinct value)
-        for p, t in zip(comm.tolist(), types[comm].tolist()):
-            key = p2p.get(t)
-            if key is None:
-                v = ctype[p]
-                try:
-                    key = names.get((type(v), v)) or names.setdefault((type(v), v), _coll_name(v))
-                except TypeError:  # an unhashable (repeated) value
-                    key = _coll_name(v)
-            if t == coll:
-                collectives[key] += 1
-            size = csize[p]
-            comm_bytes[key] += int(size) if isinstance(size, (int, float)) else 0
+    if len(comm) and not _comm_totals_fast(cols, comm, collectives, comm_bytes):
+        _comm_totals(cols, comm, collectives, comm_bytes)
     compute_ns = int(cols.duration_ns[types == NodeType.COMP_NODE].sum())
     steps: dict[str, int] = {}
     ranged, span = cols.attr_int("range_duration_ns")

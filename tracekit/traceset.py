@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterator, Mapping, Sequence
+from typing import ItemsView, Iterator, Mapping, Sequence
 
 from tracekit.errors import ValidationError
 from tracekit.groups import canonical_pg_name, resolve_groups
@@ -75,7 +75,7 @@ class TraceSet:
     def __iter__(self) -> Iterator[ExecutionTrace]:
         return iter(self._traces.values())
 
-    def items(self):
+    def items(self) -> ItemsView[int, ExecutionTrace]:
         return self._traces.items()
 
     def with_traces(self, traces: Mapping[int, ExecutionTrace] | Sequence[ExecutionTrace],

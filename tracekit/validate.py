@@ -3,9 +3,10 @@
 Each check has a name and a severity.  Per trace: ``unique-ids``,
 ``dangling-dep`` (data or control dependency on a missing id), ``cycle``
 (iterative; names the cycle's ids and names), ``node-type`` (an unknown type
-number), ``comm-attrs`` (COMM nodes: ``comm_type`` present and known on
-collectives, ``comm_size`` a non-negative integer, ``comm_src``/``comm_dst``
-on send/recv), ``negative-duration`` (cannot happen on the wire, which is
+number), ``comm-attrs`` (COMM nodes: ``comm_type`` known on collectives,
+``comm_size`` a non-negative integer, ``comm_src``/``comm_dst`` on
+send/recv; a missing ``comm_type`` or ``comm_size`` is a warning and reads
+as ASTRA-sim reads it, ALL_REDUCE and 0 bytes), ``negative-duration`` (cannot happen on the wire, which is
 unsigned, but can in traces built in memory).  Per trace set: ``rank-count``
 (a warning when the set holds fewer traces than its world: a partial job),
 ``process-groups`` (groups resolve, members exist), and
@@ -25,18 +26,22 @@ import numpy as np
 
 from tracekit.errors import TracekitError, ValidationError
 from tracekit.groups import canonical_pg_name, resolve_groups
-from tracekit.model import CollectiveType, ExecutionTrace, NodeType
+from tracekit.model import MAX_DURATION_NS, MAX_TIME_NS, CollectiveType, ExecutionTrace, NodeType
 
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.traceset import TraceSet
 
 ERROR, WARNING = "error", "warning"
+#: lenient where the reference tools are: ASTRA-sim and Chakra's feeder read the missing fields as their defaults
+NO_COMM_SIZE = "COMM node has no comm_size: read as 0 bytes, as ASTRA-sim and Chakra's feeder do"
+NO_COMM_TYPE = ("COMM_COLL node has no comm_type: read as ALL_REDUCE, as ASTRA-sim and Chakra's feeder do "
+                "(the field's default)")
 MAX_PER_CHECK = 20  # issues reported per check and trace before summarising
 
 
 @dataclass(frozen=True)
 class Issue:
-    """One finding of a check."""
+    """One finding of a check (``count`` > 1: a summary line ``... N more like this`` standing for N findings)."""
 
     check: str
     severity: str
@@ -44,6 +49,7 @@ class Issue:
     path: str | None = None
     rank: int | None = None
     node_id: int | None = None
+    count: int = 1
 
     def __str__(self) -> str:
         where = TracekitError(self.message, path=self.path, rank=self.rank, node_id=self.node_id)
@@ -67,6 +73,15 @@ class ValidationReport:
         return [i for i in self.issues if i.severity == WARNING]
 
     @property
+    def error_count(self) -> int:
+        """Errors found, including those summarised as ``... N more like this``."""
+        return sum(i.count for i in self.errors)
+
+    @property
+    def warning_count(self) -> int:
+        return sum(i.count for i in self.warnings)
+
+    @property
     def ok(self) -> bool:
         return not self.errors
 
@@ -78,16 +93,31 @@ class ValidationReport:
         errs = self.errors
         if errs:
             first = errs[0]
-            more = f" (and {len(errs) - 1} more errors)" if len(errs) > 1 else ""
+            total = self.error_count
+            more = f" (and {total - 1:,} more errors)" if total > 1 else ""
             raise ValidationError(f"[{first.check}] {first.message}{more}", path=first.path, rank=first.rank,
                                   node_id=first.node_id)
+
+
+def time_range_issues(cols, path: str | None, rank: int | None) -> list[Issue]:
+    """``time-range`` errors: durations over MAX_DURATION_NS, start times over MAX_TIME_NS (column values
+    saturate at 2^63-1 when the wire value does not fit int64)."""
+    out = []
+    for values, what, limit in ((cols.duration_ns, "duration", MAX_DURATION_NS),
+                                (cols.start_time_ns, "start time", MAX_TIME_NS)):
+        for p in np.flatnonzero(values > limit).tolist():
+            v = int(values[p])
+            shown = "more than 2^63-1 ns" if v >= 2**63 - 1 else f"{v:,} ns"
+            out.append(Issue("time-range", ERROR, f"{what} {shown} is out of range (0 to {limit:,} ns)", path,
+                             rank, int(cols.ids[p])))
+    return out
 
 
 def _capped(report: ValidationReport, issues: list[Issue], check: str, trace: ExecutionTrace) -> None:
     report.add(*issues[:MAX_PER_CHECK])
     if len(issues) > MAX_PER_CHECK:
-        report.add(Issue(check, issues[0].severity, f"... {len(issues) - MAX_PER_CHECK} more like this",
-                         trace.path, trace.rank))
+        rest = len(issues) - MAX_PER_CHECK
+        report.add(Issue(check, issues[0].severity, f"... {rest:,} more like this", trace.path, trace.rank, count=rest))
 
 
 def validate_trace(trace: ExecutionTrace) -> ValidationReport:
@@ -117,12 +147,15 @@ def validate_trace(trace: ExecutionTrace) -> ValidationReport:
                                 int(graph.ids[pos])))
     _capped(report, issues, "dangling-dep", trace)
     # node types
-    bad_types = np.flatnonzero((cols.types < 0) | (cols.types > 7))
-    _capped(report, [Issue("node-type", ERROR, f"unknown node type {int(cols.types[p])}", path, rank,
+    bad_types = np.flatnonzero((cols.types < 0) | (cols.types > max(NodeType)))
+    _capped(report, [Issue("node-type", ERROR, f"unknown node type {int(cols.types[p])}"
+                           + (" or more" if cols.types[p] == 2**15 - 1 else " or less" if cols.types[p] == -2**15 else ""),
+                           path, rank,
                            int(cols.ids[p])) for p in bad_types.tolist()], "node-type", trace)
     neg = np.flatnonzero(cols.duration_ns < 0)
     _capped(report, [Issue("negative-duration", ERROR, f"negative duration {int(cols.duration_ns[p])} ns", path, rank,
                            int(cols.ids[p])) for p in neg.tolist()], "negative-duration", trace)
+    _capped(report, time_range_issues(cols, path, rank), "time-range", trace)
     # cycles
     try:
         graph.topological_order()
@@ -148,14 +181,14 @@ def _check_comm_attrs(trace: ExecutionTrace) -> list[Issue]:
         nid, t = int(cols.ids[p]), int(cols.types[p])
         size = csize[p]
         if size is None:
-            issues.append(Issue("comm-attrs", ERROR, "COMM node has no comm_size", path, rank, nid))
+            issues.append(Issue("comm-attrs", WARNING, NO_COMM_SIZE, path, rank, nid))
         elif isinstance(size, bool) or not isinstance(size, int) or size < 0:
             issues.append(Issue("comm-attrs", ERROR, f"comm_size must be a non-negative integer (bytes), got {size!r}",
                                 path, rank, nid))
         if t == NodeType.COMM_COLL_NODE:
             ct = ctype[p]
             if ct is None:
-                issues.append(Issue("comm-attrs", ERROR, "COMM_COLL node has no comm_type", path, rank, nid))
+                issues.append(Issue("comm-attrs", WARNING, NO_COMM_TYPE, path, rank, nid))
             elif isinstance(ct, bool) or not isinstance(ct, int) or ct not in CollectiveType._value2member_map_:
                 issues.append(Issue("comm-attrs", ERROR, f"unknown comm_type {ct!r}", path, rank, nid))
         else:
@@ -169,7 +202,8 @@ def rank_collectives(trace: ExecutionTrace) -> dict[str, list[tuple[int, int, in
     """Per process group, the ordered list of ``(node_id, comm_type, comm_bytes)`` of one rank's collectives.
 
     Order is the data-dependency (topological) order, ties by file position;
-    a missing ``comm_type``/``comm_size`` appears as -1.
+    a missing ``comm_type``/``comm_size`` is read as ASTRA-sim and Chakra's feeder read it: ALL_REDUCE (0)
+    and 0 bytes.
     """
     cols = trace.columns()
     pos = np.flatnonzero(cols.types == NodeType.COMM_COLL_NODE)
@@ -180,8 +214,8 @@ def rank_collectives(trace: ExecutionTrace) -> dict[str, list[tuple[int, int, in
         _, pg = cols.attr("pg_name")
         for p in trace.graph().in_topological_order(pos):
             per_group[canonical_pg_name(pg[p])].append(
-                (int(cols.ids[p]), -1 if ctype[p] is None else int(ctype[p]),
-                 -1 if csize[p] is None else int(csize[p])))
+                (int(cols.ids[p]), 0 if ctype[p] is None else int(ctype[p]),
+                 0 if csize[p] is None else int(csize[p])))
     return dict(per_group)
 
 

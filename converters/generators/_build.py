@@ -16,7 +16,7 @@ num_ops        int64_val     floating-point operations (FLOPs, not MACs)
 tensor_size    uint64_val    bytes moved to and from memory
 comm_type      int64_val     :class:`~tracekit.model.CollectiveType`
 comm_size      int64_val     bytes per rank (the collective's buffer)
-pg_name        string_val    process group, ``"0"`` = all ranks
+pg_name        string_val    process group id (``"1"``, ...); absent = all ranks
 comm_src/dst   int32_val     peer ranks of a send/recv
 comm_tag       int32_val     matching tag of a send/recv
 =============  ============  =========================================
@@ -209,6 +209,11 @@ class ProcessGroups:
 
 # ----- one rank's nodes ---------------------------------------------------------------
 
+def _pg_attr(pg_name: str) -> list[Attr]:
+    """The ``pg_name`` attribute of a communication node: none for all ranks (ASTRA-sim's convention)."""
+    return [] if str(pg_name) == DEFAULT_PG else [Attr("pg_name", str(pg_name), "string_val")]
+
+
 @dataclass(frozen=True)
 class NodeRef:
     """A node added to a :class:`RankTraceBuilder`: its id and type."""
@@ -297,7 +302,7 @@ class RankTraceBuilder:
             Attr("is_cpu_op", False, "bool_val"),
             Attr("comm_type", int(comm_type), "int64_val"),
             Attr("comm_size", _check_bytes(f"node {name!r}: comm size", comm_bytes), "int64_val"),
-            Attr("pg_name", str(pg_name), "string_val"),
+            *_pg_attr(pg_name),
         ]
         attrs.extend(extra_attrs)
         return self.add_node(name, NodeType.COMM_COLL_NODE, duration_ns=duration_ns, deps=deps, attrs=attrs)
@@ -313,7 +318,7 @@ class RankTraceBuilder:
             Attr("comm_dst", int(dst), "int32_val"),
             Attr("comm_tag", int(tag), "int32_val"),
             Attr("comm_size", _check_bytes(f"node {name!r}: comm size", comm_bytes), "int64_val"),
-            Attr("pg_name", str(pg_name), "string_val"),
+            *_pg_attr(pg_name),
         ]
         attrs.extend(extra_attrs)
         return self.add_node(name, node_type, deps=deps, attrs=attrs)

@@ -442,6 +442,7 @@ def write_llm(config: LLMConfig, prefix: str | os.PathLike[str], hardware=None, 
         The paths written, in rank order.  The set is written as a unit
         (:class:`tracekit.io.TraceSetWriter`): an error or Ctrl-C leaves no file.
     """
+    from tracekit.astra_compat import astra_group_ids, comm_groups_document
     from tracekit.io import TraceSetWriter
 
     if classes:
@@ -454,7 +455,9 @@ def write_llm(config: LLMConfig, prefix: str | os.PathLike[str], hardware=None, 
     items: Iterable[tuple[int, bytes]] = _stamped_rank_bytes(config, hardware)
     if progress is not None:
         items = progress(items, config.world_size)
+    groups = layout(config)[0].mapping()
     with TraceSetWriter(prefix) as writer:
         for rank, data in items:
             writer.add(rank, data)
+        writer.comm_groups = comm_groups_document(groups, astra_group_ids(groups, config.world_size))
     return writer.paths

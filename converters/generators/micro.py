@@ -256,7 +256,7 @@ def _metadata_all_types(b: RankTraceBuilder, dur: int, comm: int, tensor: int) -
         "fixed64": 9876543210, "sfixed32": -12345, "sfixed64": -9876543210, "bool": True,
         "string": "12345", "bytes": b"12345",
     }
-    attrs = []
+    attrs = [Attr("is_cpu_op", True, "bool_val")]  # else ASTRA-sim never completes it
     for kind, value in scalars.items():
         attrs.append(Attr(kind, value, f"{kind}_val"))
         attrs.append(Attr(f"{kind}_list", [value, value], f"{kind}_list"))

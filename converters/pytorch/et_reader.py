@@ -107,6 +107,7 @@ class EtTrace:
     pid: int | None
     ops: tuple[EtOp, ...]
     by_id: dict[int, EtOp]
+    capture_time: str | None = None  # the ``time`` field ("YYYY-MM-DD HH:MM:SS", local time of the capture)
 
     def children(self) -> dict[int, list[EtOp]]:
         """parent id -> child ops in (rf_id, id) order (roots excluded as children of themselves)."""
@@ -156,8 +157,10 @@ def _flat_op(raw: dict, path: str) -> EtOp:
         scope=_int(raw.get("scope", 0), "scope", nid, path),
         fw_tid=_int(raw.get("fw_tid", 0), "fw_tid", nid, path),
         op_schema=str(raw.get("op_schema", "") or ""),
-        inputs=EtIO(raw.get("inputs") or [], raw.get("input_shapes") or [], raw.get("input_types") or []),
-        outputs=EtIO(raw.get("outputs") or [], raw.get("output_shapes") or [], raw.get("output_types") or []),
+        inputs=_io({"values": raw.get("inputs"), "shapes": raw.get("input_shapes"), "types": raw.get("input_types")},
+                   "inputs", nid, path),
+        outputs=_io({"values": raw.get("outputs"), "shapes": raw.get("output_shapes"),
+                     "types": raw.get("output_types")}, "outputs", nid, path),
     )
 
 
@@ -167,15 +170,27 @@ def _io(obj: Any, what: str, nid: Any, path: str) -> EtIO:
     if not isinstance(obj, dict):
         raise ConversionError(f"{what} must be an object with values/shapes/types, got {type(obj).__name__}",
                               path=path, node_id=nid if isinstance(nid, int) else None)
-    return EtIO(obj.get("values") or [], obj.get("shapes") or [], obj.get("types") or [])
+    parts = [obj.get(k) or [] for k in ("values", "shapes", "types")]
+    for key, part in zip(("values", "shapes", "types"), parts):
+        if not isinstance(part, list):
+            raise ConversionError(f"{what}.{key} must be a list, got {part!r:.80}", path=path,
+                                  node_id=nid if isinstance(nid, int) else None)
+    return EtIO(*parts)
 
 
 def _nested_op(raw: dict, path: str) -> EtOp:
     nid = raw.get("id")
     node_id = _int(nid, "node id", None, path)
     attrs: dict[str, Any] = {}
-    for a in raw.get("attrs") or ():
+    raw_attrs = raw.get("attrs") or ()
+    if not isinstance(raw_attrs, list):
+        raise ConversionError(f"attrs must be a list of {{name, type, value}} objects, got {raw_attrs!r:.80}",
+                              path=path, node_id=node_id)
+    for a in raw_attrs:
         if isinstance(a, dict) and "name" in a:
+            if not isinstance(a["name"], str):
+                raise ConversionError(f"attribute name must be a string, got {a['name']!r:.80}", path=path,
+                                      node_id=node_id)
             attrs[a["name"]] = a.get("value")
     parent = raw.get("ctrl_deps", 0)
     if isinstance(parent, list):  # some writers emit a one-element list
@@ -237,10 +252,46 @@ def parse_et(doc: Any, *, path: str | os.PathLike[str]) -> EtTrace:
                                   path=spath, node_id=op.id)
     if len(ops) == 0:
         raise ConversionError("ET has no nodes", path=spath)
+    check_parent_tree(ops, by_id, path=spath)
     ops.sort(key=lambda o: (o.rf_id, o.id))
     pid = doc.get("pid")
+    when = doc.get("time")
     return EtTrace(path=spath, schema=str(schema), pid=pid if isinstance(pid, int) else None,
-                   ops=tuple(ops), by_id=by_id)
+                   ops=tuple(ops), by_id=by_id, capture_time=when if isinstance(when, str) else None)
+
+
+def check_parent_tree(ops: list[EtOp], by_id: dict[int, EtOp], *, path: str) -> None:
+    """The call-stack parents must form a tree: only bookkeeping roots name themselves, and no parent chain loops.
+
+    A self-parented operator would be taken for a root and dropped from the
+    conversion; a parent cycle would become a control-dependency cycle.
+
+    Raises:
+        ConversionError: naming how many operators name themselves as parent
+            (with the first ids), or the ids along the first parent cycle.
+    """
+    selfish = [op for op in ops if op.parent == op.id and not op.name.startswith("[pytorch|profiler|execution_")]
+    if selfish:
+        shown = ", ".join(f"{op.id} ({op.name[:40]!r})" for op in selfish[:5]) + (" ..." if len(selfish) > 5 else "")
+        raise ConversionError(f"{len(selfish)} of {len(ops)} operators name themselves as their parent: {shown}; only "
+                              f"the [pytorch|profiler|execution_trace|process] root may, so they would be dropped "
+                              f"as roots (the ET is corrupt)", path=path, node_id=selfish[0].id)
+    state: dict[int, int] = {}  # 1: on the chain being walked, 2: leads to a root
+    for op in ops:
+        chain: list[int] = []
+        cur = op
+        while not cur.is_root and state.get(cur.id) is None:
+            state[cur.id] = 1
+            chain.append(cur.id)
+            cur = by_id[cur.parent]
+        if state.get(cur.id) == 1:  # walked back into this chain: a cycle
+            loop = chain[chain.index(cur.id):] + [cur.id]
+            shown = " -> ".join(map(str, loop[:12])) + (" ..." if len(loop) > 12 else "")
+            raise ConversionError(f"parent cycle: {shown} (each id's parent is the next); the call-stack parents "
+                                  f"must form a tree, so these {len(loop) - 1} operators have no root (the ET is "
+                                  f"corrupt)", path=path, node_id=loop[0])
+        for nid in chain:
+            state[nid] = 2
 
 
 def read_et(path: str | os.PathLike[str]) -> EtTrace:

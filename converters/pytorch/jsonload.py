@@ -12,7 +12,6 @@ repository ships ``hf_GPT2_et.json.tar.gz`` that way).
 
 from __future__ import annotations
 
-import gzip
 import io
 import os
 import tarfile
@@ -37,7 +36,7 @@ def read_json_bytes(path: str | os.PathLike[str]) -> bytes:
     """
     p = Path(path)
     name = p.name.lower()
-    from tracekit.io import read_input_bytes
+    from tracekit.io import decompression_limits, gunzip_limited, read_input_bytes
 
     raw = read_input_bytes(p)
     try:
@@ -48,10 +47,15 @@ def read_json_bytes(path: str | os.PathLike[str]) -> bytes:
                     listed = ", ".join(m.name for m in members) or "none"
                     raise TraceFormatError(f"archive must hold exactly one .json member, found {listed}",
                                            path=p)
+                max_bytes = decompression_limits()[0]
+                if members[0].size > max_bytes:
+                    raise TraceFormatError(f"archive member {members[0].name} holds {members[0].size:,} bytes, "
+                                           f"more than {max_bytes:,} (limit: set TRACEKIT_MAX_DECOMPRESSED_BYTES "
+                                           f"to raise it)", path=p)
                 fh = tar.extractfile(members[0])
                 data = fh.read() if fh is not None else b""
         elif name.endswith(".gz") or raw[:2] == b"\x1f\x8b":
-            data = gzip.decompress(raw)
+            data = gunzip_limited(raw, path=p)
         else:
             data = raw
     except (OSError, EOFError, zlib.error, tarfile.TarError) as exc:

@@ -43,7 +43,7 @@ from __future__ import annotations
 import logging
 import os
 import re
-from collections import Counter, defaultdict
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -298,9 +298,9 @@ class _Converter:
 
     def check_convertible(self, host: Sequence[KinetoEvent], n_device: int, skipped: Counter[str]) -> None:
         if not host and not n_device:
-            found = ", ".join(f"{k} x{v}" for k, v in sorted(skipped.items())) or "no complete events"
-            raise self.error(f"nothing to convert: the trace has no host operators and no GPU activity "
-                             f"(only {found})")
+            found = ", ".join(f"{k} x{v}" for k, v in sorted(skipped.items()))
+            raise self.error("nothing to convert: the trace has no host operators and no GPU activity "
+                             + (f"(only {found})" if found else "(no complete events at all)"))
         launches = sum(1 for e in host if e.category in HOST_API_CATEGORIES and "LaunchKernel" in e.name)
         if launches and not n_device:
             hint = (" (a CUPTI range-profiler trace: it holds performance counters, not GPU activity)"

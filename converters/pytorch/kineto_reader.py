@@ -48,6 +48,7 @@ from typing import Any, Iterable, Mapping
 
 from tracekit.converters.pytorch import jsonload
 from tracekit.errors import TraceFormatError
+from tracekit.model import MAX_DURATION_NS, MAX_RANKS, MAX_TIME_NS, time_range_error
 
 __all__ = [
     "CATEGORY_ALIASES",
@@ -425,9 +426,27 @@ def _opt_int(value: Any) -> int | None:
     return None
 
 
+_SCALAR_KEYS = (("pid", (int, str)), ("tid", (int, str)), ("cat", (str,)), ("name", (str,)), ("ph", (str,)),
+                ("args", (dict,)))
+
+
+def _check_event_types(e: dict, i: int, path: str | None, rank: int | None) -> None:
+    """Fields used as keys or text must have their JSON type (an object as ``tid``, a list as ``cat``...)."""
+    for key, types in _SCALAR_KEYS:
+        value = e.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, types)):
+            want = " or ".join({"int": "an integer", "str": "a string", "dict": "an object"}[t.__name__]
+                               for t in types)
+            raise TraceFormatError(f"traceEvents[{i}]: {key!r} must be {want}, got {value!r:.80}", path=path,
+                                   rank=rank)
+
+
 def _process_groups(info: Mapping[str, Any], path: str | None) -> tuple[ProcessGroupConfig, ...]:
     groups = []
-    for i, pg in enumerate(info.get("pg_config") or ()):
+    configs = info.get("pg_config") or []
+    if not isinstance(configs, list):
+        raise TraceFormatError(f"distributedInfo.pg_config must be a list, got {configs!r:.80}", path=path)
+    for i, pg in enumerate(configs):
         if not isinstance(pg, Mapping) or "pg_name" not in pg:
             raise TraceFormatError(f"distributedInfo.pg_config[{i}] has no pg_name: {pg!r:.120}", path=path)
         ranks_raw = pg.get("ranks") or ()
@@ -473,6 +492,9 @@ def parse_kineto(doc: Any, *, path: str | None = None) -> KinetoTrace:
     if not isinstance(info, Mapping):
         raise TraceFormatError(f"'distributedInfo' must be an object, got {info!r:.80}", path=path)
     rank = _opt_int(info.get("rank"))
+    for key, value in (("rank", rank), ("world_size", _opt_int(info.get("world_size")))):
+        if value is not None and not 0 <= value <= MAX_RANKS:
+            raise TraceFormatError(f"distributedInfo.{key} {value} is out of range (0 to {MAX_RANKS:,})", path=path)
 
     events: list[KinetoEvent] = []
     flows: list[FlowEvent] = []
@@ -482,6 +504,7 @@ def parse_kineto(doc: Any, *, path: str | None = None) -> KinetoTrace:
     for i, e in enumerate(raw_events):
         if type(e) is not dict:
             raise TraceFormatError(f"traceEvents[{i}] is not an object: {e!r:.80}", path=path, rank=rank)
+        _check_event_types(e, i, path, rank)
         ph = e.get("ph")
         if ph == "X":
             name = e.get("name", "")
@@ -495,6 +518,10 @@ def parse_kineto(doc: Any, *, path: str | None = None) -> KinetoTrace:
                 raise TraceFormatError(
                     f"traceEvents[{i}] ({name!r}): negative duration {e.get('dur')!r} us",
                     path=path, rank=rank)
+            problem = (time_range_error("dur", duration_ns, MAX_DURATION_NS)
+                       or time_range_error("ts", abs(start_ns), MAX_TIME_NS))
+            if problem:
+                raise TraceFormatError(f"traceEvents[{i}] ({name!r}): {problem}"[:300], path=path, rank=rank)
             args = e.get("args")
             if args is None:
                 args = {}
@@ -517,6 +544,9 @@ def parse_kineto(doc: Any, *, path: str | None = None) -> KinetoTrace:
             except ValueError as exc:
                 raise TraceFormatError(f"traceEvents[{i}] (flow {e.get('id')!r}): bad timestamp: {exc}",
                                        path=path, rank=rank) from None
+            if abs(ts_ns) > MAX_TIME_NS:
+                raise TraceFormatError(f"traceEvents[{i}] (flow {e.get('id')!r}): "
+                                       f"{time_range_error('ts', abs(ts_ns), MAX_TIME_NS)}"[:300], path=path, rank=rank)
             flows.append(FlowEvent(phase=ph, flow_id=e.get("id"), category=normalize_category(e.get("cat")),
                                    pid=e.get("pid", 0), tid=e.get("tid", 0), ts_ns=ts_ns))
         elif ph == "M":
@@ -528,7 +558,9 @@ def parse_kineto(doc: Any, *, path: str | None = None) -> KinetoTrace:
         # 'i' instant, 'C' counter and other phases carry no work to convert.
 
     base = top.get("baseTimeNanoseconds")
-    dev_props = top.get("deviceProperties") or ()
+    dev_props = top.get("deviceProperties") or []
+    if not isinstance(dev_props, list):
+        raise TraceFormatError(f"'deviceProperties' must be a list of objects, got {dev_props!r:.80}", path=path)
     return KinetoTrace(
         path=path,
         events=tuple(events),

@@ -225,7 +225,7 @@ def _align(ops: list[EtOp], host: list[KinetoEvent]) -> dict[int, KinetoEvent]:
 
     out: dict[int, KinetoEvent] = {}
     used: set[Any] = set()
-    for tid, et_ops in sorted(et_threads.items(), key=lambda kv: -len(kv[1])):
+    for _tid, et_ops in sorted(et_threads.items(), key=lambda kv: -len(kv[1])):
         a = [code(op.name) for op in et_ops]
         votes: Counter = Counter()
         step = max(1, len(a) // 64)

@@ -6,7 +6,6 @@ Regenerate the table on purpose with ``.venv/bin/python tests/converters/test_ki
 from __future__ import annotations
 
 import math
-import re
 import sys
 from collections import Counter
 from functools import lru_cache

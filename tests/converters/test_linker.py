@@ -48,8 +48,10 @@ def test_sequence_alignment_over_many_iterations_with_noise():
     for it in range(5):  # five iterations; the third has an extra op in the middle
         for i, n in enumerate(names):
             if it == 2 and i == 3:
-                events.append(cpu("aten::empty", t, 1, ext=ext)); t += 2; ext += 1
-            events.append(cpu(n, t, 1, ext=ext)); t += 2; ext += 1
+                events.append(cpu("aten::empty", t, 1, ext=ext))
+                t, ext = t + 2, ext + 1
+            events.append(cpu(n, t, 1, ext=ext))
+            t, ext = t + 2, ext + 1
     got = _link(et_doc(et_nodes), kineto_doc(events))
     assert got.report.method == "sequence"
     assert got.report.host_linked == len(names)

@@ -86,7 +86,7 @@ def test_builder_attribute_kinds_follow_chakra_conventions():
     assert attr_kinds(comp) == {"is_cpu_op": "bool_val", "num_ops": "int64_val", "tensor_size": "uint64_val"}
     assert comp.num_ops == 137_438_953_472 and comp.tensor_bytes == 100_663_296
     assert attr_kinds(send) == {"is_cpu_op": "bool_val", "comm_src": "int32_val", "comm_dst": "int32_val",
-                                "comm_tag": "int32_val", "comm_size": "int64_val", "pg_name": "string_val"}
+                                "comm_tag": "int32_val", "comm_size": "int64_val"}  # no pg_name: all ranks
     assert (send.comm_src, send.comm_dst, send.comm_tag, send.data_deps) == (3, 4, 7, [0])
     assert attr_kinds(coll)["comm_type"] == "int64_val" and attr_kinds(coll)["comm_size"] == "int64_val"
     assert [n.id for n in b.nodes] == [0, 1, 2]
@@ -109,7 +109,7 @@ def test_all_reduce_with_compute_and_iterations(tmp_path):
         assert [n.duration_ns for n in nodes if n.type == NodeType.COMP_NODE] == [2500] * 3
         colls = [n for n in nodes if n.is_comm]
         assert {(n.comm_type, n.comm_bytes, n.pg_name) for n in colls} == {
-            (CollectiveType.ALL_REDUCE, 67_108_864, "0")}
+            (CollectiveType.ALL_REDUCE, 67_108_864, None)}  # all ranks: no pg_name (ASTRA-sim's convention)
 
 
 @pytest.mark.parametrize("ctype", list(CollectiveType))
@@ -216,7 +216,8 @@ def test_metadata_node_with_every_attribute_kind_round_trips(tmp_path):
     ts = chakra_shape("one_metadata_node_all_types", 1)
     write_traceset(ts, tmp_path / "md")
     node = read_traceset(tmp_path / "md")[0].nodes[0]
-    assert len(node.attrs) == 30
+    assert len(node.attrs) == 31  # 15 kinds x (value, list) + is_cpu_op (ASTRA-sim completes only CPU-op METADATA)
+    assert node.get_attr("is_cpu_op") is True
     assert {(a.name, a.kind) for a in node.attrs} == {(a.name, a.kind) for a in ts[0].nodes[0].attrs}
     assert node.get_attr("sfixed64") == -9876543210 and node.get_attr("bytes_list") == [b"12345", b"12345"]
 

@@ -73,7 +73,7 @@ def test_table_matches_conversions(converted):
 
 def test_every_rank_validates(converted):
     rows, jobs = converted
-    for name, rank, res in rows:
+    for name, _rank, res in rows:
         report = validate_trace(res.trace)
         assert report.ok, (name, [str(i) for i in report.errors[:3]])
         assert res.dropped_edges <= 61, name  # backward edges dropped (param-linear 2, param-resnet 61)

@@ -106,10 +106,14 @@ def test_duplicate_ids(tmp_path):
     assert proc.returncode == 2 and "node 2: duplicate node id 2" in proc.stdout
 
 
-def test_comm_node_without_comm_type(tmp_path):
+def test_comm_node_without_comm_type_is_a_warning_and_an_unknown_one_an_error(tmp_path):
     p = _write(tmp_path, [Node(id=7, type=NodeType.COMM_COLL_NODE, attrs=[Attr("comm_size", 64)])])
     proc = run("validate", p)
-    assert proc.returncode == 2 and "node 7: COMM_COLL node has no comm_type" in proc.stdout
+    assert proc.returncode == 0 and "node 7: COMM_COLL node has no comm_type: read as ALL_REDUCE" in proc.stdout
+    p = _write(tmp_path, [Node(id=7, type=NodeType.COMM_COLL_NODE, attrs=[Attr("comm_size", 64),
+                                                                           Attr("comm_type", 42)])])
+    proc = run("validate", p)
+    assert proc.returncode == 2 and "node 7: unknown comm_type 42" in proc.stdout
 
 
 def _coll(nid: int, ctype: CollectiveType, size: int) -> Node:

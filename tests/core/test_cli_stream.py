@@ -21,9 +21,12 @@ def test_validate_stream_matches_full_validation(tmp_path, samples_dir):
     runner = CliRunner()
     full = runner.invoke(cli, ["validate", str(samples_dir / "chakra" / "feeder.0.et")])
     streamed = runner.invoke(cli, ["validate", "--stream", str(samples_dir / "chakra" / "feeder.0.et")])
-    assert full.exit_code == streamed.exit_code == 2
-    errors = lambda out: sorted(line for line in out.splitlines() if line.startswith("error:"))  # noqa: E731
-    assert errors(full.stdout) == errors(streamed.stdout)
+    # feeder.0.et = Chakra's chakra.0.et: only warnings (COMM nodes without comm_type/comm_size read as ASTRA-sim
+    # reads them; ctrl deps on missing ids)
+    assert full.exit_code == streamed.exit_code == 0
+    issues = lambda out: sorted(line for line in out.splitlines()  # noqa: E731
+                                if line.startswith(("error:", "warning: [comm-attrs]", "warning: [dangling")))
+    assert issues(full.stdout) == issues(streamed.stdout) and len(issues(full.stdout)) > 0
     ok = runner.invoke(cli, ["validate", "--stream", str(_job(tmp_path))])
     assert ok.exit_code == 0 and ok.stdout.strip().endswith("OK: 2 ranks, 20 nodes, 0 warnings")
 

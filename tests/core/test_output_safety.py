@@ -44,7 +44,8 @@ def test_a_prefix_with_stale_ranks_is_refused(tmp_path):
         write_traceset(TraceSet([ExecutionTrace([Node(id=1)]) for _ in range(2)]), tmp_path / "job")
     with pytest.raises(TracekitError, match="job.0.et"):
         write_traceset(four, tmp_path / "job", compress=True)  # .et.gz beside .et of the same rank
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["job.0.et", "job.1.et", "job.2.et", "job.3.et"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["job.0.et", "job.1.et", "job.2.et", "job.3.et",
+                                                          "job.comm_groups.json"]
 
 
 def test_an_interrupted_trace_set_write_leaves_nothing(tmp_path):

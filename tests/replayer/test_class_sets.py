@@ -213,7 +213,7 @@ def test_a_stamped_file_whose_nodes_changed_is_read_in_full(job, tmp_path):
     from tracekit.io import write_trace
 
     base, per_rank, _ = job
-    for r, p in enumerate(per_rank):
+    for p in per_rank:
         (tmp_path / p.name).write_bytes(p.read_bytes())
     trace = read_trace(tmp_path / "job.6.et")
     nodes = trace.nodes

@@ -45,8 +45,11 @@ def test_astra_measured_rules(test_data_dir):
     spec = import_astra_config(test_data_dir / "astra" / "Ring.json", test_data_dir / "astra" / "Ring.yml").spec
     model = ComputeModel(spec)
     costs = model.costs(np.zeros(4), np.zeros(4), np.array([12_345, 500, 0, 7_000]))
-    assert costs.duration_ns.tolist() == [12_000, 1, 1, 7_000]        # duration_micros * 1000, 1 if zero
+    # duration_micros * 1000; zero without num_ops: skipped (0 ns), as the ASTRA-sim binary does
+    assert costs.duration_ns.tolist() == [12_000, 0, 0, 7_000]
     assert costs.counts() == {"astra_measured": 4}
+    with_ops = model.costs(np.array([0, 8, 8, 0]), np.zeros(4), np.array([12_345, 500, 0, 7_000]))
+    assert with_ops.duration_ns.tolist() == [12_000, 1, 1, 7_000]   # zero with num_ops: 1 ns
 
 
 def test_astra_roofline(tmp_path, test_data_dir):
@@ -109,4 +112,4 @@ def test_real_chakra_trace_compute_nodes(real_dir, test_data_dir):
     astra = ComputeModel(import_astra_config(test_data_dir / "astra" / "Ring.json",
                                              test_data_dir / "astra" / "Ring.yml").spec)
     got = astra.costs(ops, nbytes, dur).duration_ns
-    assert got.tolist() == [max(1, d // 1000 * 1000) for d in dur.tolist()]
+    assert got.tolist() == [d // 1000 * 1000 or (1 if o > 0 else 0) for d, o in zip(dur.tolist(), ops.tolist())]

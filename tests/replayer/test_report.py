@@ -19,7 +19,7 @@ from tracekit.errors import ReplayError
 from tracekit.replayer import plots
 from tracekit.replayer.report import (build_report_html, build_sweep_html, load_result, summary_values,
                                       write_report)
-from tracekit.replayer.results import RankStats, ReplayResult
+from tracekit.replayer.results import RankStats
 
 
 def _data_values(page: str) -> dict[str, str]:

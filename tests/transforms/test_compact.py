@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
-from _tfhelpers import comp, convert_pytorch, one_rank, replay_ns
+from _tfhelpers import comp, convert_pytorch, replay_ns
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import glob
 
 import pytest
-from _tfhelpers import coll, comp, convert_pytorch, llm, one_rank, replay_ns
+from _tfhelpers import coll, comp, convert_pytorch, llm, replay_ns
 
 from tracekit.errors import ConfigError, TransformError
 from tracekit.model import NodeType
@@ -79,7 +79,6 @@ def test_rescale_refuses_bad_dp(bad):
 
 
 def test_rescale_refuses_unknown_grid():
-    t = ExecutionTrace([coll(0, (), pg="1")])
     from tracekit.groups import pg_init_node
 
     ts = TraceSet([ExecutionTrace([pg_init_node(1, {"1": (0, 1)}), coll(0, (), pg="1")]) for _ in range(4)])

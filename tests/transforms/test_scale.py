@@ -8,7 +8,7 @@ import pytest
 from _tfhelpers import coll, comp, llm, one_rank, replay_ns
 
 from tracekit.errors import ConfigError
-from tracekit.model import Attr, CollectiveType, IOInfo, Node, NodeType
+from tracekit.model import CollectiveType, IOInfo, Node, NodeType
 from tracekit.transforms import Device, Retarget, ScaleComm, ScaleCompute
 from tracekit.transforms.opcost import op_cost, shape_flops
 

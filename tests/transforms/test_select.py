@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import glob
 
 import pytest
 from _tfhelpers import coll, comp, convert_pytorch, one_rank

@@ -30,6 +30,7 @@ _COMMAND_MODULES = (
     "tracekit.cli.report",
     "tracekit.cli.sweep",
     "tracekit.cli.hw",
+    "tracekit.cli.export",
     "tracekit.cli.classes",
     "tracekit.cli.bench",
 )

@@ -45,9 +45,11 @@ PIPE_WIDTH = 120  # columns when output is not a terminal (rich would use 80 and
 def _console(stderr: bool):
     from rich.console import Console
 
-    console = Console(stderr=stderr)
+    # Names printed come from files (node, process group, op and file names): no markup, no emoji codes,
+    # so "[/bogus]" or "[link=...]" in a name is printed literally (styles are given as rich Text/style=).
+    console = Console(stderr=stderr, markup=False, emoji=False)
     if not console.is_terminal:
-        console = Console(stderr=stderr, width=PIPE_WIDTH)
+        console = Console(stderr=stderr, width=PIPE_WIDTH, markup=False, emoji=False)
     return console
 
 
@@ -88,9 +90,9 @@ class TracekitGroup(click.Group):
     """
 
     def invoke(self, ctx: click.Context) -> Any:
-        from tracekit.io import protect_inputs
-
         try:
+            from tracekit.io import protect_inputs  # imports the protobuf module: its runtime check is an input error
+
             with protect_inputs():
                 return super().invoke(ctx)
         except (TracekitError, OSError) as exc:
@@ -101,8 +103,51 @@ class TracekitGroup(click.Group):
             ctx.exit(EXIT_INPUT_ERROR)
 
 
+def _terminate(signum: int, frame: Any) -> None:
+    """SIGTERM/SIGHUP: unwind like Ctrl-C (every writer removes its temporary files), exit 128 + signal."""
+    import signal
+
+    signal.signal(signum, signal.SIG_DFL)  # a second signal kills at once
+    raise SystemExit(128 + signum)
+
+
+def install_signal_handlers() -> None:
+    """Handle SIGTERM and SIGHUP like SIGINT: the stack unwinds, so no temporary or partial file is left."""
+    import signal
+
+    for name in ("SIGTERM", "SIGHUP"):
+        signum = getattr(signal, name, None)
+        if signum is not None and signal.getsignal(signum) in (signal.SIG_DFL, None):
+            signal.signal(signum, _terminate)
+
+
+class _ClosedStream:
+    """Stands for a standard stream the shell closed (``>&-``): writing to it is an input error, not a traceback."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def write(self, data: Any) -> int:
+        import errno
+
+        raise OSError(errno.EBADF, f"standard {self.name} is closed (give -o FILE, or do not close it)")
+
+    @property
+    def buffer(self) -> "_ClosedStream":
+        return self
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return False
+
+
 def run_cli(group: click.Group, argv: list[str] | None = None) -> None:
     """Run ``group`` as the console script does (exits the process)."""
+    install_signal_handlers()
+    if sys.stdout is None:
+        sys.stdout = _ClosedStream("output")  # type: ignore[assignment]
     group.main(args=argv, prog_name="tracekit", standalone_mode=True)
 
 

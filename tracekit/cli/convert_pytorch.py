@@ -47,7 +47,6 @@ def pytorch(et_glob: str, kineto_glob: str | None, prefix: str, allow_unlinked: 
       tracekit convert pytorch --et 'run/et_rank*.json' --kineto 'run/kineto_rank*.json' -o out/job
       tracekit convert pytorch --kineto 'run/rank*.trace.json.gz' -o out/job
     """
-    from pathlib import Path
 
     from tracekit.converters.pytorch import convert_job
     from tracekit.io import write_traceset
@@ -72,7 +71,6 @@ def pytorch(et_glob: str, kineto_glob: str | None, prefix: str, allow_unlinked: 
             task = bar.add_task("convert", total=len(ets))
             job = convert_job(ets, kins or None, allow_unlinked=allow_unlinked, executor=executor,
                               max_workers=workers, progress=lambda done, total: bar.update(task, completed=done))
-    Path(prefix).parent.mkdir(parents=True, exist_ok=True)
     paths = write_traceset(job.traceset, prefix)
 
     from rich.table import Table
@@ -90,13 +88,13 @@ def pytorch(et_glob: str, kineto_glob: str | None, prefix: str, allow_unlinked: 
 
 def _kineto_one(path: str):
     from tracekit.converters.pytorch.kineto_convert import convert_kineto_trace, read_kineto
+    from tracekit.errors import ConversionError, malformed_input
 
-    return convert_kineto_trace(read_kineto(path))
+    with malformed_input("Kineto trace", path, ConversionError):
+        return convert_kineto_trace(read_kineto(path))
 
 
 def _kineto_only(paths: list[str], prefix: str, workers: int | None, executor: str) -> None:
-    from pathlib import Path
-
     from rich.table import Table
 
     from tracekit.errors import ConversionError
@@ -115,7 +113,6 @@ def _kineto_only(paths: list[str], prefix: str, workers: int | None, executor: s
     warning = world_size_warning(traces)
     if warning:
         pytorch_log.warning(warning)
-    Path(prefix).parent.mkdir(parents=True, exist_ok=True)
     written = write_traceset(TraceSet(traces), prefix)
     table = Table(title=f"{len(written)} rank(s) written to {prefix}.<rank>.et (Kineto only)")
     for col in ("rank", "nodes", "host ops", "kernels attached", "collectives"):

@@ -16,8 +16,9 @@ from tracekit.cli._common import CONTEXT_SETTINGS, err_console, path_span, state
 @click.option("--tp", type=int, default=None,
               help="Model-parallel group size for HYBRID_DATA_MODEL / HYBRID_MODEL_DATA "
                    "(HYBRID_TRANSFORMER reads it from the file).")
-@click.option("--time-unit", type=click.Choice(["ns", "us"]), default="ns", show_default=True,
-              help="Unit of the file's compute times: ns = ASTRA-sim cycles; us = as Chakra's converter stores them.")
+@click.option("--time-unit", type=click.Choice(["us", "ns"]), default="us", show_default=True,
+              help="Unit of the file's compute times: us = as Chakra's text converter stores them and ASTRA-sim 2 "
+                   "replays them; ns = ASTRA-sim 1.0 cycles.")
 def text(workload: str, num_ranks: int, prefix: str, passes: int, tp: int | None, time_unit: str) -> None:
     """Convert an ASTRA-sim text workload (DATA, MODEL, HYBRID_*, MICRO) into Chakra traces.
 

@@ -39,9 +39,11 @@ def info(traces: str, rank: int | None, as_json: bool, top: int) -> None:
       tracekit info sample_traces/chakra/chakra.0.et
       tracekit info out/job --json
     """
+    from tracekit.astra_compat import comm_groups_beside
     from tracekit.classset import find_class_set, summarize_class_set
     from tracekit.summary import summarize_files
 
+    groups_file = None
     classes = find_class_set(traces)
     if classes is not None:  # stored as rank classes: one summary per class
         summary = summarize_class_set(classes)
@@ -53,14 +55,21 @@ def info(traces: str, rank: int | None, as_json: bool, top: int) -> None:
     else:
         pairs = _pairs(traces, rank)
         summary = summarize_files(pairs, executor="process" if len(pairs) >= 8 else "serial")
+        groups_file = comm_groups_beside(str(pairs[0][1])) if pairs else None
     if as_json:
         import orjson
 
-        sys.stdout.write(orjson.dumps(summary.to_dict(), option=orjson.OPT_INDENT_2).decode() + "\n")
+        doc = summary.to_dict()
+        doc["comm_groups_file"] = groups_file[0] if groups_file else None
+        sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
         return
     from tracekit.cli._render import render_summary
 
     render_summary(out_console(), summary, top=top)
+    if groups_file is not None:
+        n = f"{groups_file[1]} sub-group(s)" if groups_file[1] >= 0 else "unreadable"
+        out_console().print(f"comm groups for ASTRA-sim (--comm-group-configuration): {groups_file[0]} ({n})",
+                            markup=False, highlight=False)
 
 
 @click.command(context_settings=CONTEXT_SETTINGS)
@@ -126,9 +135,9 @@ def validate(traces: str, rank: int | None, as_json: bool, workers: int | None, 
     else:
         for issue in report.issues:
             click.echo(str(issue))
-        status = "OK" if report.ok else f"FAILED ({len(report.errors)} errors)"
+        status = "OK" if report.ok else f"FAILED ({report.error_count:,} errors)"
         click.echo(f"{status}: {report.checked_ranks} ranks, {report.checked_nodes} nodes, "
-                   f"{len(report.warnings)} warnings")
+                   f"{report.warning_count:,} warnings")
     if not report.ok:
         sys.exit(2)
 
@@ -158,17 +167,28 @@ def dump(trace: str, output: str | None) -> None:
 @click.argument("json_file", type=click.Path(dir_okay=False))
 @click.option("-o", "--output", type=click.Path(dir_okay=False), required=True,
               help="The .et (or .et.gz) file to write.")
-def load(json_file: str, output: str) -> None:
-    """Turn a JSON trace (tracekit JSON or Chakra feeder JSON) into a .et file.
+@click.option("--no-validate", is_flag=True,
+              help="Write even when `validate` would report errors (e.g. to round-trip a file that had them).")
+def load(json_file: str, output: str, no_validate: bool) -> None:
+    """Turn a JSON trace (tracekit JSON or Chakra feeder JSON) into a .et file (validated first).
 
     \b
     Example:
       tracekit load all_reduce.0.json -o all_reduce.0.et
     """
+    from tracekit.errors import ValidationError
     from tracekit.io import write_trace
     from tracekit.jsonform import read_json_trace
+    from tracekit.validate import validate_trace
 
-    write_trace(read_json_trace(json_file), output)
+    trace = read_json_trace(json_file)
+    if not no_validate:  # never write, unasked, a file `validate` would reject
+        try:
+            validate_trace(trace).raise_for_errors()
+        except ValidationError as exc:
+            exc.message += "; nothing written (--no-validate writes it anyway)"
+            raise
+    write_trace(trace, output)
 
 
 COMMANDS = [info, validate, dump, load]

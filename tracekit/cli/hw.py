@@ -92,9 +92,10 @@ def show(name: str, as_toml: bool) -> None:
         sys.stdout.write(spec.to_toml())
         return
     from rich.table import Table
+    from rich.text import Text
 
     console = out_console()
-    console.print(f"[bold]{spec.name}[/bold]: {spec.description}")
+    console.print(Text.assemble((spec.name, "bold"), f": {spec.description}"))
     d = spec.device
     peaks = ", ".join(f"{k} {v / 1e12:g}" for k, v in d.peak_flops_per_s) or "none"
     console.print(f"device: {d.name}; peak TFLOP/s: {peaks}; memory {d.mem_bandwidth_gbps:g} GB/s; "

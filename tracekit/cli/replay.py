@@ -74,12 +74,13 @@ def render_result(console: Any, result: Any, *, top: int = 8) -> None:
     only in their group; the ``top`` slowest / most expensive rows are shown.
     """
     from rich.table import Table
+    from rich.text import Text
 
     prov = result.provenance
     job = result.iteration_time_ns
-    console.print(f"[bold]iteration time {_fmt_ns(job)}[/bold] ({job:,.0f} ns) on {prov.spec_name}: "
+    console.print(Text.assemble((f"iteration time {_fmt_ns(job)}", "bold"), f" ({job:,.0f} ns) on {prov.spec_name}: "
                   f"{prov.world_size} rank(s), {result.node_count:,} nodes, collective model "
-                  f"{prov.collective_model}, compute {prov.compute_mode} x {prov.compute_scale:g}")
+                  f"{prov.collective_model}, compute {prov.compute_mode} x {prov.compute_scale:g}"))
     rows, distinct = _rank_rows(result, top)
     title = "per rank" if distinct == len(result.ranks) else f"per rank ({len(result.ranks)} ranks, {distinct} distinct)"
     if distinct > len(rows):

@@ -151,7 +151,7 @@ def _print_tables(result, output: str | None) -> None:
     from tracekit.io import atomic_output
 
     with atomic_output(output, "w") as fh:
-        render(Console(file=fh, width=160, color_system=None))
+        render(Console(file=fh, width=160, color_system=None, markup=False, emoji=False))
     _say(f"wrote {output}")
 
 

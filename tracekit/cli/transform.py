@@ -13,7 +13,7 @@ def _steps_from_options(opts: dict) -> list:
     from tracekit.transforms import (ChangePP, ChangeTP, Compact, DropCpuOps, KeepIteration, KeepRanks, Rescale,
                                      Retarget, ScaleComm, ScaleCompute)
 
-    steps = []
+    steps: list = []
     if opts["keep_iteration"] is not None:
         steps.append(KeepIteration(opts["keep_iteration"]))
     if opts["ranks"] is not None:
@@ -86,7 +86,7 @@ def transform(traces: str | None, output: str | None, pipeline_file: str | None,
 
     compress = opts.pop("compress")
     stream = opts.pop("stream")
-    steps = []
+    steps: list = []
     if pipeline_file is not None:
         pf = load_pipeline(pipeline_file)
         steps.extend(pf.pipeline.steps)
@@ -169,7 +169,29 @@ def _transform_streaming(traces: str, output: str, pipe, compress: bool) -> None
             stats = transform_stream(path, writer.reserve(rank), pipe, rank=rank)
             nodes_in += stats.nodes_in
             nodes_out += stats.nodes_out
+        writer.comm_groups = _comm_groups_streamed(pairs)
     sys.stdout.write(f"wrote {len(pairs)} ranks to {output}.<rank>.et (streamed): {nodes_in} -> {nodes_out} nodes\n")
+
+
+def _comm_groups_streamed(pairs) -> dict:
+    """ASTRA-sim's comm-group document from the first rank's ``process_group:init`` (among its first 64 nodes:
+    streaming steps are rank-local, so the groups are the input's)."""
+    from itertools import islice
+
+    from tracekit.astra_compat import astra_group_ids, comm_groups_document
+    from tracekit.groups import is_pg_init, parse_pg_json, resolve_groups
+    from tracekit.io import iter_nodes
+
+    declared: dict = {}
+    if pairs:
+        rank, path = pairs[0]
+        for node in islice(iter_nodes(path), 64):
+            if is_pg_init(node) and node.inputs is not None and node.inputs.values:
+                declared = parse_pg_json(node.inputs.values, path=str(path), rank=rank, node_id=node.id)
+                break
+    world = max(r for r, _ in pairs) + 1 if pairs else 0
+    groups = resolve_groups(declared, world)
+    return comm_groups_document(groups, astra_group_ids(groups, world))
 
 
 COMMANDS = [transform]

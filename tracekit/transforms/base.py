@@ -114,7 +114,10 @@ def map_nodes(trace: ExecutionTrace, fn: Callable[[Node], Node | None]) -> Execu
     out: list[Node] = []
     changed = False
     for node in trace.nodes:
-        new = fn(node)
+        try:
+            new = fn(node)
+        except TransformError as exc:
+            raise exc.with_context(node_id=node.id)
         if new is None:
             out.append(node)
         else:
@@ -138,8 +141,15 @@ def map_traces(traceset: "TraceSet", fn: Callable[[ExecutionTrace], ExecutionTra
 
 
 def scale_int(value: int, factor: float) -> int:
-    """``round(value * factor)`` (half to even), at least 1 when ``value`` > 0 and the product is >= 0.5."""
-    return int(round(value * factor))
+    """``round(value * factor)`` (half to even), at least 1 when ``value`` > 0 and the product is >= 0.5.
+
+    Raises:
+        TransformError: the product is not finite or does not fit 63 bits.
+    """
+    product = value * factor
+    if not math.isfinite(product) or abs(product) >= 2**63:
+        raise TransformError(f"{value:,} x {factor:g} = {product:g} is out of range (more than 2^63)")
+    return int(round(product))
 
 
 # ----------------------------------------------------------------------------- provenance
@@ -154,7 +164,7 @@ def provenance_of(trace: ExecutionTrace) -> dict[str, Any] | None:
         return None
     try:
         return json.loads(raw)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
         raise TransformError(f"metadata attribute {PROVENANCE_ATTR!r} is not JSON: {str(raw)[:80]!r}",
                              rank=trace.rank, path=trace.path) from None
 

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Iterable, Mapping
 
 from tracekit.errors import TransformError
 from tracekit.groups import DEFAULT_PG, canonical_pg_name, is_pg_init, pg_init_node
-from tracekit.model import ExecutionTrace, Node, NodeType
+from tracekit.model import ExecutionTrace, Node, NodeType, check_rank_count
 from tracekit.transforms.base import copy_metadata, copy_node
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -75,7 +75,10 @@ class Grid:
         return (t, c, d, s)
 
     def with_(self, **sizes: int) -> "Grid":
-        return Grid(**{k: sizes.get(k, getattr(self, k)) for k in DIMS})
+        """The grid with some sizes changed; ConfigError when it would exceed MAX_RANKS ranks."""
+        new = Grid(**{k: sizes.get(k, getattr(self, k)) for k in DIMS})
+        check_rank_count(new.world_size, f"the new layout (tp {new.tp} x cp {new.cp} x dp {new.dp} x pp {new.pp})")
+        return new
 
 
 def llm_config_of(traceset: "TraceSet") -> dict | None:
@@ -90,7 +93,7 @@ def llm_config_of(traceset: "TraceSet") -> dict | None:
         return None
     try:
         cfg = json.loads(raw)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
         raise TransformError(f"metadata attribute {LLM_CONFIG_ATTR!r} is not JSON", rank=first.rank,
                              path=first.path) from None
     if not isinstance(cfg, dict) or not isinstance(cfg.get("parallel"), dict):
@@ -190,7 +193,7 @@ class GroupNames:
     def __init__(self, world_size: int, groups: Iterable[tuple[int, ...]]) -> None:
         world = tuple(range(world_size))
         self.world = world
-        uniq = sorted({tuple(g) for g in groups if tuple(g) != world and len(g) > 1})
+        uniq = sorted({tuple(g) for g in groups if tuple(g) != world})
         self.names: dict[tuple[int, ...], str] = {world: DEFAULT_PG}
         for i, g in enumerate(uniq, start=1):
             self.names[g] = str(i)

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from tracekit.errors import ConfigError, TracekitError
+from tracekit.errors import ConfigError, TracekitError, malformed_input
 from tracekit.transforms.base import Transform, stamp_provenance
 from tracekit.transforms.compact import Compact
 from tracekit.transforms.reparallel import ChangePP, ChangeTP
@@ -158,6 +158,8 @@ def load_pipeline(path: str | os.PathLike[str]) -> PipelineFile:
         raise ConfigError(f"cannot read pipeline file: {exc.strerror}", path=p) from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"not valid TOML: {exc}", path=p) from None
+    except RecursionError:
+        raise ConfigError("not valid TOML: arrays or tables nested too deeply", path=p) from None
     unknown = sorted(set(data) - {"input", "output", "transform"})
     if unknown:
         raise ConfigError(f"unknown top-level key(s) {', '.join(unknown)}; expected input, output, [[transform]]",
@@ -168,7 +170,8 @@ def load_pipeline(path: str | os.PathLike[str]) -> PipelineFile:
     steps = []
     for i, table in enumerate(tables, start=1):
         try:
-            steps.append(transform_from_table(table, where=f"transform {i}"))
+            with malformed_input(f"[[transform]] table {i}", None, ConfigError):
+                steps.append(transform_from_table(table, where=f"transform {i}"))
         except ConfigError as exc:
             raise exc.with_context(path=p)
     for key in ("input", "output"):

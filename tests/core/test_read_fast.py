@@ -1,0 +1,121 @@
+"""Fast read paths (issue 17) give exactly what the general paths give."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from tracekit.errors import TraceFormatError
+from tracekit.io import read_trace, write_trace
+from tracekit.model import Attr, ExecutionTrace, Node, NodeType
+from tracekit.summary import _comm_totals, summarize_trace
+
+
+def _comm_mix() -> ExecutionTrace:
+    nodes = []
+    for i in range(40):
+        t = (NodeType.COMM_COLL_NODE, NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE, NodeType.COMP_NODE)[i % 4]
+        attrs = [Attr("comm_size", 1000 * i + 1, "uint64_val" if i % 3 else "int32_val")]
+        if i % 5:
+            attrs.insert(0, Attr("comm_type", (i % 11), "int64_val" if i % 2 else "uint32_val"))
+        if i % 7 == 0:
+            attrs.append(Attr("pg_name", "tp0", "string_val"))
+        nodes.append(Node(i, f"n{i}", t, data_deps=[i - 1] if i else [], attrs=attrs))
+    return ExecutionTrace(nodes)
+
+
+def test_vectorized_comm_totals_equal_the_general_path(tmp_path):
+    path = write_trace(_comm_mix(), tmp_path / "mix.0.et")
+    fast = summarize_trace(read_trace(path))
+    cols = read_trace(path).columns()
+    comm = np.flatnonzero((cols.types >= 5) & (cols.types <= 7))
+    colls, sizes = Counter(), Counter()
+    _comm_totals(cols, comm, colls, sizes)
+    assert list(fast.collectives.items()) == list(colls.items())  # same keys, same order
+    assert list(fast.comm_bytes_by_collective.items()) == list(sizes.items())
+    # by hand: COMM_COLL at i = 0, 4, ..., 36; comm_type missing where i % 5 == 0 (i = 0, 20)
+    assert fast.collectives["MISSING"] == 2
+    assert fast.comm_bytes_by_collective["SEND"] == sum(1000 * i + 1 for i in range(1, 40, 4))
+
+
+def test_float_comm_type_takes_the_general_path(tmp_path):
+    trace = ExecutionTrace([Node(0, "ar", NodeType.COMM_COLL_NODE,
+                                 attrs=[Attr("comm_type", 2.5, "double_val"), Attr("comm_size", 8)])])
+    s = summarize_trace(read_trace(write_trace(trace, tmp_path / "f.0.et")))
+    assert s.collectives == {"UNKNOWN_2.5": 1} and s.comm_bytes_by_collective == {"UNKNOWN_2.5": 8}
+
+
+def test_corrupt_attribute_value_is_still_caught(tmp_path):
+    trace = ExecutionTrace([Node(i, "x", attrs=[Attr("num_ops", 300 + i)]) for i in range(3)])
+    path = write_trace(trace, tmp_path / "c.0.et")
+    data = bytearray(path.read_bytes())
+    at = data.rindex(b"num_ops") + len(b"num_ops")  # last node's value: tag 0x48 (int64), varint 302
+    assert data[at] == 0x48
+    data[at + 1] = 0xFF  # a continuation byte where the varint's last byte was
+    data[at + 2] |= 0x80
+    path.write_bytes(bytes(data))
+    with pytest.raises(TraceFormatError, match="attribute") as err:
+        read_trace(path).columns().attr("num_ops")
+    assert "node 2" in str(err.value) or err.value.node_id == 2
+
+
+def _every_kind_trace() -> ExecutionTrace:
+    from tracekit.model import IOInfo
+
+    values = {"double_val": 2.5, "float_val": 0.25, "int32_val": -7, "int64_val": -(2**40), "uint32_val": 2**32 - 1,
+              "uint64_val": 2**64 - 1, "sint32_val": -3, "sint64_val": -(2**50), "fixed32_val": 9,
+              "fixed64_val": 2**63 + 5, "sfixed32_val": -9, "sfixed64_val": -(2**60), "bool_val": True,
+              "string_val": "dp_grad_allreduce", "bytes_val": b"\x00\xff", "int64_list": [1, -2, 3],
+              "string_list": ["a", "b"]}
+    nodes = []
+    for i, (kind, value) in enumerate(values.items()):
+        attrs = [Attr(f"a{i}", value, kind), Attr("num_ops", 3 * i + 1), Attr("empty", None, None),
+                 Attr("doc", 1, "int64_val", "a doc string"), Attr("is_cpu_op", False, "bool_val"),
+                 Attr("zero", 0, "int64_val"), Attr("", "", "string_val")]
+        node = Node(i, "aten::mm" if i % 2 else "nccl:all_reduce ü", NodeType(4 + i % 4), data_deps=[i - 1] if i else [],
+                    ctrl_deps=[i - 2] if i > 1 else [], start_time_ns=1000 * i + (i % 3), duration_ns=2500 * i,
+                    attrs=attrs)
+        if i == 3:
+            node.inputs = IOInfo("[1]", "[[2]]", "[int]")
+        nodes.append(node)
+    return ExecutionTrace(nodes)
+
+
+def test_node_view_equals_protobuf_decode(tmp_path):
+    path = write_trace(_every_kind_trace(), tmp_path / "k.0.et")
+    trace = read_trace(path)
+    fast = trace.nodes
+    slow = read_trace(path)._encoded.decode_all()
+    assert fast == slow
+    assert [type(a.value) for n in fast for a in n.attrs] == [type(a.value) for n in slow for a in n.attrs]
+    assert fast[3].inputs is not None and fast[0].attrs[0].value == 2.5
+
+
+def test_node_view_of_a_corrupt_file_raises_the_record_error(tmp_path):
+    trace = ExecutionTrace([Node(i, "x", attrs=[Attr("num_ops", 300 + i)]) for i in range(3)])
+    path = write_trace(trace, tmp_path / "c.0.et")
+    data = bytearray(path.read_bytes())
+    at = data.rindex(b"num_ops") + len(b"num_ops")
+    data[at + 1] = 0xFF
+    data[at + 2] |= 0x80
+    path.write_bytes(bytes(data))
+    with pytest.raises(TraceFormatError):
+        _ = read_trace(path).nodes
+
+
+def test_node_view_equals_protobuf_decode_on_the_benchmark_mix(tmp_path):
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location(
+        "bench_read_mix", Path(__file__).parents[2] / "benchmarks" / "bench_read_mix.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    path = tmp_path / "mix.0.et"
+    bench.make_file(path, 3000)
+    trace = read_trace(path)
+    assert len(trace.nodes) == 3000
+    assert trace.nodes == read_trace(path)._encoded.decode_all()
+    assert trace.nodes[3].attrs[-1].value == "dp_grad_allreduce" and trace.nodes[3].data_deps == [2]

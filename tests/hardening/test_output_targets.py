@@ -1,0 +1,176 @@
+"""Security and data loss (issue 11, items 1-5): special files, limits, signals, locks, markup."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import signal
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from _hardkit import leftovers, one_line_error, ring_job, run
+from tracekit.io import TraceSetWriter, gunzip_limited
+from tracekit.errors import TraceFormatError
+
+SAMPLE = Path(__file__).resolve().parents[2] / "sample_traces" / "chakra" / "all_reduce.0.et"
+
+
+# ----------------------------------------------------------------------------- 1. non-regular outputs
+def test_a_symlink_output_replaces_its_target_and_keeps_the_link(tmp_path):
+    (tmp_path / "real.json").write_text("old")
+    (tmp_path / "link.json").symlink_to("real.json")
+    res = run("dump", SAMPLE, "-o", tmp_path / "link.json")
+    assert res.exit_code == 0, res.stderr
+    assert (tmp_path / "link.json").is_symlink() and os.readlink(tmp_path / "link.json") == "real.json"
+    assert (tmp_path / "real.json").read_text().startswith('{\n  "format": "tracekit.et.json"')
+    assert leftovers(tmp_path) == []
+
+
+def test_a_fifo_output_is_written_through_not_replaced(tmp_path):
+    fifo = tmp_path / "out.fifo"
+    os.mkfifo(fifo)
+    reader = subprocess.Popen([sys.executable, "-c", f"import sys; sys.stdout.write(str(len(open({str(fifo)!r}, 'rb').read())))"],
+                              stdout=subprocess.PIPE)
+    res = run("dump", SAMPLE, "-o", fifo)
+    out, _ = reader.communicate(timeout=30)
+    assert res.exit_code == 0, res.stderr
+    assert int(out) == len(run("dump", SAMPLE).stdout_bytes) == 688  # every byte went through the FIFO
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)  # still a FIFO
+    assert leftovers(tmp_path) == []
+
+
+def test_dev_null_stays_a_device_and_dev_full_is_a_one_line_error():
+    res = run("dump", SAMPLE, "-o", "/dev/null")
+    assert res.exit_code == 0 and stat.S_ISCHR(os.stat("/dev/null").st_mode)
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full on this system")
+    line = one_line_error(run("dump", SAMPLE, "-o", "/dev/full"))
+    assert line == "tracekit: error: /dev/full: cannot write: No space left on device"
+    assert stat.S_ISCHR(os.stat("/dev/full").st_mode)
+
+
+def test_a_trace_set_rank_that_is_a_fifo_is_refused_and_a_symlinked_rank_is_followed(tmp_path):
+    os.mkfifo(tmp_path / "job.1.et")
+    line = one_line_error(run("generate", "micro", "--collective", "all_reduce", "--size", "1KiB", "--ranks", "2",
+                              "-o", tmp_path / "job"))
+    assert line == (f"tracekit: error: {tmp_path}/job.1.et: is not a regular file: a trace set is written as files "
+                    f"(renamed into place); choose another prefix")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["job.1.et"] and stat.S_ISFIFO(os.stat(tmp_path / "job.1.et").st_mode)
+    (tmp_path / "job.1.et").unlink()
+    (tmp_path / "store").mkdir()
+    (tmp_path / "job.1.et").symlink_to(tmp_path / "store" / "r1.et")
+    assert run("generate", "micro", "--collective", "all_reduce", "--size", "1KiB", "--ranks", "2",
+               "-o", tmp_path / "job").exit_code == 0
+    assert (tmp_path / "job.1.et").is_symlink() and (tmp_path / "store" / "r1.et").stat().st_size > 0
+    assert run("info", tmp_path / "job").exit_code == 0
+    assert leftovers(tmp_path) == []
+
+
+def test_closed_stdout_is_a_one_line_error():
+    proc = subprocess.run([sys.executable, "-m", "tracekit.cli._main", "dump", str(SAMPLE)], stderr=subprocess.PIPE,
+                          preexec_fn=lambda: os.close(1), text=True, timeout=60)
+    assert proc.returncode == 2
+    assert proc.stderr == "tracekit: error: standard output is closed (give -o FILE, or do not close it)\n"
+
+
+# ----------------------------------------------------------------------------- 2. framing and decompression limits
+def test_zero_bytes_as_et_fail_at_the_first_empty_record(tmp_path):
+    (tmp_path / "z.et").write_bytes(bytes(10_000_000))
+    t0 = time.process_time()
+    line = one_line_error(run("info", tmp_path / "z.et"))
+    assert time.process_time() - t0 < 2.0  # was 32 s and 809 MB before the framing was checked while scanning
+    assert line == f"tracekit: error: {tmp_path}/z.et: rank 0: empty node record (zero length) (at byte 1)"
+
+
+def test_a_length_prefix_past_the_end_fails_at_once(tmp_path):
+    (tmp_path / "x.0.et").write_bytes(b"\x00" + b"\xff\xff\xff\x7f" + bytes(100))
+    line = one_line_error(run("info", tmp_path / "x.0.et"))
+    assert line.endswith("rank 0: record of 268435455 bytes runs past the end of the file (100 bytes left) (at byte 1)")
+
+
+def test_a_gzip_bomb_fails_fast_with_bounded_memory(tmp_path):
+    bomb = gzip.compress(bytes(100 << 20), compresslevel=9)  # 100 MiB of zeros in ~100 KB
+    for name in ("z.0.et.gz", "et.json.gz", "kineto.json.gz", "t.0.json.gz"):
+        (tmp_path / name).write_bytes(bomb)
+    ratio_line = "gzip data expands more than 300x (a decompression bomb?); set TRACEKIT_MAX_GZIP_RATIO to raise the limit"
+    line = one_line_error(run("info", tmp_path / "z.0.et.gz"))
+    assert line == f"tracekit: error: {tmp_path}/z.0.et.gz: {ratio_line}"
+    line = one_line_error(run("info", tmp_path / "t.0.json.gz"))
+    assert line == f"tracekit: error: {tmp_path}/t.0.json.gz: {ratio_line}"
+    out = tmp_path / "out"
+    line = one_line_error(run("convert", "pytorch", "--et", tmp_path / "et.json.gz", "-o", out / "job"))
+    assert line.endswith(ratio_line) and "et.json.gz" in line
+    line = one_line_error(run("convert", "pytorch", "--kineto", tmp_path / "kineto.json.gz", "-o", out / "job"))
+    assert line.endswith(ratio_line) and "kineto.json.gz" in line
+    assert not out.exists() and leftovers(tmp_path) == []
+
+
+def test_the_decompressed_size_cap_is_configurable(monkeypatch):
+    data = gzip.compress(b"x" * 5000)
+    assert gunzip_limited(data) == b"x" * 5000
+    monkeypatch.setenv("TRACEKIT_MAX_DECOMPRESSED_BYTES", "4096")
+    with pytest.raises(TraceFormatError, match=r"^f.gz: decompresses to more than 4,096 bytes \(limit: set "
+                                               r"TRACEKIT_MAX_DECOMPRESSED_BYTES to raise it\)$"):
+        gunzip_limited(data, path="f.gz")
+    monkeypatch.delenv("TRACEKIT_MAX_DECOMPRESSED_BYTES")
+    with pytest.raises(TraceFormatError, match="corrupt gzip stream: truncated"):
+        gunzip_limited(data[:-9])
+    assert gunzip_limited(gzip.compress(b"ab") + gzip.compress(b"cd") + bytes(7)) == b"abcd"  # members + padding
+
+
+# ----------------------------------------------------------------------------- 3. SIGTERM / SIGHUP
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_a_terminated_large_write_leaves_no_temporary_file(tmp_path, signum):
+    cmd = [sys.executable, "-m", "tracekit.cli._main", "generate", "micro", "--collective", "all_reduce",
+           "--size", "1MiB", "--ranks", "16", "--iterations", "4000", "--compute-us", "1", "-o", str(tmp_path / "j")]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not any(p.name.endswith(".tmp") for p in tmp_path.glob(".tk-*")):
+        assert proc.poll() is None, "the write finished before it could be interrupted: make it larger"
+        assert time.monotonic() < deadline
+        time.sleep(0.005)
+    proc.send_signal(signum)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signum and "Traceback" not in err
+    assert list(tmp_path.iterdir()) == []  # no temp file, no rank file, no lock
+
+
+# ----------------------------------------------------------------------------- 4. concurrent writers
+def test_a_second_writer_to_a_locked_prefix_fails_clearly(tmp_path):
+    with TraceSetWriter(tmp_path / "job") as first:
+        line = one_line_error(run("generate", "micro", "--collective", "all_reduce", "--size", "1KiB",
+                                  "--ranks", "2", "-o", tmp_path / "job"))
+        assert line == (f"tracekit: error: {tmp_path}/job: another tracekit command is writing this output prefix "
+                        f"right now (lock .job.tk-lock is held); wait for it or choose another prefix")
+        first.add(0, b"\x00")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["job.0.et"]  # the first writer's set; the lock is gone
+    assert run("generate", "micro", "--collective", "all_reduce", "--size", "1KiB", "--ranks", "2",
+               "-o", tmp_path / "other").exit_code == 0  # another prefix in the same folder is not blocked
+
+
+def test_two_concurrent_processes_never_mix_ranks(tmp_path):
+    cmds = [[sys.executable, "-m", "tracekit.cli._main", "generate", "micro", "--collective", kind, "--size", "1MiB",
+             "--ranks", "8", "--iterations", "300", "-o", str(tmp_path / "job")] for kind in ("all_reduce", "all_gather")]
+    procs = [subprocess.Popen(c, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for c in cmds]
+    results = [(p.communicate(timeout=120)[1], p.returncode)[::-1] for p in procs]
+    names = {run("info", tmp_path / "job", "--json").stdout.count(k) > 0 for k in ("ALL_REDUCE", "ALL_GATHER")}
+    assert names == {True, False}  # one job's set, never a mix
+    for code, err in results:
+        assert code == 0 or (code == 2 and ("another tracekit command is writing" in err
+                                            or "already holds rank files" in err)), err
+    assert leftovers(tmp_path) == []
+
+
+# ----------------------------------------------------------------------------- 5. names printed literally
+def test_rich_markup_in_names_is_printed_literally(tmp_path):
+    prefix = ring_job(tmp_path, 2, name="[/bogus][link=http://x.example]n", pg="[/bad]")
+    for args in (("replay", prefix, "--hw", "dgx-a100", "--no-fold"), ("info", prefix)):
+        res = run(*args)
+        assert res.exit_code == 0, res.stderr
+    assert "[/bogus][link=http://x.example]n_coll" in run("replay", prefix, "--hw", "dgx-a100").stdout
+    assert "│ [/bad]  │ 0, 1  │" in run("info", prefix).stdout
