@@ -77,7 +77,7 @@ def test_elementwise_and_optimizer_pay_bandwidth_and_overhead():
 def test_every_assumption_names_its_source():
     names = [a[0] for a in cal.ASSUMPTIONS]
     assert len(names) == len(set(names)) >= 7
-    for name, value, unit, source in cal.ASSUMPTIONS:
+    for name, _value, unit, source in cal.ASSUMPTIONS:
         assert unit and len(source) > 10, name
     fitted = [a[0] for a in cal.ASSUMPTIONS if a[3].startswith("fitted")]
     assert fitted == ["gemm_k_fill"]  # one constant fitted; the rest are measured facts or stated guesses
