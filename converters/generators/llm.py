@@ -312,7 +312,7 @@ class _RankBuilder:
         per_param = ADAM_STATE_BYTES_PER_PARAM + c.grad_bytes + c.dtype_bytes
         roof = self.plan.roofline
         flops, nbytes = ADAM_FLOPS_PER_PARAM * shard_elems, per_param * shard_elems
-        step = b.comp("optimizer_step.optim", duration_ns=roof.duration_ns(flops, nbytes) if roof else 0,
+        step = b.comp("optimizer_step.optim", duration_ns=roof.optimizer_ns(flops, nbytes, shard_elems) if roof else 0,
                       num_ops=flops, tensor_bytes=nbytes, deps=waits,
                       extra_attrs=[Attr("micro_batch", -1, "int64_val"), Attr("phase", "optim", "string_val"),
                                    Attr("op_role", "optimizer_step", "string_val")])

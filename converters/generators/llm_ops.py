@@ -85,8 +85,11 @@ class Roofline:
 
     @classmethod
     def of(cls, hardware: "HardwareLike | Roofline | tuple[float, float] | None") -> "Roofline | None":
-        """A :class:`Roofline` from a spec-like object, a ``(flops, bytes/s)`` pair, or None."""
-        if hardware is None or isinstance(hardware, Roofline):
+        """A :class:`Roofline` from a spec-like object, a ``(flops, bytes/s)`` pair, or None; a
+        :class:`~.calibration.CalibratedCost` is returned as it is (it has the same methods)."""
+        from tracekit.converters.generators.calibration import CalibratedCost
+
+        if hardware is None or isinstance(hardware, (Roofline, CalibratedCost)):
             return hardware
         if isinstance(hardware, tuple):
             return cls(*hardware)
@@ -98,6 +101,14 @@ class Roofline:
     def duration_ns(self, num_ops: int, tensor_bytes: int) -> int:
         seconds = max(num_ops / self.peak_flops_per_s, tensor_bytes / self.mem_bandwidth_bytes_per_s)
         return math.ceil(seconds * 1e9)
+
+    def gemm_ns(self, m: int, k: int, n: int, tensor_bytes: int, batch: int = 1) -> int:
+        """``batch`` GEMMs ``[m, k] @ [k, n]``: the flat roofline (shape-aware in :mod:`.calibration`)."""
+        return self.duration_ns(2 * m * k * n * batch, tensor_bytes)
+
+    def optimizer_ns(self, num_ops: int, tensor_bytes: int, params: int) -> int:
+        """The optimizer step: the flat roofline of its FLOPs and bytes."""
+        return self.duration_ns(num_ops, tensor_bytes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,16 +160,21 @@ class _BlockBuilder:
         self.pending: list[int] = []
 
     def comp(self, role: str, num_ops: int, elements: int, dtype_bytes: int, *, phase: str | None = None,
-             extra_deps: tuple[int, ...] = ()) -> int:
+             extra_deps: tuple[int, ...] = (), duration_ns: int | None = None) -> int:
         nbytes = elements * dtype_bytes
-        dur = self.roofline.duration_ns(num_ops, nbytes) if self.roofline else 0
+        dur = duration_ns if duration_ns is not None else \
+            (self.roofline.duration_ns(num_ops, nbytes) if self.roofline else 0)
         deps = tuple(dict.fromkeys((self.last, *self.pending, *extra_deps)))
         self.steps.append(Step(role, phase or self.phase, num_ops, nbytes, dur, deps=deps))
         self.last, self.pending = len(self.steps) - 1, []
         return self.last
 
-    def gemm(self, role: str, m: int, k: int, n: int, dtype_bytes: int, **kw) -> int:
-        return self.comp(role, 2 * m * k * n, m * k + k * n + m * n, dtype_bytes, **kw)
+    def gemm(self, role: str, m: int, k: int, n: int, dtype_bytes: int, *, batch: int = 1, **kw) -> int:
+        """``batch`` GEMMs ``[m, k] @ [k, n]`` (duration from the cost model's ``gemm_ns``)."""
+        nbytes = batch * (m * k + k * n + m * n) * dtype_bytes
+        dur = self.roofline.gemm_ns(m, k, n, nbytes, batch) if self.roofline else 0
+        return self.comp(role, 2 * m * k * n * batch, batch * (m * k + k * n + m * n), dtype_bytes,
+                         duration_ns=dur, **kw)
 
     def coll(self, role: str, comm_type: CollectiveType, comm_bytes: int, group: str, *,
              join: bool = True, after: int | None = None) -> int:
@@ -223,14 +239,34 @@ def _tp_reduce(bb: _BlockBuilder, x: Dims, **kw) -> int | None:
     return bb.coll("tp_allreduce", CollectiveType.ALL_REDUCE, x.t * x.h * x.dt, "tp", **kw)
 
 
+def _bmm_ns(bb: _BlockBuilder, x: Dims, m: int, k: int, n: int, elements: int, times: int = 1) -> int | None:
+    """Duration of ``times`` batched GEMMs over ``b x heads`` (attention products), or None without hardware."""
+    if not bb.roofline:
+        return None
+    return times * bb.roofline.gemm_ns(m, k, n, elements * x.dt // times, x.b * x.heads)
+
+
+def _softmax_ns(bb: _BlockBuilder, flops: int, elements: int, x: Dims, scores: int) -> int | None:
+    """Softmax node duration; with ``attention_dropout`` (:mod:`.calibration`) it also pays the dropout
+    kernel on the probabilities: read and write ``scores`` values and a one-byte mask (backward: read
+    gradient and mask, write gradient)."""
+    if not bb.roofline:
+        return None
+    dropout = scores * (2 * x.dt + 1) if getattr(bb.roofline, "attention_dropout", False) else 0
+    return bb.roofline.duration_ns(flops, elements * x.dt + dropout)
+
+
 def _attention_core(bb: _BlockBuilder, x: Dims, ew: dict, phase: str | None = None) -> None:
     sq = x.t // x.b                       # query positions per rank
     score_flops = 2 * x.b * sq * x.s * x.d * x.heads
     scores = x.b * x.heads * sq * x.s
     q, kv = x.t * x.heads * x.d, x.b * x.s * x.kv_heads * x.d
-    bb.comp("attn_score", score_flops, q + kv + scores, x.dt, phase=phase)
-    bb.comp("softmax", ew["softmax"] * scores, 2 * scores, x.dt, phase=phase)
-    bb.comp("attn_value", score_flops, scores + kv + q, x.dt, phase=phase)
+    bb.comp("attn_score", score_flops, q + kv + scores, x.dt, phase=phase,
+            duration_ns=_bmm_ns(bb, x, sq, x.d, x.s, q + kv + scores))
+    bb.comp("softmax", ew["softmax"] * scores, 2 * scores, x.dt, phase=phase,
+            duration_ns=_softmax_ns(bb, ew["softmax"] * scores, 2 * scores, x, scores))
+    bb.comp("attn_value", score_flops, scores + kv + q, x.dt, phase=phase,
+            duration_ns=_bmm_ns(bb, x, sq, x.s, x.d, scores + kv + q))
 
 
 def _norm(c: LLMConfig) -> str:
@@ -276,14 +312,19 @@ def _linear_backward(bb: _BlockBuilder, x: Dims, role: str, m: int, k: int, n: i
     """dgrad (+ TP reduction of the input gradient for column-parallel layers) and wgrad.
 
     For a column-parallel layer the input gradient is all-reduced (reduce-
-    scattered under SP) while the weight-gradient GEMM runs; under SP the
-    layer input is all-gathered again for the weight gradient.
+    scattered under SP) while the weight-gradient GEMM runs (before it when
+    the cost model's ``tp_dgrad_overlap`` is False); under SP the layer
+    input is all-gathered again for the weight gradient.
     """
     regather = None
     if column_parallel and x.sp:
         regather = bb.coll("tp_allgather", CollectiveType.ALL_GATHER, x.te * x.h * x.dt, "tp", join=False)
     dgrad = bb.gemm(role, m, n, k, x.dt, phase="bwd")
-    reduce = _tp_reduce(bb, x, after=dgrad, join=False) if column_parallel else None
+    # overlapped unless the cost model says the framework runs it before the wgrad (.calibration)
+    overlap = getattr(bb.roofline, "tp_dgrad_overlap", True)
+    reduce = _tp_reduce(bb, x, after=dgrad, join=not overlap) if column_parallel else None
+    if not overlap:
+        reduce = None
     bb.gemm(role, k, m, n, x.dt, phase="wgrad", extra_deps=() if regather is None else (regather,))
     if reduce is not None:
         bb.pending.append(reduce)
@@ -323,9 +364,12 @@ def layer_backward(c: LLMConfig, roofline: Roofline | None) -> Block:
     score_flops = 2 * x.b * sq * x.s * x.d * x.heads
     scores = x.b * x.heads * sq * x.s
     q, kv = x.t * x.heads * x.d, x.b * x.s * x.kv_heads * x.d
-    bb.comp("attn_value", 2 * score_flops, 2 * (scores + kv + q), x.dt)
-    bb.comp("softmax", 2 * ew["softmax"] * scores, 3 * scores, x.dt)
-    bb.comp("attn_score", 2 * score_flops, 2 * (q + kv + scores), x.dt)
+    bb.comp("attn_value", 2 * score_flops, 2 * (scores + kv + q), x.dt,
+            duration_ns=_bmm_ns(bb, x, sq, x.s, x.d, 2 * (scores + kv + q), times=2))
+    bb.comp("softmax", 2 * ew["softmax"] * scores, 3 * scores, x.dt,
+            duration_ns=_softmax_ns(bb, 2 * ew["softmax"] * scores, 3 * scores, x, scores))
+    bb.comp("attn_score", 2 * score_flops, 2 * (q + kv + scores), x.dt,
+            duration_ns=_bmm_ns(bb, x, sq, x.d, x.s, 2 * (q + kv + scores), times=2))
     if x.cp > 1:
         bb.coll("cp_kv_reducescatter", CollectiveType.REDUCE_SCATTER,
                 x.cp * x.t * 2 * x.kv_heads * x.d * x.dt, "cp")

@@ -8,8 +8,14 @@ from tracekit.cli._common import CONTEXT_SETTINGS, err_console, path_span, progr
 from tracekit.errors import ConfigError
 
 
-def roofline_from_options(hw: str | None, peak_tflops: float | None, mem_bw_gbps: float | None, dtype: str):
-    """A Roofline from ``--hw`` (a replayer spec name or file) or ``--peak-tflops``/``--mem-bw-gbps``; or None."""
+def roofline_from_options(hw: str | None, peak_tflops: float | None, mem_bw_gbps: float | None, dtype: str,
+                          cost: str = "roofline"):
+    """Op durations from ``--hw`` (a replayer spec name or file) or ``--peak-tflops``/``--mem-bw-gbps``; or None.
+
+    With ``--hw`` and ``cost="calibrated"``: a :class:`~tracekit.converters.generators.calibration.CalibratedCost`
+    (GEMM efficiency by shape, overheads; see that module); ``cost="roofline"``: the flat roofline at the
+    spec's ``compute_efficiency`` / ``memory_efficiency``.
+    """
     from tracekit.converters.generators.llm_ops import Roofline
 
     if hw is not None:
@@ -17,6 +23,10 @@ def roofline_from_options(hw: str | None, peak_tflops: float | None, mem_bw_gbps
             raise ConfigError("give either --hw or --peak-tflops/--mem-bw-gbps, not both")
         from tracekit.replayer.hardware import load_spec
 
+        if cost == "calibrated":
+            from tracekit.converters.generators.calibration import CalibratedCost
+
+            return CalibratedCost(load_spec(hw), dtype)
         device = load_spec(hw).device
         names = [n for n, _ in device.peak_flops_per_s]
         peak = device.peak(dtype if dtype in names else None)
@@ -55,6 +65,9 @@ def roofline_from_options(hw: str | None, peak_tflops: float | None, mem_bw_gbps
 @click.option("--bucket", default="160MB", show_default=True, metavar="SIZE", help="Gradient bucket size.")
 @click.option("--no-overlap", is_flag=True, help="Reduce gradients only after the whole backward.")
 @click.option("--hw", default=None, metavar="SPEC", help="Hardware spec (preset name or TOML) for roofline durations.")
+@click.option("--cost", type=click.Choice(["calibrated", "roofline"]), default="calibrated", show_default=True,
+              help="With --hw: 'calibrated' prices each GEMM by its shape with kernel, attention and optimizer "
+                   "overheads (converters/generators/calibration.py); 'roofline' uses the spec's flat efficiencies.")
 @click.option("--peak-tflops", type=float, default=None, help="Peak TFLOP/s for roofline durations.")
 @click.option("--mem-bw-gbps", type=float, default=None, help="Memory bandwidth GB/s for roofline durations.")
 @click.option("--classes", "as_classes", is_flag=True,
@@ -64,14 +77,16 @@ def roofline_from_options(hw: str | None, peak_tflops: float | None, mem_bw_gbps
 def llm(model_name: str, layers, hidden, heads, kv_heads, ffn, seq, vocab, tp: int, pp: int, dp: int | None,
         cp: int, ep: int, num_ranks: int | None, global_batch: int | None, micro_batch: int, schedule: str,
         virtual_stages: int | None, zero_stage: int, sequence_parallel: bool, recompute: str, dtype: str,
-        bucket: str, no_overlap: bool, hw: str | None, peak_tflops: float | None, mem_bw_gbps: float | None,
+        bucket: str, no_overlap: bool, hw: str | None, cost: str, peak_tflops: float | None, mem_bw_gbps: float | None,
         as_classes: bool, prefix: str) -> None:
     """Generate one training iteration of a transformer LLM, one trace per rank.
 
     Ranks follow Megatron-LM's order (tp fastest, then cp, dp, pp).  GEMM,
     attention and elementwise nodes carry FLOPs (num_ops) and bytes
-    (tensor_size); with --hw or --peak-tflops/--mem-bw-gbps also a roofline
-    duration.
+    (tensor_size); with --hw also a duration calibrated against Megatron-LM
+    (GEMM efficiency by shape, kernel and optimizer overheads; --cost
+    roofline for the flat roofline), with --peak-tflops/--mem-bw-gbps a
+    roofline duration.
 
     \b
     Example:
@@ -104,7 +119,7 @@ def llm(model_name: str, layers, hidden, heads, kv_heads, ffn, seq, vocab, tp: i
                             overlap_grad_reduce=not no_overlap)
     config = LLMConfig(model, parallel, global_batch_size=default_batch if global_batch is None else global_batch,
                        micro_batch_size=micro_batch, dtype=dtype)
-    roofline = roofline_from_options(hw, peak_tflops, mem_bw_gbps, dtype)
+    roofline = roofline_from_options(hw, peak_tflops, mem_bw_gbps, dtype, cost)
     what = "writing rank classes" if as_classes else "writing ranks"
     paths = write_llm(config, prefix, roofline, classes=as_classes,
                       progress=lambda items, total: progress(items, f"{model.name}: {what}", total=total))
