@@ -171,7 +171,7 @@ def _categories(r: "ReplayResult") -> list[tuple[str, float]]:
         ("comm (rank mean)", _mean([s.comm_ns for s in ranks])),
         ("exposed comm (rank mean)", _mean([s.exposed_comm_ns for s in ranks])),
         ("waiting for peers (rank mean)", _mean([s.comm_wait_ns for s in ranks])),
-        ("idle (rank mean)", _mean([s.idle_ns for s in ranks])),
+        ("other idle (rank mean)", _mean([s.other_idle_ns for s in ranks])),
         ("critical path compute", r.critical_path.compute_ns),
         ("critical path comm", r.critical_path.comm_ns),
         ("collective time (sum)", sum(c.time_ns for c in r.collectives)),

@@ -407,8 +407,9 @@ def expand_result(program, sched, traceset: "TraceSet", plan: FoldPlan, *,
 
     from tracekit.model import CollectiveType
     from tracekit.replayer.results import (CollectiveRow, Provenance, RankSchedule, ReplayResult, _rank_stats,
-                                           bus_factor, nccl_tests_size)
+                                           bus_factor, nccl_tests_size, round_schedule)
 
+    sched = round_schedule(sched)
     world = len(plan.rep_of)
     inst = np.asarray(program.instance_of, dtype=np.int64)
     xfer_start_of_node = np.full(program.n, np.nan)
@@ -422,7 +423,7 @@ def expand_result(program, sched, traceset: "TraceSet", plan: FoldPlan, *,
     # collective table of the unfolded job
     rows = []
     member_inst: dict[int, list[tuple[int, int]]] = {}
-    xs, xe = sched.xfer_start_ns.tolist(), sched.xfer_end_ns.tolist()
+    xs, xe = sched.xfer_start_ns.astype(np.int64).tolist(), sched.xfer_end_ns.astype(np.int64).tolist()
     algorithms = [i.cost.algorithm for i in program.instances]
     scans = plan.scans
     for u, (kind, ctype, nbytes, pg, members, positions, fid) in enumerate(plan.unfolded):
@@ -470,7 +471,7 @@ def expand_result(program, sched, traceset: "TraceSet", plan: FoldPlan, *,
         compute_scale=spec.compute.duration_scale, streams=program.options.streams,
         world_size=world, tracekit_version=tk_version)
     return ReplayResult(
-        iteration_time_ns=max((r.iteration_time_ns for r in ranks), default=0.0),
+        iteration_time_ns=max((r.iteration_time_ns for r in ranks), default=0),
         ranks=ranks,
         collectives=tuple(rows),
         critical_path=_folded_critical_path(program, sched, traceset, plan, member_inst),
@@ -495,7 +496,7 @@ def _folded_critical_path(program, sched, traceset: "TraceSet", plan: FoldPlan,
     from tracekit.replayer.results import CriticalPath, PathStep
 
     if program.n == 0:
-        return CriticalPath((), 0.0, 0.0, 0.0)
+        return CriticalPath((), 0, 0, 0)
     kind = program.kind
     reason = sched.reason.tolist()
     start = sched.start_ns
@@ -521,19 +522,19 @@ def _folded_critical_path(program, sched, traceset: "TraceSet", plan: FoldPlan,
                     break
             else:  # pragma: no cover - the last arrival always matches
                 m, q = members[0], positions[0]
-            raw.append((m, q, "comm", float(t), float(sched.xfer_end_ns[fid])))
+            raw.append((m, q, "comm", int(t), int(sched.xfer_end_ns[fid])))
             a, p = m, q
             g = reason[offset[rep[a]] + p]
         else:
             if k == K_TIMED:
-                raw.append((a, p, "compute", float(sched.start_ns[g]), float(sched.end_ns[g])))
+                raw.append((a, p, "compute", int(sched.start_ns[g]), int(sched.end_ns[g])))
             g = reason[g]
         if g >= 0:
             p = g - offset[rep[a]]
     raw.reverse()
     names_cache: dict[int, list[str]] = {}
     steps = []
-    compute = comm = 0.0
+    compute = comm = 0
     for a, p, category, s, e in raw:
         r = rep[a]
         if r not in names_cache:

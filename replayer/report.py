@@ -99,7 +99,7 @@ def summary_values(r: "ReplayResult") -> list[tuple[str, str, Any, str]]:
     ]
     for label, key in (("compute", "compute_ns"), ("communication", "comm_ns"),
                        ("exposed communication", "exposed_comm_ns"), ("waiting for peers", "comm_wait_ns"),
-                       ("idle", "idle_ns")):
+                       ("other idle", "other_idle_ns")):
         v = _mean([getattr(s, key) for s in ranks])
         rows.append((f"{label} (mean per rank)", f"mean_{key}", v, f"{fmt_ns(v)} ({fmt_pct(v, it)})"))
     cp = r.critical_path
@@ -117,7 +117,8 @@ def summary_values(r: "ReplayResult") -> list[tuple[str, str, Any, str]]:
 
 def _per_rank_section(r: "ReplayResult") -> tuple[str, str]:
     fields = (("iteration time", "iteration_time_ns"), ("compute", "compute_ns"), ("communication", "comm_ns"),
-              ("exposed comm.", "exposed_comm_ns"), ("waiting for peers", "comm_wait_ns"), ("idle", "idle_ns"))
+              ("exposed comm.", "exposed_comm_ns"), ("waiting for peers", "comm_wait_ns"),
+              ("other idle", "other_idle_ns"))
     if len(r.ranks) <= MAX_RANK_ROWS:
         rows = []
         for s in r.ranks:

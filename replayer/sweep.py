@@ -306,7 +306,8 @@ class SweepRow:
         spec_name: the variant's base spec.
         collective_model: the model used (``alpha_beta``, ``astra``, ``nccl``, ``measured``).
         iteration_time_ns: the replayed iteration time.
-        slowest_rank: the rank that ends last (lowest on ties).
+        slowest_rank: the rank that ends last (:func:`~.results.slowest_rank`: on ties the one that
+            waits least for peers, then the lowest).
         compute_ns, exposed_comm_ns, comm_wait_ns, other_idle_ns: that rank's
             time by category (:func:`~tracekit.replayer.plots.rank_categories_ns`;
             they sum to ``iteration_time_ns``).
@@ -320,15 +321,15 @@ class SweepRow:
     params: tuple[tuple[str, Any], ...]
     spec_name: str
     collective_model: str
-    iteration_time_ns: float
+    iteration_time_ns: int
     slowest_rank: int
-    compute_ns: float
-    exposed_comm_ns: float
-    comm_wait_ns: float
-    other_idle_ns: float
-    comm_ns: float
-    critical_compute_ns: float
-    critical_comm_ns: float
+    compute_ns: int
+    exposed_comm_ns: int
+    comm_wait_ns: int
+    other_idle_ns: int
+    comm_ns: int
+    critical_compute_ns: int
+    critical_comm_ns: int
     node_count: int
     replay_s: float = field(default=0.0, compare=False)
 
@@ -349,8 +350,10 @@ class SweepRow:
 
 def row_from_result(case: SweepCase, result: "ReplayResult", replay_s: float = 0.0) -> SweepRow:
     """Reduce a replay result to its sweep row (see :class:`SweepRow`)."""
-    slow = max(result.ranks, key=lambda r: (r.iteration_time_ns, -r.rank))
-    other_idle = slow.idle_ns - slow.comm_wait_ns
+    from tracekit.replayer.results import slowest_rank
+
+    slow = slowest_rank(result.ranks)
+    other_idle = slow.other_idle_ns
     cp = result.critical_path
     return SweepRow(case.index, case.params, case.spec.name, result.provenance.collective_model,
                     result.iteration_time_ns, slow.rank, slow.compute_ns, slow.exposed_comm_ns, slow.comm_wait_ns,
@@ -434,7 +437,9 @@ def _slim(result: "ReplayResult") -> "ReplayResult":
     """The result with only what the sweep plot reads: the slowest rank, no tables."""
     from tracekit.replayer.results import CriticalPath
 
-    slow = max(result.ranks, key=lambda r: (r.iteration_time_ns, -r.rank))
+    from tracekit.replayer.results import slowest_rank
+
+    slow = slowest_rank(result.ranks)
     cp = result.critical_path
     return replace(result, ranks=(slow,), collectives=(), schedule=None,
                    critical_path=CriticalPath((), cp.length_ns, cp.compute_ns, cp.comm_ns))

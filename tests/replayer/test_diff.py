@@ -22,7 +22,8 @@ def test_toy_diff_closed_form():
     assert d.iteration.a_ns == 150.0 and d.iteration.delta_ns == 50.0 and d.iteration.ratio == pytest.approx(4 / 3)
     assert cats["compute (rank mean)"].delta_ns == 0.0 and not cats["compute (rank mean)"].changed
     assert cats["comm (rank mean)"].delta_ns == 50.0
-    assert cats["idle (rank mean)"].a_ns == 20.0 and not cats["idle (rank mean)"].changed
+    assert cats["waiting for peers (rank mean)"].a_ns == 20.0 and not cats["waiting for peers (rank mean)"].changed
+    assert cats["other idle (rank mean)"].a_ns == 0.0
     assert cats["critical path comm"].b_ns == 100.0
     assert [c.name for c in d.changed_categories()] == [
         "iteration time", "comm (rank mean)", "exposed comm (rank mean)",
@@ -96,7 +97,7 @@ def test_cli_diff_tables_json_and_html(ws2_results, tmp_path):
     assert res.exit_code == 0, res.output
     out = " ".join(res.stdout.split())
     assert "Iteration time 357.355 ms on dgx-a100 -> 357.353 ms on dgx-h100" in out
-    assert "Changed: comm (rank mean) 8.780 us -> 7.454 us (-1.327 us)" in out
+    assert "Changed: comm (rank mean) 8.780 us -> 7.454 us (-1.326 us)" in out
     res = runner.invoke(cli, ["diff", a, b, "--json", "--labels", "A100,H100", "--html", str(tmp_path / "d.html")])
     assert res.exit_code == 0, res.output
     data = json.loads(res.stdout)

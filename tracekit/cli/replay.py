@@ -36,13 +36,14 @@ def render_result(console: Any, result: Any) -> None:
     if len(ranks) > MAX_RANK_ROWS:
         ranks = sorted(ranks, key=lambda r: (-r.iteration_time_ns, r.rank))[:MAX_RANK_ROWS]
         title = f"per rank: the {MAX_RANK_ROWS} slowest of {len(result.ranks)}"
-    table = Table(title=title)
-    for col in ("rank", "iteration", "compute", "comm", "exposed comm", "waiting", "idle", "nodes"):
+    table = Table(title=title, caption="compute + exposed comm + waiting + other idle = iteration; "
+                                       "(all comm) includes comm overlapped with compute")
+    for col in ("rank", "iteration", "compute", "exposed comm", "waiting", "other idle", "(all comm)", "nodes"):
         table.add_column(col, justify="right")
     for r in ranks:
-        table.add_row(str(r.rank), _fmt_ns(r.iteration_time_ns), _fmt_ns(r.compute_ns), _fmt_ns(r.comm_ns),
+        table.add_row(str(r.rank), _fmt_ns(r.iteration_time_ns), _fmt_ns(r.compute_ns),
                       f"{_fmt_ns(r.exposed_comm_ns)} ({_pct(r.exposed_comm_ns, r.iteration_time_ns)})",
-                      _fmt_ns(r.comm_wait_ns), _fmt_ns(r.idle_ns), f"{r.nodes:,}")
+                      _fmt_ns(r.comm_wait_ns), _fmt_ns(r.other_idle_ns), _fmt_ns(r.comm_ns), f"{r.nodes:,}")
     console.print(table)
     summary = result.collective_summary()
     if summary:
