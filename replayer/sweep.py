@@ -406,7 +406,7 @@ _LOADED: list[Any] = [None, None]
 
 
 def _source_key(source: Any) -> Any:
-    if isinstance(source, str):
+    if isinstance(source, (str, tuple)):
         from tracekit.io import trace_paths
 
         return ("path", tuple((str(p), p.stat().st_mtime_ns, p.stat().st_size) for _, p in trace_paths(source)))
@@ -419,7 +419,7 @@ def _load(source: Any) -> "TraceSet":
     key = _source_key(source)
     if _LOADED[0] == key:
         return _LOADED[1]
-    if isinstance(source, str):
+    if isinstance(source, (str, tuple)):
         from tracekit.io import read_traceset
 
         traceset = read_traceset(source)
@@ -497,12 +497,13 @@ def run_sweep(traces: "TraceSet | str | os.PathLike[str]",
 
     if executor not in EXECUTORS:
         raise ConfigError(f"unknown executor {executor!r}; choose one of {', '.join(EXECUTORS)}")
-    in_memory = not isinstance(traces, (str, os.PathLike))
+    in_memory = not isinstance(traces, (str, os.PathLike, list, tuple))
     if in_memory:
         world_size, label = traces.world_size, "<in-memory>"
     else:
-        label = os.fspath(traces)
-        world_size = len(trace_paths(label))
+        paths = [os.fspath(t) for t in traces] if isinstance(traces, (list, tuple)) else os.fspath(traces)
+        world_size = len(trace_paths(paths))
+        label = " ".join(paths) if isinstance(paths, list) else paths
     cases = build_cases(specs, axes, world_size, options=options)
     parameters = tuple(k for k, _ in cases[0].params) if cases else ()
 
@@ -521,7 +522,7 @@ def run_sweep(traces: "TraceSet | str | os.PathLike[str]",
 
             source = ray.put(traces)
         else:
-            source = traces if in_memory else label
+            source = traces if in_memory else (tuple(paths) if isinstance(paths, list) else paths)
         try:
             out = parallel_map(replay_case, [(source, c) for c in cases], executor=executor,
                                max_workers=max_workers, ray_address=ray_address, progress=progress)
@@ -572,11 +573,13 @@ def sweep_plot(result: SweepResult):
     return sweep_figure([(row.label, res) for row, res in zip(result.rows, result.results)], parameter)
 
 
-def write_sweep(result: SweepResult, out_dir: str | os.PathLike[str], *, plot: bool = True) -> dict[str, Path]:
+def write_sweep(result: SweepResult, out_dir: str | os.PathLike[str], *, plot: bool = True,
+                title: str | None = None) -> dict[str, Path]:
     """Write ``sweep.csv``, ``sweep.json`` and (with ``plot`` and results) ``sweep.html`` into ``out_dir``.
 
-    Each file is written atomically.  The HTML page loads plotly.js from
-    ``plotly.min.js`` written next to it (works offline).
+    Each file is written atomically.  ``sweep.html`` is self-contained (the
+    plotting library inlined, see :mod:`.html_page`; opens offline), titled
+    ``title`` or "Sweep of SOURCE (N ranks)".
 
     Returns:
         ``{"csv": path, "json": path[, "html": path]}``.
@@ -591,19 +594,15 @@ def write_sweep(result: SweepResult, out_dir: str | os.PathLike[str], *, plot: b
     with atomic_output(paths["json"], "w") as fh:
         fh.write(json.dumps(result.to_dict(), indent=1) + "\n")
     if plot and result.results:
-        fig = sweep_plot(result)
-        html = fig.figure.to_html(include_plotlyjs="directory", full_html=True)
-        if fig.note:
-            html = html.replace("<body>", f"<body><p>{fig.note}</p>", 1)
+        from tracekit.replayer.report import build_sweep_html
+
+        parameter = " / ".join(result.parameters) or "spec"
+        rows = [(row.label, res) for row, res in zip(result.rows, result.results)]
+        html = build_sweep_html(rows, parameter,
+                                title=title or f"Sweep of {result.source} ({result.world_size} ranks)")
         paths["html"] = out / "sweep.html"
         with atomic_output(paths["html"], "w") as fh:
             fh.write(html)
-        js = out / "plotly.min.js"
-        if not js.exists():
-            from plotly.offline import get_plotlyjs
-
-            with atomic_output(js, "w") as fh:
-                fh.write(get_plotlyjs())
     return paths
 
 

@@ -144,7 +144,12 @@ def test_write_sweep_files(llm64, tmp_path):
     assert doc["format"] == "tracekit.sweep" and doc["parameters"] == ["network[1].bandwidth_gbps"]
     assert [r["iteration_time_ns"] for r in doc["rows"]] == [r.iteration_time_ns for r in result.rows]
     html = paths["html"].read_text()
-    assert "network[1].bandwidth_gbps" in html and (tmp_path / "out" / "plotly.min.js").is_file()
+    assert "network[1].bandwidth_gbps" in html and not (tmp_path / "out" / "plotly.min.js").exists()
+    # self-contained: the plotting library inlined, no script loaded from a file or the network; titled
+    assert "<script src" not in html and "Plotly.newPlot" in html and "plotly.js (basic - minified) v4.1.1" in html
+    assert "<title>Sweep of &lt;in-memory&gt; (64 ranks)</title>" in html
+    titled = write_sweep(result, tmp_path / "titled", title="H100 links")
+    assert "<title>H100 links</title>" in titled["html"].read_text()
 
 
 def test_process_pool_equals_serial_from_a_path(llm64, tmp_path):

@@ -92,7 +92,7 @@ def test_cli_replay_and_timeline(tmp_path):
     write_traceset(collective_bench(8, "all_reduce", 1 << 20, compute_ns=2_000, iterations=2), prefix)
     tl, js = tmp_path / "tl.json", tmp_path / "r.json"
     runner = CliRunner()
-    res = runner.invoke(cli, ["replay", str(prefix), "--hw", "dgx-h100", "--timeline", str(tl), "--json", str(js)])
+    res = runner.invoke(cli, ["replay", str(prefix), "--hw", "dgx-h100", "--timeline-out", str(tl), "-o", str(js)])
     assert res.exit_code == 0, res.output
     assert "iteration time" in res.stdout and "ALL_REDUCE" in res.stdout
     assert "wrote" in res.stderr and "wrote" not in res.stdout

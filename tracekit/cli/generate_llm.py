@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from tracekit.cli._common import CONTEXT_SETTINGS, err_console, path_span, progress, state
+from tracekit.cli._options import emit_json, json_option
 from tracekit.errors import ConfigError
 
 
@@ -58,11 +59,12 @@ def roofline_from_options(hw: str | None, peak_tflops: float | None, mem_bw_gbps
 @click.option("--peak-tflops", type=float, default=None, help="Peak TFLOP/s for roofline durations.")
 @click.option("--mem-bw-gbps", type=float, default=None, help="Memory bandwidth GB/s for roofline durations.")
 @click.option("-o", "--output", "prefix", required=True, metavar="PREFIX", help="Output prefix: PREFIX.<rank>.et.")
+@json_option()
 def llm(model_name: str, layers, hidden, heads, kv_heads, ffn, seq, vocab, tp: int, pp: int, dp: int | None,
         cp: int, ep: int, num_ranks: int | None, global_batch: int | None, micro_batch: int, schedule: str,
         virtual_stages: int | None, zero_stage: int, sequence_parallel: bool, recompute: str, dtype: str,
         bucket: str, no_overlap: bool, hw: str | None, peak_tflops: float | None, mem_bw_gbps: float | None,
-        prefix: str) -> None:
+        prefix: str, as_json: bool) -> None:
     """Generate one training iteration of a transformer LLM, one trace per rank.
 
     Ranks follow Megatron-LM's order (tp fastest, then cp, dp, pp).  GEMM,
@@ -104,7 +106,10 @@ def llm(model_name: str, layers, hidden, heads, kv_heads, ffn, seq, vocab, tp: i
     roofline = roofline_from_options(hw, peak_tflops, mem_bw_gbps, dtype)
     paths = write_llm(config, prefix, roofline,
                       progress=lambda items, total: progress(items, f"{model.name}: writing ranks", total=total))
-    if not state().quiet:
+    if as_json:
+        emit_json({"prefix": prefix, "files": [str(p) for p in paths], "ranks": len(paths),
+                   "micro_batches": config.num_micro_batches})
+    elif not state().quiet:
         err_console().print(f"wrote {len(paths)} trace(s): {path_span(paths)} "
                             f"({config.num_micro_batches} micro-batches per pipeline)", markup=False, highlight=False)
 
