@@ -407,7 +407,7 @@ def expand_result(program, sched, traceset: "TraceSet", plan: FoldPlan, *,
 
     from tracekit.model import CollectiveType
     from tracekit.replayer.results import (CollectiveRow, Provenance, RankSchedule, ReplayResult, _rank_stats,
-                                           bus_factor, nccl_tests_size, round_schedule)
+                                           bus_factor, nccl_tests_size, round_schedule, schedule_names)
 
     sched = round_schedule(sched)
     world = len(plan.rep_of)
@@ -442,6 +442,7 @@ def expand_result(program, sched, traceset: "TraceSet", plan: FoldPlan, *,
             member_inst.setdefault(m, []).append((q, u))
     # per-rank schedules: the representative's arrays, the member's instance numbers
     schedules = []
+    names_of = {r: schedule_names(traceset, r) for r in plan.reps}
     for m in range(world):
         lay = lay_of[rep[m]]
         lo, hi = lay.offset, lay.offset + lay.n
@@ -452,7 +453,7 @@ def expand_result(program, sched, traceset: "TraceSet", plan: FoldPlan, *,
             inst_m[arr[:, 0]] = arr[:, 1]
         schedules.append(RankSchedule(m, lay.ids, lay.kind, lay.resource, lay.resource_names,
                                       sched.start_ns[lo:hi], sched.end_ns[lo:hi], xfer_start_of_node[lo:hi],
-                                      inst_m))
+                                      inst_m, *names_of[rep[m]]))
     counts: dict[str, int] = {}
     for m in range(world):
         for name, c in program.rank_compute_methods.get(rep[m], {}).items():

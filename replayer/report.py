@@ -309,14 +309,22 @@ def diff_tables(diff: "ResultDiff") -> list[tuple[str, list[str], list[list[Any]
               f"{fmt_gbps(c.a_busbw_gbps)} -> {fmt_gbps(c.b_busbw_gbps)}",
               c.a_algorithm if c.a_algorithm == c.b_algorithm else f"{c.a_algorithm} -> {c.b_algorithm}"]
              for c in diff.collectives]
-    nodes = [[f"r{n.rank} node {n.node_id}" + (f" {n.name}" if n.name else ""), n.kind, fmt_ns(n.a_ns),
-              fmt_ns(n.b_ns), fmt_delta_ns(n.delta_ns)] for n in diff.nodes]
+    nodes = [[_node_label(n), n.kind, fmt_ns(n.a_ns), fmt_ns(n.b_ns), fmt_delta_ns(n.delta_ns)] for n in diff.nodes]
     return [
         ("Time by category", ["category", a, b, "change", "ratio", "changed"], cats),
         (f"Collectives that moved most (of {diff.collectives_matched:,} matched)",
          ["collective", a, b, "change", "busbw", "algorithm"], colls),
         (f"Nodes that moved most (of {diff.nodes_matched:,} matched)", ["node", "kind", a, b, "change"], nodes),
     ]
+
+
+def _node_label(n: Any) -> str:
+    """``r0 aten::mm #3 (node 17)``: rank, op name, occurrence, the node ids in A and B when they differ."""
+    ids = f"node {n.node_id}" if n.b_node_id in (None, n.node_id) else f"nodes {n.node_id} / {n.b_node_id}"
+    if not n.name:
+        return f"r{n.rank} {ids}"
+    merged = f", {n.merged} merged" if n.merged > 1 else ""
+    return f"r{n.rank} {n.name} #{n.occurrence} ({ids}{merged})"
 
 
 def diff_headline(diff: "ResultDiff") -> str:

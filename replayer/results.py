@@ -206,7 +206,10 @@ class RankSchedule:
         index into ``resource_names`` (-1 none). start_ns, end_ns: float64[n]
         (start = arrival for communication nodes). xfer_start_ns: float64[n]
         transfer start of communication nodes (NaN otherwise). instance: int64[n]
-        collective table index (-1 none).
+        collective table index (-1 none). names: the nodes' names (None in
+        results written before names were kept). merged_ids: ``{node id: ids of
+        the input nodes it stands for}`` for nodes a transform merged (Compact's
+        ``merged_node_ids``), else empty.
     """
 
     rank: int
@@ -218,9 +221,16 @@ class RankSchedule:
     end_ns: np.ndarray
     xfer_start_ns: np.ndarray
     instance: np.ndarray
+    names: tuple[str, ...] | None = None
+    merged_ids: dict[int, tuple[int, ...]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        extra: dict[str, Any] = {}
+        if self.names is not None:
+            extra["names"] = list(self.names)
+        if self.merged_ids:
+            extra["merged_ids"] = {str(k): list(v) for k, v in self.merged_ids.items()}
+        return {**extra,
             "rank": self.rank, "node_ids": self.node_ids.tolist(), "kind": self.kind.tolist(),
             "resource": self.resource.tolist(), "resource_names": list(self.resource_names),
             "start_ns": _ints(self.start_ns), "end_ns": _ints(self.end_ns),
@@ -235,7 +245,9 @@ class RankSchedule:
                    tuple(d["resource_names"]), np.asarray(d["start_ns"], dtype=np.float64),
                    np.asarray(d["end_ns"], dtype=np.float64),
                    np.asarray([math.nan if x is None else x for x in d["xfer_start_ns"]], dtype=np.float64),
-                   np.asarray(d["instance"], dtype=np.int64))
+                   np.asarray(d["instance"], dtype=np.int64),
+                   tuple(d["names"]) if "names" in d else None,
+                   {int(k): tuple(int(x) for x in v) for k, v in d.get("merged_ids", {}).items()})
 
 
 @dataclass(frozen=True)
@@ -324,7 +336,9 @@ class ReplayResult:
             ReplayError: not a replay result, or a newer format version.
         """
         if not isinstance(d, dict) or d.get("format") != RESULT_FORMAT:
-            raise ReplayError(f"not a tracekit replay result (format {d.get('format') if isinstance(d, dict) else d!r})")
+            got = d.get("format") if isinstance(d, dict) else type(d).__name__
+            raise ReplayError(f"not a tracekit replay result (format {got!r}, expected {RESULT_FORMAT!r}; "
+                              f"write one with tracekit replay -o FILE)")
         if d.get("format_version") != RESULT_FORMAT_VERSION:
             raise ReplayError(f"replay result format version {d.get('format_version')!r} is not supported "
                               f"(this tracekit reads {RESULT_FORMAT_VERSION})")
@@ -364,7 +378,8 @@ class ReplayResult:
         try:
             return cls.from_dict(orjson.loads(data))
         except orjson.JSONDecodeError as exc:
-            raise ReplayError(f"replay result is not JSON: {exc}") from None
+            raise ReplayError(f"not a tracekit replay result: not JSON ({exc.msg} at line {exc.lineno}, "
+                              f"column {exc.colno})") from None
 
     def write_json(self, path: str, *, include_schedule: bool = False) -> None:
         """Write :meth:`to_json` atomically to ``path``."""
@@ -532,15 +547,28 @@ def _critical_path(program: ReplayProgram, sched: "Schedule", traceset: "TraceSe
     return CriticalPath(tuple(steps), compute + comm, compute, comm)
 
 
-def _schedules(program: ReplayProgram, sched: "Schedule",
-               xfer_start_of_node: np.ndarray) -> tuple[RankSchedule, ...]:
+def schedule_names(traceset: "TraceSet", rank: int) -> tuple[tuple[str, ...], dict[int, tuple[int, ...]]]:
+    """A rank's node names and merged-node provenance (``merged_node_ids``) for :class:`RankSchedule`."""
+    cols = traceset[rank].columns()
+    present, values = cols.attr("merged_node_ids")
+    merged = {}
+    if present.any():
+        ids = cols.ids
+        for i in np.flatnonzero(present).tolist():
+            merged[int(ids[i])] = tuple(int(x) for x in values[i])
+    return tuple(cols.names), merged
+
+
+def _schedules(program: ReplayProgram, sched: "Schedule", xfer_start_of_node: np.ndarray,
+               traceset: "TraceSet") -> tuple[RankSchedule, ...]:
     inst = np.asarray(program.instance_of, dtype=np.int64)
     out = []
     for lay in program.layouts:
         lo, hi = lay.offset, lay.offset + lay.n
+        names, merged = schedule_names(traceset, lay.rank)
         out.append(RankSchedule(lay.rank, lay.ids, lay.kind, lay.resource, lay.resource_names,
                                 sched.start_ns[lo:hi], sched.end_ns[lo:hi], xfer_start_of_node[lo:hi],
-                                inst[lo:hi]))
+                                inst[lo:hi], names, merged))
     return tuple(out)
 
 
@@ -573,7 +601,7 @@ def build_result(program: ReplayProgram, sched: "Schedule", traceset: "TraceSet"
         provenance=prov,
         compute_methods=tuple(program.compute_methods.items()),
         node_count=program.n,
-        schedule=_schedules(program, sched, xfer_start_of_node),
+        schedule=_schedules(program, sched, xfer_start_of_node, traceset),
     )
 
 
