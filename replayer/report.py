@@ -225,7 +225,7 @@ def _provenance_section(r: "ReplayResult") -> str:
 
 def build_report_html(result: "ReplayResult | dict[str, Any]", *, traceset: "TraceSet | None" = None,
                       max_timeline_ranks: int = 16, max_timeline_spans: int = 20_000, max_rank_bars: int = 256,
-                      title: str | None = None) -> str:
+                      title: str | None = None, measured: dict[str, Any] | None = None) -> str:
     """The replay report as one HTML document (see module doc).
 
     Args:
@@ -234,6 +234,9 @@ def build_report_html(result: "ReplayResult | dict[str, Any]", *, traceset: "Tra
             timeline's ranks are read).
         max_timeline_ranks, max_timeline_spans, max_rank_bars: size limits (see :mod:`.plots`).
         title: page title (default names the spec and the iteration time).
+        measured: the measured run's analysis (``MeasuredAnalysis.to_dict()`` of
+            ``tracekit.converters.pytorch.kineto_analysis``): adds a section with it beside the replay
+            (:mod:`.report_measured`).
 
     Raises:
         ReplayError: ``result`` is not a replay result.
@@ -270,6 +273,10 @@ def build_report_html(result: "ReplayResult | dict[str, Any]", *, traceset: "Tra
         page.section("Timeline", para("This result was written without its per-node schedule, so no timeline "
                                       "can be drawn (write the result with the schedule, or use "
                                       "tracekit replay --html).", "note"), section_id="timeline-section")
+    if measured is not None:
+        from tracekit.replayer.report_measured import measured_parts
+
+        page.section("Measured run (Kineto)", *measured_parts(measured, r), section_id="measured-section")
     page.section("Critical path", _critical_path_section(r), section_id="critical-path-section")
     coll_table, coll_note = _collective_section(r)
     page.section("Collectives", note(coll_note), coll_table, section_id="collectives-section")

@@ -27,6 +27,7 @@ _COMMAND_MODULES = (
     "tracekit.cli.generate",
     "tracekit.cli.transform",
     "tracekit.cli.replay",
+    "tracekit.cli.analyze",
     "tracekit.cli.report",
     "tracekit.cli.sweep",
     "tracekit.cli.hw",

@@ -34,9 +34,11 @@ def _status(text: str):
 @click.option("--screenshot-out", "png", type=click.Path(dir_okay=False), default=None, metavar="PNG",
               help="Also save a PNG screenshot of the page (needs Chromium).")
 @deprecated_alias("--screenshot", "png_old")
+@click.option("--kineto", "kineto_glob", default=None, metavar="GLOB",
+              help="Kineto traces of the measured run: adds its analysis (as `tracekit analyze`) beside the replay.")
 @json_option()
 def report(result_path: str, output: str, max_ranks: int, title: str | None, png: str | None, png_old: str | None,
-           as_json: bool) -> None:
+           kineto_glob: str | None, as_json: bool) -> None:
     """Write the HTML report of a replay result (from `tracekit replay -o RESULT.json`).
 
     The page needs no network: summary, per-rank time bars, a zoomable
@@ -56,8 +58,15 @@ def report(result_path: str, output: str, max_ranks: int, title: str | None, png
     png = png or png_old
     with _status(f"reading {result_path}"):
         result = load_result(result_path)
+    measured = None
+    if kineto_glob is not None:
+        from tracekit.cli.analyze import kineto_files
+        from tracekit.converters.pytorch.kineto_analysis import analyze_kineto_files
+
+        with _status("analysing the measured run"):
+            measured = analyze_kineto_files(kineto_files((kineto_glob,))).to_dict()
     with _status(f"writing {output}"):
-        path = write_report(result, output, max_timeline_ranks=max_ranks, title=title)
+        path = write_report(result, output, max_timeline_ranks=max_ranks, title=title, measured=measured)
     size = path.stat().st_size
     _say(f"wrote {path} ({size / 1e6:.1f} MB; iteration time {result.iteration_time_ns / 1e6:.3f} ms)")
     if png is not None:
