@@ -63,16 +63,20 @@ def check_complete(present_ranks, world_size: int, *, path: str | None = None) -
                           f"process groups) and a replay needs every rank's trace", path=path)
 
 
-def check_spec_size(traceset: "TraceSet", spec: "HardwareSpec") -> None:
-    """Raise SpecError when the spec cannot have the trace set's number of ranks."""
+def check_spec_size(traceset: "TraceSet", spec: "HardwareSpec", world_size: int | None = None) -> None:
+    """Raise SpecError when the spec cannot have the trace set's number of ranks.
+
+    ``world_size`` overrides the trace set's own (a folded replay keeps one trace per class of ranks).
+    """
     from tracekit.errors import SpecError
 
     if len(traceset) == 0:
         raise ReplayError("the trace set has no traces")
+    world_size = traceset.world_size if world_size is None else world_size
     try:
-        spec.fitted(traceset.world_size)
+        spec.fitted(world_size)
     except SpecError as exc:
-        if len(traceset) != traceset.world_size:
+        if len(traceset) != world_size:
             exc.message += f" (the trace set has {len(traceset)} trace files, highest rank {max(traceset.ranks)})"
         raise SpecError(exc.message, path=exc.path) from None
 

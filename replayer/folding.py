@@ -630,7 +630,7 @@ def replay_files(traces: Any, spec: Any, *, options: "ReplayOptions | None" = No
         if report.errors:
             raise ReplayCheckError(list(report.errors))
     ts = TraceSet(kept, process_groups=declared)
-    check_spec_size(ts, spec)
+    check_spec_size(ts, spec, world_size=world)
     fitted = effective_spec(spec, options, world)
     try:
         plan = plan_folding(scans, groups, fitted, options)

@@ -56,7 +56,13 @@ def spec_to_dict(spec: HardwareSpec) -> dict[str, Any]:
             "algorithms": list(n.algorithms), "protocols": list(n.protocols),
             "base_latency_us": {a: list(v) for a, v in n.base_latency_us},
             "hw_latency_us": {link: {a: list(v) for a, v in rows} for link, rows in n.hw_latency_us},
-            "tree_max_bw_gbps": list(n.tree_max_bw_gbps),
+            "channels": n.channels, "per_channel_bw_gbps": n.per_channel_bw_gbps,
+            "nic_speeds_gbps": list(n.nic_speeds_gbps), "nics_per_node": n.nics_per_node,
+            "net_overhead_us": n.net_overhead_us,
+            "tree_per_channel_max_bw_gbps": list(n.tree_per_channel_max_bw_gbps),
+            "ll_max_bw_gbps": list(n.ll_max_bw_gbps),
+            "ll128_per_channel_max_bw_gbps": n.ll128_per_channel_max_bw_gbps,
+            "nvls_efficiency": n.nvls_efficiency, "latency_floor_us": n.latency_floor_us,
         }
     dims = []
     for dim in spec.network:
@@ -234,17 +240,28 @@ def _read_astra(r: _Reader) -> AstraSettings:
     return settings
 
 
-def _read_proto_table(r: _Reader) -> tuple:
-    rows = []
-    for algorithm in NCCL_ALGORITHMS:
+def _read_proto_table(r: _Reader, default: tuple) -> tuple:
+    rows = dict(default)
+    for algorithm in r.table:
+        if algorithm not in NCCL_ALGORITHMS:
+            raise r.error(algorithm, f"unknown algorithm; expected one of {', '.join(NCCL_ALGORITHMS)}")
         values = r.raw(algorithm)
         if (not isinstance(values, list) or len(values) != 3
                 or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0
                            for v in values)):
             raise r.error(algorithm, f"must be 3 non-negative numbers (LL, LL128, Simple), got {values!r}")
-        rows.append((algorithm, tuple(float(v) for v in values)))
+        rows[algorithm] = tuple(float(v) for v in values)
     r.finish()
-    return tuple(rows)
+    return tuple((a, rows[a]) for a in NCCL_ALGORITHMS)
+
+
+def _positive_list(r: _Reader, key: str, default: tuple, length: int | None) -> tuple[float, ...]:
+    values = r.raw(key, list(default))
+    if (not isinstance(values, list) or not values or (length is not None and len(values) != length)
+            or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in values)):
+        count = f"{length} " if length else ""
+        raise r.error(key, f"must be a list of {count}positive numbers; got {values!r}")
+    return tuple(float(v) for v in values)
 
 
 def _read_nccl(r: _Reader) -> NcclConstants:
@@ -260,7 +277,7 @@ def _read_nccl(r: _Reader) -> NcclConstants:
     base = default.base_latency_us
     base_r = r.sub("base_latency_us")
     if base_r is not None:
-        base = _read_proto_table(base_r)
+        base = _read_proto_table(base_r, base)
     hw = default.hw_latency_us
     hw_r = r.sub("hw_latency_us")
     if hw_r is not None:
@@ -268,15 +285,25 @@ def _read_nccl(r: _Reader) -> NcclConstants:
         for link in hw_r.table:
             if link not in NCCL_LINKS:
                 raise hw_r.error(link, f"unknown link class; expected one of {', '.join(NCCL_LINKS)}")
-            rows[link] = _read_proto_table(hw_r.required_sub(link))
+            rows[link] = _read_proto_table(hw_r.required_sub(link), rows[link])
         hw = tuple((link, rows[link]) for link in NCCL_LINKS)
-    caps = r.raw("tree_max_bw_gbps", list(default.tree_max_bw_gbps))
-    if (not isinstance(caps, list) or len(caps) != 2
-            or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in caps)):
-        raise r.error("tree_max_bw_gbps", f"must be 2 positive numbers (<= 2 nodes, > 2 nodes); got {caps!r}")
+    consts = NcclConstants(
+        algorithms=tuple(algorithms), protocols=tuple(protocols), base_latency_us=base, hw_latency_us=hw,
+        channels=r.integer("channels", default.channels, minimum=1),
+        per_channel_bw_gbps=r.number("per_channel_bw_gbps", default.per_channel_bw_gbps, nonnegative=True),
+        nic_speeds_gbps=_positive_list(r, "nic_speeds_gbps", default.nic_speeds_gbps, None),
+        nics_per_node=r.integer("nics_per_node", default.nics_per_node, minimum=0),
+        net_overhead_us=r.number("net_overhead_us", default.net_overhead_us, nonnegative=True),
+        tree_per_channel_max_bw_gbps=_positive_list(r, "tree_per_channel_max_bw_gbps",
+                                                    default.tree_per_channel_max_bw_gbps, 3),
+        ll_max_bw_gbps=_positive_list(r, "ll_max_bw_gbps", default.ll_max_bw_gbps, 3),
+        ll128_per_channel_max_bw_gbps=r.number("ll128_per_channel_max_bw_gbps",
+                                               default.ll128_per_channel_max_bw_gbps, positive=True),
+        nvls_efficiency=r.number("nvls_efficiency", default.nvls_efficiency, positive=True, at_most=1.0),
+        latency_floor_us=r.number("latency_floor_us", default.latency_floor_us, nonnegative=True),
+    )
     r.finish()
-    return NcclConstants(algorithms=tuple(algorithms), protocols=tuple(protocols), base_latency_us=base,
-                         hw_latency_us=hw, tree_max_bw_gbps=(float(caps[0]), float(caps[1])))
+    return consts
 
 
 def spec_from_dict(data: Mapping[str, Any], *, path: str | os.PathLike[str] | None = None) -> HardwareSpec:

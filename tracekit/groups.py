@@ -12,6 +12,7 @@ METADATA node named ``process_group:init`` (PyTorch writes
 
 from __future__ import annotations
 
+import ast
 from typing import TYPE_CHECKING, Mapping
 
 import orjson
@@ -60,20 +61,23 @@ def parse_pg_json(text: str, *, path: str | None = None, rank: int | None = None
     """Parse the JSON list of a ``process_group:init`` node.
 
     Accepts the list itself, a one-element list wrapping the JSON string (as in
-    PyTorch ET ``inputs.values``), or a JSON-encoded string of either.
+    PyTorch ET ``inputs.values``), or a JSON-encoded string of either.  Chakra's
+    own PyTorch converter (mlcommons/chakra 21585d8) writes the wrapping list as a
+    Python repr (``['[{"pg_name": "0", ...}]']``); that form is read too
+    (``ast.literal_eval``, literals only).
 
     Raises:
         ValidationError: not a list of objects with ``pg_name`` and ``ranks``.
     """
     try:
-        value = orjson.loads(text)
+        value = _loads_literal(text)
         while isinstance(value, str):
-            value = orjson.loads(value)
+            value = _loads_literal(value)
         if isinstance(value, list) and len(value) == 1 and isinstance(value[0], str):
-            value = orjson.loads(value[0])
-    except orjson.JSONDecodeError as exc:
-        raise ValidationError(f"process_group:init value is not JSON: {exc}", path=path, rank=rank,
-                              node_id=node_id) from None
+            value = _loads_literal(value[0])
+    except ValueError as exc:
+        raise ValidationError(f"process_group:init value is neither JSON nor a Python literal: {exc}; "
+                              f"value {text[:120]!r}", path=path, rank=rank, node_id=node_id) from None
     if isinstance(value, dict):
         value = [dict(v, pg_name=k) if isinstance(v, dict) else {"pg_name": k, "ranks": v}
                  for k, v in value.items()]
@@ -91,6 +95,21 @@ def parse_pg_json(text: str, *, path: str | None = None, rank: int | None = None
                                   path=path, rank=rank, node_id=node_id)
         groups[str(entry["pg_name"])] = tuple(ranks)
     return groups
+
+
+def _loads_literal(text: str):
+    """JSON, or failing that a Python literal (Chakra's converter writes ``str(list)``).
+
+    Raises:
+        ValueError: neither.
+    """
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        try:
+            return ast.literal_eval(text)
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            raise ValueError(str(exc)) from None
 
 
 def groups_from_trace(trace: "ExecutionTrace") -> dict[str, tuple[int, ...]]:

@@ -60,11 +60,21 @@ def test_every_shared_chakra_file_roundtrips(real_dir, tmp_path):
         tar.extractall(tmp_path, filter="data")
     tar_files = sorted(tmp_path.rglob("*.et"))
     assert len(tar_files) == 64
-    assert len(files) == 7
+    assert len(files) == 8  # shared/real/README.md: 4 + 2 ASTRA-sim, 1 feeder test, 1 Chakra converter output
     for path in files + tar_files:
         _roundtrips(path)
     ts = read_traceset(tar_files[0].parent / "one_comm_coll_node_allreduce")
     assert ts.ranks == tuple(range(64))
+
+
+def test_chakra_converter_output_declares_its_group(real_dir):
+    # resnet.0.et (Chakra 21585d8's converter on param-resnet) stores the group list as a Python repr:
+    # ['[{"pg_name": "0", "pg_desc": "default_pg", ... "ranks": [], "group_size": 1, "group_count": 1}]']
+    trace = read_trace(real_dir / "chakra" / "chakra-converter-resnet" / "resnet.0.et")
+    assert len(trace) == 14_391
+    assert trace.process_groups() == {"0": ()}
+    ts = read_traceset(real_dir / "chakra" / "chakra-converter-resnet" / "resnet")
+    assert ts.process_groups == {"0": (0,)}
 
 
 def test_gzip_read_and_write(samples_dir, tmp_path):

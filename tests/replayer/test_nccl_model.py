@@ -1,7 +1,8 @@
 """NCCL-like model: latency + bytes / bandwidth per (algorithm, protocol), fastest wins.
 
-Expected values are worked by hand from the constants of NCCL's src/graph/tuning.cc
-(baseLat, hwLat, bandwidth factors) as documented in tracekit.replayer.nccl_model.
+Expected values are worked by hand from the constants of NCCL's src/graph/tuning.cc (NVIDIA/nccl
+v2.30.7-1: baseLatencies, hwLatencies, llMaxBws, perChMaxTreeBws, treeCorrectionFactor) and the
+dgx-a100 / dgx-h100 presets' [nccl] tables, as documented in tracekit.replayer.nccl_model.
 """
 
 from __future__ import annotations
@@ -16,11 +17,10 @@ from tracekit.replayer.hardware import load_spec, spec_from_dict
 from tracekit.replayer.nccl_model import NcclModel
 
 
-def nccl_spec(nodes: int = 1, **nccl):
-    data = load_spec("dgx-a100").to_dict()
+def nccl_spec(nodes: int = 1, preset: str = "dgx-a100", **nccl):
+    data = load_spec(preset).to_dict()
     data["collectives"]["model"] = "nccl"
-    if nccl:
-        data["nccl"] = nccl
+    data["nccl"].update(nccl)
     return spec_from_dict(data).with_world_size(8 * nodes)
 
 
@@ -31,65 +31,97 @@ def test_large_all_reduce_in_one_node_picks_ring_simple():
     n = 1 << 30
     c = model.collective_cost(C.ALL_REDUCE, n, tuple(range(8)))
     assert c.algorithm == "nccl:ring/Simple"
-    # latency 8.4 + 14 steps x 3.4 us (NVLink ring Simple) = 56 us; algBw = 300 GB/s x 8 / 14.
-    assert c.fixed_ns == pytest.approx(56_000.0)
-    assert c.time_alone_ns(spec) == pytest.approx(56_000 + n * 14 / (8 * 300), rel=1e-12)
+    # latency 56 (preset's ring Simple base) + 14 steps x 3.4 us (NVLink ring Simple) = 103.6 us;
+    # busBw 12 channels x 18.33 = 219.96 GB/s, algBw x 8 / 14.
+    assert c.fixed_ns == pytest.approx(103_600.0)
+    assert c.time_alone_ns(spec) == pytest.approx(103_600 + n * 14 / (8 * 219.96), rel=1e-12)
     assert c.wire_bytes[0][0] == 0
 
 
 def test_small_all_reduce_in_one_node_picks_ring_ll():
     spec = nccl_spec()
     c = make_collective_model(spec).collective_cost(C.ALL_REDUCE, 1024, tuple(range(8)))
-    # ring/LL: 3.6 + 14 x 0.47 = 10.18 us; bandwidth 300 / 4 x 8 / 14.
-    # (tree/LL would be 4.4 + 2 x 7 x 0.52 = 11.68 us plus 1024 B at 110 / 3.8 / 2 x 0.9 GB/s.)
+    # ring/LL: 6.6 + 14 x 1.5 = 27.6 us; busBw min(llMaxBw 87.7, 219.96 / 2) = 87.7, algBw x 8 / 14.
+    # (tree/LL: 6.8 + 2 x 7 x 1.5 = 27.8 us, slower.)
     assert c.algorithm == "nccl:ring/LL"
-    assert c.time_alone_ns(spec) == pytest.approx(10_180 + 1024 * 14 / (8 * 75), rel=1e-9)
+    assert c.time_alone_ns(spec) == pytest.approx(27_600 + 1024 * 14 / (8 * 87.7), rel=1e-9)
 
 
 def test_small_all_reduce_across_two_nodes_picks_tree_ll():
     spec = nccl_spec(nodes=2)
     c = make_collective_model(spec).collective_cost(C.ALL_REDUCE, 1024, tuple(range(16)))
-    # tree/LL: 4.4 + 2 x (7 x 0.52 x 1.8 + 1 x 5.0) = 27.504 us; busBw = min(0.9 x 25, 110) / 3.8,
-    # algBw = busBw / 2 x treeCorrection[LL][log2(1024 / 64) = 4] = 0.9.
-    # ring/LL would be 3.6 + 28 x 0.47 x 1.8 + 2 x 2.7 = 32.688 us + 1024 / (25 / 4 x 16 / 30).
+    # tree/LL: 6.8 + 2 x (7 x 1.5 + 1 x 5.0) = 37.8 us; busBw min(0.92 x min(219.96, 2 x 8 NICs x 24),
+    # 12 x 23.6) = 202.36, LL: min(202.36 / 3.8, llMaxBw 39.0) = 39.0; algBw 39 / 2 x
+    # treeCorrection[LL][log2(1024/64)] 0.9.  ring/LL would be 6.6 + 28 x max(1.5, 1.0) + 2 x 2.7 = 54 us.
     assert c.algorithm == "nccl:tree/LL"
-    alg_bw = 22.5 / 3.8 * 0.5 * 0.9
-    assert c.time_alone_ns(spec) == pytest.approx(27_504 + 1024 / alg_bw, rel=1e-9)
+    assert c.time_alone_ns(spec) == pytest.approx(37_800 + 1024 / (39.0 * 0.5 * 0.9), rel=1e-9)
     assert c.wire_bytes[0][0] == 1            # bytes on the slower (IB) dimension
 
 
-def test_large_all_reduce_across_nodes_has_plateau_latency():
-    spec = nccl_spec(nodes=2, algorithms=["ring"], protocols=["Simple"])
+def test_large_all_reduce_across_nodes_uses_every_nic_rail():
     n = 1 << 30
+    spec = nccl_spec(nodes=2)
     c = make_collective_model(spec).collective_cost(C.ALL_REDUCE, n, tuple(range(16)))
-    # (8.4 + 28 x 3.4 + 2 x 9.6) x 1.9 = 233.32 us; algBw = 25 x 16 / 30.
+    # tree/Simple: busBw 0.92 x min(219.96, 2 x 8 NICs x 24 GB/s (NCCL's speed for a 25 GB/s HDR port)),
+    # algBw half of it (treeCorrection 1 at 1 GiB); latency 8.4 + 2 x (7 x 4.0 + 1 x 14) = 92.4 us.
+    # ring/Simple (busBw min(219.96, 8 x 24) = 192, algBw 192 x 16 / 30 = 102.4 > 101.18) loses on its latency,
+    # (56 + 28 x 3.4 + 2 x 14) x 1.4 (plateau) = 250.88 us.
+    assert c.algorithm == "nccl:tree/Simple"
+    assert c.fixed_ns == pytest.approx(92_400.0)
+    assert c.time_alone_ns(spec) == pytest.approx(92_400 + n / (0.92 * 219.96 * 0.5), rel=1e-12)
+    ring = make_collective_model(nccl_spec(nodes=2, algorithms=["ring"]))
+    c = ring.collective_cost(C.ALL_REDUCE, n, tuple(range(16)))
+    assert c.time_alone_ns(spec) == pytest.approx(250_880 + n * 30 / (16 * 192), rel=1e-12)
+    # The same job through one NIC per node: tree/Simple wins with busBw 0.92 x 2 x 24, algBw half of it
+    # (latency 8.4 + 2 x (7 x 4.0 + 1 x 14) = 92.4 us): 4.3x slower.
+    one = nccl_spec(nodes=2, nics_per_node=1)
+    c1 = make_collective_model(one).collective_cost(C.ALL_REDUCE, n, tuple(range(16)))
+    assert c1.algorithm == "nccl:tree/Simple"
+    assert c1.time_alone_ns(one) == pytest.approx(92_400 + n / (0.92 * 48 * 0.5), rel=1e-12)
+
+
+def test_h100_nvls_in_one_node_and_ring_when_nvls_is_off():
+    n = 8 << 30
+    spec = nccl_spec(preset="dgx-h100")
+    c = make_collective_model(spec).collective_cost(C.ALL_REDUCE, n, tuple(range(8)))
+    # nvls/Simple: latency hwLat(NVLink, NVLS, Simple) = 80 us (preset); busBw 2 x 0.647 x 16 x 23.175.
+    assert c.algorithm == "nccl:nvls/Simple"
+    bus = 2 * 0.647 * 370.8
+    assert c.time_alone_ns(spec) == pytest.approx(80_000 + n * 14 / (8 * bus), rel=1e-9)
+    ring = nccl_spec(preset="dgx-h100", algorithms=["ring"])
+    c = make_collective_model(ring).collective_cost(C.ALL_REDUCE, n, tuple(range(8)))
     assert c.algorithm == "nccl:ring/Simple"
-    assert c.fixed_ns == pytest.approx(233_320.0)
-    assert c.time_alone_ns(spec) == pytest.approx(233_320 + n * 30 / (16 * 25), rel=1e-12)
+    assert c.time_alone_ns(ring) == pytest.approx(103_600 + n * 14 / (8 * 370.8), rel=1e-9)
 
 
 def test_all_gather_ring_only():
     spec = nccl_spec()
-    model = make_collective_model(spec)
     n = 1 << 30
-    c = model.collective_cost(C.ALL_GATHER, n, tuple(range(8)))
-    # 7 steps: Simple latency 8.4 + 7 x 3.4 = 32.2 us, algBw = 300 x 8 / 7.
+    c = make_collective_model(spec).collective_cost(C.ALL_GATHER, n, tuple(range(8)))
+    # 7 steps: Simple latency 56 + 7 x 3.4 = 79.8 us, algBw = 219.96 x 8 / 7.
     assert c.algorithm == "nccl:ring/Simple"
-    assert c.time_alone_ns(spec) == pytest.approx(32_200 + n * 7 / (8 * 300), rel=1e-12)
-    # 16 MiB: LL128 (10 + 7 x 1.9 = 23.3 us, 0.92 x 300 GB/s) beats Simple (32.2 us, 300 GB/s).
-    n = 1 << 24
-    c = model.collective_cost(C.ALL_GATHER, n, tuple(range(8)))
-    assert c.algorithm == "nccl:ring/LL128"
-    assert c.time_alone_ns(spec) == pytest.approx(23_300 + n * 7 / (8 * 276), rel=1e-12)
+    assert c.time_alone_ns(spec) == pytest.approx(79_800 + n * 7 / (8 * 219.96), rel=1e-12)
 
 
-def test_constants_come_from_the_spec():
-    base = {"ring": [3.6, 10.0, 8.4], "tree": [4.4, 4.4, 0.0]}
-    spec = nccl_spec(base_latency_us={**base, "ring": [100.0, 100.0, 0.0]}, protocols=["Simple"])
+def test_latency_floor_and_constants_come_from_the_spec():
+    spec = nccl_spec(latency_floor_us=40.0)
+    c = make_collective_model(spec).collective_cost(C.ALL_REDUCE, 8, tuple(range(8)))
+    assert c.time_alone_ns(spec) == pytest.approx(40_000.0)
+    spec = nccl_spec(base_latency_us={"ring": [100.0, 100.0, 0.0], "tree": [100.0, 100.0, 100.0]},
+                     protocols=["LL", "Simple"])
     c = make_collective_model(spec).collective_cost(C.ALL_REDUCE, 1024, tuple(range(8)))
     assert c.algorithm == "nccl:ring/Simple"
     assert c.fixed_ns == pytest.approx(14 * 3.4 * 1000)
     assert spec_from_dict(tomllib.loads(spec.to_toml())) == spec
+
+
+def test_bad_nccl_table_names_the_key():
+    from tracekit.errors import SpecError
+
+    with pytest.raises(SpecError, match=r"nccl.tree_per_channel_max_bw_gbps: must be a list of 3"):
+        nccl_spec(tree_per_channel_max_bw_gbps=[1.0, 2.0])
+    with pytest.raises(SpecError, match=r"nccl.base_latency_us.collnet: unknown algorithm"):
+        nccl_spec(base_latency_us={"collnet": [1.0, 1.0, 1.0]})
 
 
 def test_all_to_all_and_p2p():
@@ -97,6 +129,6 @@ def test_all_to_all_and_p2p():
     model = make_collective_model(spec)
     c = model.collective_cost(C.ALL_TO_ALL, 8000, tuple(range(8)))
     assert c.algorithm == "nccl:p2p"
-    assert c.time_alone_ns(spec) == pytest.approx((8.4 + 3.4) * 1000 + 7000 / 300)
+    assert c.time_alone_ns(spec) == pytest.approx((56 + 3.4) * 1000 + 7000 / 300)
     c = model.p2p_cost(3000, 0, 5)
     assert (c.algorithm, c.time_alone_ns(spec)) == ("nccl:p2p", pytest.approx(700 + 10.0))
