@@ -67,7 +67,7 @@ def test_same_everywhere_options_have_one_definition():
         for path, p in _options():
             if name in p.opts:
                 choices = tuple(getattr(p.type, "choices", ()) or ())
-                shapes[path] = (p.is_flag, choices, p.default, type(p.type).__name__, p.help)
+                shapes[path] = (p.is_flag, choices, p.default, type(p.type).__name__)
         assert len(shapes) >= 3, name
         assert len(set(shapes.values())) == 1, f"{name} differs between commands: {shapes}"
 
@@ -147,6 +147,7 @@ def _json_commands(samples_dir: Path, tmp_path: Path) -> list[list[str]]:
         ["sweep", ar, "--hw", "dgx-a100", "--vary", "network[0].bandwidth_gbps=100,200", "--executor", "serial",
          "-o", str(tmp_path / "sweep")],
         ["load", str(tmp_path / "d.json"), "-o", str(tmp_path / "l.0.et")],
+        ["bench-coll", "--hw", "dgx-a100", "--ranks", "8", "--sizes", "1MiB,8MiB"],
     ]
 
 
