@@ -93,11 +93,14 @@ def test_timeline_labels_spans_with_node_names_from_the_traceset(ws2_prefix, ws2
     from tracekit.io import read_traceset
 
     r = load_result(ws2_results["dgx-a100"])
+    own_names = build_report_html(r)  # results keep node names with their schedule
+    r = replace(r, schedule=tuple(replace(s, names=None) for s in r.schedule))  # as results written before
     without = build_report_html(r)
     with_names = build_report_html(r, traceset=read_traceset(ws2_prefix))
     # span labels sit in the figure JSON, where "<br>" is written \u003cbr\u003e
     br = "\\u003cbr\\u003e"
     assert with_names.count(f'"aten::mm{br}') > 0 and without.count(f'"aten::mm{br}') == 0
+    assert own_names.count(f'"aten::mm{br}') == with_names.count(f'"aten::mm{br}')
     assert f'"node 113{br}' in without and f'"node 113{br}' not in with_names
 
 
