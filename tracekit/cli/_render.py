@@ -54,10 +54,12 @@ def render_summary(console: Any, summary: Any) -> None:
                 f"{_fmt_bytes(s.comm_bytes_by_collective.get(c, 0))}" for c in colls])
         console.print(ct)
     if len(summary.process_groups) > 1:
-        pg = Table(title="process groups", show_header=True)
+        n_pg = len(summary.process_groups)
+        pg = Table(title="process groups" + (f" (the first 50 of {n_pg:,}; --json lists all)" if n_pg > 50 else ""),
+                   show_header=True)
         pg.add_column("pg_name")
         pg.add_column("ranks")
         for name, ranks in list(summary.process_groups.items())[:50]:
-            text = ", ".join(map(str, ranks[:16])) + (" ..." if len(ranks) > 16 else "")
+            text = ", ".join(map(str, ranks[:16])) + (f" ... ({len(ranks):,} ranks)" if len(ranks) > 16 else "")
             pg.add_row(name, text)
         console.print(pg)
