@@ -52,7 +52,7 @@ def _progress_callback(description: str) -> Iterator:
 def sweep(traces, specs: tuple[str, ...], varies: tuple[str, ...], collective_model: str | None,
           compute_scale: float | None, streams: str, no_check: bool, executor: str, workers: int | None,
           address: str | None, no_plot: bool, title: str | None, out_dir: str, as_json: bool) -> None:
-    """Replay TRACES (prefix, glob or directory) on every point of a hardware grid.
+    """Replay TRACES (a prefix, quoted glob, directory or trace files) on every point of a hardware grid.
 
     The grid is every --hw spec times the product of the --vary lists.  Keys
     are those of the spec's TOML (see `tracekit hw show SPEC --toml`), with
