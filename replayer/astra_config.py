@@ -17,8 +17,11 @@ Mapping (system JSON key -> spec key):
   ``astra.peak_perf_tflops`` and ``device.peak_flops_per_s.fp32``
 - ``all-reduce-implementation`` etc. (one algorithm per dimension; a string
   ``"ring_direct"`` is split on ``_``) -> ``network[i].algorithms``;
-  ``ring``, ``direct``, ``halvingDoubling``, ``doubleBinaryTree`` are accepted
-  (the astra model itself runs ring and direct only)
+  ``ring``, ``direct``, ``halvingDoubling``, ``doubleBinaryTree``; refused
+  with the reason (``astra_model.astra_refusal``) where ASTRA-sim itself fails
+  (halving-doubling or tree on a dimension whose size is not a power of two);
+  a halving-doubling all-to-all is accepted but refused when an all-to-all
+  is replayed, as ASTRA-sim exits only then
 - known keys that change nothing for single congestion-unaware collectives
   (``scheduling-policy``, ``intra-dimension-scheduling``,
   ``inter-dimension-scheduling``, ``boost-mode`` = 0, tracing and memory
@@ -41,6 +44,7 @@ from typing import Any
 
 from tracekit.errors import SpecError
 
+from tracekit.replayer.astra_model import astra_refusal
 from tracekit.replayer.hardware import (
     AstraSettings, ComputeSettings, DeviceSpec, HardwareSpec, NetworkDim, DEFAULT_ALGORITHMS,
 )
@@ -206,10 +210,21 @@ def import_astra_config(system: str | os.PathLike[str], network: str | os.PathLi
     for key, coll in _IMPLEMENTATION_KEYS.items():
         if key in sys_data:
             for i, alg in enumerate(_implementations(sys_data, key, n_dims, sys_path)):
-                if alg == "double_binary_tree" and coll != "all_reduce":
-                    raise SpecError(f"key {key}: doubleBinaryTree cannot run {coll}", path=sys_path)
+                reason = astra_refusal(coll, alg, n_dims, dims[i]["size"])
+                if reason and not (coll == "all_to_all" and alg == "halving_doubling"):
+                    raise SpecError(f"key {key}: dimension {i} ({dims[i]['size']} NPUs): {reason}; "
+                                    f"tracekit cannot model it", path=sys_path)
                 algorithms[i][coll] = alg
 
+    for key in sorted(k for k in sys_data if k.endswith("-implementation-custom")):
+        raise SpecError(f"key {key}: custom collective algorithms (Chakra ET files) are not modelled; "
+                        f"tracekit cannot replay them", path=sys_path)
+    if sys_data.get("model-shared-bus", 0) not in (0, False):
+        raise SpecError(f"key model-shared-bus: only 0 is modelled (1 times every memory hand-off with ASTRA-sim's "
+                        f"LogGP bus model), got {sys_data['model-shared-bus']!r}", path=sys_path)
+    if sys_data.get("replay-only", 0) not in (0, False):
+        raise SpecError(f"key replay-only: only 0 is modelled (1 replays every node with its recorded duration, "
+                        f"1 ns when zero, instead of simulating it), got {sys_data['replay-only']!r}", path=sys_path)
     optimization = sys_data.get("collective-optimization", "localBWAware")
     if optimization not in ("localBWAware", "baseline"):
         raise SpecError(f"key collective-optimization: must be localBWAware or baseline, got {optimization!r}",

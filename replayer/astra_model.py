@@ -25,23 +25,28 @@ One chunk of ``C`` bytes on ``p`` ranks of one dimension:
 - direct all-reduce ``e + (Xmax(C/p) + e + R(C/p)) + (Xmax(C/p) + e)``, ``Xmax``
   with the farthest member's hops.
 
-By analogy with direct all-reduce (not measured): direct reduce-scatter
-``e + (Xmax(C/p) + e + R(C/p))``, direct all-gather ``e + (Xmax(C) + e)``,
-direct all-to-all ``e + (Xmax(C/p) + e)``.
+Direct reduce-scatter ``e + (Xmax(C/p) + e + R(C/p))``, direct all-gather
+``e + (Xmax(C) + e)``, direct all-to-all ``e + (Xmax(C/p) + e)`` (first by
+analogy, now confirmed by the binary matrix below).  ``R`` is computed in
+ASTRA-sim's double arithmetic (see :meth:`AstraModel.reduction_ns`).
 
-A collective of ``D`` bytes runs ``S = preferred-dataset-splits`` chunks of
-``C = D // S`` (integer sizes, as ASTRA-sim's ``uint64`` chunk sizes; ``C/p``
-is integer division too).  With ``A = active-chunks-per-dimension``, chunks
-run in ``ceil(S / A)`` waves; on one dimension ``T = ceil(S/A) * T_chunk(C)``
-(measured for A = 1: S = 4 on a 4-rank ring, reduce-scatter, 22,240 ns).
+Halving-doubling (all-reduce, reduce-scatter, all-gather; p a power of two)
+and the double binary tree (every collective runs as a tree all-reduce of the
+chunk; members finish at different times, ``CommCost.member_ns``) are in
+:mod:`.astra_algorithms`, with the chunking (``ceil(D / (D // S))`` chunks of
+``D // S``) and the pipeline of chunks through per-dimension queues running
+``active-chunks-per-dimension`` chunks at once.
 
 Several dimensions (``collective-optimization = localBWAware``): reduce-
 scatter on the inner dimensions, all-reduce on the outermost, all-gather back
-(``baseline``: all-reduce on every dimension with the full chunk); the other
-collectives run dimension by dimension inner first.  Chunks pipeline across
-dimensions: ``T = sum(phase times of one chunk) + (waves - 1) * (largest
-per-dimension time of one chunk)``, a flow-shop approximation **not verified
-against ASTRA-sim** (docs/design.md has no multi-dimension reference values).
+(``baseline``: all-reduce on every dimension with the full chunk); all-gather
+runs outermost dimension first, reduce-scatter and all-to-all inner first.
+
+Every rule is confirmed against the real binary, per rank to the ns:
+tests/interop/test_astra_algorithms.py (the 480-case matrix of collective x
+algorithm x topology x p x splits, and 30 multi-dimension configs); what
+ASTRA-sim cannot run is refused with the reason (:func:`astra_refusal`).
+Derivations and measurements: replayer/NOTES.md, "ASTRA-sim algorithms".
 
 The congestion-unaware backend never slows concurrent messages, so costs
 have ``shares_bandwidth = False`` and the whole time in ``fixed_ns``.
@@ -54,13 +59,16 @@ source and destination differ (not measured).
 
 from __future__ import annotations
 
-import logging
 import math
 from typing import TYPE_CHECKING
 
 from tracekit.errors import SpecError
 from tracekit.model import CollectiveType
 
+from tracekit.replayer.astra_algorithms import (
+    RankPhase, dbt_chunks_ns, dbt_times, hd_final_bytes, hd_messages, is_power_of_two, pipeline_ns,
+    ranks_pipeline_ns, ring_times,
+)
 from tracekit.replayer.collectives import (
     CommCost, UnsupportedCollectiveError, check_comm_bytes, collective_kind,
 )
@@ -69,11 +77,28 @@ from tracekit.replayer.placement import GroupPlacement, GroupPlacer, p2p_dimensi
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.replayer.hardware import HardwareSpec, NetworkDim
 
-log = logging.getLogger(__name__)
 
 ASTRA_COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all")
-ASTRA_ALGORITHMS = ("ring", "direct")
-_MEASURED = {("ring", k) for k in ASTRA_COLLECTIVES} | {("direct", "all_reduce")}
+ASTRA_ALGORITHMS = ("ring", "direct", "halving_doubling", "double_binary_tree")
+_GROUP_HANDOFF_NS = 10  # MemBus "Fast" transmission: a communicator group's ring (CommunicatorGroup.cc)
+
+
+def astra_refusal(kind: str, algorithm: str, n_dims: int, size: int) -> str | None:
+    """Why ASTRA-sim cannot run ``algorithm`` for ``kind`` on a dimension of ``size`` NPUs (None if it can).
+
+    Measured with the binary (replayer/NOTES.md): halving-doubling exits on an all-to-all ("unknown
+    communication type"); halving-doubling and double binary tree need a power-of-two dimension (3 NPUs:
+    halving-doubling never finishes, the tree crashes).  ``n_dims`` is kept for rules that depend on the
+    network's shape.
+    """
+    if algorithm not in ASTRA_ALGORITHMS:
+        return f"ASTRA-sim has no algorithm {algorithm!r}"
+    if algorithm == "halving_doubling" and kind == "all_to_all":
+        return "ASTRA-sim's halving-doubling has no all-to-all (the simulator exits: unknown communication type)"
+    if algorithm in ("halving_doubling", "double_binary_tree") and not is_power_of_two(size):
+        return (f"ASTRA-sim's {algorithm} needs a power-of-two number of NPUs per dimension, got {size} "
+                f"(the simulator never finishes or crashes)")
+    return None
 
 
 def bytes_per_ns(bandwidth_gbps: float, convention: str) -> float:
@@ -110,12 +135,9 @@ class AstraModel(GroupPlacer):
                          for d in spec.network)
         for i, dim in enumerate(spec.network):
             for key in ASTRA_COLLECTIVES:
-                alg = dim.algorithm(key)
-                if alg not in ASTRA_ALGORITHMS:
-                    raise SpecError(
-                        f"key network[{i}].algorithms.{key}: the astra-compatible model covers ring and "
-                        f"direct (the formulas measured from ASTRA-sim), got {alg!r}; use "
-                        f"collectives.model = 'alpha_beta' for it", path=spec.path)
+                reason = astra_refusal(key, dim.algorithm(key), len(spec.network), dim.size)
+                if reason and not (key == "all_to_all" and dim.algorithm(key) == "halving_doubling"):
+                    raise SpecError(f"key network[{i}].algorithms.{key}: {reason}", path=spec.path)
 
     # --- the per-message terms ---
 
@@ -124,22 +146,34 @@ class AstraModel(GroupPlacer):
         return int(h * self.spec.network[d].latency_ns + m / self._bw[d])
 
     def reduction_ns(self, m: int) -> int:
-        """``R(m) = 3 * floor(m / local_mem_bw)``."""
-        return 3 * int(m / self.settings.local_mem_bw_gbps)
+        """``R(m) = 3 * floor(m / local_mem_bw)``, in ASTRA-sim's double arithmetic (``PacketBundle::call``:
+        ``uint64(m / (local_mem_bw * 1e9) * 1e9)``, which is one less than the exact quotient for some sizes,
+        e.g. 600,000 B at 5,000 GB/s gives 119, not 120)."""
+        return 3 * int(m / (self.settings.local_mem_bw_gbps * 1e9) * 1e9)
 
     # --- one chunk on one dimension ---
 
     def chunk_ns(self, kind: str, algorithm: str, d: int, c: int, p: int, coords: tuple[int, ...]) -> int:
         """Time of one chunk of ``c`` bytes of ``kind`` on ``p`` ranks of dimension ``d``.
 
-        ``coords`` are the members' distinct coordinates on ``d`` (for the hop counts).
+        ``coords`` are the members' distinct coordinates on ``d`` (for the hop counts).  The double binary
+        tree is timed per rank by :meth:`member_finish_ns`; here it is its last rank's time.
         """
         if p <= 1:
             return 0
-        if (algorithm, kind) not in _MEASURED:
-            log.debug("astra model: direct %s is by analogy with direct all-reduce", kind)
         dim: NetworkDim = self.spec.network[d]
         e = self.settings.endpoint_delay_ns
+        if algorithm == "halving_doubling":
+            total = e
+            for msg in hd_messages(kind, c, p):
+                h = max(astra_hops(dim.topology, coords[i], coords[(i + msg.distance) % p], dim.size)
+                        for i in range(p))
+                total += self.message_ns(d, msg.msg_bytes, h) + e
+                if msg.reduced:
+                    total += self.reduction_ns(msg.msg_bytes)
+            return total
+        if algorithm == "double_binary_tree":
+            return max(self._dbt_ns(d, c, coords, 1, 1))
         piece = c // p
         if algorithm == "ring":
             pairs = zip(coords, coords[1:] + coords[:1])
@@ -161,54 +195,176 @@ class AstraModel(GroupPlacer):
             return e + p * (p - 1) // 2 * gather_step
         return e + gather_step
 
+    def _dbt_ns(self, d: int, c: int, coords: tuple[int, ...], chunks: int, active: int) -> list[int]:
+        """Per-member finish times (member order = ``coords`` order) of ``chunks`` tree chunks of ``c`` bytes."""
+        dim = self.spec.network[d]
+
+        def send_ns(u: int, v: int) -> int:
+            return self.message_ns(d, c, astra_hops(dim.topology, coords[u], coords[v], dim.size))
+
+        return dbt_chunks_ns(len(coords), chunks, active, send_ns=send_ns,
+                             e=self.settings.endpoint_delay_ns, r=self.reduction_ns(c))
+
     # --- the model interface ---
 
     def phases(self, kind: str, chunk: int, pl: GroupPlacement) -> list[tuple]:
-        """``(dimension, phase kind, chunk bytes, ranks, member coordinates)`` in order, for one chunk.
+        """``(dimension, phase kind, chunk bytes, ranks, member coordinates, algorithm)`` in order, for one chunk.
 
+        Every phase runs the collective's own algorithm of its dimension (an all-reduce's reduce-scatter and
+        all-gather phases use ``all-reduce-implementation``: measured, 2-D ring all-reduce with halving-doubling
+        reduce-scatter configured still 40,994 ns).
+
+        As ``Sys::generate_collective``: all-reduce (``localBWAware``) reduce-scatters on the inner dimensions,
+        all-reduces on the outermost and all-gathers back; all-gather runs outermost dimension first; the others
+        inner first.  Each phase's chunk is what the previous phase left (a tree phase leaves its chunk whole).
         A group that is not regular runs flat on its outermost dimension with ``p = len(group)``.
         """
         if not pl.regular:
-            return [(pl.dims[-1], kind, chunk, pl.size, pl.coords[-1])]
+            d = pl.dims[-1]
+            return [(d, kind, chunk, pl.size, pl.coords[-1], self.spec.network[d].algorithm(kind))]
         dims = list(zip(pl.dims, pl.sizes, pl.coords))
-        out = []
-        if kind == "all_reduce" and self.settings.collective_optimization == "baseline":
-            return [(d, kind, chunk, p, c) for d, p, c in dims]
-        if kind == "all_reduce":
-            size = chunk
-            for d, p, c in dims[:-1]:
-                out.append((d, "reduce_scatter", size, p, c))
-                size //= p
-            d, p, c = dims[-1]
-            out.append((d, "all_reduce", size, p, c))
-            for d, p, c in reversed(dims[:-1]):
-                out.append((d, "all_gather", size, p, c))
-                size *= p
-            return out
-        size = chunk
-        for d, p, c in dims:
-            out.append((d, kind, size, p, c))
-            if kind == "reduce_scatter":
-                size //= p
-            elif kind == "all_gather":
-                size *= p
+        if kind == "all_gather":
+            dims.reverse()
+        if kind == "all_reduce" and self.settings.collective_optimization == "localBWAware":
+            plan = ([(d, "reduce_scatter", p, c) for d, p, c in dims[:-1]] + [(*dims[-1][:1], "all_reduce",
+                    *dims[-1][1:])] + [(d, "all_gather", p, c) for d, p, c in reversed(dims[:-1])])
+        else:
+            plan = [(d, kind, p, c) for d, p, c in dims]
+        out, size = [], chunk
+        for d, phase_kind, p, c in plan:
+            alg = self.spec.network[d].algorithm(kind)
+            out.append((d, phase_kind, size, p, c, alg))
+            if alg == "double_binary_tree" or phase_kind in ("all_reduce", "all_to_all"):
+                continue
+            size = hd_final_bytes(phase_kind, size, p)
         return out
 
+    def chunking(self, kind: str, comm_bytes: int) -> tuple[int, int]:
+        """``(chunk bytes, number of chunks)`` as ``Sys::determine_chunk_size`` and ``generate_collective``.
+
+        ``C = D // S``, raised to the number of NPUs (except for all-gather); ``ceil(D / C)`` chunks of ``C``.
+        """
+        s = self.settings.preferred_dataset_splits
+        chunk = comm_bytes // s
+        world = math.prod(self._sizes)
+        if kind != "all_gather" and chunk < world:
+            return world, s
+        if chunk == 0:
+            return 0, 0
+        return chunk, -(-comm_bytes // chunk)
+
+    def member_finish_ns(self, kind: str, comm_bytes: int, group: tuple[int, ...]) -> tuple[int, ...]:
+        """When each member of ``group`` (in ``group`` order) finishes, in ns from the collective's start.
+
+        Equal for every member except under the double binary tree, whose ranks finish as their place in
+        the tree makes them (:func:`~.astra_algorithms.dbt_finish_ns`).
+        """
+        pl = self.placement(group)
+        if not pl.dims:
+            return (0,) * len(group)
+        if len(group) < math.prod(self._sizes):
+            return self._comm_group_ns(kind, comm_bytes, group)
+        phases = self.phases(kind, self.chunking(kind, comm_bytes)[0], pl)
+        d, phase_kind, size, p, coords, alg = phases[0]
+        if len(phases) == 1 and alg == "double_binary_tree":
+            chunk, chunks = self.chunking(kind, comm_bytes)
+            by_coord = dict(zip(coords, self._dbt_ns(d, chunk, coords, chunks,
+                                                     self.settings.active_chunks_per_dimension)))
+            return tuple(by_coord[rank_coords(r, self._sizes)[d]] for r in group)
+        if pl.regular and any(ph[5] == "double_binary_tree" for ph in phases):
+            return self._tree_pipeline_ns(kind, comm_bytes, pl, group)
+        return (self.collective_ns(kind, comm_bytes, group),) * len(group)
+
+    def _comm_group_ns(self, kind: str, comm_bytes: int, group: tuple[int, ...]) -> tuple[int, ...]:
+        """A collective of a communicator group smaller than the network, per member (``group`` order).
+
+        ASTRA-sim (``CommunicatorGroup::get_collective_plan``) runs it as one ring over the sorted members,
+        whatever algorithms the config names, with every NPU/memory hand-off 10 ns (the ring is a ``Local``
+        dimension: ``MemBus`` ``Fast`` transmission) instead of ``endpoint-delay``; a message between two
+        members crosses the innermost dimension where they differ (measured: ranks 0 and 5 of 4 x 2 cost as
+        neighbours on dimension 0).  Chunks as for every collective, in dimension 0's queue.
+        """
+        members = sorted(group)
+        coords = [rank_coords(r, self._sizes) for r in members]
+
+        def send_ns(u: int, v: int, m: int) -> int:
+            d = next(i for i, (a, b) in enumerate(zip(coords[u], coords[v])) if a != b)
+            dim = self.spec.network[d]
+            return self.message_ns(d, m, astra_hops(dim.topology, coords[u][d], coords[v][d], dim.size))
+
+        chunk, chunks = self.chunking(kind, comm_bytes)
+
+        def ring(starts: list[int], _root_max: bool) -> list[tuple[int, int]]:
+            return ring_times(kind, chunk, starts, send_ns=send_ns, e=_GROUP_HANDOFF_NS,
+                              reduction_ns=self.reduction_ns)
+
+        finish = ranks_pipeline_ns((len(members),), [RankPhase(0, 0, ring)], chunks,
+                                   self.settings.active_chunks_per_dimension)
+        by_rank = dict(zip(members, finish))
+        return tuple(by_rank[r] for r in group)
+
+    def _last_delay_ns(self, kind: str, algorithm: str, c: int, p: int) -> int:
+        """Delay of the last event of a ring/direct/halving-doubling phase: R of its last message when that
+        message is reduced (reduce-scatter), else the endpoint delay."""
+        if algorithm == "halving_doubling":
+            last = hd_messages(kind, c, p)[-1]
+            return self.reduction_ns(last.msg_bytes) if last.reduced else self.settings.endpoint_delay_ns
+        if kind == "reduce_scatter":
+            return self.reduction_ns(c // p)
+        return self.settings.endpoint_delay_ns
+
+    def _tree_pipeline_ns(self, kind: str, comm_bytes: int, pl: GroupPlacement,
+                          group: tuple[int, ...]) -> tuple[int, ...]:
+        """Per-member finish of a collective over several dimensions with a tree phase (member order = group)."""
+        chunk, chunks = self.chunking(kind, comm_bytes)
+        phases = self.phases(kind, chunk, pl)
+        e = self.settings.endpoint_delay_ns
+        trees_on = {}
+        for d, _, _, _, _, alg in phases:
+            if alg == "double_binary_tree":
+                trees_on[d] = trees_on.get(d, 0) + 1
+        seen: dict[int, int] = {}
+        specs = []
+        for d, phase_kind, size, p, coords, alg in phases:
+            axis = pl.dims.index(d)
+            if alg != "double_binary_tree":
+                specs.append(RankPhase(axis, self.chunk_ns(phase_kind, alg, d, size, p, coords),
+                                       last_delay_ns=self._last_delay_ns(phase_kind, alg, size, p)))
+                continue
+            dim = self.spec.network[d]
+
+            def tree(starts, root_max, d=d, size=size, coords=coords, dim=dim):
+                def send_ns(u: int, v: int) -> int:
+                    return self.message_ns(d, size, astra_hops(dim.topology, coords[u], coords[v], dim.size))
+                return dbt_times(len(coords), starts, root_max=root_max, send_ns=send_ns, e=e,
+                                 r=self.reduction_ns(size))
+
+            specs.append(RankPhase(axis, 0, tree, seen.get(d, 0), trees_on[d]))
+            seen[d] = seen.get(d, 0) + 1
+        finish = ranks_pipeline_ns(pl.sizes, specs, chunks, self.settings.active_chunks_per_dimension)
+        out = []
+        for r in group:
+            c = rank_coords(r, self._sizes)
+            i, stride = 0, 1
+            for axis, d in enumerate(pl.dims):
+                i += pl.coords[axis].index(c[d]) * stride
+                stride *= pl.sizes[axis]
+            out.append(finish[i])
+        return tuple(out)
+
     def collective_ns(self, kind: str, comm_bytes: int, group: tuple[int, ...]) -> int:
-        """Whole-collective time in ns (integer, as ASTRA-sim's cycles)."""
+        """Whole-collective time in ns (integer, as ASTRA-sim's cycles): the last member's finish."""
         pl = self.placement(group)
         if not pl.dims:
             return 0
-        s = self.settings.preferred_dataset_splits
-        waves = math.ceil(s / self.settings.active_chunks_per_dimension)
-        chunk = comm_bytes // s
-        per_dim: dict[int, int] = {}
-        total = 0
-        for d, phase_kind, size, p, coords in self.phases(kind, chunk, pl):
-            t = self.chunk_ns(phase_kind, self.spec.network[d].algorithm(phase_kind), d, size, p, coords)
-            total += t
-            per_dim[d] = per_dim.get(d, 0) + t
-        return total + (waves - 1) * max(per_dim.values())
+        if len(group) < math.prod(self._sizes):
+            return max(self._comm_group_ns(kind, comm_bytes, group))
+        chunk, chunks = self.chunking(kind, comm_bytes)
+        phases = self.phases(kind, chunk, pl)
+        if any(ph[5] == "double_binary_tree" for ph in phases):
+            return max(self.member_finish_ns(kind, comm_bytes, group))
+        timed = [(d, self.chunk_ns(k, alg, d, size, p, coords)) for d, k, size, p, coords, alg in phases]
+        return pipeline_ns(timed, chunks, self.settings.active_chunks_per_dimension)
 
     def collective_cost(self, comm_type: CollectiveType, comm_bytes: int,
                         group: tuple[int, ...]) -> CommCost:
@@ -227,9 +383,18 @@ class AstraModel(GroupPlacer):
                 f"measured duration)")
         n = check_comm_bytes(comm_bytes)
         pl = self.placement(group)
-        algs = sorted({self.spec.network[d].algorithm(kind) for d in pl.dims}) or ["ring"]
-        return CommCost(float(self.collective_ns(kind, n, group)), (), "astra:" + "+".join(algs),
-                        shares_bandwidth=False)
+        subgroup = 1 < len(group) < math.prod(self._sizes)
+        for d in () if subgroup else pl.dims:
+            reason = astra_refusal(kind, self.spec.network[d].algorithm(kind), len(self.spec.network),
+                                   self.spec.network[d].size)
+            if reason:
+                raise SpecError(f"key network[{d}].algorithms.{kind}: {reason}", path=self.spec.path)
+        algs = ["ring(group)"] if subgroup else sorted({self.spec.network[d].algorithm(kind) for d in pl.dims}) or [
+            "ring"]
+        members = self.member_finish_ns(kind, n, group)
+        spread = tuple(float(t) for t in members) if len(set(members)) > 1 else ()
+        return CommCost(float(max(members, default=0)), (), "astra:" + "+".join(algs), shares_bandwidth=False,
+                        member_ns=spread)
 
     def p2p_cost(self, comm_bytes: int, src: int, dst: int) -> CommCost:
         """``X(m)`` on the outermost dimension where ``src`` and ``dst`` differ (0 for the same rank)."""

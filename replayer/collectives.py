@@ -91,12 +91,18 @@ class CommCost:
             ``astra:ring``, ``nccl:tree/LL128``.
         shares_bandwidth: False for models whose time is all in ``fixed_ns``
             (ASTRA-sim's congestion-unaware backend); ``wire_bytes`` is then empty.
+        member_ns: when members finish at different times (ASTRA-sim's double
+            binary tree), each member's finish in ns after the transfer starts, in
+            the group's order (ascending ranks), the largest equal to ``fixed_ns``;
+            empty: every member finishes at ``time_alone_ns``.  Only with
+            ``shares_bandwidth=False``.
     """
 
     fixed_ns: float
     wire_bytes: tuple[tuple[int, float], ...]
     algorithm: str
     shares_bandwidth: bool = True
+    member_ns: tuple[float, ...] = ()
 
     def time_alone_ns(self, spec: "HardwareSpec") -> float:
         """``fixed_ns + sum(bytes / bandwidth of the dimension)``: the time when nothing else runs."""

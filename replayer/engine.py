@@ -15,7 +15,8 @@ Semantics (docs/design.md section 4):
   phase, during which transfers on the same network link share the link's
   bandwidth (fluid model, rates recomputed whenever a data phase starts or
   ends; the rule is in replayer/NOTES.md).  Costs with
-  ``shares_bandwidth=False`` have no data phase.
+  ``shares_bandwidth=False`` have no data phase; when their ``member_ns`` is set, each member ends at its
+  own time (ASTRA-sim's double binary tree), the transfer with the last.
 - Events are processed in the order (time, event kind, node or instance
   index); everything is computed in float64 nanoseconds with a fixed order of
   operations, so the same inputs give the same result to the bit.
@@ -40,7 +41,7 @@ import numpy as np
 
 from tracekit.replayer._program import K_COLL, K_RECV, K_SEND, K_TIMED, K_ZERO, ReplayProgram
 
-EV_NODE, EV_LATENCY, EV_DATA = 0, 1, 2
+EV_NODE, EV_LATENCY, EV_DATA, EV_MEMBER = 0, 1, 2, 3
 _OUT, _IN = 0, 1
 
 __all__ = ["Schedule", "simulate"]
@@ -267,7 +268,11 @@ def simulate(program: ReplayProgram) -> Schedule:
         last_arrival[i] = h
         if a == needed[i]:
             xfer_start[i] = t
-            heappush(events, (t + instances[i].cost.fixed_ns, EV_LATENCY, i, 0))
+            cost = instances[i].cost
+            heappush(events, (t + cost.fixed_ns, EV_LATENCY, i, 0))
+            for g, off in zip(instances[i].nodes, cost.member_ns):
+                if off < cost.fixed_ns:
+                    heappush(events, (t + off, EV_MEMBER, g, 0))  # finishes before the transfer ends
 
     def make_ready(h: int, t: float, by: int) -> None:
         r = res[h]
@@ -308,9 +313,18 @@ def simulate(program: ReplayProgram) -> Schedule:
             else:
                 arrive(r, h, t, last_on[r])
 
+    def finish_member(g: int, t: float) -> None:
+        """Member node ``g`` of a transfer whose members finish at different times ends at ``t``."""
+        end[g] = t
+        last_on[res[g]] = g
+        release(g, t)
+        dispatch(res[g], t)
+
     def finish_transfer(i: int, t: float) -> None:
         xfer_end[i] = t
         nodes = instances[i].nodes
+        if instances[i].cost.member_ns:
+            nodes = [g for g in nodes if math.isnan(end[g])]  # the others finished earlier
         for g in nodes:
             end[g] = t
             last_on[res[g]] = g
@@ -366,6 +380,9 @@ def simulate(program: ReplayProgram) -> Schedule:
                     continue
                 heappush(heap, own)
             dispatch(r, t)
+        elif what == EV_MEMBER:
+            cur = (t, what, key)
+            finish_member(key, t)
         elif what == EV_LATENCY:
             cur = (t, what, key)
             if flows.data_time(program, key) > 0.0:

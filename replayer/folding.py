@@ -368,6 +368,8 @@ class _CostCheck:
             cost = "measured"  # priced from the members' durations: equal by the digest
         except Exception as exc:  # the unfolded replay reports it with its context
             raise NotFoldable(f"cannot cost a communication ({exc})") from None
+        if not isinstance(cost, str) and len(set(cost.member_ns)) > 1:
+            raise NotFoldable("members of a collective finish at different times (ASTRA-sim's double binary tree)")
         self.cache[ck] = cost
         return cost
 

@@ -525,7 +525,8 @@ def _critical_path(program: ReplayProgram, sched: "Schedule", traceset: "TraceSe
         if k >= K_COLL and instance_of[g] >= 0:
             i = instance_of[g]
             h = _last_arrival(program.instances[i].nodes, sched, i)
-            raw.append((h, "comm", int(sched.xfer_start_ns[i]), int(sched.xfer_end_ns[i])))
+            # the member's own end: members may finish at different times (CommCost.member_ns)
+            raw.append((h, "comm", int(sched.xfer_start_ns[i]), int(sched.end_ns[g])))
             g = reason[h]
         else:
             if k == K_TIMED:

@@ -199,7 +199,9 @@ def _read_device(r: _Reader) -> DeviceSpec:
     return device
 
 
-def _read_dim(r: _Reader) -> NetworkDim:
+def _read_dim(r: _Reader, *, astra: bool = False) -> NetworkDim:
+    """One ``[[network]]`` table; ``astra``: the spec uses the ASTRA-sim model, whose double binary tree
+    also runs reduce-scatter, all-gather and all-to-all (ASTRA-sim runs them as a tree all-reduce)."""
     algorithms = dict(DEFAULT_ALGORITHMS)
     alg_r = r.sub("algorithms")
     if alg_r is not None:
@@ -207,7 +209,8 @@ def _read_dim(r: _Reader) -> NetworkDim:
             if key not in COLLECTIVE_KEYS:
                 raise alg_r.error(key, f"unknown collective; expected one of {', '.join(COLLECTIVE_KEYS)}")
             name = alg_r.string(key, choices=ALGORITHMS)
-            if name == "double_binary_tree" and key not in TREE_COLLECTIVES:
+            if name == "double_binary_tree" and key not in TREE_COLLECTIVES and not (
+                    astra and key in ("reduce_scatter", "all_gather", "all_to_all")):
                 raise alg_r.error(key, f"double_binary_tree cannot run {key}; use ring, direct or "
                                        f"halving_doubling")
             algorithms[key] = name
@@ -320,7 +323,9 @@ def spec_from_dict(data: Mapping[str, Any], *, path: str | os.PathLike[str] | No
     net = r.raw("network")
     if not isinstance(net, list) or not net:
         raise r.error("network", "must be a non-empty array of tables ([[network]])")
-    dims = tuple(_read_dim(_Reader(t, f"network[{i}]", path_s, _DIM_KEYS)) for i, t in enumerate(net))
+    coll = data.get("collectives")
+    astra = isinstance(coll, Mapping) and coll.get("model") == "astra"
+    dims = tuple(_read_dim(_Reader(t, f"network[{i}]", path_s, _DIM_KEYS), astra=astra) for i, t in enumerate(net))
     names = [d.name for d in dims]
     if len(set(names)) != len(names):
         raise r.error("network", f"dimension names must be unique, got {names}")
