@@ -35,6 +35,12 @@ end of its work), with ``|U|`` the length of a union of intervals:
 
 All times are integer ns (Kineto microseconds converted exactly by
 :mod:`.kineto_reader`).  Errors: as :func:`.kineto_reader.read_kineto`.
+
+A converted trace set (``.et`` files with measured ``start_time_ns`` and
+``duration_ns``) is analysed the same way (:func:`analyze_traceset`): kernels
+are the nodes with a ``stream`` that are not CPU ops, host ops the others,
+communication nodes are ``comm``; the launch calls are not in a Chakra trace,
+so there is no launch overhead.
 """
 
 from __future__ import annotations
@@ -50,6 +56,7 @@ from tracekit.converters.pytorch.kineto_reader import KinetoEvent, KinetoTrace, 
 _LAUNCH = re.compile(r"^(cuda|cu|hip)(LaunchKernel|LaunchCooperativeKernel|GraphLaunch|Memcpy\w*Async|"
                      r"Memset\w*Async)", re.I)
 _COMM_ANNOTATION = re.compile(r"^(gloo|nccl):", re.I)
+_COMM_OP = "chakra_comm"  # a Chakra COMM node on the host, as an event of this module (analyze_traceset)
 
 
 @dataclass(frozen=True)
@@ -182,7 +189,7 @@ def _work(trace: KinetoTrace) -> tuple[bool, list[KinetoEvent], list[Segment]]:
     device = [e for e in trace.events if e.is_device]
     if device:
         return True, device, [(e.start_ns, e.end_ns, e) for e in device]
-    work = [e for e in trace.events if e.category == "cpu_op"
+    work = [e for e in trace.events if e.category in ("cpu_op", _COMM_OP)
             or (e.category == "user_annotation" and _COMM_ANNOTATION.match(e.name))]
     return False, work, self_segments(work)
 
@@ -212,7 +219,7 @@ def analyze_trace(trace: KinetoTrace, *, rank: int | None = None, top: int = 10)
     """The :class:`RankAnalysis` of one parsed Kineto trace (``top``: kernels listed, by total time)."""
     device, work, segments = _work(trace)
     rank = rank if rank is not None else (trace.rank if trace.rank is not None else 0)
-    cls_of = {e.index: kernel_class(e.name, e.category) for e in work}
+    cls_of = {e.index: "comm" if e.category == _COMM_OP else kernel_class(e.name, e.category) for e in work}
     by_class = dict.fromkeys(CLASSES, 0)
     stats: dict[str, list] = {}
     for e in work:
@@ -238,7 +245,12 @@ def analyze_trace(trace: KinetoTrace, *, rank: int | None = None, top: int = 10)
                         time_by_class_ns=tuple(by_class.items()), compute_ns=compute, comm_ns=comm,
                         overlap_ns=compute + comm - busy, exposed_comm_ns=busy - compute,
                         other_idle_ns=window - busy, streams=tuple(streams),
-                        launch=_launch_stats(trace, work) if device else None, top_kernels=tuple(top_kernels))
+                        launch=_launch_stats(trace, work) if device and _has_runtime(trace) else None,
+                        top_kernels=tuple(top_kernels))
+
+
+def _has_runtime(trace: KinetoTrace) -> bool:
+    return any(e.category == "cuda_runtime" for e in trace.events)
 
 
 def analyze_kineto_files(paths: Sequence[str], *, top: int = 10) -> MeasuredAnalysis:
@@ -259,5 +271,35 @@ def analyze_kineto_files(paths: Sequence[str], *, top: int = 10) -> MeasuredAnal
     return MeasuredAnalysis(tuple(out[r] for r in sorted(out)))
 
 
+def trace_events(trace: Any) -> KinetoTrace:
+    """One rank of a Chakra trace set as the events this module analyses (nodes with a measured duration).
+
+    Kernels: nodes that are not CPU ops and have a ``stream`` (device 0, that stream); communication nodes
+    without a stream: host events of class ``comm``; other nodes: host ops on their ``tid`` thread.
+    """
+    from tracekit.model import COMM_TYPES, NodeType
+
+    events = []
+    for i, n in enumerate(trace.nodes):
+        if n.duration_ns <= 0 or n.type == NodeType.METADATA_NODE:
+            continue
+        stream = n.stream
+        tid = n.get_attr("tid")
+        if stream is not None and not n.is_cpu_op:
+            events.append(KinetoEvent(i, "kernel", n.name, 0, stream, n.start_time_ns, n.duration_ns,
+                                      args={"stream": stream, "device": 0}))
+        else:
+            category = _COMM_OP if n.type in COMM_TYPES else "cpu_op"
+            events.append(KinetoEvent(i, category, n.name, "host", tid if isinstance(tid, int) else 0,
+                                      n.start_time_ns, n.duration_ns))
+    return KinetoTrace(path=getattr(trace, "path", None), events=tuple(events), rank=trace.rank)
+
+
+def analyze_traceset(traceset: Any, *, top: int = 10) -> MeasuredAnalysis:
+    """:class:`MeasuredAnalysis` of a converted trace set's own measured timing (see module doc)."""
+    return MeasuredAnalysis(tuple(analyze_trace(trace_events(traceset[r]), rank=r, top=top)
+                                  for r in traceset.ranks))
+
+
 __all__ = ["KernelStat", "LaunchStats", "MeasuredAnalysis", "RankAnalysis", "StreamIdle", "analyze_kineto_files",
-           "analyze_trace", "self_segments", "union_ns"]
+           "analyze_trace", "analyze_traceset", "self_segments", "trace_events", "union_ns"]

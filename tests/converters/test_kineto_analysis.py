@@ -139,3 +139,23 @@ def test_cli_analyze_json_and_directory(real_dir, tmp_path):
     assert res.exit_code == 0 and "gloo:all_reduce" in res.stdout
     res = CliRunner().invoke(cli, ["analyze", str(d / "et_rank0.json")])
     assert res.exit_code == 2 and res.stderr.startswith("tracekit: error:") and res.stderr.count("\n") == 1
+
+
+def test_converted_trace_set_gives_the_kernel_numbers_of_its_kineto_file(real_dir, tmp_path):
+    from tracekit.converters.pytorch import convert_pytorch
+    from tracekit.io import write_traceset
+
+    d = real_dir / "pytorch" / "hta-simple-add"
+    ts = convert_pytorch([str(d / "benchmark_simple_add_et.json.gz")], [str(d / "benchmark_simple_add_trace.json.gz")],
+                         executor="serial")
+    write_traceset(ts, str(tmp_path / "job"))
+    (k,) = analyze_kineto_files([str(d / "benchmark_simple_add_trace.json.gz")]).ranks
+    res = CliRunner().invoke(cli, ["analyze", str(tmp_path / "job"), "--json"])
+    assert res.exit_code == 0, res.output
+    (c,) = orjson.loads(res.stdout)["ranks"]
+    # the 4 kernels the converter attached keep their measured times: same window, classes, stream, top kernels
+    assert c["device"] and c["events"] == k.events == 4 and c["window_ns"] == k.window_ns
+    assert c["time_by_class_ns"] == dict(k.time_by_class_ns)
+    assert [(s["events"], s["busy_ns"]) for s in c["streams"]] == [(s.events, s.busy_ns) for s in k.streams]
+    assert [(x["count"], x["total_ns"]) for x in c["top_kernels"]] == [(x.count, x.total_ns) for x in k.top_kernels]
+    assert c["launch"] is None  # no CUDA runtime calls in a Chakra trace

@@ -39,8 +39,21 @@ def kineto_files(specs: tuple[str, ...]) -> list[str]:
     return out
 
 
+def _traceset_spec(specs: tuple[str, ...]):
+    """``specs`` as a trace-set spec when they name Chakra ``.et`` files, else None (Kineto files)."""
+    from tracekit.errors import TraceFormatError
+    from tracekit.io import trace_paths
+
+    spec = specs[0] if len(specs) == 1 else specs
+    try:
+        pairs = trace_paths(spec)
+    except TraceFormatError:
+        return None
+    return spec if all(p.name.endswith((".et", ".et.gz")) for _, p in pairs) else None
+
+
 @click.command("analyze", context_settings=CONTEXT_SETTINGS)
-@click.argument("traces", metavar="KINETO...", nargs=-1, required=True)
+@click.argument("traces", metavar="TRACES...", nargs=-1, required=True)
 @click.option("--top", type=click.IntRange(0, 1000), default=10, show_default=True,
               help="Kernels listed per rank (largest total time first).")
 @click.option("--html-out", "html_out", type=click.Path(dir_okay=False), default=None,
@@ -55,18 +68,27 @@ def analyze(traces: tuple[str, ...], top: int, html_out: str | None, as_json: bo
     time per stream, CUDA launch overhead, and the top kernels.  A CPU-only run
     (gloo) is analysed on its leaf CPU ops and communication threads.
 
-    KINETO is one or more Kineto JSON files (.json, .json.gz), quoted globs or
-    directories.
+    TRACES is one or more Kineto JSON files (.json, .json.gz), quoted globs or
+    directories of them; or a converted trace set (prefix, glob, directory or
+    .et files), analysed on its measured start times and durations (no launch
+    overhead: a Chakra trace has no CUDA runtime calls).
 
     \b
     Example:
       tracekit analyze 'run/kineto_rank*.json'
       tracekit analyze run/ --json
       tracekit analyze run/rank0.pt.trace.json.gz --top 20 --html-out measured.html
+      tracekit analyze out/job
     """
-    from tracekit.converters.pytorch.kineto_analysis import analyze_kineto_files
+    from tracekit.converters.pytorch.kineto_analysis import analyze_kineto_files, analyze_traceset
 
-    analysis = analyze_kineto_files(kineto_files(traces), top=top)
+    spec = _traceset_spec(traces)
+    if spec is not None:
+        from tracekit.io import read_traceset
+
+        analysis = analyze_traceset(read_traceset(spec), top=top)
+    else:
+        analysis = analyze_kineto_files(kineto_files(traces), top=top)
     if html_out is not None:
         from tracekit.replayer.report_measured import write_measured_report
 
