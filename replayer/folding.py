@@ -46,11 +46,13 @@ and compares the results.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import hashlib
 import logging
 from array import array
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
@@ -225,6 +227,25 @@ class FoldPlan:
         return out
 
 
+@contextlib.contextmanager
+def bulk_objects():
+    """Pause the cyclic garbage collector while millions of small acyclic objects are built.
+
+    Planning and expanding a folded job builds a tuple or row per communication
+    instance of the unfolded job (about a million for GPT-3 175B on 1,024
+    ranks); each generational collection then walks all of them again.  Measured
+    on a 256-rank job: 37% of the replay's CPU time.  Reference counting still
+    frees everything; the collector runs again afterwards.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 class NotFoldable(Exception):
     """Folding cannot be proven; ``args[0]`` says why."""
 
@@ -293,23 +314,63 @@ def plan_folding(scans: dict[int, RankScan], groups: dict[str, tuple[int, ...]],
         for m, p in zip(ranks, positions):
             order_by_u[m].append(p)
 
+    def add_group(pg: str, ranks: tuple[int, ...], lists: list[list[int]]) -> None:
+        """``add`` for every collective of one group at once (same checks, same order)."""
+        first: dict[int, list[int]] = {}
+        for m, lst in zip(ranks, lists):
+            f = first.setdefault(rep[m], lst)
+            if f is not lst and f != lst:
+                k = next(i for i, (a, b) in enumerate(zip(f, lst)) if a != b)
+                raise NotFoldable(f"ranks of one class sit at different positions in collective #{k} "
+                                  f"of group {pg!r}")
+        img_reps = sorted(first)
+        img_lists = [first[r] for r in img_reps]
+        attr0 = scans[ranks[0]].coll_attr
+        link = tuple(rep[m] for m in ranks)
+        cost_keys: dict[tuple[int, int], tuple] = {}
+        for k, positions in enumerate(zip(*lists)):
+            image = tuple(zip(img_reps, [lst[k] for lst in img_lists]))
+            ctype, csize = attr0[positions[0]]
+            nbytes = max(csize, 0)
+            key = cost_keys.get((ctype, nbytes))
+            if key is None:
+                key = cost_keys[(ctype, nbytes)] = ("collective", ctype, nbytes,
+                                                    costs.key("collective", ctype, nbytes, ranks))
+            fid = node_fid.get(image[0])
+            if fid is None:
+                for node in image:
+                    if node in node_fid:
+                        raise NotFoldable(f"representative rank {node[0]} node position {node[1]} would join two "
+                                          f"different folded communications")
+                fid = len(folded)
+                folded.append(FoldedInstance("collective", ctype, nbytes, pg, ranks, list(image), k, link))
+                folded_key.append((image, key))
+                for node in image:
+                    node_fid[node] = fid
+            elif folded_key[fid] != (image, key):
+                raise NotFoldable(f"collective #{k} on group {pg!r} (ranks {list(ranks)[:8]}) does not map onto "
+                                  f"its representatives' communication (different members, size or cost)")
+            unfolded.append(("collective", ctype, nbytes, pg, ranks, positions, fid))
+        for m, lst in zip(ranks, lists):
+            order_by_u[m].extend(lst)
+
     # collectives, in the engine's order (see _program._match_collectives)
-    names = sorted({g for s in scans.values() for g in s.coll}, key=lambda s: (len(s), s))
-    for name in names:
+    issuers: dict[str, list[int]] = {}
+    for r, s in scans.items():
+        for g in s.coll:
+            issuers.setdefault(g, []).append(r)
+    for name in sorted(issuers, key=lambda s: (len(s), s)):
         members = groups.get(name)
         if members is None:
             raise NotFoldable(f"process group {name!r} is not declared")
-        for r, s in scans.items():
-            if name in s.coll and r not in members:
-                raise NotFoldable(f"rank {r} issues collectives on group {name!r} it is not a member of")
+        outside = set(issuers[name]) - set(members)
+        if outside:
+            raise NotFoldable(f"rank {min(outside)} issues collectives on group {name!r} it is not a member of")
         lists = [scans[m].coll.get(name, []) for m in members]
         depth = {len(v) for v in lists}
         if len(depth) != 1:
             raise NotFoldable(f"members of group {name!r} issue different numbers of collectives on it")
-        for k in range(depth.pop()):
-            positions = tuple(v[k] for v in lists)
-            ctype, csize = scans[members[0]].coll_attr[positions[0]]
-            add("collective", ctype, max(csize, 0), name, tuple(members), positions, k)
+        add_group(name, tuple(members), lists)
     # sends/recvs, in the engine's order (see _program._match_p2p)
     keys = set()
     for r, s in scans.items():
@@ -394,6 +455,10 @@ def replay_folded(traceset: "TraceSet", fitted: "HardwareSpec", options: "Replay
     return expand_result(program, schedule, traceset, plan, world_paths=world_paths)
 
 
+_ROW_FIELDS = ("index", "kind", "comm_bytes", "pg_name", "ranks", "node_ids", "algorithm", "start_ns", "end_ns",
+               "time_ns", "algbw_gbps", "busbw_gbps")  # CollectiveRow's fields, in order
+
+
 def expand_result(program, sched, traceset: "TraceSet", plan: FoldPlan, *,
                   world_paths: tuple[str | None, ...] | None = None):
     """The unfolded job's :class:`~.results.ReplayResult` from the folded simulation.
@@ -404,6 +469,7 @@ def expand_result(program, sched, traceset: "TraceSet", plan: FoldPlan, *,
     its folded image.  Critical path: the folded one (a valid path of the
     unfolded job: a representative's timeline is each member's).
     """
+    from dataclasses import fields
     from dataclasses import replace as dc_replace
     from importlib.metadata import PackageNotFoundError, version
 
@@ -424,24 +490,40 @@ def expand_result(program, sched, traceset: "TraceSet", plan: FoldPlan, *,
     ranks = tuple(dc_replace(rep_stats[rep[m]], rank=m) for m in range(world))
     # collective table of the unfolded job
     rows = []
-    member_inst: dict[int, list[tuple[int, int]]] = {}
+    inst_pos = [array("q") for _ in range(world)]  # per member: its node positions and their instances
+    inst_u = [array("q") for _ in range(world)]
     xs, xe = sched.xfer_start_ns.astype(np.int64).tolist(), sched.xfer_end_ns.astype(np.int64).tolist()
     algorithms = [i.cost.algorithm for i in program.instances]
     scans = plan.scans
+    comm_ids = [scans[m].comm_ids for m in range(world)]
+    factors: dict[tuple[str, int | None, int, int], tuple[str, float, float]] = {}
+    new_row, set_attr = object.__new__, object.__setattr__
+    fast_rows = tuple(f.name for f in fields(CollectiveRow)) == _ROW_FIELDS
     for u, (kind, ctype, nbytes, pg, members, positions, fid) in enumerate(plan.unfolded):
-        name = "SEND_RECV" if kind == "p2p" else CollectiveType(ctype).name
+        p = len(members)
+        fk = (kind, ctype, nbytes, p)
+        found = factors.get(fk)
+        if found is None:  # the nccl-tests size and bus factor depend on these only
+            name = "SEND_RECV" if kind == "p2p" else CollectiveType(ctype).name
+            found = factors[fk] = (name, nccl_tests_size(name, nbytes, p), bus_factor(name, p))
+        name, size, factor = found
         s, e = xs[fid], xe[fid]
         t = e - s
-        p = len(members)
-        size = nccl_tests_size(name, nbytes, p)
         alg_bw = size / t if t > 0 else None
-        bus_bw = alg_bw * bus_factor(name, p) if alg_bw is not None else None
-        rows.append(CollectiveRow(
-            index=u, kind=name, comm_bytes=nbytes, pg_name=pg, ranks=members,
-            node_ids=tuple(scans[m].comm_ids[q] for m, q in zip(members, positions)),
-            algorithm=algorithms[fid], start_ns=s, end_ns=e, time_ns=t, algbw_gbps=alg_bw, busbw_gbps=bus_bw))
+        bus_bw = alg_bw * factor if alg_bw is not None else None
+        values = (u, name, nbytes, pg, members, tuple([comm_ids[m][q] for m, q in zip(members, positions)]),
+                  algorithms[fid], s, e, t, alg_bw, bus_bw)
+        if fast_rows:  # all fields set at once: a frozen __init__ costs one object.__setattr__ per field
+            row = new_row(CollectiveRow)
+            set_attr(row, "__dict__", dict(zip(_ROW_FIELDS, values)))
+        else:  # pragma: no cover - CollectiveRow changed shape
+            row = CollectiveRow(*values)
+        rows.append(row)
         for m, q in zip(members, positions):
-            member_inst.setdefault(m, []).append((q, u))
+            inst_pos[m].append(q)
+            inst_u[m].append(u)
+    member_inst = {m: (np.frombuffer(inst_pos[m], dtype=np.int64), np.frombuffer(inst_u[m], dtype=np.int64))
+                   for m in range(world) if len(inst_pos[m])}
     # per-rank schedules: the representative's arrays, the member's instance numbers
     schedules = []
     names_of = {r: schedule_names(traceset, r) for r in plan.reps}
@@ -450,9 +532,8 @@ def expand_result(program, sched, traceset: "TraceSet", plan: FoldPlan, *,
         lo, hi = lay.offset, lay.offset + lay.n
         inst_m = np.full(lay.n, -1, dtype=np.int64)
         pairs = member_inst.get(m)
-        if pairs:
-            arr = np.asarray(pairs, dtype=np.int64)
-            inst_m[arr[:, 0]] = arr[:, 1]
+        if pairs is not None:
+            inst_m[pairs[0]] = pairs[1]
         schedules.append(RankSchedule(m, lay.ids, lay.kind, lay.resource, lay.resource_names,
                                       sched.start_ns[lo:hi], sched.end_ns[lo:hi], xfer_start_of_node[lo:hi],
                                       inst_m, *names_of[rep[m]]))
@@ -487,7 +568,7 @@ def expand_result(program, sched, traceset: "TraceSet", plan: FoldPlan, *,
 
 
 def _folded_critical_path(program, sched, traceset: "TraceSet", plan: FoldPlan,
-                          member_inst: dict[int, list[tuple[int, int]]]):
+                          member_inst: dict[int, tuple[np.ndarray, np.ndarray]]):
     """:func:`.results._critical_path` of the unfolded job, walked on the folded schedule.
 
     The walk keeps the actual rank it is on; at a communication it moves to
@@ -516,7 +597,8 @@ def _folded_critical_path(program, sched, traceset: "TraceSet", plan: FoldPlan,
         k = kind[g]
         if k >= K_COLL and instance_of[g] >= 0:
             if a not in u_at:
-                u_at[a] = dict(member_inst.get(a, []))
+                pos_u = member_inst.get(a)
+                u_at[a] = {} if pos_u is None else dict(zip(pos_u[0].tolist(), pos_u[1].tolist()))
             u = u_at[a][p]
             _, _, _, _, members, positions, fid = plan.unfolded[u]
             t = sched.xfer_start_ns[fid]
@@ -553,7 +635,8 @@ def _folded_critical_path(program, sched, traceset: "TraceSet", plan: FoldPlan,
 # ----- replaying a job from its files, reading each rank once -----------------------------------
 
 
-def replay_files(traces: Any, spec: Any, *, options: "ReplayOptions | None" = None):
+def replay_files(traces: Any, spec: Any, *, options: "ReplayOptions | None" = None,
+                 status: "Callable[[str], None] | None" = None):
     """Replay a job given as files (a prefix, glob or directory: :func:`tracekit.io.trace_paths`).
 
     With folding on, ranks are read one at a time: each is checked (when
@@ -561,6 +644,9 @@ def replay_files(traces: Any, spec: Any, *, options: "ReplayOptions | None" = No
     the first of its class, so memory holds the representatives plus a small
     table per rank.  When folding cannot be proven the whole job is read and
     replayed unfolded (``result.folding.reason`` says why).
+
+    ``status`` (optional) is called with a short description of each phase
+    (the CLI shows it on a terminal).
 
     Returns:
         ``(result, traceset)``: the :class:`~.results.ReplayResult` and the
@@ -572,7 +658,8 @@ def replay_files(traces: Any, spec: Any, *, options: "ReplayOptions | None" = No
     from dataclasses import replace as dc_replace
 
     from tracekit.groups import resolve_groups
-    from tracekit.io import read_trace, read_traceset, trace_paths
+    from tracekit.io import _read_raw, read_trace, read_traceset, trace_from_bytes, trace_paths
+    from tracekit.replayer.class_replay import StampedClasses
     from tracekit.replayer import replay
     from tracekit.replayer._program import ReplayOptions, effective_spec
     from tracekit.replayer.checks import ReplayCheckError, check_complete, check_spec_size
@@ -580,6 +667,14 @@ def replay_files(traces: Any, spec: Any, *, options: "ReplayOptions | None" = No
     from tracekit.traceset import TraceSet
     from tracekit.validate import ERROR, cross_rank_checks, check_rank
 
+    from tracekit.classset import find_class_set
+
+    classes = find_class_set(traces)
+    if classes is not None:  # stored as rank classes: replayed without deriving every rank
+        from tracekit.replayer.class_replay import replay_class_set
+
+        with bulk_objects():
+            return replay_class_set(classes, spec, options=options, status=status)
     options = options or ReplayOptions()
     if not isinstance(spec, HardwareSpec):
         spec = load_spec(spec)
@@ -599,8 +694,23 @@ def replay_files(traces: Any, spec: Any, *, options: "ReplayOptions | None" = No
     first: dict[bytes, RankScan] = {}
     findings = []
     declared: dict[str, tuple[int, ...]] = {}
+    say = status or (lambda text: None)
+    stamped = StampedClasses()  # members of stamped files are derived, not decoded (class_replay.py)
     for rank, path in pairs:
-        trace = read_trace(path, rank=rank)
+        say(f"reading and digesting rank {rank} of {len(pairs)}")
+        spath = str(path)
+        data = None if spath.endswith((".json", ".json.gz")) else _read_raw(path)
+        derived = stamped.derive(rank, spath, data) if data is not None else None
+        if derived is not None and (derived[1] is not None or not options.check):
+            scans[rank], f, groups_here = derived
+            if options.check:
+                findings.append(f)
+            for name, ranks in groups_here.items():
+                if declared.setdefault(name, ranks) != ranks:
+                    return unfolded(None)
+            continue
+        trace = read_trace(path, rank=rank) if data is None else trace_from_bytes(data, path=spath, rank=rank)
+        f = None
         if options.check:
             f = check_rank(trace)
             findings.append(f)
@@ -620,7 +730,9 @@ def replay_files(traces: Any, spec: Any, *, options: "ReplayOptions | None" = No
         else:  # equal by the digest: share the rank-local tables
             scan.coll_attr, scan.comm_ids = seen.coll_attr, seen.comm_ids
         scans[rank] = scan
-        del trace
+        if data is not None:
+            stamped.remember(data, scan, f, groups_here)
+        del trace, data
     world = max([r for r, _ in pairs] + [max(v) for v in declared.values() if v], default=-1) + 1
     check_complete(scans, world, path=str(traces))
     try:
@@ -634,11 +746,15 @@ def replay_files(traces: Any, spec: Any, *, options: "ReplayOptions | None" = No
     ts = TraceSet(kept, process_groups=declared)
     check_spec_size(ts, spec, world_size=world)
     fitted = effective_spec(spec, options, world)
+    say(f"proving rank folding over {world} ranks")
     try:
-        plan = plan_folding(scans, groups, fitted, options)
+        with bulk_objects():
+            plan = plan_folding(scans, groups, fitted, options)
     except NotFoldable as exc:
         log.info("not folding: %s", exc)
         del kept, ts, scans
         return unfolded(str(exc))
     paths = tuple(scans[r].path for r in range(world))
-    return replay_folded(ts, fitted, options, plan, world_paths=paths), ts
+    say(f"simulating {len(plan.reps)} representative ranks and expanding to {world}")
+    with bulk_objects():
+        return replay_folded(ts, fitted, options, plan, world_paths=paths), ts

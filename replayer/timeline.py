@@ -130,10 +130,14 @@ def replay_timeline(result: "ReplayResult", traceset: "TraceSet") -> dict[str, A
     rows = result.collectives
     # where each instance's transfer slice lives: index -> list of (rank, tid, is_last_arrival)
     slots: dict[int, list[tuple[int, int]]] = {}
+    # a folded replay keeps only representatives' traces; members share their representative's node-id
+    # array (equal names by the fold digest), so names are looked up by that array
+    names_of_ids = {id(sc.node_ids): traceset[sc.rank].columns().names
+                    for sc in result.schedule if sc.rank in traceset.ranks}
     for sched in result.schedule:
         rank = sched.rank
         b.process(rank)
-        names = traceset[rank].columns().names if rank in traceset.ranks else [""] * len(sched.node_ids)
+        names = names_of_ids.get(id(sched.node_ids)) or [""] * len(sched.node_ids)
         keep = (sched.resource >= 0) & ~np.isnan(sched.end_ns) & ((sched.end_ns > sched.start_ns)
                                                                    | (sched.kind >= K_COLL))
         idx = np.flatnonzero(keep)

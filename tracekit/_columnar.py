@@ -484,14 +484,17 @@ class _AttrSource:
         if not len(hits):
             return present, values
         fast, ints, floats, kind = self._scalars(hits, len(name.encode()))
+        scattered = np.full(self.n, None, dtype=object)  # scalars placed by numpy, not a Python loop
         for code, column, conv in ((0, ints, None), (1, ints, bool), (2, floats, None)):
             sel = fast & (kind == code)
             if sel.any():
-                vals = column[sel].tolist()
+                vals = column[sel].tolist()  # Python ints / floats, as the protobuf path gives
                 if conv is not None:
                     vals = [conv(v) for v in vals]
-                for i, v in zip(owner[sel].tolist(), vals):
-                    values[i] = v
+                block = np.empty(len(vals), dtype=object)
+                block[:] = vals
+                scattered[owner[sel]] = block
+        values = scattered.tolist()
         data = self.data
         slow = ~fast
         for i, s, ln in zip(owner[slow].tolist(), self.start[hits[slow]].tolist(), self.size[hits[slow]].tolist()):

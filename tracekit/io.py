@@ -565,8 +565,12 @@ def read_traceset(spec: str | os.PathLike[str] | Sequence[str | os.PathLike[str]
     Raises:
         TraceFormatError: as :func:`trace_paths` and :func:`read_trace`.
     """
+    from tracekit.classset import find_class_set
     from tracekit.traceset import TraceSet
 
+    classes = find_class_set(spec)
+    if classes is not None:  # a job stored as rank classes (tracekit.classset)
+        return classes.to_traceset()
     pairs = trace_paths(spec)
     traces = {rank: read_trace(path, rank=rank) for rank, path in pairs}
     return TraceSet(traces)

@@ -25,6 +25,59 @@ def _coll_name(t: Any) -> str:
 
 
 @dataclass(frozen=True)
+class CostCoverage:
+    """How much of a rank's compute has a cost (FLOPs/bytes from :mod:`tracekit.opcost`).
+
+    A COMP node counts as costed when it has ``num_ops`` or ``tensor_size`` > 0, or an ``op_class``
+    (a view op, or a host op whose work its kernels carry).  Measured compute time is the device nodes'
+    (``is_cpu_op`` false) when the rank has any, else the host ops' (a CPU capture).
+
+    Attributes:
+        side: ``device`` or ``host``: which nodes the shares below are over.
+        comp_nodes, costed_nodes: COMP nodes on that side, and those with a cost.
+        compute_ns, costed_ns: their measured time, ns.
+        total_flops: sum of ``num_ops`` over all COMP nodes.
+        compute_device: the metadata's ``compute_device`` (None when not recorded).
+    """
+
+    side: str
+    comp_nodes: int
+    costed_nodes: int
+    compute_ns: int
+    costed_ns: int
+    total_flops: int
+    compute_device: str | None
+
+    @property
+    def node_share(self) -> float | None:
+        return self.costed_nodes / self.comp_nodes if self.comp_nodes else None
+
+    @property
+    def time_share(self) -> float | None:
+        """Share of measured compute time with a cost; None when nothing was measured."""
+        return self.costed_ns / self.compute_ns if self.compute_ns > 0 else None
+
+
+def cost_coverage(trace: ExecutionTrace) -> CostCoverage:
+    """:class:`CostCoverage` of one rank (vectorized over the node columns)."""
+    cols = trace.columns()
+    comp = cols.types == NodeType.COMP_NODE
+    _, ops = cols.attr_int("num_ops")
+    _, nbytes = cols.attr_int("tensor_size")
+    has_class, _ = cols.attr("op_class")
+    cpu_present, cpu = cols.attr_int("is_cpu_op")
+    is_device = cpu_present & (cpu == 0)
+    costed = (ops > 0) | (nbytes > 0) | np.asarray(has_class, dtype=bool)
+    side_mask = comp & is_device if bool(np.any(comp & is_device)) else comp & ~is_device
+    dur = cols.duration_ns
+    device = trace.metadata.get_attr("compute_device")
+    return CostCoverage("device" if bool(np.any(comp & is_device)) else "host", int(side_mask.sum()),
+                        int((side_mask & costed).sum()), int(dur[side_mask].sum()),
+                        int(dur[side_mask & costed].sum()), int(ops[comp].sum()),
+                        device if isinstance(device, str) else None)
+
+
+@dataclass(frozen=True)
 class TraceSummary:
     """Summary of one rank.
 
@@ -34,6 +87,7 @@ class TraceSummary:
         comm_bytes_by_collective: CollectiveType name -> summed comm_size (bytes);
             send/recv under ``SEND``/``RECV``.
         compute_ns: summed duration of COMP nodes, nanoseconds.
+        cost: :class:`CostCoverage` (FLOPs/bytes coverage of compute).
     """
 
     rank: int | None
@@ -46,6 +100,7 @@ class TraceSummary:
     collectives: dict[str, int]
     comm_bytes_by_collective: dict[str, int]
     compute_ns: int
+    cost: CostCoverage | None = None
 
 
 @dataclass(frozen=True)
@@ -74,10 +129,18 @@ def summarize_trace(trace: ExecutionTrace) -> TraceSummary:
     if len(comm):
         _, ctype = cols.attr("comm_type")
         _, csize = cols.attr("comm_size")
-        for p in comm.tolist():
-            t = int(types[p])
-            key = {NodeType.COMM_SEND_NODE: "SEND", NodeType.COMM_RECV_NODE: "RECV"}.get(t) or _coll_name(ctype[p])
-            if t == NodeType.COMM_COLL_NODE:
+        p2p = {int(NodeType.COMM_SEND_NODE): "SEND", int(NodeType.COMM_RECV_NODE): "RECV"}
+        coll = int(NodeType.COMM_COLL_NODE)
+        names: dict[Any, str] = {}  # collective name per comm_type value (one enum lookup per distinct value)
+        for p, t in zip(comm.tolist(), types[comm].tolist()):
+            key = p2p.get(t)
+            if key is None:
+                v = ctype[p]
+                try:
+                    key = names.get((type(v), v)) or names.setdefault((type(v), v), _coll_name(v))
+                except TypeError:  # an unhashable (repeated) value
+                    key = _coll_name(v)
+            if t == coll:
                 collectives[key] += 1
             size = csize[p]
             comm_bytes[key] += int(size) if isinstance(size, (int, float)) else 0
@@ -85,7 +148,7 @@ def summarize_trace(trace: ExecutionTrace) -> TraceSummary:
     return TraceSummary(rank=trace.rank, path=trace.path, version=trace.metadata.version, nodes=len(cols),
                         data_deps=len(cols.data_ids), ctrl_deps=len(cols.ctrl_ids), nodes_by_type=by_type,
                         collectives=dict(collectives), comm_bytes_by_collective=dict(comm_bytes),
-                        compute_ns=compute_ns)
+                        compute_ns=compute_ns, cost=cost_coverage(trace))
 
 
 def summarize_traceset(ts: "TraceSet") -> TraceSetSummary:

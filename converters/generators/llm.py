@@ -349,6 +349,33 @@ def _varying_attrs(place: RankPlace) -> dict[tuple[str, str], Attr]:
     return attrs
 
 
+def iter_rank_classes(config: LLMConfig, hardware=None) -> Iterator[tuple[bytes, list[Attr], list[tuple[int, list[Attr]]]]]:
+    """Per pipeline stage: ``(representative's .et bytes, its varying attributes, [(rank, its values), ...])``.
+
+    The ranks of one stage differ only in the attributes :func:`_varying_attrs`
+    lists (same keys, in the same order for every rank); the representative is
+    the stage's lowest rank and comes first.  :func:`iter_rank_bytes` and
+    :func:`tracekit.classset.write_class_set` build on it.
+
+    Raises:
+        ConfigError: bad hardware values.
+    """
+    from tracekit.io import encode_trace
+
+    plan = Plan.of(config, hardware)
+    groups, places = layout(config)
+    per_stage = config.world_size // config.parallel.pp
+    for stage in range(config.parallel.pp):
+        rep = places[stage * per_stage]
+        keys = list(_varying_attrs(rep))
+        data = encode_trace(_RankBuilder(plan, groups, rep).build())
+        members = []
+        for place in places[stage * per_stage:(stage + 1) * per_stage]:
+            attrs = _varying_attrs(place)
+            members.append((place.rank, [attrs[k] for k in keys]))
+        yield data, list(_varying_attrs(rep).values()), members
+
+
 def iter_rank_bytes(config: LLMConfig, hardware=None) -> Iterator[tuple[int, bytes]]:
     """``(rank, .et bytes)`` for every rank in rank order, one representative built per stage.
 
@@ -362,17 +389,23 @@ def iter_rank_bytes(config: LLMConfig, hardware=None) -> Iterator[tuple[int, byt
         ConfigError: bad hardware values.
     """
     from tracekit.converters.generators.rank_classes import RankTemplate
-    from tracekit.io import encode_trace
 
-    plan = Plan.of(config, hardware)
-    groups, places = layout(config)
-    per_stage = config.world_size // config.parallel.pp
-    for stage in range(config.parallel.pp):
-        rep = places[stage * per_stage]
-        data = encode_trace(_RankBuilder(plan, groups, rep).build())
-        template = RankTemplate(data, _varying_attrs(rep))
-        for place in places[stage * per_stage:(stage + 1) * per_stage]:
-            yield place.rank, template.for_rank(_varying_attrs(place))
+    for data, slots, members in iter_rank_classes(config, hardware):
+        template = RankTemplate(data, dict(enumerate(slots)))
+        for rank, attrs in members:
+            yield rank, template.for_rank(dict(enumerate(attrs)))
+
+
+def _stamped_rank_bytes(config: LLMConfig, hardware=None) -> Iterator[tuple[int, bytes]]:
+    """:func:`iter_rank_bytes` with each file's metadata naming its class (:func:`tracekit.classset.stamp_rank_class`)."""
+    from tracekit.classset import class_key, stamp_rank_class
+    from tracekit.converters.generators.rank_classes import RankTemplate
+
+    for data, slots, members in iter_rank_classes(config, hardware):
+        template, key = RankTemplate(data, dict(enumerate(slots))), class_key(data)
+        for rank, attrs in members:
+            yield rank, stamp_rank_class(template.for_rank(dict(enumerate(attrs))), key, slots,
+                                         [a.value for a in attrs])
 
 
 def generate_llm(config: LLMConfig, hardware=None) -> TraceSet:
@@ -393,11 +426,17 @@ def generate_llm(config: LLMConfig, hardware=None) -> TraceSet:
 
 
 def write_llm(config: LLMConfig, prefix: str | os.PathLike[str], hardware=None, *,
-              progress: Callable[[Iterable, int], Iterable] | None = None) -> list[Path]:
+              progress: Callable[[Iterable, int], Iterable] | None = None, classes: bool = False) -> list[Path]:
     """Write ``<prefix>.<rank>.et`` for every rank, one rank in memory at a time.
+
+    Each file's metadata names its rank class (:data:`tracekit.classset.RANK_CLASS_ATTR`), so replays
+    derive the members of a class from its first file (their node records are verified byte for byte).
 
     Args:
         progress: optional wrapper ``progress(iterable, total)`` (e.g. a progress bar).
+        classes: write a rank-class set instead (one trace per pipeline stage
+            plus ``<prefix>.classes.json``; :mod:`tracekit.classset`); returns
+            ``[manifest path]``.
 
     Returns:
         The paths written, in rank order.  The set is written as a unit
@@ -405,7 +444,14 @@ def write_llm(config: LLMConfig, prefix: str | os.PathLike[str], hardware=None, 
     """
     from tracekit.io import TraceSetWriter
 
-    items: Iterable[tuple[int, bytes]] = iter_rank_bytes(config, hardware)
+    if classes:
+        from tracekit.classset import write_class_set
+
+        stages: Iterable = iter_rank_classes(config, hardware)
+        if progress is not None:
+            stages = progress(stages, config.parallel.pp)
+        return [write_class_set(prefix, config.world_size, stages)]
+    items: Iterable[tuple[int, bytes]] = _stamped_rank_bytes(config, hardware)
     if progress is not None:
         items = progress(items, config.world_size)
     with TraceSetWriter(prefix) as writer:

@@ -46,6 +46,7 @@ from tracekit.errors import ConversionError
 from tracekit.groups import pg_init_node
 from tracekit.model import Attr, ExecutionTrace, IOInfo, Metadata, Node, NodeType
 
+from tracekit.converters.pytorch.costs import CostStats, attach_costs, capture_device, device_attr
 from tracekit.converters.pytorch.collectives import CommOp, CommPlan, plan_comms, read_process_groups
 from tracekit.converters.pytorch.et_reader import EtIO, EtOp, EtTrace
 from tracekit.converters.pytorch.kineto_reader import KinetoEvent, KinetoTrace
@@ -74,6 +75,7 @@ class RankConversion:
     link: LinkReport | None = None
     dropped_edges: int = 0
     node_counts: dict[str, int] = field(default_factory=dict)
+    costs: CostStats | None = None
 
 
 def _io(io: EtIO) -> IOInfo | None:
@@ -392,11 +394,16 @@ def convert_et(et: EtTrace, *, rank: int | None = None, kineto: KinetoTrace | No
             raise ConversionError(f"duplicate node id {n.id} in the converted graph", path=et.path,
                                   rank=rank, node_id=n.id)
         seen.add(n.id)
-    metadata = Metadata(version=CHAKRA_VERSION, attrs=[Attr("source_schema", et.schema, "string_val")])
+    cost_stats = attach_costs(nodes)
+    device = None
+    if kineto is not None:
+        device = capture_device(kineto.device_properties, any(e.is_device for e in kineto.events))
+    metadata = Metadata(version=CHAKRA_VERSION, attrs=[Attr("source_schema", et.schema, "string_val")]
+                        + device_attr(device))
     trace = ExecutionTrace(nodes, metadata, rank=rank, path=None)
     counts: dict[str, int] = {}
     for n in nodes:
         counts[n.type.name] = counts.get(n.type.name, 0) + 1
     return RankConversion(trace=trace, comm_counts=plan.counts(),
                           link=linkage.report if linkage is not None else None,
-                          dropped_edges=builder.dropped, node_counts=counts)
+                          dropped_edges=builder.dropped, node_counts=counts, costs=cost_stats)

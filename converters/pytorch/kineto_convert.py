@@ -41,6 +41,8 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
+from tracekit.converters.pytorch.costs import capture_device, device_attr
+from tracekit.converters.pytorch.kineto_costs import attach_kineto_costs
 from tracekit.converters.pytorch.device_graph import (
     HOST_API_CATEGORIES, DeviceGraph, DeviceGraphStats, build_device_graph, forward_position, time_key,
 )
@@ -250,6 +252,7 @@ class _Converter:
             nodes.append(node)
 
         flow_edges = self.add_edges(node_of, dgraph, by_index)
+        attach_kineto_costs(kt, dgraph.launch_of, node_of)  # op costs (issue 15): a separate pass
         self.check_forward(nodes)
 
         counts = Counter(n.type.name for n in nodes)
@@ -269,6 +272,7 @@ class _Converter:
         ])
         if kt.world_size is not None:
             metadata.attrs.append(Attr("world_size", kt.world_size, "int64_val"))
+        metadata.attrs.extend(device_attr(capture_device(kt.device_properties, bool(device_ops))))
         trace = ExecutionTrace(nodes, metadata, rank=self.rank, path=None)
         return KinetoConversion(trace, stats, tuple(comms))
 

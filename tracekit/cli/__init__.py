@@ -31,6 +31,7 @@ _COMMAND_MODULES = (
     "tracekit.cli.report",
     "tracekit.cli.sweep",
     "tracekit.cli.hw",
+    "tracekit.cli.classes",
     "tracekit.cli.bench",
 )
 

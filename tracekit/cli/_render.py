@@ -23,43 +23,89 @@ def _fmt_bytes(n: float) -> str:
     return f"{int(n)} B"
 
 
-def render_summary(console: Any, summary: Any) -> None:
-    """Print a :class:`tracekit.summary.TraceSetSummary` as tables."""
+def _summary_rows(summary: Any, top: int) -> tuple[list[tuple[str, Any]], int]:
+    """Ranks whose summaries are equal but for rank and file share a row: ``([(ranks text, summary)], rows)``."""
+    from tracekit.cli.replay import rank_ranges
+
+    groups: dict[tuple, list] = {}
+    for s in summary.per_rank:
+        key = (s.version, s.nodes, s.data_deps, s.ctrl_deps, s.compute_ns, tuple(sorted(s.nodes_by_type.items())),
+               tuple(sorted(s.collectives.items())), tuple(sorted(s.comm_bytes_by_collective.items())))
+        groups.setdefault(key, [[], s])[0].append(s.rank if s.rank is not None else 0)
+    rows = [(rank_ranges(ranks, limit=3), s) for ranks, s in groups.values()]
+    return rows[:top], len(rows)
+
+
+def render_summary(console: Any, summary: Any, *, top: int = 16) -> None:
+    """Print a :class:`tracekit.summary.TraceSetSummary` as tables.
+
+    Ranks with equal summaries share a row (their files: the first one);
+    at most ``top`` rows per table.
+    """
     from rich.table import Table
 
-    head = Table(title=f"{summary.ranks} rank(s), {summary.nodes:,} nodes", show_header=True)
+    rows, distinct = _summary_rows(summary, top)
+    title = f"{summary.ranks} rank(s), {summary.nodes:,} nodes"
+    if distinct < len(summary.per_rank):
+        title += f" ({distinct} distinct)"
+    if distinct > len(rows):
+        title += f": the first {len(rows)} rows (--top N for more)"
+    head = Table(title=title, show_header=True)
     for col in ("rank", "file", "version", "nodes", "data deps", "ctrl deps", "compute"):
         head.add_column(col, justify="right" if col not in ("file", "version") else "left")
-    for s in summary.per_rank:
-        head.add_row(str(s.rank), str(s.path or ""), s.version, f"{s.nodes:,}", f"{s.data_deps:,}",
+    for ranks, s in rows:
+        head.add_row(ranks, str(s.path or ""), s.version, f"{s.nodes:,}", f"{s.data_deps:,}",
                      f"{s.ctrl_deps:,}", _fmt_ns(s.compute_ns))
     console.print(head)
     types = Table(title="nodes by type", show_header=True)
-    all_types = sorted({k for s in summary.per_rank for k in s.nodes_by_type})
+    all_types = sorted({k for _, s in rows for k in s.nodes_by_type})
     types.add_column("rank", justify="right")
     for t in all_types:
         types.add_column(t, justify="right")
-    for s in summary.per_rank:
-        types.add_row(str(s.rank), *[f"{s.nodes_by_type.get(t, 0):,}" for t in all_types])
+    for ranks, s in rows:
+        types.add_row(ranks, *[f"{s.nodes_by_type.get(t, 0):,}" for t in all_types])
     console.print(types)
-    colls = sorted({k for s in summary.per_rank for k in s.comm_bytes_by_collective})
+    colls = sorted({k for _, s in rows for k in s.comm_bytes_by_collective})
     if colls:
         ct = Table(title="communication: count / bytes", show_header=True)
         ct.add_column("rank", justify="right")
         for c in colls:
             ct.add_column(c, justify="right")
-        for s in summary.per_rank:
-            ct.add_row(str(s.rank), *[
+        for ranks, s in rows:
+            ct.add_row(ranks, *[
                 f"{s.collectives.get(c, 0) if c not in ('SEND', 'RECV') else '-'} / "
                 f"{_fmt_bytes(s.comm_bytes_by_collective.get(c, 0))}" for c in colls])
         console.print(ct)
     if len(summary.process_groups) > 1:
-        n_pg = len(summary.process_groups)
-        pg = Table(title="process groups" + (f" (the first 50 of {n_pg:,}; --json lists all)" if n_pg > 50 else ""),
-                   show_header=True)
+        pg = Table(title=f"process groups ({len(summary.process_groups)}"
+                         f"{f'; the first {top}' if len(summary.process_groups) > top else ''})", show_header=True)
         pg.add_column("pg_name")
         pg.add_column("ranks")
-        for name, ranks in list(summary.process_groups.items())[:50]:
+        for name, ranks in list(summary.process_groups.items())[:top]:
             text = ", ".join(map(str, ranks[:16])) + (f" ... ({len(ranks):,} ranks)" if len(ranks) > 16 else "")
             pg.add_row(name, text)
         console.print(pg)
+    render_cost_coverage(console, summary)
+
+
+def _share(x: float | None) -> str:
+    return "n/a" if x is None else f"{100.0 * x:.1f}%"
+
+
+def render_cost_coverage(console: Any, summary: Any) -> None:
+    """Print the FLOPs/bytes coverage of compute per rank (:class:`tracekit.summary.CostCoverage`)."""
+    from rich.table import Table
+
+    rows = [s for s in summary.per_rank if s.cost is not None]
+    if not rows:
+        return
+    table = Table(title="compute with a cost (FLOPs/bytes)", show_header=True)
+    for col in ("rank", "device", "side", "nodes with cost", "measured time with cost", "GFLOP"):
+        table.add_column(col, justify="left" if col in ("device", "side") else "right")
+    for s in rows:
+        c = s.cost
+        table.add_row(str(s.rank), c.compute_device or "-", c.side,
+                      f"{c.costed_nodes:,}/{c.comp_nodes:,} ({_share(c.node_share)})",
+                      f"{_fmt_ns(c.costed_ns)}/{_fmt_ns(c.compute_ns)} ({_share(c.time_share)})",
+                      f"{c.total_flops / 1e9:,.1f}")
+    console.print(table)

@@ -26,7 +26,9 @@ def _pairs(spec, rank: int | None) -> list:
 @traces_argument()
 @click.option("--rank", type=int, default=None, help="Only this rank.")
 @json_option()
-def info(traces, rank: int | None, as_json: bool) -> None:
+@click.option("--top", type=click.IntRange(min=1), default=16, show_default=True,
+              help="Rows per table (ranks with equal summaries share a row).")
+def info(traces, rank: int | None, as_json: bool, top: int) -> None:
     """Summarise traces: metadata, nodes by type and collective, compute time, bytes by collective.
 
     TRACES is one or more of: a prefix (dir/job), a quoted glob, a directory, or trace files.
@@ -37,16 +39,26 @@ def info(traces, rank: int | None, as_json: bool) -> None:
       tracekit info out/job --json
       tracekit info out/job.*.et
     """
+    from tracekit.classset import find_class_set, summarize_class_set
     from tracekit.summary import summarize_files
 
-    pairs = _pairs(traces, rank)
-    summary = summarize_files(pairs, executor="process" if len(pairs) >= 8 else "serial")
+    classes = find_class_set(traces)
+    if classes is not None:  # stored as rank classes: one summary per class
+        summary = summarize_class_set(classes)
+        if rank is not None:
+            import dataclasses
+
+            classes.locate(rank)  # TracekitError naming the manifest when the rank is not in the job
+            summary = dataclasses.replace(summary, ranks=1, per_rank=[s for s in summary.per_rank if s.rank == rank])
+    else:
+        pairs = _pairs(traces, rank)
+        summary = summarize_files(pairs, executor="process" if len(pairs) >= 8 else "serial")
     if as_json:
         emit_json(summary.to_dict())
         return
     from tracekit.cli._render import render_summary
 
-    render_summary(out_console(), summary)
+    render_summary(out_console(), summary, top=top)
 
 
 @click.command(context_settings=CONTEXT_SETTINGS)
@@ -71,20 +83,32 @@ def validate(traces, rank: int | None, as_json: bool, executor: str, workers: in
       tracekit validate out/job
       tracekit validate out/gpt3.*.et --workers 2
     """
+    from tracekit.classset import find_class_set, validate_class_set
     from tracekit.validate import validate_files
 
-    pairs = _pairs(traces, rank)
-    if stream:
+    classes = find_class_set(traces) if not stream else None
+    if classes is not None and rank is not None:  # one rank of a class set: its derived trace, per-rank checks
+        from tracekit.classset import _member_trace
+        from tracekit.validate import ValidationReport, validate_trace
+
+        classes.locate(rank)
+        sub = validate_trace(_member_trace(classes, rank))
+        report = ValidationReport(checked_ranks=1, checked_nodes=sub.checked_nodes)
+        report.add(*sub.issues)
+    elif classes is not None:  # stored as rank classes: representatives checked, members derived
+        report = validate_class_set(classes)
+    elif stream:
         from tracekit.streaming import validate_stream
         from tracekit.validate import ValidationReport
 
         report = ValidationReport()
-        for r, path in pairs:
+        for r, path in _pairs(traces, rank):
             sub = validate_stream(path, rank=r)
             report.add(*sub.issues)
             report.checked_ranks += 1
             report.checked_nodes += sub.checked_nodes
     else:
+        pairs = _pairs(traces, rank)
         executor = resolve_executor(executor, len(pairs), workers, min_units=8)
         report = validate_files(pairs, executor=executor, max_workers=workers, ray_address=address)
     if as_json:

@@ -8,8 +8,12 @@ Steps, each printed as the command a user would type:
 3. replay it on the DGX A100 preset: summary on stdout, full result as JSON,
    a Perfetto timeline, and the HTML report (with a PNG screenshot when a
    headless Chromium is installed);
-4. ask a what-if: the same job on DGX H100, and the diff of the two replays;
-5. replay the bundled ASTRA-sim all-reduce traces with the ASTRA-sim
+4. ask a what-if: the same job on DGX H100, and the diff of the two replays; compute is projected
+   from the capture device (this CPU) to each GPU per op class and the method is printed (a CPU -> GPU
+   projection is a rough roofline estimate);
+5. when the wider real-trace collection is present (``../shared/real``): a real GPU capture (ResNet-50
+   training on an RTX 2080 Ti, param-resnet) with its FLOPs coverage, projected to A100 and H100;
+6. replay the bundled ASTRA-sim all-reduce traces with the ASTRA-sim
    compatible model on an imported ASTRA-sim config.
 
 Outputs go to ``--out`` (default ``demo_out/``).
@@ -63,6 +67,7 @@ def main(argv: list[str] | None = None) -> None:
     _step("what if: the same job on a DGX H100", [
         "replay", str(job), "--hw", "dgx-h100", "-o", str(out / "h100.json"), "--with-schedule"])
     _step("what changed", ["diff", str(out / "a100.json"), str(out / "h100.json"), "--labels", "A100,H100"])
+    _gpu_capture_steps(out)
     system, network = ASTRA_CONFIG / "system_ring_splits1.json", ASTRA_CONFIG / "network_ring_4.yml"
     if system.exists() and network.exists():
         spec = out / "astra_ring4.toml"
@@ -72,6 +77,26 @@ def main(argv: list[str] | None = None) -> None:
               ["replay", str(SAMPLES / "chakra" / "all_reduce"), "--hw", str(spec)])
     print(f"\nOutputs in {out}/: converted traces (ddp/), replay results (*.json), Perfetto timeline "
           f"(a100.timeline.json: open at ui.perfetto.dev), HTML report (a100.report.html)")
+
+
+def _gpu_capture_steps(out: Path) -> None:
+    """A real GPU capture projected to other GPUs (needs ../shared/real; skipped with a note otherwise)."""
+    import os
+
+    real = Path(os.environ.get("TRACEKIT_REAL_DATA", ROOT.parent / "shared" / "real")) / "pytorch" / "param-resnet"
+    if not (real / "resnet_et.json.gz").exists():
+        print(f"\n(skipping the GPU-capture what-if: {real} is not present)")
+        return
+    job = out / "resnet" / "job"
+    _step("convert a real GPU capture (ResNet-50 training, RTX 2080 Ti; param-resnet)",
+          ["convert", "pytorch", "--et", str(real / "resnet_et.json.gz"), "--kineto",
+           str(real / "resnet_kineto.json.gz"), "-o", str(job)])
+    _step("its FLOPs and how much measured kernel time has a cost", ["info", str(job)])
+    for hw in ("dgx-a100", "dgx-h100"):
+        _step(f"what if: this capture on a {hw} (compute projected per op class)",
+              ["replay", str(job), "--hw", hw, "--compute", "projected", "-o", str(out / f"resnet_{hw}.json")])
+    _step("what changed", ["diff", str(out / "resnet_dgx-a100.json"), str(out / "resnet_dgx-h100.json"),
+                           "--labels", "A100,H100"])
 
 
 if __name__ == "__main__":

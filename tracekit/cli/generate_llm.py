@@ -58,13 +58,16 @@ def roofline_from_options(hw: str | None, peak_tflops: float | None, mem_bw_gbps
 @click.option("--hw", default=None, metavar="SPEC", help="Hardware spec (preset name or TOML) for roofline durations.")
 @click.option("--peak-tflops", type=float, default=None, help="Peak TFLOP/s for roofline durations.")
 @click.option("--mem-bw-gbps", type=float, default=None, help="Memory bandwidth GB/s for roofline durations.")
+@click.option("--classes", "as_classes", is_flag=True,
+              help="Store the job as its rank classes: one trace per pipeline stage plus PREFIX.classes.json "
+                   "(every command reads it; `tracekit expand` writes the per-rank files).")
 @click.option("-o", "--output", "prefix", required=True, metavar="PREFIX", help="Output prefix: PREFIX.<rank>.et.")
 @json_option()
 def llm(model_name: str, layers, hidden, heads, kv_heads, ffn, seq, vocab, tp: int, pp: int, dp: int | None,
         cp: int, ep: int, num_ranks: int | None, global_batch: int | None, micro_batch: int, schedule: str,
         virtual_stages: int | None, zero_stage: int, sequence_parallel: bool, recompute: str, dtype: str,
         bucket: str, no_overlap: bool, hw: str | None, peak_tflops: float | None, mem_bw_gbps: float | None,
-        prefix: str, as_json: bool) -> None:
+        as_classes: bool, prefix: str, as_json: bool) -> None:
     """Generate one training iteration of a transformer LLM, one trace per rank.
 
     Ranks follow Megatron-LM's order (tp fastest, then cp, dp, pp).  GEMM,
@@ -104,11 +107,15 @@ def llm(model_name: str, layers, hidden, heads, kv_heads, ffn, seq, vocab, tp: i
     config = LLMConfig(model, parallel, global_batch_size=default_batch if global_batch is None else global_batch,
                        micro_batch_size=micro_batch, dtype=dtype)
     roofline = roofline_from_options(hw, peak_tflops, mem_bw_gbps, dtype)
-    paths = write_llm(config, prefix, roofline,
-                      progress=lambda items, total: progress(items, f"{model.name}: writing ranks", total=total))
+    what = "writing rank classes" if as_classes else "writing ranks"
+    paths = write_llm(config, prefix, roofline, classes=as_classes,
+                      progress=lambda items, total: progress(items, f"{model.name}: {what}", total=total))
     if as_json:
-        emit_json({"prefix": prefix, "files": [str(p) for p in paths], "ranks": len(paths),
-                   "micro_batches": config.num_micro_batches})
+        emit_json({"prefix": prefix, "files": [str(p) for p in paths], "ranks": config.world_size,
+                   "classes": as_classes, "micro_batches": config.num_micro_batches})
+    elif as_classes and not state().quiet:
+        err_console().print(f"wrote {paths[0]}: {config.world_size} ranks in {config.parallel.pp} rank classes "
+                            f"({config.num_micro_batches} micro-batches per pipeline)", markup=False, highlight=False)
     elif not state().quiet:
         err_console().print(f"wrote {len(paths)} trace(s): {path_span(paths)} "
                             f"({config.num_micro_batches} micro-batches per pipeline)", markup=False, highlight=False)

@@ -17,6 +17,7 @@ def hw() -> None:
     \b
     Example:
       tracekit hw list
+      tracekit hw devices
       tracekit hw show dgx-h100
       tracekit hw import-astra --system sys.json --network net.yml -o spec.toml
     """
@@ -47,6 +48,33 @@ def list_cmd(as_json: bool) -> None:
     for name in list_presets():
         spec = load_spec(name)
         table.add_row(name, str(spec.world_size), _network_line(spec), spec.device.name, spec.collective_model)
+    out_console().print(table)
+
+
+@hw.command("devices", context_settings=CONTEXT_SETTINGS)
+def devices_cmd() -> None:
+    """List the device presets compute projection uses (tracekit/devices.toml), with their sources.
+
+    \b
+    Example:
+      tracekit hw devices
+      tracekit replay out/job --hw dgx-h100 --capture-device a100-80gb
+    """
+    from rich.table import Table
+
+    from tracekit.devices import device_presets
+
+    table = Table(title="device presets (peaks dense; efficiency maxima for GEMM / attention / memory)")
+    for column in ("key", "name", "bf16 or fp16 TFLOP/s", "fp32 TFLOP/s", "memory GB/s", "units",
+                   "max eff", "source"):
+        table.add_column(column, overflow="fold")
+    for key, dev in device_presets().items():
+        peaks = dict(dev.peak_flops_per_s)
+        half = peaks.get("bf16", peaks.get("fp16"))
+        table.add_row(key, dev.name, f"{half / 1e12:,.1f}" if half else "-", f"{peaks.get('fp32', 0) / 1e12:,.1f}",
+                      f"{dev.mem_bandwidth_bytes_per_s / 1e9:,.0f}", str(dev.compute_units),
+                      f"{dev.gemm_max_efficiency:.2f} / {dev.attention_max_efficiency:.2f} / "
+                      f"{dev.memory_max_efficiency:.2f}", dev.source)
     out_console().print(table)
 
 

@@ -10,7 +10,6 @@ from tracekit.cli._common import CONTEXT_SETTINGS, err_console, out_console, sta
 from tracekit.cli._options import deprecated_alias, emit_json, json_option, traces_argument
 from tracekit.cli._render import _fmt_bytes, _fmt_ns  # noqa: E402 - one place for human units
 
-MAX_RANK_ROWS = 16
 
 
 def _pct(part: float, whole: float) -> str:
@@ -21,8 +20,58 @@ def _bw(v: float | None) -> str:
     return "-" if v is None else f"{v:,.2f}"
 
 
-def render_result(console: Any, result: Any) -> None:
-    """Print a :class:`tracekit.replayer.results.ReplayResult` for people."""
+def rank_ranges(ranks: list[int], limit: int = 6) -> str:
+    """Ranks as ranges for people: ``0-63, 128-191`` (at most ``limit`` ranges, then ``... (N ranks)``)."""
+    ranks = sorted(ranks)
+    spans: list[tuple[int, int]] = []
+    for r in ranks:
+        if spans and r == spans[-1][1] + 1:
+            spans[-1] = (spans[-1][0], r)
+        else:
+            spans.append((r, r))
+    text = ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans[:limit])
+    if len(spans) > limit:
+        text += f", ... ({len(ranks)} ranks)"
+    return text
+
+
+def _rank_rows(result: Any, top: int) -> tuple[list[tuple[list[int], Any]], int]:
+    """Ranks with equal figures grouped, slowest first: ``([(ranks, stats)], groups in all)``."""
+    groups: dict[tuple, list] = {}
+    for r in result.ranks:
+        key = (r.iteration_time_ns, r.compute_ns, r.comm_ns, r.exposed_comm_ns, r.comm_wait_ns, r.idle_ns, r.nodes)
+        groups.setdefault(key, [[], r])[0].append(r.rank)
+    rows = sorted(groups.values(), key=lambda g: (-g[1].iteration_time_ns, g[0][0]))
+    return [(ranks, stats) for ranks, stats in rows[:top]], len(rows)
+
+
+def _comm_rows(result: Any, top: int) -> tuple[list[dict[str, Any]], int]:
+    """Collective summary rows that differ only in their group merged, most total time first."""
+    merged: dict[tuple, dict[str, Any]] = {}
+    for row in result.collective_summary():
+        key = (row["kind"], row["comm_bytes"], row["group_size"], row["algorithm"], row["mean_time_ns"],
+               row["algbw_gbps"], row["busbw_gbps"])
+        m = merged.get(key)
+        if m is None:
+            merged[key] = dict(row, groups=[row["pg_name"]])
+        else:
+            m["count"] += row["count"]
+            m["total_time_ns"] += row["total_time_ns"]
+            m["groups"].append(row["pg_name"])
+    rows = sorted(merged.values(), key=lambda m: -m["total_time_ns"])
+    return rows[:top], len(rows)
+
+
+def _groups_text(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else f"{len(names)} groups"
+
+
+def render_result(console: Any, result: Any, *, top: int = 8) -> None:
+    """Print a :class:`tracekit.replayer.results.ReplayResult` for people.
+
+    Ranks with identical figures share a row, as do collectives that differ
+    only in their group; the ``top`` slowest / most expensive rows are shown.
+    """
     from rich.table import Table
 
     prov = result.provenance
@@ -30,29 +79,31 @@ def render_result(console: Any, result: Any) -> None:
     console.print(f"[bold]iteration time {_fmt_ns(job)}[/bold] ({job:,.0f} ns) on {prov.spec_name}: "
                   f"{prov.world_size} rank(s), {result.node_count:,} nodes, collective model "
                   f"{prov.collective_model}, compute {prov.compute_mode} x {prov.compute_scale:g}")
-    ranks = list(result.ranks)
-    title = "per rank"
-    if len(ranks) > MAX_RANK_ROWS:
-        ranks = sorted(ranks, key=lambda r: (-r.iteration_time_ns, r.rank))[:MAX_RANK_ROWS]
-        title = f"per rank: the {MAX_RANK_ROWS} slowest of {len(result.ranks)}"
+    rows, distinct = _rank_rows(result, top)
+    title = "per rank" if distinct == len(result.ranks) else f"per rank ({len(result.ranks)} ranks, {distinct} distinct)"
+    if distinct > len(rows):
+        title += f": the {len(rows)} slowest rows (--top N for more)"
     table = Table(title=title, caption="compute + exposed comm + waiting + other idle = iteration; "
                                        "(all comm) includes comm overlapped with compute")
     for col in ("rank", "iteration", "compute", "exposed comm", "waiting", "other idle", "(all comm)", "nodes"):
         table.add_column(col, justify="right")
-    for r in ranks:
-        table.add_row(str(r.rank), _fmt_ns(r.iteration_time_ns), _fmt_ns(r.compute_ns),
+    for ranks, r in rows:
+        table.add_row(rank_ranges(ranks, limit=3), _fmt_ns(r.iteration_time_ns), _fmt_ns(r.compute_ns),
                       f"{_fmt_ns(r.exposed_comm_ns)} ({_pct(r.exposed_comm_ns, r.iteration_time_ns)})",
                       _fmt_ns(r.comm_wait_ns), _fmt_ns(r.other_idle_ns), _fmt_ns(r.comm_ns), f"{r.nodes:,}")
     console.print(table)
-    summary = result.collective_summary()
+    summary, distinct = _comm_rows(result, top)
     if summary:
-        coll = Table(title=f"communication ({len(result.collectives):,} collectives and send/recv pairs)")
+        title = f"communication ({len(result.collectives):,} collectives and send/recv pairs)"
+        if distinct > len(summary):
+            title += f": the {len(summary)} of {distinct} rows with the most time (--top N for more)"
+        coll = Table(title=title)
         for col in ("kind", "size", "group", "ranks", "algorithm", "count", "mean time", "algbw GB/s",
                     "busbw GB/s"):
             coll.add_column(col, justify="left" if col in ("kind", "group", "algorithm") else "right")
         for row in summary:
-            coll.add_row(row["kind"], _fmt_bytes(row["comm_bytes"]), row["pg_name"], str(row["group_size"]),
-                         row["algorithm"], f"{row['count']:,}", _fmt_ns(row["mean_time_ns"]),
+            coll.add_row(row["kind"], _fmt_bytes(row["comm_bytes"]), _groups_text(row["groups"]),
+                         str(row["group_size"]), row["algorithm"], f"{row['count']:,}", _fmt_ns(row["mean_time_ns"]),
                          _bw(row["algbw_gbps"]), _bw(row["busbw_gbps"]))
         console.print(coll)
     cp = result.critical_path
@@ -72,6 +123,42 @@ def render_result(console: Any, result: Any) -> None:
     methods = ", ".join(f"{k} {v:,}" for k, v in result.compute_methods)
     if methods:
         console.print(f"compute nodes timed by: {methods}")
+
+
+def _result_doc(result: Any, with_schedule: bool, plan: Any, report: Any) -> dict[str, Any]:
+    """The result dict plus ``compute_plan`` (method, devices, reason) and, when projected,
+    ``compute_projection`` (nodes and ns per method): readers of the result ignore the extra keys."""
+    d = result.to_dict(include_schedule=with_schedule)
+    d["compute_plan"] = {"method": plan.method, "source": plan.source, "target": plan.target, "reason": plan.reason}
+    if report is not None:
+        d["compute_projection"] = report.to_dict()
+    return d
+
+
+def _write_result_json(result: Any, path: str, with_schedule: bool, plan: Any, report: Any) -> None:
+    """:func:`_result_doc` written atomically to ``path``."""
+    import orjson
+
+    from tracekit.io import atomic_output
+
+    d = _result_doc(result, with_schedule, plan, report)
+    with atomic_output(path, "wb") as fh:
+        fh.write(orjson.dumps(d, option=orjson.OPT_INDENT_2))
+
+
+def render_compute_plan(console: Any, plan: Any, report: Any, result: Any) -> None:
+    """Say how compute was timed: the method, why, and (projected) time per method; roofline fallbacks."""
+    if plan.method == "projected" and report is not None:
+        for line in report.lines():
+            console.print(line, markup=False, highlight=False)
+        return
+    methods = dict(result.compute_methods)
+    if plan.method == "roofline":
+        kept = methods.get("measured", 0)
+        console.print(f"compute: roofline on the spec; {methods.get('roofline', 0):,} nodes by roofline, "
+                      f"{kept:,} without FLOPs/bytes kept their measured time", markup=False, highlight=False)
+    else:
+        console.print(f"compute: measured times ({plan.reason})", markup=False, highlight=False)
 
 
 @click.command(context_settings=CONTEXT_SETTINGS)
@@ -99,9 +186,20 @@ def render_result(console: Any, result: Any) -> None:
 @click.option("--html-out", "html_out", type=click.Path(dir_okay=False), default=None,
               help="Write a self-contained HTML report of the replay to this file.")
 @deprecated_alias("--html", "html_old")
+@click.option("--top", type=click.IntRange(min=1), default=8, show_default=True,
+              help="Rows per summary table (ranks with equal figures and groups with equal costs share a row).")
+@click.option("--compute", type=click.Choice(["auto", "measured", "roofline", "projected"]), default="auto",
+              show_default=True,
+              help="How compute is timed: 'projected' moves measured times from the capture device to the "
+                   "spec's device per op class; 'roofline' times every node with FLOPs/bytes on the spec; "
+                   "'auto' projects when both devices are known, else keeps the measured times.")
+@click.option("--capture-device", default=None, metavar="NAME",
+              help="Device the trace was measured on (a preset of tracekit/devices.toml such as a100-80gb, "
+                   "or a device name), when the trace does not record it.")
 def replay(traces, hw: str, json_out: str | None, as_json: bool, with_schedule: bool, timeline_out: str | None,
            timeline_old: str | None, compute_scale: float | None, collective_model: str | None, streams: str,
-           no_check: bool, no_fold: bool, html_out: str | None, html_old: str | None) -> None:
+           no_check: bool, no_fold: bool, html_out: str | None, html_old: str | None, top: int, compute: str,
+           capture_device: str | None) -> None:
     """Replay a trace set on a hardware spec and summarise where the time goes.
 
     Prints the iteration time, per-rank compute / communication / exposed
@@ -115,9 +213,10 @@ def replay(traces, hw: str, json_out: str | None, as_json: bool, with_schedule: 
       tracekit replay out/job --hw dgx-a100 --collective-model nccl --compute-scale 0.5
       tracekit replay out/job --hw dgx-h100 --html-out report.html
       tracekit replay out/job --hw dgx-h100 --json | jq .iteration_time_ns
+      tracekit replay out/a100_capture --hw dgx-h100 --compute projected
     """
     from tracekit.replayer import ReplayOptions
-    from tracekit.replayer.folding import replay_files
+    from tracekit.replayer.projected import replay_with_compute
 
     _refuse_old_json(traces, as_json)
     timeline_out = timeline_out or timeline_old
@@ -125,7 +224,15 @@ def replay(traces, hw: str, json_out: str | None, as_json: bool, with_schedule: 
 
     options = ReplayOptions(collective_model=collective_model, compute_scale=compute_scale, streams=streams,
                             check=not no_check, fold=not no_fold)
-    result, traceset = replay_files(traces, hw, options=options)
+    console = err_console()
+    if state().quiet or not console.is_terminal:
+        result, traceset, plan, report = replay_with_compute(traces, hw, options=options, compute=compute,
+                                                             capture_device=capture_device)
+    else:  # a spinner with the current phase (reading 1,024 ranks or simulating takes a while)
+        with console.status("replaying") as spinner:
+            result, traceset, plan, report = replay_with_compute(
+                traces, hw, options=options, compute=compute, capture_device=capture_device,
+                status=lambda text: spinner.update(f"replay: {text}"))
     written = []  # files first: a closed stdout (| head) must not lose them
     if html_out:
         from tracekit.replayer.report import write_report
@@ -133,7 +240,7 @@ def replay(traces, hw: str, json_out: str | None, as_json: bool, with_schedule: 
         write_report(result, html_out, traceset=traceset)
         written.append(f"wrote {html_out}")
     if json_out:
-        result.write_json(json_out, include_schedule=with_schedule)
+        _write_result_json(result, json_out, with_schedule, plan, report)
         written.append(f"wrote {json_out}")
     if timeline_out:
         from tracekit.replayer.timeline import replay_timeline, write_chrome_trace
@@ -145,11 +252,11 @@ def replay(traces, hw: str, json_out: str | None, as_json: bool, with_schedule: 
                   if other["flow_arrows_dropped"] else "")
         written.append(f"wrote {timeline_out} (open it in https://ui.perfetto.dev){capped}")
     if as_json:
-        emit_json(result.to_dict(include_schedule=with_schedule))
+        emit_json(_result_doc(result, with_schedule, plan, report))
     else:
-        render_result(out_console(), result)
+        render_result(out_console(), result, top=top)
+        render_compute_plan(out_console(), plan, report, result)
     fold = result.folding
-    console = err_console()
     if state().quiet:
         return
     if fold is not None and fold.reason is None:

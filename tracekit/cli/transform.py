@@ -25,13 +25,14 @@ def _steps_from_options(opts: dict) -> list:
     if opts["scale_compute"] is not None:
         steps.append(ScaleCompute(opts["scale_compute"]))
     if opts["retarget"] is not None:
+        from tracekit.devices import find_device
         from tracekit.errors import ConfigError
         from tracekit.replayer.hardware import load_spec
 
         src, sep, dst = opts["retarget"].partition(":")
         if not sep or not src or not dst:
             raise ConfigError(f"--retarget wants FROM:TO (two specs or presets), got {opts['retarget']!r}")
-        steps.append(Retarget(load_spec(src), load_spec(dst)))
+        steps.append(Retarget(*(find_device(x) or load_spec(x) for x in (src, dst))))
     if opts["scale_comm"] is not None:
         steps.append(ScaleComm(opts["scale_comm"]))
     if opts["tp"] is not None:
@@ -55,8 +56,9 @@ def _steps_from_options(opts: dict) -> list:
 @click.option("--ranks", "ranks_old", metavar="LIST", hidden=True, default=None)
 @click.option("--drop-cpu-ops", is_flag=True, help="Remove host-only compute nodes (keeping their dependencies).")
 @click.option("--scale-compute", type=float, metavar="F", help="Multiply compute time by F.")
-@click.option("--retarget", metavar="FROM:TO", help="Move compute between devices through the roofline "
-              "(hardware specs or presets, e.g. dgx-a100:dgx-h100).")
+@click.option("--retarget", metavar="FROM:TO", help="Move measured compute between devices per op class "
+              "(device presets such as a100-80gb:h100-sxm, hardware specs or presets such as dgx-a100:dgx-h100); "
+              "prints how many nodes and how much time each method covered.")
 @click.option("--scale-comm", type=float, metavar="F", help="Multiply message sizes by F.")
 @click.option("--tp", type=int, metavar="N", help="New tensor-parallel degree (layer-structured traces).")
 @click.option("--pp", type=int, metavar="N", help="New pipeline-parallel degree (layer-structured traces).")
@@ -107,6 +109,14 @@ def transform(traces, output: str | None, pipeline_file: str | None, as_json: bo
     if stream:
         _transform_streaming(traces, output, Pipeline(steps), compress, as_json)
         return
+    from tracekit.classset import classwise, find_class_set, transform_class_set
+
+    classes = find_class_set(traces)
+    if classes is not None and classwise(Pipeline(steps)) and not compress:  # per class, written as a class set
+        manifest, nodes_in, nodes_out = transform_class_set(classes, Pipeline(steps), output)
+        sys.stdout.write(f"wrote {manifest} ({len(classes.classes)} rank classes of {classes.world_size} ranks): "
+                         f"{nodes_in} -> {nodes_out} nodes ({', '.join(s.describe()['transform'] for s in steps)})\n")
+        return
     ts = read_traceset(traces)
     nodes_in = sum(len(t) for t in ts)
     pipe = Pipeline(steps)
@@ -123,6 +133,31 @@ def transform(traces, output: str | None, pipeline_file: str | None, as_json: bo
     sys.stdout.write(f"wrote {len(paths)} ranks to {output}.<rank>.et{'.gz' if compress else ''}: "
                      f"{len(ts)} -> {len(out)} ranks, {nodes_in} -> {nodes_out} nodes "
                      f"({', '.join(s.describe()['transform'] for s in steps)})\n")
+    if any(s.describe()["transform"] == "Retarget" for s in steps):
+        for line in _projection_lines(out):
+            sys.stdout.write(line + "\n")
+
+
+def _projection_lines(traceset) -> list[str]:
+    """The merged ``compute_projection`` records Retarget left in the output traces' metadata."""
+    import orjson
+
+    from tracekit.projection import ProjectionReport
+
+    merged = None
+    for trace in traceset:
+        raw = trace.metadata.get_attr("compute_projection")
+        if not isinstance(raw, str):
+            continue
+        d = orjson.loads(raw)
+        rep = ProjectionReport(d["source"], d["target"], dtype_fallbacks=d["dtype_fallbacks"], rough=d["rough"])
+        for m, v in d["methods"].items():
+            rep.nodes[m], rep.measured_ns[m], rep.projected_ns[m] = v["nodes"], v["measured_ns"], v["projected_ns"]
+        if merged is None:
+            merged = rep
+        else:
+            merged.merge(rep)
+    return merged.lines() if merged is not None else []
 
 
 def _transform_streaming(traces, output: str, pipe, compress: bool, as_json: bool) -> None:

@@ -141,6 +141,8 @@ def merge_chains(nodes: list[Node]) -> list[Node]:
                 succ_count[p] += 1
     head_of = list(range(n))  # position -> position of the chain head it merges into
     merged_into: dict[int, list[int]] = {}
+    # per chain head: (every member timed, some member has FLOPs/bytes), kept as the chain grows (O(1) a step)
+    flags: dict[int, tuple[bool, bool]] = {}
     for j, node in enumerate(nodes):
         r = res[j]
         if r is None or not serial.get(r) or len(node.data_deps) != 1:
@@ -149,14 +151,12 @@ def merge_chains(nodes: list[Node]) -> list[Node]:
         if i is None or res[i] != r or succ_count[i] != 1:
             continue
         h = head_of[i]
-        group = merged_into.setdefault(h, [h])
-        members = group + [j]
-        timed = [nodes[m].duration_ns > 0 for m in members]
-        if not (all(timed) or not any(_has_work(nodes[m]) for m in members)):
-            if len(group) == 1:
-                del merged_into[h]
+        all_timed, any_work = flags.get(h) or (nodes[h].duration_ns > 0, _has_work(nodes[h]))
+        all_timed, any_work = all_timed and node.duration_ns > 0, any_work or _has_work(node)
+        if not (all_timed or not any_work):
             continue
-        group.append(j)
+        merged_into.setdefault(h, [h]).append(j)
+        flags[h] = (all_timed, any_work)
         head_of[j] = h
     if not merged_into:
         return nodes

@@ -4,12 +4,12 @@
   duration get their ``num_ops`` and ``tensor_size`` multiplied instead, so a
   roofline replay scales too), optionally only nodes of some types, host or
   device nodes, or names matching a pattern;
-* :class:`Retarget` -- move compute from one device to another through the
-  roofline (Williams, Waterman and Patterson, "Roofline", CACM 2009): with
-  ``t(dev) = max(F / peak_flops_per_s, B / mem_bandwidth_bytes_per_s)`` for a
-  node's FLOPs ``F`` and bytes ``B`` (from ``num_ops``/``tensor_size`` or
-  derived from aten shapes, :mod:`.opcost`), a measured duration ``d``
-  becomes ``d * t(target) / t(source)``; the measured efficiency is kept;
+* :class:`Retarget` -- move compute from one device to another with
+  :mod:`tracekit.projection` (the code ``replay --hw`` uses): a measured
+  duration ``d`` becomes ``d * t(target) / t(source)``, ``t`` the device
+  model time of the node's op class (roofline, Williams, Waterman and
+  Patterson, CACM 2009, with efficiency curves by size); the measured
+  efficiency is kept and every node is counted by method;
 * :class:`ScaleComm` -- multiply ``comm_size`` of communication nodes, with
   per-collective-type overrides.
 
@@ -25,7 +25,6 @@ from typing import Any, Mapping
 from tracekit.errors import ConfigError
 from tracekit.model import COMM_TYPES, CollectiveType, Node, NodeType
 from tracekit.transforms.base import Transform, check_factor, copy_node, map_nodes, map_traces, scale_int
-from tracekit.transforms.opcost import op_cost
 
 COMPUTE_TYPES = ("COMP_NODE",)
 _TIMED = frozenset({NodeType.COMP_NODE, NodeType.MEM_LOAD_NODE, NodeType.MEM_STORE_NODE})
@@ -174,22 +173,26 @@ class Device:
 
 
 UNKNOWN_POLICIES = ("keep", "flops", "memory")
+#: metadata attribute naming the device a trace's durations are for (set by converters, moved by Retarget).
+COMPUTE_DEVICE_ATTR = "compute_device"
 
 
 @dataclass(frozen=True)
 class Retarget(Transform):
-    """Move compute from ``source`` to ``target`` device through the roofline (see module docstring).
+    """Move measured compute from ``source`` to ``target`` device (:mod:`tracekit.projection`).
 
-    Nodes with a duration and known FLOPs/bytes get ``round(d * t(target) /
-    t(source))``.  Nodes with no duration keep their FLOPs and bytes (a
-    roofline replay on the target spec times them).  Nodes with a duration
-    but no FLOPs/bytes follow ``unknown``: ``"keep"`` (default), ``"flops"``
-    (scale by the peak ratio) or ``"memory"`` (bandwidth ratio).
+    Each timed node with a duration and a cost becomes ``d x t(target) / t(source)`` with ``t`` the
+    device model time of its op class (:func:`tracekit.devices.op_seconds`; plain roofline for nodes
+    with only ``num_ops``/``tensor_size``).  Nodes with no duration keep their FLOPs and bytes (a
+    roofline replay on the target times them).  Nodes with a duration but no cost follow ``unknown``:
+    ``"keep"`` (default), ``"flops"`` (scale by the peak ratio) or ``"memory"`` (bandwidth ratio).
+    Which nodes move: with ``cpu=None`` (default) the host ops too when ``source`` is a CPU (a CPU
+    capture), else only nodes that are not host ops (``is_cpu_op`` not true); ``cpu`` True/False forces it.  Every node is counted by method in the output
+    traces' metadata attribute ``compute_projection`` (JSON), and ``compute_device`` becomes the target.
 
     Args:
-        source, target: anything :meth:`Device.of` accepts.
-        cpu: True/False/None as in :class:`ScaleCompute` (default: device
-            nodes only, False; host ops run on the CPU, not the accelerator).
+        source, target: anything :func:`tracekit.devices.device_model` accepts (preset names such as
+            ``a100-80gb``, hardware specs, :class:`Device`, ``(peak_flops_per_s, bytes_per_s)``).
 
     Raises:
         ConfigError: bad devices or ``unknown`` policy.
@@ -198,38 +201,65 @@ class Retarget(Transform):
     source: Any
     target: Any
     unknown: str = "keep"
-    cpu: bool | None = False
+    cpu: bool | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "source", Device.of(self.source))
-        object.__setattr__(self, "target", Device.of(self.target))
+        from tracekit.devices import device_model
+
+        for name in ("source", "target"):
+            value = getattr(self, name)
+            if isinstance(value, (tuple, list, Mapping)):
+                value = Device.of(value)
+            object.__setattr__(self, name, device_model(value))
         if self.unknown not in UNKNOWN_POLICIES:
             raise ConfigError(f"unknown policy must be one of {', '.join(UNKNOWN_POLICIES)}, got {self.unknown!r}")
 
-    def ratio(self, flops: float, nbytes: float) -> float:
-        """``t(target) / t(source)`` for one node."""
-        src = self.source.seconds(flops, nbytes)
-        return self.target.seconds(flops, nbytes) / src if src > 0 else 1.0
+    def describe(self) -> dict[str, Any]:
+        return {"transform": "Retarget", "source": self.source.key, "target": self.target.key,
+                "unknown": self.unknown, "cpu": self.cpu}
 
     def apply(self, traceset):
+        return map_traces(traceset, lambda t: self.project_trace(t)[0])
+
+    def project_trace(self, trace):
+        """``(projected trace, ProjectionReport)`` for one rank."""
+        import orjson
+
+        from tracekit.projection import new_report, project_node
+        from tracekit.transforms.base import copy_metadata
+
         src, dst = self.source, self.target
-        fallback = {"keep": 1.0, "flops": src.peak_flops_per_s / dst.peak_flops_per_s,
+        # a CPU source: host ops are the compute; else the device nodes (decided per node, so streaming
+        # chunks of a rank file behave like the whole file)
+        host_compute = (src.kind == "cpu") if self.cpu is None else self.cpu
+        report = new_report(src, dst, host_compute)
+        fallback = {"keep": None, "flops": src.peak()[0] / dst.peak()[0],
                     "memory": src.mem_bandwidth_bytes_per_s / dst.mem_bandwidth_bytes_per_s}[self.unknown]
 
         def one(node: Node) -> Node | None:
-            if node.type not in _TIMED or node.duration_ns <= 0:
+            if node.type not in _TIMED:
                 return None
-            if self.cpu is not None and bool(node.is_cpu_op) != self.cpu:
+            d = node.duration_ns
+            moves = host_compute if node.is_cpu_op is True else self.cpu is not True
+            if fallback is not None and d > 0 and moves and not ((node.num_ops or 0) > 0 or (node.tensor_bytes or 0) > 0):
+                report.add("unknown_" + self.unknown, d, d * fallback)
+                new = d * fallback
+            elif not moves:
+                report.add("kept_host", d, d)
                 return None
-            cost = op_cost(node)
-            r = self.ratio(cost.flops, cost.bytes) if cost is not None else fallback
-            if r == 1.0:
+            else:
+                new = project_node(node, src, dst, True, report)
+            if new is None or round(new) == d:
                 return None
             c = copy_node(node)
-            c.duration_ns = scale_int(node.duration_ns, r)
+            c.duration_ns = int(round(new))
             return c
 
-        return map_traces(traceset, lambda t: map_nodes(t, one))
+        out = map_nodes(trace, one)
+        md = copy_metadata(out.metadata)
+        md.set_attr(COMPUTE_DEVICE_ATTR, dst.name or dst.key, "string_val")
+        md.set_attr("compute_projection", orjson.dumps(report.to_dict()).decode(), "string_val")
+        return out.with_metadata(md), report
 
 
 # ----------------------------------------------------------------------------- messages
