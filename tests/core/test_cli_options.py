@@ -148,6 +148,9 @@ def _json_commands(samples_dir: Path, tmp_path: Path) -> list[list[str]]:
          "-o", str(tmp_path / "sweep")],
         ["load", str(tmp_path / "d.json"), "-o", str(tmp_path / "l.0.et")],
         ["bench-coll", "--hw", "dgx-a100", "--ranks", "8", "--sizes", "1MiB,8MiB"],
+        ["generate", "llm", "--model", "gpt3-1.3b", "--layers", "2", "--tp", "1", "--pp", "2", "--ranks", "4",
+         "--global-batch", "4", "--classes", "-o", str(tmp_path / "cls")],
+        ["expand", str(tmp_path / "cls"), "-o", str(tmp_path / "cls_ranks")],
     ]
 
 
