@@ -88,6 +88,8 @@ class TraceSummary:
             send/recv under ``SEND``/``RECV``.
         compute_ns: summed duration of COMP nodes, nanoseconds.
         cost: :class:`CostCoverage` (FLOPs/bytes coverage of compute).
+        steps: ``ProfilerStep#N`` markers (nodes named so with a ``range_duration_ns``
+            attribute, written by the PyTorch converters) -> measured step duration, ns.
     """
 
     rank: int | None
@@ -101,6 +103,7 @@ class TraceSummary:
     comm_bytes_by_collective: dict[str, int]
     compute_ns: int
     cost: CostCoverage | None = None
+    steps: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -145,10 +148,17 @@ def summarize_trace(trace: ExecutionTrace) -> TraceSummary:
             size = csize[p]
             comm_bytes[key] += int(size) if isinstance(size, (int, float)) else 0
     compute_ns = int(cols.duration_ns[types == NodeType.COMP_NODE].sum())
+    steps: dict[str, int] = {}
+    ranged, span = cols.attr_int("range_duration_ns")
+    if ranged.any():
+        names = cols.names
+        for p in np.flatnonzero(ranged).tolist():
+            if names[p].startswith("ProfilerStep#"):
+                steps[names[p]] = int(span[p])
     return TraceSummary(rank=trace.rank, path=trace.path, version=trace.metadata.version, nodes=len(cols),
                         data_deps=len(cols.data_ids), ctrl_deps=len(cols.ctrl_ids), nodes_by_type=by_type,
                         collectives=dict(collectives), comm_bytes_by_collective=dict(comm_bytes),
-                        compute_ns=compute_ns, cost=cost_coverage(trace))
+                        compute_ns=compute_ns, cost=cost_coverage(trace), steps=steps)
 
 
 def summarize_traceset(ts: "TraceSet") -> TraceSetSummary:

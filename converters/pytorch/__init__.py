@@ -15,6 +15,7 @@ Kineto files are paired by rank.  See :mod:`.et_reader`, :mod:`.linker`,
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from dataclasses import dataclass
@@ -24,6 +25,28 @@ from tracekit.converters.pytorch.kineto_reader import paused_gc
 from tracekit.errors import ConversionError, TracekitError
 
 _RANK_IN_NAME = re.compile(r"rank[_-]?(\d+)", re.IGNORECASE)
+log = logging.getLogger(__name__)
+
+
+def world_size_warning(traces) -> str | None:
+    """A message when the world size the traces declare (Kineto ``distributedInfo.world_size``, kept in
+    metadata attribute ``world_size``) disagrees with the rank files present, else None.
+
+    Args:
+        traces: mapping rank -> :class:`~tracekit.model.ExecutionTrace`.
+    """
+    declared = {}
+    for rank, trace in traces.items():
+        for a in trace.metadata.attrs if trace.metadata is not None else ():
+            if a.name == "world_size" and isinstance(a.value, int):
+                declared[rank] = a.value
+    sizes = sorted(set(declared.values()))
+    if not sizes or sizes == [len(traces)]:
+        return None
+    shown = ", ".join(str(r) for r in sorted(traces)[:8]) + (" ..." if len(traces) > 8 else "")
+    return (f"the traces declare world size {' / '.join(str(s) for s in sizes)} (Kineto distributedInfo) but "
+            f"{len(traces)} rank file(s) were converted (ranks {shown}): a partial job; its replay needs every rank "
+            f"(tracekit check-replay replays each present rank alone)")
 
 
 @dataclass(frozen=True)
@@ -144,6 +167,9 @@ def convert_job(et_paths: Sequence[str | os.PathLike[str]],
             raise ConversionError(f"rank {rank} appears twice (from {job.et_path})", path=job.et_path)
         res.trace.rank = rank
         traces[rank] = res.trace
+    warning = world_size_warning(traces)
+    if warning:
+        log.warning(warning)
     return JobConversion(traceset=TraceSet(traces), ranks=list(results))
 
 
@@ -160,4 +186,4 @@ def convert_pytorch(et_paths: Sequence[str | os.PathLike[str]],
 
 
 __all__ = ["RankJob", "JobConversion", "convert_job", "convert_pytorch", "convert_rank", "plan_jobs",
-           "rank_in_name"]
+           "rank_in_name", "world_size_warning"]

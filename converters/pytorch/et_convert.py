@@ -37,6 +37,8 @@ edges that would not be are counted in :attr:`RankConversion.dropped_edges`.
 
 from __future__ import annotations
 
+import logging
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,10 +51,15 @@ from tracekit.model import Attr, ExecutionTrace, IOInfo, Metadata, Node, NodeTyp
 from tracekit.converters.pytorch.costs import CostStats, attach_costs, capture_device, device_attr
 from tracekit.converters.pytorch.collectives import CommOp, CommPlan, plan_comms, read_process_groups
 from tracekit.converters.pytorch.et_reader import EtIO, EtOp, EtTrace
+from tracekit.converters.pytorch.host_timing import HostSpan, thread_timing, trim_sync_waits, trim_waiting_gaps
 from tracekit.converters.pytorch.kineto_reader import KinetoEvent, KinetoTrace
 from tracekit.converters.pytorch.linker import LinkReport, Linkage, is_et_root
 
 CHAKRA_VERSION = "0.0.4"
+#: Linked Kineto categories that are ranges (annotations), see :mod:`.host_timing`.
+RANGE_CATEGORIES = frozenset({"user_annotation"})
+_STEP = re.compile(r"ProfilerStep#\d+$")
+log = logging.getLogger(__name__)
 _NCCL_KERNEL = ("nccl", "Nccl")
 _SYNC_KINDS = frozenset({"device_sync", "stream_sync", "stream_sync_inferred", "event_sync",
                          "event_sync_inferred", "stream_wait_event", "stream_wait_event_inferred"})
@@ -147,6 +154,7 @@ class _Builder:
             out.append(node)
 
         # host and comm nodes
+        self.host_timing()
         for op in ops:
             owner = plan.member_of.get(op.id)
             if owner is not None and owner != op.id:
@@ -164,24 +172,88 @@ class _Builder:
         self.thread_chains(ops, comms)
         self.cross_thread(ops, comms)
         self.joins(ops, comms, position)
+        self.kineto_step_markers(ops, out, position)
         if self.link is not None:
             out.extend(self.device_nodes(comms, position))
+            trim_waiting_gaps(out, {k: v for k, v in self.lead_gap_ns.items() if k in self.nodes})
         return out
+
+    def host_timing(self) -> None:
+        """Durations of linked host ops by :mod:`.host_timing`, one Kineto thread at a time."""
+        self.duration_ns: dict[int, int] = {}
+        self.gap_ns: dict[int, int] = {}
+        self.lead_gap_ns: dict[int, int] = {}
+        self.range_ns: dict[int, int] = {}
+        self.partial_overlaps = 0
+        if self.link is None:
+            return
+        lanes: dict[tuple, list[HostSpan]] = {}
+        for et_id, e in self.link.host.items():
+            is_range = e.category in RANGE_CATEGORIES and et_id not in self.plan.member_of
+            if is_range:
+                self.range_ns[et_id] = e.duration_ns
+            lanes.setdefault((e.pid, e.tid), []).append(HostSpan(et_id, e.start_ns, e.end_ns, is_range))
+        if self.kineto is not None and not any(_STEP.match(op.name) for op in self.et.ops):
+            for e in self.kineto.events:  # steps only Kineto has (see kineto_step_markers) are ranges too
+                if e.category in RANGE_CATEGORIES and _STEP.match(e.name) and (e.pid, e.tid) in lanes:
+                    lanes[(e.pid, e.tid)].append(HostSpan(("kineto", e.index), e.start_ns, e.end_ns, True))
+        for spans in lanes.values():
+            timing = thread_timing(spans)
+            self.duration_ns.update(timing.duration_ns)
+            self.gap_ns.update(timing.gap_ns)
+            self.lead_gap_ns.update(timing.lead_gap_ns)
+            self.partial_overlaps += timing.partial_overlaps
+        if self.partial_overlaps:
+            log.warning("%s: %d host op(s) overlap an enclosing op without nesting; clamped to its end",
+                        self.et.path or "ET", self.partial_overlaps)
+
+    def kineto_step_markers(self, ops: list[EtOp], out: list[Node], position: dict[int, int]) -> None:
+        """Steps from Kineto when the ET has none: a zero-duration ``ProfilerStep#N`` node per Kineto step.
+
+        Placed just before the first linked op of the step's Kineto thread (in file order and in that ET
+        thread's chain), with the step's measured span in ``range_duration_ns``.
+        """
+        if self.link is None or self.kineto is None or any(_STEP.match(op.name) for op in ops):
+            return
+        steps = sorted((e for e in self.kineto.events if e.category in RANGE_CATEGORIES and _STEP.match(e.name)),
+                       key=lambda e: e.start_ns)
+        linked = [(op, self.link.host[op.id]) for op in ops if op.id in self.nodes and op.id in self.link.host]
+        for m in steps:
+            first = next((op for op, e in linked if (e.pid, e.tid) == (m.pid, m.tid) and e.start_ns >= m.start_ns),
+                         None)
+            if first is None:
+                continue
+            prev = None
+            for op in ops:
+                if op.id == first.id:
+                    break
+                if op.tid == first.tid and op.id in self.nodes:
+                    prev = op.id
+            nid = self.fresh_id()
+            self.nodes[nid] = Node(id=nid, name=m.name, type=NodeType.COMP_NODE, start_time_ns=m.start_ns,
+                                   duration_ns=0, attrs=[Attr("tid", first.tid), Attr("is_cpu_op", True, "bool_val"),
+                                                         Attr("range_duration_ns", m.duration_ns, "int64_val"),
+                                                         Attr("step_source", "kineto", "string_val")])
+            self.order[nid] = (position[first.id], -1, 0, 0)
+            if prev is not None:
+                self.add_dep(nid, prev)
+            self.add_dep(first.id, nid)
+            at = next(i for i, n in enumerate(out) if n.id == first.id)
+            out.insert(at, self.nodes[nid])
 
     def host_node(self, op: EtOp, ctrl: list[int], kids: dict[int, list[EtOp]]) -> Node:
         times = self.host_times(op)
         start = dur = 0
         if times is not None:
-            start, dur = times
-            inner = 0
-            for child in kids.get(op.id, ()):
-                ct = self.host_times(child)
-                if ct is not None and child.tid == op.tid:
-                    inner += ct[1]
-            dur = max(0, dur - inner)
+            start = times[0]
+            dur = self.duration_ns.get(op.id, 0)
         attrs = [Attr("rf_id", op.rf_id), Attr("fw_parent", op.fw_parent), Attr("seq_id", op.seq_id),
                  Attr("scope", op.scope), Attr("tid", op.tid), Attr("fw_tid", op.fw_tid),
                  Attr("is_cpu_op", True, "bool_val")]
+        if op.id in self.range_ns:
+            attrs.append(Attr("range_duration_ns", self.range_ns[op.id], "int64_val"))
+        elif self.gap_ns.get(op.id):
+            attrs.append(Attr("host_gap_ns", self.gap_ns[op.id], "int64_val"))
         if op.op_schema:
             attrs.append(Attr("op_schema", op.op_schema, "string_val"))
         return Node(id=op.id, name=op.name, type=NodeType.COMP_NODE, ctrl_deps=ctrl, start_time_ns=start,
@@ -328,6 +400,8 @@ class _Builder:
                 host_nodes_by_tid.setdefault(self.et.by_id[nid].tid, []).append(nid)
         for lst in host_nodes_by_tid.values():
             lst.sort(key=lambda n: self.order[n])
+        waits: dict[tuple[int, int], tuple[KinetoEvent, int]] = {}
+        event_at = {e.index: e for e in self.kineto.events} if self.kineto is not None else {}
         for edge in link.device_graph.edges:
             if edge.kind not in _SYNC_KINDS:
                 continue
@@ -346,6 +420,12 @@ class _Builder:
                 dst = self.plan.member_of.get(et_of_host[h.index], et_of_host[h.index])
                 if dst not in self.nodes:
                     continue
+                call = event_at.get(edge.dst)
+                if call is not None and self.nodes[dst].type == NodeType.COMP_NODE and self.order[dst] > self.order[src]:
+                    s_node = self.nodes[src]
+                    key = (dst, call.index)
+                    until = s_node.start_time_ns + s_node.duration_ns
+                    waits[key] = (call, max(until, waits[key][1]) if key in waits else until)
                 if self.order[dst] <= self.order[src]:  # wait inside the launching op: next op on its thread
                     tid = self.et.by_id[dst].tid
                     later = [n for n in host_nodes_by_tid.get(tid, ()) if self.order[n] > self.order[src]]
@@ -353,6 +433,8 @@ class _Builder:
                         continue
                     dst = later[0]
             self.add_dep(dst, src)
+        trim_sync_waits((self.nodes[nid], call.start_ns, call.end_ns, until)
+                        for (nid, _), (call, until) in waits.items())
 
 
 def _groups_from_kineto(kineto: KinetoTrace | None) -> dict[str, tuple[int, ...]]:
@@ -400,6 +482,8 @@ def convert_et(et: EtTrace, *, rank: int | None = None, kineto: KinetoTrace | No
         device = capture_device(kineto.device_properties, any(e.is_device for e in kineto.events))
     metadata = Metadata(version=CHAKRA_VERSION, attrs=[Attr("source_schema", et.schema, "string_val")]
                         + device_attr(device))
+    if kineto is not None and kineto.world_size is not None:
+        metadata.attrs.append(Attr("world_size", kineto.world_size, "int64_val"))
     trace = ExecutionTrace(nodes, metadata, rank=rank, path=None)
     counts: dict[str, int] = {}
     for n in nodes:

@@ -4,16 +4,21 @@ Graph built from the Kineto events alone:
 
 * **Host ops.**  Every ``cpu_op``, ``user_annotation``, runtime/driver call
   (``cuda_runtime``, ``cuda_driver``, ``mtia_runtime``...) and ``python_function`` on a
-  host thread is a COMP node.  Nesting is time containment on the thread; a node's
-  duration is its *exclusive* time (its span minus its children's), so a thread's
-  durations add up to its busy time.  Nodes of one thread form a chain in
-  pre-order (start, longer first), each depending on the previous one;
-  ``ctrl_deps`` hold the enclosing op.
+  host thread is a COMP node, timed by :mod:`.host_timing`: annotations
+  (``user_annotation``: ``ProfilerStep#N``, ``## backward ##``, ``record_function``) are
+  ranges of 0 ns with their span in ``range_duration_ns``; work gets its own time
+  plus the uncovered time of its range (``host_gap_ns``); partial overlaps are
+  clamped and counted.  Nodes of one thread form a chain in pre-order (start,
+  longer first), each depending on the previous one; ``ctrl_deps`` hold the
+  enclosing op.  Synchronizing calls that wait in the replay keep only their time
+  after what they wait for (``waited_ns``).
 * **Device ops.**  Kernels, memcpys and memsets are COMP nodes (``is_cpu_op``
   false, ``stream`` attribute) depending on their launch call and on the previous
   op of their stream; synchronization adds the edges :mod:`.device_graph` finds.
 * **Cross-thread.**  Only where the trace shows one: ``fwdbwd`` flow events
-  (forward op -> its backward op), launches, synchronization, gloo worker records.
+  (forward op -> its backward op), launches, synchronization, gloo worker records,
+  and thread hand-off through a range holding no work of its own thread
+  (:func:`.host_timing.handoff_edges`).
 * **Communication.**  :mod:`.kineto_comms` folds each collective family into one
   COMM_COLL / COMM_SEND / COMM_RECV node (the NCCL kernel, or the host op for
   gloo) with ``comm_type``, ``comm_size`` (bytes), ``pg_name`` and for send/recv
@@ -35,6 +40,7 @@ unknown collective names, undeterminable sizes or groups, duplicate ranks.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections import Counter, defaultdict
@@ -46,6 +52,7 @@ from tracekit.converters.pytorch.kineto_costs import attach_kineto_costs
 from tracekit.converters.pytorch.device_graph import (
     HOST_API_CATEGORIES, DeviceGraph, DeviceGraphStats, build_device_graph, forward_position, time_key,
 )
+from tracekit.converters.pytorch.host_timing import HostSpan, handoff_edges, thread_timing, trim_sync_waits, trim_waiting_gaps
 from tracekit.converters.pytorch.kineto_comms import (
     KinetoComm, declared_groups_from_rpc, extract_comms, is_nccl_kernel,
 )
@@ -72,6 +79,9 @@ HOST_NODE_CATEGORIES = frozenset({"cpu_op", "user_annotation", "python_function"
 # Categories that carry no work of their own (annotations of other events, counters, spans).
 _DECORATION_CATEGORIES = frozenset({"gpu_user_annotation", "cuda_sync", "Trace", "cuda_profiler_range",
                                     "cpu_instant_event", "overhead"})
+#: Host categories that are ranges (annotations): structure, no time of their own (see :mod:`.host_timing`).
+RANGE_CATEGORIES = frozenset({"user_annotation"})
+log = logging.getLogger(__name__)
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
 _LAUNCH_CALL = re.compile(r"Launch|[Mm]emcpy|[Mm]emset")
 
@@ -154,6 +164,11 @@ def convert_kineto(paths: Iterable[str | os.PathLike[str]]) -> TraceSet:
         origin[trace.rank] = p
     if not traces:
         raise ConversionError("no Kineto files to convert")
+    from tracekit.converters.pytorch import world_size_warning
+
+    warning = world_size_warning(traces)
+    if warning:
+        log.warning(warning)
     return TraceSet(traces)
 
 
@@ -187,21 +202,24 @@ class _Converter:
 
     # ------------------------------------------------------------------ host structure
     def host_structure(self, host: Sequence[KinetoEvent]) -> None:
+        """Nesting and durations of host events, one thread at a time (:mod:`.host_timing`)."""
         self.lanes = iter_events_by_thread(host)
         self.parent_of: dict[int, int] = {}
-        child_ns: dict[int, int] = defaultdict(int)
+        self.exclusive_ns: dict[int, int] = {}
+        self.gap_ns: dict[int, int] = {}
+        self.lead_gap_ns: dict[int, int] = {}
+        self.partial_overlaps = 0
         for lane in self.lanes.values():
-            stack: list[KinetoEvent] = []
-            for e in lane:
-                while stack and stack[-1].end_ns <= e.start_ns:
-                    stack.pop()
-                if stack:
-                    parent = stack[-1]
-                    self.parent_of[e.index] = parent.index
-                    child_ns[parent.index] += min(e.end_ns, parent.end_ns) - e.start_ns
-                stack.append(e)
-        self.exclusive_ns = {e.index: max(0, e.duration_ns - child_ns.get(e.index, 0))
-                             for lane in self.lanes.values() for e in lane}
+            timing = thread_timing([HostSpan(e.index, e.start_ns, e.end_ns, e.category in RANGE_CATEGORIES)
+                                    for e in lane])
+            self.parent_of.update(timing.parent)
+            self.exclusive_ns.update(timing.duration_ns)
+            self.gap_ns.update(timing.gap_ns)
+            self.lead_gap_ns.update(timing.lead_gap_ns)
+            self.partial_overlaps += timing.partial_overlaps
+        if self.partial_overlaps:
+            log.warning("%s: %d host event(s) overlap an enclosing event without nesting; clamped to its end",
+                        self.path or "Kineto trace", self.partial_overlaps)
 
     def groups(self, host: Sequence[KinetoEvent]) -> dict[str, tuple[int, ...]]:
         groups: dict[str, tuple[int, ...]] = {}
@@ -229,6 +247,7 @@ class _Converter:
         dgraph = build_device_graph(kt)
         self.host_structure(host)
         by_index = {e.index: e for e in kt.events}
+        self.by_index = by_index
         launched_by = {call: [by_index[i] for i in ops] for call, ops in dgraph.launched.items()}
         groups = self.groups(host)
         comms = extract_comms(self.lanes, self.parent_of, launched_by, rank=self.rank, groups=groups,
@@ -252,6 +271,7 @@ class _Converter:
             nodes.append(node)
 
         flow_edges = self.add_edges(node_of, dgraph, by_index)
+        trim_waiting_gaps(nodes, {node_of[i].id: g for i, g in self.lead_gap_ns.items() if i in node_of})
         attach_kineto_costs(kt, dgraph.launch_of, node_of)  # op costs (issue 15): a separate pass
         self.check_forward(nodes)
 
@@ -305,6 +325,10 @@ class _Converter:
             if e.rf_id is not None:
                 attrs.append(Attr("rf_id", e.rf_id, "int64_val"))
             duration = e.duration_ns if comm is not None else self.exclusive_ns[e.index]
+            if comm is None and e.category in RANGE_CATEGORIES:
+                attrs.append(Attr("range_duration_ns", e.duration_ns, "int64_val"))
+            elif comm is None and self.gap_ns.get(e.index):
+                attrs.append(Attr("host_gap_ns", self.gap_ns[e.index], "int64_val"))
         if e.external_id is not None:
             attrs.append(Attr("ext_id", e.external_id, "int64_val"))
         if e.correlation is not None:
@@ -321,8 +345,21 @@ class _Converter:
                                 ("comm_tag", comm.comm_tag)):
                 if value is not None:
                     attrs.append(Attr(name, value, "int32_val"))
-        return Node(id=nid, name=e.name, type=ntype, start_time_ns=e.start_ns, duration_ns=duration,
+        start = e.start_ns
+        if comm is not None and not e.is_device:
+            start, duration = self.gloo_span(e, comm, duration)
+        return Node(id=nid, name=e.name, type=ntype, start_time_ns=start, duration_ns=duration,
                     attrs=attrs)
+
+    def gloo_span(self, e: KinetoEvent, comm: KinetoComm, duration: int) -> tuple[int, int]:
+        """A host COMM node's measured time: its gloo worker records' span when it has some (the transfer
+        runs there, as in the ET path), else the host op's span."""
+        workers = [w for w in (self.by_index[i] for i in comm.members if i != e.index)
+                   if w.name.startswith("gloo:") and w.tid != e.tid]
+        if not workers:
+            return e.start_ns, duration
+        start = min(w.start_ns for w in workers)
+        return start, max(w.end_ns for w in workers) - start
 
     # ------------------------------------------------------------------ edges
     def add_edges(self, node_of: Mapping[int, Node], dgraph: DeviceGraph,
@@ -359,6 +396,7 @@ class _Converter:
                         dep(prev, node_of[i])
                     prev = i
         # Launch and synchronization edges.
+        waited_until: dict[int, int] = {}  # waiting call -> latest measured end of what it waits for
         for edge in dgraph.edges:
             if edge.kind == "stream_order":
                 continue
@@ -376,8 +414,15 @@ class _Converter:
             j = forward_position(chain_starts[key], pos, src.start_ns)
             if j is not None:
                 dep(edge.src, node_of[chains[key][j].index])
+                if j == pos:  # the call itself waits in the replay: its measured wait is not its own time
+                    waited_until[edge.dst] = max(waited_until.get(edge.dst, 0), src.end_ns)
+        # a call holding its own wait keeps only its time after the awaited op (host_timing.trim_sync_waits)
+        trim_sync_waits((node_of[c], by_index[c].start_ns, by_index[c].end_ns, until)
+                        for c, until in waited_until.items()
+                        if c in node_of and node_of[c].type == NodeType.COMP_NODE)
 
         # fwdbwd flows: forward op -> backward op (cross-thread, shown by the trace).
+        self.handoffs = handoff_edges(self.lanes, node_of, dep, RANGE_CATEGORIES)
         return self._flow_edges(node_of, dep)
 
     def _launch_dep(self, src: int, dst_index: int, node_of: Mapping[int, Node], dst: Node, dep) -> None:

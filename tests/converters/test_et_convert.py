@@ -20,9 +20,13 @@ def _convert(et_d, k_d=None, rank=0):
 
 def test_exclusive_durations_chain_and_ctrl_deps():
     res, n = _convert(mlp_et(), mlp_kineto())
-    # exclusive = own - linked children: step 100-(50+20), linear 50-(8+30)
+    # ProfilerStep#1 [0,100) is a range: duration 0 (its span kept in range_duration_ns).  Own time:
+    # linear 50-(8+30) = 12 plus the step's uncovered [0,10) before it = 22; relu 20 plus the uncovered
+    # [60,70) before it and the step's tail [90,100) after it = 40 (host_timing's rule).
     assert {i: n[i].duration_ns for i in (10, 11, 12, 13, 14)} == \
-        {10: 30_000, 11: 12_000, 12: 8_000, 13: 30_000, 14: 20_000}
+        {10: 0, 11: 22_000, 12: 8_000, 13: 30_000, 14: 40_000}
+    assert n[10].get_attr("range_duration_ns") == 100_000
+    assert n[11].get_attr("host_gap_ns") == 10_000 and n[14].get_attr("host_gap_ns") == 20_000
     assert n[13].start_time_ns == 25_000
     assert [n[i].data_deps for i in (10, 11, 12, 13, 14)] == [[], [10], [11], [12], [13]]
     assert [n[i].ctrl_deps for i in (10, 11, 12, 13, 14)] == [[], [10], [11], [11], [10]]

@@ -28,6 +28,7 @@ _COMMAND_MODULES = (
     "tracekit.cli.transform",
     "tracekit.cli.replay",
     "tracekit.cli.analyze",
+    "tracekit.cli.check_replay",
     "tracekit.cli.report",
     "tracekit.cli.sweep",
     "tracekit.cli.hw",

@@ -76,6 +76,13 @@ def render_summary(console: Any, summary: Any, *, top: int = 16) -> None:
                 f"{s.collectives.get(c, 0) if c not in ('SEND', 'RECV') else '-'} / "
                 f"{_fmt_bytes(s.comm_bytes_by_collective.get(c, 0))}" for c in colls])
         console.print(ct)
+    if any(s.steps for s in summary.per_rank):
+        st = Table(title="steps (measured ProfilerStep#N duration)", show_header=True)
+        st.add_column("rank", justify="right")
+        st.add_column("steps", justify="left")
+        for s in summary.per_rank:
+            st.add_row(str(s.rank), ", ".join(f"{k.split('#')[1]}: {_fmt_ns(v)}" for k, v in s.steps.items()) or "-")
+        console.print(st)
     if len(summary.process_groups) > 1:
         pg = Table(title=f"process groups ({len(summary.process_groups)}"
                          f"{f'; the first {top}' if len(summary.process_groups) > top else ''})", show_header=True)

@@ -118,6 +118,11 @@ def _kineto_only(paths: list[str], prefix: str, workers: int | None, executor: s
         if res.trace.rank in traces:
             raise ConversionError(f"rank {res.trace.rank} appears twice", path=path)
         traces[res.trace.rank] = res.trace
+    from tracekit.converters.pytorch import log as pytorch_log, world_size_warning
+
+    warning = world_size_warning(traces)
+    if warning:
+        pytorch_log.warning(warning)
     Path(prefix).parent.mkdir(parents=True, exist_ok=True)
     written = write_traceset(TraceSet(traces), prefix)
     if as_json:

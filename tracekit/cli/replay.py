@@ -123,6 +123,14 @@ def render_result(console: Any, result: Any, *, top: int = 8) -> None:
     methods = ", ".join(f"{k} {v:,}" for k, v in result.compute_methods)
     if methods:
         console.print(f"compute nodes timed by: {methods}")
+    methods_d = dict(result.compute_methods)
+    missing = methods_d.get("missing", 0)
+    if missing and not methods_d.get("measured", 0):
+        modelled = sum(v for k, v in methods_d.items() if k not in ("measured", "missing"))
+        console.print(f"[bold red]warning:[/bold red] no compute node has a measured duration (an Execution Trace "
+                      f"converted without Kineto records no times): {modelled:,} timed by a cost model from their "
+                      f"FLOPs/bytes, {missing:,} with neither replayed as 0 ns; convert with --kineto for measured "
+                      f"times")
 
 
 def _result_doc(result: Any, with_schedule: bool, plan: Any, report: Any) -> dict[str, Any]:

@@ -1,0 +1,146 @@
+"""Replay fidelity on real captures: every real trace with a ProfilerStep (and the named step-less ones).
+
+Each row converts a real capture (``../shared/real``), replays it with its own measured durations
+(:func:`tracekit.replayer.measured.check_replay`: compute measured, each collective the smallest
+measured duration of its members) and compares the replayed step time per rank with the measured one.
+
+Row: (set, conversion, rank, step, measured ns, source of the measured value, expected error or None, reason).
+``expected error`` None means the row must be within 5 %; otherwise the row states the error (in %,
+asserted to +-0.5 points) and the reason 5 % is not reached.
+
+Measured values: ``KINETO_STEP`` = the ``dur`` of Kineto's ``ProfilerStep#N`` event on that rank (us in the
+file, exact ns here); ``SPAN`` = no ProfilerStep in the file: first measured start to last measured end
+of the converted nodes.
+
+Rows that miss 5 % (closing note):
+- dist_ws4 Kineto-only, ranks 0, 1, 3 and the job: -5.4 / -6.0 / -6.3 / -6.3 %: COLL_MIN below (the ET + Kineto
+  conversion of the same run, whose collectives carry the same measured gloo spans, is -4.0 .. -4.9 %).
+- param-linear: the capture has no ProfilerStep; Python time between operators outside any range is idle
+  by the host rule (only uncovered time inside a range counts as host work), so the span is under-predicted
+  (-14.6 % ET + Kineto, -31.7 % Kineto over many iterations).
+- kineto-docs (130 ns toy traces): no ProfilerStep, 3 x 10 ns of uncovered host time between ops is idle.
+- hta-call_stack, hta-cpu_only, hta-triton_example: HTA test excerpts whose step thread holds no operator
+  inside ProfilerStep#N (7, 16 and 8 events in the files): nothing to replay, predicted 0.
+"""
+
+from __future__ import annotations
+
+import glob
+import logging
+from functools import lru_cache
+
+import pytest
+
+from tracekit.converters.pytorch import convert_pytorch
+from tracekit.converters.pytorch.kineto_convert import convert_kineto
+from tracekit.replayer.measured import check_replay
+
+pytestmark = pytest.mark.realdata
+
+KINETO_STEP = "Kineto ProfilerStep#N dur"
+SPAN = "span of measured node times (no ProfilerStep)"
+NO_RANGE = "no ProfilerStep: uncovered host time outside any range is idle by the host rule"
+JOB = "ProfilerStep#N of every rank: last start to last end"
+COLL_MIN = ("each collective replays with its smallest member duration; on this capture the measured durations "
+            "of the rank that arrived last sum to 173.7 ms per rank against 148.6 ms for the minimum (gloo worker "
+            "records of late ranks still queue), so the collective phase replays ~25 ms short")
+EXCERPT = "HTA test excerpt: no operator inside the step on its thread"
+
+G = "pytorch/torch-cpu-gloo/"
+SETS = {
+    ("torch-cpu-gloo/single", "et+kineto"): (G + "single/et_rank*.json", G + "single/kineto_rank*.json"),
+    ("torch-cpu-gloo/single", "kineto"): (None, G + "single/kineto_rank*.json"),
+    ("torch-cpu-gloo/dist_ws2", "et+kineto"): (G + "dist_ws2/et_rank*.json", G + "dist_ws2/kineto_rank*.json"),
+    ("torch-cpu-gloo/dist_ws2", "kineto"): (None, G + "dist_ws2/kineto_rank*.json"),
+    ("torch-cpu-gloo/dist_ws4", "et+kineto"): (G + "dist_ws4/et_rank*.json", G + "dist_ws4/kineto_rank*.json"),
+    ("torch-cpu-gloo/dist_ws4", "kineto"): (None, G + "dist_ws4/kineto_rank*.json"),
+    ("hta-simple-add", "et+kineto"): ("pytorch/hta-simple-add/*_et.json.gz", "pytorch/hta-simple-add/*_trace.json.gz"),
+    ("hta-simple-add", "kineto"): (None, "pytorch/hta-simple-add/*_trace.json.gz"),
+    ("param-linear", "et+kineto"): ("pytorch/param-linear/linear_et.json.gz", "pytorch/param-linear/linear_kineto.json.gz"),
+    ("param-linear", "kineto"): (None, "pytorch/param-linear/linear_kineto.json.gz"),
+    **{(d, "kineto"): (None, f"kineto/{d}/*") for d in (
+        "hta-call_stack", "hta-cpu_only", "hta-distributed_info_unavailable", "hta-nccl_parser_config",
+        "hta-negative_queue_length_values_check", "hta-ns_resolution_trace", "hta-triton_example")},
+    ("kineto-docs/after_fix_trace.json", "kineto"): (None, "kineto/kineto-docs/after_fix_trace.json"),
+    ("kineto-docs/before_fix_trace.json", "kineto"): (None, "kineto/kineto-docs/before_fix_trace.json"),
+}
+
+TABLE = [
+    # set, conversion, rank, step, measured ns, source, expected error % (None: within 5 %), reason
+    ("torch-cpu-gloo/single", "et+kineto", 0, 2, 175_834_341, KINETO_STEP, None, ""),
+    ("torch-cpu-gloo/single", "kineto", 0, 2, 175_834_341, KINETO_STEP, None, ""),
+    ("torch-cpu-gloo/dist_ws2", "et+kineto", 0, 2, 400_344_462, KINETO_STEP, None, ""),
+    ("torch-cpu-gloo/dist_ws2", "et+kineto", 1, 2, 388_306_474, KINETO_STEP, None, ""),
+    ("torch-cpu-gloo/dist_ws2", "kineto", 0, 2, 400_344_462, KINETO_STEP, None, ""),
+    ("torch-cpu-gloo/dist_ws2", "kineto", 1, 2, 388_306_474, KINETO_STEP, None, ""),
+    ("torch-cpu-gloo/dist_ws4", "et+kineto", 0, 2, 1_133_691_054, KINETO_STEP, None, ""),
+    ("torch-cpu-gloo/dist_ws4", "et+kineto", 1, 2, 1_145_606_929, KINETO_STEP, None, ""),
+    ("torch-cpu-gloo/dist_ws4", "et+kineto", 2, 2, 1_124_601_975, KINETO_STEP, None, ""),
+    ("torch-cpu-gloo/dist_ws4", "et+kineto", 3, 2, 1_125_680_891, KINETO_STEP, None, ""),
+    ("torch-cpu-gloo/dist_ws4", "kineto", 0, 2, 1_133_691_054, KINETO_STEP, -5.4, COLL_MIN),
+    ("torch-cpu-gloo/dist_ws4", "kineto", 1, 2, 1_145_606_929, KINETO_STEP, -6.0, COLL_MIN),
+    ("torch-cpu-gloo/dist_ws4", "kineto", 2, 2, 1_124_601_975, KINETO_STEP, None, ""),
+    ("torch-cpu-gloo/dist_ws4", "kineto", 3, 2, 1_125_680_891, KINETO_STEP, -6.3, COLL_MIN),
+    # job rows (rank -1): last rank's step start to last rank's step end, one host clock (127.0.0.1 gloo)
+    ("torch-cpu-gloo/dist_ws2", "et+kineto", -1, 2, 392_283_674, JOB, None, ""),
+    ("torch-cpu-gloo/dist_ws2", "kineto", -1, 2, 392_283_674, JOB, None, ""),
+    ("torch-cpu-gloo/dist_ws4", "et+kineto", -1, 2, 1_125_680_891, JOB, None, ""),
+    ("torch-cpu-gloo/dist_ws4", "kineto", -1, 2, 1_125_680_891, JOB, -6.3, COLL_MIN),
+    ("hta-simple-add", "et+kineto", 0, None, 19_812_394_000, SPAN, None, ""),
+    ("hta-simple-add", "kineto", 0, None, 19_926_047_000, SPAN, None, ""),
+    ("param-linear", "et+kineto", 0, None, 17_187_000, SPAN, -14.6, NO_RANGE),
+    ("param-linear", "kineto", 0, None, 2_003_861_000, SPAN, -31.7, NO_RANGE),
+    ("hta-call_stack", "kineto", 0, 552, 413_451_000, KINETO_STEP, -100.0, EXCERPT),
+    ("hta-cpu_only", "kineto", 34, 551, 210_109_162, KINETO_STEP, -100.0, EXCERPT),
+    ("hta-distributed_info_unavailable", "kineto", 0, 1009, 75_473_000, KINETO_STEP, None, ""),
+    ("hta-nccl_parser_config", "kineto", 0, 4, 222_442_191, KINETO_STEP, None, ""),
+    ("hta-nccl_parser_config", "kineto", 0, 5, 219_726_905, KINETO_STEP, None, ""),
+    ("hta-nccl_parser_config", "kineto", 0, 6, 224_936_243, KINETO_STEP, None, ""),
+    ("hta-negative_queue_length_values_check", "kineto", 0, 550, 209_748_000, KINETO_STEP, None, ""),
+    ("hta-negative_queue_length_values_check", "kineto", 0, 551, 216_483_000, KINETO_STEP, None, ""),
+    ("hta-negative_queue_length_values_check", "kineto", 0, 552, 216_119_000, KINETO_STEP, None, ""),
+    ("hta-negative_queue_length_values_check", "kineto", 0, 553, 215_467_000, KINETO_STEP, None, ""),
+    ("hta-negative_queue_length_values_check", "kineto", 0, 554, 216_216_000, KINETO_STEP, None, ""),
+    ("hta-ns_resolution_trace", "kineto", 0, 101, 35_115_869, KINETO_STEP, None, ""),
+    ("hta-ns_resolution_trace", "kineto", 0, 102, 72_077_474, KINETO_STEP, None, ""),
+    ("hta-ns_resolution_trace", "kineto", 0, 103, 95_697_341, KINETO_STEP, None, ""),
+    ("hta-ns_resolution_trace", "kineto", 0, 104, 95_551_087, KINETO_STEP, None, ""),
+    ("hta-ns_resolution_trace", "kineto", 0, 105, 95_699_037, KINETO_STEP, None, ""),
+    ("hta-triton_example", "kineto", 0, 1, 13_336_315_805, KINETO_STEP, -100.0, EXCERPT),
+    ("kineto-docs/after_fix_trace.json", "kineto", 0, None, 130, SPAN, -23.1, NO_RANGE),
+    ("kineto-docs/before_fix_trace.json", "kineto", 0, None, 130, SPAN, -23.1, NO_RANGE),
+]
+
+
+@lru_cache(maxsize=None)
+def _rows(real: str, name: str, kind: str):
+    et_glob, k_glob = SETS[(name, kind)]
+    kin = sorted(glob.glob(f"{real}/{k_glob}"))
+    assert kin, f"no files for {name}"
+    logging.disable(logging.WARNING)  # partial-overlap warnings are expected on these captures
+    try:
+        ts = (convert_pytorch(sorted(glob.glob(f"{real}/{et_glob}")), kin, executor="serial") if et_glob
+              else convert_kineto(kin))
+    finally:
+        logging.disable(logging.NOTSET)
+    return {(r.rank, r.step): r for r in check_replay(ts).rows}
+
+
+@pytest.mark.parametrize("name,kind,rank,step,measured_ns,source,expected,reason", TABLE,
+                         ids=[f"{t[0]}-{t[1]}-r{t[2]}-s{t[3]}" for t in TABLE])
+def test_replayed_step_matches_measured(real_dir, name, kind, rank, step, measured_ns, source, expected, reason):
+    rows = _rows(str(real_dir), name, kind)
+    row = rows[(rank, step)]
+    assert row.measured_ns == measured_ns
+    assert row.source.startswith("Kineto ProfilerStep") == (source == KINETO_STEP)
+    assert row.source.startswith("job:") == (source == JOB)
+    if expected is None:
+        assert abs(row.error) <= 0.05, f"{name} {kind} rank {rank} step {step}: {100 * row.error:+.1f} %"
+    else:
+        assert reason and abs(100 * row.error - expected) <= 0.5
+
+
+def test_table_covers_every_row_of_every_set(real_dir):
+    for name, kind in SETS:
+        listed = {(t[2], t[3]) for t in TABLE if (t[0], t[1]) == (name, kind)}
+        assert set(_rows(str(real_dir), name, kind)) == listed, (name, kind)

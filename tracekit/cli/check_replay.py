@@ -1,0 +1,66 @@
+"""``tracekit check-replay``: replay a converted capture with its measured durations against its measured steps."""
+
+from __future__ import annotations
+
+import click
+
+from tracekit.cli._common import CONTEXT_SETTINGS, out_console
+from tracekit.cli._options import deprecated_alias, emit_json, json_option, traces_argument
+
+
+@click.command("check-replay", context_settings=CONTEXT_SETTINGS)
+@traces_argument()
+@click.option("--hw", "hw", default="dgx-h100", show_default=True, metavar="SPEC",
+              help="Hardware spec (measured durations do not depend on its rates).")
+@click.option("-o", "--output", "json_out", type=click.Path(dir_okay=False), default=None,
+              help="Write the comparison as JSON to this file.")
+@json_option()
+@click.option("--html-out", "html_out", type=click.Path(dir_okay=False), default=None, help="Write an HTML page.")
+@deprecated_alias("--html", "html_old")
+def check_replay_cmd(traces, hw: str, json_out: str | None, as_json: bool, html_out: str | None,
+                     html_old: str | None) -> None:
+    """Replay with measured durations; print per rank and step predicted vs measured time and the error.
+
+    Each collective takes the smallest measured duration of its members (time a rank waited for slower
+    ranks is not counted twice).  A partial job replays each present rank alone, its collectives with
+    their measured durations.  An ET converted without Kineto (no durations) is refused with a message.
+
+    \b
+    Example:
+      tracekit convert pytorch --et 'run/et_rank*.json' --kineto 'run/kineto_rank*.json' -o out/job
+      tracekit check-replay out/job --html-out out/check.html
+      tracekit check-replay out/job -o out/check.json
+    """
+    from rich.table import Table
+
+    from tracekit.io import read_traceset
+    from tracekit.replayer.measured import check_replay
+    from tracekit.replayer.measured_report import write_comparison_html, write_comparison_json
+
+    from tracekit.cli.replay import _refuse_old_json
+
+    _refuse_old_json(traces, as_json)
+    html_out = html_out or html_old
+    comparison = check_replay(read_traceset(traces), hw)
+    if json_out:
+        write_comparison_json(comparison, json_out)
+    if html_out:
+        write_comparison_html(comparison, html_out)
+    if as_json:
+        emit_json(comparison.to_dict())
+        return
+    console = out_console()
+    for note in comparison.notes:
+        console.print(f"note: {note}", markup=False, highlight=False)
+    table = Table(title="replay vs measured")
+    for col in ("rank", "step", "measured ms", "predicted ms", "error", "largest shift"):
+        table.add_column(col, justify="right")
+    for r in comparison.rows:
+        top = r.contributors[0] if r.contributors else None
+        shift = f"{top.name[:30]} {top.shift_ns / 1e6:+.3f} ms" if top else "-"
+        table.add_row(str(r.rank), "-" if r.step is None else str(r.step), f"{r.measured_ns / 1e6:,.3f}",
+                      f"{r.predicted_ns / 1e6:,.3f}", f"{100 * r.error:+.1f}%", shift)
+    console.print(table)
+
+
+COMMANDS = [check_replay_cmd]
