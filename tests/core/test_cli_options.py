@@ -137,6 +137,7 @@ def _json_commands(samples_dir: Path, tmp_path: Path) -> list[list[str]]:
         ["convert", "text", text, "--ranks", "2", "-o", str(tmp_path / "resnet")],
         ["convert", "pytorch", "--et", str(samples_dir / "pytorch/dist_ws2/et_rank*.json"), "--kineto",
          str(samples_dir / "pytorch/dist_ws2/kineto_rank*.json"), "-o", str(tmp_path / "ws2"), "--executor", "serial"],
+        ["check-replay", str(tmp_path / "ws2"), "--hw", "dgx-a100"],
         ["generate", "micro", "--collective", "all_reduce", "--size", "1MiB", "--ranks", "2", "-o",
          str(tmp_path / "ar")],
         ["generate", "micro", "--list-shapes"],
