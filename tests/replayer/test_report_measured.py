@@ -30,7 +30,7 @@ def test_report_with_the_measured_run(ws2_results, tmp_path):
     result = load_result(ws2_results["dgx-a100"])
     compute = sum(int((s.end_ns - s.start_ns)[s.kind == 0].sum()) for s in result.schedule)
     transfers = sum(c.time_ns * len(c.ranks) for c in result.collectives)
-    assert sum(replayed.values()) == compute + transfers and replayed["comm"] > transfers
+    assert sum(replayed.values()) == compute + transfers and replayed["comm"] >= transfers
     assert values["replayed.class.gemm"] == str(replayed["gemm"]) and replayed["gemm"] > 0
     assert values["measured.class.comm"] == str(sum(r["time_by_class_ns"]["comm"] for r in measured["ranks"]))
     assert out.stat().st_size <= 1_500_000
