@@ -102,6 +102,9 @@ def screenshot_html(html_path: str | os.PathLike[str], png_path: str | os.PathLi
     target = Path(png_path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".png", dir=target.parent)
+    from tracekit.io import _UMASK
+
+    os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp makes 0600 and Chromium writes into the file: use the umask
     os.close(fd)
     try:
         _run([f"--window-size={width},{height}", f"--virtual-time-budget={budget_ms}", f"--screenshot={tmp}"],

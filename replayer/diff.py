@@ -13,9 +13,14 @@ the same trace replayed on two hardware specs or with two options).
   occurrence number of that key), so the same trace replayed twice matches
   one to one; the ``top`` with the largest absolute change in transfer time
   are kept (only those that :func:`moved`).
-- Nodes (needs both results' schedules) are matched by (rank, node id); a
-  node's time is its run time for compute nodes and its transfer time for
-  communication nodes; the ``top`` with the largest absolute change are kept (only those that :func:`moved`).
+- Nodes (needs both results' schedules) are matched per rank by (op name,
+  occurrence of that name in file order), so runs whose node ids differ
+  (after compaction or rescaling) still pair the same ops; a node a
+  transform merged (Compact's ``merged_node_ids``) is compared with the sum
+  of the nodes it stands for.  Results without node names fall back to
+  node ids (a note says so).  A node's time is its run time for compute
+  nodes and its transfer time for communication nodes; the ``top`` with the
+  largest absolute change are kept (only those that :func:`moved`).
 """
 
 from __future__ import annotations
@@ -89,7 +94,12 @@ class CollectiveChange:
 
 @dataclass(frozen=True)
 class NodeChange:
-    """One node matched in both runs: ``kind`` is ``compute`` or ``comm`` (transfer time); times ns."""
+    """One node matched in both runs: ``kind`` is ``compute`` or ``comm`` (transfer time); times ns.
+
+    ``node_id`` / ``b_node_id``: the node in A / in B; ``occurrence``: how many nodes of that name came
+    before it on the rank; ``merged``: how many nodes of the other run it stands for (a transform merged
+    them; its time is compared with their sum).
+    """
 
     rank: int
     node_id: int
@@ -97,6 +107,9 @@ class NodeChange:
     kind: str
     a_ns: float
     b_ns: float
+    occurrence: int = 0
+    b_node_id: int | None = None
+    merged: int = 1
 
     @property
     def delta_ns(self) -> float:
@@ -171,7 +184,7 @@ def _categories(r: "ReplayResult") -> list[tuple[str, float]]:
         ("comm (rank mean)", _mean([s.comm_ns for s in ranks])),
         ("exposed comm (rank mean)", _mean([s.exposed_comm_ns for s in ranks])),
         ("waiting for peers (rank mean)", _mean([s.comm_wait_ns for s in ranks])),
-        ("idle (rank mean)", _mean([s.idle_ns for s in ranks])),
+        ("other idle (rank mean)", _mean([s.other_idle_ns for s in ranks])),
         ("critical path compute", r.critical_path.compute_ns),
         ("critical path comm", r.critical_path.comm_ns),
         ("collective time (sum)", sum(c.time_ns for c in r.collectives)),
@@ -199,6 +212,70 @@ def _node_times(s: "RankSchedule") -> tuple[np.ndarray, np.ndarray]:
     return t, comm.astype(np.int8)
 
 
+def _match_rank(sa: "RankSchedule", sb: "RankSchedule") -> tuple[list[tuple], bool]:
+    """Nodes of one rank matched across two runs: ``[(name, occurrence, a_id, b_id, merged, is_comm, a_ns, b_ns)]``
+    and whether names were available (else matched by node id).
+
+    With names: a node merged by a transform (``merged_ids``, Compact's provenance map) is matched with the
+    sum of the nodes it stands for on the other side; every other node by (op name, occurrence of that name
+    among the rank's unmerged nodes, in file order).
+    """
+    time_a, kind_a = _node_times(sa)
+    time_b, kind_b = _node_times(sb)
+    if sa.names is None or sb.names is None:
+        common, pos_a, pos_b = np.intersect1d(sa.node_ids, sb.node_ids, return_indices=True)
+        return [("", 0, int(sa.node_ids[p]), int(sb.node_ids[q]), 1, bool(kind_a[p]), float(time_a[p]),
+                 float(time_b[q])) for p, q in zip(pos_a.tolist(), pos_b.tolist())
+                if not (np.isnan(time_a[p]) or np.isnan(time_b[q]))], False
+    names_a, names_b = sa.names, sb.names
+    out: list[tuple] = []
+    used_a: set[int] = set()
+    used_b: set[int] = set()
+    for (big, small, t_big, t_small, big_is_b) in ((sb, sa, time_b, time_a, True), (sa, sb, time_a, time_b, False)):
+        if not big.merged_ids:
+            continue
+        pos_small = {int(x): i for i, x in enumerate(small.node_ids.tolist())}
+        pos_big = {int(x): i for i, x in enumerate(big.node_ids.tolist())}
+        for head, sources in big.merged_ids.items():
+            found = [pos_small.get(x) for x in sources]
+            pb = pos_big.get(head)
+            ps = [p for p in found if p is not None]
+            if pb is None or len(ps) != len(found) or np.isnan(t_big[pb]):
+                continue
+            big_name = (names_b if big_is_b else names_a)[pb]
+            t_group = float(sum(t_small[p] for p in ps))
+            if big_is_b:
+                out.append((big_name, 0, int(small.node_ids[ps[0]]), head, len(ps), False, t_group,
+                            float(t_big[pb])))
+                used_b.add(pb)
+                used_a.update(ps)
+            else:
+                out.append((big_name, 0, head, int(small.node_ids[ps[0]]), len(ps), False, float(t_big[pb]),
+                            t_group))
+                used_a.add(pb)
+                used_b.update(ps)
+    keyed_b: dict[tuple[str, int], int] = {}
+    seen: dict[str, int] = {}
+    for q, name in enumerate(names_b):
+        if q in used_b:
+            continue
+        k = seen.get(name, 0)
+        seen[name] = k + 1
+        keyed_b[(name, k)] = q
+    seen = {}
+    for p, name in enumerate(names_a):
+        if p in used_a:
+            continue
+        k = seen.get(name, 0)
+        seen[name] = k + 1
+        match = keyed_b.get((name, k))
+        if match is None or np.isnan(time_a[p]) or np.isnan(time_b[match]):
+            continue
+        out.append((name, k, int(sa.node_ids[p]), int(sb.node_ids[match]), 1, bool(kind_a[p]), float(time_a[p]),
+                    float(time_b[match])))
+    return out, True
+
+
 def _node_changes(a: "ReplayResult", b: "ReplayResult", top: int) -> tuple[list[NodeChange], int, list[str]]:
     if a.schedule is None or b.schedule is None:
         which = " and ".join(x for x, r in (("A", a), ("B", b)) if r.schedule is None)
@@ -209,44 +286,28 @@ def _node_changes(a: "ReplayResult", b: "ReplayResult", top: int) -> tuple[list[
         for step in r.critical_path.steps:
             names.setdefault((step.rank, step.node_id), step.name)
     b_by_rank = {s.rank: s for s in b.schedule}
-    ranks, ids, kinds, ta, tb = [], [], [], [], []
+    rows: list[tuple[int, tuple]] = []
+    by_id = False
+    found_rank = False
     for sa in a.schedule:
         sb = b_by_rank.get(sa.rank)
         if sb is None:
             continue
-        time_a, kind_a = _node_times(sa)
-        time_b, _ = _node_times(sb)
-        if np.array_equal(sa.node_ids, sb.node_ids):
-            pos_a = np.arange(len(sa.node_ids))
-            pos_b = pos_a
-        else:
-            common, pos_a, pos_b = np.intersect1d(sa.node_ids, sb.node_ids, return_indices=True)
-        keep = ~np.isnan(time_a[pos_a]) & ~np.isnan(time_b[pos_b])
-        pos_a, pos_b = pos_a[keep], pos_b[keep]
-        ranks.append(np.full(len(pos_a), sa.rank, dtype=np.int64))
-        ids.append(sa.node_ids[pos_a])
-        kinds.append(kind_a[pos_a])
-        ta.append(time_a[pos_a])
-        tb.append(time_b[pos_b])
-    if not ranks:
+        found_rank = True
+        matched, named = _match_rank(sa, sb)
+        by_id = by_id or not named
+        rows.extend((sa.rank, m) for m in matched)
+    if not found_rank:
         return [], 0, ["no rank is in both results"]
-    rank_arr, id_arr, kind_arr = np.concatenate(ranks), np.concatenate(ids), np.concatenate(kinds)
-    a_arr, b_arr = np.concatenate(ta), np.concatenate(tb)
-    delta = np.abs(b_arr - a_arr)
-    n = len(delta)
-    k = min(top, n)
-    if k == 0:
-        return [], n, []
-    pick = np.argpartition(-delta, k - 1)[:k] if k < n else np.arange(n)
-    pick = pick[np.lexsort((id_arr[pick], rank_arr[pick], -delta[pick]))]
+    notes = ["nodes matched by node id (a result has no node names: replay it again to match by op name)"] \
+        if by_id else []
+    moved_rows = [(rank, m) for rank, m in rows if moved(m[6], m[7])]
+    moved_rows.sort(key=lambda x: (-abs(x[1][7] - x[1][6]), x[0], x[1][2]))
     out = []
-    for p in pick.tolist():
-        if not moved(float(a_arr[p]), float(b_arr[p])):
-            break
-        key = (int(rank_arr[p]), int(id_arr[p]))
-        out.append(NodeChange(key[0], key[1], names.get(key, ""), "comm" if kind_arr[p] else "compute",
-                              float(a_arr[p]), float(b_arr[p])))
-    return out, n, []
+    for rank, (name, occ, a_id, b_id, merged, is_comm, ta, tb) in moved_rows[:top]:
+        out.append(NodeChange(rank, a_id, name or names.get((rank, a_id), ""), "comm" if is_comm else "compute",
+                              ta, tb, occ, b_id, merged))
+    return out, len(rows), notes
 
 
 def diff_results(a: "ReplayResult", b: "ReplayResult", *, top: int = 10,

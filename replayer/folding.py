@@ -492,8 +492,9 @@ def expand_result(program, sched, traceset: "TraceSet", plan: FoldPlan, *,
 
     from tracekit.model import CollectiveType
     from tracekit.replayer.results import (CollectiveRow, Provenance, RankSchedule, ReplayResult, _rank_stats,
-                                           bus_factor, nccl_tests_size)
+                                           bus_factor, nccl_tests_size, round_schedule, schedule_names)
 
+    sched = round_schedule(sched)
     world = len(plan.rep_of)
     inst = np.asarray(program.instance_of, dtype=np.int64)
     xfer_start_of_node = np.full(program.n, np.nan)
@@ -508,7 +509,7 @@ def expand_result(program, sched, traceset: "TraceSet", plan: FoldPlan, *,
     rows = []
     inst_pos = [array("q") for _ in range(world)]  # per member: its node positions and their instances
     inst_u = [array("q") for _ in range(world)]
-    xs, xe = sched.xfer_start_ns.tolist(), sched.xfer_end_ns.tolist()
+    xs, xe = sched.xfer_start_ns.astype(np.int64).tolist(), sched.xfer_end_ns.astype(np.int64).tolist()
     algorithms = [i.cost.algorithm for i in program.instances]
     scans = plan.scans
     comm_ids = [scans[m].comm_ids for m in range(world)]
@@ -542,6 +543,7 @@ def expand_result(program, sched, traceset: "TraceSet", plan: FoldPlan, *,
                    for m in range(world) if len(inst_pos[m])}
     # per-rank schedules: the representative's arrays, the member's instance numbers
     schedules = []
+    names_of = {r: schedule_names(traceset, r) for r in plan.reps}
     for m in range(world):
         lay = lay_of[rep[m]]
         lo, hi = lay.offset, lay.offset + lay.n
@@ -551,7 +553,7 @@ def expand_result(program, sched, traceset: "TraceSet", plan: FoldPlan, *,
             inst_m[pairs[0]] = pairs[1]
         schedules.append(RankSchedule(m, lay.ids, lay.kind, lay.resource, lay.resource_names,
                                       sched.start_ns[lo:hi], sched.end_ns[lo:hi], xfer_start_of_node[lo:hi],
-                                      inst_m))
+                                      inst_m, *names_of[rep[m]]))
     counts: dict[str, int] = {}
     for m in range(world):
         for name, c in program.rank_compute_methods.get(rep[m], {}).items():
@@ -570,7 +572,7 @@ def expand_result(program, sched, traceset: "TraceSet", plan: FoldPlan, *,
         compute_scale=spec.compute.duration_scale, streams=program.options.streams,
         world_size=world, tracekit_version=tk_version)
     return ReplayResult(
-        iteration_time_ns=max((r.iteration_time_ns for r in ranks), default=0.0),
+        iteration_time_ns=max((r.iteration_time_ns for r in ranks), default=0),
         ranks=ranks,
         collectives=tuple(rows),
         critical_path=_folded_critical_path(program, sched, traceset, plan, member_inst),
@@ -595,7 +597,7 @@ def _folded_critical_path(program, sched, traceset: "TraceSet", plan: FoldPlan,
     from tracekit.replayer.results import CriticalPath, PathStep
 
     if program.n == 0:
-        return CriticalPath((), 0.0, 0.0, 0.0)
+        return CriticalPath((), 0, 0, 0)
     kind = program.kind
     reason = sched.reason.tolist()
     start = sched.start_ns
@@ -622,19 +624,19 @@ def _folded_critical_path(program, sched, traceset: "TraceSet", plan: FoldPlan,
                     break
             else:  # pragma: no cover - the last arrival always matches
                 m, q = members[0], positions[0]
-            raw.append((m, q, "comm", float(t), float(sched.xfer_end_ns[fid])))
+            raw.append((m, q, "comm", int(t), int(sched.xfer_end_ns[fid])))
             a, p = m, q
             g = reason[offset[rep[a]] + p]
         else:
             if k == K_TIMED:
-                raw.append((a, p, "compute", float(sched.start_ns[g]), float(sched.end_ns[g])))
+                raw.append((a, p, "compute", int(sched.start_ns[g]), int(sched.end_ns[g])))
             g = reason[g]
         if g >= 0:
             p = g - offset[rep[a]]
     raw.reverse()
     names_cache: dict[int, list[str]] = {}
     steps = []
-    compute = comm = 0.0
+    compute = comm = 0
     for a, p, category, s, e in raw:
         r = rep[a]
         if r not in names_cache:

@@ -1,8 +1,11 @@
 """Self-contained HTML pages: one file with the plotting library inlined, tables, plot slots.
 
-The page needs no network: plotly.js (the library plotly for Python ships,
-``plotly.offline.get_plotlyjs()``) is inlined once and every figure is
-drawn from its JSON by ``Plotly.newPlot``.  When all figures have been drawn
+The page needs no network: plotly.js is inlined once and every figure is
+drawn from its JSON by ``Plotly.newPlot``.  The inlined library is the
+plotly.js *basic* bundle (scatter, bar, pie; 1.2 MB) vendored in
+``replayer/vendor/`` (provenance and license there), not the 4.8 MB full
+bundle plotly for Python ships, so a small job's report stays near 1.3 MB;
+:data:`TRACE_TYPES` lists what it can draw.  When all figures have been drawn
 the page sets ``data-plots-rendered`` (how many) and ``data-render-ms``
 (``performance.now()`` at that moment) on ``<body>``; the browser tests and
 the benchmark read them.
@@ -17,7 +20,20 @@ from __future__ import annotations
 import html
 import json
 from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
 from typing import Any, Iterable, Sequence
+
+PLOTLY_JS_VERSION = "4.1.1"
+#: Trace types of the vendored plotly.js basic bundle (a figure with another type would not draw).
+TRACE_TYPES = frozenset({"scatter", "bar", "pie"})
+_PLOTLY_JS = Path(__file__).with_name("vendor") / "plotly-basic.min.js"
+
+
+@lru_cache(maxsize=1)
+def plotly_js() -> str:
+    """The vendored plotly.js basic bundle (minified JavaScript text)."""
+    return _PLOTLY_JS.read_text(encoding="utf-8")
 
 _STYLE = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;max-width:1400px;
@@ -100,19 +116,24 @@ class Page:
         self.parts.append(f"<section{sid}><h2>{html.escape(heading)}</h2>{''.join(html_parts)}</section>")
 
     def figure(self, fig: Any) -> str:
-        """Register a plotly figure; returns the ``<div>`` to place in a section."""
+        """Register a plotly figure; returns the ``<div>`` to place in a section.
+
+        Raises:
+            ValueError: the figure has a trace type the inlined bundle cannot draw (:data:`TRACE_TYPES`).
+        """
+        bad = {t.type for t in fig.data} - TRACE_TYPES
+        if bad:
+            raise ValueError(f"trace type(s) {sorted(bad)} are not in the inlined plotly.js basic bundle")
         div_id = f"plot{len(self.figures)}"
         self.figures.append((div_id, fig.to_json()))
         return f'<div id="{div_id}" class="plot"></div>'
 
     def render(self) -> str:
         """The whole document (plotly.js inlined only when there are figures)."""
-        from plotly.offline import get_plotlyjs
-
         head = [f"<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>{html.escape(self.title)}</title>",
                 f"<style>{_STYLE}</style>"]
         if self.figures:
-            head.append(f"<script>{get_plotlyjs()}</script>")
+            head.append(f"<script>{plotly_js()}</script>")
         head.append("</head><body>")
         body = [f"<h1>{html.escape(self.title)}</h1>"]
         if self.subtitle:

@@ -8,8 +8,8 @@ Times are plotted in milliseconds.
 
 Categories of a rank's time are those of :class:`~tracekit.replayer.results.RankStats`:
 compute, exposed communication, waiting for peers (``comm_wait_ns``) and
-other idle time (``idle_ns - comm_wait_ns``); they add up to the rank's
-iteration time.
+other idle time (``other_idle_ns``); they add up to the rank's iteration
+time exactly (integer ns).
 """
 
 from __future__ import annotations
@@ -57,9 +57,9 @@ def _go():
     return go
 
 
-def rank_categories_ns(stats: "RankStats") -> tuple[float, float, float, float]:
+def rank_categories_ns(stats: "RankStats") -> tuple[int, int, int, int]:
     """``(compute, exposed comm, waiting for peers, other idle)`` of one rank, ns; they sum to its iteration time."""
-    return (stats.compute_ns, stats.exposed_comm_ns, stats.comm_wait_ns, stats.idle_ns - stats.comm_wait_ns)
+    return stats.categories_ns()
 
 
 def rank_breakdown_figure(ranks: Sequence["RankStats"], *, max_bars: int = 256,
@@ -353,13 +353,13 @@ class SweepPoint:
 def sweep_points(rows: Sequence[tuple[Any, Any]]) -> list[SweepPoint]:
     """``[(parameter value, ReplayResult or its dict), ...]`` -> :class:`SweepPoint` per row, in input order.
 
-    The breakdown is that of the slowest rank (lowest rank on ties), whose
+    The breakdown is that of the slowest rank (:func:`~.results.slowest_rank`), whose
     categories add up to the iteration time.
 
     Raises:
         ReplayError: a row is not a (value, result) pair or its result is malformed/empty.
     """
-    from tracekit.replayer.results import ReplayResult
+    from tracekit.replayer.results import ReplayResult, slowest_rank
 
     out = []
     for i, item in enumerate(rows):
@@ -374,7 +374,7 @@ def sweep_points(rows: Sequence[tuple[Any, Any]]) -> list[SweepPoint]:
                               f"got {type(res).__name__}")
         if not res.ranks:
             raise ReplayError(f"sweep row {i} ({value!r}): the result has no ranks")
-        slow = max(res.ranks, key=lambda r: (r.iteration_time_ns, -r.rank))
+        slow = slowest_rank(res.ranks)
         c = rank_categories_ns(slow)
         out.append(SweepPoint(value, res.iteration_time_ns, slow.rank, *c))
     return out

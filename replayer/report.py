@@ -99,7 +99,7 @@ def summary_values(r: "ReplayResult") -> list[tuple[str, str, Any, str]]:
     ]
     for label, key in (("compute", "compute_ns"), ("communication", "comm_ns"),
                        ("exposed communication", "exposed_comm_ns"), ("waiting for peers", "comm_wait_ns"),
-                       ("idle", "idle_ns")):
+                       ("other idle", "other_idle_ns")):
         v = _mean([getattr(s, key) for s in ranks])
         rows.append((f"{label} (mean per rank)", f"mean_{key}", v, f"{fmt_ns(v)} ({fmt_pct(v, it)})"))
     cp = r.critical_path
@@ -117,7 +117,8 @@ def summary_values(r: "ReplayResult") -> list[tuple[str, str, Any, str]]:
 
 def _per_rank_section(r: "ReplayResult") -> tuple[str, str]:
     fields = (("iteration time", "iteration_time_ns"), ("compute", "compute_ns"), ("communication", "comm_ns"),
-              ("exposed comm.", "exposed_comm_ns"), ("waiting for peers", "comm_wait_ns"), ("idle", "idle_ns"))
+              ("exposed comm.", "exposed_comm_ns"), ("waiting for peers", "comm_wait_ns"),
+              ("other idle", "other_idle_ns"))
     if len(r.ranks) <= MAX_RANK_ROWS:
         rows = []
         for s in r.ranks:
@@ -224,7 +225,7 @@ def _provenance_section(r: "ReplayResult") -> str:
 
 def build_report_html(result: "ReplayResult | dict[str, Any]", *, traceset: "TraceSet | None" = None,
                       max_timeline_ranks: int = 16, max_timeline_spans: int = 20_000, max_rank_bars: int = 256,
-                      title: str | None = None) -> str:
+                      title: str | None = None, measured: dict[str, Any] | None = None) -> str:
     """The replay report as one HTML document (see module doc).
 
     Args:
@@ -233,6 +234,9 @@ def build_report_html(result: "ReplayResult | dict[str, Any]", *, traceset: "Tra
             timeline's ranks are read).
         max_timeline_ranks, max_timeline_spans, max_rank_bars: size limits (see :mod:`.plots`).
         title: page title (default names the spec and the iteration time).
+        measured: the measured run's analysis (``MeasuredAnalysis.to_dict()`` of
+            ``tracekit.converters.pytorch.kineto_analysis``): adds a section with it beside the replay
+            (:mod:`.report_measured`).
 
     Raises:
         ReplayError: ``result`` is not a replay result.
@@ -269,6 +273,10 @@ def build_report_html(result: "ReplayResult | dict[str, Any]", *, traceset: "Tra
         page.section("Timeline", para("This result was written without its per-node schedule, so no timeline "
                                       "can be drawn (write the result with the schedule, or use "
                                       "tracekit replay --html).", "note"), section_id="timeline-section")
+    if measured is not None:
+        from tracekit.replayer.report_measured import measured_parts
+
+        page.section("Measured run (Kineto)", *measured_parts(measured, r), section_id="measured-section")
     page.section("Critical path", _critical_path_section(r), section_id="critical-path-section")
     coll_table, coll_note = _collective_section(r)
     page.section("Collectives", note(coll_note), coll_table, section_id="collectives-section")
@@ -308,14 +316,22 @@ def diff_tables(diff: "ResultDiff") -> list[tuple[str, list[str], list[list[Any]
               f"{fmt_gbps(c.a_busbw_gbps)} -> {fmt_gbps(c.b_busbw_gbps)}",
               c.a_algorithm if c.a_algorithm == c.b_algorithm else f"{c.a_algorithm} -> {c.b_algorithm}"]
              for c in diff.collectives]
-    nodes = [[f"r{n.rank} node {n.node_id}" + (f" {n.name}" if n.name else ""), n.kind, fmt_ns(n.a_ns),
-              fmt_ns(n.b_ns), fmt_delta_ns(n.delta_ns)] for n in diff.nodes]
+    nodes = [[_node_label(n), n.kind, fmt_ns(n.a_ns), fmt_ns(n.b_ns), fmt_delta_ns(n.delta_ns)] for n in diff.nodes]
     return [
         ("Time by category", ["category", a, b, "change", "ratio", "changed"], cats),
         (f"Collectives that moved most (of {diff.collectives_matched:,} matched)",
          ["collective", a, b, "change", "busbw", "algorithm"], colls),
         (f"Nodes that moved most (of {diff.nodes_matched:,} matched)", ["node", "kind", a, b, "change"], nodes),
     ]
+
+
+def _node_label(n: Any) -> str:
+    """``r0 aten::mm #3 (node 17)``: rank, op name, occurrence, the node ids in A and B when they differ."""
+    ids = f"node {n.node_id}" if n.b_node_id in (None, n.node_id) else f"nodes {n.node_id} / {n.b_node_id}"
+    if not n.name:
+        return f"r{n.rank} {ids}"
+    merged = f", {n.merged} merged" if n.merged > 1 else ""
+    return f"r{n.rank} {n.name} #{n.occurrence} ({ids}{merged})"
 
 
 def diff_headline(diff: "ResultDiff") -> str:

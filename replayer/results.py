@@ -1,8 +1,10 @@
 """What a replay found, as values: per-rank times, the collective table, the critical path.
 
 :class:`ReplayResult` and its parts are frozen dataclasses with ``to_dict`` /
-``from_dict`` (JSON-ready, round-trip exact).  Times are float nanoseconds
-from the start of the replay (every rank starts at 0).
+``from_dict`` (JSON-ready, round-trip exact).  Times are integer nanoseconds
+from the start of the replay (every rank starts at 0): the engine's float
+times are rounded to the nearest ns once, here, and every figure is computed
+from the rounded times (rounding is monotone, so order and contiguity hold).
 
 Per rank (:class:`RankStats`):
 
@@ -16,7 +18,12 @@ Per rank (:class:`RankStats`):
   compute runs, ``|comm U compute| - |compute|`` (docs/design.md section 4);
 - ``comm_wait_ns``: time the rank sits in a communication node waiting for
   its peers to arrive, while nothing else of it runs;
-- ``idle_ns``: ``iteration_time_ns - |comm U compute|`` (includes the waits).
+- ``other_idle_ns``: the rest of the iteration (nothing of the rank runs or
+  waits).
+
+``compute_ns + exposed_comm_ns + comm_wait_ns + other_idle_ns`` equals
+``iteration_time_ns`` exactly (a partition of ``[0, iteration)``);
+``idle_ns`` (a property) is ``comm_wait_ns + other_idle_ns``.
 
 The collective table (:class:`CollectiveRow`, one row per collective and per
 send/recv pair) gives the transfer time and the achieved bandwidths as
@@ -40,7 +47,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field, fields
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
@@ -80,16 +87,43 @@ def bus_factor(kind: str, p: int) -> float:
 
 @dataclass(frozen=True)
 class RankStats:
-    """Where one rank's time went (see module doc for each figure), ns."""
+    """Where one rank's time went (see module doc for each figure), integer ns.
+
+    ``compute_ns + exposed_comm_ns + comm_wait_ns + other_idle_ns ==
+    iteration_time_ns``; ``comm_ns`` overlaps compute and is not part of the sum.
+    """
 
     rank: int
-    iteration_time_ns: float
-    compute_ns: float
-    comm_ns: float
-    exposed_comm_ns: float
-    comm_wait_ns: float
-    idle_ns: float
+    iteration_time_ns: int
+    compute_ns: int
+    comm_ns: int
+    exposed_comm_ns: int
+    comm_wait_ns: int
+    other_idle_ns: int
     nodes: int
+
+    @property
+    def idle_ns(self) -> int:
+        """Time nothing of the rank runs: waiting for peers plus other idle, ns."""
+        return self.comm_wait_ns + self.other_idle_ns
+
+    def categories_ns(self) -> tuple[int, int, int, int]:
+        """``(compute, exposed comm, waiting for peers, other idle)``, ns; they sum to the iteration time."""
+        return (self.compute_ns, self.exposed_comm_ns, self.comm_wait_ns, self.other_idle_ns)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "RankStats":
+        """Inverse of ``asdict``; also reads results written before ``other_idle_ns`` (total ``idle_ns``)."""
+        d = dict(d)
+        if "other_idle_ns" not in d and "idle_ns" in d:
+            d["other_idle_ns"] = d["idle_ns"] - d["comm_wait_ns"]
+        d.pop("idle_ns", None)
+        return cls(**{k: (int(v) if k in ("rank", "nodes") else _ns(v)) for k, v in d.items()})
+
+
+def _ns(v: Any) -> int:
+    """A time read from JSON as integer ns (older results hold floats)."""
+    return int(round(float(v)))
 
 
 @dataclass(frozen=True)
@@ -116,9 +150,9 @@ class CollectiveRow:
     ranks: tuple[int, ...]
     node_ids: tuple[int, ...]
     algorithm: str
-    start_ns: float
-    end_ns: float
-    time_ns: float
+    start_ns: int
+    end_ns: int
+    time_ns: int
     algbw_gbps: float | None
     busbw_gbps: float | None
 
@@ -131,8 +165,8 @@ class PathStep:
     node_id: int
     name: str
     category: str
-    start_ns: float
-    end_ns: float
+    start_ns: int
+    end_ns: int
 
 
 @dataclass(frozen=True)
@@ -143,9 +177,9 @@ class CriticalPath:
     """
 
     steps: tuple[PathStep, ...]
-    length_ns: float
-    compute_ns: float
-    comm_ns: float
+    length_ns: int
+    compute_ns: int
+    comm_ns: int
 
 
 @dataclass(frozen=True)
@@ -172,7 +206,10 @@ class RankSchedule:
         index into ``resource_names`` (-1 none). start_ns, end_ns: float64[n]
         (start = arrival for communication nodes). xfer_start_ns: float64[n]
         transfer start of communication nodes (NaN otherwise). instance: int64[n]
-        collective table index (-1 none).
+        collective table index (-1 none). names: the nodes' names (None in
+        results written before names were kept). merged_ids: ``{node id: ids of
+        the input nodes it stands for}`` for nodes a transform merged (Compact's
+        ``merged_node_ids``), else empty.
     """
 
     rank: int
@@ -184,13 +221,20 @@ class RankSchedule:
     end_ns: np.ndarray
     xfer_start_ns: np.ndarray
     instance: np.ndarray
+    names: tuple[str, ...] | None = None
+    merged_ids: dict[int, tuple[int, ...]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        extra: dict[str, Any] = {}
+        if self.names is not None:
+            extra["names"] = list(self.names)
+        if self.merged_ids:
+            extra["merged_ids"] = {str(k): list(v) for k, v in self.merged_ids.items()}
+        return {**extra,
             "rank": self.rank, "node_ids": self.node_ids.tolist(), "kind": self.kind.tolist(),
             "resource": self.resource.tolist(), "resource_names": list(self.resource_names),
-            "start_ns": self.start_ns.tolist(), "end_ns": self.end_ns.tolist(),
-            "xfer_start_ns": [None if math.isnan(x) else x for x in self.xfer_start_ns.tolist()],
+            "start_ns": _ints(self.start_ns), "end_ns": _ints(self.end_ns),
+            "xfer_start_ns": _ints(self.xfer_start_ns),
             "instance": self.instance.tolist(),
         }
 
@@ -201,7 +245,9 @@ class RankSchedule:
                    tuple(d["resource_names"]), np.asarray(d["start_ns"], dtype=np.float64),
                    np.asarray(d["end_ns"], dtype=np.float64),
                    np.asarray([math.nan if x is None else x for x in d["xfer_start_ns"]], dtype=np.float64),
-                   np.asarray(d["instance"], dtype=np.int64))
+                   np.asarray(d["instance"], dtype=np.int64),
+                   tuple(d["names"]) if "names" in d else None,
+                   {int(k): tuple(int(x) for x in v) for k, v in d.get("merged_ids", {}).items()})
 
 
 @dataclass(frozen=True)
@@ -222,7 +268,7 @@ class ReplayResult:
             why it did not fold) or None when folding was off (not compared).
     """
 
-    iteration_time_ns: float
+    iteration_time_ns: int
     ranks: tuple[RankStats, ...]
     collectives: tuple[CollectiveRow, ...]
     critical_path: CriticalPath
@@ -290,18 +336,20 @@ class ReplayResult:
             ReplayError: not a replay result, or a newer format version.
         """
         if not isinstance(d, dict) or d.get("format") != RESULT_FORMAT:
-            raise ReplayError(f"not a tracekit replay result (format {d.get('format') if isinstance(d, dict) else d!r})")
+            got = d.get("format") if isinstance(d, dict) else type(d).__name__
+            raise ReplayError(f"not a tracekit replay result (format {got!r}, expected {RESULT_FORMAT!r}; "
+                              f"write one with tracekit replay -o FILE)")
         if d.get("format_version") != RESULT_FORMAT_VERSION:
             raise ReplayError(f"replay result format version {d.get('format_version')!r} is not supported "
                               f"(this tracekit reads {RESULT_FORMAT_VERSION})")
         try:
             cp = d["critical_path"]
             result = cls(
-                iteration_time_ns=float(d["iteration_time_ns"]),
-                ranks=tuple(RankStats(**r) for r in d["ranks"]),
+                iteration_time_ns=_ns(d["iteration_time_ns"]),
+                ranks=tuple(RankStats.from_dict(r) for r in d["ranks"]),
                 collectives=tuple(_row(c) for c in d["collectives"]),
-                critical_path=CriticalPath(tuple(PathStep(**s) for s in cp["steps"]), cp["length_ns"],
-                                           cp["compute_ns"], cp["comm_ns"]),
+                critical_path=CriticalPath(tuple(_step(s) for s in cp["steps"]), _ns(cp["length_ns"]),
+                                           _ns(cp["compute_ns"]), _ns(cp["comm_ns"])),
                 provenance=_provenance(d["provenance"]),
                 compute_methods=tuple((str(k), int(v)) for k, v in d["compute_methods"].items()),
                 node_count=int(d["node_count"]),
@@ -330,7 +378,8 @@ class ReplayResult:
         try:
             return cls.from_dict(orjson.loads(data))
         except orjson.JSONDecodeError as exc:
-            raise ReplayError(f"replay result is not JSON: {exc}") from None
+            raise ReplayError(f"not a tracekit replay result: not JSON ({exc.msg} at line {exc.lineno}, "
+                              f"column {exc.colno})") from None
 
     def write_json(self, path: str, *, include_schedule: bool = False) -> None:
         """Write :meth:`to_json` atomically to ``path``."""
@@ -352,7 +401,15 @@ def _row(c: dict[str, Any]) -> CollectiveRow:
     c = dict(c)
     c["ranks"] = tuple(c["ranks"])
     c["node_ids"] = tuple(c["node_ids"])
+    for k in ("start_ns", "end_ns", "time_ns"):
+        c[k] = _ns(c[k])
     return CollectiveRow(**c)
+
+
+def _step(s: dict[str, Any]) -> PathStep:
+    s = dict(s)
+    s["start_ns"], s["end_ns"] = _ns(s["start_ns"]), _ns(s["end_ns"])
+    return PathStep(**s)
 
 
 def _provenance(p: dict[str, Any]) -> Provenance:
@@ -381,7 +438,27 @@ def union_length(starts: np.ndarray, ends: np.ndarray) -> float:
     return float(np.sum(block_end - s[heads]))
 
 
+def round_schedule(sched: "Schedule") -> "Schedule":
+    """The schedule with every time rounded to the nearest integer ns (NaN stays NaN).
+
+    Results are reported in integer ns (module doc); rounding once, before any
+    figure is computed, keeps the per-rank partition exact.
+    """
+    from dataclasses import replace
+
+    return replace(sched, start_ns=np.rint(sched.start_ns), end_ns=np.rint(sched.end_ns),
+                   xfer_start_ns=np.rint(sched.xfer_start_ns), xfer_end_ns=np.rint(sched.xfer_end_ns))
+
+
+def _ints(a: np.ndarray) -> list:
+    """Integral float64 times as a list of ints (None for NaN)."""
+    if not np.isnan(a).any():
+        return a.astype(np.int64).tolist()
+    return [None if math.isnan(x) else int(x) for x in a.tolist()]
+
+
 def _rank_stats(lay, sched: "Schedule", program: ReplayProgram, xfer_start_of_node: np.ndarray) -> RankStats:
+    """One rank's partition of ``[0, iteration)`` from a rounded schedule (:func:`round_schedule`)."""
     lo, hi = lay.offset, lay.offset + lay.n
     start, end = sched.start_ns[lo:hi], sched.end_ns[lo:hi]
     kind = lay.kind
@@ -391,13 +468,14 @@ def _rank_stats(lay, sched: "Schedule", program: ReplayProgram, xfer_start_of_no
     cs, ce = start[timed], end[timed]
     ks, ke = xfer_start_of_node[lo:hi][comm], end[comm]
     ws, we = start[comm], xfer_start_of_node[lo:hi][comm]
-    compute = union_length(cs, ce)
-    comm_t = union_length(ks, ke)
-    busy = union_length(np.concatenate([cs, ks]), np.concatenate([ce, ke]))
-    everything = union_length(np.concatenate([cs, ks, ws]), np.concatenate([ce, ke, we]))
-    return RankStats(rank=lay.rank, iteration_time_ns=iteration, compute_ns=compute, comm_ns=comm_t,
+    compute = int(union_length(cs, ce))
+    comm_t = int(union_length(ks, ke))
+    busy = int(union_length(np.concatenate([cs, ks]), np.concatenate([ce, ke])))
+    everything = int(union_length(np.concatenate([cs, ks, ws]), np.concatenate([ce, ke, we])))
+    it = int(iteration)
+    return RankStats(rank=lay.rank, iteration_time_ns=it, compute_ns=compute, comm_ns=comm_t,
                      exposed_comm_ns=busy - compute, comm_wait_ns=everything - busy,
-                     idle_ns=iteration - busy, nodes=lay.n)
+                     other_idle_ns=it - everything, nodes=lay.n)
 
 
 def _collective_rows(program: ReplayProgram, sched: "Schedule") -> tuple[CollectiveRow, ...]:
@@ -407,7 +485,7 @@ def _collective_rows(program: ReplayProgram, sched: "Schedule") -> tuple[Collect
             kind = "SEND_RECV"
         else:
             kind = CollectiveType(inst.comm_type).name
-        s, e = float(sched.xfer_start_ns[i]), float(sched.xfer_end_ns[i])
+        s, e = int(sched.xfer_start_ns[i]), int(sched.xfer_end_ns[i])
         t = e - s
         p = len(inst.ranks)
         size = nccl_tests_size(kind, inst.comm_bytes, p)
@@ -436,11 +514,11 @@ def _last_arrival(nodes: list[int], sched: "Schedule", i: int) -> int:
 
 def _critical_path(program: ReplayProgram, sched: "Schedule", traceset: "TraceSet") -> CriticalPath:
     if program.n == 0:
-        return CriticalPath((), 0.0, 0.0, 0.0)
+        return CriticalPath((), 0, 0, 0)
     kind = program.kind
     reason = sched.reason.tolist()
     instance_of = program.instance_of
-    raw: list[tuple[int, str, float, float]] = []
+    raw: list[tuple[int, str, int, int]] = []
     g = int(np.argmax(sched.end_ns))
     while g >= 0:
         k = kind[g]
@@ -448,16 +526,16 @@ def _critical_path(program: ReplayProgram, sched: "Schedule", traceset: "TraceSe
             i = instance_of[g]
             h = _last_arrival(program.instances[i].nodes, sched, i)
             # the member's own end: members may finish at different times (CommCost.member_ns)
-            raw.append((h, "comm", float(sched.xfer_start_ns[i]), float(sched.end_ns[g])))
+            raw.append((h, "comm", int(sched.xfer_start_ns[i]), int(sched.end_ns[g])))
             g = reason[h]
         else:
             if k == K_TIMED:
-                raw.append((g, "compute", float(sched.start_ns[g]), float(sched.end_ns[g])))
+                raw.append((g, "compute", int(sched.start_ns[g]), int(sched.end_ns[g])))
             g = reason[g]
     raw.reverse()
     names_cache: dict[int, list[str]] = {}
     steps = []
-    compute = comm = 0.0
+    compute = comm = 0
     for g, category, s, e in raw:
         lay, pos = program.locate(g)
         if lay.rank not in names_cache:
@@ -470,15 +548,28 @@ def _critical_path(program: ReplayProgram, sched: "Schedule", traceset: "TraceSe
     return CriticalPath(tuple(steps), compute + comm, compute, comm)
 
 
-def _schedules(program: ReplayProgram, sched: "Schedule",
-               xfer_start_of_node: np.ndarray) -> tuple[RankSchedule, ...]:
+def schedule_names(traceset: "TraceSet", rank: int) -> tuple[tuple[str, ...], dict[int, tuple[int, ...]]]:
+    """A rank's node names and merged-node provenance (``merged_node_ids``) for :class:`RankSchedule`."""
+    cols = traceset[rank].columns()
+    present, values = cols.attr("merged_node_ids")
+    merged = {}
+    if present.any():
+        ids = cols.ids
+        for i in np.flatnonzero(present).tolist():
+            merged[int(ids[i])] = tuple(int(x) for x in values[i])
+    return tuple(cols.names), merged
+
+
+def _schedules(program: ReplayProgram, sched: "Schedule", xfer_start_of_node: np.ndarray,
+               traceset: "TraceSet") -> tuple[RankSchedule, ...]:
     inst = np.asarray(program.instance_of, dtype=np.int64)
     out = []
     for lay in program.layouts:
         lo, hi = lay.offset, lay.offset + lay.n
+        names, merged = schedule_names(traceset, lay.rank)
         out.append(RankSchedule(lay.rank, lay.ids, lay.kind, lay.resource, lay.resource_names,
                                 sched.start_ns[lo:hi], sched.end_ns[lo:hi], xfer_start_of_node[lo:hi],
-                                inst[lo:hi]))
+                                inst[lo:hi], names, merged))
     return tuple(out)
 
 
@@ -486,6 +577,7 @@ def build_result(program: ReplayProgram, sched: "Schedule", traceset: "TraceSet"
     """Assemble the :class:`ReplayResult` of a finished simulation."""
     from importlib.metadata import PackageNotFoundError, version
 
+    sched = round_schedule(sched)
     inst = np.asarray(program.instance_of, dtype=np.int64)
     xfer_start_of_node = np.full(program.n, np.nan)
     has = inst >= 0
@@ -503,18 +595,30 @@ def build_result(program: ReplayProgram, sched: "Schedule", traceset: "TraceSet"
         compute_scale=spec.compute.duration_scale, streams=program.options.streams,
         world_size=len(program.layouts), tracekit_version=tk_version)
     return ReplayResult(
-        iteration_time_ns=max((r.iteration_time_ns for r in ranks), default=0.0),
+        iteration_time_ns=max((r.iteration_time_ns for r in ranks), default=0),
         ranks=ranks,
         collectives=_collective_rows(program, sched),
         critical_path=_critical_path(program, sched, traceset),
         provenance=prov,
         compute_methods=tuple(program.compute_methods.items()),
         node_count=program.n,
-        schedule=_schedules(program, sched, xfer_start_of_node),
+        schedule=_schedules(program, sched, xfer_start_of_node, traceset),
     )
 
 
 __all__ = [
     "CollectiveRow", "CriticalPath", "PathStep", "Provenance", "RankSchedule", "RankStats", "ReplayResult",
-    "build_result", "bus_factor", "nccl_tests_size", "union_length",
+    "build_result", "bus_factor", "nccl_tests_size", "round_schedule", "slowest_rank", "union_length",
 ]
+
+
+def slowest_rank(ranks: "Sequence[RankStats]") -> RankStats:
+    """The rank that ends last; on a tie the one that waits least for peers (the one the others wait for), then
+    the lowest rank.
+
+    Raises:
+        ReplayError: no ranks.
+    """
+    if not ranks:
+        raise ReplayError("the replay has no ranks")
+    return max(ranks, key=lambda r: (r.iteration_time_ns, -r.comm_wait_ns, -r.rank))

@@ -306,7 +306,8 @@ class SweepRow:
         spec_name: the variant's base spec.
         collective_model: the model used (``alpha_beta``, ``astra``, ``nccl``, ``measured``).
         iteration_time_ns: the replayed iteration time.
-        slowest_rank: the rank that ends last (lowest on ties).
+        slowest_rank: the rank that ends last (:func:`~.results.slowest_rank`: on ties the one that
+            waits least for peers, then the lowest).
         compute_ns, exposed_comm_ns, comm_wait_ns, other_idle_ns: that rank's
             time by category (:func:`~tracekit.replayer.plots.rank_categories_ns`;
             they sum to ``iteration_time_ns``).
@@ -320,15 +321,15 @@ class SweepRow:
     params: tuple[tuple[str, Any], ...]
     spec_name: str
     collective_model: str
-    iteration_time_ns: float
+    iteration_time_ns: int
     slowest_rank: int
-    compute_ns: float
-    exposed_comm_ns: float
-    comm_wait_ns: float
-    other_idle_ns: float
-    comm_ns: float
-    critical_compute_ns: float
-    critical_comm_ns: float
+    compute_ns: int
+    exposed_comm_ns: int
+    comm_wait_ns: int
+    other_idle_ns: int
+    comm_ns: int
+    critical_compute_ns: int
+    critical_comm_ns: int
     node_count: int
     replay_s: float = field(default=0.0, compare=False)
 
@@ -349,8 +350,10 @@ class SweepRow:
 
 def row_from_result(case: SweepCase, result: "ReplayResult", replay_s: float = 0.0) -> SweepRow:
     """Reduce a replay result to its sweep row (see :class:`SweepRow`)."""
-    slow = max(result.ranks, key=lambda r: (r.iteration_time_ns, -r.rank))
-    other_idle = slow.idle_ns - slow.comm_wait_ns
+    from tracekit.replayer.results import slowest_rank
+
+    slow = slowest_rank(result.ranks)
+    other_idle = slow.other_idle_ns
     cp = result.critical_path
     return SweepRow(case.index, case.params, case.spec.name, result.provenance.collective_model,
                     result.iteration_time_ns, slow.rank, slow.compute_ns, slow.exposed_comm_ns, slow.comm_wait_ns,
@@ -403,7 +406,7 @@ _LOADED: list[Any] = [None, None]
 
 
 def _source_key(source: Any) -> Any:
-    if isinstance(source, str):
+    if isinstance(source, (str, tuple)):
         from tracekit.io import trace_paths
 
         return ("path", tuple((str(p), p.stat().st_mtime_ns, p.stat().st_size) for _, p in trace_paths(source)))
@@ -416,7 +419,7 @@ def _load(source: Any) -> "TraceSet":
     key = _source_key(source)
     if _LOADED[0] == key:
         return _LOADED[1]
-    if isinstance(source, str):
+    if isinstance(source, (str, tuple)):
         from tracekit.io import read_traceset
 
         traceset = read_traceset(source)
@@ -434,7 +437,9 @@ def _slim(result: "ReplayResult") -> "ReplayResult":
     """The result with only what the sweep plot reads: the slowest rank, no tables."""
     from tracekit.replayer.results import CriticalPath
 
-    slow = max(result.ranks, key=lambda r: (r.iteration_time_ns, -r.rank))
+    from tracekit.replayer.results import slowest_rank
+
+    slow = slowest_rank(result.ranks)
     cp = result.critical_path
     return replace(result, ranks=(slow,), collectives=(), schedule=None,
                    critical_path=CriticalPath((), cp.length_ns, cp.compute_ns, cp.comm_ns))
@@ -492,12 +497,13 @@ def run_sweep(traces: "TraceSet | str | os.PathLike[str]",
 
     if executor not in EXECUTORS:
         raise ConfigError(f"unknown executor {executor!r}; choose one of {', '.join(EXECUTORS)}")
-    in_memory = not isinstance(traces, (str, os.PathLike))
+    in_memory = not isinstance(traces, (str, os.PathLike, list, tuple))
     if in_memory:
         world_size, label = traces.world_size, "<in-memory>"
     else:
-        label = os.fspath(traces)
-        world_size = len(trace_paths(label))
+        paths = [os.fspath(t) for t in traces] if isinstance(traces, (list, tuple)) else os.fspath(traces)
+        world_size = len(trace_paths(paths))
+        label = " ".join(paths) if isinstance(paths, list) else paths
     cases = build_cases(specs, axes, world_size, options=options)
     parameters = tuple(k for k, _ in cases[0].params) if cases else ()
 
@@ -516,7 +522,7 @@ def run_sweep(traces: "TraceSet | str | os.PathLike[str]",
 
             source = ray.put(traces)
         else:
-            source = traces if in_memory else label
+            source = traces if in_memory else (tuple(paths) if isinstance(paths, list) else paths)
         try:
             out = parallel_map(replay_case, [(source, c) for c in cases], executor=executor,
                                max_workers=max_workers, ray_address=ray_address, progress=progress)
@@ -567,11 +573,13 @@ def sweep_plot(result: SweepResult):
     return sweep_figure([(row.label, res) for row, res in zip(result.rows, result.results)], parameter)
 
 
-def write_sweep(result: SweepResult, out_dir: str | os.PathLike[str], *, plot: bool = True) -> dict[str, Path]:
+def write_sweep(result: SweepResult, out_dir: str | os.PathLike[str], *, plot: bool = True,
+                title: str | None = None) -> dict[str, Path]:
     """Write ``sweep.csv``, ``sweep.json`` and (with ``plot`` and results) ``sweep.html`` into ``out_dir``.
 
-    Each file is written atomically.  The HTML page loads plotly.js from
-    ``plotly.min.js`` written next to it (works offline).
+    Each file is written atomically.  ``sweep.html`` is self-contained (the
+    plotting library inlined, see :mod:`.html_page`; opens offline), titled
+    ``title`` or "Sweep of SOURCE (N ranks)".
 
     Returns:
         ``{"csv": path, "json": path[, "html": path]}``.
@@ -590,19 +598,15 @@ def write_sweep(result: SweepResult, out_dir: str | os.PathLike[str], *, plot: b
     with atomic_output(paths["json"], "w") as fh:
         fh.write(text)
     if plot and result.results:
-        fig = sweep_plot(result)
-        html = fig.figure.to_html(include_plotlyjs="directory", full_html=True)
-        if fig.note:
-            html = html.replace("<body>", f"<body><p>{fig.note}</p>", 1)
+        from tracekit.replayer.report import build_sweep_html
+
+        parameter = " / ".join(result.parameters) or "spec"
+        rows = [(row.label, res) for row, res in zip(result.rows, result.results)]
+        html = build_sweep_html(rows, parameter,
+                                title=title or f"Sweep of {result.source} ({result.world_size} ranks)")
         paths["html"] = out / "sweep.html"
         with atomic_output(paths["html"], "w") as fh:
             fh.write(html)
-        js = out / "plotly.min.js"
-        if not js.exists():
-            from plotly.offline import get_plotlyjs
-
-            with atomic_output(js, "w") as fh:
-                fh.write(get_plotlyjs())
     return paths
 
 

@@ -19,7 +19,10 @@ decimals); metadata events ``ph: "M"`` named ``process_name``,
 sharing an ``id``, the ``f`` with ``bp: "e"`` binding to the enclosing slice.
 Slices on one thread must nest; where a resource's slices overlap (sends and
 recvs posted together; measured slices that overlap without nesting) they are
-spread over extra lanes named ``<resource> #2``, ``#3``...
+spread over extra lanes named ``<resource> #2``, ``#3``...  Slices are written
+sorted by start within each track (longest first on equal starts), metadata
+first and flow events last.  At most :data:`MAX_FLOW_ARROWS` flow arrows are
+drawn; ``otherData`` says how many were drawn and dropped.
 """
 
 from __future__ import annotations
@@ -165,15 +168,25 @@ def replay_timeline(result: "ReplayResult", traceset: "TraceSet") -> dict[str, A
                     b.slice(rank, tid, f"wait: {name}", "wait", starts[j], x, {"node_id": ids[j]})
                 b.slice(rank, tid, name, "comm", x, ends[j], args)
                 slots.setdefault(i, []).append((rank, tid))
-    _flows(b, result, slots)
-    return {"traceEvents": b.events, "displayTimeUnit": "ns",
+    drawn, dropped = _flows(b, result, slots)
+    return {"traceEvents": _ordered(b.events), "displayTimeUnit": "ns",
             "otherData": {"producer": "tracekit replay", "spec": result.provenance.spec_name,
                           "collective_model": result.provenance.collective_model,
-                          "iteration_time_ns": result.iteration_time_ns}}
+                          "iteration_time_ns": result.iteration_time_ns, "flow_arrows": drawn,
+                          "flow_arrows_dropped": dropped, "flow_arrows_cap": MAX_FLOW_ARROWS}}
 
 
-def _flows(b: _Builder, result: "ReplayResult", slots: dict[int, list[tuple[int, int]]]) -> None:
-    arrows = 0
+def _ordered(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Metadata, then slices by (process, thread, start, longest first), then flow events."""
+    meta = [e for e in events if e["ph"] == "M"]
+    slices = sorted((e for e in events if e["ph"] == "X"), key=lambda e: (e["pid"], e["tid"], e["ts"], -e["dur"]))
+    rest = [e for e in events if e["ph"] not in ("M", "X")]
+    return meta + slices + rest
+
+
+def _flows(b: _Builder, result: "ReplayResult", slots: dict[int, list[tuple[int, int]]]) -> tuple[int, int]:
+    """Add the flow arrows; ``(drawn, dropped by the cap)``."""
+    arrows = dropped = 0
     sched_by_rank = {s.rank: s for s in result.schedule or ()}
     for i, row in enumerate(result.collectives):
         where = dict(slots.get(i, []))
@@ -193,7 +206,10 @@ def _flows(b: _Builder, result: "ReplayResult", slots: dict[int, list[tuple[int,
             pairs = [(origin, r) for r in row.ranks if r != origin]
         ts = _us(row.start_ns)
         for a, z in pairs:
-            if a not in where or z not in where or arrows >= MAX_FLOW_ARROWS:
+            if a not in where or z not in where:
+                continue
+            if arrows >= MAX_FLOW_ARROWS:
+                dropped += 1
                 continue
             arrows += 1
             cat = "p2p" if row.kind == "SEND_RECV" else "collective"
@@ -201,6 +217,7 @@ def _flows(b: _Builder, result: "ReplayResult", slots: dict[int, list[tuple[int,
                              "ts": ts})
             b.events.append({"ph": "f", "bp": "e", "id": arrows, "name": row.kind, "cat": cat, "pid": z,
                              "tid": where[z], "ts": ts})
+    return arrows, dropped
 
 
 def measured_timeline(traceset: "TraceSet") -> dict[str, Any]:
@@ -237,7 +254,7 @@ def measured_timeline(traceset: "TraceSet") -> dict[str, Any]:
             cat = "compute" if kind[p] == K_TIMED else ("p2p" if kind[p] in (K_SEND, K_RECV) else "comm")
             b.slice(rank, tid, names[p] or f"node {ids[j]}", cat, float(starts[j]), float(ends[j]),
                     {"node_id": ids[j]})
-    return {"traceEvents": b.events, "displayTimeUnit": "ns",
+    return {"traceEvents": _ordered(b.events), "displayTimeUnit": "ns",
             "otherData": {"producer": "tracekit timeline (measured)", "origin_ns": origin}}
 
 

@@ -665,17 +665,20 @@ def write_trace(trace: ExecutionTrace, path: str | os.PathLike[str]) -> Path:
 
 
 # ----------------------------------------------------------------------------- trace sets
-def trace_paths(spec: str | os.PathLike[str]) -> list[tuple[int, Path]]:
+def trace_paths(spec: "str | os.PathLike[str] | Sequence[str | os.PathLike[str]]") -> list[tuple[int, Path]]:
     """Resolve a trace-set spec to ``(rank, path)`` pairs sorted by rank.
 
     ``spec`` is a prefix (``dir/job`` -> ``dir/job.<rank>.et[.gz]``), a glob
-    (``'dir/*.et'``), a directory (every ``*.<rank>.et[.gz]`` in it) or a
-    single file.
+    (``'dir/*.et'``), a directory (every ``*.<rank>.et[.gz]`` in it), a
+    single file, or a sequence of these (what a shell glob expands to: each
+    file's rank comes from its name).
 
     Raises:
         TraceFormatError: nothing matches, a name has no rank, or two files
             claim the same rank.
     """
+    if isinstance(spec, (list, tuple)):
+        return _trace_paths_of_many(spec)
     s = os.fspath(spec)
     p = Path(s)
     if any(ch in s for ch in "*?["):
@@ -708,6 +711,29 @@ def trace_paths(spec: str | os.PathLike[str]) -> list[tuple[int, Path]]:
     return sorted(pairs.items())
 
 
+def _trace_paths_of_many(specs: Sequence[str | os.PathLike[str]]) -> list[tuple[int, Path]]:
+    if len(specs) == 1:
+        return trace_paths(specs[0])
+    if not specs:
+        raise TraceFormatError("no trace files given")
+    pairs: dict[int, Path] = {}
+    for item in specs:
+        p = Path(os.fspath(item))
+        if p.is_file():
+            r = rank_from_path(p.name)
+            if r is None:
+                raise TraceFormatError("file name has no rank (expected <prefix>.<rank>.et)", path=p)
+            found = [(r, p)]
+            note_input(p)
+        else:
+            found = trace_paths(item)
+        for r, f in found:
+            if r in pairs and pairs[r] != f:
+                raise TraceFormatError(f"two files for rank {r}: {pairs[r]} and {f}", path=f)
+            pairs[r] = f
+    return sorted(pairs.items())
+
+
 def read_traceset(spec: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]):
     """Read all ranks of a job (see :func:`trace_paths` for ``spec``).
 
@@ -723,12 +749,7 @@ def read_traceset(spec: str | os.PathLike[str] | Sequence[str | os.PathLike[str]
     classes = find_class_set(spec)
     if classes is not None:  # a job stored as rank classes (tracekit.classset)
         return classes.to_traceset()
-    if isinstance(spec, (list, tuple)):
-        pairs: list[tuple[int, Path]] = []
-        for item in spec:
-            pairs.extend(trace_paths(item))
-    else:
-        pairs = trace_paths(spec)
+    pairs = trace_paths(spec)
     traces = {rank: read_trace(path, rank=rank) for rank, path in pairs}
     return TraceSet(traces)
 

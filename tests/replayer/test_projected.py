@@ -96,7 +96,7 @@ def test_result_json_records_the_compute_plan_and_reads_back(tmp_path):
     from tracekit.replayer.results import ReplayResult
 
     write_traceset(_job("NVIDIA A100-SXM4-80GB"), str(tmp_path / "job"))
-    res = CliRunner().invoke(cli, ["replay", str(tmp_path / "job"), "--hw", "dgx-h100", "--json",
+    res = CliRunner().invoke(cli, ["replay", str(tmp_path / "job"), "--hw", "dgx-h100", "-o",
                                    str(tmp_path / "r.json")])
     assert res.exit_code == 0, res.output
     d = orjson.loads((tmp_path / "r.json").read_bytes())

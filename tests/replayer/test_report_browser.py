@@ -6,6 +6,7 @@ Needs /usr/bin/chromium (Debian package ``chromium``); skipped with the install 
 from __future__ import annotations
 
 import json
+import os
 import struct
 
 import pytest
@@ -26,6 +27,9 @@ def report_path(ws2_results, tmp_path_factory):
 
 def test_rendered_report_numbers_and_plots(report_path, ws2_results):
     require_chromium()
+    # the 2-rank demo job's report is small (the plotly.js basic bundle inlined) and loads nothing else
+    html = report_path.read_text()
+    assert report_path.stat().st_size <= 1_500_000 and "<script src" not in html and "<link" not in html
     page = rendered(report_path)
     d = json.loads(ws2_results["dgx-a100"].read_text())
     # every figure drawn (the page's own completion mark) and each plot has SVG with drawn paths
@@ -49,7 +53,7 @@ def test_rendered_report_numbers_and_plots(report_path, ws2_results):
     expected = sum(r["exposed_comm_ns"] for r in d["ranks"]) / len(d["ranks"])
     assert float(v) == pytest.approx(expected, rel=1e-15) and text.startswith(fmt_ns(expected))
     for r in d["ranks"]:
-        for key in ("compute_ns", "exposed_comm_ns", "idle_ns"):
+        for key in ("compute_ns", "exposed_comm_ns", "comm_wait_ns", "other_idle_ns"):
             v, text = page.values[f"rank.{r['rank']}.{key}"]
             assert float(v) == r[key] and text == fmt_ns(r[key])
     assert "critical path" in page.text and "dgx-a100" in page.text
@@ -65,3 +69,6 @@ def test_screenshot_png(report_path, tmp_path):
     width, height = struct.unpack(">II", data[16:24])
     assert (width, height) == (1200, 1600)
     assert len(data) > 50_000  # a blank page compresses to a few KB
+    umask = os.umask(0)
+    os.umask(umask)
+    assert png.stat().st_mode & 0o777 == 0o666 & ~umask  # created like any other file, not mkstemp's 0600

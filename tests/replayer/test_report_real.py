@@ -55,4 +55,4 @@ def test_astra_sim_64_rank_report_is_reduced_and_says_so(real_dir, tmp_path):
     assert "16 of 64 ranks shown" in page
     assert _values(page)["collectives"] == "1" and len(r.collectives) == 1  # one all-reduce over 64 ranks
     # 64 ranks <= 64: one table row per rank
-    assert 'data-key="rank.63.idle_ns"' in page
+    assert 'data-key="rank.63.other_idle_ns"' in page

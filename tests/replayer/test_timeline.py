@@ -92,7 +92,7 @@ def test_cli_replay_and_timeline(tmp_path):
     write_traceset(collective_bench(8, "all_reduce", 1 << 20, compute_ns=2_000, iterations=2), prefix)
     tl, js = tmp_path / "tl.json", tmp_path / "r.json"
     runner = CliRunner()
-    res = runner.invoke(cli, ["replay", str(prefix), "--hw", "dgx-h100", "--timeline", str(tl), "--json", str(js)])
+    res = runner.invoke(cli, ["replay", str(prefix), "--hw", "dgx-h100", "--timeline-out", str(tl), "-o", str(js)])
     assert res.exit_code == 0, res.output
     assert "iteration time" in res.stdout and "ALL_REDUCE" in res.stdout
     assert "wrote" in res.stderr and "wrote" not in res.stdout
@@ -103,3 +103,30 @@ def test_cli_replay_and_timeline(tmp_path):
     res = runner.invoke(cli, ["timeline", str(prefix), "-o", str(measured)])
     assert res.exit_code == 0 and measured.exists()
     assert "slices on 8 rank(s)" in res.stderr
+
+
+def _slices_sorted(trace) -> bool:
+    xs = [(e["pid"], e["tid"], e["ts"]) for e in trace["traceEvents"] if e["ph"] == "X"]
+    return xs == sorted(xs)
+
+
+def test_slices_sorted_by_start_per_track_and_flow_cap_stated(monkeypatch, tmp_path):
+    import tracekit.replayer.timeline as tl
+
+    ts = collective_bench(4, "all_reduce", 1 << 20, iterations=3, compute_ns=500)
+    result = replay(ts, one_dim(4, 100.0, 50.0))
+    full = replay_timeline(result, ts)
+    assert _slices_sorted(full) and _slices_sorted(measured_timeline(ts))
+    kinds = [e["ph"] for e in full["traceEvents"]]
+    assert kinds == sorted(kinds, key=lambda k: {"M": 0, "X": 1}.get(k, 2))  # metadata, slices, then flows
+    # 3 all-reduces x 3 arrows (the last arrival to each other member)
+    assert full["otherData"]["flow_arrows"] == 9 and full["otherData"]["flow_arrows_dropped"] == 0
+    monkeypatch.setattr(tl, "MAX_FLOW_ARROWS", 4)
+    capped = replay_timeline(result, ts)
+    other = capped["otherData"]
+    assert (other["flow_arrows"], other["flow_arrows_dropped"], other["flow_arrows_cap"]) == (4, 5, 4)
+    assert sum(1 for e in capped["traceEvents"] if e["ph"] == "s") == 4
+    prefix = tmp_path / "ar"
+    write_traceset(ts, str(prefix))
+    res = CliRunner().invoke(cli, ["replay", str(prefix), "--hw", "dgx-a100", "--timeline-out", str(tmp_path / "t.json")])
+    assert res.exit_code == 0 and "flow arrows not drawn (cap 4)" in " ".join(res.stderr.split())

@@ -53,9 +53,12 @@ def test_tutorial_commands_run(tmp_path):
     found = blocks(text)
     script_text = " ".join(s for _, s, _ in found)
     # the tutorial walks the whole flow the issue asks for
-    for step in ("tracekit convert pytorch", "tracekit validate", "tracekit transform", "tracekit replay",
-                 "tracekit report", "tracekit diff"):
+    for step in ("tracekit convert pytorch", "tracekit validate", "tracekit analyze", "tracekit transform",
+                 "tracekit replay", "tracekit report", "tracekit diff", "tracekit sweep"):
         assert step in script_text, step
+    assert "from tracekit.capture import capture" in text  # the capture step (needs torch: shown, not run)
+    for path in re.findall(r"`(sample_traces/[^`*]+)`", text):  # every bundled file the text names exists
+        assert (ROOT / path).exists(), path
     assert "http" not in script_text  # bundled samples only
     shutil.copytree(ROOT / "sample_traces", tmp_path / "sample_traces")
     env = dict(os.environ)
@@ -72,7 +75,7 @@ def test_tutorial_commands_run(tmp_path):
     # what the tutorial promises to have produced
     out = tmp_path / "out"
     for name in ("job.0.et", "job.1.et", "job_fast.0.et", "a100.json", "a100.trace.json", "a100.html", "h100.json",
-                 "diff.html", "sweep/sweep.csv"):
+                 "diff.html", "sweep/sweep.csv", "sweep/sweep.html", "a100_vs_measured.html"):
         assert (out / name).is_file(), name
     a100 = json.loads((out / "a100.json").read_text())
     page = (out / "a100.html").read_text()

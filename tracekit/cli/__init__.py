@@ -17,7 +17,8 @@ import sys
 
 import click
 
-from tracekit.cli._common import CONTEXT_SETTINGS, State, TracekitGroup
+from tracekit.cli._common import CONTEXT_SETTINGS, State
+from tracekit.cli._options import RootGroup
 
 # Submodules that define commands, in the order they are listed by --help.
 _COMMAND_MODULES = (
@@ -26,6 +27,7 @@ _COMMAND_MODULES = (
     "tracekit.cli.generate",
     "tracekit.cli.transform",
     "tracekit.cli.replay",
+    "tracekit.cli.analyze",
     "tracekit.cli.check_replay",
     "tracekit.cli.report",
     "tracekit.cli.sweep",
@@ -36,7 +38,7 @@ _COMMAND_MODULES = (
 )
 
 
-@click.group(cls=TracekitGroup, context_settings=CONTEXT_SETTINGS)
+@click.group(cls=RootGroup, context_settings=CONTEXT_SETTINGS)
 @click.option("--debug", is_flag=True, help="Show the full traceback on errors.")
 @click.option("-v", "--verbose", count=True, help="More log output on stderr (-vv for debug).")
 @click.option("-q", "--quiet", is_flag=True, help="Only errors on stderr; no progress bars.")
@@ -44,6 +46,9 @@ _COMMAND_MODULES = (
 @click.pass_context
 def cli(ctx: click.Context, debug: bool, verbose: int, quiet: bool) -> None:
     """Convert, rewrite and replay execution traces of distributed ML training.
+
+    The global options (-q, -v, --debug) may also follow the subcommand.
+    Every command that produces data takes --json (machine output on stdout).
 
     \b
     Example:

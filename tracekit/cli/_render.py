@@ -92,7 +92,7 @@ def render_summary(console: Any, summary: Any, *, top: int = 16) -> None:
             pg.add_column("pg_desc")
         pg.add_column("ranks")
         for name, ranks in list(summary.process_groups.items())[:top]:
-            text = ", ".join(map(str, ranks[:16])) + (" ..." if len(ranks) > 16 else "")
+            text = ", ".join(map(str, ranks[:16])) + (f" ... ({len(ranks):,} ranks)" if len(ranks) > 16 else "")
             pg.add_row(name, descs.get(name, ""), text) if descs else pg.add_row(name, text)
         console.print(pg)
     render_cost_coverage(console, summary)

@@ -8,6 +8,7 @@ from dataclasses import asdict
 import click
 
 from tracekit.cli._common import CONTEXT_SETTINGS, err_console, out_console, state
+from tracekit.cli._options import json_option
 
 
 def _int_list(text: str) -> list[int]:
@@ -27,17 +28,20 @@ def _int_list(text: str) -> list[int]:
               help="Collective to cost (as the nccl-tests binary <collective>_perf).")
 @click.option("--ranks", "ranks_text", default="8", show_default=True, metavar="P1,P2,...",
               help="Rank counts; the spec's outermost dimension is resized to each.")
-@click.option("--model", "models", multiple=True, type=click.Choice(["nccl", "alpha_beta", "astra"]),
+@click.option("--collective-model", "models", multiple=True, type=click.Choice(["nccl", "alpha_beta", "astra"]),
               help="Collective model; repeat for several (default: nccl and alpha_beta).")
+@click.option("--model", "models_old", multiple=True, hidden=True,
+              type=click.Choice(["nccl", "alpha_beta", "astra"]))  # the first spelling, kept working
 @click.option("--sizes", default="8B:8GiB", show_default=True, metavar="MIN:MAX[:F] | A,B,...",
               help="Sizes in nccl-tests terms: powers of F (default 2) from MIN to MAX, or a list.")
 @click.option("--nccl-tests", "nccl_tests", multiple=True, type=click.Path(exists=True, dir_okay=False),
               metavar="FILE", help="all_reduce_perf-style output to overlay; repeat for several.")
 @click.option("-o", "--output", "output", default=None, metavar="PLOT",
               help="Write the plot: .html (self-contained) or .png (needs Chromium).")
-@click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON on stdout instead of the table.")
-def bench_coll(spec_name: str, collective: str, ranks_text: str, models: tuple[str, ...], sizes: str,
-               nccl_tests: tuple[str, ...], output: str | None, as_json: bool) -> None:
+@json_option()
+def bench_coll(spec_name: str, collective: str, ranks_text: str, models: tuple[str, ...],
+               models_old: tuple[str, ...], sizes: str, nccl_tests: tuple[str, ...], output: str | None,
+               as_json: bool) -> None:
     """Print the nccl-tests table (size, time, algbw, busbw) of each model, and plot it.
 
     Each point is one collective on ranks 0..P-1 of the spec fitted to P ranks,
@@ -53,6 +57,7 @@ def bench_coll(spec_name: str, collective: str, ranks_text: str, models: tuple[s
                                               size_range, write_plot)
     from tracekit.replayer.hardware import load_spec
 
+    models = models + models_old
     if output:
         check_plot_path(output)
     spec = load_spec(spec_name)

@@ -5,15 +5,20 @@ from __future__ import annotations
 import click
 
 from tracekit.cli._common import CONTEXT_SETTINGS, out_console
+from tracekit.cli._options import deprecated_alias, emit_json, json_option, traces_argument
 
 
 @click.command("check-replay", context_settings=CONTEXT_SETTINGS)
-@click.argument("traces", metavar="TRACES")
+@traces_argument()
 @click.option("--hw", "hw", default="dgx-h100", show_default=True, metavar="SPEC",
               help="Hardware spec (measured durations do not depend on its rates).")
-@click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None, help="Write the comparison as JSON.")
-@click.option("--html", "html_out", type=click.Path(dir_okay=False), default=None, help="Write an HTML page.")
-def check_replay_cmd(traces: str, hw: str, json_out: str | None, html_out: str | None) -> None:
+@click.option("-o", "--output", "json_out", type=click.Path(dir_okay=False), default=None,
+              help="Write the comparison as JSON to this file.")
+@json_option()
+@click.option("--html-out", "html_out", type=click.Path(dir_okay=False), default=None, help="Write an HTML page.")
+@deprecated_alias("--html", "html_old")
+def check_replay_cmd(traces, hw: str, json_out: str | None, as_json: bool, html_out: str | None,
+                     html_old: str | None) -> None:
     """Replay with measured durations; print per rank and step predicted vs measured time and the error.
 
     Each collective takes the smallest measured duration of its members (time a rank waited for slower
@@ -23,7 +28,8 @@ def check_replay_cmd(traces: str, hw: str, json_out: str | None, html_out: str |
     \b
     Example:
       tracekit convert pytorch --et 'run/et_rank*.json' --kineto 'run/kineto_rank*.json' -o out/job
-      tracekit check-replay out/job --html out/check.html
+      tracekit check-replay out/job --html-out out/check.html
+      tracekit check-replay out/job -o out/check.json
     """
     from rich.table import Table
 
@@ -31,11 +37,18 @@ def check_replay_cmd(traces: str, hw: str, json_out: str | None, html_out: str |
     from tracekit.replayer.measured import check_replay
     from tracekit.replayer.measured_report import write_comparison_html, write_comparison_json
 
+    from tracekit.cli.replay import _refuse_old_json
+
+    _refuse_old_json(traces, as_json)
+    html_out = html_out or html_old
     comparison = check_replay(read_traceset(traces), hw)
     if json_out:
         write_comparison_json(comparison, json_out)
     if html_out:
         write_comparison_html(comparison, html_out)
+    if as_json:
+        emit_json(comparison.to_dict())
+        return
     console = out_console()
     for note in comparison.notes:
         console.print(f"note: {note}", markup=False, highlight=False)

@@ -5,12 +5,14 @@ from __future__ import annotations
 import click
 
 from tracekit.cli._common import CONTEXT_SETTINGS, err_console, path_span, progress, state
+from tracekit.cli._options import emit_json, json_option
 
 
 @click.command(context_settings=CONTEXT_SETTINGS)
 @click.argument("manifest", metavar="CLASSES")
 @click.option("-o", "--output", "prefix", required=True, metavar="PREFIX", help="Output prefix: PREFIX.<rank>.et.")
-def expand(manifest: str, prefix: str) -> None:
+@json_option()
+def expand(manifest: str, prefix: str, as_json: bool) -> None:
     """Write one Chakra trace per rank from a rank-class set (PREFIX.classes.json, its prefix or directory).
 
     Each rank's file is its class representative's with the rank's own group
@@ -28,7 +30,9 @@ def expand(manifest: str, prefix: str) -> None:
     if cs is None:
         raise TraceFormatError("not a rank-class set (expected PREFIX.classes.json)", path=manifest)
     paths = cs.expand(prefix, progress=lambda items, total: progress(items, "writing ranks", total=total))
-    if not state().quiet:
+    if as_json:
+        emit_json({"prefix": prefix, "files": [str(p) for p in paths], "ranks": len(paths)})
+    elif not state().quiet:
         err_console().print(f"wrote {len(paths)} trace(s): {path_span(paths)}", markup=False, highlight=False)
 
 

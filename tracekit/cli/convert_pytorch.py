@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from tracekit.cli._common import CONTEXT_SETTINGS, err_console, out_console, state
+from tracekit.cli._options import emit_json, executor_options, json_option, resolve_executor
 
 
 def _expand(pattern: str | None, what: str) -> list[str]:
@@ -30,11 +31,10 @@ def _expand(pattern: str | None, what: str) -> list[str]:
               help="Output prefix: writes PREFIX.<rank>.et.")
 @click.option("--allow-unlinked", is_flag=True,
               help="Convert even when no ET op links to a Kineto op (durations stay 0).")
-@click.option("--workers", type=click.IntRange(min=1), default=None, help="Parallel workers (default: CPU count).")
-@click.option("--executor", type=click.Choice(["process", "serial", "ray"]), default="process", show_default=True,
-              help="How ranks are converted in parallel.")
-def pytorch(et_glob: str, kineto_glob: str | None, prefix: str, allow_unlinked: bool, workers: int | None,
-            executor: str) -> None:
+@executor_options
+@json_option()
+def pytorch(et_glob: str, kineto_glob: str | None, prefix: str, allow_unlinked: bool, executor: str,
+            workers: int | None, address: str | None, as_json: bool) -> None:
     """Convert PyTorch Execution Traces (and their Kineto traces) into Chakra traces, one file per rank.
 
     Ranks come from Kineto distributedInfo or a "rankN" in the file names; ET and Kineto
@@ -56,11 +56,13 @@ def pytorch(et_glob: str, kineto_glob: str | None, prefix: str, allow_unlinked: 
     if et_glob is None and kineto_glob is None:
         raise ConversionError("give --et GLOB (with optional --kineto GLOB) or --kineto GLOB alone")
     if et_glob is None:
-        _kineto_only(_expand(kineto_glob, "Kineto"), prefix, workers, executor)
+        paths = _expand(kineto_glob, "Kineto")
+        _kineto_only(paths, prefix, workers, resolve_executor(executor, len(paths), workers), as_json)
         return
     ets = _expand(et_glob, "ET")
     kins = _expand(kineto_glob, "Kineto")
-    if state().quiet:
+    executor = resolve_executor(executor, len(ets), workers)
+    if state().quiet or as_json:
         job = convert_job(ets, kins or None, allow_unlinked=allow_unlinked, executor=executor,
                           max_workers=workers)
     else:
@@ -72,6 +74,12 @@ def pytorch(et_glob: str, kineto_glob: str | None, prefix: str, allow_unlinked: 
             job = convert_job(ets, kins or None, allow_unlinked=allow_unlinked, executor=executor,
                               max_workers=workers, progress=lambda done, total: bar.update(task, completed=done))
     paths = write_traceset(job.traceset, prefix)
+    if as_json:
+        emit_json({"prefix": prefix, "files": [str(p) for p in paths], "ranks": [
+            {"rank": res.trace.rank, "nodes": len(res.trace), "nodes_by_type": dict(res.node_counts),
+             "collectives": dict(res.comm_counts), "link": res.link.summary() if res.link is not None else None}
+            for res in sorted(job.ranks, key=lambda r: r.trace.rank)]})
+        return
 
     from rich.table import Table
 
@@ -94,7 +102,8 @@ def _kineto_one(path: str):
         return convert_kineto_trace(read_kineto(path))
 
 
-def _kineto_only(paths: list[str], prefix: str, workers: int | None, executor: str) -> None:
+def _kineto_only(paths: list[str], prefix: str, workers: int | None, executor: str, as_json: bool) -> None:
+
     from rich.table import Table
 
     from tracekit.errors import ConversionError
@@ -114,6 +123,12 @@ def _kineto_only(paths: list[str], prefix: str, workers: int | None, executor: s
     if warning:
         pytorch_log.warning(warning)
     written = write_traceset(TraceSet(traces), prefix)
+    if as_json:
+        emit_json({"prefix": prefix, "files": [str(p) for p in written], "ranks": [
+            {"rank": r.stats.rank, "nodes": len(r.trace), "host_ops": r.stats.host_ops,
+             "kernels_attached": r.stats.kernels_attached, "device_ops": r.stats.device_ops,
+             "collectives": dict(r.stats.collectives)} for r in sorted(results, key=lambda r: r.trace.rank)]})
+        return
     table = Table(title=f"{len(written)} rank(s) written to {prefix}.<rank>.et (Kineto only)")
     for col in ("rank", "nodes", "host ops", "kernels attached", "collectives"):
         table.add_column(col)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from tracekit.cli._common import CONTEXT_SETTINGS, err_console, path_span, state
+from tracekit.cli._options import emit_json, json_option
 
 
 @click.command("text", context_settings=CONTEXT_SETTINGS)
@@ -19,7 +20,9 @@ from tracekit.cli._common import CONTEXT_SETTINGS, err_console, path_span, state
 @click.option("--time-unit", type=click.Choice(["us", "ns"]), default="us", show_default=True,
               help="Unit of the file's compute times: us = as Chakra's text converter stores them and ASTRA-sim 2 "
                    "replays them; ns = ASTRA-sim 1.0 cycles.")
-def text(workload: str, num_ranks: int, prefix: str, passes: int, tp: int | None, time_unit: str) -> None:
+@json_option()
+def text(workload: str, num_ranks: int, prefix: str, passes: int, tp: int | None, time_unit: str,
+         as_json: bool) -> None:
     """Convert an ASTRA-sim text workload (DATA, MODEL, HYBRID_*, MICRO) into Chakra traces.
 
     \b
@@ -32,7 +35,10 @@ def text(workload: str, num_ranks: int, prefix: str, passes: int, tp: int | None
 
     traceset = convert_text_workload(workload, num_ranks, passes=passes, tp=tp, time_unit=time_unit)
     paths = write_traceset(traceset, prefix)
-    if not state().quiet:
+    if as_json:
+        emit_json({"prefix": prefix, "files": [str(p) for p in paths],
+                   "nodes_per_rank": {r: len(traceset[r]) for r in traceset.ranks}})
+    elif not state().quiet:
         nodes = len(traceset[traceset.ranks[0]])
         err_console().print(f"wrote {len(paths)} trace(s), {nodes:,} nodes per rank: {path_span(paths)}", markup=False, highlight=False)
 

@@ -7,11 +7,10 @@ import sys
 import click
 
 from tracekit.cli._common import CONTEXT_SETTINGS, out_console
+from tracekit.cli._options import emit_json, executor_options, json_option, resolve_executor, traces_argument
 
-TRACES_HELP = "A trace file, a trace-set prefix (dir/job for dir/job.<rank>.et), a glob or a directory."
 
-
-def _pairs(spec: str, rank: int | None) -> list:
+def _pairs(spec, rank: int | None) -> list:
     from tracekit.errors import TraceFormatError
     from tracekit.io import trace_paths
 
@@ -19,25 +18,26 @@ def _pairs(spec: str, rank: int | None) -> list:
     if rank is not None:
         pairs = [(r, p) for r, p in pairs if r == rank]
         if not pairs:
-            raise TraceFormatError(f"no file for rank {rank}", path=spec)
+            raise TraceFormatError(f"no file for rank {rank}", path=spec if isinstance(spec, str) else spec[0])
     return pairs
 
 
 @click.command(context_settings=CONTEXT_SETTINGS)
-@click.argument("traces", metavar="TRACES")
+@traces_argument()
 @click.option("--rank", type=int, default=None, help="Only this rank.")
-@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
+@json_option()
 @click.option("--top", type=click.IntRange(min=1), default=16, show_default=True,
               help="Rows per table (ranks with equal summaries share a row).")
-def info(traces: str, rank: int | None, as_json: bool, top: int) -> None:
+def info(traces, rank: int | None, as_json: bool, top: int) -> None:
     """Summarise traces: metadata, nodes by type and collective, compute time, bytes by collective.
 
-    TRACES is a trace file, a prefix (dir/job), a glob or a directory.
+    TRACES is one or more of: a prefix (dir/job), a quoted glob, a directory, or trace files.
 
     \b
     Example:
-      tracekit info sample_traces/chakra/chakra.0.et
+      tracekit info sample_traces/chakra/all_reduce.0.et
       tracekit info out/job --json
+      tracekit info out/job.*.et
     """
     from tracekit.astra_compat import comm_groups_beside
     from tracekit.classset import find_class_set, summarize_class_set
@@ -57,11 +57,9 @@ def info(traces: str, rank: int | None, as_json: bool, top: int) -> None:
         summary = summarize_files(pairs, executor="process" if len(pairs) >= 8 else "serial")
         groups_file = comm_groups_beside(str(pairs[0][1])) if pairs else None
     if as_json:
-        import orjson
-
         doc = summary.to_dict()
         doc["comm_groups_file"] = groups_file[0] if groups_file else None
-        sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
+        emit_json(doc)
         return
     from tracekit.cli._render import render_summary
 
@@ -73,29 +71,26 @@ def info(traces: str, rank: int | None, as_json: bool, top: int) -> None:
 
 
 @click.command(context_settings=CONTEXT_SETTINGS)
-@click.argument("traces", metavar="TRACES")
+@traces_argument()
 @click.option("--rank", type=int, default=None, help="Only this rank (skips cross-rank checks).")
-@click.option("--json", "as_json", is_flag=True, help="Print the issues as JSON on stdout.")
-@click.option("--workers", type=click.IntRange(min=1), default=None,
-              help="Ranks checked in parallel (default: serial below 8 ranks, else the CPU count).")
-@click.option("--executor", type=click.Choice(["process", "serial", "ray"]), default=None,
-              help="How ranks are checked in parallel (default: process pool from 8 ranks on).")
-@click.option("--address", default=None, help="Ray cluster address with --executor ray.")
+@json_option()
+@executor_options
 @click.option("--stream", is_flag=True,
               help="Check each rank file in one streaming pass (for files larger than memory; per-rank checks "
                    "only, no cross-rank collective order).")
-def validate(traces: str, rank: int | None, as_json: bool, workers: int | None, executor: str | None,
+def validate(traces, rank: int | None, as_json: bool, executor: str, workers: int | None,
              address: str | None, stream: bool) -> None:
     """Check traces: ids, dependencies, cycles, node attributes, process groups, collective order.
 
     Ranks are read and checked one at a time per worker (only each rank's findings are
     kept), so jobs of thousands of large rank files validate in bounded memory.
     Prints one line per issue; exits with code 2 when there is an error (or a file cannot be read).
+    With --executor auto, ranks are checked in a process pool from 8 ranks on.
 
     \b
     Example:
       tracekit validate out/job
-      tracekit validate 'out/gpt3.*.et' --workers 2
+      tracekit validate out/gpt3.*.et --workers 2
     """
     from tracekit.classset import find_class_set, validate_class_set
     from tracekit.validate import validate_files
@@ -123,15 +118,11 @@ def validate(traces: str, rank: int | None, as_json: bool, workers: int | None, 
             report.checked_nodes += sub.checked_nodes
     else:
         pairs = _pairs(traces, rank)
-        if executor is None:
-            executor = "process" if len(pairs) >= 8 and (workers or 2) > 1 else "serial"
+        executor = resolve_executor(executor, len(pairs), workers, min_units=8)
         report = validate_files(pairs, executor=executor, max_workers=workers, ray_address=address)
     if as_json:
-        import orjson
-
-        doc = {"ok": report.ok, "ranks": report.checked_ranks, "nodes": report.checked_nodes,
-               "issues": [i.__dict__ for i in report.issues]}
-        sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
+        emit_json({"ok": report.ok, "ranks": report.checked_ranks, "nodes": report.checked_nodes,
+                   "issues": [i.__dict__ for i in report.issues]})
     else:
         for issue in report.issues:
             click.echo(str(issue))
@@ -169,7 +160,8 @@ def dump(trace: str, output: str | None) -> None:
               help="The .et (or .et.gz) file to write.")
 @click.option("--no-validate", is_flag=True,
               help="Write even when `validate` would report errors (e.g. to round-trip a file that had them).")
-def load(json_file: str, output: str, no_validate: bool) -> None:
+@json_option()
+def load(json_file: str, output: str, no_validate: bool, as_json: bool) -> None:
     """Turn a JSON trace (tracekit JSON or Chakra feeder JSON) into a .et file (validated first).
 
     \b
@@ -189,6 +181,8 @@ def load(json_file: str, output: str, no_validate: bool) -> None:
             exc.message += "; nothing written (--no-validate writes it anyway)"
             raise
     write_trace(trace, output)
+    if as_json:
+        emit_json({"output": output, "rank": trace.rank, "nodes": len(trace)})
 
 
 COMMANDS = [info, validate, dump, load]

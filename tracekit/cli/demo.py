@@ -58,14 +58,14 @@ def main(argv: list[str] | None = None) -> None:
            "-o", str(job)])
     _step("validate it", ["validate", str(job)])
     _step("replay it on a DGX A100", [
-        "replay", str(job), "--hw", "dgx-a100", "--json", str(out / "a100.json"), "--with-schedule",
-        "--timeline", str(out / "a100.timeline.json")])
+        "replay", str(job), "--hw", "dgx-a100", "-o", str(out / "a100.json"), "--with-schedule",
+        "--timeline-out", str(out / "a100.timeline.json")])
     report_args = ["report", str(out / "a100.json"), "-o", str(out / "a100.report.html")]
     if shutil.which("chromium") or Path("/usr/bin/chromium").exists():
-        report_args += ["--screenshot", str(out / "a100.report.png")]
+        report_args += ["--screenshot-out", str(out / "a100.report.png")]
     _step("HTML report", report_args)
     _step("what if: the same job on a DGX H100", [
-        "replay", str(job), "--hw", "dgx-h100", "--json", str(out / "h100.json"), "--with-schedule"])
+        "replay", str(job), "--hw", "dgx-h100", "-o", str(out / "h100.json"), "--with-schedule"])
     _step("what changed", ["diff", str(out / "a100.json"), str(out / "h100.json"), "--labels", "A100,H100"])
     _gpu_capture_steps(out)
     system, network = ASTRA_CONFIG / "system_ring_splits1.json", ASTRA_CONFIG / "network_ring_4.yml"
@@ -94,7 +94,7 @@ def _gpu_capture_steps(out: Path) -> None:
     _step("its FLOPs and how much measured kernel time has a cost", ["info", str(job)])
     for hw in ("dgx-a100", "dgx-h100"):
         _step(f"what if: this capture on a {hw} (compute projected per op class)",
-              ["replay", str(job), "--hw", hw, "--compute", "projected", "--json", str(out / f"resnet_{hw}.json")])
+              ["replay", str(job), "--hw", hw, "--compute", "projected", "-o", str(out / f"resnet_{hw}.json")])
     _step("what changed", ["diff", str(out / "resnet_dgx-a100.json"), str(out / "resnet_dgx-h100.json"),
                            "--labels", "A100,H100"])
 

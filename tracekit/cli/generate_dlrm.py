@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from tracekit.cli._common import CONTEXT_SETTINGS, err_console, path_span, state
+from tracekit.cli._options import emit_json, json_option
 from tracekit.errors import ConfigError
 
 
@@ -32,9 +33,10 @@ def _widths(text: str | None, what: str) -> tuple[int, ...] | None:
 @click.option("--peak-tflops", type=float, default=None, help="Peak TFLOP/s for roofline durations.")
 @click.option("--mem-bw-gbps", type=float, default=None, help="Memory bandwidth GB/s for roofline durations.")
 @click.option("-o", "--output", "prefix", required=True, metavar="PREFIX", help="Output prefix: PREFIX.<rank>.et.")
+@json_option()
 def dlrm(model_name: str, num_ranks: int, global_batch: int | None, tables: int | None, dim: int | None,
          pooling: int | None, bottom_mlp: str | None, top_mlp: str | None, dtype: str | None, hw: str | None,
-         peak_tflops: float | None, mem_bw_gbps: float | None, prefix: str) -> None:
+         peak_tflops: float | None, mem_bw_gbps: float | None, prefix: str, as_json: bool) -> None:
     """Generate one DLRM training iteration: tables sharded round robin, all-to-all, data-parallel MLPs.
 
     \b
@@ -52,7 +54,10 @@ def dlrm(model_name: str, num_ranks: int, global_batch: int | None, tables: int 
     roofline = roofline_from_options(hw, peak_tflops, mem_bw_gbps, config.dtype)
     traceset = generate_dlrm(config, roofline)
     paths = write_traceset(traceset, prefix)
-    if not state().quiet:
+    if as_json:
+        emit_json({"prefix": prefix, "files": [str(p) for p in paths], "ranks": len(paths),
+                   "nodes": sum(len(traceset[r]) for r in traceset.ranks)})
+    elif not state().quiet:
         err_console().print(f"wrote {len(paths)} trace(s): {path_span(paths)}", markup=False, highlight=False)
 
 

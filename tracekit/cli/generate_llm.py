@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from tracekit.cli._common import CONTEXT_SETTINGS, err_console, path_span, progress, state
+from tracekit.cli._options import emit_json, json_option
 from tracekit.errors import ConfigError
 
 
@@ -74,11 +75,12 @@ def roofline_from_options(hw: str | None, peak_tflops: float | None, mem_bw_gbps
               help="Store the job as its rank classes: one trace per pipeline stage plus PREFIX.classes.json "
                    "(every command reads it; `tracekit expand` writes the per-rank files).")
 @click.option("-o", "--output", "prefix", required=True, metavar="PREFIX", help="Output prefix: PREFIX.<rank>.et.")
+@json_option()
 def llm(model_name: str, layers, hidden, heads, kv_heads, ffn, seq, vocab, tp: int, pp: int, dp: int | None,
         cp: int, ep: int, num_ranks: int | None, global_batch: int | None, micro_batch: int, schedule: str,
         virtual_stages: int | None, zero_stage: int, sequence_parallel: bool, recompute: str, dtype: str,
         bucket: str, no_overlap: bool, hw: str | None, cost: str, peak_tflops: float | None, mem_bw_gbps: float | None,
-        as_classes: bool, prefix: str) -> None:
+        as_classes: bool, prefix: str, as_json: bool) -> None:
     """Generate one training iteration of a transformer LLM, one trace per rank.
 
     Ranks follow Megatron-LM's order (tp fastest, then cp, dp, pp).  GEMM,
@@ -123,7 +125,10 @@ def llm(model_name: str, layers, hidden, heads, kv_heads, ffn, seq, vocab, tp: i
     what = "writing rank classes" if as_classes else "writing ranks"
     paths = write_llm(config, prefix, roofline, classes=as_classes,
                       progress=lambda items, total: progress(items, f"{model.name}: {what}", total=total))
-    if as_classes and not state().quiet:
+    if as_json:
+        emit_json({"prefix": prefix, "files": [str(p) for p in paths], "ranks": config.world_size,
+                   "classes": as_classes, "micro_batches": config.num_micro_batches})
+    elif as_classes and not state().quiet:
         err_console().print(f"wrote {paths[0]}: {config.world_size} ranks in {config.parallel.pp} rank classes "
                             f"({config.num_micro_batches} micro-batches per pipeline)", markup=False, highlight=False)
     elif not state().quiet:

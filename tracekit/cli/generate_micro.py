@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from tracekit.cli._common import CONTEXT_SETTINGS, err_console, path_span, state
+from tracekit.cli._options import emit_json, json_option
 from tracekit.errors import ConfigError
 
 
@@ -24,10 +25,12 @@ from tracekit.errors import ConfigError
 @click.option("--compute-us", type=float, default=0.0, show_default=True,
               help="Compute node (microseconds) before each iteration's communication.")
 @click.option("--iterations", type=int, default=1, show_default=True, help="Repetitions, one after another.")
-@click.option("-o", "--output", "prefix", default=None, metavar="PREFIX", help="Output prefix: PREFIX.<rank>.et.")
+@click.option("-o", "--output", "prefix", default=None, metavar="PREFIX",
+              help="Output prefix: PREFIX.<rank>.et (required unless --list-shapes).")
+@json_option()
 def micro(collective: str | None, pattern: str | None, shape: str | None, list_shapes: bool, size: str | None,
           num_ranks: int | None, group: str | None, compute_us: float, iterations: int,
-          prefix: str | None) -> None:
+          prefix: str | None, as_json: bool) -> None:
     """Generate a microbenchmark: one collective, a send/recv pattern, or a fixed small shape.
 
     \b
@@ -39,7 +42,10 @@ def micro(collective: str | None, pattern: str | None, shape: str | None, list_s
     from tracekit.converters.generators import micro as gen
 
     if list_shapes:
-        click.echo("\n".join(gen.CHAKRA_SHAPES))
+        if as_json:
+            emit_json(list(gen.CHAKRA_SHAPES))
+        else:
+            click.echo("\n".join(gen.CHAKRA_SHAPES))
         return
     chosen = [name for name, value in (("--collective", collective), ("--pattern", pattern), ("--shape", shape))
               if value is not None]
@@ -75,7 +81,10 @@ def micro(collective: str | None, pattern: str | None, shape: str | None, list_s
             traceset = gen.send_recv_bench(num_ranks, pattern, nbytes, group=members, compute_ns=compute_ns,
                                            iterations=iterations)
     paths = write_traceset(traceset, prefix)
-    if not state().quiet:
+    if as_json:
+        emit_json({"prefix": prefix, "files": [str(p) for p in paths], "ranks": len(paths),
+                   "nodes": sum(len(traceset[r]) for r in traceset.ranks)})
+    elif not state().quiet:
         err_console().print(f"wrote {len(paths)} trace(s): {path_span(paths)}", markup=False, highlight=False)
 
 

@@ -7,6 +7,7 @@ import sys
 import click
 
 from tracekit.cli._common import CONTEXT_SETTINGS, err_console, out_console
+from tracekit.cli._options import emit_json, json_option
 
 
 @click.group(context_settings=CONTEXT_SETTINGS)
@@ -23,7 +24,8 @@ def hw() -> None:
 
 
 @hw.command("list", context_settings=CONTEXT_SETTINGS)
-def list_cmd() -> None:
+@json_option()
+def list_cmd(as_json: bool) -> None:
     """List the built-in hardware presets (name, ranks, network, device).
 
     \b
@@ -34,6 +36,12 @@ def list_cmd() -> None:
 
     from tracekit.replayer.hardware import list_presets, load_spec
 
+    if as_json:
+        emit_json([{"name": name, "world_size": (s := load_spec(name)).world_size, "device": s.device.name,
+                    "collective_model": s.collective_model,
+                    "network": [{"name": d.name, "size": d.size, "bandwidth_gbps": d.bandwidth_gbps,
+                                 "latency_ns": d.latency_ns} for d in s.network]} for name in list_presets()])
+        return
     table = Table(title="hardware presets")
     for column in ("name", "ranks", "network (per rank)", "device", "model"):
         table.add_column(column)
@@ -77,7 +85,8 @@ def _network_line(spec) -> str:
 @hw.command("show", context_settings=CONTEXT_SETTINGS)
 @click.argument("name")
 @click.option("--toml", "as_toml", is_flag=True, help="Print the spec as TOML (all defaults filled in).")
-def show(name: str, as_toml: bool) -> None:
+@json_option()
+def show(name: str, as_toml: bool, as_json: bool) -> None:
     """Show a hardware spec: a preset NAME or a TOML file path.
 
     \b
@@ -88,6 +97,9 @@ def show(name: str, as_toml: bool) -> None:
     from tracekit.replayer.hardware import load_spec
 
     spec = load_spec(name)
+    if as_json:
+        emit_json(spec.to_dict())
+        return
     if as_toml:
         sys.stdout.write(spec.to_toml())
         return
@@ -135,8 +147,9 @@ _SHORT = {"all_reduce": "ar", "reduce_scatter": "rs", "all_gather": "ag", "all_t
                    "measured in docs/design.md), si = 1 GB/s = 1 byte/ns.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
               help="Write the spec TOML here (default: stdout).")
+@json_option()
 def import_astra(system: str, network: str, remote_memory: str | None, name: str | None,
-                 bandwidth_convention: str, output: str | None) -> None:
+                 bandwidth_convention: str, output: str | None, as_json: bool) -> None:
     """Turn an ASTRA-sim config (system JSON + network YAML) into a hardware spec TOML.
 
     The spec uses the ASTRA-sim-compatible collective model and compute rules.
@@ -152,6 +165,10 @@ def import_astra(system: str, network: str, remote_memory: str | None, name: str
     result = import_astra_config(system, network, remote_memory, name=name,
                                  bandwidth_convention=bandwidth_convention)
     text = result.spec.to_toml()
+    if as_json:
+        emit_json({"spec": result.spec.to_dict(), "output": output, "ignored": list(result.ignored)})
+        if output is None:
+            return
     if output is None:
         sys.stdout.write(text)
     else:

@@ -7,8 +7,7 @@ from typing import Any
 import click
 
 from tracekit.cli._common import CONTEXT_SETTINGS, err_console, out_console, state
-
-TRACES_HELP = "A trace-set prefix (dir/job for dir/job.<rank>.et), a glob, a directory or one trace file."
+from tracekit.cli._options import deprecated_alias, emit_json, json_option, traces_argument
 from tracekit.cli._render import _fmt_bytes, _fmt_ns  # noqa: E402 - one place for human units
 
 
@@ -85,13 +84,14 @@ def render_result(console: Any, result: Any, *, top: int = 8) -> None:
     title = "per rank" if distinct == len(result.ranks) else f"per rank ({len(result.ranks)} ranks, {distinct} distinct)"
     if distinct > len(rows):
         title += f": the {len(rows)} slowest rows (--top N for more)"
-    table = Table(title=title)
-    for col in ("rank", "iteration", "compute", "comm", "exposed comm", "waiting", "idle", "nodes"):
+    table = Table(title=title, caption="compute + exposed comm + waiting + other idle = iteration; "
+                                       "(all comm) includes comm overlapped with compute")
+    for col in ("rank", "iteration", "compute", "exposed comm", "waiting", "other idle", "(all comm)", "nodes"):
         table.add_column(col, justify="right")
     for ranks, r in rows:
         table.add_row(rank_ranges(ranks, limit=3), _fmt_ns(r.iteration_time_ns), _fmt_ns(r.compute_ns),
-                      _fmt_ns(r.comm_ns), f"{_fmt_ns(r.exposed_comm_ns)} ({_pct(r.exposed_comm_ns, r.iteration_time_ns)})",
-                      _fmt_ns(r.comm_wait_ns), _fmt_ns(r.idle_ns), f"{r.nodes:,}")
+                      f"{_fmt_ns(r.exposed_comm_ns)} ({_pct(r.exposed_comm_ns, r.iteration_time_ns)})",
+                      _fmt_ns(r.comm_wait_ns), _fmt_ns(r.other_idle_ns), _fmt_ns(r.comm_ns), f"{r.nodes:,}")
     console.print(table)
     summary, distinct = _comm_rows(result, top)
     if summary:
@@ -134,17 +134,23 @@ def render_result(console: Any, result: Any, *, top: int = 8) -> None:
                       f"times")
 
 
-def _write_result_json(result: Any, path: str, with_schedule: bool, plan: Any, report: Any) -> None:
-    """The result JSON plus ``compute_plan`` (method, devices, reason) and, when projected,
+def _result_doc(result: Any, with_schedule: bool, plan: Any, report: Any) -> dict[str, Any]:
+    """The result dict plus ``compute_plan`` (method, devices, reason) and, when projected,
     ``compute_projection`` (nodes and ns per method): readers of the result ignore the extra keys."""
-    import orjson
-
-    from tracekit.io import atomic_output
-
     d = result.to_dict(include_schedule=with_schedule)
     d["compute_plan"] = {"method": plan.method, "source": plan.source, "target": plan.target, "reason": plan.reason}
     if report is not None:
         d["compute_projection"] = report.to_dict()
+    return d
+
+
+def _write_result_json(result: Any, path: str, with_schedule: bool, plan: Any, report: Any) -> None:
+    """:func:`_result_doc` written atomically to ``path``."""
+    import orjson
+
+    from tracekit.io import atomic_output
+
+    d = _result_doc(result, with_schedule, plan, report)
     with atomic_output(path, "wb") as fh:
         fh.write(orjson.dumps(d, option=orjson.OPT_INDENT_2))
 
@@ -165,14 +171,16 @@ def render_compute_plan(console: Any, plan: Any, report: Any, result: Any) -> No
 
 
 @click.command(context_settings=CONTEXT_SETTINGS)
-@click.argument("traces", metavar="TRACES")
+@traces_argument()
 @click.option("--hw", "hw", required=True, metavar="SPEC",
               help="Hardware spec: a preset name (see `tracekit hw list`) or a TOML file.")
-@click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None,
-              help="Write the full result as JSON to this file.")
-@click.option("--with-schedule", is_flag=True, help="Include every node's start and end in the --json file.")
-@click.option("--timeline", "timeline_out", type=click.Path(dir_okay=False), default=None,
+@click.option("-o", "--output", "json_out", type=click.Path(dir_okay=False), default=None, metavar="RESULT.json",
+              help="Write the full result as JSON to this file (input of report and diff).")
+@json_option()
+@click.option("--with-schedule", is_flag=True, help="Include every node's start and end in the JSON result.")
+@click.option("--timeline-out", "timeline_out", type=click.Path(dir_okay=False), default=None,
               help="Write a Chrome trace (open in Perfetto) of the replay to this file.")
+@deprecated_alias("--timeline", "timeline_old")
 @click.option("--compute-scale", "--scale-compute", "compute_scale", type=float, default=None, metavar="F",
               help="Multiply measured compute durations by F (overrides the spec).")
 @click.option("--collective-model", type=click.Choice(["alpha_beta", "astra", "nccl", "measured"]), default=None,
@@ -184,8 +192,9 @@ def render_compute_plan(console: Any, plan: Any, report: Any, result: Any) -> No
 @click.option("--no-fold", is_flag=True,
               help="Simulate every rank even where ranks provably run identical timelines (rank folding "
                    "gives the same result, faster, reading one rank file at a time).")
-@click.option("--html", "html_out", type=click.Path(dir_okay=False), default=None,
+@click.option("--html-out", "html_out", type=click.Path(dir_okay=False), default=None,
               help="Write a self-contained HTML report of the replay to this file.")
+@deprecated_alias("--html", "html_old")
 @click.option("--top", type=click.IntRange(min=1), default=8, show_default=True,
               help="Rows per summary table (ranks with equal figures and groups with equal costs share a row).")
 @click.option("--compute", type=click.Choice(["auto", "measured", "roofline", "projected"]), default="auto",
@@ -196,9 +205,10 @@ def render_compute_plan(console: Any, plan: Any, report: Any, result: Any) -> No
 @click.option("--capture-device", default=None, metavar="NAME",
               help="Device the trace was measured on (a preset of tracekit/devices.toml such as a100-80gb, "
                    "or a device name), when the trace does not record it.")
-def replay(traces: str, hw: str, json_out: str | None, with_schedule: bool, timeline_out: str | None,
-           compute_scale: float | None, collective_model: str | None, streams: str, no_check: bool,
-           no_fold: bool, html_out: str | None, top: int, compute: str, capture_device: str | None) -> None:
+def replay(traces, hw: str, json_out: str | None, as_json: bool, with_schedule: bool, timeline_out: str | None,
+           timeline_old: str | None, compute_scale: float | None, collective_model: str | None, streams: str,
+           no_check: bool, no_fold: bool, html_out: str | None, html_old: str | None, top: int, compute: str,
+           capture_device: str | None) -> None:
     """Replay a trace set on a hardware spec and summarise where the time goes.
 
     Prints the iteration time, per-rank compute / communication / exposed
@@ -208,13 +218,18 @@ def replay(traces: str, hw: str, json_out: str | None, with_schedule: bool, time
     \b
     Example:
       tracekit replay out/job --hw dgx-h100
-      tracekit replay out/job --hw my.toml --json result.json --timeline timeline.json
+      tracekit replay out/job --hw my.toml -o result.json --timeline-out timeline.json
       tracekit replay out/job --hw dgx-a100 --collective-model nccl --compute-scale 0.5
-      tracekit replay out/job --hw dgx-h100 --html report.html
+      tracekit replay out/job --hw dgx-h100 --html-out report.html
+      tracekit replay out/job --hw dgx-h100 --json | jq .iteration_time_ns
       tracekit replay out/a100_capture --hw dgx-h100 --compute projected
     """
     from tracekit.replayer import ReplayOptions
     from tracekit.replayer.projected import replay_with_compute
+
+    _refuse_old_json(traces, as_json)
+    timeline_out = timeline_out or timeline_old
+    html_out = html_out or html_old
 
     options = ReplayOptions(collective_model=collective_model, compute_scale=compute_scale, streams=streams,
                             check=not no_check, fold=not no_fold)
@@ -239,11 +254,20 @@ def replay(traces: str, hw: str, json_out: str | None, with_schedule: bool, time
     if timeline_out:
         from tracekit.replayer.timeline import replay_timeline, write_chrome_trace
 
-        write_chrome_trace(replay_timeline(result, traceset), timeline_out)
-        written.append(f"wrote {timeline_out} (open it in https://ui.perfetto.dev)")
-    render_result(out_console(), result, top=top)
-    render_compute_plan(out_console(), plan, report, result)
+        chrome = replay_timeline(result, traceset)
+        write_chrome_trace(chrome, timeline_out)
+        other = chrome["otherData"]
+        capped = (f"; {other['flow_arrows_dropped']:,} flow arrows not drawn (cap {other['flow_arrows_cap']:,})"
+                  if other["flow_arrows_dropped"] else "")
+        written.append(f"wrote {timeline_out} (open it in https://ui.perfetto.dev){capped}")
+    if as_json:
+        emit_json(_result_doc(result, with_schedule, plan, report))
+    else:
+        render_result(out_console(), result, top=top)
+        render_compute_plan(out_console(), plan, report, result)
     fold = result.folding
+    if state().quiet:
+        return
     if fold is not None and fold.reason is None:
         console.print(f"rank folding: simulated {fold.classes} of {fold.ranks} ranks "
                       f"(the others run identical timelines; --no-fold to simulate all)")
@@ -251,11 +275,22 @@ def replay(traces: str, hw: str, json_out: str | None, with_schedule: bool, time
         console.print(line, markup=False, highlight=False)
 
 
+def _refuse_old_json(traces, as_json: bool) -> None:
+    """``--json FILE`` used to name the result file: say so instead of reading FILE as a trace."""
+    from tracekit.errors import ConfigError
+
+    extra = [t for t in ((traces,) if isinstance(traces, str) else traces) if str(t).endswith(".json")]
+    if as_json and extra:
+        raise ConfigError(f"--json prints the result on stdout and takes no file; write {extra[0]} with "
+                          f"-o {extra[0]}")
+
+
 @click.command(context_settings=CONTEXT_SETTINGS)
-@click.argument("traces", metavar="TRACES")
+@traces_argument()
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
               help="Chrome trace JSON file to write.")
-def timeline(traces: str, output: str) -> None:
+@json_option()
+def timeline(traces, output: str, as_json: bool) -> None:
     """Write a Chrome trace (Perfetto) of the traces' own measured timing.
 
     One process per rank, one thread per host thread / stream, each node at its
@@ -272,7 +307,11 @@ def timeline(traces: str, output: str) -> None:
     trace = measured_timeline(traceset)
     write_chrome_trace(trace, output)
     slices = sum(1 for e in trace["traceEvents"] if e["ph"] == "X")
-    err_console().print(f"wrote {output}: {slices:,} slices on {len(traceset)} rank(s)")
+    if as_json:
+        emit_json({"output": output, "slices": slices, "ranks": len(traceset)})
+    if not state().quiet:
+        err_console().print(f"wrote {output}: {slices:,} slices on {len(traceset)} rank(s)", markup=False,
+                            highlight=False)
 
 
 COMMANDS = [replay, timeline]

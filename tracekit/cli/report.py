@@ -7,6 +7,7 @@ import sys
 import click
 
 from tracekit.cli._common import CONTEXT_SETTINGS, err_console, out_console, state
+from tracekit.cli._options import deprecated_alias, emit_json, json_option
 
 
 def _say(text: str) -> None:
@@ -30,10 +31,15 @@ def _status(text: str):
 @click.option("--max-ranks", type=click.IntRange(1, 256), default=16, show_default=True,
               help="Ranks drawn in the timeline (the critical path's ranks first, then the lowest).")
 @click.option("--title", default=None, help="Page title (default: spec and iteration time).")
-@click.option("--screenshot", "png", type=click.Path(dir_okay=False), default=None, metavar="PNG",
+@click.option("--screenshot-out", "png", type=click.Path(dir_okay=False), default=None, metavar="PNG",
               help="Also save a PNG screenshot of the page (needs Chromium).")
-def report(result_path: str, output: str, max_ranks: int, title: str | None, png: str | None) -> None:
-    """Write the HTML report of a replay result (from `tracekit replay --json`).
+@deprecated_alias("--screenshot", "png_old")
+@click.option("--kineto", "kineto_glob", default=None, metavar="GLOB",
+              help="Kineto traces of the measured run: adds its analysis (as `tracekit analyze`) beside the replay.")
+@json_option()
+def report(result_path: str, output: str, max_ranks: int, title: str | None, png: str | None, png_old: str | None,
+           kineto_glob: str | None, as_json: bool) -> None:
+    """Write the HTML report of a replay result (from `tracekit replay -o RESULT.json`).
 
     The page needs no network: summary, per-rank time bars, a zoomable
     timeline of ranks and streams with the critical path, the collective
@@ -44,15 +50,23 @@ def report(result_path: str, output: str, max_ranks: int, title: str | None, png
 
     \b
     Example:
-      tracekit replay out/job --hw dgx-a100 --json out/a100.json --with-schedule
+      tracekit replay out/job --hw dgx-a100 -o out/a100.json --with-schedule
       tracekit report out/a100.json -o out/a100.html
     """
     from tracekit.replayer.report import load_result, write_report
 
+    png = png or png_old
     with _status(f"reading {result_path}"):
         result = load_result(result_path)
+    measured = None
+    if kineto_glob is not None:
+        from tracekit.cli.analyze import kineto_files
+        from tracekit.converters.pytorch.kineto_analysis import analyze_kineto_files
+
+        with _status("analysing the measured run"):
+            measured = analyze_kineto_files(kineto_files((kineto_glob,))).to_dict()
     with _status(f"writing {output}"):
-        path = write_report(result, output, max_timeline_ranks=max_ranks, title=title)
+        path = write_report(result, output, max_timeline_ranks=max_ranks, title=title, measured=measured)
     size = path.stat().st_size
     _say(f"wrote {path} ({size / 1e6:.1f} MB; iteration time {result.iteration_time_ns / 1e6:.3f} ms)")
     if png is not None:
@@ -61,21 +75,25 @@ def report(result_path: str, output: str, max_ranks: int, title: str | None, png
         with _status(f"screenshot {png}"):
             screenshot_html(path, png)
         _say(f"wrote {png}")
+    if as_json:
+        emit_json({"output": str(path), "bytes": size, "screenshot": png,
+                   "iteration_time_ns": result.iteration_time_ns})
 
 
 @click.command("diff", context_settings=CONTEXT_SETTINGS)
 @click.argument("a_path", metavar="A.json", type=click.Path(dir_okay=False))
 @click.argument("b_path", metavar="B.json", type=click.Path(dir_okay=False))
-@click.option("--html", "html_out", type=click.Path(dir_okay=False), default=None, metavar="HTML",
+@click.option("--html-out", "html_out", type=click.Path(dir_okay=False), default=None, metavar="HTML",
               help="Also write the comparison as a self-contained HTML page.")
-@click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON on stdout (no tables).")
+@deprecated_alias("--html", "html_old")
+@json_option()
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
               help="Write the tables (or the JSON with --json) to this file instead of stdout.")
 @click.option("--top", type=click.IntRange(0, 1000), default=10, show_default=True,
               help="Collectives and nodes listed (largest change first).")
 @click.option("--labels", default=None, metavar="A,B", help="Names for the two runs (default: their spec names).")
-def diff(a_path: str, b_path: str, html_out: str | None, as_json: bool, output: str | None, top: int,
-         labels: str | None) -> None:
+def diff(a_path: str, b_path: str, html_out: str | None, html_old: str | None, as_json: bool, output: str | None,
+         top: int, labels: str | None) -> None:
     """Compare two replay results: iteration time, time by category, the collectives and nodes that moved most.
 
     Changes are B - A.  A category counts as changed when it moved by more
@@ -83,14 +101,15 @@ def diff(a_path: str, b_path: str, html_out: str | None, as_json: bool, output: 
 
     \b
     Example:
-      tracekit replay out/job --hw dgx-a100 --json out/a100.json
-      tracekit replay out/job --hw dgx-h100 --json out/h100.json
-      tracekit diff out/a100.json out/h100.json --html out/diff.html
+      tracekit replay out/job --hw dgx-a100 -o out/a100.json
+      tracekit replay out/job --hw dgx-h100 -o out/h100.json
+      tracekit diff out/a100.json out/h100.json --html-out out/diff.html
     """
     from tracekit.errors import ConfigError
     from tracekit.replayer.diff import diff_results
     from tracekit.replayer.report import load_result, write_diff_report
 
+    html_out = html_out or html_old
     a_label = b_label = None
     if labels is not None:
         parts = labels.split(",")

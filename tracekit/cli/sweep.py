@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import math
 from typing import Iterator
 
 import click
 
 from tracekit.cli._common import CONTEXT_SETTINGS, err_console, out_console, state
+from tracekit.cli._options import emit_json, executor_options, json_option, resolve_executor, traces_argument
 
 
 @contextlib.contextmanager
@@ -28,7 +30,7 @@ def _progress_callback(description: str) -> Iterator:
 
 
 @click.command("sweep", context_settings=CONTEXT_SETTINGS)
-@click.argument("traces", metavar="TRACES")
+@traces_argument()
 @click.option("--hw", "specs", multiple=True, required=True, metavar="SPEC",
               help="Hardware spec: preset name or TOML file; repeat to sweep over specs.")
 @click.option("--vary", "varies", multiple=True, metavar="KEY=V1,V2,...",
@@ -41,18 +43,16 @@ def _progress_callback(description: str) -> Iterator:
 @click.option("--streams", type=click.Choice(["trace", "single"]), default="trace", show_default=True,
               help="Streams from the trace's attributes, or one of each per rank.")
 @click.option("--no-check", is_flag=True, help="Skip the up-front replay checks.")
-@click.option("--executor", type=click.Choice(["process", "ray", "serial"]), default="process", show_default=True,
-              help="Local process pool, a Ray cluster, or this process.")
-@click.option("--address", default=None, metavar="ADDR",
-              help="Ray cluster address (auto, ray://host:10001); default: start a local Ray.")
-@click.option("--workers", type=click.IntRange(1), default=None, help="Local pool size (default: CPU count, max 8).")
+@executor_options
 @click.option("--no-plot", is_flag=True, help="Write the CSV and JSON only.")
+@click.option("--title", default=None, help="Title of the sweep.html page (default: the trace set and ranks).")
 @click.option("-o", "--output", "out_dir", required=True, metavar="DIR",
               help="Output directory: sweep.csv, sweep.json, sweep.html.")
-def sweep(traces: str, specs: tuple[str, ...], varies: tuple[str, ...], collective_model: str | None,
-          compute_scale: float | None, streams: str, no_check: bool, executor: str, address: str | None,
-          workers: int | None, no_plot: bool, out_dir: str) -> None:
-    """Replay TRACES (prefix, glob or directory) on every point of a hardware grid.
+@json_option()
+def sweep(traces, specs: tuple[str, ...], varies: tuple[str, ...], collective_model: str | None,
+          compute_scale: float | None, streams: str, no_check: bool, executor: str, workers: int | None,
+          address: str | None, no_plot: bool, title: str | None, out_dir: str, as_json: bool) -> None:
+    """Replay TRACES (a prefix, quoted glob, directory or trace files) on every point of a hardware grid.
 
     The grid is every --hw spec times the product of the --vary lists.  Keys
     are those of the spec's TOML (see `tracekit hw show SPEC --toml`), with
@@ -73,11 +73,16 @@ def sweep(traces: str, specs: tuple[str, ...], varies: tuple[str, ...], collecti
     axes = [parse_vary(v) for v in varies]
     options = ReplayOptions(collective_model=collective_model, compute_scale=compute_scale, streams=streams,
                             check=not no_check)
+    points = len(specs) * math.prod(len(a.values) for a in axes)
+    executor = resolve_executor(executor, points, workers)
     with _progress_callback("replaying sweep points") as callback:
         result = run_sweep(traces, list(specs), axes, options=options, executor=executor, max_workers=workers,
                            ray_address=address, progress=callback)
-    paths = write_sweep(result, out_dir, plot=not no_plot)
-    _print_table(result)
+    paths = write_sweep(result, out_dir, plot=not no_plot, title=title)
+    if as_json:
+        emit_json(result.to_dict())
+    else:
+        _print_table(result)
     if not state().quiet:
         err_console().print(f"{len(result.rows)} point(s) on {result.world_size} ranks ({executor}); wrote "
                             + ", ".join(str(p) for p in paths.values()), markup=False, highlight=False)

@@ -7,6 +7,7 @@ import sys
 import click
 
 from tracekit.cli._common import CONTEXT_SETTINGS
+from tracekit.cli._options import emit_json, json_option, traces_argument
 
 
 def _steps_from_options(opts: dict) -> list:
@@ -16,8 +17,9 @@ def _steps_from_options(opts: dict) -> list:
     steps: list = []
     if opts["keep_iteration"] is not None:
         steps.append(KeepIteration(opts["keep_iteration"]))
-    if opts["ranks"] is not None:
-        steps.append(KeepRanks(opts["ranks"]))
+    keep_ranks = opts["keep_ranks"] or opts["ranks_old"]
+    if keep_ranks is not None:
+        steps.append(KeepRanks(keep_ranks))
     if opts["drop_cpu_ops"]:
         steps.append(DropCpuOps())
     if opts["scale_compute"] is not None:
@@ -45,11 +47,13 @@ def _steps_from_options(opts: dict) -> list:
 
 
 @click.command(context_settings=CONTEXT_SETTINGS)
-@click.argument("traces", metavar="IN", required=False)
-@click.option("-o", "--output", metavar="OUT", help="Output prefix: writes OUT.<rank>.et.")
+@traces_argument(required=False, metavar="[TRACES...]")
+@click.option("-o", "--output", metavar="OUT",
+              help="Output prefix: writes OUT.<rank>.et.  [required, unless the --pipeline file sets output]")
 @click.option("--pipeline", "pipeline_file", metavar="FILE.toml", help="Steps from a TOML pipeline file (run first).")
 @click.option("--keep-iteration", type=int, metavar="N", help="Keep iteration N (ProfilerStep#N).")
-@click.option("--ranks", metavar="LIST", help="Keep these ranks, e.g. 0-7 or 0,2,4 (renumbered from 0).")
+@click.option("--keep-ranks", metavar="LIST", help="Keep these ranks, e.g. 0-7 or 0,2,4 (renumbered from 0).")
+@click.option("--ranks", "ranks_old", metavar="LIST", hidden=True, default=None)
 @click.option("--drop-cpu-ops", is_flag=True, help="Remove host-only compute nodes (keeping their dependencies).")
 @click.option("--scale-compute", type=float, metavar="F", help="Multiply compute time by F.")
 @click.option("--retarget", metavar="FROM:TO", help="Move measured compute between devices per op class "
@@ -66,14 +70,17 @@ def _steps_from_options(opts: dict) -> list:
 @click.option("--stream", is_flag=True,
               help="Transform each rank file node by node (files larger than memory). Only per-node steps "
                    "stream: --scale-compute, --retarget, --scale-comm, --drop-cpu-ops.")
-def transform(traces: str | None, output: str | None, pipeline_file: str | None, **opts) -> None:
-    """Rewrite the trace set IN and write it to OUT.<rank>.et.
+@json_option()
+def transform(traces, output: str | None, pipeline_file: str | None, as_json: bool, **opts) -> None:
+    """Rewrite the trace set TRACES and write it to OUT.<rank>.et.
 
     Steps run in this order: the pipeline file's, then --keep-iteration,
-    --ranks, --drop-cpu-ops, --scale-compute, --retarget, --scale-comm,
+    --keep-ranks, --drop-cpu-ops, --scale-compute, --retarget, --scale-comm,
     --tp, --pp, --dp, --compact.  Every output trace records the steps and
     the input in its metadata (tracekit_provenance).  Nothing is written
-    unless every rank is transformed and encoded.
+    unless every rank is transformed and encoded.  --tp and --pp rewrite
+    layer-structured traces (those `generate llm` writes); a captured trace
+    has no layer structure to split.
 
     \b
     Example:
@@ -100,7 +107,7 @@ def transform(traces: str | None, output: str | None, pipeline_file: str | None,
     if not steps:
         raise ConfigError("no transform given (see tracekit transform --help)")
     if stream:
-        _transform_streaming(traces, output, Pipeline(steps), compress)
+        _transform_streaming(traces, output, Pipeline(steps), compress, as_json)
         return
     from tracekit.classset import classwise, find_class_set, transform_class_set
 
@@ -113,11 +120,16 @@ def transform(traces: str | None, output: str | None, pipeline_file: str | None,
     ts = read_traceset(traces)
     nodes_in = sum(len(t) for t in ts)
     pipe = Pipeline(steps)
-    out = pipe.run(ts, source=traces)
+    out = pipe.run(ts, source=traces if isinstance(traces, str) else " ".join(traces))
     from tracekit.io import write_traceset
 
     paths = write_traceset(out, output, compress=compress)
     nodes_out = sum(len(t) for t in out)
+    if as_json:
+        emit_json({"output": output, "files": [str(p) for p in paths], "ranks_in": len(ts), "ranks_out": len(out),
+                   "nodes_in": nodes_in, "nodes_out": nodes_out,
+                   "steps": [s.describe() for s in steps]})
+        return
     sys.stdout.write(f"wrote {len(paths)} ranks to {output}.<rank>.et{'.gz' if compress else ''}: "
                      f"{len(ts)} -> {len(out)} ranks, {nodes_in} -> {nodes_out} nodes "
                      f"({', '.join(s.describe()['transform'] for s in steps)})\n")
@@ -148,7 +160,7 @@ def _projection_lines(traceset) -> list[str]:
     return merged.lines() if merged is not None else []
 
 
-def _transform_streaming(traces: str, output: str, pipe, compress: bool) -> None:
+def _transform_streaming(traces, output: str, pipe, compress: bool, as_json: bool) -> None:
     """Streaming path of ``transform --stream``: one rank file at a time, node by node."""
     from tracekit.cli._common import progress
     from tracekit.errors import TransformError
@@ -170,6 +182,10 @@ def _transform_streaming(traces: str, output: str, pipe, compress: bool) -> None
             nodes_in += stats.nodes_in
             nodes_out += stats.nodes_out
         writer.comm_groups = _comm_groups_streamed(pairs)
+    if as_json:
+        emit_json({"output": output, "ranks_in": len(pairs), "ranks_out": len(pairs), "nodes_in": nodes_in,
+                   "nodes_out": nodes_out, "steps": [s.describe() for s in pipe.steps]})
+        return
     sys.stdout.write(f"wrote {len(pairs)} ranks to {output}.<rank>.et (streamed): {nodes_in} -> {nodes_out} nodes\n")
 
 

@@ -20,7 +20,9 @@ the resource taking waiting nodes in file order):
    every node has a measured duration (or none has FLOPs/bytes): a roofline
    of summed FLOPs and bytes is not the sum of rooflines.  The merged node
    keeps the first node's id, name and attributes and gets ``merged_nodes``
-   (int64, how many nodes it stands for).
+   (int64, how many nodes it stands for) and ``merged_node_ids`` (int64 list,
+   the ids of the input nodes it stands for, in order: the provenance map
+   that ``tracekit diff`` uses to compare a compacted replay with the original).
 """
 
 from __future__ import annotations
@@ -174,6 +176,8 @@ def merge_chains(nodes: list[Node]) -> list[Node]:
                 if nums:
                     c.set_attr(name, sum(nums))
             c.set_attr("merged_nodes", len(group), "int64_val")
+            sources = [s for m in group for s in (m.get_attr("merged_node_ids") or [m.id])]
+            c.set_attr("merged_node_ids", [int(s) for s in sources], "int64_list")
             ctrl: dict[int, None] = dict.fromkeys(c.ctrl_deps)
             for m in group[1:]:
                 ctrl.update(dict.fromkeys(m.ctrl_deps))

@@ -1,0 +1,104 @@
+"""Options shared by several commands, so each name means one thing everywhere (docs/cli.md).
+
+- ``TRACES...``: one or more trace-set specs (a prefix, glob, directory or
+  file each; several paths are what a shell glob expands to);
+- ``--json``: machine-readable output on stdout (a flag, never a file name);
+- ``--executor``/``--workers``/``--address``: where work over ranks or sweep
+  points runs, with the same choices and defaults in every command;
+- global options (``-q``, ``-v``, ``--debug``) are accepted anywhere on the
+  command line (:class:`RootGroup` moves them in front of the subcommand).
+
+docs/cli.md holds the table of every option name and its meaning;
+tests/core/test_cli_options.py checks the commands against it.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from typing import Any, Callable
+
+import click
+
+from tracekit.cli._common import TracekitGroup
+
+#: Global flags of the root group; accepted after the subcommand too.
+GLOBAL_FLAGS = frozenset({"-q", "--quiet", "--debug", "-v", "--verbose"})
+_VERBOSE_RUN = re.compile(r"^-v{2,}$")
+
+EXECUTORS = ("auto", "serial", "process", "ray")
+EXECUTOR_HELP = ("Where work over ranks or sweep points runs: auto (a local process pool when there is enough "
+                 "work for more than one worker, else this process), serial, process, or ray.")
+WORKERS_HELP = "Local pool size (default: the CPU count, at most 8)."
+ADDRESS_HELP = "Ray cluster address with --executor ray (auto, ray://host:10001); default: start a local Ray."
+JSON_HELP = "Print the result as JSON on stdout (machine output; no tables)."
+TRACES_HELP = ("TRACES is one or more of: a trace-set prefix (dir/job for dir/job.<rank>.et), a quoted glob, "
+               "a directory, or trace files (an unquoted shell glob).")
+
+
+def hoist_global_flags(args: list[str]) -> list[str]:
+    """``args`` with the global flags moved to the front (they may follow the subcommand); ``--`` stops the scan."""
+    front: list[str] = []
+    rest: list[str] = []
+    for i, arg in enumerate(args):
+        if arg == "--":
+            rest.extend(args[i:])
+            break
+        if arg in GLOBAL_FLAGS or _VERBOSE_RUN.match(arg):
+            front.append(arg)
+        else:
+            rest.append(arg)
+    return front + rest
+
+
+class RootGroup(TracekitGroup):
+    """The ``tracekit`` group: global flags anywhere, errors as one line (:class:`TracekitGroup`)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, hoist_global_flags(list(args)))
+
+
+def _traces_value(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> Any:
+    if not value:
+        return None
+    return value[0] if len(value) == 1 else tuple(value)
+
+
+def traces_argument(*, required: bool = True, metavar: str = "TRACES...") -> Callable:
+    """The TRACES argument: one spec (a str) or several paths (a tuple), as :func:`tracekit.io.trace_paths` takes."""
+    return click.argument("traces", metavar=metavar, nargs=-1, required=required, callback=_traces_value)
+
+
+def json_option() -> Callable:
+    """``--json``: machine output on stdout, stored as ``as_json``."""
+    return click.option("--json", "as_json", is_flag=True, help=JSON_HELP)
+
+
+def executor_options(f: Callable) -> Callable:
+    """``--executor``, ``--workers``, ``--address`` with one set of choices and defaults for every command."""
+    f = click.option("--address", default=None, metavar="ADDR", help=ADDRESS_HELP)(f)
+    f = click.option("--workers", type=click.IntRange(min=1), default=None, help=WORKERS_HELP)(f)
+    f = click.option("--executor", type=click.Choice(EXECUTORS), default="auto", show_default=True,
+                     help=EXECUTOR_HELP)(f)
+    return f
+
+
+def resolve_executor(executor: str, units: int, workers: int | None, *, min_units: int = 2) -> str:
+    """The executor ``auto`` stands for: ``process`` from ``min_units`` units of work (and more than one
+    worker allowed), else ``serial``; any other choice is returned unchanged."""
+    if executor != "auto":
+        return executor
+    return "process" if units >= min_units and (workers is None or workers > 1) else "serial"
+
+
+def emit_json(doc: Any) -> None:
+    """Write ``doc`` as indented JSON (orjson; numpy values allowed) and a newline on stdout."""
+    import orjson
+
+    text = orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS)
+    sys.stdout.write(text.decode() + "\n")
+
+
+def deprecated_alias(old: str, dest: str) -> Callable:
+    """A hidden option ``old`` kept for old command lines; stored as ``dest`` (the body merges it)."""
+    return click.option(old, dest, hidden=True, default=None, type=click.Path(dir_okay=False))

@@ -1,0 +1,151 @@
+"""``tracekit analyze``: the measured run's own breakdown, from its Kineto (PyTorch profiler) traces."""
+
+from __future__ import annotations
+
+import click
+
+from tracekit.cli._common import CONTEXT_SETTINGS, err_console, out_console, state
+from tracekit.cli._options import emit_json, json_option
+
+KINETO_HINTS = ("kineto", "trace")
+
+
+def kineto_files(specs: tuple[str, ...]) -> list[str]:
+    """Kineto files from files, quoted globs and directories (in a directory: the ``*.json[.gz]`` files whose
+    name contains "kineto" or "trace", else all of them), in order, without duplicates.
+
+    Raises:
+        TraceFormatError: a spec matches nothing.
+    """
+    import glob
+    from pathlib import Path
+
+    from tracekit.errors import TraceFormatError
+
+    out: list[str] = []
+    for spec in specs:
+        p = Path(spec)
+        if p.is_dir():
+            found = sorted(str(f) for f in p.iterdir() if f.name.endswith((".json", ".json.gz")))
+            hinted = [f for f in found if any(h in Path(f).name.lower() for h in KINETO_HINTS)]
+            found = hinted or found
+        elif any(ch in spec for ch in "*?["):
+            found = sorted(glob.glob(spec))
+        else:
+            found = [spec] if p.exists() else []
+        if not found:
+            raise TraceFormatError("no Kineto trace file matches", path=spec)
+        out.extend(f for f in found if f not in out)
+    return out
+
+
+def _traceset_spec(specs: tuple[str, ...]):
+    """``specs`` as a trace-set spec when they name Chakra ``.et`` files, else None (Kineto files)."""
+    from tracekit.errors import TraceFormatError
+    from tracekit.io import trace_paths
+
+    spec = specs[0] if len(specs) == 1 else specs
+    try:
+        pairs = trace_paths(spec)
+    except TraceFormatError:
+        return None
+    return spec if all(p.name.endswith((".et", ".et.gz")) for _, p in pairs) else None
+
+
+@click.command("analyze", context_settings=CONTEXT_SETTINGS)
+@click.argument("traces", metavar="TRACES...", nargs=-1, required=True)
+@click.option("--top", type=click.IntRange(0, 1000), default=10, show_default=True,
+              help="Kernels listed per rank (largest total time first).")
+@click.option("--html-out", "html_out", type=click.Path(dir_okay=False), default=None,
+              help="Also write the analysis as a self-contained HTML page.")
+@json_option()
+def analyze(traces: tuple[str, ...], top: int, html_out: str | None, as_json: bool) -> None:
+    """Analyse a measured run from its Kineto traces (one per rank): where the time went.
+
+    Per rank: time by kernel class (gemm, attention, comm, memory, other), the
+    overlap of compute and communication, the breakdown into compute, exposed
+    communication and other idle (the categories of `tracekit replay`), idle
+    time per stream, CUDA launch overhead, and the top kernels.  A CPU-only run
+    (gloo) is analysed on its leaf CPU ops and communication threads.
+
+    TRACES is one or more Kineto JSON files (.json, .json.gz), quoted globs or
+    directories of them; or a converted trace set (prefix, glob, directory or
+    .et files), analysed on its measured start times and durations (no launch
+    overhead: a Chakra trace has no CUDA runtime calls).
+
+    \b
+    Example:
+      tracekit analyze 'run/kineto_rank*.json'
+      tracekit analyze run/ --json
+      tracekit analyze run/rank0.pt.trace.json.gz --top 20 --html-out measured.html
+      tracekit analyze out/job
+    """
+    from tracekit.converters.pytorch.kineto_analysis import analyze_kineto_files, analyze_traceset
+
+    spec = _traceset_spec(traces)
+    if spec is not None:
+        from tracekit.io import read_traceset
+
+        analysis = analyze_traceset(read_traceset(spec), top=top)
+    else:
+        analysis = analyze_kineto_files(kineto_files(traces), top=top)
+    if html_out is not None:
+        from tracekit.replayer.report_measured import write_measured_report
+
+        write_measured_report(analysis.to_dict(), html_out)
+        if not state().quiet:
+            err_console().print(f"wrote {html_out}", markup=False, highlight=False)
+    if as_json:
+        emit_json(analysis.to_dict())
+        return
+    render_analysis(out_console(), analysis)
+
+
+def render_analysis(console, analysis) -> None:
+    """Rich tables of a :class:`~tracekit.converters.pytorch.kineto_analysis.MeasuredAnalysis`."""
+    from rich.table import Table
+    from rich.text import Text
+
+    from tracekit.cli._render import _fmt_ns
+    from tracekit.kernels import CLASSES
+
+    def pct(part: int, whole: int) -> str:
+        return f"{100.0 * part / whole:.1f}%" if whole else "-"
+
+    t = Table(title="measured time per rank (compute + exposed comm + other idle = window)")
+    for col in ("rank", "work", "window", "compute", "exposed comm", "other idle", "comm", "overlap", *CLASSES):
+        t.add_column(col, justify="right")
+    for r in analysis.ranks:
+        by = dict(r.time_by_class_ns)
+        t.add_row(str(r.rank), "GPU" if r.device else "CPU", _fmt_ns(r.window_ns),
+                  f"{_fmt_ns(r.compute_ns)} ({pct(r.compute_ns, r.window_ns)})",
+                  f"{_fmt_ns(r.exposed_comm_ns)} ({pct(r.exposed_comm_ns, r.window_ns)})",
+                  _fmt_ns(r.other_idle_ns), _fmt_ns(r.comm_ns),
+                  f"{_fmt_ns(r.overlap_ns)} ({pct(r.overlap_ns, r.comm_ns)} of comm)",
+                  *(_fmt_ns(by[c]) for c in CLASSES))
+    console.print(t)
+    s = Table(title="idle per stream (GPU) or thread (CPU-only run)")
+    for col in ("rank", "stream", "events", "busy", "idle"):
+        s.add_column(col, justify="left" if col == "stream" else "right")
+    for r in analysis.ranks:
+        for st in r.streams:
+            s.add_row(str(r.rank), st.name, f"{st.events:,}", _fmt_ns(st.busy_ns),
+                      f"{_fmt_ns(st.idle_ns)} ({pct(st.idle_ns, r.window_ns)})")
+    console.print(s)
+    for r in analysis.ranks:
+        if r.launch is not None:
+            lc = r.launch
+            console.print(f"rank {r.rank}: {lc.launches:,} launches, CPU time {_fmt_ns(lc.cpu_ns)}, launch delay "
+                          f"mean {_fmt_ns(lc.delay_mean_ns)}, max {_fmt_ns(lc.delay_max_ns)}",
+                          markup=False, highlight=False)
+    k = Table(title="top kernels (by total time)")
+    for col in ("rank", "kernel", "class", "count", "total", "mean"):
+        k.add_column(col, justify="left" if col in ("kernel", "class") else "right")
+    for r in analysis.ranks:
+        for ks in r.top_kernels:
+            k.add_row(str(r.rank), Text(ks.name[:80]), ks.kernel_class, f"{ks.count:,}", _fmt_ns(ks.total_ns),
+                      _fmt_ns(ks.mean_ns))
+    console.print(k)
+
+
+COMMANDS = [analyze]
