@@ -509,7 +509,10 @@ def expand_result(program, sched, traceset: "TraceSet", plan: FoldPlan, *,
     rows = []
     inst_pos = [array("q") for _ in range(world)]  # per member: its node positions and their instances
     inst_u = [array("q") for _ in range(world)]
-    xs, xe = sched.xfer_start_ns.astype(np.int64).tolist(), sched.xfer_end_ns.astype(np.int64).tolist()
+    # a communication timed per member (no single transfer: ASTRA-compatible broadcast) has NaN here; its row
+    # reports 0 ns and no bandwidth (its members' schedules carry the times)
+    xs = np.nan_to_num(sched.xfer_start_ns, nan=0.0).astype(np.int64).tolist()
+    xe = np.nan_to_num(sched.xfer_end_ns, nan=0.0).astype(np.int64).tolist()
     algorithms = [i.cost.algorithm for i in program.instances]
     scans = plan.scans
     comm_ids = [scans[m].comm_ids for m in range(world)]

@@ -57,7 +57,7 @@ def test_scaling_out_of_range_names_the_node_and_replay_never_goes_negative(tmp_
     line = one_line_error(run("replay", prefix, "--hw", "dgx-a100", "--scale-compute", "1e10"))
     assert line == (f"tracekit: error: {prefix}.0.et: rank 0: node 2: compute time is out of range (more than {LIMIT} "
                     f"ns): measured 1,000,000,000 ns, compute scale 1e+10, measured model")
-    res = run("replay", prefix, "--hw", "dgx-a100", "--scale-compute", "1e6", "--json", tmp_path / "r.json")
+    res = run("replay", prefix, "--hw", "dgx-a100", "--scale-compute", "1e6", "-o", tmp_path / "r.json")
     assert res.exit_code == 0, res.stderr
     result = json.loads((tmp_path / "r.json").read_text())
     assert result["iteration_time_ns"] > 1e15  # 1 s x 1e6 plus the all-reduce, never wrapped negative
@@ -126,8 +126,8 @@ def test_identical_rank_files_still_count_as_all_their_ranks(tmp_path, test_data
                tmp_path / "ar").exit_code == 0
     assert run("hw", "import-astra", "--system", test_data_dir / "astra" / "system_ring_splits1.json", "--network",
                test_data_dir / "astra" / "network_ring_8.yml", "-o", tmp_path / "a8.toml").exit_code == 0
-    folded = run("replay", tmp_path / "ar", "--hw", tmp_path / "a8.toml", "--json", tmp_path / "f.json")
-    unfolded = run("replay", tmp_path / "ar", "--hw", tmp_path / "a8.toml", "--no-fold", "--json", tmp_path / "u.json")
+    folded = run("replay", tmp_path / "ar", "--hw", tmp_path / "a8.toml", "-o", tmp_path / "f.json")
+    unfolded = run("replay", tmp_path / "ar", "--hw", tmp_path / "a8.toml", "--no-fold", "-o", tmp_path / "u.json")
     assert folded.exit_code == unfolded.exit_code == 0, folded.stderr
     f, u = (json.loads((tmp_path / n).read_text()) for n in ("f.json", "u.json"))
     assert f["iteration_time_ns"] == u["iteration_time_ns"] == 43025  # the unfolded value; folding must not change it
@@ -158,7 +158,7 @@ def test_spec_toml_numbers_are_bounded_and_replay_json_is_finite(tmp_path):
                     f"magnitude, got 1e+300")
     (tmp_path / "edge.toml").write_text(text.replace('latency_ns = ', 'latency_ns = 1e18 #'))
     prefix = ring_job(tmp_path, 2)
-    assert run("replay", prefix, "--hw", tmp_path / "edge.toml", "--json", tmp_path / "r.json").exit_code == 0
+    assert run("replay", prefix, "--hw", tmp_path / "edge.toml", "-o", tmp_path / "r.json").exit_code == 0
     body = (tmp_path / "r.json").read_text()
     assert "NaN" not in body and "Infinity" not in body
     assert math.isfinite(json.loads(body)["iteration_time_ns"])
