@@ -138,6 +138,8 @@ def make_parents(folder: Path) -> list[Path]:
     while not f.exists() and f != f.parent:
         missing.append(f)
         f = f.parent
+    if f.exists() and not f.is_dir():  # e.g. `-o README.md/out.json`: mkdir would only say "File exists"
+        raise TracekitError("not a directory (the output path needs it as a folder)", path=f)
     folder.mkdir(parents=True, exist_ok=True)
     return list(reversed(missing))
 

@@ -176,3 +176,12 @@ def test_rich_markup_in_names_is_printed_literally(tmp_path):
     assert "[/bogus][link=http://x.example]n_coll" in run("replay", prefix, "--hw", "dgx-a100").stdout
     # the group is renumbered for ASTRA-sim ("1"); its name from the file stays as pg_desc, printed literally
     assert "│ 1       │ [/bad]  │ 0, 1  │" in run("info", prefix).stdout
+
+
+def test_an_output_under_a_regular_file_names_it_as_not_a_directory(tmp_path):
+    # fresh-user trial: `-o README.md/out.json` said only "README.md: File exists"
+    (tmp_path / "f.txt").write_text("x")
+    res = run("replay", ring_job(tmp_path, 2), "--hw", "dgx-a100", "-o", tmp_path / "f.txt" / "sub" / "r.json")
+    assert one_line_error(res) == (f"tracekit: error: {tmp_path}/f.txt: not a directory (the output path needs it "
+                                   f"as a folder)")
+    assert (tmp_path / "f.txt").read_text() == "x"
