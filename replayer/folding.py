@@ -46,8 +46,6 @@ and compares the results.
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import hashlib
 import logging
 from array import array
@@ -57,6 +55,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 
 from tracekit.groups import canonical_pg_name
+from tracekit._gc import paused_gc
 from tracekit.model import NodeType
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -227,23 +226,7 @@ class FoldPlan:
         return out
 
 
-@contextlib.contextmanager
-def bulk_objects():
-    """Pause the cyclic garbage collector while millions of small acyclic objects are built.
-
-    Planning and expanding a folded job builds a tuple or row per communication
-    instance of the unfolded job (about a million for GPT-3 175B on 1,024
-    ranks); each generational collection then walks all of them again.  Measured
-    on a 256-rank job: 37% of the replay's CPU time.  Reference counting still
-    frees everything; the collector runs again afterwards.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
+bulk_objects = paused_gc  # many acyclic rows per unfolded instance (see tracekit._gc)
 
 
 class NotFoldable(Exception):

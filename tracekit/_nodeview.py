@@ -14,7 +14,6 @@ names the record.
 
 from __future__ import annotations
 
-import gc
 from itertools import repeat
 from typing import Any
 
@@ -97,13 +96,10 @@ def nodes_from_columns(encoded: Any, cols: Any) -> list[Node]:
     Raises:
         TraceFormatError: a record or attribute cannot be decoded (as ``decode_all``).
     """
-    gc_was_on = gc.isenabled()
-    gc.disable()  # millions of new acyclic objects: cyclic collections would only rescan them
-    try:
+    from tracekit._gc import paused_gc
+
+    with paused_gc():  # millions of new acyclic objects: cyclic collections would only rescan them
         return _build(encoded, cols)
-    finally:
-        if gc_was_on:
-            gc.enable()
 
 
 def _build(encoded: Any, cols: Any) -> list[Node]:

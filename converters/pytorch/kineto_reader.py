@@ -38,8 +38,6 @@ the bad value.
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import math
 import os
 import re
@@ -48,6 +46,7 @@ from typing import Any, Iterable, Mapping
 
 from tracekit.converters.pytorch import jsonload
 from tracekit.errors import TraceFormatError
+from tracekit._gc import paused_gc
 from tracekit.model import MAX_DURATION_NS, MAX_RANKS, MAX_TIME_NS, time_range_error
 
 __all__ = [
@@ -306,25 +305,6 @@ class KinetoTrace:
 
 
 # ----------------------------------------------------------------------------- loading
-@contextlib.contextmanager
-def paused_gc():
-    """Pause the cyclic garbage collector while building many acyclic objects.
-
-    Parsing and converting a 100k-event trace allocates millions of objects
-    without reference cycles; generation-2 collections triggered by the
-    allocation count then dominate run time (about 3x here).  The previous
-    state is restored on exit.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
-
 def _read_bytes(path: str) -> bytes:
     try:
         return jsonload.read_json_bytes(path)
