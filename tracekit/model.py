@@ -18,6 +18,7 @@ accessors on :class:`Node` that accept every integer kind real files use.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
@@ -188,6 +189,34 @@ class Node:
     outputs: IOInfo | None = None
     attrs: list[Attr] = field(default_factory=list)
     storage: bytes | None = None
+
+    # ----- edits that return a new node (the API every rewrite uses; issue 13) ----------
+    def replace(self, **changes: Any) -> "Node":
+        """A copy of this node with ``changes`` applied (field name -> new value); this node is unchanged.
+
+        Lists (``data_deps``, ``ctrl_deps``, ``attrs``) are copied, so the new node shares no mutable state.
+
+        Raises:
+            TypeError: for a name that is not a field of :class:`Node`.
+        """
+        fields = {"data_deps": list(self.data_deps), "ctrl_deps": list(self.ctrl_deps),
+                  "attrs": [Attr(a.name, a.value, a.kind, a.doc_string) for a in self.attrs]}
+        fields.update(changes)
+        return dataclasses.replace(self, **fields)
+
+    def with_attr(self, name: str, value: Any, kind: str | None = None) -> "Node":
+        """A copy with attribute ``name`` set to ``value`` (kind rule of :meth:`set_attr`).
+
+        Raises:
+            ValidationError: for an unknown ``kind``.
+        """
+        node = self.replace()
+        node.set_attr(name, value, kind)
+        return node
+
+    def without_attr(self, name: str) -> "Node":
+        """A copy without attribute ``name`` (unchanged copy when absent)."""
+        return self.replace(attrs=[Attr(a.name, a.value, a.kind, a.doc_string) for a in self.attrs if a.name != name])
 
     # ----- generic attribute access -------------------------------------------------
     def get_attr(self, name: str, default: Any = None) -> Any:
