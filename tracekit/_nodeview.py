@@ -1,128 +1,229 @@
-"""Node objects built from the columns (issue 17): ``trace.nodes`` without a protobuf message per node.
+"""``trace.nodes`` of a trace read from a file: a read-only view over its columns (issues 13 and 17).
 
-:func:`nodes_from_columns` makes the same :class:`~tracekit.model.Node` list as
-decoding every record with protobuf (``EncodedNodes.decode_all``), from the
-columns of :mod:`tracekit._columnar`: ids, types, times and dependencies come
-from numpy arrays; attributes laid out as writers emit them (``name`` then one
-scalar value field) are decoded in numpy, one pass per value kind.  Records
-with other fields (``inputs``/``outputs``, unknown fields) and attributes of
-other layouts (lists, doc strings) are decoded with protobuf, so the result is
-equal (tests/core/test_read_fast.py compares both on every value kind).  Any
-decoding failure here makes the caller fall back to protobuf, whose error
-names the record.
+:class:`NodeView` builds :class:`~tracekit.model.Node` values from the numpy
+columns of :mod:`tracekit._columnar` on access, a chunk at a time (ids, names,
+types, times and dependencies come from the arrays; the tuples underneath a
+node are made at C speed), so iterating costs no protobuf message per node
+and holds one chunk of nodes at a time.  A node's attributes are not decoded
+when the node is built: the node points at an :class:`AttrTable`, which
+decodes them when they are touched (``node.attrs``, ``node.get_attr``) and
+answers the typed accessors (``node.comm_bytes``...) from one vectorized
+column per attribute name once a name is read often.  Records with fields the
+columns do not hold (``inputs``/``outputs``, ``storage``, unknown fields) and
+records with out-of-range times are decoded with protobuf, whose error names
+the record.
 """
 
 from __future__ import annotations
 
+from functools import partial
 from itertools import repeat
-from typing import Any
+from typing import Any, Iterator, Sequence, overload
 
 import numpy as np
+from google.protobuf.message import DecodeError
 
-from tracekit.model import Attr, Node, NodeType
+from tracekit.attrs import Attr, as_int
+from tracekit.errors import TraceFormatError, TracekitError, ValidationError
+from tracekit.node import MAX_DURATION_NS, MAX_TIME_NS, Node, NodeType
 
 _NODE_TYPES = {int(t): t for t in NodeType}
-_INT_KINDS = {7: "int32_val", 9: "int64_val", 11: "uint32_val", 13: "uint64_val", 15: "sint32_val",
-              17: "sint64_val", 19: "fixed32_val", 21: "fixed64_val", 23: "sfixed32_val", 25: "sfixed64_val"}
-_FLOAT_KINDS = {3: "double_val", 5: "float_val"}
+_new_node = partial(tuple.__new__, Node)
+CHUNK_NODES = 1 << 16  # nodes built per step of an iteration: bounds what a view holds at once
+_COLUMN_AFTER = 64  # reads of one attribute name after which it is decoded as a column for all nodes
+_CACHE_NODES = 1 << 16  # per-node decoded attribute tuples kept (then the cache restarts)
+_MISSING = object()
 
 
-def _value_fields(source: Any, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per attribute message: (value field number, 0 when none, -1 for a string of another wire type;
-    payload start; canonical bool)."""
-    canon = source._canonical(start, end)
-    _, has, field, wt, body, _ = source._value_tag(start, end)
-    field = np.where(canon & has, field, 0)
-    field[(field == 29) & (wt != 2)] = -1
-    return field, body, canon
+class AttrTable:
+    """Attributes of the nodes of one file, decoded on access (see module docstring).
 
-
-def _attr_lists(source: Any) -> list[list[Attr]]:
-    """Attributes of every node, in file order (protobuf for the messages numpy does not decode)."""
-    from tracekit._codec import attr_from_pb
-    from tracekit._proto import et_def_pb2 as pb
-
-    source.verify()
-    n, data = source.n, source.data
-    start = source.start.astype(np.int64)
-    end = start + source.size
-    k = len(start)
-    field, body, canon = _value_fields(source, start, end)
-    head = source._name_lengths().astype(np.int64)
-    hits = np.arange(k, dtype=np.int64)
-    fast, ints, floats, kind = source._scalars(hits, head) if k else (np.zeros(0, bool),) * 4
-    values = np.full(k, None, dtype=object)  # numpy stores Python ints, floats and bools in object arrays
-    kinds = np.full(k, None, dtype=object)
-    for fnum, name in _INT_KINDS.items():
-        sel = canon & fast & (field == fnum)
-        values[sel], kinds[sel] = ints[sel], name
-    sel = canon & fast & (field == 27)
-    values[sel], kinds[sel] = ints[sel].astype(bool), "bool_val"
-    for fnum, name in _FLOAT_KINDS.items():
-        sel = canon & fast & (field == fnum)
-        values[sel], kinds[sel] = floats[sel], name
-    done = canon & ((fast & np.isin(field, list(_INT_KINDS) + [27, 3, 5])) | (field == 0))
-    short = source.buf[np.minimum(body, len(source.buf) - 1)] < 0x80  # one-byte length
-    strs = np.flatnonzero(canon & (field == 29) & (body < end) & short)
-    raw = list(map(data.__getitem__, map(slice, (body[strs] + 1).tolist(), end[strs].tolist())))
-    try:
-        values[strs] = [r.decode("utf-8") for r in raw]
-        kinds[strs] = "string_val"
-        done[strs] = True
-    except UnicodeDecodeError:
-        pass  # all of them by protobuf, whose error names the record
-    fast_idx = np.flatnonzero(done)
-    s0 = start[fast_idx] + 2
-    raw_names = list(map(data.__getitem__, map(slice, s0.tolist(), (s0 + head[fast_idx]).tolist())))
-    names = {r: r.decode("utf-8") for r in set(raw_names)}  # UnicodeDecodeError: the caller uses protobuf
-    built = list(map(Attr, map(names.__getitem__, raw_names), values[fast_idx].tolist(),
-                     kinds[fast_idx].tolist(), repeat("", len(fast_idx))))
-    if len(fast_idx) == k:
-        out: list[Any] = built
-    else:
-        out = [None] * k
-        for i, a in zip(fast_idx.tolist(), built):
-            out[i] = a
-        for i in np.flatnonzero(~done).tolist():
-            out[i] = attr_from_pb(pb.AttributeProto.FromString(data[start[i]:end[i]]))
-    ptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(source.owner, minlength=n), out=ptr[1:])
-    return list(map(out.__getitem__, map(slice, ptr[:-1].tolist(), ptr[1:].tolist())))
-
-
-def nodes_from_columns(encoded: Any, cols: Any) -> list[Node]:
-    """The nodes of ``encoded`` (a :class:`tracekit.io.EncodedNodes`) whose columns are ``cols``.
-
-    Raises:
-        TraceFormatError: a record or attribute cannot be decoded (as ``decode_all``).
+    Args:
+        source: the ``_AttrSource`` of :mod:`tracekit._columnar` (attribute message spans, owner per message).
+        cols: the file's :class:`~tracekit.graph.NodeColumns`.
     """
-    from tracekit._gc import paused_gc
 
-    with paused_gc():  # millions of new acyclic objects: cyclic collections would only rescan them
-        return _build(encoded, cols)
+    def __init__(self, source: Any, cols: Any) -> None:
+        self.source, self.cols = source, cols
+        self._ptr: list[int] | None = None
+        self._cache: dict[int, tuple[Attr, ...]] = {}
+        self._reads: dict[str, int] = {}
+        self._ints: dict[str, Any] = {}
+
+    def _spans(self) -> list[int]:
+        if self._ptr is None:
+            self.source.verify()  # frames every attribute once; TraceFormatError names a corrupt one
+            ptr = np.zeros(self.source.n + 1, dtype=np.int64)
+            np.cumsum(np.bincount(self.source.owner, minlength=self.source.n), out=ptr[1:])
+            self._ptr = ptr.tolist()
+        return self._ptr
+
+    def attrs_at(self, pos: int) -> tuple[Attr, ...]:
+        """The attributes of the node at ``pos``, in file order.
+
+        Raises:
+            TraceFormatError: an attribute message cannot be decoded (names the node).
+        """
+        cached = self._cache.get(pos)
+        if cached is not None:
+            return cached
+        from tracekit._codec import attr_from_pb
+        from tracekit._proto import et_def_pb2 as pb
+
+        ptr, src = self._spans(), self.source
+        out = []
+        for k in range(ptr[pos], ptr[pos + 1]):
+            s = int(src.start[k])
+            try:
+                out.append(attr_from_pb(pb.AttributeProto.FromString(src.data[s:s + int(src.size[k])])))
+            except DecodeError as exc:
+                raise TraceFormatError(f"attribute cannot be decoded ({exc})", byte_offset=s,
+                                       path=src.encoded.path, rank=src.encoded.rank,
+                                       node_id=int(self.cols.ids[pos])) from None
+        attrs = tuple(out)
+        if len(self._cache) >= _CACHE_NODES:
+            self._cache.clear()
+        self._cache[pos] = attrs
+        return attrs
+
+    def _often(self, name: str) -> bool:
+        count = self._reads.get(name, 0) + 1
+        self._reads[name] = count
+        return count > _COLUMN_AFTER or name in self.cols._attr_cache
+
+    def value_at(self, name: str, pos: int) -> Any:
+        """The value of the first attribute ``name`` of the node at ``pos``, or None."""
+        if self._often(name):
+            return self.cols.attr(name)[1][pos]
+        for a in self.attrs_at(pos):
+            if a.name == name:
+                return a.value
+        return None
+
+    def int_at(self, name: str, pos: int) -> int | None:
+        """Attribute ``name`` of the node at ``pos`` by the integer rule (:func:`tracekit.attrs.as_int`).
+
+        Raises:
+            ValidationError: the value is not a number (names node and attribute).
+        """
+        col = self._ints.get(name, _MISSING)
+        if col is _MISSING:
+            if not self._often(name):
+                return as_int(name, self.value_at(name, pos), int(self.cols.ids[pos]))
+            try:
+                col = self.cols.attr_int(name)
+            except ValidationError:  # some node holds a non-number: answer node by node
+                col = None
+            self._ints[name] = col
+        if col is None:
+            return as_int(name, self.cols.attr(name)[1][pos], int(self.cols.ids[pos]))
+        present, values = col
+        return int(values[pos]) if present[pos] else None
 
 
-def _build(encoded: Any, cols: Any) -> list[Node]:
-    from tracekit._codec import node_from_pb
-    from tracekit.model import MAX_DURATION_NS, MAX_TIME_NS
+class NodeView(Sequence[Node]):
+    """The nodes of a file in file order, built from its columns on access (read-only).
 
-    if (cols.duration_ns > MAX_DURATION_NS).any() or (cols.start_time_ns > MAX_TIME_NS).any():
-        # out-of-range times: the record-by-record decode raises the error naming the node
-        raise ValueError("time out of range")
+    Args:
+        encoded: the file's records (:class:`tracekit.io.EncodedNodes`).
+        cols: their :class:`~tracekit.graph.NodeColumns` (from :func:`tracekit._columnar.decode_columns`).
+    """
 
-    source = cols.attr_fn.__self__
-    n = len(cols)
-    names = cols.names
-    attrs = _attr_lists(source) if n else []
-    ids = cols.ids.tolist()
-    types = [_NODE_TYPES.get(t, t) for t in cols.types.tolist()]
-    dur = cols.duration_ns.tolist()
-    start = cols.start_time_ns.tolist() if cols.start_time_ns.any() else [0] * n
-    dp, dv = cols.data_ptr.tolist(), cols.data_ids.tolist()
-    cp, cv = cols.ctrl_ptr.tolist(), cols.ctrl_ids.tolist()
-    data = list(map(dv.__getitem__, map(slice, dp[:-1], dp[1:])))
-    ctrl = list(map(cv.__getitem__, map(slice, cp[:-1], cp[1:])))
-    out = list(map(Node, ids, names, types, data, ctrl, start, dur, repeat(None, n), repeat(None, n), attrs))
-    for i in np.flatnonzero(source.other).tolist():  # inputs/outputs or unknown fields: protobuf
-        out[i] = node_from_pb(encoded.decode_one(i, ids[i - 1] if i else None))
-    return out
+    def __init__(self, encoded: Any, cols: Any) -> None:
+        self._encoded, self._cols, self._n = encoded, cols, len(cols)
+        source = cols.attr_fn.__self__
+        self._table = AttrTable(source, cols)
+        special = source.other | (cols.duration_ns > MAX_DURATION_NS) | (cols.start_time_ns > MAX_TIME_NS)
+        self._special = np.flatnonzero(special)
+        self._chunk: tuple[int, list[Node]] = (-1, [])
+        self._last = -2
+
+    def __len__(self) -> int:
+        return self._n
+
+    def _build(self, lo: int, hi: int) -> list[Node]:
+        """Nodes ``lo .. hi-1``.
+
+        Raises:
+            TraceFormatError: a record decoded with protobuf is corrupt or holds an out-of-range time.
+        """
+        cols = self._cols
+        types = cols.types[lo:hi].tolist()
+        data, ctrl = _deps(cols.data_ptr, cols.data_ids, lo, hi), _deps(cols.ctrl_ptr, cols.ctrl_ids, lo, hi)
+        out = list(map(_new_node, zip(
+            cols.ids[lo:hi].tolist(), cols.names[lo:hi], map(_NODE_TYPES.get, types, types), data, ctrl,
+            cols.start_time_ns[lo:hi].tolist(), cols.duration_ns[lo:hi].tolist(), repeat(None), repeat(None),
+            repeat(self._table), repeat(None), range(lo, hi))))
+        a, b = np.searchsorted(self._special, (lo, hi))
+        for i in self._special[a:b].tolist():
+            out[i - lo] = self._decode_record(i)
+        return out
+
+    def _decode_record(self, i: int) -> Node:
+        from tracekit._codec import node_from_pb
+
+        last = int(self._cols.ids[i - 1]) if i else None
+        try:
+            return node_from_pb(self._encoded.decode_one(i, last))
+        except TracekitError as exc:
+            raise exc.with_context(path=self._encoded.path, rank=self._encoded.rank) from None
+
+    def __iter__(self) -> Iterator[Node]:
+        from tracekit._gc import paused_gc
+
+        for lo in range(0, self._n, CHUNK_NODES):
+            with paused_gc():  # a chunk of new acyclic tuples: cyclic collections would only rescan them
+                chunk = self._build(lo, min(self._n, lo + CHUNK_NODES))
+            yield from chunk
+
+    @overload
+    def __getitem__(self, index: int) -> Node: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[Node, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> Node | tuple[Node, ...]:
+        """The node at ``index`` (negative counts from the end), or a tuple of nodes for a slice.
+
+        Raises:
+            IndexError: ``index`` out of range.
+        """
+        if isinstance(index, slice):
+            lo, hi, step = index.indices(self._n)
+            if step == 1:
+                return tuple(self._build(lo, max(lo, hi)))
+            return tuple(self[i] for i in range(lo, hi, step))
+        i = index.__index__()
+        if i < 0:
+            i += self._n
+        if not 0 <= i < self._n:
+            raise IndexError(f"node position {index} out of range (0 to {self._n - 1})")
+        lo, chunk = self._chunk
+        if lo <= i < lo + len(chunk):
+            return chunk[i - lo]
+        sequential, self._last = i == self._last + 1, i
+        if sequential:  # an index loop: build ahead
+            self._chunk = (i, self._build(i, min(self._n, i + 4096)))
+            return self._chunk[1][0]
+        return self._build(i, i + 1)[0]
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or isinstance(other, (str, bytes)):
+            return NotImplemented
+        return len(other) == self._n and all(a == b for a, b in zip(self, other))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"<NodeView of {self._n} nodes>"
+
+
+def _deps(ptr: np.ndarray, ids: np.ndarray, lo: int, hi: int) -> Any:
+    """Per node ``lo .. hi-1``: its dependency ids as a tuple (an iterator of tuples)."""
+    p = ptr[lo:hi + 1]
+    base = int(p[0])
+    if int(p[-1]) == base:
+        return repeat((), hi - lo)
+    values = tuple(ids[base:int(p[-1])].tolist())
+    offsets = (p - base).tolist()
+    return map(values.__getitem__, map(slice, offsets[:-1], offsets[1:]))

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 import orjson
 
 from tracekit.groups import DEFAULT_PG, PG_INIT_NAME, parse_pg_entries
-from tracekit.model import Attr, IOInfo, NodeType
+from tracekit.model import IOInfo, NodeType
 
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.model import ExecutionTrace, Node
@@ -107,18 +107,15 @@ def comm_groups_document(groups: Mapping[str, Sequence[int]],
 
 def _fixed_node(node: "Node", ids: Mapping[str, str | None]) -> "Node | None":
     """A corrected copy of ``node`` for ASTRA-sim, or None when it is fine as it is."""
-    from dataclasses import replace
-
     if node.type == NodeType.METADATA_NODE:
         fixed = None
         if node.get_attr("is_cpu_op") is not True:
-            fixed = replace(node, attrs=[Attr(a.name, a.value, a.kind, a.doc_string) for a in node.attrs])
-            fixed.set_attr("is_cpu_op", True, "bool_val")
+            fixed = node.with_attr("is_cpu_op", True, "bool_val")
         if PG_INIT_NAME in node.name and node.inputs is not None and node.inputs.values:
             values = _renamed_pg_init(node.inputs.values, ids)
             if values is not None:
-                fixed = fixed or replace(node, attrs=list(node.attrs))
-                fixed.inputs = IOInfo(values=values, shapes=node.inputs.shapes, types=node.inputs.types)
+                fixed = (fixed or node).replace(inputs=IOInfo(values=values, shapes=node.inputs.shapes,
+                                                              types=node.inputs.types))
         return fixed
     if node.type not in _COMM_TYPES:
         return None
@@ -129,12 +126,9 @@ def _fixed_node(node: "Node", ids: Mapping[str, str | None]) -> "Node | None":
     target = ids.get(key, key)
     if target == pg:
         return None
-    fixed = replace(node, attrs=[Attr(a.name, a.value, a.kind, a.doc_string) for a in node.attrs])
     if target is None:
-        fixed.remove_attr("pg_name")
-    else:
-        fixed.set_attr("pg_name", target, "string_val")
-    return fixed
+        return node.without_attr("pg_name")
+    return node.with_attr("pg_name", target, "string_val")
 
 
 def _renamed_pg_init(values: str, ids: Mapping[str, str | None]) -> str | None:
@@ -173,6 +167,4 @@ def astra_ready(trace: "ExecutionTrace", ids: Mapping[str, str | None]) -> "Exec
     if not changes:
         return trace
     nodes = [changes.get(i, n) for i, n in enumerate(trace.nodes)]
-    out = trace.with_nodes(nodes)
-    out.path = trace.path
-    return out
+    return trace.with_nodes(nodes).with_label(path=trace.path)

@@ -88,24 +88,25 @@ class NodeColumns:
     def attr_int(self, name: str, default: int = 0) -> tuple[np.ndarray, np.ndarray]:
         """Integer attribute as ``(present bool[N], values int64[N])`` (``default`` where absent).
 
-        Floats are truncated, bools count as 0/1; a non-numeric value raises
-        ValidationError naming the node.
+        The integer rule of :func:`tracekit.attrs.as_int`, vectorized: any
+        integer kind, floats truncated toward zero.
+
+        Raises:
+            ValidationError: a bool or non-numeric value (names the node).
         """
         if self.attr_num_fn is not None and name not in self._attr_cache:
-            fast = self.attr_num_fn(name)  # vectorized when every value is a scalar number
+            fast = self.attr_num_fn(name)  # vectorized when every value is a scalar int or finite float
             if fast is not None:
                 present, values_arr = fast
                 if default != 0:
                     values_arr = np.where(present, values_arr, default)
                 return present, values_arr
+        from tracekit.attrs import as_int
+
         present, values = self.attr(name)
         out = np.full(len(self.ids), default, dtype=np.int64)
         for i in np.flatnonzero(present).tolist():
-            v = values[i]
-            if isinstance(v, (int, float)) and not isinstance(v, list):
-                out[i] = int(v)
-            else:
-                raise ValidationError(f"attribute {name!r} must be a number, got {v!r}", node_id=int(self.ids[i]))
+            out[i] = as_int(name, values[i], int(self.ids[i]))
         return present, out
 
     @classmethod

@@ -467,9 +467,7 @@ def trace_from_bytes(data: bytes, *, path: str | None = None, rank: int | None =
         raise TraceFormatError(f"undecodable GlobalMetadata message ({exc})", byte_offset=0,
                                path=path, rank=rank) from None
     encoded = EncodedNodes(data, starts, ends, path, rank)
-    trace = ExecutionTrace._from_encoded(encoded, metadata_from_pb(md), rank=rank, path=path)
-    trace._meta_raw = data[ms:me]
-    return trace
+    return ExecutionTrace._from_encoded(encoded, metadata_from_pb(md), rank=rank, path=path, meta_raw=data[ms:me])
 
 
 def _maybe_gunzip(raw: IO[bytes]) -> IO[bytes]:

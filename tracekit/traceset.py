@@ -36,7 +36,7 @@ class TraceSet:
         self._traces: dict[int, ExecutionTrace] = {}
         for rank, trace in items:
             if trace.rank is None:
-                trace.rank = rank
+                trace = trace.with_label(rank=int(rank))
             self._traces[int(rank)] = trace
         self._declared = {str(k): tuple(int(r) for r in v) for k, v in process_groups.items()} \
             if process_groups is not None else None

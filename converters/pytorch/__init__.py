@@ -100,7 +100,7 @@ def convert_rank(et_path: str | os.PathLike[str], kineto_path: str | os.PathLike
             result = convert_et(et, rank=rank, kineto=kineto, linkage=linkage)
         except TracekitError as exc:
             raise exc.with_context(path=os.fspath(et_path), rank=rank) from None
-    result.trace.path = os.fspath(et_path)
+    result.trace = result.trace.with_label(path=os.fspath(et_path))
     return result
 
 
@@ -170,7 +170,7 @@ def convert_job(et_paths: Sequence[str | os.PathLike[str]],
         rank = res.trace.rank if res.trace.rank is not None else i
         if rank in traces:
             raise ConversionError(f"rank {rank} appears twice (from {job.et_path})", path=job.et_path)
-        res.trace.rank = rank
+        res.trace = res.trace.with_label(rank=rank)
         traces[rank] = res.trace
     warning = world_size_warning(traces)
     if warning:
