@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -119,11 +119,8 @@ def astra_comm_types(trace: "ExecutionTrace") -> "ExecutionTrace":
         except (ValueError, TypeError):
             continue
         if ctype in ASTRA_COMM_TYPES:
-            node = trace.node_at(pos)
-            node = replace(node, attrs=list(node.attrs))
-            node.set_attr("comm_type", int(ASTRA_COMM_TYPES[ctype]), "int64_val")
-            node.set_attr("tracekit_comm_type", ctype.name, "string_val")
-            changes[pos] = node
+            node = trace.node_at(pos).with_attr("comm_type", int(ASTRA_COMM_TYPES[ctype]), "int64_val")
+            changes[pos] = node.with_attr("tracekit_comm_type", ctype.name, "string_val")
     if not changes:
         return trace
     return trace.with_nodes([changes.get(i, n) for i, n in enumerate(trace.nodes)])

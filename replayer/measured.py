@@ -219,10 +219,9 @@ def local_rank(trace: Any) -> "TraceSet":
                      attrs=keep + [Attr("is_cpu_op", False, "bool_val"), Attr("measured_comm", True, "bool_val")])
         nodes.append(n)
     kept = {n.id for n in nodes}
-    for n in nodes:
-        if any(d not in kept for d in n.data_deps) or any(d not in kept for d in n.ctrl_deps):
-            n.data_deps = [d for d in n.data_deps if d in kept]
-            n.ctrl_deps = [d for d in n.ctrl_deps if d in kept]
+    nodes = [n.replace(data_deps=[d for d in n.data_deps if d in kept], ctrl_deps=[d for d in n.ctrl_deps if d in kept])
+             if any(d not in kept for d in n.data_deps) or any(d not in kept for d in n.ctrl_deps) else n
+             for n in nodes]
     return TraceSet({0: ExecutionTrace(nodes, trace.metadata, rank=0, path=trace.path)})
 
 

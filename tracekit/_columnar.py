@@ -525,12 +525,12 @@ class _AttrSource:
             fast[idx] = True
         return fast, ints, floats, kind
 
-    def numeric(self, name: str, ints_only: bool = False) -> tuple[np.ndarray, np.ndarray] | None:
+    def numeric(self, name: str, ints_only: bool = False, bools: bool = False) -> tuple[np.ndarray, np.ndarray] | None:
         """``(present bool[N], values int64[N])`` when every ``name`` attribute is a scalar number, else None.
 
         Floats are truncated toward zero (the integer rule of :func:`tracekit.attrs.as_int`); a bool or
-        non-finite float gives None (the per-value rule raises for them); with ``ints_only`` a floating
-        value gives None too.
+        non-finite float gives None (the per-value rule raises for them) unless ``bools`` (bools as 0/1);
+        with ``ints_only`` a floating value gives None too.
         """
         hits, owner = self._first_hits(name)
         present = np.zeros(self.n, dtype=bool)
@@ -538,7 +538,7 @@ class _AttrSource:
         if not len(hits):
             return present, out
         fast, ints, floats, kind = self._scalars(hits, len(name.encode()))
-        if not fast.all() or bool((kind == 1).any()) or (ints_only and bool((kind == 2).any())):
+        if not fast.all() or (not bools and bool((kind == 1).any())) or (ints_only and bool((kind == 2).any())):
             return None  # bools, strings, lists: the per-value rule decides (tracekit.attrs.as_int)
         if not np.isfinite(floats[kind == 2]).all():
             return None

@@ -58,7 +58,7 @@ class NodeColumns:
     ctrl_ids: np.ndarray
     names_fn: Callable[[], list[str]] = field(repr=False, default=list)
     attr_fn: Callable[[str], tuple[np.ndarray, list[Any]]] | None = field(repr=False, default=None)
-    attr_num_fn: Callable[[str], tuple[np.ndarray, np.ndarray] | None] | None = field(repr=False, default=None)
+    attr_num_fn: Callable[..., tuple[np.ndarray, np.ndarray] | None] | None = field(repr=False, default=None)
     verify_fn: Callable[[], None] | None = field(repr=False, default=None)
     _names: list[str] | None = field(default=None, repr=False)
     _attr_cache: dict[str, tuple[np.ndarray, list[Any]]] = field(default_factory=dict, repr=False)
@@ -108,6 +108,40 @@ class NodeColumns:
         for i in np.flatnonzero(present).tolist():
             out[i] = as_int(name, values[i], int(self.ids[i]))
         return present, out
+
+    def attr_bool(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """Boolean attribute as ``(present bool[N], values bool[N])`` (False where absent).
+
+        The bool rule of :func:`tracekit.attrs.as_bool`, vectorized: ``bool_val`` or an integer 0/1.
+
+        Raises:
+            ValidationError: any other value (names the node).
+        """
+        if self.attr_num_fn is not None and name not in self._attr_cache:
+            fast = self.attr_num_fn(name, bools=True)
+            if fast is not None and bool(np.isin(fast[1][fast[0]], (0, 1)).all()):
+                return fast[0], fast[1].astype(bool)
+        from tracekit.attrs import as_bool
+
+        present, values = self.attr(name)
+        out = np.zeros(len(self.ids), dtype=bool)
+        for i in np.flatnonzero(present).tolist():
+            out[i] = as_bool(name, values[i], int(self.ids[i]))
+        return present, out
+
+    def attr_str(self, name: str) -> tuple[np.ndarray, list[str | None]]:
+        """String attribute as ``(present bool[N], values list[N])`` by the string rule of
+        :func:`tracekit.attrs.as_str` (None where absent).
+
+        Raises:
+            ValidationError: a value that is not text (names the node).
+        """
+        from tracekit.attrs import as_str
+
+        present, values = self.attr(name)
+        if all(v is None or v.__class__ is str for v in values):
+            return present, values
+        return present, [as_str(name, v, int(self.ids[i])) for i, v in enumerate(values)]
 
     @classmethod
     def from_nodes(cls, nodes: Sequence["Node"]) -> "NodeColumns":

@@ -28,7 +28,7 @@ from typing import Any
 import orjson
 
 from tracekit._codec import attr_to_pb
-from tracekit.errors import TraceFormatError, malformed_input
+from tracekit.errors import TraceFormatError, ValidationError, malformed_input
 from tracekit.model import (ATTR_KINDS, MAX_DURATION_NS, MAX_TIME_NS, Attr, ExecutionTrace, IOInfo, Metadata, Node,
                             NodeType, time_range_error)
 
@@ -268,22 +268,21 @@ def _from_feeder(doc: dict[str, Any], path: str, rank: int | None) -> ExecutionT
         if not isinstance(runtime, (int, float)) or runtime < 0 or not math.isfinite(runtime):
             raise TraceFormatError(f"runtime must be a non-negative number of microseconds, got {runtime!r}",
                                    path=path, rank=rank, node_id=nid)
-        node = Node(id=nid, name=str(d.get("Name", "")), type=_node_type(d.get("NodeType", 0), f"node {nid}", path),
-                    data_deps=_int_list(d.get("data_deps", d.get("dataDeps")), "data_deps", nid, path, rank),
-                    ctrl_deps=_int_list(d.get("ctrlDeps", d.get("ctrl_deps")), "ctrlDeps", nid, path, rank),
-                    duration_ns=_time(int(round(runtime * 1000)), "runtime (x 1000)", MAX_DURATION_NS, nid, path,
-                                      rank))
+        attrs = []
         for key, value in d.items():
             if key not in _FEEDER_KEYS and value is not None:
                 try:
-                    node.attrs.append(Attr.infer(key, value))
-                except Exception as exc:  # noqa: BLE001 - re-raised as a format error
+                    attrs.append(Attr.infer(key, value))
+                except ValidationError as exc:  # an unsupported value: re-raised as a format error
                     raise TraceFormatError(f"attribute {key!r}: {exc}", path=path, rank=rank, node_id=nid) from None
-        nodes.append(node)
-    md = Metadata(version="feeder-json")
-    for key in ("workload_name", "ngpus"):
-        if key in doc and doc[key] is not None:
-            md.attrs.append(Attr.infer(key, doc[key]))
+        nodes.append(Node(id=nid, name=str(d.get("Name", "")),
+                          type=_node_type(d.get("NodeType", 0), f"node {nid}", path),
+                          data_deps=_int_list(d.get("data_deps", d.get("dataDeps")), "data_deps", nid, path, rank),
+                          ctrl_deps=_int_list(d.get("ctrlDeps", d.get("ctrl_deps")), "ctrlDeps", nid, path, rank),
+                          duration_ns=_time(int(round(runtime * 1000)), "runtime (x 1000)", MAX_DURATION_NS, nid,
+                                            path, rank), attrs=attrs))
+    md = Metadata(version="feeder-json", attrs=[Attr.infer(key, doc[key]) for key in ("workload_name", "ngpus")
+                                                if key in doc and doc[key] is not None])
     return ExecutionTrace(nodes, md, rank=rank, path=path)
 
 

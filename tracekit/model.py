@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
 from tracekit.attrs import (ATTR_KINDS, INT_KINDS, LIST_KINDS, SCALAR_KINDS, Attr, as_bool, as_bytes,  # noqa: F401
                             as_int, as_str, infer_kind)
-from tracekit.node import (COMM_TYPES, MAX_DURATION_NS, MAX_RANKS, MAX_TIME_NS, NODE_FIELDS,  # noqa: F401
+from tracekit.node import (COMM_TYPES, MAX_DURATION_NS, MAX_RANKS, MAX_TIME_NS, NODE_FIELDS, NodeDraft,  # noqa: F401
                            CollectiveType, IOInfo, Metadata, Node, NodeType, check_rank_count, time_range_error)
 
 if TYPE_CHECKING:  # pragma: no cover

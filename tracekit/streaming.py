@@ -369,9 +369,8 @@ def _remove_stage(nodes: Iterable[Node], transform: "Transform", rank: int, coun
             data_ok = all(d in kept or d == nid for d in node.data_deps)
             ctrl_ok = all(d in kept or d == nid for d in node.ctrl_deps)
             if not (data_ok and ctrl_ok):
-                node = copy_node(node)
-                node.data_deps = resolve(node.data_deps, nid, "data")
-                node.ctrl_deps = resolve(node.ctrl_deps, nid, "ctrl")
+                node = node.replace(data_deps=resolve(node.data_deps, nid, "data"),
+                                    ctrl_deps=resolve(node.ctrl_deps, nid, "ctrl"))
             kept.add(nid)
             yield node
 

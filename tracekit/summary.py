@@ -65,7 +65,7 @@ def cost_coverage(trace: ExecutionTrace) -> CostCoverage:
     _, ops = cols.attr_int("num_ops")
     _, nbytes = cols.attr_int("tensor_size")
     has_class, _ = cols.attr("op_class")
-    cpu_present, cpu = cols.attr_int("is_cpu_op")
+    cpu_present, cpu = cols.attr_bool("is_cpu_op")
     is_device = cpu_present & (cpu == 0)
     costed = (ops > 0) | (nbytes > 0) | np.asarray(has_class, dtype=bool)
     side_mask = comp & is_device if bool(np.any(comp & is_device)) else comp & ~is_device

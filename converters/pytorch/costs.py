@@ -30,7 +30,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
-from tracekit.model import Attr, Node, NodeType
+from tracekit.model import Attr, NodeDraft, NodeType
 from tracekit.opcost import OpCost, aten_cost
 
 _WORKING = frozenset({"gemm", "conv", "attention", "norm", "softmax", "elementwise", "reduction", "embedding",
@@ -75,7 +75,7 @@ def _split(total: int, weights: list[int]) -> list[int]:
     return parts
 
 
-def _set_cost(node: Node, flops: int | None, nbytes: int | None, cost: OpCost) -> None:
+def _set_cost(node: NodeDraft, flops: int | None, nbytes: int | None, cost: OpCost) -> None:
     if flops is not None:
         node.set_attr("num_ops", int(flops))
         node.set_attr("tensor_size", int(nbytes or 0), "uint64_val")
@@ -84,12 +84,12 @@ def _set_cost(node: Node, flops: int | None, nbytes: int | None, cost: OpCost) -
         node.set_attr("compute_dtype", cost.dtype, "string_val")
 
 
-def attach_costs(nodes: Iterable[Node], parent_of: Mapping[int, int] | None = None,
+def attach_costs(nodes: Iterable[NodeDraft], parent_of: Mapping[int, int] | None = None,
                  launcher_of: Mapping[int, int] | None = None) -> CostStats:
     """Give COMP nodes their FLOPs/bytes in place (see module rules) and return what was done.
 
     Args:
-        nodes: the converted nodes.
+        nodes: the converted nodes, as drafts (:class:`~tracekit.model.NodeDraft`) the costs are set on.
         parent_of: host node id -> call-stack parent node id (default: ``ctrl_deps[0]``).
         launcher_of: device node id -> launching host node id (default: ``ctrl_deps[0]``).
 
@@ -123,7 +123,7 @@ def attach_costs(nodes: Iterable[Node], parent_of: Mapping[int, int] | None = No
             composite.add(parent)
             parent = parent_of.get(parent)
             seen += 1
-    launched: dict[int, list[Node]] = {}
+    launched: dict[int, list[NodeDraft]] = {}
     for d in device:
         launcher = launcher_of.get(d.id)
         if launcher in costs and launcher not in composite:

@@ -46,7 +46,7 @@ import orjson
 
 from tracekit.errors import ConversionError
 from tracekit.groups import pg_init_node
-from tracekit.model import Attr, ExecutionTrace, IOInfo, Metadata, Node, NodeType
+from tracekit.model import Attr, ExecutionTrace, IOInfo, Metadata, NodeDraft, NodeType
 
 from tracekit.converters.pytorch.costs import CostStats, attach_costs, capture_device, device_attr
 from tracekit.converters.pytorch.collectives import CommOp, CommPlan, plan_comms, read_process_groups
@@ -111,7 +111,7 @@ class _Builder:
         self.link = linkage
         self.groups = groups
         self.kineto = kineto
-        self.nodes: dict[int, Node] = {}
+        self.nodes: dict[int, NodeDraft] = {}
         self.order: dict[int, tuple] = {}  # node id -> order key
         self.dropped = 0
         self.next_id = max(et.by_id) + 1
@@ -139,7 +139,7 @@ class _Builder:
         return (e.start_ns, e.duration_ns) if e is not None else None
 
     # ------------------------------------------------------------------ build
-    def build(self) -> list[Node]:
+    def build(self) -> list[NodeDraft]:
         et, plan = self.et, self.plan
         comms = {c.node_id: c for c in plan.comms}
         ops = [op for op in et.ops if not is_et_root(op)]
@@ -147,10 +147,10 @@ class _Builder:
         kids = et.children()
 
         # process groups
-        out: list[Node] = []
+        out: list[NodeDraft] = []
         if self.groups:
             pg_id = next((op.id for op in et.ops if "process_group:init" in op.name), None)
-            node = pg_init_node(pg_id if pg_id is not None else self.fresh_id(), self.groups)
+            node = NodeDraft.from_node(pg_init_node(pg_id if pg_id is not None else self.fresh_id(), self.groups))
             out.append(node)
 
         # host and comm nodes
@@ -207,7 +207,7 @@ class _Builder:
             log.warning("%s: %d host op(s) overlap an enclosing op without nesting; clamped to its end",
                         self.et.path or "ET", self.partial_overlaps)
 
-    def kineto_step_markers(self, ops: list[EtOp], out: list[Node], position: dict[int, int]) -> None:
+    def kineto_step_markers(self, ops: list[EtOp], out: list[NodeDraft], position: dict[int, int]) -> None:
         """Steps from Kineto when the ET has none: a zero-duration ``ProfilerStep#N`` node per Kineto step.
 
         Placed just before the first linked op of the step's Kineto thread (in file order and in that ET
@@ -230,7 +230,7 @@ class _Builder:
                 if op.tid == first.tid and op.id in self.nodes:
                     prev = op.id
             nid = self.fresh_id()
-            self.nodes[nid] = Node(id=nid, name=m.name, type=NodeType.COMP_NODE, start_time_ns=m.start_ns,
+            self.nodes[nid] = NodeDraft(id=nid, name=m.name, type=NodeType.COMP_NODE, start_time_ns=m.start_ns,
                                    duration_ns=0, attrs=[Attr("tid", first.tid), Attr("is_cpu_op", True, "bool_val"),
                                                          Attr("range_duration_ns", m.duration_ns, "int64_val"),
                                                          Attr("step_source", "kineto", "string_val")])
@@ -241,7 +241,7 @@ class _Builder:
             at = next(i for i, n in enumerate(out) if n.id == first.id)
             out.insert(at, self.nodes[nid])
 
-    def host_node(self, op: EtOp, ctrl: list[int], kids: dict[int, list[EtOp]]) -> Node:
+    def host_node(self, op: EtOp, ctrl: list[int], kids: dict[int, list[EtOp]]) -> NodeDraft:
         times = self.host_times(op)
         start = dur = 0
         if times is not None:
@@ -256,10 +256,10 @@ class _Builder:
             attrs.append(Attr("host_gap_ns", self.gap_ns[op.id], "int64_val"))
         if op.op_schema:
             attrs.append(Attr("op_schema", op.op_schema, "string_val"))
-        return Node(id=op.id, name=op.name, type=NodeType.COMP_NODE, ctrl_deps=ctrl, start_time_ns=start,
+        return NodeDraft(id=op.id, name=op.name, type=NodeType.COMP_NODE, ctrl_deps=ctrl, start_time_ns=start,
                     duration_ns=dur, inputs=_io(op.inputs), outputs=_io(op.outputs), attrs=attrs)
 
-    def comm_node(self, op: EtOp, comm: CommOp, ctrl: list[int]) -> Node:
+    def comm_node(self, op: EtOp, comm: CommOp, ctrl: list[int]) -> NodeDraft:
         start = dur = 0
         if self.link is not None:
             spans = [self.link.host[i] for i in comm.backend_ops if i in self.link.host]
@@ -278,7 +278,7 @@ class _Builder:
         attrs += [Attr("is_cpu_op", False, "bool_val"), Attr("rf_id", op.rf_id), Attr("tid", op.tid)]
         if comm.seq is not None:
             attrs.append(Attr("seq_id", comm.seq))
-        return Node(id=op.id, name=op.name, type=comm.node_type, ctrl_deps=ctrl, start_time_ns=start,
+        return NodeDraft(id=op.id, name=op.name, type=comm.node_type, ctrl_deps=ctrl, start_time_ns=start,
                     duration_ns=dur, inputs=_io(op.inputs), outputs=_io(op.outputs), attrs=attrs)
 
     # ------------------------------------------------------------------ host dependencies
@@ -345,10 +345,10 @@ class _Builder:
                 self.add_dep(best.id, c.node_id)
 
     # ------------------------------------------------------------------ device side
-    def device_nodes(self, comms: dict[int, CommOp], position: dict[int, int]) -> list[Node]:
+    def device_nodes(self, comms: dict[int, CommOp], position: dict[int, int]) -> list[NodeDraft]:
         link = self.link
         assert link is not None
-        out: list[Node] = []
+        out: list[NodeDraft] = []
         node_of_event: dict[int, int] = {}
         launcher_of_event: dict[int, int] = {}
         streams: dict[tuple, list[tuple[tuple, int]]] = {}
@@ -370,7 +370,7 @@ class _Builder:
                     streams.setdefault((e.device, e.stream), []).append((key, owner))
                     continue
                 nid = self.fresh_id()
-                node = Node(id=nid, name=e.name, type=NodeType.COMP_NODE, ctrl_deps=[launcher],
+                node = NodeDraft(id=nid, name=e.name, type=NodeType.COMP_NODE, ctrl_deps=[launcher],
                             start_time_ns=e.start_ns, duration_ns=e.duration_ns,
                             attrs=[Attr("is_cpu_op", False, "bool_val"),
                                    Attr("stream", e.stream if e.stream is not None else -1),
@@ -480,11 +480,11 @@ def convert_et(et: EtTrace, *, rank: int | None = None, kineto: KinetoTrace | No
     device = None
     if kineto is not None:
         device = capture_device(kineto.device_properties, any(e.is_device for e in kineto.events))
-    metadata = Metadata(version=CHAKRA_VERSION, attrs=[Attr("source_schema", et.schema, "string_val")]
-                        + device_attr(device))
+    md_attrs = [Attr("source_schema", et.schema, "string_val")] + device_attr(device)
     if kineto is not None and kineto.world_size is not None:
-        metadata.attrs.append(Attr("world_size", kineto.world_size, "int64_val"))
-    trace = ExecutionTrace(nodes, metadata, rank=rank, path=None)
+        md_attrs.append(Attr("world_size", kineto.world_size, "int64_val"))
+    trace = ExecutionTrace([n.build() for n in nodes], Metadata(version=CHAKRA_VERSION, attrs=md_attrs), rank=rank,
+                           path=None)
     counts: dict[str, int] = {}
     for n in nodes:
         counts[n.type.name] = counts.get(n.type.name, 0) + 1

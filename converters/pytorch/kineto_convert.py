@@ -61,7 +61,7 @@ from tracekit.converters.pytorch.kineto_reader import (
 )
 from tracekit.errors import ConversionError
 from tracekit.groups import pg_init_node
-from tracekit.model import Attr, ExecutionTrace, Metadata, Node, NodeType
+from tracekit.model import Attr, ExecutionTrace, Metadata, NodeDraft, NodeType
 from tracekit.traceset import TraceSet
 
 __all__ = [
@@ -263,8 +263,8 @@ class _Converter:
         emitted: list[KinetoEvent] = [e for e in host if e.index not in folded]
         emitted += [e for e in device_ops if e.index not in dropped_device]
         emitted.sort(key=time_key)
-        node_of: dict[int, Node] = {}
-        nodes: list[Node] = [pg_init_node(0, groups or {"0": ()})]
+        node_of: dict[int, NodeDraft] = {}
+        nodes: list[NodeDraft] = [NodeDraft.from_node(pg_init_node(0, groups or {"0": ()}))]
         for nid, e in enumerate(emitted, start=1):
             node = self.make_node(nid, e, comm_at.get(e.index))
             node_of[e.index] = node
@@ -286,14 +286,15 @@ class _Converter:
             comm_kernels_unmatched=len(unmatched), folded_events=len(folded),
             skipped_categories=dict(sorted(skipped.items())), flow_edges=flow_edges, device=dgraph.stats,
             pg_sources=dict(Counter(c.pg_source for c in comms)))
-        metadata = Metadata(version="0.0.4", attrs=[
+        md_attrs = [
             Attr("converter", "tracekit.converters.pytorch.kineto_convert", "string_val"),
             Attr("rank", self.rank, "int64_val"),
-        ])
+        ]
         if kt.world_size is not None:
-            metadata.attrs.append(Attr("world_size", kt.world_size, "int64_val"))
-        metadata.attrs.extend(device_attr(capture_device(kt.device_properties, bool(device_ops))))
-        trace = ExecutionTrace(nodes, metadata, rank=self.rank, path=None)
+            md_attrs.append(Attr("world_size", kt.world_size, "int64_val"))
+        md_attrs.extend(device_attr(capture_device(kt.device_properties, bool(device_ops))))
+        trace = ExecutionTrace([n.build() for n in nodes], Metadata(version="0.0.4", attrs=md_attrs), rank=self.rank,
+                               path=None)
         return KinetoConversion(trace, stats, tuple(comms))
 
     def check_convertible(self, host: Sequence[KinetoEvent], n_device: int, skipped: Counter[str]) -> None:
@@ -309,7 +310,7 @@ class _Converter:
                              f"events{hint}; record with ProfilerActivity.CUDA")
 
     # ------------------------------------------------------------------ nodes
-    def make_node(self, nid: int, e: KinetoEvent, comm: KinetoComm | None) -> Node:
+    def make_node(self, nid: int, e: KinetoEvent, comm: KinetoComm | None) -> NodeDraft:
         attrs: list[Attr] = []
         if e.is_device:
             attrs.append(Attr("is_cpu_op", False, "bool_val"))
@@ -348,7 +349,7 @@ class _Converter:
         start = e.start_ns
         if comm is not None and not e.is_device:
             start, duration = self.gloo_span(e, comm, duration)
-        return Node(id=nid, name=e.name, type=ntype, start_time_ns=start, duration_ns=duration,
+        return NodeDraft(id=nid, name=e.name, type=ntype, start_time_ns=start, duration_ns=duration,
                     attrs=attrs)
 
     def gloo_span(self, e: KinetoEvent, comm: KinetoComm, duration: int) -> tuple[int, int]:
@@ -362,9 +363,9 @@ class _Converter:
         return start, max(w.end_ns for w in workers) - start
 
     # ------------------------------------------------------------------ edges
-    def add_edges(self, node_of: Mapping[int, Node], dgraph: DeviceGraph,
+    def add_edges(self, node_of: Mapping[int, NodeDraft], dgraph: DeviceGraph,
                   by_index: Mapping[int, KinetoEvent]) -> int:
-        def dep(src: int, dst: Node) -> None:
+        def dep(src: int, dst: NodeDraft) -> None:
             s = node_of.get(src)
             if s is not None and s.id not in dst.data_deps and s.id != dst.id:
                 dst.data_deps.append(s.id)
@@ -425,7 +426,7 @@ class _Converter:
         self.handoffs = handoff_edges(self.lanes, node_of, dep, RANGE_CATEGORIES)
         return self._flow_edges(node_of, dep)
 
-    def _launch_dep(self, src: int, dst_index: int, node_of: Mapping[int, Node], dst: Node, dep) -> None:
+    def _launch_dep(self, src: int, dst_index: int, node_of: Mapping[int, NodeDraft], dst: NodeDraft, dep) -> None:
         if src in node_of:
             dep(src, dst)
             return
@@ -436,7 +437,7 @@ class _Converter:
         if p is not None and node_of[p].id < dst.id:
             dep(p, dst)
 
-    def _flow_edges(self, node_of: Mapping[int, Node], dep) -> int:
+    def _flow_edges(self, node_of: Mapping[int, NodeDraft], dep) -> int:
         starts: dict[tuple[Any, Any, int], int] = {}
         for key, lane in self.lanes.items():
             for e in lane:
@@ -465,7 +466,7 @@ class _Converter:
                 n += 1
         return n
 
-    def check_forward(self, nodes: Sequence[Node]) -> None:
+    def check_forward(self, nodes: Sequence[NodeDraft]) -> None:
         for node in nodes:
             for d in node.data_deps:
                 if d >= node.id:

@@ -16,7 +16,7 @@ from typing import Mapping
 
 import orjson
 
-from tracekit.model import IOInfo, Node
+from tracekit.model import IOInfo, NodeDraft
 
 from tracekit.converters.pytorch.costs import CostStats, attach_costs
 from tracekit.converters.pytorch.kineto_reader import KinetoTrace, iter_events_by_thread
@@ -47,7 +47,7 @@ def _enclosing_ops(kt: KinetoTrace) -> dict[int, int]:
     return out
 
 
-def attach_kineto_costs(kt: KinetoTrace, launch_of: Mapping[int, int], node_of: Mapping[int, Node]) -> CostStats:
+def attach_kineto_costs(kt: KinetoTrace, launch_of: Mapping[int, int], node_of: Mapping[int, NodeDraft]) -> CostStats:
     """Set ``inputs`` shapes on host nodes and attach costs (see module doc).
 
     Args:

@@ -8,7 +8,7 @@ import pytest
 
 from tracekit.converters.pytorch import convert_rank
 from tracekit.converters.pytorch.costs import _split, attach_costs
-from tracekit.model import Attr, IOInfo, Node, NodeType
+from tracekit.model import Attr, IOInfo, Node, NodeDraft, NodeType
 from tracekit.summary import cost_coverage
 from tracekit.transforms import Retarget
 
@@ -110,6 +110,7 @@ def test_kernels_inherit_their_launchers_cost_split_by_duration():
               attrs=[Attr("is_cpu_op", False, "bool_val")])
     k2 = Node(3, "splitk_reduce", NodeType.COMP_NODE, ctrl_deps=[1], duration_ns=100,
               attrs=[Attr("is_cpu_op", False, "bool_val")])
+    host, k1, k2 = (NodeDraft.from_node(n) for n in (host, k1, k2))
     stats = attach_costs([host, k1, k2])
     flops, nbytes = 2 * 64 * 32 * 16, 4 * (64 * 32 + 32 * 16 + 64 * 16)
     assert (k1.num_ops, k2.num_ops) == (flops * 3 // 4, flops // 4)

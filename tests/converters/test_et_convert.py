@@ -36,7 +36,7 @@ def test_exclusive_durations_chain_and_ctrl_deps():
 def test_without_kineto_durations_are_zero_and_order_kept():
     res, n = _convert(mlp_et())
     assert all(x.duration_ns == 0 for x in n.values())
-    assert n[14].data_deps == [13] and res.link is None
+    assert list(n[14].data_deps) == [13] and res.link is None
 
 
 def test_cross_thread_edges_only_at_hand_overs():
@@ -45,10 +45,10 @@ def test_cross_thread_edges_only_at_hand_overs():
     ev = [cpu("a", 0, 10, rf=1), cpu("b", 20, 10, rf=2, tid=200), cpu("c", 30, 10, rf=3, tid=200),
           cpu("d", 50, 10, rf=4), cpu("e", 55, 10, rf=5, tid=200)]  # e overlaps d: no hand-over
     _, n = _convert(et, kineto_doc(ev))
-    assert n[11].data_deps == [10]          # a ended before b started
-    assert n[12].data_deps == [11]
-    assert n[13].data_deps == [10, 12]      # own thread, then hand-over from c
-    assert n[14].data_deps == [12]          # d still running when e started
+    assert list(n[11].data_deps) == [10]          # a ended before b started
+    assert list(n[12].data_deps) == [11]
+    assert list(n[13].data_deps) == [10, 12]      # own thread, then hand-over from c
+    assert list(n[14].data_deps) == [12]          # d still running when e started
 
 
 def _gloo(async_first: bool):
@@ -70,15 +70,15 @@ def test_blocking_collective_sits_on_the_thread():
     assert n[10].type == NodeType.COMM_COLL_NODE and n[10].comm_type == CollectiveType.ALL_REDUCE
     assert (n[10].comm_bytes, n[10].pg_name) == (4096, "0")
     assert 11 not in n  # gloo:all_reduce is folded, not a compute node
-    assert n[12].data_deps == [10] and n[13].data_deps == [12]
+    assert list(n[12].data_deps) == [10] and list(n[13].data_deps) == [12]
     assert res.trace.process_groups() == {"0": ()}
     assert res.comm_counts == {"ALL_REDUCE": 1}
 
 
 def test_async_collective_branches_and_is_joined_by_its_reader():
     _, n = _convert(_gloo(True))
-    assert n[10].data_deps == []            # first op on the thread
-    assert n[12].data_deps == []            # the host does not wait for the async all-reduce
+    assert list(n[10].data_deps) == []            # first op on the thread
+    assert list(n[12].data_deps) == []            # the host does not wait for the async all-reduce
     assert sorted(n[13].data_deps) == [10, 12]  # div_ reads the reduced buffer
 
 
@@ -109,7 +109,7 @@ def test_kernels_follow_launch_and_stream_order_and_nccl_kernel_is_the_comm():
     ev[-1]["dur"] = 30
     res, n = _convert(et, kineto_doc(ev))
     gemm = next(x for x in n.values() if x.name == "gemm")
-    assert gemm.data_deps == [10] and gemm.ctrl_deps == [10] and gemm.stream == 7 and not gemm.is_cpu_op
+    assert list(gemm.data_deps) == [10] and list(gemm.ctrl_deps) == [10] and gemm.stream == 7 and not gemm.is_cpu_op
     comm = n[11]
     assert comm.type == NodeType.COMM_COLL_NODE and comm.stream == 7 and comm.duration_ns == 30_000
     assert sorted(comm.data_deps) == sorted([10, gemm.id])  # after its host predecessor and the gemm on stream 7

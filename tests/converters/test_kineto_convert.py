@@ -44,8 +44,8 @@ def test_host_nesting_exclusive_durations_and_chain(tmp_path):
     # pre-order chain outer -> inner1 -> inner2 -> leaf -> next, ctrl parent = enclosing op
     order = ["outer", "inner1", "inner2", "leaf", "next"]
     for a, b in zip(order, order[1:]):
-        assert n[b].data_deps == [n[a].id]
-    assert n["leaf"].ctrl_deps == [n["inner2"].id] and n["next"].ctrl_deps == []
+        assert list(n[b].data_deps) == [n[a].id]
+    assert list(n["leaf"].ctrl_deps) == [n["inner2"].id] and list(n["next"].ctrl_deps) == []
     assert t.rank == 0 and t.nodes[0].type == NodeType.METADATA_NODE
     assert sum(x.duration_ns for x in t.nodes if x.is_cpu_op) == 10500 + 1000
     assert validate_trace(t).ok
@@ -63,7 +63,7 @@ def test_kernel_depends_on_launch_and_stream_predecessor(tmp_path):
     ]))
     n = by_name(t)
     launches = [x for x in t.nodes if x.name == "cudaLaunchKernel"]
-    assert n["gemm"].data_deps == [launches[0].id]
+    assert list(n["gemm"].data_deps) == [launches[0].id]
     assert sorted(n["relu"].data_deps) == sorted([launches[1].id, n["gemm"].id])
     assert n["gemm"].duration_ns == 3001 and n["gemm"].stream == 7 and n["gemm"].is_cpu_op is False
     # relu (started 8.5) finished inside the sync: the wait attaches to the first host node after the
@@ -152,7 +152,7 @@ def test_fwdbwd_flow_is_a_cross_thread_edge(tmp_path):
         {"ph": "f", "id": 6, "pid": 1, "tid": 2, "ts": 10, "cat": "fwdbwd", "name": "fwdbwd", "bp": "e"},
     ]))
     n = by_name(t)
-    assert n["MulBackward0"].data_deps == [n["aten::mul"].id]
+    assert list(n["MulBackward0"].data_deps) == [n["aten::mul"].id]
 
 
 def test_rank_from_file_name_and_duplicate_ranks(tmp_path):

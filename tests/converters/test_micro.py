@@ -219,7 +219,7 @@ def test_metadata_node_with_every_attribute_kind_round_trips(tmp_path):
     assert len(node.attrs) == 31  # 15 kinds x (value, list) + is_cpu_op (ASTRA-sim completes only CPU-op METADATA)
     assert node.get_attr("is_cpu_op") is True
     assert {(a.name, a.kind) for a in node.attrs} == {(a.name, a.kind) for a in ts[0].nodes[0].attrs}
-    assert node.get_attr("sfixed64") == -9876543210 and node.get_attr("bytes_list") == [b"12345", b"12345"]
+    assert node.get_attr("sfixed64") == -9876543210 and list(node.get_attr("bytes_list")) == [b"12345", b"12345"]
 
 
 # ----- CLI --------------------------------------------------------------------------------

@@ -129,17 +129,16 @@ def _uniform_pipeline_traces(schedule: str, p: int, m: int, v: int, tf_ns: int, 
     ts = generate_llm(c)
     traces = {}
     for rank, trace in ts.items():
-        nodes = trace.nodes
-        for n in nodes:
+        nodes = []
+        for n in trace.nodes:
             role, phase = n.get_attr("op_role"), n.get_attr("phase")
             if role == "qkv_gemm" and phase == "fwd":
-                n.duration_ns = tf_ns // (v * lpc)
+                n = n.replace(duration_ns=tf_ns // (v * lpc))
             elif role == "qkv_gemm" and phase == "bwd":
-                n.duration_ns = tb_ns // (v * lpc)
+                n = n.replace(duration_ns=tb_ns // (v * lpc))
             else:  # untimed: no duration and no FLOPs/bytes, so no roofline fallback either
-                n.duration_ns = 0
-                n.remove_attr("num_ops")
-                n.remove_attr("tensor_size")
+                n = n.replace(duration_ns=0).without_attr("num_ops").without_attr("tensor_size")
+            nodes.append(n)
         traces[rank] = trace.with_nodes(nodes)
     return ts.with_traces(traces)
 

@@ -42,7 +42,7 @@ def test_feeder_json_form_reads_ids_deps_and_runtimes(samples_dir):
     trace = read_trace(samples_dir / "chakra" / "small_chakra.0.json")
     assert [n.id for n in trace.nodes] == [216, 217, 430, 432, 433, 435, 541]
     first, second = trace.nodes[0], trace.nodes[1]
-    assert first.duration_ns == 318_000 and second.data_deps == [216] and second.ctrl_deps == [3]
+    assert first.duration_ns == 318_000 and list(second.data_deps) == [216] and list(second.ctrl_deps) == [3]
     assert first.is_cpu_op is True and trace.nodes[5].type == 7  # ncclKernel broadcast: COMM_COLL
 
 

@@ -63,8 +63,9 @@ def test_validation_finds_every_injected_cycle(nodes, data):
     # add an edge from an earlier node back to a later one that (transitively) depends on it
     i = data.draw(st.integers(0, len(nodes) - 2))
     j = data.draw(st.integers(i + 1, len(nodes) - 1))
-    nodes[j].data_deps.append(nodes[i].id) if nodes[i].id not in nodes[j].data_deps else None
-    nodes[i].data_deps.append(nodes[j].id)  # i waits for j, j waits for i: a cycle
+    if nodes[i].id not in nodes[j].data_deps:
+        nodes[j] = nodes[j].replace(data_deps=nodes[j].data_deps + (nodes[i].id,))
+    nodes[i] = nodes[i].replace(data_deps=nodes[i].data_deps + (nodes[j].id,))  # i waits for j, j for i: a cycle
     issues = [x for x in validate_trace(ExecutionTrace(nodes)).issues if x.check == "cycle"]
     assert len(issues) == 1
     assert "dependency cycle" in issues[0].message

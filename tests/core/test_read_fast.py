@@ -78,7 +78,7 @@ def _every_kind_trace() -> ExecutionTrace:
                     ctrl_deps=[i - 2] if i > 1 else [], start_time_ns=1000 * i + (i % 3), duration_ns=2500 * i,
                     attrs=attrs)
         if i == 3:
-            node.inputs = IOInfo("[1]", "[[2]]", "[int]")
+            node = node.replace(inputs=IOInfo("[1]", "[[2]]", "[int]"))
         nodes.append(node)
     return ExecutionTrace(nodes)
 
@@ -118,4 +118,4 @@ def test_node_view_equals_protobuf_decode_on_the_benchmark_mix(tmp_path):
     trace = read_trace(path)
     assert len(trace.nodes) == 3000
     assert trace.nodes == read_trace(path)._encoded.decode_all()
-    assert trace.nodes[3].attrs[-1].value == "dp_grad_allreduce" and trace.nodes[3].data_deps == [2]
+    assert trace.nodes[3].attrs[-1].value == "dp_grad_allreduce" and list(trace.nodes[3].data_deps) == [2]

@@ -216,9 +216,10 @@ def test_a_stamped_file_whose_nodes_changed_is_read_in_full(job, tmp_path):
     for p in per_rank:
         (tmp_path / p.name).write_bytes(p.read_bytes())
     trace = read_trace(tmp_path / "job.6.et")
-    nodes = trace.nodes
-    comp = next(n for n in nodes if n.duration_ns > 0)
-    comp.duration_ns += 1_000_000  # 1 ms longer on rank 6 only; the metadata stamp still names its class
+    nodes = list(trace.nodes)
+    k = next(i for i, n in enumerate(nodes) if n.duration_ns > 0)
+    # 1 ms longer on rank 6 only; the metadata stamp still names its class
+    nodes[k] = nodes[k].replace(duration_ns=nodes[k].duration_ns + 1_000_000)
     write_trace(trace.with_nodes(nodes), tmp_path / "job.6.et")
     a, _ = replay_files(tmp_path / "job", "dgx-h100", options=ReplayOptions())
     c, _ = replay_files(tmp_path / "job", "dgx-h100", options=ReplayOptions(fold=False))

@@ -77,7 +77,7 @@ def test_timeline_needs_a_schedule():
 
 def test_measured_timeline_uses_start_and_duration(tmp_path):
     nodes = [comp(0, 500), comp(1, 300, deps=[0])]
-    nodes[0].start_time_ns, nodes[1].start_time_ns = 1_000_000, 1_000_700
+    nodes = [nodes[0].replace(start_time_ns=1_000_000), nodes[1].replace(start_time_ns=1_000_700)]
     trace = measured_timeline(traceset([nodes]))
     xs = sorted((e["ts"], e["dur"]) for e in _events(trace, "X"))
     assert xs == [(0.0, 0.5), (0.7, 0.3)]

@@ -89,16 +89,13 @@ def check_degree(what: str, value: Any) -> int:
 
 # ----------------------------------------------------------------------------- node copies
 def copy_node(node: Node) -> Node:
-    """A copy of ``node`` whose lists and attributes can be changed without touching the original."""
-    return Node(node.id, node.name, node.type, list(node.data_deps), list(node.ctrl_deps), node.start_time_ns,
-                node.duration_ns, node.inputs, node.outputs,
-                [Attr(a.name, list(a.value) if isinstance(a.value, list) else a.value, a.kind, a.doc_string)
-                 for a in node.attrs])
+    """``node`` itself: nodes are immutable values (kept for callers; edits use ``node.replace``)."""
+    return node
 
 
 def copy_metadata(md: Metadata) -> Metadata:
-    return Metadata(md.version, [Attr(a.name, list(a.value) if isinstance(a.value, list) else a.value,
-                                      a.kind, a.doc_string) for a in md.attrs])
+    """``md`` itself: metadata is an immutable value (edits use ``md.with_attr``)."""
+    return md
 
 
 def with_metadata(trace: ExecutionTrace, metadata: Metadata) -> ExecutionTrace:
@@ -182,7 +179,6 @@ def stamp_provenance(traceset: "TraceSet", steps: Iterable[dict[str, Any]], sour
         before = provenance_of(trace)
         if before is not None and before.get("steps") != steps:
             record["previous"] = before
-        md = copy_metadata(trace.metadata)
-        md.set_attr(PROVENANCE_ATTR, json.dumps(record, sort_keys=True), "string_val")
+        md = trace.metadata.with_attr(PROVENANCE_ATTR, json.dumps(record, sort_keys=True), "string_val")
         out[rank] = with_metadata(trace, md)
     return traceset.with_traces(out, traceset.process_groups)

@@ -81,10 +81,7 @@ def remove_nodes(trace: ExecutionTrace, remove: Callable[[Node], bool] | Iterabl
         if all(d in keep_ids for d in n.data_deps) and all(d in keep_ids for d in n.ctrl_deps):
             out.append(n)
             continue
-        c = copy_node(n)
-        c.data_deps = _expand(c.data_deps, rdata, c.id)
-        c.ctrl_deps = _expand(c.ctrl_deps, rctrl, c.id)
-        out.append(c)
+        out.append(n.replace(data_deps=_expand(n.data_deps, rdata, n.id), ctrl_deps=_expand(n.ctrl_deps, rctrl, n.id)))
     return trace.with_nodes(out)
 
 
@@ -118,8 +115,6 @@ def drop_dangling(trace: ExecutionTrace, keep: Callable[[Node], bool]) -> Execut
         if all(d in ids for d in n.data_deps) and all(d in ids for d in n.ctrl_deps):
             out.append(n)
         else:
-            c = copy_node(n)
-            c.data_deps = [d for d in c.data_deps if d in ids]
-            c.ctrl_deps = [d for d in c.ctrl_deps if d in ids]
-            out.append(c)
+            out.append(n.replace(data_deps=[d for d in n.data_deps if d in ids],
+                                 ctrl_deps=[d for d in n.ctrl_deps if d in ids]))
     return trace.with_nodes(out)

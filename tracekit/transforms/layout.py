@@ -229,29 +229,27 @@ def remap_nodes(nodes: Iterable[Node], *, group_of: Mapping[str, str], peer_of, 
     for n in nodes:
         if is_pg_init(n):
             if pg_init is not None:
-                c = copy_node(pg_init)
-                c.id, c.data_deps, c.ctrl_deps = n.id, list(n.data_deps), list(n.ctrl_deps)
-                out.append(c)
+                out.append(pg_init.replace(id=n.id, data_deps=n.data_deps, ctrl_deps=n.ctrl_deps))
             continue
         if not n.is_comm:
             out.append(n)
             continue
-        c = copy_node(n)
+        c = n
         pg = n.get_attr("pg_name")
         if pg is not None:
-            c.set_attr("pg_name", group_of[canonical_pg_name(pg)], "string_val")
+            c = c.with_attr("pg_name", group_of[canonical_pg_name(pg)], "string_val")
         if n.type in (NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE):
             src, dst = n.comm_src, n.comm_dst
             if n.type == NodeType.COMM_SEND_NODE:
                 if src is not None:
-                    c.set_attr("comm_src", new_rank)
+                    c = c.with_attr("comm_src", new_rank)
                 if dst is not None:
-                    c.set_attr("comm_dst", peer_of(dst))
+                    c = c.with_attr("comm_dst", peer_of(dst))
             else:
                 if dst is not None:
-                    c.set_attr("comm_dst", new_rank)
+                    c = c.with_attr("comm_dst", new_rank)
                 if src is not None:
-                    c.set_attr("comm_src", peer_of(src))
+                    c = c.with_attr("comm_src", peer_of(src))
         out.append(c)
     return out
 
@@ -303,12 +301,10 @@ def regrid(traceset: "TraceSet", old: Grid, new: Grid, template_of, *, node_fn=N
         except TransformError as exc:
             raise exc.with_context(rank=t) from None
         if len(names.names) > 1 and not any(is_pg_init(n) for n in nodes):
-            c = copy_node(decl)
-            c.id = max((n.id for n in nodes), default=-1) + 1
-            nodes.insert(0, c)
+            nodes.insert(0, decl.replace(id=max((n.id for n in nodes), default=-1) + 1))
         if node_fn is not None:
             nodes = [node_fn(n, t, r) or n for n in nodes]
-        md = copy_metadata(trace.metadata)
+        md = trace.metadata
         if config_update:
             raw = md.get_attr(LLM_CONFIG_ATTR)
             if raw is not None:
@@ -318,6 +314,6 @@ def regrid(traceset: "TraceSet", old: Grid, new: Grid, template_of, *, node_fn=N
                         cfg[k] = v
                     else:
                         cfg["parallel"][k] = v
-                md.set_attr(LLM_CONFIG_ATTR, json.dumps(cfg, sort_keys=True), "string_val")
+                md = md.with_attr(LLM_CONFIG_ATTR, json.dumps(cfg, sort_keys=True), "string_val")
         out[r] = ExecutionTrace(nodes, md, rank=r)
     return TraceSet(out, names.mapping())

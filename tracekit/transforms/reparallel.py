@@ -155,18 +155,18 @@ def _tp_scaled(node: Node, shape: mg.Shape, tp_old: int, tp_new: int, cp: int, s
             k = fv if role in mg.VOCAB_GEMM else f
             k_flops = k
             if nbytes:
-                c.set_attr("tensor_size", int(round(th + (nbytes - th) * k)))
+                c = c.with_attr("tensor_size", int(round(th + (nbytes - th) * k)))
         if k_flops is not None:
             if flops:
-                c.set_attr("num_ops", int(round(flops * k_flops)))
+                c = c.with_attr("num_ops", int(round(flops * k_flops)))
             if k_bytes is not None and nbytes:
-                c.set_attr("tensor_size", int(round(nbytes * k_bytes)))
+                c = c.with_attr("tensor_size", int(round(nbytes * k_bytes)))
             if node.duration_ns:
-                c.duration_ns = int(round(node.duration_ns * k_flops))
+                c = c.replace(duration_ns=int(round(node.duration_ns * k_flops)))
     elif node.is_comm:
         split = role in mg.SPLIT_COMM or (sp and (role in mg.SPLIT_COMM_SP or str(role).startswith("pp_")))
         if split and node.comm_bytes:
-            c.set_attr("comm_size", int(round(node.comm_bytes * f)))
+            c = c.with_attr("comm_size", int(round(node.comm_bytes * f)))
     return c
 
 
@@ -251,19 +251,18 @@ def reparallelize(traceset, *, tp: int | None = None, pp: int | None = None, sch
                                lpc_new, sp, tp_new)
     names = GroupNames(new.world_size, [g for _, groups in built.values() for g in groups.values()])
     decl = names.declaration()
-    md = copy_metadata(traceset[traceset.ranks[0]].metadata)
     cfg_new = json.loads(json.dumps(cfg))
     cfg_new["parallel"].update(tp=tp_new, pp=pp_new, schedule=schedule)
-    md.set_attr(LLM_CONFIG_ATTR, json.dumps(cfg_new, sort_keys=True), "string_val")
+    md = traceset[traceset.ranks[0]].metadata.with_attr(LLM_CONFIG_ATTR, json.dumps(cfg_new, sort_keys=True),
+                                                        "string_val")
     from tracekit.traceset import TraceSet
 
     out = {}
     for r, (nodes, groups) in built.items():
         nodes[0] = pg_init_node(0, decl)
-        for n in nodes:
-            if n.id in groups:
-                n.set_attr("pg_name", names.name(groups[n.id]), "string_val")
-        out[r] = ExecutionTrace(nodes, copy_metadata(md), rank=r)
+        nodes = [n.with_attr("pg_name", names.name(groups[n.id]), "string_val") if n.id in groups else n
+                 for n in nodes]
+        out[r] = ExecutionTrace(nodes, md, rank=r)
     return TraceSet(out, names.mapping())
 
 
@@ -278,10 +277,9 @@ def _build_rank(r, new: Grid, old: Grid, old_groups, shape: mg.Shape, cfg, m: in
 
     def add(template: Node, deps: list[int], template_rank: int, attrs: dict[str, Any] | None = None) -> int:
         nid = len(nodes)
-        n = copy_node(template)
-        n.id, n.data_deps, n.ctrl_deps = nid, deps, []
+        n = template.replace(id=nid, data_deps=deps, ctrl_deps=())
         for k, v in (attrs or {}).items():
-            n.set_attr(k, v)
+            n = n.with_attr(k, v)
         if n.is_comm and n.get_attr("pg_name") is not None and nid not in groups:
             key = (canonical_pg_name(n.pg_name), template_rank)
             if key not in mapped:
@@ -376,7 +374,7 @@ def _build_rank(r, new: Grid, old: Grid, old_groups, shape: mg.Shape, cfg, m: in
         for index, (units_b, elems) in enumerate(buckets):
             deps = sorted({last_bwd[u] for u in units_b}) if overlap else list(final)
             nid = add(bucket_t, deps, stage_src, {"comm_size": elems * shape.grad_bytes, "bucket": index})
-            nodes[nid].set_attr("layers", list(units_b), "int64_list")
+            nodes[nid] = nodes[nid].with_attr("layers", list(units_b), "int64_list")
             waits.append(nid)
     if sp:
         norm_t = others.get("sp_norm_grad_allreduce")
@@ -407,7 +405,7 @@ def _build_rank(r, new: Grid, old: Grid, old_groups, shape: mg.Shape, cfg, m: in
             if isinstance(v, int) and v > 0:
                 attrs[name] = int(round(v * k))
         nid = add(opt_t, waits, stage_src, attrs)
-        nodes[nid].duration_ns = int(round(opt_t.duration_ns * k))
+        nodes[nid] = nodes[nid].replace(duration_ns=int(round(opt_t.duration_ns * k)))
     return nodes, groups
 
 

@@ -102,15 +102,14 @@ class Rescale(Transform):
                 tn = traceset[template]
                 orig = tn.node_by_id(node.id)
                 if dp_spanning(orig):
-                    node.set_attr("comm_size", scale_int(node.comm_bytes or 0, ratio))
+                    return node.with_attr("comm_size", scale_int(node.comm_bytes or 0, ratio))
                 return node
             if node.get_attr("op_role") == "optimizer_step":
-                c = copy_node(node)
-                c.duration_ns = scale_int(c.duration_ns, ratio)
+                c = node.replace(duration_ns=scale_int(node.duration_ns, ratio))
                 for name in ("num_ops", "tensor_size"):
                     v = c.get_attr(name)
                     if isinstance(v, int) and v > 0:
-                        c.set_attr(name, scale_int(v, ratio))
+                        c = c.with_attr(name, scale_int(v, ratio))
                 return c
             return None
 

@@ -108,14 +108,13 @@ def scaled_compute(node: Node, k: float) -> Node:
     inputs (``num_ops`` FLOPs and ``tensor_size`` bytes) are, so a roofline
     replay scales the same way.
     """
-    c = copy_node(node)
     if node.duration_ns > 0:
-        c.duration_ns = scale_int(node.duration_ns, k)
-    else:
-        for name in ("num_ops", "tensor_size"):
-            v = node.get_attr(name)
-            if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0:
-                c.set_attr(name, scale_int(int(v), k))
+        return node.replace(duration_ns=scale_int(node.duration_ns, k))
+    c = node
+    for name in ("num_ops", "tensor_size"):
+        v = node.get_attr(name)
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0:
+            c = c.with_attr(name, scale_int(int(v), k))
     return c
 
 
@@ -251,14 +250,11 @@ class Retarget(Transform):
                 new = project_node(node, src, dst, True, report)
             if new is None or round(new) == d:
                 return None
-            c = copy_node(node)
-            c.duration_ns = int(round(new))
-            return c
+            return node.replace(duration_ns=int(round(new)))
 
         out = map_nodes(trace, one)
-        md = copy_metadata(out.metadata)
-        md.set_attr(COMPUTE_DEVICE_ATTR, dst.name or dst.key, "string_val")
-        md.set_attr("compute_projection", orjson.dumps(report.to_dict()).decode(), "string_val")
+        md = out.metadata.with_attr(COMPUTE_DEVICE_ATTR, dst.name or dst.key, "string_val")
+        md = md.with_attr("compute_projection", orjson.dumps(report.to_dict()).decode(), "string_val")
         return out.with_metadata(md), report
 
 
@@ -326,9 +322,7 @@ class ScaleComm(Transform):
             size = node.comm_bytes
             if k == 1.0 or size is None:
                 return None
-            c = copy_node(node)
-            c.set_attr("comm_size", scale_int(size, k))
-            return c
+            return node.with_attr("comm_size", scale_int(size, k))
 
         return map_traces(traceset, lambda t: map_nodes(t, one))
 

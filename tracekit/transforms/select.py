@@ -253,11 +253,11 @@ class KeepRanks(Transform):
                         drop.add(n.id)
                         nodes.append(n)
                         continue
-                    c = copy_node(n)
+                    c = n
                     if src is not None:
-                        c.set_attr("comm_src", new_of[src])
+                        c = c.with_attr("comm_src", new_of[src])
                     if dst is not None:
-                        c.set_attr("comm_dst", new_of[dst])
+                        c = c.with_attr("comm_dst", new_of[dst])
                     nodes.append(c)
                 else:
                     nodes.append(n)
