@@ -53,9 +53,9 @@ def _float_out(v: float) -> Any:
 def _attr_out(a: Attr) -> dict[str, Any]:
     value = a.value
     if a.kind in _FLOAT_KINDS:
-        value = [_float_out(v) for v in value] if isinstance(value, list) else _float_out(value)
+        value = [_float_out(v) for v in value] if isinstance(value, (list, tuple)) else _float_out(value)
     elif a.kind in _BYTES_KINDS:
-        value = [base64.b64encode(v).decode() for v in value] if isinstance(value, list) \
+        value = [base64.b64encode(v).decode() for v in value] if isinstance(value, (list, tuple)) \
             else base64.b64encode(value).decode()
     out: dict[str, Any] = {"name": a.name, "kind": a.kind, "value": value}
     if a.doc_string:

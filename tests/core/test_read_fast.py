@@ -101,8 +101,10 @@ def test_node_view_of_a_corrupt_file_raises_the_record_error(tmp_path):
     data[at + 1] = 0xFF
     data[at + 2] |= 0x80
     path.write_bytes(bytes(data))
-    with pytest.raises(TraceFormatError):
-        _ = read_trace(path).nodes
+    nodes = read_trace(path).nodes  # a view: attributes are decoded when touched
+    assert [n.id for n in nodes] == [0, 1, 2]
+    with pytest.raises(TraceFormatError, match="node 2"):
+        _ = [n.attrs for n in nodes]
 
 
 def test_node_view_equals_protobuf_decode_on_the_benchmark_mix(tmp_path):

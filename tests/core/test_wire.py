@@ -87,7 +87,7 @@ def test_scratch_trace_json_roundtrip_is_identity(tmp_path):
     data = encode_trace(trace)
     again = loads_trace(dumps_trace(trace))
     assert encode_trace(again) == data
-    assert [n for n in again.nodes] == trace.nodes
+    assert [n for n in again.nodes] == list(trace.nodes)
     p = write_trace(trace, tmp_path / "t.0.et")
     assert p.read_bytes() == data
 
