@@ -353,7 +353,6 @@ def _remove_stage(nodes: Iterable[Node], transform: "Transform", rank: int, coun
         out.pop(self_id, None)
         return list(out)
 
-    from tracekit.transforms.base import copy_node
 
     for chunk in _chunks(nodes, CHUNK_NODES):
         stripped = [Node(n.id, n.name, n.type, [], [], n.start_time_ns, n.duration_ns, n.inputs, n.outputs, n.attrs)

@@ -21,7 +21,7 @@ import math
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from tracekit.errors import ConfigError, TransformError
-from tracekit.model import Attr, ExecutionTrace, Metadata, Node
+from tracekit.model import ExecutionTrace, Metadata, Node
 
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.traceset import TraceSet

@@ -13,7 +13,6 @@ from __future__ import annotations
 from typing import Callable, Iterable
 
 from tracekit.model import ExecutionTrace, Node
-from tracekit.transforms.base import copy_node
 
 
 def _resolver(by_id: dict[int, Node], keep_ids: set[int], deps_of: Callable[[Node], list[int]]):

@@ -32,7 +32,7 @@ from typing import Any
 
 from tracekit.errors import ConfigError
 from tracekit.model import ExecutionTrace, Node, NodeType
-from tracekit.transforms.base import Transform, copy_node, map_traces
+from tracekit.transforms.base import Transform, map_traces
 
 FULL_REDUCTION_LIMIT = 40_000
 

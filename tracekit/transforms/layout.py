@@ -38,7 +38,6 @@ from typing import TYPE_CHECKING, Iterable, Mapping
 from tracekit.errors import TransformError
 from tracekit.groups import DEFAULT_PG, canonical_pg_name, is_pg_init, pg_init_node
 from tracekit.model import ExecutionTrace, Node, NodeType, check_rank_count
-from tracekit.transforms.base import copy_metadata, copy_node
 
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.traceset import TraceSet

@@ -51,7 +51,7 @@ from typing import Any
 from tracekit.errors import ConfigError, TransformError
 from tracekit.groups import canonical_pg_name, pg_init_node
 from tracekit.model import ExecutionTrace, Node, NodeType
-from tracekit.transforms.base import Transform, check_degree, copy_metadata, copy_node
+from tracekit.transforms.base import Transform, check_degree, copy_node
 from tracekit.transforms.layout import LLM_CONFIG_ATTR, GroupNames, Grid, grid_of, llm_config_of, map_group
 from tracekit.transforms import megatron as mg
 

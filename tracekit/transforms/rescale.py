@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 from tracekit.errors import ConfigError, TransformError
 from tracekit.model import CollectiveType, Node, NodeType
-from tracekit.transforms.base import Transform, check_degree, copy_node, map_nodes, map_traces, scale_int
+from tracekit.transforms.base import Transform, check_degree, map_nodes, map_traces, scale_int
 from tracekit.transforms.bypass import remove_nodes
 from tracekit.transforms.layout import grid_of, llm_config_of, regrid
 

@@ -24,7 +24,7 @@ from typing import Any, Mapping
 
 from tracekit.errors import ConfigError
 from tracekit.model import COMM_TYPES, CollectiveType, Node, NodeType
-from tracekit.transforms.base import Transform, check_factor, copy_node, map_nodes, map_traces, scale_int
+from tracekit.transforms.base import Transform, check_factor, map_nodes, map_traces, scale_int
 
 COMPUTE_TYPES = ("COMP_NODE",)
 _TIMED = frozenset({NodeType.COMP_NODE, NodeType.MEM_LOAD_NODE, NodeType.MEM_STORE_NODE})
@@ -225,7 +225,6 @@ class Retarget(Transform):
         import orjson
 
         from tracekit.projection import new_report, project_node
-        from tracekit.transforms.base import copy_metadata
 
         src, dst = self.source, self.target
         # a CPU source: host ops are the compute; else the device nodes (decided per node, so streaming

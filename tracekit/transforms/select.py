@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from tracekit.errors import ConfigError, TransformError
 from tracekit.groups import PG_INIT_NAME, canonical_pg_name, is_pg_init
 from tracekit.model import ExecutionTrace, Node, NodeType
-from tracekit.transforms.base import Transform, copy_metadata, copy_node, map_traces
+from tracekit.transforms.base import Transform, copy_metadata, map_traces
 from tracekit.transforms.bypass import drop_dangling, remove_nodes
 
 

@@ -1,0 +1,259 @@
+"""`.et` record framing and decompression (re-exported by :mod:`tracekit.io`).
+
+A `.et` file is a stream of records, each a varint32 byte length followed by
+one protobuf message (docs/design.md section 3).  :func:`split_records` finds
+the record spans of a whole file, :class:`EncodedNodes` keeps a file's node
+records encoded, :func:`gunzip_limited` decompresses within the limits.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import zlib
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+from google.protobuf.message import DecodeError
+
+from tracekit._codec import node_from_pb
+from tracekit._output import read_input_bytes
+from tracekit._proto import et_def_pb2 as pb
+from tracekit.errors import TraceFormatError, TracekitError
+from tracekit.model import Node
+
+GZIP_MAGIC = b"\x1f\x8b"
+_RANK_RE = re.compile(r"\.(\d+)\.et(\.gz)?$")
+
+
+# ----------------------------------------------------------------------------- decompression limits
+DEFAULT_MAX_DECOMPRESSED_BYTES = 4 << 30
+DEFAULT_MAX_GZIP_RATIO = 300
+_RATIO_CHECK_AFTER = 64 << 20
+_CHUNK = 4 << 20
+
+
+def _env_limit(name: str, default: int) -> int:
+    text = os.environ.get(name)
+    if not text:
+        return default
+    try:
+        value = int(float(text))
+    except ValueError:
+        raise TracekitError(f"{name}={text!r} is not a number") from None
+    if value <= 0:
+        raise TracekitError(f"{name}={text!r} must be positive")
+    return value
+
+
+def decompression_limits() -> tuple[int, int]:
+    """``(max_bytes, max_ratio)`` for gzip input.
+
+    ``max_bytes`` caps the decompressed size of one file (env
+    ``TRACEKIT_MAX_DECOMPRESSED_BYTES``, default 4 GiB); ``max_ratio`` caps the
+    decompressed/compressed size ratio once more than 64 MiB came out (env
+    ``TRACEKIT_MAX_GZIP_RATIO``, default 300; real traces compress 7-30x,
+    a gzip bomb of zeros about 1000x).
+    """
+    return (_env_limit("TRACEKIT_MAX_DECOMPRESSED_BYTES", DEFAULT_MAX_DECOMPRESSED_BYTES),
+            _env_limit("TRACEKIT_MAX_GZIP_RATIO", DEFAULT_MAX_GZIP_RATIO))
+
+
+def gunzip_limited(data: bytes, *, path: str | os.PathLike[str] | None = None) -> bytes:
+    """Decompress gzip ``data`` (all members) within :func:`decompression_limits`.
+
+    Memory stays bounded by the cap: the output is produced in chunks and the
+    limits are checked after each one.
+
+    Raises:
+        TraceFormatError: corrupt or truncated gzip data, or a limit exceeded
+            (naming the environment variable that raises it).
+    """
+    max_bytes, max_ratio = decompression_limits()
+    out: list[bytes] = []
+    total = 0
+    rest = data
+    try:
+        while rest:
+            d = zlib.decompressobj(wbits=31)
+            buf = rest
+            while True:
+                chunk = d.decompress(buf, _CHUNK)
+                buf = d.unconsumed_tail
+                total += len(chunk)
+                out.append(chunk)
+                consumed = len(rest) - len(d.unused_data) - len(buf)
+                if total > max_bytes:
+                    raise TraceFormatError(
+                        f"decompresses to more than {max_bytes:,} bytes (limit: set TRACEKIT_MAX_DECOMPRESSED_BYTES "
+                        f"to raise it)", path=path)
+                if total > _RATIO_CHECK_AFTER and total > max_ratio * max(1, len(data) - len(rest) + consumed):
+                    raise TraceFormatError(
+                        f"gzip data expands more than {max_ratio}x (a decompression bomb?); set "
+                        f"TRACEKIT_MAX_GZIP_RATIO to raise the limit", path=path)
+                if d.eof or (not chunk and not buf):
+                    break
+            if not d.eof:
+                raise TraceFormatError("corrupt gzip stream: truncated (end of stream not found)", path=path)
+            rest = d.unused_data.lstrip(b"\0")  # further members; zero padding after the last one is allowed
+    except zlib.error as exc:
+        raise TraceFormatError(f"corrupt gzip stream: {exc}", path=path) from None
+    return b"".join(out)
+
+
+# ----------------------------------------------------------------------------- record framing
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        b = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def frame(message_bytes: bytes) -> bytes:
+    """One record: varint32 length + message bytes."""
+    return _varint(len(message_bytes)) + message_bytes
+
+
+def _read_raw(path: str | os.PathLike[str]) -> bytes:
+    p = Path(path)
+    data = read_input_bytes(p)
+    if data[:2] == GZIP_MAGIC:
+        data = gunzip_limited(data, path=p)
+    return data
+
+
+def split_records(data: bytes, *, path: str | None = None, rank: int | None = None) -> tuple[int, int, np.ndarray, np.ndarray]:
+    """Split a `.et` byte string into records.
+
+    Returns:
+        ``(meta_start, meta_end, starts, ends)``: the metadata message span and
+        int64 arrays (shape ``[N]``) of node message spans (without prefixes).
+
+    Raises:
+        TraceFormatError: empty input, truncated length prefix, a length past
+            the end of the data, or an empty node record.
+    """
+    n = len(data)
+    if n == 0:
+        raise TraceFormatError("empty file: no GlobalMetadata record", path=path, rank=rank)
+    # One pass over the length prefixes: only the record boundaries are kept
+    # (``bounds[i]`` = offset of record i's prefix; the last entry = end of data);
+    # prefix lengths and message spans are then derived with numpy.
+    bounds = [0]
+    append = bounds.append
+    pos = 0
+    while pos < n:
+        b = data[pos]
+        if b < 0x80:  # one-byte length prefix: records under 128 bytes
+            if not b and pos:  # fail at once: a run of zero bytes would otherwise be scanned to its end
+                raise TraceFormatError("empty node record (zero length)", byte_offset=pos, path=path, rank=rank)
+            pos += b + 1
+        elif pos + 1 < n and data[pos + 1] < 0x80:  # two-byte prefix: records under 16 KiB
+            pos += ((b & 0x7F) | (data[pos + 1] << 7)) + 2
+        else:
+            rec_at, length, shift = pos, 0, 0
+            while True:
+                if pos >= n:
+                    raise TraceFormatError("truncated record length prefix", byte_offset=rec_at,
+                                           path=path, rank=rank)
+                b = data[pos]
+                pos += 1
+                length |= (b & 0x7F) << shift
+                if b < 0x80:
+                    break
+                shift += 7
+                if shift > 35:
+                    raise TraceFormatError("malformed record length prefix (more than 5 bytes)",
+                                           byte_offset=rec_at, path=path, rank=rank)
+            pos += length
+        append(pos)
+    if pos > n:
+        rec_at = bounds[-2]
+        body_at = rec_at + _prefix_len(data, rec_at)
+        hint = ""
+        if data[:1] in (b"{", b"[") or data[:3] == b"\xef\xbb\xbf":
+            hint = "; the file looks like JSON: give it a .json name, or turn it into .et with `tracekit load`"
+        raise TraceFormatError(
+            f"record of {pos - body_at} bytes runs past the end of the file ({n - body_at} bytes left){hint}",
+            byte_offset=rec_at, path=path, rank=rank)
+    edges = np.asarray(bounds, dtype=np.int64)
+    rec_starts, rec_ends = edges[:-1], edges[1:]
+    # prefix lengths, vectorized: 1 + the number of leading continuation bytes (at most 5, checked above)
+    u8 = np.frombuffer(data, dtype=np.uint8)
+    plen = np.ones(len(rec_starts), dtype=np.int64)
+    cont = u8[rec_starts] >= 0x80
+    for k in range(1, 5):
+        if not cont.any():
+            break
+        plen += cont
+        cont &= u8[np.minimum(rec_starts + k, n - 1)] >= 0x80
+    starts = rec_starts + plen
+    empty = np.flatnonzero(starts[1:] == rec_ends[1:])
+    if len(empty):
+        raise TraceFormatError("empty node record (zero length)", byte_offset=int(rec_starts[1 + empty[0]]),
+                               path=path, rank=rank)
+    off_t = np.int32 if n < 2**31 else np.int64  # byte offsets: 4 bytes each for files under 2 GiB
+    return int(starts[0]), int(rec_ends[0]), starts[1:].astype(off_t), rec_ends[1:].astype(off_t)
+
+
+def _prefix_len(data: bytes, at: int) -> int:
+    k = at
+    while data[k] >= 0x80:
+        k += 1
+    return k - at + 1
+
+
+class EncodedNodes:
+    """The node records of one file, kept encoded (see module docstring)."""
+
+    __slots__ = ("data", "starts", "ends", "path", "rank")
+
+    def __init__(self, data: bytes, starts: np.ndarray, ends: np.ndarray, path: str | None, rank: int | None):
+        self.data, self.starts, self.ends, self.path, self.rank = data, starts, ends, path, rank
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def decode_one(self, i: int, last_good: int | None = None) -> Any:
+        s, e = int(self.starts[i]), int(self.ends[i])
+        m = pb.Node()
+        try:
+            m.ParseFromString(self.data[s:e])
+        except DecodeError as exc:
+            raise TraceFormatError(f"undecodable Node message ({exc})", byte_offset=s,
+                                   last_good_node_id=last_good, path=self.path, rank=self.rank) from None
+        return m
+
+    def decode_all(self) -> list[Node]:
+        out: list[Node] = []
+        last = None
+        for i in range(len(self.starts)):
+            m = self.decode_one(i, last)
+            try:
+                out.append(node_from_pb(m))
+            except TracekitError as exc:
+                raise exc.with_context(path=self.path, rank=self.rank) from None
+            last = m.id
+        return out
+
+    def columns(self):
+        from tracekit._columnar import decode_columns
+
+        return decode_columns(self)
+
+    def raw_records(self) -> Iterator[bytes]:
+        data = self.data
+        for s, e in zip(self.starts.tolist(), self.ends.tolist()):
+            yield frame(data[s:e])
+
+
+def rank_from_path(path: str | os.PathLike[str]) -> int | None:
+    """The rank in a ``<prefix>.<rank>.et[.gz]`` file name, or None."""
+    m = _RANK_RE.search(os.fspath(path))
+    return int(m.group(1)) if m else None

@@ -1,0 +1,170 @@
+"""Output safety: inputs are never written, outputs are written atomically (re-exported by :mod:`tracekit.io`).
+
+Every write goes to a temporary file in the target directory, then is renamed
+over the target, with SIGINT/SIGTERM/SIGHUP deferred around the rename, so an
+output is never half-written; while :func:`protect_inputs` is on, any path a
+command read is refused as an output.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import stat
+import tempfile
+from pathlib import Path
+from typing import IO, Any, Iterator
+
+from tracekit.errors import TracekitError
+
+_UMASK = os.umask(0)
+os.umask(_UMASK)
+
+
+# ----------------------------------------------------------------------------- input protection
+_PROTECTED: set[str] | None = None  # real paths of this command's inputs, while protection is on
+
+
+@contextlib.contextmanager
+def protect_inputs() -> Iterator[None]:
+    """While active, every file read through :func:`note_input` may not be written by :func:`atomic_output`.
+
+    The CLI runs each command under it, so ``-o`` naming one of the
+    command's inputs is refused instead of destroying the input.
+    """
+    global _PROTECTED
+    saved, _PROTECTED = _PROTECTED, set()
+    try:
+        yield
+    finally:
+        _PROTECTED = saved
+
+
+def note_input(path: str | os.PathLike[str]) -> None:
+    """Record ``path`` as an input of the running command (see :func:`protect_inputs`)."""
+    if _PROTECTED is not None:
+        _PROTECTED.add(os.path.realpath(path))
+
+
+def read_input_bytes(path: str | os.PathLike[str]) -> bytes:
+    """All bytes of an input file, recorded with :func:`note_input`."""
+    note_input(path)
+    with open(path, "rb") as fh:
+        return fh.read()
+
+
+def check_output(path: str | os.PathLike[str]) -> None:
+    """Raise TracekitError when ``path`` is an input of the running command."""
+    if _PROTECTED is not None and os.path.realpath(path) in _PROTECTED:
+        raise TracekitError("refusing to overwrite an input of this command; choose another output path",
+                            path=path)
+
+
+# ----------------------------------------------------------------------------- atomic output
+def output_target(path: str | os.PathLike[str]) -> tuple[Path, bool]:
+    """Where a write to ``path`` lands: ``(file to replace or write, write_through)``.
+
+    A symlink is followed, so its target is replaced and the link stays.  A
+    path that names something other than a regular file (a device such as
+    ``/dev/null``, a FIFO, a socket, or ``/dev/stdout`` and the other
+    ``/proc`` magic links) is written through (opened and written in place,
+    ``write_through`` True): renaming a file over it would destroy it.
+    """
+    p = Path(path)
+    try:
+        st = os.stat(p)  # follows symlinks
+    except (FileNotFoundError, NotADirectoryError):
+        st = None
+    real = Path(os.path.realpath(p))
+    if st is not None and (not stat.S_ISREG(st.st_mode) or str(real).startswith("/proc/")):
+        return p, True
+    return (real if p.is_symlink() else p), False
+
+
+_DEFERRED_SIGNALS = {getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n)}
+
+
+@contextlib.contextmanager
+def _signals_deferred() -> Iterator[None]:
+    """Block SIGINT/SIGTERM/SIGHUP for a few statements (creating a temporary file and recording its name),
+    so an interrupt cannot land between the two and leave a file nobody knows to remove."""
+    if not hasattr(signal, "pthread_sigmask"):  # pragma: no cover - not on Linux
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, _DEFERRED_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def make_parents(folder: Path) -> list[Path]:
+    """Create ``folder`` and missing parents; returns those created (deepest last) for :func:`remove_if_empty`."""
+    missing = []
+    f = Path(folder)
+    while not f.exists() and f != f.parent:
+        missing.append(f)
+        f = f.parent
+    if f.exists() and not f.is_dir():  # e.g. `-o README.md/out.json`: mkdir would only say "File exists"
+        raise TracekitError("not a directory (the output path needs it as a folder)", path=f)
+    folder.mkdir(parents=True, exist_ok=True)
+    return list(reversed(missing))
+
+
+def remove_if_empty(created: list[Path]) -> None:
+    """Remove the folders :func:`make_parents` created, deepest first, while they are empty (a failed write)."""
+    for f in reversed(created):
+        try:
+            f.rmdir()
+        except OSError:
+            return
+
+
+def _new_temp(folder: Path) -> tuple[int, str]:
+    fd, tmp = tempfile.mkstemp(prefix=".tk-", suffix=".tmp", dir=folder)
+    os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp creates 0600; give the file the usual permissions
+    return fd, tmp
+
+
+@contextlib.contextmanager
+def atomic_output(path: str | os.PathLike[str], mode: str = "wb") -> Iterator[IO[Any]]:
+    """Open a temporary file next to ``path``; rename it onto ``path`` on success.
+
+    On any exception the temporary file is removed and ``path`` is untouched.
+    Parent directories are created.  ``mode`` is ``"wb"`` or ``"w"`` (UTF-8).
+    A symlink is followed (its target is replaced); a device, FIFO or
+    ``/dev/stdout`` is written through, never replaced (see :func:`output_target`).
+
+    Raises:
+        TracekitError: ``path`` is an input of the running command (see :func:`protect_inputs`).
+    """
+    check_output(path)
+    target, through = output_target(path)
+    kwargs = {} if "b" in mode else {"encoding": "utf-8"}
+    if through:
+        try:
+            with open(target, mode, **kwargs) as fh:
+                yield fh
+        except OSError as exc:
+            raise TracekitError(f"cannot write: {exc.strerror or exc}", path=path) from None
+        return
+    created = make_parents(target.parent)
+    tmp = None
+    try:
+        with _signals_deferred():
+            fd, tmp = _new_temp(target.parent)
+        with os.fdopen(fd, mode, **kwargs) as fh:
+            yield fh
+        os.replace(tmp, target)
+    except BaseException:
+        if tmp is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+        remove_if_empty(created)
+        raise
+
+
+def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> None:
+    with atomic_output(path, "wb") as fh:
+        fh.write(data)

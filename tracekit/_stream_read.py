@@ -1,0 +1,253 @@
+"""Reading a `.et`/`.et.gz` file as a stream: the metadata record alone, or the nodes in bounded memory.
+
+:func:`iter_nodes` reads blocks of ``BLOCK_BYTES``, frames the complete
+records of each block, decodes them column-wise (:mod:`tracekit._columnar`)
+and yields node views (:class:`tracekit._nodeview.NodeView`), so memory holds
+one block and its columns at a time.  Whenever a block is not plainly
+well-formed (a bad or truncated length prefix, an empty record, a record that
+does not decode), the rest of the file is read record by record with protobuf,
+which yields every good node before the bad record and raises the error that
+names it (byte offset, last good node id).
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+from typing import IO, Iterator
+
+import numpy as np
+from google.protobuf.message import DecodeError
+
+from tracekit._codec import metadata_from_pb, node_from_pb
+from tracekit._framing import EncodedNodes, decompression_limits, rank_from_path
+from tracekit._output import note_input
+from tracekit._proto import et_def_pb2 as pb
+from tracekit.errors import TraceFormatError, TracekitError
+from tracekit.model import Metadata, Node
+
+GZIP_MAGIC = b"\x1f\x8b"
+BLOCK_BYTES = 8 << 20  # bytes read per step of iter_nodes
+
+
+def _maybe_gunzip(raw: IO[bytes]) -> IO[bytes]:
+    """A reader of ``raw``'s content, decompressing when it starts with the gzip magic."""
+    head = raw.read(2)
+    raw.seek(0)
+    return gzip.open(raw, "rb") if head == GZIP_MAGIC else raw  # type: ignore[return-value]
+
+
+def read_metadata(path: str | os.PathLike[str]) -> Metadata:
+    """The GlobalMetadata of a `.et`/`.et.gz` file, reading only its first record.
+
+    Raises:
+        TraceFormatError: empty file, truncated or undecodable metadata record.
+    """
+    spath = os.fspath(path)
+    rank = rank_from_path(spath)
+    note_input(spath)
+    with open(spath, "rb") as raw:
+        fh = _maybe_gunzip(raw)
+        prefix = fh.read(5)
+        if not prefix:
+            raise TraceFormatError("empty file: no GlobalMetadata record", path=spath, rank=rank)
+        length, shift, used = 0, 0, 0
+        for b in prefix:
+            used += 1
+            length |= (b & 0x7F) << shift
+            if b < 0x80:
+                break
+            shift += 7
+        else:
+            raise TraceFormatError("truncated or malformed metadata length prefix", byte_offset=0, path=spath,
+                                   rank=rank)
+        body = prefix[used:] + fh.read(max(0, length - (len(prefix) - used)))
+        if len(body) < length:
+            raise TraceFormatError(f"metadata record of {length} bytes runs past the end of the file",
+                                   byte_offset=0, path=spath, rank=rank)
+    m = pb.GlobalMetadata()
+    try:
+        m.ParseFromString(body[:length])
+    except DecodeError as exc:
+        raise TraceFormatError(f"undecodable GlobalMetadata message ({exc})", byte_offset=0, path=spath,
+                               rank=rank) from None
+    return metadata_from_pb(m)
+
+
+def iter_nodes(path: str | os.PathLike[str]) -> Iterator[Node]:
+    """Stream the nodes of a `.et`/`.et.gz` file in file order, holding one block of records at a time.
+
+    The metadata record is read and checked first.  Memory is bounded by
+    ``BLOCK_BYTES`` plus the columns of one block (whatever the file size),
+    unless the caller keeps the nodes.
+
+    Raises:
+        TraceFormatError: as :func:`tracekit.io.read_trace`, raised when the bad record is reached
+            (every node before it has been yielded).
+    """
+    spath = os.fspath(path)
+    rank = rank_from_path(spath)
+    note_input(spath)
+    with open(spath, "rb") as raw:
+        fh = _maybe_gunzip(raw)
+        limit = decompression_limits()[0] if fh is not raw else os.fstat(raw.fileno()).st_size
+        yield from _Stream(fh, spath, rank, limit).nodes()
+
+
+def _complete(buf: bytes, limit: int) -> list[int] | None:
+    """Record boundaries of the complete records at the start of ``buf`` (``[0, end1, end2, ...]``).
+
+    None when a length prefix is malformed, a record is empty or larger than
+    ``limit``: the record-by-record reader reports those.
+    """
+    n, pos = len(buf), 0
+    bounds = [0]
+    append = bounds.append
+    while pos < n:
+        b = buf[pos]
+        if 0 < b < 0x80:
+            end = pos + b + 1
+        elif b >= 0x80 and pos + 1 < n and buf[pos + 1] < 0x80:
+            length = (b & 0x7F) | (buf[pos + 1] << 7)
+            if not length:
+                return None
+            end = pos + length + 2
+        else:
+            if b == 0 and pos:
+                return None
+            length, shift, k = 0, 0, pos
+            while k < n and k - pos < 5:
+                length |= (buf[k] & 0x7F) << shift
+                shift += 7
+                k += 1
+                if buf[k - 1] < 0x80:
+                    break
+            else:
+                if k - pos >= 5:
+                    return None
+                break  # prefix continues in the next block
+            if length > limit or (not length and pos):
+                return None
+            end = k + length
+        if end > n:
+            break
+        pos = end
+        append(end)
+    return bounds
+
+
+class _Stream:
+    """State of one :func:`iter_nodes` pass: the unread bytes, their file offset, the records seen."""
+
+    def __init__(self, fh: IO[bytes], path: str, rank: int | None, limit: int) -> None:
+        self.fh, self.path, self.rank, self.limit = fh, path, rank, limit
+        self.buf, self.offset, self.index, self.last = b"", 0, 0, None
+
+    def nodes(self) -> Iterator[Node]:
+        from tracekit._columnar import decode_columns
+        from tracekit._nodeview import NodeView
+
+        eof = False
+        while not eof:
+            chunk = self.fh.read(BLOCK_BYTES)
+            eof = not chunk
+            buf = self.buf + chunk if self.buf else chunk
+            bounds = _complete(buf, self.limit) if buf else [0]
+            if bounds is None or (eof and bounds[-1] != len(buf)) or (eof and self.index == 0 and len(bounds) < 2):
+                self.buf = buf
+                break
+            k = 0
+            if self.index == 0 and len(bounds) > 1:  # the metadata record
+                try:
+                    pb.GlobalMetadata().ParseFromString(buf[_body(buf, 0):bounds[1]])
+                except DecodeError:
+                    self.buf = buf
+                    break
+                k = 1
+            edges = np.asarray(bounds[k:], dtype=np.int64)
+            starts = _bodies(buf, edges[:-1])
+            encoded = EncodedNodes(buf, starts, edges[1:], self.path, self.rank)
+            try:
+                view = NodeView(encoded, decode_columns(encoded))
+            except TraceFormatError:
+                self.buf = buf
+                break
+            yield from view
+            self.index += len(bounds) - 1
+            if len(view):
+                self.last = int(view._cols.ids[-1])
+            self.offset += bounds[-1]
+            self.buf = buf[bounds[-1]:]
+        else:
+            return
+        yield from self._slow()
+
+    def _slow(self) -> Iterator[Node]:
+        """The rest of the file record by record (protobuf), raising the error that names the bad record."""
+        data = self.buf + self.fh.read()
+        path, rank, last = self.path, self.rank, self.last
+        pos, n = 0, len(data)
+        if not n and self.index == 0:
+            raise TraceFormatError("empty file: no GlobalMetadata record", path=path, rank=rank)
+        while pos < n:
+            at = self.offset + pos
+            length, shift, k = 0, 0, pos
+            while True:
+                if k >= n:
+                    raise TraceFormatError("truncated record length prefix", byte_offset=at,
+                                           last_good_node_id=last, path=path, rank=rank)
+                b = data[k]
+                k += 1
+                length |= (b & 0x7F) << shift
+                if b < 0x80:
+                    break
+                shift += 7
+                if shift > 35:
+                    raise TraceFormatError("malformed record length prefix", byte_offset=at,
+                                           last_good_node_id=last, path=path, rank=rank)
+            if length > self.limit or k + length > n:
+                raise TraceFormatError(f"record of {length} bytes runs past the end of the file",
+                                       byte_offset=at, last_good_node_id=last, path=path, rank=rank)
+            body, pos = data[k:k + length], k + length
+            try:
+                if self.index == 0:
+                    pb.GlobalMetadata().ParseFromString(body)
+                else:
+                    if length == 0:
+                        raise TraceFormatError("empty node record (zero length)", byte_offset=at,
+                                               last_good_node_id=last, path=path, rank=rank)
+                    m = pb.Node()
+                    m.ParseFromString(body)
+                    try:
+                        node = node_from_pb(m)
+                    except TracekitError as exc:
+                        raise exc.with_context(path=path, rank=rank) from None
+                    last = node.id
+                    yield node
+            except DecodeError as exc:
+                raise TraceFormatError(f"undecodable message ({exc})", byte_offset=at,
+                                       last_good_node_id=last, path=path, rank=rank) from None
+            self.index += 1
+
+
+def _bodies(buf: bytes, at: np.ndarray) -> np.ndarray:
+    """Offsets (int64[K]) of the messages after the length prefixes at ``at`` (prefixes of at most 5 bytes)."""
+    u8 = np.frombuffer(buf, dtype=np.uint8)
+    plen = np.ones(len(at), dtype=np.int64)
+    if not len(at):
+        return plen
+    cont = u8[at] >= 0x80
+    for k in range(1, 5):
+        if not cont.any():
+            break
+        plen += cont
+        cont &= u8[np.minimum(at + k, len(u8) - 1)] >= 0x80
+    return at + plen
+
+
+def _body(buf: bytes, at: int) -> int:
+    """Offset of the message after the length prefix at ``at``."""
+    k = at
+    while buf[k] >= 0x80:
+        k += 1
+    return k + 1

@@ -1,0 +1,304 @@
+"""Trace sets on disk: finding rank files, reading them, writing them together (re-exported by :mod:`tracekit.io`)."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import glob as _glob
+import gzip
+import os
+import re
+from pathlib import Path
+from typing import Sequence
+
+import orjson
+
+from tracekit._framing import _RANK_RE, rank_from_path
+from tracekit._output import (_UMASK, _new_temp, _signals_deferred, check_output, make_parents, note_input, output_target,
+                              remove_if_empty)
+from tracekit.errors import TraceFormatError, TracekitError
+
+
+# ----------------------------------------------------------------------------- trace sets
+def trace_paths(spec: "str | os.PathLike[str] | Sequence[str | os.PathLike[str]]") -> list[tuple[int, Path]]:
+    """Resolve a trace-set spec to ``(rank, path)`` pairs sorted by rank.
+
+    ``spec`` is a prefix (``dir/job`` -> ``dir/job.<rank>.et[.gz]``), a glob
+    (``'dir/*.et'``), a directory (every ``*.<rank>.et[.gz]`` in it), a
+    single file, or a sequence of these (what a shell glob expands to: each
+    file's rank comes from its name).
+
+    Raises:
+        TraceFormatError: nothing matches, a name has no rank, or two files
+            claim the same rank.
+    """
+    if isinstance(spec, (list, tuple)):
+        return _trace_paths_of_many(spec)
+    s = os.fspath(spec)
+    p = Path(s)
+    if any(ch in s for ch in "*?["):
+        files = [Path(f) for f in _glob.glob(s)]
+    elif p.is_dir():
+        files = [f for f in p.iterdir() if _RANK_RE.search(f.name)]
+    elif p.is_file():
+        files = [p]
+    else:
+        files = [Path(f) for f in _glob.glob(_glob.escape(s) + ".*.et") + _glob.glob(_glob.escape(s) + ".*.et.gz")]
+    files = [f for f in files if f.is_file()]
+    if not files:
+        raise TraceFormatError(f"no trace files match {s!r} (expected <prefix>.<rank>.et files)", path=s)
+    pairs: dict[int, Path] = {}
+    for f in files:
+        r = rank_from_path(f.name)
+        if r is None:
+            if len(files) == 1:
+                r = 0
+            else:
+                m = re.search(r"\.\d+(\.[^./]+(?:\.gz)?)$", f.name)
+                if m:  # a rank, but another extension: say so (e.g. ASTRA-sim's twoComm.2.eg)
+                    raise TraceFormatError(f"file name ends in {m.group(1)!r}, not '.et' or '.et.gz' (expected "
+                                           f"<prefix>.<rank>.et)", path=f)
+                raise TraceFormatError("file name has no rank (expected <prefix>.<rank>.et)", path=f)
+        if r in pairs:
+            raise TraceFormatError(f"two files for rank {r}: {pairs[r]} and {f}", path=s)
+        pairs[r] = f
+        note_input(f)
+    return sorted(pairs.items())
+
+
+def _trace_paths_of_many(specs: Sequence[str | os.PathLike[str]]) -> list[tuple[int, Path]]:
+    if len(specs) == 1:
+        return trace_paths(specs[0])
+    if not specs:
+        raise TraceFormatError("no trace files given")
+    pairs: dict[int, Path] = {}
+    for item in specs:
+        p = Path(os.fspath(item))
+        if p.is_file():
+            r = rank_from_path(p.name)
+            if r is None:
+                raise TraceFormatError("file name has no rank (expected <prefix>.<rank>.et)", path=p)
+            found = [(r, p)]
+            note_input(p)
+        else:
+            found = trace_paths(item)
+        for r, f in found:
+            if r in pairs and pairs[r] != f:
+                raise TraceFormatError(f"two files for rank {r}: {pairs[r]} and {f}", path=f)
+            pairs[r] = f
+    return sorted(pairs.items())
+
+
+def read_traceset(spec: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]):
+    """Read all ranks of a job (see :func:`trace_paths` for ``spec``).
+
+    Returns:
+        A :class:`tracekit.traceset.TraceSet`.
+
+    Raises:
+        TraceFormatError: as :func:`trace_paths` and :func:`read_trace`.
+    """
+    from tracekit.classset import find_class_set
+    from tracekit.io import read_trace
+    from tracekit.traceset import TraceSet
+
+    classes = find_class_set(spec)
+    if classes is not None:  # a job stored as rank classes (tracekit.classset)
+        return classes.to_traceset()
+    pairs = trace_paths(spec)
+    traces = {rank: read_trace(path, rank=rank) for rank, path in pairs}
+    return TraceSet(traces)
+
+
+_GROUPS_KEY = -1  # TraceSetWriter._temps key of the comm-group file
+
+
+class TraceSetWriter:
+    """Writes the ``<prefix>.<rank>.et[.gz]`` files of one trace set as a unit.
+
+    Each rank goes to a temporary file in the target folder; when the
+    ``with`` block ends without error, the prefix is checked and every file is
+    renamed into place.  On any exception (an encoding error, Ctrl-C) every
+    temporary file is removed and no output file is touched.  The check
+    refuses a prefix that already holds rank files this set would not
+    replace (ranks from an earlier, larger job, or the same rank with the
+    other suffix), since reading the prefix back would mix them in.
+
+    Usage::
+
+        with TraceSetWriter("out/job") as w:
+            for rank, data in encoded_ranks:
+                w.add(rank, data)
+        w.paths  # written, in rank order
+
+    Beside the rank files it writes ``<prefix>.comm_groups.json``, ASTRA-sim's
+    ``--comm-group-configuration`` file (``{"<id>": [ranks]}``; ``{}`` when the
+    set has no sub-groups): set :attr:`comm_groups` to the document (see
+    :func:`tracekit.astra_compat.comm_groups_document`) before the block ends.
+
+    Raises:
+        TracekitError: the prefix holds other rank files, or an output is an
+            input of the running command.
+    """
+
+    def __init__(self, prefix: str | os.PathLike[str], *, compress: bool = False,
+                 comm_groups: dict | None = None) -> None:
+        self.prefix = os.fspath(prefix)
+        self.suffix = ".et.gz" if compress else ".et"
+        self._temps: dict[int, str] = {}
+        self.paths: list[Path] = []
+        self.comm_groups: dict | None = comm_groups
+        self.comm_groups_path: Path | None = None
+        self._lock_fd: int | None = None
+        self._lock_path: Path | None = None
+        self._created: list[Path] = []  # folders this writer made (removed again when the write fails)
+
+    def target(self, rank: int) -> Path:
+        return Path(f"{self.prefix}.{rank}{self.suffix}")
+
+    def _final(self, rank: int) -> Path:
+        """The file the rank's output replaces: symlinks followed; a device or FIFO is refused."""
+        target, through = output_target(self.target(rank))
+        if through:
+            raise TracekitError("is not a regular file: a trace set is written as files (renamed into place); "
+                                "choose another prefix", path=self.target(rank))
+        return target
+
+    def _lock(self) -> None:
+        """Take the prefix's lock (``.<name>.tk-lock`` beside the rank files) for the life of the writer."""
+        if self._lock_fd is not None:
+            return
+        base = Path(self.prefix)
+        self._created += make_parents(base.parent if str(base.parent) else Path("."))
+        lock_path = base.parent / f".{base.name}.tk-lock"
+        while True:
+            with _signals_deferred():  # the lock file and the record of it come together
+                fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o666 & ~_UMASK)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    os.close(fd)
+                    raise TracekitError("another tracekit command is writing this output prefix right now "
+                                        f"(lock {lock_path.name} is held); wait for it or choose another prefix",
+                                        path=self.prefix) from None
+                try:
+                    same = os.fstat(fd).st_ino == os.stat(lock_path).st_ino
+                except FileNotFoundError:
+                    same = False
+                if same:  # not a lock file its previous holder unlinked after we opened it
+                    self._lock_fd, self._lock_path = fd, lock_path
+                    return
+                os.close(fd)
+
+    def _unlock(self) -> None:
+        if self._lock_fd is None:
+            return
+        with _signals_deferred():
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self._lock_path)
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    def reserve(self, rank: int) -> Path:
+        """A temporary path for ``rank`` that an external writer fills (renamed at the end)."""
+        if rank in self._temps:
+            raise TracekitError(f"rank {rank} written twice", path=self.prefix)
+        self._lock()
+        target = self._final(rank)
+        check_output(target)
+        self._created += make_parents(target.parent)
+        with _signals_deferred():
+            fd, tmp = _new_temp(target.parent)
+            self._temps[rank] = tmp
+        os.close(fd)
+        return Path(tmp)
+
+    def add(self, rank: int, data: bytes) -> None:
+        """Write one rank's encoded trace (``.et`` bytes; compressed here when the writer compresses)."""
+        tmp = self.reserve(rank)
+        if self.suffix == ".et.gz":
+            data = gzip.compress(data, compresslevel=6, mtime=0)
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+
+    def _conflicts(self) -> list[str]:
+        base = Path(self.prefix)
+        folder = base.parent if str(base.parent) else Path(".")
+        if not folder.is_dir():
+            return []
+        out = []
+        stem = _glob.escape(base.name)
+        for other in _glob.glob(os.path.join(_glob.escape(str(folder)), stem + ".*.et")) + \
+                _glob.glob(os.path.join(_glob.escape(str(folder)), stem + ".*.et.gz")):
+            name = os.path.basename(other)
+            rest = name[len(base.name) + 1:]
+            rank_text, _, suffix = rest.partition(".")
+            if not rank_text.isdigit():
+                continue
+            if int(rank_text) not in self._temps or "." + suffix != self.suffix:
+                out.append(name)
+        return sorted(out)
+
+    def __enter__(self) -> "TraceSetWriter":
+        self._lock()
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        try:
+            if exc_type is None:
+                conflicts = self._conflicts()
+                if conflicts:
+                    shown = ", ".join(conflicts[:6]) + (" ..." if len(conflicts) > 6 else "")
+                    raise TracekitError(f"the output prefix already holds rank files this trace set would not "
+                                        f"replace ({shown}); reading it back would mix them in: remove them "
+                                        f"or choose another prefix", path=self.prefix)
+                for rank in sorted(self._temps):  # inputs may have been read after reserve()
+                    check_output(self.target(rank))
+                groups_target = Path(f"{self.prefix}.comm_groups.json")
+                check_output(groups_target)
+                with _signals_deferred():  # removed with the rank temps on error
+                    fd, groups_tmp = _new_temp(groups_target.parent)
+                    self._temps[_GROUPS_KEY] = groups_tmp
+                with os.fdopen(fd, "wb") as fh:
+                    fh.write(orjson.dumps(self.comm_groups or {}, option=orjson.OPT_INDENT_2) + b"\n")
+                for rank in sorted(r for r in self._temps if r != _GROUPS_KEY):
+                    os.replace(self._temps[rank], self._final(rank))
+                    self.paths.append(self.target(rank))
+                os.replace(groups_tmp, groups_target)
+                self.comm_groups_path = groups_target
+                self._temps.clear()
+        finally:
+            for tmp in self._temps.values():
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(tmp)
+            self._temps.clear()
+            self._unlock()
+            if not self.paths:
+                remove_if_empty(self._created)
+
+
+def write_traceset(traceset, prefix: str | os.PathLike[str], *, compress: bool = False) -> list[Path]:
+    """Write ``<prefix>.<rank>.et`` (``.et.gz`` with ``compress``) for every rank, as a unit.
+
+    See :class:`TraceSetWriter`: an error or interrupt leaves no output file
+    and no temporary file; a prefix holding other rank files is refused.
+
+    Every trace is made runnable by ASTRA-sim on the way
+    (:func:`tracekit.astra_compat.astra_ready`: no ``pg_name`` on all-ranks
+    communication, positive integer ids for the other groups, METADATA nodes
+    marked ``is_cpu_op``) and ``<prefix>.comm_groups.json`` lists the groups.
+
+    Returns:
+        The paths written, in rank order.
+    """
+    from tracekit.astra_compat import astra_group_ids, astra_ready, comm_groups_document
+    from tracekit.io import encode_trace
+
+    groups = traceset.process_groups
+    ids = astra_group_ids(groups, traceset.world_size)
+    with TraceSetWriter(prefix, compress=compress) as writer:
+        for rank, trace in traceset.items():
+            writer.add(rank, encode_trace(astra_ready(trace, ids)))
+        writer.comm_groups = comm_groups_document(groups, ids)
+    return writer.paths
+
