@@ -312,26 +312,64 @@ def decode_columns(encoded: Any) -> NodeColumns:
     source.other = cat("other")  # for tracekit._nodeview: records it must decode with protobuf
 
     def names_fn() -> list[str]:
-        cache: dict[bytes, str] = {}
-        out = []
-        for s, ln in zip(name_s.tolist(), name_l.tolist()):
-            raw = data[s:s + ln]
-            name = cache.get(raw)
-            if name is None:
-                name = cache[raw] = _utf8(raw, encoded, ids, len(out))
-            out.append(name)
-        return out
+        return _names(data, buf, name_s.astype(np.int64), name_l.astype(np.int64), encoded, ids)
 
     return NodeColumns(ids, types, duration, start, dptr, dids, cptr, cids, names_fn=names_fn,
                        attr_fn=source.values, attr_num_fn=source.numeric, verify_fn=source.verify)
 
 
-def _utf8(raw: bytes, encoded: Any, ids: np.ndarray, i: int) -> str:
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise TraceFormatError(f"node name is not valid UTF-8 ({exc.reason})", path=encoded.path,
-                               rank=encoded.rank, node_id=int(ids[i])) from None
+_ARANGE8 = np.arange(8)
+
+
+def _short_name_groups(buf: np.ndarray, s: np.ndarray, ln: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """Group names of at most 16 bytes by content without a Python step per node.
+
+    Returns ``(first index of each group, group of each name)``, or None when
+    a name is longer (the caller slices them one by one).
+    """
+    if len(s) == 0 or int(ln.max()) > 16:
+        return None
+    last = len(buf) - 1
+    head = buf[np.minimum(s[:, None] + _ARANGE8, last)]
+    head[_ARANGE8 >= ln[:, None]] = 0
+    tail = buf[np.minimum(np.maximum(s + ln - 8, 0)[:, None] + _ARANGE8, last)]
+    tail[ln <= 8] = 0
+    h, t = head.view(np.uint64).ravel(), tail.view(np.uint64).ravel()
+    key = (h * np.uint64(0x9E3779B97F4A7C15)) ^ (t * np.uint64(0xC2B2AE3D27D4EB4F)) ^ ln.astype(np.uint64)
+    _, first, group = np.unique(key, return_index=True, return_inverse=True)
+    rep = first[group]
+    if not ((h == h[rep]) & (t == t[rep]) & (ln == ln[rep])).all():  # a hash collision: no shortcut
+        return None
+    return first, group
+
+
+def _names(data: bytes, buf: np.ndarray, s: np.ndarray, ln: np.ndarray, encoded: Any, ids: np.ndarray) -> list[str]:
+    """The N node names (UTF-8 decoded; each distinct name decoded once).
+
+    Raises:
+        TraceFormatError: a name is not UTF-8 (names the node).
+    """
+    grouped = _short_name_groups(buf, s, ln)
+    if grouped is not None:
+        first, group = grouped
+        raw = [data[a:a + b] for a, b in zip(s[first].tolist(), ln[first].tolist())]
+        where = first.tolist()
+    else:
+        raw = list(map(data.__getitem__, map(slice, s.tolist(), (s + ln).tolist())))
+        where = list(range(len(raw)))
+    text = {}
+    for r, i in zip(raw, where):
+        if r not in text:
+            try:
+                text[r] = r.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise TraceFormatError(f"node name is not valid UTF-8 ({exc.reason})", path=encoded.path,
+                                       rank=encoded.rank, node_id=int(ids[i])) from None
+    if grouped is not None:
+        table = np.empty(len(raw), dtype=object)
+        table[:] = [text[r] for r in raw]
+        return table[group].tolist()
+    return list(map(text.__getitem__, raw))
 
 
 _VARINT_FIELDS = np.array([7, 9, 11, 13, 15, 17, 27])  # int32 int64 uint32 uint64 sint32 sint64 bool

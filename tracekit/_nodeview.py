@@ -16,8 +16,7 @@ the record.
 
 from __future__ import annotations
 
-from functools import partial
-from itertools import repeat
+from itertools import chain, repeat
 from typing import Any, Iterator, Sequence, overload
 
 import numpy as np
@@ -28,8 +27,7 @@ from tracekit.errors import TraceFormatError, TracekitError, ValidationError
 from tracekit.node import MAX_DURATION_NS, MAX_TIME_NS, Node, NodeType
 
 _NODE_TYPES = {int(t): t for t in NodeType}
-_new_node = partial(tuple.__new__, Node)
-CHUNK_NODES = 1 << 16  # nodes built per step of an iteration: bounds what a view holds at once
+CHUNK_NODES = 1 << 13  # nodes built per step of an iteration: bounds what a view holds at once
 _COLUMN_AFTER = 64  # reads of one attribute name after which it is decoded as a column for all nodes
 _CACHE_NODES = 1 << 16  # per-node decoded attribute tuples kept (then the cache restarts)
 _MISSING = object()
@@ -135,6 +133,8 @@ class NodeView(Sequence[Node]):
         self._table = AttrTable(source, cols)
         special = source.other | (cols.duration_ns > MAX_DURATION_NS) | (cols.start_time_ns > MAX_TIME_NS)
         self._special = np.flatnonzero(special)
+        self._types = _node_types(cols.types)
+        self._timed = bool(cols.start_time_ns.any())
         self._chunk: tuple[int, list[Node]] = (-1, [])
         self._last = -2
 
@@ -148,12 +148,12 @@ class NodeView(Sequence[Node]):
             TraceFormatError: a record decoded with protobuf is corrupt or holds an out-of-range time.
         """
         cols = self._cols
-        types = cols.types[lo:hi].tolist()
+        types = self._types[lo:hi].tolist()
         data, ctrl = _deps(cols.data_ptr, cols.data_ids, lo, hi), _deps(cols.ctrl_ptr, cols.ctrl_ids, lo, hi)
-        out = list(map(_new_node, zip(
-            cols.ids[lo:hi].tolist(), cols.names[lo:hi], map(_NODE_TYPES.get, types, types), data, ctrl,
-            cols.start_time_ns[lo:hi].tolist(), cols.duration_ns[lo:hi].tolist(), repeat(None), repeat(None),
-            repeat(self._table), repeat(None), range(lo, hi))))
+        start = cols.start_time_ns[lo:hi].tolist() if self._timed else repeat(0)
+        out = list(map(tuple.__new__, repeat(Node), zip(
+            cols.ids[lo:hi].tolist(), cols.names[lo:hi], types, data, ctrl, start, cols.duration_ns[lo:hi].tolist(),
+            repeat(None), repeat(None), repeat(self._table), repeat(None), range(lo, hi))))
         a, b = np.searchsorted(self._special, (lo, hi))
         for i in self._special[a:b].tolist():
             out[i - lo] = self._decode_record(i)
@@ -168,13 +168,19 @@ class NodeView(Sequence[Node]):
         except TracekitError as exc:
             raise exc.with_context(path=self._encoded.path, rank=self._encoded.rank) from None
 
-    def __iter__(self) -> Iterator[Node]:
+    def _chunk_at(self, lo: int) -> list[Node]:
         from tracekit._gc import paused_gc
 
-        for lo in range(0, self._n, CHUNK_NODES):
-            with paused_gc():  # a chunk of new acyclic tuples: cyclic collections would only rescan them
-                chunk = self._build(lo, min(self._n, lo + CHUNK_NODES))
-            yield from chunk
+        with paused_gc():  # a chunk of new acyclic tuples: cyclic collections would only rescan them
+            return self._build(lo, min(self._n, lo + CHUNK_NODES))
+
+    def __iter__(self) -> Iterator[Node]:
+        """The nodes in file order, built a chunk of ``CHUNK_NODES`` at a time.
+
+        Raises:
+            TraceFormatError: a record decoded with protobuf is corrupt (when it is reached).
+        """
+        return chain.from_iterable(map(self._chunk_at, range(0, self._n, CHUNK_NODES)))
 
     @overload
     def __getitem__(self, index: int) -> Node: ...
@@ -218,12 +224,22 @@ class NodeView(Sequence[Node]):
         return f"<NodeView of {self._n} nodes>"
 
 
+_TYPE_TABLE = np.array([_NODE_TYPES.get(t, t) for t in range(-2**15, 2**15)], dtype=object)
+
+
+def _node_types(types: np.ndarray) -> np.ndarray:
+    """NodeType members (object[N]) for int16 wire numbers (the int itself for unknown numbers)."""
+    return _TYPE_TABLE[types.astype(np.int64) + 2**15]
+
+
 def _deps(ptr: np.ndarray, ids: np.ndarray, lo: int, hi: int) -> Any:
     """Per node ``lo .. hi-1``: its dependency ids as a tuple (an iterator of tuples)."""
     p = ptr[lo:hi + 1]
     base = int(p[0])
     if int(p[-1]) == base:
         return repeat((), hi - lo)
+    if int(p[-1]) - base == hi - lo and bool((np.diff(p) == 1).all()):  # one dependency each (chains)
+        return zip(ids[base:int(p[-1])].tolist())
     values = tuple(ids[base:int(p[-1])].tolist())
     offsets = (p - base).tolist()
     return map(values.__getitem__, map(slice, offsets[:-1], offsets[1:]))

@@ -27,7 +27,7 @@ from tracekit.errors import TraceFormatError, TracekitError
 from tracekit.model import Metadata, Node
 
 GZIP_MAGIC = b"\x1f\x8b"
-BLOCK_BYTES = 8 << 20  # bytes read per step of iter_nodes
+BLOCK_BYTES = 1 << 20  # bytes read per step of iter_nodes
 
 
 def _maybe_gunzip(raw: IO[bytes]) -> IO[bytes]:
