@@ -9,11 +9,16 @@ Figures, each beside the reference measured in the same run (median of
 ``BENCH_RUNS`` runs, default 3, with min and max; the machine is shared):
 
 - ``info``: what ``tracekit info`` does per rank (read + ``summarize_trace``);
-- ``nodes``: ``read_trace(path).nodes`` (Python ``Node`` objects), on the first
-  ``BENCH_MIX_VIEW_NODES`` nodes (default 100,000; it is the slow path);
-- ``iter_nodes``: streaming every node;
-- reference: a plain protobuf ``ParseFromString`` loop over the same records;
-- memory: tracemalloc peak of the ``info`` path and of ``trace.nodes`` per node.
+- ``trace_nodes``: iterating ``read_trace(path).nodes`` (the Python node view
+  over the columns, issue 13) on all nodes, reading each node's ``id``,
+  ``type`` and ``duration_ns`` (attributes stay encoded until touched);
+- ``trace_nodes_attrs``: the same plus one typed attribute per node
+  (``comm_bytes`` of COMM nodes, ``num_ops`` of COMP nodes);
+- ``iter_nodes``: streaming every node, reading the same three fields;
+- reference: a plain protobuf ``ParseFromString`` loop over the same records
+  (no field read), timed in the same run before each figure's group;
+- memory: tracemalloc peak per node of ``info``, of iterating ``trace.nodes``
+  and of ``iter_nodes``.
 """
 
 from __future__ import annotations
@@ -29,7 +34,6 @@ from pathlib import Path
 import numpy as np
 
 N_NODES = int(os.environ.get("BENCH_MIX_NODES", 1_000_000))
-VIEW_NODES = int(os.environ.get("BENCH_MIX_VIEW_NODES", 100_000))
 RUNS = int(os.environ.get("BENCH_RUNS", 3))
 
 
@@ -69,16 +73,32 @@ def info_path(path: Path) -> int:
     return summarize_trace(read_trace(path)).nodes
 
 
+def _touch(nodes) -> int:
+    total = 0
+    for node in nodes:
+        total += node.id + node.type + node.duration_ns
+    return total
+
+
 def node_view(path: Path) -> int:
     from tracekit.io import read_trace
 
-    return len(read_trace(path).nodes)
+    return _touch(read_trace(path).nodes)
+
+
+def node_view_attrs(path: Path) -> int:
+    from tracekit.io import read_trace
+
+    total = 0
+    for node in read_trace(path).nodes:
+        total += node.id + ((node.comm_bytes or 0) if node.type == 7 else (node.num_ops or 0))
+    return total
 
 
 def stream(path: Path) -> int:
     from tracekit.io import iter_nodes
 
-    return sum(1 for _ in iter_nodes(path))
+    return _touch(iter_nodes(path))
 
 
 def protobuf_loop(path: Path) -> int:
@@ -112,35 +132,32 @@ def _figure(name: str, n: int, times: list[float], ref: float, out: dict) -> Non
           f"{(n / med) / ref:.2f}x the protobuf loop", flush=True)
 
 
+def _peak_per_node(fn, path: Path, name: str, out: dict) -> None:
+    gc.collect()
+    tracemalloc.start()
+    fn(path)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    out[f"{name}_peak_bytes_per_node"] = peak / N_NODES
+    print(f"{name} peak memory: {peak / N_NODES:.0f} B/node", flush=True)
+
+
 def main() -> dict:
     out: dict = {"nodes": N_NODES, "runs": RUNS, "note": "shared 2-core machine: figures under load"}
     with tempfile.TemporaryDirectory() as tmp:
-        path, small = Path(tmp) / "mix.0.et", Path(tmp) / "mix_small.0.et"
+        path = Path(tmp) / "mix.0.et"
         make_file(path, N_NODES)
-        make_file(small, VIEW_NODES)
-        base = _timed(protobuf_loop, path)
-        ref = N_NODES / statistics.median(base)
-        out["protobuf_loop_nodes_per_s"] = ref
-        out["protobuf_loop_s_range"] = [min(base), max(base)]
-        print(f"protobuf ParseFromString loop: {ref:,.0f} nodes/s", flush=True)
-        _figure("info", N_NODES, _timed(info_path, path), ref, out)
-        _figure("iter_nodes", N_NODES, _timed(stream, path), ref, out)
-        small_ref = VIEW_NODES / statistics.median(_timed(protobuf_loop, small))
-        _figure("trace_nodes", VIEW_NODES, _timed(node_view, small), small_ref, out)
-        gc.collect()
-        tracemalloc.start()
-        info_path(path)
-        _, peak = tracemalloc.get_traced_memory()
-        tracemalloc.stop()
-        out["info_peak_bytes_per_node"] = peak / N_NODES
-        print(f"info peak memory: {peak / N_NODES:.0f} B/node", flush=True)
-        gc.collect()
-        tracemalloc.start()
-        node_view(small)
-        _, peak = tracemalloc.get_traced_memory()
-        tracemalloc.stop()
-        out["trace_nodes_peak_bytes_per_node"] = peak / VIEW_NODES
-        print(f"trace.nodes peak memory: {peak / VIEW_NODES:.0f} B/node (Node objects, not a view)", flush=True)
+        for name, fn in (("info", info_path), ("trace_nodes", node_view), ("trace_nodes_attrs", node_view_attrs),
+                         ("iter_nodes", stream)):
+            base = _timed(protobuf_loop, path)  # the reference, measured beside each figure
+            ref = N_NODES / statistics.median(base)
+            out[f"{name}_protobuf_loop_nodes_per_s"] = ref
+            out[f"{name}_protobuf_loop_s_range"] = [min(base), max(base)]
+            print(f"protobuf ParseFromString loop: {ref:,.0f} nodes/s "
+                  f"(median {statistics.median(base):.2f} s, {min(base):.2f}-{max(base):.2f})", flush=True)
+            _figure(name, N_NODES, _timed(fn, path), ref, out)
+        for name, fn in (("info", info_path), ("trace_nodes", node_view), ("iter_nodes", stream)):
+            _peak_per_node(fn, path, name, out)
     return out
 
 
