@@ -178,88 +178,110 @@ def validate_stream(path: str | os.PathLike[str], *, rank: int | None = None,
             end-of-file check; beyond it the report says the file needs a
             full pass (check ``dangling-dep``, error).
 
+    Returns:
+        The report; ``checked_nodes`` counts the nodes read.
+
     Raises:
         TraceFormatError: a bad record (as :func:`tracekit.io.iter_nodes`).
     """
     from tracekit.io import iter_nodes, rank_from_path
 
     spath = os.fspath(path)
-    rank = rank if rank is not None else rank_from_path(spath)
-    seen = IdSet()
-    dup, dangling, ctrl_dangling, types, negative, comm = (_Capped() for _ in range(6))
-    duplicate_ids: set[int] = set()
-    pending_pos: list[int] = []   # forward (or dangling) deps: owner position, dep id, owner id, is_data
-    pending_dep: list[int] = []
-    pending_owner: list[int] = []
-    pending_data: list[bool] = []
-    overflow = 0
-    n = 0
+    scan = _StreamScan(spath, rank if rank is not None else rank_from_path(spath), max_pending)
     for pos, node in enumerate(iter_nodes(spath)):
-        n += 1
+        scan.visit(pos, node)
+    return scan.report()
+
+
+class _StreamScan:
+    """What :func:`validate_stream` gathers node by node, and the report made of it at the end."""
+
+    def __init__(self, path: str, rank: int | None, max_pending: int) -> None:
+        self.path, self.rank, self.max_pending = path, rank, max_pending
+        self.seen = IdSet()
+        self.dup, self.dangling, self.ctrl_dangling, self.types, self.negative, self.comm = (
+            _Capped() for _ in range(6))
+        self.duplicate_ids: set[int] = set()
+        # forward (or dangling) deps: owner position, dep id, owner id, is_data
+        self.pending: tuple[list[int], list[int], list[int], list[bool]] = ([], [], [], [])
+        self.overflow = 0
+        self.n = 0
+
+    def visit(self, pos: int, node: Node) -> None:
+        """Check one node (``pos``: its position in the file)."""
+        spath, rank, seen = self.path, self.rank, self.seen
+        self.n += 1
         nid = node.id
         for is_data, deps in ((True, node.data_deps), (False, node.ctrl_deps)):
             for d in deps:
                 if d in seen:
                     continue
-                if len(pending_pos) < max_pending:
-                    pending_pos.append(pos)
-                    pending_dep.append(d)
-                    pending_owner.append(nid)
-                    pending_data.append(is_data)
+                if len(self.pending[0]) < self.max_pending:
+                    for column, value in zip(self.pending, (pos, d, nid, is_data)):
+                        column.append(value)  # type: ignore[attr-defined]
                 else:
-                    overflow += 1
-        if not seen.add(nid) and nid not in duplicate_ids:
-            duplicate_ids.add(nid)
-            dup.add(nid, Issue("unique-ids", ERROR, f"duplicate node id {nid}", spath, rank, nid))
+                    self.overflow += 1
+        if not seen.add(nid) and nid not in self.duplicate_ids:
+            self.duplicate_ids.add(nid)
+            self.dup.add(nid, Issue("unique-ids", ERROR, f"duplicate node id {nid}", spath, rank, nid))
         t = int(node.type)
         if t < 0 or t > max(NodeType):
-            types.add(pos, Issue("node-type", ERROR, f"unknown node type {t}", spath, rank, nid))
+            self.types.add(pos, Issue("node-type", ERROR, f"unknown node type {t}", spath, rank, nid))
         if node.duration_ns < 0:
-            negative.add(pos, Issue("negative-duration", ERROR, f"negative duration {node.duration_ns} ns", spath,
-                                    rank, nid))
+            self.negative.add(pos, Issue("negative-duration", ERROR, f"negative duration {node.duration_ns} ns",
+                                         spath, rank, nid))
         if NodeType.COMM_SEND_NODE <= t <= NodeType.COMM_COLL_NODE:
             for issue in _comm_issues(node, t, spath, rank):
-                comm.add(pos, issue)
+                self.comm.add(pos, issue)
 
-    forward = 0
-    for pos, d, owner, is_data in zip(pending_pos, pending_dep, pending_owner, pending_data):
-        if d in seen:
-            forward += is_data
-            continue
-        if is_data:
-            dangling.add(pos, Issue("dangling-dep", ERROR, f"data dep {d} does not exist", spath, rank, owner))
-        else:
-            ctrl_dangling.add(pos, Issue("dangling-dep", WARNING, f"ctrl dep {d} does not exist", spath, rank,
-                                         owner))
-    report = ValidationReport(checked_ranks=1, checked_nodes=n)
-    dup.emit(report, "unique-ids", spath, rank)
-    both = _Capped()
-    for cap in (dangling, ctrl_dangling):
-        for pos, issue in cap.items:
-            both.add(pos, issue)
-        both.count += cap.count - len(cap.items)
-    if both.count:
-        # data before ctrl as in validate_trace: keep each group's own order
-        both.items.sort(key=lambda pi: (pi[1].severity != ERROR, pi[0]))
-        report.add(*(issue for _, issue in both.items[:MAX_PER_CHECK]))
-        if both.count > MAX_PER_CHECK:
-            rest = both.count - MAX_PER_CHECK
-            report.add(Issue("dangling-dep", both.items[0][1].severity, f"... {rest:,} more like this", spath, rank,
-                             count=rest))
-    if overflow:
-        report.add(Issue("dangling-dep", ERROR,
-                         f"{overflow:,} dependencies on later or missing nodes beyond the {max_pending:,} a "
-                         f"streaming pass remembers; validate this file with a full pass (without --stream)",
-                         spath, rank))
-    types.emit(report, "node-type", spath, rank)
-    negative.emit(report, "negative-duration", spath, rank)
-    if forward or overflow:
-        report.add(Issue("cycle", WARNING,
-                         f"{forward:,} data dependencies point to later nodes, so a streaming pass cannot rule "
-                         f"out cycles; run a full validation (without --stream) for the cycle check",
-                         spath, rank))
-    comm.emit(report, "comm-attrs", spath, rank)
-    return report
+    def _resolve_pending(self) -> int:
+        """Sort the remembered dependencies into dangling ones; returns how many data deps point forward."""
+        forward = 0
+        spath, rank = self.path, self.rank
+        for pos, d, owner, is_data in zip(*self.pending):
+            if d in self.seen:
+                forward += is_data
+            elif is_data:
+                self.dangling.add(pos, Issue("dangling-dep", ERROR, f"data dep {d} does not exist", spath, rank,
+                                             owner))
+            else:
+                self.ctrl_dangling.add(pos, Issue("dangling-dep", WARNING, f"ctrl dep {d} does not exist", spath,
+                                                  rank, owner))
+        return forward
+
+    def report(self) -> ValidationReport:
+        """The report, checks in the order of :func:`tracekit.validate.validate_trace`."""
+        spath, rank = self.path, self.rank
+        forward = self._resolve_pending()
+        report = ValidationReport(checked_ranks=1, checked_nodes=self.n)
+        self.dup.emit(report, "unique-ids", spath, rank)
+        both = _Capped()
+        for cap in (self.dangling, self.ctrl_dangling):
+            for pos, issue in cap.items:
+                both.add(pos, issue)
+            both.count += cap.count - len(cap.items)
+        if both.count:
+            # data before ctrl as in validate_trace: keep each group's own order
+            both.items.sort(key=lambda pi: (pi[1].severity != ERROR, pi[0]))
+            report.add(*(issue for _, issue in both.items[:MAX_PER_CHECK]))
+            if both.count > MAX_PER_CHECK:
+                rest = both.count - MAX_PER_CHECK
+                report.add(Issue("dangling-dep", both.items[0][1].severity, f"... {rest:,} more like this", spath,
+                                 rank, count=rest))
+        if self.overflow:
+            report.add(Issue("dangling-dep", ERROR,
+                             f"{self.overflow:,} dependencies on later or missing nodes beyond the "
+                             f"{self.max_pending:,} a streaming pass remembers; validate this file with a full pass "
+                             f"(without --stream)", spath, rank))
+        self.types.emit(report, "node-type", spath, rank)
+        self.negative.emit(report, "negative-duration", spath, rank)
+        if forward or self.overflow:
+            report.add(Issue("cycle", WARNING,
+                             f"{forward:,} data dependencies point to later nodes, so a streaming pass cannot rule "
+                             f"out cycles; run a full validation (without --stream) for the cycle check",
+                             spath, rank))
+        self.comm.emit(report, "comm-attrs", spath, rank)
+        return report
 
 
 def _comm_issues(node: Node, t: int, path: str, rank: int | None) -> list[Issue]:
