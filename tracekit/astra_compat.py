@@ -109,7 +109,7 @@ def _fixed_node(node: "Node", ids: Mapping[str, str | None]) -> "Node | None":
     """A corrected copy of ``node`` for ASTRA-sim, or None when it is fine as it is."""
     if node.type == NodeType.METADATA_NODE:
         fixed = None
-        if node.get_attr("is_cpu_op") is not True:
+        if node.is_cpu_op is not True:
             fixed = node.with_attr("is_cpu_op", True, "bool_val")
         if PG_INIT_NAME in node.name and node.inputs is not None and node.inputs.values:
             values = _renamed_pg_init(node.inputs.values, ids)

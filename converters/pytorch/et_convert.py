@@ -362,7 +362,7 @@ class _Builder:
                 key = (position.get(launcher, 0), 1, e.start_ns, e.index)
                 is_comm_kernel = (owner is not None and e.category == "kernel"
                                   and any(s in e.name for s in _NCCL_KERNEL))
-                if is_comm_kernel and self.nodes[owner].get_attr("stream") is None:
+                if is_comm_kernel and self.nodes[owner].stream is None:
                     node = self.nodes[owner]
                     node.set_attr("stream", e.stream if e.stream is not None else -1)
                     node.start_time_ns, node.duration_ns = e.start_ns, e.duration_ns

@@ -106,7 +106,7 @@ def _resource(node: Node) -> tuple[Any, ...] | None:
         return None
     if node.is_cpu_op:
         return ("host", node.get_attr("tid", 0))
-    return ("stream", node.get_attr("stream", 0))
+    return ("stream", node.stream or 0)
 
 
 def _has_work(node: Node) -> bool:

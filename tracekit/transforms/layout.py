@@ -212,7 +212,7 @@ def rank_groups(trace: ExecutionTrace, groups: Mapping[str, tuple[int, ...]]) ->
     """Canonical names of the groups this rank's communication nodes use."""
     out = set()
     for n in trace.nodes:
-        if n.is_comm and n.get_attr("pg_name") is not None:
+        if n.is_comm and n.pg_name is not None:
             out.add(canonical_pg_name(n.pg_name))
     return out
 
@@ -234,7 +234,7 @@ def remap_nodes(nodes: Iterable[Node], *, group_of: Mapping[str, str], peer_of, 
             out.append(n)
             continue
         c = n
-        pg = n.get_attr("pg_name")
+        pg = n.pg_name
         if pg is not None:
             c = c.with_attr("pg_name", group_of[canonical_pg_name(pg)], "string_val")
         if n.type in (NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE):

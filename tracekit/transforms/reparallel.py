@@ -280,7 +280,7 @@ def _build_rank(r, new: Grid, old: Grid, old_groups, shape: mg.Shape, cfg, m: in
         n = template.replace(id=nid, data_deps=deps, ctrl_deps=())
         for k, v in (attrs or {}).items():
             n = n.with_attr(k, v)
-        if n.is_comm and n.get_attr("pg_name") is not None and nid not in groups:
+        if n.is_comm and n.pg_name is not None and nid not in groups:
             key = (canonical_pg_name(n.pg_name), template_rank)
             if key not in mapped:
                 mapped[key] = map_group(old_groups[key[0]], old, new, template_rank, r)
