@@ -138,7 +138,7 @@ class _AttrSource:
         first = np.concatenate(([True], owner[1:] != owner[:-1]))  # attrs are sorted by (owner, position)
         return hits[first], owner[first].astype(np.int64)
 
-    def _scalars(self, hits: np.ndarray, key_len: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _scalars(self, hits: np.ndarray, key_len: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Vectorized decode of scalar numeric values laid out as ``name, value`` (the canonical layout).
 
         Returns ``(fast bool[K], ints int64[K], floats float64[K], kind int8[K])``;

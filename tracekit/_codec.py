@@ -118,7 +118,7 @@ def node_to_pb(node: Node) -> Any:
 
 
 def metadata_from_pb(m: Any) -> Metadata:
-    return Metadata(m.version, [attr_from_pb(a) for a in m.attr])
+    return Metadata(m.version, tuple(attr_from_pb(a) for a in m.attr))
 
 
 def metadata_to_pb(md: Metadata) -> Any:

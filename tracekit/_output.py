@@ -141,7 +141,7 @@ def atomic_output(path: str | os.PathLike[str], mode: str = "wb") -> Iterator[IO
     """
     check_output(path)
     target, through = output_target(path)
-    kwargs = {} if "b" in mode else {"encoding": "utf-8"}
+    kwargs: dict[str, Any] = {} if "b" in mode else {"encoding": "utf-8"}
     if through:
         try:
             with open(target, mode, **kwargs) as fh:

@@ -141,7 +141,8 @@ class _Stream:
 
     def __init__(self, fh: IO[bytes], path: str, rank: int | None, limit: int) -> None:
         self.fh, self.path, self.rank, self.limit = fh, path, rank, limit
-        self.buf, self.offset, self.index, self.last = b"", 0, 0, None
+        self.buf, self.offset, self.index = b"", 0, 0
+        self.last: int | None = None
 
     def nodes(self) -> Iterator[Node]:
         from tracekit._columnar import decode_columns

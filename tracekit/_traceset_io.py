@@ -34,7 +34,7 @@ def trace_paths(spec: "str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
     """
     if isinstance(spec, (list, tuple)):
         return _trace_paths_of_many(spec)
-    s = os.fspath(spec)
+    s = os.fspath(spec)  # type: ignore[arg-type]  # a str or path (sequences returned above)
     p = Path(s)
     if any(ch in s for ch in "*?["):
         files = [Path(f) for f in _glob.glob(s)]
@@ -195,6 +195,7 @@ class TraceSetWriter:
             return
         with _signals_deferred():
             with contextlib.suppress(FileNotFoundError):
+                assert self._lock_path is not None
                 os.unlink(self._lock_path)
             os.close(self._lock_fd)
             self._lock_fd = None

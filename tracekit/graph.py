@@ -106,7 +106,8 @@ class NodeColumns:
         present, values = self.attr(name)
         out = np.full(len(self.ids), default, dtype=np.int64)
         for i in np.flatnonzero(present).tolist():
-            out[i] = as_int(name, values[i], int(self.ids[i]))
+            value = as_int(name, values[i], int(self.ids[i]))
+            out[i] = default if value is None else value
         return present, out
 
     def attr_bool(self, name: str) -> tuple[np.ndarray, np.ndarray]:

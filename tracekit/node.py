@@ -25,7 +25,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 from operator import itemgetter
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 from tracekit.attrs import (ATTR_KINDS, INT_KINDS, LIST_KINDS, SCALAR_KINDS, Attr, as_bool, as_bytes, as_int,  # noqa: F401
                             as_str, attrs_with, infer_kind)
@@ -102,6 +102,103 @@ class IOInfo:
     types: str = ""
 
 
+class TypedAttrs:
+    """The typed standard attributes (Chakra's vocabulary), shared by :class:`Node` and :class:`NodeDraft`.
+
+    Each reads one attribute by the rule of its value type (:mod:`tracekit.attrs`) through the class's
+    ``int_attr`` / ``str_attr`` / ``bool_attr``; None when the attribute is absent.
+    """
+
+    __slots__ = ()
+    id: int
+    type: Any
+    duration_ns: int
+
+    def int_attr(self, name: str) -> int | None:  # pragma: no cover - defined by the subclasses
+        raise NotImplementedError
+
+    def str_attr(self, name: str) -> str | None:  # pragma: no cover
+        raise NotImplementedError
+
+    def bool_attr(self, name: str) -> bool | None:  # pragma: no cover
+        raise NotImplementedError
+
+    @property
+    def is_comm(self) -> bool:
+        """True for COMM_SEND, COMM_RECV and COMM_COLL nodes."""
+        return self.type in COMM_TYPES
+
+    @property
+    def comm_type(self) -> CollectiveType | None:
+        """The ``comm_type`` attribute as a :class:`CollectiveType`, or None when absent.
+
+        Raises:
+            ValidationError: when the value is not a known collective type.
+        """
+        value = self.int_attr("comm_type")
+        if value is None:
+            return None
+        try:
+            return CollectiveType(value)
+        except ValueError:
+            raise ValidationError(f"unknown comm_type {value}", node_id=self.id) from None
+
+    @property
+    def comm_bytes(self) -> int | None:
+        """``comm_size``: bytes communicated (integer rule), or None."""
+        return self.int_attr("comm_size")
+
+    @property
+    def comm_src(self) -> int | None:
+        """``comm_src``: sending rank of a point-to-point node (integer rule), or None."""
+        return self.int_attr("comm_src")
+
+    @property
+    def comm_dst(self) -> int | None:
+        """``comm_dst``: receiving rank of a point-to-point node (integer rule), or None."""
+        return self.int_attr("comm_dst")
+
+    @property
+    def comm_tag(self) -> int | None:
+        """``comm_tag``: matching tag of a point-to-point node (integer rule), or None."""
+        return self.int_attr("comm_tag")
+
+    @property
+    def comm_priority(self) -> int | None:
+        """``comm_priority`` (integer rule), or None."""
+        return self.int_attr("comm_priority")
+
+    @property
+    def pg_name(self) -> str | None:
+        """``pg_name``: the process group of a collective (string rule), or None."""
+        return self.str_attr("pg_name")
+
+    @property
+    def is_cpu_op(self) -> bool | None:
+        """``is_cpu_op`` (bool rule), or None."""
+        return self.bool_attr("is_cpu_op")
+
+    @property
+    def num_ops(self) -> int | None:
+        """``num_ops``: floating-point operations (FLOPs) in traces tracekit writes (integer rule)."""
+        return self.int_attr("num_ops")
+
+    @property
+    def tensor_bytes(self) -> int | None:
+        """``tensor_size``: bytes moved to and from memory by the node (integer rule)."""
+        return self.int_attr("tensor_size")
+
+    @property
+    def stream(self) -> int | None:
+        """Device stream (``stream`` attribute) of a kernel (integer rule), or None."""
+        return self.int_attr("stream")
+
+    @property
+    def duration_us(self) -> float:
+        """``duration_ns`` in microseconds."""
+        return self.duration_ns / 1000.0
+
+
 try:  # the C accessor namedtuple fields use: a field read costs one C call
     from _collections import _tuplegetter  # type: ignore[import-not-found]
 except ImportError:  # pragma: no cover - other Python implementations
@@ -114,7 +211,7 @@ _ATTRS, _POS = 9, 11
 _EMPTY: tuple = ()
 
 
-class Node(tuple):
+class Node(TypedAttrs, tuple):  # type: ignore[misc]
     """One node of an execution trace: an immutable value (edits return a new node).
 
     Fields (read-only):
@@ -279,89 +376,12 @@ class Node(tuple):
         """
         return as_bool(name, self.get_attr(name), self.id)
 
-    # ----- typed standard attributes --------------------------------------------------------
-    @property
-    def is_comm(self) -> bool:
-        """True for COMM_SEND, COMM_RECV and COMM_COLL nodes."""
-        return self.type in COMM_TYPES
-
-    @property
-    def comm_type(self) -> CollectiveType | None:
-        """The ``comm_type`` attribute as a :class:`CollectiveType`, or None when absent.
-
-        Raises:
-            ValidationError: when the value is not a known collective type.
-        """
-        value = self.int_attr("comm_type")
-        if value is None:
-            return None
-        try:
-            return CollectiveType(value)
-        except ValueError:
-            raise ValidationError(f"unknown comm_type {value}", node_id=self.id) from None
-
-    @property
-    def comm_bytes(self) -> int | None:
-        """``comm_size``: bytes communicated (integer rule), or None."""
-        return self.int_attr("comm_size")
-
-    @property
-    def comm_src(self) -> int | None:
-        """``comm_src``: sending rank of a point-to-point node (integer rule), or None."""
-        return self.int_attr("comm_src")
-
-    @property
-    def comm_dst(self) -> int | None:
-        """``comm_dst``: receiving rank of a point-to-point node (integer rule), or None."""
-        return self.int_attr("comm_dst")
-
-    @property
-    def comm_tag(self) -> int | None:
-        """``comm_tag``: matching tag of a point-to-point node (integer rule), or None."""
-        return self.int_attr("comm_tag")
-
-    @property
-    def comm_priority(self) -> int | None:
-        """``comm_priority`` (integer rule), or None."""
-        return self.int_attr("comm_priority")
-
-    @property
-    def pg_name(self) -> str | None:
-        """``pg_name``: the process group of a collective (string rule), or None."""
-        return self.str_attr("pg_name")
-
-    @property
-    def is_cpu_op(self) -> bool | None:
-        """``is_cpu_op`` (bool rule), or None."""
-        return self.bool_attr("is_cpu_op")
-
-    @property
-    def num_ops(self) -> int | None:
-        """``num_ops``: floating-point operations (FLOPs) in traces tracekit writes (integer rule)."""
-        return self.int_attr("num_ops")
-
-    @property
-    def tensor_bytes(self) -> int | None:
-        """``tensor_size``: bytes moved to and from memory by the node (integer rule)."""
-        return self.int_attr("tensor_size")
-
-    @property
-    def stream(self) -> int | None:
-        """Device stream (``stream`` attribute) of a kernel (integer rule), or None."""
-        return self.int_attr("stream")
-
-    @property
-    def duration_us(self) -> float:
-        """``duration_ns`` in microseconds."""
-        return self.duration_ns / 1000.0
-
-
 @dataclass(frozen=True, slots=True)
 class Metadata:
     """Chakra ``GlobalMetadata``, immutable: a schema version string and a tuple of attributes."""
 
     version: str = ""
-    attrs: tuple[Attr, ...] = ()
+    attrs: Sequence[Attr] = ()  # stored as a tuple whatever sequence is given
 
     def __post_init__(self) -> None:
         if self.attrs.__class__ is not tuple:
@@ -380,7 +400,7 @@ class Metadata:
         Raises:
             ValidationError: for an unknown ``kind``.
         """
-        return Metadata(self.version, attrs_with(self.attrs, name, value, kind))
+        return Metadata(self.version, attrs_with(tuple(self.attrs), name, value, kind))
 
     def without_attr(self, name: str) -> "Metadata":
         """A copy without attribute ``name``."""
@@ -388,11 +408,11 @@ class Metadata:
 
     def with_attrs(self, attrs: Iterable[Attr]) -> "Metadata":
         """A copy with ``attrs`` appended."""
-        return Metadata(self.version, self.attrs + tuple(attrs))
+        return Metadata(self.version, tuple(self.attrs) + tuple(attrs))
 
 
 @dataclass(slots=True)
-class NodeDraft:
+class NodeDraft(TypedAttrs):
     """A node under construction, for converters that assemble a graph edge by edge (the one mutable form).
 
     Fields as :class:`Node` (lists where :class:`Node` has tuples).  A draft
@@ -416,8 +436,8 @@ class NodeDraft:
     @classmethod
     def from_node(cls, node: Node) -> "NodeDraft":
         """A draft with the fields of ``node``."""
-        f = node.fields()
-        return cls(*f[:3], list(f[3]), list(f[4]), *f[5:9], list(f[9]), f[10])
+        return cls(node.id, node.name, node.type, list(node.data_deps), list(node.ctrl_deps), node.start_time_ns,
+                   node.duration_ns, node.inputs, node.outputs, list(node.attrs), node.storage)
 
     def build(self) -> Node:
         """The immutable :class:`Node` with this draft's fields."""
@@ -458,15 +478,3 @@ class NodeDraft:
     def bool_attr(self, name: str) -> bool | None:
         """As :meth:`Node.bool_attr`."""
         return as_bool(name, self.get_attr(name), self.id)
-
-    is_comm = Node.is_comm
-    comm_type = Node.comm_type
-    comm_bytes = Node.comm_bytes
-    comm_src = Node.comm_src
-    comm_dst = Node.comm_dst
-    comm_tag = Node.comm_tag
-    pg_name = Node.pg_name
-    is_cpu_op = Node.is_cpu_op
-    num_ops = Node.num_ops
-    tensor_bytes = Node.tensor_bytes
-    stream = Node.stream
