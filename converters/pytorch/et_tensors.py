@@ -73,7 +73,9 @@ def _list_inner_types(type_name: Any, n: int) -> list[Any]:
     if not isinstance(type_name, str) or not type_name.startswith("GenericList[") or not type_name.endswith("]"):
         return [type_name] * n
     body = type_name[len("GenericList["):-1]
-    parts, depth, cur = [], 0, []
+    parts: list[Any] = []
+    cur: list[str] = []
+    depth = 0
     for ch in body:
         if ch == "," and depth == 0:
             parts.append("".join(cur))

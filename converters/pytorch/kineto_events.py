@@ -274,6 +274,7 @@ class _ExactFloat(float):
     """A float that remembers the decimal text it was parsed from."""
 
     __slots__ = ("text",)
+    text: str
 
 
 def _exact_float(text: str) -> float:

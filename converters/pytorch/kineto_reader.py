@@ -50,20 +50,10 @@ from tracekit.errors import TraceFormatError
 from tracekit._gc import paused_gc
 from tracekit.model import MAX_DURATION_NS, MAX_RANKS, MAX_TIME_NS, time_range_error
 
-__all__ = [
-    "CATEGORY_ALIASES",
-    "DEVICE_CATEGORIES",
-    "FlowEvent",
-    "KinetoEvent",
-    "KinetoTrace",
-    "ProcessGroupConfig",
-    "load_kineto_json",
-    "normalize_category",
-    "paused_gc",
-    "parse_kineto",
-    "read_kineto",
-    "us_to_ns",
-]
+# The values are defined in kineto_events and re-exported here, where the converters have always found them.
+__all__ = ["CATEGORY_ALIASES", "DEVICE_CATEGORIES", "FlowEvent", "KinetoEvent", "KinetoTrace", "ProcessGroupConfig",
+           "iter_events_by_thread", "load_kineto_json", "normalize_category", "paused_gc", "parse_kineto",
+           "read_kineto", "us_to_ns"]
 
 # ----------------------------------------------------------------------------- loading
 def _read_bytes(path: str) -> bytes:
