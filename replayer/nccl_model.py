@@ -124,6 +124,7 @@ class GroupShape:
 
     @property
     def ppn(self) -> float:
+        """Ranks per node, ``ranks / nodes`` (NCCL's ``ppn``; fractional when the group is irregular)."""
         return self.ranks / self.nodes
 
 
@@ -137,6 +138,15 @@ class Candidate:
     alg_bw_gbps: float
 
     def time_ns(self, n: int, floor_us: float = 0.0) -> float:
+        """Predicted time of ``n`` bytes, ns: ``max(floor, latency + n / alg_bw)``.
+
+        NCCL's tuner form (``src/graph/tuning.cc``, ``ncclTopoGetAlgoTime``):
+        time = latency + bytes / bandwidth; ``alg_bw_gbps`` GB/s equals bytes per ns.
+
+        Args:
+            n: message size, bytes.
+            floor_us: smallest time any collective takes, us (0 = none).
+        """
         return max(floor_us * 1000.0, self.latency_us * 1000.0 + n / self.alg_bw_gbps)
 
 

@@ -43,10 +43,12 @@ class GroupPlacement:
 
     @property
     def size(self) -> int:
+        """Number of ranks in the group."""
         return len(self.ranks)
 
     @property
     def outermost_dim(self) -> int | None:
+        """Index of the outermost spanned dimension (None: the group sits at one coordinate, e.g. one rank)."""
         return self.dims[-1] if self.dims else None
 
 

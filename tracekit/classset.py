@@ -63,6 +63,7 @@ class RankClass:
 
     @property
     def representative(self) -> int:
+        """The rank whose trace stands for the class (the first of ``ranks``)."""
         return self.ranks[0]
 
     def member_attrs(self, index: int) -> tuple[Attr, ...]:

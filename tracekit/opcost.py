@@ -84,10 +84,12 @@ class Tensor:
 
     @property
     def numel(self) -> int:
+        """Number of elements, the product of ``shape`` (1 for a scalar ``()``)."""
         return math.prod(self.shape)
 
     @property
     def nbytes(self) -> int:
+        """Size in bytes, ``numel * elem_bytes``."""
         return self.numel * self.elem_bytes
 
 
@@ -105,6 +107,7 @@ class OpArgs:
         return [a for a in self.inputs if a][i][0]
 
     def shapes(self) -> list[tuple[int, ...]]:
+        """Shape of the first tensor of every tensor-valued input argument, in argument order."""
         return [a[0].shape for a in self.inputs if a]
 
 

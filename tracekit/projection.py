@@ -49,11 +49,19 @@ class ProjectionReport:
     rough: bool = False
 
     def add(self, method: str, measured: float, projected: float) -> None:
+        """Count one node priced by ``method``.
+
+        Args:
+            method: one of :data:`METHODS`.
+            measured: the node's measured duration, ns.
+            projected: its projected duration on the target, ns.
+        """
         self.nodes[method] = self.nodes.get(method, 0) + 1
         self.measured_ns[method] = self.measured_ns.get(method, 0.0) + measured
         self.projected_ns[method] = self.projected_ns.get(method, 0.0) + projected
 
     def merge(self, other: "ProjectionReport") -> None:
+        """Add another report's counts, times (ns) and fallbacks into this one (e.g. from another rank)."""
         for m, c in other.nodes.items():
             self.nodes[m] = self.nodes.get(m, 0) + c
             self.measured_ns[m] = self.measured_ns.get(m, 0.0) + other.measured_ns[m]
@@ -76,6 +84,7 @@ class ProjectionReport:
         return out
 
     def to_dict(self) -> dict[str, Any]:
+        """The report as JSON-ready values; per method ``nodes``, ``measured_ns`` and ``projected_ns`` (ns)."""
         return {"source": self.source, "target": self.target, "rough": self.rough,
                 "dtype_fallbacks": self.dtype_fallbacks,
                 "methods": {m: {"nodes": self.nodes[m], "measured_ns": self.measured_ns[m],
@@ -119,6 +128,7 @@ def project_node(node: Node, source: DeviceModel, target: DeviceModel, host_is_c
 
 
 def new_report(source: DeviceModel, target: DeviceModel, host_is_compute: bool) -> ProjectionReport:
+    """An empty :class:`ProjectionReport` from ``source`` to ``target``, ``rough`` for a CPU capture priced on a GPU."""
     return ProjectionReport(source.key, target.key,
                             rough=host_is_compute and source.kind == "cpu" and target.kind != "cpu")
 

@@ -46,6 +46,7 @@ class TraceSet:
     # ----- ranks ----------------------------------------------------------------------
     @property
     def ranks(self) -> tuple[int, ...]:
+        """Ranks that have a trace in this set, ascending."""
         return tuple(self._traces)
 
     @property
@@ -76,6 +77,7 @@ class TraceSet:
         return iter(self._traces.values())
 
     def items(self) -> ItemsView[int, ExecutionTrace]:
+        """``(rank, trace)`` pairs, ascending rank."""
         return self._traces.items()
 
     def with_traces(self, traces: Mapping[int, ExecutionTrace] | Sequence[ExecutionTrace],
@@ -86,6 +88,13 @@ class TraceSet:
     # ----- process groups -------------------------------------------------------------
     @property
     def process_groups(self) -> dict[str, tuple[int, ...]]:
+        """pg_name -> ranks of every group, all-ranks groups expanded, default group ``"0"`` included.
+
+        Resolved once, on first use.
+
+        Raises:
+            ValidationError: two ranks declare one group differently, or a group names a rank outside the world.
+        """
         if self._groups is None:
             self._groups = self._resolve_groups()
         return self._groups

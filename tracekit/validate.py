@@ -66,10 +66,12 @@ class ValidationReport:
 
     @property
     def errors(self) -> list[Issue]:
+        """The issues of severity ``error``, in the order found."""
         return [i for i in self.issues if i.severity == ERROR]
 
     @property
     def warnings(self) -> list[Issue]:
+        """The issues of severity ``warning``, in the order found."""
         return [i for i in self.issues if i.severity == WARNING]
 
     @property
@@ -79,13 +81,16 @@ class ValidationReport:
 
     @property
     def warning_count(self) -> int:
+        """Warnings found, including those summarised as ``... N more like this``."""
         return sum(i.count for i in self.warnings)
 
     @property
     def ok(self) -> bool:
+        """True when no error was found (warnings allowed)."""
         return not self.errors
 
     def add(self, *issues: Issue) -> None:
+        """Append ``issues`` to the report."""
         self.issues.extend(issues)
 
     def raise_for_errors(self) -> None:

@@ -34,6 +34,7 @@ def path_span(paths) -> str:
 
 
 def state() -> State:
+    """The global-flag :class:`State` of the running command (defaults when called outside a click context)."""
     ctx = click.get_current_context(silent=True)
     obj = ctx.find_object(State) if ctx is not None else None
     return obj if obj is not None else State()
@@ -90,6 +91,11 @@ class TracekitGroup(click.Group):
     """
 
     def invoke(self, ctx: click.Context) -> Any:
+        """Run the subcommand; a TracekitError or OSError becomes one stderr line and the exit code.
+
+        Inputs are protected (:func:`tracekit.io.protect_inputs`) while the command runs.  With ``--debug``
+        the exception propagates with its traceback.
+        """
         try:
             from tracekit.io import protect_inputs  # imports the protobuf module: its runtime check is an input error
 

@@ -55,6 +55,7 @@ class RootGroup(TracekitGroup):
     """The ``tracekit`` group: global flags anywhere, errors as one line (:class:`TracekitGroup`)."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        """Parse ``args`` after moving the global flags (``--debug``, ``-q``, ``-v`` ...) in front of the subcommand."""
         return super().parse_args(ctx, hoist_global_flags(list(args)))
 
 

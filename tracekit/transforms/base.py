@@ -37,6 +37,11 @@ class Transform:
     """
 
     def apply(self, traceset: "TraceSet") -> "TraceSet":  # pragma: no cover - abstract
+        """The transformed trace set (a new set; ``traceset`` is not changed).
+
+        Raises:
+            TransformError, ConfigError: as documented by each subclass.
+        """
         raise NotImplementedError
 
     def describe(self) -> dict[str, Any]:
@@ -97,6 +102,7 @@ def copy_node(node: Node) -> Node:
 
 
 def copy_metadata(md: Metadata) -> Metadata:
+    """A copy of ``md`` whose attributes (and list values) can be changed without touching the original."""
     return Metadata(md.version, [Attr(a.name, list(a.value) if isinstance(a.value, list) else a.value,
                                       a.kind, a.doc_string) for a in md.attrs])
 

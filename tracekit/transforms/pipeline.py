@@ -77,9 +77,15 @@ class Pipeline(Transform):
         object.__setattr__(self, "steps", steps)
 
     def describe(self) -> dict[str, Any]:
+        """``{"transform": "Pipeline", "steps": [each step's describe()]}`` (JSON-ready)."""
         return {"transform": "Pipeline", "steps": [s.describe() for s in self.steps]}
 
     def apply(self, traceset):
+        """Apply every step in order; returns the last step's trace set.
+
+        Raises:
+            TransformError, ConfigError: as the failing step raises them.
+        """
         for step in self.steps:
             traceset = step.apply(traceset)
         return traceset
