@@ -145,13 +145,24 @@ class AstraModel(GroupPlacer):
     # --- the per-message terms ---
 
     def message_ns(self, d: int, m: int, h: int) -> int:
-        """``X(m) = floor(h * latency + m / B)`` on dimension ``d``."""
+        """``X(m) = floor(h * latency + m / B)`` on dimension ``d``, ns.
+
+        Args:
+            d: dimension index.
+            m: message size, bytes.
+            h: hops (see :func:`astra_hops`).
+
+        Source: ASTRA-sim's analytical backend, ``BasicTopology::compute_communication_delay``.
+        """
         return int(h * self.spec.network[d].latency_ns + m / self._bw[d])
 
     def reduction_ns(self, m: int) -> int:
-        """``R(m) = 3 * floor(m / local_mem_bw)``, in ASTRA-sim's double arithmetic (``PacketBundle::call``:
+        """``R(m) = 3 * floor(m / local_mem_bw)``, ns, for a received message of ``m`` bytes.
+
+        Computed in ASTRA-sim's double arithmetic (``PacketBundle::call``:
         ``uint64(m / (local_mem_bw * 1e9) * 1e9)``, which is one less than the exact quotient for some sizes,
-        e.g. 600,000 B at 5,000 GB/s gives 119, not 120)."""
+        e.g. 600,000 B at 5,000 GB/s gives 119, not 120).
+        """
         return 3 * int(m / (self.settings.local_mem_bw_gbps * 1e9) * 1e9)
 
     # --- one chunk on one dimension ---
@@ -400,7 +411,19 @@ class AstraModel(GroupPlacer):
                         member_ns=spread)
 
     def p2p_cost(self, comm_bytes: int, src: int, dst: int) -> CommCost:
-        """``X(m)`` on the outermost dimension where ``src`` and ``dst`` differ (0 for the same rank)."""
+        """``X(m)`` on the outermost dimension where ``src`` and ``dst`` differ (0 for the same rank).
+
+        Args:
+            comm_bytes: message size ``m``, bytes.
+            src, dst: sending and receiving ranks.
+
+        Returns:
+            a :class:`CommCost` with the whole time (whole ns) in ``fixed_ns``, no bandwidth sharing.
+
+        Raises:
+            SpecError: a rank outside the spec.
+            ReplayError: negative ``comm_bytes``.
+        """
         n = check_comm_bytes(comm_bytes)
         d = p2p_dimension(src, dst, self._sizes)
         if d is None:

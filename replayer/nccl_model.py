@@ -181,7 +181,11 @@ class NcclModel(GroupPlacer):
                           self._link(pl.dims[-1]), bottleneck)
 
     def candidates(self, kind: str, n: int, g: GroupShape) -> list[Candidate]:
-        """Every enabled :class:`Candidate` for collective ``kind`` of ``n`` bytes on group shape ``g``."""
+        """Every enabled :class:`Candidate` for collective ``kind`` of ``n`` bytes on group shape ``g``.
+
+        Bandwidths (GB/s = bytes/ns) and latencies (us) follow NCCL's ``ncclTopoTuneModel`` (module doc);
+        a (algorithm, protocol) with no bandwidth for ``kind`` is left out.
+        """
         c = self.consts
         out = []
         for algorithm in c.algorithms:
@@ -264,7 +268,12 @@ class NcclModel(GroupPlacer):
         return base + intra + 2 * _log2i(g.nodes) * inter
 
     def best(self, kind: str, n: int, g: GroupShape) -> Candidate:
-        """The fastest candidate (NCCL's choice) for ``n`` bytes; ties go to the earlier one."""
+        """The fastest candidate (NCCL's choice) for ``n`` bytes; ties go to the earlier one.
+
+        Raises:
+            ValueError: no enabled (algorithm, protocol) can run ``kind`` (not possible with a ``ring`` algorithm
+                enabled, which :mod:`.spec_toml` requires).
+        """
         floor = self.consts.latency_floor_us
         return min(self.candidates(kind, n, g), key=lambda cand: cand.time_ns(n, floor))
 
@@ -297,6 +306,11 @@ class NcclModel(GroupPlacer):
         return CommCost(fixed_ns, ((g.bottleneck, data_ns * dim_bw),), f"nccl:{cand.algorithm}/{cand.protocol}")
 
     def p2p_cost(self, comm_bytes: int, src: int, dst: int) -> CommCost:
-        """``latency_ns + n / B`` on the outermost dimension where src and dst differ."""
+        """``latency_ns + n / B`` on the outermost dimension where src and dst differ (the alpha-beta cost).
+
+        Raises:
+            SpecError: a rank outside the spec.
+            ReplayError: negative ``comm_bytes``.
+        """
         cost = p2p_alpha_beta(self.spec, comm_bytes, src, dst)
         return CommCost(cost.fixed_ns, cost.wire_bytes, "nccl:" + cost.algorithm)
