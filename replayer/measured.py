@@ -256,7 +256,11 @@ def measured_notes(traceset: "TraceSet") -> list[str]:
 
 
 def compare(traceset: "TraceSet", result: "ReplayResult") -> MeasuredComparison:
-    """Compare a replay (with its schedule) of ``traceset`` against the nodes' measured times."""
+    """Compare a replay (with its schedule) of ``traceset`` against the nodes' measured times.
+
+    Raises:
+        ValueError: ``result`` has no schedule (e.g. one read from JSON written without ``include_schedule``).
+    """
     if result.schedule is None:
         raise ValueError("the replay result has no schedule")
     rows: list[StepComparison] = []
