@@ -54,6 +54,13 @@ def assign_lanes(starts: np.ndarray, ends: np.ndarray, *, nesting: bool = True) 
 
     Intervals are taken by start (longest first on ties); each goes to the
     first lane whose open intervals it fits in (after closing those that ended).
+
+    Args:
+        starts, ends: interval bounds, shape (N,), any one time unit.
+        nesting: whether an interval may sit inside an open one of the same lane.
+
+    Returns:
+        int64 lane index per interval, shape (N,), lanes numbered from 0.
     """
     n = len(starts)
     lanes = np.zeros(n, dtype=np.int64)
@@ -259,7 +266,12 @@ def measured_timeline(traceset: "TraceSet") -> dict[str, Any]:
 
 
 def write_chrome_trace(trace: dict[str, Any], path: str | os.PathLike[str]) -> None:
-    """Write a Chrome trace dict as JSON, atomically."""
+    """Write a Chrome trace dict as JSON, atomically.
+
+    Raises:
+        TracekitError: ``path`` is an input of the running command, or cannot be written.
+        OSError: the folder or temporary file cannot be created.
+    """
     import orjson
 
     from tracekit.io import atomic_output

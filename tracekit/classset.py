@@ -137,6 +137,13 @@ class ClassSet:
 
         Each file's metadata carries its class stamp (:data:`RANK_CLASS_ATTR`); node records are exactly
         the member's.
+
+        Returns:
+            the paths written, in rank order.
+
+        Raises:
+            TracekitError: the prefix holds other rank files, or an output is an input of the running command.
+            TraceFormatError: a class file cannot be decoded.
         """
         from tracekit.io import TraceSetWriter
 

@@ -98,7 +98,15 @@ class Pipeline(Transform):
 
     def write(self, traceset, output_prefix: str | os.PathLike[str], *, source: str | os.PathLike[str] | None = None,
               compress: bool = False) -> list[Path]:
-        """:meth:`run` then write ``<output_prefix>.<rank>.et`` (all ranks encoded before any file is written)."""
+        """:meth:`run` then write ``<output_prefix>.<rank>.et`` (all ranks encoded before any file is written).
+
+        Returns:
+            the paths written, in rank order.
+
+        Raises:
+            TransformError, ConfigError: as the failing step raises them.
+            TracekitError: the prefix holds other rank files, or an output is an input of the running command.
+        """
         from tracekit.io import write_traceset
 
         return write_traceset(self.run(traceset, source=source), output_prefix, compress=compress)
