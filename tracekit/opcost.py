@@ -177,7 +177,10 @@ def _side(shapes: Any, types: Any) -> tuple[tuple[Tensor, ...], ...]:
 
 def parse_args(inputs: Any, outputs: Any) -> OpArgs:
     """:class:`OpArgs` of an op from its ``IOInfo``-like inputs/outputs (``shapes``/``types``/``values``
-    JSON strings or already-parsed lists); missing parts give empty tuples."""
+    JSON strings or already-parsed lists); missing parts give empty tuples.
+
+    Text that is not JSON counts as missing (no error is raised).
+    """
     def part(io: Any, name: str) -> Any:
         return _loads(getattr(io, name, None)) if io is not None else None
 
@@ -210,13 +213,30 @@ def matmul_flops(a: tuple[int, ...], b: tuple[int, ...]) -> int:
 def conv_flops(x: tuple[int, ...], w: tuple[int, ...], out: tuple[int, ...], transposed: bool = False) -> int:
     """``2 N prod(spatial) c_out (c_in/groups) prod(kernel)`` (flop_counter ``conv_flop_count``); spatial
     sizes of the output, or of the input for a transposed convolution.  ``w`` = [c_out, c_in/g, *kernel]
-    ([c_in, c_out/g, *kernel] when transposed: the product is the same)."""
+    ([c_in, c_out/g, *kernel] when transposed: the product is the same).
+
+    Args:
+        x: input shape ``[N, c_in, *spatial]``.
+        w: weight shape.
+        out: output shape ``[N, c_out, *spatial]``.
+        transposed: a transposed convolution.
+
+    Raises:
+        IndexError: ``x`` or ``w`` has fewer than 2 dimensions.
+    """
     spatial = (x if transposed else out)[2:]
     return 2 * x[0] * math.prod(spatial) * w[0] * w[1] * math.prod(w[2:])
 
 
 def sdpa_flops(q: tuple[int, ...], k: tuple[int, ...], v: tuple[int, ...]) -> int:
-    """Forward attention ``2 B H L S E + 2 B H L S Ev`` for q [B,H,L,E], k [B,H,S,E], v [B,H,S,Ev]."""
+    """Forward attention ``2 B H L S E + 2 B H L S Ev`` for q [B,H,L,E], k [B,H,S,E], v [B,H,S,Ev].
+
+    Source: PyTorch ``torch/utils/flop_counter.py`` ``sdpa_flop_count`` (Q K^T and P V).
+
+    Raises:
+        ValueError: ``q`` is not 4-D.
+        IndexError: ``k`` or ``v`` has fewer than 4 dimensions.
+    """
     b, h, l_q, e = q
     s, ev = k[2], v[3]
     return 2 * b * h * l_q * s * e + 2 * b * h * l_q * s * ev
@@ -224,7 +244,12 @@ def sdpa_flops(q: tuple[int, ...], k: tuple[int, ...], v: tuple[int, ...]) -> in
 
 def sdpa_backward_flops(q: tuple[int, ...], k: tuple[int, ...], v: tuple[int, ...]) -> int:
     """Backward attention ``2 B H L S (3 E + 2 Ev)`` (flop_counter ``sdpa_backward_flop_count``: scores
-    recomputed, then dP = dO V^T, dV = P^T dO, dQ = dS K, dK = dS^T Q)."""
+    recomputed, then dP = dO V^T, dV = P^T dO, dQ = dS K, dK = dS^T Q).
+
+    Raises:
+        ValueError: ``q`` is not 4-D.
+        IndexError: ``k`` or ``v`` has fewer than 4 dimensions.
+    """
     b, h, l_q, e = q
     s, ev = k[2], v[3]
     return 2 * b * h * l_q * s * (3 * e + 2 * ev)
@@ -469,7 +494,12 @@ def _compute_dtype(key: str, a: OpArgs) -> str:
 
 def aten_cost(name: str, inputs: Any, outputs: Any) -> OpCost | None:
     """FLOPs and bytes of aten op ``name`` from its ET inputs/outputs (IOInfo-like), or None when the
-    table does not know the op or its arguments do not fit the formula (see module table)."""
+    table does not know the op or its arguments do not fit the formula (see module table).
+
+    Returns:
+        :class:`OpCost` with ``flops`` (a multiply-add = 2) and ``bytes`` read + written, or None.
+        Never raises for malformed arguments: a shape that does not fit gives None.
+    """
     key = table_key(name)
     if key is None:
         return None
