@@ -84,14 +84,24 @@ class ClassSet:
     classes: tuple[RankClass, ...]
 
     def locate(self, rank: int) -> tuple[RankClass, int]:
-        """The class of ``rank`` and its index in the class.  Raises TracekitError outside the job."""
+        """The class of ``rank`` and its index in the class.
+
+        Raises:
+            TracekitError: ``rank`` is not in the job (names the manifest).
+        """
         for c in self.classes:
             if rank in c.ranks:  # tuples of ranks: fine for thousands of ranks, called per rank
                 return c, c.ranks.index(rank)
         raise TracekitError(f"rank {rank} is not in the job ({self.world_size} ranks)", path=self.manifest)
 
     def rank_bytes(self, rank: int) -> bytes:
-        """The `.et` bytes of ``rank`` (exactly what a per-rank writer writes)."""
+        """The `.et` bytes of ``rank`` (exactly what a per-rank writer writes).
+
+        Raises:
+            TracekitError: ``rank`` is not in the job.
+            TraceFormatError: the class file cannot be decoded.
+            OSError: the class file cannot be read.
+        """
         cls, index = self.locate(rank)
         return self._template(cls).for_rank(dict(enumerate(cls.member_attrs(index))))
 
@@ -228,6 +238,9 @@ def find_class_set(spec: Any) -> ClassSet | None:
     ``spec`` names a manifest when it is the `.classes.json` file itself, a
     prefix ``dir/job`` with ``dir/job.classes.json``, or a directory holding
     exactly one manifest and no ``*.<rank>.et`` file.
+
+    Raises:
+        TraceFormatError: the manifest it names is invalid (see :func:`read_class_set`).
     """
     if not isinstance(spec, (str, os.PathLike)):
         return None
@@ -251,6 +264,7 @@ def write_class_set(prefix: str | os.PathLike[str], world_size: int,
     """Write ``<prefix>.class<k>.et`` and ``<prefix>.classes.json``; returns the manifest path.
 
     Args:
+        prefix: output prefix (``dir/job``).
         world_size: ranks of the job.
         classes: per class ``(representative's .et bytes, its slot attributes,
             [(rank, that rank's slot attributes), ...])`` with the
@@ -259,8 +273,8 @@ def write_class_set(prefix: str | os.PathLike[str], world_size: int,
     All files appear together: an error or Ctrl-C removes the ones written.
 
     Raises:
-        TracekitError: an output is an input of the running command, or the
-            manifest is inconsistent (as :func:`read_class_set` checks).
+        TracekitError: an output is an input of the running command.
+        TraceFormatError: the manifest is inconsistent (as :func:`read_class_set` checks it).
     """
     import orjson
 

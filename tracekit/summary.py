@@ -191,7 +191,11 @@ def _comm_totals_fast(cols: Any, comm: np.ndarray, collectives: Counter[str], co
 
 
 def summarize_trace(trace: ExecutionTrace) -> TraceSummary:
-    """Summary of one rank (vectorized over the node columns)."""
+    """Summary of one rank (vectorized over the node columns); times in ns, sizes in bytes.
+
+    Raises:
+        TraceFormatError: the trace's records cannot be decoded.
+    """
     cols = trace.columns()
     types = cols.types
     by_type = {_type_name(int(t)): int(c) for t, c in zip(*np.unique(types, return_counts=True))}
@@ -245,9 +249,12 @@ def summarize_files(pairs, *, executor: str = "serial", max_workers: int | None 
 
     Args:
         pairs: ``(rank, path)`` of every rank file (see :func:`tracekit.io.trace_paths`).
+        executor, max_workers: as :func:`tracekit.parallel.parallel_map`.
 
     Raises:
-        TraceFormatError: a file cannot be read; ValidationError: groups disagree.
+        TraceFormatError: a file cannot be read or decoded.
+        ValidationError: a ``process_group:init`` value cannot be parsed, or a group names a rank outside the world.
+        ConfigError: an unknown executor.
     """
     from tracekit.groups import resolve_groups
     from tracekit.parallel import parallel_map
