@@ -91,7 +91,12 @@ class Pipeline(Transform):
         return traceset
 
     def run(self, traceset, *, source: str | os.PathLike[str] | None = None):
-        """Apply every step, then record the provenance (steps and ``source``) in each trace."""
+        """Apply every step, then record the provenance (steps and ``source``) in each trace.
+
+        Raises:
+            TransformError, ConfigError: as the failing step raises them; TransformError also for an earlier
+                provenance record that is not JSON.
+        """
         out = self.apply(traceset)
         return stamp_provenance(out, [s.describe() for s in self.steps],
                                 os.fspath(source) if source is not None else None)
