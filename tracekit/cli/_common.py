@@ -75,7 +75,7 @@ def progress(items: Iterable[T], description: str, total: int | None = None) -> 
 
 
 def render_error(exc: BaseException) -> str:
-    """The one line printed for an input error."""
+    """The one line printed for an input error: ``tracekit: error: <where>: <message>`` (an OSError: its file name and reason)."""
     if isinstance(exc, OSError) and not isinstance(exc, TracekitError):
         name = getattr(exc, "filename", None)
         return f"tracekit: error: {name + ': ' if name else ''}{exc.strerror or exc}"
@@ -150,7 +150,11 @@ class _ClosedStream:
 
 
 def run_cli(group: click.Group, argv: list[str] | None = None) -> None:
-    """Run ``group`` as the console script does (exits the process)."""
+    """Run ``group`` as the console script does (exits the process).
+
+    Raises:
+        SystemExit: always, with the command's exit code.
+    """
     install_signal_handlers()
     if sys.stdout is None:
         sys.stdout = _ClosedStream("output")  # type: ignore[assignment]

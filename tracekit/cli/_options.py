@@ -86,7 +86,14 @@ def executor_options(f: Callable) -> Callable:
 
 def resolve_executor(executor: str, units: int, workers: int | None, *, min_units: int = 2) -> str:
     """The executor ``auto`` stands for: ``process`` from ``min_units`` units of work (and more than one
-    worker allowed), else ``serial``; any other choice is returned unchanged."""
+    worker allowed), else ``serial``; any other choice is returned unchanged.
+
+    Args:
+        executor: the ``--executor`` choice.
+        units: number of independent work items (ranks, files).
+        workers: the ``--workers`` value (None = default).
+        min_units: smallest number of items worth a process pool.
+    """
     if executor != "auto":
         return executor
     return "process" if units >= min_units and (workers is None or workers > 1) else "serial"
