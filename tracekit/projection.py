@@ -93,7 +93,23 @@ class ProjectionReport:
 
 def projected_duration(duration_ns: float, flops: float, nbytes: float, op_class: str | None, dtype: str | None,
                        source: DeviceModel, target: DeviceModel) -> tuple[float, str, bool]:
-    """``(duration on target in ns (float), method, dtype fell back)`` for one node measured on source."""
+    """``(duration on target in ns (float), method, dtype fell back)`` for one node measured on source.
+
+    The measured duration is scaled by the ratio of the two devices' model times,
+    ``duration_ns * op_seconds(target) / op_seconds(source)`` (:func:`tracekit.devices.op_seconds`), so
+    what the model does not capture (launch overheads, achieved efficiency) carries over from the measurement.
+
+    Args:
+        duration_ns: measured duration on ``source``, ns (<= 0: ``no_duration``, 0 returned).
+        flops: the node's FLOPs (``num_ops``).
+        nbytes: bytes it reads and writes (``tensor_size``).
+        op_class: its op class (:data:`tracekit.opcost.OP_CLASSES`), or None.
+        dtype: its compute dtype, or None.
+        source, target: the capture's device and the device to project to.
+
+    Raises:
+        ConfigError: a device lists no peak FLOP/s.
+    """
     if duration_ns <= 0:
         return 0.0, "no_duration", False
     if flops <= 0 and nbytes <= 0:
@@ -112,7 +128,13 @@ def _str_attr(node: Node, name: str) -> str | None:
 
 def project_node(node: Node, source: DeviceModel, target: DeviceModel, host_is_compute: bool,
                  report: ProjectionReport) -> float | None:
-    """Projected duration (float ns) of one node, counted in ``report``; None when not a timed node."""
+    """Projected duration (float ns) of one node, counted in ``report``; None when not a timed node.
+
+    Host ops (``is_cpu_op``) keep their measured duration unless ``host_is_compute`` (a CPU capture).
+
+    Raises:
+        ConfigError: a device lists no peak FLOP/s.
+    """
     if node.type not in TIMED:
         return None
     d = float(node.duration_ns)
@@ -128,7 +150,11 @@ def project_node(node: Node, source: DeviceModel, target: DeviceModel, host_is_c
 
 
 def new_report(source: DeviceModel, target: DeviceModel, host_is_compute: bool) -> ProjectionReport:
-    """An empty :class:`ProjectionReport` from ``source`` to ``target``, ``rough`` for a CPU capture priced on a GPU."""
+    """An empty :class:`ProjectionReport` from ``source`` to ``target``.
+
+    ``rough`` is set when host ops are the compute (``host_is_compute``) of a CPU capture priced on a
+    non-CPU device.
+    """
     return ProjectionReport(source.key, target.key,
                             rough=host_is_compute and source.kind == "cpu" and target.kind != "cpu")
 

@@ -35,7 +35,18 @@ SPLIT_COMM = frozenset({"cp_kv_allgather", "cp_kv_reducescatter"})
 
 @dataclass(frozen=True)
 class Shape:
-    """The model and batch fields of ``llm_config`` the rewrites use."""
+    """The model and batch fields of ``llm_config`` the rewrites use.
+
+    Attributes:
+        num_layers, hidden_size (h), num_heads, kv_heads, ffn_size: the transformer's shape (sizes in elements).
+        swiglu: the FFN has gate and up projections (first GEMM twice as wide).
+        seq_length (s), vocab_size: tokens per sequence, vocabulary entries.
+        tied_embeddings, learned_position_embeddings, layernorm, bias: Megatron-LM options.
+        micro_batch_size (b): sequences per micro-batch.
+        dtype_bytes: bytes per element of weights and activations (:data:`DTYPE_BYTES`).
+        grad_bytes: bytes per element of the gradients the data-parallel reduction moves.
+    """
+
 
     num_layers: int
     hidden_size: int
@@ -158,7 +169,11 @@ class Shape:
 
     # ----- TP split of one node -------------------------------------------------------------
     def tp_factors(self, tp_old: int, tp_new: int) -> tuple[Fraction, Fraction]:
-        """``(f, f_vocab)``: per-rank share of split work and of the padded vocabulary, new / old."""
+        """``(f, f_vocab)``: per-rank share of split work and of the padded vocabulary, new / old.
+
+        ``f = tp_old / tp_new``; ``f_vocab`` is the ratio of per-rank padded vocabularies (the padding to a
+        multiple of ``128 * tp`` changes with ``tp``).
+        """
         f = Fraction(tp_old, tp_new)
         fv = Fraction(self.padded_vocab(tp_new) // tp_new, self.padded_vocab(tp_old) // tp_old)
         return f, fv
