@@ -367,7 +367,16 @@ class AstraModel(GroupPlacer):
         return tuple(out)
 
     def collective_ns(self, kind: str, comm_bytes: int, group: tuple[int, ...]) -> int:
-        """Whole-collective time in ns (integer, as ASTRA-sim's cycles): the last member's finish."""
+        """Whole-collective time in ns (integer, as ASTRA-sim's cycles): the last member's finish.
+
+        Args:
+            kind: collective key (``all_reduce``, ``reduce_scatter``, ``all_gather``, ``all_to_all``).
+            comm_bytes: each rank's input buffer, bytes.
+            group: the member ranks, ascending.
+
+        Raises:
+            SpecError: a rank outside the spec, or repeated in ``group``.
+        """
         pl = self.placement(group)
         if not pl.dims:
             return 0

@@ -141,7 +141,11 @@ def p2p_issues(traceset: "TraceSet") -> list[Issue]:
 
 
 def find_problems(traceset: "TraceSet") -> list[Issue]:
-    """All errors of the trace-level checks (see module doc), without raising."""
+    """All errors of the trace-level checks (see module doc), without raising them.
+
+    Raises:
+        TraceFormatError: a trace's records cannot be decoded (not a finding: nothing can be checked).
+    """
     report = validate_traceset(traceset)
     issues = list(report.errors)
     issues.extend(p2p_issues(traceset))

@@ -260,6 +260,7 @@ def compare(traceset: "TraceSet", result: "ReplayResult") -> MeasuredComparison:
 
     Raises:
         ValueError: ``result`` has no schedule (e.g. one read from JSON written without ``include_schedule``).
+        ReplayError: a rank of ``traceset`` with a schedule has no statistics in ``result``.
     """
     if result.schedule is None:
         raise ValueError("the replay result has no schedule")

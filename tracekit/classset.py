@@ -129,7 +129,12 @@ class ClassSet:
                 yield rank, stamp_rank_class(data, key, cls.slots, cls.values[index]) if stamp else data
 
     def read_representative(self, cls: RankClass):
-        """The representative's :class:`ExecutionTrace` (rank = the representative)."""
+        """The representative's :class:`ExecutionTrace` (rank = the representative).
+
+        Raises:
+            TraceFormatError: the class file is not a trace.
+            OSError: it cannot be read.
+        """
         from tracekit.io import read_trace
 
         return read_trace(cls.file, rank=cls.representative)
@@ -346,6 +351,9 @@ def check_class_set(cs: ClassSet) -> list:
     Representatives are checked; members derived (:func:`member_findings`)
     when the representative has no issue and the class varies only
     :data:`RENAMED` attributes, else checked on their derived trace.
+
+    Raises:
+        TraceFormatError: a class file cannot be decoded.
     """
     from tracekit.validate import check_rank
 
@@ -361,7 +369,13 @@ def check_class_set(cs: ClassSet) -> list:
 
 
 def validate_class_set(cs: ClassSet):
-    """:func:`tracekit.validate.validate_files` for a class set -> ValidationReport."""
+    """:func:`tracekit.validate.validate_files` for a class set -> ValidationReport.
+
+    Findings are in the report, never raised.
+
+    Raises:
+        TraceFormatError: a class file cannot be decoded.
+    """
     from tracekit.groups import resolve_groups
     from tracekit.validate import ValidationError, cross_rank_checks, _report, Issue, ERROR
 
@@ -380,7 +394,12 @@ def validate_class_set(cs: ClassSet):
 
 
 def summarize_class_set(cs: ClassSet):
-    """:func:`tracekit.summary.summarize_files` for a class set (a member's summary is its representative's)."""
+    """:func:`tracekit.summary.summarize_files` for a class set (a member's summary is its representative's).
+
+    Raises:
+        TraceFormatError: a class file cannot be decoded.
+        ValidationError: a ``process_group:init`` value cannot be parsed, or a group names a rank outside the world.
+    """
     from dataclasses import replace
 
     from tracekit.groups import pg_descriptions, resolve_groups

@@ -224,6 +224,7 @@ def summarize_traceset(ts: "TraceSet") -> TraceSetSummary:
     Raises:
         ValidationError: a process group is declared differently on two ranks, names a rank outside the
             world, or a ``process_group:init`` value cannot be parsed.
+        TraceFormatError: a trace's records cannot be decoded.
     """
     from tracekit.groups import pg_descriptions
 

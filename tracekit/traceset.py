@@ -23,9 +23,11 @@ class TraceSet:
             the default group ``"0"`` (all ranks) is always present.
 
     Raises:
-        ValidationError: two declarations of one group disagree, or a group
-            names a rank outside the world.
+        ValidationError: not at construction (groups are resolved lazily) but on first use of
+            :attr:`world_size` or :attr:`process_groups` when two declarations of one group disagree, and
+            of :attr:`process_groups` when a group names a rank outside the world.
     """
+
 
     def __init__(self, traces: Mapping[int, ExecutionTrace] | Sequence[ExecutionTrace],
                  process_groups: Mapping[str, Sequence[int]] | None = None) -> None:

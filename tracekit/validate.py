@@ -209,6 +209,9 @@ def rank_collectives(trace: ExecutionTrace) -> dict[str, list[tuple[int, int, in
     Order is the data-dependency (topological) order, ties by file position;
     a missing ``comm_type``/``comm_size`` is read as ASTRA-sim and Chakra's feeder read it: ALL_REDUCE (0)
     and 0 bytes.  ``comm_bytes`` is the node's ``comm_size``, bytes.
+
+    Raises:
+        ValidationError: the data dependencies have a cycle (no issue order exists).
     """
     cols = trace.columns()
     pos = np.flatnonzero(cols.types == NodeType.COMM_COLL_NODE)
