@@ -37,7 +37,7 @@ class Transform:
     """
 
     def apply(self, traceset: "TraceSet") -> "TraceSet":  # pragma: no cover - abstract
-        """The transformed trace set (a new set; ``traceset`` is not changed).
+        """The transformed trace set (``traceset`` itself is left unchanged).
 
         Raises:
             TransformError, ConfigError: as documented by each subclass.
