@@ -321,6 +321,7 @@ class _Rank:
         self.model_pg, self.data_pg = model_pg, data_pg
 
     def comp(self, phase: str, layer: TextLayer, deps: Sequence[int | None]) -> int:
+        """The COMP node of ``phase`` (``fwd``/``ig``/``wg``) of ``layer``: the file's time x ``ns_per_unit`` ns; returns its id."""
         value = {"fwd": layer.fwd_time, "ig": layer.ig_time, "wg": layer.wg_time}[phase]
         return self.b.comp(f"COMP_NODE_{layer.name}_{_PHASE_NAMES[phase]}", duration_ns=value * self.k,
                            deps=deps)

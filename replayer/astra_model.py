@@ -214,6 +214,7 @@ class AstraModel(GroupPlacer):
         dim = self.spec.network[d]
 
         def send_ns(u: int, v: int) -> int:
+            """Message time (ns) of one ``c``-byte chunk between tree members ``u`` and ``v`` (indices into ``coords``)."""
             return self.message_ns(d, c, astra_hops(dim.topology, coords[u], coords[v], dim.size))
 
         return dbt_chunks_ns(len(coords), chunks, active, send_ns=send_ns,
@@ -302,6 +303,7 @@ class AstraModel(GroupPlacer):
         coords = [rank_coords(r, self._sizes) for r in members]
 
         def send_ns(u: int, v: int, m: int) -> int:
+            """Message time (ns) of ``m`` bytes from member ``u`` to ``v``, on the innermost dimension where they differ."""
             d = next(i for i, (a, b) in enumerate(zip(coords[u], coords[v])) if a != b)
             dim = self.spec.network[d]
             return self.message_ns(d, m, astra_hops(dim.topology, coords[u][d], coords[v][d], dim.size))
@@ -309,6 +311,7 @@ class AstraModel(GroupPlacer):
         chunk, chunks = self.chunking(kind, comm_bytes)
 
         def ring(starts: list[int], _root_max: bool) -> list[tuple[int, int]]:
+            """Per-member ``(finish, scheduled at)`` of one ring chunk whose members start at ``starts`` (ns)."""
             return ring_times(kind, chunk, starts, send_ns=send_ns, e=_GROUP_HANDOFF_NS,
                               reduction_ns=self.reduction_ns)
 
@@ -348,7 +351,9 @@ class AstraModel(GroupPlacer):
             dim = self.spec.network[d]
 
             def tree(starts, root_max, d=d, size=size, coords=coords, dim=dim):
+                """Per-member ``(finish, scheduled at)`` of one tree chunk on dimension ``d`` whose members start at ``starts`` (ns)."""
                 def send_ns(u: int, v: int) -> int:
+                    """Message time (ns) of one ``size``-byte chunk between line members ``u`` and ``v``."""
                     return self.message_ns(d, size, astra_hops(dim.topology, coords[u], coords[v], dim.size))
                 return dbt_times(len(coords), starts, root_max=root_max, send_ns=send_ns, e=e,
                                  r=self.reduction_ns(size))

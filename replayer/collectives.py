@@ -392,6 +392,7 @@ def hierarchical_steps(kind: str, n: float, pl: GroupPlacement, spec: "HardwareS
     dims = list(zip(pl.dims, pl.sizes, pl.coords))
 
     def alg(d: int, k: str) -> str:
+        """The algorithm of collective ``k`` on dimension ``d`` (``ring`` for a barrier)."""
         return "ring" if k == "barrier" else net[d].algorithm(k)
 
     steps = []

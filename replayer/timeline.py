@@ -90,10 +90,12 @@ class _Builder:
         self.named: set[tuple[int, int]] = set()
 
     def process(self, rank: int) -> None:
+        """Name the Chrome-trace process of ``rank`` (``rank N``) and sort it by rank."""
         self.events.append({"ph": "M", "name": "process_name", "pid": rank, "args": {"name": f"rank {rank}"}})
         self.events.append({"ph": "M", "name": "process_sort_index", "pid": rank, "args": {"sort_index": rank}})
 
     def thread(self, rank: int, tid: int, name: str) -> None:
+        """Name thread ``tid`` of ``rank`` once (later calls do nothing) and sort it by tid."""
         if (rank, tid) in self.named:
             return
         self.named.add((rank, tid))
@@ -103,6 +105,7 @@ class _Builder:
 
     def slice(self, rank: int, tid: int, name: str, cat: str, start_ns: float, end_ns: float,
               args: dict[str, Any]) -> None:
+        """Add a complete (``X``) event from ``start_ns`` to ``end_ns`` (ns; written in us, as Chrome traces are)."""
         self.events.append({"ph": "X", "name": name, "cat": cat, "pid": rank, "tid": tid, "ts": _us(start_ns),
                             "dur": round(_us(end_ns) - _us(start_ns), 3), "args": args})
 

@@ -450,6 +450,7 @@ def transform_class_set(cs: ClassSet, pipeline, output: str | os.PathLike[str]) 
     counts = [0, 0]
 
     def classes():
+        """Each class's transformed representative as ``write_class_set`` takes it, counting nodes in and out."""
         for cls in cs.classes:
             trace = cs.read_representative(cls)
             ts = TraceSet({cls.representative: trace}, trace.process_groups())

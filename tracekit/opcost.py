@@ -182,6 +182,7 @@ def parse_args(inputs: Any, outputs: Any) -> OpArgs:
     Text that is not JSON counts as missing (no error is raised).
     """
     def part(io: Any, name: str) -> Any:
+        """Field ``name`` (``shapes``/``types``/``values``) of ``io`` parsed from JSON, None when absent or not JSON."""
         return _loads(getattr(io, name, None)) if io is not None else None
 
     values = part(inputs, "values")
@@ -298,6 +299,12 @@ def _linear(a: OpArgs) -> int:
 
 def _conv_with(transposed: Callable[[OpArgs], bool]) -> Callable[[OpArgs], int]:
     def f(a: OpArgs) -> int:
+        """FLOPs of a convolution from its input, weight and output shapes (:func:`conv_flops`).
+
+        Raises:
+            ValueError: the op recorded no output shape.
+            IndexError: fewer than two tensor inputs.
+        """
         x, w = a.t(0).shape, a.t(1).shape
         out = a.outputs[0][0].shape if a.outputs and a.outputs[0] else None
         if out is None:
@@ -345,6 +352,7 @@ def _einsum(a: OpArgs) -> int:
 
 def _per_out(k: float) -> Callable[[OpArgs], int]:
     def f(a: OpArgs) -> int:
+        """``k`` FLOPs per element of the first output (of the first tensor input when no output is recorded)."""
         outs = [t for arg in a.outputs for t in arg]
         ref = outs[0] if outs else a.t(0)
         return int(k * ref.numel)

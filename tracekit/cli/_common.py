@@ -134,18 +134,26 @@ class _ClosedStream:
         self.name = name
 
     def write(self, data: Any) -> int:
+        """Refuse the write.
+
+        Raises:
+            OSError: EBADF, naming the closed stream (rendered as one error line).
+        """
         import errno
 
         raise OSError(errno.EBADF, f"standard {self.name} is closed (give -o FILE, or do not close it)")
 
     @property
     def buffer(self) -> "_ClosedStream":
+        """The stream itself (binary writes are refused the same way)."""
         return self
 
     def flush(self) -> None:
+        """Nothing to flush."""
         pass
 
     def isatty(self) -> bool:
+        """False: a closed stream is no terminal."""
         return False
 
 
