@@ -73,7 +73,7 @@ def parse_size(text: str) -> int:
 
 
 def size_range(text: str) -> list[int]:
-    """Sizes from ``MIN:MAX`` (powers of two from MIN, as ``-f 2``), ``MIN:MAX:FACTOR`` or ``A,B,C``.
+    """Sizes in bytes from ``MIN:MAX`` (powers of two from MIN, as ``-f 2``), ``MIN:MAX:FACTOR`` or ``A,B,C``.
 
     Raises:
         TracekitError: a bad size, MIN > MAX or a factor < 2.

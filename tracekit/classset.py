@@ -438,7 +438,9 @@ def transform_class_set(cs: ClassSet, pipeline, output: str | os.PathLike[str]) 
         ``(manifest path, nodes in, nodes out)`` counted over every rank.
 
     Raises:
-        TracekitError: a step is not class-wise (see :func:`classwise`), or as the steps raise.
+        TracekitError: a step is not class-wise (see :func:`classwise`), an output is an input of the
+            running command, or as the steps raise (TransformError, ConfigError).
+        TraceFormatError: a class file cannot be decoded.
     """
     from tracekit.io import encode_trace
     from tracekit.traceset import TraceSet

@@ -57,6 +57,9 @@ class TraceSet:
 
         A set may hold fewer traces than its world (a partial job, e.g. one
         captured rank of two); :attr:`missing_ranks` lists the others.
+
+        Raises:
+            ValidationError: two ranks declare one process group differently.
         """
         top = max(self._traces) if self._traces else -1
         for ranks in self._declared_groups().values():
