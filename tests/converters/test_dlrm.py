@@ -75,7 +75,7 @@ def test_small_buckets_follow_the_backward_order():
     config = dlrm_preset("dlrm-small", 2, global_batch_size=64, grad_bucket_bytes=4 * 3000)
     trace = generate_dlrm(config)[0]
     # limit 3,000 elements: top1 (65) | top0 (3,392, alone) | bottom1 (1,040) + bottom0 (896)
-    assert [n.get_attr("layers") for n in _roles(trace, "dp_grad_allreduce")] == \
+    assert [list(n.get_attr("layers")) for n in _roles(trace, "dp_grad_allreduce")] == \
         [["top1"], ["top0"], ["bottom1", "bottom0"]]
 
 

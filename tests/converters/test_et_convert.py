@@ -28,8 +28,8 @@ def test_exclusive_durations_chain_and_ctrl_deps():
     assert n[10].get_attr("range_duration_ns") == 100_000
     assert n[11].get_attr("host_gap_ns") == 10_000 and n[14].get_attr("host_gap_ns") == 20_000
     assert n[13].start_time_ns == 25_000
-    assert [n[i].data_deps for i in (10, 11, 12, 13, 14)] == [[], [10], [11], [12], [13]]
-    assert [n[i].ctrl_deps for i in (10, 11, 12, 13, 14)] == [[], [10], [11], [11], [10]]
+    assert [list(n[i].data_deps) for i in (10, 11, 12, 13, 14)] == [[], [10], [11], [12], [13]]
+    assert [list(n[i].ctrl_deps) for i in (10, 11, 12, 13, 14)] == [[], [10], [11], [11], [10]]
     assert all(n[i].is_cpu_op for i in n) and res.node_counts == {"COMP_NODE": 5}
 
 

@@ -92,7 +92,7 @@ def test_gradient_buckets_split_by_size_and_wait_for_their_layers():
     trace = generate_llm(c)[0]
     buckets = nodes_by(trace, op_role="dp_grad_allreduce")
     # 8 layers + head + embedding; two layers fill a bucket
-    assert [n.get_attr("layers") for n in buckets][:3] == [[8, 7], [6, 5], [4, 3]]
+    assert [list(n.get_attr("layers")) for n in buckets][:3] == [[8, 7], [6, 5], [4, 3]]
     by_id = {n.id: n for n in trace.nodes}
     for bucket in buckets:
         assert {by_id[d].get_attr("layer") for d in bucket.data_deps} <= set(bucket.get_attr("layers"))

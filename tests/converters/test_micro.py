@@ -87,7 +87,7 @@ def test_builder_attribute_kinds_follow_chakra_conventions():
     assert comp.num_ops == 137_438_953_472 and comp.tensor_bytes == 100_663_296
     assert attr_kinds(send) == {"is_cpu_op": "bool_val", "comm_src": "int32_val", "comm_dst": "int32_val",
                                 "comm_tag": "int32_val", "comm_size": "int64_val"}  # no pg_name: all ranks
-    assert (send.comm_src, send.comm_dst, send.comm_tag, send.data_deps) == (3, 4, 7, [0])
+    assert (send.comm_src, send.comm_dst, send.comm_tag, list(send.data_deps)) == (3, 4, 7, [0])
     assert attr_kinds(coll)["comm_type"] == "int64_val" and attr_kinds(coll)["comm_size"] == "int64_val"
     assert [n.id for n in b.nodes] == [0, 1, 2]
     with pytest.raises(ConfigError, match="negative"):
@@ -105,7 +105,7 @@ def test_all_reduce_with_compute_and_iterations(tmp_path):
     for rank in range(8):
         nodes = back[rank].nodes
         assert [n.type for n in nodes] == [NodeType.COMP_NODE, NodeType.COMM_COLL_NODE] * 3
-        assert [n.data_deps for n in nodes] == [[], [0], [1], [2], [3], [4]]
+        assert [list(n.data_deps) for n in nodes] == [[], [0], [1], [2], [3], [4]]
         assert [n.duration_ns for n in nodes if n.type == NodeType.COMP_NODE] == [2500] * 3
         colls = [n for n in nodes if n.is_comm]
         assert {(n.comm_type, n.comm_bytes, n.pg_name) for n in colls} == {
@@ -159,7 +159,7 @@ def test_ring_each_rank_sends_to_next_and_every_send_has_its_recv():
     assert sends == recvs
     assert set(sends) == {(r, (r + 1) % 4, it, 1_048_576) for r in range(4) for it in range(2)}
     rank1 = ts[1].nodes
-    assert [(n.type, n.data_deps) for n in rank1] == [
+    assert [(n.type, list(n.data_deps)) for n in rank1] == [
         (NodeType.COMM_SEND_NODE, []), (NodeType.COMM_RECV_NODE, []),
         (NodeType.COMM_SEND_NODE, [0, 1]), (NodeType.COMM_RECV_NODE, [0, 1])]
 
@@ -173,7 +173,7 @@ def test_pairwise_exchange_visits_every_peer_in_order():
         assert len(nodes) == 1 + 2 * (p - 1)
         assert [n.comm_dst for n in nodes if n.type == NodeType.COMM_SEND_NODE] == [(r + k) % p for k in (1, 2, 3)]
         assert [n.comm_src for n in nodes if n.type == NodeType.COMM_RECV_NODE] == [(r - k) % p for k in (1, 2, 3)]
-        assert [n.data_deps for n in nodes] == [[], [0], [0], [1, 2], [1, 2], [3, 4], [3, 4]]
+        assert [list(n.data_deps) for n in nodes] == [[], [0], [0], [1, 2], [1, 2], [3, 4], [3, 4]]
 
 
 def test_pingpong_orders_send_and_recv():
@@ -181,7 +181,7 @@ def test_pingpong_orders_send_and_recv():
     a, b = ts[0].nodes, ts[1].nodes
     assert [n.type for n in a] == [NodeType.METADATA_NODE] + [NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE] * 2
     assert [n.type for n in b] == [NodeType.METADATA_NODE] + [NodeType.COMM_RECV_NODE, NodeType.COMM_SEND_NODE] * 2
-    assert [n.data_deps for n in a[1:]] == [[], [1], [2], [3]]
+    assert [list(n.data_deps) for n in a[1:]] == [[], [1], [2], [3]]
     assert len(ts[2]) == 1
     assert _messages(ts, NodeType.COMM_SEND_NODE) == _messages(ts, NodeType.COMM_RECV_NODE)
     with pytest.raises(ConfigError, match="exactly 2"):
@@ -203,7 +203,7 @@ def test_chakra_shapes_all_validate():
 
 def test_chakra_shape_values():
     dep = chakra_shape("two_comp_nodes_dependent", 3)[2].nodes
-    assert [(n.id, n.data_deps, n.duration_ns) for n in dep] == [(0, [], 5000), (1, [0], 5000)]
+    assert [(n.id, list(n.data_deps), n.duration_ns) for n in dep] == [(0, [], 5000), (1, [0], 5000)]
     rs = chakra_shape("one_comm_coll_node_reducescatter", 2, comm_bytes=12345)[1].nodes
     assert [(n.type, n.get_attr("comm_type"), n.comm_bytes) for n in rs] == [(NodeType.COMM_COLL_NODE, 7, 12345)]
     load = chakra_shape("one_remote_mem_load_node", 1)[0].nodes[0]

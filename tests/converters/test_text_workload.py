@@ -27,7 +27,7 @@ def run(*args) -> subprocess.CompletedProcess:
 
 def shape(trace):
     """(name, data deps) of every node: the schedule in one comparable value."""
-    return [(n.name, n.data_deps) for n in trace.nodes]
+    return [(n.name, list(n.data_deps)) for n in trace.nodes]
 
 
 def comms(trace):
@@ -278,7 +278,7 @@ def test_micro_issues_only_weight_gradient_collectives():
     wl = parse_text_workload("MICRO\n2\na -1 5 NONE 0 5 NONE 0 5 ALLREDUCE 100 0\n"
                              "b -1 5 NONE 0 5 NONE 0 5 ALLGATHER 200 0\n")
     trace = convert_text_workload(wl, 2, passes=3)[1]
-    assert [(n.comm_type, n.comm_bytes, n.data_deps) for n in trace.nodes] == [(AR, 100, []), (AG, 200, [])] * 3
+    assert [(n.comm_type, n.comm_bytes, list(n.data_deps)) for n in trace.nodes] == [(AR, 100, []), (AG, 200, [])] * 3
 
 
 # ----- bad input ------------------------------------------------------------------------------

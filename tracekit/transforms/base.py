@@ -37,6 +37,11 @@ class Transform:
     """
 
     def apply(self, traceset: "TraceSet") -> "TraceSet":  # pragma: no cover - abstract
+        """The transformed trace set (``traceset`` itself is left unchanged).
+
+        Raises:
+            TransformError, ConfigError: as documented by each subclass.
+        """
         raise NotImplementedError
 
     def describe(self) -> dict[str, Any]:
@@ -107,6 +112,9 @@ def map_nodes(trace: ExecutionTrace, fn: Callable[[Node], Node | None]) -> Execu
     """A trace whose nodes are ``fn(node)`` (None keeps the node as is; return a copy to change it).
 
     The input trace is returned unchanged (same object) when ``fn`` changed nothing.
+
+    Raises:
+        TransformError: raised by ``fn``, with the node id filled in.
     """
     out: list[Node] = []
     changed = False
@@ -126,7 +134,8 @@ def map_nodes(trace: ExecutionTrace, fn: Callable[[Node], Node | None]) -> Execu
 def map_traces(traceset: "TraceSet", fn: Callable[[ExecutionTrace], ExecutionTrace]) -> "TraceSet":
     """A trace set with ``fn`` applied to every rank's trace (process groups kept).
 
-    Errors raised by ``fn`` get the rank and path filled in.
+    Raises:
+        TransformError: raised by ``fn``, with the rank and path filled in.
     """
     out = {}
     for rank, trace in traceset.items():
@@ -171,6 +180,9 @@ def stamp_provenance(traceset: "TraceSet", steps: Iterable[dict[str, Any]], sour
 
     An earlier record in the trace (a trace that was already transformed) is
     kept under ``"previous"``.
+
+    Raises:
+        TransformError: an earlier ``tracekit_provenance`` record is not JSON.
     """
     steps = list(steps)
     out = {}
