@@ -37,6 +37,7 @@ def _checked(value: int, what: str, limit: int, m: Any) -> int:
 
 
 def attr_from_pb(a: Any) -> Attr:
+    """An :class:`Attr` from an ``AttributeProto`` message (list kinds as tuples)."""
     kind = a.WhichOneof("value")
     if kind is None:
         value = None
@@ -51,6 +52,7 @@ _LIST_SET = frozenset(LIST_KINDS)
 
 
 def attr_to_pb(attr: Attr, target: Any) -> None:
+    """Fill the ``AttributeProto`` ``target`` from ``attr`` (TypeError/ValueError from protobuf for a bad value)."""
     target.name = attr.name
     if attr.doc_string:
         target.doc_string = attr.doc_string
@@ -118,10 +120,12 @@ def node_to_pb(node: Node) -> Any:
 
 
 def metadata_from_pb(m: Any) -> Metadata:
+    """A :class:`Metadata` from a ``GlobalMetadata`` message."""
     return Metadata(m.version, tuple(attr_from_pb(a) for a in m.attr))
 
 
 def metadata_to_pb(md: Metadata) -> Any:
+    """A ``GlobalMetadata`` message for ``md`` (TypeError/ValueError from protobuf for a bad value)."""
     m = pb.GlobalMetadata()
     if md.version:
         m.version = md.version

@@ -221,6 +221,11 @@ class EncodedNodes:
         return len(self.starts)
 
     def decode_one(self, i: int, last_good: int | None = None) -> Any:
+        """The ``Node`` message of record ``i`` (protobuf).
+
+        Raises:
+            TraceFormatError: the record does not decode (byte offset, ``last_good`` id).
+        """
         s, e = int(self.starts[i]), int(self.ends[i])
         m = pb.Node()
         try:
@@ -231,6 +236,11 @@ class EncodedNodes:
         return m
 
     def decode_all(self) -> list[Node]:
+        """Every record as a :class:`Node`, with protobuf (the reference the column path is tested against).
+
+        Raises:
+            TraceFormatError: a record does not decode.
+        """
         out: list[Node] = []
         last = None
         for i in range(len(self.starts)):
@@ -243,11 +253,17 @@ class EncodedNodes:
         return out
 
     def columns(self):
+        """The records' :class:`~tracekit.graph.NodeColumns` (:func:`tracekit._columnar.decode_columns`).
+
+        Raises:
+            TraceFormatError: a record does not decode.
+        """
         from tracekit._columnar import decode_columns
 
         return decode_columns(self)
 
     def raw_records(self) -> Iterator[bytes]:
+        """Each record framed again (length prefix + message bytes), for writing an untouched trace."""
         data = self.data
         for s, e in zip(self.starts.tolist(), self.ends.tolist()):
             yield frame(data[s:e])

@@ -166,5 +166,10 @@ def atomic_output(path: str | os.PathLike[str], mode: str = "wb") -> Iterator[IO
 
 
 def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically (see :func:`atomic_output`).
+
+    Raises:
+        TracekitError: ``path`` is an input of the running command, or it cannot be written.
+    """
     with atomic_output(path, "wb") as fh:
         fh.write(data)

@@ -145,6 +145,11 @@ class _Stream:
         self.last: int | None = None
 
     def nodes(self) -> Iterator[Node]:
+        """The nodes, block by block (see module docstring).
+
+        Raises:
+            TraceFormatError: a bad record, when it is reached.
+        """
         from tracekit._columnar import decode_columns
         from tracekit._nodeview import NodeView
 

@@ -154,6 +154,7 @@ class TraceSetWriter:
         self._created: list[Path] = []  # folders this writer made (removed again when the write fails)
 
     def target(self, rank: int) -> Path:
+        """The final path of ``rank``'s file (``<prefix>.<rank>.et`` or ``.et.gz``)."""
         return Path(f"{self.prefix}.{rank}{self.suffix}")
 
     def _final(self, rank: int) -> Path:

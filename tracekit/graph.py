@@ -221,6 +221,7 @@ class DepGraph:
 
     @classmethod
     def build(cls, columns: NodeColumns, *, path: str | None = None, rank: int | None = None) -> "DepGraph":
+        """The graph of ``columns`` (see the class docstring); duplicate ids are listed in ``duplicate_ids``."""
         return cls(columns, path=path, rank=rank)
 
     def _lookup(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -249,9 +250,11 @@ class DepGraph:
         return self._lookup(np.asarray(ids, dtype=np.uint64))
 
     def predecessors(self, pos: int) -> np.ndarray:
+        """Positions (int32/int64 array) whose completion the node at ``pos`` waits for (data deps)."""
         return self.pred_pos[self.pred_ptr[pos]:self.pred_ptr[pos + 1]]
 
     def successors(self, pos: int) -> np.ndarray:
+        """Positions (int32/int64 array) of the nodes that wait for the node at ``pos``."""
         return self.succ_pos[self.succ_ptr[pos]:self.succ_ptr[pos + 1]]
 
     def topological_order(self) -> np.ndarray:

@@ -115,12 +115,15 @@ class TypedAttrs:
     duration_ns: int
 
     def int_attr(self, name: str) -> int | None:  # pragma: no cover - defined by the subclasses
+        """Attribute ``name`` by the int rule (:func:`tracekit.attrs.as_int`), None when absent."""
         raise NotImplementedError
 
     def str_attr(self, name: str) -> str | None:  # pragma: no cover
+        """Attribute ``name`` by the str rule (:func:`tracekit.attrs.as_str`), None when absent."""
         raise NotImplementedError
 
     def bool_attr(self, name: str) -> bool | None:  # pragma: no cover
+        """Attribute ``name`` by the bool rule (:func:`tracekit.attrs.as_bool`), None when absent."""
         raise NotImplementedError
 
     @property

@@ -145,6 +145,7 @@ class _Capped:
         self.count = 0
 
     def add(self, pos: int, issue: Issue) -> None:
+        """Keep ``issue`` (found at node position ``pos``) among the first ones of its check."""
         self.count += 1
         self.items.append((pos, issue))
         if len(self.items) > 4 * MAX_PER_CHECK:
@@ -155,6 +156,7 @@ class _Capped:
         del self.items[MAX_PER_CHECK:]
 
     def emit(self, report: ValidationReport, check: str, path: str | None, rank: int | None) -> None:
+        """Add the kept issues to ``report`` in file order, plus one line counting the rest."""
         self._trim()
         report.add(*(issue for _, issue in self.items))
         if self.count > MAX_PER_CHECK:
