@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -148,7 +147,7 @@ def test_dgx_a100_and_streams_single():
 def _retime(ts, rank: int, factor: int):
     """The set with rank ``rank``'s COMP durations multiplied by ``factor``."""
     trace = ts[rank]
-    out = [replace(n, duration_ns=n.duration_ns * factor) if n.type == NodeType.COMP_NODE else n
+    out = [n.replace(duration_ns=n.duration_ns * factor) if n.type == NodeType.COMP_NODE else n
            for n in trace.nodes]
     traces = {r: (ExecutionTrace(out, trace.metadata, rank=rank) if r == rank else ts[r]) for r in ts.ranks}
     return ts.with_traces(traces)
