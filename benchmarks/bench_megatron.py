@@ -26,8 +26,8 @@ ROWS = [r for r in os.environ.get("BENCH_MEGATRON_ROWS", "18.4B,39.1B,1T").split
 def main() -> dict:
     from tracekit.converters.generators import calibration as cal
     from tracekit.converters.generators.llm import write_llm
-    from tracekit.replayer.folding import replay_files
-    from tracekit.replayer.hardware import load_spec
+    from tracekit.replayer.simulation.folding import replay_files
+    from tracekit.replayer.simulation.hardware import load_spec
 
     cost = cal.calibrated_cost(load_spec("dgx-a100"))
     out: dict = {"note": "each row once, on a shared 2-core machine (1-minute load average per row)"}

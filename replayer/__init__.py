@@ -22,11 +22,11 @@ import logging
 import os
 from typing import TYPE_CHECKING
 
-from tracekit.replayer._program import ReplayOptions
-from tracekit.replayer.results import ReplayResult
+from tracekit.replayer.simulation.program import ReplayOptions
+from tracekit.replayer.results.result import ReplayResult
 
 if TYPE_CHECKING:  # pragma: no cover
-    from tracekit.replayer.hardware import HardwareSpec
+    from tracekit.replayer.simulation.hardware import HardwareSpec
     from tracekit.traceset import TraceSet
 
 log = logging.getLogger(__name__)
@@ -40,13 +40,13 @@ def replay(traceset: "TraceSet", spec: "HardwareSpec | str | os.PathLike[str]", 
 
     Args:
         traceset: the job, one trace per rank (ranks 0..n-1).
-        spec: a :class:`~tracekit.replayer.hardware.HardwareSpec`, a preset
+        spec: a :class:`~tracekit.replayer.simulation.hardware.HardwareSpec`, a preset
             name (``dgx-h100``) or a TOML path.
         options: see :class:`ReplayOptions` (default: the spec's models, the
             trace's streams, checks on).
 
     Returns:
-        the :class:`~tracekit.replayer.results.ReplayResult`; same inputs,
+        the :class:`~tracekit.replayer.results.result.ReplayResult`; same inputs,
         same result to the bit.
 
     Raises:
@@ -56,11 +56,11 @@ def replay(traceset: "TraceSet", spec: "HardwareSpec | str | os.PathLike[str]", 
         ValidationError: a trace is structurally broken (with checks off).
         DeadlockError: the replay stalled; per rank, what it is blocked on.
     """
-    from tracekit.replayer._program import compile_program, effective_spec
-    from tracekit.replayer.checks import check_complete, check_replay_inputs, check_spec_size
-    from tracekit.replayer.engine import simulate
-    from tracekit.replayer.hardware import HardwareSpec, load_spec
-    from tracekit.replayer.results import build_result
+    from tracekit.replayer.simulation.program import compile_program, effective_spec
+    from tracekit.replayer.simulation.checks import check_complete, check_replay_inputs, check_spec_size
+    from tracekit.replayer.simulation.engine import simulate
+    from tracekit.replayer.simulation.hardware import HardwareSpec, load_spec
+    from tracekit.replayer.results.result import build_result
 
     options = options or ReplayOptions()
     if not isinstance(spec, HardwareSpec):
@@ -73,7 +73,7 @@ def replay(traceset: "TraceSet", spec: "HardwareSpec | str | os.PathLike[str]", 
     fitted = effective_spec(spec, options, traceset.world_size)
     fold_info = None
     if options.fold:
-        from tracekit.replayer.folding import FoldInfo, NotFoldable, plan_folding, replay_folded, scan_rank
+        from tracekit.replayer.simulation.folding import FoldInfo, NotFoldable, plan_folding, replay_folded, scan_rank
 
         try:
             if len(traceset) != traceset.world_size:

@@ -21,7 +21,7 @@ Every command resolves a TRACES argument naming a manifest, its prefix, or a
 directory holding one manifest to the class set (:func:`find_class_set`);
 :meth:`ClassSet.to_traceset` gives the per-rank :class:`TraceSet` (bytes
 derived on demand), and the replayer simulates class sets without deriving
-the members' traces (``tracekit.replayer.class_replay``).
+the members' traces (``tracekit.replayer.simulation.class_replay``).
 """
 
 from __future__ import annotations

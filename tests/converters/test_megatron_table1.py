@@ -18,7 +18,7 @@ import pytest
 
 from tracekit.converters.generators import calibration as cal
 from tracekit.converters.generators.llm import write_llm
-from tracekit.replayer.hardware import load_spec
+from tracekit.replayer.simulation.hardware import load_spec
 
 # (row, TFLOP/s per GPU in Table 1) -- the paper's values, repeated here so the test states its reference.
 PAPER = [("1.7B", 137.0), ("3.6B", 138.0), ("7.5B", 142.0)]
@@ -26,7 +26,7 @@ PAPER = [("1.7B", 137.0), ("3.6B", 138.0), ("7.5B", 142.0)]
 
 @pytest.mark.parametrize("name, paper_tflops", PAPER)
 def test_table1_row_within_10_percent(name, paper_tflops, tmp_path):
-    from tracekit.replayer.folding import replay_files
+    from tracekit.replayer.simulation.folding import replay_files
 
     row = cal.table1_row(name)
     assert row.tflops_per_gpu == paper_tflops

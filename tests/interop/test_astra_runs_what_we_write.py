@@ -21,9 +21,9 @@ from click.testing import CliRunner
 from reference_tools import astra_sim, chakra_node_count, feeder_drain
 from tracekit.cli import cli
 from tracekit.io import read_trace
-from tracekit.replayer._program import ReplayOptions
-from tracekit.replayer.astra_config import import_astra_config
-from tracekit.replayer.folding import replay_files
+from tracekit.replayer.simulation.program import ReplayOptions
+from tracekit.replayer.simulation.astra_config import import_astra_config
+from tracekit.replayer.simulation.folding import replay_files
 
 SMALL_LLM = ["--model", "gpt3-1.3b", "--layers", "2", "--hidden", "256", "--heads", "8", "--seq", "128",
              "--ffn", "1024", "--vocab", "1000", "--peak-tflops", "100", "--mem-bw-gbps", "1000"]

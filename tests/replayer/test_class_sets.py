@@ -16,8 +16,8 @@ from tracekit.converters.generators.llm import write_llm
 from tracekit.errors import TraceFormatError
 from tracekit.io import read_trace, read_traceset, trace_paths
 from tracekit.replayer import ReplayOptions
-from tracekit.replayer.class_replay import member_scan
-from tracekit.replayer.folding import replay_files, scan_rank
+from tracekit.replayer.simulation.class_replay import member_scan
+from tracekit.replayer.simulation.folding import replay_files, scan_rank
 from tracekit.summary import summarize_files
 from tracekit.validate import validate_files
 
@@ -138,7 +138,7 @@ def test_bad_manifest_names_the_file_and_the_missing_rank(job, tmp_path):
 
 
 def test_folded_64_rank_timeline_names_every_slice(tmp_path):
-    from tracekit.replayer.timeline import replay_timeline
+    from tracekit.replayer.reporting.timeline import replay_timeline
 
     paths = write_llm(_config(tp=2, pp=4, dp=8, layers=4), tmp_path / "job", ROOF)
     result, ts = replay_files(tmp_path / "job", "dgx-h100", options=ReplayOptions())

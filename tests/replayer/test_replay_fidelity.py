@@ -1,7 +1,7 @@
 """Replay fidelity on real captures: every real trace with a ProfilerStep (and the named step-less ones).
 
 Each row converts a real capture (``../shared/real``), replays it with its own measured durations
-(:func:`tracekit.replayer.measured.check_replay`: compute measured, each collective the smallest
+(:func:`tracekit.replayer.results.measured.check_replay`: compute measured, each collective the smallest
 measured duration of its members) and compares the replayed step time per rank with the measured one.
 
 Row: (set, conversion, rank, step, measured ns, source of the measured value, expected error or None, reason).
@@ -37,7 +37,7 @@ import pytest
 
 from tracekit.converters.pytorch import convert_pytorch
 from tracekit.converters.pytorch.kineto_convert import convert_kineto
-from tracekit.replayer.measured import check_replay
+from tracekit.replayer.results.measured import check_replay
 
 pytestmark = pytest.mark.realdata
 

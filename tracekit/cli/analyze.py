@@ -90,7 +90,7 @@ def analyze(traces: tuple[str, ...], top: int, html_out: str | None, as_json: bo
     else:
         analysis = analyze_kineto_files(kineto_files(traces), top=top)
     if html_out is not None:
-        from tracekit.replayer.report_measured import write_measured_report
+        from tracekit.replayer.reporting.report_measured import write_measured_report
 
         write_measured_report(analysis.to_dict(), html_out)
         if not state().quiet:

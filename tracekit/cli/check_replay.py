@@ -34,8 +34,8 @@ def check_replay_cmd(traces, hw: str, json_out: str | None, as_json: bool, html_
     from rich.table import Table
 
     from tracekit.io import read_traceset
-    from tracekit.replayer.measured import check_replay
-    from tracekit.replayer.measured_report import write_comparison_html, write_comparison_json
+    from tracekit.replayer.results.measured import check_replay
+    from tracekit.replayer.reporting.measured_report import write_comparison_html, write_comparison_json
 
     from tracekit.cli.replay import _refuse_old_json
 

@@ -22,7 +22,7 @@ def roofline_from_options(hw: str | None, peak_tflops: float | None, mem_bw_gbps
     if hw is not None:
         if peak_tflops is not None or mem_bw_gbps is not None:
             raise ConfigError("give either --hw or --peak-tflops/--mem-bw-gbps, not both")
-        from tracekit.replayer.hardware import load_spec
+        from tracekit.replayer.simulation.hardware import load_spec
 
         if cost == "calibrated":
             from tracekit.converters.generators.calibration import CalibratedCost

@@ -67,7 +67,7 @@ def _groups_text(names: list[str]) -> str:
 
 
 def render_result(console: Any, result: Any, *, top: int = 8) -> None:
-    """Print a :class:`tracekit.replayer.results.ReplayResult` for people.
+    """Print a :class:`tracekit.replayer.results.result.ReplayResult` for people.
 
     Ranks with identical figures share a row, as do collectives that differ
     only in their group; the ``top`` slowest / most expensive rows are shown.
@@ -225,7 +225,7 @@ def replay(traces, hw: str, json_out: str | None, as_json: bool, with_schedule: 
       tracekit replay out/a100_capture --hw dgx-h100 --compute projected
     """
     from tracekit.replayer import ReplayOptions
-    from tracekit.replayer.projected import replay_with_compute
+    from tracekit.replayer.orchestration.projected import replay_with_compute
 
     _refuse_old_json(traces, as_json)
     timeline_out = timeline_out or timeline_old
@@ -244,7 +244,7 @@ def replay(traces, hw: str, json_out: str | None, as_json: bool, with_schedule: 
                 status=lambda text: spinner.update(f"replay: {text}"))
     written = []  # files first: a closed stdout (| head) must not lose them
     if html_out:
-        from tracekit.replayer.report import write_report
+        from tracekit.replayer.reporting.report import write_report
 
         write_report(result, html_out, traceset=traceset)
         written.append(f"wrote {html_out}")
@@ -252,7 +252,7 @@ def replay(traces, hw: str, json_out: str | None, as_json: bool, with_schedule: 
         _write_result_json(result, json_out, with_schedule, plan, report)
         written.append(f"wrote {json_out}")
     if timeline_out:
-        from tracekit.replayer.timeline import replay_timeline, write_chrome_trace
+        from tracekit.replayer.reporting.timeline import replay_timeline, write_chrome_trace
 
         chrome = replay_timeline(result, traceset)
         write_chrome_trace(chrome, timeline_out)
@@ -301,7 +301,7 @@ def timeline(traces, output: str, as_json: bool) -> None:
       tracekit timeline out/job -o measured.json
     """
     from tracekit.io import read_traceset
-    from tracekit.replayer.timeline import measured_timeline, write_chrome_trace
+    from tracekit.replayer.reporting.timeline import measured_timeline, write_chrome_trace
 
     traceset = read_traceset(traces)
     trace = measured_timeline(traceset)
