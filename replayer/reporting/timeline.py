@@ -35,7 +35,7 @@ import numpy as np
 
 from tracekit.errors import ReplayError
 
-from tracekit.replayer.simulation.program import K_COLL, K_RECV, K_SEND, K_TIMED, _classify, _resources
+from tracekit.replayer.simulation.rank_compile import K_COLL, K_RECV, K_SEND, K_TIMED, classify, resources
 
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.replayer.results.result import ReplayResult
@@ -231,8 +231,8 @@ def measured_timeline(traceset: "TraceSet") -> dict[str, Any]:
     for rank in traceset.ranks:
         trace = traceset[rank]
         cols = trace.columns()
-        kind, cls, sub = _classify(cols, "trace")
-        res, names = _resources(cls, sub)
+        kind, cls, sub = classify(cols, "trace")
+        res, names = resources(cls, sub)
         keep = (res >= 0) & (cols.duration_ns > 0)
         per_rank.append((rank, cols, kind, res, names, np.flatnonzero(keep)))
         if keep.any():

@@ -54,8 +54,9 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-from tracekit.groups import canonical_pg_name
 from tracekit._gc import paused_gc
+from tracekit.errors import TracekitError
+from tracekit.rendezvous import collective_instances, comm_table, group_order, p2p_pairs
 from tracekit.model import NodeType
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -112,19 +113,13 @@ class RankScan:
     comm_ids: dict[int, int]
 
 
-def _int_or(v: Any, default: int | None) -> int | None:
-    if v is None or isinstance(v, bool) or not isinstance(v, (int, float)):
-        return default
-    return int(v)
-
-
 def scan_rank(trace: "ExecutionTrace") -> RankScan:
     """Digest and communication table of one trace (module doc, point 1).
 
     Raises:
         ValidationError: the trace's graph cannot be built (duplicate ids, cycle).
     """
-    from tracekit.replayer.simulation.program import _bool_attr
+    from tracekit.replayer.simulation.rank_compile import bool_attr
 
     cols = trace.columns()
     graph = trace.graph()
@@ -144,46 +139,18 @@ def scan_rank(trace: "ExecutionTrace") -> RankScan:
         present, values = cols.attr_int(name)
         put(present)
         put(np.where(present, values, 0).astype(np.int64))
-    put(_bool_attr(cols, "is_cpu_op") if n else np.zeros(0, dtype=bool))
+    put(bool_attr(cols, "is_cpu_op") if n else np.zeros(0, dtype=bool))
     h.update("\0".join(cols.names).encode("utf-8", "surrogatepass"))
     put(np.asarray(graph.pred_ptr, dtype=np.int64))
     put(np.asarray(graph.pred_pos, dtype=np.int64))
-    comm = np.flatnonzero(np.isin(types, [int(t) for t in _COMM]))
-    coll: dict[str, list[int]] = {}
-    coll_attr: dict[int, tuple[int, int]] = {}
-    sends: dict[tuple[int, int], list[int]] = {}
-    recvs: dict[tuple[int, int], list[int]] = {}
-    p2p_attr: dict[int, tuple[int, str]] = {}
-    comm_ids: dict[int, int] = {}
-    if len(comm):
-        _, ctype = cols.attr("comm_type")
-        _, csize = cols.attr("comm_size")
-        _, tag_v = cols.attr("comm_tag")
-        _, src_v = cols.attr("comm_src")
-        _, dst_v = cols.attr("comm_dst")
-        _, pg_v = cols.attr("pg_name")
-        facts = []
-        for p in graph.in_topological_order(comm):
-            t = int(types[p])
-            comm_ids[p] = int(cols.ids[p])
-            ct = 0 if ctype[p] is None else _int_or(ctype[p], -2)  # missing: ALL_REDUCE, 0 bytes (validate)
-            cs = 0 if csize[p] is None else _int_or(csize[p], -2)
-            if t == NodeType.COMM_COLL_NODE:
-                coll.setdefault(canonical_pg_name(pg_v[p]), []).append(p)
-                coll_attr[p] = (ct, cs)
-                facts.append((p, ct, cs))
-            else:
-                tag = _int_or(tag_v[p], 0)
-                size = max(_int_or(csize[p], 0) or 0, 0)
-                p2p_attr[p] = (size, canonical_pg_name(pg_v[p]))
-                if t == NodeType.COMM_SEND_NODE:
-                    sends.setdefault((_int_or(dst_v[p], -1), tag), []).append(p)
-                else:
-                    recvs.setdefault((_int_or(src_v[p], -1), tag), []).append(p)
-                facts.append((p, tag, size))
+    table = comm_table(trace)
+    if table.order:  # the communication facts in issue order (group names and peers left out)
+        facts = [(p, *table.coll_attr[p]) if p in table.coll_attr else (p, table.tag[p], table.p2p_attr[p][0])
+                 for p in table.order]
         h.update(repr(facts).encode())
-    return RankScan(trace.rank if trace.rank is not None else 0, trace.path, n, h.digest(), coll, coll_attr,
-                    sends, recvs, p2p_attr, len(comm), comm_ids)
+    comm_ids = {p: int(cols.ids[p]) for p in table.order}
+    return RankScan(trace.rank if trace.rank is not None else 0, trace.path, n, h.digest(), table.coll,
+                    table.coll_attr, table.sends, table.recvs, table.p2p_attr, len(table.order), comm_ids)
 
 
 @dataclass
@@ -252,6 +219,9 @@ def plan_folding(scans: dict[int, RankScan], groups: dict[str, tuple[int, ...]],
                  options: "ReplayOptions") -> FoldPlan:
     """Classes, the folded instances, and the map back to the unfolded job (module doc, points 2-4).
 
+    Communications are matched by :mod:`tracekit.rendezvous` (the rules the unfolded program uses), in the
+    engine's order: collectives group by group, then sends/recvs.
+
     Args:
         scans: every rank 0..N-1.
         groups: the job's process groups (resolved).
@@ -267,55 +237,83 @@ def plan_folding(scans: dict[int, RankScan], groups: dict[str, tuple[int, ...]],
     rep_of = np.empty(world, dtype=np.int64)
     for r in range(world):
         rep_of[r] = by_digest.setdefault(scans[r].digest, r)
-    reps = tuple(sorted(set(rep_of.tolist())))
-    if len(reps) == world:
-        raise NotFoldable("no two ranks have identical programs")
-    rep = rep_of.tolist()
+    if len(by_digest) == world:
+        raise NotFoldable(NO_TWIN_RANKS)
     if (options.collective_model or spec.collective_model) == "astra":
-        _astra_foldable(groups, rep, world, spec)
-    costs = _CostCheck(spec, options)
+        _astra_foldable(groups, rep_of.tolist(), world, spec)
+    planner = _Planner(scans, rep_of, _CostCheck(spec, options))
+    planner.collectives(groups)
+    planner.p2p()
+    planner.check_order()
+    return FoldPlan(rep_of, planner.reps, planner.folded, planner.unfolded, scans)
 
-    unfolded: list = []
-    folded: list[FoldedInstance] = []
-    node_fid: dict[tuple[int, int], int] = {}
-    folded_key: list[tuple] = []
-    order_by_u: list[array] = [array("q") for _ in range(world)]
 
-    def add(kind: str, ctype: int | None, nbytes: int, pg: str, ranks: tuple[int, ...],
-            positions: tuple[int, ...], seq: int) -> None:
-        if kind == "p2p":
-            image = ((rep[ranks[0]], positions[0]), (rep[ranks[1]], positions[1]))
-            link = (rep[ranks[0]], rep[ranks[1]])
-        else:
-            seen: dict[int, int] = {}
-            for m, p in zip(ranks, positions):
-                if seen.setdefault(rep[m], p) != p:
-                    raise NotFoldable(f"ranks of one class sit at different positions in collective #{seq} "
-                                      f"of group {pg!r}")
-            image = tuple(sorted(seen.items()))
-            link = tuple(rep[m] for m in ranks)
-        key = (kind, ctype, nbytes, costs.key(kind, ctype, nbytes, ranks))
+#: the reason of a job without two equal ranks (nothing to fold: not worth a warning)
+NO_TWIN_RANKS = "no two ranks have identical programs"
+
+
+class _Planner:
+    """The folded instances of :func:`plan_folding`, built group by group with the checks of points 2 and 4."""
+
+    def __init__(self, scans: dict[int, RankScan], rep_of: np.ndarray, costs: "_CostCheck") -> None:
+        self.scans, self.costs = scans, costs
+        self.world = len(scans)
+        self.rep = rep_of.tolist()
+        self.reps = tuple(sorted(set(self.rep)))
+        self.unfolded: list = []
+        self.folded: list[FoldedInstance] = []
+        self.node_fid: dict[tuple[int, int], int] = {}
+        self.folded_key: list[tuple] = []
+        self.order_by_u: list[array] = [array("q") for _ in range(self.world)]
+
+    def _fold(self, image: tuple, key: tuple, inst: tuple) -> int:
+        """The folded index of ``image`` (new, or the one it maps onto already, which must have an equal ``key``).
+
+        ``inst``: the :class:`FoldedInstance` fields but ``nodes`` (kind, comm_type, comm_bytes, pg_name, ranks,
+        seq, link_ranks).
+        """
+        node_fid = self.node_fid
         fid = node_fid.get(image[0])
         if fid is None:
             for node in image:
                 if node in node_fid:
                     raise NotFoldable(f"representative rank {node[0]} node position {node[1]} would join two "
                                       f"different folded communications")
-            fid = len(folded)
-            folded.append(FoldedInstance(kind, ctype, nbytes, pg, ranks, list(image), seq, link))
-            folded_key.append((image, key))
+            fid = len(self.folded)
+            kind, ctype, nbytes, pg, ranks, seq, link = inst
+            self.folded.append(FoldedInstance(kind, ctype, nbytes, pg, ranks, list(image), seq, link))
+            self.folded_key.append((image, key))
             for node in image:
                 node_fid[node] = fid
-        elif folded_key[fid] != (image, key):
+        elif self.folded_key[fid] != (image, key):
+            kind, _, _, pg, ranks, seq, _ = inst
             raise NotFoldable(f"{'send/recv' if kind == 'p2p' else 'collective'} #{seq} on group {pg!r} "
                               f"(ranks {list(ranks)[:8]}) does not map onto its representatives' communication "
                               f"(different members, size or cost)")
-        unfolded.append((kind, ctype, nbytes, pg, ranks, positions, fid))
-        for m, p in zip(ranks, positions):
-            order_by_u[m].append(p)
+        return fid
 
-    def add_group(pg: str, ranks: tuple[int, ...], lists: list[list[int]]) -> None:
-        """``add`` for every collective of one group at once (same checks, same order)."""
+    def collectives(self, groups: dict[str, tuple[int, ...]]) -> None:
+        """Every group's collectives, groups in matching order (:func:`tracekit.rendezvous.group_order`)."""
+        scans = self.scans
+        issuers: dict[str, list[int]] = {}
+        for r, s in scans.items():
+            for g in s.coll:
+                issuers.setdefault(g, []).append(r)
+        for name in group_order(issuers):
+            members = groups.get(name)
+            if members is None:
+                raise NotFoldable(f"process group {name!r} is not declared")
+            outside = set(issuers[name]) - set(members)
+            if outside:
+                raise NotFoldable(f"rank {min(outside)} issues collectives on group {name!r} it is not a member of")
+            lists = [scans[m].coll.get(name, []) for m in members]
+            if len({len(v) for v in lists}) != 1:
+                raise NotFoldable(f"members of group {name!r} issue different numbers of collectives on it")
+            self.add_group(name, tuple(members), lists)
+
+    def add_group(self, pg: str, ranks: tuple[int, ...], lists: list[list[int]]) -> None:
+        """Every collective of one group (all members issue as many): the k-th of each member is instance k."""
+        rep = self.rep
         first: dict[int, list[int]] = {}
         for m, lst in zip(ranks, lists):
             f = first.setdefault(rep[m], lst)
@@ -325,79 +323,56 @@ def plan_folding(scans: dict[int, RankScan], groups: dict[str, tuple[int, ...]],
                                   f"of group {pg!r}")
         img_reps = sorted(first)
         img_lists = [first[r] for r in img_reps]
-        attr0 = scans[ranks[0]].coll_attr
+        attr0 = self.scans[ranks[0]].coll_attr
         link = tuple(rep[m] for m in ranks)
         cost_keys: dict[tuple[int, int], tuple] = {}
-        for k, positions in enumerate(zip(*lists)):
+        for k, positions in collective_instances(lists):
             image = tuple(zip(img_reps, [lst[k] for lst in img_lists]))
             ctype, csize = attr0[positions[0]]
             nbytes = max(csize, 0)
             key = cost_keys.get((ctype, nbytes))
             if key is None:
                 key = cost_keys[(ctype, nbytes)] = ("collective", ctype, nbytes,
-                                                    costs.key("collective", ctype, nbytes, ranks))
-            fid = node_fid.get(image[0])
-            if fid is None:
-                for node in image:
-                    if node in node_fid:
-                        raise NotFoldable(f"representative rank {node[0]} node position {node[1]} would join two "
-                                          f"different folded communications")
-                fid = len(folded)
-                folded.append(FoldedInstance("collective", ctype, nbytes, pg, ranks, list(image), k, link))
-                folded_key.append((image, key))
-                for node in image:
-                    node_fid[node] = fid
-            elif folded_key[fid] != (image, key):
-                raise NotFoldable(f"collective #{k} on group {pg!r} (ranks {list(ranks)[:8]}) does not map onto "
-                                  f"its representatives' communication (different members, size or cost)")
-            unfolded.append(("collective", ctype, nbytes, pg, ranks, positions, fid))
+                                                    self.costs.key("collective", ctype, nbytes, ranks))
+            fid = self._fold(image, key, ("collective", ctype, nbytes, pg, ranks, k, link))
+            self.unfolded.append(("collective", ctype, nbytes, pg, ranks, positions, fid))
         for m, lst in zip(ranks, lists):
-            order_by_u[m].extend(lst)
+            self.order_by_u[m].extend(lst)
 
-    # collectives, in the engine's order (see _program._match_collectives)
-    issuers: dict[str, list[int]] = {}
-    for r, s in scans.items():
-        for g in s.coll:
-            issuers.setdefault(g, []).append(r)
-    for name in sorted(issuers, key=lambda s: (len(s), s)):
-        members = groups.get(name)
-        if members is None:
-            raise NotFoldable(f"process group {name!r} is not declared")
-        outside = set(issuers[name]) - set(members)
-        if outside:
-            raise NotFoldable(f"rank {min(outside)} issues collectives on group {name!r} it is not a member of")
-        lists = [scans[m].coll.get(name, []) for m in members]
-        depth = {len(v) for v in lists}
-        if len(depth) != 1:
-            raise NotFoldable(f"members of group {name!r} issue different numbers of collectives on it")
-        add_group(name, tuple(members), lists)
-    # sends/recvs, in the engine's order (see _program._match_p2p)
-    keys = set()
-    for r, s in scans.items():
-        keys.update((r, peer, tag) for peer, tag in s.sends)
-        keys.update((peer, r, tag) for peer, tag in s.recvs)
-    for src, dst, tag in sorted(keys):
-        if not (0 <= src < world and 0 <= dst < world):
-            raise NotFoldable(f"a send/recv names rank {src if not 0 <= src < world else dst}, outside the job")
-        s_list = scans[src].sends.get((dst, tag), [])
-        r_list = scans[dst].recvs.get((src, tag), [])
-        if len(s_list) != len(r_list):
-            raise NotFoldable(f"unmatched sends/recvs from rank {src} to rank {dst} with tag {tag}")
-        for sp, rp in zip(s_list, r_list):
+    def p2p(self) -> None:
+        """Every matched send/recv pair (:func:`tracekit.rendezvous.p2p_pairs`); an unmatched one refuses."""
+        world, rep, scans = self.world, self.rep, self.scans
+        sends: dict[tuple[int, int, int], list[int]] = {}
+        recvs: dict[tuple[int, int, int], list[int]] = {}
+        for r, s in scans.items():
+            sends.update(((r, peer, tag), v) for (peer, tag), v in s.sends.items())
+            recvs.update(((peer, r, tag), v) for (peer, tag), v in s.recvs.items())
+        for (src, dst, tag), _, sp, rp in p2p_pairs(sends, recvs):
+            if not (0 <= src < world and 0 <= dst < world):
+                raise NotFoldable(f"a send/recv names rank {src if not 0 <= src < world else dst}, outside the job")
+            if sp is None or rp is None:
+                raise NotFoldable(f"unmatched sends/recvs from rank {src} to rank {dst} with tag {tag}")
             nbytes, pg = scans[src].p2p_attr[sp]
-            add("p2p", None, nbytes, pg, (src, dst), (sp, rp), tag)
-    # every communication node matched; tie order kept (module doc, point 4)
-    by_fid: dict[int, array] = {r: array("q") for r in reps}
-    for f in folded:
-        for r, p in f.nodes:
-            by_fid[r].append(p)
-    for m in range(world):
-        if len(order_by_u[m]) != scans[m].comm_count:
-            raise NotFoldable(f"rank {m} has communication nodes that match nothing")
-        if order_by_u[m] != by_fid[rep[m]]:
-            raise NotFoldable(f"rank {m} meets its communications in another order than its representative "
-                              f"rank {rep[m]} (group numbering)")
-    return FoldPlan(rep_of, reps, folded, unfolded, scans)
+            ranks = (src, dst)
+            image = ((rep[src], sp), (rep[dst], rp))
+            key = ("p2p", None, nbytes, self.costs.key("p2p", None, nbytes, ranks))
+            fid = self._fold(image, key, ("p2p", None, nbytes, pg, ranks, tag, (rep[src], rep[dst])))
+            self.unfolded.append(("p2p", None, nbytes, pg, ranks, (sp, rp), fid))
+            self.order_by_u[src].append(sp)
+            self.order_by_u[dst].append(rp)
+
+    def check_order(self) -> None:
+        """Every communication node matched; tie order kept (module doc, point 4)."""
+        by_fid: dict[int, array] = {r: array("q") for r in self.reps}
+        for f in self.folded:
+            for r, p in f.nodes:
+                by_fid[r].append(p)
+        for m in range(self.world):
+            if len(self.order_by_u[m]) != self.scans[m].comm_count:
+                raise NotFoldable(f"rank {m} has communication nodes that match nothing")
+            if self.order_by_u[m] != by_fid[self.rep[m]]:
+                raise NotFoldable(f"rank {m} meets its communications in another order than its representative "
+                                  f"rank {self.rep[m]} (group numbering)")
 
 
 class _CostCheck:
@@ -427,7 +402,7 @@ class _CostCheck:
                 cost = self.model.collective_cost(CollectiveType(ctype), nbytes, ranks)
         except UnsupportedCollectiveError:
             cost = "measured"  # priced from the members' durations: equal by the digest
-        except Exception as exc:  # the unfolded replay reports it with its context
+        except (TracekitError, ValueError) as exc:  # a bad spec or comm_type: the unfolded replay reports it
             raise NotFoldable(f"cannot cost a communication ({exc})") from None
         if not isinstance(cost, str) and len(set(cost.member_ns)) > 1:
             raise NotFoldable("members of a collective finish at different times (ASTRA-sim's double binary tree)")

@@ -26,8 +26,7 @@ A missing ``tid`` / ``stream`` means 0.  With ``streams="single"`` every rank
 has one resource of each class whatever the attributes say.
 
 Matching (docs/design.md section 4): the k-th collective a rank issues on group G
-(in the rank's topological order, as :func:`tracekit.validate.collective_sequences`
-lists them) is instance (G, k) on every member; a send from ``src`` to ``dst``
+(in the rank's topological order; :mod:`tracekit.rendezvous`, the one matcher, via :mod:`.matching`) is instance (G, k) on every member; a send from ``src`` to ``dst``
 with tag ``t`` is matched with the recv on ``dst`` from ``src`` with tag ``t``
 of the same rank in issue order.  Nodes that match nothing keep instance -1
 and a note saying why (the deadlock report uses it).
@@ -42,12 +41,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tracekit.errors import ReplayError, TracekitError, ValidationError
-from tracekit.groups import canonical_pg_name
-from tracekit.model import MAX_DURATION_NS, CollectiveType, NodeType
-from tracekit.validate import collective_sequences
+from tracekit.model import CollectiveType, NodeType
 
 from tracekit.replayer.simulation.collectives import CommCost, UnsupportedCollectiveError, make_collective_model
 from tracekit.replayer.simulation.compute import METHODS, ComputeModel
+from tracekit.replayer.simulation.matching import match_instances
+from tracekit.replayer.simulation.rank_compile import (  # noqa: F401 - node kinds and resources, re-exported
+    K_COLL, K_RECV, K_SEND, K_TIMED, K_ZERO, KIND_NAMES, R_COMM, R_COMPUTE, R_HOST, R_MEMORY, R_P2P,
+    RESOURCE_CLASS_NAMES, bool_attr, chain_next, classify, compute_durations, resources)
 
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.model import ExecutionTrace
@@ -56,12 +57,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 log = logging.getLogger(__name__)
 
-# node kinds
-K_TIMED, K_ZERO, K_COLL, K_SEND, K_RECV = range(5)
-KIND_NAMES = ("timed", "zero", "collective", "send", "recv")
-# resource classes
-R_HOST, R_COMPUTE, R_COMM, R_MEMORY, R_P2P = range(5)
-RESOURCE_CLASS_NAMES = ("host thread", "compute stream", "comm stream", "memory", "p2p stream")
 STREAM_MODES = ("trace", "single")
 #: Collective models the engine accepts: the spec's models plus the engine's own "measured".
 ENGINE_MODELS = ("alpha_beta", "astra", "nccl", "measured")
@@ -227,250 +222,6 @@ class ReplayProgram:
         return self.locate(g)[0].rank
 
 
-# ----- per-rank compilation ------------------------------------------------------------------
-
-
-def _bool_attr(cols: Any, name: str) -> np.ndarray:
-    present, values = cols.attr(name)
-    out = np.zeros(len(present), dtype=bool)
-    for i in np.flatnonzero(present).tolist():
-        v = values[i]
-        out[i] = bool(v) if isinstance(v, (bool, int, float)) else False
-    return out
-
-
-#: comm types ASTRA-sim simulates (all-reduce, all-gather, all-to-all, reduce-scatter; REDUCE_SCATTER_BLOCK
-#: is costed as reduce-scatter and exported as one); the others it replays for their duration (broadcast).
-_ASTRA_SIMULATED = (0, 2, 6, 7, 8)
-
-
-def _classify(cols: Any, streams: str, *, astra: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Node kind, resource class and resource sub-id (tid/stream) per node.
-
-    ``astra``: ASTRA-sim's hardware resources (astra-sim c459ab6 ``workload/HardwareResource.cc``): one
-    CPU, one compute and one communication resource per rank whatever the ``tid``/``stream``
-    attributes say, and a send holds the communication resource like a collective (a recv holds none).
-    """
-    types = cols.types
-    n = len(types)
-    kind = np.full(n, K_ZERO, dtype=np.int8)
-    kind[types == NodeType.COMP_NODE] = K_TIMED
-    mem = (types == NodeType.MEM_LOAD_NODE) | (types == NodeType.MEM_STORE_NODE)
-    kind[mem] = K_TIMED
-    kind[types == NodeType.COMM_COLL_NODE] = K_COLL
-    kind[types == NodeType.COMM_SEND_NODE] = K_SEND
-    kind[types == NodeType.COMM_RECV_NODE] = K_RECV
-    cls = np.full(n, -1, dtype=np.int64)
-    sub = np.zeros(n, dtype=np.int64)
-    comp = types == NodeType.COMP_NODE
-    if n and comp.any():
-        is_cpu = _bool_attr(cols, "is_cpu_op")
-        cls[comp & is_cpu] = R_HOST
-        cls[comp & ~is_cpu] = R_COMPUTE
-    cls[mem] = R_MEMORY
-    cls[kind == K_COLL] = R_COMM
-    cls[(kind == K_SEND) | (kind == K_RECV)] = R_P2P
-    if astra:
-        cls[kind == K_SEND] = R_COMM
-        coll = np.flatnonzero(kind == K_COLL)
-        if len(coll):
-            _, ctypes = cols.attr("comm_type")
-            for i in coll.tolist():
-                if ctypes[i] is not None and ctypes[i] not in _ASTRA_SIMULATED:
-                    kind[i] = K_TIMED  # ASTRA-sim replays it for its duration on this rank alone
-        return kind, cls, sub
-    if streams == "trace" and n:
-        if (cls == R_HOST).any():
-            _, tid = cols.attr_int("tid")
-            sub = np.where(cls == R_HOST, tid, sub)
-        streamed = (cls == R_COMPUTE) | (cls == R_COMM) | (cls == R_P2P)
-        if streamed.any():
-            _, stream = cols.attr_int("stream")
-            sub = np.where(streamed, stream, sub)
-    return kind, cls, sub
-
-
-def _resources(cls: np.ndarray, sub: np.ndarray) -> tuple[np.ndarray, tuple[str, ...]]:
-    """Local resource index per node (-1 for none) and the resources' names."""
-    has = cls >= 0
-    res = np.full(len(cls), -1, dtype=np.int32)
-    if not has.any():
-        return res, ()
-    subs, sub_idx = np.unique(sub[has], return_inverse=True)
-    key = cls[has] * len(subs) + sub_idx.reshape(-1)
-    keys, inverse = np.unique(key, return_inverse=True)
-    res[has] = inverse.reshape(-1)
-    names = []
-    for k in keys.tolist():
-        c, s = divmod(k, len(subs))
-        names.append("memory" if c == R_MEMORY else f"{RESOURCE_CLASS_NAMES[c]} {int(subs[s])}")
-    return res, tuple(names)
-
-
-def _compute_durations(cols: Any, kind: np.ndarray, model: ComputeModel, trace: "ExecutionTrace",
-                       counts: dict[str, int]) -> np.ndarray:
-    dur = np.zeros(len(kind), dtype=np.float64)
-    timed = kind == K_TIMED
-    if not timed.any():
-        return dur
-    measured = cols.duration_ns[timed]
-    if model.mode == "measured" and bool(np.all(measured > 0)):
-        # every node has a duration, so the roofline inputs cannot matter: skip reading them
-        ops = nbytes = np.zeros(len(measured), dtype=np.float64)
-    else:
-        try:
-            ops = cols.attr_int("num_ops")[1][timed].astype(np.float64)
-            nbytes = cols.attr_int("tensor_size")[1][timed].astype(np.float64)
-        except TracekitError as exc:
-            raise exc.with_context(path=trace.path, rank=trace.rank)
-    costs = model.costs(ops, nbytes, measured)
-    over = np.flatnonzero(costs.duration_ns > MAX_DURATION_NS)
-    if len(over):
-        pos = int(np.flatnonzero(timed)[over[0]])
-        raise ReplayError(f"compute time is out of range (more than {MAX_DURATION_NS:,} ns): measured "
-                          f"{int(measured[over[0]]):,} ns, compute scale {model.scale:g}, {model.mode} model",
-                          path=trace.path, rank=trace.rank,
-                          node_id=int(cols.ids[pos]))
-    dur[timed] = costs.duration_ns.astype(np.float64)
-    for name, c in costs.counts().items():
-        counts[name] = counts.get(name, 0) + c
-    return dur
-
-
-def _chain_next(kind: np.ndarray, res: np.ndarray, graph: Any) -> np.ndarray:
-    """For each timed node u: its only successor v when v is timed and runs on u's resource, else -1.
-
-    When v waits for nothing but u by the time u starts, the engine starts v
-    right behind u without an event of its own (see :mod:`.engine`).
-    """
-    n = len(kind)
-    out = np.full(n, -1, dtype=np.int64)
-    if n == 0:
-        return out
-    outdeg = np.diff(graph.succ_ptr)
-    cand = np.flatnonzero((outdeg == 1) & (kind == K_TIMED))
-    if not len(cand):
-        return out
-    v = graph.succ_pos[graph.succ_ptr[cand]]
-    ok = (kind[v] == K_TIMED) & (res[v] == res[cand])
-    out[cand[ok]] = v[ok]
-    return out
-
-
-# ----- matching ---------------------------------------------------------------------------
-
-
-def _int_or(values: list[Any], i: int, default: int | None) -> int | None:
-    v = values[i]
-    if v is None or isinstance(v, bool) or not isinstance(v, (int, float)):
-        return default
-    return int(v)
-
-
-def _match_collectives(ts: "TraceSet", layouts: dict[int, RankLayout], program_notes: dict[int, str],
-                       instances: list[Instance], instance_of: np.ndarray, *, astra: bool = False) -> None:
-    groups = ts.process_groups
-    seqs = collective_sequences(ts)
-    names = sorted({g for per in seqs.values() for g in per}, key=lambda s: (len(s), s))
-    for name in names:
-        members = groups.get(name)
-        for rank, per in seqs.items():
-            if name in per and (members is None or rank not in members):
-                lay = layouts[rank]
-                why = (f"its process group {name!r} is not declared (declared: {sorted(groups)})"
-                       if members is None else
-                       f"rank {rank} is not a member of process group {name!r} {list(members)[:16]}")
-                for node_id, _, _ in per[name]:
-                    program_notes[_global(ts, lay, node_id)] = why
-        if members is None:
-            continue
-        lists = {r: seqs.get(r, {}).get(name, []) for r in members if r in layouts}
-        if astra:  # collectives timed alone (see _classify) are not instances
-            lists = {r: [e for e in v if layouts[r].kind[_global(ts, layouts[r], e[0]) - layouts[r].offset] == K_COLL]
-                     for r, v in lists.items()}
-        depth = max((len(v) for v in lists.values()), default=0)
-        for k in range(depth):
-            nodes, first = [], None
-            for r in members:
-                entries = lists.get(r, [])
-                if k < len(entries):
-                    g = _global(ts, layouts[r], entries[k][0])
-                    nodes.append(g)
-                    if first is None:
-                        first = entries[k]
-                else:
-                    nodes.append(-1)
-            assert first is not None
-            iid = len(instances)
-            instances.append(Instance("collective", first[1], max(first[2], 0), name, tuple(members), nodes, k))
-            for g in nodes:
-                if g >= 0:
-                    instance_of[g] = iid
-
-
-def _global(ts: "TraceSet", lay: RankLayout, node_id: int) -> int:
-    pos = ts[lay.rank].graph().position_of(node_id)
-    return lay.offset + pos
-
-
-def _match_p2p(ts: "TraceSet", layouts: dict[int, RankLayout], notes: dict[int, str],
-               instances: list[Instance], instance_of: np.ndarray) -> None:
-    sends: dict[tuple[int, int, int], list[int]] = {}
-    recvs: dict[tuple[int, int, int], list[int]] = {}
-    pg_of: dict[int, str] = {}
-    bytes_of: dict[int, int] = {}
-    world = set(layouts)
-    for rank, lay in layouts.items():
-        p2p = np.flatnonzero((lay.kind == K_SEND) | (lay.kind == K_RECV))
-        if not len(p2p):
-            continue
-        trace = ts[rank]
-        cols = trace.columns()
-        _, src_v = cols.attr("comm_src")
-        _, dst_v = cols.attr("comm_dst")
-        _, tag_v = cols.attr("comm_tag")
-        _, size_v = cols.attr("comm_size")
-        _, pg_v = cols.attr("pg_name")
-        for p in trace.graph().in_topological_order(p2p):
-            g = lay.offset + p
-            tag = _int_or(tag_v, p, 0)
-            bytes_of[g] = max(_int_or(size_v, p, 0) or 0, 0)
-            pg_of[g] = canonical_pg_name(pg_v[p])
-            if lay.kind[p] == K_SEND:
-                dst = _int_or(dst_v, p, None)
-                if dst is None:
-                    raise ReplayError("COMM_SEND node has no comm_dst", path=trace.path, rank=rank,
-                                      node_id=int(lay.ids[p]))
-                if dst not in world:
-                    notes[g] = f"it sends to rank {dst}, which is not in the trace set"
-                    continue
-                sends.setdefault((rank, dst, tag), []).append(g)
-            else:
-                src = _int_or(src_v, p, None)
-                if src is None:
-                    raise ReplayError("COMM_RECV node has no comm_src", path=trace.path, rank=rank,
-                                      node_id=int(lay.ids[p]))
-                if src not in world:
-                    notes[g] = f"it receives from rank {src}, which is not in the trace set"
-                    continue
-                recvs.setdefault((src, rank, tag), []).append(g)
-    for key in sorted(set(sends) | set(recvs)):
-        src, dst, tag = key
-        s_list, r_list = sends.get(key, []), recvs.get(key, [])
-        for k in range(max(len(s_list), len(r_list))):
-            if k < len(s_list) and k < len(r_list):
-                s, r = s_list[k], r_list[k]
-                iid = len(instances)
-                instances.append(Instance("p2p", None, bytes_of[s], pg_of[s], (src, dst), [s, r], tag))
-                instance_of[s] = instance_of[r] = iid
-            elif k < len(s_list):
-                notes[s_list[k]] = (f"send #{k} to rank {dst} with tag {tag} has no matching recv on rank {dst} "
-                                    f"(rank {dst} posts {len(r_list)} recvs from rank {src} with that tag)")
-            else:
-                notes[r_list[k]] = (f"recv #{k} from rank {src} with tag {tag} has no matching send on rank {src} "
-                                    f"(rank {src} posts {len(s_list)} sends to rank {dst} with that tag)")
-
-
 # ----- costs --------------------------------------------------------------------------------
 
 
@@ -536,78 +287,25 @@ def compile_program(traceset: "TraceSet", spec: "HardwareSpec", options: ReplayO
     """
     model_name = options.collective_model or spec.collective_model
     compute = ComputeModel(spec)
-    layouts: dict[int, RankLayout] = {}
-    kinds, durs, ress, preds, succ_ptrs, succs, chains, measured = [], [], [], [], [], [], [], []
-    resource_rank: list[int] = []
-    counts: dict[str, int] = {}
-    rank_counts: dict[int, dict[str, int]] = {}
-    offset = 0
+    parts = _RankParts()
     compiled_ranks = traceset.ranks if plan is None else plan.reps
     for rank in compiled_ranks:
-        trace = traceset[rank]
-        cols = trace.columns()
-        graph = trace.graph()
-        if len(graph.duplicate_ids):
-            raise ValidationError(f"duplicate node id {int(graph.duplicate_ids[0])}", path=trace.path,
-                                  rank=rank, node_id=int(graph.duplicate_ids[0]))
-        graph.topological_order()  # raises ValidationError naming a cycle
-        kind, cls, sub = _classify(cols, options.streams, astra=model_name == "astra")
-        res, names = _resources(cls, sub)
-        rank_counts[rank] = {}
-        dur = _compute_durations(cols, kind, compute, trace, rank_counts[rank])
-        if model_name == "astra":  # a broadcast-like collective of no runtime: 1 ns (Workload::issue_comm)
-            dur[(kind == K_TIMED) & (cols.types == NodeType.COMM_COLL_NODE) & (dur == 0)] = 1
-        for name, c in rank_counts[rank].items():
-            counts[name] = counts.get(name, 0) + c
-        n = len(kind)
-        layouts[rank] = RankLayout(rank, trace.path, offset, cols.ids, kind, res, names, len(resource_rank))
-        resource_rank.extend([rank] * len(names))
-        kinds.append(kind)
-        durs.append(dur)
-        ress.append(np.where(res >= 0, res + layouts[rank].resource_offset, -1))
-        preds.append(np.diff(graph.pred_ptr))
-        succ_ptrs.append(graph.succ_ptr[:-1] + (sum(len(s) for s in succs) if succs else 0))
-        succs.append(graph.succ_pos + offset)
-        chain = _chain_next(kind, res, graph)
-        chains.append(np.where(chain >= 0, chain + offset, -1))
-        measured.append(cols.duration_ns)
-        offset += n
-    total_edges = sum(len(s) for s in succs)
-    cat = (lambda parts, dt: np.concatenate(parts).astype(dt) if parts else np.zeros(0, dtype=dt))
-    instance_of = np.full(offset, -1, dtype=np.int64)
+        parts.add(traceset[rank], rank, options.streams, model_name, compute)
+    instance_of = np.full(parts.offset, -1, dtype=np.int64)
     notes: dict[int, str] = {}
     instances: list[Instance] = []
     if plan is None:
-        _match_collectives(traceset, layouts, notes, instances, instance_of, astra=model_name == "astra")
-        _match_p2p(traceset, layouts, notes, instances, instance_of)
+        match_instances(traceset, parts.layouts, notes, instances, instance_of)
     else:
         for f in plan.folded:
-            nodes = [layouts[r].offset + p for r, p in f.nodes]
+            nodes = [parts.layouts[r].offset + p for r, p in f.nodes]
             iid = len(instances)
             instances.append(Instance(f.kind, f.comm_type, f.comm_bytes, f.pg_name, f.ranks, nodes, f.seq,
                                       link_ranks=f.link_ranks))
             for g in nodes:
                 instance_of[g] = iid
-    pred_count = cat(preds, np.int64)
-    program = ReplayProgram(
-        spec=spec, options=options, model_name=model_name,
-        layouts=[layouts[r] for r in compiled_ranks],
-        kind=cat(kinds, np.int64).tolist(),
-        duration_ns=cat(durs, np.float64).tolist(),
-        resource=cat(ress, np.int64).tolist(),
-        pred_count=pred_count.tolist(),
-        succ_ptr=np.append(cat(succ_ptrs, np.int64), total_edges).tolist(),
-        succ=cat(succs, np.int64).tolist(),
-        chain_next=cat(chains, np.int64).tolist(),
-        instance_of=instance_of.tolist(),
-        instances=instances,
-        resource_rank=resource_rank,
-        notes=notes,
-        compute_methods={m: counts[m] for m in METHODS if m in counts},
-        measured_ns=cat(measured, np.int64),
-        roots=np.flatnonzero(pred_count == 0).tolist(),
-        rank_compute_methods=rank_counts,
-    )
+    program = parts.program(spec, options, model_name, [parts.layouts[r] for r in compiled_ranks],
+                            instance_of, instances, notes)
     coster = _Coster(spec, model_name, program.measured_ns, compute)
     for inst in instances:
         if all(g >= 0 for g in inst.nodes):
@@ -617,3 +315,83 @@ def compile_program(traceset: "TraceSet", spec: "HardwareSpec", options: ReplayO
 
         program.member_ends = engine_hook(coster.model)
     return program
+
+
+def _cat(parts: list[np.ndarray], dtype: Any) -> np.ndarray:
+    return np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype=dtype)
+
+
+class _RankParts:
+    """The per-rank arrays of a program being compiled, concatenated by :meth:`program`."""
+
+    def __init__(self) -> None:
+        self.layouts: dict[int, RankLayout] = {}
+        self.kinds: list[np.ndarray] = []
+        self.durs: list[np.ndarray] = []
+        self.ress: list[np.ndarray] = []
+        self.preds: list[np.ndarray] = []
+        self.succ_ptrs: list[np.ndarray] = []
+        self.succs: list[np.ndarray] = []
+        self.chains: list[np.ndarray] = []
+        self.measured: list[np.ndarray] = []
+        self.resource_rank: list[int] = []
+        self.counts: dict[str, int] = {}
+        self.rank_counts: dict[int, dict[str, int]] = {}
+        self.offset = 0
+        self.edges = 0
+
+    def add(self, trace: "ExecutionTrace", rank: int, streams: str, model_name: str, compute: ComputeModel) -> None:
+        """Compile one rank (kinds, resources, durations, graph) at the current offset."""
+        cols = trace.columns()
+        graph = trace.graph()
+        if len(graph.duplicate_ids):
+            raise ValidationError(f"duplicate node id {int(graph.duplicate_ids[0])}", path=trace.path,
+                                  rank=rank, node_id=int(graph.duplicate_ids[0]))
+        graph.topological_order()  # raises ValidationError naming a cycle
+        kind, cls, sub = classify(cols, streams, astra=model_name == "astra")
+        res, names = resources(cls, sub)
+        self.rank_counts[rank] = {}
+        dur = compute_durations(cols, kind, compute, trace, self.rank_counts[rank])
+        if model_name == "astra":  # a broadcast-like collective of no runtime: 1 ns (Workload::issue_comm)
+            dur[(kind == K_TIMED) & (cols.types == NodeType.COMM_COLL_NODE) & (dur == 0)] = 1
+        for name, c in self.rank_counts[rank].items():
+            self.counts[name] = self.counts.get(name, 0) + c
+        offset = self.offset
+        lay = self.layouts[rank] = RankLayout(rank, trace.path, offset, cols.ids, kind, res, names,
+                                              len(self.resource_rank))
+        self.resource_rank.extend([rank] * len(names))
+        self.kinds.append(kind)
+        self.durs.append(dur)
+        self.ress.append(np.where(res >= 0, res + lay.resource_offset, -1))
+        self.preds.append(np.diff(graph.pred_ptr))
+        self.succ_ptrs.append(graph.succ_ptr[:-1] + self.edges)
+        self.succs.append(graph.succ_pos + offset)
+        self.edges += len(graph.succ_pos)
+        chain = chain_next(kind, res, graph)
+        self.chains.append(np.where(chain >= 0, chain + offset, -1))
+        self.measured.append(cols.duration_ns)
+        self.offset += len(kind)
+
+    def program(self, spec: "HardwareSpec", options: ReplayOptions, model_name: str, layouts: list[RankLayout],
+                instance_of: np.ndarray, instances: list[Instance], notes: dict[int, str]) -> ReplayProgram:
+        """The :class:`ReplayProgram` of the ranks added so far (costs not filled in yet)."""
+        pred_count = _cat(self.preds, np.int64)
+        return ReplayProgram(
+            spec=spec, options=options, model_name=model_name,
+            layouts=layouts,
+            kind=_cat(self.kinds, np.int64).tolist(),
+            duration_ns=_cat(self.durs, np.float64).tolist(),
+            resource=_cat(self.ress, np.int64).tolist(),
+            pred_count=pred_count.tolist(),
+            succ_ptr=np.append(_cat(self.succ_ptrs, np.int64), self.edges).tolist(),
+            succ=_cat(self.succs, np.int64).tolist(),
+            chain_next=_cat(self.chains, np.int64).tolist(),
+            instance_of=instance_of.tolist(),
+            instances=instances,
+            resource_rank=self.resource_rank,
+            notes=notes,
+            compute_methods={m: self.counts[m] for m in METHODS if m in self.counts},
+            measured_ns=_cat(self.measured, np.int64),
+            roots=np.flatnonzero(pred_count == 0).tolist(),
+            rank_compute_methods=self.rank_counts,
+        )
