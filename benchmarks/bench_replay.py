@@ -123,7 +123,7 @@ def main() -> dict:
     from tracekit.replayer.simulation.checks import check_replay_inputs
     from tracekit.replayer.simulation.engine import simulate
     from tracekit.replayer.simulation.hardware import load_spec
-    from tracekit.replayer.results.result import build_result
+    from tracekit.replayer.results.build import build_result
 
     t0 = time.perf_counter()
     ts = make_traceset(N_RANKS, N_NODES)

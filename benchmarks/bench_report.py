@@ -43,7 +43,7 @@ def main() -> dict:
     from tracekit.replayer.simulation.engine import simulate
     from tracekit.replayer.simulation.hardware import load_spec
     from tracekit.replayer.reporting.report import load_result, write_report
-    from tracekit.replayer.results.result import build_result
+    from tracekit.replayer.results.build import build_result
 
     model, _ = preset("gpt3-1.3b")
     config = LLMConfig(model, ParallelSpec(dp=DP, tp=8, pp=4), global_batch_size=128, micro_batch_size=1)

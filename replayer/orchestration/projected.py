@@ -76,7 +76,7 @@ def replay_with_compute(traces: Any, spec: Any, *, options: Any = None, compute:
     """Replay ``traces`` (files or a TraceSet) on ``spec`` timing compute as :func:`plan_compute` decides.
 
     ``status`` (optional) receives phase descriptions from the file-streaming path
-    (:func:`tracekit.replayer.simulation.folding.replay_files`).
+    (:func:`tracekit.replayer.replay_with_traces`).
 
     Returns:
         ``(result, traceset, plan, report)``: the ReplayResult, the trace set replayed, the
@@ -87,8 +87,7 @@ def replay_with_compute(traces: Any, spec: Any, *, options: Any = None, compute:
         as :func:`tracekit.replayer.replay` and :func:`plan_compute`.
     """
     from tracekit.io import read_traceset
-    from tracekit.replayer import ReplayOptions, replay
-    from tracekit.replayer.simulation.folding import replay_files
+    from tracekit.replayer import ReplayOptions, replay, replay_with_traces
     from tracekit.replayer.simulation.hardware import HardwareSpec, load_spec
     from tracekit.traceset import TraceSet
 
@@ -107,7 +106,7 @@ def replay_with_compute(traces: Any, spec: Any, *, options: Any = None, compute:
         md = read_metadata(first) if str(first).endswith((".et", ".et.gz")) else None
         named = md is not None and any(md.get_attr(k) for k in ("compute_device", "capture_device"))
         if compute == "measured" or (md is not None and not named):
-            result, kept = replay_files(traces, spec, options=options, status=status)
+            result, kept = replay_with_traces(traces, spec, options=options, status=status)
             reason = "chosen" if compute == "measured" else "the trace records no capture device"
             return result, kept, ComputePlan("measured", reason=reason), None
     ts = ts if ts is not None else read_traceset(traces)

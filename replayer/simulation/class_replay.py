@@ -9,7 +9,7 @@ sends per destination, receives per source).  So a member's scan is its
 representative's with the keys renamed through the member's value map
 (:func:`member_scan`), and its per-rank check findings likewise
 (:func:`member_findings`); the fold plan (:func:`.folding.plan_folding`) is
-then proven on the whole job exactly as for per-rank files, and only the
+then proven on the whole job exactly as for per-rank files (:func:`.run.replay_with_traces`), and only the
 representatives are simulated.
 
 When a class's slots touch any other attribute the renaming would not be
@@ -30,12 +30,13 @@ from tracekit.model import Attr
 
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.classset import ClassSet
+    from tracekit.replayer.simulation.gather import Gathered
     from tracekit.replayer.simulation.program import ReplayOptions
     from tracekit.replayer.simulation.folding import RankScan
 
 log = logging.getLogger(__name__)
 
-__all__ = ["StampedClasses", "member_scan", "replay_class_set"]
+__all__ = ["StampedClasses", "gather_class_set", "member_scan"]
 
 
 def member_scan(scan: "RankScan", rank: int, path: str | None, value_map: dict[tuple[str, Any], Any]) -> "RankScan":
@@ -57,55 +58,33 @@ def member_scan(scan: "RankScan", rank: int, path: str | None, value_map: dict[t
         scan.comm_count, scan.comm_ids)
 
 
-def replay_class_set(cs: "ClassSet", spec: Any, *, options: "ReplayOptions | None" = None,
-                     status: "Callable[[str], None] | None" = None):
-    """Replay a rank-class set; same result as replaying its expanded per-rank files.
+def gather_class_set(cs: "ClassSet", options: "ReplayOptions", say: "Callable[[str], None]") -> "Gathered":
+    """Check and scan a rank-class set's representatives; members' scans and findings are theirs renamed.
 
-    Returns:
-        ``(result, traceset)`` as :func:`.folding.replay_files` (the trace set
-        holds the representatives only when folded).
+    The folded replay of the result (:func:`.run.replay_with_traces`) equals replaying the expanded per-rank
+    files.
 
     Raises:
-        as :func:`tracekit.replayer.replay`.
+        NotFoldable: a representative or derived member fails its checks, or groups are declared differently
+            (the caller replays the expanded set unfolded, whose checks report it per rank).
     """
-    from tracekit.groups import resolve_groups
-    from tracekit.replayer import replay
-    from tracekit.replayer.simulation.program import ReplayOptions, effective_spec
-    from tracekit.replayer.simulation.checks import ReplayCheckError, check_spec_size
-    from tracekit.replayer.simulation.folding import FoldInfo, NotFoldable, plan_folding, replay_folded, scan_rank
-    from tracekit.replayer.simulation.hardware import HardwareSpec, load_spec
-    from tracekit.traceset import TraceSet
-    from tracekit.validate import ERROR, check_rank, cross_rank_checks
+    from tracekit.io import trace_from_bytes
+    from tracekit.replayer.simulation.folding import scan_rank
+    from tracekit.replayer.simulation.gather import Gathered, check_errors, declare
+    from tracekit.validate import check_rank
 
-    options = options or ReplayOptions()
-    if not isinstance(spec, HardwareSpec):
-        spec = load_spec(spec)
     label = str(cs.manifest)
-
-    def unfolded(reason: str | None):
-        ts = cs.to_traceset()
-        result = replay(ts, spec, options=dc_replace(options, fold=False))
-        if reason is not None:
-            result = dc_replace(result, folding=FoldInfo(len(ts), len(ts), reason))
-        return result, ts
-
-    if not options.fold:
-        return unfolded(None)
-    scans: dict[int, "RankScan"] = {}
-    findings = []
+    scans: dict[int, RankScan] = {}
+    findings: list = []
     kept = {}
     declared: dict[str, tuple[int, ...]] = {}
-    say = status or (lambda text: None)
     for k, cls in enumerate(cs.classes):
         say(f"checking and digesting rank class {k + 1} of {len(cs.classes)}")
         trace = cs.read_representative(cls)
         found = check_rank(trace) if options.check else None
-        if found is not None and any(i.severity == ERROR for i in found.issues):
-            return unfolded(None)  # the unfolded replay's checks report it with the member ranks
-        groups_here = found.declared_groups if found is not None else trace.process_groups()
-        for name, ranks in groups_here.items():
-            if declared.setdefault(name, ranks) != ranks:
-                return unfolded(None)
+        check_errors(cls.representative, found)
+        declare(declared, found.declared_groups if found is not None else trace.process_groups(),
+                cls.representative)
         scan = scan_rank(trace)
         kept[cls.representative] = trace
         exact = all(s.name in RENAMED for s in cls.slots)
@@ -114,48 +93,20 @@ def replay_class_set(cs: "ClassSet", spec: Any, *, options: "ReplayOptions | Non
             if index == 0:
                 scans[rank] = dc_replace(scan, path=path)
                 findings.append(found)
-                continue
-            if not exact:  # derive the member in full (module doc)
-                from tracekit.io import trace_from_bytes
-
+            elif not exact:  # derive the member in full (module doc)
                 member = trace_from_bytes(cs.rank_bytes(rank), path=path, rank=rank)
                 findings.append(check_rank(member) if options.check else None)
+                check_errors(rank, findings[-1])
                 scans[rank] = scan_rank(member)
-                continue
-            vmap = cls.value_map(index)
-            scans[rank] = member_scan(scan, rank, path, vmap)
-            findings.append(member_findings(found, rank, vmap) if found is not None else None)
-    world = cs.world_size
-    try:
-        groups = resolve_groups(declared, world)
-    except Exception:  # noqa: BLE001 - the unfolded replay reports it
-        return unfolded(None)
-    if options.check:
-        if any(f is not None and any(i.severity == ERROR for i in f.issues) for f in findings):
-            return unfolded(None)
-        report = cross_rank_checks([f for f in findings if f is not None], groups, world)
-        if report.errors:
-            raise ReplayCheckError(list(report.errors))
-    ts = TraceSet(kept, process_groups=declared)
-    check_spec_size(ts, spec, world_size=world)
-    fitted = effective_spec(spec, options, world)
-    try:
-        say(f"proving rank folding over {world} ranks")
-        plan = plan_folding(scans, groups, fitted, options)
-    except NotFoldable as exc:
-        log.info("not folding: %s", exc)
-        del kept, ts, scans
-        return unfolded(str(exc))
-    missing = [r for r in plan.reps if r not in kept]
-    if missing:  # a digest class led by a rank that is no manifest representative
-        for r in missing:
-            from tracekit.io import trace_from_bytes
+            else:
+                vmap = cls.value_map(index)
+                scans[rank] = member_scan(scan, rank, path, vmap)
+                findings.append(member_findings(found, rank, vmap) if found is not None else None)
 
-            kept[r] = trace_from_bytes(cs.rank_bytes(r), path=f"{label}#rank{r}", rank=r)
-        ts = TraceSet(kept, process_groups=declared)
-    paths = tuple(scans[r].path for r in range(world))
-    say(f"simulating {len(plan.reps)} representative ranks and expanding to {world}")
-    return replay_folded(ts, fitted, options, plan, world_paths=paths), ts
+    def derive(rank: int):  # a digest class led by a rank that is no manifest representative
+        return trace_from_bytes(cs.rank_bytes(rank), path=f"{label}#rank{rank}", rank=rank)
+
+    return Gathered(scans, kept, declared, findings, cs.world_size, derive=derive)
 
 
 class StampedClasses:
