@@ -8,14 +8,14 @@ import os
 
 import orjson
 
+from tracekit.fmt import fmt_ms
 from tracekit.io import write_bytes_atomic
 from tracekit.replayer.results.measured import MeasuredComparison
 
 __all__ = ["comparison_html", "write_comparison_html", "write_comparison_json"]
 
 
-def _ms(ns: float) -> str:
-    return f"{ns / 1e6:,.3f} ms"
+_ms = fmt_ms
 
 
 def _pct(x: float) -> str:

@@ -22,7 +22,7 @@ import numpy as np
 
 from tracekit.errors import ReplayError
 
-from tracekit.replayer.reporting._fmt import fmt_bytes, fmt_ns
+from tracekit.fmt import fmt_bytes, fmt_ns
 
 if TYPE_CHECKING:  # pragma: no cover
     import plotly.graph_objects as go

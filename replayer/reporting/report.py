@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from tracekit.errors import ReplayError, TracekitError
 
-from tracekit.replayer.reporting._fmt import fmt_bytes, fmt_delta_ns, fmt_gbps, fmt_ns, fmt_pct, fmt_ratio
+from tracekit.fmt import fmt_bytes, fmt_delta_ns, fmt_gbps, fmt_ns, fmt_pct, fmt_ratio
 from tracekit.replayer.reporting.html_page import Page, cell, note, para, table
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -20,7 +20,7 @@ import numpy as np
 
 from tracekit.kernels import CLASSES, kernel_class
 
-from tracekit.replayer.reporting._fmt import fmt_ns, fmt_pct
+from tracekit.fmt import fmt_ns, fmt_pct
 from tracekit.replayer.reporting.html_page import Page, cell, note, para, table
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from tracekit.errors import DeadlockError
+from tracekit.fmt import fmt_ns_exact
 from tracekit.model import CollectiveType
 
 from tracekit.replayer.simulation.program import K_COLL, K_RECV, ReplayProgram
@@ -25,10 +26,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 MAX_RANKS_IN_MESSAGE = 8
 MAX_LISTED = 8
-
-
-def _fmt_ns(t: float) -> str:
-    return f"{t:,.0f} ns"
 
 
 def _ranks(ranks: list[int]) -> str:
@@ -80,7 +77,7 @@ class _Diagnosis:
         """What an arrived, unfinished communication node waits for."""
         p = self.p
         i = p.instance_of[g]
-        since = _fmt_ns(float(self.s.start_ns[g]))
+        since = fmt_ns_exact(float(self.s.start_ns[g]))
         if i < 0:
             why = p.notes.get(g, "it matches no other node")
             return f"{self.node(g)} (a {('collective', 'send', 'recv')[p.kind[g] - K_COLL]}) waits since {since}, " \
@@ -164,7 +161,7 @@ class _Diagnosis:
         text = "; ".join(f"rank {r}: {line}" for r, line in shown)
         if len(blocked) > len(shown):
             text += f"; ... {len(blocked) - len(shown)} more ranks blocked"
-        msg = f"replay deadlocked at {_fmt_ns(t)}: {left} of {self.p.n} nodes never finished; {text}"
+        msg = f"replay deadlocked at {fmt_ns_exact(t)}: {left} of {self.p.n} nodes never finished; {text}"
         return DeadlockError(msg, blocked=blocked)
 
 

@@ -109,8 +109,7 @@ def render_analysis(console, analysis) -> None:
     from tracekit.cli._render import _fmt_ns
     from tracekit.kernels import CLASSES
 
-    def pct(part: int, whole: int) -> str:
-        return f"{100.0 * part / whole:.1f}%" if whole else "-"
+    from tracekit.fmt import fmt_pct as pct
 
     t = Table(title="measured time per rank (compute + exposed comm + other idle = window)")
     for col in ("rank", "work", "window", "compute", "exposed comm", "other idle", "comm", "overlap", *CLASSES):

@@ -9,11 +9,11 @@ import click
 from tracekit.cli._common import CONTEXT_SETTINGS, err_console, out_console, state
 from tracekit.cli._options import deprecated_alias, emit_json, json_option, traces_argument
 from tracekit.cli._render import _fmt_bytes, _fmt_ns  # noqa: E402 - one place for human units
+from tracekit.fmt import fmt_ns_exact, fmt_pct  # noqa: E402
 
 
 
-def _pct(part: float, whole: float) -> str:
-    return f"{100.0 * part / whole:.1f}%" if whole > 0 else "-"
+_pct = fmt_pct
 
 
 def _bw(v: float | None) -> str:
@@ -77,7 +77,7 @@ def render_result(console: Any, result: Any, *, top: int = 8) -> None:
 
     prov = result.provenance
     job = result.iteration_time_ns
-    console.print(Text.assemble((f"iteration time {_fmt_ns(job)}", "bold"), f" ({job:,.0f} ns) on {prov.spec_name}: "
+    console.print(Text.assemble((f"iteration time {_fmt_ns(job)}", "bold"), f" ({fmt_ns_exact(job)}) on {prov.spec_name}: "
                   f"{prov.world_size} rank(s), {result.node_count:,} nodes, collective model "
                   f"{prov.collective_model}, compute {prov.compute_mode} x {prov.compute_scale:g}"))
     rows, distinct = _rank_rows(result, top)

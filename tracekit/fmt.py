@@ -1,4 +1,9 @@
-"""Human-readable numbers for reports (HTML and terminal): one place for units and rounding."""
+"""Human-readable numbers for people (HTML reports, terminal tables, error messages): the one number formatter.
+
+Durations are nanoseconds in, the largest unit that keeps the value >= 1 out (s, ms, us: 1e9, 1e6, 1e3 ns);
+byte counts use binary units (KiB = 2**10 B, MiB, GiB); bandwidths GB/s (1e9 B/s). Thousands are separated by
+commas. Used by the CLI (``tracekit/cli/_render.py``), the replayer's reports and its deadlock messages.
+"""
 
 from __future__ import annotations
 
@@ -12,8 +17,18 @@ def fmt_ns(ns: float | None) -> str:
     mag = abs(ns)
     for scale, unit in ((1e9, "s"), (1e6, "ms"), (1e3, "us")):
         if mag >= scale:
-            return f"{ns / scale:.3f} {unit}"
+            return f"{ns / scale:,.3f} {unit}"
     return f"{ns:.1f} ns" if ns != int(ns) else f"{int(ns)} ns"
+
+
+def fmt_ms(ns: float, *, signed: bool = False) -> str:
+    """``ns`` in milliseconds whatever its size, for columns of one unit: ``"1,234.568 ms"`` (``"+0.120 ms"``)."""
+    return f"{ns / 1e6:+,.3f} ms" if signed else f"{ns / 1e6:,.3f} ms"
+
+
+def fmt_ns_exact(ns: float) -> str:
+    """Whole nanoseconds with thousands separators: ``"1,234,567 ns"`` (for messages that quote a time exactly)."""
+    return f"{ns:,.0f} ns"
 
 
 def fmt_delta_ns(ns: float) -> str:
@@ -39,8 +54,8 @@ def fmt_gbps(x: float | None) -> str:
 
 
 def fmt_pct(part: float, whole: float) -> str:
-    """``part`` as a percentage of ``whole`` (``"-"`` when ``whole`` is 0)."""
-    return "-" if not whole else f"{100.0 * part / whole:.1f}%"
+    """``part`` as a percentage of ``whole`` (``"-"`` when ``whole`` is 0 or less)."""
+    return "-" if not whole or whole < 0 else f"{100.0 * part / whole:.1f}%"
 
 
 def fmt_ratio(a: float, b: float) -> str:
