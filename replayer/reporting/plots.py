@@ -189,6 +189,50 @@ def timeline_figure(result: "ReplayResult", *, max_ranks: int = 16, max_spans: i
     by_rank = {s.rank: s for s in result.schedule}
     shown = [r for r in timeline_ranks(result, max_ranks) if r in by_rank]
     coll_label = [f"{c.kind} {fmt_bytes(c.comm_bytes)} pg {c.pg_name} #{c.index}" for c in result.collectives]
+    rows_y, row_of, cats = _timeline_rows(by_rank, shown)
+    makespan = result.iteration_time_ns
+    fig = go.Figure()
+    total_in = total_out = 0
+    gaps = []
+    colours = {"compute": CATEGORIES[0][1], "waiting for peers": CATEGORIES[2][1], "transfer": CATEGORIES[1][1]}
+    share = max(max_spans // 3, 1)
+    for key, parts in cats.items():
+        if not parts:
+            continue
+        row = np.concatenate([p[3] for p in parts])
+        lo = np.concatenate([p[4] for p in parts])
+        hi = np.concatenate([p[5] for p in parts])
+        owner = np.concatenate([np.full(len(p[2]), i) for i, p in enumerate(parts)])
+        local = np.concatenate([p[2] for p in parts])
+        (m_row, m_lo, m_hi, m_count, m_first), gap = _span_budget_merge(row, lo, hi, share, makespan)
+        total_in += len(row)
+        total_out += len(m_row)
+        if gap:
+            gaps.append(gap)
+        labels = _span_labels(key, parts, owner, local, m_first, m_count, names, coll_label)
+        _add_spans(go, fig, key, colours[key], m_row, m_lo, m_hi, labels, width=9)
+    _add_critical_path(go, fig, result, by_rank, row_of)
+    note_parts = []
+    if len(shown) < len(result.ranks):
+        note_parts.append(f"{len(shown)} of {len(result.ranks):,} ranks shown (the critical path's ranks first, "
+                          "then the lowest ranks).")
+    if total_out < total_in:
+        note_parts.append(f"{total_in:,} spans drawn as {total_out:,}: spans of one row closer than "
+                          f"{fmt_ns(max(gaps))} were merged (zoom shows the merged blocks, not their parts).")
+    height = max(260, 28 * len(rows_y) + 120)
+    fig.update_layout(
+        height=min(height, 2400), xaxis_title="time (ms)", hovermode="closest",
+        yaxis=dict(tickmode="array", tickvals=list(range(len(rows_y))), ticktext=rows_y,
+                   autorange="reversed", range=[len(rows_y) - 0.5, -0.5], zeroline=False),
+        legend_orientation="h", legend_y=1.02, legend_yanchor="bottom",
+        margin=dict(l=160, r=20, t=40, b=50), dragmode="zoom")
+    return Figure(fig, " ".join(note_parts))
+
+
+def _timeline_rows(by_rank: dict[int, Any], shown: list[int]
+                   ) -> tuple[list[str], dict[tuple[int, int], int], dict[str, list[tuple]]]:
+    """Row labels, ``(rank, resource) -> row``, and per span category the parts ``(rank, schedule, node
+    positions, rows, starts, ends)`` of the shown ranks."""
     rows_y: list[str] = []
     cats: dict[str, list[tuple]] = {"compute": [], "waiting for peers": [], "transfer": []}
     row_of: dict[tuple[int, int], int] = {}
@@ -212,55 +256,26 @@ def timeline_figure(result: "ReplayResult", *, max_ranks: int = 16, max_spans: i
             idx = np.flatnonzero(mask)
             if len(idx):
                 cats[key].append((rank, s, idx, row[idx], lo[idx], hi[idx]))
-    makespan = result.iteration_time_ns
-    fig = go.Figure()
-    total_in = total_out = 0
-    gaps = []
-    colours = {"compute": CATEGORIES[0][1], "waiting for peers": CATEGORIES[2][1], "transfer": CATEGORIES[1][1]}
-    share = max(max_spans // 3, 1)
-    for key, parts in cats.items():
-        if not parts:
+    return rows_y, row_of, cats
+
+
+def _span_labels(key: str, parts: list[tuple], owner: np.ndarray, local: np.ndarray, m_first: np.ndarray,
+                 m_count: np.ndarray, names: dict[int, Sequence[str]] | None, coll_label: list[str]) -> list[str]:
+    """Hover labels of merged spans: node names or ids, collective labels, or ``"N nodes merged"``."""
+    labels = []
+    for first, count in zip(m_first.tolist(), m_count.tolist()):
+        rank, s = parts[owner[first]][0], parts[owner[first]][1]
+        pos = int(local[first])
+        if count > 1:
+            labels.append(f"{count} nodes merged")
             continue
-        row = np.concatenate([p[3] for p in parts])
-        lo = np.concatenate([p[4] for p in parts])
-        hi = np.concatenate([p[5] for p in parts])
-        owner = np.concatenate([np.full(len(p[2]), i) for i, p in enumerate(parts)])
-        local = np.concatenate([p[2] for p in parts])
-        (m_row, m_lo, m_hi, m_count, m_first), gap = _span_budget_merge(row, lo, hi, share, makespan)
-        total_in += len(row)
-        total_out += len(m_row)
-        if gap:
-            gaps.append(gap)
-        labels = []
-        for first, count in zip(m_first.tolist(), m_count.tolist()):
-            rank, s = parts[owner[first]][0], parts[owner[first]][1]
-            pos = int(local[first])
-            if count > 1:
-                labels.append(f"{count} nodes merged")
-                continue
-            if key == "compute":
-                rank_names = names.get(rank) if names else None
-                labels.append(rank_names[pos] if rank_names is not None else f"node {int(s.node_ids[pos])}")
-            else:
-                inst = int(s.instance[pos])
-                labels.append(coll_label[inst] if 0 <= inst < len(coll_label) else f"node {int(s.node_ids[pos])}")
-        _add_spans(go, fig, key, colours[key], m_row, m_lo, m_hi, labels, width=9)
-    _add_critical_path(go, fig, result, by_rank, row_of)
-    note_parts = []
-    if len(shown) < len(result.ranks):
-        note_parts.append(f"{len(shown)} of {len(result.ranks):,} ranks shown (the critical path's ranks first, "
-                          "then the lowest ranks).")
-    if total_out < total_in:
-        note_parts.append(f"{total_in:,} spans drawn as {total_out:,}: spans of one row closer than "
-                          f"{fmt_ns(max(gaps))} were merged (zoom shows the merged blocks, not their parts).")
-    height = max(260, 28 * len(rows_y) + 120)
-    fig.update_layout(
-        height=min(height, 2400), xaxis_title="time (ms)", hovermode="closest",
-        yaxis=dict(tickmode="array", tickvals=list(range(len(rows_y))), ticktext=rows_y,
-                   autorange="reversed", range=[len(rows_y) - 0.5, -0.5], zeroline=False),
-        legend_orientation="h", legend_y=1.02, legend_yanchor="bottom",
-        margin=dict(l=160, r=20, t=40, b=50), dragmode="zoom")
-    return Figure(fig, " ".join(note_parts))
+        if key == "compute":
+            rank_names = names.get(rank) if names else None
+            labels.append(rank_names[pos] if rank_names is not None else f"node {int(s.node_ids[pos])}")
+        else:
+            inst = int(s.instance[pos])
+            labels.append(coll_label[inst] if 0 <= inst < len(coll_label) else f"node {int(s.node_ids[pos])}")
+    return labels
 
 
 def _add_spans(go, fig, name, colour, row, lo, hi, labels, *, width: float, offset: float = 0.0,
