@@ -244,6 +244,19 @@ class RankSchedule:
 
 
 @dataclass(frozen=True)
+class FoldInfo:
+    """What rank folding did (:mod:`tracekit.replayer.simulation.folding`): ``classes`` simulated of ``ranks``;
+    ``reason`` when it did not fold (else None)."""
+
+    classes: int
+    ranks: int
+    reason: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"classes": self.classes, "ranks": self.ranks, "reason": self.reason}
+
+
+@dataclass(frozen=True)
 class ReplayResult:
     """Everything a replay reports.
 
@@ -257,7 +270,7 @@ class ReplayResult:
             (``missing`` counts nodes that had neither a duration nor FLOPs/bytes).
         node_count: nodes replayed.
         schedule: per-rank node times (not compared, not in ``to_dict`` unless asked).
-        folding: :class:`~.folding.FoldInfo` (classes simulated, ranks, and
+        folding: :class:`FoldInfo` (classes simulated, ranks, and
             why it did not fold) or None when folding was off (not compared).
     """
 
@@ -385,8 +398,6 @@ class ReplayResult:
 def _folding(d: Any) -> Any:
     if d is None:
         return None
-    from tracekit.replayer.simulation.folding import FoldInfo
-
     return FoldInfo(int(d["classes"]), int(d["ranks"]), d.get("reason"))
 
 
@@ -420,8 +431,8 @@ def _ints(a: np.ndarray) -> list:
 
 
 __all__ = [
-    "CollectiveRow", "CriticalPath", "PathStep", "Provenance", "RankSchedule", "RankStats", "ReplayResult",
-    "bus_factor", "nccl_tests_size", "slowest_rank",
+    "CollectiveRow", "CriticalPath", "FoldInfo", "PathStep", "Provenance", "RankSchedule", "RankStats",
+    "ReplayResult", "bus_factor", "nccl_tests_size", "slowest_rank",
 ]
 
 

@@ -16,10 +16,10 @@ import numpy as np
 
 from tracekit.model import CollectiveType
 from tracekit.replayer.results.build import _rank_stats, provenance, round_schedule, schedule_names
-from tracekit.replayer.results.result import (CollectiveRow, CriticalPath, PathStep, RankSchedule, ReplayResult,
-                                              bus_factor, nccl_tests_size)
+from tracekit.replayer.results.result import (CollectiveRow, CriticalPath, FoldInfo, PathStep, RankSchedule,
+                                              ReplayResult, bus_factor, nccl_tests_size)
 from tracekit.replayer.simulation.compute import METHODS
-from tracekit.replayer.simulation.folding import FoldInfo, FoldPlan
+from tracekit.replayer.simulation.folding import FoldPlan
 from tracekit.replayer.simulation.program import K_COLL, K_TIMED
 
 if TYPE_CHECKING:  # pragma: no cover

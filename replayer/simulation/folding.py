@@ -57,6 +57,7 @@ import numpy as np
 from tracekit._gc import paused_gc
 from tracekit.errors import TracekitError
 from tracekit.rendezvous import collective_instances, comm_table, group_order, p2p_pairs
+from tracekit.replayer.results.result import FoldInfo  # noqa: F401 - re-exported (a value of the result)
 from tracekit.model import NodeType
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -70,18 +71,6 @@ log = logging.getLogger(__name__)
 __all__ = ["FoldInfo", "FoldPlan", "RankScan", "plan_folding", "scan_rank"]
 
 _COMM = (NodeType.COMM_COLL_NODE, NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE)
-
-
-@dataclass(frozen=True)
-class FoldInfo:
-    """What folding did: ``classes`` simulated of ``ranks``; ``reason`` when it did not fold (else None)."""
-
-    classes: int
-    ranks: int
-    reason: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"classes": self.classes, "ranks": self.ranks, "reason": self.reason}
 
 
 @dataclass
@@ -201,7 +190,7 @@ class NotFoldable(Exception):
 
 
 def _astra_foldable(groups: dict[str, tuple[int, ...]], rep: list[int], world: int, spec: "HardwareSpec") -> None:
-    """Raise NotFoldable where ASTRA-sim's members of one collective may end apart (replayer/simulation/astra_skew.py)."""
+    """Raise NotFoldable where ASTRA-sim's members of one collective may end apart (simulation/astra_skew.py)."""
     from tracekit.replayer.simulation.astra_model import AstraModel
     from tracekit.replayer.simulation.astra_skew import ends_apart_when_together
 

@@ -21,7 +21,8 @@ from contextlib import nullcontext
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable
 
-from tracekit.replayer.simulation.folding import NO_TWIN_RANKS, FoldInfo, NotFoldable, bulk_objects
+from tracekit.replayer.results.result import FoldInfo
+from tracekit.replayer.simulation.folding import NO_TWIN_RANKS, NotFoldable, bulk_objects
 from tracekit.replayer.simulation.program import ReplayOptions
 
 if TYPE_CHECKING:  # pragma: no cover
