@@ -103,7 +103,7 @@ def _match_p2p(ts: "TraceSet", layouts: dict[int, "RankLayout"], tables: dict[in
             n_r = len(recvs.get((src, dst, tag), ()))
             notes[s] = (f"send #{k} to rank {dst} with tag {tag} has no matching recv on rank {dst} "
                         f"(rank {dst} posts {n_r} recvs from rank {src} with that tag)")
-        else:
+        elif r is not None:
             n_s = len(sends.get((src, dst, tag), ()))
             notes[r] = (f"recv #{k} from rank {src} with tag {tag} has no matching send on rank {src} "
                         f"(rank {src} posts {n_s} sends to rank {dst} with that tag)")
