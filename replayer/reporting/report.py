@@ -8,7 +8,7 @@ per-rank stacked bars (compute, exposed communication, waiting for peers,
 other idle), the timeline of ranks and streams with the critical path
 (first ranks only; needs the result's schedule), the critical path's
 longest steps, the collective table with achieved algorithm and bus
-bandwidth (nccl-tests definitions, see :mod:`.results`), the hardware spec
+bandwidth (nccl-tests definitions, see :mod:`tracekit.replayer.results.result`), the hardware spec
 and the provenance.  Large jobs are reduced (binned rank bars, a per-rank
 table replaced by percentiles, merged timeline spans, top collective
 groups) and the page says where.
@@ -373,7 +373,12 @@ def build_diff_html(diff: "ResultDiff", *, title: str | None = None) -> str:
 
 
 def write_diff_report(diff: "ResultDiff", path: str | os.PathLike[str], **options: Any) -> Path:
-    """Write :func:`build_diff_html` atomically; returns the path."""
+    """Write :func:`build_diff_html` atomically; returns the path.
+
+    Raises:
+        TracekitError: ``path`` is an input of the running command, or cannot be written.
+        OSError: the folder or temporary file cannot be created.
+    """
     from tracekit.io import atomic_output
 
     with atomic_output(path, "w") as fh:
@@ -406,7 +411,13 @@ def build_sweep_html(rows: Sequence[tuple[Any, Any]], parameter: str, *, title: 
 
 def write_sweep_report(rows: Sequence[tuple[Any, Any]], parameter: str, path: str | os.PathLike[str],
                        **options: Any) -> Path:
-    """Write :func:`build_sweep_html` atomically; returns the path."""
+    """Write :func:`build_sweep_html` atomically; returns the path.
+
+    Raises:
+        ReplayError: see :func:`tracekit.replayer.reporting.plots.sweep_points`.
+        TracekitError: ``path`` is an input of the running command, or cannot be written.
+        OSError: the folder or temporary file cannot be created.
+    """
     from tracekit.io import atomic_output
 
     text = build_sweep_html(rows, parameter, **options)

@@ -95,7 +95,7 @@ def _last_arrival(nodes: list[int], sched: "Schedule", i: int) -> int:
 
     (Not the engine's ``last_arrival``, which among same-time arrivals is the
     one processed last: member order makes the path the same whether the
-    replay was folded or not, see :mod:`.folding`.)
+    replay was folded or not, see :mod:`tracekit.replayer.simulation.folding`.)
     """
     t = sched.xfer_start_ns[i]
     for g in nodes:

@@ -109,7 +109,7 @@ def render_analysis(console, analysis) -> None:
     from tracekit.cli._render import _fmt_ns
     from tracekit.kernels import CLASSES
 
-    from tracekit.fmt import fmt_pct as pct
+    from tracekit.fmt import fmt_pct as pct  # ``part`` as a percentage of ``whole``, ``-`` when it is 0
 
     t = Table(title="measured time per rank (compute + exposed comm + other idle = window)")
     for col in ("rank", "work", "window", "compute", "exposed comm", "other idle", "comm", "overlap", *CLASSES):
