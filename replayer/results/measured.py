@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tracekit.errors import ReplayError
+from tracekit.fmt import fmt_ms
 
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.replayer.results.result import ReplayResult
@@ -139,7 +140,7 @@ def check_replay(traceset: "TraceSet", spec: Any = DEFAULT_SPEC, *, fold: bool =
         return MeasuredComparison(tuple(rows), tuple(notes), result)
     traceset, offset_ns = with_start_offsets(traceset)
     if offset_ns:
-        notes.append(f"ranks start their first step at its measured offsets (up to {offset_ns / 1e6:,.3f} ms "
+        notes.append(f"ranks start their first step at its measured offsets (up to {fmt_ms(offset_ns)} "
                      f"after the first rank; one host clock assumed), as in the run")
     result = replay(traceset, spec, options=ReplayOptions(collective_model="measured", fold=fold))
     comparison = compare(traceset, result)
@@ -298,9 +299,9 @@ def _empty_step_notes(trace: Any, rank: int) -> list[str]:
         if any(n.is_cpu_op is True and n.get_attr("tid") == tid and (n.duration_ns or 0) > 0 for n in inside):
             continue
         work_ns = sum(n.duration_ns or 0 for n in inside)
-        out.append(f"rank {rank} ProfilerStep#{m.group(1)} ({int(dur) / 1e6:,.3f} ms on thread {tid}): no timed "
+        out.append(f"rank {rank} ProfilerStep#{m.group(1)} ({fmt_ms(int(dur))} on thread {tid}): no timed "
                    f"host operator on its thread inside the step, so it replays to 0; {len(inside)} node(s) on other "
-                   f"threads/streams start inside it, {work_ns / 1e6:,.3f} ms of measured work in all")
+                   f"threads/streams start inside it, {fmt_ms(work_ns)} of measured work in all")
     return out
 
 
@@ -323,7 +324,7 @@ def _waiting_notes(traceset: "TraceSet", result: "ReplayResult") -> list[str]:
     out = []
     for rank in sorted(waited):
         if waited[rank] >= 1e6:
-            out.append(f"rank {rank}: {waited[rank] / 1e6:,.3f} ms of its measured time in {count[rank]} "
+            out.append(f"rank {rank}: {fmt_ms(waited[rank])} of its measured time in {count[rank]} "
                        f"collective(s) is waiting for slower ranks (beyond the replayed transfer), counted once "
                        f"through arrival order, not as transfer time")
     return out
