@@ -13,7 +13,8 @@ What is proven before folding (otherwise the replay runs unfolded and
 1. *Same program.*  Ranks of a class have the same digest (:func:`scan_rank`):
    node count, types, ids, names, measured durations, ``num_ops``/``tensor_size``,
    ``tid``/``stream``/``is_cpu_op``, the dependency graph, and for
-   communication nodes ``comm_type``/``comm_size``/``comm_tag``; group names
+   communication nodes ``comm_type``/``comm_size``/``comm_tag`` and measured
+   starts (the ``measured`` model prices from them); group names
    and peers are left out.  So every rank-local quantity is a function of
    the node position, equal across the class.
 2. *Communication maps onto itself.*  Each communication instance of the
@@ -133,6 +134,8 @@ def scan_rank(trace: "ExecutionTrace") -> RankScan:
     put(np.asarray(graph.pred_ptr, dtype=np.int64))
     put(np.asarray(graph.pred_pos, dtype=np.int64))
     table = comm_table(trace)
+    comm = np.asarray(table.order, dtype=np.int64)
+    put(np.asarray(cols.start_time_ns, dtype=np.int64)[np.sort(comm)])  # the measured model's input (measured_comm)
     if table.order:  # the communication facts in issue order (group names and peers left out)
         facts = [(p, *table.coll_attr[p]) if p in table.coll_attr else (p, table.tag[p], table.p2p_attr[p][0])
                  for p in table.order]
@@ -376,7 +379,7 @@ class _CostCheck:
 
     def key(self, kind: str, ctype: int | None, nbytes: int, ranks: tuple[int, ...]) -> Any:
         if self.measured:
-            return "measured"  # the members' measured durations: equal by the digest
+            return "measured"  # the members' measured starts and durations: equal by the digest
         ck = (kind, ctype, nbytes, ranks)
         found = self.cache.get(ck)
         if found is not None:

@@ -47,6 +47,7 @@ from tracekit.model import CollectiveType, NodeType
 from tracekit.replayer.simulation.collectives import CommCost, UnsupportedCollectiveError, make_collective_model
 from tracekit.replayer.simulation.compute import METHODS, ComputeModel
 from tracekit.replayer.simulation.matching import match_instances
+from tracekit.replayer.simulation.measured_comm import measured_comm_cost
 from tracekit.replayer.simulation.rank_compile import (  # noqa: F401 - node kinds and resources, re-exported
     K_COLL, K_RECV, K_SEND, K_TIMED, K_ZERO, KIND_NAMES, R_COMM, R_COMPUTE, R_HOST, R_MEMORY, R_P2P,
     RESOURCE_CLASS_NAMES, bool_attr, chain_next, classify, compute_durations, resources)
@@ -69,10 +70,11 @@ class ReplayOptions:
 
     Attributes:
         collective_model: ``alpha_beta``, ``astra``, ``nccl`` (override the
-            spec's ``collectives.model``) or ``measured`` (each collective
-            takes the smallest measured ``duration_ns`` of its members, a
-            send/recv the smaller of its two; no bandwidth sharing).  None =
-            the spec's model.
+            spec's ``collectives.model``) or ``measured`` (each member ends
+            its measured time after the last member's measured arrival, after
+            the last arrival in the replay; members without comparable times:
+            the smallest measured ``duration_ns``; :mod:`.measured_comm`; no
+            bandwidth sharing).  None = the spec's model.
         compute_scale: factor on measured compute durations (overrides the
             spec's ``compute.duration_scale``); None = the spec's.
         streams: ``trace`` (host threads and streams from the ``tid`` and
@@ -230,8 +232,9 @@ class _Coster:
     """Costs instances with the collective model (cached), the measured model, or the fallback."""
 
     def __init__(self, spec: "HardwareSpec", model_name: str, measured: np.ndarray,
-                 compute: ComputeModel) -> None:
+                 compute: ComputeModel, starts: np.ndarray | None = None) -> None:
         self.spec = spec
+        self.starts_ns = starts
         self.measured = model_name == "measured"
         self.model = None if self.measured else make_collective_model(spec)
         self.measured_ns = measured
@@ -241,8 +244,8 @@ class _Coster:
     def cost(self, inst: Instance, program: ReplayProgram) -> CommCost:
         present = [g for g in inst.nodes if g >= 0]
         if self.measured:
-            return CommCost(float(min(self.measured_ns[g] for g in present)), (), "measured",
-                            shares_bandwidth=False)
+            return measured_comm_cost([int(self.starts_ns[g]) for g in present],
+                                      [int(self.measured_ns[g]) for g in present])
         if inst.kind == "p2p":
             key = ("p2p", inst.comm_bytes, inst.ranks)
         else:
@@ -307,7 +310,7 @@ def compile_program(traceset: "TraceSet", spec: "HardwareSpec", options: ReplayO
                 instance_of[g] = iid
     program = parts.program(spec, options, model_name, [parts.layouts[r] for r in compiled_ranks],
                             instance_of, instances, notes)
-    coster = _Coster(spec, model_name, program.measured_ns, compute)
+    coster = _Coster(spec, model_name, program.measured_ns, compute, _cat(parts.starts, np.int64))
     for inst in instances:
         if all(g >= 0 for g in inst.nodes):
             inst.cost = coster.cost(inst, program)
@@ -335,6 +338,7 @@ class _RankParts:
         self.succs: list[np.ndarray] = []
         self.chains: list[np.ndarray] = []
         self.measured: list[np.ndarray] = []
+        self.starts: list[np.ndarray] = []
         self.resource_rank: list[int] = []
         self.counts: dict[str, int] = {}
         self.rank_counts: dict[int, dict[str, int]] = {}
@@ -371,6 +375,7 @@ class _RankParts:
         chain = chain_next(kind, res, graph)
         self.chains.append(np.where(chain >= 0, chain + offset, -1))
         self.measured.append(cols.duration_ns)
+        self.starts.append(cols.start_time_ns)
         self.offset += len(kind)
 
     def program(self, spec: "HardwareSpec", options: ReplayOptions, model_name: str, layouts: list[RankLayout],
