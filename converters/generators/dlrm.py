@@ -37,7 +37,8 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from tracekit.converters.generators._build import DEFAULT_PG, ProcessGroups, RankTraceBuilder
-from tracekit.converters.generators.llm_config import DTYPE_BYTES
+from tracekit.workloads.flops import gemm_elements, gemm_flops
+from tracekit.workloads.units import DTYPE_BYTES, TRAINING_DTYPES
 from tracekit.converters.generators.llm_ops import Roofline
 from tracekit.errors import ConfigError
 from tracekit.model import Attr, CollectiveType
@@ -98,8 +99,8 @@ class DLRMConfig:
                 raise ConfigError(f"{what.replace('_', ' ')} needs at least one layer")
             for w in widths:
                 _positive(f"{what.replace('_', ' ')} width", w)
-        if self.dtype not in DTYPE_BYTES:
-            raise ConfigError(f"dtype must be one of {', '.join(DTYPE_BYTES)}; got {self.dtype!r}")
+        if self.dtype not in TRAINING_DTYPES:
+            raise ConfigError(f"dtype must be one of {', '.join(TRAINING_DTYPES)}; got {self.dtype!r}")
         if self.global_batch_size % self.num_ranks:
             raise ConfigError(f"global batch {self.global_batch_size} is not divisible by {self.num_ranks} ranks")
         if self.bottom_mlp[-1] != self.embedding_dim:
@@ -182,7 +183,7 @@ class _DLRMRank:
         return self.b.comp(name, duration_ns=dur, num_ops=flops, tensor_bytes=nbytes, deps=deps, extra_attrs=attrs)
 
     def gemm(self, name: str, m: int, k: int, n: int, deps, attrs) -> int:
-        return self.comp(name, 2 * m * k * n, m * k + k * n + m * n, deps, attrs)
+        return self.comp(name, gemm_flops(m, k, n), gemm_elements(m, k, n), deps, attrs)
 
     def mlp_forward(self, which: str, layers: list[tuple[int, int]], dep: list[int]) -> list[int]:
         bl = self.c.local_batch

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from tests.converters._llm_helpers import gpt_config
 from tracekit.converters.generators import LLMConfig, ModelSpec, ParallelSpec, llm_preset
-from tracekit.converters.generators.llm_config import PRESETS, world_to_dp
+from tracekit.workloads.config import PRESETS, world_to_dp
 from tracekit.converters.generators.llm_layout import coordinates, layout
 from tracekit.converters.generators.llm_ops import embedding_params, head_params, layer_params
 from tracekit.errors import ConfigError
