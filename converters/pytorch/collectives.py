@@ -36,6 +36,7 @@ from typing import Any, Mapping
 
 from tracekit.errors import ConversionError
 from tracekit.model import CollectiveType, NodeType
+from tracekit.workloads.units import torch_dtype_bytes
 
 from tracekit.converters.pytorch.et_reader import EtOp, EtTrace
 
@@ -84,20 +85,6 @@ _C10D_DATA_ARG: dict[str, tuple[int, ...]] = {
     "gather": (1,), "scatter": (1, 0), "send": (0,), "recv": (0,), "recv_any_source": (0,),
     "barrier": (), "monitored_barrier": (),
 }
-
-# Bytes per element by ET tensor type name and by c10 ScalarType name.
-DTYPE_BYTES: dict[str, int] = {
-    "float": 4, "double": 8, "c10::half": 2, "half": 2, "c10::bfloat16": 2, "bfloat16": 2,
-    "long int": 8, "long": 8, "int": 4, "short int": 2, "short": 2, "signed char": 1,
-    "unsigned char": 1, "bool": 1, "c10::complex<float>": 8, "c10::complex<double>": 16,
-    "c10::complex<c10::half>": 4, "c10::float8_e4m3fn": 1, "c10::float8_e5m2": 1,
-    "c10::float8_e4m3fnuz": 1, "c10::float8_e5m2fnuz": 1, "unsigned int": 4,
-    "unsigned long": 8, "unsigned short": 2,
-    # c10::ScalarType names (record_param_comms ``dtype``)
-    "byte": 1, "char": 1, "complexfloat": 8, "complexdouble": 16, "complexhalf": 4,
-    "float8_e4m3fn": 1, "float8_e5m2": 1, "uint16": 2, "uint32": 4, "uint64": 8,
-}
-
 
 def normalized_comm_name(name: str) -> str:
     """``c10d::_allgather_base_`` -> ``_allgather_base``; ``nccl:all_reduce`` -> ``all_reduce``."""
@@ -211,7 +198,7 @@ def tensor_bytes(value: Any, shape: Any, type_name: Any, *, where: str = "") -> 
     """
     if _is_tensor_value(value):
         dtype = _dtype_of(type_name) if isinstance(type_name, str) else None
-        size = DTYPE_BYTES.get(dtype.lower()) if dtype else None
+        size = torch_dtype_bytes(dtype) if dtype else None
         if isinstance(shape, list) and all(isinstance(d, int) for d in shape) and size is not None:
             return math.prod(shape) * size
         numel, elem = value[3], value[4]
@@ -307,7 +294,7 @@ def _rpc_info(op: EtOp, backend_pg: Mapping[int, str], where: str) -> _RpcInfo:
     nelems = op.extra.get("in_msg_nelems")
     dtype = op.extra.get("dtype")
     if isinstance(nelems, int) and isinstance(dtype, str):
-        size = DTYPE_BYTES.get(dtype.lower())
+        size = torch_dtype_bytes(dtype)
         if size is None:
             raise ConversionError(f"{where}record_param_comms dtype {dtype!r} has no known size")
         nbytes = nelems * size

@@ -48,6 +48,7 @@ class Rewrite:
 
     @property
     def num_layers(self) -> int:
+        """Transformer layers ``L`` of the model."""
         return self.config.model.num_layers
 
     def src_line(self, stage: int) -> int:
@@ -136,7 +137,7 @@ class StageProgram:
         Raises:
             TransformError: the old trace has no node of this role to copy.
         """
-        job, (t, c, d, s) = self.job, self.coords
+        job, (t, c, d, _) = self.job, self.coords
         role = f"pp_{'send' if send else 'recv'}_{'activation' if forward else 'grad'}"
         template = job.other(role, range(job.old.pp))
         if template is None:

@@ -162,9 +162,11 @@ class GroupNames:
             self.names[g] = str(i)
 
     def name(self, members: tuple[int, ...]) -> str:
+        """The name given to the group of ``members`` (KeyError for a group not registered)."""
         return self.names[tuple(members)]
 
     def mapping(self) -> dict[str, tuple[int, ...]]:
+        """``{name: members}`` of every group, for a :class:`~tracekit.traceset.TraceSet`."""
         return {name: members for members, name in self.names.items()}
 
     def declaration(self) -> dict[str, tuple[int, ...]]:

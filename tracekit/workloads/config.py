@@ -50,7 +50,7 @@ def _positive(what: str, value: Any) -> None:
         raise ConfigError(f"{what} must be positive, got {value}")
 
 
-def _choice(what: str, value: Any, choices: tuple) -> None:
+def _choice(what: str, value: Any, choices: tuple[Any, ...]) -> None:
     if value not in choices:
         raise ConfigError(f"{what} must be one of {', '.join(map(str, choices))}; got {value!r}")
 
