@@ -87,6 +87,7 @@ class StepComparison:
         return (self.predicted_ns - self.measured_ns) / self.measured_ns if self.measured_ns > 0 else math.nan
 
     def to_dict(self) -> dict[str, Any]:
+        """The row as JSON-ready values: ``measured_ns``/``predicted_ns`` (ns), relative ``error``, contributors' ``shift_ns`` (ns)."""
         return {"rank": self.rank, "step": self.step, "measured_ns": self.measured_ns,
                 "predicted_ns": self.predicted_ns, "error": self.error, "source": self.source,
                 "contributors": [{"node_id": c.node_id, "name": c.name, "shift_ns": c.shift_ns}
@@ -103,10 +104,12 @@ class MeasuredComparison:
 
     @property
     def worst_error(self) -> float:
+        """Largest absolute relative error over the rows (NaN when no row has a measurement)."""
         errs = [abs(r.error) for r in self.rows if not math.isnan(r.error)]
         return max(errs) if errs else math.nan
 
     def to_dict(self) -> dict[str, Any]:
+        """The report as JSON-ready values: rows (see :meth:`StepComparison.to_dict`), notes, ``worst_error``."""
         return {"rows": [r.to_dict() for r in self.rows], "notes": list(self.notes),
                 "worst_error": self.worst_error}
 
@@ -253,7 +256,12 @@ def measured_notes(traceset: "TraceSet") -> list[str]:
 
 
 def compare(traceset: "TraceSet", result: "ReplayResult") -> MeasuredComparison:
-    """Compare a replay (with its schedule) of ``traceset`` against the nodes' measured times."""
+    """Compare a replay (with its schedule) of ``traceset`` against the nodes' measured times.
+
+    Raises:
+        ValueError: ``result`` has no schedule (e.g. one read from JSON written without ``include_schedule``).
+        ReplayError: a rank of ``traceset`` with a schedule has no statistics in ``result``.
+    """
     if result.schedule is None:
         raise ValueError("the replay result has no schedule")
     rows: list[StepComparison] = []
