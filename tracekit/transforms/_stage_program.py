@@ -2,20 +2,21 @@
 
 Built from the unit blocks of :mod:`._unit_blocks` by :mod:`.reparallel` (the
 module docstring there gives the rules).  Nodes are never edited in place:
-every node of the new rank is a :meth:`~tracekit.model.Node.replace` /
-:meth:`~tracekit.model.Node.with_attr` of a template node.
+every node of the new rank is a new node made from a template node by
+:func:`tracekit.transforms.base.edited_node` (``replace`` + ``with_attr`` in one copy).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, Mapping, Sequence
+from typing import Mapping, Sequence
 
 from tracekit.errors import TransformError
 from tracekit.groups import canonical_pg_name
 from tracekit.model import Node
 from tracekit.transforms._unit_blocks import ENTRY, Sources
+from tracekit.transforms.base import AttrEdit, edited_node
 from tracekit.transforms.layout import map_group
 from tracekit.workloads.buckets import bucket_limit_elems, pack_buckets
 from tracekit.workloads.config import LLMConfig
@@ -23,8 +24,6 @@ from tracekit.workloads.grid import Grid
 from tracekit.workloads.params import EMBEDDING, padded_vocab_size, unit_params
 from tracekit.workloads.schedules import FORWARD, stage_order
 
-#: ``(name, value, kind)``: an attribute to set on a copied node (kind None = the set_attr rule)
-AttrEdit = tuple[str, Any, "str | None"]
 
 
 @dataclass(frozen=True)
@@ -95,12 +94,11 @@ class StageProgram:
         self._mapped: dict[tuple[str, int], tuple[int, ...]] = {}
         self.last_bwd: dict[int, int] = {}               # unit -> id of the last exit of its last backward
 
-    def add(self, template: Node, deps: list[int], template_rank: int, attrs: Sequence[AttrEdit] = ()) -> int:
-        """Append a copy of ``template`` with new id, dependencies and ``attrs``; map its group (if any)."""
+    def add(self, template: Node, deps: list[int], template_rank: int, attrs: Sequence[AttrEdit] = (),
+            duration_ns: int | None = None) -> int:
+        """Append a copy of ``template`` with new id, dependencies, ``attrs`` (and duration); map its group."""
         nid = len(self.nodes)
-        node = template.replace(id=nid, data_deps=deps, ctrl_deps=[])
-        for name, value, kind in attrs:
-            node = node.with_attr(name, value, kind)
+        node = edited_node(template, attrs, id=nid, data_deps=deps, ctrl_deps=[], duration_ns=duration_ns)
         if node.is_comm and node.get_attr("pg_name") is not None and nid not in self.groups:
             key = (canonical_pg_name(node.pg_name), template_rank)
             if key not in self._mapped:
@@ -234,8 +232,7 @@ class StageProgram:
             v = template.get_attr(name)
             if isinstance(v, int) and v > 0:
                 attrs.append((name, int(round(v * k)), None))
-        nid = self.add(template, waits, stage_src, attrs)
-        self.nodes[nid] = self.nodes[nid].replace(duration_ns=int(round(template.duration_ns * k)))
+        self.add(template, waits, stage_src, attrs, duration_ns=int(round(template.duration_ns * k)))
 
     def build(self) -> tuple[list[Node], dict[int, tuple[int, ...]]]:
         """``(nodes, groups)``: the rank's nodes (node 0 a placeholder) and each communication node's group."""

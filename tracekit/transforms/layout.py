@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Mapping
 from tracekit.errors import TransformError
 from tracekit.groups import DEFAULT_PG, canonical_pg_name, is_pg_init, pg_init_node
 from tracekit.model import ExecutionTrace, Node, NodeType
-from tracekit.transforms.base import copy_metadata
+from tracekit.transforms.base import AttrEdit, copy_metadata, edited_node
 from tracekit.workloads.grid import DIMS, Grid
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -199,22 +199,23 @@ def remap_nodes(nodes: Iterable[Node], *, group_of: Mapping[str, str], peer_of: 
         if not n.is_comm:
             out.append(n)
             continue
-        c = n
+        edits: list[AttrEdit] = []
         pg = n.get_attr("pg_name")
         if pg is not None:
-            c = c.with_attr("pg_name", group_of[canonical_pg_name(pg)], "string_val")
+            edits.append(("pg_name", group_of[canonical_pg_name(pg)], "string_val"))
         if n.type in (NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE):
             src, dst = n.comm_src, n.comm_dst
             if n.type == NodeType.COMM_SEND_NODE:
                 if src is not None:
-                    c = c.with_attr("comm_src", new_rank)
+                    edits.append(("comm_src", new_rank, None))
                 if dst is not None:
-                    c = c.with_attr("comm_dst", peer_of(dst))
+                    edits.append(("comm_dst", peer_of(dst), None))
             else:
                 if dst is not None:
-                    c = c.with_attr("comm_dst", new_rank)
+                    edits.append(("comm_dst", new_rank, None))
                 if src is not None:
-                    c = c.with_attr("comm_src", peer_of(src))
+                    edits.append(("comm_src", peer_of(src), None))
+        c = edited_node(n, edits)
         out.append(c)
     return out
 

@@ -53,7 +53,7 @@ from tracekit.model import ExecutionTrace, Node
 from tracekit.transforms import megatron as mg
 from tracekit.transforms._stage_program import Rewrite, StageProgram
 from tracekit.transforms._unit_blocks import Sources
-from tracekit.transforms.base import Transform, check_degree, copy_metadata
+from tracekit.transforms.base import Transform, check_degree, copy_metadata, edited_node
 from tracekit.transforms.layout import LLM_CONFIG_ATTR, GroupNames, grid_of, llm_config_of
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -128,7 +128,7 @@ def reparallelize(traceset: "TraceSet", *, tp: int | None = None, pp: int | None
     out = {}
     for r, (nodes, groups) in built.items():
         named: list[Node] = [pg_init_node(0, decl)]
-        named += [n.with_attr("pg_name", names.name(groups[n.id]), "string_val") if n.id in groups else n
+        named += [edited_node(n, [("pg_name", names.name(groups[n.id]), "string_val")]) if n.id in groups else n
                   for n in nodes[1:]]
         out[r] = ExecutionTrace(named, copy_metadata(md), rank=r)
     return TraceSet(out, names.mapping())
