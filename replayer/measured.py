@@ -6,9 +6,9 @@ and its iteration markers, ``ProfilerStep#N`` nodes on a host thread with the
 measured span of the step in the ``range_duration_ns`` attribute (the
 converters make markers zero-duration: a step is a range, not work).
 :func:`check_replay` replays the set with those durations (compute
-``measured``, collectives ``measured``: each collective takes the smallest
-measured duration of its members, so time a rank spent waiting for slower
-ranks inside its collective is not counted twice) and compares:
+``measured``, collectives ``measured``: each member ends the time it measured after the last member
+entered, or the smallest measured duration of the members, so time a rank spent waiting for slower
+ranks inside its collective is not counted twice; :mod:`.measured_comm`) and compares:
 
 * **per step**: predicted = replayed end of the step's last host node on the
   marker's thread minus the replayed start of the marker; measured = the
@@ -250,8 +250,9 @@ def measured_notes(traceset: "TraceSet") -> list[str]:
             "model (num_ops/tensor_size) instead of --measured")
     if comm:
         notes.append(f"{comm} communication node(s) carry measured durations that include any time a rank "
-                     f"waited for slower ranks; each collective is replayed with the smallest measured duration "
-                     f"of its members, so that waiting is not counted twice")
+                     f"waited for slower ranks; each member of a collective is replayed with the time it measured "
+                     f"after the last member arrived (one host clock; else the smallest measured duration of the "
+                     f"members), so that waiting is not counted twice")
     return notes
 
 
