@@ -109,14 +109,14 @@ class AttrTable:
             if not self._often(name):
                 return as_int(name, self.value_at(name, pos), int(self.cols.ids[pos]))
             try:
-                col = self.cols.attr_int(name)
+                present, values = self.cols.attr_int(name)
+                col = np.where(present, values.astype(object), None).tolist()  # list indexing: no numpy scalar
             except ValidationError:  # some node holds a non-number: answer node by node
                 col = None
             self._ints[name] = col
         if col is None:
             return as_int(name, self.cols.attr(name)[1][pos], int(self.cols.ids[pos]))
-        present, values = col
-        return int(values[pos]) if present[pos] else None
+        return col[pos]
 
 
 class NodeView(Sequence[Node]):
