@@ -110,7 +110,9 @@ class AttrTable:
                 return as_int(name, self.value_at(name, pos), int(self.cols.ids[pos]))
             try:
                 present, values = self.cols.attr_int(name)
-                col = np.where(present, values.astype(object), None).tolist()  # list indexing: no numpy scalar
+                boxed = values.astype(object)
+                boxed[~present] = None
+                col = boxed.tolist()  # list indexing: no numpy scalar per access
             except ValidationError:  # some node holds a non-number: answer node by node
                 col = None
             self._ints[name] = col
