@@ -70,6 +70,14 @@ def generated_llm(zero_stage: int = 1):
                                   micro_batch_size=1))
 
 
+def encoded(traceset):
+    """``traceset`` with every rank encoded and read back (so transforms see records, as from files)."""
+    from tracekit.io import encode_trace, trace_from_bytes
+
+    return traceset.with_traces({r: trace_from_bytes(encode_trace(t), rank=r) for r, t in traceset.items()},
+                                traceset.process_groups)
+
+
 def input_paths(name: str) -> list[Path] | None:
     """The files of input ``name`` sorted by rank, or None when its directory is absent."""
     where, pattern = INPUTS[name]
@@ -99,7 +107,7 @@ def run_case(input_name: str, case: str, apply: Callable | None = None) -> str |
     from tracekit.io import read_traceset
 
     if input_name == "generated_llm":
-        ts = generated_llm()
+        ts = encoded(generated_llm())
     else:
         paths = input_paths(input_name)
         if paths is None:

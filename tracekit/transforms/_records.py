@@ -234,7 +234,8 @@ class Edit:
     inserts: list[tuple[np.ndarray, int, Blobs]] = field(default_factory=list)
 
     def empty(self) -> bool:
-        return (self.keep is None or bool(self.keep.all())) and not (self.drops or self.replaces or self.inserts)
+        return ((self.keep is None or bool(self.keep.all())) and not any(len(d[0]) for d in self.drops)
+                and not any(len(r[0]) for r in self.replaces) and not any(len(i[0]) for i in self.inserts))
 
     def replace_record(self, records: np.ndarray, bodies: list[bytes]) -> None:
         """Whole new message bodies for ``records`` (sorted int64[K])."""

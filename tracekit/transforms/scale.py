@@ -93,12 +93,17 @@ class ScaleCompute(Transform):
         return pat is None or pat.search(node.name) is not None
 
     def apply(self, traceset):
+        from tracekit.transforms.colscale import is_encoded, scale_compute_encoded
+
         types, pat, k = _types(self.node_types, _TIMED), _pattern(self.name_pattern), float(self.factor)
 
         def one(node: Node) -> Node | None:
             return scaled_compute(node, k) if self.selects(node, types, pat) else None
 
-        return map_traces(traceset, lambda t: map_nodes(t, one))
+        def one_trace(t):  # columnar on encoded records; node by node for traces built in memory
+            return scale_compute_encoded(t, k, types, pat, self.cpu) if is_encoded(t) else map_nodes(t, one)
+
+        return map_traces(traceset, one_trace)
 
 
 def scaled_compute(node: Node, k: float) -> Node:
@@ -108,14 +113,13 @@ def scaled_compute(node: Node, k: float) -> Node:
     inputs (``num_ops`` FLOPs and ``tensor_size`` bytes) are, so a roofline
     replay scales the same way.
     """
-    c = copy_node(node)
     if node.duration_ns > 0:
-        c.duration_ns = scale_int(node.duration_ns, k)
-    else:
-        for name in ("num_ops", "tensor_size"):
-            v = node.get_attr(name)
-            if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0:
-                c.set_attr(name, scale_int(int(v), k))
+        return node.replace(duration_ns=scale_int(node.duration_ns, k))
+    c = node.replace()
+    for name in ("num_ops", "tensor_size"):
+        v = node.get_attr(name)
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0:
+            c = c.with_attr(name, scale_int(int(v), k))
     return c
 
 

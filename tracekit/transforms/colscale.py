@@ -1,0 +1,165 @@
+"""Columnar scaling: compute time, message sizes and retargeting on the encoded records of a rank (issue 17).
+
+The same results as the per-node functions of :mod:`tracekit.transforms.scale`
+(checked by ``tests/transforms/test_columnar_equal.py`` against digests of the
+object path's outputs), decided on :class:`~tracekit.graph.NodeColumns` and
+written with :mod:`tracekit.transforms._records`: a measured duration is
+re-encoded in place (``duration_micros`` and, when not a whole microsecond,
+``duration_nanos``), so no ``Node`` object is built for it.  Nodes whose change
+lies in attributes that need more than that (roofline inputs of untimed nodes,
+unusual attribute kinds) are decoded one by one and changed with the object
+path's function: few in traces with measured durations.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Callable, Iterable
+
+import numpy as np
+
+from tracekit.errors import TransformError, ValidationError
+from tracekit.model import MAX_DURATION_NS, ExecutionTrace, Node
+from tracekit.transforms._records import Edit, Records, rewrite, varint_fields
+
+FIELD_DURATION_MICROS = 7
+FIELD_DURATION_NANOS = 1001
+FEW_NODES = 4096  # up to this many candidates are decoded one by one rather than scanned by column
+
+
+def is_encoded(trace: ExecutionTrace) -> bool:
+    """True when ``trace`` still holds the encoded records it was read (or rewritten) from."""
+    return getattr(trace, "_nodes", True) is None and getattr(trace, "_encoded", None) is not None
+
+
+def flag_column(cols: Any, name: str) -> np.ndarray:
+    """``bool(node.get_attr(name))`` of every node (False where absent), bool[N]."""
+    try:
+        present, values = cols.attr_int(name)
+        return present & (values != 0)
+    except ValidationError:  # a non-numeric value: truthiness as Python sees it
+        present, vals = cols.attr(name)
+        return np.fromiter((bool(v) for v in vals), dtype=bool, count=len(vals))
+
+
+def present_column(cols: Any, name: str) -> np.ndarray:
+    """bool[N]: the node has attribute ``name``."""
+    try:
+        return cols.attr_int(name)[0]
+    except ValidationError:
+        return cols.attr(name)[0]
+
+
+def _changed(old: Node, new: Node) -> Node | None:
+    return None if new == old else new
+
+
+def name_matches(cols: Any, pattern: re.Pattern | None) -> np.ndarray:
+    """bool[N]: ``pattern.search(name)`` per node (all True without a pattern); each distinct name tested once."""
+    if pattern is None:
+        return np.ones(len(cols), dtype=bool)
+    cache: dict[str, bool] = {}
+    out = np.empty(len(cols), dtype=bool)
+    for i, name in enumerate(cols.names):
+        hit = cache.get(name)
+        if hit is None:
+            hit = cache[name] = pattern.search(name) is not None
+        out[i] = hit
+    return out
+
+
+def scaled_ints(values: np.ndarray, k: float, ids: np.ndarray) -> np.ndarray:
+    """``round(v * k)`` (half to even) of int64 ``values``, as :func:`tracekit.transforms.base.scale_int`.
+
+    Raises:
+        TransformError: a product that is not finite or needs more than 63 bits (names the first node).
+    """
+    product = values.astype(np.float64) * k
+    bad = ~np.isfinite(product) | (np.abs(product) >= 2.0**63)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise TransformError(f"{int(values[i]):,} x {k:g} = {float(product[i]):g} is out of range (more than 2^63)",
+                             node_id=int(ids[i]))
+    return np.round(product).astype(np.int64)
+
+
+def set_durations(edit: Edit, rows: np.ndarray, new_ns: np.ndarray, ids: np.ndarray) -> None:
+    """Add to ``edit``: records ``rows`` (sorted int64[K]) get durations ``new_ns`` (int64[K], nanoseconds).
+
+    Raises:
+        TransformError: a duration over :data:`tracekit.model.MAX_DURATION_NS` or negative (names the node).
+    """
+    bad = (new_ns > MAX_DURATION_NS) | (new_ns < 0)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise TransformError(f"duration {int(new_ns[i]):,} ns is out of range (0 to {MAX_DURATION_NS:,} ns)",
+                             node_id=int(ids[rows[i]]))
+    edit.drops.append((rows, FIELD_DURATION_MICROS))
+    edit.drops.append((rows, FIELD_DURATION_NANOS))
+    micros = new_ns // 1000
+    has_us = micros > 0
+    edit.inserts.append((rows[has_us], FIELD_DURATION_MICROS, varint_fields(FIELD_DURATION_MICROS, micros[has_us])))
+    odd = new_ns % 1000 != 0
+    edit.inserts.append((rows[odd], FIELD_DURATION_NANOS, varint_fields(FIELD_DURATION_NANOS, new_ns[odd])))
+
+
+def replace_nodes(edit: Edit, trace: ExecutionTrace, rows: Iterable[int],
+                  change: Callable[[Node], Node | None]) -> None:
+    """Add to ``edit``: each record of ``rows`` decoded, passed to ``change`` and re-encoded when it returns a node.
+
+    Errors of ``change`` get the node id filled in.
+
+    Raises:
+        TracekitError: from ``change`` or encoding.
+    """
+    from tracekit._codec import node_to_pb
+
+    picked, bodies = [], []
+    for i in rows:
+        node = trace.node_at(int(i))
+        try:
+            new = change(node)
+        except TransformError as exc:
+            raise exc.with_context(node_id=node.id)
+        if new is None:
+            continue
+        try:
+            bodies.append(node_to_pb(new).SerializeToString())
+        except (TypeError, ValueError) as exc:
+            raise TransformError(f"cannot encode node: {exc}", node_id=node.id) from None
+        picked.append(int(i))
+    if picked:
+        edit.replace_record(np.asarray(picked, dtype=np.int64), bodies)
+
+
+def scale_compute_encoded(trace: ExecutionTrace, k: float, types: frozenset, pattern: re.Pattern | None,
+                          cpu: bool | None) -> ExecutionTrace:
+    """:class:`~tracekit.transforms.scale.ScaleCompute` on an encoded trace (see the module docstring).
+
+    Raises:
+        TransformError: a scaled value out of range (names the node).
+    """
+    from tracekit.transforms.scale import scaled_compute
+
+    cols = trace.columns()
+    sel = np.isin(cols.types, np.asarray(sorted(int(t) for t in types), dtype=np.int16))
+    if cpu is not None:
+        sel &= flag_column(cols, "is_cpu_op") == cpu
+    if pattern is not None and sel.any():
+        sel &= name_matches(cols, pattern)
+    dur = cols.duration_ns
+    timed = np.flatnonzero(sel & (dur > 0))
+    new = scaled_ints(dur[timed], k, cols.ids[timed])
+    changed = new != dur[timed]
+    edit = Edit()
+    set_durations(edit, timed[changed], new[changed], cols.ids)
+    untimed = np.flatnonzero(sel & (dur <= 0))
+    if len(untimed) > FEW_NODES:  # many: look at the roofline attributes first (a column pass)
+        roofline = np.zeros(len(cols), dtype=bool)
+        for name in ("num_ops", "tensor_size"):
+            roofline |= present_column(cols, name)
+        untimed = untimed[roofline[untimed]]
+    replace_nodes(edit, trace, untimed.tolist(), lambda n: _changed(n, scaled_compute(n, k)))
+    if edit.empty():
+        return trace
+    return rewrite(Records.of(trace), edit, trace.metadata)
