@@ -58,36 +58,80 @@ class DepLists:
         return DepLists(ptr, self.ids[idx])
 
     def replaced(self, rows: np.ndarray, new: "DepLists") -> "DepLists":
-        """These lists with rows ``rows`` (int64[K], sorted) replaced by the K lists of ``new``."""
+        """These lists with rows ``rows`` (int64[K], sorted, distinct) replaced by the K lists of ``new``."""
         lens = self.lens().copy()
         lens[rows] = new.lens()
-        keep_old = np.ones(len(self.ids), dtype=bool)
-        keep_old[np.isin(self.owners(), rows)] = False
-        owner = np.concatenate((self.owners()[keep_old], np.repeat(rows, new.lens())))
-        vals = np.concatenate((self.ids[keep_old], new.ids))
-        order = np.argsort(owner, kind="stable")
         ptr = np.zeros(len(lens) + 1, dtype=np.int64)
         np.cumsum(lens, out=ptr[1:])
-        return DepLists(ptr, vals[order])
+        out = np.empty(int(ptr[-1]), dtype=np.uint64)
+        keep = np.ones(len(lens), dtype=bool)
+        keep[rows] = False
+        old_rows = np.flatnonzero(keep & (self.lens() > 0))
+        _scatter(out, ptr[old_rows], self.take(old_rows))
+        _scatter(out, ptr[rows], new)
+        return DepLists(ptr, out)
+
+
+def _scatter(out: np.ndarray, at: np.ndarray, lists: DepLists) -> None:
+    """Write list ``k`` of ``lists`` at ``out[at[k]:]``."""
+    lens = lists.lens()
+    total = int(lens.sum())
+    if total:
+        out[np.repeat(at - lists.ptr[:-1], lens) + np.arange(total, dtype=np.int64)] = lists.ids
+
+
+def _unique(x: np.ndarray) -> np.ndarray:
+    """Sorted distinct values (by sorting: numpy's hash-based unique is slow on large int arrays)."""
+    s = np.sort(x)
+    keep = np.ones(len(s), dtype=bool)
+    keep[1:] = s[1:] != s[:-1]
+    return s[keep]
+
+
+class _Lookup:
+    """Node id -> position for unique ids (no copy when they ascend)."""
+
+    def __init__(self, ids: np.ndarray) -> None:
+        self.n = len(ids)
+        if self.n < 2 or bool(np.all(ids[1:] > ids[:-1])):
+            self.order, self.sorted = None, ids
+        else:
+            self.order = np.argsort(ids, kind="stable")
+            self.sorted = ids[self.order]
+
+    def __call__(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if self.n == 0:
+            return np.zeros(len(ids), dtype=np.int64), np.zeros(len(ids), dtype=bool)
+        k = np.minimum(np.searchsorted(self.sorted, ids), self.n - 1)
+        found = self.sorted[k] == ids
+        return (k if self.order is None else self.order[k]).astype(np.int64), found
 
 
 def _lists(owner: np.ndarray, values: np.ndarray, n: int) -> DepLists:
     """CSR of ``values`` grouped by ``owner`` (already in order within each owner)."""
-    order = np.argsort(owner, kind="stable")
+    if len(owner) > 1 and not bool(np.all(owner[1:] >= owner[:-1])):
+        order = np.argsort(owner, kind="stable")
+        values = values[order]
     ptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(owner, minlength=n), out=ptr[1:])
-    return DepLists(ptr, values[order].astype(np.uint64))
+    return DepLists(ptr, values.astype(np.uint64))
 
 
 def _first_occurrences(owner: np.ndarray, value: np.ndarray) -> np.ndarray:
     """Indices of the first ``(owner, value)`` of each pair, in input order (``dict.fromkeys`` per owner)."""
     if not len(owner):
         return _EMPTY_I
-    order = np.lexsort((np.arange(len(owner)), value, owner))
+    counts = np.bincount(owner)
+    multi = np.flatnonzero(counts[owner] >= 2)  # an owner with one entry has no repeat
+    if not len(multi):
+        return np.arange(len(owner), dtype=np.int64)
+    order = multi[np.lexsort((multi, value[multi], owner[multi]))]
     o, v = owner[order], value[order]
-    first = np.ones(len(o), dtype=bool)
-    first[1:] = (o[1:] != o[:-1]) | (v[1:] != v[:-1])
-    return np.sort(order[first])
+    dup = np.zeros(len(o), dtype=bool)
+    dup[1:] = (o[1:] == o[:-1]) & (v[1:] == v[:-1])
+    keep = np.ones(len(owner), dtype=bool)
+    keep[order[dup]] = False
+    return np.flatnonzero(keep)
 
 
 def _graph(ids: np.ndarray, data: DepLists) -> DepGraph:
@@ -113,13 +157,15 @@ def reduce_lists(ids: np.ndarray, data: DepLists, limit: int) -> tuple[DepLists,
         ValidationError: a dependency cycle.
     """
     n = len(ids)
-    g = _graph(ids, data)
     owner = data.owners()
-    pos, found = g.positions_of(data.ids)
+    pos, found = _Lookup(ids)(data.ids)
     idx = np.flatnonzero(found)
     idx = idx[_first_occurrences(owner[idx], pos[idx])]
     e_own, e_pos = owner[idx], pos[idx]  # distinct existing deps, first-occurrence order per owner
-    order = g.topological_order()  # raises on a cycle, as the node path does
+    if bool(np.all(e_pos < e_own)):  # every dependency points back: file order is topological
+        order = np.arange(n, dtype=np.int64)
+    else:
+        order = _graph(ids, data).topological_order()  # raises on a cycle, as the node path does
     deg = np.bincount(e_own, minlength=n)
     redundant = np.zeros(len(e_own), dtype=bool)
     if (deg >= 2).any():
@@ -219,48 +265,65 @@ def merge_candidates(ids: np.ndarray, data: DepLists, kind: np.ndarray, value: n
     n = len(ids)
     if n == 0:
         return _EMPTY_I, _EMPTY_I
-    g = _graph(ids, data)
+    lookup = _Lookup(ids)
     owner = data.owners()
-    pos, found = g.positions_of(data.ids)
-    edge_keys = np.unique(owner[found] * n + pos[found])
+    pos, found = lookup(data.ids)
+    edge_keys = _unique(owner[found] * n + pos[found])
     rid = np.full(n, -1, dtype=np.int64)
     on = np.flatnonzero(kind > 0)
     if len(on):
-        _, inv = np.unique(np.stack([kind[on].astype(np.int64), value[on]], axis=1), axis=0, return_inverse=True)
-        rid[on] = inv.reshape(-1)
+        srt = on[np.lexsort((value[on], kind[on]))]
+        new_group = np.ones(len(srt), dtype=bool)
+        new_group[1:] = (kind[srt][1:] != kind[srt][:-1]) | (value[srt][1:] != value[srt][:-1])
+        rid[srt] = np.cumsum(new_group) - 1
     # serial resources: every node on one (file order) lists the previous node of its resource as a dependency
     order = on[np.lexsort((on, rid[on]))]
     same = rid[order][1:] == rid[order][:-1]
     nxt, prev = order[1:][same], order[:-1][same]
-    broken = np.unique(rid[nxt[~np.isin(nxt * n + prev, edge_keys)]])
+    broken = _unique(rid[nxt[~np.isin(nxt * n + prev, edge_keys)]])
     serial = (rid >= 0) & ~np.isin(rid, broken)
     succ = np.bincount(edge_keys % n, minlength=n)
     j = np.flatnonzero(serial & (data.lens() == 1))
-    i, found_i = g.positions_of(data.ids[data.ptr[j]])
+    i, found_i = lookup(data.ids[data.ptr[j]])
     j, i = j[found_i], i[found_i]
     keep = (rid[i] == rid[j]) & (succ[i] == 1)
     return i[keep], j[keep]
 
 
-def chain_groups(i_of: np.ndarray, j_of: np.ndarray, timed: np.ndarray, work: np.ndarray) -> dict[int, list[int]]:
-    """Head position -> member positions (head first), walking the candidates in file order of ``j``.
+def chain_groups(i_of: np.ndarray, j_of: np.ndarray, timed: np.ndarray, work: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """Absorbed positions and the head each joins (int64[M] each), from the candidates ``(i, j)``.
 
-    A chain keeps growing while all its members are timed or none has FLOPs/bytes.
+    Walks the candidates in file order of ``j`` (as the node path): a chain keeps growing while all
+    its members are timed or none has FLOPs/bytes.  When every dependency points back and that
+    rule cannot fail (all involved nodes timed, or none with work), the chains are found by
+    pointer doubling instead of the walk.
     """
+    involved = np.concatenate((i_of, j_of))
+    if bool(np.all(i_of < j_of)) and (bool(timed[involved].all()) or not bool(work[involved].any())):
+        parent = np.arange(len(timed), dtype=np.int64)
+        parent[j_of] = i_of
+        while True:
+            nxt = parent[parent]
+            if np.array_equal(nxt, parent):
+                break
+            parent = nxt
+        return j_of, parent[j_of]
     head_of: dict[int, int] = {}
-    groups: dict[int, list[int]] = {}
     flags: dict[int, tuple[bool, bool]] = {}
     timed_l, work_l = timed.tolist(), work.tolist()
+    members, heads = [], []
     for i, j in zip(i_of.tolist(), j_of.tolist()):
         h = head_of.get(i, i)
-        all_timed, any_work = flags.get(h) or (bool(timed_l[h]), bool(work_l[h]))
-        all_timed, any_work = all_timed and bool(timed_l[j]), any_work or bool(work_l[j])
+        all_timed, any_work = flags.get(h) or (timed_l[h], work_l[h])
+        all_timed, any_work = all_timed and timed_l[j], any_work or work_l[j]
         if not (all_timed or not any_work):
             continue
-        groups.setdefault(h, [h]).append(j)
+        members.append(j)
+        heads.append(h)
         flags[h] = (all_timed, any_work)
         head_of[j] = h
-    return groups
+    return np.asarray(members, dtype=np.int64), np.asarray(heads, dtype=np.int64)
 
 
 def _remap(lists: DepLists, rows: np.ndarray, old_ids: np.ndarray, head_ids: np.ndarray,
@@ -284,25 +347,26 @@ def _row(lists: DepLists, i: int) -> list[int]:
     return lists.ids[lists.ptr[i]:lists.ptr[i + 1]].tolist()
 
 
-def _head_node(trace: Any, cols: NodeColumns, h: int, group: list[int], data: DepLists, ctrl: DepLists,
-               id_of_head: dict[int, int], merged_ids: list[Any] | None) -> Any:
-    """The merged node of chain ``group`` (head ``h`` first), as :func:`~tracekit.transforms.compact.merge_chains`."""
+def _head_node(trace: Any, cols: NodeColumns, group: np.ndarray, data: DepLists, ctrl: DepLists,
+               id_of_head: dict[int, int], cache: dict[str, Any]) -> Any:
+    """The merged node of chain ``group`` (positions, head first), as :func:`~tracekit.transforms.compact.merge_chains`."""
+    h = int(group[0])
     node = trace.node_at(h).replace(data_deps=_row(data, h))
     c = node.replace(duration_ns=int(cols.duration_ns[group].sum()))
     for name in ("num_ops", "tensor_size"):
-        present, values = cols.attr_int(name)
+        present, values = cache[name]
         if present[group].any():
             c = c.with_attr(name, int(values[group][present[group]].sum()))
     c = c.with_attr("merged_nodes", len(group), "int64_val")
     ids = cols.ids[group].tolist()
+    merged_ids = cache["merged_node_ids"]
     if merged_ids is None:
         sources = ids
     else:
-        sources = [s for m, mid in zip(group, ids) for s in (merged_ids[m] or [mid])]
+        sources = [s for m, mid in zip(group.tolist(), ids) for s in (merged_ids[m] or [mid])]
     c = c.with_attr("merged_node_ids", [int(s) for s in sources], "int64_list")
     ctrl_all: dict[int, None] = dict.fromkeys(c.ctrl_deps)
-    for m in group[1:]:
-        ctrl_all.update(dict.fromkeys(_row(ctrl, m)))
+    ctrl_all.update(dict.fromkeys(ctrl.take(group[1:]).ids.tolist()))
     c = c.replace(ctrl_deps=[d for d in dict.fromkeys(id_of_head.get(d, d) for d in ctrl_all) if d != c.id])
     if any(d in id_of_head for d in c.data_deps) or any(d in id_of_head for d in c.ctrl_deps):
         c = c.replace(data_deps=list(dict.fromkeys(id_of_head.get(d, d) for d in c.data_deps)),
@@ -336,7 +400,7 @@ def compact_encoded(trace: Any, *, merge: bool, reduce: bool, limit: int) -> tup
 
     cols = trace.columns()
     ids, n = cols.ids, len(cols)
-    if n > 1 and len(np.unique(ids)) != n:
+    if n > 1 and not bool(np.all(ids[1:] > ids[:-1])) and len(_unique(ids)) != n:
         return None
     data = DepLists(np.asarray(cols.data_ptr, dtype=np.int64), np.asarray(cols.data_ids, dtype=np.uint64))
     ctrl = DepLists(np.asarray(cols.ctrl_ptr, dtype=np.int64), np.asarray(cols.ctrl_ids, dtype=np.uint64))
@@ -345,7 +409,7 @@ def compact_encoded(trace: Any, *, merge: bool, reduce: bool, limit: int) -> tup
     if reduce:
         data, ch = reduce_lists(ids, data, limit)
         changed |= ch
-    groups: dict[int, list[int]] = {}
+    absorbed = head_pos = _EMPTY_I
     if merge:
         try:
             kind, value = resources(cols)
@@ -354,12 +418,12 @@ def compact_encoded(trace: Any, *, merge: bool, reduce: bool, limit: int) -> tup
             return None
         i, j = merge_candidates(ids, data, kind, value)
         if len(j):
-            groups = chain_groups(i, j, cols.duration_ns > 0, work)
+            absorbed, head_pos = chain_groups(i, j, cols.duration_ns > 0, work)
     alive = np.ones(n, dtype=bool)
     heads: dict[int, Any] = {}
     ctrl_rows = _EMPTY_I
-    if groups:
-        data, ctrl, ctrl_rows, heads = _merge(trace, cols, groups, data, ctrl, alive, changed)
+    if len(absorbed):
+        data, ctrl, ctrl_rows, heads = _merge(trace, cols, absorbed, head_pos, data, ctrl, alive, changed)
         if reduce:
             data = _reduce_again(ids, data, alive, changed, heads, limit)
     stats = CompactStats(n, int(alive.sum()), deps_before, int(data.lens()[alive].sum()))
@@ -369,12 +433,12 @@ def compact_encoded(trace: Any, *, merge: bool, reduce: bool, limit: int) -> tup
     return rewrite(Records.of(trace), edit, trace.metadata), stats
 
 
-def _merge(trace: Any, cols: NodeColumns, groups: dict[int, list[int]], data: DepLists, ctrl: DepLists,
-           alive: np.ndarray, changed: np.ndarray) -> tuple[DepLists, DepLists, np.ndarray, dict[int, Any]]:
-    """Apply chain ``groups``: absorbed nodes dead in ``alive``, dependencies on them re-pointed, heads built."""
+def _merge(trace: Any, cols: NodeColumns, absorbed: np.ndarray, head_pos: np.ndarray, data: DepLists,
+           ctrl: DepLists, alive: np.ndarray, changed: np.ndarray
+           ) -> tuple[DepLists, DepLists, np.ndarray, dict[int, Any]]:
+    """Merge the chains (``absorbed[k]`` joins ``head_pos[k]``): absorbed nodes dead in ``alive``,
+    dependencies on them re-pointed, head nodes built."""
     ids, n = cols.ids, len(cols)
-    absorbed = np.asarray([m for g in groups.values() for m in g[1:]], dtype=np.int64)
-    head_pos = np.asarray([h for h, g in groups.items() for _ in g[1:]], dtype=np.int64)
     alive[absorbed] = False
     order = np.argsort(ids[absorbed])
     old_ids, head_ids = ids[absorbed][order], ids[head_pos][order]
@@ -383,10 +447,18 @@ def _merge(trace: Any, cols: NodeColumns, groups: dict[int, list[int]], data: De
     hit[data.owners()[np.isin(data.ids, old_ids)]] = True
     hit[ctrl.owners()[np.isin(ctrl.ids, old_ids)]] = True
     is_head = np.zeros(n, dtype=bool)
-    is_head[list(groups)] = True
+    is_head[head_pos] = True
     rows = np.flatnonzero(hit & alive & ~is_head)
-    merged_ids = _merged_ids_column(cols)
-    heads = {h: _head_node(trace, cols, h, g, data, ctrl, id_of_head, merged_ids) for h, g in groups.items()}
+    cache = {name: cols.attr_int(name) for name in ("num_ops", "tensor_size")}
+    cache["merged_node_ids"] = _merged_ids_column(cols)
+    by_head = np.lexsort((absorbed, head_pos))
+    m_sorted, h_sorted = absorbed[by_head], head_pos[by_head]
+    cuts = np.flatnonzero(np.diff(h_sorted)) + 1
+    heads = {}
+    for lo, hi in zip(np.concatenate(([0], cuts)).tolist(), np.concatenate((cuts, [len(h_sorted)])).tolist()):
+        h = int(h_sorted[lo])
+        group = np.concatenate(([h], m_sorted[lo:hi]))
+        heads[h] = _head_node(trace, cols, group, data, ctrl, id_of_head, cache)
     if len(rows):
         data = data.replaced(rows, _remap(data, rows, old_ids, head_ids, None))
         ctrl = ctrl.replaced(rows, _remap(ctrl, rows, old_ids, head_ids, ids[rows]))
