@@ -88,6 +88,14 @@ def _unique(x: np.ndarray) -> np.ndarray:
     return s[keep]
 
 
+def member(x: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
+    """bool[len(x)]: each value of ``x`` is in ``sorted_set`` (sorted ascending; binary search, no hashing)."""
+    if not len(sorted_set):
+        return np.zeros(len(x), dtype=bool)
+    k = np.minimum(np.searchsorted(sorted_set, x), len(sorted_set) - 1)
+    return sorted_set[k] == x
+
+
 class _Lookup:
     """Node id -> position for unique ids (no copy when they ascend)."""
 
@@ -192,7 +200,7 @@ def _redundant_one_step(n: int, e_own: np.ndarray, e_pos: np.ndarray, deg: np.nd
     cnt = deg[w]
     start = np.repeat(ptr[w] - (np.cumsum(cnt) - cnt), cnt) + np.arange(int(cnt.sum()), dtype=np.int64)
     two_hop = np.repeat(v, cnt) * n + e_pos[start]
-    return np.isin(e_own * n + e_pos, two_hop)
+    return member(e_own * n + e_pos, _unique(two_hop))
 
 
 def _redundant_exact(n: int, e_own: np.ndarray, e_pos: np.ndarray, deg: np.ndarray,
@@ -280,8 +288,8 @@ def merge_candidates(ids: np.ndarray, data: DepLists, kind: np.ndarray, value: n
     order = on[np.lexsort((on, rid[on]))]
     same = rid[order][1:] == rid[order][:-1]
     nxt, prev = order[1:][same], order[:-1][same]
-    broken = _unique(rid[nxt[~np.isin(nxt * n + prev, edge_keys)]])
-    serial = (rid >= 0) & ~np.isin(rid, broken)
+    broken = _unique(rid[nxt[~member(nxt * n + prev, edge_keys)]])
+    serial = (rid >= 0) & ~member(rid, broken)
     succ = np.bincount(edge_keys % n, minlength=n)
     j = np.flatnonzero(serial & (data.lens() == 1))
     i, found_i = lookup(data.ids[data.ptr[j]])
@@ -444,8 +452,8 @@ def _merge(trace: Any, cols: NodeColumns, absorbed: np.ndarray, head_pos: np.nda
     old_ids, head_ids = ids[absorbed][order], ids[head_pos][order]
     id_of_head = dict(zip(ids[absorbed].tolist(), ids[head_pos].tolist()))
     hit = np.zeros(n, dtype=bool)
-    hit[data.owners()[np.isin(data.ids, old_ids)]] = True
-    hit[ctrl.owners()[np.isin(ctrl.ids, old_ids)]] = True
+    hit[data.owners()[member(data.ids, old_ids)]] = True
+    hit[ctrl.owners()[member(ctrl.ids, old_ids)]] = True
     is_head = np.zeros(n, dtype=bool)
     is_head[head_pos] = True
     rows = np.flatnonzero(hit & alive & ~is_head)
