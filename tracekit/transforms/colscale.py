@@ -163,3 +163,14 @@ def scale_compute_encoded(trace: ExecutionTrace, k: float, types: frozenset, pat
     if edit.empty():
         return trace
     return rewrite(Records.of(trace), edit, trace.metadata)
+
+
+def rewrite_some(trace: ExecutionTrace, rows: np.ndarray, change: Callable[[Node], Node | None]) -> ExecutionTrace:
+    """``trace`` with the nodes at ``rows`` (bool[N]) passed through ``change`` (None: unchanged), decoded one by one.
+
+    Raises:
+        TracekitError: from ``change`` (with the node id) or encoding.
+    """
+    edit = Edit()
+    replace_nodes(edit, trace, np.flatnonzero(rows).tolist(), change)
+    return trace if edit.empty() else rewrite(Records.of(trace), edit, trace.metadata)

@@ -22,9 +22,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+import numpy as np
+
 from tracekit.errors import ConfigError
 from tracekit.model import COMM_TYPES, CollectiveType, Node, NodeType
-from tracekit.transforms.base import Transform, check_factor, copy_node, map_nodes, map_traces, scale_int
+from tracekit.transforms.base import Transform, check_factor, map_nodes, map_traces, scale_int
 
 COMPUTE_TYPES = ("COMP_NODE",)
 _TIMED = frozenset({NodeType.COMP_NODE, NodeType.MEM_LOAD_NODE, NodeType.MEM_STORE_NODE})
@@ -255,11 +257,14 @@ class Retarget(Transform):
                 new = project_node(node, src, dst, True, report)
             if new is None or round(new) == d:
                 return None
-            c = copy_node(node)
-            c.duration_ns = int(round(new))
-            return c
+            return node.replace(duration_ns=int(round(new)))
 
-        out = map_nodes(trace, one)
+        from tracekit.transforms.colscale import is_encoded, rewrite_some
+
+        if is_encoded(trace):  # only the timed nodes are decoded
+            out = rewrite_some(trace, np.isin(trace.columns().types, [int(t) for t in _TIMED]), one)
+        else:
+            out = map_nodes(trace, one)
         md = copy_metadata(out.metadata)
         md.set_attr(COMPUTE_DEVICE_ATTR, dst.name or dst.key, "string_val")
         md.set_attr("compute_projection", orjson.dumps(report.to_dict()).decode(), "string_val")
@@ -330,11 +335,17 @@ class ScaleComm(Transform):
             size = node.comm_bytes
             if k == 1.0 or size is None:
                 return None
-            c = copy_node(node)
-            c.set_attr("comm_size", scale_int(size, k))
-            return c
+            return node.with_attr("comm_size", scale_int(size, k))
 
-        return map_traces(traceset, lambda t: map_nodes(t, one))
+        def one_trace(t):  # on encoded records: only the communication nodes are decoded
+            from tracekit.transforms.colscale import is_encoded, rewrite_some
+
+            if not is_encoded(t):
+                return map_nodes(t, one)
+            kinds = [int(x) for x in (COMM_TYPES if self.p2p else {NodeType.COMM_COLL_NODE})]
+            return rewrite_some(t, np.isin(t.columns().types, kinds), one)
+
+        return map_traces(traceset, one_trace)
 
 
 __all__ = ["Device", "Retarget", "ScaleComm", "ScaleCompute"]
