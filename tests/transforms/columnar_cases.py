@@ -13,6 +13,7 @@ so two outputs have the same digest exactly when they decode to equal traces.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import sys
@@ -102,17 +103,22 @@ def digest(traceset) -> str:
     return h.hexdigest()
 
 
-def run_case(input_name: str, case: str, apply: Callable | None = None) -> str | None:
-    """Digest of transform ``case`` applied to input ``input_name`` (None when the input is absent)."""
+@functools.lru_cache(maxsize=None)
+def load(input_name: str):
+    """Input ``input_name`` as a TraceSet of encoded traces (cached: transforms never change their input)."""
     from tracekit.io import read_traceset
 
     if input_name == "generated_llm":
-        ts = encoded(generated_llm())
-    else:
-        paths = input_paths(input_name)
-        if paths is None:
-            return None
-        ts = read_traceset([str(p) for p in paths])
+        return encoded(generated_llm())
+    paths = input_paths(input_name)
+    return None if paths is None else read_traceset([str(p) for p in paths])
+
+
+def run_case(input_name: str, case: str, apply: Callable | None = None) -> str | None:
+    """Digest of transform ``case`` applied to input ``input_name`` (None when the input is absent)."""
+    ts = load(input_name)
+    if ts is None:
+        return None
     tr = transforms()[case]
     try:
         out = (apply or tr.apply)(ts)
