@@ -277,22 +277,22 @@ def _batch_ops(rec: Records, edit: Edit, lo: int, hi: int):
         sel = mark[t.msg - lo] & (t.field == fnum)
         cuts.append((t.msg[sel], t.at[sel], t.nxt[sel]))
     for records, offsets, blobs in edit.replaces:
-        rows = _batch_rows(records, lo, hi)
-        if rows.stop == rows.start:
+        span = _batch_rows(records, lo, hi)
+        if span.stop == span.start:
             continue
         t = fields()
-        at = offsets[rows]
+        at = offsets[span]
         k = np.searchsorted(t.at, at)
-        cuts.append((records[rows], at, t.nxt[k]))
-        ins.append((records[rows], at, np.zeros(len(at), np.int64), _take_blobs(blobs, rows)))
+        cuts.append((records[span], at, t.nxt[k]))
+        ins.append((records[span], at, np.zeros(len(at), np.int64), _take_blobs(blobs, span)))
     for seq, (records, fnum, blobs) in enumerate(edit.inserts, start=1):
-        rows = _batch_rows(records, lo, hi)
-        if rows.stop == rows.start:
+        span = _batch_rows(records, lo, hi)
+        if span.stop == span.start:
             continue
-        r = records[rows]
+        r = records[span]
         pos = rec.starts[r] if fnum == 0 else fields().insert_point(r, fnum, rec.ends)
         cuts.append((r, pos, pos))
-        ins.append((r, pos, np.full(len(r), seq, np.int64), _take_blobs(blobs, rows)))
+        ins.append((r, pos, np.full(len(r), seq, np.int64), _take_blobs(blobs, span)))
     return cuts, ins
 
 

@@ -457,7 +457,7 @@ def _merge(trace: Any, cols: NodeColumns, absorbed: np.ndarray, head_pos: np.nda
     is_head = np.zeros(n, dtype=bool)
     is_head[head_pos] = True
     rows = np.flatnonzero(hit & alive & ~is_head)
-    cache = {name: cols.attr_int(name) for name in ("num_ops", "tensor_size")}
+    cache: dict[str, Any] = {name: cols.attr_int(name) for name in ("num_ops", "tensor_size")}
     cache["merged_node_ids"] = _merged_ids_column(cols)
     by_head = np.lexsort((absorbed, head_pos))
     m_sorted, h_sorted = absorbed[by_head], head_pos[by_head]

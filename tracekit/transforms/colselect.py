@@ -63,7 +63,8 @@ def _expanded(lists: DepLists, rows: np.ndarray, ids: np.ndarray, ok: np.ndarray
     deduplicated (first occurrence), without the node's own id."""
     deps, ptr = lists.ids.tolist(), lists.ptr.tolist()
     ok_l = ok.tolist()
-    owner, vals = [], []
+    owner: list[int] = []
+    vals: list[int] = []
     for k, r in enumerate(rows.tolist()):
         me = int(ids[r])
         seen: dict[int, None] = {}

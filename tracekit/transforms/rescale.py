@@ -97,7 +97,7 @@ class Rescale(Transform):
 
     def apply(self, traceset):
         plan = self.plan(grid_of(traceset), llm_config_of(traceset))
-        old, new, ratio = plan.old, plan.new, plan.ratio
+        old, new = plan.old, plan.new
         old_groups = traceset.process_groups
 
         def node_fn(node: Node, template: int, new_rank: int) -> Node | None:
