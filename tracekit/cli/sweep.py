@@ -24,6 +24,7 @@ def _progress_callback(description: str) -> Iterator:
         task = bar.add_task(description, total=None)
 
         def update(done: int, total: int) -> None:
+            """Move the bar to ``done`` of ``total`` replays."""
             bar.update(task, completed=done, total=total)
 
         yield update
