@@ -21,7 +21,7 @@ Output: a trace of re-spliced encoded records (:mod:`tracekit.transforms._record
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -142,20 +142,22 @@ def _first_occurrences(owner: np.ndarray, value: np.ndarray) -> np.ndarray:
     return np.flatnonzero(keep)
 
 
-def _graph(ids: np.ndarray, data: DepLists) -> DepGraph:
+def _graph(ids: np.ndarray, data: DepLists, names_fn: Callable[[], list[str]] = list) -> DepGraph:
     n = len(ids)
     z = np.zeros(n, dtype=np.int64)
     cols = NodeColumns(ids, np.zeros(n, np.int16), z, z, data.ptr, data.ids, np.zeros(n + 1, np.int64),
-                       np.zeros(0, np.uint64))
+                       np.zeros(0, np.uint64), names_fn=names_fn)
     return DepGraph(cols)
 
 
-def reduce_lists(ids: np.ndarray, data: DepLists, limit: int) -> tuple[DepLists, np.ndarray]:
+def reduce_lists(ids: np.ndarray, data: DepLists, limit: int,
+                 names_fn: Callable[[], list[str]] = list) -> tuple[DepLists, np.ndarray]:
     """Transitive reduction of ``data`` (rule of :func:`tracekit.transforms.compact.reduce_dependencies`).
 
     Args:
         ids: uint64[n] node ids (unique); data: their data-dependency lists by id.
         limit: node count up to which the reduction is exact.
+        names_fn: the node names, for the message of a cycle.
 
     Returns:
         ``(new lists, changed bool[n])``: a changed node's list is its kept dependencies
@@ -173,7 +175,7 @@ def reduce_lists(ids: np.ndarray, data: DepLists, limit: int) -> tuple[DepLists,
     if bool(np.all(e_pos < e_own)):  # every dependency points back: file order is topological
         order = np.arange(n, dtype=np.int64)
     else:
-        order = _graph(ids, data).topological_order()  # raises on a cycle, as the node path does
+        order = _graph(ids, data, names_fn).topological_order()  # raises on a cycle, as the node path does
     deg = np.bincount(e_own, minlength=n)
     redundant = np.zeros(len(e_own), dtype=bool)
     if (deg >= 2).any():
@@ -415,7 +417,7 @@ def compact_encoded(trace: Any, *, merge: bool, reduce: bool, limit: int) -> tup
     deps_before = len(data.ids)
     changed = np.zeros(n, dtype=bool)
     if reduce:
-        data, ch = reduce_lists(ids, data, limit)
+        data, ch = reduce_lists(ids, data, limit, lambda: cols.names)
         changed |= ch
     absorbed = head_pos = _EMPTY_I
     if merge:
@@ -433,7 +435,7 @@ def compact_encoded(trace: Any, *, merge: bool, reduce: bool, limit: int) -> tup
     if len(absorbed):
         data, ctrl, ctrl_rows, heads = _merge(trace, cols, absorbed, head_pos, data, ctrl, alive, changed)
         if reduce:
-            data = _reduce_again(ids, data, alive, changed, heads, limit)
+            data = _reduce_again(ids, data, alive, changed, heads, limit, lambda: cols.names)
     stats = CompactStats(n, int(alive.sum()), deps_before, int(data.lens()[alive].sum()))
     edit = _edit(alive, changed, data, ctrl, ctrl_rows, heads)
     if edit.empty():
@@ -479,10 +481,10 @@ def _merge(trace: Any, cols: NodeColumns, absorbed: np.ndarray, head_pos: np.nda
 
 
 def _reduce_again(ids: np.ndarray, data: DepLists, alive: np.ndarray, changed: np.ndarray,
-                  heads: dict[int, Any], limit: int) -> DepLists:
+                  heads: dict[int, Any], limit: int, names_fn: Callable[[], list[str]]) -> DepLists:
     """The reduction of the merged graph (live nodes only), written back into ``data`` and the head nodes."""
     sub = np.flatnonzero(alive)
-    new, ch = reduce_lists(ids[sub], data.take(sub), limit)
+    new, ch = reduce_lists(ids[sub], data.take(sub), limit, lambda: [names_fn()[i] for i in sub.tolist()])
     rows = np.flatnonzero(ch)
     if not len(rows):
         return data
