@@ -13,6 +13,7 @@ path's function: few in traces with measured durations.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from typing import Any, Callable, Iterable
 
@@ -162,7 +163,25 @@ def scale_compute_encoded(trace: ExecutionTrace, k: float, types: frozenset, pat
     replace_nodes(edit, trace, untimed.tolist(), lambda n: _changed(n, scaled_compute(n, k)))
     if edit.empty():
         return trace
-    return rewrite(Records.of(trace), edit, trace.metadata)
+    out = rewrite(Records.of(trace), edit, trace.metadata)
+    if not any(fnum == -1 and len(rows) for rows, fnum in edit.drops):  # only durations changed
+        new_dur = dur.copy()
+        new_dur[timed[changed]] = new[changed]
+        carry_columns(out, dataclasses.replace(cols, duration_ns=new_dur))
+    return out
+
+
+def carry_columns(trace: ExecutionTrace, cols: Any) -> None:
+    """Give ``trace`` (just rewritten) columns derived from its input's, so the next step does not decode again.
+
+    Only for rewrites that change the given columns' arrays and nothing an attribute or name
+    reader sees (the readers of the input's columns keep reading the input's bytes).
+    """
+    if hasattr(trace, "_columns") and getattr(trace, "_columns", None) is None:
+        try:
+            trace._columns = cols
+        except AttributeError:  # the model's internals changed: the columns are decoded on first use instead
+            pass
 
 
 def rewrite_some(trace: ExecutionTrace, rows: np.ndarray, change: Callable[[Node], Node | None]) -> ExecutionTrace:
