@@ -35,3 +35,24 @@ def test_same_output_as_object_path(input_name, case, request):
     if expected is None:
         pytest.skip(f"no expected digest recorded for {input_name}/{case}")
     assert run_case(input_name, case) == expected
+
+
+_NODE_PATH = [("sample_feeder", c) for c in ("compact", "drop_cpu_ops", "remove_pattern", "scale_comm_2")] + \
+    [("generated_llm", c) for c in ("compact", "scale_compute_2", "rescale_strong_4")]
+
+
+@pytest.mark.parametrize("input_name,case", _NODE_PATH, ids=[f"{i}-{c}" for i, c in _NODE_PATH])
+def test_node_path_still_gives_the_recorded_output(input_name, case):
+    """Traces built in memory take the per-node path (now with Node.replace): same digests as before."""
+    from columnar_cases import load
+
+    if input_name == "generated_llm":
+        pytest.importorskip("tracekit.converters.generators.llm")
+
+    def on_nodes(ts):
+        decoded = ts.with_traces({r: t.with_nodes(list(t.nodes)) for r, t in ts.items()}, ts.process_groups)
+        return transforms()[case].apply(decoded)
+
+    if load(input_name) is None:
+        pytest.skip(f"input {input_name} is absent")
+    assert run_case(input_name, case, apply=on_nodes) == CASES[input_name][case]

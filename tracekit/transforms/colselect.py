@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from tracekit.transforms._records import Edit, Records, packed_fields, rewrite
-from tracekit.transforms.colcompact import DepLists, _Lookup, _lists, _unique, member
+from tracekit.transforms._deplists import DepLists, _lists, _Lookup, _unique, member
 
 FIELD_CTRL_DEPS = 4
 FIELD_DATA_DEPS = 5

@@ -22,7 +22,7 @@ import numpy as np
 from tracekit.errors import ConfigError, TransformError
 from tracekit.groups import PG_INIT_NAME, canonical_pg_name, is_pg_init
 from tracekit.model import ExecutionTrace, Node, NodeType
-from tracekit.transforms.base import Transform, copy_metadata, copy_node, map_traces
+from tracekit.transforms.base import Transform, copy_metadata, map_traces
 from tracekit.transforms.bypass import drop_dangling, remove_nodes
 
 
@@ -279,11 +279,11 @@ class KeepRanks(Transform):
                         drop.add(n.id)
                         nodes.append(n)
                         continue
-                    c = copy_node(n)
+                    c = n.replace()
                     if src is not None:
-                        c.set_attr("comm_src", new_of[src])
+                        c = c.with_attr("comm_src", new_of[src])
                     if dst is not None:
-                        c.set_attr("comm_dst", new_of[dst])
+                        c = c.with_attr("comm_dst", new_of[dst])
                     nodes.append(c)
                 else:
                     nodes.append(n)
