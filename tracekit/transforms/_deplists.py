@@ -17,9 +17,11 @@ class DepLists:
     ids: np.ndarray
 
     def owners(self) -> np.ndarray:
+        """Row of every entry, int64[E]."""
         return np.repeat(np.arange(len(self.ptr) - 1, dtype=np.int64), np.diff(self.ptr))
 
     def lens(self) -> np.ndarray:
+        """List lengths, int64[n]."""
         return np.diff(self.ptr)
 
     def take(self, rows: np.ndarray) -> "DepLists":

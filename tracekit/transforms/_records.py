@@ -61,6 +61,7 @@ class Blobs:
 
     @property
     def lens(self) -> np.ndarray:
+        """Byte length of each row, int64[K]."""
         return np.diff(self.ptr)
 
     def __len__(self) -> int:
@@ -68,16 +69,19 @@ class Blobs:
 
     @classmethod
     def of(cls, data: np.ndarray, lens: np.ndarray) -> "Blobs":
+        """Rows of the given lengths over flat ``data`` (uint8[sum(lens)])."""
         ptr = np.zeros(len(lens) + 1, dtype=np.int64)
         np.cumsum(lens, out=ptr[1:])
         return cls(np.asarray(data, dtype=np.uint8), ptr)
 
     @classmethod
     def const(cls, raw: bytes, k: int) -> "Blobs":
+        """``k`` rows, each ``raw``."""
         return cls.of(np.tile(np.frombuffer(raw, dtype=np.uint8), k), np.full(k, len(raw), dtype=np.int64))
 
     @classmethod
     def from_list(cls, items: list[bytes]) -> "Blobs":
+        """One row per byte string of ``items``."""
         return cls.of(np.frombuffer(b"".join(items), dtype=np.uint8),
                       np.fromiter((len(x) for x in items), dtype=np.int64, count=len(items)))
 
@@ -139,6 +143,7 @@ class Records:
 
     @property
     def buf(self) -> np.ndarray:
+        """The bytes as uint8 (a view, no copy)."""
         if self._buf is None:
             self._buf = np.frombuffer(self.data, dtype=np.uint8)
         return self._buf
@@ -234,6 +239,7 @@ class Edit:
     inserts: list[tuple[np.ndarray, int, Blobs]] = field(default_factory=list)
 
     def empty(self) -> bool:
+        """True when applying the edit would change nothing."""
         return ((self.keep is None or bool(self.keep.all())) and not any(len(d[0]) for d in self.drops)
                 and not any(len(r[0]) for r in self.replaces) and not any(len(i[0]) for i in self.inserts))
 

@@ -149,6 +149,7 @@ class _Job:
     names: GroupNames
 
     def template(self, r: int) -> int:
+        """The old rank new rank ``r`` copies."""
         old, new = self.plan.old, self.plan.new
         return old.rank(_template(new.coords(r), old))
 
