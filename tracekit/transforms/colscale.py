@@ -21,6 +21,7 @@ import numpy as np
 
 from tracekit.errors import TransformError, ValidationError
 from tracekit.model import MAX_DURATION_NS, ExecutionTrace, Node
+from tracekit.transforms._deplists import member
 from tracekit.transforms._records import Edit, Records, rewrite, varint_fields
 
 FIELD_DURATION_MICROS = 7
@@ -193,3 +194,124 @@ def rewrite_some(trace: ExecutionTrace, rows: np.ndarray, change: Callable[[Node
     edit = Edit()
     replace_nodes(edit, trace, np.flatnonzero(rows).tolist(), change)
     return trace if edit.empty() else rewrite(Records.of(trace), edit, trace.metadata)
+
+
+# ----------------------------------------------------------------------------- integer attributes in place
+_VARINT_INT_FIELDS = {7: "int32_val", 9: "int64_val", 11: "uint32_val", 13: "uint64_val"}  # AttributeProto
+_ATTR_FIELD = 10
+
+
+def int_attr_slots(rec: Records, rows: np.ndarray, name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The first attribute ``name`` of each record of ``rows`` when it is a plain varint integer.
+
+    Returns:
+        ``(rows, tag offsets, value field numbers, values uint64)`` of the records whose first ``name``
+        attribute has no doc string and exactly one value field, of kind int32/int64/uint32/uint64
+        with a non-negative value; other records are left out (the caller decodes those).
+    """
+    from tracekit._columnar import walk_fields
+
+    key = name.encode()
+    t = rec.fields(int(rows[0]), int(rows[-1]) + 1) if len(rows) else None
+    if t is None:
+        return rows, rows, rows, rows.astype(np.uint64)
+    sel = (t.field == _ATTR_FIELD) & (t.wt == 2) & member(t.msg, rows)
+    msg, at, nxt = t.msg[sel], t.at[sel], t.nxt[sel]
+    body = nxt - at - 2  # tag (1 byte) + 1-byte length: attribute messages under 128 bytes
+    start = at + 2
+    small = (body < 128) & (rec.buf[at + 1] == body)
+    msg, at, start, end = msg[small], at[small], start[small], nxt[small]
+    parts: list[tuple[np.ndarray, ...]] = []
+
+    def visit(m, field, wt, value, size, pos) -> None:
+        parts.append((m, field, wt, value, size))
+
+    walk_fields(rec.buf, start, end, visit)
+    m, field, wt, value, size = (np.concatenate(x) for x in zip(*parts)) if parts else (np.zeros(0, np.int64),) * 5
+    is_name = (field == 1) & (size == len(key))
+    hit = np.zeros(len(msg), dtype=bool)
+    if is_name.any():
+        cand = m[is_name]
+        where = value[is_name].astype(np.int64)
+        raw = rec.buf[where[:, None] + np.arange(len(key))]
+        hit[cand[(raw == np.frombuffer(key, dtype=np.uint8)).all(axis=1)]] = True
+    order_first = _first_hit_per_record(msg, hit)
+    n_value = np.bincount(m[(field >= 3)], minlength=len(msg))
+    has_doc = np.bincount(m[field == 2], minlength=len(msg)) > 0
+    vsel = (field >= 3)
+    vfield = np.zeros(len(msg), dtype=np.int64)
+    vval = np.zeros(len(msg), dtype=np.uint64)
+    vwt = np.full(len(msg), -1, dtype=np.int64)
+    vfield[m[vsel]], vval[m[vsel]], vwt[m[vsel]] = field[vsel], value[vsel], wt[vsel]
+    ok = order_first & (n_value == 1)  # records whose first such attribute is not simple are left out below & ~has_doc & (vwt == 0) & np.isin(vfield, list(_VARINT_INT_FIELDS))
+    ok &= vval < np.uint64(2**63)
+    # a record whose first `name` attribute is not simple must not be served by a later one
+    return msg[ok], at[ok], vfield[ok], vval[ok]
+
+
+def _first_hit_per_record(msg: np.ndarray, hit: np.ndarray) -> np.ndarray:
+    """bool[A]: the attribute is a hit and the first hit of its record (``msg`` sorted)."""
+    idx = np.flatnonzero(hit)
+    out = np.zeros(len(msg), dtype=bool)
+    if len(idx):
+        firsts = np.concatenate(([True], msg[idx][1:] != msg[idx][:-1]))
+        out[idx[firsts]] = True
+    return out
+
+
+def int_attr_blobs(name: str, field_numbers: np.ndarray, values: np.ndarray) -> Any:
+    """Encoded attribute fields (``attr`` = 10 of Node) ``name`` = each value, kind by field number."""
+    from tracekit.transforms._records import Blobs, concat_rows, varints
+
+    key = name.encode()
+    k = len(values)
+    vb, vl = varints(values)
+    tags = Blobs.of(field_numbers.astype(np.uint8) << np.uint8(3), np.ones(k, dtype=np.int64))
+    inner_len = 2 + len(key) + 1 + vl
+    head = concat_rows(Blobs.const(b"\x52", k), Blobs.of(inner_len.astype(np.uint8), np.ones(k, dtype=np.int64)),
+                       Blobs.const(b"\x0a" + bytes([len(key)]) + key, k))
+    return concat_rows(head, tags, Blobs.of(vb, vl))
+
+
+_INT32_MAX = {"int32_val": 2**31 - 1, "uint32_val": 2**32 - 1}
+
+
+def scale_comm_encoded(trace: ExecutionTrace, factors: np.ndarray, change: Callable[[Node], Node | None]
+                       ) -> ExecutionTrace:
+    """``comm_size`` of each node times ``factors`` (float64[N]; 1.0 = unchanged), as ``change`` does per node.
+
+    Plain integer ``comm_size`` attributes are re-encoded in place; other nodes with a factor are decoded
+    and passed to ``change`` (which raises what the node path raises).
+
+    Raises:
+        TransformError: a scaled size out of range (names the node).
+    """
+    rows = np.flatnonzero(factors != 1.0)
+    if not len(rows):
+        return trace
+    rec = Records.of(trace)
+    fast, at, vfield, old = int_attr_slots(rec, rows, "comm_size")
+    ids = trace.columns().ids
+    new = np.zeros(0, dtype=np.int64)
+    if len(fast):
+        product = old.astype(np.float64) * factors[fast]
+        if not (np.isfinite(product) & (np.abs(product) < 2.0**63)).all():
+            _scaled_each(old, factors[fast], ids[fast])  # raises for the first bad row
+        new = np.round(product).astype(np.int64)
+    kinds = np.asarray([_VARINT_INT_FIELDS[int(f)] for f in vfield.tolist()], dtype=object)
+    limit = np.asarray([_INT32_MAX.get(k, 2**63 - 1) for k in kinds.tolist()], dtype=np.int64)
+    fits = new <= limit
+    fast, at, vfield, old, new = fast[fits], at[fits], vfield[fits], old[fits], new[fits]
+    slow = np.setdiff1d(rows, fast)
+    edit = Edit()
+    moved = new != old.astype(np.int64)
+    if moved.any():
+        edit.replaces.append((fast[moved], at[moved], int_attr_blobs("comm_size", vfield[moved], new[moved])))
+    replace_nodes(edit, trace, slow.tolist(), change)
+    return trace if edit.empty() else rewrite(rec, edit, trace.metadata)
+
+
+def _scaled_each(old: np.ndarray, factors: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """Row by row :func:`scaled_ints` (factors differ per row); raises for the first out-of-range row."""
+    return np.asarray([int(scaled_ints(np.asarray([int(v)]), float(k), ids[i:i + 1])[0])
+                       for i, (v, k) in enumerate(zip(old.tolist(), factors.tolist()))], dtype=np.int64)

@@ -338,14 +338,42 @@ class ScaleComm(Transform):
             return node.with_attr("comm_size", scale_int(size, k))
 
         def one_trace(t):  # on encoded records: only the communication nodes are decoded
-            from tracekit.transforms.colscale import is_encoded, rewrite_some
+            from tracekit.transforms.colscale import is_encoded, rewrite_some, scale_comm_encoded
 
             if not is_encoded(t):
                 return map_nodes(t, one)
             kinds = [int(x) for x in (COMM_TYPES if self.p2p else {NodeType.COMM_COLL_NODE})]
-            return rewrite_some(t, np.isin(t.columns().types, kinds), one)
+            factors = comm_factors(t.columns(), table, default, self.p2p)
+            if factors is None:  # comm_type values the columns cannot judge: node by node
+                return rewrite_some(t, np.isin(t.columns().types, kinds), one)
+            return scale_comm_encoded(t, factors, one)
 
         return map_traces(traceset, one_trace)
+
+
+def comm_factors(cols: Any, table: Mapping[CollectiveType, float], default: float, p2p: bool) -> np.ndarray | None:
+    """Message-size factor of every node (float64[N]; 1.0 for nodes ScaleComm leaves alone), or None when a
+    collective's ``comm_type`` is not a known collective number (the node path reports it)."""
+    from tracekit.errors import ValidationError
+
+    types = cols.types
+    coll = types == int(NodeType.COMM_COLL_NODE)
+    out = np.ones(len(types), dtype=np.float64)
+    if p2p:
+        out[(types == int(NodeType.COMM_SEND_NODE)) | (types == int(NodeType.COMM_RECV_NODE))] = default
+    if coll.any():
+        try:
+            present, ct = cols.attr_int("comm_type")
+        except ValidationError:
+            return None
+        known = np.isin(ct, [int(c) for c in CollectiveType])
+        if (present & coll & ~known).any():
+            return None
+        lut = np.full(max(int(c) for c in CollectiveType) + 1, default, dtype=np.float64)
+        for c, k in table.items():
+            lut[int(c)] = k
+        out[coll] = np.where(present[coll], lut[np.where(known, ct, 0)[coll]], default)
+    return out
 
 
 __all__ = ["Device", "Retarget", "ScaleComm", "ScaleCompute"]
