@@ -86,3 +86,25 @@ def test_scale_compute_out_of_range_names_the_node():
     with pytest.raises(TransformError) as err:
         ScaleCompute(4).apply(ts)
     assert err.value.node_id == 4 and "out of range" in str(err.value)
+
+
+def test_scale_comm_in_place_only_for_plain_integer_sizes():
+    from _tfhelpers import coll
+
+    from tracekit.model import Attr
+    from tracekit.traceset import TraceSet
+    from tracekit.transforms import ScaleComm
+
+    plain = coll(0, comm_bytes=1000)
+    documented = coll(1, comm_bytes=1000)
+    documented = documented.replace(attrs=[Attr(a.name, a.value, a.kind, "bytes" if a.name == "comm_size" else "")
+                                           for a in documented.attrs])
+    unsigned = coll(2, comm_bytes=1000).with_attr("comm_size", 1000, "uint32_val")
+    twice = coll(3, comm_bytes=1000).with_attr("x", "y" * 200)  # a long attribute: decoded one by one
+    ts = TraceSet([_encoded([plain, documented, unsigned, twice])])
+    out = ScaleComm(2.5).apply(ts)[0].nodes
+    assert [n.comm_bytes for n in out] == [2500, 2500, 2500, 2500]
+    assert out[1].attrs[[a.name for a in out[1].attrs].index("comm_size")].doc_string == "bytes"
+    assert [a.kind for a in out[2].attrs if a.name == "comm_size"] == ["uint32_val"]
+    want = ScaleComm(2.5).apply(TraceSet([ExecutionTrace([plain, documented, unsigned, twice])]))[0].nodes
+    assert out == want

@@ -21,7 +21,7 @@ import numpy as np
 
 from tracekit.errors import TransformError, ValidationError
 from tracekit.model import MAX_DURATION_NS, ExecutionTrace, Node
-from tracekit.transforms._deplists import member
+from tracekit.transforms._deplists import _unique, member
 from tracekit.transforms._records import Edit, Records, rewrite, varint_fields
 
 FIELD_DURATION_MICROS = 7
@@ -220,6 +220,7 @@ def int_attr_slots(rec: Records, rows: np.ndarray, name: str) -> tuple[np.ndarra
     body = nxt - at - 2  # tag (1 byte) + 1-byte length: attribute messages under 128 bytes
     start = at + 2
     small = (body < 128) & (rec.buf[at + 1] == body)
+    big_msg = msg[~small]
     msg, at, start, end = msg[small], at[small], start[small], nxt[small]
     parts: list[tuple[np.ndarray, ...]] = []
 
@@ -243,9 +244,8 @@ def int_attr_slots(rec: Records, rows: np.ndarray, name: str) -> tuple[np.ndarra
     vval = np.zeros(len(msg), dtype=np.uint64)
     vwt = np.full(len(msg), -1, dtype=np.int64)
     vfield[m[vsel]], vval[m[vsel]], vwt[m[vsel]] = field[vsel], value[vsel], wt[vsel]
-    ok = order_first & (n_value == 1)  # records whose first such attribute is not simple are left out below & ~has_doc & (vwt == 0) & np.isin(vfield, list(_VARINT_INT_FIELDS))
-    ok &= vval < np.uint64(2**63)
-    # a record whose first `name` attribute is not simple must not be served by a later one
+    ok = order_first & (n_value == 1) & ~has_doc & (vwt == 0) & np.isin(vfield, list(_VARINT_INT_FIELDS))
+    ok &= (vval < np.uint64(2**63)) & ~member(msg, _unique(big_msg))  # records with long attributes: decoded
     return msg[ok], at[ok], vfield[ok], vval[ok]
 
 
