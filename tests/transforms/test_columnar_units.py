@@ -108,3 +108,16 @@ def test_scale_comm_in_place_only_for_plain_integer_sizes():
     assert [a.kind for a in out[2].attrs if a.name == "comm_size"] == ["uint32_val"]
     want = ScaleComm(2.5).apply(TraceSet([ExecutionTrace([plain, documented, unsigned, twice])]))[0].nodes
     assert out == want
+
+
+@pytest.mark.parametrize("factor", [2, 0.3])
+def test_scale_then_compact_on_columns_equals_node_path(factor):
+    """ScaleCompute hands patched columns to Compact (roofline nodes re-encoded): same trace as the node path."""
+    pytest.importorskip("tracekit.converters.generators.llm")
+    from columnar_cases import digest, encoded, generated_llm
+
+    from tracekit.transforms import Compact, Pipeline, ScaleCompute
+
+    ts = generated_llm()
+    pipe = Pipeline([ScaleCompute(factor, name_pattern="fwd|bwd"), Compact()])
+    assert digest(pipe.apply(encoded(ts))) == digest(pipe.apply(ts))

@@ -106,8 +106,11 @@ def set_durations(edit: Edit, rows: np.ndarray, new_ns: np.ndarray, ids: np.ndar
 
 
 def replace_nodes(edit: Edit, trace: ExecutionTrace, rows: Iterable[int],
-                  change: Callable[[Node], Node | None]) -> None:
+                  change: Callable[[Node], Node | None]) -> dict[int, Node]:
     """Add to ``edit``: each record of ``rows`` decoded, passed to ``change`` and re-encoded when it returns a node.
+
+    Returns:
+        position -> new node, for the records replaced.
 
     Errors of ``change`` get the node id filled in.
 
@@ -116,7 +119,7 @@ def replace_nodes(edit: Edit, trace: ExecutionTrace, rows: Iterable[int],
     """
     from tracekit._codec import node_to_pb
 
-    picked, bodies = [], []
+    picked, bodies, new_nodes = [], [], {}
     for i in rows:
         node = trace.node_at(int(i))
         try:
@@ -130,8 +133,10 @@ def replace_nodes(edit: Edit, trace: ExecutionTrace, rows: Iterable[int],
         except (TypeError, ValueError) as exc:
             raise TransformError(f"cannot encode node: {exc}", node_id=node.id) from None
         picked.append(int(i))
+        new_nodes[int(i)] = new
     if picked:
         edit.replace_record(np.asarray(picked, dtype=np.int64), bodies)
+    return new_nodes
 
 
 def scale_compute_encoded(trace: ExecutionTrace, k: float, types: frozenset, pattern: re.Pattern | None,
@@ -161,15 +166,48 @@ def scale_compute_encoded(trace: ExecutionTrace, k: float, types: frozenset, pat
         for name in ("num_ops", "tensor_size"):
             roofline |= present_column(cols, name)
         untimed = untimed[roofline[untimed]]
-    replace_nodes(edit, trace, untimed.tolist(), lambda n: _changed(n, scaled_compute(n, k)))
+    replaced = replace_nodes(edit, trace, untimed.tolist(), lambda n: _changed(n, scaled_compute(n, k)))
     if edit.empty():
         return trace
     out = rewrite(Records.of(trace), edit, trace.metadata)
-    if not any(fnum == -1 and len(rows) for rows, fnum in edit.drops):  # only durations changed
-        new_dur = dur.copy()
-        new_dur[timed[changed]] = new[changed]
-        carry_columns(out, dataclasses.replace(cols, duration_ns=new_dur))
+    new_dur = dur.copy()
+    new_dur[timed[changed]] = new[changed]
+    carry_columns(out, patched_columns(cols, new_dur, replaced))
     return out
+
+
+def patched_columns(cols: Any, duration_ns: np.ndarray, replaced: dict[int, Node]) -> Any:
+    """``cols`` with other durations and, at the positions of ``replaced``, those nodes' attributes.
+
+    For rewrites that change durations and attributes only (ids, names, types, dependencies kept).
+    """
+    if not replaced:
+        return dataclasses.replace(cols, duration_ns=duration_ns, _attr_cache={})
+    rows = sorted(replaced)
+
+    def attr_fn(name: str) -> tuple[np.ndarray, list[Any]]:
+        present, values = cols.attr(name)
+        present, values = present.copy(), list(values)
+        for i in rows:
+            v = replaced[i].get_attr(name)
+            present[i], values[i] = v is not None, v
+        return present, values
+
+    def attr_num_fn(name: str, ints_only: bool = False) -> tuple[np.ndarray, np.ndarray] | None:
+        fast = cols.attr_num_fn(name, ints_only) if cols.attr_num_fn is not None else None
+        if fast is None:
+            return None
+        present, values = fast[0].copy(), fast[1].copy()
+        for i in rows:
+            v = replaced[i].get_attr(name)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))
+                                  or (ints_only and isinstance(v, float))):
+                return None
+            present[i], values[i] = v is not None, int(v) if v is not None else 0
+        return present, values
+
+    return dataclasses.replace(cols, duration_ns=duration_ns, attr_fn=attr_fn, attr_num_fn=attr_num_fn,
+                               _attr_cache={})
 
 
 def carry_columns(trace: ExecutionTrace, cols: Any) -> None:
