@@ -76,7 +76,7 @@ _LAUNCH_NAME = re.compile(r"Launch|[Mm]emcpy|[Mm]emset")
 
 
 def time_key(e: KinetoEvent) -> tuple[int, int, int]:
-    """The total order every edge must respect: (start, longer first, file index)."""
+    """The total order every edge must respect: ``(start_ns, -duration_ns, file index)`` (start, longer first)."""
     return (e.start_ns, -e.duration_ns, e.index)
 
 

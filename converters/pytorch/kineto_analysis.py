@@ -157,7 +157,7 @@ Segment = tuple[int, int, KinetoEvent]
 
 
 def self_segments(events: Sequence[KinetoEvent]) -> list[Segment]:
-    """Each thread's busy time as disjoint ``(start, end, event)`` pieces, each owned by the innermost event
+    """Each thread's busy time as disjoint ``(start_ns, end_ns, event)`` pieces, each owned by the innermost event
     running then: the one that started last (the shorter on equal starts).  An event's self time is the sum
     of its pieces; for properly nested ops it is its duration minus its children's, and an op that outlives
     the one it started in keeps the time after that one ended.  Pieces of one thread sum to its busy time."""
@@ -284,6 +284,10 @@ def trace_events(trace: Any) -> KinetoTrace:
 
     Kernels: nodes that are not CPU ops and have a ``stream`` (device 0, that stream); communication nodes
     without a stream: host events of class ``comm``; other nodes: host ops on their ``tid`` thread.
+    Times stay the nodes' ns.
+
+    Raises:
+        TraceFormatError: a trace read lazily from a file whose nodes fail to decode (on first use).
     """
     from tracekit.model import COMM_TYPES, NodeType
 

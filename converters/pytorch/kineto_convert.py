@@ -374,8 +374,8 @@ class _Converter:
                     attrs=attrs)
 
     def gloo_span(self, e: KinetoEvent, comm: KinetoComm, duration: int) -> tuple[int, int]:
-        """A host COMM node's measured time: its gloo worker records' span when it has some (the transfer
-        runs there, as in the ET path), else the host op's span."""
+        """A host COMM node's measured ``(start_ns, duration_ns)``: its gloo worker records' span when it has
+        some (the transfer runs there, as in the ET path), else the host op's span."""
         workers = [w for w in (self.by_index[i] for i in comm.members if i != e.index)
                    if w.name.startswith("gloo:") and w.tid != e.tid]
         if not workers:
