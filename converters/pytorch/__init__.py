@@ -98,7 +98,7 @@ def convert_rank(et_path: str | os.PathLike[str], kineto_path: str | os.PathLike
             (``malformed PyTorch ET/Kineto input``) and the other conditions
             documented in the submodules; every TracekitError from the
             conversion step carries ``path`` and ``rank``.
-        OSError: a file cannot be opened.
+        OSError: the ET file cannot be opened (an unreadable Kineto file is a TraceFormatError).
     """
     from tracekit.converters.pytorch.et_convert import convert_et
     from tracekit.converters.pytorch.et_reader import read_et
@@ -201,9 +201,9 @@ def convert_job(et_paths: Sequence[str | os.PathLike[str]],
 
     Raises:
         ConversionError: the :func:`plan_jobs` errors, or two files that convert to the same rank.
-        ConfigError: an unknown executor, or Ray requested but not installed.
+        ConfigError: an unknown executor, or Ray requested but not installed (with more than one rank).
         TracekitError: the first rank's error (naming file and rank; see :func:`convert_rank`).
-        OSError: a file cannot be opened.
+        OSError: an ET file cannot be opened.
     """
     from tracekit.parallel import parallel_map
     from tracekit.traceset import TraceSet
