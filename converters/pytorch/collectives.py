@@ -35,15 +35,16 @@ from typing import Mapping
 
 from tracekit.errors import ConversionError
 from tracekit.model import CollectiveType, NodeType
+from tracekit.workloads.units import torch_dtype_bytes
 
 from tracekit.converters.pytorch.et_groups import ProcessGroups, read_process_groups
 from tracekit.converters.pytorch.et_reader import EtOp, EtTrace
 from tracekit.converters.pytorch.et_tensors import (
-    DTYPE_BYTES, first_device as _first_device, input_arg as _arg, is_tensor_value as _is_tensor_value,
+    first_device as _first_device, input_arg as _arg, is_tensor_value as _is_tensor_value,
     last_bool as _last_bool, tensor_bytes,
 )
 
-__all__ = ["DTYPE_BYTES", "CommOp", "CommPlan", "ProcessGroups", "comm_family", "normalized_comm_name", "plan_comms",
+__all__ = ["CommOp", "CommPlan", "ProcessGroups", "comm_family", "normalized_comm_name", "plan_comms",
            "read_process_groups", "tensor_bytes"]
 
 # Collective kind by normalized name (prefix and trailing "_" removed, lower case).
@@ -216,7 +217,7 @@ def _rpc_info(op: EtOp, backend_pg: Mapping[int, str], where: str) -> _RpcInfo:
     nelems = op.extra.get("in_msg_nelems")
     dtype = op.extra.get("dtype")
     if isinstance(nelems, int) and isinstance(dtype, str):
-        size = DTYPE_BYTES.get(dtype.lower())
+        size = torch_dtype_bytes(dtype)
         if size is None:
             raise ConversionError(f"{where}record_param_comms dtype {dtype!r} has no known size")
         nbytes = nelems * size

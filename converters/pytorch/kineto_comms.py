@@ -34,10 +34,11 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from tracekit.converters.pytorch import collectives as _coll
-from tracekit.converters.pytorch.collectives import DTYPE_BYTES, comm_family, normalized_comm_name
+from tracekit.converters.pytorch.collectives import comm_family, normalized_comm_name
 from tracekit.converters.pytorch.kineto_reader import KinetoEvent
 from tracekit.errors import ConversionError
 from tracekit.model import CollectiveType, NodeType
+from tracekit.workloads.units import torch_dtype_bytes
 
 __all__ = ["KinetoComm", "comm_kind", "extract_comms", "is_nccl_kernel"]
 
@@ -120,7 +121,7 @@ def _numel(dims: Any) -> int | None:
 def _dtype_bytes(type_name: Any) -> int | None:
     if not isinstance(type_name, str):
         return None
-    return DTYPE_BYTES.get(type_name.lower())
+    return torch_dtype_bytes(type_name)
 
 
 def _arg_bytes(e: KinetoEvent, i: int) -> int | None:
