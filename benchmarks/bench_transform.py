@@ -85,7 +85,7 @@ def columnar_e2e() -> dict:
 
 def main() -> None:
     from tracekit.converters.generators.llm import generate_llm
-    from tracekit.converters.generators.llm_config import LLMConfig, ModelSpec, ParallelSpec
+    from tracekit.workloads.config import LLMConfig, ModelSpec, ParallelSpec
     from tracekit.io import read_trace
     from tracekit.transforms import ChangePP, ChangeTP, Rescale, compact_trace
 
