@@ -64,7 +64,7 @@ def transforms() -> dict[str, Any]:
 def generated_llm(zero_stage: int = 1):
     """A small generated GPT job (tp 2, pp 2, dp 2, ZeRO stage ``zero_stage``) as a TraceSet."""
     from tracekit.converters.generators.llm import generate_llm
-    from tracekit.converters.generators.llm_config import LLMConfig, ModelSpec, ParallelSpec
+    from tracekit.workloads.config import LLMConfig, ModelSpec, ParallelSpec
 
     m = ModelSpec("small", num_layers=4, hidden_size=1024, num_heads=16, seq_length=512, vocab_size=32000)
     return generate_llm(LLMConfig(m, ParallelSpec(dp=2, tp=2, pp=2, zero_stage=zero_stage), global_batch_size=8,

@@ -13,7 +13,7 @@ from tracekit.transforms import Compact, Rescale, ScaleCompute
 def class_set(tmp_path_factory):
     """The job of ``columnar_cases.generated_llm`` (tp 2, pp 2, dp 2, ZeRO 1) written as rank classes."""
     llm = pytest.importorskip("tracekit.converters.generators.llm")
-    from tracekit.converters.generators.llm_config import LLMConfig, ModelSpec, ParallelSpec
+    from tracekit.workloads.config import LLMConfig, ModelSpec, ParallelSpec
 
     from tracekit.classset import read_class_set
 

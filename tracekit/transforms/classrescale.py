@@ -52,7 +52,7 @@ class ClassState:
         """The trace of member ``ranks[index]`` (the representative's bytes with the member's slot values)."""
         if index == 0 or not self.slots:
             return self.trace
-        from tracekit.converters.generators.rank_classes import RankTemplate
+        from tracekit.workloads.rank_template import RankTemplate
         from tracekit.io import encode_trace, trace_from_bytes
 
         template = RankTemplate(encode_trace(self.trace), dict(enumerate(self.slots)))
