@@ -56,7 +56,8 @@ class ClassState:
         from tracekit.io import encode_trace, trace_from_bytes
 
         template = RankTemplate(encode_trace(self.trace), dict(enumerate(self.slots)))
-        attrs = {k: Attr(s.name, v, s.kind) for k, (s, v) in enumerate(zip(self.slots, self.values[index]))}
+        attrs: dict[object, Attr] = {k: Attr(s.name, v, s.kind)
+                                     for k, (s, v) in enumerate(zip(self.slots, self.values[index]))}
         return trace_from_bytes(template.for_rank(attrs), rank=self.ranks[index])
 
 
