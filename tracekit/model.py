@@ -183,6 +183,14 @@ class ExecutionTrace:
         assert self._columns is not None
         return self._columns
 
+    def _adopt_columns(self, cols: "NodeColumns") -> None:
+        """Internal (tracekit.transforms.colscale): columns a rewrite derived for exactly these nodes.
+
+        Taken only while this trace has built none, so it never replaces an index already in use.
+        """
+        if self._columns is None and self._graph is None:
+            object.__setattr__(self, "_columns", cols)
+
     def graph(self) -> "DepGraph":
         """The data-dependency graph as compact arrays (see :class:`tracekit.graph.DepGraph`), built once.
 

@@ -258,9 +258,17 @@ def plan_comms(et: EtTrace, *, rank: int | None = None,
         backend_pg: NCCL backend id -> pg_name (old ``record_param_comms``
             identify the group by backend id).
 
+    Returns:
+        :class:`CommPlan`: one :class:`CommOp` per operation in ``rf_id`` order (``comm_bytes`` in bytes per
+        the module docstring), the folded ET ids, and the ``wait`` records.
+
     Raises:
         ConversionError: an unknown communication op or collective name, a
-            send/recv without a peer, or a group that cannot be determined.
+            ``record_param_comms`` without a collective name or with a
+            ``dtype`` of unknown size, a tensor of unknown element size
+            (:func:`.et_tensors.tensor_bytes`), a send/recv without ``rank``
+            or without a peer, or a group that cannot be determined; naming
+            the ET path and node id.
     """
     groups = dict(groups or {})
     backend_pg = dict(backend_pg or {})

@@ -36,6 +36,15 @@ def tensor_bytes(value: Any, shape: Any, type_name: Any, *, where: str = "") -> 
 
     Uses shape x dtype size; falls back to the recorded ``numel * elem_bytes``.
 
+    Args:
+        value: the ET value: a tensor value, or a (nested) list of them; anything else counts 0 bytes.
+        shape: its shape (a list of ints per tensor, nested like ``value``).
+        type_name: its ET type (``Tensor(float)``, ``GenericList[Tensor(float),...]``).
+        where: prefix for the error message (file and node).
+
+    Returns:
+        Bytes (elements x bytes per element of :data:`DTYPE_BYTES`), summed over a list.
+
     Raises:
         ConversionError: an element type whose size is unknown and not recorded.
     """

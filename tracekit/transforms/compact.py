@@ -189,7 +189,22 @@ def merge_chains(nodes: list[Node]) -> list[Node]:
 
 
 def compact_trace(trace: ExecutionTrace, *, merge: bool = True, reduce: bool = True) -> tuple[ExecutionTrace, CompactStats]:
-    """One rank compacted, with its before/after sizes."""
+    """One rank compacted, with its before/after sizes.
+
+    A trace holding encoded records (read from a file, or written by another columnar
+    transform) is compacted on columns (:func:`tracekit.transforms.colcompact.compact_encoded`);
+    a trace built in memory node by node.
+
+    Raises:
+        ValidationError: a dependency cycle.
+    """
+    from tracekit.transforms.colcompact import compact_encoded
+    from tracekit.transforms.colscale import is_encoded
+
+    if is_encoded(trace):
+        done = compact_encoded(trace, merge=merge, reduce=reduce, limit=FULL_REDUCTION_LIMIT)
+        if done is not None:
+            return done
     nodes = trace.nodes
     deps_before = sum(len(n.data_deps) for n in nodes)
     out = nodes
