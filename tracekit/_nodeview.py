@@ -130,8 +130,11 @@ class NodeView(Sequence[Node]):
     """
 
     def __init__(self, encoded: Any, cols: Any) -> None:
+        source = getattr(cols.attr_fn, "__self__", None)
+        if source is None or not hasattr(source, "other"):  # columns derived by a rewrite: read the records' own
+            cols = encoded.columns()
+            source = cols.attr_fn.__self__
         self._encoded, self._cols, self._n = encoded, cols, len(cols)
-        source = cols.attr_fn.__self__
         self._table = AttrTable(source, cols)
         special = source.other | (cols.duration_ns > MAX_DURATION_NS) | (cols.start_time_ns > MAX_TIME_NS)
         self._special = np.flatnonzero(special)

@@ -42,7 +42,7 @@ def test_splice_drops_records_and_rewrites_fields():
     e.drops.append((rows, 5))
     e.inserts.append((rows, 5, packed_fields(5, np.array([0, 1, 3]), np.array([0, 0, 2], dtype=np.uint64))))
     out = rewrite(rec, e)
-    got = [(n.id, n.duration_ns, n.data_deps) for n in out.nodes]
+    got = [(n.id, n.duration_ns, list(n.data_deps)) for n in out.nodes]
     assert got == [(0, 1000, []), (2, 9000, [0]), (3, 4000, [2]), (4, 11000, [0, 2])]
     assert [n.attrs for n in out.nodes] == [t.nodes[i].attrs for i in (0, 2, 3, 4)]
 
@@ -55,14 +55,14 @@ def test_compact_on_columns_merges_a_chain_with_forward_ids():
     (n,) = out.nodes
     assert (stats.nodes_before, stats.nodes_after, stats.deps_before, stats.deps_after) == (3, 1, 2, 0)
     assert (n.id, n.duration_ns, n.num_ops) == (10, 3000, 300)
-    assert n.get_attr("merged_node_ids") == [10, 5, 7] and n.get_attr("merged_nodes") == 3
+    assert list(n.get_attr("merged_node_ids")) == [10, 5, 7] and n.get_attr("merged_nodes") == 3
 
 
 def test_compact_on_columns_drops_implied_dependency_only():
     # a -> b -> c and a -> c: a -> c is implied; duplicates and a missing id go with the rewrite
     nodes = [comp(0, [], 1000, stream=1), comp(1, [0], 1000, stream=2), comp(2, [1, 0, 0, 99], 1000, stream=3)]
     out, stats = compact_trace(_encoded(nodes))
-    assert [n.data_deps for n in out.nodes] == [[], [0], [1]]
+    assert [list(n.data_deps) for n in out.nodes] == [[], [0], [1]]
     assert (stats.deps_before, stats.deps_after) == (5, 2)
 
 
