@@ -89,7 +89,7 @@ def replay(traceset: "TraceSet", spec: "HardwareSpec | str | os.PathLike[str]", 
     log.info("replaying %d nodes on %d ranks (%s, %s model)", program.n, len(program.layouts), fitted.name,
              program.model_name)
     schedule = simulate(program)
-    result = build_result(program, schedule, traceset)
+    result = build_result(program, schedule, traceset, consume=True)
     if fold_info is not None:
         from dataclasses import replace
 

@@ -36,6 +36,7 @@ and a note saying why (the deadlock report uses it).
 from __future__ import annotations
 
 import logging
+from array import array
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -149,7 +150,7 @@ class RankLayout:
         return len(self.ids)
 
 
-@dataclass
+@dataclass(slots=True)
 class Instance:
     """One communication: a collective on a group, or a matched send/recv pair.
 
@@ -179,7 +180,16 @@ class Instance:
 
 @dataclass
 class ReplayProgram:
-    """A trace set compiled for the engine (see module docstring)."""
+    """A trace set compiled for the engine (see module docstring).
+
+    Memory (issue 17: <= 200 bytes a node unfolded): the sequences the
+    engine reads for every node (``kind``, ``duration_ns``, ``resource``,
+    ``chain_delta``, ``instance_of``) are lists whose items are shared objects
+    (small ints, one float per distinct duration), for list-speed access at 8
+    bytes a node; the CSR and ``pred_count`` are packed :class:`array.array`.
+    ``chain_delta[g]``: global index of ``g``'s chain successor minus ``g``
+    (0: none; see :func:`_chain_next`), small, so a cached int.
+    """
 
     spec: "HardwareSpec"
     options: ReplayOptions
@@ -188,15 +198,16 @@ class ReplayProgram:
     kind: list[int]
     duration_ns: list[float]
     resource: list[int]
-    pred_count: list[int]
-    succ_ptr: list[int]
-    succ: list[int]
-    chain_next: list[int]
+    pred_count: array[int]
+    succ_ptr: array[int]
+    succ: array[int]
+    chain_delta: list[int]
     instance_of: list[int]
     instances: list[Instance]
     resource_rank: list[int]
     notes: dict[int, str] = field(default_factory=dict)
     compute_methods: dict[str, int] = field(default_factory=dict)
+    #: int64[N] measured durations, for costing; None once the instances are costed.
     measured_ns: np.ndarray | None = None
     roots: list[int] = field(default_factory=list)
     rank_compute_methods: dict[int, dict[str, int]] = field(default_factory=dict)
@@ -520,6 +531,23 @@ class _Coster:
 # ----- the whole set ------------------------------------------------------------------------
 
 
+def _packed(values: np.ndarray, typecode: str) -> array:
+    """``values`` as an :class:`array.array` of ``typecode`` (``i``: int32, ``q``: int64), bytes copied."""
+    out = array(typecode)
+    out.frombytes(memoryview(np.ascontiguousarray(values, dtype=np.dtype(typecode))).cast("B"))
+    return out
+
+
+def _shared_items(values: np.ndarray) -> list:
+    """``values.tolist()`` with one Python object per distinct value (8 bytes a node instead of 32-40)."""
+    if not len(values):
+        return []
+    uniq, inverse = np.unique(values, return_inverse=True)
+    objects = np.empty(len(uniq), dtype=object)
+    objects[:] = uniq.tolist()
+    return objects[inverse.reshape(-1)].tolist()
+
+
 def compile_program(traceset: "TraceSet", spec: "HardwareSpec", options: ReplayOptions, *,
                     plan: Any = None) -> ReplayProgram:
     """Compile ``traceset`` for replay on ``spec`` (already fitted, see :func:`effective_spec`).
@@ -569,7 +597,7 @@ def compile_program(traceset: "TraceSet", spec: "HardwareSpec", options: ReplayO
         succ_ptrs.append(graph.succ_ptr[:-1] + (sum(len(s) for s in succs) if succs else 0))
         succs.append(graph.succ_pos + offset)
         chain = _chain_next(kind, res, graph)
-        chains.append(np.where(chain >= 0, chain + offset, -1))
+        chains.append(np.where(chain >= 0, chain - np.arange(n), 0))
         measured.append(cols.duration_ns)
         offset += n
     total_edges = sum(len(s) for s in succs)
@@ -589,17 +617,18 @@ def compile_program(traceset: "TraceSet", spec: "HardwareSpec", options: ReplayO
             for g in nodes:
                 instance_of[g] = iid
     pred_count = cat(preds, np.int64)
+    index_code = "i" if max(offset, total_edges) < 2**31 else "q"  # 4 bytes an index when they fit
     program = ReplayProgram(
         spec=spec, options=options, model_name=model_name,
         layouts=[layouts[r] for r in compiled_ranks],
         kind=cat(kinds, np.int64).tolist(),
-        duration_ns=cat(durs, np.float64).tolist(),
-        resource=cat(ress, np.int64).tolist(),
-        pred_count=pred_count.tolist(),
-        succ_ptr=np.append(cat(succ_ptrs, np.int64), total_edges).tolist(),
-        succ=cat(succs, np.int64).tolist(),
-        chain_next=cat(chains, np.int64).tolist(),
-        instance_of=instance_of.tolist(),
+        duration_ns=_shared_items(cat(durs, np.float64)),
+        resource=_shared_items(cat(ress, np.int64)),
+        pred_count=_packed(pred_count.astype(np.int32), "i"),
+        succ_ptr=_packed(np.append(cat(succ_ptrs, np.int64), total_edges), index_code),
+        succ=_packed(cat(succs, np.int64), index_code),
+        chain_delta=cat(chains, np.int64).tolist(),
+        instance_of=_shared_items(instance_of),
         instances=instances,
         resource_rank=resource_rank,
         notes=notes,
@@ -612,6 +641,7 @@ def compile_program(traceset: "TraceSet", spec: "HardwareSpec", options: ReplayO
     for inst in instances:
         if all(g >= 0 for g in inst.nodes):
             inst.cost = coster.cost(inst, program)
+    program.measured_ns = None  # only costing reads it: 8 bytes a node less during the replay (issue 17)
     if model_name == "astra" and coster.model is not None:
         from tracekit.replayer.astra_skew import engine_hook
 

@@ -182,7 +182,7 @@ class _Engine:
     cost more than local ones in CPython).
     """
 
-    __slots__ = ("program", "kind", "dur", "res", "remaining", "succ_ptr", "succ", "chain_next", "instance_of",
+    __slots__ = ("program", "kind", "dur", "res", "remaining", "succ_ptr", "succ", "chain_delta", "instance_of",
                  "instances", "n", "start", "end", "reason", "busy", "ready", "last_on", "seg_head", "seg_last",
                  "seg_max", "seg_ver", "arrived", "needed", "last_arrival", "xfer_start", "xfer_end", "flows",
                  "eager", "delivered", "member_ends", "pending", "events", "cur")
@@ -195,10 +195,10 @@ class _Engine:
         self.kind = program.kind
         self.dur = program.duration_ns
         self.res = program.resource
-        self.remaining = list(program.pred_count)
+        self.remaining = list(program.pred_count)  # small ints: list speed at 8 bytes a node
         self.succ_ptr = program.succ_ptr
         self.succ = program.succ
-        self.chain_next = program.chain_next
+        self.chain_delta = program.chain_delta
         self.instance_of = program.instance_of
         self.instances = instances = program.instances
         # array.array: list-speed item access, and numpy views of them cost nothing at the end
@@ -235,15 +235,18 @@ class _Engine:
         heap = self.ready[r]
         limit = heap[0] if heap else self.n
         start, end, reason, dur = self.start, self.end, self.reason, self.dur
-        chain_next, remaining = self.chain_next, self.remaining
+        chain_delta, remaining = self.chain_delta, self.remaining
         start[h] = t
         reason[h] = by
         e = t + dur[h]
         end[h] = e
         m = h
         top = -1
-        nx = chain_next[m]
-        while nx >= 0 and nx < limit and remaining[nx] == 1:
+        d = chain_delta[m]
+        while d:
+            nx = m + d
+            if nx >= limit or remaining[nx] != 1:
+                break
             remaining[nx] = 0
             start[nx] = e
             reason[nx] = m
@@ -252,7 +255,7 @@ class _Engine:
             if nx > top:
                 top = nx
             m = nx
-            nx = chain_next[m]
+            d = chain_delta[m]
         self.seg_head[r] = h
         self.seg_last[r] = m
         self.seg_max[r] = top
@@ -262,11 +265,11 @@ class _Engine:
 
     def truncate(self, r: int, h: int) -> None:
         """Node ``h`` joined the queue of ``r`` while a run is on it: cut the run where ``h`` gets in."""
-        chain_next, end, cur = self.chain_next, self.end, self.cur
+        chain_delta, end, cur = self.chain_delta, self.end, self.cur
         m = self.seg_head[r]
         last = self.seg_last[r]
         while m != last:
-            nx = chain_next[m]
+            nx = m + chain_delta[m]
             if h < nx and (end[m], EV_NODE, m) > cur:
                 x = nx
                 start, reason, remaining = self.start, self.reason, self.remaining
@@ -276,7 +279,7 @@ class _Engine:
                     remaining[x] = 1
                     if x == last:
                         break
-                    x = chain_next[x]
+                    x += chain_delta[x]
                 self.seg_last[r] = m  # seg_max stays: an upper bound is enough for the pre-check
                 v = self.seg_ver[r] + 1
                 self.seg_ver[r] = v

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, TypeVar
+from typing import Any, Callable, Iterable, Iterator, TypeVar
 
 import click
 
@@ -63,14 +64,36 @@ def out_console():
     return _console(stderr=False)
 
 
+def show_progress() -> bool:
+    """Whether progress bars are drawn: stderr is a terminal and ``-q`` was not given."""
+    return not state().quiet and err_console().is_terminal
+
+
 def progress(items: Iterable[T], description: str, total: int | None = None) -> Iterator[T]:
-    """Iterate ``items`` with a rich progress bar on stderr (none with ``-q``)."""
-    if state().quiet:
+    """Iterate ``items`` with a rich progress bar on stderr (none with ``-q`` or when stderr is not a terminal)."""
+    if not show_progress():
         yield from items
         return
     from rich.progress import track
 
     yield from track(items, description=description, total=total, console=err_console(), transient=True)
+
+
+@contextlib.contextmanager
+def progress_callback(description: str) -> Iterator[Callable[[int, int], None] | None]:
+    """A ``progress(done, total)`` callback drawing a rich bar on stderr (None with ``-q`` or no terminal)."""
+    if not show_progress():
+        yield None
+        return
+    from rich.progress import Progress
+
+    with Progress(console=err_console(), transient=True) as bar:
+        task = bar.add_task(description, total=None)
+
+        def update(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        yield update
 
 
 def render_error(exc: BaseException) -> str:
