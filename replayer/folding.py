@@ -490,8 +490,9 @@ def expand_result(program, sched, traceset: "TraceSet", plan: FoldPlan, *,
     ranks = tuple(dc_replace(rep_stats[rep[m]], rank=m) for m in range(world))
     # collective table of the unfolded job
     rows = []
-    inst_pos = [array("q") for _ in range(world)]  # per member: its node positions and their instances
-    inst_u = [array("q") for _ in range(world)]
+    all_members: list[int] = []  # per (instance, member): the member, its node position, and the row count
+    all_positions: list[int] = []
+    row_sizes = array("q")
     # a communication timed per member (no single transfer: ASTRA-compatible broadcast) has NaN here; its row
     # reports 0 ns and no bandwidth (its members' schedules carry the times)
     xs = np.nan_to_num(sched.xfer_start_ns, nan=0.0).astype(np.int64).tolist()
@@ -522,11 +523,10 @@ def expand_result(program, sched, traceset: "TraceSet", plan: FoldPlan, *,
         else:  # pragma: no cover - CollectiveRow changed shape
             row = CollectiveRow(*values)
         rows.append(row)
-        for m, q in zip(members, positions):
-            inst_pos[m].append(q)
-            inst_u[m].append(u)
-    member_inst = {m: (np.frombuffer(inst_pos[m], dtype=np.int64), np.frombuffer(inst_u[m], dtype=np.int64))
-                   for m in range(world) if len(inst_pos[m])}
+        all_members.extend(members)
+        all_positions.extend(positions)
+        row_sizes.append(p)
+    member_inst = _member_instances(all_members, all_positions, row_sizes)
     # per-rank schedules: the representative's arrays, the member's instance numbers
     schedules = []
     names_of = {r: schedule_names(traceset, r) for r in plan.reps}
@@ -568,6 +568,25 @@ def expand_result(program, sched, traceset: "TraceSet", plan: FoldPlan, *,
         schedule=tuple(schedules),
         folding=FoldInfo(len(plan.reps), world, None),
     )
+
+
+def _member_instances(members: list[int], positions: list[int],
+                      row_sizes: "array[int]") -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Per member rank: int64 arrays of its node positions and their unfolded instance numbers, in instance order.
+
+    ``members``/``positions`` list every instance's members in instance order, ``row_sizes`` how many each.
+    """
+    m = np.asarray(members, dtype=np.int64)
+    if not len(m):
+        return {}
+    u = np.repeat(np.arange(len(row_sizes), dtype=np.int64), np.frombuffer(row_sizes, dtype=np.int64))
+    order = np.argsort(m, kind="stable")  # stable: each member's instances stay in instance order
+    m_sorted = m[order]
+    pos, u = np.asarray(positions, dtype=np.int64)[order], u[order]
+    cuts = np.flatnonzero(np.diff(m_sorted)) + 1
+    heads = np.concatenate(([0], cuts)).tolist()
+    tails = np.concatenate((cuts, [len(m_sorted)])).tolist()
+    return {int(m_sorted[a]): (pos[a:b], u[a:b]) for a, b in zip(heads, tails)}
 
 
 def _folded_critical_path(program, sched, traceset: "TraceSet", plan: FoldPlan,
