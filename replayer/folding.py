@@ -503,25 +503,32 @@ def expand_result(program, sched, traceset: "TraceSet", plan: FoldPlan, *,
     factors: dict[tuple[str, int | None, int, int], tuple[str, float, float]] = {}
     new_row, set_attr = object.__new__, object.__setattr__
     fast_rows = tuple(f.name for f in fields(CollectiveRow)) == _ROW_FIELDS
+    timing: dict[tuple[int, int], tuple] = {}  # (folded instance, members) -> the row's kind, times and bandwidths
     for u, (kind, ctype, nbytes, pg, members, positions, fid) in enumerate(plan.unfolded):
         p = len(members)
-        fk = (kind, ctype, nbytes, p)
-        found = factors.get(fk)
-        if found is None:  # the nccl-tests size and bus factor depend on these only
-            name = "SEND_RECV" if kind == "p2p" else CollectiveType(ctype).name
-            found = factors[fk] = (name, nccl_tests_size(name, nbytes, p), bus_factor(name, p))
-        name, size, factor = found
-        s, e = xs[fid], xe[fid]
-        t = e - s
-        alg_bw = size / t if t > 0 else None
-        bus_bw = alg_bw * factor if alg_bw is not None else None
-        values = (u, name, nbytes, pg, members, tuple([comm_ids[m][q] for m, q in zip(members, positions)]),
-                  algorithms[fid], s, e, t, alg_bw, bus_bw)
+        tk = timing.get((fid, p))
+        if tk is None:
+            fk = (kind, ctype, nbytes, p)
+            found = factors.get(fk)
+            if found is None:  # the nccl-tests size and bus factor depend on these only
+                name = "SEND_RECV" if kind == "p2p" else CollectiveType(ctype).name
+                found = factors[fk] = (name, nccl_tests_size(name, nbytes, p), bus_factor(name, p))
+            name, size, factor = found
+            s, e = xs[fid], xe[fid]
+            t = e - s
+            alg_bw = size / t if t > 0 else None
+            tk = timing[(fid, p)] = (name, algorithms[fid], s, e, t, alg_bw,
+                                     alg_bw * factor if alg_bw is not None else None)
+        name, algorithm, s, e, t, alg_bw, bus_bw = tk
+        node_ids = tuple([comm_ids[m][q] for m, q in zip(members, positions)])
         if fast_rows:  # all fields set at once: a frozen __init__ costs one object.__setattr__ per field
             row = new_row(CollectiveRow)
-            set_attr(row, "__dict__", dict(zip(_ROW_FIELDS, values)))
+            set_attr(row, "__dict__", {
+                "index": u, "kind": name, "comm_bytes": nbytes, "pg_name": pg, "ranks": members,
+                "node_ids": node_ids, "algorithm": algorithm, "start_ns": s, "end_ns": e, "time_ns": t,
+                "algbw_gbps": alg_bw, "busbw_gbps": bus_bw})
         else:  # pragma: no cover - CollectiveRow changed shape
-            row = CollectiveRow(*values)
+            row = CollectiveRow(u, name, nbytes, pg, members, node_ids, algorithm, s, e, t, alg_bw, bus_bw)
         rows.append(row)
         all_members.extend(members)
         all_positions.extend(positions)
