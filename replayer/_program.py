@@ -49,6 +49,7 @@ from tracekit.validate import collective_sequences
 
 from tracekit.replayer.collectives import CommCost, UnsupportedCollectiveError, make_collective_model
 from tracekit.replayer.compute import METHODS, ComputeModel
+from tracekit.replayer.measured_comm import measured_comm_cost
 
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.model import ExecutionTrace
@@ -74,10 +75,11 @@ class ReplayOptions:
 
     Attributes:
         collective_model: ``alpha_beta``, ``astra``, ``nccl`` (override the
-            spec's ``collectives.model``) or ``measured`` (each collective
-            takes the smallest measured ``duration_ns`` of its members, a
-            send/recv the smaller of its two; no bandwidth sharing).  None =
-            the spec's model.
+            spec's ``collectives.model``) or ``measured`` (each member ends
+            its measured time after the last member's measured arrival, after
+            the last arrival in the replay; members without comparable times:
+            the smallest measured ``duration_ns``; :mod:`.measured_comm`; no
+            bandwidth sharing).  None = the spec's model.
         compute_scale: factor on measured compute durations (overrides the
             spec's ``compute.duration_scale``); None = the spec's.
         streams: ``trace`` (host threads and streams from the ``tid`` and
@@ -489,8 +491,9 @@ class _Coster:
     """Costs instances with the collective model (cached), the measured model, or the fallback."""
 
     def __init__(self, spec: "HardwareSpec", model_name: str, measured: np.ndarray,
-                 compute: ComputeModel) -> None:
+                 compute: ComputeModel, starts: np.ndarray | None = None) -> None:
         self.spec = spec
+        self.starts_ns = starts
         self.measured = model_name == "measured"
         self.model = None if self.measured else make_collective_model(spec)
         self.measured_ns = measured
@@ -500,8 +503,8 @@ class _Coster:
     def cost(self, inst: Instance, program: ReplayProgram) -> CommCost:
         present = [g for g in inst.nodes if g >= 0]
         if self.measured:
-            return CommCost(float(min(self.measured_ns[g] for g in present)), (), "measured",
-                            shares_bandwidth=False)
+            return measured_comm_cost([int(self.starts_ns[g]) for g in present],
+                                      [int(self.measured_ns[g]) for g in present])
         if inst.kind == "p2p":
             key = ("p2p", inst.comm_bytes, inst.ranks)
         else:
@@ -566,6 +569,7 @@ def compile_program(traceset: "TraceSet", spec: "HardwareSpec", options: ReplayO
     compute = ComputeModel(spec)
     layouts: dict[int, RankLayout] = {}
     kinds, durs, ress, preds, succ_ptrs, succs, chains, measured = [], [], [], [], [], [], [], []
+    starts: list[np.ndarray] = []
     resource_rank: list[int] = []
     counts: dict[str, int] = {}
     rank_counts: dict[int, dict[str, int]] = {}
@@ -599,6 +603,7 @@ def compile_program(traceset: "TraceSet", spec: "HardwareSpec", options: ReplayO
         chain = _chain_next(kind, res, graph)
         chains.append(np.where(chain >= 0, chain - np.arange(n), 0))
         measured.append(cols.duration_ns)
+        starts.append(cols.start_time_ns)
         offset += n
     total_edges = sum(len(s) for s in succs)
     cat = (lambda parts, dt: np.concatenate(parts).astype(dt) if parts else np.zeros(0, dtype=dt))
@@ -637,7 +642,7 @@ def compile_program(traceset: "TraceSet", spec: "HardwareSpec", options: ReplayO
         roots=np.flatnonzero(pred_count == 0).tolist(),
         rank_compute_methods=rank_counts,
     )
-    coster = _Coster(spec, model_name, program.measured_ns, compute)
+    coster = _Coster(spec, model_name, program.measured_ns, compute, cat(starts, np.int64))
     for inst in instances:
         if all(g >= 0 for g in inst.nodes):
             inst.cost = coster.cost(inst, program)

@@ -96,6 +96,7 @@ def pipeline_ns(phase_ns: Sequence[tuple[int, int]], chunks: int, active: int) -
     end = 0
 
     def try_start(queue: int, t: int) -> None:
+        """Start the chunks waiting for ``queue`` while it has a free slot, at time ``t`` (ns)."""
         nonlocal seq
         lst = waiting.get(queue, [])
         while lst and running.get(queue, 0) < active:
@@ -135,6 +136,7 @@ def _tree(p: int, root_max: bool) -> dict[int, tuple[int, list[int]]]:
     counter = [1 if not root_max else 0]
 
     def build(depth: int, parent: int) -> int:
+        """Number a complete subtree of ``depth`` levels in order (left, node, right) under ``parent``; returns its root (-1 when empty)."""
         if depth == 0:
             return -1
         left = build(depth - 1, -2)
@@ -175,6 +177,7 @@ def dbt_times(p: int, start_ns: Sequence[int], *, root_max: bool, send_ns: Calla
     up: dict[int, int] = {}  # time the rank's data arrives at its parent
 
     def sent_up(i: int) -> int:
+        """When rank ``i`` sends its reduced data up the tree (ns); leaves: start + ``e``, inner ranks after both children + ``e + r``."""
         parent, kids = tree[i]
         if not kids:
             t = start_ns[i] + e
@@ -184,6 +187,7 @@ def dbt_times(p: int, start_ns: Sequence[int], *, root_max: bool, send_ns: Calla
         return t
 
     def up_arrival(k: int) -> int:
+        """When child ``k``'s data reaches its parent (ns): its send plus the message time."""
         return sent_up(k) + send_ns(k, tree[k][0])
 
     finish = [(0, 0)] * p
@@ -275,6 +279,7 @@ def ranks_pipeline_ns(shape: Sequence[int], phases: Sequence[RankPhase], chunks:
     finish = [0] * len(members)
 
     def line_started(chunk: int, j: int, m: tuple[int, ...], t: int) -> None:
+        """Record member ``m`` starting phase ``j`` of ``chunk`` at ``t`` (ns); once the whole line has, schedule its members' ends."""
         nonlocal seq
         ph = phases[j]
         key = (chunk, j, m[:ph.axis] + m[ph.axis + 1:])
@@ -295,6 +300,7 @@ def ranks_pipeline_ns(shape: Sequence[int], phases: Sequence[RankPhase], chunks:
             seq += 1
 
     def try_start(i: int, axis: int, t: int) -> None:
+        """Start the chunks waiting on member ``i``'s queue of ``axis`` while it has a free slot, at time ``t`` (ns)."""
         lst = waiting.get((i, axis), [])
         while lst and running.get((i, axis), 0) < active:
             chunk, j = lst.pop(0)

@@ -97,6 +97,7 @@ def astra_system_json(spec: "HardwareSpec") -> dict:
 def astra_network_yaml(spec: "HardwareSpec") -> str:
     """ASTRA-sim's analytical network YAML for ``spec`` (one list entry per dimension)."""
     def row(values) -> str:
+        """A YAML flow list ``[ a, b ]`` of already-formatted values."""
         return "[ " + ", ".join(values) + " ]"
 
     return (f"# written by tracekit export astra from spec {spec.name!r}\n"

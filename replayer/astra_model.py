@@ -145,13 +145,24 @@ class AstraModel(GroupPlacer):
     # --- the per-message terms ---
 
     def message_ns(self, d: int, m: int, h: int) -> int:
-        """``X(m) = floor(h * latency + m / B)`` on dimension ``d``."""
+        """``X(m) = floor(h * latency + m / B)`` on dimension ``d``, ns.
+
+        Args:
+            d: dimension index.
+            m: message size, bytes.
+            h: hops (see :func:`astra_hops`).
+
+        Source: ASTRA-sim's analytical backend, ``BasicTopology::compute_communication_delay``.
+        """
         return int(h * self.spec.network[d].latency_ns + m / self._bw[d])
 
     def reduction_ns(self, m: int) -> int:
-        """``R(m) = 3 * floor(m / local_mem_bw)``, in ASTRA-sim's double arithmetic (``PacketBundle::call``:
+        """``R(m) = 3 * floor(m / local_mem_bw)``, ns, for a received message of ``m`` bytes.
+
+        Computed in ASTRA-sim's double arithmetic (``PacketBundle::call``:
         ``uint64(m / (local_mem_bw * 1e9) * 1e9)``, which is one less than the exact quotient for some sizes,
-        e.g. 600,000 B at 5,000 GB/s gives 119, not 120)."""
+        e.g. 600,000 B at 5,000 GB/s gives 119, not 120).
+        """
         return 3 * int(m / (self.settings.local_mem_bw_gbps * 1e9) * 1e9)
 
     # --- one chunk on one dimension ---
@@ -203,6 +214,7 @@ class AstraModel(GroupPlacer):
         dim = self.spec.network[d]
 
         def send_ns(u: int, v: int) -> int:
+            """Message time (ns) of one ``c``-byte chunk between tree members ``u`` and ``v`` (indices into ``coords``)."""
             return self.message_ns(d, c, astra_hops(dim.topology, coords[u], coords[v], dim.size))
 
         return dbt_chunks_ns(len(coords), chunks, active, send_ns=send_ns,
@@ -291,6 +303,7 @@ class AstraModel(GroupPlacer):
         coords = [rank_coords(r, self._sizes) for r in members]
 
         def send_ns(u: int, v: int, m: int) -> int:
+            """Message time (ns) of ``m`` bytes from member ``u`` to ``v``, on the innermost dimension where they differ."""
             d = next(i for i, (a, b) in enumerate(zip(coords[u], coords[v])) if a != b)
             dim = self.spec.network[d]
             return self.message_ns(d, m, astra_hops(dim.topology, coords[u][d], coords[v][d], dim.size))
@@ -298,6 +311,7 @@ class AstraModel(GroupPlacer):
         chunk, chunks = self.chunking(kind, comm_bytes)
 
         def ring(starts: list[int], _root_max: bool) -> list[tuple[int, int]]:
+            """Per-member ``(finish, scheduled at)`` of one ring chunk whose members start at ``starts`` (ns)."""
             return ring_times(kind, chunk, starts, send_ns=send_ns, e=_GROUP_HANDOFF_NS,
                               reduction_ns=self.reduction_ns)
 
@@ -337,7 +351,9 @@ class AstraModel(GroupPlacer):
             dim = self.spec.network[d]
 
             def tree(starts, root_max, d=d, size=size, coords=coords, dim=dim):
+                """Per-member ``(finish, scheduled at)`` of one tree chunk on dimension ``d`` whose members start at ``starts`` (ns)."""
                 def send_ns(u: int, v: int) -> int:
+                    """Message time (ns) of one ``size``-byte chunk between line members ``u`` and ``v``."""
                     return self.message_ns(d, size, astra_hops(dim.topology, coords[u], coords[v], dim.size))
                 return dbt_times(len(coords), starts, root_max=root_max, send_ns=send_ns, e=e,
                                  r=self.reduction_ns(size))
@@ -356,7 +372,16 @@ class AstraModel(GroupPlacer):
         return tuple(out)
 
     def collective_ns(self, kind: str, comm_bytes: int, group: tuple[int, ...]) -> int:
-        """Whole-collective time in ns (integer, as ASTRA-sim's cycles): the last member's finish."""
+        """Whole-collective time in ns (integer, as ASTRA-sim's cycles): the last member's finish.
+
+        Args:
+            kind: collective key (``all_reduce``, ``reduce_scatter``, ``all_gather``, ``all_to_all``).
+            comm_bytes: each rank's input buffer, bytes.
+            group: the member ranks, ascending.
+
+        Raises:
+            SpecError: a rank outside the spec, or repeated in ``group``.
+        """
         pl = self.placement(group)
         if not pl.dims:
             return 0
@@ -400,7 +425,19 @@ class AstraModel(GroupPlacer):
                         member_ns=spread)
 
     def p2p_cost(self, comm_bytes: int, src: int, dst: int) -> CommCost:
-        """``X(m)`` on the outermost dimension where ``src`` and ``dst`` differ (0 for the same rank)."""
+        """``X(m)`` on the outermost dimension where ``src`` and ``dst`` differ (0 for the same rank).
+
+        Args:
+            comm_bytes: message size ``m``, bytes.
+            src, dst: sending and receiving ranks.
+
+        Returns:
+            a :class:`CommCost` with the whole time (whole ns) in ``fixed_ns``, no bandwidth sharing.
+
+        Raises:
+            SpecError: a rank outside the spec.
+            ReplayError: negative ``comm_bytes``.
+        """
         n = check_comm_bytes(comm_bytes)
         d = p2p_dimension(src, dst, self._sizes)
         if d is None:

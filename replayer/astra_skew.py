@@ -65,6 +65,7 @@ def _ring(model: "AstraModel", kind: str, group: tuple[int, ...]):
         coords = [rank_coords(r, sizes) for r in group]
 
         def group_send(u: int, v: int, m: int) -> int:
+            """Message time (ns) of ``m`` bytes from member ``u`` to ``v``, on the innermost dimension where they differ."""
             d = next(i for i, (a, b) in enumerate(zip(coords[u], coords[v])) if a != b)
             dim = model.spec.network[d]
             return model.message_ns(d, m, astra_hops(dim.topology, coords[u][d], coords[v][d], dim.size))
@@ -80,6 +81,7 @@ def _ring(model: "AstraModel", kind: str, group: tuple[int, ...]):
     dim = model.spec.network[d]
 
     def send(u: int, v: int, m: int) -> int:
+        """Message time (ns) of ``m`` bytes between ring positions ``u`` and ``v`` of the ring's dimension."""
         return model.message_ns(d, m, astra_hops(dim.topology, ring_coords[u], ring_coords[v], dim.size))
 
     return send, model.settings.endpoint_delay_ns
@@ -124,6 +126,7 @@ def engine_hook(model: "AstraModel"):
     from tracekit.replayer.collectives import collective_kind
 
     def ends(inst, arrivals: list[float]) -> list[int] | None:
+        """Members' ends (ns) of ASTRA-model collective ``inst`` arriving at ``arrivals`` (ns), or None (see :func:`member_ends`)."""
         if inst.kind != "collective" or inst.link_ranks is not None:
             return None
         if inst.cost is None or not inst.cost.algorithm.startswith("astra:") or len(inst.nodes) != len(inst.ranks):

@@ -73,7 +73,7 @@ def parse_size(text: str) -> int:
 
 
 def size_range(text: str) -> list[int]:
-    """Sizes from ``MIN:MAX`` (powers of two from MIN, as ``-f 2``), ``MIN:MAX:FACTOR`` or ``A,B,C``.
+    """Sizes in bytes from ``MIN:MAX`` (powers of two from MIN, as ``-f 2``), ``MIN:MAX:FACTOR`` or ``A,B,C``.
 
     Raises:
         TracekitError: a bad size, MIN > MAX or a factor < 2.
@@ -120,8 +120,20 @@ def model_curves(spec: "HardwareSpec", collective: str, ranks: Sequence[int], mo
                  sizes: Sequence[int]) -> list[BenchRow]:
     """Every (model, rank count, size) point, models outermost.
 
+    Args:
+        spec: the spec to fit to each rank count.
+        collective: one of :data:`BENCH_COLLECTIVES`.
+        ranks: rank counts (each >= 2).
+        models: collective-model names (``alpha_beta``, ``astra``, ``nccl``).
+        sizes: nccl-tests sizes, bytes.
+
+    Returns:
+        ``len(models) * len(ranks) * len(sizes)`` rows (times in us, bandwidths in GB/s).
+
     Raises:
-        SpecError: a rank count the spec cannot be fitted to, or a model the spec cannot run.
+        TracekitError: an unknown ``collective``.
+        SpecError: a rank count < 2 or one the spec cannot be fitted to, a model the spec cannot run
+            (``nccl`` needs every dimension's ``nccl_link``).
         ReplayError: a collective the model cannot cost.
     """
     if collective not in BENCH_COLLECTIVES:

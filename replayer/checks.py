@@ -55,6 +55,9 @@ def check_complete(present_ranks, world_size: int, *, path: str | None = None) -
     """Raise ReplayError when a rank of the job has no trace (a replay needs every rank).
 
     ``world_size`` counts the ranks named by file names and process groups.
+
+    Raises:
+        ReplayError: naming the missing ranks (and ``path``).
     """
     present = set(present_ranks)
     missing = [r for r in range(world_size) if r not in present]
@@ -71,6 +74,10 @@ def check_spec_size(traceset: "TraceSet", spec: "HardwareSpec", world_size: int 
     ``world_size`` and ``ranks`` give the job's size and trace files when
     ``traceset`` holds only some of them (rank folding keeps one trace per
     class of identical ranks: a set of identical files is still N ranks).
+
+    Raises:
+        ReplayError: the trace set has no traces.
+        SpecError: the spec's rank count differs and cannot be fitted (see :meth:`HardwareSpec.fitted`).
     """
     from tracekit.errors import SpecError
 
@@ -134,7 +141,11 @@ def p2p_issues(traceset: "TraceSet") -> list[Issue]:
 
 
 def find_problems(traceset: "TraceSet") -> list[Issue]:
-    """All errors of the trace-level checks (see module doc), without raising."""
+    """All errors of the trace-level checks (see module doc), without raising them.
+
+    Raises:
+        TraceFormatError: a trace's records cannot be decoded (not a finding: nothing can be checked).
+    """
     report = validate_traceset(traceset)
     issues = list(report.errors)
     issues.extend(p2p_issues(traceset))

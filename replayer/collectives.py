@@ -105,7 +105,11 @@ class CommCost:
     member_ns: tuple[float, ...] = ()
 
     def time_alone_ns(self, spec: "HardwareSpec") -> float:
-        """``fixed_ns + sum(bytes / bandwidth of the dimension)``: the time when nothing else runs."""
+        """``fixed_ns + sum(bytes / bandwidth of the dimension)``: the time when nothing else runs, ns.
+
+        Args:
+            spec: the spec whose dimensions ``wire_bytes`` index (bandwidth in bytes/ns = GB/s).
+        """
         total = self.fixed_ns
         if self.shares_bandwidth:
             for dim, nbytes in self.wire_bytes:
@@ -131,10 +135,36 @@ class CollectiveModel(Protocol):
 
     def collective_cost(self, comm_type: CollectiveType, comm_bytes: int,
                         group: tuple[int, ...]) -> CommCost:
-        """Cost of one collective of ``comm_bytes`` (input bytes per rank) on ``group``."""
+        """Cost of one collective of ``comm_bytes`` (input bytes per rank) on ``group``.
+
+        Args:
+            comm_type: the Chakra collective type.
+            comm_bytes: Chakra ``comm_size``, each rank's input buffer, bytes.
+            group: the process group's ranks, ascending.
+
+        Returns:
+            the :class:`CommCost` (times in ns, wire bytes per dimension).
+
+        Raises:
+            SpecError: a rank outside the spec, or an algorithm that cannot run the collective.
+            ReplayError: negative ``comm_bytes`` or an unknown collective type.
+            UnsupportedCollectiveError: the model has no formula for this collective.
+        """
 
     def p2p_cost(self, comm_bytes: int, src: int, dst: int) -> CommCost:
-        """Cost of one message of ``comm_bytes`` from ``src`` to ``dst``."""
+        """Cost of one message of ``comm_bytes`` from ``src`` to ``dst``.
+
+        Args:
+            comm_bytes: message size, bytes.
+            src, dst: sending and receiving ranks.
+
+        Returns:
+            the :class:`CommCost` (times in ns; zero for ``src == dst``).
+
+        Raises:
+            SpecError: a rank outside the spec.
+            ReplayError: negative ``comm_bytes``.
+        """
 
 
 def make_collective_model(spec: "HardwareSpec") -> CollectiveModel:
@@ -157,7 +187,11 @@ def make_collective_model(spec: "HardwareSpec") -> CollectiveModel:
 
 
 def check_comm_bytes(comm_bytes: int) -> int:
-    """``comm_bytes`` as an int; raises ReplayError when negative."""
+    """``comm_bytes`` (bytes) as an int.
+
+    Raises:
+        ReplayError: ``comm_bytes`` is negative.
+    """
     value = int(comm_bytes)
     if value < 0:
         raise ReplayError(f"communication size must not be negative, got {comm_bytes}")
@@ -171,7 +205,13 @@ def log2_ceil(p: int) -> int:
 
 @dataclass(frozen=True)
 class Phase:
-    """One single-dimension step of a (possibly hierarchical) collective."""
+    """One single-dimension step of a (possibly hierarchical) collective.
+
+    Attributes:
+        fixed_ns: latency part (``a`` terms of the module table), ns.
+        wire_bytes: bytes each member injects into the dimension (the ``n/B`` terms' numerators).
+    """
+
 
     fixed_ns: float
     wire_bytes: float
@@ -186,6 +226,10 @@ def phase_cost(kind: str, algorithm: str, n: float, p: int, alpha_ns: float) -> 
         n: input bytes per rank.
         p: ranks taking part on this dimension.
         alpha_ns: latency of one step's message, ns.
+
+    Returns:
+        the :class:`Phase` (zero for ``p <= 1``).  Formulas: Thakur, Rabenseifner and Gropp 2005;
+        Patarasuk and Yuan 2009; Sanders, Speck and Traeff 2009 (double binary tree).
 
     Raises:
         SpecError: the algorithm cannot run that collective.
@@ -295,13 +339,23 @@ class AlphaBetaModel(GroupPlacer):
         """``a + n/B`` on the outermost dimension where ``src`` and ``dst`` differ.
 
         ``a`` is the dimension's ``latency_ns`` times the hops between them
-        (ring distance on a ring topology).  Same rank: zero cost.
+        (ring distance on a ring topology), ``n`` is ``comm_bytes`` (bytes) and
+        ``B`` the dimension's bandwidth (bytes/ns).  Same rank: zero cost.
+
+        Raises:
+            SpecError: a rank outside the spec.
+            ReplayError: negative ``comm_bytes``.
         """
         return p2p_alpha_beta(self.spec, comm_bytes, src, dst)
 
 
 def p2p_alpha_beta(spec: "HardwareSpec", comm_bytes: int, src: int, dst: int) -> CommCost:
-    """Point-to-point cost ``a + n/B`` (see :meth:`AlphaBetaModel.p2p_cost`)."""
+    """Point-to-point cost ``a + n/B`` of ``comm_bytes`` bytes from ``src`` to ``dst`` (see :meth:`AlphaBetaModel.p2p_cost`).
+
+    Raises:
+        SpecError: a rank outside the spec.
+        ReplayError: negative ``comm_bytes``.
+    """
     n = float(check_comm_bytes(comm_bytes))
     sizes = spec.dim_sizes
     d = p2p_dimension(src, dst, sizes)
@@ -320,14 +374,25 @@ def _dim_label(kind: str, d: int, steps: list) -> str:
 def hierarchical_steps(kind: str, n: float, pl: GroupPlacement, spec: "HardwareSpec") -> list:
     """The phases of a collective over a regular group's dimensions, in order.
 
+    Args:
+        kind: collective key (``all_reduce`` ...) or ``barrier``.
+        n: input bytes per rank.
+        pl: the group's placement (must be ``regular``).
+        spec: the spec whose dimensions' algorithms the phases use.
+
     Returns:
         list of ``(dimension, phase kind, algorithm, input bytes per rank,
         ranks on the dimension, member coordinates on it)``.
+
+    Raises:
+        KeyError: a dimension's ``algorithms`` table has no entry for a phase's collective
+            (specs read by :mod:`.spec_toml` always have every key).
     """
     net = spec.network
     dims = list(zip(pl.dims, pl.sizes, pl.coords))
 
     def alg(d: int, k: str) -> str:
+        """The algorithm of collective ``k`` on dimension ``d`` (``ring`` for a barrier)."""
         return "ring" if k == "barrier" else net[d].algorithm(k)
 
     steps = []

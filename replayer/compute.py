@@ -53,7 +53,13 @@ MEASURED, ROOFLINE, ASTRA_MEASURED, ASTRA_ROOFLINE, MISSING = range(len(METHODS)
 
 @dataclass(frozen=True)
 class ComputeCost:
-    """Duration of one compute node and the method that gave it."""
+    """Duration of one compute node and the method that gave it.
+
+    Attributes:
+        duration_ns: the node's replayed duration, ns (whole).
+        method: one of :data:`METHODS`.
+    """
+
 
     duration_ns: int
     method: str
@@ -107,14 +113,28 @@ class ComputeModel:
 
     def cost(self, duration_ns: int, num_ops: int | None = None,
              tensor_bytes: int | None = None) -> ComputeCost:
-        """Duration of one node from its measured duration, FLOPs and bytes (None or 0 = unknown)."""
+        """Duration of one node from its measured duration, FLOPs and bytes (None or 0 = unknown).
+
+        Args:
+            duration_ns: measured duration, ns.
+            num_ops: FLOPs (Chakra ``num_ops`` as tracekit's writers fill it).
+            tensor_bytes: bytes moved (Chakra ``tensor_size``).
+
+        Raises:
+            SpecError: the node needs a roofline and the device lists no peak for the dtype (or, in mode
+                ``astra``, ``[astra] peak_perf_tflops`` is missing).
+        """
         costs = self.costs(np.array([num_ops or 0], dtype=np.float64),
                            np.array([tensor_bytes or 0], dtype=np.float64),
                            np.array([duration_ns or 0], dtype=np.int64))
         return ComputeCost(int(costs.duration_ns[0]), METHODS[int(costs.method[0])])
 
     def node_cost(self, node: "Node") -> ComputeCost:
-        """:meth:`cost` of a trace node (``duration_ns``, ``num_ops``, ``tensor_bytes``)."""
+        """:meth:`cost` of a trace node (``duration_ns``, ``num_ops``, ``tensor_bytes``).
+
+        Raises:
+            SpecError: as :meth:`cost`.
+        """
         return self.cost(node.duration_ns, node.num_ops, node.tensor_bytes)
 
     # --- many nodes ---
@@ -128,10 +148,11 @@ class ComputeModel:
             duration_ns: measured durations, ns, shape (N,), 0 = unknown.
 
         Returns:
-            :class:`ComputeCosts` with int64 durations and uint8 methods.
+            :class:`ComputeCosts` with int64 durations (ns) and uint8 methods, shape (N,) each.
 
         Raises:
-            SpecError: the arrays differ in length.
+            SpecError: the arrays differ in shape; or a node needs a roofline and the device lists no peak
+                for the dtype (mode ``astra``: ``[astra] peak_perf_tflops`` is missing).
         """
         ops = np.asarray(num_ops, dtype=np.float64)
         nbytes = np.asarray(tensor_bytes, dtype=np.float64)
@@ -195,5 +216,9 @@ def _ns_int(values: np.ndarray) -> np.ndarray:
 
 
 def compute_model(spec: "HardwareSpec") -> ComputeModel:
-    """The :class:`ComputeModel` for ``spec``."""
+    """The :class:`ComputeModel` for ``spec``.
+
+    Raises:
+        SpecError: mode ``astra`` without an ``[astra]`` table, or a dtype the device has no peak for.
+    """
     return ComputeModel(spec)

@@ -69,10 +69,12 @@ class _Diagnosis:
         np.cumsum(np.bincount(succ, minlength=program.n), out=self.pred_ptr[1:])
 
     def node(self, g: int) -> str:
+        """``node <id>`` of global node index ``g``."""
         lay, pos = self.p.locate(g)
         return f"node {int(lay.ids[pos])}"
 
     def where(self, g: int) -> str:
+        """``rank <r> node <id>`` of global node index ``g``."""
         lay, pos = self.p.locate(g)
         return f"rank {lay.rank} node {int(lay.ids[pos])}"
 
@@ -136,6 +138,7 @@ class _Diagnosis:
         return f"it waits for {rname}"
 
     def rank_line(self, lay) -> str | None:
+        """What one rank is blocked on (its earliest stuck communication, else its first node that never ran); None when it finished."""
         lo, hi = lay.offset, lay.offset + lay.n
         unf = self.unfinished[lo:hi]
         if not unf.any():
@@ -152,6 +155,7 @@ class _Diagnosis:
         return f"{self.node(first)} never ran: {self.blocker(first)}"
 
     def error(self) -> DeadlockError:
+        """The :class:`DeadlockError`: when the last node finished, how many nodes never did, and per blocked rank its line."""
         blocked: dict[int, str] = {}
         for lay in self.p.layouts:
             line = self.rank_line(lay)

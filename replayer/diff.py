@@ -48,6 +48,7 @@ class CategoryChange:
 
     @property
     def delta_ns(self) -> float:
+        """``b_ns - a_ns``, ns (positive: run B took longer)."""
         return self.b_ns - self.a_ns
 
     @property
@@ -62,6 +63,7 @@ class CategoryChange:
         return d > 1.0 and d > 1e-6 * max(abs(self.a_ns), abs(self.b_ns))
 
     def to_dict(self) -> dict[str, Any]:
+        """The change as JSON-ready values: names, ``a_ns``, ``b_ns``, ``delta_ns`` (ns), ``ratio``, ``changed``."""
         return {"name": self.name, "a_ns": self.a_ns, "b_ns": self.b_ns, "delta_ns": self.delta_ns,
                 "ratio": self.ratio, "changed": self.changed}
 
@@ -86,9 +88,11 @@ class CollectiveChange:
 
     @property
     def delta_ns(self) -> float:
+        """``b_time_ns - a_time_ns``, ns (positive: the collective took longer in run B)."""
         return self.b_time_ns - self.a_time_ns
 
     def to_dict(self) -> dict[str, Any]:
+        """Every field as JSON-ready values plus ``delta_ns`` (ns)."""
         return {**asdict(self), "delta_ns": self.delta_ns}
 
 
@@ -113,9 +117,11 @@ class NodeChange:
 
     @property
     def delta_ns(self) -> float:
+        """``b_ns - a_ns``, ns (positive: the node took longer in run B)."""
         return self.b_ns - self.a_ns
 
     def to_dict(self) -> dict[str, Any]:
+        """Every field as JSON-ready values plus ``delta_ns`` (ns)."""
         return {**asdict(self), "delta_ns": self.delta_ns}
 
 
@@ -146,12 +152,15 @@ class ResultDiff:
 
     @property
     def iteration(self) -> CategoryChange:
+        """The iteration-time change (``categories[0]``), ns."""
         return self.categories[0]
 
     def changed_categories(self) -> list[CategoryChange]:
+        """The categories that :attr:`CategoryChange.changed` (moved by > 1 ns and > 1e-6), in order."""
         return [c for c in self.categories if c.changed]
 
     def to_dict(self) -> dict[str, Any]:
+        """The diff as the ``tracekit.replay_diff`` JSON document (format_version 1); times in ns."""
         return {
             "format": "tracekit.replay_diff", "format_version": 1,
             "a_label": self.a_label, "b_label": self.b_label,

@@ -13,7 +13,8 @@ What is proven before folding (otherwise the replay runs unfolded and
 1. *Same program.*  Ranks of a class have the same digest (:func:`scan_rank`):
    node count, types, ids, names, measured durations, ``num_ops``/``tensor_size``,
    ``tid``/``stream``/``is_cpu_op``, the dependency graph, and for
-   communication nodes ``comm_type``/``comm_size``/``comm_tag``; group names
+   communication nodes ``comm_type``/``comm_size``/``comm_tag`` and measured
+   starts (the ``measured`` model prices from them); group names
    and peers are left out.  So every rank-local quantity is a function of
    the node position, equal across the class.
 2. *Communication maps onto itself.*  Each communication instance of the
@@ -149,6 +150,7 @@ def scan_rank(trace: "ExecutionTrace") -> RankScan:
     put(np.asarray(graph.pred_ptr, dtype=np.int64))
     put(np.asarray(graph.pred_pos, dtype=np.int64))
     comm = np.flatnonzero(np.isin(types, [int(t) for t in _COMM]))
+    put(np.asarray(cols.start_time_ns, dtype=np.int64)[comm])  # the measured model's input (measured_comm)
     coll: dict[str, list[int]] = {}
     coll_attr: dict[int, tuple[int, int]] = {}
     sends: dict[tuple[int, int], list[int]] = {}
@@ -412,7 +414,7 @@ class _CostCheck:
 
     def key(self, kind: str, ctype: int | None, nbytes: int, ranks: tuple[int, ...]) -> Any:
         if self.measured:
-            return "measured"  # the members' measured durations: equal by the digest
+            return "measured"  # the members' measured starts and durations: equal by the digest
         ck = (kind, ctype, nbytes, ranks)
         found = self.cache.get(ck)
         if found is not None:

@@ -145,6 +145,7 @@ class DeviceSpec:
 
     @property
     def mem_bandwidth_bytes_per_s(self) -> float:
+        """Memory bandwidth in bytes/s (``mem_bandwidth_gbps * 1e9``; GB here is 1e9 bytes)."""
         return self.mem_bandwidth_gbps * 1e9
 
 
@@ -177,7 +178,12 @@ class NetworkDim:
         return self.bandwidth_gbps
 
     def algorithm(self, comm_type: CollectiveType | str) -> str:
-        """The algorithm this dimension uses for a collective type or key."""
+        """The algorithm this dimension uses for a collective type or key.
+
+        Raises:
+            SpecError: ``comm_type`` is BARRIER (it has no algorithm setting).
+            KeyError: ``comm_type`` is a string that is not a key of :data:`COLLECTIVE_KEYS`.
+        """
         key = comm_type if isinstance(comm_type, str) else collective_key(comm_type)
         return dict(self.algorithms)[key]
 
@@ -291,9 +297,21 @@ class NcclConstants:
     latency_floor_us: float = 0.0
 
     def base_latency(self, algorithm: str, protocol: str) -> float:
+        """NCCL ``baseLatencies[algorithm][protocol]``, us.
+
+        Raises:
+            KeyError: ``algorithm`` is not in :attr:`base_latency_us`.
+            ValueError: ``protocol`` is not one of :data:`NCCL_PROTOCOLS`.
+        """
         return dict(self.base_latency_us)[algorithm][NCCL_PROTOCOLS.index(protocol)]
 
     def hw_latency(self, link: str, algorithm: str, protocol: str) -> float:
+        """NCCL ``hwLatencies[link][algorithm][protocol]``: per-hop latency, us.
+
+        Raises:
+            KeyError: ``link`` or ``algorithm`` is not in :attr:`hw_latency_us`.
+            ValueError: ``protocol`` is not one of :data:`NCCL_PROTOCOLS`.
+        """
         return dict(dict(self.hw_latency_us)[link])[algorithm][NCCL_PROTOCOLS.index(protocol)]
 
 
@@ -334,6 +352,7 @@ class HardwareSpec:
 
     @property
     def dim_sizes(self) -> tuple[int, ...]:
+        """Ranks along each network dimension, innermost first (shape ``(len(network),)``)."""
         return tuple(d.size for d in self.network)
 
     def with_world_size(self, world_size: int) -> "HardwareSpec":

@@ -59,6 +59,7 @@ class Cell:
 
 
 def cell(text: Any, key: str | None = None, value: Any = None, *, left: bool = False, css: str = "") -> Cell:
+    """A :class:`Cell` showing ``str(text)``; ``key``/``value`` become sortable ``data-key``/``data-value`` attributes."""
     return Cell(str(text), key, value, left, css)
 
 
@@ -99,6 +100,7 @@ def note(text: str) -> str:
 
 
 def para(text: str, css: str = "") -> str:
+    """A ``<p>`` of escaped ``text``, with CSS class ``css`` when given."""
     return f"<p{_attr('class', css or None)}>{html.escape(text)}</p>"
 
 
@@ -112,6 +114,7 @@ class Page:
     figures: list[tuple[str, str]] = field(default_factory=list)
 
     def section(self, heading: str, *html_parts: str, section_id: str | None = None) -> None:
+        """Append a ``<section>`` titled ``heading`` holding ``html_parts`` (already-escaped HTML), id ``section_id``."""
         sid = _attr("id", section_id)
         self.parts.append(f"<section{sid}><h2>{html.escape(heading)}</h2>{''.join(html_parts)}</section>")
 

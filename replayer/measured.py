@@ -6,9 +6,9 @@ and its iteration markers, ``ProfilerStep#N`` nodes on a host thread with the
 measured span of the step in the ``range_duration_ns`` attribute (the
 converters make markers zero-duration: a step is a range, not work).
 :func:`check_replay` replays the set with those durations (compute
-``measured``, collectives ``measured``: each collective takes the smallest
-measured duration of its members, so time a rank spent waiting for slower
-ranks inside its collective is not counted twice) and compares:
+``measured``, collectives ``measured``: each member ends the time it measured after the last member
+entered, or the smallest measured duration of the members, so time a rank spent waiting for slower
+ranks inside its collective is not counted twice; :mod:`.measured_comm`) and compares:
 
 * **per step**: predicted = replayed end of the step's last host node on the
   marker's thread minus the replayed start of the marker; measured = the
@@ -87,6 +87,7 @@ class StepComparison:
         return (self.predicted_ns - self.measured_ns) / self.measured_ns if self.measured_ns > 0 else math.nan
 
     def to_dict(self) -> dict[str, Any]:
+        """The row as JSON-ready values: ``measured_ns``/``predicted_ns`` (ns), relative ``error``, contributors' ``shift_ns`` (ns)."""
         return {"rank": self.rank, "step": self.step, "measured_ns": self.measured_ns,
                 "predicted_ns": self.predicted_ns, "error": self.error, "source": self.source,
                 "contributors": [{"node_id": c.node_id, "name": c.name, "shift_ns": c.shift_ns}
@@ -103,10 +104,12 @@ class MeasuredComparison:
 
     @property
     def worst_error(self) -> float:
+        """Largest absolute relative error over the rows (NaN when no row has a measurement)."""
         errs = [abs(r.error) for r in self.rows if not math.isnan(r.error)]
         return max(errs) if errs else math.nan
 
     def to_dict(self) -> dict[str, Any]:
+        """The report as JSON-ready values: rows (see :meth:`StepComparison.to_dict`), notes, ``worst_error``."""
         return {"rows": [r.to_dict() for r in self.rows], "notes": list(self.notes),
                 "worst_error": self.worst_error}
 
@@ -247,13 +250,19 @@ def measured_notes(traceset: "TraceSet") -> list[str]:
             "model (num_ops/tensor_size) instead of --measured")
     if comm:
         notes.append(f"{comm} communication node(s) carry measured durations that include any time a rank "
-                     f"waited for slower ranks; each collective is replayed with the smallest measured duration "
-                     f"of its members, so that waiting is not counted twice")
+                     f"waited for slower ranks; each member of a collective is replayed with the time it measured "
+                     f"after the last member arrived (one host clock; else the smallest measured duration of the "
+                     f"members), so that waiting is not counted twice")
     return notes
 
 
 def compare(traceset: "TraceSet", result: "ReplayResult") -> MeasuredComparison:
-    """Compare a replay (with its schedule) of ``traceset`` against the nodes' measured times."""
+    """Compare a replay (with its schedule) of ``traceset`` against the nodes' measured times.
+
+    Raises:
+        ValueError: ``result`` has no schedule (e.g. one read from JSON written without ``include_schedule``).
+        ReplayError: a rank of ``traceset`` with a schedule has no statistics in ``result``.
+    """
     if result.schedule is None:
         raise ValueError("the replay result has no schedule")
     rows: list[StepComparison] = []

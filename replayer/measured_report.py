@@ -23,7 +23,12 @@ def _pct(x: float) -> str:
 
 
 def write_comparison_json(comparison: MeasuredComparison, path: str | os.PathLike[str]) -> None:
-    """Write the comparison as JSON (rows, notes, worst error), atomically."""
+    """Write the comparison as JSON (rows, notes, worst error; times in ns), atomically.
+
+    Raises:
+        TracekitError: ``path`` is an input of the running command, or cannot be written.
+        OSError: the folder or temporary file cannot be created.
+    """
     write_bytes_atomic(path, orjson.dumps(comparison.to_dict(), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
 
 
@@ -49,5 +54,10 @@ def comparison_html(comparison: MeasuredComparison, title: str = "Replay vs meas
 
 
 def write_comparison_html(comparison: MeasuredComparison, path: str | os.PathLike[str]) -> None:
-    """Write :func:`comparison_html` to ``path`` atomically."""
+    """Write :func:`comparison_html` to ``path`` atomically.
+
+    Raises:
+        TracekitError: ``path`` is an input of the running command, or cannot be written.
+        OSError: the folder or temporary file cannot be created.
+    """
     write_bytes_atomic(path, comparison_html(comparison).encode())

@@ -124,6 +124,7 @@ class GroupShape:
 
     @property
     def ppn(self) -> float:
+        """Ranks per node, ``ranks / nodes`` (NCCL's ``ppn``; fractional when the group is irregular)."""
         return self.ranks / self.nodes
 
 
@@ -137,6 +138,15 @@ class Candidate:
     alg_bw_gbps: float
 
     def time_ns(self, n: int, floor_us: float = 0.0) -> float:
+        """Predicted time of ``n`` bytes, ns: ``max(floor, latency + n / alg_bw)``.
+
+        NCCL's tuner form (``src/graph/tuning.cc``, ``ncclTopoGetAlgoTime``):
+        time = latency + bytes / bandwidth; ``alg_bw_gbps`` GB/s equals bytes per ns.
+
+        Args:
+            n: message size, bytes.
+            floor_us: smallest time any collective takes, us (0 = none).
+        """
         return max(floor_us * 1000.0, self.latency_us * 1000.0 + n / self.alg_bw_gbps)
 
 
@@ -171,7 +181,11 @@ class NcclModel(GroupPlacer):
                           self._link(pl.dims[-1]), bottleneck)
 
     def candidates(self, kind: str, n: int, g: GroupShape) -> list[Candidate]:
-        """Every enabled :class:`Candidate` for collective ``kind`` of ``n`` bytes on group shape ``g``."""
+        """Every enabled :class:`Candidate` for collective ``kind`` of ``n`` bytes on group shape ``g``.
+
+        Bandwidths (GB/s = bytes/ns) and latencies (us) follow NCCL's ``ncclTopoTuneModel`` (module doc);
+        a (algorithm, protocol) with no bandwidth for ``kind`` is left out.
+        """
         c = self.consts
         out = []
         for algorithm in c.algorithms:
@@ -254,7 +268,12 @@ class NcclModel(GroupPlacer):
         return base + intra + 2 * _log2i(g.nodes) * inter
 
     def best(self, kind: str, n: int, g: GroupShape) -> Candidate:
-        """The fastest candidate (NCCL's choice) for ``n`` bytes; ties go to the earlier one."""
+        """The fastest candidate (NCCL's choice) for ``n`` bytes; ties go to the earlier one.
+
+        Raises:
+            ValueError: no enabled (algorithm, protocol) can run ``kind`` (not possible with a ``ring`` algorithm
+                enabled, which :mod:`.spec_toml` requires).
+        """
         floor = self.consts.latency_floor_us
         return min(self.candidates(kind, n, g), key=lambda cand: cand.time_ns(n, floor))
 
@@ -287,6 +306,11 @@ class NcclModel(GroupPlacer):
         return CommCost(fixed_ns, ((g.bottleneck, data_ns * dim_bw),), f"nccl:{cand.algorithm}/{cand.protocol}")
 
     def p2p_cost(self, comm_bytes: int, src: int, dst: int) -> CommCost:
-        """``latency_ns + n / B`` on the outermost dimension where src and dst differ."""
+        """``latency_ns + n / B`` on the outermost dimension where src and dst differ (the alpha-beta cost).
+
+        Raises:
+            SpecError: a rank outside the spec.
+            ReplayError: negative ``comm_bytes``.
+        """
         cost = p2p_alpha_beta(self.spec, comm_bytes, src, dst)
         return CommCost(cost.fixed_ns, cost.wire_bytes, "nccl:" + cost.algorithm)

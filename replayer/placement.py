@@ -43,10 +43,12 @@ class GroupPlacement:
 
     @property
     def size(self) -> int:
+        """Number of ranks in the group."""
         return len(self.ranks)
 
     @property
     def outermost_dim(self) -> int | None:
+        """Index of the outermost spanned dimension (None: the group sits at one coordinate, e.g. one rank)."""
         return self.dims[-1] if self.dims else None
 
 
@@ -101,7 +103,11 @@ class GroupPlacer:
         self._placements: dict[tuple[int, ...], GroupPlacement] = {}
 
     def placement(self, group: tuple[int, ...]) -> GroupPlacement:
-        """The placement of ``group`` (ranks) on the network's dimensions, cached."""
+        """The placement of ``group`` (ranks) on the network's dimensions, cached.
+
+        Raises:
+            SpecError: a rank is outside the network, or repeated in the group.
+        """
         key = tuple(group)
         found = self._placements.get(key)
         if found is None:
@@ -114,6 +120,9 @@ def p2p_dimension(src: int, dst: int, dim_sizes: tuple[int, ...]) -> int | None:
 
     A message between two ranks is costed on that dimension: it is the
     slowest link the message must cross in a hierarchical network.
+
+    Raises:
+        SpecError: ``src`` or ``dst`` is outside ``0 .. prod(dim_sizes) - 1``.
     """
     a, b = rank_coords(src, dim_sizes), rank_coords(dst, dim_sizes)
     differing = [d for d in range(len(dim_sizes)) if a[d] != b[d]]

@@ -373,7 +373,12 @@ def build_diff_html(diff: "ResultDiff", *, title: str | None = None) -> str:
 
 
 def write_diff_report(diff: "ResultDiff", path: str | os.PathLike[str], **options: Any) -> Path:
-    """Write :func:`build_diff_html` atomically; returns the path."""
+    """Write :func:`build_diff_html` atomically; returns the path.
+
+    Raises:
+        TracekitError: ``path`` is an input of the running command, or cannot be written.
+        OSError: the folder or temporary file cannot be created.
+    """
     from tracekit.io import atomic_output
 
     with atomic_output(path, "w") as fh:
@@ -406,7 +411,13 @@ def build_sweep_html(rows: Sequence[tuple[Any, Any]], parameter: str, *, title: 
 
 def write_sweep_report(rows: Sequence[tuple[Any, Any]], parameter: str, path: str | os.PathLike[str],
                        **options: Any) -> Path:
-    """Write :func:`build_sweep_html` atomically; returns the path."""
+    """Write :func:`build_sweep_html` atomically; returns the path.
+
+    Raises:
+        ReplayError: see :func:`tracekit.replayer.plots.sweep_points`.
+        TracekitError: ``path`` is an input of the running command, or cannot be written.
+        OSError: the folder or temporary file cannot be created.
+    """
     from tracekit.io import atomic_output
 
     text = build_sweep_html(rows, parameter, **options)

@@ -91,7 +91,13 @@ def measured_parts(measured: dict[str, Any], result: "ReplayResult | None" = Non
 
 def write_measured_report(measured: dict[str, Any], path: str | os.PathLike[str], *,
                           title: str | None = None) -> Path:
-    """A self-contained page of a measured-run analysis alone, written atomically; returns the path."""
+    """A self-contained page of a measured-run analysis alone, written atomically; returns the path.
+
+    Raises:
+        KeyError: ``measured`` is not a ``MeasuredAnalysis.to_dict()`` (no ``ranks``).
+        TracekitError: ``path`` is an input of the running command, or cannot be written.
+        OSError: the folder or temporary file cannot be created.
+    """
     from tracekit.io import atomic_output
 
     n = len(measured["ranks"])

@@ -28,6 +28,10 @@ MAX_NPUS = 1 << 24  # ranks per network dimension
 
 
 def spec_to_dict(spec: HardwareSpec) -> dict[str, Any]:
+    """The spec as the TOML document :func:`spec_from_dict` reads back (units in key names: GB/s, ns, us, FLOP/s).
+
+    Round trip: ``spec_from_dict(spec_to_dict(s)) == s`` (``path`` is not written).
+    """
     d = spec.device
     out: dict[str, Any] = {"name": spec.name}
     if spec.description:
@@ -104,12 +108,19 @@ class _Reader:
         return f"{self.prefix}.{key}" if self.prefix else key
 
     def error(self, key: str, message: str) -> SpecError:
+        """A :class:`SpecError` naming the full key (``network[0].size``) and the spec's path."""
         return SpecError(f"key {self._name(key)}: {message}", path=self.path)
 
     def has(self, key: str) -> bool:
+        """Whether the table has ``key``."""
         return key in self.table
 
     def raw(self, key: str, default: Any = ..., ) -> Any:
+        """The value of ``key`` as given (``default`` when absent), marked as used.
+
+        Raises:
+            SpecError: ``key`` is absent and has no default.
+        """
         self.used.add(key)
         if key not in self.table:
             if default is ...:
@@ -118,6 +129,11 @@ class _Reader:
         return self.table[key]
 
     def string(self, key: str, default: Any = ..., choices: tuple[str, ...] | None = None) -> Any:
+        """The string value of ``key`` (``default`` when absent).
+
+        Raises:
+            SpecError: absent without default, not a string, or not one of ``choices``.
+        """
         value = self.raw(key, default)
         if value is default and key not in self.table:
             return value
@@ -129,6 +145,12 @@ class _Reader:
 
     def number(self, key: str, default: Any = ..., *, positive: bool = False,
                nonnegative: bool = False, at_most: float | None = None) -> Any:
+        """The value of ``key`` as a float (``default`` when absent), in the key's unit.
+
+        Raises:
+            SpecError: absent without default, not a finite number, larger than :data:`MAX_SPEC_NUMBER` in
+                magnitude, or outside the bounds asked for.
+        """
         value = self.raw(key, default)
         if value is default and key not in self.table:
             return value
@@ -145,6 +167,11 @@ class _Reader:
         return float(value)
 
     def integer(self, key: str, default: Any = ..., *, minimum: int | None = None) -> Any:
+        """The integer value of ``key`` (``default`` when absent).
+
+        Raises:
+            SpecError: absent without default, not an integer, or below ``minimum``.
+        """
         value = self.raw(key, default)
         if value is default and key not in self.table:
             return value
@@ -155,6 +182,11 @@ class _Reader:
         return value
 
     def boolean(self, key: str, default: Any = ...) -> Any:
+        """The boolean value of ``key`` (``default`` when absent).
+
+        Raises:
+            SpecError: absent without default, or not true/false.
+        """
         value = self.raw(key, default)
         if not isinstance(value, bool):
             raise self.error(key, f"must be true or false, got {value!r}")

@@ -54,6 +54,13 @@ def assign_lanes(starts: np.ndarray, ends: np.ndarray, *, nesting: bool = True) 
 
     Intervals are taken by start (longest first on ties); each goes to the
     first lane whose open intervals it fits in (after closing those that ended).
+
+    Args:
+        starts, ends: interval bounds, shape (N,), any one time unit.
+        nesting: whether an interval may sit inside an open one of the same lane.
+
+    Returns:
+        int64 lane index per interval, shape (N,), lanes numbered from 0.
     """
     n = len(starts)
     lanes = np.zeros(n, dtype=np.int64)
@@ -83,10 +90,12 @@ class _Builder:
         self.named: set[tuple[int, int]] = set()
 
     def process(self, rank: int) -> None:
+        """Name the Chrome-trace process of ``rank`` (``rank N``) and sort it by rank."""
         self.events.append({"ph": "M", "name": "process_name", "pid": rank, "args": {"name": f"rank {rank}"}})
         self.events.append({"ph": "M", "name": "process_sort_index", "pid": rank, "args": {"sort_index": rank}})
 
     def thread(self, rank: int, tid: int, name: str) -> None:
+        """Name thread ``tid`` of ``rank`` once (later calls do nothing) and sort it by tid."""
         if (rank, tid) in self.named:
             return
         self.named.add((rank, tid))
@@ -96,6 +105,7 @@ class _Builder:
 
     def slice(self, rank: int, tid: int, name: str, cat: str, start_ns: float, end_ns: float,
               args: dict[str, Any]) -> None:
+        """Add a complete (``X``) event from ``start_ns`` to ``end_ns`` (ns; written in us, as Chrome traces are)."""
         self.events.append({"ph": "X", "name": name, "cat": cat, "pid": rank, "tid": tid, "ts": _us(start_ns),
                             "dur": round(_us(end_ns) - _us(start_ns), 3), "args": args})
 
@@ -259,7 +269,12 @@ def measured_timeline(traceset: "TraceSet") -> dict[str, Any]:
 
 
 def write_chrome_trace(trace: dict[str, Any], path: str | os.PathLike[str]) -> None:
-    """Write a Chrome trace dict as JSON, atomically."""
+    """Write a Chrome trace dict as JSON, atomically.
+
+    Raises:
+        TracekitError: ``path`` is an input of the running command, or cannot be written.
+        OSError: the folder or temporary file cannot be created.
+    """
     import orjson
 
     from tracekit.io import atomic_output

@@ -66,10 +66,12 @@ class ValidationReport:
 
     @property
     def errors(self) -> list[Issue]:
+        """The issues of severity ``error``, in the order found."""
         return [i for i in self.issues if i.severity == ERROR]
 
     @property
     def warnings(self) -> list[Issue]:
+        """The issues of severity ``warning``, in the order found."""
         return [i for i in self.issues if i.severity == WARNING]
 
     @property
@@ -79,13 +81,16 @@ class ValidationReport:
 
     @property
     def warning_count(self) -> int:
+        """Warnings found, including those summarised as ``... N more like this``."""
         return sum(i.count for i in self.warnings)
 
     @property
     def ok(self) -> bool:
+        """True when no error was found (warnings allowed)."""
         return not self.errors
 
     def add(self, *issues: Issue) -> None:
+        """Append ``issues`` to the report."""
         self.issues.extend(issues)
 
     def raise_for_errors(self) -> None:
@@ -203,7 +208,10 @@ def rank_collectives(trace: ExecutionTrace) -> dict[str, list[tuple[int, int, in
 
     Order is the data-dependency (topological) order, ties by file position;
     a missing ``comm_type``/``comm_size`` is read as ASTRA-sim and Chakra's feeder read it: ALL_REDUCE (0)
-    and 0 bytes.
+    and 0 bytes.  ``comm_bytes`` is the node's ``comm_size``, bytes.
+
+    Raises:
+        ValidationError: the data dependencies have a cycle (no issue order exists).
     """
     cols = trace.columns()
     pos = np.flatnonzero(cols.types == NodeType.COMM_COLL_NODE)
@@ -237,7 +245,13 @@ class RankFindings:
 
 
 def check_rank(trace: ExecutionTrace) -> RankFindings:
-    """The per-rank pass of :func:`validate_traceset` on one trace."""
+    """The per-rank pass of :func:`validate_traceset` on one trace.
+
+    A process-group declaration that cannot be parsed becomes an issue, not an exception.
+
+    Raises:
+        TraceFormatError: the trace's records cannot be decoded.
+    """
     sub = validate_trace(trace)
     issues = list(sub.issues)
     collectives = {name: np.asarray(seq, dtype=np.int64).reshape(-1, 3)
@@ -259,7 +273,13 @@ def _check_rank_file(item: tuple[int, str]) -> RankFindings:
 
 
 def validate_traceset(traceset: "TraceSet") -> ValidationReport:
-    """Per-trace checks on every rank plus the cross-rank checks (see module docstring)."""
+    """Per-trace checks on every rank plus the cross-rank checks (see module docstring).
+
+    Findings are returned in the report, never raised (see :meth:`ValidationReport.raise_for_errors`).
+
+    Raises:
+        TraceFormatError: a trace's records cannot be decoded.
+    """
     findings = [check_rank(trace) for trace in traceset]
     try:
         groups = traceset.process_groups
@@ -280,7 +300,12 @@ def validate_files(pairs: Sequence[tuple[int, str | os.PathLike[str]]], *, execu
 
     Args:
         pairs: ``(rank, path)`` of every rank file (see :func:`tracekit.io.trace_paths`).
+        executor, max_workers, ray_address: as :func:`tracekit.parallel.parallel_map`.
         progress: called as ``progress(done, total)`` after each rank (see :func:`tracekit.parallel.parallel_map`).
+
+    Raises:
+        TraceFormatError: a rank file cannot be read or decoded.
+        ConfigError: an unknown executor, or Ray requested but not installed.
     """
     from tracekit.parallel import parallel_map
 

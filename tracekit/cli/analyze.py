@@ -110,6 +110,7 @@ def render_analysis(console, analysis) -> None:
     from tracekit.kernels import CLASSES
 
     def pct(part: int, whole: int) -> str:
+        """``part`` as a percentage of ``whole`` with one decimal, ``-`` when ``whole`` is 0."""
         return f"{100.0 * part / whole:.1f}%" if whole else "-"
 
     t = Table(title="measured time per rank (compute + exposed comm + other idle = window)")

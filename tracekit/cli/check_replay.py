@@ -21,8 +21,9 @@ def check_replay_cmd(traces, hw: str, json_out: str | None, as_json: bool, html_
                      html_old: str | None) -> None:
     """Replay with measured durations; print per rank and step predicted vs measured time and the error.
 
-    Each collective takes the smallest measured duration of its members (time a rank waited for slower
-    ranks is not counted twice).  A partial job replays each present rank alone, its collectives with
+    Each member of a collective ends what it measured after the last member arrived (one host clock;
+    else the smallest measured duration of the members), so time a rank waited for slower ranks is not
+    counted twice.  A partial job replays each present rank alone, its collectives with
     their measured durations.  An ET converted without Kineto (no durations) is refused with a message.
 
     \b

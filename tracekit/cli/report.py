@@ -150,6 +150,7 @@ def _print_tables(result, output: str | None) -> None:
     from tracekit.replayer.report import diff_headline, diff_tables
 
     def render(console) -> None:
+        """Print the diff's headline and its non-empty tables on ``console``."""
         console.print(diff_headline(result), markup=False, highlight=False)
         for i, (heading, headers, rows) in enumerate(diff_tables(result)):
             if not rows:
