@@ -92,6 +92,7 @@ def progress_callback(description: str) -> Iterator[Callable[[int, int], None] |
         task = bar.add_task(description, total=None)
 
         def update(done: int, total: int) -> None:
+            """Move the bar to ``done`` of ``total`` units."""
             bar.update(task, completed=done, total=total)
 
         yield update

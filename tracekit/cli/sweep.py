@@ -10,27 +10,6 @@ from tracekit.cli._common import CONTEXT_SETTINGS, err_console, out_console, pro
 from tracekit.cli._options import emit_json, executor_options, json_option, resolve_executor, traces_argument
 
 
-<<<<<<< HEAD
-=======
-@contextlib.contextmanager
-def _progress_callback(description: str) -> Iterator:
-    """A ``progress(done, total)`` callback drawing a rich bar on stderr (None with ``-q``)."""
-    if state().quiet:
-        yield None
-        return
-    from rich.progress import Progress
-
-    with Progress(console=err_console(), transient=True) as bar:
-        task = bar.add_task(description, total=None)
-
-        def update(done: int, total: int) -> None:
-            """Move the bar to ``done`` of ``total`` replays."""
-            bar.update(task, completed=done, total=total)
-
-        yield update
-
-
->>>>>>> main
 @click.command("sweep", context_settings=CONTEXT_SETTINGS)
 @traces_argument()
 @click.option("--hw", "specs", multiple=True, required=True, metavar="SPEC",
