@@ -541,6 +541,13 @@ def _packed(values: np.ndarray, typecode: str) -> array:
     return out
 
 
+def _small_ints(values: np.ndarray, bound: int) -> list:
+    """``values.tolist()`` (ints in ``[-1, bound)``) with one int object per value, by table look-up (no sort)."""
+    table = np.empty(bound + 1, dtype=object)
+    table[:] = list(range(-1, bound))
+    return table[values + 1].tolist()
+
+
 def _shared_items(values: np.ndarray) -> list:
     """``values.tolist()`` with one Python object per distinct value (8 bytes a node instead of 32-40)."""
     if not len(values):
@@ -628,7 +635,7 @@ def compile_program(traceset: "TraceSet", spec: "HardwareSpec", options: ReplayO
         layouts=[layouts[r] for r in compiled_ranks],
         kind=cat(kinds, np.int64).tolist(),
         duration_ns=_shared_items(cat(durs, np.float64)),
-        resource=_shared_items(cat(ress, np.int64)),
+        resource=_small_ints(cat(ress, np.int64), len(resource_rank)),
         pred_count=_packed(pred_count.astype(np.int32), "i"),
         succ_ptr=_packed(np.append(cat(succ_ptrs, np.int64), total_edges), index_code),
         succ=_packed(cat(succs, np.int64), index_code),
