@@ -29,7 +29,7 @@ def _time(fn, repeat=3):
 
 def main() -> None:
     from tracekit.converters.generators.llm import generate_llm
-    from tracekit.converters.generators.llm_config import LLMConfig, ModelSpec, ParallelSpec
+    from tracekit.workloads.config import LLMConfig, ModelSpec, ParallelSpec
     from tracekit.io import read_trace
     from tracekit.transforms import ChangePP, ChangeTP, Rescale, compact_trace
 

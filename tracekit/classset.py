@@ -13,7 +13,7 @@ set stores the job as
 
 A member's trace is the representative's with every attribute equal (same
 name, kind and value, byte for byte in the wire format) to a slot replaced by
-the member's value: :class:`tracekit.converters.generators.rank_classes.RankTemplate`
+the member's value: :class:`tracekit.workloads.rank_template.RankTemplate`
 does it on the encoded bytes, so :meth:`ClassSet.rank_bytes` gives exactly the
 file a per-rank writer would have written (``tracekit expand`` writes them).
 
@@ -21,7 +21,7 @@ Every command resolves a TRACES argument naming a manifest, its prefix, or a
 directory holding one manifest to the class set (:func:`find_class_set`);
 :meth:`ClassSet.to_traceset` gives the per-rank :class:`TraceSet` (bytes
 derived on demand), and the replayer simulates class sets without deriving
-the members' traces (``tracekit.replayer.class_replay``).
+the members' traces (``tracekit.replayer.simulation.class_replay``).
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ class ClassSet:
         return self._template(cls).for_rank(dict(enumerate(cls.member_attrs(index))))
 
     def _template(self, cls: RankClass):
-        from tracekit.converters.generators.rank_classes import RankTemplate
+        from tracekit.workloads.rank_template import RankTemplate
         from tracekit.io import _read_raw
 
         cache = self.__dict__.setdefault("_templates", {})

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tracekit.devices import DeviceModel, op_seconds
+from tracekit.fmt import fmt_ms
 from tracekit.model import Node, NodeType
 
 TIMED = frozenset({NodeType.COMP_NODE, NodeType.MEM_LOAD_NODE, NodeType.MEM_STORE_NODE})
@@ -77,8 +78,8 @@ class ProjectionReport:
         for m in METHODS:
             if m in self.nodes:
                 share = 100.0 * self.measured_ns[m] / total if total > 0 else 0.0
-                out.append(f"  {m}: {self.nodes[m]:,} nodes, {self.measured_ns[m] / 1e6:,.3f} ms measured "
-                           f"({share:.1f}%) -> {self.projected_ns[m] / 1e6:,.3f} ms")
+                out.append(f"  {m}: {self.nodes[m]:,} nodes, {fmt_ms(self.measured_ns[m])} measured "
+                           f"({share:.1f}%) -> {fmt_ms(self.projected_ns[m])}")
         if self.dtype_fallbacks:
             out.append(f"  dtype fallbacks (priced at fp32): {self.dtype_fallbacks:,} nodes")
         return out

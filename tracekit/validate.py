@@ -18,15 +18,15 @@ rank and node.
 from __future__ import annotations
 
 import os
-from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
 from tracekit.errors import TracekitError, ValidationError
-from tracekit.groups import canonical_pg_name, resolve_groups
+from tracekit.groups import resolve_groups
 from tracekit.model import MAX_DURATION_NS, MAX_TIME_NS, CollectiveType, ExecutionTrace, NodeType
+from tracekit.rendezvous import comm_table
 
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.traceset import TraceSet
@@ -206,25 +206,17 @@ def _check_comm_attrs(trace: ExecutionTrace) -> list[Issue]:
 def rank_collectives(trace: ExecutionTrace) -> dict[str, list[tuple[int, int, int]]]:
     """Per process group, the ordered list of ``(node_id, comm_type, comm_bytes)`` of one rank's collectives.
 
-    Order is the data-dependency (topological) order, ties by file position;
-    a missing ``comm_type``/``comm_size`` is read as ASTRA-sim and Chakra's feeder read it: ALL_REDUCE (0)
-    and 0 bytes.  ``comm_bytes`` is the node's ``comm_size``, bytes.
+    Order and the reading of missing values are :mod:`tracekit.rendezvous`'s (the one matcher): issue
+    (topological) order, ties by file position; a missing ``comm_type``/``comm_size`` reads as ALL_REDUCE (0)
+    and 0 bytes, as ASTRA-sim and Chakra's feeder read them.  ``comm_bytes`` is the node's ``comm_size``, bytes.
 
     Raises:
         ValidationError: the data dependencies have a cycle (no issue order exists).
     """
     cols = trace.columns()
-    pos = np.flatnonzero(cols.types == NodeType.COMM_COLL_NODE)
-    per_group: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
-    if len(pos):
-        _, ctype = cols.attr("comm_type")
-        _, csize = cols.attr("comm_size")
-        _, pg = cols.attr("pg_name")
-        for p in trace.graph().in_topological_order(pos):
-            per_group[canonical_pg_name(pg[p])].append(
-                (int(cols.ids[p]), 0 if ctype[p] is None else int(ctype[p]),
-                 0 if csize[p] is None else int(csize[p])))
-    return dict(per_group)
+    table = comm_table(trace, np.flatnonzero(cols.types == NodeType.COMM_COLL_NODE))
+    ids = cols.ids
+    return {name: [(int(ids[p]), *table.coll_attr[p]) for p in positions] for name, positions in table.coll.items()}
 
 
 def collective_sequences(traceset: "TraceSet") -> dict[int, dict[str, list[tuple[int, int, int]]]]:

@@ -1,4 +1,4 @@
-"""The engine's measured communication model (replayer/measured_comm.py): closed forms by hand."""
+"""The engine's measured communication model (replayer/simulation/measured_comm.py): closed forms by hand."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 
 from tracekit.model import CollectiveType
 from tracekit.replayer import ReplayOptions, replay
-from tracekit.replayer.measured_comm import measured_comm_cost
+from tracekit.replayer.simulation.measured_comm import measured_comm_cost
 
 from tests.replayer._engine_kit import coll, comp, one_dim, traceset
 

@@ -19,8 +19,8 @@ from tracekit.converters.generators import LLMConfig, ParallelSpec, Roofline, ll
 from tracekit.converters.generators.llm import write_llm
 from tracekit.io import read_traceset
 from tracekit.replayer import ReplayOptions, replay
-from tracekit.replayer.folding import replay_files
-from tracekit.replayer.timeline import replay_timeline
+from tracekit.replayer import replay_with_traces
+from tracekit.replayer.reporting.timeline import replay_timeline
 
 ROOF = Roofline(989e12 * 0.7, 3.35e12 * 0.8)
 
@@ -52,7 +52,7 @@ def test_512_rank_replay_summary_has_a_fixed_number_of_lines(tmp_path):
 
 def test_folded_64_rank_timeline_has_the_unfolded_slices_and_names(tmp_path):
     write_llm(_config(tp=2, pp=4, dp=8), tmp_path / "job", ROOF)
-    folded, kept = replay_files(tmp_path / "job", "dgx-h100", options=ReplayOptions())
+    folded, kept = replay_with_traces(tmp_path / "job", "dgx-h100", options=ReplayOptions())
     assert folded.folding.classes == 4 and len(kept) == 4  # 60 ranks have no trace in memory
     full = read_traceset(str(tmp_path / "job"))
     unfolded = replay(full, "dgx-h100", options=ReplayOptions(fold=False))

@@ -1,9 +1,9 @@
 """Replay fidelity on real captures: every real trace with a ProfilerStep (and the named step-less ones).
 
 Each row converts a real capture (``../shared/real``), replays it with its own measured durations
-(:func:`tracekit.replayer.measured.check_replay`: compute measured; each member of a collective ends the
-time it measured after the last member's measured arrival, see replayer/measured_comm.py) and compares the
-replayed step time per rank with the measured one.
+(:func:`tracekit.replayer.results.measured.check_replay`: compute measured; each member of a collective ends the
+time it measured after the last member's measured arrival, see replayer/simulation/measured_comm.py) and compares
+the replayed step time per rank with the measured one.
 
 Row: (set, conversion, rank, step, measured ns, source of the measured value, expected error or None, reason).
 ``expected error`` None means the row must be within 5 %; otherwise the row states the error (in %,
@@ -44,7 +44,7 @@ import pytest
 
 from tracekit.converters.pytorch import convert_pytorch
 from tracekit.converters.pytorch.kineto_convert import convert_kineto
-from tracekit.replayer.measured import check_replay
+from tracekit.replayer.results.measured import check_replay
 
 pytestmark = pytest.mark.realdata
 

@@ -33,7 +33,7 @@ def roofline_from_options(hw: str | None, peak_tflops: float | None, mem_bw_gbps
     if hw is not None:
         if peak_tflops is not None or mem_bw_gbps is not None:
             raise ConfigError("give either --hw or --peak-tflops/--mem-bw-gbps, not both")
-        from tracekit.replayer.hardware import load_spec
+        from tracekit.replayer.simulation.hardware import load_spec
 
         if cost == "calibrated":
             from tracekit.converters.generators.calibration import CalibratedCost
@@ -111,7 +111,7 @@ def llm(model_name: str, layers, hidden, heads, kv_heads, ffn, seq, vocab, tp: i
 
     from tracekit.converters.generators._build import parse_size
     from tracekit.converters.generators.llm import write_llm
-    from tracekit.converters.generators.llm_config import LLMConfig, ParallelSpec, preset, world_to_dp
+    from tracekit.workloads.config import LLMConfig, ParallelSpec, preset, world_to_dp
 
     model, default_batch = preset(model_name)
     overrides = {k: v for k, v in (("num_layers", layers), ("hidden_size", hidden), ("num_heads", heads),
