@@ -243,7 +243,7 @@ def test_cli_generate_micro_all_reduce(tmp_path):
 ])
 def test_cli_bad_input_is_one_line_and_writes_nothing(tmp_path, args, needle):
     proc = run("generate", "micro", *args, "--ranks", 8, "-o", tmp_path / "x")
-    assert proc.returncode == 2
+    assert proc.returncode == 1
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0], proc.stderr
     assert "Traceback" not in proc.stderr
