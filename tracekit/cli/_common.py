@@ -15,7 +15,7 @@ CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 
 EXIT_INPUT_ERROR = 1  #: bad input, unreadable or unwritable files, failed checks (a TracekitError or OSError)
 EXIT_USAGE = 2  #: the command line itself is wrong (unknown option, missing argument, bad value): click's code
 EXIT_FINDINGS = 3  #: `validate` read every file and found errors in the traces
-# A signal ends the process with 128 + its number (SIGINT 130, SIGTERM 143, SIGHUP 129), as shells report it.
+# SIGTERM/SIGHUP end the process with 128 + the signal number (143, 129); Ctrl-C is click's "Aborted!" and 1.
 
 T = TypeVar("T")
 
@@ -141,7 +141,7 @@ class TracekitGroup(click.Group):
 
 
 def _terminate(signum: int, frame: Any) -> None:
-    """SIGTERM/SIGHUP/SIGINT: unwind like Ctrl-C (every writer removes its temporary files), exit 128 + signal."""
+    """SIGTERM/SIGHUP: unwind like Ctrl-C (every writer removes its temporary files), exit 128 + signal."""
     import signal
 
     signal.signal(signum, signal.SIG_DFL)  # a second signal kills at once
@@ -149,15 +149,13 @@ def _terminate(signum: int, frame: Any) -> None:
 
 
 def install_signal_handlers() -> None:
-    """Handle SIGTERM, SIGHUP and SIGINT alike: the stack unwinds, so no temporary or partial file is left."""
+    """Handle SIGTERM and SIGHUP like SIGINT: the stack unwinds, so no temporary or partial file is left."""
     import signal
 
     for name in ("SIGTERM", "SIGHUP"):
         signum = getattr(signal, name, None)
         if signum is not None and signal.getsignal(signum) in (signal.SIG_DFL, None):
             signal.signal(signum, _terminate)
-    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # Ctrl-C: 130, not click's "Aborted!" 1
-        signal.signal(signal.SIGINT, _terminate)
 
 
 class _ClosedStream:
