@@ -10,7 +10,7 @@ Measured, each a median over ``BENCH_FOLD_RUNS`` runs (default 3) with
 min/max: the replay of the in-memory trace set unfolded
 (``ReplayOptions(fold=False, check=False)``) and folded (``fold=True``, the
 default; the up-front checks are the same work either way and left out),
-plus the folded replay straight from the files (:func:`replay_files`: one
+plus the folded replay straight from the files (:func:`replay_with_traces`: one
 rank file in memory at a time).  The results are checked equal (whole
 ``ReplayResult``), and the speed-up is unfolded / folded.  Peak memory: each
 variant's ``tracemalloc`` peak in a separate run.
@@ -62,8 +62,8 @@ def main() -> dict:
     from tracekit.converters.generators import LLMConfig, ParallelSpec, Roofline, llm_preset, write_llm
     from tracekit.io import read_traceset
     from tracekit.replayer import ReplayOptions, replay
-    from tracekit.replayer.folding import replay_files
-    from tracekit.replayer.hardware import load_spec
+    from tracekit.replayer import replay_with_traces
+    from tracekit.replayer.simulation.hardware import load_spec
 
     spec = load_spec("dgx-h100")
     device = spec.device
@@ -99,11 +99,11 @@ def main() -> dict:
         out["unfolded_peak_mb"] = _peak_mb(lambda: replay(ts, spec, options=unfolded))
         del ts, a
         gc.collect()
-        out["files_folded"], (c, _) = _timed(lambda: replay_files(base / "job", spec, options=folded), RUNS)
+        out["files_folded"], (c, _) = _timed(lambda: replay_with_traces(base / "job", spec, options=folded), RUNS)
         out["files_folded_checked"], _ = _timed(
-            lambda: replay_files(base / "job", spec, options=ReplayOptions(fold=True)), 1)
+            lambda: replay_with_traces(base / "job", spec, options=ReplayOptions(fold=True)), 1)
         out["files_equal"] = c == b
-        out["files_folded_peak_mb"] = _peak_mb(lambda: replay_files(base / "job", spec, options=folded))
+        out["files_folded_peak_mb"] = _peak_mb(lambda: replay_with_traces(base / "job", spec, options=folded))
         print(f"speed-up {out['fold_speedup']:.1f}x, equal={out['equal']}; from files (read + replay, folded) "
               f"{out['files_folded']['s_median']:.2f} s", flush=True)
         return out

@@ -3,7 +3,7 @@
 Rows (Narayanan et al. 2021, SC'21, Table 1; see converters/generators/calibration.py): by default
 18.4B (256 GPUs), 39.1B (512 GPUs) and 1T (3,072 GPUs; 163 TFLOP/s per GPU, also in the abstract).
 Each row: ``write_llm(..., classes=True)`` with the calibrated costs for dgx-a100 (one trace per pipeline
-stage), then :func:`replay_files` on dgx-a100 (its default collective model, folded).  Prints per row the
+stage), then :func:`replay_with_traces` on dgx-a100 (its default collective model, folded).  Prints per row the
 predicted and the paper's TFLOP/s per GPU (the paper's formula, recompute on), the error, and the wall
 time of generation and replay, measured once on the shared machine (load average printed).
 
@@ -26,8 +26,8 @@ ROWS = [r for r in os.environ.get("BENCH_MEGATRON_ROWS", "18.4B,39.1B,1T").split
 def main() -> dict:
     from tracekit.converters.generators import calibration as cal
     from tracekit.converters.generators.llm import write_llm
-    from tracekit.replayer.folding import replay_files
-    from tracekit.replayer.hardware import load_spec
+    from tracekit.replayer import replay_with_traces
+    from tracekit.replayer.simulation.hardware import load_spec
 
     cost = cal.calibrated_cost(load_spec("dgx-a100"))
     out: dict = {"note": "each row once, on a shared 2-core machine (1-minute load average per row)"}
@@ -39,7 +39,7 @@ def main() -> dict:
             t0 = time.perf_counter()
             write_llm(cal.table1_config(row), base / "job", cost, classes=True)
             t1 = time.perf_counter()
-            result, _ = replay_files(base / "job", "dgx-a100")
+            result, _ = replay_with_traces(base / "job", "dgx-a100")
             t2 = time.perf_counter()
         finally:
             shutil.rmtree(base, ignore_errors=True)

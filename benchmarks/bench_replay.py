@@ -119,11 +119,11 @@ def _median(xs: list[float]) -> float:
 
 def main() -> dict:
     from tracekit.replayer import ReplayOptions
-    from tracekit.replayer._program import compile_program, effective_spec
-    from tracekit.replayer.checks import check_replay_inputs
-    from tracekit.replayer.engine import simulate
-    from tracekit.replayer.hardware import load_spec
-    from tracekit.replayer.results import build_result
+    from tracekit.replayer.simulation.program import compile_program, effective_spec
+    from tracekit.replayer.simulation.checks import check_replay_inputs
+    from tracekit.replayer.simulation.engine import simulate
+    from tracekit.replayer.simulation.hardware import load_spec
+    from tracekit.replayer.results.build import build_result
 
     t0 = time.perf_counter()
     ts = make_traceset(N_RANKS, N_NODES)

@@ -38,12 +38,12 @@ def main() -> dict:
     from tracekit.converters.generators.llm import generate_llm
     from tracekit.converters.generators.llm_config import LLMConfig, ParallelSpec, preset
     from tracekit.converters.generators.llm_ops import Roofline
-    from tracekit.replayer._program import ReplayOptions, compile_program, effective_spec
-    from tracekit.replayer.browser import find_chromium, render_dom
-    from tracekit.replayer.engine import simulate
-    from tracekit.replayer.hardware import load_spec
-    from tracekit.replayer.report import load_result, write_report
-    from tracekit.replayer.results import build_result
+    from tracekit.replayer.simulation.program import ReplayOptions, compile_program, effective_spec
+    from tracekit.replayer.reporting.browser import find_chromium, render_dom
+    from tracekit.replayer.simulation.engine import simulate
+    from tracekit.replayer.simulation.hardware import load_spec
+    from tracekit.replayer.reporting.report import load_result, write_report
+    from tracekit.replayer.results.build import build_result
 
     model, _ = preset("gpt3-1.3b")
     config = LLMConfig(model, ParallelSpec(dp=DP, tp=8, pp=4), global_batch_size=128, micro_batch_size=1)

@@ -114,7 +114,17 @@ class Comm:
 
 @dataclass(frozen=True)
 class TextLayer:
-    """One layer line; times in the file's unit, ``None`` comm for ``NONE``."""
+    """One layer line; times in the file's unit (us by default, see :func:`convert_text_workload`), ``None`` comm for ``NONE``.
+
+    Attributes:
+        name: the layer's name (column 1).
+        line: its line number in the file (1-based, for messages).
+        reserved: column 2 (ASTRA-sim's reserved field; kept, not used).
+        fwd_time, ig_time, wg_time: forward, input-gradient and weight-gradient compute times.
+        fwd_comm, ig_comm, wg_comm: the collective after each pass, bytes per rank in :attr:`Comm.comm_bytes`.
+        update_time: the weight update's compute time.
+    """
+
 
     name: str
     line: int
@@ -311,6 +321,7 @@ class _Rank:
         self.model_pg, self.data_pg = model_pg, data_pg
 
     def comp(self, phase: str, layer: TextLayer, deps: Sequence[int | None]) -> int:
+        """The COMP node of ``phase`` (``fwd``/``ig``/``wg``) of ``layer``: the file's time x ``ns_per_unit`` ns; returns its id."""
         value = {"fwd": layer.fwd_time, "ig": layer.ig_time, "wg": layer.wg_time}[phase]
         return self.b.comp(f"COMP_NODE_{layer.name}_{_PHASE_NAMES[phase]}", duration_ns=value * self.k,
                            deps=deps)

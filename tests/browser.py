@@ -1,6 +1,6 @@
 """Test helper: what a page looks like after headless Chromium ran its scripts.
 
-``rendered(html_path)`` loads the page with :func:`tracekit.replayer.browser.render_dom`
+``rendered(html_path)`` loads the page with :func:`tracekit.replayer.reporting.browser.render_dom`
 and parses the DOM (stdlib ``html.parser``) into a :class:`RenderedPage`.
 Tests that use it call :func:`require_chromium` first, which skips with the install
 command when ``/usr/bin/chromium`` is absent.
@@ -105,7 +105,7 @@ class _Parser(HTMLParser):
 
 def rendered(html_path) -> RenderedPage:
     """Render ``html_path`` in headless Chromium and parse the result."""
-    from tracekit.replayer.browser import render_dom
+    from tracekit.replayer.reporting.browser import render_dom
 
     dom = render_dom(html_path).dom
     parser = _Parser()

@@ -21,7 +21,7 @@ Every command resolves a TRACES argument naming a manifest, its prefix, or a
 directory holding one manifest to the class set (:func:`find_class_set`);
 :meth:`ClassSet.to_traceset` gives the per-rank :class:`TraceSet` (bytes
 derived on demand), and the replayer simulates class sets without deriving
-the members' traces (``tracekit.replayer.class_replay``).
+the members' traces (``tracekit.replayer.simulation.class_replay``).
 """
 
 from __future__ import annotations
@@ -63,6 +63,7 @@ class RankClass:
 
     @property
     def representative(self) -> int:
+        """The rank whose trace stands for the class (the first of ``ranks``)."""
         return self.ranks[0]
 
     def member_attrs(self, index: int) -> tuple[Attr, ...]:
@@ -83,14 +84,24 @@ class ClassSet:
     classes: tuple[RankClass, ...]
 
     def locate(self, rank: int) -> tuple[RankClass, int]:
-        """The class of ``rank`` and its index in the class.  Raises TracekitError outside the job."""
+        """The class of ``rank`` and its index in the class.
+
+        Raises:
+            TracekitError: ``rank`` is not in the job (names the manifest).
+        """
         for c in self.classes:
             if rank in c.ranks:  # tuples of ranks: fine for thousands of ranks, called per rank
                 return c, c.ranks.index(rank)
         raise TracekitError(f"rank {rank} is not in the job ({self.world_size} ranks)", path=self.manifest)
 
     def rank_bytes(self, rank: int) -> bytes:
-        """The `.et` bytes of ``rank`` (exactly what a per-rank writer writes)."""
+        """The `.et` bytes of ``rank`` (exactly what a per-rank writer writes).
+
+        Raises:
+            TracekitError: ``rank`` is not in the job.
+            TraceFormatError: the class file cannot be decoded.
+            OSError: the class file cannot be read.
+        """
         cls, index = self.locate(rank)
         return self._template(cls).for_rank(dict(enumerate(cls.member_attrs(index))))
 
@@ -118,7 +129,12 @@ class ClassSet:
                 yield rank, stamp_rank_class(data, key, cls.slots, cls.values[index]) if stamp else data
 
     def read_representative(self, cls: RankClass):
-        """The representative's :class:`ExecutionTrace` (rank = the representative)."""
+        """The representative's :class:`ExecutionTrace` (rank = the representative).
+
+        Raises:
+            TraceFormatError: the class file is not a trace.
+            OSError: it cannot be read.
+        """
         from tracekit.io import read_trace
 
         return read_trace(cls.file, rank=cls.representative)
@@ -136,6 +152,13 @@ class ClassSet:
 
         Each file's metadata carries its class stamp (:data:`RANK_CLASS_ATTR`); node records are exactly
         the member's.
+
+        Returns:
+            the paths written, in rank order.
+
+        Raises:
+            TracekitError: the prefix holds other rank files, or an output is an input of the running command.
+            TraceFormatError: a class file cannot be decoded.
         """
         from tracekit.io import TraceSetWriter
 
@@ -220,6 +243,9 @@ def find_class_set(spec: Any) -> ClassSet | None:
     ``spec`` names a manifest when it is the `.classes.json` file itself, a
     prefix ``dir/job`` with ``dir/job.classes.json``, or a directory holding
     exactly one manifest and no ``*.<rank>.et`` file.
+
+    Raises:
+        TraceFormatError: the manifest it names is invalid (see :func:`read_class_set`).
     """
     if not isinstance(spec, (str, os.PathLike)):
         return None
@@ -243,6 +269,7 @@ def write_class_set(prefix: str | os.PathLike[str], world_size: int,
     """Write ``<prefix>.class<k>.et`` and ``<prefix>.classes.json``; returns the manifest path.
 
     Args:
+        prefix: output prefix (``dir/job``).
         world_size: ranks of the job.
         classes: per class ``(representative's .et bytes, its slot attributes,
             [(rank, that rank's slot attributes), ...])`` with the
@@ -251,8 +278,8 @@ def write_class_set(prefix: str | os.PathLike[str], world_size: int,
     All files appear together: an error or Ctrl-C removes the ones written.
 
     Raises:
-        TracekitError: an output is an input of the running command, or the
-            manifest is inconsistent (as :func:`read_class_set` checks).
+        TracekitError: an output is an input of the running command.
+        TraceFormatError: the manifest is inconsistent (as :func:`read_class_set` checks it).
     """
     import orjson
 
@@ -324,6 +351,9 @@ def check_class_set(cs: ClassSet) -> list:
     Representatives are checked; members derived (:func:`member_findings`)
     when the representative has no issue and the class varies only
     :data:`RENAMED` attributes, else checked on their derived trace.
+
+    Raises:
+        TraceFormatError: a class file cannot be decoded.
     """
     from tracekit.validate import check_rank
 
@@ -339,7 +369,13 @@ def check_class_set(cs: ClassSet) -> list:
 
 
 def validate_class_set(cs: ClassSet):
-    """:func:`tracekit.validate.validate_files` for a class set -> ValidationReport."""
+    """:func:`tracekit.validate.validate_files` for a class set -> ValidationReport.
+
+    Findings are in the report, never raised.
+
+    Raises:
+        TraceFormatError: a class file cannot be decoded.
+    """
     from tracekit.groups import resolve_groups
     from tracekit.validate import ValidationError, cross_rank_checks, _report, Issue, ERROR
 
@@ -358,7 +394,12 @@ def validate_class_set(cs: ClassSet):
 
 
 def summarize_class_set(cs: ClassSet):
-    """:func:`tracekit.summary.summarize_files` for a class set (a member's summary is its representative's)."""
+    """:func:`tracekit.summary.summarize_files` for a class set (a member's summary is its representative's).
+
+    Raises:
+        TraceFormatError: a class file cannot be decoded.
+        ValidationError: a ``process_group:init`` value cannot be parsed, or a group names a rank outside the world.
+    """
     from dataclasses import replace
 
     from tracekit.groups import pg_descriptions, resolve_groups
@@ -397,7 +438,9 @@ def transform_class_set(cs: ClassSet, pipeline, output: str | os.PathLike[str]) 
         ``(manifest path, nodes in, nodes out)`` counted over every rank.
 
     Raises:
-        TracekitError: a step is not class-wise (see :func:`classwise`), or as the steps raise.
+        TracekitError: a step is not class-wise (see :func:`classwise`), an output is an input of the
+            running command, or as the steps raise (TransformError, ConfigError).
+        TraceFormatError: a class file cannot be decoded.
     """
     from tracekit.io import encode_trace
     from tracekit.traceset import TraceSet
@@ -409,6 +452,7 @@ def transform_class_set(cs: ClassSet, pipeline, output: str | os.PathLike[str]) 
     counts = [0, 0]
 
     def classes():
+        """Each class's transformed representative as ``write_class_set`` takes it, counting nodes in and out."""
         for cls in cs.classes:
             trace = cs.read_representative(cls)
             ts = TraceSet({cls.representative: trace}, trace.process_groups())

@@ -46,12 +46,22 @@ class DeviceModel:
 
     Attributes:
         key: preset key (``a100-80gb``) or a label for ad-hoc devices.
+        name: product name (from the spec sheet).
         peak_flops_per_s: ``((dtype, FLOP/s), ...)`` dense peaks of the matrix units.
-        vector_flops_per_s: fp32 rate of the non-matrix units (memory-bound op classes).
-        mem_bandwidth_bytes_per_s: device memory bandwidth.
+        default_dtype: the dtype whose peak prices ops of unknown dtype.
+        vector_flops_per_s: fp32 rate of the non-matrix units (memory-bound op classes), FLOP/s.
+        mem_bandwidth_bytes_per_s: device memory bandwidth, bytes/s.
         compute_units: SMs / CUs / cores.
+        gemm_tile: output tile edge ``T0`` of one thread block, elements (see :func:`gemm_efficiency`).
+        gemm_max_efficiency, attention_max_efficiency, memory_max_efficiency: achievable fractions of
+            peak, in (0, 1] (sources in ``devices.toml``).
+        memory_latency_s: latency term of :func:`memory_efficiency` (Little's law), seconds.
         kind: ``gpu`` or ``cpu``.
+        memory_bytes: device memory, bytes (0 = not recorded).
+        source: the spec sheet the numbers come from.
+        match: case-insensitive regular expressions matched against recorded device names.
     """
+
 
     key: str
     name: str
@@ -72,7 +82,11 @@ class DeviceModel:
 
     def peak(self, dtype: str | None = None) -> tuple[float, str]:
         """``(FLOP/s, dtype used)`` for ``dtype``: its own peak, else tf32 -> fp32 (what pre-Ampere
-        hardware and CPUs run), else the fp32 peak, else the default dtype's."""
+        hardware and CPUs run), else the fp32 peak, else the default dtype's.
+
+        Raises:
+            ConfigError: the device lists no peak at all for these dtypes.
+        """
         table = dict(self.peak_flops_per_s)
         for want in (dtype or self.default_dtype, "fp32" if dtype == "tf32" else None, "fp32",
                      self.default_dtype):
@@ -98,7 +112,11 @@ def _model(key: str, d: Mapping[str, Any]) -> DeviceModel:
 
 @lru_cache(maxsize=1)
 def device_presets() -> dict[str, DeviceModel]:
-    """All presets of ``devices.toml`` by key, in file order."""
+    """All presets of ``devices.toml`` by key, in file order (read once, cached).
+
+    Raises:
+        ConfigError: a preset has a missing or mistyped key (names the preset and the file).
+    """
     with open(DEVICES_FILE, "rb") as f:
         data = tomllib.load(f)
     return {k: _model(k, v) for k, v in data["devices"].items()}
@@ -106,7 +124,11 @@ def device_presets() -> dict[str, DeviceModel]:
 
 def find_device(name: str | None) -> DeviceModel | None:
     """The preset whose key equals ``name`` or whose ``match`` pattern matches it (case-insensitive,
-    first in file order), or None."""
+    first in file order), or None.
+
+    Raises:
+        ConfigError: ``devices.toml`` has a bad preset (see :func:`device_presets`).
+    """
     if not name:
         return None
     presets = device_presets()
@@ -186,14 +208,25 @@ def gemm_efficiency(m: int, n: int, k: int, dtype: str | None, device: Any, batc
 
 def attention_efficiency(batch_heads: int, seq_len: int, device: Any) -> float:
     """Achievable fraction of peak for fused attention over ``batch_heads`` (B x H) and query length
-    ``seq_len``: max efficiency x wave quantization of the ``B H ceil(L / T)`` query tiles."""
+    ``seq_len`` (tokens): max efficiency x wave quantization of the ``B H ceil(L / T)`` query tiles
+    (FlashAttention's parallelization over batch, heads and query blocks; Dao 2023).
+
+    Raises:
+        ConfigError: ``device`` is not a device (see :func:`device_model`).
+    """
     dev = device_model(device)
     work = batch_heads * math.ceil(max(seq_len, 1) / max(dev.gemm_tile, 1))
     return dev.attention_max_efficiency * _wave(work, max(dev.compute_units, 1))
 
 
 def memory_efficiency(nbytes: float, device: Any) -> float:
-    """Achievable fraction of memory bandwidth for a kernel moving ``nbytes`` (module doc)."""
+    """Achievable fraction of memory bandwidth for a kernel moving ``nbytes`` bytes (module doc).
+
+    ``memory_max_efficiency x B / (B + bandwidth x memory_latency_s)`` (Little's law).
+
+    Raises:
+        ConfigError: ``device`` is not a device (see :func:`device_model`).
+    """
     dev = device_model(device)
     latency_bytes = dev.mem_bandwidth_bytes_per_s * dev.memory_latency_s
     return dev.memory_max_efficiency * (nbytes / (nbytes + latency_bytes) if latency_bytes > 0 else 1.0)
@@ -201,8 +234,14 @@ def memory_efficiency(nbytes: float, device: Any) -> float:
 
 @dataclass(frozen=True)
 class OpTime:
-    """Model time of one op on one device: ``seconds`` and the dtype whose peak was used
-    (``dtype_fallback`` when that is not the op's own dtype)."""
+    """Model time of one op on one device.
+
+    Attributes:
+        seconds: the roofline time, s.
+        dtype: the dtype whose peak was used.
+        dtype_fallback: True when that is not the op's own dtype.
+    """
+
 
     seconds: float
     dtype: str
@@ -216,6 +255,21 @@ def op_seconds(flops: float, nbytes: float, op_class: str | None, dtype: str | N
     * ``gemm``/``conv``: equivalent square GEMM ``s = 1.5 e F / B`` (``F = 2 s^3``, ``B = 3 s^2 e`` for
       element size ``e``) priced with :func:`gemm_efficiency`; ``attention``: its max efficiency;
     * other classes: ``F`` at the vector rate; bytes at :func:`memory_efficiency`.
+
+    Roofline: Williams, Waterman and Patterson, "Roofline" (CACM 2009).
+
+    Args:
+        flops: FLOPs of the op (``F``).
+        nbytes: bytes it reads and writes (``B``).
+        op_class: one of :data:`tracekit.opcost.OP_CLASSES`, or None.
+        dtype: the op's compute dtype (``bf16`` ...), or None.
+        device: the device to price on.
+
+    Returns:
+        :class:`OpTime` with the time in seconds.
+
+    Raises:
+        ConfigError: the device lists no peak FLOP/s.
     """
     if not op_class:
         peak, used = device.peak(None)

@@ -66,7 +66,14 @@ class TracekitError(Exception):
 
 
 class TraceFormatError(TracekitError):
-    """A trace file cannot be decoded (truncated, corrupt, not a trace)."""
+    """A trace file cannot be decoded (truncated, corrupt, not a trace).
+
+    Attributes:
+        byte_offset: offset in the (decompressed) file where decoding failed, bytes, if known;
+            the message then ends with ``(at byte N[, after node M])``.
+        last_good_node_id: id of the last node decoded before the failure, if any.
+    """
+
 
     def __init__(self, message: str, *, byte_offset: int | None = None,
                  last_good_node_id: int | None = None, **context: Any) -> None:

@@ -42,7 +42,12 @@ def canonical_pg_name(pg_name: str | None) -> str:
 
 def pg_init_node(node_id: int, groups: Mapping[str, tuple[int, ...] | list[int]],
                  descriptions: Mapping[str, str] | None = None) -> Node:
-    """A METADATA node declaring ``groups`` (pg_name -> ranks; empty = all ranks)."""
+    """A METADATA node declaring ``groups`` (pg_name -> ranks; empty = all ranks).
+
+    Entries have PyTorch ET's ``process_group:init`` fields (``pg_name``, ``pg_desc``, ``backend_config``,
+    ``ranks``, ``group_size``, ``group_count``); ``descriptions`` (pg_name -> ``pg_desc``) fill ``pg_desc``
+    ("" when absent).  The node is marked ``is_cpu_op`` so that ASTRA-sim completes it.
+    """
     entries = []
     for name, ranks in groups.items():
         ranks = [int(r) for r in ranks]
@@ -118,7 +123,11 @@ def parse_pg_json(text: str, *, path: str | None = None, rank: int | None = None
 
 
 def pg_descriptions(trace: "ExecutionTrace") -> dict[str, str]:
-    """pg_name -> ``pg_desc`` of the groups the trace declares (empty descriptions left out)."""
+    """pg_name -> ``pg_desc`` of the groups the trace declares (empty descriptions left out).
+
+    Raises:
+        ValidationError: a ``process_group:init`` value that cannot be parsed (names path, rank and node).
+    """
     out: dict[str, str] = {}
     names = trace.columns().names
     for pos in [i for i, name in enumerate(names) if PG_INIT_NAME in name]:
@@ -146,7 +155,14 @@ def _loads_literal(text: str) -> Any:
 
 
 def groups_from_trace(trace: "ExecutionTrace") -> dict[str, tuple[int, ...]]:
-    """Process groups declared by the trace's ``process_group:init`` node(s), if any."""
+    """Process groups declared by the trace's ``process_group:init`` node(s), if any.
+
+    Returns:
+        pg_name -> ranks (an empty tuple means all ranks); later nodes override earlier ones.
+
+    Raises:
+        ValidationError: a ``process_group:init`` value that cannot be parsed (names path, rank and node).
+    """
     groups: dict[str, tuple[int, ...]] = {}
     names = trace.columns().names
     for pos in [i for i, name in enumerate(names) if PG_INIT_NAME in name]:  # decode only the candidates

@@ -288,7 +288,13 @@ def _from_feeder(doc: dict[str, Any], path: str, rank: int | None) -> ExecutionT
 
 
 def read_json_trace(path: str | os.PathLike[str], *, rank: int | None = None) -> ExecutionTrace:
-    """Read a `.json` or `.json.gz` trace (see :func:`loads_trace`)."""
+    """Read a `.json` or `.json.gz` trace (see :func:`loads_trace`).
+
+    Raises:
+        TraceFormatError: invalid JSON or gzip data, a document of neither form, or a structure the reader
+            did not expect (names the file).
+        OSError: the file cannot be read.
+    """
     spath = os.fspath(path)
     from tracekit.io import read_input_bytes
 

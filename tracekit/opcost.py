@@ -84,10 +84,12 @@ class Tensor:
 
     @property
     def numel(self) -> int:
+        """Number of elements, the product of ``shape`` (1 for a scalar ``()``)."""
         return math.prod(self.shape)
 
     @property
     def nbytes(self) -> int:
+        """Size in bytes, ``numel * elem_bytes``."""
         return self.numel * self.elem_bytes
 
 
@@ -105,6 +107,7 @@ class OpArgs:
         return [a for a in self.inputs if a][i][0]
 
     def shapes(self) -> list[tuple[int, ...]]:
+        """Shape of the first tensor of every tensor-valued input argument, in argument order."""
         return [a[0].shape for a in self.inputs if a]
 
 
@@ -174,8 +177,12 @@ def _side(shapes: Any, types: Any) -> tuple[tuple[Tensor, ...], ...]:
 
 def parse_args(inputs: Any, outputs: Any) -> OpArgs:
     """:class:`OpArgs` of an op from its ``IOInfo``-like inputs/outputs (``shapes``/``types``/``values``
-    JSON strings or already-parsed lists); missing parts give empty tuples."""
+    JSON strings or already-parsed lists); missing parts give empty tuples.
+
+    Text that is not JSON counts as missing (no error is raised).
+    """
     def part(io: Any, name: str) -> Any:
+        """Field ``name`` (``shapes``/``types``/``values``) of ``io`` parsed from JSON, None when absent or not JSON."""
         return _loads(getattr(io, name, None)) if io is not None else None
 
     values = part(inputs, "values")
@@ -207,13 +214,30 @@ def matmul_flops(a: tuple[int, ...], b: tuple[int, ...]) -> int:
 def conv_flops(x: tuple[int, ...], w: tuple[int, ...], out: tuple[int, ...], transposed: bool = False) -> int:
     """``2 N prod(spatial) c_out (c_in/groups) prod(kernel)`` (flop_counter ``conv_flop_count``); spatial
     sizes of the output, or of the input for a transposed convolution.  ``w`` = [c_out, c_in/g, *kernel]
-    ([c_in, c_out/g, *kernel] when transposed: the product is the same)."""
+    ([c_in, c_out/g, *kernel] when transposed: the product is the same).
+
+    Args:
+        x: input shape ``[N, c_in, *spatial]``.
+        w: weight shape.
+        out: output shape ``[N, c_out, *spatial]``.
+        transposed: a transposed convolution.
+
+    Raises:
+        IndexError: ``x`` or ``w`` has fewer than 2 dimensions.
+    """
     spatial = (x if transposed else out)[2:]
     return 2 * x[0] * math.prod(spatial) * w[0] * w[1] * math.prod(w[2:])
 
 
 def sdpa_flops(q: tuple[int, ...], k: tuple[int, ...], v: tuple[int, ...]) -> int:
-    """Forward attention ``2 B H L S E + 2 B H L S Ev`` for q [B,H,L,E], k [B,H,S,E], v [B,H,S,Ev]."""
+    """Forward attention ``2 B H L S E + 2 B H L S Ev`` for q [B,H,L,E], k [B,H,S,E], v [B,H,S,Ev].
+
+    Source: PyTorch ``torch/utils/flop_counter.py`` ``sdpa_flop_count`` (Q K^T and P V).
+
+    Raises:
+        ValueError: ``q`` is not 4-D.
+        IndexError: ``k`` or ``v`` has fewer than 4 dimensions.
+    """
     b, h, l_q, e = q
     s, ev = k[2], v[3]
     return 2 * b * h * l_q * s * e + 2 * b * h * l_q * s * ev
@@ -221,7 +245,12 @@ def sdpa_flops(q: tuple[int, ...], k: tuple[int, ...], v: tuple[int, ...]) -> in
 
 def sdpa_backward_flops(q: tuple[int, ...], k: tuple[int, ...], v: tuple[int, ...]) -> int:
     """Backward attention ``2 B H L S (3 E + 2 Ev)`` (flop_counter ``sdpa_backward_flop_count``: scores
-    recomputed, then dP = dO V^T, dV = P^T dO, dQ = dS K, dK = dS^T Q)."""
+    recomputed, then dP = dO V^T, dV = P^T dO, dQ = dS K, dK = dS^T Q).
+
+    Raises:
+        ValueError: ``q`` is not 4-D.
+        IndexError: ``k`` or ``v`` has fewer than 4 dimensions.
+    """
     b, h, l_q, e = q
     s, ev = k[2], v[3]
     return 2 * b * h * l_q * s * (3 * e + 2 * ev)
@@ -270,6 +299,12 @@ def _linear(a: OpArgs) -> int:
 
 def _conv_with(transposed: Callable[[OpArgs], bool]) -> Callable[[OpArgs], int]:
     def f(a: OpArgs) -> int:
+        """FLOPs of a convolution from its input, weight and output shapes (:func:`conv_flops`).
+
+        Raises:
+            ValueError: the op recorded no output shape.
+            IndexError: fewer than two tensor inputs.
+        """
         x, w = a.t(0).shape, a.t(1).shape
         out = a.outputs[0][0].shape if a.outputs and a.outputs[0] else None
         if out is None:
@@ -317,6 +352,7 @@ def _einsum(a: OpArgs) -> int:
 
 def _per_out(k: float) -> Callable[[OpArgs], int]:
     def f(a: OpArgs) -> int:
+        """``k`` FLOPs per element of the first output (of the first tensor input when no output is recorded)."""
         outs = [t for arg in a.outputs for t in arg]
         ref = outs[0] if outs else a.t(0)
         return int(k * ref.numel)
@@ -466,7 +502,12 @@ def _compute_dtype(key: str, a: OpArgs) -> str:
 
 def aten_cost(name: str, inputs: Any, outputs: Any) -> OpCost | None:
     """FLOPs and bytes of aten op ``name`` from its ET inputs/outputs (IOInfo-like), or None when the
-    table does not know the op or its arguments do not fit the formula (see module table)."""
+    table does not know the op or its arguments do not fit the formula (see module table).
+
+    Returns:
+        :class:`OpCost` with ``flops`` (a multiply-add = 2) and ``bytes`` read + written, or None.
+        Never raises for malformed arguments: a shape that does not fit gives None.
+    """
     key = table_key(name)
     if key is None:
         return None

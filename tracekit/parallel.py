@@ -23,6 +23,7 @@ EXECUTORS = ("process", "serial", "ray")
 
 
 def default_workers() -> int:
+    """Worker processes used when none is asked for: the CPU count, between 1 and 8."""
     return max(1, min(os.cpu_count() or 1, 8))
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tracekit.devices import DeviceModel, op_seconds
+from tracekit.fmt import fmt_ms
 from tracekit.model import Node, NodeType
 
 TIMED = frozenset({NodeType.COMP_NODE, NodeType.MEM_LOAD_NODE, NodeType.MEM_STORE_NODE})
@@ -49,11 +50,19 @@ class ProjectionReport:
     rough: bool = False
 
     def add(self, method: str, measured: float, projected: float) -> None:
+        """Count one node priced by ``method``.
+
+        Args:
+            method: one of :data:`METHODS`.
+            measured: the node's measured duration, ns.
+            projected: its projected duration on the target, ns.
+        """
         self.nodes[method] = self.nodes.get(method, 0) + 1
         self.measured_ns[method] = self.measured_ns.get(method, 0.0) + measured
         self.projected_ns[method] = self.projected_ns.get(method, 0.0) + projected
 
     def merge(self, other: "ProjectionReport") -> None:
+        """Add another report's counts, times (ns) and fallbacks into this one (e.g. from another rank)."""
         for m, c in other.nodes.items():
             self.nodes[m] = self.nodes.get(m, 0) + c
             self.measured_ns[m] = self.measured_ns.get(m, 0.0) + other.measured_ns[m]
@@ -69,13 +78,14 @@ class ProjectionReport:
         for m in METHODS:
             if m in self.nodes:
                 share = 100.0 * self.measured_ns[m] / total if total > 0 else 0.0
-                out.append(f"  {m}: {self.nodes[m]:,} nodes, {self.measured_ns[m] / 1e6:,.3f} ms measured "
-                           f"({share:.1f}%) -> {self.projected_ns[m] / 1e6:,.3f} ms")
+                out.append(f"  {m}: {self.nodes[m]:,} nodes, {fmt_ms(self.measured_ns[m])} measured "
+                           f"({share:.1f}%) -> {fmt_ms(self.projected_ns[m])}")
         if self.dtype_fallbacks:
             out.append(f"  dtype fallbacks (priced at fp32): {self.dtype_fallbacks:,} nodes")
         return out
 
     def to_dict(self) -> dict[str, Any]:
+        """The report as JSON-ready values; per method ``nodes``, ``measured_ns`` and ``projected_ns`` (ns)."""
         return {"source": self.source, "target": self.target, "rough": self.rough,
                 "dtype_fallbacks": self.dtype_fallbacks,
                 "methods": {m: {"nodes": self.nodes[m], "measured_ns": self.measured_ns[m],
@@ -84,7 +94,23 @@ class ProjectionReport:
 
 def projected_duration(duration_ns: float, flops: float, nbytes: float, op_class: str | None, dtype: str | None,
                        source: DeviceModel, target: DeviceModel) -> tuple[float, str, bool]:
-    """``(duration on target in ns (float), method, dtype fell back)`` for one node measured on source."""
+    """``(duration on target in ns (float), method, dtype fell back)`` for one node measured on source.
+
+    The measured duration is scaled by the ratio of the two devices' model times,
+    ``duration_ns * op_seconds(target) / op_seconds(source)`` (:func:`tracekit.devices.op_seconds`), so
+    what the model does not capture (launch overheads, achieved efficiency) carries over from the measurement.
+
+    Args:
+        duration_ns: measured duration on ``source``, ns (<= 0: ``no_duration``, 0 returned).
+        flops: the node's FLOPs (``num_ops``).
+        nbytes: bytes it reads and writes (``tensor_size``).
+        op_class: its op class (:data:`tracekit.opcost.OP_CLASSES`), or None.
+        dtype: its compute dtype, or None.
+        source, target: the capture's device and the device to project to.
+
+    Raises:
+        ConfigError: a device lists no peak FLOP/s.
+    """
     if duration_ns <= 0:
         return 0.0, "no_duration", False
     if flops <= 0 and nbytes <= 0:
@@ -103,7 +129,13 @@ def _str_attr(node: Node, name: str) -> str | None:
 
 def project_node(node: Node, source: DeviceModel, target: DeviceModel, host_is_compute: bool,
                  report: ProjectionReport) -> float | None:
-    """Projected duration (float ns) of one node, counted in ``report``; None when not a timed node."""
+    """Projected duration (float ns) of one node, counted in ``report``; None when not a timed node.
+
+    Host ops (``is_cpu_op``) keep their measured duration unless ``host_is_compute`` (a CPU capture).
+
+    Raises:
+        ConfigError: a device lists no peak FLOP/s.
+    """
     if node.type not in TIMED:
         return None
     d = float(node.duration_ns)
@@ -119,6 +151,11 @@ def project_node(node: Node, source: DeviceModel, target: DeviceModel, host_is_c
 
 
 def new_report(source: DeviceModel, target: DeviceModel, host_is_compute: bool) -> ProjectionReport:
+    """An empty :class:`ProjectionReport` from ``source`` to ``target``.
+
+    ``rough`` is set when host ops are the compute (``host_is_compute``) of a CPU capture priced on a
+    non-CPU device.
+    """
     return ProjectionReport(source.key, target.key,
                             rough=host_is_compute and source.kind == "cpu" and target.kind != "cpu")
 

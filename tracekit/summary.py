@@ -50,6 +50,7 @@ class CostCoverage:
 
     @property
     def node_share(self) -> float | None:
+        """Share of the side's COMP nodes with a cost (num_ops, tensor_size or op_class); None without COMP nodes."""
         return self.costed_nodes / self.comp_nodes if self.comp_nodes else None
 
     @property
@@ -108,6 +109,15 @@ class TraceSummary:
 
 @dataclass(frozen=True)
 class TraceSetSummary:
+    """Summary of a trace set (see :func:`summarize_traceset`).
+
+    Attributes:
+        ranks: number of traces in the set.
+        process_groups: pg_name -> ranks, as resolved by :attr:`TraceSet.process_groups`.
+        per_rank: one :class:`TraceSummary` per trace, in rank order.
+        process_group_descs: pg_name -> ``pg_desc`` declared in the traces.
+    """
+
     ranks: int
     process_groups: dict[str, list[int]]
     per_rank: list[TraceSummary] = field(default_factory=list)
@@ -116,9 +126,11 @@ class TraceSetSummary:
 
     @property
     def nodes(self) -> int:
+        """Nodes over all ranks."""
         return sum(s.nodes for s in self.per_rank)
 
     def to_dict(self) -> dict[str, Any]:
+        """The summary as JSON-ready values (per rank: every :class:`TraceSummary` field; times in ns, sizes in bytes)."""
         return {"ranks": self.ranks, "nodes": self.nodes, "process_groups": self.process_groups,
                 "process_group_descs": self.process_group_descs, "per_rank": [asdict(s) for s in self.per_rank]}
 
@@ -179,7 +191,11 @@ def _comm_totals_fast(cols: Any, comm: np.ndarray, collectives: Counter[str], co
 
 
 def summarize_trace(trace: ExecutionTrace) -> TraceSummary:
-    """Summary of one rank (vectorized over the node columns)."""
+    """Summary of one rank (vectorized over the node columns); times in ns, sizes in bytes.
+
+    Raises:
+        TraceFormatError: the trace's records cannot be decoded.
+    """
     cols = trace.columns()
     types = cols.types
     by_type = {_type_name(int(t)): int(c) for t, c in zip(*np.unique(types, return_counts=True))}
@@ -203,6 +219,13 @@ def summarize_trace(trace: ExecutionTrace) -> TraceSummary:
 
 
 def summarize_traceset(ts: "TraceSet") -> TraceSetSummary:
+    """:class:`TraceSetSummary` of every rank of ``ts``.
+
+    Raises:
+        ValidationError: a process group is declared differently on two ranks, names a rank outside the
+            world, or a ``process_group:init`` value cannot be parsed.
+        TraceFormatError: a trace's records cannot be decoded.
+    """
     from tracekit.groups import pg_descriptions
 
     groups = {k: list(v) for k, v in ts.process_groups.items()}
@@ -227,9 +250,12 @@ def summarize_files(pairs, *, executor: str = "serial", max_workers: int | None 
 
     Args:
         pairs: ``(rank, path)`` of every rank file (see :func:`tracekit.io.trace_paths`).
+        executor, max_workers: as :func:`tracekit.parallel.parallel_map`.
 
     Raises:
-        TraceFormatError: a file cannot be read; ValidationError: groups disagree.
+        TraceFormatError: a file cannot be read or decoded.
+        ValidationError: a ``process_group:init`` value cannot be parsed, or a group names a rank outside the world.
+        ConfigError: an unknown executor.
     """
     from tracekit.groups import resolve_groups
     from tracekit.parallel import parallel_map

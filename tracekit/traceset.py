@@ -23,9 +23,11 @@ class TraceSet:
             the default group ``"0"`` (all ranks) is always present.
 
     Raises:
-        ValidationError: two declarations of one group disagree, or a group
-            names a rank outside the world.
+        ValidationError: not at construction (groups are resolved lazily) but on first use of
+            :attr:`world_size` or :attr:`process_groups` when two declarations of one group disagree, and
+            of :attr:`process_groups` when a group names a rank outside the world.
     """
+
 
     def __init__(self, traces: Mapping[int, ExecutionTrace] | Sequence[ExecutionTrace],
                  process_groups: Mapping[str, Sequence[int]] | None = None) -> None:
@@ -46,6 +48,7 @@ class TraceSet:
     # ----- ranks ----------------------------------------------------------------------
     @property
     def ranks(self) -> tuple[int, ...]:
+        """Ranks that have a trace in this set, ascending."""
         return tuple(self._traces)
 
     @property
@@ -54,6 +57,9 @@ class TraceSet:
 
         A set may hold fewer traces than its world (a partial job, e.g. one
         captured rank of two); :attr:`missing_ranks` lists the others.
+
+        Raises:
+            ValidationError: two ranks declare one process group differently.
         """
         top = max(self._traces) if self._traces else -1
         for ranks in self._declared_groups().values():
@@ -76,6 +82,7 @@ class TraceSet:
         return iter(self._traces.values())
 
     def items(self) -> ItemsView[int, ExecutionTrace]:
+        """``(rank, trace)`` pairs, ascending rank."""
         return self._traces.items()
 
     def with_traces(self, traces: Mapping[int, ExecutionTrace] | Sequence[ExecutionTrace],
@@ -86,6 +93,13 @@ class TraceSet:
     # ----- process groups -------------------------------------------------------------
     @property
     def process_groups(self) -> dict[str, tuple[int, ...]]:
+        """pg_name -> ranks of every group, all-ranks groups expanded, default group ``"0"`` included.
+
+        Resolved once, on first use.
+
+        Raises:
+            ValidationError: two ranks declare one group differently, or a group names a rank outside the world.
+        """
         if self._groups is None:
             self._groups = self._resolve_groups()
         return self._groups

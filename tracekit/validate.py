@@ -18,15 +18,15 @@ rank and node.
 from __future__ import annotations
 
 import os
-from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
 from tracekit.errors import TracekitError, ValidationError
-from tracekit.groups import canonical_pg_name, resolve_groups
+from tracekit.groups import resolve_groups
 from tracekit.model import MAX_DURATION_NS, MAX_TIME_NS, CollectiveType, ExecutionTrace, NodeType
+from tracekit.rendezvous import comm_table
 
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.traceset import TraceSet
@@ -66,10 +66,12 @@ class ValidationReport:
 
     @property
     def errors(self) -> list[Issue]:
+        """The issues of severity ``error``, in the order found."""
         return [i for i in self.issues if i.severity == ERROR]
 
     @property
     def warnings(self) -> list[Issue]:
+        """The issues of severity ``warning``, in the order found."""
         return [i for i in self.issues if i.severity == WARNING]
 
     @property
@@ -79,13 +81,16 @@ class ValidationReport:
 
     @property
     def warning_count(self) -> int:
+        """Warnings found, including those summarised as ``... N more like this``."""
         return sum(i.count for i in self.warnings)
 
     @property
     def ok(self) -> bool:
+        """True when no error was found (warnings allowed)."""
         return not self.errors
 
     def add(self, *issues: Issue) -> None:
+        """Append ``issues`` to the report."""
         self.issues.extend(issues)
 
     def raise_for_errors(self) -> None:
@@ -201,22 +206,17 @@ def _check_comm_attrs(trace: ExecutionTrace) -> list[Issue]:
 def rank_collectives(trace: ExecutionTrace) -> dict[str, list[tuple[int, int, int]]]:
     """Per process group, the ordered list of ``(node_id, comm_type, comm_bytes)`` of one rank's collectives.
 
-    Order is the data-dependency (topological) order, ties by file position;
-    a missing ``comm_type``/``comm_size`` is read as ASTRA-sim and Chakra's feeder read it: ALL_REDUCE (0)
-    and 0 bytes.
+    Order and the reading of missing values are :mod:`tracekit.rendezvous`'s (the one matcher): issue
+    (topological) order, ties by file position; a missing ``comm_type``/``comm_size`` reads as ALL_REDUCE (0)
+    and 0 bytes, as ASTRA-sim and Chakra's feeder read them.  ``comm_bytes`` is the node's ``comm_size``, bytes.
+
+    Raises:
+        ValidationError: the data dependencies have a cycle (no issue order exists).
     """
     cols = trace.columns()
-    pos = np.flatnonzero(cols.types == NodeType.COMM_COLL_NODE)
-    per_group: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
-    if len(pos):
-        _, ctype = cols.attr("comm_type")
-        _, csize = cols.attr("comm_size")
-        _, pg = cols.attr("pg_name")
-        for p in trace.graph().in_topological_order(pos):
-            per_group[canonical_pg_name(pg[p])].append(
-                (int(cols.ids[p]), 0 if ctype[p] is None else int(ctype[p]),
-                 0 if csize[p] is None else int(csize[p])))
-    return dict(per_group)
+    table = comm_table(trace, np.flatnonzero(cols.types == NodeType.COMM_COLL_NODE))
+    ids = cols.ids
+    return {name: [(int(ids[p]), *table.coll_attr[p]) for p in positions] for name, positions in table.coll.items()}
 
 
 def collective_sequences(traceset: "TraceSet") -> dict[int, dict[str, list[tuple[int, int, int]]]]:
@@ -237,7 +237,13 @@ class RankFindings:
 
 
 def check_rank(trace: ExecutionTrace) -> RankFindings:
-    """The per-rank pass of :func:`validate_traceset` on one trace."""
+    """The per-rank pass of :func:`validate_traceset` on one trace.
+
+    A process-group declaration that cannot be parsed becomes an issue, not an exception.
+
+    Raises:
+        TraceFormatError: the trace's records cannot be decoded.
+    """
     sub = validate_trace(trace)
     issues = list(sub.issues)
     collectives = {name: np.asarray(seq, dtype=np.int64).reshape(-1, 3)
@@ -259,7 +265,13 @@ def _check_rank_file(item: tuple[int, str]) -> RankFindings:
 
 
 def validate_traceset(traceset: "TraceSet") -> ValidationReport:
-    """Per-trace checks on every rank plus the cross-rank checks (see module docstring)."""
+    """Per-trace checks on every rank plus the cross-rank checks (see module docstring).
+
+    Findings are returned in the report, never raised (see :meth:`ValidationReport.raise_for_errors`).
+
+    Raises:
+        TraceFormatError: a trace's records cannot be decoded.
+    """
     findings = [check_rank(trace) for trace in traceset]
     try:
         groups = traceset.process_groups
@@ -279,6 +291,11 @@ def validate_files(pairs: Sequence[tuple[int, str | os.PathLike[str]]], *, execu
 
     Args:
         pairs: ``(rank, path)`` of every rank file (see :func:`tracekit.io.trace_paths`).
+        executor, max_workers, ray_address: as :func:`tracekit.parallel.parallel_map`.
+
+    Raises:
+        TraceFormatError: a rank file cannot be read or decoded.
+        ConfigError: an unknown executor, or Ray requested but not installed.
     """
     from tracekit.parallel import parallel_map
 

@@ -30,14 +30,21 @@ Argument positions follow the c10d op schemas in PyTorch's
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Mapping
 
 from tracekit.errors import ConversionError
 from tracekit.model import CollectiveType, NodeType
 
+from tracekit.converters.pytorch.et_groups import ProcessGroups, read_process_groups
 from tracekit.converters.pytorch.et_reader import EtOp, EtTrace
+from tracekit.converters.pytorch.et_tensors import (
+    DTYPE_BYTES, first_device as _first_device, input_arg as _arg, is_tensor_value as _is_tensor_value,
+    last_bool as _last_bool, tensor_bytes,
+)
+
+__all__ = ["DTYPE_BYTES", "CommOp", "CommPlan", "ProcessGroups", "comm_family", "normalized_comm_name", "plan_comms",
+           "read_process_groups", "tensor_bytes"]
 
 # Collective kind by normalized name (prefix and trailing "_" removed, lower case).
 _KIND: dict[str, CollectiveType | NodeType] = {}
@@ -84,20 +91,6 @@ _C10D_DATA_ARG: dict[str, tuple[int, ...]] = {
     "gather": (1,), "scatter": (1, 0), "send": (0,), "recv": (0,), "recv_any_source": (0,),
     "barrier": (), "monitored_barrier": (),
 }
-
-# Bytes per element by ET tensor type name and by c10 ScalarType name.
-DTYPE_BYTES: dict[str, int] = {
-    "float": 4, "double": 8, "c10::half": 2, "half": 2, "c10::bfloat16": 2, "bfloat16": 2,
-    "long int": 8, "long": 8, "int": 4, "short int": 2, "short": 2, "signed char": 1,
-    "unsigned char": 1, "bool": 1, "c10::complex<float>": 8, "c10::complex<double>": 16,
-    "c10::complex<c10::half>": 4, "c10::float8_e4m3fn": 1, "c10::float8_e5m2": 1,
-    "c10::float8_e4m3fnuz": 1, "c10::float8_e5m2fnuz": 1, "unsigned int": 4,
-    "unsigned long": 8, "unsigned short": 2,
-    # c10::ScalarType names (record_param_comms ``dtype``)
-    "byte": 1, "char": 1, "complexfloat": 8, "complexdouble": 16, "complexhalf": 4,
-    "float8_e4m3fn": 1, "float8_e5m2": 1, "uint16": 2, "uint32": 4, "uint64": 8,
-}
-
 
 def normalized_comm_name(name: str) -> str:
     """``c10d::_allgather_base_`` -> ``_allgather_base``; ``nccl:all_reduce`` -> ``all_reduce``."""
@@ -189,90 +182,6 @@ class CommPlan:
         return out
 
 
-# ----- tensors in ET values ------------------------------------------------------------
-def _is_tensor_value(v: Any) -> bool:
-    return (isinstance(v, list) and len(v) >= 5 and all(isinstance(x, int) and not isinstance(x, bool)
-                                                         for x in v[:5]))
-
-
-def _dtype_of(type_name: str) -> str | None:
-    if type_name.startswith("Tensor(") and type_name.endswith(")"):
-        return type_name[7:-1]
-    return None
-
-
-def tensor_bytes(value: Any, shape: Any, type_name: Any, *, where: str = "") -> int:
-    """Bytes of a tensor or (nested) list of tensors given ET value, shape and type.
-
-    Uses shape x dtype size; falls back to the recorded ``numel * elem_bytes``.
-
-    Raises:
-        ConversionError: an element type whose size is unknown and not recorded.
-    """
-    if _is_tensor_value(value):
-        dtype = _dtype_of(type_name) if isinstance(type_name, str) else None
-        size = DTYPE_BYTES.get(dtype.lower()) if dtype else None
-        if isinstance(shape, list) and all(isinstance(d, int) for d in shape) and size is not None:
-            return math.prod(shape) * size
-        numel, elem = value[3], value[4]
-        if elem > 0:
-            return numel * elem
-        if numel == 0:
-            return 0
-        raise ConversionError(f"{where}unknown element size of tensor type {type_name!r}")
-    if isinstance(value, list):
-        shapes = shape if isinstance(shape, list) and len(shape) == len(value) else [None] * len(value)
-        inner = _list_inner_types(type_name, len(value))
-        return sum(tensor_bytes(v, s, t, where=where) for v, s, t in zip(value, shapes, inner))
-    return 0
-
-
-def _list_inner_types(type_name: Any, n: int) -> list[Any]:
-    """Element types of ``GenericList[A,B,...]`` (top-level split), padded to ``n``."""
-    if not isinstance(type_name, str) or not type_name.startswith("GenericList[") or not type_name.endswith("]"):
-        return [type_name] * n
-    body = type_name[len("GenericList["):-1]
-    parts, depth, cur = [], 0, []
-    for ch in body:
-        if ch == "," and depth == 0:
-            parts.append("".join(cur))
-            cur = []
-            continue
-        depth += ch in "[(<"
-        depth -= ch in "])>"
-        cur.append(ch)
-    if cur:
-        parts.append("".join(cur))
-    if len(parts) == 1:
-        parts = parts * n
-    return (parts + [parts[-1] if parts else None] * n)[:n]
-
-
-def _first_device(value: Any) -> str:
-    if _is_tensor_value(value):
-        return str(value[5]) if len(value) > 5 else ""
-    if isinstance(value, list):
-        for v in value:
-            d = _first_device(v)
-            if d:
-                return d
-    return ""
-
-
-def _arg(op: EtOp, i: int) -> tuple[Any, Any, Any]:
-    vals, shapes, types = op.inputs.values, op.inputs.shapes, op.inputs.types
-    return (vals[i] if i < len(vals) else None, shapes[i] if i < len(shapes) else None,
-            types[i] if i < len(types) else None)
-
-
-def _last_bool(op: EtOp) -> bool | None:
-    found = None
-    for v, t in zip(op.inputs.values, op.inputs.types):
-        if t == "Bool" and isinstance(v, bool):
-            found = v
-    return found
-
-
 # ----- record_param_comms ---------------------------------------------------------------
 @dataclass(frozen=True)
 class _RpcInfo:
@@ -354,49 +263,16 @@ def plan_comms(et: EtTrace, *, rank: int | None = None,
     """
     groups = dict(groups or {})
     backend_pg = dict(backend_pg or {})
-    by_id = et.by_id
     plan = CommPlan()
     drafts: dict[int, _Draft] = {}
     order: list[int] = []
     pending_c10d: list[_Draft] = []
-
-    def where(op: EtOp) -> str:
-        return f"node {op.id} ({op.name}): "
-
-    def ancestor_draft(op: EtOp) -> _Draft | None:
-        pid, seen = op.parent, 0
-        while pid in by_id and seen < 64:
-            if pid in plan.member_of:
-                return drafts[plan.member_of[pid]]
-            parent = by_id[pid]
-            if parent.is_root:
-                return None
-            pid, seen = parent.parent, seen + 1
-        return None
-
     for op in et.ops:
-        family = comm_family(op.name)
-        if family is None:
+        found = _comm_kind(op, et, backend_pg, plan)
+        if found is None:
             continue
-        if family == "c10d" and normalized_comm_name(op.name) in _C10D_NON_COMM:
-            continue
-        rpc = None
-        if family == "rpc":
-            rpc = _rpc_info(op, backend_pg, f"{et.path}: node {op.id}: ")
-            if rpc.name.lower() in _RPC_NON_COMM:
-                if rpc.name.lower() == "wait" and rpc.seq is not None:
-                    plan.waits[op.id] = rpc.seq
-                continue
-            kind = _KIND.get(normalized_comm_name(rpc.name))
-            if kind is None:
-                raise ConversionError(f"unknown collective name {rpc.name!r} in record_param_comms",
-                                      path=et.path, node_id=op.id)
-        else:
-            try:
-                kind = _kind_of(op.name, "")
-            except ConversionError as exc:
-                raise exc.with_context(path=et.path, node_id=op.id) from None
-        owner = ancestor_draft(op)
+        family, kind, rpc = found
+        owner = _ancestor_draft(op, et.by_id, plan, drafts)
         if owner is None and family == "gloo":
             gname = normalized_comm_name(op.name)
             for d in reversed(pending_c10d):
@@ -413,16 +289,8 @@ def plan_comms(et: EtTrace, *, rank: int | None = None,
             if rpc is not None and owner.rpc is None:
                 owner.rpc = rpc
             continue
-        draft = _Draft(head=op, family=family, kind=kind, members=[op.id],
-                       backend=[op.id] if family in ("nccl", "gloo") else [], rpc=rpc)
+        draft = _new_draft(op, family, kind, rpc)
         if family == "c10d":
-            base = normalized_comm_name(op.name)
-            draft.gloo_kinds = _GLOO_IMPL.get(base, frozenset())
-            if base == "reduce_scatter":  # list form: gloo runs one all_reduce per rank
-                value, _, _ = _arg(op, 1)
-                inner = value[0] if isinstance(value, list) and value and isinstance(value[0], list) \
-                    and not _is_tensor_value(value[0]) else value
-                draft.gloo_left = len(inner) if isinstance(inner, list) and inner else 1
             pending_c10d.append(draft)
             if len(pending_c10d) > 32:
                 pending_c10d.pop(0)
@@ -433,6 +301,62 @@ def plan_comms(et: EtTrace, *, rank: int | None = None,
     for head_id in order:
         plan.comms.append(_finish(drafts[head_id], et, rank, groups))
     return plan
+
+
+def _comm_kind(op: EtOp, et: EtTrace, backend_pg: Mapping[int, str], plan: CommPlan
+               ) -> tuple[str, CollectiveType | NodeType, _RpcInfo | None] | None:
+    """(family, kind, record_param_comms info) of a communication op; None for other ops (a
+    ``record_param_comms`` wait is noted in ``plan.waits``)."""
+    family = comm_family(op.name)
+    if family is None:
+        return None
+    if family == "c10d" and normalized_comm_name(op.name) in _C10D_NON_COMM:
+        return None
+    rpc = None
+    if family == "rpc":
+        rpc = _rpc_info(op, backend_pg, f"{et.path}: node {op.id}: ")
+        if rpc.name.lower() in _RPC_NON_COMM:
+            if rpc.name.lower() == "wait" and rpc.seq is not None:
+                plan.waits[op.id] = rpc.seq
+            return None
+        kind = _KIND.get(normalized_comm_name(rpc.name))
+        if kind is None:
+            raise ConversionError(f"unknown collective name {rpc.name!r} in record_param_comms",
+                                  path=et.path, node_id=op.id)
+        return family, kind, rpc
+    try:
+        return family, _kind_of(op.name, ""), None
+    except ConversionError as exc:
+        raise exc.with_context(path=et.path, node_id=op.id) from None
+
+
+def _ancestor_draft(op: EtOp, by_id: Mapping[int, EtOp], plan: CommPlan, drafts: Mapping[int, _Draft]
+                    ) -> _Draft | None:
+    """The communication op that ``op`` is nested in (within 64 call-stack levels), or None."""
+    pid, seen = op.parent, 0
+    while pid in by_id and seen < 64:
+        if pid in plan.member_of:
+            return drafts[plan.member_of[pid]]
+        parent = by_id[pid]
+        if parent.is_root:
+            return None
+        pid, seen = parent.parent, seen + 1
+    return None
+
+
+def _new_draft(op: EtOp, family: str, kind: CollectiveType | NodeType, rpc: _RpcInfo | None) -> _Draft:
+    """A new communication headed by ``op``; a c10d op learns which gloo records implement it."""
+    draft = _Draft(head=op, family=family, kind=kind, members=[op.id],
+                   backend=[op.id] if family in ("nccl", "gloo") else [], rpc=rpc)
+    if family == "c10d":
+        base = normalized_comm_name(op.name)
+        draft.gloo_kinds = _GLOO_IMPL.get(base, frozenset())
+        if base == "reduce_scatter":  # list form: gloo runs one all_reduce per rank
+            value, _, _ = _arg(op, 1)
+            inner = value[0] if isinstance(value, list) and value and isinstance(value[0], list) \
+                and not _is_tensor_value(value[0]) else value
+            draft.gloo_left = len(inner) if isinstance(inner, list) and inner else 1
+    return draft
 
 
 def _data_bytes(draft: _Draft, where: str) -> tuple[int, str]:
@@ -506,56 +430,3 @@ def _finish(draft: _Draft, et: EtTrace, rank: int | None, groups: Mapping[str, t
                       comm_tag=tag, **common)
     return CommOp(node_type=NodeType.COMM_RECV_NODE, comm_type=None, comm_src=peer, comm_dst=rank,
                   comm_tag=tag, **common)
-
-
-@dataclass(frozen=True)
-class ProcessGroups:
-    """Process groups declared by ``## process_group:init ##``.
-
-    Attributes:
-        groups: pg_name -> ranks (empty tuple = all ranks).
-        descriptions: pg_name -> pg_desc.
-        backend_pg: NCCL backend id -> pg_name (old traces name groups by backend id).
-        node_id: the ET node that declared them (None when absent).
-    """
-
-    groups: dict[str, tuple[int, ...]]
-    descriptions: dict[str, str]
-    backend_pg: dict[int, str]
-    node_id: int | None = None
-
-
-def read_process_groups(et: EtTrace) -> ProcessGroups:
-    """Parse the ET's ``## process_group:init ##`` node (its value is a JSON string).
-
-    Raises:
-        ConversionError: the value is not the JSON list PyTorch writes.
-    """
-    import orjson
-
-    from tracekit.errors import ValidationError
-    from tracekit.groups import parse_pg_json
-
-    groups: dict[str, tuple[int, ...]] = {}
-    desc: dict[str, str] = {}
-    backend: dict[int, str] = {}
-    node_id = None
-    for op in et.ops:
-        if "process_group:init" not in op.name:
-            continue
-        node_id = op.id
-        vals = op.inputs.values
-        text = vals[0] if len(vals) == 1 and isinstance(vals[0], str) else orjson.dumps(vals).decode()
-        try:
-            groups.update(parse_pg_json(text, path=et.path, node_id=op.id))
-            entries = orjson.loads(text)
-        except (ValidationError, orjson.JSONDecodeError) as exc:
-            raise ConversionError(str(exc.message if isinstance(exc, ValidationError) else exc),
-                                  path=et.path, node_id=op.id) from None
-        for e in entries if isinstance(entries, list) else ():
-            if isinstance(e, dict):
-                name = str(e.get("pg_name"))
-                desc[name] = str(e.get("pg_desc", ""))
-                if isinstance(e.get("backend_id"), int):
-                    backend[e["backend_id"]] = name
-    return ProcessGroups(groups, desc, backend, node_id)

@@ -220,20 +220,42 @@ def extract_comms(
     Raises:
         ConversionError: see the module docstring.
     """
-    where = ""
     by_index: dict[int, KinetoEvent] = {}
     for lane in lanes.values():
         for e in lane:
             by_index[e.index] = e
+    drafts, owner_of, pending_c10d, gloo_orphans = _nest_families(by_index, parent_of, rank, world_size, path)
+    _match_gloo_workers(gloo_orphans, pending_c10d, drafts, owner_of)
+    lane_starts = {key: [e.start_ns for e in lane] for key, lane in lanes.items()}
+    comms = []
+    for head_index in sorted(drafts, key=lambda i: (by_index[i].start_ns, i)):
+        d = drafts[head_index]
+        key = (d.head.pid, d.head.tid)
+        lane, starts = lanes[key], lane_starts[key]
+        lo = bisect.bisect_left(starts, d.head.start_ns)
+        hi = bisect.bisect_right(starts, d.head.end_ns)
+        inside = [e for e in lane[lo:hi] if e.end_ns <= d.head.end_ns]
+        comms.append(_finish(d, inside, parent_of, launched_by, rank, groups, path))
+    return comms
+
+
+def _nest_families(by_index: Mapping[int, KinetoEvent], parent_of: Mapping[int, int], rank: int | None,
+                   world_size: int | None, path: str | None
+                   ) -> tuple[dict[int, _Draft], dict[int, int], list[_Draft], list[KinetoEvent]]:
+    """Pass 1, same-thread nesting: each family's outermost event heads a draft, nested ones join it.
+
+    Events are visited in global time order so heads precede their gloo workers.  Returns
+    (drafts by head index, owner head of each member index, the c10d drafts in order, gloo records
+    outside any communication op).
+    """
     drafts: dict[int, _Draft] = {}
     owner_of: dict[int, int] = {}
     pending_c10d: list[_Draft] = []
     gloo_orphans: list[KinetoEvent] = []
-    # Pass 1: same-thread nesting. Events sorted globally by time so heads precede their gloo workers.
     ordered = sorted(by_index.values(), key=lambda e: (e.start_ns, -e.duration_ns, e.index))
     for e in ordered:
         try:
-            fk = _family_kind(e, where)
+            fk = _family_kind(e, "")
         except ConversionError as exc:
             raise exc.with_context(path=path, rank=rank) from None
         if fk is None:
@@ -261,19 +283,31 @@ def extract_comms(
             continue
         d = _Draft(head=e, kind=kind, members=[e], rpc=e if family == "rpc" else None)
         if family == "c10d":
-            base = normalized_comm_name(e.name)
-            d.gloo_kinds = _GLOO_IMPL.get(base, frozenset())
-            if base == "reduce_scatter":  # list form: gloo runs one all_reduce per rank
-                dims = e.args.get("Input Dims")
-                inner = dims[1] if isinstance(dims, list) and len(dims) > 1 else None
-                if isinstance(inner, list) and inner and isinstance(inner[0], list):
-                    d.gloo_left = len(inner)
-                elif world_size:
-                    d.gloo_left = world_size
+            _expect_gloo(d, world_size)
             pending_c10d.append(d)
         drafts[e.index] = d
         owner_of[e.index] = e.index
-    # Pass 2: gloo worker records -> the latest earlier c10d op of a matching kind with records left.
+    return drafts, owner_of, pending_c10d, gloo_orphans
+
+
+def _expect_gloo(d: _Draft, world_size: int | None) -> None:
+    """Which gloo records implement the c10d op ``d`` heads, and how many (list-form reduce_scatter: one
+    all_reduce per rank of the input list, else per rank of the job)."""
+    base = normalized_comm_name(d.head.name)
+    d.gloo_kinds = _GLOO_IMPL.get(base, frozenset())
+    if base == "reduce_scatter":
+        dims = d.head.args.get("Input Dims")
+        inner = dims[1] if isinstance(dims, list) and len(dims) > 1 else None
+        if isinstance(inner, list) and inner and isinstance(inner[0], list):
+            d.gloo_left = len(inner)
+        elif world_size:
+            d.gloo_left = world_size
+
+
+def _match_gloo_workers(gloo_orphans: Sequence[KinetoEvent], pending_c10d: Sequence[_Draft],
+                        drafts: dict[int, _Draft], owner_of: dict[int, int]) -> None:
+    """Pass 2: each gloo worker record -> the latest earlier c10d op of a matching kind with records left;
+    a record matching none heads a communication of its own."""
     for g in gloo_orphans:
         gname = normalized_comm_name(g.name)
         match = None
@@ -287,8 +321,7 @@ def extract_comms(
                 break
         if match is None:
             kind = comm_kind(g.name)
-            d = _Draft(head=g, kind=kind, members=[g])  # type: ignore[arg-type]
-            drafts[g.index] = d
+            drafts[g.index] = _Draft(head=g, kind=kind, members=[g])  # type: ignore[arg-type]
             owner_of[g.index] = g.index
             continue
         if match.workers is None:
@@ -297,18 +330,6 @@ def extract_comms(
         if match.gloo_left > 0:
             match.gloo_left -= 1
         owner_of[g.index] = match.head.index
-
-    lane_starts = {key: [e.start_ns for e in lane] for key, lane in lanes.items()}
-    comms = []
-    for head_index in sorted(drafts, key=lambda i: (by_index[i].start_ns, i)):
-        d = drafts[head_index]
-        key = (d.head.pid, d.head.tid)
-        lane, starts = lanes[key], lane_starts[key]
-        lo = bisect.bisect_left(starts, d.head.start_ns)
-        hi = bisect.bisect_right(starts, d.head.end_ns)
-        inside = [e for e in lane[lo:hi] if e.end_ns <= d.head.end_ns]
-        comms.append(_finish(d, inside, parent_of, launched_by, rank, groups, path))
-    return comms
 
 
 def _descendants(head: KinetoEvent, lane_events: Sequence[KinetoEvent], parent_of: Mapping[int, int]) -> list[int]:

@@ -38,271 +38,22 @@ the bad value.
 
 from __future__ import annotations
 
-import math
 import os
-import re
-from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 from tracekit.converters.pytorch import jsonload
+from tracekit.converters.pytorch.kineto_events import (
+    _EXACT_FLOAT_LIMIT_US, CATEGORY_ALIASES, DEVICE_CATEGORIES, FlowEvent, KinetoEvent, KinetoTrace,
+    ProcessGroupConfig, _exact_float, normalize_category, us_to_ns,
+)
 from tracekit.errors import TraceFormatError
 from tracekit._gc import paused_gc
 from tracekit.model import MAX_DURATION_NS, MAX_RANKS, MAX_TIME_NS, time_range_error
 
-__all__ = [
-    "CATEGORY_ALIASES",
-    "DEVICE_CATEGORIES",
-    "FlowEvent",
-    "KinetoEvent",
-    "KinetoTrace",
-    "ProcessGroupConfig",
-    "load_kineto_json",
-    "normalize_category",
-    "paused_gc",
-    "parse_kineto",
-    "read_kineto",
-    "us_to_ns",
-]
-
-# Old (pre-schemaVersion libkineto) category spellings -> current ones.
-CATEGORY_ALIASES: Mapping[str, str] = {
-    "Kernel": "kernel",
-    "Runtime": "cuda_runtime",
-    "Driver": "cuda_driver",
-    "Operator": "cpu_op",
-    "Memcpy": "gpu_memcpy",
-    "Memset": "gpu_memset",
-    "User annotation": "user_annotation",
-    "user annotation": "user_annotation",
-    "gpu_user_annotation": "gpu_user_annotation",
-    "GPU user annotation": "gpu_user_annotation",
-    "Python": "python_function",
-    "python_function": "python_function",
-    "Trace": "Trace",
-    "cpu_instant_event": "cpu_instant_event",
-    "Instant": "cpu_instant_event",
-}
-
-#: Categories of work executed on an accelerator (timeline of a device stream).
-DEVICE_CATEGORIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
-
-_KNOWN_ARG_KEYS_EXTERNAL = ("External id", "external id")
-
-
-def normalize_category(cat: Any) -> str:
-    """The current libkineto name of category ``cat`` (``""`` when absent).
-
-    Unknown categories are returned unchanged (e.g. ``mtia_runtime``,
-    ``cuda_sync``), so that later stages can decide what to do with them.
-    """
-    if cat is None:
-        return ""
-    cat = str(cat)
-    alias = CATEGORY_ALIASES.get(cat)
-    if alias is not None:
-        return alias
-    return cat
-
-
-# ----------------------------------------------------------------------------- time
-_DECIMAL = re.compile(r"\s*([+-]?)(\d*)(?:\.(\d*))?(?:[eE]([+-]?\d+))?\s*\Z")
-
-
-def _decimal_text_to_ns(text: str) -> int | None:
-    """Exact ``round(value_us * 1000)`` of a decimal string (half away from zero); None if not decimal."""
-    m = _DECIMAL.match(text)
-    if m is None:
-        return None
-    sign, int_part, frac_part, exp = m.groups()
-    frac_part = frac_part or ""
-    if not int_part and not frac_part:
-        return None
-    digits = int((int_part or "") + frac_part or "0")
-    # value_us = digits * 10**(exp - len(frac)); value_ns = that * 10**3
-    shift = (int(exp) if exp else 0) - len(frac_part) + 3
-    if shift >= 0:
-        ns = digits * 10**shift
-    else:
-        q, r = divmod(digits, 10**-shift)
-        ns = q + (1 if 2 * r >= 10**-shift else 0)
-    return -ns if sign == "-" else ns
-
-
-def us_to_ns(value: Any) -> int:
-    """Microseconds (int, float or decimal string) -> exact integer nanoseconds.
-
-    Floats are converted through their shortest round-trip decimal text
-    (Python ``repr``), which gives back the text Kineto wrote whenever
-    ``|value| < 2**43`` µs (a double's spacing there is below 1 ns);
-    :func:`read_kineto` re-parses files with larger float timestamps so that
-    their values arrive with their original text.  Sub-nanosecond digits round
-    half away from zero.
-
-    Raises:
-        ValueError: NaN, infinity, a bool, None or a non-numeric string.
-    """
-    kind = type(value)
-    if kind is int:
-        return value * 1000
-    if kind is _ExactFloat:
-        ns = _decimal_text_to_ns(value.text)
-    elif kind is float:
-        if not math.isfinite(value):
-            raise ValueError(f"non-finite time {value!r}")
-        if value.is_integer():
-            return int(value) * 1000
-        ns = _decimal_text_to_ns(repr(value))
-    elif kind is str:
-        ns = _decimal_text_to_ns(value)
-    elif isinstance(value, int) and not isinstance(value, bool):
-        return int(value) * 1000
-    else:
-        raise ValueError(f"time must be a number of microseconds, got {value!r}")
-    if ns is None:
-        raise ValueError(f"time must be a number of microseconds, got {value!r}")
-    return ns
-
-
-# ----------------------------------------------------------------------------- values
-@dataclass(frozen=True, slots=True)
-class ProcessGroupConfig:
-    """One process group from Kineto ``distributedInfo.pg_config``.
-
-    Attributes:
-        pg_name: the group's name as the collectives reference it (``"0"`` = default group).
-        ranks: global ranks in the group; empty when the file does not list them.
-        pg_size: number of ranks (from ``pg_size``, else ``len(ranks)``; 0 if unknown).
-        pg_desc: description (``default_pg``, ``undefined``...), ``""`` if absent.
-        backend_config: e.g. ``cuda:nccl``, ``""`` if absent.
-    """
-
-    pg_name: str
-    ranks: tuple[int, ...] = ()
-    pg_size: int = 0
-    pg_desc: str = ""
-    backend_config: str = ""
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class KinetoEvent:
-    """One complete (``ph`` ``X``) Kineto event.
-
-    Attributes:
-        index: position of the event in the file's ``traceEvents`` (stable identity).
-        category: normalized category (see :func:`normalize_category`).
-        name: event name (operator, runtime call, kernel name...).
-        pid, tid: process and thread (for device events: device and stream lane);
-            ints in practice, strings for synthetic rows such as ``"Spans"``.
-        start_ns: start time, integer ns on the file's clock.
-        duration_ns: duration, integer ns (>= 0).
-        correlation: ``args.correlation`` (runtime call <-> device activity), or None.
-        external_id: ``args["External id"]`` (``"external id"`` in old files), or None.
-        rf_id: ``args["Record function id"]`` (equals ET ``rf_id``), or None.
-        args: the raw ``args`` object (read only by convention).
-    """
-
-    index: int
-    category: str
-    name: str
-    pid: int | str
-    tid: int | str
-    start_ns: int
-    duration_ns: int
-    correlation: int | None = None
-    external_id: int | None = None
-    rf_id: int | None = None
-    args: Mapping[str, Any] = field(default_factory=dict)
-
-    @property
-    def end_ns(self) -> int:
-        return self.start_ns + self.duration_ns
-
-    @property
-    def is_device(self) -> bool:
-        """True for work executed on a device stream (kernel, memcpy, memset)."""
-        return self.category in DEVICE_CATEGORIES
-
-    @property
-    def stream(self) -> int | None:
-        """Device stream of a device event (``args.stream``, else the ``tid`` lane), or None."""
-        s = self.args.get("stream")
-        if isinstance(s, int) and not isinstance(s, bool):
-            return s
-        if self.is_device and isinstance(self.tid, int):
-            return self.tid
-        return None
-
-    @property
-    def device(self) -> int | None:
-        """Device index of a device event (``args.device``, else ``pid``), or None."""
-        d = self.args.get("device")
-        if isinstance(d, int) and not isinstance(d, bool):
-            return d
-        if self.is_device and isinstance(self.pid, int):
-            return self.pid
-        return None
-
-
-@dataclass(frozen=True, slots=True)
-class FlowEvent:
-    """One flow event (``ph`` ``s`` start, ``f`` finish, ``t`` step).
-
-    Kineto draws ``ac2g`` (CPU launch -> GPU activity; ``async_gpu`` in old files)
-    and ``fwdbwd`` (forward op -> backward op) flows.  Flows are decorations: the
-    converter links through ids, and unbalanced flows are tolerated.
-    """
-
-    phase: str
-    flow_id: int | str
-    category: str
-    pid: int | str
-    tid: int | str
-    ts_ns: int
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class KinetoTrace:
-    """One Kineto file, parsed.
-
-    Attributes:
-        path: the file it came from (for messages), or None.
-        events: complete events, in file order.
-        flows: flow events, in file order.
-        schema_version: ``schemaVersion`` (None in old files).
-        rank, world_size, backend: from ``distributedInfo`` (None when absent).
-        process_groups: ``distributedInfo.pg_config`` entries.
-        device_properties: ``deviceProperties`` entries (raw dicts).
-        base_time_ns: ``baseTimeNanoseconds`` (None when absent).
-        process_names, thread_names: from ``M`` events, keyed by pid and (pid, tid).
-        n_raw_events: number of entries in ``traceEvents`` (all phases).
-    """
-
-    path: str | None
-    events: tuple[KinetoEvent, ...]
-    flows: tuple[FlowEvent, ...] = ()
-    schema_version: int | None = None
-    rank: int | None = None
-    world_size: int | None = None
-    backend: str | None = None
-    process_groups: tuple[ProcessGroupConfig, ...] = ()
-    device_properties: tuple[Mapping[str, Any], ...] = ()
-    base_time_ns: int | None = None
-    process_names: Mapping[Any, str] = field(default_factory=dict)
-    thread_names: Mapping[tuple[Any, Any], str] = field(default_factory=dict)
-    n_raw_events: int = 0
-
-    def of_category(self, *categories: str) -> list[KinetoEvent]:
-        """Events whose normalized category is one of ``categories``, in file order."""
-        wanted = frozenset(categories)
-        return [e for e in self.events if e.category in wanted]
-
-    def category_counts(self) -> dict[str, int]:
-        """Number of complete events per normalized category."""
-        counts: dict[str, int] = {}
-        for e in self.events:
-            counts[e.category] = counts.get(e.category, 0) + 1
-        return counts
-
+# The values are defined in kineto_events and re-exported here, where the converters have always found them.
+__all__ = ["CATEGORY_ALIASES", "DEVICE_CATEGORIES", "FlowEvent", "KinetoEvent", "KinetoTrace", "ProcessGroupConfig",
+           "iter_events_by_thread", "load_kineto_json", "normalize_category", "paused_gc", "parse_kineto",
+           "read_kineto", "us_to_ns"]
 
 # ----------------------------------------------------------------------------- loading
 def _read_bytes(path: str) -> bytes:
@@ -342,11 +93,6 @@ def read_kineto(path: str | os.PathLike[str]) -> KinetoTrace:
         return parse_kineto(doc, path=path)
 
 
-# A double holds every 3-decimal (ns) value exactly below 2**43 µs (ulp 2**-10 < 0.001);
-# above it, distinct ns values can share one double.
-_EXACT_FLOAT_LIMIT_US = 2.0**43
-
-
 def _has_imprecise_floats(doc: Any) -> bool:
     events = doc.get("traceEvents") if isinstance(doc, dict) else doc
     if not isinstance(events, list):
@@ -358,20 +104,6 @@ def _has_imprecise_floats(doc: Any) -> bool:
             if type(ts) is float and abs(ts) >= limit:
                 return True
     return False
-
-
-class _ExactFloat(float):
-    """A float that remembers the decimal text it was parsed from."""
-
-    __slots__ = ("text",)
-
-
-def _exact_float(text: str) -> float:
-    if sum(c.isdigit() for c in text) > 15:
-        value = _ExactFloat(text)
-        value.text = text
-        return value
-    return float(text)
 
 
 def _reject_constant(token: str) -> Any:
@@ -443,14 +175,8 @@ def _process_groups(info: Mapping[str, Any], path: str | None) -> tuple[ProcessG
     return tuple(groups)
 
 
-def parse_kineto(doc: Any, *, path: str | None = None) -> KinetoTrace:
-    """Parse a loaded Kineto JSON document (dict with ``traceEvents``, or a bare event list).
-
-    Raises:
-        TraceFormatError: not a Kineto document, zero events, or an event with a
-            missing/NaN/infinite/negative ``ts`` or ``dur`` (names the event index,
-            its name and the value).
-    """
+def _document(doc: Any, path: str | None) -> tuple[list[Any], Mapping[str, Any]]:
+    """The ``traceEvents`` list and the top-level object (empty for a bare event list)."""
     if isinstance(doc, list):
         raw_events, top = doc, {}
     elif isinstance(doc, Mapping):
@@ -467,7 +193,11 @@ def parse_kineto(doc: Any, *, path: str | None = None) -> KinetoTrace:
             f"not a Kineto trace: top-level JSON is a {type(doc).__name__}", path=path)
     if not raw_events:
         raise TraceFormatError("Kineto trace has zero events ('traceEvents' is empty)", path=path)
+    return raw_events, top
 
+
+def _distributed_info(top: Mapping[str, Any], path: str | None) -> tuple[Mapping[str, Any], int | None]:
+    """``distributedInfo`` (empty when absent) and its rank, range-checked."""
     info = top.get("distributedInfo") or {}
     if not isinstance(info, Mapping):
         raise TraceFormatError(f"'distributedInfo' must be an object, got {info!r:.80}", path=path)
@@ -475,60 +205,81 @@ def parse_kineto(doc: Any, *, path: str | None = None) -> KinetoTrace:
     for key, value in (("rank", rank), ("world_size", _opt_int(info.get("world_size")))):
         if value is not None and not 0 <= value <= MAX_RANKS:
             raise TraceFormatError(f"distributedInfo.{key} {value} is out of range (0 to {MAX_RANKS:,})", path=path)
+    return info, rank
 
+
+def _complete_event(e: dict, i: int, path: str | None, rank: int | None) -> KinetoEvent:
+    """``traceEvents[i]``, a complete (``X``) event, with exact ns times and typed ids."""
+    name = e.get("name", "")
+    try:
+        start_ns = us_to_ns(e.get("ts"))
+        duration_ns = us_to_ns(e.get("dur", 0))
+    except ValueError as exc:
+        raise TraceFormatError(
+            f"traceEvents[{i}] ({name!r}): bad timestamp: {exc}", path=path, rank=rank) from None
+    if duration_ns < 0:
+        raise TraceFormatError(
+            f"traceEvents[{i}] ({name!r}): negative duration {e.get('dur')!r} us",
+            path=path, rank=rank)
+    problem = (time_range_error("dur", duration_ns, MAX_DURATION_NS)
+               or time_range_error("ts", abs(start_ns), MAX_TIME_NS))
+    if problem:
+        raise TraceFormatError(f"traceEvents[{i}] ({name!r}): {problem}"[:300], path=path, rank=rank)
+    args = e.get("args")
+    if args is None:
+        args = {}
+    elif type(args) is not dict:
+        raise TraceFormatError(f"traceEvents[{i}] ({name!r}): 'args' is not an object",
+                               path=path, rank=rank)
+    cat = e.get("cat")
+    category = CATEGORY_ALIASES.get(cat, cat) if cat is not None else ""
+    ext = args.get("External id")
+    if ext is None:
+        ext = args.get("external id")
+    return KinetoEvent(
+        index=i, category=category, name=str(name), pid=e.get("pid", 0), tid=e.get("tid", 0),
+        start_ns=start_ns, duration_ns=duration_ns,
+        correlation=_opt_int(args.get("correlation")), external_id=_opt_int(ext),
+        rf_id=_opt_int(args.get("Record function id")), args=args)
+
+
+def _flow_event(e: dict, i: int, path: str | None, rank: int | None) -> FlowEvent:
+    """``traceEvents[i]``, a flow (``s``/``f``/``t``) event."""
+    try:
+        ts_ns = us_to_ns(e.get("ts"))
+    except ValueError as exc:
+        raise TraceFormatError(f"traceEvents[{i}] (flow {e.get('id')!r}): bad timestamp: {exc}",
+                               path=path, rank=rank) from None
+    if abs(ts_ns) > MAX_TIME_NS:
+        raise TraceFormatError(f"traceEvents[{i}] (flow {e.get('id')!r}): "
+                               f"{time_range_error('ts', abs(ts_ns), MAX_TIME_NS)}"[:300], path=path, rank=rank)
+    return FlowEvent(phase=e["ph"], flow_id=e.get("id"), category=normalize_category(e.get("cat")),
+                     pid=e.get("pid", 0), tid=e.get("tid", 0), ts_ns=ts_ns)
+
+
+def parse_kineto(doc: Any, *, path: str | None = None) -> KinetoTrace:
+    """Parse a loaded Kineto JSON document (dict with ``traceEvents``, or a bare event list).
+
+    Raises:
+        TraceFormatError: not a Kineto document, zero events, or an event with a
+            missing/NaN/infinite/negative ``ts`` or ``dur`` (names the event index,
+            its name and the value).
+    """
+    raw_events, top = _document(doc, path)
+    info, rank = _distributed_info(top, path)
     events: list[KinetoEvent] = []
     flows: list[FlowEvent] = []
     process_names: dict[Any, str] = {}
     thread_names: dict[tuple[Any, Any], str] = {}
-    alias = CATEGORY_ALIASES
     for i, e in enumerate(raw_events):
         if type(e) is not dict:
             raise TraceFormatError(f"traceEvents[{i}] is not an object: {e!r:.80}", path=path, rank=rank)
         _check_event_types(e, i, path, rank)
         ph = e.get("ph")
         if ph == "X":
-            name = e.get("name", "")
-            try:
-                start_ns = us_to_ns(e.get("ts"))
-                duration_ns = us_to_ns(e.get("dur", 0))
-            except ValueError as exc:
-                raise TraceFormatError(
-                    f"traceEvents[{i}] ({name!r}): bad timestamp: {exc}", path=path, rank=rank) from None
-            if duration_ns < 0:
-                raise TraceFormatError(
-                    f"traceEvents[{i}] ({name!r}): negative duration {e.get('dur')!r} us",
-                    path=path, rank=rank)
-            problem = (time_range_error("dur", duration_ns, MAX_DURATION_NS)
-                       or time_range_error("ts", abs(start_ns), MAX_TIME_NS))
-            if problem:
-                raise TraceFormatError(f"traceEvents[{i}] ({name!r}): {problem}"[:300], path=path, rank=rank)
-            args = e.get("args")
-            if args is None:
-                args = {}
-            elif type(args) is not dict:
-                raise TraceFormatError(f"traceEvents[{i}] ({name!r}): 'args' is not an object",
-                                       path=path, rank=rank)
-            cat = e.get("cat")
-            category = alias.get(cat, cat) if cat is not None else ""
-            ext = args.get("External id")
-            if ext is None:
-                ext = args.get("external id")
-            events.append(KinetoEvent(
-                index=i, category=category, name=str(name), pid=e.get("pid", 0), tid=e.get("tid", 0),
-                start_ns=start_ns, duration_ns=duration_ns,
-                correlation=_opt_int(args.get("correlation")), external_id=_opt_int(ext),
-                rf_id=_opt_int(args.get("Record function id")), args=args))
+            events.append(_complete_event(e, i, path, rank))
         elif ph in ("s", "f", "t"):
-            try:
-                ts_ns = us_to_ns(e.get("ts"))
-            except ValueError as exc:
-                raise TraceFormatError(f"traceEvents[{i}] (flow {e.get('id')!r}): bad timestamp: {exc}",
-                                       path=path, rank=rank) from None
-            if abs(ts_ns) > MAX_TIME_NS:
-                raise TraceFormatError(f"traceEvents[{i}] (flow {e.get('id')!r}): "
-                                       f"{time_range_error('ts', abs(ts_ns), MAX_TIME_NS)}"[:300], path=path, rank=rank)
-            flows.append(FlowEvent(phase=ph, flow_id=e.get("id"), category=normalize_category(e.get("cat")),
-                                   pid=e.get("pid", 0), tid=e.get("tid", 0), ts_ns=ts_ns))
+            flows.append(_flow_event(e, i, path, rank))
         elif ph == "M":
             args = e.get("args") or {}
             if e.get("name") == "process_name" and "name" in args:

@@ -1,4 +1,4 @@
-"""Built-in hardware presets: one TOML file per machine (see tracekit.replayer.hardware).
+"""Built-in hardware presets: one TOML file per machine (see tracekit.replayer.simulation.hardware).
 
 Every number carries its source in a comment; values marked "assumed" are
 engineering estimates, not vendor figures.  Presets set

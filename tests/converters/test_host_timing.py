@@ -8,7 +8,7 @@ from _pytorch_synth import cpu, kineto_doc
 from tracekit.converters.pytorch.host_timing import HostSpan, thread_timing
 from tracekit.converters.pytorch.kineto_convert import convert_kineto_trace
 from tracekit.converters.pytorch.kineto_reader import parse_kineto
-from tracekit.replayer.measured import check_replay
+from tracekit.replayer.results.measured import check_replay
 from tracekit.traceset import TraceSet
 
 

@@ -18,7 +18,7 @@ import pytest
 
 from tracekit.converters.generators import calibration as cal
 from tracekit.converters.generators.llm import write_llm
-from tracekit.replayer.hardware import load_spec
+from tracekit.replayer.simulation.hardware import load_spec
 
 # (row, TFLOP/s per GPU in Table 1) -- the paper's values, repeated here so the test states its reference.
 PAPER = [("1.7B", 137.0), ("3.6B", 138.0), ("7.5B", 142.0)]
@@ -26,14 +26,14 @@ PAPER = [("1.7B", 137.0), ("3.6B", 138.0), ("7.5B", 142.0)]
 
 @pytest.mark.parametrize("name, paper_tflops", PAPER)
 def test_table1_row_within_10_percent(name, paper_tflops, tmp_path):
-    from tracekit.replayer.folding import replay_files
+    from tracekit.replayer import replay_with_traces
 
     row = cal.table1_row(name)
     assert row.tflops_per_gpu == paper_tflops
     config = cal.table1_config(row)
     assert config.world_size == row.gpus and config.parallel.recompute == "full"
     write_llm(config, tmp_path / "job", cal.calibrated_cost(load_spec("dgx-a100")), classes=True)
-    result, _ = replay_files(tmp_path / "job", "dgx-a100")
+    result, _ = replay_with_traces(tmp_path / "job", "dgx-a100")
     assert result.folding is not None and result.folding.ranks == row.gpus
     got = cal.table1_tflops_per_gpu(row, result.iteration_time_ns * 1e-9)
     assert got == pytest.approx(paper_tflops, rel=0.10), f"{name}: {got:.1f} vs {paper_tflops} TFLOP/s per GPU"

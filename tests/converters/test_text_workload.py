@@ -54,7 +54,7 @@ def data_parallel_total_ns(layers, allreduce_ns) -> int:
     all-reduce of layer l starts when W_l ends.  Total = max(compute end,
     max_l(end of W_l + allreduce_ns(size_l))).
 
-    REPLAY-WIRING: once tracekit.replayer.engine exists, replaying
+    REPLAY-WIRING: once tracekit.replayer.simulation.engine exists, replaying
     convert_text_workload(Resnet50, p) on an ASTRA-sim-compatible spec (ring, 50 GB/s,
     500 ns, endpoint 10 ns, local-mem 1600 GB/s, one dataset split, collectives free to
     overlap) should end at data_parallel_total_ns(layers, lambda s: ring_all_reduce_ns(s, p)).
@@ -376,7 +376,7 @@ def test_resnet_data_replay_on_astra_config_matches_formula(resnet, test_data_di
     iteration ends at ``max(compute end, comm_free)``.
     """
     from tracekit.replayer import ReplayOptions, replay
-    from tracekit.replayer.astra_config import import_astra_config
+    from tracekit.replayer.simulation.astra_config import import_astra_config
 
     layers = resnet.layers if hasattr(resnet, "layers") else resnet
     spec = import_astra_config(test_data_dir / "astra" / "system_ring_splits1.json",

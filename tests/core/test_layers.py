@@ -5,8 +5,9 @@ Rules (every import counts, including ones inside functions):
 2. ``tracekit.converters`` never imports ``tracekit.replayer``, and ``tracekit.replayer`` never imports
    ``tracekit.converters``;
 3. only the CLI imports ``tracekit.cli``;
-4. inside the replayer, simulation modules never import reporting modules (a module is placed by its own name, so
-   the rule survives a move into subpackages; a ``simulation``/``reporting`` subpackage is placed by its name).
+4. inside the replayer, ``simulation`` and ``results`` never import ``reporting`` or ``orchestration`` (a module's
+   concern is its subpackage: ``tracekit.replayer.<concern>``); every replayer module but the package's
+   ``__init__`` lives in one of the four subpackages.
 """
 
 from __future__ import annotations
@@ -25,27 +26,22 @@ TREES = {"tracekit": "tracekit", "converters": "tracekit.converters", "replayer"
 KNOWN = {
     # RankTemplate is a wire-level helper (core imports only) that lives with the generators; it belongs in core.
     ("tracekit.classset", "tracekit.converters.generators.rank_classes"),
-    ("tracekit.replayer.class_replay", "tracekit.converters.generators.rank_classes"),
+    ("tracekit.replayer.simulation.class_replay", "tracekit.converters.generators.rank_classes"),
 }
 
 
-# replayer modules by concern (leaf names); results/diff/sweep/bench_coll may import either side
-SIMULATION = {"_program", "engine", "collectives", "astra_model", "astra_algorithms", "nccl_model", "compute",
-              "projected", "hardware", "spec_toml", "astra_config", "placement", "checks", "deadlock", "folding",
-              "class_replay", "simulation"}
-REPORTING = {"report", "plots", "html_page", "timeline", "_fmt", "browser", "reporting"}
+# replayer subpackages by concern (docs/architecture.md): (importing concern, imported concern) pairs that breach
+CONCERNS = ("simulation", "results", "reporting", "orchestration")
+FORBIDDEN = {("simulation", "reporting"), ("simulation", "orchestration"),
+             ("results", "reporting"), ("results", "orchestration")}
 
 
 def _concern(name: str) -> str | None:
-    """'simulation' or 'reporting' for a replayer module, from the deepest part of its name that is classified."""
-    if not _within(name, "tracekit.replayer"):
+    """The replayer subpackage a module belongs to (``tracekit.replayer.<concern>...``), else None."""
+    parts = name.split(".")
+    if not _within(name, "tracekit.replayer") or len(parts) < 3:
         return None
-    for part in reversed(name.split(".")[2:]):
-        if part in SIMULATION:
-            return "simulation"
-        if part in REPORTING:
-            return "reporting"
-    return None
+    return parts[2] if parts[2] in CONCERNS else None
 
 
 def _module_name(path: Path) -> str:
@@ -103,7 +99,7 @@ def _breaches(edges: set[tuple[str, str]]) -> set[tuple[str, str]]:
             bad.add((src, _owner(dst)))
         elif not cli and _within(dst, "tracekit.cli"):
             bad.add((src, _owner(dst)))
-        elif _concern(src) == "simulation" and _concern(dst) == "reporting":
+        elif (_concern(src), _concern(dst)) in FORBIDDEN:
             bad.add((src, _owner(dst)))
     return bad
 
@@ -130,6 +126,11 @@ def test_source_tree_is_found():
     assert "tracekit.model" in sources and "tracekit.cli" in sources
 
 
+def test_replayer_modules_have_a_concern():
+    loose = sorted(_module_name(p) for p in (ROOT / "replayer").glob("*.py") if p.name != "__init__.py")
+    assert not loose, f"replayer modules outside simulation/results/reporting/orchestration: {loose}"
+
+
 def test_layers_hold():
     bad = _breaches(_edges())
     new = sorted(bad - KNOWN)
@@ -139,19 +140,22 @@ def test_layers_hold():
 
 
 @pytest.mark.parametrize("src,dst,breach", [
-    ("tracekit.model", "tracekit.replayer.engine", True),
+    ("tracekit.model", "tracekit.replayer.simulation.engine", True),
     ("tracekit.transforms.scale", "tracekit.converters.pytorch", True),
-    ("tracekit.converters.pytorch.linker", "tracekit.replayer.hardware", True),
-    ("tracekit.replayer.engine", "tracekit.converters.generators.llm", True),
-    ("tracekit.replayer.engine", "tracekit.cli._common", True),
-    ("tracekit.cli.replay", "tracekit.replayer.engine", False),
-    ("tracekit.replayer.engine", "tracekit.model", False),
+    ("tracekit.converters.pytorch.linker", "tracekit.replayer.simulation.hardware", True),
+    ("tracekit.replayer.simulation.engine", "tracekit.converters.generators.llm", True),
+    ("tracekit.replayer.simulation.engine", "tracekit.cli._common", True),
+    ("tracekit.cli.replay", "tracekit.replayer.simulation.engine", False),
+    ("tracekit.replayer.simulation.engine", "tracekit.model", False),
     ("tracekit.converters.pytorch.linker", "tracekit.io", False),
-    ("tracekit.replayer.engine", "tracekit.replayer.plots", True),
     ("tracekit.replayer.simulation.engine", "tracekit.replayer.reporting.plots", True),
-    ("tracekit.replayer.report", "tracekit.replayer.results", False),
-    ("tracekit.replayer.report", "tracekit.replayer.hardware", False),
-    ("tracekit.replayer.sweep", "tracekit.replayer.plots", False),
+    ("tracekit.replayer.simulation.folding", "tracekit.replayer.orchestration.sweep", True),
+    ("tracekit.replayer.results.result", "tracekit.replayer.reporting.timeline", True),
+    ("tracekit.replayer.results.measured", "tracekit.replayer.reporting.measured_report", True),
+    ("tracekit.replayer.simulation.folding", "tracekit.replayer.results.result", False),
+    ("tracekit.replayer.reporting.report", "tracekit.replayer.results.result", False),
+    ("tracekit.replayer.reporting.report", "tracekit.replayer.simulation.hardware", False),
+    ("tracekit.replayer.orchestration.sweep", "tracekit.replayer.reporting.plots", False),
 ])
 def test_rules_catch_breaches(src, dst, breach):
     assert bool(_breaches({(src, dst)})) is breach

@@ -29,8 +29,8 @@ from tracekit.errors import SpecError
 from tracekit.io import read_traceset, write_trace
 from tracekit.model import Attr, CollectiveType, ExecutionTrace, Node, NodeType
 from tracekit.replayer import replay
-from tracekit.replayer.astra_config import import_astra_config
-from tracekit.replayer.collectives import make_collective_model
+from tracekit.replayer.simulation.astra_config import import_astra_config
+from tracekit.replayer.simulation.collectives import make_collective_model
 
 
 SIZE = 1_000_003

@@ -21,9 +21,9 @@ from click.testing import CliRunner
 from reference_tools import astra_sim, chakra_node_count, feeder_drain
 from tracekit.cli import cli
 from tracekit.io import read_trace
-from tracekit.replayer._program import ReplayOptions
-from tracekit.replayer.astra_config import import_astra_config
-from tracekit.replayer.folding import replay_files
+from tracekit.replayer.simulation.program import ReplayOptions
+from tracekit.replayer.simulation.astra_config import import_astra_config
+from tracekit.replayer import replay_with_traces
 
 SMALL_LLM = ["--model", "gpt3-1.3b", "--layers", "2", "--hidden", "256", "--heads", "8", "--seq", "128",
              "--ffn", "1024", "--vocab", "1000", "--peak-tflops", "100", "--mem-bw-gbps", "1000"]
@@ -81,7 +81,7 @@ def _astra_vs_tracekit(prefix: Path, network: Path, test_data_dir: Path, workdir
     assert groups.is_file(), "every written trace set has its comm-group file"
     ranks = astra_sim(prefix, system=system, network=network, comm_groups=groups, workdir=workdir)
     spec = import_astra_config(system, network).spec
-    result, _ = replay_files(str(prefix), spec, options=ReplayOptions())
+    result, _ = replay_with_traces(str(prefix), spec, options=ReplayOptions())
     ours = {s.rank: s.iteration_time_ns for s in result.ranks}
     assert sorted(ranks) == sorted(ours), f"ASTRA-sim finished ranks {sorted(ranks)} of {sorted(ours)}"
     return {r: (ranks[r].finished_ns, ours[r]) for r in sorted(ours)}

@@ -16,7 +16,7 @@ from tracekit.cli import cli
 from tracekit.io import read_trace, read_traceset, write_traceset
 from tracekit.model import Attr, CollectiveType, ExecutionTrace, Node, NodeType
 from tracekit.replayer import replay
-from tracekit.replayer.astra_config import import_astra_config
+from tracekit.replayer.simulation.astra_config import import_astra_config
 from tracekit.traceset import TraceSet
 from tracekit.validate import validate_traceset
 

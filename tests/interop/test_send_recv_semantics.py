@@ -17,7 +17,7 @@ from tracekit.converters.generators._build import RankTraceBuilder
 from tracekit.io import read_traceset, write_traceset
 from tracekit.model import CollectiveType
 from tracekit.replayer import replay
-from tracekit.replayer.astra_config import import_astra_config
+from tracekit.replayer.simulation.astra_config import import_astra_config
 from tracekit.traceset import TraceSet
 
 MIB = 1 << 20
@@ -96,6 +96,6 @@ def test_send_recv_times_equal_astra_sim(case, test_data_dir, tmp_path):
         # ranks with nothing to do finish at 0 in ASTRA-sim; tracekit's iteration of an empty rank is 0 too
         assert theirs == CASES[case][1]
     else:  # rank 0 starts its all-reduce after its send; the others started it at 0 and, ring messages being
-        # eager, end earlier than rank 0 (measured on the binary; replayer/astra_skew.py gives the same)
+        # eager, end earlier than rank 0 (measured on the binary; replayer/simulation/astra_skew.py gives the same)
         assert theirs == {0: x(MIB, 1) + AR_1MIB_4, 1: 57_871, 2: 59_591, 3: 61_311}
     assert ours == theirs

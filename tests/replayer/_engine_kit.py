@@ -8,7 +8,7 @@ from typing import Iterator, Sequence
 
 from tracekit.groups import pg_init_node
 from tracekit.model import Attr, CollectiveType, ExecutionTrace, Node, NodeType
-from tracekit.replayer.hardware import HardwareSpec, spec_from_dict
+from tracekit.replayer.simulation.hardware import HardwareSpec, spec_from_dict
 from tracekit.traceset import TraceSet
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tracekit.replayer.results import (CollectiveRow, CriticalPath, PathStep, Provenance, RankSchedule, RankStats,
+from tracekit.replayer.results.result import (CollectiveRow, CriticalPath, PathStep, Provenance, RankSchedule, RankStats,
                                        ReplayResult)
 
 ROOT = Path(__file__).resolve().parents[2]

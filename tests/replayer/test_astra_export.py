@@ -13,9 +13,9 @@ from tracekit.converters.generators import collective_bench
 from tracekit.errors import SpecError
 from tracekit.io import read_trace
 from tracekit.model import CollectiveType
-from tracekit.replayer.astra_config import import_astra_config
-from tracekit.replayer.astra_export import export_astra
-from tracekit.replayer.hardware import load_spec
+from tracekit.replayer.simulation.astra_config import import_astra_config
+from tracekit.replayer.simulation.astra_export import export_astra
+from tracekit.replayer.simulation.hardware import load_spec
 
 
 @pytest.mark.parametrize("system, network, world", [

@@ -10,9 +10,9 @@ from click.testing import CliRunner
 from browser import rendered, require_chromium
 from tracekit.cli import cli
 from tracekit.errors import TracekitError
-from tracekit.replayer.bench_coll import (format_table, model_curves, parse_nccl_tests, parse_size, size_range,
+from tracekit.replayer.orchestration.bench_coll import (format_table, model_curves, parse_nccl_tests, parse_size, size_range,
                                           write_plot)
-from tracekit.replayer.hardware import load_spec
+from tracekit.replayer.simulation.hardware import load_spec
 
 # Real nccl-tests 2.x stdout (format with the root column), cut to a few rows: 2 nodes x 8 H100 on GCP A3
 # Mega, from github.com/lessizzmore/create-a3mega-ztan-fork, file ztan-NCCL-test-result.

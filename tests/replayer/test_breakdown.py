@@ -10,7 +10,7 @@ import pytest
 
 from tracekit.io import read_traceset
 from tracekit.replayer import ReplayOptions, replay
-from tracekit.replayer.results import RankStats, ReplayResult, slowest_rank
+from tracekit.replayer.results.result import RankStats, ReplayResult, slowest_rank
 
 from tests.replayer._reportkit import ws2_prefix  # noqa: F401 - fixture
 

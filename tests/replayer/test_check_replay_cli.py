@@ -13,7 +13,7 @@ from tracekit.converters.pytorch import convert_pytorch
 from tracekit.converters.pytorch.kineto_convert import convert_kineto
 from tracekit.errors import ReplayError
 from tracekit.io import write_traceset
-from tracekit.replayer.measured import check_replay
+from tracekit.replayer.results.measured import check_replay
 from tracekit.summary import summarize_traceset
 
 pytestmark = pytest.mark.realdata

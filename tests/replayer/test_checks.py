@@ -7,8 +7,8 @@ import pytest
 from tracekit.converters.generators.micro import collective_bench, send_recv_bench
 from tracekit.errors import ReplayError, SpecError
 from tracekit.model import CollectiveType
-from tracekit.replayer.hardware import load_spec
-from tracekit.replayer.checks import (
+from tracekit.replayer.simulation.hardware import load_spec
+from tracekit.replayer.simulation.checks import (
     ReplayCheckError, check_replay_inputs, check_spec_size, find_problems, p2p_issues,
 )
 from tracekit.traceset import TraceSet

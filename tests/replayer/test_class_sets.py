@@ -16,8 +16,9 @@ from tracekit.converters.generators.llm import write_llm
 from tracekit.errors import TraceFormatError
 from tracekit.io import read_trace, read_traceset, trace_paths
 from tracekit.replayer import ReplayOptions
-from tracekit.replayer.class_replay import member_scan
-from tracekit.replayer.folding import replay_files, scan_rank
+from tracekit.replayer.simulation.class_replay import member_scan
+from tracekit.replayer import replay_with_traces
+from tracekit.replayer.simulation.folding import scan_rank
 from tracekit.summary import summarize_files
 from tracekit.validate import validate_files
 
@@ -72,8 +73,8 @@ def test_member_scan_equals_scan_of_the_member_trace(job):
 
 def test_replay_of_class_set_equals_per_rank_replay_to_the_ns(job):
     base, _, manifest = job
-    a, _ = replay_files(base / "ranks" / "job", "dgx-h100", options=ReplayOptions())
-    b, ts = replay_files(base / "classes" / "job", "dgx-h100", options=ReplayOptions())
+    a, _ = replay_with_traces(base / "ranks" / "job", "dgx-h100", options=ReplayOptions())
+    b, ts = replay_with_traces(base / "classes" / "job", "dgx-h100", options=ReplayOptions())
     assert b.folding.reason is None and b.folding.classes == 2 and b.folding.ranks == 8
     assert sorted(ts.ranks) == [0, 4]  # only the representatives were read
     assert a.iteration_time_ns == b.iteration_time_ns
@@ -87,7 +88,7 @@ def test_replay_of_class_set_equals_per_rank_replay_to_the_ns(job):
         np.testing.assert_array_equal(x.instance, y.instance)
     assert b.provenance.trace_paths[5] == f"{manifest}#rank5"
     # unfolded from the class set too: the per-rank traces are derived in memory
-    c, ts_all = replay_files(manifest, "dgx-h100", options=ReplayOptions(fold=False))
+    c, ts_all = replay_with_traces(manifest, "dgx-h100", options=ReplayOptions(fold=False))
     assert len(ts_all) == 8 and c.ranks == a.ranks and c.collectives == a.collectives
 
 
@@ -138,10 +139,10 @@ def test_bad_manifest_names_the_file_and_the_missing_rank(job, tmp_path):
 
 
 def test_folded_64_rank_timeline_names_every_slice(tmp_path):
-    from tracekit.replayer.timeline import replay_timeline
+    from tracekit.replayer.reporting.timeline import replay_timeline
 
     paths = write_llm(_config(tp=2, pp=4, dp=8, layers=4), tmp_path / "job", ROOF)
-    result, ts = replay_files(tmp_path / "job", "dgx-h100", options=ReplayOptions())
+    result, ts = replay_with_traces(tmp_path / "job", "dgx-h100", options=ReplayOptions())
     assert result.folding.classes == 4 and len(ts) == 4  # names of 60 ranks come from their representatives
     slices = [e for e in replay_timeline(result, ts)["traceEvents"] if e["ph"] == "X"]
     assert len({e["pid"] for e in slices}) == 64
@@ -184,8 +185,8 @@ def test_transform_of_a_class_set_runs_per_class_and_equals_the_per_rank_transfo
         _, me, _, _ = split_records(data)
         _, me2, _, _ = split_records(want)
         assert data[me:] == want[me2:]
-    a, _ = replay_files(tmp_path / "c" / "job", "dgx-h100", options=ReplayOptions())
-    b, _ = replay_files(tmp_path / "r" / "job", "dgx-h100", options=ReplayOptions())
+    a, _ = replay_with_traces(tmp_path / "c" / "job", "dgx-h100", options=ReplayOptions())
+    b, _ = replay_with_traces(tmp_path / "r" / "job", "dgx-h100", options=ReplayOptions())
     assert a.iteration_time_ns == b.iteration_time_ns and a.ranks == b.ranks
 
 
@@ -200,11 +201,11 @@ def test_stamped_per_rank_files_are_derived_not_decoded_and_replay_the_same(job,
     calls = []
     real = validate_mod.check_rank
     monkeypatch.setattr(validate_mod, "check_rank", lambda t: calls.append(t.rank) or real(t))
-    a, ts = replay_files(base / "ranks" / "job", "dgx-h100", options=ReplayOptions())
+    a, ts = replay_with_traces(base / "ranks" / "job", "dgx-h100", options=ReplayOptions())
     assert calls == [0, 4]  # one file per class decoded and checked; the 6 others derived byte-verified
     monkeypatch.undo()
-    b, _ = replay_files(manifest, "dgx-h100", options=ReplayOptions())
-    c, _ = replay_files(base / "ranks" / "job", "dgx-h100", options=ReplayOptions(fold=False))
+    b, _ = replay_with_traces(manifest, "dgx-h100", options=ReplayOptions())
+    c, _ = replay_with_traces(base / "ranks" / "job", "dgx-h100", options=ReplayOptions(fold=False))
     assert a.ranks == b.ranks == c.ranks and a.collectives == b.collectives == c.collectives
     assert a.critical_path == c.critical_path
 
@@ -220,7 +221,7 @@ def test_a_stamped_file_whose_nodes_changed_is_read_in_full(job, tmp_path):
     comp = next(n for n in nodes if n.duration_ns > 0)
     comp.duration_ns += 1_000_000  # 1 ms longer on rank 6 only; the metadata stamp still names its class
     write_trace(trace.with_nodes(nodes), tmp_path / "job.6.et")
-    a, _ = replay_files(tmp_path / "job", "dgx-h100", options=ReplayOptions())
-    c, _ = replay_files(tmp_path / "job", "dgx-h100", options=ReplayOptions(fold=False))
+    a, _ = replay_with_traces(tmp_path / "job", "dgx-h100", options=ReplayOptions())
+    c, _ = replay_with_traces(tmp_path / "job", "dgx-h100", options=ReplayOptions(fold=False))
     assert a.ranks == c.ranks and a.iteration_time_ns == c.iteration_time_ns
     assert a.ranks[6].compute_ns == a.ranks[7].compute_ns + 1_000_000

@@ -8,8 +8,8 @@ import pytest
 
 from tracekit.errors import ReplayError, SpecError
 from tracekit.model import CollectiveType as C
-from tracekit.replayer.collectives import AlphaBetaModel, CommCost, make_collective_model
-from tracekit.replayer.hardware import load_spec, spec_from_dict
+from tracekit.replayer.simulation.collectives import AlphaBetaModel, CommCost, make_collective_model
+from tracekit.replayer.simulation.hardware import load_spec, spec_from_dict
 
 MIB = 1 << 20
 
@@ -179,7 +179,7 @@ def test_errors():
 
 from hypothesis import given, settings, strategies as st  # noqa: E402
 
-from tracekit.replayer.placement import rank_coords  # noqa: E402
+from tracekit.replayer.simulation.placement import rank_coords  # noqa: E402
 
 KINDS = [C.ALL_REDUCE, C.REDUCE_SCATTER, C.ALL_GATHER, C.ALL_TO_ALL, C.BROADCAST, C.REDUCE, C.GATHER,
          C.SCATTER, C.BARRIER]

@@ -8,7 +8,7 @@ from tracekit.converters.generators.micro import collective_bench
 from tracekit.errors import DeadlockError, SpecError, ValidationError
 from tracekit.model import CollectiveType
 from tracekit.replayer import ReplayOptions, replay
-from tracekit.replayer.checks import ReplayCheckError
+from tracekit.replayer.simulation.checks import ReplayCheckError
 
 from tests.replayer._engine_kit import coll, comp, one_dim, p2p, time_limit, traceset
 

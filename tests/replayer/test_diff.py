@@ -11,8 +11,8 @@ from click.testing import CliRunner
 from _reportkit import toy_result, ws2_prefix, ws2_results  # noqa: F401  (fixtures)
 from tracekit.cli import cli
 from tracekit.errors import ReplayError
-from tracekit.replayer.diff import diff_results
-from tracekit.replayer.report import build_diff_html, load_result
+from tracekit.replayer.reporting.diff import diff_results
+from tracekit.replayer.reporting.report import build_diff_html, load_result
 
 
 def test_toy_diff_closed_form():
@@ -33,7 +33,7 @@ def test_toy_diff_closed_form():
     assert [(n.rank, n.node_id, n.kind, n.delta_ns) for n in d.nodes] == [(0, 2, "comm", 50.0), (1, 12, "comm", 50.0)]
     assert d.nodes[0].name == "allreduce"  # named from the critical path
     assert d.nodes_matched == 4 and (d.a_label, d.b_label) == ("slow", "fast")
-    from tracekit.replayer.plots import diff_figure
+    from tracekit.replayer.reporting.plots import diff_figure
 
     bars = diff_figure(d).figure.data[0]
     pct = dict(zip(bars.y, bars.x))

@@ -8,8 +8,8 @@ from click.testing import CliRunner
 from tracekit.cli import cli
 from tracekit.io import read_traceset
 from tracekit.replayer import replay
-from tracekit.replayer.diff import diff_results
-from tracekit.replayer.results import ReplayResult
+from tracekit.replayer.reporting.diff import diff_results
+from tracekit.replayer.results.result import ReplayResult
 from tracekit.transforms import Compact, Pipeline, Rescale
 
 from tests.replayer._reportkit import ws2_prefix  # noqa: F401 - fixture

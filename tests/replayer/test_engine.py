@@ -9,7 +9,7 @@ from tracekit.converters.generators.micro import collective_bench, send_recv_ben
 from tracekit.errors import ConfigError
 from tracekit.model import CollectiveType
 from tracekit.replayer import ReplayOptions, replay
-from tracekit.replayer.astra_config import import_astra_config
+from tracekit.replayer.simulation.astra_config import import_astra_config
 
 from tests.replayer._engine_kit import coll, comp, make_spec, meta, one_dim, p2p, traceset
 

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from tracekit.model import CollectiveType
 from tracekit.replayer import ReplayOptions, replay
-from tracekit.replayer._program import compile_program, effective_spec
-from tracekit.replayer.engine import simulate
+from tracekit.replayer.simulation.program import compile_program, effective_spec
+from tracekit.replayer.simulation.engine import simulate
 
 from tests.replayer._engine_kit import coll, comp, make_spec, meta, traceset
 

@@ -14,7 +14,7 @@ from tracekit.converters.generators import (LLMConfig, ParallelSpec, Roofline, c
 from tracekit.converters.text_workload import convert_text_workload
 from tracekit.model import ExecutionTrace, NodeType
 from tracekit.replayer import ReplayOptions, replay
-from tracekit.replayer.results import ReplayResult
+from tracekit.replayer.results.result import ReplayResult
 
 ROOF = Roofline(989e12 * 0.7, 3.35e12 * 0.8)
 
@@ -235,7 +235,7 @@ def _two_stream_job(tp: int, dp: int, tp_bytes: int, dp_bytes: int, compute_ns: 
 
 @pytest.mark.parametrize("tp,dp", [(2, 2), (4, 2), (2, 4)])
 def test_concurrent_collectives_share_links_and_fold(tp, dp, monkeypatch):
-    import tracekit.replayer.engine as engine
+    import tracekit.replayer.simulation.engine as engine
 
     slowed = []
     orig = engine._Flows.recompute

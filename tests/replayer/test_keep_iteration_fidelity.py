@@ -8,7 +8,7 @@ import re
 import pytest
 
 from tracekit.converters.pytorch import convert_pytorch
-from tracekit.replayer.measured import check_replay
+from tracekit.replayer.results.measured import check_replay
 from tracekit.transforms.select import KeepIteration
 
 pytestmark = pytest.mark.realdata

@@ -2,7 +2,7 @@
 
 Expected values are worked by hand from the constants of NCCL's src/graph/tuning.cc (NVIDIA/nccl
 v2.30.7-1: baseLatencies, hwLatencies, llMaxBws, perChMaxTreeBws, treeCorrectionFactor) and the
-dgx-a100 / dgx-h100 presets' [nccl] tables, as documented in tracekit.replayer.nccl_model.
+dgx-a100 / dgx-h100 presets' [nccl] tables, as documented in tracekit.replayer.simulation.nccl_model.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import tomllib
 import pytest
 
 from tracekit.model import CollectiveType as C
-from tracekit.replayer.collectives import make_collective_model
-from tracekit.replayer.hardware import load_spec, spec_from_dict
-from tracekit.replayer.nccl_model import NcclModel
+from tracekit.replayer.simulation.collectives import make_collective_model
+from tracekit.replayer.simulation.hardware import load_spec, spec_from_dict
+from tracekit.replayer.simulation.nccl_model import NcclModel
 
 
 def nccl_spec(nodes: int = 1, preset: str = "dgx-a100", **nccl):

@@ -8,8 +8,8 @@ from click.testing import CliRunner
 from tracekit.cli import cli
 from tracekit.io import read_traceset, write_traceset
 from tracekit.model import Attr, ExecutionTrace, Metadata, Node, NodeType
-from tracekit.replayer.hardware import load_spec
-from tracekit.replayer.projected import plan_compute, replay_with_compute
+from tracekit.replayer.simulation.hardware import load_spec
+from tracekit.replayer.orchestration.projected import plan_compute, replay_with_compute
 from tracekit.traceset import TraceSet
 from tracekit.errors import ConfigError
 
@@ -93,7 +93,7 @@ def test_hw_devices_lists_the_presets_with_sources():
 def test_result_json_records_the_compute_plan_and_reads_back(tmp_path):
     import orjson
 
-    from tracekit.replayer.results import ReplayResult
+    from tracekit.replayer.results.result import ReplayResult
 
     write_traceset(_job("NVIDIA A100-SXM4-80GB"), str(tmp_path / "job"))
     res = CliRunner().invoke(cli, ["replay", str(tmp_path / "job"), "--hw", "dgx-h100", "-o",

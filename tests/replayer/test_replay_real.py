@@ -13,7 +13,7 @@ from tracekit.cli import cli
 from tracekit.io import read_traceset
 from tracekit.model import NodeType
 from tracekit.replayer import ReplayOptions, replay
-from tracekit.replayer.astra_config import import_astra_config
+from tracekit.replayer.simulation.astra_config import import_astra_config
 
 pytestmark = pytest.mark.realdata
 MiB = 1 << 20

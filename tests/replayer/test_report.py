@@ -16,10 +16,10 @@ from click.testing import CliRunner
 from _reportkit import toy_result, ws2_prefix, ws2_results  # noqa: F401  (fixtures)
 from tracekit.cli import cli
 from tracekit.errors import ReplayError
-from tracekit.replayer import plots
-from tracekit.replayer.report import (build_report_html, build_sweep_html, load_result, summary_values,
+from tracekit.replayer.reporting import plots
+from tracekit.replayer.reporting.report import (build_report_html, build_sweep_html, load_result, summary_values,
                                       write_report)
-from tracekit.replayer.results import RankStats
+from tracekit.replayer.results.result import RankStats
 
 
 def _data_values(page: str) -> dict[str, str]:
@@ -71,7 +71,7 @@ def test_collective_table_lists_achieved_bandwidth(ws2_results):
 
 
 def test_report_shows_the_spec_stored_in_the_result(ws2_results):
-    from tracekit.replayer.hardware import load_spec
+    from tracekit.replayer.simulation.hardware import load_spec
 
     d = json.loads(ws2_results["dgx-a100"].read_text())
     spec = load_spec("dgx-h100").fitted(2)  # deliberately not the replayed one: the page must show this

@@ -13,9 +13,9 @@ import pytest
 
 from _reportkit import ws2_prefix, ws2_results  # noqa: F401  (fixtures)
 from browser import rendered, require_chromium
-from tracekit.replayer._fmt import fmt_ns
-from tracekit.replayer.plots import timeline_figure
-from tracekit.replayer.report import load_result, write_report
+from tracekit.fmt import fmt_ns
+from tracekit.replayer.reporting.plots import timeline_figure
+from tracekit.replayer.reporting.report import load_result, write_report
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +61,7 @@ def test_rendered_report_numbers_and_plots(report_path, ws2_results):
 
 def test_screenshot_png(report_path, tmp_path):
     require_chromium()
-    from tracekit.replayer.browser import screenshot_html
+    from tracekit.replayer.reporting.browser import screenshot_html
 
     png = screenshot_html(report_path, tmp_path / "shot.png", width=1200, height=1600)
     data = png.read_bytes()

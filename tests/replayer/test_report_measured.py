@@ -8,8 +8,8 @@ from click.testing import CliRunner
 
 from tracekit.cli import cli
 from tracekit.converters.pytorch.kineto_analysis import analyze_kineto_files
-from tracekit.replayer.report import load_result
-from tracekit.replayer.report_measured import replay_time_by_class
+from tracekit.replayer.reporting.report import load_result
+from tracekit.replayer.reporting.report_measured import replay_time_by_class
 
 from tests.replayer._reportkit import DIST_WS2, ws2_prefix, ws2_results  # noqa: F401 - fixtures
 

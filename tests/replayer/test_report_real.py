@@ -7,8 +7,8 @@ import tarfile
 
 import pytest
 
-from tracekit.replayer.diff import diff_results
-from tracekit.replayer.report import build_report_html
+from tracekit.replayer.reporting.diff import diff_results
+from tracekit.replayer.reporting.report import build_report_html
 
 pytestmark = pytest.mark.realdata
 

@@ -9,7 +9,8 @@ from tracekit.converters.generators.micro import collective_bench
 from tracekit.errors import ReplayError
 from tracekit.model import CollectiveType
 from tracekit.replayer import replay
-from tracekit.replayer.results import ReplayResult, bus_factor, nccl_tests_size, union_length
+from tracekit.replayer.results.build import union_length
+from tracekit.replayer.results.result import ReplayResult, bus_factor, nccl_tests_size
 
 from tests.replayer._engine_kit import coll, comp, one_dim, traceset
 

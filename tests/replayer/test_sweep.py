@@ -16,8 +16,8 @@ from click.testing import CliRunner
 from tracekit.converters.generators import LLMConfig, ModelSpec, ParallelSpec, generate_llm
 from tracekit.errors import ConfigError, SpecError
 from tracekit.replayer import ReplayOptions, replay
-from tracekit.replayer.hardware import load_spec
-from tracekit.replayer.sweep import SweepAxis, build_cases, parse_vary, run_sweep, write_sweep
+from tracekit.replayer.simulation.hardware import load_spec
+from tracekit.replayer.orchestration.sweep import SweepAxis, build_cases, parse_vary, run_sweep, write_sweep
 
 MIB = 1 << 20
 

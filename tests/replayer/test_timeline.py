@@ -13,8 +13,8 @@ from tracekit.errors import ReplayError
 from tracekit.io import write_traceset
 from tracekit.model import CollectiveType
 from tracekit.replayer import replay
-from tracekit.replayer.results import ReplayResult
-from tracekit.replayer.timeline import assign_lanes, measured_timeline, replay_timeline, write_chrome_trace
+from tracekit.replayer.results.result import ReplayResult
+from tracekit.replayer.reporting.timeline import assign_lanes, measured_timeline, replay_timeline, write_chrome_trace
 
 from tests.replayer._engine_kit import coll, comp, one_dim, p2p, traceset
 
@@ -111,7 +111,7 @@ def _slices_sorted(trace) -> bool:
 
 
 def test_slices_sorted_by_start_per_track_and_flow_cap_stated(monkeypatch, tmp_path):
-    import tracekit.replayer.timeline as tl
+    import tracekit.replayer.reporting.timeline as tl
 
     ts = collective_bench(4, "all_reduce", 1 << 20, iterations=3, compute_ns=500)
     result = replay(ts, one_dim(4, 100.0, 50.0))

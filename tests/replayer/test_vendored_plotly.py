@@ -1,4 +1,4 @@
-"""The vendored plotly.js basic bundle: the bytes recorded in replayer/vendor/README.md, the version plotly for
+"""The vendored plotly.js basic bundle: the bytes recorded in replayer/reporting/vendor/README.md, the version plotly for
 Python builds figures for, and every trace type the reports draw."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tracekit.replayer import html_page
+from tracekit.replayer.reporting import html_page
 
 VENDOR = Path(html_page.__file__).with_name("vendor")
 

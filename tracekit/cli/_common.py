@@ -38,6 +38,7 @@ def path_span(paths) -> str:
 
 
 def state() -> State:
+    """The global-flag :class:`State` of the running command (defaults when called outside a click context)."""
     ctx = click.get_current_context(silent=True)
     obj = ctx.find_object(State) if ctx is not None else None
     return obj if obj is not None else State()
@@ -78,7 +79,7 @@ def progress(items: Iterable[T], description: str, total: int | None = None) -> 
 
 
 def render_error(exc: BaseException) -> str:
-    """The one line printed for an input error."""
+    """The one line printed for an input error: ``tracekit: error: <where>: <message>`` (an OSError: its file name and reason)."""
     if isinstance(exc, OSError) and not isinstance(exc, TracekitError):
         name = getattr(exc, "filename", None)
         return f"tracekit: error: {name + ': ' if name else ''}{exc.strerror or exc}"
@@ -124,7 +125,12 @@ class TracekitGroup(click.Group):
             raise _one_line(exc) from exc
 
     def invoke(self, ctx: click.Context) -> Any:
-        """Run the subcommand; input errors become one line and exit 1, usage errors one line and exit 2."""
+        """Run the subcommand; a TracekitError or OSError becomes one stderr line and exit 1, a usage
+        error one line and exit 2.
+
+        Inputs are protected (:func:`tracekit.io.protect_inputs`) while the command runs.  With ``--debug``
+        the exception propagates with its traceback.
+        """
         try:
             from tracekit.io import protect_inputs  # imports the protobuf module: its runtime check is an input error
 
@@ -165,23 +171,35 @@ class _ClosedStream:
         self.name = name
 
     def write(self, data: Any) -> int:
+        """Refuse the write.
+
+        Raises:
+            OSError: EBADF, naming the closed stream (rendered as one error line).
+        """
         import errno
 
         raise OSError(errno.EBADF, f"standard {self.name} is closed (give -o FILE, or do not close it)")
 
     @property
     def buffer(self) -> "_ClosedStream":
+        """The stream itself (binary writes are refused the same way)."""
         return self
 
     def flush(self) -> None:
+        """Nothing to flush."""
         pass
 
     def isatty(self) -> bool:
+        """False: a closed stream is no terminal."""
         return False
 
 
 def run_cli(group: click.Group, argv: list[str] | None = None) -> None:
-    """Run ``group`` as the console script does (exits the process)."""
+    """Run ``group`` as the console script does (exits the process).
+
+    Raises:
+        SystemExit: always, with the command's exit code.
+    """
     install_signal_handlers()
     if sys.stdout is None:
         sys.stdout = _ClosedStream("output")  # type: ignore[assignment]

@@ -55,6 +55,7 @@ class RootGroup(TracekitGroup):
     """The ``tracekit`` group: global flags anywhere, errors as one line (:class:`TracekitGroup`)."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        """Parse ``args`` after moving the global flags (``--debug``, ``-q``, ``-v`` ...) in front of the subcommand."""
         return super().parse_args(ctx, hoist_global_flags(list(args)))
 
 
@@ -85,7 +86,14 @@ def executor_options(f: Callable) -> Callable:
 
 def resolve_executor(executor: str, units: int, workers: int | None, *, min_units: int = 2) -> str:
     """The executor ``auto`` stands for: ``process`` from ``min_units`` units of work (and more than one
-    worker allowed), else ``serial``; any other choice is returned unchanged."""
+    worker allowed), else ``serial``; any other choice is returned unchanged.
+
+    Args:
+        executor: the ``--executor`` choice.
+        units: number of independent work items (ranks, files).
+        workers: the ``--workers`` value (None = default).
+        min_units: smallest number of items worth a process pool.
+    """
     if executor != "auto":
         return executor
     return "process" if units >= min_units and (workers is None or workers > 1) else "serial"

@@ -4,23 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-
-def _fmt_ns(ns: float) -> str:
-    """Nanoseconds for people: s, ms, us or ns with three decimals."""
-    if ns >= 1e9:
-        return f"{ns / 1e9:,.3f} s"
-    if ns >= 1e6:
-        return f"{ns / 1e6:,.3f} ms"
-    if ns >= 1e3:
-        return f"{ns / 1e3:,.3f} us"
-    return f"{ns:,.0f} ns"
-
-
-def _fmt_bytes(n: float) -> str:
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n >= scale:
-            return f"{n / scale:.2f} {unit}"
-    return f"{int(n)} B"
+from tracekit.fmt import fmt_bytes as _fmt_bytes  # noqa: F401 - the one number formatter, re-exported
+from tracekit.fmt import fmt_ns as _fmt_ns
 
 
 def _summary_rows(summary: Any, top: int) -> tuple[list[tuple[str, Any]], int]:

@@ -90,7 +90,7 @@ def analyze(traces: tuple[str, ...], top: int, html_out: str | None, as_json: bo
     else:
         analysis = analyze_kineto_files(kineto_files(traces), top=top)
     if html_out is not None:
-        from tracekit.replayer.report_measured import write_measured_report
+        from tracekit.replayer.reporting.report_measured import write_measured_report
 
         write_measured_report(analysis.to_dict(), html_out)
         if not state().quiet:
@@ -109,8 +109,7 @@ def render_analysis(console, analysis) -> None:
     from tracekit.cli._render import _fmt_ns
     from tracekit.kernels import CLASSES
 
-    def pct(part: int, whole: int) -> str:
-        return f"{100.0 * part / whole:.1f}%" if whole else "-"
+    from tracekit.fmt import fmt_pct as pct  # ``part`` as a percentage of ``whole``, ``-`` when it is 0
 
     t = Table(title="measured time per rank (compute + exposed comm + other idle = window)")
     for col in ("rank", "work", "window", "compute", "exposed comm", "other idle", "comm", "overlap", *CLASSES):

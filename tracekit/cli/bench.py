@@ -53,9 +53,9 @@ def bench_coll(spec_name: str, collective: str, ranks_text: str, models: tuple[s
       tracekit bench-coll --hw dgx-h100 --collective all_reduce --ranks 8,16,64
       tracekit bench-coll --hw dgx-a100 --ranks 8 --nccl-tests my_run.txt -o busbw.html
     """
-    from tracekit.replayer.bench_coll import (check_plot_path, format_table, model_curves, read_nccl_tests,
+    from tracekit.replayer.orchestration.bench_coll import (check_plot_path, format_table, model_curves, read_nccl_tests,
                                               size_range, write_plot)
-    from tracekit.replayer.hardware import load_spec
+    from tracekit.replayer.simulation.hardware import load_spec
 
     models = models + models_old
     if output:

@@ -6,6 +6,7 @@ import click
 
 from tracekit.cli._common import CONTEXT_SETTINGS, out_console
 from tracekit.cli._options import deprecated_alias, emit_json, json_option, traces_argument
+from tracekit.fmt import fmt_ms
 
 
 @click.command("check-replay", context_settings=CONTEXT_SETTINGS)
@@ -21,8 +22,9 @@ def check_replay_cmd(traces, hw: str, json_out: str | None, as_json: bool, html_
                      html_old: str | None) -> None:
     """Replay with measured durations; print per rank and step predicted vs measured time and the error.
 
-    Each collective takes the smallest measured duration of its members (time a rank waited for slower
-    ranks is not counted twice).  A partial job replays each present rank alone, its collectives with
+    Each member of a collective ends what it measured after the last member arrived (one host clock;
+    else the smallest measured duration of the members), so time a rank waited for slower ranks is not
+    counted twice.  A partial job replays each present rank alone, its collectives with
     their measured durations.  An ET converted without Kineto (no durations) is refused with a message.
 
     \b
@@ -34,8 +36,8 @@ def check_replay_cmd(traces, hw: str, json_out: str | None, as_json: bool, html_
     from rich.table import Table
 
     from tracekit.io import read_traceset
-    from tracekit.replayer.measured import check_replay
-    from tracekit.replayer.measured_report import write_comparison_html, write_comparison_json
+    from tracekit.replayer.results.measured import check_replay
+    from tracekit.replayer.reporting.measured_report import write_comparison_html, write_comparison_json
 
     from tracekit.cli.replay import _refuse_old_json
 
@@ -57,7 +59,7 @@ def check_replay_cmd(traces, hw: str, json_out: str | None, as_json: bool, html_
         table.add_column(col, justify="right")
     for r in comparison.rows:
         top = r.contributors[0] if r.contributors else None
-        shift = f"{top.name[:30]} {top.shift_ns / 1e6:+.3f} ms" if top else "-"
+        shift = f"{top.name[:30]} {fmt_ms(top.shift_ns, signed=True)}" if top else "-"
         table.add_row(str(r.rank), "-" if r.step is None else str(r.step), f"{r.measured_ns / 1e6:,.3f}",
                       f"{r.predicted_ns / 1e6:,.3f}", f"{100 * r.error:+.1f}%", shift)
     console.print(table)

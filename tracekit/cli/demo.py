@@ -44,6 +44,14 @@ def _step(title: str, args: list[str]) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    """Run the demo steps (``make demo``) into ``--out`` (default ``demo_out``), deleting it first.
+
+    Args:
+        argv: command-line arguments (default ``sys.argv[1:]``).
+
+    Raises:
+        SystemExit: a step's ``tracekit`` command exited non-zero (its code), after naming the step on stderr.
+    """
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default="demo_out", help="output folder (default: demo_out)")
     ns = parser.parse_args(argv)

@@ -41,8 +41,8 @@ def astra(traces: str, out_dir: str, hw: str, name: str) -> None:
       sh astra_run/run.sh
     """
     from tracekit.io import read_traceset
-    from tracekit.replayer.astra_export import export_astra
-    from tracekit.replayer.hardware import load_spec
+    from tracekit.replayer.simulation.astra_export import export_astra
+    from tracekit.replayer.simulation.hardware import load_spec
 
     spec = load_spec(hw)
     traceset = read_traceset(traces)

@@ -16,13 +16,24 @@ def roofline_from_options(hw: str | None, peak_tflops: float | None, mem_bw_gbps
     With ``--hw`` and ``cost="calibrated"``: a :class:`~tracekit.converters.generators.calibration.CalibratedCost`
     (GEMM efficiency by shape, overheads; see that module); ``cost="roofline"``: the flat roofline at the
     spec's ``compute_efficiency`` / ``memory_efficiency``.
+
+    Args:
+        hw: preset name or spec file, or None.
+        peak_tflops: peak compute, TFLOP/s (1e12 FLOP/s).
+        mem_bw_gbps: memory bandwidth, GB/s (1e9 bytes/s).
+        dtype: compute dtype whose peak the spec gives (the device default when it lists none for it).
+        cost: ``roofline`` or ``calibrated`` (with ``--hw`` only).
+
+    Raises:
+        ConfigError: ``--hw`` given with ``--peak-tflops``/``--mem-bw-gbps``, or only one of those two.
+        SpecError: an unknown preset or invalid spec file, or a device without a peak.
     """
     from tracekit.converters.generators.llm_ops import Roofline
 
     if hw is not None:
         if peak_tflops is not None or mem_bw_gbps is not None:
             raise ConfigError("give either --hw or --peak-tflops/--mem-bw-gbps, not both")
-        from tracekit.replayer.hardware import load_spec
+        from tracekit.replayer.simulation.hardware import load_spec
 
         if cost == "calibrated":
             from tracekit.converters.generators.calibration import CalibratedCost

@@ -34,7 +34,7 @@ def list_cmd(as_json: bool) -> None:
     """
     from rich.table import Table
 
-    from tracekit.replayer.hardware import list_presets, load_spec
+    from tracekit.replayer.simulation.hardware import list_presets, load_spec
 
     if as_json:
         emit_json([{"name": name, "world_size": (s := load_spec(name)).world_size, "device": s.device.name,
@@ -94,7 +94,7 @@ def show(name: str, as_toml: bool, as_json: bool) -> None:
       tracekit hw show dgx-a100
       tracekit hw show my_cluster.toml --toml
     """
-    from tracekit.replayer.hardware import load_spec
+    from tracekit.replayer.simulation.hardware import load_spec
 
     spec = load_spec(name)
     if as_json:
@@ -160,7 +160,7 @@ def import_astra(system: str, network: str, remote_memory: str | None, name: str
       tracekit hw import-astra --system Ring.json --network Ring.yml -o ring.toml
     """
     from tracekit.io import atomic_output
-    from tracekit.replayer.astra_config import import_astra_config
+    from tracekit.replayer.simulation.astra_config import import_astra_config
 
     result = import_astra_config(system, network, remote_memory, name=name,
                                  bandwidth_convention=bandwidth_convention)

@@ -9,11 +9,11 @@ import click
 from tracekit.cli._common import CONTEXT_SETTINGS, err_console, out_console, state
 from tracekit.cli._options import deprecated_alias, emit_json, json_option, traces_argument
 from tracekit.cli._render import _fmt_bytes, _fmt_ns  # noqa: E402 - one place for human units
+from tracekit.fmt import fmt_ns_exact, fmt_pct  # noqa: E402
 
 
 
-def _pct(part: float, whole: float) -> str:
-    return f"{100.0 * part / whole:.1f}%" if whole > 0 else "-"
+_pct = fmt_pct
 
 
 def _bw(v: float | None) -> str:
@@ -67,7 +67,7 @@ def _groups_text(names: list[str]) -> str:
 
 
 def render_result(console: Any, result: Any, *, top: int = 8) -> None:
-    """Print a :class:`tracekit.replayer.results.ReplayResult` for people.
+    """Print a :class:`tracekit.replayer.results.result.ReplayResult` for people.
 
     Ranks with identical figures share a row, as do collectives that differ
     only in their group; the ``top`` slowest / most expensive rows are shown.
@@ -77,7 +77,7 @@ def render_result(console: Any, result: Any, *, top: int = 8) -> None:
 
     prov = result.provenance
     job = result.iteration_time_ns
-    console.print(Text.assemble((f"iteration time {_fmt_ns(job)}", "bold"), f" ({job:,.0f} ns) on {prov.spec_name}: "
+    console.print(Text.assemble((f"iteration time {_fmt_ns(job)}", "bold"), f" ({fmt_ns_exact(job)}) on {prov.spec_name}: "
                   f"{prov.world_size} rank(s), {result.node_count:,} nodes, collective model "
                   f"{prov.collective_model}, compute {prov.compute_mode} x {prov.compute_scale:g}"))
     rows, distinct = _rank_rows(result, top)
@@ -225,7 +225,7 @@ def replay(traces, hw: str, json_out: str | None, as_json: bool, with_schedule: 
       tracekit replay out/a100_capture --hw dgx-h100 --compute projected
     """
     from tracekit.replayer import ReplayOptions
-    from tracekit.replayer.projected import replay_with_compute
+    from tracekit.replayer.orchestration.projected import replay_with_compute
 
     _refuse_old_json(traces, as_json)
     timeline_out = timeline_out or timeline_old
@@ -244,7 +244,7 @@ def replay(traces, hw: str, json_out: str | None, as_json: bool, with_schedule: 
                 status=lambda text: spinner.update(f"replay: {text}"))
     written = []  # files first: a closed stdout (| head) must not lose them
     if html_out:
-        from tracekit.replayer.report import write_report
+        from tracekit.replayer.reporting.report import write_report
 
         write_report(result, html_out, traceset=traceset)
         written.append(f"wrote {html_out}")
@@ -252,7 +252,7 @@ def replay(traces, hw: str, json_out: str | None, as_json: bool, with_schedule: 
         _write_result_json(result, json_out, with_schedule, plan, report)
         written.append(f"wrote {json_out}")
     if timeline_out:
-        from tracekit.replayer.timeline import replay_timeline, write_chrome_trace
+        from tracekit.replayer.reporting.timeline import replay_timeline, write_chrome_trace
 
         chrome = replay_timeline(result, traceset)
         write_chrome_trace(chrome, timeline_out)
@@ -301,7 +301,7 @@ def timeline(traces, output: str, as_json: bool) -> None:
       tracekit timeline out/job -o measured.json
     """
     from tracekit.io import read_traceset
-    from tracekit.replayer.timeline import measured_timeline, write_chrome_trace
+    from tracekit.replayer.reporting.timeline import measured_timeline, write_chrome_trace
 
     traceset = read_traceset(traces)
     trace = measured_timeline(traceset)

@@ -53,7 +53,7 @@ def report(result_path: str, output: str, max_ranks: int, title: str | None, png
       tracekit replay out/job --hw dgx-a100 -o out/a100.json --with-schedule
       tracekit report out/a100.json -o out/a100.html
     """
-    from tracekit.replayer.report import load_result, write_report
+    from tracekit.replayer.reporting.report import load_result, write_report
 
     png = png or png_old
     with _status(f"reading {result_path}"):
@@ -70,7 +70,7 @@ def report(result_path: str, output: str, max_ranks: int, title: str | None, png
     size = path.stat().st_size
     _say(f"wrote {path} ({size / 1e6:.1f} MB; iteration time {result.iteration_time_ns / 1e6:.3f} ms)")
     if png is not None:
-        from tracekit.replayer.browser import screenshot_html
+        from tracekit.replayer.reporting.browser import screenshot_html
 
         with _status(f"screenshot {png}"):
             screenshot_html(path, png)
@@ -106,8 +106,8 @@ def diff(a_path: str, b_path: str, html_out: str | None, html_old: str | None, a
       tracekit diff out/a100.json out/h100.json --html-out out/diff.html
     """
     from tracekit.errors import ConfigError
-    from tracekit.replayer.diff import diff_results
-    from tracekit.replayer.report import load_result, write_diff_report
+    from tracekit.replayer.reporting.diff import diff_results
+    from tracekit.replayer.reporting.report import load_result, write_diff_report
 
     html_out = html_out or html_old
     a_label = b_label = None
@@ -147,9 +147,10 @@ def _print_tables(result, output: str | None) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from tracekit.replayer.report import diff_headline, diff_tables
+    from tracekit.replayer.reporting.report import diff_headline, diff_tables
 
     def render(console) -> None:
+        """Print the diff's headline and its non-empty tables on ``console``."""
         console.print(diff_headline(result), markup=False, highlight=False)
         for i, (heading, headers, rows) in enumerate(diff_tables(result)):
             if not rows:

@@ -24,6 +24,7 @@ def _progress_callback(description: str) -> Iterator:
         task = bar.add_task(description, total=None)
 
         def update(done: int, total: int) -> None:
+            """Move the bar to ``done`` of ``total`` replays."""
             bar.update(task, completed=done, total=total)
 
         yield update
@@ -68,7 +69,7 @@ def sweep(traces, specs: tuple[str, ...], varies: tuple[str, ...], collective_mo
       tracekit sweep out/gpt3 --hw dgx-a100 --hw dgx-h100 --executor ray --address auto -o sweep_out
     """
     from tracekit.replayer import ReplayOptions
-    from tracekit.replayer.sweep import parse_vary, run_sweep, write_sweep
+    from tracekit.replayer.orchestration.sweep import parse_vary, run_sweep, write_sweep
 
     axes = [parse_vary(v) for v in varies]
     options = ReplayOptions(collective_model=collective_model, compute_scale=compute_scale, streams=streams,

@@ -27,7 +27,7 @@ def _steps_from_options(opts: dict) -> list:
     if opts["retarget"] is not None:
         from tracekit.devices import find_device
         from tracekit.errors import ConfigError
-        from tracekit.replayer.hardware import load_spec
+        from tracekit.replayer.simulation.hardware import load_spec
 
         src, sep, dst = opts["retarget"].partition(":")
         if not sep or not src or not dst:

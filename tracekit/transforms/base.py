@@ -37,6 +37,11 @@ class Transform:
     """
 
     def apply(self, traceset: "TraceSet") -> "TraceSet":  # pragma: no cover - abstract
+        """The transformed trace set (``traceset`` itself is left unchanged).
+
+        Raises:
+            TransformError, ConfigError: as documented by each subclass.
+        """
         raise NotImplementedError
 
     def describe(self) -> dict[str, Any]:
@@ -97,6 +102,7 @@ def copy_node(node: Node) -> Node:
 
 
 def copy_metadata(md: Metadata) -> Metadata:
+    """A copy of ``md`` whose attributes (and list values) can be changed without touching the original."""
     return Metadata(md.version, [Attr(a.name, list(a.value) if isinstance(a.value, list) else a.value,
                                       a.kind, a.doc_string) for a in md.attrs])
 
@@ -110,6 +116,9 @@ def map_nodes(trace: ExecutionTrace, fn: Callable[[Node], Node | None]) -> Execu
     """A trace whose nodes are ``fn(node)`` (None keeps the node as is; return a copy to change it).
 
     The input trace is returned unchanged (same object) when ``fn`` changed nothing.
+
+    Raises:
+        TransformError: raised by ``fn``, with the node id filled in.
     """
     out: list[Node] = []
     changed = False
@@ -129,7 +138,8 @@ def map_nodes(trace: ExecutionTrace, fn: Callable[[Node], Node | None]) -> Execu
 def map_traces(traceset: "TraceSet", fn: Callable[[ExecutionTrace], ExecutionTrace]) -> "TraceSet":
     """A trace set with ``fn`` applied to every rank's trace (process groups kept).
 
-    Errors raised by ``fn`` get the rank and path filled in.
+    Raises:
+        TransformError: raised by ``fn``, with the rank and path filled in.
     """
     out = {}
     for rank, trace in traceset.items():
@@ -174,6 +184,9 @@ def stamp_provenance(traceset: "TraceSet", steps: Iterable[dict[str, Any]], sour
 
     An earlier record in the trace (a trace that was already transformed) is
     kept under ``"previous"``.
+
+    Raises:
+        TransformError: an earlier ``tracekit_provenance`` record is not JSON.
     """
     steps = list(steps)
     out = {}

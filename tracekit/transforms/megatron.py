@@ -35,7 +35,18 @@ SPLIT_COMM = frozenset({"cp_kv_allgather", "cp_kv_reducescatter"})
 
 @dataclass(frozen=True)
 class Shape:
-    """The model and batch fields of ``llm_config`` the rewrites use."""
+    """The model and batch fields of ``llm_config`` the rewrites use.
+
+    Attributes:
+        num_layers, hidden_size (h), num_heads, kv_heads, ffn_size: the transformer's shape (sizes in elements).
+        swiglu: the FFN has gate and up projections (first GEMM twice as wide).
+        seq_length (s), vocab_size: tokens per sequence, vocabulary entries.
+        tied_embeddings, learned_position_embeddings, layernorm, bias: Megatron-LM options.
+        micro_batch_size (b): sequences per micro-batch.
+        dtype_bytes: bytes per element of weights and activations (:data:`DTYPE_BYTES`).
+        grad_bytes: bytes per element of the gradients the data-parallel reduction moves.
+    """
+
 
     num_layers: int
     hidden_size: int
@@ -55,6 +66,15 @@ class Shape:
 
     @classmethod
     def of(cls, cfg: dict[str, Any]) -> "Shape":
+        """The shape fields of an ``llm_config`` metadata dict (as written by the LLM generator).
+
+        Defaults follow Megatron-LM: ``ffn_hidden_size`` 4h, ``num_kv_heads`` = ``num_heads``, tied
+        embeddings, learned position embeddings, layernorm with bias; dtype bf16.
+
+        Raises:
+            KeyError: a required field (``model``, ``hidden_size``, ``num_heads``, ``num_layers``, ``seq_length``,
+                ``vocab_size``, ``micro_batch_size``) is missing or the dtype is not in :data:`DTYPE_BYTES`.
+        """
         m = cfg["model"]
         h = int(m["hidden_size"])
         kv = m.get("num_kv_heads") or m["num_heads"]
@@ -67,17 +87,25 @@ class Shape:
 
     @property
     def head_dim(self) -> int:
+        """Elements per attention head, ``h / num_heads``."""
         return self.hidden_size // self.num_heads
 
     @property
     def qkv_size(self) -> int:
+        """Output width of the fused QKV GEMM, ``h + 2 * kv_heads * head_dim`` (grouped-query attention)."""
         return self.hidden_size + 2 * self.kv_heads * self.head_dim
 
     @property
     def ffn_in(self) -> int:
+        """Output width of the first FFN GEMM: ``ffn_size``, doubled for SwiGLU (gate and up projections)."""
         return self.ffn_size * (2 if self.swiglu else 1)
 
     def padded_vocab(self, tp: int) -> int:
+        """Vocabulary padded to a multiple of ``128 * tp`` (Megatron-LM ``make_vocab_size_divisible_by``).
+
+        Args:
+            tp: tensor-parallel degree.
+        """
         multiple = VOCAB_DIVISOR * tp
         return -(-self.vocab_size // multiple) * multiple
 
@@ -87,19 +115,44 @@ class Shape:
 
     # ----- parameters per rank (elements) ---------------------------------------------------
     def norm_params(self) -> int:
+        """Parameters of a layer's two norms, elements: ``2 * 2h`` (layernorm weight and bias) or ``2 * h`` (RMSNorm)."""
         return 2 * (2 * self.hidden_size if self.layernorm else self.hidden_size)
 
     def layer_params(self, tp: int) -> int:
+        """Parameters of one transformer layer on one tensor-parallel rank, elements.
+
+        QKV and FFN-in GEMM weights and biases are split column-wise over ``tp``, projection and FFN-out weights
+        row-wise (their biases and the norms are replicated) as in Shoeybi et al. 2019, Megatron-LM.
+
+        Args:
+            tp: tensor-parallel degree.
+        """
         h = self.hidden_size
         attn = h * self.qkv_size // tp + h * h // tp + ((self.qkv_size // tp + h) if self.bias else 0)
         ffn = h * self.ffn_in // tp + self.ffn_size // tp * h + ((self.ffn_in // tp + h) if self.bias else 0)
         return attn + ffn + self.norm_params()
 
     def embedding_params(self, tp: int) -> int:
+        """Parameters of the embedding on one tensor-parallel rank, elements.
+
+        The padded vocabulary is split over ``tp``; learned position embeddings (``s x h``) are replicated.
+
+        Args:
+            tp: tensor-parallel degree.
+        """
         pos = self.seq_length * self.hidden_size if self.learned_position_embeddings else 0
         return self.padded_vocab(tp) // tp * self.hidden_size + pos
 
     def head_params(self, tp: int, pp: int) -> int:
+        """Parameters of the final norm and output layer on one rank, elements.
+
+        The output weight (padded vocabulary split over ``tp``) counts only when it is not tied to the embedding
+        or the embedding sits on another pipeline stage (``pp > 1``).
+
+        Args:
+            tp: tensor-parallel degree.
+            pp: pipeline-parallel degree.
+        """
         norm = 2 * self.hidden_size if self.layernorm else self.hidden_size
         output = self.padded_vocab(tp) // tp * self.hidden_size
         if self.tied_embeddings and pp == 1:
@@ -116,7 +169,11 @@ class Shape:
 
     # ----- TP split of one node -------------------------------------------------------------
     def tp_factors(self, tp_old: int, tp_new: int) -> tuple[Fraction, Fraction]:
-        """``(f, f_vocab)``: per-rank share of split work and of the padded vocabulary, new / old."""
+        """``(f, f_vocab)``: per-rank share of split work and of the padded vocabulary, new / old.
+
+        ``f = tp_old / tp_new``; ``f_vocab`` is the ratio of per-rank padded vocabularies (the padding to a
+        multiple of ``128 * tp`` changes with ``tp``).
+        """
         f = Fraction(tp_old, tp_new)
         fv = Fraction(self.padded_vocab(tp_new) // tp_new, self.padded_vocab(tp_old) // tp_old)
         return f, fv

@@ -77,22 +77,41 @@ class Pipeline(Transform):
         object.__setattr__(self, "steps", steps)
 
     def describe(self) -> dict[str, Any]:
+        """``{"transform": "Pipeline", "steps": [each step's describe()]}`` (JSON-ready)."""
         return {"transform": "Pipeline", "steps": [s.describe() for s in self.steps]}
 
     def apply(self, traceset):
+        """Apply every step in order; returns the last step's trace set.
+
+        Raises:
+            TransformError, ConfigError: as the failing step raises them.
+        """
         for step in self.steps:
             traceset = step.apply(traceset)
         return traceset
 
     def run(self, traceset, *, source: str | os.PathLike[str] | None = None):
-        """Apply every step, then record the provenance (steps and ``source``) in each trace."""
+        """Apply every step, then record the provenance (steps and ``source``) in each trace.
+
+        Raises:
+            TransformError, ConfigError: as the failing step raises them; TransformError also for an earlier
+                provenance record that is not JSON.
+        """
         out = self.apply(traceset)
         return stamp_provenance(out, [s.describe() for s in self.steps],
                                 os.fspath(source) if source is not None else None)
 
     def write(self, traceset, output_prefix: str | os.PathLike[str], *, source: str | os.PathLike[str] | None = None,
               compress: bool = False) -> list[Path]:
-        """:meth:`run` then write ``<output_prefix>.<rank>.et`` (all ranks encoded before any file is written)."""
+        """:meth:`run` then write ``<output_prefix>.<rank>.et`` (all ranks encoded before any file is written).
+
+        Returns:
+            the paths written, in rank order.
+
+        Raises:
+            TransformError, ConfigError: as the failing step raises them.
+            TracekitError: the prefix holds other rank files, or an output is an input of the running command.
+        """
         from tracekit.io import write_traceset
 
         return write_traceset(self.run(traceset, source=source), output_prefix, compress=compress)

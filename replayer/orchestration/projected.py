@@ -1,0 +1,134 @@
+"""How a replay times compute across hardware: measured, roofline, or projected from the capture device.
+
+``replay --hw X`` on a trace whose metadata names the device its durations were measured on
+(``compute_device``, written by the PyTorch converter from Kineto ``deviceProperties``) projects compute
+from that device to X by default: the trace set goes through :class:`tracekit.transforms.Retarget` (the
+code ``transform --retarget`` runs), then replays with the measured (now projected) durations.  Choices
+(:data:`COMPUTE_CHOICES`):
+
+* ``auto`` (default): ``projected`` when both devices are known, else ``measured`` (the reason is returned);
+* ``measured``: the trace's durations (times ``--compute-scale``);
+* ``roofline``: the spec's roofline for every node with FLOPs/bytes; nodes without keep their measured
+  time and are counted (``compute_methods``: ``roofline`` vs ``measured``);
+* ``projected``: as described; an unknown capture or target device is an error.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from tracekit.errors import ConfigError
+
+COMPUTE_CHOICES = ("auto", "measured", "roofline", "projected")
+
+
+@dataclass(frozen=True)
+class ComputePlan:
+    """What a replay will do with compute: ``method`` (measured | roofline | projected), ``source`` and
+    ``target`` device keys when projecting, and ``reason`` (why ``auto`` chose what it chose)."""
+
+    method: str
+    source: str | None = None
+    target: str | None = None
+    reason: str = ""
+
+
+def trace_compute_device(traceset: Any) -> str | None:
+    """The ``compute_device`` (else ``capture_device``) of the trace set's first rank that names one."""
+    for trace in traceset:
+        md = trace.metadata
+        for key in ("compute_device", "capture_device"):
+            v = md.get_attr(key)
+            if isinstance(v, str) and v:
+                return v
+    return None
+
+
+def plan_compute(traceset: Any, spec: Any, compute: str = "auto", capture_device: str | None = None) -> ComputePlan:
+    """Decide how compute is timed (module doc).
+
+    Raises:
+        ConfigError: unknown choice; ``projected`` with an unknown capture or target device.
+    """
+    from tracekit.devices import device_model, find_device
+
+    if compute not in COMPUTE_CHOICES:
+        raise ConfigError(f"--compute must be one of {', '.join(COMPUTE_CHOICES)}, got {compute!r}")
+    if compute in ("measured", "roofline"):
+        return ComputePlan(compute, reason="chosen")
+    name = capture_device or trace_compute_device(traceset)
+    src = find_device(name) if name else None
+    dst = find_device(spec.device.name)
+    if src is None or dst is None:
+        why = ("the trace records no capture device" if not name else
+               f"no device preset matches the capture device {name!r}" if src is None else
+               f"no device preset matches the spec's device {spec.device.name!r}")
+        if compute == "projected":
+            raise ConfigError(f"cannot project compute: {why} (give --capture-device, see devices in "
+                              f"tracekit/devices.toml)")
+        return ComputePlan("measured", reason=why)
+    return ComputePlan("projected", src.key, device_model(spec).key, reason=f"capture device {name!r}")
+
+
+def replay_with_compute(traces: Any, spec: Any, *, options: Any = None, compute: str = "auto",
+                        capture_device: str | None = None, status: Any = None):
+    """Replay ``traces`` (files or a TraceSet) on ``spec`` timing compute as :func:`plan_compute` decides.
+
+    ``status`` (optional) receives phase descriptions from the file-streaming path
+    (:func:`tracekit.replayer.replay_with_traces`).
+
+    Returns:
+        ``(result, traceset, plan, report)``: the ReplayResult, the trace set replayed, the
+        :class:`ComputePlan` and the merged :class:`tracekit.projection.ProjectionReport` (None unless
+        projected).
+
+    Raises:
+        as :func:`tracekit.replayer.replay` and :func:`plan_compute`.
+    """
+    from tracekit.io import read_traceset
+    from tracekit.replayer import ReplayOptions, replay, replay_with_traces
+    from tracekit.replayer.simulation.hardware import HardwareSpec, load_spec
+    from tracekit.traceset import TraceSet
+
+    options = options or ReplayOptions()
+    if not isinstance(spec, HardwareSpec):
+        spec = load_spec(spec)
+    ts = traces if isinstance(traces, TraceSet) else None
+    if ts is None and compute in ("measured", "auto") and capture_device is None:
+        # files: decide from the first rank's metadata so jobs without a device keep the streaming path
+        from tracekit.io import read_metadata, trace_paths
+
+        from tracekit.classset import find_class_set
+
+        classes = find_class_set(traces)  # a class set: its first representative's metadata
+        first = classes.classes[0].file if classes is not None else trace_paths(traces)[0][1]
+        md = read_metadata(first) if str(first).endswith((".et", ".et.gz")) else None
+        named = md is not None and any(md.get_attr(k) for k in ("compute_device", "capture_device"))
+        if compute == "measured" or (md is not None and not named):
+            result, kept = replay_with_traces(traces, spec, options=options, status=status)
+            reason = "chosen" if compute == "measured" else "the trace records no capture device"
+            return result, kept, ComputePlan("measured", reason=reason), None
+    ts = ts if ts is not None else read_traceset(traces)
+    plan = plan_compute(ts, spec, compute, capture_device)
+    report = None
+    if plan.method == "roofline":
+        spec = replace(spec, compute=replace(spec.compute, mode="roofline"))
+    elif plan.method == "projected":
+        from tracekit.devices import device_model
+        from tracekit.transforms import Retarget
+
+        step = Retarget(device_model(plan.source), device_model(spec))
+        traces_out, report = {}, None
+        for rank, trace in ts.items():
+            out, rep = step.project_trace(trace)
+            traces_out[rank] = out
+            if report is None:
+                report = rep
+            else:
+                report.merge(rep)
+        ts = ts.with_traces(traces_out)
+    return replay(ts, spec, options=options), ts, plan, report
+
+
+__all__ = ["COMPUTE_CHOICES", "ComputePlan", "plan_compute", "replay_with_compute", "trace_compute_device"]

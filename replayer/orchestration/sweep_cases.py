@@ -1,0 +1,252 @@
+"""Sweep axes and cases: parsing ``key=v1,v2,...`` and building every variant spec before any replay.
+
+The keys an axis may name are listed in :mod:`.sweep`'s module doc. Every variant is built and validated here,
+in the calling process, through the same TOML schema checks as a spec file, so a bad value fails at once with a
+:class:`~tracekit.errors.SpecError` naming the key.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import os
+import re
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Sequence
+
+from tracekit.errors import ConfigError, SpecError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tracekit.replayer import ReplayOptions
+    from tracekit.replayer.simulation.hardware import HardwareSpec
+
+HW_KEY = "hw"
+_ALIASES = {"collective_model": "collectives.model"}
+_OPTION_FIELDS = ("collective_model", "compute_scale", "streams")
+_STEP_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(?:\[(\d+)\])?$")
+
+
+# ----------------------------------------------------------------------------- axes
+@dataclass(frozen=True)
+class SweepAxis:
+    """One swept parameter.
+
+    Attributes:
+        key: ``hw``, a spec TOML key path (``network[1].bandwidth_gbps``) or
+            ``options.<ReplayOptions field>``; aliases resolved by :func:`parse_vary`.
+        values: the values in sweep order (strings from the CLI are converted
+            to the key's type when the variant is built).
+    """
+
+    key: str
+    values: tuple[Any, ...]
+
+    def __post_init__(self) -> None:
+        if not self.values:
+            raise ConfigError(f"sweep parameter {self.key!r} has no values")
+        if len(set(map(repr, self.values))) != len(self.values):
+            raise ConfigError(f"sweep parameter {self.key!r} lists a value twice: {list(self.values)}")
+
+
+def parse_vary(text: str) -> SweepAxis:
+    """``"network[1].bandwidth_gbps=25,50,100"`` -> :class:`SweepAxis` (values kept as strings).
+
+    Raises:
+        ConfigError: no ``=``, an empty key or value, or a malformed key path.
+    """
+    key, sep, values = text.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise ConfigError(f"--vary {text!r}: expected KEY=V1,V2,... (e.g. network[1].bandwidth_gbps=25,50,100)")
+    items = [v.strip() for v in values.split(",")]
+    if not values.strip() or any(not v for v in items):
+        raise ConfigError(f"--vary {text!r}: empty value in the list")
+    key = _ALIASES.get(key, key)
+    _key_steps(key)  # syntax check now
+    return SweepAxis(key, tuple(items))
+
+
+def _key_steps(key: str) -> list[tuple[str, int | None]]:
+    if key == HW_KEY:
+        return []
+    steps = []
+    for part in key.split("."):
+        m = _STEP_RE.match(part)
+        if not m:
+            raise ConfigError(f"sweep parameter {key!r}: bad key part {part!r} (expected name or name[index])")
+        steps.append((m.group(1), None if m.group(2) is None else int(m.group(2))))
+    if steps[0][0] == "options":
+        if len(steps) != 2 or steps[1][0] not in _OPTION_FIELDS or steps[1][1] is not None:
+            raise ConfigError(f"sweep parameter {key!r}: replay options that can vary are "
+                              f"{', '.join('options.' + f for f in _OPTION_FIELDS)}")
+    return steps
+
+
+def _convert(text: Any, like: Any, key: str) -> Any:
+    """A CLI string converted to the type of the value it replaces (``like``); non-strings pass through."""
+    if not isinstance(text, str) or isinstance(like, str):
+        return text
+    low = text.lower()
+    try:
+        if isinstance(like, bool) or (like is None and low in ("true", "false")):
+            if low not in ("true", "false"):
+                raise ValueError
+            return low == "true"
+        if isinstance(like, int) or like is None:
+            try:
+                return int(text)
+            except ValueError:
+                if isinstance(like, int):
+                    raise
+        if isinstance(like, (int, float)) or like is None:
+            value = float(text)
+            if not math.isfinite(value):
+                raise ValueError
+            return value
+    except ValueError:
+        if like is None:
+            return text
+        raise ConfigError(f"sweep parameter {key}: {text!r} is not a {type(like).__name__}") from None
+    return text
+
+
+def _set_path(doc: dict[str, Any], key: str, raw: Any, spec_label: str) -> Any:
+    """Set ``key`` in the spec document ``doc``; returns the converted value."""
+    steps = _key_steps(key)
+    node: Any = doc
+    for depth, (name, index) in enumerate(steps):
+        last = depth == len(steps) - 1
+        if not isinstance(node, dict):
+            raise ConfigError(f"sweep parameter {key}: {'.'.join(s for s, _ in steps[:depth])} is not a table "
+                              f"in spec {spec_label}")
+        if index is not None:
+            seq = node.get(name)
+            if not isinstance(seq, list):
+                raise ConfigError(f"sweep parameter {key}: spec {spec_label} has no list {name!r}")
+            if index >= len(seq):
+                raise ConfigError(f"sweep parameter {key}: spec {spec_label} has {len(seq)} {name} entries "
+                                  f"(indexes 0..{len(seq) - 1}) for this trace set")
+            if last:
+                raise ConfigError(f"sweep parameter {key}: cannot replace the whole {name}[{index}] entry; "
+                                  f"name one of its keys")
+            node = seq[index]
+            continue
+        if last:
+            value = _convert(raw, node.get(name), key)
+            node[name] = value
+            return value
+        node = node.setdefault(name, {})
+    raise ConfigError(f"sweep parameter {key}: empty key")  # pragma: no cover (syntax checked)
+
+
+# ----------------------------------------------------------------------------- cases
+@dataclass(frozen=True)
+class SweepCase:
+    """One point of the sweep, ready to replay.
+
+    Attributes:
+        index: position in the sweep (the first axis varies slowest).
+        params: ``((key, value), ...)`` in axis order; values converted.
+        spec: the variant, fitted to the trace set's world size.
+        options: the replay options of this point.
+    """
+
+    index: int
+    params: tuple[tuple[str, Any], ...]
+    spec: "HardwareSpec"
+    options: "ReplayOptions"
+
+
+def build_cases(specs: Sequence["HardwareSpec | str | os.PathLike[str]"], axes: Sequence[SweepAxis],
+                world_size: int, *, options: "ReplayOptions | None" = None) -> list[SweepCase]:
+    """The sweep's points: every base spec x the product of ``axes``.
+
+    Args:
+        specs: base specs (objects, preset names or TOML paths); more than one
+            adds an ``hw`` axis in front.  An ``hw`` entry in ``axes`` is
+            the same thing (give one or the other).
+        axes: parameters to vary.
+        world_size: ranks of the trace set (specs are fitted to it first).
+        options: base replay options (``options.*`` axes override fields).
+
+    Raises:
+        ConfigError: no spec, an axis key given twice, a key that does not
+            exist in a variant (e.g. ``network[2]`` on a two-dimension spec),
+            a value of the wrong type.
+        SpecError: a variant fails the spec checks (names the key), or a spec
+            cannot have ``world_size`` ranks.
+    """
+    from tracekit.replayer import ReplayOptions
+    from tracekit.replayer.simulation.hardware import HardwareSpec, load_spec, spec_from_dict
+
+    options = options or ReplayOptions()
+    axes = list(axes)
+    keys = [a.key for a in axes]
+    dupes = sorted({k for k in keys if keys.count(k) > 1})
+    if dupes:
+        raise ConfigError(f"sweep parameter given twice: {', '.join(dupes)}")
+    hw_axis = next((a for a in axes if a.key == HW_KEY), None)
+    if hw_axis is not None:
+        if len(specs) > 0 and list(specs) != list(hw_axis.values):
+            raise ConfigError("give the hardware specs either as the base specs or as an 'hw' axis, not both")
+        specs = list(hw_axis.values)
+    elif len(specs) > 1:
+        axes.insert(0, SweepAxis(HW_KEY, tuple(os.fspath(s) if not isinstance(s, HardwareSpec) else s.name
+                                             for s in specs)))
+    if not specs:
+        raise ConfigError("a sweep needs at least one hardware spec")
+    loaded = {}
+    for s in specs:
+        spec = s if isinstance(s, HardwareSpec) else load_spec(s)
+        label = s.name if isinstance(s, HardwareSpec) else os.fspath(s)
+        loaded[label] = spec.fitted(world_size)
+    if len(loaded) != len(specs):
+        raise ConfigError("a hardware spec is listed twice in the sweep")
+    base_labels = list(loaded)
+
+    cases = []
+    grid = itertools.product(*[a.values for a in axes]) if axes else [()]
+    for index, combo in enumerate(grid):
+        chosen = dict(zip([a.key for a in axes], combo))
+        label = chosen.get(HW_KEY, base_labels[0])
+        label = label.name if isinstance(label, HardwareSpec) else os.fspath(label)
+        base = loaded[label]
+        doc = base.to_dict()
+        case_options = options
+        params: list[tuple[str, Any]] = []
+        for key, raw in chosen.items():
+            if key == HW_KEY:
+                params.append((key, label))
+            elif key.startswith("options."):
+                name = key.split(".", 1)[1]
+                value = _convert(raw, getattr(case_options, name), key) if name != "compute_scale" else \
+                    _convert(raw, 1.0, key)
+                case_options = replace(case_options, **{name: value})
+                params.append((key, value))
+            else:
+                params.append((key, _set_path(doc, key, raw, repr(base.name))))
+        where = ", ".join(f"{k}={v}" for k, v in params) or "base spec"
+        spec_changed = any(k != HW_KEY and not k.startswith("options.") for k in chosen)
+        try:
+            spec = spec_from_dict(doc, path=base.path) if spec_changed else base
+        except SpecError as exc:
+            raise SpecError(f"sweep point {index} ({where}): {exc.message}", path=exc.path) from None
+        _check_models(spec, case_options, world_size, index, where)
+        if spec.world_size != world_size:
+            raise SpecError(f"sweep point {index} ({where}): the variant has {spec.world_size} ranks but the "
+                            f"trace set has {world_size}", path=base.path)
+        cases.append(SweepCase(index, tuple(params), spec, case_options))
+    return cases
+
+
+def _check_models(spec: "HardwareSpec", options: "ReplayOptions", world_size: int, index: int, where: str) -> None:
+    """Build the point's collective model now, so a missing ``[astra]`` table fails before any replay."""
+    from tracekit.replayer.simulation.program import effective_spec
+    from tracekit.replayer.simulation.collectives import make_collective_model
+
+    if options.collective_model == "measured":
+        return
+    try:
+        make_collective_model(effective_spec(spec, options, world_size))
+    except SpecError as exc:
+        raise SpecError(f"sweep point {index} ({where}): {exc.message}", path=exc.path) from None

@@ -1,0 +1,205 @@
+"""Building a :class:`~.result.ReplayResult` from a finished simulation (figures defined in :mod:`.result`).
+
+Times are rounded to integer ns once (:func:`round_schedule`), before any figure is computed.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from tracekit.model import CollectiveType
+from tracekit.replayer.results.result import (CollectiveRow, CriticalPath, PathStep, Provenance, RankSchedule,
+                                              RankStats, ReplayResult, bus_factor, nccl_tests_size)
+from tracekit.replayer.simulation.program import K_COLL, K_TIMED, ReplayProgram
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tracekit.replayer.simulation.engine import Schedule
+    from tracekit.traceset import TraceSet
+
+__all__ = ["build_result", "provenance", "round_schedule", "schedule_names", "union_length"]
+
+
+def union_length(starts: np.ndarray, ends: np.ndarray) -> float:
+    """Total length covered by intervals ``[starts[i], ends[i])`` (empty ones ignored), ns."""
+    keep = ends > starts
+    if not keep.any():
+        return 0.0
+    s, e = starts[keep], ends[keep]
+    order = np.argsort(s, kind="stable")
+    s, e = s[order], e[order]
+    reach = np.maximum.accumulate(e)
+    new = np.ones(len(s), dtype=bool)
+    new[1:] = s[1:] > reach[:-1]
+    heads = np.flatnonzero(new)
+    block_end = np.maximum.reduceat(e, heads)
+    return float(np.sum(block_end - s[heads]))
+
+
+def round_schedule(sched: "Schedule") -> "Schedule":
+    """The schedule with every time rounded to the nearest integer ns (NaN stays NaN).
+
+    Results are reported in integer ns (module doc); rounding once, before any
+    figure is computed, keeps the per-rank partition exact.
+    """
+    from dataclasses import replace
+
+    return replace(sched, start_ns=np.rint(sched.start_ns), end_ns=np.rint(sched.end_ns),
+                   xfer_start_ns=np.rint(sched.xfer_start_ns), xfer_end_ns=np.rint(sched.xfer_end_ns))
+
+
+def _rank_stats(lay, sched: "Schedule", program: ReplayProgram, xfer_start_of_node: np.ndarray) -> RankStats:
+    """One rank's partition of ``[0, iteration)`` from a rounded schedule (:func:`round_schedule`)."""
+    lo, hi = lay.offset, lay.offset + lay.n
+    start, end = sched.start_ns[lo:hi], sched.end_ns[lo:hi]
+    kind = lay.kind
+    iteration = float(end.max()) if lay.n else 0.0
+    timed = kind == K_TIMED
+    comm = (kind >= K_COLL) & ~np.isnan(xfer_start_of_node[lo:hi])
+    cs, ce = start[timed], end[timed]
+    ks, ke = xfer_start_of_node[lo:hi][comm], end[comm]
+    ws, we = start[comm], xfer_start_of_node[lo:hi][comm]
+    compute = int(union_length(cs, ce))
+    comm_t = int(union_length(ks, ke))
+    busy = int(union_length(np.concatenate([cs, ks]), np.concatenate([ce, ke])))
+    everything = int(union_length(np.concatenate([cs, ks, ws]), np.concatenate([ce, ke, we])))
+    it = int(iteration)
+    return RankStats(rank=lay.rank, iteration_time_ns=it, compute_ns=compute, comm_ns=comm_t,
+                     exposed_comm_ns=busy - compute, comm_wait_ns=everything - busy,
+                     other_idle_ns=it - everything, nodes=lay.n)
+
+
+def _collective_rows(program: ReplayProgram, sched: "Schedule") -> tuple[CollectiveRow, ...]:
+    rows = []
+    for i, inst in enumerate(program.instances):
+        if inst.kind == "p2p":
+            kind = "SEND_RECV"
+        else:
+            kind = CollectiveType(inst.comm_type).name
+        s, e = int(sched.xfer_start_ns[i]), int(sched.xfer_end_ns[i])
+        t = e - s
+        p = len(inst.ranks)
+        size = nccl_tests_size(kind, inst.comm_bytes, p)
+        alg_bw = size / t if t > 0 else None
+        bus_bw = alg_bw * bus_factor(kind, p) if alg_bw is not None else None
+        rows.append(CollectiveRow(
+            index=i, kind=kind, comm_bytes=inst.comm_bytes, pg_name=inst.pg_name, ranks=inst.ranks,
+            node_ids=tuple(program.node_id(g) for g in inst.nodes), algorithm=inst.cost.algorithm,
+            start_ns=s, end_ns=e, time_ns=t, algbw_gbps=alg_bw, busbw_gbps=bus_bw))
+    return tuple(rows)
+
+
+def _last_arrival(nodes: list[int], sched: "Schedule", i: int) -> int:
+    """The member whose arrival started transfer ``i``: of those arriving last, the first in member order.
+
+    (Not the engine's ``last_arrival``, which among same-time arrivals is the
+    one processed last: member order makes the path the same whether the
+    replay was folded or not, see :mod:`tracekit.replayer.simulation.folding`.)
+    """
+    t = sched.xfer_start_ns[i]
+    for g in nodes:
+        if g >= 0 and sched.start_ns[g] == t:
+            return g
+    return int(sched.last_arrival[i])
+
+
+def _critical_path(program: ReplayProgram, sched: "Schedule", traceset: "TraceSet") -> CriticalPath:
+    if program.n == 0:
+        return CriticalPath((), 0, 0, 0)
+    kind = program.kind
+    reason = sched.reason.tolist()
+    instance_of = program.instance_of
+    raw: list[tuple[int, str, int, int]] = []
+    g = int(np.argmax(sched.end_ns))
+    while g >= 0:
+        k = kind[g]
+        if k >= K_COLL and instance_of[g] >= 0:
+            i = instance_of[g]
+            h = _last_arrival(program.instances[i].nodes, sched, i)
+            # the member's own end: members may finish at different times (CommCost.member_ns)
+            raw.append((h, "comm", int(sched.xfer_start_ns[i]), int(sched.end_ns[g])))
+            g = reason[h]
+        else:
+            if k == K_TIMED:
+                raw.append((g, "compute", int(sched.start_ns[g]), int(sched.end_ns[g])))
+            g = reason[g]
+    raw.reverse()
+    names_cache: dict[int, list[str]] = {}
+    steps = []
+    compute = comm = 0
+    for g, category, s, e in raw:
+        lay, pos = program.locate(g)
+        if lay.rank not in names_cache:
+            names_cache[lay.rank] = traceset[lay.rank].columns().names
+        steps.append(PathStep(lay.rank, int(lay.ids[pos]), names_cache[lay.rank][pos], category, s, e))
+        if category == "compute":
+            compute += e - s
+        else:
+            comm += e - s
+    return CriticalPath(tuple(steps), compute + comm, compute, comm)
+
+
+def schedule_names(traceset: "TraceSet", rank: int) -> tuple[tuple[str, ...], dict[int, tuple[int, ...]]]:
+    """A rank's node names and merged-node provenance (``merged_node_ids``) for :class:`RankSchedule`."""
+    cols = traceset[rank].columns()
+    present, values = cols.attr("merged_node_ids")
+    merged = {}
+    if present.any():
+        ids = cols.ids
+        for i in np.flatnonzero(present).tolist():
+            merged[int(ids[i])] = tuple(int(x) for x in values[i])
+    return tuple(cols.names), merged
+
+
+def _schedules(program: ReplayProgram, sched: "Schedule", xfer_start_of_node: np.ndarray,
+               traceset: "TraceSet") -> tuple[RankSchedule, ...]:
+    inst = np.asarray(program.instance_of, dtype=np.int64)
+    out = []
+    for lay in program.layouts:
+        lo, hi = lay.offset, lay.offset + lay.n
+        names, merged = schedule_names(traceset, lay.rank)
+        out.append(RankSchedule(lay.rank, lay.ids, lay.kind, lay.resource, lay.resource_names,
+                                sched.start_ns[lo:hi], sched.end_ns[lo:hi], xfer_start_of_node[lo:hi],
+                                inst[lo:hi], names, merged))
+    return tuple(out)
+
+
+def build_result(program: ReplayProgram, sched: "Schedule", traceset: "TraceSet") -> ReplayResult:
+    """Assemble the :class:`ReplayResult` of a finished simulation."""
+    sched = round_schedule(sched)
+    inst = np.asarray(program.instance_of, dtype=np.int64)
+    xfer_start_of_node = np.full(program.n, np.nan)
+    has = inst >= 0
+    if len(sched.xfer_start_ns):
+        xfer_start_of_node[has] = sched.xfer_start_ns[inst[has]]
+    ranks = tuple(_rank_stats(lay, sched, program, xfer_start_of_node) for lay in program.layouts)
+    prov = provenance(program, tuple(lay.path for lay in program.layouts), len(program.layouts))
+    return ReplayResult(
+        iteration_time_ns=max((r.iteration_time_ns for r in ranks), default=0),
+        ranks=ranks,
+        collectives=_collective_rows(program, sched),
+        critical_path=_critical_path(program, sched, traceset),
+        provenance=prov,
+        compute_methods=tuple(program.compute_methods.items()),
+        node_count=program.n,
+        schedule=_schedules(program, sched, xfer_start_of_node, traceset),
+    )
+
+
+
+
+def provenance(program: ReplayProgram, trace_paths: tuple[str | None, ...], world_size: int) -> Provenance:
+    """What was replayed and how: the program's spec, models and options, the traces' paths, tracekit's version."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    spec = program.spec
+    try:
+        tk_version = version("tracekit")
+    except PackageNotFoundError:  # pragma: no cover - running from a source tree
+        tk_version = "unknown"
+    return Provenance(
+        trace_paths=trace_paths, spec_name=spec.name, spec_path=spec.path,
+        collective_model=program.model_name, compute_mode=spec.compute.mode,
+        compute_scale=spec.compute.duration_scale, streams=program.options.streams,
+        world_size=world_size, tracekit_version=tk_version)

@@ -1,0 +1,166 @@
+"""Export a trace set with the ASTRA-sim configuration of a spec, so the ASTRA-sim binary runs it directly.
+
+``tracekit export astra PREFIX -o DIR --hw SPEC`` writes into ``DIR``:
+
+- ``<name>.<rank>.et`` and ``<name>.comm_groups.json``: the trace set as every
+  tracekit writer writes it (:mod:`tracekit.astra_compat`), with the
+  collectives ASTRA-sim cannot issue rewritten to what it does with the ones
+  it cannot simulate: ASTRA-sim (c459ab6 ``Workload::issue_comm``) simulates
+  all-reduce, all-gather, reduce-scatter and all-to-all, replays a broadcast
+  for its recorded ``duration_micros`` (1 ns when 0), and never completes
+  any other collective type (no rank finishes).  So REDUCE, GATHER, SCATTER
+  and BARRIER are written as BROADCAST (which is also how tracekit's
+  ASTRA-compatible model replays them: their measured duration) and
+  REDUCE_SCATTER_BLOCK as REDUCE_SCATTER (tracekit costs it so); the original
+  type's name is kept in the attribute ``tracekit_comm_type``.
+- ``system.json``, ``network.yml``, ``memory.json``: the inverse of
+  :func:`.astra_config.import_astra_config` (same keys; ``hw import-astra`` of
+  these files gives the spec back).
+- ``run.sh``: the command line.
+
+The spec must have an ``[astra]`` table (an imported ASTRA-sim config, or one
+written by hand) and exactly the trace set's number of ranks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tracekit.errors import SpecError
+from tracekit.model import CollectiveType, NodeType
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tracekit.model import ExecutionTrace
+    from tracekit.replayer.simulation.hardware import HardwareSpec
+    from tracekit.traceset import TraceSet
+
+#: comm_type rewrites for ASTRA-sim (module doc)
+ASTRA_COMM_TYPES = {
+    CollectiveType.REDUCE: CollectiveType.BROADCAST,
+    CollectiveType.GATHER: CollectiveType.BROADCAST,
+    CollectiveType.SCATTER: CollectiveType.BROADCAST,
+    CollectiveType.BARRIER: CollectiveType.BROADCAST,
+    CollectiveType.REDUCE_SCATTER_BLOCK: CollectiveType.REDUCE_SCATTER,
+}
+_TOPOLOGY_NAMES = {"ring": "Ring", "switch": "Switch", "fully_connected": "FullyConnected"}
+_ALGORITHM_NAMES = {"ring": "ring", "direct": "direct", "halving_doubling": "halvingDoubling",
+                    "double_binary_tree": "doubleBinaryTree"}
+_IMPLEMENTATIONS = (("all-reduce-implementation", "all_reduce"), ("reduce-scatter-implementation", "reduce_scatter"),
+                    ("all-gather-implementation", "all_gather"), ("all-to-all-implementation", "all_to_all"))
+
+
+@dataclass(frozen=True)
+class AstraExport:
+    """What :func:`export_astra` wrote: the workload prefix, the three config files and the command line."""
+
+    prefix: Path
+    system: Path
+    network: Path
+    memory: Path
+    comm_groups: Path
+    argv: tuple[str, ...]
+
+
+def astra_system_json(spec: "HardwareSpec") -> dict:
+    """ASTRA-sim's system JSON for ``spec`` (the keys :func:`.astra_config.import_astra_config` reads).
+
+    Raises:
+        SpecError: the spec has no ``[astra]`` table, or an algorithm ASTRA-sim does not know.
+    """
+    a = spec.astra
+    if a is None:
+        raise SpecError("exporting for ASTRA-sim needs the spec's [astra] table (endpoint delay, dataset "
+                        "splits, ...): import an ASTRA-sim config with `tracekit hw import-astra`", path=spec.path)
+    doc: dict = {"scheduling-policy": "LIFO", "endpoint-delay": a.endpoint_delay_ns,
+                 "active-chunks-per-dimension": a.active_chunks_per_dimension,
+                 "preferred-dataset-splits": a.preferred_dataset_splits}
+    for key, coll in _IMPLEMENTATIONS:
+        names = []
+        for i, dim in enumerate(spec.network):
+            alg = dim.algorithm(coll)
+            if alg not in _ALGORITHM_NAMES:
+                raise SpecError(f"key network[{i}].algorithms.{coll}: ASTRA-sim has no {alg!r}", path=spec.path)
+            names.append(_ALGORITHM_NAMES[alg])
+        doc[key] = names
+    doc.update({"collective-optimization": a.collective_optimization, "local-mem-bw": a.local_mem_bw_gbps,
+                "boost-mode": 0})
+    if a.roofline_enabled:
+        doc.update({"roofline-enabled": 1, "peak-perf": a.peak_perf_tflops})
+    return doc
+
+
+def astra_network_yaml(spec: "HardwareSpec") -> str:
+    """ASTRA-sim's analytical network YAML for ``spec`` (one list entry per dimension)."""
+    def row(values) -> str:
+        """A YAML flow list ``[ a, b ]`` of already-formatted values."""
+        return "[ " + ", ".join(values) + " ]"
+
+    return (f"# written by tracekit export astra from spec {spec.name!r}\n"
+            f"topology: {row(_TOPOLOGY_NAMES[d.topology] for d in spec.network)}\n"
+            f"npus_count: {row(str(d.size) for d in spec.network)}\n"
+            f"bandwidth: {row(repr(float(d.bandwidth_gbps)) for d in spec.network)}  # GB/s\n"
+            f"latency: {row(repr(float(d.latency_ns)) for d in spec.network)}  # ns\n")
+
+
+def astra_comm_types(trace: "ExecutionTrace") -> "ExecutionTrace":
+    """``trace`` with the collective types ASTRA-sim cannot issue rewritten (module doc); same object if none."""
+    cols = trace.columns()
+    present, values = cols.attr("comm_type")
+    changes = {}
+    for pos, t in enumerate(cols.types.tolist()):
+        if t != NodeType.COMM_COLL_NODE or not present[pos]:
+            continue
+        try:
+            ctype = CollectiveType(values[pos])
+        except (ValueError, TypeError):
+            continue
+        if ctype in ASTRA_COMM_TYPES:
+            node = trace.node_at(pos)
+            node = replace(node, attrs=list(node.attrs))
+            node.set_attr("comm_type", int(ASTRA_COMM_TYPES[ctype]), "int64_val")
+            node.set_attr("tracekit_comm_type", ctype.name, "string_val")
+            changes[pos] = node
+    if not changes:
+        return trace
+    return trace.with_nodes([changes.get(i, n) for i, n in enumerate(trace.nodes)])
+
+
+def export_astra(traceset: "TraceSet", spec: "HardwareSpec", out_dir: str | os.PathLike[str], *,
+                 name: str = "workload", binary: str = "AstraSim_Analytical_Congestion_Unaware") -> AstraExport:
+    """Write ``traceset`` and ``spec``'s ASTRA-sim configuration into ``out_dir`` (module doc).
+
+    Raises:
+        SpecError: no ``[astra]`` table, or the spec's rank count differs from the trace set's.
+        TracekitError: an output would overwrite an input, or the prefix holds other rank files.
+    """
+    from tracekit.astra_compat import astra_group_ids, astra_ready, comm_groups_document
+    from tracekit.io import TraceSetWriter, encode_trace, write_bytes_atomic
+
+    system = astra_system_json(spec)
+    if spec.world_size != traceset.world_size:
+        raise SpecError(f"spec {spec.name!r} has {spec.world_size} ranks but the trace set has "
+                        f"{traceset.world_size}; ASTRA-sim needs one NPU per rank", path=spec.path)
+    out = Path(out_dir)
+    prefix = out / name
+    groups = traceset.process_groups
+    ids = astra_group_ids(groups, traceset.world_size)
+    with TraceSetWriter(prefix) as writer:
+        for rank, trace in traceset.items():
+            writer.add(rank, encode_trace(astra_comm_types(astra_ready(trace, ids))))
+        writer.comm_groups = comm_groups_document(groups, ids)
+    paths = {"system": out / "system.json", "network": out / "network.yml", "memory": out / "memory.json"}
+    write_bytes_atomic(paths["system"], (json.dumps(system, indent=2) + "\n").encode())
+    write_bytes_atomic(paths["network"], astra_network_yaml(spec).encode())
+    write_bytes_atomic(paths["memory"], b'{"memory-type": "NO_MEMORY_EXPANSION"}\n')
+    groups_path = Path(f"{prefix}.comm_groups.json")
+    argv = (binary, f"--workload-configuration={prefix}", f"--system-configuration={paths['system']}",
+            f"--network-configuration={paths['network']}", f"--remote-memory-configuration={paths['memory']}",
+            f"--comm-group-configuration={groups_path}")
+    write_bytes_atomic(out / "run.sh", ("#!/bin/sh\n# ASTRA-sim analytical backend on this export\n"
+                                        + " ".join(shlex.quote(a) for a in argv) + "\n").encode())
+    return AstraExport(prefix, paths["system"], paths["network"], paths["memory"], groups_path, argv)

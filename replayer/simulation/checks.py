@@ -1,0 +1,166 @@
+"""Up-front checks: refuse a replay whose inputs cannot give a meaningful answer.
+
+Run before the simulation (``ReplayOptions(check=True)``, the default):
+
+- ``spec-size``: the trace set has as many ranks as the spec (or the spec may
+  be fitted to it, ``fit_to_world_size``); raises :class:`~tracekit.errors.SpecError`.
+- everything :func:`tracekit.validate.validate_traceset` checks: ranks
+  0..n-1 without gaps, per-trace structure (unique ids, dangling deps,
+  cycles, node types, communication attributes), process groups that resolve
+  and whose collectives come from members, and ``collective-order``: every
+  member of a group issues the same sequence of collectives (type and size),
+  via :func:`tracekit.validate.collective_sequences`;
+- ``p2p-match``: every send has a recv on its destination with the same
+  source and tag, and the other way round (counted per (src, dst, tag));
+  ``p2p-attrs``: a send's ``comm_src`` (when present) is its own rank, a recv's
+  ``comm_dst`` likewise.
+
+Problems are raised together as one :class:`ReplayCheckError` whose message
+shows the first few and whose ``issues`` holds them all.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from tracekit.errors import ReplayError
+from tracekit.model import NodeType
+from tracekit.validate import ERROR, Issue, validate_traceset
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tracekit.replayer.simulation.hardware import HardwareSpec
+    from tracekit.traceset import TraceSet
+
+MAX_IN_MESSAGE = 5
+
+
+class ReplayCheckError(ReplayError):
+    """The trace set fails the up-front checks.
+
+    Attributes:
+        issues: every problem found (:class:`tracekit.validate.Issue`).
+    """
+
+    def __init__(self, issues: list[Issue]) -> None:
+        shown = "; ".join(str(i) for i in issues[:MAX_IN_MESSAGE])
+        more = f"; ... and {len(issues) - MAX_IN_MESSAGE} more" if len(issues) > MAX_IN_MESSAGE else ""
+        total = sum(i.count for i in issues)
+        super().__init__(f"{total:,} problem(s) found before replay: {shown}{more}")
+        self.issues = list(issues)
+
+
+def check_complete(present_ranks, world_size: int, *, path: str | None = None) -> None:
+    """Raise ReplayError when a rank of the job has no trace (a replay needs every rank).
+
+    ``world_size`` counts the ranks named by file names and process groups.
+
+    Raises:
+        ReplayError: naming the missing ranks (and ``path``).
+    """
+    present = set(present_ranks)
+    missing = [r for r in range(world_size) if r not in present]
+    if missing:
+        shown = ", ".join(map(str, missing[:16])) + (" ..." if len(missing) > 16 else "")
+        raise ReplayError(f"no trace for rank(s) {shown}: the job has {world_size} ranks (from its file names and "
+                          f"process groups) and a replay needs every rank's trace", path=path)
+
+
+def check_spec_size(traceset: "TraceSet", spec: "HardwareSpec", world_size: int | None = None, *,
+                    ranks: "list[int] | None" = None) -> None:
+    """Raise SpecError when the spec cannot have the trace set's number of ranks.
+
+    ``world_size`` and ``ranks`` give the job's size and trace files when
+    ``traceset`` holds only some of them (rank folding keeps one trace per
+    class of identical ranks: a set of identical files is still N ranks).
+
+    Raises:
+        ReplayError: the trace set has no traces.
+        SpecError: the spec's rank count differs and cannot be fitted (see :meth:`HardwareSpec.fitted`).
+    """
+    from tracekit.errors import SpecError
+
+    if len(traceset) == 0:
+        raise ReplayError("the trace set has no traces")
+    world = traceset.world_size if world_size is None else world_size
+    files = list(traceset.ranks) if ranks is None else list(ranks)
+    try:
+        spec.fitted(world)
+    except SpecError as exc:
+        if len(files) != world:
+            exc.message += f" (the trace set has {len(files)} trace files, highest rank {max(files)})"
+        raise SpecError(exc.message, path=exc.path) from None
+
+
+def p2p_issues(traceset: "TraceSet") -> list[Issue]:
+    """Unmatched sends/recvs and sends/recvs naming another rank as themselves."""
+    issues: list[Issue] = []
+    sends: dict[tuple[int, int, int], list[tuple[int, int]]] = {}
+    recvs: dict[tuple[int, int, int], list[tuple[int, int]]] = {}
+    for rank, trace in traceset.items():
+        cols = trace.columns()
+        pos = np.flatnonzero((cols.types == NodeType.COMM_SEND_NODE) | (cols.types == NodeType.COMM_RECV_NODE))
+        if not len(pos):
+            continue
+        _, src_v = cols.attr("comm_src")
+        _, dst_v = cols.attr("comm_dst")
+        _, tag_v = cols.attr("comm_tag")
+        for p in pos.tolist():
+            nid = int(cols.ids[p])
+            tag = tag_v[p] if isinstance(tag_v[p], int) else 0
+            if cols.types[p] == NodeType.COMM_SEND_NODE:
+                src, dst = src_v[p], dst_v[p]
+                if src is not None and src != rank:
+                    issues.append(Issue("p2p-attrs", ERROR, f"send has comm_src {src}, but it is on rank {rank}",
+                                        trace.path, rank, nid))
+                if isinstance(dst, int):
+                    sends.setdefault((rank, dst, tag), []).append((rank, nid))
+            else:
+                src, dst = src_v[p], dst_v[p]
+                if dst is not None and dst != rank:
+                    issues.append(Issue("p2p-attrs", ERROR, f"recv has comm_dst {dst}, but it is on rank {rank}",
+                                        trace.path, rank, nid))
+                if isinstance(src, int):
+                    recvs.setdefault((src, rank, tag), []).append((rank, nid))
+    for key in sorted(set(sends) | set(recvs)):
+        src, dst, tag = key
+        s, r = sends.get(key, []), recvs.get(key, [])
+        if len(s) == len(r):
+            continue
+        if len(s) > len(r):
+            rank, nid = s[len(r)]
+            msg = (f"send to rank {dst} with tag {tag} has no matching recv: rank {src} sends {len(s)} such "
+                   f"messages, rank {dst} posts {len(r)} recvs from rank {src} with that tag")
+        else:
+            rank, nid = r[len(s)]
+            msg = (f"recv from rank {src} with tag {tag} has no matching send: rank {dst} posts {len(r)} such "
+                   f"recvs, rank {src} sends {len(s)} messages to rank {dst} with that tag")
+        issues.append(Issue("p2p-match", ERROR, msg, traceset[rank].path, rank, nid))
+    return issues
+
+
+def find_problems(traceset: "TraceSet") -> list[Issue]:
+    """All errors of the trace-level checks (see module doc), without raising them.
+
+    Raises:
+        TraceFormatError: a trace's records cannot be decoded (not a finding: nothing can be checked).
+    """
+    report = validate_traceset(traceset)
+    issues = list(report.errors)
+    issues.extend(p2p_issues(traceset))
+    return issues
+
+
+def check_replay_inputs(traceset: "TraceSet", spec: "HardwareSpec") -> None:
+    """Run every up-front check.
+
+    Raises:
+        SpecError: the spec cannot have the trace set's number of ranks.
+        ReplayError: the trace set is empty.
+        ReplayCheckError: any other problem (all listed in ``issues``).
+    """
+    check_spec_size(traceset, spec)
+    issues = find_problems(traceset)
+    if issues:
+        raise ReplayCheckError(issues)

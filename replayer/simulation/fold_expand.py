@@ -1,0 +1,201 @@
+"""Expanding a folded simulation to the unfolded job's :class:`~tracekit.replayer.results.result.ReplayResult`.
+
+Per rank: the representative's figures and schedule (node ids equal by the digest, :mod:`.folding`); collective
+rows: one per unfolded instance with the times of its folded image; the critical path walked on the folded
+schedule as the unfolded walk would go.
+"""
+
+from __future__ import annotations
+
+from array import array
+from dataclasses import fields
+from dataclasses import replace as dc_replace
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from tracekit.model import CollectiveType
+from tracekit.replayer.results.build import _rank_stats, provenance, round_schedule, schedule_names
+from tracekit.replayer.results.result import (CollectiveRow, CriticalPath, FoldInfo, PathStep, RankSchedule,
+                                              ReplayResult, bus_factor, nccl_tests_size)
+from tracekit.replayer.simulation.compute import METHODS
+from tracekit.replayer.simulation.folding import FoldPlan
+from tracekit.replayer.simulation.program import K_COLL, K_TIMED
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tracekit.replayer.simulation.engine import Schedule
+    from tracekit.replayer.simulation.program import ReplayProgram
+    from tracekit.traceset import TraceSet
+
+__all__ = ["expand_result"]
+
+_ROW_FIELDS = ("index", "kind", "comm_bytes", "pg_name", "ranks", "node_ids", "algorithm", "start_ns", "end_ns",
+               "time_ns", "algbw_gbps", "busbw_gbps")  # CollectiveRow's fields, in order
+
+
+def expand_result(program: "ReplayProgram", sched: "Schedule", traceset: "TraceSet", plan: FoldPlan, *,
+                  world_paths: tuple[str | None, ...] | None = None) -> ReplayResult:
+    """The unfolded job's :class:`~tracekit.replayer.results.result.ReplayResult` from the folded simulation.
+
+    Per rank: the representative's figures and schedule (node ids equal by the
+    digest; ``instance`` renumbered to the unfolded collective table).
+    Collective rows: one per unfolded instance, its transfer times those of
+    its folded image.  Critical path: the folded one (a valid path of the
+    unfolded job: a representative's timeline is each member's).
+    """
+    sched = round_schedule(sched)
+    world = len(plan.rep_of)
+    inst = np.asarray(program.instance_of, dtype=np.int64)
+    xfer_start_of_node = np.full(program.n, np.nan)
+    has = inst >= 0
+    if len(sched.xfer_start_ns):
+        xfer_start_of_node[has] = sched.xfer_start_ns[inst[has]]
+    lay_of = {lay.rank: lay for lay in program.layouts}
+    rep_stats = {r: _rank_stats(lay_of[r], sched, program, xfer_start_of_node) for r in plan.reps}
+    rep = plan.rep_of.tolist()
+    ranks = tuple(dc_replace(rep_stats[rep[m]], rank=m) for m in range(world))
+    rows, member_inst = _unfolded_rows(program, sched, plan)
+    counts: dict[str, int] = {}
+    for m in range(world):
+        for name, c in program.rank_compute_methods.get(rep[m], {}).items():
+            counts[name] = counts.get(name, 0) + c
+    scans = plan.scans
+    paths = world_paths if world_paths is not None else tuple(scans[m].path for m in range(world))
+    return ReplayResult(
+        iteration_time_ns=max((r.iteration_time_ns for r in ranks), default=0),
+        ranks=ranks,
+        collectives=tuple(rows),
+        critical_path=_folded_critical_path(program, sched, traceset, plan, member_inst),
+        provenance=provenance(program, paths, world),
+        compute_methods=tuple((k, counts[k]) for k in METHODS if k in counts),
+        node_count=sum(scans[m].n for m in range(world)),
+        schedule=_member_schedules(program, sched, traceset, plan, xfer_start_of_node, member_inst),
+        folding=FoldInfo(len(plan.reps), world, None),
+    )
+
+
+def _unfolded_rows(program: "ReplayProgram", sched: "Schedule", plan: FoldPlan
+                   ) -> tuple[list[CollectiveRow], dict[int, tuple[np.ndarray, np.ndarray]]]:
+    """The unfolded job's collective table, and per member its ``(node positions, unfolded instances)``."""
+    world = len(plan.rep_of)
+    rows = []
+    inst_pos = [array("q") for _ in range(world)]  # per member: its node positions and their instances
+    inst_u = [array("q") for _ in range(world)]
+    # a communication timed per member (no single transfer: ASTRA-compatible broadcast) has NaN here; its row
+    # reports 0 ns and no bandwidth (its members' schedules carry the times)
+    xs = np.nan_to_num(sched.xfer_start_ns, nan=0.0).astype(np.int64).tolist()
+    xe = np.nan_to_num(sched.xfer_end_ns, nan=0.0).astype(np.int64).tolist()
+    algorithms = [i.cost.algorithm for i in program.instances]
+    comm_ids = [plan.scans[m].comm_ids for m in range(world)]
+    factors: dict[tuple[str, int | None, int, int], tuple[str, float, float]] = {}
+    new_row, set_attr = object.__new__, object.__setattr__
+    fast_rows = tuple(f.name for f in fields(CollectiveRow)) == _ROW_FIELDS
+    for u, (kind, ctype, nbytes, pg, members, positions, fid) in enumerate(plan.unfolded):
+        p = len(members)
+        fk = (kind, ctype, nbytes, p)
+        found = factors.get(fk)
+        if found is None:  # the nccl-tests size and bus factor depend on these only
+            name = "SEND_RECV" if kind == "p2p" else CollectiveType(ctype).name
+            found = factors[fk] = (name, nccl_tests_size(name, nbytes, p), bus_factor(name, p))
+        name, size, factor = found
+        s, e = xs[fid], xe[fid]
+        t = e - s
+        alg_bw = size / t if t > 0 else None
+        bus_bw = alg_bw * factor if alg_bw is not None else None
+        values = (u, name, nbytes, pg, members, tuple([comm_ids[m][q] for m, q in zip(members, positions)]),
+                  algorithms[fid], s, e, t, alg_bw, bus_bw)
+        if fast_rows:  # all fields set at once: a frozen __init__ costs one object.__setattr__ per field
+            row = new_row(CollectiveRow)
+            set_attr(row, "__dict__", dict(zip(_ROW_FIELDS, values)))
+        else:  # pragma: no cover - CollectiveRow changed shape
+            row = CollectiveRow(*values)
+        rows.append(row)
+        for m, q in zip(members, positions):
+            inst_pos[m].append(q)
+            inst_u[m].append(u)
+    member_inst = {m: (np.frombuffer(inst_pos[m], dtype=np.int64), np.frombuffer(inst_u[m], dtype=np.int64))
+                   for m in range(world) if len(inst_pos[m])}
+    return rows, member_inst
+
+
+def _member_schedules(program: "ReplayProgram", sched: "Schedule", traceset: "TraceSet", plan: FoldPlan,
+                      xfer_start_of_node: np.ndarray, member_inst: dict[int, tuple[np.ndarray, np.ndarray]]
+                      ) -> tuple[RankSchedule, ...]:
+    """Per-rank schedules: the representative's arrays, the member's instance numbers."""
+    lay_of = {lay.rank: lay for lay in program.layouts}
+    rep = plan.rep_of.tolist()
+    schedules = []
+    names_of = {r: schedule_names(traceset, r) for r in plan.reps}
+    for m in range(len(rep)):
+        lay = lay_of[rep[m]]
+        lo, hi = lay.offset, lay.offset + lay.n
+        inst_m = np.full(lay.n, -1, dtype=np.int64)
+        pairs = member_inst.get(m)
+        if pairs is not None:
+            inst_m[pairs[0]] = pairs[1]
+        schedules.append(RankSchedule(m, lay.ids, lay.kind, lay.resource, lay.resource_names,
+                                      sched.start_ns[lo:hi], sched.end_ns[lo:hi], xfer_start_of_node[lo:hi],
+                                      inst_m, *names_of[rep[m]]))
+    return tuple(schedules)
+
+
+def _folded_critical_path(program: "ReplayProgram", sched: "Schedule", traceset: "TraceSet", plan: FoldPlan,
+                          member_inst: dict[int, tuple[np.ndarray, np.ndarray]]) -> CriticalPath:
+    """:func:`tracekit.replayer.results.build._critical_path` of the unfolded job, walked on the folded schedule.
+
+    The walk keeps the actual rank it is on; at a communication it moves to
+    the first member (in the unfolded instance's member order) that arrived
+    last, exactly as the unfolded walk does, and reads that member's times at
+    its representative.
+    """
+    if program.n == 0:
+        return CriticalPath((), 0, 0, 0)
+    kind = program.kind
+    reason = sched.reason.tolist()
+    start = sched.start_ns
+    instance_of = program.instance_of
+    offset = {lay.rank: lay.offset for lay in program.layouts}
+    lay_of = {lay.rank: lay for lay in program.layouts}
+    rep = plan.rep_of.tolist()
+    u_at: dict[int, dict[int, int]] = {}
+    g = int(np.argmax(sched.end_ns))
+    lay, p = program.locate(g)
+    a = lay.rank
+    raw: list[tuple[int, int, str, float, float]] = []
+    while g >= 0:
+        k = kind[g]
+        if k >= K_COLL and instance_of[g] >= 0:
+            if a not in u_at:
+                pos_u = member_inst.get(a)
+                u_at[a] = {} if pos_u is None else dict(zip(pos_u[0].tolist(), pos_u[1].tolist()))
+            u = u_at[a][p]
+            _, _, _, _, members, positions, fid = plan.unfolded[u]
+            t = sched.xfer_start_ns[fid]
+            for m, q in zip(members, positions):
+                if start[offset[rep[m]] + q] == t:
+                    break
+            else:  # pragma: no cover - the last arrival always matches
+                m, q = members[0], positions[0]
+            raw.append((m, q, "comm", int(t), int(sched.xfer_end_ns[fid])))
+            a, p = m, q
+            g = reason[offset[rep[a]] + p]
+        else:
+            if k == K_TIMED:
+                raw.append((a, p, "compute", int(sched.start_ns[g]), int(sched.end_ns[g])))
+            g = reason[g]
+        if g >= 0:
+            p = g - offset[rep[a]]
+    raw.reverse()
+    names_cache: dict[int, list[str]] = {}
+    steps = []
+    compute = comm = 0
+    for a, p, category, s, e in raw:
+        r = rep[a]
+        if r not in names_cache:
+            names_cache[r] = traceset[r].columns().names
+        steps.append(PathStep(a, int(lay_of[r].ids[p]), names_cache[r][p], category, s, e))
+        if category == "compute":
+            compute += e - s
+        else:
+            comm += e - s
+    return CriticalPath(tuple(steps), compute + comm, compute, comm)

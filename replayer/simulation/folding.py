@@ -1,0 +1,424 @@
+"""Rank folding: simulate one representative per class of ranks whose timelines are provably identical.
+
+Data parallelism makes many ranks run the same program: in a generated LLM
+job every dp replica of a (tp, pp) position has the same nodes, durations and
+dependencies, and differs only in the names of its process groups and the
+peers of its sends/recvs.  When the whole replay is symmetric under the
+exchange of such ranks, their schedules are equal to the bit, so the engine
+simulates one *representative* per class and the results are expanded.
+
+What is proven before folding (otherwise the replay runs unfolded and
+``ReplayResult.folding`` says why):
+
+1. *Same program.*  Ranks of a class have the same digest (:func:`scan_rank`):
+   node count, types, ids, names, measured durations, ``num_ops``/``tensor_size``,
+   ``tid``/``stream``/``is_cpu_op``, the dependency graph, and for
+   communication nodes ``comm_type``/``comm_size``/``comm_tag`` and measured
+   starts (the ``measured`` model prices from them); group names
+   and peers are left out.  So every rank-local quantity is a function of
+   the node position, equal across the class.
+2. *Communication maps onto itself.*  Each communication instance of the
+   unfolded job (the k-th collective on a group; a matched send/recv pair)
+   is mapped to its *image*: each member replaced by its class representative,
+   same node position.  Members of one class in one collective must sit at
+   the same position, every representative node must have one image only
+   (all instances through it map to the same node set), and all instances
+   with one image must have the same type, size and cost
+   (:class:`~.collectives.CommCost` equal: fixed time, wire bytes per
+   dimension, algorithm).  Then all ranks of a class arrive at their
+   instances at the same times, by induction over the events.
+3. *Same contention.*  Links are per rank (``(rank, dimension, direction)``,
+   replayer/NOTES.md), a folded instance loads its representatives' links
+   (duplicates once), and by 1-2 each member's link carries the same
+   transfers at the same times as its representative's, so the fluid
+   rates are equal.  The engine recomputes rates once per instant
+   (:meth:`.engine._Flows.recompute`), so they do not depend on the order of
+   same-time events either.  (A link model with links shared between ranks,
+   e.g. one NIC per node, would need its own check here.)
+4. *Same tie order.*  Same-time events of one rank are taken by node
+   position (kept) or by instance index: every rank's communication nodes
+   must be in the same order when sorted by their unfolded instance index as
+   its representative's when sorted by folded instance index.
+
+Classes are the digest classes; the representative is the lowest rank.
+Tests: tests/replayer/test_folding.py replays generated presets both ways
+and compares the results.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from array import array
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from tracekit._gc import paused_gc
+from tracekit.errors import TracekitError
+from tracekit.rendezvous import collective_instances, comm_table, group_order, p2p_pairs
+from tracekit.replayer.results.result import FoldInfo  # noqa: F401 - re-exported (a value of the result)
+from tracekit.model import NodeType
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tracekit.model import ExecutionTrace
+    from tracekit.replayer.simulation.program import ReplayOptions
+    from tracekit.replayer.simulation.hardware import HardwareSpec
+    from tracekit.traceset import TraceSet
+
+log = logging.getLogger(__name__)
+
+__all__ = ["FoldInfo", "FoldPlan", "RankScan", "plan_folding", "scan_rank"]
+
+_COMM = (NodeType.COMM_COLL_NODE, NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE)
+
+
+@dataclass
+class RankScan:
+    """What folding needs of one rank (small; the trace itself may be dropped).
+
+    Attributes:
+        rank, path, n: the rank, its file and node count.
+        digest: hash of everything rank-local the replay reads (module doc, point 1).
+        ids: uint64[n] node ids (kept only for communication nodes' rows: see ``comm_ids``).
+        coll: per group name, int64 positions of its collectives in topological order.
+        coll_attr: position -> (comm_type, comm_size) of collectives.
+        sends, recvs: (peer, tag) -> positions in topological order.
+        p2p_attr: position -> (comm_size, pg_name) of sends/recvs.
+        comm_count: communication nodes in the rank.
+        comm_ids: position -> node id of communication nodes.
+    """
+
+    rank: int
+    path: str | None
+    n: int
+    digest: bytes
+    coll: dict[str, list[int]]
+    coll_attr: dict[int, tuple[int, int]]
+    sends: dict[tuple[int, int], list[int]]
+    recvs: dict[tuple[int, int], list[int]]
+    p2p_attr: dict[int, tuple[int, str]]
+    comm_count: int
+    comm_ids: dict[int, int]
+
+
+def scan_rank(trace: "ExecutionTrace") -> RankScan:
+    """Digest and communication table of one trace (module doc, point 1).
+
+    Raises:
+        ValidationError: the trace's graph cannot be built (duplicate ids, cycle).
+    """
+    from tracekit.replayer.simulation.rank_compile import bool_attr
+
+    cols = trace.columns()
+    graph = trace.graph()
+    types = np.asarray(cols.types)
+    n = len(types)
+    h = hashlib.blake2b(digest_size=32)
+
+    def put(arr: Any) -> None:
+        a = np.ascontiguousarray(arr)
+        h.update(str(a.dtype).encode() + len(a).to_bytes(8, "little"))
+        h.update(a.tobytes())
+
+    put(types.astype(np.int64))
+    put(np.asarray(cols.ids, dtype=np.uint64))
+    put(np.asarray(cols.duration_ns, dtype=np.int64))
+    for name in ("num_ops", "tensor_size", "tid", "stream"):
+        present, values = cols.attr_int(name)
+        put(present)
+        put(np.where(present, values, 0).astype(np.int64))
+    put(bool_attr(cols, "is_cpu_op") if n else np.zeros(0, dtype=bool))
+    h.update("\0".join(cols.names).encode("utf-8", "surrogatepass"))
+    put(np.asarray(graph.pred_ptr, dtype=np.int64))
+    put(np.asarray(graph.pred_pos, dtype=np.int64))
+    table = comm_table(trace)
+    comm = np.asarray(table.order, dtype=np.int64)
+    put(np.asarray(cols.start_time_ns, dtype=np.int64)[np.sort(comm)])  # the measured model's input (measured_comm)
+    if table.order:  # the communication facts in issue order (group names and peers left out)
+        facts = [(p, *table.coll_attr[p]) if p in table.coll_attr else (p, table.tag[p], table.p2p_attr[p][0])
+                 for p in table.order]
+        h.update(repr(facts).encode())
+    comm_ids = {p: int(cols.ids[p]) for p in table.order}
+    return RankScan(trace.rank if trace.rank is not None else 0, trace.path, n, h.digest(), table.coll,
+                    table.coll_attr, table.sends, table.recvs, table.p2p_attr, len(table.order), comm_ids)
+
+
+@dataclass
+class FoldedInstance:
+    """One instance of the folded program: nodes ``(representative rank, position)``."""
+
+    kind: str
+    comm_type: int | None
+    comm_bytes: int
+    pg_name: str
+    ranks: tuple[int, ...]
+    nodes: list[tuple[int, int]]
+    seq: int
+    link_ranks: tuple[int, ...]
+
+
+@dataclass
+class FoldPlan:
+    """A proven folding (module doc).
+
+    Attributes:
+        rep_of: int64[N] each rank's representative.
+        reps: representatives, ascending.
+        folded: the folded program's instances.
+        unfolded: per instance of the unfolded job, in its order:
+            ``(kind, comm_type, comm_bytes, pg_name, ranks, positions, folded index)``.
+        scans: per rank (only ``n``, ``path`` and ``comm_ids`` are used after planning).
+    """
+
+    rep_of: np.ndarray
+    reps: tuple[int, ...]
+    folded: list[FoldedInstance]
+    unfolded: list[tuple[str, int | None, int, str, tuple[int, ...], tuple[int, ...], int]]
+    scans: dict[int, RankScan] = field(repr=False)
+
+    def members(self) -> dict[int, list[int]]:
+        out: dict[int, list[int]] = {}
+        for r, rep in enumerate(self.rep_of.tolist()):
+            out.setdefault(rep, []).append(r)
+        return out
+
+
+bulk_objects = paused_gc  # many acyclic rows per unfolded instance (see tracekit._gc)
+
+
+class NotFoldable(Exception):
+    """Folding cannot be proven; ``args[0]`` says why."""
+
+
+def _astra_foldable(groups: dict[str, tuple[int, ...]], rep: list[int], world: int, spec: "HardwareSpec") -> None:
+    """Raise NotFoldable where ASTRA-sim's members of one collective may end apart (simulation/astra_skew.py)."""
+    from tracekit.replayer.simulation.astra_model import AstraModel
+    from tracekit.replayer.simulation.astra_skew import ends_apart_when_together
+
+    model = AstraModel(spec)
+    for name, members in groups.items():
+        if len({rep[r] for r in members if r < world}) > 1:
+            raise NotFoldable(f"ASTRA-sim model: group {name!r} spans classes whose members may arrive apart "
+                              f"and then end apart")
+        if ends_apart_when_together(model, tuple(sorted(members))):
+            raise NotFoldable(f"ASTRA-sim model: the ring of group {name!r} has links of unequal hops, so its "
+                              f"members end apart")
+
+
+def plan_folding(scans: dict[int, RankScan], groups: dict[str, tuple[int, ...]], spec: "HardwareSpec",
+                 options: "ReplayOptions") -> FoldPlan:
+    """Classes, the folded instances, and the map back to the unfolded job (module doc, points 2-4).
+
+    Communications are matched by :mod:`tracekit.rendezvous` (the rules the unfolded program uses), in the
+    engine's order: collectives group by group, then sends/recvs.
+
+    Args:
+        scans: every rank 0..N-1.
+        groups: the job's process groups (resolved).
+        spec: the effective spec (for costs).
+
+    Raises:
+        NotFoldable: a condition fails (the message says which); the caller replays unfolded.
+    """
+    world = len(scans)
+    if sorted(scans) != list(range(world)):
+        raise NotFoldable("the trace set is not ranks 0..N-1")
+    by_digest: dict[bytes, int] = {}
+    rep_of = np.empty(world, dtype=np.int64)
+    for r in range(world):
+        rep_of[r] = by_digest.setdefault(scans[r].digest, r)
+    if len(by_digest) == world:
+        raise NotFoldable(NO_TWIN_RANKS)
+    if (options.collective_model or spec.collective_model) == "astra":
+        _astra_foldable(groups, rep_of.tolist(), world, spec)
+    planner = _Planner(scans, rep_of, _CostCheck(spec, options))
+    planner.collectives(groups)
+    planner.p2p()
+    planner.check_order()
+    return FoldPlan(rep_of, planner.reps, planner.folded, planner.unfolded, scans)
+
+
+#: the reason of a job without two equal ranks (nothing to fold: not worth a warning)
+NO_TWIN_RANKS = "no two ranks have identical programs"
+
+
+class _Planner:
+    """The folded instances of :func:`plan_folding`, built group by group with the checks of points 2 and 4."""
+
+    def __init__(self, scans: dict[int, RankScan], rep_of: np.ndarray, costs: "_CostCheck") -> None:
+        self.scans, self.costs = scans, costs
+        self.world = len(scans)
+        self.rep = rep_of.tolist()
+        self.reps = tuple(sorted(set(self.rep)))
+        self.unfolded: list = []
+        self.folded: list[FoldedInstance] = []
+        self.node_fid: dict[tuple[int, int], int] = {}
+        self.folded_key: list[tuple] = []
+        self.order_by_u: list[array] = [array("q") for _ in range(self.world)]
+
+    def _fold(self, image: tuple, key: tuple, inst: tuple) -> int:
+        """The folded index of ``image`` (new, or the one it maps onto already, which must have an equal ``key``).
+
+        ``inst``: the :class:`FoldedInstance` fields but ``nodes`` (kind, comm_type, comm_bytes, pg_name, ranks,
+        seq, link_ranks).
+        """
+        node_fid = self.node_fid
+        fid = node_fid.get(image[0])
+        if fid is None:
+            for node in image:
+                if node in node_fid:
+                    raise NotFoldable(f"representative rank {node[0]} node position {node[1]} would join two "
+                                      f"different folded communications")
+            fid = len(self.folded)
+            kind, ctype, nbytes, pg, ranks, seq, link = inst
+            self.folded.append(FoldedInstance(kind, ctype, nbytes, pg, ranks, list(image), seq, link))
+            self.folded_key.append((image, key))
+            for node in image:
+                node_fid[node] = fid
+        elif self.folded_key[fid] != (image, key):
+            kind, _, _, pg, ranks, seq, _ = inst
+            raise NotFoldable(f"{'send/recv' if kind == 'p2p' else 'collective'} #{seq} on group {pg!r} "
+                              f"(ranks {list(ranks)[:8]}) does not map onto its representatives' communication "
+                              f"(different members, size or cost)")
+        return fid
+
+    def collectives(self, groups: dict[str, tuple[int, ...]]) -> None:
+        """Every group's collectives, groups in matching order (:func:`tracekit.rendezvous.group_order`)."""
+        scans = self.scans
+        issuers: dict[str, list[int]] = {}
+        for r, s in scans.items():
+            for g in s.coll:
+                issuers.setdefault(g, []).append(r)
+        for name in group_order(issuers):
+            members = groups.get(name)
+            if members is None:
+                raise NotFoldable(f"process group {name!r} is not declared")
+            outside = set(issuers[name]) - set(members)
+            if outside:
+                raise NotFoldable(f"rank {min(outside)} issues collectives on group {name!r} it is not a member of")
+            lists = [scans[m].coll.get(name, []) for m in members]
+            if len({len(v) for v in lists}) != 1:
+                raise NotFoldable(f"members of group {name!r} issue different numbers of collectives on it")
+            self.add_group(name, tuple(members), lists)
+
+    def add_group(self, pg: str, ranks: tuple[int, ...], lists: list[list[int]]) -> None:
+        """Every collective of one group (all members issue as many): the k-th of each member is instance k."""
+        rep = self.rep
+        first: dict[int, list[int]] = {}
+        for m, lst in zip(ranks, lists):
+            f = first.setdefault(rep[m], lst)
+            if f is not lst and f != lst:
+                k = next(i for i, (a, b) in enumerate(zip(f, lst)) if a != b)
+                raise NotFoldable(f"ranks of one class sit at different positions in collective #{k} "
+                                  f"of group {pg!r}")
+        img_reps = sorted(first)
+        img_lists = [first[r] for r in img_reps]
+        attr0 = self.scans[ranks[0]].coll_attr
+        link = tuple(rep[m] for m in ranks)
+        cost_keys: dict[tuple[int, int], tuple] = {}
+        for k, positions in collective_instances(lists):
+            image = tuple(zip(img_reps, [lst[k] for lst in img_lists]))
+            ctype, csize = attr0[positions[0]]
+            nbytes = max(csize, 0)
+            key = cost_keys.get((ctype, nbytes))
+            if key is None:
+                key = cost_keys[(ctype, nbytes)] = ("collective", ctype, nbytes,
+                                                    self.costs.key("collective", ctype, nbytes, ranks))
+            fid = self._fold(image, key, ("collective", ctype, nbytes, pg, ranks, k, link))
+            self.unfolded.append(("collective", ctype, nbytes, pg, ranks, positions, fid))
+        for m, lst in zip(ranks, lists):
+            self.order_by_u[m].extend(lst)
+
+    def p2p(self) -> None:
+        """Every matched send/recv pair (:func:`tracekit.rendezvous.p2p_pairs`); an unmatched one refuses."""
+        world, rep, scans = self.world, self.rep, self.scans
+        sends: dict[tuple[int, int, int], list[int]] = {}
+        recvs: dict[tuple[int, int, int], list[int]] = {}
+        for r, s in scans.items():
+            sends.update(((r, peer, tag), v) for (peer, tag), v in s.sends.items())
+            recvs.update(((peer, r, tag), v) for (peer, tag), v in s.recvs.items())
+        for (src, dst, tag), _, sp, rp in p2p_pairs(sends, recvs):
+            if not (0 <= src < world and 0 <= dst < world):
+                raise NotFoldable(f"a send/recv names rank {src if not 0 <= src < world else dst}, outside the job")
+            if sp is None or rp is None:
+                raise NotFoldable(f"unmatched sends/recvs from rank {src} to rank {dst} with tag {tag}")
+            nbytes, pg = scans[src].p2p_attr[sp]
+            ranks = (src, dst)
+            image = ((rep[src], sp), (rep[dst], rp))
+            key = ("p2p", None, nbytes, self.costs.key("p2p", None, nbytes, ranks))
+            fid = self._fold(image, key, ("p2p", None, nbytes, pg, ranks, tag, (rep[src], rep[dst])))
+            self.unfolded.append(("p2p", None, nbytes, pg, ranks, (sp, rp), fid))
+            self.order_by_u[src].append(sp)
+            self.order_by_u[dst].append(rp)
+
+    def check_order(self) -> None:
+        """Every communication node matched; tie order kept (module doc, point 4)."""
+        by_fid: dict[int, array] = {r: array("q") for r in self.reps}
+        for f in self.folded:
+            for r, p in f.nodes:
+                by_fid[r].append(p)
+        for m in range(self.world):
+            if len(self.order_by_u[m]) != self.scans[m].comm_count:
+                raise NotFoldable(f"rank {m} has communication nodes that match nothing")
+            if self.order_by_u[m] != by_fid[self.rep[m]]:
+                raise NotFoldable(f"rank {m} meets its communications in another order than its representative "
+                                  f"rank {self.rep[m]} (group numbering)")
+
+
+class _CostCheck:
+    """A comparable key for the cost of an instance (equal keys: equal costs)."""
+
+    def __init__(self, spec: "HardwareSpec", options: "ReplayOptions") -> None:
+        from tracekit.replayer.simulation.collectives import make_collective_model
+
+        self.measured = (options.collective_model or spec.collective_model) == "measured"
+        self.model = None if self.measured else make_collective_model(spec)
+        self.cache: dict[tuple, Any] = {}
+
+    def key(self, kind: str, ctype: int | None, nbytes: int, ranks: tuple[int, ...]) -> Any:
+        if self.measured:
+            return "measured"  # the members' measured starts and durations: equal by the digest
+        ck = (kind, ctype, nbytes, ranks)
+        found = self.cache.get(ck)
+        if found is not None:
+            return found
+        from tracekit.model import CollectiveType
+        from tracekit.replayer.simulation.collectives import UnsupportedCollectiveError
+
+        try:
+            if kind == "p2p":
+                cost = self.model.p2p_cost(nbytes, ranks[0], ranks[1])
+            else:
+                cost = self.model.collective_cost(CollectiveType(ctype), nbytes, ranks)
+        except UnsupportedCollectiveError:
+            cost = "measured"  # priced from the members' durations: equal by the digest
+        except (TracekitError, ValueError) as exc:  # a bad spec or comm_type: the unfolded replay reports it
+            raise NotFoldable(f"cannot cost a communication ({exc})") from None
+        if not isinstance(cost, str) and len(set(cost.member_ns)) > 1:
+            raise NotFoldable("members of a collective finish at different times (ASTRA-sim's double binary tree)")
+        self.cache[ck] = cost
+        return cost
+
+
+# ----- replaying folded and expanding the result ------------------------------------------------
+
+
+def replay_folded(traceset: "TraceSet", fitted: "HardwareSpec", options: "ReplayOptions", plan: FoldPlan,
+                  *, world_paths: tuple[str | None, ...] | None = None):
+    """Simulate the plan's representatives and expand to every rank.
+
+    ``traceset`` needs the representatives' traces only.  Returns the
+    :class:`~.results.ReplayResult` (with ``folding`` set).
+    """
+    from tracekit.replayer.simulation.program import compile_program
+    from tracekit.replayer.simulation.engine import simulate
+
+    program = compile_program(traceset, fitted, options, plan=plan)
+    log.info("replaying %d nodes of %d representative ranks for %d ranks (%s, %s model)", program.n,
+             len(program.layouts), len(plan.rep_of), fitted.name, program.model_name)
+    schedule = simulate(program)
+    from tracekit.replayer.simulation.fold_expand import expand_result
+
+    return expand_result(program, schedule, traceset, plan, world_paths=world_paths)

@@ -1,0 +1,125 @@
+"""Reading a job for a folded replay: per rank a small scan, the full trace only for the first of each class.
+
+:func:`gather_files` reads rank files one at a time; :func:`.class_replay.gather_class_set` reads a class set's
+representatives. Both give a :class:`Gathered` to :func:`.run.replay_with_traces`, which proves the folding
+(:func:`.folding.plan_folding`) and simulates the representatives; a :class:`~.folding.NotFoldable` raised here
+makes it replay the whole job unfolded instead (and say why).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable
+
+from tracekit.replayer.simulation.folding import NotFoldable, RankScan, scan_rank
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tracekit.model import ExecutionTrace
+    from tracekit.replayer.simulation.program import ReplayOptions
+    from tracekit.validate import RankFindings
+
+__all__ = ["Gathered", "gather_files"]
+
+
+@dataclass
+class Gathered:
+    """What a folded replay needs of a job before the proof.
+
+    Attributes:
+        scans: every rank's :class:`~.folding.RankScan` (0..world-1).
+        kept: the traces kept in full (at least the first rank of each digest class), by rank.
+        declared: the process groups the ranks declare (unresolved).
+        findings: per rank its check findings (None where not checked).
+        world: the job's number of ranks.
+        spec_ranks: the ranks that have files (for the spec-size check; None = all of ``world``).
+        derive: ``rank -> trace`` for a representative that is not in ``kept`` (None: all are).
+    """
+
+    scans: dict[int, RankScan]
+    kept: dict[int, "ExecutionTrace"]
+    declared: dict[str, tuple[int, ...]]
+    findings: list["RankFindings | None"]
+    world: int
+    spec_ranks: list[int] | None = None
+    derive: "Callable[[int], ExecutionTrace] | None" = None
+
+
+def declare(declared: dict[str, tuple[int, ...]], groups: dict[str, tuple[int, ...]], rank: int) -> None:
+    """Add one rank's declared groups to ``declared``.
+
+    Raises:
+        NotFoldable: a group is declared with other ranks than before.
+    """
+    for name, ranks in groups.items():
+        if declared.setdefault(name, ranks) != ranks:
+            raise NotFoldable(f"rank {rank} declares process group {name!r} as {list(ranks)[:16]}, another rank "
+                              f"as {list(declared[name])[:16]}")
+
+
+def check_errors(rank: int, findings: "RankFindings | None") -> None:
+    """Raise NotFoldable when ``findings`` has errors (the unfolded replay's checks then report them in full)."""
+    from tracekit.validate import ERROR
+
+    if findings is not None and any(i.severity == ERROR for i in findings.issues):
+        raise NotFoldable(f"rank {rank} fails the up-front checks")
+
+
+def gather_files(traces: Any, options: "ReplayOptions", say: Callable[[str], None]) -> Gathered:
+    """Read, check and scan rank files one at a time (a prefix, glob or directory: :func:`tracekit.io.trace_paths`).
+
+    Each rank is checked (when ``options.check``), digested (:func:`~.folding.scan_rank`) and dropped unless it
+    is the first of its class, so memory holds the representatives plus a small table per rank. Files stamped
+    with their rank class are derived from the class's first file without decoding
+    (:class:`~.class_replay.StampedClasses`).
+
+    Raises:
+        NotFoldable: a rank fails its checks, or ranks declare a group differently.
+        TraceFormatError: an unreadable file. ReplayError: a rank of the job has no file.
+    """
+    from tracekit.io import _read_raw, read_trace, trace_from_bytes, trace_paths
+    from tracekit.replayer.simulation.checks import check_complete
+    from tracekit.replayer.simulation.class_replay import StampedClasses
+    from tracekit.validate import check_rank
+
+    pairs = trace_paths(traces)
+    scans: dict[int, RankScan] = {}
+    kept: dict[int, "ExecutionTrace"] = {}
+    first: dict[bytes, RankScan] = {}
+    findings: list["RankFindings | None"] = []
+    declared: dict[str, tuple[int, ...]] = {}
+    stamped = StampedClasses()  # members of stamped files are derived, not decoded (class_replay.py)
+    for rank, path in pairs:
+        say(f"reading and digesting rank {rank} of {len(pairs)}")
+        spath = str(path)
+        data = None if spath.endswith((".json", ".json.gz")) else _read_raw(path)
+        derived = stamped.derive(rank, spath, data) if data is not None else None
+        if derived is not None and (derived[1] is not None or not options.check):
+            scans[rank], f, groups_here = derived
+            if options.check:
+                findings.append(f)
+            declare(declared, groups_here, rank)
+            continue
+        trace = read_trace(path, rank=rank) if data is None else trace_from_bytes(data, path=spath, rank=rank)
+        f = None
+        if options.check:
+            f = check_rank(trace)
+            findings.append(f)
+            check_errors(rank, f)
+            groups_here = f.declared_groups
+        else:
+            groups_here = trace.process_groups()
+        declare(declared, groups_here, rank)
+        scan = scan_rank(trace)
+        seen = first.get(scan.digest)
+        if seen is None:
+            first[scan.digest] = scan
+            kept[rank] = trace
+        else:  # equal by the digest: share the rank-local tables
+            scan.coll_attr, scan.comm_ids = seen.coll_attr, seen.comm_ids
+        scans[rank] = scan
+        if data is not None:
+            stamped.remember(data, scan, f, groups_here)
+        del trace, data
+    world = max([r for r, _ in pairs] + [max(v) for v in declared.values() if v], default=-1) + 1
+    check_complete(scans, world, path=str(traces))
+    return Gathered(scans, kept, declared, findings, world, spec_ranks=sorted(scans))

@@ -1,0 +1,109 @@
+"""The communication instances of a compiled job: :mod:`tracekit.rendezvous` applied to the program's layouts.
+
+A collective instance is the k-th collective on one process group across its members; a p2p instance is a matched
+send/recv pair (rules in :mod:`tracekit.rendezvous`). Nodes that match nothing keep instance -1 and a note saying
+why (the deadlock report uses it).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from tracekit.errors import ReplayError
+from tracekit.rendezvous import CommTable, collective_instances, comm_table, group_order, p2p_pairs
+from tracekit.replayer.simulation.rank_compile import K_COLL, K_RECV, K_SEND
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tracekit.replayer.simulation.program import Instance, RankLayout
+    from tracekit.traceset import TraceSet
+
+
+def match_instances(ts: "TraceSet", layouts: dict[int, "RankLayout"], notes: dict[int, str],
+                    instances: list["Instance"], instance_of: np.ndarray) -> None:
+    """Append every collective, then every send/recv instance, to ``instances``; fill ``instance_of``.
+
+    ``layouts[r].kind`` decides which nodes take part: collectives the ASTRA-sim model times alone (kind timed)
+    are no instances.
+
+    Raises:
+        ReplayError: a send without ``comm_dst`` or a recv without ``comm_src``.
+    """
+    tables = {}
+    for rank, lay in layouts.items():
+        comm = np.flatnonzero((lay.kind == K_COLL) | (lay.kind == K_SEND) | (lay.kind == K_RECV))
+        tables[rank] = comm_table(ts[rank], comm)
+    _match_collectives(ts, layouts, tables, notes, instances, instance_of)
+    _match_p2p(ts, layouts, tables, notes, instances, instance_of)
+
+
+def _match_collectives(ts: "TraceSet", layouts: dict[int, "RankLayout"], tables: dict[int, CommTable],
+                       notes: dict[int, str], instances: list["Instance"], instance_of: np.ndarray) -> None:
+    from tracekit.replayer.simulation.program import Instance
+
+    groups = ts.process_groups
+    for name in group_order({g for t in tables.values() for g in t.coll}):
+        members = groups.get(name)
+        for rank, table in tables.items():
+            if name in table.coll and (members is None or rank not in members):
+                why = (f"its process group {name!r} is not declared (declared: {sorted(groups)})"
+                       if members is None else
+                       f"rank {rank} is not a member of process group {name!r} {list(members)[:16]}")
+                for p in table.coll[name]:
+                    notes[layouts[rank].offset + p] = why
+        if members is None:
+            continue
+        lists = [tables[r].coll.get(name, []) if r in layouts else [] for r in members]
+        for k, positions in collective_instances(lists):
+            nodes = [-1 if p is None else layouts[r].offset + p for r, p in zip(members, positions)]
+            r0, p0 = next((r, p) for r, p in zip(members, positions) if p is not None)
+            ctype, csize = tables[r0].coll_attr[p0]
+            iid = len(instances)
+            instances.append(Instance("collective", ctype, max(csize, 0), name, tuple(members), nodes, k))
+            for g in nodes:
+                if g >= 0:
+                    instance_of[g] = iid
+
+
+def _match_p2p(ts: "TraceSet", layouts: dict[int, "RankLayout"], tables: dict[int, CommTable],
+               notes: dict[int, str], instances: list["Instance"], instance_of: np.ndarray) -> None:
+    from tracekit.replayer.simulation.program import Instance
+
+    sends: dict[tuple[int, int, int], list[int]] = {}
+    recvs: dict[tuple[int, int, int], list[int]] = {}
+    attr: dict[int, tuple[int, str]] = {}
+    for rank, table in tables.items():
+        lay = layouts[rank]
+        if table.missing_peer:
+            p = table.missing_peer[0]
+            what = "COMM_SEND node has no comm_dst" if lay.kind[p] == K_SEND else "COMM_RECV node has no comm_src"
+            raise ReplayError(what, path=ts[rank].path, rank=rank, node_id=int(lay.ids[p]))
+        for (peer, tag), positions in table.sends.items():
+            for p in positions:
+                attr[lay.offset + p] = table.p2p_attr[p]
+            if peer not in layouts:
+                for p in positions:
+                    notes[lay.offset + p] = f"it sends to rank {peer}, which is not in the trace set"
+                continue
+            sends[(rank, peer, tag)] = [lay.offset + p for p in positions]
+        for (peer, tag), positions in table.recvs.items():
+            if peer not in layouts:
+                for p in positions:
+                    notes[lay.offset + p] = f"it receives from rank {peer}, which is not in the trace set"
+                continue
+            recvs[(peer, rank, tag)] = [lay.offset + p for p in positions]
+    for (src, dst, tag), k, s, r in p2p_pairs(sends, recvs):
+        if s is not None and r is not None:
+            iid = len(instances)
+            nbytes, pg = attr[s]
+            instances.append(Instance("p2p", None, nbytes, pg, (src, dst), [s, r], tag))
+            instance_of[s] = instance_of[r] = iid
+        elif s is not None:
+            n_r = len(recvs.get((src, dst, tag), ()))
+            notes[s] = (f"send #{k} to rank {dst} with tag {tag} has no matching recv on rank {dst} "
+                        f"(rank {dst} posts {n_r} recvs from rank {src} with that tag)")
+        elif r is not None:
+            n_s = len(sends.get((src, dst, tag), ()))
+            notes[r] = (f"recv #{k} from rank {src} with tag {tag} has no matching send on rank {src} "
+                        f"(rank {src} posts {n_s} sends to rank {dst} with that tag)")

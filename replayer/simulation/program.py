@@ -1,0 +1,403 @@
+"""Compiling a trace set into the flat arrays the replay engine runs on.
+
+A :class:`ReplayProgram` is the whole job as plain Python lists indexed by a
+*global node index* (rank offset + position in the rank's file): what kind of
+node it is, which resource it runs on, how long it runs, how many data
+dependencies it waits for and whom it unblocks (successor CSR), and which
+communication *instance* (one collective on one process group, or one matched
+send/recv pair) it belongs to.  Everything here is computed with numpy per
+rank; the engine then only walks lists.
+
+Resources (per rank, docs/design.md section 4):
+
+=================  ===========================================================
+``host thread T``  COMP nodes with ``is_cpu_op`` true; ``T`` = their ``tid``
+``compute stream``  other COMP nodes (kernels); ``S`` = their ``stream`` attr
+``comm stream S``  COMM_COLL nodes; ``S`` = their ``stream`` attr
+``p2p stream S``   COMM_SEND / COMM_RECV nodes (not exclusive: every send
+                   and recv is posted as soon as its dependencies are done,
+                   as ASTRA-sim does, so a ring of sends and recvs cannot
+                   block itself)
+``memory``         MEM_LOAD / MEM_STORE nodes
+(none)             METADATA and INVALID nodes: no time, no resource
+=================  ===========================================================
+
+A missing ``tid`` / ``stream`` means 0.  With ``streams="single"`` every rank
+has one resource of each class whatever the attributes say.
+
+Matching (docs/design.md section 4; :mod:`tracekit.rendezvous`, the one matcher, via
+:mod:`.matching`): the k-th collective a rank issues on group G (in the rank's
+topological order) is instance (G, k) on every member; a send from ``src`` to ``dst``
+with tag ``t`` is matched with the recv on ``dst`` from ``src`` with tag ``t``
+of the same rank in issue order.  Nodes that match nothing keep instance -1
+and a note saying why (the deadlock report uses it).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from tracekit.errors import ReplayError, TracekitError, ValidationError
+from tracekit.model import CollectiveType, NodeType
+
+from tracekit.replayer.simulation.collectives import CommCost, UnsupportedCollectiveError, make_collective_model
+from tracekit.replayer.simulation.compute import METHODS, ComputeModel
+from tracekit.replayer.simulation.matching import match_instances
+from tracekit.replayer.simulation.measured_comm import measured_comm_cost
+from tracekit.replayer.simulation.rank_compile import (  # noqa: F401 - node kinds and resources, re-exported
+    K_COLL, K_RECV, K_SEND, K_TIMED, K_ZERO, KIND_NAMES, R_COMM, R_COMPUTE, R_HOST, R_MEMORY, R_P2P,
+    RESOURCE_CLASS_NAMES, bool_attr, chain_next, classify, compute_durations, resources)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tracekit.model import ExecutionTrace
+    from tracekit.replayer.simulation.hardware import HardwareSpec
+    from tracekit.traceset import TraceSet
+
+log = logging.getLogger(__name__)
+
+STREAM_MODES = ("trace", "single")
+#: Collective models the engine accepts: the spec's models plus the engine's own "measured".
+ENGINE_MODELS = ("alpha_beta", "astra", "nccl", "measured")
+
+
+@dataclass(frozen=True)
+class ReplayOptions:
+    """How to replay.
+
+    Attributes:
+        collective_model: ``alpha_beta``, ``astra``, ``nccl`` (override the
+            spec's ``collectives.model``) or ``measured`` (each member ends
+            its measured time after the last member's measured arrival, after
+            the last arrival in the replay; members without comparable times:
+            the smallest measured ``duration_ns``; :mod:`.measured_comm`; no
+            bandwidth sharing).  None = the spec's model.
+        compute_scale: factor on measured compute durations (overrides the
+            spec's ``compute.duration_scale``); None = the spec's.
+        streams: ``trace`` (host threads and streams from the ``tid`` and
+            ``stream`` attributes) or ``single`` (one of each per rank).
+        check: run the up-front checks (:mod:`.checks`) first.
+        fold: simulate one representative per class of ranks with provably
+            identical timelines (:mod:`.folding`) and expand the results;
+            the result is the unfolded one to the bit.  Falls back to an
+            unfolded replay when equivalence cannot be proven
+            (``ReplayResult.folding.reason`` says why).
+    """
+
+    collective_model: str | None = None
+    compute_scale: float | None = None
+    streams: str = "trace"
+    check: bool = True
+    fold: bool = True
+
+    def __post_init__(self) -> None:
+        from tracekit.errors import ConfigError
+
+        if self.collective_model is not None and self.collective_model not in ENGINE_MODELS:
+            raise ConfigError(f"unknown collective model {self.collective_model!r}; choose one of "
+                              f"{', '.join(ENGINE_MODELS)}")
+        if self.compute_scale is not None and not (self.compute_scale > 0 and np.isfinite(self.compute_scale)):
+            raise ConfigError(f"compute scale must be a positive number, got {self.compute_scale!r}")
+        if self.streams not in STREAM_MODES:
+            raise ConfigError(f"unknown streams mode {self.streams!r}; choose one of {', '.join(STREAM_MODES)}")
+
+
+def effective_spec(spec: "HardwareSpec", options: ReplayOptions, world_size: int) -> "HardwareSpec":
+    """``spec`` fitted to ``world_size`` with the options' overrides applied.
+
+    Raises:
+        SpecError: the spec cannot have ``world_size`` ranks (see ``HardwareSpec.fitted``).
+    """
+    out = spec.fitted(world_size)
+    if options.compute_scale is not None:
+        out = replace(out, compute=replace(out.compute, duration_scale=float(options.compute_scale)))
+    if options.collective_model not in (None, "measured"):
+        out = replace(out, collective_model=options.collective_model)
+    return out
+
+
+@dataclass
+class RankLayout:
+    """Per-rank facts the results and the timeline need.
+
+    Attributes:
+        rank, path: the trace's rank and file.
+        offset: global index of the rank's first node.
+        ids: uint64[n] node ids (file order).
+        kind: int8[n] node kinds (``K_*``).
+        resource: int32[n] local resource index, -1 for none.
+        resource_names: names of the rank's resources, by local index.
+        resource_offset: global id of local resource 0.
+    """
+
+    rank: int
+    path: str | None
+    offset: int
+    ids: np.ndarray
+    kind: np.ndarray
+    resource: np.ndarray
+    resource_names: tuple[str, ...]
+    resource_offset: int
+
+    @property
+    def n(self) -> int:
+        return len(self.ids)
+
+
+@dataclass
+class Instance:
+    """One communication: a collective on a group, or a matched send/recv pair.
+
+    Attributes:
+        kind: ``collective`` or ``p2p``.
+        comm_type: CollectiveType number (None for p2p).
+        comm_bytes: bytes (``comm_size`` of the lowest-ranked member's node).
+        pg_name: process group (p2p: the send's ``pg_name`` or ``"0"``).
+        ranks: the members, ascending (p2p: ``(src, dst)``).
+        nodes: global node index per member (-1: the member never issues it).
+        seq: k for collectives (the k-th on its group), the tag for p2p.
+        cost: filled in by :meth:`ReplayProgram.cost_of`.
+        link_ranks: whose links the data phase loads, when not ``ranks``
+            (a folded program: each member's class representative; see :mod:`.folding`).
+    """
+
+    kind: str
+    comm_type: int | None
+    comm_bytes: int
+    pg_name: str
+    ranks: tuple[int, ...]
+    nodes: list[int]
+    seq: int
+    cost: CommCost | None = None
+    link_ranks: tuple[int, ...] | None = None
+
+
+@dataclass
+class ReplayProgram:
+    """A trace set compiled for the engine (see module docstring)."""
+
+    spec: "HardwareSpec"
+    options: ReplayOptions
+    model_name: str
+    layouts: list[RankLayout]
+    kind: list[int]
+    duration_ns: list[float]
+    resource: list[int]
+    pred_count: list[int]
+    succ_ptr: list[int]
+    succ: list[int]
+    chain_next: list[int]
+    instance_of: list[int]
+    instances: list[Instance]
+    resource_rank: list[int]
+    notes: dict[int, str] = field(default_factory=dict)
+    compute_methods: dict[str, int] = field(default_factory=dict)
+    measured_ns: np.ndarray | None = None
+    roots: list[int] = field(default_factory=list)
+    rank_compute_methods: dict[int, dict[str, int]] = field(default_factory=dict)
+    #: ``member_ends(instance, arrivals_ns) -> ends_ns | None``: per-member ends of a collective whose
+    #: members arrived apart (ASTRA-sim model, see astra_skew); None = all members end together.
+    member_ends: Any = None
+
+    @property
+    def n(self) -> int:
+        return len(self.kind)
+
+    @property
+    def n_resources(self) -> int:
+        return len(self.resource_rank)
+
+    def locate(self, g: int) -> tuple[RankLayout, int]:
+        """``(layout, position)`` of global node index ``g``."""
+        offsets = [lay.offset for lay in self.layouts]
+        i = int(np.searchsorted(offsets, g, side="right")) - 1
+        lay = self.layouts[i]
+        return lay, g - lay.offset
+
+    def node_id(self, g: int) -> int:
+        lay, pos = self.locate(g)
+        return int(lay.ids[pos])
+
+    def rank_of(self, g: int) -> int:
+        return self.locate(g)[0].rank
+
+
+# ----- costs --------------------------------------------------------------------------------
+
+
+class _Coster:
+    """Costs instances with the collective model (cached), the measured model, or the fallback."""
+
+    def __init__(self, spec: "HardwareSpec", model_name: str, measured: np.ndarray,
+                 compute: ComputeModel, starts: np.ndarray | None = None) -> None:
+        self.spec = spec
+        self.starts_ns = starts
+        self.measured = model_name == "measured"
+        self.model = None if self.measured else make_collective_model(spec)
+        self.measured_ns = measured
+        self.compute = compute
+        self._cache: dict[tuple, CommCost] = {}
+
+    def cost(self, inst: Instance, program: ReplayProgram) -> CommCost:
+        present = [g for g in inst.nodes if g >= 0]
+        if self.measured:
+            return measured_comm_cost([int(self.starts_ns[g]) for g in present],
+                                      [int(self.measured_ns[g]) for g in present])
+        if inst.kind == "p2p":
+            key = ("p2p", inst.comm_bytes, inst.ranks)
+        else:
+            key = (inst.comm_type, inst.comm_bytes, inst.ranks)
+        found = self._cache.get(key)
+        if found is not None:
+            return found
+        g0 = present[0]
+        try:
+            if inst.kind == "p2p":
+                cost = self.model.p2p_cost(inst.comm_bytes, inst.ranks[0], inst.ranks[1])
+            else:
+                cost = self.model.collective_cost(CollectiveType(inst.comm_type), inst.comm_bytes, inst.ranks)
+        except UnsupportedCollectiveError:
+            worst = max(self.compute.cost(int(self.measured_ns[g])).duration_ns for g in present)
+            cost = CommCost(float(worst), (), "measured", shares_bandwidth=False)
+            return cost  # depends on the nodes' durations: not cached
+        except ValueError:
+            raise ReplayError(f"unknown comm_type {inst.comm_type!r}", rank=program.rank_of(g0),
+                              node_id=program.node_id(g0)) from None
+        except TracekitError as exc:
+            raise exc.with_context(rank=program.rank_of(g0), node_id=program.node_id(g0))
+        self._cache[key] = cost
+        return cost
+
+
+# ----- the whole set ------------------------------------------------------------------------
+
+
+def compile_program(traceset: "TraceSet", spec: "HardwareSpec", options: ReplayOptions, *,
+                    plan: Any = None) -> ReplayProgram:
+    """Compile ``traceset`` for replay on ``spec`` (already fitted, see :func:`effective_spec`).
+
+    With ``plan`` (a :class:`tracekit.replayer.simulation.folding.FoldPlan`) only the
+    plan's representative ranks are compiled and the communication instances
+    are the plan's folded ones (members replaced by their representatives).
+
+    Raises:
+        ValidationError: a dependency cycle, a bad attribute value, undeclared process groups.
+        ReplayError: a send without ``comm_dst`` / recv without ``comm_src``, a
+            collective the model cannot cost.
+        SpecError: the cost models reject the spec.
+    """
+    model_name = options.collective_model or spec.collective_model
+    compute = ComputeModel(spec)
+    parts = _RankParts()
+    compiled_ranks = traceset.ranks if plan is None else plan.reps
+    for rank in compiled_ranks:
+        parts.add(traceset[rank], rank, options.streams, model_name, compute)
+    instance_of = np.full(parts.offset, -1, dtype=np.int64)
+    notes: dict[int, str] = {}
+    instances: list[Instance] = []
+    if plan is None:
+        match_instances(traceset, parts.layouts, notes, instances, instance_of)
+    else:
+        for f in plan.folded:
+            nodes = [parts.layouts[r].offset + p for r, p in f.nodes]
+            iid = len(instances)
+            instances.append(Instance(f.kind, f.comm_type, f.comm_bytes, f.pg_name, f.ranks, nodes, f.seq,
+                                      link_ranks=f.link_ranks))
+            for g in nodes:
+                instance_of[g] = iid
+    program = parts.program(spec, options, model_name, [parts.layouts[r] for r in compiled_ranks],
+                            instance_of, instances, notes)
+    coster = _Coster(spec, model_name, program.measured_ns, compute, _cat(parts.starts, np.int64))
+    for inst in instances:
+        if all(g >= 0 for g in inst.nodes):
+            inst.cost = coster.cost(inst, program)
+    if model_name == "astra" and coster.model is not None:
+        from tracekit.replayer.simulation.astra_skew import engine_hook
+
+        program.member_ends = engine_hook(coster.model)
+    return program
+
+
+def _cat(parts: list[np.ndarray], dtype: Any) -> np.ndarray:
+    return np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype=dtype)
+
+
+class _RankParts:
+    """The per-rank arrays of a program being compiled, concatenated by :meth:`program`."""
+
+    def __init__(self) -> None:
+        self.layouts: dict[int, RankLayout] = {}
+        self.kinds: list[np.ndarray] = []
+        self.durs: list[np.ndarray] = []
+        self.ress: list[np.ndarray] = []
+        self.preds: list[np.ndarray] = []
+        self.succ_ptrs: list[np.ndarray] = []
+        self.succs: list[np.ndarray] = []
+        self.chains: list[np.ndarray] = []
+        self.measured: list[np.ndarray] = []
+        self.starts: list[np.ndarray] = []
+        self.resource_rank: list[int] = []
+        self.counts: dict[str, int] = {}
+        self.rank_counts: dict[int, dict[str, int]] = {}
+        self.offset = 0
+        self.edges = 0
+
+    def add(self, trace: "ExecutionTrace", rank: int, streams: str, model_name: str, compute: ComputeModel) -> None:
+        """Compile one rank (kinds, resources, durations, graph) at the current offset."""
+        cols = trace.columns()
+        graph = trace.graph()
+        if len(graph.duplicate_ids):
+            raise ValidationError(f"duplicate node id {int(graph.duplicate_ids[0])}", path=trace.path,
+                                  rank=rank, node_id=int(graph.duplicate_ids[0]))
+        graph.topological_order()  # raises ValidationError naming a cycle
+        kind, cls, sub = classify(cols, streams, astra=model_name == "astra")
+        res, names = resources(cls, sub)
+        self.rank_counts[rank] = {}
+        dur = compute_durations(cols, kind, compute, trace, self.rank_counts[rank])
+        if model_name == "astra":  # a broadcast-like collective of no runtime: 1 ns (Workload::issue_comm)
+            dur[(kind == K_TIMED) & (cols.types == NodeType.COMM_COLL_NODE) & (dur == 0)] = 1
+        for name, c in self.rank_counts[rank].items():
+            self.counts[name] = self.counts.get(name, 0) + c
+        offset = self.offset
+        lay = self.layouts[rank] = RankLayout(rank, trace.path, offset, cols.ids, kind, res, names,
+                                              len(self.resource_rank))
+        self.resource_rank.extend([rank] * len(names))
+        self.kinds.append(kind)
+        self.durs.append(dur)
+        self.ress.append(np.where(res >= 0, res + lay.resource_offset, -1))
+        self.preds.append(np.diff(graph.pred_ptr))
+        self.succ_ptrs.append(graph.succ_ptr[:-1] + self.edges)
+        self.succs.append(graph.succ_pos + offset)
+        self.edges += len(graph.succ_pos)
+        chain = chain_next(kind, res, graph)
+        self.chains.append(np.where(chain >= 0, chain + offset, -1))
+        self.measured.append(cols.duration_ns)
+        self.starts.append(cols.start_time_ns)
+        self.offset += len(kind)
+
+    def program(self, spec: "HardwareSpec", options: ReplayOptions, model_name: str, layouts: list[RankLayout],
+                instance_of: np.ndarray, instances: list[Instance], notes: dict[int, str]) -> ReplayProgram:
+        """The :class:`ReplayProgram` of the ranks added so far (costs not filled in yet)."""
+        pred_count = _cat(self.preds, np.int64)
+        return ReplayProgram(
+            spec=spec, options=options, model_name=model_name,
+            layouts=layouts,
+            kind=_cat(self.kinds, np.int64).tolist(),
+            duration_ns=_cat(self.durs, np.float64).tolist(),
+            resource=_cat(self.ress, np.int64).tolist(),
+            pred_count=pred_count.tolist(),
+            succ_ptr=np.append(_cat(self.succ_ptrs, np.int64), self.edges).tolist(),
+            succ=_cat(self.succs, np.int64).tolist(),
+            chain_next=_cat(self.chains, np.int64).tolist(),
+            instance_of=instance_of.tolist(),
+            instances=instances,
+            resource_rank=self.resource_rank,
+            notes=notes,
+            compute_methods={m: self.counts[m] for m in METHODS if m in self.counts},
+            measured_ns=_cat(self.measured, np.int64),
+            roots=np.flatnonzero(pred_count == 0).tolist(),
+            rank_compute_methods=self.rank_counts,
+        )

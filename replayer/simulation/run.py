@@ -1,0 +1,193 @@
+"""The one way in: :func:`replay` of a trace set, rank files or a rank-class set, folded or not.
+
+Steps, for every kind of input (docs/architecture.md, data flow):
+
+1. the spec (a :class:`~.hardware.HardwareSpec`, a preset name or a TOML path) and the options;
+2. with folding on (``ReplayOptions.fold``, the default): the job is read as small per-rank scans
+   (:mod:`.gather` for files, :func:`.class_replay.gather_class_set` for class sets; an in-memory set is scanned
+   as it is), checked, the folding proven (:func:`.folding.plan_folding`) and the representatives simulated
+   (:func:`.folding.replay_folded`); the result is the unfolded one to the bit;
+3. otherwise, or when folding cannot be proven: the whole job in memory, checked (:mod:`.checks`), compiled
+   (:func:`.program.compile_program`), simulated (:func:`.engine.simulate`), the result built
+   (:func:`tracekit.replayer.results.build.build_result`). A fallback from a requested folding is reported: a
+   logged warning with the reason, and ``ReplayResult.folding.reason``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from contextlib import nullcontext
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Callable
+
+from tracekit.replayer.results.result import FoldInfo
+from tracekit.replayer.simulation.folding import NO_TWIN_RANKS, NotFoldable, bulk_objects
+from tracekit.replayer.simulation.program import ReplayOptions
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tracekit.replayer.results.result import ReplayResult
+    from tracekit.replayer.simulation.gather import Gathered
+    from tracekit.replayer.simulation.hardware import HardwareSpec
+    from tracekit.traceset import TraceSet
+
+log = logging.getLogger("tracekit.replayer")
+
+__all__ = ["replay", "replay_with_traces"]
+
+
+def replay(source: Any, spec: "HardwareSpec | str | os.PathLike[str]", *, options: ReplayOptions | None = None,
+           status: Callable[[str], None] | None = None) -> "ReplayResult":
+    """Simulate one iteration of a job on ``spec``.
+
+    Args:
+        source: a :class:`~tracekit.traceset.TraceSet` (ranks 0..n-1), a :class:`~tracekit.classset.ClassSet`,
+            or what names rank files or a class set on disk (a prefix, glob, directory or manifest:
+            :func:`tracekit.io.trace_paths`, :func:`tracekit.classset.find_class_set`).
+        spec: a :class:`~tracekit.replayer.simulation.hardware.HardwareSpec`, a preset name (``dgx-h100``) or a
+            TOML path.
+        options: see :class:`~.program.ReplayOptions` (default: the spec's models, the trace's streams, checks
+            and folding on).
+        status: called with a short description of each phase (the CLI shows it on a terminal).
+
+    Returns:
+        the :class:`~tracekit.replayer.results.result.ReplayResult`; same inputs, same result to the bit.
+
+    Raises:
+        SpecError: unknown preset, bad spec, or a spec that cannot have the job's number of ranks.
+        ReplayCheckError: the up-front checks failed (see :mod:`.checks`).
+        ValidationError: a trace is structurally broken (with checks off).
+        DeadlockError: the replay stalled; per rank, what it is blocked on.
+        TraceFormatError: an unreadable file.
+    """
+    return replay_with_traces(source, spec, options=options, status=status)[0]
+
+
+def replay_with_traces(source: Any, spec: "HardwareSpec | str | os.PathLike[str]", *,
+                       options: ReplayOptions | None = None, status: Callable[[str], None] | None = None
+                       ) -> tuple["ReplayResult", "TraceSet"]:
+    """:func:`replay`, and the trace set it kept: the whole job, or the representatives only when folded.
+
+    Raises:
+        as :func:`replay`.
+    """
+    from tracekit.classset import ClassSet, find_class_set
+    from tracekit.io import read_traceset
+    from tracekit.replayer.simulation.hardware import HardwareSpec, load_spec
+    from tracekit.traceset import TraceSet
+
+    options = options or ReplayOptions()
+    if not isinstance(spec, HardwareSpec):
+        spec = load_spec(spec)
+    if isinstance(source, TraceSet):
+        return replay_traceset(source, spec, options), source
+    say = status or (lambda text: None)
+    classes = source if isinstance(source, ClassSet) else find_class_set(source)
+    if classes is not None:  # stored as rank classes: replayed without deriving every rank
+        load_all: Callable[[], TraceSet] = classes.to_traceset
+    else:
+        load_all = lambda: read_traceset(source)  # noqa: E731
+    if not options.fold:
+        ts = load_all()
+        return replay_traceset(ts, spec, options), ts
+    try:
+        with bulk_objects() if classes is not None else nullcontext():
+            if classes is not None:
+                from tracekit.replayer.simulation.class_replay import gather_class_set
+
+                gathered = gather_class_set(classes, options, say)
+            else:
+                from tracekit.replayer.simulation.gather import gather_files
+
+                gathered = gather_files(source, options, say)
+            return _replay_gathered(gathered, spec, options, say)
+    except NotFoldable as exc:
+        reason = str(exc)
+    ts = load_all()
+    result = replay_traceset(ts, spec, replace(options, fold=False))
+    _report_fallback(reason)
+    return replace(result, folding=FoldInfo(len(ts), len(ts), reason)), ts
+
+
+def replay_traceset(traceset: "TraceSet", spec: "HardwareSpec", options: ReplayOptions) -> "ReplayResult":
+    """:func:`replay` of a trace set in memory on a loaded ``spec``."""
+    from tracekit.replayer.results.build import build_result
+    from tracekit.replayer.simulation.checks import check_complete, check_replay_inputs, check_spec_size
+    from tracekit.replayer.simulation.engine import simulate
+    from tracekit.replayer.simulation.folding import plan_folding, replay_folded, scan_rank
+    from tracekit.replayer.simulation.program import compile_program, effective_spec
+
+    check_complete(traceset.ranks, traceset.world_size)
+    if options.check:
+        check_replay_inputs(traceset, spec)
+    else:
+        check_spec_size(traceset, spec)
+    fitted = effective_spec(spec, options, traceset.world_size)
+    reason = None
+    if options.fold:
+        try:
+            if len(traceset) != traceset.world_size:
+                raise NotFoldable("the trace set is not ranks 0..N-1")
+            scans = {r: scan_rank(traceset[r]) for r in traceset.ranks}
+            plan = plan_folding(scans, traceset.process_groups, fitted, options)
+        except NotFoldable as exc:
+            reason = str(exc)
+        else:
+            return replay_folded(traceset, fitted, options, plan)
+    program = compile_program(traceset, fitted, options)
+    log.info("replaying %d nodes on %d ranks (%s, %s model)", program.n, len(program.layouts), fitted.name,
+             program.model_name)
+    result = build_result(program, simulate(program), traceset)
+    if reason is None:
+        return result
+    _report_fallback(reason)
+    return replace(result, folding=FoldInfo(len(traceset), len(traceset), reason))
+
+
+def _replay_gathered(g: "Gathered", spec: "HardwareSpec", options: ReplayOptions,
+                     say: Callable[[str], None]) -> tuple["ReplayResult", "TraceSet"]:
+    """Check across ranks, prove the folding and simulate the representatives of a gathered job.
+
+    Raises:
+        NotFoldable: groups that do not resolve, a member failing its checks, or no proof (the caller replays
+            unfolded).
+        ReplayCheckError: the cross-rank checks fail. SpecError: the spec cannot have the job's ranks.
+    """
+    from tracekit.errors import ValidationError
+    from tracekit.groups import resolve_groups
+    from tracekit.replayer.simulation.checks import ReplayCheckError, check_spec_size
+    from tracekit.replayer.simulation.folding import plan_folding, replay_folded
+    from tracekit.replayer.simulation.program import effective_spec
+    from tracekit.traceset import TraceSet
+    from tracekit.validate import cross_rank_checks
+
+    try:
+        groups = resolve_groups(g.declared, g.world)
+    except ValidationError as exc:
+        raise NotFoldable(f"the process groups do not resolve ({exc.message})") from None
+    if options.check:
+        report = cross_rank_checks([f for f in g.findings if f is not None], groups, g.world)
+        if report.errors:
+            raise ReplayCheckError(list(report.errors))
+    ts = TraceSet(g.kept, process_groups=g.declared)
+    check_spec_size(ts, spec, world_size=g.world, ranks=g.spec_ranks)  # before folding: all ranks count
+    fitted = effective_spec(spec, options, g.world)
+    say(f"proving rank folding over {g.world} ranks")
+    with bulk_objects():
+        plan = plan_folding(g.scans, groups, fitted, options)
+    missing = [r for r in plan.reps if r not in g.kept]
+    if missing:
+        assert g.derive is not None, "files keep the first rank of every digest class"
+        ts = TraceSet({**g.kept, **{r: g.derive(r) for r in missing}}, process_groups=g.declared)
+    paths = tuple(g.scans[r].path for r in range(g.world))
+    say(f"simulating {len(plan.reps)} representative ranks and expanding to {g.world}")
+    with bulk_objects():
+        return replay_folded(ts, fitted, options, plan, world_paths=paths), ts
+
+
+def _report_fallback(reason: str) -> None:
+    """Say that a folded replay was asked for and every rank was simulated instead, and why."""
+    if reason == NO_TWIN_RANKS:  # nothing to fold: not a fallback worth a warning
+        log.info("not folding: %s", reason)
+    else:
+        log.warning("rank folding not possible, every rank simulated: %s", reason)
