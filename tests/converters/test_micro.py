@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections import Counter
 
 import pytest
@@ -19,12 +17,13 @@ from tracekit.io import read_traceset, write_traceset
 from tracekit.model import CollectiveType, NodeType
 from tracekit.validate import validate_traceset
 
-TRACEKIT = [sys.executable, "-m", "tracekit.cli._main"]
+from cli_inprocess import run as inprocess_run  # noqa: E402
+
 MIB64 = 64 * 2**20
 
 
-def run(*args) -> subprocess.CompletedProcess:
-    return subprocess.run([*TRACEKIT, *map(str, args)], capture_output=True, text=True, timeout=60)
+run = inprocess_run  # what a command prints and returns: in-process (tests/cli_inprocess.py)
+
 
 
 def attr_kinds(node):

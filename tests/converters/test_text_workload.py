@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import math
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -17,12 +15,13 @@ from tracekit.io import read_traceset
 from tracekit.model import CollectiveType, NodeType
 from tracekit.validate import validate_traceset
 
-TRACEKIT = [sys.executable, "-m", "tracekit.cli._main"]
+from cli_inprocess import run as inprocess_run  # noqa: E402
+
 AR, AG, A2A = CollectiveType.ALL_REDUCE, CollectiveType.ALL_GATHER, CollectiveType.ALL_TO_ALL
 
 
-def run(*args) -> subprocess.CompletedProcess:
-    return subprocess.run([*TRACEKIT, *map(str, args)], capture_output=True, text=True, timeout=60)
+run = inprocess_run  # what a command prints and returns: in-process (tests/cli_inprocess.py)
+
 
 
 def shape(trace):

@@ -13,10 +13,15 @@ from tracekit.io import encode_trace, frame, read_trace, write_traceset
 from tracekit.model import Attr, CollectiveType, ExecutionTrace, Node, NodeType
 from tracekit.traceset import TraceSet
 
+from cli_inprocess import run as inprocess_run  # noqa: E402
+
 TRACEKIT = [sys.executable, "-m", "tracekit.cli._main"]
 
 
-def run(*args: str) -> subprocess.CompletedProcess:
+run = inprocess_run  # what a command prints and returns: in-process (tests/cli_inprocess.py)
+
+
+def run_process(*args: object) -> subprocess.CompletedProcess:
     return subprocess.run([*TRACEKIT, *map(str, args)], capture_output=True, text=True, timeout=60)
 
 
@@ -146,7 +151,7 @@ def test_missing_input_file(tmp_path):
 def test_debug_shows_traceback(tmp_path):
     p = tmp_path / "t.0.et"
     p.write_bytes(b"")
-    proc = run("--debug", "info", p)
+    proc = run_process("--debug", "info", p)  # a traceback on the real stderr
     assert proc.returncode != 0 and "Traceback" in proc.stderr
 
 
