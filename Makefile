@@ -23,13 +23,14 @@ demo: $(STAMP)
 
 # Gates first (seconds with warm caches), then the suite, which includes the import-layer gate
 # (tests/core/test_layers.py); docs/architecture.md says what the gates hold.
+# Two pytest workers (pytest-xdist), one test file per worker at a time so module fixtures are built once.
 test: lint typecheck duplicates sizes docstrings
-	$(PY) -m pytest -ra
+	$(PY) -m pytest -ra -n 2 --dist loadfile
 
 # Everything `make test` runs plus the tests marked `slow` (the full interop matrices), with the full hypothesis
 # profile (more examples per property); tests/conftest.py reads HYPOTHESIS_PROFILE.
 test-full: lint typecheck duplicates sizes docstrings
-	HYPOTHESIS_PROFILE=full $(PY) -m pytest -ra --run-slow
+	HYPOTHESIS_PROFILE=full $(PY) -m pytest -ra --run-slow -n 2 --dist loadfile
 
 # ruff lint rules in pyproject [tool.ruff.lint] (blind excepts included), then the format check ([tool.ruff.format]).
 lint: $(STAMP)
