@@ -36,7 +36,7 @@ def _spread(xs: list[float]) -> dict[str, float]:
 
 def main() -> dict:
     from tracekit.converters.generators.llm import generate_llm
-    from tracekit.converters.generators.llm_config import LLMConfig, ParallelSpec, preset
+    from tracekit.workloads.config import LLMConfig, ParallelSpec, preset
     from tracekit.converters.generators.llm_ops import Roofline
     from tracekit.replayer.simulation.program import ReplayOptions, compile_program, effective_spec
     from tracekit.replayer.reporting.browser import find_chromium, render_dom

@@ -1,6 +1,13 @@
-"""Transform throughput (issue 6): DP rescale, TP/PP rewrites, compaction.
+"""Transform throughput (issues 6 and 17): DP rescale, TP/PP rewrites, compaction, columnar transforms.
 
 Workloads:
+  - issue 17: ``tracekit transform --scale-compute 2 --compact`` end to end (read + transform + write,
+    in-process: ``read_traceset``, ``Pipeline.run``, ``write_traceset``) on a 1,000,000-node rank
+    (``BENCH_XF_NODES``) with the realistic mix of ``bench_read_mix`` (half COMP, half COMM_COLL with
+    4-6 attributes); the same on a 100,000-node rank through the columnar path and through the
+    per-node path (the nodes decoded first: the reference, measured in the same run).  CPU seconds
+    (median of ``BENCH_RUNS`` runs, default 3, with min and max; the machine is shared) and nodes per
+    CPU second;
   - a generated GPT-style job (8 layers, h 2048, 8 micro-batches) at tp 2 x pp 4
     x dp 8 (64 ranks): Rescale dp 8 -> 64 (512 ranks), ChangeTP 2 -> 4, ChangePP 4 -> 8;
   - the bundled Chakra feeder trace (3,664 nodes, 181,878 data deps): Compact.
@@ -27,9 +34,58 @@ def _time(fn, repeat=3):
     return statistics.median(times), out
 
 
+def _e2e(path: Path, out: Path, *, decoded: bool) -> tuple[float, float]:
+    """CPU and wall seconds of read + ScaleCompute(2) + Compact + write of one rank (``decoded``: node path)."""
+    from tracekit.io import read_traceset, write_traceset
+    from tracekit.transforms import Compact, Pipeline, ScaleCompute
+
+    c0, w0 = time.process_time(), time.perf_counter()
+    ts = read_traceset(str(path))
+    if decoded:
+        for t in ts:
+            t.nodes  # noqa: B018 - Node objects: the transforms take the node path
+    for f in out.parent.glob(out.name + ".*"):
+        f.unlink()
+    write_traceset(Pipeline([ScaleCompute(2), Compact()]).run(ts, source=str(path)), out)
+    return time.process_time() - c0, time.perf_counter() - w0
+
+
+def columnar_e2e() -> dict:
+    """The issue-17 end-to-end figures (see the module docstring)."""
+    import os
+    import sys
+    import tempfile
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_read_mix import make_file
+
+    runs = int(os.environ.get("BENCH_RUNS", 3))
+    big = int(os.environ.get("BENCH_XF_NODES", 1_000_000))
+    out: dict = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for n, decoded in ((100_000, False), (100_000, True), (big, False)):
+            src = Path(tmp) / f"mix{n}.0.et"
+            if not src.exists():
+                make_file(src, n)
+            cpu, wall = [], []
+            for _ in range(runs if not (decoded and n > 100_000) else 1):
+                c, w = _e2e(src, Path(tmp) / "out", decoded=decoded)
+                cpu.append(c)
+                wall.append(w)
+            med = statistics.median(cpu)
+            label = f"e2e_{'nodes' if decoded else 'columnar'}_{n}"
+            out[label + "_cpu_s"], out[label + "_cpu_s_range"] = med, [min(cpu), max(cpu)]
+            out[label + "_wall_s"] = statistics.median(wall)
+            out[label + "_nodes_per_cpu_s"] = n / med
+            print(f"scale-compute 2 + compact, {'node path' if decoded else 'columnar '} {n:>9,} nodes: "
+                  f"{med:7.2f} s CPU ({min(cpu):.2f}-{max(cpu):.2f}), wall {statistics.median(wall):.2f} s, "
+                  f"{n / med:>10,.0f} nodes/CPU s", flush=True)
+    return out
+
+
 def main() -> None:
     from tracekit.converters.generators.llm import generate_llm
-    from tracekit.converters.generators.llm_config import LLMConfig, ModelSpec, ParallelSpec
+    from tracekit.workloads.config import LLMConfig, ModelSpec, ParallelSpec
     from tracekit.io import read_trace
     from tracekit.transforms import ChangePP, ChangeTP, Rescale, compact_trace
 
@@ -48,4 +104,10 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    import sys as _sys
+
+    if "--columnar" in _sys.argv:
+        columnar_e2e()
+    else:
+        main()
+        columnar_e2e()

@@ -25,7 +25,7 @@ no description).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import orjson
 
@@ -163,8 +163,24 @@ def astra_ready(trace: "ExecutionTrace", ids: Mapping[str, str | None]) -> "Exec
         ValidationError: a ``process_group:init`` value that cannot be read.
     """
     cols = trace.columns()
-    candidates = [i for i, t in enumerate(cols.types.tolist())
-                  if t == NodeType.METADATA_NODE or t in _COMM_TYPES]
+    types = cols.types.tolist()
+    candidates = [i for i, t in enumerate(types) if t == NodeType.METADATA_NODE]
+    comm = [i for i, t in enumerate(types) if t in _COMM_TYPES]
+    if comm:  # only communication nodes whose group is renamed or dropped (decoding each one is slow)
+        present, values = cols.attr("pg_name")
+        renamed: dict[Any, bool] = {}
+        for i in comm:
+            if present[i]:
+                pg = values[i]
+                if isinstance(pg, list):  # not a group name: let _fixed_node decide
+                    candidates.append(i)
+                    continue
+                if pg not in renamed:
+                    key = DEFAULT_PG if pg == "" else str(pg)
+                    renamed[pg] = ids.get(key, key) != pg
+                if renamed[pg]:
+                    candidates.append(i)
+        candidates.sort()
     changes = {}
     for pos in candidates:
         fixed = _fixed_node(trace.node_at(pos), ids)

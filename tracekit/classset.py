@@ -13,7 +13,7 @@ set stores the job as
 
 A member's trace is the representative's with every attribute equal (same
 name, kind and value, byte for byte in the wire format) to a slot replaced by
-the member's value: :class:`tracekit.converters.generators.rank_classes.RankTemplate`
+the member's value: :class:`tracekit.workloads.rank_template.RankTemplate`
 does it on the encoded bytes, so :meth:`ClassSet.rank_bytes` gives exactly the
 file a per-rank writer would have written (``tracekit expand`` writes them).
 
@@ -106,7 +106,7 @@ class ClassSet:
         return self._template(cls).for_rank(dict(enumerate(cls.member_attrs(index))))
 
     def _template(self, cls: RankClass):
-        from tracekit.converters.generators.rank_classes import RankTemplate
+        from tracekit.workloads.rank_template import RankTemplate
         from tracekit.io import _read_raw
 
         cache = self.__dict__.setdefault("_templates", {})

@@ -33,10 +33,9 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from tracekit.errors import ConfigError
+from tracekit.workloads.units import DTYPE_BYTES
 
 DEVICES_FILE = Path(__file__).with_name("devices.toml")
-#: bytes per element of the dtypes a peak table may list (tf32 is stored as fp32).
-DTYPE_BYTES = {"fp64": 8, "fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 1, "int8": 1}
 _MATRIX = ("gemm", "conv")
 
 

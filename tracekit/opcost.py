@@ -58,16 +58,9 @@ from typing import Any, Callable
 
 import orjson
 
-#: dtype string of an ET ``Tensor(...)`` type (lower case) -> (canonical dtype, element bytes).
-DTYPES: dict[str, tuple[str, int]] = {
-    "float": ("fp32", 4), "float32": ("fp32", 4), "double": ("fp64", 8), "float64": ("fp64", 8),
-    "c10::half": ("fp16", 2), "half": ("fp16", 2), "c10::bfloat16": ("bf16", 2), "bfloat16": ("bf16", 2),
-    "c10::float8_e4m3fn": ("fp8", 1), "c10::float8_e5m2": ("fp8", 1), "c10::float8_e4m3fnuz": ("fp8", 1),
-    "c10::float8_e5m2fnuz": ("fp8", 1),
-    "long": ("int64", 8), "int64": ("int64", 8), "int": ("int32", 4), "int32": ("int32", 4),
-    "short": ("int16", 2), "signed char": ("int8", 1), "unsigned char": ("uint8", 1), "bool": ("bool", 1),
-}
-FLOAT_DTYPES = frozenset({"fp64", "fp32", "fp16", "bf16", "fp8"})
+from tracekit.workloads.flops import ADAM_FLOPS_PER_PARAM, SGD_FLOPS_PER_PARAM
+from tracekit.workloads.units import DTYPE_BYTES, FLOAT_DTYPES, torch_dtype
+
 #: Op classes whose time is set by matrix units (tensor cores); the rest are memory-bound.
 MATRIX_CLASSES = frozenset({"gemm", "conv", "attention"})
 OP_CLASSES = ("gemm", "conv", "attention", "norm", "softmax", "elementwise", "reduction", "embedding", "copy",
@@ -143,7 +136,8 @@ def _loads(text: Any) -> Any:
 
 
 def _dtype(type_name: str) -> tuple[str, int] | None:
-    return DTYPES.get(type_name.strip().lower())
+    dtype = torch_dtype(type_name)
+    return None if dtype is None else (dtype, DTYPE_BYTES[dtype])
 
 
 def _is_shape(s: Any) -> bool:
@@ -435,7 +429,8 @@ _POOL = ("max_pool2d", "max_pool2d_with_indices", "max_pool2d_with_indices_backw
          "adaptive_max_pool2d", "max_pool1d", "max_pool3d", "avg_pool1d", "avg_pool3d",
          "max_pool3d_with_indices", "upsample_nearest2d", "upsample_bilinear2d",
          "upsample_nearest2d_backward", "upsample_bilinear2d_backward")
-_OPTIM = {"_fused_adam": _per_list(12), "_fused_adamw": _per_list(12), "_fused_sgd": _per_list(2),
+_OPTIM = {"_fused_adam": _per_list(ADAM_FLOPS_PER_PARAM), "_fused_adamw": _per_list(ADAM_FLOPS_PER_PARAM),
+          "_fused_sgd": _per_list(SGD_FLOPS_PER_PARAM),
           "_foreach_add": _per_list(1), "_foreach_mul": _per_list(1), "_foreach_div": _per_list(1),
           "_foreach_sub": _per_list(1), "_foreach_addcmul": _per_list(2), "_foreach_addcdiv": _per_list(2),
           "_foreach_sqrt": _per_list(1), "_foreach_lerp": _per_list(3), "_foreach_zero": _ZERO,
@@ -524,6 +519,6 @@ def aten_cost(name: str, inputs: Any, outputs: Any) -> OpCost | None:
     return OpCost(flops, _bytes(key, name, args, cls), cls, _compute_dtype(key, args))
 
 
-__all__ = ["DTYPES", "MATRIX_CLASSES", "OP_CLASSES", "OpArgs", "OpCost", "TABLE", "Tensor", "aten_cost",
+__all__ = ["FLOAT_DTYPES", "MATRIX_CLASSES", "OP_CLASSES", "OpArgs", "OpCost", "TABLE", "Tensor", "aten_cost",
            "conv_flops", "einsum_flops", "matmul_flops", "op_class_of", "parse_args", "sdpa_backward_flops",
            "sdpa_flops", "table_key"]

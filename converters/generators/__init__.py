@@ -18,11 +18,11 @@ nodes carry ``num_ops`` and ``tensor_size`` and a zero duration.
 
 from tracekit.converters.generators.dlrm import DLRMConfig, dlrm_preset, generate_dlrm
 from tracekit.converters.generators.llm import generate_llm, write_llm
-from tracekit.converters.generators.llm_config import LLMConfig, ModelSpec, ParallelSpec
-from tracekit.converters.generators.llm_config import preset as llm_preset
+from tracekit.workloads.config import LLMConfig, ModelSpec, ParallelSpec
+from tracekit.workloads.config import preset as llm_preset
 from tracekit.converters.generators.llm_ops import MATMUL_ROLES, Roofline
 from tracekit.converters.generators.micro import chakra_shape, collective_bench, send_recv_bench
-from tracekit.converters.generators.schedules import PipelineOp, stage_order
+from tracekit.workloads.schedules import PipelineOp, stage_order
 
 __all__ = [
     "DLRMConfig", "LLMConfig", "MATMUL_ROLES", "ModelSpec", "ParallelSpec", "PipelineOp", "Roofline",

@@ -227,7 +227,7 @@ def table1_config(row: Table1Row):
     ``gpt3-1.3b`` preset: learned positions, tied embeddings, GELU, LayerNorm, biases)."""
     from dataclasses import replace
 
-    from tracekit.converters.generators.llm_config import LLMConfig, ParallelSpec, preset
+    from tracekit.workloads.config import LLMConfig, ParallelSpec, preset
 
     base, _ = preset("gpt3-1.3b")
     model = replace(base, name=f"megatron-{row.name}", num_layers=row.layers, hidden_size=row.hidden,
@@ -242,8 +242,10 @@ def table1_config(row: Table1Row):
 def table1_tflops_per_gpu(row: Table1Row, iteration_s: float) -> float:
     """TFLOP/s per GPU by the paper's formula (section 5.1, with recompute):
     ``96 B s L h^2 (1 + s / (6 h) + V / (16 L h)) / (iteration_s x GPUs) / 1e12``."""
-    b, s, l, h, v = row.batch_size, TABLE1_SEQ_LENGTH, row.layers, row.hidden, TABLE1_VOCAB
-    flops = 96 * b * s * l * h * h * (1 + s / (6 * h) + v / (16 * l * h))
+    from tracekit.workloads.flops import gpt_iteration_flops
+
+    flops = gpt_iteration_flops(row.batch_size, TABLE1_SEQ_LENGTH, row.layers, row.hidden, TABLE1_VOCAB,
+                                full_recompute=True)
     return flops / (iteration_s * row.gpus) / 1e12
 
 

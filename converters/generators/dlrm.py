@@ -37,7 +37,9 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from tracekit.converters.generators._build import DEFAULT_PG, ProcessGroups, RankTraceBuilder
-from tracekit.converters.generators.llm_config import DTYPE_BYTES
+from tracekit.workloads.buckets import bucket_limit_elems, pack_buckets
+from tracekit.workloads.flops import gemm_elements, gemm_flops
+from tracekit.workloads.units import DTYPE_BYTES, TRAINING_DTYPES
 from tracekit.converters.generators.llm_ops import Roofline
 from tracekit.errors import ConfigError
 from tracekit.model import Attr, CollectiveType
@@ -98,8 +100,8 @@ class DLRMConfig:
                 raise ConfigError(f"{what.replace('_', ' ')} needs at least one layer")
             for w in widths:
                 _positive(f"{what.replace('_', ' ')} width", w)
-        if self.dtype not in DTYPE_BYTES:
-            raise ConfigError(f"dtype must be one of {', '.join(DTYPE_BYTES)}; got {self.dtype!r}")
+        if self.dtype not in TRAINING_DTYPES:
+            raise ConfigError(f"dtype must be one of {', '.join(TRAINING_DTYPES)}; got {self.dtype!r}")
         if self.global_batch_size % self.num_ranks:
             raise ConfigError(f"global batch {self.global_batch_size} is not divisible by {self.num_ranks} ranks")
         if self.bottom_mlp[-1] != self.embedding_dim:
@@ -182,7 +184,7 @@ class _DLRMRank:
         return self.b.comp(name, duration_ns=dur, num_ops=flops, tensor_bytes=nbytes, deps=deps, extra_attrs=attrs)
 
     def gemm(self, name: str, m: int, k: int, n: int, deps, attrs) -> int:
-        return self.comp(name, 2 * m * k * n, m * k + k * n + m * n, deps, attrs)
+        return self.comp(name, gemm_flops(m, k, n), gemm_elements(m, k, n), deps, attrs)
 
     def mlp_forward(self, which: str, layers: list[tuple[int, int]], dep: list[int]) -> list[int]:
         bl = self.c.local_batch
@@ -250,31 +252,21 @@ class _DLRMRank:
         c = self.c
         if c.num_ranks == 1:
             return []
-        limit = max(1, c.grad_bucket_bytes // c.dtype_bytes)
         units = [(f"top{i}", top_w[i], c.top_layers()[i]) for i in sorted(top_w, reverse=True)] + \
                 [(f"bottom{i}", bottom_w[i], c.bottom_layers()[i]) for i in sorted(bottom_w, reverse=True)]
-        out: list[int] = []
-        bucket: list[tuple[str, int]] = []
-        total = 0
 
-        def flush(index: int) -> None:
-            out.append(self.b.collective(
-                "dp_grad_allreduce.grad_sync", CollectiveType.ALL_REDUCE, total * c.dtype_bytes, pg_name=DEFAULT_PG,
-                deps=[w for _, w in bucket],
-                extra_attrs=[Attr("layers", [u for u, _ in bucket], "string_list"),
-                             Attr("micro_batch", -1, "int64_val"), Attr("phase", "grad_sync", "string_val"),
-                             Attr("bucket", index, "int64_val"), Attr("op_role", "dp_grad_allreduce", "string_val")]))
+        def elems(index: int) -> int:
+            n_in, n_out = units[index][2]
+            return n_in * n_out + n_out
 
-        for name, wgrad, (n_in, n_out) in units:
-            elems = n_in * n_out + n_out
-            if bucket and total + elems > limit:
-                flush(len(out))
-                bucket, total = [], 0
-            bucket.append((name, wgrad))
-            total += elems
-        if bucket:
-            flush(len(out))
-        return out
+        buckets = pack_buckets(range(len(units)), elems, bucket_limit_elems(c.grad_bucket_bytes, c.dtype_bytes))
+        return [self.b.collective(
+            "dp_grad_allreduce.grad_sync", CollectiveType.ALL_REDUCE, total * c.dtype_bytes, pg_name=DEFAULT_PG,
+            deps=[units[i][1] for i in members],
+            extra_attrs=[Attr("layers", [units[i][0] for i in members], "string_list"),
+                         Attr("micro_batch", -1, "int64_val"), Attr("phase", "grad_sync", "string_val"),
+                         Attr("bucket", index, "int64_val"), Attr("op_role", "dp_grad_allreduce", "string_val")])
+            for index, (members, total) in enumerate(buckets)]
 
 
 def generate_dlrm(config: DLRMConfig, hardware=None) -> TraceSet:

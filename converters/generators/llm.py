@@ -35,7 +35,7 @@ of ``layer``.  The global metadata holds the configuration as JSON
 
 Ranks of one pipeline stage differ only in group names and peer ranks, so one
 representative per stage is built and encoded, and the others are derived
-from its bytes by :mod:`.rank_classes`; tests check this equals building each
+from its bytes by :mod:`tracekit.workloads.rank_template`; tests check this equals building each
 rank directly.
 """
 
@@ -50,17 +50,16 @@ from typing import Callable, Iterable, Iterator
 
 from tracekit.converters.generators import llm_ops as ops
 from tracekit.converters.generators._build import ProcessGroups, RankTraceBuilder
-from tracekit.converters.generators.llm_config import LLMConfig
 from tracekit.converters.generators.llm_layout import RankPlace, layout
-from tracekit.converters.generators.schedules import FORWARD, stage_order
+from tracekit.workloads.schedules import FORWARD, stage_order
 from tracekit.model import Attr, CollectiveType, ExecutionTrace
 from tracekit.traceset import TraceSet
+from tracekit.workloads.buckets import bucket_limit_elems, pack_buckets
+from tracekit.workloads.config import LLMConfig
+from tracekit.workloads.flops import ADAM_FLOPS_PER_PARAM, ADAM_STATE_BYTES_PER_PARAM
+from tracekit.workloads.params import LayerParams, unit_params
 
 PRODUCER = "tracekit.converters.generators.llm"
-# Adam with mixed precision: fp32 master weights, momentum and variance read and written,
-# plus the gradient read and the low-precision weight written (Rajbhandari et al. 2020, section 3.1).
-ADAM_FLOPS_PER_PARAM = 12
-ADAM_STATE_BYTES_PER_PARAM = 2 * (4 + 4 + 4)
 
 
 @dataclass(frozen=True)
@@ -75,9 +74,6 @@ class Plan:
     embed_bwd: ops.Block
     head_fwd: ops.Block
     head_bwd: ops.Block
-    layer_params: ops.LayerParams
-    embedding_params: int
-    head_params: ops.LayerParams
     roofline: ops.Roofline | None = None
 
     @classmethod
@@ -87,8 +83,7 @@ class Plan:
         return cls(config, ops.layer_forward(config, roof), ops.layer_backward(config, roof),
                    ops.layer_forward(config, roof, phase="recompute") if full else None,
                    ops.embedding_forward(config, roof), ops.embedding_backward(config, roof),
-                   ops.head_forward(config, roof), ops.head_backward(config, roof),
-                   ops.layer_params(config), ops.embedding_params(config), ops.head_params(config), roof)
+                   ops.head_forward(config, roof), ops.head_backward(config, roof), roof)
 
 
 def _meta(config: LLMConfig) -> dict[str, str]:
@@ -112,6 +107,7 @@ class _RankBuilder:
         self.edp_group = self._group("edp")
         self.deferred: list[int] = []             # ZeRO-3 reduce-scatters the optimizer waits for
         self._groups_ranks = groups.mapping()
+        self.params = {u: unit_params(self.c.model, u, p.tp, p.pp, p.ep) for u in range(-1, self.n_layers + 1)}
 
     def _group(self, kind: str) -> str | None:
         return self.place.group(kind)
@@ -137,12 +133,8 @@ class _RankBuilder:
                                         pg_name=place.group(step.group), deps=deps, extra_attrs=extra))
         return [ids[i] for i in block.exits]
 
-    def _unit_params(self, unit: int) -> ops.LayerParams:
-        if unit == -1:
-            return ops.LayerParams(dense=self.plan.embedding_params)
-        if unit == self.n_layers:
-            return self.plan.head_params
-        return self.plan.layer_params
+    def _unit_params(self, unit: int) -> LayerParams:
+        return self.params[unit]
 
     def _zero3_gather(self, unit: int, deps: list[int], mb: int, phase: str) -> list[int]:
         """All-gather the unit's parameter shards (dense over dp x cp, experts over edp)."""
@@ -248,23 +240,14 @@ class _RankBuilder:
 
     def _buckets(self, expert: bool) -> list[tuple[list[int], int]]:
         """Units in the order their gradients become final, packed into buckets: ``[(units, elements)]``."""
-        limit = max(1, self.c.parallel.grad_bucket_bytes // self.c.grad_bytes)
-        out: list[tuple[list[int], int]] = []
-        units: list[int] = []
-        total = 0
-        for unit in sorted(self.last_bwd, key=self.last_bwd.__getitem__):
+        limit = bucket_limit_elems(self.c.parallel.grad_bucket_bytes, self.c.grad_bytes)
+        order = sorted(self.last_bwd, key=self.last_bwd.__getitem__)
+
+        def elems(unit: int) -> int:
             params = self._unit_params(unit)
-            elems = params.expert if expert else params.dense
-            if not elems:
-                continue
-            if units and total + elems > limit:
-                out.append((units, total))
-                units, total = [], 0
-            units.append(unit)
-            total += elems
-        if units:
-            out.append((units, total))
-        return out
+            return params.expert if expert else params.dense
+
+        return pack_buckets(order, elems, limit)
 
     def _grad_sync_and_step(self, final: list[int]) -> None:
         b, c, p = self.b, self.c, self.c.parallel
@@ -388,7 +371,7 @@ def iter_rank_bytes(config: LLMConfig, hardware=None) -> Iterator[tuple[int, byt
     Raises:
         ConfigError: bad hardware values.
     """
-    from tracekit.converters.generators.rank_classes import RankTemplate
+    from tracekit.workloads.rank_template import RankTemplate
 
     for data, slots, members in iter_rank_classes(config, hardware):
         template = RankTemplate(data, dict(enumerate(slots)))
@@ -399,7 +382,7 @@ def iter_rank_bytes(config: LLMConfig, hardware=None) -> Iterator[tuple[int, byt
 def _stamped_rank_bytes(config: LLMConfig, hardware=None) -> Iterator[tuple[int, bytes]]:
     """:func:`iter_rank_bytes` with each file's metadata naming its class (:func:`tracekit.classset.stamp_rank_class`)."""
     from tracekit.classset import class_key, stamp_rank_class
-    from tracekit.converters.generators.rank_classes import RankTemplate
+    from tracekit.workloads.rank_template import RankTemplate
 
     for data, slots, members in iter_rank_classes(config, hardware):
         template, key = RankTemplate(data, dict(enumerate(slots))), class_key(data)

@@ -6,22 +6,10 @@ then pipeline::
 
     rank = tp_rank + tp * (cp_rank + cp * (dp_rank + dp * pp_rank))
 
-Groups (only those with more than one rank are declared; descriptions such as
-``tp_3`` go to ``pg_desc``, the ``pg_name`` is the number
-:class:`~tracekit.converters.generators._build.ProcessGroups` hands out):
-
-=========  ===============================================================
-kind       members: ranks sharing ...
-=========  ===============================================================
-``tp``     cp, dp and pp coordinates (tensor-parallel collectives)
-``cp``     tp, dp and pp coordinates (context-parallel key/value exchange)
-``dp``     tp, cp and pp coordinates (ZeRO-3 parameter gathers)
-``grad``   tp and pp coordinates: dp x cp ranks (gradient reduction)
-``ep``     tp, cp, pp and ``dp_rank // ep`` (expert all-to-all)
-``edp``    tp, cp, pp and ``dp_rank % ep`` (expert gradient reduction)
-``pp``     tp, cp and dp coordinates (pipeline)
-``emb``    first and last pipeline stage of one pp group (tied embeddings)
-=========  ===============================================================
+Groups (kinds and members: :mod:`tracekit.workloads.grid`; only those with
+more than one rank are declared; descriptions such as ``tp_3`` go to
+``pg_desc``, the ``pg_name`` is the number
+:class:`~tracekit.converters.generators._build.ProcessGroups` hands out).
 """
 
 from __future__ import annotations
@@ -29,9 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tracekit.converters.generators._build import ProcessGroups
-from tracekit.converters.generators.llm_config import LLMConfig
-
-GROUP_KINDS = ("tp", "cp", "dp", "grad", "ep", "edp", "pp", "emb")
+from tracekit.workloads.config import LLMConfig
+from tracekit.workloads.grid import GROUP_KINDS, Grid
 
 
 @dataclass(frozen=True)
@@ -64,41 +51,15 @@ class RankPlace:
         return None
 
 
-def rank_of(config: LLMConfig, tp_rank: int, cp_rank: int, dp_rank: int, pp_rank: int) -> int:
-    """Global rank of the given coordinates (Megatron order)."""
+def grid(config: LLMConfig) -> Grid:
+    """The rank grid of ``config`` (:class:`tracekit.workloads.grid.Grid`)."""
     p = config.parallel
-    return tp_rank + p.tp * (cp_rank + p.cp * (dp_rank + p.dp * pp_rank))
+    return Grid(tp=p.tp, cp=p.cp, dp=p.dp, pp=p.pp)
 
 
 def coordinates(config: LLMConfig, rank: int) -> tuple[int, int, int, int]:
     """``(tp_rank, cp_rank, dp_rank, pp_rank)`` of ``rank``."""
-    p = config.parallel
-    rest, tp_rank = divmod(rank, p.tp)
-    rest, cp_rank = divmod(rest, p.cp)
-    pp_rank, dp_rank = divmod(rest, p.dp)
-    return tp_rank, cp_rank, dp_rank, pp_rank
-
-
-def _members(config: LLMConfig, kind: str, tp_r: int, cp_r: int, dp_r: int, pp_r: int) -> list[int]:
-    p = config.parallel
-    if kind == "tp":
-        return [rank_of(config, t, cp_r, dp_r, pp_r) for t in range(p.tp)]
-    if kind == "cp":
-        return [rank_of(config, tp_r, c, dp_r, pp_r) for c in range(p.cp)]
-    if kind == "dp":
-        return [rank_of(config, tp_r, cp_r, d, pp_r) for d in range(p.dp)]
-    if kind == "grad":
-        return [rank_of(config, tp_r, c, d, pp_r) for d in range(p.dp) for c in range(p.cp)]
-    if kind == "ep":
-        base = dp_r - dp_r % p.ep
-        return [rank_of(config, tp_r, cp_r, base + e, pp_r) for e in range(p.ep)]
-    if kind == "edp":
-        return [rank_of(config, tp_r, cp_r, d, pp_r) for d in range(dp_r % p.ep, p.dp, p.ep)]
-    if kind == "pp":
-        return [rank_of(config, tp_r, cp_r, dp_r, s) for s in range(p.pp)]
-    if kind == "emb":
-        return [rank_of(config, tp_r, cp_r, dp_r, 0), rank_of(config, tp_r, cp_r, dp_r, p.pp - 1)]
-    raise ValueError(kind)
+    return grid(config).coords(rank)
 
 
 def _uses(config: LLMConfig, kind: str, pp_rank: int) -> bool:
@@ -116,16 +77,16 @@ def layout(config: LLMConfig) -> tuple[ProcessGroups, list[RankPlace]]:
     Groups are registered kind by kind in :data:`GROUP_KINDS` order, so their
     numeric names do not depend on anything but the configuration.
     """
-    p = config.parallel
+    p, g = config.parallel, grid(config)
     groups = ProcessGroups(config.world_size)
-    coords = [coordinates(config, r) for r in range(config.world_size)]
+    coords = [g.coords(r) for r in range(config.world_size)]
     names: dict[tuple[str, int], str] = {}
     for kind in GROUP_KINDS:
         index: dict[tuple[int, ...], int] = {}
         for r, (t, c, d, s) in enumerate(coords):
             if not _uses(config, kind, s):
                 continue
-            members = tuple(_members(config, kind, t, c, d, s))
+            members = tuple(g.members(kind, (t, c, d, s), p.ep))
             if len(members) < 2:
                 continue
             k = index.setdefault(members, len(index))
@@ -134,8 +95,7 @@ def layout(config: LLMConfig) -> tuple[ProcessGroups, list[RankPlace]]:
     for r, (t, c, d, s) in enumerate(coords):
         prev_rank = next_rank = None
         if p.pp > 1:
-            prev_rank = rank_of(config, t, c, d, (s - 1) % p.pp)
-            next_rank = rank_of(config, t, c, d, (s + 1) % p.pp)
+            prev_rank, next_rank = g.pipeline_peers((t, c, d, s))
         own = tuple((kind, names[(kind, r)]) for kind in GROUP_KINDS if (kind, r) in names)
         places.append(RankPlace(r, t, c, d, s, d % p.ep, own, prev_rank, next_rank))
     return groups, places

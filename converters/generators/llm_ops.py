@@ -45,9 +45,10 @@ import math
 from dataclasses import dataclass
 from typing import Protocol
 
-from tracekit.converters.generators.llm_config import LLMConfig
 from tracekit.errors import ConfigError
 from tracekit.model import CollectiveType
+from tracekit.workloads.config import LLMConfig
+from tracekit.workloads.flops import gemm_elements, gemm_flops
 
 # FLOPs per element of elementwise blocks (estimates; forward, backward is twice).
 ELEMENTWISE_OPS = {"layernorm": 7, "rmsnorm": 4, "softmax": 7, "gelu": 8, "swiglu": 5, "residual": 3,
@@ -104,7 +105,7 @@ class Roofline:
 
     def gemm_ns(self, m: int, k: int, n: int, tensor_bytes: int, batch: int = 1) -> int:
         """``batch`` GEMMs ``[m, k] @ [k, n]``: the flat roofline (shape-aware in :mod:`.calibration`)."""
-        return self.duration_ns(2 * m * k * n * batch, tensor_bytes)
+        return self.duration_ns(gemm_flops(m, k, n, batch), tensor_bytes)
 
     def optimizer_ns(self, num_ops: int, tensor_bytes: int, params: int) -> int:
         """The optimizer step: the flat roofline of its FLOPs and bytes."""
@@ -171,10 +172,9 @@ class _BlockBuilder:
 
     def gemm(self, role: str, m: int, k: int, n: int, dtype_bytes: int, *, batch: int = 1, **kw) -> int:
         """``batch`` GEMMs ``[m, k] @ [k, n]`` (duration from the cost model's ``gemm_ns``)."""
-        nbytes = batch * (m * k + k * n + m * n) * dtype_bytes
-        dur = self.roofline.gemm_ns(m, k, n, nbytes, batch) if self.roofline else 0
-        return self.comp(role, 2 * m * k * n * batch, batch * (m * k + k * n + m * n), dtype_bytes,
-                         duration_ns=dur, **kw)
+        elements = gemm_elements(m, k, n, batch)
+        dur = self.roofline.gemm_ns(m, k, n, elements * dtype_bytes, batch) if self.roofline else 0
+        return self.comp(role, gemm_flops(m, k, n, batch), elements, dtype_bytes, duration_ns=dur, **kw)
 
     def coll(self, role: str, comm_type: CollectiveType, comm_bytes: int, group: str, *,
              join: bool = True, after: int | None = None) -> int:
@@ -216,7 +216,7 @@ class Dims:
     def of(cls, c: LLMConfig) -> "Dims":
         m, p = c.model, c.parallel
         t = c.micro_batch_size * m.seq_length // p.cp
-        ffn_in = m.ffn_size * (2 if m.activation == "swiglu" else 1)
+        ffn_in = m.ffn_in_size
         return cls(b=c.micro_batch_size, s=m.seq_length, h=m.hidden_size, tp=p.tp, cp=p.cp, ep=p.ep,
                    sp=p.sequence_parallel, heads=m.num_heads // p.tp, kv_heads=m.kv_heads // p.tp,
                    d=m.head_dim, qkv=m.qkv_size // p.tp, ffn=m.ffn_size // p.tp, ffn_in=ffn_in // p.tp,
@@ -423,55 +423,3 @@ def head_backward(c: LLMConfig, roofline: Roofline | None) -> Block:
     _linear_backward(bb, x, "logits_gemm", x.t, x.h, x.vocab, column_parallel=True)
     bb.comp("final_norm", 2 * ew[_norm(c)] * x.te * x.h, 3 * x.te * x.h, x.dt)
     return bb.build()
-
-
-# ----- parameters --------------------------------------------------------------------------
-@dataclass(frozen=True)
-class LayerParams:
-    """Parameters of one unit held by one rank (elements).
-
-    Attributes:
-        dense: reduced over the data-parallel (x context-parallel) group.
-        expert: expert weights, reduced over the expert-data-parallel group.
-        norm: the part of ``dense`` in norms (all-reduced over tp under SP).
-    """
-
-    dense: int
-    expert: int = 0
-    norm: int = 0
-
-
-def layer_params(c: LLMConfig) -> LayerParams:
-    """Parameters of one transformer layer on one rank.
-
-    GPT (biases, LayerNorm, 4h GELU FFN): ``(12 h^2 + 7 h) / tp + 6 h`` --
-    column-parallel weights and biases are split, the row-parallel biases and
-    the norms are replicated (Megatron-LM).
-    """
-    m, p = c.model, c.parallel
-    h, tp = m.hidden_size, p.tp
-    ffn_in = m.ffn_size * (2 if m.activation == "swiglu" else 1)
-    norm = 2 * (2 * h if m.norm == "layernorm" else h)
-    attn = h * m.qkv_size // tp + h * h // tp + ((m.qkv_size // tp + h) if m.bias else 0)
-    ffn = h * ffn_in // tp + m.ffn_size // tp * h + ((ffn_in // tp + h) if m.bias else 0)
-    if m.is_moe:
-        experts = m.num_experts // p.ep * ffn
-        return LayerParams(dense=attn + norm + h * m.num_experts, expert=experts, norm=norm)
-    return LayerParams(dense=attn + ffn + norm, norm=norm)
-
-
-def embedding_params(c: LLMConfig) -> int:
-    """Word embedding rows of this rank (``V_pad / tp x h``) plus learned positions (``s x h``)."""
-    m = c.model
-    pos = m.seq_length * m.hidden_size if m.learned_position_embeddings else 0
-    return c.padded_vocab_size // c.parallel.tp * m.hidden_size + pos
-
-
-def head_params(c: LLMConfig) -> LayerParams:
-    """Final norm plus the output layer (a copy of the tied embedding when pp > 1; none when pp == 1)."""
-    m, p = c.model, c.parallel
-    norm = 2 * m.hidden_size if m.norm == "layernorm" else m.hidden_size
-    output = c.padded_vocab_size // p.tp * m.hidden_size
-    if m.tied_embeddings and p.pp == 1:
-        output = 0
-    return LayerParams(dense=norm + output, norm=norm)

@@ -34,6 +34,10 @@ def world_size_warning(traces) -> str | None:
 
     Args:
         traces: mapping rank -> :class:`~tracekit.model.ExecutionTrace`.
+
+    Returns:
+        One line naming the declared size(s), the number of rank files and up to eight of their ranks; None when no
+        trace declares a world size or every declared size equals ``len(traces)``.  Raises nothing.
     """
     declared = {}
     for rank, trace in traces.items():
@@ -51,7 +55,14 @@ def world_size_warning(traces) -> str | None:
 
 @dataclass(frozen=True)
 class RankJob:
-    """What to convert for one rank (picklable, for process pools)."""
+    """What to convert for one rank (picklable, for process pools).
+
+    Attributes:
+        et_path: the rank's PyTorch Execution Trace (``.json``, ``.json.gz`` or ``.tar.gz``).
+        kineto_path: its Kineto (Chrome trace format) file, or None to convert the ET alone.
+        rank: the rank to record, or None to take it from Kineto ``distributedInfo.rank``, else the file name.
+        allow_unlinked: convert even when no ET op links to a Kineto event (see :func:`.linker.link`).
+    """
 
     et_path: str
     kineto_path: str | None
@@ -69,14 +80,25 @@ def convert_rank(et_path: str | os.PathLike[str], kineto_path: str | os.PathLike
                  rank: int | None = None, allow_unlinked: bool = False):
     """Convert one rank's ET, linking its Kineto trace when given.
 
+    Args:
+        et_path: the rank's PyTorch Execution Trace file.
+        kineto_path: its Kineto trace (Chrome trace format JSON), or None.
+        rank: the rank to record; None takes Kineto ``distributedInfo.rank``, else the ``rankN`` of the ET file
+            name, else leaves it unset.
+        allow_unlinked: accept a Kineto file none of whose events links to an ET op, or from another run.
+
     Returns:
-        :class:`.et_convert.RankConversion`.
+        :class:`.et_convert.RankConversion`; its trace's ``path`` is ``et_path``.
 
     Raises:
         TraceFormatError: unreadable or invalid JSON.
         ConversionError: unsupported schema, bad ET structure, unknown
-            collective, zero link rate (unless ``allow_unlinked``) and the other
-            conditions documented in the submodules.
+            collective, zero link rate or ET and Kineto from different runs
+            (both unless ``allow_unlinked``), a document of unexpected shape
+            (``malformed PyTorch ET/Kineto input``) and the other conditions
+            documented in the submodules; every TracekitError from the
+            conversion step carries ``path`` and ``rank``.
+        OSError: the ET file cannot be opened (an unreadable Kineto file is a TraceFormatError).
     """
     from tracekit.converters.pytorch.et_convert import convert_et
     from tracekit.converters.pytorch.et_reader import read_et
@@ -113,6 +135,17 @@ def plan_jobs(et_paths: Sequence[str | os.PathLike[str]],
               allow_unlinked: bool = False) -> list[RankJob]:
     """Pair ET and Kineto files by rank.
 
+    Ranks are the ``rankN`` of the file names when every file of a kind has one, else the positions in the sorted
+    list; a lone ET file without ``rankN`` gets rank None (decided at conversion).
+
+    Args:
+        et_paths: one ET file per rank, in any order.
+        kineto_paths: one Kineto file per rank, or None/empty for ET-only conversion.
+        allow_unlinked: copied into every job.
+
+    Returns:
+        One :class:`RankJob` per rank, in rank order.
+
     Raises:
         ConversionError: no ET file, a rank given twice, or an ET without a
             Kineto file of the same rank (or the reverse) when Kineto files are given.
@@ -123,6 +156,7 @@ def plan_jobs(et_paths: Sequence[str | os.PathLike[str]],
     kins = sorted(os.fspath(p) for p in kineto_paths or ())
 
     def ranked(paths: list[str]) -> dict[int, str]:
+        """Rank -> path: the names' ``rankN`` when all have one (ConversionError on a repeat), else sorted positions."""
         named = [rank_in_name(p) for p in paths]
         if all(r is not None for r in named):
             out: dict[int, str] = {}
@@ -155,8 +189,21 @@ def convert_job(et_paths: Sequence[str | os.PathLike[str]],
                 progress: Callable[[int, int], None] | None = None) -> JobConversion:
     """Convert every rank (in parallel with :func:`tracekit.parallel.parallel_map`).
 
+    Args:
+        et_paths, kineto_paths, allow_unlinked: as for :func:`plan_jobs`.
+        executor: ``"process"``, ``"serial"`` or ``"ray"`` (one job always runs serially).
+        max_workers: pool size for ``"process"`` (default: CPU count, at most 8).
+        progress: called as ``progress(done, total)`` after each rank.
+
+    Returns:
+        :class:`JobConversion` with one trace per rank (a rank left unset takes its job's position); logs
+        :func:`world_size_warning` when the declared world size disagrees with the files.
+
     Raises:
-        TracekitError: the first rank's error (naming file and rank).
+        ConversionError: the :func:`plan_jobs` errors, or two files that convert to the same rank.
+        ConfigError: an unknown executor, or Ray requested but not installed (with more than one rank).
+        TracekitError: the first rank's error (naming file and rank; see :func:`convert_rank`).
+        OSError: an ET file cannot be opened.
     """
     from tracekit.parallel import parallel_map
     from tracekit.traceset import TraceSet

@@ -35,15 +35,16 @@ from typing import Mapping
 
 from tracekit.errors import ConversionError
 from tracekit.model import CollectiveType, NodeType
+from tracekit.workloads.units import torch_dtype_bytes
 
 from tracekit.converters.pytorch.et_groups import ProcessGroups, read_process_groups
 from tracekit.converters.pytorch.et_reader import EtOp, EtTrace
 from tracekit.converters.pytorch.et_tensors import (
-    DTYPE_BYTES, first_device as _first_device, input_arg as _arg, is_tensor_value as _is_tensor_value,
+    first_device as _first_device, input_arg as _arg, is_tensor_value as _is_tensor_value,
     last_bool as _last_bool, tensor_bytes,
 )
 
-__all__ = ["DTYPE_BYTES", "CommOp", "CommPlan", "ProcessGroups", "comm_family", "normalized_comm_name", "plan_comms",
+__all__ = ["CommOp", "CommPlan", "ProcessGroups", "comm_family", "normalized_comm_name", "plan_comms",
            "read_process_groups", "tensor_bytes"]
 
 # Collective kind by normalized name (prefix and trailing "_" removed, lower case).
@@ -216,7 +217,7 @@ def _rpc_info(op: EtOp, backend_pg: Mapping[int, str], where: str) -> _RpcInfo:
     nelems = op.extra.get("in_msg_nelems")
     dtype = op.extra.get("dtype")
     if isinstance(nelems, int) and isinstance(dtype, str):
-        size = DTYPE_BYTES.get(dtype.lower())
+        size = torch_dtype_bytes(dtype)
         if size is None:
             raise ConversionError(f"{where}record_param_comms dtype {dtype!r} has no known size")
         nbytes = nelems * size
@@ -257,9 +258,17 @@ def plan_comms(et: EtTrace, *, rank: int | None = None,
         backend_pg: NCCL backend id -> pg_name (old ``record_param_comms``
             identify the group by backend id).
 
+    Returns:
+        :class:`CommPlan`: one :class:`CommOp` per operation in ``rf_id`` order (``comm_bytes`` in bytes per
+        the module docstring), the folded ET ids, and the ``wait`` records.
+
     Raises:
         ConversionError: an unknown communication op or collective name, a
-            send/recv without a peer, or a group that cannot be determined.
+            ``record_param_comms`` without a collective name or with a
+            ``dtype`` of unknown size, a tensor of unknown element size
+            (:func:`.et_tensors.tensor_bytes`), a send/recv without ``rank``
+            or without a peer, or a group that cannot be determined; naming
+            the ET path and node id.
     """
     groups = dict(groups or {})
     backend_pg = dict(backend_pg or {})

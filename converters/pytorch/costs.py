@@ -94,6 +94,11 @@ def attach_costs(nodes: Iterable[Node], parent_of: Mapping[int, int] | None = No
         launcher_of: device node id -> launching host node id (default: ``ctrl_deps[0]``).
 
     Nodes that already carry ``num_ops`` or ``tensor_size`` are left as they are.
+
+    Returns:
+        :class:`CostStats`; ``num_ops`` is in FLOPs (a multiply-add counts 2, formulas of
+        :func:`tracekit.opcost.aten_cost`) and ``tensor_size`` in bytes read + written.
+        Raises nothing: an op whose arguments do not fit its formula gets no cost.
     """
     nodes = [n for n in nodes if n.type == NodeType.COMP_NODE]
     first = {n.id: n.ctrl_deps[0] for n in nodes if n.ctrl_deps}

@@ -76,7 +76,7 @@ _LAUNCH_NAME = re.compile(r"Launch|[Mm]emcpy|[Mm]emset")
 
 
 def time_key(e: KinetoEvent) -> tuple[int, int, int]:
-    """The total order every edge must respect: (start, longer first, file index)."""
+    """The total order every edge must respect: ``(start_ns, -duration_ns, file index)`` (start, longer first)."""
     return (e.start_ns, -e.duration_ns, e.index)
 
 
@@ -126,7 +126,9 @@ class DeviceGraph:
         launch_of: device op -> the runtime/driver call that launched it.
         launched: launch call -> device ops it launched (several for CUDA graphs), in start order.
         streams: (device, stream) -> device ops in execution order.
-        edges: launch, stream-order and synchronization edges, all forward in time.
+        edges: launch, stream-order and synchronization edges; all forward in time by :func:`time_key` except
+            host waits (``device_sync``, ``stream_sync*``, ``event_sync*``), whose ``dst`` is the waiting call and
+            may start before the awaited op ends (see :func:`forward_position`).
         stats: see :class:`DeviceGraphStats`.
     """
 
@@ -171,6 +173,8 @@ class _Builder:
 
     # ---------------------------------------------------------------- edges
     def add(self, src: KinetoEvent, dst: KinetoEvent, kind: str, *, host_wait: bool = False) -> None:
+        """Record edge ``src -> dst`` of ``kind`` if it points forward by :func:`time_key` (always when
+        ``host_wait``); otherwise count it as dropped.  A self-edge is ignored."""
         if src.index == dst.index:
             return
         if host_wait or time_key(src) < time_key(dst):
@@ -183,6 +187,12 @@ class _Builder:
 
     # ---------------------------------------------------------------- launches
     def link_launches(self) -> tuple[dict[int, int], int, int]:
+        """Attach device ops to their launch calls: by ``correlation``, else (ROCm) k-th op to k-th launch-like call
+        of the same ``External id`` in time order.
+
+        Returns:
+            (device op index -> call index, ops attached by External id, ops attached to a ``*GraphLaunch`` call).
+        """
         by_corr: dict[int, KinetoEvent] = {}
         for c in self.host_calls:
             if c.correlation is not None:
@@ -212,6 +222,7 @@ class _Builder:
 
     # ---------------------------------------------------------------- main
     def build(self) -> DeviceGraph:
+        """Run every rule of the module docstring once over the trace and return the :class:`DeviceGraph`."""
         launch_of, by_ext, graph_ops = self.link_launches()
         launched: dict[int, list[int]] = defaultdict(list)
         for op in sorted(self.device_ops, key=time_key):
@@ -258,20 +269,26 @@ class _Builder:
 
     # ---------------------------------------------------------------- syncs
     def last_launched_before(self, stream_key: tuple[int, int], t_ns: int) -> KinetoEvent | None:
+        """The last op of ``stream_key`` = (device, stream) whose launch call started before ``t_ns`` (ns), or None."""
         pos = bisect.bisect_left(self.stream_launch_ns[stream_key], t_ns)
         return self.stream_ops[stream_key][pos - 1] if pos > 0 else None
 
     def first_launched_after(self, stream_key: tuple[int, int], t_ns: int) -> KinetoEvent | None:
+        """The first op of ``stream_key`` = (device, stream) whose launch call started after ``t_ns`` (ns), or None."""
         pos = bisect.bisect_right(self.stream_launch_ns[stream_key], t_ns)
         ops = self.stream_ops[stream_key]
         return ops[pos] if pos < len(ops) else None
 
     def streams_numbered(self, stream: int) -> list[tuple[int, int]]:
+        """Every (device, stream) key with stream id ``stream`` (CUPTI sync records name the stream, not the device)."""
         return [k for k in self.stream_ops if k[1] == stream]
 
     def host_wait(self, call: KinetoEvent, keys: Iterable[tuple[int, int]], kind: str,
                   *, ended_by_return: bool) -> bool:
-        """Edges from the last op launched before ``call`` on each stream of ``keys``."""
+        """Edges from the last op launched before ``call`` on each stream of ``keys``; True if any was added.
+
+        With ``ended_by_return`` an op still running after ``call`` returned (``end_ns`` later) gets no edge.
+        """
         found = False
         for key in keys:
             op = self.last_launched_before(key, call.start_ns)
@@ -284,7 +301,8 @@ class _Builder:
         return found
 
     def inferred_wait(self, call: KinetoEvent, kind: str) -> bool:
-        """Streams whose last op launched before ``call`` ended while ``call`` was blocking."""
+        """Edges from each stream's last op launched before ``call`` that ended while ``call`` was blocking
+        (``call.start_ns <= end_ns <= call.end_ns``); True if any was added."""
         found = False
         for key in self.stream_ops:
             op = self.last_launched_before(key, call.start_ns)
@@ -294,6 +312,9 @@ class _Builder:
         return found
 
     def link_syncs(self) -> None:
+        """Add every synchronization edge: first from CUPTI ``cuda_sync`` records (``cuda_sync_kind`` Context Sync,
+        Stream Sync, Event Sync, Stream Wait Event), then inferred for runtime sync calls without one; a wait
+        whose target cannot be found adds to ``unresolved``."""
         corr_calls = {c.correlation: c for c in self.host_calls if c.correlation is not None}
         handled: set[int] = set()
         # 1. CUPTI synchronization records (exact streams and events).
@@ -330,6 +351,8 @@ class _Builder:
         self.infer_stream_waits(handled)
 
     def event_wait(self, call: KinetoEvent, rec: KinetoEvent) -> bool:
+        """``Event Sync`` record ``rec`` of ``call``: edges from the last op launched on ``wait_on_stream`` before the
+        event's record call, if it ended before ``call`` returned; True if any was added."""
         record = self.record_call(rec)
         stream = _int(rec.args.get("wait_on_stream"), -1)
         if record is None or stream < 0:
@@ -343,6 +366,7 @@ class _Builder:
         return found
 
     def record_call(self, rec: KinetoEvent) -> KinetoEvent | None:
+        """The ``cudaEventRecord`` call named by ``rec``'s ``wait_on_cuda_event_record_corr_id``, or None."""
         corr = _int(rec.args.get("wait_on_cuda_event_record_corr_id"), -1)
         if corr < 0:
             return None
@@ -361,6 +385,8 @@ class _Builder:
         return cache
 
     def stream_wait(self, call: KinetoEvent, rec: KinetoEvent, corr_calls: Mapping[int, KinetoEvent]) -> bool:
+        """``Stream Wait Event`` record ``rec`` of ``call``: edges from ``wait_on_stream`` to ``stream``; False when the
+        record call or a stream is unknown or the record follows the wait, True when both streams are the same."""
         record = self.record_call(rec)
         src_stream = _int(rec.args.get("wait_on_stream"), -1)
         dst_stream = _int(rec.args.get("stream"), -1)
@@ -372,6 +398,8 @@ class _Builder:
 
     def stream_wait_edges(self, record: KinetoEvent, call: KinetoEvent, src_stream: int, dst_stream: int,
                           kind: str) -> bool:
+        """Edges from the last op launched on ``src_stream`` before ``record`` to the first op launched on
+        ``dst_stream`` (same device) after ``call``; True if any was added."""
         found = False
         for skey in self.streams_numbered(src_stream):
             src = self.last_launched_before(skey, record.start_ns)
@@ -434,7 +462,9 @@ def build_device_graph(trace: KinetoTrace) -> DeviceGraph:
     """Launch attachment, stream order and synchronization edges of one Kineto trace.
 
     Returns:
-        a :class:`DeviceGraph` over Kineto event indices; every edge satisfies
-        ``time_key(src) < time_key(dst)``.
+        a :class:`DeviceGraph` over Kineto event indices; every edge but the
+        host waits (whose ``dst`` is the waiting runtime call) satisfies
+        ``time_key(src) < time_key(dst)``.  Raises nothing: what cannot be
+        resolved is counted in :class:`DeviceGraphStats`.
     """
     return _Builder(trace).build()

@@ -75,6 +75,7 @@ class RankConversion:
         link: the link report, or None without Kineto.
         dropped_edges: dependencies not emitted because they would point backward.
         node_counts: nodes per NodeType name.
+        costs: what :func:`.costs.attach_costs` priced (FLOPs, bytes), or None.
     """
 
     trace: ExecutionTrace
@@ -118,6 +119,7 @@ class _Builder:
 
     # ------------------------------------------------------------------ helpers
     def add_dep(self, dst: int, src: int) -> None:
+        """Add ``src -> dst`` if both exist and ``src``'s order key is smaller; else count it in ``dropped``."""
         if src == dst or src not in self.nodes or dst not in self.nodes:
             return
         if self.order[src] < self.order[dst]:
@@ -128,11 +130,13 @@ class _Builder:
             self.dropped += 1
 
     def fresh_id(self) -> int:
+        """A node id no ET op uses (above the ET's largest id)."""
         nid = self.next_id
         self.next_id += 1
         return nid
 
     def host_times(self, op: EtOp) -> tuple[int, int] | None:
+        """``(start_ns, duration_ns)`` of the Kineto event linked to ``op`` (its inclusive span), or None."""
         if self.link is None:
             return None
         e = self.link.host.get(op.id)
@@ -140,6 +144,7 @@ class _Builder:
 
     # ------------------------------------------------------------------ build
     def build(self) -> list[Node]:
+        """All nodes of the rank (groups, host/COMM in ET order, device) with the module's dependency rules."""
         et, plan = self.et, self.plan
         comms = {c.node_id: c for c in plan.comms}
         ops = [op for op in et.ops if not is_et_root(op)]
@@ -242,6 +247,7 @@ class _Builder:
             out.insert(at, self.nodes[nid])
 
     def host_node(self, op: EtOp, ctrl: list[int], kids: dict[int, list[EtOp]]) -> Node:
+        """``op``'s COMP host node: linked start and exclusive duration (ns; 0 unlinked), ET ids as attributes."""
         times = self.host_times(op)
         start = dur = 0
         if times is not None:
@@ -260,6 +266,7 @@ class _Builder:
                     duration_ns=dur, inputs=_io(op.inputs), outputs=_io(op.outputs), attrs=attrs)
 
     def comm_node(self, op: EtOp, comm: CommOp, ctrl: list[int]) -> Node:
+        """``comm``'s COMM node: ``comm_size`` in bytes, times (ns) spanning its linked backend ops (0 unlinked)."""
         start = dur = 0
         if self.link is not None:
             spans = [self.link.host[i] for i in comm.backend_ops if i in self.link.host]
@@ -283,6 +290,7 @@ class _Builder:
 
     # ------------------------------------------------------------------ host dependencies
     def thread_chains(self, ops: list[EtOp], comms: dict[int, CommOp]) -> None:
+        """Chain each ET thread's nodes in order; a non-blocking collective does not hold up the next op."""
         last: dict[int, int] = {}
         for op in ops:
             if op.id not in self.nodes:
@@ -295,6 +303,7 @@ class _Builder:
                 last[op.tid] = op.id
 
     def cross_thread(self, ops: list[EtOp], comms: dict[int, CommOp]) -> None:
+        """Edges between consecutive ops on different threads when unlinked or the first ended before the next."""
         prev: EtOp | None = None
         for op in ops:
             if op.id not in self.nodes:
@@ -346,6 +355,7 @@ class _Builder:
 
     # ------------------------------------------------------------------ device side
     def device_nodes(self, comms: dict[int, CommOp], position: dict[int, int]) -> list[Node]:
+        """New device COMP nodes after launcher and stream predecessor; NCCL kernels time their COMM node."""
         link = self.link
         assert link is not None
         out: list[Node] = []
@@ -390,6 +400,7 @@ class _Builder:
         return out
 
     def sync_edges(self, node_of_event: dict[int, int], position: dict[int, int]) -> None:
+        """:mod:`.device_graph` wait edges onto nodes (host waits: the enclosing linked op); trims blocked time."""
         link = self.link
         if link is None or link.device_graph is None:
             return
@@ -457,9 +468,12 @@ def convert_et(et: EtTrace, *, rank: int | None = None, kineto: KinetoTrace | No
         kineto: the rank's Kineto trace, if any (for process groups).
         linkage: the result of :func:`.linker.link` for this pair, if any.
 
+    Returns:
+        :class:`RankConversion`: times in ns (0 unlinked), COMM sizes in bytes.
+
     Raises:
-        ConversionError: see :func:`.collectives.plan_comms`; also when the
-            built graph has duplicate ids (a bug, reported with the id).
+        ConversionError: see :func:`.collectives.plan_comms` and :func:`.collectives.read_process_groups`;
+            also when the built graph has duplicate ids (a bug, reported with the id).
     """
     if rank is None and kineto is not None:
         rank = kineto.rank

@@ -31,8 +31,12 @@ class ProcessGroups:
 def read_process_groups(et: EtTrace) -> ProcessGroups:
     """Parse the ET's ``## process_group:init ##`` node (its value is a JSON string).
 
+    Returns:
+        :class:`ProcessGroups`; all empty (``node_id`` None) when the ET declares none.
+
     Raises:
-        ConversionError: the value is not the JSON list PyTorch writes.
+        ConversionError: the value is not the JSON list PyTorch writes (naming
+            the ET path and node id).
     """
     import orjson
 

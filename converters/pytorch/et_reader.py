@@ -43,8 +43,10 @@ _STANDARD = ("rf_id", "fw_parent", "seq_id", "scope", "tid", "fw_tid", "op_schem
 class EtIO:
     """Operator inputs or outputs: parallel lists of values, shapes and types.
 
-    A tensor value is ``[tensor_id, storage_id, offset, numel, elem_bytes, device]``;
-    lists of tensors nest.  Types are strings such as ``Tensor(float)`` or
+    A tensor value is ``[tensor_id, storage_id, offset, numel, elem_bytes, device]``
+    (``offset`` the storage offset and ``numel`` the size, both in elements;
+    ``elem_bytes`` bytes per element; as PyTorch's
+    ``execution_trace_observer.cpp`` writes them); lists of tensors nest.  Types are strings such as ``Tensor(float)`` or
     ``GenericList[Tensor(float)]``.
     """
 
@@ -87,6 +89,7 @@ class EtOp:
 
     @property
     def is_root(self) -> bool:
+        """True for a bookkeeping root: its parent is 0 or itself."""
         return self.parent in (0, self.id)
 
 
@@ -100,6 +103,7 @@ class EtTrace:
         pid: process id recorded by the observer.
         ops: all nodes (roots included), sorted by (rf_id, id).
         by_id: id -> op.
+        capture_time: the file's ``time`` field as written, or None.
     """
 
     path: str
@@ -218,8 +222,12 @@ def parse_et(doc: Any, *, path: str | os.PathLike[str]) -> EtTrace:
 
     Raises:
         ConversionError: not an ET (no ``schema``/``nodes``), unsupported
-            schema, node layout not matching the schema, duplicate node ids,
-            a parent id that names no node, or no operators at all.
+            schema, node layout not matching the schema, a node without an id,
+            a non-integer id/parent/rf_id/tid/seq field, ``inputs``/``outputs``
+            that are not lists of values/shapes/types, ``attrs`` not a list or
+            with a non-string name, duplicate node ids, a parent id that names
+            no node, no operators at all, or a parent tree that is not a tree
+            (:func:`check_parent_tree`); each names the file and node id.
     """
     spath = os.fspath(path)
     if not isinstance(doc, dict) or "nodes" not in doc:
@@ -298,8 +306,9 @@ def read_et(path: str | os.PathLike[str]) -> EtTrace:
     """Read an ET JSON file (``.json``, ``.json.gz`` or ``.tar.gz``).
 
     Raises:
-        TraceFormatError: invalid JSON or compression.
+        TraceFormatError: invalid JSON or compression (see :func:`.jsonload.load_json`).
         ConversionError: see :func:`parse_et`.
+        OSError: the file cannot be opened.
     """
     return parse_et(load_json(path), path=path)
 

@@ -1,7 +1,8 @@
-"""Tensors in PyTorch Execution Trace values: element sizes, bytes of (nested lists of) tensors, devices.
+"""Tensors in PyTorch Execution Trace values: bytes of (nested lists of) tensors, devices.
 
 An ET tensor value is ``[tensor id, storage id, offset, numel, element bytes, device]`` with its shape and
 its type (``Tensor(float)``, ``GenericList[Tensor(float),...]``) beside it in the op's inputs.
+Element sizes come from the one dtype table, :mod:`tracekit.workloads.units`.
 Used by :mod:`.collectives` for communication sizes.
 """
 
@@ -11,23 +12,11 @@ import math
 from typing import Any
 
 from tracekit.errors import ConversionError
+from tracekit.workloads.units import torch_dtype_bytes
 
 from tracekit.converters.pytorch.et_reader import EtOp
 
-__all__ = ["DTYPE_BYTES", "first_device", "input_arg", "is_tensor_value", "last_bool", "tensor_bytes"]
-
-# Bytes per element by ET tensor type name and by c10 ScalarType name.
-DTYPE_BYTES: dict[str, int] = {
-    "float": 4, "double": 8, "c10::half": 2, "half": 2, "c10::bfloat16": 2, "bfloat16": 2,
-    "long int": 8, "long": 8, "int": 4, "short int": 2, "short": 2, "signed char": 1,
-    "unsigned char": 1, "bool": 1, "c10::complex<float>": 8, "c10::complex<double>": 16,
-    "c10::complex<c10::half>": 4, "c10::float8_e4m3fn": 1, "c10::float8_e5m2": 1,
-    "c10::float8_e4m3fnuz": 1, "c10::float8_e5m2fnuz": 1, "unsigned int": 4,
-    "unsigned long": 8, "unsigned short": 2,
-    # c10::ScalarType names (record_param_comms ``dtype``)
-    "byte": 1, "char": 1, "complexfloat": 8, "complexdouble": 16, "complexhalf": 4,
-    "float8_e4m3fn": 1, "float8_e5m2": 1, "uint16": 2, "uint32": 4, "uint64": 8,
-}
+__all__ = ["first_device", "input_arg", "is_tensor_value", "last_bool", "tensor_bytes"]
 
 
 def is_tensor_value(v: Any) -> bool:
@@ -47,12 +36,21 @@ def tensor_bytes(value: Any, shape: Any, type_name: Any, *, where: str = "") -> 
 
     Uses shape x dtype size; falls back to the recorded ``numel * elem_bytes``.
 
+    Args:
+        value: the ET value: a tensor value, or a (nested) list of them; anything else counts 0 bytes.
+        shape: its shape (a list of ints per tensor, nested like ``value``).
+        type_name: its ET type (``Tensor(float)``, ``GenericList[Tensor(float),...]``).
+        where: prefix for the error message (file and node).
+
+    Returns:
+        Bytes (elements x bytes per element of :data:`DTYPE_BYTES`), summed over a list.
+
     Raises:
         ConversionError: an element type whose size is unknown and not recorded.
     """
     if is_tensor_value(value):
         dtype = _dtype_of(type_name) if isinstance(type_name, str) else None
-        size = DTYPE_BYTES.get(dtype.lower()) if dtype else None
+        size = torch_dtype_bytes(dtype) if dtype else None
         if isinstance(shape, list) and all(isinstance(d, int) for d in shape) and size is not None:
             return math.prod(shape) * size
         numel, elem = value[3], value[4]

@@ -71,7 +71,15 @@ class ThreadTiming:
 
 
 def thread_timing(spans: Sequence[HostSpan]) -> ThreadTiming:
-    """Apply the module's rule to the events of one host thread (any order)."""
+    """Apply the module's rule to the events of one host thread (any order).
+
+    Args:
+        spans: the thread's events, each with its measured ``[start_ns, end_ns)``; keys must be unique.
+
+    Returns:
+        :class:`ThreadTiming` keyed by :attr:`HostSpan.key` (ns); the work durations sum to the thread's busy
+        time plus the uncovered time inside ranges.
+    """
     order = sorted(spans, key=lambda s: (s.start_ns, -(s.end_ns - s.start_ns), str(s.key)))
     end: dict = {}
     parent: dict = {}

@@ -31,7 +31,8 @@ def read_json_bytes(path: str | os.PathLike[str]) -> bytes:
 
     Raises:
         TraceFormatError: corrupt gzip/tar data, an archive without exactly one
-            ``.json`` member, or an empty file.
+            ``.json`` member, decompressed data over the limits of
+            :func:`tracekit.io.decompression_limits` (bytes, ratio), or an empty file.
         OSError: the file cannot be opened.
     """
     p = Path(path)

@@ -80,6 +80,7 @@ class KernelStat:
 
     @property
     def mean_ns(self) -> float:
+        """Mean (self) time per event, ns: ``total_ns / count`` (0.0 for no events)."""
         return self.total_ns / self.count if self.count else 0.0
 
 
@@ -94,6 +95,7 @@ class LaunchStats:
 
     @property
     def delay_mean_ns(self) -> float:
+        """Mean launch delay (device start - call end, HTA's definition), ns: ``delay_total_ns / launches``."""
         return self.delay_total_ns / self.launches if self.launches else 0.0
 
 
@@ -117,6 +119,7 @@ class RankAnalysis:
     top_kernels: tuple[KernelStat, ...]
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict: the fields (times in ns), ``time_by_class_ns`` as a dict, derived means added."""
         out = asdict(self)
         out["time_by_class_ns"] = dict(self.time_by_class_ns)
         out["launch"] = None if self.launch is None else {**asdict(self.launch),
@@ -132,12 +135,13 @@ class MeasuredAnalysis:
     ranks: tuple[RankAnalysis, ...]
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON document ``tracekit.measured_analysis`` version 1: one :meth:`RankAnalysis.to_dict` per rank."""
         return {"format": "tracekit.measured_analysis", "format_version": 1,
                 "ranks": [r.to_dict() for r in self.ranks]}
 
 
 def union_ns(intervals: Iterable[tuple[int, int]]) -> int:
-    """Total length covered by ``[start, end)`` intervals, ns."""
+    """Total length covered by ``[start, end)`` intervals (ns in, ns out; overlaps counted once)."""
     total, reach = 0, None
     for s, e in sorted(intervals):
         if reach is None or s > reach:
@@ -153,7 +157,7 @@ Segment = tuple[int, int, KinetoEvent]
 
 
 def self_segments(events: Sequence[KinetoEvent]) -> list[Segment]:
-    """Each thread's busy time as disjoint ``(start, end, event)`` pieces, each owned by the innermost event
+    """Each thread's busy time as disjoint ``(start_ns, end_ns, event)`` pieces, each owned by the innermost event
     running then: the one that started last (the shorter on equal starts).  An event's self time is the sum
     of its pieces; for properly nested ops it is its duration minus its children's, and an op that outlives
     the one it started in keeps the time after that one ended.  Pieces of one thread sum to its busy time."""
@@ -216,7 +220,10 @@ def _launch_stats(trace: KinetoTrace, work: list[KinetoEvent]) -> LaunchStats:
 
 
 def analyze_trace(trace: KinetoTrace, *, rank: int | None = None, top: int = 10) -> RankAnalysis:
-    """The :class:`RankAnalysis` of one parsed Kineto trace (``top``: kernels listed, by total time)."""
+    """The :class:`RankAnalysis` of one parsed Kineto trace (``top``: kernels listed, by total time).
+
+    ``rank`` defaults to the trace's ``distributedInfo.rank``, else 0.  All results are in ns; raises nothing.
+    """
     device, work, segments = _work(trace)
     rank = rank if rank is not None else (trace.rank if trace.rank is not None else 0)
     cls_of = {e.index: "comm" if e.category == _COMM_OP else kernel_class(e.name, e.category) for e in work}
@@ -257,7 +264,8 @@ def analyze_kineto_files(paths: Sequence[str], *, top: int = 10) -> MeasuredAnal
     """Analyse one Kineto file per rank (rank from ``distributedInfo``, else the file's position).
 
     Raises:
-        TraceFormatError: a file is not a Kineto trace, or two files claim the same rank (names both).
+        TraceFormatError: a file is unreadable or not a Kineto trace (see :func:`.kineto_reader.read_kineto`),
+            or two files claim the same rank (names both).
     """
     from tracekit.errors import TraceFormatError
 
@@ -276,6 +284,10 @@ def trace_events(trace: Any) -> KinetoTrace:
 
     Kernels: nodes that are not CPU ops and have a ``stream`` (device 0, that stream); communication nodes
     without a stream: host events of class ``comm``; other nodes: host ops on their ``tid`` thread.
+    Times stay the nodes' ns.
+
+    Raises:
+        TraceFormatError: a trace read lazily from a file whose nodes fail to decode (on first use).
     """
     from tracekit.model import COMM_TYPES, NodeType
 
@@ -296,7 +308,11 @@ def trace_events(trace: Any) -> KinetoTrace:
 
 
 def analyze_traceset(traceset: Any, *, top: int = 10) -> MeasuredAnalysis:
-    """:class:`MeasuredAnalysis` of a converted trace set's own measured timing (see module doc)."""
+    """:class:`MeasuredAnalysis` of a converted trace set's own measured timing (see module doc).
+
+    Raises:
+        TraceFormatError: a trace read lazily from a file whose nodes fail to decode (on first use).
+    """
     return MeasuredAnalysis(tuple(analyze_trace(trace_events(traceset[r]), rank=r, top=top)
                                   for r in traceset.ranks))
 

@@ -34,10 +34,11 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from tracekit.converters.pytorch import collectives as _coll
-from tracekit.converters.pytorch.collectives import DTYPE_BYTES, comm_family, normalized_comm_name
+from tracekit.converters.pytorch.collectives import comm_family, normalized_comm_name
 from tracekit.converters.pytorch.kineto_reader import KinetoEvent
 from tracekit.errors import ConversionError
 from tracekit.model import CollectiveType, NodeType
+from tracekit.workloads.units import torch_dtype_bytes
 
 __all__ = ["KinetoComm", "comm_kind", "extract_comms", "is_nccl_kernel"]
 
@@ -53,11 +54,12 @@ _NCCL_KERNEL_PREFIXES = ("ncclKernel_", "ncclDevKernel_", "void ncclKernel_", "v
 
 
 def is_nccl_kernel(e: KinetoEvent) -> bool:
+    """True for a ``kernel`` event named ``ncclKernel_*`` (NCCL < 2.19) or ``ncclDevKernel_*`` (newer)."""
     return e.category == "kernel" and e.name.startswith(_NCCL_KERNEL_PREFIXES)
 
 
 def comm_kind(name: str) -> CollectiveType | NodeType | None:
-    """Collective type (or COMM_SEND/RECV node type) of a communication op or collective name."""
+    """Collective type (or COMM_SEND/RECV node type) of a communication op or collective name; None if unknown."""
     base = normalized_comm_name(name)
     kind = _KIND.get(base)
     if kind is None and base.startswith("_"):  # nccl:_all_gather_base, nccl:_reduce_scatter_base
@@ -74,7 +76,8 @@ class KinetoComm:
         node_event: index of the event that becomes the COMM node (NCCL kernel or ``head``).
         node_type: COMM_COLL_NODE, COMM_SEND_NODE or COMM_RECV_NODE.
         comm_type: collective type (None for send/recv).
-        comm_bytes: bytes per rank.
+        comm_bytes: bytes each rank contributes (the full input for reduce-scatter and all-to-all; 0 for
+            a barrier), as :mod:`.collectives` counts them.
         pg_name: process group name.
         members: host event indices folded into the family (head first).
         folded: host event indices not emitted as nodes because ``node_event`` stands for them.
@@ -118,7 +121,7 @@ def _numel(dims: Any) -> int | None:
 def _dtype_bytes(type_name: Any) -> int | None:
     if not isinstance(type_name, str):
         return None
-    return DTYPE_BYTES.get(type_name.lower())
+    return torch_dtype_bytes(type_name)
 
 
 def _arg_bytes(e: KinetoEvent, i: int) -> int | None:
@@ -215,10 +218,14 @@ def extract_comms(
         path: file name for messages.
 
     Returns:
-        communication operations in issue order (start time of their head).
+        communication operations in issue order (start time of their head, ns).
 
     Raises:
-        ConversionError: see the module docstring.
+        ConversionError: an unknown collective or communication op name, a
+            message size that cannot be determined, a send/recv without
+            ``rank`` or without a peer, or a process group that cannot be told
+            (several declared groups with different ranks and none named);
+            naming ``path``, ``rank`` and the ``traceEvents`` index.
     """
     by_index: dict[int, KinetoEvent] = {}
     for lane in lanes.values():
@@ -450,7 +457,11 @@ def _peer(d: _Draft) -> tuple[int | None, int | None]:
 
 
 def declared_groups_from_rpc(events: Sequence[KinetoEvent]) -> dict[str, tuple[int, ...]]:
-    """Groups named by ``record_param_comms`` (``Process Group Name`` -> ``Process Group Ranks``)."""
+    """Groups named by ``record_param_comms`` (``Process Group Name`` -> ``Process Group Ranks``, global ranks).
+
+    The first event naming a group wins; ranks given as a list or a ``"[0, 1]"`` string; an unparsable rank list
+    is skipped (raises nothing).
+    """
     out: dict[str, tuple[int, ...]] = {}
     for e in events:
         if e.name != "record_param_comms":

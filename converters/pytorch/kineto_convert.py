@@ -122,7 +122,13 @@ class KinetoConversionStats:
 
 @dataclass(frozen=True, slots=True, eq=False)
 class KinetoConversion:
-    """A converted rank and its statistics."""
+    """A converted rank and its statistics.
+
+    Attributes:
+        trace: the rank's Chakra trace (times in ns on the Kineto clock).
+        stats: what the conversion produced.
+        comms: the communication operations found, in issue order (``comm_bytes`` in bytes).
+    """
 
     trace: ExecutionTrace
     stats: KinetoConversionStats
@@ -173,7 +179,16 @@ def convert_kineto(paths: Iterable[str | os.PathLike[str]]) -> TraceSet:
 
 
 def convert_kineto_trace(kt: KinetoTrace, *, rank: int | None = None) -> KinetoConversion:
-    """Convert a parsed Kineto trace (see :func:`convert_kineto_rank`)."""
+    """Convert a parsed Kineto trace (see :func:`convert_kineto_rank` for ``rank``).
+
+    Returns:
+        :class:`KinetoConversion` with the trace, its statistics and its communication operations.
+
+    Raises:
+        ConversionError: nothing to convert (metadata or counters only), the errors of
+            :func:`.kineto_comms.extract_comms`, or a dependency pointing backward (an internal error);
+            naming the file and rank.
+    """
     with paused_gc():
         return _Converter(kt, rank).run()
 
@@ -198,6 +213,7 @@ class _Converter:
         self.rank, self.rank_source = _resolve_rank(kt, rank)
 
     def error(self, message: str, **kw: Any) -> ConversionError:
+        """A ConversionError for ``message`` naming this file and rank (and ``kw`` context); returned, not raised."""
         return ConversionError(message, path=self.path, rank=self.rank, **kw)
 
     # ------------------------------------------------------------------ host structure
@@ -222,6 +238,7 @@ class _Converter:
                         self.path or "Kineto trace", self.partial_overlaps)
 
     def groups(self, host: Sequence[KinetoEvent]) -> dict[str, tuple[int, ...]]:
+        """pg_name -> global ranks: ``distributedInfo.pg_config`` first, then groups ``record_param_comms`` names."""
         groups: dict[str, tuple[int, ...]] = {}
         for pg in self.kt.process_groups:
             groups[pg.pg_name] = pg.ranks
@@ -231,6 +248,7 @@ class _Converter:
 
     # ------------------------------------------------------------------ main
     def run(self) -> KinetoConversion:
+        """The whole conversion of the module docstring (see :func:`convert_kineto_trace` for errors)."""
         kt = self.kt
         host: list[KinetoEvent] = []
         skipped: Counter[str] = Counter()
@@ -297,6 +315,8 @@ class _Converter:
         return KinetoConversion(trace, stats, tuple(comms))
 
     def check_convertible(self, host: Sequence[KinetoEvent], n_device: int, skipped: Counter[str]) -> None:
+        """Raise ConversionError when there is nothing to convert: no host op and no device op, or kernel
+        launches without any device activity (a CUPTI range-profiler trace, or no ProfilerActivity.CUDA)."""
         if not host and not n_device:
             found = ", ".join(f"{k} x{v}" for k, v in sorted(skipped.items()))
             raise self.error("nothing to convert: the trace has no host operators and no GPU activity "
@@ -310,6 +330,8 @@ class _Converter:
 
     # ------------------------------------------------------------------ nodes
     def make_node(self, nid: int, e: KinetoEvent, comm: KinetoComm | None) -> Node:
+        """Node ``nid`` for event ``e`` (COMM when ``comm`` is given): device ops keep their duration, host ops
+        their exclusive time, ranges 0 with ``range_duration_ns`` (all ns); ``comm_size`` in bytes."""
         attrs: list[Attr] = []
         if e.is_device:
             attrs.append(Attr("is_cpu_op", False, "bool_val"))
@@ -352,8 +374,8 @@ class _Converter:
                     attrs=attrs)
 
     def gloo_span(self, e: KinetoEvent, comm: KinetoComm, duration: int) -> tuple[int, int]:
-        """A host COMM node's measured time: its gloo worker records' span when it has some (the transfer
-        runs there, as in the ET path), else the host op's span."""
+        """A host COMM node's measured ``(start_ns, duration_ns)``: its gloo worker records' span when it has
+        some (the transfer runs there, as in the ET path), else the host op's span."""
         workers = [w for w in (self.by_index[i] for i in comm.members if i != e.index)
                    if w.name.startswith("gloo:") and w.tid != e.tid]
         if not workers:
@@ -364,7 +386,10 @@ class _Converter:
     # ------------------------------------------------------------------ edges
     def add_edges(self, node_of: Mapping[int, Node], dgraph: DeviceGraph,
                   by_index: Mapping[int, KinetoEvent]) -> int:
+        """Add every dependency of the module docstring (chains, ``ctrl_deps`` parents, streams, launches,
+        waits, hand-offs, flows) to the nodes in place; returns the number of ``fwdbwd`` flow edges."""
         def dep(src: int, dst: Node) -> None:
+            """Make ``dst`` depend on the node of event index ``src`` (once; no self-edge; no-op if unemitted)."""
             s = node_of.get(src)
             if s is not None and s.id not in dst.data_deps and s.id != dst.id:
                 dst.data_deps.append(s.id)
@@ -466,6 +491,7 @@ class _Converter:
         return n
 
     def check_forward(self, nodes: Sequence[Node]) -> None:
+        """Raise ConversionError (an internal error) if a data dependency does not go to a larger node id."""
         for node in nodes:
             for d in node.data_deps:
                 if d >= node.id:

@@ -54,6 +54,11 @@ def attach_kineto_costs(kt: KinetoTrace, launch_of: Mapping[int, int], node_of: 
         kt: the Kineto trace.
         launch_of: device event index -> launching runtime event index (DeviceGraph.launch_of).
         node_of: Kineto event index -> the node made from it.
+
+    Returns:
+        :class:`.costs.CostStats` of the pass (``num_ops`` in FLOPs, ``tensor_size`` in bytes, formulas of
+        :func:`tracekit.opcost.aten_cost`); nodes are changed in place.  Raises nothing: an event without
+        ``Input Dims``/``Input type`` (no ``record_shapes=True``) just gets no shapes and no cost.
     """
     enclosing = _enclosing_ops(kt)
     by_index = {e.index: e for e in kt.events}

@@ -175,6 +175,7 @@ class KinetoEvent:
 
     @property
     def end_ns(self) -> int:
+        """End time, integer ns on the file's clock: ``start_ns + duration_ns``."""
         return self.start_ns + self.duration_ns
 
     @property
@@ -210,6 +211,13 @@ class FlowEvent:
     Kineto draws ``ac2g`` (CPU launch -> GPU activity; ``async_gpu`` in old files)
     and ``fwdbwd`` (forward op -> backward op) flows.  Flows are decorations: the
     converter links through ids, and unbalanced flows are tolerated.
+
+    Attributes:
+        phase: ``"s"``, ``"f"`` or ``"t"``.
+        flow_id: the ``id`` that pairs a flow's start and finish.
+        category: the flow's ``cat`` (``ac2g``, ``fwdbwd``...).
+        pid, tid: the lane of the event the flow point binds to.
+        ts_ns: the flow point's time, integer ns on the file's clock (from ``ts`` in µs).
     """
 
     phase: str

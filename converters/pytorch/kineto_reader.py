@@ -260,10 +260,19 @@ def _flow_event(e: dict, i: int, path: str | None, rank: int | None) -> FlowEven
 def parse_kineto(doc: Any, *, path: str | None = None) -> KinetoTrace:
     """Parse a loaded Kineto JSON document (dict with ``traceEvents``, or a bare event list).
 
+    Returns:
+        :class:`KinetoTrace`; ``ts``/``dur`` (µs, Chrome Trace Event Format) become exact integer ns.
+
     Raises:
-        TraceFormatError: not a Kineto document, zero events, or an event with a
-            missing/NaN/infinite/negative ``ts`` or ``dur`` (names the event index,
-            its name and the value).
+        TraceFormatError: not a Kineto document, zero events, an event that is
+            not an object or whose ``pid``/``tid``/``cat``/``name``/``ph``/``args``
+            has the wrong JSON type, an event with a missing/NaN/infinite/negative
+            ``ts`` or ``dur`` or one beyond the model's time range
+            (``MAX_TIME_NS``, ``MAX_DURATION_NS``), a malformed
+            ``distributedInfo`` (not an object, ``rank``/``world_size`` outside
+            0..``MAX_RANKS``, a ``pg_config`` entry without ``pg_name`` or with
+            non-integer ranks) or ``deviceProperties`` that is not a list (names
+            the event index, its name and the value).
     """
     raw_events, top = _document(doc, path)
     info, rank = _distributed_info(top, path)
@@ -310,7 +319,7 @@ def parse_kineto(doc: Any, *, path: str | None = None) -> KinetoTrace:
 
 
 def iter_events_by_thread(events: Iterable[KinetoEvent]) -> dict[tuple[Any, Any], list[KinetoEvent]]:
-    """Group events by (pid, tid), each list sorted by (start, longer first, file index)."""
+    """Group events by (pid, tid), each list sorted by (start_ns, longer first, file index); raises nothing."""
     lanes: dict[tuple[Any, Any], list[KinetoEvent]] = {}
     for e in events:
         lanes.setdefault((e.pid, e.tid), []).append(e)

@@ -86,10 +86,12 @@ class LinkReport:
 
     @property
     def host_rate(self) -> float:
+        """Fraction of linkable ET host ops linked, ``host_linked / host_ops`` in [0, 1] (0 when there are none)."""
         return self.host_linked / self.host_ops if self.host_ops else 0.0
 
     @property
     def aten_rate(self) -> float:
+        """Fraction of ``aten::*`` ET ops linked, ``aten_linked / aten_ops`` in [0, 1] (0 when there are none)."""
         return self.aten_linked / self.aten_ops if self.aten_ops else 0.0
 
     def summary(self) -> str:
@@ -209,6 +211,7 @@ def _align(ops: list[EtOp], host: list[KinetoEvent]) -> dict[int, KinetoEvent]:
     vocab: dict[str, int] = {}
 
     def code(name: str) -> int:
+        """A small integer per distinct operator name (shared by ET and Kineto sequences), assigned on first use."""
         return vocab.setdefault(name, len(vocab))
 
     et_threads: dict[int, list[EtOp]] = {}
@@ -282,6 +285,17 @@ def _innermost_host(host_by_thread: dict[Any, list[KinetoEvent]],
 
 def link(et: EtTrace, kineto: KinetoTrace, *, allow_unlinked: bool = False) -> Linkage:
     """Link one rank's ET and Kineto trace.
+
+    Args:
+        et: the rank's parsed Execution Trace.
+        kineto: the same rank's parsed Kineto trace (times in ns).
+        allow_unlinked: return a (possibly empty) linkage instead of raising.
+
+    Returns:
+        :class:`Linkage`: ET id -> Kineto host event by the first join method that pairs anything (``rf_id``,
+        ``external_id`` when it pairs at least half of the ET's ops, else name-sequence alignment), device events
+        attached through their launching runtime call (``correlation``; ROCm: ``External id``), and the device
+        graph of :func:`.device_graph.build_device_graph`.
 
     Raises:
         ConversionError: the Kineto trace has ``Record function id`` values and

@@ -49,7 +49,14 @@ def _capture_ns(text: str | None) -> int | None:
 
 
 def run_mismatch(et: EtTrace, kineto: KinetoTrace) -> list[str]:
-    """Evidence that ``et`` and ``kineto`` come from different runs (empty: none found)."""
+    """Evidence that ``et`` and ``kineto`` come from different runs (empty: none found).
+
+    Returns:
+        One sentence per finding, in this order: the ET ``pid`` missing from Kineto's host pids; the ET capture
+        ``time`` (read as UTC) more than a day (86 400 s) outside Kineto's absolute host time range; fewer than
+        ``MIN_NAME_OVERLAP`` (50 %) of the ET's operator names (with multiplicity) among Kineto's host events.
+        Raises nothing: an unreadable capture time is no evidence.
+    """
     from tracekit.converters.pytorch.linker import is_et_root
 
     host = [e for e in kineto.events if e.category in _HOST]
@@ -81,6 +88,11 @@ def check_same_run(et: EtTrace, kineto: KinetoTrace, host_linked: int, host_ops:
     """Stop when the link is poor (< 25 % of host ops) and :func:`run_mismatch` finds evidence.
 
     With ``allow_unlinked`` the conversion goes on with a warning (logged).
+
+    Args:
+        et, kineto: the rank's two parsed files.
+        host_linked, host_ops: ET host ops linked and linkable (:class:`.linker.LinkReport`), counts.
+        allow_unlinked: log a warning instead of raising.
 
     Raises:
         ConversionError: naming both files, the link rate and the evidence.

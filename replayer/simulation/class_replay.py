@@ -148,7 +148,7 @@ class StampedClasses:
     def remember(self, data: bytes, scan, findings, groups) -> None:
         """Keep a fully read file as its class's template (when stamped, clean and renaming-only)."""
         from tracekit.classset import read_rank_class
-        from tracekit.converters.generators.rank_classes import RankTemplate
+        from tracekit.workloads.rank_template import RankTemplate
 
         stamp = read_rank_class(data)
         if stamp is None or stamp[0] in self.first or (findings is not None and findings.issues):

@@ -36,7 +36,11 @@ def measured_comm_cost(starts_ns: Sequence[int], durations_ns: Sequence[int]) ->
 
     Returns:
         ``CommCost`` with ``shares_bandwidth=False``, algorithm ``measured``; ``fixed_ns`` = the largest tail
-        (or the smallest duration), ``member_ns`` = each member's tail when they differ, else empty.
+        (or the smallest duration), ``member_ns`` = each member's tail when they differ, else empty; all
+        in ns (floats).
+
+    Raises:
+        ValueError: no members (``max`` of an empty sequence).
     """
     last_arrival = max(starts_ns)
     ends = [s + d for s, d in zip(starts_ns, durations_ns)]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from tracekit.converters.generators.llm_config import LLMConfig, ModelSpec, ParallelSpec
+from tracekit.workloads.config import LLMConfig, ModelSpec, ParallelSpec
 
 # A small GPT (biases, LayerNorm, 4h GELU FFN, tied and learned embeddings): L=8, h=64, a=8, s=32, V=1024.
 TINY_GPT = ModelSpec("tiny-gpt", num_layers=8, hidden_size=64, num_heads=8, seq_length=32, vocab_size=1024)

@@ -1,8 +1,7 @@
-"""LLM configuration: validation one-liners, presets, parameter counts, CLI errors, rank layout.
+"""LLM configuration: validation one-liners, presets, CLI errors, rank layout (parameter counts:
+tests/core/test_workloads.py).
 
-Parameter count source: Narayanan et al. 2021, section 5.1: a GPT model has
-``P = 12 l h^2 (1 + 13/(12 h) + (V + s)/(12 l h))`` parameters (our count
-adds the final LayerNorm's ``2 h``).  Rank order: Megatron-LM, tensor-parallel
+Rank order: Megatron-LM, tensor-parallel
 fastest, then context, data, pipeline (Narayanan et al. 2021, section 3.3).
 """
 
@@ -13,10 +12,9 @@ from click.testing import CliRunner
 
 from tests.converters._llm_helpers import gpt_config
 from tracekit.converters.generators import LLMConfig, ModelSpec, ParallelSpec, llm_preset
-from tracekit.converters.generators.llm_config import PRESETS, world_to_dp
 from tracekit.converters.generators.llm_layout import coordinates, layout
-from tracekit.converters.generators.llm_ops import embedding_params, head_params, layer_params
 from tracekit.errors import ConfigError
+from tracekit.workloads.config import PRESETS, world_to_dp
 
 
 @pytest.mark.parametrize("make,message", [
@@ -55,15 +53,6 @@ def test_every_preset_builds_and_names_its_source():
     for name, (model, batch) in PRESETS.items():
         assert model.source, name
         LLMConfig(model, ParallelSpec(), global_batch_size=batch)
-
-
-def test_gpt3_175b_parameter_count():
-    model, batch = llm_preset("gpt3-175b")
-    c = LLMConfig(model, ParallelSpec(), global_batch_size=batch)
-    total = layer_params(c).dense * 96 + embedding_params(c) + head_params(c).dense
-    l, h, V, s = 96, 12288, 51200, 2048
-    narayanan = 12 * l * h * h + 13 * l * h + (V + s) * h
-    assert total == narayanan + 2 * h == 174_615_822_336 + 2 * h  # "175B"
 
 
 def test_padded_vocab_follows_megatron():

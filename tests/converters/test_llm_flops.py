@@ -17,7 +17,7 @@ import pytest
 
 from tests.converters._llm_helpers import TINY_GPT, column_sums, gpt_config
 from tracekit.converters.generators import MATMUL_ROLES, generate_llm
-from tracekit.converters.generators.llm_config import LLMConfig, ParallelSpec, preset
+from tracekit.workloads.config import LLMConfig, ParallelSpec, preset
 
 
 def megatron_flops(B: int, s: int, L: int, h: int, V: int, *, full_recompute: bool = False) -> Fraction:

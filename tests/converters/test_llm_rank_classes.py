@@ -7,7 +7,7 @@ import pytest
 from tests.converters._llm_helpers import TINY_GPT
 from tracekit.converters.generators import LLMConfig, ModelSpec, ParallelSpec, Roofline
 from tracekit.converters.generators.llm import build_rank_trace, iter_rank_bytes, write_llm
-from tracekit.converters.generators.rank_classes import _varint
+from tracekit.workloads.rank_template import _varint
 from tracekit.io import encode_trace, frame, read_trace
 
 MOE = ModelSpec("tiny-moe", num_layers=8, hidden_size=64, num_heads=8, seq_length=32, vocab_size=1024,

@@ -15,7 +15,7 @@ from fractions import Fraction
 import pytest
 
 from tests.converters._llm_helpers import gpt_config
-from tracekit.converters.generators.schedules import gpipe, interleaved, one_f_one_b, stage_order
+from tracekit.workloads.schedules import gpipe, interleaved, one_f_one_b, stage_order
 from tracekit.errors import ConfigError
 
 

@@ -53,7 +53,7 @@ def test_real_text_workload_partitions_exactly(test_data_dir):
 @pytest.mark.parametrize("fold", [True, False])
 def test_generated_llm_partitions_exactly(fold):
     from tracekit.converters.generators.llm import generate_llm
-    from tracekit.converters.generators.llm_config import LLMConfig, ParallelSpec, preset
+    from tracekit.workloads.config import LLMConfig, ParallelSpec, preset
 
     model, _ = preset("gpt3-1.3b")
     import dataclasses

@@ -41,7 +41,7 @@ def replay_ns(ts, spec="dgx-a100", **options) -> float:
 
 def llm():
     """``(LLMConfig, ModelSpec, ParallelSpec, generate_llm)``; skips while the LLM generator is absent."""
-    cfg = pytest.importorskip("tracekit.converters.generators.llm_config",
+    cfg = pytest.importorskip("tracekit.workloads.config",
                               reason="the LLM generator (tracekit.converters.generators) is not written yet")
     gen = pytest.importorskip("tracekit.converters.generators.llm")
     return cfg.LLMConfig, cfg.ModelSpec, cfg.ParallelSpec, gen.generate_llm

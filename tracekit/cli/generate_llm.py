@@ -111,7 +111,7 @@ def llm(model_name: str, layers, hidden, heads, kv_heads, ffn, seq, vocab, tp: i
 
     from tracekit.converters.generators._build import parse_size
     from tracekit.converters.generators.llm import write_llm
-    from tracekit.converters.generators.llm_config import LLMConfig, ParallelSpec, preset, world_to_dp
+    from tracekit.workloads.config import LLMConfig, ParallelSpec, preset, world_to_dp
 
     model, default_batch = preset(model_name)
     overrides = {k: v for k, v in (("num_layers", layers), ("hidden_size", hidden), ("num_heads", heads),

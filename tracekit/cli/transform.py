@@ -109,9 +109,18 @@ def transform(traces, output: str | None, pipeline_file: str | None, as_json: bo
     if stream:
         _transform_streaming(traces, output, Pipeline(steps), compress, as_json)
         return
-    from tracekit.classset import classwise, find_class_set, transform_class_set
+    from tracekit.classset import classwise, find_class_set, read_class_set, transform_class_set
+
+    from tracekit.transforms import Rescale
+    from tracekit.transforms.classrescale import supports, transform_classes
 
     classes = find_class_set(traces)
+    if classes is not None and not compress and any(isinstance(s, Rescale) for s in steps) and supports(steps):
+        # rescaled on the classes and the manifest, written as a class set (no per-rank trace)
+        manifest, nodes_in, nodes_out = transform_classes(classes, steps, output, source=str(classes.manifest))
+        sys.stdout.write(f"wrote {manifest} ({len(read_class_set(manifest).classes)} rank classes): "
+                         f"{nodes_in} -> {nodes_out} nodes ({', '.join(s.describe()['transform'] for s in steps)})\n")
+        return
     if classes is not None and classwise(Pipeline(steps)) and not compress:  # per class, written as a class set
         manifest, nodes_in, nodes_out = transform_class_set(classes, Pipeline(steps), output)
         sys.stdout.write(f"wrote {manifest} ({len(classes.classes)} rank classes of {classes.world_size} ranks): "

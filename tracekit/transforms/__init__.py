@@ -15,6 +15,15 @@ module                     transforms
 :mod:`.pipeline`           :class:`Pipeline`, :func:`load_pipeline` (TOML)
 =========================  ==========================================================
 
+Traces that hold encoded records (read from files, or written by an earlier
+columnar step) are transformed on columns without ``Node`` objects (issue 17):
+:mod:`.colscale` (ScaleCompute; ScaleComm and Retarget decode only the nodes
+they may change), :mod:`.colcompact` (Compact), :mod:`.colselect` (DropCpuOps,
+RemoveNodes), all written through :mod:`._records` (numpy splicing of the
+records).  Traces built in memory take the per-node path; both give the same
+traces.  :mod:`.classrescale` runs Rescale (and class-wise steps) on a
+rank-class set without per-rank traces.
+
 This package imports neither ``tracekit.converters`` nor ``tracekit.replayer``.
 """
 

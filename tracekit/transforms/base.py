@@ -21,7 +21,7 @@ import math
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from tracekit.errors import ConfigError, TransformError
-from tracekit.model import Attr, ExecutionTrace, Metadata, Node
+from tracekit.model import INT_KINDS, Attr, ExecutionTrace, Metadata, Node
 
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.traceset import TraceSet
@@ -99,6 +99,41 @@ def copy_node(node: Node) -> Node:
                 node.duration_ns, node.inputs, node.outputs,
                 [Attr(a.name, list(a.value) if isinstance(a.value, list) else a.value, a.kind, a.doc_string)
                  for a in node.attrs])
+
+
+#: ``(name, value, kind)``: one attribute edit for :func:`edited_node` (kind None: the rule of ``Node.set_attr``)
+AttrEdit = tuple[str, Any, "str | None"]
+
+
+def edited_node(node: Node, edits: Iterable[AttrEdit] = (), *, id: int | None = None,
+                data_deps: list[int] | None = None, ctrl_deps: list[int] | None = None,
+                duration_ns: int | None = None) -> Node:
+    """A new node: ``node`` with a new ``id``, dependencies, duration (None = unchanged) and attribute ``edits``.
+
+    The result equals ``node.replace(...)`` followed by ``.with_attr(name, value, kind)`` per edit (an existing
+    attribute is replaced where it stands, a new one appended; kind None keeps an integer kind for an integer value,
+    else infers it), built in one copy instead of one per edit: rewrites stamp hundreds of thousands of nodes.
+    ``node`` is not changed; the lists given are taken as they are (pass fresh ones).
+
+    Raises:
+        ValidationError: a value whose kind cannot be inferred (an empty list without a kind).
+    """
+    attrs = [Attr(a.name, a.value, a.kind, a.doc_string) for a in node.attrs]
+    for name, value, kind in edits:
+        for a in attrs:  # the fresh copies, not the node's own attributes
+            if a.name == name:
+                if kind is None:
+                    keep = a.kind in INT_KINDS and isinstance(value, int) and not isinstance(value, bool)
+                    kind = a.kind if keep else Attr.infer(name, value).kind
+                a.value, a.kind = value, kind
+                break
+        else:
+            attrs.append(Attr(name, value, kind) if kind is not None else Attr.infer(name, value))
+    return Node(node.id if id is None else id, node.name, node.type,
+                list(node.data_deps) if data_deps is None else data_deps,
+                list(node.ctrl_deps) if ctrl_deps is None else ctrl_deps, node.start_time_ns,
+                node.duration_ns if duration_ns is None else duration_ns, node.inputs, node.outputs, attrs,
+                node.storage)
 
 
 def copy_metadata(md: Metadata) -> Metadata:

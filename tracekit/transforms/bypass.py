@@ -13,7 +13,6 @@ from __future__ import annotations
 from typing import Callable, Iterable
 
 from tracekit.model import ExecutionTrace, Node
-from tracekit.transforms.base import copy_node
 
 
 def _resolver(by_id: dict[int, Node], keep_ids: set[int], deps_of: Callable[[Node], list[int]]):
@@ -81,10 +80,7 @@ def remove_nodes(trace: ExecutionTrace, remove: Callable[[Node], bool] | Iterabl
         if all(d in keep_ids for d in n.data_deps) and all(d in keep_ids for d in n.ctrl_deps):
             out.append(n)
             continue
-        c = copy_node(n)
-        c.data_deps = _expand(c.data_deps, rdata, c.id)
-        c.ctrl_deps = _expand(c.ctrl_deps, rctrl, c.id)
-        out.append(c)
+        out.append(n.replace(data_deps=_expand(n.data_deps, rdata, n.id), ctrl_deps=_expand(n.ctrl_deps, rctrl, n.id)))
     return trace.with_nodes(out)
 
 
@@ -118,8 +114,6 @@ def drop_dangling(trace: ExecutionTrace, keep: Callable[[Node], bool]) -> Execut
         if all(d in ids for d in n.data_deps) and all(d in ids for d in n.ctrl_deps):
             out.append(n)
         else:
-            c = copy_node(n)
-            c.data_deps = [d for d in c.data_deps if d in ids]
-            c.ctrl_deps = [d for d in c.ctrl_deps if d in ids]
-            out.append(c)
+            out.append(n.replace(data_deps=[d for d in n.data_deps if d in ids],
+                                 ctrl_deps=[d for d in n.ctrl_deps if d in ids]))
     return trace.with_nodes(out)

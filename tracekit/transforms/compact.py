@@ -32,7 +32,7 @@ from typing import Any
 
 from tracekit.errors import ConfigError
 from tracekit.model import ExecutionTrace, Node, NodeType
-from tracekit.transforms.base import Transform, copy_node, map_traces
+from tracekit.transforms.base import Transform, map_traces
 
 FULL_REDUCTION_LIMIT = 40_000
 
@@ -95,9 +95,7 @@ def reduce_dependencies(nodes: list[Node]) -> list[Node]:
         kept = keep[i]
         if kept is not None and len(kept) != len(node.data_deps):
             ids = {nodes[d].id for d in kept}
-            c = copy_node(node)
-            c.data_deps = [d for d in dict.fromkeys(node.data_deps) if d in ids]
-            out.append(c)
+            out.append(node.replace(data_deps=[d for d in dict.fromkeys(node.data_deps) if d in ids]))
         else:
             out.append(node)
     return out
@@ -168,32 +166,45 @@ def merge_chains(nodes: list[Node]) -> list[Node]:
             continue
         if i in merged_into:
             group = [nodes[m] for m in merged_into[i]]
-            c = copy_node(node)
-            c.duration_ns = sum(m.duration_ns for m in group)
+            c = node.replace(duration_ns=sum(m.duration_ns for m in group))
             for name in ("num_ops", "tensor_size"):
                 vals = [m.get_attr(name) for m in group]
                 nums = [int(v) for v in vals if isinstance(v, (int, float)) and not isinstance(v, bool)]
                 if nums:
-                    c.set_attr(name, sum(nums))
-            c.set_attr("merged_nodes", len(group), "int64_val")
+                    c = c.with_attr(name, sum(nums))
+            c = c.with_attr("merged_nodes", len(group), "int64_val")
             sources = [s for m in group for s in (m.get_attr("merged_node_ids") or [m.id])]
-            c.set_attr("merged_node_ids", [int(s) for s in sources], "int64_list")
+            c = c.with_attr("merged_node_ids", [int(s) for s in sources], "int64_list")
             ctrl: dict[int, None] = dict.fromkeys(c.ctrl_deps)
             for m in group[1:]:
                 ctrl.update(dict.fromkeys(m.ctrl_deps))
-            c.ctrl_deps = [d for d in dict.fromkeys(id_of_head.get(d, d) for d in ctrl) if d != c.id]
-            node = c
+            node = c.replace(ctrl_deps=[d for d in dict.fromkeys(id_of_head.get(d, d) for d in ctrl) if d != c.id])
         if any(d in id_of_head for d in node.data_deps) or any(d in id_of_head for d in node.ctrl_deps):
-            c = node if node is not nodes[i] else copy_node(node)
-            c.data_deps = list(dict.fromkeys(id_of_head.get(d, d) for d in c.data_deps))
-            c.ctrl_deps = list(dict.fromkeys(id_of_head.get(d, d) for d in c.ctrl_deps if id_of_head.get(d, d) != c.id))
-            node = c
+            node = node.replace(
+                data_deps=list(dict.fromkeys(id_of_head.get(d, d) for d in node.data_deps)),
+                ctrl_deps=list(dict.fromkeys(id_of_head.get(d, d) for d in node.ctrl_deps
+                                             if id_of_head.get(d, d) != node.id)))
         out.append(node)
     return out
 
 
 def compact_trace(trace: ExecutionTrace, *, merge: bool = True, reduce: bool = True) -> tuple[ExecutionTrace, CompactStats]:
-    """One rank compacted, with its before/after sizes."""
+    """One rank compacted, with its before/after sizes.
+
+    A trace holding encoded records (read from a file, or written by another columnar
+    transform) is compacted on columns (:func:`tracekit.transforms.colcompact.compact_encoded`);
+    a trace built in memory node by node.
+
+    Raises:
+        ValidationError: a dependency cycle.
+    """
+    from tracekit.transforms.colcompact import compact_encoded
+    from tracekit.transforms.colscale import is_encoded
+
+    if is_encoded(trace):
+        done = compact_encoded(trace, merge=merge, reduce=reduce, limit=FULL_REDUCTION_LIMIT)
+        if done is not None:
+            return done
     nodes = trace.nodes
     deps_before = sum(len(n.data_deps) for n in nodes)
     out = nodes

@@ -1,11 +1,7 @@
-"""Rank grids and rewriting one rank's trace into a resized grid (groups, peers, group declarations).
+"""Rewriting one rank's trace into a resized rank grid (groups, peers, group declarations).
 
 A job's ranks form a grid ``tp x cp x dp x pp`` in Megatron-LM order
-(Narayanan et al. 2021, section 3.3)::
-
-    rank = tp_rank + tp * (cp_rank + cp * (dp_rank + dp * pp_rank))
-
-The grid of a generated trace comes from its ``llm_config`` metadata
+(:class:`tracekit.workloads.grid.Grid`).  The grid of a generated trace comes from its ``llm_config`` metadata
 (the generator's configuration JSON, ``parallel.{tp,cp,dp,pp}``); a job whose
 only process group is all ranks (a plain data-parallel job, e.g. a converted
 DDP run) is ``dp = world``.
@@ -32,53 +28,20 @@ from __future__ import annotations
 import itertools
 import json
 import math
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable, Mapping
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping
 
 from tracekit.errors import TransformError
 from tracekit.groups import DEFAULT_PG, canonical_pg_name, is_pg_init, pg_init_node
-from tracekit.model import ExecutionTrace, Node, NodeType, check_rank_count
-from tracekit.transforms.base import copy_metadata, copy_node
+from tracekit.model import ExecutionTrace, Node, NodeType
+from tracekit.transforms.base import AttrEdit, copy_metadata, edited_node
+from tracekit.workloads.grid import DIMS, Grid
 
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.traceset import TraceSet
 
-DIMS = ("tp", "cp", "dp", "pp")
+__all__ = ["DIMS", "LLM_CONFIG_ATTR", "Grid", "GroupNames", "grid_of", "llm_config_of", "map_group", "map_peer",
+           "regrid", "remap_nodes"]
 LLM_CONFIG_ATTR = "llm_config"
-
-
-@dataclass(frozen=True)
-class Grid:
-    """A ``tp x cp x dp x pp`` rank grid (Megatron order, tp fastest)."""
-
-    tp: int = 1
-    cp: int = 1
-    dp: int = 1
-    pp: int = 1
-
-    @property
-    def world_size(self) -> int:
-        return self.tp * self.cp * self.dp * self.pp
-
-    @property
-    def sizes(self) -> tuple[int, int, int, int]:
-        return (self.tp, self.cp, self.dp, self.pp)
-
-    def rank(self, coords: tuple[int, int, int, int]) -> int:
-        t, c, d, s = coords
-        return t + self.tp * (c + self.cp * (d + self.dp * s))
-
-    def coords(self, rank: int) -> tuple[int, int, int, int]:
-        rest, t = divmod(rank, self.tp)
-        rest, c = divmod(rest, self.cp)
-        s, d = divmod(rest, self.dp)
-        return (t, c, d, s)
-
-    def with_(self, **sizes: int) -> "Grid":
-        """The grid with some sizes changed; ConfigError when it would exceed MAX_RANKS ranks."""
-        new = Grid(**{k: sizes.get(k, getattr(self, k)) for k in DIMS})
-        check_rank_count(new.world_size, f"the new layout (tp {new.tp} x cp {new.cp} x dp {new.dp} x pp {new.pp})")
-        return new
 
 
 def llm_config_of(traceset: "TraceSet") -> dict | None:
@@ -199,9 +162,11 @@ class GroupNames:
             self.names[g] = str(i)
 
     def name(self, members: tuple[int, ...]) -> str:
+        """The name given to the group of ``members`` (KeyError for a group not registered)."""
         return self.names[tuple(members)]
 
     def mapping(self) -> dict[str, tuple[int, ...]]:
+        """``{name: members}`` of every group, for a :class:`~tracekit.traceset.TraceSet`."""
         return {name: members for members, name in self.names.items()}
 
     def declaration(self) -> dict[str, tuple[int, ...]]:
@@ -218,40 +183,39 @@ def rank_groups(trace: ExecutionTrace, groups: Mapping[str, tuple[int, ...]]) ->
     return out
 
 
-def remap_nodes(nodes: Iterable[Node], *, group_of: Mapping[str, str], peer_of, new_rank: int,
-                pg_init: Node | None) -> list[Node]:
+def remap_nodes(nodes: Iterable[Node], *, group_of: Mapping[str, str], peer_of: Callable[[int], int],
+                new_rank: int, pg_init: Node | None) -> list[Node]:
     """Nodes with ``pg_name`` renamed through ``group_of``, send/recv peers through ``peer_of(old)``
     (own side set to ``new_rank``), and the ``process_group:init`` node replaced by ``pg_init``.
 
-    Nodes that do not change are shared, not copied.
+    Nodes that do not change are shared; changed ones are new nodes (the inputs are not edited).
     """
     out = []
     for n in nodes:
         if is_pg_init(n):
             if pg_init is not None:
-                c = copy_node(pg_init)
-                c.id, c.data_deps, c.ctrl_deps = n.id, list(n.data_deps), list(n.ctrl_deps)
-                out.append(c)
+                out.append(pg_init.replace(id=n.id, data_deps=list(n.data_deps), ctrl_deps=list(n.ctrl_deps)))
             continue
         if not n.is_comm:
             out.append(n)
             continue
-        c = copy_node(n)
+        edits: list[AttrEdit] = []
         pg = n.get_attr("pg_name")
         if pg is not None:
-            c.set_attr("pg_name", group_of[canonical_pg_name(pg)], "string_val")
+            edits.append(("pg_name", group_of[canonical_pg_name(pg)], "string_val"))
         if n.type in (NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE):
             src, dst = n.comm_src, n.comm_dst
             if n.type == NodeType.COMM_SEND_NODE:
                 if src is not None:
-                    c.set_attr("comm_src", new_rank)
+                    edits.append(("comm_src", new_rank, None))
                 if dst is not None:
-                    c.set_attr("comm_dst", peer_of(dst))
+                    edits.append(("comm_dst", peer_of(dst), None))
             else:
                 if dst is not None:
-                    c.set_attr("comm_dst", new_rank)
+                    edits.append(("comm_dst", new_rank, None))
                 if src is not None:
-                    c.set_attr("comm_src", peer_of(src))
+                    edits.append(("comm_src", peer_of(src), None))
+        c = edited_node(n, edits)
         out.append(c)
     return out
 
@@ -303,9 +267,7 @@ def regrid(traceset: "TraceSet", old: Grid, new: Grid, template_of, *, node_fn=N
         except TransformError as exc:
             raise exc.with_context(rank=t) from None
         if len(names.names) > 1 and not any(is_pg_init(n) for n in nodes):
-            c = copy_node(decl)
-            c.id = max((n.id for n in nodes), default=-1) + 1
-            nodes.insert(0, c)
+            nodes.insert(0, decl.replace(id=max((n.id for n in nodes), default=-1) + 1))
         if node_fn is not None:
             nodes = [node_fn(n, t, r) or n for n in nodes]
         md = copy_metadata(trace.metadata)

@@ -28,10 +28,11 @@ or ``global_batch`` given) or leaves less than one micro-batch.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from tracekit.errors import ConfigError, TransformError
 from tracekit.model import CollectiveType, Node, NodeType
-from tracekit.transforms.base import Transform, check_degree, copy_node, map_nodes, map_traces, scale_int
+from tracekit.transforms.base import Transform, check_degree, map_nodes, map_traces, scale_int
 from tracekit.transforms.bypass import remove_nodes
 from tracekit.transforms.layout import grid_of, llm_config_of, regrid
 
@@ -66,11 +67,14 @@ class Rescale(Transform):
         if self.global_batch is not None:
             check_degree("global batch", self.global_batch)
 
-    def apply(self, traceset):
-        old = grid_of(traceset)
+    def plan(self, old, cfg: dict | None) -> "RescalePlan":
+        """What :meth:`apply` does to a job of grid ``old`` with generator config ``cfg`` (or None).
+
+        Raises:
+            ConfigError: strong scaling that does not divide the global batch.
+            TransformError: strong scaling of an interleaved schedule.
+        """
         new = old.with_(dp=self.dp)
-        cfg = llm_config_of(traceset)
-        ratio = old.dp / self.dp
         update: dict[str, object] = {"dp": self.dp}
         keep_mb: int | None = None
         if cfg is not None:
@@ -89,38 +93,70 @@ class Rescale(Transform):
         elif self.mode == "strong" and self.global_batch is not None and self.global_batch % self.dp:
             raise ConfigError(f"dp={self.dp} does not divide the global batch {self.global_batch}")
         zero = int(cfg["parallel"].get("zero_stage", 0)) if cfg is not None else 0
+        return RescalePlan(old, new, update, keep_mb, zero, old.dp / self.dp, self.mode)
+
+    def apply(self, traceset):
+        plan = self.plan(grid_of(traceset), llm_config_of(traceset))
+        old, new = plan.old, plan.new
         old_groups = traceset.process_groups
 
-        def dp_spanning(node: Node) -> bool:
-            members = old_groups.get(str(node.pg_name or "0"), ())
-            return len({old.coords(r)[2] for r in members}) > 1
-
         def node_fn(node: Node, template: int, new_rank: int) -> Node | None:
-            if zero == 0 or ratio == 1:
-                return None
-            if node.type == NodeType.COMM_COLL_NODE and node.comm_type == CollectiveType.ALL_GATHER:
-                tn = traceset[template]
-                orig = tn.node_by_id(node.id)
-                if dp_spanning(orig):
-                    node.set_attr("comm_size", scale_int(node.comm_bytes or 0, ratio))
-                return node
-            if node.get_attr("op_role") == "optimizer_step":
-                c = copy_node(node)
-                c.duration_ns = scale_int(c.duration_ns, ratio)
-                for name in ("num_ops", "tensor_size"):
-                    v = c.get_attr(name)
-                    if isinstance(v, int) and v > 0:
-                        c.set_attr(name, scale_int(v, ratio))
-                return c
-            return None
+            orig = traceset[template].node_by_id(node.id) if _zero_gather(plan, node) else None
+            spans = orig is not None and dp_spanning(old_groups, old, orig.pg_name)
+            return plan.node_change(node, spans)
 
         out = regrid(traceset, old, new, lambda r: old.rank(_template(new.coords(r), old)), node_fn=node_fn,
-                     config_update=update)
-        if self.mode == "weak" or ratio == 1:
-            return out
-        if keep_mb is not None:
-            return map_traces(out, lambda t: remove_nodes(t, lambda n: _mb(n) >= keep_mb))
-        return map_traces(out, lambda t: map_nodes(t, lambda n: _scale_comp(n, ratio)))
+                     config_update=plan.update)
+        return map_traces(out, plan.finish)
+
+
+def dp_spanning(groups, old, pg_name: str | None) -> bool:
+    """Whether group ``pg_name`` (default ``"0"``) spans more than one data-parallel replica of grid ``old``."""
+    members = groups.get(str(pg_name or "0"), ())
+    return len({old.coords(r)[2] for r in members}) > 1
+
+
+def _zero_gather(plan: "RescalePlan", node: Node) -> bool:
+    return plan.zero != 0 and plan.ratio != 1 and node.type == NodeType.COMM_COLL_NODE \
+        and node.comm_type == CollectiveType.ALL_GATHER
+
+
+@dataclass(frozen=True)
+class RescalePlan:
+    """A rescale decided for one job: grids, config update, micro-batches kept, ZeRO stage, ``ratio = dp / dp_new``."""
+
+    old: Any
+    new: Any
+    update: dict[str, object]
+    keep_mb: int | None
+    zero: int
+    ratio: float
+    mode: str
+
+    def node_change(self, node: Node, dp_spanning_gather: bool) -> Node | None:
+        """ZeRO (stage >= 1): a data-parallel all-gather or the optimizer step scaled by ``ratio``; else None."""
+        if self.zero == 0 or self.ratio == 1:
+            return None
+        if _zero_gather(self, node):
+            return node.with_attr("comm_size", scale_int(node.comm_bytes or 0, self.ratio)) if dp_spanning_gather \
+                else None
+        if node.get_attr("op_role") == "optimizer_step":
+            c = node.replace(duration_ns=scale_int(node.duration_ns, self.ratio))
+            for name in ("num_ops", "tensor_size"):
+                v = c.get_attr(name)
+                if isinstance(v, int) and v > 0:
+                    c = c.with_attr(name, scale_int(v, self.ratio))
+            return c
+        return None
+
+    def finish(self, trace):
+        """Strong scaling after the regrid: later micro-batches removed, or COMP time scaled by ``ratio``."""
+        if self.mode == "weak" or self.ratio == 1:
+            return trace
+        if self.keep_mb is not None:
+            keep_mb = self.keep_mb
+            return remove_nodes(trace, lambda n: _mb(n) >= keep_mb)
+        return map_nodes(trace, lambda n: _scale_comp(n, self.ratio))
 
 
 def _template(coords: tuple[int, int, int, int], old) -> tuple[int, int, int, int]:

@@ -22,9 +22,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+import numpy as np
+
 from tracekit.errors import ConfigError
 from tracekit.model import COMM_TYPES, CollectiveType, Node, NodeType
-from tracekit.transforms.base import Transform, check_factor, copy_node, map_nodes, map_traces, scale_int
+from tracekit.transforms.base import Transform, check_factor, map_nodes, map_traces, scale_int
 
 COMPUTE_TYPES = ("COMP_NODE",)
 _TIMED = frozenset({NodeType.COMP_NODE, NodeType.MEM_LOAD_NODE, NodeType.MEM_STORE_NODE})
@@ -93,12 +95,17 @@ class ScaleCompute(Transform):
         return pat is None or pat.search(node.name) is not None
 
     def apply(self, traceset):
+        from tracekit.transforms.colscale import is_encoded, scale_compute_encoded
+
         types, pat, k = _types(self.node_types, _TIMED), _pattern(self.name_pattern), float(self.factor)
 
         def one(node: Node) -> Node | None:
             return scaled_compute(node, k) if self.selects(node, types, pat) else None
 
-        return map_traces(traceset, lambda t: map_nodes(t, one))
+        def one_trace(t):  # columnar on encoded records; node by node for traces built in memory
+            return scale_compute_encoded(t, k, types, pat, self.cpu) if is_encoded(t) else map_nodes(t, one)
+
+        return map_traces(traceset, one_trace)
 
 
 def scaled_compute(node: Node, k: float) -> Node:
@@ -108,14 +115,13 @@ def scaled_compute(node: Node, k: float) -> Node:
     inputs (``num_ops`` FLOPs and ``tensor_size`` bytes) are, so a roofline
     replay scales the same way.
     """
-    c = copy_node(node)
     if node.duration_ns > 0:
-        c.duration_ns = scale_int(node.duration_ns, k)
-    else:
-        for name in ("num_ops", "tensor_size"):
-            v = node.get_attr(name)
-            if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0:
-                c.set_attr(name, scale_int(int(v), k))
+        return node.replace(duration_ns=scale_int(node.duration_ns, k))
+    c = node.replace()
+    for name in ("num_ops", "tensor_size"):
+        v = node.get_attr(name)
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0:
+            c = c.with_attr(name, scale_int(int(v), k))
     return c
 
 
@@ -251,11 +257,14 @@ class Retarget(Transform):
                 new = project_node(node, src, dst, True, report)
             if new is None or round(new) == d:
                 return None
-            c = copy_node(node)
-            c.duration_ns = int(round(new))
-            return c
+            return node.replace(duration_ns=int(round(new)))
 
-        out = map_nodes(trace, one)
+        from tracekit.transforms.colscale import is_encoded, rewrite_some
+
+        if is_encoded(trace):  # only the timed nodes are decoded
+            out = rewrite_some(trace, np.isin(trace.columns().types, [int(t) for t in _TIMED]), one)
+        else:
+            out = map_nodes(trace, one)
         md = copy_metadata(out.metadata)
         md.set_attr(COMPUTE_DEVICE_ATTR, dst.name or dst.key, "string_val")
         md.set_attr("compute_projection", orjson.dumps(report.to_dict()).decode(), "string_val")
@@ -326,11 +335,45 @@ class ScaleComm(Transform):
             size = node.comm_bytes
             if k == 1.0 or size is None:
                 return None
-            c = copy_node(node)
-            c.set_attr("comm_size", scale_int(size, k))
-            return c
+            return node.with_attr("comm_size", scale_int(size, k))
 
-        return map_traces(traceset, lambda t: map_nodes(t, one))
+        def one_trace(t):  # on encoded records: only the communication nodes are decoded
+            from tracekit.transforms.colscale import is_encoded, rewrite_some, scale_comm_encoded
+
+            if not is_encoded(t):
+                return map_nodes(t, one)
+            kinds = [int(x) for x in (COMM_TYPES if self.p2p else {NodeType.COMM_COLL_NODE})]
+            factors = comm_factors(t.columns(), table, default, self.p2p)
+            if factors is None:  # comm_type values the columns cannot judge: node by node
+                return rewrite_some(t, np.isin(t.columns().types, kinds), one)
+            return scale_comm_encoded(t, factors, one)
+
+        return map_traces(traceset, one_trace)
+
+
+def comm_factors(cols: Any, table: Mapping[CollectiveType, float], default: float, p2p: bool) -> np.ndarray | None:
+    """Message-size factor of every node (float64[N]; 1.0 for nodes ScaleComm leaves alone), or None when a
+    collective's ``comm_type`` is not a known collective number (the node path reports it)."""
+    from tracekit.errors import ValidationError
+
+    types = cols.types
+    coll = types == int(NodeType.COMM_COLL_NODE)
+    out = np.ones(len(types), dtype=np.float64)
+    if p2p:
+        out[(types == int(NodeType.COMM_SEND_NODE)) | (types == int(NodeType.COMM_RECV_NODE))] = default
+    if coll.any():
+        try:
+            present, ct = cols.attr_int("comm_type")
+        except ValidationError:
+            return None
+        known = np.isin(ct, [int(c) for c in CollectiveType])
+        if (present & coll & ~known).any():
+            return None
+        lut = np.full(max(int(c) for c in CollectiveType) + 1, default, dtype=np.float64)
+        for c, k in table.items():
+            lut[int(c)] = k
+        out[coll] = np.where(present[coll], lut[np.where(known, ct, 0)[coll]], default)
+    return out
 
 
 __all__ = ["Device", "Retarget", "ScaleComm", "ScaleCompute"]

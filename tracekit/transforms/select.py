@@ -17,10 +17,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+import numpy as np
+
 from tracekit.errors import ConfigError, TransformError
 from tracekit.groups import PG_INIT_NAME, canonical_pg_name, is_pg_init
 from tracekit.model import ExecutionTrace, Node, NodeType
-from tracekit.transforms.base import Transform, copy_metadata, copy_node, map_traces
+from tracekit.transforms.base import Transform, copy_metadata, map_traces
 from tracekit.transforms.bypass import drop_dangling, remove_nodes
 
 
@@ -124,8 +126,18 @@ class DropCpuOps(Transform):
     """
 
     def apply(self, traceset):
-        return map_traces(traceset, lambda t: remove_nodes(
-            t, lambda n: n.type == NodeType.COMP_NODE and n.is_cpu_op is True))
+        def one(t: ExecutionTrace) -> ExecutionTrace:
+            from tracekit.transforms.colscale import flag_column, is_encoded
+            from tracekit.transforms.colselect import remove_rows
+
+            if is_encoded(t):
+                cols = t.columns()
+                out = remove_rows(t, (cols.types == int(NodeType.COMP_NODE)) & flag_column(cols, "is_cpu_op"))
+                if out is not None:
+                    return out
+            return remove_nodes(t, lambda n: n.type == NodeType.COMP_NODE and n.is_cpu_op is True)
+
+        return map_traces(traceset, one)
 
 
 @dataclass(frozen=True)
@@ -156,7 +168,21 @@ class RemoveNodes(Transform):
                 return False
             return (pat is None or pat.search(n.name) is not None) and (types is None or n.type in types)
 
-        return map_traces(traceset, lambda t: remove_nodes(t, drop))
+        def one(t: ExecutionTrace) -> ExecutionTrace:
+            from tracekit.transforms.colscale import is_encoded, name_matches
+            from tracekit.transforms.colselect import remove_rows
+
+            if is_encoded(t):
+                cols = t.columns()
+                sel = name_matches(cols, pat) & ~name_matches(cols, re.compile(re.escape(PG_INIT_NAME)))
+                if types is not None:
+                    sel &= np.isin(cols.types, [int(x) for x in types])
+                out = remove_rows(t, sel)
+                if out is not None:
+                    return out
+            return remove_nodes(t, drop)
+
+        return map_traces(traceset, one)
 
 
 # ----------------------------------------------------------------------------- rank subset
@@ -253,11 +279,11 @@ class KeepRanks(Transform):
                         drop.add(n.id)
                         nodes.append(n)
                         continue
-                    c = copy_node(n)
+                    c = n.replace()
                     if src is not None:
-                        c.set_attr("comm_src", new_of[src])
+                        c = c.with_attr("comm_src", new_of[src])
                     if dst is not None:
-                        c.set_attr("comm_dst", new_of[dst])
+                        c = c.with_attr("comm_dst", new_of[dst])
                     nodes.append(c)
                 else:
                     nodes.append(n)

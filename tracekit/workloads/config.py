@@ -30,19 +30,17 @@ ZeRO stages.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, Mapping
 
 from tracekit.errors import ConfigError
-
-DTYPE_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
+from tracekit.workloads.params import padded_vocab_size
+from tracekit.workloads.units import DTYPE_BYTES, TRAINING_DTYPES
 ACTIVATIONS = ("gelu", "swiglu")
 NORMS = ("layernorm", "rmsnorm")
 RECOMPUTE = ("none", "selective", "full")
 SCHEDULES = ("gpipe", "1f1b", "interleaved")
 ZERO_STAGES = (0, 1, 2, 3)
-# Megatron-LM pads the vocabulary to a multiple of make_vocab_size_divisible_by * tp (default 128).
-VOCAB_DIVISOR = 128
 
 
 def _positive(what: str, value: Any) -> None:
@@ -52,7 +50,7 @@ def _positive(what: str, value: Any) -> None:
         raise ConfigError(f"{what} must be positive, got {value}")
 
 
-def _choice(what: str, value: Any, choices: tuple) -> None:
+def _choice(what: str, value: Any, choices: tuple[Any, ...]) -> None:
     if value not in choices:
         raise ConfigError(f"{what} must be one of {', '.join(map(str, choices))}; got {value!r}")
 
@@ -119,14 +117,17 @@ class ModelSpec:
 
     @property
     def kv_heads(self) -> int:
+        """Key/value heads (``num_kv_heads``, or ``a`` without grouped-query attention)."""
         return self.num_kv_heads if self.num_kv_heads is not None else self.num_heads
 
     @property
     def head_dim(self) -> int:
+        """Width of one attention head: ``h / a``."""
         return self.hidden_size // self.num_heads
 
     @property
     def ffn_size(self) -> int:
+        """FFN inner size (``ffn_hidden_size``, or ``4h``)."""
         return self.ffn_hidden_size if self.ffn_hidden_size is not None else 4 * self.hidden_size
 
     @property
@@ -135,7 +136,18 @@ class ModelSpec:
         return self.hidden_size + 2 * self.kv_heads * self.head_dim
 
     @property
+    def ffn_in_size(self) -> int:
+        """Output width of the first FFN GEMM: the FFN size, twice it for SwiGLU (gate and up projections)."""
+        return self.ffn_size * (2 if self.activation == "swiglu" else 1)
+
+    @property
+    def layernorm(self) -> bool:
+        """True for LayerNorm (weight and bias per norm), False for RMSNorm (weight only)."""
+        return self.norm == "layernorm"
+
+    @property
     def is_moe(self) -> bool:
+        """True for a mixture-of-experts model."""
         return self.num_experts > 0
 
 
@@ -198,6 +210,7 @@ class ParallelSpec:
 
     @property
     def world_size(self) -> int:
+        """Number of ranks: ``dp * tp * pp * cp``."""
         return self.dp * self.tp * self.pp * self.cp
 
 
@@ -229,9 +242,9 @@ class LLMConfig:
         m, p = self.model, self.parallel
         _positive("global batch size", self.global_batch_size)
         _positive("micro-batch size", self.micro_batch_size)
-        _choice("dtype", self.dtype, tuple(DTYPE_BYTES))
+        _choice("dtype", self.dtype, TRAINING_DTYPES)
         if self.grad_reduce_dtype is not None:
-            _choice("gradient reduce dtype", self.grad_reduce_dtype, tuple(DTYPE_BYTES))
+            _choice("gradient reduce dtype", self.grad_reduce_dtype, TRAINING_DTYPES)
         if self.global_batch_size % (self.micro_batch_size * p.dp):
             raise ConfigError(f"global batch {self.global_batch_size} is not divisible by micro-batch "
                               f"{self.micro_batch_size} x dp {p.dp}")
@@ -260,6 +273,7 @@ class LLMConfig:
     # ----- derived sizes ------------------------------------------------------------------
     @property
     def world_size(self) -> int:
+        """Number of ranks of the job."""
         return self.parallel.world_size
 
     @property
@@ -269,6 +283,7 @@ class LLMConfig:
 
     @property
     def dtype_bytes(self) -> int:
+        """Bytes per activation, weight and gradient element."""
         return DTYPE_BYTES[self.dtype]
 
     @property
@@ -283,9 +298,30 @@ class LLMConfig:
 
     @property
     def padded_vocab_size(self) -> int:
-        """Vocabulary padded to a multiple of ``128 * tp`` (Megatron-LM's ``make_vocab_size_divisible_by``)."""
-        multiple = VOCAB_DIVISOR * self.parallel.tp
-        return -(-self.model.vocab_size // multiple) * multiple
+        """Vocabulary padded to a multiple of ``128 * tp`` (:func:`~tracekit.workloads.params.padded_vocab_size`)."""
+        return padded_vocab_size(self.model.vocab_size, self.parallel.tp)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "LLMConfig":
+        """The configuration a trace's ``llm_config`` metadata holds (``dataclasses.asdict`` of one, as JSON).
+
+        Keys this version does not know are ignored; missing ones take their defaults.
+
+        Raises:
+            ConfigError: missing required fields or impossible values (the message names them).
+        """
+        def build(kind: type, values: Any) -> Any:
+            if not isinstance(values, Mapping):
+                raise ConfigError(f"llm_config: {kind.__name__} is not a table: {values!r}")
+            names = {f.name for f in fields(kind)}
+            try:
+                return kind(**{k: v for k, v in values.items() if k in names})
+            except TypeError as exc:
+                raise ConfigError(f"llm_config: {kind.__name__}: {exc}") from None
+
+        top = {f.name for f in fields(cls)} - {"model", "parallel"}
+        return cls(build(ModelSpec, data.get("model")), build(ParallelSpec, data.get("parallel", {})),
+                   **{k: v for k, v in data.items() if k in top})
 
     def with_parallel(self, **changes: Any) -> "LLMConfig":
         """A copy with some :class:`ParallelSpec` fields changed (validated again)."""

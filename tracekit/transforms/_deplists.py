@@ -1,0 +1,117 @@
+"""Dependency lists as CSR arrays, and the vectorized set helpers the columnar transforms share (issue 17)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+_EMPTY_I = np.zeros(0, dtype=np.int64)
+
+
+@dataclass
+class DepLists:
+    """Dependency lists of nodes at positions ``0..n-1``: CSR by id (``ptr`` int64[n+1], ``ids`` uint64[E])."""
+
+    ptr: np.ndarray
+    ids: np.ndarray
+
+    def owners(self) -> np.ndarray:
+        """Row of every entry, int64[E]."""
+        return np.repeat(np.arange(len(self.ptr) - 1, dtype=np.int64), np.diff(self.ptr))
+
+    def lens(self) -> np.ndarray:
+        """List lengths, int64[n]."""
+        return np.diff(self.ptr)
+
+    def take(self, rows: np.ndarray) -> "DepLists":
+        """The lists of ``rows`` (int64[K]), as K lists."""
+        lens = self.ptr[rows + 1] - self.ptr[rows]
+        ptr = np.zeros(len(rows) + 1, dtype=np.int64)
+        np.cumsum(lens, out=ptr[1:])
+        idx = np.repeat(self.ptr[rows] - ptr[:-1], lens) + np.arange(int(ptr[-1]), dtype=np.int64)
+        return DepLists(ptr, self.ids[idx])
+
+    def replaced(self, rows: np.ndarray, new: "DepLists") -> "DepLists":
+        """These lists with rows ``rows`` (int64[K], sorted, distinct) replaced by the K lists of ``new``."""
+        lens = self.lens().copy()
+        lens[rows] = new.lens()
+        ptr = np.zeros(len(lens) + 1, dtype=np.int64)
+        np.cumsum(lens, out=ptr[1:])
+        out = np.empty(int(ptr[-1]), dtype=np.uint64)
+        keep = np.ones(len(lens), dtype=bool)
+        keep[rows] = False
+        old_rows = np.flatnonzero(keep & (self.lens() > 0))
+        _scatter(out, ptr[old_rows], self.take(old_rows))
+        _scatter(out, ptr[rows], new)
+        return DepLists(ptr, out)
+
+
+def _scatter(out: np.ndarray, at: np.ndarray, lists: DepLists) -> None:
+    """Write list ``k`` of ``lists`` at ``out[at[k]:]``."""
+    lens = lists.lens()
+    total = int(lens.sum())
+    if total:
+        out[np.repeat(at - lists.ptr[:-1], lens) + np.arange(total, dtype=np.int64)] = lists.ids
+
+
+def _unique(x: np.ndarray) -> np.ndarray:
+    """Sorted distinct values (by sorting: numpy's hash-based unique is slow on large int arrays)."""
+    s = np.sort(x)
+    keep = np.ones(len(s), dtype=bool)
+    keep[1:] = s[1:] != s[:-1]
+    return s[keep]
+
+
+def member(x: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
+    """bool[len(x)]: each value of ``x`` is in ``sorted_set`` (sorted ascending; binary search, no hashing)."""
+    if not len(sorted_set):
+        return np.zeros(len(x), dtype=bool)
+    k = np.minimum(np.searchsorted(sorted_set, x), len(sorted_set) - 1)
+    return sorted_set[k] == x
+
+
+class _Lookup:
+    """Node id -> position for unique ids (no copy when they ascend)."""
+
+    def __init__(self, ids: np.ndarray) -> None:
+        self.n = len(ids)
+        if self.n < 2 or bool(np.all(ids[1:] > ids[:-1])):
+            self.order, self.sorted = None, ids
+        else:
+            self.order = np.argsort(ids, kind="stable")
+            self.sorted = ids[self.order]
+
+    def __call__(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if self.n == 0:
+            return np.zeros(len(ids), dtype=np.int64), np.zeros(len(ids), dtype=bool)
+        k = np.minimum(np.searchsorted(self.sorted, ids), self.n - 1)
+        found = self.sorted[k] == ids
+        return (k if self.order is None else self.order[k]).astype(np.int64), found
+
+
+def _lists(owner: np.ndarray, values: np.ndarray, n: int) -> DepLists:
+    """CSR of ``values`` grouped by ``owner`` (already in order within each owner)."""
+    if len(owner) > 1 and not bool(np.all(owner[1:] >= owner[:-1])):
+        order = np.argsort(owner, kind="stable")
+        values = values[order]
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(owner, minlength=n), out=ptr[1:])
+    return DepLists(ptr, values.astype(np.uint64))
+
+
+def _first_occurrences(owner: np.ndarray, value: np.ndarray) -> np.ndarray:
+    """Indices of the first ``(owner, value)`` of each pair, in input order (``dict.fromkeys`` per owner)."""
+    if not len(owner):
+        return _EMPTY_I
+    counts = np.bincount(owner)
+    multi = np.flatnonzero(counts[owner] >= 2)  # an owner with one entry has no repeat
+    if not len(multi):
+        return np.arange(len(owner), dtype=np.int64)
+    order = multi[np.lexsort((multi, value[multi], owner[multi]))]
+    o, v = owner[order], value[order]
+    dup = np.zeros(len(o), dtype=bool)
+    dup[1:] = (o[1:] == o[:-1]) & (v[1:] == v[:-1])
+    keep = np.ones(len(owner), dtype=bool)
+    keep[order[dup]] = False
+    return np.flatnonzero(keep)
