@@ -91,7 +91,7 @@ class OneLineUsageError(click.UsageError):
 
     def __init__(self, exc: click.ClickException) -> None:
         super().__init__(exc.format_message(), ctx=getattr(exc, "ctx", None))
-        self.exit_code = exc.exit_code
+        self.exit_code = exc.exit_code  # type: ignore[misc]  # click declares a ClassVar; keep the wrapped code
 
     def show(self, file: Any = None) -> None:
         """Print the one line on stderr: the message and where to read the usage."""
