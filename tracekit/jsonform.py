@@ -28,7 +28,7 @@ from typing import Any
 import orjson
 
 from tracekit._codec import attr_to_pb
-from tracekit.errors import TraceFormatError, malformed_input
+from tracekit.errors import TraceFormatError, ValidationError, malformed_input
 from tracekit.model import (ATTR_KINDS, MAX_DURATION_NS, MAX_TIME_NS, Attr, ExecutionTrace, IOInfo, Metadata, Node,
                             NodeType, time_range_error)
 
@@ -277,7 +277,7 @@ def _from_feeder(doc: dict[str, Any], path: str, rank: int | None) -> ExecutionT
             if key not in _FEEDER_KEYS and value is not None:
                 try:
                     node.attrs.append(Attr.infer(key, value))
-                except Exception as exc:  # noqa: BLE001 - re-raised as a format error
+                except ValidationError as exc:  # an empty list or a value of no attribute kind
                     raise TraceFormatError(f"attribute {key!r}: {exc}", path=path, rank=rank, node_id=nid) from None
         nodes.append(node)
     md = Metadata(version="feeder-json")

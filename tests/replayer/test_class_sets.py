@@ -120,7 +120,7 @@ def test_cli_generate_classes_then_info(tmp_path):
     v = CliRunner().invoke(cli, ["validate", str(tmp_path / "g"), "--rank", "5"])
     assert v.exit_code == 0 and v.stdout.startswith("OK: 1 ranks")
     bad = CliRunner().invoke(cli, ["info", str(tmp_path / "g"), "--rank", "8"])
-    assert bad.exit_code == 2 and "rank 8 is not in the job (8 ranks)" in bad.stderr
+    assert bad.exit_code == 1 and "rank 8 is not in the job (8 ranks)" in bad.stderr
 
 
 def test_bad_manifest_names_the_file_and_the_missing_rank(job, tmp_path):
@@ -135,7 +135,7 @@ def test_bad_manifest_names_the_file_and_the_missing_rank(job, tmp_path):
     with pytest.raises(TraceFormatError, match=r"job\.classes\.json.*missing \[7\]"):
         read_class_set(bad)
     r = CliRunner().invoke(cli, ["validate", str(tmp_path / "job")])
-    assert r.exit_code == 2 and "missing [7]" in r.stderr
+    assert r.exit_code == 1 and "missing [7]" in r.stderr
 
 
 def test_transform_of_a_class_set_runs_per_class_and_equals_the_per_rank_transform(job, tmp_path):

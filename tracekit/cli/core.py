@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from tracekit.cli._common import CONTEXT_SETTINGS, out_console, progress, progress_callback
+from tracekit.cli._common import CONTEXT_SETTINGS, EXIT_FINDINGS, out_console, progress, progress_callback
 from tracekit.cli._options import emit_json, executor_options, json_option, resolve_executor, traces_argument
 
 
@@ -85,7 +85,8 @@ def validate(traces, rank: int | None, as_json: bool, executor: str, workers: in
 
     Ranks are read and checked one at a time per worker (only each rank's findings are
     kept), so jobs of thousands of large rank files validate in bounded memory.
-    Prints one line per issue; exits with code 2 when there is an error (or a file cannot be read).
+    Prints one line per issue.  Exit codes: 0 when the traces are valid (warnings allowed), 3 when they
+    have errors, 1 when a file cannot be read or is not a trace, 2 for a wrong command line.
     With --executor auto, ranks are checked in a process pool from 8 ranks on.
 
     \b
@@ -133,7 +134,7 @@ def validate(traces, rank: int | None, as_json: bool, executor: str, workers: in
         click.echo(f"{status}: {report.checked_ranks} ranks, {report.checked_nodes} nodes, "
                    f"{report.warning_count:,} warnings")
     if not report.ok:
-        sys.exit(2)
+        sys.exit(EXIT_FINDINGS)
 
 
 @click.command(context_settings=CONTEXT_SETTINGS)
