@@ -7,7 +7,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 DEMO   := demo_out
 
-.PHONY: demo test lint typecheck layers duplicates format bench proto install clean
+.PHONY: demo test test-full lint typecheck layers duplicates sizes docstrings format bench proto install clean
 
 install: $(STAMP)
 
@@ -23,12 +23,19 @@ demo: $(STAMP)
 
 # Gates first (seconds with warm caches), then the suite, which includes the import-layer gate
 # (tests/core/test_layers.py); docs/architecture.md says what the gates hold.
-test: lint typecheck duplicates
-	$(PY) -m pytest -ra
+# Two pytest workers (pytest-xdist), one test file per worker at a time so module fixtures are built once.
+test: lint typecheck duplicates sizes docstrings
+	$(PY) -m pytest -ra -n 2 --dist loadfile
 
-# ruff lint rules in pyproject [tool.ruff.lint]; formatting is not checked yet (one mechanical reformat pending).
+# Everything `make test` runs plus the tests marked `slow` (the full interop matrices), with the full hypothesis
+# profile (more examples per property); tests/conftest.py reads HYPOTHESIS_PROFILE.
+test-full: lint typecheck duplicates sizes docstrings
+	HYPOTHESIS_PROFILE=full $(PY) -m pytest -ra --run-slow -n 2 --dist loadfile
+
+# ruff lint rules in pyproject [tool.ruff.lint] (blind excepts included), then the format check ([tool.ruff.format]).
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 
 # mypy on the tracekit package, then on converters/ + replayer/ (tools/typecheck_layers.py); strict on the core
 # modules listed in pyproject [tool.mypy].
@@ -43,6 +50,14 @@ layers: $(STAMP)
 # Repeated blocks of >= 6 lines, failing above the baseline in pyproject [tool.tracekit.duplicates].
 duplicates: $(STAMP)
 	$(PY) tools/check_duplicates.py
+
+# No file over 500 lines, no function over 80 (baseline of today's offenders in pyproject [tool.tracekit.sizes]).
+sizes: $(STAMP)
+	$(PY) tools/check_sizes.py
+
+# Public functions, classes and methods have docstrings (baseline in pyproject [tool.tracekit.docstrings]).
+docstrings: $(STAMP)
+	$(PY) tools/check_docstrings.py
 
 format: $(STAMP)
 	$(VENV)/bin/ruff format .

@@ -39,3 +39,24 @@ def samples_dir() -> Path:
 @pytest.fixture(scope="session")
 def test_data_dir() -> Path:
     return TEST_DATA
+
+
+# ----------------------------------------------------------------------------- make test vs make test-full
+# `make test` runs the default hypothesis profile (fewer examples per property) and leaves out the tests marked
+# `slow` (the redundant cases of large matrices; one representative of each kind stays in `make test`).
+# `make test-full` sets HYPOTHESIS_PROFILE=full and passes --run-slow. Acceptance tests are never marked slow.
+from hypothesis_profiles import FULL  # noqa: E402 - registers and loads the hypothesis profiles
+
+
+def pytest_addoption(parser):
+    parser.addoption("--run-slow", action="store_true", default=False,
+                     help="also run the tests marked slow (make test-full; implied by HYPOTHESIS_PROFILE=full)")
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.getoption("--run-slow") or FULL:
+        return
+    slow = [item for item in items if "slow" in item.keywords]
+    if slow:
+        config.hook.pytest_deselected(items=slow)
+        items[:] = [item for item in items if "slow" not in item.keywords]

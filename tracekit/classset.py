@@ -513,6 +513,7 @@ def stamp_rank_class(data: bytes, key: str, slots: Sequence[Attr], values: Seque
 def read_rank_class(data: bytes) -> tuple[str, tuple[Attr, ...], tuple[Any, ...], int] | None:
     """``(key, slots, this rank's values, offset of the node records)`` of a stamped file's bytes, else None."""
     import orjson
+    from google.protobuf.message import DecodeError
 
     from tracekit._proto import et_def_pb2 as pb
 
@@ -529,8 +530,8 @@ def read_rank_class(data: bytes) -> tuple[str, tuple[Attr, ...], tuple[Any, ...]
         slots = tuple(Attr(str(n), v, str(kind)) for n, kind, v in doc["slots"])
         values = tuple(doc["values"])
         key = str(doc["key"])
-    except Exception:  # noqa: BLE001 - a malformed stamp: the file is read the ordinary way
-        return None
+    except (DecodeError, ValueError, KeyError, TypeError):  # a malformed stamp (orjson's error is a ValueError;
+        return None  # a wrong shape a Key/Type/ValueError): the file is read the ordinary way, which reports it
     if len(values) != len(slots):
         return None
     return key, slots, values, end

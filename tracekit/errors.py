@@ -6,7 +6,7 @@ the rank and the node id it is about, and renders as one line::
 
     traces/job.3.et: rank 3: node 412: data dep 9999 does not exist
 
-The CLI prints that line and exits with code 2; ``--debug`` shows the
+The CLI prints that line and exits with code 1; ``--debug`` shows the
 traceback.  Errors are raised once, never logged and then raised.
 """
 
@@ -135,7 +135,7 @@ class malformed_input:  # noqa: N801 - used as a context manager, reads like one
 
     The input readers check the fields they know by name; this guard covers
     the rest of the document walk, so a structure no check anticipated still
-    gives ``<path>: malformed <what>: <exception>`` (exit code 2) instead of a
+    gives ``<path>: malformed <what>: <exception>`` (exit code 1) instead of a
     traceback.  The original exception stays chained (``--debug`` shows it).
     """
 

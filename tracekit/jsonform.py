@@ -273,7 +273,7 @@ def _from_feeder(doc: dict[str, Any], path: str, rank: int | None) -> ExecutionT
             if key not in _FEEDER_KEYS and value is not None:
                 try:
                     attrs.append(Attr.infer(key, value))
-                except ValidationError as exc:  # an unsupported value: re-raised as a format error
+                except ValidationError as exc:  # an empty list or a value of no attribute kind
                     raise TraceFormatError(f"attribute {key!r}: {exc}", path=path, rank=rank, node_id=nid) from None
         nodes.append(Node(id=nid, name=str(d.get("Name", "")),
                           type=_node_type(d.get("NodeType", 0), f"node {nid}", path),

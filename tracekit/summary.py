@@ -245,12 +245,14 @@ def _summarize_file(item: tuple[int, str]) -> tuple[TraceSummary, dict[str, tupl
     return summarize_trace(trace), trace.process_groups(), pg_descriptions(trace)
 
 
-def summarize_files(pairs, *, executor: str = "serial", max_workers: int | None = None) -> TraceSetSummary:
+def summarize_files(pairs, *, executor: str = "serial", max_workers: int | None = None,
+                    progress=None) -> TraceSetSummary:
     """:func:`summarize_traceset` over rank files, one rank in memory at a time per worker.
 
     Args:
         pairs: ``(rank, path)`` of every rank file (see :func:`tracekit.io.trace_paths`).
         executor, max_workers: as :func:`tracekit.parallel.parallel_map`.
+        progress: called as ``progress(done, total)`` after each rank (see :func:`tracekit.parallel.parallel_map`).
 
     Raises:
         TraceFormatError: a file cannot be read or decoded.
@@ -261,7 +263,7 @@ def summarize_files(pairs, *, executor: str = "serial", max_workers: int | None 
     from tracekit.parallel import parallel_map
 
     results = parallel_map(_summarize_file, [(r, str(p)) for r, p in pairs], executor=executor,
-                           max_workers=max_workers)
+                           max_workers=max_workers, progress=progress)
     declared: dict[str, tuple[int, ...]] = {}
     descs: dict[str, str] = {}
     for _, groups, file_descs in results:

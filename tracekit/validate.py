@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
@@ -281,7 +281,8 @@ def validate_traceset(traceset: "TraceSet") -> ValidationReport:
 
 
 def validate_files(pairs: Sequence[tuple[int, str | os.PathLike[str]]], *, executor: str = "serial",
-                   max_workers: int | None = None, ray_address: str | None = None) -> ValidationReport:
+                   max_workers: int | None = None, ray_address: str | None = None,
+                   progress: Callable[[int, int], None] | None = None) -> ValidationReport:
     """:func:`validate_traceset` on rank files, one rank in memory at a time per worker.
 
     Each worker reads a rank, checks it and keeps only its findings (issues,
@@ -292,6 +293,7 @@ def validate_files(pairs: Sequence[tuple[int, str | os.PathLike[str]]], *, execu
     Args:
         pairs: ``(rank, path)`` of every rank file (see :func:`tracekit.io.trace_paths`).
         executor, max_workers, ray_address: as :func:`tracekit.parallel.parallel_map`.
+        progress: called as ``progress(done, total)`` after each rank (see :func:`tracekit.parallel.parallel_map`).
 
     Raises:
         TraceFormatError: a rank file cannot be read or decoded.
@@ -300,7 +302,7 @@ def validate_files(pairs: Sequence[tuple[int, str | os.PathLike[str]]], *, execu
     from tracekit.parallel import parallel_map
 
     findings = parallel_map(_check_rank_file, [(r, os.fspath(p)) for r, p in pairs], executor=executor,
-                            max_workers=max_workers, ray_address=ray_address)
+                            max_workers=max_workers, ray_address=ray_address, progress=progress)
     declared: dict[str, tuple[int, ...]] = {}
     for f in findings:
         for name, ranks in f.declared_groups.items():

@@ -44,10 +44,9 @@ from heapq import heappop, heappush
 
 import numpy as np
 
+from tracekit.replayer.simulation._flows import EV_LATENCY, EV_MEMBER, EV_NODE, _Flows
 from tracekit.replayer.simulation.program import K_COLL, K_RECV, K_SEND, K_TIMED, K_ZERO, ReplayProgram
 
-EV_NODE, EV_LATENCY, EV_DATA, EV_MEMBER = 0, 1, 2, 3
-_OUT, _IN = 0, 1
 
 __all__ = ["Schedule", "simulate"]
 
@@ -73,157 +72,88 @@ class Schedule:
     last_arrival: np.ndarray
 
 
-class _Flows:
-    """Fluid bandwidth sharing among the data phases of transfers."""
+class _Engine:
+    """One simulation run: the program's arrays, the per-node / per-resource / per-instance state, the event heap.
+
+    Node state (global node index ``g``): ``start``/``end``/``reason`` (the
+    :class:`Schedule` arrays), ``remaining`` (data dependencies not yet done).
+    Resource state (global resource index ``r``): ``busy``, ``ready`` (a heap
+    of waiting nodes in file order), ``last_on`` (the node that ran last), and
+    the chain run on it (``seg_head``/``seg_last``/``seg_max``, ``seg_ver``
+    invalidating the run's heap event when it is cut).  Instance state:
+    ``arrived``/``needed`` members, ``last_arrival``, transfer times,
+    ``delivered`` (ASTRA-sim send whose recv was not yet posted) and
+    ``pending`` (members still running of a skewed collective).  ``cur`` is
+    the event being processed as ``(time, kind, key)``: a run may only be cut
+    after it.  Hot methods copy attributes to locals first (attribute loads
+    cost more than local ones in CPython).
+    """
+
+    __slots__ = ("program", "kind", "dur", "res", "remaining", "succ_ptr", "succ", "chain_delta", "instance_of",
+                 "instances", "n", "start", "end", "reason", "busy", "ready", "last_on", "seg_head", "seg_last",
+                 "seg_max", "seg_ver", "arrived", "needed", "last_arrival", "xfer_start", "xfer_end", "flows",
+                 "eager", "delivered", "member_ends", "pending", "events", "cur")
 
     def __init__(self, program: ReplayProgram) -> None:
-        spec = program.spec
-        self.ndim = len(spec.network)
-        self.bw = [d.bandwidth_bytes_per_ns for d in spec.network]
-        self.link_n: dict[int, int] = {}
-        self.active: dict[int, None] = {}
-        self.total: dict[int, float] = {}
-        self.parts: dict[int, list[tuple[float, list[int]]]] = {}
-        self.rate: dict[int, float] = {}
-        self.left: dict[int, float] = {}
-        self.last: dict[int, float] = {}
-        self.version: dict[int, int] = {}
-        self.dirty = False
+        n = program.n
+        nan = math.nan
+        self.program = program
+        self.n = n
+        self.kind = program.kind
+        self.dur = program.duration_ns
+        self.res = program.resource
+        self.remaining = list(program.pred_count)  # small ints: list speed at 8 bytes a node
+        self.succ_ptr = program.succ_ptr
+        self.succ = program.succ
+        self.chain_delta = program.chain_delta
+        self.instance_of = program.instance_of
+        self.instances = instances = program.instances
+        # array.array: list-speed item access, and numpy views of them cost nothing at the end
+        self.start = array("d", [nan]) * n
+        self.end = array("d", [nan]) * n
+        self.reason = array("q", [-1]) * n
+        n_res = program.n_resources
+        self.busy = [False] * n_res
+        self.ready: list[list[int]] = [[] for _ in range(n_res)]
+        self.last_on = [-1] * n_res
+        self.seg_head = [-1] * n_res
+        self.seg_last = [-1] * n_res
+        self.seg_max = [-1] * n_res
+        self.seg_ver = [0] * n_res
+        n_inst = len(instances)
+        self.arrived = [0] * n_inst
+        self.needed = [len(inst.nodes) for inst in instances]
+        self.last_arrival = [-1] * n_inst
+        self.xfer_start = [nan] * n_inst
+        self.xfer_end = [nan] * n_inst
+        self.flows = _Flows(program)
+        self.eager = program.model_name == "astra"  # ASTRA-sim's send/recv (module doc)
+        self.delivered = [False] * n_inst
+        self.member_ends = program.member_ends  # ASTRA-sim: members that arrive apart end apart (astra_skew)
+        self.pending = [0] * n_inst
+        self.events: list[tuple[float, int, int, int]] = []
+        self.cur = (0.0, -1, -1)
 
-    def _link(self, rank: int, d: int, direction: int) -> int:
-        return (rank * self.ndim + d) * 2 + direction
+    # ----- starting nodes
 
-    def data_time(self, program: ReplayProgram, i: int) -> float:
-        """Time alone of instance ``i``'s data phase (0 when it has none); prepares its links."""
-        inst = program.instances[i]
-        cost = inst.cost
-        if not cost.shares_bandwidth or not cost.wire_bytes:
-            return 0.0
-        parts = []
-        total = 0.0
-        for d, nbytes in cost.wire_bytes:
-            t_d = nbytes / self.bw[d]
-            if t_d <= 0.0:
-                continue
-            ranks = inst.link_ranks if inst.link_ranks is not None else inst.ranks
-            if inst.kind == "p2p":
-                links = [self._link(ranks[0], d, _OUT), self._link(ranks[1], d, _IN)]
-            else:
-                links = [self._link(r, d, x) for r in dict.fromkeys(ranks) for x in (_OUT, _IN)]
-            parts.append((t_d, links))
-            total += t_d
-        if total <= 0.0:
-            return 0.0
-        self.parts[i] = parts
-        self.total[i] = total
-        return total
-
-    def start(self, i: int, t: float, events: list) -> None:
-        link_n = self.link_n
-        for _, links in self.parts[i]:
-            for link in links:
-                link_n[link] = link_n.get(link, 0) + 1
-        self.active[i] = None
-        self.left[i] = self.total[i]
-        self.last[i] = t
-        self.rate[i] = 0.0
-        self.version[i] = 0
-        self.dirty = True
-
-    def end(self, i: int, t: float, events: list) -> None:
-        link_n = self.link_n
-        for _, links in self.parts.pop(i):
-            for link in links:
-                link_n[link] -= 1
-        del self.active[i]
-        for table in (self.total, self.rate, self.left, self.last):
-            table.pop(i)
-        self.dirty = True
-
-    def recompute(self, t: float, events: list) -> None:
-        """New rates for every active data phase, once all events of instant ``t`` are processed.
-
-        Deferring the recomputation to the end of an instant makes the rates
-        independent of the order in which same-time starts and ends were
-        processed (which rank fold relies on: see :mod:`.folding`).
-        """
-        self.dirty = False
-        link_n = self.link_n
-        for j in self.active:
-            weighted = 0.0
-            for t_d, links in self.parts[j]:
-                weighted += t_d * max(link_n[link] for link in links)
-            rate = self.total[j] / weighted
-            old = self.rate[j]
-            if rate == old:
-                continue
-            if old > 0.0:
-                self.left[j] = max(self.left[j] - (t - self.last[j]) * old, 0.0)
-            self.last[j] = t
-            self.rate[j] = rate
-            self.version[j] += 1
-            heappush(events, (t + self.left[j] / rate, EV_DATA, j, self.version[j]))
-
-
-def simulate(program: ReplayProgram) -> Schedule:
-    """Run the simulation.
-
-    Returns:
-        the :class:`Schedule`.
-
-    Raises:
-        DeadlockError: the replay stalled (per rank: the blocked node and what it waits for).
-    """
-    n = program.n
-    kind = program.kind
-    dur = program.duration_ns
-    res = program.resource
-    remaining = list(program.pred_count)
-    succ_ptr = program.succ_ptr
-    succ = program.succ
-    chain_next = program.chain_next
-    instance_of = program.instance_of
-    instances = program.instances
-    nan = math.nan
-    # array.array: list-speed item access, and numpy views of them cost nothing at the end
-    start = array("d", [nan]) * n
-    end = array("d", [nan]) * n
-    reason = array("q", [-1]) * n
-    n_res = program.n_resources
-    busy = [False] * n_res
-    ready: list[list[int]] = [[] for _ in range(n_res)]
-    last_on = [-1] * n_res
-    seg_head = [-1] * n_res
-    seg_last = [-1] * n_res
-    seg_max = [-1] * n_res
-    seg_ver = [0] * n_res
-    n_inst = len(instances)
-    arrived = [0] * n_inst
-    needed = [len(inst.nodes) for inst in instances]
-    last_arrival = [-1] * n_inst
-    xfer_start = [nan] * n_inst
-    xfer_end = [nan] * n_inst
-    flows = _Flows(program)
-    eager = program.model_name == "astra"  # ASTRA-sim's send/recv (module doc)
-    delivered = [False] * n_inst
-    member_ends = program.member_ends  # ASTRA-sim: members that arrive apart end apart (astra_skew)
-    pending = [0] * n_inst
-    events: list[tuple[float, int, int, int]] = []
-    cur = (0.0, -1, -1)
-
-    def run_segment(r: int, h: int, t: float, by: int) -> None:
+    def run_segment(self, r: int, h: int, t: float, by: int) -> None:
         """Start timed node ``h`` on free resource ``r`` together with the chain run behind it."""
-        busy[r] = True
-        heap = ready[r]
-        limit = heap[0] if heap else n
+        self.busy[r] = True
+        heap = self.ready[r]
+        limit = heap[0] if heap else self.n
+        start, end, reason, dur = self.start, self.end, self.reason, self.dur
+        chain_delta, remaining = self.chain_delta, self.remaining
         start[h] = t
         reason[h] = by
         e = t + dur[h]
         end[h] = e
         m = h
         top = -1
-        nx = chain_next[m]
-        while nx >= 0 and nx < limit and remaining[nx] == 1:
+        d = chain_delta[m]
+        while d:
+            nx = m + d
+            if nx >= limit or remaining[nx] != 1:
+                break
             remaining[nx] = 0
             start[nx] = e
             reason[nx] = m
@@ -232,86 +162,99 @@ def simulate(program: ReplayProgram) -> Schedule:
             if nx > top:
                 top = nx
             m = nx
-            nx = chain_next[m]
-        seg_head[r] = h
-        seg_last[r] = m
-        seg_max[r] = top
-        v = seg_ver[r] + 1
-        seg_ver[r] = v
-        heappush(events, (e, EV_NODE, m, v))
+            d = chain_delta[m]
+        self.seg_head[r] = h
+        self.seg_last[r] = m
+        self.seg_max[r] = top
+        v = self.seg_ver[r] + 1
+        self.seg_ver[r] = v
+        heappush(self.events, (e, EV_NODE, m, v))
 
-    def truncate(r: int, h: int) -> None:
+    def truncate(self, r: int, h: int) -> None:
         """Node ``h`` joined the queue of ``r`` while a run is on it: cut the run where ``h`` gets in."""
-        m = seg_head[r]
-        last = seg_last[r]
+        chain_delta, end, cur = self.chain_delta, self.end, self.cur
+        m = self.seg_head[r]
+        last = self.seg_last[r]
         while m != last:
-            nx = chain_next[m]
+            nx = m + chain_delta[m]
             if h < nx and (end[m], EV_NODE, m) > cur:
                 x = nx
+                start, reason, remaining = self.start, self.reason, self.remaining
                 while True:
-                    start[x] = end[x] = nan
+                    start[x] = end[x] = math.nan
                     reason[x] = -1
                     remaining[x] = 1
                     if x == last:
                         break
-                    x = chain_next[x]
-                seg_last[r] = m  # seg_max stays: an upper bound is enough for the pre-check
-                v = seg_ver[r] + 1
-                seg_ver[r] = v
-                heappush(events, (end[m], EV_NODE, m, v))
+                    x += chain_delta[x]
+                self.seg_last[r] = m  # seg_max stays: an upper bound is enough for the pre-check
+                v = self.seg_ver[r] + 1
+                self.seg_ver[r] = v
+                heappush(self.events, (end[m], EV_NODE, m, v))
                 return
             if end[m] < cur[0]:
-                seg_head[r] = nx  # members wholly in the past can never be cut again
+                self.seg_head[r] = nx  # members wholly in the past can never be cut again
             m = nx
 
-    def arrive(r: int, h: int, t: float, by: int) -> None:
-        k = kind[h]
+    def arrive(self, r: int, h: int, t: float, by: int) -> None:
+        """Communication node ``h`` reaches its transfer at ``t``; the last member starts the transfer."""
+        k = self.kind[h]
+        eager = self.eager
         if k == K_COLL or (eager and k == K_SEND):
-            busy[r] = True  # send/recv streams are not exclusive (see _program)
-        start[h] = t
-        reason[h] = by
-        i = instance_of[h]
+            self.busy[r] = True  # send/recv streams are not exclusive (see _program)
+        self.start[h] = t
+        self.reason[h] = by
+        i = self.instance_of[h]
         if i < 0:
             return  # matches nothing: holds its stream; reported if the replay stalls
-        a = arrived[i] + 1
-        arrived[i] = a
+        a = self.arrived[i] + 1
+        self.arrived[i] = a
         if eager and k != K_COLL:
             if k == K_SEND:
-                last_arrival[i] = h
-                xfer_start[i] = t
-                heappush(events, (t + instances[i].cost.fixed_ns, EV_LATENCY, i, 0))
-            elif delivered[i]:  # the data is there: the recv ends as it is posted
-                end[h] = t
-                release(h, t)
+                self.last_arrival[i] = h
+                self.xfer_start[i] = t
+                heappush(self.events, (t + self.instances[i].cost.fixed_ns, EV_LATENCY, i, 0))
+            elif self.delivered[i]:  # the data is there: the recv ends as it is posted
+                self.end[h] = t
+                self.release(h, t)
             return
-        last_arrival[i] = h
-        if a == needed[i]:
-            xfer_start[i] = t
-            ends = member_ends(instances[i], [start[g] for g in instances[i].nodes]) if member_ends else None
-            if ends is not None:  # members arrived apart (astra_skew): each ends at its own time
-                pending[i] = len(ends)
-                for g, e_t in zip(instances[i].nodes, ends):
-                    heappush(events, (float(e_t), EV_MEMBER, g, i + 1))
-                return
-            cost = instances[i].cost
-            heappush(events, (t + cost.fixed_ns, EV_LATENCY, i, 0))
-            for g, off in zip(instances[i].nodes, cost.member_ns):
-                if off < cost.fixed_ns:
-                    heappush(events, (t + off, EV_MEMBER, g, 0))  # finishes before the transfer ends
+        self.last_arrival[i] = h
+        if a == self.needed[i]:
+            self.start_transfer(i, t)
 
-    def make_ready(h: int, t: float, by: int) -> None:
-        r = res[h]
-        if busy[r]:
-            heappush(ready[r], h)
-            if seg_head[r] >= 0 and h < seg_max[r]:
-                truncate(r, h)
-        elif kind[h] == K_TIMED:
-            run_segment(r, h, t, by)
+    def start_transfer(self, i: int, t: float) -> None:
+        """Every member of instance ``i`` has arrived at ``t``: schedule its ends."""
+        self.xfer_start[i] = t
+        inst = self.instances[i]
+        events = self.events
+        member_ends = self.member_ends
+        ends = member_ends(inst, [self.start[g] for g in inst.nodes]) if member_ends else None
+        if ends is not None:  # members arrived apart (astra_skew): each ends at its own time
+            self.pending[i] = len(ends)
+            for g, e_t in zip(inst.nodes, ends):
+                heappush(events, (float(e_t), EV_MEMBER, g, i + 1))
+            return
+        cost = inst.cost
+        heappush(events, (t + cost.fixed_ns, EV_LATENCY, i, 0))
+        for g, off in zip(inst.nodes, cost.member_ns):
+            if off < cost.fixed_ns:
+                heappush(events, (t + off, EV_MEMBER, g, 0))  # finishes before the transfer ends
+
+    def make_ready(self, h: int, t: float, by: int) -> None:
+        """Node ``h`` has no dependencies left at ``t``: start it, or queue it behind its busy resource."""
+        r = self.res[h]
+        if self.busy[r]:
+            heappush(self.ready[r], h)
+            if self.seg_head[r] >= 0 and h < self.seg_max[r]:
+                self.truncate(r, h)
+        elif self.kind[h] == K_TIMED:
+            self.run_segment(r, h, t, by)
         else:
-            arrive(r, h, t, by)
+            self.arrive(r, h, t, by)
 
-    def release(g: int, t: float) -> None:
+    def release(self, g: int, t: float) -> None:
         """``g`` ended at ``t``: unblock its successors (zero-time ones complete at once)."""
+        succ_ptr, succ, remaining, kind = self.succ_ptr, self.succ, self.remaining, self.kind
         stack = [g]
         while stack:
             u = stack.pop()
@@ -321,141 +264,178 @@ def simulate(program: ReplayProgram) -> Schedule:
                 remaining[h] = c
                 if c == 0:
                     if kind[h] == K_ZERO:
-                        start[h] = t
-                        end[h] = t
-                        reason[h] = u
+                        self.start[h] = t
+                        self.end[h] = t
+                        self.reason[h] = u
                         stack.append(h)
                     else:
-                        make_ready(h, t, u)
+                        self.make_ready(h, t, u)
 
-    def dispatch(r: int, t: float) -> None:
-        busy[r] = False
-        heap = ready[r]
+    def dispatch(self, r: int, t: float) -> None:
+        """Resource ``r`` is free at ``t``: start the first node waiting for it."""
+        self.busy[r] = False
+        heap = self.ready[r]
         if heap:
             h = heappop(heap)
-            if kind[h] == K_TIMED:
-                run_segment(r, h, t, last_on[r])
+            if self.kind[h] == K_TIMED:
+                self.run_segment(r, h, t, self.last_on[r])
             else:
-                arrive(r, h, t, last_on[r])
+                self.arrive(r, h, t, self.last_on[r])
 
-    def finish_send(i: int, t: float) -> None:
+    # ----- ending nodes and transfers
+
+    def node_done(self, key: int, ver: int, t: float) -> None:
+        """Event: the run on ``key``'s resource ended with ``key`` at ``t`` (ignored when the run was cut)."""
+        r = self.res[key]
+        if ver != self.seg_ver[r]:
+            return
+        self.cur = (t, EV_NODE, key)
+        self.seg_head[r] = -1
+        self.last_on[r] = key
+        succ, remaining, kind, res = self.succ, self.remaining, self.kind, self.res
+        # unblock the successors; one that runs on this resource next starts without a queue round trip
+        own = -1
+        for k in range(self.succ_ptr[key], self.succ_ptr[key + 1]):
+            h = succ[k]
+            c = remaining[h] - 1
+            remaining[h] = c
+            if c == 0:
+                if own < 0 and res[h] == r and kind[h] == K_TIMED:
+                    own = h
+                elif kind[h] == K_ZERO:
+                    self.start[h] = t
+                    self.end[h] = t
+                    self.reason[h] = key
+                    self.release(h, t)
+                else:
+                    self.make_ready(h, t, key)
+        if own >= 0:
+            heap = self.ready[r]
+            if not heap or own < heap[0]:
+                self.run_segment(r, own, t, key)
+                return
+            heappush(heap, own)
+        self.dispatch(r, t)
+
+    def finish_send(self, i: int, t: float) -> None:
         """ASTRA-sim send/recv: the send's data arrived at ``t`` (see module doc)."""
-        xfer_end[i] = t
-        s, rv = instances[i].nodes
+        self.xfer_end[i] = t
+        s, rv = self.instances[i].nodes
+        end, start = self.end, self.start
         end[s] = t
-        last_on[res[s]] = s
+        self.last_on[self.res[s]] = s
         posted = rv >= 0 and start[rv] == start[rv]  # not NaN: the recv is posted
         if posted:
             end[rv] = t
         else:
-            delivered[i] = True
-        release(s, t)
+            self.delivered[i] = True
+        self.release(s, t)
         if posted:
-            release(rv, t)
-        dispatch(res[s], t)
+            self.release(rv, t)
+        self.dispatch(self.res[s], t)
 
-    def finish_member(g: int, t: float) -> None:
-        """Member node ``g`` of a transfer whose members finish at different times ends at ``t``."""
-        end[g] = t
-        last_on[res[g]] = g
-        release(g, t)
-        dispatch(res[g], t)
+    def finish_member(self, g: int, i: int, t: float) -> None:
+        """Member node ``g`` of a transfer whose members finish at different times ends at ``t``.
 
-    def finish_transfer(i: int, t: float) -> None:
-        xfer_end[i] = t
-        nodes = instances[i].nodes
-        if instances[i].cost.member_ns:
+        ``i`` is the instance + 1 when it is a skewed one (it ends with its last member), else 0.
+        """
+        self.end[g] = t
+        self.last_on[self.res[g]] = g
+        self.release(g, t)
+        self.dispatch(self.res[g], t)
+        if i:
+            self.pending[i - 1] -= 1
+            if self.pending[i - 1] == 0:
+                self.xfer_end[i - 1] = t
+
+    def finish_transfer(self, i: int, t: float) -> None:
+        """Instance ``i``'s transfer ended at ``t`` on every member still in it."""
+        self.xfer_end[i] = t
+        nodes = self.instances[i].nodes
+        end, last_on, res = self.end, self.last_on, self.res
+        if self.instances[i].cost.member_ns:
             nodes = [g for g in nodes if math.isnan(end[g])]  # the others finished earlier
         for g in nodes:
             end[g] = t
             last_on[res[g]] = g
         for g in nodes:
-            release(g, t)
+            self.release(g, t)
         for g in nodes:
-            dispatch(res[g], t)
+            self.dispatch(res[g], t)
 
-    # nodes with no dependencies are ready at time 0, in global order
-    for g in program.roots:
-        if kind[g] == K_ZERO:
-            start[g] = 0.0
-            end[g] = 0.0
-            release(g, 0.0)
+    def latency_done(self, i: int, t: float) -> None:
+        """Event: instance ``i``'s fixed (latency) part ended at ``t``: its data phase starts, or it ends."""
+        self.cur = (t, EV_LATENCY, i)
+        flows = self.flows
+        if self.eager and self.instances[i].kind == "p2p":
+            self.finish_send(i, t)
+        elif flows.data_time(self.program, i) > 0.0:
+            flows.start(i, t, self.events)
         else:
-            make_ready(g, 0.0, -1)
+            self.finish_transfer(i, t)
 
-    now = 0.0
-    while events or flows.dirty:
-        if flows.dirty and (not events or events[0][0] > now):
-            flows.recompute(now, events)
-            continue
-        ev = heappop(events)
-        t, what, key, ver = ev
-        now = t
-        if what == EV_NODE:
-            r = res[key]
-            if ver != seg_ver[r]:
-                continue
-            cur = (t, what, key)
-            seg_head[r] = -1
-            last_on[r] = key
-            # unblock the successors; one that runs on this resource next starts without a queue round trip
-            own = -1
-            for k in range(succ_ptr[key], succ_ptr[key + 1]):
-                h = succ[k]
-                c = remaining[h] - 1
-                remaining[h] = c
-                if c == 0:
-                    if own < 0 and res[h] == r and kind[h] == K_TIMED:
-                        own = h
-                    elif kind[h] == K_ZERO:
-                        start[h] = t
-                        end[h] = t
-                        reason[h] = key
-                        release(h, t)
-                    else:
-                        make_ready(h, t, key)
-            if own >= 0:
-                heap = ready[r]
-                if not heap or own < heap[0]:
-                    run_segment(r, own, t, key)
-                    continue
-                heappush(heap, own)
-            dispatch(r, t)
-        elif what == EV_MEMBER:
-            cur = (t, what, key)
-            finish_member(key, t)
-            if ver:  # astra_skew: the instance ends with its last member
-                pending[ver - 1] -= 1
-                if pending[ver - 1] == 0:
-                    xfer_end[ver - 1] = t
-        elif what == EV_LATENCY:
-            cur = (t, what, key)
-            if eager and instances[key].kind == "p2p":
-                finish_send(key, t)
-            elif flows.data_time(program, key) > 0.0:
-                flows.start(key, t, events)
+    # ----- the run
+
+    def run(self) -> Schedule:
+        """Process events until none are left; the :class:`Schedule` (or DeadlockError, see :func:`simulate`)."""
+        kind = self.kind
+        # nodes with no dependencies are ready at time 0, in global order
+        for g in self.program.roots:
+            if kind[g] == K_ZERO:
+                self.start[g] = 0.0
+                self.end[g] = 0.0
+                self.release(g, 0.0)
             else:
-                finish_transfer(key, t)
-        else:
-            if ver != flows.version.get(key, -1) or key not in flows.active:
+                self.make_ready(g, 0.0, -1)
+        events, flows = self.events, self.flows
+        node_done = self.node_done
+        now = 0.0
+        while events or flows.dirty:
+            if flows.dirty and (not events or events[0][0] > now):
+                flows.recompute(now, events)
                 continue
-            cur = (t, what, key)
-            flows.end(key, t, events)
-            finish_transfer(key, t)
+            t, what, key, ver = heappop(events)
+            now = t
+            if what == EV_NODE:
+                node_done(key, ver, t)
+            elif what == EV_MEMBER:
+                self.cur = (t, what, key)
+                self.finish_member(key, ver, t)
+            elif what == EV_LATENCY:
+                self.latency_done(key, t)
+            elif ver == flows.version.get(key, -1) and key in flows.active:
+                self.cur = (t, what, key)
+                flows.end(key, t, events)
+                self.finish_transfer(key, t)
+        return self.schedule()
 
-    end_arr = np.frombuffer(end, dtype=np.float64)
-    schedule = Schedule(
-        start_ns=np.frombuffer(start, dtype=np.float64), end_ns=end_arr,
-        reason=np.frombuffer(reason, dtype=np.int64),
-        xfer_start_ns=np.asarray(xfer_start, dtype=np.float64),
-        xfer_end_ns=np.asarray(xfer_end, dtype=np.float64),
-        last_arrival=np.asarray(last_arrival, dtype=np.int64),
-    )
-    if n and np.isnan(end_arr).any():
-        from tracekit.replayer.simulation.deadlock import diagnose
+    def schedule(self) -> Schedule:
+        """The state as a :class:`Schedule`; raises DeadlockError when some node never ended."""
+        end_arr = np.frombuffer(self.end, dtype=np.float64)
+        schedule = Schedule(
+            start_ns=np.frombuffer(self.start, dtype=np.float64), end_ns=end_arr,
+            reason=np.frombuffer(self.reason, dtype=np.int64),
+            xfer_start_ns=np.asarray(self.xfer_start, dtype=np.float64),
+            xfer_end_ns=np.asarray(self.xfer_end, dtype=np.float64),
+            last_arrival=np.asarray(self.last_arrival, dtype=np.int64),
+        )
+        if self.n and np.isnan(end_arr).any():
+            from tracekit.replayer.simulation.deadlock import diagnose
 
-        raise diagnose(program, schedule, remaining, arrived)
-    return schedule
+            raise diagnose(self.program, schedule, self.remaining, self.arrived)
+        return schedule
+
+
+def simulate(program: ReplayProgram) -> Schedule:
+    """Run the simulation (one :class:`_Engine`).
+
+    Returns:
+        the :class:`Schedule`.
+
+    Raises:
+        DeadlockError: the replay stalled (per rank: the blocked node and what it waits for).
+    """
+    return _Engine(program).run()
 
 
 # kinds re-exported for the results module

@@ -79,8 +79,9 @@ def _unfolded_rows(program: "ReplayProgram", sched: "Schedule", plan: FoldPlan
     """The unfolded job's collective table, and per member its ``(node positions, unfolded instances)``."""
     world = len(plan.rep_of)
     rows = []
-    inst_pos = [array("q") for _ in range(world)]  # per member: its node positions and their instances
-    inst_u = [array("q") for _ in range(world)]
+    all_members: list[int] = []  # per (instance, member): the member, its node position, and the row sizes
+    all_positions: list[int] = []
+    row_sizes = array("q")
     # a communication timed per member (no single transfer: ASTRA-compatible broadcast) has NaN here; its row
     # reports 0 ns and no bandwidth (its members' schedules carry the times)
     xs = np.nan_to_num(sched.xfer_start_ns, nan=0.0).astype(np.int64).tolist()
@@ -90,32 +91,57 @@ def _unfolded_rows(program: "ReplayProgram", sched: "Schedule", plan: FoldPlan
     factors: dict[tuple[str, int | None, int, int], tuple[str, float, float]] = {}
     new_row, set_attr = object.__new__, object.__setattr__
     fast_rows = tuple(f.name for f in fields(CollectiveRow)) == _ROW_FIELDS
+    timing: dict[tuple[int, int], tuple] = {}  # (folded instance, members) -> the row's kind, times and bandwidths
     for u, (kind, ctype, nbytes, pg, members, positions, fid) in enumerate(plan.unfolded):
         p = len(members)
-        fk = (kind, ctype, nbytes, p)
-        found = factors.get(fk)
-        if found is None:  # the nccl-tests size and bus factor depend on these only
-            name = "SEND_RECV" if kind == "p2p" else CollectiveType(ctype).name
-            found = factors[fk] = (name, nccl_tests_size(name, nbytes, p), bus_factor(name, p))
-        name, size, factor = found
-        s, e = xs[fid], xe[fid]
-        t = e - s
-        alg_bw = size / t if t > 0 else None
-        bus_bw = alg_bw * factor if alg_bw is not None else None
-        values = (u, name, nbytes, pg, members, tuple([comm_ids[m][q] for m, q in zip(members, positions)]),
-                  algorithms[fid], s, e, t, alg_bw, bus_bw)
+        tk = timing.get((fid, p))
+        if tk is None:
+            fk = (kind, ctype, nbytes, p)
+            found = factors.get(fk)
+            if found is None:  # the nccl-tests size and bus factor depend on these only
+                name = "SEND_RECV" if kind == "p2p" else CollectiveType(ctype).name
+                found = factors[fk] = (name, nccl_tests_size(name, nbytes, p), bus_factor(name, p))
+            name, size, factor = found
+            s, e = xs[fid], xe[fid]
+            t = e - s
+            alg_bw = size / t if t > 0 else None
+            tk = timing[(fid, p)] = (name, algorithms[fid], s, e, t, alg_bw,
+                                     alg_bw * factor if alg_bw is not None else None)
+        name, algorithm, s, e, t, alg_bw, bus_bw = tk
+        node_ids = tuple([comm_ids[m][q] for m, q in zip(members, positions)])
         if fast_rows:  # all fields set at once: a frozen __init__ costs one object.__setattr__ per field
             row = new_row(CollectiveRow)
-            set_attr(row, "__dict__", dict(zip(_ROW_FIELDS, values)))
+            set_attr(row, "__dict__", {
+                "index": u, "kind": name, "comm_bytes": nbytes, "pg_name": pg, "ranks": members,
+                "node_ids": node_ids, "algorithm": algorithm, "start_ns": s, "end_ns": e, "time_ns": t,
+                "algbw_gbps": alg_bw, "busbw_gbps": bus_bw})
         else:  # pragma: no cover - CollectiveRow changed shape
-            row = CollectiveRow(*values)
+            row = CollectiveRow(u, name, nbytes, pg, members, node_ids, algorithm, s, e, t, alg_bw, bus_bw)
         rows.append(row)
-        for m, q in zip(members, positions):
-            inst_pos[m].append(q)
-            inst_u[m].append(u)
-    member_inst = {m: (np.frombuffer(inst_pos[m], dtype=np.int64), np.frombuffer(inst_u[m], dtype=np.int64))
-                   for m in range(world) if len(inst_pos[m])}
+        all_members.extend(members)
+        all_positions.extend(positions)
+        row_sizes.append(p)
+    member_inst = _member_instances(all_members, all_positions, row_sizes)
     return rows, member_inst
+
+
+def _member_instances(members: list[int], positions: list[int],
+                      row_sizes: "array[int]") -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Per member rank: int64 arrays of its node positions and their unfolded instance numbers, in instance order.
+
+    ``members``/``positions`` list every instance's members in instance order, ``row_sizes`` how many each.
+    """
+    m = np.asarray(members, dtype=np.int64)
+    if not len(m):
+        return {}
+    u = np.repeat(np.arange(len(row_sizes), dtype=np.int64), np.frombuffer(row_sizes, dtype=np.int64))
+    order = np.argsort(m, kind="stable")  # stable: each member's instances stay in instance order
+    m_sorted = m[order]
+    pos, u = np.asarray(positions, dtype=np.int64)[order], u[order]
+    cuts = np.flatnonzero(np.diff(m_sorted)) + 1
+    heads = np.concatenate(([0], cuts)).tolist()
+    tails = np.concatenate((cuts, [len(m_sorted)])).tolist()
+    return {int(m_sorted[a]): (pos[a:b], u[a:b]) for a, b in zip(heads, tails)}
 
 
 def _member_schedules(program: "ReplayProgram", sched: "Schedule", traceset: "TraceSet", plan: FoldPlan,

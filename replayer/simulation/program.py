@@ -36,6 +36,7 @@ and a note saying why (the deadlock report uses it).
 from __future__ import annotations
 
 import logging
+from array import array
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -147,7 +148,7 @@ class RankLayout:
         return len(self.ids)
 
 
-@dataclass
+@dataclass(slots=True)
 class Instance:
     """One communication: a collective on a group, or a matched send/recv pair.
 
@@ -177,7 +178,16 @@ class Instance:
 
 @dataclass
 class ReplayProgram:
-    """A trace set compiled for the engine (see module docstring)."""
+    """A trace set compiled for the engine (see module docstring).
+
+    Memory (issue 17: <= 200 bytes a node unfolded): the sequences the
+    engine reads for every node (``kind``, ``duration_ns``, ``resource``,
+    ``chain_delta``, ``instance_of``) are lists whose items are shared objects
+    (small ints, one float per distinct duration), for list-speed access at 8
+    bytes a node; the CSR and ``pred_count`` are packed :class:`array.array`.
+    ``chain_delta[g]``: global index of ``g``'s chain successor minus ``g``
+    (0: none; see :func:`.rank_compile.chain_next`), small, so a cached int.
+    """
 
     spec: "HardwareSpec"
     options: ReplayOptions
@@ -186,15 +196,16 @@ class ReplayProgram:
     kind: list[int]
     duration_ns: list[float]
     resource: list[int]
-    pred_count: list[int]
-    succ_ptr: list[int]
-    succ: list[int]
-    chain_next: list[int]
+    pred_count: array[int]
+    succ_ptr: array[int]
+    succ: array[int]
+    chain_delta: list[int]
     instance_of: list[int]
     instances: list[Instance]
     resource_rank: list[int]
     notes: dict[int, str] = field(default_factory=dict)
     compute_methods: dict[str, int] = field(default_factory=dict)
+    #: int64[N] measured durations, for costing; None once the instances are costed.
     measured_ns: np.ndarray | None = None
     roots: list[int] = field(default_factory=list)
     rank_compute_methods: dict[int, dict[str, int]] = field(default_factory=dict)
@@ -314,6 +325,7 @@ def compile_program(traceset: "TraceSet", spec: "HardwareSpec", options: ReplayO
     for inst in instances:
         if all(g >= 0 for g in inst.nodes):
             inst.cost = coster.cost(inst, program)
+    program.measured_ns = None  # only costing reads it: 8 bytes a node less during the replay (issue 17)
     if model_name == "astra" and coster.model is not None:
         from tracekit.replayer.simulation.astra_skew import engine_hook
 
@@ -323,6 +335,30 @@ def compile_program(traceset: "TraceSet", spec: "HardwareSpec", options: ReplayO
 
 def _cat(parts: list[np.ndarray], dtype: Any) -> np.ndarray:
     return np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype=dtype)
+
+
+def _packed(values: np.ndarray, typecode: str) -> array:
+    """``values`` as an :class:`array.array` of ``typecode`` (``i``: int32, ``q``: int64), bytes copied."""
+    out = array(typecode)
+    out.frombytes(memoryview(np.ascontiguousarray(values, dtype=np.dtype(typecode))).cast("B"))
+    return out
+
+
+def _small_ints(values: np.ndarray, bound: int) -> list:
+    """``values.tolist()`` (ints in ``[-1, bound)``) with one int object per value, by table look-up (no sort)."""
+    table = np.empty(bound + 1, dtype=object)
+    table[:] = list(range(-1, bound))
+    return table[values + 1].tolist()
+
+
+def _shared_items(values: np.ndarray) -> list:
+    """``values.tolist()`` with one Python object per distinct value (8 bytes a node instead of 32-40)."""
+    if not len(values):
+        return []
+    uniq, inverse = np.unique(values, return_inverse=True)
+    objects = np.empty(len(uniq), dtype=object)
+    objects[:] = uniq.tolist()
+    return objects[inverse.reshape(-1)].tolist()
 
 
 class _RankParts:
@@ -373,7 +409,7 @@ class _RankParts:
         self.succs.append(graph.succ_pos + offset)
         self.edges += len(graph.succ_pos)
         chain = chain_next(kind, res, graph)
-        self.chains.append(np.where(chain >= 0, chain + offset, -1))
+        self.chains.append(np.where(chain >= 0, chain - np.arange(len(kind)), 0))
         self.measured.append(cols.duration_ns)
         self.starts.append(cols.start_time_ns)
         self.offset += len(kind)
@@ -382,17 +418,18 @@ class _RankParts:
                 instance_of: np.ndarray, instances: list[Instance], notes: dict[int, str]) -> ReplayProgram:
         """The :class:`ReplayProgram` of the ranks added so far (costs not filled in yet)."""
         pred_count = _cat(self.preds, np.int64)
+        index_code = "i" if max(self.offset, self.edges) < 2**31 else "q"  # 4 bytes an index when they fit
         return ReplayProgram(
             spec=spec, options=options, model_name=model_name,
             layouts=layouts,
             kind=_cat(self.kinds, np.int64).tolist(),
-            duration_ns=_cat(self.durs, np.float64).tolist(),
-            resource=_cat(self.ress, np.int64).tolist(),
-            pred_count=pred_count.tolist(),
-            succ_ptr=np.append(_cat(self.succ_ptrs, np.int64), self.edges).tolist(),
-            succ=_cat(self.succs, np.int64).tolist(),
-            chain_next=_cat(self.chains, np.int64).tolist(),
-            instance_of=instance_of.tolist(),
+            duration_ns=_shared_items(_cat(self.durs, np.float64)),
+            resource=_small_ints(_cat(self.ress, np.int64), len(self.resource_rank)),
+            pred_count=_packed(pred_count.astype(np.int32), "i"),
+            succ_ptr=_packed(np.append(_cat(self.succ_ptrs, np.int64), self.edges), index_code),
+            succ=_packed(_cat(self.succs, np.int64), index_code),
+            chain_delta=_cat(self.chains, np.int64).tolist(),
+            instance_of=_shared_items(instance_of),
             instances=instances,
             resource_rank=self.resource_rank,
             notes=notes,

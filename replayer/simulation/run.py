@@ -137,7 +137,7 @@ def replay_traceset(traceset: "TraceSet", spec: "HardwareSpec", options: ReplayO
     program = compile_program(traceset, fitted, options)
     log.info("replaying %d nodes on %d ranks (%s, %s model)", program.n, len(program.layouts), fitted.name,
              program.model_name)
-    result = build_result(program, simulate(program), traceset)
+    result = build_result(program, simulate(program), traceset, consume=True)  # rounded in place (issue 17)
     if reason is None:
         return result
     _report_fallback(reason)

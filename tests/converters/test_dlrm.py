@@ -114,6 +114,6 @@ def test_cli_writes_and_rejects(tmp_path):
     assert ok.exit_code == 0, ok.output
     assert sorted(p.name for p in tmp_path.iterdir()) == [f"d.{r}.et" for r in range(4)] + ["d.comm_groups.json"]
     bad = runner.invoke(_Main(), ["generate", "dlrm", "--ranks", "3", "-o", str(tmp_path / "x")])
-    assert bad.exit_code == 2
+    assert bad.exit_code == 1
     assert bad.stderr.strip() == "tracekit: error: global batch 65536 is not divisible by 3 ranks"
     assert bad.stdout == ""

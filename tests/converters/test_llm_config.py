@@ -92,7 +92,7 @@ def test_cli_bad_parallelism_exits_2(tmp_path):
         (["--layers", "-4"], "num layers must be positive, got -4"),
     ]:
         result = runner.invoke(Main(), ["generate", "llm", "--model", "gpt3-175b", *args, "-o", str(tmp_path / "x")])
-        assert result.exit_code == 2, result.output
+        assert result.exit_code == 1, result.output
         assert result.stderr.strip() == f"tracekit: error: {message}"
     assert list(tmp_path.iterdir()) == []
 

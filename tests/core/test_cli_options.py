@@ -120,7 +120,7 @@ def test_traces_takes_the_files_a_shell_glob_expands_to(samples_dir):
 def test_old_replay_json_file_is_refused_with_the_fix(samples_dir, tmp_path):
     res = CliRunner().invoke(cli, ["replay", str(samples_dir / "chakra" / "all_reduce"), "--hw", "dgx-a100",
                                    "--json", str(tmp_path / "r.json")])
-    assert res.exit_code == 2 and f"-o {tmp_path / 'r.json'}" in res.stderr
+    assert res.exit_code == 1 and f"-o {tmp_path / 'r.json'}" in res.stderr
 
 
 def _json_commands(samples_dir: Path, tmp_path: Path) -> list[list[str]]:

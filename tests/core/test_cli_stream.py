@@ -44,6 +44,6 @@ def test_transform_stream_scales_every_duration(tmp_path):
 def test_transform_stream_refuses_whole_graph_steps_and_writes_nothing(tmp_path):
     job = _job(tmp_path)
     res = CliRunner().invoke(cli, ["transform", str(job), "-o", str(tmp_path / "c"), "--compact", "--stream"])
-    assert res.exit_code == 2
+    assert res.exit_code == 1
     assert res.stderr.strip() == "tracekit: error: these steps cannot stream (they need the whole graph or job): Compact"
     assert not list(tmp_path.glob("c.*"))

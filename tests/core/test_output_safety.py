@@ -31,7 +31,7 @@ def job(tmp_path, samples_dir):
 def test_an_output_naming_an_input_is_refused_and_inputs_stay_intact(job, samples_dir, args):
     before = {p.name: p.read_bytes() for p in job.parent.iterdir()}
     res = CliRunner().invoke(cli, [a.format(d=job.parent) for a in args])
-    assert res.exit_code == 2
+    assert res.exit_code == 1
     assert "refusing to overwrite an input of this command" in res.stderr \
         or "the output prefix already holds rank files" in res.stderr
     assert {p.name: p.read_bytes() for p in job.parent.iterdir()} == before  # nothing changed, no temp files
@@ -61,7 +61,7 @@ def test_streaming_transform_with_one_bad_rank_writes_no_rank(job, tmp_path):
     (job.parent / "all_reduce.1.et").write_bytes(b"\x05\x0a\x03abc\x09")  # rank 1 corrupt
     out = tmp_path / "out"
     res = CliRunner().invoke(cli, ["transform", str(job), "-o", str(out / "x"), "--scale-compute", "2", "--stream"])
-    assert res.exit_code == 2 and "all_reduce.1.et" in res.stderr
+    assert res.exit_code == 1 and "all_reduce.1.et" in res.stderr
     assert not out.exists() or list(out.iterdir()) == []
 
 
@@ -69,5 +69,5 @@ def test_replay_of_a_job_with_a_missing_rank_names_the_rank(job):
     (job.parent / "all_reduce.2.et").unlink()
     for extra in ([], ["--no-fold"]):
         res = CliRunner().invoke(cli, ["replay", str(job), "--hw", "dgx-a100", *extra])
-        assert res.exit_code == 2
+        assert res.exit_code == 1
         assert "no trace for rank(s) 2: the job has 4 ranks" in res.stderr

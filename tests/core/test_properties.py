@@ -9,6 +9,7 @@ from tracekit.io import encode_trace, trace_from_bytes
 from tracekit.jsonform import dumps_trace, loads_trace
 from tracekit.model import Attr, ExecutionTrace, Node, NodeType
 from tracekit.validate import validate_trace
+from hypothesis_profiles import examples
 
 attr_values = st.one_of(
     st.tuples(st.just("int64_val"), st.integers(-2**63, 2**63 - 1)),
@@ -36,7 +37,7 @@ def dags(draw, max_nodes: int = 40):
     return nodes
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(dags())
 def test_random_dag_roundtrips_through_et_and_json(nodes):
     trace = ExecutionTrace(nodes, rank=0)
@@ -54,7 +55,7 @@ def test_random_dag_roundtrips_through_et_and_json(nodes):
     assert cols.data_ids.tolist() == [d for n in nodes for d in n.data_deps]
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(dags(max_nodes=30), st.data())
 def test_validation_finds_every_injected_cycle(nodes, data):
     assert not [i for i in validate_trace(ExecutionTrace(nodes)).issues if i.check == "cycle"]
@@ -73,7 +74,7 @@ def test_validation_finds_every_injected_cycle(nodes, data):
     assert nodes[j].id in named or nodes[i].id in named
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.data())
 def test_corrupted_real_file_gives_a_format_error_or_a_trace_never_a_crash(data):
     """Flip random bytes of a real ASTRA-sim trace: reading and validating either works or raises TracekitError."""

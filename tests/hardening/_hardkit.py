@@ -18,7 +18,7 @@ def run(*args: object):
     return CliRunner().invoke(cli, [str(a) for a in args])
 
 
-def one_line_error(res, exit_code: int = 2) -> str:
+def one_line_error(res, exit_code: int = 1) -> str:
     """Assert ``res`` failed with exactly one ``tracekit: error:`` line and no traceback; return the line."""
     assert res.exit_code == exit_code, (res.exit_code, res.stderr, res.exception)
     lines = res.stderr.strip().splitlines()

@@ -25,6 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from reference_tools import astra_sim
+from hypothesis_profiles import FULL
 from tracekit.errors import SpecError
 from tracekit.io import read_traceset, write_trace
 from tracekit.model import Attr, CollectiveType, ExecutionTrace, Node, NodeType
@@ -52,6 +53,22 @@ def _refused_by_astra(coll: str, alg: str, p: int) -> str | None:
 
 MATRIX = [(c, a, t, p, s) for c in COLLECTIVES for a in ALGORITHMS for t in TOPOLOGIES for p in SIZES
           for s in SPLITS]
+
+
+def _representative(coll: str, alg: str, topo: str, p: int, splits: int) -> bool:
+    """The cases `make test` runs (the rest are marked slow): each collective x algorithm once (8 ranks, 4 splits,
+    topologies in turn), each algorithm at 3 ranks (ASTRA-sim's refusals of non-powers of two), and all-reduce ring
+    at every size on a switch without splits."""
+    turn = TOPOLOGIES[(list(COLLECTIVES).index(coll) + ALGORITHMS.index(alg)) % len(TOPOLOGIES)]
+    return ((p, splits, topo) == (8, 4, turn) or (coll, p, splits, topo) == ("all-reduce", 3, 1, "Ring")
+            or (coll, alg, splits, topo) == ("all-reduce", "ring", 1, "Switch"))
+
+
+RANDOM_FAST = 8  # random multi-dimension configs in `make test` (all of RANDOM_DIM in make test-full)
+
+
+def _slow_unless(fast: bool, *values, id: str):
+    return pytest.param(*values, id=id, marks=() if fast else pytest.mark.slow)
 # multi-dimension: (collective, algorithms per dimension, topologies, npus, splits, active chunks, optimization)
 MULTI_DIM = [
     ("all-reduce", ["ring", "ring"], ["Ring", "Switch"], [4, 2], 4, 1, "localBWAware"),
@@ -126,11 +143,14 @@ def _run_binary(d, prefix):
 
 
 @pytest.fixture(scope="module")
-def binary_results(tmp_path_factory):
+def binary_results(request, tmp_path_factory):
     """ASTRA-sim's per-rank output for every matrix case (two at a time: the machine has 2 cores)."""
     root = tmp_path_factory.mktemp("astra_matrix")
+    everything = request.config.getoption("--run-slow") or FULL
     cases = {}
     for i, (coll, alg, topo, p, splits) in enumerate(MATRIX):
+        if not (everything or _representative(coll, alg, topo, p, splits)):
+            continue  # a slow case, not collected: ASTRA-sim is not run for it
         d = root / f"m{i}"
         prefix, _ = _write_case(d, coll, [alg], [topo], [p], splits)
         cases[(coll, alg, topo, p, splits)] = (d, prefix)
@@ -138,7 +158,7 @@ def binary_results(tmp_path_factory):
         d = root / f"md{i}"
         prefix, _ = _write_case(d, coll, algs, topos, npus, splits, active, opt)
         cases[("multi", i)] = (d, prefix)
-    for i, cfg in enumerate(RANDOM_DIM):
+    for i, cfg in enumerate(RANDOM_DIM if everything else RANDOM_DIM[:RANDOM_FAST]):
         d = root / f"r{i}"
         prefix, _ = _write_case(d, **cfg)
         cases[("random", i)] = (d, prefix)
@@ -153,7 +173,8 @@ def _replay_per_rank(d, prefix, world):
     return spec, [int(r.iteration_time_ns) for r in sorted(result.ranks, key=lambda r: r.rank)]
 
 
-@pytest.mark.parametrize("coll, alg, topo, p, splits", MATRIX, ids=["-".join(map(str, c)) for c in MATRIX])
+@pytest.mark.parametrize("coll, alg, topo, p, splits", [_slow_unless(_representative(*c), *c, id="-".join(map(str, c)))
+                                                         for c in MATRIX])
 def test_matrix_equals_astra_sim_to_the_ns(binary_results, coll, alg, topo, p, splits):
     d, prefix, ranks = binary_results[(coll, alg, topo, p, splits)]
     refused = _refused_by_astra(coll, alg, p)
@@ -184,8 +205,8 @@ def test_multi_dimension_equals_astra_sim_to_the_ns(binary_results, case):
     _check_multi(*binary_results[("multi", case)])
 
 
-@pytest.mark.parametrize("case", range(len(RANDOM_DIM)),
-                         ids=[f"{c['coll']}-{'x'.join(map(str, c['npus']))}" for c in RANDOM_DIM])
+@pytest.mark.parametrize("case", [_slow_unless(i < RANDOM_FAST, i, id=f"{c['coll']}-{'x'.join(map(str, c['npus']))}")
+                                  for i, c in enumerate(RANDOM_DIM)])
 def test_random_multi_dimension_configs_equal_astra_sim_to_the_ns(binary_results, case):
     _check_multi(*binary_results[("random", case)])
 

@@ -109,9 +109,9 @@ def test_cli_json_and_html(tmp_path):
 
 def test_cli_bad_input_is_one_line(tmp_path):
     res = CliRunner().invoke(cli, ["bench-coll", "--hw", "dgx-a100", "--sizes", "1G:8B"])
-    assert res.exit_code == 2 and "bad size range" in res.stderr and "Traceback" not in res.stderr
+    assert res.exit_code == 1 and "bad size range" in res.stderr and "Traceback" not in res.stderr
     res = CliRunner().invoke(cli, ["bench-coll", "--hw", "dgx-a100", "-o", str(tmp_path / "x.svg")])
-    assert res.exit_code == 2 and "must end in .html or .png" in res.stderr
+    assert res.exit_code == 1 and "must end in .html or .png" in res.stderr
 
 
 def test_rendered_page_and_png(tmp_path):

@@ -120,7 +120,7 @@ def test_cli_generate_classes_then_info(tmp_path):
     v = CliRunner().invoke(cli, ["validate", str(tmp_path / "g"), "--rank", "5"])
     assert v.exit_code == 0 and v.stdout.startswith("OK: 1 ranks")
     bad = CliRunner().invoke(cli, ["info", str(tmp_path / "g"), "--rank", "8"])
-    assert bad.exit_code == 2 and "rank 8 is not in the job (8 ranks)" in bad.stderr
+    assert bad.exit_code == 1 and "rank 8 is not in the job (8 ranks)" in bad.stderr
 
 
 def test_bad_manifest_names_the_file_and_the_missing_rank(job, tmp_path):
@@ -135,37 +135,7 @@ def test_bad_manifest_names_the_file_and_the_missing_rank(job, tmp_path):
     with pytest.raises(TraceFormatError, match=r"job\.classes\.json.*missing \[7\]"):
         read_class_set(bad)
     r = CliRunner().invoke(cli, ["validate", str(tmp_path / "job")])
-    assert r.exit_code == 2 and "missing [7]" in r.stderr
-
-
-def test_folded_64_rank_timeline_names_every_slice(tmp_path):
-    from tracekit.replayer.reporting.timeline import replay_timeline
-
-    paths = write_llm(_config(tp=2, pp=4, dp=8, layers=4), tmp_path / "job", ROOF)
-    result, ts = replay_with_traces(tmp_path / "job", "dgx-h100", options=ReplayOptions())
-    assert result.folding.classes == 4 and len(ts) == 4  # names of 60 ranks come from their representatives
-    slices = [e for e in replay_timeline(result, ts)["traceEvents"] if e["ph"] == "X"]
-    assert len({e["pid"] for e in slices}) == 64
-    assert not [e["name"] for e in slices if e["name"].startswith("node ")]
-    names59 = {e["name"].removeprefix("wait: ") for e in slices if e["pid"] == 59}
-    assert names59 <= set(read_trace(paths[59]).columns().names)
-    assert len(names59) > 10
-
-
-def test_512_rank_replay_prints_grouped_summary_in_60_lines(tmp_path):
-    write_llm(_config(tp=2, pp=4, dp=64, layers=4), tmp_path / "job", ROOF, classes=True)
-    r = CliRunner().invoke(cli, ["replay", str(tmp_path / "job"), "--hw", "dgx-h100"])
-    assert r.exit_code == 0, r.output
-    lines = r.stdout.splitlines()
-    assert len(lines) <= 60
-    assert "512 rank(s)" in lines[0]
-    # the 4 pipeline stages are 4 rows of 128 ranks; collectives of groups with equal costs share a row
-    assert "per rank (512 ranks, 4 distinct)" in r.stdout
-    for span in ("0-127", "128-255", "256-383", "384-511"):
-        assert any(line.startswith(f"│ {span:>7} │") for line in lines), span
-    assert "groups" in r.stdout
-    r2 = CliRunner().invoke(cli, ["info", str(tmp_path / "job"), "--top", "2"])
-    assert r2.exit_code == 0 and "the first 2 rows" in r2.stdout
+    assert r.exit_code == 1 and "missing [7]" in r.stderr
 
 
 def test_transform_of_a_class_set_runs_per_class_and_equals_the_per_rank_transform(job, tmp_path):

@@ -180,12 +180,13 @@ def test_errors():
 from hypothesis import given, settings, strategies as st  # noqa: E402
 
 from tracekit.replayer.simulation.placement import rank_coords  # noqa: E402
+from hypothesis_profiles import examples  # noqa: E402
 
 KINDS = [C.ALL_REDUCE, C.REDUCE_SCATTER, C.ALL_GATHER, C.ALL_TO_ALL, C.BROADCAST, C.REDUCE, C.GATHER,
          C.SCATTER, C.BARRIER]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(sizes=st.lists(st.integers(1, 6), min_size=1, max_size=4), data=st.data())
 def test_rank_coords_round_trip(sizes, data):
     world = math.prod(sizes)
@@ -194,7 +195,7 @@ def test_rank_coords_round_trip(sizes, data):
     assert sum(c * math.prod(sizes[:i]) for i, c in enumerate(coords)) == rank
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(kind=st.sampled_from(KINDS), alg=st.sampled_from(["ring", "direct", "halving_doubling"]),
        p=st.integers(2, 32), n1=st.integers(0, 1 << 32), n2=st.integers(0, 1 << 32))
 def test_cost_grows_with_size_and_time_alone_is_fixed_plus_bytes(kind, alg, p, n1, n2):
@@ -209,7 +210,7 @@ def test_cost_grows_with_size_and_time_alone_is_fixed_plus_bytes(kind, alg, p, n
     assert c_hi.time_alone_ns(spec) == c_hi.fixed_ns + sum(b for _, b in c_hi.wire_bytes) / 37.5
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(n=st.integers(1, 1 << 34), nodes=st.integers(2, 8))
 def test_hierarchical_all_reduce_never_beats_its_slowest_phase_alone(n, nodes):
     spec = two_dim().with_world_size(8 * nodes)

@@ -106,5 +106,5 @@ def test_cli_diff_tables_json_and_html(ws2_results, tmp_path):
     res = runner.invoke(cli, ["diff", a, b, "--json", "-o", str(tmp_path / "d.json")])
     assert res.stdout == "" and json.loads((tmp_path / "d.json").read_text())["format"] == "tracekit.replay_diff"
     bad = runner.invoke(cli, ["diff", a, b, "--labels", "onlyone"])
-    assert bad.exit_code == 2 and "--labels takes two names" in bad.stderr
+    assert bad.exit_code == 1 and "--labels takes two names" in bad.stderr
     assert "Example:" in runner.invoke(cli, ["diff", "--help"]).stdout

@@ -67,11 +67,11 @@ def test_cli_diff_of_a_non_json_file_is_one_clear_line(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text("hello\n")
     res = CliRunner().invoke(cli, ["diff", str(bad), str(bad)])
-    assert res.exit_code == 2
+    assert res.exit_code == 1
     assert res.stderr == (f"tracekit: error: {bad}: not a tracekit replay result: not JSON "
                           f"(unexpected character, expected a JSON value at line 1, column 1)\n")
     other = tmp_path / "timeline.json"
     other.write_text('{"traceEvents": []}')
     res = CliRunner().invoke(cli, ["diff", str(other), str(other)])
-    assert res.exit_code == 2 and res.stderr.count("\n") == 1
+    assert res.exit_code == 1 and res.stderr.count("\n") == 1
     assert "not a tracekit replay result (format None" in res.stderr and "tracekit replay -o FILE" in res.stderr

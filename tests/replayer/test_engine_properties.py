@@ -15,9 +15,10 @@ from tracekit.replayer.simulation.program import compile_program, effective_spec
 from tracekit.replayer.simulation.engine import simulate
 
 from tests.replayer._engine_kit import coll, comp, make_spec, meta, traceset
+from hypothesis_profiles import examples
 
 AR = CollectiveType.ALL_REDUCE
-SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @st.composite
@@ -126,14 +127,14 @@ def _fast_equals_slow(ranks):
     options = ReplayOptions()
     program = compile_program(ts, effective_spec(_spec(), options, ts.world_size), options)
     fast = simulate(program)
-    program.chain_next = [-1] * program.n  # every node through the event queue
+    program.chain_delta = [0] * program.n  # every node through the event queue
     slow = simulate(program)
     assert fast.start_ns.tobytes() == slow.start_ns.tobytes()
     assert fast.end_ns.tobytes() == slow.end_ns.tobytes()
     assert fast.reason.tobytes() == slow.reason.tobytes()
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(chain_heavy())
 def test_run_ahead_fast_path_changes_nothing_on_runs(ranks):
     _fast_equals_slow(ranks)

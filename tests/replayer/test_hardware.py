@@ -168,6 +168,6 @@ def test_cli_hw_show_bad_spec_is_one_line(tmp_path):
     path.write_text(MINIMAL.replace("size = 4", "size = -4"))
     proc = subprocess.run([sys.executable, "-m", "tracekit.cli._main", "hw", "show", str(path)],
                           capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 2
+    assert proc.returncode == 1
     assert proc.stdout == ""
     assert proc.stderr.strip() == f"tracekit: error: {path}: key network[0].size: must be at least 1, got -4"

@@ -230,7 +230,7 @@ def test_cli_report_bad_input_is_one_line(tmp_path):
     bad.write_bytes(orjson.dumps({"format": "tracekit.replay", "format_version": 99}))
     proc = subprocess.run([sys.executable, "-m", "tracekit.cli._main", "report", str(bad), "-o",
                            str(tmp_path / "x.html")], capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.returncode == 1 and proc.stdout == ""
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in proc.stderr
     assert "bad.json" in lines[0] and "format version 99" in lines[0]

@@ -13,6 +13,7 @@ from tracekit.model import ExecutionTrace
 from tracekit.traceset import TraceSet
 from tracekit.transforms import Compact, KeepIteration, compact_trace
 from tracekit.transforms.compact import merge_chains, reduce_dependencies
+from hypothesis_profiles import examples
 
 
 def _critical_path(trace: ExecutionTrace) -> float:
@@ -72,7 +73,7 @@ def dags(draw):
     return nodes
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(dags())
 def test_compaction_keeps_the_critical_path(nodes):
     trace = ExecutionTrace(nodes)
@@ -82,7 +83,7 @@ def test_compaction_keeps_the_critical_path(nodes):
     assert sum(n.duration_ns for n in out.nodes) == sum(n.duration_ns for n in nodes)
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(dags())
 def test_compaction_keeps_the_replayed_time(nodes):
     ts = TraceSet([ExecutionTrace(nodes)])

@@ -89,17 +89,17 @@ def test_cli_transform_writes_and_records(tmp_path):
     (["--ranks", "7-1"], "end before start"),
     ([], "no transform given"),
 ])
-def test_cli_bad_input_one_line_exit_2_no_output(tmp_path, args, msg):
+def test_cli_bad_input_one_line_exit_1_no_output(tmp_path, args, msg):
     write_traceset(_job(), tmp_path / "in/job")
     import subprocess
     import sys
     from pathlib import Path
 
-    # the installed entry point: the real error rendering (one line, exit 2)
+    # the installed entry point: the real error rendering (one line, exit 1)
     exe = Path(sys.executable).with_name("tracekit")
     r = subprocess.run([str(exe), "transform", str(tmp_path / "in/job"), "-o", str(tmp_path / "out/job"), *args],
                        capture_output=True, text=True, timeout=120)
-    assert r.returncode == 2
+    assert r.returncode == 1
     assert r.stdout == ""
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and msg in lines[0]

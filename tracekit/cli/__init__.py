@@ -6,7 +6,8 @@ owns a submodule here that defines its click commands; heavy imports happen
 inside command functions so ``tracekit --help`` stays fast.
 
 Errors: a :class:`tracekit.errors.TracekitError` is printed as one line on
-stderr and the process exits with code 2; ``--debug`` re-raises it so the
+stderr and the process exits with code 1 (2 for usage errors, 3 for
+`validate` findings; docs/cli.md); ``--debug`` re-raises it so the
 traceback shows.
 """
 

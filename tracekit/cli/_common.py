@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, TypeVar
+from typing import Any, Callable, Iterable, Iterator, TypeVar
 
 import click
 
 from tracekit.errors import TracekitError
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
-EXIT_INPUT_ERROR = 2
+# Exit codes (docs/cli.md "Exit codes"): click's convention for usage, one code for bad input, one for findings.
+EXIT_INPUT_ERROR = 1  #: bad input, unreadable or unwritable files, failed checks (a TracekitError or OSError)
+EXIT_USAGE = 2  #: the command line itself is wrong (unknown option, missing argument, bad value): click's code
+EXIT_FINDINGS = 3  #: `validate` read every file and found errors in the traces
+# SIGTERM/SIGHUP end the process with 128 + the signal number (143, 129); Ctrl-C is click's "Aborted!" and 1.
 
 T = TypeVar("T")
 
@@ -64,14 +69,37 @@ def out_console():
     return _console(stderr=False)
 
 
+def show_progress() -> bool:
+    """Whether progress bars are drawn: stderr is a terminal and ``-q`` was not given."""
+    return not state().quiet and err_console().is_terminal
+
+
 def progress(items: Iterable[T], description: str, total: int | None = None) -> Iterator[T]:
-    """Iterate ``items`` with a rich progress bar on stderr (none with ``-q``)."""
-    if state().quiet:
+    """Iterate ``items`` with a rich progress bar on stderr (none with ``-q`` or when stderr is not a terminal)."""
+    if not show_progress():
         yield from items
         return
     from rich.progress import track
 
     yield from track(items, description=description, total=total, console=err_console(), transient=True)
+
+
+@contextlib.contextmanager
+def progress_callback(description: str) -> Iterator[Callable[[int, int], None] | None]:
+    """A ``progress(done, total)`` callback drawing a rich bar on stderr (None with ``-q`` or no terminal)."""
+    if not show_progress():
+        yield None
+        return
+    from rich.progress import Progress
+
+    with Progress(console=err_console(), transient=True) as bar:
+        task = bar.add_task(description, total=None)
+
+        def update(done: int, total: int) -> None:
+            """Move the bar to ``done`` of ``total`` units."""
+            bar.update(task, completed=done, total=total)
+
+        yield update
 
 
 def render_error(exc: BaseException) -> str:
@@ -82,16 +110,47 @@ def render_error(exc: BaseException) -> str:
     return f"tracekit: error: {exc}"
 
 
-class TracekitGroup(click.Group):
-    """A click group that renders TracekitError (and OSError) as one stderr line, exit code 2.
+class OneLineUsageError(click.UsageError):
+    """A click usage error shown as one ``tracekit: error: ...`` line (click prints usage, hint and error)."""
 
-    With the global ``--debug`` flag the exception propagates (traceback).
-    Because the rendering lives in the group, ``click.testing.CliRunner``
-    sees exactly what a user sees.
+    def __init__(self, exc: click.ClickException) -> None:
+        super().__init__(exc.format_message(), ctx=getattr(exc, "ctx", None))
+        self.exit_code = exc.exit_code  # type: ignore[misc]  # click declares a ClassVar; keep the wrapped code
+
+    def show(self, file: Any = None) -> None:
+        """Print the one line on stderr: the message and where to read the usage."""
+        message = " ".join(self.format_message().split()).rstrip(".")
+        hint = f" (see '{self.ctx.command_path} --help')" if self.ctx is not None else ""
+        click.echo(f"tracekit: error: {message}{hint}", err=True)
+
+
+def _one_line(exc: click.ClickException) -> click.ClickException:
+    # NoArgsIsHelpError (a bare group such as `tracekit convert`) shows the group's help, which is what is wanted
+    if isinstance(exc, (OneLineUsageError, click.exceptions.NoArgsIsHelpError)):
+        return exc
+    return OneLineUsageError(exc)
+
+
+class TracekitGroup(click.Group):
+    """A click group that renders every error as one stderr line.
+
+    A TracekitError or OSError exits with :data:`EXIT_INPUT_ERROR` (1), a usage
+    error with :data:`EXIT_USAGE` (2).  With the global ``--debug`` flag an
+    input error propagates (traceback).  Because the rendering lives in the
+    group, ``click.testing.CliRunner`` sees exactly what a user sees.
     """
 
+    def make_context(self, info_name: str | None, args: list[str],  # type: ignore[override]
+                     parent: click.Context | None = None, **extra: Any) -> click.Context:
+        """Click's context, with a usage error of the group's own options raised as one line."""
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except click.ClickException as exc:
+            raise _one_line(exc) from exc
+
     def invoke(self, ctx: click.Context) -> Any:
-        """Run the subcommand; a TracekitError or OSError becomes one stderr line and the exit code.
+        """Run the subcommand; a TracekitError or OSError becomes one stderr line and exit 1, a usage
+        error one line and exit 2.
 
         Inputs are protected (:func:`tracekit.io.protect_inputs`) while the command runs.  With ``--debug``
         the exception propagates with its traceback.
@@ -101,6 +160,8 @@ class TracekitGroup(click.Group):
 
             with protect_inputs():
                 return super().invoke(ctx)
+        except click.ClickException as exc:
+            raise _one_line(exc) from exc
         except (TracekitError, OSError) as exc:
             obj = ctx.find_object(State)
             if obj is not None and obj.debug:

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from tracekit.cli._common import CONTEXT_SETTINGS, out_console
+from tracekit.cli._common import CONTEXT_SETTINGS, EXIT_FINDINGS, out_console, progress, progress_callback
 from tracekit.cli._options import emit_json, executor_options, json_option, resolve_executor, traces_argument
 
 
@@ -54,7 +54,8 @@ def info(traces, rank: int | None, as_json: bool, top: int) -> None:
             summary = dataclasses.replace(summary, ranks=1, per_rank=[s for s in summary.per_rank if s.rank == rank])
     else:
         pairs = _pairs(traces, rank)
-        summary = summarize_files(pairs, executor="process" if len(pairs) >= 8 else "serial")
+        with progress_callback("reading ranks") as callback:
+            summary = summarize_files(pairs, executor="process" if len(pairs) >= 8 else "serial", progress=callback)
         groups_file = comm_groups_beside(str(pairs[0][1])) if pairs else None
     if as_json:
         doc = summary.to_dict()
@@ -84,7 +85,8 @@ def validate(traces, rank: int | None, as_json: bool, executor: str, workers: in
 
     Ranks are read and checked one at a time per worker (only each rank's findings are
     kept), so jobs of thousands of large rank files validate in bounded memory.
-    Prints one line per issue; exits with code 2 when there is an error (or a file cannot be read).
+    Prints one line per issue.  Exit codes: 0 when the traces are valid (warnings allowed), 3 when they
+    have errors, 1 when a file cannot be read or is not a trace, 2 for a wrong command line.
     With --executor auto, ranks are checked in a process pool from 8 ranks on.
 
     \b
@@ -111,7 +113,7 @@ def validate(traces, rank: int | None, as_json: bool, executor: str, workers: in
         from tracekit.validate import ValidationReport
 
         report = ValidationReport()
-        for r, path in _pairs(traces, rank):
+        for r, path in progress(_pairs(traces, rank), "checking ranks"):
             sub = validate_stream(path, rank=r)
             report.add(*sub.issues)
             report.checked_ranks += 1
@@ -119,7 +121,9 @@ def validate(traces, rank: int | None, as_json: bool, executor: str, workers: in
     else:
         pairs = _pairs(traces, rank)
         executor = resolve_executor(executor, len(pairs), workers, min_units=8)
-        report = validate_files(pairs, executor=executor, max_workers=workers, ray_address=address)
+        with progress_callback("checking ranks") as callback:
+            report = validate_files(pairs, executor=executor, max_workers=workers, ray_address=address,
+                                    progress=callback)
     if as_json:
         emit_json({"ok": report.ok, "ranks": report.checked_ranks, "nodes": report.checked_nodes,
                    "issues": [i.__dict__ for i in report.issues]})
@@ -130,7 +134,7 @@ def validate(traces, rank: int | None, as_json: bool, executor: str, workers: in
         click.echo(f"{status}: {report.checked_ranks} ranks, {report.checked_nodes} nodes, "
                    f"{report.warning_count:,} warnings")
     if not report.ok:
-        sys.exit(2)
+        sys.exit(EXIT_FINDINGS)
 
 
 @click.command(context_settings=CONTEXT_SETTINGS)

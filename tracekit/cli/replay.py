@@ -242,6 +242,9 @@ def replay(traces, hw: str, json_out: str | None, as_json: bool, with_schedule: 
             result, traceset, plan, report = replay_with_compute(
                 traces, hw, options=options, compute=compute, capture_device=capture_device,
                 status=lambda text: spinner.update(f"replay: {text}"))
+    import gc
+
+    gc.freeze()  # the result (a million rows at 1,024 ranks) is final: reports need not re-traverse it in GC passes
     written = []  # files first: a closed stdout (| head) must not lose them
     if html_out:
         from tracekit.replayer.reporting.report import write_report

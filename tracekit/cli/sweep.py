@@ -2,32 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
 import math
-from typing import Iterator
 
 import click
 
-from tracekit.cli._common import CONTEXT_SETTINGS, err_console, out_console, state
+from tracekit.cli._common import CONTEXT_SETTINGS, err_console, out_console, progress_callback, state
 from tracekit.cli._options import emit_json, executor_options, json_option, resolve_executor, traces_argument
-
-
-@contextlib.contextmanager
-def _progress_callback(description: str) -> Iterator:
-    """A ``progress(done, total)`` callback drawing a rich bar on stderr (None with ``-q``)."""
-    if state().quiet:
-        yield None
-        return
-    from rich.progress import Progress
-
-    with Progress(console=err_console(), transient=True) as bar:
-        task = bar.add_task(description, total=None)
-
-        def update(done: int, total: int) -> None:
-            """Move the bar to ``done`` of ``total`` replays."""
-            bar.update(task, completed=done, total=total)
-
-        yield update
 
 
 @click.command("sweep", context_settings=CONTEXT_SETTINGS)
@@ -76,7 +56,7 @@ def sweep(traces, specs: tuple[str, ...], varies: tuple[str, ...], collective_mo
                             check=not no_check)
     points = len(specs) * math.prod(len(a.values) for a in axes)
     executor = resolve_executor(executor, points, workers)
-    with _progress_callback("replaying sweep points") as callback:
+    with progress_callback("replaying sweep points") as callback:
         result = run_sweep(traces, list(specs), axes, options=options, executor=executor, max_workers=workers,
                            ray_address=address, progress=callback)
     paths = write_sweep(result, out_dir, plot=not no_plot, title=title)
