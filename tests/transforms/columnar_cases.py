@@ -31,7 +31,6 @@ INPUTS: dict[str, tuple[str, str]] = {
     "sample_feeder": ("samples", "chakra/feeder.0.et"),
     "real_resnet": ("real", "chakra/chakra-converter-resnet/resnet.0.et"),
     "real_feeder": ("real", "chakra/chakra-feeder-tests/chakra.0.et"),
-    "real_onecomm_64": ("real", "chakra/astra-sim-onecomm-64/*.et"),
 }
 
 

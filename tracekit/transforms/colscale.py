@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from tracekit.errors import TransformError, ValidationError
-from tracekit.model import MAX_DURATION_NS, ExecutionTrace, Node
+from tracekit.model import MAX_DURATION_NS, MAX_TIME_NS, ExecutionTrace, Node
 from tracekit.transforms._deplists import _unique, member
 from tracekit.transforms._records import Edit, Records, rewrite, varint_fields
 
@@ -30,8 +30,22 @@ FEW_NODES = 4096  # up to this many candidates are decoded one by one rather tha
 
 
 def is_encoded(trace: ExecutionTrace) -> bool:
-    """True when ``trace`` still holds the encoded records it was read (or rewritten) from."""
-    return getattr(trace, "_nodes", True) is None and getattr(trace, "_encoded", None) is not None
+    """True when ``trace`` still holds the encoded records it was read (or rewritten) from.
+
+    The columns saturate out-of-range times, so before a columnar rewrite uses them, a node whose duration
+    exceeds :data:`~tracekit.model.MAX_DURATION_NS` or whose start exceeds ``MAX_TIME_NS`` is decoded, which
+    raises the reader's error for it (the same message the per-node path gives).
+
+    Raises:
+        TraceFormatError: a node's time is out of range (names the node and the value in ns).
+    """
+    if getattr(trace, "_nodes", True) is not None or getattr(trace, "_encoded", None) is None:
+        return False
+    cols = trace.columns()
+    bad = np.flatnonzero((cols.duration_ns > MAX_DURATION_NS) | (cols.start_time_ns > MAX_TIME_NS))
+    if len(bad):
+        trace.node_at(int(bad[0]))  # raises TraceFormatError naming the node and its value
+    return True
 
 
 def flag_column(cols: Any, name: str) -> np.ndarray:
@@ -76,7 +90,8 @@ def scaled_ints(values: np.ndarray, k: float, ids: np.ndarray) -> np.ndarray:
     Raises:
         TransformError: a product that is not finite or needs more than 63 bits (names the first node).
     """
-    product = values.astype(np.float64) * k
+    with np.errstate(over="ignore", invalid="ignore"):  # inf/NaN are reported below, naming the node
+        product = values.astype(np.float64) * k
     bad = ~np.isfinite(product) | (np.abs(product) >= 2.0**63)
     if bad.any():
         i = int(np.argmax(bad))
@@ -332,7 +347,8 @@ def scale_comm_encoded(trace: ExecutionTrace, factors: np.ndarray, change: Calla
     ids = trace.columns().ids
     new = np.zeros(0, dtype=np.int64)
     if len(fast):
-        product = old.astype(np.float64) * factors[fast]
+        with np.errstate(over="ignore", invalid="ignore"):  # inf/NaN are reported below, naming the node
+            product = old.astype(np.float64) * factors[fast]
         if not (np.isfinite(product) & (np.abs(product) < 2.0**63)).all():
             _scaled_each(old, factors[fast], ids[fast])  # raises for the first bad row
         new = np.round(product).astype(np.int64)
