@@ -34,9 +34,30 @@ from pathlib import Path
 TRACEKIT = str(Path(sys.executable).with_name("tracekit"))
 JOBS = {
     "gpt3_175b_1024": ["--model", "gpt3-175b", "--tp", "8", "--pp", "16", "--dp", "8"],
-    "megatron_18.4b_256": ["--model", "gpt3-175b", "--layers", "40", "--hidden", "6144", "--heads", "48",
-                           "--ffn", "24576", "--seq", "2048", "--vocab", "51200", "--tp", "8", "--pp", "2",
-                           "--dp", "16", "--global-batch", "1024"],
+    "megatron_18.4b_256": [
+        "--model",
+        "gpt3-175b",
+        "--layers",
+        "40",
+        "--hidden",
+        "6144",
+        "--heads",
+        "48",
+        "--ffn",
+        "24576",
+        "--seq",
+        "2048",
+        "--vocab",
+        "51200",
+        "--tp",
+        "8",
+        "--pp",
+        "2",
+        "--dp",
+        "16",
+        "--global-batch",
+        "1024",
+    ],
     "gpt3_175b_4096": ["--model", "gpt3-175b", "--tp", "8", "--pp", "16", "--dp", "32"],
 }
 
@@ -62,19 +83,28 @@ def main() -> dict:
         for name in chosen:
             prefix = base / name / "job"
             load = os.getloadavg()[0]
-            gen_s, gen_cpu, gen_mb, _ = _run([TRACEKIT, "-q", "generate", "llm", *JOBS[name], "--hw", "dgx-h100",
-                                              "--classes", "-o", str(prefix)])
+            gen_s, gen_cpu, gen_mb, _ = _run(
+                [TRACEKIT, "-q", "generate", "llm", *JOBS[name], "--hw", "dgx-h100", "--classes", "-o", str(prefix)]
+            )
             rep_s, rep_cpu, rep_mb, text = _run([TRACEKIT, "replay", str(prefix), "--hw", "dgx-h100"])
             iteration = re.search(r"iteration time [^(]*\(([\d,]+) ns\)", text)
             folded = re.search(r"simulated (\d+) of (\d+) ranks", text)
-            figures = {"load_avg_1m": load, "generate_s": gen_s, "replay_s": rep_s, "total_s": gen_s + rep_s,
-                         "generate_cpu_s": gen_cpu, "replay_cpu_s": rep_cpu,
-                         "peak_rss_mb": max(gen_mb, rep_mb), "generate_rss_mb": gen_mb, "replay_rss_mb": rep_mb,
-                         "iteration_time_ns": int(iteration.group(1).replace(",", "")) if iteration else None,
-                         "fold_classes": int(folded.group(1)) if folded else None,
-                         "ranks": int(folded.group(2)) if folded else None,
-                         "output_lines": len(text.splitlines()),
-                         "files_mb": sum(f.stat().st_size for f in prefix.parent.glob("job.*")) / 1e6}
+            figures = {
+                "load_avg_1m": load,
+                "generate_s": gen_s,
+                "replay_s": rep_s,
+                "total_s": gen_s + rep_s,
+                "generate_cpu_s": gen_cpu,
+                "replay_cpu_s": rep_cpu,
+                "peak_rss_mb": max(gen_mb, rep_mb),
+                "generate_rss_mb": gen_mb,
+                "replay_rss_mb": rep_mb,
+                "iteration_time_ns": int(iteration.group(1).replace(",", "")) if iteration else None,
+                "fold_classes": int(folded.group(1)) if folded else None,
+                "ranks": int(folded.group(2)) if folded else None,
+                "output_lines": len(text.splitlines()),
+                "files_mb": sum(f.stat().st_size for f in prefix.parent.glob("job.*")) / 1e6,
+            }
             print(name, figures, flush=True)
             out.update({f"{name}.{k}": v for k, v in figures.items()})
             shutil.rmtree(base / name, ignore_errors=True)

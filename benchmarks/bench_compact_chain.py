@@ -33,9 +33,19 @@ NODE_SIZES = (10_000, 40_000, 100_000)
 def _chain(n: int, streams: int = 1):
     from tracekit.model import Attr, ExecutionTrace, Node, NodeType
 
-    return ExecutionTrace([Node(id=i, name=f"op{i}", type=NodeType.COMP_NODE, data_deps=[i - 1] if i else [],
-                                duration_ns=1000, attrs=[Attr("stream", 7 + i % streams, "int64_val")])
-                           for i in range(n)])
+    return ExecutionTrace(
+        [
+            Node(
+                id=i,
+                name=f"op{i}",
+                type=NodeType.COMP_NODE,
+                data_deps=[i - 1] if i else [],
+                duration_ns=1000,
+                attrs=[Attr("stream", 7 + i % streams, "int64_val")],
+            )
+            for i in range(n)
+        ]
+    )
 
 
 def encoded_chain(n: int, streams: int = 1):
@@ -49,13 +59,18 @@ def encoded_chain(n: int, streams: int = 1):
     ptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(lens, out=ptr[1:])
     stream_attr = [pb.AttributeProto(name="stream", int64_val=7 + k).SerializeToString() for k in range(streams)]
-    attr = Blobs.from_list([b"\x52" + bytes([len(stream_attr[i % streams])]) + stream_attr[i % streams]
-                            for i in range(streams)])
+    attr = Blobs.from_list(
+        [b"\x52" + bytes([len(stream_attr[i % streams])]) + stream_attr[i % streams] for i in range(streams)]
+    )
     pick = np.arange(n) % streams
     attr_rows = Blobs.of(_tile_rows(attr, pick), attr.lens[pick])
-    body = concat_rows(varint_fields(1, ids), Blobs.const(b"\x12\x02op\x18\x04", n),
-                       packed_fields(5, ptr, ids[:-1] if n else ids), varint_fields(7, np.ones(n, np.uint64)),
-                       attr_rows)
+    body = concat_rows(
+        varint_fields(1, ids),
+        Blobs.const(b"\x12\x02op\x18\x04", n),
+        packed_fields(5, ptr, ids[:-1] if n else ids),
+        varint_fields(7, np.ones(n, np.uint64)),
+        attr_rows,
+    )
     pb_, pl = varints(body.lens)
     framed = concat_rows(Blobs.of(pb_, pl), body)
     meta = frame(pb.GlobalMetadata(version="0.0.4").SerializeToString())
@@ -82,8 +97,11 @@ def _measure(make, label: str, out: dict) -> None:
     out[f"{label}_cpu_s"] = med
     out[f"{label}_cpu_s_range"] = [min(times), max(times)]
     out[f"{label}_nodes_per_cpu_s"] = n / med
-    print(f"{label:28s} {n:>9,} -> {stats.nodes_after:>9,} nodes: {med:7.3f} s CPU ({min(times):.3f}-{max(times):.3f}), "
-          f"{n / med:>12,.0f} nodes/s", flush=True)
+    print(
+        f"{label:28s} {n:>9,} -> {stats.nodes_after:>9,} nodes: {med:7.3f} s CPU ({min(times):.3f}-{max(times):.3f}), "
+        f"{n / med:>12,.0f} nodes/s",
+        flush=True,
+    )
 
 
 def main() -> dict:

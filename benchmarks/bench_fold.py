@@ -45,8 +45,13 @@ def _timed(fn, runs: int) -> tuple[dict, object]:
         t0 = time.perf_counter()
         out = fn()
         times.append(time.perf_counter() - t0)
-    return {"s_median": statistics.median(times), "s_min": min(times), "s_max": max(times), "runs": runs,
-            "s_all": times}, out
+    return {
+        "s_median": statistics.median(times),
+        "s_min": min(times),
+        "s_max": max(times),
+        "runs": runs,
+        "s_all": times,
+    }, out
 
 
 def _peak_mb(fn) -> float:
@@ -67,14 +72,21 @@ def main() -> dict:
 
     spec = load_spec("dgx-h100")
     device = spec.device
-    roofline = Roofline(device.peak() * device.compute_efficiency,
-                        device.mem_bandwidth_bytes_per_s * device.memory_efficiency)
+    roofline = Roofline(
+        device.peak() * device.compute_efficiency, device.mem_bandwidth_bytes_per_s * device.memory_efficiency
+    )
     model, _ = llm_preset("gpt3-1.3b")
     model = replace(model, num_layers=LAYERS)
     config = LLMConfig(model, ParallelSpec(dp=DP, tp=8, pp=4), global_batch_size=4 * DP, micro_batch_size=1)
     base = Path(os.environ.get("BENCH_FOLD_DIR") or tempfile.mkdtemp(prefix="fold_bench_"))
-    out: dict = {"ranks": config.world_size, "model": f"{model.name} ({LAYERS} layers)", "tp": 8, "pp": 4,
-                 "dp": DP, "micro_batches": config.num_micro_batches}
+    out: dict = {
+        "ranks": config.world_size,
+        "model": f"{model.name} ({LAYERS} layers)",
+        "tp": 8,
+        "pp": 4,
+        "dp": DP,
+        "micro_batches": config.num_micro_batches,
+    }
     try:
         t0 = time.perf_counter()
         write_llm(config, base / "job", roofline)
@@ -101,11 +113,15 @@ def main() -> dict:
         gc.collect()
         out["files_folded"], (c, _) = _timed(lambda: replay_with_traces(base / "job", spec, options=folded), RUNS)
         out["files_folded_checked"], _ = _timed(
-            lambda: replay_with_traces(base / "job", spec, options=ReplayOptions(fold=True)), 1)
+            lambda: replay_with_traces(base / "job", spec, options=ReplayOptions(fold=True)), 1
+        )
         out["files_equal"] = c == b
         out["files_folded_peak_mb"] = _peak_mb(lambda: replay_with_traces(base / "job", spec, options=folded))
-        print(f"speed-up {out['fold_speedup']:.1f}x, equal={out['equal']}; from files (read + replay, folded) "
-              f"{out['files_folded']['s_median']:.2f} s", flush=True)
+        print(
+            f"speed-up {out['fold_speedup']:.1f}x, equal={out['equal']}; from files (read + replay, folded) "
+            f"{out['files_folded']['s_median']:.2f} s",
+            flush=True,
+        )
         return out
     finally:
         if not os.environ.get("BENCH_FOLD_DIR"):

@@ -27,7 +27,14 @@ import time
 from pathlib import Path
 
 from tracekit.converters.generators import (
-    LLMConfig, ParallelSpec, Roofline, dlrm_preset, generate_dlrm, generate_llm, llm_preset, write_llm,
+    LLMConfig,
+    ParallelSpec,
+    Roofline,
+    dlrm_preset,
+    generate_dlrm,
+    generate_llm,
+    llm_preset,
+    write_llm,
 )
 from tracekit.io import read_trace
 from tracekit.validate import validate_trace, validate_traceset
@@ -52,11 +59,14 @@ def bench_gpt3(out_dir: Path) -> dict:
             raise SystemExit(f"rank {stage * per_stage} does not validate: {report.errors[0]}")
         nodes += len(trace)
     stages_s = time.perf_counter() - t0
-    out = {"gpt3_175b_ranks": len(paths), "gpt3_175b_write_s": round(write_s, 2),
-           "gpt3_175b_bytes_gb": round(total_bytes / 1e9, 2),
-           "gpt3_175b_nodes_per_rank_mean": round(nodes / config.parallel.pp),
-           "gpt3_175b_micro_batches": config.num_micro_batches,
-           "gpt3_175b_validate_stage_reps_s": round(stages_s, 2)}
+    out = {
+        "gpt3_175b_ranks": len(paths),
+        "gpt3_175b_write_s": round(write_s, 2),
+        "gpt3_175b_bytes_gb": round(total_bytes / 1e9, 2),
+        "gpt3_175b_nodes_per_rank_mean": round(nodes / config.parallel.pp),
+        "gpt3_175b_micro_batches": config.num_micro_batches,
+        "gpt3_175b_validate_stage_reps_s": round(stages_s, 2),
+    }
     if os.environ.get("BENCH_GENERATE_VALIDATE", "stages") == "ranks":
         t0 = time.perf_counter()
         bad = [p for p in paths if not validate_trace(read_trace(p)).ok]
@@ -77,17 +87,18 @@ def bench_gpt3_cross_rank() -> dict:
     report = validate_traceset(ts)
     if not report.ok:
         raise SystemExit(f"GPT-3 layout does not validate: {report.errors[0]}")
-    return {"gpt3_layout_b16_generate_s": round(gen_s, 2),
-            "gpt3_layout_b16_validate_traceset_s": round(time.perf_counter() - t0, 1),
-            "gpt3_layout_b16_nodes": report.checked_nodes}
+    return {
+        "gpt3_layout_b16_generate_s": round(gen_s, 2),
+        "gpt3_layout_b16_validate_traceset_s": round(time.perf_counter() - t0, 1),
+        "gpt3_layout_b16_nodes": report.checked_nodes,
+    }
 
 
 def bench_dlrm() -> dict:
     config = dlrm_preset("dlrm-mlperf", 64)
     t0 = time.perf_counter()
     ts = generate_dlrm(config, A100)
-    return {"dlrm_mlperf_64_ranks_s": round(time.perf_counter() - t0, 3),
-            "dlrm_nodes_rank0": len(ts[0])}
+    return {"dlrm_mlperf_64_ranks_s": round(time.perf_counter() - t0, 3), "dlrm_nodes_rank0": len(ts[0])}
 
 
 def main() -> dict:

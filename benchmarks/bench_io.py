@@ -40,8 +40,7 @@ def make_file(path: Path, n: int, seed: int = 0) -> None:
     durs = rng.integers(1, 500_000, size=n).tolist()
     back = rng.integers(1, 64, size=n).tolist()
     for i in range(n):
-        m = pb.Node(id=i, name=names[i % len(names)], type=7 if i % 1000 == 999 else 4,
-                    duration_micros=durs[i] // 1000)
+        m = pb.Node(id=i, name=names[i % len(names)], type=7 if i % 1000 == 999 else 4, duration_micros=durs[i] // 1000)
         if durs[i] % 1000:
             m.duration_nanos = durs[i]
         if i:
@@ -95,8 +94,10 @@ def main() -> dict:
         path = Path(tmp) / "bench.0.et"
         t0 = time.perf_counter()
         make_file(path, N_NODES)
-        print(f"generated {N_NODES:,} nodes ({path.stat().st_size / 1e6:.1f} MB) in {time.perf_counter() - t0:.1f} s",
-              file=sys.stderr)
+        print(
+            f"generated {N_NODES:,} nodes ({path.stat().st_size / 1e6:.1f} MB) in {time.perf_counter() - t0:.1f} s",
+            file=sys.stderr,
+        )
         ours = timed(read_and_index, path, RUNS)
         base = timed(protobuf_loop, path, max(1, RUNS // 2))
         gc.collect()
@@ -111,18 +112,28 @@ def main() -> dict:
     med, base_med = statistics.median(ours), statistics.median(base)
     result = {
         "nodes": N_NODES,
-        "read_index_s_median": med, "read_index_s_min": min(ours), "read_index_s_max": max(ours),
+        "read_index_s_median": med,
+        "read_index_s_min": min(ours),
+        "read_index_s_max": max(ours),
         "read_index_nodes_per_s": N_NODES / med,
-        "protobuf_loop_s_median": base_med, "protobuf_loop_nodes_per_s": N_NODES / base_med,
+        "protobuf_loop_s_median": base_med,
+        "protobuf_loop_nodes_per_s": N_NODES / base_med,
         "speedup_vs_protobuf_loop": base_med / med,
-        "resident_bytes_per_node": current / N_NODES, "peak_bytes_per_node": peak / N_NODES,
+        "resident_bytes_per_node": current / N_NODES,
+        "peak_bytes_per_node": peak / N_NODES,
     }
-    print(f"read+index: {result['read_index_nodes_per_s']:,.0f} nodes/s (median {med:.3f} s, "
-          f"range {min(ours):.3f}-{max(ours):.3f} s, {RUNS} runs)")
-    print(f"protobuf ParseFromString loop: {result['protobuf_loop_nodes_per_s']:,.0f} nodes/s "
-          f"(median {base_med:.3f} s); tracekit is {result['speedup_vs_protobuf_loop']:.1f}x faster")
-    print(f"memory: {result['resident_bytes_per_node']:.0f} B/node resident after read+index, "
-          f"{result['peak_bytes_per_node']:.0f} B/node peak during it")
+    print(
+        f"read+index: {result['read_index_nodes_per_s']:,.0f} nodes/s (median {med:.3f} s, "
+        f"range {min(ours):.3f}-{max(ours):.3f} s, {RUNS} runs)"
+    )
+    print(
+        f"protobuf ParseFromString loop: {result['protobuf_loop_nodes_per_s']:,.0f} nodes/s "
+        f"(median {base_med:.3f} s); tracekit is {result['speedup_vs_protobuf_loop']:.1f}x faster"
+    )
+    print(
+        f"memory: {result['resident_bytes_per_node']:.0f} B/node resident after read+index, "
+        f"{result['peak_bytes_per_node']:.0f} B/node peak during it"
+    )
     return result
 
 

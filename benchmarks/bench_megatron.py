@@ -44,13 +44,25 @@ def main() -> dict:
         finally:
             shutil.rmtree(base, ignore_errors=True)
         got = cal.table1_tflops_per_gpu(row, result.iteration_time_ns * 1e-9)
-        figures = {"gpus": row.gpus, "tp": row.tp, "pp": row.pp, "batch": row.batch_size,
-                   "iteration_s": result.iteration_time_ns * 1e-9, "predicted_tflops_per_gpu": got,
-                   "paper_tflops_per_gpu": row.tflops_per_gpu, "error_pct": 100 * (got / row.tflops_per_gpu - 1),
-                   "generate_s": t1 - t0, "replay_s": t2 - t1, "load_avg_1m": load,
-                   "fold_classes": result.folding.classes if result.folding else None}
-        print(f"{name}: {got:.1f} vs {row.tflops_per_gpu:g} TFLOP/s per GPU ({figures['error_pct']:+.1f} %), "
-              f"{row.gpus} GPUs, generate {t1 - t0:.0f} s, replay {t2 - t1:.0f} s (load {load:.1f})", flush=True)
+        figures = {
+            "gpus": row.gpus,
+            "tp": row.tp,
+            "pp": row.pp,
+            "batch": row.batch_size,
+            "iteration_s": result.iteration_time_ns * 1e-9,
+            "predicted_tflops_per_gpu": got,
+            "paper_tflops_per_gpu": row.tflops_per_gpu,
+            "error_pct": 100 * (got / row.tflops_per_gpu - 1),
+            "generate_s": t1 - t0,
+            "replay_s": t2 - t1,
+            "load_avg_1m": load,
+            "fold_classes": result.folding.classes if result.folding else None,
+        }
+        print(
+            f"{name}: {got:.1f} vs {row.tflops_per_gpu:g} TFLOP/s per GPU ({figures['error_pct']:+.1f} %), "
+            f"{row.gpus} GPUs, generate {t1 - t0:.0f} s, replay {t2 - t1:.0f} s (load {load:.1f})",
+            flush=True,
+        )
         out.update({f"{name}.{k}": v for k, v in figures.items()})
     return out
 

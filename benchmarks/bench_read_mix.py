@@ -45,8 +45,12 @@ def make_file(path: Path, n: int, seed: int = 0) -> None:
     durs = rng.integers(1, 500_000, size=n).tolist()
     parts = [frame(pb.GlobalMetadata(version="0.0.4").SerializeToString())]
     for i in range(n):
-        m = pb.Node(id=i, name="aten::mm" if i % 2 == 0 else "nccl:all_reduce", type=4 if i % 2 == 0 else 7,
-                    duration_micros=durs[i] // 1000)
+        m = pb.Node(
+            id=i,
+            name="aten::mm" if i % 2 == 0 else "nccl:all_reduce",
+            type=4 if i % 2 == 0 else 7,
+            duration_micros=durs[i] // 1000,
+        )
         if i:
             m.data_deps.append(i - 1)
         if i % 2 == 0:
@@ -128,8 +132,11 @@ def _figure(name: str, n: int, times: list[float], ref: float, out: dict) -> Non
     out[f"{name}_s_median"] = med
     out[f"{name}_s_range"] = [min(times), max(times)]
     out[f"{name}_vs_protobuf_loop"] = (n / med) / ref
-    print(f"{name}: {n / med:,.0f} nodes/s (median {med:.2f} s, {min(times):.2f}-{max(times):.2f}); "
-          f"{(n / med) / ref:.2f}x the protobuf loop", flush=True)
+    print(
+        f"{name}: {n / med:,.0f} nodes/s (median {med:.2f} s, {min(times):.2f}-{max(times):.2f}); "
+        f"{(n / med) / ref:.2f}x the protobuf loop",
+        flush=True,
+    )
 
 
 def _peak_per_node(fn, path: Path, name: str, out: dict) -> None:
@@ -147,14 +154,21 @@ def main() -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "mix.0.et"
         make_file(path, N_NODES)
-        for name, fn in (("info", info_path), ("trace_nodes", node_view), ("trace_nodes_attrs", node_view_attrs),
-                         ("iter_nodes", stream)):
+        for name, fn in (
+            ("info", info_path),
+            ("trace_nodes", node_view),
+            ("trace_nodes_attrs", node_view_attrs),
+            ("iter_nodes", stream),
+        ):
             base = _timed(protobuf_loop, path)  # the reference, measured beside each figure
             ref = N_NODES / statistics.median(base)
             out[f"{name}_protobuf_loop_nodes_per_s"] = ref
             out[f"{name}_protobuf_loop_s_range"] = [min(base), max(base)]
-            print(f"protobuf ParseFromString loop: {ref:,.0f} nodes/s "
-                  f"(median {statistics.median(base):.2f} s, {min(base):.2f}-{max(base):.2f})", flush=True)
+            print(
+                f"protobuf ParseFromString loop: {ref:,.0f} nodes/s "
+                f"(median {statistics.median(base):.2f} s, {min(base):.2f}-{max(base):.2f})",
+                flush=True,
+            )
             _figure(name, N_NODES, _timed(fn, path), ref, out)
         for name, fn in (("info", info_path), ("trace_nodes", node_view), ("iter_nodes", stream)):
             _peak_per_node(fn, path, name, out)

@@ -44,9 +44,18 @@ LAUNCH_EVERY = int(os.environ.get("BENCH_REPLAY_LAUNCH_EVERY", 100))
 
 
 def _coll(node_id: int, name: str, ctype: CollectiveType, nbytes: int, pg: str, deps: list[int]) -> Node:
-    return Node(node_id, name, NodeType.COMM_COLL_NODE, data_deps=deps, attrs=[
-        Attr("is_cpu_op", False, "bool_val"), Attr("comm_type", int(ctype), "int64_val"),
-        Attr("comm_size", nbytes, "int64_val"), Attr("pg_name", pg, "string_val")])
+    return Node(
+        node_id,
+        name,
+        NodeType.COMM_COLL_NODE,
+        data_deps=deps,
+        attrs=[
+            Attr("is_cpu_op", False, "bool_val"),
+            Attr("comm_type", int(ctype), "int64_val"),
+            Attr("comm_size", nbytes, "int64_val"),
+            Attr("pg_name", pg, "string_val"),
+        ],
+    )
 
 
 def rank_nodes(n_nodes: int, world: int, seed: int = 0) -> tuple[list[Node], dict[str, tuple[int, ...]]]:
@@ -68,8 +77,16 @@ def rank_nodes(n_nodes: int, world: int, seed: int = 0) -> tuple[list[Node], dic
     for k in range(n_fwd + n_bwd):
         if k % LAUNCH_EVERY == 0:
             deps = [prev_launch] if prev_launch is not None else []
-            nodes.append(Node(nid, "launch", NodeType.COMP_NODE, data_deps=deps, duration_ns=durs[nid % n_nodes] // 10,
-                              attrs=[Attr("is_cpu_op", True, "bool_val")]))
+            nodes.append(
+                Node(
+                    nid,
+                    "launch",
+                    NodeType.COMP_NODE,
+                    data_deps=deps,
+                    duration_ns=durs[nid % n_nodes] // 10,
+                    attrs=[Attr("is_cpu_op", True, "bool_val")],
+                )
+            )
             prev_launch = nid
             nid += 1
         deps = [prev_kernel] if prev_kernel is not None else []
@@ -87,8 +104,16 @@ def rank_nodes(n_nodes: int, world: int, seed: int = 0) -> tuple[list[Node], dic
     prev = None
     for j in range(n_nodes - len(nodes)):
         deps = [prev] if prev is not None else (reduces + [prev_kernel])
-        nodes.append(Node(nid, "optimizer", NodeType.COMP_NODE, data_deps=deps, duration_ns=durs[j],
-                          attrs=[Attr("stream", 1, "int64_val")]))
+        nodes.append(
+            Node(
+                nid,
+                "optimizer",
+                NodeType.COMP_NODE,
+                data_deps=deps,
+                duration_ns=durs[j],
+                attrs=[Attr("stream", 1, "int64_val")],
+            )
+        )
         prev = nid
         nid += 1
     return nodes, groups
@@ -128,8 +153,10 @@ def main() -> dict:
     t0 = time.perf_counter()
     ts = make_traceset(N_RANKS, N_NODES)
     total = sum(len(t) for t in ts)
-    print(f"generated {N_RANKS} ranks x {N_NODES:,} nodes = {total:,} nodes in {time.perf_counter() - t0:.1f} s",
-          file=sys.stderr)
+    print(
+        f"generated {N_RANKS} ranks x {N_NODES:,} nodes = {total:,} nodes in {time.perf_counter() - t0:.1f} s",
+        file=sys.stderr,
+    )
     spec = load_spec("dgx-h100")
     options = ReplayOptions(check=False)
     fitted = effective_spec(spec, options, ts.world_size)
@@ -155,20 +182,27 @@ def main() -> dict:
         del program, sched
     sim, comp, res = _median(sim_s), _median(compile_s), _median(result_s)
     out = {
-        "ranks": N_RANKS, "nodes": total,
-        "simulate_s_median": sim, "simulate_s_min": min(sim_s), "simulate_s_max": max(sim_s),
+        "ranks": N_RANKS,
+        "nodes": total,
+        "simulate_s_median": sim,
+        "simulate_s_min": min(sim_s),
+        "simulate_s_max": max(sim_s),
         "simulated_nodes_per_s": total / sim,
-        "compile_s_median": comp, "compile_first_s": compile_s[0], "results_s_median": res,
+        "compile_s_median": comp,
+        "compile_first_s": compile_s[0],
+        "results_s_median": res,
         "checks_s": checks_s,
         "end_to_end_nodes_per_s": total / (sim + comp + res),
         "iteration_time_ns": iteration,
         "collectives": len(result.collectives),
     }
-    print(f"simulate: {out['simulated_nodes_per_s']:,.0f} nodes/s (median {sim:.2f} s, range "
-          f"{min(sim_s):.2f}-{max(sim_s):.2f} s, {RUNS} runs); compile {comp:.2f} s (first, building the "
-          f"traces' column indexes: {compile_s[0]:.2f} s), results {res:.2f} s, "
-          f"checks {checks_s:.2f} s; end to end (no checks) {out['end_to_end_nodes_per_s']:,.0f} nodes/s; "
-          f"iteration {iteration / 1e6:.3f} ms, {len(result.collectives)} collectives")
+    print(
+        f"simulate: {out['simulated_nodes_per_s']:,.0f} nodes/s (median {sim:.2f} s, range "
+        f"{min(sim_s):.2f}-{max(sim_s):.2f} s, {RUNS} runs); compile {comp:.2f} s (first, building the "
+        f"traces' column indexes: {compile_s[0]:.2f} s), results {res:.2f} s, "
+        f"checks {checks_s:.2f} s; end to end (no checks) {out['end_to_end_nodes_per_s']:,.0f} nodes/s; "
+        f"iteration {iteration / 1e6:.3f} ms, {len(result.collectives)} collectives"
+    )
     return out
 
 

@@ -49,16 +49,21 @@ def main() -> dict:
     config = LLMConfig(model, ParallelSpec(dp=DP, tp=8, pp=4), global_batch_size=128, micro_batch_size=1)
     spec = load_spec("dgx-h100")
     device = spec.device
-    roofline = Roofline(device.peak("bf16") * device.compute_efficiency,
-                        device.mem_bandwidth_bytes_per_s * device.memory_efficiency)
+    roofline = Roofline(
+        device.peak("bf16") * device.compute_efficiency, device.mem_bandwidth_bytes_per_s * device.memory_efficiency
+    )
     t0 = time.perf_counter()
     ts = generate_llm(config, roofline)
     options = ReplayOptions()
     program = compile_program(ts, effective_spec(spec, options, ts.world_size), options)
     result = build_result(program, simulate(program), ts)
     replay_s = time.perf_counter() - t0
-    out: dict = {"ranks": ts.world_size, "nodes": result.node_count, "generate_and_replay_s": replay_s,
-                 "iteration_time_ms": result.iteration_time_ns / 1e6}
+    out: dict = {
+        "ranks": ts.world_size,
+        "nodes": result.node_count,
+        "generate_and_replay_s": replay_s,
+        "iteration_time_ms": result.iteration_time_ns / 1e6,
+    }
     with tempfile.TemporaryDirectory(prefix="bench_report_") as tmp:
         json_path = Path(tmp) / "result.json"
         result.write_json(str(json_path), include_schedule=True)

@@ -57,13 +57,20 @@ def main() -> dict:
 
     spec = load_spec("dgx-h100")
     device = spec.device
-    roofline = Roofline(device.peak() * device.compute_efficiency,
-                        device.mem_bandwidth_bytes_per_s * device.memory_efficiency)
+    roofline = Roofline(
+        device.peak() * device.compute_efficiency, device.mem_bandwidth_bytes_per_s * device.memory_efficiency
+    )
     model, _ = llm_preset("gpt3-175b")
     # 48 micro-batches per pipeline at any dp (the preset's batch of 1,536 at dp 32)
     config = LLMConfig(model, ParallelSpec(dp=DP, tp=8, pp=16), global_batch_size=48 * DP, micro_batch_size=1)
-    out: dict = {"ranks": config.world_size, "model": model.name, "tp": 8, "pp": 16, "dp": DP,
-                 "micro_batches": config.num_micro_batches}
+    out: dict = {
+        "ranks": config.world_size,
+        "model": model.name,
+        "tp": 8,
+        "pp": 16,
+        "dp": DP,
+        "micro_batches": config.num_micro_batches,
+    }
     base = Path(os.environ.get("BENCH_SCALE_DIR") or tempfile.mkdtemp(prefix="tracekit-scale-"))
     try:
         t0 = time.perf_counter()
@@ -71,8 +78,10 @@ def main() -> dict:
         out["generate_s"] = time.perf_counter() - t0
         out["bytes_on_disk"] = sum(p.stat().st_size for p in paths)
         out["rss_after_generate_mb"] = _rss_mb()
-        print(f"generated {len(paths)} ranks, {out['bytes_on_disk'] / 1e9:.2f} GB in {out['generate_s']:.1f} s",
-              flush=True)
+        print(
+            f"generated {len(paths)} ranks, {out['bytes_on_disk'] / 1e9:.2f} GB in {out['generate_s']:.1f} s",
+            flush=True,
+        )
         fold = next((f.name for f in fields(ReplayOptions) if f.name in ("fold", "fold_ranks")), None)
         from tracekit.io import read_trace
 
@@ -83,9 +92,11 @@ def main() -> dict:
             need = nodes_estimate * BYTES_PER_NODE
             avail = _available_bytes()
             if avail is None or need > avail:
-                out["replay"] = {"skipped": f"no rank folding in the engine yet, and an unfolded replay of "
-                                            f"{nodes_estimate:,} nodes needs about {need / 1e9:.1f} GB "
-                                            f"(available {(avail or 0) / 1e9:.1f} GB)"}
+                out["replay"] = {
+                    "skipped": f"no rank folding in the engine yet, and an unfolded replay of "
+                    f"{nodes_estimate:,} nodes needs about {need / 1e9:.1f} GB "
+                    f"(available {(avail or 0) / 1e9:.1f} GB)"
+                }
                 print(out["replay"]["skipped"], flush=True)
                 return out
         options = ReplayOptions(**({fold: True} if fold else {}))
@@ -99,8 +110,11 @@ def main() -> dict:
         out["node_count"] = result.node_count
         out["iteration_time_ns"] = result.iteration_time_ns
         out["rss_after_replay_mb"] = _rss_mb()
-        print(f"replayed {result.node_count:,} nodes in {out['replay_s']:.1f} s (fold={bool(fold)}): iteration "
-              f"{result.iteration_time_ns / 1e9:.3f} s; peak RSS {out['rss_after_replay_mb']:.0f} MB", flush=True)
+        print(
+            f"replayed {result.node_count:,} nodes in {out['replay_s']:.1f} s (fold={bool(fold)}): iteration "
+            f"{result.iteration_time_ns / 1e9:.3f} s; peak RSS {out['rss_after_replay_mb']:.0f} MB",
+            flush=True,
+        )
         return out
     finally:
         if not os.environ.get("BENCH_SCALE_DIR"):

@@ -56,8 +56,13 @@ def measure(fn: Callable[[], Any], nodes: int, runs: int, *, memory: bool = True
         times.append(time.perf_counter() - t0)
         del out
     med = statistics.median(times)
-    fig = {"s_median": med, "s_min": min(times), "s_max": max(times), "runs": runs,
-           "nodes_per_s": nodes / med if med > 0 else None}
+    fig = {
+        "s_median": med,
+        "s_min": min(times),
+        "s_max": max(times),
+        "runs": runs,
+        "nodes_per_s": nodes / med if med > 0 else None,
+    }
     if memory:
         gc.collect()
         tracemalloc.start()
@@ -73,8 +78,11 @@ def measure(fn: Callable[[], Any], nodes: int, runs: int, *, memory: bool = True
 def _say(name: str, fig: dict) -> None:
     rate = f"{fig['nodes_per_s']:>12,.0f} nodes/s" if fig.get("nodes_per_s") else " " * 20
     mem = f"  peak {fig['peak_mb']:8.1f} MB ({fig['peak_bytes_per_node']:.0f} B/node)" if "peak_mb" in fig else ""
-    print(f"  {name:34s} {fig['s_median']:8.3f} s (min {fig['s_min']:.3f}, max {fig['s_max']:.3f}, "
-          f"n={fig['runs']}) {rate}{mem}", flush=True)
+    print(
+        f"  {name:34s} {fig['s_median']:8.3f} s (min {fig['s_min']:.3f}, max {fig['s_max']:.3f}, "
+        f"n={fig['runs']}) {rate}{mem}",
+        flush=True,
+    )
 
 
 # ----------------------------------------------------------------------------- workloads
@@ -129,8 +137,11 @@ def bench_llm(ranks: int, tmp: Path) -> dict:
     nodes = sum(len(t) for t in ts)
     size = sum(p.stat().st_size for p in paths)
     out: dict[str, Any] = {"ranks": ranks, "nodes": nodes, "bytes_on_disk": size, "nodes_per_rank": nodes / ranks}
-    print(f"llm {ranks} ranks: {nodes:,} nodes, {size / 1e6:.1f} MB ({config.model.name}, tp 2 pp 4 dp "
-          f"{ranks // 8}); generated in {gen_s:.2f} s", flush=True)
+    print(
+        f"llm {ranks} ranks: {nodes:,} nodes, {size / 1e6:.1f} MB ({config.model.name}, tp 2 pp 4 dp "
+        f"{ranks // 8}); generated in {gen_s:.2f} s",
+        flush=True,
+    )
     out["generate"] = {"s_median": gen_s, "s_min": gen_s, "s_max": gen_s, "runs": 1, "nodes_per_s": nodes / gen_s}
     _say("generate (write_llm)", out["generate"])
     out["read"] = measure(lambda: read_all(str(prefix)), nodes, runs)
@@ -148,6 +159,7 @@ def bench_llm(ranks: int, tmp: Path) -> dict:
     out["validate"] = measure(lambda: validate_traceset(ts), nodes, runs, memory=not big)
     _say("validate_traceset", out["validate"])
     if ranks <= 64:
+
         def transform():
             fresh = read_all(str(prefix))
             res = ScaleCompute(0.5).apply(fresh)
@@ -186,7 +198,8 @@ def bench_replay(ts, nodes: int, runs: int, prefix: str | None = None) -> dict:
         # cold: a freshly read set (the replay decodes the attribute columns it needs); warm: columns cached
         if prefix is not None:
             out[label + "_cold_incl_read"] = measure(
-                lambda: replay(read_all(prefix), "dgx-h100", options=options), nodes, runs, memory=False)
+                lambda: replay(read_all(prefix), "dgx-h100", options=options), nodes, runs, memory=False
+            )
             _say(f"read + replay {label} (cold)", out[label + "_cold_incl_read"])
         result = replay(ts, "dgx-h100", options=options)
         out[label] = measure(lambda: replay(ts, "dgx-h100", options=options), nodes, runs)
@@ -207,9 +220,14 @@ def bench_real(tmp: Path) -> dict:
 
     out: dict[str, Any] = {}
     d = REAL / "pytorch"
-    jobs = {"param-hf-gpt2": (d / "param-hf-gpt2" / "hf_GPT2_et.json.tar.gz", None, 27_156),
-            "param-resnet": (d / "param-resnet" / "resnet_et.json.gz", d / "param-resnet" / "resnet_kineto.json.gz",
-                             14_392)}
+    jobs = {
+        "param-hf-gpt2": (d / "param-hf-gpt2" / "hf_GPT2_et.json.tar.gz", None, 27_156),
+        "param-resnet": (
+            d / "param-resnet" / "resnet_et.json.gz",
+            d / "param-resnet" / "resnet_kineto.json.gz",
+            14_392,
+        ),
+    }
     for name, (et, kineto, et_nodes) in jobs.items():
         if not et.is_file():
             out[name] = {"skipped": f"{et} not found"}

@@ -77,9 +77,12 @@ def columnar_e2e() -> dict:
             out[label + "_cpu_s"], out[label + "_cpu_s_range"] = med, [min(cpu), max(cpu)]
             out[label + "_wall_s"] = statistics.median(wall)
             out[label + "_nodes_per_cpu_s"] = n / med
-            print(f"scale-compute 2 + compact, {'node path' if decoded else 'columnar '} {n:>9,} nodes: "
-                  f"{med:7.2f} s CPU ({min(cpu):.2f}-{max(cpu):.2f}), wall {statistics.median(wall):.2f} s, "
-                  f"{n / med:>10,.0f} nodes/CPU s", flush=True)
+            print(
+                f"scale-compute 2 + compact, {'node path' if decoded else 'columnar '} {n:>9,} nodes: "
+                f"{med:7.2f} s CPU ({min(cpu):.2f}-{max(cpu):.2f}), wall {statistics.median(wall):.2f} s, "
+                f"{n / med:>10,.0f} nodes/CPU s",
+                flush=True,
+            )
     return out
 
 
@@ -91,16 +94,23 @@ def main() -> None:
 
     model = ModelSpec("bench", num_layers=8, hidden_size=2048, num_heads=16, seq_length=1024, vocab_size=51200)
     src = generate_llm(LLMConfig(model, ParallelSpec(dp=8, tp=2, pp=4), global_batch_size=64, micro_batch_size=1))
-    for name, tr in (("rescale dp 8 -> 64", Rescale(dp=64)), ("change tp 2 -> 4", ChangeTP(4)),
-                     ("change pp 4 -> 8", ChangePP(8))):
+    for name, tr in (
+        ("rescale dp 8 -> 64", Rescale(dp=64)),
+        ("change tp 2 -> 4", ChangeTP(4)),
+        ("change pp 4 -> 8", ChangePP(8)),
+    ):
         secs, out = _time(lambda tr=tr: tr.apply(src))
         nodes = sum(len(t) for t in out)
-        print(f"{name:22s} {len(src):4d} -> {len(out):4d} ranks, {nodes:9,d} nodes: {secs:7.3f} s "
-              f"({nodes / secs:,.0f} nodes/s)")
+        print(
+            f"{name:22s} {len(src):4d} -> {len(out):4d} ranks, {nodes:9,d} nodes: {secs:7.3f} s "
+            f"({nodes / secs:,.0f} nodes/s)"
+        )
     trace = read_trace(ROOT / "sample_traces/chakra/feeder.0.et")
     secs, (out, stats) = _time(lambda: compact_trace(trace))
-    print(f"{'compact feeder.0.et':22s} {stats.nodes_before} -> {stats.nodes_after} nodes, {stats.deps_before:,d} -> "
-          f"{stats.deps_after:,d} deps (x{stats.dep_factor:.1f}): {secs:7.3f} s")
+    print(
+        f"{'compact feeder.0.et':22s} {stats.nodes_before} -> {stats.nodes_after} nodes, {stats.deps_before:,d} -> "
+        f"{stats.deps_after:,d} deps (x{stats.dep_factor:.1f}): {secs:7.3f} s"
+    )
 
 
 if __name__ == "__main__":

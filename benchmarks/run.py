@@ -35,13 +35,14 @@ print("@@RESULT@@" + json.dumps(out, default=str))
 
 def run_one(name: str) -> dict:
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-c", CHILD.format(here=str(HERE), name=name)],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD.format(here=str(HERE), name=name)], capture_output=True, text=True
+    )
     wall = time.perf_counter() - t0
     sys.stderr.write(proc.stderr)
     for line in proc.stdout.splitlines():
         if line.startswith("@@RESULT@@"):
-            result = json.loads(line[len("@@RESULT@@"):])
+            result = json.loads(line[len("@@RESULT@@") :])
             break
         print(line)
     else:
@@ -51,10 +52,13 @@ def run_one(name: str) -> dict:
 
 
 def main(argv: list[str]) -> int:
-    names = [f"bench_{a}" if not a.startswith("bench_") else a for a in argv] or \
-        sorted(p.stem for p in HERE.glob("bench_*.py"))
-    results = {"machine": {"python": platform.python_version(), "cpus": os.cpu_count(),
-                           "platform": platform.platform()}, "benchmarks": {}}
+    names = [f"bench_{a}" if not a.startswith("bench_") else a for a in argv] or sorted(
+        p.stem for p in HERE.glob("bench_*.py")
+    )
+    results = {
+        "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform()},
+        "benchmarks": {},
+    }
     for name in names:
         print(f"== {name}", flush=True)
         results["benchmarks"][name] = run_one(name)

@@ -37,7 +37,7 @@ class Plot:
 @dataclass
 class RenderedPage:
     body_attrs: dict[str, str]
-    values: dict[str, tuple[str, str]]          # data-key -> (data-value, shown text)
+    values: dict[str, tuple[str, str]]  # data-key -> (data-value, shown text)
     plots: dict[str, Plot] = field(default_factory=dict)
     text: str = ""
 

@@ -49,8 +49,12 @@ from hypothesis_profiles import FULL  # noqa: E402 - registers and loads the hyp
 
 
 def pytest_addoption(parser):
-    parser.addoption("--run-slow", action="store_true", default=False,
-                     help="also run the tests marked slow (make test-full; implied by HYPOTHESIS_PROFILE=full)")
+    parser.addoption(
+        "--run-slow",
+        action="store_true",
+        default=False,
+        help="also run the tests marked slow (make test-full; implied by HYPOTHESIS_PROFILE=full)",
+    )
 
 
 def pytest_collection_modifyitems(config, items):

@@ -61,8 +61,7 @@ def _chakra_reason() -> str | None:
     if not (CHAKRA_PYTHONPATH / "chakra").is_dir():
         return f"Chakra's Python package not found under {CHAKRA_PYTHONPATH}"
     code = "import chakra.src.third_party.utils.protolib, chakra.schema.protobuf.et_def_pb2"
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env=_chakra_env(), timeout=60)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_chakra_env(), timeout=60)
     if proc.returncode != 0:
         return f"Chakra's Python package does not import: {proc.stderr.strip().splitlines()[-1]}"
     return None
@@ -96,8 +95,16 @@ class AstraRank:
     exposed_comm_ns: int
 
 
-def astra_sim(prefix: Path | str, *, system: Path | dict, network: Path | str, memory: Path | dict | None = None,
-              comm_groups: Path | dict | None = None, workdir: Path, timeout_s: float = 300.0) -> dict[int, AstraRank]:
+def astra_sim(
+    prefix: Path | str,
+    *,
+    system: Path | dict,
+    network: Path | str,
+    memory: Path | dict | None = None,
+    comm_groups: Path | dict | None = None,
+    workdir: Path,
+    timeout_s: float = 300.0,
+) -> dict[int, AstraRank]:
     """Run ASTRA-sim's analytical backend on ``<prefix>.<rank>.et`` and return what each rank printed.
 
     ``system``/``memory``/``comm_groups`` are a JSON file or a dict (written to ``workdir``); ``network`` is a YAML
@@ -116,10 +123,13 @@ def astra_sim(prefix: Path | str, *, system: Path | dict, network: Path | str, m
         path.write_text(value if isinstance(value, str) else json.dumps(value))
         return path
 
-    argv = [str(ASTRA_BINARY), f"--workload-configuration={prefix}",
-            f"--system-configuration={as_file(system, 'system.json')}",
-            f"--network-configuration={as_file(network, 'network.yml')}",
-            f"--remote-memory-configuration={as_file(memory or {'memory-type': 'NO_MEMORY_EXPANSION'}, 'memory.json')}"]
+    argv = [
+        str(ASTRA_BINARY),
+        f"--workload-configuration={prefix}",
+        f"--system-configuration={as_file(system, 'system.json')}",
+        f"--network-configuration={as_file(network, 'network.yml')}",
+        f"--remote-memory-configuration={as_file(memory or {'memory-type': 'NO_MEMORY_EXPANSION'}, 'memory.json')}",
+    ]
     if comm_groups is not None:
         argv.append(f"--comm-group-configuration={as_file(comm_groups, 'comm_groups.json')}")
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, cwd=workdir)
@@ -171,8 +181,9 @@ def chakra_python(code: str, *args: str, timeout_s: float = 300.0) -> str:
     reason = _chakra_reason()
     if reason:
         pytest.skip(reason)
-    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
-                          env=_chakra_env(), timeout=timeout_s)
+    proc = subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, env=_chakra_env(), timeout=timeout_s
+    )
     if proc.returncode != 0:
         pytest.fail(f"Chakra's Python code failed (exit {proc.returncode}): {proc.stderr.strip()[-800:]}")
     return proc.stdout

@@ -53,8 +53,9 @@ def baseline(gate: str, key: str) -> set[str]:
 
 def _rewrite(gate: str, key: str, entries: list[str]) -> None:
     text = PYPROJECT.read_text()
-    pattern = re.compile(rf"(^\[tool\.tracekit\.{re.escape(gate)}\]\n(?:(?!^\[).)*?^{key} = \[\n)(.*?)(^\])",
-                         re.S | re.M)
+    pattern = re.compile(
+        rf"(^\[tool\.tracekit\.{re.escape(gate)}\]\n(?:(?!^\[).)*?^{key} = \[\n)(.*?)(^\])", re.S | re.M
+    )
     body = "".join(f'    "{e}",\n' for e in sorted(entries))
     new, count = pattern.subn(lambda m: m.group(1) + body + m.group(3), text, count=1)
     if count != 1:
@@ -86,6 +87,8 @@ def judge(gate: str, what: dict[str, str], found: dict[str, set[str]], argv: lis
         if new or stale:
             status = 1
     if status:
-        print(f"{gate}: fix the new ones; run `python {sys.argv[0]} --shrink` to drop the entries that pass now",
-              file=sys.stderr)
+        print(
+            f"{gate}: fix the new ones; run `python {sys.argv[0]} --shrink` to drop the entries that pass now",
+            file=sys.stderr,
+        )
     return status

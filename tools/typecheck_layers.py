@@ -28,8 +28,18 @@ def main() -> int:
         if not link.is_symlink():
             link.symlink_to(target)
     mypy = Path(sys.executable).with_name("mypy")
-    return subprocess.call([str(mypy), "--config-file", str(ROOT / "pyproject.toml"),
-                            "-p", "tracekit.converters", "-p", "tracekit.replayer"], cwd=TREE)
+    return subprocess.call(
+        [
+            str(mypy),
+            "--config-file",
+            str(ROOT / "pyproject.toml"),
+            "-p",
+            "tracekit.converters",
+            "-p",
+            "tracekit.replayer",
+        ],
+        cwd=TREE,
+    )
 
 
 if __name__ == "__main__":

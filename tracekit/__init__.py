@@ -23,7 +23,20 @@ from tracekit.model import Attr, CollectiveType, ExecutionTrace, IOInfo, Metadat
 __version__ = "0.1.0"
 
 __all__ = [
-    "Attr", "CollectiveType", "ConfigError", "ConversionError", "DeadlockError", "ExecutionTrace",
-    "IOInfo", "Metadata", "Node", "NodeType", "ReplayError", "SpecError", "TraceFormatError",
-    "TracekitError", "TransformError", "ValidationError",
+    "Attr",
+    "CollectiveType",
+    "ConfigError",
+    "ConversionError",
+    "DeadlockError",
+    "ExecutionTrace",
+    "IOInfo",
+    "Metadata",
+    "Node",
+    "NodeType",
+    "ReplayError",
+    "SpecError",
+    "TraceFormatError",
+    "TracekitError",
+    "TransformError",
+    "ValidationError",
 ]

@@ -21,8 +21,17 @@ _FIXED_FIELDS = {3: ("<f8", 8), 5: ("<f4", 4), 19: ("<u4", 4), 21: ("<u8", 8), 2
 class _AttrSource:
     """Finds attributes by name across all nodes, vectorized over attribute messages."""
 
-    def __init__(self, data: bytes, buf: np.ndarray, n: int, owner: np.ndarray, start: np.ndarray,
-                 size: np.ndarray, ids: np.ndarray, encoded: Any) -> None:
+    def __init__(
+        self,
+        data: bytes,
+        buf: np.ndarray,
+        n: int,
+        owner: np.ndarray,
+        start: np.ndarray,
+        size: np.ndarray,
+        ids: np.ndarray,
+        encoded: Any,
+    ) -> None:
         self.data, self.buf, self.n = data, buf, n
         self.owner, self.start, self.size, self.ids, self.encoded = owner, start, size, ids, encoded
         self._verified = False
@@ -47,9 +56,13 @@ class _AttrSource:
                 walk_fields(self.buf, start[rest], start[rest] + self.size[rest])
             except _Corrupt as exc:
                 i = int(rest[exc.msg_index])
-                raise TraceFormatError(f"undecodable attribute ({exc.reason})", byte_offset=int(start[i]),
-                                       path=self.encoded.path, rank=self.encoded.rank,
-                                       node_id=int(self.ids[int(self.owner[i])])) from None
+                raise TraceFormatError(
+                    f"undecodable attribute ({exc.reason})",
+                    byte_offset=int(start[i]),
+                    path=self.encoded.path,
+                    rank=self.encoded.rank,
+                    node_id=int(self.ids[int(self.owner[i])]),
+                ) from None
         self._verified = True
 
     def _name_lengths(self) -> np.ndarray:
@@ -124,7 +137,7 @@ class _AttrSource:
 
         hits = []
         for i, (s, ln) in enumerate(zip(self.start.tolist(), self.size.tolist())):
-            if pb.AttributeProto.FromString(self.data[s:s + ln]).name.encode() == key:
+            if pb.AttributeProto.FromString(self.data[s : s + ln]).name.encode() == key:
                 hits.append(i)
         return np.asarray(hits, dtype=np.int64)
 
@@ -252,9 +265,13 @@ class _AttrSource:
         slow = ~fast
         for i, s, ln in zip(owner[slow].tolist(), self.start[hits[slow]].tolist(), self.size[hits[slow]].tolist()):
             try:
-                values[i] = attr_from_pb(pb.AttributeProto.FromString(data[s:s + ln])).value
+                values[i] = attr_from_pb(pb.AttributeProto.FromString(data[s : s + ln])).value
             except (DecodeError, UnicodeDecodeError) as exc:  # a corrupt value: named as a format error
-                raise TraceFormatError(f"attribute {name!r} cannot be decoded ({exc})", path=self.encoded.path,
-                                       rank=self.encoded.rank, node_id=int(self.ids[i])) from None
+                raise TraceFormatError(
+                    f"attribute {name!r} cannot be decoded ({exc})",
+                    path=self.encoded.path,
+                    rank=self.encoded.rank,
+                    node_id=int(self.ids[i]),
+                ) from None
         present[owner] = True
         return present, values

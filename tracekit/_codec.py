@@ -13,8 +13,17 @@ from typing import Any
 
 from tracekit._proto import et_def_pb2 as pb
 from tracekit.errors import TraceFormatError
-from tracekit.model import (LIST_KINDS, MAX_DURATION_NS, MAX_TIME_NS, Attr, IOInfo, Metadata, Node, NodeType,
-                            time_range_error)
+from tracekit.model import (
+    LIST_KINDS,
+    MAX_DURATION_NS,
+    MAX_TIME_NS,
+    Attr,
+    IOInfo,
+    Metadata,
+    Node,
+    NodeType,
+    time_range_error,
+)
 
 _NODE_TYPES = {int(t): t for t in NodeType}
 
@@ -95,8 +104,9 @@ def node_to_pb(node: Node) -> Any:
     if node.data_deps:
         m.data_deps.extend(node.data_deps)
     start_ns, dur_ns = int(node.start_time_ns), int(node.duration_ns)
-    problem = time_range_error("duration", dur_ns, MAX_DURATION_NS) or time_range_error("start time", start_ns,
-                                                                                          MAX_TIME_NS)
+    problem = time_range_error("duration", dur_ns, MAX_DURATION_NS) or time_range_error(
+        "start time", start_ns, MAX_TIME_NS
+    )
     if problem:
         raise ValueError(problem)
     m.start_time_micros = start_ns // 1000
@@ -109,7 +119,11 @@ def node_to_pb(node: Node) -> Any:
         m.inputs.values, m.inputs.shapes, m.inputs.types = node.inputs.values, node.inputs.shapes, node.inputs.types
         m.inputs.SetInParent()
     if node.outputs is not None:
-        m.outputs.values, m.outputs.shapes, m.outputs.types = node.outputs.values, node.outputs.shapes, node.outputs.types
+        m.outputs.values, m.outputs.shapes, m.outputs.types = (
+            node.outputs.values,
+            node.outputs.shapes,
+            node.outputs.types,
+        )
         m.outputs.SetInParent()
     for a in node.attrs:
         attr_to_pb(a, m.attr.add())

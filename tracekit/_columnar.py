@@ -33,8 +33,9 @@ def _ns(micros: np.ndarray, nanos: np.ndarray) -> np.ndarray:
     """Nanoseconds: the extension field when it agrees with the micros, else micros * 1000."""
     use = (nanos != 0) & (nanos // 1000 == micros)
     big = np.where(use, nanos > _I64_MAX, micros > _I64_MAX // 1000)
-    out = np.where(use, np.minimum(nanos, _I64_MAX).astype(np.int64),
-                   np.minimum(micros, _I64_MAX // 1000).astype(np.int64) * 1000)
+    out = np.where(
+        use, np.minimum(nanos, _I64_MAX).astype(np.int64), np.minimum(micros, _I64_MAX // 1000).astype(np.int64) * 1000
+    )
     if big.any():  # saturate: validation names the node (a time past int64 never wraps to a negative one)
         out[big] = _I64_MAX
     return out
@@ -68,7 +69,7 @@ def _decode_batch(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> dict
             name_s[msg[sel]] = value[sel].astype(np.int64)
             name_l[msg[sel]] = size[sel]
         for num in (4, 5):
-            sel = (field == num)
+            sel = field == num
             if sel.any():
                 deps[num].append((msg[sel], wt[sel], value[sel], size[sel], at[sel]))
         sel = key == 10 * 8 + 2
@@ -88,8 +89,9 @@ def _decode_batch(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> dict
         packed = wt == 2
         o1, v1, a1 = _packed_varints(buf, msg[packed], value[packed].astype(np.int64), size[packed])
         plain = wt == 0
-        out[key] = _csr(n, np.concatenate((o1, msg[plain])), np.concatenate((a1, at[plain])),
-                        np.concatenate((v1, value[plain])))
+        out[key] = _csr(
+            n, np.concatenate((o1, msg[plain])), np.concatenate((a1, at[plain])), np.concatenate((v1, value[plain]))
+        )
     if attrs:
         a_owner, a_start, a_size = (np.concatenate(x) for x in zip(*attrs))
         order = np.argsort(a_owner, kind="stable")  # steps are in file order: a stable sort keeps it
@@ -114,8 +116,13 @@ def _first_bad_record(encoded: Any, lo: int, found: int, reason: str) -> TraceFo
             last = encoded.decode_one(i, last).id
         except TraceFormatError as err:
             return err
-    return TraceFormatError(f"undecodable Node message ({reason})", byte_offset=int(encoded.starts[found]),
-                            last_good_node_id=last, path=encoded.path, rank=encoded.rank)
+    return TraceFormatError(
+        f"undecodable Node message ({reason})",
+        byte_offset=int(encoded.starts[found]),
+        last_good_node_id=last,
+        path=encoded.path,
+        rank=encoded.rank,
+    )
 
 
 def decode_columns(encoded: Any) -> NodeColumns:
@@ -131,7 +138,7 @@ def decode_columns(encoded: Any) -> NodeColumns:
     n = len(starts)
     batches = []
     for lo in range(0, max(n, 1), CHUNK_RECORDS):
-        s, e = starts[lo:lo + CHUNK_RECORDS], ends[lo:lo + CHUNK_RECORDS]
+        s, e = starts[lo : lo + CHUNK_RECORDS], ends[lo : lo + CHUNK_RECORDS]
         try:
             batches.append(_decode_batch(buf, s, e))
         except _Corrupt as exc:
@@ -154,7 +161,7 @@ def decode_columns(encoded: Any) -> NodeColumns:
         return np.concatenate(ptrs), np.concatenate(vals)
 
     ids = cat("ids")
-    types = np.clip(cat("types"), -2**15, 2**15 - 1).astype(np.int16)  # out-of-range types saturate, never wrap
+    types = np.clip(cat("types"), -(2**15), 2**15 - 1).astype(np.int16)  # out-of-range types saturate, never wrap
     duration = _ns(cat("dur_us"), cat("dur_ns"))
     start = _ns(cat("st_us"), cat("st_ns"))
     if not start.any():  # no measured starts (generated traces): a read-only zero view, no memory
@@ -174,8 +181,20 @@ def decode_columns(encoded: Any) -> NodeColumns:
     def names_fn() -> list[str]:
         return _names(data, buf, name_s.astype(np.int64), name_l.astype(np.int64), encoded, ids)
 
-    return NodeColumns(ids, types, duration, start, dptr, dids, cptr, cids, names_fn=names_fn,
-                       attr_fn=source.values, attr_num_fn=source.numeric, verify_fn=source.verify)
+    return NodeColumns(
+        ids,
+        types,
+        duration,
+        start,
+        dptr,
+        dids,
+        cptr,
+        cids,
+        names_fn=names_fn,
+        attr_fn=source.values,
+        attr_num_fn=source.numeric,
+        verify_fn=source.verify,
+    )
 
 
 _ARANGE8 = np.arange(8)
@@ -212,7 +231,7 @@ def _names(data: bytes, buf: np.ndarray, s: np.ndarray, ln: np.ndarray, encoded:
     grouped = _short_name_groups(buf, s, ln)
     if grouped is not None:
         first, group = grouped
-        raw = [data[a:a + b] for a, b in zip(s[first].tolist(), ln[first].tolist())]
+        raw = [data[a : a + b] for a, b in zip(s[first].tolist(), ln[first].tolist())]
         where = first.tolist()
     else:
         raw = list(map(data.__getitem__, map(slice, s.tolist(), (s + ln).tolist())))
@@ -223,8 +242,12 @@ def _names(data: bytes, buf: np.ndarray, s: np.ndarray, ln: np.ndarray, encoded:
             try:
                 text[r] = r.decode("utf-8")
             except UnicodeDecodeError as exc:
-                raise TraceFormatError(f"node name is not valid UTF-8 ({exc.reason})", path=encoded.path,
-                                       rank=encoded.rank, node_id=int(ids[i])) from None
+                raise TraceFormatError(
+                    f"node name is not valid UTF-8 ({exc.reason})",
+                    path=encoded.path,
+                    rank=encoded.rank,
+                    node_id=int(ids[i]),
+                ) from None
     if grouped is not None:
         table = np.empty(len(raw), dtype=object)
         table[:] = [text[r] for r in raw]

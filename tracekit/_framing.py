@@ -56,8 +56,10 @@ def decompression_limits() -> tuple[int, int]:
     ``TRACEKIT_MAX_GZIP_RATIO``, default 300; real traces compress 7-30x,
     a gzip bomb of zeros about 1000x).
     """
-    return (_env_limit("TRACEKIT_MAX_DECOMPRESSED_BYTES", DEFAULT_MAX_DECOMPRESSED_BYTES),
-            _env_limit("TRACEKIT_MAX_GZIP_RATIO", DEFAULT_MAX_GZIP_RATIO))
+    return (
+        _env_limit("TRACEKIT_MAX_DECOMPRESSED_BYTES", DEFAULT_MAX_DECOMPRESSED_BYTES),
+        _env_limit("TRACEKIT_MAX_GZIP_RATIO", DEFAULT_MAX_GZIP_RATIO),
+    )
 
 
 def gunzip_limited(data: bytes, *, path: str | os.PathLike[str] | None = None) -> bytes:
@@ -87,11 +89,15 @@ def gunzip_limited(data: bytes, *, path: str | os.PathLike[str] | None = None) -
                 if total > max_bytes:
                     raise TraceFormatError(
                         f"decompresses to more than {max_bytes:,} bytes (limit: set TRACEKIT_MAX_DECOMPRESSED_BYTES "
-                        f"to raise it)", path=path)
+                        f"to raise it)",
+                        path=path,
+                    )
                 if total > _RATIO_CHECK_AFTER and total > max_ratio * max(1, len(data) - len(rest) + consumed):
                     raise TraceFormatError(
                         f"gzip data expands more than {max_ratio}x (a decompression bomb?); set "
-                        f"TRACEKIT_MAX_GZIP_RATIO to raise the limit", path=path)
+                        f"TRACEKIT_MAX_GZIP_RATIO to raise the limit",
+                        path=path,
+                    )
                 if d.eof or (not chunk and not buf):
                     break
             if not d.eof:
@@ -128,7 +134,9 @@ def _read_raw(path: str | os.PathLike[str]) -> bytes:
     return data
 
 
-def split_records(data: bytes, *, path: str | None = None, rank: int | None = None) -> tuple[int, int, np.ndarray, np.ndarray]:
+def split_records(
+    data: bytes, *, path: str | None = None, rank: int | None = None
+) -> tuple[int, int, np.ndarray, np.ndarray]:
     """Split a `.et` byte string into records.
 
     Returns:
@@ -160,8 +168,7 @@ def split_records(data: bytes, *, path: str | None = None, rank: int | None = No
             rec_at, length, shift = pos, 0, 0
             while True:
                 if pos >= n:
-                    raise TraceFormatError("truncated record length prefix", byte_offset=rec_at,
-                                           path=path, rank=rank)
+                    raise TraceFormatError("truncated record length prefix", byte_offset=rec_at, path=path, rank=rank)
                 b = data[pos]
                 pos += 1
                 length |= (b & 0x7F) << shift
@@ -169,8 +176,9 @@ def split_records(data: bytes, *, path: str | None = None, rank: int | None = No
                     break
                 shift += 7
                 if shift > 35:
-                    raise TraceFormatError("malformed record length prefix (more than 5 bytes)",
-                                           byte_offset=rec_at, path=path, rank=rank)
+                    raise TraceFormatError(
+                        "malformed record length prefix (more than 5 bytes)", byte_offset=rec_at, path=path, rank=rank
+                    )
             pos += length
         append(pos)
     if pos > n:
@@ -181,7 +189,10 @@ def split_records(data: bytes, *, path: str | None = None, rank: int | None = No
             hint = "; the file looks like JSON: give it a .json name, or turn it into .et with `tracekit load`"
         raise TraceFormatError(
             f"record of {pos - body_at} bytes runs past the end of the file ({n - body_at} bytes left){hint}",
-            byte_offset=rec_at, path=path, rank=rank)
+            byte_offset=rec_at,
+            path=path,
+            rank=rank,
+        )
     edges = np.asarray(bounds, dtype=np.int64)
     rec_starts, rec_ends = edges[:-1], edges[1:]
     # prefix lengths, vectorized: 1 + the number of leading continuation bytes (at most 5, checked above)
@@ -196,8 +207,9 @@ def split_records(data: bytes, *, path: str | None = None, rank: int | None = No
     starts = rec_starts + plen
     empty = np.flatnonzero(starts[1:] == rec_ends[1:])
     if len(empty):
-        raise TraceFormatError("empty node record (zero length)", byte_offset=int(rec_starts[1 + empty[0]]),
-                               path=path, rank=rank)
+        raise TraceFormatError(
+            "empty node record (zero length)", byte_offset=int(rec_starts[1 + empty[0]]), path=path, rank=rank
+        )
     off_t = np.int32 if n < 2**31 else np.int64  # byte offsets: 4 bytes each for files under 2 GiB
     return int(starts[0]), int(rec_ends[0]), starts[1:].astype(off_t), rec_ends[1:].astype(off_t)
 
@@ -231,8 +243,13 @@ class EncodedNodes:
         try:
             m.ParseFromString(self.data[s:e])
         except DecodeError as exc:
-            raise TraceFormatError(f"undecodable Node message ({exc})", byte_offset=s,
-                                   last_good_node_id=last_good, path=self.path, rank=self.rank) from None
+            raise TraceFormatError(
+                f"undecodable Node message ({exc})",
+                byte_offset=s,
+                last_good_node_id=last_good,
+                path=self.path,
+                rank=self.rank,
+            ) from None
         return m
 
     def decode_all(self) -> list[Node]:

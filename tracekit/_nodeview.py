@@ -73,11 +73,15 @@ class AttrTable:
         for k in range(ptr[pos], ptr[pos + 1]):
             s = int(src.start[k])
             try:
-                out.append(attr_from_pb(pb.AttributeProto.FromString(src.data[s:s + int(src.size[k])])))
+                out.append(attr_from_pb(pb.AttributeProto.FromString(src.data[s : s + int(src.size[k])])))
             except DecodeError as exc:
-                raise TraceFormatError(f"attribute cannot be decoded ({exc})", byte_offset=s,
-                                       path=src.encoded.path, rank=src.encoded.rank,
-                                       node_id=int(self.cols.ids[pos])) from None
+                raise TraceFormatError(
+                    f"attribute cannot be decoded ({exc})",
+                    byte_offset=s,
+                    path=src.encoded.path,
+                    rank=src.encoded.rank,
+                    node_id=int(self.cols.ids[pos]),
+                ) from None
         attrs = tuple(out)
         if len(self._cache) >= _CACHE_NODES:
             self._cache.clear()
@@ -156,9 +160,26 @@ class NodeView(Sequence[Node]):
         types = self._types[lo:hi].tolist()
         data, ctrl = _deps(cols.data_ptr, cols.data_ids, lo, hi), _deps(cols.ctrl_ptr, cols.ctrl_ids, lo, hi)
         start = cols.start_time_ns[lo:hi].tolist() if self._timed else repeat(0)
-        out = list(map(tuple.__new__, repeat(Node), zip(
-            cols.ids[lo:hi].tolist(), cols.names[lo:hi], types, data, ctrl, start, cols.duration_ns[lo:hi].tolist(),
-            repeat(None), repeat(None), repeat(self._table), repeat(None), range(lo, hi))))
+        out = list(
+            map(
+                tuple.__new__,
+                repeat(Node),
+                zip(
+                    cols.ids[lo:hi].tolist(),
+                    cols.names[lo:hi],
+                    types,
+                    data,
+                    ctrl,
+                    start,
+                    cols.duration_ns[lo:hi].tolist(),
+                    repeat(None),
+                    repeat(None),
+                    repeat(self._table),
+                    repeat(None),
+                    range(lo, hi),
+                ),
+            )
+        )
         a, b = np.searchsorted(self._special, (lo, hi))
         for i in self._special[a:b].tolist():
             out[i - lo] = self._decode_record(i)
@@ -229,7 +250,7 @@ class NodeView(Sequence[Node]):
         return f"<NodeView of {self._n} nodes>"
 
 
-_TYPE_TABLE = np.array([_NODE_TYPES.get(t, t) for t in range(-2**15, 2**15)], dtype=object)
+_TYPE_TABLE = np.array([_NODE_TYPES.get(t, t) for t in range(-(2**15), 2**15)], dtype=object)
 
 
 def _node_types(types: np.ndarray) -> np.ndarray:
@@ -239,12 +260,12 @@ def _node_types(types: np.ndarray) -> np.ndarray:
 
 def _deps(ptr: np.ndarray, ids: np.ndarray, lo: int, hi: int) -> Any:
     """Per node ``lo .. hi-1``: its dependency ids as a tuple (an iterator of tuples)."""
-    p = ptr[lo:hi + 1]
+    p = ptr[lo : hi + 1]
     base = int(p[0])
     if int(p[-1]) == base:
         return repeat((), hi - lo)
     if int(p[-1]) - base == hi - lo and bool((np.diff(p) == 1).all()):  # one dependency each (chains)
-        return zip(ids[base:int(p[-1])].tolist())
-    values = tuple(ids[base:int(p[-1])].tolist())
+        return zip(ids[base : int(p[-1])].tolist())
+    values = tuple(ids[base : int(p[-1])].tolist())
     offsets = (p - base).tolist()
     return map(values.__getitem__, map(slice, offsets[:-1], offsets[1:]))

@@ -57,8 +57,7 @@ def read_input_bytes(path: str | os.PathLike[str]) -> bytes:
 def check_output(path: str | os.PathLike[str]) -> None:
     """Raise TracekitError when ``path`` is an input of the running command."""
     if _PROTECTED is not None and os.path.realpath(path) in _PROTECTED:
-        raise TracekitError("refusing to overwrite an input of this command; choose another output path",
-                            path=path)
+        raise TracekitError("refusing to overwrite an input of this command; choose another output path", path=path)
 
 
 # ----------------------------------------------------------------------------- atomic output

@@ -59,18 +59,21 @@ def read_metadata(path: str | os.PathLike[str]) -> Metadata:
                 break
             shift += 7
         else:
-            raise TraceFormatError("truncated or malformed metadata length prefix", byte_offset=0, path=spath,
-                                   rank=rank)
+            raise TraceFormatError(
+                "truncated or malformed metadata length prefix", byte_offset=0, path=spath, rank=rank
+            )
         body = prefix[used:] + fh.read(max(0, length - (len(prefix) - used)))
         if len(body) < length:
-            raise TraceFormatError(f"metadata record of {length} bytes runs past the end of the file",
-                                   byte_offset=0, path=spath, rank=rank)
+            raise TraceFormatError(
+                f"metadata record of {length} bytes runs past the end of the file", byte_offset=0, path=spath, rank=rank
+            )
     m = pb.GlobalMetadata()
     try:
         m.ParseFromString(body[:length])
     except DecodeError as exc:
-        raise TraceFormatError(f"undecodable GlobalMetadata message ({exc})", byte_offset=0, path=spath,
-                               rank=rank) from None
+        raise TraceFormatError(
+            f"undecodable GlobalMetadata message ({exc})", byte_offset=0, path=spath, rank=rank
+        ) from None
     return metadata_from_pb(m)
 
 
@@ -165,7 +168,7 @@ class _Stream:
             k = 0
             if self.index == 0 and len(bounds) > 1:  # the metadata record
                 try:
-                    pb.GlobalMetadata().ParseFromString(buf[_body(buf, 0):bounds[1]])
+                    pb.GlobalMetadata().ParseFromString(buf[_body(buf, 0) : bounds[1]])
                 except DecodeError:
                     self.buf = buf
                     break
@@ -183,7 +186,7 @@ class _Stream:
             if len(view):
                 self.last = int(view._cols.ids[-1])
             self.offset += bounds[-1]
-            self.buf = buf[bounds[-1]:]
+            self.buf = buf[bounds[-1] :]
         else:
             return
         yield from self._slow()
@@ -200,8 +203,9 @@ class _Stream:
             length, shift, k = 0, 0, pos
             while True:
                 if k >= n:
-                    raise TraceFormatError("truncated record length prefix", byte_offset=at,
-                                           last_good_node_id=last, path=path, rank=rank)
+                    raise TraceFormatError(
+                        "truncated record length prefix", byte_offset=at, last_good_node_id=last, path=path, rank=rank
+                    )
                 b = data[k]
                 k += 1
                 length |= (b & 0x7F) << shift
@@ -209,19 +213,30 @@ class _Stream:
                     break
                 shift += 7
                 if shift > 35:
-                    raise TraceFormatError("malformed record length prefix", byte_offset=at,
-                                           last_good_node_id=last, path=path, rank=rank)
+                    raise TraceFormatError(
+                        "malformed record length prefix", byte_offset=at, last_good_node_id=last, path=path, rank=rank
+                    )
             if length > self.limit or k + length > n:
-                raise TraceFormatError(f"record of {length} bytes runs past the end of the file",
-                                       byte_offset=at, last_good_node_id=last, path=path, rank=rank)
-            body, pos = data[k:k + length], k + length
+                raise TraceFormatError(
+                    f"record of {length} bytes runs past the end of the file",
+                    byte_offset=at,
+                    last_good_node_id=last,
+                    path=path,
+                    rank=rank,
+                )
+            body, pos = data[k : k + length], k + length
             try:
                 if self.index == 0:
                     pb.GlobalMetadata().ParseFromString(body)
                 else:
                     if length == 0:
-                        raise TraceFormatError("empty node record (zero length)", byte_offset=at,
-                                               last_good_node_id=last, path=path, rank=rank)
+                        raise TraceFormatError(
+                            "empty node record (zero length)",
+                            byte_offset=at,
+                            last_good_node_id=last,
+                            path=path,
+                            rank=rank,
+                        )
                     m = pb.Node()
                     m.ParseFromString(body)
                     try:
@@ -231,8 +246,9 @@ class _Stream:
                     last = node.id
                     yield node
             except DecodeError as exc:
-                raise TraceFormatError(f"undecodable message ({exc})", byte_offset=at,
-                                       last_good_node_id=last, path=path, rank=rank) from None
+                raise TraceFormatError(
+                    f"undecodable message ({exc})", byte_offset=at, last_good_node_id=last, path=path, rank=rank
+                ) from None
             self.index += 1
 
 

@@ -14,8 +14,16 @@ from typing import Sequence
 import orjson
 
 from tracekit._framing import _RANK_RE, rank_from_path
-from tracekit._output import (_UMASK, _new_temp, _signals_deferred, check_output, make_parents, note_input, output_target,
-                              remove_if_empty)
+from tracekit._output import (
+    _UMASK,
+    _new_temp,
+    _signals_deferred,
+    check_output,
+    make_parents,
+    note_input,
+    output_target,
+    remove_if_empty,
+)
 from tracekit.errors import TraceFormatError, TracekitError
 
 
@@ -56,8 +64,9 @@ def trace_paths(spec: "str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
             else:
                 m = re.search(r"\.\d+(\.[^./]+(?:\.gz)?)$", f.name)
                 if m:  # a rank, but another extension: say so (e.g. ASTRA-sim's twoComm.2.eg)
-                    raise TraceFormatError(f"file name ends in {m.group(1)!r}, not '.et' or '.et.gz' (expected "
-                                           f"<prefix>.<rank>.et)", path=f)
+                    raise TraceFormatError(
+                        f"file name ends in {m.group(1)!r}, not '.et' or '.et.gz' (expected <prefix>.<rank>.et)", path=f
+                    )
                 raise TraceFormatError("file name has no rank (expected <prefix>.<rank>.et)", path=f)
         if r in pairs:
             raise TraceFormatError(f"two files for rank {r}: {pairs[r]} and {f}", path=s)
@@ -141,8 +150,9 @@ class TraceSetWriter:
             input of the running command.
     """
 
-    def __init__(self, prefix: str | os.PathLike[str], *, compress: bool = False,
-                 comm_groups: dict | None = None) -> None:
+    def __init__(
+        self, prefix: str | os.PathLike[str], *, compress: bool = False, comm_groups: dict | None = None
+    ) -> None:
         self.prefix = os.fspath(prefix)
         self.suffix = ".et.gz" if compress else ".et"
         self._temps: dict[int, str] = {}
@@ -161,8 +171,10 @@ class TraceSetWriter:
         """The file the rank's output replaces: symlinks followed; a device or FIFO is refused."""
         target, through = output_target(self.target(rank))
         if through:
-            raise TracekitError("is not a regular file: a trace set is written as files (renamed into place); "
-                                "choose another prefix", path=self.target(rank))
+            raise TracekitError(
+                "is not a regular file: a trace set is written as files (renamed into place); choose another prefix",
+                path=self.target(rank),
+            )
         return target
 
     def _lock(self) -> None:
@@ -179,9 +191,11 @@ class TraceSetWriter:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 except BlockingIOError:
                     os.close(fd)
-                    raise TracekitError("another tracekit command is writing this output prefix right now "
-                                        f"(lock {lock_path.name} is held); wait for it or choose another prefix",
-                                        path=self.prefix) from None
+                    raise TracekitError(
+                        "another tracekit command is writing this output prefix right now "
+                        f"(lock {lock_path.name} is held); wait for it or choose another prefix",
+                        path=self.prefix,
+                    ) from None
                 try:
                     same = os.fstat(fd).st_ino == os.stat(lock_path).st_ino
                 except FileNotFoundError:
@@ -230,10 +244,11 @@ class TraceSetWriter:
             return []
         out = []
         stem = _glob.escape(base.name)
-        for other in _glob.glob(os.path.join(_glob.escape(str(folder)), stem + ".*.et")) + \
-                _glob.glob(os.path.join(_glob.escape(str(folder)), stem + ".*.et.gz")):
+        for other in _glob.glob(os.path.join(_glob.escape(str(folder)), stem + ".*.et")) + _glob.glob(
+            os.path.join(_glob.escape(str(folder)), stem + ".*.et.gz")
+        ):
             name = os.path.basename(other)
-            rest = name[len(base.name) + 1:]
+            rest = name[len(base.name) + 1 :]
             rank_text, _, suffix = rest.partition(".")
             if not rank_text.isdigit():
                 continue
@@ -251,9 +266,12 @@ class TraceSetWriter:
                 conflicts = self._conflicts()
                 if conflicts:
                     shown = ", ".join(conflicts[:6]) + (" ..." if len(conflicts) > 6 else "")
-                    raise TracekitError(f"the output prefix already holds rank files this trace set would not "
-                                        f"replace ({shown}); reading it back would mix them in: remove them "
-                                        f"or choose another prefix", path=self.prefix)
+                    raise TracekitError(
+                        f"the output prefix already holds rank files this trace set would not "
+                        f"replace ({shown}); reading it back would mix them in: remove them "
+                        f"or choose another prefix",
+                        path=self.prefix,
+                    )
                 for rank in sorted(self._temps):  # inputs may have been read after reserve()
                     check_output(self.target(rank))
                 groups_target = Path(f"{self.prefix}.comm_groups.json")
@@ -303,4 +321,3 @@ def write_traceset(traceset, prefix: str | os.PathLike[str], *, compress: bool =
             writer.add(rank, encode_trace(astra_ready(trace, ids)))
         writer.comm_groups = comm_groups_document(groups, ids)
     return writer.paths
-

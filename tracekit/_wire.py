@@ -121,8 +121,9 @@ def walk_fields(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, visit=Non
         live = live[nxt < e]
 
 
-def _packed_varints(buf: np.ndarray, owner: np.ndarray, start: np.ndarray, size: np.ndarray
-                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _packed_varints(
+    buf: np.ndarray, owner: np.ndarray, start: np.ndarray, size: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Decode packed varint payloads: ``(owner per value, value uint64, byte offset)``."""
     total = int(size.sum())
     if total == 0:

@@ -94,8 +94,7 @@ def astra_group_ids(groups: Mapping[str, Sequence[int]], world_size: int) -> dic
     return out
 
 
-def comm_groups_document(groups: Mapping[str, Sequence[int]],
-                         ids: Mapping[str, str | None]) -> dict[str, list[int]]:
+def comm_groups_document(groups: Mapping[str, Sequence[int]], ids: Mapping[str, str | None]) -> dict[str, list[int]]:
     """ASTRA-sim's comm-group JSON: ``{"<id>": [ranks...]}`` for every group with an id, ids ascending."""
     doc: dict[str, list[int]] = {}
     for name, ranks in groups.items():
@@ -114,8 +113,9 @@ def _fixed_node(node: "Node", ids: Mapping[str, str | None]) -> "Node | None":
         if PG_INIT_NAME in node.name and node.inputs is not None and node.inputs.values:
             values = _renamed_pg_init(node.inputs.values, ids)
             if values is not None:
-                fixed = (fixed or node).replace(inputs=IOInfo(values=values, shapes=node.inputs.shapes,
-                                                              types=node.inputs.types))
+                fixed = (fixed or node).replace(
+                    inputs=IOInfo(values=values, shapes=node.inputs.shapes, types=node.inputs.types)
+                )
         return fixed
     if node.type not in _COMM_TYPES:
         return None

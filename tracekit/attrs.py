@@ -27,9 +27,21 @@ from tracekit.errors import ValidationError
 
 # Attribute value kinds: the names of the AttributeProto oneof fields.
 SCALAR_KINDS = (
-    "double_val", "float_val", "int32_val", "int64_val", "uint32_val", "uint64_val",
-    "sint32_val", "sint64_val", "fixed32_val", "fixed64_val", "sfixed32_val",
-    "sfixed64_val", "bool_val", "string_val", "bytes_val",
+    "double_val",
+    "float_val",
+    "int32_val",
+    "int64_val",
+    "uint32_val",
+    "uint64_val",
+    "sint32_val",
+    "sint64_val",
+    "fixed32_val",
+    "fixed64_val",
+    "sfixed32_val",
+    "sfixed64_val",
+    "bool_val",
+    "string_val",
+    "bytes_val",
 )
 LIST_KINDS = tuple(k.replace("_val", "_list") for k in SCALAR_KINDS)
 ATTR_KINDS = frozenset(SCALAR_KINDS + LIST_KINDS)
@@ -37,7 +49,13 @@ INT_KINDS = frozenset(k for k in SCALAR_KINDS if "int" in k or "fixed" in k)
 
 # Standard attribute names (Chakra's vocabulary, docs/design.md section 3).
 COMM_TYPE, COMM_SIZE, COMM_SRC, COMM_DST, COMM_TAG, COMM_PRIORITY = (
-    "comm_type", "comm_size", "comm_src", "comm_dst", "comm_tag", "comm_priority")
+    "comm_type",
+    "comm_size",
+    "comm_src",
+    "comm_dst",
+    "comm_tag",
+    "comm_priority",
+)
 PG_NAME, IS_CPU_OP, NUM_OPS, TENSOR_SIZE, STREAM = "pg_name", "is_cpu_op", "num_ops", "tensor_size", "stream"
 
 
@@ -171,8 +189,9 @@ def infer_kind(name: str, value: Any) -> str:
     raise ValidationError(f"attribute {name!r}: unsupported value {value!r} of type {type(value).__name__}")
 
 
-def attrs_with(attrs: tuple[Attr, ...], name: str, value: Any, kind: str | None = None,
-               node_id: int | None = None) -> tuple[Attr, ...]:
+def attrs_with(
+    attrs: tuple[Attr, ...], name: str, value: Any, kind: str | None = None, node_id: int | None = None
+) -> tuple[Attr, ...]:
     """``attrs`` with attribute ``name`` set to ``value`` (replaced in place, or appended).
 
     ``kind`` defaults to the existing attribute's kind when it holds an
@@ -188,5 +207,5 @@ def attrs_with(attrs: tuple[Attr, ...], name: str, value: Any, kind: str | None 
             if kind is None:
                 keep = a.kind in INT_KINDS and isinstance(value, int) and not isinstance(value, bool)
                 kind = a.kind if keep else infer_kind(name, value)
-            return attrs[:i] + (Attr(name, value, kind, a.doc_string),) + attrs[i + 1:]
+            return attrs[:i] + (Attr(name, value, kind, a.doc_string),) + attrs[i + 1 :]
     return attrs + (Attr(name, value, kind or infer_kind(name, value)),)

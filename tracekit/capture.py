@@ -75,8 +75,14 @@ def _current_rank(torch: Any) -> int:
 
 
 @contextlib.contextmanager
-def capture(out_dir: str | os.PathLike[str], *, rank: int | None = None, record_shapes: bool = True,
-            with_stack: bool = False, cuda: bool | None = None) -> Iterator[CaptureResult]:
+def capture(
+    out_dir: str | os.PathLike[str],
+    *,
+    rank: int | None = None,
+    record_shapes: bool = True,
+    with_stack: bool = False,
+    cuda: bool | None = None,
+) -> Iterator[CaptureResult]:
     """Record the ET and the Kineto trace of the code inside the block, as one linkable pair.
 
     Args:
@@ -99,8 +105,9 @@ def capture(out_dir: str | os.PathLike[str], *, rank: int | None = None, record_
         import torch
         from torch.profiler import ExecutionTraceObserver, ProfilerActivity, profile
     except ImportError as exc:
-        raise ConfigError(f"tracekit.capture needs PyTorch >= 2.4 with torch.profiler "
-                          f"(pip install 'tracekit[torch]'): {exc}") from None
+        raise ConfigError(
+            f"tracekit.capture needs PyTorch >= 2.4 with torch.profiler (pip install 'tracekit[torch]'): {exc}"
+        ) from None
     out = Path(out_dir)
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -118,8 +125,9 @@ def capture(out_dir: str | os.PathLike[str], *, rank: int | None = None, record_
     observer = ExecutionTraceObserver().register_callback(str(tmp_et))
     ok = False
     try:
-        with profile(activities=activities, record_shapes=record_shapes, with_stack=with_stack,
-                     execution_trace_observer=observer) as prof:
+        with profile(
+            activities=activities, record_shapes=record_shapes, with_stack=with_stack, execution_trace_observer=observer
+        ) as prof:
             yield result
         prof.export_chrome_trace(str(tmp_kineto))
         ok = True

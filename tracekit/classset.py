@@ -35,8 +35,16 @@ from typing import Any, Iterable, Iterator, Sequence
 from tracekit.errors import TraceFormatError, TracekitError
 from tracekit.model import Attr
 
-__all__ = ["ClassSet", "RankClass", "MANIFEST_SUFFIX", "find_class_set", "read_class_set", "summarize_class_set",
-           "validate_class_set", "write_class_set"]
+__all__ = [
+    "ClassSet",
+    "RankClass",
+    "MANIFEST_SUFFIX",
+    "find_class_set",
+    "read_class_set",
+    "summarize_class_set",
+    "validate_class_set",
+    "write_class_set",
+]
 
 FORMAT = "tracekit-rank-classes"
 VERSION = 1
@@ -232,8 +240,11 @@ def read_class_set(path: str | os.PathLike[str]) -> ClassSet:
         classes.append(RankClass(file, ranks, slots, values))
     if seen != set(range(world)):
         missing = sorted(set(range(world)) - seen)[:8]
-        raise _bad(p, f"ranks must be 0..{world - 1} exactly once (missing {missing}, extra "
-                      f"{sorted(seen - set(range(world)))[:8]})")
+        raise _bad(
+            p,
+            f"ranks must be 0..{world - 1} exactly once (missing {missing}, extra "
+            f"{sorted(seen - set(range(world)))[:8]})",
+        )
     return ClassSet(p, world, tuple(classes))
 
 
@@ -264,8 +275,11 @@ def find_class_set(spec: Any) -> ClassSet | None:
     return None
 
 
-def write_class_set(prefix: str | os.PathLike[str], world_size: int,
-                    classes: Iterable[tuple[bytes, Sequence[Attr], Sequence[tuple[int, Sequence[Attr]]]]]) -> Path:
+def write_class_set(
+    prefix: str | os.PathLike[str],
+    world_size: int,
+    classes: Iterable[tuple[bytes, Sequence[Attr], Sequence[tuple[int, Sequence[Attr]]]]],
+) -> Path:
     """Write ``<prefix>.class<k>.et`` and ``<prefix>.classes.json``; returns the manifest path.
 
     Args:
@@ -294,9 +308,14 @@ def write_class_set(prefix: str | os.PathLike[str], world_size: int,
             with atomic_output(file) as fh:
                 fh.write(data)
             written.append(file)
-            entries.append({"file": file.name, "ranks": [int(r) for r, _ in members],
-                            "slots": [[a.name, a.kind, a.value] for a in slots],
-                            "values": [[a.value for a in attrs] for _, attrs in members]})
+            entries.append(
+                {
+                    "file": file.name,
+                    "ranks": [int(r) for r, _ in members],
+                    "slots": [[a.name, a.kind, a.value] for a in slots],
+                    "values": [[a.value for a in attrs] for _, attrs in members],
+                }
+            )
         manifest = base.parent / f"{base.name}{MANIFEST_SUFFIX}"
         doc = {"format": FORMAT, "version": VERSION, "world_size": int(world_size), "classes": entries}
         with atomic_output(manifest) as fh:
@@ -313,12 +332,16 @@ def write_class_set(prefix: str | os.PathLike[str], world_size: int,
 
 # ----- checks and summaries of a class set, per class ------------------------------------------
 
+
 def slot_maps(value_map: dict[tuple[str, Any], Any]) -> tuple[dict[str, str], dict[int, int], dict[int, int]]:
     """Group-name, source-peer and destination-peer renamings of a member's value map (canonical group names)."""
     from tracekit.groups import canonical_pg_name
 
-    pg = {canonical_pg_name(str(old)): canonical_pg_name(str(new))
-          for (name, old), new in value_map.items() if name == "pg_name"}
+    pg = {
+        canonical_pg_name(str(old)): canonical_pg_name(str(new))
+        for (name, old), new in value_map.items()
+        if name == "pg_name"
+    }
     src = {int(old): int(new) for (name, old), new in value_map.items() if name == "comm_src"}
     dst = {int(old): int(new) for (name, old), new in value_map.items() if name == "comm_dst"}
     return pg, src, dst
@@ -335,8 +358,13 @@ def member_findings(findings, rank: int, value_map: dict[tuple[str, Any], Any]):
     from dataclasses import replace
 
     pg, _, _ = slot_maps(value_map)
-    return replace(findings, rank=rank, path=None, issues=(),
-                   collectives={pg.get(k, k): v for k, v in findings.collectives.items()})
+    return replace(
+        findings,
+        rank=rank,
+        path=None,
+        issues=(),
+        collectives={pg.get(k, k): v for k, v in findings.collectives.items()},
+    )
 
 
 def _member_trace(cs: ClassSet, rank: int):
@@ -363,8 +391,9 @@ def check_class_set(cs: ClassSet) -> list:
         out[cls.representative] = rep
         exact = not rep.issues and all(s.name in RENAMED for s in cls.slots)
         for index, rank in enumerate(cls.ranks[1:], start=1):
-            out[rank] = member_findings(rep, rank, cls.value_map(index)) if exact else \
-                check_rank(_member_trace(cs, rank))
+            out[rank] = (
+                member_findings(rep, rank, cls.value_map(index)) if exact else check_rank(_member_trace(cs, rank))
+            )
     return [out[r] for r in sorted(out)]
 
 
@@ -384,8 +413,16 @@ def validate_class_set(cs: ClassSet):
     for f in findings:
         for name, ranks in f.declared_groups.items():
             if declared.setdefault(name, ranks) != ranks:
-                return _report(findings, error=Issue("process-groups", ERROR, f"process group {name!r} declared "
-                                                     f"differently on rank {f.rank}", str(cs.manifest), f.rank))
+                return _report(
+                    findings,
+                    error=Issue(
+                        "process-groups",
+                        ERROR,
+                        f"process group {name!r} declared differently on rank {f.rank}",
+                        str(cs.manifest),
+                        f.rank,
+                    ),
+                )
     try:
         groups = resolve_groups(declared, cs.world_size)
     except ValidationError as exc:
@@ -414,8 +451,12 @@ def summarize_class_set(cs: ClassSet):
         for rank in cls.ranks:
             per_rank[rank] = replace(rep, rank=rank, path=f"{cs.manifest}#rank{rank}")
     groups = {k: list(v) for k, v in resolve_groups(declared, cs.world_size).items()}
-    return TraceSetSummary(ranks=cs.world_size, process_groups=groups, per_rank=[per_rank[r] for r in sorted(per_rank)],
-                           process_group_descs=descs)
+    return TraceSetSummary(
+        ranks=cs.world_size,
+        process_groups=groups,
+        per_rank=[per_rank[r] for r in sorted(per_rank)],
+        process_group_descs=descs,
+    )
 
 
 # ----- transforms of a class set, per class ----------------------------------------------------
@@ -446,9 +487,11 @@ def transform_class_set(cs: ClassSet, pipeline, output: str | os.PathLike[str]) 
     from tracekit.traceset import TraceSet
 
     if not classwise(pipeline):
-        raise TracekitError("these steps need every rank: "
-                            + ", ".join(type(s).__name__ for s in pipeline.steps
-                                        if type(s).__name__ not in CLASSWISE_TRANSFORMS), path=cs.manifest)
+        raise TracekitError(
+            "these steps need every rank: "
+            + ", ".join(type(s).__name__ for s in pipeline.steps if type(s).__name__ not in CLASSWISE_TRANSFORMS),
+            path=cs.manifest,
+        )
     counts = [0, 0]
 
     def classes():
@@ -490,7 +533,7 @@ def class_key(data: bytes) -> str:
     import hashlib
 
     _, end = _first_record(data)
-    return hashlib.blake2b(data[max(end, 0):], digest_size=16).hexdigest()
+    return hashlib.blake2b(data[max(end, 0) :], digest_size=16).hexdigest()
 
 
 def stamp_rank_class(data: bytes, key: str, slots: Sequence[Attr], values: Sequence[Any]) -> bytes:

@@ -61,7 +61,6 @@ class DeviceModel:
         match: case-insensitive regular expressions matched against recorded device names.
     """
 
-
     key: str
     name: str
     peak_flops_per_s: tuple[tuple[str, float], ...]
@@ -87,8 +86,7 @@ class DeviceModel:
             ConfigError: the device lists no peak at all for these dtypes.
         """
         table = dict(self.peak_flops_per_s)
-        for want in (dtype or self.default_dtype, "fp32" if dtype == "tf32" else None, "fp32",
-                     self.default_dtype):
+        for want in (dtype or self.default_dtype, "fp32" if dtype == "tf32" else None, "fp32", self.default_dtype):
             if want in table:
                 return table[want], want
         raise ConfigError(f"device {self.key!r} lists no peak FLOP/s")
@@ -97,14 +95,23 @@ class DeviceModel:
 def _model(key: str, d: Mapping[str, Any]) -> DeviceModel:
     try:
         return DeviceModel(
-            key=key, name=str(d["name"]), peak_flops_per_s=tuple((k, float(v)) for k, v in d["peak_flops_per_s"].items()),
-            default_dtype=str(d["default_dtype"]), vector_flops_per_s=float(d["vector_flops_per_s"]),
-            mem_bandwidth_bytes_per_s=float(d["mem_bandwidth_bytes_per_s"]), compute_units=int(d["compute_units"]),
-            gemm_tile=int(d["gemm_tile"]), gemm_max_efficiency=float(d["gemm_max_efficiency"]),
+            key=key,
+            name=str(d["name"]),
+            peak_flops_per_s=tuple((k, float(v)) for k, v in d["peak_flops_per_s"].items()),
+            default_dtype=str(d["default_dtype"]),
+            vector_flops_per_s=float(d["vector_flops_per_s"]),
+            mem_bandwidth_bytes_per_s=float(d["mem_bandwidth_bytes_per_s"]),
+            compute_units=int(d["compute_units"]),
+            gemm_tile=int(d["gemm_tile"]),
+            gemm_max_efficiency=float(d["gemm_max_efficiency"]),
             attention_max_efficiency=float(d["attention_max_efficiency"]),
-            memory_max_efficiency=float(d["memory_max_efficiency"]), memory_latency_s=float(d["memory_latency_s"]),
-            kind=str(d.get("kind", "gpu")), memory_bytes=int(d.get("memory_bytes", 0)), source=str(d["source"]),
-            match=tuple(d.get("match", ())))
+            memory_max_efficiency=float(d["memory_max_efficiency"]),
+            memory_latency_s=float(d["memory_latency_s"]),
+            kind=str(d.get("kind", "gpu")),
+            memory_bytes=int(d.get("memory_bytes", 0)),
+            source=str(d["source"]),
+            match=tuple(d.get("match", ())),
+        )
     except (KeyError, TypeError, ValueError) as exc:
         raise ConfigError(f"device preset {key!r}: bad or missing key ({exc})", path=str(DEVICES_FILE)) from None
 
@@ -161,19 +168,36 @@ def device_model(value: Any) -> DeviceModel:
         raise ConfigError(f"device {value!r} has no peak_flops_per_s / mem_bandwidth_bytes_per_s")
     name = str(getattr(obj, "name", "") or "")
     if isinstance(peaks, (int, float)):
-        return DeviceModel(key=name or "device", name=name, peak_flops_per_s=(("default", float(peaks)),),
-                           default_dtype="default", vector_flops_per_s=float(peaks),
-                           mem_bandwidth_bytes_per_s=float(bw))
+        return DeviceModel(
+            key=name or "device",
+            name=name,
+            peak_flops_per_s=(("default", float(peaks)),),
+            default_dtype="default",
+            vector_flops_per_s=float(peaks),
+            mem_bandwidth_bytes_per_s=float(bw),
+        )
     peaks = tuple((str(k), float(v)) for k, v in peaks)
     default = str(getattr(obj, "default_dtype", None) or peaks[0][0])
     preset = find_device(name)
     if preset is not None:
         table = dict(peaks)
-        return DeviceModel(**{**preset.__dict__, "peak_flops_per_s": peaks, "default_dtype": default,
-                              "mem_bandwidth_bytes_per_s": float(bw),
-                              "vector_flops_per_s": table.get("fp32", preset.vector_flops_per_s)})
-    return DeviceModel(key=name or "device", name=name, peak_flops_per_s=peaks, default_dtype=default,
-                       vector_flops_per_s=dict(peaks).get("fp32", peaks[0][1]), mem_bandwidth_bytes_per_s=float(bw))
+        return DeviceModel(
+            **{
+                **preset.__dict__,
+                "peak_flops_per_s": peaks,
+                "default_dtype": default,
+                "mem_bandwidth_bytes_per_s": float(bw),
+                "vector_flops_per_s": table.get("fp32", preset.vector_flops_per_s),
+            }
+        )
+    return DeviceModel(
+        key=name or "device",
+        name=name,
+        peak_flops_per_s=peaks,
+        default_dtype=default,
+        vector_flops_per_s=dict(peaks).get("fp32", peaks[0][1]),
+        mem_bandwidth_bytes_per_s=float(bw),
+    )
 
 
 # ----------------------------------------------------------------------------- efficiency curves
@@ -241,7 +265,6 @@ class OpTime:
         dtype_fallback: True when that is not the op's own dtype.
     """
 
-
     seconds: float
     dtype: str
     dtype_fallback: bool
@@ -287,5 +310,14 @@ def op_seconds(flops: float, nbytes: float, op_class: str | None, dtype: str | N
     return OpTime(max(flops / device.vector_flops_per_s, mem_s), "fp32", False)
 
 
-__all__ = ["DeviceModel", "OpTime", "attention_efficiency", "device_model", "device_presets", "find_device",
-           "gemm_efficiency", "memory_efficiency", "op_seconds"]
+__all__ = [
+    "DeviceModel",
+    "OpTime",
+    "attention_efficiency",
+    "device_model",
+    "device_presets",
+    "find_device",
+    "gemm_efficiency",
+    "memory_efficiency",
+    "op_seconds",
+]

@@ -74,9 +74,9 @@ class TraceFormatError(TracekitError):
         last_good_node_id: id of the last node decoded before the failure, if any.
     """
 
-
-    def __init__(self, message: str, *, byte_offset: int | None = None,
-                 last_good_node_id: int | None = None, **context: Any) -> None:
+    def __init__(
+        self, message: str, *, byte_offset: int | None = None, last_good_node_id: int | None = None, **context: Any
+    ) -> None:
         if byte_offset is not None:
             message = f"{message} (at byte {byte_offset}"
             if last_good_node_id is not None:
@@ -119,8 +119,7 @@ class DeadlockError(ReplayError):
             blocked on and what that node waits for.
     """
 
-    def __init__(self, message: str, *, blocked: dict[int, str] | None = None,
-                 **context: Any) -> None:
+    def __init__(self, message: str, *, blocked: dict[int, str] | None = None, **context: Any) -> None:
         super().__init__(message, **context)
         self.blocked = dict(blocked or {})
 
@@ -145,8 +144,9 @@ class malformed_input:  # noqa: N801 - used as a context manager, reads like one
     def __enter__(self) -> "malformed_input":
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> Literal[False]:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> Literal[False]:
         if exc is not None and isinstance(exc, _SHAPE_ERRORS) and not isinstance(exc, TracekitError):
             text = str(exc) or type(exc).__name__
             raise self.error(f"malformed {self.what}: {type(exc).__name__}: {text}"[:300], path=self.path) from exc

@@ -157,9 +157,16 @@ class NodeColumns:
             from tracekit.model import MAX_DURATION_NS, MAX_TIME_NS, time_range_error
 
             for x in nodes:
-                problem = (time_range_error("duration", x.duration_ns, MAX_DURATION_NS)
-                           or time_range_error("start time", x.start_time_ns, MAX_TIME_NS))
-                if problem and not -2**63 <= min(x.duration_ns, x.start_time_ns) <= max(x.duration_ns, x.start_time_ns) < 2**63:
+                problem = time_range_error("duration", x.duration_ns, MAX_DURATION_NS) or time_range_error(
+                    "start time", x.start_time_ns, MAX_TIME_NS
+                )
+                if (
+                    problem
+                    and not -(2**63)
+                    <= min(x.duration_ns, x.start_time_ns)
+                    <= max(x.duration_ns, x.start_time_ns)
+                    < 2**63
+                ):
                     raise ValidationError(problem, node_id=x.id) from None
             raise
         dptr, dids = csr_from_lists([x.data_deps for x in nodes])
@@ -170,8 +177,9 @@ class NodeColumns:
             present = np.fromiter((v is not None for v in values), dtype=bool, count=n)
             return present, values
 
-        return cls(ids, types, dur, start, dptr, dids, cptr, cids,
-                   names_fn=lambda: [x.name for x in nodes], attr_fn=attr_fn)
+        return cls(
+            ids, types, dur, start, dptr, dids, cptr, cids, names_fn=lambda: [x.name for x in nodes], attr_fn=attr_fn
+        )
 
 
 class DepGraph:
@@ -204,8 +212,11 @@ class DepGraph:
         owner = np.repeat(np.arange(self.n, dtype=pos_t), np.diff(columns.data_ptr))
         pos, found = self._lookup(columns.data_ids)
         pos = pos.astype(pos_t)
-        self.missing = np.stack([owner[~found].astype(np.int64), columns.data_ids[~found].astype(np.int64)], axis=1) \
-            if not found.all() else np.zeros((0, 2), dtype=np.int64)
+        self.missing = (
+            np.stack([owner[~found].astype(np.int64), columns.data_ids[~found].astype(np.int64)], axis=1)
+            if not found.all()
+            else np.zeros((0, 2), dtype=np.int64)
+        )
         if not found.all():
             owner, pos = owner[found], pos[found]
         self.pred_ptr = np.zeros(self.n + 1, dtype=np.int64)
@@ -251,11 +262,11 @@ class DepGraph:
 
     def predecessors(self, pos: int) -> np.ndarray:
         """Positions (int32/int64 array) whose completion the node at ``pos`` waits for (data deps)."""
-        return self.pred_pos[self.pred_ptr[pos]:self.pred_ptr[pos + 1]]
+        return self.pred_pos[self.pred_ptr[pos] : self.pred_ptr[pos + 1]]
 
     def successors(self, pos: int) -> np.ndarray:
         """Positions (int32/int64 array) of the nodes that wait for the node at ``pos``."""
-        return self.succ_pos[self.succ_ptr[pos]:self.succ_ptr[pos + 1]]
+        return self.succ_pos[self.succ_ptr[pos] : self.succ_ptr[pos + 1]]
 
     def topological_order(self) -> np.ndarray:
         """Positions in a topological order of the data dependencies (int64[n]).
@@ -294,8 +305,9 @@ class DepGraph:
             ids = [int(self.ids[p]) for p in cycle]
             names = self.columns.names
             desc = " -> ".join(f"{i} ({names[p]})" for i, p in zip(ids, cycle))
-            raise ValidationError(f"dependency cycle: {desc} -> {ids[0]}", path=self.path, rank=self.rank,
-                                  node_id=ids[0])
+            raise ValidationError(
+                f"dependency cycle: {desc} -> {ids[0]}", path=self.path, rank=self.rank, node_id=ids[0]
+            )
         self._topo = np.asarray(order, dtype=np.int64)
         return self._topo
 
@@ -329,7 +341,7 @@ class DepGraph:
             path.append(u)
             preds = [int(p) for p in self.predecessors(u) if int(p) in left]
             u = min(preds)
-        cycle = path[seen[u]:]
+        cycle = path[seen[u] :]
         cycle.reverse()  # dependency order: each node is a dep of the next
         k = cycle.index(min(cycle))  # start at the earliest node, for a stable message
         return cycle[k:] + cycle[:k]
@@ -379,8 +391,7 @@ class DepGraph:
         names = self.columns.names
         types = self.columns.types.tolist()
         durs = self.columns.duration_ns.tolist()
-        g.add_nodes_from((ids[i], {"name": names[i], "type": types[i], "duration_ns": durs[i]})
-                         for i in range(self.n))
+        g.add_nodes_from((ids[i], {"name": names[i], "type": types[i], "duration_ns": durs[i]}) for i in range(self.n))
         owner = np.repeat(np.arange(self.n), np.diff(self.pred_ptr))
         g.add_edges_from(zip(self.ids[self.pred_pos].tolist(), self.ids[owner].tolist()))
         return g

@@ -40,8 +40,9 @@ def canonical_pg_name(pg_name: str | None) -> str:
     return DEFAULT_PG if not pg_name else str(pg_name)
 
 
-def pg_init_node(node_id: int, groups: Mapping[str, tuple[int, ...] | list[int]],
-                 descriptions: Mapping[str, str] | None = None) -> Node:
+def pg_init_node(
+    node_id: int, groups: Mapping[str, tuple[int, ...] | list[int]], descriptions: Mapping[str, str] | None = None
+) -> Node:
     """A METADATA node declaring ``groups`` (pg_name -> ranks; empty = all ranks).
 
     Entries have PyTorch ET's ``process_group:init`` fields (``pg_name``, ``pg_desc``, ``backend_config``,
@@ -51,23 +52,30 @@ def pg_init_node(node_id: int, groups: Mapping[str, tuple[int, ...] | list[int]]
     entries = []
     for name, ranks in groups.items():
         ranks = [int(r) for r in ranks]
-        entries.append({
-            "pg_name": str(name),
-            "pg_desc": (descriptions or {}).get(name, ""),
-            "backend_config": "",
-            "ranks": ranks,
-            "group_size": len(ranks),
-            "group_count": len(groups),
-        })
+        entries.append(
+            {
+                "pg_name": str(name),
+                "pg_desc": (descriptions or {}).get(name, ""),
+                "backend_config": "",
+                "ranks": ranks,
+                "group_size": len(ranks),
+                "group_count": len(groups),
+            }
+        )
     values = orjson.dumps(entries).decode()
     # is_cpu_op: ASTRA-sim never completes a METADATA node that is not a CPU op (see tracekit.astra_compat)
-    return Node(id=node_id, name=PG_INIT_NAME, type=NodeType.METADATA_NODE,
-                inputs=IOInfo(values=values, shapes="[[]]", types='["String"]'),
-                attrs=[Attr("is_cpu_op", True, "bool_val")])
+    return Node(
+        id=node_id,
+        name=PG_INIT_NAME,
+        type=NodeType.METADATA_NODE,
+        inputs=IOInfo(values=values, shapes="[[]]", types='["String"]'),
+        attrs=[Attr("is_cpu_op", True, "bool_val")],
+    )
 
 
-def parse_pg_entries(text: str, *, path: str | None = None, rank: int | None = None,
-                     node_id: int | None = None) -> list[dict[str, Any]]:
+def parse_pg_entries(
+    text: str, *, path: str | None = None, rank: int | None = None, node_id: int | None = None
+) -> list[dict[str, Any]]:
     """The entries (one dict per group, each with ``pg_name``) of a ``process_group:init`` value.
 
     Accepts the list itself, a one-element list wrapping the JSON string (as in
@@ -87,23 +95,32 @@ def parse_pg_entries(text: str, *, path: str | None = None, rank: int | None = N
         if isinstance(value, list) and len(value) == 1 and isinstance(value[0], str):
             value = _loads_literal(value[0])
     except ValueError as exc:
-        raise ValidationError(f"process_group:init value is neither JSON nor a Python literal: {exc}; "
-                              f"value {text[:120]!r}", path=path, rank=rank, node_id=node_id) from None
+        raise ValidationError(
+            f"process_group:init value is neither JSON nor a Python literal: {exc}; value {text[:120]!r}",
+            path=path,
+            rank=rank,
+            node_id=node_id,
+        ) from None
     if isinstance(value, dict):
-        value = [dict(v, pg_name=k) if isinstance(v, dict) else {"pg_name": k, "ranks": v}
-                 for k, v in value.items()]
+        value = [dict(v, pg_name=k) if isinstance(v, dict) else {"pg_name": k, "ranks": v} for k, v in value.items()]
     if not isinstance(value, list):
-        raise ValidationError(f"process_group:init value must be a list, got {type(value).__name__}",
-                              path=path, rank=rank, node_id=node_id)
+        raise ValidationError(
+            f"process_group:init value must be a list, got {type(value).__name__}",
+            path=path,
+            rank=rank,
+            node_id=node_id,
+        )
     for entry in value:
         if not isinstance(entry, dict) or "pg_name" not in entry:
-            raise ValidationError(f"process_group:init entry without pg_name: {entry!r}"[:200],
-                                  path=path, rank=rank, node_id=node_id)
+            raise ValidationError(
+                f"process_group:init entry without pg_name: {entry!r}"[:200], path=path, rank=rank, node_id=node_id
+            )
     return value
 
 
-def parse_pg_json(text: str, *, path: str | None = None, rank: int | None = None,
-                  node_id: int | None = None) -> dict[str, tuple[int, ...]]:
+def parse_pg_json(
+    text: str, *, path: str | None = None, rank: int | None = None, node_id: int | None = None
+) -> dict[str, tuple[int, ...]]:
     """Parse the group list of a ``process_group:init`` node (forms: :func:`parse_pg_entries`).
 
     Returns:
@@ -116,8 +133,12 @@ def parse_pg_json(text: str, *, path: str | None = None, rank: int | None = None
     for entry in parse_pg_entries(text, path=path, rank=rank, node_id=node_id):
         ranks = entry.get("ranks", [])
         if not isinstance(ranks, list) or not all(isinstance(r, int) for r in ranks):
-            raise ValidationError(f"process group {entry['pg_name']!r}: ranks must be a list of ints, got {ranks!r}",
-                                  path=path, rank=rank, node_id=node_id)
+            raise ValidationError(
+                f"process group {entry['pg_name']!r}: ranks must be a list of ints, got {ranks!r}",
+                path=path,
+                rank=rank,
+                node_id=node_id,
+            )
         groups[str(entry["pg_name"])] = tuple(ranks)
     return groups
 
@@ -187,7 +208,8 @@ def resolve_groups(declared: Mapping[str, tuple[int, ...]], world_size: int) -> 
         ranks = tuple(ranks) if ranks else world
         bad = [r for r in ranks if r < 0 or r >= world_size]
         if bad:
-            raise ValidationError(f"process group {name!r} names ranks {bad[:16]} outside the world of "
-                                  f"{world_size} ranks")
+            raise ValidationError(
+                f"process group {name!r} names ranks {bad[:16]} outside the world of {world_size} ranks"
+            )
         groups[name] = ranks
     return groups

@@ -29,11 +29,30 @@ from pathlib import Path
 from google.protobuf.message import DecodeError
 
 from tracekit._codec import metadata_from_pb, metadata_to_pb, node_to_pb
-from tracekit._framing import (DEFAULT_MAX_DECOMPRESSED_BYTES, DEFAULT_MAX_GZIP_RATIO, GZIP_MAGIC,  # noqa: F401
-                               EncodedNodes, _read_raw, decompression_limits, frame, gunzip_limited, rank_from_path,
-                               split_records)
-from tracekit._output import (_UMASK, atomic_output, check_output, make_parents, note_input,  # noqa: F401
-                              output_target, protect_inputs, read_input_bytes, remove_if_empty, write_bytes_atomic)
+from tracekit._framing import (
+    DEFAULT_MAX_DECOMPRESSED_BYTES,
+    DEFAULT_MAX_GZIP_RATIO,
+    GZIP_MAGIC,  # noqa: F401
+    EncodedNodes,
+    _read_raw,
+    decompression_limits,
+    frame,
+    gunzip_limited,
+    rank_from_path,
+    split_records,
+)
+from tracekit._output import (
+    _UMASK,
+    atomic_output,
+    check_output,
+    make_parents,
+    note_input,  # noqa: F401
+    output_target,
+    protect_inputs,
+    read_input_bytes,
+    remove_if_empty,
+    write_bytes_atomic,
+)
 from tracekit._proto import et_def_pb2 as pb
 from tracekit._stream_read import iter_nodes, read_metadata  # noqa: F401
 from tracekit._traceset_io import TraceSetWriter, read_traceset, trace_paths, write_traceset  # noqa: F401
@@ -71,8 +90,9 @@ def trace_from_bytes(data: bytes, *, path: str | None = None, rank: int | None =
     try:
         md.ParseFromString(data[ms:me])
     except DecodeError as exc:
-        raise TraceFormatError(f"undecodable GlobalMetadata message ({exc})", byte_offset=0,
-                               path=path, rank=rank) from None
+        raise TraceFormatError(
+            f"undecodable GlobalMetadata message ({exc})", byte_offset=0, path=path, rank=rank
+        ) from None
     encoded = EncodedNodes(data, starts, ends, path, rank)
     return ExecutionTrace._from_encoded(encoded, metadata_from_pb(md), rank=rank, path=path, meta_raw=data[ms:me])
 
@@ -120,8 +140,9 @@ def encode_trace(trace: ExecutionTrace) -> bytes:
             try:
                 parts.append(frame(node_to_pb(node).SerializeToString()))
             except (TypeError, ValueError) as exc:
-                raise TracekitError(f"cannot encode node: {exc}", node_id=node.id, rank=trace.rank,
-                                    path=trace.path) from None
+                raise TracekitError(
+                    f"cannot encode node: {exc}", node_id=node.id, rank=trace.rank, path=trace.path
+                ) from None
     return b"".join(parts)
 
 
@@ -159,8 +180,26 @@ def write_trace(trace: ExecutionTrace, path: str | os.PathLike[str]) -> Path:
 
 
 __all__ = [
-    "TraceSetWriter", "atomic_output", "check_output", "encode_metadata", "note_input", "protect_inputs",
-    "read_input_bytes", "encode_node", "encode_trace", "frame", "iter_nodes", "read_metadata", "rank_from_path", "read_trace",
-    "read_traceset", "split_records", "trace_from_bytes", "trace_paths", "write_bytes_atomic",
-    "write_trace", "write_traceset", "Metadata",
+    "TraceSetWriter",
+    "atomic_output",
+    "check_output",
+    "encode_metadata",
+    "note_input",
+    "protect_inputs",
+    "read_input_bytes",
+    "encode_node",
+    "encode_trace",
+    "frame",
+    "iter_nodes",
+    "read_metadata",
+    "rank_from_path",
+    "read_trace",
+    "read_traceset",
+    "split_records",
+    "trace_from_bytes",
+    "trace_paths",
+    "write_bytes_atomic",
+    "write_trace",
+    "write_traceset",
+    "Metadata",
 ]

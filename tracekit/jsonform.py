@@ -29,10 +29,22 @@ import orjson
 
 from tracekit._codec import attr_to_pb
 from tracekit.errors import TraceFormatError, ValidationError, malformed_input
-from tracekit.model import (ATTR_KINDS, MAX_DURATION_NS, MAX_TIME_NS, Attr, ExecutionTrace, IOInfo, Metadata, Node,
-                            NodeType, time_range_error)
+from tracekit.model import (
+    ATTR_KINDS,
+    MAX_DURATION_NS,
+    MAX_TIME_NS,
+    Attr,
+    ExecutionTrace,
+    IOInfo,
+    Metadata,
+    Node,
+    NodeType,
+    time_range_error,
+)
 
 FORMAT = "tracekit.et.json"
+
+
 def _PB_ATTR():  # noqa: N802 - a message factory
     from tracekit._proto import et_def_pb2
 
@@ -55,8 +67,11 @@ def _attr_out(a: Attr) -> dict[str, Any]:
     if a.kind in _FLOAT_KINDS:
         value = [_float_out(v) for v in value] if isinstance(value, (list, tuple)) else _float_out(value)
     elif a.kind in _BYTES_KINDS:
-        value = [base64.b64encode(v).decode() for v in value] if isinstance(value, (list, tuple)) \
+        value = (
+            [base64.b64encode(v).decode() for v in value]
+            if isinstance(value, (list, tuple))
             else base64.b64encode(value).decode()
+        )
     out: dict[str, Any] = {"name": a.name, "kind": a.kind, "value": value}
     if a.doc_string:
         out["doc_string"] = a.doc_string
@@ -66,9 +81,13 @@ def _attr_out(a: Attr) -> dict[str, Any]:
 def _node_out(n: Node) -> dict[str, Any]:
     t = n.type
     out: dict[str, Any] = {
-        "id": n.id, "name": n.name, "type": t.name if isinstance(t, NodeType) else int(t),
-        "data_deps": n.data_deps, "ctrl_deps": n.ctrl_deps,
-        "start_time_ns": n.start_time_ns, "duration_ns": n.duration_ns,
+        "id": n.id,
+        "name": n.name,
+        "type": t.name if isinstance(t, NodeType) else int(t),
+        "data_deps": n.data_deps,
+        "ctrl_deps": n.ctrl_deps,
+        "start_time_ns": n.start_time_ns,
+        "duration_ns": n.duration_ns,
     }
     if n.inputs is not None:
         out["inputs"] = {"values": n.inputs.values, "shapes": n.inputs.shapes, "types": n.inputs.types}
@@ -86,14 +105,17 @@ def _storage_in(value: Any, nid: int, path: str | None, rank: int | None) -> byt
     try:
         return bytes.fromhex(value)
     except (TypeError, ValueError):
-        raise TraceFormatError(f"storage_pb_hex must be a hex string, got {value!r}"[:200], path=path, rank=rank,
-                               node_id=nid) from None
+        raise TraceFormatError(
+            f"storage_pb_hex must be a hex string, got {value!r}"[:200], path=path, rank=rank, node_id=nid
+        ) from None
 
 
 def dumps_trace(trace: ExecutionTrace) -> bytes:
     """The JSON document of ``trace`` (UTF-8 bytes, indented)."""
     doc = {
-        "format": FORMAT, "format_version": 1, "rank": trace.rank,
+        "format": FORMAT,
+        "format_version": 1,
+        "rank": trace.rank,
         "metadata": {"version": trace.metadata.version, "attrs": [_attr_out(a) for a in trace.metadata.attrs]},
         "nodes": [_node_out(n) for n in trace.nodes],
     }
@@ -107,36 +129,46 @@ def _attr_in(d: Any, where: str, path: str) -> Attr:
     if kind is not None and (not isinstance(kind, str) or kind not in ATTR_KINDS):
         raise TraceFormatError(f"{where}: attribute {d['name']!r} has unknown kind {kind!r}"[:300], path=path)
     if not isinstance(d["name"], str) or not isinstance(d.get("doc_string", ""), str):
-        raise TraceFormatError(f"{where}: attribute name and doc_string must be strings, got {d['name']!r}"[:300],
-                               path=path)
+        raise TraceFormatError(
+            f"{where}: attribute name and doc_string must be strings, got {d['name']!r}"[:300], path=path
+        )
     value = d.get("value")
     try:
         if kind in _FLOAT_KINDS:
-            conv = (lambda v: _NONFINITE[v] if isinstance(v, str) else float(v))
+            conv = lambda v: _NONFINITE[v] if isinstance(v, str) else float(v)
             value = [conv(v) for v in value] if isinstance(value, list) else conv(value)
         elif kind in _BYTES_KINDS:
-            conv = (lambda v: base64.b64decode(v, validate=True))
+            conv = lambda v: base64.b64decode(v, validate=True)
             value = [conv(v) for v in value] if isinstance(value, list) else conv(value)
     except (TypeError, ValueError, KeyError):  # binascii.Error is a ValueError
-        text = "base64 text" if kind in _BYTES_KINDS else "a number (or \"NaN\", \"Infinity\", \"-Infinity\")"
-        raise TraceFormatError(f"{where}: attribute {d['name']!r} of kind {kind}: value must be {text}, got "
-                               f"{value!r}"[:300], path=path) from None
+        text = "base64 text" if kind in _BYTES_KINDS else 'a number (or "NaN", "Infinity", "-Infinity")'
+        raise TraceFormatError(
+            f"{where}: attribute {d['name']!r} of kind {kind}: value must be {text}, got {value!r}"[:300], path=path
+        ) from None
     attr = Attr(d["name"], value, kind, d.get("doc_string", ""))
     try:  # the value must fit its wire kind (type and range), as a .et file would hold it
         attr_to_pb(attr, _PB_ATTR())
     except (TypeError, ValueError, AttributeError) as exc:
-        raise TraceFormatError(f"{where}: attribute {d['name']!r}: value {value!r:.80} does not fit kind {kind}: {exc}"
-                               [:300], path=path) from None
+        raise TraceFormatError(
+            f"{where}: attribute {d['name']!r}: value {value!r:.80} does not fit kind {kind}: {exc}"[:300], path=path
+        ) from None
     return attr
 
 
 def _io_in(d: Any, node_id: int, path: str, rank: int | None) -> IOInfo | None:
     if d is None:
         return None
-    if not isinstance(d, dict) or set(d) - {"values", "shapes", "types"} or \
-            not all(isinstance(v, str) for v in d.values()):
-        raise TraceFormatError(f"inputs/outputs must be an object of strings values/shapes/types, got {d!r}"[:200],
-                               path=path, rank=rank, node_id=node_id)
+    if (
+        not isinstance(d, dict)
+        or set(d) - {"values", "shapes", "types"}
+        or not all(isinstance(v, str) for v in d.values())
+    ):
+        raise TraceFormatError(
+            f"inputs/outputs must be an object of strings values/shapes/types, got {d!r}"[:200],
+            path=path,
+            rank=rank,
+            node_id=node_id,
+        )
     return IOInfo(d.get("values", ""), d.get("shapes", ""), d.get("types", ""))
 
 
@@ -157,16 +189,33 @@ def _node_type(value: Any, where: str, path: str) -> NodeType | int:
 
 
 _U64_MAX = 2**64 - 1
-_NODE_KEYS = frozenset({"id", "name", "type", "data_deps", "ctrl_deps", "start_time_ns", "duration_ns", "inputs",
-                        "outputs", "attrs", "storage_pb_hex"})
+_NODE_KEYS = frozenset(
+    {
+        "id",
+        "name",
+        "type",
+        "data_deps",
+        "ctrl_deps",
+        "start_time_ns",
+        "duration_ns",
+        "inputs",
+        "outputs",
+        "attrs",
+        "storage_pb_hex",
+    }
+)
 _DOC_KEYS = frozenset({"format", "format_version", "rank", "metadata", "nodes"})
 
 
 def _u64(value: Any, key: str, node_id: Any, path: str, rank: int | None) -> int:
     """An unsigned 64-bit integer field (ids, times): ints only, no floats, strings or bools."""
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _U64_MAX:
-        raise TraceFormatError(f"{key} must be an integer from 0 to 2^64-1, got {value!r}"[:200], path=path,
-                               rank=rank, node_id=node_id if isinstance(node_id, int) else None)
+        raise TraceFormatError(
+            f"{key} must be an integer from 0 to 2^64-1, got {value!r}"[:200],
+            path=path,
+            rank=rank,
+            node_id=node_id if isinstance(node_id, int) else None,
+        )
     return value
 
 
@@ -183,8 +232,12 @@ def _int_list(value: Any, key: str, node_id: Any, path: str, rank: int | None = 
     if value is None:
         return []
     if not isinstance(value, list):
-        raise TraceFormatError(f"{key} must be a list of node ids, got {value!r}"[:200], path=path, rank=rank,
-                               node_id=node_id if isinstance(node_id, int) else None)
+        raise TraceFormatError(
+            f"{key} must be a list of node ids, got {value!r}"[:200],
+            path=path,
+            rank=rank,
+            node_id=node_id if isinstance(node_id, int) else None,
+        )
     return [_u64(v, key, node_id, path, rank) for v in value]
 
 
@@ -213,17 +266,23 @@ def loads_trace(data: bytes, *, path: str = "<json>", rank: int | None = None) -
     if isinstance(doc, dict) and "workload_graph" in doc:
         return _from_feeder(doc, path, rank)
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-        raise TraceFormatError(f"not a tracekit JSON trace (expected \"format\": \"{FORMAT}\") "
-                               "nor a Chakra feeder JSON (\"workload_graph\")", path=path, rank=rank)
+        raise TraceFormatError(
+            f'not a tracekit JSON trace (expected "format": "{FORMAT}") nor a Chakra feeder JSON ("workload_graph")',
+            path=path,
+            rank=rank,
+        )
     if doc.get("format_version", 1) != 1:
-        raise TraceFormatError(f"unsupported format_version {doc.get('format_version')!r} (this tracekit reads 1)",
-                               path=path, rank=rank)
+        raise TraceFormatError(
+            f"unsupported format_version {doc.get('format_version')!r} (this tracekit reads 1)", path=path, rank=rank
+        )
     unknown = sorted(set(doc) - _DOC_KEYS)
     if unknown:
         raise TraceFormatError(f"unknown top-level keys {unknown}", path=path, rank=rank)
     md = _typed(doc, "metadata", dict, {}, "document", path, rank)
-    metadata = Metadata(str(md.get("version", "")),
-                        [_attr_in(a, "metadata", path) for a in _typed(md, "attrs", list, [], "metadata", path, rank)])
+    metadata = Metadata(
+        str(md.get("version", "")),
+        [_attr_in(a, "metadata", path) for a in _typed(md, "attrs", list, [], "metadata", path, rank)],
+    )
     if rank is None and isinstance(doc.get("rank"), int):
         rank = doc["rank"]
     nodes = []
@@ -238,16 +297,23 @@ def loads_trace(data: bytes, *, path: str = "<json>", rank: int | None = None) -
         name = d.get("name", "")
         if not isinstance(name, str):
             raise TraceFormatError(f"name must be a string, got {name!r}"[:200], path=path, rank=rank, node_id=nid)
-        nodes.append(Node(
-            id=nid, name=name, type=_node_type(d.get("type", 0), f"node {nid}", path),
-            data_deps=_int_list(d.get("data_deps"), "data_deps", nid, path, rank),
-            ctrl_deps=_int_list(d.get("ctrl_deps"), "ctrl_deps", nid, path, rank),
-            start_time_ns=_time(d.get("start_time_ns", 0), "start_time_ns", MAX_TIME_NS, nid, path, rank),
-            duration_ns=_time(d.get("duration_ns", 0), "duration_ns", MAX_DURATION_NS, nid, path, rank),
-            inputs=_io_in(d.get("inputs"), nid, path, rank), outputs=_io_in(d.get("outputs"), nid, path, rank),
-            attrs=[_attr_in(a, f"node {nid}", path) for a in _typed(d, "attrs", list, [], f"node {nid}", path, rank)],
-            storage=_storage_in(d.get("storage_pb_hex"), nid, path, rank),
-        ))
+        nodes.append(
+            Node(
+                id=nid,
+                name=name,
+                type=_node_type(d.get("type", 0), f"node {nid}", path),
+                data_deps=_int_list(d.get("data_deps"), "data_deps", nid, path, rank),
+                ctrl_deps=_int_list(d.get("ctrl_deps"), "ctrl_deps", nid, path, rank),
+                start_time_ns=_time(d.get("start_time_ns", 0), "start_time_ns", MAX_TIME_NS, nid, path, rank),
+                duration_ns=_time(d.get("duration_ns", 0), "duration_ns", MAX_DURATION_NS, nid, path, rank),
+                inputs=_io_in(d.get("inputs"), nid, path, rank),
+                outputs=_io_in(d.get("outputs"), nid, path, rank),
+                attrs=[
+                    _attr_in(a, f"node {nid}", path) for a in _typed(d, "attrs", list, [], f"node {nid}", path, rank)
+                ],
+                storage=_storage_in(d.get("storage_pb_hex"), nid, path, rank),
+            )
+        )
     return ExecutionTrace(nodes, metadata, rank=rank, path=path)
 
 
@@ -258,16 +324,21 @@ def _from_feeder(doc: dict[str, Any], path: str, rank: int | None) -> ExecutionT
     nodes = []
     graph = doc["workload_graph"]
     if not isinstance(graph, list) or not graph:
-        raise TraceFormatError(f"workload_graph must be a non-empty list of nodes, got {graph!r}"[:200],
-                               path=path, rank=rank)
+        raise TraceFormatError(
+            f"workload_graph must be a non-empty list of nodes, got {graph!r}"[:200], path=path, rank=rank
+        )
     for i, d in enumerate(graph):
         if not isinstance(d, dict) or "Id" not in d:
             raise TraceFormatError(f"workload_graph[{i}]: a node must be an object with an Id", path=path, rank=rank)
         nid = _u64(d["Id"], "Id", None, path, rank)
         runtime = d.get("runtime", 0)
         if not isinstance(runtime, (int, float)) or runtime < 0 or not math.isfinite(runtime):
-            raise TraceFormatError(f"runtime must be a non-negative number of microseconds, got {runtime!r}",
-                                   path=path, rank=rank, node_id=nid)
+            raise TraceFormatError(
+                f"runtime must be a non-negative number of microseconds, got {runtime!r}",
+                path=path,
+                rank=rank,
+                node_id=nid,
+            )
         attrs = []
         for key, value in d.items():
             if key not in _FEEDER_KEYS and value is not None:
@@ -275,14 +346,21 @@ def _from_feeder(doc: dict[str, Any], path: str, rank: int | None) -> ExecutionT
                     attrs.append(Attr.infer(key, value))
                 except ValidationError as exc:  # an empty list or a value of no attribute kind
                     raise TraceFormatError(f"attribute {key!r}: {exc}", path=path, rank=rank, node_id=nid) from None
-        nodes.append(Node(id=nid, name=str(d.get("Name", "")),
-                          type=_node_type(d.get("NodeType", 0), f"node {nid}", path),
-                          data_deps=_int_list(d.get("data_deps", d.get("dataDeps")), "data_deps", nid, path, rank),
-                          ctrl_deps=_int_list(d.get("ctrlDeps", d.get("ctrl_deps")), "ctrlDeps", nid, path, rank),
-                          duration_ns=_time(int(round(runtime * 1000)), "runtime (x 1000)", MAX_DURATION_NS, nid,
-                                            path, rank), attrs=attrs))
-    md = Metadata(version="feeder-json", attrs=[Attr.infer(key, doc[key]) for key in ("workload_name", "ngpus")
-                                                if key in doc and doc[key] is not None])
+        nodes.append(
+            Node(
+                id=nid,
+                name=str(d.get("Name", "")),
+                type=_node_type(d.get("NodeType", 0), f"node {nid}", path),
+                data_deps=_int_list(d.get("data_deps", d.get("dataDeps")), "data_deps", nid, path, rank),
+                ctrl_deps=_int_list(d.get("ctrlDeps", d.get("ctrl_deps")), "ctrlDeps", nid, path, rank),
+                duration_ns=_time(int(round(runtime * 1000)), "runtime (x 1000)", MAX_DURATION_NS, nid, path, rank),
+                attrs=attrs,
+            )
+        )
+    md = Metadata(
+        version="feeder-json",
+        attrs=[Attr.infer(key, doc[key]) for key in ("workload_name", "ngpus") if key in doc and doc[key] is not None],
+    )
     return ExecutionTrace(nodes, md, rank=rank, path=path)
 
 

@@ -22,13 +22,22 @@ import re
 CLASSES = ("gemm", "attention", "comm", "memory", "other")
 
 # generic words ("broadcast") would catch aten::broadcast_tensors: only library and collective-kernel names
-_COMM = re.compile(r"nccl|gloo|c10d::|record_param_comms|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all"
-                   r"|sendrecv", re.I)
+_COMM = re.compile(
+    r"nccl|gloo|c10d::|record_param_comms|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all"
+    r"|sendrecv",
+    re.I,
+)
 _ATTENTION = re.compile(r"flash|fmha|attention|attn|sdpa|scaled_dot_product", re.I)
-_GEMM = re.compile(r"gemm|cutlass|cublas|xmma|wgmma|hmma|\bmatmul|aten::(mm|addmm|bmm|baddbmm|linear|matmul)\b"
-                   r"|aten::_?addmm", re.I)
-_MEMORY = re.compile(r"memcpy|memset|aten::(copy_|_to_copy|fill_|zero_|zeros|empty|empty_strided|clone|"
-                     r"contiguous|cat)\b", re.I)
+_GEMM = re.compile(
+    r"gemm|cutlass|cublas|xmma|wgmma|hmma|\bmatmul|aten::(mm|addmm|bmm|baddbmm|linear|matmul)\b"
+    r"|aten::_?addmm",
+    re.I,
+)
+_MEMORY = re.compile(
+    r"memcpy|memset|aten::(copy_|_to_copy|fill_|zero_|zeros|empty|empty_strided|clone|"
+    r"contiguous|cat)\b",
+    re.I,
+)
 _MEMORY_CATEGORIES = frozenset({"gpu_memcpy", "gpu_memset"})
 
 

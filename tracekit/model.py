@@ -24,10 +24,33 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
-from tracekit.attrs import (ATTR_KINDS, INT_KINDS, LIST_KINDS, SCALAR_KINDS, Attr, as_bool, as_bytes,  # noqa: F401
-                            as_int, as_str, infer_kind)
-from tracekit.node import (COMM_TYPES, MAX_DURATION_NS, MAX_RANKS, MAX_TIME_NS, NODE_FIELDS, NodeDraft,  # noqa: F401
-                           CollectiveType, IOInfo, Metadata, Node, NodeType, check_rank_count, time_range_error)
+from tracekit.attrs import (
+    ATTR_KINDS,
+    INT_KINDS,
+    LIST_KINDS,
+    SCALAR_KINDS,
+    Attr,
+    as_bool,
+    as_bytes,  # noqa: F401
+    as_int,
+    as_str,
+    infer_kind,
+)
+from tracekit.node import (
+    COMM_TYPES,
+    MAX_DURATION_NS,
+    MAX_RANKS,
+    MAX_TIME_NS,
+    NODE_FIELDS,
+    NodeDraft,  # noqa: F401
+    CollectiveType,
+    IOInfo,
+    Metadata,
+    Node,
+    NodeType,
+    check_rank_count,
+    time_range_error,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.graph import DepGraph, NodeColumns
@@ -54,8 +77,14 @@ class ExecutionTrace:
 
     __slots__ = ("_metadata", "_rank", "_path", "_nodes", "_encoded", "_view", "_columns", "_graph", "_meta_raw")
 
-    def __init__(self, nodes: Iterable[Node] | None = None, metadata: Metadata | None = None,
-                 *, rank: int | None = None, path: str | None = None) -> None:
+    def __init__(
+        self,
+        nodes: Iterable[Node] | None = None,
+        metadata: Metadata | None = None,
+        *,
+        rank: int | None = None,
+        path: str | None = None,
+    ) -> None:
         self._metadata = metadata if metadata is not None else Metadata(version="0.0.4")
         self._rank, self._path = rank, path
         self._nodes: tuple[Node, ...] | None = tuple(nodes) if nodes is not None else ()
@@ -69,8 +98,9 @@ class ExecutionTrace:
         self._meta_raw: bytes | None = None
 
     @classmethod
-    def _from_encoded(cls, encoded: Any, metadata: Metadata, *, rank: int | None, path: str | None,
-                      meta_raw: bytes | None = None) -> "ExecutionTrace":
+    def _from_encoded(
+        cls, encoded: Any, metadata: Metadata, *, rank: int | None, path: str | None, meta_raw: bytes | None = None
+    ) -> "ExecutionTrace":
         """A trace over the encoded records of a file (:class:`tracekit.io.EncodedNodes`), nothing decoded yet."""
         trace = cls(None, metadata, rank=rank, path=path)
         object.__setattr__(trace, "_nodes", None)
@@ -82,8 +112,10 @@ class ExecutionTrace:
         if name in ExecutionTrace.__slots__ and not hasattr(self, "_meta_raw"):
             object.__setattr__(self, name, value)  # during construction only
             return
-        raise AttributeError(f"ExecutionTrace is immutable: use with_nodes / with_metadata / with_label "
-                             f"instead of setting {name!r} (issue 13)")
+        raise AttributeError(
+            f"ExecutionTrace is immutable: use with_nodes / with_metadata / with_label "
+            f"instead of setting {name!r} (issue 13)"
+        )
 
     @property
     def metadata(self) -> Metadata:
@@ -147,8 +179,9 @@ class ExecutionTrace:
         rank = self._rank if rank is None else rank
         path = self._path if path is None else path
         if self._nodes is None:
-            trace = ExecutionTrace._from_encoded(self._encoded, self._metadata, rank=rank, path=path,
-                                                 meta_raw=self._meta_raw)
+            trace = ExecutionTrace._from_encoded(
+                self._encoded, self._metadata, rank=rank, path=path, meta_raw=self._meta_raw
+            )
             object.__setattr__(trace, "_columns", self._columns)
             return trace
         return ExecutionTrace(self._nodes, self._metadata, rank=rank, path=path)

@@ -63,8 +63,20 @@ from tracekit.workloads.units import DTYPE_BYTES, FLOAT_DTYPES, torch_dtype
 
 #: Op classes whose time is set by matrix units (tensor cores); the rest are memory-bound.
 MATRIX_CLASSES = frozenset({"gemm", "conv", "attention"})
-OP_CLASSES = ("gemm", "conv", "attention", "norm", "softmax", "elementwise", "reduction", "embedding", "copy",
-              "optimizer", "pool", "view")
+OP_CLASSES = (
+    "gemm",
+    "conv",
+    "attention",
+    "norm",
+    "softmax",
+    "elementwise",
+    "reduction",
+    "embedding",
+    "copy",
+    "optimizer",
+    "pool",
+    "view",
+)
 
 
 @dataclass(frozen=True)
@@ -175,14 +187,17 @@ def parse_args(inputs: Any, outputs: Any) -> OpArgs:
 
     Text that is not JSON counts as missing (no error is raised).
     """
+
     def part(io: Any, name: str) -> Any:
         """Field ``name`` (``shapes``/``types``/``values``) of ``io`` parsed from JSON, None when absent or not JSON."""
         return _loads(getattr(io, name, None)) if io is not None else None
 
     values = part(inputs, "values")
-    return OpArgs(_side(part(inputs, "shapes"), part(inputs, "types")),
-                  _side(part(outputs, "shapes"), part(outputs, "types")),
-                  tuple(values) if isinstance(values, list) else ())
+    return OpArgs(
+        _side(part(inputs, "shapes"), part(inputs, "types")),
+        _side(part(outputs, "shapes"), part(outputs, "types")),
+        tuple(values) if isinstance(values, list) else (),
+    )
 
 
 # ----------------------------------------------------------------------------- matrix FLOPs
@@ -304,6 +319,7 @@ def _conv_with(transposed: Callable[[OpArgs], bool]) -> Callable[[OpArgs], int]:
         if out is None:
             raise ValueError("convolution without an output shape")
         return conv_flops(x, w, out, transposed(a))
+
     return f
 
 
@@ -350,6 +366,7 @@ def _per_out(k: float) -> Callable[[OpArgs], int]:
         outs = [t for arg in a.outputs for t in arg]
         ref = outs[0] if outs else a.t(0)
         return int(k * ref.numel)
+
     return f
 
 
@@ -364,89 +381,383 @@ def _per_list(k: float) -> Callable[[OpArgs], int]:
 
 _ZERO = lambda a: 0  # noqa: E731
 
-_GEMM = {"mm": _mm, "addmm": _addmm, "bmm": _mm, "baddbmm": _addmm, "matmul": _mm, "linear": _linear,
-         "_addmm_activation": _addmm, "addbmm": _addmm, "dot": _mm, "mv": _mm, "einsum": _einsum,
-         "_scaled_mm": _mm}
-_CONV = {"convolution": _conv_generic, "_convolution": _conv_generic, "conv1d": _conv, "conv2d": _conv, "conv3d": _conv,
-         "cudnn_convolution": _conv, "mkldnn_convolution": _conv, "miopen_convolution": _conv,
-         "_slow_conv2d_forward": _conv, "thnn_conv2d": _conv, "conv_transpose1d": _conv_t,
-         "conv_transpose2d": _conv_t, "conv_transpose3d": _conv_t, "cudnn_convolution_transpose": _conv_t,
-         "convolution_backward": _conv_backward, "_convolution_backward": _conv_backward}
-_ATTN = {"scaled_dot_product_attention": _sdpa, "_scaled_dot_product_flash_attention": _sdpa,
-         "_scaled_dot_product_efficient_attention": _sdpa, "_scaled_dot_product_cudnn_attention": _sdpa,
-         "_scaled_dot_product_attention_math": _sdpa, "_scaled_dot_product_flash_attention_for_cpu": _sdpa,
-         "_scaled_dot_product_flash_attention_backward": _sdpa_bwd,
-         "_scaled_dot_product_efficient_attention_backward": _sdpa_bwd,
-         "_scaled_dot_product_cudnn_attention_backward": _sdpa_bwd,
-         "_scaled_dot_product_flash_attention_for_cpu_backward": _sdpa_bwd,
-         "_flash_attention_forward": _flash, "_efficient_attention_forward": _flash,
-         "_flash_attention_backward": _flash_bwd, "_efficient_attention_backward": _flash_bwd}
-_NORM = {n: _per_in(5) for n in ("layer_norm", "native_layer_norm", "batch_norm", "native_batch_norm",
-                                 "_native_batch_norm_legit", "_native_batch_norm_legit_no_training",
-                                 "cudnn_batch_norm", "miopen_batch_norm", "_batch_norm_impl_index",
-                                 "rms_norm", "_fused_rms_norm", "group_norm", "native_group_norm",
-                                 "instance_norm", "_batch_norm_with_update")}
-_NORM.update({n: _per_in(8) for n in ("native_layer_norm_backward", "native_batch_norm_backward",
-                                      "cudnn_batch_norm_backward", "miopen_batch_norm_backward",
-                                      "_fused_rms_norm_backward", "native_group_norm_backward",
-                                      "batch_norm_backward", "_batch_norm_impl_index_backward")})
-_SOFTMAX = {n: _per_in(5) for n in ("softmax", "_softmax", "log_softmax", "_log_softmax",
-                                    "_softmax_backward_data", "_log_softmax_backward_data",
-                                    "cross_entropy_loss", "nll_loss", "nll_loss_forward", "nll_loss2d_forward",
-                                    "nll_loss_nd", "nll_loss_backward", "nll_loss2d_backward")}
-_ELEMENTWISE_2 = ("addcmul", "addcdiv", "lerp", "gelu", "gelu_backward", "silu", "silu_backward",
-                  "native_dropout", "dropout", "native_dropout_backward", "mse_loss", "mse_loss_backward",
-                  "sigmoid_backward", "tanh_backward", "hardtanh_backward", "leaky_relu_backward")
-_ELEMENTWISE_1 = ("add", "sub", "mul", "div", "relu", "threshold_backward", "threshold", "sigmoid", "tanh",
-                  "neg", "exp", "log", "sqrt", "rsqrt", "pow", "where", "masked_fill", "clamp", "clamp_min",
-                  "clamp_max", "maximum", "minimum", "abs", "sign", "reciprocal", "hardtanh", "leaky_relu",
-                  "erf", "sin", "cos", "square", "eq", "ne", "lt", "le", "gt", "ge", "logical_not",
-                  "logical_and", "logical_or", "bitwise_and", "bitwise_or", "rsub", "triu", "tril", "uniform",
-                  "normal", "bernoulli", "rand", "randn", "randint", "arange", "scatter", "scatter_add",
-                  "index_add", "index_put", "gather", "index", "index_select", "masked_select", "embedding_bag",
-                  "_embedding_bag", "_embedding_bag_backward", "embedding_dense_backward",
-                  "embedding_backward", "cumsum", "gelu_", "softplus", "elu", "silu_")
-_REDUCTION = ("sum", "mean", "amax", "amin", "max", "min", "norm", "linalg_vector_norm", "var", "std",
-              "var_mean", "std_mean", "prod", "argmax", "argmin", "all", "any", "logsumexp", "topk",
-              "sort", "_foreach_norm")
-_COPY = ("copy", "_to_copy", "clone", "fill", "zero", "zeros", "ones", "full",
-         "zeros_like", "ones_like", "full_like", "cat", "stack", "_cat", "repeat", "expand_copy",
-         "constant_pad_nd", "pad", "flip", "roll", "_copy_from", "_copy_from_and_resize", "type_as",
-         "new_zeros", "new_ones", "new_full", "masked_scatter", "_local_scalar_dense",
-         "_pin_memory", "pin_memory", "cudnn_batch_norm_reserve", "narrow_copy", "slice_backward",
-         "select_backward", "index_select_backward", "as_strided_scatter", "slice_scatter", "select_scatter")
-_VIEW = ("view", "reshape", "_reshape_alias", "_unsafe_view", "t", "transpose", "permute", "expand",
-         "expand_as", "as_strided", "slice", "select", "narrow", "unsqueeze", "squeeze", "flatten",
-         "unflatten", "split", "split_with_sizes", "chunk", "unbind", "detach", "alias", "view_as",
-         "numpy_T", "movedim", "unfold", "empty", "empty_like", "empty_strided", "resize", "set",
-         "result_type", "lift_fresh_copy", "is_nonzero", "size", "stride", "_has_compatible_shallow_copy_type",
-         "record_stream", "_version", "retain_grad", "requires_grad", "_reshape_copy", "diagonal",
-         "broadcast_tensors", "align_as", "real", "imag", "view_as_real", "view_as_complex",
-         # these return their input or call a copying op that the trace records below them
-         "to", "contiguous", "type_as", "lift_fresh", "item")
-_POOL = ("max_pool2d", "max_pool2d_with_indices", "max_pool2d_with_indices_backward", "avg_pool2d",
-         "avg_pool2d_backward", "adaptive_avg_pool2d", "_adaptive_avg_pool2d", "_adaptive_avg_pool2d_backward",
-         "adaptive_max_pool2d", "max_pool1d", "max_pool3d", "avg_pool1d", "avg_pool3d",
-         "max_pool3d_with_indices", "upsample_nearest2d", "upsample_bilinear2d",
-         "upsample_nearest2d_backward", "upsample_bilinear2d_backward")
-_OPTIM = {"_fused_adam": _per_list(ADAM_FLOPS_PER_PARAM), "_fused_adamw": _per_list(ADAM_FLOPS_PER_PARAM),
-          "_fused_sgd": _per_list(SGD_FLOPS_PER_PARAM),
-          "_foreach_add": _per_list(1), "_foreach_mul": _per_list(1), "_foreach_div": _per_list(1),
-          "_foreach_sub": _per_list(1), "_foreach_addcmul": _per_list(2), "_foreach_addcdiv": _per_list(2),
-          "_foreach_sqrt": _per_list(1), "_foreach_lerp": _per_list(3), "_foreach_zero": _ZERO,
-          "_foreach_copy": _ZERO, "_foreach_neg": _per_list(1), "_foreach_maximum": _per_list(1),
-          "_foreach_clamp_min": _per_list(1), "_foreach_clamp_max": _per_list(1),
-          "_foreach_reciprocal": _per_list(1), "_foreach_pow": _per_list(1), "_foreach_abs": _per_list(1),
-          "_foreach_sign": _per_list(1), "_foreach_exp": _per_list(1), "_foreach_rsqrt": _per_list(1)}
+_GEMM = {
+    "mm": _mm,
+    "addmm": _addmm,
+    "bmm": _mm,
+    "baddbmm": _addmm,
+    "matmul": _mm,
+    "linear": _linear,
+    "_addmm_activation": _addmm,
+    "addbmm": _addmm,
+    "dot": _mm,
+    "mv": _mm,
+    "einsum": _einsum,
+    "_scaled_mm": _mm,
+}
+_CONV = {
+    "convolution": _conv_generic,
+    "_convolution": _conv_generic,
+    "conv1d": _conv,
+    "conv2d": _conv,
+    "conv3d": _conv,
+    "cudnn_convolution": _conv,
+    "mkldnn_convolution": _conv,
+    "miopen_convolution": _conv,
+    "_slow_conv2d_forward": _conv,
+    "thnn_conv2d": _conv,
+    "conv_transpose1d": _conv_t,
+    "conv_transpose2d": _conv_t,
+    "conv_transpose3d": _conv_t,
+    "cudnn_convolution_transpose": _conv_t,
+    "convolution_backward": _conv_backward,
+    "_convolution_backward": _conv_backward,
+}
+_ATTN = {
+    "scaled_dot_product_attention": _sdpa,
+    "_scaled_dot_product_flash_attention": _sdpa,
+    "_scaled_dot_product_efficient_attention": _sdpa,
+    "_scaled_dot_product_cudnn_attention": _sdpa,
+    "_scaled_dot_product_attention_math": _sdpa,
+    "_scaled_dot_product_flash_attention_for_cpu": _sdpa,
+    "_scaled_dot_product_flash_attention_backward": _sdpa_bwd,
+    "_scaled_dot_product_efficient_attention_backward": _sdpa_bwd,
+    "_scaled_dot_product_cudnn_attention_backward": _sdpa_bwd,
+    "_scaled_dot_product_flash_attention_for_cpu_backward": _sdpa_bwd,
+    "_flash_attention_forward": _flash,
+    "_efficient_attention_forward": _flash,
+    "_flash_attention_backward": _flash_bwd,
+    "_efficient_attention_backward": _flash_bwd,
+}
+_NORM = {
+    n: _per_in(5)
+    for n in (
+        "layer_norm",
+        "native_layer_norm",
+        "batch_norm",
+        "native_batch_norm",
+        "_native_batch_norm_legit",
+        "_native_batch_norm_legit_no_training",
+        "cudnn_batch_norm",
+        "miopen_batch_norm",
+        "_batch_norm_impl_index",
+        "rms_norm",
+        "_fused_rms_norm",
+        "group_norm",
+        "native_group_norm",
+        "instance_norm",
+        "_batch_norm_with_update",
+    )
+}
+_NORM.update(
+    {
+        n: _per_in(8)
+        for n in (
+            "native_layer_norm_backward",
+            "native_batch_norm_backward",
+            "cudnn_batch_norm_backward",
+            "miopen_batch_norm_backward",
+            "_fused_rms_norm_backward",
+            "native_group_norm_backward",
+            "batch_norm_backward",
+            "_batch_norm_impl_index_backward",
+        )
+    }
+)
+_SOFTMAX = {
+    n: _per_in(5)
+    for n in (
+        "softmax",
+        "_softmax",
+        "log_softmax",
+        "_log_softmax",
+        "_softmax_backward_data",
+        "_log_softmax_backward_data",
+        "cross_entropy_loss",
+        "nll_loss",
+        "nll_loss_forward",
+        "nll_loss2d_forward",
+        "nll_loss_nd",
+        "nll_loss_backward",
+        "nll_loss2d_backward",
+    )
+}
+_ELEMENTWISE_2 = (
+    "addcmul",
+    "addcdiv",
+    "lerp",
+    "gelu",
+    "gelu_backward",
+    "silu",
+    "silu_backward",
+    "native_dropout",
+    "dropout",
+    "native_dropout_backward",
+    "mse_loss",
+    "mse_loss_backward",
+    "sigmoid_backward",
+    "tanh_backward",
+    "hardtanh_backward",
+    "leaky_relu_backward",
+)
+_ELEMENTWISE_1 = (
+    "add",
+    "sub",
+    "mul",
+    "div",
+    "relu",
+    "threshold_backward",
+    "threshold",
+    "sigmoid",
+    "tanh",
+    "neg",
+    "exp",
+    "log",
+    "sqrt",
+    "rsqrt",
+    "pow",
+    "where",
+    "masked_fill",
+    "clamp",
+    "clamp_min",
+    "clamp_max",
+    "maximum",
+    "minimum",
+    "abs",
+    "sign",
+    "reciprocal",
+    "hardtanh",
+    "leaky_relu",
+    "erf",
+    "sin",
+    "cos",
+    "square",
+    "eq",
+    "ne",
+    "lt",
+    "le",
+    "gt",
+    "ge",
+    "logical_not",
+    "logical_and",
+    "logical_or",
+    "bitwise_and",
+    "bitwise_or",
+    "rsub",
+    "triu",
+    "tril",
+    "uniform",
+    "normal",
+    "bernoulli",
+    "rand",
+    "randn",
+    "randint",
+    "arange",
+    "scatter",
+    "scatter_add",
+    "index_add",
+    "index_put",
+    "gather",
+    "index",
+    "index_select",
+    "masked_select",
+    "embedding_bag",
+    "_embedding_bag",
+    "_embedding_bag_backward",
+    "embedding_dense_backward",
+    "embedding_backward",
+    "cumsum",
+    "gelu_",
+    "softplus",
+    "elu",
+    "silu_",
+)
+_REDUCTION = (
+    "sum",
+    "mean",
+    "amax",
+    "amin",
+    "max",
+    "min",
+    "norm",
+    "linalg_vector_norm",
+    "var",
+    "std",
+    "var_mean",
+    "std_mean",
+    "prod",
+    "argmax",
+    "argmin",
+    "all",
+    "any",
+    "logsumexp",
+    "topk",
+    "sort",
+    "_foreach_norm",
+)
+_COPY = (
+    "copy",
+    "_to_copy",
+    "clone",
+    "fill",
+    "zero",
+    "zeros",
+    "ones",
+    "full",
+    "zeros_like",
+    "ones_like",
+    "full_like",
+    "cat",
+    "stack",
+    "_cat",
+    "repeat",
+    "expand_copy",
+    "constant_pad_nd",
+    "pad",
+    "flip",
+    "roll",
+    "_copy_from",
+    "_copy_from_and_resize",
+    "type_as",
+    "new_zeros",
+    "new_ones",
+    "new_full",
+    "masked_scatter",
+    "_local_scalar_dense",
+    "_pin_memory",
+    "pin_memory",
+    "cudnn_batch_norm_reserve",
+    "narrow_copy",
+    "slice_backward",
+    "select_backward",
+    "index_select_backward",
+    "as_strided_scatter",
+    "slice_scatter",
+    "select_scatter",
+)
+_VIEW = (
+    "view",
+    "reshape",
+    "_reshape_alias",
+    "_unsafe_view",
+    "t",
+    "transpose",
+    "permute",
+    "expand",
+    "expand_as",
+    "as_strided",
+    "slice",
+    "select",
+    "narrow",
+    "unsqueeze",
+    "squeeze",
+    "flatten",
+    "unflatten",
+    "split",
+    "split_with_sizes",
+    "chunk",
+    "unbind",
+    "detach",
+    "alias",
+    "view_as",
+    "numpy_T",
+    "movedim",
+    "unfold",
+    "empty",
+    "empty_like",
+    "empty_strided",
+    "resize",
+    "set",
+    "result_type",
+    "lift_fresh_copy",
+    "is_nonzero",
+    "size",
+    "stride",
+    "_has_compatible_shallow_copy_type",
+    "record_stream",
+    "_version",
+    "retain_grad",
+    "requires_grad",
+    "_reshape_copy",
+    "diagonal",
+    "broadcast_tensors",
+    "align_as",
+    "real",
+    "imag",
+    "view_as_real",
+    "view_as_complex",
+    # these return their input or call a copying op that the trace records below them
+    "to",
+    "contiguous",
+    "type_as",
+    "lift_fresh",
+    "item",
+)
+_POOL = (
+    "max_pool2d",
+    "max_pool2d_with_indices",
+    "max_pool2d_with_indices_backward",
+    "avg_pool2d",
+    "avg_pool2d_backward",
+    "adaptive_avg_pool2d",
+    "_adaptive_avg_pool2d",
+    "_adaptive_avg_pool2d_backward",
+    "adaptive_max_pool2d",
+    "max_pool1d",
+    "max_pool3d",
+    "avg_pool1d",
+    "avg_pool3d",
+    "max_pool3d_with_indices",
+    "upsample_nearest2d",
+    "upsample_bilinear2d",
+    "upsample_nearest2d_backward",
+    "upsample_bilinear2d_backward",
+)
+_OPTIM = {
+    "_fused_adam": _per_list(ADAM_FLOPS_PER_PARAM),
+    "_fused_adamw": _per_list(ADAM_FLOPS_PER_PARAM),
+    "_fused_sgd": _per_list(SGD_FLOPS_PER_PARAM),
+    "_foreach_add": _per_list(1),
+    "_foreach_mul": _per_list(1),
+    "_foreach_div": _per_list(1),
+    "_foreach_sub": _per_list(1),
+    "_foreach_addcmul": _per_list(2),
+    "_foreach_addcdiv": _per_list(2),
+    "_foreach_sqrt": _per_list(1),
+    "_foreach_lerp": _per_list(3),
+    "_foreach_zero": _ZERO,
+    "_foreach_copy": _ZERO,
+    "_foreach_neg": _per_list(1),
+    "_foreach_maximum": _per_list(1),
+    "_foreach_clamp_min": _per_list(1),
+    "_foreach_clamp_max": _per_list(1),
+    "_foreach_reciprocal": _per_list(1),
+    "_foreach_pow": _per_list(1),
+    "_foreach_abs": _per_list(1),
+    "_foreach_sign": _per_list(1),
+    "_foreach_exp": _per_list(1),
+    "_foreach_rsqrt": _per_list(1),
+}
 
 #: aten name (no ``aten::`` prefix, no trailing ``_``) -> (op class, FLOPs function of :class:`OpArgs`).
 TABLE: dict[str, tuple[str, Callable[[OpArgs], int]]] = {}
-for _cls, _entries in (("gemm", _GEMM), ("conv", _CONV), ("attention", _ATTN), ("norm", _NORM),
-                       ("softmax", _SOFTMAX), ("optimizer", _OPTIM)):
+for _cls, _entries in (
+    ("gemm", _GEMM),
+    ("conv", _CONV),
+    ("attention", _ATTN),
+    ("norm", _NORM),
+    ("softmax", _SOFTMAX),
+    ("optimizer", _OPTIM),
+):
     TABLE.update({k: (_cls, f) for k, f in _entries.items()})
-for _cls, _names, _fn in (("elementwise", _ELEMENTWISE_2, _per_out(2)), ("elementwise", _ELEMENTWISE_1, _per_out(1)),
-                          ("reduction", _REDUCTION, _per_in(1)), ("copy", _COPY, _ZERO), ("view", _VIEW, _ZERO),
-                          ("pool", _POOL, _per_in(1))):
+for _cls, _names, _fn in (
+    ("elementwise", _ELEMENTWISE_2, _per_out(2)),
+    ("elementwise", _ELEMENTWISE_1, _per_out(1)),
+    ("reduction", _REDUCTION, _per_in(1)),
+    ("copy", _COPY, _ZERO),
+    ("view", _VIEW, _ZERO),
+    ("pool", _POOL, _per_in(1)),
+):
     for _n in _names:
         TABLE.setdefault(_n, (_cls, _fn))
 TABLE["embedding"] = ("embedding", _ZERO)
@@ -488,8 +799,12 @@ def _compute_dtype(key: str, a: OpArgs) -> str:
     for arg in a.inputs:
         for t in arg:
             if t.dtype in FLOAT_DTYPES:
-                if t.dtype == "fp32" and key in ("cudnn_convolution", "cudnn_convolution_transpose") \
-                        and a.values and a.values[-1] is True:
+                if (
+                    t.dtype == "fp32"
+                    and key in ("cudnn_convolution", "cudnn_convolution_transpose")
+                    and a.values
+                    and a.values[-1] is True
+                ):
                     return "tf32"  # cudnn_convolution(..., allow_tf32): cuDNN runs fp32 convs as TF32
                 return t.dtype
     return ""
@@ -519,6 +834,21 @@ def aten_cost(name: str, inputs: Any, outputs: Any) -> OpCost | None:
     return OpCost(flops, _bytes(key, name, args, cls), cls, _compute_dtype(key, args))
 
 
-__all__ = ["FLOAT_DTYPES", "MATRIX_CLASSES", "OP_CLASSES", "OpArgs", "OpCost", "TABLE", "Tensor", "aten_cost",
-           "conv_flops", "einsum_flops", "matmul_flops", "op_class_of", "parse_args", "sdpa_backward_flops",
-           "sdpa_flops", "table_key"]
+__all__ = [
+    "FLOAT_DTYPES",
+    "MATRIX_CLASSES",
+    "OP_CLASSES",
+    "OpArgs",
+    "OpCost",
+    "TABLE",
+    "Tensor",
+    "aten_cost",
+    "conv_flops",
+    "einsum_flops",
+    "matmul_flops",
+    "op_class_of",
+    "parse_args",
+    "sdpa_backward_flops",
+    "sdpa_flops",
+    "table_key",
+]

@@ -27,9 +27,15 @@ def default_workers() -> int:
     return max(1, min(os.cpu_count() or 1, 8))
 
 
-def parallel_map(fn: Callable[[T], R], items: Sequence[T] | Iterable[T], *, executor: str = "process",
-                 max_workers: int | None = None, ray_address: str | None = None,
-                 progress: Callable[[int, int], None] | None = None) -> list[R]:
+def parallel_map(
+    fn: Callable[[T], R],
+    items: Sequence[T] | Iterable[T],
+    *,
+    executor: str = "process",
+    max_workers: int | None = None,
+    ray_address: str | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> list[R]:
     """Apply ``fn`` to every item, in parallel; results in input order.
 
     Args:
@@ -80,16 +86,22 @@ def parallel_map(fn: Callable[[T], R], items: Sequence[T] | Iterable[T], *, exec
     return results
 
 
-def _ray_map(fn: Callable[[T], R], items: list[T], address: str | None,
-             progress: Callable[[int, int], None] | None) -> list[R]:
+def _ray_map(
+    fn: Callable[[T], R], items: list[T], address: str | None, progress: Callable[[int, int], None] | None
+) -> list[R]:
     try:
         import ray
     except ImportError:
         raise ConfigError("executor 'ray' needs Ray: pip install 'tracekit[ray]'") from None
     started = False
     if not ray.is_initialized():
-        ray.init(address=address, include_dashboard=False, log_to_driver=False,
-                 ignore_reinit_error=True, configure_logging=False)
+        ray.init(
+            address=address,
+            include_dashboard=False,
+            log_to_driver=False,
+            ignore_reinit_error=True,
+            configure_logging=False,
+        )
         started = True
     try:
         remote = ray.remote(fn)

@@ -26,8 +26,7 @@ from tracekit.model import Node, NodeType
 
 TIMED = frozenset({NodeType.COMP_NODE, NodeType.MEM_LOAD_NODE, NodeType.MEM_STORE_NODE})
 #: How a node's time was set.
-METHODS = ("projected", "kept_no_cost", "kept_host", "kept_no_work", "no_duration", "unknown_flops",
-           "unknown_memory")
+METHODS = ("projected", "kept_no_cost", "kept_host", "kept_no_work", "no_duration", "unknown_flops", "unknown_memory")
 
 
 @dataclass
@@ -73,27 +72,45 @@ class ProjectionReport:
     def lines(self) -> list[str]:
         """Human summary: one line per method with nodes and time, then the fallbacks."""
         total = sum(self.measured_ns.values())
-        out = [f"compute projected {self.source} -> {self.target}"
-               + (" (CPU capture -> GPU: a rough roofline estimate)" if self.rough else "")]
+        out = [
+            f"compute projected {self.source} -> {self.target}"
+            + (" (CPU capture -> GPU: a rough roofline estimate)" if self.rough else "")
+        ]
         for m in METHODS:
             if m in self.nodes:
                 share = 100.0 * self.measured_ns[m] / total if total > 0 else 0.0
-                out.append(f"  {m}: {self.nodes[m]:,} nodes, {fmt_ms(self.measured_ns[m])} measured "
-                           f"({share:.1f}%) -> {fmt_ms(self.projected_ns[m])}")
+                out.append(
+                    f"  {m}: {self.nodes[m]:,} nodes, {fmt_ms(self.measured_ns[m])} measured "
+                    f"({share:.1f}%) -> {fmt_ms(self.projected_ns[m])}"
+                )
         if self.dtype_fallbacks:
             out.append(f"  dtype fallbacks (priced at fp32): {self.dtype_fallbacks:,} nodes")
         return out
 
     def to_dict(self) -> dict[str, Any]:
         """The report as JSON-ready values; per method ``nodes``, ``measured_ns`` and ``projected_ns`` (ns)."""
-        return {"source": self.source, "target": self.target, "rough": self.rough,
-                "dtype_fallbacks": self.dtype_fallbacks,
-                "methods": {m: {"nodes": self.nodes[m], "measured_ns": self.measured_ns[m],
-                                "projected_ns": self.projected_ns[m]} for m in METHODS if m in self.nodes}}
+        return {
+            "source": self.source,
+            "target": self.target,
+            "rough": self.rough,
+            "dtype_fallbacks": self.dtype_fallbacks,
+            "methods": {
+                m: {"nodes": self.nodes[m], "measured_ns": self.measured_ns[m], "projected_ns": self.projected_ns[m]}
+                for m in METHODS
+                if m in self.nodes
+            },
+        }
 
 
-def projected_duration(duration_ns: float, flops: float, nbytes: float, op_class: str | None, dtype: str | None,
-                       source: DeviceModel, target: DeviceModel) -> tuple[float, str, bool]:
+def projected_duration(
+    duration_ns: float,
+    flops: float,
+    nbytes: float,
+    op_class: str | None,
+    dtype: str | None,
+    source: DeviceModel,
+    target: DeviceModel,
+) -> tuple[float, str, bool]:
     """``(duration on target in ns (float), method, dtype fell back)`` for one node measured on source.
 
     The measured duration is scaled by the ratio of the two devices' model times,
@@ -127,8 +144,9 @@ def _str_attr(node: Node, name: str) -> str | None:
     return v if isinstance(v, str) and v else None
 
 
-def project_node(node: Node, source: DeviceModel, target: DeviceModel, host_is_compute: bool,
-                 report: ProjectionReport) -> float | None:
+def project_node(
+    node: Node, source: DeviceModel, target: DeviceModel, host_is_compute: bool, report: ProjectionReport
+) -> float | None:
     """Projected duration (float ns) of one node, counted in ``report``; None when not a timed node.
 
     Host ops (``is_cpu_op``) keep their measured duration unless ``host_is_compute`` (a CPU capture).
@@ -142,9 +160,15 @@ def project_node(node: Node, source: DeviceModel, target: DeviceModel, host_is_c
     if bool(node.is_cpu_op) and not host_is_compute:
         report.add("kept_host", d, d)
         return d
-    new, method, fell = projected_duration(d, node.num_ops or 0, node.tensor_bytes or 0,
-                                           _str_attr(node, "op_class"), _str_attr(node, "compute_dtype"),
-                                           source, target)
+    new, method, fell = projected_duration(
+        d,
+        node.num_ops or 0,
+        node.tensor_bytes or 0,
+        _str_attr(node, "op_class"),
+        _str_attr(node, "compute_dtype"),
+        source,
+        target,
+    )
     report.add(method, d, new)
     report.dtype_fallbacks += int(fell)
     return new
@@ -156,8 +180,9 @@ def new_report(source: DeviceModel, target: DeviceModel, host_is_compute: bool) 
     ``rough`` is set when host ops are the compute (``host_is_compute``) of a CPU capture priced on a
     non-CPU device.
     """
-    return ProjectionReport(source.key, target.key,
-                            rough=host_is_compute and source.kind == "cpu" and target.kind != "cpu")
+    return ProjectionReport(
+        source.key, target.key, rough=host_is_compute and source.kind == "cpu" and target.kind != "cpu"
+    )
 
 
 __all__ = ["METHODS", "ProjectionReport", "new_report", "project_node", "projected_duration"]

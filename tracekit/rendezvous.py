@@ -101,8 +101,10 @@ def comm_table(trace: "ExecutionTrace", positions: "np.ndarray | None" = None) -
     for p, coll in zip(table.order, is_coll.tolist()):
         if coll:
             table.coll.setdefault(canonical_pg_name(pg_v[p]), []).append(p)
-            table.coll_attr[p] = (0 if ctype[p] is None else _int_or(ctype[p], NOT_AN_INT),
-                                  0 if csize[p] is None else _int_or(csize[p], NOT_AN_INT))
+            table.coll_attr[p] = (
+                0 if ctype[p] is None else _int_or(ctype[p], NOT_AN_INT),
+                0 if csize[p] is None else _int_or(csize[p], NOT_AN_INT),
+            )
             continue
         tag = table.tag[p] = _int_or(tag_v[p], 0)
         table.p2p_attr[p] = (max(_int_or(csize[p], 0), 0), canonical_pg_name(pg_v[p]))
@@ -134,8 +136,9 @@ def collective_instances(lists: Sequence[Sequence[T]]) -> Iterator[tuple[int, tu
         yield k, tuple(v[k] if k < len(v) else None for v in lists)
 
 
-def p2p_pairs(sends: Mapping[tuple[int, int, int], Sequence[T]], recvs: Mapping[tuple[int, int, int], Sequence[T]]
-              ) -> Iterator[tuple[tuple[int, int, int], int, T | None, T | None]]:
+def p2p_pairs(
+    sends: Mapping[tuple[int, int, int], Sequence[T]], recvs: Mapping[tuple[int, int, int], Sequence[T]]
+) -> Iterator[tuple[tuple[int, int, int], int, T | None, T | None]]:
     """``((src, dst, tag), k, k-th send or None, k-th recv or None)``, keys ascending, k ascending.
 
     Args:

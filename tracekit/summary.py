@@ -72,10 +72,15 @@ def cost_coverage(trace: ExecutionTrace) -> CostCoverage:
     side_mask = comp & is_device if bool(np.any(comp & is_device)) else comp & ~is_device
     dur = cols.duration_ns
     device = trace.metadata.get_attr("compute_device")
-    return CostCoverage("device" if bool(np.any(comp & is_device)) else "host", int(side_mask.sum()),
-                        int((side_mask & costed).sum()), int(dur[side_mask].sum()),
-                        int(dur[side_mask & costed].sum()), int(ops[comp].sum()),
-                        device if isinstance(device, str) else None)
+    return CostCoverage(
+        "device" if bool(np.any(comp & is_device)) else "host",
+        int(side_mask.sum()),
+        int((side_mask & costed).sum()),
+        int(dur[side_mask].sum()),
+        int(dur[side_mask & costed].sum()),
+        int(ops[comp].sum()),
+        device if isinstance(device, str) else None,
+    )
 
 
 @dataclass(frozen=True)
@@ -131,8 +136,13 @@ class TraceSetSummary:
 
     def to_dict(self) -> dict[str, Any]:
         """The summary as JSON-ready values (per rank: every :class:`TraceSummary` field; times in ns, sizes in bytes)."""
-        return {"ranks": self.ranks, "nodes": self.nodes, "process_groups": self.process_groups,
-                "process_group_descs": self.process_group_descs, "per_rank": [asdict(s) for s in self.per_rank]}
+        return {
+            "ranks": self.ranks,
+            "nodes": self.nodes,
+            "process_groups": self.process_groups,
+            "process_group_descs": self.process_group_descs,
+            "per_rank": [asdict(s) for s in self.per_rank],
+        }
 
 
 def _comm_totals(cols: Any, comm: np.ndarray, collectives: Counter[str], comm_bytes: Counter[str]) -> None:
@@ -212,10 +222,20 @@ def summarize_trace(trace: ExecutionTrace) -> TraceSummary:
         for p in np.flatnonzero(ranged).tolist():
             if names[p].startswith("ProfilerStep#"):
                 steps[names[p]] = int(span[p])
-    return TraceSummary(rank=trace.rank, path=trace.path, version=trace.metadata.version, nodes=len(cols),
-                        data_deps=len(cols.data_ids), ctrl_deps=len(cols.ctrl_ids), nodes_by_type=by_type,
-                        collectives=dict(collectives), comm_bytes_by_collective=dict(comm_bytes),
-                        compute_ns=compute_ns, cost=cost_coverage(trace), steps=steps)
+    return TraceSummary(
+        rank=trace.rank,
+        path=trace.path,
+        version=trace.metadata.version,
+        nodes=len(cols),
+        data_deps=len(cols.data_ids),
+        ctrl_deps=len(cols.ctrl_ids),
+        nodes_by_type=by_type,
+        collectives=dict(collectives),
+        comm_bytes_by_collective=dict(comm_bytes),
+        compute_ns=compute_ns,
+        cost=cost_coverage(trace),
+        steps=steps,
+    )
 
 
 def summarize_traceset(ts: "TraceSet") -> TraceSetSummary:
@@ -232,8 +252,9 @@ def summarize_traceset(ts: "TraceSet") -> TraceSetSummary:
     descs: dict[str, str] = {}
     for t in ts:
         descs.update(pg_descriptions(t))
-    return TraceSetSummary(ranks=len(ts), process_groups=groups, per_rank=[summarize_trace(t) for t in ts],
-                           process_group_descs=descs)
+    return TraceSetSummary(
+        ranks=len(ts), process_groups=groups, per_rank=[summarize_trace(t) for t in ts], process_group_descs=descs
+    )
 
 
 def _summarize_file(item: tuple[int, str]) -> tuple[TraceSummary, dict[str, tuple[int, ...]], dict[str, str]]:
@@ -245,8 +266,9 @@ def _summarize_file(item: tuple[int, str]) -> tuple[TraceSummary, dict[str, tupl
     return summarize_trace(trace), trace.process_groups(), pg_descriptions(trace)
 
 
-def summarize_files(pairs, *, executor: str = "serial", max_workers: int | None = None,
-                    progress=None) -> TraceSetSummary:
+def summarize_files(
+    pairs, *, executor: str = "serial", max_workers: int | None = None, progress=None
+) -> TraceSetSummary:
     """:func:`summarize_traceset` over rank files, one rank in memory at a time per worker.
 
     Args:
@@ -262,8 +284,9 @@ def summarize_files(pairs, *, executor: str = "serial", max_workers: int | None 
     from tracekit.groups import resolve_groups
     from tracekit.parallel import parallel_map
 
-    results = parallel_map(_summarize_file, [(r, str(p)) for r, p in pairs], executor=executor,
-                           max_workers=max_workers, progress=progress)
+    results = parallel_map(
+        _summarize_file, [(r, str(p)) for r, p in pairs], executor=executor, max_workers=max_workers, progress=progress
+    )
     declared: dict[str, tuple[int, ...]] = {}
     descs: dict[str, str] = {}
     for _, groups, file_descs in results:
@@ -271,5 +294,6 @@ def summarize_files(pairs, *, executor: str = "serial", max_workers: int | None 
         descs.update(file_descs)
     world = max([s.rank or 0 for s, _, _ in results] + [max(r) for r in declared.values() if r], default=-1) + 1
     groups = {k: list(v) for k, v in resolve_groups(declared, world).items()}
-    return TraceSetSummary(ranks=len(results), process_groups=groups, per_rank=[s for s, _, _ in results],
-                           process_group_descs=descs)
+    return TraceSetSummary(
+        ranks=len(results), process_groups=groups, per_rank=[s for s, _, _ in results], process_group_descs=descs
+    )

@@ -28,9 +28,11 @@ class TraceSet:
             of :attr:`process_groups` when a group names a rank outside the world.
     """
 
-
-    def __init__(self, traces: Mapping[int, ExecutionTrace] | Sequence[ExecutionTrace],
-                 process_groups: Mapping[str, Sequence[int]] | None = None) -> None:
+    def __init__(
+        self,
+        traces: Mapping[int, ExecutionTrace] | Sequence[ExecutionTrace],
+        process_groups: Mapping[str, Sequence[int]] | None = None,
+    ) -> None:
         if isinstance(traces, Mapping):
             items = sorted(traces.items())
         else:
@@ -40,8 +42,11 @@ class TraceSet:
             if trace.rank is None:
                 trace = trace.with_label(rank=int(rank))
             self._traces[int(rank)] = trace
-        self._declared = {str(k): tuple(int(r) for r in v) for k, v in process_groups.items()} \
-            if process_groups is not None else None
+        self._declared = (
+            {str(k): tuple(int(r) for r in v) for k, v in process_groups.items()}
+            if process_groups is not None
+            else None
+        )
         self._groups: dict[str, tuple[int, ...]] | None = None
         self._declared_cache: dict[str, tuple[int, ...]] | None = None
 
@@ -85,8 +90,11 @@ class TraceSet:
         """``(rank, trace)`` pairs, ascending rank."""
         return self._traces.items()
 
-    def with_traces(self, traces: Mapping[int, ExecutionTrace] | Sequence[ExecutionTrace],
-                    process_groups: Mapping[str, Sequence[int]] | None = None) -> "TraceSet":
+    def with_traces(
+        self,
+        traces: Mapping[int, ExecutionTrace] | Sequence[ExecutionTrace],
+        process_groups: Mapping[str, Sequence[int]] | None = None,
+    ) -> "TraceSet":
         """A new set with other traces (process groups kept unless given)."""
         return TraceSet(traces, process_groups if process_groups is not None else self._declared)
 
@@ -117,7 +125,10 @@ class TraceSet:
                     if name in declared and declared[name] != ranks:
                         raise ValidationError(
                             f"process group {name!r} declared as {list(declared[name])} on another rank "
-                            f"and as {list(ranks)} here", rank=rank, path=trace.path)
+                            f"and as {list(ranks)} here",
+                            rank=rank,
+                            path=trace.path,
+                        )
                     declared[name] = ranks
         self._declared_cache = declared
         return declared

@@ -25,7 +25,20 @@ from tracekit.converters.generators.micro import chakra_shape, collective_bench,
 from tracekit.workloads.schedules import PipelineOp, stage_order
 
 __all__ = [
-    "DLRMConfig", "LLMConfig", "MATMUL_ROLES", "ModelSpec", "ParallelSpec", "PipelineOp", "Roofline",
-    "chakra_shape", "collective_bench", "dlrm_preset", "generate_dlrm", "generate_llm", "llm_preset",
-    "send_recv_bench", "stage_order", "write_llm",
+    "DLRMConfig",
+    "LLMConfig",
+    "MATMUL_ROLES",
+    "ModelSpec",
+    "ParallelSpec",
+    "PipelineOp",
+    "Roofline",
+    "chakra_shape",
+    "collective_bench",
+    "dlrm_preset",
+    "generate_dlrm",
+    "generate_llm",
+    "llm_preset",
+    "send_recv_bench",
+    "stage_order",
+    "write_llm",
 ]

@@ -47,10 +47,20 @@ INT64_MAX = 2**63 - 1
 # ----- sizes ---------------------------------------------------------------------------
 
 _SIZE_UNITS = {
-    "": 1, "b": 1,
-    "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
-    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
-    "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40,
+    "": 1,
+    "b": 1,
+    "kb": 10**3,
+    "mb": 10**6,
+    "gb": 10**9,
+    "tb": 10**12,
+    "kib": 2**10,
+    "mib": 2**20,
+    "gib": 2**30,
+    "tib": 2**40,
+    "k": 2**10,
+    "m": 2**20,
+    "g": 2**30,
+    "t": 2**40,
 }
 _SIZE_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?)\s*([a-zA-Z]*)\s*$")
 
@@ -75,13 +85,16 @@ def parse_size(text: str | int) -> int:
     if match is None and str(text).strip().startswith("-"):
         raise ConfigError(f"size must not be negative, got {text!r}")
     if match is None:
-        raise ConfigError(f"cannot read size {text!r}: expected a number with an optional unit "
-                          "such as 4096, 64KiB, 64MiB (2^20) or 1GB (10^9)")
+        raise ConfigError(
+            f"cannot read size {text!r}: expected a number with an optional unit "
+            "such as 4096, 64KiB, 64MiB (2^20) or 1GB (10^9)"
+        )
     number, unit = match.groups()
     factor = _SIZE_UNITS.get(unit.lower())
     if factor is None:
-        raise ConfigError(f"unknown size unit {unit!r} in {text!r}; use B, KB, MB, GB, TB (10^3n) "
-                          "or KiB, MiB, GiB, TiB (2^10n)")
+        raise ConfigError(
+            f"unknown size unit {unit!r} in {text!r}; use B, KB, MB, GB, TB (10^3n) or KiB, MiB, GiB, TiB (2^10n)"
+        )
     if "." in number:
         num, den = number.split(".")
         scaled = int(num + den) * factor
@@ -129,6 +142,7 @@ def _check_bytes(what: str, value: int) -> int:
 
 # ----- process groups ------------------------------------------------------------------
 
+
 class ProcessGroups:
     """Named communicator groups of one job.
 
@@ -164,8 +178,9 @@ class ProcessGroups:
         if len(set(members)) != len(members):
             raise ConfigError(f"process group {description or members} names a rank twice")
         if members[0] < 0 or members[-1] >= self.world_size:
-            raise ConfigError(f"process group {description or ''} {list(members)} has ranks outside "
-                              f"0..{self.world_size - 1}")
+            raise ConfigError(
+                f"process group {description or ''} {list(members)} has ranks outside 0..{self.world_size - 1}"
+            )
         name = self._by_ranks.get(members)
         if name is None:
             name = str(len(self._ranks))
@@ -208,6 +223,7 @@ class ProcessGroups:
 
 
 # ----- one rank's nodes ---------------------------------------------------------------
+
 
 def _pg_attr(pg_name: str) -> list[Attr]:
     """The ``pg_name`` attribute of a communication node: none for all ranks (ASTRA-sim's convention)."""
@@ -262,18 +278,33 @@ class RankTraceBuilder:
         self.nodes.append(node)
         return node.id
 
-    def add_node(self, name: str, node_type: NodeType, *, duration_ns: int = 0, deps: Deps = (),
-                 attrs: Sequence[Attr] = ()) -> int:
+    def add_node(
+        self, name: str, node_type: NodeType, *, duration_ns: int = 0, deps: Deps = (), attrs: Sequence[Attr] = ()
+    ) -> int:
         """Add a node of any type with the given attributes; returns its id."""
         if duration_ns < 0:
             raise ConfigError(f"node {name!r}: duration must not be negative, got {duration_ns} ns")
-        node = Node(id=self._new_id(), name=name, type=node_type, data_deps=_dep_ids(deps),
-                    duration_ns=int(duration_ns), attrs=list(attrs))
+        node = Node(
+            id=self._new_id(),
+            name=name,
+            type=node_type,
+            data_deps=_dep_ids(deps),
+            duration_ns=int(duration_ns),
+            attrs=list(attrs),
+        )
         return self._append(node)
 
-    def comp(self, name: str, *, duration_ns: int = 0, num_ops: int | None = None,
-             tensor_bytes: int | None = None, deps: Deps = (), is_cpu_op: bool = False,
-             extra_attrs: Sequence[Attr] = ()) -> int:
+    def comp(
+        self,
+        name: str,
+        *,
+        duration_ns: int = 0,
+        num_ops: int | None = None,
+        tensor_bytes: int | None = None,
+        deps: Deps = (),
+        is_cpu_op: bool = False,
+        extra_attrs: Sequence[Attr] = (),
+    ) -> int:
         """Add a COMP node.
 
         Args:
@@ -288,14 +319,21 @@ class RankTraceBuilder:
                 raise ConfigError(f"node {name!r}: num_ops must be between 0 and 2^63-1, got {num_ops}")
             attrs.append(Attr("num_ops", int(num_ops), "int64_val"))
         if tensor_bytes is not None:
-            attrs.append(Attr("tensor_size", _check_bytes(f"node {name!r}: tensor size", tensor_bytes),
-                              "uint64_val"))
+            attrs.append(Attr("tensor_size", _check_bytes(f"node {name!r}: tensor size", tensor_bytes), "uint64_val"))
         attrs.extend(extra_attrs)
         return self.add_node(name, NodeType.COMP_NODE, duration_ns=duration_ns, deps=deps, attrs=attrs)
 
-    def collective(self, name: str, comm_type: CollectiveType, comm_bytes: int, *,
-                   pg_name: str = DEFAULT_PG, deps: Deps = (), duration_ns: int = 0,
-                   extra_attrs: Sequence[Attr] = ()) -> int:
+    def collective(
+        self,
+        name: str,
+        comm_type: CollectiveType,
+        comm_bytes: int,
+        *,
+        pg_name: str = DEFAULT_PG,
+        deps: Deps = (),
+        duration_ns: int = 0,
+        extra_attrs: Sequence[Attr] = (),
+    ) -> int:
         """Add a COMM_COLL node: ``comm_type``, ``comm_size`` (bytes per rank) and ``pg_name``."""
         comm_type = CollectiveType(comm_type)
         attrs = [
@@ -307,8 +345,18 @@ class RankTraceBuilder:
         attrs.extend(extra_attrs)
         return self.add_node(name, NodeType.COMM_COLL_NODE, duration_ns=duration_ns, deps=deps, attrs=attrs)
 
-    def _p2p(self, name: str, node_type: NodeType, comm_bytes: int, src: int, dst: int, tag: int,
-             pg_name: str, deps: Deps, extra_attrs: Sequence[Attr]) -> int:
+    def _p2p(
+        self,
+        name: str,
+        node_type: NodeType,
+        comm_bytes: int,
+        src: int,
+        dst: int,
+        tag: int,
+        pg_name: str,
+        deps: Deps,
+        extra_attrs: Sequence[Attr],
+    ) -> int:
         for what, value in (("source rank", src), ("destination rank", dst), ("tag", tag)):
             if not 0 <= value <= INT32_MAX:
                 raise ConfigError(f"node {name!r}: {what} must be between 0 and 2^31-1, got {value}")
@@ -323,17 +371,33 @@ class RankTraceBuilder:
         attrs.extend(extra_attrs)
         return self.add_node(name, node_type, deps=deps, attrs=attrs)
 
-    def send(self, name: str, comm_bytes: int, *, dst: int, tag: int, pg_name: str = DEFAULT_PG,
-             deps: Deps = (), extra_attrs: Sequence[Attr] = ()) -> int:
+    def send(
+        self,
+        name: str,
+        comm_bytes: int,
+        *,
+        dst: int,
+        tag: int,
+        pg_name: str = DEFAULT_PG,
+        deps: Deps = (),
+        extra_attrs: Sequence[Attr] = (),
+    ) -> int:
         """Add a COMM_SEND node from this rank to ``dst``."""
-        return self._p2p(name, NodeType.COMM_SEND_NODE, comm_bytes, self.rank, dst, tag, pg_name, deps,
-                         extra_attrs)
+        return self._p2p(name, NodeType.COMM_SEND_NODE, comm_bytes, self.rank, dst, tag, pg_name, deps, extra_attrs)
 
-    def recv(self, name: str, comm_bytes: int, *, src: int, tag: int, pg_name: str = DEFAULT_PG,
-             deps: Deps = (), extra_attrs: Sequence[Attr] = ()) -> int:
+    def recv(
+        self,
+        name: str,
+        comm_bytes: int,
+        *,
+        src: int,
+        tag: int,
+        pg_name: str = DEFAULT_PG,
+        deps: Deps = (),
+        extra_attrs: Sequence[Attr] = (),
+    ) -> int:
         """Add a COMM_RECV node on this rank from ``src``."""
-        return self._p2p(name, NodeType.COMM_RECV_NODE, comm_bytes, src, self.rank, tag, pg_name, deps,
-                         extra_attrs)
+        return self._p2p(name, NodeType.COMM_RECV_NODE, comm_bytes, src, self.rank, tag, pg_name, deps, extra_attrs)
 
     def declare_groups(self, groups: ProcessGroups) -> int:
         """Add the ``process_group:init`` METADATA node for ``groups``; returns its id."""
@@ -349,8 +413,7 @@ class RankTraceBuilder:
             metadata_attrs: string attributes for the global metadata (for
                 example ``{"producer": "tracekit generate micro"}``).
         """
-        md = Metadata(version="0.0.4", attrs=[Attr(k, str(v), "string_val")
-                                             for k, v in (metadata_attrs or {}).items()])
+        md = Metadata(version="0.0.4", attrs=[Attr(k, str(v), "string_val") for k, v in (metadata_attrs or {}).items()])
         return ExecutionTrace(self.nodes, md, rank=self.rank)
 
 

@@ -69,16 +69,27 @@ MEGATRON_2021_OVERLAP_GRAD_REDUCE = False
 
 #: ``(name, value, unit, source)`` of every assumption above, for reports and tests.
 ASSUMPTIONS: tuple[tuple[str, Any, str, str], ...] = (
-    ("gemm_efficiency", "tracekit.devices.gemm_efficiency", "fraction of peak",
-     "compute model (issue 15): tile and wave quantization x device max (devices.toml)"),
-    ("memory_efficiency", "tracekit.devices.memory_efficiency", "fraction of bandwidth",
-     "compute model (issue 15): Little's law curve x device max (devices.toml)"),
-    ("gemm_k_fill", GEMM_K_FILL, "elements of k",
-     "fitted: Narayanan et al. 2021 Table 1 rows 1.7B and 18.4B"),
+    (
+        "gemm_efficiency",
+        "tracekit.devices.gemm_efficiency",
+        "fraction of peak",
+        "compute model (issue 15): tile and wave quantization x device max (devices.toml)",
+    ),
+    (
+        "memory_efficiency",
+        "tracekit.devices.memory_efficiency",
+        "fraction of bandwidth",
+        "compute model (issue 15): Little's law curve x device max (devices.toml)",
+    ),
+    ("gemm_k_fill", GEMM_K_FILL, "elements of k", "fitted: Narayanan et al. 2021 Table 1 rows 1.7B and 18.4B"),
     ("kernel_overhead_ns", KERNEL_OVERHEAD_NS, "ns per compute node", "assumed: back-to-back kernel gap"),
     ("attention_dropout", ATTENTION_DROPOUT, "flag", "Megatron-LM v2.x ParallelAttention (unfused attention)"),
-    ("optimizer_extra_bytes_per_param", OPTIMIZER_EXTRA_BYTES_PER_PARAM, "bytes",
-     "Megatron-LM v2.x optimizer.py: unscale + inf check, grad-norm clipping"),
+    (
+        "optimizer_extra_bytes_per_param",
+        OPTIMIZER_EXTRA_BYTES_PER_PARAM,
+        "bytes",
+        "Megatron-LM v2.x optimizer.py: unscale + inf check, grad-norm clipping",
+    ),
     ("tp_dgrad_overlap", MEGATRON_2021_TP_DGRAD_OVERLAP, "flag", "Megatron-LM v2.x mpu/mappings.py, layers.py"),
     ("overlap_grad_reduce", MEGATRON_2021_OVERLAP_GRAD_REDUCE, "flag", "Megatron-LM v2.x training.py"),
 )
@@ -165,8 +176,6 @@ def calibrated_cost(hardware: Any, dtype: str = "bf16") -> CalibratedCost:
     return CalibratedCost(hardware, dtype)
 
 
-
-
 # ----------------------------------------------------------------------------- the reference measurements
 @dataclass(frozen=True)
 class Table1Row:
@@ -230,12 +239,24 @@ def table1_config(row: Table1Row):
     from tracekit.workloads.config import LLMConfig, ParallelSpec, preset
 
     base, _ = preset("gpt3-1.3b")
-    model = replace(base, name=f"megatron-{row.name}", num_layers=row.layers, hidden_size=row.hidden,
-                    num_heads=row.heads, ffn_hidden_size=None, seq_length=TABLE1_SEQ_LENGTH,
-                    vocab_size=TABLE1_VOCAB,
-                    source="Narayanan et al. 2021, Table 1")
-    parallel = ParallelSpec(dp=row.gpus // (row.tp * row.pp), tp=row.tp, pp=row.pp, recompute="full",
-                            overlap_grad_reduce=MEGATRON_2021_OVERLAP_GRAD_REDUCE)
+    model = replace(
+        base,
+        name=f"megatron-{row.name}",
+        num_layers=row.layers,
+        hidden_size=row.hidden,
+        num_heads=row.heads,
+        ffn_hidden_size=None,
+        seq_length=TABLE1_SEQ_LENGTH,
+        vocab_size=TABLE1_VOCAB,
+        source="Narayanan et al. 2021, Table 1",
+    )
+    parallel = ParallelSpec(
+        dp=row.gpus // (row.tp * row.pp),
+        tp=row.tp,
+        pp=row.pp,
+        recompute="full",
+        overlap_grad_reduce=MEGATRON_2021_OVERLAP_GRAD_REDUCE,
+    )
     return LLMConfig(model, parallel, global_batch_size=row.batch_size, micro_batch_size=TABLE1_MICRO_BATCH)
 
 
@@ -244,11 +265,25 @@ def table1_tflops_per_gpu(row: Table1Row, iteration_s: float) -> float:
     ``96 B s L h^2 (1 + s / (6 h) + V / (16 L h)) / (iteration_s x GPUs) / 1e12``."""
     from tracekit.workloads.flops import gpt_iteration_flops
 
-    flops = gpt_iteration_flops(row.batch_size, TABLE1_SEQ_LENGTH, row.layers, row.hidden, TABLE1_VOCAB,
-                                full_recompute=True)
+    flops = gpt_iteration_flops(
+        row.batch_size, TABLE1_SEQ_LENGTH, row.layers, row.hidden, TABLE1_VOCAB, full_recompute=True
+    )
     return flops / (iteration_s * row.gpus) / 1e12
 
 
-__all__ = ["ASSUMPTIONS", "ATTENTION_DROPOUT", "GEMM_K_FILL", "KERNEL_OVERHEAD_NS", "MEGATRON_2021_OVERLAP_GRAD_REDUCE", "MEGATRON_2021_TP_DGRAD_OVERLAP",
-           "OPTIMIZER_EXTRA_BYTES_PER_PARAM", "TABLE1", "CalibratedCost", "Table1Row", "calibrated_cost",
-           "table1_config", "table1_row", "table1_tflops_per_gpu"]
+__all__ = [
+    "ASSUMPTIONS",
+    "ATTENTION_DROPOUT",
+    "GEMM_K_FILL",
+    "KERNEL_OVERHEAD_NS",
+    "MEGATRON_2021_OVERLAP_GRAD_REDUCE",
+    "MEGATRON_2021_TP_DGRAD_OVERLAP",
+    "OPTIMIZER_EXTRA_BYTES_PER_PARAM",
+    "TABLE1",
+    "CalibratedCost",
+    "Table1Row",
+    "calibrated_cost",
+    "table1_config",
+    "table1_row",
+    "table1_tflops_per_gpu",
+]

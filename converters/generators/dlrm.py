@@ -91,8 +91,16 @@ class DLRMConfig:
     source: str = ""
 
     def __post_init__(self) -> None:
-        for what in ("num_ranks", "global_batch_size", "num_tables", "embedding_dim", "dense_features",
-                     "rows_per_table", "pooling_factor", "grad_bucket_bytes"):
+        for what in (
+            "num_ranks",
+            "global_batch_size",
+            "num_tables",
+            "embedding_dim",
+            "dense_features",
+            "rows_per_table",
+            "pooling_factor",
+            "grad_bucket_bytes",
+        ):
             _positive(what.replace("_", " "), getattr(self, what))
         for what in ("bottom_mlp", "top_mlp"):
             widths = getattr(self, what)
@@ -105,8 +113,9 @@ class DLRMConfig:
         if self.global_batch_size % self.num_ranks:
             raise ConfigError(f"global batch {self.global_batch_size} is not divisible by {self.num_ranks} ranks")
         if self.bottom_mlp[-1] != self.embedding_dim:
-            raise ConfigError(f"the bottom MLP must end in the embedding dim {self.embedding_dim}, "
-                              f"not {self.bottom_mlp[-1]}")
+            raise ConfigError(
+                f"the bottom MLP must end in the embedding dim {self.embedding_dim}, not {self.bottom_mlp[-1]}"
+            )
 
     @property
     def local_batch(self) -> int:
@@ -141,15 +150,32 @@ class DLRMConfig:
 
 
 DLRM_PRESETS: dict[str, dict] = {
-    "dlrm-mlperf": dict(num_tables=26, embedding_dim=128, bottom_mlp=(512, 256, 128),
-                        top_mlp=(1024, 1024, 512, 256, 1), dense_features=13, rows_per_table=40_000_000,
-                        global_batch_size=65536, pooling_factor=1, name="dlrm-mlperf",
-                        source="facebookresearch/dlrm MLPerf Criteo Terabyte settings (arch-mlp-bot 13-512-256-128, "
-                               "arch-mlp-top 1024-1024-512-256-1, sparse feature size 128, 26 tables, "
-                               "max-ind-range 40M); global batch is our default"),
-    "dlrm-small": dict(num_tables=8, embedding_dim=16, bottom_mlp=(64, 16), top_mlp=(64, 1), dense_features=13,
-                       rows_per_table=10_000, global_batch_size=256, pooling_factor=4, name="dlrm-small",
-                       source="small test shape (ours)"),
+    "dlrm-mlperf": dict(
+        num_tables=26,
+        embedding_dim=128,
+        bottom_mlp=(512, 256, 128),
+        top_mlp=(1024, 1024, 512, 256, 1),
+        dense_features=13,
+        rows_per_table=40_000_000,
+        global_batch_size=65536,
+        pooling_factor=1,
+        name="dlrm-mlperf",
+        source="facebookresearch/dlrm MLPerf Criteo Terabyte settings (arch-mlp-bot 13-512-256-128, "
+        "arch-mlp-top 1024-1024-512-256-1, sparse feature size 128, 26 tables, "
+        "max-ind-range 40M); global batch is our default",
+    ),
+    "dlrm-small": dict(
+        num_tables=8,
+        embedding_dim=16,
+        bottom_mlp=(64, 16),
+        top_mlp=(64, 1),
+        dense_features=13,
+        rows_per_table=10_000,
+        global_batch_size=256,
+        pooling_factor=4,
+        name="dlrm-small",
+        source="small test shape (ours)",
+    ),
 }
 
 
@@ -168,9 +194,12 @@ def dlrm_preset(name: str, num_ranks: int, **overrides) -> DLRMConfig:
 
 
 def _attrs(layer: int, phase: str, role: str) -> list[Attr]:
-    return [Attr("layer", layer, "int64_val"), Attr("micro_batch", 0 if phase not in ("grad_sync", "optim") else -1,
-                                                   "int64_val"),
-            Attr("phase", phase, "string_val"), Attr("op_role", role, "string_val")]
+    return [
+        Attr("layer", layer, "int64_val"),
+        Attr("micro_batch", 0 if phase not in ("grad_sync", "optim") else -1, "int64_val"),
+        Attr("phase", phase, "string_val"),
+        Attr("op_role", role, "string_val"),
+    ]
 
 
 class _DLRMRank:
@@ -190,22 +219,30 @@ class _DLRMRank:
         bl = self.c.local_batch
         for i, (n_in, n_out) in enumerate(layers):
             g = self.gemm(f"{which}_mlp_gemm.fwd", bl, n_in, n_out, dep, _attrs(i, "fwd", f"{which}_mlp_gemm"))
-            dep = [self.comp(f"{which}_mlp_relu.fwd", 2 * bl * n_out, 2 * bl * n_out, [g],
-                             _attrs(i, "fwd", f"{which}_mlp_relu"))]
+            dep = [
+                self.comp(
+                    f"{which}_mlp_relu.fwd", 2 * bl * n_out, 2 * bl * n_out, [g], _attrs(i, "fwd", f"{which}_mlp_relu")
+                )
+            ]
         return dep
 
-    def mlp_backward(self, which: str, layers: list[tuple[int, int]], dep: list[int], *,
-                     first_dgrad: bool) -> tuple[list[int], dict[int, int]]:
+    def mlp_backward(
+        self, which: str, layers: list[tuple[int, int]], dep: list[int], *, first_dgrad: bool
+    ) -> tuple[list[int], dict[int, int]]:
         bl = self.c.local_batch
         wgrads: dict[int, int] = {}
         for i in reversed(range(len(layers))):
             n_in, n_out = layers[i]
-            dep = [self.comp(f"{which}_mlp_relu.bwd", 2 * bl * n_out, 3 * bl * n_out, dep,
-                             _attrs(i, "bwd", f"{which}_mlp_relu"))]
+            dep = [
+                self.comp(
+                    f"{which}_mlp_relu.bwd", 2 * bl * n_out, 3 * bl * n_out, dep, _attrs(i, "bwd", f"{which}_mlp_relu")
+                )
+            ]
             if i > 0 or first_dgrad:
                 dep = [self.gemm(f"{which}_mlp_gemm.bwd", bl, n_out, n_in, dep, _attrs(i, "bwd", f"{which}_mlp_gemm"))]
-            wgrads[i] = self.gemm(f"{which}_mlp_gemm.wgrad", n_in, bl, n_out, dep,
-                                  _attrs(i, "wgrad", f"{which}_mlp_gemm"))
+            wgrads[i] = self.gemm(
+                f"{which}_mlp_gemm.wgrad", n_in, bl, n_out, dep, _attrs(i, "wgrad", f"{which}_mlp_gemm")
+            )
             dep = [wgrads[i]]
         return dep, wgrads
 
@@ -218,28 +255,53 @@ class _DLRMRank:
         lookup_elems = B * c.pooling_factor * d
         dep: list[int] = []
         for k in tables:
-            dep = [self.comp("embedding_lookup.fwd", lookup_elems, lookup_elems + B * d, dep,
-                             _attrs(-1, "fwd", "embedding_lookup") + [Attr("table", k, "int64_val")])]
-        a2a = b.collective("embedding_alltoall.fwd", CollectiveType.ALL_TO_ALL, a2a_bytes, pg_name=DEFAULT_PG,
-                           deps=dep, extra_attrs=_attrs(-1, "fwd", "embedding_alltoall"))
+            dep = [
+                self.comp(
+                    "embedding_lookup.fwd",
+                    lookup_elems,
+                    lookup_elems + B * d,
+                    dep,
+                    _attrs(-1, "fwd", "embedding_lookup") + [Attr("table", k, "int64_val")],
+                )
+            ]
+        a2a = b.collective(
+            "embedding_alltoall.fwd",
+            CollectiveType.ALL_TO_ALL,
+            a2a_bytes,
+            pg_name=DEFAULT_PG,
+            deps=dep,
+            extra_attrs=_attrs(-1, "fwd", "embedding_alltoall"),
+        )
         bottom = self.mlp_forward("bottom", c.bottom_layers(), dep)
         vectors = c.num_tables + 1
         inter_flops = 2 * bl * vectors * vectors * d
         inter_elems = bl * (vectors * d + vectors * vectors)
-        dep = [self.comp("interaction.fwd", inter_flops, inter_elems, bottom + [a2a],
-                         _attrs(-1, "fwd", "interaction"))]
+        dep = [self.comp("interaction.fwd", inter_flops, inter_elems, bottom + [a2a], _attrs(-1, "fwd", "interaction"))]
         dep = self.mlp_forward("top", c.top_layers(), dep)
         dep = [self.comp("loss.fwd", 4 * bl, 2 * bl, dep, _attrs(-1, "fwd", "loss"))]
         dep = [self.comp("loss.bwd", 4 * bl, 2 * bl, dep, _attrs(-1, "bwd", "loss"))]
         dep, top_w = self.mlp_backward("top", c.top_layers(), dep, first_dgrad=True)
         inter = self.comp("interaction.bwd", 2 * inter_flops, 2 * inter_elems, dep, _attrs(-1, "bwd", "interaction"))
-        a2a = b.collective("embedding_alltoall.bwd", CollectiveType.ALL_TO_ALL, a2a_bytes, pg_name=DEFAULT_PG,
-                           deps=[inter], extra_attrs=_attrs(-1, "bwd", "embedding_alltoall"))
+        a2a = b.collective(
+            "embedding_alltoall.bwd",
+            CollectiveType.ALL_TO_ALL,
+            a2a_bytes,
+            pg_name=DEFAULT_PG,
+            deps=[inter],
+            extra_attrs=_attrs(-1, "bwd", "embedding_alltoall"),
+        )
         dep, bottom_w = self.mlp_backward("bottom", c.bottom_layers(), [inter], first_dgrad=False)
         updates: list[int] = []
         for k in tables:
-            dep = [self.comp("embedding_update.wgrad", 2 * lookup_elems, 2 * lookup_elems + B * d, dep + [a2a],
-                             _attrs(-1, "wgrad", "embedding_update") + [Attr("table", k, "int64_val")])]
+            dep = [
+                self.comp(
+                    "embedding_update.wgrad",
+                    2 * lookup_elems,
+                    2 * lookup_elems + B * d,
+                    dep + [a2a],
+                    _attrs(-1, "wgrad", "embedding_update") + [Attr("table", k, "int64_val")],
+                )
+            ]
             updates = dep
         waits = self._grad_buckets(top_w, bottom_w) + dep + updates + [a2a]
         params = c.mlp_params()
@@ -252,21 +314,32 @@ class _DLRMRank:
         c = self.c
         if c.num_ranks == 1:
             return []
-        units = [(f"top{i}", top_w[i], c.top_layers()[i]) for i in sorted(top_w, reverse=True)] + \
-                [(f"bottom{i}", bottom_w[i], c.bottom_layers()[i]) for i in sorted(bottom_w, reverse=True)]
+        units = [(f"top{i}", top_w[i], c.top_layers()[i]) for i in sorted(top_w, reverse=True)] + [
+            (f"bottom{i}", bottom_w[i], c.bottom_layers()[i]) for i in sorted(bottom_w, reverse=True)
+        ]
 
         def elems(index: int) -> int:
             n_in, n_out = units[index][2]
             return n_in * n_out + n_out
 
         buckets = pack_buckets(range(len(units)), elems, bucket_limit_elems(c.grad_bucket_bytes, c.dtype_bytes))
-        return [self.b.collective(
-            "dp_grad_allreduce.grad_sync", CollectiveType.ALL_REDUCE, total * c.dtype_bytes, pg_name=DEFAULT_PG,
-            deps=[units[i][1] for i in members],
-            extra_attrs=[Attr("layers", [units[i][0] for i in members], "string_list"),
-                         Attr("micro_batch", -1, "int64_val"), Attr("phase", "grad_sync", "string_val"),
-                         Attr("bucket", index, "int64_val"), Attr("op_role", "dp_grad_allreduce", "string_val")])
-            for index, (members, total) in enumerate(buckets)]
+        return [
+            self.b.collective(
+                "dp_grad_allreduce.grad_sync",
+                CollectiveType.ALL_REDUCE,
+                total * c.dtype_bytes,
+                pg_name=DEFAULT_PG,
+                deps=[units[i][1] for i in members],
+                extra_attrs=[
+                    Attr("layers", [units[i][0] for i in members], "string_list"),
+                    Attr("micro_batch", -1, "int64_val"),
+                    Attr("phase", "grad_sync", "string_val"),
+                    Attr("bucket", index, "int64_val"),
+                    Attr("op_role", "dp_grad_allreduce", "string_val"),
+                ],
+            )
+            for index, (members, total) in enumerate(buckets)
+        ]
 
 
 def generate_dlrm(config: DLRMConfig, hardware=None) -> TraceSet:

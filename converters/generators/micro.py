@@ -34,7 +34,11 @@ from __future__ import annotations
 from typing import Callable, Iterable, Sequence
 
 from tracekit.converters.generators._build import (
-    DEFAULT_PG, INT32_MAX, ProcessGroups, RankTraceBuilder, parse_collective,
+    DEFAULT_PG,
+    INT32_MAX,
+    ProcessGroups,
+    RankTraceBuilder,
+    parse_collective,
 )
 from tracekit.errors import ConfigError
 from tracekit.model import Attr, CollectiveType, NodeType
@@ -58,8 +62,9 @@ def _check_common(world_size: int, iterations: int, compute_ns: int) -> None:
         raise ConfigError(f"compute time must not be negative, got {compute_ns} ns")
 
 
-def _group(world_size: int, group: Iterable[int] | None, groups: ProcessGroups,
-           what: str) -> tuple[tuple[int, ...], str]:
+def _group(
+    world_size: int, group: Iterable[int] | None, groups: ProcessGroups, what: str
+) -> tuple[tuple[int, ...], str]:
     """(members in the given order, pg_name) of the benchmarked group."""
     members = tuple(range(world_size)) if group is None else tuple(int(r) for r in group)
     if not members:
@@ -85,9 +90,15 @@ def _builders(world_size: int, groups: ProcessGroups) -> list[RankTraceBuilder]:
     return builders
 
 
-def collective_bench(world_size: int, collective: CollectiveType | str, comm_bytes: int, *,
-                     group: Iterable[int] | None = None, compute_ns: int = 0,
-                     iterations: int = 1) -> TraceSet:
+def collective_bench(
+    world_size: int,
+    collective: CollectiveType | str,
+    comm_bytes: int,
+    *,
+    group: Iterable[int] | None = None,
+    compute_ns: int = 0,
+    iterations: int = 1,
+) -> TraceSet:
     """Every member of ``group`` runs ``iterations`` x (compute, then collective).
 
     Args:
@@ -134,8 +145,7 @@ def _p2p_steps(pattern: str, members: tuple[int, ...]) -> dict[int, list[list[tu
         if p < 2:
             raise ConfigError("send/recv pattern 'pairwise' needs at least 2 ranks in the group")
         for i, rank in enumerate(members):
-            steps[rank] = [[("send", members[(i + k) % p]), ("recv", members[(i - k) % p])]
-                           for k in range(1, p)]
+            steps[rank] = [[("send", members[(i + k) % p]), ("recv", members[(i - k) % p])] for k in range(1, p)]
     elif pattern == "pingpong":
         if p != 2:
             raise ConfigError(f"send/recv pattern 'pingpong' needs exactly 2 ranks, got group {list(members)}")
@@ -147,8 +157,15 @@ def _p2p_steps(pattern: str, members: tuple[int, ...]) -> dict[int, list[list[tu
     return steps
 
 
-def send_recv_bench(world_size: int, pattern: str, comm_bytes: int, *, group: Iterable[int] | None = None,
-                    compute_ns: int = 0, iterations: int = 1) -> TraceSet:
+def send_recv_bench(
+    world_size: int,
+    pattern: str,
+    comm_bytes: int,
+    *,
+    group: Iterable[int] | None = None,
+    compute_ns: int = 0,
+    iterations: int = 1,
+) -> TraceSet:
     """Point-to-point pattern ``ring``, ``pairwise`` or ``pingpong`` among ``group``.
 
     Args:
@@ -193,11 +210,13 @@ def send_recv_bench(world_size: int, pattern: str, comm_bytes: int, *, group: It
                 done = []
                 for op, peer in step:
                     if op == "send":
-                        done.append(b.send(f"send_to_{peer}_{it}_{s}", comm_bytes, dst=peer, tag=tag,
-                                           pg_name=pg, deps=prev))
+                        done.append(
+                            b.send(f"send_to_{peer}_{it}_{s}", comm_bytes, dst=peer, tag=tag, pg_name=pg, deps=prev)
+                        )
                     else:
-                        done.append(b.recv(f"recv_from_{peer}_{it}_{s}", comm_bytes, src=peer, tag=tag,
-                                           pg_name=pg, deps=prev))
+                        done.append(
+                            b.recv(f"recv_from_{peer}_{it}_{s}", comm_bytes, src=peer, tag=tag, pg_name=pg, deps=prev)
+                        )
                 prev = done
     return _finish(builders, groups, f"{pattern} {comm_bytes} B x {iterations}")
 
@@ -223,14 +242,19 @@ def _two_comp_dependent(b: RankTraceBuilder, dur: int, comm: int, tensor: int) -
 
 def _mem(node_type: NodeType) -> ShapeFn:
     def shape(b: RankTraceBuilder, dur: int, comm: int, tensor: int) -> None:
-        b.add_node(node_type.name, node_type, attrs=[Attr("is_cpu_op", False, "bool_val"),
-                                                     Attr("tensor_size", tensor, "uint64_val")])
+        b.add_node(
+            node_type.name,
+            node_type,
+            attrs=[Attr("is_cpu_op", False, "bool_val"), Attr("tensor_size", tensor, "uint64_val")],
+        )
+
     return shape
 
 
 def _one_coll(ctype: CollectiveType) -> ShapeFn:
     def shape(b: RankTraceBuilder, dur: int, comm: int, tensor: int) -> None:
         b.collective(ctype.name, ctype, comm)
+
     return shape
 
 
@@ -238,6 +262,7 @@ def _comp_comm(dependent: bool) -> ShapeFn:
     def shape(b: RankTraceBuilder, dur: int, comm: int, tensor: int) -> None:
         c = b.comp("COMP_NODE", duration_ns=dur)
         b.collective("ALL_REDUCE", CollectiveType.ALL_REDUCE, comm, deps=[c] if dependent else [])
+
     return shape
 
 
@@ -245,16 +270,28 @@ def _two_coll(dependent: bool) -> ShapeFn:
     def shape(b: RankTraceBuilder, dur: int, comm: int, tensor: int) -> None:
         first = b.collective("ALL_REDUCE", CollectiveType.ALL_REDUCE, comm)
         b.collective("ALL_REDUCE", CollectiveType.ALL_REDUCE, comm, deps=[first] if dependent else [])
+
     return shape
 
 
 def _metadata_all_types(b: RankTraceBuilder, dur: int, comm: int, tensor: int) -> None:
     """One METADATA node with one attribute of every AttributeProto value kind."""
     scalars = {
-        "double": 1.2345, "float": 1.5, "int32": 12345, "int64": 9876543210, "uint32": 12345,
-        "uint64": 9876543210, "sint32": -12345, "sint64": -9876543210, "fixed32": 12345,
-        "fixed64": 9876543210, "sfixed32": -12345, "sfixed64": -9876543210, "bool": True,
-        "string": "12345", "bytes": b"12345",
+        "double": 1.2345,
+        "float": 1.5,
+        "int32": 12345,
+        "int64": 9876543210,
+        "uint32": 12345,
+        "uint64": 9876543210,
+        "sint32": -12345,
+        "sint64": -9876543210,
+        "fixed32": 12345,
+        "fixed64": 9876543210,
+        "sfixed32": -12345,
+        "sfixed64": -9876543210,
+        "bool": True,
+        "string": "12345",
+        "bytes": b"12345",
     }
     attrs = [Attr("is_cpu_op", True, "bool_val")]  # else ASTRA-sim never completes it
     for kind, value in scalars.items():
@@ -274,21 +311,28 @@ def _shape_table() -> dict[str, ShapeFn]:
     }
     for ct in CollectiveType:
         table[f"one_comm_coll_node_{ct.name.replace('_', '').lower()}"] = _one_coll(ct)
-    table.update({
-        "comp_comm_independent": _comp_comm(False),
-        "comp_comm_dependent": _comp_comm(True),
-        "two_comm_coll_nodes_independent": _two_coll(False),
-        "two_comm_coll_nodes_dependent": _two_coll(True),
-    })
+    table.update(
+        {
+            "comp_comm_independent": _comp_comm(False),
+            "comp_comm_dependent": _comp_comm(True),
+            "two_comm_coll_nodes_independent": _two_coll(False),
+            "two_comm_coll_nodes_dependent": _two_coll(True),
+        }
+    )
     return table
 
 
 CHAKRA_SHAPES: dict[str, ShapeFn] = _shape_table()
 
 
-def chakra_shape(name: str, world_size: int, *, duration_ns: int = CHAKRA_DEFAULT_DURATION_NS,
-                 comm_bytes: int = CHAKRA_DEFAULT_COMM_BYTES,
-                 tensor_bytes: int = CHAKRA_DEFAULT_TENSOR_BYTES) -> TraceSet:
+def chakra_shape(
+    name: str,
+    world_size: int,
+    *,
+    duration_ns: int = CHAKRA_DEFAULT_DURATION_NS,
+    comm_bytes: int = CHAKRA_DEFAULT_COMM_BYTES,
+    tensor_bytes: int = CHAKRA_DEFAULT_TENSOR_BYTES,
+) -> TraceSet:
     """The same small graph on every rank (one of :data:`CHAKRA_SHAPES`).
 
     Args:
@@ -314,5 +358,10 @@ def chakra_shape(name: str, world_size: int, *, duration_ns: int = CHAKRA_DEFAUL
 
 
 __all__ = [
-    "CHAKRA_SHAPES", "DEFAULT_PG", "SEND_RECV_PATTERNS", "chakra_shape", "collective_bench", "send_recv_bench",
+    "CHAKRA_SHAPES",
+    "DEFAULT_PG",
+    "SEND_RECV_PATTERNS",
+    "chakra_shape",
+    "collective_bench",
+    "send_recv_bench",
 ]

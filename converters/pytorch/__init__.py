@@ -48,9 +48,11 @@ def world_size_warning(traces) -> str | None:
     if not sizes or sizes == [len(traces)]:
         return None
     shown = ", ".join(str(r) for r in sorted(traces)[:8]) + (" ..." if len(traces) > 8 else "")
-    return (f"the traces declare world size {' / '.join(str(s) for s in sizes)} (Kineto distributedInfo) but "
-            f"{len(traces)} rank file(s) were converted (ranks {shown}): a partial job; its replay needs every rank "
-            f"(tracekit check-replay replays each present rank alone)")
+    return (
+        f"the traces declare world size {' / '.join(str(s) for s in sizes)} (Kineto distributedInfo) but "
+        f"{len(traces)} rank file(s) were converted (ranks {shown}): a partial job; its replay needs every rank "
+        f"(tracekit check-replay replays each present rank alone)"
+    )
 
 
 @dataclass(frozen=True)
@@ -76,8 +78,13 @@ def rank_in_name(path: str | os.PathLike[str]) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def convert_rank(et_path: str | os.PathLike[str], kineto_path: str | os.PathLike[str] | None = None, *,
-                 rank: int | None = None, allow_unlinked: bool = False):
+def convert_rank(
+    et_path: str | os.PathLike[str],
+    kineto_path: str | os.PathLike[str] | None = None,
+    *,
+    rank: int | None = None,
+    allow_unlinked: bool = False,
+):
     """Convert one rank's ET, linking its Kineto trace when given.
 
     Args:
@@ -114,8 +121,9 @@ def convert_rank(et_path: str | os.PathLike[str], kineto_path: str | os.PathLike
             linkage = link(et, kineto, allow_unlinked=allow_unlinked)
             from tracekit.converters.pytorch.run_match import check_same_run
 
-            check_same_run(et, kineto, linkage.report.host_linked, linkage.report.host_ops,
-                           allow_unlinked=allow_unlinked)
+            check_same_run(
+                et, kineto, linkage.report.host_linked, linkage.report.host_ops, allow_unlinked=allow_unlinked
+            )
         if rank is None:
             rank = kineto.rank if kineto is not None and kineto.rank is not None else rank_in_name(et_path)
         try:
@@ -130,9 +138,12 @@ def _convert_job(job: RankJob):
     return convert_rank(job.et_path, job.kineto_path, rank=job.rank, allow_unlinked=job.allow_unlinked)
 
 
-def plan_jobs(et_paths: Sequence[str | os.PathLike[str]],
-              kineto_paths: Sequence[str | os.PathLike[str]] | None = None, *,
-              allow_unlinked: bool = False) -> list[RankJob]:
+def plan_jobs(
+    et_paths: Sequence[str | os.PathLike[str]],
+    kineto_paths: Sequence[str | os.PathLike[str]] | None = None,
+    *,
+    allow_unlinked: bool = False,
+) -> list[RankJob]:
     """Pair ET and Kineto files by rank.
 
     Ranks are the ``rankN`` of the file names when every file of a kind has one, else the positions in the sorted
@@ -171,8 +182,15 @@ def plan_jobs(et_paths: Sequence[str | os.PathLike[str]],
     kin_by_rank = ranked(kins) if kins else {}
     if kins and set(kin_by_rank) != set(et_by_rank):
         raise ConversionError(f"ET ranks {sorted(et_by_rank)} and Kineto ranks {sorted(kin_by_rank)} differ")
-    return [RankJob(et_by_rank[r], kin_by_rank.get(r), r if len(et_by_rank) > 1 or rank_in_name(et_by_rank[r])
-                    is not None else None, allow_unlinked) for r in sorted(et_by_rank)]
+    return [
+        RankJob(
+            et_by_rank[r],
+            kin_by_rank.get(r),
+            r if len(et_by_rank) > 1 or rank_in_name(et_by_rank[r]) is not None else None,
+            allow_unlinked,
+        )
+        for r in sorted(et_by_rank)
+    ]
 
 
 @dataclass
@@ -183,10 +201,15 @@ class JobConversion:
     ranks: list
 
 
-def convert_job(et_paths: Sequence[str | os.PathLike[str]],
-                kineto_paths: Sequence[str | os.PathLike[str]] | None = None, *,
-                allow_unlinked: bool = False, executor: str = "process", max_workers: int | None = None,
-                progress: Callable[[int, int], None] | None = None) -> JobConversion:
+def convert_job(
+    et_paths: Sequence[str | os.PathLike[str]],
+    kineto_paths: Sequence[str | os.PathLike[str]] | None = None,
+    *,
+    allow_unlinked: bool = False,
+    executor: str = "process",
+    max_workers: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> JobConversion:
     """Convert every rank (in parallel with :func:`tracekit.parallel.parallel_map`).
 
     Args:
@@ -225,17 +248,30 @@ def convert_job(et_paths: Sequence[str | os.PathLike[str]],
     return JobConversion(traceset=TraceSet(traces), ranks=list(results))
 
 
-def convert_pytorch(et_paths: Sequence[str | os.PathLike[str]],
-                    kineto_paths: Sequence[str | os.PathLike[str]] | None = None, *,
-                    allow_unlinked: bool = False, executor: str = "process",
-                    max_workers: int | None = None):
+def convert_pytorch(
+    et_paths: Sequence[str | os.PathLike[str]],
+    kineto_paths: Sequence[str | os.PathLike[str]] | None = None,
+    *,
+    allow_unlinked: bool = False,
+    executor: str = "process",
+    max_workers: int | None = None,
+):
     """Convert a job's ET (+ Kineto) files into a :class:`~tracekit.traceset.TraceSet`.
 
     See :func:`convert_job` for parameters and errors.
     """
-    return convert_job(et_paths, kineto_paths, allow_unlinked=allow_unlinked, executor=executor,
-                       max_workers=max_workers).traceset
+    return convert_job(
+        et_paths, kineto_paths, allow_unlinked=allow_unlinked, executor=executor, max_workers=max_workers
+    ).traceset
 
 
-__all__ = ["RankJob", "JobConversion", "convert_job", "convert_pytorch", "convert_rank", "plan_jobs",
-           "rank_in_name", "world_size_warning"]
+__all__ = [
+    "RankJob",
+    "JobConversion",
+    "convert_job",
+    "convert_pytorch",
+    "convert_rank",
+    "plan_jobs",
+    "rank_in_name",
+    "world_size_warning",
+]

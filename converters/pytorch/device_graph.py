@@ -62,15 +62,17 @@ __all__ = [
 ]
 
 #: Categories of host-side calls into the accelerator runtime/driver.
-HOST_API_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver", "privateuse1_runtime", "privateuse1_driver",
-                                 "xpu_runtime"})
+HOST_API_CATEGORIES = frozenset(
+    {"cuda_runtime", "cuda_driver", "privateuse1_runtime", "privateuse1_driver", "xpu_runtime"}
+)
 
 _DEVICE_SYNC = frozenset({"cudaDeviceSynchronize", "hipDeviceSynchronize", "cuCtxSynchronize"})
 _STREAM_SYNC = frozenset({"cudaStreamSynchronize", "hipStreamSynchronize", "cuStreamSynchronize"})
 _EVENT_SYNC = frozenset({"cudaEventSynchronize", "hipEventSynchronize", "cuEventSynchronize"})
 _STREAM_WAIT = frozenset({"cudaStreamWaitEvent", "hipStreamWaitEvent", "cuStreamWaitEvent"})
-_EVENT_RECORD = frozenset({"cudaEventRecord", "cudaEventRecordWithFlags", "hipEventRecord", "cuEventRecord",
-                           "cuEventRecord_ptsz"})
+_EVENT_RECORD = frozenset(
+    {"cudaEventRecord", "cudaEventRecordWithFlags", "hipEventRecord", "cuEventRecord", "cuEventRecord_ptsz"}
+)
 # Names of calls that put work on a stream (used only for the External-id fallback).
 _LAUNCH_NAME = re.compile(r"Launch|[Mm]emcpy|[Mm]emset")
 
@@ -234,8 +236,7 @@ class _Builder:
         # Per-stream execution order, and launch times used by the "launched before" rule.
         streams: dict[tuple[int, int], list[KinetoEvent]] = defaultdict(list)
         for op in self.device_ops:
-            streams[(op.device if op.device is not None else -1,
-                     op.stream if op.stream is not None else -1)].append(op)
+            streams[(op.device if op.device is not None else -1, op.stream if op.stream is not None else -1)].append(op)
         self.stream_ops: dict[tuple[int, int], list[KinetoEvent]] = {}
         self.stream_launch_ns: dict[tuple[int, int], list[int]] = {}
         for key, ops in streams.items():
@@ -256,9 +257,14 @@ class _Builder:
         self.link_syncs()
 
         stats = DeviceGraphStats(
-            device_ops=len(self.device_ops), attached=len(launch_of), attached_by_external_id=by_ext,
-            graph_launch_ops=graph_ops, sync_edges=dict(sorted(self.kind_counts.items())),
-            unresolved_waits=self.unresolved, backward_edges_dropped=self.dropped)
+            device_ops=len(self.device_ops),
+            attached=len(launch_of),
+            attached_by_external_id=by_ext,
+            graph_launch_ops=graph_ops,
+            sync_edges=dict(sorted(self.kind_counts.items())),
+            unresolved_waits=self.unresolved,
+            backward_edges_dropped=self.dropped,
+        )
         return DeviceGraph(
             launch_of=launch_of,
             launched={k: tuple(v) for k, v in launched.items()},
@@ -283,8 +289,9 @@ class _Builder:
         """Every (device, stream) key with stream id ``stream`` (CUPTI sync records name the stream, not the device)."""
         return [k for k in self.stream_ops if k[1] == stream]
 
-    def host_wait(self, call: KinetoEvent, keys: Iterable[tuple[int, int]], kind: str,
-                  *, ended_by_return: bool) -> bool:
+    def host_wait(
+        self, call: KinetoEvent, keys: Iterable[tuple[int, int]], kind: str, *, ended_by_return: bool
+    ) -> bool:
         """Edges from the last op launched before ``call`` on each stream of ``keys``; True if any was added.
 
         With ``ended_by_return`` an op still running after ``call`` returned (``end_ns`` later) gets no edge.
@@ -396,8 +403,9 @@ class _Builder:
             return True  # same stream: already ordered
         return self.stream_wait_edges(record, call, src_stream, dst_stream, "stream_wait_event")
 
-    def stream_wait_edges(self, record: KinetoEvent, call: KinetoEvent, src_stream: int, dst_stream: int,
-                          kind: str) -> bool:
+    def stream_wait_edges(
+        self, record: KinetoEvent, call: KinetoEvent, src_stream: int, dst_stream: int, kind: str
+    ) -> bool:
         """Edges from the last op launched on ``src_stream`` before ``record`` to the first op launched on
         ``dst_stream`` (same device) after ``call``; True if any was added."""
         found = False
@@ -437,8 +445,9 @@ class _Builder:
                 if stream is not None:
                     for wait, record, src_stream in pending:
                         if src_stream is not None and src_stream != stream:
-                            if not self.stream_wait_edges(record, wait, src_stream, stream,
-                                                          "stream_wait_event_inferred"):
+                            if not self.stream_wait_edges(
+                                record, wait, src_stream, stream, "stream_wait_event_inferred"
+                            ):
                                 self.unresolved += 1
                     pending = []
                     last_launch_stream = stream

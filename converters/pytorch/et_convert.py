@@ -61,8 +61,17 @@ RANGE_CATEGORIES = frozenset({"user_annotation"})
 _STEP = re.compile(r"ProfilerStep#\d+$")
 log = logging.getLogger(__name__)
 _NCCL_KERNEL = ("nccl", "Nccl")
-_SYNC_KINDS = frozenset({"device_sync", "stream_sync", "stream_sync_inferred", "event_sync",
-                         "event_sync_inferred", "stream_wait_event", "stream_wait_event_inferred"})
+_SYNC_KINDS = frozenset(
+    {
+        "device_sync",
+        "stream_sync",
+        "stream_sync_inferred",
+        "event_sync",
+        "event_sync_inferred",
+        "stream_wait_event",
+        "stream_wait_event_inferred",
+    }
+)
 
 
 @dataclass
@@ -89,8 +98,11 @@ class RankConversion:
 def _io(io: EtIO) -> IOInfo | None:
     if not io.values and not io.shapes and not io.types:
         return None
-    return IOInfo(values=orjson.dumps(io.values).decode(), shapes=orjson.dumps(io.shapes).decode(),
-                  types=orjson.dumps(io.types).decode())
+    return IOInfo(
+        values=orjson.dumps(io.values).decode(),
+        shapes=orjson.dumps(io.shapes).decode(),
+        types=orjson.dumps(io.types).decode(),
+    )
 
 
 def _storages(value: Any, out: set[int]) -> None:
@@ -104,8 +116,15 @@ def _storages(value: Any, out: set[int]) -> None:
 
 
 class _Builder:
-    def __init__(self, et: EtTrace, plan: CommPlan, rank: int | None, linkage: Linkage | None,
-                 groups: dict[str, tuple[int, ...]], kineto: KinetoTrace | None) -> None:
+    def __init__(
+        self,
+        et: EtTrace,
+        plan: CommPlan,
+        rank: int | None,
+        linkage: Linkage | None,
+        groups: dict[str, tuple[int, ...]],
+        kineto: KinetoTrace | None,
+    ) -> None:
         self.et = et
         self.plan = plan
         self.rank = rank
@@ -209,8 +228,11 @@ class _Builder:
             self.lead_gap_ns.update(timing.lead_gap_ns)
             self.partial_overlaps += timing.partial_overlaps
         if self.partial_overlaps:
-            log.warning("%s: %d host op(s) overlap an enclosing op without nesting; clamped to its end",
-                        self.et.path or "ET", self.partial_overlaps)
+            log.warning(
+                "%s: %d host op(s) overlap an enclosing op without nesting; clamped to its end",
+                self.et.path or "ET",
+                self.partial_overlaps,
+            )
 
     def kineto_step_markers(self, ops: list[EtOp], out: list[NodeDraft], position: dict[int, int]) -> None:
         """Steps from Kineto when the ET has none: a zero-duration ``ProfilerStep#N`` node per Kineto step.
@@ -220,12 +242,15 @@ class _Builder:
         """
         if self.link is None or self.kineto is None or any(_STEP.match(op.name) for op in ops):
             return
-        steps = sorted((e for e in self.kineto.events if e.category in RANGE_CATEGORIES and _STEP.match(e.name)),
-                       key=lambda e: e.start_ns)
+        steps = sorted(
+            (e for e in self.kineto.events if e.category in RANGE_CATEGORIES and _STEP.match(e.name)),
+            key=lambda e: e.start_ns,
+        )
         linked = [(op, self.link.host[op.id]) for op in ops if op.id in self.nodes and op.id in self.link.host]
         for m in steps:
-            first = next((op for op, e in linked if (e.pid, e.tid) == (m.pid, m.tid) and e.start_ns >= m.start_ns),
-                         None)
+            first = next(
+                (op for op, e in linked if (e.pid, e.tid) == (m.pid, m.tid) and e.start_ns >= m.start_ns), None
+            )
             if first is None:
                 continue
             prev = None
@@ -235,10 +260,19 @@ class _Builder:
                 if op.tid == first.tid and op.id in self.nodes:
                     prev = op.id
             nid = self.fresh_id()
-            self.nodes[nid] = NodeDraft(id=nid, name=m.name, type=NodeType.COMP_NODE, start_time_ns=m.start_ns,
-                                   duration_ns=0, attrs=[Attr("tid", first.tid), Attr("is_cpu_op", True, "bool_val"),
-                                                         Attr("range_duration_ns", m.duration_ns, "int64_val"),
-                                                         Attr("step_source", "kineto", "string_val")])
+            self.nodes[nid] = NodeDraft(
+                id=nid,
+                name=m.name,
+                type=NodeType.COMP_NODE,
+                start_time_ns=m.start_ns,
+                duration_ns=0,
+                attrs=[
+                    Attr("tid", first.tid),
+                    Attr("is_cpu_op", True, "bool_val"),
+                    Attr("range_duration_ns", m.duration_ns, "int64_val"),
+                    Attr("step_source", "kineto", "string_val"),
+                ],
+            )
             self.order[nid] = (position[first.id], -1, 0, 0)
             if prev is not None:
                 self.add_dep(nid, prev)
@@ -253,17 +287,32 @@ class _Builder:
         if times is not None:
             start = times[0]
             dur = self.duration_ns.get(op.id, 0)
-        attrs = [Attr("rf_id", op.rf_id), Attr("fw_parent", op.fw_parent), Attr("seq_id", op.seq_id),
-                 Attr("scope", op.scope), Attr("tid", op.tid), Attr("fw_tid", op.fw_tid),
-                 Attr("is_cpu_op", True, "bool_val")]
+        attrs = [
+            Attr("rf_id", op.rf_id),
+            Attr("fw_parent", op.fw_parent),
+            Attr("seq_id", op.seq_id),
+            Attr("scope", op.scope),
+            Attr("tid", op.tid),
+            Attr("fw_tid", op.fw_tid),
+            Attr("is_cpu_op", True, "bool_val"),
+        ]
         if op.id in self.range_ns:
             attrs.append(Attr("range_duration_ns", self.range_ns[op.id], "int64_val"))
         elif self.gap_ns.get(op.id):
             attrs.append(Attr("host_gap_ns", self.gap_ns[op.id], "int64_val"))
         if op.op_schema:
             attrs.append(Attr("op_schema", op.op_schema, "string_val"))
-        return NodeDraft(id=op.id, name=op.name, type=NodeType.COMP_NODE, ctrl_deps=ctrl, start_time_ns=start,
-                    duration_ns=dur, inputs=_io(op.inputs), outputs=_io(op.outputs), attrs=attrs)
+        return NodeDraft(
+            id=op.id,
+            name=op.name,
+            type=NodeType.COMP_NODE,
+            ctrl_deps=ctrl,
+            start_time_ns=start,
+            duration_ns=dur,
+            inputs=_io(op.inputs),
+            outputs=_io(op.outputs),
+            attrs=attrs,
+        )
 
     def comm_node(self, op: EtOp, comm: CommOp, ctrl: list[int]) -> NodeDraft:
         """``comm``'s COMM node: ``comm_size`` in bytes, times (ns) spanning its linked backend ops (0 unlinked)."""
@@ -280,13 +329,25 @@ class _Builder:
             attrs.append(Attr("comm_type", int(comm.comm_type)))
         attrs += [Attr("comm_size", comm.comm_bytes), Attr("pg_name", comm.pg_name, "string_val")]
         if comm.comm_src is not None:
-            attrs += [Attr("comm_src", comm.comm_src, "int32_val"), Attr("comm_dst", comm.comm_dst, "int32_val"),
-                      Attr("comm_tag", comm.comm_tag or 0, "int32_val")]
+            attrs += [
+                Attr("comm_src", comm.comm_src, "int32_val"),
+                Attr("comm_dst", comm.comm_dst, "int32_val"),
+                Attr("comm_tag", comm.comm_tag or 0, "int32_val"),
+            ]
         attrs += [Attr("is_cpu_op", False, "bool_val"), Attr("rf_id", op.rf_id), Attr("tid", op.tid)]
         if comm.seq is not None:
             attrs.append(Attr("seq_id", comm.seq))
-        return NodeDraft(id=op.id, name=op.name, type=comm.node_type, ctrl_deps=ctrl, start_time_ns=start,
-                    duration_ns=dur, inputs=_io(op.inputs), outputs=_io(op.outputs), attrs=attrs)
+        return NodeDraft(
+            id=op.id,
+            name=op.name,
+            type=comm.node_type,
+            ctrl_deps=ctrl,
+            start_time_ns=start,
+            duration_ns=dur,
+            inputs=_io(op.inputs),
+            outputs=_io(op.outputs),
+            attrs=attrs,
+        )
 
     # ------------------------------------------------------------------ host dependencies
     def thread_chains(self, ops: list[EtOp], comms: dict[int, CommOp]) -> None:
@@ -370,8 +431,7 @@ class _Builder:
                 continue
             for e in events:
                 key = (position.get(launcher, 0), 1, e.start_ns, e.index)
-                is_comm_kernel = (owner is not None and e.category == "kernel"
-                                  and any(s in e.name for s in _NCCL_KERNEL))
+                is_comm_kernel = owner is not None and e.category == "kernel" and any(s in e.name for s in _NCCL_KERNEL)
                 if is_comm_kernel and self.nodes[owner].stream is None:
                     node = self.nodes[owner]
                     node.set_attr("stream", e.stream if e.stream is not None else -1)
@@ -380,11 +440,19 @@ class _Builder:
                     streams.setdefault((e.device, e.stream), []).append((key, owner))
                     continue
                 nid = self.fresh_id()
-                node = NodeDraft(id=nid, name=e.name, type=NodeType.COMP_NODE, ctrl_deps=[launcher],
-                            start_time_ns=e.start_ns, duration_ns=e.duration_ns,
-                            attrs=[Attr("is_cpu_op", False, "bool_val"),
-                                   Attr("stream", e.stream if e.stream is not None else -1),
-                                   Attr("device_kind", e.category, "string_val")])
+                node = NodeDraft(
+                    id=nid,
+                    name=e.name,
+                    type=NodeType.COMP_NODE,
+                    ctrl_deps=[launcher],
+                    start_time_ns=e.start_ns,
+                    duration_ns=e.duration_ns,
+                    attrs=[
+                        Attr("is_cpu_op", False, "bool_val"),
+                        Attr("stream", e.stream if e.stream is not None else -1),
+                        Attr("device_kind", e.category, "string_val"),
+                    ],
+                )
                 self.nodes[nid] = node
                 self.order[nid] = key
                 node_of_event[e.index] = nid
@@ -432,7 +500,11 @@ class _Builder:
                 if dst not in self.nodes:
                     continue
                 call = event_at.get(edge.dst)
-                if call is not None and self.nodes[dst].type == NodeType.COMP_NODE and self.order[dst] > self.order[src]:
+                if (
+                    call is not None
+                    and self.nodes[dst].type == NodeType.COMP_NODE
+                    and self.order[dst] > self.order[src]
+                ):
                     s_node = self.nodes[src]
                     key = (dst, call.index)
                     until = s_node.start_time_ns + s_node.duration_ns
@@ -444,8 +516,9 @@ class _Builder:
                         continue
                     dst = later[0]
             self.add_dep(dst, src)
-        trim_sync_waits((self.nodes[nid], call.start_ns, call.end_ns, until)
-                        for (nid, _), (call, until) in waits.items())
+        trim_sync_waits(
+            (self.nodes[nid], call.start_ns, call.end_ns, until) for (nid, _), (call, until) in waits.items()
+        )
 
 
 def _groups_from_kineto(kineto: KinetoTrace | None) -> dict[str, tuple[int, ...]]:
@@ -457,8 +530,9 @@ def _groups_from_kineto(kineto: KinetoTrace | None) -> dict[str, tuple[int, ...]
     return out
 
 
-def convert_et(et: EtTrace, *, rank: int | None = None, kineto: KinetoTrace | None = None,
-               linkage: Linkage | None = None) -> RankConversion:
+def convert_et(
+    et: EtTrace, *, rank: int | None = None, kineto: KinetoTrace | None = None, linkage: Linkage | None = None
+) -> RankConversion:
     """Convert one rank's ET (with optional linked Kineto) into an :class:`ExecutionTrace`.
 
     Args:
@@ -487,8 +561,9 @@ def convert_et(et: EtTrace, *, rank: int | None = None, kineto: KinetoTrace | No
     seen: set[int] = set()
     for n in nodes:
         if n.id in seen:
-            raise ConversionError(f"duplicate node id {n.id} in the converted graph", path=et.path,
-                                  rank=rank, node_id=n.id)
+            raise ConversionError(
+                f"duplicate node id {n.id} in the converted graph", path=et.path, rank=rank, node_id=n.id
+            )
         seen.add(n.id)
     cost_stats = attach_costs(nodes)
     device = None
@@ -497,11 +572,17 @@ def convert_et(et: EtTrace, *, rank: int | None = None, kineto: KinetoTrace | No
     md_attrs = [Attr("source_schema", et.schema, "string_val")] + device_attr(device)
     if kineto is not None and kineto.world_size is not None:
         md_attrs.append(Attr("world_size", kineto.world_size, "int64_val"))
-    trace = ExecutionTrace([n.build() for n in nodes], Metadata(version=CHAKRA_VERSION, attrs=md_attrs), rank=rank,
-                           path=None)
+    trace = ExecutionTrace(
+        [n.build() for n in nodes], Metadata(version=CHAKRA_VERSION, attrs=md_attrs), rank=rank, path=None
+    )
     counts: dict[str, int] = {}
     for n in nodes:
         counts[n.type.name] = counts.get(n.type.name, 0) + 1
-    return RankConversion(trace=trace, comm_counts=plan.counts(),
-                          link=linkage.report if linkage is not None else None,
-                          dropped_edges=builder.dropped, node_counts=counts, costs=cost_stats)
+    return RankConversion(
+        trace=trace,
+        comm_counts=plan.counts(),
+        link=linkage.report if linkage is not None else None,
+        dropped_edges=builder.dropped,
+        node_counts=counts,
+        costs=cost_stats,
+    )

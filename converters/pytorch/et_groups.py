@@ -57,8 +57,9 @@ def read_process_groups(et: EtTrace) -> ProcessGroups:
             groups.update(parse_pg_json(text, path=et.path, node_id=op.id))
             entries = orjson.loads(text)
         except (ValidationError, orjson.JSONDecodeError) as exc:
-            raise ConversionError(str(exc.message if isinstance(exc, ValidationError) else exc),
-                                  path=et.path, node_id=op.id) from None
+            raise ConversionError(
+                str(exc.message if isinstance(exc, ValidationError) else exc), path=et.path, node_id=op.id
+            ) from None
         for e in entries if isinstance(entries, list) else ():
             if isinstance(e, dict):
                 name = str(e.get("pg_name"))

@@ -30,8 +30,13 @@ from tracekit.errors import ConversionError, TraceFormatError
 from tracekit.converters.pytorch.jsonload import load_json
 
 FLAT_SCHEMAS = ("1.0.1",)
-NESTED_SCHEMAS = ("1.0.2-chakra.0.0.4", "1.0.3-chakra.0.0.4", "1.0.4-chakra.0.0.4",
-                  "1.1.0-chakra.0.0.4", "1.1.1-chakra.0.0.4")
+NESTED_SCHEMAS = (
+    "1.0.2-chakra.0.0.4",
+    "1.0.3-chakra.0.0.4",
+    "1.0.4-chakra.0.0.4",
+    "1.1.0-chakra.0.0.4",
+    "1.1.1-chakra.0.0.4",
+)
 SUPPORTED_SCHEMAS_TEXT = ", ".join(FLAT_SCHEMAS + NESTED_SCHEMAS) + ", <1.x.y>-chakra.1.x.y"
 _NEWER = re.compile(r"^1\.\d+\.\d+-chakra\.1\.\d+\.\d+$")
 
@@ -132,18 +137,23 @@ def schema_layout(schema: Any, *, path: str | None = None) -> str:
         return "flat"
     if schema in NESTED_SCHEMAS or (isinstance(schema, str) and _NEWER.match(schema)):
         return "nested"
-    raise ConversionError(f"unsupported ET schema {schema!r}; supported: {SUPPORTED_SCHEMAS_TEXT}",
-                          path=path)
+    raise ConversionError(f"unsupported ET schema {schema!r}; supported: {SUPPORTED_SCHEMAS_TEXT}", path=path)
 
 
 def _int(value: Any, what: str, node_id: Any, path: str) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConversionError(f"{what} must be an integer, got {value!r}", path=path,
-                              node_id=node_id if isinstance(node_id, int) else None)
+        raise ConversionError(
+            f"{what} must be an integer, got {value!r}",
+            path=path,
+            node_id=node_id if isinstance(node_id, int) else None,
+        )
     if isinstance(value, float):
         if not math.isfinite(value) or value != int(value):
-            raise ConversionError(f"{what} must be an integer, got {value!r}", path=path,
-                                  node_id=node_id if isinstance(node_id, int) else None)
+            raise ConversionError(
+                f"{what} must be an integer, got {value!r}",
+                path=path,
+                node_id=node_id if isinstance(node_id, int) else None,
+            )
         value = int(value)
     return value
 
@@ -161,10 +171,18 @@ def _flat_op(raw: dict, path: str) -> EtOp:
         scope=_int(raw.get("scope", 0), "scope", nid, path),
         fw_tid=_int(raw.get("fw_tid", 0), "fw_tid", nid, path),
         op_schema=str(raw.get("op_schema", "") or ""),
-        inputs=_io({"values": raw.get("inputs"), "shapes": raw.get("input_shapes"), "types": raw.get("input_types")},
-                   "inputs", nid, path),
-        outputs=_io({"values": raw.get("outputs"), "shapes": raw.get("output_shapes"),
-                     "types": raw.get("output_types")}, "outputs", nid, path),
+        inputs=_io(
+            {"values": raw.get("inputs"), "shapes": raw.get("input_shapes"), "types": raw.get("input_types")},
+            "inputs",
+            nid,
+            path,
+        ),
+        outputs=_io(
+            {"values": raw.get("outputs"), "shapes": raw.get("output_shapes"), "types": raw.get("output_types")},
+            "outputs",
+            nid,
+            path,
+        ),
     )
 
 
@@ -172,13 +190,19 @@ def _io(obj: Any, what: str, nid: Any, path: str) -> EtIO:
     if obj is None:
         return EtIO()
     if not isinstance(obj, dict):
-        raise ConversionError(f"{what} must be an object with values/shapes/types, got {type(obj).__name__}",
-                              path=path, node_id=nid if isinstance(nid, int) else None)
+        raise ConversionError(
+            f"{what} must be an object with values/shapes/types, got {type(obj).__name__}",
+            path=path,
+            node_id=nid if isinstance(nid, int) else None,
+        )
     parts = [obj.get(k) or [] for k in ("values", "shapes", "types")]
     for key, part in zip(("values", "shapes", "types"), parts):
         if not isinstance(part, list):
-            raise ConversionError(f"{what}.{key} must be a list, got {part!r:.80}", path=path,
-                                  node_id=nid if isinstance(nid, int) else None)
+            raise ConversionError(
+                f"{what}.{key} must be a list, got {part!r:.80}",
+                path=path,
+                node_id=nid if isinstance(nid, int) else None,
+            )
     return EtIO(*parts)
 
 
@@ -188,13 +212,15 @@ def _nested_op(raw: dict, path: str) -> EtOp:
     attrs: dict[str, Any] = {}
     raw_attrs = raw.get("attrs") or ()
     if not isinstance(raw_attrs, list):
-        raise ConversionError(f"attrs must be a list of {{name, type, value}} objects, got {raw_attrs!r:.80}",
-                              path=path, node_id=node_id)
+        raise ConversionError(
+            f"attrs must be a list of {{name, type, value}} objects, got {raw_attrs!r:.80}", path=path, node_id=node_id
+        )
     for a in raw_attrs:
         if isinstance(a, dict) and "name" in a:
             if not isinstance(a["name"], str):
-                raise ConversionError(f"attribute name must be a string, got {a['name']!r:.80}", path=path,
-                                      node_id=node_id)
+                raise ConversionError(
+                    f"attribute name must be a string, got {a['name']!r:.80}", path=path, node_id=node_id
+                )
             attrs[a["name"]] = a.get("value")
     parent = raw.get("ctrl_deps", 0)
     if isinstance(parent, list):  # some writers emit a one-element list
@@ -245,9 +271,11 @@ def parse_et(doc: Any, *, path: str | os.PathLike[str]) -> EtTrace:
         has_attrs = "attrs" in raw
         if (layout == "nested") != has_attrs or (layout == "flat" and "parent" not in raw):
             want = "nested (attrs list, ctrl_deps)" if layout == "nested" else "flat (top-level rf_id/parent)"
-            raise ConversionError(f"schema {schema!r} promises the {want} node layout but node "
-                                  f"{raw.get('id')} does not have it; supported: {SUPPORTED_SCHEMAS_TEXT}",
-                                  path=spath)
+            raise ConversionError(
+                f"schema {schema!r} promises the {want} node layout but node "
+                f"{raw.get('id')} does not have it; supported: {SUPPORTED_SCHEMAS_TEXT}",
+                path=spath,
+            )
         ops.append(make(raw, spath))
     by_id: dict[int, EtOp] = {}
     for op in ops:
@@ -256,16 +284,23 @@ def parse_et(doc: Any, *, path: str | os.PathLike[str]) -> EtTrace:
         by_id[op.id] = op
     for op in ops:
         if not op.is_root and op.parent not in by_id:
-            raise ConversionError(f"parent id {op.parent} of {op.name!r} names no node in the file",
-                                  path=spath, node_id=op.id)
+            raise ConversionError(
+                f"parent id {op.parent} of {op.name!r} names no node in the file", path=spath, node_id=op.id
+            )
     if len(ops) == 0:
         raise ConversionError("ET has no nodes", path=spath)
     check_parent_tree(ops, by_id, path=spath)
     ops.sort(key=lambda o: (o.rf_id, o.id))
     pid = doc.get("pid")
     when = doc.get("time")
-    return EtTrace(path=spath, schema=str(schema), pid=pid if isinstance(pid, int) else None,
-                   ops=tuple(ops), by_id=by_id, capture_time=when if isinstance(when, str) else None)
+    return EtTrace(
+        path=spath,
+        schema=str(schema),
+        pid=pid if isinstance(pid, int) else None,
+        ops=tuple(ops),
+        by_id=by_id,
+        capture_time=when if isinstance(when, str) else None,
+    )
 
 
 def check_parent_tree(ops: list[EtOp], by_id: dict[int, EtOp], *, path: str) -> None:
@@ -281,9 +316,13 @@ def check_parent_tree(ops: list[EtOp], by_id: dict[int, EtOp], *, path: str) -> 
     selfish = [op for op in ops if op.parent == op.id and not op.name.startswith("[pytorch|profiler|execution_")]
     if selfish:
         shown = ", ".join(f"{op.id} ({op.name[:40]!r})" for op in selfish[:5]) + (" ..." if len(selfish) > 5 else "")
-        raise ConversionError(f"{len(selfish)} of {len(ops)} operators name themselves as their parent: {shown}; only "
-                              f"the [pytorch|profiler|execution_trace|process] root may, so they would be dropped "
-                              f"as roots (the ET is corrupt)", path=path, node_id=selfish[0].id)
+        raise ConversionError(
+            f"{len(selfish)} of {len(ops)} operators name themselves as their parent: {shown}; only "
+            f"the [pytorch|profiler|execution_trace|process] root may, so they would be dropped "
+            f"as roots (the ET is corrupt)",
+            path=path,
+            node_id=selfish[0].id,
+        )
     state: dict[int, int] = {}  # 1: on the chain being walked, 2: leads to a root
     for op in ops:
         chain: list[int] = []
@@ -293,11 +332,15 @@ def check_parent_tree(ops: list[EtOp], by_id: dict[int, EtOp], *, path: str) -> 
             chain.append(cur.id)
             cur = by_id[cur.parent]
         if state.get(cur.id) == 1:  # walked back into this chain: a cycle
-            loop = chain[chain.index(cur.id):] + [cur.id]
+            loop = chain[chain.index(cur.id) :] + [cur.id]
             shown = " -> ".join(map(str, loop[:12])) + (" ..." if len(loop) > 12 else "")
-            raise ConversionError(f"parent cycle: {shown} (each id's parent is the next); the call-stack parents "
-                                  f"must form a tree, so these {len(loop) - 1} operators have no root (the ET is "
-                                  f"corrupt)", path=path, node_id=loop[0])
+            raise ConversionError(
+                f"parent cycle: {shown} (each id's parent is the next); the call-stack parents "
+                f"must form a tree, so these {len(loop) - 1} operators have no root (the ET is "
+                f"corrupt)",
+                path=path,
+                node_id=loop[0],
+            )
         for nid in chain:
             state[nid] = 2
 
@@ -313,5 +356,13 @@ def read_et(path: str | os.PathLike[str]) -> EtTrace:
     return parse_et(load_json(path), path=path)
 
 
-__all__ = ["EtIO", "EtOp", "EtTrace", "read_et", "parse_et", "schema_layout", "SUPPORTED_SCHEMAS_TEXT",
-           "TraceFormatError"]
+__all__ = [
+    "EtIO",
+    "EtOp",
+    "EtTrace",
+    "read_et",
+    "parse_et",
+    "schema_layout",
+    "SUPPORTED_SCHEMAS_TEXT",
+    "TraceFormatError",
+]

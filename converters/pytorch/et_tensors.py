@@ -21,8 +21,7 @@ __all__ = ["first_device", "input_arg", "is_tensor_value", "last_bool", "tensor_
 
 def is_tensor_value(v: Any) -> bool:
     """An ET tensor value: ``[tensor id, storage id, offset, numel, elem bytes, device]``."""
-    return (isinstance(v, list) and len(v) >= 5 and all(isinstance(x, int) and not isinstance(x, bool)
-                                                         for x in v[:5]))
+    return isinstance(v, list) and len(v) >= 5 and all(isinstance(x, int) and not isinstance(x, bool) for x in v[:5])
 
 
 def _dtype_of(type_name: str) -> str | None:
@@ -70,7 +69,7 @@ def _list_inner_types(type_name: Any, n: int) -> list[Any]:
     """Element types of ``GenericList[A,B,...]`` (top-level split), padded to ``n``."""
     if not isinstance(type_name, str) or not type_name.startswith("GenericList[") or not type_name.endswith("]"):
         return [type_name] * n
-    body = type_name[len("GenericList["):-1]
+    body = type_name[len("GenericList[") : -1]
     parts: list[Any] = []
     cur: list[str] = []
     depth = 0
@@ -104,8 +103,11 @@ def first_device(value: Any) -> str:
 def input_arg(op: EtOp, i: int) -> tuple[Any, Any, Any]:
     """(value, shape, type) of input ``i`` of ``op`` (None for each one missing)."""
     vals, shapes, types = op.inputs.values, op.inputs.shapes, op.inputs.types
-    return (vals[i] if i < len(vals) else None, shapes[i] if i < len(shapes) else None,
-            types[i] if i < len(types) else None)
+    return (
+        vals[i] if i < len(vals) else None,
+        shapes[i] if i < len(shapes) else None,
+        types[i] if i < len(types) else None,
+    )
 
 
 def last_bool(op: EtOp) -> bool | None:

@@ -119,8 +119,9 @@ def thread_timing(spans: Sequence[HostSpan]) -> ThreadTiming:
     return ThreadTiming(duration, gap, lead, parent, overlaps)
 
 
-def _attribute_gaps(top_work: list[HostSpan], ranges: list[HostSpan], end: dict, own: dict,
-                    gap: dict, lead: dict) -> None:
+def _attribute_gaps(
+    top_work: list[HostSpan], ranges: list[HostSpan], end: dict, own: dict, gap: dict, lead: dict
+) -> None:
     """Add uncovered time inside ranges to the next work node of the range (else its last one)."""
     if not ranges or not top_work:
         return
@@ -206,8 +207,9 @@ def trim_waiting_gaps(nodes: Sequence[Any], lead_gap_ns: Mapping[int, int]) -> i
     return removed
 
 
-def handoff_edges(lanes: Mapping[Any, Sequence[Any]], node_of: Mapping[int, Any], dep: Any,
-                  range_categories: Any) -> int:
+def handoff_edges(
+    lanes: Mapping[Any, Sequence[Any]], node_of: Mapping[int, Any], dep: Any, range_categories: Any
+) -> int:
     """Thread hand-off shown by a range that holds no work of its own thread (``## backward ##`` while the
     autograd thread runs): the range's node -> the first work of each other host thread inside it, and the
     last of that work to end -> the first node of the range's thread after the range.  Returns edges added.
@@ -218,8 +220,10 @@ def handoff_edges(lanes: Mapping[Any, Sequence[Any]], node_of: Mapping[int, Any]
         dep: ``dep(src_event_index, dst_node)`` adds a data dependency.
         range_categories: categories that are ranges.
     """
-    work = {key: [e for e in lane if e.index in node_of and e.category not in range_categories]
-            for key, lane in lanes.items()}
+    work = {
+        key: [e for e in lane if e.index in node_of and e.category not in range_categories]
+        for key, lane in lanes.items()
+    }
     starts = {key: [e.start_ns for e in lane] for key, lane in work.items()}
     added = 0
     for key, lane in lanes.items():

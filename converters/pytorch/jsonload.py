@@ -46,13 +46,15 @@ def read_json_bytes(path: str | os.PathLike[str]) -> bytes:
                 members = [m for m in tar.getmembers() if m.isfile() and m.name.lower().endswith(".json")]
                 if len(members) != 1:
                     listed = ", ".join(m.name for m in members) or "none"
-                    raise TraceFormatError(f"archive must hold exactly one .json member, found {listed}",
-                                           path=p)
+                    raise TraceFormatError(f"archive must hold exactly one .json member, found {listed}", path=p)
                 max_bytes = decompression_limits()[0]
                 if members[0].size > max_bytes:
-                    raise TraceFormatError(f"archive member {members[0].name} holds {members[0].size:,} bytes, "
-                                           f"more than {max_bytes:,} (limit: set TRACEKIT_MAX_DECOMPRESSED_BYTES "
-                                           f"to raise it)", path=p)
+                    raise TraceFormatError(
+                        f"archive member {members[0].name} holds {members[0].size:,} bytes, "
+                        f"more than {max_bytes:,} (limit: set TRACEKIT_MAX_DECOMPRESSED_BYTES "
+                        f"to raise it)",
+                        path=p,
+                    )
                 fh = tar.extractfile(members[0])
                 data = fh.read() if fh is not None else b""
         elif name.endswith(".gz") or raw[:2] == b"\x1f\x8b":
@@ -76,7 +78,7 @@ def _line_col(data: bytes, pos: int) -> tuple[int, int]:
 
 def _explain(data: bytes, pos: int, msg: str) -> str:
     """A human explanation of an orjson error at byte ``pos``."""
-    rest = data[pos:pos + 12].lstrip()
+    rest = data[pos : pos + 12].lstrip()
     head = rest.decode("utf-8", "replace")
     for token in _BAD_TOKENS:
         if head.startswith(token):

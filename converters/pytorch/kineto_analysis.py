@@ -53,8 +53,11 @@ from tracekit.kernels import CLASSES, kernel_class
 
 from tracekit.converters.pytorch.kineto_reader import KinetoEvent, KinetoTrace, read_kineto
 
-_LAUNCH = re.compile(r"^(cuda|cu|hip)(LaunchKernel|LaunchCooperativeKernel|GraphLaunch|Memcpy\w*Async|"
-                     r"Memset\w*Async)", re.I)
+_LAUNCH = re.compile(
+    r"^(cuda|cu|hip)(LaunchKernel|LaunchCooperativeKernel|GraphLaunch|Memcpy\w*Async|"
+    r"Memset\w*Async)",
+    re.I,
+)
 _COMM_ANNOTATION = re.compile(r"^(gloo|nccl):", re.I)
 _COMM_OP = "chakra_comm"  # a Chakra COMM node on the host, as an event of this module (analyze_traceset)
 
@@ -122,8 +125,9 @@ class RankAnalysis:
         """JSON-ready dict: the fields (times in ns), ``time_by_class_ns`` as a dict, derived means added."""
         out = asdict(self)
         out["time_by_class_ns"] = dict(self.time_by_class_ns)
-        out["launch"] = None if self.launch is None else {**asdict(self.launch),
-                                                          "delay_mean_ns": self.launch.delay_mean_ns}
+        out["launch"] = (
+            None if self.launch is None else {**asdict(self.launch), "delay_mean_ns": self.launch.delay_mean_ns}
+        )
         out["top_kernels"] = [{**asdict(k), "mean_ns": k.mean_ns} for k in self.top_kernels]
         return out
 
@@ -136,8 +140,7 @@ class MeasuredAnalysis:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON document ``tracekit.measured_analysis`` version 1: one :meth:`RankAnalysis.to_dict` per rank."""
-        return {"format": "tracekit.measured_analysis", "format_version": 1,
-                "ranks": [r.to_dict() for r in self.ranks]}
+        return {"format": "tracekit.measured_analysis", "format_version": 1, "ranks": [r.to_dict() for r in self.ranks]}
 
 
 def union_ns(intervals: Iterable[tuple[int, int]]) -> int:
@@ -193,8 +196,11 @@ def _work(trace: KinetoTrace) -> tuple[bool, list[KinetoEvent], list[Segment]]:
     device = [e for e in trace.events if e.is_device]
     if device:
         return True, device, [(e.start_ns, e.end_ns, e) for e in device]
-    work = [e for e in trace.events if e.category in ("cpu_op", _COMM_OP)
-            or (e.category == "user_annotation" and _COMM_ANNOTATION.match(e.name))]
+    work = [
+        e
+        for e in trace.events
+        if e.category in ("cpu_op", _COMM_OP) or (e.category == "user_annotation" and _COMM_ANNOTATION.match(e.name))
+    ]
     return False, work, self_segments(work)
 
 
@@ -246,14 +252,25 @@ def analyze_trace(trace: KinetoTrace, *, rank: int | None = None, top: int = 10)
     for name in sorted(per_stream):
         b = union_ns((e.start_ns, e.end_ns) for e in per_stream[name])
         streams.append(StreamIdle(name, len(per_stream[name]), b, window - b))
-    top_kernels = sorted((KernelStat(n, c, k, t) for n, (c, k, t) in stats.items()),
-                         key=lambda s: (-s.total_ns, s.name))[:top]
-    return RankAnalysis(rank=rank, path=trace.path, device=device, window_ns=window, events=len(work),
-                        time_by_class_ns=tuple(by_class.items()), compute_ns=compute, comm_ns=comm,
-                        overlap_ns=compute + comm - busy, exposed_comm_ns=busy - compute,
-                        other_idle_ns=window - busy, streams=tuple(streams),
-                        launch=_launch_stats(trace, work) if device and _has_runtime(trace) else None,
-                        top_kernels=tuple(top_kernels))
+    top_kernels = sorted(
+        (KernelStat(n, c, k, t) for n, (c, k, t) in stats.items()), key=lambda s: (-s.total_ns, s.name)
+    )[:top]
+    return RankAnalysis(
+        rank=rank,
+        path=trace.path,
+        device=device,
+        window_ns=window,
+        events=len(work),
+        time_by_class_ns=tuple(by_class.items()),
+        compute_ns=compute,
+        comm_ns=comm,
+        overlap_ns=compute + comm - busy,
+        exposed_comm_ns=busy - compute,
+        other_idle_ns=window - busy,
+        streams=tuple(streams),
+        launch=_launch_stats(trace, work) if device and _has_runtime(trace) else None,
+        top_kernels=tuple(top_kernels),
+    )
 
 
 def _has_runtime(trace: KinetoTrace) -> bool:
@@ -298,12 +315,18 @@ def trace_events(trace: Any) -> KinetoTrace:
         stream = n.stream
         tid = n.get_attr("tid")
         if stream is not None and not n.is_cpu_op:
-            events.append(KinetoEvent(i, "kernel", n.name, 0, stream, n.start_time_ns, n.duration_ns,
-                                      args={"stream": stream, "device": 0}))
+            events.append(
+                KinetoEvent(
+                    i, "kernel", n.name, 0, stream, n.start_time_ns, n.duration_ns, args={"stream": stream, "device": 0}
+                )
+            )
         else:
             category = _COMM_OP if n.type in COMM_TYPES else "cpu_op"
-            events.append(KinetoEvent(i, category, n.name, "host", tid if isinstance(tid, int) else 0,
-                                      n.start_time_ns, n.duration_ns))
+            events.append(
+                KinetoEvent(
+                    i, category, n.name, "host", tid if isinstance(tid, int) else 0, n.start_time_ns, n.duration_ns
+                )
+            )
     return KinetoTrace(path=getattr(trace, "path", None), events=tuple(events), rank=trace.rank)
 
 
@@ -313,9 +336,19 @@ def analyze_traceset(traceset: Any, *, top: int = 10) -> MeasuredAnalysis:
     Raises:
         TraceFormatError: a trace read lazily from a file whose nodes fail to decode (on first use).
     """
-    return MeasuredAnalysis(tuple(analyze_trace(trace_events(traceset[r]), rank=r, top=top)
-                                  for r in traceset.ranks))
+    return MeasuredAnalysis(tuple(analyze_trace(trace_events(traceset[r]), rank=r, top=top) for r in traceset.ranks))
 
 
-__all__ = ["KernelStat", "LaunchStats", "MeasuredAnalysis", "RankAnalysis", "StreamIdle", "analyze_kineto_files",
-           "analyze_trace", "analyze_traceset", "self_segments", "trace_events", "union_ns"]
+__all__ = [
+    "KernelStat",
+    "LaunchStats",
+    "MeasuredAnalysis",
+    "RankAnalysis",
+    "StreamIdle",
+    "analyze_kineto_files",
+    "analyze_trace",
+    "analyze_traceset",
+    "self_segments",
+    "trace_events",
+    "union_ns",
+]

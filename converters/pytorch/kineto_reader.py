@@ -41,19 +41,33 @@ from __future__ import annotations
 import os
 from typing import Any, Iterable, Mapping
 
-from tracekit.converters.pytorch import jsonload
+from tracekit.converters.pytorch import jsonload, kineto_events
 from tracekit.converters.pytorch.kineto_events import (
-    _EXACT_FLOAT_LIMIT_US, CATEGORY_ALIASES, DEVICE_CATEGORIES, FlowEvent, KinetoEvent, KinetoTrace,
-    ProcessGroupConfig, _exact_float, normalize_category, us_to_ns,
+    _EXACT_FLOAT_LIMIT_US,
+    CATEGORY_ALIASES,
+    DEVICE_CATEGORIES,
+    FlowEvent,
+    KinetoEvent,
+    KinetoTrace,
+    ProcessGroupConfig,
+    _exact_float,
+    normalize_category,
+    us_to_ns,
 )
 from tracekit.errors import TraceFormatError
 from tracekit._gc import paused_gc
 from tracekit.model import MAX_DURATION_NS, MAX_RANKS, MAX_TIME_NS, time_range_error
 
 # The values are defined in kineto_events and re-exported here, where the converters have always found them.
-__all__ = ["CATEGORY_ALIASES", "DEVICE_CATEGORIES", "FlowEvent", "KinetoEvent", "KinetoTrace", "ProcessGroupConfig",
-           "iter_events_by_thread", "load_kineto_json", "normalize_category", "paused_gc", "parse_kineto",
-           "read_kineto", "us_to_ns"]
+__all__ = [
+    *kineto_events.__all__,
+    "iter_events_by_thread",
+    "load_kineto_json",
+    "paused_gc",
+    "parse_kineto",
+    "read_kineto",
+]
+
 
 # ----------------------------------------------------------------------------- loading
 def _read_bytes(path: str) -> bytes:
@@ -138,8 +152,14 @@ def _opt_int(value: Any) -> int | None:
     return None
 
 
-_SCALAR_KEYS = (("pid", (int, str)), ("tid", (int, str)), ("cat", (str,)), ("name", (str,)), ("ph", (str,)),
-                ("args", (dict,)))
+_SCALAR_KEYS = (
+    ("pid", (int, str)),
+    ("tid", (int, str)),
+    ("cat", (str,)),
+    ("name", (str,)),
+    ("ph", (str,)),
+    ("args", (dict,)),
+)
 
 
 def _check_event_types(e: dict, i: int, path: str | None, rank: int | None) -> None:
@@ -147,10 +167,8 @@ def _check_event_types(e: dict, i: int, path: str | None, rank: int | None) -> N
     for key, types in _SCALAR_KEYS:
         value = e.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, types)):
-            want = " or ".join({"int": "an integer", "str": "a string", "dict": "an object"}[t.__name__]
-                               for t in types)
-            raise TraceFormatError(f"traceEvents[{i}]: {key!r} must be {want}, got {value!r:.80}", path=path,
-                                   rank=rank)
+            want = " or ".join({"int": "an integer", "str": "a string", "dict": "an object"}[t.__name__] for t in types)
+            raise TraceFormatError(f"traceEvents[{i}]: {key!r} must be {want}, got {value!r:.80}", path=path, rank=rank)
 
 
 def _process_groups(info: Mapping[str, Any], path: str | None) -> tuple[ProcessGroupConfig, ...]:
@@ -163,15 +181,24 @@ def _process_groups(info: Mapping[str, Any], path: str | None) -> tuple[ProcessG
             raise TraceFormatError(f"distributedInfo.pg_config[{i}] has no pg_name: {pg!r:.120}", path=path)
         ranks_raw = pg.get("ranks") or ()
         if not isinstance(ranks_raw, (list, tuple)) or not all(
-                isinstance(r, int) and not isinstance(r, bool) for r in ranks_raw):
+            isinstance(r, int) and not isinstance(r, bool) for r in ranks_raw
+        ):
             raise TraceFormatError(
                 f"distributedInfo.pg_config[{i}] (pg_name {pg['pg_name']!r}): ranks must be a list "
-                f"of integers, got {ranks_raw!r:.120}", path=path)
+                f"of integers, got {ranks_raw!r:.120}",
+                path=path,
+            )
         ranks = tuple(ranks_raw)
         size = _opt_int(pg.get("pg_size"))
-        groups.append(ProcessGroupConfig(
-            pg_name=str(pg["pg_name"]), ranks=ranks, pg_size=size if size is not None else len(ranks),
-            pg_desc=str(pg.get("pg_desc", "")), backend_config=str(pg.get("backend_config", ""))))
+        groups.append(
+            ProcessGroupConfig(
+                pg_name=str(pg["pg_name"]),
+                ranks=ranks,
+                pg_size=size if size is not None else len(ranks),
+                pg_desc=str(pg.get("pg_desc", "")),
+                backend_config=str(pg.get("backend_config", "")),
+            )
+        )
     return tuple(groups)
 
 
@@ -182,15 +209,14 @@ def _document(doc: Any, path: str | None) -> tuple[list[Any], Mapping[str, Any]]
     elif isinstance(doc, Mapping):
         if "traceEvents" not in doc:
             raise TraceFormatError(
-                "not a Kineto trace: no 'traceEvents' key (keys: "
-                f"{', '.join(sorted(map(str, doc))[:8]) or 'none'})", path=path)
+                f"not a Kineto trace: no 'traceEvents' key (keys: {', '.join(sorted(map(str, doc))[:8]) or 'none'})",
+                path=path,
+            )
         raw_events, top = doc["traceEvents"], doc
         if not isinstance(raw_events, list):
-            raise TraceFormatError(
-                f"'traceEvents' must be a list, got {type(raw_events).__name__}", path=path)
+            raise TraceFormatError(f"'traceEvents' must be a list, got {type(raw_events).__name__}", path=path)
     else:
-        raise TraceFormatError(
-            f"not a Kineto trace: top-level JSON is a {type(doc).__name__}", path=path)
+        raise TraceFormatError(f"not a Kineto trace: top-level JSON is a {type(doc).__name__}", path=path)
     if not raw_events:
         raise TraceFormatError("Kineto trace has zero events ('traceEvents' is empty)", path=path)
     return raw_events, top
@@ -215,32 +241,39 @@ def _complete_event(e: dict, i: int, path: str | None, rank: int | None) -> Kine
         start_ns = us_to_ns(e.get("ts"))
         duration_ns = us_to_ns(e.get("dur", 0))
     except ValueError as exc:
-        raise TraceFormatError(
-            f"traceEvents[{i}] ({name!r}): bad timestamp: {exc}", path=path, rank=rank) from None
+        raise TraceFormatError(f"traceEvents[{i}] ({name!r}): bad timestamp: {exc}", path=path, rank=rank) from None
     if duration_ns < 0:
         raise TraceFormatError(
-            f"traceEvents[{i}] ({name!r}): negative duration {e.get('dur')!r} us",
-            path=path, rank=rank)
-    problem = (time_range_error("dur", duration_ns, MAX_DURATION_NS)
-               or time_range_error("ts", abs(start_ns), MAX_TIME_NS))
+            f"traceEvents[{i}] ({name!r}): negative duration {e.get('dur')!r} us", path=path, rank=rank
+        )
+    problem = time_range_error("dur", duration_ns, MAX_DURATION_NS) or time_range_error(
+        "ts", abs(start_ns), MAX_TIME_NS
+    )
     if problem:
         raise TraceFormatError(f"traceEvents[{i}] ({name!r}): {problem}"[:300], path=path, rank=rank)
     args = e.get("args")
     if args is None:
         args = {}
     elif type(args) is not dict:
-        raise TraceFormatError(f"traceEvents[{i}] ({name!r}): 'args' is not an object",
-                               path=path, rank=rank)
+        raise TraceFormatError(f"traceEvents[{i}] ({name!r}): 'args' is not an object", path=path, rank=rank)
     cat = e.get("cat")
     category = CATEGORY_ALIASES.get(cat, cat) if cat is not None else ""
     ext = args.get("External id")
     if ext is None:
         ext = args.get("external id")
     return KinetoEvent(
-        index=i, category=category, name=str(name), pid=e.get("pid", 0), tid=e.get("tid", 0),
-        start_ns=start_ns, duration_ns=duration_ns,
-        correlation=_opt_int(args.get("correlation")), external_id=_opt_int(ext),
-        rf_id=_opt_int(args.get("Record function id")), args=args)
+        index=i,
+        category=category,
+        name=str(name),
+        pid=e.get("pid", 0),
+        tid=e.get("tid", 0),
+        start_ns=start_ns,
+        duration_ns=duration_ns,
+        correlation=_opt_int(args.get("correlation")),
+        external_id=_opt_int(ext),
+        rf_id=_opt_int(args.get("Record function id")),
+        args=args,
+    )
 
 
 def _flow_event(e: dict, i: int, path: str | None, rank: int | None) -> FlowEvent:
@@ -248,13 +281,23 @@ def _flow_event(e: dict, i: int, path: str | None, rank: int | None) -> FlowEven
     try:
         ts_ns = us_to_ns(e.get("ts"))
     except ValueError as exc:
-        raise TraceFormatError(f"traceEvents[{i}] (flow {e.get('id')!r}): bad timestamp: {exc}",
-                               path=path, rank=rank) from None
+        raise TraceFormatError(
+            f"traceEvents[{i}] (flow {e.get('id')!r}): bad timestamp: {exc}", path=path, rank=rank
+        ) from None
     if abs(ts_ns) > MAX_TIME_NS:
-        raise TraceFormatError(f"traceEvents[{i}] (flow {e.get('id')!r}): "
-                               f"{time_range_error('ts', abs(ts_ns), MAX_TIME_NS)}"[:300], path=path, rank=rank)
-    return FlowEvent(phase=e["ph"], flow_id=e.get("id"), category=normalize_category(e.get("cat")),
-                     pid=e.get("pid", 0), tid=e.get("tid", 0), ts_ns=ts_ns)
+        raise TraceFormatError(
+            f"traceEvents[{i}] (flow {e.get('id')!r}): {time_range_error('ts', abs(ts_ns), MAX_TIME_NS)}"[:300],
+            path=path,
+            rank=rank,
+        )
+    return FlowEvent(
+        phase=e["ph"],
+        flow_id=e.get("id"),
+        category=normalize_category(e.get("cat")),
+        pid=e.get("pid", 0),
+        tid=e.get("tid", 0),
+        ts_ns=ts_ns,
+    )
 
 
 def parse_kineto(doc: Any, *, path: str | None = None) -> KinetoTrace:

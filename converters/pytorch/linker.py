@@ -43,14 +43,24 @@ from tracekit.converters.pytorch.et_reader import EtOp, EtTrace
 from tracekit.converters.pytorch.kineto_reader import KinetoEvent, KinetoTrace
 
 HOST_CATEGORIES = frozenset({"cpu_op", "user_annotation"})
-LAUNCH_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver", "hip_runtime", "hip_driver", "runtime",
-                               "mtia_runtime", "xpu_runtime", "privateuse1_runtime"})
+LAUNCH_CATEGORIES = frozenset(
+    {
+        "cuda_runtime",
+        "cuda_driver",
+        "hip_runtime",
+        "hip_driver",
+        "runtime",
+        "mtia_runtime",
+        "xpu_runtime",
+        "privateuse1_runtime",
+    }
+)
 DEVICE_CATEGORIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
 
-_KGRAM = 4          # length of the k-grams that anchor an alignment
-_LOOKAHEAD = 24     # how far the greedy diff looks for a resynchronisation point
-_AGREE = 3          # names that must agree after a resynchronisation point
-_REANCHOR = 2048    # how far ahead in the ET a re-anchoring k-gram is searched
+_KGRAM = 4  # length of the k-grams that anchor an alignment
+_LOOKAHEAD = 24  # how far the greedy diff looks for a resynchronisation point
+_AGREE = 3  # names that must agree after a resynchronisation point
+_REANCHOR = 2048  # how far ahead in the ET a re-anchoring k-gram is searched
 
 
 def is_et_root(op: EtOp) -> bool:
@@ -96,7 +106,7 @@ class LinkReport:
 
     def summary(self) -> str:
         """One line for people, e.g. ``rf_id: 165/166 host ops (99.4%), 0 kernels``."""
-        text = (f"{self.method}: {self.host_linked}/{self.host_ops} host ops ({100 * self.host_rate:.1f}%)")
+        text = f"{self.method}: {self.host_linked}/{self.host_ops} host ops ({100 * self.host_rate:.1f}%)"
         if self.aten_ops:
             text += f", aten {self.aten_linked}/{self.aten_ops} ({100 * self.aten_rate:.1f}%)"
         text += f", {self.kernels_attached} kernels attached"
@@ -147,12 +157,13 @@ def _join_by(ops: list[EtOp], host: list[KinetoEvent], key: str) -> dict[int, Ki
 def _kgrams(seq: list[int]) -> dict[tuple[int, ...], list[int]]:
     index: dict[tuple[int, ...], list[int]] = {}
     for p in range(len(seq) - _KGRAM + 1):
-        index.setdefault(tuple(seq[p:p + _KGRAM]), []).append(p)
+        index.setdefault(tuple(seq[p : p + _KGRAM]), []).append(p)
     return index
 
 
-def _greedy_align(a: list[int], b: list[int], offset: int, budget: int,
-                  b_grams: dict[tuple[int, ...], list[int]] | None = None) -> list[tuple[int, int]]:
+def _greedy_align(
+    a: list[int], b: list[int], offset: int, budget: int, b_grams: dict[tuple[int, ...], list[int]] | None = None
+) -> list[tuple[int, int]]:
     """Pairs (i, j) with a[i] == b[j], walking both sequences from b-offset ``offset``.
 
     On a mismatch, looks up to ``_LOOKAHEAD`` steps ahead in both sequences for
@@ -194,7 +205,7 @@ def _greedy_align(a: list[int], b: list[int], offset: int, budget: int,
         if b_grams is not None:
             limit = j + 2 * (na - i) + 4 * _LOOKAHEAD
             for ii in range(i + 1, min(na - _KGRAM + 1, i + _REANCHOR)):
-                hits = b_grams.get(tuple(a[ii:ii + _KGRAM]))
+                hits = b_grams.get(tuple(a[ii : ii + _KGRAM]))
                 if not hits:
                     continue
                 p = bisect_left(hits, j)
@@ -233,7 +244,7 @@ def _align(ops: list[EtOp], host: list[KinetoEvent]) -> dict[int, KinetoEvent]:
         votes: Counter = Counter()
         step = max(1, len(a) // 64)
         for p in range(0, max(1, len(a) - _KGRAM + 1), step):
-            gram = tuple(a[p:p + _KGRAM])
+            gram = tuple(a[p : p + _KGRAM])
             for key, index in k_index.items():
                 if key in used:
                     continue
@@ -255,8 +266,9 @@ def _align(ops: list[EtOp], host: list[KinetoEvent]) -> dict[int, KinetoEvent]:
 
 
 # ----------------------------------------------------------------------------- device side
-def _innermost_host(host_by_thread: dict[Any, list[KinetoEvent]],
-                    events: list[KinetoEvent]) -> tuple[dict[int, KinetoEvent], dict[int, KinetoEvent]]:
+def _innermost_host(
+    host_by_thread: dict[Any, list[KinetoEvent]], events: list[KinetoEvent]
+) -> tuple[dict[int, KinetoEvent], dict[int, KinetoEvent]]:
     """(event index -> innermost enclosing host event, host index -> enclosing host event)."""
     enclosing: dict[int, KinetoEvent] = {}
     parent: dict[int, KinetoEvent] = {}
@@ -270,8 +282,9 @@ def _innermost_host(host_by_thread: dict[Any, list[KinetoEvent]],
         merged.sort(key=lambda t: t[:4])
         stack: list[KinetoEvent] = []
         for start, _, is_event, _, ev in merged:
-            while stack and stack[-1].end_ns <= start and not (stack[-1].duration_ns == 0 and
-                                                                   stack[-1].start_ns == start):
+            while (
+                stack and stack[-1].end_ns <= start and not (stack[-1].duration_ns == 0 and stack[-1].start_ns == start)
+            ):
                 stack.pop()
             if is_event:
                 if stack:
@@ -316,7 +329,9 @@ def link(et: EtTrace, kineto: KinetoTrace, *, allow_unlinked: bool = False) -> L
         raise ConversionError(
             f"no ET rf_id (range {min(et_ids)}..{max(et_ids)}) joins a Kineto 'Record function id' "
             f"(range {min(k_ids)}..{max(k_ids)} in {os.path.basename(kpath)}): the two files come from "
-            f"different profiler steps; capture both in the same step (tracekit.capture)", path=et.path)
+            f"different profiler steps; capture both in the same step (tracekit.capture)",
+            path=et.path,
+        )
     if not pairs:
         by_ext = _join_by(ops, host, "external_id")
         if len(by_ext) >= 0.5 * len(ops) and by_ext:
@@ -364,16 +379,32 @@ def link(et: EtTrace, kineto: KinetoTrace, *, allow_unlinked: bool = False) -> L
     aten = [op for op in ops if op.name.startswith("aten::")]
     with_kernels = _with_device_below(et, device)
     report = LinkReport(
-        method=method, host_ops=len(ops), host_linked=len(pairs),
-        aten_ops=len(aten), aten_linked=sum(op.id in pairs for op in aten),
+        method=method,
+        host_ops=len(ops),
+        host_linked=len(pairs),
+        aten_ops=len(aten),
+        aten_linked=sum(op.id in pairs for op in aten),
         aten_with_kernels=sum(op.id in pairs and op.id in with_kernels for op in aten),
-        device_events=len(devices), device_attached=attached, kernels_attached=kernels)
+        device_events=len(devices),
+        device_attached=attached,
+        kernels_attached=kernels,
+    )
     if not pairs and not allow_unlinked:
         why = "Kineto has no CPU op events" if not host else "no ET op matches a Kineto op by id or name order"
-        raise ConversionError(f"link rate is zero ({why}; {os.path.basename(kpath)}); pass --allow-unlinked "
-                              f"to convert the ET without timing", path=et.path)
-    return Linkage(report=report, host=pairs, device=device, launch_of=launch_of, device_graph=dgraph,
-                   host_of_call={i: e for i, e in enclosing.items()}, host_parent=kparent)
+        raise ConversionError(
+            f"link rate is zero ({why}; {os.path.basename(kpath)}); pass --allow-unlinked "
+            f"to convert the ET without timing",
+            path=et.path,
+        )
+    return Linkage(
+        report=report,
+        host=pairs,
+        device=device,
+        launch_of=launch_of,
+        device_graph=dgraph,
+        host_of_call={i: e for i, e in enclosing.items()},
+        host_parent=kparent,
+    )
 
 
 def _with_device_below(et: EtTrace, device: dict[int, list[KinetoEvent]]) -> set[int]:

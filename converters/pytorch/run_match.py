@@ -83,8 +83,9 @@ def run_mismatch(et: EtTrace, kineto: KinetoTrace) -> list[str]:
     return out
 
 
-def check_same_run(et: EtTrace, kineto: KinetoTrace, host_linked: int, host_ops: int, *,
-                   allow_unlinked: bool = False) -> None:
+def check_same_run(
+    et: EtTrace, kineto: KinetoTrace, host_linked: int, host_ops: int, *, allow_unlinked: bool = False
+) -> None:
     """Stop when the link is poor (< 25 % of host ops) and :func:`run_mismatch` finds evidence.
 
     With ``allow_unlinked`` the conversion goes on with a warning (logged).
@@ -103,9 +104,11 @@ def check_same_run(et: EtTrace, kineto: KinetoTrace, host_linked: int, host_ops:
     evidence = run_mismatch(et, kineto)
     if not evidence:
         return
-    text = (f"the ET and the Kineto trace {kineto.path} look like different runs: {'; '.join(evidence)}; only "
-            f"{host_linked} of {host_ops} ET host ops ({100 * rate:.1f}%) linked, so their times would come from "
-            f"another run")
+    text = (
+        f"the ET and the Kineto trace {kineto.path} look like different runs: {'; '.join(evidence)}; only "
+        f"{host_linked} of {host_ops} ET host ops ({100 * rate:.1f}%) linked, so their times would come from "
+        f"another run"
+    )
     if allow_unlinked:
         log.warning("%s: %s (converting anyway: --allow-unlinked)", et.path, text)
         return

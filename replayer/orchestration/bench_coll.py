@@ -31,8 +31,21 @@ if TYPE_CHECKING:  # pragma: no cover
 #: Collectives bench-coll can cost (Chakra names in lower case, as nccl-tests' binaries are named).
 BENCH_COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all")
 BENCH_MODELS = ("nccl", "alpha_beta", "astra")
-_UNITS = {"": 1, "B": 1, "K": 1 << 10, "KB": 1 << 10, "KIB": 1 << 10, "M": 1 << 20, "MB": 1 << 20,
-          "MIB": 1 << 20, "G": 1 << 30, "GB": 1 << 30, "GIB": 1 << 30, "T": 1 << 40, "TIB": 1 << 40}
+_UNITS = {
+    "": 1,
+    "B": 1,
+    "K": 1 << 10,
+    "KB": 1 << 10,
+    "KIB": 1 << 10,
+    "M": 1 << 20,
+    "MB": 1 << 20,
+    "MIB": 1 << 20,
+    "G": 1 << 30,
+    "GB": 1 << 30,
+    "GIB": 1 << 30,
+    "T": 1 << 40,
+    "TIB": 1 << 40,
+}
 
 
 @dataclass(frozen=True)
@@ -112,12 +125,21 @@ def model_point(spec: "HardwareSpec", collective: str, ranks: int, size_bytes: i
     cost = make_collective_model(spec).collective_cost(CollectiveType[kind], comm_bytes, tuple(range(ranks)))
     time_ns = cost.time_alone_ns(spec)
     algbw = size_bytes / time_ns if time_ns > 0 else float("inf")
-    return BenchRow(spec.collective_model, collective, ranks, size_bytes, time_ns / 1000.0, algbw,
-                    algbw * bus_factor(kind, ranks), cost.algorithm)
+    return BenchRow(
+        spec.collective_model,
+        collective,
+        ranks,
+        size_bytes,
+        time_ns / 1000.0,
+        algbw,
+        algbw * bus_factor(kind, ranks),
+        cost.algorithm,
+    )
 
 
-def model_curves(spec: "HardwareSpec", collective: str, ranks: Sequence[int], models: Sequence[str],
-                 sizes: Sequence[int]) -> list[BenchRow]:
+def model_curves(
+    spec: "HardwareSpec", collective: str, ranks: Sequence[int], models: Sequence[str], sizes: Sequence[int]
+) -> list[BenchRow]:
     """Every (model, rank count, size) point, models outermost.
 
     Args:
@@ -147,8 +169,7 @@ def model_curves(spec: "HardwareSpec", collective: str, ranks: Sequence[int], mo
             if model == "nccl":
                 for i, dim in enumerate(fitted.network):
                     if dim.nccl_link is None:
-                        raise SpecError(f"key network[{i}].nccl_link: is required for the nccl model",
-                                        path=spec.path)
+                        raise SpecError(f"key network[{i}].nccl_link: is required for the nccl model", path=spec.path)
             rows += [model_point(fitted, collective, p, n) for n in sizes]
     return rows
 
@@ -170,8 +191,9 @@ _BINARY_NAMES = {"alltoall": "all_to_all"}
 _STARTING = re.compile(r"Collective test starting:\s*(\w+?)_perf")
 
 
-def parse_nccl_tests(text: str, *, path: str = "<text>", ranks: int | None = None,
-                     collective: str = "all_reduce") -> NcclTestsRun:
+def parse_nccl_tests(
+    text: str, *, path: str = "<text>", ranks: int | None = None, collective: str = "all_reduce"
+) -> NcclTestsRun:
     """Rows of an nccl-tests stdout (out-of-place columns: size, time, algbw, busbw).
 
     A data row is ``size count type [redop] [root] time algbw busbw #wrong time algbw busbw #wrong``
@@ -239,10 +261,14 @@ def format_table(rows: Iterable[BenchRow]) -> str:
     for r in rows:
         if (r.source, r.ranks, r.collective) != key:
             key = (r.source, r.ranks, r.collective)
-            out += ["", f"# {r.collective} on {r.ranks} ranks: {r.source}",
-                    f"# {'size (B)':>14} {'time (us)':>12} {'algbw (GB/s)':>13} {'busbw (GB/s)':>13}  algorithm"]
-        out.append(f"  {r.size_bytes:>14d} {r.time_us:>12.2f} {r.algbw_gbps:>13.2f} {r.busbw_gbps:>13.2f}  "
-                   f"{r.algorithm}")
+            out += [
+                "",
+                f"# {r.collective} on {r.ranks} ranks: {r.source}",
+                f"# {'size (B)':>14} {'time (us)':>12} {'algbw (GB/s)':>13} {'busbw (GB/s)':>13}  algorithm",
+            ]
+        out.append(
+            f"  {r.size_bytes:>14d} {r.time_us:>12.2f} {r.algbw_gbps:>13.2f} {r.busbw_gbps:>13.2f}  {r.algorithm}"
+        )
     return "\n".join(out[1:]) + "\n"
 
 
@@ -263,27 +289,46 @@ def build_html(rows: Sequence[BenchRow], *, title: str) -> str:
     for i, ((source, p), pts) in enumerate(groups.items()):
         measured = source.startswith("nccl-tests")
         colour = palette[i % len(palette)]
-        style = dict(mode="markers" if measured else "lines+markers", name=f"{source}, {p} ranks",
-                     legendgroup=f"{source}{p}", line=dict(color=colour),
-                     marker=dict(color=colour, size=10 if measured else 6,
-                                 symbol="diamond" if measured else "circle"))
+        style = dict(
+            mode="markers" if measured else "lines+markers",
+            name=f"{source}, {p} ranks",
+            legendgroup=f"{source}{p}",
+            line=dict(color=colour),
+            marker=dict(color=colour, size=10 if measured else 6, symbol="diamond" if measured else "circle"),
+        )
         xs = [r.size_bytes for r in pts]
         text = [r.algorithm for r in pts]
         fig.add_trace(go.Scatter(x=xs, y=[r.busbw_gbps for r in pts], text=text, **style), row=1, col=1)
-        fig.add_trace(go.Scatter(x=xs, y=[r.time_us for r in pts], text=text, showlegend=False, **style),
-                      row=1, col=2)
+        fig.add_trace(go.Scatter(x=xs, y=[r.time_us for r in pts], text=text, showlegend=False, **style), row=1, col=2)
     fig.update_xaxes(type="log", title_text="size (bytes)")
     fig.update_yaxes(type="log", row=1, col=2)
     fig.update_layout(height=520)
-    page = Page(title, "nccl-tests definitions: algbw = size / time; busbw = algbw x 2(p-1)/p for all-reduce, "
-                       "(p-1)/p for all-gather / reduce-scatter / all-to-all, 1 for broadcast / reduce")
-    body = [[cell(r.source, left=True), r.ranks, cell(r.size_bytes, f"row.{i}.size_bytes", r.size_bytes),
-             cell(f"{r.time_us:.2f}", f"row.{i}.time_us", r.time_us), f"{r.algbw_gbps:.2f}",
-             cell(f"{r.busbw_gbps:.2f}", f"row.{i}.busbw_gbps", r.busbw_gbps), cell(r.algorithm, left=True)]
-            for i, r in enumerate(rows)]
+    page = Page(
+        title,
+        "nccl-tests definitions: algbw = size / time; busbw = algbw x 2(p-1)/p for all-reduce, "
+        "(p-1)/p for all-gather / reduce-scatter / all-to-all, 1 for broadcast / reduce",
+    )
+    body = [
+        [
+            cell(r.source, left=True),
+            r.ranks,
+            cell(r.size_bytes, f"row.{i}.size_bytes", r.size_bytes),
+            cell(f"{r.time_us:.2f}", f"row.{i}.time_us", r.time_us),
+            f"{r.algbw_gbps:.2f}",
+            cell(f"{r.busbw_gbps:.2f}", f"row.{i}.busbw_gbps", r.busbw_gbps),
+            cell(r.algorithm, left=True),
+        ]
+        for i, r in enumerate(rows)
+    ]
     page.section("Curves", page.figure(fig))
-    page.section("Table", table(["source", "ranks", "size (B)", "time (us)", "algbw (GB/s)", "busbw (GB/s)",
-                                 "algorithm"], body, table_id="bench"))
+    page.section(
+        "Table",
+        table(
+            ["source", "ranks", "size (B)", "time (us)", "algbw (GB/s)", "busbw (GB/s)", "algorithm"],
+            body,
+            table_id="bench",
+        ),
+    )
     return page.render()
 
 
@@ -325,6 +370,19 @@ def write_plot(rows: Sequence[BenchRow], path: str | os.PathLike[str], *, title:
         return screenshot_html(page, target, height=1200)
 
 
-__all__ = ["BENCH_COLLECTIVES", "BENCH_MODELS", "BenchRow", "NcclTestsRun", "build_html", "check_plot_path", "format_table",
-           "model_curves", "model_point", "parse_nccl_tests", "parse_size", "read_nccl_tests", "size_range",
-           "write_plot"]
+__all__ = [
+    "BENCH_COLLECTIVES",
+    "BENCH_MODELS",
+    "BenchRow",
+    "NcclTestsRun",
+    "build_html",
+    "check_plot_path",
+    "format_table",
+    "model_curves",
+    "model_point",
+    "parse_nccl_tests",
+    "parse_size",
+    "read_nccl_tests",
+    "size_range",
+    "write_plot",
+]

@@ -61,18 +61,30 @@ def plan_compute(traceset: Any, spec: Any, compute: str = "auto", capture_device
     src = find_device(name) if name else None
     dst = find_device(spec.device.name)
     if src is None or dst is None:
-        why = ("the trace records no capture device" if not name else
-               f"no device preset matches the capture device {name!r}" if src is None else
-               f"no device preset matches the spec's device {spec.device.name!r}")
+        why = (
+            "the trace records no capture device"
+            if not name
+            else f"no device preset matches the capture device {name!r}"
+            if src is None
+            else f"no device preset matches the spec's device {spec.device.name!r}"
+        )
         if compute == "projected":
-            raise ConfigError(f"cannot project compute: {why} (give --capture-device, see devices in "
-                              f"tracekit/devices.toml)")
+            raise ConfigError(
+                f"cannot project compute: {why} (give --capture-device, see devices in tracekit/devices.toml)"
+            )
         return ComputePlan("measured", reason=why)
     return ComputePlan("projected", src.key, device_model(spec).key, reason=f"capture device {name!r}")
 
 
-def replay_with_compute(traces: Any, spec: Any, *, options: Any = None, compute: str = "auto",
-                        capture_device: str | None = None, status: Any = None):
+def replay_with_compute(
+    traces: Any,
+    spec: Any,
+    *,
+    options: Any = None,
+    compute: str = "auto",
+    capture_device: str | None = None,
+    status: Any = None,
+):
     """Replay ``traces`` (files or a TraceSet) on ``spec`` timing compute as :func:`plan_compute` decides.
 
     ``status`` (optional) receives phase descriptions from the file-streaming path

@@ -24,10 +24,21 @@ from pathlib import Path
 from tracekit.errors import TracekitError
 
 CANDIDATES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
-_QUIET_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                "--disable-default-apps", "--disable-extensions", "--mute-audio", "--hide-scrollbars",
-                "--disable-dev-shm-usage")
+_QUIET_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-default-apps",
+    "--disable-extensions",
+    "--mute-audio",
+    "--hide-scrollbars",
+    "--disable-dev-shm-usage",
+)
 
 
 class BrowserError(TracekitError):
@@ -89,9 +100,15 @@ def render_dom(html_path: str | os.PathLike[str], *, budget_ms: int = 10_000, ti
     return Rendered(proc.stdout.decode("utf-8", errors="replace"), wall)
 
 
-def screenshot_html(html_path: str | os.PathLike[str], png_path: str | os.PathLike[str], *,
-                    width: int = 1400, height: int = 2400, budget_ms: int = 10_000,
-                    timeout_s: float = 60.0) -> Path:
+def screenshot_html(
+    html_path: str | os.PathLike[str],
+    png_path: str | os.PathLike[str],
+    *,
+    width: int = 1400,
+    height: int = 2400,
+    budget_ms: int = 10_000,
+    timeout_s: float = 60.0,
+) -> Path:
     """Save a PNG screenshot (``width`` x ``height`` CSS px, top of the page) of ``html_path``.
 
     The PNG is written next to ``png_path`` and renamed onto it.
@@ -107,8 +124,11 @@ def screenshot_html(html_path: str | os.PathLike[str], png_path: str | os.PathLi
     os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp makes 0600 and Chromium writes into the file: use the umask
     os.close(fd)
     try:
-        _run([f"--window-size={width},{height}", f"--virtual-time-budget={budget_ms}", f"--screenshot={tmp}"],
-             Path(html_path), timeout_s)
+        _run(
+            [f"--window-size={width},{height}", f"--virtual-time-budget={budget_ms}", f"--screenshot={tmp}"],
+            Path(html_path),
+            timeout_s,
+        )
         if os.path.getsize(tmp) == 0:
             raise BrowserError("Chromium wrote an empty screenshot", path=html_path)
         os.replace(tmp, target)

@@ -64,8 +64,14 @@ class CategoryChange:
 
     def to_dict(self) -> dict[str, Any]:
         """The change as JSON-ready values: names, ``a_ns``, ``b_ns``, ``delta_ns`` (ns), ``ratio``, ``changed``."""
-        return {"name": self.name, "a_ns": self.a_ns, "b_ns": self.b_ns, "delta_ns": self.delta_ns,
-                "ratio": self.ratio, "changed": self.changed}
+        return {
+            "name": self.name,
+            "a_ns": self.a_ns,
+            "b_ns": self.b_ns,
+            "delta_ns": self.delta_ns,
+            "ratio": self.ratio,
+            "changed": self.changed,
+        }
 
 
 @dataclass(frozen=True)
@@ -162,14 +168,18 @@ class ResultDiff:
     def to_dict(self) -> dict[str, Any]:
         """The diff as the ``tracekit.replay_diff`` JSON document (format_version 1); times in ns."""
         return {
-            "format": "tracekit.replay_diff", "format_version": 1,
-            "a_label": self.a_label, "b_label": self.b_label,
+            "format": "tracekit.replay_diff",
+            "format_version": 1,
+            "a_label": self.a_label,
+            "b_label": self.b_label,
             "categories": [c.to_dict() for c in self.categories],
             "changed_categories": [c.name for c in self.changed_categories()],
             "collectives": [c.to_dict() for c in self.collectives],
             "collectives_matched": self.collectives_matched,
-            "a_only_collectives": self.a_only_collectives, "b_only_collectives": self.b_only_collectives,
-            "nodes": [n.to_dict() for n in self.nodes], "nodes_matched": self.nodes_matched,
+            "a_only_collectives": self.a_only_collectives,
+            "b_only_collectives": self.b_only_collectives,
+            "nodes": [n.to_dict() for n in self.nodes],
+            "nodes_matched": self.nodes_matched,
             "notes": list(self.notes),
         }
 
@@ -233,14 +243,16 @@ def _match_rank(sa: "RankSchedule", sb: "RankSchedule") -> tuple[list[tuple], bo
     time_b, kind_b = _node_times(sb)
     if sa.names is None or sb.names is None:
         common, pos_a, pos_b = np.intersect1d(sa.node_ids, sb.node_ids, return_indices=True)
-        return [("", 0, int(sa.node_ids[p]), int(sb.node_ids[q]), 1, bool(kind_a[p]), float(time_a[p]),
-                 float(time_b[q])) for p, q in zip(pos_a.tolist(), pos_b.tolist())
-                if not (np.isnan(time_a[p]) or np.isnan(time_b[q]))], False
+        return [
+            ("", 0, int(sa.node_ids[p]), int(sb.node_ids[q]), 1, bool(kind_a[p]), float(time_a[p]), float(time_b[q]))
+            for p, q in zip(pos_a.tolist(), pos_b.tolist())
+            if not (np.isnan(time_a[p]) or np.isnan(time_b[q]))
+        ], False
     names_a, names_b = sa.names, sb.names
     out: list[tuple] = []
     used_a: set[int] = set()
     used_b: set[int] = set()
-    for (big, small, t_big, t_small, big_is_b) in ((sb, sa, time_b, time_a, True), (sa, sb, time_a, time_b, False)):
+    for big, small, t_big, t_small, big_is_b in ((sb, sa, time_b, time_a, True), (sa, sb, time_a, time_b, False)):
         if not big.merged_ids:
             continue
         pos_small = {int(x): i for i, x in enumerate(small.node_ids.tolist())}
@@ -254,13 +266,11 @@ def _match_rank(sa: "RankSchedule", sb: "RankSchedule") -> tuple[list[tuple], bo
             big_name = (names_b if big_is_b else names_a)[pb]
             t_group = float(sum(t_small[p] for p in ps))
             if big_is_b:
-                out.append((big_name, 0, int(small.node_ids[ps[0]]), head, len(ps), False, t_group,
-                            float(t_big[pb])))
+                out.append((big_name, 0, int(small.node_ids[ps[0]]), head, len(ps), False, t_group, float(t_big[pb])))
                 used_b.add(pb)
                 used_a.update(ps)
             else:
-                out.append((big_name, 0, head, int(small.node_ids[ps[0]]), len(ps), False, float(t_big[pb]),
-                            t_group))
+                out.append((big_name, 0, head, int(small.node_ids[ps[0]]), len(ps), False, float(t_big[pb]), t_group))
                 used_a.add(pb)
                 used_b.update(ps)
     keyed_b: dict[tuple[str, int], int] = {}
@@ -280,16 +290,32 @@ def _match_rank(sa: "RankSchedule", sb: "RankSchedule") -> tuple[list[tuple], bo
         match = keyed_b.get((name, k))
         if match is None or np.isnan(time_a[p]) or np.isnan(time_b[match]):
             continue
-        out.append((name, k, int(sa.node_ids[p]), int(sb.node_ids[match]), 1, bool(kind_a[p]), float(time_a[p]),
-                    float(time_b[match])))
+        out.append(
+            (
+                name,
+                k,
+                int(sa.node_ids[p]),
+                int(sb.node_ids[match]),
+                1,
+                bool(kind_a[p]),
+                float(time_a[p]),
+                float(time_b[match]),
+            )
+        )
     return out, True
 
 
 def _node_changes(a: "ReplayResult", b: "ReplayResult", top: int) -> tuple[list[NodeChange], int, list[str]]:
     if a.schedule is None or b.schedule is None:
         which = " and ".join(x for x, r in (("A", a), ("B", b)) if r.schedule is None)
-        return [], 0, [f"node-level changes need per-node schedules, missing in {which} "
-                       "(write the replay result with its schedule)"]
+        return (
+            [],
+            0,
+            [
+                f"node-level changes need per-node schedules, missing in {which} "
+                "(write the replay result with its schedule)"
+            ],
+        )
     names: dict[tuple[int, int], str] = {}
     for r in (a, b):
         for step in r.critical_path.steps:
@@ -308,19 +334,32 @@ def _node_changes(a: "ReplayResult", b: "ReplayResult", top: int) -> tuple[list[
         rows.extend((sa.rank, m) for m in matched)
     if not found_rank:
         return [], 0, ["no rank is in both results"]
-    notes = ["nodes matched by node id (a result has no node names: replay it again to match by op name)"] \
-        if by_id else []
+    notes = (
+        ["nodes matched by node id (a result has no node names: replay it again to match by op name)"] if by_id else []
+    )
     moved_rows = [(rank, m) for rank, m in rows if moved(m[6], m[7])]
     moved_rows.sort(key=lambda x: (-abs(x[1][7] - x[1][6]), x[0], x[1][2]))
     out = []
     for rank, (name, occ, a_id, b_id, merged, is_comm, ta, tb) in moved_rows[:top]:
-        out.append(NodeChange(rank, a_id, name or names.get((rank, a_id), ""), "comm" if is_comm else "compute",
-                              ta, tb, occ, b_id, merged))
+        out.append(
+            NodeChange(
+                rank,
+                a_id,
+                name or names.get((rank, a_id), ""),
+                "comm" if is_comm else "compute",
+                ta,
+                tb,
+                occ,
+                b_id,
+                merged,
+            )
+        )
     return out, len(rows), notes
 
 
-def diff_results(a: "ReplayResult", b: "ReplayResult", *, top: int = 10,
-                 a_label: str | None = None, b_label: str | None = None) -> ResultDiff:
+def diff_results(
+    a: "ReplayResult", b: "ReplayResult", *, top: int = 10, a_label: str | None = None, b_label: str | None = None
+) -> ResultDiff:
     """Compare replay ``a`` with replay ``b`` (``b - a``; see module doc).
 
     Args:
@@ -342,18 +381,45 @@ def diff_results(a: "ReplayResult", b: "ReplayResult", *, top: int = 10,
     changes = []
     for key in matched:
         ra, rb = ka[key], kb[key]
-        changes.append(CollectiveChange(ra.kind, ra.comm_bytes, ra.pg_name, len(ra.ranks), key[-1], ra.index,
-                                        rb.index, ra.time_ns, rb.time_ns, ra.busbw_gbps, rb.busbw_gbps,
-                                        ra.algorithm, rb.algorithm))
+        changes.append(
+            CollectiveChange(
+                ra.kind,
+                ra.comm_bytes,
+                ra.pg_name,
+                len(ra.ranks),
+                key[-1],
+                ra.index,
+                rb.index,
+                ra.time_ns,
+                rb.time_ns,
+                ra.busbw_gbps,
+                rb.busbw_gbps,
+                ra.algorithm,
+                rb.algorithm,
+            )
+        )
     changes.sort(key=lambda c: (-abs(c.delta_ns), c.a_index))
     changes = [c for c in changes if moved(c.a_time_ns, c.b_time_ns)][:top]
     nodes, n_nodes, notes = _node_changes(a, b, top)
     notes = list(notes)
     if a.provenance.world_size != b.provenance.world_size:
-        notes.insert(0, f"the runs have different world sizes ({a.provenance.world_size} and "
-                        f"{b.provenance.world_size}); per-rank figures are means over each run's ranks")
-    return ResultDiff(la, lb, cats, tuple(changes), len(matched), len(ka) - len(matched), len(kb) - len(matched),
-                      tuple(nodes), n_nodes, tuple(notes))
+        notes.insert(
+            0,
+            f"the runs have different world sizes ({a.provenance.world_size} and "
+            f"{b.provenance.world_size}); per-rank figures are means over each run's ranks",
+        )
+    return ResultDiff(
+        la,
+        lb,
+        cats,
+        tuple(changes),
+        len(matched),
+        len(ka) - len(matched),
+        len(kb) - len(matched),
+        tuple(nodes),
+        n_nodes,
+        tuple(notes),
+    )
 
 
 __all__ = ["CategoryChange", "CollectiveChange", "NodeChange", "ResultDiff", "diff_results", "moved"]

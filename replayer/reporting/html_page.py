@@ -35,6 +35,7 @@ def plotly_js() -> str:
     """The vendored plotly.js basic bundle (minified JavaScript text)."""
     return _PLOTLY_JS.read_text(encoding="utf-8")
 
+
 _STYLE = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;max-width:1400px;
 color:#222;padding:0 16px}
@@ -63,11 +64,12 @@ def cell(text: Any, key: str | None = None, value: Any = None, *, left: bool = F
     return Cell(str(text), key, value, left, css)
 
 
-def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], *, table_id: str | None = None,
-          left_columns: int = 1) -> str:
+def table(
+    headers: Sequence[str], rows: Iterable[Sequence[Any]], *, table_id: str | None = None, left_columns: int = 1
+) -> str:
     """An HTML table; plain values become cells, the first ``left_columns`` columns left-aligned."""
-    out = [f'<table{_attr("id", table_id)}><thead><tr>']
-    out += [f'<th{" class=l" if i < left_columns else ""}>{html.escape(h)}</th>' for i, h in enumerate(headers)]
+    out = [f"<table{_attr('id', table_id)}><thead><tr>"]
+    out += [f"<th{' class=l' if i < left_columns else ''}>{html.escape(h)}</th>" for i, h in enumerate(headers)]
     out.append("</tr></thead><tbody>")
     for row in rows:
         out.append("<tr>")
@@ -133,8 +135,10 @@ class Page:
 
     def render(self) -> str:
         """The whole document (plotly.js inlined only when there are figures)."""
-        head = [f"<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>{html.escape(self.title)}</title>",
-                f"<style>{_STYLE}</style>"]
+        head = [
+            f"<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>{html.escape(self.title)}</title>",
+            f"<style>{_STYLE}</style>",
+        ]
         if self.figures:
             head.append(f"<script>{plotly_js()}</script>")
         head.append("</head><body>")
@@ -149,7 +153,8 @@ class Page:
             "<script>(function(){var figs=[" + specs + "];var cfg={responsive:true,displaylogo:false};"
             "Promise.all(figs.map(function(f){return Plotly.newPlot(f[0],f[1].data,f[1].layout,cfg);}))"
             ".then(function(){document.body.setAttribute('data-plots-rendered',String(figs.length));"
-            "document.body.setAttribute('data-render-ms',String(performance.now()));});})();</script>")
+            "document.body.setAttribute('data-render-ms',String(performance.now()));});})();</script>"
+        )
         body.append("</body></html>")
         return "".join(head + body)
 

@@ -29,26 +29,36 @@ def write_comparison_json(comparison: MeasuredComparison, path: str | os.PathLik
         TracekitError: ``path`` is an input of the running command, or cannot be written.
         OSError: the folder or temporary file cannot be created.
     """
-    write_bytes_atomic(path, orjson.dumps(comparison.to_dict(), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
+    write_bytes_atomic(
+        path, orjson.dumps(comparison.to_dict(), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY)
+    )
 
 
 def comparison_html(comparison: MeasuredComparison, title: str = "Replay vs measured") -> str:
     """A self-contained HTML page: notes, one row per rank and step, and each row's largest contributors."""
-    out = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
-           "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
-           "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}td.l{text-align:left}"
-           ".bad{color:#b00}</style></head><body>", f"<h1>{html.escape(title)}</h1>"]
+    out = [
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
+        "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
+        "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}td.l{text-align:left}"
+        ".bad{color:#b00}</style></head><body>",
+        f"<h1>{html.escape(title)}</h1>",
+    ]
     for note in comparison.notes:
         out.append(f"<p>{html.escape(note)}</p>")
-    out.append("<table><tr><th>rank</th><th>step</th><th>measured</th><th>predicted</th><th>error</th>"
-               "<th>measured from</th><th>largest start shifts (node: ms)</th></tr>")
+    out.append(
+        "<table><tr><th>rank</th><th>step</th><th>measured</th><th>predicted</th><th>error</th>"
+        "<th>measured from</th><th>largest start shifts (node: ms)</th></tr>"
+    )
     for r in comparison.rows:
         cls = " class='bad'" if not math.isnan(r.error) and abs(r.error) > 0.05 else ""
-        shifts = "; ".join(f"{html.escape(c.name[:40])} #{c.node_id}: {c.shift_ns / 1e6:+.3f}"
-                           for c in r.contributors[:3])
-        out.append(f"<tr><td>{r.rank}</td><td>{'-' if r.step is None else r.step}</td><td>{_ms(r.measured_ns)}</td>"
-                   f"<td>{_ms(r.predicted_ns)}</td><td{cls}>{_pct(r.error)}</td>"
-                   f"<td class='l'>{html.escape(r.source)}</td><td class='l'>{shifts}</td></tr>")
+        shifts = "; ".join(
+            f"{html.escape(c.name[:40])} #{c.node_id}: {c.shift_ns / 1e6:+.3f}" for c in r.contributors[:3]
+        )
+        out.append(
+            f"<tr><td>{r.rank}</td><td>{'-' if r.step is None else r.step}</td><td>{_ms(r.measured_ns)}</td>"
+            f"<td>{_ms(r.predicted_ns)}</td><td{cls}>{_pct(r.error)}</td>"
+            f"<td class='l'>{html.escape(r.source)}</td><td class='l'>{shifts}</td></tr>"
+        )
     out.append("</table></body></html>")
     return "\n".join(out)
 

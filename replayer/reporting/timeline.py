@@ -100,14 +100,26 @@ class _Builder:
             return
         self.named.add((rank, tid))
         self.events.append({"ph": "M", "name": "thread_name", "pid": rank, "tid": tid, "args": {"name": name}})
-        self.events.append({"ph": "M", "name": "thread_sort_index", "pid": rank, "tid": tid,
-                            "args": {"sort_index": tid}})
+        self.events.append(
+            {"ph": "M", "name": "thread_sort_index", "pid": rank, "tid": tid, "args": {"sort_index": tid}}
+        )
 
-    def slice(self, rank: int, tid: int, name: str, cat: str, start_ns: float, end_ns: float,
-              args: dict[str, Any]) -> None:
+    def slice(
+        self, rank: int, tid: int, name: str, cat: str, start_ns: float, end_ns: float, args: dict[str, Any]
+    ) -> None:
         """Add a complete (``X``) event from ``start_ns`` to ``end_ns`` (ns; written in us, as Chrome traces are)."""
-        self.events.append({"ph": "X", "name": name, "cat": cat, "pid": rank, "tid": tid, "ts": _us(start_ns),
-                            "dur": round(_us(end_ns) - _us(start_ns), 3), "args": args})
+        self.events.append(
+            {
+                "ph": "X",
+                "name": name,
+                "cat": cat,
+                "pid": rank,
+                "tid": tid,
+                "ts": _us(start_ns),
+                "dur": round(_us(end_ns) - _us(start_ns), 3),
+                "args": args,
+            }
+        )
 
 
 def _tids(resource: np.ndarray, lanes: np.ndarray) -> np.ndarray:
@@ -119,8 +131,7 @@ def _lane_name(names: tuple[str, ...], tid: int) -> str:
     return names[res] if lane == 0 else f"{names[res]} #{lane + 1}"
 
 
-def _lanes_per_resource(resource: np.ndarray, starts: np.ndarray, ends: np.ndarray, *,
-                        nesting: bool) -> np.ndarray:
+def _lanes_per_resource(resource: np.ndarray, starts: np.ndarray, ends: np.ndarray, *, nesting: bool) -> np.ndarray:
     lanes = np.zeros(len(resource), dtype=np.int64)
     for r in np.unique(resource).tolist():
         idx = np.flatnonzero(resource == r)
@@ -142,14 +153,16 @@ def replay_timeline(result: "ReplayResult", traceset: "TraceSet") -> dict[str, A
     slots: dict[int, list[tuple[int, int]]] = {}
     # a folded replay keeps only representatives' traces; members share their representative's node-id
     # array (equal names by the fold digest), so names are looked up by that array
-    names_of_ids = {id(sc.node_ids): traceset[sc.rank].columns().names
-                    for sc in result.schedule if sc.rank in traceset.ranks}
+    names_of_ids = {
+        id(sc.node_ids): traceset[sc.rank].columns().names for sc in result.schedule if sc.rank in traceset.ranks
+    }
     for sched in result.schedule:
         rank = sched.rank
         b.process(rank)
         names = names_of_ids.get(id(sched.node_ids)) or [""] * len(sched.node_ids)
-        keep = (sched.resource >= 0) & ~np.isnan(sched.end_ns) & ((sched.end_ns > sched.start_ns)
-                                                                   | (sched.kind >= K_COLL))
+        keep = (
+            (sched.resource >= 0) & ~np.isnan(sched.end_ns) & ((sched.end_ns > sched.start_ns) | (sched.kind >= K_COLL))
+        )
         idx = np.flatnonzero(keep)
         if not len(idx):
             continue
@@ -172,18 +185,33 @@ def replay_timeline(result: "ReplayResult", traceset: "TraceSet") -> dict[str, A
             x = xfer[j]
             if i >= 0 and not math.isnan(x):
                 row = rows[i]
-                args.update({"kind": row.kind, "comm_bytes": row.comm_bytes, "pg_name": row.pg_name,
-                             "algorithm": row.algorithm, "transfer_ns": row.time_ns})
+                args.update(
+                    {
+                        "kind": row.kind,
+                        "comm_bytes": row.comm_bytes,
+                        "pg_name": row.pg_name,
+                        "algorithm": row.algorithm,
+                        "transfer_ns": row.time_ns,
+                    }
+                )
                 if x > starts[j]:
                     b.slice(rank, tid, f"wait: {name}", "wait", starts[j], x, {"node_id": ids[j]})
                 b.slice(rank, tid, name, "comm", x, ends[j], args)
                 slots.setdefault(i, []).append((rank, tid))
     drawn, dropped = _flows(b, result, slots)
-    return {"traceEvents": _ordered(b.events), "displayTimeUnit": "ns",
-            "otherData": {"producer": "tracekit replay", "spec": result.provenance.spec_name,
-                          "collective_model": result.provenance.collective_model,
-                          "iteration_time_ns": result.iteration_time_ns, "flow_arrows": drawn,
-                          "flow_arrows_dropped": dropped, "flow_arrows_cap": MAX_FLOW_ARROWS}}
+    return {
+        "traceEvents": _ordered(b.events),
+        "displayTimeUnit": "ns",
+        "otherData": {
+            "producer": "tracekit replay",
+            "spec": result.provenance.spec_name,
+            "collective_model": result.provenance.collective_model,
+            "iteration_time_ns": result.iteration_time_ns,
+            "flow_arrows": drawn,
+            "flow_arrows_dropped": dropped,
+            "flow_arrows_cap": MAX_FLOW_ARROWS,
+        },
+    }
 
 
 def _ordered(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -223,10 +251,12 @@ def _flows(b: _Builder, result: "ReplayResult", slots: dict[int, list[tuple[int,
                 continue
             arrows += 1
             cat = "p2p" if row.kind == "SEND_RECV" else "collective"
-            b.events.append({"ph": "s", "id": arrows, "name": row.kind, "cat": cat, "pid": a, "tid": where[a],
-                             "ts": ts})
-            b.events.append({"ph": "f", "bp": "e", "id": arrows, "name": row.kind, "cat": cat, "pid": z,
-                             "tid": where[z], "ts": ts})
+            b.events.append(
+                {"ph": "s", "id": arrows, "name": row.kind, "cat": cat, "pid": a, "tid": where[a], "ts": ts}
+            )
+            b.events.append(
+                {"ph": "f", "bp": "e", "id": arrows, "name": row.kind, "cat": cat, "pid": z, "tid": where[z], "ts": ts}
+            )
     return arrows, dropped
 
 
@@ -262,10 +292,12 @@ def measured_timeline(traceset: "TraceSet") -> dict[str, Any]:
             tid = int(tids[j])
             b.thread(rank, tid, _lane_name(rnames, tid))
             cat = "compute" if kind[p] == K_TIMED else ("p2p" if kind[p] in (K_SEND, K_RECV) else "comm")
-            b.slice(rank, tid, names[p] or f"node {ids[j]}", cat, float(starts[j]), float(ends[j]),
-                    {"node_id": ids[j]})
-    return {"traceEvents": _ordered(b.events), "displayTimeUnit": "ns",
-            "otherData": {"producer": "tracekit timeline (measured)", "origin_ns": origin}}
+            b.slice(rank, tid, names[p] or f"node {ids[j]}", cat, float(starts[j]), float(ends[j]), {"node_id": ids[j]})
+    return {
+        "traceEvents": _ordered(b.events),
+        "displayTimeUnit": "ns",
+        "otherData": {"producer": "tracekit timeline (measured)", "origin_ns": origin},
+    }
 
 
 def write_chrome_trace(trace: dict[str, Any], path: str | os.PathLike[str]) -> None:

@@ -10,8 +10,17 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from tracekit.model import CollectiveType
-from tracekit.replayer.results.result import (CollectiveRow, CriticalPath, PathStep, Provenance, RankSchedule,
-                                              RankStats, ReplayResult, bus_factor, nccl_tests_size)
+from tracekit.replayer.results.result import (
+    CollectiveRow,
+    CriticalPath,
+    PathStep,
+    Provenance,
+    RankSchedule,
+    RankStats,
+    ReplayResult,
+    bus_factor,
+    nccl_tests_size,
+)
 from tracekit.replayer.simulation.program import K_COLL, K_TIMED, ReplayProgram
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -50,8 +59,13 @@ def round_schedule(sched: "Schedule", *, in_place: bool = False) -> "Schedule":
         for a in (sched.start_ns, sched.end_ns, sched.xfer_start_ns, sched.xfer_end_ns):
             np.rint(a, out=a)
         return sched
-    return replace(sched, start_ns=np.rint(sched.start_ns), end_ns=np.rint(sched.end_ns),
-                   xfer_start_ns=np.rint(sched.xfer_start_ns), xfer_end_ns=np.rint(sched.xfer_end_ns))
+    return replace(
+        sched,
+        start_ns=np.rint(sched.start_ns),
+        end_ns=np.rint(sched.end_ns),
+        xfer_start_ns=np.rint(sched.xfer_start_ns),
+        xfer_end_ns=np.rint(sched.xfer_end_ns),
+    )
 
 
 def _rank_stats(lay, sched: "Schedule", program: ReplayProgram, xfer_start_of_node: np.ndarray) -> RankStats:
@@ -70,9 +84,16 @@ def _rank_stats(lay, sched: "Schedule", program: ReplayProgram, xfer_start_of_no
     busy = int(union_length(np.concatenate([cs, ks]), np.concatenate([ce, ke])))
     everything = int(union_length(np.concatenate([cs, ks, ws]), np.concatenate([ce, ke, we])))
     it = int(iteration)
-    return RankStats(rank=lay.rank, iteration_time_ns=it, compute_ns=compute, comm_ns=comm_t,
-                     exposed_comm_ns=busy - compute, comm_wait_ns=everything - busy,
-                     other_idle_ns=it - everything, nodes=lay.n)
+    return RankStats(
+        rank=lay.rank,
+        iteration_time_ns=it,
+        compute_ns=compute,
+        comm_ns=comm_t,
+        exposed_comm_ns=busy - compute,
+        comm_wait_ns=everything - busy,
+        other_idle_ns=it - everything,
+        nodes=lay.n,
+    )
 
 
 def _collective_rows(program: ReplayProgram, sched: "Schedule") -> tuple[CollectiveRow, ...]:
@@ -88,10 +109,22 @@ def _collective_rows(program: ReplayProgram, sched: "Schedule") -> tuple[Collect
         size = nccl_tests_size(kind, inst.comm_bytes, p)
         alg_bw = size / t if t > 0 else None
         bus_bw = alg_bw * bus_factor(kind, p) if alg_bw is not None else None
-        rows.append(CollectiveRow(
-            index=i, kind=kind, comm_bytes=inst.comm_bytes, pg_name=inst.pg_name, ranks=inst.ranks,
-            node_ids=tuple(program.node_id(g) for g in inst.nodes), algorithm=inst.cost.algorithm,
-            start_ns=s, end_ns=e, time_ns=t, algbw_gbps=alg_bw, busbw_gbps=bus_bw))
+        rows.append(
+            CollectiveRow(
+                index=i,
+                kind=kind,
+                comm_bytes=inst.comm_bytes,
+                pg_name=inst.pg_name,
+                ranks=inst.ranks,
+                node_ids=tuple(program.node_id(g) for g in inst.nodes),
+                algorithm=inst.cost.algorithm,
+                start_ns=s,
+                end_ns=e,
+                time_ns=t,
+                algbw_gbps=alg_bw,
+                busbw_gbps=bus_bw,
+            )
+        )
     return tuple(rows)
 
 
@@ -157,21 +190,56 @@ def schedule_names(traceset: "TraceSet", rank: int) -> tuple[tuple[str, ...], di
     return tuple(cols.names), merged
 
 
-def _schedules(program: ReplayProgram, sched: "Schedule", xfer_start_of_node: np.ndarray,
-               traceset: "TraceSet") -> tuple[RankSchedule, ...]:
+def rank_schedule(
+    rank: int,
+    lay,
+    sched: "Schedule",
+    xfer_start_of_node: np.ndarray,
+    instance_of: np.ndarray,
+    names: tuple[str, ...],
+    merged: dict[int, tuple[int, ...]],
+) -> RankSchedule:
+    """The :class:`RankSchedule` of ``rank`` from the program layout ``lay`` of the rank it replays as.
+
+    Args:
+        rank: the rank reported (a folded member reports its representative's layout).
+        lay: the layout (``offset``, ``n``, ``ids``, ``kind``, ``resource``, ``resource_names``).
+        sched: the schedule (``start_ns``/``end_ns`` float64[N] of the whole program, ns).
+        xfer_start_of_node: float64[N], transfer start of each node (ns).
+        instance_of: int64[lay.n], the collective instance of each node (-1: none).
+        names, merged: see :func:`schedule_names`.
+    """
+    lo, hi = lay.offset, lay.offset + lay.n
+    return RankSchedule(
+        rank,
+        lay.ids,
+        lay.kind,
+        lay.resource,
+        lay.resource_names,
+        sched.start_ns[lo:hi],
+        sched.end_ns[lo:hi],
+        xfer_start_of_node[lo:hi],
+        instance_of,
+        names,
+        merged,
+    )
+
+
+def _schedules(
+    program: ReplayProgram, sched: "Schedule", xfer_start_of_node: np.ndarray, traceset: "TraceSet"
+) -> tuple[RankSchedule, ...]:
     inst = np.asarray(program.instance_of, dtype=np.int64)
     out = []
     for lay in program.layouts:
         lo, hi = lay.offset, lay.offset + lay.n
         names, merged = schedule_names(traceset, lay.rank)
-        out.append(RankSchedule(lay.rank, lay.ids, lay.kind, lay.resource, lay.resource_names,
-                                sched.start_ns[lo:hi], sched.end_ns[lo:hi], xfer_start_of_node[lo:hi],
-                                inst[lo:hi], names, merged))
+        out.append(rank_schedule(lay.rank, lay, sched, xfer_start_of_node, inst[lo:hi], names, merged))
     return tuple(out)
 
 
-def build_result(program: ReplayProgram, sched: "Schedule", traceset: "TraceSet", *,
-                 consume: bool = False) -> ReplayResult:
+def build_result(
+    program: ReplayProgram, sched: "Schedule", traceset: "TraceSet", *, consume: bool = False
+) -> ReplayResult:
     """Assemble the :class:`ReplayResult` of a finished simulation.
 
     ``consume``: the caller does not use ``sched`` afterwards, so its times are rounded in place.
@@ -196,8 +264,6 @@ def build_result(program: ReplayProgram, sched: "Schedule", traceset: "TraceSet"
     )
 
 
-
-
 def provenance(program: ReplayProgram, trace_paths: tuple[str | None, ...], world_size: int) -> Provenance:
     """What was replayed and how: the program's spec, models and options, the traces' paths, tracekit's version."""
     from importlib.metadata import PackageNotFoundError, version
@@ -208,7 +274,13 @@ def provenance(program: ReplayProgram, trace_paths: tuple[str | None, ...], worl
     except PackageNotFoundError:  # pragma: no cover - running from a source tree
         tk_version = "unknown"
     return Provenance(
-        trace_paths=trace_paths, spec_name=spec.name, spec_path=spec.path,
-        collective_model=program.model_name, compute_mode=spec.compute.mode,
-        compute_scale=spec.compute.duration_scale, streams=program.options.streams,
-        world_size=world_size, tracekit_version=tk_version)
+        trace_paths=trace_paths,
+        spec_name=spec.name,
+        spec_path=spec.path,
+        collective_model=program.model_name,
+        compute_mode=spec.compute.mode,
+        compute_scale=spec.compute.duration_scale,
+        streams=program.options.streams,
+        world_size=world_size,
+        tracekit_version=tk_version,
+    )

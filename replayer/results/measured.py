@@ -43,8 +43,15 @@ if TYPE_CHECKING:  # pragma: no cover
     from tracekit.replayer.results.result import ReplayResult
     from tracekit.traceset import TraceSet
 
-__all__ = ["Contributor", "MeasuredComparison", "StepComparison", "check_replay", "compare",
-           "STEP_MARKER", "DEFAULT_SPEC"]
+__all__ = [
+    "Contributor",
+    "MeasuredComparison",
+    "StepComparison",
+    "check_replay",
+    "compare",
+    "STEP_MARKER",
+    "DEFAULT_SPEC",
+]
 
 #: Iteration markers written by ``torch.profiler`` (``ProfilerStep#<n>``).
 STEP_MARKER = re.compile(r"ProfilerStep#(\d+)$")
@@ -89,10 +96,15 @@ class StepComparison:
 
     def to_dict(self) -> dict[str, Any]:
         """The row as JSON-ready values: ``measured_ns``/``predicted_ns`` (ns), relative ``error``, contributors' ``shift_ns`` (ns)."""
-        return {"rank": self.rank, "step": self.step, "measured_ns": self.measured_ns,
-                "predicted_ns": self.predicted_ns, "error": self.error, "source": self.source,
-                "contributors": [{"node_id": c.node_id, "name": c.name, "shift_ns": c.shift_ns}
-                                 for c in self.contributors]}
+        return {
+            "rank": self.rank,
+            "step": self.step,
+            "measured_ns": self.measured_ns,
+            "predicted_ns": self.predicted_ns,
+            "error": self.error,
+            "source": self.source,
+            "contributors": [{"node_id": c.node_id, "name": c.name, "shift_ns": c.shift_ns} for c in self.contributors],
+        }
 
 
 @dataclass(frozen=True)
@@ -111,8 +123,7 @@ class MeasuredComparison:
 
     def to_dict(self) -> dict[str, Any]:
         """The report as JSON-ready values: rows (see :meth:`StepComparison.to_dict`), notes, ``worst_error``."""
-        return {"rows": [r.to_dict() for r in self.rows], "notes": list(self.notes),
-                "worst_error": self.worst_error}
+        return {"rows": [r.to_dict() for r in self.rows], "notes": list(self.notes), "worst_error": self.worst_error}
 
 
 def check_replay(traceset: "TraceSet", spec: Any = DEFAULT_SPEC, *, fold: bool = False) -> MeasuredComparison:
@@ -128,9 +139,11 @@ def check_replay(traceset: "TraceSet", spec: Any = DEFAULT_SPEC, *, fold: bool =
     missing = traceset.missing_ranks
     if missing:
         rows: list[StepComparison] = []
-        notes.append(f"partial job: {len(traceset)} of {traceset.world_size} ranks present (missing "
-                     f"{_ranks_text(missing)}); each present rank is replayed alone, its communication nodes "
-                     f"as compute with their measured durations (waiting for the absent ranks included)")
+        notes.append(
+            f"partial job: {len(traceset)} of {traceset.world_size} ranks present (missing "
+            f"{_ranks_text(missing)}); each present rank is replayed alone, its communication nodes "
+            f"as compute with their measured durations (waiting for the absent ranks included)"
+        )
         result = None
         for rank in traceset.ranks:
             alone = local_rank(traceset[rank])
@@ -140,8 +153,10 @@ def check_replay(traceset: "TraceSet", spec: Any = DEFAULT_SPEC, *, fold: bool =
         return MeasuredComparison(tuple(rows), tuple(notes), result)
     traceset, offset_ns = with_start_offsets(traceset)
     if offset_ns:
-        notes.append(f"ranks start their first step at its measured offsets (up to {fmt_ms(offset_ns)} "
-                     f"after the first rank; one host clock assumed), as in the run")
+        notes.append(
+            f"ranks start their first step at its measured offsets (up to {fmt_ms(offset_ns)} "
+            f"after the first rank; one host clock assumed), as in the run"
+        )
     result = replay(traceset, spec, options=ReplayOptions(collective_model="measured", fold=fold))
     comparison = compare(traceset, result)
     return MeasuredComparison(comparison.rows, tuple(notes) + comparison.notes, result)
@@ -183,16 +198,30 @@ def with_start_offsets(traceset: "TraceSet") -> tuple["TraceSet", int]:
             traces[rank] = trace
             continue
         nid = max(n.id for n in trace.nodes) + 1
-        pad = Node(id=nid, name="[measured start offset]", type=NodeType.COMP_NODE,
-                   start_time_ns=marker.start_time_ns - off, duration_ns=off,
-                   attrs=[Attr("is_cpu_op", True, "bool_val"), Attr("tid", marker.get_attr("tid") or 0)])
+        pad = Node(
+            id=nid,
+            name="[measured start offset]",
+            type=NodeType.COMP_NODE,
+            start_time_ns=marker.start_time_ns - off,
+            duration_ns=off,
+            attrs=[Attr("is_cpu_op", True, "bool_val"), Attr("tid", marker.get_attr("tid") or 0)],
+        )
         nodes = []
         for n in trace.nodes:
             if n.id == marker.id:
                 nodes.append(pad)
-                n = Node(id=n.id, name=n.name, type=n.type, ctrl_deps=list(n.ctrl_deps),
-                         data_deps=list(n.data_deps) + [nid], start_time_ns=n.start_time_ns,
-                         duration_ns=n.duration_ns, inputs=n.inputs, outputs=n.outputs, attrs=list(n.attrs))
+                n = Node(
+                    id=n.id,
+                    name=n.name,
+                    type=n.type,
+                    ctrl_deps=list(n.ctrl_deps),
+                    data_deps=list(n.data_deps) + [nid],
+                    start_time_ns=n.start_time_ns,
+                    duration_ns=n.duration_ns,
+                    inputs=n.inputs,
+                    outputs=n.outputs,
+                    attrs=list(n.attrs),
+                )
             nodes.append(n)
         traces[rank] = ExecutionTrace(nodes, trace.metadata, rank=rank, path=trace.path)
     return TraceSet(traces), largest
@@ -217,15 +246,26 @@ def local_rank(trace: Any) -> "TraceSet":
             continue
         if n.type.name.startswith("COMM"):
             keep = [a for a in n.attrs if not a.name.startswith("comm_") and a.name not in ("pg_name", "is_cpu_op")]
-            n = Node(id=n.id, name=n.name, type=NodeType.COMP_NODE, ctrl_deps=list(n.ctrl_deps),
-                     data_deps=list(n.data_deps), start_time_ns=n.start_time_ns, duration_ns=n.duration_ns,
-                     inputs=n.inputs, outputs=n.outputs,
-                     attrs=keep + [Attr("is_cpu_op", False, "bool_val"), Attr("measured_comm", True, "bool_val")])
+            n = Node(
+                id=n.id,
+                name=n.name,
+                type=NodeType.COMP_NODE,
+                ctrl_deps=list(n.ctrl_deps),
+                data_deps=list(n.data_deps),
+                start_time_ns=n.start_time_ns,
+                duration_ns=n.duration_ns,
+                inputs=n.inputs,
+                outputs=n.outputs,
+                attrs=keep + [Attr("is_cpu_op", False, "bool_val"), Attr("measured_comm", True, "bool_val")],
+            )
         nodes.append(n)
     kept = {n.id for n in nodes}
-    nodes = [n.replace(data_deps=[d for d in n.data_deps if d in kept], ctrl_deps=[d for d in n.ctrl_deps if d in kept])
-             if any(d not in kept for d in n.data_deps) or any(d not in kept for d in n.ctrl_deps) else n
-             for n in nodes]
+    nodes = [
+        n.replace(data_deps=[d for d in n.data_deps if d in kept], ctrl_deps=[d for d in n.ctrl_deps if d in kept])
+        if any(d not in kept for d in n.data_deps) or any(d not in kept for d in n.ctrl_deps)
+        else n
+        for n in nodes
+    ]
     return TraceSet({0: ExecutionTrace(nodes, trace.metadata, rank=0, path=trace.path)})
 
 
@@ -247,12 +287,15 @@ def measured_notes(traceset: "TraceSet") -> list[str]:
         raise ReplayError(
             "no measured durations: every node of the trace set has duration 0 (an Execution Trace converted "
             "without its Kineto trace records no times); convert with --kineto, or replay with a compute cost "
-            "model (num_ops/tensor_size) instead of --measured")
+            "model (num_ops/tensor_size) instead of --measured"
+        )
     if comm:
-        notes.append(f"{comm} communication node(s) carry measured durations that include any time a rank "
-                     f"waited for slower ranks; each member of a collective is replayed with the time it measured "
-                     f"after the last member arrived (one host clock; else the smallest measured duration of the "
-                     f"members), so that waiting is not counted twice")
+        notes.append(
+            f"{comm} communication node(s) carry measured durations that include any time a rank "
+            f"waited for slower ranks; each member of a collective is replayed with the time it measured "
+            f"after the last member arrived (one host clock; else the smallest measured duration of the "
+            f"members), so that waiting is not counted twice"
+        )
     return notes
 
 
@@ -299,9 +342,11 @@ def _empty_step_notes(trace: Any, rank: int) -> list[str]:
         if any(n.is_cpu_op is True and n.get_attr("tid") == tid and (n.duration_ns or 0) > 0 for n in inside):
             continue
         work_ns = sum(n.duration_ns or 0 for n in inside)
-        out.append(f"rank {rank} ProfilerStep#{m.group(1)} ({fmt_ms(int(dur))} on thread {tid}): no timed "
-                   f"host operator on its thread inside the step, so it replays to 0; {len(inside)} node(s) on other "
-                   f"threads/streams start inside it, {fmt_ms(work_ns)} of measured work in all")
+        out.append(
+            f"rank {rank} ProfilerStep#{m.group(1)} ({fmt_ms(int(dur))} on thread {tid}): no timed "
+            f"host operator on its thread inside the step, so it replays to 0; {len(inside)} node(s) on other "
+            f"threads/streams start inside it, {fmt_ms(work_ns)} of measured work in all"
+        )
     return out
 
 
@@ -311,8 +356,10 @@ def _waiting_notes(traceset: "TraceSet", result: "ReplayResult") -> list[str]:
     For each replayed collective, a member's waiting is ``max(0, measured duration - replayed transfer
     time)`` (ns); the replay counts the transfer once and lets arrival order produce the rest.
     """
-    durations = {rank: {n.id: n.duration_ns for n in traceset[rank].nodes if n.type.name.startswith("COMM")}
-                 for rank in traceset.ranks}
+    durations = {
+        rank: {n.id: n.duration_ns for n in traceset[rank].nodes if n.type.name.startswith("COMM")}
+        for rank in traceset.ranks
+    }
     waited: dict[int, float] = {}
     count: dict[int, int] = {}
     for row in result.collectives:
@@ -324,9 +371,11 @@ def _waiting_notes(traceset: "TraceSet", result: "ReplayResult") -> list[str]:
     out = []
     for rank in sorted(waited):
         if waited[rank] >= 1e6:
-            out.append(f"rank {rank}: {fmt_ms(waited[rank])} of its measured time in {count[rank]} "
-                       f"collective(s) is waiting for slower ranks (beyond the replayed transfer), counted once "
-                       f"through arrival order, not as transfer time")
+            out.append(
+                f"rank {rank}: {fmt_ms(waited[rank])} of its measured time in {count[rank]} "
+                f"collective(s) is waiting for slower ranks (beyond the replayed transfer), counted once "
+                f"through arrival order, not as transfer time"
+            )
     return out
 
 
@@ -344,7 +393,8 @@ def _job_rows(traceset: "TraceSet", rows: list[StepComparison]) -> list[StepComp
             m = STEP_MARKER.match(n.name)
             if m and n.get_attr("range_duration_ns") is not None:
                 spans.setdefault(int(m.group(1)), []).append(
-                    (n.start_time_ns, n.start_time_ns + int(n.get_attr("range_duration_ns"))))
+                    (n.start_time_ns, n.start_time_ns + int(n.get_attr("range_duration_ns")))
+                )
     out = []
     for step, got in sorted(spans.items()):
         mine = [r for r in rows if r.step == step]
@@ -352,8 +402,15 @@ def _job_rows(traceset: "TraceSet", rows: list[StepComparison]) -> list[StepComp
             continue
         measured = max(e for _, e in got) - max(s for s, _ in got)
         predicted = max(r.replay_end_ns for r in mine) - max(r.replay_start_ns for r in mine)
-        out.append(StepComparison(-1, step, float(measured), float(predicted),
-                                  f"job: last rank's ProfilerStep#{step} start to last rank's end (one host clock)"))
+        out.append(
+            StepComparison(
+                -1,
+                step,
+                float(measured),
+                float(predicted),
+                f"job: last rank's ProfilerStep#{step} start to last rank's end (one host clock)",
+            )
+        )
     return out
 
 
@@ -365,8 +422,9 @@ def _whole_row(trace: Any, rank: int, predicted_ns: float) -> StepComparison:
             e = n.start_time_ns + n.duration_ns
             hi = e if hi is None else max(hi, e)
     measured = float(hi - lo) if lo is not None else 0.0
-    return StepComparison(rank, None, measured, float(predicted_ns),
-                          "span of the measured node times (no ProfilerStep marker)")
+    return StepComparison(
+        rank, None, measured, float(predicted_ns), "span of the measured node times (no ProfilerStep marker)"
+    )
 
 
 def _step_rows(trace: Any, rank: int, start: dict, end: dict) -> list[StepComparison]:
@@ -385,15 +443,25 @@ def _step_rows(trace: Any, rank: int, start: dict, end: dict) -> list[StepCompar
     for marker, step in markers:
         t0 = marker.start_time_ns
         t1 = t0 + int(marker.get_attr("range_duration_ns"))
-        members = [n for n in host_by_tid.get(marker.get_attr("tid"), ())
-                   if t0 <= n.start_time_ns < t1 and n.id != marker.id]
+        members = [
+            n for n in host_by_tid.get(marker.get_attr("tid"), ()) if t0 <= n.start_time_ns < t1 and n.id != marker.id
+        ]
         r0 = start[marker.id]
         r1 = max([end[n.id] for n in members], default=r0)
         shifts = [((start[n.id] - r0) - (n.start_time_ns - t0), n) for n in members]
         moved = [Contributor(n.id, n.name, s) for s, n in _deltas(shifts)]
-        rows.append(StepComparison(rank, step, float(t1 - t0), float(r1 - r0),
-                                   f"Kineto ProfilerStep#{step} duration (rank {rank})", tuple(moved),
-                                   float(r0), float(r1)))
+        rows.append(
+            StepComparison(
+                rank,
+                step,
+                float(t1 - t0),
+                float(r1 - r0),
+                f"Kineto ProfilerStep#{step} duration (rank {rank})",
+                tuple(moved),
+                float(r0),
+                float(r1),
+            )
+        )
     return rows
 
 

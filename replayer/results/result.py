@@ -57,9 +57,17 @@ RESULT_FORMAT = "tracekit.replay"
 RESULT_FORMAT_VERSION = 1
 
 _BUS_FACTOR_KIND = {
-    "ALL_REDUCE": "allreduce", "ALL_GATHER": "pminus1", "REDUCE_SCATTER": "pminus1",
-    "REDUCE_SCATTER_BLOCK": "pminus1", "ALL_TO_ALL": "pminus1", "GATHER": "pminus1", "SCATTER": "pminus1",
-    "BROADCAST": "one", "REDUCE": "one", "SEND_RECV": "one", "BARRIER": "one",
+    "ALL_REDUCE": "allreduce",
+    "ALL_GATHER": "pminus1",
+    "REDUCE_SCATTER": "pminus1",
+    "REDUCE_SCATTER_BLOCK": "pminus1",
+    "ALL_TO_ALL": "pminus1",
+    "GATHER": "pminus1",
+    "SCATTER": "pminus1",
+    "BROADCAST": "one",
+    "REDUCE": "one",
+    "SEND_RECV": "one",
+    "BARRIER": "one",
 }
 
 
@@ -223,24 +231,34 @@ class RankSchedule:
             extra["names"] = list(self.names)
         if self.merged_ids:
             extra["merged_ids"] = {str(k): list(v) for k, v in self.merged_ids.items()}
-        return {**extra,
-            "rank": self.rank, "node_ids": self.node_ids.tolist(), "kind": self.kind.tolist(),
-            "resource": self.resource.tolist(), "resource_names": list(self.resource_names),
-            "start_ns": _ints(self.start_ns), "end_ns": _ints(self.end_ns),
+        return {
+            **extra,
+            "rank": self.rank,
+            "node_ids": self.node_ids.tolist(),
+            "kind": self.kind.tolist(),
+            "resource": self.resource.tolist(),
+            "resource_names": list(self.resource_names),
+            "start_ns": _ints(self.start_ns),
+            "end_ns": _ints(self.end_ns),
             "xfer_start_ns": _ints(self.xfer_start_ns),
             "instance": self.instance.tolist(),
         }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "RankSchedule":
-        return cls(int(d["rank"]), np.asarray(d["node_ids"], dtype=np.uint64),
-                   np.asarray(d["kind"], dtype=np.int8), np.asarray(d["resource"], dtype=np.int32),
-                   tuple(d["resource_names"]), np.asarray(d["start_ns"], dtype=np.float64),
-                   np.asarray(d["end_ns"], dtype=np.float64),
-                   np.asarray([math.nan if x is None else x for x in d["xfer_start_ns"]], dtype=np.float64),
-                   np.asarray(d["instance"], dtype=np.int64),
-                   tuple(d["names"]) if "names" in d else None,
-                   {int(k): tuple(int(x) for x in v) for k, v in d.get("merged_ids", {}).items()})
+        return cls(
+            int(d["rank"]),
+            np.asarray(d["node_ids"], dtype=np.uint64),
+            np.asarray(d["kind"], dtype=np.int8),
+            np.asarray(d["resource"], dtype=np.int32),
+            tuple(d["resource_names"]),
+            np.asarray(d["start_ns"], dtype=np.float64),
+            np.asarray(d["end_ns"], dtype=np.float64),
+            np.asarray([math.nan if x is None else x for x in d["xfer_start_ns"]], dtype=np.float64),
+            np.asarray(d["instance"], dtype=np.int64),
+            tuple(d["names"]) if "names" in d else None,
+            {int(k): tuple(int(x) for x in v) for k, v in d.get("merged_ids", {}).items()},
+        )
 
 
 @dataclass(frozen=True)
@@ -309,17 +327,28 @@ class ReplayResult:
             total = sum(r.time_ns for r in rows)
             alg_bw = [r.algbw_gbps for r in rows if r.algbw_gbps is not None]
             bus_bw = [r.busbw_gbps for r in rows if r.busbw_gbps is not None]
-            out.append({"kind": kind, "comm_bytes": nbytes, "pg_name": pg, "group_size": p, "algorithm": alg,
-                        "count": len(rows), "total_time_ns": total, "mean_time_ns": total / len(rows),
-                        "algbw_gbps": sum(alg_bw) / len(alg_bw) if alg_bw else None,
-                        "busbw_gbps": sum(bus_bw) / len(bus_bw) if bus_bw else None})
+            out.append(
+                {
+                    "kind": kind,
+                    "comm_bytes": nbytes,
+                    "pg_name": pg,
+                    "group_size": p,
+                    "algorithm": alg,
+                    "count": len(rows),
+                    "total_time_ns": total,
+                    "mean_time_ns": total / len(rows),
+                    "algbw_gbps": sum(alg_bw) / len(alg_bw) if alg_bw else None,
+                    "busbw_gbps": sum(bus_bw) / len(bus_bw) if bus_bw else None,
+                }
+            )
         return out
 
     # ----- serialisation ----------------------------------------------------------------------
     def to_dict(self, *, include_schedule: bool = False) -> dict[str, Any]:
         """A JSON-ready dict; :meth:`from_dict` inverts it exactly."""
         out: dict[str, Any] = {
-            "format": RESULT_FORMAT, "format_version": RESULT_FORMAT_VERSION,
+            "format": RESULT_FORMAT,
+            "format_version": RESULT_FORMAT_VERSION,
             "iteration_time_ns": self.iteration_time_ns,
             "ranks": [asdict(r) for r in self.ranks],
             "collectives": [asdict(c) for c in self.collectives],
@@ -343,19 +372,27 @@ class ReplayResult:
         """
         if not isinstance(d, dict) or d.get("format") != RESULT_FORMAT:
             got = d.get("format") if isinstance(d, dict) else type(d).__name__
-            raise ReplayError(f"not a tracekit replay result (format {got!r}, expected {RESULT_FORMAT!r}; "
-                              f"write one with tracekit replay -o FILE)")
+            raise ReplayError(
+                f"not a tracekit replay result (format {got!r}, expected {RESULT_FORMAT!r}; "
+                f"write one with tracekit replay -o FILE)"
+            )
         if d.get("format_version") != RESULT_FORMAT_VERSION:
-            raise ReplayError(f"replay result format version {d.get('format_version')!r} is not supported "
-                              f"(this tracekit reads {RESULT_FORMAT_VERSION})")
+            raise ReplayError(
+                f"replay result format version {d.get('format_version')!r} is not supported "
+                f"(this tracekit reads {RESULT_FORMAT_VERSION})"
+            )
         try:
             cp = d["critical_path"]
             result = cls(
                 iteration_time_ns=_ns(d["iteration_time_ns"]),
                 ranks=tuple(RankStats.from_dict(r) for r in d["ranks"]),
                 collectives=tuple(_row(c) for c in d["collectives"]),
-                critical_path=CriticalPath(tuple(_step(s) for s in cp["steps"]), _ns(cp["length_ns"]),
-                                           _ns(cp["compute_ns"]), _ns(cp["comm_ns"])),
+                critical_path=CriticalPath(
+                    tuple(_step(s) for s in cp["steps"]),
+                    _ns(cp["length_ns"]),
+                    _ns(cp["compute_ns"]),
+                    _ns(cp["comm_ns"]),
+                ),
                 provenance=_provenance(d["provenance"]),
                 compute_methods=tuple((str(k), int(v)) for k, v in d["compute_methods"].items()),
                 node_count=int(d["node_count"]),
@@ -384,8 +421,9 @@ class ReplayResult:
         try:
             return cls.from_dict(orjson.loads(data))
         except orjson.JSONDecodeError as exc:
-            raise ReplayError(f"not a tracekit replay result: not JSON ({exc.msg} at line {exc.lineno}, "
-                              f"column {exc.colno})") from None
+            raise ReplayError(
+                f"not a tracekit replay result: not JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})"
+            ) from None
 
     def write_json(self, path: str, *, include_schedule: bool = False) -> None:
         """Write :meth:`to_json` atomically to ``path``."""
@@ -431,8 +469,17 @@ def _ints(a: np.ndarray) -> list:
 
 
 __all__ = [
-    "CollectiveRow", "CriticalPath", "FoldInfo", "PathStep", "Provenance", "RankSchedule", "RankStats",
-    "ReplayResult", "bus_factor", "nccl_tests_size", "slowest_rank",
+    "CollectiveRow",
+    "CriticalPath",
+    "FoldInfo",
+    "PathStep",
+    "Provenance",
+    "RankSchedule",
+    "RankStats",
+    "ReplayResult",
+    "bus_factor",
+    "nccl_tests_size",
+    "slowest_rank",
 ]
 
 

@@ -78,6 +78,7 @@ def hd_final_bytes(kind: str, c: int, p: int) -> int:
 
 # --- the chunk pipeline over dimensions ---
 
+
 def pipeline_ns(phase_ns: Sequence[tuple[int, int]], chunks: int, active: int) -> int:
     """Time until the last of ``chunks`` identical chunks finishes its last phase.
 
@@ -125,6 +126,7 @@ def pipeline_ns(phase_ns: Sequence[tuple[int, int]], chunks: int, active: int) -
 
 # --- double binary tree ---
 
+
 def _tree(p: int, root_max: bool) -> dict[int, tuple[int, list[int]]]:
     """``index -> (parent or -1, children)`` of ASTRA-sim's ``BinaryTree`` on ``p = 2^L`` ranks.
 
@@ -156,8 +158,9 @@ def _tree(p: int, root_max: bool) -> dict[int, tuple[int, list[int]]]:
     return nodes
 
 
-def dbt_finish_ns(p: int, start_ns: Sequence[int], *, root_max: bool, send_ns: Callable[[int, int], int],
-                  e: int, r: int) -> list[int]:
+def dbt_finish_ns(
+    p: int, start_ns: Sequence[int], *, root_max: bool, send_ns: Callable[[int, int], int], e: int, r: int
+) -> list[int]:
     """Finish time of one double-binary-tree chunk on each of ``p`` ranks that start it at ``start_ns[i]``.
 
     ``send_ns(u, v)``: message time from index ``u`` to ``v``; ``e``: endpoint delay; ``r``: R(chunk).  As
@@ -169,8 +172,9 @@ def dbt_finish_ns(p: int, start_ns: Sequence[int], *, root_max: bool, send_ns: C
     return [f for f, _ in dbt_times(p, start_ns, root_max=root_max, send_ns=send_ns, e=e, r=r)]
 
 
-def dbt_times(p: int, start_ns: Sequence[int], *, root_max: bool, send_ns: Callable[[int, int], int], e: int,
-              r: int) -> list[tuple[int, int]]:
+def dbt_times(
+    p: int, start_ns: Sequence[int], *, root_max: bool, send_ns: Callable[[int, int], int], e: int, r: int
+) -> list[tuple[int, int]]:
     """:func:`dbt_finish_ns` with, per rank, the time ASTRA-sim schedules the finishing event (a leaf: when the
     result arrives; the others: when the reduction starts): ties at equal finish times go in that order."""
     tree = _tree(p, root_max)
@@ -210,8 +214,7 @@ def dbt_times(p: int, start_ns: Sequence[int], *, root_max: bool, send_ns: Calla
     return finish
 
 
-def dbt_chunks_ns(p: int, chunks: int, active: int, *, send_ns: Callable[[int, int], int], e: int,
-                  r: int) -> list[int]:
+def dbt_chunks_ns(p: int, chunks: int, active: int, *, send_ns: Callable[[int, int], int], e: int, r: int) -> list[int]:
     """Finish time per rank of ``chunks`` double-binary-tree chunks, ``active`` at once per rank.
 
     Chunk ``k`` runs on the RootMax tree when ``k`` is even, RootMin when odd (``DoubleBinaryTreeTopology``
@@ -232,6 +235,7 @@ def dbt_chunks_ns(p: int, chunks: int, active: int, *, send_ns: Callable[[int, i
 
 
 # --- several dimensions with a tree phase: per rank ---
+
 
 @dataclass(frozen=True)
 class RankPhase:
@@ -282,7 +286,7 @@ def ranks_pipeline_ns(shape: Sequence[int], phases: Sequence[RankPhase], chunks:
         """Record member ``m`` starting phase ``j`` of ``chunk`` at ``t`` (ns); once the whole line has, schedule its members' ends."""
         nonlocal seq
         ph = phases[j]
-        key = (chunk, j, m[:ph.axis] + m[ph.axis + 1:])
+        key = (chunk, j, m[: ph.axis] + m[ph.axis + 1 :])
         starts = pending.setdefault(key, {})
         starts[m[ph.axis]] = t
         if len(starts) < shape[ph.axis]:
@@ -295,7 +299,7 @@ def ranks_pipeline_ns(shape: Sequence[int], phases: Sequence[RankPhase], chunks:
         else:
             ends = ph.tree(ordered, (chunk * ph.trees_per_chunk + ph.tree_index) % 2 == 0)
         for c, (end, scheduled) in enumerate(ends):
-            other = m[:ph.axis] + (c,) + m[ph.axis + 1:]
+            other = m[: ph.axis] + (c,) + m[ph.axis + 1 :]
             heapq.heappush(events, (end, scheduled, seq, index[other], chunk, j))
             seq += 1
 
@@ -326,8 +330,15 @@ def ranks_pipeline_ns(shape: Sequence[int], phases: Sequence[RankPhase], chunks:
     return finish
 
 
-def ring_times(kind: str, c: int, starts: Sequence[int], *, send_ns: Callable[[int, int, int], int], e: int,
-               reduction_ns: Callable[[int], int]) -> list[tuple[int, int]]:
+def ring_times(
+    kind: str,
+    c: int,
+    starts: Sequence[int],
+    *,
+    send_ns: Callable[[int, int, int], int],
+    e: int,
+    reduction_ns: Callable[[int], int],
+) -> list[tuple[int, int]]:
     """Per member of a ring (member ``i`` sends to ``i + 1``) that starts at ``starts[i]``: ``(finish, scheduled
     at)`` of one chunk of ``c`` bytes, message by message.
 

@@ -48,10 +48,18 @@ ASTRA_COMM_TYPES = {
     CollectiveType.REDUCE_SCATTER_BLOCK: CollectiveType.REDUCE_SCATTER,
 }
 _TOPOLOGY_NAMES = {"ring": "Ring", "switch": "Switch", "fully_connected": "FullyConnected"}
-_ALGORITHM_NAMES = {"ring": "ring", "direct": "direct", "halving_doubling": "halvingDoubling",
-                    "double_binary_tree": "doubleBinaryTree"}
-_IMPLEMENTATIONS = (("all-reduce-implementation", "all_reduce"), ("reduce-scatter-implementation", "reduce_scatter"),
-                    ("all-gather-implementation", "all_gather"), ("all-to-all-implementation", "all_to_all"))
+_ALGORITHM_NAMES = {
+    "ring": "ring",
+    "direct": "direct",
+    "halving_doubling": "halvingDoubling",
+    "double_binary_tree": "doubleBinaryTree",
+}
+_IMPLEMENTATIONS = (
+    ("all-reduce-implementation", "all_reduce"),
+    ("reduce-scatter-implementation", "reduce_scatter"),
+    ("all-gather-implementation", "all_gather"),
+    ("all-to-all-implementation", "all_to_all"),
+)
 
 
 @dataclass(frozen=True)
@@ -74,11 +82,17 @@ def astra_system_json(spec: "HardwareSpec") -> dict:
     """
     a = spec.astra
     if a is None:
-        raise SpecError("exporting for ASTRA-sim needs the spec's [astra] table (endpoint delay, dataset "
-                        "splits, ...): import an ASTRA-sim config with `tracekit hw import-astra`", path=spec.path)
-    doc: dict = {"scheduling-policy": "LIFO", "endpoint-delay": a.endpoint_delay_ns,
-                 "active-chunks-per-dimension": a.active_chunks_per_dimension,
-                 "preferred-dataset-splits": a.preferred_dataset_splits}
+        raise SpecError(
+            "exporting for ASTRA-sim needs the spec's [astra] table (endpoint delay, dataset "
+            "splits, ...): import an ASTRA-sim config with `tracekit hw import-astra`",
+            path=spec.path,
+        )
+    doc: dict = {
+        "scheduling-policy": "LIFO",
+        "endpoint-delay": a.endpoint_delay_ns,
+        "active-chunks-per-dimension": a.active_chunks_per_dimension,
+        "preferred-dataset-splits": a.preferred_dataset_splits,
+    }
     for key, coll in _IMPLEMENTATIONS:
         names = []
         for i, dim in enumerate(spec.network):
@@ -87,8 +101,9 @@ def astra_system_json(spec: "HardwareSpec") -> dict:
                 raise SpecError(f"key network[{i}].algorithms.{coll}: ASTRA-sim has no {alg!r}", path=spec.path)
             names.append(_ALGORITHM_NAMES[alg])
         doc[key] = names
-    doc.update({"collective-optimization": a.collective_optimization, "local-mem-bw": a.local_mem_bw_gbps,
-                "boost-mode": 0})
+    doc.update(
+        {"collective-optimization": a.collective_optimization, "local-mem-bw": a.local_mem_bw_gbps, "boost-mode": 0}
+    )
     if a.roofline_enabled:
         doc.update({"roofline-enabled": 1, "peak-perf": a.peak_perf_tflops})
     return doc
@@ -96,15 +111,18 @@ def astra_system_json(spec: "HardwareSpec") -> dict:
 
 def astra_network_yaml(spec: "HardwareSpec") -> str:
     """ASTRA-sim's analytical network YAML for ``spec`` (one list entry per dimension)."""
+
     def row(values) -> str:
         """A YAML flow list ``[ a, b ]`` of already-formatted values."""
         return "[ " + ", ".join(values) + " ]"
 
-    return (f"# written by tracekit export astra from spec {spec.name!r}\n"
-            f"topology: {row(_TOPOLOGY_NAMES[d.topology] for d in spec.network)}\n"
-            f"npus_count: {row(str(d.size) for d in spec.network)}\n"
-            f"bandwidth: {row(repr(float(d.bandwidth_gbps)) for d in spec.network)}  # GB/s\n"
-            f"latency: {row(repr(float(d.latency_ns)) for d in spec.network)}  # ns\n")
+    return (
+        f"# written by tracekit export astra from spec {spec.name!r}\n"
+        f"topology: {row(_TOPOLOGY_NAMES[d.topology] for d in spec.network)}\n"
+        f"npus_count: {row(str(d.size) for d in spec.network)}\n"
+        f"bandwidth: {row(repr(float(d.bandwidth_gbps)) for d in spec.network)}  # GB/s\n"
+        f"latency: {row(repr(float(d.latency_ns)) for d in spec.network)}  # ns\n"
+    )
 
 
 def astra_comm_types(trace: "ExecutionTrace") -> "ExecutionTrace":
@@ -127,8 +145,14 @@ def astra_comm_types(trace: "ExecutionTrace") -> "ExecutionTrace":
     return trace.with_nodes([changes.get(i, n) for i, n in enumerate(trace.nodes)])
 
 
-def export_astra(traceset: "TraceSet", spec: "HardwareSpec", out_dir: str | os.PathLike[str], *,
-                 name: str = "workload", binary: str = "AstraSim_Analytical_Congestion_Unaware") -> AstraExport:
+def export_astra(
+    traceset: "TraceSet",
+    spec: "HardwareSpec",
+    out_dir: str | os.PathLike[str],
+    *,
+    name: str = "workload",
+    binary: str = "AstraSim_Analytical_Congestion_Unaware",
+) -> AstraExport:
     """Write ``traceset`` and ``spec``'s ASTRA-sim configuration into ``out_dir`` (module doc).
 
     Raises:
@@ -140,8 +164,11 @@ def export_astra(traceset: "TraceSet", spec: "HardwareSpec", out_dir: str | os.P
 
     system = astra_system_json(spec)
     if spec.world_size != traceset.world_size:
-        raise SpecError(f"spec {spec.name!r} has {spec.world_size} ranks but the trace set has "
-                        f"{traceset.world_size}; ASTRA-sim needs one NPU per rank", path=spec.path)
+        raise SpecError(
+            f"spec {spec.name!r} has {spec.world_size} ranks but the trace set has "
+            f"{traceset.world_size}; ASTRA-sim needs one NPU per rank",
+            path=spec.path,
+        )
     out = Path(out_dir)
     prefix = out / name
     groups = traceset.process_groups
@@ -155,9 +182,18 @@ def export_astra(traceset: "TraceSet", spec: "HardwareSpec", out_dir: str | os.P
     write_bytes_atomic(paths["network"], astra_network_yaml(spec).encode())
     write_bytes_atomic(paths["memory"], b'{"memory-type": "NO_MEMORY_EXPANSION"}\n')
     groups_path = Path(f"{prefix}.comm_groups.json")
-    argv = (binary, f"--workload-configuration={prefix}", f"--system-configuration={paths['system']}",
-            f"--network-configuration={paths['network']}", f"--remote-memory-configuration={paths['memory']}",
-            f"--comm-group-configuration={groups_path}")
-    write_bytes_atomic(out / "run.sh", ("#!/bin/sh\n# ASTRA-sim analytical backend on this export\n"
-                                        + " ".join(shlex.quote(a) for a in argv) + "\n").encode())
+    argv = (
+        binary,
+        f"--workload-configuration={prefix}",
+        f"--system-configuration={paths['system']}",
+        f"--network-configuration={paths['network']}",
+        f"--remote-memory-configuration={paths['memory']}",
+        f"--comm-group-configuration={groups_path}",
+    )
+    write_bytes_atomic(
+        out / "run.sh",
+        (
+            "#!/bin/sh\n# ASTRA-sim analytical backend on this export\n" + " ".join(shlex.quote(a) for a in argv) + "\n"
+        ).encode(),
+    )
     return AstraExport(prefix, paths["system"], paths["network"], paths["memory"], groups_path, argv)

@@ -69,13 +69,29 @@ from tracekit.errors import SpecError
 from tracekit.model import CollectiveType
 
 from tracekit.replayer.simulation.astra_algorithms import (
-    RankPhase, dbt_chunks_ns, dbt_times, hd_final_bytes, hd_messages, is_power_of_two, pipeline_ns,
-    ranks_pipeline_ns, ring_times,
+    RankPhase,
+    dbt_chunks_ns,
+    dbt_times,
+    hd_final_bytes,
+    hd_messages,
+    is_power_of_two,
+    pipeline_ns,
+    ranks_pipeline_ns,
+    ring_times,
 )
 from tracekit.replayer.simulation.collectives import (
-    CommCost, UnsupportedCollectiveError, check_comm_bytes, collective_kind,
+    CommCost,
+    UnsupportedCollectiveError,
+    check_comm_bytes,
+    collective_kind,
 )
-from tracekit.replayer.simulation.placement import GroupPlacement, GroupPlacer, p2p_dimension, rank_coords, ring_distance
+from tracekit.replayer.simulation.placement import (
+    GroupPlacement,
+    GroupPlacer,
+    p2p_dimension,
+    rank_coords,
+    ring_distance,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.replayer.simulation.hardware import HardwareSpec, NetworkDim
@@ -99,8 +115,10 @@ def astra_refusal(kind: str, algorithm: str, n_dims: int, size: int) -> str | No
     if algorithm == "halving_doubling" and kind == "all_to_all":
         return "ASTRA-sim's halving-doubling has no all-to-all (the simulator exits: unknown communication type)"
     if algorithm in ("halving_doubling", "double_binary_tree") and not is_power_of_two(size):
-        return (f"ASTRA-sim's {algorithm} needs a power-of-two number of NPUs per dimension, got {size} "
-                f"(the simulator never finishes or crashes)")
+        return (
+            f"ASTRA-sim's {algorithm} needs a power-of-two number of NPUs per dimension, got {size} "
+            f"(the simulator never finishes or crashes)"
+        )
     return None
 
 
@@ -134,8 +152,7 @@ class AstraModel(GroupPlacer):
         self.spec = spec
         self.settings = spec.astra
         GroupPlacer.__init__(self, spec.dim_sizes)
-        self._bw = tuple(bytes_per_ns(d.bandwidth_gbps, spec.astra.bandwidth_convention)
-                         for d in spec.network)
+        self._bw = tuple(bytes_per_ns(d.bandwidth_gbps, spec.astra.bandwidth_convention) for d in spec.network)
         for i, dim in enumerate(spec.network):
             for key in ASTRA_COLLECTIVES:
                 reason = astra_refusal(key, dim.algorithm(key), len(spec.network), dim.size)
@@ -180,8 +197,7 @@ class AstraModel(GroupPlacer):
         if algorithm == "halving_doubling":
             total = e
             for msg in hd_messages(kind, c, p):
-                h = max(astra_hops(dim.topology, coords[i], coords[(i + msg.distance) % p], dim.size)
-                        for i in range(p))
+                h = max(astra_hops(dim.topology, coords[i], coords[(i + msg.distance) % p], dim.size) for i in range(p))
                 total += self.message_ns(d, msg.msg_bytes, h) + e
                 if msg.reduced:
                     total += self.reduction_ns(msg.msg_bytes)
@@ -217,8 +233,9 @@ class AstraModel(GroupPlacer):
             """Message time (ns) of one ``c``-byte chunk between tree members ``u`` and ``v`` (indices into ``coords``)."""
             return self.message_ns(d, c, astra_hops(dim.topology, coords[u], coords[v], dim.size))
 
-        return dbt_chunks_ns(len(coords), chunks, active, send_ns=send_ns,
-                             e=self.settings.endpoint_delay_ns, r=self.reduction_ns(c))
+        return dbt_chunks_ns(
+            len(coords), chunks, active, send_ns=send_ns, e=self.settings.endpoint_delay_ns, r=self.reduction_ns(c)
+        )
 
     # --- the model interface ---
 
@@ -241,8 +258,11 @@ class AstraModel(GroupPlacer):
         if kind == "all_gather":
             dims.reverse()
         if kind == "all_reduce" and self.settings.collective_optimization == "localBWAware":
-            plan = ([(d, "reduce_scatter", p, c) for d, p, c in dims[:-1]] + [(*dims[-1][:1], "all_reduce",
-                    *dims[-1][1:])] + [(d, "all_gather", p, c) for d, p, c in reversed(dims[:-1])])
+            plan = (
+                [(d, "reduce_scatter", p, c) for d, p, c in dims[:-1]]
+                + [(*dims[-1][:1], "all_reduce", *dims[-1][1:])]
+                + [(d, "all_gather", p, c) for d, p, c in reversed(dims[:-1])]
+            )
         else:
             plan = [(d, kind, p, c) for d, p, c in dims]
         out, size = [], chunk
@@ -283,8 +303,9 @@ class AstraModel(GroupPlacer):
         d, phase_kind, size, p, coords, alg = phases[0]
         if len(phases) == 1 and alg == "double_binary_tree":
             chunk, chunks = self.chunking(kind, comm_bytes)
-            by_coord = dict(zip(coords, self._dbt_ns(d, chunk, coords, chunks,
-                                                     self.settings.active_chunks_per_dimension)))
+            by_coord = dict(
+                zip(coords, self._dbt_ns(d, chunk, coords, chunks, self.settings.active_chunks_per_dimension))
+            )
             return tuple(by_coord[rank_coords(r, self._sizes)[d]] for r in group)
         if pl.regular and any(ph[5] == "double_binary_tree" for ph in phases):
             return self._tree_pipeline_ns(kind, comm_bytes, pl, group)
@@ -312,11 +333,11 @@ class AstraModel(GroupPlacer):
 
         def ring(starts: list[int], _root_max: bool) -> list[tuple[int, int]]:
             """Per-member ``(finish, scheduled at)`` of one ring chunk whose members start at ``starts`` (ns)."""
-            return ring_times(kind, chunk, starts, send_ns=send_ns, e=_GROUP_HANDOFF_NS,
-                              reduction_ns=self.reduction_ns)
+            return ring_times(kind, chunk, starts, send_ns=send_ns, e=_GROUP_HANDOFF_NS, reduction_ns=self.reduction_ns)
 
-        finish = ranks_pipeline_ns((len(members),), [RankPhase(0, 0, ring)], chunks,
-                                   self.settings.active_chunks_per_dimension)
+        finish = ranks_pipeline_ns(
+            (len(members),), [RankPhase(0, 0, ring)], chunks, self.settings.active_chunks_per_dimension
+        )
         by_rank = dict(zip(members, finish))
         return tuple(by_rank[r] for r in group)
 
@@ -330,8 +351,9 @@ class AstraModel(GroupPlacer):
             return self.reduction_ns(c // p)
         return self.settings.endpoint_delay_ns
 
-    def _tree_pipeline_ns(self, kind: str, comm_bytes: int, pl: GroupPlacement,
-                          group: tuple[int, ...]) -> tuple[int, ...]:
+    def _tree_pipeline_ns(
+        self, kind: str, comm_bytes: int, pl: GroupPlacement, group: tuple[int, ...]
+    ) -> tuple[int, ...]:
         """Per-member finish of a collective over several dimensions with a tree phase (member order = group)."""
         chunk, chunks = self.chunking(kind, comm_bytes)
         phases = self.phases(kind, chunk, pl)
@@ -345,18 +367,26 @@ class AstraModel(GroupPlacer):
         for d, phase_kind, size, p, coords, alg in phases:
             axis = pl.dims.index(d)
             if alg != "double_binary_tree":
-                specs.append(RankPhase(axis, self.chunk_ns(phase_kind, alg, d, size, p, coords),
-                                       last_delay_ns=self._last_delay_ns(phase_kind, alg, size, p)))
+                specs.append(
+                    RankPhase(
+                        axis,
+                        self.chunk_ns(phase_kind, alg, d, size, p, coords),
+                        last_delay_ns=self._last_delay_ns(phase_kind, alg, size, p),
+                    )
+                )
                 continue
             dim = self.spec.network[d]
 
             def tree(starts, root_max, d=d, size=size, coords=coords, dim=dim):
                 """Per-member ``(finish, scheduled at)`` of one tree chunk on dimension ``d`` whose members start at ``starts`` (ns)."""
+
                 def send_ns(u: int, v: int) -> int:
                     """Message time (ns) of one ``size``-byte chunk between line members ``u`` and ``v``."""
                     return self.message_ns(d, size, astra_hops(dim.topology, coords[u], coords[v], dim.size))
-                return dbt_times(len(coords), starts, root_max=root_max, send_ns=send_ns, e=e,
-                                 r=self.reduction_ns(size))
+
+                return dbt_times(
+                    len(coords), starts, root_max=root_max, send_ns=send_ns, e=e, r=self.reduction_ns(size)
+                )
 
             specs.append(RankPhase(axis, 0, tree, seen.get(d, 0), trees_on[d]))
             seen[d] = seen.get(d, 0) + 1
@@ -394,8 +424,7 @@ class AstraModel(GroupPlacer):
         timed = [(d, self.chunk_ns(k, alg, d, size, p, coords)) for d, k, size, p, coords, alg in phases]
         return pipeline_ns(timed, chunks, self.settings.active_chunks_per_dimension)
 
-    def collective_cost(self, comm_type: CollectiveType, comm_bytes: int,
-                        group: tuple[int, ...]) -> CommCost:
+    def collective_cost(self, comm_type: CollectiveType, comm_bytes: int, group: tuple[int, ...]) -> CommCost:
         """ASTRA-sim's time for one collective, all in ``fixed_ns`` (no bandwidth sharing).
 
         Raises:
@@ -408,21 +437,25 @@ class AstraModel(GroupPlacer):
             raise UnsupportedCollectiveError(
                 f"the astra-compatible model has no {kind} (ASTRA-sim simulates all-reduce, "
                 f"reduce-scatter, all-gather and all-to-all only; it replays a broadcast with its "
-                f"measured duration)")
+                f"measured duration)"
+            )
         n = check_comm_bytes(comm_bytes)
         pl = self.placement(group)
         subgroup = 1 < len(group) < math.prod(self._sizes)
         for d in () if subgroup else pl.dims:
-            reason = astra_refusal(kind, self.spec.network[d].algorithm(kind), len(self.spec.network),
-                                   self.spec.network[d].size)
+            reason = astra_refusal(
+                kind, self.spec.network[d].algorithm(kind), len(self.spec.network), self.spec.network[d].size
+            )
             if reason:
                 raise SpecError(f"key network[{d}].algorithms.{kind}: {reason}", path=self.spec.path)
-        algs = ["ring(group)"] if subgroup else sorted({self.spec.network[d].algorithm(kind) for d in pl.dims}) or [
-            "ring"]
+        algs = (
+            ["ring(group)"] if subgroup else sorted({self.spec.network[d].algorithm(kind) for d in pl.dims}) or ["ring"]
+        )
         members = self.member_finish_ns(kind, n, group)
         spread = tuple(float(t) for t in members) if len(set(members)) > 1 else ()
-        return CommCost(float(max(members, default=0)), (), "astra:" + "+".join(algs), shares_bandwidth=False,
-                        member_ns=spread)
+        return CommCost(
+            float(max(members, default=0)), (), "astra:" + "+".join(algs), shares_bandwidth=False, member_ns=spread
+        )
 
     def p2p_cost(self, comm_bytes: int, src: int, dst: int) -> CommCost:
         """``X(m)`` on the outermost dimension where ``src`` and ``dst`` differ (0 for the same rank).
@@ -443,6 +476,5 @@ class AstraModel(GroupPlacer):
         if d is None:
             return CommCost(0.0, (), "astra:local", shares_bandwidth=False)
         dim = self.spec.network[d]
-        h = astra_hops(dim.topology, rank_coords(src, self._sizes)[d], rank_coords(dst, self._sizes)[d],
-                       dim.size)
+        h = astra_hops(dim.topology, rank_coords(src, self._sizes)[d], rank_coords(dst, self._sizes)[d], dim.size)
         return CommCost(float(self.message_ns(d, n, h)), (), "astra:p2p", shares_bandwidth=False)

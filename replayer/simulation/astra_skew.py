@@ -97,8 +97,9 @@ def ends_apart_when_together(model: "AstraModel", group: tuple[int, ...]) -> boo
     return len({send((i - 1) % p, i, 1) for i in range(p)}) > 1
 
 
-def member_ends(model: "AstraModel", kind: str, comm_bytes: int, group: tuple[int, ...],
-                arrivals: Sequence[float]) -> list[int] | None:
+def member_ends(
+    model: "AstraModel", kind: str, comm_bytes: int, group: tuple[int, ...], arrivals: Sequence[float]
+) -> list[int] | None:
     """Each member's end (ns) of a collective whose members (``group``, ascending) arrive at ``arrivals``.
 
     Returns:
@@ -131,7 +132,8 @@ def engine_hook(model: "AstraModel"):
             return None
         if inst.cost is None or not inst.cost.algorithm.startswith("astra:") or len(inst.nodes) != len(inst.ranks):
             return None
-        return member_ends(model, collective_kind(CollectiveType(inst.comm_type)), inst.comm_bytes, inst.ranks,
-                           arrivals)
+        return member_ends(
+            model, collective_kind(CollectiveType(inst.comm_type)), inst.comm_bytes, inst.ranks, arrivals
+        )
 
     return ends

@@ -63,12 +63,16 @@ def check_complete(present_ranks, world_size: int, *, path: str | None = None) -
     missing = [r for r in range(world_size) if r not in present]
     if missing:
         shown = ", ".join(map(str, missing[:16])) + (" ..." if len(missing) > 16 else "")
-        raise ReplayError(f"no trace for rank(s) {shown}: the job has {world_size} ranks (from its file names and "
-                          f"process groups) and a replay needs every rank's trace", path=path)
+        raise ReplayError(
+            f"no trace for rank(s) {shown}: the job has {world_size} ranks (from its file names and "
+            f"process groups) and a replay needs every rank's trace",
+            path=path,
+        )
 
 
-def check_spec_size(traceset: "TraceSet", spec: "HardwareSpec", world_size: int | None = None, *,
-                    ranks: "list[int] | None" = None) -> None:
+def check_spec_size(
+    traceset: "TraceSet", spec: "HardwareSpec", world_size: int | None = None, *, ranks: "list[int] | None" = None
+) -> None:
     """Raise SpecError when the spec cannot have the trace set's number of ranks.
 
     ``world_size`` and ``ranks`` give the job's size and trace files when
@@ -112,15 +116,31 @@ def p2p_issues(traceset: "TraceSet") -> list[Issue]:
             if cols.types[p] == NodeType.COMM_SEND_NODE:
                 src, dst = src_v[p], dst_v[p]
                 if src is not None and src != rank:
-                    issues.append(Issue("p2p-attrs", ERROR, f"send has comm_src {src}, but it is on rank {rank}",
-                                        trace.path, rank, nid))
+                    issues.append(
+                        Issue(
+                            "p2p-attrs",
+                            ERROR,
+                            f"send has comm_src {src}, but it is on rank {rank}",
+                            trace.path,
+                            rank,
+                            nid,
+                        )
+                    )
                 if isinstance(dst, int):
                     sends.setdefault((rank, dst, tag), []).append((rank, nid))
             else:
                 src, dst = src_v[p], dst_v[p]
                 if dst is not None and dst != rank:
-                    issues.append(Issue("p2p-attrs", ERROR, f"recv has comm_dst {dst}, but it is on rank {rank}",
-                                        trace.path, rank, nid))
+                    issues.append(
+                        Issue(
+                            "p2p-attrs",
+                            ERROR,
+                            f"recv has comm_dst {dst}, but it is on rank {rank}",
+                            trace.path,
+                            rank,
+                            nid,
+                        )
+                    )
                 if isinstance(src, int):
                     recvs.setdefault((src, rank, tag), []).append((rank, nid))
     for key in sorted(set(sends) | set(recvs)):
@@ -130,12 +150,16 @@ def p2p_issues(traceset: "TraceSet") -> list[Issue]:
             continue
         if len(s) > len(r):
             rank, nid = s[len(r)]
-            msg = (f"send to rank {dst} with tag {tag} has no matching recv: rank {src} sends {len(s)} such "
-                   f"messages, rank {dst} posts {len(r)} recvs from rank {src} with that tag")
+            msg = (
+                f"send to rank {dst} with tag {tag} has no matching recv: rank {src} sends {len(s)} such "
+                f"messages, rank {dst} posts {len(r)} recvs from rank {src} with that tag"
+            )
         else:
             rank, nid = r[len(s)]
-            msg = (f"recv from rank {src} with tag {tag} has no matching send: rank {dst} posts {len(r)} such "
-                   f"recvs, rank {src} sends {len(s)} messages to rank {dst} with that tag")
+            msg = (
+                f"recv from rank {src} with tag {tag} has no matching send: rank {dst} posts {len(r)} such "
+                f"recvs, rank {src} sends {len(s)} messages to rank {dst} with that tag"
+            )
         issues.append(Issue("p2p-match", ERROR, msg, traceset[rank].path, rank, nid))
     return issues
 

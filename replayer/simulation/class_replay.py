@@ -50,12 +50,18 @@ def member_scan(scan: "RankScan", rank: int, path: str | None, value_map: dict[t
 
     pg, src, dst = slot_maps(value_map)
     return RankScan(
-        rank, path, scan.n, scan.digest,
-        {pg.get(k, k): v for k, v in scan.coll.items()}, scan.coll_attr,
+        rank,
+        path,
+        scan.n,
+        scan.digest,
+        {pg.get(k, k): v for k, v in scan.coll.items()},
+        scan.coll_attr,
         {(dst.get(peer, peer), tag): v for (peer, tag), v in scan.sends.items()},
         {(src.get(peer, peer), tag): v for (peer, tag), v in scan.recvs.items()},
         {p: (size, pg.get(name, name)) for p, (size, name) in scan.p2p_attr.items()},
-        scan.comm_count, scan.comm_ids)
+        scan.comm_count,
+        scan.comm_ids,
+    )
 
 
 def gather_class_set(cs: "ClassSet", options: "ReplayOptions", say: "Callable[[str], None]") -> "Gathered":
@@ -83,8 +89,7 @@ def gather_class_set(cs: "ClassSet", options: "ReplayOptions", say: "Callable[[s
         trace = cs.read_representative(cls)
         found = check_rank(trace) if options.check else None
         check_errors(cls.representative, found)
-        declare(declared, found.declared_groups if found is not None else trace.process_groups(),
-                cls.representative)
+        declare(declared, found.declared_groups if found is not None else trace.process_groups(), cls.representative)
         scan = scan_rank(trace)
         kept[cls.representative] = trace
         exact = all(s.name in RENAMED for s in cls.slots)
@@ -142,8 +147,11 @@ class StampedClasses:
         if memoryview(expected)[f_offset:] != memoryview(data)[offset:]:
             return None
         vmap = {(s.name, fv): v for s, fv, v in zip(slots, f_values, values)}
-        return (member_scan(scan, rank, path, vmap),
-                member_findings(findings, rank, vmap) if findings is not None else None, groups)
+        return (
+            member_scan(scan, rank, path, vmap),
+            member_findings(findings, rank, vmap) if findings is not None else None,
+            groups,
+        )
 
     def remember(self, data: bytes, scan, findings, groups) -> None:
         """Keep a fully read file as its class's template (when stamped, clean and renaming-only)."""

@@ -70,7 +70,13 @@ from tracekit.errors import ReplayError, SpecError
 from tracekit.model import CollectiveType
 
 from tracekit.replayer.simulation.placement import (
-    GroupPlacement, GroupPlacer, farthest_hops, hops, p2p_dimension, rank_coords, ring_neighbor_hops,
+    GroupPlacement,
+    GroupPlacer,
+    farthest_hops,
+    hops,
+    p2p_dimension,
+    rank_coords,
+    ring_neighbor_hops,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -133,8 +139,7 @@ class UnsupportedCollectiveError(ReplayError):
 class CollectiveModel(Protocol):
     """What the engine calls to cost communication."""
 
-    def collective_cost(self, comm_type: CollectiveType, comm_bytes: int,
-                        group: tuple[int, ...]) -> CommCost:
+    def collective_cost(self, comm_type: CollectiveType, comm_bytes: int, group: tuple[int, ...]) -> CommCost:
         """Cost of one collective of ``comm_bytes`` (input bytes per rank) on ``group``.
 
         Args:
@@ -211,7 +216,6 @@ class Phase:
         fixed_ns: latency part (``a`` terms of the module table), ns.
         wire_bytes: bytes each member injects into the dimension (the ``n/B`` terms' numerators).
     """
-
 
     fixed_ns: float
     wire_bytes: float
@@ -301,8 +305,7 @@ class AlphaBetaModel(GroupPlacer):
         super().__init__(spec.dim_sizes)
         self.spec = spec
 
-    def collective_cost(self, comm_type: CollectiveType, comm_bytes: int,
-                        group: tuple[int, ...]) -> CommCost:
+    def collective_cost(self, comm_type: CollectiveType, comm_bytes: int, group: tuple[int, ...]) -> CommCost:
         """Alpha-beta cost; see the module docstring for the formulas.
 
         Raises:

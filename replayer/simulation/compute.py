@@ -60,7 +60,6 @@ class ComputeCost:
         method: one of :data:`METHODS`.
     """
 
-
     duration_ns: int
     method: str
 
@@ -111,8 +110,7 @@ class ComputeModel:
 
     # --- one node ---
 
-    def cost(self, duration_ns: int, num_ops: int | None = None,
-             tensor_bytes: int | None = None) -> ComputeCost:
+    def cost(self, duration_ns: int, num_ops: int | None = None, tensor_bytes: int | None = None) -> ComputeCost:
         """Duration of one node from its measured duration, FLOPs and bytes (None or 0 = unknown).
 
         Args:
@@ -124,9 +122,11 @@ class ComputeModel:
             SpecError: the node needs a roofline and the device lists no peak for the dtype (or, in mode
                 ``astra``, ``[astra] peak_perf_tflops`` is missing).
         """
-        costs = self.costs(np.array([num_ops or 0], dtype=np.float64),
-                           np.array([tensor_bytes or 0], dtype=np.float64),
-                           np.array([duration_ns or 0], dtype=np.int64))
+        costs = self.costs(
+            np.array([num_ops or 0], dtype=np.float64),
+            np.array([tensor_bytes or 0], dtype=np.float64),
+            np.array([duration_ns or 0], dtype=np.int64),
+        )
         return ComputeCost(int(costs.duration_ns[0]), METHODS[int(costs.method[0])])
 
     def node_cost(self, node: "Node") -> ComputeCost:
@@ -158,8 +158,10 @@ class ComputeModel:
         nbytes = np.asarray(tensor_bytes, dtype=np.float64)
         dur = np.asarray(duration_ns, dtype=np.int64)
         if not (ops.shape == nbytes.shape == dur.shape):
-            raise SpecError(f"compute cost arrays differ in shape: num_ops {ops.shape}, "
-                            f"tensor_bytes {nbytes.shape}, duration_ns {dur.shape}")
+            raise SpecError(
+                f"compute cost arrays differ in shape: num_ops {ops.shape}, "
+                f"tensor_bytes {nbytes.shape}, duration_ns {dur.shape}"
+            )
         out = np.zeros(dur.shape, dtype=np.int64)
         method = np.full(dur.shape, MISSING, dtype=np.uint8)
         if self.mode == "astra":
@@ -197,8 +199,7 @@ class ComputeModel:
             return
         ok = nbytes > 0
         if self.astra_peak_per_s is None and np.any(ok):
-            raise SpecError("key astra.peak_perf_tflops: the ASTRA-sim roofline needs peak-perf",
-                            path=self.spec.path)
+            raise SpecError("key astra.peak_perf_tflops: the ASTRA-sim roofline needs peak-perf", path=self.spec.path)
         with np.errstate(divide="ignore", invalid="ignore"):
             intensity = ops[ok] / nbytes[ok]
             perf = np.minimum(self.astra_mem_bw_per_s * intensity, self.astra_peak_per_s)

@@ -46,8 +46,7 @@ def describe_instance(program: ReplayProgram, i: int) -> str:
 
 
 class _Diagnosis:
-    def __init__(self, program: ReplayProgram, schedule: "Schedule", remaining: list[int],
-                 arrived: list[int]) -> None:
+    def __init__(self, program: ReplayProgram, schedule: "Schedule", remaining: list[int], arrived: list[int]) -> None:
         self.p = program
         self.s = schedule
         self.remaining = remaining
@@ -82,8 +81,10 @@ class _Diagnosis:
         since = fmt_ns_exact(float(self.s.start_ns[g]))
         if i < 0:
             why = p.notes.get(g, "it matches no other node")
-            return f"{self.node(g)} (a {('collective', 'send', 'recv')[p.kind[g] - K_COLL]}) waits since {since}, " \
-                   f"but {why}"
+            return (
+                f"{self.node(g)} (a {('collective', 'send', 'recv')[p.kind[g] - K_COLL]}) waits since {since}, "
+                f"but {why}"
+            )
         inst = p.instances[i]
         missing_never, missing_late = [], []
         for rank, h in zip(inst.ranks, inst.nodes):
@@ -101,17 +102,23 @@ class _Diagnosis:
         if missing_never:
             counts = []
             for r in missing_never:
-                n_issued = sum(1 for other in p.instances
-                               if other.kind == "collective" and other.pg_name == inst.pg_name
-                               and other.nodes[other.ranks.index(r)] >= 0)
+                n_issued = sum(
+                    1
+                    for other in p.instances
+                    if other.kind == "collective"
+                    and other.pg_name == inst.pg_name
+                    and other.nodes[other.ranks.index(r)] >= 0
+                )
                 counts.append(f"rank {r} issues only {n_issued}")
             parts.append(f"ranks {_ranks(missing_never)} never issue it ({', '.join(counts[:MAX_LISTED])})")
         if missing_late:
             parts.append(f"ranks {_ranks([r for r, _ in missing_late])} have not arrived")
             rank, h = missing_late[0]
             parts.append(f"rank {rank} is at {self.node(h)}: {self.blocker(h)}")
-        return f"{self.node(g)} ({describe_instance(p, i)}) waits since {since} for ranks that have not " \
-               f"arrived: " + "; ".join(parts)
+        return (
+            f"{self.node(g)} ({describe_instance(p, i)}) waits since {since} for ranks that have not "
+            f"arrived: " + "; ".join(parts)
+        )
 
     def _dep(self, u: int) -> str:
         i = self.p.instance_of[u]
@@ -122,7 +129,7 @@ class _Diagnosis:
     def blocker(self, h: int) -> str:
         """Why node ``h`` (not started) cannot start: unfinished dependencies or a held resource."""
         if self.remaining[h] > 0:
-            preds = self.pred_pos[self.pred_ptr[h]:self.pred_ptr[h + 1]]
+            preds = self.pred_pos[self.pred_ptr[h] : self.pred_ptr[h + 1]]
             waiting = [int(u) for u in preds if self.unfinished[u]]
             names = ", ".join(self._dep(u) for u in waiting[:MAX_LISTED])
             return f"it waits for unfinished dependencies {names}"
@@ -169,8 +176,7 @@ class _Diagnosis:
         return DeadlockError(msg, blocked=blocked)
 
 
-def diagnose(program: ReplayProgram, schedule: "Schedule", remaining: list[int],
-             arrived: list[int]) -> DeadlockError:
+def diagnose(program: ReplayProgram, schedule: "Schedule", remaining: list[int], arrived: list[int]) -> DeadlockError:
     """The :class:`DeadlockError` describing a stalled replay (returned, for the engine to raise)."""
     return _Diagnosis(program, schedule, remaining, arrived).error()
 

@@ -89,10 +89,41 @@ class _Engine:
     cost more than local ones in CPython).
     """
 
-    __slots__ = ("program", "kind", "dur", "res", "remaining", "succ_ptr", "succ", "chain_delta", "instance_of",
-                 "instances", "n", "start", "end", "reason", "busy", "ready", "last_on", "seg_head", "seg_last",
-                 "seg_max", "seg_ver", "arrived", "needed", "last_arrival", "xfer_start", "xfer_end", "flows",
-                 "eager", "delivered", "member_ends", "pending", "events", "cur")
+    __slots__ = (
+        "program",
+        "kind",
+        "dur",
+        "res",
+        "remaining",
+        "succ_ptr",
+        "succ",
+        "chain_delta",
+        "instance_of",
+        "instances",
+        "n",
+        "start",
+        "end",
+        "reason",
+        "busy",
+        "ready",
+        "last_on",
+        "seg_head",
+        "seg_last",
+        "seg_max",
+        "seg_ver",
+        "arrived",
+        "needed",
+        "last_arrival",
+        "xfer_start",
+        "xfer_end",
+        "flows",
+        "eager",
+        "delivered",
+        "member_ends",
+        "pending",
+        "events",
+        "cur",
+    )
 
     def __init__(self, program: ReplayProgram) -> None:
         n = program.n
@@ -413,7 +444,8 @@ class _Engine:
         """The state as a :class:`Schedule`; raises DeadlockError when some node never ended."""
         end_arr = np.frombuffer(self.end, dtype=np.float64)
         schedule = Schedule(
-            start_ns=np.frombuffer(self.start, dtype=np.float64), end_ns=end_arr,
+            start_ns=np.frombuffer(self.start, dtype=np.float64),
+            end_ns=end_arr,
             reason=np.frombuffer(self.reason, dtype=np.int64),
             xfer_start_ns=np.asarray(self.xfer_start, dtype=np.float64),
             xfer_end_ns=np.asarray(self.xfer_end, dtype=np.float64),

@@ -15,9 +15,17 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from tracekit.model import CollectiveType
-from tracekit.replayer.results.build import _rank_stats, provenance, round_schedule, schedule_names
-from tracekit.replayer.results.result import (CollectiveRow, CriticalPath, FoldInfo, PathStep, RankSchedule,
-                                              ReplayResult, bus_factor, nccl_tests_size)
+from tracekit.replayer.results.build import _rank_stats, provenance, rank_schedule, round_schedule, schedule_names
+from tracekit.replayer.results.result import (
+    CollectiveRow,
+    CriticalPath,
+    FoldInfo,
+    PathStep,
+    RankSchedule,
+    ReplayResult,
+    bus_factor,
+    nccl_tests_size,
+)
 from tracekit.replayer.simulation.compute import METHODS
 from tracekit.replayer.simulation.folding import FoldPlan
 from tracekit.replayer.simulation.program import K_COLL, K_TIMED
@@ -29,12 +37,30 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["expand_result"]
 
-_ROW_FIELDS = ("index", "kind", "comm_bytes", "pg_name", "ranks", "node_ids", "algorithm", "start_ns", "end_ns",
-               "time_ns", "algbw_gbps", "busbw_gbps")  # CollectiveRow's fields, in order
+_ROW_FIELDS = (
+    "index",
+    "kind",
+    "comm_bytes",
+    "pg_name",
+    "ranks",
+    "node_ids",
+    "algorithm",
+    "start_ns",
+    "end_ns",
+    "time_ns",
+    "algbw_gbps",
+    "busbw_gbps",
+)  # CollectiveRow's fields, in order
 
 
-def expand_result(program: "ReplayProgram", sched: "Schedule", traceset: "TraceSet", plan: FoldPlan, *,
-                  world_paths: tuple[str | None, ...] | None = None) -> ReplayResult:
+def expand_result(
+    program: "ReplayProgram",
+    sched: "Schedule",
+    traceset: "TraceSet",
+    plan: FoldPlan,
+    *,
+    world_paths: tuple[str | None, ...] | None = None,
+) -> ReplayResult:
     """The unfolded job's :class:`~tracekit.replayer.results.result.ReplayResult` from the folded simulation.
 
     Per rank: the representative's figures and schedule (node ids equal by the
@@ -74,8 +100,9 @@ def expand_result(program: "ReplayProgram", sched: "Schedule", traceset: "TraceS
     )
 
 
-def _unfolded_rows(program: "ReplayProgram", sched: "Schedule", plan: FoldPlan
-                   ) -> tuple[list[CollectiveRow], dict[int, tuple[np.ndarray, np.ndarray]]]:
+def _unfolded_rows(
+    program: "ReplayProgram", sched: "Schedule", plan: FoldPlan
+) -> tuple[list[CollectiveRow], dict[int, tuple[np.ndarray, np.ndarray]]]:
     """The unfolded job's collective table, and per member its ``(node positions, unfolded instances)``."""
     world = len(plan.rep_of)
     rows = []
@@ -105,16 +132,37 @@ def _unfolded_rows(program: "ReplayProgram", sched: "Schedule", plan: FoldPlan
             s, e = xs[fid], xe[fid]
             t = e - s
             alg_bw = size / t if t > 0 else None
-            tk = timing[(fid, p)] = (name, algorithms[fid], s, e, t, alg_bw,
-                                     alg_bw * factor if alg_bw is not None else None)
+            tk = timing[(fid, p)] = (
+                name,
+                algorithms[fid],
+                s,
+                e,
+                t,
+                alg_bw,
+                alg_bw * factor if alg_bw is not None else None,
+            )
         name, algorithm, s, e, t, alg_bw, bus_bw = tk
         node_ids = tuple([comm_ids[m][q] for m, q in zip(members, positions)])
         if fast_rows:  # all fields set at once: a frozen __init__ costs one object.__setattr__ per field
             row = new_row(CollectiveRow)
-            set_attr(row, "__dict__", {
-                "index": u, "kind": name, "comm_bytes": nbytes, "pg_name": pg, "ranks": members,
-                "node_ids": node_ids, "algorithm": algorithm, "start_ns": s, "end_ns": e, "time_ns": t,
-                "algbw_gbps": alg_bw, "busbw_gbps": bus_bw})
+            set_attr(
+                row,
+                "__dict__",
+                {
+                    "index": u,
+                    "kind": name,
+                    "comm_bytes": nbytes,
+                    "pg_name": pg,
+                    "ranks": members,
+                    "node_ids": node_ids,
+                    "algorithm": algorithm,
+                    "start_ns": s,
+                    "end_ns": e,
+                    "time_ns": t,
+                    "algbw_gbps": alg_bw,
+                    "busbw_gbps": bus_bw,
+                },
+            )
         else:  # pragma: no cover - CollectiveRow changed shape
             row = CollectiveRow(u, name, nbytes, pg, members, node_ids, algorithm, s, e, t, alg_bw, bus_bw)
         rows.append(row)
@@ -125,8 +173,9 @@ def _unfolded_rows(program: "ReplayProgram", sched: "Schedule", plan: FoldPlan
     return rows, member_inst
 
 
-def _member_instances(members: list[int], positions: list[int],
-                      row_sizes: "array[int]") -> dict[int, tuple[np.ndarray, np.ndarray]]:
+def _member_instances(
+    members: list[int], positions: list[int], row_sizes: "array[int]"
+) -> dict[int, tuple[np.ndarray, np.ndarray]]:
     """Per member rank: int64 arrays of its node positions and their unfolded instance numbers, in instance order.
 
     ``members``/``positions`` list every instance's members in instance order, ``row_sizes`` how many each.
@@ -144,9 +193,14 @@ def _member_instances(members: list[int], positions: list[int],
     return {int(m_sorted[a]): (pos[a:b], u[a:b]) for a, b in zip(heads, tails)}
 
 
-def _member_schedules(program: "ReplayProgram", sched: "Schedule", traceset: "TraceSet", plan: FoldPlan,
-                      xfer_start_of_node: np.ndarray, member_inst: dict[int, tuple[np.ndarray, np.ndarray]]
-                      ) -> tuple[RankSchedule, ...]:
+def _member_schedules(
+    program: "ReplayProgram",
+    sched: "Schedule",
+    traceset: "TraceSet",
+    plan: FoldPlan,
+    xfer_start_of_node: np.ndarray,
+    member_inst: dict[int, tuple[np.ndarray, np.ndarray]],
+) -> tuple[RankSchedule, ...]:
     """Per-rank schedules: the representative's arrays, the member's instance numbers."""
     lay_of = {lay.rank: lay for lay in program.layouts}
     rep = plan.rep_of.tolist()
@@ -154,19 +208,21 @@ def _member_schedules(program: "ReplayProgram", sched: "Schedule", traceset: "Tr
     names_of = {r: schedule_names(traceset, r) for r in plan.reps}
     for m in range(len(rep)):
         lay = lay_of[rep[m]]
-        lo, hi = lay.offset, lay.offset + lay.n
         inst_m = np.full(lay.n, -1, dtype=np.int64)
         pairs = member_inst.get(m)
         if pairs is not None:
             inst_m[pairs[0]] = pairs[1]
-        schedules.append(RankSchedule(m, lay.ids, lay.kind, lay.resource, lay.resource_names,
-                                      sched.start_ns[lo:hi], sched.end_ns[lo:hi], xfer_start_of_node[lo:hi],
-                                      inst_m, *names_of[rep[m]]))
+        schedules.append(rank_schedule(m, lay, sched, xfer_start_of_node, inst_m, *names_of[rep[m]]))
     return tuple(schedules)
 
 
-def _folded_critical_path(program: "ReplayProgram", sched: "Schedule", traceset: "TraceSet", plan: FoldPlan,
-                          member_inst: dict[int, tuple[np.ndarray, np.ndarray]]) -> CriticalPath:
+def _folded_critical_path(
+    program: "ReplayProgram",
+    sched: "Schedule",
+    traceset: "TraceSet",
+    plan: FoldPlan,
+    member_inst: dict[int, tuple[np.ndarray, np.ndarray]],
+) -> CriticalPath:
     """:func:`tracekit.replayer.results.build._critical_path` of the unfolded job, walked on the folded schedule.
 
     The walk keeps the actual rank it is on; at a communication it moves to

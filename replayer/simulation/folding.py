@@ -137,12 +137,25 @@ def scan_rank(trace: "ExecutionTrace") -> RankScan:
     comm = np.asarray(table.order, dtype=np.int64)
     put(np.asarray(cols.start_time_ns, dtype=np.int64)[np.sort(comm)])  # the measured model's input (measured_comm)
     if table.order:  # the communication facts in issue order (group names and peers left out)
-        facts = [(p, *table.coll_attr[p]) if p in table.coll_attr else (p, table.tag[p], table.p2p_attr[p][0])
-                 for p in table.order]
+        facts = [
+            (p, *table.coll_attr[p]) if p in table.coll_attr else (p, table.tag[p], table.p2p_attr[p][0])
+            for p in table.order
+        ]
         h.update(repr(facts).encode())
     comm_ids = {p: int(cols.ids[p]) for p in table.order}
-    return RankScan(trace.rank if trace.rank is not None else 0, trace.path, n, h.digest(), table.coll,
-                    table.coll_attr, table.sends, table.recvs, table.p2p_attr, len(table.order), comm_ids)
+    return RankScan(
+        trace.rank if trace.rank is not None else 0,
+        trace.path,
+        n,
+        h.digest(),
+        table.coll,
+        table.coll_attr,
+        table.sends,
+        table.recvs,
+        table.p2p_attr,
+        len(table.order),
+        comm_ids,
+    )
 
 
 @dataclass
@@ -200,15 +213,18 @@ def _astra_foldable(groups: dict[str, tuple[int, ...]], rep: list[int], world: i
     model = AstraModel(spec)
     for name, members in groups.items():
         if len({rep[r] for r in members if r < world}) > 1:
-            raise NotFoldable(f"ASTRA-sim model: group {name!r} spans classes whose members may arrive apart "
-                              f"and then end apart")
+            raise NotFoldable(
+                f"ASTRA-sim model: group {name!r} spans classes whose members may arrive apart and then end apart"
+            )
         if ends_apart_when_together(model, tuple(sorted(members))):
-            raise NotFoldable(f"ASTRA-sim model: the ring of group {name!r} has links of unequal hops, so its "
-                              f"members end apart")
+            raise NotFoldable(
+                f"ASTRA-sim model: the ring of group {name!r} has links of unequal hops, so its members end apart"
+            )
 
 
-def plan_folding(scans: dict[int, RankScan], groups: dict[str, tuple[int, ...]], spec: "HardwareSpec",
-                 options: "ReplayOptions") -> FoldPlan:
+def plan_folding(
+    scans: dict[int, RankScan], groups: dict[str, tuple[int, ...]], spec: "HardwareSpec", options: "ReplayOptions"
+) -> FoldPlan:
     """Classes, the folded instances, and the map back to the unfolded job (module doc, points 2-4).
 
     Communications are matched by :mod:`tracekit.rendezvous` (the rules the unfolded program uses), in the
@@ -269,8 +285,10 @@ class _Planner:
         if fid is None:
             for node in image:
                 if node in node_fid:
-                    raise NotFoldable(f"representative rank {node[0]} node position {node[1]} would join two "
-                                      f"different folded communications")
+                    raise NotFoldable(
+                        f"representative rank {node[0]} node position {node[1]} would join two "
+                        f"different folded communications"
+                    )
             fid = len(self.folded)
             kind, ctype, nbytes, pg, ranks, seq, link = inst
             self.folded.append(FoldedInstance(kind, ctype, nbytes, pg, ranks, list(image), seq, link))
@@ -279,9 +297,11 @@ class _Planner:
                 node_fid[node] = fid
         elif self.folded_key[fid] != (image, key):
             kind, _, _, pg, ranks, seq, _ = inst
-            raise NotFoldable(f"{'send/recv' if kind == 'p2p' else 'collective'} #{seq} on group {pg!r} "
-                              f"(ranks {list(ranks)[:8]}) does not map onto its representatives' communication "
-                              f"(different members, size or cost)")
+            raise NotFoldable(
+                f"{'send/recv' if kind == 'p2p' else 'collective'} #{seq} on group {pg!r} "
+                f"(ranks {list(ranks)[:8]}) does not map onto its representatives' communication "
+                f"(different members, size or cost)"
+            )
         return fid
 
     def collectives(self, groups: dict[str, tuple[int, ...]]) -> None:
@@ -311,8 +331,7 @@ class _Planner:
             f = first.setdefault(rep[m], lst)
             if f is not lst and f != lst:
                 k = next(i for i, (a, b) in enumerate(zip(f, lst)) if a != b)
-                raise NotFoldable(f"ranks of one class sit at different positions in collective #{k} "
-                                  f"of group {pg!r}")
+                raise NotFoldable(f"ranks of one class sit at different positions in collective #{k} of group {pg!r}")
         img_reps = sorted(first)
         img_lists = [first[r] for r in img_reps]
         attr0 = self.scans[ranks[0]].coll_attr
@@ -324,8 +343,12 @@ class _Planner:
             nbytes = max(csize, 0)
             key = cost_keys.get((ctype, nbytes))
             if key is None:
-                key = cost_keys[(ctype, nbytes)] = ("collective", ctype, nbytes,
-                                                    self.costs.key("collective", ctype, nbytes, ranks))
+                key = cost_keys[(ctype, nbytes)] = (
+                    "collective",
+                    ctype,
+                    nbytes,
+                    self.costs.key("collective", ctype, nbytes, ranks),
+                )
             fid = self._fold(image, key, ("collective", ctype, nbytes, pg, ranks, k, link))
             self.unfolded.append(("collective", ctype, nbytes, pg, ranks, positions, fid))
         for m, lst in zip(ranks, lists):
@@ -363,8 +386,10 @@ class _Planner:
             if len(self.order_by_u[m]) != self.scans[m].comm_count:
                 raise NotFoldable(f"rank {m} has communication nodes that match nothing")
             if self.order_by_u[m] != by_fid[self.rep[m]]:
-                raise NotFoldable(f"rank {m} meets its communications in another order than its representative "
-                                  f"rank {self.rep[m]} (group numbering)")
+                raise NotFoldable(
+                    f"rank {m} meets its communications in another order than its representative "
+                    f"rank {self.rep[m]} (group numbering)"
+                )
 
 
 class _CostCheck:
@@ -405,8 +430,14 @@ class _CostCheck:
 # ----- replaying folded and expanding the result ------------------------------------------------
 
 
-def replay_folded(traceset: "TraceSet", fitted: "HardwareSpec", options: "ReplayOptions", plan: FoldPlan,
-                  *, world_paths: tuple[str | None, ...] | None = None):
+def replay_folded(
+    traceset: "TraceSet",
+    fitted: "HardwareSpec",
+    options: "ReplayOptions",
+    plan: FoldPlan,
+    *,
+    world_paths: tuple[str | None, ...] | None = None,
+):
     """Simulate the plan's representatives and expand to every rank.
 
     ``traceset`` needs the representatives' traces only.  Returns the
@@ -416,8 +447,14 @@ def replay_folded(traceset: "TraceSet", fitted: "HardwareSpec", options: "Replay
     from tracekit.replayer.simulation.engine import simulate
 
     program = compile_program(traceset, fitted, options, plan=plan)
-    log.info("replaying %d nodes of %d representative ranks for %d ranks (%s, %s model)", program.n,
-             len(program.layouts), len(plan.rep_of), fitted.name, program.model_name)
+    log.info(
+        "replaying %d nodes of %d representative ranks for %d ranks (%s, %s model)",
+        program.n,
+        len(program.layouts),
+        len(plan.rep_of),
+        fitted.name,
+        program.model_name,
+    )
     schedule = simulate(program)
     from tracekit.replayer.simulation.fold_expand import expand_result
 

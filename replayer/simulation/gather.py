@@ -52,8 +52,10 @@ def declare(declared: dict[str, tuple[int, ...]], groups: dict[str, tuple[int, .
     """
     for name, ranks in groups.items():
         if declared.setdefault(name, ranks) != ranks:
-            raise NotFoldable(f"rank {rank} declares process group {name!r} as {list(ranks)[:16]}, another rank "
-                              f"as {list(declared[name])[:16]}")
+            raise NotFoldable(
+                f"rank {rank} declares process group {name!r} as {list(ranks)[:16]}, another rank "
+                f"as {list(declared[name])[:16]}"
+            )
 
 
 def check_errors(rank: int, findings: "RankFindings | None") -> None:

@@ -20,8 +20,13 @@ if TYPE_CHECKING:  # pragma: no cover
     from tracekit.traceset import TraceSet
 
 
-def match_instances(ts: "TraceSet", layouts: dict[int, "RankLayout"], notes: dict[int, str],
-                    instances: list["Instance"], instance_of: np.ndarray) -> None:
+def match_instances(
+    ts: "TraceSet",
+    layouts: dict[int, "RankLayout"],
+    notes: dict[int, str],
+    instances: list["Instance"],
+    instance_of: np.ndarray,
+) -> None:
     """Append every collective, then every send/recv instance, to ``instances``; fill ``instance_of``.
 
     ``layouts[r].kind`` decides which nodes take part: collectives the ASTRA-sim model times alone (kind timed)
@@ -38,8 +43,14 @@ def match_instances(ts: "TraceSet", layouts: dict[int, "RankLayout"], notes: dic
     _match_p2p(ts, layouts, tables, notes, instances, instance_of)
 
 
-def _match_collectives(ts: "TraceSet", layouts: dict[int, "RankLayout"], tables: dict[int, CommTable],
-                       notes: dict[int, str], instances: list["Instance"], instance_of: np.ndarray) -> None:
+def _match_collectives(
+    ts: "TraceSet",
+    layouts: dict[int, "RankLayout"],
+    tables: dict[int, CommTable],
+    notes: dict[int, str],
+    instances: list["Instance"],
+    instance_of: np.ndarray,
+) -> None:
     from tracekit.replayer.simulation.program import Instance
 
     groups = ts.process_groups
@@ -47,9 +58,11 @@ def _match_collectives(ts: "TraceSet", layouts: dict[int, "RankLayout"], tables:
         members = groups.get(name)
         for rank, table in tables.items():
             if name in table.coll and (members is None or rank not in members):
-                why = (f"its process group {name!r} is not declared (declared: {sorted(groups)})"
-                       if members is None else
-                       f"rank {rank} is not a member of process group {name!r} {list(members)[:16]}")
+                why = (
+                    f"its process group {name!r} is not declared (declared: {sorted(groups)})"
+                    if members is None
+                    else f"rank {rank} is not a member of process group {name!r} {list(members)[:16]}"
+                )
                 for p in table.coll[name]:
                     notes[layouts[rank].offset + p] = why
         if members is None:
@@ -66,8 +79,14 @@ def _match_collectives(ts: "TraceSet", layouts: dict[int, "RankLayout"], tables:
                     instance_of[g] = iid
 
 
-def _match_p2p(ts: "TraceSet", layouts: dict[int, "RankLayout"], tables: dict[int, CommTable],
-               notes: dict[int, str], instances: list["Instance"], instance_of: np.ndarray) -> None:
+def _match_p2p(
+    ts: "TraceSet",
+    layouts: dict[int, "RankLayout"],
+    tables: dict[int, CommTable],
+    notes: dict[int, str],
+    instances: list["Instance"],
+    instance_of: np.ndarray,
+) -> None:
     from tracekit.replayer.simulation.program import Instance
 
     sends: dict[tuple[int, int, int], list[int]] = {}
@@ -101,9 +120,13 @@ def _match_p2p(ts: "TraceSet", layouts: dict[int, "RankLayout"], tables: dict[in
             instance_of[s] = instance_of[r] = iid
         elif s is not None:
             n_r = len(recvs.get((src, dst, tag), ()))
-            notes[s] = (f"send #{k} to rank {dst} with tag {tag} has no matching recv on rank {dst} "
-                        f"(rank {dst} posts {n_r} recvs from rank {src} with that tag)")
+            notes[s] = (
+                f"send #{k} to rank {dst} with tag {tag} has no matching recv on rank {dst} "
+                f"(rank {dst} posts {n_r} recvs from rank {src} with that tag)"
+            )
         elif r is not None:
             n_s = len(sends.get((src, dst, tag), ()))
-            notes[r] = (f"recv #{k} from rank {src} with tag {tag} has no matching send on rank {src} "
-                        f"(rank {src} posts {n_s} sends to rank {dst} with that tag)")
+            notes[r] = (
+                f"recv #{k} from rank {src} with tag {tag} has no matching send on rank {src} "
+                f"(rank {src} posts {n_s} sends to rank {dst} with that tag)"
+            )

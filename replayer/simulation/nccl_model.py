@@ -82,9 +82,84 @@ if TYPE_CHECKING:  # pragma: no cover
 #: NCCL ``treeCorrectionFactor`` (tuning.cc, v2.30.7-1): per protocol (LL, LL128,
 #: Simple), for log2(bytes / 64) = 0 .. 23.
 TREE_CORRECTION = (
-    (1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0, 1.0),
-    (1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0, 1.0),
-    (.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9, .9),
+    (
+        1.0,
+        1.0,
+        1.0,
+        1.0,
+        0.9,
+        0.8,
+        0.7,
+        0.7,
+        0.7,
+        0.7,
+        0.6,
+        0.5,
+        0.4,
+        0.4,
+        0.5,
+        0.6,
+        0.7,
+        0.8,
+        0.9,
+        1.0,
+        1.0,
+        1.0,
+        1.0,
+        1.0,
+    ),
+    (
+        1.0,
+        1.0,
+        1.0,
+        1.0,
+        1.0,
+        0.9,
+        0.8,
+        0.8,
+        0.8,
+        0.7,
+        0.6,
+        0.6,
+        0.6,
+        0.6,
+        0.6,
+        0.6,
+        0.8,
+        0.9,
+        0.9,
+        0.9,
+        0.9,
+        1.0,
+        1.0,
+        1.0,
+    ),
+    (
+        0.9,
+        0.9,
+        0.9,
+        0.9,
+        0.9,
+        0.9,
+        0.9,
+        0.8,
+        0.7,
+        0.6,
+        0.6,
+        0.5,
+        0.5,
+        0.5,
+        0.5,
+        0.6,
+        0.7,
+        0.8,
+        0.7,
+        0.7,
+        0.8,
+        0.9,
+        0.9,
+        0.9,
+    ),
 )
 PROTOCOLS = ("LL", "LL128", "Simple")
 NCCL_FUNCS = ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce")
@@ -177,8 +252,9 @@ class NcclModel(GroupPlacer):
             ppn = pl.size // n_nodes
             rails = min(c.nics_per_node, ppn) if c.nics_per_node else ppn
             net_bw = rails * self._nic_speed(min(net[d].bandwidth_gbps for d in outer))
-        return GroupShape(pl.size, n_nodes, c.channels * per_channel, net_bw, self._link(0),
-                          self._link(pl.dims[-1]), bottleneck)
+        return GroupShape(
+            pl.size, n_nodes, c.channels * per_channel, net_bw, self._link(0), self._link(pl.dims[-1]), bottleneck
+        )
 
     def candidates(self, kind: str, n: int, g: GroupShape) -> list[Candidate]:
         """Every enabled :class:`Candidate` for collective ``kind`` of ``n`` bytes on group shape ``g``.
@@ -194,8 +270,7 @@ class NcclModel(GroupPlacer):
                 if bw <= 0:
                     continue
                 alg_bw = self._alg_bw(kind, algorithm, protocol, n, bw, g)
-                out.append(Candidate(algorithm, protocol, self._latency_us(kind, algorithm, protocol, n, g),
-                                     alg_bw))
+                out.append(Candidate(algorithm, protocol, self._latency_us(kind, algorithm, protocol, n, g), alg_bw))
         return out
 
     def _bus_bw(self, kind: str, algorithm: str, protocol: str, g: GroupShape) -> float:
@@ -277,8 +352,7 @@ class NcclModel(GroupPlacer):
         floor = self.consts.latency_floor_us
         return min(self.candidates(kind, n, g), key=lambda cand: cand.time_ns(n, floor))
 
-    def collective_cost(self, comm_type: CollectiveType, comm_bytes: int,
-                        group: tuple[int, ...]) -> CommCost:
+    def collective_cost(self, comm_type: CollectiveType, comm_bytes: int, group: tuple[int, ...]) -> CommCost:
         """The fastest (algorithm, protocol)'s ``latency + n / algBw``, as a :class:`CommCost`.
 
         Raises:
@@ -296,8 +370,7 @@ class NcclModel(GroupPlacer):
             kind = "all_reduce"
         if kind not in NCCL_FUNCS:
             p = pl.size
-            lat_us = (self.consts.base_latency("ring", "Simple")
-                      + self.consts.hw_latency(g.inter_link, "ring", "Simple"))
+            lat_us = self.consts.base_latency("ring", "Simple") + self.consts.hw_latency(g.inter_link, "ring", "Simple")
             nbytes = (p - 1) / p * n if kind == "all_to_all" else (p - 1) * n
             return CommCost(lat_us * 1000.0, ((g.bottleneck, float(nbytes)),), "nccl:p2p")
         cand = self.best(kind, n, g)

@@ -60,8 +60,7 @@ def rank_coords(rank: int, dim_sizes: tuple[int, ...]) -> tuple[int, ...]:
     """
     world = math.prod(dim_sizes)
     if not 0 <= rank < world:
-        raise SpecError(f"rank {rank} is outside the {world} ranks of the network "
-                        f"({' x '.join(map(str, dim_sizes))})")
+        raise SpecError(f"rank {rank} is outside the {world} ranks of the network ({' x '.join(map(str, dim_sizes))})")
     coords = []
     for size in dim_sizes:
         coords.append(rank % size)

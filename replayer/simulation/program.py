@@ -50,8 +50,24 @@ from tracekit.replayer.simulation.compute import METHODS, ComputeModel
 from tracekit.replayer.simulation.matching import match_instances
 from tracekit.replayer.simulation.measured_comm import measured_comm_cost
 from tracekit.replayer.simulation.rank_compile import (  # noqa: F401 - node kinds and resources, re-exported
-    K_COLL, K_RECV, K_SEND, K_TIMED, K_ZERO, KIND_NAMES, R_COMM, R_COMPUTE, R_HOST, R_MEMORY, R_P2P,
-    RESOURCE_CLASS_NAMES, bool_attr, chain_next, classify, compute_durations, resources)
+    K_COLL,
+    K_RECV,
+    K_SEND,
+    K_TIMED,
+    K_ZERO,
+    KIND_NAMES,
+    R_COMM,
+    R_COMPUTE,
+    R_HOST,
+    R_MEMORY,
+    R_P2P,
+    RESOURCE_CLASS_NAMES,
+    bool_attr,
+    chain_next,
+    classify,
+    compute_durations,
+    resources,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.model import ExecutionTrace
@@ -98,8 +114,9 @@ class ReplayOptions:
         from tracekit.errors import ConfigError
 
         if self.collective_model is not None and self.collective_model not in ENGINE_MODELS:
-            raise ConfigError(f"unknown collective model {self.collective_model!r}; choose one of "
-                              f"{', '.join(ENGINE_MODELS)}")
+            raise ConfigError(
+                f"unknown collective model {self.collective_model!r}; choose one of {', '.join(ENGINE_MODELS)}"
+            )
         if self.compute_scale is not None and not (self.compute_scale > 0 and np.isfinite(self.compute_scale)):
             raise ConfigError(f"compute scale must be a positive number, got {self.compute_scale!r}")
         if self.streams not in STREAM_MODES:
@@ -242,8 +259,14 @@ class ReplayProgram:
 class _Coster:
     """Costs instances with the collective model (cached), the measured model, or the fallback."""
 
-    def __init__(self, spec: "HardwareSpec", model_name: str, measured: np.ndarray,
-                 compute: ComputeModel, starts: np.ndarray | None = None) -> None:
+    def __init__(
+        self,
+        spec: "HardwareSpec",
+        model_name: str,
+        measured: np.ndarray,
+        compute: ComputeModel,
+        starts: np.ndarray | None = None,
+    ) -> None:
         self.spec = spec
         self.starts_ns = starts
         self.measured = model_name == "measured"
@@ -255,8 +278,9 @@ class _Coster:
     def cost(self, inst: Instance, program: ReplayProgram) -> CommCost:
         present = [g for g in inst.nodes if g >= 0]
         if self.measured:
-            return measured_comm_cost([int(self.starts_ns[g]) for g in present],
-                                      [int(self.measured_ns[g]) for g in present])
+            return measured_comm_cost(
+                [int(self.starts_ns[g]) for g in present], [int(self.measured_ns[g]) for g in present]
+            )
         if inst.kind == "p2p":
             key = ("p2p", inst.comm_bytes, inst.ranks)
         else:
@@ -275,8 +299,9 @@ class _Coster:
             cost = CommCost(float(worst), (), "measured", shares_bandwidth=False)
             return cost  # depends on the nodes' durations: not cached
         except ValueError:
-            raise ReplayError(f"unknown comm_type {inst.comm_type!r}", rank=program.rank_of(g0),
-                              node_id=program.node_id(g0)) from None
+            raise ReplayError(
+                f"unknown comm_type {inst.comm_type!r}", rank=program.rank_of(g0), node_id=program.node_id(g0)
+            ) from None
         except TracekitError as exc:
             raise exc.with_context(rank=program.rank_of(g0), node_id=program.node_id(g0))
         self._cache[key] = cost
@@ -286,8 +311,9 @@ class _Coster:
 # ----- the whole set ------------------------------------------------------------------------
 
 
-def compile_program(traceset: "TraceSet", spec: "HardwareSpec", options: ReplayOptions, *,
-                    plan: Any = None) -> ReplayProgram:
+def compile_program(
+    traceset: "TraceSet", spec: "HardwareSpec", options: ReplayOptions, *, plan: Any = None
+) -> ReplayProgram:
     """Compile ``traceset`` for replay on ``spec`` (already fitted, see :func:`effective_spec`).
 
     With ``plan`` (a :class:`tracekit.replayer.simulation.folding.FoldPlan`) only the
@@ -315,12 +341,14 @@ def compile_program(traceset: "TraceSet", spec: "HardwareSpec", options: ReplayO
         for f in plan.folded:
             nodes = [parts.layouts[r].offset + p for r, p in f.nodes]
             iid = len(instances)
-            instances.append(Instance(f.kind, f.comm_type, f.comm_bytes, f.pg_name, f.ranks, nodes, f.seq,
-                                      link_ranks=f.link_ranks))
+            instances.append(
+                Instance(f.kind, f.comm_type, f.comm_bytes, f.pg_name, f.ranks, nodes, f.seq, link_ranks=f.link_ranks)
+            )
             for g in nodes:
                 instance_of[g] = iid
-    program = parts.program(spec, options, model_name, [parts.layouts[r] for r in compiled_ranks],
-                            instance_of, instances, notes)
+    program = parts.program(
+        spec, options, model_name, [parts.layouts[r] for r in compiled_ranks], instance_of, instances, notes
+    )
     coster = _Coster(spec, model_name, program.measured_ns, compute, _cat(parts.starts, np.int64))
     for inst in instances:
         if all(g >= 0 for g in inst.nodes):
@@ -386,8 +414,12 @@ class _RankParts:
         cols = trace.columns()
         graph = trace.graph()
         if len(graph.duplicate_ids):
-            raise ValidationError(f"duplicate node id {int(graph.duplicate_ids[0])}", path=trace.path,
-                                  rank=rank, node_id=int(graph.duplicate_ids[0]))
+            raise ValidationError(
+                f"duplicate node id {int(graph.duplicate_ids[0])}",
+                path=trace.path,
+                rank=rank,
+                node_id=int(graph.duplicate_ids[0]),
+            )
         graph.topological_order()  # raises ValidationError naming a cycle
         kind, cls, sub = classify(cols, streams, astra=model_name == "astra")
         res, names = resources(cls, sub)
@@ -398,8 +430,9 @@ class _RankParts:
         for name, c in self.rank_counts[rank].items():
             self.counts[name] = self.counts.get(name, 0) + c
         offset = self.offset
-        lay = self.layouts[rank] = RankLayout(rank, trace.path, offset, cols.ids, kind, res, names,
-                                              len(self.resource_rank))
+        lay = self.layouts[rank] = RankLayout(
+            rank, trace.path, offset, cols.ids, kind, res, names, len(self.resource_rank)
+        )
         self.resource_rank.extend([rank] * len(names))
         self.kinds.append(kind)
         self.durs.append(dur)
@@ -414,13 +447,23 @@ class _RankParts:
         self.starts.append(cols.start_time_ns)
         self.offset += len(kind)
 
-    def program(self, spec: "HardwareSpec", options: ReplayOptions, model_name: str, layouts: list[RankLayout],
-                instance_of: np.ndarray, instances: list[Instance], notes: dict[int, str]) -> ReplayProgram:
+    def program(
+        self,
+        spec: "HardwareSpec",
+        options: ReplayOptions,
+        model_name: str,
+        layouts: list[RankLayout],
+        instance_of: np.ndarray,
+        instances: list[Instance],
+        notes: dict[int, str],
+    ) -> ReplayProgram:
         """The :class:`ReplayProgram` of the ranks added so far (costs not filled in yet)."""
         pred_count = _cat(self.preds, np.int64)
         index_code = "i" if max(self.offset, self.edges) < 2**31 else "q"  # 4 bytes an index when they fit
         return ReplayProgram(
-            spec=spec, options=options, model_name=model_name,
+            spec=spec,
+            options=options,
+            model_name=model_name,
             layouts=layouts,
             kind=_cat(self.kinds, np.int64).tolist(),
             duration_ns=_shared_items(_cat(self.durs, np.float64)),

@@ -102,8 +102,9 @@ def resources(cls: np.ndarray, sub: np.ndarray) -> tuple[np.ndarray, tuple[str, 
     return res, tuple(names)
 
 
-def compute_durations(cols: Any, kind: np.ndarray, model: "ComputeModel", trace: "ExecutionTrace",
-                       counts: dict[str, int]) -> np.ndarray:
+def compute_durations(
+    cols: Any, kind: np.ndarray, model: "ComputeModel", trace: "ExecutionTrace", counts: dict[str, int]
+) -> np.ndarray:
     dur = np.zeros(len(kind), dtype=np.float64)
     timed = kind == K_TIMED
     if not timed.any():
@@ -122,10 +123,13 @@ def compute_durations(cols: Any, kind: np.ndarray, model: "ComputeModel", trace:
     over = np.flatnonzero(costs.duration_ns > MAX_DURATION_NS)
     if len(over):
         pos = int(np.flatnonzero(timed)[over[0]])
-        raise ReplayError(f"compute time is out of range (more than {MAX_DURATION_NS:,} ns): measured "
-                          f"{int(measured[over[0]]):,} ns, compute scale {model.scale:g}, {model.mode} model",
-                          path=trace.path, rank=trace.rank,
-                          node_id=int(cols.ids[pos]))
+        raise ReplayError(
+            f"compute time is out of range (more than {MAX_DURATION_NS:,} ns): measured "
+            f"{int(measured[over[0]]):,} ns, compute scale {model.scale:g}, {model.mode} model",
+            path=trace.path,
+            rank=trace.rank,
+            node_id=int(cols.ids[pos]),
+        )
     dur[timed] = costs.duration_ns.astype(np.float64)
     for name, c in costs.counts().items():
         counts[name] = counts.get(name, 0) + c

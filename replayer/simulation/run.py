@@ -36,8 +36,13 @@ log = logging.getLogger("tracekit.replayer")
 __all__ = ["replay", "replay_with_traces"]
 
 
-def replay(source: Any, spec: "HardwareSpec | str | os.PathLike[str]", *, options: ReplayOptions | None = None,
-           status: Callable[[str], None] | None = None) -> "ReplayResult":
+def replay(
+    source: Any,
+    spec: "HardwareSpec | str | os.PathLike[str]",
+    *,
+    options: ReplayOptions | None = None,
+    status: Callable[[str], None] | None = None,
+) -> "ReplayResult":
     """Simulate one iteration of a job on ``spec``.
 
     Args:
@@ -63,9 +68,13 @@ def replay(source: Any, spec: "HardwareSpec | str | os.PathLike[str]", *, option
     return replay_with_traces(source, spec, options=options, status=status)[0]
 
 
-def replay_with_traces(source: Any, spec: "HardwareSpec | str | os.PathLike[str]", *,
-                       options: ReplayOptions | None = None, status: Callable[[str], None] | None = None
-                       ) -> tuple["ReplayResult", "TraceSet"]:
+def replay_with_traces(
+    source: Any,
+    spec: "HardwareSpec | str | os.PathLike[str]",
+    *,
+    options: ReplayOptions | None = None,
+    status: Callable[[str], None] | None = None,
+) -> tuple["ReplayResult", "TraceSet"]:
     """:func:`replay`, and the trace set it kept: the whole job, or the representatives only when folded.
 
     Raises:
@@ -135,8 +144,13 @@ def replay_traceset(traceset: "TraceSet", spec: "HardwareSpec", options: ReplayO
         else:
             return replay_folded(traceset, fitted, options, plan)
     program = compile_program(traceset, fitted, options)
-    log.info("replaying %d nodes on %d ranks (%s, %s model)", program.n, len(program.layouts), fitted.name,
-             program.model_name)
+    log.info(
+        "replaying %d nodes on %d ranks (%s, %s model)",
+        program.n,
+        len(program.layouts),
+        fitted.name,
+        program.model_name,
+    )
     result = build_result(program, simulate(program), traceset, consume=True)  # rounded in place (issue 17)
     if reason is None:
         return result
@@ -144,8 +158,9 @@ def replay_traceset(traceset: "TraceSet", spec: "HardwareSpec", options: ReplayO
     return replace(result, folding=FoldInfo(len(traceset), len(traceset), reason))
 
 
-def _replay_gathered(g: "Gathered", spec: "HardwareSpec", options: ReplayOptions,
-                     say: Callable[[str], None]) -> tuple["ReplayResult", "TraceSet"]:
+def _replay_gathered(
+    g: "Gathered", spec: "HardwareSpec", options: ReplayOptions, say: Callable[[str], None]
+) -> tuple["ReplayResult", "TraceSet"]:
     """Check across ranks, prove the folding and simulate the representatives of a gathered job.
 
     Raises:

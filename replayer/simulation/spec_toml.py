@@ -16,9 +16,22 @@ from typing import Any, Mapping
 from tracekit.errors import SpecError, malformed_input
 
 from tracekit.replayer.simulation.hardware import (
-    ALGORITHMS, COLLECTIVE_KEYS, COLLECTIVE_MODELS, COMPUTE_MODES, DEFAULT_ALGORITHMS, NCCL_ALGORITHMS,
-    NCCL_LINKS, NCCL_PROTOCOLS, TOPOLOGIES, TREE_COLLECTIVES, AstraSettings, ComputeSettings, DeviceSpec,
-    HardwareSpec, NcclConstants, NetworkDim,
+    ALGORITHMS,
+    COLLECTIVE_KEYS,
+    COLLECTIVE_MODELS,
+    COMPUTE_MODES,
+    DEFAULT_ALGORITHMS,
+    NCCL_ALGORITHMS,
+    NCCL_LINKS,
+    NCCL_PROTOCOLS,
+    TOPOLOGIES,
+    TREE_COLLECTIVES,
+    AstraSettings,
+    ComputeSettings,
+    DeviceSpec,
+    HardwareSpec,
+    NcclConstants,
+    NetworkDim,
 )
 
 # Absurd values are refused with the key named: no spec quantity (FLOP/s, GB/s, ns, bytes) comes near 1e18,
@@ -40,8 +53,11 @@ def spec_to_dict(spec: HardwareSpec) -> dict[str, Any]:
     out["device"] = {"name": d.name, "peak_flops_per_s": dict(d.peak_flops_per_s)}
     if d.default_dtype is not None:
         out["device"]["default_dtype"] = d.default_dtype
-    out["device"].update(mem_bandwidth_gbps=d.mem_bandwidth_gbps, compute_efficiency=d.compute_efficiency,
-                         memory_efficiency=d.memory_efficiency)
+    out["device"].update(
+        mem_bandwidth_gbps=d.mem_bandwidth_gbps,
+        compute_efficiency=d.compute_efficiency,
+        memory_efficiency=d.memory_efficiency,
+    )
     compute: dict[str, Any] = {"mode": spec.compute.mode, "duration_scale": spec.compute.duration_scale}
     if spec.compute.dtype is not None:
         compute["dtype"] = spec.compute.dtype
@@ -50,11 +66,13 @@ def spec_to_dict(spec: HardwareSpec) -> dict[str, Any]:
     if spec.astra is not None:
         a = spec.astra
         astra: dict[str, Any] = {
-            "endpoint_delay_ns": a.endpoint_delay_ns, "local_mem_bw_gbps": a.local_mem_bw_gbps,
+            "endpoint_delay_ns": a.endpoint_delay_ns,
+            "local_mem_bw_gbps": a.local_mem_bw_gbps,
             "preferred_dataset_splits": a.preferred_dataset_splits,
             "active_chunks_per_dimension": a.active_chunks_per_dimension,
             "collective_optimization": a.collective_optimization,
-            "bandwidth_convention": a.bandwidth_convention, "roofline_enabled": a.roofline_enabled,
+            "bandwidth_convention": a.bandwidth_convention,
+            "roofline_enabled": a.roofline_enabled,
         }
         if a.peak_perf_tflops is not None:
             astra["peak_perf_tflops"] = a.peak_perf_tflops
@@ -62,21 +80,30 @@ def spec_to_dict(spec: HardwareSpec) -> dict[str, Any]:
     if spec.nccl != NcclConstants():
         n = spec.nccl
         out["nccl"] = {
-            "algorithms": list(n.algorithms), "protocols": list(n.protocols),
+            "algorithms": list(n.algorithms),
+            "protocols": list(n.protocols),
             "base_latency_us": {a: list(v) for a, v in n.base_latency_us},
             "hw_latency_us": {link: {a: list(v) for a, v in rows} for link, rows in n.hw_latency_us},
-            "channels": n.channels, "per_channel_bw_gbps": n.per_channel_bw_gbps,
-            "nic_speeds_gbps": list(n.nic_speeds_gbps), "nics_per_node": n.nics_per_node,
+            "channels": n.channels,
+            "per_channel_bw_gbps": n.per_channel_bw_gbps,
+            "nic_speeds_gbps": list(n.nic_speeds_gbps),
+            "nics_per_node": n.nics_per_node,
             "net_overhead_us": n.net_overhead_us,
             "tree_per_channel_max_bw_gbps": list(n.tree_per_channel_max_bw_gbps),
             "ll_max_bw_gbps": list(n.ll_max_bw_gbps),
             "ll128_per_channel_max_bw_gbps": n.ll128_per_channel_max_bw_gbps,
-            "nvls_efficiency": n.nvls_efficiency, "latency_floor_us": n.latency_floor_us,
+            "nvls_efficiency": n.nvls_efficiency,
+            "latency_floor_us": n.latency_floor_us,
         }
     dims = []
     for dim in spec.network:
-        row: dict[str, Any] = {"name": dim.name, "topology": dim.topology, "size": dim.size,
-                               "bandwidth_gbps": dim.bandwidth_gbps, "latency_ns": dim.latency_ns}
+        row: dict[str, Any] = {
+            "name": dim.name,
+            "topology": dim.topology,
+            "size": dim.size,
+            "bandwidth_gbps": dim.bandwidth_gbps,
+            "latency_ns": dim.latency_ns,
+        }
         if dim.nccl_link is not None:
             row["nccl_link"] = dim.nccl_link
         row["algorithms"] = dict(dim.algorithms)
@@ -91,8 +118,9 @@ def spec_to_dict(spec: HardwareSpec) -> dict[str, Any]:
 class _Reader:
     """Typed access to a TOML table; every error names the file and the key."""
 
-    def __init__(self, table: Mapping[str, Any], key: str, path: str | None,
-                 known: frozenset[str] | None = None) -> None:
+    def __init__(
+        self, table: Mapping[str, Any], key: str, path: str | None, known: frozenset[str] | None = None
+    ) -> None:
         if not isinstance(table, Mapping):
             raise SpecError(f"key {key or '(top level)'}: expected a table, got {table!r}", path=path)
         self.table = table
@@ -115,7 +143,11 @@ class _Reader:
         """Whether the table has ``key``."""
         return key in self.table
 
-    def raw(self, key: str, default: Any = ..., ) -> Any:
+    def raw(
+        self,
+        key: str,
+        default: Any = ...,
+    ) -> Any:
         """The value of ``key`` as given (``default`` when absent), marked as used.
 
         Raises:
@@ -143,8 +175,15 @@ class _Reader:
             raise self.error(key, f"must be one of {', '.join(choices)}; got {value!r}")
         return value
 
-    def number(self, key: str, default: Any = ..., *, positive: bool = False,
-               nonnegative: bool = False, at_most: float | None = None) -> Any:
+    def number(
+        self,
+        key: str,
+        default: Any = ...,
+        *,
+        positive: bool = False,
+        nonnegative: bool = False,
+        at_most: float | None = None,
+    ) -> Any:
         """The value of ``key`` as a float (``default`` when absent), in the key's unit.
 
         Raises:
@@ -210,10 +249,12 @@ class _Reader:
             raise self.error(unknown[0], "unknown key")
 
 
-_TOP_KEYS = frozenset({"name", "description", "fit_to_world_size", "device", "compute", "collectives",
-                       "network", "astra", "nccl"})
-_DEVICE_KEYS = frozenset({"name", "peak_flops_per_s", "default_dtype", "mem_bandwidth_gbps",
-                          "compute_efficiency", "memory_efficiency"})
+_TOP_KEYS = frozenset(
+    {"name", "description", "fit_to_world_size", "device", "compute", "collectives", "network", "astra", "nccl"}
+)
+_DEVICE_KEYS = frozenset(
+    {"name", "peak_flops_per_s", "default_dtype", "mem_bandwidth_gbps", "compute_efficiency", "memory_efficiency"}
+)
 _DIM_KEYS = frozenset({"name", "topology", "size", "bandwidth_gbps", "latency_ns", "algorithms", "nccl_link"})
 
 
@@ -248,10 +289,12 @@ def _read_dim(r: _Reader, *, astra: bool = False) -> NetworkDim:
             if key not in COLLECTIVE_KEYS:
                 raise alg_r.error(key, f"unknown collective; expected one of {', '.join(COLLECTIVE_KEYS)}")
             name = alg_r.string(key, choices=ALGORITHMS)
-            if name == "double_binary_tree" and key not in TREE_COLLECTIVES and not (
-                    astra and key in ("reduce_scatter", "all_gather", "all_to_all")):
-                raise alg_r.error(key, f"double_binary_tree cannot run {key}; use ring, direct or "
-                                       f"halving_doubling")
+            if (
+                name == "double_binary_tree"
+                and key not in TREE_COLLECTIVES
+                and not (astra and key in ("reduce_scatter", "all_gather", "all_to_all"))
+            ):
+                raise alg_r.error(key, f"double_binary_tree cannot run {key}; use ring, direct or halving_doubling")
             algorithms[key] = name
     dim = NetworkDim(
         name=r.string("name"),
@@ -272,8 +315,9 @@ def _read_astra(r: _Reader) -> AstraSettings:
         local_mem_bw_gbps=r.number("local_mem_bw_gbps", positive=True),
         preferred_dataset_splits=r.integer("preferred_dataset_splits", 1, minimum=1),
         active_chunks_per_dimension=r.integer("active_chunks_per_dimension", 1, minimum=1),
-        collective_optimization=r.string("collective_optimization", "localBWAware",
-                                         choices=("localBWAware", "baseline")),
+        collective_optimization=r.string(
+            "collective_optimization", "localBWAware", choices=("localBWAware", "baseline")
+        ),
         bandwidth_convention=r.string("bandwidth_convention", "gib", choices=("gib", "si")),
         roofline_enabled=r.boolean("roofline_enabled", False),
         peak_perf_tflops=r.number("peak_perf_tflops", None, positive=True),
@@ -288,9 +332,11 @@ def _read_proto_table(r: _Reader, default: tuple) -> tuple:
         if algorithm not in NCCL_ALGORITHMS:
             raise r.error(algorithm, f"unknown algorithm; expected one of {', '.join(NCCL_ALGORITHMS)}")
         values = r.raw(algorithm)
-        if (not isinstance(values, list) or len(values) != 3
-                or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0
-                           for v in values)):
+        if (
+            not isinstance(values, list)
+            or len(values) != 3
+            or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 for v in values)
+        ):
             raise r.error(algorithm, f"must be 3 non-negative numbers (LL, LL128, Simple), got {values!r}")
         rows[algorithm] = tuple(float(v) for v in values)
     r.finish()
@@ -299,8 +345,12 @@ def _read_proto_table(r: _Reader, default: tuple) -> tuple:
 
 def _positive_list(r: _Reader, key: str, default: tuple, length: int | None) -> tuple[float, ...]:
     values = r.raw(key, list(default))
-    if (not isinstance(values, list) or not values or (length is not None and len(values) != length)
-            or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in values)):
+    if (
+        not isinstance(values, list)
+        or not values
+        or (length is not None and len(values) != length)
+        or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in values)
+    ):
         count = f"{length} " if length else ""
         raise r.error(key, f"must be a list of {count}positive numbers; got {values!r}")
     return tuple(float(v) for v in values)
@@ -310,8 +360,7 @@ def _read_nccl(r: _Reader) -> NcclConstants:
     default = NcclConstants()
     algorithms = r.raw("algorithms", list(default.algorithms))
     protocols = r.raw("protocols", list(default.protocols))
-    for key, values, choices in (("algorithms", algorithms, NCCL_ALGORITHMS),
-                                 ("protocols", protocols, NCCL_PROTOCOLS)):
+    for key, values, choices in (("algorithms", algorithms, NCCL_ALGORITHMS), ("protocols", protocols, NCCL_PROTOCOLS)):
         if not isinstance(values, list) or not values or any(v not in choices for v in values):
             raise r.error(key, f"must be a non-empty list drawn from {', '.join(choices)}; got {values!r}")
     if "ring" not in algorithms:
@@ -330,17 +379,22 @@ def _read_nccl(r: _Reader) -> NcclConstants:
             rows[link] = _read_proto_table(hw_r.required_sub(link), rows[link])
         hw = tuple((link, rows[link]) for link in NCCL_LINKS)
     consts = NcclConstants(
-        algorithms=tuple(algorithms), protocols=tuple(protocols), base_latency_us=base, hw_latency_us=hw,
+        algorithms=tuple(algorithms),
+        protocols=tuple(protocols),
+        base_latency_us=base,
+        hw_latency_us=hw,
         channels=r.integer("channels", default.channels, minimum=1),
         per_channel_bw_gbps=r.number("per_channel_bw_gbps", default.per_channel_bw_gbps, nonnegative=True),
         nic_speeds_gbps=_positive_list(r, "nic_speeds_gbps", default.nic_speeds_gbps, None),
         nics_per_node=r.integer("nics_per_node", default.nics_per_node, minimum=0),
         net_overhead_us=r.number("net_overhead_us", default.net_overhead_us, nonnegative=True),
-        tree_per_channel_max_bw_gbps=_positive_list(r, "tree_per_channel_max_bw_gbps",
-                                                    default.tree_per_channel_max_bw_gbps, 3),
+        tree_per_channel_max_bw_gbps=_positive_list(
+            r, "tree_per_channel_max_bw_gbps", default.tree_per_channel_max_bw_gbps, 3
+        ),
         ll_max_bw_gbps=_positive_list(r, "ll_max_bw_gbps", default.ll_max_bw_gbps, 3),
-        ll128_per_channel_max_bw_gbps=r.number("ll128_per_channel_max_bw_gbps",
-                                               default.ll128_per_channel_max_bw_gbps, positive=True),
+        ll128_per_channel_max_bw_gbps=r.number(
+            "ll128_per_channel_max_bw_gbps", default.ll128_per_channel_max_bw_gbps, positive=True
+        ),
         nvls_efficiency=r.number("nvls_efficiency", default.nvls_efficiency, positive=True, at_most=1.0),
         latency_floor_us=r.number("latency_floor_us", default.latency_floor_us, nonnegative=True),
     )
@@ -401,8 +455,7 @@ def spec_from_dict(data: Mapping[str, Any], *, path: str | os.PathLike[str] | No
     if model == "nccl":
         for i, dim in enumerate(dims):
             if dim.nccl_link is None:
-                raise SpecError(f"key network[{i}].nccl_link: is required for collectives.model = 'nccl'",
-                                path=path_s)
+                raise SpecError(f"key network[{i}].nccl_link: is required for collectives.model = 'nccl'", path=path_s)
 
     spec = HardwareSpec(
         name=r.string("name"),

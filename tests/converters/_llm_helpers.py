@@ -11,8 +11,7 @@ TINY_GPT = ModelSpec("tiny-gpt", num_layers=8, hidden_size=64, num_heads=8, seq_
 
 
 def gpt_config(dp=1, tp=1, pp=1, *, B=16, b=1, **parallel) -> LLMConfig:
-    return LLMConfig(TINY_GPT, ParallelSpec(dp=dp, tp=tp, pp=pp, **parallel), global_batch_size=B,
-                     micro_batch_size=b)
+    return LLMConfig(TINY_GPT, ParallelSpec(dp=dp, tp=tp, pp=pp, **parallel), global_batch_size=B, micro_batch_size=b)
 
 
 def column_sums(ts, predicate_attr: str, values: frozenset, sum_attr: str) -> int:

@@ -11,7 +11,7 @@ import pytest
 
 from tracekit.capture import capture_paths
 
-SCRIPT = textwrap.dedent('''
+SCRIPT = textwrap.dedent("""
     import os, sys
     import torch
     import torch.distributed as dist
@@ -56,7 +56,7 @@ SCRIPT = textwrap.dedent('''
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
         mp.spawn(main, args=(2, sys.argv[1], port), nprocs=2, join=True)
-''')
+""")
 
 
 @pytest.fixture(scope="module")
@@ -66,8 +66,9 @@ def captured(tmp_path_factory):
     script = d / "run.py"
     script.write_text(SCRIPT)
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    proc = subprocess.run([sys.executable, str(script), str(d / "out")], capture_output=True, text=True,
-                          timeout=300, env=env)
+    proc = subprocess.run(
+        [sys.executable, str(script), str(d / "out")], capture_output=True, text=True, timeout=300, env=env
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return d / "out"
 
@@ -77,7 +78,11 @@ def test_files_named_by_rank_and_no_temporaries(captured):
         et, kineto = capture_paths(captured, r)
         assert et.stat().st_size > 0 and kineto.stat().st_size > 0
     assert sorted(p.name for p in captured.iterdir()) == [
-        "et_rank0.json", "et_rank1.json", "kineto_rank0.json", "kineto_rank1.json"]
+        "et_rank0.json",
+        "et_rank1.json",
+        "kineto_rank0.json",
+        "kineto_rank1.json",
+    ]
 
 
 def test_kineto_only_conversion_of_capture(captured):
@@ -91,8 +96,11 @@ def test_kineto_only_conversion_of_capture(captured):
     for rank, trace in ts.items():
         comms = [n for n in trace.nodes if n.is_comm]
         colls = {(n.comm_type, n.comm_bytes) for n in comms if n.type == NodeType.COMM_COLL_NODE}
-        assert {(CollectiveType.ALL_REDUCE, 4000), (CollectiveType.BROADCAST, 1024),
-                (CollectiveType.ALL_GATHER, 256)} <= colls
+        assert {
+            (CollectiveType.ALL_REDUCE, 4000),
+            (CollectiveType.BROADCAST, 1024),
+            (CollectiveType.ALL_GATHER, 256),
+        } <= colls
         (p2p,) = [n for n in comms if n.type != NodeType.COMM_COLL_NODE]
         assert p2p.type == (NodeType.COMM_SEND_NODE if rank == 0 else NodeType.COMM_RECV_NODE)
         assert (p2p.comm_src, p2p.comm_dst, p2p.comm_tag, p2p.comm_bytes) == (0, 1, 7, 128)

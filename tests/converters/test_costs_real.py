@@ -27,8 +27,11 @@ def gpt2(real_dir):
 
 
 def _flops(trace, op_class=None):
-    return sum(n.num_ops or 0 for n in trace.nodes
-               if n.type == NodeType.COMP_NODE and (op_class is None or n.get_attr("op_class") == op_class))
+    return sum(
+        n.num_ops or 0
+        for n in trace.nodes
+        if n.type == NodeType.COMP_NODE and (op_class is None or n.get_attr("op_class") == op_class)
+    )
 
 
 def test_resnet50_training_flops_match_published_forward_flops(real_dir):
@@ -74,8 +77,9 @@ def test_coverage_of_measured_compute_time(resnet, real_dir):
     assert cov.time_share >= 0.90  # measured: 939.565 of 952.802 ms of kernel time (98.6 %)
     assert (cov.costed_ns, cov.compute_ns) == (939_565_000, 952_802_000)
     d = real_dir / "pytorch" / "hta-simple-add"
-    add = cost_coverage(convert_rank(d / "benchmark_simple_add_et.json.gz",
-                                     d / "benchmark_simple_add_trace.json.gz").trace)
+    add = cost_coverage(
+        convert_rank(d / "benchmark_simple_add_et.json.gz", d / "benchmark_simple_add_trace.json.gz").trace
+    )
     assert add.side == "device" and add.time_share >= 0.90 and add.compute_device == "NVIDIA A100-PG509-200"
 
 
@@ -95,8 +99,11 @@ def test_a100_capture_on_h100_speeds_up_between_bandwidth_and_peak_ratios(resnet
     assert report.nodes["kept_host"] == 14_325 and report.nodes["kept_no_cost"] == 54  # counted, not silent
     assert out.metadata.get_attr("compute_device") == "NVIDIA H100-SXM5-80GB"
     back, _ = Retarget("h100-sxm", "a100-80gb").project_trace(out)
-    moved = [(a.duration_ns, m.duration_ns, b.duration_ns) for a, m, b in
-             zip(resnet.trace.nodes, out.nodes, back.nodes) if a.duration_ns > 10_000]
+    moved = [
+        (a.duration_ns, m.duration_ns, b.duration_ns)
+        for a, m, b in zip(resnet.trace.nodes, out.nodes, back.nodes)
+        if a.duration_ns > 10_000
+    ]
     # integer ns in the file: each trip rounds to the nearest ns, so back = a +- (0.5 a / m + 0.5) ns with m the
     # node's H100 time; the float round trip is exact to 1e-9 (tests/core/test_devices.py)
     assert moved and all(abs(a - b) <= 0.5 * a / m + 0.5 for a, m, b in moved)
@@ -104,12 +111,30 @@ def test_a100_capture_on_h100_speeds_up_between_bandwidth_and_peak_ratios(resnet
 
 def test_kernels_inherit_their_launchers_cost_split_by_duration():
     f = '"Tensor(float)"'
-    host = Node(1, "aten::mm", NodeType.COMP_NODE, attrs=[Attr("is_cpu_op", True, "bool_val")],
-                inputs=IOInfo("[]", "[[64,32],[32,16]]", f"[{f},{f}]"), outputs=IOInfo("[]", "[[64,16]]", f"[{f}]"))
-    k1 = Node(2, "gemm_kernel", NodeType.COMP_NODE, ctrl_deps=[1], duration_ns=300,
-              attrs=[Attr("is_cpu_op", False, "bool_val")])
-    k2 = Node(3, "splitk_reduce", NodeType.COMP_NODE, ctrl_deps=[1], duration_ns=100,
-              attrs=[Attr("is_cpu_op", False, "bool_val")])
+    host = Node(
+        1,
+        "aten::mm",
+        NodeType.COMP_NODE,
+        attrs=[Attr("is_cpu_op", True, "bool_val")],
+        inputs=IOInfo("[]", "[[64,32],[32,16]]", f"[{f},{f}]"),
+        outputs=IOInfo("[]", "[[64,16]]", f"[{f}]"),
+    )
+    k1 = Node(
+        2,
+        "gemm_kernel",
+        NodeType.COMP_NODE,
+        ctrl_deps=[1],
+        duration_ns=300,
+        attrs=[Attr("is_cpu_op", False, "bool_val")],
+    )
+    k2 = Node(
+        3,
+        "splitk_reduce",
+        NodeType.COMP_NODE,
+        ctrl_deps=[1],
+        duration_ns=100,
+        attrs=[Attr("is_cpu_op", False, "bool_val")],
+    )
     host, k1, k2 = (NodeDraft.from_node(n) for n in (host, k1, k2))
     stats = attach_costs([host, k1, k2])
     flops, nbytes = 2 * 64 * 32 * 16, 4 * (64 * 32 + 32 * 16 + 64 * 16)
@@ -132,5 +157,7 @@ def test_kineto_only_traces_priced_from_input_dims(real_dir):
     assert kernel.tensor_bytes == 4 * (2048 * 2048 + 2048 * 256)  # no output dims in Kineto: inputs only
     assert by_name["aten::mm"].num_ops is None  # the host op keeps its class; the kernel carries the work
     # a CPU-only run on a GPU machine: host ops are the compute, the device is the CPU
-    cpu = cost_coverage(convert_kineto_rank(k / "hta-distributed_info_unavailable" / "distributed_info_not_found.json.gz"))
+    cpu = cost_coverage(
+        convert_kineto_rank(k / "hta-distributed_info_unavailable" / "distributed_info_not_found.json.gz")
+    )
     assert (cpu.side, cpu.compute_device, cpu.costed_nodes, cpu.comp_nodes) == ("host", "cpu", 1918, 2461)

@@ -31,8 +31,11 @@ def _roles(trace, role):
 def test_tables_round_robin(small):
     config, ts = small
     assert [config.tables_of(r) for r in range(3)] == [[0, 3, 6], [1, 4, 7], [2, 5]]
-    assert [[n.get_attr("table") for n in _roles(ts[r], "embedding_lookup")] for r in range(3)] == \
-        [[0, 3, 6], [1, 4, 7], [2, 5]]
+    assert [[n.get_attr("table") for n in _roles(ts[r], "embedding_lookup")] for r in range(3)] == [
+        [0, 3, 6],
+        [1, 4, 7],
+        [2, 5],
+    ]
 
 
 def test_alltoall_forward_and_backward(small):
@@ -52,12 +55,18 @@ def test_mlp_flops(small):
     top = 2 * b * (52 * 64 + 64 * 1)  # 52 = d + T (T+1) / 2 = 16 + 36 interaction features
     assert config.interaction_features == 52
     for trace in ts:
-        fwd = sum(n.num_ops for n in trace.nodes if n.get_attr("phase") == "fwd"
-                  and n.get_attr("op_role") in ("bottom_mlp_gemm", "top_mlp_gemm"))
+        fwd = sum(
+            n.num_ops
+            for n in trace.nodes
+            if n.get_attr("phase") == "fwd" and n.get_attr("op_role") in ("bottom_mlp_gemm", "top_mlp_gemm")
+        )
         assert fwd == bottom + top
         # backward: dgrad + wgrad for every layer except the first bottom layer's dgrad
-        bwd = sum(n.num_ops for n in trace.nodes if n.get_attr("phase") in ("bwd", "wgrad")
-                  and n.get_attr("op_role") in ("bottom_mlp_gemm", "top_mlp_gemm"))
+        bwd = sum(
+            n.num_ops
+            for n in trace.nodes
+            if n.get_attr("phase") in ("bwd", "wgrad") and n.get_attr("op_role") in ("bottom_mlp_gemm", "top_mlp_gemm")
+        )
         assert bwd == 2 * (bottom + top) - 2 * b * 13 * 64
         inter = [n.num_ops for n in _roles(trace, "interaction")]
         assert inter == [2 * b * 9 * 9 * 16, 2 * 2 * b * 9 * 9 * 16]
@@ -75,8 +84,11 @@ def test_small_buckets_follow_the_backward_order():
     config = dlrm_preset("dlrm-small", 2, global_batch_size=64, grad_bucket_bytes=4 * 3000)
     trace = generate_dlrm(config)[0]
     # limit 3,000 elements: top1 (65) | top0 (3,392, alone) | bottom1 (1,040) + bottom0 (896)
-    assert [list(n.get_attr("layers")) for n in _roles(trace, "dp_grad_allreduce")] == \
-        [["top1"], ["top0"], ["bottom1", "bottom0"]]
+    assert [list(n.get_attr("layers")) for n in _roles(trace, "dp_grad_allreduce")] == [
+        ["top1"],
+        ["top0"],
+        ["bottom1", "bottom0"],
+    ]
 
 
 def test_validates(small):
@@ -84,12 +96,15 @@ def test_validates(small):
     assert validate_traceset(ts).ok
 
 
-@pytest.mark.parametrize("overrides,message", [
-    (dict(global_batch_size=100), "not divisible by 3 ranks"),
-    (dict(embedding_dim=-4), "embedding dim must be a positive integer"),
-    (dict(bottom_mlp=(64, 32)), "must end in the embedding dim 16"),
-    (dict(top_mlp=()), "top mlp needs at least one layer"),
-])
+@pytest.mark.parametrize(
+    "overrides,message",
+    [
+        (dict(global_batch_size=100), "not divisible by 3 ranks"),
+        (dict(embedding_dim=-4), "embedding dim must be a positive integer"),
+        (dict(bottom_mlp=(64, 32)), "must end in the embedding dim 16"),
+        (dict(top_mlp=()), "top mlp needs at least one layer"),
+    ],
+)
 def test_bad_configs(overrides, message):
     with pytest.raises(ConfigError, match=message):
         dlrm_preset("dlrm-small", 3 if "global_batch_size" in overrides else 4, **overrides)
@@ -109,8 +124,9 @@ class _Main:
 
 def test_cli_writes_and_rejects(tmp_path):
     runner = CliRunner()
-    ok = runner.invoke(_Main(), ["-q", "generate", "dlrm", "--model", "dlrm-small", "--ranks", "4", "-o",
-                                 str(tmp_path / "d")])
+    ok = runner.invoke(
+        _Main(), ["-q", "generate", "dlrm", "--model", "dlrm-small", "--ranks", "4", "-o", str(tmp_path / "d")]
+    )
     assert ok.exit_code == 0, ok.output
     assert sorted(p.name for p in tmp_path.iterdir()) == [f"d.{r}.et" for r in range(4)] + ["d.comm_groups.json"]
     bad = runner.invoke(_Main(), ["generate", "dlrm", "--ranks", "3", "-o", str(tmp_path / "x")])

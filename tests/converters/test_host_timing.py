@@ -19,16 +19,26 @@ def _replay_rows(events):
 
 def test_partial_overlap_is_clamped_counted_and_not_double_counted():
     # a [0,10), b [5,15) on one thread: b clamped to [5,10); [10,15) is uncovered inside step [0,20)
-    t = thread_timing([HostSpan("s", 0, 20, True), HostSpan("a", 0, 10, False), HostSpan("b", 5, 15, False),
-                       HostSpan("c", 15, 20, False)])
+    t = thread_timing(
+        [
+            HostSpan("s", 0, 20, True),
+            HostSpan("a", 0, 10, False),
+            HostSpan("b", 5, 15, False),
+            HostSpan("c", 15, 20, False),
+        ]
+    )
     assert t.partial_overlaps == 1
     assert t.duration_ns == {"s": 0, "a": 5, "b": 5, "c": 10}  # c: 5 own + 5 uncovered before it
     assert sum(t.duration_ns.values()) == 20  # the step's span, once
 
 
 def test_one_thread_cpu_only_step_replays_to_its_measured_span(caplog):
-    events = [cpu("ProfilerStep#3", 0, 100, cat="user_annotation"), cpu("aten::mm", 10, 30),
-              cpu("aten::add", 45, 20), cpu("aten::relu", 70, 10)]
+    events = [
+        cpu("ProfilerStep#3", 0, 100, cat="user_annotation"),
+        cpu("aten::mm", 10, 30),
+        cpu("aten::add", 45, 20),
+        cpu("aten::relu", 70, 10),
+    ]
     trace, rows = _replay_rows(events)
     step = next(n for n in trace.nodes if n.name == "ProfilerStep#3")
     assert step.duration_ns == 0 and step.get_attr("range_duration_ns") == 100_000
@@ -38,9 +48,12 @@ def test_one_thread_cpu_only_step_replays_to_its_measured_span(caplog):
 
 def test_annotation_spanning_cross_thread_work_is_not_counted():
     # main thread: step [0,100) > ## backward ## [10,90) with no op of its own; the work runs on thread 2
-    events = [cpu("ProfilerStep#1", 0, 100, cat="user_annotation"),
-              cpu("## backward ##", 10, 80, cat="user_annotation"),
-              cpu("aten::mm", 20, 60, tid=2), cpu("aten::add", 92, 5)]
+    events = [
+        cpu("ProfilerStep#1", 0, 100, cat="user_annotation"),
+        cpu("## backward ##", 10, 80, cat="user_annotation"),
+        cpu("aten::mm", 20, 60, tid=2),
+        cpu("aten::add", 92, 5),
+    ]
     trace, rows = _replay_rows(events)
     by = {n.name: n for n in trace.nodes}
     assert by["## backward ##"].duration_ns == 0 and by["aten::mm"].duration_ns == 60_000
@@ -71,14 +84,25 @@ def test_et_without_steps_gets_them_from_kineto_and_keep_iteration_works():
     from tracekit.transforms.select import KeepIteration
 
     et = parse_et(et_doc(roots() + [node(11, "aten::mm", 2, 2), node(12, "aten::add", 2, 3)]), path="et.json")
-    kt = parse_kineto(kineto_doc([cpu("ProfilerStep#7", 0, 50, rf=1, cat="user_annotation"),
-                                  cpu("aten::mm", 10, 20, rf=2), cpu("ProfilerStep#8", 50, 40, rf=9,
-                                                                     cat="user_annotation"),
-                                  cpu("aten::add", 60, 20, rf=3)]), path="k.json")
+    kt = parse_kineto(
+        kineto_doc(
+            [
+                cpu("ProfilerStep#7", 0, 50, rf=1, cat="user_annotation"),
+                cpu("aten::mm", 10, 20, rf=2),
+                cpu("ProfilerStep#8", 50, 40, rf=9, cat="user_annotation"),
+                cpu("aten::add", 60, 20, rf=3),
+            ]
+        ),
+        path="k.json",
+    )
     trace = convert_et(et, rank=0, kineto=kt, linkage=link(et, kt)).trace
     names = [n.name for n in trace.nodes]
-    assert names.index("ProfilerStep#7") < names.index("aten::mm") < names.index("ProfilerStep#8") \
+    assert (
+        names.index("ProfilerStep#7")
+        < names.index("aten::mm")
+        < names.index("ProfilerStep#8")
         < names.index("aten::add")
+    )
     by = {n.name: n for n in trace.nodes}
     assert by["ProfilerStep#8"].get_attr("range_duration_ns") == 40_000
     assert by["aten::mm"].id in by["ProfilerStep#8"].data_deps and by["ProfilerStep#8"].id in by["aten::add"].data_deps
@@ -90,24 +114,49 @@ def test_et_without_steps_gets_them_from_kineto_and_keep_iteration_works():
 
 
 def _k(name, ts, dur, stream=7, **args):
-    return {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": stream, "ts": ts, "dur": dur,
-            "args": {"stream": stream, "device": 0, **args}}
+    return {
+        "ph": "X",
+        "cat": "kernel",
+        "name": name,
+        "pid": 0,
+        "tid": stream,
+        "ts": ts,
+        "dur": dur,
+        "args": {"stream": stream, "device": 0, **args},
+    }
 
 
 def _rt(name, ts, dur, **args):
-    return {"ph": "X", "cat": "cuda_runtime", "name": name, "pid": 100, "tid": 100, "ts": ts, "dur": dur,
-            "args": args}
+    return {"ph": "X", "cat": "cuda_runtime", "name": name, "pid": 100, "tid": 100, "ts": ts, "dur": dur, "args": args}
 
 
 def test_stream_wait_event_consumer_starts_after_producer_in_replay():
-    events = [cpu("ProfilerStep#1", 0, 60, cat="user_annotation"),
-              _rt("cudaLaunchKernel", 10, 1, correlation=1), _rt("cudaEventRecord", 12, 1, correlation=2),
-              _rt("cudaStreamWaitEvent", 13, 1, correlation=3), _rt("cudaLaunchKernel", 14, 1, correlation=4),
-              _k("producer", 20, 10, stream=7, correlation=1), _k("consumer", 31, 5, stream=9, correlation=4),
-              {"ph": "X", "cat": "cuda_sync", "name": "Stream Wait Event", "pid": 0, "tid": 9, "ts": 13, "dur": 1,
-               "args": {"stream": 9, "wait_on_stream": 7, "wait_on_cuda_event_record_corr_id": 2,
-                        "correlation": 3, "cuda_sync_kind": "Stream Wait Event"}},
-              _rt("cudaStreamSynchronize", 40, 2, correlation=5)]
+    events = [
+        cpu("ProfilerStep#1", 0, 60, cat="user_annotation"),
+        _rt("cudaLaunchKernel", 10, 1, correlation=1),
+        _rt("cudaEventRecord", 12, 1, correlation=2),
+        _rt("cudaStreamWaitEvent", 13, 1, correlation=3),
+        _rt("cudaLaunchKernel", 14, 1, correlation=4),
+        _k("producer", 20, 10, stream=7, correlation=1),
+        _k("consumer", 31, 5, stream=9, correlation=4),
+        {
+            "ph": "X",
+            "cat": "cuda_sync",
+            "name": "Stream Wait Event",
+            "pid": 0,
+            "tid": 9,
+            "ts": 13,
+            "dur": 1,
+            "args": {
+                "stream": 9,
+                "wait_on_stream": 7,
+                "wait_on_cuda_event_record_corr_id": 2,
+                "correlation": 3,
+                "cuda_sync_kind": "Stream Wait Event",
+            },
+        },
+        _rt("cudaStreamSynchronize", 40, 2, correlation=5),
+    ]
     trace = convert_kineto_trace(parse_kineto(kineto_doc(events), path="k.json")).trace
     by = {n.name: n for n in trace.nodes}
     assert by["producer"].id in by["consumer"].data_deps
@@ -123,9 +172,13 @@ def test_stream_wait_event_consumer_starts_after_producer_in_replay():
 
 def test_cuda_graph_launch_with_many_kernels_replays_to_the_measured_step():
     kernels = [_k(f"g{i}", 20 + 3 * i, 2, correlation=5) for i in range(8)]  # 8 kernels [20,42)
-    events = [cpu("ProfilerStep#1", 0, 50, cat="user_annotation"),
-              _rt("cudaGraphLaunch", 10, 4, correlation=5), *kernels,
-              _rt("cudaDeviceSynchronize", 15, 30, correlation=6), cpu("aten::add", 46, 2)]
+    events = [
+        cpu("ProfilerStep#1", 0, 50, cat="user_annotation"),
+        _rt("cudaGraphLaunch", 10, 4, correlation=5),
+        *kernels,
+        _rt("cudaDeviceSynchronize", 15, 30, correlation=6),
+        cpu("aten::add", 46, 2),
+    ]
     trace = convert_kineto_trace(parse_kineto(kineto_doc(events), path="k.json")).trace
     by = {n.name: n for n in trace.nodes}
     assert all(by["cudaGraphLaunch"].id in by[f"g{i}"].data_deps for i in range(8))
@@ -141,9 +194,13 @@ def test_cuda_graph_launch_with_many_kernels_replays_to_the_measured_step():
 
 
 def test_sync_call_waiting_for_a_running_kernel_keeps_only_its_time_after_it():
-    events = [cpu("ProfilerStep#1", 0, 40, cat="user_annotation"),
-              _rt("cudaLaunchKernel", 0, 2, correlation=1), _k("k", 3, 20, correlation=1),
-              _rt("cudaStreamSynchronize", 5, 20, correlation=2), cpu("aten::add", 25, 15)]
+    events = [
+        cpu("ProfilerStep#1", 0, 40, cat="user_annotation"),
+        _rt("cudaLaunchKernel", 0, 2, correlation=1),
+        _k("k", 3, 20, correlation=1),
+        _rt("cudaStreamSynchronize", 5, 20, correlation=2),
+        cpu("aten::add", 25, 15),
+    ]
     trace = convert_kineto_trace(parse_kineto(kineto_doc(events), path="k.json")).trace
     by = {n.name: n for n in trace.nodes}
     sync = by["cudaStreamSynchronize"]

@@ -44,8 +44,11 @@ def test_hta_simple_add_gpu_numbers(real_dir):
     kernels = [e for e in raw if e["cat"] == "kernel"]
     spans = [(_ns(e["ts"]), _ns(e["ts"]) + _ns(e["dur"])) for e in kernels]
     corr = {e["args"]["correlation"]: e for e in kernels}
-    launches = [e for e in raw if e["cat"] == "cuda_runtime" and e["name"] == "cudaLaunchKernel"
-                and e["args"].get("correlation") in corr]
+    launches = [
+        e
+        for e in raw
+        if e["cat"] == "cuda_runtime" and e["name"] == "cudaLaunchKernel" and e["args"].get("correlation") in corr
+    ]
     delays = [_ns(corr[e["args"]["correlation"]]["ts"]) - (_ns(e["ts"]) + _ns(e["dur"])) for e in launches]
 
     (r,) = analyze_kineto_files([str(path)]).ranks
@@ -85,8 +88,11 @@ GEMM = {"aten::mm", "aten::addmm", "aten::bmm", "aten::matmul", "aten::linear"}
 @pytest.mark.parametrize("rank", [0, 1])
 def test_dist_ws2_cpu_numbers(real_dir, rank):
     path = real_dir / "pytorch" / "torch-cpu-gloo" / "dist_ws2" / f"kineto_rank{rank}.json"
-    events = [e for e in _raw(path) if e["cat"] == "cpu_op"
-              or (e["cat"] == "user_annotation" and e["name"].startswith("gloo:"))]
+    events = [
+        e
+        for e in _raw(path)
+        if e["cat"] == "cpu_op" or (e["cat"] == "user_annotation" and e["name"].startswith("gloo:"))
+    ]
     self_ns = _self_times(events)
     comm = sum(t for i, t in self_ns.items() if events[i]["name"].startswith(("gloo:", "c10d::")))
     gemm = sum(t for i, t in self_ns.items() if events[i]["name"] in GEMM)
@@ -119,8 +125,7 @@ def test_self_segments_nesting_closed_form():
 
     # parent [0, 100) with children [10, 30) and [50, 60), grandchild [12, 20); another thread [0, 5);
     # op 5 [90, 120) outlives the parent: it owns [90, 120)
-    segs = self_segments([ev(0, 0, 100), ev(1, 10, 20), ev(2, 12, 8), ev(3, 50, 10), ev(4, 0, 5, tid=2),
-                          ev(5, 90, 30)])
+    segs = self_segments([ev(0, 0, 100), ev(1, 10, 20), ev(2, 12, 8), ev(3, 50, 10), ev(4, 0, 5, tid=2), ev(5, 90, 30)])
     own = {}
     for a, b, e in segs:
         own[e.index] = own.get(e.index, 0) + b - a
@@ -146,8 +151,9 @@ def test_converted_trace_set_gives_the_kernel_numbers_of_its_kineto_file(real_di
     from tracekit.io import write_traceset
 
     d = real_dir / "pytorch" / "hta-simple-add"
-    ts = convert_pytorch([str(d / "benchmark_simple_add_et.json.gz")], [str(d / "benchmark_simple_add_trace.json.gz")],
-                         executor="serial")
+    ts = convert_pytorch(
+        [str(d / "benchmark_simple_add_et.json.gz")], [str(d / "benchmark_simple_add_trace.json.gz")], executor="serial"
+    )
     write_traceset(ts, str(tmp_path / "job"))
     (k,) = analyze_kineto_files([str(d / "benchmark_simple_add_trace.json.gz")]).ranks
     res = CliRunner().invoke(cli, ["analyze", str(tmp_path / "job"), "--json"])

@@ -30,13 +30,18 @@ def by_name(trace):
 
 
 def test_host_nesting_exclusive_durations_and_chain(tmp_path):
-    t = convert_kineto_rank(write(tmp_path, [
-        X("cpu_op", "outer", 0, 10.5),            # children 1..3 (2 us) and 5..8.25 (3.25 us)
-        X("cpu_op", "inner1", 1, 2),
-        X("cpu_op", "inner2", 5, 3.25),
-        X("cpu_op", "leaf", 6, 1),                # inside inner2
-        X("cpu_op", "next", 11, 1),
-    ]))
+    t = convert_kineto_rank(
+        write(
+            tmp_path,
+            [
+                X("cpu_op", "outer", 0, 10.5),  # children 1..3 (2 us) and 5..8.25 (3.25 us)
+                X("cpu_op", "inner1", 1, 2),
+                X("cpu_op", "inner2", 5, 3.25),
+                X("cpu_op", "leaf", 6, 1),  # inside inner2
+                X("cpu_op", "next", 11, 1),
+            ],
+        )
+    )
     n = by_name(t)
     assert n["outer"].duration_ns == 10500 - 2000 - 3250 == 5250
     assert n["inner2"].duration_ns == 3250 - 1000
@@ -52,15 +57,20 @@ def test_host_nesting_exclusive_durations_and_chain(tmp_path):
 
 
 def test_kernel_depends_on_launch_and_stream_predecessor(tmp_path):
-    t = convert_kineto_rank(write(tmp_path, [
-        X("cpu_op", "aten::mm", 0, 10),
-        X("cuda_runtime", "cudaLaunchKernel", 1, 2, correlation=11),
-        X("cuda_runtime", "cudaLaunchKernel", 4, 2, correlation=12),
-        K("gemm", 5, 3.001, correlation=11),
-        K("relu", 8.5, 1, correlation=12),
-        X("cuda_runtime", "cudaDeviceSynchronize", 7, 3, correlation=13),
-        X("cpu_op", "aten::item", 10.5, 1),
-    ]))
+    t = convert_kineto_rank(
+        write(
+            tmp_path,
+            [
+                X("cpu_op", "aten::mm", 0, 10),
+                X("cuda_runtime", "cudaLaunchKernel", 1, 2, correlation=11),
+                X("cuda_runtime", "cudaLaunchKernel", 4, 2, correlation=12),
+                K("gemm", 5, 3.001, correlation=11),
+                K("relu", 8.5, 1, correlation=12),
+                X("cuda_runtime", "cudaDeviceSynchronize", 7, 3, correlation=13),
+                X("cpu_op", "aten::item", 10.5, 1),
+            ],
+        )
+    )
     n = by_name(t)
     launches = [x for x in t.nodes if x.name == "cudaLaunchKernel"]
     assert list(n["gemm"].data_deps) == [launches[0].id]
@@ -76,19 +86,41 @@ def test_kernel_depends_on_launch_and_stream_predecessor(tmp_path):
 def nccl_events(coll="allreduce", nelems=1024, dtype="Float", pg="0", **extra):
     return [
         X("cpu_op", "c10d::allreduce_", 0, 20),
-        X("cpu_op", "record_param_comms", 1, 18, **{
-            "Collective name": coll, "In msg nelems": nelems, "Out msg nelems": nelems, "dtype": dtype,
-            "Group size": 2, "Process Group Name": pg, "Process Group Ranks": "[0, 1]", **extra}),
+        X(
+            "cpu_op",
+            "record_param_comms",
+            1,
+            18,
+            **{
+                "Collective name": coll,
+                "In msg nelems": nelems,
+                "Out msg nelems": nelems,
+                "dtype": dtype,
+                "Group size": 2,
+                "Process Group Name": pg,
+                "Process Group Ranks": "[0, 1]",
+                **extra,
+            },
+        ),
         X("user_annotation", "nccl:all_reduce", 2, 10),
         X("cuda_runtime", "cudaLaunchKernel", 3, 2, correlation=21),
-        K("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)", 10, 40,
-          stream=40, correlation=21),
+        K(
+            "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)",
+            10,
+            40,
+            stream=40,
+            correlation=21,
+        ),
     ]
 
 
 def test_nccl_kernel_becomes_comm_coll_with_record_param_comms_args(tmp_path):
-    info = {"rank": 1, "world_size": 2, "backend": "nccl",
-            "pg_config": [{"pg_name": "0", "pg_desc": "default_pg", "pg_size": 2, "ranks": [0, 1]}]}
+    info = {
+        "rank": 1,
+        "world_size": 2,
+        "backend": "nccl",
+        "pg_config": [{"pg_name": "0", "pg_desc": "default_pg", "pg_size": 2, "ranks": [0, 1]}],
+    }
     t = convert_kineto_rank(write(tmp_path, nccl_events(dtype="BFloat16"), distributedInfo=info))
     (comm,) = [x for x in t.nodes if x.is_comm]
     assert comm.name.startswith("ncclDevKernel_AllReduce")
@@ -111,12 +143,30 @@ def test_send_recv_peers_from_record_param_comms(tmp_path):
 
 
 def test_gloo_collective_on_host_folds_worker_record(tmp_path):
-    t = convert_kineto_rank(write(tmp_path, [
-        X("cpu_op", "c10d::allreduce_", 0, 5, **{"Input Dims": [[[10]], [], [], []],
-                                                 "Input type": ["TensorList", "", "", ""]}),
-        X("user_annotation", "gloo:all_reduce", 6, 50, tid=2, **{"Input Dims": [[10]], "Input type": ["float"]}),
-        X("cpu_op", "aten::add", 7, 1),
-    ], distributedInfo={"rank": 0, "world_size": 2}))
+    t = convert_kineto_rank(
+        write(
+            tmp_path,
+            [
+                X(
+                    "cpu_op",
+                    "c10d::allreduce_",
+                    0,
+                    5,
+                    **{"Input Dims": [[[10]], [], [], []], "Input type": ["TensorList", "", "", ""]},
+                ),
+                X(
+                    "user_annotation",
+                    "gloo:all_reduce",
+                    6,
+                    50,
+                    tid=2,
+                    **{"Input Dims": [[10]], "Input type": ["float"]},
+                ),
+                X("cpu_op", "aten::add", 7, 1),
+            ],
+            distributedInfo={"rank": 0, "world_size": 2},
+        )
+    )
     names = [x.name for x in t.nodes]
     assert "gloo:all_reduce" not in names  # folded into the COMM node
     (comm,) = [x for x in t.nodes if x.is_comm]
@@ -130,27 +180,42 @@ def test_unknown_collective_name_is_an_error(tmp_path):
 
 
 def test_metadata_only_trace_has_nothing_to_convert(tmp_path):
-    p = write(tmp_path, [{"ph": "M", "name": "process_name", "pid": 1, "tid": 0, "args": {"name": "x"}},
-                         X("Trace", "PyTorch Profiler (0)", 0, 5, pid="Spans", tid="PyTorch Profiler")])
+    p = write(
+        tmp_path,
+        [
+            {"ph": "M", "name": "process_name", "pid": 1, "tid": 0, "args": {"name": "x"}},
+            X("Trace", "PyTorch Profiler (0)", 0, 5, pid="Spans", tid="PyTorch Profiler"),
+        ],
+    )
     with pytest.raises(ConversionError, match=r"nothing to convert: .*only Trace x1"):
         convert_kineto_rank(p)
 
 
 def test_counters_only_trace_has_nothing_to_convert(tmp_path):
-    p = write(tmp_path, [X("cuda_runtime", "cudaLaunchKernel", 1, 1, correlation=1),
-                         X("cuda_profiler_range", "range", 1, 5, pid=0, tid=0)])
+    p = write(
+        tmp_path,
+        [
+            X("cuda_runtime", "cudaLaunchKernel", 1, 1, correlation=1),
+            X("cuda_profiler_range", "range", 1, 5, pid=0, tid=0),
+        ],
+    )
     with pytest.raises(ConversionError, match="1 kernel launches but no kernel.*CUPTI range-profiler"):
         convert_kineto_rank(p)
 
 
 def test_fwdbwd_flow_is_a_cross_thread_edge(tmp_path):
-    t = convert_kineto_rank(write(tmp_path, [
-        X("cpu_op", "aten::mul", 0, 2, tid=1),
-        X("cpu_op", "MulBackward0", 10, 2, tid=2),
-        {"ph": "s", "id": 5, "pid": 1, "tid": 1, "ts": 0, "cat": "fwdbwd", "name": "fwdbwd"},
-        {"ph": "f", "id": 5, "pid": 1, "tid": 2, "ts": 10, "cat": "fwdbwd", "name": "fwdbwd", "bp": "e"},
-        {"ph": "f", "id": 6, "pid": 1, "tid": 2, "ts": 10, "cat": "fwdbwd", "name": "fwdbwd", "bp": "e"},
-    ]))
+    t = convert_kineto_rank(
+        write(
+            tmp_path,
+            [
+                X("cpu_op", "aten::mul", 0, 2, tid=1),
+                X("cpu_op", "MulBackward0", 10, 2, tid=2),
+                {"ph": "s", "id": 5, "pid": 1, "tid": 1, "ts": 0, "cat": "fwdbwd", "name": "fwdbwd"},
+                {"ph": "f", "id": 5, "pid": 1, "tid": 2, "ts": 10, "cat": "fwdbwd", "name": "fwdbwd", "bp": "e"},
+                {"ph": "f", "id": 6, "pid": 1, "tid": 2, "ts": 10, "cat": "fwdbwd", "name": "fwdbwd", "bp": "e"},
+            ],
+        )
+    )
     n = by_name(t)
     assert list(n["MulBackward0"].data_deps) == [n["aten::mul"].id]
 

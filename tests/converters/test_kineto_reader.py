@@ -9,7 +9,10 @@ import orjson
 import pytest
 
 from tracekit.converters.pytorch.kineto_reader import (
-    normalize_category, parse_kineto, read_kineto, us_to_ns,
+    normalize_category,
+    parse_kineto,
+    read_kineto,
+    us_to_ns,
 )
 from tracekit.errors import TraceFormatError
 
@@ -21,11 +24,20 @@ def _write(tmp_path, doc, name="k.json", raw=None):
     return p
 
 
-@pytest.mark.parametrize("value, ns", [
-    (3, 3000), (1234.567, 1234567), (0.001, 1), (4458676522690.655, 4458676522690655),
-    ("1712195495519689.047", 1712195495519689047), (2.5e3, 2500000), ("0.0005", 1), ("-1.5", -1500),
-    (1e-05, 0),
-])
+@pytest.mark.parametrize(
+    "value, ns",
+    [
+        (3, 3000),
+        (1234.567, 1234567),
+        (0.001, 1),
+        (4458676522690.655, 4458676522690655),
+        ("1712195495519689.047", 1712195495519689047),
+        (2.5e3, 2500000),
+        ("0.0005", 1),
+        ("-1.5", -1500),
+        (1e-05, 0),
+    ],
+)
 def test_us_to_ns_is_exact(value, ns):
     assert us_to_ns(value) == ns
 
@@ -38,19 +50,44 @@ def test_us_to_ns_rejects(bad):
 
 def test_old_and_new_category_names_normalize():
     assert [normalize_category(c) for c in ("Kernel", "Runtime", "Operator", "Memcpy", "Memset", "Driver")] == [
-        "kernel", "cuda_runtime", "cpu_op", "gpu_memcpy", "gpu_memset", "cuda_driver"]
+        "kernel",
+        "cuda_runtime",
+        "cpu_op",
+        "gpu_memcpy",
+        "gpu_memset",
+        "cuda_driver",
+    ]
     assert normalize_category("cuda_sync") == "cuda_sync"
     assert normalize_category(None) == ""
 
 
 def test_old_layout_without_schema_version(tmp_path):
-    doc = {"traceEvents": [
-        {"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 10, "dur": 5,
-         "args": {"correlation": 7, "external id": 3}},
-        {"ph": "X", "cat": "Kernel", "name": "k", "pid": 0, "tid": 7, "ts": 20, "dur": 2,
-         "args": {"correlation": 7, "external id": 3, "stream": 7, "device": 0}},
-        {"ph": "s", "id": 7, "pid": 1, "tid": 1, "ts": 10, "cat": "async_gpu", "name": "x"},
-    ], "distributedInfo": {"rank": 1}}
+    doc = {
+        "traceEvents": [
+            {
+                "ph": "X",
+                "cat": "Runtime",
+                "name": "cudaLaunchKernel",
+                "pid": 1,
+                "tid": 1,
+                "ts": 10,
+                "dur": 5,
+                "args": {"correlation": 7, "external id": 3},
+            },
+            {
+                "ph": "X",
+                "cat": "Kernel",
+                "name": "k",
+                "pid": 0,
+                "tid": 7,
+                "ts": 20,
+                "dur": 2,
+                "args": {"correlation": 7, "external id": 3, "stream": 7, "device": 0},
+            },
+            {"ph": "s", "id": 7, "pid": 1, "tid": 1, "ts": 10, "cat": "async_gpu", "name": "x"},
+        ],
+        "distributedInfo": {"rank": 1},
+    }
     kt = read_kineto(_write(tmp_path, doc, "old.json.gz"))
     assert kt.schema_version is None and kt.rank == 1
     launch, kernel = kt.events
@@ -61,16 +98,39 @@ def test_old_layout_without_schema_version(tmp_path):
 
 
 def test_new_layout_metadata_in_any_order_and_distributed_info(tmp_path):
-    events = [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 5, "tid": 6, "ts": 1.5, "dur": 0.25,
-               "args": {"External id": 9, "Record function id": 4}},
-              {"ph": "M", "name": "thread_name", "pid": 5, "tid": 6, "args": {"name": "main"}},
-              {"ph": "i", "name": "instant", "pid": 5, "tid": 6, "ts": 2}]
-    info = {"backend": "nccl", "rank": 3, "world_size": 4,
-            "pg_config": [{"pg_name": "0", "pg_desc": "default_pg", "backend_config": "cuda:nccl",
-                           "pg_size": 4, "ranks": [0, 1, 2, 3]}]}
+    events = [
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "aten::mm",
+            "pid": 5,
+            "tid": 6,
+            "ts": 1.5,
+            "dur": 0.25,
+            "args": {"External id": 9, "Record function id": 4},
+        },
+        {"ph": "M", "name": "thread_name", "pid": 5, "tid": 6, "args": {"name": "main"}},
+        {"ph": "i", "name": "instant", "pid": 5, "tid": 6, "ts": 2},
+    ]
+    info = {
+        "backend": "nccl",
+        "rank": 3,
+        "world_size": 4,
+        "pg_config": [
+            {
+                "pg_name": "0",
+                "pg_desc": "default_pg",
+                "backend_config": "cuda:nccl",
+                "pg_size": 4,
+                "ranks": [0, 1, 2, 3],
+            }
+        ],
+    }
     # traceEvents first, metadata after (and the other way round): same result
-    for doc in ({"traceEvents": events, "distributedInfo": info, "schemaVersion": 1},
-                {"schemaVersion": 1, "distributedInfo": info, "traceEvents": events}):
+    for doc in (
+        {"traceEvents": events, "distributedInfo": info, "schemaVersion": 1},
+        {"schemaVersion": 1, "distributedInfo": info, "traceEvents": events},
+    ):
         kt = parse_kineto(doc)
         assert (kt.rank, kt.world_size, kt.backend, kt.schema_version) == (3, 4, "nccl", 1)
         assert kt.process_groups[0].ranks == (0, 1, 2, 3) and kt.process_groups[0].pg_size == 4
@@ -82,9 +142,11 @@ def test_new_layout_metadata_in_any_order_and_distributed_info(tmp_path):
 
 def test_epoch_float_timestamps_keep_their_nanoseconds(tmp_path):
     # 1712195495519689.047 us does not fit a double at ns precision; the text does.
-    raw = (b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, '
-           b'"ts": 1712195495519689.047, "dur": 63.813}, {"ph": "X", "cat": "cpu_op", "name": "b", '
-           b'"pid": 1, "tid": 1, "ts": 1712195495519689.048, "dur": 1}]}')
+    raw = (
+        b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, '
+        b'"ts": 1712195495519689.047, "dur": 63.813}, {"ph": "X", "cat": "cpu_op", "name": "b", '
+        b'"pid": 1, "tid": 1, "ts": 1712195495519689.048, "dur": 1}]}'
+    )
     assert float("1712195495519689.047") == float("1712195495519689.048")  # why this matters
     kt = read_kineto(_write(tmp_path, None, "epoch.json", raw=raw))
     assert [e.start_ns for e in kt.events] == [1712195495519689047, 1712195495519689048]
@@ -98,8 +160,12 @@ def test_zero_events_is_a_clear_error(tmp_path):
 
 
 def test_nan_timestamp_names_event(tmp_path):
-    p = _write(tmp_path, None, raw=b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::add", '
-                                   b'"pid": 1, "tid": 1, "ts": "NaN", "dur": 1}]}')
+    p = _write(
+        tmp_path,
+        None,
+        raw=b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::add", '
+        b'"pid": 1, "tid": 1, "ts": "NaN", "dur": 1}]}',
+    )
     with pytest.raises(TraceFormatError, match=r"traceEvents\[0\] \('aten::add'\): bad timestamp.*'NaN'"):
         read_kineto(p)
 

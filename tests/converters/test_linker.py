@@ -63,25 +63,61 @@ def test_sequence_alignment_over_many_iterations_with_noise():
 
 def test_kernels_attach_through_correlation_and_graph_launch():
     et = et_doc(roots() + [node(10, "aten::mm", 2, 1), node(11, "aten::add", 2, 2)])
-    ev = [cpu("aten::mm", 0, 10, rf=1), cpu("aten::add", 20, 10, rf=2),
-          {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 100, "tid": 100, "ts": 2, "dur": 3,
-           "args": {"correlation": 7}},
-          {"ph": "X", "cat": "cuda_runtime", "name": "cudaGraphLaunch", "pid": 100, "tid": 100, "ts": 22, "dur": 3,
-           "args": {"correlation": 8}}]
+    ev = [
+        cpu("aten::mm", 0, 10, rf=1),
+        cpu("aten::add", 20, 10, rf=2),
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaLaunchKernel",
+            "pid": 100,
+            "tid": 100,
+            "ts": 2,
+            "dur": 3,
+            "args": {"correlation": 7},
+        },
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaGraphLaunch",
+            "pid": 100,
+            "tid": 100,
+            "ts": 22,
+            "dur": 3,
+            "args": {"correlation": 8},
+        },
+    ]
     for i, (ts, corr) in enumerate([(6, 7), (30, 8), (40, 8)]):
-        ev.append({"ph": "X", "cat": "kernel", "name": f"k{i}", "pid": 0, "tid": 7, "ts": ts, "dur": 5,
-                   "args": {"correlation": corr, "stream": 7, "device": 0}})
+        ev.append(
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": f"k{i}",
+                "pid": 0,
+                "tid": 7,
+                "ts": ts,
+                "dur": 5,
+                "args": {"correlation": corr, "stream": 7, "device": 0},
+            }
+        )
     got = _link(et, kineto_doc(ev))
     assert [e.name for e in got.device[10]] == ["k0"]
     assert [e.name for e in got.device[11]] == ["k1", "k2"]
     assert got.report.kernels_attached == 3 and got.report.aten_with_kernels == 2
 
 
-@pytest.mark.parametrize("et_rel, k_rel, method, minimum", [
-    ("torch-cpu-gloo/single/et_rank0.json", "torch-cpu-gloo/single/kineto_rank0.json", "rf_id", 0.99),
-    ("hta-simple-add/benchmark_simple_add_et.json.gz", "hta-simple-add/benchmark_simple_add_trace.json.gz",
-     "external_id", 0.99),
-])
+@pytest.mark.parametrize(
+    "et_rel, k_rel, method, minimum",
+    [
+        ("torch-cpu-gloo/single/et_rank0.json", "torch-cpu-gloo/single/kineto_rank0.json", "rf_id", 0.99),
+        (
+            "hta-simple-add/benchmark_simple_add_et.json.gz",
+            "hta-simple-add/benchmark_simple_add_trace.json.gz",
+            "external_id",
+            0.99,
+        ),
+    ],
+)
 def test_real_host_link_rates(real_dir, et_rel, k_rel, method, minimum):
     got = link(read_et(real_dir / "pytorch" / et_rel), read_kineto(real_dir / "pytorch" / k_rel))
     assert got.report.method == method and got.report.host_rate >= minimum

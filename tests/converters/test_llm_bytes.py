@@ -103,14 +103,29 @@ def test_pp_activation_bytes_and_matching_tags():
     ts = generate_llm(c)
     stage1 = ts[2]
     bsh = 2 * S * H * BF16
-    counts = Counter((n.get_attr("op_role"), n.comm_bytes) for n in stage1.nodes
-                     if n.type in (NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE))
-    assert counts == {("pp_recv_activation", bsh): 4, ("pp_send_activation", bsh): 4,
-                      ("pp_recv_grad", bsh): 4, ("pp_send_grad", bsh): 4}
-    sends = Counter((n.comm_src, n.comm_dst, n.comm_tag, n.comm_bytes) for t in ts for n in t.nodes
-                    if n.type == NodeType.COMM_SEND_NODE)
-    recvs = Counter((n.comm_src, n.comm_dst, n.comm_tag, n.comm_bytes) for t in ts for n in t.nodes
-                    if n.type == NodeType.COMM_RECV_NODE)
+    counts = Counter(
+        (n.get_attr("op_role"), n.comm_bytes)
+        for n in stage1.nodes
+        if n.type in (NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE)
+    )
+    assert counts == {
+        ("pp_recv_activation", bsh): 4,
+        ("pp_send_activation", bsh): 4,
+        ("pp_recv_grad", bsh): 4,
+        ("pp_send_grad", bsh): 4,
+    }
+    sends = Counter(
+        (n.comm_src, n.comm_dst, n.comm_tag, n.comm_bytes)
+        for t in ts
+        for n in t.nodes
+        if n.type == NodeType.COMM_SEND_NODE
+    )
+    recvs = Counter(
+        (n.comm_src, n.comm_dst, n.comm_tag, n.comm_bytes)
+        for t in ts
+        for n in t.nodes
+        if n.type == NodeType.COMM_RECV_NODE
+    )
     assert sends == recvs and len(sends) == 2 * 3 * 4 * 2  # tp ranks x stage links x micro-batches x directions
 
 
@@ -125,8 +140,9 @@ def test_zero3_gathers_each_layer_twice_per_micro_batch():
     middle = generate_llm(c)[4]
     gathers = comm_sizes(middle, "zero3_param_allgather")
     shard = LAYER_PARAMS_TP2 // 2 * BF16  # per-rank shard of one layer, 25,184 bytes
-    assert {k: v for k, v in gathers.items()} == {(layer, mb, phase): [shard] for layer in (2, 3)
-                                                  for mb in (0, 1) for phase in ("fwd", "bwd")}
+    assert {k: v for k, v in gathers.items()} == {
+        (layer, mb, phase): [shard] for layer in (2, 3) for mb in (0, 1) for phase in ("fwd", "bwd")
+    }
     # all-gather volume per rank per iteration: 2 layers x 2 micro-batches x (fwd + bwd) x shard
     assert sum(sum(v) for v in gathers.values()) == 201_472
     scatters = comm_sizes(middle, "zero3_grad_reducescatter")
@@ -143,8 +159,9 @@ def test_zero1_reduce_scatters_gradients_and_gathers_parameters():
 
 
 def test_expert_parallel_alltoall_and_expert_gradients():
-    model = ModelSpec("tiny-moe", num_layers=4, hidden_size=H, num_heads=8, seq_length=S, vocab_size=V,
-                      num_experts=4, moe_top_k=2)
+    model = ModelSpec(
+        "tiny-moe", num_layers=4, hidden_size=H, num_heads=8, seq_length=S, vocab_size=V, num_experts=4, moe_top_k=2
+    )
     c = LLMConfig(model, ParallelSpec(dp=4, ep=2), global_batch_size=4, micro_batch_size=1)
     ts = generate_llm(c)
     trace = ts[0]
@@ -175,10 +192,14 @@ def test_roofline_duration():
     assert norm.duration_ns == 82  # 2 x 32 x 64 x 2 B = 8,192 B at 1e11 B/s -> memory-bound
 
 
-@pytest.mark.parametrize("parallel", [dict(dp=2, tp=2, pp=2), dict(dp=2, tp=2, pp=2, sequence_parallel=True,
-                                                                   zero_stage=2, schedule="gpipe"),
-                                      dict(dp=2, tp=1, pp=4, schedule="interleaved", virtual_stages=2,
-                                           zero_stage=3, recompute="full")])
+@pytest.mark.parametrize(
+    "parallel",
+    [
+        dict(dp=2, tp=2, pp=2),
+        dict(dp=2, tp=2, pp=2, sequence_parallel=True, zero_stage=2, schedule="gpipe"),
+        dict(dp=2, tp=1, pp=4, schedule="interleaved", virtual_stages=2, zero_stage=3, recompute="full"),
+    ],
+)
 def test_generated_jobs_validate(parallel):
     c = LLMConfig(gpt_config().model, ParallelSpec(**parallel), global_batch_size=16, micro_batch_size=2)
     report = validate_traceset(generate_llm(c))

@@ -17,28 +17,39 @@ from tracekit.errors import ConfigError
 from tracekit.workloads.config import PRESETS, world_to_dp
 
 
-@pytest.mark.parametrize("make,message", [
-    (lambda: gpt_config(tp=3), "tp=3 does not divide the 8 attention heads"),
-    (lambda: gpt_config(dp=3, B=16), "global batch 16 is not divisible by micro-batch 1 x dp 3"),
-    (lambda: gpt_config(dp=2, B=16, b=3), "global batch 16 is not divisible by micro-batch 3 x dp 2"),
-    (lambda: gpt_config(pp=3), "8 layers cannot be split evenly over pp=3"),
-    (lambda: gpt_config(tp=-2), "tp must be positive, got -2"),
-    (lambda: gpt_config(b=0), "micro-batch size must be positive, got 0"),
-    (lambda: ModelSpec("m", num_layers=2, hidden_size=-64, num_heads=8, seq_length=32, vocab_size=10),
-     "hidden size must be positive, got -64"),
-    (lambda: ModelSpec("m", num_layers=2, hidden_size=60, num_heads=8, seq_length=32, vocab_size=10),
-     "hidden size 60 is not a multiple of the 8 heads"),
-    (lambda: gpt_config(pp=2, B=5, schedule="interleaved", virtual_stages=2),
-     "micro-batches per iteration \\(5\\) divisible by pp=2"),
-    (lambda: gpt_config(tp=2, sequence_parallel=True, schedule="1f1b", virtual_stages=2),
-     "virtual stages 2 need --schedule interleaved"),
-    (lambda: gpt_config(sequence_parallel=True), "sequence parallelism needs tp >= 2"),
-    (lambda: gpt_config(dp=4, ep=3, B=16), "ep=3 must divide dp=4"),
-    (lambda: gpt_config(dp=2, ep=2), "ep=2 needs a mixture-of-experts model"),
-    (lambda: gpt_config(zero_stage=4), "zero stage must be one of 0, 1, 2, 3; got 4"),
-    (lambda: world_to_dp(1000, tp=8, pp=16), "1000 ranks are not divisible by tp 8 x pp 16 x cp 1"),
-    (lambda: llm_preset("gpt5"), "unknown model preset 'gpt5'"),
-])
+@pytest.mark.parametrize(
+    "make,message",
+    [
+        (lambda: gpt_config(tp=3), "tp=3 does not divide the 8 attention heads"),
+        (lambda: gpt_config(dp=3, B=16), "global batch 16 is not divisible by micro-batch 1 x dp 3"),
+        (lambda: gpt_config(dp=2, B=16, b=3), "global batch 16 is not divisible by micro-batch 3 x dp 2"),
+        (lambda: gpt_config(pp=3), "8 layers cannot be split evenly over pp=3"),
+        (lambda: gpt_config(tp=-2), "tp must be positive, got -2"),
+        (lambda: gpt_config(b=0), "micro-batch size must be positive, got 0"),
+        (
+            lambda: ModelSpec("m", num_layers=2, hidden_size=-64, num_heads=8, seq_length=32, vocab_size=10),
+            "hidden size must be positive, got -64",
+        ),
+        (
+            lambda: ModelSpec("m", num_layers=2, hidden_size=60, num_heads=8, seq_length=32, vocab_size=10),
+            "hidden size 60 is not a multiple of the 8 heads",
+        ),
+        (
+            lambda: gpt_config(pp=2, B=5, schedule="interleaved", virtual_stages=2),
+            "micro-batches per iteration \\(5\\) divisible by pp=2",
+        ),
+        (
+            lambda: gpt_config(tp=2, sequence_parallel=True, schedule="1f1b", virtual_stages=2),
+            "virtual stages 2 need --schedule interleaved",
+        ),
+        (lambda: gpt_config(sequence_parallel=True), "sequence parallelism needs tp >= 2"),
+        (lambda: gpt_config(dp=4, ep=3, B=16), "ep=3 must divide dp=4"),
+        (lambda: gpt_config(dp=2, ep=2), "ep=2 needs a mixture-of-experts model"),
+        (lambda: gpt_config(zero_stage=4), "zero stage must be one of 0, 1, 2, 3; got 4"),
+        (lambda: world_to_dp(1000, tp=8, pp=16), "1000 ranks are not divisible by tp 8 x pp 16 x cp 1"),
+        (lambda: llm_preset("gpt5"), "unknown model preset 'gpt5'"),
+    ],
+)
 def test_impossible_configurations_are_one_line_config_errors(make, message):
     with pytest.raises(ConfigError, match=message) as info:
         make()
@@ -64,8 +75,15 @@ def test_padded_vocab_follows_megatron():
 def test_megatron_rank_order_and_groups():
     c = gpt_config(dp=2, tp=2, pp=2, B=8)
     assert [coordinates(c, r) for r in range(8)] == [
-        (0, 0, 0, 0), (1, 0, 0, 0), (0, 0, 1, 0), (1, 0, 1, 0),
-        (0, 0, 0, 1), (1, 0, 0, 1), (0, 0, 1, 1), (1, 0, 1, 1)]
+        (0, 0, 0, 0),
+        (1, 0, 0, 0),
+        (0, 0, 1, 0),
+        (1, 0, 1, 0),
+        (0, 0, 0, 1),
+        (1, 0, 0, 1),
+        (0, 0, 1, 1),
+        (1, 0, 1, 1),
+    ]
     groups, places = layout(c)
     members = {groups.description(name): ranks for name, ranks in groups.mapping().items()}
     assert members["tp_0"] == (0, 1) and members["tp_3"] == (6, 7)
@@ -101,9 +119,35 @@ def test_cli_writes_a_small_job(tmp_path):
     from tracekit.cli import cli
     from tracekit.io import read_traceset
 
-    result = CliRunner().invoke(cli, ["-q", "generate", "llm", "--model", "gpt3-1.3b", "--layers", "4", "--tp", "2",
-                                      "--pp", "2", "--ranks", "8", "--global-batch", "4", "--sp", "--zero", "1",
-                                      "--peak-tflops", "312", "--mem-bw-gbps", "2039", "-o", str(tmp_path / "g")])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "-q",
+            "generate",
+            "llm",
+            "--model",
+            "gpt3-1.3b",
+            "--layers",
+            "4",
+            "--tp",
+            "2",
+            "--pp",
+            "2",
+            "--ranks",
+            "8",
+            "--global-batch",
+            "4",
+            "--sp",
+            "--zero",
+            "1",
+            "--peak-tflops",
+            "312",
+            "--mem-bw-gbps",
+            "2039",
+            "-o",
+            str(tmp_path / "g"),
+        ],
+    )
     assert result.exit_code == 0, result.output
     ts = read_traceset(tmp_path / "g")
     assert ts.ranks == tuple(range(8))

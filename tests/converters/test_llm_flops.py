@@ -50,22 +50,26 @@ def test_matmul_flops_equal_megatron_formula(dp, tp, pp):
 def test_full_recompute_matches_megatron_formula(dp, tp, pp):
     c = gpt_config(dp, tp, pp, B=16, recompute="full")
     m = TINY_GPT
-    assert matmul_flops(c) == megatron_flops(16, m.seq_length, m.num_layers, m.hidden_size,
-                                              c.padded_vocab_size, full_recompute=True)
+    assert matmul_flops(c) == megatron_flops(
+        16, m.seq_length, m.num_layers, m.hidden_size, c.padded_vocab_size, full_recompute=True
+    )
 
 
 def test_selective_recompute_adds_the_attention_core():
     c = gpt_config(2, 2, 2, B=16, recompute="selective")
     m = TINY_GPT
     base = megatron_flops(16, m.seq_length, m.num_layers, m.hidden_size, c.padded_vocab_size)
-    assert matmul_flops(c) == base + 4 * 16 * m.seq_length ** 2 * m.hidden_size * m.num_layers
+    assert matmul_flops(c) == base + 4 * 16 * m.seq_length**2 * m.hidden_size * m.num_layers
 
 
-@pytest.mark.parametrize("parallel", [
-    dict(sequence_parallel=True, zero_stage=1),
-    dict(schedule="interleaved", virtual_stages=2),
-    dict(schedule="gpipe", zero_stage=3),
-])
+@pytest.mark.parametrize(
+    "parallel",
+    [
+        dict(sequence_parallel=True, zero_stage=1),
+        dict(schedule="interleaved", virtual_stages=2),
+        dict(schedule="gpipe", zero_stage=3),
+    ],
+)
 def test_flops_do_not_depend_on_schedule_sp_or_zero(parallel):
     c = gpt_config(2, 2, 2, B=16, **parallel)
     m = TINY_GPT
@@ -84,8 +88,11 @@ def test_gpt3_175b_shape_on_128_ranks():
     model, _ = preset("gpt3-175b")
     c = LLMConfig(model, ParallelSpec(dp=1, tp=8, pp=16), global_batch_size=2, micro_batch_size=1)
     expected = megatron_flops(2, 2048, 96, 12288, 51200)
-    assert matmul_flops(c) == expected == 2 * 2048 * 96 * 12288 ** 2 * 72 + 12 * 2 * 2048 ** 2 * 96 * 12288 \
-        + 6 * 2 * 2048 * 12288 * 51200
+    assert (
+        matmul_flops(c)
+        == expected
+        == 2 * 2048 * 96 * 12288**2 * 72 + 12 * 2 * 2048**2 * 96 * 12288 + 6 * 2 * 2048 * 12288 * 51200
+    )
 
 
 def test_per_rank_gemm_flops_are_divided_by_tp():

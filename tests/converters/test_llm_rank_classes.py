@@ -10,19 +10,23 @@ from tracekit.converters.generators.llm import build_rank_trace, iter_rank_bytes
 from tracekit.workloads.rank_template import _varint
 from tracekit.io import encode_trace, frame, read_trace
 
-MOE = ModelSpec("tiny-moe", num_layers=8, hidden_size=64, num_heads=8, seq_length=32, vocab_size=1024,
-                num_experts=4, moe_top_k=2)
+MOE = ModelSpec(
+    "tiny-moe", num_layers=8, hidden_size=64, num_heads=8, seq_length=32, vocab_size=1024, num_experts=4, moe_top_k=2
+)
 
 
-@pytest.mark.parametrize("model,parallel", [
-    (TINY_GPT, dict(dp=2, tp=2, pp=2)),
-    # 48 ranks: group names "1".."9" and "10"..., peers across the 1- and 2-byte varint boundary (rank 128 absent,
-    # but names change length), so derived records are re-framed
-    (TINY_GPT, dict(dp=6, tp=2, pp=4, sequence_parallel=True, zero_stage=1)),
-    (TINY_GPT, dict(dp=3, tp=4, pp=2, schedule="interleaved", virtual_stages=2, zero_stage=3, recompute="full")),
-    (TINY_GPT, dict(dp=34, tp=1, pp=4, zero_stage=2, recompute="selective")),   # ranks up to 135: 2-byte varints
-    (MOE, dict(dp=4, ep=2, tp=2, pp=2)),
-])
+@pytest.mark.parametrize(
+    "model,parallel",
+    [
+        (TINY_GPT, dict(dp=2, tp=2, pp=2)),
+        # 48 ranks: group names "1".."9" and "10"..., peers across the 1- and 2-byte varint boundary (rank 128 absent,
+        # but names change length), so derived records are re-framed
+        (TINY_GPT, dict(dp=6, tp=2, pp=4, sequence_parallel=True, zero_stage=1)),
+        (TINY_GPT, dict(dp=3, tp=4, pp=2, schedule="interleaved", virtual_stages=2, zero_stage=3, recompute="full")),
+        (TINY_GPT, dict(dp=34, tp=1, pp=4, zero_stage=2, recompute="selective")),  # ranks up to 135: 2-byte varints
+        (MOE, dict(dp=4, ep=2, tp=2, pp=2)),
+    ],
+)
 def test_derived_ranks_equal_direct_builds(model, parallel):
     p = ParallelSpec(**parallel)
     batch = p.dp * 2 * p.pp
@@ -47,5 +51,6 @@ def test_write_llm_round_trips(tmp_path):
     assert [p.name for p in paths] == [f"job.{r}.et" for r in range(8)]
     back = read_trace(paths[5])
     direct = build_rank_trace(c, 5)
-    assert [(n.id, n.name, n.data_deps, n.attrs) for n in back.nodes] == \
-        [(n.id, n.name, n.data_deps, n.attrs) for n in direct.nodes]
+    assert [(n.id, n.name, n.data_deps, n.attrs) for n in back.nodes] == [
+        (n.id, n.name, n.data_deps, n.attrs) for n in direct.nodes
+    ]

@@ -43,7 +43,7 @@ def test_paper_formula_gives_the_abstracts_aggregate():
     # abstract: 1T parameters at 502 PFLOP/s on 3,072 GPUs (163 TFLOP/s per GPU); Table 1: batch 3072,
     # 128 layers, hidden 25600. The formula by hand for one iteration, then per GPU at 502 PFLOP/s:
     row = cal.table1_row("1T")
-    flops = 96 * 3072 * 2048 * 128 * 25600 ** 2 * (1 + 2048 / (6 * 25600) + 51200 / (16 * 128 * 25600))
+    flops = 96 * 3072 * 2048 * 128 * 25600**2 * (1 + 2048 / (6 * 25600) + 51200 / (16 * 128 * 25600))
     assert cal.table1_tflops_per_gpu(row, flops / 502e15) == pytest.approx(502e3 / 3072, rel=1e-12)
     assert 502e3 / 3072 == pytest.approx(row.tflops_per_gpu, rel=0.003)  # 163.4 ~ 163
 
@@ -54,15 +54,16 @@ def test_gemm_closed_form_on_a100():
     # 4096^3 bf16: 32 x 32 = 1,024 tiles of 128 on 108 SMs -> 10 waves, efficiency 0.86 x 1024/1080
     # (devices.toml), times the main-loop fill 4096 / (4096 + 384); plus 2 us per node.
     eff = 0.86 * 1024 / 1080 * 4096 / (4096 + 384)
-    expected = 2 * 4096 ** 3 / (312e12 * eff) * 1e9 + 2000
+    expected = 2 * 4096**3 / (312e12 * eff) * 1e9 + 2000
     assert cost.gemm_ns(4096, 4096, 4096, 3 * 4096 * 4096 * 2) == math.ceil(expected)
     # a short reduction (attention's head dim 96, 24 heads): the compute model's efficiency at that shape
     # times 96 / (96 + 384) = 1/5
     from tracekit.devices import gemm_efficiency
 
     eff_96 = gemm_efficiency(2048, 2048, 96, "bf16", "a100-80gb", 24) / 5
-    assert cost.gemm_ns(2048, 96, 2048, 0, batch=24) == math.ceil(2 * 2048 * 96 * 2048 * 24 / (312e12 * eff_96) * 1e9
-                                                                    + 2000)
+    assert cost.gemm_ns(2048, 96, 2048, 0, batch=24) == math.ceil(
+        2 * 2048 * 96 * 2048 * 24 / (312e12 * eff_96) * 1e9 + 2000
+    )
 
 
 def test_elementwise_and_optimizer_pay_bandwidth_and_overhead():
@@ -70,7 +71,7 @@ def test_elementwise_and_optimizer_pay_bandwidth_and_overhead():
     nbytes = 1 << 30  # large: memory efficiency = 0.90 x B / (B + 2039e9 x 1 us)
     eff = 0.90 * nbytes / (nbytes + 2039e9 * 1e-6)
     assert cost.duration_ns(0, nbytes) == math.ceil(nbytes / (2039e9 * eff) * 1e9 + 2000)
-    params = 10 ** 6  # Adam's bytes plus 12 B per parameter of unscale / clip passes
+    params = 10**6  # Adam's bytes plus 12 B per parameter of unscale / clip passes
     assert cost.optimizer_ns(0, 0, params) == cost.duration_ns(0, 12 * params)
 
 

@@ -7,10 +7,17 @@ from collections import Counter
 import pytest
 
 from tracekit.converters.generators._build import (
-    ProcessGroups, RankTraceBuilder, parse_collective, parse_ranks, parse_size,
+    ProcessGroups,
+    RankTraceBuilder,
+    parse_collective,
+    parse_ranks,
+    parse_size,
 )
 from tracekit.converters.generators.micro import (
-    CHAKRA_SHAPES, chakra_shape, collective_bench, send_recv_bench,
+    CHAKRA_SHAPES,
+    chakra_shape,
+    collective_bench,
+    send_recv_bench,
 )
 from tracekit.errors import ConfigError
 from tracekit.io import read_traceset, write_traceset
@@ -25,24 +32,41 @@ MIB64 = 64 * 2**20
 run = inprocess_run  # what a command prints and returns: in-process (tests/cli_inprocess.py)
 
 
-
 def attr_kinds(node):
     return {a.name: a.kind for a in node.attrs}
 
 
 # ----- helpers ------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("text, expected", [
-    ("4096", 4096), ("64MiB", 67_108_864), ("64mib", 67_108_864), ("64M", 67_108_864), ("1GB", 1_000_000_000),
-    ("1GiB", 1_073_741_824), ("1.5KiB", 1536), ("2 MB", 2_000_000), ("0", 0), ("1TB", 10**12),
-])
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("4096", 4096),
+        ("64MiB", 67_108_864),
+        ("64mib", 67_108_864),
+        ("64M", 67_108_864),
+        ("1GB", 1_000_000_000),
+        ("1GiB", 1_073_741_824),
+        ("1.5KiB", 1536),
+        ("2 MB", 2_000_000),
+        ("0", 0),
+        ("1TB", 10**12),
+    ],
+)
 def test_parse_size_decimal_and_binary_units(text, expected):
     assert parse_size(text) == expected
 
 
-@pytest.mark.parametrize("text, needle", [
-    ("-1MiB", "negative"), ("12XB", "unknown size unit"), ("0.3B", "whole number"), ("MiB", "cannot read"),
-])
+@pytest.mark.parametrize(
+    "text, needle",
+    [
+        ("-1MiB", "negative"),
+        ("12XB", "unknown size unit"),
+        ("0.3B", "whole number"),
+        ("MiB", "cannot read"),
+    ],
+)
 def test_parse_size_rejects(text, needle):
     with pytest.raises(ConfigError, match=needle):
         parse_size(text)
@@ -68,8 +92,8 @@ def test_parse_collective_spellings():
 def test_process_groups_number_distinct_rank_sets():
     g = ProcessGroups(8)
     assert g.add(range(4), "tp 0") == "1"
-    assert g.add([3, 2, 1, 0]) == "1"          # same set, same name
-    assert g.add(range(8)) == "0"              # all ranks is the default group
+    assert g.add([3, 2, 1, 0]) == "1"  # same set, same name
+    assert g.add(range(8)) == "0"  # all ranks is the default group
     assert g.add([4, 5, 6, 7], "tp 1") == "2"
     assert g.mapping() == {"0": tuple(range(8)), "1": (0, 1, 2, 3), "2": (4, 5, 6, 7)}
     with pytest.raises(ConfigError, match="outside"):
@@ -84,8 +108,13 @@ def test_builder_attribute_kinds_follow_chakra_conventions():
     comp, send, coll = b.nodes
     assert attr_kinds(comp) == {"is_cpu_op": "bool_val", "num_ops": "int64_val", "tensor_size": "uint64_val"}
     assert comp.num_ops == 137_438_953_472 and comp.tensor_bytes == 100_663_296
-    assert attr_kinds(send) == {"is_cpu_op": "bool_val", "comm_src": "int32_val", "comm_dst": "int32_val",
-                                "comm_tag": "int32_val", "comm_size": "int64_val"}  # no pg_name: all ranks
+    assert attr_kinds(send) == {
+        "is_cpu_op": "bool_val",
+        "comm_src": "int32_val",
+        "comm_dst": "int32_val",
+        "comm_tag": "int32_val",
+        "comm_size": "int64_val",
+    }  # no pg_name: all ranks
     assert (send.comm_src, send.comm_dst, send.comm_tag, list(send.data_deps)) == (3, 4, 7, [0])
     assert attr_kinds(coll)["comm_type"] == "int64_val" and attr_kinds(coll)["comm_size"] == "int64_val"
     assert [n.id for n in b.nodes] == [0, 1, 2]
@@ -94,6 +123,7 @@ def test_builder_attribute_kinds_follow_chakra_conventions():
 
 
 # ----- collectives ------------------------------------------------------------------------
+
 
 def test_all_reduce_with_compute_and_iterations(tmp_path):
     ts = collective_bench(8, "all_reduce", parse_size("64MiB"), compute_ns=2500, iterations=3)
@@ -108,7 +138,8 @@ def test_all_reduce_with_compute_and_iterations(tmp_path):
         assert [n.duration_ns for n in nodes if n.type == NodeType.COMP_NODE] == [2500] * 3
         colls = [n for n in nodes if n.is_comm]
         assert {(n.comm_type, n.comm_bytes, n.pg_name) for n in colls} == {
-            (CollectiveType.ALL_REDUCE, 67_108_864, None)}  # all ranks: no pg_name (ASTRA-sim's convention)
+            (CollectiveType.ALL_REDUCE, 67_108_864, None)
+        }  # all ranks: no pg_name (ASTRA-sim's convention)
 
 
 @pytest.mark.parametrize("ctype", list(CollectiveType))
@@ -130,7 +161,8 @@ def test_collective_on_a_subgroup_declares_it():
         colls = [n for n in nodes if n.is_comm]
         if rank % 2 == 0:
             assert [(n.comm_type, n.comm_bytes, n.pg_name) for n in colls] == [
-                (CollectiveType.ALL_GATHER, 1_048_576, "1")]
+                (CollectiveType.ALL_GATHER, 1_048_576, "1")
+            ]
         else:
             assert colls == []
 
@@ -146,9 +178,11 @@ def test_collective_rejects_bad_parameters():
 
 # ----- send/recv --------------------------------------------------------------------------
 
+
 def _messages(ts, node_type):
-    return Counter((n.comm_src, n.comm_dst, n.comm_tag, n.comm_bytes)
-                   for t in ts for n in t.nodes if n.type == node_type)
+    return Counter(
+        (n.comm_src, n.comm_dst, n.comm_tag, n.comm_bytes) for t in ts for n in t.nodes if n.type == node_type
+    )
 
 
 def test_ring_each_rank_sends_to_next_and_every_send_has_its_recv():
@@ -159,8 +193,11 @@ def test_ring_each_rank_sends_to_next_and_every_send_has_its_recv():
     assert set(sends) == {(r, (r + 1) % 4, it, 1_048_576) for r in range(4) for it in range(2)}
     rank1 = ts[1].nodes
     assert [(n.type, list(n.data_deps)) for n in rank1] == [
-        (NodeType.COMM_SEND_NODE, []), (NodeType.COMM_RECV_NODE, []),
-        (NodeType.COMM_SEND_NODE, [0, 1]), (NodeType.COMM_RECV_NODE, [0, 1])]
+        (NodeType.COMM_SEND_NODE, []),
+        (NodeType.COMM_RECV_NODE, []),
+        (NodeType.COMM_SEND_NODE, [0, 1]),
+        (NodeType.COMM_RECV_NODE, [0, 1]),
+    ]
 
 
 def test_pairwise_exchange_visits_every_peer_in_order():
@@ -191,11 +228,20 @@ def test_pingpong_orders_send_and_recv():
 
 # ----- Chakra et_generator shapes ---------------------------------------------------------
 
+
 def test_chakra_shapes_all_validate():
-    assert {"one_comp_node", "two_comp_nodes_independent", "two_comp_nodes_dependent",
-            "one_comm_coll_node_allreduce", "one_comm_coll_node_alltoall", "one_comm_coll_node_allgather",
-            "one_comm_coll_node_reducescatter", "one_remote_mem_load_node", "one_remote_mem_store_node",
-            "one_metadata_node_all_types"} <= set(CHAKRA_SHAPES)
+    assert {
+        "one_comp_node",
+        "two_comp_nodes_independent",
+        "two_comp_nodes_dependent",
+        "one_comm_coll_node_allreduce",
+        "one_comm_coll_node_alltoall",
+        "one_comm_coll_node_allgather",
+        "one_comm_coll_node_reducescatter",
+        "one_remote_mem_load_node",
+        "one_remote_mem_store_node",
+        "one_metadata_node_all_types",
+    } <= set(CHAKRA_SHAPES)
     for name in CHAKRA_SHAPES:
         assert validate_traceset(chakra_shape(name, 2)).ok, name
 
@@ -223,9 +269,24 @@ def test_metadata_node_with_every_attribute_kind_round_trips(tmp_path):
 
 # ----- CLI --------------------------------------------------------------------------------
 
+
 def test_cli_generate_micro_all_reduce(tmp_path):
-    proc = run("generate", "micro", "--collective", "all_reduce", "--size", "64MiB", "--ranks", 8,
-               "--compute-us", "2.5", "--iterations", 2, "-o", tmp_path / "ar")
+    proc = run(
+        "generate",
+        "micro",
+        "--collective",
+        "all_reduce",
+        "--size",
+        "64MiB",
+        "--ranks",
+        8,
+        "--compute-us",
+        "2.5",
+        "--iterations",
+        2,
+        "-o",
+        tmp_path / "ar",
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == ""
     ts = read_traceset(tmp_path / "ar")
@@ -234,12 +295,15 @@ def test_cli_generate_micro_all_reduce(tmp_path):
     assert [n.duration_ns for n in ts[7].nodes if not n.is_comm] == [2500, 2500]
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["--collective", "allreduc", "--size", "1MiB"], "unknown collective 'allreduc'"),
-    (["--collective", "all_reduce", "--size", "-64MiB"], "must not be negative"),
-    (["--collective", "all_reduce", "--size", "1MiB", "--group", "0-9"], "outside 0..7"),
-    (["--collective", "all_reduce", "--pattern", "ring", "--size", "1MiB"], "exactly one of"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--collective", "allreduc", "--size", "1MiB"], "unknown collective 'allreduc'"),
+        (["--collective", "all_reduce", "--size", "-64MiB"], "must not be negative"),
+        (["--collective", "all_reduce", "--size", "1MiB", "--group", "0-9"], "outside 0..7"),
+        (["--collective", "all_reduce", "--pattern", "ring", "--size", "1MiB"], "exactly one of"),
+    ],
+)
 def test_cli_bad_input_is_one_line_and_writes_nothing(tmp_path, args, needle):
     proc = run("generate", "micro", *args, "--ranks", 8, "-o", tmp_path / "x")
     assert proc.returncode == 1

@@ -50,13 +50,16 @@ def _text(tmp_path, name, text):
 GOOD = json.dumps(mlp_et())
 
 
-@pytest.mark.parametrize("text, needle", [
-    (GOOD[:-2] + ",]}", "trailing comma"),
-    (GOOD.replace("}, {", "} {", 1), "missing comma"),
-    (GOOD[: GOOD.index('"aten::addmm"') + 30], "truncated"),
-    (GOOD.replace('"start_ts": 0', '"start_ts": NaN'), "bare 'NaN'"),
-    (GOOD.replace('"start_ts": 0', '"start_ts": inf'), "bare 'inf'"),
-])
+@pytest.mark.parametrize(
+    "text, needle",
+    [
+        (GOOD[:-2] + ",]}", "trailing comma"),
+        (GOOD.replace("}, {", "} {", 1), "missing comma"),
+        (GOOD[: GOOD.index('"aten::addmm"') + 30], "truncated"),
+        (GOOD.replace('"start_ts": 0', '"start_ts": NaN'), "bare 'NaN'"),
+        (GOOD.replace('"start_ts": 0', '"start_ts": inf'), "bare 'inf'"),
+    ],
+)
 def test_invalid_et_json(tmp_path, text, needle):
     et = _text(tmp_path, "et_rank0.json", text)
     _check(tmp_path, _run(tmp_path, et), "et_rank0.json", "line 1 column", needle)
@@ -108,7 +111,22 @@ def test_unlinkable_names_allowed_with_flag(tmp_path):
     et = write(tmp_path / "et_rank0.json", mlp_et())
     k = write(tmp_path / "kineto_rank0.json", kineto_doc([cpu("aten::unrelated", 0, 5, ext=900)]))
     _check(tmp_path, _run(tmp_path, et, k), "link rate is zero", "--allow-unlinked")
-    result = CliRunner().invoke(_Main(), ["-q", "convert", "pytorch", "--et", str(et), "--kineto", str(k), "-o",
-                                          str(tmp_path / "out" / "job"), "--allow-unlinked", "--executor", "serial"])
+    result = CliRunner().invoke(
+        _Main(),
+        [
+            "-q",
+            "convert",
+            "pytorch",
+            "--et",
+            str(et),
+            "--kineto",
+            str(k),
+            "-o",
+            str(tmp_path / "out" / "job"),
+            "--allow-unlinked",
+            "--executor",
+            "serial",
+        ],
+    )
     assert result.exit_code == 0, result.stderr
     assert (tmp_path / "out" / "job.0.et").is_file()

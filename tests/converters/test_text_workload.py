@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 
 from tracekit.converters.text_workload import (
-    convert_text_workload, parse_text_workload, read_text_workload,
+    convert_text_workload,
+    parse_text_workload,
+    read_text_workload,
 )
 from tracekit.errors import ConfigError, ConversionError
 from tracekit.io import read_traceset
@@ -21,7 +23,6 @@ AR, AG, A2A = CollectiveType.ALL_REDUCE, CollectiveType.ALL_GATHER, CollectiveTy
 
 
 run = inprocess_run  # what a command prints and returns: in-process (tests/cli_inprocess.py)
-
 
 
 def shape(trace):
@@ -37,6 +38,7 @@ def comms(trace):
 # ASTRA-sim analytical, congestion-unaware ring all-reduce (docs/design.md section 4, values
 # printed by the simulator): X(m) = floor(h*latency + m/B), B = bw * 2^30 / 1e9 bytes/ns,
 # R(m) = 3 floor(m / local_mem_bw), T = e + (p-1)(X(C/p) + e + R(C/p)) + (p-1)(X(C/p) + e).
+
 
 def ring_all_reduce_ns(size: int, p: int, *, bw_gbps=50, latency_ns=500, endpoint_ns=10, local_mem_gbps=1600) -> int:
     bytes_per_ns = bw_gbps * 2**30 / 1e9
@@ -74,6 +76,7 @@ def test_ring_all_reduce_formula_matches_astra_sim_reference():
 
 # ----- Resnet50 DATA (bundled) --------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def resnet(test_data_dir):
     return read_text_workload(test_data_dir / "Resnet50_DataParallel.txt")
@@ -85,12 +88,13 @@ def test_resnet_one_pass_has_215_nodes_summing_to_1082450(resnet):
     for rank in range(4):
         nodes = ts[rank].nodes
         assert len(nodes) == 215
-        assert [n.id for n in nodes] == list(range(215))          # ids restart on every rank
-        assert sum(n.duration_ns for n in nodes) == 1_082_450_000   # the file's values are microseconds
+        assert [n.id for n in nodes] == list(range(215))  # ids restart on every rank
+        assert sum(n.duration_ns for n in nodes) == 1_082_450_000  # the file's values are microseconds
         assert sum(n.type == NodeType.COMP_NODE for n in nodes) == 161
         # one all-reduce per layer, last layer first, sizes from the wg column
         assert [(n.comm_type, n.comm_bytes, n.pg_name) for n in nodes if n.is_comm] == [
-            (AR, layer.wg_comm.comm_bytes, None) for layer in reversed(resnet.layers)]
+            (AR, layer.wg_comm.comm_bytes, None) for layer in reversed(resnet.layers)
+        ]
     assert sum(n.comm_bytes for n in ts[0].nodes if n.is_comm) == 102_011_648
     assert validate_traceset(ts).ok
 
@@ -112,8 +116,10 @@ def test_resnet_passes_chain_through_weight_gradient_all_reduce(resnet):
     (dep,) = second_fwd0.data_deps
     assert by_id[dep].name == "COMM_COLL_NODE_conv1_ALLREDUCE" and dep == 214
     second_fwd1 = nodes[216]
-    assert {by_id[d].name for d in second_fwd1.data_deps} == {"COMP_NODE_conv1_FWD",
-                                                              "COMM_COLL_NODE_layer_64_1_conv4_ALLREDUCE"}
+    assert {by_id[d].name for d in second_fwd1.data_deps} == {
+        "COMP_NODE_conv1_FWD",
+        "COMM_COLL_NODE_layer_64_1_conv4_ALLREDUCE",
+    }
 
 
 def test_resnet_critical_path_equals_the_data_parallel_formula(resnet):
@@ -161,15 +167,22 @@ def test_every_real_text_workload_converts(real_dir, name):
 
 def test_real_transformer_groups_and_blocking_input_gradient(real_dir):
     ts = convert_text_workload(real_dir / "text" / "Transformer_HybridParallel.txt", 8)
-    assert ts.process_groups == {"0": tuple(range(8)), "1": (0, 1, 2, 3), "2": (4, 5, 6, 7), "3": (0, 4),
-                                 "4": (1, 5), "5": (2, 6), "6": (3, 7)}
+    assert ts.process_groups == {
+        "0": tuple(range(8)),
+        "1": (0, 1, 2, 3),
+        "2": (4, 5, 6, 7),
+        "3": (0, 4),
+        "4": (1, 5),
+        "5": (2, 6),
+        "6": (3, 7),
+    }
     nodes = ts[5].nodes
     assert nodes[0].name == "process_group:init"
     pgs = {(n.name.rsplit("_", 1)[1], n.pg_name) for n in nodes if n.is_comm}
-    assert pgs == {("ALLGATHER", "2"), ("ALLREDUCE", "2"), ("ALLREDUCE", "4")}   # fwd/ig on model, wg on data
+    assert pgs == {("ALLGATHER", "2"), ("ALLREDUCE", "2"), ("ALLREDUCE", "4")}  # fwd/ig on model, wg on data
     by_id = {n.id: n for n in nodes}
     wg_q1 = next(n for n in nodes if n.name == "COMP_NODE_Q1_BWD_WG")
-    (ig_comm,) = [by_id[d] for d in wg_q1.data_deps]                              # W waits for the ig all-reduce
+    (ig_comm,) = [by_id[d] for d in wg_q1.data_deps]  # W waits for the ig all-reduce
     assert (ig_comm.name, ig_comm.pg_name, ig_comm.comm_bytes) == ("COMM_COLL_NODE_Q1_ALLREDUCE", "2", 8_388_608)
     emb = [n for n in nodes if n.name == "COMM_COLL_NODE_Embedding_ALLGATHER"]
     assert [(n.comm_type, n.comm_bytes) for n in emb] == [(AG, 8_388_608)]
@@ -185,25 +198,49 @@ def test_real_transformer_rejects_a_conflicting_tp(real_dir):
 
 # ----- schedules on small hand-made workloads -----------------------------------------------
 
-TWO_LAYERS = ("x -1 10 ALLGATHER 64 1 NONE 0 100 ALLREDUCE 640 5\n"
-              "y -1 20 NONE 0 2 ALLREDUCE 128 200 ALLREDUCE 1280 5\n")
+TWO_LAYERS = "x -1 10 ALLGATHER 64 1 NONE 0 100 ALLREDUCE 640 5\ny -1 20 NONE 0 2 ALLREDUCE 128 200 ALLREDUCE 1280 5\n"
 
 
 def test_data_schedule_exact():
-    wl = parse_text_workload("DATA\n3\n"
-                             "a -1 10 NONE 0 1 NONE 0 100 ALLREDUCE 1000 0\n"
-                             "b -1 20 ALLGATHER 7 2 NONE 0 200 ALLREDUCE 2000 0\n"
-                             "c -1 30 NONE 0 3 NONE 0 300 ALLREDUCE 3000 0\n")
+    wl = parse_text_workload(
+        "DATA\n3\n"
+        "a -1 10 NONE 0 1 NONE 0 100 ALLREDUCE 1000 0\n"
+        "b -1 20 ALLGATHER 7 2 NONE 0 200 ALLREDUCE 2000 0\n"
+        "c -1 30 NONE 0 3 NONE 0 300 ALLREDUCE 3000 0\n"
+    )
     trace = convert_text_workload(wl, 1, passes=2)[0]
-    one_pass = [("COMP_NODE_a_FWD", []), ("COMP_NODE_b_FWD", [0]), ("COMP_NODE_c_FWD", [1]),
-                ("COMP_NODE_c_BWD_WG", [2]), ("COMM_COLL_NODE_c_ALLREDUCE", [3]), ("COMP_NODE_c_BWD_IG", [3]),
-                ("COMP_NODE_b_BWD_WG", [5]), ("COMM_COLL_NODE_b_ALLREDUCE", [6]), ("COMP_NODE_b_BWD_IG", [6]),
-                ("COMP_NODE_a_BWD_WG", [8]), ("COMM_COLL_NODE_a_ALLREDUCE", [9])]
+    one_pass = [
+        ("COMP_NODE_a_FWD", []),
+        ("COMP_NODE_b_FWD", [0]),
+        ("COMP_NODE_c_FWD", [1]),
+        ("COMP_NODE_c_BWD_WG", [2]),
+        ("COMM_COLL_NODE_c_ALLREDUCE", [3]),
+        ("COMP_NODE_c_BWD_IG", [3]),
+        ("COMP_NODE_b_BWD_WG", [5]),
+        ("COMM_COLL_NODE_b_ALLREDUCE", [6]),
+        ("COMP_NODE_b_BWD_IG", [6]),
+        ("COMP_NODE_a_BWD_WG", [8]),
+        ("COMM_COLL_NODE_a_ALLREDUCE", [9]),
+    ]
     assert shape(trace)[:11] == one_pass
-    assert shape(trace)[11:14] == [("COMP_NODE_a_FWD", [10]), ("COMP_NODE_b_FWD", [11, 7]),
-                                   ("COMP_NODE_c_FWD", [12, 4])]
-    assert [n.duration_ns for n in trace.nodes[:11]] == [10_000, 20_000, 30_000, 300_000, 0, 3_000, 200_000, 0,
-                                                         2_000, 100_000, 0]
+    assert shape(trace)[11:14] == [
+        ("COMP_NODE_a_FWD", [10]),
+        ("COMP_NODE_b_FWD", [11, 7]),
+        ("COMP_NODE_c_FWD", [12, 4]),
+    ]
+    assert [n.duration_ns for n in trace.nodes[:11]] == [
+        10_000,
+        20_000,
+        30_000,
+        300_000,
+        0,
+        3_000,
+        200_000,
+        0,
+        2_000,
+        100_000,
+        0,
+    ]
     assert [c[1:] for c in comms(trace)[:3]] == [(AR, 3000, None), (AR, 2000, None), (AR, 1000, None)]
 
 
@@ -212,70 +249,114 @@ def test_hybrid_transformer_schedule_and_groups():
     assert wl.model_parallel_size == 2
     ts = convert_text_workload(wl, 4)
     assert ts.process_groups == {"0": (0, 1, 2, 3), "1": (0, 1), "2": (2, 3), "3": (0, 2), "4": (1, 3)}
-    assert shape(ts[0])[1:] == [("COMP_NODE_x_FWD", []), ("COMM_COLL_NODE_x_ALLGATHER", [1]), ("COMP_NODE_y_FWD", [2]),
-                                ("COMP_NODE_y_BWD_IG", [3]), ("COMM_COLL_NODE_y_ALLREDUCE", [4]),
-                                ("COMP_NODE_y_BWD_WG", [5]), ("COMM_COLL_NODE_y_ALLREDUCE", [6]),
-                                ("COMP_NODE_x_BWD_IG", [6]), ("COMP_NODE_x_BWD_WG", [8]),
-                                ("COMM_COLL_NODE_x_ALLREDUCE", [9])]   # NONE positions emit nothing here
-    assert comms(ts[3]) == [("COMM_COLL_NODE_x_ALLGATHER", AG, 64, "2"), ("COMM_COLL_NODE_y_ALLREDUCE", AR, 128, "2"),
-                            ("COMM_COLL_NODE_y_ALLREDUCE", AR, 1280, "4"), ("COMM_COLL_NODE_x_ALLREDUCE", AR, 640, "4")]
+    assert shape(ts[0])[1:] == [
+        ("COMP_NODE_x_FWD", []),
+        ("COMM_COLL_NODE_x_ALLGATHER", [1]),
+        ("COMP_NODE_y_FWD", [2]),
+        ("COMP_NODE_y_BWD_IG", [3]),
+        ("COMM_COLL_NODE_y_ALLREDUCE", [4]),
+        ("COMP_NODE_y_BWD_WG", [5]),
+        ("COMM_COLL_NODE_y_ALLREDUCE", [6]),
+        ("COMP_NODE_x_BWD_IG", [6]),
+        ("COMP_NODE_x_BWD_WG", [8]),
+        ("COMM_COLL_NODE_x_ALLREDUCE", [9]),
+    ]  # NONE positions emit nothing here
+    assert comms(ts[3]) == [
+        ("COMM_COLL_NODE_x_ALLGATHER", AG, 64, "2"),
+        ("COMM_COLL_NODE_y_ALLREDUCE", AR, 128, "2"),
+        ("COMM_COLL_NODE_y_ALLREDUCE", AR, 1280, "4"),
+        ("COMM_COLL_NODE_x_ALLREDUCE", AR, 640, "4"),
+    ]
 
 
 def test_hybrid_data_model_ig_collective_does_not_block_weight_gradient():
     wl = parse_text_workload("HYBRID_DATA_MODEL\n2\n" + TWO_LAYERS)
     ts = convert_text_workload(wl, 4, tp=2)
     # as Chakra's converter: the NONE fwd collective of y is an all-reduce of 0 bytes
-    assert shape(ts[0])[1:] == [("COMP_NODE_x_FWD", []), ("COMM_COLL_NODE_x_ALLGATHER", [1]), ("COMP_NODE_y_FWD", [2]),
-                                ("COMM_COLL_NODE_y_NONE", [3]), ("COMP_NODE_y_BWD_IG", [4]),
-                                ("COMM_COLL_NODE_y_IG_COMM__ALLREDUCE", [5]), ("COMP_NODE_y_BWD_WG", [5]),
-                                ("COMM_COLL_NODE_y_ALLREDUCE", [7]), ("COMP_NODE_x_BWD_IG", [7, 6]),
-                                ("COMP_NODE_x_BWD_WG", [9]), ("COMM_COLL_NODE_x_ALLREDUCE", [10])]
+    assert shape(ts[0])[1:] == [
+        ("COMP_NODE_x_FWD", []),
+        ("COMM_COLL_NODE_x_ALLGATHER", [1]),
+        ("COMP_NODE_y_FWD", [2]),
+        ("COMM_COLL_NODE_y_NONE", [3]),
+        ("COMP_NODE_y_BWD_IG", [4]),
+        ("COMM_COLL_NODE_y_IG_COMM__ALLREDUCE", [5]),
+        ("COMP_NODE_y_BWD_WG", [5]),
+        ("COMM_COLL_NODE_y_ALLREDUCE", [7]),
+        ("COMP_NODE_x_BWD_IG", [7, 6]),
+        ("COMP_NODE_x_BWD_WG", [9]),
+        ("COMM_COLL_NODE_x_ALLREDUCE", [10]),
+    ]
     assert ts.process_groups == {"0": (0, 1, 2, 3), "1": (0, 1), "2": (2, 3), "3": (0, 2), "4": (1, 3)}
-    assert [c[1:] for c in comms(ts[2])] == [(AG, 64, "2"), (AR, 0, "2"), (AR, 128, "2"), (AR, 1280, "3"),
-                                             (AR, 640, "3")]
+    assert [c[1:] for c in comms(ts[2])] == [
+        (AG, 64, "2"),
+        (AR, 0, "2"),
+        (AR, 128, "2"),
+        (AR, 1280, "3"),
+        (AR, 640, "3"),
+    ]
 
 
 def test_hybrid_model_data_puts_data_parallelism_innermost():
     ts = convert_text_workload(parse_text_workload("HYBRID_MODEL_DATA\n2\n" + TWO_LAYERS), 8, tp=2)
     groups = ts.process_groups
     assert [groups[str(i)] for i in range(1, 7)] == [(0, 4), (1, 5), (2, 6), (3, 7), (0, 1, 2, 3), (4, 5, 6, 7)]
-    assert [c[3] for c in comms(ts[6])] == ["3", "3", "3", "6", "6"]   # model (2,6) x3 (one NONE), data (4..7) x2
+    assert [c[3] for c in comms(ts[6])] == ["3", "3", "3", "6", "6"]  # model (2,6) x3 (one NONE), data (4..7) x2
     with pytest.raises(ConfigError, match="needs the model-parallel group size"):
         convert_text_workload(parse_text_workload("HYBRID_MODEL_DATA\n2\n" + TWO_LAYERS), 8)
 
 
 def test_model_schedule_ignores_weight_gradient_collectives():
     trace = convert_text_workload(parse_text_workload("MODEL\n2\n" + TWO_LAYERS), 2, passes=2)[0]
-    assert shape(trace)[:9] == [("COMP_NODE_x_FWD", []), ("COMM_COLL_NODE_x_ALLGATHER", [0]), ("COMP_NODE_y_FWD", [1]),
-                                ("COMM_COLL_NODE_y_NONE", [2]), ("COMP_NODE_y_BWD_IG", [3]),
-                                ("COMM_COLL_NODE_y_ALLREDUCE", [4]), ("COMP_NODE_y_BWD_WG", [4]),
-                                ("COMP_NODE_x_BWD_IG", [6, 5]), ("COMP_NODE_x_BWD_WG", [7])]
-    assert shape(trace)[9] == ("COMP_NODE_x_FWD", [8])        # next pass waits for the last W of layer x
+    assert shape(trace)[:9] == [
+        ("COMP_NODE_x_FWD", []),
+        ("COMM_COLL_NODE_x_ALLGATHER", [0]),
+        ("COMP_NODE_y_FWD", [1]),
+        ("COMM_COLL_NODE_y_NONE", [2]),
+        ("COMP_NODE_y_BWD_IG", [3]),
+        ("COMM_COLL_NODE_y_ALLREDUCE", [4]),
+        ("COMP_NODE_y_BWD_WG", [4]),
+        ("COMP_NODE_x_BWD_IG", [6, 5]),
+        ("COMP_NODE_x_BWD_WG", [7]),
+    ]
+    assert shape(trace)[9] == ("COMP_NODE_x_FWD", [8])  # next pass waits for the last W of layer x
     with pytest.raises(ConfigError, match="--tp applies to hybrid workloads only"):
         convert_text_workload(parse_text_workload("MODEL\n2\n" + TWO_LAYERS), 2, tp=2)
 
 
 def test_dlrm_schedule_exact():
-    wl = parse_text_workload("HYBRID_DLRM 1\n4\n"
-                             "emb -1 10 ALLTOALL 64 1 ALLTOALL 64 100 NONE 0 1\n"
-                             "b0 -1 20 NONE 0 2 NONE 0 200 ALLREDUCE 8 1\n"
-                             "t0 -1 30 ALLGATHER 9 3 NONE 0 300 ALLREDUCE 16 1\n"
-                             "t1 -1 40 NONE 0 4 NONE 0 400 ALLREDUCE 32 1\n")
+    wl = parse_text_workload(
+        "HYBRID_DLRM 1\n4\n"
+        "emb -1 10 ALLTOALL 64 1 ALLTOALL 64 100 NONE 0 1\n"
+        "b0 -1 20 NONE 0 2 NONE 0 200 ALLREDUCE 8 1\n"
+        "t0 -1 30 ALLGATHER 9 3 NONE 0 300 ALLREDUCE 16 1\n"
+        "t1 -1 40 NONE 0 4 NONE 0 400 ALLREDUCE 32 1\n"
+    )
     trace = convert_text_workload(wl, 2)[0]
     assert shape(trace) == [
-        ("COMP_NODE_emb_FWD", []), ("COMM_COLL_NODE_emb_ALLTOALL", [0]), ("COMP_NODE_b0_FWD", [0, 1]),
-        ("COMP_NODE_t0_FWD", [2]), ("COMP_NODE_t1_FWD", [3]),
-        ("COMP_NODE_t1_BWD_WG", [4]), ("COMM_COLL_NODE_t1_ALLREDUCE", [5]), ("COMP_NODE_t1_BWD_IG", [5]),
-        ("COMP_NODE_t0_BWD_WG", [7]), ("COMM_COLL_NODE_t0_ALLREDUCE", [8]), ("COMP_NODE_t0_BWD_IG", [8]),
+        ("COMP_NODE_emb_FWD", []),
+        ("COMM_COLL_NODE_emb_ALLTOALL", [0]),
+        ("COMP_NODE_b0_FWD", [0, 1]),
+        ("COMP_NODE_t0_FWD", [2]),
+        ("COMP_NODE_t1_FWD", [3]),
+        ("COMP_NODE_t1_BWD_WG", [4]),
+        ("COMM_COLL_NODE_t1_ALLREDUCE", [5]),
+        ("COMP_NODE_t1_BWD_IG", [5]),
+        ("COMP_NODE_t0_BWD_WG", [7]),
+        ("COMM_COLL_NODE_t0_ALLREDUCE", [8]),
+        ("COMP_NODE_t0_BWD_IG", [8]),
         ("COMM_COLL_NODE_emb_ALLTOALL", [10]),
-        ("COMP_NODE_b0_BWD_WG", [10]), ("COMM_COLL_NODE_b0_ALLREDUCE", [12]), ("COMP_NODE_b0_BWD_IG", [12]),
-        ("COMP_NODE_emb_BWD_WG", [14, 11])]
+        ("COMP_NODE_b0_BWD_WG", [10]),
+        ("COMM_COLL_NODE_b0_ALLREDUCE", [12]),
+        ("COMP_NODE_b0_BWD_IG", [12]),
+        ("COMP_NODE_emb_BWD_WG", [14, 11]),
+    ]
     assert [c[1:3] for c in comms(trace)] == [(A2A, 64), (AR, 32), (AR, 16), (A2A, 64), (AR, 8)]
 
 
 def test_micro_issues_only_weight_gradient_collectives():
-    wl = parse_text_workload("MICRO\n2\na -1 5 NONE 0 5 NONE 0 5 ALLREDUCE 100 0\n"
-                             "b -1 5 NONE 0 5 NONE 0 5 ALLGATHER 200 0\n")
+    wl = parse_text_workload(
+        "MICRO\n2\na -1 5 NONE 0 5 NONE 0 5 ALLREDUCE 100 0\nb -1 5 NONE 0 5 NONE 0 5 ALLGATHER 200 0\n"
+    )
     trace = convert_text_workload(wl, 2, passes=3)[1]
     assert [(n.comm_type, n.comm_bytes, list(n.data_deps)) for n in trace.nodes] == [(AR, 100, []), (AG, 200, [])] * 3
 
@@ -285,24 +366,39 @@ def test_micro_issues_only_weight_gradient_collectives():
 GOOD = "b -1 1 NONE 0 1 NONE 0 1 ALLREDUCE 8 1\n"
 
 
-@pytest.mark.parametrize("text, needle", [
-    ("DATA\n2\na -1 1 ALLREDUC 4 1 NONE 0 1 ALLREDUCE 8 1\n" + GOOD,
-     "line 3: unknown communication type 'ALLREDUC' in fwd comm type (column 4)"),
-    ("DATA\n2\n" + GOOD + "a -1 1 NONE 0 1 NONE 0 1 ALLREDUCE 8\n", "line 4: a layer line has 12 columns"),
-    ("DATA\n2\na -1 1 NONE 0 1 NONE 0 1 ALLREDUCE -8 1\n" + GOOD,
-     "line 3: wg comm size (column 11) must not be negative, got -8"),
-    ("DATA\n2\na -1 1.5 NONE 0 1 NONE 0 1 ALLREDUCE 8 1\n" + GOOD,
-     "line 3: fwd compute time (column 3) must be an integer, got '1.5'"),
-    ("DATA\n2\na -1 1 NONE 4 1 NONE 0 1 ALLREDUCE 8 1\n" + GOOD, "line 3: fwd comm type is NONE but fwd comm size is 4"),
-    ("DATA\n3\n" + GOOD + GOOD, "line 2: announces 3 layers but the file has 2"),
-    ("DATA\n1\n" + GOOD + GOOD, "line 4: more layer lines than the 1 announced"),
-    ("DATA\nmany\n" + GOOD, "line 2: expected the number of layers"),
-    ("PIPELINE\n1\n" + GOOD, "line 1: unsupported parallelism 'PIPELINE'"),
-    ("", "line 1: empty first line"),
-    ("DATA extra\n1\n" + GOOD, "line 1: unexpected words after DATA"),
-    ("HYBRID_TRANSFORMER\n1\n" + GOOD, "line 1: HYBRID_TRANSFORMER needs 'model_parallel_NPU_group: <positive int>'"),
-    ("HYBRID_DLRM 1\n2\n" + GOOD + GOOD, "line 1: HYBRID_DLRM last bottom layer 1 must be between 0 and 0"),
-])
+@pytest.mark.parametrize(
+    "text, needle",
+    [
+        (
+            "DATA\n2\na -1 1 ALLREDUC 4 1 NONE 0 1 ALLREDUCE 8 1\n" + GOOD,
+            "line 3: unknown communication type 'ALLREDUC' in fwd comm type (column 4)",
+        ),
+        ("DATA\n2\n" + GOOD + "a -1 1 NONE 0 1 NONE 0 1 ALLREDUCE 8\n", "line 4: a layer line has 12 columns"),
+        (
+            "DATA\n2\na -1 1 NONE 0 1 NONE 0 1 ALLREDUCE -8 1\n" + GOOD,
+            "line 3: wg comm size (column 11) must not be negative, got -8",
+        ),
+        (
+            "DATA\n2\na -1 1.5 NONE 0 1 NONE 0 1 ALLREDUCE 8 1\n" + GOOD,
+            "line 3: fwd compute time (column 3) must be an integer, got '1.5'",
+        ),
+        (
+            "DATA\n2\na -1 1 NONE 4 1 NONE 0 1 ALLREDUCE 8 1\n" + GOOD,
+            "line 3: fwd comm type is NONE but fwd comm size is 4",
+        ),
+        ("DATA\n3\n" + GOOD + GOOD, "line 2: announces 3 layers but the file has 2"),
+        ("DATA\n1\n" + GOOD + GOOD, "line 4: more layer lines than the 1 announced"),
+        ("DATA\nmany\n" + GOOD, "line 2: expected the number of layers"),
+        ("PIPELINE\n1\n" + GOOD, "line 1: unsupported parallelism 'PIPELINE'"),
+        ("", "line 1: empty first line"),
+        ("DATA extra\n1\n" + GOOD, "line 1: unexpected words after DATA"),
+        (
+            "HYBRID_TRANSFORMER\n1\n" + GOOD,
+            "line 1: HYBRID_TRANSFORMER needs 'model_parallel_NPU_group: <positive int>'",
+        ),
+        ("HYBRID_DLRM 1\n2\n" + GOOD + GOOD, "line 1: HYBRID_DLRM last bottom layer 1 must be between 0 and 0"),
+    ],
+)
 def test_bad_text_names_file_and_line(text, needle):
     with pytest.raises(ConversionError) as exc:
         parse_text_workload(text, path="w.txt")
@@ -312,7 +408,7 @@ def test_bad_text_names_file_and_line(text, needle):
 
 def test_astra_sim_only_collective_is_an_error_only_where_it_is_used():
     ignored = parse_text_workload("DATA\n1\na -1 1 ALLREDUCEALLTOALL 4 1 NONE 0 1 ALLREDUCE 8 1\n", path="w.txt")
-    assert len(convert_text_workload(ignored, 1)[0]) == 3           # F, W, Wc: fwd column unused by DATA
+    assert len(convert_text_workload(ignored, 1)[0]) == 3  # F, W, Wc: fwd column unused by DATA
     used = parse_text_workload("DATA\n1\na -1 1 NONE 0 1 NONE 0 1 ALLREDUCEALLTOALL 8 1\n", path="w.txt")
     with pytest.raises(ConversionError, match=r"^w\.txt: line 3: communication type ALLREDUCEALLTOALL \(wg\)"):
         convert_text_workload(used, 1)
@@ -327,9 +423,19 @@ def test_binary_file_is_a_conversion_error(tmp_path):
 
 # ----- CLI --------------------------------------------------------------------------------------
 
+
 def test_cli_convert_text_writes_one_file_per_rank(tmp_path, test_data_dir):
-    proc = run("convert", "text", test_data_dir / "Resnet50_DataParallel.txt", "--ranks", 3, "--passes", 2,
-               "-o", tmp_path / "out" / "resnet")
+    proc = run(
+        "convert",
+        "text",
+        test_data_dir / "Resnet50_DataParallel.txt",
+        "--ranks",
+        3,
+        "--passes",
+        2,
+        "-o",
+        tmp_path / "out" / "resnet",
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "" and "215" not in proc.stderr and "430 nodes per rank" in proc.stderr
     ts = read_traceset(tmp_path / "out" / "resnet")
@@ -337,11 +443,14 @@ def test_cli_convert_text_writes_one_file_per_rank(tmp_path, test_data_dir):
     assert sum(n.duration_ns for n in ts[2].nodes) == 2 * 1_082_450_000
 
 
-@pytest.mark.parametrize("layer, needle", [
-    ("a -1 1 NONE 0 1 NONE 0 1 ALLREDUC 8 1", "line 3: unknown communication type 'ALLREDUC'"),
-    ("a -1 1 NONE 0 1 NONE 0 1 ALLREDUCE 8", "line 3: a layer line has 12 columns"),
-    ("a -1 1 NONE 0 1 NONE 0 1 ALLREDUCE -8 1", "line 3: wg comm size (column 11) must not be negative"),
-])
+@pytest.mark.parametrize(
+    "layer, needle",
+    [
+        ("a -1 1 NONE 0 1 NONE 0 1 ALLREDUC 8 1", "line 3: unknown communication type 'ALLREDUC'"),
+        ("a -1 1 NONE 0 1 NONE 0 1 ALLREDUCE 8", "line 3: a layer line has 12 columns"),
+        ("a -1 1 NONE 0 1 NONE 0 1 ALLREDUCE -8 1", "line 3: wg comm size (column 11) must not be negative"),
+    ],
+)
 def test_cli_bad_text_is_one_line_exit_1_and_no_output(tmp_path, layer, needle):
     src = tmp_path / "bad.txt"
     src.write_text(f"DATA\n1\n{layer}\n")
@@ -378,8 +487,9 @@ def test_resnet_data_replay_on_astra_config_matches_formula(resnet, test_data_di
     from tracekit.replayer.simulation.astra_config import import_astra_config
 
     layers = resnet.layers if hasattr(resnet, "layers") else resnet
-    spec = import_astra_config(test_data_dir / "astra" / "system_ring_splits1.json",
-                               test_data_dir / "astra" / "network_ring_4.yml").spec
+    spec = import_astra_config(
+        test_data_dir / "astra" / "system_ring_splits1.json", test_data_dir / "astra" / "network_ring_4.yml"
+    ).spec
 
     def compute(d_us: int) -> int:  # duration_micros x 1000, 1 ns when zero
         return d_us * 1000 or 1

@@ -98,8 +98,15 @@ def test_dependency_on_missing_id(tmp_path):
 
 
 def test_cycle_names_its_nodes(tmp_path):
-    p = _write(tmp_path, [Node(id=1, name="a", data_deps=[3]), Node(id=2, name="b", data_deps=[1]),
-                          Node(id=3, name="c", data_deps=[2]), Node(id=4, name="d", data_deps=[3])])
+    p = _write(
+        tmp_path,
+        [
+            Node(id=1, name="a", data_deps=[3]),
+            Node(id=2, name="b", data_deps=[1]),
+            Node(id=3, name="c", data_deps=[2]),
+            Node(id=4, name="d", data_deps=[3]),
+        ],
+    )
     proc = run("validate", p)
     assert proc.returncode == 3
     assert "[cycle]" in proc.stdout and "1 (a) -> 2 (b) -> 3 (c) -> 1" in proc.stdout
@@ -115,15 +122,19 @@ def test_comm_node_without_comm_type_is_a_warning_and_an_unknown_one_an_error(tm
     p = _write(tmp_path, [Node(id=7, type=NodeType.COMM_COLL_NODE, attrs=[Attr("comm_size", 64)])])
     proc = run("validate", p)
     assert proc.returncode == 0 and "node 7: COMM_COLL node has no comm_type: read as ALL_REDUCE" in proc.stdout
-    p = _write(tmp_path, [Node(id=7, type=NodeType.COMM_COLL_NODE, attrs=[Attr("comm_size", 64),
-                                                                           Attr("comm_type", 42)])])
+    p = _write(
+        tmp_path, [Node(id=7, type=NodeType.COMM_COLL_NODE, attrs=[Attr("comm_size", 64), Attr("comm_type", 42)])]
+    )
     proc = run("validate", p)
     assert proc.returncode == 3 and "node 7: unknown comm_type 42" in proc.stdout
 
 
 def _coll(nid: int, ctype: CollectiveType, size: int) -> Node:
-    return Node(id=nid, type=NodeType.COMM_COLL_NODE,
-                attrs=[Attr("comm_type", int(ctype)), Attr("comm_size", size), Attr("pg_name", "0", "string_val")])
+    return Node(
+        id=nid,
+        type=NodeType.COMM_COLL_NODE,
+        attrs=[Attr("comm_type", int(ctype)), Attr("comm_size", size), Attr("pg_name", "0", "string_val")],
+    )
 
 
 def test_mismatched_collectives_across_ranks(tmp_path):
@@ -132,8 +143,10 @@ def test_mismatched_collectives_across_ranks(tmp_path):
     write_traceset(TraceSet([r0, r1]), tmp_path / "job")
     proc = run("validate", tmp_path / "job")
     assert proc.returncode == 3
-    assert "rank 1: node 2: group '0': collective #1 is ALL_GATHER of 128 bytes here but ALL_GATHER of 64 bytes " \
-           "on rank 0" in proc.stdout
+    assert (
+        "rank 1: node 2: group '0': collective #1 is ALL_GATHER of 128 bytes here but ALL_GATHER of 64 bytes "
+        "on rank 0" in proc.stdout
+    )
 
 
 def test_missing_collective_on_one_rank(tmp_path):
@@ -190,18 +203,26 @@ def test_partial_job_is_a_warning_naming_missing_ranks(tmp_path):
     assert issue.check == "rank-count" and "traces for 1 of 3 ranks; no trace for ranks [1, 2]" in issue.message
 
 
-@pytest.mark.parametrize("doc,message", [
-    ('{"format":"tracekit.et.json","nodes":null}', "document: nodes must be a list, got None"),
-    ('{"format":"tracekit.et.json","nodes":[{"id":1,"duration_ns":5000.5}]}',
-     "node 1: duration_ns must be an integer from 0 to 2^64-1, got 5000.5"),
-    ('{"format":"tracekit.et.json","nodes":[{"id":1,"duration_ns":"5000"}]}', "got '5000'"),
-    ('{"format":"tracekit.et.json","nodes":[{"id":1,"durration_ns":5}]}', "node 1: unknown node keys ['durration_ns']"),
-    ('{"format":"tracekit.et.json","format_version":99,"nodes":[]}', "unsupported format_version 99"),
-    ('{"format":"tracekit.et.json","nodes":[{"id":-1}]}', "id must be an integer from 0 to 2^64-1, got -1"),
-    ('{"workload_graph":null}', "workload_graph must be a non-empty list of nodes"),
-    ('{"workload_graph":[]}', "workload_graph must be a non-empty list of nodes"),
-    ('{"workload_graph":[{"Id":1,"ctrlDeps":3}]}', "node 1: ctrlDeps must be a list of node ids, got 3"),
-])
+@pytest.mark.parametrize(
+    "doc,message",
+    [
+        ('{"format":"tracekit.et.json","nodes":null}', "document: nodes must be a list, got None"),
+        (
+            '{"format":"tracekit.et.json","nodes":[{"id":1,"duration_ns":5000.5}]}',
+            "node 1: duration_ns must be an integer from 0 to 2^64-1, got 5000.5",
+        ),
+        ('{"format":"tracekit.et.json","nodes":[{"id":1,"duration_ns":"5000"}]}', "got '5000'"),
+        (
+            '{"format":"tracekit.et.json","nodes":[{"id":1,"durration_ns":5}]}',
+            "node 1: unknown node keys ['durration_ns']",
+        ),
+        ('{"format":"tracekit.et.json","format_version":99,"nodes":[]}', "unsupported format_version 99"),
+        ('{"format":"tracekit.et.json","nodes":[{"id":-1}]}', "id must be an integer from 0 to 2^64-1, got -1"),
+        ('{"workload_graph":null}', "workload_graph must be a non-empty list of nodes"),
+        ('{"workload_graph":[]}', "workload_graph must be a non-empty list of nodes"),
+        ('{"workload_graph":[{"Id":1,"ctrlDeps":3}]}', "node 1: ctrlDeps must be a list of node ids, got 3"),
+    ],
+)
 def test_load_rejects_json_that_is_not_exactly_a_trace(tmp_path, doc, message):
     j = tmp_path / "t.json"
     j.write_text(doc)

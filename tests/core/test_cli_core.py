@@ -33,8 +33,12 @@ def test_dump_then_load_is_byte_identical(samples_dir, tmp_path):
     json.loads((tmp_path / "c.json").read_text())  # one valid JSON document
     # the sample has sends without comm_src (28 validation errors): load refuses it unless told to round-trip it
     assert runner.invoke(cli, ["load", str(tmp_path / "c.json"), "-o", str(tmp_path / "c.1.et")]).exit_code == 1
-    assert runner.invoke(cli, ["load", str(tmp_path / "c.json"), "-o", str(tmp_path / "c.1.et"),
-                               "--no-validate"]).exit_code == 0
+    assert (
+        runner.invoke(
+            cli, ["load", str(tmp_path / "c.json"), "-o", str(tmp_path / "c.1.et"), "--no-validate"]
+        ).exit_code
+        == 0
+    )
     assert (tmp_path / "c.1.et").read_bytes() == src.read_bytes()
 
 

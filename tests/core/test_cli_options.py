@@ -17,8 +17,9 @@ SAME_EVERYWHERE = ("--json", "--executor", "--workers", "--address")
 
 
 def _table() -> dict[str, tuple[str, str]]:
-    rows = re.findall(r"^\| `(--[a-z0-9-]+)` \| (flag|value|output) \| (.+) \|$",
-                      (ROOT / "docs" / "cli.md").read_text(), flags=re.M)
+    rows = re.findall(
+        r"^\| `(--[a-z0-9-]+)` \| (flag|value|output) \| (.+) \|$", (ROOT / "docs" / "cli.md").read_text(), flags=re.M
+    )
     return {name: (kind, meaning) for name, kind, meaning in rows}
 
 
@@ -86,8 +87,15 @@ def test_transform_help_shows_output_required():
 
 
 def test_global_flags_are_hoisted():
-    assert hoist_global_flags(["replay", "x", "--hw", "a", "-q", "-vv", "--debug"]) == \
-        ["-q", "-vv", "--debug", "replay", "x", "--hw", "a"]
+    assert hoist_global_flags(["replay", "x", "--hw", "a", "-q", "-vv", "--debug"]) == [
+        "-q",
+        "-vv",
+        "--debug",
+        "replay",
+        "x",
+        "--hw",
+        "a",
+    ]
     assert hoist_global_flags(["info", "--", "-q"]) == ["info", "--", "-q"]
     assert hoist_global_flags(["sweep", "--vary", "k=1"]) == ["sweep", "--vary", "k=1"]
 
@@ -118,8 +126,10 @@ def test_traces_takes_the_files_a_shell_glob_expands_to(samples_dir):
 
 
 def test_old_replay_json_file_is_refused_with_the_fix(samples_dir, tmp_path):
-    res = CliRunner().invoke(cli, ["replay", str(samples_dir / "chakra" / "all_reduce"), "--hw", "dgx-a100",
-                                   "--json", str(tmp_path / "r.json")])
+    res = CliRunner().invoke(
+        cli,
+        ["replay", str(samples_dir / "chakra" / "all_reduce"), "--hw", "dgx-a100", "--json", str(tmp_path / "r.json")],
+    )
     assert res.exit_code == 1 and f"-o {tmp_path / 'r.json'}" in res.stderr
 
 
@@ -128,28 +138,98 @@ def _json_commands(samples_dir: Path, tmp_path: Path) -> list[list[str]]:
     text = str(ROOT / "tests" / "data" / "Resnet50_DataParallel.txt")
     r = str(tmp_path / "r.json")
     return [
-        ["info", ar], ["validate", ar], ["replay", ar, "--hw", "dgx-a100", "-o", r, "--with-schedule"],
-        ["report", r, "-o", str(tmp_path / "r.html")], ["diff", r, r], ["timeline", ar, "-o", str(tmp_path / "t")],
-        ["hw", "list"], ["hw", "show", "dgx-h100"],
-        ["hw", "import-astra", "--system", str(ROOT / "tests/data/astra/system_ring_splits1.json"),
-         "--network", str(ROOT / "tests/data/astra/network_ring_4.yml")],
+        ["info", ar],
+        ["validate", ar],
+        ["replay", ar, "--hw", "dgx-a100", "-o", r, "--with-schedule"],
+        ["report", r, "-o", str(tmp_path / "r.html")],
+        ["diff", r, r],
+        ["timeline", ar, "-o", str(tmp_path / "t")],
+        ["hw", "list"],
+        ["hw", "show", "dgx-h100"],
+        [
+            "hw",
+            "import-astra",
+            "--system",
+            str(ROOT / "tests/data/astra/system_ring_splits1.json"),
+            "--network",
+            str(ROOT / "tests/data/astra/network_ring_4.yml"),
+        ],
         ["convert", "text", text, "--ranks", "2", "-o", str(tmp_path / "resnet")],
-        ["convert", "pytorch", "--et", str(samples_dir / "pytorch/dist_ws2/et_rank*.json"), "--kineto",
-         str(samples_dir / "pytorch/dist_ws2/kineto_rank*.json"), "-o", str(tmp_path / "ws2"), "--executor", "serial"],
+        [
+            "convert",
+            "pytorch",
+            "--et",
+            str(samples_dir / "pytorch/dist_ws2/et_rank*.json"),
+            "--kineto",
+            str(samples_dir / "pytorch/dist_ws2/kineto_rank*.json"),
+            "-o",
+            str(tmp_path / "ws2"),
+            "--executor",
+            "serial",
+        ],
         ["check-replay", str(tmp_path / "ws2"), "--hw", "dgx-a100"],
-        ["generate", "micro", "--collective", "all_reduce", "--size", "1MiB", "--ranks", "2", "-o",
-         str(tmp_path / "ar")],
+        [
+            "generate",
+            "micro",
+            "--collective",
+            "all_reduce",
+            "--size",
+            "1MiB",
+            "--ranks",
+            "2",
+            "-o",
+            str(tmp_path / "ar"),
+        ],
         ["generate", "micro", "--list-shapes"],
         ["generate", "dlrm", "--model", "dlrm-small", "--ranks", "2", "-o", str(tmp_path / "dlrm")],
-        ["generate", "llm", "--model", "gpt3-1.3b", "--layers", "1", "--ranks", "2", "--global-batch", "2",
-         "-o", str(tmp_path / "llm")],
+        [
+            "generate",
+            "llm",
+            "--model",
+            "gpt3-1.3b",
+            "--layers",
+            "1",
+            "--ranks",
+            "2",
+            "--global-batch",
+            "2",
+            "-o",
+            str(tmp_path / "llm"),
+        ],
         ["transform", ar, "-o", str(tmp_path / "ar2"), "--scale-compute", "0.5"],
-        ["sweep", ar, "--hw", "dgx-a100", "--vary", "network[0].bandwidth_gbps=100,200", "--executor", "serial",
-         "-o", str(tmp_path / "sweep")],
+        [
+            "sweep",
+            ar,
+            "--hw",
+            "dgx-a100",
+            "--vary",
+            "network[0].bandwidth_gbps=100,200",
+            "--executor",
+            "serial",
+            "-o",
+            str(tmp_path / "sweep"),
+        ],
         ["load", str(tmp_path / "d.json"), "-o", str(tmp_path / "l.0.et")],
         ["bench-coll", "--hw", "dgx-a100", "--ranks", "8", "--sizes", "1MiB,8MiB"],
-        ["generate", "llm", "--model", "gpt3-1.3b", "--layers", "2", "--tp", "1", "--pp", "2", "--ranks", "4",
-         "--global-batch", "4", "--classes", "-o", str(tmp_path / "cls")],
+        [
+            "generate",
+            "llm",
+            "--model",
+            "gpt3-1.3b",
+            "--layers",
+            "2",
+            "--tp",
+            "1",
+            "--pp",
+            "2",
+            "--ranks",
+            "4",
+            "--global-batch",
+            "4",
+            "--classes",
+            "-o",
+            str(tmp_path / "cls"),
+        ],
         ["expand", str(tmp_path / "cls"), "-o", str(tmp_path / "cls_ranks")],
     ]
 

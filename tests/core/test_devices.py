@@ -8,13 +8,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracekit.devices import (device_model, device_presets, find_device, gemm_efficiency, memory_efficiency,
-                              op_seconds)
+from tracekit.devices import device_model, device_presets, find_device, gemm_efficiency, memory_efficiency, op_seconds
 from tracekit.errors import ConfigError
 from tracekit.projection import projected_duration
 
-EXPECTED = {"v100", "rtx-2080-ti", "a100-80gb", "a100-40gb", "h100-sxm", "h200", "b200", "mi250x", "mi300x",
-            "host-cpu"}
+EXPECTED = {"v100", "rtx-2080-ti", "a100-80gb", "a100-40gb", "h100-sxm", "h200", "b200", "mi250x", "mi300x", "host-cpu"}
 
 
 def test_presets_load_with_sources_and_datasheet_numbers():
@@ -30,11 +28,22 @@ def test_presets_load_with_sources_and_datasheet_numbers():
     assert presets["v100"].peak("tf32") == (15.7e12, "fp32")  # no TF32 before Ampere: runs at fp32
 
 
-@pytest.mark.parametrize("name, key", [
-    ("NVIDIA A100-SXM4-80GB", "a100-80gb"), ("NVIDIA A100-PG509-200", "a100-40gb"),  # hta-simple-add's device
-    ("NVIDIA H100 80GB HBM3", "h100-sxm"), ("H200-SXM-141GB", "h200"), ("NVIDIA GeForce RTX 2080 Ti", "rtx-2080-ti"),
-    ("Tesla V100-SXM2-16GB", "v100"), ("AMD Instinct MI300X", "mi300x"), ("AMD Instinct MI250X", "mi250x"),
-    ("NVIDIA B200", "b200"), ("cpu", "host-cpu"), ("h100-sxm", "h100-sxm")])
+@pytest.mark.parametrize(
+    "name, key",
+    [
+        ("NVIDIA A100-SXM4-80GB", "a100-80gb"),
+        ("NVIDIA A100-PG509-200", "a100-40gb"),  # hta-simple-add's device
+        ("NVIDIA H100 80GB HBM3", "h100-sxm"),
+        ("H200-SXM-141GB", "h200"),
+        ("NVIDIA GeForce RTX 2080 Ti", "rtx-2080-ti"),
+        ("Tesla V100-SXM2-16GB", "v100"),
+        ("AMD Instinct MI300X", "mi300x"),
+        ("AMD Instinct MI250X", "mi250x"),
+        ("NVIDIA B200", "b200"),
+        ("cpu", "host-cpu"),
+        ("h100-sxm", "h100-sxm"),
+    ],
+)
 def test_find_device_by_recorded_name(name, key):
     assert find_device(name).key == key
 
@@ -73,8 +82,12 @@ def test_memory_efficiency_grows_with_size():
 
 # ----------------------------------------------------------------------------- projection
 GEMM = dict(op_class="gemm", dtype="bf16")
-op = st.tuples(st.integers(1, 10**13), st.integers(1, 10**10), st.sampled_from(
-    ["gemm", "conv", "attention", "elementwise", "norm", None]), st.sampled_from(["bf16", "fp32", "tf32", "fp16"]))
+op = st.tuples(
+    st.integers(1, 10**13),
+    st.integers(1, 10**10),
+    st.sampled_from(["gemm", "conv", "attention", "elementwise", "norm", None]),
+    st.sampled_from(["bf16", "fp32", "tf32", "fp16"]),
+)
 
 
 @settings(max_examples=60, deadline=None)

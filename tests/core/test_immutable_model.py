@@ -18,8 +18,13 @@ from tracekit.validate import validate_trace
 
 
 def _chain(n: int = 3) -> ExecutionTrace:
-    return ExecutionTrace([Node(i, f"op{i}", data_deps=[i - 1] if i else [], duration_ns=1000,
-                                attrs=[Attr("num_ops", 10 * i)]) for i in range(n)], rank=0)
+    return ExecutionTrace(
+        [
+            Node(i, f"op{i}", data_deps=[i - 1] if i else [], duration_ns=1000, attrs=[Attr("num_ops", 10 * i)])
+            for i in range(n)
+        ],
+        rank=0,
+    )
 
 
 def _dangling(report) -> list[str]:
@@ -57,8 +62,11 @@ def test_the_stale_view_case_cannot_happen_through_a_file(tmp_path):
     edited = trace.with_nodes([n.replace(data_deps=(99,)) if n.id == 2 else n for n in trace.nodes])
     out = write_trace(edited, tmp_path / "e.0.et")
     # what validation says of the edited trace is what it says of the file the writer saved
-    assert _dangling(validate_trace(edited)) == _dangling(validate_trace(read_trace(out))) == \
-        ["data dep 99 does not exist"]
+    assert (
+        _dangling(validate_trace(edited))
+        == _dangling(validate_trace(read_trace(out)))
+        == ["data dep 99 does not exist"]
+    )
     assert validate_trace(read_trace(path)).ok  # the input file is unchanged
 
 
@@ -98,10 +106,18 @@ def test_one_rule_per_value_type():
 
 
 def test_accessors_agree_between_built_nodes_the_file_view_and_the_columns(tmp_path):
-    kinds = [("int32_val", -7), ("uint64_val", 2**40), ("sint64_val", -5), ("fixed32_val", 9), ("double_val", 2.75),
-             ("float_val", -1.5)]
-    nodes = [Node(i, "c", NodeType.COMM_COLL_NODE, attrs=[Attr("comm_size", v, k), Attr("pg_name", str(i), "string_val")])
-             for i, (k, v) in enumerate(kinds)]
+    kinds = [
+        ("int32_val", -7),
+        ("uint64_val", 2**40),
+        ("sint64_val", -5),
+        ("fixed32_val", 9),
+        ("double_val", 2.75),
+        ("float_val", -1.5),
+    ]
+    nodes = [
+        Node(i, "c", NodeType.COMM_COLL_NODE, attrs=[Attr("comm_size", v, k), Attr("pg_name", str(i), "string_val")])
+        for i, (k, v) in enumerate(kinds)
+    ]
     nodes.append(Node(len(kinds), "bad", NodeType.COMM_COLL_NODE, attrs=[Attr("comm_size", True, "bool_val")]))
     trace = read_trace(write_trace(ExecutionTrace(nodes), tmp_path / "k.0.et"))
     want = [-7, 2**40, -5, 9, 2, -1]

@@ -13,8 +13,15 @@ from tracekit.jsonform import dumps_trace, loads_trace
 from tracekit.model import NodeType
 from tracekit.summary import summarize_trace
 
-SAMPLE_FILES = ["all_reduce.0.et", "all_reduce.1.et", "all_reduce.2.et", "all_reduce.3.et",
-                "custom_allreduce.0.et", "custom_allreduce.1.et", "feeder.0.et"]
+SAMPLE_FILES = [
+    "all_reduce.0.et",
+    "all_reduce.1.et",
+    "all_reduce.2.et",
+    "all_reduce.3.et",
+    "custom_allreduce.0.et",
+    "custom_allreduce.1.et",
+    "feeder.0.et",
+]
 
 
 def _roundtrips(path: Path) -> None:
@@ -114,10 +121,24 @@ def test_vectorized_attribute_decoding_matches_protobuf_for_every_scalar_kind():
     from tracekit.io import trace_from_bytes
     from tracekit.model import Attr, ExecutionTrace, Node
 
-    cases = [("int32_val", -7), ("int64_val", -(2**40)), ("uint32_val", 2**32 - 1), ("uint64_val", 2**63 + 5),
-             ("sint32_val", -3), ("sint64_val", -(2**50)), ("fixed32_val", 4000000000), ("fixed64_val", 2**62),
-             ("sfixed32_val", -9), ("sfixed64_val", -(2**60)), ("bool_val", True), ("bool_val", False),
-             ("double_val", 2.5), ("float_val", 0.25), ("string_val", "x"), ("int64_list", [1, 2])]
+    cases = [
+        ("int32_val", -7),
+        ("int64_val", -(2**40)),
+        ("uint32_val", 2**32 - 1),
+        ("uint64_val", 2**63 + 5),
+        ("sint32_val", -3),
+        ("sint64_val", -(2**50)),
+        ("fixed32_val", 4000000000),
+        ("fixed64_val", 2**62),
+        ("sfixed32_val", -9),
+        ("sfixed64_val", -(2**60)),
+        ("bool_val", True),
+        ("bool_val", False),
+        ("double_val", 2.5),
+        ("float_val", 0.25),
+        ("string_val", "x"),
+        ("int64_list", [1, 2]),
+    ]
     nodes = [Node(id=i, attrs=[Attr("v", value, kind)]) for i, (kind, value) in enumerate(cases)]
     nodes.append(Node(id=len(cases), attrs=[Attr("v", 3, "int64_val", doc_string="with a doc string")]))
     nodes.append(Node(id=len(cases) + 1))
@@ -127,7 +148,14 @@ def test_vectorized_attribute_decoding_matches_protobuf_for_every_scalar_kind():
     assert values == expected
     assert [type(v) for v in values] == [type(v) for v in expected]
     assert present.tolist() == [True] * (len(cases) + 1) + [False]
-    numeric = ExecutionTrace([n for n in nodes if isinstance(n.get_attr("v", 0), (int, float))
-                              and not isinstance(n.get_attr("v"), bool) and n.get_attr("v", 0) < 2**63])
+    numeric = ExecutionTrace(
+        [
+            n
+            for n in nodes
+            if isinstance(n.get_attr("v", 0), (int, float))
+            and not isinstance(n.get_attr("v"), bool)
+            and n.get_attr("v", 0) < 2**63
+        ]
+    )
     p2, ints = trace_from_bytes(encode_trace(numeric)).columns().attr_int("v")
     assert ints.tolist() == [int(n.get_attr("v", 0)) for n in numeric.nodes]

@@ -28,8 +28,12 @@ KNOWN: set[tuple[str, str]] = set()
 
 # replayer subpackages by concern (docs/architecture.md): (importing concern, imported concern) pairs that breach
 CONCERNS = ("simulation", "results", "reporting", "orchestration")
-FORBIDDEN = {("simulation", "reporting"), ("simulation", "orchestration"),
-             ("results", "reporting"), ("results", "orchestration")}
+FORBIDDEN = {
+    ("simulation", "reporting"),
+    ("simulation", "orchestration"),
+    ("results", "reporting"),
+    ("results", "orchestration"),
+}
 
 
 def _concern(name: str) -> str | None:
@@ -105,8 +109,11 @@ def _owner(name: str) -> str:
     parts = name.split(".")
     for n in range(len(parts), 0, -1):
         head = parts[:n]
-        folder = {"converters": "converters", "replayer": "replayer", "cli": "tracekit/cli"}.get(head[1], None) \
-            if len(head) > 1 else None
+        folder = (
+            {"converters": "converters", "replayer": "replayer", "cli": "tracekit/cli"}.get(head[1], None)
+            if len(head) > 1
+            else None
+        )
         rel = Path(folder or "tracekit", *head[2:]) if folder else Path("tracekit", *head[1:])
         if (ROOT / rel).with_suffix(".py").is_file() or (ROOT / rel / "__init__.py").is_file():
             return ".".join(head)
@@ -135,23 +142,26 @@ def test_layers_hold():
     assert not gone, f"fixed breaches still listed in KNOWN (remove them): {gone}"
 
 
-@pytest.mark.parametrize("src,dst,breach", [
-    ("tracekit.model", "tracekit.replayer.simulation.engine", True),
-    ("tracekit.transforms.scale", "tracekit.converters.pytorch", True),
-    ("tracekit.converters.pytorch.linker", "tracekit.replayer.simulation.hardware", True),
-    ("tracekit.replayer.simulation.engine", "tracekit.converters.generators.llm", True),
-    ("tracekit.replayer.simulation.engine", "tracekit.cli._common", True),
-    ("tracekit.cli.replay", "tracekit.replayer.simulation.engine", False),
-    ("tracekit.replayer.simulation.engine", "tracekit.model", False),
-    ("tracekit.converters.pytorch.linker", "tracekit.io", False),
-    ("tracekit.replayer.simulation.engine", "tracekit.replayer.reporting.plots", True),
-    ("tracekit.replayer.simulation.folding", "tracekit.replayer.orchestration.sweep", True),
-    ("tracekit.replayer.results.result", "tracekit.replayer.reporting.timeline", True),
-    ("tracekit.replayer.results.measured", "tracekit.replayer.reporting.measured_report", True),
-    ("tracekit.replayer.simulation.folding", "tracekit.replayer.results.result", False),
-    ("tracekit.replayer.reporting.report", "tracekit.replayer.results.result", False),
-    ("tracekit.replayer.reporting.report", "tracekit.replayer.simulation.hardware", False),
-    ("tracekit.replayer.orchestration.sweep", "tracekit.replayer.reporting.plots", False),
-])
+@pytest.mark.parametrize(
+    "src,dst,breach",
+    [
+        ("tracekit.model", "tracekit.replayer.simulation.engine", True),
+        ("tracekit.transforms.scale", "tracekit.converters.pytorch", True),
+        ("tracekit.converters.pytorch.linker", "tracekit.replayer.simulation.hardware", True),
+        ("tracekit.replayer.simulation.engine", "tracekit.converters.generators.llm", True),
+        ("tracekit.replayer.simulation.engine", "tracekit.cli._common", True),
+        ("tracekit.cli.replay", "tracekit.replayer.simulation.engine", False),
+        ("tracekit.replayer.simulation.engine", "tracekit.model", False),
+        ("tracekit.converters.pytorch.linker", "tracekit.io", False),
+        ("tracekit.replayer.simulation.engine", "tracekit.replayer.reporting.plots", True),
+        ("tracekit.replayer.simulation.folding", "tracekit.replayer.orchestration.sweep", True),
+        ("tracekit.replayer.results.result", "tracekit.replayer.reporting.timeline", True),
+        ("tracekit.replayer.results.measured", "tracekit.replayer.reporting.measured_report", True),
+        ("tracekit.replayer.simulation.folding", "tracekit.replayer.results.result", False),
+        ("tracekit.replayer.reporting.report", "tracekit.replayer.results.result", False),
+        ("tracekit.replayer.reporting.report", "tracekit.replayer.simulation.hardware", False),
+        ("tracekit.replayer.orchestration.sweep", "tracekit.replayer.reporting.plots", False),
+    ],
+)
 def test_rules_catch_breaches(src, dst, breach):
     assert bool(_breaches({(src, dst)})) is breach

@@ -21,8 +21,16 @@ def _stamped(doc_text: str) -> bytes:
     return frame(data[start:end] + extra.SerializeToString()) + data[end:]
 
 
-@pytest.mark.parametrize("doc_text", ["not json", "[1, 2]", '{"key": "k"}', '{"key": "k", "slots": [[1]], "values": []}',
-                                      '{"key": "k", "slots": 5, "values": []}'])
+@pytest.mark.parametrize(
+    "doc_text",
+    [
+        "not json",
+        "[1, 2]",
+        '{"key": "k"}',
+        '{"key": "k", "slots": [[1]], "values": []}',
+        '{"key": "k", "slots": 5, "values": []}',
+    ],
+)
 def test_a_malformed_stamp_is_read_the_ordinary_way(doc_text):
     assert classset.read_rank_class(_stamped(doc_text)) is None
 

@@ -46,13 +46,27 @@ def test_bmm_baddbmm_matmul_are_2bmkn(b, m, k, n):
     assert cost("aten::baddbmm", [[b, m, n], [b, m, k], [b, k, n]], [H, H, H]).flops == want
     assert cost("aten::matmul", [[b, m, k], [k, n]], [H, H]).flops == want  # broadcast
     assert cost("aten::bmm", [[b, m, k], [b, k, n]], [H, H]).dtype == "bf16"
-    assert cost("aten::einsum", [[], [[b, m, k], [b, k, n]]], ["String", f"GenericList[{H},{H}]"],
-                values=["bmk,bkn->bmn", None]).flops == want
+    assert (
+        cost(
+            "aten::einsum",
+            [[], [[b, m, k], [b, k, n]]],
+            ["String", f"GenericList[{H},{H}]"],
+            values=["bmk,bkn->bmn", None],
+        ).flops
+        == want
+    )
 
 
 # ----------------------------------------------------------------------------- convolution
-conv_case = st.tuples(small, st.integers(1, 8), st.integers(1, 8), st.integers(1, 32), st.integers(1, 5),
-                      st.integers(1, 5), st.sampled_from([1, 2]))
+conv_case = st.tuples(
+    small,
+    st.integers(1, 8),
+    st.integers(1, 8),
+    st.integers(1, 32),
+    st.integers(1, 5),
+    st.integers(1, 5),
+    st.sampled_from([1, 2]),
+)
 
 
 @settings(max_examples=40, deadline=None)
@@ -66,8 +80,14 @@ def test_conv2d_forward_and_both_gradients(case):
     fwd = 2 * n * c_out * oh * ow * c_in * kh * kw
     x, w, y = [n, c_in, hw, hw], [c_out, c_in, kh, kw], [n, c_out, oh, ow]
     lists = "GenericList[Int,Int]"
-    c = cost("aten::conv2d", [x, w, [], [[], []], [[], []], [[], []], []], [F, F, "None", lists, lists, lists, "Int"],
-             [y], [F], values=[None, None, None, [stride, stride], [1, 1], [1, 1], 1])
+    c = cost(
+        "aten::conv2d",
+        [x, w, [], [[], []], [[], []], [[], []], []],
+        [F, F, "None", lists, lists, lists, "Int"],
+        [y],
+        [F],
+        values=[None, None, None, [stride, stride], [1, 1], [1, 1], 1],
+    )
     assert c.flops == fwd and c.op_class == "conv"
     # convolution_backward(grad_out, input, weight, bias_sizes, stride, padding, dilation, transposed,
     #                      output_padding, groups, output_mask): grad input and grad weight each = forward
@@ -83,9 +103,14 @@ def test_conv2d_forward_and_both_gradients(case):
 def test_cudnn_convolution_with_allow_tf32_is_priced_as_tf32():
     # param-resnet's first convolution: aten::cudnn_convolution(self, weight, padding, stride, dilation, groups,
     # benchmark, deterministic, allow_tf32) with out [32, 64, 112, 112]
-    c = cost("aten::cudnn_convolution", [[32, 3, 224, 224], [64, 3, 7, 7], [[], []], [[], []], [[], []], [], [], [], []],
-             [F, F, "GenericList[Int,Int]", "GenericList[Int,Int]", "GenericList[Int,Int]", "Int", "Bool", "Bool",
-              "Bool"], [[32, 64, 112, 112]], [F], values=[None, None, [3, 3], [2, 2], [1, 1], 1, True, False, True])
+    c = cost(
+        "aten::cudnn_convolution",
+        [[32, 3, 224, 224], [64, 3, 7, 7], [[], []], [[], []], [[], []], [], [], [], []],
+        [F, F, "GenericList[Int,Int]", "GenericList[Int,Int]", "GenericList[Int,Int]", "Int", "Bool", "Bool", "Bool"],
+        [[32, 64, 112, 112]],
+        [F],
+        values=[None, None, [3, 3], [2, 2], [1, 1], 1, True, False, True],
+    )
     assert c.flops == 2 * 32 * 64 * 112 * 112 * 3 * 7 * 7
     assert c.dtype == "tf32"  # the benchmark flag (True) at index 6 is not mistaken for "transposed"
 
@@ -97,16 +122,23 @@ def test_sdpa_forward_and_backward(b, h, lq, s, e):
     q, k, v = [b, h, lq, e], [b, h, s, e], [b, h, s, e]
     # forward: Q K^T (2 b h lq s e) + P V (2 b h lq s e)
     fwd = 4 * b * h * lq * s * e
-    for name in ("aten::_scaled_dot_product_flash_attention", "aten::_scaled_dot_product_efficient_attention",
-                 "aten::scaled_dot_product_attention"):
+    for name in (
+        "aten::_scaled_dot_product_flash_attention",
+        "aten::_scaled_dot_product_efficient_attention",
+        "aten::scaled_dot_product_attention",
+    ):
         assert cost(name, [q, k, v], [H, H, H]).flops == fwd
     # backward: recomputed scores + dP, dV, dQ, dK: five matmuls of 2 b h lq s e each = 2.5 x forward
     bwd = cost("aten::_scaled_dot_product_flash_attention_backward", [[b, h, lq, e], q, k, v], [H] * 4)
     assert bwd.flops == 10 * b * h * lq * s * e
     # flash kernels take [B, S, H, D]
     assert cost("aten::_flash_attention_forward", [[b, lq, h, e], [b, s, h, e], [b, s, h, e]], [H] * 3).flops == fwd
-    assert cost("aten::_flash_attention_backward", [[b, lq, h, e], [b, lq, h, e], [b, s, h, e], [b, s, h, e]],
-                [H] * 4).flops == 10 * b * h * lq * s * e
+    assert (
+        cost(
+            "aten::_flash_attention_backward", [[b, lq, h, e], [b, lq, h, e], [b, s, h, e], [b, s, h, e]], [H] * 4
+        ).flops
+        == 10 * b * h * lq * s * e
+    )
 
 
 # ----------------------------------------------------------------------------- memory-bound classes and bytes
@@ -117,11 +149,17 @@ def test_memory_bound_ops_by_hand():
     # in place, no recorded output: the first argument is also written back
     assert cost("aten::add_", [x, x, []], [F, F, "Int"]).bytes == 3 * 8 * 1024 * 4
     assert cost("aten::_softmax", [x, [], []], [F, "Int", "Bool"], [x], [F]).flops == 5 * 8 * 1024
-    ln = cost("aten::native_layer_norm", [x, [[]], [1024], [1024], []], [F, "GenericList[Int]", F, F, "Double"],
-              [x, [8, 1], [8, 1]], [F, F, F])
+    ln = cost(
+        "aten::native_layer_norm",
+        [x, [[]], [1024], [1024], []],
+        [F, "GenericList[Int]", F, F, "Double"],
+        [x, [8, 1], [8, 1]],
+        [F, F, F],
+    )
     assert ln.op_class == "norm" and ln.flops == 5 * 8 * 1024
-    emb = cost("aten::embedding", [[50257, 768], [4, 512], [], []], [F, "Tensor(long)", "Int", "Bool"],
-               [[4, 512, 768]], [F])
+    emb = cost(
+        "aten::embedding", [[50257, 768], [4, 512], [], []], [F, "Tensor(long)", "Int", "Bool"], [[4, 512, 768]], [F]
+    )
     # reads only the gathered rows and the indices, writes the output
     assert emb.flops == 0 and emb.bytes == 2 * 4 * 512 * 768 * 4 + 4 * 512 * 8
     view = cost("aten::view", [x, [[]]], [F, "GenericList[Int]"], [[8192]], [F])

@@ -21,19 +21,24 @@ def job(tmp_path, samples_dir):
     return tmp_path / "all_reduce"
 
 
-@pytest.mark.parametrize("args", [
-    ["dump", "{d}/all_reduce.0.et", "-o", "{d}/all_reduce.0.et"],
-    ["replay", "{d}/all_reduce", "--hw", "dgx-a100", "-o", "{d}/all_reduce.2.et"],
-    ["timeline", "{d}/all_reduce", "-o", "{d}/all_reduce.3.et"],
-    ["transform", "{d}/all_reduce", "-o", "{d}/all_reduce", "--scale-compute", "2"],
-    ["transform", "{d}/all_reduce", "-o", "{d}/all_reduce", "--scale-compute", "2", "--stream"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["dump", "{d}/all_reduce.0.et", "-o", "{d}/all_reduce.0.et"],
+        ["replay", "{d}/all_reduce", "--hw", "dgx-a100", "-o", "{d}/all_reduce.2.et"],
+        ["timeline", "{d}/all_reduce", "-o", "{d}/all_reduce.3.et"],
+        ["transform", "{d}/all_reduce", "-o", "{d}/all_reduce", "--scale-compute", "2"],
+        ["transform", "{d}/all_reduce", "-o", "{d}/all_reduce", "--scale-compute", "2", "--stream"],
+    ],
+)
 def test_an_output_naming_an_input_is_refused_and_inputs_stay_intact(job, samples_dir, args):
     before = {p.name: p.read_bytes() for p in job.parent.iterdir()}
     res = CliRunner().invoke(cli, [a.format(d=job.parent) for a in args])
     assert res.exit_code == 1
-    assert "refusing to overwrite an input of this command" in res.stderr \
+    assert (
+        "refusing to overwrite an input of this command" in res.stderr
         or "the output prefix already holds rank files" in res.stderr
+    )
     assert {p.name: p.read_bytes() for p in job.parent.iterdir()} == before  # nothing changed, no temp files
 
 
@@ -44,8 +49,13 @@ def test_a_prefix_with_stale_ranks_is_refused(tmp_path):
         write_traceset(TraceSet([ExecutionTrace([Node(id=1)]) for _ in range(2)]), tmp_path / "job")
     with pytest.raises(TracekitError, match="job.0.et"):
         write_traceset(four, tmp_path / "job", compress=True)  # .et.gz beside .et of the same rank
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["job.0.et", "job.1.et", "job.2.et", "job.3.et",
-                                                          "job.comm_groups.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "job.0.et",
+        "job.1.et",
+        "job.2.et",
+        "job.3.et",
+        "job.comm_groups.json",
+    ]
 
 
 def test_an_interrupted_trace_set_write_leaves_nothing(tmp_path):

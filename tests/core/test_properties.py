@@ -12,13 +12,13 @@ from tracekit.validate import validate_trace
 from hypothesis_profiles import examples
 
 attr_values = st.one_of(
-    st.tuples(st.just("int64_val"), st.integers(-2**63, 2**63 - 1)),
+    st.tuples(st.just("int64_val"), st.integers(-(2**63), 2**63 - 1)),
     st.tuples(st.just("uint64_val"), st.integers(0, 2**64 - 1)),
-    st.tuples(st.just("int32_val"), st.integers(-2**31, 2**31 - 1)),
+    st.tuples(st.just("int32_val"), st.integers(-(2**31), 2**31 - 1)),
     st.tuples(st.just("bool_val"), st.booleans()),
     st.tuples(st.just("string_val"), st.text(max_size=8)),
     st.tuples(st.just("double_val"), st.floats(allow_nan=False)),
-    st.tuples(st.just("int64_list"), st.lists(st.integers(-2**63, 2**63 - 1), max_size=3)),
+    st.tuples(st.just("int64_list"), st.lists(st.integers(-(2**63), 2**63 - 1), max_size=3)),
 )
 
 
@@ -31,9 +31,18 @@ def dags(draw, max_nodes: int = 40):
         deps = draw(st.lists(st.sampled_from(ids[:i]), max_size=4, unique=True)) if i else []
         ctrl = draw(st.lists(st.sampled_from(ids[:i]), max_size=1)) if i else []
         attrs = [Attr(f"a{k}", v, kind) for k, (kind, v) in enumerate(draw(st.lists(attr_values, max_size=3)))]
-        nodes.append(Node(id=nid, name=draw(st.text(max_size=6)), type=draw(st.sampled_from(list(NodeType)[1:])),
-                          data_deps=deps, ctrl_deps=ctrl, duration_ns=draw(st.integers(0, 10**12)),
-                          start_time_ns=draw(st.integers(0, 10**15)), attrs=attrs))
+        nodes.append(
+            Node(
+                id=nid,
+                name=draw(st.text(max_size=6)),
+                type=draw(st.sampled_from(list(NodeType)[1:])),
+                data_deps=deps,
+                ctrl_deps=ctrl,
+                duration_ns=draw(st.integers(0, 10**12)),
+                start_time_ns=draw(st.integers(0, 10**15)),
+                attrs=attrs,
+            )
+        )
     return nodes
 
 

@@ -41,8 +41,9 @@ def test_vectorized_comm_totals_equal_the_general_path(tmp_path):
 
 
 def test_float_comm_type_takes_the_general_path(tmp_path):
-    trace = ExecutionTrace([Node(0, "ar", NodeType.COMM_COLL_NODE,
-                                 attrs=[Attr("comm_type", 2.5, "double_val"), Attr("comm_size", 8)])])
+    trace = ExecutionTrace(
+        [Node(0, "ar", NodeType.COMM_COLL_NODE, attrs=[Attr("comm_type", 2.5, "double_val"), Attr("comm_size", 8)])]
+    )
     s = summarize_trace(read_trace(write_trace(trace, tmp_path / "f.0.et")))
     assert s.collectives == {"UNKNOWN_2.5": 1} and s.comm_bytes_by_collective == {"UNKNOWN_2.5": 8}
 
@@ -64,19 +65,46 @@ def test_corrupt_attribute_value_is_still_caught(tmp_path):
 def _every_kind_trace() -> ExecutionTrace:
     from tracekit.model import IOInfo
 
-    values = {"double_val": 2.5, "float_val": 0.25, "int32_val": -7, "int64_val": -(2**40), "uint32_val": 2**32 - 1,
-              "uint64_val": 2**64 - 1, "sint32_val": -3, "sint64_val": -(2**50), "fixed32_val": 9,
-              "fixed64_val": 2**63 + 5, "sfixed32_val": -9, "sfixed64_val": -(2**60), "bool_val": True,
-              "string_val": "dp_grad_allreduce", "bytes_val": b"\x00\xff", "int64_list": [1, -2, 3],
-              "string_list": ["a", "b"]}
+    values = {
+        "double_val": 2.5,
+        "float_val": 0.25,
+        "int32_val": -7,
+        "int64_val": -(2**40),
+        "uint32_val": 2**32 - 1,
+        "uint64_val": 2**64 - 1,
+        "sint32_val": -3,
+        "sint64_val": -(2**50),
+        "fixed32_val": 9,
+        "fixed64_val": 2**63 + 5,
+        "sfixed32_val": -9,
+        "sfixed64_val": -(2**60),
+        "bool_val": True,
+        "string_val": "dp_grad_allreduce",
+        "bytes_val": b"\x00\xff",
+        "int64_list": [1, -2, 3],
+        "string_list": ["a", "b"],
+    }
     nodes = []
     for i, (kind, value) in enumerate(values.items()):
-        attrs = [Attr(f"a{i}", value, kind), Attr("num_ops", 3 * i + 1), Attr("empty", None, None),
-                 Attr("doc", 1, "int64_val", "a doc string"), Attr("is_cpu_op", False, "bool_val"),
-                 Attr("zero", 0, "int64_val"), Attr("", "", "string_val")]
-        node = Node(i, "aten::mm" if i % 2 else "nccl:all_reduce ü", NodeType(4 + i % 4), data_deps=[i - 1] if i else [],
-                    ctrl_deps=[i - 2] if i > 1 else [], start_time_ns=1000 * i + (i % 3), duration_ns=2500 * i,
-                    attrs=attrs)
+        attrs = [
+            Attr(f"a{i}", value, kind),
+            Attr("num_ops", 3 * i + 1),
+            Attr("empty", None, None),
+            Attr("doc", 1, "int64_val", "a doc string"),
+            Attr("is_cpu_op", False, "bool_val"),
+            Attr("zero", 0, "int64_val"),
+            Attr("", "", "string_val"),
+        ]
+        node = Node(
+            i,
+            "aten::mm" if i % 2 else "nccl:all_reduce ü",
+            NodeType(4 + i % 4),
+            data_deps=[i - 1] if i else [],
+            ctrl_deps=[i - 2] if i > 1 else [],
+            start_time_ns=1000 * i + (i % 3),
+            duration_ns=2500 * i,
+            attrs=attrs,
+        )
         if i == 3:
             node = node.replace(inputs=IOInfo("[1]", "[[2]]", "[int]"))
         nodes.append(node)
@@ -112,7 +140,8 @@ def test_node_view_equals_protobuf_decode_on_the_benchmark_mix(tmp_path):
     from pathlib import Path
 
     spec = importlib.util.spec_from_file_location(
-        "bench_read_mix", Path(__file__).parents[2] / "benchmarks" / "bench_read_mix.py")
+        "bench_read_mix", Path(__file__).parents[2] / "benchmarks" / "bench_read_mix.py"
+    )
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     path = tmp_path / "mix.0.et"

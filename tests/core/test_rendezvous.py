@@ -22,8 +22,13 @@ def _p2p(node_id: int, send: bool, peer: int | None, tag: int | None, nbytes: in
         attrs.append(Attr("comm_dst" if send else "comm_src", peer, "int32_val"))
     if tag is not None:
         attrs.append(Attr("comm_tag", tag, "int32_val"))
-    return Node(node_id, f"p{node_id}", NodeType.COMM_SEND_NODE if send else NodeType.COMM_RECV_NODE,
-                data_deps=deps, attrs=attrs)
+    return Node(
+        node_id,
+        f"p{node_id}",
+        NodeType.COMM_SEND_NODE if send else NodeType.COMM_RECV_NODE,
+        data_deps=deps,
+        attrs=attrs,
+    )
 
 
 def test_issue_order_is_the_dependency_order_not_the_file_order():
@@ -39,8 +44,15 @@ def test_issue_order_is_the_dependency_order_not_the_file_order():
 
 
 def test_p2p_keys_defaults_and_missing_peers():
-    trace = ExecutionTrace([_p2p(1, True, 3, 7, 100, []), _p2p(2, True, 3, None, -5, [1]),
-                            _p2p(3, False, None, 1, 8, [2]), _p2p(4, False, 3, 7, 8, [3])], rank=0)
+    trace = ExecutionTrace(
+        [
+            _p2p(1, True, 3, 7, 100, []),
+            _p2p(2, True, 3, None, -5, [1]),
+            _p2p(3, False, None, 1, 8, [2]),
+            _p2p(4, False, 3, 7, 8, [3]),
+        ],
+        rank=0,
+    )
     table = comm_table(trace)
     assert table.sends == {(3, 7): [0], (3, 0): [1]}  # a missing tag reads as 0
     assert table.recvs == {(-1, 1): [2], (3, 7): [3]}  # a missing peer reads as -1 ...
@@ -50,8 +62,17 @@ def test_p2p_keys_defaults_and_missing_peers():
 
 
 def test_a_non_integer_comm_type_is_marked():
-    trace = ExecutionTrace([Node(1, "c", NodeType.COMM_COLL_NODE, attrs=[
-        Attr("comm_type", "x", "string_val"), Attr("comm_size", 4, "int64_val")])], rank=0)
+    trace = ExecutionTrace(
+        [
+            Node(
+                1,
+                "c",
+                NodeType.COMM_COLL_NODE,
+                attrs=[Attr("comm_type", "x", "string_val"), Attr("comm_size", 4, "int64_val")],
+            )
+        ],
+        rank=0,
+    )
     assert comm_table(trace).coll_attr == {0: (NOT_AN_INT, 4)}
 
 
@@ -66,10 +87,11 @@ def test_p2p_pairs_in_key_then_issue_order():
     recvs = {(1, 0, 0): ["r10a"], (0, 1, 5): ["r01"], (2, 0, 0): ["r20"]}
     assert list(p2p_pairs(sends, recvs)) == [
         ((0, 1, 5), 0, "s01", "r01"),
-        ((1, 0, 0), 0, "s10a", "r10a"), ((1, 0, 0), 1, "s10b", None),
-        ((2, 0, 0), 0, None, "r20")]
+        ((1, 0, 0), 0, "s10a", "r10a"),
+        ((1, 0, 0), 1, "s10b", None),
+        ((2, 0, 0), 0, None, "r20"),
+    ]
 
 
 def test_group_order_puts_short_names_first():
     assert group_order({"10", "2", "b", "0", "ab"}) == ["0", "2", "b", "10", "ab"]
-

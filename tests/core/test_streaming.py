@@ -39,7 +39,10 @@ def test_idset_dense_and_sparse_agree_with_a_python_set():
 
 
 # ----------------------------------------------------------------------------- validation
-REAL_ET = ["chakra/astra-sim-allreduce-4npus/all_reduce.0.et", "chakra/astra-sim-custom-allreduce/custom_allreduce.0.et"]
+REAL_ET = [
+    "chakra/astra-sim-allreduce-4npus/all_reduce.0.et",
+    "chakra/astra-sim-custom-allreduce/custom_allreduce.0.et",
+]
 
 
 @pytest.mark.parametrize("rel", REAL_ET)
@@ -70,13 +73,21 @@ def _chain(n: int, *, extra: dict[int, list[int]] | None = None) -> list[Node]:
     for i in range(n):
         deps = [i - 1] if i else []
         deps += (extra or {}).get(i, [])
-        nodes.append(Node(i, f"op{i % 5}", NodeType.COMP_NODE, data_deps=deps, duration_ns=1000 + i,
-                          attrs=[Attr("is_cpu_op", i % 3 == 0, "bool_val")]))
+        nodes.append(
+            Node(
+                i,
+                f"op{i % 5}",
+                NodeType.COMP_NODE,
+                data_deps=deps,
+                duration_ns=1000 + i,
+                attrs=[Attr("is_cpu_op", i % 3 == 0, "bool_val")],
+            )
+        )
     return nodes
 
 
 def test_validate_stream_finds_each_problem_with_the_full_texts(tmp_path):
-    nodes = _chain(50, extra={10: [999], 20: [30]})           # dangling, forward
+    nodes = _chain(50, extra={10: [999], 20: [30]})  # dangling, forward
     nodes.append(Node(7, "dup", NodeType.COMP_NODE, data_deps=[3]))  # duplicate id
     nodes.append(Node(60, "ar", NodeType.COMM_COLL_NODE, data_deps=[5], attrs=[Attr("comm_size", 8)]))
     path = tmp_path / "bad.3.et"
@@ -86,10 +97,20 @@ def test_validate_stream_finds_each_problem_with_the_full_texts(tmp_path):
     assert got == [
         ("unique-ids", "error", 7, "duplicate node id 7"),
         ("dangling-dep", "error", 10, "data dep 999 does not exist"),
-        ("cycle", "warning", None, "1 data dependencies point to later nodes, so a streaming pass cannot rule out "
-                                   "cycles; run a full validation (without --stream) for the cycle check"),
-        ("comm-attrs", "warning", 60, "COMM_COLL node has no comm_type: read as ALL_REDUCE, as ASTRA-sim and "
-                                      "Chakra's feeder do (the field's default)"),
+        (
+            "cycle",
+            "warning",
+            None,
+            "1 data dependencies point to later nodes, so a streaming pass cannot rule out "
+            "cycles; run a full validation (without --stream) for the cycle check",
+        ),
+        (
+            "comm-attrs",
+            "warning",
+            60,
+            "COMM_COLL node has no comm_type: read as ALL_REDUCE, as ASTRA-sim and "
+            "Chakra's feeder do (the field's default)",
+        ),
     ]
     assert all(i.rank == 3 and i.path == str(path) for i in report.issues)
     full = validate_trace(read_trace(path))
@@ -102,8 +123,10 @@ def test_validate_stream_caps_pending_forward_deps(tmp_path):
     path.write_bytes(encode_trace(ExecutionTrace(nodes)))
     report = validate_stream(path, max_pending=2)
     msgs = [i.message for i in report.errors]
-    assert "3 dependencies on later or missing nodes beyond the 2 a streaming pass remembers; validate this file " \
-           "with a full pass (without --stream)" in msgs
+    assert (
+        "3 dependencies on later or missing nodes beyond the 2 a streaming pass remembers; validate this file "
+        "with a full pass (without --stream)" in msgs
+    )
     assert msgs[:2] == ["data dep 100 does not exist", "data dep 101 does not exist"]
 
 
@@ -160,8 +183,13 @@ def _transforms():
     from tracekit.transforms.scale import ScaleComm, ScaleCompute
     from tracekit.transforms.select import DropCpuOps, RemoveNodes
 
-    return [ScaleCompute(0.5), ScaleComm(2.0), DropCpuOps(), RemoveNodes(name_pattern="aten::"),
-            Pipeline([ScaleCompute(0.5), DropCpuOps()])]
+    return [
+        ScaleCompute(0.5),
+        ScaleComm(2.0),
+        DropCpuOps(),
+        RemoveNodes(name_pattern="aten::"),
+        Pipeline([ScaleCompute(0.5), DropCpuOps()]),
+    ]
 
 
 def test_transform_stream_writes_the_same_bytes_as_the_in_memory_transform(real_dir, tmp_path):

@@ -35,19 +35,56 @@ def _varints(packed: bytes) -> list[int]:
 def _scratch_trace() -> ExecutionTrace:
     nodes = [
         pg_init_node(1, {"0": (), "1": (0, 1)}),
-        Node(id=2, name="matmul", type=NodeType.COMP_NODE, duration_ns=1500,
-             attrs=[Attr("num_ops", 2_000_000, "int64_val"), Attr("tensor_size", 4096, "uint64_val"),
-                    Attr("is_cpu_op", False, "bool_val")]),
-        Node(id=3, name="allreduce", type=NodeType.COMM_COLL_NODE, data_deps=[2], duration_ns=7000,
-             attrs=[Attr("comm_type", int(CollectiveType.ALL_REDUCE), "int64_val"),
-                    Attr("comm_size", 1 << 20, "int64_val"), Attr("pg_name", "1", "string_val")]),
-        Node(id=4, name="send", type=NodeType.COMM_SEND_NODE, data_deps=[3], ctrl_deps=[2],
-             attrs=[Attr("comm_size", 256, "int64_val"), Attr("comm_src", 0, "int32_val"),
-                    Attr("comm_dst", 1, "int32_val"), Attr("comm_tag", 7, "int32_val")]),
-        Node(id=5, name="recv", type=NodeType.COMM_RECV_NODE, data_deps=[3, 4], start_time_ns=2_000_123,
-             attrs=[Attr("comm_size", 256, "int64_val"), Attr("comm_src", 1, "int32_val"),
-                    Attr("comm_dst", 0, "int32_val"), Attr("comm_tag", 7, "int32_val"),
-                    Attr("weights", [0.5, -1.25], "double_list")]),
+        Node(
+            id=2,
+            name="matmul",
+            type=NodeType.COMP_NODE,
+            duration_ns=1500,
+            attrs=[
+                Attr("num_ops", 2_000_000, "int64_val"),
+                Attr("tensor_size", 4096, "uint64_val"),
+                Attr("is_cpu_op", False, "bool_val"),
+            ],
+        ),
+        Node(
+            id=3,
+            name="allreduce",
+            type=NodeType.COMM_COLL_NODE,
+            data_deps=[2],
+            duration_ns=7000,
+            attrs=[
+                Attr("comm_type", int(CollectiveType.ALL_REDUCE), "int64_val"),
+                Attr("comm_size", 1 << 20, "int64_val"),
+                Attr("pg_name", "1", "string_val"),
+            ],
+        ),
+        Node(
+            id=4,
+            name="send",
+            type=NodeType.COMM_SEND_NODE,
+            data_deps=[3],
+            ctrl_deps=[2],
+            attrs=[
+                Attr("comm_size", 256, "int64_val"),
+                Attr("comm_src", 0, "int32_val"),
+                Attr("comm_dst", 1, "int32_val"),
+                Attr("comm_tag", 7, "int32_val"),
+            ],
+        ),
+        Node(
+            id=5,
+            name="recv",
+            type=NodeType.COMM_RECV_NODE,
+            data_deps=[3, 4],
+            start_time_ns=2_000_123,
+            attrs=[
+                Attr("comm_size", 256, "int64_val"),
+                Attr("comm_src", 1, "int32_val"),
+                Attr("comm_dst", 0, "int32_val"),
+                Attr("comm_tag", 7, "int32_val"),
+                Attr("weights", [0.5, -1.25], "double_list"),
+            ],
+        ),
     ]
     return ExecutionTrace(nodes, Metadata("0.0.4", [Attr("creator", "tracekit", "string_val")]), rank=0)
 
@@ -98,8 +135,16 @@ def test_nonfinite_floats_survive_json():
     assert encode_trace(back) == encode_trace(trace)
 
 
-@pytest.mark.parametrize("kind,value", [("float_val", 0.1), ("sint64_val", -5), ("fixed32_val", 7),
-                                        ("bytes_list", [b"\x00\xff"]), ("uint64_val", 2**64 - 1)])
+@pytest.mark.parametrize(
+    "kind,value",
+    [
+        ("float_val", 0.1),
+        ("sint64_val", -5),
+        ("fixed32_val", 7),
+        ("bytes_list", [b"\x00\xff"]),
+        ("uint64_val", 2**64 - 1),
+    ],
+)
 def test_every_value_kind_roundtrips(kind, value):
     trace = ExecutionTrace([Node(id=1, attrs=[Attr("v", value, kind)])])
     back = loads_trace(dumps_trace(trace))

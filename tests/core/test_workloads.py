@@ -21,8 +21,14 @@ from tracekit.workloads.buckets import bucket_limit_elems, pack_buckets
 from tracekit.workloads.config import LLMConfig, ModelSpec, ParallelSpec, preset
 from tracekit.workloads.flops import gemm_elements, gemm_flops, gpt_iteration_flops
 from tracekit.workloads.grid import GROUP_KINDS, Grid
-from tracekit.workloads.params import (embedding_params, head_params, layer_params, model_params, padded_vocab_size,
-                                       unit_params)
+from tracekit.workloads.params import (
+    embedding_params,
+    head_params,
+    layer_params,
+    model_params,
+    padded_vocab_size,
+    unit_params,
+)
 from tracekit.workloads.units import DTYPE_BYTES, TRAINING_DTYPES, dtype_bytes, torch_dtype, torch_dtype_bytes
 
 
@@ -39,20 +45,21 @@ def test_dtype_sizes():
 
 # ----- parameter counts ---------------------------------------------------------------------------------------
 def _gpt(layers: int, hidden: int, heads: int) -> ModelSpec:
-    return ModelSpec("gpt", num_layers=layers, hidden_size=hidden, num_heads=heads, seq_length=2048,
-                     vocab_size=51200)
+    return ModelSpec("gpt", num_layers=layers, hidden_size=hidden, num_heads=heads, seq_length=2048, vocab_size=51200)
 
 
 def test_gpt3_175b_parameter_count():
     model, _ = preset("gpt3-175b")
     l, h, V, s = 96, 12288, 51200, 2048
-    narayanan = 12 * l * h * h + 13 * l * h + (V + s) * h   # the paper's formula leaves out the final norm
+    narayanan = 12 * l * h * h + 13 * l * h + (V + s) * h  # the paper's formula leaves out the final norm
     assert model_params(model) == narayanan + 2 * h == 174_615_846_912
-    assert round(model_params(model) / 1e8) == 1746   # "174.6e9"
+    assert round(model_params(model) / 1e8) == 1746  # "174.6e9"
 
 
-@pytest.mark.parametrize("layers,hidden,heads,billions", [
-    (24, 2304, 24, 1.7), (40, 6144, 48, 18.4), (80, 12288, 96, 145.6), (128, 25600, 160, 1008.0)])
+@pytest.mark.parametrize(
+    "layers,hidden,heads,billions",
+    [(24, 2304, 24, 1.7), (40, 6144, 48, 18.4), (80, 12288, 96, 145.6), (128, 25600, 160, 1008.0)],
+)
 def test_megatron_table1_model_sizes(layers, hidden, heads, billions):
     # Narayanan et al. 2021, Table 1, "number of parameters (billion)", one decimal
     assert round(model_params(_gpt(layers, hidden, heads)) / 1e9, 1) == billions
@@ -61,7 +68,7 @@ def test_megatron_table1_model_sizes(layers, hidden, heads, billions):
 def test_llama2_7b_parameter_count():
     model, _ = preset("llama2-7b")
     h, ffn, L, V = 4096, 11008, 32, 32000
-    layer = 4 * h * h + 3 * h * ffn + 2 * h   # q, k, v, o; gate, up, down (SwiGLU); two RMSNorm weights
+    layer = 4 * h * h + 3 * h * ffn + 2 * h  # q, k, v, o; gate, up, down (SwiGLU); two RMSNorm weights
     assert layer_params(model, 1).dense == layer
     assert model_params(model) == L * layer + 2 * V * h + h == 6_738_415_616
 
@@ -80,21 +87,32 @@ def test_embedding_and_head_per_rank():
     model, h = _gpt(4, 1024, 16), 1024
     assert embedding_params(model, 4) == 51200 // 4 * h + 2048 * h
     assert unit_params(model, -1, 4, 2).dense == embedding_params(model, 4)
-    assert head_params(model, 4, 1).dense == 2 * h                   # tied: the embedding is the output layer
+    assert head_params(model, 4, 1).dense == 2 * h  # tied: the embedding is the output layer
     assert head_params(model, 4, 2).dense == 2 * h + 51200 // 4 * h  # tied over stages: a copy on the last
 
 
 def test_moe_layer_splits_experts_over_ep():
-    model = ModelSpec("moe", num_layers=2, hidden_size=64, num_heads=4, seq_length=32, vocab_size=256,
-                      ffn_hidden_size=128, activation="swiglu", bias=False, norm="rmsnorm", num_experts=8)
-    expert_ffn = 64 * 256 + 128 * 64   # fc1 (gate and up) and fc2 of one expert
+    model = ModelSpec(
+        "moe",
+        num_layers=2,
+        hidden_size=64,
+        num_heads=4,
+        seq_length=32,
+        vocab_size=256,
+        ffn_hidden_size=128,
+        activation="swiglu",
+        bias=False,
+        norm="rmsnorm",
+        num_experts=8,
+    )
+    expert_ffn = 64 * 256 + 128 * 64  # fc1 (gate and up) and fc2 of one expert
     p = layer_params(model, 1, ep=4)
     assert p.expert == 2 * expert_ffn
     assert p.dense == 4 * 64 * 64 + 2 * 64 + 64 * 8  # attention, two RMSNorms, router
 
 
 def test_padded_vocab_follows_megatron():
-    assert padded_vocab_size(50257, 1) == 50304     # GPT-2's vocabulary, padded to a multiple of 128
+    assert padded_vocab_size(50257, 1) == 50304  # GPT-2's vocabulary, padded to a multiple of 128
     assert padded_vocab_size(50257, 8) == 51200
     assert padded_vocab_size(32000, 8) == 32768 and padded_vocab_size(51200, 8) == 51200
 
@@ -115,7 +133,7 @@ def test_megatron_parallel_state_example():
 def test_grid_context_and_expert_groups():
     g = Grid(tp=2, cp=2, dp=4)
     assert g.coords(13) == (1, 0, 3, 0) and g.members("cp", (1, 0, 3, 0)) == [13, 15]
-    assert g.members("grad", (0, 0, 0, 0)) == [0, 2, 4, 6, 8, 10, 12, 14]   # dp x cp
+    assert g.members("grad", (0, 0, 0, 0)) == [0, 2, 4, 6, 8, 10, 12, 14]  # dp x cp
     assert g.members("ep", g.coords(12), ep=2) == [8, 12] and g.members("edp", g.coords(12), ep=2) == [4, 12]
     with pytest.raises(ValueError, match="unknown group kind 'xp'"):
         g.members("xp", (0, 0, 0, 0))

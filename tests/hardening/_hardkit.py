@@ -32,16 +32,27 @@ def leftovers(folder: Path) -> list[str]:
     return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.name.startswith(".tk-"))
 
 
-def ring_job(folder: Path, ranks: int = 2, *, name: str = "allreduce", pg: str = "0",
-             duration_ns: int = 1000, comm_bytes: int = 1 << 20) -> Path:
+def ring_job(
+    folder: Path,
+    ranks: int = 2,
+    *,
+    name: str = "allreduce",
+    pg: str = "0",
+    duration_ns: int = 1000,
+    comm_bytes: int = 1 << 20,
+) -> Path:
     """A job of ``ranks`` ranks: one compute node, then an all-reduce in group ``pg``; returns the prefix."""
     traces = []
     for _ in range(ranks):
         init = pg_init_node(1, {pg: tuple(range(ranks))})
         comp = Node(id=2, name=name, type=NodeType.COMP_NODE, duration_ns=duration_ns)
-        coll = Node(id=3, name=f"{name}_coll", type=NodeType.COMM_COLL_NODE, data_deps=[2],
-                    attrs=[Attr.infer("comm_type", 0), Attr.infer("comm_size", comm_bytes),
-                           Attr.infer("pg_name", pg)])
+        coll = Node(
+            id=3,
+            name=f"{name}_coll",
+            type=NodeType.COMM_COLL_NODE,
+            data_deps=[2],
+            attrs=[Attr.infer("comm_type", 0), Attr.infer("comm_size", comm_bytes), Attr.infer("pg_name", pg)],
+        )
         traces.append(ExecutionTrace([init, comp, coll]))
     prefix = folder / "job"
     write_traceset(TraceSet(traces), prefix)

@@ -34,8 +34,10 @@ def test_a_symlink_output_replaces_its_target_and_keeps_the_link(tmp_path):
 def test_a_fifo_output_is_written_through_not_replaced(tmp_path):
     fifo = tmp_path / "out.fifo"
     os.mkfifo(fifo)
-    reader = subprocess.Popen([sys.executable, "-c", f"import sys; sys.stdout.write(str(len(open({str(fifo)!r}, 'rb').read())))"],
-                              stdout=subprocess.PIPE)
+    reader = subprocess.Popen(
+        [sys.executable, "-c", f"import sys; sys.stdout.write(str(len(open({str(fifo)!r}, 'rb').read())))"],
+        stdout=subprocess.PIPE,
+    )
     res = run("dump", SAMPLE, "-o", fifo)
     out, _ = reader.communicate(timeout=30)
     assert res.exit_code == 0, res.stderr
@@ -56,24 +58,38 @@ def test_dev_null_stays_a_device_and_dev_full_is_a_one_line_error():
 
 def test_a_trace_set_rank_that_is_a_fifo_is_refused_and_a_symlinked_rank_is_followed(tmp_path):
     os.mkfifo(tmp_path / "job.1.et")
-    line = one_line_error(run("generate", "micro", "--collective", "all_reduce", "--size", "1KiB", "--ranks", "2",
-                              "-o", tmp_path / "job"))
-    assert line == (f"tracekit: error: {tmp_path}/job.1.et: is not a regular file: a trace set is written as files "
-                    f"(renamed into place); choose another prefix")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["job.1.et"] and stat.S_ISFIFO(os.stat(tmp_path / "job.1.et").st_mode)
+    line = one_line_error(
+        run("generate", "micro", "--collective", "all_reduce", "--size", "1KiB", "--ranks", "2", "-o", tmp_path / "job")
+    )
+    assert line == (
+        f"tracekit: error: {tmp_path}/job.1.et: is not a regular file: a trace set is written as files "
+        f"(renamed into place); choose another prefix"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["job.1.et"] and stat.S_ISFIFO(
+        os.stat(tmp_path / "job.1.et").st_mode
+    )
     (tmp_path / "job.1.et").unlink()
     (tmp_path / "store").mkdir()
     (tmp_path / "job.1.et").symlink_to(tmp_path / "store" / "r1.et")
-    assert run("generate", "micro", "--collective", "all_reduce", "--size", "1KiB", "--ranks", "2",
-               "-o", tmp_path / "job").exit_code == 0
+    assert (
+        run(
+            "generate", "micro", "--collective", "all_reduce", "--size", "1KiB", "--ranks", "2", "-o", tmp_path / "job"
+        ).exit_code
+        == 0
+    )
     assert (tmp_path / "job.1.et").is_symlink() and (tmp_path / "store" / "r1.et").stat().st_size > 0
     assert run("info", tmp_path / "job").exit_code == 0
     assert leftovers(tmp_path) == []
 
 
 def test_closed_stdout_is_a_one_line_error():
-    proc = subprocess.run([sys.executable, "-m", "tracekit.cli._main", "dump", str(SAMPLE)], stderr=subprocess.PIPE,
-                          preexec_fn=lambda: os.close(1), text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "tracekit.cli._main", "dump", str(SAMPLE)],
+        stderr=subprocess.PIPE,
+        preexec_fn=lambda: os.close(1),
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 1
     assert proc.stderr == "tracekit: error: standard output is closed (give -o FILE, or do not close it)\n"
 
@@ -97,7 +113,9 @@ def test_a_gzip_bomb_fails_fast_with_bounded_memory(tmp_path):
     bomb = gzip.compress(bytes(100 << 20), compresslevel=9)  # 100 MiB of zeros in ~100 KB
     for name in ("z.0.et.gz", "et.json.gz", "kineto.json.gz", "t.0.json.gz"):
         (tmp_path / name).write_bytes(bomb)
-    ratio_line = "gzip data expands more than 300x (a decompression bomb?); set TRACEKIT_MAX_GZIP_RATIO to raise the limit"
+    ratio_line = (
+        "gzip data expands more than 300x (a decompression bomb?); set TRACEKIT_MAX_GZIP_RATIO to raise the limit"
+    )
     line = one_line_error(run("info", tmp_path / "z.0.et.gz"))
     assert line == f"tracekit: error: {tmp_path}/z.0.et.gz: {ratio_line}"
     line = one_line_error(run("info", tmp_path / "t.0.json.gz"))
@@ -114,8 +132,11 @@ def test_the_decompressed_size_cap_is_configurable(monkeypatch):
     data = gzip.compress(b"x" * 5000)
     assert gunzip_limited(data) == b"x" * 5000
     monkeypatch.setenv("TRACEKIT_MAX_DECOMPRESSED_BYTES", "4096")
-    with pytest.raises(TraceFormatError, match=r"^f.gz: decompresses to more than 4,096 bytes \(limit: set "
-                                               r"TRACEKIT_MAX_DECOMPRESSED_BYTES to raise it\)$"):
+    with pytest.raises(
+        TraceFormatError,
+        match=r"^f.gz: decompresses to more than 4,096 bytes \(limit: set "
+        r"TRACEKIT_MAX_DECOMPRESSED_BYTES to raise it\)$",
+    ):
         gunzip_limited(data, path="f.gz")
     monkeypatch.delenv("TRACEKIT_MAX_DECOMPRESSED_BYTES")
     with pytest.raises(TraceFormatError, match="corrupt gzip stream: truncated"):
@@ -126,8 +147,25 @@ def test_the_decompressed_size_cap_is_configurable(monkeypatch):
 # ----------------------------------------------------------------------------- 3. SIGTERM / SIGHUP
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
 def test_a_terminated_large_write_leaves_no_temporary_file(tmp_path, signum):
-    cmd = [sys.executable, "-m", "tracekit.cli._main", "generate", "micro", "--collective", "all_reduce",
-           "--size", "1MiB", "--ranks", "16", "--iterations", "4000", "--compute-us", "1", "-o", str(tmp_path / "j")]
+    cmd = [
+        sys.executable,
+        "-m",
+        "tracekit.cli._main",
+        "generate",
+        "micro",
+        "--collective",
+        "all_reduce",
+        "--size",
+        "1MiB",
+        "--ranks",
+        "16",
+        "--iterations",
+        "4000",
+        "--compute-us",
+        "1",
+        "-o",
+        str(tmp_path / "j"),
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
     while not any(p.name.endswith(".tmp") for p in tmp_path.glob(".tk-*")):
@@ -143,27 +181,73 @@ def test_a_terminated_large_write_leaves_no_temporary_file(tmp_path, signum):
 # ----------------------------------------------------------------------------- 4. concurrent writers
 def test_a_second_writer_to_a_locked_prefix_fails_clearly(tmp_path):
     with TraceSetWriter(tmp_path / "job") as first:
-        line = one_line_error(run("generate", "micro", "--collective", "all_reduce", "--size", "1KiB",
-                                  "--ranks", "2", "-o", tmp_path / "job"))
-        assert line == (f"tracekit: error: {tmp_path}/job: another tracekit command is writing this output prefix "
-                        f"right now (lock .job.tk-lock is held); wait for it or choose another prefix")
+        line = one_line_error(
+            run(
+                "generate",
+                "micro",
+                "--collective",
+                "all_reduce",
+                "--size",
+                "1KiB",
+                "--ranks",
+                "2",
+                "-o",
+                tmp_path / "job",
+            )
+        )
+        assert line == (
+            f"tracekit: error: {tmp_path}/job: another tracekit command is writing this output prefix "
+            f"right now (lock .job.tk-lock is held); wait for it or choose another prefix"
+        )
         first.add(0, b"\x00")
     # the first writer's set and its ASTRA-sim comm-group file; the lock is gone
     assert sorted(p.name for p in tmp_path.iterdir()) == ["job.0.et", "job.comm_groups.json"]
-    assert run("generate", "micro", "--collective", "all_reduce", "--size", "1KiB", "--ranks", "2",
-               "-o", tmp_path / "other").exit_code == 0  # another prefix in the same folder is not blocked
+    assert (
+        run(
+            "generate",
+            "micro",
+            "--collective",
+            "all_reduce",
+            "--size",
+            "1KiB",
+            "--ranks",
+            "2",
+            "-o",
+            tmp_path / "other",
+        ).exit_code
+        == 0
+    )  # another prefix in the same folder is not blocked
 
 
 def test_two_concurrent_processes_never_mix_ranks(tmp_path):
-    cmds = [[sys.executable, "-m", "tracekit.cli._main", "generate", "micro", "--collective", kind, "--size", "1MiB",
-             "--ranks", "8", "--iterations", "300", "-o", str(tmp_path / "job")] for kind in ("all_reduce", "all_gather")]
+    cmds = [
+        [
+            sys.executable,
+            "-m",
+            "tracekit.cli._main",
+            "generate",
+            "micro",
+            "--collective",
+            kind,
+            "--size",
+            "1MiB",
+            "--ranks",
+            "8",
+            "--iterations",
+            "300",
+            "-o",
+            str(tmp_path / "job"),
+        ]
+        for kind in ("all_reduce", "all_gather")
+    ]
     procs = [subprocess.Popen(c, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for c in cmds]
     results = [(p.communicate(timeout=120)[1], p.returncode)[::-1] for p in procs]
     names = {run("info", tmp_path / "job", "--json").stdout.count(k) > 0 for k in ("ALL_REDUCE", "ALL_GATHER")}
     assert names == {True, False}  # one job's set, never a mix
     for code, err in results:
-        assert code == 0 or (code == 1 and ("another tracekit command is writing" in err
-                                            or "already holds rank files" in err)), err
+        assert code == 0 or (
+            code == 1 and ("another tracekit command is writing" in err or "already holds rank files" in err)
+        ), err
     assert leftovers(tmp_path) == []
 
 
@@ -182,6 +266,7 @@ def test_an_output_under_a_regular_file_names_it_as_not_a_directory(tmp_path):
     # fresh-user trial: `-o README.md/out.json` said only "README.md: File exists"
     (tmp_path / "f.txt").write_text("x")
     res = run("replay", ring_job(tmp_path, 2), "--hw", "dgx-a100", "-o", tmp_path / "f.txt" / "sub" / "r.json")
-    assert one_line_error(res) == (f"tracekit: error: {tmp_path}/f.txt: not a directory (the output path needs it "
-                                   f"as a folder)")
+    assert one_line_error(res) == (
+        f"tracekit: error: {tmp_path}/f.txt: not a directory (the output path needs it as a folder)"
+    )
     assert (tmp_path / "f.txt").read_text() == "x"

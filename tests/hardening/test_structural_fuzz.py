@@ -36,18 +36,22 @@ from _pytorch_synth import mlp_et, mlp_kineto
 
 PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "default")
 EXAMPLES = {"default": 8, "medium": 60, "full": 400}.get(PROFILE, 8)
-SETTINGS = settings(max_examples=EXAMPLES, deadline=None, derandomize=PROFILE == "default", database=None,
-                    # the default profile reports the first failing example as found (no shrinking: bounded time)
-                    phases=[Phase.explicit, Phase.generate] + ([Phase.shrink] if PROFILE != "default" else []),
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-TIME_BOUND_S = 60.0   # per command, generous for a loaded 2-core machine (a clean run takes well under 1 s)
+SETTINGS = settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    derandomize=PROFILE == "default",
+    database=None,
+    # the default profile reports the first failing example as found (no shrinking: bounded time)
+    phases=[Phase.explicit, Phase.generate] + ([Phase.shrink] if PROFILE != "default" else []),
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+TIME_BOUND_S = 60.0  # per command, generous for a loaded 2-core machine (a clean run takes well under 1 s)
 MEMORY_BOUND_KB = 2 << 20  # 2 GiB peak RSS for the whole test process
 DATA = Path(__file__).resolve().parents[1] / "data" / "astra"
 
 # ----------------------------------------------------------------------------- mutations of JSON trees
 HUGE = [2**63 - 1, 2**63, 2**64 - 1, 2**64, -(2**63) - 1, 10**30, 1e308, -1e308, -1, 0, 1.5, 5e-324]
-SCALARS = st.one_of(st.sampled_from(HUGE), st.booleans(), st.none(), st.text(max_size=8),
-                    st.integers(-10, 10))
+SCALARS = st.one_of(st.sampled_from(HUGE), st.booleans(), st.none(), st.text(max_size=8), st.integers(-10, 10))
 VALUES = st.one_of(SCALARS, st.lists(SCALARS, max_size=3), st.dictionaries(st.text(max_size=4), SCALARS, max_size=2))
 
 
@@ -104,8 +108,9 @@ def _check(args: list, workdir: Path, outputs: list[Path]) -> None:
     res = run(*args)
     assert not SEEDS_PASS["on"] or res.exit_code == 0, (args, res.stderr)
     elapsed = time.monotonic() - t0
-    assert res.exception is None or isinstance(res.exception, SystemExit), \
+    assert res.exception is None or isinstance(res.exception, SystemExit), (
         f"uncaught {type(res.exception).__name__}: {res.exception!r} for {args}"
+    )
     assert elapsed < TIME_BOUND_S, f"{elapsed:.1f} s for {args}"
     assert "Traceback" not in res.stderr
     if res.exit_code != 0:
@@ -136,6 +141,7 @@ def _json_writer(name: str) -> Callable[[Any, Path], Path]:
         except (RecursionError, ValueError):  # too deep for the json module: write the nesting by hand
             p.write_text("[" * 3000 + "]" * 3000)
         return p
+
     return write
 
 
@@ -150,8 +156,12 @@ TK_SEED = _tk_seed()
 SPEC_SEED = tomllib.loads(run("hw", "show", "dgx-a100", "--toml").stdout)
 SYSTEM_SEED = json.loads((DATA / "system_ring_splits1.json").read_text())
 NETWORK_SEED = yaml.safe_load((DATA / "network_ring_8.yml").read_text())
-PIPELINE_SEED = {"transform": [{"kind": "scale_compute", "factor": 2},
-                               {"kind": "scale_comm", "factor": 0.5, "per_type": {"all_reduce": 3}}]}
+PIPELINE_SEED = {
+    "transform": [
+        {"kind": "scale_compute", "factor": 2},
+        {"kind": "scale_comm", "factor": 0.5, "per_type": {"all_reduce": 3}},
+    ]
+}
 
 
 def _job(folder: Path) -> Path:
@@ -161,8 +171,13 @@ def _job(folder: Path) -> Path:
 @SETTINGS
 @given(mutated(mlp_et()))
 def test_fuzz_pytorch_et(doc):
-    _fuzz(doc, _json_writer("et_rank0.json"), lambda p, w: [
-        (["convert", "pytorch", "--et", p, "-o", w / "out" / "job", "--executor", "serial"], [w / "out"])])
+    _fuzz(
+        doc,
+        _json_writer("et_rank0.json"),
+        lambda p, w: [
+            (["convert", "pytorch", "--et", p, "-o", w / "out" / "job", "--executor", "serial"], [w / "out"])
+        ],
+    )
 
 
 @SETTINGS
@@ -170,23 +185,35 @@ def test_fuzz_pytorch_et(doc):
 def test_fuzz_kineto(doc):
     def commands(p: Path, w: Path):
         et = _json_writer("et.json")(mlp_et(), w)
-        return [(["convert", "pytorch", "--kineto", p, "-o", w / "k" / "job", "--executor", "serial"], [w / "k"]),
-                (["convert", "pytorch", "--et", et, "--kineto", p, "-o", w / "ek" / "job", "--executor", "serial"],
-                 [w / "ek"]),
-                (["analyze", p, "--json"], [])]
+        return [
+            (["convert", "pytorch", "--kineto", p, "-o", w / "k" / "job", "--executor", "serial"], [w / "k"]),
+            (
+                ["convert", "pytorch", "--et", et, "--kineto", p, "-o", w / "ek" / "job", "--executor", "serial"],
+                [w / "ek"],
+            ),
+            (["analyze", p, "--json"], []),
+        ]
+
     _fuzz(doc, _json_writer("kineto_rank0.json"), commands)
 
 
 @SETTINGS
 @given(mutated(TK_SEED))
 def test_fuzz_tracekit_json(doc):
-    _fuzz(doc, _json_writer("t.0.json"), lambda p, w: [
-        (["info", p], []), (["validate", p], []), (["dump", p, "-o", w / "d.json"], [w / "d.json"]),
-        (["load", p, "-o", w / "l.0.et"], [w / "l.0.et"]),
-        (["replay", p, "--hw", "dgx-a100", "-o", w / "r.json"], [w / "r.json"]),
-        (["check-replay", p, "-o", w / "c.json"], [w / "c.json"]),
-        (["transform", p, "-o", w / "tr" / "x", "--scale-compute", "2"], [w / "tr"]),
-        (["timeline", p, "-o", w / "tl.json"], [w / "tl.json"])])
+    _fuzz(
+        doc,
+        _json_writer("t.0.json"),
+        lambda p, w: [
+            (["info", p], []),
+            (["validate", p], []),
+            (["dump", p, "-o", w / "d.json"], [w / "d.json"]),
+            (["load", p, "-o", w / "l.0.et"], [w / "l.0.et"]),
+            (["replay", p, "--hw", "dgx-a100", "-o", w / "r.json"], [w / "r.json"]),
+            (["check-replay", p, "-o", w / "c.json"], [w / "c.json"]),
+            (["transform", p, "-o", w / "tr" / "x", "--scale-compute", "2"], [w / "tr"]),
+            (["timeline", p, "-o", w / "tl.json"], [w / "tl.json"]),
+        ],
+    )
 
 
 def _toml_writer(name: str) -> Callable[[Any, Path], Path]:
@@ -197,16 +224,22 @@ def _toml_writer(name: str) -> Callable[[Any, Path], Path]:
         except (TypeError, ValueError, RecursionError):  # not representable in TOML (None, a non-table root...)
             p.write_text("a = " + "[" * 3000 + "]" * 3000 + "\n")
         return p
+
     return write
 
 
 @SETTINGS
 @given(mutated(SPEC_SEED))
 def test_fuzz_hardware_spec(doc):
-    _fuzz(doc, _toml_writer("spec.toml"), lambda p, w: [
-        (["hw", "show", p], []),
-        (["replay", _job(w), "--hw", p, "-o", w / "r.json"], [w / "r.json"]),
-        (["bench-coll", "--hw", p, "--ranks", "2,4", "--sizes", "8B:1KiB", "--json"], [])])
+    _fuzz(
+        doc,
+        _toml_writer("spec.toml"),
+        lambda p, w: [
+            (["hw", "show", p], []),
+            (["replay", _job(w), "--hw", p, "-o", w / "r.json"], [w / "r.json"]),
+            (["bench-coll", "--hw", p, "--ranks", "2,4", "--sizes", "8B:1KiB", "--json"], []),
+        ],
+    )
 
 
 @SETTINGS
@@ -221,19 +254,51 @@ def test_fuzz_astra_configs(system, network):
             net.write_text("a: " + "[" * 3000 + "]" * 3000 + "\n")
         return sys_path
 
-    _fuzz((system, network), write, lambda p, w: [
-        (["hw", "import-astra", "--system", p, "--network", w / "network.yml", "-o", w / "a.toml"], [w / "a.toml"]),
-        (["hw", "import-astra", "--system", DATA / "system_ring_splits1.json", "--network", w / "network.yml",
-          "-o", w / "b.toml"], [w / "b.toml"]),
-        # the imported spec (when the import passed) drives an export of an 8-rank job (network_ring_8's NPUs)
-        (["export", "astra", ring_job(w / "j8", 8), "--hw", w / "a.toml", "-o", w / "ex"], [w / "ex"])])
+    _fuzz(
+        (system, network),
+        write,
+        lambda p, w: [
+            (["hw", "import-astra", "--system", p, "--network", w / "network.yml", "-o", w / "a.toml"], [w / "a.toml"]),
+            (
+                [
+                    "hw",
+                    "import-astra",
+                    "--system",
+                    DATA / "system_ring_splits1.json",
+                    "--network",
+                    w / "network.yml",
+                    "-o",
+                    w / "b.toml",
+                ],
+                [w / "b.toml"],
+            ),
+            # the imported spec (when the import passed) drives an export of an 8-rank job (network_ring_8's NPUs)
+            (["export", "astra", ring_job(w / "j8", 8), "--hw", w / "a.toml", "-o", w / "ex"], [w / "ex"]),
+        ],
+    )
 
 
 def _class_set_seed() -> tuple[dict, dict[str, bytes]]:
     """A generated rank-class set: its manifest (the fuzzed document) and its class files."""
     with tempfile.TemporaryDirectory() as d:
-        res = run("-q", "generate", "llm", "--model", "gpt3-1.3b", "--layers", "2", "--tp", "2", "--pp", "2",
-                  "--dp", "1", "--classes", "-o", Path(d) / "j")
+        res = run(
+            "-q",
+            "generate",
+            "llm",
+            "--model",
+            "gpt3-1.3b",
+            "--layers",
+            "2",
+            "--tp",
+            "2",
+            "--pp",
+            "2",
+            "--dp",
+            "1",
+            "--classes",
+            "-o",
+            Path(d) / "j",
+        )
         assert res.exit_code == 0, res.stderr
         files = {p.name: p.read_bytes() for p in Path(d).glob("j.class*.et")}
         return json.loads((Path(d) / "j.classes.json").read_text()), files
@@ -250,16 +315,26 @@ def test_fuzz_rank_class_manifest(doc):
             (folder / name).write_bytes(data)
         return _json_writer("j.classes.json")(doc, folder)
 
-    _fuzz(doc, write, lambda p, w: [
-        (["expand", p, "-o", w / "x" / "j"], [w / "x"]), (["info", p], []), (["validate", p], []),
-        (["replay", p, "--hw", "dgx-a100", "-o", w / "r.json"], [w / "r.json"])])
+    _fuzz(
+        doc,
+        write,
+        lambda p, w: [
+            (["expand", p, "-o", w / "x" / "j"], [w / "x"]),
+            (["info", p], []),
+            (["validate", p], []),
+            (["replay", p, "--hw", "dgx-a100", "-o", w / "r.json"], [w / "r.json"]),
+        ],
+    )
 
 
 @SETTINGS
 @given(mutated(PIPELINE_SEED))
 def test_fuzz_pipeline(doc):
-    _fuzz(doc, _toml_writer("p.toml"), lambda p, w: [
-        (["transform", _job(w), "-o", w / "out" / "x", "--pipeline", p], [w / "out"])])
+    _fuzz(
+        doc,
+        _toml_writer("p.toml"),
+        lambda p, w: [(["transform", _job(w), "-o", w / "out" / "x", "--pipeline", p], [w / "out"])],
+    )
 
 
 def test_the_mutator_changes_its_seed():

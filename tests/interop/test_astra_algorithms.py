@@ -35,8 +35,12 @@ from tracekit.replayer.simulation.collectives import make_collective_model
 
 
 SIZE = 1_000_003
-COLLECTIVES = {"all-reduce": CollectiveType.ALL_REDUCE, "reduce-scatter": CollectiveType.REDUCE_SCATTER,
-               "all-gather": CollectiveType.ALL_GATHER, "all-to-all": CollectiveType.ALL_TO_ALL}
+COLLECTIVES = {
+    "all-reduce": CollectiveType.ALL_REDUCE,
+    "reduce-scatter": CollectiveType.REDUCE_SCATTER,
+    "all-gather": CollectiveType.ALL_GATHER,
+    "all-to-all": CollectiveType.ALL_TO_ALL,
+}
 ALGORITHMS = ("ring", "direct", "halvingDoubling", "doubleBinaryTree")
 TOPOLOGIES = ("Ring", "Switch", "FullyConnected")
 SIZES = (2, 3, 4, 8, 16)
@@ -51,8 +55,7 @@ def _refused_by_astra(coll: str, alg: str, p: int) -> str | None:
     return None
 
 
-MATRIX = [(c, a, t, p, s) for c in COLLECTIVES for a in ALGORITHMS for t in TOPOLOGIES for p in SIZES
-          for s in SPLITS]
+MATRIX = [(c, a, t, p, s) for c in COLLECTIVES for a in ALGORITHMS for t in TOPOLOGIES for p in SIZES for s in SPLITS]
 
 
 def _representative(coll: str, alg: str, topo: str, p: int, splits: int) -> bool:
@@ -60,8 +63,11 @@ def _representative(coll: str, alg: str, topo: str, p: int, splits: int) -> bool
     topologies in turn), each algorithm at 3 ranks (ASTRA-sim's refusals of non-powers of two), and all-reduce ring
     at every size on a switch without splits."""
     turn = TOPOLOGIES[(list(COLLECTIVES).index(coll) + ALGORITHMS.index(alg)) % len(TOPOLOGIES)]
-    return ((p, splits, topo) == (8, 4, turn) or (coll, p, splits, topo) == ("all-reduce", 3, 1, "Ring")
-            or (coll, alg, splits, topo) == ("all-reduce", "ring", 1, "Switch"))
+    return (
+        (p, splits, topo) == (8, 4, turn)
+        or (coll, p, splits, topo) == ("all-reduce", 3, 1, "Ring")
+        or (coll, alg, splits, topo) == ("all-reduce", "ring", 1, "Switch")
+    )
 
 
 RANDOM_FAST = 8  # random multi-dimension configs in `make test` (all of RANDOM_DIM in make test-full)
@@ -69,18 +75,34 @@ RANDOM_FAST = 8  # random multi-dimension configs in `make test` (all of RANDOM_
 
 def _slow_unless(fast: bool, *values, id: str):
     return pytest.param(*values, id=id, marks=() if fast else pytest.mark.slow)
+
+
 # multi-dimension: (collective, algorithms per dimension, topologies, npus, splits, active chunks, optimization)
 MULTI_DIM = [
     ("all-reduce", ["ring", "ring"], ["Ring", "Switch"], [4, 2], 4, 1, "localBWAware"),
     ("all-reduce", ["halvingDoubling", "direct"], ["Ring", "FullyConnected"], [4, 4], 4, 2, "localBWAware"),
     ("all-reduce", ["ring", "halvingDoubling"], ["Switch", "Ring"], [2, 8], 1, 1, "baseline"),
     ("reduce-scatter", ["halvingDoubling", "ring"], ["Ring", "FullyConnected"], [4, 2], 4, 1, "localBWAware"),
-    ("all-gather", ["ring", "direct", "halvingDoubling"], ["Ring", "FullyConnected", "Switch"], [2, 4, 2], 4, 1,
-     "localBWAware"),
+    (
+        "all-gather",
+        ["ring", "direct", "halvingDoubling"],
+        ["Ring", "FullyConnected", "Switch"],
+        [2, 4, 2],
+        4,
+        1,
+        "localBWAware",
+    ),
     ("all-to-all", ["ring", "direct"], ["Ring", "Switch"], [4, 2], 4, 2, "localBWAware"),
     ("all-reduce", ["doubleBinaryTree", "ring"], ["Ring", "Switch"], [4, 4], 4, 2, "localBWAware"),
-    ("reduce-scatter", ["doubleBinaryTree", "doubleBinaryTree"], ["FullyConnected", "Switch"], [2, 2], 3, 2,
-     "localBWAware"),
+    (
+        "reduce-scatter",
+        ["doubleBinaryTree", "doubleBinaryTree"],
+        ["FullyConnected", "Switch"],
+        [2, 2],
+        3,
+        2,
+        "localBWAware",
+    ),
 ]
 
 
@@ -94,50 +116,92 @@ def _random_configs(n: int, seed: int = 16) -> list[dict]:
         coll = rng.choice(list(COLLECTIVES))
         algs, npus = [], []
         for _ in range(rng.choice([2, 3])):
-            alg = rng.choice(["ring", "direct", "doubleBinaryTree"] + ([] if coll == "all-to-all"
-                                                                        else ["halvingDoubling"]))
+            alg = rng.choice(
+                ["ring", "direct", "doubleBinaryTree"] + ([] if coll == "all-to-all" else ["halvingDoubling"])
+            )
             algs.append(alg)
             npus.append(rng.choice([2, 4, 8] if alg in ("halvingDoubling", "doubleBinaryTree") else [2, 3, 4, 5]))
-        out.append(dict(coll=coll, algs=algs, topos=[rng.choice(TOPOLOGIES) for _ in algs], npus=npus,
-                        splits=rng.choice([1, 2, 3, 4, 5]), active=rng.choice([1, 1, 2, 3]),
-                        optimization=rng.choice(["localBWAware", "baseline"]), e=rng.choice([1, 7, 25]),
-                        bws=[rng.choice([12.5, 50.0, 200.0]) for _ in algs],
-                        lats=[rng.choice([0.0, 100.0, 1700.0]) for _ in algs], mem=rng.choice([800, 1600, 5000]),
-                        size=rng.choice([1000, 65_537, 3_000_001])))
+        out.append(
+            dict(
+                coll=coll,
+                algs=algs,
+                topos=[rng.choice(TOPOLOGIES) for _ in algs],
+                npus=npus,
+                splits=rng.choice([1, 2, 3, 4, 5]),
+                active=rng.choice([1, 1, 2, 3]),
+                optimization=rng.choice(["localBWAware", "baseline"]),
+                e=rng.choice([1, 7, 25]),
+                bws=[rng.choice([12.5, 50.0, 200.0]) for _ in algs],
+                lats=[rng.choice([0.0, 100.0, 1700.0]) for _ in algs],
+                mem=rng.choice([800, 1600, 5000]),
+                size=rng.choice([1000, 65_537, 3_000_001]),
+            )
+        )
     return out
 
 
 RANDOM_DIM = _random_configs(32)
 
 
-def _write_case(d, coll, algs, topos, npus, splits, active=1, optimization="localBWAware", *, e=7, bws=None,
-                lats=None, mem=1600, size=SIZE, per_collective=None):
+def _write_case(
+    d,
+    coll,
+    algs,
+    topos,
+    npus,
+    splits,
+    active=1,
+    optimization="localBWAware",
+    *,
+    e=7,
+    bws=None,
+    lats=None,
+    mem=1600,
+    size=SIZE,
+    per_collective=None,
+):
     """Traces (one collective per rank, no pg_name: a world collective) and the ASTRA-sim config files."""
     d.mkdir(parents=True, exist_ok=True)
     world = 1
     for n in npus:
         world *= n
     for rank in range(world):
-        node = Node(0, f"{coll}_{size}", NodeType.COMM_COLL_NODE,
-                    attrs=[Attr("is_cpu_op", False, "bool_val"), Attr("comm_type", int(COLLECTIVES[coll])),
-                           Attr("comm_size", size)])
+        node = Node(
+            0,
+            f"{coll}_{size}",
+            NodeType.COMM_COLL_NODE,
+            attrs=[
+                Attr("is_cpu_op", False, "bool_val"),
+                Attr("comm_type", int(COLLECTIVES[coll])),
+                Attr("comm_size", size),
+            ],
+        )
         write_trace(ExecutionTrace([node]), d / f"coll.{rank}.et")
-    system = {"scheduling-policy": "LIFO", "endpoint-delay": e, "active-chunks-per-dimension": active,
-              "preferred-dataset-splits": splits, "collective-optimization": optimization, "local-mem-bw": mem,
-              "boost-mode": 0}
+    system = {
+        "scheduling-policy": "LIFO",
+        "endpoint-delay": e,
+        "active-chunks-per-dimension": active,
+        "preferred-dataset-splits": splits,
+        "collective-optimization": optimization,
+        "local-mem-bw": mem,
+        "boost-mode": 0,
+    }
     for key in COLLECTIVES:
         system[f"{key}-implementation"] = list((per_collective or {}).get(key, algs))
     (d / "system.json").write_text(json.dumps(system))
-    (d / "network.yml").write_text(f"topology: {json.dumps(list(topos))}\nnpus_count: {json.dumps(list(npus))}\n"
-                                   f"bandwidth: {json.dumps(bws or [50.0] * len(npus))}\n"
-                                   f"latency: {json.dumps(lats or [500.0] * len(npus))}\n")
+    (d / "network.yml").write_text(
+        f"topology: {json.dumps(list(topos))}\nnpus_count: {json.dumps(list(npus))}\n"
+        f"bandwidth: {json.dumps(bws or [50.0] * len(npus))}\n"
+        f"latency: {json.dumps(lats or [500.0] * len(npus))}\n"
+    )
     return d / "coll", world
 
 
 def _run_binary(d, prefix):
     try:
-        return astra_sim(prefix, system=d / "system.json", network=(d / "network.yml").read_text(), workdir=d,
-                         timeout_s=60)
+        return astra_sim(
+            prefix, system=d / "system.json", network=(d / "network.yml").read_text(), workdir=d, timeout_s=60
+        )
     except pytest.fail.Exception as exc:
         return exc  # ASTRA-sim exited non-zero: the refused cases expect it
 
@@ -173,8 +237,9 @@ def _replay_per_rank(d, prefix, world):
     return spec, [int(r.iteration_time_ns) for r in sorted(result.ranks, key=lambda r: r.rank)]
 
 
-@pytest.mark.parametrize("coll, alg, topo, p, splits", [_slow_unless(_representative(*c), *c, id="-".join(map(str, c)))
-                                                         for c in MATRIX])
+@pytest.mark.parametrize(
+    "coll, alg, topo, p, splits", [_slow_unless(_representative(*c), *c, id="-".join(map(str, c))) for c in MATRIX]
+)
 def test_matrix_equals_astra_sim_to_the_ns(binary_results, coll, alg, topo, p, splits):
     d, prefix, ranks = binary_results[(coll, alg, topo, p, splits)]
     refused = _refused_by_astra(coll, alg, p)
@@ -199,14 +264,20 @@ def test_matrix_equals_astra_sim_to_the_ns(binary_results, coll, alg, topo, p, s
         assert len(set(expected)) > 1  # the tree's ranks finish at different times, and the replay follows them
 
 
-@pytest.mark.parametrize("case", range(len(MULTI_DIM)), ids=[f"{c[0]}-{'x'.join(map(str, c[3]))}-{c[6]}"
-                                                             for c in MULTI_DIM])
+@pytest.mark.parametrize(
+    "case", range(len(MULTI_DIM)), ids=[f"{c[0]}-{'x'.join(map(str, c[3]))}-{c[6]}" for c in MULTI_DIM]
+)
 def test_multi_dimension_equals_astra_sim_to_the_ns(binary_results, case):
     _check_multi(*binary_results[("multi", case)])
 
 
-@pytest.mark.parametrize("case", [_slow_unless(i < RANDOM_FAST, i, id=f"{c['coll']}-{'x'.join(map(str, c['npus']))}")
-                                  for i, c in enumerate(RANDOM_DIM)])
+@pytest.mark.parametrize(
+    "case",
+    [
+        _slow_unless(i < RANDOM_FAST, i, id=f"{c['coll']}-{'x'.join(map(str, c['npus']))}")
+        for i, c in enumerate(RANDOM_DIM)
+    ],
+)
 def test_random_multi_dimension_configs_equal_astra_sim_to_the_ns(binary_results, case):
     _check_multi(*binary_results[("random", case)])
 
@@ -222,10 +293,18 @@ def _check_multi(d, prefix, ranks):
 def test_all_reduce_phases_use_the_all_reduce_implementation(tmp_path):
     """An all-reduce's reduce-scatter and all-gather phases run ``all-reduce-implementation``, not the
     reduce-scatter/all-gather ones (binary: 2-D 4x2, halvingDoubling+direct all-reduce, ring elsewhere)."""
-    prefix, world = _write_case(tmp_path, "all-reduce", ["ring", "ring"], ["Ring", "Switch"], [4, 2], 4,
-                                per_collective={"all-reduce": ["halvingDoubling", "direct"]})
-    ranks = astra_sim(prefix, system=tmp_path / "system.json", network=(tmp_path / "network.yml").read_text(),
-                      workdir=tmp_path)
+    prefix, world = _write_case(
+        tmp_path,
+        "all-reduce",
+        ["ring", "ring"],
+        ["Ring", "Switch"],
+        [4, 2],
+        4,
+        per_collective={"all-reduce": ["halvingDoubling", "direct"]},
+    )
+    ranks = astra_sim(
+        prefix, system=tmp_path / "system.json", network=(tmp_path / "network.yml").read_text(), workdir=tmp_path
+    )
     _, replayed = _replay_per_rank(tmp_path, prefix, world)
     assert replayed == [ranks[r].finished_ns for r in range(world)]
 
@@ -240,18 +319,36 @@ def _group_case(d, coll, npus, topos, bws, lats, groups, *, splits, active, e, s
     for rank in range(world):
         nodes = []
         if rank in group_of:
-            nodes = [Node(0, coll, NodeType.COMM_COLL_NODE,
-                          attrs=[Attr("is_cpu_op", False, "bool_val"), Attr("comm_type", int(COLLECTIVES[coll])),
-                                 Attr("comm_size", size), Attr("pg_name", group_of[rank], "string_val")])]
+            nodes = [
+                Node(
+                    0,
+                    coll,
+                    NodeType.COMM_COLL_NODE,
+                    attrs=[
+                        Attr("is_cpu_op", False, "bool_val"),
+                        Attr("comm_type", int(COLLECTIVES[coll])),
+                        Attr("comm_size", size),
+                        Attr("pg_name", group_of[rank], "string_val"),
+                    ],
+                )
+            ]
         write_trace(ExecutionTrace(nodes), d / f"coll.{rank}.et")
-    system = {"scheduling-policy": "LIFO", "endpoint-delay": e, "active-chunks-per-dimension": active,
-              "preferred-dataset-splits": splits, "collective-optimization": "localBWAware", "local-mem-bw": 1600,
-              "boost-mode": 0}
+    system = {
+        "scheduling-policy": "LIFO",
+        "endpoint-delay": e,
+        "active-chunks-per-dimension": active,
+        "preferred-dataset-splits": splits,
+        "collective-optimization": "localBWAware",
+        "local-mem-bw": 1600,
+        "boost-mode": 0,
+    }
     for key in COLLECTIVES:
         system[f"{key}-implementation"] = algs or ["ring"] * len(npus)
     (d / "system.json").write_text(json.dumps(system))
-    (d / "network.yml").write_text(f"topology: {json.dumps(topos)}\nnpus_count: {json.dumps(npus)}\n"
-                                   f"bandwidth: {json.dumps(bws)}\nlatency: {json.dumps(lats)}\n")
+    (d / "network.yml").write_text(
+        f"topology: {json.dumps(topos)}\nnpus_count: {json.dumps(npus)}\n"
+        f"bandwidth: {json.dumps(bws)}\nlatency: {json.dumps(lats)}\n"
+    )
     return d / "coll"
 
 
@@ -259,30 +356,68 @@ GROUP_CASES = [
     # ranks 0 and 5 of 4 x 2 differ on both dimensions: the message crosses dimension 0 (the innermost)
     ("all-reduce", [4, 2], ["Ring", "Switch"], [50.0, 12.5], [500.0, 100.0], {"1": [0, 5]}, 1, 1, 7, SIZE, None),
     # a ring with one 2-hop link: its receiver finishes 500 ns after the others
-    ("all-reduce", [4, 2], ["Ring", "Switch"], [50.0, 12.5], [500.0, 100.0], {"1": [0, 2, 5]}, 1, 1, 7, SIZE,
-     None),
+    ("all-reduce", [4, 2], ["Ring", "Switch"], [50.0, 12.5], [500.0, 100.0], {"1": [0, 2, 5]}, 1, 1, 7, SIZE, None),
     # the configured halving-doubling is not used by a group: two groups, 4 splits
-    ("all-reduce", [4, 2], ["Ring", "Switch"], [50.0, 12.5], [500.0, 100.0], {"1": [0, 1, 2, 3], "2": [4, 5, 6, 7]},
-     4, 1, 7, SIZE, ["halvingDoubling", "ring"]),
-    ("all-to-all", [4, 2], ["Ring", "Switch"], [50.0, 12.5], [500.0, 100.0], {"1": [0, 2, 5, 7]}, 3, 2, 7, SIZE,
-     None),
-    ("reduce-scatter", [4, 4], ["Ring", "FullyConnected"], [50.0, 12.5], [500.0, 100.0],
-     {"1": [0, 3, 6, 9, 12], "2": [1, 2, 4]}, 5, 2, 25, 65_537, None),
-    ("all-gather", [2, 2, 3], ["Switch", "Ring", "FullyConnected"], [200.0, 50.0, 12.5], [0.0, 1700.0, 100.0],
-     {"1": [0, 3, 4, 9, 11], "2": [1, 2, 5, 6]}, 2, 3, 1, 3_000_001, None),
+    (
+        "all-reduce",
+        [4, 2],
+        ["Ring", "Switch"],
+        [50.0, 12.5],
+        [500.0, 100.0],
+        {"1": [0, 1, 2, 3], "2": [4, 5, 6, 7]},
+        4,
+        1,
+        7,
+        SIZE,
+        ["halvingDoubling", "ring"],
+    ),
+    ("all-to-all", [4, 2], ["Ring", "Switch"], [50.0, 12.5], [500.0, 100.0], {"1": [0, 2, 5, 7]}, 3, 2, 7, SIZE, None),
+    (
+        "reduce-scatter",
+        [4, 4],
+        ["Ring", "FullyConnected"],
+        [50.0, 12.5],
+        [500.0, 100.0],
+        {"1": [0, 3, 6, 9, 12], "2": [1, 2, 4]},
+        5,
+        2,
+        25,
+        65_537,
+        None,
+    ),
+    (
+        "all-gather",
+        [2, 2, 3],
+        ["Switch", "Ring", "FullyConnected"],
+        [200.0, 50.0, 12.5],
+        [0.0, 1700.0, 100.0],
+        {"1": [0, 3, 4, 9, 11], "2": [1, 2, 5, 6]},
+        2,
+        3,
+        1,
+        3_000_001,
+        None,
+    ),
 ]
 
 
-@pytest.mark.parametrize("case", range(len(GROUP_CASES)), ids=[f"{c[0]}-{'+'.join(map(str, c[5]['1']))}"
-                                                              for c in GROUP_CASES])
+@pytest.mark.parametrize(
+    "case", range(len(GROUP_CASES)), ids=[f"{c[0]}-{'+'.join(map(str, c[5]['1']))}" for c in GROUP_CASES]
+)
 def test_communicator_groups_equal_astra_sim_to_the_ns(tmp_path, case):
     """ASTRA-sim runs a group smaller than the network as one ring over its sorted members (hand-offs 10 ns,
     whatever the config names): the model's per-member times equal the binary's."""
     coll, npus, topos, bws, lats, groups, splits, active, e, size, algs = GROUP_CASES[case]
-    prefix = _group_case(tmp_path, coll, npus, topos, bws, lats, groups, splits=splits, active=active, e=e,
-                         size=size, algs=algs)
-    ranks = astra_sim(prefix, system=tmp_path / "system.json", network=(tmp_path / "network.yml").read_text(),
-                      comm_groups=groups, workdir=tmp_path)
+    prefix = _group_case(
+        tmp_path, coll, npus, topos, bws, lats, groups, splits=splits, active=active, e=e, size=size, algs=algs
+    )
+    ranks = astra_sim(
+        prefix,
+        system=tmp_path / "system.json",
+        network=(tmp_path / "network.yml").read_text(),
+        comm_groups=groups,
+        workdir=tmp_path,
+    )
     model = make_collective_model(import_astra_config(tmp_path / "system.json", tmp_path / "network.yml").spec)
     kind = coll.replace("-", "_")
     for members in groups.values():

@@ -25,13 +25,36 @@ from tracekit.replayer.simulation.program import ReplayOptions
 from tracekit.replayer.simulation.astra_config import import_astra_config
 from tracekit.replayer import replay_with_traces
 
-SMALL_LLM = ["--model", "gpt3-1.3b", "--layers", "2", "--hidden", "256", "--heads", "8", "--seq", "128",
-             "--ffn", "1024", "--vocab", "1000", "--peak-tflops", "100", "--mem-bw-gbps", "1000"]
+SMALL_LLM = [
+    "--model",
+    "gpt3-1.3b",
+    "--layers",
+    "2",
+    "--hidden",
+    "256",
+    "--heads",
+    "8",
+    "--seq",
+    "128",
+    "--ffn",
+    "1024",
+    "--vocab",
+    "1000",
+    "--peak-tflops",
+    "100",
+    "--mem-bw-gbps",
+    "1000",
+]
 MICRO = ["--size", "1MiB", "--ranks", "4", "--compute-us", "3", "--iterations", "2"]
 ASTRA_SIMULATES = ["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast"]
 ASTRA_CANNOT = ["reduce", "gather", "scatter", "barrier", "reduce_scatter_block"]
-TEXT = {"Resnet50_DataParallel": [], "MLP_ModelParallel": [], "MLP_HybridParallel_Data_Model": ["--tp", "2"],
-        "MLP_HybridParallel_Model_Data": ["--tp", "2"], "DLRM_HybridParallel": []}
+TEXT = {
+    "Resnet50_DataParallel": [],
+    "MLP_ModelParallel": [],
+    "MLP_HybridParallel_Data_Model": ["--tp", "2"],
+    "MLP_HybridParallel_Model_Data": ["--tp", "2"],
+    "DLRM_HybridParallel": [],
+}
 
 
 def tk(*args: str) -> None:
@@ -41,36 +64,115 @@ def tk(*args: str) -> None:
 
 # case -> (network file in tests/data/astra, [CLI steps]); "{out}" is the case's output prefix
 CASES: dict[str, tuple[str, list[list[str]]]] = {
-    **{f"micro-{c}": ("network_ring_4.yml", [["generate", "micro", "--collective", c, *MICRO, "-o", "{out}"]])
-       for c in ASTRA_SIMULATES},
-    **{f"micro-{p}": ("network_ring_4.yml", [["generate", "micro", "--pattern", p, "--size", "1MiB", "--ranks", "4",
-                                               "--iterations", "3", "-o", "{out}"]])
-       for p in ("ring", "pairwise", "pingpong")},
-    "llm-dp4": ("network_ring_4.yml", [["generate", "llm", *SMALL_LLM, "--dp", "4", "--global-batch", "4",
-                                        "-o", "{out}"]]),
-    "llm-tp2-pp2-sp": ("network_ring_4.yml", [["generate", "llm", *SMALL_LLM, "--tp", "2", "--pp", "2", "--sp",
-                                               "--global-batch", "4", "-o", "{out}"]]),
-    "llm-pp2-dp4": ("network_ring_8.yml", [["generate", "llm", *SMALL_LLM, "--pp", "2", "--dp", "4",
-                                            "--global-batch", "8", "-o", "{out}"]]),
-    "llm-tp2-dp4": ("network_ring_8.yml", [["generate", "llm", *SMALL_LLM, "--tp", "2", "--dp", "4",
-                                            "--global-batch", "4", "-o", "{out}"]]),
-    "llm-dp4-zero1": ("network_ring_4.yml", [["generate", "llm", *SMALL_LLM, "--dp", "4", "--zero", "1",
-                                              "--global-batch", "4", "-o", "{out}"]]),
-    "llm-tp2-pp2-dp2-classes-expanded": ("network_ring_8.yml", [
-        ["generate", "llm", *SMALL_LLM, "--tp", "2", "--pp", "2", "--dp", "2", "--global-batch", "4", "--classes",
-         "-o", "{out}_cls"], ["expand", "{out}_cls", "-o", "{out}"]]),
-    "dlrm": ("network_ring_4.yml", [["generate", "dlrm", "--model", "dlrm-small", "--ranks", "4",
-                                     "--global-batch", "256", "--hw", "dgx-a100", "-o", "{out}"]]),
-    "transform-dp64": ("Ring.yml", [["generate", "llm", *SMALL_LLM, "--dp", "4", "--global-batch", "4",
-                                     "-o", "{out}_src"],
-                                    ["transform", "{out}_src", "-o", "{out}", "--dp", "64"]]),
-    **{f"text-{name}": ("network_ring_4.yml", [["convert", "text", "{real}/text/" + name + ".txt", "--ranks", "4",
-                                                 *extra, "-o", "{out}"]])
-       for name, extra in TEXT.items()},
-    "text-Resnet50_DataParallel-64": ("Ring.yml", [["convert", "text", "{real}/text/Resnet50_DataParallel.txt",
-                                                    "--ranks", "64", "-o", "{out}"]]),
-    "text-Transformer_HybridParallel": ("network_ring_8.yml", [
-        ["convert", "text", "{real}/text/Transformer_HybridParallel.txt", "--ranks", "8", "-o", "{out}"]]),
+    **{
+        f"micro-{c}": ("network_ring_4.yml", [["generate", "micro", "--collective", c, *MICRO, "-o", "{out}"]])
+        for c in ASTRA_SIMULATES
+    },
+    **{
+        f"micro-{p}": (
+            "network_ring_4.yml",
+            [
+                [
+                    "generate",
+                    "micro",
+                    "--pattern",
+                    p,
+                    "--size",
+                    "1MiB",
+                    "--ranks",
+                    "4",
+                    "--iterations",
+                    "3",
+                    "-o",
+                    "{out}",
+                ]
+            ],
+        )
+        for p in ("ring", "pairwise", "pingpong")
+    },
+    "llm-dp4": (
+        "network_ring_4.yml",
+        [["generate", "llm", *SMALL_LLM, "--dp", "4", "--global-batch", "4", "-o", "{out}"]],
+    ),
+    "llm-tp2-pp2-sp": (
+        "network_ring_4.yml",
+        [["generate", "llm", *SMALL_LLM, "--tp", "2", "--pp", "2", "--sp", "--global-batch", "4", "-o", "{out}"]],
+    ),
+    "llm-pp2-dp4": (
+        "network_ring_8.yml",
+        [["generate", "llm", *SMALL_LLM, "--pp", "2", "--dp", "4", "--global-batch", "8", "-o", "{out}"]],
+    ),
+    "llm-tp2-dp4": (
+        "network_ring_8.yml",
+        [["generate", "llm", *SMALL_LLM, "--tp", "2", "--dp", "4", "--global-batch", "4", "-o", "{out}"]],
+    ),
+    "llm-dp4-zero1": (
+        "network_ring_4.yml",
+        [["generate", "llm", *SMALL_LLM, "--dp", "4", "--zero", "1", "--global-batch", "4", "-o", "{out}"]],
+    ),
+    "llm-tp2-pp2-dp2-classes-expanded": (
+        "network_ring_8.yml",
+        [
+            [
+                "generate",
+                "llm",
+                *SMALL_LLM,
+                "--tp",
+                "2",
+                "--pp",
+                "2",
+                "--dp",
+                "2",
+                "--global-batch",
+                "4",
+                "--classes",
+                "-o",
+                "{out}_cls",
+            ],
+            ["expand", "{out}_cls", "-o", "{out}"],
+        ],
+    ),
+    "dlrm": (
+        "network_ring_4.yml",
+        [
+            [
+                "generate",
+                "dlrm",
+                "--model",
+                "dlrm-small",
+                "--ranks",
+                "4",
+                "--global-batch",
+                "256",
+                "--hw",
+                "dgx-a100",
+                "-o",
+                "{out}",
+            ]
+        ],
+    ),
+    "transform-dp64": (
+        "Ring.yml",
+        [
+            ["generate", "llm", *SMALL_LLM, "--dp", "4", "--global-batch", "4", "-o", "{out}_src"],
+            ["transform", "{out}_src", "-o", "{out}", "--dp", "64"],
+        ],
+    ),
+    **{
+        f"text-{name}": (
+            "network_ring_4.yml",
+            [["convert", "text", "{real}/text/" + name + ".txt", "--ranks", "4", *extra, "-o", "{out}"]],
+        )
+        for name, extra in TEXT.items()
+    },
+    "text-Resnet50_DataParallel-64": (
+        "Ring.yml",
+        [["convert", "text", "{real}/text/Resnet50_DataParallel.txt", "--ranks", "64", "-o", "{out}"]],
+    ),
+    "text-Transformer_HybridParallel": (
+        "network_ring_8.yml",
+        [["convert", "text", "{real}/text/Transformer_HybridParallel.txt", "--ranks", "8", "-o", "{out}"]],
+    ),
 }
 
 
@@ -112,21 +214,48 @@ def test_collectives_astra_sim_cannot_issue_run_after_export(kind, test_data_dir
     # which both ASTRA-sim and tracekit's ASTRA-compatible model replay for their recorded duration
     astra = test_data_dir / "astra"
     tk("generate", "micro", "--collective", kind, *MICRO, "-o", str(tmp_path / "m"))
-    tk("hw", "import-astra", "--system", str(astra / "system_ring_splits4.json"), "--network",
-       str(astra / "network_ring_4.yml"), "-o", str(tmp_path / "spec.toml"))
+    tk(
+        "hw",
+        "import-astra",
+        "--system",
+        str(astra / "system_ring_splits4.json"),
+        "--network",
+        str(astra / "network_ring_4.yml"),
+        "-o",
+        str(tmp_path / "spec.toml"),
+    )
     tk("export", "astra", str(tmp_path / "m"), "-o", str(tmp_path / "x"), "--hw", str(tmp_path / "spec.toml"))
-    times = _astra_vs_tracekit(tmp_path / "x" / "workload", tmp_path / "x" / "network.yml", test_data_dir,
-                               tmp_path / "astra")
+    times = _astra_vs_tracekit(
+        tmp_path / "x" / "workload", tmp_path / "x" / "network.yml", test_data_dir, tmp_path / "astra"
+    )
     assert all(a == t for a, t in times.values()), times
 
 
 def test_converted_torch_gloo_job_runs_after_export(real_dir, test_data_dir, tmp_path):
     src = real_dir / "pytorch" / "torch-cpu-gloo" / "dist_ws4"
     astra = test_data_dir / "astra"
-    tk("convert", "pytorch", "--et", str(src / "et_rank*.json"), "--kineto", str(src / "kineto_rank*.json"),
-       "--workers", "1", "-o", str(tmp_path / "ws4"))
-    tk("hw", "import-astra", "--system", str(astra / "system_ring_splits4.json"), "--network",
-       str(astra / "network_ring_4.yml"), "-o", str(tmp_path / "spec.toml"))
+    tk(
+        "convert",
+        "pytorch",
+        "--et",
+        str(src / "et_rank*.json"),
+        "--kineto",
+        str(src / "kineto_rank*.json"),
+        "--workers",
+        "1",
+        "-o",
+        str(tmp_path / "ws4"),
+    )
+    tk(
+        "hw",
+        "import-astra",
+        "--system",
+        str(astra / "system_ring_splits4.json"),
+        "--network",
+        str(astra / "network_ring_4.yml"),
+        "-o",
+        str(tmp_path / "spec.toml"),
+    )
     tk("export", "astra", str(tmp_path / "ws4"), "-o", str(tmp_path / "x"), "--hw", str(tmp_path / "spec.toml"))
     prefix = tmp_path / "x" / "workload"
     times = _astra_vs_tracekit(prefix, tmp_path / "x" / "network.yml", test_data_dir, tmp_path / "astra")

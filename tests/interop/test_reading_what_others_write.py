@@ -54,9 +54,11 @@ def test_feeder_trace_warnings_name_the_lenient_reading(real_dir):
     report = validate_traceset(read_traceset(real_dir / "chakra" / "chakra-feeder-tests" / "chakra"))
     assert report.ok
     comm = [i for i in report.issues if i.check == "comm-attrs"]
-    assert comm and all(i.severity == "warning" for i in comm)   # listed up to the per-check cap
-    assert {i.message.split(":")[0] for i in comm if i.node_id is not None} == {"COMM node has no comm_size",
-                                                                          "COMM_COLL node has no comm_type"}
+    assert comm and all(i.severity == "warning" for i in comm)  # listed up to the per-check cap
+    assert {i.message.split(":")[0] for i in comm if i.node_id is not None} == {
+        "COMM node has no comm_size",
+        "COMM_COLL node has no comm_type",
+    }
     nodes = read_trace(real_dir / "chakra" / "chakra-feeder-tests" / "chakra.0.et").nodes
     # 14 of the 21 COMM_COLL nodes have neither (tests/core/test_io_real.py: collectives "MISSING": 14)
     assert sum(n.type == NodeType.COMM_COLL_NODE and n.get_attr("comm_type") is None for n in nodes) == 14
@@ -67,9 +69,16 @@ def _no_size_job(world: int) -> TraceSet:
     traces = []
     for _ in range(world):
         comp = Node(0, "fwd", NodeType.COMP_NODE, duration_ns=5_000, attrs=[Attr("is_cpu_op", False, "bool_val")])
-        coll = Node(1, "ar", NodeType.COMM_COLL_NODE, data_deps=[0],
-                    attrs=[Attr("is_cpu_op", False, "bool_val"), Attr("comm_type", int(CollectiveType.ALL_REDUCE),
-                                                                       "int64_val")])
+        coll = Node(
+            1,
+            "ar",
+            NodeType.COMM_COLL_NODE,
+            data_deps=[0],
+            attrs=[
+                Attr("is_cpu_op", False, "bool_val"),
+                Attr("comm_type", int(CollectiveType.ALL_REDUCE), "int64_val"),
+            ],
+        )
         traces.append(ExecutionTrace([comp, coll]))
     return TraceSet(traces)
 
@@ -79,11 +88,19 @@ def test_collectives_without_comm_size_replay_as_astra_sim_runs_them(test_data_d
     prefix = tmp_path / "nosize"
     write_traceset(_no_size_job(4), prefix)
     report = validate_traceset(read_traceset(prefix))
-    assert report.ok and [i.message for i in report.warnings] == [
-        "COMM node has no comm_size: read as 0 bytes, as ASTRA-sim and Chakra's feeder do"] * 4
+    assert (
+        report.ok
+        and [i.message for i in report.warnings]
+        == ["COMM node has no comm_size: read as 0 bytes, as ASTRA-sim and Chakra's feeder do"] * 4
+    )
     system, network = astra / "system_ring_splits4.json", astra / "network_ring_4.yml"
-    ranks = astra_sim(prefix, system=system, network=network, comm_groups=tmp_path / "nosize.comm_groups.json",
-                      workdir=tmp_path / "run")
+    ranks = astra_sim(
+        prefix,
+        system=system,
+        network=network,
+        comm_groups=tmp_path / "nosize.comm_groups.json",
+        workdir=tmp_path / "run",
+    )
     result = replay(read_traceset(prefix), import_astra_config(system, network).spec)
     # latency only: 4 splits x ring all-reduce of 0 bytes on 4 ranks, e + 3(X + e + 0) + 3(X + e) with
     # X = 1 hop x 500 ns, e = 10 ns -> 3,070 ns per split; after 5 us of compute
@@ -93,11 +110,25 @@ def test_collectives_without_comm_size_replay_as_astra_sim_runs_them(test_data_d
 
 
 def test_info_names_the_comm_group_file(tmp_path):
-    res = run("-q", "generate", "micro", "--collective", "all_reduce", "--size", "4KiB", "--ranks", "8",
-              "--group", "0-3", "-o", str(tmp_path / "g"))
+    res = run(
+        "-q",
+        "generate",
+        "micro",
+        "--collective",
+        "all_reduce",
+        "--size",
+        "4KiB",
+        "--ranks",
+        "8",
+        "--group",
+        "0-3",
+        "-o",
+        str(tmp_path / "g"),
+    )
     assert res.exit_code == 0, res.output
-    assert (tmp_path / "g.comm_groups.json").read_text().split() == ["{", '"1":', "[", "0,", "1,", "2,", "3", "]",
-                                                                    "}"]
+    assert (tmp_path / "g.comm_groups.json").read_text().split() == ["{", '"1":', "[", "0,", "1,", "2,", "3", "]", "}"]
     info = run("info", str(tmp_path / "g"))
-    assert f"comm groups for ASTRA-sim (--comm-group-configuration): {tmp_path / 'g.comm_groups.json'} " \
-           f"(1 sub-group(s))" in info.stdout.replace("\n", "")
+    assert (
+        f"comm groups for ASTRA-sim (--comm-group-configuration): {tmp_path / 'g.comm_groups.json'} "
+        f"(1 sub-group(s))" in info.stdout.replace("\n", "")
+    )

@@ -60,27 +60,41 @@ def test_every_field_of_chakra_21585d8_is_in_our_schema_with_its_number_and_type
 
 def test_pr_216_additions():
     ours = _ours()
-    assert {k: v for k, v in ours["NodeType"].items() if v >= 8} == {"STORAGE_NODE": 8, "BATCH_NODE": 9,
-                                                                     "CHECKPOINT_NODE": 10}
+    assert {k: v for k, v in ours["NodeType"].items() if v >= 8} == {
+        "STORAGE_NODE": 8,
+        "BATCH_NODE": 9,
+        "CHECKPOINT_NODE": 10,
+    }
     assert ours["Node"]["storage"][:2] == [11, 11]  # field 11, TYPE_MESSAGE
     assert sorted(ours["StorageLevel"].values()) == [0, 1, 2, 3, 4]
     assert set(ours["StorageInfo"]) == {"level", "fs", "page", "block"}
 
 
 def _storage_trace() -> ExecutionTrace:
-    fs = pb.StorageInfo(level=pb.STORAGE_LEVEL_FS, fs=pb.FsOp(op=pb.FsOp.FS_OP_PWRITE, pathname="/ckpt/s100.pt",
-                                                                fd=7, offset=4096, size_bytes=1 << 20))
-    page = pb.StorageInfo(level=pb.STORAGE_LEVEL_PAGE, page=pb.PageOp(op=pb.PageOp.PAGE_OP_DIRTY, inode=12,
-                                                                       page_index=1, nr_pages=256))
-    block = pb.StorageInfo(level=pb.STORAGE_LEVEL_BLOCK, block=pb.BlockOp(
-        op=pb.BlockOp.BLOCK_OP_WRITE, queue_event=pb.BlockOp.BLOCK_EVENT_COMPLETE, device="nvme0n1", lba=8,
-        nr_sectors=2048))
-    nodes = [Node(0, "next batch", NodeType.BATCH_NODE, duration_ns=3_000),
-             Node(1, "pwrite", NodeType.STORAGE_NODE, data_deps=[0], duration_ns=5_250, storage=fs.SerializeToString()),
-             Node(2, "dirty", NodeType.STORAGE_NODE, data_deps=[1], storage=page.SerializeToString()),
-             Node(3, "bio", NodeType.STORAGE_NODE, data_deps=[2], duration_ns=40_000,
-                  storage=block.SerializeToString()),
-             Node(4, "save checkpoint", NodeType.CHECKPOINT_NODE, data_deps=[3], duration_ns=1_000)]
+    fs = pb.StorageInfo(
+        level=pb.STORAGE_LEVEL_FS,
+        fs=pb.FsOp(op=pb.FsOp.FS_OP_PWRITE, pathname="/ckpt/s100.pt", fd=7, offset=4096, size_bytes=1 << 20),
+    )
+    page = pb.StorageInfo(
+        level=pb.STORAGE_LEVEL_PAGE, page=pb.PageOp(op=pb.PageOp.PAGE_OP_DIRTY, inode=12, page_index=1, nr_pages=256)
+    )
+    block = pb.StorageInfo(
+        level=pb.STORAGE_LEVEL_BLOCK,
+        block=pb.BlockOp(
+            op=pb.BlockOp.BLOCK_OP_WRITE,
+            queue_event=pb.BlockOp.BLOCK_EVENT_COMPLETE,
+            device="nvme0n1",
+            lba=8,
+            nr_sectors=2048,
+        ),
+    )
+    nodes = [
+        Node(0, "next batch", NodeType.BATCH_NODE, duration_ns=3_000),
+        Node(1, "pwrite", NodeType.STORAGE_NODE, data_deps=[0], duration_ns=5_250, storage=fs.SerializeToString()),
+        Node(2, "dirty", NodeType.STORAGE_NODE, data_deps=[1], storage=page.SerializeToString()),
+        Node(3, "bio", NodeType.STORAGE_NODE, data_deps=[2], duration_ns=40_000, storage=block.SerializeToString()),
+        Node(4, "save checkpoint", NodeType.CHECKPOINT_NODE, data_deps=[3], duration_ns=1_000),
+    ]
     return ExecutionTrace(nodes)
 
 

@@ -21,7 +21,7 @@ from tracekit.replayer.simulation.astra_config import import_astra_config
 from tracekit.traceset import TraceSet
 
 MIB = 1 << 20
-B = 50 * 2**30 / 1e9          # bytes per ns
+B = 50 * 2**30 / 1e9  # bytes per ns
 
 
 def x(m: int, hops: int) -> int:
@@ -73,8 +73,7 @@ CASES = {
     # case: (builder, expected per-rank end ns)
     "one-pair": (_pair, {0: x(MIB, 1), 1: x(MIB, 1), 2: 0, 3: 0}),
     "recv-posted-late": (lambda r: _pair(r, recv_after_ns=50_000), {0: x(MIB, 1), 1: 50_000, 2: 0, 3: 0}),
-    "two-sends-one-resource": (_two_sends, {0: x(MIB, 1) + x(MIB, 2), 1: x(MIB, 1), 2: x(MIB, 1) + x(MIB, 2),
-                                            3: 0}),
+    "two-sends-one-resource": (_two_sends, {0: x(MIB, 1) + x(MIB, 2), 1: x(MIB, 1), 2: x(MIB, 1) + x(MIB, 2), 3: 0}),
     "chain": (_chain, {0: x(MIB, 1), 1: 2 * x(MIB, 1), 2: 3 * x(MIB, 1), 3: 3 * x(MIB, 1)}),
 }
 
@@ -86,11 +85,18 @@ def test_send_recv_times_equal_astra_sim(case, test_data_dir, tmp_path):
     build = CASES[case][0] if case in CASES else _send_then_collective
     prefix = tmp_path / case
     write_traceset(TraceSet([build(r).build() for r in range(4)]), prefix)
-    ranks = astra_sim(prefix, system=system, network=network, comm_groups=tmp_path / f"{case}.comm_groups.json",
-                      workdir=tmp_path / "run")
+    ranks = astra_sim(
+        prefix,
+        system=system,
+        network=network,
+        comm_groups=tmp_path / f"{case}.comm_groups.json",
+        workdir=tmp_path / "run",
+    )
     theirs = {r: v.finished_ns for r, v in ranks.items()}
-    ours = {s.rank: int(s.iteration_time_ns) for s in replay(read_traceset(prefix),
-                                                             import_astra_config(system, network).spec).ranks}
+    ours = {
+        s.rank: int(s.iteration_time_ns)
+        for s in replay(read_traceset(prefix), import_astra_config(system, network).spec).ranks
+    }
     assert sorted(theirs) == [0, 1, 2, 3]
     if case in CASES:
         # ranks with nothing to do finish at 0 in ASTRA-sim; tracekit's iteration of an empty rank is 0 too

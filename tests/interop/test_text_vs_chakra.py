@@ -21,8 +21,13 @@ from tracekit.io import read_traceset, write_traceset
 from tracekit.model import NodeType
 
 RANKS = 4
-CHAKRA_TEXT = ["Resnet50_DataParallel", "MLP_ModelParallel", "MLP_HybridParallel_Data_Model",
-               "MLP_HybridParallel_Model_Data", "DLRM_HybridParallel"]
+CHAKRA_TEXT = [
+    "Resnet50_DataParallel",
+    "MLP_ModelParallel",
+    "MLP_HybridParallel_Data_Model",
+    "MLP_HybridParallel_Model_Data",
+    "DLRM_HybridParallel",
+]
 
 _DECODE_SET = """
 import json, sys
@@ -51,10 +56,19 @@ print(json.dumps(out))
 def chakra_text_convert(workload, prefix, ranks: int) -> list[list]:
     """Run Chakra's text converter and decode its files with Chakra's protolib (rows as in _DECODE_SET)."""
     prefix.parent.mkdir(parents=True, exist_ok=True)
-    chakra_python("import runpy, sys; sys.argv = ['converter'] + sys.argv[1:]; "
-                  "runpy.run_module('chakra.src.converter.converter', run_name='__main__')",
-                  "Text", "--input", str(workload), "--output", str(prefix), "--num-npus", str(ranks),
-                  "--num-passes", "1")
+    chakra_python(
+        "import runpy, sys; sys.argv = ['converter'] + sys.argv[1:]; "
+        "runpy.run_module('chakra.src.converter.converter', run_name='__main__')",
+        "Text",
+        "--input",
+        str(workload),
+        "--output",
+        str(prefix),
+        "--num-npus",
+        str(ranks),
+        "--num-passes",
+        "1",
+    )
     files = [f"{prefix}.{r}.et" for r in range(ranks)]
     return json.loads(chakra_python(_DECODE_SET, *files))
 
@@ -67,8 +81,17 @@ def tracekit_rows(prefix) -> list[list]:
         rows = []
         for n in nodes:
             ctype = int(n.comm_type) if n.comm_type is not None else None
-            rows.append([n.name, int(n.type), n.duration_ns // 1000, ctype, n.comm_bytes,
-                         sorted(pos[d] for d in n.data_deps), sorted(pos[d] for d in n.ctrl_deps)])
+            rows.append(
+                [
+                    n.name,
+                    int(n.type),
+                    n.duration_ns // 1000,
+                    ctype,
+                    n.comm_bytes,
+                    sorted(pos[d] for d in n.data_deps),
+                    sorted(pos[d] for d in n.ctrl_deps),
+                ]
+            )
         out.append(rows)
     return out
 

@@ -12,15 +12,17 @@ from tracekit.replayer.simulation.hardware import HardwareSpec, spec_from_dict
 from tracekit.traceset import TraceSet
 
 
-def make_spec(dims: Sequence[dict], *, model: str = "alpha_beta", fit: bool = True, astra: dict | None = None,
-              name: str = "test") -> HardwareSpec:
+def make_spec(
+    dims: Sequence[dict], *, model: str = "alpha_beta", fit: bool = True, astra: dict | None = None, name: str = "test"
+) -> HardwareSpec:
     """A spec with the given network dimensions (dicts of NetworkDim keys; name/topology defaulted)."""
     network = []
     for i, d in enumerate(dims):
         row = {"name": f"d{i}", "topology": "ring", **d}
         network.append(row)
     data = {
-        "name": name, "fit_to_world_size": fit,
+        "name": name,
+        "fit_to_world_size": fit,
         "device": {"name": "dev", "peak_flops_per_s": {"fp32": 1e12}, "mem_bandwidth_gbps": 1000.0},
         "collectives": {"model": model},
         "network": network,
@@ -30,42 +32,83 @@ def make_spec(dims: Sequence[dict], *, model: str = "alpha_beta", fit: bool = Tr
     return spec_from_dict(data)
 
 
-def one_dim(size: int, bandwidth_gbps: float, latency_ns: float, topology: str = "ring", **algorithms: str
-            ) -> HardwareSpec:
+def one_dim(
+    size: int, bandwidth_gbps: float, latency_ns: float, topology: str = "ring", **algorithms: str
+) -> HardwareSpec:
     dim = {"topology": topology, "size": size, "bandwidth_gbps": bandwidth_gbps, "latency_ns": latency_ns}
     if algorithms:
         dim["algorithms"] = algorithms
     return make_spec([dim], fit=False)
 
 
-def comp(node_id: int, duration_ns: int, deps: Sequence[int] = (), *, stream: int | None = None,
-         cpu: bool = False, tid: int | None = None, name: str | None = None) -> Node:
+def comp(
+    node_id: int,
+    duration_ns: int,
+    deps: Sequence[int] = (),
+    *,
+    stream: int | None = None,
+    cpu: bool = False,
+    tid: int | None = None,
+    name: str | None = None,
+) -> Node:
     attrs = [Attr("is_cpu_op", cpu, "bool_val")]
     if stream is not None:
         attrs.append(Attr("stream", stream, "int64_val"))
     if tid is not None:
         attrs.append(Attr("tid", tid, "int64_val"))
-    return Node(node_id, name or f"comp{node_id}", NodeType.COMP_NODE, data_deps=list(deps),
-                duration_ns=duration_ns, attrs=attrs)
+    return Node(
+        node_id,
+        name or f"comp{node_id}",
+        NodeType.COMP_NODE,
+        data_deps=list(deps),
+        duration_ns=duration_ns,
+        attrs=attrs,
+    )
 
 
-def coll(node_id: int, ctype: CollectiveType, nbytes: int, deps: Sequence[int] = (), *, pg: str = "0",
-         stream: int | None = None, duration_ns: int = 0) -> Node:
-    attrs = [Attr("is_cpu_op", False, "bool_val"), Attr("comm_type", int(ctype), "int64_val"),
-             Attr("comm_size", nbytes, "int64_val"), Attr("pg_name", pg, "string_val")]
+def coll(
+    node_id: int,
+    ctype: CollectiveType,
+    nbytes: int,
+    deps: Sequence[int] = (),
+    *,
+    pg: str = "0",
+    stream: int | None = None,
+    duration_ns: int = 0,
+) -> Node:
+    attrs = [
+        Attr("is_cpu_op", False, "bool_val"),
+        Attr("comm_type", int(ctype), "int64_val"),
+        Attr("comm_size", nbytes, "int64_val"),
+        Attr("pg_name", pg, "string_val"),
+    ]
     if stream is not None:
         attrs.append(Attr("stream", stream, "int64_val"))
-    return Node(node_id, f"{ctype.name.lower()}{node_id}", NodeType.COMM_COLL_NODE, data_deps=list(deps),
-                duration_ns=duration_ns, attrs=attrs)
+    return Node(
+        node_id,
+        f"{ctype.name.lower()}{node_id}",
+        NodeType.COMM_COLL_NODE,
+        data_deps=list(deps),
+        duration_ns=duration_ns,
+        attrs=attrs,
+    )
 
 
-def p2p(node_id: int, send: bool, peer: int, rank: int, nbytes: int, deps: Sequence[int] = (), *, tag: int = 0
-        ) -> Node:
+def p2p(node_id: int, send: bool, peer: int, rank: int, nbytes: int, deps: Sequence[int] = (), *, tag: int = 0) -> Node:
     src, dst = (rank, peer) if send else (peer, rank)
-    attrs = [Attr("comm_src", src, "int32_val"), Attr("comm_dst", dst, "int32_val"),
-             Attr("comm_tag", tag, "int32_val"), Attr("comm_size", nbytes, "int64_val")]
-    return Node(node_id, f"{'send' if send else 'recv'}{node_id}",
-                NodeType.COMM_SEND_NODE if send else NodeType.COMM_RECV_NODE, data_deps=list(deps), attrs=attrs)
+    attrs = [
+        Attr("comm_src", src, "int32_val"),
+        Attr("comm_dst", dst, "int32_val"),
+        Attr("comm_tag", tag, "int32_val"),
+        Attr("comm_size", nbytes, "int64_val"),
+    ]
+    return Node(
+        node_id,
+        f"{'send' if send else 'recv'}{node_id}",
+        NodeType.COMM_SEND_NODE if send else NodeType.COMM_RECV_NODE,
+        data_deps=list(deps),
+        attrs=attrs,
+    )
 
 
 def meta(node_id: int, deps: Sequence[int] = ()) -> Node:
@@ -87,6 +130,7 @@ def traceset(per_rank: Sequence[Sequence[Node]], groups: dict[str, Sequence[int]
 @contextmanager
 def time_limit(seconds: float) -> Iterator[None]:
     """Fail with TimeoutError if the block runs longer than ``seconds`` (SIGALRM; main thread only)."""
+
     def _expired(signum, frame):  # pragma: no cover - only on a hang
         raise TimeoutError(f"did not finish within {seconds} s (hang)")
 

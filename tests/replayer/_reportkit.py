@@ -8,8 +8,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tracekit.replayer.results.result import (CollectiveRow, CriticalPath, PathStep, Provenance, RankSchedule, RankStats,
-                                       ReplayResult)
+from tracekit.replayer.results.result import (
+    CollectiveRow,
+    CriticalPath,
+    PathStep,
+    Provenance,
+    RankSchedule,
+    RankStats,
+    ReplayResult,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 DIST_WS2 = ROOT / "sample_traces" / "pytorch" / "dist_ws2"
@@ -29,8 +36,9 @@ def ws2_prefix(tmp_path_factory) -> str:
     from tracekit.converters.pytorch import convert_pytorch
     from tracekit.io import write_traceset
 
-    ts = convert_pytorch(sorted(DIST_WS2.glob("et_rank*.json")), sorted(DIST_WS2.glob("kineto_rank*.json")),
-                         executor="serial")
+    ts = convert_pytorch(
+        sorted(DIST_WS2.glob("et_rank*.json")), sorted(DIST_WS2.glob("kineto_rank*.json")), executor="serial"
+    )
     prefix = str(tmp_path_factory.mktemp("ws2") / "job")
     write_traceset(ts, prefix)
     return prefix
@@ -56,15 +64,24 @@ def toy_result(*, scale: float = 1.0, spec_name: str = "toy", with_schedule: boo
     ranks = (RankStats(0, end, 100.0, t, t, 0.0, 0.0, 2), RankStats(1, end, 60.0, t, t, 40.0, 0.0, 2))
     algbw = 1000 / t
     coll = (CollectiveRow(0, "ALL_REDUCE", 1000, "0", (0, 1), (2, 12), "ring", 100.0, end, t, algbw, algbw),)
-    path = CriticalPath((PathStep(0, 1, "gemm", "compute", 0.0, 100.0), PathStep(0, 2, "allreduce", "comm", 100.0, end)),
-                        end, 100.0, t)
+    path = CriticalPath(
+        (PathStep(0, 1, "gemm", "compute", 0.0, 100.0), PathStep(0, 2, "allreduce", "comm", 100.0, end)), end, 100.0, t
+    )
     prov = Provenance(("toy.0.et", "toy.1.et"), spec_name, None, "alpha_beta", "measured", 1.0, "trace", 2, "test")
     schedule = None
     if with_schedule:
         schedule = tuple(
-            RankSchedule(r, np.array([cid, kid], dtype=np.uint64), np.array([0, 2], dtype=np.int8),
-                         np.array([0, 1], dtype=np.int32), ("compute stream 7", "comm stream 0"),
-                         np.array([0.0, cend]), np.array([cend, end]), np.array([np.nan, 100.0]),
-                         np.array([-1, 0], dtype=np.int64))
-            for r, cid, kid, cend in ((0, 1, 2, 100.0), (1, 11, 12, 60.0)))
+            RankSchedule(
+                r,
+                np.array([cid, kid], dtype=np.uint64),
+                np.array([0, 2], dtype=np.int8),
+                np.array([0, 1], dtype=np.int32),
+                ("compute stream 7", "comm stream 0"),
+                np.array([0.0, cend]),
+                np.array([cend, end]),
+                np.array([np.nan, 100.0]),
+                np.array([-1, 0], dtype=np.int64),
+            )
+            for r, cid, kid, cend in ((0, 1, 2, 100.0), (1, 11, 12, 60.0))
+        )
     return ReplayResult(end, ranks, coll, path, prov, (("measured", 2),), 4, schedule)

@@ -18,21 +18,31 @@ from tracekit.replayer.simulation.astra_export import export_astra
 from tracekit.replayer.simulation.hardware import load_spec
 
 
-@pytest.mark.parametrize("system, network, world", [
-    ("system_ring_splits4.json", "network_ring_4.yml", 4),
-    ("system_ring_splits1.json", "network_switch_8.yml", 8),
-    ("3dim", "Ring_FullyConnected_Switch.yml", 64),
-])
+@pytest.mark.parametrize(
+    "system, network, world",
+    [
+        ("system_ring_splits4.json", "network_ring_4.yml", 4),
+        ("system_ring_splits1.json", "network_switch_8.yml", 8),
+        ("3dim", "Ring_FullyConnected_Switch.yml", 64),
+    ],
+)
 def test_export_then_import_gives_the_spec_back(test_data_dir, tmp_path, system, network, world):
     astra = test_data_dir / "astra"
     if system == "3dim":  # one algorithm per dimension, baseline, roofline on
         doc = json.loads((astra / "system_ring_splits1.json").read_text())
-        doc.update({"all-reduce-implementation": ["ring", "direct", "halvingDoubling"],
-                    "all-gather-implementation": ["ring", "direct", "ring"],
-                    "reduce-scatter-implementation": ["direct", "ring", "ring"],
-                    "all-to-all-implementation": ["ring", "ring", "direct"],
-                    "collective-optimization": "baseline", "preferred-dataset-splits": 8,
-                    "active-chunks-per-dimension": 2, "roofline-enabled": 1, "peak-perf": 900})
+        doc.update(
+            {
+                "all-reduce-implementation": ["ring", "direct", "halvingDoubling"],
+                "all-gather-implementation": ["ring", "direct", "ring"],
+                "reduce-scatter-implementation": ["direct", "ring", "ring"],
+                "all-to-all-implementation": ["ring", "ring", "direct"],
+                "collective-optimization": "baseline",
+                "preferred-dataset-splits": 8,
+                "active-chunks-per-dimension": 2,
+                "roofline-enabled": 1,
+                "peak-perf": 900,
+            }
+        )
         (tmp_path / "sys3.json").write_text(json.dumps(doc))
         system = tmp_path / "sys3.json"
     spec = import_astra_config(astra / system, astra / network).spec
@@ -40,10 +50,13 @@ def test_export_then_import_gives_the_spec_back(test_data_dir, tmp_path, system,
     again = import_astra_config(out.system, out.network, out.memory).spec
     assert replace(again, name=spec.name, description=spec.description) == spec
     assert json.loads(out.memory.read_text()) == {"memory-type": "NO_MEMORY_EXPANSION"}
-    assert out.argv[1:] == (f"--workload-configuration={tmp_path / 'x' / 'workload'}",
-                            f"--system-configuration={out.system}", f"--network-configuration={out.network}",
-                            f"--remote-memory-configuration={out.memory}",
-                            f"--comm-group-configuration={tmp_path / 'x' / 'workload.comm_groups.json'}")
+    assert out.argv[1:] == (
+        f"--workload-configuration={tmp_path / 'x' / 'workload'}",
+        f"--system-configuration={out.system}",
+        f"--network-configuration={out.network}",
+        f"--remote-memory-configuration={out.memory}",
+        f"--comm-group-configuration={tmp_path / 'x' / 'workload.comm_groups.json'}",
+    )
 
 
 def test_export_writes_unsupported_collectives_as_broadcasts_keeping_the_type(test_data_dir, tmp_path):
@@ -67,15 +80,55 @@ def test_export_refuses_specs_astra_cannot_take(test_data_dir, tmp_path):
 def test_cli_export_prints_the_command_line(test_data_dir, tmp_path):
     astra = test_data_dir / "astra"
     runner = CliRunner()
-    assert runner.invoke(cli, ["-q", "generate", "micro", "--collective", "all_gather", "--size", "4KiB",
-                               "--ranks", "4", "-o", str(tmp_path / "ag")]).exit_code == 0
-    assert runner.invoke(cli, ["hw", "import-astra", "--system", str(astra / "system_ring_splits4.json"),
-                               "--network", str(astra / "network_ring_4.yml"), "-o",
-                               str(tmp_path / "s.toml")]).exit_code == 0
-    res = runner.invoke(cli, ["-q", "export", "astra", str(tmp_path / "ag"), "-o", str(tmp_path / "x"), "--hw",
-                              str(tmp_path / "s.toml")])
+    assert (
+        runner.invoke(
+            cli,
+            [
+                "-q",
+                "generate",
+                "micro",
+                "--collective",
+                "all_gather",
+                "--size",
+                "4KiB",
+                "--ranks",
+                "4",
+                "-o",
+                str(tmp_path / "ag"),
+            ],
+        ).exit_code
+        == 0
+    )
+    assert (
+        runner.invoke(
+            cli,
+            [
+                "hw",
+                "import-astra",
+                "--system",
+                str(astra / "system_ring_splits4.json"),
+                "--network",
+                str(astra / "network_ring_4.yml"),
+                "-o",
+                str(tmp_path / "s.toml"),
+            ],
+        ).exit_code
+        == 0
+    )
+    res = runner.invoke(
+        cli,
+        ["-q", "export", "astra", str(tmp_path / "ag"), "-o", str(tmp_path / "x"), "--hw", str(tmp_path / "s.toml")],
+    )
     assert res.exit_code == 0, res.output
     assert res.stdout.startswith("AstraSim_Analytical_Congestion_Unaware --workload-configuration=")
     assert sorted(p.name for p in (tmp_path / "x").iterdir()) == [
-        "memory.json", "network.yml", "run.sh", "system.json", "workload.0.et", "workload.1.et", "workload.2.et",
-        "workload.3.et", "workload.comm_groups.json"]
+        "memory.json",
+        "network.yml",
+        "run.sh",
+        "system.json",
+        "workload.0.et",
+        "workload.1.et",
+        "workload.2.et",
+        "workload.3.et",
+        "workload.comm_groups.json",
+    ]

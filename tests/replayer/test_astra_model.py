@@ -28,9 +28,11 @@ def astra_dir(test_data_dir):
 
 
 def imported(astra_dir, topology: str, p: int, splits: int = 1):
-    result = import_astra_config(astra_dir / f"system_ring_splits{splits}.json",
-                                 astra_dir / f"network_{topology}_{p}.yml",
-                                 astra_dir / "no_memory_expansion.json")
+    result = import_astra_config(
+        astra_dir / f"system_ring_splits{splits}.json",
+        astra_dir / f"network_{topology}_{p}.yml",
+        astra_dir / "no_memory_expansion.json",
+    )
     return result.spec
 
 
@@ -69,10 +71,10 @@ def test_hand_computed_terms_for_the_other_collectives(astra_dir):
     assert model.message_ns(0, MIB, 1) == 20_031
     assert model.reduction_ns(262_144) == 489
     group = (0, 1, 2, 3)
-    assert model.collective_cost(C.ALL_GATHER, MIB, group).fixed_ns == 10 + 3 * (20_031 + 10)      # 60,133
-    assert model.collective_cost(C.ALL_TO_ALL, MIB, group).fixed_ns == 10 + 6 * (5382 + 10)        # 32,362
+    assert model.collective_cost(C.ALL_GATHER, MIB, group).fixed_ns == 10 + 3 * (20_031 + 10)  # 60,133
+    assert model.collective_cost(C.ALL_TO_ALL, MIB, group).fixed_ns == 10 + 6 * (5382 + 10)  # 32,362
     assert model.p2p_cost(MIB, 0, 1).fixed_ns == 20_031
-    assert model.p2p_cost(MIB, 0, 2).fixed_ns == int(2 * 500 + MIB / 53.6870912)                 # 2 hops
+    assert model.p2p_cost(MIB, 0, 2).fixed_ns == int(2 * 500 + MIB / 53.6870912)  # 2 hops
 
 
 def test_direct_all_reduce_uses_the_farthest_member(astra_dir):
@@ -84,19 +86,27 @@ def test_direct_all_reduce_uses_the_farthest_member(astra_dir):
 
 
 def test_si_bandwidth_convention(astra_dir):
-    result = import_astra_config(astra_dir / "system_ring_splits1.json", astra_dir / "network_ring_4.yml",
-                                 bandwidth_convention="si")
+    result = import_astra_config(
+        astra_dir / "system_ring_splits1.json", astra_dir / "network_ring_4.yml", bandwidth_convention="si"
+    )
     model = make_collective_model(result.spec)
     # B = 50 B/ns: X(256 KiB) = floor(500 + 5242.88) = 5742; R = 489.
-    assert model.collective_cost(C.ALL_REDUCE, MIB, (0, 1, 2, 3)).fixed_ns == 10 + 3 * (5742 + 10 + 489) + 3 * (5742 + 10)
+    assert model.collective_cost(C.ALL_REDUCE, MIB, (0, 1, 2, 3)).fixed_ns == 10 + 3 * (5742 + 10 + 489) + 3 * (
+        5742 + 10
+    )
 
 
 def test_import_of_the_upstream_examples(astra_dir):
-    result = import_astra_config(astra_dir / "Ring.json", astra_dir / "Ring.yml",
-                                 astra_dir / "no_memory_expansion.json")
+    result = import_astra_config(
+        astra_dir / "Ring.json", astra_dir / "Ring.yml", astra_dir / "no_memory_expansion.json"
+    )
     spec = result.spec
     assert spec.world_size == 64
-    assert (spec.network[0].topology, spec.network[0].bandwidth_gbps, spec.network[0].latency_ns) == ("ring", 50.0, 500.0)
+    assert (spec.network[0].topology, spec.network[0].bandwidth_gbps, spec.network[0].latency_ns) == (
+        "ring",
+        50.0,
+        500.0,
+    )
     assert spec.astra.endpoint_delay_ns == 10 and spec.astra.local_mem_bw_gbps == 50.0
     assert spec.collective_model == "astra" and spec.compute.mode == "astra" and not spec.fit_to_world_size
     assert result.ignored == (f"{astra_dir / 'Ring.json'}: scheduling-policy = 'LIFO'",)
@@ -110,8 +120,10 @@ def test_import_of_the_upstream_examples(astra_dir):
 def test_three_dimension_network_needs_one_algorithm_per_dimension(astra_dir):
     with pytest.raises(SpecError) as err:
         import_astra_config(astra_dir / "Ring.json", astra_dir / "Ring_FullyConnected_Switch.yml")
-    assert str(err.value) == (f"{astra_dir / 'Ring.json'}: key all-reduce-implementation: names 1 algorithm(s) "
-                              f"but the network has 3 dimension(s)")
+    assert str(err.value) == (
+        f"{astra_dir / 'Ring.json'}: key all-reduce-implementation: names 1 algorithm(s) "
+        f"but the network has 3 dimension(s)"
+    )
 
 
 def test_three_dimension_import(astra_dir, tmp_path):
@@ -131,14 +143,22 @@ def test_three_dimension_import(astra_dir, tmp_path):
     assert cost.algorithm == "astra:ring(group)"
 
 
-@pytest.mark.parametrize("edit, message", [
-    (lambda s: s.replace('"endpoint-delay": 10', '"endpoint-delay": "ten"'), "key endpoint-delay: must be an integer"),
-    (lambda s: s.replace('"local-mem-bw": 50,', ''), "key local-mem-bw: is required"),
-    (lambda s: s.replace('["ring"],\n  "all-gather', '["oneRing"],\n  "all-gather'),
-     "key all-reduce-implementation: algorithm 'oneRing' is not supported"),
-    (lambda s: s.replace('"boost-mode": 0', '"boost-mode": 1'), "key boost-mode: only 0 is supported"),
-    (lambda s: s.replace("{", "{{"), "not valid JSON"),
-])
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (
+            lambda s: s.replace('"endpoint-delay": 10', '"endpoint-delay": "ten"'),
+            "key endpoint-delay: must be an integer",
+        ),
+        (lambda s: s.replace('"local-mem-bw": 50,', ""), "key local-mem-bw: is required"),
+        (
+            lambda s: s.replace('["ring"],\n  "all-gather', '["oneRing"],\n  "all-gather'),
+            "key all-reduce-implementation: algorithm 'oneRing' is not supported",
+        ),
+        (lambda s: s.replace('"boost-mode": 0', '"boost-mode": 1'), "key boost-mode: only 0 is supported"),
+        (lambda s: s.replace("{", "{{"), "not valid JSON"),
+    ],
+)
 def test_bad_system_json_names_file_and_key(astra_dir, tmp_path, edit, message):
     system = tmp_path / "sys.json"
     system.write_text(edit((astra_dir / "Ring.json").read_text()))
@@ -147,13 +167,25 @@ def test_bad_system_json_names_file_and_key(astra_dir, tmp_path, edit, message):
     assert str(err.value).startswith(f"{system}: ") and message in str(err.value)
 
 
-@pytest.mark.parametrize("text, message", [
-    ("topology: [ Torus ]\nnpus_count: [ 4 ]\nbandwidth: [ 50 ]\nlatency: [ 500 ]\n", "key topology[0]: 'Torus' is not supported"),
-    ("topology: [ Ring ]\nnpus_count: [ 4, 2 ]\nbandwidth: [ 50 ]\nlatency: [ 500 ]\n", "must have one entry per dimension"),
-    ("topology: [ Ring ]\nnpus_count: [ 4 ]\nbandwidth: [ 0 ]\nlatency: [ 500 ]\n", "key bandwidth[0]: must be positive"),
-    ("topology: [ Ring ]\nnpus_count: [ 4 ]\nlatency: [ 500 ]\n", "key bandwidth: is required"),
-    ("topology: [ Ring\n", "not valid YAML"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (
+            "topology: [ Torus ]\nnpus_count: [ 4 ]\nbandwidth: [ 50 ]\nlatency: [ 500 ]\n",
+            "key topology[0]: 'Torus' is not supported",
+        ),
+        (
+            "topology: [ Ring ]\nnpus_count: [ 4, 2 ]\nbandwidth: [ 50 ]\nlatency: [ 500 ]\n",
+            "must have one entry per dimension",
+        ),
+        (
+            "topology: [ Ring ]\nnpus_count: [ 4 ]\nbandwidth: [ 0 ]\nlatency: [ 500 ]\n",
+            "key bandwidth[0]: must be positive",
+        ),
+        ("topology: [ Ring ]\nnpus_count: [ 4 ]\nlatency: [ 500 ]\n", "key bandwidth: is required"),
+        ("topology: [ Ring\n", "not valid YAML"),
+    ],
+)
 def test_bad_network_yaml_names_file_and_key(astra_dir, tmp_path, text, message):
     network = tmp_path / "net.yml"
     network.write_text(text)
@@ -183,8 +215,11 @@ def test_unsupported_collectives_and_algorithms(astra_dir):
     model = make_collective_model(spec_from_dict(data))
     assert model.collective_cost(C.ALL_REDUCE, MIB, (0, 1, 2, 3)).fixed_ns == 32_833
     data["network"][0]["size"] = 3
-    with pytest.raises(SpecError, match=r"key network\[0\].algorithms.all_reduce: ASTRA-sim's halving_doubling "
-                                        r"needs a power-of-two"):
+    with pytest.raises(
+        SpecError,
+        match=r"key network\[0\].algorithms.all_reduce: ASTRA-sim's halving_doubling "
+        r"needs a power-of-two",
+    ):
         make_collective_model(spec_from_dict(data))
     data["network"][0]["size"] = 4
     data["network"][0]["algorithms"]["all_to_all"] = "halving_doubling"
@@ -194,8 +229,19 @@ def test_unsupported_collectives_and_algorithms(astra_dir):
 
 def test_cli_import_astra(astra_dir, tmp_path):
     out = tmp_path / "ring4.toml"
-    result = CliRunner().invoke(cli, ["hw", "import-astra", "--system", str(astra_dir / "system_ring_splits1.json"),
-                                      "--network", str(astra_dir / "network_ring_4.yml"), "-o", str(out)])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "hw",
+            "import-astra",
+            "--system",
+            str(astra_dir / "system_ring_splits1.json"),
+            "--network",
+            str(astra_dir / "network_ring_4.yml"),
+            "-o",
+            str(out),
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert result.stdout == ""
     assert "scheduling-policy" in result.stderr and "wrote" in result.stderr
@@ -203,8 +249,17 @@ def test_cli_import_astra(astra_dir, tmp_path):
 
     spec = read_spec(out)
     assert make_collective_model(spec).collective_cost(C.ALL_REDUCE, MIB, (0, 1, 2, 3)).fixed_ns == 33_829
-    result = CliRunner().invoke(cli, ["hw", "import-astra", "--system", str(astra_dir / "system_ring_splits1.json"),
-                                      "--network", str(astra_dir / "network_switch_8.yml")])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "hw",
+            "import-astra",
+            "--system",
+            str(astra_dir / "system_ring_splits1.json"),
+            "--network",
+            str(astra_dir / "network_switch_8.yml"),
+        ],
+    )
     assert result.exit_code == 0 and 'topology = "switch"' in result.stdout
 
 
@@ -252,10 +307,13 @@ def test_double_binary_tree_ranks_finish_at_their_own_time(astra_dir):
     spec = spec_from_dict(data)
     cost = make_collective_model(spec).collective_cost(C.ALL_REDUCE, MIB, (0, 1, 2, 3))
     assert (cost.fixed_ns, cost.member_ns) == (87_069, (87_069, 67_028, 87_069, 44_522))
-    world = Node(0, "ar", NodeType.COMM_COLL_NODE, attrs=[Attr("is_cpu_op", False, "bool_val"),
-                                                         Attr("comm_type", 0), Attr("comm_size", MIB)])
-    ts = traceset([[Node(0, world.name, world.type, attrs=list(world.attrs)), comp(1, 5_000, [0])]
-                   for _ in range(4)])
+    world = Node(
+        0,
+        "ar",
+        NodeType.COMM_COLL_NODE,
+        attrs=[Attr("is_cpu_op", False, "bool_val"), Attr("comm_type", 0), Attr("comm_size", MIB)],
+    )
+    ts = traceset([[Node(0, world.name, world.type, attrs=list(world.attrs)), comp(1, 5_000, [0])] for _ in range(4)])
     result = replay(ts, spec)
     assert [r.iteration_time_ns for r in result.ranks] == [92_069, 72_028, 92_069, 49_522]
     assert result.critical_path.length_ns == result.iteration_time_ns == 92_069
@@ -271,8 +329,19 @@ def test_cli_import_astra_writes_a_spec_replay_accepts(astra_dir, tmp_path, algo
         system[f"{key}-implementation"] = [algorithm]
     (tmp_path / "sys.json").write_text(json.dumps(system))
     out = tmp_path / "spec.toml"
-    result = CliRunner().invoke(cli, ["hw", "import-astra", "--system", str(tmp_path / "sys.json"),
-                                      "--network", str(astra_dir / "network_ring_4.yml"), "-o", str(out)])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "hw",
+            "import-astra",
+            "--system",
+            str(tmp_path / "sys.json"),
+            "--network",
+            str(astra_dir / "network_ring_4.yml"),
+            "-o",
+            str(out),
+        ],
+    )
     assert result.exit_code == 0, result.output
     from tracekit.replayer.simulation.hardware import read_spec
 
@@ -289,19 +358,33 @@ def test_cli_import_astra_refuses_what_astra_sim_cannot_run(astra_dir, tmp_path)
     (tmp_path / "sys.json").write_text(json.dumps(system))
     (tmp_path / "net.yml").write_text("topology: [Ring]\nnpus_count: [6]\nbandwidth: [50]\nlatency: [500]\n")
     out = tmp_path / "spec.toml"
-    result = CliRunner().invoke(cli, ["hw", "import-astra", "--system", str(tmp_path / "sys.json"),
-                                      "--network", str(tmp_path / "net.yml"), "-o", str(out)])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "hw",
+            "import-astra",
+            "--system",
+            str(tmp_path / "sys.json"),
+            "--network",
+            str(tmp_path / "net.yml"),
+            "-o",
+            str(out),
+        ],
+    )
     assert result.exit_code != 0 and not out.exists()
     assert "key all-reduce-implementation: dimension 0 (6 NPUs)" in result.output
     assert "power-of-two" in result.output and len(result.output.strip().splitlines()) == 1
 
 
-@pytest.mark.parametrize("key, value, message", [
-    ("all-reduce-implementation-custom", ["allreduce.et"], "custom collective algorithms"),
-    # the binary, 1 MiB ring all-reduce on 4 NPUs: 33,829 ns; with model-shared-bus 1: 58,704; replay-only 1: 1
-    ("model-shared-bus", 1, "only 0 is modelled"),
-    ("replay-only", 1, "only 0 is modelled"),
-])
+@pytest.mark.parametrize(
+    "key, value, message",
+    [
+        ("all-reduce-implementation-custom", ["allreduce.et"], "custom collective algorithms"),
+        # the binary, 1 MiB ring all-reduce on 4 NPUs: 33,829 ns; with model-shared-bus 1: 58,704; replay-only 1: 1
+        ("model-shared-bus", 1, "only 0 is modelled"),
+        ("replay-only", 1, "only 0 is modelled"),
+    ],
+)
 def test_import_refuses_what_replay_cannot_model(astra_dir, tmp_path, key, value, message):
     system = json.loads((astra_dir / "system_ring_splits1.json").read_text())
     system[key] = value

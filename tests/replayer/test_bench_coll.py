@@ -10,19 +10,30 @@ from click.testing import CliRunner
 from browser import rendered, require_chromium
 from tracekit.cli import cli
 from tracekit.errors import TracekitError
-from tracekit.replayer.orchestration.bench_coll import (format_table, model_curves, parse_nccl_tests, parse_size, size_range,
-                                          write_plot)
+from tracekit.replayer.orchestration.bench_coll import (
+    format_table,
+    model_curves,
+    parse_nccl_tests,
+    parse_size,
+    size_range,
+    write_plot,
+)
 from tracekit.replayer.simulation.hardware import load_spec
 
 # Real nccl-tests 2.x stdout (format with the root column), cut to a few rows: 2 nodes x 8 H100 on GCP A3
 # Mega, from github.com/lessizzmore/create-a3mega-ztan-fork, file ztan-NCCL-test-result.
-A3MEGA = """\
+A3MEGA = (
+    """\
 # nThread 1 nGpus 1 minBytes 8 maxBytes 8589934592 step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1 validation: 1 graph: 0
 #
 # Using devices
-""" + "".join(
-    f"#  Rank {r:2d} Group  0 Pid   {6899 + r} on ztan-mig-{'235z' if r < 8 else 'gq73'} device  {r % 8} "
-    f"[0000:04:00] NVIDIA H100 80GB HBM3\n" for r in range(16)) + """\
+"""
+    + "".join(
+        f"#  Rank {r:2d} Group  0 Pid   {6899 + r} on ztan-mig-{'235z' if r < 8 else 'gq73'} device  {r % 8} "
+        f"[0000:04:00] NVIDIA H100 80GB HBM3\n"
+        for r in range(16)
+    )
+    + """\
 #
 #                                                              out-of-place                       in-place
 #       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong
@@ -34,6 +45,7 @@ A3MEGA = """\
 # Out of bounds values : 0 OK
 # Avg bus bandwidth    : 70.742
 """
+)
 
 # Older format (no root column, "error" column), 2x A100-SXM4-40GB: NVIDIA/nccl issue #583.
 OLD_FORMAT = """\
@@ -61,8 +73,11 @@ def test_parse_real_output():
     run = parse_nccl_tests(A3MEGA, path="a3mega.txt")
     assert run.ranks == 16 and run.collective is None
     assert [(r.size_bytes, r.time_us, r.algbw_gbps, r.busbw_gbps) for r in run.rows] == [
-        (8, 135.8, 0.0, 0.0), (1048576, 203.2, 5.16, 9.68), (67108864, 1261.6, 53.20, 99.74),
-        (8589934592, 47535.0, 180.71, 338.82)]
+        (8, 135.8, 0.0, 0.0),
+        (1048576, 203.2, 5.16, 9.68),
+        (67108864, 1261.6, 53.20, 99.74),
+        (8589934592, 47535.0, 180.71, 338.82),
+    ]
     assert run.rows[0].source == "nccl-tests:a3mega.txt"
     with pytest.raises(TracekitError, match="a3.txt: the file is an nccl-tests all_gather run, not all_reduce"):
         parse_nccl_tests("# Collective test starting: all_gather_perf\n" + A3MEGA, path="a3.txt")
@@ -94,14 +109,38 @@ def test_cli_json_and_html(tmp_path):
     out = tmp_path / "run.txt"
     out.write_text(A3MEGA)
     html = tmp_path / "bench.html"
-    res = CliRunner().invoke(cli, ["-q", "bench-coll", "--hw", "dgx-h100", "--ranks", "8,16", "--sizes", "1MiB:8GiB:8192",
-                                   "--model", "nccl", "--nccl-tests", str(out), "--json", "-o", str(html)])
+    res = CliRunner().invoke(
+        cli,
+        [
+            "-q",
+            "bench-coll",
+            "--hw",
+            "dgx-h100",
+            "--ranks",
+            "8,16",
+            "--sizes",
+            "1MiB:8GiB:8192",
+            "--model",
+            "nccl",
+            "--nccl-tests",
+            str(out),
+            "--json",
+            "-o",
+            str(html),
+        ],
+    )
     assert res.exit_code == 0, res.output
     rows = json.loads(res.stdout)
     assert [(r["source"], r["ranks"], r["size_bytes"]) for r in rows] == [
-        ("nccl", 8, 1 << 20), ("nccl", 8, 8 << 30), ("nccl", 16, 1 << 20), ("nccl", 16, 8 << 30),
-        ("nccl-tests:run.txt", 16, 8), ("nccl-tests:run.txt", 16, 1 << 20), ("nccl-tests:run.txt", 16, 64 << 20),
-        ("nccl-tests:run.txt", 16, 8 << 30)]
+        ("nccl", 8, 1 << 20),
+        ("nccl", 8, 8 << 30),
+        ("nccl", 16, 1 << 20),
+        ("nccl", 16, 8 << 30),
+        ("nccl-tests:run.txt", 16, 8),
+        ("nccl-tests:run.txt", 16, 1 << 20),
+        ("nccl-tests:run.txt", 16, 64 << 20),
+        ("nccl-tests:run.txt", 16, 8 << 30),
+    ]
     assert rows[1]["algorithm"] == "nccl:nvls/Simple"
     text = html.read_text()
     assert text.count('data-key="row.') == 3 * len(rows) and "Plotly.newPlot" in text
@@ -121,6 +160,6 @@ def test_rendered_page_and_png(tmp_path):
     rows = model_curves(load_spec("dgx-h100"), "all_reduce", [8, 16], ["nccl"], size_range("8B:8GiB:1024"))
     page = rendered(write_plot(rows, tmp_path / "b.html", title="t"))
     assert page.body_attrs.get("data-plots-rendered") == "1"
-    assert page.plots["plot0"].points == 2 * len(rows)          # busbw and time panels
+    assert page.plots["plot0"].points == 2 * len(rows)  # busbw and time panels
     png = write_plot(rows, tmp_path / "b.png", title="t")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

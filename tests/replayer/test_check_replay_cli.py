@@ -26,8 +26,10 @@ def test_check_replay_cli_tables_json_html_and_info_steps(real_dir, tmp_path):
     assert summarize_traceset(ts).per_rank[0].steps == {"ProfilerStep#2": 175_834_341}
     write_traceset(ts, tmp_path / "job")
     runner = CliRunner()
-    res = runner.invoke(cli, ["check-replay", str(tmp_path / "job"), "-o", str(tmp_path / "c.json"),
-                              "--html-out", str(tmp_path / "c.html")])
+    res = runner.invoke(
+        cli,
+        ["check-replay", str(tmp_path / "job"), "-o", str(tmp_path / "c.json"), "--html-out", str(tmp_path / "c.html")],
+    )
     assert res.exit_code == 0, res.output
     out = " ".join(res.stdout.split())
     assert "175.834" in out and "175.806" in out and "-0.0%" in out

@@ -9,7 +9,11 @@ from tracekit.errors import ReplayError, SpecError
 from tracekit.model import CollectiveType
 from tracekit.replayer.simulation.hardware import load_spec
 from tracekit.replayer.simulation.checks import (
-    ReplayCheckError, check_replay_inputs, check_spec_size, find_problems, p2p_issues,
+    ReplayCheckError,
+    check_replay_inputs,
+    check_spec_size,
+    find_problems,
+    p2p_issues,
 )
 from tracekit.traceset import TraceSet
 

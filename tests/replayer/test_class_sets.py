@@ -46,8 +46,7 @@ def test_manifest_lists_one_class_per_stage(job):
     cs = read_class_set(manifest)
     assert cs.world_size == 8
     assert [c.ranks for c in cs.classes] == [(0, 1, 2, 3), (4, 5, 6, 7)]  # tp 2 x dp 2 ranks per stage
-    assert sorted(p.name for p in manifest.parent.iterdir()) == ["job.class0.et", "job.class1.et",
-                                                                  "job.classes.json"]
+    assert sorted(p.name for p in manifest.parent.iterdir()) == ["job.class0.et", "job.class1.et", "job.classes.json"]
 
 
 def test_expand_is_byte_identical_to_per_rank_files(job, tmp_path):
@@ -107,9 +106,29 @@ def test_validate_and_info_equal_the_per_rank_ones(job):
 
 
 def test_cli_generate_classes_then_info(tmp_path):
-    r = CliRunner().invoke(cli, ["-q", "generate", "llm", "--model", "gpt3-1.3b", "--layers", "2", "--tp", "2",
-                                 "--pp", "2", "--dp", "2", "--global-batch", "4", "--classes",
-                                 "-o", str(tmp_path / "g")])
+    r = CliRunner().invoke(
+        cli,
+        [
+            "-q",
+            "generate",
+            "llm",
+            "--model",
+            "gpt3-1.3b",
+            "--layers",
+            "2",
+            "--tp",
+            "2",
+            "--pp",
+            "2",
+            "--dp",
+            "2",
+            "--global-batch",
+            "4",
+            "--classes",
+            "-o",
+            str(tmp_path / "g"),
+        ],
+    )
     assert r.exit_code == 0, r.output
     info = CliRunner().invoke(cli, ["info", str(tmp_path / "g"), "--json"])
     assert info.exit_code == 0, info.output

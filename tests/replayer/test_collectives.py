@@ -15,22 +15,50 @@ MIB = 1 << 20
 
 
 def one_dim(topology: str, size: int, *, bw: float = 50.0, lat: float = 500.0, **algorithms: str):
-    return spec_from_dict({
-        "name": "t", "device": {"name": "d", "peak_flops_per_s": {"bf16": 1e12}, "mem_bandwidth_gbps": 100.0},
-        "network": [{"name": "x", "topology": topology, "size": size, "bandwidth_gbps": bw, "latency_ns": lat,
-                     "algorithms": algorithms}],
-    })
+    return spec_from_dict(
+        {
+            "name": "t",
+            "device": {"name": "d", "peak_flops_per_s": {"bf16": 1e12}, "mem_bandwidth_gbps": 100.0},
+            "network": [
+                {
+                    "name": "x",
+                    "topology": topology,
+                    "size": size,
+                    "bandwidth_gbps": bw,
+                    "latency_ns": lat,
+                    "algorithms": algorithms,
+                }
+            ],
+        }
+    )
 
 
 def two_dim(**algorithms: str):
     dims = [
-        {"name": "nvlink", "topology": "switch", "size": 8, "bandwidth_gbps": 300.0, "latency_ns": 700.0,
-         "algorithms": algorithms},
-        {"name": "ib", "topology": "switch", "size": 4, "bandwidth_gbps": 25.0, "latency_ns": 3000.0,
-         "algorithms": algorithms},
+        {
+            "name": "nvlink",
+            "topology": "switch",
+            "size": 8,
+            "bandwidth_gbps": 300.0,
+            "latency_ns": 700.0,
+            "algorithms": algorithms,
+        },
+        {
+            "name": "ib",
+            "topology": "switch",
+            "size": 4,
+            "bandwidth_gbps": 25.0,
+            "latency_ns": 3000.0,
+            "algorithms": algorithms,
+        },
     ]
-    return spec_from_dict({"name": "t2", "device": {"name": "d", "peak_flops_per_s": {"bf16": 1e12},
-                                                    "mem_bandwidth_gbps": 100.0}, "network": dims})
+    return spec_from_dict(
+        {
+            "name": "t2",
+            "device": {"name": "d", "peak_flops_per_s": {"bf16": 1e12}, "mem_bandwidth_gbps": 100.0},
+            "network": dims,
+        }
+    )
 
 
 def cost(spec, comm_type, n, group) -> tuple[CommCost, float]:
@@ -40,9 +68,14 @@ def cost(spec, comm_type, n, group) -> tuple[CommCost, float]:
 
 # Hand-computed: a = 500 ns, B = 50 GB/s = 50 B/ns, n = 1 MiB: n/B = 20,971.52 ns.
 @pytest.mark.parametrize("topology", ["ring", "switch", "fully_connected"])
-@pytest.mark.parametrize("p, expected_ns", [(4, 3 * 2 * 500 + 1.5 * 20971.52),     # 34,457.28
-                                            (8, 7 * 2 * 500 + 1.75 * 20971.52),    # 43,700.16
-                                            (16, 15 * 2 * 500 + 1.875 * 20971.52)])  # 54,321.60
+@pytest.mark.parametrize(
+    "p, expected_ns",
+    [
+        (4, 3 * 2 * 500 + 1.5 * 20971.52),  # 34,457.28
+        (8, 7 * 2 * 500 + 1.75 * 20971.52),  # 43,700.16
+        (16, 15 * 2 * 500 + 1.875 * 20971.52),
+    ],
+)  # 54,321.60
 def test_ring_all_reduce_closed_form(topology, p, expected_ns):
     c, t = cost(one_dim(topology, p), C.ALL_REDUCE, MIB, range(p))
     assert t == pytest.approx(expected_ns, abs=1e-6)
@@ -64,19 +97,19 @@ def test_literal_values_to_the_nanosecond():
     spec8 = one_dim("switch", 8, all_reduce="direct", reduce_scatter="ring")
     cases = [
         (one_dim("switch", 4), C.ALL_REDUCE, MIB, range(4), 34_457.28),
-        (spec8, C.ALL_REDUCE, MIB, range(8), 2 * 500 + 1.75 * 20971.52),                    # direct: 37,700.16
+        (spec8, C.ALL_REDUCE, MIB, range(8), 2 * 500 + 1.75 * 20971.52),  # direct: 37,700.16
         (one_dim("switch", 8, all_reduce="halving_doubling"), C.ALL_REDUCE, MIB, range(8), 39_700.16),
         (one_dim("switch", 8, all_reduce="double_binary_tree"), C.ALL_REDUCE, MIB, range(8), 23_971.52),
-        (one_dim("switch", 4), C.REDUCE_SCATTER, MIB, range(4), 1500 + 15_728.64),          # 17,228.64
+        (one_dim("switch", 4), C.REDUCE_SCATTER, MIB, range(4), 1500 + 15_728.64),  # 17,228.64
         (one_dim("switch", 4), C.REDUCE_SCATTER_BLOCK, MIB, range(4), 17_228.64),
-        (one_dim("switch", 4), C.ALL_GATHER, MIB // 4, range(4), 17_228.64),              # n in = 256 KiB
-        (one_dim("switch", 4), C.ALL_TO_ALL, MIB, range(4), 500 + 15_728.64),             # direct
+        (one_dim("switch", 4), C.ALL_GATHER, MIB // 4, range(4), 17_228.64),  # n in = 256 KiB
+        (one_dim("switch", 4), C.ALL_TO_ALL, MIB, range(4), 500 + 15_728.64),  # direct
         (one_dim("switch", 4, all_to_all="ring"), C.ALL_TO_ALL, MIB, range(4), 1500 + 1.5 * 20971.52),
-        (one_dim("switch", 4), C.BROADCAST, MIB, range(4), 1500 + 20_971.52),             # ring chain
+        (one_dim("switch", 4), C.BROADCAST, MIB, range(4), 1500 + 20_971.52),  # ring chain
         (one_dim("switch", 8, broadcast="double_binary_tree"), C.BROADCAST, MIB, range(8), 1500 + 20_971.52),
-        (one_dim("switch", 4), C.GATHER, MIB, range(4), 500 + 3 * 20_971.52),             # direct, root
-        (one_dim("switch", 8), C.BARRIER, 0, range(8), 1500.0),                           # dissemination
-        (one_dim("switch", 8), C.ALL_REDUCE, 0, range(8), 7000.0),                        # latency only
+        (one_dim("switch", 4), C.GATHER, MIB, range(4), 500 + 3 * 20_971.52),  # direct, root
+        (one_dim("switch", 8), C.BARRIER, 0, range(8), 1500.0),  # dissemination
+        (one_dim("switch", 8), C.ALL_REDUCE, 0, range(8), 7000.0),  # latency only
     ]
     for spec, comm_type, n, group, expected in cases:
         _, t = cost(spec, comm_type, n, group)
@@ -86,7 +119,7 @@ def test_literal_values_to_the_nanosecond():
 def test_ring_topology_hops_for_strided_groups():
     # Every other rank of an 8-rank ring: ring neighbours are 2 hops apart, a = 1000 ns.
     _, t = cost(one_dim("ring", 8), C.ALL_REDUCE, MIB, (0, 2, 4, 6))
-    assert t == pytest.approx(6 * 1000 + 1.5 * 20971.52, abs=1e-6)   # 37,457.28
+    assert t == pytest.approx(6 * 1000 + 1.5 * 20971.52, abs=1e-6)  # 37,457.28
     # Direct on a ring topology waits for the farthest member: 4 hops on an 8-ring.
     _, t = cost(one_dim("ring", 8, all_reduce="direct"), C.ALL_REDUCE, MIB, range(8))
     assert t == pytest.approx(2 * 4 * 500 + 1.75 * 20971.52, abs=1e-6)
@@ -107,11 +140,16 @@ def test_hierarchical_all_reduce_two_dimensions():
     spec = two_dim()
     n = 1 << 27
     c, t = cost(spec, C.ALL_REDUCE, n, range(32))
-    expected = (7 * 700 + 7 / 8 * n / 300          # reduce-scatter, dimension 0
-                + 2 * 3 * 3000 + 2 * 3 / 4 * (n / 8) / 25   # all-reduce, dimension 1
-                + 7 * 700 + 7 * (n / 8) / 300)     # all-gather, dimension 0
+    expected = (
+        7 * 700
+        + 7 / 8 * n / 300  # reduce-scatter, dimension 0
+        + 2 * 3 * 3000
+        + 2 * 3 / 4 * (n / 8) / 25  # all-reduce, dimension 1
+        + 7 * 700
+        + 7 * (n / 8) / 300
+    )  # all-gather, dimension 0
     assert t == pytest.approx(expected, rel=1e-12)
-    assert round(t) == 1_817_370                    # by hand: 9,800 + 18,000 + 782,936.75 + 1,006,632.96
+    assert round(t) == 1_817_370  # by hand: 9,800 + 18,000 + 782,936.75 + 1,006,632.96
     assert c.algorithm == "hierarchical(ring,ring)"
     assert c.wire_bytes == ((0, 2 * 7 / 8 * n), (1, 1.5 * n / 8))
     assert c.fixed_ns == 2 * 7 * 700 + 6 * 3000
@@ -130,10 +168,10 @@ def test_hierarchical_reduce_scatter_and_all_gather():
 def test_groups_on_one_dimension_and_irregular_groups():
     spec = two_dim()
     n = MIB
-    c, t = cost(spec, C.ALL_REDUCE, n, (3, 11, 19, 27))         # one GPU per node: IB only
+    c, t = cost(spec, C.ALL_REDUCE, n, (3, 11, 19, 27))  # one GPU per node: IB only
     assert (c.algorithm, c.wire_bytes) == ("ring", ((1, 1.5 * n),))
     assert t == pytest.approx(6 * 3000 + 1.5 * n / 25, rel=1e-12)
-    c, t = cost(spec, C.ALL_REDUCE, n, (0, 9))                  # not a product: flat on IB
+    c, t = cost(spec, C.ALL_REDUCE, n, (0, 9))  # not a product: flat on IB
     assert c.algorithm == "flat:ring"
     assert t == pytest.approx(2 * 3000 + n / 25, rel=1e-12)
     c, t = cost(spec, C.ALL_REDUCE, n, (5,))
@@ -182,8 +220,17 @@ from hypothesis import given, settings, strategies as st  # noqa: E402
 from tracekit.replayer.simulation.placement import rank_coords  # noqa: E402
 from hypothesis_profiles import examples  # noqa: E402
 
-KINDS = [C.ALL_REDUCE, C.REDUCE_SCATTER, C.ALL_GATHER, C.ALL_TO_ALL, C.BROADCAST, C.REDUCE, C.GATHER,
-         C.SCATTER, C.BARRIER]
+KINDS = [
+    C.ALL_REDUCE,
+    C.REDUCE_SCATTER,
+    C.ALL_GATHER,
+    C.ALL_TO_ALL,
+    C.BROADCAST,
+    C.REDUCE,
+    C.GATHER,
+    C.SCATTER,
+    C.BARRIER,
+]
 
 
 @settings(max_examples=examples(200), deadline=None)
@@ -196,11 +243,27 @@ def test_rank_coords_round_trip(sizes, data):
 
 
 @settings(max_examples=examples(150), deadline=None)
-@given(kind=st.sampled_from(KINDS), alg=st.sampled_from(["ring", "direct", "halving_doubling"]),
-       p=st.integers(2, 32), n1=st.integers(0, 1 << 32), n2=st.integers(0, 1 << 32))
+@given(
+    kind=st.sampled_from(KINDS),
+    alg=st.sampled_from(["ring", "direct", "halving_doubling"]),
+    p=st.integers(2, 32),
+    n1=st.integers(0, 1 << 32),
+    n2=st.integers(0, 1 << 32),
+)
 def test_cost_grows_with_size_and_time_alone_is_fixed_plus_bytes(kind, alg, p, n1, n2):
-    algs = {k: alg for k in ("all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast", "reduce",
-                             "gather", "scatter")}
+    algs = {
+        k: alg
+        for k in (
+            "all_reduce",
+            "reduce_scatter",
+            "all_gather",
+            "all_to_all",
+            "broadcast",
+            "reduce",
+            "gather",
+            "scatter",
+        )
+    }
     spec = one_dim("switch", p, bw=37.5, lat=900.0, **algs)
     model = make_collective_model(spec)
     lo, hi = sorted((n1, n2))

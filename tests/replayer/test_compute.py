@@ -20,18 +20,18 @@ def with_compute(name: str, **compute):
 def test_measured_duration_scaled():
     model = ComputeModel(with_compute("dgx-a100", duration_scale=1.5))
     assert (model.cost(1000).duration_ns, model.cost(1000).method) == (1500, "measured")
-    assert model.cost(1001).duration_ns == 1502          # 1501.5 rounds half to even
+    assert model.cost(1001).duration_ns == 1502  # 1501.5 rounds half to even
 
 
 def test_roofline_compute_and_memory_bound():
     """A100: 312e12 x 0.7 = 218,400 FLOP/ns; 2039 GB/s x 0.8 = 1631.2 B/ns."""
     model = ComputeModel(with_compute("dgx-a100", mode="roofline"))
-    gemm_flops, gemm_bytes = 2 * 4096 ** 3, 3 * 4096 * 4096 * 2
+    gemm_flops, gemm_bytes = 2 * 4096**3, 3 * 4096 * 4096 * 2
     c = model.cost(duration_ns=5000, num_ops=gemm_flops, tensor_bytes=gemm_bytes)
-    assert (c.duration_ns, c.method) == (629_299, "roofline")           # 137,438,953,472 / 218,400
+    assert (c.duration_ns, c.method) == (629_299, "roofline")  # 137,438,953,472 / 218,400
     c = model.cost(duration_ns=0, num_ops=1_000_000, tensor_bytes=8_000_000)
-    assert c.duration_ns == 4904                                       # 8e6 / 1631.2 = 4904.36
-    assert model.cost(duration_ns=777).method == "measured"            # no FLOPs or bytes: measured
+    assert c.duration_ns == 4904  # 8e6 / 1631.2 = 4904.36
+    assert model.cost(duration_ns=777).method == "measured"  # no FLOPs or bytes: measured
 
 
 def test_measured_mode_falls_back_to_roofline_and_counts_missing():
@@ -49,13 +49,15 @@ def test_astra_measured_rules(test_data_dir):
     assert costs.duration_ns.tolist() == [12_000, 0, 0, 7_000]
     assert costs.counts() == {"astra_measured": 4}
     with_ops = model.costs(np.array([0, 8, 8, 0]), np.zeros(4), np.array([12_345, 500, 0, 7_000]))
-    assert with_ops.duration_ns.tolist() == [12_000, 1, 1, 7_000]   # zero with num_ops: 1 ns
+    assert with_ops.duration_ns.tolist() == [12_000, 1, 1, 7_000]  # zero with num_ops: 1 ns
 
 
 def test_astra_roofline(tmp_path, test_data_dir):
-    system = tmp_path / "roofline.json"      # the keys of ASTRA-sim inputs/system/FullyConnected_Roofline.json
-    system.write_text('{"endpoint-delay": 1, "preferred-dataset-splits": 1, "roofline-enabled": 1, '
-                      '"peak-perf": 2048, "local-mem-bw": 4096, "collective-optimization": "localBWAware"}')
+    system = tmp_path / "roofline.json"  # the keys of ASTRA-sim inputs/system/FullyConnected_Roofline.json
+    system.write_text(
+        '{"endpoint-delay": 1, "preferred-dataset-splits": 1, "roofline-enabled": 1, '
+        '"peak-perf": 2048, "local-mem-bw": 4096, "collective-optimization": "localBWAware"}'
+    )
     spec = import_astra_config(system, test_data_dir / "astra" / "Ring.yml").spec
     model = ComputeModel(spec)
     costs = model.costs(np.array([1e9, 1e6, 5, 0]), np.array([1e6, 1e6, 0, 10]), np.array([9, 9, 9, 9]))
@@ -108,8 +110,9 @@ def test_real_chakra_trace_compute_nodes(real_dir, test_data_dir):
     measured = ComputeModel(load_spec("dgx-a100")).costs(ops, nbytes, dur)
     assert int(measured.duration_ns.sum()) == int(dur.sum())
     n_zero = int((dur == 0).sum())
-    assert measured.counts().get("missing", 0) == n_zero                # no num_ops / tensor_size in this file
-    astra = ComputeModel(import_astra_config(test_data_dir / "astra" / "Ring.json",
-                                             test_data_dir / "astra" / "Ring.yml").spec)
+    assert measured.counts().get("missing", 0) == n_zero  # no num_ops / tensor_size in this file
+    astra = ComputeModel(
+        import_astra_config(test_data_dir / "astra" / "Ring.json", test_data_dir / "astra" / "Ring.yml").spec
+    )
     got = astra.costs(ops, nbytes, dur).duration_ns
     assert got.tolist() == [d // 1000 * 1000 or (1 if o > 0 else 0) for d, o in zip(dur.tolist(), ops.tolist())]

@@ -26,8 +26,12 @@ def test_toy_diff_closed_form():
     assert cats["other idle (rank mean)"].a_ns == 0.0
     assert cats["critical path comm"].b_ns == 100.0
     assert [c.name for c in d.changed_categories()] == [
-        "iteration time", "comm (rank mean)", "exposed comm (rank mean)",
-        "critical path comm", "collective time (sum)"]
+        "iteration time",
+        "comm (rank mean)",
+        "exposed comm (rank mean)",
+        "critical path comm",
+        "collective time (sum)",
+    ]
     assert len(d.collectives) == 1 and d.collectives[0].delta_ns == 50.0 and d.collectives[0].b_busbw_gbps == 10.0
     # nodes: the two collective nodes moved by 50 ns each, the compute nodes not at all
     assert [(n.rank, n.node_id, n.kind, n.delta_ns) for n in d.nodes] == [(0, 2, "comm", 50.0), (1, 12, "comm", 50.0)]

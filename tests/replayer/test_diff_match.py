@@ -48,9 +48,13 @@ def test_a_node_merged_by_compact_is_compared_with_the_sum_of_its_sources(pair):
     # Compact is exact for the replay, so nothing moved -- which holds only if each merged head is compared with
     # the sum of its sources: against its first source alone (plain name matching) it would have grown
     assert d.nodes == () and d.iteration.delta_ns == 0
-    grown = [x for r in c_ts.ranks for x in c_ts[r]
-             if len(x.get_attr("merged_node_ids") or ()) > 1
-             and x.duration_ns > a_ts[r].node_by_id(x.get_attr("merged_node_ids")[0]).duration_ns]
+    grown = [
+        x
+        for r in c_ts.ranks
+        for x in c_ts[r]
+        if len(x.get_attr("merged_node_ids") or ()) > 1
+        and x.duration_ns > a_ts[r].node_by_id(x.get_attr("merged_node_ids")[0]).duration_ns
+    ]
     assert len(grown) >= 4
 
 
@@ -68,8 +72,10 @@ def test_cli_diff_of_a_non_json_file_is_one_clear_line(tmp_path):
     bad.write_text("hello\n")
     res = CliRunner().invoke(cli, ["diff", str(bad), str(bad)])
     assert res.exit_code == 1
-    assert res.stderr == (f"tracekit: error: {bad}: not a tracekit replay result: not JSON "
-                          f"(unexpected character, expected a JSON value at line 1, column 1)\n")
+    assert res.stderr == (
+        f"tracekit: error: {bad}: not a tracekit replay result: not JSON "
+        f"(unexpected character, expected a JSON value at line 1, column 1)\n"
+    )
     other = tmp_path / "timeline.json"
     other.write_text('{"traceEvents": []}')
     res = CliRunner().invoke(cli, ["diff", str(other), str(other)])

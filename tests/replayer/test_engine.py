@@ -69,8 +69,13 @@ def test_two_dimension_all_reduce_is_hierarchical():
     # 4 ranks per node on a ring (d0), 2 nodes on a switch (d1): reduce-scatter on d0, all-reduce of n/4
     # on d1, all-gather back on d0.
     a0, b0, a1, b1, n = 500.0, 100.0, 2000.0, 25.0, 16 * MiB
-    spec = make_spec([{"topology": "ring", "size": 4, "bandwidth_gbps": b0, "latency_ns": a0},
-                      {"topology": "switch", "size": 2, "bandwidth_gbps": b1, "latency_ns": a1}], fit=False)
+    spec = make_spec(
+        [
+            {"topology": "ring", "size": 4, "bandwidth_gbps": b0, "latency_ns": a0},
+            {"topology": "switch", "size": 2, "bandwidth_gbps": b1, "latency_ns": a1},
+        ],
+        fit=False,
+    )
     result = replay(collective_bench(8, "all_reduce", n), spec)
     rs0 = 3 * a0 + 3 / 4 * n / b0
     ar1 = 2 * 1 * a1 + 2 * (1 / 2) * (n / 4) / b1
@@ -106,11 +111,16 @@ def test_compute_then_collective_iterations_add_up():
 
 
 ASTRA_CASES = [
-    ("ring", 4, "all_reduce", 1, 33_829), ("ring", 8, "all_reduce", 1, 43_025), ("ring", 16, "all_reduce", 1, 53_710),
-    ("switch", 4, "all_reduce", 1, 36_829), ("switch", 8, "all_reduce", 1, 50_025),
+    ("ring", 4, "all_reduce", 1, 33_829),
+    ("ring", 8, "all_reduce", 1, 43_025),
+    ("ring", 16, "all_reduce", 1, 53_710),
+    ("switch", 4, "all_reduce", 1, 36_829),
+    ("switch", 8, "all_reduce", 1, 50_025),
     ("switch", 16, "all_reduce", 1, 68_710),
-    ("ring", 4, "reduce_scatter", 1, 17_653), ("ring", 8, "reduce_scatter", 1, 22_368),
-    ("ring", 16, "reduce_scatter", 1, 27_760), ("ring", 4, "reduce_scatter", 4, 22_240),
+    ("ring", 4, "reduce_scatter", 1, 17_653),
+    ("ring", 8, "reduce_scatter", 1, 22_368),
+    ("ring", 16, "reduce_scatter", 1, 27_760),
+    ("ring", 4, "reduce_scatter", 4, 22_240),
 ]
 
 
@@ -236,8 +246,10 @@ def test_collectives_hold_their_stream_and_rendezvous():
 
 
 def test_compute_scale_and_measured_collective_model():
-    nodes = [[comp(0, 1000), coll(1, AR, MiB, deps=[0], duration_ns=7000)],
-             [comp(0, 1000), coll(1, AR, MiB, deps=[0], duration_ns=9000)]]
+    nodes = [
+        [comp(0, 1000), coll(1, AR, MiB, deps=[0], duration_ns=7000)],
+        [comp(0, 1000), coll(1, AR, MiB, deps=[0], duration_ns=9000)],
+    ]
     spec = one_dim(2, 100.0, 500.0)
     result = replay(traceset(nodes), spec, options=ReplayOptions(compute_scale=0.5, collective_model="measured"))
     assert result.iteration_time_ns == 500 + 7000  # the smaller measured duration of the members
@@ -256,8 +268,12 @@ def test_bad_options_are_config_errors():
 
 
 def test_same_inputs_same_result_to_the_bit():
-    spec = make_spec([{"topology": "ring", "size": 4, "bandwidth_gbps": 100.0, "latency_ns": 500.0},
-                      {"topology": "switch", "size": 2, "bandwidth_gbps": 25.0, "latency_ns": 2000.0}])
+    spec = make_spec(
+        [
+            {"topology": "ring", "size": 4, "bandwidth_gbps": 100.0, "latency_ns": 500.0},
+            {"topology": "switch", "size": 2, "bandwidth_gbps": 25.0, "latency_ns": 2000.0},
+        ]
+    )
     ts = collective_bench(8, "all_reduce", 3 * MiB + 7, compute_ns=1234, iterations=4)
     first, second = replay(ts, spec), replay(ts, spec)
     assert first.to_dict() == second.to_dict()

@@ -47,15 +47,24 @@ def programs(draw, unique_streams: bool = False):
                     nodes.append(comp(i, dur, deps, stream=1000 + i))
                 else:
                     cpu = draw(st.booleans())
-                    nodes.append(comp(i, dur, deps, stream=draw(st.integers(0, 1)), cpu=cpu,
-                                      tid=draw(st.integers(0, 1)) if cpu else None))
+                    nodes.append(
+                        comp(
+                            i,
+                            dur,
+                            deps,
+                            stream=draw(st.integers(0, 1)),
+                            cpu=cpu,
+                            tid=draw(st.integers(0, 1)) if cpu else None,
+                        )
+                    )
         ranks.append(nodes)
     return ranks
 
 
 def _spec(bandwidth_gbps: float = 50.0, latency_ns: float = 300.0):
-    return make_spec([{"topology": "ring", "size": 4, "bandwidth_gbps": bandwidth_gbps,
-                       "latency_ns": latency_ns}], fit=True)
+    return make_spec(
+        [{"topology": "ring", "size": 4, "bandwidth_gbps": bandwidth_gbps, "latency_ns": latency_ns}], fit=True
+    )
 
 
 def _by_id(result, rank):
@@ -169,7 +178,8 @@ def _longest_path_with_rendezvous(ranks) -> float:
                 progress = True
         for members in colls.values():
             if all(m in todo for m in members) and all(
-                    all((m[0], d) in finish for d in todo[m].data_deps) for m in members):
+                all((m[0], d) in finish for d in todo[m].data_deps) for m in members
+            ):
                 t = max(max((finish[(m[0], d)] for d in todo[m].data_deps), default=0.0) for m in members)
                 for m in members:
                     finish[m] = t

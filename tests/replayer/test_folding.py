@@ -8,8 +8,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tracekit.converters.generators import (LLMConfig, ParallelSpec, Roofline, collective_bench, dlrm_preset,
-                                            generate_dlrm, generate_llm, llm_preset, send_recv_bench)
+from tracekit.converters.generators import (
+    LLMConfig,
+    ParallelSpec,
+    Roofline,
+    collective_bench,
+    dlrm_preset,
+    generate_dlrm,
+    generate_llm,
+    llm_preset,
+    send_recv_bench,
+)
 from tracekit.converters.text_workload import convert_text_workload
 from tracekit.model import ExecutionTrace, NodeType
 from tracekit.replayer import ReplayOptions, replay
@@ -20,8 +29,9 @@ ROOF = Roofline(989e12 * 0.7, 3.35e12 * 0.8)
 
 def _llm(tp=1, pp=1, dp=2, batch=None, roofline=ROOF, **par):
     model, _ = llm_preset("gpt3-1.3b")
-    cfg = LLMConfig(model, ParallelSpec(dp=dp, tp=tp, pp=pp, **par), global_batch_size=batch or 2 * pp * dp,
-                    micro_batch_size=1)
+    cfg = LLMConfig(
+        model, ParallelSpec(dp=dp, tp=tp, pp=pp, **par), global_batch_size=batch or 2 * pp * dp, micro_batch_size=1
+    )
     return generate_llm(cfg, roofline)
 
 
@@ -54,16 +64,20 @@ def _folded(b: ReplayResult) -> int:
 # ----- generated presets ---------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("par", [
-    dict(dp=4),
-    dict(tp=2, dp=2),
-    dict(tp=2, pp=2, dp=2),
-    dict(tp=2, pp=2, dp=2, sequence_parallel=True),
-    dict(pp=2, dp=2, zero_stage=1),
-    dict(tp=2, dp=2, zero_stage=3),
-    dict(pp=2, dp=2, schedule="interleaved", virtual_stages=2),
-    dict(pp=2, dp=2, schedule="gpipe"),
-], ids=lambda p: "-".join(f"{k}{v}" for k, v in p.items()))
+@pytest.mark.parametrize(
+    "par",
+    [
+        dict(dp=4),
+        dict(tp=2, dp=2),
+        dict(tp=2, pp=2, dp=2),
+        dict(tp=2, pp=2, dp=2, sequence_parallel=True),
+        dict(pp=2, dp=2, zero_stage=1),
+        dict(tp=2, dp=2, zero_stage=3),
+        dict(pp=2, dp=2, schedule="interleaved", virtual_stages=2),
+        dict(pp=2, dp=2, schedule="gpipe"),
+    ],
+    ids=lambda p: "-".join(f"{k}{v}" for k, v in p.items()),
+)
 def test_llm_presets_fold_exactly(par):
     ts = _llm(**par)
     _, b = both(ts)
@@ -129,8 +143,10 @@ def test_text_workloads(tp):
     else:
         from tracekit.converters.text_workload import parse_text_workload
 
-        text = "HYBRID_DATA_MODEL\n2\nl0 -1 100 ALLREDUCE 1048576 200 ALLREDUCE 1048576 300 ALLREDUCE 2097152 10\n" \
-               "l1 -1 100 ALLGATHER 65536 200 REDUCESCATTER 65536 300 ALLREDUCE 4194304 10\n"
+        text = (
+            "HYBRID_DATA_MODEL\n2\nl0 -1 100 ALLREDUCE 1048576 200 ALLREDUCE 1048576 300 ALLREDUCE 2097152 10\n"
+            "l1 -1 100 ALLGATHER 65536 200 REDUCESCATTER 65536 300 ALLREDUCE 4194304 10\n"
+        )
         ts = convert_text_workload(parse_text_workload(text), 8, passes=2, tp=tp)
         _, b = both(ts)
         assert _folded(b) == 1
@@ -147,8 +163,7 @@ def test_dgx_a100_and_streams_single():
 def _retime(ts, rank: int, factor: int):
     """The set with rank ``rank``'s COMP durations multiplied by ``factor``."""
     trace = ts[rank]
-    out = [n.replace(duration_ns=n.duration_ns * factor) if n.type == NodeType.COMP_NODE else n
-           for n in trace.nodes]
+    out = [n.replace(duration_ns=n.duration_ns * factor) if n.type == NodeType.COMP_NODE else n for n in trace.nodes]
     traces = {r: (ExecutionTrace(out, trace.metadata, rank=rank) if r == rank else ts[r]) for r in ts.ranks}
     return ts.with_traces(traces)
 
@@ -172,10 +187,15 @@ def test_no_identical_ranks_falls_back_with_reason():
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(world=st.sampled_from([2, 4, 8]), kind=st.sampled_from(["all_reduce", "all_gather", "all_to_all"]),
-       nbytes=st.integers(1, 1 << 24), compute=st.integers(0, 50_000), iters=st.integers(1, 3),
-       slow=st.lists(st.tuples(st.integers(0, 7), st.integers(2, 4)), max_size=3),
-       sub=st.booleans())
+@given(
+    world=st.sampled_from([2, 4, 8]),
+    kind=st.sampled_from(["all_reduce", "all_gather", "all_to_all"]),
+    nbytes=st.integers(1, 1 << 24),
+    compute=st.integers(0, 50_000),
+    iters=st.integers(1, 3),
+    slow=st.lists(st.tuples(st.integers(0, 7), st.integers(2, 4)), max_size=3),
+    sub=st.booleans(),
+)
 def test_random_collective_jobs(world, kind, nbytes, compute, iters, slow, sub):
     group = list(range(0, world, 2)) if sub else None
     ts = collective_bench(world, kind, nbytes, group=group, compute_ns=compute, iterations=iters)
@@ -186,8 +206,12 @@ def test_random_collective_jobs(world, kind, nbytes, compute, iters, slow, sub):
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(pattern=st.sampled_from(["ring", "pairwise", "pingpong"]), nbytes=st.integers(1, 1 << 24),
-       compute=st.integers(0, 20_000), slow=st.lists(st.integers(0, 7), max_size=2))
+@given(
+    pattern=st.sampled_from(["ring", "pairwise", "pingpong"]),
+    nbytes=st.integers(1, 1 << 24),
+    compute=st.integers(0, 20_000),
+    slow=st.lists(st.integers(0, 7), max_size=2),
+)
 def test_random_p2p_jobs(pattern, nbytes, compute, slow):
     ts = send_recv_bench(8, pattern, nbytes, compute_ns=compute, iterations=2)
     for rank in slow:
@@ -211,9 +235,18 @@ def _two_stream_job(tp: int, dp: int, tp_bytes: int, dp_bytes: int, compute_ns: 
         groups[f"dp{t}"] = tuple(range(t, world, tp))
 
     def coll(i, deps, pg, nbytes, stream):
-        return Node(i, f"allreduce.{pg[:2]}", NodeType.COMM_COLL_NODE, data_deps=deps,
-                    attrs=[Attr("comm_type", int(CollectiveType.ALL_REDUCE)), Attr("comm_size", nbytes),
-                           Attr("pg_name", pg), Attr("stream", stream)])
+        return Node(
+            i,
+            f"allreduce.{pg[:2]}",
+            NodeType.COMM_COLL_NODE,
+            data_deps=deps,
+            attrs=[
+                Attr("comm_type", int(CollectiveType.ALL_REDUCE)),
+                Attr("comm_size", nbytes),
+                Attr("pg_name", pg),
+                Attr("stream", stream),
+            ],
+        )
 
     traces = {}
     for r in range(world):
@@ -221,12 +254,23 @@ def _two_stream_job(tp: int, dp: int, tp_bytes: int, dp_bytes: int, compute_ns: 
         nodes, last = [], []
         for k in range(2):
             base = 4 * k
-            nodes.append(Node(base, "gemm", NodeType.COMP_NODE, data_deps=last, duration_ns=compute_ns,
-                              attrs=[Attr("stream", 0)]))
+            nodes.append(
+                Node(
+                    base, "gemm", NodeType.COMP_NODE, data_deps=last, duration_ns=compute_ns, attrs=[Attr("stream", 0)]
+                )
+            )
             nodes.append(coll(base + 1, [base], f"tp{d}", tp_bytes, 1))
             nodes.append(coll(base + 2, [base], f"dp{t}", dp_bytes, 2))
-            nodes.append(Node(base + 3, "join", NodeType.COMP_NODE, data_deps=[base + 1, base + 2],
-                              duration_ns=10, attrs=[Attr("stream", 0)]))
+            nodes.append(
+                Node(
+                    base + 3,
+                    "join",
+                    NodeType.COMP_NODE,
+                    data_deps=[base + 1, base + 2],
+                    duration_ns=10,
+                    attrs=[Attr("stream", 0)],
+                )
+            )
             last = [base + 3]
         traces[r] = ExecutionTrace(nodes, rank=r)
     return TraceSet(traces, groups)

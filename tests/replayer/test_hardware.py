@@ -39,8 +39,8 @@ def test_presets_listed_and_loaded_with_datasheet_values():
     assert {"dgx-a100", "dgx-h100", "h200"} <= set(list_presets())
     a100 = load_spec("dgx-a100")
     assert [d.name for d in a100.network] == ["nvlink", "ib"]
-    assert a100.network[0].bandwidth_gbps == 300.0      # 600 GB/s bidirectional NVLink3
-    assert a100.network[1].bandwidth_gbps == 25.0       # 200 Gb/s HDR per GPU
+    assert a100.network[0].bandwidth_gbps == 300.0  # 600 GB/s bidirectional NVLink3
+    assert a100.network[1].bandwidth_gbps == 25.0  # 200 Gb/s HDR per GPU
     assert a100.device.peak("bf16") == 312e12
     assert a100.device.mem_bandwidth_gbps == 2039.0
     h100 = load_spec("dgx-h100")
@@ -79,20 +79,36 @@ def test_fitted_refuses_a_fixed_spec_of_another_size(tmp_path):
 BAD_SPECS = [
     (MINIMAL.replace("[device]", "[devices]"), "key devices: unknown key"),
     (MINIMAL.replace('name = "dev"\n', ""), "key device.name: is required"),
-    (MINIMAL.replace("bandwidth_gbps = 10.0", "bandwidth_gbps = -10.0"), "key network[1].bandwidth_gbps: must be positive"),
-    (MINIMAL.replace("bandwidth_gbps = 10.0", "bandwith_gbps = 10.0"), "key network[1].bandwith_gbps: unknown key (expected one of algorithms, bandwidth_gbps"),
-    (MINIMAL.replace('topology = "switch"\nsize = 2', 'topology = "torus"\nsize = 2'), "key network[1].topology: must be one of"),
+    (
+        MINIMAL.replace("bandwidth_gbps = 10.0", "bandwidth_gbps = -10.0"),
+        "key network[1].bandwidth_gbps: must be positive",
+    ),
+    (
+        MINIMAL.replace("bandwidth_gbps = 10.0", "bandwith_gbps = 10.0"),
+        "key network[1].bandwith_gbps: unknown key (expected one of algorithms, bandwidth_gbps",
+    ),
+    (
+        MINIMAL.replace('topology = "switch"\nsize = 2', 'topology = "torus"\nsize = 2'),
+        "key network[1].topology: must be one of",
+    ),
     (MINIMAL.replace("size = 4", "size = 0"), "key network[0].size: must be at least 1"),
     (MINIMAL.replace("latency_ns = 500.0", 'latency_ns = "fast"'), "key network[0].latency_ns: must be a number"),
-    (MINIMAL + '[network.algorithms]\nreduce_scatter = "double_binary_tree"\n',
-     "key network[1].algorithms.reduce_scatter: double_binary_tree cannot run reduce_scatter"),
-    (MINIMAL + '[network.algorithms]\nall_reduce = "butterfly"\n', "key network[1].algorithms.all_reduce: must be one of"),
+    (
+        MINIMAL + '[network.algorithms]\nreduce_scatter = "double_binary_tree"\n',
+        "key network[1].algorithms.reduce_scatter: double_binary_tree cannot run reduce_scatter",
+    ),
+    (
+        MINIMAL + '[network.algorithms]\nall_reduce = "butterfly"\n',
+        "key network[1].algorithms.all_reduce: must be one of",
+    ),
     (MINIMAL + '[collectives]\nmodel = "astra"\n', "key astra: is required"),
     (MINIMAL + '[collectives]\nmodel = "nccl"\n', "key network[0].nccl_link: is required"),
     (MINIMAL + '[collectives]\nmodel = "ns3"\n', "key collectives.model: must be one of"),
     (MINIMAL + "[compute]\nduration_scale = 0\n", "key compute.duration_scale: must be positive"),
-    (MINIMAL.replace("mem_bandwidth_gbps", "compute_efficiency = 1.5\nmem_bandwidth_gbps"),
-     "key device.compute_efficiency: must be at most 1.0"),
+    (
+        MINIMAL.replace("mem_bandwidth_gbps", "compute_efficiency = 1.5\nmem_bandwidth_gbps"),
+        "key device.compute_efficiency: must be at most 1.0",
+    ),
     (MINIMAL.replace('name = "tiny"', 'name = "tiny'), "not a valid TOML file"),
 ]
 
@@ -166,8 +182,12 @@ def test_cli_hw_show_and_toml():
 def test_cli_hw_show_bad_spec_is_one_line(tmp_path):
     path = tmp_path / "bad.toml"
     path.write_text(MINIMAL.replace("size = 4", "size = -4"))
-    proc = subprocess.run([sys.executable, "-m", "tracekit.cli._main", "hw", "show", str(path)],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "tracekit.cli._main", "hw", "show", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 1
     assert proc.stdout == ""
     assert proc.stderr.strip() == f"tracekit: error: {path}: key network[0].size: must be at least 1, got -4"

@@ -16,8 +16,9 @@ pytestmark = pytest.mark.realdata
 
 def test_keep_iteration_ws4_et_kineto_one_step_within_5_percent(real_dir):
     d = real_dir / "pytorch/torch-cpu-gloo/dist_ws4"
-    ts = convert_pytorch(sorted(glob.glob(f"{d}/et_rank*.json")), sorted(glob.glob(f"{d}/kineto_rank*.json")),
-                         executor="serial")
+    ts = convert_pytorch(
+        sorted(glob.glob(f"{d}/et_rank*.json")), sorted(glob.glob(f"{d}/kineto_rank*.json")), executor="serial"
+    )
     kept = KeepIteration(2).apply(ts)
     for rank in kept.ranks:
         steps = {n.name for n in kept[rank].nodes if re.fullmatch(r"ProfilerStep#\d+", n.name)}

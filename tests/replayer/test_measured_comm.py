@@ -32,10 +32,13 @@ def test_equal_tails_have_no_member_times():
     assert cost.fixed_ns == 200 and cost.member_ns == ()
 
 
-@pytest.mark.parametrize("starts,durations", [
-    ([0, 4000], [3000, 1500]),      # a member without a measured start
-    ([1000, 4000], [2000, 1500]),   # a member ended (3000) before the last arrived (4000): clocks not comparable
-])
+@pytest.mark.parametrize(
+    "starts,durations",
+    [
+        ([0, 4000], [3000, 1500]),  # a member without a measured start
+        ([1000, 4000], [2000, 1500]),  # a member ended (3000) before the last arrived (4000): clocks not comparable
+    ],
+)
 def test_without_one_clock_the_smallest_duration(starts, durations):
     cost = measured_comm_cost(starts, durations)
     assert cost.fixed_ns == 1500 and cost.member_ns == ()
@@ -43,10 +46,16 @@ def test_without_one_clock_the_smallest_duration(starts, durations):
 
 def _job(comp_ns, coll_start_ns, coll_ns):
     """Per rank: compute (measured from 1000) -> all-reduce (measured start/duration) -> 100 ns compute."""
-    return traceset([[comp(0, c).replace(start_time_ns=1000),
-                      coll(1, AR, 1 << 20, deps=[0], duration_ns=d).replace(start_time_ns=s),
-                      comp(2, 100, deps=[1]).replace(start_time_ns=s + d)]
-                     for c, s, d in zip(comp_ns, coll_start_ns, coll_ns)])
+    return traceset(
+        [
+            [
+                comp(0, c).replace(start_time_ns=1000),
+                coll(1, AR, 1 << 20, deps=[0], duration_ns=d).replace(start_time_ns=s),
+                comp(2, 100, deps=[1]).replace(start_time_ns=s + d),
+            ]
+            for c, s, d in zip(comp_ns, coll_start_ns, coll_ns)
+        ]
+    )
 
 
 def test_each_member_ends_its_measured_tail_after_the_last_replayed_arrival():

@@ -55,7 +55,7 @@ def test_small_all_reduce_across_two_nodes_picks_tree_ll():
     # treeCorrection[LL][log2(1024/64)] 0.9.  ring/LL would be 6.6 + 28 x max(1.5, 1.0) + 2 x 2.7 = 54 us.
     assert c.algorithm == "nccl:tree/LL"
     assert c.time_alone_ns(spec) == pytest.approx(37_800 + 1024 / (39.0 * 0.5 * 0.9), rel=1e-9)
-    assert c.wire_bytes[0][0] == 1            # bytes on the slower (IB) dimension
+    assert c.wire_bytes[0][0] == 1  # bytes on the slower (IB) dimension
 
 
 def test_large_all_reduce_across_nodes_uses_every_nic_rail():
@@ -107,8 +107,9 @@ def test_latency_floor_and_constants_come_from_the_spec():
     spec = nccl_spec(latency_floor_us=40.0)
     c = make_collective_model(spec).collective_cost(C.ALL_REDUCE, 8, tuple(range(8)))
     assert c.time_alone_ns(spec) == pytest.approx(40_000.0)
-    spec = nccl_spec(base_latency_us={"ring": [100.0, 100.0, 0.0], "tree": [100.0, 100.0, 100.0]},
-                     protocols=["LL", "Simple"])
+    spec = nccl_spec(
+        base_latency_us={"ring": [100.0, 100.0, 0.0], "tree": [100.0, 100.0, 100.0]}, protocols=["LL", "Simple"]
+    )
     c = make_collective_model(spec).collective_cost(C.ALL_REDUCE, 1024, tuple(range(8)))
     assert c.algorithm == "nccl:ring/Simple"
     assert c.fixed_ns == pytest.approx(14 * 3.4 * 1000)

@@ -47,8 +47,14 @@ from tracekit.replayer.simulation.hardware import load_spec
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 
 
-def _spec(preset: str, ranks: int, *, nics_per_node: int | None = None, ib_gbps: float | None = None,
-          algorithms: tuple[str, ...] | None = None):
+def _spec(
+    preset: str,
+    ranks: int,
+    *,
+    nics_per_node: int | None = None,
+    ib_gbps: float | None = None,
+    algorithms: tuple[str, ...] | None = None,
+):
     spec = replace(load_spec(preset).fitted(ranks), collective_model="nccl")
     nccl = spec.nccl
     if nics_per_node is not None:
@@ -82,8 +88,11 @@ REFERENCE = [
 ]
 
 
-@pytest.mark.parametrize("source,preset,ranks,size,quantity,measured,options", REFERENCE,
-                         ids=[f"{r[0]}-{r[1]}-{r[2]}r-{r[3]}B-{r[4]}" for r in REFERENCE])
+@pytest.mark.parametrize(
+    "source,preset,ranks,size,quantity,measured,options",
+    REFERENCE,
+    ids=[f"{r[0]}-{r[1]}-{r[2]}r-{r[3]}B-{r[4]}" for r in REFERENCE],
+)
 def test_nccl_model_matches_published_nccl_tests(source, preset, ranks, size, quantity, measured, options):
     row = model_point(_spec(preset, ranks, **options), "all_reduce", ranks, size)
     # The busbw of a 1 KiB row is printed with two decimals (0.07): compare the time it implies instead.
@@ -93,7 +102,8 @@ def test_nccl_model_matches_published_nccl_tests(source, preset, ranks, size, qu
     tolerance = 0.15 if size >= MiB else 0.30
     assert predicted == pytest.approx(measured, rel=tolerance), (
         f"{source}: {preset} {ranks} ranks {size} B: model {predicted:.3g} vs measured {measured:.3g} "
-        f"({quantity}, {row.algorithm})")
+        f"({quantity}, {row.algorithm})"
+    )
 
 
 def test_table_covers_what_the_issue_asks():

@@ -27,8 +27,12 @@ ROOF = Roofline(989e12 * 0.7, 3.35e12 * 0.8)
 
 def _config(tp: int, pp: int, dp: int, layers: int = 4) -> LLMConfig:
     model, _ = llm_preset("gpt3-1.3b")
-    return LLMConfig(replace(model, num_layers=layers), ParallelSpec(dp=dp, tp=tp, pp=pp),
-                     global_batch_size=2 * pp * dp, micro_batch_size=1)
+    return LLMConfig(
+        replace(model, num_layers=layers),
+        ParallelSpec(dp=dp, tp=tp, pp=pp),
+        global_batch_size=2 * pp * dp,
+        micro_batch_size=1,
+    )
 
 
 def test_512_rank_replay_summary_has_a_fixed_number_of_lines(tmp_path):
@@ -39,8 +43,14 @@ def test_512_rank_replay_summary_has_a_fixed_number_of_lines(tmp_path):
     lines = default.stdout.splitlines()
     # 512 ranks in 4 rows (one per pipeline stage), 8 of the 12 collective rows (--top default 8)
     assert len(lines) == 39
-    assert sum(1 for line in lines if line.startswith("│") and line.split("│")[1].strip() in
-               ("0-127", "128-255", "256-383", "384-511")) == 4
+    assert (
+        sum(
+            1
+            for line in lines
+            if line.startswith("│") and line.split("│")[1].strip() in ("0-127", "128-255", "256-383", "384-511")
+        )
+        == 4
+    )
     assert "the 8 of 12 rows with the most time" in default.stdout
     top2 = runner.invoke(cli, ["replay", str(tmp_path / "job"), "--hw", "dgx-h100", "--top", "2"])
     assert top2.exit_code == 0, top2.output

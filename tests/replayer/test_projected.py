@@ -17,12 +17,29 @@ from tracekit.errors import ConfigError
 def _job(device: str | None):
     dev = [Attr("is_cpu_op", False, "bool_val"), Attr("stream", 7)]
     nodes = [
-        Node(1, "aten::mm", NodeType.COMP_NODE, duration_ns=5_000, attrs=[Attr("is_cpu_op", True, "bool_val"),
-                                                                          Attr("tid", 1)]),
+        Node(
+            1,
+            "aten::mm",
+            NodeType.COMP_NODE,
+            duration_ns=5_000,
+            attrs=[Attr("is_cpu_op", True, "bool_val"), Attr("tid", 1)],
+        ),
         # a large bf16 GEMM kernel: 2 x 8192^3 FLOPs, 3 x 8192^2 x 2 bytes, measured 4 ms on the capture device
-        Node(2, "gemm_kernel", NodeType.COMP_NODE, data_deps=[1], ctrl_deps=[1], duration_ns=4_000_000,
-             attrs=dev + [Attr("num_ops", 2 * 8192**3), Attr("tensor_size", 3 * 8192**2 * 2, "uint64_val"),
-                          Attr("op_class", "gemm", "string_val"), Attr("compute_dtype", "bf16", "string_val")]),
+        Node(
+            2,
+            "gemm_kernel",
+            NodeType.COMP_NODE,
+            data_deps=[1],
+            ctrl_deps=[1],
+            duration_ns=4_000_000,
+            attrs=dev
+            + [
+                Attr("num_ops", 2 * 8192**3),
+                Attr("tensor_size", 3 * 8192**2 * 2, "uint64_val"),
+                Attr("op_class", "gemm", "string_val"),
+                Attr("compute_dtype", "bf16", "string_val"),
+            ],
+        ),
         Node(3, "unknown_kernel", NodeType.COMP_NODE, data_deps=[2], duration_ns=1_000, attrs=list(dev)),
     ]
     md = Metadata("0.0.4", [Attr("compute_device", device, "string_val")] if device else [])
@@ -46,8 +63,9 @@ def test_auto_keeps_measured_without_a_device_and_projected_then_refuses():
     assert plan.method == "measured" and plan.reason == "the trace records no capture device"
     with pytest.raises(ConfigError, match="cannot project compute: the trace records no capture device"):
         plan_compute(_job(None), load_spec("dgx-h100"), "projected")
-    assert plan_compute(_job(None), load_spec("dgx-h100"), "projected", capture_device="a100-80gb").source == \
-        "a100-80gb"
+    assert (
+        plan_compute(_job(None), load_spec("dgx-h100"), "projected", capture_device="a100-80gb").source == "a100-80gb"
+    )
 
 
 def test_cli_prints_the_method_and_roofline_fallbacks(tmp_path):
@@ -68,8 +86,9 @@ def test_cli_prints_the_method_and_roofline_fallbacks(tmp_path):
 def test_cli_retarget_prints_counts_and_moves_the_compute_device(tmp_path):
     write_traceset(_job("NVIDIA A100-SXM4-80GB"), str(tmp_path / "job"))
     runner = CliRunner()
-    res = runner.invoke(cli, ["transform", str(tmp_path / "job"), "-o", str(tmp_path / "h100"),
-                              "--retarget", "a100-80gb:dgx-h100"])
+    res = runner.invoke(
+        cli, ["transform", str(tmp_path / "job"), "-o", str(tmp_path / "h100"), "--retarget", "a100-80gb:dgx-h100"]
+    )
     assert res.exit_code == 0, res.output
     assert "compute projected a100-80gb -> h100-sxm" in res.stdout
     assert "kept_no_cost: 1 nodes" in res.stdout and "kept_host: 1 nodes" in res.stdout
@@ -96,8 +115,7 @@ def test_result_json_records_the_compute_plan_and_reads_back(tmp_path):
     from tracekit.replayer.results.result import ReplayResult
 
     write_traceset(_job("NVIDIA A100-SXM4-80GB"), str(tmp_path / "job"))
-    res = CliRunner().invoke(cli, ["replay", str(tmp_path / "job"), "--hw", "dgx-h100", "-o",
-                                   str(tmp_path / "r.json")])
+    res = CliRunner().invoke(cli, ["replay", str(tmp_path / "job"), "--hw", "dgx-h100", "-o", str(tmp_path / "r.json")])
     assert res.exit_code == 0, res.output
     d = orjson.loads((tmp_path / "r.json").read_bytes())
     assert d["compute_plan"]["method"] == "projected" and d["compute_plan"]["source"] == "a100-80gb"

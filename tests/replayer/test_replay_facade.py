@@ -16,8 +16,9 @@ MiB = 1 << 20
 
 def _fan_in(n: int):
     """Ranks 0 and 1 run the same program (one send to rank 2); rank 2 receives from 0, then from 1."""
-    return traceset([[p2p(1, True, 2, 0, n)], [p2p(1, True, 2, 1, n)],
-                     [p2p(1, False, 0, 2, n), p2p(2, False, 1, 2, n, deps=[1])]])
+    return traceset(
+        [[p2p(1, True, 2, 0, n)], [p2p(1, True, 2, 1, n)], [p2p(1, False, 0, 2, n), p2p(2, False, 1, 2, n, deps=[1])]]
+    )
 
 
 def test_unprovable_folding_falls_back_with_a_warning_and_the_reason(caplog):

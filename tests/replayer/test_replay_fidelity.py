@@ -56,14 +56,14 @@ JOB = "ProfilerStep#N of every rank: last start to last end"
 EXCERPT = "HTA test excerpt: no timed operator inside the step on its thread (the replay notes it)"
 EMPTY_STEP_NOTES = {  # (set) -> the note check_replay must give, from the counts in the files
     "hta-call_stack": "rank 0 ProfilerStep#552 (413.451 ms on thread 3914): no timed host operator on its thread "
-                      "inside the step, so it replays to 0; 6 node(s) on other threads/streams start inside it, "
-                      "0.190 ms of measured work in all",
+    "inside the step, so it replays to 0; 6 node(s) on other threads/streams start inside it, "
+    "0.190 ms of measured work in all",
     "hta-cpu_only": "rank 34 ProfilerStep#551 (210.109 ms on thread 1074): no timed host operator on its thread "
-                    "inside the step, so it replays to 0; 2 node(s) on other threads/streams start inside it, "
-                    "343.681 ms of measured work in all",
+    "inside the step, so it replays to 0; 2 node(s) on other threads/streams start inside it, "
+    "343.681 ms of measured work in all",
     "hta-triton_example": "rank 0 ProfilerStep#1 (13,336.316 ms on thread 3100453): no timed host operator on its "
-                          "thread inside the step, so it replays to 0; 6 node(s) on other threads/streams start "
-                          "inside it, 1.407 ms of measured work in all",
+    "thread inside the step, so it replays to 0; 6 node(s) on other threads/streams start "
+    "inside it, 1.407 ms of measured work in all",
 }
 
 G = "pytorch/torch-cpu-gloo/"
@@ -76,11 +76,23 @@ SETS = {
     ("torch-cpu-gloo/dist_ws4", "kineto"): (None, G + "dist_ws4/kineto_rank*.json"),
     ("hta-simple-add", "et+kineto"): ("pytorch/hta-simple-add/*_et.json.gz", "pytorch/hta-simple-add/*_trace.json.gz"),
     ("hta-simple-add", "kineto"): (None, "pytorch/hta-simple-add/*_trace.json.gz"),
-    ("param-linear", "et+kineto"): ("pytorch/param-linear/linear_et.json.gz", "pytorch/param-linear/linear_kineto.json.gz"),
+    ("param-linear", "et+kineto"): (
+        "pytorch/param-linear/linear_et.json.gz",
+        "pytorch/param-linear/linear_kineto.json.gz",
+    ),
     ("param-linear", "kineto"): (None, "pytorch/param-linear/linear_kineto.json.gz"),
-    **{(d, "kineto"): (None, f"kineto/{d}/*") for d in (
-        "hta-call_stack", "hta-cpu_only", "hta-distributed_info_unavailable", "hta-nccl_parser_config",
-        "hta-negative_queue_length_values_check", "hta-ns_resolution_trace", "hta-triton_example")},
+    **{
+        (d, "kineto"): (None, f"kineto/{d}/*")
+        for d in (
+            "hta-call_stack",
+            "hta-cpu_only",
+            "hta-distributed_info_unavailable",
+            "hta-nccl_parser_config",
+            "hta-negative_queue_length_values_check",
+            "hta-ns_resolution_trace",
+            "hta-triton_example",
+        )
+    },
     ("kineto-docs/after_fix_trace.json", "kineto"): (None, "kineto/kineto-docs/after_fix_trace.json"),
     ("kineto-docs/before_fix_trace.json", "kineto"): (None, "kineto/kineto-docs/before_fix_trace.json"),
 }
@@ -139,8 +151,11 @@ def _rows(real: str, name: str, kind: str):
     assert kin, f"no files for {name}"
     logging.disable(logging.WARNING)  # partial-overlap warnings are expected on these captures
     try:
-        ts = (convert_pytorch(sorted(glob.glob(f"{real}/{et_glob}")), kin, executor="serial") if et_glob
-              else convert_kineto(kin))
+        ts = (
+            convert_pytorch(sorted(glob.glob(f"{real}/{et_glob}")), kin, executor="serial")
+            if et_glob
+            else convert_kineto(kin)
+        )
     finally:
         logging.disable(logging.NOTSET)
     return check_replay(ts)
@@ -157,8 +172,11 @@ def test_empty_step_is_stated_not_silent(real_dir, name):
     assert sum("no timed host operator" in n for n in notes) == 1
 
 
-@pytest.mark.parametrize("name,kind,rank,step,measured_ns,source,expected,reason", TABLE,
-                         ids=[f"{t[0]}-{t[1]}-r{t[2]}-s{t[3]}" for t in TABLE])
+@pytest.mark.parametrize(
+    "name,kind,rank,step,measured_ns,source,expected,reason",
+    TABLE,
+    ids=[f"{t[0]}-{t[1]}-r{t[2]}-s{t[3]}" for t in TABLE],
+)
 def test_replayed_step_matches_measured(real_dir, name, kind, rank, step, measured_ns, source, expected, reason):
     rows = _row_map(str(real_dir), name, kind)
     row = rows[(rank, step)]
@@ -203,8 +221,10 @@ def test_param_linear_reason_main_thread_waits_for_autograd(real_dir):
 
     kt = read_kineto(real_dir / "pytorch" / "param-linear" / "linear_kineto.json.gz")
     assert not [f for f in kt.flows if f.category == "fwdbwd"]
-    assert {e.name for e in kt.of_category("user_annotation")} == {"Optimizer.zero_grad#SGD.zero_grad",
-                                                                  "Optimizer.step#SGD.step"}
+    assert {e.name for e in kt.of_category("user_annotation")} == {
+        "Optimizer.zero_grad#SGD.zero_grad",
+        "Optimizer.step#SGD.step",
+    }
     main = _top_level(e for e in kt.events if (e.pid, e.tid) == (24248, 24248))
     waits = [(a, b) for a, b in zip(main, main[1:]) if b.start_ns - a.end_ns > 1_000_000]
     assert len(waits) == 40 and {(a.name, b.name) for a, b in waits} == {("aten::ones_like", "Optimizer.step#SGD.step")}

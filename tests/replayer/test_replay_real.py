@@ -87,8 +87,7 @@ def test_dist_ws4_replays_with_every_collective_matched(real_dir):
         assert sum(row.kind != "SEND_RECV" for row in rows) == n_coll == 9
         assert sum(row.kind == "SEND_RECV" for row in rows) == n_p2p == 1
     kinds = sorted({row.kind for row in result.collectives})
-    assert kinds == ["ALL_GATHER", "ALL_REDUCE", "ALL_TO_ALL", "BARRIER", "BROADCAST", "REDUCE_SCATTER",
-                     "SEND_RECV"]
+    assert kinds == ["ALL_GATHER", "ALL_REDUCE", "ALL_TO_ALL", "BARRIER", "BROADCAST", "REDUCE_SCATTER", "SEND_RECV"]
     assert result.critical_path.length_ns == pytest.approx(result.iteration_time_ns)
 
 
@@ -102,8 +101,17 @@ def test_chakra_feeder_trace_without_comm_types_replays_as_astra_sim_reads_it(re
 
 
 def test_cli_replay_on_a_real_set(real_dir, tmp_path):
-    res = CliRunner().invoke(cli, ["replay", str(real_dir / "chakra/astra-sim-allreduce-4npus/all_reduce"),
-                                   "--hw", "dgx-a100", "--collective-model", "nccl"])
+    res = CliRunner().invoke(
+        cli,
+        [
+            "replay",
+            str(real_dir / "chakra/astra-sim-allreduce-4npus/all_reduce"),
+            "--hw",
+            "dgx-a100",
+            "--collective-model",
+            "nccl",
+        ],
+    )
     assert res.exit_code == 0, res.output
     assert "iteration time" in res.stdout and "nccl" in res.stdout
     assert res.stderr == ""

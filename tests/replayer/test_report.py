@@ -17,8 +17,13 @@ from _reportkit import toy_result, ws2_prefix, ws2_results  # noqa: F401  (fixtu
 from tracekit.cli import cli
 from tracekit.errors import ReplayError
 from tracekit.replayer.reporting import plots
-from tracekit.replayer.reporting.report import (build_report_html, build_sweep_html, load_result, summary_values,
-                                      write_report)
+from tracekit.replayer.reporting.report import (
+    build_report_html,
+    build_sweep_html,
+    load_result,
+    summary_values,
+    write_report,
+)
 from tracekit.replayer.results.result import RankStats
 
 
@@ -50,8 +55,15 @@ def test_report_is_self_contained_and_carries_the_numbers(ws2_results, tmp_path)
     d = json.loads(ws2_results["dgx-a100"].read_text())
     assert float(values["iteration_time_ns"]) == d["iteration_time_ns"]
     assert float(values["rank.1.exposed_comm_ns"]) == d["ranks"][1]["exposed_comm_ns"]
-    for section in ("summary-section", "ranks-section", "timeline-section", "critical-path-section",
-                    "collectives-section", "hardware-section", "provenance-section"):
+    for section in (
+        "summary-section",
+        "ranks-section",
+        "timeline-section",
+        "critical-path-section",
+        "collectives-section",
+        "hardware-section",
+        "provenance-section",
+    ):
         assert f'id="{section}"' in page
     assert page.count('class="plot"') == 2  # rank bars and timeline
     assert "A100-SXM4-80GB" in page and "nvlink" in page  # the spec, re-loaded from the preset
@@ -61,8 +73,8 @@ def test_report_is_self_contained_and_carries_the_numbers(ws2_results, tmp_path)
 def test_collective_table_lists_achieved_bandwidth(ws2_results):
     r = load_result(ws2_results["dgx-a100"])
     page = build_report_html(r)
-    table = page[page.index('id="collectives"'):]
-    table = table[:table.index("</table>")]
+    table = page[page.index('id="collectives"') :]
+    table = table[: table.index("</table>")]
     big = max(r.collectives, key=lambda c: c.comm_bytes)
     # the 104,488-byte all-reduce: busbw = algbw * 2(p-1)/p = algbw for p = 2, from the result row
     assert big.kind == "ALL_REDUCE" and big.comm_bytes == 104_488
@@ -111,8 +123,12 @@ def test_toy_timeline_spans_and_critical_path():
         if trace.mode == "lines":
             by_name[trace.name] = trace
     # rows: r0 compute stream 7, r0 comm stream 0, r1 compute stream 7, r1 comm stream 0
-    assert list(fig.layout.yaxis.ticktext) == ["r0 compute stream 7", "r0 comm stream 0", "r1 compute stream 7",
-                                               "r1 comm stream 0"]
+    assert list(fig.layout.yaxis.ticktext) == [
+        "r0 compute stream 7",
+        "r0 comm stream 0",
+        "r1 compute stream 7",
+        "r1 comm stream 0",
+    ]
     x = np.asarray(by_name["compute"].x, dtype=float)
     assert x[0::3].tolist() == [0.0, 0.0] and (x[1::3] * 1e6).tolist() == [100.0, 60.0]
     wait = np.asarray(by_name["waiting for peers"].x, dtype=float) * 1e6
@@ -137,8 +153,9 @@ def test_timeline_merges_to_its_budget_and_says_so():
     r = toy_result()
     fig = plots.timeline_figure(r, max_spans=3)  # budget 1 per category, but the 2 compute spans are on 2 rows
     assert fig.note == ""  # spans on different rows are never merged, and the loop ends
-    many = plots._span_budget_merge(np.zeros(1000, dtype=np.int64), np.arange(1000.0) * 10,
-                                    np.arange(1000.0) * 10 + 9, 100, 10_000.0)
+    many = plots._span_budget_merge(
+        np.zeros(1000, dtype=np.int64), np.arange(1000.0) * 10, np.arange(1000.0) * 10 + 9, 100, 10_000.0
+    )
     (m_row, m_lo, m_hi, count, _), gap = many
     assert len(m_row) <= 100 and count.sum() == 1000 and gap >= 1.0
     assert m_lo[0] == 0.0 and m_hi[-1] == 9999.0
@@ -178,8 +195,13 @@ def test_sweep_points_and_figure(ws2_results):
         total = p.compute_ns + p.exposed_comm_ns + p.comm_wait_ns + p.other_idle_ns
         assert total == pytest.approx(p.iteration_time_ns, rel=1e-9)
     fig = plots.sweep_figure(rows, "compute scale").figure
-    assert [t.name for t in fig.data] == ["compute", "exposed communication", "waiting for peers", "other idle",
-                                          "iteration time"]
+    assert [t.name for t in fig.data] == [
+        "compute",
+        "exposed communication",
+        "waiting for peers",
+        "other idle",
+        "iteration time",
+    ]
     assert list(fig.data[4].x) == ["1", "2", "a100"]
     page = build_sweep_html(rows, "compute scale")
     assert _data_values(page)["sweep.1.iteration_time_ns"] == "200"
@@ -228,8 +250,12 @@ def test_cli_report(ws2_results, tmp_path):
 def test_cli_report_bad_input_is_one_line(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_bytes(orjson.dumps({"format": "tracekit.replay", "format_version": 99}))
-    proc = subprocess.run([sys.executable, "-m", "tracekit.cli._main", "report", str(bad), "-o",
-                           str(tmp_path / "x.html")], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "tracekit.cli._main", "report", str(bad), "-o", str(tmp_path / "x.html")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 1 and proc.stdout == ""
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in proc.stderr

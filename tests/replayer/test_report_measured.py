@@ -16,8 +16,10 @@ from tests.replayer._reportkit import DIST_WS2, ws2_prefix, ws2_results  # noqa:
 
 def test_report_with_the_measured_run(ws2_results, tmp_path):
     out = tmp_path / "r.html"
-    res = CliRunner().invoke(cli, ["-q", "report", str(ws2_results["dgx-a100"]), "-o", str(out), "--kineto",
-                                   str(DIST_WS2 / "kineto_rank*.json")])
+    res = CliRunner().invoke(
+        cli,
+        ["-q", "report", str(ws2_results["dgx-a100"]), "-o", str(out), "--kineto", str(DIST_WS2 / "kineto_rank*.json")],
+    )
     assert res.exit_code == 0, res.output
     page = out.read_text()
     values = dict(re.findall(r'data-key="([^"]+)" data-value="([^"]*)"', page))

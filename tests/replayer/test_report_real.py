@@ -23,8 +23,9 @@ def test_dist_ws4_report_and_diff(real_dir, tmp_path):
     from tracekit.replayer import replay
 
     folder = real_dir / "pytorch" / "torch-cpu-gloo" / "dist_ws4"
-    ts = convert_pytorch(sorted(folder.glob("et_rank*.json")), sorted(folder.glob("kineto_rank*.json")),
-                         executor="serial")
+    ts = convert_pytorch(
+        sorted(folder.glob("et_rank*.json")), sorted(folder.glob("kineto_rank*.json")), executor="serial"
+    )
     write_traceset(ts, str(tmp_path / "job"))
     ts = read_traceset(str(tmp_path / "job"))
     a, b = replay(ts, "dgx-a100"), replay(ts, "dgx-h100")

@@ -67,8 +67,10 @@ def test_overlap_exposed_and_idle():
 def test_critical_path_crosses_ranks_through_the_late_member():
     # rank 1 computes 5 us before the collective; rank 0 only 1 us. The path: rank 1's compute, the
     # collective (entered by rank 1, the last to arrive), then rank 0's 3 us compute.
-    ranks = [[comp(0, 1_000), coll(1, AR, 1000, deps=[0]), comp(2, 3_000, deps=[1])],
-             [comp(0, 5_000), coll(1, AR, 1000, deps=[0]), comp(2, 1_000, deps=[1])]]
+    ranks = [
+        [comp(0, 1_000), coll(1, AR, 1000, deps=[0]), comp(2, 3_000, deps=[1])],
+        [comp(0, 5_000), coll(1, AR, 1000, deps=[0]), comp(2, 1_000, deps=[1])],
+    ]
     result = replay(traceset(ranks), one_dim(2, 1.0, 0.0))
     steps = [(s.rank, s.node_id, s.category) for s in result.critical_path.steps]
     assert steps == [(1, 0, "compute"), (1, 1, "comm"), (0, 2, "compute")]

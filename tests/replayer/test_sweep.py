@@ -26,31 +26,37 @@ MIB = 1 << 20
 def llm64():
     """A 64-rank generated LLM iteration (dp 8 x tp 2 x pp 4, 4 layers), 9,632 nodes."""
     model = ModelSpec("tiny", num_layers=4, hidden_size=1024, num_heads=16, seq_length=1024, vocab_size=32000)
-    ts = generate_llm(LLMConfig(model, ParallelSpec(dp=8, tp=2, pp=4), global_batch_size=32),
-                      hardware=(312e12, 2e12))
+    ts = generate_llm(LLMConfig(model, ParallelSpec(dp=8, tp=2, pp=4), global_batch_size=32), hardware=(312e12, 2e12))
     assert ts.world_size == 64
     return ts
 
 
-SIXTEEN = [parse_vary("network[1].bandwidth_gbps=12.5,25,50,100"), parse_vary("compute.duration_scale=0.5,1"),
-           parse_vary("collective_model=alpha_beta,nccl")]
+SIXTEEN = [
+    parse_vary("network[1].bandwidth_gbps=12.5,25,50,100"),
+    parse_vary("compute.duration_scale=0.5,1"),
+    parse_vary("collective_model=alpha_beta,nccl"),
+]
 
 
 # ----------------------------------------------------------------------------- parsing and grids
 def test_parse_vary_keeps_strings_and_resolves_aliases():
-    assert parse_vary("network[1].bandwidth_gbps=25, 50,100") == \
-        SweepAxis("network[1].bandwidth_gbps", ("25", "50", "100"))
+    assert parse_vary("network[1].bandwidth_gbps=25, 50,100") == SweepAxis(
+        "network[1].bandwidth_gbps", ("25", "50", "100")
+    )
     assert parse_vary("collective_model=nccl").key == "collectives.model"
 
 
-@pytest.mark.parametrize("text, words", [
-    ("network[1].bandwidth_gbps", "expected KEY=V1"),
-    ("=1,2", "expected KEY=V1"),
-    ("compute.duration_scale=1,,2", "empty value"),
-    ("network[x].size=1", "bad key part 'network[x]'"),
-    ("options.check=true", "replay options that can vary"),
-    ("compute.duration_scale=1,1", "lists a value twice"),
-])
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ("network[1].bandwidth_gbps", "expected KEY=V1"),
+        ("=1,2", "expected KEY=V1"),
+        ("compute.duration_scale=1,,2", "empty value"),
+        ("network[x].size=1", "bad key part 'network[x]'"),
+        ("options.check=true", "replay options that can vary"),
+        ("compute.duration_scale=1,1", "lists a value twice"),
+    ],
+)
 def test_parse_vary_rejects(text, words):
     with pytest.raises(ConfigError, match=words.replace("[", r"\[")):
         parse_vary(text)
@@ -60,24 +66,37 @@ def test_grid_is_the_product_with_first_axis_slowest_and_typed_values():
     cases = build_cases(["dgx-h100"], SIXTEEN, 64)
     assert len(cases) == 16
     assert [c.index for c in cases] == list(range(16))
-    assert cases[0].params == (("network[1].bandwidth_gbps", 12.5), ("compute.duration_scale", 0.5),
-                               ("collectives.model", "alpha_beta"))
-    assert cases[5].params == (("network[1].bandwidth_gbps", 25.0), ("compute.duration_scale", 0.5),
-                               ("collectives.model", "nccl"))
+    assert cases[0].params == (
+        ("network[1].bandwidth_gbps", 12.5),
+        ("compute.duration_scale", 0.5),
+        ("collectives.model", "alpha_beta"),
+    )
+    assert cases[5].params == (
+        ("network[1].bandwidth_gbps", 25.0),
+        ("compute.duration_scale", 0.5),
+        ("collectives.model", "nccl"),
+    )
     base = load_spec("dgx-h100").fitted(64)
     assert base.dim_sizes == (8, 8)
     c = cases[5].spec
     assert c.network[1].bandwidth_gbps == 25.0 and c.network[0] == base.network[0]
     assert c.compute.duration_scale == 0.5 and c.collective_model == "nccl"
-    assert c == replace(base, network=(base.network[0], replace(base.network[1], bandwidth_gbps=25.0)),
-                        compute=replace(base.compute, duration_scale=0.5), collective_model="nccl")
+    assert c == replace(
+        base,
+        network=(base.network[0], replace(base.network[1], bandwidth_gbps=25.0)),
+        compute=replace(base.compute, duration_scale=0.5),
+        collective_model="nccl",
+    )
 
 
 def test_two_specs_add_an_hw_axis_and_options_axes_set_replay_options():
     cases = build_cases(["dgx-a100", "dgx-h100"], [parse_vary("options.streams=trace,single")], 16)
     assert [c.params for c in cases] == [
-        (("hw", "dgx-a100"), ("options.streams", "trace")), (("hw", "dgx-a100"), ("options.streams", "single")),
-        (("hw", "dgx-h100"), ("options.streams", "trace")), (("hw", "dgx-h100"), ("options.streams", "single"))]
+        (("hw", "dgx-a100"), ("options.streams", "trace")),
+        (("hw", "dgx-a100"), ("options.streams", "single")),
+        (("hw", "dgx-h100"), ("options.streams", "trace")),
+        (("hw", "dgx-h100"), ("options.streams", "single")),
+    ]
     assert cases[1].options == ReplayOptions(streams="single")
     assert cases[2].spec == load_spec("dgx-h100").fitted(16)
 
@@ -85,8 +104,11 @@ def test_two_specs_add_an_hw_axis_and_options_axes_set_replay_options():
 def test_bad_points_fail_before_any_replay_naming_the_key():
     with pytest.raises(ConfigError, match=r"network\[2\].bandwidth_gbps: spec 'dgx-h100' has 2 network entries"):
         build_cases(["dgx-h100"], [parse_vary("network[2].bandwidth_gbps=1,2")], 64)
-    with pytest.raises(SpecError, match=r"sweep point 0 \(network\[1\].bandwidth_gbps=-1.0\): key "
-                                        r"network\[1\].bandwidth_gbps: must be positive"):
+    with pytest.raises(
+        SpecError,
+        match=r"sweep point 0 \(network\[1\].bandwidth_gbps=-1.0\): key "
+        r"network\[1\].bandwidth_gbps: must be positive",
+    ):
         build_cases(["dgx-h100"], [parse_vary("network[1].bandwidth_gbps=-1,2")], 64)
     with pytest.raises(SpecError, match=r"key network\[1\].bandwith_gbps: unknown key"):
         build_cases(["dgx-h100"], [parse_vary("network[1].bandwith_gbps=1")], 64)
@@ -105,8 +127,12 @@ def test_real_allreduce_sweep_matches_the_ring_closed_form(real_dir):
     """ASTRA-sim's 4-rank 1 MiB all-reduce, alpha-beta ring on one switch dimension:
     T = 2(p-1) a + 2(p-1)/p n / B (Thakur et al. 2005), p = 4, n = 1 MiB."""
     prefix = real_dir / "chakra" / "astra-sim-allreduce-4npus" / "all_reduce"
-    result = run_sweep(prefix, ["dgx-h100"], [parse_vary("network[0].bandwidth_gbps=100,450"),
-                                              parse_vary("network[0].latency_ns=0,600")], executor="serial")
+    result = run_sweep(
+        prefix,
+        ["dgx-h100"],
+        [parse_vary("network[0].bandwidth_gbps=100,450"), parse_vary("network[0].latency_ns=0,600")],
+        executor="serial",
+    )
     got = {tuple(v for _, v in row.params): row.iteration_time_ns for row in result.rows}
     for (bw, lat), t in got.items():
         assert t == round(6 * lat + 1.5 * MIB / bw)  # integer ns, rounded to the nearest
@@ -124,10 +150,14 @@ def test_rows_equal_direct_replays(llm64):
         direct = replay(llm64, case.spec)
         assert row.iteration_time_ns == direct.iteration_time_ns
         slow = max(direct.ranks, key=lambda r: (r.iteration_time_ns, -r.rank))
-        assert (row.slowest_rank, row.compute_ns, row.exposed_comm_ns) == \
-            (slow.rank, slow.compute_ns, slow.exposed_comm_ns)
-        assert row.compute_ns + row.exposed_comm_ns + row.comm_wait_ns + row.other_idle_ns == \
-            pytest.approx(row.iteration_time_ns, rel=1e-12)
+        assert (row.slowest_rank, row.compute_ns, row.exposed_comm_ns) == (
+            slow.rank,
+            slow.compute_ns,
+            slow.exposed_comm_ns,
+        )
+        assert row.compute_ns + row.exposed_comm_ns + row.comm_wait_ns + row.other_idle_ns == pytest.approx(
+            row.iteration_time_ns, rel=1e-12
+        )
         assert row.node_count == 9632
     times = [r.iteration_time_ns for r in result.rows]
     # faster scale-out network and faster compute both shorten the iteration
@@ -183,8 +213,22 @@ def test_cli_sweep(real_dir, tmp_path):
 
     prefix = real_dir / "chakra" / "astra-sim-allreduce-4npus" / "all_reduce"
     out = tmp_path / "sweep"
-    res = CliRunner().invoke(cli, ["-q", "sweep", str(prefix), "--hw", "dgx-h100", "--vary",
-                                   "network[0].bandwidth_gbps=100,450", "--executor", "serial", "-o", str(out)])
+    res = CliRunner().invoke(
+        cli,
+        [
+            "-q",
+            "sweep",
+            str(prefix),
+            "--hw",
+            "dgx-h100",
+            "--vary",
+            "network[0].bandwidth_gbps=100,450",
+            "--executor",
+            "serial",
+            "-o",
+            str(out),
+        ],
+    )
     assert res.exit_code == 0, res.output
     assert "19.3290" in res.stdout and "7.0950" in res.stdout  # 19,328.64 ns and 7,095.25 ns rounded to ns, in us
     rows = list(csv.DictReader(io.StringIO((out / "sweep.csv").read_text())))
@@ -193,10 +237,27 @@ def test_cli_sweep(real_dir, tmp_path):
 
 def test_cli_sweep_bad_vary_is_one_line(real_dir, tmp_path):
     prefix = real_dir / "chakra" / "astra-sim-allreduce-4npus" / "all_reduce"
-    proc = subprocess.run([sys.executable, "-m", "tracekit.cli._main", "sweep", str(prefix), "--hw", "dgx-h100", "--vary", "network[3].size=1",
-                           "-o", str(tmp_path / "o")], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tracekit.cli._main",
+            "sweep",
+            str(prefix),
+            "--hw",
+            "dgx-h100",
+            "--vary",
+            "network[3].size=1",
+            "-o",
+            str(tmp_path / "o"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 1
     assert proc.stderr.strip().splitlines() == [
         "tracekit: error: sweep parameter network[3].size: spec 'dgx-h100' has 1 network entries (indexes 0..0) "
-        "for this trace set"]
+        "for this trace set"
+    ]
     assert proc.stdout == "" and not (tmp_path / "o").exists()

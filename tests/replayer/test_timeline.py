@@ -26,9 +26,11 @@ def _events(trace, ph):
 
 
 def test_replay_timeline_processes_threads_slices_and_flows():
-    ranks = [[comp(0, 1_000), coll(1, AR, 1000, deps=[0])],
-             [comp(0, 4_000), coll(1, AR, 1000, deps=[0])],
-             [comp(0, 2_000), coll(1, AR, 1000, deps=[0])]]
+    ranks = [
+        [comp(0, 1_000), coll(1, AR, 1000, deps=[0])],
+        [comp(0, 4_000), coll(1, AR, 1000, deps=[0])],
+        [comp(0, 2_000), coll(1, AR, 1000, deps=[0])],
+    ]
     ts = traceset(ranks)
     result = replay(ts, one_dim(3, 1.0, 0.0))
     trace = replay_timeline(result, ts)
@@ -52,8 +54,10 @@ def test_replay_timeline_processes_threads_slices_and_flows():
 
 def test_send_recv_arrow_and_lanes_for_overlapping_posts():
     # rank 0 posts a send (0-1000 ns) and a recv at 0 whose data comes at 500-1500 ns: partial overlap
-    ranks = [[p2p(0, True, 1, 0, 1000), p2p(1, False, 1, 0, 1000)],
-             [p2p(0, False, 0, 1, 1000), comp(1, 500), p2p(2, True, 0, 1, 1000, deps=[1])]]
+    ranks = [
+        [p2p(0, True, 1, 0, 1000), p2p(1, False, 1, 0, 1000)],
+        [p2p(0, False, 0, 1, 1000), comp(1, 500), p2p(2, True, 0, 1, 1000, deps=[1])],
+    ]
     ts = traceset(ranks)
     trace = replay_timeline(replay(ts, one_dim(2, 1.0, 0.0)), ts)
     names = {e["args"]["name"] for e in _events(trace, "M") if e["name"] == "thread_name" and e["pid"] == 0}
@@ -128,5 +132,7 @@ def test_slices_sorted_by_start_per_track_and_flow_cap_stated(monkeypatch, tmp_p
     assert sum(1 for e in capped["traceEvents"] if e["ph"] == "s") == 4
     prefix = tmp_path / "ar"
     write_traceset(ts, str(prefix))
-    res = CliRunner().invoke(cli, ["replay", str(prefix), "--hw", "dgx-a100", "--timeline-out", str(tmp_path / "t.json")])
+    res = CliRunner().invoke(
+        cli, ["replay", str(prefix), "--hw", "dgx-a100", "--timeline-out", str(tmp_path / "t.json")]
+    )
     assert res.exit_code == 0 and "flow arrows not drawn (cap 4)" in " ".join(res.stderr.split())

@@ -53,8 +53,16 @@ def test_tutorial_commands_run(tmp_path):
     found = blocks(text)
     script_text = " ".join(s for _, s, _ in found)
     # the tutorial walks the whole flow the issue asks for
-    for step in ("tracekit convert pytorch", "tracekit validate", "tracekit analyze", "tracekit transform",
-                 "tracekit replay", "tracekit report", "tracekit diff", "tracekit sweep"):
+    for step in (
+        "tracekit convert pytorch",
+        "tracekit validate",
+        "tracekit analyze",
+        "tracekit transform",
+        "tracekit replay",
+        "tracekit report",
+        "tracekit diff",
+        "tracekit sweep",
+    ):
         assert step in script_text, step
     assert "from tracekit.capture import capture" in text  # the capture step (needs torch: shown, not run)
     for path in re.findall(r"`(sample_traces/[^`*]+)`", text):  # every bundled file the text names exists
@@ -65,8 +73,14 @@ def test_tutorial_commands_run(tmp_path):
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env["COLUMNS"] = "100"
     for i, (kind, script, expected) in enumerate(found):
-        proc = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=tmp_path, env=env,
-                              capture_output=True, text=True, timeout=300)
+        proc = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", script],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert proc.returncode == 0, f"block {i} ({kind}) failed:\n{script}\nstderr:\n{proc.stderr[-2000:]}"
         assert "Traceback" not in proc.stderr
         shown = _squash(proc.stdout)
@@ -74,8 +88,19 @@ def test_tutorial_commands_run(tmp_path):
             assert _squash(line) in shown, f"block {i}: tutorial shows {line!r}, the command printed:\n{proc.stdout}"
     # what the tutorial promises to have produced
     out = tmp_path / "out"
-    for name in ("job.0.et", "job.1.et", "job_fast.0.et", "a100.json", "a100.trace.json", "a100.html", "h100.json",
-                 "diff.html", "sweep/sweep.csv", "sweep/sweep.html", "a100_vs_measured.html"):
+    for name in (
+        "job.0.et",
+        "job.1.et",
+        "job_fast.0.et",
+        "a100.json",
+        "a100.trace.json",
+        "a100.html",
+        "h100.json",
+        "diff.html",
+        "sweep/sweep.csv",
+        "sweep/sweep.html",
+        "a100_vs_measured.html",
+    ):
         assert (out / name).is_file(), name
     a100 = json.loads((out / "a100.json").read_text())
     page = (out / "a100.html").read_text()

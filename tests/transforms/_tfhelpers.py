@@ -8,8 +8,18 @@ from tracekit.model import Attr, CollectiveType, ExecutionTrace, Node, NodeType
 from tracekit.traceset import TraceSet
 
 
-def comp(node_id: int, deps=(), duration_ns: int = 0, *, name: str = "k", cpu: bool = False, stream: int | None = None,
-         num_ops: int | None = None, tensor_bytes: int | None = None, ctrl=()) -> Node:
+def comp(
+    node_id: int,
+    deps=(),
+    duration_ns: int = 0,
+    *,
+    name: str = "k",
+    cpu: bool = False,
+    stream: int | None = None,
+    num_ops: int | None = None,
+    tensor_bytes: int | None = None,
+    ctrl=(),
+) -> Node:
     attrs = [Attr("is_cpu_op", cpu, "bool_val")]
     if stream is not None:
         attrs.append(Attr("stream", stream, "int64_val"))
@@ -21,9 +31,18 @@ def comp(node_id: int, deps=(), duration_ns: int = 0, *, name: str = "k", cpu: b
 
 
 def coll(node_id: int, deps=(), comm_bytes: int = 1 << 20, ctype=CollectiveType.ALL_REDUCE, pg: str = "0") -> Node:
-    return Node(node_id, "allreduce", NodeType.COMM_COLL_NODE, list(deps),
-                attrs=[Attr("is_cpu_op", False, "bool_val"), Attr("comm_type", int(ctype), "int64_val"),
-                       Attr("comm_size", comm_bytes, "int64_val"), Attr("pg_name", pg, "string_val")])
+    return Node(
+        node_id,
+        "allreduce",
+        NodeType.COMM_COLL_NODE,
+        list(deps),
+        attrs=[
+            Attr("is_cpu_op", False, "bool_val"),
+            Attr("comm_type", int(ctype), "int64_val"),
+            Attr("comm_size", comm_bytes, "int64_val"),
+            Attr("pg_name", pg, "string_val"),
+        ],
+    )
 
 
 def one_rank(nodes) -> TraceSet:
@@ -41,13 +60,15 @@ def replay_ns(ts, spec="dgx-a100", **options) -> float:
 
 def llm():
     """``(LLMConfig, ModelSpec, ParallelSpec, generate_llm)``; skips while the LLM generator is absent."""
-    cfg = pytest.importorskip("tracekit.workloads.config",
-                              reason="the LLM generator (tracekit.converters.generators) is not written yet")
+    cfg = pytest.importorskip(
+        "tracekit.workloads.config", reason="the LLM generator (tracekit.converters.generators) is not written yet"
+    )
     gen = pytest.importorskip("tracekit.converters.generators.llm")
     return cfg.LLMConfig, cfg.ModelSpec, cfg.ParallelSpec, gen.generate_llm
 
 
 def convert_pytorch(et_paths, kineto_paths=None, **kw):
-    mod = pytest.importorskip("tracekit.converters.pytorch",
-                              reason="the PyTorch converter (tracekit.converters.pytorch) is not written yet")
+    mod = pytest.importorskip(
+        "tracekit.converters.pytorch", reason="the PyTorch converter (tracekit.converters.pytorch) is not written yet"
+    )
     return mod.convert_pytorch(et_paths, kineto_paths, executor="serial", **kw)

@@ -36,8 +36,7 @@ INPUTS: dict[str, tuple[str, str]] = {
 
 def transforms() -> dict[str, Any]:
     """Case name -> transform (built lazily so importing this module stays cheap)."""
-    from tracekit.transforms import (Compact, DropCpuOps, RemoveNodes, Rescale, Retarget, ScaleComm,
-                                     ScaleCompute)
+    from tracekit.transforms import Compact, DropCpuOps, RemoveNodes, Rescale, Retarget, ScaleComm, ScaleCompute
 
     return {
         "scale_compute_2": ScaleCompute(2),
@@ -66,16 +65,18 @@ def generated_llm(zero_stage: int = 1):
     from tracekit.workloads.config import LLMConfig, ModelSpec, ParallelSpec
 
     m = ModelSpec("small", num_layers=4, hidden_size=1024, num_heads=16, seq_length=512, vocab_size=32000)
-    return generate_llm(LLMConfig(m, ParallelSpec(dp=2, tp=2, pp=2, zero_stage=zero_stage), global_batch_size=8,
-                                  micro_batch_size=1))
+    return generate_llm(
+        LLMConfig(m, ParallelSpec(dp=2, tp=2, pp=2, zero_stage=zero_stage), global_batch_size=8, micro_batch_size=1)
+    )
 
 
 def encoded(traceset):
     """``traceset`` with every rank encoded and read back (so transforms see records, as from files)."""
     from tracekit.io import encode_trace, trace_from_bytes
 
-    return traceset.with_traces({r: trace_from_bytes(encode_trace(t), rank=r) for r, t in traceset.items()},
-                                traceset.process_groups)
+    return traceset.with_traces(
+        {r: trace_from_bytes(encode_trace(t), rank=r) for r, t in traceset.items()}, traceset.process_groups
+    )
 
 
 def input_paths(name: str) -> list[Path] | None:

@@ -31,8 +31,11 @@ def _rescaled(cs, tr, out):
     return read_class_set(write_classes(out, world, classes))
 
 
-@pytest.mark.parametrize("tr", [Rescale(dp=4), Rescale(dp=4, mode="strong"), Rescale(dp=1), Rescale(dp=3)],
-                         ids=["weak4", "strong4", "weak1", "weak3"])
+@pytest.mark.parametrize(
+    "tr",
+    [Rescale(dp=4), Rescale(dp=4, mode="strong"), Rescale(dp=1), Rescale(dp=3)],
+    ids=["weak4", "strong4", "weak1", "weak3"],
+)
 def test_class_rescale_equals_expanded(class_set, tr, tmp_path):
     out = _rescaled(class_set, tr, tmp_path / "out")
     assert out.world_size == 2 * 2 * tr.dp

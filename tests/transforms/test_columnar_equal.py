@@ -37,8 +37,9 @@ def test_same_output_as_object_path(input_name, case, request):
     assert run_case(input_name, case) == expected
 
 
-_NODE_PATH = [("sample_feeder", c) for c in ("compact", "drop_cpu_ops", "remove_pattern", "scale_comm_2")] + \
-    [("generated_llm", c) for c in ("compact", "scale_compute_2", "rescale_strong_4")]
+_NODE_PATH = [("sample_feeder", c) for c in ("compact", "drop_cpu_ops", "remove_pattern", "scale_comm_2")] + [
+    ("generated_llm", c) for c in ("compact", "scale_compute_2", "rescale_strong_4")
+]
 
 
 @pytest.mark.parametrize("input_name,case", _NODE_PATH, ids=[f"{i}-{c}" for i, c in _NODE_PATH])

@@ -26,7 +26,7 @@ def test_varints_are_protobuf_varints():
 
 def test_packed_field_bytes():
     blobs = packed_fields(5, np.array([0, 2, 2]), np.array([1, 300], dtype=np.uint64))
-    assert blobs.data[blobs.ptr[0]:blobs.ptr[1]].tobytes() == b"\x2a\x03\x01\xac\x02"
+    assert blobs.data[blobs.ptr[0] : blobs.ptr[1]].tobytes() == b"\x2a\x03\x01\xac\x02"
     assert blobs.lens.tolist() == [5, 0]  # an empty list writes no field
     assert varint_fields(7, np.array([5])).data.tobytes() == b"\x38\x05"
 
@@ -49,8 +49,11 @@ def test_splice_drops_records_and_rewrites_fields():
 
 def test_compact_on_columns_merges_a_chain_with_forward_ids():
     # ids not ascending in file order: 10 -> 5 -> 7 on one stream, each 1 us with 100 FLOPs
-    nodes = [comp(10, [], 1000, stream=1, num_ops=100), comp(5, [10], 1000, stream=1, num_ops=100),
-             comp(7, [5], 1000, stream=1, num_ops=100)]
+    nodes = [
+        comp(10, [], 1000, stream=1, num_ops=100),
+        comp(5, [10], 1000, stream=1, num_ops=100),
+        comp(7, [5], 1000, stream=1, num_ops=100),
+    ]
     out, stats = compact_trace(_encoded(nodes))
     (n,) = out.nodes
     assert (stats.nodes_before, stats.nodes_after, stats.deps_before, stats.deps_after) == (3, 1, 2, 0)
@@ -97,8 +100,9 @@ def test_scale_comm_in_place_only_for_plain_integer_sizes():
 
     plain = coll(0, comm_bytes=1000)
     documented = coll(1, comm_bytes=1000)
-    documented = documented.replace(attrs=[Attr(a.name, a.value, a.kind, "bytes" if a.name == "comm_size" else "")
-                                           for a in documented.attrs])
+    documented = documented.replace(
+        attrs=[Attr(a.name, a.value, a.kind, "bytes" if a.name == "comm_size" else "") for a in documented.attrs]
+    )
     unsigned = coll(2, comm_bytes=1000).with_attr("comm_size", 1000, "uint32_val")
     twice = coll(3, comm_bytes=1000).with_attr("x", "y" * 200)  # a long attribute: decoded one by one
     ts = TraceSet([_encoded([plain, documented, unsigned, twice])])

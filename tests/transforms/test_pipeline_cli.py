@@ -13,7 +13,7 @@ from tracekit.errors import ConfigError, TracekitError
 from tracekit.io import read_traceset, write_traceset
 from tracekit.model import ExecutionTrace
 from tracekit.traceset import TraceSet
-from tracekit.transforms import (Compact, Pipeline, Rescale, ScaleComm, ScaleCompute, load_pipeline, provenance_of)
+from tracekit.transforms import Compact, Pipeline, Rescale, ScaleComm, ScaleCompute, load_pipeline, provenance_of
 
 
 def _job(n=2):
@@ -36,22 +36,32 @@ def test_pipeline_composes_and_records_provenance():
 
 def test_pipeline_file(tmp_path):
     f = tmp_path / "p.toml"
-    f.write_text('input = "a/job"\noutput = "b/job"\n[[transform]]\nkind = "scale_compute"\nfactor = 2\n'
-                 '[[transform]]\nkind = "scale_comm"\nfactor = 0.5\nper_type = { all_reduce = 3 }\n'
-                 '[[transform]]\nkind = "keep_ranks"\nranks = [0, 1]\n')
+    f.write_text(
+        'input = "a/job"\noutput = "b/job"\n[[transform]]\nkind = "scale_compute"\nfactor = 2\n'
+        '[[transform]]\nkind = "scale_comm"\nfactor = 0.5\nper_type = { all_reduce = 3 }\n'
+        '[[transform]]\nkind = "keep_ranks"\nranks = [0, 1]\n'
+    )
     pf = load_pipeline(f)
     assert (pf.input, pf.output) == ("a/job", "b/job")
     out = pf.pipeline.run(_job(3))
-    assert len(out) == 2 and out.process_groups["0"] == (0, 1) and out[0].nodes[2].comm_bytes == 3 * 4096 and out[0].nodes[1].duration_ns == 600
+    assert (
+        len(out) == 2
+        and out.process_groups["0"] == (0, 1)
+        and out[0].nodes[2].comm_bytes == 3 * 4096
+        and out[0].nodes[1].duration_ns == 600
+    )
 
 
-@pytest.mark.parametrize("text, msg", [
-    ("[[transform]]\nkind = 'warp'\n", "transform 1: unknown transform kind 'warp'"),
-    ("[[transform]]\nkind = 'rescale'\ndp = 0\n", "transform 1: rescale: dp must be an integer >= 1, got 0"),
-    ("[[transform]]\nkind = 'compact'\nspeed = 1\n", "transform 1: compact: unknown parameter\\(s\\) speed"),
-    ("x = 1\n", "unknown top-level key"),
-    ("[[transform]\n", "not valid TOML"),
-])
+@pytest.mark.parametrize(
+    "text, msg",
+    [
+        ("[[transform]]\nkind = 'warp'\n", "transform 1: unknown transform kind 'warp'"),
+        ("[[transform]]\nkind = 'rescale'\ndp = 0\n", "transform 1: rescale: dp must be an integer >= 1, got 0"),
+        ("[[transform]]\nkind = 'compact'\nspeed = 1\n", "transform 1: compact: unknown parameter\\(s\\) speed"),
+        ("x = 1\n", "unknown top-level key"),
+        ("[[transform]\n", "not valid TOML"),
+    ],
+)
 def test_pipeline_file_errors_name_file_and_step(tmp_path, text, msg):
     f = tmp_path / "p.toml"
     f.write_text(text)
@@ -71,8 +81,20 @@ def test_pipeline_never_writes_partial_output(tmp_path):
 
 def test_cli_transform_writes_and_records(tmp_path):
     write_traceset(_job(), tmp_path / "in/job")
-    r = CliRunner().invoke(cli, ["transform", str(tmp_path / "in/job"), "-o", str(tmp_path / "out/job"),
-                                 "--scale-compute", "0.5", "--dp", "4", "--compact"])
+    r = CliRunner().invoke(
+        cli,
+        [
+            "transform",
+            str(tmp_path / "in/job"),
+            "-o",
+            str(tmp_path / "out/job"),
+            "--scale-compute",
+            "0.5",
+            "--dp",
+            "4",
+            "--compact",
+        ],
+    )
     assert r.exit_code == 0, r.output
     assert "wrote 4 ranks" in r.stdout and "2 -> 4 ranks, 6 -> 8 nodes" in r.stdout
     out = read_traceset(tmp_path / "out/job")
@@ -82,13 +104,16 @@ def test_cli_transform_writes_and_records(tmp_path):
     assert [s["transform"] for s in rec["steps"]] == ["ScaleCompute", "Rescale", "Compact"]
 
 
-@pytest.mark.parametrize("args, msg", [
-    (["--scale-compute", "0"], "compute scale factor must be a finite number > 0, got 0.0"),
-    (["--dp", "-4"], "dp must be an integer >= 1, got -4"),
-    (["--keep-iteration", "3"], "no iteration 3"),
-    (["--ranks", "7-1"], "end before start"),
-    ([], "no transform given"),
-])
+@pytest.mark.parametrize(
+    "args, msg",
+    [
+        (["--scale-compute", "0"], "compute scale factor must be a finite number > 0, got 0.0"),
+        (["--dp", "-4"], "dp must be an integer >= 1, got -4"),
+        (["--keep-iteration", "3"], "no iteration 3"),
+        (["--ranks", "7-1"], "end before start"),
+        ([], "no transform given"),
+    ],
+)
 def test_cli_bad_input_one_line_exit_1_no_output(tmp_path, args, msg):
     write_traceset(_job(), tmp_path / "in/job")
     import subprocess
@@ -97,8 +122,12 @@ def test_cli_bad_input_one_line_exit_1_no_output(tmp_path, args, msg):
 
     # the installed entry point: the real error rendering (one line, exit 1)
     exe = Path(sys.executable).with_name("tracekit")
-    r = subprocess.run([str(exe), "transform", str(tmp_path / "in/job"), "-o", str(tmp_path / "out/job"), *args],
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [str(exe), "transform", str(tmp_path / "in/job"), "-o", str(tmp_path / "out/job"), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 1
     assert r.stdout == ""
     lines = r.stderr.strip().splitlines()
@@ -109,8 +138,9 @@ def test_cli_bad_input_one_line_exit_1_no_output(tmp_path, args, msg):
 def test_cli_pipeline_file(tmp_path):
     write_traceset(_job(), tmp_path / "in/job")
     f = tmp_path / "p.toml"
-    f.write_text(f'input = "{tmp_path}/in/job"\noutput = "{tmp_path}/out/job"\n'
-                 '[[transform]]\nkind = "rescale"\ndp = 3\n')
+    f.write_text(
+        f'input = "{tmp_path}/in/job"\noutput = "{tmp_path}/out/job"\n[[transform]]\nkind = "rescale"\ndp = 3\n'
+    )
     r = CliRunner().invoke(cli, ["transform", "--pipeline", str(f)])
     assert r.exit_code == 0, r.output
     assert len(read_traceset(tmp_path / "out/job")) == 3

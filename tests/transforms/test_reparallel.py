@@ -28,8 +28,22 @@ def _jobs(before, after, schedule="1f1b", **extra):
 
 def _program(trace):
     """A rank's nodes without group names (numbered differently by the generator and the rewrite)."""
-    return [(n.name, n.type, n.data_deps, n.num_ops, n.tensor_bytes, n.comm_bytes, n.comm_src, n.comm_dst,
-             n.comm_tag, n.get_attr("layer"), n.get_attr("micro_batch")) for n in trace.nodes[1:]]
+    return [
+        (
+            n.name,
+            n.type,
+            n.data_deps,
+            n.num_ops,
+            n.tensor_bytes,
+            n.comm_bytes,
+            n.comm_src,
+            n.comm_dst,
+            n.comm_tag,
+            n.get_attr("layer"),
+            n.get_attr("micro_batch"),
+        )
+        for n in trace.nodes[1:]
+    ]
 
 
 def test_tp_rewrite_with_sequence_parallelism_matches_direct_generation():

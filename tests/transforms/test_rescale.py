@@ -89,10 +89,10 @@ def test_rescale_refuses_unknown_grid():
 def test_group_and_peer_mapping_rules():
     old, new = Grid(tp=2, dp=2, pp=2), Grid(tp=2, dp=4, pp=2)
     # rank 1 = (tp 1, dp 0, pp 0) copied to new rank 5 = (tp 1, dp 2, pp 0)
-    assert map_group((0, 1), old, new, 1, 5) == (4, 5)                   # tp group moves to the new replica
-    assert map_group((1, 3), old, new, 1, 5) == (1, 3, 5, 7)             # dp group grows
-    assert map_group((1, 5), old, new, 1, 5) == (5, 13)                  # pp group moves
-    assert map_peer(5, old, new, 1, 5) == 13                             # next stage, same replica
+    assert map_group((0, 1), old, new, 1, 5) == (4, 5)  # tp group moves to the new replica
+    assert map_group((1, 3), old, new, 1, 5) == (1, 3, 5, 7)  # dp group grows
+    assert map_group((1, 5), old, new, 1, 5) == (5, 13)  # pp group moves
+    assert map_peer(5, old, new, 1, 5) == 13  # next stage, same replica
     with pytest.raises(TransformError, match="not a sub-grid"):
         map_group((0, 3, 5), old, new, 0, 0)
 

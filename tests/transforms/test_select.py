@@ -24,8 +24,9 @@ def test_bypass_edges_keep_order_through_removed_chains():
 
 
 def test_remove_nodes_by_name_and_type():
-    ts = one_rank([comp(0, name="aten::mm"), comp(1, [0], name="aten::relu"), coll(2, [1]),
-                   comp(3, [2], name="aten::relu")])
+    ts = one_rank(
+        [comp(0, name="aten::mm"), comp(1, [0], name="aten::relu"), coll(2, [1]), comp(3, [2], name="aten::relu")]
+    )
     out = RemoveNodes(name_pattern="relu", node_types=("COMP",)).apply(ts)[0]
     assert [n.id for n in out.nodes] == [0, 2]
     assert list(out.nodes[1].data_deps) == [0]
@@ -47,11 +48,28 @@ def test_keep_ranks_renumbers_cuts_groups_and_drops_p2p_to_removed_peers():
     from tracekit.model import Attr
 
     def rank(r):
-        send = Node(3, "send", NodeType.COMM_SEND_NODE, [2], attrs=[
-            Attr("comm_src", r, "int32_val"), Attr("comm_dst", (r + 1) % 4, "int32_val"),
-            Attr("comm_tag", 0, "int32_val"), Attr("comm_size", 8, "int64_val")])
-        return ExecutionTrace([pg_init_node(0, {"0": (), "1": (0, 1), "2": (2, 3)}), comp(1, [], 10),
-                               coll(2, [1], pg="1" if r < 2 else "2"), send, comp(4, [3], 5)])
+        send = Node(
+            3,
+            "send",
+            NodeType.COMM_SEND_NODE,
+            [2],
+            attrs=[
+                Attr("comm_src", r, "int32_val"),
+                Attr("comm_dst", (r + 1) % 4, "int32_val"),
+                Attr("comm_tag", 0, "int32_val"),
+                Attr("comm_size", 8, "int64_val"),
+            ],
+        )
+        return ExecutionTrace(
+            [
+                pg_init_node(0, {"0": (), "1": (0, 1), "2": (2, 3)}),
+                comp(1, [], 10),
+                coll(2, [1], pg="1" if r < 2 else "2"),
+                send,
+                comp(4, [3], 5),
+            ]
+        )
+
     ts = TraceSet([rank(r) for r in range(4)])
     out = KeepRanks((1, 2)).apply(ts)
     assert out.ranks == (0, 1)
@@ -84,8 +102,15 @@ def test_keep_iteration_refuses_missing_annotation():
 
 
 def test_keep_iteration_window_and_dangling_deps():
-    ts = one_rank([comp(0, name="ProfilerStep#1", cpu=True), comp(1, [0], ctrl=[0]), comp(2, [1]),
-                   comp(3, [2], name="ProfilerStep#2", cpu=True), comp(4, [2, 3], ctrl=[3])])
+    ts = one_rank(
+        [
+            comp(0, name="ProfilerStep#1", cpu=True),
+            comp(1, [0], ctrl=[0]),
+            comp(2, [1]),
+            comp(3, [2], name="ProfilerStep#2", cpu=True),
+            comp(4, [2, 3], ctrl=[3]),
+        ]
+    )
     out = KeepIteration(2).apply(ts)[0]
     assert [n.id for n in out.nodes] == [3, 4]
     assert list(out.nodes[1].data_deps) == [3]

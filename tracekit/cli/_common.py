@@ -140,8 +140,13 @@ class TracekitGroup(click.Group):
     group, ``click.testing.CliRunner`` sees exactly what a user sees.
     """
 
-    def make_context(self, info_name: str | None, args: list[str],  # type: ignore[override]
-                     parent: click.Context | None = None, **extra: Any) -> click.Context:
+    def make_context(
+        self,
+        info_name: str | None,
+        args: list[str],  # type: ignore[override]
+        parent: click.Context | None = None,
+        **extra: Any,
+    ) -> click.Context:
         """Click's context, with a usage error of the group's own options raised as one line."""
         try:
             return super().make_context(info_name, args, parent=parent, **extra)

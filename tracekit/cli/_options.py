@@ -27,13 +27,17 @@ GLOBAL_FLAGS = frozenset({"-q", "--quiet", "--debug", "-v", "--verbose"})
 _VERBOSE_RUN = re.compile(r"^-v{2,}$")
 
 EXECUTORS = ("auto", "serial", "process", "ray")
-EXECUTOR_HELP = ("Where work over ranks or sweep points runs: auto (a local process pool when there is enough "
-                 "work for more than one worker, else this process), serial, process, or ray.")
+EXECUTOR_HELP = (
+    "Where work over ranks or sweep points runs: auto (a local process pool when there is enough "
+    "work for more than one worker, else this process), serial, process, or ray."
+)
 WORKERS_HELP = "Local pool size (default: the CPU count, at most 8)."
 ADDRESS_HELP = "Ray cluster address with --executor ray (auto, ray://host:10001); default: start a local Ray."
 JSON_HELP = "Print the result as JSON on stdout (machine output; no tables)."
-TRACES_HELP = ("TRACES is one or more of: a trace-set prefix (dir/job for dir/job.<rank>.et), a quoted glob, "
-               "a directory, or trace files (an unquoted shell glob).")
+TRACES_HELP = (
+    "TRACES is one or more of: a trace-set prefix (dir/job for dir/job.<rank>.et), a quoted glob, "
+    "a directory, or trace files (an unquoted shell glob)."
+)
 
 
 def hoist_global_flags(args: list[str]) -> list[str]:
@@ -79,8 +83,9 @@ def executor_options(f: Callable) -> Callable:
     """``--executor``, ``--workers``, ``--address`` with one set of choices and defaults for every command."""
     f = click.option("--address", default=None, metavar="ADDR", help=ADDRESS_HELP)(f)
     f = click.option("--workers", type=click.IntRange(min=1), default=None, help=WORKERS_HELP)(f)
-    f = click.option("--executor", type=click.Choice(EXECUTORS), default="auto", show_default=True,
-                     help=EXECUTOR_HELP)(f)
+    f = click.option("--executor", type=click.Choice(EXECUTORS), default="auto", show_default=True, help=EXECUTOR_HELP)(
+        f
+    )
     return f
 
 

@@ -14,8 +14,16 @@ def _summary_rows(summary: Any, top: int) -> tuple[list[tuple[str, Any]], int]:
 
     groups: dict[tuple, list] = {}
     for s in summary.per_rank:
-        key = (s.version, s.nodes, s.data_deps, s.ctrl_deps, s.compute_ns, tuple(sorted(s.nodes_by_type.items())),
-               tuple(sorted(s.collectives.items())), tuple(sorted(s.comm_bytes_by_collective.items())))
+        key = (
+            s.version,
+            s.nodes,
+            s.data_deps,
+            s.ctrl_deps,
+            s.compute_ns,
+            tuple(sorted(s.nodes_by_type.items())),
+            tuple(sorted(s.collectives.items())),
+            tuple(sorted(s.comm_bytes_by_collective.items())),
+        )
         groups.setdefault(key, [[], s])[0].append(s.rank if s.rank is not None else 0)
     rows = [(rank_ranges(ranks, limit=3), s) for ranks, s in groups.values()]
     return rows[:top], len(rows)
@@ -39,8 +47,15 @@ def render_summary(console: Any, summary: Any, *, top: int = 16) -> None:
     for col in ("rank", "file", "version", "nodes", "data deps", "ctrl deps", "compute"):
         head.add_column(col, justify="right" if col not in ("file", "version") else "left")
     for ranks, s in rows:
-        head.add_row(ranks, str(s.path or ""), s.version, f"{s.nodes:,}", f"{s.data_deps:,}",
-                     f"{s.ctrl_deps:,}", _fmt_ns(s.compute_ns))
+        head.add_row(
+            ranks,
+            str(s.path or ""),
+            s.version,
+            f"{s.nodes:,}",
+            f"{s.data_deps:,}",
+            f"{s.ctrl_deps:,}",
+            _fmt_ns(s.compute_ns),
+        )
     console.print(head)
     types = Table(title="nodes by type", show_header=True)
     all_types = sorted({k for _, s in rows for k in s.nodes_by_type})
@@ -57,9 +72,14 @@ def render_summary(console: Any, summary: Any, *, top: int = 16) -> None:
         for c in colls:
             ct.add_column(c, justify="right")
         for ranks, s in rows:
-            ct.add_row(ranks, *[
-                f"{s.collectives.get(c, 0) if c not in ('SEND', 'RECV') else '-'} / "
-                f"{_fmt_bytes(s.comm_bytes_by_collective.get(c, 0))}" for c in colls])
+            ct.add_row(
+                ranks,
+                *[
+                    f"{s.collectives.get(c, 0) if c not in ('SEND', 'RECV') else '-'} / "
+                    f"{_fmt_bytes(s.comm_bytes_by_collective.get(c, 0))}"
+                    for c in colls
+                ],
+            )
         console.print(ct)
     if any(s.steps for s in summary.per_rank):
         st = Table(title="steps (measured ProfilerStep#N duration)", show_header=True)
@@ -69,8 +89,11 @@ def render_summary(console: Any, summary: Any, *, top: int = 16) -> None:
             st.add_row(str(s.rank), ", ".join(f"{k.split('#')[1]}: {_fmt_ns(v)}" for k, v in s.steps.items()) or "-")
         console.print(st)
     if len(summary.process_groups) > 1:
-        pg = Table(title=f"process groups ({len(summary.process_groups)}"
-                         f"{f'; the first {top}' if len(summary.process_groups) > top else ''})", show_header=True)
+        pg = Table(
+            title=f"process groups ({len(summary.process_groups)}"
+            f"{f'; the first {top}' if len(summary.process_groups) > top else ''})",
+            show_header=True,
+        )
         pg.add_column("pg_name")
         descs = summary.process_group_descs
         if descs:
@@ -99,8 +122,12 @@ def render_cost_coverage(console: Any, summary: Any) -> None:
         table.add_column(col, justify="left" if col in ("device", "side") else "right")
     for s in rows:
         c = s.cost
-        table.add_row(str(s.rank), c.compute_device or "-", c.side,
-                      f"{c.costed_nodes:,}/{c.comp_nodes:,} ({_share(c.node_share)})",
-                      f"{_fmt_ns(c.costed_ns)}/{_fmt_ns(c.compute_ns)} ({_share(c.time_share)})",
-                      f"{c.total_flops / 1e9:,.1f}")
+        table.add_row(
+            str(s.rank),
+            c.compute_device or "-",
+            c.side,
+            f"{c.costed_nodes:,}/{c.comp_nodes:,} ({_share(c.node_share)})",
+            f"{_fmt_ns(c.costed_ns)}/{_fmt_ns(c.compute_ns)} ({_share(c.time_share)})",
+            f"{c.total_flops / 1e9:,.1f}",
+        )
     console.print(table)

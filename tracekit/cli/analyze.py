@@ -54,10 +54,20 @@ def _traceset_spec(specs: tuple[str, ...]):
 
 @click.command("analyze", context_settings=CONTEXT_SETTINGS)
 @click.argument("traces", metavar="TRACES...", nargs=-1, required=True)
-@click.option("--top", type=click.IntRange(0, 1000), default=10, show_default=True,
-              help="Kernels listed per rank (largest total time first).")
-@click.option("--html-out", "html_out", type=click.Path(dir_okay=False), default=None,
-              help="Also write the analysis as a self-contained HTML page.")
+@click.option(
+    "--top",
+    type=click.IntRange(0, 1000),
+    default=10,
+    show_default=True,
+    help="Kernels listed per rank (largest total time first).",
+)
+@click.option(
+    "--html-out",
+    "html_out",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Also write the analysis as a self-contained HTML page.",
+)
 @json_option()
 def analyze(traces: tuple[str, ...], top: int, html_out: str | None, as_json: bool) -> None:
     """Analyse a measured run from its Kineto traces (one per rank): where the time went.
@@ -116,34 +126,53 @@ def render_analysis(console, analysis) -> None:
         t.add_column(col, justify="right")
     for r in analysis.ranks:
         by = dict(r.time_by_class_ns)
-        t.add_row(str(r.rank), "GPU" if r.device else "CPU", _fmt_ns(r.window_ns),
-                  f"{_fmt_ns(r.compute_ns)} ({pct(r.compute_ns, r.window_ns)})",
-                  f"{_fmt_ns(r.exposed_comm_ns)} ({pct(r.exposed_comm_ns, r.window_ns)})",
-                  _fmt_ns(r.other_idle_ns), _fmt_ns(r.comm_ns),
-                  f"{_fmt_ns(r.overlap_ns)} ({pct(r.overlap_ns, r.comm_ns)} of comm)",
-                  *(_fmt_ns(by[c]) for c in CLASSES))
+        t.add_row(
+            str(r.rank),
+            "GPU" if r.device else "CPU",
+            _fmt_ns(r.window_ns),
+            f"{_fmt_ns(r.compute_ns)} ({pct(r.compute_ns, r.window_ns)})",
+            f"{_fmt_ns(r.exposed_comm_ns)} ({pct(r.exposed_comm_ns, r.window_ns)})",
+            _fmt_ns(r.other_idle_ns),
+            _fmt_ns(r.comm_ns),
+            f"{_fmt_ns(r.overlap_ns)} ({pct(r.overlap_ns, r.comm_ns)} of comm)",
+            *(_fmt_ns(by[c]) for c in CLASSES),
+        )
     console.print(t)
     s = Table(title="idle per stream (GPU) or thread (CPU-only run)")
     for col in ("rank", "stream", "events", "busy", "idle"):
         s.add_column(col, justify="left" if col == "stream" else "right")
     for r in analysis.ranks:
         for st in r.streams:
-            s.add_row(str(r.rank), st.name, f"{st.events:,}", _fmt_ns(st.busy_ns),
-                      f"{_fmt_ns(st.idle_ns)} ({pct(st.idle_ns, r.window_ns)})")
+            s.add_row(
+                str(r.rank),
+                st.name,
+                f"{st.events:,}",
+                _fmt_ns(st.busy_ns),
+                f"{_fmt_ns(st.idle_ns)} ({pct(st.idle_ns, r.window_ns)})",
+            )
     console.print(s)
     for r in analysis.ranks:
         if r.launch is not None:
             lc = r.launch
-            console.print(f"rank {r.rank}: {lc.launches:,} launches, CPU time {_fmt_ns(lc.cpu_ns)}, launch delay "
-                          f"mean {_fmt_ns(lc.delay_mean_ns)}, max {_fmt_ns(lc.delay_max_ns)}",
-                          markup=False, highlight=False)
+            console.print(
+                f"rank {r.rank}: {lc.launches:,} launches, CPU time {_fmt_ns(lc.cpu_ns)}, launch delay "
+                f"mean {_fmt_ns(lc.delay_mean_ns)}, max {_fmt_ns(lc.delay_max_ns)}",
+                markup=False,
+                highlight=False,
+            )
     k = Table(title="top kernels (by total time)")
     for col in ("rank", "kernel", "class", "count", "total", "mean"):
         k.add_column(col, justify="left" if col in ("kernel", "class") else "right")
     for r in analysis.ranks:
         for ks in r.top_kernels:
-            k.add_row(str(r.rank), Text(ks.name[:80]), ks.kernel_class, f"{ks.count:,}", _fmt_ns(ks.total_ns),
-                      _fmt_ns(ks.mean_ns))
+            k.add_row(
+                str(r.rank),
+                Text(ks.name[:80]),
+                ks.kernel_class,
+                f"{ks.count:,}",
+                _fmt_ns(ks.total_ns),
+                _fmt_ns(ks.mean_ns),
+            )
     console.print(k)
 
 

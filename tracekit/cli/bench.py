@@ -23,25 +23,66 @@ def _int_list(text: str) -> list[int]:
 
 @click.command("bench-coll", context_settings=CONTEXT_SETTINGS)
 @click.option("--hw", "spec_name", required=True, metavar="SPEC", help="Hardware spec: preset name or TOML file.")
-@click.option("--collective", default="all_reduce", show_default=True,
-              type=click.Choice(["all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all"]),
-              help="Collective to cost (as the nccl-tests binary <collective>_perf).")
-@click.option("--ranks", "ranks_text", default="8", show_default=True, metavar="P1,P2,...",
-              help="Rank counts; the spec's outermost dimension is resized to each.")
-@click.option("--collective-model", "models", multiple=True, type=click.Choice(["nccl", "alpha_beta", "astra"]),
-              help="Collective model; repeat for several (default: nccl and alpha_beta).")
-@click.option("--model", "models_old", multiple=True, hidden=True,
-              type=click.Choice(["nccl", "alpha_beta", "astra"]))  # the first spelling, kept working
-@click.option("--sizes", default="8B:8GiB", show_default=True, metavar="MIN:MAX[:F] | A,B,...",
-              help="Sizes in nccl-tests terms: powers of F (default 2) from MIN to MAX, or a list.")
-@click.option("--nccl-tests", "nccl_tests", multiple=True, type=click.Path(exists=True, dir_okay=False),
-              metavar="FILE", help="all_reduce_perf-style output to overlay; repeat for several.")
-@click.option("-o", "--output", "output", default=None, metavar="PLOT",
-              help="Write the plot: .html (self-contained) or .png (needs Chromium).")
+@click.option(
+    "--collective",
+    default="all_reduce",
+    show_default=True,
+    type=click.Choice(["all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all"]),
+    help="Collective to cost (as the nccl-tests binary <collective>_perf).",
+)
+@click.option(
+    "--ranks",
+    "ranks_text",
+    default="8",
+    show_default=True,
+    metavar="P1,P2,...",
+    help="Rank counts; the spec's outermost dimension is resized to each.",
+)
+@click.option(
+    "--collective-model",
+    "models",
+    multiple=True,
+    type=click.Choice(["nccl", "alpha_beta", "astra"]),
+    help="Collective model; repeat for several (default: nccl and alpha_beta).",
+)
+@click.option(
+    "--model", "models_old", multiple=True, hidden=True, type=click.Choice(["nccl", "alpha_beta", "astra"])
+)  # the first spelling, kept working
+@click.option(
+    "--sizes",
+    default="8B:8GiB",
+    show_default=True,
+    metavar="MIN:MAX[:F] | A,B,...",
+    help="Sizes in nccl-tests terms: powers of F (default 2) from MIN to MAX, or a list.",
+)
+@click.option(
+    "--nccl-tests",
+    "nccl_tests",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False),
+    metavar="FILE",
+    help="all_reduce_perf-style output to overlay; repeat for several.",
+)
+@click.option(
+    "-o",
+    "--output",
+    "output",
+    default=None,
+    metavar="PLOT",
+    help="Write the plot: .html (self-contained) or .png (needs Chromium).",
+)
 @json_option()
-def bench_coll(spec_name: str, collective: str, ranks_text: str, models: tuple[str, ...],
-               models_old: tuple[str, ...], sizes: str, nccl_tests: tuple[str, ...], output: str | None,
-               as_json: bool) -> None:
+def bench_coll(
+    spec_name: str,
+    collective: str,
+    ranks_text: str,
+    models: tuple[str, ...],
+    models_old: tuple[str, ...],
+    sizes: str,
+    nccl_tests: tuple[str, ...],
+    output: str | None,
+    as_json: bool,
+) -> None:
     """Print the nccl-tests table (size, time, algbw, busbw) of each model, and plot it.
 
     Each point is one collective on ranks 0..P-1 of the spec fitted to P ranks,
@@ -53,16 +94,23 @@ def bench_coll(spec_name: str, collective: str, ranks_text: str, models: tuple[s
       tracekit bench-coll --hw dgx-h100 --collective all_reduce --ranks 8,16,64
       tracekit bench-coll --hw dgx-a100 --ranks 8 --nccl-tests my_run.txt -o busbw.html
     """
-    from tracekit.replayer.orchestration.bench_coll import (check_plot_path, format_table, model_curves, read_nccl_tests,
-                                              size_range, write_plot)
+    from tracekit.replayer.orchestration.bench_coll import (
+        check_plot_path,
+        format_table,
+        model_curves,
+        read_nccl_tests,
+        size_range,
+        write_plot,
+    )
     from tracekit.replayer.simulation.hardware import load_spec
 
     models = models + models_old
     if output:
         check_plot_path(output)
     spec = load_spec(spec_name)
-    rows = model_curves(spec, collective, _int_list(ranks_text), list(models) or ["nccl", "alpha_beta"],
-                        size_range(sizes))
+    rows = model_curves(
+        spec, collective, _int_list(ranks_text), list(models) or ["nccl", "alpha_beta"], size_range(sizes)
+    )
     for path in nccl_tests:
         run = read_nccl_tests(path, collective=collective)
         rows += list(run.rows)

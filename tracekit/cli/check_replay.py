@@ -11,15 +11,28 @@ from tracekit.fmt import fmt_ms
 
 @click.command("check-replay", context_settings=CONTEXT_SETTINGS)
 @traces_argument()
-@click.option("--hw", "hw", default="dgx-h100", show_default=True, metavar="SPEC",
-              help="Hardware spec (measured durations do not depend on its rates).")
-@click.option("-o", "--output", "json_out", type=click.Path(dir_okay=False), default=None,
-              help="Write the comparison as JSON to this file.")
+@click.option(
+    "--hw",
+    "hw",
+    default="dgx-h100",
+    show_default=True,
+    metavar="SPEC",
+    help="Hardware spec (measured durations do not depend on its rates).",
+)
+@click.option(
+    "-o",
+    "--output",
+    "json_out",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Write the comparison as JSON to this file.",
+)
 @json_option()
 @click.option("--html-out", "html_out", type=click.Path(dir_okay=False), default=None, help="Write an HTML page.")
 @deprecated_alias("--html", "html_old")
-def check_replay_cmd(traces, hw: str, json_out: str | None, as_json: bool, html_out: str | None,
-                     html_old: str | None) -> None:
+def check_replay_cmd(
+    traces, hw: str, json_out: str | None, as_json: bool, html_out: str | None, html_old: str | None
+) -> None:
     """Replay with measured durations; print per rank and step predicted vs measured time and the error.
 
     Each member of a collective ends what it measured after the last member arrived (one host clock;
@@ -60,8 +73,14 @@ def check_replay_cmd(traces, hw: str, json_out: str | None, as_json: bool, html_
     for r in comparison.rows:
         top = r.contributors[0] if r.contributors else None
         shift = f"{top.name[:30]} {fmt_ms(top.shift_ns, signed=True)}" if top else "-"
-        table.add_row(str(r.rank), "-" if r.step is None else str(r.step), f"{r.measured_ns / 1e6:,.3f}",
-                      f"{r.predicted_ns / 1e6:,.3f}", f"{100 * r.error:+.1f}%", shift)
+        table.add_row(
+            str(r.rank),
+            "-" if r.step is None else str(r.step),
+            f"{r.measured_ns / 1e6:,.3f}",
+            f"{r.predicted_ns / 1e6:,.3f}",
+            f"{100 * r.error:+.1f}%",
+            shift,
+        )
     console.print(table)
 
 

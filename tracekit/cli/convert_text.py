@@ -11,18 +11,29 @@ from tracekit.cli._options import emit_json, json_option
 @click.command("text", context_settings=CONTEXT_SETTINGS)
 @click.argument("workload", metavar="FILE")
 @click.option("--ranks", "num_ranks", type=int, required=True, help="Number of ranks (NPUs) to write.")
-@click.option("-o", "--output", "prefix", required=True, metavar="PREFIX",
-              help="Output prefix: writes PREFIX.<rank>.et.")
+@click.option(
+    "-o", "--output", "prefix", required=True, metavar="PREFIX", help="Output prefix: writes PREFIX.<rank>.et."
+)
 @click.option("--passes", type=int, default=1, show_default=True, help="Training passes (iterations) per rank.")
-@click.option("--tp", type=int, default=None,
-              help="Model-parallel group size for HYBRID_DATA_MODEL / HYBRID_MODEL_DATA "
-                   "(HYBRID_TRANSFORMER reads it from the file).")
-@click.option("--time-unit", type=click.Choice(["us", "ns"]), default="us", show_default=True,
-              help="Unit of the file's compute times: us = as Chakra's text converter stores them and ASTRA-sim 2 "
-                   "replays them; ns = ASTRA-sim 1.0 cycles.")
+@click.option(
+    "--tp",
+    type=int,
+    default=None,
+    help="Model-parallel group size for HYBRID_DATA_MODEL / HYBRID_MODEL_DATA "
+    "(HYBRID_TRANSFORMER reads it from the file).",
+)
+@click.option(
+    "--time-unit",
+    type=click.Choice(["us", "ns"]),
+    default="us",
+    show_default=True,
+    help="Unit of the file's compute times: us = as Chakra's text converter stores them and ASTRA-sim 2 "
+    "replays them; ns = ASTRA-sim 1.0 cycles.",
+)
 @json_option()
-def text(workload: str, num_ranks: int, prefix: str, passes: int, tp: int | None, time_unit: str,
-         as_json: bool) -> None:
+def text(
+    workload: str, num_ranks: int, prefix: str, passes: int, tp: int | None, time_unit: str, as_json: bool
+) -> None:
     """Convert an ASTRA-sim text workload (DATA, MODEL, HYBRID_*, MICRO) into Chakra traces.
 
     \b
@@ -36,11 +47,18 @@ def text(workload: str, num_ranks: int, prefix: str, passes: int, tp: int | None
     traceset = convert_text_workload(workload, num_ranks, passes=passes, tp=tp, time_unit=time_unit)
     paths = write_traceset(traceset, prefix)
     if as_json:
-        emit_json({"prefix": prefix, "files": [str(p) for p in paths],
-                   "nodes_per_rank": {r: len(traceset[r]) for r in traceset.ranks}})
+        emit_json(
+            {
+                "prefix": prefix,
+                "files": [str(p) for p in paths],
+                "nodes_per_rank": {r: len(traceset[r]) for r in traceset.ranks},
+            }
+        )
     elif not state().quiet:
         nodes = len(traceset[traceset.ranks[0]])
-        err_console().print(f"wrote {len(paths)} trace(s), {nodes:,} nodes per rank: {path_span(paths)}", markup=False, highlight=False)
+        err_console().print(
+            f"wrote {len(paths)} trace(s), {nodes:,} nodes per rank: {path_span(paths)}", markup=False, highlight=False
+        )
 
 
 COMMANDS = [text]

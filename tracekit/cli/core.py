@@ -26,8 +26,13 @@ def _pairs(spec, rank: int | None) -> list:
 @traces_argument()
 @click.option("--rank", type=int, default=None, help="Only this rank.")
 @json_option()
-@click.option("--top", type=click.IntRange(min=1), default=16, show_default=True,
-              help="Rows per table (ranks with equal summaries share a row).")
+@click.option(
+    "--top",
+    type=click.IntRange(min=1),
+    default=16,
+    show_default=True,
+    help="Rows per table (ranks with equal summaries share a row).",
+)
 def info(traces, rank: int | None, as_json: bool, top: int) -> None:
     """Summarise traces: metadata, nodes by type and collective, compute time, bytes by collective.
 
@@ -67,8 +72,11 @@ def info(traces, rank: int | None, as_json: bool, top: int) -> None:
     render_summary(out_console(), summary, top=top)
     if groups_file is not None:
         n = f"{groups_file[1]} sub-group(s)" if groups_file[1] >= 0 else "unreadable"
-        out_console().print(f"comm groups for ASTRA-sim (--comm-group-configuration): {groups_file[0]} ({n})",
-                            markup=False, highlight=False)
+        out_console().print(
+            f"comm groups for ASTRA-sim (--comm-group-configuration): {groups_file[0]} ({n})",
+            markup=False,
+            highlight=False,
+        )
 
 
 @click.command(context_settings=CONTEXT_SETTINGS)
@@ -76,11 +84,15 @@ def info(traces, rank: int | None, as_json: bool, top: int) -> None:
 @click.option("--rank", type=int, default=None, help="Only this rank (skips cross-rank checks).")
 @json_option()
 @executor_options
-@click.option("--stream", is_flag=True,
-              help="Check each rank file in one streaming pass (for files larger than memory; per-rank checks "
-                   "only, no cross-rank collective order).")
-def validate(traces, rank: int | None, as_json: bool, executor: str, workers: int | None,
-             address: str | None, stream: bool) -> None:
+@click.option(
+    "--stream",
+    is_flag=True,
+    help="Check each rank file in one streaming pass (for files larger than memory; per-rank checks "
+    "only, no cross-rank collective order).",
+)
+def validate(
+    traces, rank: int | None, as_json: bool, executor: str, workers: int | None, address: str | None, stream: bool
+) -> None:
     """Check traces: ids, dependencies, cycles, node attributes, process groups, collective order.
 
     Ranks are read and checked one at a time per worker (only each rank's findings are
@@ -122,25 +134,38 @@ def validate(traces, rank: int | None, as_json: bool, executor: str, workers: in
         pairs = _pairs(traces, rank)
         executor = resolve_executor(executor, len(pairs), workers, min_units=8)
         with progress_callback("checking ranks") as callback:
-            report = validate_files(pairs, executor=executor, max_workers=workers, ray_address=address,
-                                    progress=callback)
+            report = validate_files(
+                pairs, executor=executor, max_workers=workers, ray_address=address, progress=callback
+            )
     if as_json:
-        emit_json({"ok": report.ok, "ranks": report.checked_ranks, "nodes": report.checked_nodes,
-                   "issues": [i.__dict__ for i in report.issues]})
+        emit_json(
+            {
+                "ok": report.ok,
+                "ranks": report.checked_ranks,
+                "nodes": report.checked_nodes,
+                "issues": [i.__dict__ for i in report.issues],
+            }
+        )
     else:
         for issue in report.issues:
             click.echo(str(issue))
         status = "OK" if report.ok else f"FAILED ({report.error_count:,} errors)"
-        click.echo(f"{status}: {report.checked_ranks} ranks, {report.checked_nodes} nodes, "
-                   f"{report.warning_count:,} warnings")
+        click.echo(
+            f"{status}: {report.checked_ranks} ranks, {report.checked_nodes} nodes, {report.warning_count:,} warnings"
+        )
     if not report.ok:
         sys.exit(EXIT_FINDINGS)
 
 
 @click.command(context_settings=CONTEXT_SETTINGS)
 @click.argument("trace", type=click.Path(dir_okay=False))
-@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
-              help="Write the JSON here (atomically) instead of stdout.")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Write the JSON here (atomically) instead of stdout.",
+)
 def dump(trace: str, output: str | None) -> None:
     """Write one trace file as a JSON document (lossless; `load` turns it back into the same bytes).
 
@@ -160,10 +185,14 @@ def dump(trace: str, output: str | None) -> None:
 
 @click.command(context_settings=CONTEXT_SETTINGS)
 @click.argument("json_file", type=click.Path(dir_okay=False))
-@click.option("-o", "--output", type=click.Path(dir_okay=False), required=True,
-              help="The .et (or .et.gz) file to write.")
-@click.option("--no-validate", is_flag=True,
-              help="Write even when `validate` would report errors (e.g. to round-trip a file that had them).")
+@click.option(
+    "-o", "--output", type=click.Path(dir_okay=False), required=True, help="The .et (or .et.gz) file to write."
+)
+@click.option(
+    "--no-validate",
+    is_flag=True,
+    help="Write even when `validate` would report errors (e.g. to round-trip a file that had them).",
+)
 @json_option()
 def load(json_file: str, output: str, no_validate: bool, as_json: bool) -> None:
     """Turn a JSON trace (tracekit JSON or Chakra feeder JSON) into a .et file (validated first).

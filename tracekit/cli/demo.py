@@ -61,30 +61,59 @@ def main(argv: list[str] | None = None) -> None:
     out.mkdir(parents=True)
     job = out / "ddp" / "job"
     pt = SAMPLES / "pytorch" / "dist_ws2"
-    _step("convert a real 2-rank PyTorch capture (ET + Kineto, gloo)",
-          ["convert", "pytorch", "--et", str(pt / "et_rank*.json"), "--kineto", str(pt / "kineto_rank*.json"),
-           "-o", str(job)])
+    _step(
+        "convert a real 2-rank PyTorch capture (ET + Kineto, gloo)",
+        [
+            "convert",
+            "pytorch",
+            "--et",
+            str(pt / "et_rank*.json"),
+            "--kineto",
+            str(pt / "kineto_rank*.json"),
+            "-o",
+            str(job),
+        ],
+    )
     _step("validate it", ["validate", str(job)])
-    _step("replay it on a DGX A100", [
-        "replay", str(job), "--hw", "dgx-a100", "-o", str(out / "a100.json"), "--with-schedule",
-        "--timeline-out", str(out / "a100.timeline.json")])
+    _step(
+        "replay it on a DGX A100",
+        [
+            "replay",
+            str(job),
+            "--hw",
+            "dgx-a100",
+            "-o",
+            str(out / "a100.json"),
+            "--with-schedule",
+            "--timeline-out",
+            str(out / "a100.timeline.json"),
+        ],
+    )
     report_args = ["report", str(out / "a100.json"), "-o", str(out / "a100.report.html")]
     if shutil.which("chromium") or Path("/usr/bin/chromium").exists():
         report_args += ["--screenshot-out", str(out / "a100.report.png")]
     _step("HTML report", report_args)
-    _step("what if: the same job on a DGX H100", [
-        "replay", str(job), "--hw", "dgx-h100", "-o", str(out / "h100.json"), "--with-schedule"])
+    _step(
+        "what if: the same job on a DGX H100",
+        ["replay", str(job), "--hw", "dgx-h100", "-o", str(out / "h100.json"), "--with-schedule"],
+    )
     _step("what changed", ["diff", str(out / "a100.json"), str(out / "h100.json"), "--labels", "A100,H100"])
     _gpu_capture_steps(out)
     system, network = ASTRA_CONFIG / "system_ring_splits1.json", ASTRA_CONFIG / "network_ring_4.yml"
     if system.exists() and network.exists():
         spec = out / "astra_ring4.toml"
-        _step("import an ASTRA-sim config", ["hw", "import-astra", "--system", str(system), "--network",
-                                             str(network), "-o", str(spec)])
-        _step("replay ASTRA-sim's own all-reduce traces, ASTRA-sim compatible model",
-              ["replay", str(SAMPLES / "chakra" / "all_reduce"), "--hw", str(spec)])
-    print(f"\nOutputs in {out}/: converted traces (ddp/), replay results (*.json), Perfetto timeline "
-          f"(a100.timeline.json: open at ui.perfetto.dev), HTML report (a100.report.html)")
+        _step(
+            "import an ASTRA-sim config",
+            ["hw", "import-astra", "--system", str(system), "--network", str(network), "-o", str(spec)],
+        )
+        _step(
+            "replay ASTRA-sim's own all-reduce traces, ASTRA-sim compatible model",
+            ["replay", str(SAMPLES / "chakra" / "all_reduce"), "--hw", str(spec)],
+        )
+    print(
+        f"\nOutputs in {out}/: converted traces (ddp/), replay results (*.json), Perfetto timeline "
+        f"(a100.timeline.json: open at ui.perfetto.dev), HTML report (a100.report.html)"
+    )
 
 
 def _gpu_capture_steps(out: Path) -> None:
@@ -96,15 +125,29 @@ def _gpu_capture_steps(out: Path) -> None:
         print(f"\n(skipping the GPU-capture what-if: {real} is not present)")
         return
     job = out / "resnet" / "job"
-    _step("convert a real GPU capture (ResNet-50 training, RTX 2080 Ti; param-resnet)",
-          ["convert", "pytorch", "--et", str(real / "resnet_et.json.gz"), "--kineto",
-           str(real / "resnet_kineto.json.gz"), "-o", str(job)])
+    _step(
+        "convert a real GPU capture (ResNet-50 training, RTX 2080 Ti; param-resnet)",
+        [
+            "convert",
+            "pytorch",
+            "--et",
+            str(real / "resnet_et.json.gz"),
+            "--kineto",
+            str(real / "resnet_kineto.json.gz"),
+            "-o",
+            str(job),
+        ],
+    )
     _step("its FLOPs and how much measured kernel time has a cost", ["info", str(job)])
     for hw in ("dgx-a100", "dgx-h100"):
-        _step(f"what if: this capture on a {hw} (compute projected per op class)",
-              ["replay", str(job), "--hw", hw, "--compute", "projected", "-o", str(out / f"resnet_{hw}.json")])
-    _step("what changed", ["diff", str(out / "resnet_dgx-a100.json"), str(out / "resnet_dgx-h100.json"),
-                           "--labels", "A100,H100"])
+        _step(
+            f"what if: this capture on a {hw} (compute projected per op class)",
+            ["replay", str(job), "--hw", hw, "--compute", "projected", "-o", str(out / f"resnet_{hw}.json")],
+        )
+    _step(
+        "what changed",
+        ["diff", str(out / "resnet_dgx-a100.json"), str(out / "resnet_dgx-h100.json"), "--labels", "A100,H100"],
+    )
 
 
 if __name__ == "__main__":

@@ -21,10 +21,21 @@ def export() -> None:
 
 @export.command("astra", context_settings=CONTEXT_SETTINGS)
 @click.argument("traces", metavar="TRACES")
-@click.option("-o", "--output", "out_dir", required=True, type=click.Path(file_okay=False),
-              help="Folder for the traces, system.json, network.yml, memory.json, the comm groups and run.sh.")
-@click.option("--hw", "hw", required=True, metavar="SPEC",
-              help="Hardware spec with an [astra] table (e.g. from `tracekit hw import-astra`).")
+@click.option(
+    "-o",
+    "--output",
+    "out_dir",
+    required=True,
+    type=click.Path(file_okay=False),
+    help="Folder for the traces, system.json, network.yml, memory.json, the comm groups and run.sh.",
+)
+@click.option(
+    "--hw",
+    "hw",
+    required=True,
+    metavar="SPEC",
+    help="Hardware spec with an [astra] table (e.g. from `tracekit hw import-astra`).",
+)
 @click.option("--name", default="workload", show_default=True, help="File prefix of the traces in the folder.")
 def astra(traces: str, out_dir: str, hw: str, name: str) -> None:
     """Write TRACES and the ASTRA-sim config of SPEC so AstraSim_Analytical_* runs them directly.
@@ -48,9 +59,12 @@ def astra(traces: str, out_dir: str, hw: str, name: str) -> None:
     traceset = read_traceset(traces)
     result = export_astra(traceset, spec, out_dir, name=name)
     if not state().quiet:
-        err_console().print(f"wrote {len(traceset)} rank file(s), {result.system.name}, {result.network.name}, "
-                            f"{result.memory.name} and {result.comm_groups.name} to {out_dir}; run with:",
-                            markup=False, highlight=False)
+        err_console().print(
+            f"wrote {len(traceset)} rank file(s), {result.system.name}, {result.network.name}, "
+            f"{result.memory.name} and {result.comm_groups.name} to {out_dir}; run with:",
+            markup=False,
+            highlight=False,
+        )
     sys.stdout.write(" ".join(result.argv) + "\n")
 
 

@@ -19,8 +19,14 @@ def _widths(text: str | None, what: str) -> tuple[int, ...] | None:
 
 
 @click.command("dlrm", context_settings=CONTEXT_SETTINGS)
-@click.option("--model", "model_name", default="dlrm-mlperf", show_default=True, metavar="NAME",
-              help="Preset: dlrm-mlperf or dlrm-small.")
+@click.option(
+    "--model",
+    "model_name",
+    default="dlrm-mlperf",
+    show_default=True,
+    metavar="NAME",
+    help="Preset: dlrm-mlperf or dlrm-small.",
+)
 @click.option("--ranks", "num_ranks", type=int, required=True, help="Number of ranks.")
 @click.option("--global-batch", type=int, default=None, help="Samples per iteration (default: the preset's).")
 @click.option("--tables", type=int, default=None, help="Number of embedding tables.")
@@ -34,9 +40,22 @@ def _widths(text: str | None, what: str) -> tuple[int, ...] | None:
 @click.option("--mem-bw-gbps", type=float, default=None, help="Memory bandwidth GB/s for roofline durations.")
 @click.option("-o", "--output", "prefix", required=True, metavar="PREFIX", help="Output prefix: PREFIX.<rank>.et.")
 @json_option()
-def dlrm(model_name: str, num_ranks: int, global_batch: int | None, tables: int | None, dim: int | None,
-         pooling: int | None, bottom_mlp: str | None, top_mlp: str | None, dtype: str | None, hw: str | None,
-         peak_tflops: float | None, mem_bw_gbps: float | None, prefix: str, as_json: bool) -> None:
+def dlrm(
+    model_name: str,
+    num_ranks: int,
+    global_batch: int | None,
+    tables: int | None,
+    dim: int | None,
+    pooling: int | None,
+    bottom_mlp: str | None,
+    top_mlp: str | None,
+    dtype: str | None,
+    hw: str | None,
+    peak_tflops: float | None,
+    mem_bw_gbps: float | None,
+    prefix: str,
+    as_json: bool,
+) -> None:
     """Generate one DLRM training iteration: tables sharded round robin, all-to-all, data-parallel MLPs.
 
     \b
@@ -48,15 +67,29 @@ def dlrm(model_name: str, num_ranks: int, global_batch: int | None, tables: int 
     from tracekit.converters.generators.dlrm import dlrm_preset, generate_dlrm
     from tracekit.io import write_traceset
 
-    config = dlrm_preset(model_name, num_ranks, global_batch_size=global_batch, num_tables=tables,
-                         embedding_dim=dim, pooling_factor=pooling, bottom_mlp=_widths(bottom_mlp, "--bottom-mlp"),
-                         top_mlp=_widths(top_mlp, "--top-mlp"), dtype=dtype)
+    config = dlrm_preset(
+        model_name,
+        num_ranks,
+        global_batch_size=global_batch,
+        num_tables=tables,
+        embedding_dim=dim,
+        pooling_factor=pooling,
+        bottom_mlp=_widths(bottom_mlp, "--bottom-mlp"),
+        top_mlp=_widths(top_mlp, "--top-mlp"),
+        dtype=dtype,
+    )
     roofline = roofline_from_options(hw, peak_tflops, mem_bw_gbps, config.dtype)
     traceset = generate_dlrm(config, roofline)
     paths = write_traceset(traceset, prefix)
     if as_json:
-        emit_json({"prefix": prefix, "files": [str(p) for p in paths], "ranks": len(paths),
-                   "nodes": sum(len(traceset[r]) for r in traceset.ranks)})
+        emit_json(
+            {
+                "prefix": prefix,
+                "files": [str(p) for p in paths],
+                "ranks": len(paths),
+                "nodes": sum(len(traceset[r]) for r in traceset.ranks),
+            }
+        )
     elif not state().quiet:
         err_console().print(f"wrote {len(paths)} trace(s): {path_span(paths)}", markup=False, highlight=False)
 

@@ -37,10 +37,21 @@ def list_cmd(as_json: bool) -> None:
     from tracekit.replayer.simulation.hardware import list_presets, load_spec
 
     if as_json:
-        emit_json([{"name": name, "world_size": (s := load_spec(name)).world_size, "device": s.device.name,
+        emit_json(
+            [
+                {
+                    "name": name,
+                    "world_size": (s := load_spec(name)).world_size,
+                    "device": s.device.name,
                     "collective_model": s.collective_model,
-                    "network": [{"name": d.name, "size": d.size, "bandwidth_gbps": d.bandwidth_gbps,
-                                 "latency_ns": d.latency_ns} for d in s.network]} for name in list_presets()])
+                    "network": [
+                        {"name": d.name, "size": d.size, "bandwidth_gbps": d.bandwidth_gbps, "latency_ns": d.latency_ns}
+                        for d in s.network
+                    ],
+                }
+                for name in list_presets()
+            ]
+        )
         return
     table = Table(title="hardware presets")
     for column in ("name", "ranks", "network (per rank)", "device", "model"):
@@ -65,16 +76,21 @@ def devices_cmd() -> None:
     from tracekit.devices import device_presets
 
     table = Table(title="device presets (peaks dense; efficiency maxima for GEMM / attention / memory)")
-    for column in ("key", "name", "bf16 or fp16 TFLOP/s", "fp32 TFLOP/s", "memory GB/s", "units",
-                   "max eff", "source"):
+    for column in ("key", "name", "bf16 or fp16 TFLOP/s", "fp32 TFLOP/s", "memory GB/s", "units", "max eff", "source"):
         table.add_column(column, overflow="fold")
     for key, dev in device_presets().items():
         peaks = dict(dev.peak_flops_per_s)
         half = peaks.get("bf16", peaks.get("fp16"))
-        table.add_row(key, dev.name, f"{half / 1e12:,.1f}" if half else "-", f"{peaks.get('fp32', 0) / 1e12:,.1f}",
-                      f"{dev.mem_bandwidth_bytes_per_s / 1e9:,.0f}", str(dev.compute_units),
-                      f"{dev.gemm_max_efficiency:.2f} / {dev.attention_max_efficiency:.2f} / "
-                      f"{dev.memory_max_efficiency:.2f}", dev.source)
+        table.add_row(
+            key,
+            dev.name,
+            f"{half / 1e12:,.1f}" if half else "-",
+            f"{peaks.get('fp32', 0) / 1e12:,.1f}",
+            f"{dev.mem_bandwidth_bytes_per_s / 1e9:,.0f}",
+            str(dev.compute_units),
+            f"{dev.gemm_max_efficiency:.2f} / {dev.attention_max_efficiency:.2f} / {dev.memory_max_efficiency:.2f}",
+            dev.source,
+        )
     out_console().print(table)
 
 
@@ -110,46 +126,89 @@ def show(name: str, as_toml: bool, as_json: bool) -> None:
     console.print(Text.assemble((spec.name, "bold"), f": {spec.description}"))
     d = spec.device
     peaks = ", ".join(f"{k} {v / 1e12:g}" for k, v in d.peak_flops_per_s) or "none"
-    console.print(f"device: {d.name}; peak TFLOP/s: {peaks}; memory {d.mem_bandwidth_gbps:g} GB/s; "
-                  f"efficiency compute {d.compute_efficiency:g}, memory {d.memory_efficiency:g}")
-    console.print(f"ranks: {spec.world_size} (fit to trace set: {'yes' if spec.fit_to_world_size else 'no'}); "
-                  f"collective model: {spec.collective_model}; compute: {spec.compute.mode} "
-                  f"(x{spec.compute.duration_scale:g})")
+    console.print(
+        f"device: {d.name}; peak TFLOP/s: {peaks}; memory {d.mem_bandwidth_gbps:g} GB/s; "
+        f"efficiency compute {d.compute_efficiency:g}, memory {d.memory_efficiency:g}"
+    )
+    console.print(
+        f"ranks: {spec.world_size} (fit to trace set: {'yes' if spec.fit_to_world_size else 'no'}); "
+        f"collective model: {spec.collective_model}; compute: {spec.compute.mode} "
+        f"(x{spec.compute.duration_scale:g})"
+    )
     table = Table(title="network (dimension 0 = innermost)")
     for column in ("dim", "name", "topology", "size", "GB/s per rank", "latency ns", "algorithms"):
         table.add_column(column)
     for i, dim in enumerate(spec.network):
         algs = ", ".join(f"{_SHORT[k]} {v}" for k, v in dim.algorithms)
-        table.add_row(str(i), dim.name, dim.topology, str(dim.size), f"{dim.bandwidth_gbps:g}",
-                      f"{dim.latency_ns:g}", algs)
+        table.add_row(
+            str(i), dim.name, dim.topology, str(dim.size), f"{dim.bandwidth_gbps:g}", f"{dim.latency_ns:g}", algs
+        )
     console.print(table)
     if spec.astra is not None:
         a = spec.astra
-        console.print(f"astra: endpoint-delay {a.endpoint_delay_ns} ns, local-mem-bw {a.local_mem_bw_gbps:g} GB/s, "
-                      f"splits {a.preferred_dataset_splits}, active chunks {a.active_chunks_per_dimension}, "
-                      f"{a.collective_optimization}, bandwidth convention {a.bandwidth_convention}")
+        console.print(
+            f"astra: endpoint-delay {a.endpoint_delay_ns} ns, local-mem-bw {a.local_mem_bw_gbps:g} GB/s, "
+            f"splits {a.preferred_dataset_splits}, active chunks {a.active_chunks_per_dimension}, "
+            f"{a.collective_optimization}, bandwidth convention {a.bandwidth_convention}"
+        )
 
 
-_SHORT = {"all_reduce": "ar", "reduce_scatter": "rs", "all_gather": "ag", "all_to_all": "a2a",
-          "broadcast": "bcast", "reduce": "reduce", "gather": "gather", "scatter": "scatter"}
+_SHORT = {
+    "all_reduce": "ar",
+    "reduce_scatter": "rs",
+    "all_gather": "ag",
+    "all_to_all": "a2a",
+    "broadcast": "bcast",
+    "reduce": "reduce",
+    "gather": "gather",
+    "scatter": "scatter",
+}
 
 
 @hw.command("import-astra", context_settings=CONTEXT_SETTINGS)
-@click.option("--system", "system", required=True, type=click.Path(dir_okay=False),
-              help="ASTRA-sim system JSON (inputs/system/*.json).")
-@click.option("--network", "network", required=True, type=click.Path(dir_okay=False),
-              help="ASTRA-sim analytical network YAML (inputs/network/analytical/*.yml).")
-@click.option("--remote-memory", "remote_memory", type=click.Path(dir_okay=False), default=None,
-              help="Optional ASTRA-sim remote memory JSON (NO_MEMORY_EXPANSION only).")
+@click.option(
+    "--system",
+    "system",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="ASTRA-sim system JSON (inputs/system/*.json).",
+)
+@click.option(
+    "--network",
+    "network",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="ASTRA-sim analytical network YAML (inputs/network/analytical/*.yml).",
+)
+@click.option(
+    "--remote-memory",
+    "remote_memory",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Optional ASTRA-sim remote memory JSON (NO_MEMORY_EXPANSION only).",
+)
 @click.option("--name", default=None, help="Spec name (default: astra:<system>+<network>).")
-@click.option("--bandwidth-convention", type=click.Choice(["gib", "si"]), default="gib", show_default=True,
-              help="How ASTRA-sim reads link GB/s: gib = x 2^30/1e9 bytes/ns (the analytical backend "
-                   "measured in docs/design.md), si = 1 GB/s = 1 byte/ns.")
-@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
-              help="Write the spec TOML here (default: stdout).")
+@click.option(
+    "--bandwidth-convention",
+    type=click.Choice(["gib", "si"]),
+    default="gib",
+    show_default=True,
+    help="How ASTRA-sim reads link GB/s: gib = x 2^30/1e9 bytes/ns (the analytical backend "
+    "measured in docs/design.md), si = 1 GB/s = 1 byte/ns.",
+)
+@click.option(
+    "-o", "--output", type=click.Path(dir_okay=False), default=None, help="Write the spec TOML here (default: stdout)."
+)
 @json_option()
-def import_astra(system: str, network: str, remote_memory: str | None, name: str | None,
-                 bandwidth_convention: str, output: str | None, as_json: bool) -> None:
+def import_astra(
+    system: str,
+    network: str,
+    remote_memory: str | None,
+    name: str | None,
+    bandwidth_convention: str,
+    output: str | None,
+    as_json: bool,
+) -> None:
     """Turn an ASTRA-sim config (system JSON + network YAML) into a hardware spec TOML.
 
     The spec uses the ASTRA-sim-compatible collective model and compute rules.
@@ -162,8 +221,7 @@ def import_astra(system: str, network: str, remote_memory: str | None, name: str
     from tracekit.io import atomic_output
     from tracekit.replayer.simulation.astra_config import import_astra_config
 
-    result = import_astra_config(system, network, remote_memory, name=name,
-                                 bandwidth_convention=bandwidth_convention)
+    result = import_astra_config(system, network, remote_memory, name=name, bandwidth_convention=bandwidth_convention)
     text = result.spec.to_toml()
     if as_json:
         emit_json({"spec": result.spec.to_dict(), "output": output, "ignored": list(result.ignored)})

@@ -26,19 +26,49 @@ def _status(text: str):
 
 @click.command("report", context_settings=CONTEXT_SETTINGS)
 @click.argument("result_path", metavar="RESULT.json", type=click.Path(dir_okay=False))
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), metavar="HTML",
-              help="Write the report here (one self-contained HTML file).")
-@click.option("--max-ranks", type=click.IntRange(1, 256), default=16, show_default=True,
-              help="Ranks drawn in the timeline (the critical path's ranks first, then the lowest).")
+@click.option(
+    "-o",
+    "--output",
+    required=True,
+    type=click.Path(dir_okay=False),
+    metavar="HTML",
+    help="Write the report here (one self-contained HTML file).",
+)
+@click.option(
+    "--max-ranks",
+    type=click.IntRange(1, 256),
+    default=16,
+    show_default=True,
+    help="Ranks drawn in the timeline (the critical path's ranks first, then the lowest).",
+)
 @click.option("--title", default=None, help="Page title (default: spec and iteration time).")
-@click.option("--screenshot-out", "png", type=click.Path(dir_okay=False), default=None, metavar="PNG",
-              help="Also save a PNG screenshot of the page (needs Chromium).")
+@click.option(
+    "--screenshot-out",
+    "png",
+    type=click.Path(dir_okay=False),
+    default=None,
+    metavar="PNG",
+    help="Also save a PNG screenshot of the page (needs Chromium).",
+)
 @deprecated_alias("--screenshot", "png_old")
-@click.option("--kineto", "kineto_glob", default=None, metavar="GLOB",
-              help="Kineto traces of the measured run: adds its analysis (as `tracekit analyze`) beside the replay.")
+@click.option(
+    "--kineto",
+    "kineto_glob",
+    default=None,
+    metavar="GLOB",
+    help="Kineto traces of the measured run: adds its analysis (as `tracekit analyze`) beside the replay.",
+)
 @json_option()
-def report(result_path: str, output: str, max_ranks: int, title: str | None, png: str | None, png_old: str | None,
-           kineto_glob: str | None, as_json: bool) -> None:
+def report(
+    result_path: str,
+    output: str,
+    max_ranks: int,
+    title: str | None,
+    png: str | None,
+    png_old: str | None,
+    kineto_glob: str | None,
+    as_json: bool,
+) -> None:
     """Write the HTML report of a replay result (from `tracekit replay -o RESULT.json`).
 
     The page needs no network: summary, per-rank time bars, a zoomable
@@ -76,24 +106,49 @@ def report(result_path: str, output: str, max_ranks: int, title: str | None, png
             screenshot_html(path, png)
         _say(f"wrote {png}")
     if as_json:
-        emit_json({"output": str(path), "bytes": size, "screenshot": png,
-                   "iteration_time_ns": result.iteration_time_ns})
+        emit_json(
+            {"output": str(path), "bytes": size, "screenshot": png, "iteration_time_ns": result.iteration_time_ns}
+        )
 
 
 @click.command("diff", context_settings=CONTEXT_SETTINGS)
 @click.argument("a_path", metavar="A.json", type=click.Path(dir_okay=False))
 @click.argument("b_path", metavar="B.json", type=click.Path(dir_okay=False))
-@click.option("--html-out", "html_out", type=click.Path(dir_okay=False), default=None, metavar="HTML",
-              help="Also write the comparison as a self-contained HTML page.")
+@click.option(
+    "--html-out",
+    "html_out",
+    type=click.Path(dir_okay=False),
+    default=None,
+    metavar="HTML",
+    help="Also write the comparison as a self-contained HTML page.",
+)
 @deprecated_alias("--html", "html_old")
 @json_option()
-@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
-              help="Write the tables (or the JSON with --json) to this file instead of stdout.")
-@click.option("--top", type=click.IntRange(0, 1000), default=10, show_default=True,
-              help="Collectives and nodes listed (largest change first).")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Write the tables (or the JSON with --json) to this file instead of stdout.",
+)
+@click.option(
+    "--top",
+    type=click.IntRange(0, 1000),
+    default=10,
+    show_default=True,
+    help="Collectives and nodes listed (largest change first).",
+)
 @click.option("--labels", default=None, metavar="A,B", help="Names for the two runs (default: their spec names).")
-def diff(a_path: str, b_path: str, html_out: str | None, html_old: str | None, as_json: bool, output: str | None,
-         top: int, labels: str | None) -> None:
+def diff(
+    a_path: str,
+    b_path: str,
+    html_out: str | None,
+    html_old: str | None,
+    as_json: bool,
+    output: str | None,
+    top: int,
+    labels: str | None,
+) -> None:
     """Compare two replay results: iteration time, time by category, the collectives and nodes that moved most.
 
     Changes are B - A.  A category counts as changed when it moved by more

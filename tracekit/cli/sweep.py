@@ -12,27 +12,72 @@ from tracekit.cli._options import emit_json, executor_options, json_option, reso
 
 @click.command("sweep", context_settings=CONTEXT_SETTINGS)
 @traces_argument()
-@click.option("--hw", "specs", multiple=True, required=True, metavar="SPEC",
-              help="Hardware spec: preset name or TOML file; repeat to sweep over specs.")
-@click.option("--vary", "varies", multiple=True, metavar="KEY=V1,V2,...",
-              help="A swept spec key (network[1].bandwidth_gbps, compute.duration_scale, collectives.model, "
-                   "options.collective_model, ...); repeat for a grid.")
-@click.option("--collective-model", type=click.Choice(["alpha_beta", "astra", "nccl", "measured"]), default=None,
-              help="Collective model for every point (default: each spec's).")
-@click.option("--compute-scale", "--scale-compute", "compute_scale", type=float, default=None,
-              help="Factor on measured compute durations (same as transform --scale-compute).")
-@click.option("--streams", type=click.Choice(["trace", "single"]), default="trace", show_default=True,
-              help="Streams from the trace's attributes, or one of each per rank.")
+@click.option(
+    "--hw",
+    "specs",
+    multiple=True,
+    required=True,
+    metavar="SPEC",
+    help="Hardware spec: preset name or TOML file; repeat to sweep over specs.",
+)
+@click.option(
+    "--vary",
+    "varies",
+    multiple=True,
+    metavar="KEY=V1,V2,...",
+    help="A swept spec key (network[1].bandwidth_gbps, compute.duration_scale, collectives.model, "
+    "options.collective_model, ...); repeat for a grid.",
+)
+@click.option(
+    "--collective-model",
+    type=click.Choice(["alpha_beta", "astra", "nccl", "measured"]),
+    default=None,
+    help="Collective model for every point (default: each spec's).",
+)
+@click.option(
+    "--compute-scale",
+    "--scale-compute",
+    "compute_scale",
+    type=float,
+    default=None,
+    help="Factor on measured compute durations (same as transform --scale-compute).",
+)
+@click.option(
+    "--streams",
+    type=click.Choice(["trace", "single"]),
+    default="trace",
+    show_default=True,
+    help="Streams from the trace's attributes, or one of each per rank.",
+)
 @click.option("--no-check", is_flag=True, help="Skip the up-front replay checks.")
 @executor_options
 @click.option("--no-plot", is_flag=True, help="Write the CSV and JSON only.")
 @click.option("--title", default=None, help="Title of the sweep.html page (default: the trace set and ranks).")
-@click.option("-o", "--output", "out_dir", required=True, metavar="DIR",
-              help="Output directory: sweep.csv, sweep.json, sweep.html.")
+@click.option(
+    "-o",
+    "--output",
+    "out_dir",
+    required=True,
+    metavar="DIR",
+    help="Output directory: sweep.csv, sweep.json, sweep.html.",
+)
 @json_option()
-def sweep(traces, specs: tuple[str, ...], varies: tuple[str, ...], collective_model: str | None,
-          compute_scale: float | None, streams: str, no_check: bool, executor: str, workers: int | None,
-          address: str | None, no_plot: bool, title: str | None, out_dir: str, as_json: bool) -> None:
+def sweep(
+    traces,
+    specs: tuple[str, ...],
+    varies: tuple[str, ...],
+    collective_model: str | None,
+    compute_scale: float | None,
+    streams: str,
+    no_check: bool,
+    executor: str,
+    workers: int | None,
+    address: str | None,
+    no_plot: bool,
+    title: str | None,
+    out_dir: str,
+    as_json: bool,
+) -> None:
     """Replay TRACES (a prefix, quoted glob, directory or trace files) on every point of a hardware grid.
 
     The grid is every --hw spec times the product of the --vary lists.  Keys
@@ -52,21 +97,34 @@ def sweep(traces, specs: tuple[str, ...], varies: tuple[str, ...], collective_mo
     from tracekit.replayer.orchestration.sweep import parse_vary, run_sweep, write_sweep
 
     axes = [parse_vary(v) for v in varies]
-    options = ReplayOptions(collective_model=collective_model, compute_scale=compute_scale, streams=streams,
-                            check=not no_check)
+    options = ReplayOptions(
+        collective_model=collective_model, compute_scale=compute_scale, streams=streams, check=not no_check
+    )
     points = len(specs) * math.prod(len(a.values) for a in axes)
     executor = resolve_executor(executor, points, workers)
     with progress_callback("replaying sweep points") as callback:
-        result = run_sweep(traces, list(specs), axes, options=options, executor=executor, max_workers=workers,
-                           ray_address=address, progress=callback)
+        result = run_sweep(
+            traces,
+            list(specs),
+            axes,
+            options=options,
+            executor=executor,
+            max_workers=workers,
+            ray_address=address,
+            progress=callback,
+        )
     paths = write_sweep(result, out_dir, plot=not no_plot, title=title)
     if as_json:
         emit_json(result.to_dict())
     else:
         _print_table(result)
     if not state().quiet:
-        err_console().print(f"{len(result.rows)} point(s) on {result.world_size} ranks ({executor}); wrote "
-                            + ", ".join(str(p) for p in paths.values()), markup=False, highlight=False)
+        err_console().print(
+            f"{len(result.rows)} point(s) on {result.world_size} ranks ({executor}); wrote "
+            + ", ".join(str(p) for p in paths.values()),
+            markup=False,
+            highlight=False,
+        )
 
 
 def _print_table(result) -> None:
@@ -78,9 +136,12 @@ def _print_table(result) -> None:
     for key in ("#", *result.parameters, "iteration", "compute", "exposed comm", "wait", "slowest rank"):
         table.add_column(key, justify="right")
     for row in result.rows:
-        table.add_row(str(row.index), *(f"{v:g}" if isinstance(v, float) else str(v) for _, v in row.params),
-                      *(f"{t / per:.4f}" for t in (row.iteration_time_ns, row.compute_ns, row.exposed_comm_ns,
-                                                   row.comm_wait_ns)), str(row.slowest_rank))
+        table.add_row(
+            str(row.index),
+            *(f"{v:g}" if isinstance(v, float) else str(v) for _, v in row.params),
+            *(f"{t / per:.4f}" for t in (row.iteration_time_ns, row.compute_ns, row.exposed_comm_ns, row.comm_wait_ns)),
+            str(row.slowest_rank),
+        )
     out_console().print(table)
 
 

@@ -82,8 +82,10 @@ class Blobs:
     @classmethod
     def from_list(cls, items: list[bytes]) -> "Blobs":
         """One row per byte string of ``items``."""
-        return cls.of(np.frombuffer(b"".join(items), dtype=np.uint8),
-                      np.fromiter((len(x) for x in items), dtype=np.int64, count=len(items)))
+        return cls.of(
+            np.frombuffer(b"".join(items), dtype=np.uint8),
+            np.fromiter((len(x) for x in items), dtype=np.int64, count=len(items)),
+        )
 
 
 def concat_rows(*parts: Blobs) -> Blobs:
@@ -157,8 +159,14 @@ class Records:
         """
         encoded = getattr(trace, "_encoded", None)
         if getattr(trace, "_nodes", True) is None and encoded is not None:
-            return cls(encoded.data, np.asarray(encoded.starts, dtype=np.int64),
-                       np.asarray(encoded.ends, dtype=np.int64), trace.metadata, trace.rank, trace.path)
+            return cls(
+                encoded.data,
+                np.asarray(encoded.starts, dtype=np.int64),
+                np.asarray(encoded.ends, dtype=np.int64),
+                trace.metadata,
+                trace.rank,
+                trace.path,
+            )
         from tracekit.io import encode_trace, split_records
 
         data = encode_trace(trace)
@@ -240,8 +248,12 @@ class Edit:
 
     def empty(self) -> bool:
         """True when applying the edit would change nothing."""
-        return ((self.keep is None or bool(self.keep.all())) and not any(len(d[0]) for d in self.drops)
-                and not any(len(r[0]) for r in self.replaces) and not any(len(i[0]) for i in self.inserts))
+        return (
+            (self.keep is None or bool(self.keep.all()))
+            and not any(len(d[0]) for d in self.drops)
+            and not any(len(r[0]) for r in self.replaces)
+            and not any(len(i[0]) for i in self.inserts)
+        )
 
     def replace_record(self, records: np.ndarray, bodies: list[bytes]) -> None:
         """Whole new message bodies for ``records`` (sorted int64[K])."""
@@ -254,8 +266,8 @@ def _batch_rows(records: np.ndarray, lo: int, hi: int) -> slice:
 
 
 def _take_blobs(b: Blobs, rows: slice) -> Blobs:
-    p = b.ptr[rows.start:rows.stop + 1]
-    return Blobs(b.data[p[0]:p[-1]], p - p[0]) if len(p) else Blobs(b.data[:0], np.zeros(1, np.int64))
+    p = b.ptr[rows.start : rows.stop + 1]
+    return Blobs(b.data[p[0] : p[-1]], p - p[0]) if len(p) else Blobs(b.data[:0], np.zeros(1, np.int64))
 
 
 def _batch_ops(rec: Records, edit: Edit, lo: int, hi: int):
@@ -337,11 +349,13 @@ def _splice_batch(rec: Records, edit: Edit, lo: int, hi: int) -> tuple[np.ndarra
     p_src = np.cumsum(pl) - pl
     # the pieces in output order: (record, position, kind, seq); the bytes come from [source region | extra]
     base = int(rec.starts[lo]) if hi > lo else 0
-    region = rec.buf[base:int(rec.ends[hi - 1])] if hi > lo else rec.buf[:0]
+    region = rec.buf[base : int(rec.ends[hi - 1])] if hi > lo else rec.buf[:0]
     extra = np.concatenate((pb, i_data))
     own = np.concatenate((kept, s_own, i_own))
     pos = np.concatenate((rec.starts[kept] - 1, s_a, i_pos))
-    kind = np.concatenate((np.zeros(len(kept), np.int64), np.ones(len(s_own), np.int64), np.zeros(len(i_own), np.int64)))
+    kind = np.concatenate(
+        (np.zeros(len(kept), np.int64), np.ones(len(s_own), np.int64), np.zeros(len(i_own), np.int64))
+    )
     seq = np.concatenate((np.zeros(len(kept) + len(s_own), np.int64), i_seq))
     src = np.concatenate((len(region) + p_src, s_a - base, len(region) + len(pb) + i_src))
     lens = np.concatenate((pl, s_b - s_a, i_lens))
@@ -375,7 +389,7 @@ def rewrite(rec: Records, edit: Edit, metadata: Any = None) -> Any:
         ends.append(e + base)
         base += len(out)
     data = np.concatenate(chunks).tobytes() if chunks else b""
-    cat = (lambda xs: np.concatenate(xs) if xs else np.zeros(0, np.int64))  # noqa: E731
+    cat = lambda xs: np.concatenate(xs) if xs else np.zeros(0, np.int64)  # noqa: E731
     return _trace_of(data, cat(starts), cat(ends), md, rec.rank)
 
 
@@ -389,8 +403,10 @@ def _trace_of(data: bytes, starts: np.ndarray, ends: np.ndarray, metadata: Any, 
         return from_encoded(EncodedNodes(data, starts, ends, None, rank), metadata, rank=rank, path=None)
     from tracekit.io import encode_metadata, trace_from_bytes  # the model changed: go through the public reader
 
-    trace = trace_from_bytes(encode_metadata(metadata) + b"".join(
-        _frame(data[s:e]) for s, e in zip(starts.tolist(), ends.tolist())), rank=rank)
+    trace = trace_from_bytes(
+        encode_metadata(metadata) + b"".join(_frame(data[s:e]) for s, e in zip(starts.tolist(), ends.tolist())),
+        rank=rank,
+    )
     return trace.with_metadata(metadata)
 
 

@@ -25,7 +25,6 @@ from tracekit.workloads.params import EMBEDDING, padded_vocab_size, unit_params
 from tracekit.workloads.schedules import FORWARD, stage_order
 
 
-
 @dataclass(frozen=True)
 class Rewrite:
     """What every new rank of one TP/PP rewrite shares.
@@ -90,20 +89,27 @@ class StageProgram:
         self.job, self.rank = job, rank
         self.coords = job.new.coords(rank)
         self.nodes: list[Node] = [Node(0)]
-        self.groups: dict[int, tuple[int, ...]] = {}     # node id -> members of its new group
+        self.groups: dict[int, tuple[int, ...]] = {}  # node id -> members of its new group
         self._mapped: dict[tuple[str, int], tuple[int, ...]] = {}
-        self.last_bwd: dict[int, int] = {}               # unit -> id of the last exit of its last backward
+        self.last_bwd: dict[int, int] = {}  # unit -> id of the last exit of its last backward
 
-    def add(self, template: Node, deps: list[int], template_rank: int, attrs: Sequence[AttrEdit] = (),
-            duration_ns: int | None = None) -> int:
+    def add(
+        self,
+        template: Node,
+        deps: list[int],
+        template_rank: int,
+        attrs: Sequence[AttrEdit] = (),
+        duration_ns: int | None = None,
+    ) -> int:
         """Append a copy of ``template`` with new id, dependencies, ``attrs`` (and duration); map its group."""
         nid = len(self.nodes)
         node = edited_node(template, attrs, id=nid, data_deps=deps, ctrl_deps=[], duration_ns=duration_ns)
         if node.is_comm and node.get_attr("pg_name") is not None and nid not in self.groups:
             key = (canonical_pg_name(node.pg_name), template_rank)
             if key not in self._mapped:
-                self._mapped[key] = map_group(self.job.old_groups[key[0]], self.job.old, self.job.new,
-                                              template_rank, self.rank)
+                self._mapped[key] = map_group(
+                    self.job.old_groups[key[0]], self.job.old, self.job.new, template_rank, self.rank
+                )
             self.groups[nid] = self._mapped[key]
         self.nodes.append(node)
         return nid
@@ -117,8 +123,11 @@ class StageProgram:
         rank = self.job.src_line(self.job.old_stage(unit))
         block = self.job.sources(rank)[0].get((unit, kind))
         if block is None:
-            raise TransformError(f"no {'forward' if kind == 'F' else 'backward'} nodes of layer {unit} for "
-                                 f"micro-batch 0 (layer annotation missing)", rank=rank)
+            raise TransformError(
+                f"no {'forward' if kind == 'F' else 'backward'} nodes of layer {unit} for "
+                f"micro-batch 0 (layer annotation missing)",
+                rank=rank,
+            )
         ids: list[int] = []
         for node, ds in zip(block.nodes, block.deps):
             deps: list[int] = []
@@ -143,9 +152,13 @@ class StageProgram:
         prev_rank, next_rank = job.new.pipeline_peers(self.coords)
         tag = 2 * (mb * job.new.pp + vs_recv) + (0 if forward else 1)
         peer = (next_rank if forward else prev_rank) if send else (prev_rank if forward else next_rank)
-        attrs: list[AttrEdit] = [("layer", layer, None), ("micro_batch", mb, None), ("comm_tag", tag, None),
-                                 ("comm_src", self.rank if send else peer, None),
-                                 ("comm_dst", peer if send else self.rank, None)]
+        attrs: list[AttrEdit] = [
+            ("layer", layer, None),
+            ("micro_batch", mb, None),
+            ("comm_tag", tag, None),
+            ("comm_src", self.rank if send else peer, None),
+            ("comm_dst", peer if send else self.rank, None),
+        ]
         nid = self.add(template, deps, job.src_line(min(1, job.old.pp - 1)), attrs)
         self.groups[nid] = tuple(sorted(job.new.rank((t, c, d, k)) for k in range(job.new.pp)))
         return nid
@@ -189,14 +202,24 @@ class StageProgram:
             return []
         p, grad_bytes = job.config.parallel, job.config.grad_bytes
         order = sorted(self.last_bwd, key=self.last_bwd.__getitem__)
-        buckets = pack_buckets(order, lambda u: self._params(u, new.tp, new.pp),
-                               bucket_limit_elems(p.grad_bucket_bytes, grad_bytes))
+        buckets = pack_buckets(
+            order, lambda u: self._params(u, new.tp, new.pp), bucket_limit_elems(p.grad_bucket_bytes, grad_bytes)
+        )
         out = []
         for index, (units, elems) in enumerate(buckets):
             deps = sorted({self.last_bwd[u] for u in units}) if p.overlap_grad_reduce else list(final)
-            out.append(self.add(template, deps, stage_src, [("comm_size", elems * grad_bytes, None),
-                                                            ("bucket", index, None),
-                                                            ("layers", list(units), "int64_list")]))
+            out.append(
+                self.add(
+                    template,
+                    deps,
+                    stage_src,
+                    [
+                        ("comm_size", elems * grad_bytes, None),
+                        ("bucket", index, None),
+                        ("layers", list(units), "int64_list"),
+                    ],
+                )
+            )
         return out
 
     def sync_and_step(self, final: list[int]) -> None:

@@ -57,8 +57,11 @@ def _members(trace: ExecutionTrace) -> tuple[dict[tuple[int, str], list[Node]], 
         if kind is not None:
             members.setdefault((layer, kind), []).append(n)
     if not members:
-        raise TransformError("no nodes with 'layer' and 'micro_batch' attributes: the layer annotations this "
-                             "rewrite needs are missing", rank=trace.rank, path=trace.path)
+        raise TransformError(
+            "no nodes with 'layer' and 'micro_batch' attributes: the layer annotations this rewrite needs are missing",
+            rank=trace.rank,
+            path=trace.path,
+        )
     return members, others
 
 
@@ -143,9 +146,10 @@ class Sources:
             def scale(n: Node) -> Node:
                 return tp_scaled(n, self.config, self.tp_old, self.tp_new, self.cp)
 
-            self._cache[rank] = ({k: Block(tuple(scale(n) for n in b.nodes), b.deps, b.exits)
-                                  for k, b in blocks.items()},
-                                 {k: scale(n) for k, n in others.items()})
+            self._cache[rank] = (
+                {k: Block(tuple(scale(n) for n in b.nodes), b.deps, b.exits) for k, b in blocks.items()},
+                {k: scale(n) for k, n in others.items()},
+            )
         return self._cache[rank]
 
 

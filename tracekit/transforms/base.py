@@ -102,9 +102,15 @@ def copy_node(node: Node) -> Node:
 AttrEdit = tuple[str, Any, "str | None"]
 
 
-def edited_node(node: Node, edits: Iterable[AttrEdit] = (), *, id: int | None = None,
-                data_deps: list[int] | None = None, ctrl_deps: list[int] | None = None,
-                duration_ns: int | None = None) -> Node:
+def edited_node(
+    node: Node,
+    edits: Iterable[AttrEdit] = (),
+    *,
+    id: int | None = None,
+    data_deps: list[int] | None = None,
+    ctrl_deps: list[int] | None = None,
+    duration_ns: int | None = None,
+) -> Node:
     """A new node: ``node`` with a new ``id``, dependencies, duration (None = unchanged) and attribute ``edits``.
 
     The result equals ``node.replace(...)`` followed by ``.with_attr(name, value, kind)`` per edit (an existing
@@ -126,11 +132,19 @@ def edited_node(node: Node, edits: Iterable[AttrEdit] = (), *, id: int | None = 
                 break
         else:
             attrs.append(Attr(name, value, kind) if kind is not None else Attr.infer(name, value))
-    return Node(node.id if id is None else id, node.name, node.type,
-                list(node.data_deps) if data_deps is None else data_deps,
-                list(node.ctrl_deps) if ctrl_deps is None else ctrl_deps, node.start_time_ns,
-                node.duration_ns if duration_ns is None else duration_ns, node.inputs, node.outputs, attrs,
-                node.storage)
+    return Node(
+        node.id if id is None else id,
+        node.name,
+        node.type,
+        list(node.data_deps) if data_deps is None else data_deps,
+        list(node.ctrl_deps) if ctrl_deps is None else ctrl_deps,
+        node.start_time_ns,
+        node.duration_ns if duration_ns is None else duration_ns,
+        node.inputs,
+        node.outputs,
+        attrs,
+        node.storage,
+    )
 
 
 def copy_metadata(md: Metadata) -> Metadata:
@@ -206,8 +220,9 @@ def provenance_of(trace: ExecutionTrace) -> dict[str, Any] | None:
     try:
         return json.loads(raw)
     except (TypeError, ValueError, RecursionError):
-        raise TransformError(f"metadata attribute {PROVENANCE_ATTR!r} is not JSON: {str(raw)[:80]!r}",
-                             rank=trace.rank, path=trace.path) from None
+        raise TransformError(
+            f"metadata attribute {PROVENANCE_ATTR!r} is not JSON: {str(raw)[:80]!r}", rank=trace.rank, path=trace.path
+        ) from None
 
 
 def stamp_provenance(traceset: "TraceSet", steps: Iterable[dict[str, Any]], source: str | None) -> "TraceSet":

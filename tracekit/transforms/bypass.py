@@ -114,6 +114,9 @@ def drop_dangling(trace: ExecutionTrace, keep: Callable[[Node], bool]) -> Execut
         if all(d in ids for d in n.data_deps) and all(d in ids for d in n.ctrl_deps):
             out.append(n)
         else:
-            out.append(n.replace(data_deps=[d for d in n.data_deps if d in ids],
-                                 ctrl_deps=[d for d in n.ctrl_deps if d in ids]))
+            out.append(
+                n.replace(
+                    data_deps=[d for d in n.data_deps if d in ids], ctrl_deps=[d for d in n.ctrl_deps if d in ids]
+                )
+            )
     return trace.with_nodes(out)

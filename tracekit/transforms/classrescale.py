@@ -56,8 +56,9 @@ class ClassState:
         from tracekit.io import encode_trace, trace_from_bytes
 
         template = RankTemplate(encode_trace(self.trace), dict(enumerate(self.slots)))
-        attrs: dict[object, Attr] = {k: Attr(s.name, v, s.kind)
-                                     for k, (s, v) in enumerate(zip(self.slots, self.values[index]))}
+        attrs: dict[object, Attr] = {
+            k: Attr(s.name, v, s.kind) for k, (s, v) in enumerate(zip(self.slots, self.values[index]))
+        }
         return trace_from_bytes(template.for_rank(attrs), rank=self.ranks[index])
 
 
@@ -73,8 +74,9 @@ def write_classes(output: str | os.PathLike[str], world_size: int, classes: Iter
 
     def items():
         for c in classes:
-            members = [(r, tuple(Attr(s.name, v, s.kind) for s, v in zip(c.slots, vals)))
-                       for r, vals in zip(c.ranks, c.values)]
+            members = [
+                (r, tuple(Attr(s.name, v, s.kind) for s, v in zip(c.slots, vals))) for r, vals in zip(c.ranks, c.values)
+            ]
             yield encode_trace(c.trace), c.slots, members
 
     return write_class_set(output, world_size, items())
@@ -89,8 +91,10 @@ def _grid(cfg: dict | None, world_size: int, groups: dict[str, tuple[int, ...]])
         return grid
     world = tuple(range(world_size))
     if any(tuple(v) != world for v in groups.values()):
-        raise TransformError(f"the class set has process groups other than all ranks and no {LLM_CONFIG_ATTR!r} "
-                             f"metadata saying how ranks are laid out (tp/cp/dp/pp)")
+        raise TransformError(
+            f"the class set has process groups other than all ranks and no {LLM_CONFIG_ATTR!r} "
+            f"metadata saying how ranks are laid out (tp/cp/dp/pp)"
+        )
     return Grid(dp=world_size)
 
 
@@ -114,8 +118,11 @@ def _renamables(trace: ExecutionTrace) -> dict[tuple[str, str | None, Any], str]
                 continue
             key = (a.name, a.kind, a.value)
             if out.setdefault(key, role) != role:
-                raise TransformError(f"{a.name} {a.value!r} is both an own and a far peer: the rescaled job cannot "
-                                     f"be kept as rank classes", node_id=n.id)
+                raise TransformError(
+                    f"{a.name} {a.value!r} is both an own and a far peer: the rescaled job cannot "
+                    f"be kept as rank classes",
+                    node_id=n.id,
+                )
     return out
 
 
@@ -179,8 +186,11 @@ def _job(classes: list[ClassState], world_size: int, rescale: Rescale) -> _Job:
     for r in range(plan.new.world_size):
         t = job.template(r)
         ci, mi = where[t]
-        used = {canonical_pg_name(str(_member_value(classes[ci], mi, key)))
-                for key, role in job.roles[ci].items() if role == "pg"} | {DEFAULT_PG}
+        used = {
+            canonical_pg_name(str(_member_value(classes[ci], mi, key)))
+            for key, role in job.roles[ci].items()
+            if role == "pg"
+        } | {DEFAULT_PG}
         m = {}
         for name in used:
             if name not in groups:
@@ -204,8 +214,9 @@ def _regrid_one(job: _Job, trace: ExecutionTrace, t: int, r: int) -> ExecutionTr
     plan, names = job.plan, job.names
     decl = pg_init_node(0, names.declaration())
     gmap = {k: names.name(v) for k, v in job.new_groups_of[r].items()}
-    nodes = remap_nodes(trace.nodes, group_of=gmap, peer_of=lambda p: map_peer(p, plan.old, plan.new, t, r),
-                        new_rank=r, pg_init=decl)
+    nodes = remap_nodes(
+        trace.nodes, group_of=gmap, peer_of=lambda p: map_peer(p, plan.old, plan.new, t, r), new_rank=r, pg_init=decl
+    )
     if len(names.names) > 1 and not any(is_pg_init(n) for n in nodes):
         nodes.insert(0, decl.replace(id=max((n.id for n in nodes), default=-1) + 1))
     pg_of = {n.id: n.pg_name for n in trace.nodes if n.is_comm}
@@ -229,8 +240,11 @@ def _new_slots(job: _Job, ci: int, ranks: list[int]) -> tuple[tuple[Attr, ...], 
         col = [job.value(ci, key, role, r) for r in ranks]
         slot = (name, new_kind, col[0])
         if columns.setdefault(slot, col) != col:
-            raise TransformError(f"{name} values {col[0]!r} of rank {ranks[0]} stand for different values in other "
-                                 f"ranks: the rescaled job cannot be kept as rank classes", rank=ranks[0])
+            raise TransformError(
+                f"{name} values {col[0]!r} of rank {ranks[0]} stand for different values in other "
+                f"ranks: the rescaled job cannot be kept as rank classes",
+                rank=ranks[0],
+            )
     varying = [(slot, col) for slot, col in columns.items() if any(v != col[0] for v in col)]
     slots = tuple(Attr(name, v0, kind) for (name, kind, v0), _ in varying)
     values = tuple(tuple(col[i] for _, col in varying) for i in range(len(ranks)))
@@ -243,14 +257,24 @@ def _check_zero(job: _Job, ci: int, ranks: list[int]) -> None:
     if plan.zero == 0 or plan.ratio == 1:
         return
     cls = job.classes[ci]
-    keys = {(a.name, a.kind, a.value) for n in cls.trace.nodes if n.type == NodeType.COMM_COLL_NODE
-            and n.comm_type is not None and n.comm_type.name == "ALL_GATHER" for a in n.attrs if a.name == "pg_name"}
+    keys = {
+        (a.name, a.kind, a.value)
+        for n in cls.trace.nodes
+        if n.type == NodeType.COMM_COLL_NODE and n.comm_type is not None and n.comm_type.name == "ALL_GATHER"
+        for a in n.attrs
+        if a.name == "pg_name"
+    }
     for key in keys:
-        spans = {dp_spanning(job.groups, plan.old, str(_member_value(cls, job.where[job.template(r)][1], key)))
-                 for r in ranks}
+        spans = {
+            dp_spanning(job.groups, plan.old, str(_member_value(cls, job.where[job.template(r)][1], key)))
+            for r in ranks
+        }
         if len(spans) > 1:
-            raise TransformError(f"all-gathers on group {key[2]!r} span data-parallel replicas in some ranks of the "
-                                 f"class only: the rescaled job cannot be kept as rank classes", rank=ranks[0])
+            raise TransformError(
+                f"all-gathers on group {key[2]!r} span data-parallel replicas in some ranks of the "
+                f"class only: the rescaled job cannot be kept as rank classes",
+                rank=ranks[0],
+            )
 
 
 def rescale_classes(classes: list[ClassState], world_size: int, rescale: Rescale) -> tuple[list[ClassState], int]:
@@ -282,8 +306,9 @@ def supports(steps: Iterable[Any]) -> bool:
     return all(isinstance(s, Rescale) or type(s).__name__ in CLASSWISE_TRANSFORMS for s in steps)
 
 
-def transform_classes(cs: Any, steps: Iterable[Any], output: str | os.PathLike[str], *,
-                      source: str | None = None) -> tuple[Any, int, int]:
+def transform_classes(
+    cs: Any, steps: Iterable[Any], output: str | os.PathLike[str], *, source: str | None = None
+) -> tuple[Any, int, int]:
     """Run ``steps`` (class-wise transforms and :class:`Rescale`) on a class set; write the result as one.
 
     Returns:
@@ -305,13 +330,24 @@ def transform_classes(cs: Any, steps: Iterable[Any], output: str | os.PathLike[s
         if isinstance(step, Rescale):
             classes, world = rescale_classes(classes, world, step)
         elif type(step).__name__ in CLASSWISE_TRANSFORMS:
-            classes = [replace(c, trace=step.apply(TraceSet({c.ranks[0]: c.trace}, c.trace.process_groups()))
-                               [c.ranks[0]]) for c in classes]
+            classes = [
+                replace(c, trace=step.apply(TraceSet({c.ranks[0]: c.trace}, c.trace.process_groups()))[c.ranks[0]])
+                for c in classes
+            ]
         else:
-            raise TransformError(f"{type(step).__name__} needs every rank: expand the class set first "
-                                 f"(tracekit expand)", path=str(cs.manifest))
+            raise TransformError(
+                f"{type(step).__name__} needs every rank: expand the class set first (tracekit expand)",
+                path=str(cs.manifest),
+            )
     described = [s.describe() for s in steps]
-    classes = [replace(c, trace=stamp_provenance(TraceSet({c.ranks[0]: c.trace}, c.trace.process_groups()),
-                                                 described, source)[c.ranks[0]]) for c in classes]
+    classes = [
+        replace(
+            c,
+            trace=stamp_provenance(TraceSet({c.ranks[0]: c.trace}, c.trace.process_groups()), described, source)[
+                c.ranks[0]
+            ],
+        )
+        for c in classes
+    ]
     nodes_out = sum(len(c.trace) * len(c.ranks) for c in classes)
     return write_classes(output, world, classes), nodes_in, nodes_out

@@ -34,17 +34,26 @@ FIELD_CTRL_DEPS = 4
 FIELD_DATA_DEPS = 5
 
 
-
 def _graph(ids: np.ndarray, data: DepLists, names_fn: Callable[[], list[str]] = list) -> DepGraph:
     n = len(ids)
     z = np.zeros(n, dtype=np.int64)
-    cols = NodeColumns(ids, np.zeros(n, np.int16), z, z, data.ptr, data.ids, np.zeros(n + 1, np.int64),
-                       np.zeros(0, np.uint64), names_fn=names_fn)
+    cols = NodeColumns(
+        ids,
+        np.zeros(n, np.int16),
+        z,
+        z,
+        data.ptr,
+        data.ids,
+        np.zeros(n + 1, np.int64),
+        np.zeros(0, np.uint64),
+        names_fn=names_fn,
+    )
     return DepGraph(cols)
 
 
-def reduce_lists(ids: np.ndarray, data: DepLists, limit: int,
-                 names_fn: Callable[[], list[str]] = list) -> tuple[DepLists, np.ndarray]:
+def reduce_lists(
+    ids: np.ndarray, data: DepLists, limit: int, names_fn: Callable[[], list[str]] = list
+) -> tuple[DepLists, np.ndarray]:
     """Transitive reduction of ``data`` (rule of :func:`tracekit.transforms.compact.reduce_dependencies`).
 
     Args:
@@ -98,8 +107,7 @@ def _redundant_one_step(n: int, e_own: np.ndarray, e_pos: np.ndarray, deg: np.nd
     return member(e_own * n + e_pos, _unique(two_hop))
 
 
-def _redundant_exact(n: int, e_own: np.ndarray, e_pos: np.ndarray, deg: np.ndarray,
-                     order: np.ndarray) -> np.ndarray:
+def _redundant_exact(n: int, e_own: np.ndarray, e_pos: np.ndarray, deg: np.ndarray, order: np.ndarray) -> np.ndarray:
     """bool[E]: dependency ``d`` of ``v`` is an ancestor of another dependency of ``v`` (ancestor bitsets).
 
     A node's bitset is dropped after its last dependant in topological order.
@@ -158,8 +166,9 @@ def resources(cols: NodeColumns) -> tuple[np.ndarray, np.ndarray]:
     return kind, np.where(cpu, tid, stream)
 
 
-def merge_candidates(ids: np.ndarray, data: DepLists, kind: np.ndarray, value: np.ndarray
-                     ) -> tuple[np.ndarray, np.ndarray]:
+def merge_candidates(
+    ids: np.ndarray, data: DepLists, kind: np.ndarray, value: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Candidate merges ``(i, j)`` (int64[K] each, ``j`` ascending): ``j`` may join ``i``'s chain.
 
     ``j`` is a COMP node on a serial resource with exactly one data dependency ``i`` on the same
@@ -193,8 +202,9 @@ def merge_candidates(ids: np.ndarray, data: DepLists, kind: np.ndarray, value: n
     return i[keep], j[keep]
 
 
-def chain_groups(i_of: np.ndarray, j_of: np.ndarray, timed: np.ndarray, work: np.ndarray
-                 ) -> tuple[np.ndarray, np.ndarray]:
+def chain_groups(
+    i_of: np.ndarray, j_of: np.ndarray, timed: np.ndarray, work: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Absorbed positions and the head each joins (int64[M] each), from the candidates ``(i, j)``.
 
     Walks the candidates in file order of ``j`` (as the node path): a chain keeps growing while all
@@ -229,8 +239,9 @@ def chain_groups(i_of: np.ndarray, j_of: np.ndarray, timed: np.ndarray, work: np
     return np.asarray(members, dtype=np.int64), np.asarray(heads, dtype=np.int64)
 
 
-def _remap(lists: DepLists, rows: np.ndarray, old_ids: np.ndarray, head_ids: np.ndarray,
-           self_ids: np.ndarray | None) -> DepLists:
+def _remap(
+    lists: DepLists, rows: np.ndarray, old_ids: np.ndarray, head_ids: np.ndarray, self_ids: np.ndarray | None
+) -> DepLists:
     """Lists of ``rows`` with absorbed ids mapped to their heads, deduplicated (first occurrence kept);
     with ``self_ids`` (uint64[K]) a row's own id is dropped.  ``old_ids`` sorted uint64."""
     sub = lists.take(rows)
@@ -247,11 +258,18 @@ def _remap(lists: DepLists, rows: np.ndarray, old_ids: np.ndarray, head_ids: np.
 
 
 def _row(lists: DepLists, i: int) -> list[int]:
-    return lists.ids[lists.ptr[i]:lists.ptr[i + 1]].tolist()
+    return lists.ids[lists.ptr[i] : lists.ptr[i + 1]].tolist()
 
 
-def _head_node(trace: Any, cols: NodeColumns, group: np.ndarray, data: DepLists, ctrl: DepLists,
-               id_of_head: dict[int, int], cache: dict[str, Any]) -> Any:
+def _head_node(
+    trace: Any,
+    cols: NodeColumns,
+    group: np.ndarray,
+    data: DepLists,
+    ctrl: DepLists,
+    id_of_head: dict[int, int],
+    cache: dict[str, Any],
+) -> Any:
     """The merged node of chain ``group`` (positions, head first), as :func:`~tracekit.transforms.compact.merge_chains`."""
     h = int(group[0])
     node = trace.node_at(h).replace(data_deps=_row(data, h))
@@ -272,9 +290,10 @@ def _head_node(trace: Any, cols: NodeColumns, group: np.ndarray, data: DepLists,
     ctrl_all.update(dict.fromkeys(ctrl.take(group[1:]).ids.tolist()))
     c = c.replace(ctrl_deps=[d for d in dict.fromkeys(id_of_head.get(d, d) for d in ctrl_all) if d != c.id])
     if any(d in id_of_head for d in c.data_deps) or any(d in id_of_head for d in c.ctrl_deps):
-        c = c.replace(data_deps=list(dict.fromkeys(id_of_head.get(d, d) for d in c.data_deps)),
-                      ctrl_deps=list(dict.fromkeys(id_of_head.get(d, d) for d in c.ctrl_deps
-                                                   if id_of_head.get(d, d) != c.id)))
+        c = c.replace(
+            data_deps=list(dict.fromkeys(id_of_head.get(d, d) for d in c.data_deps)),
+            ctrl_deps=list(dict.fromkeys(id_of_head.get(d, d) for d in c.ctrl_deps if id_of_head.get(d, d) != c.id)),
+        )
     return c
 
 
@@ -336,9 +355,16 @@ def compact_encoded(trace: Any, *, merge: bool, reduce: bool, limit: int) -> tup
     return rewrite(Records.of(trace), edit, trace.metadata), stats
 
 
-def _merge(trace: Any, cols: NodeColumns, absorbed: np.ndarray, head_pos: np.ndarray, data: DepLists,
-           ctrl: DepLists, alive: np.ndarray, changed: np.ndarray
-           ) -> tuple[DepLists, DepLists, np.ndarray, dict[int, Any]]:
+def _merge(
+    trace: Any,
+    cols: NodeColumns,
+    absorbed: np.ndarray,
+    head_pos: np.ndarray,
+    data: DepLists,
+    ctrl: DepLists,
+    alive: np.ndarray,
+    changed: np.ndarray,
+) -> tuple[DepLists, DepLists, np.ndarray, dict[int, Any]]:
     """Merge the chains (``absorbed[k]`` joins ``head_pos[k]``): absorbed nodes dead in ``alive``,
     dependencies on them re-pointed, head nodes built."""
     ids, n = cols.ids, len(cols)
@@ -373,8 +399,15 @@ def _merge(trace: Any, cols: NodeColumns, absorbed: np.ndarray, head_pos: np.nda
     return data, ctrl, rows, heads
 
 
-def _reduce_again(ids: np.ndarray, data: DepLists, alive: np.ndarray, changed: np.ndarray,
-                  heads: dict[int, Any], limit: int, names_fn: Callable[[], list[str]]) -> DepLists:
+def _reduce_again(
+    ids: np.ndarray,
+    data: DepLists,
+    alive: np.ndarray,
+    changed: np.ndarray,
+    heads: dict[int, Any],
+    limit: int,
+    names_fn: Callable[[], list[str]],
+) -> DepLists:
     """The reduction of the merged graph (live nodes only), written back into ``data`` and the head nodes."""
     sub = np.flatnonzero(alive)
     new, ch = reduce_lists(ids[sub], data.take(sub), limit, lambda: [names_fn()[i] for i in sub.tolist()])
@@ -388,8 +421,9 @@ def _reduce_again(ids: np.ndarray, data: DepLists, alive: np.ndarray, changed: n
     return data
 
 
-def _edit(alive: np.ndarray, changed: np.ndarray, data: DepLists, ctrl: DepLists, ctrl_rows: np.ndarray,
-          heads: dict[int, Any]) -> Edit:
+def _edit(
+    alive: np.ndarray, changed: np.ndarray, data: DepLists, ctrl: DepLists, ctrl_rows: np.ndarray, heads: dict[int, Any]
+) -> Edit:
     """The record edit: dead records dropped, changed dependency fields re-encoded, heads replaced."""
     from tracekit._codec import node_to_pb
 

@@ -95,8 +95,9 @@ def scaled_ints(values: np.ndarray, k: float, ids: np.ndarray) -> np.ndarray:
     bad = ~np.isfinite(product) | (np.abs(product) >= 2.0**63)
     if bad.any():
         i = int(np.argmax(bad))
-        raise TransformError(f"{int(values[i]):,} x {k:g} = {float(product[i]):g} is out of range (more than 2^63)",
-                             node_id=int(ids[i]))
+        raise TransformError(
+            f"{int(values[i]):,} x {k:g} = {float(product[i]):g} is out of range (more than 2^63)", node_id=int(ids[i])
+        )
     return np.round(product).astype(np.int64)
 
 
@@ -109,8 +110,9 @@ def set_durations(edit: Edit, rows: np.ndarray, new_ns: np.ndarray, ids: np.ndar
     bad = (new_ns > MAX_DURATION_NS) | (new_ns < 0)
     if bad.any():
         i = int(np.argmax(bad))
-        raise TransformError(f"duration {int(new_ns[i]):,} ns is out of range (0 to {MAX_DURATION_NS:,} ns)",
-                             node_id=int(ids[rows[i]]))
+        raise TransformError(
+            f"duration {int(new_ns[i]):,} ns is out of range (0 to {MAX_DURATION_NS:,} ns)", node_id=int(ids[rows[i]])
+        )
     edit.drops.append((rows, FIELD_DURATION_MICROS))
     edit.drops.append((rows, FIELD_DURATION_NANOS))
     micros = new_ns // 1000
@@ -120,8 +122,9 @@ def set_durations(edit: Edit, rows: np.ndarray, new_ns: np.ndarray, ids: np.ndar
     edit.inserts.append((rows[odd], FIELD_DURATION_NANOS, varint_fields(FIELD_DURATION_NANOS, new_ns[odd])))
 
 
-def replace_nodes(edit: Edit, trace: ExecutionTrace, rows: Iterable[int],
-                  change: Callable[[Node], Node | None]) -> dict[int, Node]:
+def replace_nodes(
+    edit: Edit, trace: ExecutionTrace, rows: Iterable[int], change: Callable[[Node], Node | None]
+) -> dict[int, Node]:
     """Add to ``edit``: each record of ``rows`` decoded, passed to ``change`` and re-encoded when it returns a node.
 
     Returns:
@@ -154,8 +157,9 @@ def replace_nodes(edit: Edit, trace: ExecutionTrace, rows: Iterable[int],
     return new_nodes
 
 
-def scale_compute_encoded(trace: ExecutionTrace, k: float, types: frozenset, pattern: re.Pattern | None,
-                          cpu: bool | None) -> ExecutionTrace:
+def scale_compute_encoded(
+    trace: ExecutionTrace, k: float, types: frozenset, pattern: re.Pattern | None, cpu: bool | None
+) -> ExecutionTrace:
     """:class:`~tracekit.transforms.scale.ScaleCompute` on an encoded trace (see the module docstring).
 
     Raises:
@@ -215,14 +219,14 @@ def patched_columns(cols: Any, duration_ns: np.ndarray, replaced: dict[int, Node
         present, values = fast[0].copy(), fast[1].copy()
         for i in rows:
             v = replaced[i].get_attr(name)
-            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))
-                                  or (ints_only and isinstance(v, float))):
+            if v is not None and (
+                isinstance(v, bool) or not isinstance(v, (int, float)) or (ints_only and isinstance(v, float))
+            ):
                 return None
             present[i], values[i] = v is not None, int(v) if v is not None else 0
         return present, values
 
-    return dataclasses.replace(cols, duration_ns=duration_ns, attr_fn=attr_fn, attr_num_fn=attr_num_fn,
-                               _attr_cache={})
+    return dataclasses.replace(cols, duration_ns=duration_ns, attr_fn=attr_fn, attr_num_fn=attr_num_fn, _attr_cache={})
 
 
 def carry_columns(trace: ExecutionTrace, cols: Any) -> None:
@@ -292,7 +296,7 @@ def int_attr_slots(rec: Records, rows: np.ndarray, name: str) -> tuple[np.ndarra
     order_first = _first_hit_per_record(msg, hit)
     n_value = np.bincount(m[(field >= 3)], minlength=len(msg))
     has_doc = np.bincount(m[field == 2], minlength=len(msg)) > 0
-    vsel = (field >= 3)
+    vsel = field >= 3
     vfield = np.zeros(len(msg), dtype=np.int64)
     vval = np.zeros(len(msg), dtype=np.uint64)
     vwt = np.full(len(msg), -1, dtype=np.int64)
@@ -321,16 +325,20 @@ def int_attr_blobs(name: str, field_numbers: np.ndarray, values: np.ndarray) -> 
     vb, vl = varints(values)
     tags = Blobs.of(field_numbers.astype(np.uint8) << np.uint8(3), np.ones(k, dtype=np.int64))
     inner_len = 2 + len(key) + 1 + vl
-    head = concat_rows(Blobs.const(b"\x52", k), Blobs.of(inner_len.astype(np.uint8), np.ones(k, dtype=np.int64)),
-                       Blobs.const(b"\x0a" + bytes([len(key)]) + key, k))
+    head = concat_rows(
+        Blobs.const(b"\x52", k),
+        Blobs.of(inner_len.astype(np.uint8), np.ones(k, dtype=np.int64)),
+        Blobs.const(b"\x0a" + bytes([len(key)]) + key, k),
+    )
     return concat_rows(head, tags, Blobs.of(vb, vl))
 
 
 _INT32_MAX = {"int32_val": 2**31 - 1, "uint32_val": 2**32 - 1}
 
 
-def scale_comm_encoded(trace: ExecutionTrace, factors: np.ndarray, change: Callable[[Node], Node | None]
-                       ) -> ExecutionTrace:
+def scale_comm_encoded(
+    trace: ExecutionTrace, factors: np.ndarray, change: Callable[[Node], Node | None]
+) -> ExecutionTrace:
     """``comm_size`` of each node times ``factors`` (float64[N]; 1.0 = unchanged), as ``change`` does per node.
 
     Plain integer ``comm_size`` attributes are re-encoded in place; other nodes with a factor are decoded
@@ -367,5 +375,10 @@ def scale_comm_encoded(trace: ExecutionTrace, factors: np.ndarray, change: Calla
 
 def _scaled_each(old: np.ndarray, factors: np.ndarray, ids: np.ndarray) -> np.ndarray:
     """Row by row :func:`scaled_ints` (factors differ per row); raises for the first out-of-range row."""
-    return np.asarray([int(scaled_ints(np.asarray([int(v)]), float(k), ids[i:i + 1])[0])
-                       for i, (v, k) in enumerate(zip(old.tolist(), factors.tolist()))], dtype=np.int64)
+    return np.asarray(
+        [
+            int(scaled_ints(np.asarray([int(v)]), float(k), ids[i : i + 1])[0])
+            for i, (v, k) in enumerate(zip(old.tolist(), factors.tolist()))
+        ],
+        dtype=np.int64,
+    )

@@ -40,8 +40,9 @@ def _resolve(lists: DepLists, ids: np.ndarray, drop: np.ndarray, lookup: _Lookup
                 stack.pop()
                 continue
             lo, hi = ptr[cur], ptr[cur + 1]
-            pending = [pos[e] for e in range(lo, hi)
-                       if found[e] and dropped[pos[e]] and deps[e] not in memo and deps[e] != cid]
+            pending = [
+                pos[e] for e in range(lo, hi) if found[e] and dropped[pos[e]] and deps[e] not in memo and deps[e] != cid
+            ]
             if pending:
                 stack.extend(pending)
                 continue
@@ -57,8 +58,9 @@ def _resolve(lists: DepLists, ids: np.ndarray, drop: np.ndarray, lookup: _Lookup
     return memo
 
 
-def _expanded(lists: DepLists, rows: np.ndarray, ids: np.ndarray, ok: np.ndarray,
-              memo: dict[int, tuple[int, ...]]) -> DepLists:
+def _expanded(
+    lists: DepLists, rows: np.ndarray, ids: np.ndarray, ok: np.ndarray, memo: dict[int, tuple[int, ...]]
+) -> DepLists:
     """New lists of ``rows``: kept deps as they are, removed ones replaced by their kept ancestors, missing dropped,
     deduplicated (first occurrence), without the node's own id."""
     deps, ptr = lists.ids.tolist(), lists.ptr.tolist()
@@ -70,7 +72,7 @@ def _expanded(lists: DepLists, rows: np.ndarray, ids: np.ndarray, ok: np.ndarray
         seen: dict[int, None] = {}
         for e in range(ptr[r], ptr[r + 1]):
             d = deps[e]
-            for x in ((d,) if ok_l[e] else memo.get(d, ())):
+            for x in (d,) if ok_l[e] else memo.get(d, ()):
                 if x != me:
                     seen[x] = None
         owner.extend([k] * len(seen))
@@ -91,8 +93,10 @@ def remove_rows(trace: Any, drop: np.ndarray) -> Any | None:
     lookup = _Lookup(ids)
     kept_ids = np.sort(ids[~drop])
     edit = Edit(keep=~drop)
-    lists = [DepLists(np.asarray(p, dtype=np.int64), np.asarray(d, dtype=np.uint64))
-             for p, d in ((cols.data_ptr, cols.data_ids), (cols.ctrl_ptr, cols.ctrl_ids))]
+    lists = [
+        DepLists(np.asarray(p, dtype=np.int64), np.asarray(d, dtype=np.uint64))
+        for p, d in ((cols.data_ptr, cols.data_ids), (cols.ctrl_ptr, cols.ctrl_ids))
+    ]
     oks = [member(x.ids, kept_ids) for x in lists]
     bad = np.zeros(len(ids), dtype=bool)
     for x, ok in zip(lists, oks):

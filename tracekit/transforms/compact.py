@@ -182,13 +182,17 @@ def merge_chains(nodes: list[Node]) -> list[Node]:
         if any(d in id_of_head for d in node.data_deps) or any(d in id_of_head for d in node.ctrl_deps):
             node = node.replace(
                 data_deps=list(dict.fromkeys(id_of_head.get(d, d) for d in node.data_deps)),
-                ctrl_deps=list(dict.fromkeys(id_of_head.get(d, d) for d in node.ctrl_deps
-                                             if id_of_head.get(d, d) != node.id)))
+                ctrl_deps=list(
+                    dict.fromkeys(id_of_head.get(d, d) for d in node.ctrl_deps if id_of_head.get(d, d) != node.id)
+                ),
+            )
         out.append(node)
     return out
 
 
-def compact_trace(trace: ExecutionTrace, *, merge: bool = True, reduce: bool = True) -> tuple[ExecutionTrace, CompactStats]:
+def compact_trace(
+    trace: ExecutionTrace, *, merge: bool = True, reduce: bool = True
+) -> tuple[ExecutionTrace, CompactStats]:
     """One rank compacted, with its before/after sizes.
 
     A trace holding encoded records (read from a file, or written by another columnar

@@ -39,8 +39,18 @@ from tracekit.workloads.grid import DIMS, Grid
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.traceset import TraceSet
 
-__all__ = ["DIMS", "LLM_CONFIG_ATTR", "Grid", "GroupNames", "grid_of", "llm_config_of", "map_group", "map_peer",
-           "regrid", "remap_nodes"]
+__all__ = [
+    "DIMS",
+    "LLM_CONFIG_ATTR",
+    "Grid",
+    "GroupNames",
+    "grid_of",
+    "llm_config_of",
+    "map_group",
+    "map_peer",
+    "regrid",
+    "remap_nodes",
+]
 LLM_CONFIG_ATTR = "llm_config"
 
 
@@ -57,11 +67,13 @@ def llm_config_of(traceset: "TraceSet") -> dict | None:
     try:
         cfg = json.loads(raw)
     except (TypeError, ValueError, RecursionError):
-        raise TransformError(f"metadata attribute {LLM_CONFIG_ATTR!r} is not JSON", rank=first.rank,
-                             path=first.path) from None
+        raise TransformError(
+            f"metadata attribute {LLM_CONFIG_ATTR!r} is not JSON", rank=first.rank, path=first.path
+        ) from None
     if not isinstance(cfg, dict) or not isinstance(cfg.get("parallel"), dict):
-        raise TransformError(f"metadata attribute {LLM_CONFIG_ATTR!r} has no 'parallel' table",
-                             rank=first.rank, path=first.path)
+        raise TransformError(
+            f"metadata attribute {LLM_CONFIG_ATTR!r} has no 'parallel' table", rank=first.rank, path=first.path
+        )
     return cfg
 
 
@@ -79,8 +91,10 @@ def grid_of(traceset: "TraceSet") -> Grid:
         p = cfg["parallel"]
         grid = Grid(*(int(p.get(k, 1)) for k in DIMS))
         if grid.world_size != n or traceset.ranks != tuple(range(n)):
-            raise TransformError(f"llm_config says tp {grid.tp} x cp {grid.cp} x dp {grid.dp} x pp {grid.pp} = "
-                                 f"{grid.world_size} ranks but the trace set has {n} ranks")
+            raise TransformError(
+                f"llm_config says tp {grid.tp} x cp {grid.cp} x dp {grid.dp} x pp {grid.pp} = "
+                f"{grid.world_size} ranks but the trace set has {n} ranks"
+            )
         return grid
     if traceset.ranks != tuple(range(n)):
         raise TransformError(f"ranks must be 0..{n - 1} to rewrite the world size, got {list(traceset.ranks)[:8]}...")
@@ -90,7 +104,8 @@ def grid_of(traceset: "TraceSet") -> Grid:
         raise TransformError(
             f"the trace set has process groups other than all ranks ({', '.join(sorted(others)[:5])}) and no "
             f"{LLM_CONFIG_ATTR!r} metadata saying how ranks are laid out (tp/cp/dp/pp); the rank-grid "
-            f"annotation is missing")
+            f"annotation is missing"
+        )
     return Grid(dp=n)
 
 
@@ -110,8 +125,9 @@ def _map_set(dim: str, values: set[int], x: int, x_new: int, n_old: int, n_new: 
         stride = n_old // e
         if values == set(range(x % stride, n_old, stride)) and n_new % stride == 0:
             return list(range(x_new % stride, n_new, stride))
-    raise TransformError(f"cannot map a process group whose {dim} coordinates are {sorted(values)} "
-                         f"(grid size {n_old} -> {n_new})")
+    raise TransformError(
+        f"cannot map a process group whose {dim} coordinates are {sorted(values)} (grid size {n_old} -> {n_new})"
+    )
 
 
 def map_group(members: Iterable[int], old: Grid, new: Grid, template: int, new_rank: int) -> tuple[int, ...]:
@@ -144,8 +160,10 @@ def map_peer(peer: int, old: Grid, new: Grid, template: int, new_rank: int) -> i
         else:
             v = xn[i] + p[i] - x[i]
             if not 0 <= v < new.sizes[i]:
-                raise TransformError(f"peer rank {peer} of rank {template} has no counterpart for new rank "
-                                     f"{new_rank} ({DIMS[i]} coordinate {v} outside 0..{new.sizes[i] - 1})")
+                raise TransformError(
+                    f"peer rank {peer} of rank {template} has no counterpart for new rank "
+                    f"{new_rank} ({DIMS[i]} coordinate {v} outside 0..{new.sizes[i] - 1})"
+                )
         out.append(v)
     return new.rank(tuple(out))
 
@@ -183,8 +201,14 @@ def rank_groups(trace: ExecutionTrace, groups: Mapping[str, tuple[int, ...]]) ->
     return out
 
 
-def remap_nodes(nodes: Iterable[Node], *, group_of: Mapping[str, str], peer_of: Callable[[int], int],
-                new_rank: int, pg_init: Node | None) -> list[Node]:
+def remap_nodes(
+    nodes: Iterable[Node],
+    *,
+    group_of: Mapping[str, str],
+    peer_of: Callable[[int], int],
+    new_rank: int,
+    pg_init: Node | None,
+) -> list[Node]:
     """Nodes with ``pg_name`` renamed through ``group_of``, send/recv peers through ``peer_of(old)``
     (own side set to ``new_rank``), and the ``process_group:init`` node replaced by ``pg_init``.
 
@@ -220,8 +244,15 @@ def remap_nodes(nodes: Iterable[Node], *, group_of: Mapping[str, str], peer_of: 
     return out
 
 
-def regrid(traceset: "TraceSet", old: Grid, new: Grid, template_of, *, node_fn=None,
-           config_update: Mapping[str, object] | None = None) -> "TraceSet":
+def regrid(
+    traceset: "TraceSet",
+    old: Grid,
+    new: Grid,
+    template_of,
+    *,
+    node_fn=None,
+    config_update: Mapping[str, object] | None = None,
+) -> "TraceSet":
     """Every rank of ``new`` as a copy of ``template_of(new_rank)`` (an old rank) with groups and peers re-pointed.
 
     Args:
@@ -262,8 +293,13 @@ def regrid(traceset: "TraceSet", old: Grid, new: Grid, template_of, *, node_fn=N
         trace = traceset[t]
         gmap = {k: names.name(v) for k, v in per_rank[r].items()}
         try:
-            nodes = remap_nodes(trace.nodes, group_of=gmap, peer_of=lambda p, t=t, r=r: map_peer(p, old, new, t, r),
-                                new_rank=r, pg_init=decl)
+            nodes = remap_nodes(
+                trace.nodes,
+                group_of=gmap,
+                peer_of=lambda p, t=t, r=r: map_peer(p, old, new, t, r),
+                new_rank=r,
+                pg_init=decl,
+            )
         except TransformError as exc:
             raise exc.with_context(rank=t) from None
         if len(names.names) > 1 and not any(is_pg_init(n) for n in nodes):

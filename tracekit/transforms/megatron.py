@@ -61,5 +61,15 @@ def tp_factors(config: LLMConfig, tp_old: int, tp_new: int) -> tuple[Fraction, F
     return Fraction(tp_old, tp_new), fv
 
 
-__all__ = ["SEQ_ELEMENTWISE", "SPLIT_ALL", "SPLIT_COMM", "SPLIT_COMM_SP", "SPLIT_GEMM", "SPLIT_VOCAB", "VOCAB_GEMM",
-           "config_of", "tokens", "tp_factors"]
+__all__ = [
+    "SEQ_ELEMENTWISE",
+    "SPLIT_ALL",
+    "SPLIT_COMM",
+    "SPLIT_COMM_SP",
+    "SPLIT_GEMM",
+    "SPLIT_VOCAB",
+    "VOCAB_GEMM",
+    "config_of",
+    "tokens",
+    "tp_factors",
+]

@@ -98,11 +98,18 @@ class Pipeline(Transform):
                 provenance record that is not JSON.
         """
         out = self.apply(traceset)
-        return stamp_provenance(out, [s.describe() for s in self.steps],
-                                os.fspath(source) if source is not None else None)
+        return stamp_provenance(
+            out, [s.describe() for s in self.steps], os.fspath(source) if source is not None else None
+        )
 
-    def write(self, traceset, output_prefix: str | os.PathLike[str], *, source: str | os.PathLike[str] | None = None,
-              compress: bool = False) -> list[Path]:
+    def write(
+        self,
+        traceset,
+        output_prefix: str | os.PathLike[str],
+        *,
+        source: str | os.PathLike[str] | None = None,
+        compress: bool = False,
+    ) -> list[Path]:
         """:meth:`run` then write ``<output_prefix>.<rank>.et`` (all ranks encoded before any file is written).
 
         Returns:
@@ -138,8 +145,9 @@ def transform_from_table(table: dict[str, Any], *, where: str = "") -> Transform
     names = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(params) - names)
     if unknown:
-        raise ConfigError(f"{prefix}{kind}: unknown parameter(s) {', '.join(unknown)}; "
-                          f"accepted: {', '.join(sorted(names)) or 'none'}")
+        raise ConfigError(
+            f"{prefix}{kind}: unknown parameter(s) {', '.join(unknown)}; accepted: {', '.join(sorted(names)) or 'none'}"
+        )
     for k in _LIST_FIELDS & set(params):
         if isinstance(params[k], list):
             params[k] = tuple(params[k])
@@ -181,8 +189,9 @@ def load_pipeline(path: str | os.PathLike[str]) -> PipelineFile:
         raise ConfigError("not valid TOML: arrays or tables nested too deeply", path=p) from None
     unknown = sorted(set(data) - {"input", "output", "transform"})
     if unknown:
-        raise ConfigError(f"unknown top-level key(s) {', '.join(unknown)}; expected input, output, [[transform]]",
-                          path=p)
+        raise ConfigError(
+            f"unknown top-level key(s) {', '.join(unknown)}; expected input, output, [[transform]]", path=p
+        )
     tables = data.get("transform")
     if not isinstance(tables, list) or not tables:
         raise ConfigError("no [[transform]] tables", path=p)

@@ -63,43 +63,56 @@ SCHEDULES = ("gpipe", "1f1b")
 
 
 def _no_config() -> NoReturn:
-    raise TransformError(f"this rewrite needs layer-structured traces: the {LLM_CONFIG_ATTR!r} metadata "
-                         "(rank grid and model shape) is missing, so are presumably the node annotations "
-                         "'layer', 'micro_batch', 'phase' and 'op_role'")
+    raise TransformError(
+        f"this rewrite needs layer-structured traces: the {LLM_CONFIG_ATTR!r} metadata "
+        "(rank grid and model shape) is missing, so are presumably the node annotations "
+        "'layer', 'micro_batch', 'phase' and 'op_role'"
+    )
 
 
 def _check(cfg: dict[str, Any], tp_new: int, pp_new: int, schedule: str) -> None:
     p, m = cfg["parallel"], cfg["model"]
     if int(p.get("zero_stage", 0)) != 0:
-        raise TransformError(f"ZeRO stage {p['zero_stage']} traces are not supported by the tp/pp rewrite "
-                             "(only stage 0)")
+        raise TransformError(
+            f"ZeRO stage {p['zero_stage']} traces are not supported by the tp/pp rewrite (only stage 0)"
+        )
     if int(m.get("num_experts", 0) or 0):
         raise TransformError("mixture-of-experts traces are not supported by the tp/pp rewrite")
     if p.get("schedule") not in SCHEDULES or int(p.get("virtual_stages", 1)) != 1:
-        raise TransformError(f"the {p.get('schedule')!r} schedule is not supported by the tp/pp rewrite "
-                             f"(supported: {', '.join(SCHEDULES)})")
+        raise TransformError(
+            f"the {p.get('schedule')!r} schedule is not supported by the tp/pp rewrite "
+            f"(supported: {', '.join(SCHEDULES)})"
+        )
     if schedule not in SCHEDULES:
         raise ConfigError(f"schedule must be one of {', '.join(SCHEDULES)}, got {schedule!r}")
     config = mg.config_of(cfg)
     model, tp_old, pp_old, cp = config.model, int(p["tp"]), int(p["pp"]), int(p.get("cp", 1))
     if model.num_layers % pp_new:
         raise ConfigError(f"pp={pp_new} does not divide the {model.num_layers} layers")
-    for what, n in (("attention heads", model.num_heads), ("key/value heads", model.kv_heads),
-                    ("FFN size", model.ffn_size)):
+    for what, n in (
+        ("attention heads", model.num_heads),
+        ("key/value heads", model.kv_heads),
+        ("FFN size", model.ffn_size),
+    ):
         if n % tp_new:
             raise ConfigError(f"tp={tp_new} does not divide the {n} {what}")
     if p.get("sequence_parallel") and model.seq_length % (tp_new * cp):
         raise ConfigError(f"sequence length {model.seq_length} is not divisible by tp {tp_new} x cp {cp}")
     if (tp_old == 1) != (tp_new == 1) and tp_old != tp_new:
-        raise TransformError(f"changing tp from {tp_old} to {tp_new} would insert or remove every "
-                             "tensor-parallel collective; only tp >= 2 -> tp >= 2 is supported")
+        raise TransformError(
+            f"changing tp from {tp_old} to {tp_new} would insert or remove every "
+            "tensor-parallel collective; only tp >= 2 -> tp >= 2 is supported"
+        )
     if (pp_old == 1) != (pp_new == 1) and pp_old != pp_new:
-        raise TransformError(f"changing pp from {pp_old} to {pp_new} would insert or remove every pipeline "
-                             "send/recv; only pp >= 2 -> pp >= 2 is supported")
+        raise TransformError(
+            f"changing pp from {pp_old} to {pp_new} would insert or remove every pipeline "
+            "send/recv; only pp >= 2 -> pp >= 2 is supported"
+        )
 
 
-def reparallelize(traceset: "TraceSet", *, tp: int | None = None, pp: int | None = None,
-                  schedule: str | None = None) -> "TraceSet":
+def reparallelize(
+    traceset: "TraceSet", *, tp: int | None = None, pp: int | None = None, schedule: str | None = None
+) -> "TraceSet":
     """The trace set re-derived at tensor degree ``tp`` and pipeline degree ``pp`` (None = unchanged).
 
     Raises:
@@ -116,8 +129,9 @@ def reparallelize(traceset: "TraceSet", *, tp: int | None = None, pp: int | None
     _check(cfg, tp_new, pp_new, schedule)
     config = mg.config_of(cfg)
     new = old.with_(tp=tp_new, pp=pp_new)
-    job = Rewrite(config, old, new, traceset.process_groups, schedule,
-                  Sources(traceset, config, old.tp, tp_new, old.cp))
+    job = Rewrite(
+        config, old, new, traceset.process_groups, schedule, Sources(traceset, config, old.tp, tp_new, old.cp)
+    )
     built = {r: StageProgram(job, r).build() for r in range(new.world_size)}
     names = GroupNames(new.world_size, [g for _, groups in built.values() for g in groups.values()])
     decl = names.declaration()
@@ -128,8 +142,10 @@ def reparallelize(traceset: "TraceSet", *, tp: int | None = None, pp: int | None
     out = {}
     for r, (nodes, groups) in built.items():
         named: list[Node] = [pg_init_node(0, decl)]
-        named += [edited_node(n, [("pg_name", names.name(groups[n.id]), "string_val")]) if n.id in groups else n
-                  for n in nodes[1:]]
+        named += [
+            edited_node(n, [("pg_name", names.name(groups[n.id]), "string_val")]) if n.id in groups else n
+            for n in nodes[1:]
+        ]
         out[r] = ExecutionTrace(named, copy_metadata(md), rank=r)
     return TraceSet(out, names.mapping())
 

@@ -80,16 +80,19 @@ class Rescale(Transform):
         if cfg is not None:
             batch, micro = int(cfg["global_batch_size"]), int(cfg["micro_batch_size"])
             if self.mode == "weak":
-                update["global_batch_size"] = batch * self.dp // old.dp if (batch * self.dp) % old.dp == 0 \
-                    else batch
+                update["global_batch_size"] = batch * self.dp // old.dp if (batch * self.dp) % old.dp == 0 else batch
             else:
                 if batch % (micro * self.dp):
-                    raise ConfigError(f"dp={self.dp} does not divide the global batch {batch} into micro-batches "
-                                      f"of {micro} (strong scaling keeps the global batch)")
+                    raise ConfigError(
+                        f"dp={self.dp} does not divide the global batch {batch} into micro-batches "
+                        f"of {micro} (strong scaling keeps the global batch)"
+                    )
                 keep_mb = batch // (micro * self.dp)
                 if cfg["parallel"].get("schedule") == "interleaved":
-                    raise TransformError("strong scaling of an interleaved-schedule trace is not supported "
-                                         "(dropping micro-batches does not give the interleaved order)")
+                    raise TransformError(
+                        "strong scaling of an interleaved-schedule trace is not supported "
+                        "(dropping micro-batches does not give the interleaved order)"
+                    )
         elif self.mode == "strong" and self.global_batch is not None and self.global_batch % self.dp:
             raise ConfigError(f"dp={self.dp} does not divide the global batch {self.global_batch}")
         zero = int(cfg["parallel"].get("zero_stage", 0)) if cfg is not None else 0
@@ -105,8 +108,14 @@ class Rescale(Transform):
             spans = orig is not None and dp_spanning(old_groups, old, orig.pg_name)
             return plan.node_change(node, spans)
 
-        out = regrid(traceset, old, new, lambda r: old.rank(_template(new.coords(r), old)), node_fn=node_fn,
-                     config_update=plan.update)
+        out = regrid(
+            traceset,
+            old,
+            new,
+            lambda r: old.rank(_template(new.coords(r), old)),
+            node_fn=node_fn,
+            config_update=plan.update,
+        )
         return map_traces(out, plan.finish)
 
 
@@ -117,8 +126,12 @@ def dp_spanning(groups, old, pg_name: str | None) -> bool:
 
 
 def _zero_gather(plan: "RescalePlan", node: Node) -> bool:
-    return plan.zero != 0 and plan.ratio != 1 and node.type == NodeType.COMM_COLL_NODE \
+    return (
+        plan.zero != 0
+        and plan.ratio != 1
+        and node.type == NodeType.COMM_COLL_NODE
         and node.comm_type == CollectiveType.ALL_GATHER
+    )
 
 
 @dataclass(frozen=True)
@@ -138,8 +151,9 @@ class RescalePlan:
         if self.zero == 0 or self.ratio == 1:
             return None
         if _zero_gather(self, node):
-            return node.with_attr("comm_size", scale_int(node.comm_bytes or 0, self.ratio)) if dp_spanning_gather \
-                else None
+            return (
+                node.with_attr("comm_size", scale_int(node.comm_bytes or 0, self.ratio)) if dp_spanning_gather else None
+            )
         if node.get_attr("op_role") == "optimizer_step":
             c = node.replace(duration_ns=scale_int(node.duration_ns, self.ratio))
             for name in ("num_ops", "tensor_size"):

@@ -221,8 +221,13 @@ class Retarget(Transform):
             raise ConfigError(f"unknown policy must be one of {', '.join(UNKNOWN_POLICIES)}, got {self.unknown!r}")
 
     def describe(self) -> dict[str, Any]:
-        return {"transform": "Retarget", "source": self.source.key, "target": self.target.key,
-                "unknown": self.unknown, "cpu": self.cpu}
+        return {
+            "transform": "Retarget",
+            "source": self.source.key,
+            "target": self.target.key,
+            "unknown": self.unknown,
+            "cpu": self.cpu,
+        }
 
     def apply(self, traceset):
         return map_traces(traceset, lambda t: self.project_trace(t)[0])
@@ -238,15 +243,23 @@ class Retarget(Transform):
         # chunks of a rank file behave like the whole file)
         host_compute = (src.kind == "cpu") if self.cpu is None else self.cpu
         report = new_report(src, dst, host_compute)
-        fallback = {"keep": None, "flops": src.peak()[0] / dst.peak()[0],
-                    "memory": src.mem_bandwidth_bytes_per_s / dst.mem_bandwidth_bytes_per_s}[self.unknown]
+        fallback = {
+            "keep": None,
+            "flops": src.peak()[0] / dst.peak()[0],
+            "memory": src.mem_bandwidth_bytes_per_s / dst.mem_bandwidth_bytes_per_s,
+        }[self.unknown]
 
         def one(node: Node) -> Node | None:
             if node.type not in _TIMED:
                 return None
             d = node.duration_ns
             moves = host_compute if node.is_cpu_op is True else self.cpu is not True
-            if fallback is not None and d > 0 and moves and not ((node.num_ops or 0) > 0 or (node.tensor_bytes or 0) > 0):
+            if (
+                fallback is not None
+                and d > 0
+                and moves
+                and not ((node.num_ops or 0) > 0 or (node.tensor_bytes or 0) > 0)
+            ):
                 report.add("unknown_" + self.unknown, d, d * fallback)
                 new = d * fallback
             elif not moves:
@@ -276,13 +289,18 @@ def _coll_key(key: Any) -> CollectiveType:
     if isinstance(key, int) and not isinstance(key, bool):
         return CollectiveType(key)
     name = str(key).upper().replace("-", "_")
-    aliases = {"ALLREDUCE": "ALL_REDUCE", "ALLGATHER": "ALL_GATHER", "REDUCESCATTER": "REDUCE_SCATTER",
-               "ALLTOALL": "ALL_TO_ALL"}
+    aliases = {
+        "ALLREDUCE": "ALL_REDUCE",
+        "ALLGATHER": "ALL_GATHER",
+        "REDUCESCATTER": "REDUCE_SCATTER",
+        "ALLTOALL": "ALL_TO_ALL",
+    }
     try:
         return CollectiveType[aliases.get(name, name)]
     except KeyError:
-        raise ConfigError(f"unknown collective type {key!r}; choose from "
-                          f"{', '.join(t.name.lower() for t in CollectiveType)}") from None
+        raise ConfigError(
+            f"unknown collective type {key!r}; choose from {', '.join(t.name.lower() for t in CollectiveType)}"
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -314,8 +332,12 @@ class ScaleComm(Transform):
         object.__setattr__(self, "per_type", table)
 
     def describe(self) -> dict[str, Any]:
-        return {"transform": "ScaleComm", "factor": self.factor, "p2p": self.p2p,
-                "per_type": {k.name.lower(): v for k, v in self.per_type.items()}}
+        return {
+            "transform": "ScaleComm",
+            "factor": self.factor,
+            "p2p": self.p2p,
+            "per_type": {k.name.lower(): v for k, v in self.per_type.items()},
+        }
 
     def apply(self, traceset):
         table, default = self.per_type, float(self.factor)

@@ -37,8 +37,9 @@ def _node_types(names: tuple[str, ...] | None) -> frozenset[NodeType] | None:
         try:
             out.add(NodeType[key])
         except KeyError:
-            raise ConfigError(f"unknown node type {name!r}; choose from "
-                              f"{', '.join(t.name for t in NodeType)}") from None
+            raise ConfigError(
+                f"unknown node type {name!r}; choose from {', '.join(t.name for t in NodeType)}"
+            ) from None
     return frozenset(out)
 
 
@@ -90,8 +91,11 @@ class KeepIteration(Transform):
         want = [i for i, k in markers if k == self.iteration]
         if not want:
             have = sorted({k for _, k in markers})
-            what = (f"it has {prefix}N markers for N in {have}" if have
-                    else f"no node is named like {self.marker.format(n='N')!r} (the iteration annotation is missing)")
+            what = (
+                f"it has {prefix}N markers for N in {have}"
+                if have
+                else f"no node is named like {self.marker.format(n='N')!r} (the iteration annotation is missing)"
+            )
             raise TransformError(f"no iteration {self.iteration}: {what}", rank=trace.rank, path=trace.path)
         lo = want[0]
         later = [i for i, _ in markers if i > lo]
@@ -243,8 +247,9 @@ class KeepRanks(Transform):
 
         missing = [r for r in self.ranks if r not in traceset.ranks]
         if missing:
-            raise TransformError(f"ranks {missing} are not in the trace set (it has ranks "
-                                 f"{traceset.ranks[0]}..{traceset.ranks[-1]})")
+            raise TransformError(
+                f"ranks {missing} are not in the trace set (it has ranks {traceset.ranks[0]}..{traceset.ranks[-1]})"
+            )
         new_of = {old: new for new, old in enumerate(self.ranks)}
         groups = traceset.process_groups
         cut: dict[str, tuple[int, ...]] = {}
@@ -268,8 +273,11 @@ class KeepRanks(Transform):
                     key = canonical_pg_name(n.pg_name)
                     full, kept = groups.get(key, ()), cut.get(key, ())
                     if len(kept) < len(full) and self.partial == "error":
-                        raise TransformError(f"collective {n.name!r} on group {key!r} {list(full)} loses ranks "
-                                             f"outside the kept subset", rank=old, node_id=n.id)
+                        raise TransformError(
+                            f"collective {n.name!r} on group {key!r} {list(full)} loses ranks outside the kept subset",
+                            rank=old,
+                            node_id=n.id,
+                        )
                     if len(kept) <= 1:
                         drop.add(n.id)
                     nodes.append(n)

@@ -21,8 +21,7 @@ def bucket_limit_elems(bucket_bytes: int, grad_bytes: int) -> int:
     return max(1, bucket_bytes // grad_bytes)
 
 
-def pack_buckets(units: Iterable[int], elems_of: Callable[[int], int],
-                 limit_elems: int) -> list[tuple[list[int], int]]:
+def pack_buckets(units: Iterable[int], elems_of: Callable[[int], int], limit_elems: int) -> list[tuple[list[int], int]]:
     """``[(units, elements), ...]``: ``units`` (in the order their gradients become final) packed greedily.
 
     A unit with no elements is skipped; a unit larger than the limit gets a bucket of its own.

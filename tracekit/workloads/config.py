@@ -36,6 +36,7 @@ from typing import Any, Mapping
 from tracekit.errors import ConfigError
 from tracekit.workloads.params import padded_vocab_size
 from tracekit.workloads.units import DTYPE_BYTES, TRAINING_DTYPES
+
 ACTIVATIONS = ("gelu", "swiglu")
 NORMS = ("layernorm", "rmsnorm")
 RECOMPUTE = ("none", "selective", "full")
@@ -246,8 +247,10 @@ class LLMConfig:
         if self.grad_reduce_dtype is not None:
             _choice("gradient reduce dtype", self.grad_reduce_dtype, TRAINING_DTYPES)
         if self.global_batch_size % (self.micro_batch_size * p.dp):
-            raise ConfigError(f"global batch {self.global_batch_size} is not divisible by micro-batch "
-                              f"{self.micro_batch_size} x dp {p.dp}")
+            raise ConfigError(
+                f"global batch {self.global_batch_size} is not divisible by micro-batch "
+                f"{self.micro_batch_size} x dp {p.dp}"
+            )
         if m.num_heads % p.tp:
             raise ConfigError(f"tp={p.tp} does not divide the {m.num_heads} attention heads")
         if m.kv_heads % p.tp:
@@ -255,11 +258,14 @@ class LLMConfig:
         if m.ffn_size % p.tp:
             raise ConfigError(f"tp={p.tp} does not divide the FFN size {m.ffn_size}")
         if m.num_layers % (p.pp * p.virtual_stages):
-            raise ConfigError(f"{m.num_layers} layers cannot be split evenly over pp={p.pp} x "
-                              f"virtual stages {p.virtual_stages}")
+            raise ConfigError(
+                f"{m.num_layers} layers cannot be split evenly over pp={p.pp} x virtual stages {p.virtual_stages}"
+            )
         if p.sequence_parallel and m.seq_length % (p.tp * p.cp):
-            raise ConfigError(f"sequence length {m.seq_length} is not divisible by tp {p.tp} x cp {p.cp} "
-                              "(needed by sequence parallelism)")
+            raise ConfigError(
+                f"sequence length {m.seq_length} is not divisible by tp {p.tp} x cp {p.cp} "
+                "(needed by sequence parallelism)"
+            )
         if m.seq_length % p.cp:
             raise ConfigError(f"sequence length {m.seq_length} is not divisible by cp={p.cp}")
         if p.ep > 1 and not m.is_moe:
@@ -267,8 +273,10 @@ class LLMConfig:
         if m.is_moe and m.num_experts % p.ep:
             raise ConfigError(f"ep={p.ep} does not divide the {m.num_experts} experts")
         if p.schedule == "interleaved" and self.num_micro_batches % p.pp:
-            raise ConfigError(f"the interleaved schedule needs micro-batches per iteration "
-                              f"({self.num_micro_batches}) divisible by pp={p.pp} (Megatron-LM's rule)")
+            raise ConfigError(
+                f"the interleaved schedule needs micro-batches per iteration "
+                f"({self.num_micro_batches}) divisible by pp={p.pp} (Megatron-LM's rule)"
+            )
 
     # ----- derived sizes ------------------------------------------------------------------
     @property
@@ -310,6 +318,7 @@ class LLMConfig:
         Raises:
             ConfigError: missing required fields or impossible values (the message names them).
         """
+
         def build(kind: type, values: Any) -> Any:
             if not isinstance(values, Mapping):
                 raise ConfigError(f"llm_config: {kind.__name__} is not a table: {values!r}")
@@ -320,8 +329,11 @@ class LLMConfig:
                 raise ConfigError(f"llm_config: {kind.__name__}: {exc}") from None
 
         top = {f.name for f in fields(cls)} - {"model", "parallel"}
-        return cls(build(ModelSpec, data.get("model")), build(ParallelSpec, data.get("parallel", {})),
-                   **{k: v for k, v in data.items() if k in top})
+        return cls(
+            build(ModelSpec, data.get("model")),
+            build(ParallelSpec, data.get("parallel", {})),
+            **{k: v for k, v in data.items() if k in top},
+        )
 
     def with_parallel(self, **changes: Any) -> "LLMConfig":
         """A copy with some :class:`ParallelSpec` fields changed (validated again)."""
@@ -334,39 +346,124 @@ _NARAYANAN_V = "vocabulary 51,200 as in Narayanan et al. 2021, section 5.1"
 
 PRESETS: dict[str, tuple[ModelSpec, int]] = {
     # name: (model, default global batch in sequences)
-    "gpt3-175b": (ModelSpec("gpt3-175b", num_layers=96, hidden_size=12288, num_heads=96, seq_length=2048,
-                            vocab_size=51200,
-                            source=f"{_BROWN} (96 layers, d_model 12288, 96 heads, batch 3.2M tokens = "
-                                   f"1536 x 2048); {_NARAYANAN_V}"), 1536),
-    "gpt3-13b": (ModelSpec("gpt3-13b", num_layers=40, hidden_size=5120, num_heads=40, seq_length=2048,
-                           vocab_size=51200,
-                           source=f"{_BROWN} (40 layers, 40 heads of 128, batch 2M tokens = 1024 x 2048; "
-                                  f"the table's d_model 5140 is taken as 40 x 128 = 5120); {_NARAYANAN_V}"), 1024),
-    "gpt3-1.3b": (ModelSpec("gpt3-1.3b", num_layers=24, hidden_size=2048, num_heads=16, seq_length=2048,
-                            vocab_size=51200,
-                            source=f"{_BROWN} (24 layers, d_model 2048, 16 heads, batch 1M tokens = 512 x 2048); "
-                                   f"{_NARAYANAN_V}"), 512),
-    "llama2-7b": (ModelSpec("llama2-7b", num_layers=32, hidden_size=4096, num_heads=32, seq_length=4096,
-                            vocab_size=32000, ffn_hidden_size=11008, activation="swiglu", tied_embeddings=False,
-                            learned_position_embeddings=False, norm="rmsnorm", bias=False,
-                            source="Touvron et al. 2023, 'Llama 2', Table 1 and section 2.2 (context 4096, "
-                                   "batch 4M tokens = 1024 x 4096); FFN 11008 from the released config"), 1024),
-    "llama3-8b": (ModelSpec("llama3-8b", num_layers=32, hidden_size=4096, num_heads=32, num_kv_heads=8,
-                            seq_length=8192, vocab_size=128256, ffn_hidden_size=14336, activation="swiglu",
-                            tied_embeddings=False, learned_position_embeddings=False, norm="rmsnorm", bias=False,
-                            source="Dubey et al. 2024, 'The Llama 3 Herd of Models', Table 3; global batch "
-                                   "is our default (not published for 8B)"), 512),
-    "llama3-70b": (ModelSpec("llama3-70b", num_layers=80, hidden_size=8192, num_heads=64, num_kv_heads=8,
-                             seq_length=8192, vocab_size=128256, ffn_hidden_size=28672, activation="swiglu",
-                             tied_embeddings=False, learned_position_embeddings=False, norm="rmsnorm", bias=False,
-                             source="Dubey et al. 2024, 'The Llama 3 Herd of Models', Table 3; global batch "
-                                    "is our default (not published for 70B)"), 1024),
-    "mixtral-8x7b": (ModelSpec("mixtral-8x7b", num_layers=32, hidden_size=4096, num_heads=32, num_kv_heads=8,
-                               seq_length=4096, vocab_size=32000, ffn_hidden_size=14336, activation="swiglu",
-                               tied_embeddings=False, learned_position_embeddings=False, norm="rmsnorm",
-                               bias=False, num_experts=8, moe_top_k=2,
-                               source="Jiang et al. 2024, 'Mixtral of Experts', Table 1 (8 experts, top-2); "
-                                      "sequence length and global batch are our defaults"), 512),
+    "gpt3-175b": (
+        ModelSpec(
+            "gpt3-175b",
+            num_layers=96,
+            hidden_size=12288,
+            num_heads=96,
+            seq_length=2048,
+            vocab_size=51200,
+            source=f"{_BROWN} (96 layers, d_model 12288, 96 heads, batch 3.2M tokens = 1536 x 2048); {_NARAYANAN_V}",
+        ),
+        1536,
+    ),
+    "gpt3-13b": (
+        ModelSpec(
+            "gpt3-13b",
+            num_layers=40,
+            hidden_size=5120,
+            num_heads=40,
+            seq_length=2048,
+            vocab_size=51200,
+            source=f"{_BROWN} (40 layers, 40 heads of 128, batch 2M tokens = 1024 x 2048; "
+            f"the table's d_model 5140 is taken as 40 x 128 = 5120); {_NARAYANAN_V}",
+        ),
+        1024,
+    ),
+    "gpt3-1.3b": (
+        ModelSpec(
+            "gpt3-1.3b",
+            num_layers=24,
+            hidden_size=2048,
+            num_heads=16,
+            seq_length=2048,
+            vocab_size=51200,
+            source=f"{_BROWN} (24 layers, d_model 2048, 16 heads, batch 1M tokens = 512 x 2048); {_NARAYANAN_V}",
+        ),
+        512,
+    ),
+    "llama2-7b": (
+        ModelSpec(
+            "llama2-7b",
+            num_layers=32,
+            hidden_size=4096,
+            num_heads=32,
+            seq_length=4096,
+            vocab_size=32000,
+            ffn_hidden_size=11008,
+            activation="swiglu",
+            tied_embeddings=False,
+            learned_position_embeddings=False,
+            norm="rmsnorm",
+            bias=False,
+            source="Touvron et al. 2023, 'Llama 2', Table 1 and section 2.2 (context 4096, "
+            "batch 4M tokens = 1024 x 4096); FFN 11008 from the released config",
+        ),
+        1024,
+    ),
+    "llama3-8b": (
+        ModelSpec(
+            "llama3-8b",
+            num_layers=32,
+            hidden_size=4096,
+            num_heads=32,
+            num_kv_heads=8,
+            seq_length=8192,
+            vocab_size=128256,
+            ffn_hidden_size=14336,
+            activation="swiglu",
+            tied_embeddings=False,
+            learned_position_embeddings=False,
+            norm="rmsnorm",
+            bias=False,
+            source="Dubey et al. 2024, 'The Llama 3 Herd of Models', Table 3; global batch "
+            "is our default (not published for 8B)",
+        ),
+        512,
+    ),
+    "llama3-70b": (
+        ModelSpec(
+            "llama3-70b",
+            num_layers=80,
+            hidden_size=8192,
+            num_heads=64,
+            num_kv_heads=8,
+            seq_length=8192,
+            vocab_size=128256,
+            ffn_hidden_size=28672,
+            activation="swiglu",
+            tied_embeddings=False,
+            learned_position_embeddings=False,
+            norm="rmsnorm",
+            bias=False,
+            source="Dubey et al. 2024, 'The Llama 3 Herd of Models', Table 3; global batch "
+            "is our default (not published for 70B)",
+        ),
+        1024,
+    ),
+    "mixtral-8x7b": (
+        ModelSpec(
+            "mixtral-8x7b",
+            num_layers=32,
+            hidden_size=4096,
+            num_heads=32,
+            num_kv_heads=8,
+            seq_length=4096,
+            vocab_size=32000,
+            ffn_hidden_size=14336,
+            activation="swiglu",
+            tied_embeddings=False,
+            learned_position_embeddings=False,
+            norm="rmsnorm",
+            bias=False,
+            num_experts=8,
+            moe_top_k=2,
+            source="Jiang et al. 2024, 'Mixtral of Experts', Table 1 (8 experts, top-2); "
+            "sequence length and global batch are our defaults",
+        ),
+        512,
+    ),
 }
 
 

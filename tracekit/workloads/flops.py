@@ -31,8 +31,9 @@ def gemm_elements(m: int, k: int, n: int, batch: int = 1) -> int:
     return batch * (m * k + k * n + m * n)
 
 
-def gpt_iteration_flops(batch: int, seq: int, layers: int, hidden: int, vocab: int, *,
-                        full_recompute: bool = False) -> float:
+def gpt_iteration_flops(
+    batch: int, seq: int, layers: int, hidden: int, vocab: int, *, full_recompute: bool = False
+) -> float:
     """FLOPs of one training iteration of a GPT model (Narayanan et al. 2021, equation (3); module docstring).
 
     Args:
@@ -45,5 +46,11 @@ def gpt_iteration_flops(batch: int, seq: int, layers: int, hidden: int, vocab: i
     return 72 * b * s * l * h * h * (1 + s / (6 * h) + v / (12 * l * h))
 
 
-__all__ = ["ADAM_FLOPS_PER_PARAM", "ADAM_STATE_BYTES_PER_PARAM", "SGD_FLOPS_PER_PARAM", "gemm_elements",
-           "gemm_flops", "gpt_iteration_flops"]
+__all__ = [
+    "ADAM_FLOPS_PER_PARAM",
+    "ADAM_STATE_BYTES_PER_PARAM",
+    "SGD_FLOPS_PER_PARAM",
+    "gemm_elements",
+    "gemm_flops",
+    "gpt_iteration_flops",
+]

@@ -73,8 +73,7 @@ def layer_params(model: "ModelSpec", tp: int, ep: int = 1) -> LayerParams:
     attn = h * qkv // tp + h * h // tp + ((qkv // tp + h) if model.bias else 0)
     ffn = h * ffn_in // tp + model.ffn_size // tp * h + ((ffn_in // tp + h) if model.bias else 0)
     if model.is_moe:
-        return LayerParams(dense=attn + norm + h * model.num_experts, expert=model.num_experts // ep * ffn,
-                           norm=norm)
+        return LayerParams(dense=attn + norm + h * model.num_experts, expert=model.num_experts // ep * ffn, norm=norm)
     return LayerParams(dense=attn + ffn + norm, norm=norm)
 
 
@@ -109,9 +108,18 @@ def model_params(model: "ModelSpec") -> int:
     GPT-3 175B (96 layers, h 12288, V 51200, s 2048): 174,615,846,912.
     """
     layer = layer_params(model, 1)
-    return (model.num_layers * (layer.dense + layer.expert) + embedding_params(model, 1)
-            + head_params(model, 1, 1).dense)
+    return model.num_layers * (layer.dense + layer.expert) + embedding_params(model, 1) + head_params(model, 1, 1).dense
 
 
-__all__ = ["EMBEDDING", "VOCAB_DIVISOR", "LayerParams", "embedding_params", "head_params", "layer_params",
-           "model_params", "norm_params", "padded_vocab_size", "unit_params"]
+__all__ = [
+    "EMBEDDING",
+    "VOCAB_DIVISOR",
+    "LayerParams",
+    "embedding_params",
+    "head_params",
+    "layer_params",
+    "model_params",
+    "norm_params",
+    "padded_vocab_size",
+    "unit_params",
+]

@@ -40,7 +40,7 @@ def attr_bytes(attr: Attr) -> bytes:
     node = Node(id=0, name="", type=NodeType.INVALID_NODE, attrs=[attr])
     data = encode_trace(ExecutionTrace([node], Metadata(version="")))
     _, _, starts, ends = split_records(data)
-    return data[int(starts[0]):int(ends[0])]
+    return data[int(starts[0]) : int(ends[0])]
 
 
 def _varint(n: int) -> bytes:
@@ -82,8 +82,8 @@ class RankTemplate:
         # The bytes split at every varying attribute and at the length prefix of every record
         # holding one: consts[0] slot[0] consts[1] slot[1] ... consts[n].
         self._consts: list[bytes] = []
-        self._slot_old: list[bytes] = []            # representative's bytes in each slot
-        self._prefix_slots: list[int] = []           # slot index of each re-framed record's prefix
+        self._slot_old: list[bytes] = []  # representative's bytes in each slot
+        self._prefix_slots: list[int] = []  # slot index of each re-framed record's prefix
         self._record_hits: list[tuple[int, list[bytes]]] = []  # (body length, attrs in the record)
         if not self._keys_by_bytes:
             self._consts.append(data)
@@ -91,8 +91,11 @@ class RankTemplate:
         _, _, starts, ends = split_records(data)
         pattern = re.compile(b"|".join(re.escape(p) for p in sorted(self._keys_by_bytes, key=len, reverse=True)))
         matches = [(m.start(), m.end(), m.group()) for m in pattern.finditer(data)]
-        record_of = np.searchsorted(starts, np.asarray([s for s, _, _ in matches], dtype=np.int64),
-                                    side="right") - 1 if matches else np.zeros(0, dtype=np.int64)
+        record_of = (
+            np.searchsorted(starts, np.asarray([s for s, _, _ in matches], dtype=np.int64), side="right") - 1
+            if matches
+            else np.zeros(0, dtype=np.int64)
+        )
         cursor, current = 0, -1
         for (s, e, b), rec in zip(matches, record_of.tolist()):
             if rec < 0 or e > int(ends[rec]):
