@@ -120,8 +120,12 @@ def remove_if_empty(created: list[Path]) -> None:
             return
 
 
-def _new_temp(folder: Path) -> tuple[int, str]:
-    fd, tmp = tempfile.mkstemp(prefix=".tk-", suffix=".tmp", dir=folder)
+def _new_temp(target: Path) -> tuple[int, str]:
+    """A new temporary file (fd, path) beside ``target``; an OSError names ``target``, not the temporary name."""
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".tk-", suffix=".tmp", dir=target.parent)
+    except OSError as exc:
+        raise OSError(exc.errno, exc.strerror, str(target)) from None
     os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp creates 0600; give the file the usual permissions
     return fd, tmp
 
@@ -152,7 +156,7 @@ def atomic_output(path: str | os.PathLike[str], mode: str = "wb") -> Iterator[IO
     tmp = None
     try:
         with _signals_deferred():
-            fd, tmp = _new_temp(target.parent)
+            fd, tmp = _new_temp(target)
         with os.fdopen(fd, mode, **kwargs) as fh:
             yield fh
         os.replace(tmp, target)

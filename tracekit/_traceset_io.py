@@ -186,7 +186,10 @@ class TraceSetWriter:
         lock_path = base.parent / f".{base.name}.tk-lock"
         while True:
             with _signals_deferred():  # the lock file and the record of it come together
-                fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o666 & ~_UMASK)
+                try:
+                    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o666 & ~_UMASK)
+                except OSError as exc:  # name the output the user gave, not the lock file
+                    raise OSError(exc.errno, exc.strerror, str(self.prefix)) from None
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 except BlockingIOError:
@@ -224,7 +227,7 @@ class TraceSetWriter:
         check_output(target)
         self._created += make_parents(target.parent)
         with _signals_deferred():
-            fd, tmp = _new_temp(target.parent)
+            fd, tmp = _new_temp(target)
             self._temps[rank] = tmp
         os.close(fd)
         return Path(tmp)
@@ -277,7 +280,7 @@ class TraceSetWriter:
                 groups_target = Path(f"{self.prefix}.comm_groups.json")
                 check_output(groups_target)
                 with _signals_deferred():  # removed with the rank temps on error
-                    fd, groups_tmp = _new_temp(groups_target.parent)
+                    fd, groups_tmp = _new_temp(groups_target)
                     self._temps[_GROUPS_KEY] = groups_tmp
                 with os.fdopen(fd, "wb") as fh:
                     fh.write(orjson.dumps(self.comm_groups or {}, option=orjson.OPT_INDENT_2) + b"\n")

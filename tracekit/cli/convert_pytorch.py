@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from tracekit.cli._common import CONTEXT_SETTINGS, err_console, out_console, state
+from tracekit.cli._common import CONTEXT_SETTINGS, out_console, progress_callback
 from tracekit.cli._options import emit_json, executor_options, json_option, resolve_executor
 
 
@@ -62,17 +62,9 @@ def pytorch(et_glob: str, kineto_glob: str | None, prefix: str, allow_unlinked: 
     ets = _expand(et_glob, "ET")
     kins = _expand(kineto_glob, "Kineto")
     executor = resolve_executor(executor, len(ets), workers)
-    if state().quiet or as_json:
+    with progress_callback("converting ranks") as update:  # no bar with -q, --json or without a terminal
         job = convert_job(ets, kins or None, allow_unlinked=allow_unlinked, executor=executor,
-                          max_workers=workers)
-    else:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        with Progress(TextColumn("converting ranks"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      console=err_console(), transient=True) as bar:
-            task = bar.add_task("convert", total=len(ets))
-            job = convert_job(ets, kins or None, allow_unlinked=allow_unlinked, executor=executor,
-                              max_workers=workers, progress=lambda done, total: bar.update(task, completed=done))
+                          max_workers=workers, progress=None if as_json else update)
     paths = write_traceset(job.traceset, prefix)
     if as_json:
         emit_json({"prefix": prefix, "files": [str(p) for p in paths], "ranks": [

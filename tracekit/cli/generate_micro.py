@@ -9,6 +9,12 @@ from tracekit.cli._options import emit_json, json_option
 from tracekit.errors import ConfigError
 
 
+
+from tracekit.model import check_rank_count
+
+#: Repetitions a microbenchmark may have: each adds nodes to every rank, and a job beyond this is a typo.
+MAX_ITERATIONS = 1_000_000
+
 @click.command("micro", context_settings=CONTEXT_SETTINGS)
 @click.option("--collective", default=None, metavar="NAME",
               help="all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, reduce, gather, scatter, "
@@ -54,6 +60,9 @@ def micro(collective: str | None, pattern: str | None, shape: str | None, list_s
                           + (f" (got {' and '.join(chosen)})" if chosen else ""))
     if num_ranks is None:
         raise ConfigError("--ranks is required")
+    check_rank_count(num_ranks, "generate micro --ranks")
+    if not 1 <= iterations <= MAX_ITERATIONS:
+        raise ConfigError(f"--iterations {iterations:,} is out of range (1 to {MAX_ITERATIONS:,})")
     if prefix is None:
         raise ConfigError("-o/--output is required")
     from tracekit.converters.generators._build import parse_ranks, parse_size
