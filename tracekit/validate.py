@@ -234,6 +234,13 @@ class RankFindings:
     issues: tuple[Issue, ...]
     collectives: dict[str, np.ndarray]  # per group: int64[K, 3] rows (node_id, comm_type, comm_bytes)
     declared_groups: dict[str, tuple[int, ...]]
+    declared_world: int | None = None  # the ``world_size`` metadata attribute (converters write it), when present
+
+
+def _declared_world(trace: ExecutionTrace) -> int | None:
+    """The trace's ``world_size`` metadata attribute when it is an integer (a bool or text is ignored)."""
+    value = trace.metadata.get_attr("world_size")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def check_rank(trace: ExecutionTrace) -> RankFindings:
@@ -254,7 +261,7 @@ def check_rank(trace: ExecutionTrace) -> RankFindings:
         issues.append(Issue("process-groups", ERROR, exc.message, trace.path, trace.rank, exc.node_id))
         declared = {}
     return RankFindings(trace.rank if trace.rank is not None else 0, trace.path, len(trace), tuple(issues),
-                        collectives, declared)
+                        collectives, declared, _declared_world(trace))
 
 
 def _check_rank_file(item: tuple[int, str]) -> RankFindings:
@@ -343,6 +350,12 @@ def cross_rank_checks(findings: Sequence[RankFindings], groups: dict[str, tuple[
         report.add(Issue("rank-count", WARNING,
                          f"partial job: traces for {len(by_rank)} of {world} ranks; no trace for "
                          f"ranks {missing[:16]}{' ...' if len(missing) > 16 else ''} (a replay needs them all)"))
+    said = next((f for f in findings if f.declared_world is not None and f.declared_world != world), None)
+    if said is not None:
+        report.add(Issue("world-size", WARNING,
+                         f"the trace says world size {said.declared_world:,}, but the set holds traces for "
+                         f"{len(by_rank):,} rank(s) of a world of {world:,}",
+                         said.path, said.rank))
     if not report.ok:  # order checks need sound per-rank graphs
         return report
     for rank, f in by_rank.items():

@@ -85,3 +85,19 @@ def test_a_failed_conversion_prints_one_line_in_a_real_process(tmp_path):
         "unexpected end of file (truncated JSON?)"
     ]
     assert not (tmp_path / "o").exists()
+
+
+def test_validate_warns_when_the_declared_world_size_disagrees_with_the_files(tmp_path):
+    from tracekit.io import write_traceset
+    from tracekit.model import Attr, ExecutionTrace, Metadata, Node
+    from tracekit.traceset import TraceSet
+
+    # one rank of a two-rank capture whose groups say "all ranks": only the metadata tells the world size
+    trace = ExecutionTrace([Node(1, "aten::mm", duration_ns=5)], Metadata("0.0.4", (Attr("world_size", 2),)), rank=0)
+    write_traceset(TraceSet({0: trace}), tmp_path / "solo" / "s")
+    res = run("validate", tmp_path / "solo" / "s")
+    assert res.exit_code == 0, res.stderr
+    assert (
+        f"warning: [world-size] {tmp_path}/solo/s.0.et: rank 0: the trace says world size 2, but the set holds "
+        "traces for 1 rank(s) of a world of 1"
+    ) in res.stdout
