@@ -1,23 +1,8 @@
-"""The trace model's values: node types, :class:`Node`, :class:`Metadata` (re-exported by :mod:`tracekit.model`).
+"""The values of the trace model: node and collective types, :class:`Node`, :class:`Metadata`, time limits.
 
-An :class:`ExecutionTrace` is the execution graph of one rank: global metadata
-plus :class:`Node` values.  Everything here is immutable (issue 13): a node,
-an attribute, the metadata and a trace never change once built; an edit
-(:meth:`Node.replace`, :meth:`Node.with_attr`, :meth:`ExecutionTrace.with_nodes`)
-returns a new value, so the columns and dependency graph a trace caches can
-never describe other nodes than the ones it holds.  A trace read from a file
-keeps its encoded records: its columns (:meth:`ExecutionTrace.columns`) are
-decoded with numpy, and ``trace.nodes`` is a read-only view that builds node
-values from the columns on access, decoding a node's attributes only when
-they are touched.
-
-Time is kept in integer nanoseconds everywhere (``duration_ns``,
-``start_time_ns``); the schema maps it to Chakra's microsecond fields (see
-schema/et_def.proto).  Sizes are bytes; ``num_ops`` counts FLOPs in traces
-tracekit writes.
-
-The standard attributes other tools read (docs/design.md section 3) have typed
-accessors on :class:`Node`, with one rule per value type (:mod:`tracekit.attrs`).
+:mod:`tracekit.model` re-exports every name here and holds :class:`~tracekit.model.ExecutionTrace`; its module
+docstring describes the model as a whole (immutability, the column view, units).  Attribute values follow one rule
+per value type (:mod:`tracekit.attrs`).
 """
 
 from __future__ import annotations
