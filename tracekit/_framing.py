@@ -141,84 +141,52 @@ def split_records(
 
     Returns:
         ``(meta_start, meta_end, starts, ends)``: the metadata message span and
-        int64 arrays (shape ``[N]``) of node message spans (without prefixes).
+        arrays (shape ``[N]``; int32, int64 for data of 2 GiB or more) of node
+        message spans (without prefixes); framed by :func:`tracekit._wirekernels.frame`.
 
     Raises:
         TraceFormatError: empty input, truncated length prefix, a length past
             the end of the data, or an empty node record.
     """
+    from tracekit import _wirekernels as wk
+
     n = len(data)
     if n == 0:
         raise TraceFormatError("empty file: no GlobalMetadata record", path=path, rank=rank)
-    # One pass over the length prefixes: only the record boundaries are kept
-    # (``bounds[i]`` = offset of record i's prefix; the last entry = end of data);
-    # prefix lengths and message spans are then derived with numpy.
-    bounds = [0]
-    append = bounds.append
-    pos = 0
-    while pos < n:
-        b = data[pos]
-        if b < 0x80:  # one-byte length prefix: records under 128 bytes
-            if not b and pos:  # fail at once: a run of zero bytes would otherwise be scanned to its end
-                raise TraceFormatError("empty node record (zero length)", byte_offset=pos, path=path, rank=rank)
-            pos += b + 1
-        elif pos + 1 < n and data[pos + 1] < 0x80:  # two-byte prefix: records under 16 KiB
-            pos += ((b & 0x7F) | (data[pos + 1] << 7)) + 2
-        else:
-            rec_at, length, shift = pos, 0, 0
-            while True:
-                if pos >= n:
-                    raise TraceFormatError("truncated record length prefix", byte_offset=rec_at, path=path, rank=rank)
-                b = data[pos]
-                pos += 1
-                length |= (b & 0x7F) << shift
-                if b < 0x80:
-                    break
-                shift += 7
-                if shift > 35:
-                    raise TraceFormatError(
-                        "malformed record length prefix (more than 5 bytes)", byte_offset=rec_at, path=path, rank=rank
-                    )
-            pos += length
-        append(pos)
-    if pos > n:
-        rec_at = bounds[-2]
-        body_at = rec_at + _prefix_len(data, rec_at)
-        hint = ""
-        if data[:1] in (b"{", b"[") or data[:3] == b"\xef\xbb\xbf":
-            hint = "; the file looks like JSON: give it a .json name, or turn it into .et with `tracekit load`"
-        raise TraceFormatError(
-            f"record of {pos - body_at} bytes runs past the end of the file ({n - body_at} bytes left){hint}",
-            byte_offset=rec_at,
-            path=path,
-            rank=rank,
-        )
-    edges = np.asarray(bounds, dtype=np.int64)
-    rec_starts, rec_ends = edges[:-1], edges[1:]
-    # prefix lengths, vectorized: 1 + the number of leading continuation bytes (at most 5, checked above)
-    u8 = np.frombuffer(data, dtype=np.uint8)
-    plen = np.ones(len(rec_starts), dtype=np.int64)
-    cont = u8[rec_starts] >= 0x80
-    for k in range(1, 5):
-        if not cont.any():
-            break
-        plen += cont
-        cont &= u8[np.minimum(rec_starts + k, n - 1)] >= 0x80
-    starts = rec_starts + plen
-    empty = np.flatnonzero(starts[1:] == rec_ends[1:])
-    if len(empty):
-        raise TraceFormatError(
-            "empty node record (zero length)", byte_offset=int(rec_starts[1 + empty[0]]), path=path, rank=rank
-        )
+    buf = np.frombuffer(data, dtype=np.uint8)
     off_t = np.int32 if n < 2**31 else np.int64  # byte offsets: 4 bytes each for files under 2 GiB
-    return int(starts[0]), int(rec_ends[0]), starts[1:].astype(off_t), rec_ends[1:].astype(off_t)
+    none = np.zeros(0, dtype=off_t)
+    code, count, at, length, body_at, _ = wk.frame(buf, none, none, True, False, 0)
+    if code != wk.OK:
+        raise _framing_error(data, code, at, length, body_at, path, rank)
+    starts, ends = np.empty(count, dtype=off_t), np.empty(count, dtype=off_t)
+    wk.frame(buf, starts, ends, True, False, 0)
+    return int(starts[0]), int(ends[0]), starts[1:], ends[1:]
 
 
-def _prefix_len(data: bytes, at: int) -> int:
-    k = at
-    while data[k] >= 0x80:
-        k += 1
-    return k - at + 1
+def _framing_error(
+    data: bytes, code: int, at: int, length: int, body_at: int, path: str | None, rank: int | None
+) -> TraceFormatError:
+    """The error for a framing code of :func:`tracekit._wirekernels.frame` (record prefix at byte ``at``)."""
+    from tracekit import _wirekernels as wk
+
+    if code == wk.EMPTY_RECORD:
+        return TraceFormatError("empty node record (zero length)", byte_offset=at, path=path, rank=rank)
+    if code == wk.TRUNCATED_PREFIX:
+        return TraceFormatError("truncated record length prefix", byte_offset=at, path=path, rank=rank)
+    if code == wk.LONG_PREFIX:
+        return TraceFormatError(
+            "malformed record length prefix (more than 5 bytes)", byte_offset=at, path=path, rank=rank
+        )
+    hint = ""
+    if data[:1] in (b"{", b"[") or data[:3] == b"\xef\xbb\xbf":
+        hint = "; the file looks like JSON: give it a .json name, or turn it into .et with `tracekit load`"
+    return TraceFormatError(
+        f"record of {length} bytes runs past the end of the file ({len(data) - body_at} bytes left){hint}",
+        byte_offset=at,
+        path=path,
+        rank=rank,
+    )
 
 
 class EncodedNodes:

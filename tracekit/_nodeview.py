@@ -24,10 +24,10 @@ from google.protobuf.message import DecodeError
 
 from tracekit.attrs import Attr, as_int
 from tracekit.errors import TraceFormatError, TracekitError, ValidationError
-from tracekit.node import MAX_DURATION_NS, MAX_TIME_NS, Node, NodeType
+from tracekit.node import Node, NodeType
 
 _NODE_TYPES = {int(t): t for t in NodeType}
-CHUNK_NODES = 1 << 13  # nodes built per step of an iteration: bounds what a view holds at once
+CHUNK_NODES = 1 << 10  # nodes built per step of an iteration: bounds what a view holds at once
 _COLUMN_AFTER = 64  # reads of one attribute name after which it is decoded as a column for all nodes
 _CACHE_NODES = 1 << 16  # per-node decoded attribute tuples kept (then the cache restarts)
 _MISSING = object()
@@ -37,27 +37,19 @@ class AttrTable:
     """Attributes of the nodes of one file, decoded on access (see module docstring).
 
     Args:
-        source: the ``_AttrSource`` of :mod:`tracekit._columnar` (attribute message spans, owner per message).
+        source: the ``_AttrSource`` of :mod:`tracekit._columnar` (the records, attributes by name).
         cols: the file's :class:`~tracekit.graph.NodeColumns`.
     """
 
     def __init__(self, source: Any, cols: Any) -> None:
         self.source, self.cols = source, cols
-        self._ptr: list[int] | None = None
+        self._verified = False
         self._cache: dict[int, tuple[Attr, ...]] = {}
         self._reads: dict[str, int] = {}
         self._ints: dict[str, Any] = {}
 
-    def _spans(self) -> list[int]:
-        if self._ptr is None:
-            self.source.verify()  # frames every attribute once; TraceFormatError names a corrupt one
-            ptr = np.zeros(self.source.n + 1, dtype=np.int64)
-            np.cumsum(np.bincount(self.source.owner, minlength=self.source.n), out=ptr[1:])
-            self._ptr = ptr.tolist()
-        return self._ptr
-
     def attrs_at(self, pos: int) -> tuple[Attr, ...]:
-        """The attributes of the node at ``pos``, in file order.
+        """The attributes of the node at ``pos``, in file order (its record decoded with protobuf).
 
         Raises:
             TraceFormatError: an attribute message cannot be decoded (names the node).
@@ -68,21 +60,21 @@ class AttrTable:
         from tracekit._codec import attr_from_pb
         from tracekit._proto import et_def_pb2 as pb
 
-        ptr, src = self._spans(), self.source
-        out = []
-        for k in range(ptr[pos], ptr[pos + 1]):
-            s = int(src.start[k])
-            try:
-                out.append(attr_from_pb(pb.AttributeProto.FromString(src.data[s : s + int(src.size[k])])))
-            except DecodeError as exc:
-                raise TraceFormatError(
-                    f"attribute cannot be decoded ({exc})",
-                    byte_offset=s,
-                    path=src.encoded.path,
-                    rank=src.encoded.rank,
-                    node_id=int(self.cols.ids[pos]),
-                ) from None
-        attrs = tuple(out)
+        src = self.source
+        if not self._verified:
+            src.verify()  # the node walk framed every attribute; TraceFormatError names a corrupt one
+            self._verified = True
+        s, e = int(src.starts[pos]), int(src.ends[pos])
+        try:
+            attrs = tuple(map(attr_from_pb, pb.Node.FromString(src.data[s:e]).attr))
+        except DecodeError as exc:
+            raise TraceFormatError(
+                f"attribute cannot be decoded ({exc})",
+                byte_offset=s,
+                path=src.encoded.path,
+                rank=src.encoded.rank,
+                node_id=int(self.cols.ids[pos]),
+            ) from None
         if len(self._cache) >= _CACHE_NODES:
             self._cache.clear()
         self._cache[pos] = attrs
@@ -135,13 +127,12 @@ class NodeView(Sequence[Node]):
 
     def __init__(self, encoded: Any, cols: Any) -> None:
         source = getattr(cols.attr_fn, "__self__", None)
-        if source is None or not hasattr(source, "other"):  # columns derived by a rewrite: read the records' own
+        if source is None or not hasattr(source, "special"):  # columns derived by a rewrite: read the records' own
             cols = encoded.columns()
             source = cols.attr_fn.__self__
         self._encoded, self._cols, self._n = encoded, cols, len(cols)
         self._table = AttrTable(source, cols)
-        special = source.other | (cols.duration_ns > MAX_DURATION_NS) | (cols.start_time_ns > MAX_TIME_NS)
-        self._special = np.flatnonzero(special)
+        self._special = np.flatnonzero(source.special)
         self._types = _node_types(cols.types)
         self._timed = bool(cols.start_time_ns.any())
         self._chunk: tuple[int, list[Node]] = (-1, [])

@@ -97,46 +97,24 @@ def iter_nodes(path: str | os.PathLike[str]) -> Iterator[Node]:
         yield from _Stream(fh, spath, rank, limit).nodes()
 
 
-def _complete(buf: bytes, limit: int) -> list[int] | None:
-    """Record boundaries of the complete records at the start of ``buf`` (``[0, end1, end2, ...]``).
+def _frame_block(buf: bytes, first: bool, limit: int) -> tuple[np.ndarray, np.ndarray, int] | None:
+    """``(starts, ends, stop)``: the message spans of the complete records at the start of ``buf``, and where they end.
 
-    None when a length prefix is malformed, a record is empty or larger than
-    ``limit``: the record-by-record reader reports those.
+    ``first``: ``buf`` starts with the metadata record.  None when a length
+    prefix is malformed, a record is empty or larger than ``limit``: the
+    record-by-record reader reports those.
     """
-    n, pos = len(buf), 0
-    bounds = [0]
-    append = bounds.append
-    while pos < n:
-        b = buf[pos]
-        if 0 < b < 0x80:
-            end = pos + b + 1
-        elif b >= 0x80 and pos + 1 < n and buf[pos + 1] < 0x80:
-            length = (b & 0x7F) | (buf[pos + 1] << 7)
-            if not length:
-                return None
-            end = pos + length + 2
-        else:
-            if b == 0 and pos:
-                return None
-            length, shift, k = 0, 0, pos
-            while k < n and k - pos < 5:
-                length |= (buf[k] & 0x7F) << shift
-                shift += 7
-                k += 1
-                if buf[k - 1] < 0x80:
-                    break
-            else:
-                if k - pos >= 5:
-                    return None
-                break  # prefix continues in the next block
-            if length > limit or (not length and pos):
-                return None
-            end = k + length
-        if end > n:
-            break
-        pos = end
-        append(end)
-    return bounds
+    from tracekit import _wirekernels as wk
+
+    u8 = np.frombuffer(buf, dtype=np.uint8)
+    off_t = np.int32 if len(buf) < 2**31 else np.int64
+    none = np.zeros(0, dtype=off_t)
+    code, count, _, _, _, stop = wk.frame(u8, none, none, first, True, limit)
+    if code != wk.OK:
+        return None
+    starts, ends = np.empty(count, dtype=off_t), np.empty(count, dtype=off_t)
+    wk.frame(u8, starts, ends, first, True, limit)
+    return starts, ends, stop
 
 
 class _Stream:
@@ -161,32 +139,31 @@ class _Stream:
             chunk = self.fh.read(BLOCK_BYTES)
             eof = not chunk
             buf = self.buf + chunk if self.buf else chunk
-            bounds = _complete(buf, self.limit) if buf else [0]
-            if bounds is None or (eof and bounds[-1] != len(buf)) or (eof and self.index == 0 and len(bounds) < 2):
+            framed = _frame_block(buf, self.index == 0, self.limit)
+            if framed is None or (eof and framed[2] != len(buf)) or (eof and self.index == 0 and not len(framed[0])):
                 self.buf = buf
                 break
+            starts, ends, stop = framed
             k = 0
-            if self.index == 0 and len(bounds) > 1:  # the metadata record
+            if self.index == 0 and len(starts):  # the metadata record
                 try:
-                    pb.GlobalMetadata().ParseFromString(buf[_body(buf, 0) : bounds[1]])
+                    pb.GlobalMetadata().ParseFromString(buf[int(starts[0]) : int(ends[0])])
                 except DecodeError:
                     self.buf = buf
                     break
                 k = 1
-            edges = np.asarray(bounds[k:], dtype=np.int64)
-            starts = _bodies(buf, edges[:-1])
-            encoded = EncodedNodes(buf, starts, edges[1:], self.path, self.rank)
+            encoded = EncodedNodes(buf, starts[k:], ends[k:], self.path, self.rank)
             try:
                 view = NodeView(encoded, decode_columns(encoded))
             except TraceFormatError:
                 self.buf = buf
                 break
             yield from view
-            self.index += len(bounds) - 1
+            self.index += len(starts)
             if len(view):
                 self.last = int(view._cols.ids[-1])
-            self.offset += bounds[-1]
-            self.buf = buf[bounds[-1] :]
+            self.offset += stop
+            self.buf = buf[stop:]
         else:
             return
         yield from self._slow()
@@ -250,26 +227,3 @@ class _Stream:
                     f"undecodable message ({exc})", byte_offset=at, last_good_node_id=last, path=path, rank=rank
                 ) from None
             self.index += 1
-
-
-def _bodies(buf: bytes, at: np.ndarray) -> np.ndarray:
-    """Offsets (int64[K]) of the messages after the length prefixes at ``at`` (prefixes of at most 5 bytes)."""
-    u8 = np.frombuffer(buf, dtype=np.uint8)
-    plen = np.ones(len(at), dtype=np.int64)
-    if not len(at):
-        return plen
-    cont = u8[at] >= 0x80
-    for k in range(1, 5):
-        if not cont.any():
-            break
-        plen += cont
-        cont &= u8[np.minimum(at + k, len(u8) - 1)] >= 0x80
-    return at + plen
-
-
-def _body(buf: bytes, at: int) -> int:
-    """Offset of the message after the length prefix at ``at``."""
-    k = at
-    while buf[k] >= 0x80:
-        k += 1
-    return k + 1

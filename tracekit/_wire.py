@@ -1,4 +1,7 @@
-"""Vectorized protobuf wire decoding over many messages at once (for :mod:`tracekit._columnar`).
+"""Vectorized protobuf field framing over many messages at once (numpy, for :mod:`tracekit.transforms`).
+
+The read path walks records with the compiled loops of :mod:`tracekit._wirekernels`;
+:func:`walk_fields` remains for the record rewrites of the columnar transforms.
 
 The rules followed (https://protobuf.dev/programming-guides/encoding/): varints
 of up to 10 bytes, wire types 0 (varint), 1 (64-bit), 2 (length-delimited),
@@ -119,35 +122,3 @@ def walk_fields(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, visit=Non
             visit(live, field, wt, value, size, c)
         cur[live] = nxt
         live = live[nxt < e]
-
-
-def _packed_varints(
-    buf: np.ndarray, owner: np.ndarray, start: np.ndarray, size: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Decode packed varint payloads: ``(owner per value, value uint64, byte offset)``."""
-    total = int(size.sum())
-    if total == 0:
-        z = np.zeros(0, dtype=np.int64)
-        return z, np.zeros(0, dtype=_U64), z
-    first = np.cumsum(size) - size
-    idx = np.repeat(start - first, size) + np.arange(total, dtype=np.int64)
-    b = buf[idx]
-    term = b < 0x80
-    ends = np.cumsum(size) - 1
-    if not term[ends].all():
-        i = int(np.argmax(~term[ends]))
-        raise _Corrupt(int(owner[i]), "packed varint list is truncated")
-    group_start = np.flatnonzero(np.concatenate(([True], term[:-1])))
-    gid = np.cumsum(np.concatenate(([0], term[:-1].astype(np.int64))))
-    k = np.arange(total, dtype=np.int64) - group_start[gid]
-    if k.max(initial=0) > 9:
-        raise _Corrupt(int(np.repeat(owner, size)[int(np.argmax(k > 9))]), "varint longer than 10 bytes")
-    vals = np.bitwise_or.reduceat((b & _LOW7).astype(_U64) << (7 * k).astype(_U64), group_start)
-    return np.repeat(owner, size)[group_start], vals, idx[group_start]
-
-
-def _csr(n: int, owner: np.ndarray, at: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    order = np.lexsort((at, owner))
-    ptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(owner, minlength=n), out=ptr[1:])
-    return ptr, values[order]

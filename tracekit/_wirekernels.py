@@ -1,0 +1,437 @@
+"""Compiled loops of the `.et` read path: record framing, the node field walk, attributes by name, name groups.
+
+Each kernel walks the protobuf wire format of many records in one call
+(https://protobuf.dev/programming-guides/encoding/): varints of up to 10
+bytes, wire types 0 (varint), 1 (64-bit), 2 (length-delimited), 5 (32-bit),
+repeated scalars packed or not, the last value of a singular field wins,
+fields of unknown number skipped.  Kernels write into arrays the caller
+allocates (so tracemalloc and the caller see all memory) and report a bad
+record with a code and its index: :mod:`tracekit._framing`,
+:mod:`tracekit._columnar` and :mod:`tracekit._attrsource` turn the code into
+a :class:`~tracekit.errors.TraceFormatError` naming file, rank and node.
+Every read is bounds-checked by the walk itself (numba does not check).
+Importing this module imports numba (about 0.5 s), so the rest of tracekit
+imports it only when it reads a file.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tracekit._jit import kernel
+
+# ----------------------------------------------------------------------------- codes a kernel returns
+OK = 0
+TRUNCATED_VARINT = 1
+LONG_VARINT = 2
+BAD_TAG = 3  # field 0, or wire type 3, 4, 6, 7
+PAST_END = 4  # a field runs past the end of its message
+PACKED_TRUNCATED = 5
+EMPTY_RECORD = 6
+TRUNCATED_PREFIX = 7
+LONG_PREFIX = 8
+RECORD_PAST_FILE = 9
+RECORD_OVER_LIMIT = 10
+
+REASONS = {
+    TRUNCATED_VARINT: "truncated varint",
+    LONG_VARINT: "varint longer than 10 bytes",
+    PACKED_TRUNCATED: "packed varint list is truncated",
+}
+
+# attribute value kinds found by find_attr (per node)
+ABSENT, INT, BOOL, FLOAT, STRING, OTHER, NONE = 0, 1, 2, 3, 4, 5, 6
+
+_I64_MAX = np.uint64(2**63 - 1)
+_MAX_DURATION_NS = 2**53  # tracekit.node.MAX_DURATION_NS (a test checks they agree)
+_MAX_TIME_NS = 2**62  # tracekit.node.MAX_TIME_NS
+
+
+@kernel
+def varint(buf, pos, end):  # pragma: no cover - compiled
+    """``(value uint64, next position, code)`` of the varint at ``pos`` (within ``end``)."""
+    value = np.uint64(0)
+    shift = np.uint64(0)
+    for k in range(10):
+        if pos + k >= end:
+            return value, pos + k, TRUNCATED_VARINT
+        b = buf[pos + k]
+        value |= np.uint64(b & 0x7F) << shift
+        if b < 0x80:
+            return value, pos + k + 1, OK
+        shift += np.uint64(7)
+    return value, pos + 10, LONG_VARINT
+
+
+@kernel
+def field_at(buf, pos, end):  # pragma: no cover - compiled
+    """One field at ``pos``: ``(code, field, wire type, varint value or payload start, payload size, next)``."""
+    b = buf[pos]
+    if b < 0x80:
+        tag = np.uint64(b)
+        pos += 1
+    else:
+        tag, pos, code = varint(buf, pos, end)
+        if code != OK:
+            return code, 0, 0, np.uint64(0), 0, pos
+    field = np.int64(tag >> np.uint64(3))
+    wt = np.int64(tag & np.uint64(7))
+    if field == 0 or not (wt == 0 or wt == 1 or wt == 2 or wt == 5):
+        return BAD_TAG, field, wt, np.uint64(0), 0, pos
+    if wt == 0:
+        value, nxt, code = varint(buf, pos, end)
+        return code, field, wt, value, 0, nxt
+    if wt == 2:
+        size, body, code = varint(buf, pos, end)
+        if code != OK:
+            return code, field, wt, np.uint64(0), 0, body
+        if size > np.uint64(end - body):
+            return PAST_END, field, wt, np.uint64(body), 0, body
+        return OK, field, wt, np.uint64(body), np.int64(size), body + np.int64(size)
+    width = 8 if wt == 1 else 4
+    if pos + width > end:
+        return PAST_END, field, wt, np.uint64(pos), 0, pos
+    return OK, field, wt, np.uint64(pos), width, pos + width
+
+
+# ----------------------------------------------------------------------------- framing
+@kernel
+def frame(buf, starts, ends, first_may_be_empty, partial, limit):  # pragma: no cover - compiled
+    """Split length-prefixed records (varint32 length + message).
+
+    Args:
+        buf: uint8 bytes.  starts, ends: int arrays filled with the message spans
+            (pass empty arrays to count only).
+        first_may_be_empty: record 0 is the metadata (an empty one is valid).
+        partial: stop at an incomplete last record instead of failing (streaming).
+        limit: records longer than this fail with RECORD_OVER_LIMIT (partial mode).
+
+    Returns:
+        ``(code, records, prefix offset of the bad record, its length, its body offset, end of the last record)``.
+    """
+    n = len(buf)
+    fill = len(starts) > 0
+    pos = 0
+    k = 0
+    while pos < n:
+        at = pos
+        length = 0
+        shift = 0
+        while True:
+            if pos >= n:
+                if partial:
+                    return OK, k, at, 0, 0, at
+                return TRUNCATED_PREFIX, k, at, 0, 0, at
+            b = buf[pos]
+            pos += 1
+            length |= (b & 0x7F) << shift
+            if b < 0x80:
+                break
+            shift += 7
+            if shift > 35:
+                return LONG_PREFIX, k, at, 0, 0, at
+        if length == 0 and (k > 0 or not first_may_be_empty):
+            return EMPTY_RECORD, k, at, 0, pos, at
+        if partial and length > limit:
+            return RECORD_OVER_LIMIT, k, at, length, pos, at
+        if length > n - pos:
+            if partial:
+                return OK, k, at, 0, 0, at
+            return RECORD_PAST_FILE, k, at, length, pos, at
+        if fill:
+            starts[k] = pos
+            ends[k] = pos + length
+        pos += length
+        k += 1
+    return OK, k, 0, 0, 0, pos
+
+
+# ----------------------------------------------------------------------------- node columns
+@kernel
+def _ns(micros, nanos):  # pragma: no cover - compiled
+    """Nanoseconds: the extension field when it agrees with the micros, else micros * 1000 (saturating)."""
+    if nanos != 0 and nanos // np.uint64(1000) == micros:
+        return np.int64(nanos) if nanos <= _I64_MAX else np.int64(_I64_MAX)
+    if micros > _I64_MAX // np.uint64(1000):
+        return np.int64(_I64_MAX)
+    return np.int64(micros) * 1000
+
+
+@kernel
+def _check_attr(buf, pos, end):  # pragma: no cover - compiled
+    """Frame every field of the attribute message ``pos .. end``: ``(code, field, wire type)``."""
+    while pos < end:
+        code, field, wt, _, _, pos = field_at(buf, pos, end)
+        if code != OK:
+            return code, field, wt
+    return OK, 0, 0
+
+
+@kernel
+def _packed(buf, pos, end, out, k, fill):  # pragma: no cover - compiled
+    """Count (and with ``fill`` store from ``out[k]``) the packed varints of ``pos .. end``: ``(code, count)``."""
+    count = 0
+    while pos < end:
+        value, pos, code = varint(buf, pos, end)
+        if code != OK:
+            return (PACKED_TRUNCATED if code == TRUNCATED_VARINT else code), count
+        if fill:
+            out[k + count] = value
+        count += 1
+    return OK, count
+
+
+@kernel
+def walk_nodes(buf, starts, ends, ids, types, duration, start, special, dptr, cptr, dids, cids, err, fill):  # pragma: no cover - compiled # noqa: E501
+    """Decode the node columns of every record (see :func:`tracekit._columnar.decode_columns`).
+
+    Without ``fill``: ids, types (int16, saturating), duration and start (ns),
+    ``special`` (records with fields the columns do not keep, or times past
+    the model's limits), and dependency counts at ``dptr[i + 1]`` / ``cptr[i + 1]``;
+    the first corrupt attribute message goes to ``err[4:9]`` (code, record,
+    offset, field, wire type).  With ``fill``: the dependency ids at the CSR
+    offsets ``dptr`` / ``cptr``.
+
+    Returns:
+        ``(code, record index, field, wire type, any start time)``; code OK when every record frames.
+    """
+    timed = False
+    for i in range(len(starts)):
+        pos = np.int64(starts[i])
+        end = np.int64(ends[i])
+        if fill and dptr[i] == dptr[i + 1] and cptr[i] == cptr[i + 1]:
+            continue
+        node_id = np.uint64(0)
+        typ = np.uint64(0)
+        st_us = np.uint64(0)
+        du_us = np.uint64(0)
+        st_ns = np.uint64(0)
+        du_ns = np.uint64(0)
+        odd = False
+        nd = 0
+        nc = 0
+        while pos < end:
+            code, field, wt, value, size, nxt = field_at(buf, pos, end)
+            if code != OK:
+                return code, i, field, wt, timed
+            if field == 4 or field == 5:
+                out = dids if field == 5 else cids
+                k = (dptr[i] + nd) if field == 5 else (cptr[i] + nc)
+                if wt == 0:
+                    if fill:
+                        out[k] = value
+                    got = 1
+                elif wt == 2:
+                    code, got = _packed(buf, np.int64(value), nxt, out, k, fill)
+                    if code != OK:
+                        return code, i, field, wt, timed
+                else:
+                    got = 0
+                    odd = True
+                if field == 5:
+                    nd += got
+                else:
+                    nc += got
+            elif fill:
+                pass
+            elif wt == 0 and field == 1:
+                node_id = value
+            elif wt == 2 and field == 2:
+                pass  # the name: found again by name_groups when names are first used
+            elif wt == 0 and field == 3:
+                typ = value
+                odd = odd or value >= np.uint64(2**15)
+            elif wt == 0 and field == 6:
+                st_us = value
+            elif wt == 0 and field == 7:
+                du_us = value
+            elif wt == 0 and field == 1001:
+                du_ns = value
+            elif wt == 0 and field == 1002:
+                st_ns = value
+            elif wt == 2 and field == 10:
+                if err[4] == OK:
+                    acode, afield, awt = _check_attr(buf, np.int64(value), nxt)
+                    if acode != OK:
+                        err[4] = acode
+                        err[5] = i
+                        err[6] = np.int64(value)
+                        err[7] = afield
+                        err[8] = awt
+            else:
+                odd = True
+            pos = nxt
+        if fill:
+            continue
+        ids[i] = node_id
+        t = np.int64(typ)
+        types[i] = max(-(2**15), min(2**15 - 1, t))
+        d = _ns(du_us, du_ns)
+        s = _ns(st_us, st_ns)
+        duration[i] = d
+        start[i] = s
+        timed = timed or s != 0
+        special[i] = odd or d > _MAX_DURATION_NS or s > _MAX_TIME_NS
+        dptr[i + 1] = nd
+        cptr[i + 1] = nc
+    return OK, -1, 0, 0, timed
+
+
+# ----------------------------------------------------------------------------- names
+@kernel
+def _name_span(buf, pos, end):  # pragma: no cover - compiled
+    """``(start, length)`` of the last ``name`` field (2) of the record ``pos .. end`` (empty when none)."""
+    ns = pos
+    nl = 0
+    while pos < end:
+        code, field, wt, value, size, pos = field_at(buf, pos, end)
+        if code != OK:
+            break
+        if field == 2 and wt == 2:
+            ns = np.int64(value)
+            nl = size
+    return ns, nl
+
+
+@kernel
+def _same(buf, a, b, length):  # pragma: no cover - compiled
+    for k in range(length):
+        if buf[a + k] != buf[b + k]:
+            return False
+    return True
+
+
+@kernel
+def name_groups(buf, starts, ends, group, table, rep_s, rep_l):  # pragma: no cover - compiled
+    """Group the records by name bytes (an open-addressing table of ``len(table)`` slots, a power of two).
+
+    Writes ``group[i]`` (the group of record i) and per group the span of its
+    first name (``rep_s``, ``rep_l``).  Returns the number of groups, or -1
+    when they outgrow half the table (the caller retries with a larger one).
+    """
+    mask = len(table) - 1
+    table[:] = -1
+    groups = 0
+    for i in range(len(starts)):
+        s, ln = _name_span(buf, np.int64(starts[i]), np.int64(ends[i]))
+        h = np.uint64(1469598103934665603) ^ np.uint64(ln)  # FNV-1a over the length and the bytes
+        for k in range(ln):
+            h = (h ^ np.uint64(buf[s + k])) * np.uint64(1099511628211)
+        slot = np.int64(h & np.uint64(mask))
+        while True:
+            g = table[slot]
+            if g < 0:
+                if 2 * (groups + 1) > len(table) or groups >= len(rep_s):
+                    return -1
+                table[slot] = groups
+                rep_s[groups] = s
+                rep_l[groups] = ln
+                group[i] = groups
+                groups += 1
+                break
+            if rep_l[g] == ln and _same(buf, rep_s[g], s, ln):
+                group[i] = g
+                break
+            slot = (slot + 1) & mask
+    return groups
+
+
+# ----------------------------------------------------------------------------- attributes by name
+@kernel
+def _attr_value(buf, a, end, key):  # pragma: no cover - compiled
+    """The attribute message ``a .. end`` when its name is ``key``: ``(matched, kind, int, float, aux)``.
+
+    INT/BOOL values come in the int (bools as their varint), FLOAT in the
+    float; STRING gives the text's offset (int) and byte length (aux); OTHER
+    (lists, bytes, uint64 values past int64, anything irregular) gives the
+    message's offset and length for protobuf to decode.
+    """
+    nm_s = a
+    nm_l = 0
+    vf = 0
+    vwt = 0
+    vv = np.uint64(0)
+    vsize = 0
+    odd = False
+    p = a
+    while p < end:
+        code, field, wt, value, size, p = field_at(buf, p, end)
+        if code != OK:
+            return False, ABSENT, 0, 0.0, 0
+        if field == 1:
+            if wt == 2:
+                nm_s = np.int64(value)
+                nm_l = size
+            else:
+                odd = True
+        elif field == 2:
+            odd = odd or wt != 2
+        elif field >= 3 and field <= 32:
+            vf, vwt, vv, vsize = field, wt, value, size
+    if nm_l != len(key):
+        return False, ABSENT, 0, 0.0, 0
+    for k in range(nm_l):
+        if buf[nm_s + k] != key[k]:
+            return False, ABSENT, 0, 0.0, 0
+    if odd:
+        return True, OTHER, a, 0.0, end - a
+    if vf == 0:
+        return True, NONE, 0, 0.0, 0
+    if vwt == 2:
+        if vf == 29:
+            return True, STRING, np.int64(vv), 0.0, vsize
+        return True, OTHER, a, 0.0, end - a
+    if vwt == 0:
+        if vf == 9 or (vf == 13 and vv <= _I64_MAX):
+            return True, INT, np.int64(vv), 0.0, 0
+        if vf == 7 or vf == 11:
+            low = np.int64(vv & np.uint64(0xFFFFFFFF))
+            return True, INT, (low - 2**32 if vf == 7 and low >= 2**31 else low), 0.0, 0
+        if vf == 15 or vf == 17:
+            return True, INT, np.int64(vv >> np.uint64(1)) ^ -np.int64(vv & np.uint64(1)), 0.0, 0
+        if vf == 27:
+            return True, BOOL, np.int64(vv), 0.0, 0
+        return True, OTHER, a, 0.0, end - a
+    q = np.int64(vv)
+    u = np.uint64(0)
+    for k in range(vsize):
+        u |= np.uint64(buf[q + k]) << np.uint64(8 * k)
+    if vwt == 1:
+        if vf == 3:
+            return True, FLOAT, 0, np.float64(buf[q : q + 8].view(np.float64)[0]), 0
+        if vf == 25 or (vf == 21 and u <= _I64_MAX):
+            return True, INT, np.int64(u), 0.0, 0
+        return True, OTHER, a, 0.0, end - a
+    if vf == 5:
+        return True, FLOAT, 0, np.float64(buf[q : q + 4].view(np.float32)[0]), 0
+    if vf == 19 or vf == 23:
+        low = np.int64(u)
+        return True, INT, (low - 2**32 if vf == 23 and low >= 2**31 else low), 0.0, 0
+    return True, OTHER, a, 0.0, end - a
+
+
+@kernel
+def find_attr(buf, starts, ends, key, kind, ints, floats, aux):  # pragma: no cover - compiled
+    """The first attribute called ``key`` (uint8 bytes) of every record, by kind (see :func:`_attr_value`).
+
+    ``kind`` must come zeroed (ABSENT); ``aux`` may be empty when the caller
+    needs no string or message lengths.
+    """
+    keep_aux = len(aux) > 0
+    for i in range(len(starts)):
+        pos = np.int64(starts[i])
+        end = np.int64(ends[i])
+        while pos < end:
+            code, field, wt, value, size, nxt = field_at(buf, pos, end)
+            if code != OK:
+                break
+            if field == 10 and wt == 2:
+                hit, k, iv, fv, ax = _attr_value(buf, np.int64(value), nxt, key)
+                if hit:
+                    kind[i] = k
+                    ints[i] = iv
+                    floats[i] = fv
+                    if keep_aux:
+                        aux[i] = ax
+                    break
+            pos = nxt
