@@ -44,6 +44,7 @@ class _AttrSource:
         self.data, self.buf, self.starts, self.ends = data, buf, starts, ends
         self.n = len(starts)
         self.ids, self.encoded, self.attr_error, self.special = ids, encoded, attr_error, special
+        self._found: dict[str, tuple[np.ndarray, np.ndarray]] = {}
 
     def verify(self) -> None:
         """Raise for a corrupt attribute message (first attribute access, or validation).
@@ -67,19 +68,40 @@ class _AttrSource:
                 node_id=int(self.ids[record]),
             )
 
-    def _find(self, name: str, aux: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """``(kind int8[N], ints int64[N], floats float64[N], aux int64[N or 0])`` of :func:`find_attr`."""
+    def prefetch(self, names: list[str]) -> None:
+        """Find several attributes in one pass over the records; each is kept until :meth:`numeric` or
+        :meth:`values` takes it (9 bytes per node per name meanwhile).
+
+        Raises:
+            TraceFormatError: a corrupt attribute message (see :meth:`verify`).
+        """
+        todo = [x for x in dict.fromkeys(names) if x not in self._found]
+        if todo:
+            kind, values = self._find_all(todo)
+            for k, name in enumerate(todo):
+                self._found[name] = (kind[k], values[k])
+
+    def _find_all(self, names: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """``(kind int8[K, N], values int64[K, N])`` of :func:`tracekit._wirekernels.find_attrs`."""
         from tracekit import _wirekernels as wk
 
         self.verify()
-        n = self.n
-        kind = np.zeros(n, dtype=np.int8)
-        ints = np.empty(n, dtype=np.int64)
-        floats = np.empty(n, dtype=np.float64)
-        extra = np.empty(n if aux else 0, dtype=np.int64)
-        key = np.frombuffer(name.encode(), dtype=np.uint8)
-        wk.find_attr(self.buf, self.starts, self.ends, key, kind, ints, floats, extra)
-        return kind, ints, floats, extra
+        keys = [x.encode() for x in names]
+        key_ptr = np.zeros(len(keys) + 1, dtype=np.int64)
+        np.cumsum([len(k) for k in keys], out=key_ptr[1:])
+        kind = np.zeros((len(keys), self.n), dtype=np.int8)
+        values = np.empty((len(keys), self.n), dtype=np.int64)
+        key_bytes = np.frombuffer(b"".join(keys) or b"\0", dtype=np.uint8)
+        wk.find_attrs(self.buf, self.starts, self.ends, key_bytes, key_ptr, kind, values)
+        return kind, values
+
+    def _find(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """``(kind int8[N], values int64[N])`` of attribute ``name``: prefetched, else found now."""
+        found = self._found.pop(name, None)
+        if found is not None:
+            return found
+        kind, values = self._find_all([name])
+        return kind[0], values[0]
 
     def numeric(self, name: str, ints_only: bool = False, bools: bool = False) -> tuple[np.ndarray, np.ndarray] | None:
         """``(present bool[N], values int64[N])`` when every ``name`` attribute is a scalar number, else None.
@@ -93,7 +115,7 @@ class _AttrSource:
         """
         from tracekit import _wirekernels as wk
 
-        kind, ints, floats, _ = self._find(name, aux=False)
+        kind, ints = self._find(name)
         count = np.bincount(kind, minlength=wk.NONE + 1)
         if count[wk.STRING] or count[wk.OTHER] or count[wk.NONE]:
             return None  # strings, lists, empty values: the per-value rule decides (tracekit.attrs.as_int)
@@ -102,9 +124,10 @@ class _AttrSource:
         present = kind != wk.ABSENT
         if count[wk.FLOAT]:
             is_float = kind == wk.FLOAT
-            if not np.isfinite(floats[is_float]).all():
+            floats = np.where(is_float, ints.view(np.float64), 0.0)
+            if not np.isfinite(floats).all():
                 return None
-            ints = np.where(is_float, np.trunc(np.where(is_float, floats, 0.0)).astype(np.int64), ints)
+            ints = np.where(is_float, np.trunc(floats).astype(np.int64), ints)
         ints[~present] = 0
         return present, ints
 
@@ -116,10 +139,10 @@ class _AttrSource:
         """
         from tracekit import _wirekernels as wk
 
-        kind, ints, floats, aux = self._find(name, aux=True)
+        kind, ints = self._find(name)
         present = kind != wk.ABSENT
         scattered = np.full(self.n, None, dtype=object)  # scalars placed by numpy, not a Python loop
-        for code, column in ((wk.INT, ints), (wk.BOOL, ints), (wk.FLOAT, floats)):
+        for code, column in ((wk.INT, ints), (wk.BOOL, ints), (wk.FLOAT, ints.view(np.float64))):
             sel = kind == code
             if sel.any():
                 vals = column[sel].tolist()  # Python ints / floats, as the protobuf path gives
@@ -131,7 +154,8 @@ class _AttrSource:
         strings = np.flatnonzero(kind == wk.STRING)
         if len(strings):
             text: dict[bytes, str] = {}
-            for i, s, ln in zip(strings.tolist(), ints[strings].tolist(), aux[strings].tolist()):
+            spans = ints[strings]
+            for i, s, ln in zip(strings.tolist(), (spans >> 20).tolist(), (spans & 0xFFFFF).tolist()):
                 raw = data[s : s + ln]
                 value = text.get(raw)
                 if value is None:
@@ -146,17 +170,19 @@ class _AttrSource:
                         ) from None
                 values[i] = value
         for i in np.flatnonzero(kind == wk.OTHER).tolist():
-            values[i] = self._decode_other(name, i, (int(ints[i]), int(aux[i])))
+            values[i] = self._decode_other(name, i)
         return present, values
 
-    def _decode_other(self, name: str, i: int, span: tuple[int, int]) -> Any:
-        """The value of the attribute message at ``span`` of node ``i``, decoded with protobuf."""
+    def _decode_other(self, name: str, i: int) -> Any:
+        """The value of the first attribute ``name`` of node ``i``, its record decoded with protobuf."""
         from tracekit._codec import attr_from_pb
         from tracekit._proto import et_def_pb2 as pb
 
-        s, ln = span
+        s, e = int(self.starts[i]), int(self.ends[i])
         try:
-            return attr_from_pb(pb.AttributeProto.FromString(self.data[s : s + ln])).value
+            for a in pb.Node.FromString(self.data[s:e]).attr:
+                if a.name == name:
+                    return attr_from_pb(a).value
         except (DecodeError, UnicodeDecodeError) as exc:  # a corrupt value: named as a format error
             raise TraceFormatError(
                 f"attribute {name!r} cannot be decoded ({exc})",
@@ -164,3 +190,4 @@ class _AttrSource:
                 rank=self.encoded.rank,
                 node_id=int(self.ids[i]),
             ) from None
+        return None  # pragma: no cover - the walk found the attribute

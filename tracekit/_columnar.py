@@ -80,19 +80,23 @@ def decode_columns(encoded: Any) -> NodeColumns:
     dptr = np.zeros(n + 1, dtype=np.int64)
     cptr = np.zeros(n + 1, dtype=np.int64)
     err = np.zeros(9, dtype=np.int64)  # [4:9]: the first corrupt attribute (code, record, offset, field, wt)
-    none = np.zeros(0, dtype=np.uint64)
+    dids = np.empty(n, dtype=np.uint64)  # a guess: one data dependency per node; control ones rare
+    cids = np.empty(0, dtype=np.uint64)
     code, bad, field, wt, timed = wk.walk_nodes(
-        buf, starts, ends, ids, types, duration, start, special, dptr, cptr, none, none, err, False
+        buf, starts, ends, ids, types, duration, start, special, dptr, cptr, dids, cids, err, False
     )
     if code != wk.OK:
         lo = bad - bad % CHUNK_RECORDS
         raise _first_bad_record(encoded, lo, bad, walk_reason(code, field, wt)) from None
     np.cumsum(dptr, out=dptr)
     np.cumsum(cptr, out=cptr)
-    dids = np.empty(int(dptr[-1]), dtype=np.uint64)
-    cids = np.empty(int(cptr[-1]), dtype=np.uint64)
-    if len(dids) or len(cids):
+    n_data, n_ctrl = int(dptr[-1]), int(cptr[-1])
+    if n_data > len(dids) or n_ctrl > len(cids):  # the guess fell short: a second pass stores the ids
+        dids = np.empty(n_data, dtype=np.uint64) if n_data > len(dids) else dids
+        cids = np.empty(n_ctrl, dtype=np.uint64)
         wk.walk_nodes(buf, starts, ends, ids, types, duration, start, special, dptr, cptr, dids, cids, err, True)
+    if n_data < len(dids):
+        dids = dids[:n_data] if n_data > len(dids) // 2 else dids[:n_data].copy()
     if not len(cids):  # no control dependencies (generated traces): a read-only zero view, no memory
         cptr = np.broadcast_to(np.int64(0), (n + 1,))
     if not timed:  # no measured starts (generated traces): a read-only zero view
@@ -115,6 +119,7 @@ def decode_columns(encoded: Any) -> NodeColumns:
         attr_fn=source.values,
         attr_num_fn=source.numeric,
         verify_fn=source.verify,
+        prefetch_fn=source.prefetch,
     )
 
 

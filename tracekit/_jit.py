@@ -35,3 +35,14 @@ def kernel(fn: F) -> F:
         second), later processes load it from the cache.
     """
     return cast(F, numba.njit(cache=True, nogil=True)(fn))
+
+
+def inline(fn: F) -> F:
+    """A helper of kernels, compiled into each kernel that calls it (numba's ``inline="always"``).
+
+    A call from one compiled function to another costs more than a short
+    helper's work (measured on the `.et` field walk: about 60 ns per
+    protobuf field through a call, 15-30 ns inlined), so the per-field helpers
+    of the codec's kernels are inlined.  Only kernels call them.
+    """
+    return cast(F, numba.njit(inline="always", nogil=True)(fn))

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tracekit._jit import kernel
+from tracekit._jit import inline, kernel
 
 # ----------------------------------------------------------------------------- codes a kernel returns
 OK = 0
@@ -47,7 +47,7 @@ _MAX_DURATION_NS = 2**53  # tracekit.node.MAX_DURATION_NS (a test checks they ag
 _MAX_TIME_NS = 2**62  # tracekit.node.MAX_TIME_NS
 
 
-@kernel
+@inline
 def varint(buf, pos, end):  # pragma: no cover - compiled
     """``(value uint64, next position, code)`` of the varint at ``pos`` (within ``end``)."""
     value = np.uint64(0)
@@ -63,7 +63,7 @@ def varint(buf, pos, end):  # pragma: no cover - compiled
     return value, pos + 10, LONG_VARINT
 
 
-@kernel
+@inline
 def field_at(buf, pos, end):  # pragma: no cover - compiled
     """One field at ``pos``: ``(code, field, wire type, varint value or payload start, payload size, next)``."""
     b = buf[pos]
@@ -78,16 +78,19 @@ def field_at(buf, pos, end):  # pragma: no cover - compiled
     wt = np.int64(tag & np.uint64(7))
     if field == 0 or not (wt == 0 or wt == 1 or wt == 2 or wt == 5):
         return BAD_TAG, field, wt, np.uint64(0), 0, pos
-    if wt == 0:
-        value, nxt, code = varint(buf, pos, end)
-        return code, field, wt, value, 0, nxt
-    if wt == 2:
-        size, body, code = varint(buf, pos, end)
-        if code != OK:
-            return code, field, wt, np.uint64(0), 0, body
-        if size > np.uint64(end - body):
+    if wt == 0 or wt == 2:
+        if pos < end and buf[pos] < 0x80:  # one-byte value or length: the common case
+            value = np.uint64(buf[pos])
+            body = pos + 1
+        else:
+            value, body, code = varint(buf, pos, end)
+            if code != OK:
+                return code, field, wt, np.uint64(0), 0, body
+        if wt == 0:
+            return OK, field, wt, value, 0, body
+        if value > np.uint64(end - body):
             return PAST_END, field, wt, np.uint64(body), 0, body
-        return OK, field, wt, np.uint64(body), np.int64(size), body + np.int64(size)
+        return OK, field, wt, np.uint64(body), np.int64(value), body + np.int64(value)
     width = 8 if wt == 1 else 4
     if pos + width > end:
         return PAST_END, field, wt, np.uint64(pos), 0, pos
@@ -147,7 +150,7 @@ def frame(buf, starts, ends, first_may_be_empty, partial, limit):  # pragma: no 
 
 
 # ----------------------------------------------------------------------------- node columns
-@kernel
+@inline
 def _ns(micros, nanos):  # pragma: no cover - compiled
     """Nanoseconds: the extension field when it agrees with the micros, else micros * 1000 (saturating)."""
     if nanos != 0 and nanos // np.uint64(1000) == micros:
@@ -157,7 +160,7 @@ def _ns(micros, nanos):  # pragma: no cover - compiled
     return np.int64(micros) * 1000
 
 
-@kernel
+@inline
 def _check_attr(buf, pos, end):  # pragma: no cover - compiled
     """Frame every field of the attribute message ``pos .. end``: ``(code, field, wire type)``."""
     while pos < end:
@@ -167,15 +170,18 @@ def _check_attr(buf, pos, end):  # pragma: no cover - compiled
     return OK, 0, 0
 
 
-@kernel
-def _packed(buf, pos, end, out, k, fill):  # pragma: no cover - compiled
-    """Count (and with ``fill`` store from ``out[k]``) the packed varints of ``pos .. end``: ``(code, count)``."""
+@inline
+def _packed(buf, pos, end, out, k):  # pragma: no cover - compiled
+    """Count the packed varints of ``pos .. end``, storing them from ``out[k]`` as far as ``out`` holds them.
+
+    Returns ``(code, count)``.
+    """
     count = 0
     while pos < end:
         value, pos, code = varint(buf, pos, end)
         if code != OK:
             return (PACKED_TRUNCATED if code == TRUNCATED_VARINT else code), count
-        if fill:
+        if k + count < len(out):
             out[k + count] = value
         count += 1
     return OK, count
@@ -187,20 +193,27 @@ def walk_nodes(buf, starts, ends, ids, types, duration, start, special, dptr, cp
 
     Without ``fill``: ids, types (int16, saturating), duration and start (ns),
     ``special`` (records with fields the columns do not keep, or times past
-    the model's limits), and dependency counts at ``dptr[i + 1]`` / ``cptr[i + 1]``;
-    the first corrupt attribute message goes to ``err[4:9]`` (code, record,
-    offset, field, wire type).  With ``fill``: the dependency ids at the CSR
-    offsets ``dptr`` / ``cptr``.
+    the model's limits), dependency counts at ``dptr[i + 1]`` / ``cptr[i + 1]``
+    and the dependency ids in file order as far as ``dids`` / ``cids`` hold
+    them (the caller sizes them by a guess); the first corrupt attribute
+    message goes to ``err[4:9]`` (code, record, offset, field, wire type).
+    With ``fill`` (after a guess fell short): only the dependency ids, at the
+    CSR offsets ``dptr`` / ``cptr``.
 
     Returns:
         ``(code, record index, field, wire type, any start time)``; code OK when every record frames.
     """
     timed = False
+    total_d = 0
+    total_c = 0
     for i in range(len(starts)):
         pos = np.int64(starts[i])
         end = np.int64(ends[i])
-        if fill and dptr[i] == dptr[i + 1] and cptr[i] == cptr[i + 1]:
-            continue
+        if fill:
+            if dptr[i] == dptr[i + 1] and cptr[i] == cptr[i + 1]:
+                continue
+            total_d = dptr[i]
+            total_c = cptr[i]
         node_id = np.uint64(0)
         typ = np.uint64(0)
         st_us = np.uint64(0)
@@ -216,13 +229,13 @@ def walk_nodes(buf, starts, ends, ids, types, duration, start, special, dptr, cp
                 return code, i, field, wt, timed
             if field == 4 or field == 5:
                 out = dids if field == 5 else cids
-                k = (dptr[i] + nd) if field == 5 else (cptr[i] + nc)
+                k = (total_d + nd) if field == 5 else (total_c + nc)
                 if wt == 0:
-                    if fill:
+                    if k < len(out):
                         out[k] = value
                     got = 1
                 elif wt == 2:
-                    code, got = _packed(buf, np.int64(value), nxt, out, k, fill)
+                    code, got = _packed(buf, np.int64(value), nxt, out, k)
                     if code != OK:
                         return code, i, field, wt, timed
                 else:
@@ -274,11 +287,13 @@ def walk_nodes(buf, starts, ends, ids, types, duration, start, special, dptr, cp
         special[i] = odd or d > _MAX_DURATION_NS or s > _MAX_TIME_NS
         dptr[i + 1] = nd
         cptr[i + 1] = nc
+        total_d += nd
+        total_c += nc
     return OK, -1, 0, 0, timed
 
 
 # ----------------------------------------------------------------------------- names
-@kernel
+@inline
 def _name_span(buf, pos, end):  # pragma: no cover - compiled
     """``(start, length)`` of the last ``name`` field (2) of the record ``pos .. end`` (empty when none)."""
     ns = pos
@@ -293,7 +308,7 @@ def _name_span(buf, pos, end):  # pragma: no cover - compiled
     return ns, nl
 
 
-@kernel
+@inline
 def _same(buf, a, b, length):  # pragma: no cover - compiled
     for k in range(length):
         if buf[a + k] != buf[b + k]:
@@ -337,14 +352,15 @@ def name_groups(buf, starts, ends, group, table, rep_s, rep_l):  # pragma: no co
 
 
 # ----------------------------------------------------------------------------- attributes by name
-@kernel
-def _attr_value(buf, a, end, key):  # pragma: no cover - compiled
-    """The attribute message ``a .. end`` when its name is ``key``: ``(matched, kind, int, float, aux)``.
+@inline
+def _attr_value(buf, a, end, scratch):  # pragma: no cover - compiled
+    """The attribute message ``a .. end``: ``(name start, name length, kind, value)``.
 
-    INT/BOOL values come in the int (bools as their varint), FLOAT in the
-    float; STRING gives the text's offset (int) and byte length (aux); OTHER
-    (lists, bytes, uint64 values past int64, anything irregular) gives the
-    message's offset and length for protobuf to decode.
+    ``value`` by kind: INT and BOOL the integer (bools as their varint);
+    FLOAT the float64 bits; STRING the text's offset * 2^20 + its byte length
+    (texts under 1 MiB); OTHER (lists, bytes, longer texts, uint64 values past
+    int64, anything irregular) nothing: the caller decodes the record with
+    protobuf.  ``name length`` is -1 for a message that does not frame.
     """
     nm_s = a
     nm_l = 0
@@ -357,7 +373,7 @@ def _attr_value(buf, a, end, key):  # pragma: no cover - compiled
     while p < end:
         code, field, wt, value, size, p = field_at(buf, p, end)
         if code != OK:
-            return False, ABSENT, 0, 0.0, 0
+            return a, -1, ABSENT, 0
         if field == 1:
             if wt == 2:
                 nm_s = np.int64(value)
@@ -368,56 +384,53 @@ def _attr_value(buf, a, end, key):  # pragma: no cover - compiled
             odd = odd or wt != 2
         elif field >= 3 and field <= 32:
             vf, vwt, vv, vsize = field, wt, value, size
-    if nm_l != len(key):
-        return False, ABSENT, 0, 0.0, 0
-    for k in range(nm_l):
-        if buf[nm_s + k] != key[k]:
-            return False, ABSENT, 0, 0.0, 0
     if odd:
-        return True, OTHER, a, 0.0, end - a
+        return nm_s, nm_l, OTHER, 0
     if vf == 0:
-        return True, NONE, 0, 0.0, 0
+        return nm_s, nm_l, NONE, 0
     if vwt == 2:
-        if vf == 29:
-            return True, STRING, np.int64(vv), 0.0, vsize
-        return True, OTHER, a, 0.0, end - a
+        if vf == 29 and vsize < 2**20:
+            return nm_s, nm_l, STRING, np.int64(vv) * 2**20 + vsize
+        return nm_s, nm_l, OTHER, 0
     if vwt == 0:
         if vf == 9 or (vf == 13 and vv <= _I64_MAX):
-            return True, INT, np.int64(vv), 0.0, 0
+            return nm_s, nm_l, INT, np.int64(vv)
         if vf == 7 or vf == 11:
             low = np.int64(vv & np.uint64(0xFFFFFFFF))
-            return True, INT, (low - 2**32 if vf == 7 and low >= 2**31 else low), 0.0, 0
+            return nm_s, nm_l, INT, (low - 2**32 if vf == 7 and low >= 2**31 else low)
         if vf == 15 or vf == 17:
-            return True, INT, np.int64(vv >> np.uint64(1)) ^ -np.int64(vv & np.uint64(1)), 0.0, 0
+            return nm_s, nm_l, INT, np.int64(vv >> np.uint64(1)) ^ -np.int64(vv & np.uint64(1))
         if vf == 27:
-            return True, BOOL, np.int64(vv), 0.0, 0
-        return True, OTHER, a, 0.0, end - a
+            return nm_s, nm_l, BOOL, np.int64(vv)
+        return nm_s, nm_l, OTHER, 0
     q = np.int64(vv)
     u = np.uint64(0)
-    for k in range(vsize):
+    width = 8 if vwt == 1 else 4
+    for k in range(width):
         u |= np.uint64(buf[q + k]) << np.uint64(8 * k)
-    if vwt == 1:
-        if vf == 3:
-            return True, FLOAT, 0, np.float64(buf[q : q + 8].view(np.float64)[0]), 0
-        if vf == 25 or (vf == 21 and u <= _I64_MAX):
-            return True, INT, np.int64(u), 0.0, 0
-        return True, OTHER, a, 0.0, end - a
-    if vf == 5:
-        return True, FLOAT, 0, np.float64(buf[q : q + 4].view(np.float32)[0]), 0
-    if vf == 19 or vf == 23:
+    if vf == 3 and vwt == 1:
+        return nm_s, nm_l, FLOAT, buf[q : q + 8].view(np.int64)[0]
+    if vf == 5 and vwt == 5:
+        scratch[0] = np.float64(buf[q : q + 4].view(np.float32)[0])
+        return nm_s, nm_l, FLOAT, scratch.view(np.int64)[0]
+    if vwt == 1 and (vf == 25 or (vf == 21 and u <= _I64_MAX)):
+        return nm_s, nm_l, INT, np.int64(u)
+    if vwt == 5 and (vf == 19 or vf == 23):
         low = np.int64(u)
-        return True, INT, (low - 2**32 if vf == 23 and low >= 2**31 else low), 0.0, 0
-    return True, OTHER, a, 0.0, end - a
+        return nm_s, nm_l, INT, (low - 2**32 if vf == 23 and low >= 2**31 else low)
+    return nm_s, nm_l, OTHER, 0
 
 
 @kernel
-def find_attr(buf, starts, ends, key, kind, ints, floats, aux):  # pragma: no cover - compiled
-    """The first attribute called ``key`` (uint8 bytes) of every record, by kind (see :func:`_attr_value`).
+def find_attrs(buf, starts, ends, keys, key_ptr, kind, values):  # pragma: no cover - compiled
+    """The first attribute of each name of ``keys`` in every record (see :func:`_attr_value` for kinds and values).
 
-    ``kind`` must come zeroed (ABSENT); ``aux`` may be empty when the caller
-    needs no string or message lengths.
+    Args:
+        keys: the K names' UTF-8 bytes, concatenated; key_ptr: int64[K + 1] offsets into them.
+        kind: int8[K, N], zeroed (ABSENT); values: int64[K, N].
     """
-    keep_aux = len(aux) > 0
+    nkeys = len(key_ptr) - 1
+    scratch = np.zeros(1, dtype=np.float64)
     for i in range(len(starts)):
         pos = np.int64(starts[i])
         end = np.int64(ends[i])
@@ -426,12 +439,20 @@ def find_attr(buf, starts, ends, key, kind, ints, floats, aux):  # pragma: no co
             if code != OK:
                 break
             if field == 10 and wt == 2:
-                hit, k, iv, fv, ax = _attr_value(buf, np.int64(value), nxt, key)
-                if hit:
-                    kind[i] = k
-                    ints[i] = iv
-                    floats[i] = fv
-                    if keep_aux:
-                        aux[i] = ax
-                    break
+                nm_s, nm_l, k_kind, k_value = _attr_value(buf, np.int64(value), nxt, scratch)
+                for k in range(nkeys):
+                    ks = key_ptr[k]
+                    if key_ptr[k + 1] - ks != nm_l or kind[k, i] != ABSENT:
+                        continue
+                    if _same_key(buf, nm_s, keys, ks, nm_l):
+                        kind[k, i] = k_kind
+                        values[k, i] = k_value
             pos = nxt
+
+
+@inline
+def _same_key(buf, at, keys, ks, length):  # pragma: no cover - compiled
+    for j in range(length):
+        if buf[at + j] != keys[ks + j]:
+            return False
+    return True

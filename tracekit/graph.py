@@ -46,6 +46,8 @@ class NodeColumns:
         attr_fn: ``attr_fn(name) -> (present bool[N], values list[N])``.
         attr_num_fn: optional fast path for :meth:`attr_int`: ``(present, int64[N])``
             when every value is a scalar number, else None.
+        prefetch_fn: optional: find several attributes in one pass before they are asked for
+            (see :meth:`prefetch_attrs`).
     """
 
     ids: np.ndarray
@@ -60,6 +62,7 @@ class NodeColumns:
     attr_fn: Callable[[str], tuple[np.ndarray, list[Any]]] | None = field(repr=False, default=None)
     attr_num_fn: Callable[..., tuple[np.ndarray, np.ndarray] | None] | None = field(repr=False, default=None)
     verify_fn: Callable[[], None] | None = field(repr=False, default=None)
+    prefetch_fn: Callable[[list[str]], None] | None = field(repr=False, default=None)
     _names: list[str] | None = field(default=None, repr=False)
     _attr_cache: dict[str, tuple[np.ndarray, list[Any]]] = field(default_factory=dict, repr=False)
 
@@ -77,6 +80,15 @@ class NodeColumns:
         """Check what is decoded lazily (attribute framing); TraceFormatError when corrupt."""
         if self.verify_fn is not None:
             self.verify_fn()
+
+    def prefetch_attrs(self, names: list[str]) -> None:
+        """Hint: attributes ``names`` will be asked for next; columns read from a file find them in one pass.
+
+        Raises:
+            TraceFormatError: a corrupt attribute message.
+        """
+        if self.prefetch_fn is not None:
+            self.prefetch_fn([x for x in names if x not in self._attr_cache])
 
     def attr(self, name: str) -> tuple[np.ndarray, list[Any]]:
         """Attribute ``name`` of every node: ``(present bool[N], values list[N])`` (None where absent)."""

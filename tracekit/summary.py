@@ -63,9 +63,10 @@ def cost_coverage(trace: ExecutionTrace) -> CostCoverage:
     """:class:`CostCoverage` of one rank (vectorized over the node columns)."""
     cols = trace.columns()
     comp = cols.types == NodeType.COMP_NODE
+    cols.prefetch_attrs(["num_ops", "tensor_size", "op_class", "is_cpu_op"])
     _, ops = cols.attr_int("num_ops")
     _, nbytes = cols.attr_int("tensor_size")
-    has_class, _ = cols.attr("op_class")
+    has_class = _present(cols, "op_class")
     cpu_present, cpu = cols.attr_bool("is_cpu_op")
     is_device = cpu_present & (cpu == 0)
     costed = (ops > 0) | (nbytes > 0) | np.asarray(has_class, dtype=bool)
@@ -81,6 +82,13 @@ def cost_coverage(trace: ExecutionTrace) -> CostCoverage:
         int(ops[comp].sum()),
         device if isinstance(device, str) else None,
     )
+
+
+def _present(cols: Any, name: str) -> np.ndarray:
+    """bool[N]: nodes with attribute ``name`` (without boxing its values when no node has it, or all are numbers)."""
+    num = cols.attr_num_fn if name not in cols._attr_cache else None
+    fast = num(name) if num is not None else None
+    return fast[0] if fast is not None else np.asarray(cols.attr(name)[0], dtype=bool)
 
 
 @dataclass(frozen=True)
@@ -212,6 +220,7 @@ def summarize_trace(trace: ExecutionTrace) -> TraceSummary:
     comm = np.flatnonzero((types >= NodeType.COMM_SEND_NODE) & (types <= NodeType.COMM_COLL_NODE))
     collectives: Counter[str] = Counter()
     comm_bytes: Counter[str] = Counter()
+    cols.prefetch_attrs(["comm_type", "comm_size", "range_duration_ns"] if len(comm) else ["range_duration_ns"])
     if len(comm) and not _comm_totals_fast(cols, comm, collectives, comm_bytes):
         _comm_totals(cols, comm, collectives, comm_bytes)
     compute_ns = int(cols.duration_ns[types == NodeType.COMP_NODE].sum())
