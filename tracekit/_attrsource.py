@@ -116,13 +116,13 @@ class _AttrSource:
         from tracekit import _wirekernels as wk
 
         kind, ints = self._find(name)
-        count = np.bincount(kind, minlength=wk.NONE + 1)
-        if count[wk.STRING] or count[wk.OTHER] or count[wk.NONE]:
+        if bool((kind >= wk.STRING).any()):  # STRING, OTHER, NONE (kinds 4-6)
             return None  # strings, lists, empty values: the per-value rule decides (tracekit.attrs.as_int)
-        if (count[wk.BOOL] and not bools) or (count[wk.FLOAT] and ints_only):
+        has_float = bool((kind == wk.FLOAT).any())
+        if (not bools and bool((kind == wk.BOOL).any())) or (ints_only and has_float):
             return None
         present = kind != wk.ABSENT
-        if count[wk.FLOAT]:
+        if has_float:
             is_float = kind == wk.FLOAT
             floats = np.where(is_float, ints.view(np.float64), 0.0)
             if not np.isfinite(floats).all():

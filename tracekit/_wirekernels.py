@@ -39,7 +39,7 @@ REASONS = {
     PACKED_TRUNCATED: "packed varint list is truncated",
 }
 
-# attribute value kinds found by find_attr (per node)
+# attribute value kinds found by find_attrs (per node); the numbers after FLOAT are the ones numbers do not answer
 ABSENT, INT, BOOL, FLOAT, STRING, OTHER, NONE = 0, 1, 2, 3, 4, 5, 6
 
 _I64_MAX = np.uint64(2**63 - 1)

@@ -132,7 +132,7 @@ class NodeColumns:
         """
         if self.attr_num_fn is not None and name not in self._attr_cache:
             fast = self.attr_num_fn(name, bools=True)
-            if fast is not None and bool(np.isin(fast[1][fast[0]], (0, 1)).all()):
+            if fast is not None and not bool(((fast[1].view(np.uint64) > 1) & fast[0]).any()):  # all 0 or 1
                 return fast[0], fast[1].astype(bool)
         from tracekit.attrs import as_bool
 

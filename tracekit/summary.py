@@ -188,24 +188,48 @@ def _comm_totals_fast(cols: Any, comm: np.ndarray, collectives: Counter[str], co
     csize = num("comm_size") if ctype is not None and "comm_size" not in cols._attr_cache else None
     if ctype is None or csize is None:
         return False
-    t = cols.types[comm].astype(np.int64)
-    coll = t == int(NodeType.COMM_COLL_NODE)
-    present = ctype[0][comm] & coll
-    value = np.where(present, ctype[1][comm], 0)
-    rows = np.stack((t, present.astype(np.int64), value), axis=1)
-    uniq, first, inverse = np.unique(rows, axis=0, return_index=True, return_inverse=True)
-    inverse = inverse.reshape(-1)
-    counts = np.bincount(inverse, minlength=len(uniq))
-    sizes = np.zeros(len(uniq), dtype=np.int64)
-    np.add.at(sizes, inverse, csize[1][comm])
-    p2p = {int(NodeType.COMM_SEND_NODE): "SEND", int(NodeType.COMM_RECV_NODE): "RECV"}
+    coll_type = int(NodeType.COMM_COLL_NODE)
+    t = cols.types[comm]
+    present = ctype[0][comm] & (t == coll_type)
+    value = ctype[1][comm]
+    if present.any() and not -(2**60) <= int(value[present].min()) <= int(value[present].max()) < 2**60:
+        return False
+    # one int64 key per comm node: 0 SEND, 1 RECV, 2 COLL without comm_type, 4 * comm_type + 3 otherwise
+    key = np.where(present, value * 4 + 3, t.astype(np.int64) - int(NodeType.COMM_SEND_NODE))
+    del present, value
+    nbytes = csize[1][comm]
+    if int(key.min()) >= 0 and int(key.max()) < 1 << 12:  # the usual collective numbers: counted in place
+        counts = np.bincount(key)
+        sums = np.zeros(len(counts), dtype=np.int64)
+        np.add.at(sums, key, nbytes)
+        keys = np.flatnonzero(counts)
+        first = np.array([int(np.argmax(key == k)) for k in keys.tolist()], dtype=np.int64)
+        counts, sums = counts[keys], sums[keys]
+    else:
+        keys, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+        counts = np.bincount(inverse.reshape(-1), minlength=len(keys))
+        sums = np.zeros(len(keys), dtype=np.int64)
+        np.add.at(sums, inverse.reshape(-1), nbytes)
+    names = {0: "SEND", 1: "RECV", 2: "MISSING"}
     for r in np.argsort(first, kind="stable").tolist():
-        tt, has, v = (int(x) for x in uniq[r])
-        key = p2p.get(tt) or (_coll_name(v) if has else "MISSING")
-        if tt == int(NodeType.COMM_COLL_NODE):
-            collectives[key] += int(counts[r])
-        comm_bytes[key] += int(sizes[r])
+        k = int(keys[r])
+        name = names.get(k) or _coll_name((k - 3) // 4)
+        if k >= 2:
+            collectives[name] += int(counts[r])
+        comm_bytes[name] += int(sums[r])
     return True
+
+
+def _steps(cols: Any) -> dict[str, int]:
+    """``ProfilerStep#N`` markers -> measured step duration (ns), from ``range_duration_ns``."""
+    steps: dict[str, int] = {}
+    ranged, span = cols.attr_int("range_duration_ns")
+    if ranged.any():
+        names = cols.names
+        for p in np.flatnonzero(ranged).tolist():
+            if names[p].startswith("ProfilerStep#"):
+                steps[names[p]] = int(span[p])
+    return steps
 
 
 def summarize_trace(trace: ExecutionTrace) -> TraceSummary:
@@ -224,13 +248,7 @@ def summarize_trace(trace: ExecutionTrace) -> TraceSummary:
     if len(comm) and not _comm_totals_fast(cols, comm, collectives, comm_bytes):
         _comm_totals(cols, comm, collectives, comm_bytes)
     compute_ns = int(cols.duration_ns[types == NodeType.COMP_NODE].sum())
-    steps: dict[str, int] = {}
-    ranged, span = cols.attr_int("range_duration_ns")
-    if ranged.any():
-        names = cols.names
-        for p in np.flatnonzero(ranged).tolist():
-            if names[p].startswith("ProfilerStep#"):
-                steps[names[p]] = int(span[p])
+    steps = _steps(cols)
     return TraceSummary(
         rank=trace.rank,
         path=trace.path,
