@@ -16,7 +16,7 @@ the record.
 
 from __future__ import annotations
 
-from itertools import chain, repeat
+from itertools import chain, count, repeat
 from typing import Any, Iterator, Sequence, overload
 
 import numpy as np
@@ -192,12 +192,56 @@ class NodeView(Sequence[Node]):
             return self._build(lo, min(self._n, lo + CHUNK_NODES))
 
     def __iter__(self) -> Iterator[Node]:
-        """The nodes in file order, built a chunk of ``CHUNK_NODES`` at a time.
+        """The nodes in file order, each built when the iteration reaches it.
+
+        The column values are taken ``CHUNK_NODES`` at a time, but a node is
+        made only when it is asked for (a C-level ``map`` over ``zip``), so a
+        loop that drops each node before the next leaves the cyclic collector
+        nothing to scan: building whole chunks first made every collection
+        scan a chunk of live nodes (measured: 40 % of an iteration's CPU).
+        Records decoded with protobuf (see :class:`NodeView`) are decoded in
+        place; a file with many of them is built a chunk at a time.
 
         Raises:
             TraceFormatError: a record decoded with protobuf is corrupt (when it is reached).
         """
-        return chain.from_iterable(map(self._chunk_at, range(0, self._n, CHUNK_NODES)))
+        special = self._special.tolist()
+        if len(special) > self._n // 64:
+            return chain.from_iterable(map(self._chunk_at, range(0, self._n, CHUNK_NODES)))
+        parts: list[Iterator[Node]] = []
+        lo = 0
+        for i in special:
+            parts += [self._lazy(lo, i), map(self._decode_record, (i,))]
+            lo = i + 1
+        parts.append(self._lazy(lo, self._n))
+        return chain.from_iterable(parts)
+
+    def _lazy(self, lo: int, hi: int) -> Iterator[Node]:
+        """Nodes ``lo .. hi-1`` built one by one as they are asked for (no protobuf-decoded record among them)."""
+        cols, step = self._cols, CHUNK_NODES
+        los = range(lo, hi, step)
+
+        def column(take: Any) -> Iterator[Any]:
+            return chain.from_iterable(map(lambda a: take(a, min(hi, a + step)), los))
+
+        return map(
+            tuple.__new__,
+            repeat(Node),
+            zip(
+                column(lambda a, b: cols.ids[a:b].tolist()),
+                column(lambda a, b: cols.names[a:b]),
+                column(lambda a, b: self._types[a:b].tolist()),
+                column(lambda a, b: _deps(cols.data_ptr, cols.data_ids, a, b)),
+                column(lambda a, b: _deps(cols.ctrl_ptr, cols.ctrl_ids, a, b)),
+                column(lambda a, b: cols.start_time_ns[a:b].tolist()) if self._timed else repeat(0),
+                column(lambda a, b: cols.duration_ns[a:b].tolist()),
+                repeat(None),
+                repeat(None),
+                repeat(self._table),
+                repeat(None),
+                count(lo),
+            ),
+        )
 
     @overload
     def __getitem__(self, index: int) -> Node: ...
