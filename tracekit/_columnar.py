@@ -123,7 +123,9 @@ def decode_columns(encoded: Any) -> NodeColumns:
     )
 
 
-def _names(data: bytes, buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, encoded: Any, ids: np.ndarray) -> list[str]:
+def _names(
+    data: bytes, buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, encoded: Any, ids: np.ndarray
+) -> list[str]:
     """The N node names (UTF-8 decoded; each distinct name decoded once, :func:`tracekit._wirekernels.name_groups`).
 
     Raises:

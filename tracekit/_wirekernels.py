@@ -188,7 +188,9 @@ def _packed(buf, pos, end, out, k):  # pragma: no cover - compiled
 
 
 @kernel
-def walk_nodes(buf, starts, ends, ids, types, duration, start, special, dptr, cptr, dids, cids, err, fill):  # pragma: no cover - compiled # noqa: E501
+def walk_nodes(
+    buf, starts, ends, ids, types, duration, start, special, dptr, cptr, dids, cids, err, fill
+):  # pragma: no cover - compiled # noqa: E501
     """Decode the node columns of every record (see :func:`tracekit._columnar.decode_columns`).
 
     Without ``fill``: ids, types (int16, saturating), duration and start (ns),
