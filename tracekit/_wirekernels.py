@@ -161,13 +161,33 @@ def _ns(micros, nanos):  # pragma: no cover - compiled
 
 
 @inline
-def _check_attr(buf, pos, end):  # pragma: no cover - compiled
-    """Frame every field of the attribute message ``pos .. end``: ``(code, field, wire type)``."""
+def _check_attr(buf, start, end, err, record):  # pragma: no cover - compiled
+    """Frame every field of the attribute message ``start .. end``; a corrupt one goes to ``err[4:9]``."""
+    pos = start
     while pos < end:
         code, field, wt, _, _, pos = field_at(buf, pos, end)
         if code != OK:
-            return code, field, wt
-    return OK, 0, 0
+            err[4] = code
+            err[5] = record
+            err[6] = start
+            err[7] = field
+            err[8] = wt
+            return
+
+
+@inline
+def _dep_field(buf, wt, value, end, out, k):  # pragma: no cover - compiled
+    """One ``data_deps``/``ctrl_deps`` field, stored from ``out[k]`` as far as ``out`` holds it.
+
+    Returns ``(code, count)``; count -1 for a wire type dependencies never have (the field is kept by protobuf only).
+    """
+    if wt == 0:
+        if k < len(out):
+            out[k] = value
+        return OK, 1
+    if wt == 2:
+        return _packed(buf, np.int64(value), end, out, k)
+    return OK, -1
 
 
 @inline
@@ -193,56 +213,39 @@ def walk_nodes(
 ):  # pragma: no cover - compiled # noqa: E501
     """Decode the node columns of every record (see :func:`tracekit._columnar.decode_columns`).
 
-    Without ``fill``: ids, types (int16, saturating), duration and start (ns),
-    ``special`` (records with fields the columns do not keep, or times past
-    the model's limits), dependency counts at ``dptr[i + 1]`` / ``cptr[i + 1]``
-    and the dependency ids in file order as far as ``dids`` / ``cids`` hold
-    them (the caller sizes them by a guess); the first corrupt attribute
-    message goes to ``err[4:9]`` (code, record, offset, field, wire type).
-    With ``fill`` (after a guess fell short): only the dependency ids, at the
-    CSR offsets ``dptr`` / ``cptr``.
+    Without ``fill``: ids, types (int16, saturating), duration and start (ns), ``special``
+    (records with fields the columns do not keep, or times past the model's limits),
+    dependency counts at ``dptr[i + 1]`` / ``cptr[i + 1]`` and the dependency ids as far as
+    ``dids`` / ``cids`` hold them (sized by a guess); the first corrupt attribute message
+    goes to ``err[4:9]`` (code, record, offset, field, wire type).  With ``fill`` (after
+    the guess fell short): only the dependency ids, at the CSR offsets.
 
     Returns:
         ``(code, record index, field, wire type, any start time)``; code OK when every record frames.
     """
     timed = False
-    total_d = 0
-    total_c = 0
+    total_d = total_c = 0
     for i in range(len(starts)):
         pos = np.int64(starts[i])
         end = np.int64(ends[i])
+        if fill and dptr[i] == dptr[i + 1] and cptr[i] == cptr[i + 1]:
+            continue
         if fill:
-            if dptr[i] == dptr[i + 1] and cptr[i] == cptr[i + 1]:
-                continue
-            total_d = dptr[i]
-            total_c = cptr[i]
-        node_id = np.uint64(0)
-        typ = np.uint64(0)
-        st_us = np.uint64(0)
-        du_us = np.uint64(0)
-        st_ns = np.uint64(0)
-        du_ns = np.uint64(0)
+            total_d, total_c = dptr[i], cptr[i]
+        node_id = typ = st_us = du_us = st_ns = du_ns = np.uint64(0)
         odd = False
-        nd = 0
-        nc = 0
+        nd = nc = 0
         while pos < end:
             code, field, wt, value, size, nxt = field_at(buf, pos, end)
             if code != OK:
                 return code, i, field, wt, timed
             if field == 4 or field == 5:
                 out = dids if field == 5 else cids
-                k = (total_d + nd) if field == 5 else (total_c + nc)
-                if wt == 0:
-                    if k < len(out):
-                        out[k] = value
-                    got = 1
-                elif wt == 2:
-                    code, got = _packed(buf, np.int64(value), nxt, out, k)
-                    if code != OK:
-                        return code, i, field, wt, timed
-                else:
-                    got = 0
-                    odd = True
+                code, got = _dep_field(buf, wt, value, nxt, out, (total_d + nd) if field == 5 else (total_c + nc))
+                if code != OK:
+                    return code, i, field, wt, timed
+                odd = odd or got < 0
+                got = max(got, 0)
                 if field == 5:
                     nd += got
                 else:
@@ -266,27 +269,18 @@ def walk_nodes(
                 st_ns = value
             elif wt == 2 and field == 10:
                 if err[4] == OK:
-                    acode, afield, awt = _check_attr(buf, np.int64(value), nxt)
-                    if acode != OK:
-                        err[4] = acode
-                        err[5] = i
-                        err[6] = np.int64(value)
-                        err[7] = afield
-                        err[8] = awt
+                    _check_attr(buf, np.int64(value), nxt, err, i)
             else:
                 odd = True
             pos = nxt
         if fill:
             continue
         ids[i] = node_id
-        t = np.int64(typ)
-        types[i] = max(-(2**15), min(2**15 - 1, t))
-        d = _ns(du_us, du_ns)
-        s = _ns(st_us, st_ns)
-        duration[i] = d
-        start[i] = s
-        timed = timed or s != 0
-        special[i] = odd or d > _MAX_DURATION_NS or s > _MAX_TIME_NS
+        types[i] = max(-(2**15), min(2**15 - 1, np.int64(typ)))
+        duration[i] = _ns(du_us, du_ns)
+        start[i] = _ns(st_us, st_ns)
+        timed = timed or start[i] != 0
+        special[i] = odd or duration[i] > _MAX_DURATION_NS or start[i] > _MAX_TIME_NS
         dptr[i + 1] = nd
         cptr[i + 1] = nc
         total_d += nd
