@@ -285,12 +285,17 @@ class NodeView(Sequence[Node]):
         return f"<NodeView of {self._n} nodes>"
 
 
-_TYPE_TABLE = np.array([_NODE_TYPES.get(t, t) for t in range(-(2**15), 2**15)], dtype=object)
+_TYPE_TABLE = np.array([_NODE_TYPES.get(t, t) for t in range(max(_NODE_TYPES) + 1)], dtype=object)
 
 
 def _node_types(types: np.ndarray) -> np.ndarray:
     """NodeType members (object[N]) for int16 wire numbers (the int itself for unknown numbers)."""
-    return _TYPE_TABLE[types.astype(np.int64) + 2**15]
+    wire = types.astype(np.int64)
+    if not len(wire) or (int(wire.min()) >= 0 and int(wire.max()) < len(_TYPE_TABLE)):
+        return _TYPE_TABLE[wire]
+    out = np.empty(len(wire), dtype=object)
+    out[:] = [_NODE_TYPES.get(t, t) for t in wire.tolist()]
+    return out
 
 
 def _deps(ptr: np.ndarray, ids: np.ndarray, lo: int, hi: int) -> Any:
