@@ -31,23 +31,9 @@ from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
 from tracekit.model import Attr, NodeDraft, NodeType
-from tracekit.opcost import OpCost, aten_cost
+from tracekit.opcost import OP_CLASSES, OpCost, aten_cost
 
-_WORKING = frozenset(
-    {
-        "gemm",
-        "conv",
-        "attention",
-        "norm",
-        "softmax",
-        "elementwise",
-        "reduction",
-        "embedding",
-        "copy",
-        "optimizer",
-        "pool",
-    }
-)
+_WORKING = frozenset(OP_CLASSES) - {"view"}  # op classes that do work (a view moves no data)
 
 
 @dataclass(frozen=True)
