@@ -55,7 +55,12 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 from tracekit.errors import ConfigError, TracekitError, ReplayError
 
 from tracekit.replayer.orchestration.sweep_cases import (  # noqa: F401 - re-exported: the sweep's API
-    HW_KEY, SweepAxis, SweepCase, build_cases, parse_vary)
+    HW_KEY,
+    SweepAxis,
+    SweepCase,
+    build_cases,
+    parse_vary,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.replayer import ReplayOptions, ReplayResult
@@ -125,9 +130,23 @@ def row_from_result(case: SweepCase, result: "ReplayResult", replay_s: float = 0
     slow = slowest_rank(result.ranks)
     other_idle = slow.other_idle_ns
     cp = result.critical_path
-    return SweepRow(case.index, case.params, case.spec.name, result.provenance.collective_model,
-                    result.iteration_time_ns, slow.rank, slow.compute_ns, slow.exposed_comm_ns, slow.comm_wait_ns,
-                    other_idle, slow.comm_ns, cp.compute_ns, cp.comm_ns, result.node_count, replay_s)
+    return SweepRow(
+        case.index,
+        case.params,
+        case.spec.name,
+        result.provenance.collective_model,
+        result.iteration_time_ns,
+        slow.rank,
+        slow.compute_ns,
+        slow.exposed_comm_ns,
+        slow.comm_wait_ns,
+        other_idle,
+        slow.comm_ns,
+        cp.compute_ns,
+        cp.comm_ns,
+        result.node_count,
+        replay_s,
+    )
 
 
 @dataclass(frozen=True)
@@ -153,9 +172,15 @@ class SweepResult:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: format tag, parameters, world size, source, executor, flat rows."""
-        return {"format": SWEEP_FORMAT, "version": SWEEP_FORMAT_VERSION, "parameters": list(self.parameters),
-                "world_size": self.world_size, "source": self.source, "executor": self.executor,
-                "rows": [r.flat() for r in self.rows]}
+        return {
+            "format": SWEEP_FORMAT,
+            "version": SWEEP_FORMAT_VERSION,
+            "parameters": list(self.parameters),
+            "world_size": self.world_size,
+            "source": self.source,
+            "executor": self.executor,
+            "rows": [r.flat() for r in self.rows],
+        }
 
     def to_csv(self) -> str:
         """The rows as CSV text (header: index, parameters, figures)."""
@@ -211,8 +236,13 @@ def _slim(result: "ReplayResult") -> "ReplayResult":
 
     slow = slowest_rank(result.ranks)
     cp = result.critical_path
-    return replace(result, ranks=(slow,), collectives=(), schedule=None,
-                   critical_path=CriticalPath((), cp.length_ns, cp.compute_ns, cp.comm_ns))
+    return replace(
+        result,
+        ranks=(slow,),
+        collectives=(),
+        schedule=None,
+        critical_path=CriticalPath((), cp.length_ns, cp.compute_ns, cp.comm_ns),
+    )
 
 
 def replay_case(task: tuple[Any, SweepCase]) -> tuple[SweepRow, "ReplayResult"]:
@@ -233,11 +263,17 @@ def replay_case(task: tuple[Any, SweepCase]) -> tuple[SweepRow, "ReplayResult"]:
 
 
 # ----------------------------------------------------------------------------- driver
-def run_sweep(traces: "TraceSet | str | os.PathLike[str]",
-              specs: Sequence["HardwareSpec | str | os.PathLike[str]"], axes: Sequence[SweepAxis] = (), *,
-              options: "ReplayOptions | None" = None, executor: str = "process", max_workers: int | None = None,
-              ray_address: str | None = None,
-              progress: Callable[[int, int], None] | None = None) -> SweepResult:
+def run_sweep(
+    traces: "TraceSet | str | os.PathLike[str]",
+    specs: Sequence["HardwareSpec | str | os.PathLike[str]"],
+    axes: Sequence[SweepAxis] = (),
+    *,
+    options: "ReplayOptions | None" = None,
+    executor: str = "process",
+    max_workers: int | None = None,
+    ray_address: str | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> SweepResult:
     """Replay ``traces`` on every point of the sweep (see module docstring).
 
     Args:
@@ -294,8 +330,14 @@ def run_sweep(traces: "TraceSet | str | os.PathLike[str]",
         else:
             source = traces if in_memory else (tuple(paths) if isinstance(paths, list) else paths)
         try:
-            out = parallel_map(replay_case, [(source, c) for c in cases], executor=executor,
-                               max_workers=max_workers, ray_address=ray_address, progress=progress)
+            out = parallel_map(
+                replay_case,
+                [(source, c) for c in cases],
+                executor=executor,
+                max_workers=max_workers,
+                ray_address=ray_address,
+                progress=progress,
+            )
         except Exception as exc:  # Ray wraps task errors (RayTaskError.cause): re-raise ours unwrapped
             cause = getattr(exc, "cause", None)
             if isinstance(cause, TracekitError):
@@ -322,8 +364,9 @@ def _ray_init(address: str | None) -> bool:
         raise ConfigError("executor 'ray' needs Ray: pip install 'tracekit[ray]'") from None
     if ray.is_initialized():
         return False
-    ray.init(address=address, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True,
-             configure_logging=False)
+    ray.init(
+        address=address, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True, configure_logging=False
+    )
     return address is None
 
 
@@ -343,8 +386,9 @@ def sweep_plot(result: SweepResult):
     return sweep_figure([(row.label, res) for row, res in zip(result.rows, result.results)], parameter)
 
 
-def write_sweep(result: SweepResult, out_dir: str | os.PathLike[str], *, plot: bool = True,
-                title: str | None = None) -> dict[str, Path]:
+def write_sweep(
+    result: SweepResult, out_dir: str | os.PathLike[str], *, plot: bool = True, title: str | None = None
+) -> dict[str, Path]:
     """Write ``sweep.csv``, ``sweep.json`` and (with ``plot`` and results) ``sweep.html`` into ``out_dir``.
 
     Each file is written atomically.  ``sweep.html`` is self-contained (the
@@ -372,13 +416,23 @@ def write_sweep(result: SweepResult, out_dir: str | os.PathLike[str], *, plot: b
 
         parameter = " / ".join(result.parameters) or "spec"
         rows = [(row.label, res) for row, res in zip(result.rows, result.results)]
-        html = build_sweep_html(rows, parameter,
-                                title=title or f"Sweep of {result.source} ({result.world_size} ranks)")
+        html = build_sweep_html(rows, parameter, title=title or f"Sweep of {result.source} ({result.world_size} ranks)")
         paths["html"] = out / "sweep.html"
         with atomic_output(paths["html"], "w") as fh:
             fh.write(html)
     return paths
 
 
-__all__ = ["SweepAxis", "SweepCase", "SweepResult", "SweepRow", "build_cases", "parse_vary", "replay_case",
-           "row_from_result", "run_sweep", "sweep_plot", "write_sweep"]
+__all__ = [
+    "SweepAxis",
+    "SweepCase",
+    "SweepResult",
+    "SweepRow",
+    "build_cases",
+    "parse_vary",
+    "replay_case",
+    "row_from_result",
+    "run_sweep",
+    "sweep_plot",
+    "write_sweep",
+]

@@ -77,8 +77,10 @@ def _key_steps(key: str) -> list[tuple[str, int | None]]:
         steps.append((m.group(1), None if m.group(2) is None else int(m.group(2))))
     if steps[0][0] == "options":
         if len(steps) != 2 or steps[1][0] not in _OPTION_FIELDS or steps[1][1] is not None:
-            raise ConfigError(f"sweep parameter {key!r}: replay options that can vary are "
-                              f"{', '.join('options.' + f for f in _OPTION_FIELDS)}")
+            raise ConfigError(
+                f"sweep parameter {key!r}: replay options that can vary are "
+                f"{', '.join('options.' + f for f in _OPTION_FIELDS)}"
+            )
     return steps
 
 
@@ -117,18 +119,22 @@ def _set_path(doc: dict[str, Any], key: str, raw: Any, spec_label: str) -> Any:
     for depth, (name, index) in enumerate(steps):
         last = depth == len(steps) - 1
         if not isinstance(node, dict):
-            raise ConfigError(f"sweep parameter {key}: {'.'.join(s for s, _ in steps[:depth])} is not a table "
-                              f"in spec {spec_label}")
+            raise ConfigError(
+                f"sweep parameter {key}: {'.'.join(s for s, _ in steps[:depth])} is not a table in spec {spec_label}"
+            )
         if index is not None:
             seq = node.get(name)
             if not isinstance(seq, list):
                 raise ConfigError(f"sweep parameter {key}: spec {spec_label} has no list {name!r}")
             if index >= len(seq):
-                raise ConfigError(f"sweep parameter {key}: spec {spec_label} has {len(seq)} {name} entries "
-                                  f"(indexes 0..{len(seq) - 1}) for this trace set")
+                raise ConfigError(
+                    f"sweep parameter {key}: spec {spec_label} has {len(seq)} {name} entries "
+                    f"(indexes 0..{len(seq) - 1}) for this trace set"
+                )
             if last:
-                raise ConfigError(f"sweep parameter {key}: cannot replace the whole {name}[{index}] entry; "
-                                  f"name one of its keys")
+                raise ConfigError(
+                    f"sweep parameter {key}: cannot replace the whole {name}[{index}] entry; name one of its keys"
+                )
             node = seq[index]
             continue
         if last:
@@ -157,8 +163,13 @@ class SweepCase:
     options: "ReplayOptions"
 
 
-def build_cases(specs: Sequence["HardwareSpec | str | os.PathLike[str]"], axes: Sequence[SweepAxis],
-                world_size: int, *, options: "ReplayOptions | None" = None) -> list[SweepCase]:
+def build_cases(
+    specs: Sequence["HardwareSpec | str | os.PathLike[str]"],
+    axes: Sequence[SweepAxis],
+    world_size: int,
+    *,
+    options: "ReplayOptions | None" = None,
+) -> list[SweepCase]:
     """The sweep's points: every base spec x the product of ``axes``.
 
     Args:
@@ -191,8 +202,9 @@ def build_cases(specs: Sequence["HardwareSpec | str | os.PathLike[str]"], axes: 
             raise ConfigError("give the hardware specs either as the base specs or as an 'hw' axis, not both")
         specs = list(hw_axis.values)
     elif len(specs) > 1:
-        axes.insert(0, SweepAxis(HW_KEY, tuple(os.fspath(s) if not isinstance(s, HardwareSpec) else s.name
-                                             for s in specs)))
+        axes.insert(
+            0, SweepAxis(HW_KEY, tuple(os.fspath(s) if not isinstance(s, HardwareSpec) else s.name for s in specs))
+        )
     if not specs:
         raise ConfigError("a sweep needs at least one hardware spec")
     loaded = {}
@@ -219,8 +231,11 @@ def build_cases(specs: Sequence["HardwareSpec | str | os.PathLike[str]"], axes: 
                 params.append((key, label))
             elif key.startswith("options."):
                 name = key.split(".", 1)[1]
-                value = _convert(raw, getattr(case_options, name), key) if name != "compute_scale" else \
-                    _convert(raw, 1.0, key)
+                value = (
+                    _convert(raw, getattr(case_options, name), key)
+                    if name != "compute_scale"
+                    else _convert(raw, 1.0, key)
+                )
                 case_options = replace(case_options, **{name: value})
                 params.append((key, value))
             else:
@@ -233,8 +248,11 @@ def build_cases(specs: Sequence["HardwareSpec | str | os.PathLike[str]"], axes: 
             raise SpecError(f"sweep point {index} ({where}): {exc.message}", path=exc.path) from None
         _check_models(spec, case_options, world_size, index, where)
         if spec.world_size != world_size:
-            raise SpecError(f"sweep point {index} ({where}): the variant has {spec.world_size} ranks but the "
-                            f"trace set has {world_size}", path=base.path)
+            raise SpecError(
+                f"sweep point {index} ({where}): the variant has {spec.world_size} ranks but the "
+                f"trace set has {world_size}",
+                path=base.path,
+            )
         cases.append(SweepCase(index, tuple(params), spec, case_options))
     return cases
 

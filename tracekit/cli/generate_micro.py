@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from tracekit.cli._common import CONTEXT_SETTINGS, err_console, path_span, state
-from tracekit.cli._options import emit_json, json_option
+from tracekit.cli._common import CONTEXT_SETTINGS
+from tracekit.cli._options import emit_json, json_option, write_generated
 from tracekit.errors import ConfigError
 
 
@@ -92,7 +92,6 @@ def micro(
         return
     num_ranks, prefix = _check_options(collective, pattern, shape, num_ranks, iterations, prefix, compute_us)
     from tracekit.converters.generators._build import parse_ranks, parse_size
-    from tracekit.io import write_traceset
 
     compute_ns = round(compute_us * 1000)
     members = parse_ranks(group) if group is not None else None
@@ -115,18 +114,7 @@ def micro(
             traceset = gen.send_recv_bench(
                 num_ranks, pattern, nbytes, group=members, compute_ns=compute_ns, iterations=iterations
             )
-    paths = write_traceset(traceset, prefix)
-    if as_json:
-        emit_json(
-            {
-                "prefix": prefix,
-                "files": [str(p) for p in paths],
-                "ranks": len(paths),
-                "nodes": sum(len(traceset[r]) for r in traceset.ranks),
-            }
-        )
-    elif not state().quiet:
-        err_console().print(f"wrote {len(paths)} trace(s): {path_span(paths)}", markup=False, highlight=False)
+    write_generated(traceset, prefix, as_json)
 
 
 def _check_options(
