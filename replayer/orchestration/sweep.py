@@ -299,7 +299,7 @@ def run_sweep(
             with the point's parameters prepended to its message.
     """
     from tracekit.io import trace_paths
-    from tracekit.parallel import EXECUTORS, parallel_map
+    from tracekit.parallel import EXECUTORS
 
     if executor not in EXECUTORS:
         raise ConfigError(f"unknown executor {executor!r}; choose one of {', '.join(EXECUTORS)}")
@@ -308,8 +308,7 @@ def run_sweep(
         world_size, label = traces.world_size, "<in-memory>"
     else:
         paths = [os.fspath(t) for t in traces] if isinstance(traces, (list, tuple)) else os.fspath(traces)
-        world_size = len(trace_paths(paths))
-        label = " ".join(paths) if isinstance(paths, list) else paths
+        world_size, label = len(trace_paths(paths)), " ".join(paths) if isinstance(paths, list) else paths
     cases = build_cases(specs, axes, world_size, options=options)
     parameters = tuple(k for k, _ in cases[0].params) if cases else ()
 
@@ -329,20 +328,7 @@ def run_sweep(
             source = ray.put(traces)
         else:
             source = traces if in_memory else (tuple(paths) if isinstance(paths, list) else paths)
-        try:
-            out = parallel_map(
-                replay_case,
-                [(source, c) for c in cases],
-                executor=executor,
-                max_workers=max_workers,
-                ray_address=ray_address,
-                progress=progress,
-            )
-        except Exception as exc:  # Ray wraps task errors (RayTaskError.cause): re-raise ours unwrapped
-            cause = getattr(exc, "cause", None)
-            if isinstance(cause, TracekitError):
-                raise cause from None
-            raise
+        out = _map_cases(source, cases, executor, max_workers, ray_address, progress)
     finally:
         if tmp_dir is not None:
             shutil.rmtree(tmp_dir, ignore_errors=True)
@@ -354,6 +340,37 @@ def run_sweep(
             _LOADED[0] = _LOADED[1] = None
     rows = tuple(r for r, _ in out)
     return SweepResult(rows, parameters, world_size, label, executor, tuple(s for _, s in out))
+
+
+def _map_cases(
+    source: Any,
+    cases: list[SweepCase],
+    executor: str,
+    max_workers: int | None,
+    ray_address: str | None,
+    progress: Callable[[int, int], None] | None,
+) -> list[Any]:
+    """:func:`replay_case` of every case on ``executor``, in case order.
+
+    Raises:
+        TracekitError: the first replay that fails (a Ray task error is unwrapped to it).
+    """
+    from tracekit.parallel import parallel_map
+
+    try:
+        return parallel_map(
+            replay_case,
+            [(source, c) for c in cases],
+            executor=executor,
+            max_workers=max_workers,
+            ray_address=ray_address,
+            progress=progress,
+        )
+    except Exception as exc:  # Ray wraps task errors (RayTaskError.cause): re-raise ours unwrapped
+        cause = getattr(exc, "cause", None)
+        if isinstance(cause, TracekitError):
+            raise cause from None
+        raise
 
 
 def _ray_init(address: str | None) -> bool:

@@ -188,10 +188,50 @@ def build_cases(
             cannot have ``world_size`` ranks.
     """
     from tracekit.replayer import ReplayOptions
-    from tracekit.replayer.simulation.hardware import HardwareSpec, load_spec, spec_from_dict
+    from tracekit.replayer.simulation.hardware import HardwareSpec, spec_from_dict
 
     options = options or ReplayOptions()
     axes = list(axes)
+    loaded = _base_specs(specs, axes, world_size)
+    base_labels = list(loaded)
+
+    cases = []
+    grid = itertools.product(*[a.values for a in axes]) if axes else [()]
+    for index, combo in enumerate(grid):
+        chosen = dict(zip([a.key for a in axes], combo))
+        label = chosen.get(HW_KEY, base_labels[0])
+        label = label.name if isinstance(label, HardwareSpec) else os.fspath(label)
+        base = loaded[label]
+        doc = base.to_dict()
+        params, case_options = _point(chosen, label, base, doc, options)
+        where = ", ".join(f"{k}={v}" for k, v in params) or "base spec"
+        spec_changed = any(k != HW_KEY and not k.startswith("options.") for k in chosen)
+        try:
+            spec = spec_from_dict(doc, path=base.path) if spec_changed else base
+        except SpecError as exc:
+            raise SpecError(f"sweep point {index} ({where}): {exc.message}", path=exc.path) from None
+        _check_models(spec, case_options, world_size, index, where)
+        if spec.world_size != world_size:
+            raise SpecError(
+                f"sweep point {index} ({where}): the variant has {spec.world_size} ranks but the "
+                f"trace set has {world_size}",
+                path=base.path,
+            )
+        cases.append(SweepCase(index, tuple(params), spec, case_options))
+    return cases
+
+
+def _base_specs(
+    specs: Sequence["HardwareSpec | str | os.PathLike[str]"], axes: list[SweepAxis], world_size: int
+) -> dict[str, "HardwareSpec"]:
+    """Label -> base spec fitted to ``world_size``, in order; several base specs add an ``hw`` axis to ``axes``.
+
+    Raises:
+        ConfigError: an axis key given twice, specs given both ways, no spec, or a spec listed twice.
+        SpecError: a spec cannot be loaded or cannot have ``world_size`` ranks.
+    """
+    from tracekit.replayer.simulation.hardware import HardwareSpec, load_spec
+
     keys = [a.key for a in axes]
     dupes = sorted({k for k in keys if keys.count(k) > 1})
     if dupes:
@@ -214,47 +254,32 @@ def build_cases(
         loaded[label] = spec.fitted(world_size)
     if len(loaded) != len(specs):
         raise ConfigError("a hardware spec is listed twice in the sweep")
-    base_labels = list(loaded)
+    return loaded
 
-    cases = []
-    grid = itertools.product(*[a.values for a in axes]) if axes else [()]
-    for index, combo in enumerate(grid):
-        chosen = dict(zip([a.key for a in axes], combo))
-        label = chosen.get(HW_KEY, base_labels[0])
-        label = label.name if isinstance(label, HardwareSpec) else os.fspath(label)
-        base = loaded[label]
-        doc = base.to_dict()
-        case_options = options
-        params: list[tuple[str, Any]] = []
-        for key, raw in chosen.items():
-            if key == HW_KEY:
-                params.append((key, label))
-            elif key.startswith("options."):
-                name = key.split(".", 1)[1]
-                value = (
-                    _convert(raw, getattr(case_options, name), key)
-                    if name != "compute_scale"
-                    else _convert(raw, 1.0, key)
-                )
-                case_options = replace(case_options, **{name: value})
-                params.append((key, value))
-            else:
-                params.append((key, _set_path(doc, key, raw, repr(base.name))))
-        where = ", ".join(f"{k}={v}" for k, v in params) or "base spec"
-        spec_changed = any(k != HW_KEY and not k.startswith("options.") for k in chosen)
-        try:
-            spec = spec_from_dict(doc, path=base.path) if spec_changed else base
-        except SpecError as exc:
-            raise SpecError(f"sweep point {index} ({where}): {exc.message}", path=exc.path) from None
-        _check_models(spec, case_options, world_size, index, where)
-        if spec.world_size != world_size:
-            raise SpecError(
-                f"sweep point {index} ({where}): the variant has {spec.world_size} ranks but the "
-                f"trace set has {world_size}",
-                path=base.path,
+
+def _point(
+    chosen: dict[str, Any], label: str, base: "HardwareSpec", doc: dict[str, Any], options: "ReplayOptions"
+) -> tuple[list[tuple[str, Any]], "ReplayOptions"]:
+    """One sweep point's ``(key, value)`` parameters and replay options; spec keys are set in ``doc``.
+
+    Raises:
+        ConfigError: a key that does not exist in the variant, or a value of the wrong type.
+    """
+    case_options = options
+    params: list[tuple[str, Any]] = []
+    for key, raw in chosen.items():
+        if key == HW_KEY:
+            params.append((key, label))
+        elif key.startswith("options."):
+            name = key.split(".", 1)[1]
+            value = (
+                _convert(raw, getattr(case_options, name), key) if name != "compute_scale" else _convert(raw, 1.0, key)
             )
-        cases.append(SweepCase(index, tuple(params), spec, case_options))
-    return cases
+            case_options = replace(case_options, **{name: value})
+            params.append((key, value))
+        else:
+            params.append((key, _set_path(doc, key, raw, repr(base.name))))
+    return params, case_options
 
 
 def _check_models(spec: "HardwareSpec", options: "ReplayOptions", world_size: int, index: int, where: str) -> None:
