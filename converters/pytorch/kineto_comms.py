@@ -32,21 +32,21 @@ import bisect
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from tracekit.converters.pytorch import collectives as _coll
-from tracekit.converters.pytorch.collectives import comm_family, normalized_comm_name
+from tracekit.converters.pytorch.comm_names import (
+    C10D_DATA_ARG,
+    C10D_NON_COMM,
+    COMM_KINDS,
+    GLOO_IMPL,
+    RPC_NON_COMM,
+    comm_family,
+    normalized_comm_name,
+)
 from tracekit.converters.pytorch.kineto_args import arg_bytes, concrete_int, input_type_bytes, parse_ranks
 from tracekit.converters.pytorch.kineto_reader import KinetoEvent
 from tracekit.errors import ConversionError
 from tracekit.model import CollectiveType, NodeType
 
 __all__ = ["KinetoComm", "comm_kind", "extract_comms", "is_nccl_kernel"]
-
-# Shared vocabulary with the ET path (collectives.py); private there, read-only here.
-_KIND: Mapping[str, CollectiveType | NodeType] = _coll._KIND
-_C10D_NON_COMM: frozenset[str] = _coll._C10D_NON_COMM
-_RPC_NON_COMM: frozenset[str] = _coll._RPC_NON_COMM
-_C10D_DATA_ARG: Mapping[str, tuple[int, ...]] = _coll._C10D_DATA_ARG
-_GLOO_IMPL: Mapping[str, frozenset[str]] = _coll._GLOO_IMPL
 
 # NCCL kernel name prefixes (NCCL < 2.19 ``ncclKernel_``, newer ``ncclDevKernel_``).
 _NCCL_KERNEL_PREFIXES = ("ncclKernel_", "ncclDevKernel_", "void ncclKernel_", "void ncclDevKernel_")
@@ -60,9 +60,9 @@ def is_nccl_kernel(e: KinetoEvent) -> bool:
 def comm_kind(name: str) -> CollectiveType | NodeType | None:
     """Collective type (or COMM_SEND/RECV node type) of a communication op or collective name; None if unknown."""
     base = normalized_comm_name(name)
-    kind = _KIND.get(base)
+    kind = COMM_KINDS.get(base)
     if kind is None and base.startswith("_"):  # nccl:_all_gather_base, nccl:_reduce_scatter_base
-        kind = _KIND.get(base.lstrip("_"))
+        kind = COMM_KINDS.get(base.lstrip("_"))
     return kind
 
 
@@ -118,13 +118,13 @@ def _family_kind(e: KinetoEvent, where: str) -> tuple[str, CollectiveType | Node
     family = comm_family(e.name)
     if family is None:
         return None
-    if family == "c10d" and normalized_comm_name(e.name) in _C10D_NON_COMM:
+    if family == "c10d" and normalized_comm_name(e.name) in C10D_NON_COMM:
         return None
     if family == "rpc":
         name = e.args.get("Collective name")
         if name is None:
             return ("rpc", None)  # old PyTorch: an argument-less marker inside a c10d op
-        if str(name).lower() in _RPC_NON_COMM:
+        if str(name).lower() in RPC_NON_COMM:
             return None
         kind = comm_kind(str(name))
         if kind is None:
@@ -248,7 +248,7 @@ def _expect_gloo(d: _Draft, world_size: int | None) -> None:
     """Which gloo records implement the c10d op ``d`` heads, and how many (list-form reduce_scatter: one
     all_reduce per rank of the input list, else per rank of the job)."""
     base = normalized_comm_name(d.head.name)
-    d.gloo_kinds = _GLOO_IMPL.get(base, frozenset())
+    d.gloo_kinds = GLOO_IMPL.get(base, frozenset())
     if base == "reduce_scatter":
         dims = d.head.args.get("Input Dims")
         inner = dims[1] if isinstance(dims, list) and len(dims) > 1 else None
@@ -384,7 +384,7 @@ def _bytes(d: _Draft) -> int | None:
             return sum(sizes)  # type: ignore[arg-type]
     head = d.head
     if comm_family(head.name) == "c10d":
-        for i in _C10D_DATA_ARG.get(normalized_comm_name(head.name), (0,)):
+        for i in C10D_DATA_ARG.get(normalized_comm_name(head.name), (0,)):
             n = arg_bytes(head, i)
             if n is not None:
                 return n
