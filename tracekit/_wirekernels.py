@@ -349,14 +349,12 @@ def name_groups(buf, starts, ends, group, table, rep_s, rep_l):  # pragma: no co
 
 # ----------------------------------------------------------------------------- attributes by name
 @inline
-def _attr_value(buf, a, end, scratch):  # pragma: no cover - compiled
-    """The attribute message ``a .. end``: ``(name start, name length, kind, value)``.
+def _attr_fields(buf, a, end):  # pragma: no cover - compiled
+    """Walk the attribute message ``a .. end``: ``(name start, name length, value field, wire type, value, size, odd)``.
 
-    ``value`` by kind: INT and BOOL the integer (bools as their varint);
-    FLOAT the float64 bits; STRING the text's offset * 2^20 + its byte length
-    (texts under 1 MiB); OTHER (lists, bytes, longer texts, uint64 values past
-    int64, anything irregular) nothing: the caller decodes the record with
-    protobuf.  ``name length`` is -1 for a message that does not frame.
+    The name and value are the last of their fields (protobuf's rule); ``odd``
+    marks a name or doc string of the wrong wire type; name length -1 for a
+    message that does not frame.
     """
     nm_s = a
     nm_l = 0
@@ -369,7 +367,7 @@ def _attr_value(buf, a, end, scratch):  # pragma: no cover - compiled
     while p < end:
         code, field, wt, value, size, p = field_at(buf, p, end)
         if code != OK:
-            return a, -1, ABSENT, 0
+            return a, -1, 0, 0, vv, 0, True
         if field == 1:
             if wt == 2:
                 nm_s = np.int64(value)
@@ -380,46 +378,58 @@ def _attr_value(buf, a, end, scratch):  # pragma: no cover - compiled
             odd = odd or wt != 2
         elif field >= 3 and field <= 32:
             vf, vwt, vv, vsize = field, wt, value, size
+    return nm_s, nm_l, vf, vwt, vv, vsize, odd
+
+
+@inline
+def _attr_value(buf, vf, vwt, vv, vsize, odd, scratch):  # pragma: no cover - compiled
+    """``(kind, value)`` of an attribute's value field (from :func:`_attr_fields`).
+
+    ``value`` by kind: INT and BOOL the integer (bools as their varint);
+    FLOAT the float64 bits; STRING the text's offset * 2^20 + its byte length
+    (texts under 1 MiB); OTHER (lists, bytes, longer texts, uint64 values past
+    int64, anything irregular) nothing: the caller decodes the record with
+    protobuf.
+    """
     if odd:
-        return nm_s, nm_l, OTHER, 0
+        return OTHER, 0
     if vf == 0:
-        return nm_s, nm_l, NONE, 0
+        return NONE, 0
     if vwt == 2:
         if vf == 29 and vsize < 2**20:
-            return nm_s, nm_l, STRING, np.int64(vv) * 2**20 + vsize
-        return nm_s, nm_l, OTHER, 0
+            return STRING, np.int64(vv) * 2**20 + vsize
+        return OTHER, 0
     if vwt == 0:
         if vf == 9 or (vf == 13 and vv <= _I64_MAX):
-            return nm_s, nm_l, INT, np.int64(vv)
+            return INT, np.int64(vv)
         if vf == 7 or vf == 11:
             low = np.int64(vv & np.uint64(0xFFFFFFFF))
-            return nm_s, nm_l, INT, (low - 2**32 if vf == 7 and low >= 2**31 else low)
+            return INT, (low - 2**32 if vf == 7 and low >= 2**31 else low)
         if vf == 15 or vf == 17:
-            return nm_s, nm_l, INT, np.int64(vv >> np.uint64(1)) ^ -np.int64(vv & np.uint64(1))
+            return INT, np.int64(vv >> np.uint64(1)) ^ -np.int64(vv & np.uint64(1))
         if vf == 27:
-            return nm_s, nm_l, BOOL, np.int64(vv)
-        return nm_s, nm_l, OTHER, 0
+            return BOOL, np.int64(vv)
+        return OTHER, 0
     q = np.int64(vv)
     u = np.uint64(0)
-    width = 8 if vwt == 1 else 4
-    for k in range(width):
+    for k in range(vsize):
         u |= np.uint64(buf[q + k]) << np.uint64(8 * k)
     if vf == 3 and vwt == 1:
-        return nm_s, nm_l, FLOAT, buf[q : q + 8].view(np.int64)[0]
+        return FLOAT, buf[q : q + 8].view(np.int64)[0]
     if vf == 5 and vwt == 5:
         scratch[0] = np.float64(buf[q : q + 4].view(np.float32)[0])
-        return nm_s, nm_l, FLOAT, scratch.view(np.int64)[0]
+        return FLOAT, scratch.view(np.int64)[0]
     if vwt == 1 and (vf == 25 or (vf == 21 and u <= _I64_MAX)):
-        return nm_s, nm_l, INT, np.int64(u)
+        return INT, np.int64(u)
     if vwt == 5 and (vf == 19 or vf == 23):
         low = np.int64(u)
-        return nm_s, nm_l, INT, (low - 2**32 if vf == 23 and low >= 2**31 else low)
-    return nm_s, nm_l, OTHER, 0
+        return INT, (low - 2**32 if vf == 23 and low >= 2**31 else low)
+    return OTHER, 0
 
 
 @kernel
 def find_attrs(buf, starts, ends, keys, key_ptr, kind, values):  # pragma: no cover - compiled
-    """The first attribute of each name of ``keys`` in every record (see :func:`_attr_value` for kinds and values).
+    """The first attribute of each name of ``keys`` in every record (kinds and values: :func:`_attr_value`).
 
     Args:
         keys: the K names' UTF-8 bytes, concatenated; key_ptr: int64[K + 1] offsets into them.
@@ -435,14 +445,13 @@ def find_attrs(buf, starts, ends, keys, key_ptr, kind, values):  # pragma: no co
             if code != OK:
                 break
             if field == 10 and wt == 2:
-                nm_s, nm_l, k_kind, k_value = _attr_value(buf, np.int64(value), nxt, scratch)
+                nm_s, nm_l, vf, vwt, vv, vsize, odd = _attr_fields(buf, np.int64(value), nxt)
                 for k in range(nkeys):
                     ks = key_ptr[k]
                     if key_ptr[k + 1] - ks != nm_l or kind[k, i] != ABSENT:
                         continue
                     if _same_key(buf, nm_s, keys, ks, nm_l):
-                        kind[k, i] = k_kind
-                        values[k, i] = k_value
+                        kind[k, i], values[k, i] = _attr_value(buf, vf, vwt, vv, vsize, odd, scratch)
             pos = nxt
 
 
