@@ -158,8 +158,8 @@ def resources(cols: NodeColumns) -> tuple[np.ndarray, np.ndarray]:
             such values as they are; callers fall back to it).
     """
     comp = cols.types == int(NodeType.COMP_NODE)
-    cpu_present, cpu_v = _int_column(cols, "is_cpu_op")
-    cpu = cpu_present & (cpu_v != 0)
+    cpu_present, cpu_v = cols.attr_bool("is_cpu_op")
+    cpu = cpu_present & cpu_v
     _, tid = _int_column(cols, "tid")
     _, stream = _int_column(cols, "stream")
     kind = np.where(comp, np.where(cpu, 1, 2), 0).astype(np.int8)

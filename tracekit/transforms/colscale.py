@@ -51,8 +51,8 @@ def is_encoded(trace: ExecutionTrace) -> bool:
 def flag_column(cols: Any, name: str) -> np.ndarray:
     """``bool(node.get_attr(name))`` of every node (False where absent), bool[N]."""
     try:
-        present, values = cols.attr_int(name)
-        return present & (values != 0)
+        present, values = cols.attr_bool(name)
+        return present & values
     except ValidationError:  # a non-numeric value: truthiness as Python sees it
         present, vals = cols.attr(name)
         return np.fromiter((bool(v) for v in vals), dtype=bool, count=len(vals))
@@ -212,15 +212,17 @@ def patched_columns(cols: Any, duration_ns: np.ndarray, replaced: dict[int, Node
             present[i], values[i] = v is not None, v
         return present, values
 
-    def attr_num_fn(name: str, ints_only: bool = False) -> tuple[np.ndarray, np.ndarray] | None:
-        fast = cols.attr_num_fn(name, ints_only) if cols.attr_num_fn is not None else None
+    def attr_num_fn(name: str, ints_only: bool = False, bools: bool = False) -> tuple[np.ndarray, np.ndarray] | None:
+        fast = cols.attr_num_fn(name, ints_only, bools) if cols.attr_num_fn is not None else None
         if fast is None:
             return None
         present, values = fast[0].copy(), fast[1].copy()
         for i in rows:
             v = replaced[i].get_attr(name)
             if v is not None and (
-                isinstance(v, bool) or not isinstance(v, (int, float)) or (ints_only and isinstance(v, float))
+                (isinstance(v, bool) and not bools)
+                or not isinstance(v, (int, float))
+                or (ints_only and isinstance(v, float))
             ):
                 return None
             present[i], values[i] = v is not None, int(v) if v is not None else 0
