@@ -106,52 +106,12 @@ def frame_records(buf, starts, ends, out):  # pragma: no cover - compiled
 
 
 @kernel
-def _splice_one(
-    buf, s, end, bits, drop_fields, ins, ins_field, ins_a, ins_b, rep, rep_at, rep_a, rep_b, extra, out, at, write
-):  # noqa: E501  # pragma: no cover - compiled
-    """One record's new body at ``out[at:]`` (``write`` False: only measured); returns the end, -1 if malformed."""
-    k, kend = ins
-    r, rend = rep
-    p = s
-    if bits & DROP_ALL:
-        p = end
-    while p < end:
-        tag, q = _read_varint(buf, p, end)
-        if q < 0:
-            return -1
-        f = np.int64(tag >> np.uint64(3))
-        q2 = _field_end(buf, q, end, np.int64(tag & _U7))
-        if q2 < 0:
-            return -1
-        while k < kend and ins_field[k] < f:
-            n = ins_b[k] - ins_a[k]
-            if write:
-                out[at : at + n] = extra[ins_a[k] : ins_b[k]]
-            at += n
-            k += 1
-        if r < rend and rep_at[r] == p:
-            n = rep_b[r] - rep_a[r]
-            if write:
-                out[at : at + n] = extra[rep_a[r] : rep_b[r]]
-            at += n
-            r += 1
-        else:
-            dropped = False
-            for j in range(len(drop_fields)):
-                if drop_fields[j] == f and (bits >> np.uint64(j)) & np.uint64(1):
-                    dropped = True
-            if not dropped:
-                if write:
-                    out[at : at + q2 - p] = buf[p:q2]
-                at += q2 - p
-        p = q2
-    while k < kend:
-        n = ins_b[k] - ins_a[k]
-        if write:
-            out[at : at + n] = extra[ins_a[k] : ins_b[k]]
-        at += n
-        k += 1
-    return at
+def _copy(out, at, src, a, b, write):  # pragma: no cover - compiled
+    """``out[at:] = src[a:b]`` when ``write``; returns the position after."""
+    if write:
+        for x in range(b - a):
+            out[at + x] = src[a + x]
+    return at + b - a
 
 
 @kernel
@@ -173,7 +133,7 @@ def splice_records(
     extra,
     body,
     out,
-):  # noqa: E501  # pragma: no cover - compiled
+):  # pragma: no cover - compiled
     """Edited records (see the module docstring), framed, into ``out``.
 
     Args:
@@ -186,27 +146,63 @@ def splice_records(
         body: int64[N] filled with each kept record's new body length when ``out`` is empty (the first
             pass; returns the framed total), else read, and ``out`` written (returns bytes written).
 
+    Runs of kept fields are copied in one piece; a record with nothing to change is copied whole.
+
     Returns:
         Bytes (needed or written), or ``-(i + 1)`` when record ``i`` is malformed.
     """
-    measure = len(out) == 0
-    total = 0
+    write = len(out) > 0
+    at = 0
     for i in range(len(starts)):
         if not keep[i]:
             continue
-        ins = (ins_ptr[i], ins_ptr[i + 1])
-        rep = (rep_ptr[i], rep_ptr[i + 1])
-        args = (bits[i], drop_fields, ins, ins_field, ins_a, ins_b, rep, rep_at, rep_a, rep_b, extra)
-        if measure:
-            n = _splice_one(buf, starts[i], ends[i], *args, out, 0, False)
-            if n < 0:
-                return -(i + 1)
-            body[i] = n
-            total += n + _varint_len(n)
+        s = starts[i]
+        end = ends[i]
+        k = ins_ptr[i]
+        kend = ins_ptr[i + 1]
+        r = rep_ptr[i]
+        rend = rep_ptr[i + 1]
+        b = bits[i]
+        if write:
+            at = _put_varint(out, at, body[i])
+        begin = at
+        if b == np.uint64(0) and k == kend and r == rend:
+            at = _copy(out, at, buf, s, end, write)
         else:
-            total = _put_varint(out, total, body[i])
-            total = _splice_one(buf, starts[i], ends[i], *args, out, total, True)
-    return total
+            p = end if b & DROP_ALL else s
+            run = p  # start of the kept bytes not copied yet
+            while p < end:
+                tag, q = _read_varint(buf, p, end)
+                q2 = -1 if q < 0 else _field_end(buf, q, end, np.int64(tag & _U7))
+                if q2 < 0:
+                    return -(i + 1)
+                f = np.int64(tag >> np.uint64(3))
+                if k < kend and ins_field[k] < f:
+                    at = _copy(out, at, buf, run, p, write)
+                    run = p
+                    while k < kend and ins_field[k] < f:
+                        at = _copy(out, at, extra, ins_a[k], ins_b[k], write)
+                        k += 1
+                if r < rend and rep_at[r] == p:
+                    at = _copy(out, at, buf, run, p, write)
+                    at = _copy(out, at, extra, rep_a[r], rep_b[r], write)
+                    r += 1
+                    run = q2
+                elif b != np.uint64(0):
+                    for j in range(len(drop_fields)):
+                        if drop_fields[j] == f and (b >> np.uint64(j)) & np.uint64(1):
+                            at = _copy(out, at, buf, run, p, write)
+                            run = q2
+                            break
+                p = q2
+            at = _copy(out, at, buf, run, end, write)
+            while k < kend:
+                at = _copy(out, at, extra, ins_a[k], ins_b[k], write)
+                k += 1
+        if not write:
+            body[i] = at - begin
+            at += _varint_len(at - begin)
+    return at
 
 
 @kernel
@@ -217,3 +213,76 @@ def _varint_len(value):  # pragma: no cover - compiled
         v = v >> _U7
         n += 1
     return n
+
+
+_ATTR_FIELD = 10  # Node.attr
+
+
+@kernel
+def _names_match(buf, a, b, key):  # pragma: no cover - compiled
+    if b - a != len(key):
+        return False
+    for x in range(len(key)):
+        if buf[a + x] != key[x]:
+            return False
+    return True
+
+
+@kernel
+def int_attr_slots(buf, starts, ends, rows, key, at_out, field_out, value_out):  # pragma: no cover - compiled
+    """The first attribute named ``key`` (uint8 bytes) of each record of ``rows`` (int64[K]).
+
+    Fills, per row: ``at_out`` the offset of the attribute's tag (-1: no such attribute); ``field_out``
+    its value's field number when it is a plain integer (no doc string, exactly one value, of kind
+    int32/int64/uint32/uint64 with a value below 2^63), else -1; ``value_out`` that value (uint64).
+
+    Returns:
+        0, or ``-(k + 1)`` when the record of row ``k`` is malformed.
+    """
+    for x in range(len(rows)):
+        i = rows[x]
+        p = starts[i]
+        end = ends[i]
+        at_out[x] = -1
+        field_out[x] = -1
+        while p < end:
+            tag, q = _read_varint(buf, p, end)
+            q2 = -1 if q < 0 else _field_end(buf, q, end, np.int64(tag & _U7))
+            if q2 < 0:
+                return -(x + 1)
+            if tag == np.uint64(_ATTR_FIELD << 3 | 2):
+                _, pp = _read_varint(buf, q, end)
+                named = False
+                n_values = 0
+                doc = False
+                vfield = -1
+                vwt = -1
+                value = np.uint64(0)
+                while pp < q2:
+                    t2, r2 = _read_varint(buf, pp, q2)
+                    e2 = -1 if r2 < 0 else _field_end(buf, r2, q2, np.int64(t2 & _U7))
+                    if e2 < 0:
+                        return -(x + 1)
+                    f2 = np.int64(t2 >> np.uint64(3))
+                    w2 = np.int64(t2 & _U7)
+                    if f2 == 1 and w2 == 2:
+                        ln, ds = _read_varint(buf, r2, q2)
+                        named = _names_match(buf, ds, e2, key)
+                    elif f2 == 2:
+                        doc = True
+                    elif f2 >= 3:
+                        n_values += 1
+                        vfield = f2
+                        vwt = w2
+                        if w2 == 0:
+                            value, _ = _read_varint(buf, r2, q2)
+                    pp = e2
+                if named:
+                    at_out[x] = p
+                    plain = n_values == 1 and not doc and vwt == 0 and value < np.uint64(1) << np.uint64(63)
+                    if plain and (vfield == 7 or vfield == 9 or vfield == 11 or vfield == 13):  # int32/64, uint32/64
+                        field_out[x] = vfield
+                        value_out[x] = value
+                    break
+            p = q2
+    return 0
