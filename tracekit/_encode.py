@@ -286,3 +286,56 @@ def int_attr_slots(buf, starts, ends, rows, key, at_out, field_out, value_out): 
                     break
             p = q2
     return 0
+
+
+@kernel
+def type_and_string_attr(buf, starts, ends, key, types, at, length):  # pragma: no cover - compiled
+    """Each record's ``type`` (field 3) and where its first attribute named ``key`` holds a ``string_val``.
+
+    Fills ``types`` int64[N] (0 when absent, as proto3 reads it), ``at``/``length`` int64[N]: the string's
+    bytes ``buf[at:at+length]``; ``length`` -1 when there is no such attribute, -2 when it holds
+    something other than one ``string_val`` (29).
+
+    Returns:
+        0, or ``-(i + 1)`` when record ``i`` is malformed.
+    """
+    for i in range(len(starts)):
+        p = starts[i]
+        end = ends[i]
+        types[i] = 0
+        length[i] = -1
+        at[i] = 0
+        while p < end:
+            tag, q = _read_varint(buf, p, end)
+            q2 = -1 if q < 0 else _field_end(buf, q, end, np.int64(tag & _U7))
+            if q2 < 0:
+                return -(i + 1)
+            if tag == np.uint64(3 << 3):
+                v, _ = _read_varint(buf, q, end)
+                types[i] = np.int64(v)
+            elif tag == np.uint64(_ATTR_FIELD << 3 | 2) and length[i] == -1:
+                _, pp = _read_varint(buf, q, end)
+                named = False
+                n_values = 0
+                s_at = 0
+                s_len = -2
+                while pp < q2:
+                    t2, r2 = _read_varint(buf, pp, q2)
+                    e2 = -1 if r2 < 0 else _field_end(buf, r2, q2, np.int64(t2 & _U7))
+                    if e2 < 0:
+                        return -(i + 1)
+                    if t2 == np.uint64(1 << 3 | 2):
+                        _, ds = _read_varint(buf, r2, q2)
+                        named = _names_match(buf, ds, e2, key)
+                    elif t2 >> np.uint64(3) >= np.uint64(3):
+                        n_values += 1
+                        if t2 == np.uint64(29 << 3 | 2):
+                            _, ds = _read_varint(buf, r2, q2)
+                            s_at = ds
+                            s_len = e2 - ds
+                    pp = e2
+                if named:
+                    at[i] = s_at
+                    length[i] = s_len if n_values == 1 else -2
+            p = q2
+    return 0
