@@ -24,9 +24,14 @@ callers turn that into :class:`~tracekit.errors.TraceFormatError`.
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 
 from tracekit._jit import kernel
+
+# Small helpers of the kernels, inlined into each at numba's IR level: a call from one compiled
+# function to another is not inlined otherwise, and costs more than the helper's work.
+_inline = numba.njit(inline="always", cache=True)
 
 DROP_ALL = np.uint64(1) << np.uint64(63)  # drop bit: every original field of the record
 _U7 = np.uint64(7)
@@ -43,7 +48,7 @@ def varint_lens(values: np.ndarray) -> np.ndarray:
     return lens
 
 
-@kernel
+@_inline
 def _put_varint(out, at, value):  # pragma: no cover - compiled
     v = np.uint64(value)
     while v >= _U128:
@@ -54,7 +59,7 @@ def _put_varint(out, at, value):  # pragma: no cover - compiled
     return at + 1
 
 
-@kernel
+@_inline
 def _read_varint(buf, p, end):  # pragma: no cover - compiled
     """``(value, next position)``; next position -1 when the varint is cut or longer than 10 bytes."""
     v = np.uint64(0)
@@ -71,7 +76,7 @@ def _read_varint(buf, p, end):  # pragma: no cover - compiled
     return v, -1
 
 
-@kernel
+@_inline
 def _field_end(buf, p, end, wt):  # pragma: no cover - compiled
     """Position just past a field's value starting at ``p`` (after its tag), -1 when malformed."""
     if wt == 0:
@@ -105,7 +110,7 @@ def frame_records(buf, starts, ends, out):  # pragma: no cover - compiled
     return at
 
 
-@kernel
+@_inline
 def _copy(out, at, src, a, b, write):  # pragma: no cover - compiled
     """``out[at:] = src[a:b]`` when ``write``; returns the position after."""
     if write:
@@ -205,7 +210,7 @@ def splice_records(
     return at
 
 
-@kernel
+@_inline
 def _varint_len(value):  # pragma: no cover - compiled
     v = np.uint64(value)
     n = 1
@@ -218,7 +223,7 @@ def _varint_len(value):  # pragma: no cover - compiled
 _ATTR_FIELD = 10  # Node.attr
 
 
-@kernel
+@_inline
 def _names_match(buf, a, b, key):  # pragma: no cover - compiled
     if b - a != len(key):
         return False
