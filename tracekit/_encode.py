@@ -344,3 +344,91 @@ def type_and_string_attr(buf, starts, ends, key, types, at, length):  # pragma: 
                     length[i] = s_len if n_values == 1 else -2
             p = q2
     return 0
+
+
+@_inline
+def _put_packed(out, at, tag, ids, lo, hi, write):  # pragma: no cover - compiled
+    """A packed repeated-varint field (``tag`` byte) of ``ids[lo:hi]``; nothing when empty."""
+    if hi == lo:
+        return at
+    payload = 0
+    for x in range(lo, hi):
+        payload += _varint_len(ids[x])
+    if not write:
+        return at + 1 + _varint_len(payload) + payload
+    out[at] = tag
+    at = _put_varint(out, at + 1, payload)
+    for x in range(lo, hi):
+        at = _put_varint(out, at, ids[x])
+    return at
+
+
+@_inline
+def _put_uint_field(out, at, tag, value, write):  # pragma: no cover - compiled
+    """A varint field (tag bytes in ``tag``, 1 or 2 of them: ``tag`` < 2^14) when ``value`` is not 0."""
+    if value == 0:
+        return at
+    n = _varint_len(tag) + _varint_len(value)
+    if write:
+        at = _put_varint(out, at, tag)
+        return _put_varint(out, at, value)
+    return at + n
+
+
+@kernel
+def encode_node_columns(
+    ids,
+    types,
+    duration_ns,
+    start_ns,
+    name_bytes,
+    name_ptr,
+    name_codes,
+    ctrl_ptr,
+    ctrl_ids,
+    data_ptr,
+    data_ids,
+    attr_bytes,
+    attr_tab_ptr,
+    attr_ptr,
+    attr_codes,
+    body,
+    out,
+):  # pragma: no cover - compiled
+    """Framed ``Node`` records from columns, in field number order as protobuf writes them.
+
+    Args:
+        ids: uint64[N]; types: int64[N]; duration_ns, start_ns: int64[N] (already range-checked).
+        name_bytes, name_ptr: the encoded ``name`` fields (tag included, empty for "") of a name table;
+            name_codes: int64[N] row of each node in it.
+        ctrl_ptr, ctrl_ids / data_ptr, data_ids: CSR dependency lists (int64[N+1], uint64[E]).
+        attr_bytes, attr_tab_ptr: encoded ``attr`` fields (tag and length included) of an attribute
+            table; attr_ptr, attr_codes: CSR of each node's attribute rows (int64[N+1], int64[A]).
+        body: int64[N] filled with body lengths when ``out`` is empty (returns the framed total),
+            else read, and ``out`` written (returns bytes written).
+    """
+    write = len(out) > 0
+    at = 0
+    for i in range(len(ids)):
+        if write:
+            at = _put_varint(out, at, body[i])
+        begin = at
+        at = _put_uint_field(out, at, 1 << 3, ids[i], write)
+        c = name_codes[i]
+        at = _copy(out, at, name_bytes, name_ptr[c], name_ptr[c + 1], write)
+        at = _put_uint_field(out, at, 3 << 3, types[i], write)
+        at = _put_packed(out, at, 4 << 3 | 2, ctrl_ids, ctrl_ptr[i], ctrl_ptr[i + 1], write)
+        at = _put_packed(out, at, 5 << 3 | 2, data_ids, data_ptr[i], data_ptr[i + 1], write)
+        at = _put_uint_field(out, at, 6 << 3, start_ns[i] // 1000, write)
+        at = _put_uint_field(out, at, 7 << 3, duration_ns[i] // 1000, write)
+        for x in range(attr_ptr[i], attr_ptr[i + 1]):
+            a = attr_codes[x]
+            at = _copy(out, at, attr_bytes, attr_tab_ptr[a], attr_tab_ptr[a + 1], write)
+        if duration_ns[i] % 1000:
+            at = _put_uint_field(out, at, 1001 << 3, duration_ns[i], write)
+        if start_ns[i] % 1000:
+            at = _put_uint_field(out, at, 1002 << 3, start_ns[i], write)
+        if not write:
+            body[i] = at - begin
+            at += _varint_len(at - begin)
+    return at

@@ -31,6 +31,7 @@ import numpy as np
 
 from google.protobuf.message import DecodeError
 
+from tracekit._batch import encode_nodes  # noqa: F401
 from tracekit._codec import metadata_from_pb, metadata_to_pb, node_to_pb
 from tracekit._framing import (
     DEFAULT_MAX_DECOMPRESSED_BYTES,
@@ -215,6 +216,7 @@ __all__ = [
     "protect_inputs",
     "read_input_bytes",
     "encode_node",
+    "encode_nodes",
     "encode_trace",
     "frame",
     "iter_nodes",
