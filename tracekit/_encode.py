@@ -432,3 +432,17 @@ def encode_node_columns(
             body[i] = at - begin
             at += _varint_len(at - begin)
     return at
+
+
+@kernel
+def back_to_back(buf, starts, ends):  # pragma: no cover - compiled
+    """True when every record ``i > 0`` is preceded, right after record ``i - 1``, by its minimal length varint."""
+    for i in range(1, len(starts)):
+        n = ends[i] - starts[i]
+        p = ends[i - 1]
+        if starts[i] - p != _varint_len(n):
+            return False
+        v, q = _read_varint(buf, p, starts[i])
+        if q != starts[i] or v != np.uint64(n):
+            return False
+    return True

@@ -157,7 +157,7 @@ def framed_records(encoded: Any) -> list[bytes | memoryview]:
     transform) this is one slice of it; otherwise they are framed again in one compiled pass
     (:func:`tracekit._encode.frame_records`).
     """
-    from tracekit._encode import frame_records, varint_lens
+    from tracekit._encode import back_to_back, frame_records, varint_lens
 
     starts = np.asarray(encoded.starts, dtype=np.int64)
     ends = np.asarray(encoded.ends, dtype=np.int64)
@@ -166,11 +166,12 @@ def framed_records(encoded: Any) -> list[bytes | memoryview]:
     lens = ends - starts
     pre = varint_lens(lens)
     view = memoryview(encoded.data)
-    if np.array_equal(starts[1:] - pre[1:], ends[:-1]):  # each length prefix sits right after the previous record
+    buf = np.frombuffer(encoded.data, dtype=np.uint8)
+    if back_to_back(buf, starts, ends):
         first = int(starts[0])
         return [frame(bytes(view[first : int(ends[0])])), view[int(ends[0]) : int(ends[-1])]]
     out = np.empty(int((lens + pre).sum()), dtype=np.uint8)
-    frame_records(np.frombuffer(encoded.data, dtype=np.uint8), starts, ends, out)
+    frame_records(buf, starts, ends, out)
     return [out.data]
 
 
