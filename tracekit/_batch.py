@@ -55,6 +55,41 @@ def _csr(ptr: np.ndarray | None, values: np.ndarray | None, n: int, what: str) -
     return p, v
 
 
+def _checked(
+    ids: np.ndarray,
+    types: np.ndarray,
+    duration_ns: np.ndarray,
+    start_ns: np.ndarray | None,
+    name_codes: np.ndarray,
+    n_names: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The per-node columns as the kernel's dtypes, checked (see :func:`encode_nodes` for the errors)."""
+    ids = np.asarray(ids)
+    n = len(ids)
+    cols = {"types": types, "duration_ns": duration_ns, "name_codes": name_codes}
+    if start_ns is not None:
+        cols["start_ns"] = start_ns
+    for what, col in cols.items():
+        if len(col) != n:
+            raise TracekitError(f"encode_nodes: {what} has {len(col)} entries for {n} ids")
+    if n and (ids.dtype.kind == "i" and bool((ids < 0).any())):
+        raise TracekitError(f"node id {int(ids[np.argmax(ids < 0)])} is negative")
+    ids = ids.astype(np.uint64)
+    types_a = np.asarray(types, dtype=np.int64)
+    dur = np.asarray(duration_ns, dtype=np.int64)
+    start = np.zeros(n, np.int64) if start_ns is None else np.asarray(start_ns, dtype=np.int64)
+    limits = (("type", types_a, 2**31 - 1), ("duration", dur, MAX_DURATION_NS), ("start time", start, MAX_TIME_NS))
+    for what, col, top in limits:
+        bad = (col < 0) | (col > top)
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise TracekitError(f"{what} {int(col[i]):,} is out of range (0 to {top:,})", node_id=int(ids[i]))
+    codes = np.asarray(name_codes, dtype=np.int64)
+    if n and (codes.min() < 0 or codes.max() >= n_names):
+        raise TracekitError(f"encode_nodes: a name code is outside the {n_names} names")
+    return ids, types_a, dur, start, codes
+
+
 def encode_nodes(
     ids: np.ndarray,
     types: np.ndarray,
@@ -98,32 +133,8 @@ def encode_nodes(
     """
     from tracekit._encode import encode_node_columns
 
-    ids = np.asarray(ids)
+    ids, types_a, dur, start, codes = _checked(ids, types, duration_ns, start_ns, name_codes, len(names))
     n = len(ids)
-    cols = {"types": types, "duration_ns": duration_ns, "name_codes": name_codes}
-    if start_ns is not None:
-        cols["start_ns"] = start_ns
-    for what, col in cols.items():
-        if len(col) != n:
-            raise TracekitError(f"encode_nodes: {what} has {len(col)} entries for {n} ids")
-    if n and (ids.dtype.kind == "i" and bool((ids < 0).any())):
-        raise TracekitError(f"node id {int(ids[np.argmax(ids < 0)])} is negative")
-    ids = ids.astype(np.uint64)
-    types_a = np.asarray(types, dtype=np.int64)
-    dur = np.asarray(duration_ns, dtype=np.int64)
-    start = np.zeros(n, np.int64) if start_ns is None else np.asarray(start_ns, dtype=np.int64)
-    for what, col, top in (
-        ("type", types_a, 2**31 - 1),
-        ("duration", dur, MAX_DURATION_NS),
-        ("start time", start, MAX_TIME_NS),
-    ):
-        bad = (col < 0) | (col > top)
-        if bad.any():
-            i = int(np.argmax(bad))
-            raise TracekitError(f"{what} {int(col[i]):,} is out of range (0 to {top:,})", node_id=int(ids[i]))
-    codes = np.asarray(name_codes, dtype=np.int64)
-    if n and (codes.min() < 0 or codes.max() >= len(names)):
-        raise TracekitError(f"encode_nodes: a name code is outside the {len(names)} names")
     name_bytes, name_ptr = _table([_field_bytes(2 << 3 | 2, s.encode()) if s else b"" for s in names])
     d_ptr, d_ids = _csr(data_ptr, data_ids, n, "data_deps")
     c_ptr, c_ids = _csr(ctrl_ptr, ctrl_ids, n, "ctrl_deps")

@@ -119,6 +119,44 @@ def _copy(out, at, src, a, b, write):  # pragma: no cover - compiled
     return at + b - a
 
 
+@_inline
+def _edit_record(
+    buf, s, end, b, drop_fields, k, kend, ins_field, ins_a, ins_b, r, rend, rep_at, rep_a, rep_b, extra, out, at, write
+):  # pragma: no cover - compiled
+    """One record's edited body at ``out[at:]`` (see :func:`splice_records`); the end, or -1 if malformed."""
+    p = end if b & DROP_ALL else s
+    run = p  # start of the kept bytes not copied yet
+    while p < end:
+        tag, q = _read_varint(buf, p, end)
+        q2 = -1 if q < 0 else _field_end(buf, q, end, np.int64(tag & _U7))
+        if q2 < 0:
+            return -1
+        f = np.int64(tag >> np.uint64(3))
+        if k < kend and ins_field[k] < f:
+            at = _copy(out, at, buf, run, p, write)
+            run = p
+            while k < kend and ins_field[k] < f:
+                at = _copy(out, at, extra, ins_a[k], ins_b[k], write)
+                k += 1
+        if r < rend and rep_at[r] == p:
+            at = _copy(out, at, buf, run, p, write)
+            at = _copy(out, at, extra, rep_a[r], rep_b[r], write)
+            r += 1
+            run = q2
+        elif b != np.uint64(0):
+            for j in range(len(drop_fields)):
+                if drop_fields[j] == f and (b >> np.uint64(j)) & np.uint64(1):
+                    at = _copy(out, at, buf, run, p, write)
+                    run = q2
+                    break
+        p = q2
+    at = _copy(out, at, buf, run, end, write)
+    while k < kend:
+        at = _copy(out, at, extra, ins_a[k], ins_b[k], write)
+        k += 1
+    return at
+
+
 @kernel
 def splice_records(
     buf,
@@ -174,36 +212,12 @@ def splice_records(
         if b == np.uint64(0) and k == kend and r == rend:
             at = _copy(out, at, buf, s, end, write)
         else:
-            p = end if b & DROP_ALL else s
-            run = p  # start of the kept bytes not copied yet
-            while p < end:
-                tag, q = _read_varint(buf, p, end)
-                q2 = -1 if q < 0 else _field_end(buf, q, end, np.int64(tag & _U7))
-                if q2 < 0:
-                    return -(i + 1)
-                f = np.int64(tag >> np.uint64(3))
-                if k < kend and ins_field[k] < f:
-                    at = _copy(out, at, buf, run, p, write)
-                    run = p
-                    while k < kend and ins_field[k] < f:
-                        at = _copy(out, at, extra, ins_a[k], ins_b[k], write)
-                        k += 1
-                if r < rend and rep_at[r] == p:
-                    at = _copy(out, at, buf, run, p, write)
-                    at = _copy(out, at, extra, rep_a[r], rep_b[r], write)
-                    r += 1
-                    run = q2
-                elif b != np.uint64(0):
-                    for j in range(len(drop_fields)):
-                        if drop_fields[j] == f and (b >> np.uint64(j)) & np.uint64(1):
-                            at = _copy(out, at, buf, run, p, write)
-                            run = q2
-                            break
-                p = q2
-            at = _copy(out, at, buf, run, end, write)
-            while k < kend:
-                at = _copy(out, at, extra, ins_a[k], ins_b[k], write)
-                k += 1
+            at = _edit_record(
+                buf, s, end, b, drop_fields, k, kend, ins_field, ins_a, ins_b, r, rend, rep_at, rep_a, rep_b, extra,
+                out, at, write,
+            )  # fmt: skip
+            if at < 0:
+                return -(i + 1)
         if not write:
             body[i] = at - begin
             at += _varint_len(at - begin)
