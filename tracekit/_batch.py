@@ -9,6 +9,7 @@ Generators that produce hundreds of thousands of nodes per rank call
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -143,10 +144,11 @@ def encode_nodes(
     if len(a_codes) and (a_codes.min() < 0 or a_codes.max() >= len(attrs)):
         raise TracekitError(f"encode_nodes: an attribute code is outside the {len(attrs)} attributes")
     attr_bytes, attr_tab_ptr = _table(_attr_fields(attrs))
-    args = (ids, types_a, dur, start, name_bytes, name_ptr, codes, c_ptr, c_ids, d_ptr, d_ids)
+    kern: Any = encode_node_columns  # a compiled kernel: its arity is checked by numba
+    args: tuple[Any, ...] = (ids, types_a, dur, start, name_bytes, name_ptr, codes, c_ptr, c_ids, d_ptr, d_ids)
     args += (attr_bytes, attr_tab_ptr, a_ptr, a_codes)
     body = np.zeros(n, dtype=np.int64)
-    total = encode_node_columns(*args, body, np.zeros(0, np.uint8))
+    total = kern(*args, body, np.zeros(0, np.uint8))
     out = np.empty(total, dtype=np.uint8)
-    encode_node_columns(*args, body, out)
+    kern(*args, body, out)
     return out.tobytes()

@@ -314,11 +314,12 @@ def rewrite(rec: Records, edit: Edit, metadata: Any = None) -> Any:
     keep = args[0]
     body = np.zeros(len(rec), dtype=np.int64)
     starts, ends = rec.starts.astype(np.int64), rec.ends.astype(np.int64)
-    total = splice_records(rec.buf, starts, ends, *args, body, np.zeros(0, np.uint8))
+    splice: Any = splice_records  # a compiled kernel: its arity is checked by numba
+    total = splice(rec.buf, starts, ends, *args, body, np.zeros(0, np.uint8))
     if total < 0:
         raise TraceFormatError(f"node record {-total - 1} is not a valid Node message", path=rec.path, rank=rec.rank)
     out = np.empty(total, dtype=np.uint8)
-    splice_records(rec.buf, starts, ends, *args, body, out)
+    splice(rec.buf, starts, ends, *args, body, out)
     kept_body = body[keep]
     new_ends = np.cumsum(kept_body + varint_lens(kept_body))
     return _trace_of(out.tobytes(), new_ends - kept_body, new_ends, md, rec.rank)

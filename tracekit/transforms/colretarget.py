@@ -33,7 +33,7 @@ def _str_column(cols: Any, name: str, rows: np.ndarray) -> list[str | None]:
 
 def _ratios(
     rows: np.ndarray, ops: np.ndarray, nbytes: np.ndarray, op_class: list, dtype: list, src: Any, dst: Any
-) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
+) -> tuple[list[str], np.ndarray, np.ndarray]:
     """Per row: method, ratio (nan: keep the duration), dtype fell back, from one call per distinct tuple."""
     from tracekit.projection import projected_duration
 
