@@ -73,6 +73,6 @@ def test_random_dags_match_brute_force():
         deps = [rng.permutation(d) for d in deps]
         ptr = np.concatenate(([0], np.cumsum([len(d) for d in deps]))).astype(np.int64)
         flat = np.concatenate(deps).astype(np.int64)
-        got = redundant_by_search(ptr, flat, np.arange(n, dtype=np.int64))
+        got = redundant_by_search(ptr, flat, np.arange(n, dtype=np.int64))  # position order is topological
         assert got.tolist() == _closure_redundant(n, ptr, flat).tolist()
         assert got.any() or n < 10

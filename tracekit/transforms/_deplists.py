@@ -121,7 +121,7 @@ def _first_occurrences(owner: np.ndarray, value: np.ndarray) -> np.ndarray:
 
 
 @kernel
-def redundant_by_search(ptr, deps, rank):  # pragma: no cover - compiled
+def redundant_by_search(ptr, deps, order):  # pragma: no cover - compiled
     """bool[E]: dependency ``deps[k]`` of its owner ``v`` is a strict ancestor of another dependency of ``v``.
 
     Exact transitive reduction of a DAG, by a pruned reachability search per node with two or more
@@ -129,13 +129,15 @@ def redundant_by_search(ptr, deps, rank):  # pragma: no cover - compiled
 
     Args:
         ptr: int64[n+1] CSR of each node's distinct dependencies (positions, ``deps`` int64[E]).
-        rank: int64[n] position of each node in a topological order (dependencies first).
+        order: int64[n] the nodes in a topological order (dependencies first).
 
     Rule: for ``v`` with dependencies ``D``, search backwards from the dependencies of every
     ``w`` in ``D``; a ``d`` in ``D`` reached is redundant (``w`` waits for ``d``, so ``v`` does),
     and nothing else is (the search visits every strict ancestor that could be in ``D``).  It only
-    visits nodes whose rank is at least ``min(rank[D])``: a node ranked lower is not in ``D`` and
-    neither are its ancestors (ranked lower still), so pruning them loses nothing.  Cost: O(n + e)
+    visits nodes whose rank (position in ``order``) is at least ``min(rank[D])``: a node ranked lower
+    is not in ``D`` and neither are its ancestors (ranked lower still), so pruning them loses nothing.
+    Nodes are done in ``order``, so every ancestor's list is already reduced and the search follows
+    kept edges only (a transitive reduction has the reachability of its graph).  Cost: O(n + e)
     for chains and for graphs whose multi-dependency nodes depend on a window of recent nodes
     (the search stays inside the window); the worst case is the size of the window's subgraph per
     such node, O(n e) in general (transitive reduction is as hard as transitive closure).
@@ -144,7 +146,10 @@ def redundant_by_search(ptr, deps, rank):  # pragma: no cover - compiled
     out = np.zeros(len(deps), dtype=np.bool_)
     stamp = np.full(n, -1, dtype=np.int64)
     stack = np.empty(max(n, 1), dtype=np.int64)
-    for v in range(n):
+    rank = np.empty(n, dtype=np.int64)
+    for r in range(n):
+        rank[order[r]] = r
+    for v in order:
         lo = ptr[v]
         hi = ptr[v + 1]
         if hi - lo < 2:
@@ -157,7 +162,7 @@ def redundant_by_search(ptr, deps, rank):  # pragma: no cover - compiled
             w = deps[k]
             for j in range(ptr[w], ptr[w + 1]):
                 u = deps[j]
-                if rank[u] >= low and stamp[u] != v:
+                if not out[j] and rank[u] >= low and stamp[u] != v:
                     stamp[u] = v
                     stack[top] = u
                     top += 1
@@ -166,7 +171,7 @@ def redundant_by_search(ptr, deps, rank):  # pragma: no cover - compiled
             u = stack[top]
             for j in range(ptr[u], ptr[u + 1]):
                 x = deps[j]
-                if rank[x] >= low and stamp[x] != v:
+                if not out[j] and rank[x] >= low and stamp[x] != v:
                     stamp[x] = v
                     stack[top] = x
                     top += 1

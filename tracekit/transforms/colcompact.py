@@ -122,9 +122,7 @@ def _redundant_exact(n: int, e_own: np.ndarray, e_pos: np.ndarray, deg: np.ndarr
     (:func:`~tracekit.transforms._deplists.redundant_by_search`; ``e_own`` sorted)."""
     ptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(deg, out=ptr[1:])
-    rank = np.empty(n, dtype=np.int64)
-    rank[order] = np.arange(n)
-    return redundant_by_search(ptr, e_pos.astype(np.int64), rank)
+    return redundant_by_search(ptr, e_pos.astype(np.int64), np.asarray(order, dtype=np.int64))
 
 
 # ----------------------------------------------------------------------------- chain merging

@@ -79,9 +79,7 @@ def reduce_dependencies(nodes: list[Node]) -> list[Node]:
         ptr = np.zeros(n + 1, dtype=np.int64)
         np.cumsum([len(ds) for ds in deps], out=ptr[1:])
         flat = np.fromiter((d for ds in deps for d in ds), dtype=np.int64, count=int(ptr[-1]))
-        rank = np.empty(n, dtype=np.int64)
-        rank[np.asarray(order, dtype=np.int64)] = np.arange(n)
-        red = redundant_by_search(ptr, flat, rank).tolist()
+        red = redundant_by_search(ptr, flat, np.asarray(order, dtype=np.int64)).tolist()
         ptr_l = ptr.tolist()
         for v in range(n):
             keep[v] = [d for k, d in enumerate(deps[v]) if not red[ptr_l[v] + k]]
