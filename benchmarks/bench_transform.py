@@ -6,8 +6,8 @@ Workloads:
     (``BENCH_XF_NODES``) with the realistic mix of ``bench_read_mix`` (half COMP, half COMM_COLL with
     4-6 attributes); the same on a 100,000-node rank through the columnar path and through the
     per-node path (the nodes decoded first: the reference, measured in the same run).  CPU seconds
-    (median of ``BENCH_RUNS`` runs, default 3, with min and max; the machine is shared) and nodes per
-    CPU second;
+    (median of ``BENCH_RUNS`` runs, default 3, with min and max; the machine is shared), nodes per
+    CPU second, and the medians of the read (with column decoding), transform and write steps;
   - a generated GPT-style job (8 layers, h 2048, 8 micro-batches) at tp 2 x pp 4
     x dp 8 (64 ranks): Rescale dp 8 -> 64 (512 ranks), ChangeTP 2 -> 4, ChangePP 4 -> 8;
   - the bundled Chakra feeder trace (3,664 nodes, 181,878 data deps): Compact.
