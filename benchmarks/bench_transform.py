@@ -6,8 +6,8 @@ Workloads:
     (``BENCH_XF_NODES``) with the realistic mix of ``bench_read_mix`` (half COMP, half COMM_COLL with
     4-6 attributes); the same on a 100,000-node rank through the columnar path and through the
     per-node path (the nodes decoded first: the reference, measured in the same run).  CPU seconds
-    (median of ``BENCH_RUNS`` runs, default 3, with min and max; the machine is shared) and nodes per
-    CPU second;
+    (median of ``BENCH_RUNS`` runs, default 3, with min and max; the machine is shared), nodes per
+    CPU second, and the medians of the read (with column decoding), transform and write steps;
   - a generated GPT-style job (8 layers, h 2048, 8 micro-batches) at tp 2 x pp 4
     x dp 8 (64 ranks): Rescale dp 8 -> 64 (512 ranks), ChangeTP 2 -> 4, ChangePP 4 -> 8;
   - the bundled Chakra feeder trace (3,664 nodes, 181,878 data deps): Compact.
@@ -34,20 +34,24 @@ def _time(fn, repeat=3):
     return statistics.median(times), out
 
 
-def _e2e(path: Path, out: Path, *, decoded: bool) -> tuple[float, float]:
-    """CPU and wall seconds of read + ScaleCompute(2) + Compact + write of one rank (``decoded``: node path)."""
+def _e2e(path: Path, out: Path, *, decoded: bool) -> tuple[float, float, tuple[float, float, float]]:
+    """CPU and wall seconds of read + ScaleCompute(2) + Compact + write of one rank (``decoded``: node path),
+    and the CPU seconds of each of the three steps (reading includes decoding the columns)."""
     from tracekit.io import read_traceset, write_traceset
     from tracekit.transforms import Compact, Pipeline, ScaleCompute
 
     c0, w0 = time.process_time(), time.perf_counter()
     ts = read_traceset(str(path))
-    if decoded:
-        for t in ts:
-            t.nodes  # noqa: B018 - Node objects: the transforms take the node path
+    for t in ts:
+        t.nodes if decoded else t.columns()  # noqa: B018 - Node objects: the transforms take the node path
+    c1 = time.process_time()
     for f in out.parent.glob(out.name + ".*"):
         f.unlink()
-    write_traceset(Pipeline([ScaleCompute(2), Compact()]).run(ts, source=str(path)), out)
-    return time.process_time() - c0, time.perf_counter() - w0
+    result = Pipeline([ScaleCompute(2), Compact()]).run(ts, source=str(path))
+    c2 = time.process_time()
+    write_traceset(result, out)
+    c3 = time.process_time()
+    return c3 - c0, time.perf_counter() - w0, (c1 - c0, c2 - c1, c3 - c2)
 
 
 def columnar_e2e() -> dict:
@@ -67,20 +71,25 @@ def columnar_e2e() -> dict:
             src = Path(tmp) / f"mix{n}.0.et"
             if not src.exists():
                 make_file(src, n)
-            cpu, wall = [], []
+            cpu, wall, steps = [], [], []
             for _ in range(runs if not (decoded and n > 100_000) else 1):
-                c, w = _e2e(src, Path(tmp) / "out", decoded=decoded)
+                c, w, parts = _e2e(src, Path(tmp) / "out", decoded=decoded)
                 cpu.append(c)
                 wall.append(w)
+                steps.append(parts)
             med = statistics.median(cpu)
             label = f"e2e_{'nodes' if decoded else 'columnar'}_{n}"
             out[label + "_cpu_s"], out[label + "_cpu_s_range"] = med, [min(cpu), max(cpu)]
             out[label + "_wall_s"] = statistics.median(wall)
             out[label + "_nodes_per_cpu_s"] = n / med
+            split = [statistics.median(p[k] for p in steps) for k in range(3)]
+            for k, step in enumerate(("read", "transform", "write")):
+                out[f"{label}_{step}_cpu_s"] = split[k]
             print(
                 f"scale-compute 2 + compact, {'node path' if decoded else 'columnar '} {n:>9,} nodes: "
                 f"{med:7.2f} s CPU ({min(cpu):.2f}-{max(cpu):.2f}), wall {statistics.median(wall):.2f} s, "
-                f"{n / med:>10,.0f} nodes/CPU s",
+                f"{n / med:>10,.0f} nodes/CPU s; read {split[0]:.2f} s, transform {split[1]:.2f} s, "
+                f"write {split[2]:.2f} s (medians)",
                 flush=True,
             )
     return out

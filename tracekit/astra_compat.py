@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
+import numpy as np
 import orjson
 
 from tracekit.groups import DEFAULT_PG, PG_INIT_NAME, parse_pg_entries
@@ -150,12 +151,45 @@ def _renamed_pg_init(values: str, ids: Mapping[str, str | None]) -> str | None:
 def astra_ready(trace: "ExecutionTrace", ids: Mapping[str, str | None]) -> "ExecutionTrace":
     """``trace`` with ASTRA-sim's rules applied (see module doc); the same object when nothing changes.
 
-    Only METADATA and communication nodes are looked at (by column), so a trace read from a file that
-    needs no change keeps its encoded bytes.
+    Only METADATA and communication nodes are looked at, so a trace read from a file that needs no
+    change keeps its encoded bytes; on encoded records the types and ``pg_name`` strings are found by
+    a compiled scan (:func:`tracekit._encode.type_and_string_attr`) and changed records re-spliced.
 
     Raises:
         ValidationError: a ``process_group:init`` value that cannot be read.
     """
+    encoded = getattr(trace, "_nodes", True) is None and getattr(trace, "_encoded", None) is not None
+    candidates = _candidates_encoded(trace, ids) if encoded else _candidates(trace, ids)
+    changes = {}
+    for pos in candidates:
+        fixed = _fixed_node(trace.node_at(pos), ids)
+        if fixed is not None:
+            changes[pos] = fixed
+    if not changes:
+        return trace
+    if encoded:
+        from tracekit._codec import node_to_pb
+        from tracekit.errors import TracekitError
+        from tracekit.transforms._records import Edit, Records, rewrite
+
+        rows = sorted(changes)
+        bodies = []
+        for i in rows:
+            try:
+                bodies.append(node_to_pb(changes[i]).SerializeToString())
+            except (TypeError, ValueError) as exc:
+                raise TracekitError(
+                    f"cannot encode node: {exc}", node_id=changes[i].id, rank=trace.rank, path=trace.path
+                ) from None
+        edit = Edit()
+        edit.replace_record(np.asarray(rows, dtype=np.int64), bodies)
+        return rewrite(Records.of(trace), edit, trace.metadata).with_label(path=trace.path)
+    nodes = [changes.get(i, n) for i, n in enumerate(trace.nodes)]
+    return trace.with_nodes(nodes).with_label(path=trace.path)
+
+
+def _candidates(trace: "ExecutionTrace", ids: Mapping[str, str | None]) -> list[int]:
+    """Positions of METADATA nodes and of communication nodes whose group is renamed or dropped."""
     cols = trace.columns()
     types = cols.types.tolist()
     candidates = [i for i, t in enumerate(types) if t == NodeType.METADATA_NODE]
@@ -175,12 +209,35 @@ def astra_ready(trace: "ExecutionTrace", ids: Mapping[str, str | None]) -> "Exec
                 if renamed[pg]:
                     candidates.append(i)
         candidates.sort()
-    changes = {}
-    for pos in candidates:
-        fixed = _fixed_node(trace.node_at(pos), ids)
-        if fixed is not None:
-            changes[pos] = fixed
-    if not changes:
-        return trace
-    nodes = [changes.get(i, n) for i, n in enumerate(trace.nodes)]
-    return trace.with_nodes(nodes).with_label(path=trace.path)
+    return candidates
+
+
+def _candidates_encoded(trace: "ExecutionTrace", ids: Mapping[str, str | None]) -> list[int]:
+    """:func:`_candidates` on encoded records, by a compiled scan (a ``pg_name`` that is not one string
+    is a candidate: :func:`_fixed_node` decides)."""
+    from tracekit._encode import type_and_string_attr
+    from tracekit.errors import TraceFormatError
+
+    enc = trace._encoded
+    buf = np.frombuffer(enc.data, dtype=np.uint8)
+    starts, ends = np.asarray(enc.starts, dtype=np.int64), np.asarray(enc.ends, dtype=np.int64)
+    n = len(starts)
+    types, at, length = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64)
+    code = type_and_string_attr(buf, starts, ends, np.frombuffer(b"pg_name", np.uint8), types, at, length)
+    if code < 0:
+        raise TraceFormatError(f"node record {-code - 1} is not a valid Node message", path=trace.path, rank=trace.rank)
+    comm = np.isin(types, [int(t) for t in _COMM_TYPES])
+    pick = (types == int(NodeType.METADATA_NODE)) | (comm & (length == -2))
+    named = np.flatnonzero(comm & (length >= 0))
+    if len(named):
+        width = max(int(length[named].max()), 1)
+        grid = at[named, None] + np.arange(width)
+        raw = np.where(np.arange(width) < length[named, None], buf[np.minimum(grid, len(buf) - 1)], 0)
+        distinct, inverse = np.unique(raw.astype(np.uint8).view(f"S{width}").ravel(), return_inverse=True)
+        flags = []
+        for value in distinct.tolist():
+            pg = value.decode("utf-8", errors="surrogateescape")
+            key = DEFAULT_PG if pg == "" else pg
+            flags.append(ids.get(key, key) != pg)
+        pick[named[np.asarray(flags, dtype=bool)[inverse.ravel()]]] = True
+    return np.flatnonzero(pick).tolist()

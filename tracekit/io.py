@@ -25,9 +25,13 @@ from __future__ import annotations
 import gzip
 import os
 from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 from google.protobuf.message import DecodeError
 
+from tracekit._batch import encode_nodes  # noqa: F401
 from tracekit._codec import metadata_from_pb, metadata_to_pb, node_to_pb
 from tracekit._framing import (
     DEFAULT_MAX_DECOMPRESSED_BYTES,
@@ -127,14 +131,14 @@ def encode_trace(trace: ExecutionTrace) -> bytes:
     Raises:
         TracekitError: a node field holds a value protobuf cannot encode.
     """
-    parts: list[bytes] = []
+    parts: list[bytes | memoryview] = []
     meta_raw = getattr(trace, "_meta_raw", None)
     if meta_raw is not None and _meta_untouched(trace):
         parts.append(frame(meta_raw))
     else:
         parts.append(encode_metadata(trace.metadata, rank=trace.rank, path=trace.path))
-    if trace._nodes is None:  # untouched since read: copy the records
-        parts.extend(trace._encoded.raw_records())
+    if trace._nodes is None:  # untouched since read (or rewritten on records): copy the records
+        parts.extend(framed_records(trace._encoded))
     else:
         for node in trace._nodes:
             try:
@@ -144,6 +148,31 @@ def encode_trace(trace: ExecutionTrace) -> bytes:
                     f"cannot encode node: {exc}", node_id=node.id, rank=trace.rank, path=trace.path
                 ) from None
     return b"".join(parts)
+
+
+def framed_records(encoded: Any) -> list[bytes | memoryview]:
+    """The framed node records of ``encoded`` (an :class:`EncodedNodes`) as byte pieces to join, in order.
+
+    When the records lie back to back in their buffer (a file as read, or records rewritten by a columnar
+    transform) this is one slice of it; otherwise they are framed again in one compiled pass
+    (:func:`tracekit._encode.frame_records`).
+    """
+    from tracekit._encode import back_to_back, frame_records, varint_lens
+
+    starts = np.asarray(encoded.starts, dtype=np.int64)
+    ends = np.asarray(encoded.ends, dtype=np.int64)
+    if not len(starts):
+        return []
+    lens = ends - starts
+    pre = varint_lens(lens)
+    view = memoryview(encoded.data)
+    buf = np.frombuffer(encoded.data, dtype=np.uint8)
+    if back_to_back(buf, starts, ends):
+        first = int(starts[0])
+        return [frame(bytes(view[first : int(ends[0])])), view[int(ends[0]) : int(ends[-1])]]
+    out = np.empty(int((lens + pre).sum()), dtype=np.uint8)
+    frame_records(buf, starts, ends, out)
+    return [out.data]
 
 
 def _meta_untouched(trace: ExecutionTrace) -> bool:
@@ -188,6 +217,7 @@ __all__ = [
     "protect_inputs",
     "read_input_bytes",
     "encode_node",
+    "encode_nodes",
     "encode_trace",
     "frame",
     "iter_nodes",

@@ -1,10 +1,13 @@
-"""Dependency lists as CSR arrays, and the vectorized set helpers the columnar transforms share (issue 17)."""
+"""Dependency lists as CSR arrays, the vectorized set helpers the columnar transforms share, and the
+compiled transitive reduction (issue 17)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import numpy as np
+
+from tracekit._jit import kernel
 
 _EMPTY_I = np.zeros(0, dtype=np.int64)
 
@@ -115,3 +118,63 @@ def _first_occurrences(owner: np.ndarray, value: np.ndarray) -> np.ndarray:
     keep = np.ones(len(owner), dtype=bool)
     keep[order[dup]] = False
     return np.flatnonzero(keep)
+
+
+@kernel
+def redundant_by_search(ptr, deps, order):  # pragma: no cover - compiled
+    """bool[E]: dependency ``deps[k]`` of its owner ``v`` is a strict ancestor of another dependency of ``v``.
+
+    Exact transitive reduction of a DAG, by a pruned reachability search per node with two or more
+    dependencies (no ancestor bitsets):
+
+    Args:
+        ptr: int64[n+1] CSR of each node's distinct dependencies (positions, ``deps`` int64[E]).
+        order: int64[n] the nodes in a topological order (dependencies first).
+
+    Rule: for ``v`` with dependencies ``D``, search backwards from the dependencies of every
+    ``w`` in ``D``; a ``d`` in ``D`` reached is redundant (``w`` waits for ``d``, so ``v`` does),
+    and nothing else is (the search visits every strict ancestor that could be in ``D``).  It only
+    visits nodes whose rank (position in ``order``) is at least ``min(rank[D])``: a node ranked lower
+    is not in ``D`` and neither are its ancestors (ranked lower still), so pruning them loses nothing.
+    Nodes are done in ``order``, so every ancestor's list is already reduced and the search follows
+    kept edges only (a transitive reduction has the reachability of its graph).  Cost: O(n + e)
+    for chains and for graphs whose multi-dependency nodes depend on a window of recent nodes
+    (the search stays inside the window); the worst case is the size of the window's subgraph per
+    such node, O(n e) in general (transitive reduction is as hard as transitive closure).
+    """
+    n = len(ptr) - 1
+    out = np.zeros(len(deps), dtype=np.bool_)
+    stamp = np.full(n, -1, dtype=np.int64)
+    stack = np.empty(max(n, 1), dtype=np.int64)
+    rank = np.empty(n, dtype=np.int64)
+    for r in range(n):
+        rank[order[r]] = r
+    for v in order:
+        lo = ptr[v]
+        hi = ptr[v + 1]
+        if hi - lo < 2:
+            continue
+        low = rank[deps[lo]]
+        for k in range(lo + 1, hi):
+            low = min(low, rank[deps[k]])
+        top = 0
+        for k in range(lo, hi):
+            w = deps[k]
+            for j in range(ptr[w], ptr[w + 1]):
+                u = deps[j]
+                if not out[j] and rank[u] >= low and stamp[u] != v:
+                    stamp[u] = v
+                    stack[top] = u
+                    top += 1
+        while top > 0:
+            top -= 1
+            u = stack[top]
+            for j in range(ptr[u], ptr[u + 1]):
+                x = deps[j]
+                if not out[j] and rank[x] >= low and stamp[x] != v:
+                    stamp[x] = v
+                    stack[top] = x
+                    top += 1
+        for k in range(lo, hi):
+            out[k] = stamp[deps[k]] == v
+    return out

@@ -1,15 +1,16 @@
-"""A rank's encoded node records, rewritten with numpy instead of Python objects per node (issue 17).
+"""A rank's encoded node records, rewritten without Python objects per node (issue 17).
 
 Columnar transforms decide *what* changes on :class:`~tracekit.graph.NodeColumns`
 arrays and express it as an :class:`Edit` of the encoded ``Node`` records: records
 to drop, whole fields to drop (e.g. every ``duration_micros``), and new field bytes
-to insert (encoded here, vectorized).  :func:`rewrite` splices the records with a
-single gather per batch of records, so untouched bytes are copied as they are and
-no ``Node`` object is built.
+to insert (encoded here, vectorized).  :func:`rewrite` splices the records in one
+compiled pass (:func:`tracekit._encode.splice_records`), so untouched bytes are
+copied as they are and no ``Node`` object is built.
 
 Insertion keeps the canonical field order protobuf serializers write (field
-number order): a new field ``F`` goes before the first kept field whose number is
-greater than ``F``.  Wire rules (https://protobuf.dev/programming-guides/encoding/):
+number order): a new field ``F`` goes before the first field (kept or dropped)
+whose number is greater than ``F``; several new fields at one place go in field
+number order, then in the order they were added.  Wire rules (https://protobuf.dev/programming-guides/encoding/):
 tags are ``varint(field << 3 | wire_type)``; varints are little-endian base-128;
 repeated integers are written packed (wire type 2: a length, then the varints),
 which is what protobuf's own serializer writes for proto3.
@@ -23,8 +24,8 @@ from typing import Any
 import numpy as np
 
 from tracekit._columnar import walk_fields
+from tracekit._encode import DROP_ALL, splice_records, varint_lens
 
-BATCH_RECORDS = 1 << 16  # records spliced per gather: bounds the temporary index arrays (~8 bytes per output byte)
 _U64 = np.uint64
 
 
@@ -211,22 +212,6 @@ class FieldTable:
     at: np.ndarray
     nxt: np.ndarray
 
-    def insert_point(self, records: np.ndarray, field_number: int, ends: np.ndarray) -> np.ndarray:
-        """Offset where a new field ``field_number`` goes in each of ``records`` (sorted int64[K]).
-
-        The offset of the first field with a greater number (a field being dropped too is fine: the
-        insertion goes where it was), else the record end.
-        """
-        later = self.field > field_number
-        cand_msg, cand_at = self.msg[later], self.at[later]
-        first = np.ones(len(cand_msg), dtype=bool)
-        first[1:] = cand_msg[1:] != cand_msg[:-1]
-        cand_msg, cand_at = cand_msg[first], cand_at[first]
-        idx = np.searchsorted(cand_msg, records)
-        idx_c = np.minimum(idx, max(len(cand_msg) - 1, 0))
-        hit = (idx < len(cand_msg)) & (cand_msg[idx_c] == records) if len(cand_msg) else np.zeros(len(records), bool)
-        return np.where(hit, cand_at[idx_c] if len(cand_msg) else 0, ends[records])
-
 
 # ----------------------------------------------------------------------------- edits
 @dataclass
@@ -261,136 +246,83 @@ class Edit:
         self.inserts.append((records, 0, Blobs.from_list(bodies)))
 
 
-def _batch_rows(records: np.ndarray, lo: int, hi: int) -> slice:
-    return slice(int(np.searchsorted(records, lo)), int(np.searchsorted(records, hi)))
+def _splice_args(rec: Records, edit: Edit) -> tuple[np.ndarray, ...]:
+    """The arrays :func:`tracekit._encode.splice_records` takes, from ``edit`` (see its docstring)."""
+    n = len(rec)
+    keep = np.ones(n, dtype=bool) if edit.keep is None else np.asarray(edit.keep, dtype=bool)
+    drop_fields = np.asarray(sorted({f for _, f in edit.drops if f != -1}), dtype=np.int64)
+    if len(drop_fields) > 62:
+        raise ValueError("more than 62 distinct fields dropped in one edit")
+    bits = np.zeros(n, dtype=np.uint64)
+    for rows, f in edit.drops:
+        bit = DROP_ALL if f == -1 else np.uint64(1) << np.uint64(int(np.searchsorted(drop_fields, f)))
+        bits[rows] |= bit
+    blobs = [b for *_, b in edit.inserts] + [b for *_, b in edit.replaces]
+    extra = np.concatenate([b.data for b in blobs] + [np.zeros(0, np.uint8)])
+    base = np.cumsum([0] + [len(b.data) for b in blobs])
+    own, fld, seq, a = [_EMPTY], [_EMPTY], [_EMPTY], [_EMPTY]
+    for k, (rows, f, b) in enumerate(edit.inserts):
+        own.append(np.asarray(rows, np.int64))
+        fld.append(np.full(len(rows), f, np.int64))
+        seq.append(np.full(len(rows), k, np.int64))
+        a.append(b.ptr.astype(np.int64) + base[k])
+    order = np.lexsort((np.concatenate(seq), np.concatenate(fld), np.concatenate(own)))
+    i_own, i_fld = np.concatenate(own)[order], np.concatenate(fld)[order]
+    i_a, i_b = _starts_ends(a, order)
+    k0 = len(edit.inserts)
+    r_own = [_EMPTY] + [np.asarray(r, np.int64) for r, _, _ in edit.replaces]
+    r_at = [_EMPTY] + [np.asarray(o, np.int64) for _, o, _ in edit.replaces]
+    ra = [_EMPTY] + [b.ptr.astype(np.int64) + base[k0 + k] for k, (_, _, b) in enumerate(edit.replaces)]
+    order = np.lexsort((np.concatenate(r_at), np.concatenate(r_own)))
+    rep_own, rep_at = np.concatenate(r_own)[order], np.concatenate(r_at)[order]
+    rep_a, rep_b = _starts_ends(ra, order)
+    return (keep, bits, drop_fields, _ptr(i_own, n), i_fld, i_a, i_b, _ptr(rep_own, n), rep_at, rep_a, rep_b, extra)
 
 
-def _take_blobs(b: Blobs, rows: slice) -> Blobs:
-    p = b.ptr[rows.start : rows.stop + 1]
-    return Blobs(b.data[p[0] : p[-1]], p - p[0]) if len(p) else Blobs(b.data[:0], np.zeros(1, np.int64))
+_EMPTY = np.zeros(0, dtype=np.int64)
 
 
-def _batch_ops(rec: Records, edit: Edit, lo: int, hi: int):
-    """Cuts ``(owner, a, b)`` and inserts ``(owner, pos, seq, Blobs)`` of records ``lo..hi-1``."""
-    cuts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-    ins: list[tuple[np.ndarray, np.ndarray, np.ndarray, Blobs]] = []
-    table: FieldTable | None = None
-
-    def fields() -> FieldTable:
-        nonlocal table
-        if table is None:
-            table = rec.fields(lo, hi)
-        return table
-
-    for records, fnum in edit.drops:
-        rows = records[_batch_rows(records, lo, hi)]
-        if not len(rows):
-            continue
-        if fnum == -1:
-            cuts.append((rows, rec.starts[rows], rec.ends[rows]))
-            continue
-        t = fields()
-        mark = np.zeros(hi - lo, dtype=bool)
-        mark[rows - lo] = True
-        sel = mark[t.msg - lo] & (t.field == fnum)
-        cuts.append((t.msg[sel], t.at[sel], t.nxt[sel]))
-    for records, offsets, blobs in edit.replaces:
-        span = _batch_rows(records, lo, hi)
-        if span.stop == span.start:
-            continue
-        t = fields()
-        at = offsets[span]
-        k = np.searchsorted(t.at, at)
-        cuts.append((records[span], at, t.nxt[k]))
-        ins.append((records[span], at, np.zeros(len(at), np.int64), _take_blobs(blobs, span)))
-    for seq, (records, fnum, blobs) in enumerate(edit.inserts, start=1):
-        span = _batch_rows(records, lo, hi)
-        if span.stop == span.start:
-            continue
-        r = records[span]
-        pos = rec.starts[r] if fnum == 0 else fields().insert_point(r, fnum, rec.ends)
-        cuts.append((r, pos, pos))
-        ins.append((r, pos, np.full(len(r), seq, np.int64), _take_blobs(blobs, span)))
-    return cuts, ins
+def _starts_ends(ptrs: list[np.ndarray], order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Row ``[start, end)`` offsets of several Blobs' absolute ``ptr`` arrays, concatenated, in ``order``."""
+    starts = np.concatenate([p[:-1] for p in ptrs if len(p)] + [_EMPTY])
+    ends = np.concatenate([p[1:] for p in ptrs if len(p)] + [_EMPTY])
+    return starts[order], ends[order]
 
 
-def _splice_batch(rec: Records, edit: Edit, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Framed output records of ``lo..hi-1``: ``(bytes uint8, body starts, body ends)`` (offsets in the bytes)."""
-    keep = np.ones(hi - lo, dtype=bool) if edit.keep is None else edit.keep[lo:hi]
-    cuts, ins = _batch_ops(rec, edit, lo, hi)
-    kept = np.flatnonzero(keep) + lo
-    c_own = np.concatenate([c[0] for c in cuts] + [np.zeros(0, np.int64)]).astype(np.int64)
-    c_a = np.concatenate([c[1] for c in cuts] + [np.zeros(0, np.int64)]).astype(np.int64)
-    c_b = np.concatenate([c[2] for c in cuts] + [np.zeros(0, np.int64)]).astype(np.int64)
-    ck = keep[c_own - lo]
-    c_own, c_a, c_b = c_own[ck], c_a[ck], c_b[ck]
-    # segments: the complement of the cuts inside each kept record
-    o_own = np.concatenate((kept, c_own))
-    opens = np.concatenate((rec.starts[kept], c_b))
-    closes = np.concatenate((c_a, rec.ends[kept]))
-    oo = np.lexsort((opens, o_own))
-    co = np.lexsort((closes, np.concatenate((c_own, kept))))
-    s_own, s_a, s_b = o_own[oo], opens[oo], closes[co]
-    nz = s_b > s_a
-    s_own, s_a, s_b = s_own[nz], s_a[nz], s_b[nz]
-    i_own = np.concatenate([x[0] for x in ins] + [np.zeros(0, np.int64)]).astype(np.int64)
-    i_pos = np.concatenate([x[1] for x in ins] + [np.zeros(0, np.int64)]).astype(np.int64)
-    i_seq = np.concatenate([x[2] for x in ins] + [np.zeros(0, np.int64)]).astype(np.int64)
-    i_lens = np.concatenate([x[3].lens for x in ins] + [np.zeros(0, np.int64)]).astype(np.int64)
-    i_data = np.concatenate([x[3].data for x in ins] + [np.zeros(0, np.uint8)])
-    ik = keep[i_own - lo] if len(i_own) else np.zeros(0, bool)
-    i_src = np.cumsum(i_lens) - i_lens
-    i_own, i_pos, i_seq, i_lens, i_src = i_own[ik], i_pos[ik], i_seq[ik], i_lens[ik], i_src[ik]
-    # new body lengths, then the length prefixes
-    body = np.zeros(hi - lo, dtype=np.int64)
-    np.add.at(body, s_own - lo, s_b - s_a)
-    np.add.at(body, i_own - lo, i_lens)
-    pb, pl = varints(body[kept - lo])
-    p_src = np.cumsum(pl) - pl
-    # the pieces in output order: (record, position, kind, seq); the bytes come from [source region | extra]
-    base = int(rec.starts[lo]) if hi > lo else 0
-    region = rec.buf[base : int(rec.ends[hi - 1])] if hi > lo else rec.buf[:0]
-    extra = np.concatenate((pb, i_data))
-    own = np.concatenate((kept, s_own, i_own))
-    pos = np.concatenate((rec.starts[kept] - 1, s_a, i_pos))
-    kind = np.concatenate(
-        (np.zeros(len(kept), np.int64), np.ones(len(s_own), np.int64), np.zeros(len(i_own), np.int64))
-    )
-    seq = np.concatenate((np.zeros(len(kept) + len(s_own), np.int64), i_seq))
-    src = np.concatenate((len(region) + p_src, s_a - base, len(region) + len(pb) + i_src))
-    lens = np.concatenate((pl, s_b - s_a, i_lens))
-    order = np.lexsort((seq, kind, pos, own))
-    src, lens = src[order], lens[order]
-    total = int(lens.sum())
-    idx = np.repeat(src - (np.cumsum(lens) - lens), lens) + np.arange(total, dtype=np.int64)
-    out = np.concatenate((region, extra))[idx]
-    framed = pl + body[kept - lo]
-    ends = np.cumsum(framed)
-    return out, ends - body[kept - lo], ends
+def _ptr(owner: np.ndarray, n: int) -> np.ndarray:
+    """CSR row pointers (int64[n+1]) of sorted row numbers ``owner``."""
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(owner, minlength=n), out=ptr[1:])
+    return ptr
 
 
 def rewrite(rec: Records, edit: Edit, metadata: Any = None) -> Any:
     """A new :class:`~tracekit.model.ExecutionTrace` of the edited records (same rank; ``metadata`` or the old one).
 
-    The records are spliced in batches of :data:`BATCH_RECORDS`; the result keeps them
-    encoded, so writing it copies the bytes.
+    One compiled pass measures the new records, a second writes them framed into one buffer
+    (:func:`tracekit._encode.splice_records`); the result keeps them encoded, so writing it copies the bytes.
 
     Raises:
-        TraceFormatError: a record is not a valid ``Node`` message (from the field walk).
+        TraceFormatError: a record is not a valid ``Node`` message (names the rank and record).
     """
+    from tracekit.errors import TraceFormatError
+
     md = rec.metadata if metadata is None else metadata
     if edit.empty():
         return _trace_of(rec.data, rec.starts, rec.ends, md, rec.rank)
-    chunks, starts, ends, base = [], [], [], 0
-    for lo in range(0, len(rec), BATCH_RECORDS):
-        out, s, e = _splice_batch(rec, edit, lo, min(lo + BATCH_RECORDS, len(rec)))
-        chunks.append(out)
-        starts.append(s + base)
-        ends.append(e + base)
-        base += len(out)
-    data = np.concatenate(chunks).tobytes() if chunks else b""
-    cat = lambda xs: np.concatenate(xs) if xs else np.zeros(0, np.int64)  # noqa: E731
-    return _trace_of(data, cat(starts), cat(ends), md, rec.rank)
+    args = _splice_args(rec, edit)
+    keep = args[0]
+    body = np.zeros(len(rec), dtype=np.int64)
+    starts, ends = rec.starts.astype(np.int64), rec.ends.astype(np.int64)
+    splice: Any = splice_records  # a compiled kernel: its arity is checked by numba
+    total = splice(rec.buf, starts, ends, *args, body, np.zeros(0, np.uint8))
+    if total < 0:
+        raise TraceFormatError(f"node record {-total - 1} is not a valid Node message", path=rec.path, rank=rec.rank)
+    out = np.empty(total, dtype=np.uint8)
+    splice(rec.buf, starts, ends, *args, body, out)
+    kept_body = body[keep]
+    new_ends = np.cumsum(kept_body + varint_lens(kept_body))
+    return _trace_of(out.tobytes(), new_ends - kept_body, new_ends, md, rec.rank)
 
 
 def _trace_of(data: bytes, starts: np.ndarray, ends: np.ndarray, metadata: Any, rank: int | None) -> Any:

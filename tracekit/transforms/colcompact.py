@@ -8,9 +8,10 @@ arrays of one rank's dependency lists (CSR over node positions):
   skipped at once (a single dependency is never redundant in a DAG); above
   :data:`~tracekit.transforms.compact.FULL_REDUCTION_LIMIT` nodes the one-step
   rule is one vectorized membership test over the two-hop pairs (O(e + sum of
-  in-degrees of dependencies)); below it the exact ancestor bitsets are built only
-  when some node has two or more dependencies, and each is freed after its last
-  dependant (chains stay linear in time and memory);
+  in-degrees of dependencies)); below it the exact reduction is a compiled, pruned
+  reachability search per node with two or more dependencies
+  (:func:`~tracekit.transforms._deplists.redundant_by_search`: linear for chains and
+  windowed graphs, no ancestor bitsets);
 * chain merging: resources, the serial test and the dependant counts are column
   operations; the chain walk visits only the candidate edges; merged heads are
   the only nodes decoded.
@@ -27,7 +28,16 @@ import numpy as np
 from tracekit.errors import TracekitError, ValidationError
 from tracekit.graph import DepGraph, NodeColumns
 from tracekit.model import NodeType
-from tracekit.transforms._deplists import _EMPTY_I, DepLists, _first_occurrences, _lists, _Lookup, _unique, member
+from tracekit.transforms._deplists import (
+    _EMPTY_I,
+    DepLists,
+    _first_occurrences,
+    _lists,
+    _Lookup,
+    _unique,
+    member,
+    redundant_by_search,
+)
 from tracekit.transforms._records import Edit, Records, packed_fields, rewrite
 
 FIELD_CTRL_DEPS = 4
@@ -108,40 +118,11 @@ def _redundant_one_step(n: int, e_own: np.ndarray, e_pos: np.ndarray, deg: np.nd
 
 
 def _redundant_exact(n: int, e_own: np.ndarray, e_pos: np.ndarray, deg: np.ndarray, order: np.ndarray) -> np.ndarray:
-    """bool[E]: dependency ``d`` of ``v`` is an ancestor of another dependency of ``v`` (ancestor bitsets).
-
-    A node's bitset is dropped after its last dependant in topological order.
-    """
+    """bool[E]: dependency ``d`` of ``v`` is an ancestor of another dependency of ``v``
+    (:func:`~tracekit.transforms._deplists.redundant_by_search`; ``e_own`` sorted)."""
     ptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(deg, out=ptr[1:])
-    rank = np.empty(n, dtype=np.int64)
-    rank[order] = np.arange(n)
-    last_use = np.full(n, -1, dtype=np.int64)
-    np.maximum.at(last_use, e_pos, rank[e_own])
-    free_at: dict[int, list[int]] = {}
-    for p, r in zip(np.flatnonzero(last_use >= 0).tolist(), last_use[last_use >= 0].tolist()):
-        free_at.setdefault(r, []).append(p)
-    ptr_l, pos_l = ptr.tolist(), e_pos.tolist()
-    out = np.zeros(len(e_pos), dtype=bool)
-    anc: dict[int, int] = {}
-    needed = (last_use >= 0).tolist()
-    for r, v in enumerate(order.tolist()):
-        lo, hi = ptr_l[v], ptr_l[v + 1]
-        covered = 0
-        for k in range(lo, hi):
-            covered |= anc[pos_l[k]]
-        acc = covered
-        for k in range(lo, hi):
-            d = pos_l[k]
-            if (covered >> d) & 1:
-                out[k] = True
-            else:
-                acc |= 1 << d
-        if needed[v]:
-            anc[v] = acc
-        for p in free_at.get(r, ()):
-            del anc[p]
-    return out
+    return redundant_by_search(ptr, e_pos.astype(np.int64), np.asarray(order, dtype=np.int64))
 
 
 # ----------------------------------------------------------------------------- chain merging
@@ -158,8 +139,8 @@ def resources(cols: NodeColumns) -> tuple[np.ndarray, np.ndarray]:
             such values as they are; callers fall back to it).
     """
     comp = cols.types == int(NodeType.COMP_NODE)
-    cpu_present, cpu_v = _int_column(cols, "is_cpu_op")
-    cpu = cpu_present & (cpu_v != 0)
+    cpu_present, cpu_v = cols.attr_bool("is_cpu_op")
+    cpu = cpu_present & cpu_v
     _, tid = _int_column(cols, "tid")
     _, stream = _int_column(cols, "stream")
     kind = np.where(comp, np.where(cpu, 1, 2), 0).astype(np.int8)

@@ -21,7 +21,6 @@ import numpy as np
 
 from tracekit.errors import TransformError, ValidationError
 from tracekit.model import MAX_DURATION_NS, MAX_TIME_NS, ExecutionTrace, Node
-from tracekit.transforms._deplists import _unique, member
 from tracekit.transforms._records import Edit, Records, rewrite, varint_fields
 
 FIELD_DURATION_MICROS = 7
@@ -51,8 +50,8 @@ def is_encoded(trace: ExecutionTrace) -> bool:
 def flag_column(cols: Any, name: str) -> np.ndarray:
     """``bool(node.get_attr(name))`` of every node (False where absent), bool[N]."""
     try:
-        present, values = cols.attr_int(name)
-        return present & (values != 0)
+        present, values = cols.attr_bool(name)
+        return present & values
     except ValidationError:  # a non-numeric value: truthiness as Python sees it
         present, vals = cols.attr(name)
         return np.fromiter((bool(v) for v in vals), dtype=bool, count=len(vals))
@@ -180,47 +179,86 @@ def scale_compute_encoded(
     edit = Edit()
     set_durations(edit, timed[changed], new[changed], cols.ids)
     untimed = np.flatnonzero(sel & (dur <= 0))
-    if len(untimed) > FEW_NODES:  # many: look at the roofline attributes first (a column pass)
-        roofline = np.zeros(len(cols), dtype=bool)
-        for name in ("num_ops", "tensor_size"):
-            roofline |= present_column(cols, name)
-        untimed = untimed[roofline[untimed]]
-    replaced = replace_nodes(edit, trace, untimed.tolist(), lambda n: _changed(n, scaled_compute(n, k)))
+    rec = Records.of(trace)
+    patches: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    slow: list[np.ndarray] = []
+    for name in ROOFLINE_ATTRS:  # untimed nodes: their roofline inputs scale (scaled_compute)
+        (rows, at, fields, values), others, _ = scaled_int_attr(rec, untimed, name, np.full(len(untimed), k), cols.ids)
+        slow.append(others)
+        if len(rows):
+            patches[name] = (rows, values)
+            edit.replaces.append((rows, at, int_attr_blobs(name, fields, values)))
+    decode = np.union1d(*slow)
+    if len(decode):  # their fast replacements are superseded by whole records
+        edit.replaces = [_without(r, decode) for r in edit.replaces]
+    replaced = replace_nodes(edit, trace, decode.tolist(), lambda n: _changed(n, scaled_compute(n, k)))
     if edit.empty():
         return trace
-    out = rewrite(Records.of(trace), edit, trace.metadata)
+    out = rewrite(rec, edit, trace.metadata)
     new_dur = dur.copy()
     new_dur[timed[changed]] = new[changed]
-    carry_columns(out, patched_columns(cols, new_dur, replaced))
+    carry_columns(out, patched_columns(cols, new_dur, replaced, patches))
     return out
 
 
-def patched_columns(cols: Any, duration_ns: np.ndarray, replaced: dict[int, Node]) -> Any:
-    """``cols`` with other durations and, at the positions of ``replaced``, those nodes' attributes.
+ROOFLINE_ATTRS = ("num_ops", "tensor_size")
 
-    For rewrites that change durations and attributes only (ids, names, types, dependencies kept).
+
+def _without(replace: tuple[np.ndarray, np.ndarray, Any], rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, Any]:
+    """A replacement entry of an :class:`Edit` without the records ``rows``."""
+    from tracekit.transforms._records import Blobs
+
+    recs, at, blobs = replace
+    keep = ~np.isin(recs, rows)
+    idx = np.flatnonzero(keep)
+    lens = blobs.lens[idx]
+    take = np.repeat(blobs.ptr[:-1][idx] - (np.cumsum(lens) - lens), lens) + np.arange(int(lens.sum()))
+    return recs[keep], at[keep], Blobs.of(blobs.data[take], lens)
+
+
+def patched_columns(
+    cols: Any,
+    duration_ns: np.ndarray,
+    replaced: dict[int, Node],
+    patches: dict[str, tuple[np.ndarray, np.ndarray]] | None = None,
+) -> Any:
+    """``cols`` with other durations and the roofline attributes (:data:`ROOFLINE_ATTRS`) patched.
+
+    ``patches`` maps an attribute name to ``(rows, new int values)``; ``replaced`` (position -> node)
+    gives whole nodes whose roofline attributes are taken.  For rewrites that change durations and
+    those attributes only (ids, names, types, dependencies and other attributes kept).
     """
-    if not replaced:
+    patches = patches or {}
+    if not replaced and not patches:
         return dataclasses.replace(cols, duration_ns=duration_ns, _attr_cache={})
     rows = sorted(replaced)
 
     def attr_fn(name: str) -> tuple[np.ndarray, list[Any]]:
         present, values = cols.attr(name)
+        if name not in ROOFLINE_ATTRS:
+            return present, values
         present, values = present.copy(), list(values)
+        p_rows, p_vals = patches.get(name, (np.zeros(0, np.int64), np.zeros(0, np.int64)))
+        for i, v in zip(p_rows.tolist(), p_vals.tolist()):
+            values[i] = v
         for i in rows:
             v = replaced[i].get_attr(name)
             present[i], values[i] = v is not None, v
         return present, values
 
-    def attr_num_fn(name: str, ints_only: bool = False) -> tuple[np.ndarray, np.ndarray] | None:
-        fast = cols.attr_num_fn(name, ints_only) if cols.attr_num_fn is not None else None
-        if fast is None:
-            return None
+    def attr_num_fn(name: str, ints_only: bool = False, bools: bool = False) -> tuple[np.ndarray, np.ndarray] | None:
+        fast = cols.attr_num_fn(name, ints_only, bools) if cols.attr_num_fn is not None else None
+        if fast is None or name not in ROOFLINE_ATTRS:
+            return fast
         present, values = fast[0].copy(), fast[1].copy()
+        if name in patches:
+            values[patches[name][0]] = patches[name][1]
         for i in rows:
             v = replaced[i].get_attr(name)
             if v is not None and (
-                isinstance(v, bool) or not isinstance(v, (int, float)) or (ints_only and isinstance(v, float))
+                (isinstance(v, bool) and not bools)
+                or not isinstance(v, (int, float))
+                or (ints_only and isinstance(v, float))
             ):
                 return None
             present[i], values[i] = v is not None, int(v) if v is not None else 0
@@ -254,66 +292,69 @@ def rewrite_some(trace: ExecutionTrace, rows: np.ndarray, change: Callable[[Node
 
 
 # ----------------------------------------------------------------------------- integer attributes in place
-_VARINT_INT_FIELDS = {7: "int32_val", 9: "int64_val", 11: "uint32_val", 13: "uint64_val"}  # AttributeProto
-_ATTR_FIELD = 10
 
 
-def int_attr_slots(rec: Records, rows: np.ndarray, name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The first attribute ``name`` of each record of ``rows`` when it is a plain varint integer.
+def int_attr_slots(rec: Records, rows: np.ndarray, name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The first attribute ``name`` of each record of ``rows`` (int64[K]), found by a compiled field walk.
 
     Returns:
-        ``(rows, tag offsets, value field numbers, values uint64)`` of the records whose first ``name``
-        attribute has no doc string and exactly one value field, of kind int32/int64/uint32/uint64
-        with a non-negative value; other records are left out (the caller decodes those).
+        ``(tag offsets, value field numbers, values uint64)``, each [K]: offset -1 where the record has
+        no such attribute; field number -1 where it is not a plain varint integer (a doc string, not
+        exactly one value, a kind other than int32/int64/uint32/uint64, or a negative value): the
+        caller decodes those.
+
+    Raises:
+        TraceFormatError: a record that is not a valid ``Node`` message.
     """
-    from tracekit._columnar import walk_fields
+    from tracekit._encode import int_attr_slots as find
+    from tracekit.errors import TraceFormatError
 
-    key = name.encode()
-    t = rec.fields(int(rows[0]), int(rows[-1]) + 1) if len(rows) else None
-    if t is None:
-        return rows, rows, rows, rows.astype(np.uint64)
-    sel = (t.field == _ATTR_FIELD) & (t.wt == 2) & member(t.msg, rows)
-    msg, at, nxt = t.msg[sel], t.at[sel], t.nxt[sel]
-    body = nxt - at - 2  # tag (1 byte) + 1-byte length: attribute messages under 128 bytes
-    start = at + 2
-    small = (body < 128) & (rec.buf[at + 1] == body)
-    big_msg = msg[~small]
-    msg, at, start, end = msg[small], at[small], start[small], nxt[small]
-    parts: list[tuple[np.ndarray, ...]] = []
-
-    def visit(m, field, wt, value, size, pos) -> None:
-        parts.append((m, field, wt, value, size))
-
-    walk_fields(rec.buf, start, end, visit)
-    m, field, wt, value, size = (np.concatenate(x) for x in zip(*parts)) if parts else (np.zeros(0, np.int64),) * 5
-    is_name = (field == 1) & (size == len(key))
-    hit = np.zeros(len(msg), dtype=bool)
-    if is_name.any():
-        cand = m[is_name]
-        where = value[is_name].astype(np.int64)
-        raw = rec.buf[where[:, None] + np.arange(len(key))]
-        hit[cand[(raw == np.frombuffer(key, dtype=np.uint8)).all(axis=1)]] = True
-    order_first = _first_hit_per_record(msg, hit)
-    n_value = np.bincount(m[(field >= 3)], minlength=len(msg))
-    has_doc = np.bincount(m[field == 2], minlength=len(msg)) > 0
-    vsel = field >= 3
-    vfield = np.zeros(len(msg), dtype=np.int64)
-    vval = np.zeros(len(msg), dtype=np.uint64)
-    vwt = np.full(len(msg), -1, dtype=np.int64)
-    vfield[m[vsel]], vval[m[vsel]], vwt[m[vsel]] = field[vsel], value[vsel], wt[vsel]
-    ok = order_first & (n_value == 1) & ~has_doc & (vwt == 0) & np.isin(vfield, list(_VARINT_INT_FIELDS))
-    ok &= (vval < np.uint64(2**63)) & ~member(msg, _unique(big_msg))  # records with long attributes: decoded
-    return msg[ok], at[ok], vfield[ok], vval[ok]
+    rows = np.asarray(rows, dtype=np.int64)
+    at = np.empty(len(rows), dtype=np.int64)
+    fields = np.empty(len(rows), dtype=np.int64)
+    values = np.zeros(len(rows), dtype=np.uint64)
+    key = np.frombuffer(name.encode(), dtype=np.uint8)
+    code = find(rec.buf, rec.starts.astype(np.int64), rec.ends.astype(np.int64), rows, key, at, fields, values)
+    if code < 0:
+        raise TraceFormatError(
+            f"node record {int(rows[-code - 1])} is not a valid Node message", path=rec.path, rank=rec.rank
+        )
+    return at, fields, values
 
 
-def _first_hit_per_record(msg: np.ndarray, hit: np.ndarray) -> np.ndarray:
-    """bool[A]: the attribute is a hit and the first hit of its record (``msg`` sorted)."""
-    idx = np.flatnonzero(hit)
-    out = np.zeros(len(msg), dtype=bool)
-    if len(idx):
-        firsts = np.concatenate(([True], msg[idx][1:] != msg[idx][:-1]))
-        out[idx[firsts]] = True
-    return out
+_INT_LIMIT = {7: 2**31 - 1, 11: 2**32 - 1}  # int32_val, uint32_val; the 64-bit kinds hold any scaled value
+
+
+def scaled_int_attr(
+    rec: Records, rows: np.ndarray, name: str, factors: np.ndarray, ids: np.ndarray
+) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], np.ndarray, np.ndarray]:
+    """Attribute ``name`` of the records ``rows`` (sorted int64[K]) times ``factors`` (float64[K]), where plain.
+
+    Returns:
+        ``((rows, tag offsets, field numbers, new values int64), others, absent)``: the records whose
+        attribute is a plain integer whose scaled value fits its kind and changes; ``others`` (int64)
+        the records whose attribute is there but not plain or would overflow its kind (decode those);
+        ``absent`` (int64) those without the attribute.
+
+    Raises:
+        TransformError: a scaled value out of range (names the node).
+    """
+    at, fields, old = int_attr_slots(rec, rows, name)
+    plain = fields >= 0
+    with np.errstate(over="ignore", invalid="ignore"):  # inf/NaN are reported below, naming the node
+        product = old[plain].astype(np.float64) * factors[plain]
+    if not (np.isfinite(product) & (np.abs(product) < 2.0**63)).all():
+        _scaled_each(old[plain], factors[plain], ids[rows[plain]])  # raises for the first bad row
+    new = np.round(product).astype(np.int64)
+    limit = np.full(len(new), 2**63 - 1, dtype=np.int64)
+    for f, top in _INT_LIMIT.items():
+        limit[fields[plain] == f] = top
+    fits = new <= limit
+    p_rows, p_at, p_fields, p_old = rows[plain], at[plain], fields[plain], old[plain]
+    moved = fits & (new != p_old.astype(np.int64))
+    fast = (p_rows[moved], p_at[moved], p_fields[moved], new[moved])
+    others = np.sort(np.concatenate((rows[~plain & (at >= 0)], p_rows[~fits])))
+    return fast, others, rows[at < 0]
 
 
 def int_attr_blobs(name: str, field_numbers: np.ndarray, values: np.ndarray) -> Any:
@@ -333,9 +374,6 @@ def int_attr_blobs(name: str, field_numbers: np.ndarray, values: np.ndarray) -> 
     return concat_rows(head, tags, Blobs.of(vb, vl))
 
 
-_INT32_MAX = {"int32_val": 2**31 - 1, "uint32_val": 2**32 - 1}
-
-
 def scale_comm_encoded(
     trace: ExecutionTrace, factors: np.ndarray, change: Callable[[Node], Node | None]
 ) -> ExecutionTrace:
@@ -351,25 +389,13 @@ def scale_comm_encoded(
     if not len(rows):
         return trace
     rec = Records.of(trace)
-    fast, at, vfield, old = int_attr_slots(rec, rows, "comm_size")
-    ids = trace.columns().ids
-    new = np.zeros(0, dtype=np.int64)
-    if len(fast):
-        with np.errstate(over="ignore", invalid="ignore"):  # inf/NaN are reported below, naming the node
-            product = old.astype(np.float64) * factors[fast]
-        if not (np.isfinite(product) & (np.abs(product) < 2.0**63)).all():
-            _scaled_each(old, factors[fast], ids[fast])  # raises for the first bad row
-        new = np.round(product).astype(np.int64)
-    kinds = np.asarray([_VARINT_INT_FIELDS[int(f)] for f in vfield.tolist()], dtype=object)
-    limit = np.asarray([_INT32_MAX.get(k, 2**63 - 1) for k in kinds.tolist()], dtype=np.int64)
-    fits = new <= limit
-    fast, at, vfield, old, new = fast[fits], at[fits], vfield[fits], old[fits], new[fits]
-    slow = np.setdiff1d(rows, fast)
+    (fast, at, vfield, new), others, absent = scaled_int_attr(
+        rec, rows, "comm_size", factors[rows], trace.columns().ids
+    )
     edit = Edit()
-    moved = new != old.astype(np.int64)
-    if moved.any():
-        edit.replaces.append((fast[moved], at[moved], int_attr_blobs("comm_size", vfield[moved], new[moved])))
-    replace_nodes(edit, trace, slow.tolist(), change)
+    if len(fast):
+        edit.replaces.append((fast, at, int_attr_blobs("comm_size", vfield, new)))
+    replace_nodes(edit, trace, np.union1d(others, absent).tolist(), change)
     return trace if edit.empty() else rewrite(rec, edit, trace.metadata)
 
 

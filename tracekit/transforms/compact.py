@@ -7,9 +7,10 @@ the resource taking waiting nodes in file order):
 1. **Transitive reduction of data dependencies.**  A dependency ``u -> v`` is
    dropped when ``v`` also depends on some ``w`` that (transitively) depends
    on ``u``: ``w`` cannot finish before ``u`` has, so ``v``'s start time is
-   unchanged.  Exact for graphs up to :data:`FULL_REDUCTION_LIMIT` nodes
-   (ancestor sets as bitsets, ``N^2/8`` bytes); above it only deps implied
-   through one intermediate dependency are dropped.
+   unchanged.  Exact for graphs up to :data:`FULL_REDUCTION_LIMIT` nodes (a
+   pruned reachability search per node with two or more dependencies,
+   :func:`tracekit.transforms._deplists.redundant_by_search`); above it only
+   deps implied through one intermediate dependency are dropped.
 2. **Chain merging.**  COMP nodes ``a -> b`` where ``b``'s only data
    dependency is ``a``, ``a``'s only dependant is ``b``, both run on the same
    resource (host thread ``tid`` for ``is_cpu_op`` nodes, else compute
@@ -71,18 +72,17 @@ def reduce_dependencies(nodes: list[Node]) -> list[Node]:
     order = _topo_positions(nodes)
     keep: list[list[int] | None] = [None] * n
     if n <= FULL_REDUCTION_LIMIT:
-        anc = [0] * n  # bitset of ancestors
-        for v in order:
-            ds = deps[v]
-            covered = 0
-            for d in ds:
-                covered |= anc[d]
-            kept = [d for d in ds if not (covered >> d) & 1]
-            keep[v] = kept
-            acc = covered
-            for d in kept:
-                acc |= 1 << d
-            anc[v] = acc
+        import numpy as np
+
+        from tracekit.transforms._deplists import redundant_by_search
+
+        ptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum([len(ds) for ds in deps], out=ptr[1:])
+        flat = np.fromiter((d for ds in deps for d in ds), dtype=np.int64, count=int(ptr[-1]))
+        red = redundant_by_search(ptr, flat, np.asarray(order, dtype=np.int64)).tolist()
+        ptr_l = ptr.tolist()
+        for v in range(n):
+            keep[v] = [d for k, d in enumerate(deps[v]) if not red[ptr_l[v] + k]]
     else:
         for v in order:
             ds = deps[v]

@@ -170,6 +170,10 @@ class RescalePlan:
         if self.keep_mb is not None:
             keep_mb = self.keep_mb
             return remove_nodes(trace, lambda n: _mb(n) >= keep_mb)
+        from tracekit.transforms.colscale import is_encoded, scale_compute_encoded
+
+        if is_encoded(trace):  # ScaleCompute(ratio) of every COMP node, on the records
+            return scale_compute_encoded(trace, float(self.ratio), frozenset({NodeType.COMP_NODE}), None, None)
         return map_nodes(trace, lambda n: _scale_comp(n, self.ratio))
 
 

@@ -271,11 +271,14 @@ class Retarget(Transform):
                 return None
             return node.replace(duration_ns=int(round(new)))
 
+        from tracekit.transforms.colretarget import retarget_encoded
         from tracekit.transforms.colscale import is_encoded, rewrite_some
 
-        if is_encoded(trace):  # only the timed nodes are decoded
+        encoded = is_encoded(trace)
+        out = retarget_encoded(trace, self, host_compute, fallback, report) if encoded else None
+        if out is None and encoded:  # an attribute the columns cannot read: the timed nodes decoded
             out = rewrite_some(trace, np.isin(trace.columns().types, [int(t) for t in _TIMED]), one)
-        else:
+        elif out is None:
             out = map_nodes(trace, one)
         md = out.metadata.with_attr(COMPUTE_DEVICE_ATTR, dst.name or dst.key, "string_val")
         md = md.with_attr("compute_projection", orjson.dumps(report.to_dict()).decode(), "string_val")

@@ -1,0 +1,114 @@
+"""The compiled record writers (tracekit/_encode.py, tracekit/_batch.py): bytes equal to protobuf's per node."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tracekit.astra_compat import astra_ready
+from tracekit.errors import TracekitError
+from tracekit.groups import DEFAULT_PG
+from tracekit.io import encode_node, encode_nodes, encode_trace, framed_records, trace_from_bytes
+from tracekit.model import Attr, ExecutionTrace, IOInfo, Node, NodeType
+
+ATTRS = [
+    Attr("comm_size", 1048576, "int64_val"),
+    Attr("pg_name", "3", "string_val"),
+    Attr("is_cpu_op", False, "bool_val"),
+    Attr("involved_dim", [True, False], "bool_list"),
+]
+
+
+def _random_nodes(n: int, seed: int = 1) -> tuple[list[Node], dict]:
+    """Nodes with every column kind (ids up to 2^63, empty names, nanosecond times) and their columns."""
+    rng = np.random.default_rng(seed)
+    names = ["", "aten::mm", "nccl:all_reduce", "é"]
+    ids = rng.integers(0, 2**63, size=n, dtype=np.uint64)
+    ids[0] = 0
+    types = rng.integers(0, 8, size=n)
+    dur = rng.integers(0, 5_000_000, size=n)
+    dur[::3] = dur[::3] // 1000 * 1000  # whole microseconds: no duration_nanos field
+    start = rng.integers(0, 10**12, size=n)
+    codes = rng.integers(0, len(names), size=n)
+    cols: dict = {"names": names, "name_codes": codes, "start_ns": start, "attrs": ATTRS}
+    nodes = []
+    for key, k in (("data", 4), ("ctrl", 2)):
+        lens = rng.integers(0, k, size=n)
+        ptr = np.concatenate(([0], np.cumsum(lens)))
+        cols[f"{key}_ptr"], cols[f"{key}_ids"] = ptr, rng.integers(0, 2**40, size=int(ptr[-1]), dtype=np.uint64)
+    a_lens = rng.integers(0, 3, size=n)
+    cols["attr_ptr"] = np.concatenate(([0], np.cumsum(a_lens)))
+    cols["attr_codes"] = rng.integers(0, len(ATTRS), size=int(a_lens.sum()))
+    for i in range(n):
+        d, c, a = (cols[f"{k}_ptr"][i : i + 2] for k in ("data", "ctrl", "attr"))
+        nodes.append(
+            Node(
+                id=int(ids[i]),
+                name=names[codes[i]],
+                type=int(types[i]),
+                data_deps=cols["data_ids"][d[0] : d[1]].tolist(),
+                ctrl_deps=cols["ctrl_ids"][c[0] : c[1]].tolist(),
+                start_time_ns=int(start[i]),
+                duration_ns=int(dur[i]),
+                attrs=[ATTRS[j] for j in cols["attr_codes"][a[0] : a[1]]],
+            )
+        )
+    return nodes, dict(cols, ids=ids, types=types, duration_ns=dur)
+
+
+def test_encode_nodes_equals_protobuf_per_node():
+    nodes, cols = _random_nodes(300)
+    ids, types, dur = cols.pop("ids"), cols.pop("types"), cols.pop("duration_ns")
+    assert encode_nodes(ids, types, dur, **cols) == b"".join(encode_node(n) for n in nodes)
+
+
+def test_encode_nodes_minimal_columns():
+    # id 0, type 0 and zero times are proto3 defaults: not written, as protobuf does (an empty body: 0x00)
+    out = encode_nodes(np.array([0, 5]), np.array([0, 4]), np.array([0, 1000]), names=[""], name_codes=[0, 0])
+    assert out == bytes([0x00, 0x06, 0x08, 0x05, 0x18, 0x04, 0x38, 0x01])
+    assert out == encode_node(Node(id=0, type=0)) + encode_node(Node(id=5, type=4, duration_ns=1000))
+
+
+def test_encode_nodes_refuses_bad_columns():
+    with pytest.raises(TracekitError, match=r"duration -5 is out of range") as exc:
+        encode_nodes(np.array([1, 9]), np.array([4, 4]), np.array([0, -5]), names=["x"], name_codes=[0, 0])
+    assert exc.value.node_id == 9
+    with pytest.raises(TracekitError, match="ptr must be"):
+        encode_nodes([1], [4], [0], names=["x"], name_codes=[0], data_ptr=[0, 2], data_ids=[1])
+    with pytest.raises(TracekitError, match="name code"):
+        encode_nodes([1], [4], [0], names=["x"], name_codes=[1])
+
+
+def test_framed_records_not_back_to_back():
+    """Records whose bodies are not preceded by their own length prefix are framed again (compiled pass)."""
+    from tracekit._framing import EncodedNodes
+
+    bodies = [encode_node(Node(id=i, name="op" * i, duration_ns=1000 * i))[1:] for i in range(1, 6)]
+    data = b"".join(b"\xff" + b for b in bodies)  # a stray byte before each body
+    starts = np.cumsum([0] + [len(b) + 1 for b in bodies[:-1]]) + 1
+    enc = EncodedNodes(data, starts, starts + [len(b) for b in bodies], None, 0)
+    assert b"".join(framed_records(enc)) == b"".join(bytes([len(b)]) + b for b in bodies)
+
+
+def _encoded(trace: ExecutionTrace) -> ExecutionTrace:
+    return trace_from_bytes(encode_trace(trace), rank=0)
+
+
+def test_astra_ready_on_records_equals_node_path():
+    init = IOInfo(values='[{"pg_name": "3", "ranks": [0, 1]}]', shapes="", types="")
+    nodes = [
+        Node(id=1, name="process_group:init", type=NodeType.METADATA_NODE, inputs=init),
+        Node(id=2, name="ar", type=NodeType.COMM_COLL_NODE, attrs=[Attr("pg_name", "3", "string_val")]),
+        Node(id=3, name="ar0", type=NodeType.COMM_COLL_NODE, attrs=[Attr("pg_name", "0", "string_val")]),
+        Node(id=4, name="mm", type=NodeType.COMP_NODE, duration_ns=5000, data_deps=[2]),
+        Node(id=5, name="ar1", type=NodeType.COMM_COLL_NODE, attrs=[Attr("pg_name", "7", "string_val")]),
+    ]
+    ids = {"3": "1", "0": None, DEFAULT_PG: None, "7": "7"}
+    by_nodes = astra_ready(ExecutionTrace(nodes), ids)
+    on_records = astra_ready(_encoded(ExecutionTrace(nodes)), ids)
+    assert on_records.node_at(0).is_cpu_op is True
+    assert on_records.node_at(1).get_attr("pg_name") == "1"
+    assert on_records.node_at(2).get_attr("pg_name") is None  # the all-ranks group loses its name
+    assert encode_trace(on_records) == encode_trace(by_nodes)
+    untouched = _encoded(ExecutionTrace(nodes[3:]))
+    assert astra_ready(untouched, ids) is untouched
