@@ -343,15 +343,16 @@ def iter_rank_classes(config: LLMConfig, hardware=None) -> Iterator[tuple[bytes,
     Raises:
         ConfigError: bad hardware values.
     """
-    from tracekit.io import encode_trace
+    from tracekit.converters.generators._encode import _Encoder, encode_generated_trace
 
     plan = Plan.of(config, hardware)
+    encoder = _Encoder()
     groups, places = layout(config)
     per_stage = config.world_size // config.parallel.pp
     for stage in range(config.parallel.pp):
         rep = places[stage * per_stage]
         keys = list(_varying_attrs(rep))
-        data = encode_trace(_RankBuilder(plan, groups, rep).build())
+        data = encode_generated_trace(_RankBuilder(plan, groups, rep).build(), encoder)
         members = []
         for place in places[stage * per_stage:(stage + 1) * per_stage]:
             attrs = _varying_attrs(place)
