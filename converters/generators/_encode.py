@@ -30,16 +30,22 @@ __all__ = ["encode_generated"]
 _U64 = 1 << 64
 
 
-def _varint(value: int) -> bytes:
+def _varint_slow(value: int) -> bytes:
     """Protobuf varint of a non-negative int below 2^64."""
-    if value < 0x80:
-        return bytes((value,))
     out = bytearray()
     while value >= 0x80:
         out.append((value & 0x7F) | 0x80)
         value >>= 7
     out.append(value)
     return bytes(out)
+
+
+_SMALL = [_varint_slow(v) for v in range(1 << 16)]  # ids, deps and lengths of generated ranks: a lookup
+
+
+def _varint(value: int) -> bytes:
+    """Protobuf varint of a non-negative int below 2^64."""
+    return _SMALL[value] if value < 0x10000 else _varint_slow(value)
 
 
 def _attr_record(attr: Attr) -> bytes:
@@ -56,15 +62,16 @@ class _Encoder:
     """Node records of one trace (caches shared across the traces of one generator run)."""
 
     def __init__(self) -> None:
-        self.attrs: dict[tuple, bytes] = {}
+        self.attrs: dict[Attr, tuple[type, bytes]] = {}
         self.names: dict[str, bytes] = {}
 
     def attr(self, a: Attr) -> bytes:
-        key = (a, a.value.__class__)
-        found = self.attrs.get(key)
-        if found is None:
-            found = self.attrs[key] = _attr_record(a)
-        return found
+        found = self.attrs.get(a)
+        if found is not None and found[0] is a.value.__class__:  # True == 1 == 1.0: same key, other bytes
+            return found[1]
+        record = _attr_record(a)
+        self.attrs[a] = (a.value.__class__, record)
+        return record
 
     def name(self, name: str) -> bytes:
         found = self.names.get(name)
@@ -98,16 +105,18 @@ class _Encoder:
             parts.append(b"\x18" + _varint(t))
         for tag, deps in ((b"\x22", node.ctrl_deps), (b"\x2a", node.data_deps)):
             if deps:
-                if not all(d.__class__ is int and 0 <= d < _U64 for d in deps):
-                    return _by_protobuf(node)
-                packed = b"".join([_varint(d) for d in deps])
+                if min(deps) < 0 or max(deps) >= _U64:
+                    return _by_protobuf(node)  # protobuf raises
+                packed = b"".join([_SMALL[d] if d < 0x10000 else _varint_slow(d) for d in deps])
                 parts.append(tag + _varint(len(packed)) + packed)
         if start >= 1000:
             parts.append(b"\x30" + _varint(start // 1000))
         if dur >= 1000:
             parts.append(b"\x38" + _varint(dur // 1000))
-        attr = self.attr
-        parts.extend([attr(a) for a in node.attrs])
+        cache = self.attrs
+        for a in node.attrs:
+            found = cache.get(a)
+            parts.append(found[1] if found is not None and found[0] is a.value.__class__ else self.attr(a))
         if dur % 1000:
             parts.append(b"\xc8\x3e" + _varint(dur))  # duration_nanos = 1001
         if start % 1000:

@@ -108,6 +108,8 @@ class _RankBuilder:
         self.deferred: list[int] = []             # ZeRO-3 reduce-scatters the optimizer waits for
         self._groups_ranks = groups.mapping()
         self.params = {u: unit_params(self.c.model, u, p.tp, p.pp, p.ep) for u in range(-1, self.n_layers + 1)}
+        self._common: dict[tuple[int, int], tuple[Attr, Attr]] = {}  # (layer, micro-batch) -> their attributes
+        self._steps: dict[int, list] = {}  # id(block) -> emit's per-step constants (blocks live as long as the plan)
 
     def _group(self, kind: str) -> str | None:
         return self.place.group(kind)
@@ -119,17 +121,25 @@ class _RankBuilder:
     def emit(self, block: ops.Block, entry: list[int], layer: int, mb: int) -> list[int]:
         b, place = self.b, self.place
         ids: list[int] = []
-        common = (Attr("layer", layer, "int64_val"), Attr("micro_batch", mb, "int64_val"))
-        for step in block.steps:
+        common = self._common.get((layer, mb))
+        if common is None:
+            common = self._common[(layer, mb)] = (Attr("layer", layer, "int64_val"),
+                                                 Attr("micro_batch", mb, "int64_val"))
+        steps = self._steps.get(id(block))
+        if steps is None:  # per step: its name and its phase and role attributes (shared by every stamping)
+            steps = self._steps[id(block)] = [
+                (step, step.name, (Attr("phase", step.phase, "string_val"), Attr("op_role", step.role, "string_val")))
+                for step in block.steps]
+        for step, name, tail in steps:
             deps: list[int] = []
             for d in step.deps:
                 deps.extend(entry if d == ops.ENTRY else (ids[d],))
-            extra = [*common, Attr("phase", step.phase, "string_val"), Attr("op_role", step.role, "string_val")]
+            extra = [*common, *tail]
             if step.comm_type is None:
-                ids.append(b.comp(step.name, duration_ns=step.duration_ns, num_ops=step.num_ops,
+                ids.append(b.comp(name, duration_ns=step.duration_ns, num_ops=step.num_ops,
                                   tensor_bytes=step.tensor_bytes, deps=deps, extra_attrs=extra))
             else:
-                ids.append(b.collective(step.name, step.comm_type, step.comm_bytes,
+                ids.append(b.collective(name, step.comm_type, step.comm_bytes,
                                         pg_name=place.group(step.group), deps=deps, extra_attrs=extra))
         return [ids[i] for i in block.exits]
 
