@@ -437,14 +437,15 @@ def replay_folded(
     plan: FoldPlan,
     *,
     world_paths: tuple[str | None, ...] | None = None,
+    say: Any = None,
 ):
     """Simulate the plan's representatives and expand to every rank.
 
-    ``traceset`` needs the representatives' traces only.  Returns the
-    :class:`~.results.ReplayResult` (with ``folding`` set).
+    ``traceset`` needs the representatives' traces only; ``say``: progress (``say(stage, done, total)``, see
+    :func:`.run.replay`).  Returns the :class:`~.results.ReplayResult` (with ``folding`` set).
     """
     from tracekit.replayer.simulation.program import compile_program
-    from tracekit.replayer.simulation.engine import simulate
+    from tracekit.replayer.simulation.engine import events_progress, simulate
 
     program = compile_program(traceset, fitted, options, plan=plan)
     log.info(
@@ -455,7 +456,9 @@ def replay_folded(
         fitted.name,
         program.model_name,
     )
-    schedule = simulate(program)
+    schedule = simulate(program, progress=events_progress(say))
+    if say is not None:
+        say(f"expanding {len(program.layouts)} representative ranks to {len(plan.rep_of)}")
     from tracekit.replayer.simulation.fold_expand import expand_result
 
     return expand_result(program, schedule, traceset, plan, world_paths=world_paths)

@@ -91,7 +91,7 @@ def gather_files(traces: Any, options: "ReplayOptions", say: Callable[[str], Non
     declared: dict[str, tuple[int, ...]] = {}
     stamped = StampedClasses()  # members of stamped files are derived, not decoded (class_replay.py)
     for rank, path in pairs:
-        say(f"reading and digesting rank {rank} of {len(pairs)}")
+        say("reading and digesting ranks", len(scans), len(pairs))
         spath = str(path)
         data = None if spath.endswith((".json", ".json.gz")) else _read_raw(path)
         derived = stamped.derive(rank, spath, data) if data is not None else None
