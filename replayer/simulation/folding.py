@@ -58,7 +58,7 @@ import numpy as np
 
 from tracekit._gc import paused_gc
 from tracekit.errors import TracekitError
-from tracekit.rendezvous import collective_instances, comm_table, group_order, p2p_pairs
+from tracekit.rendezvous import collective_instances, comm_table, group_order
 from tracekit.replayer.results.result import FoldInfo  # noqa: F401 - re-exported (a value of the result)
 from tracekit.model import NodeType
 
@@ -398,25 +398,9 @@ class _Planner:
 
     def p2p(self) -> None:
         """Every matched send/recv pair (:func:`tracekit.rendezvous.p2p_pairs`); an unmatched one refuses."""
-        world, rep, scans = self.world, self.rep, self.scans
-        sends: dict[tuple[int, int, int], list[int]] = {}
-        recvs: dict[tuple[int, int, int], list[int]] = {}
-        for r, s in scans.items():
-            sends.update(((r, peer, tag), v) for (peer, tag), v in s.sends.items())
-            recvs.update(((peer, r, tag), v) for (peer, tag), v in s.recvs.items())
-        for (src, dst, tag), _, sp, rp in p2p_pairs(sends, recvs):
-            if not (0 <= src < world and 0 <= dst < world):
-                raise NotFoldable(f"a send/recv names rank {src if not 0 <= src < world else dst}, outside the job")
-            if sp is None or rp is None:
-                raise NotFoldable(f"unmatched sends/recvs from rank {src} to rank {dst} with tag {tag}")
-            nbytes, pg = scans[src].p2p_attr[sp]
-            ranks = (src, dst)
-            image = ((rep[src], sp), (rep[dst], rp))
-            key = ("p2p", None, nbytes, self.costs.key("p2p", None, nbytes, ranks))
-            fid = self._fold(image, key, ("p2p", None, nbytes, pg, ranks, tag, (rep[src], rep[dst])))
-            self.unfolded.append(("p2p", None, nbytes, pg, ranks, (sp, rp), fid))
-            self.order_by_u[src].append(sp)
-            self.order_by_u[dst].append(rp)
+        from tracekit.replayer.simulation.fold_p2p import plan_p2p
+
+        plan_p2p(self)
 
     def check_order(self) -> None:
         """Every communication node matched; tie order kept (module doc, point 4)."""
