@@ -66,7 +66,7 @@ def check_errors(rank: int, findings: "RankFindings | None") -> None:
         raise NotFoldable(f"rank {rank} fails the up-front checks")
 
 
-def gather_files(traces: Any, options: "ReplayOptions", say: Callable[[str], None]) -> Gathered:
+def gather_files(traces: Any, options: "ReplayOptions", say: Callable[..., None]) -> Gathered:
     """Read, check and scan rank files one at a time (a prefix, glob or directory: :func:`tracekit.io.trace_paths`).
 
     Each rank is checked (when ``options.check``), digested (:func:`~.folding.scan_rank`) and dropped unless it

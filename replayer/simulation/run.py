@@ -41,7 +41,7 @@ def replay(
     spec: "HardwareSpec | str | os.PathLike[str]",
     *,
     options: ReplayOptions | None = None,
-    status: Callable[[str], None] | None = None,
+    status: Callable[..., None] | None = None,
 ) -> "ReplayResult":
     """Simulate one iteration of a job on ``spec``.
 
@@ -74,7 +74,7 @@ def replay_with_traces(
     spec: "HardwareSpec | str | os.PathLike[str]",
     *,
     options: ReplayOptions | None = None,
-    status: Callable[[str], None] | None = None,
+    status: Callable[..., None] | None = None,
 ) -> tuple["ReplayResult", "TraceSet"]:
     """:func:`replay`, and the trace set it kept: the whole job, or the representatives only when folded.
 
@@ -169,7 +169,7 @@ def replay_traceset(
 
 
 def _replay_gathered(
-    g: "Gathered", spec: "HardwareSpec", options: ReplayOptions, say: Callable[[str], None]
+    g: "Gathered", spec: "HardwareSpec", options: ReplayOptions, say: Callable[..., None]
 ) -> tuple["ReplayResult", "TraceSet"]:
     """Check across ranks, prove the folding and simulate the representatives of a gathered job.
 

@@ -98,17 +98,18 @@ def progress_callback(description: str) -> Iterator[Callable[..., None] | None]:
 
     columns = (TextColumn("{task.description}"), BarColumn(), _count_column(), TimeElapsedColumn())
     with Progress(*columns, console=err_console(), transient=True) as bar:
-        stage = [bar.add_task(description, total=None), description]
+        task, current = bar.add_task(description, total=None), description
 
         def update(done: int, total: int | None, description: str | None = None) -> None:
             """Move the bar to ``done`` of ``total`` units (``description``: this stage's, when it changes)."""
-            if description is not None and description != stage[1]:
-                bar.remove_task(stage[0])
-                stage[:] = [bar.add_task(description, total=total), description]
-                bar.update(stage[0], completed=done)
+            nonlocal task, current
+            if description is not None and description != current:
+                bar.remove_task(task)
+                task, current = bar.add_task(description, total=total), description
+                bar.update(task, completed=done)
                 bar.refresh()  # every stage is drawn, however short
                 return
-            bar.update(stage[0], completed=done, total=total)
+            bar.update(task, completed=done, total=total)
 
         yield update
 
