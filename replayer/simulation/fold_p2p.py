@@ -116,15 +116,15 @@ def _bulk(planner: "_Planner") -> bool:
     cost_of: dict[tuple[int, int, int], Any] = {}
     for key in set(zip(nbytes, src_l, dst_l)):
         cost_of[key] = costs.key("p2p", None, key[0], (key[1], key[2]))  # may raise NotFoldable, as pair by pair
-    keys = [("p2p", None, nb, cost_of[(nb, s, d)]) for nb, s, d in zip(nbytes, src_l, dst_l)]
+    cost_ids: dict[Any, int] = {}  # equal costs, one number (CommCost is a frozen dataclass: hashable)
+    cid = np.asarray([cost_ids.setdefault(cost_of[k], len(cost_ids)) for k in zip(nbytes, src_l, dst_l)])
+    nb = np.asarray(nbytes, dtype=np.int64)
+    if not ((nb == nb[first][inv]).all() and (cid == cid[first][inv]).all()):
+        return False  # same image, other size or cost: the pair-by-pair loop names it
     rep_l = planner.rep
-    images = [((rep_l[s], p), (rep_l[d], q)) for s, d, p, q in zip(src_l, dst_l, sp_l, rp_l)]
     head = first.tolist()  # per image (ascending node number): its first pair
-    head_key = {h: keys[h] for h in head}
+    images = {h: ((rep_l[src_l[h]], sp_l[h]), (rep_l[dst_l[h]], rp_l[h])) for h in head}
     fid_of_image = inv.tolist()
-    for i, u in enumerate(fid_of_image):
-        if keys[i] != head_key[head[u]]:
-            return False  # same image, other size or cost: the pair-by-pair loop names it
     node_fid = planner.node_fid
     if any(images[h][0] in node_fid or images[h][1] in node_fid for h in head):
         return False
@@ -141,7 +141,7 @@ def _bulk(planner: "_Planner") -> bool:
         planner.folded.append(
             FoldedInstance("p2p", None, nbytes[h], attrs[h][1], (s, d), list(images[h]), tags[h], (rep_l[s], rep_l[d]))
         )
-        planner.folded_key.append((images[h], keys[h]))
+        planner.folded_key.append((images[h], ("p2p", None, nbytes[h], cost_of[(nbytes[h], s, d)])))
         node_fid[images[h][0]] = node_fid[images[h][1]] = base + j
     fids = [new_index[u] for u in fid_of_image]
     planner.unfolded.extend(
