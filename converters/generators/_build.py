@@ -225,6 +225,9 @@ class ProcessGroups:
 # ----- one rank's nodes ---------------------------------------------------------------
 
 
+_CPU_OP = {flag: Attr("is_cpu_op", flag, "bool_val") for flag in (False, True)}
+
+
 def _pg_attr(pg_name: str) -> list[Attr]:
     """The ``pg_name`` attribute of a communication node: none for all ranks (ASTRA-sim's convention)."""
     return [] if str(pg_name) == DEFAULT_PG else [Attr("pg_name", str(pg_name), "string_val")]
@@ -268,6 +271,9 @@ class RankTraceBuilder:
         self.rank = rank
         self._next_id = first_id
         self.nodes: list[Node] = []
+        # equal int values share one Attr (a GPT-3 175B rank has ~500 k COMP nodes and a few hundred distinct sizes)
+        self._ops_attrs: dict[int, Attr] = {}
+        self._size_attrs: dict[int, Attr] = {}
 
     def _new_id(self) -> int:
         node_id = self._next_id
@@ -313,13 +319,22 @@ class RankTraceBuilder:
             num_ops: floating-point operations (FLOPs), stored as ``num_ops``.
             tensor_bytes: bytes read and written, stored as ``tensor_size``.
         """
-        attrs = [Attr("is_cpu_op", bool(is_cpu_op), "bool_val")]
+        attrs = [_CPU_OP[bool(is_cpu_op)]]
         if num_ops is not None:
-            if num_ops < 0 or num_ops > INT64_MAX:
-                raise ConfigError(f"node {name!r}: num_ops must be between 0 and 2^63-1, got {num_ops}")
-            attrs.append(Attr("num_ops", int(num_ops), "int64_val"))
+            a = self._ops_attrs.get(num_ops) if num_ops.__class__ is int else None
+            if a is None:
+                if num_ops < 0 or num_ops > INT64_MAX:
+                    raise ConfigError(f"node {name!r}: num_ops must be between 0 and 2^63-1, got {num_ops}")
+                a = Attr("num_ops", int(num_ops), "int64_val")
+                if num_ops.__class__ is int:
+                    self._ops_attrs[num_ops] = a
+            attrs.append(a)
         if tensor_bytes is not None:
-            attrs.append(Attr("tensor_size", _check_bytes(f"node {name!r}: tensor size", tensor_bytes), "uint64_val"))
+            a = self._size_attrs.get(tensor_bytes) if tensor_bytes.__class__ is int else None
+            if a is None:
+                a = Attr("tensor_size", _check_bytes(f"node {name!r}: tensor size", tensor_bytes), "uint64_val")
+                self._size_attrs[tensor_bytes] = a
+            attrs.append(a)
         attrs.extend(extra_attrs)
         return self.add_node(name, NodeType.COMP_NODE, duration_ns=duration_ns, deps=deps, attrs=attrs)
 

@@ -108,6 +108,8 @@ class _RankBuilder:
         self.deferred: list[int] = []             # ZeRO-3 reduce-scatters the optimizer waits for
         self._groups_ranks = groups.mapping()
         self.params = {u: unit_params(self.c.model, u, p.tp, p.pp, p.ep) for u in range(-1, self.n_layers + 1)}
+        self._common: dict[tuple[int, int], tuple[Attr, Attr]] = {}  # (layer, micro-batch) -> their attributes
+        self._steps: dict[int, list] = {}  # id(block) -> emit's per-step constants (blocks live as long as the plan)
 
     def _group(self, kind: str) -> str | None:
         return self.place.group(kind)
@@ -119,17 +121,25 @@ class _RankBuilder:
     def emit(self, block: ops.Block, entry: list[int], layer: int, mb: int) -> list[int]:
         b, place = self.b, self.place
         ids: list[int] = []
-        common = (Attr("layer", layer, "int64_val"), Attr("micro_batch", mb, "int64_val"))
-        for step in block.steps:
+        common = self._common.get((layer, mb))
+        if common is None:
+            common = self._common[(layer, mb)] = (Attr("layer", layer, "int64_val"),
+                                                 Attr("micro_batch", mb, "int64_val"))
+        steps = self._steps.get(id(block))
+        if steps is None:  # per step: its name and its phase and role attributes (shared by every stamping)
+            steps = self._steps[id(block)] = [
+                (step, step.name, (Attr("phase", step.phase, "string_val"), Attr("op_role", step.role, "string_val")))
+                for step in block.steps]
+        for step, name, tail in steps:
             deps: list[int] = []
             for d in step.deps:
                 deps.extend(entry if d == ops.ENTRY else (ids[d],))
-            extra = [*common, Attr("phase", step.phase, "string_val"), Attr("op_role", step.role, "string_val")]
+            extra = [*common, *tail]
             if step.comm_type is None:
-                ids.append(b.comp(step.name, duration_ns=step.duration_ns, num_ops=step.num_ops,
+                ids.append(b.comp(name, duration_ns=step.duration_ns, num_ops=step.num_ops,
                                   tensor_bytes=step.tensor_bytes, deps=deps, extra_attrs=extra))
             else:
-                ids.append(b.collective(step.name, step.comm_type, step.comm_bytes,
+                ids.append(b.collective(name, step.comm_type, step.comm_bytes,
                                         pg_name=place.group(step.group), deps=deps, extra_attrs=extra))
         return [ids[i] for i in block.exits]
 
@@ -343,15 +353,16 @@ def iter_rank_classes(config: LLMConfig, hardware=None) -> Iterator[tuple[bytes,
     Raises:
         ConfigError: bad hardware values.
     """
-    from tracekit.io import encode_trace
+    from tracekit.converters.generators._encode import _Encoder, encode_generated_trace
 
     plan = Plan.of(config, hardware)
+    encoder = _Encoder()
     groups, places = layout(config)
     per_stage = config.world_size // config.parallel.pp
     for stage in range(config.parallel.pp):
         rep = places[stage * per_stage]
         keys = list(_varying_attrs(rep))
-        data = encode_trace(_RankBuilder(plan, groups, rep).build())
+        data = encode_generated_trace(_RankBuilder(plan, groups, rep).build(), encoder)
         members = []
         for place in places[stage * per_stage:(stage + 1) * per_stage]:
             attrs = _varying_attrs(place)

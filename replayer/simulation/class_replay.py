@@ -64,7 +64,7 @@ def member_scan(scan: "RankScan", rank: int, path: str | None, value_map: dict[t
     )
 
 
-def gather_class_set(cs: "ClassSet", options: "ReplayOptions", say: "Callable[[str], None]") -> "Gathered":
+def gather_class_set(cs: "ClassSet", options: "ReplayOptions", say: "Callable[..., None]") -> "Gathered":
     """Check and scan a rank-class set's representatives; members' scans and findings are theirs renamed.
 
     The folded replay of the result (:func:`.run.replay_with_traces`) equals replaying the expanded per-rank
@@ -85,7 +85,7 @@ def gather_class_set(cs: "ClassSet", options: "ReplayOptions", say: "Callable[[s
     kept = {}
     declared: dict[str, tuple[int, ...]] = {}
     for k, cls in enumerate(cs.classes):
-        say(f"checking and digesting rank class {k + 1} of {len(cs.classes)}")
+        say("checking and digesting rank classes", k, len(cs.classes))
         trace = cs.read_representative(cls)
         found = check_rank(trace) if options.check else None
         check_errors(cls.representative, found)

@@ -41,6 +41,7 @@ import math
 from array import array
 from dataclasses import dataclass
 from heapq import heappop, heappush
+from typing import Callable
 
 import numpy as np
 
@@ -407,8 +408,11 @@ class _Engine:
 
     # ----- the run
 
-    def run(self) -> Schedule:
-        """Process events until none are left; the :class:`Schedule` (or DeadlockError, see :func:`simulate`)."""
+    def run(self, progress: Callable[[int], None] | None = None) -> Schedule:
+        """Process events until none are left; the :class:`Schedule` (or DeadlockError, see :func:`simulate`).
+
+        ``progress(events done)`` is called every :data:`PROGRESS_EVERY` events.
+        """
         kind = self.kind
         # nodes with no dependencies are ready at time 0, in global order
         for g in self.program.roots:
@@ -421,12 +425,17 @@ class _Engine:
         events, flows = self.events, self.flows
         node_done = self.node_done
         now = 0.0
+        done, tick = 0, PROGRESS_EVERY if progress is not None else -1
         while events or flows.dirty:
             if flows.dirty and (not events or events[0][0] > now):
                 flows.recompute(now, events)
                 continue
             t, what, key, ver = heappop(events)
             now = t
+            done += 1
+            if done == tick:
+                progress(done)
+                tick += PROGRESS_EVERY
             if what == EV_NODE:
                 node_done(key, ver, t)
             elif what == EV_MEMBER:
@@ -458,8 +467,20 @@ class _Engine:
         return schedule
 
 
-def simulate(program: ReplayProgram) -> Schedule:
-    """Run the simulation (one :class:`_Engine`).
+#: events between two calls of :func:`simulate`'s ``progress``
+PROGRESS_EVERY = 1 << 14
+
+
+def events_progress(say: Callable[..., None] | None) -> Callable[[int], None] | None:
+    """A ``progress(events done)`` for :func:`simulate` reporting to ``say(stage, done, total)``, or None."""
+    if say is None:
+        return None
+    say("simulating events", 0, None)
+    return lambda done: say("simulating events", done, None)
+
+
+def simulate(program: ReplayProgram, progress: Callable[[int], None] | None = None) -> Schedule:
+    """Run the simulation (one :class:`_Engine`); ``progress(events done)`` now and then (optional).
 
     Returns:
         the :class:`Schedule`.
@@ -467,7 +488,7 @@ def simulate(program: ReplayProgram) -> Schedule:
     Raises:
         DeadlockError: the replay stalled (per rank: the blocked node and what it waits for).
     """
-    return _Engine(program).run()
+    return _Engine(program).run(progress)
 
 
 # kinds re-exported for the results module

@@ -37,6 +37,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["expand_result"]
 
+_GET = dict.__getitem__  # map(_GET, tables, positions): node ids at C speed
+
 _ROW_FIELDS = (
     "index",
     "kind",
@@ -119,6 +121,7 @@ def _unfolded_rows(
     new_row, set_attr = object.__new__, object.__setattr__
     fast_rows = tuple(f.name for f in fields(CollectiveRow)) == _ROW_FIELDS
     timing: dict[tuple[int, int], tuple] = {}  # (folded instance, members) -> the row's kind, times and bandwidths
+    tables_of: dict[int, tuple] = {}
     for u, (kind, ctype, nbytes, pg, members, positions, fid) in enumerate(plan.unfolded):
         p = len(members)
         tk = timing.get((fid, p))
@@ -142,7 +145,10 @@ def _unfolded_rows(
                 alg_bw * factor if alg_bw is not None else None,
             )
         name, algorithm, s, e, t, alg_bw, bus_bw = tk
-        node_ids = tuple([comm_ids[m][q] for m, q in zip(members, positions)])
+        tables = tables_of.get(id(members))  # one members tuple per group: its members' id tables looked up once
+        if tables is None or tables[0] is not members:
+            tables = tables_of[id(members)] = (members, [comm_ids[m] for m in members])
+        node_ids = tuple(map(_GET, tables[1], positions))
         if fast_rows:  # all fields set at once: a frozen __init__ costs one object.__setattr__ per field
             row = new_row(CollectiveRow)
             set_attr(

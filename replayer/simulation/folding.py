@@ -51,13 +51,14 @@ import hashlib
 import logging
 from array import array
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from tracekit._gc import paused_gc
 from tracekit.errors import TracekitError
-from tracekit.rendezvous import collective_instances, comm_table, group_order, p2p_pairs
+from tracekit.rendezvous import collective_instances, comm_table, group_order
 from tracekit.replayer.results.result import FoldInfo  # noqa: F401 - re-exported (a value of the result)
 from tracekit.model import NodeType
 
@@ -273,6 +274,7 @@ class _Planner:
         self.node_fid: dict[tuple[int, int], int] = {}
         self.folded_key: list[tuple] = []
         self.order_by_u: list[array] = [array("q") for _ in range(self.world)]
+        self.group_memo: dict[tuple, tuple] = {}  # see add_group
 
     def _fold(self, image: tuple, key: tuple, inst: tuple) -> int:
         """The folded index of ``image`` (new, or the one it maps onto already, which must have an equal ``key``).
@@ -336,6 +338,44 @@ class _Planner:
         img_lists = [first[r] for r in img_reps]
         attr0 = self.scans[ranks[0]].coll_attr
         link = tuple(rep[m] for m in ranks)
+        # a group whose members' tables are the very lists of an earlier group's (the dp replicas of a tp group)
+        # maps instance by instance onto the same folded instances when the costs agree: checked once here
+        same = (tuple(img_reps), tuple(map(id, img_lists)), id(lists[0]), id(attr0))
+        seen = self.group_memo.get(same)
+        if seen is not None and self._same_costs(seen[1], ranks):
+            fids, sizes = seen[0], seen[2]
+            self.unfolded.extend(
+                zip(repeat("collective"), sizes[0], sizes[1], repeat(pg), repeat(ranks), zip(*lists), fids)
+            )
+        else:
+            fids, sizes = self._fold_group(pg, ranks, lists, img_reps, img_lists, attr0, link)
+            if seen is None:
+                self.group_memo[same] = (
+                    fids,
+                    {(c, b): self.costs.key("collective", c, b, ranks) for c, b in set(zip(*sizes))},
+                    sizes,
+                )
+        for m, lst in zip(ranks, lists):
+            self.order_by_u[m].extend(lst)
+
+    def _same_costs(self, costs: dict[tuple[int, int], Any], ranks: tuple[int, ...]) -> bool:
+        """Whether every (type, size) of a memoized group costs the same on ``ranks`` (point 2)."""
+        return all(self.costs.key("collective", c, b, ranks) == cost for (c, b), cost in costs.items())
+
+    def _fold_group(
+        self,
+        pg: str,
+        ranks: tuple[int, ...],
+        lists: list[list[int]],
+        img_reps: list[int],
+        img_lists: list[list[int]],
+        attr0: dict[int, tuple[int, int]],
+        link: tuple[int, ...],
+    ) -> tuple[list[int], tuple[list[int], list[int]]]:
+        """Fold a group's instances one by one: their folded indices and ``(comm types, sizes)``."""
+        fids: list[int] = []
+        ctypes: list[int] = []
+        sizes: list[int] = []
         cost_keys: dict[tuple[int, int], tuple] = {}
         for k, positions in collective_instances(lists):
             image = tuple(zip(img_reps, [lst[k] for lst in img_lists]))
@@ -351,30 +391,16 @@ class _Planner:
                 )
             fid = self._fold(image, key, ("collective", ctype, nbytes, pg, ranks, k, link))
             self.unfolded.append(("collective", ctype, nbytes, pg, ranks, positions, fid))
-        for m, lst in zip(ranks, lists):
-            self.order_by_u[m].extend(lst)
+            fids.append(fid)
+            ctypes.append(ctype)
+            sizes.append(nbytes)
+        return fids, (ctypes, sizes)
 
     def p2p(self) -> None:
         """Every matched send/recv pair (:func:`tracekit.rendezvous.p2p_pairs`); an unmatched one refuses."""
-        world, rep, scans = self.world, self.rep, self.scans
-        sends: dict[tuple[int, int, int], list[int]] = {}
-        recvs: dict[tuple[int, int, int], list[int]] = {}
-        for r, s in scans.items():
-            sends.update(((r, peer, tag), v) for (peer, tag), v in s.sends.items())
-            recvs.update(((peer, r, tag), v) for (peer, tag), v in s.recvs.items())
-        for (src, dst, tag), _, sp, rp in p2p_pairs(sends, recvs):
-            if not (0 <= src < world and 0 <= dst < world):
-                raise NotFoldable(f"a send/recv names rank {src if not 0 <= src < world else dst}, outside the job")
-            if sp is None or rp is None:
-                raise NotFoldable(f"unmatched sends/recvs from rank {src} to rank {dst} with tag {tag}")
-            nbytes, pg = scans[src].p2p_attr[sp]
-            ranks = (src, dst)
-            image = ((rep[src], sp), (rep[dst], rp))
-            key = ("p2p", None, nbytes, self.costs.key("p2p", None, nbytes, ranks))
-            fid = self._fold(image, key, ("p2p", None, nbytes, pg, ranks, tag, (rep[src], rep[dst])))
-            self.unfolded.append(("p2p", None, nbytes, pg, ranks, (sp, rp), fid))
-            self.order_by_u[src].append(sp)
-            self.order_by_u[dst].append(rp)
+        from tracekit.replayer.simulation.fold_p2p import plan_p2p
+
+        plan_p2p(self)
 
     def check_order(self) -> None:
         """Every communication node matched; tie order kept (module doc, point 4)."""
@@ -437,14 +463,15 @@ def replay_folded(
     plan: FoldPlan,
     *,
     world_paths: tuple[str | None, ...] | None = None,
+    say: Any = None,
 ):
     """Simulate the plan's representatives and expand to every rank.
 
-    ``traceset`` needs the representatives' traces only.  Returns the
-    :class:`~.results.ReplayResult` (with ``folding`` set).
+    ``traceset`` needs the representatives' traces only; ``say``: progress (``say(stage, done, total)``, see
+    :func:`.run.replay`).  Returns the :class:`~.results.ReplayResult` (with ``folding`` set).
     """
     from tracekit.replayer.simulation.program import compile_program
-    from tracekit.replayer.simulation.engine import simulate
+    from tracekit.replayer.simulation.engine import events_progress, simulate
 
     program = compile_program(traceset, fitted, options, plan=plan)
     log.info(
@@ -455,7 +482,9 @@ def replay_folded(
         fitted.name,
         program.model_name,
     )
-    schedule = simulate(program)
+    schedule = simulate(program, progress=events_progress(say))
+    if say is not None:
+        say(f"expanding {len(program.layouts)} representative ranks to {len(plan.rep_of)}")
     from tracekit.replayer.simulation.fold_expand import expand_result
 
     return expand_result(program, schedule, traceset, plan, world_paths=world_paths)

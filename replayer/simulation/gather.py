@@ -66,7 +66,7 @@ def check_errors(rank: int, findings: "RankFindings | None") -> None:
         raise NotFoldable(f"rank {rank} fails the up-front checks")
 
 
-def gather_files(traces: Any, options: "ReplayOptions", say: Callable[[str], None]) -> Gathered:
+def gather_files(traces: Any, options: "ReplayOptions", say: Callable[..., None]) -> Gathered:
     """Read, check and scan rank files one at a time (a prefix, glob or directory: :func:`tracekit.io.trace_paths`).
 
     Each rank is checked (when ``options.check``), digested (:func:`~.folding.scan_rank`) and dropped unless it
@@ -91,7 +91,7 @@ def gather_files(traces: Any, options: "ReplayOptions", say: Callable[[str], Non
     declared: dict[str, tuple[int, ...]] = {}
     stamped = StampedClasses()  # members of stamped files are derived, not decoded (class_replay.py)
     for rank, path in pairs:
-        say(f"reading and digesting rank {rank} of {len(pairs)}")
+        say("reading and digesting ranks", len(scans), len(pairs))
         spath = str(path)
         data = None if spath.endswith((".json", ".json.gz")) else _read_raw(path)
         derived = stamped.derive(rank, spath, data) if data is not None else None

@@ -41,7 +41,7 @@ def replay(
     spec: "HardwareSpec | str | os.PathLike[str]",
     *,
     options: ReplayOptions | None = None,
-    status: Callable[[str], None] | None = None,
+    status: Callable[..., None] | None = None,
 ) -> "ReplayResult":
     """Simulate one iteration of a job on ``spec``.
 
@@ -53,7 +53,8 @@ def replay(
             TOML path.
         options: see :class:`~.program.ReplayOptions` (default: the spec's models, the trace's streams, checks
             and folding on).
-        status: called with a short description of each phase (the CLI shows it on a terminal).
+        status: progress, called as ``status(stage, done=0, total=None)``: a short description of each stage
+            and, where it counts, the units done and the total (None: unknown); the CLI draws it on a terminal.
 
     Returns:
         the :class:`~tracekit.replayer.results.result.ReplayResult`; same inputs, same result to the bit.
@@ -73,7 +74,7 @@ def replay_with_traces(
     spec: "HardwareSpec | str | os.PathLike[str]",
     *,
     options: ReplayOptions | None = None,
-    status: Callable[[str], None] | None = None,
+    status: Callable[..., None] | None = None,
 ) -> tuple["ReplayResult", "TraceSet"]:
     """:func:`replay`, and the trace set it kept: the whole job, or the representatives only when folded.
 
@@ -89,16 +90,17 @@ def replay_with_traces(
     if not isinstance(spec, HardwareSpec):
         spec = load_spec(spec)
     if isinstance(source, TraceSet):
-        return replay_traceset(source, spec, options), source
-    say = status or (lambda text: None)
+        return replay_traceset(source, spec, options, say=status), source
+    say = status or _silent
     classes = source if isinstance(source, ClassSet) else find_class_set(source)
     if classes is not None:  # stored as rank classes: replayed without deriving every rank
         load_all: Callable[[], TraceSet] = classes.to_traceset
     else:
         load_all = lambda: read_traceset(source)  # noqa: E731
     if not options.fold:
+        say("reading every rank")
         ts = load_all()
-        return replay_traceset(ts, spec, options), ts
+        return replay_traceset(ts, spec, options, say=say), ts
     try:
         with bulk_objects() if classes is not None else nullcontext():
             if classes is not None:
@@ -112,17 +114,24 @@ def replay_with_traces(
             return _replay_gathered(gathered, spec, options, say)
     except NotFoldable as exc:
         reason = str(exc)
+    say("reading every rank")
     ts = load_all()
-    result = replay_traceset(ts, spec, replace(options, fold=False))
+    result = replay_traceset(ts, spec, replace(options, fold=False), say=say)
     _report_fallback(reason)
     return replace(result, folding=FoldInfo(len(ts), len(ts), reason)), ts
 
 
-def replay_traceset(traceset: "TraceSet", spec: "HardwareSpec", options: ReplayOptions) -> "ReplayResult":
-    """:func:`replay` of a trace set in memory on a loaded ``spec``."""
+def _silent(stage: str, done: int = 0, total: int | None = None) -> None:
+    """The progress callback when nobody listens."""
+
+
+def replay_traceset(
+    traceset: "TraceSet", spec: "HardwareSpec", options: ReplayOptions, *, say: Callable[..., None] | None = None
+) -> "ReplayResult":
+    """:func:`replay` of a trace set in memory on a loaded ``spec`` (``say``: progress, as ``status`` there)."""
     from tracekit.replayer.results.build import build_result
     from tracekit.replayer.simulation.checks import check_complete, check_replay_inputs, check_spec_size
-    from tracekit.replayer.simulation.engine import simulate
+    from tracekit.replayer.simulation.engine import events_progress, simulate
     from tracekit.replayer.simulation.folding import plan_folding, replay_folded, scan_rank
     from tracekit.replayer.simulation.program import compile_program, effective_spec
 
@@ -142,7 +151,7 @@ def replay_traceset(traceset: "TraceSet", spec: "HardwareSpec", options: ReplayO
         except NotFoldable as exc:
             reason = str(exc)
         else:
-            return replay_folded(traceset, fitted, options, plan)
+            return replay_folded(traceset, fitted, options, plan, say=say)
     program = compile_program(traceset, fitted, options)
     log.info(
         "replaying %d nodes on %d ranks (%s, %s model)",
@@ -151,7 +160,8 @@ def replay_traceset(traceset: "TraceSet", spec: "HardwareSpec", options: ReplayO
         fitted.name,
         program.model_name,
     )
-    result = build_result(program, simulate(program), traceset, consume=True)  # rounded in place (issue 17)
+    schedule = simulate(program, progress=events_progress(say))
+    result = build_result(program, schedule, traceset, consume=True)  # rounded in place (issue 17)
     if reason is None:
         return result
     _report_fallback(reason)
@@ -159,7 +169,7 @@ def replay_traceset(traceset: "TraceSet", spec: "HardwareSpec", options: ReplayO
 
 
 def _replay_gathered(
-    g: "Gathered", spec: "HardwareSpec", options: ReplayOptions, say: Callable[[str], None]
+    g: "Gathered", spec: "HardwareSpec", options: ReplayOptions, say: Callable[..., None]
 ) -> tuple["ReplayResult", "TraceSet"]:
     """Check across ranks, prove the folding and simulate the representatives of a gathered job.
 
@@ -195,9 +205,9 @@ def _replay_gathered(
         assert g.derive is not None, "files keep the first rank of every digest class"
         ts = TraceSet({**g.kept, **{r: g.derive(r) for r in missing}}, process_groups=g.declared)
     paths = tuple(g.scans[r].path for r in range(g.world))
-    say(f"simulating {len(plan.reps)} representative ranks and expanding to {g.world}")
+    say(f"compiling {len(plan.reps)} representative ranks")
     with bulk_objects():
-        return replay_folded(ts, fitted, options, plan, world_paths=paths), ts
+        return replay_folded(ts, fitted, options, plan, world_paths=paths, say=say), ts
 
 
 def _report_fallback(reason: str) -> None:

@@ -41,3 +41,31 @@ def test_no_bar_when_stderr_is_not_a_terminal():
     assert r.exit_code == 0
     assert "checking ranks" not in r.stderr
     assert r.stdout.startswith("OK: 4 ranks")
+
+
+def test_replay_draws_its_stages_on_a_terminal(terminal):
+    """replay: one bar per stage, with counts (ranks read of the job, events simulated), on stderr only."""
+    r = CliRunner().invoke(cli, ["replay", JOB, "--hw", "dgx-h100"])
+    assert r.exit_code == 0, r.output
+    drawn = terminal.getvalue()
+    assert "replay: reading and digesting ranks" in drawn and "/4" in drawn  # k of the job's 4 ranks
+    assert "replay: simulating events" in drawn
+    assert "replay:" not in r.stdout and r.stdout.startswith("iteration time")
+    terminal.seek(0)
+    terminal.truncate(0)
+    r = CliRunner().invoke(cli, ["-q", "replay", JOB, "--hw", "dgx-h100"])
+    assert r.exit_code == 0 and "replay:" not in terminal.getvalue()
+
+
+def test_replay_draws_no_bar_when_stderr_is_not_a_terminal():
+    r = CliRunner().invoke(cli, ["replay", JOB, "--hw", "dgx-h100"])
+    assert r.exit_code == 0 and "replay:" not in r.stderr and "iteration time" in r.stdout
+
+
+def test_a_new_stage_replaces_the_bar(terminal):
+    with common.progress_callback("stage one") as update:
+        update(1, 4)
+        update(0, None, "stage two")
+        update(3, None)
+    drawn = terminal.getvalue()
+    assert "stage one" in drawn and "stage two" in drawn and "3/?" in drawn  # an unknown total: the count done

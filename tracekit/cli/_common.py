@@ -85,21 +85,47 @@ def progress(items: Iterable[T], description: str, total: int | None = None) -> 
 
 
 @contextlib.contextmanager
-def progress_callback(description: str) -> Iterator[Callable[[int, int], None] | None]:
-    """A ``progress(done, total)`` callback drawing a rich bar on stderr (None with ``-q`` or no terminal)."""
+def progress_callback(description: str) -> Iterator[Callable[..., None] | None]:
+    """A ``progress(done, total, description=None)`` callback drawing a rich bar on stderr.
+
+    None with ``-q`` or when stderr is not a terminal.  ``total`` None draws a pulsing bar with the count
+    done; a new ``description`` starts a new stage (a fresh bar in place of the previous one).
+    """
     if not show_progress():
         yield None
         return
-    from rich.progress import Progress
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    with Progress(console=err_console(), transient=True) as bar:
-        task = bar.add_task(description, total=None)
+    columns = (TextColumn("{task.description}"), BarColumn(), _count_column(), TimeElapsedColumn())
+    with Progress(*columns, console=err_console(), transient=True) as bar:
+        task, current = bar.add_task(description, total=None), description
 
-        def update(done: int, total: int) -> None:
-            """Move the bar to ``done`` of ``total`` units."""
+        def update(done: int, total: int | None, description: str | None = None) -> None:
+            """Move the bar to ``done`` of ``total`` units (``description``: this stage's, when it changes)."""
+            nonlocal task, current
+            if description is not None and description != current:
+                bar.remove_task(task)
+                task, current = bar.add_task(description, total=total), description
+                bar.update(task, completed=done)
+                bar.refresh()  # every stage is drawn, however short
+                return
             bar.update(task, completed=done, total=total)
 
         yield update
+
+
+def _count_column():
+    """``done/total`` (``done/?`` when the total is unknown; nothing before the first unit of such a stage)."""
+    from rich.progress import MofNCompleteColumn
+    from rich.text import Text
+
+    class CountColumn(MofNCompleteColumn):
+        def render(self, task):  # type: ignore[no-untyped-def]
+            if task.total is None and not task.completed:
+                return Text("")
+            return super().render(task)
+
+    return CountColumn()
 
 
 def render_error(exc: BaseException) -> str:

@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from tracekit.cli._common import CONTEXT_SETTINGS, err_console, out_console, state
+from tracekit.cli._common import CONTEXT_SETTINGS, err_console, out_console, progress_callback, state
 from tracekit.cli._options import deprecated_alias, emit_json, json_option, traces_argument
 from tracekit.cli._render import _fmt_bytes, _fmt_ns  # noqa: E402 - one place for human units
 from tracekit.fmt import fmt_ns_exact, fmt_pct  # noqa: E402
@@ -234,14 +234,10 @@ def replay(traces, hw: str, json_out: str | None, as_json: bool, with_schedule: 
     options = ReplayOptions(collective_model=collective_model, compute_scale=compute_scale, streams=streams,
                             check=not no_check, fold=not no_fold)
     console = err_console()
-    if state().quiet or not console.is_terminal:
+    with progress_callback("replay") as bar:  # stages with counts on a terminal; none with -q or a pipe
+        status = None if bar is None else (lambda text, done=0, total=None: bar(done, total, f"replay: {text}"))
         result, traceset, plan, report = replay_with_compute(traces, hw, options=options, compute=compute,
-                                                             capture_device=capture_device)
-    else:  # a spinner with the current phase (reading 1,024 ranks or simulating takes a while)
-        with console.status("replaying") as spinner:
-            result, traceset, plan, report = replay_with_compute(
-                traces, hw, options=options, compute=compute, capture_device=capture_device,
-                status=lambda text: spinner.update(f"replay: {text}"))
+                                                             capture_device=capture_device, status=status)
     import gc
 
     gc.freeze()  # the result (a million rows at 1,024 ranks) is final: reports need not re-traverse it in GC passes

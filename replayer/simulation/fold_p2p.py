@@ -1,0 +1,165 @@
+"""The send/recv part of the folding proof (:mod:`.folding`, point 2), pair by pair or in bulk.
+
+:func:`plan_p2p` matches every send with its receive (:func:`tracekit.rendezvous.p2p_pairs`: keys
+``(src, dst, tag)`` ascending, the k-th send with the k-th receive) and folds each pair onto its image
+``((rep[src], send position), (rep[dst], recv position))``.  A pipeline-parallel job has a few hundred
+thousand pairs, each the only one of its key; for such a job the same pairs, images, checks and folded
+instances are computed with numpy (:func:`_bulk`), and anything unusual (a key with several sends or
+none, a peer outside the job, an image node used twice) leaves it to the pair-by-pair loop, which gives
+the same result and raises the :class:`~.folding.NotFoldable` that says why.
+"""
+
+from __future__ import annotations
+
+from itertools import repeat
+from operator import itemgetter
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from tracekit.rendezvous import p2p_pairs
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tracekit.replayer.simulation.folding import _Planner
+
+__all__ = ["plan_p2p"]
+
+_FIRST = itemgetter(0)
+
+
+def plan_p2p(planner: "_Planner") -> None:
+    """Every matched send/recv pair of the job folded into ``planner`` (its ``folded``, ``unfolded``, orders).
+
+    Raises:
+        NotFoldable: an unmatched send/recv, a peer outside the job, or a pair that does not map onto its
+            representatives' pair.
+    """
+    if not _bulk(planner):
+        _pair_by_pair(planner)
+
+
+def _pair_by_pair(planner: "_Planner") -> None:
+    from tracekit.replayer.simulation.folding import NotFoldable
+
+    world, rep, scans = planner.world, planner.rep, planner.scans
+    sends: dict[tuple[int, int, int], list[int]] = {}
+    recvs: dict[tuple[int, int, int], list[int]] = {}
+    for r, s in scans.items():
+        sends.update(((r, peer, tag), v) for (peer, tag), v in s.sends.items())
+        recvs.update(((peer, r, tag), v) for (peer, tag), v in s.recvs.items())
+    for (src, dst, tag), _, sp, rp in p2p_pairs(sends, recvs):
+        if not (0 <= src < world and 0 <= dst < world):
+            raise NotFoldable(f"a send/recv names rank {src if not 0 <= src < world else dst}, outside the job")
+        if sp is None or rp is None:
+            raise NotFoldable(f"unmatched sends/recvs from rank {src} to rank {dst} with tag {tag}")
+        nbytes, pg = scans[src].p2p_attr[sp]
+        ranks = (src, dst)
+        image = ((rep[src], sp), (rep[dst], rp))
+        key = ("p2p", None, nbytes, planner.costs.key("p2p", None, nbytes, ranks))
+        fid = planner._fold(image, key, ("p2p", None, nbytes, pg, ranks, tag, (rep[src], rep[dst])))
+        planner.unfolded.append(("p2p", None, nbytes, pg, ranks, (sp, rp), fid))
+        planner.order_by_u[src].append(sp)
+        planner.order_by_u[dst].append(rp)
+
+
+def _table(planner: "_Planner", recv: bool) -> np.ndarray | None:
+    """int64[4, n]: ``(src, dst, tag, position)`` of every send (or receive), sorted by key; None when some key
+    has more than one (the pair-by-pair loop handles that)."""
+    parts = []
+    for r, s in planner.scans.items():
+        table = s.recvs if recv else s.sends
+        if not table:
+            continue
+        if set(map(len, table.values())) != {1}:
+            return None
+        peers, tags = zip(*table)
+        a = np.empty((4, len(peers)), dtype=np.int64)
+        a[0 if recv else 1] = peers
+        a[1 if recv else 0] = r
+        a[2] = tags
+        a[3] = list(map(_FIRST, table.values()))
+        parts.append(a)
+    if not parts:
+        return np.zeros((4, 0), dtype=np.int64)
+    t = np.concatenate(parts, axis=1)
+    return t[:, np.lexsort((t[2], t[1], t[0]))]
+
+
+def _bulk(planner: "_Planner") -> bool:
+    """Fold the pairs with numpy when every key has one send and one receive; False (nothing changed) otherwise."""
+    sends, recvs = _table(planner, False), _table(planner, True)
+    if sends is None or recvs is None or sends.shape != recvs.shape or not (sends[:3] == recvs[:3]).all():
+        return False
+    n = sends.shape[1]
+    if n == 0:
+        return True
+    src, dst, tag, sp = sends
+    rp = recvs[3]
+    world = planner.world
+    if src.min() < 0 or dst.min() < 0 or src.max() >= world or dst.max() >= world:
+        return False
+    rep = np.asarray(planner.rep, dtype=np.int64)
+    span = int(max(sp.max(), rp.max())) + 1
+    a, b = rep[src] * span + sp, rep[dst] * span + rp  # image nodes as numbers
+    ua, first, inv = np.unique(a, return_index=True, return_inverse=True)
+    if not (b == b[first][inv]).all():  # a send node paired with two receive nodes
+        return False
+    ub, first_b, inv_b = np.unique(b, return_index=True, return_inverse=True)
+    if not (a == a[first_b][inv_b]).all() or len(ub) != len(ua) or np.intersect1d(ua, ub).size:
+        return False
+    # the pairs' ranks and positions as shared int objects (the pair-by-pair loop reuses the scans' own): a
+    # million new ints would add ~30 MB to the plan that the result keeps
+    ranks_int, positions_int = list(range(world)), list(range(span))
+    src_l, dst_l = (list(map(ranks_int.__getitem__, x.tolist())) for x in (src, dst))
+    sp_l, rp_l = (list(map(positions_int.__getitem__, x.tolist())) for x in (sp, rp))
+    scans = planner.scans
+    attrs = [scans[s].p2p_attr[p] for s, p in zip(src_l, sp_l)]
+    nbytes = [x[0] for x in attrs]
+    costs = planner.costs
+    cost_of: dict[tuple[int, int, int], Any] = {}
+    for key in set(zip(nbytes, src_l, dst_l)):
+        cost_of[key] = costs.key("p2p", None, key[0], (key[1], key[2]))  # may raise NotFoldable, as pair by pair
+    cost_ids: dict[Any, int] = {}  # equal costs, one number (CommCost is a frozen dataclass: hashable)
+    cid = np.asarray([cost_ids.setdefault(cost_of[k], len(cost_ids)) for k in zip(nbytes, src_l, dst_l)])
+    nb = np.asarray(nbytes, dtype=np.int64)
+    if not ((nb == nb[first][inv]).all() and (cid == cid[first][inv]).all()):
+        return False  # same image, other size or cost: the pair-by-pair loop names it
+    rep_l = planner.rep
+    head = first.tolist()  # per image (ascending node number): its first pair
+    images = {h: ((rep_l[src_l[h]], sp_l[h]), (rep_l[dst_l[h]], rp_l[h])) for h in head}
+    fid_of_image = inv.tolist()
+    node_fid = planner.node_fid
+    if any(images[h][0] in node_fid or images[h][1] in node_fid for h in head):
+        return False
+    order = sorted(range(len(head)), key=head.__getitem__)  # images in first-seen order get the next indices
+    base = len(planner.folded)
+    new_index = [0] * len(head)
+    from tracekit.replayer.simulation.folding import FoldedInstance
+
+    tags = tag.tolist()
+    for j, u in enumerate(order):
+        h = head[u]
+        new_index[u] = base + j
+        s, d = src_l[h], dst_l[h]
+        planner.folded.append(
+            FoldedInstance("p2p", None, nbytes[h], attrs[h][1], (s, d), list(images[h]), tags[h], (rep_l[s], rep_l[d]))
+        )
+        planner.folded_key.append((images[h], ("p2p", None, nbytes[h], cost_of[(nbytes[h], s, d)])))
+        node_fid[images[h][0]] = node_fid[images[h][1]] = base + j
+    fids = [new_index[u] for u in fid_of_image]
+    planner.unfolded.extend(
+        zip(repeat("p2p"), repeat(None), nbytes, map(itemgetter(1), attrs), zip(src_l, dst_l), zip(sp_l, rp_l), fids)
+    )
+    _extend_orders(planner, src, dst, sp, rp)
+    return True
+
+
+def _extend_orders(planner: "_Planner", src: np.ndarray, dst: np.ndarray, sp: np.ndarray, rp: np.ndarray) -> None:
+    """Each rank's send and receive positions appended in pair order (as the pair-by-pair loop appends them)."""
+    ranks = np.stack([src, dst], axis=1).ravel()
+    pos = np.stack([sp, rp], axis=1).ravel()
+    order = np.argsort(ranks, kind="stable")
+    ranks, pos = ranks[order], pos[order]
+    cuts = np.flatnonzero(np.diff(ranks)) + 1
+    for lo, hi in zip(np.concatenate(([0], cuts)).tolist(), np.concatenate((cuts, [len(ranks)])).tolist()):
+        planner.order_by_u[int(ranks[lo])].frombytes(np.ascontiguousarray(pos[lo:hi], dtype=np.int64).tobytes())
