@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
+from tracekit.attrs import COMM_DST, COMM_SIZE, COMM_SRC, COMM_TYPE, PG_NAME, as_int, as_str
 from tracekit.errors import TracekitError, ValidationError
 from tracekit.groups import resolve_groups
 from tracekit.model import MAX_DURATION_NS, MAX_TIME_NS, CollectiveType, ExecutionTrace, NodeType
@@ -173,34 +174,66 @@ def validate_trace(trace: ExecutionTrace) -> ValidationReport:
 
 def _check_comm_attrs(trace: ExecutionTrace) -> list[Issue]:
     cols = trace.columns()
-    path, rank = trace.path, trace.rank
     comm_pos = np.flatnonzero((cols.types >= NodeType.COMM_SEND_NODE) & (cols.types <= NodeType.COMM_COLL_NODE))
     if not len(comm_pos):
         return []
+    raw = {key: key.raw(cols)[1] for key in COMM_CHECKED}
     issues: list[Issue] = []
-    _, ctype = cols.attr("comm_type")
-    _, csize = cols.attr("comm_size")
-    _, csrc = cols.attr("comm_src")
-    _, cdst = cols.attr("comm_dst")
     for p in comm_pos.tolist():
-        nid, t = int(cols.ids[p]), int(cols.types[p])
-        size = csize[p]
-        if size is None:
-            issues.append(Issue("comm-attrs", WARNING, NO_COMM_SIZE, path, rank, nid))
-        elif isinstance(size, bool) or not isinstance(size, int) or size < 0:
-            issues.append(Issue("comm-attrs", ERROR, f"comm_size must be a non-negative integer (bytes), got {size!r}",
-                                path, rank, nid))
-        if t == NodeType.COMM_COLL_NODE:
-            ct = ctype[p]
-            if ct is None:
-                issues.append(Issue("comm-attrs", WARNING, NO_COMM_TYPE, path, rank, nid))
-            elif isinstance(ct, bool) or not isinstance(ct, int) or ct not in CollectiveType._value2member_map_:
-                issues.append(Issue("comm-attrs", ERROR, f"unknown comm_type {ct!r}", path, rank, nid))
-        else:
-            for key, vals in (("comm_src", csrc), ("comm_dst", cdst)):
-                if vals[p] is None:
-                    issues.append(Issue("comm-attrs", ERROR, f"{NodeType(t).name} has no {key}", path, rank, nid))
+        issues += comm_issues(int(cols.ids[p]), int(cols.types[p]), lambda key: raw[key][p], trace.path, trace.rank)
     return issues
+
+
+#: the attributes :func:`comm_issues` reads
+COMM_CHECKED = (COMM_SIZE, COMM_TYPE, PG_NAME, COMM_SRC, COMM_DST)
+
+
+def comm_issues(
+    node_id: int, node_type: int, get: Callable[[str], Any], path: str | None, rank: int | None
+) -> list[Issue]:
+    """The ``comm-attrs`` findings of one COMM node (the one copy: full and streaming validation call it).
+
+    Each value is read by its field's rule (:mod:`tracekit.attrs`), as replay reads it: a missing
+    ``comm_size``/``comm_type`` is a warning (read as 0 bytes / ALL_REDUCE, as ASTRA-sim and Chakra's feeder
+    do); a value the rule rejects, a negative size, an unknown collective type, a ``pg_name`` that is not text
+    and a send/recv without ``comm_src``/``comm_dst`` are errors.
+
+    Args:
+        node_id, node_type: the node's id and NodeType wire number (COMM_SEND, COMM_RECV or COMM_COLL).
+        get: ``get(key)`` -> the stored value of attribute ``key`` (None when absent), for the keys in
+            :data:`COMM_CHECKED`.
+        path, rank: where the node is (for the issues' text).
+    """
+    out: list[Issue] = []
+    errors: list[str] = []
+    size = get(COMM_SIZE)
+    if size is None:
+        out.append(Issue("comm-attrs", WARNING, NO_COMM_SIZE, path, rank, node_id))
+    elif _int_or_none(COMM_SIZE, size) is None or size < 0:
+        errors.append(f"comm_size must be a non-negative integer (bytes), got {size!r}")
+    pg = get(PG_NAME)
+    if pg is not None:
+        try:
+            as_str(PG_NAME, pg)
+        except ValidationError:
+            errors.append(f"pg_name must be text, got {pg!r}")
+    if node_type == NodeType.COMM_COLL_NODE:
+        ct = get(COMM_TYPE)
+        if ct is None:
+            out.append(Issue("comm-attrs", WARNING, NO_COMM_TYPE, path, rank, node_id))
+        elif _int_or_none(COMM_TYPE, ct) not in CollectiveType._value2member_map_:
+            errors.append(f"unknown comm_type {ct!r}")
+    else:
+        errors += [f"{NodeType(node_type).name} has no {key}" for key in (COMM_SRC, COMM_DST) if get(key) is None]
+    return out + [Issue("comm-attrs", ERROR, message, path, rank, node_id) for message in errors]
+
+
+def _int_or_none(key: str, value: Any) -> int | None:
+    """``value`` by the integer rule, None when the rule rejects it (NaN and infinities included)."""
+    try:
+        return as_int(key, value)
+    except ValidationError:
+        return None
 
 
 def rank_collectives(trace: ExecutionTrace) -> dict[str, list[tuple[int, int, int]]]:
