@@ -52,6 +52,7 @@ LIST_KINDS = tuple(k.replace("_val", "_list") for k in SCALAR_KINDS)
 ATTR_KINDS = frozenset(SCALAR_KINDS + LIST_KINDS)
 INT_KINDS = frozenset(k for k in SCALAR_KINDS if "int" in k or "fixed" in k)
 
+
 def _bad(name: str, value: Any, want: str, node_id: int | None) -> ValidationError:
     return ValidationError(f"attribute {name!r} must be {want}, got {value!r}", node_id=node_id)
 
