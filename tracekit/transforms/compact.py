@@ -30,6 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from tracekit.attrs import NUM_OPS, TENSOR_SIZE, TID
 from tracekit.errors import ConfigError
 from tracekit.model import ExecutionTrace, Node, NodeType
 from tracekit.transforms.base import Transform, map_traces
@@ -105,7 +106,7 @@ def _resource(node: Node) -> tuple[Any, ...] | None:
     if node.type != NodeType.COMP_NODE:
         return None
     if node.is_cpu_op:
-        return ("host", node.get_attr("tid", 0))
+        return ("host", TID.of(node) or 0)
     return ("stream", node.stream or 0)
 
 
@@ -167,11 +168,10 @@ def merge_chains(nodes: list[Node]) -> list[Node]:
         if i in merged_into:
             group = [nodes[m] for m in merged_into[i]]
             c = node.replace(duration_ns=sum(m.duration_ns for m in group))
-            for name in ("num_ops", "tensor_size"):
-                vals = [m.get_attr(name) for m in group]
-                nums = [int(v) for v in vals if isinstance(v, (int, float)) and not isinstance(v, bool)]
+            for key in (NUM_OPS, TENSOR_SIZE):
+                nums = [v for v in (key.of(m) for m in group) if v is not None]
                 if nums:
-                    c = c.with_attr(name, sum(nums))
+                    c = c.with_attr(key, sum(nums))
             c = c.with_attr("merged_nodes", len(group), "int64_val")
             sources = [s for m in group for s in (m.get_attr("merged_node_ids") or [m.id])]
             c = c.with_attr("merged_node_ids", [int(s) for s in sources], "int64_list")

@@ -30,6 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from tracekit.attrs import COMM_SIZE, NUM_OPS, TENSOR_SIZE
 from tracekit.errors import ConfigError, TransformError
 from tracekit.model import CollectiveType, Node, NodeType
 from tracekit.transforms.base import Transform, check_degree, map_nodes, map_traces, scale_int
@@ -152,14 +153,14 @@ class RescalePlan:
             return None
         if _zero_gather(self, node):
             return (
-                node.with_attr("comm_size", scale_int(node.comm_bytes or 0, self.ratio)) if dp_spanning_gather else None
+                node.with_attr(COMM_SIZE, scale_int(node.comm_bytes or 0, self.ratio)) if dp_spanning_gather else None
             )
         if node.get_attr("op_role") == "optimizer_step":
             c = node.replace(duration_ns=scale_int(node.duration_ns, self.ratio))
-            for name in ("num_ops", "tensor_size"):
-                v = c.get_attr(name)
-                if isinstance(v, int) and v > 0:
-                    c = c.with_attr(name, scale_int(v, self.ratio))
+            for key in (NUM_OPS, TENSOR_SIZE):
+                v = key.of(c)
+                if v is not None and v > 0:
+                    c = c.with_attr(key, scale_int(v, self.ratio))
             return c
         return None
 

@@ -24,6 +24,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from tracekit.attrs import COMM_SIZE, COMM_TYPE, NUM_OPS, TENSOR_SIZE
 from tracekit.errors import ConfigError
 from tracekit.model import COMM_TYPES, CollectiveType, Node, NodeType
 from tracekit.transforms.base import Transform, check_factor, map_nodes, map_traces, scale_int
@@ -118,10 +119,10 @@ def scaled_compute(node: Node, k: float) -> Node:
     if node.duration_ns > 0:
         return node.replace(duration_ns=scale_int(node.duration_ns, k))
     c = node.replace()
-    for name in ("num_ops", "tensor_size"):
-        v = node.get_attr(name)
-        if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0:
-            c = c.with_attr(name, scale_int(int(v), k))
+    for key in (NUM_OPS, TENSOR_SIZE):
+        v = key.of(node)
+        if v is not None and v > 0:
+            c = c.with_attr(key, scale_int(v, k))
     return c
 
 
@@ -355,7 +356,7 @@ class ScaleComm(Transform):
             size = node.comm_bytes
             if k == 1.0 or size is None:
                 return None
-            return node.with_attr("comm_size", scale_int(size, k))
+            return node.with_attr(COMM_SIZE, scale_int(size, k))
 
         def one_trace(t):  # on encoded records: only the communication nodes are decoded
             from tracekit.transforms.colscale import is_encoded, rewrite_some, scale_comm_encoded
@@ -383,7 +384,7 @@ def comm_factors(cols: Any, table: Mapping[CollectiveType, float], default: floa
         out[(types == int(NodeType.COMM_SEND_NODE)) | (types == int(NodeType.COMM_RECV_NODE))] = default
     if coll.any():
         try:
-            present, ct = cols.attr_int("comm_type")
+            present, ct = COMM_TYPE.column(cols)
         except ValidationError:
             return None
         known = np.isin(ct, [int(c) for c in CollectiveType])

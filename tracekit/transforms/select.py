@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tracekit.attrs import COMM_DST, COMM_SRC, IS_CPU_OP
 from tracekit.errors import ConfigError, TransformError
 from tracekit.groups import PG_INIT_NAME, canonical_pg_name, is_pg_init
 from tracekit.model import ExecutionTrace, Node, NodeType
@@ -131,12 +132,12 @@ class DropCpuOps(Transform):
 
     def apply(self, traceset):
         def one(t: ExecutionTrace) -> ExecutionTrace:
-            from tracekit.transforms.colscale import flag_column, is_encoded
+            from tracekit.transforms.colscale import is_encoded
             from tracekit.transforms.colselect import remove_rows
 
             if is_encoded(t):
                 cols = t.columns()
-                out = remove_rows(t, (cols.types == int(NodeType.COMP_NODE)) & flag_column(cols, "is_cpu_op"))
+                out = remove_rows(t, (cols.types == int(NodeType.COMP_NODE)) & IS_CPU_OP.column(cols)[1])
                 if out is not None:
                     return out
             return remove_nodes(t, lambda n: n.type == NodeType.COMP_NODE and n.is_cpu_op is True)
@@ -289,9 +290,9 @@ class KeepRanks(Transform):
                         continue
                     c = n.replace()
                     if src is not None:
-                        c = c.with_attr("comm_src", new_of[src])
+                        c = c.with_attr(COMM_SRC, new_of[src])
                     if dst is not None:
-                        c = c.with_attr("comm_dst", new_of[dst])
+                        c = c.with_attr(COMM_DST, new_of[dst])
                     nodes.append(c)
                 else:
                     nodes.append(n)
