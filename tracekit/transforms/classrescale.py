@@ -299,29 +299,51 @@ def rescale_classes(classes: list[ClassState], world_size: int, rescale: Rescale
     return out, job.plan.new.world_size
 
 
+def _classwise(step: Any) -> bool:
+    """A step :func:`transform_classes` runs on each representative alone."""
+    from tracekit.classset import CLASSWISE_TRANSFORMS
+    from tracekit.transforms.select import KeepIteration
+
+    return isinstance(step, KeepIteration) or type(step).__name__ in CLASSWISE_TRANSFORMS
+
+
+def _on_manifest(step: Any) -> bool:
+    """A step :func:`transform_classes` runs on the classes and the manifest together."""
+    from tracekit.transforms.select import KeepRanks
+
+    return isinstance(step, (Rescale, KeepRanks))
+
+
 def supports(steps: Iterable[Any]) -> bool:
-    """Whether :func:`transform_classes` can run ``steps`` (each class-wise or a :class:`Rescale`)."""
+    """Whether :func:`transform_classes` can run ``steps`` (each class-wise, :class:`Rescale` or ``KeepRanks``)."""
+    return all(_classwise(s) or _on_manifest(s) for s in steps)
+
+
+def runs_on_classes(steps: Iterable[Any]) -> bool:
+    """Whether a class set given ``steps`` should go through :func:`transform_classes`: it can, and a step needs
+    it (a :class:`Rescale`, ``KeepRanks`` or ``KeepIteration``, which the plain per-class path does not take)."""
     from tracekit.classset import CLASSWISE_TRANSFORMS
 
-    return all(isinstance(s, Rescale) or type(s).__name__ in CLASSWISE_TRANSFORMS for s in steps)
+    steps = list(steps)
+    return supports(steps) and any(type(s).__name__ not in CLASSWISE_TRANSFORMS for s in steps)
 
 
 def transform_classes(
     cs: Any, steps: Iterable[Any], output: str | os.PathLike[str], *, source: str | None = None
 ) -> tuple[Any, int, int]:
-    """Run ``steps`` (class-wise transforms and :class:`Rescale`) on a class set; write the result as one.
+    """Run ``steps`` (class-wise transforms, :class:`Rescale`, ``KeepRanks``) on a class set; write the result as one.
 
     Returns:
         ``(manifest path, nodes in, nodes out)`` counted over every rank.
 
     Raises:
-        TracekitError: a step that is neither class-wise nor Rescale, or as the steps raise.
+        TracekitError: a step :func:`supports` does not take, or as the steps raise.
     """
     from dataclasses import replace
 
-    from tracekit.classset import CLASSWISE_TRANSFORMS
     from tracekit.traceset import TraceSet
     from tracekit.transforms.base import stamp_provenance
+    from tracekit.transforms.classselect import keep_ranks_classes
 
     steps = list(steps)
     classes, world = load_classes(cs), cs.world_size
@@ -329,7 +351,9 @@ def transform_classes(
     for step in steps:
         if isinstance(step, Rescale):
             classes, world = rescale_classes(classes, world, step)
-        elif type(step).__name__ in CLASSWISE_TRANSFORMS:
+        elif _on_manifest(step):
+            classes, world = keep_ranks_classes(classes, world, step)
+        elif _classwise(step):
             classes = [
                 replace(c, trace=step.apply(TraceSet({c.ranks[0]: c.trace}, c.trace.process_groups()))[c.ranks[0]])
                 for c in classes
