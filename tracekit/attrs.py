@@ -144,6 +144,8 @@ class Attr(_AttrBase):
     def __new__(cls, name: str, value: Any, kind: str | None = "int64_val", doc_string: str = "") -> "Attr":
         if value.__class__ is list:
             value = tuple(value)
+        if name.__class__ is not str:  # a standard field (a str subclass) is stored as the plain name
+            name = str(name)
         return _AttrBase.__new__(cls, name, value, kind, doc_string)
 
     @staticmethod

@@ -30,6 +30,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Iterable
 
+from tracekit.attrs import COMM_DST, COMM_SRC, PG_NAME
 from tracekit.errors import TransformError
 from tracekit.groups import DEFAULT_PG, canonical_pg_name, is_pg_init, pg_init_node
 from tracekit.model import INT_KINDS, Attr, ExecutionTrace, NodeType
@@ -109,10 +110,10 @@ def _renamables(trace: ExecutionTrace) -> dict[tuple[str, str | None, Any], str]
         if not n.is_comm or is_pg_init(n):
             continue
         for a in n.attrs:
-            if a.name == "pg_name":
+            if a.name == PG_NAME:
                 role = "pg"
-            elif a.name in ("comm_src", "comm_dst") and n.type in (_SEND, _RECV):
-                own = (a.name == "comm_src") == (n.type == _SEND)
+            elif a.name in (COMM_SRC, COMM_DST) and n.type in (_SEND, _RECV):
+                own = (a.name == COMM_SRC) == (n.type == _SEND)
                 role = "own" if own else "peer"
             else:
                 continue
@@ -262,7 +263,7 @@ def _check_zero(job: _Job, ci: int, ranks: list[int]) -> None:
         for n in cls.trace.nodes
         if n.type == NodeType.COMM_COLL_NODE and n.comm_type is not None and n.comm_type.name == "ALL_GATHER"
         for a in n.attrs
-        if a.name == "pg_name"
+        if a.name == PG_NAME
     }
     for key in keys:
         spans = {
