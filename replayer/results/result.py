@@ -226,6 +226,8 @@ class RankSchedule:
     merged_ids: dict[int, tuple[int, ...]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict of plain lists (times in ns; a NaN ``xfer_start_ns`` as None); :meth:`from_dict`
+        inverts it exactly. ``names``/``merged_ids`` appear only when set."""
         extra: dict[str, Any] = {}
         if self.names is not None:
             extra["names"] = list(self.names)
@@ -246,6 +248,12 @@ class RankSchedule:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "RankSchedule":
+        """Inverse of :meth:`to_dict` (arrays rebuilt with the dtypes of the class docstring); reads results
+        written before ``names`` and ``merged_ids`` were kept.
+
+        Raises:
+            KeyError: a required key is missing. ValueError: a value does not convert.
+        """
         return cls(
             int(d["rank"]),
             np.asarray(d["node_ids"], dtype=np.uint64),
@@ -271,6 +279,7 @@ class FoldInfo:
     reason: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
+        """``{"classes", "ranks", "reason"}`` as JSON-ready values."""
         return {"classes": self.classes, "ranks": self.ranks, "reason": self.reason}
 
 

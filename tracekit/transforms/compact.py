@@ -49,10 +49,12 @@ class CompactStats:
 
     @property
     def node_factor(self) -> float:
+        """``nodes_before / nodes_after`` (inf when nothing is left)."""
         return self.nodes_before / self.nodes_after if self.nodes_after else float("inf")
 
     @property
     def dep_factor(self) -> float:
+        """``deps_before / deps_after`` data dependencies (inf when none is left)."""
         return self.deps_before / self.deps_after if self.deps_after else float("inf")
 
 
@@ -244,6 +246,12 @@ class Compact(Transform):
             raise ConfigError("Compact with merge=False and reduce=False does nothing")
 
     def apply(self, traceset):
+        """Every rank compacted (:func:`compact_trace`): fewer nodes and data dependencies, same ranks and groups.
+
+        Raises:
+            ValidationError: a rank's data dependencies have a cycle (names the nodes), or a merged node's
+                ``num_ops``/``tensor_size`` breaks the integer rule.
+        """
         return map_traces(traceset, lambda t: compact_trace(t, merge=self.merge, reduce=self.reduce)[0])
 
     def apply_with_stats(self, traceset):

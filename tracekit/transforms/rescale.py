@@ -100,6 +100,12 @@ class Rescale(Transform):
         return RescalePlan(old, new, update, keep_mb, zero, old.dp / self.dp, self.mode)
 
     def apply(self, traceset):
+        """The job at data-parallel degree ``dp``: ``pp x tp x cp x dp`` ranks (module docstring).
+
+        Raises:
+            ConfigError: strong scaling whose ``dp`` does not divide the global batch.
+            TransformError: the rank grid is unknown, or strong scaling of an interleaved schedule.
+        """
         plan = self.plan(grid_of(traceset), llm_config_of(traceset))
         old, new = plan.old, plan.new
         old_groups = traceset.process_groups

@@ -82,6 +82,12 @@ class KeepIteration(Transform):
             raise ConfigError(f"marker {self.marker!r} must contain {{n}} (the iteration number)")
 
     def apply(self, traceset):
+        """Every rank cut to iteration ``iteration`` (class docstring); ranks and groups unchanged.
+
+        Raises:
+            TransformError: a rank has no marker for ``iteration`` (names the rank and the markers it has).
+            ValidationError: ``is_cpu_op`` breaks the bool rule (read when markers carry start times).
+        """
         return map_traces(traceset, self._one)
 
     def _one(self, trace: ExecutionTrace) -> ExecutionTrace:
@@ -131,6 +137,12 @@ class DropCpuOps(Transform):
     """
 
     def apply(self, traceset):
+        """Every rank without its host-only COMP nodes (bypass edges keep their order).
+
+        Raises:
+            ValidationError: ``is_cpu_op`` breaks the bool rule (e.g. the integer 5; names the node).
+        """
+
         def one(t: ExecutionTrace) -> ExecutionTrace:
             from tracekit.transforms.colscale import is_encoded
             from tracekit.transforms.colselect import remove_rows
@@ -166,6 +178,7 @@ class RemoveNodes(Transform):
         _node_types(self.node_types)
 
     def apply(self, traceset):
+        """Every rank without the selected nodes (class docstring); dependencies through them become bypass edges."""
         pat, types = _compile(self.name_pattern), _node_types(self.node_types)
 
         def drop(n: Node) -> bool:
