@@ -65,24 +65,33 @@ def validate_trace(trace: ExecutionTrace) -> ValidationReport:
     cols = trace.columns()
     cols.verify()  # attribute framing (decoded lazily): a corrupt attribute is a format error
     graph = trace.graph()
-    # unique ids
-    if len(graph.duplicate_ids):
-        capped(
-            report,
-            [
-                Issue("unique-ids", ERROR, f"duplicate node id {int(i)}", path, rank, int(i))
-                for i in graph.duplicate_ids
-            ],
-            "unique-ids",
-            path,
-            rank,
+    dup = [Issue("unique-ids", ERROR, f"duplicate node id {int(i)}", path, rank, int(i)) for i in graph.duplicate_ids]
+    capped(report, dup, "unique-ids", path, rank)
+    capped(report, _dangling(cols, graph, path, rank), "dangling-dep", path, rank)
+    capped(report, _node_types(cols, path, rank), "node-type", path, rank)
+    neg = [
+        Issue(
+            "negative-duration", ERROR, f"negative duration {int(cols.duration_ns[p])} ns", path, rank, int(cols.ids[p])
         )
-    # dangling data deps
+        for p in np.flatnonzero(cols.duration_ns < 0).tolist()
+    ]
+    capped(report, neg, "negative-duration", path, rank)
+    capped(report, time_range_issues(cols, path, rank), "time-range", path, rank)
+    try:
+        graph.topological_order()
+    except ValidationError as exc:
+        report.add(Issue("cycle", ERROR, exc.message, path, rank, exc.node_id))
+    capped(report, _check_comm_attrs(trace), "comm-attrs", path, rank)
+    return report
+
+
+def _dangling(cols: Any, graph: Any, path: str | None, rank: int | None) -> list[Issue]:
+    """``dangling-dep``: data deps on missing ids (errors), control deps on missing ids (warnings: simulators
+    do not follow them)."""
     issues = [
         Issue("dangling-dep", ERROR, f"data dep {int(dep)} does not exist", path, rank, int(graph.ids[pos]))
         for pos, dep in graph.missing.tolist()
     ]
-    # dangling control deps (warning: simulators do not follow them)
     if len(cols.ctrl_ids):
         owner = np.repeat(np.arange(len(cols)), np.diff(cols.ctrl_ptr))
         _, found = graph.positions_of(cols.ctrl_ids)
@@ -90,54 +99,17 @@ def validate_trace(trace: ExecutionTrace) -> ValidationReport:
             issues.append(
                 Issue("dangling-dep", WARNING, f"ctrl dep {dep} does not exist", path, rank, int(graph.ids[pos]))
             )
-    capped(report, issues, "dangling-dep", path, rank)
-    # node types
-    bad_types = np.flatnonzero((cols.types < 0) | (cols.types > max(NodeType)))
-    capped(
-        report,
-        [
-            Issue(
-                "node-type",
-                ERROR,
-                f"unknown node type {int(cols.types[p])}"
-                + (" or more" if cols.types[p] == 2**15 - 1 else " or less" if cols.types[p] == -(2**15) else ""),
-                path,
-                rank,
-                int(cols.ids[p]),
-            )
-            for p in bad_types.tolist()
-        ],
-        "node-type",
-        path,
-        rank,
-    )
-    neg = np.flatnonzero(cols.duration_ns < 0)
-    capped(
-        report,
-        [
-            Issue(
-                "negative-duration",
-                ERROR,
-                f"negative duration {int(cols.duration_ns[p])} ns",
-                path,
-                rank,
-                int(cols.ids[p]),
-            )
-            for p in neg.tolist()
-        ],
-        "negative-duration",
-        path,
-        rank,
-    )
-    capped(report, time_range_issues(cols, path, rank), "time-range", path, rank)
-    # cycles
-    try:
-        graph.topological_order()
-    except ValidationError as exc:
-        report.add(Issue("cycle", ERROR, exc.message, path, rank, exc.node_id))
-    # COMM attributes
-    capped(report, _check_comm_attrs(trace), "comm-attrs", path, rank)
-    return report
+    return issues
+
+
+def _node_types(cols: Any, path: str | None, rank: int | None) -> list[Issue]:
+    """``node-type``: type numbers outside NodeType (the int16 column saturates: "or more"/"or less")."""
+    out = []
+    for p in np.flatnonzero((cols.types < 0) | (cols.types > max(NodeType))).tolist():
+        t = int(cols.types[p])
+        more = " or more" if t == 2**15 - 1 else " or less" if t == -(2**15) else ""
+        out.append(Issue("node-type", ERROR, f"unknown node type {t}{more}", path, rank, int(cols.ids[p])))
+    return out
 
 
 def _check_comm_attrs(trace: ExecutionTrace) -> list[Issue]:

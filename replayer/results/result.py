@@ -226,8 +226,7 @@ class RankSchedule:
     merged_ids: dict[int, tuple[int, ...]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict of plain lists (times in ns; a NaN ``xfer_start_ns`` as None); :meth:`from_dict`
-        inverts it exactly. ``names``/``merged_ids`` appear only when set."""
+        """JSON-ready dict of lists (times in ns, a NaN ``xfer_start_ns`` as None); :meth:`from_dict` inverts it."""
         extra: dict[str, Any] = {}
         if self.names is not None:
             extra["names"] = list(self.names)
@@ -248,12 +247,7 @@ class RankSchedule:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "RankSchedule":
-        """Inverse of :meth:`to_dict` (arrays rebuilt with the dtypes of the class docstring); reads results
-        written before ``names`` and ``merged_ids`` were kept.
-
-        Raises:
-            KeyError: a required key is missing. ValueError: a value does not convert.
-        """
+        """Inverse of :meth:`to_dict` (older results lack ``names``/``merged_ids``); KeyError/ValueError if malformed."""
         return cls(
             int(d["rank"]),
             np.asarray(d["node_ids"], dtype=np.uint64),
