@@ -120,8 +120,8 @@ def _check_comm_attrs(trace: ExecutionTrace) -> list[Issue]:
     raw = {key: key.raw(cols)[1] for key in COMM_CHECKED}
     issues: list[Issue] = []
     for p in comm_pos.tolist():
-        get = {key: values[p] for key, values in raw.items()}.get
-        issues += comm_issues(int(cols.ids[p]), int(cols.types[p]), get, trace.path, trace.rank)
+        at_p: dict[str, Any] = {key: values[p] for key, values in raw.items()}
+        issues += comm_issues(int(cols.ids[p]), int(cols.types[p]), at_p.get, trace.path, trace.rank)
     return issues
 
 

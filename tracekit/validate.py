@@ -222,8 +222,8 @@ def cross_rank_checks(
                         int(seq[0][0]),
                     )
                 )
-    for name, members in groups.items():
-        members = [r for r in members if r in by_rank]  # only ranks with a trace can be compared
+    for name, group in groups.items():
+        members = [r for r in group if r in by_rank]  # only ranks with a trace can be compared
         if len(members) < 2:
             continue
         ref_rank = members[0]

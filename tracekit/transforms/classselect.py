@@ -19,7 +19,7 @@ than the group names and peers of communication nodes, or two values that map to
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from tracekit.attrs import COMM_DST, COMM_SRC, PG_NAME, as_int, as_str
 from tracekit.errors import TransformError
@@ -94,7 +94,7 @@ def _new_slots(
     columns: dict[Key, list[Any]] = {}
     for key, role in roles.items():
         name, kind, _ = key
-        col = [v[key] if role == "pg" else cut.new_of.get(as_int(name, v[key])) for v in members]
+        col = [v[key] if role == "pg" else cut.new_of.get(cast(int, as_int(name, v[key]))) for v in members]
         slot = (name, kind, col[0])
         if slot not in present:
             continue  # carried only by dropped nodes
@@ -123,7 +123,7 @@ def keep_ranks_classes(classes: list[ClassState], world_size: int, step: KeepRan
     declared: dict[str, tuple[int, ...]] = {}
     for c in classes:
         declared.update(c.trace.process_groups())
-    cut = step.cut(range(world_size), resolve_groups(declared, world_size))
+    cut = step.cut(tuple(range(world_size)), resolve_groups(declared, world_size))
     groups: dict[tuple[int, tuple[bool, ...]], list[tuple[int, dict[Key, Any]]]] = {}
     keys = []
     for ci, cls in enumerate(classes):
@@ -148,7 +148,7 @@ def keep_ranks_classes(classes: list[ClassState], world_size: int, step: KeepRan
         cls = classes[ci]
         first = cls.ranks[members[0][0]]
         rep = step.rank_trace(cls.member_trace(members[0][0]), first, cut)
-        slots, values = _new_slots(rep, keys[ci], [v for _, v in members], cut, first)
+        slots, slot_values = _new_slots(rep, keys[ci], [v for _, v in members], cut, first)
         ranks = tuple(cut.new_of[cls.ranks[i]] for i, _ in members)
-        out.append(ClassState(rep, ranks, slots, values))
+        out.append(ClassState(rep, ranks, slots, slot_values))
     return out, len(step.ranks)
