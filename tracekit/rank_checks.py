@@ -113,15 +113,28 @@ def _node_types(cols: Any, path: str | None, rank: int | None) -> list[Issue]:
 
 
 def _check_comm_attrs(trace: ExecutionTrace) -> list[Issue]:
+    """:func:`comm_issues` of every COMM node that may have one (a column pass finds them; most have none)."""
     cols = trace.columns()
-    comm_pos = np.flatnonzero((cols.types >= NodeType.COMM_SEND_NODE) & (cols.types <= NodeType.COMM_COLL_NODE))
-    if not len(comm_pos):
+    types = cols.types
+    comm = (types >= NodeType.COMM_SEND_NODE) & (types <= NodeType.COMM_COLL_NODE)
+    if not comm.any():
         return []
-    raw = {key: key.raw(cols)[1] for key in COMM_CHECKED}
+    has_size, size, size_ok = COMM_SIZE.column_or(cols, absent=0, bad=-1)
+    has_type, ctype, type_ok = COMM_TYPE.column_or(cols, absent=0, bad=-1)
+    coll = types == NodeType.COMM_COLL_NODE
+    suspect = ~has_size | ~size_ok | (size < 0)
+    suspect |= coll & (~has_type | ~type_ok | ~np.isin(ctype, list(CollectiveType._value2member_map_)))
+    suspect |= ~coll & ~(COMM_SRC.present(cols) & COMM_DST.present(cols))
+    try:
+        PG_NAME.column(cols)
+    except ValidationError:
+        suspect[:] = True  # some pg_name is not text: the per-node rule finds which
+    positions = np.flatnonzero(comm & suspect).tolist()
+    raw = {key: key.raw(cols)[1] for key in COMM_CHECKED} if positions else {}
     issues: list[Issue] = []
-    for p in comm_pos.tolist():
+    for p in positions:
         at_p: dict[str, Any] = {key: values[p] for key, values in raw.items()}
-        issues += comm_issues(int(cols.ids[p]), int(cols.types[p]), at_p.get, trace.path, trace.rank)
+        issues += comm_issues(int(cols.ids[p]), int(types[p]), at_p.get, trace.path, trace.rank)
     return issues
 
 
