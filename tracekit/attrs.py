@@ -243,6 +243,10 @@ class IntField(_Field):
         """
         return cols.attr_int(self, default)
 
+    def present(self, cols: Any) -> Any:
+        """bool[N]: which nodes of a rank's columns carry the attribute (numeric fast path when it applies)."""
+        return self.column_or(cols, absent=0, bad=0)[0]
+
     def column_or(self, cols: Any, absent: int, bad: int) -> tuple[Any, Any, Any]:
         """Lenient :meth:`column` for checks that report bad values instead of raising.
 

@@ -92,10 +92,9 @@ def comm_table(trace: "ExecutionTrace", positions: "np.ndarray | None" = None) -
     is_coll = types[np.asarray(order, dtype=np.int64)] == NodeType.COMM_COLL_NODE
     if not is_coll.all():
         _, tag_v, _ = COMM_TAG.column_or(cols, absent=0, bad=0)
-        _, src_v, src_ok = COMM_SRC.column_or(cols, absent=-1, bad=-1)
-        _, dst_v, dst_ok = COMM_DST.column_or(cols, absent=-1, bad=-1)
-        src_ok &= COMM_SRC.present(cols)
-        dst_ok &= COMM_DST.present(cols)
+        src_has, src_v, src_ok = COMM_SRC.column_or(cols, absent=-1, bad=-1)
+        dst_has, dst_v, dst_ok = COMM_DST.column_or(cols, absent=-1, bad=-1)
+        src_ok, dst_ok = src_ok & src_has, dst_ok & dst_has
     for p, coll in zip(table.order, is_coll.tolist()):
         if coll:
             table.coll.setdefault(canonical_pg_name(pg_v[p]), []).append(p)
