@@ -94,3 +94,16 @@ def test_cli_keeps_ranks_of_a_class_set_as_classes(class_set, expanded, tmp_path
     assert not list(tmp_path.glob("k.[0-9]*.et"))  # no rank files
     want = KeepRanks("0-3").apply(expanded)
     assert [len(out.to_traceset()[r]) for r in range(4)] == [len(want[r]) for r in range(4)]
+
+
+def test_cli_keep_iteration_on_a_class_set_without_markers_fails_cleanly(class_set, tmp_path):
+    from click.testing import CliRunner
+
+    from tracekit.cli import cli
+
+    res = CliRunner().invoke(
+        cli, ["transform", str(class_set.manifest), "-o", str(tmp_path / "i"), "--keep-iteration", "3"]
+    )
+    assert res.exit_code == 1
+    assert "no iteration 3: no node is named like 'ProfilerStep#N'" in res.output
+    assert list(tmp_path.iterdir()) == []  # nothing half-written
