@@ -107,3 +107,21 @@ def test_cli_keep_iteration_on_a_class_set_without_markers_fails_cleanly(class_s
     assert res.exit_code == 1
     assert "no iteration 3: no node is named like 'ProfilerStep#N'" in res.output
     assert list(tmp_path.iterdir()) == []  # nothing half-written
+
+
+def test_keep_ranks_refuses_a_slot_that_is_not_only_a_group_or_peer():
+    """A slot value also carried by a compute node would be renamed there too: no class-wise answer."""
+    from tracekit.groups import pg_init_node
+    from tracekit.model import Attr, ExecutionTrace, Node, NodeType
+    from tracekit.transforms.classrescale import ClassState
+    from tracekit.transforms.classselect import keep_ranks_classes
+
+    pg = Attr("pg_name", "5", "string_val")
+    nodes = [
+        pg_init_node(0, {"5": (0, 1), "6": (2, 3)}),
+        Node(1, "ar", NodeType.COMM_COLL_NODE, data_deps=[0], attrs=[pg, Attr("comm_size", 8)]),
+        Node(2, "mm", NodeType.COMP_NODE, data_deps=[1], duration_ns=5, attrs=[pg]),
+    ]
+    cls = ClassState(ExecutionTrace(nodes, rank=0), (0, 1, 2, 3), (pg,), (("5",), ("5",), ("6",), ("6",)))
+    with pytest.raises(TransformError, match="varies attributes other than group names and peers"):
+        keep_ranks_classes([cls], 4, KeepRanks("0,2"))

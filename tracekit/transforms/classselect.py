@@ -32,27 +32,35 @@ _P2P = (NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE)
 Key = tuple[str, Any, Any]  # (attribute name, wire kind, the representative's value)
 
 
-def _keys(trace: ExecutionTrace) -> tuple[dict[Key, str], list[tuple[str, int, Key | None]]]:
-    """The renamable values of a representative and its collectives.
+def _keys(
+    trace: ExecutionTrace, slot_names: set[str]
+) -> tuple[dict[Key, str], list[tuple[str, int, Key | None]], set[Key]]:
+    """The renamable values of a representative, its collectives, and the other values slots could stand for.
 
     Returns:
-        ``(key -> "pg" or "peer", [(collective name, node id, its pg_name key or None), ...])``.
+        ``(key -> "pg" or "peer", [(collective name, node id, its pg_name key or None), ...], other keys)``:
+        other keys are attributes named like a slot (``slot_names``) that are not a group name or peer of a
+        communication node.
     """
     roles: dict[Key, str] = {}
     colls: list[tuple[str, int, Key | None]] = []
+    others: set[Key] = set()
     for n in trace.nodes:
-        if not n.is_comm or is_pg_init(n):
+        renamable = n.is_comm and not is_pg_init(n)
+        if not renamable and not slot_names:
             continue
         pg_key = None
         for a in n.attrs:
-            if a.name == PG_NAME:
-                pg_key = (a.name, a.kind, a.value)
-                roles[pg_key] = "pg"
-            elif a.name in (COMM_SRC, COMM_DST) and n.type in _P2P:
-                roles[(a.name, a.kind, a.value)] = "peer"
+            key = (a.name, a.kind, a.value)
+            if renamable and a.name == PG_NAME:
+                roles[key], pg_key = "pg", key
+            elif renamable and a.name in (COMM_SRC, COMM_DST) and n.type in _P2P:
+                roles[key] = "peer"
+            elif a.name in slot_names:
+                others.add(key)
         if n.type == NodeType.COMM_COLL_NODE:
             colls.append((n.name, n.id, pg_key))
-    return roles, colls
+    return roles, colls, others
 
 
 def _member_values(cls: ClassState, index: int, roles: dict[Key, str]) -> dict[Key, Any]:
@@ -73,7 +81,7 @@ def _signature(values: dict[Key, Any], roles: dict[Key, str], cut: RankCut) -> t
     return tuple(out)
 
 
-def _check_partial(cls: ClassState, rank: int, values: dict[Key, Any], colls: list, cut: RankCut) -> None:
+def _check_partial(rank: int, values: dict[Key, Any], colls: list, cut: RankCut) -> None:
     """``partial="error"``: refuse a collective whose group (as this member sees it) loses ranks."""
     for name, node_id, pg_key in colls:
         group = canonical_pg_name(None if pg_key is None else as_str(PG_NAME, values[pg_key]))
@@ -127,9 +135,8 @@ def keep_ranks_classes(classes: list[ClassState], world_size: int, step: KeepRan
     groups: dict[tuple[int, tuple[bool, ...]], list[tuple[int, dict[Key, Any]]]] = {}
     keys = []
     for ci, cls in enumerate(classes):
-        roles, colls = _keys(cls.trace)
-        carried = {(a.name, a.kind, a.value) for n in cls.trace.nodes for a in n.attrs}
-        if any((s.name, s.kind, s.value) in carried.difference(roles) for s in cls.slots):  # absent: no effect
+        roles, colls, others = _keys(cls.trace, {s.name for s in cls.slots})
+        if any((s.name, s.kind, s.value) in others for s in cls.slots):  # a slot carried by no node: no effect
             raise TransformError(
                 "a rank class varies attributes other than group names and peers: expand the class set first "
                 "(tracekit expand)",
@@ -141,7 +148,7 @@ def keep_ranks_classes(classes: list[ClassState], world_size: int, step: KeepRan
                 continue
             values = _member_values(cls, index, roles)
             if step.partial == "error":
-                _check_partial(cls, rank, values, colls, cut)
+                _check_partial(rank, values, colls, cut)
             groups.setdefault((ci, _signature(values, roles, cut)), []).append((index, values))
     out = []
     for (ci, _), members in sorted(groups.items(), key=lambda kv: classes[kv[0][0]].ranks[kv[1][0][0]]):
