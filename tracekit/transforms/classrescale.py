@@ -3,7 +3,7 @@
 A class set (:mod:`tracekit.classset`) stores one representative trace per class
 of ranks and, per member, the values of a few *slots* (``pg_name``,
 ``comm_src``, ``comm_dst`` attributes that differ between members).  Class-wise
-steps (:data:`tracekit.classset.CLASSWISE_TRANSFORMS`) run on each representative.
+steps (:data:`tracekit.transforms.classwise.CLASSWISE_TRANSFORMS`) run on each representative.
 :class:`~tracekit.transforms.rescale.Rescale` runs on the classes and the manifest:
 
 1. the new grid, groups and per-rank group maps are computed from the old
@@ -302,7 +302,7 @@ def rescale_classes(classes: list[ClassState], world_size: int, rescale: Rescale
 
 def _classwise(step: Any) -> bool:
     """A step :func:`transform_classes` runs on each representative alone."""
-    from tracekit.classset import CLASSWISE_TRANSFORMS
+    from tracekit.transforms.classwise import CLASSWISE_TRANSFORMS
     from tracekit.transforms.select import KeepIteration
 
     return isinstance(step, KeepIteration) or type(step).__name__ in CLASSWISE_TRANSFORMS
@@ -323,7 +323,7 @@ def supports(steps: Iterable[Any]) -> bool:
 def runs_on_classes(steps: Iterable[Any]) -> bool:
     """Whether a class set given ``steps`` should go through :func:`transform_classes`: it can, and a step needs
     it (a :class:`Rescale`, ``KeepRanks`` or ``KeepIteration``, which the plain per-class path does not take)."""
-    from tracekit.classset import CLASSWISE_TRANSFORMS
+    from tracekit.transforms.classwise import CLASSWISE_TRANSFORMS
 
     steps = list(steps)
     return supports(steps) and any(type(s).__name__ not in CLASSWISE_TRANSFORMS for s in steps)
