@@ -128,7 +128,7 @@ def make_traceset(n_ranks: int, n_nodes: int) -> TraceSet:
     traces = {}
     for r in range(n_ranks):
         block = f"node{r // 8}"
-        rank_list = [n if n.get_attr("pg_name") != "1" else _regroup(n, block) for n in nodes]
+        rank_list = [n if n.pg_name != "1" else _regroup(n, block) for n in nodes]
         traces[r] = ExecutionTrace(rank_list, rank=r)
     return TraceSet(traces, process_groups={"0": tuple(range(n_ranks)), **node_groups})
 

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import numpy as np
 import orjson
 
+from tracekit.attrs import IS_CPU_OP, PG_NAME
 from tracekit.groups import DEFAULT_PG, PG_INIT_NAME, parse_pg_entries
 from tracekit.model import IOInfo, NodeType
 
@@ -110,7 +111,7 @@ def _fixed_node(node: "Node", ids: Mapping[str, str | None]) -> "Node | None":
     if node.type == NodeType.METADATA_NODE:
         fixed = None
         if node.is_cpu_op is not True:
-            fixed = node.with_attr("is_cpu_op", True, "bool_val")
+            fixed = node.with_attr(IS_CPU_OP, True, "bool_val")
         if PG_INIT_NAME in node.name and node.inputs is not None and node.inputs.values:
             values = _renamed_pg_init(node.inputs.values, ids)
             if values is not None:
@@ -120,7 +121,7 @@ def _fixed_node(node: "Node", ids: Mapping[str, str | None]) -> "Node | None":
         return fixed
     if node.type not in _COMM_TYPES:
         return None
-    pg = node.get_attr("pg_name")
+    pg = PG_NAME.of(node)
     if pg is None:
         return None
     key = DEFAULT_PG if pg == "" else str(pg)
@@ -128,8 +129,8 @@ def _fixed_node(node: "Node", ids: Mapping[str, str | None]) -> "Node | None":
     if target == pg:
         return None
     if target is None:
-        return node.without_attr("pg_name")
-    return node.with_attr("pg_name", target, "string_val")
+        return node.without_attr(PG_NAME)
+    return node.with_attr(PG_NAME, target, "string_val")
 
 
 def _renamed_pg_init(values: str, ids: Mapping[str, str | None]) -> str | None:
@@ -195,14 +196,11 @@ def _candidates(trace: "ExecutionTrace", ids: Mapping[str, str | None]) -> list[
     candidates = [i for i, t in enumerate(types) if t == NodeType.METADATA_NODE]
     comm = [i for i, t in enumerate(types) if t in _COMM_TYPES]
     if comm:  # only communication nodes whose group is renamed or dropped (decoding each one is slow)
-        present, values = cols.attr("pg_name")
+        present, values = PG_NAME.column(cols)
         renamed: dict[Any, bool] = {}
         for i in comm:
             if present[i]:
                 pg = values[i]
-                if isinstance(pg, list):  # not a group name: let _fixed_node decide
-                    candidates.append(i)
-                    continue
                 if pg not in renamed:
                     key = DEFAULT_PG if pg == "" else str(pg)
                     renamed[pg] = ids.get(key, key) != pg

@@ -16,6 +16,11 @@ attribute as an integer used to behave four ways in four modules):
 
 Column code applies the same rules vectorized
 (:meth:`tracekit.graph.NodeColumns.attr_int`).
+
+The standard fields themselves (:data:`COMM_SIZE`, :data:`PG_NAME`, ...) are
+defined once, at the end: each is its key (a ``str``) bound to its rule, with
+typed readers for one node (:meth:`IntField.of`) and for a rank's columns
+(:meth:`IntField.column`), so no reader spells a standard key or picks a rule.
 """
 
 from __future__ import annotations
@@ -46,17 +51,6 @@ SCALAR_KINDS = (
 LIST_KINDS = tuple(k.replace("_val", "_list") for k in SCALAR_KINDS)
 ATTR_KINDS = frozenset(SCALAR_KINDS + LIST_KINDS)
 INT_KINDS = frozenset(k for k in SCALAR_KINDS if "int" in k or "fixed" in k)
-
-# Standard attribute names (Chakra's vocabulary, docs/design.md section 3).
-COMM_TYPE, COMM_SIZE, COMM_SRC, COMM_DST, COMM_TAG, COMM_PRIORITY = (
-    "comm_type",
-    "comm_size",
-    "comm_src",
-    "comm_dst",
-    "comm_tag",
-    "comm_priority",
-)
-PG_NAME, IS_CPU_OP, NUM_OPS, TENSOR_SIZE, STREAM = "pg_name", "is_cpu_op", "num_ops", "tensor_size", "stream"
 
 
 def _bad(name: str, value: Any, want: str, node_id: int | None) -> ValidationError:
@@ -150,6 +144,8 @@ class Attr(_AttrBase):
     def __new__(cls, name: str, value: Any, kind: str | None = "int64_val", doc_string: str = "") -> "Attr":
         if value.__class__ is list:
             value = tuple(value)
+        if name.__class__ is not str:  # a standard field (a str subclass) is stored as the plain name
+            name = str(name)
         return _AttrBase.__new__(cls, name, value, kind, doc_string)
 
     @staticmethod
@@ -209,3 +205,128 @@ def attrs_with(
                 kind = a.kind if keep else infer_kind(name, value)
             return attrs[:i] + (Attr(name, value, kind, a.doc_string),) + attrs[i + 1 :]
     return attrs + (Attr(name, value, kind or infer_kind(name, value)),)
+
+
+# ----------------------------------------------------------------------------- standard fields
+class _Field(str):
+    """A standard attribute: its key (this ``str``, usable wherever a name is) and its value rule."""
+
+    __slots__ = ()
+
+    def raw(self, cols: Any) -> tuple[Any, list[Any]]:
+        """The values as stored: ``(present bool[N], values list[N])`` of a rank's columns (None where absent)."""
+        return cols.attr(self)
+
+    def present(self, cols: Any) -> Any:
+        """bool[N]: which nodes of a rank's columns carry the attribute."""
+        return cols.attr(self)[0]
+
+
+class IntField(_Field):
+    """A standard attribute read by the integer rule (:func:`as_int`)."""
+
+    __slots__ = ()
+
+    def of(self, node: Any) -> int | None:
+        """The value on one node (anything with ``get_attr`` and ``id``), None when absent.
+
+        Raises:
+            ValidationError: the value breaks the integer rule (names the attribute and node).
+        """
+        return as_int(self, node.get_attr(self), node.id)
+
+    def column(self, cols: Any, default: int = 0) -> tuple[Any, Any]:
+        """``(present bool[N], values int64[N])`` of a rank's columns, ``default`` where absent.
+
+        Raises:
+            ValidationError: a value breaks the integer rule (names the attribute and node).
+        """
+        return cols.attr_int(self, default)
+
+    def present(self, cols: Any) -> Any:
+        """bool[N]: which nodes of a rank's columns carry the attribute (numeric fast path when it applies)."""
+        return self.column_or(cols, absent=0, bad=0)[0]
+
+    def column_or(self, cols: Any, absent: int, bad: int) -> tuple[Any, Any, Any]:
+        """Lenient :meth:`column` for checks that report bad values instead of raising.
+
+        Returns:
+            ``(present bool[N], values int64[N], ok bool[N])``: ``absent`` where the attribute is missing,
+            ``bad`` (and ``ok`` False) where the value breaks the integer rule.
+        """
+        import numpy as np
+
+        try:
+            present, values = cols.attr_int(self, absent)
+            return present, values, np.ones(len(values), dtype=bool)
+        except ValidationError:
+            present, raw = cols.attr(self)
+        values = np.full(len(raw), absent, dtype=np.int64)
+        ok = np.ones(len(raw), dtype=bool)
+        for i in np.flatnonzero(present).tolist():
+            try:
+                values[i] = as_int(self, raw[i])
+            except (ValidationError, OverflowError):
+                values[i], ok[i] = bad, False
+        return present, values, ok
+
+
+class StrField(_Field):
+    """A standard attribute read by the string rule (:func:`as_str`)."""
+
+    __slots__ = ()
+
+    def of(self, node: Any) -> str | None:
+        """The value on one node, None when absent.
+
+        Raises:
+            ValidationError: the value breaks the string rule (names the attribute and node).
+        """
+        return as_str(self, node.get_attr(self), node.id)
+
+    def column(self, cols: Any) -> tuple[Any, list[str | None]]:
+        """``(present bool[N], values list[N] of str or None)`` of a rank's columns.
+
+        Raises:
+            ValidationError: a value breaks the string rule (names the attribute and node).
+        """
+        return cols.attr_str(self)
+
+
+class BoolField(_Field):
+    """A standard attribute read by the bool rule (:func:`as_bool`)."""
+
+    __slots__ = ()
+
+    def of(self, node: Any) -> bool | None:
+        """The value on one node, None when absent.
+
+        Raises:
+            ValidationError: the value breaks the bool rule (names the attribute and node).
+        """
+        return as_bool(self, node.get_attr(self), node.id)
+
+    def column(self, cols: Any) -> tuple[Any, Any]:
+        """``(present bool[N], values bool[N])`` of a rank's columns, False where absent.
+
+        Raises:
+            ValidationError: a value breaks the bool rule (names the attribute and node).
+        """
+        return cols.attr_bool(self)
+
+
+# Chakra's standard attributes (docs/design.md section 3; the names Chakra's feeder and ASTRA-sim read) and the
+# converter extras tracekit reads back.  Units: COMM_SIZE and TENSOR_SIZE in bytes, NUM_OPS in FLOPs in traces
+# tracekit writes (Chakra leaves the unit to the writer).
+COMM_TYPE = IntField("comm_type")  #: CollectiveType wire number of a COMM_COLL node
+COMM_SIZE = IntField("comm_size")  #: bytes communicated
+COMM_SRC = IntField("comm_src")  #: sending rank of a send/recv
+COMM_DST = IntField("comm_dst")  #: receiving rank of a send/recv
+COMM_TAG = IntField("comm_tag")  #: matching tag of a send/recv
+COMM_PRIORITY = IntField("comm_priority")  #: collective priority
+PG_NAME = StrField("pg_name")  #: process group of a collective (absent: the world group)
+IS_CPU_OP = BoolField("is_cpu_op")  #: host-side node (False: a device kernel)
+NUM_OPS = IntField("num_ops")  #: floating-point operations (FLOPs)
+TENSOR_SIZE = IntField("tensor_size")  #: bytes moved to and from memory
+STREAM = IntField("stream")  #: device stream of a kernel
+TID = IntField("tid")  #: host thread id (PyTorch ET and Kineto converters)

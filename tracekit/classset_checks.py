@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from tracekit.attrs import COMM_DST, COMM_SRC, PG_NAME
+
 if TYPE_CHECKING:
     from tracekit.classset import ClassSet
 
@@ -22,7 +24,7 @@ __all__ = [
     "validate_class_set",
 ]
 
-RENAMED = frozenset({"pg_name", "comm_src", "comm_dst"})  # slots whose effect on checks is a renaming
+RENAMED = frozenset({PG_NAME, COMM_SRC, COMM_DST})  # slots whose effect on checks is a renaming
 
 
 def slot_maps(value_map: dict[tuple[str, Any], Any]) -> tuple[dict[str, str], dict[int, int], dict[int, int]]:
@@ -32,10 +34,10 @@ def slot_maps(value_map: dict[tuple[str, Any], Any]) -> tuple[dict[str, str], di
     pg = {
         canonical_pg_name(str(old)): canonical_pg_name(str(new))
         for (name, old), new in value_map.items()
-        if name == "pg_name"
+        if name == PG_NAME
     }
-    src = {int(old): int(new) for (name, old), new in value_map.items() if name == "comm_src"}
-    dst = {int(old): int(new) for (name, old), new in value_map.items() if name == "comm_dst"}
+    src = {int(old): int(new) for (name, old), new in value_map.items() if name == COMM_SRC}
+    dst = {int(old): int(new) for (name, old), new in value_map.items() if name == COMM_DST}
     return pg, src, dst
 
 

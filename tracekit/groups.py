@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import orjson
 
+from tracekit.attrs import IS_CPU_OP
 from tracekit.errors import ValidationError
 from tracekit.model import Attr, IOInfo, Node, NodeType
 
@@ -69,7 +70,7 @@ def pg_init_node(
         name=PG_INIT_NAME,
         type=NodeType.METADATA_NODE,
         inputs=IOInfo(values=values, shapes="[[]]", types='["String"]'),
-        attrs=[Attr("is_cpu_op", True, "bool_val")],
+        attrs=[Attr(IS_CPU_OP, True, "bool_val")],
     )
 
 

@@ -10,19 +10,22 @@ The rules (docs/design.md section 4; Chakra's and ASTRA-sim's reading of the sam
 - *Issue order* is the rank's data-dependency (topological) order, ties by file position.
 - *Collectives*: the k-th collective a rank issues on process group G (``pg_name``, canonical form) is instance
   (G, k) on every member of G. A missing ``comm_type`` reads as ALL_REDUCE (0) and a missing ``comm_size`` as
-  0 bytes, as ASTRA-sim's feeder reads them; a value that is not an integer reads as -2 (validation reports it).
+  0 bytes, as ASTRA-sim's feeder reads them; a value the integer rule (:func:`tracekit.attrs.as_int`) rejects
+  reads as -2 (validation reports it).  ``pg_name`` is read by the string rule (a bad one raises).
 - *Send/recv*: the k-th send from ``src`` to ``dst`` with tag ``t`` (in ``src``'s issue order) is paired with the
-  k-th recv on ``dst`` from ``src`` with tag ``t``. A missing tag reads as 0, a missing or negative size as 0
-  bytes, a missing peer (``comm_dst``/``comm_src``) as -1 (listed in :attr:`CommTable.missing_peer`).
+  k-th recv on ``dst`` from ``src`` with tag ``t``. A missing (or non-integer) tag reads as 0, a missing or
+  negative size as 0 bytes, a missing or non-integer peer (``comm_dst``/``comm_src``) as -1 (listed in
+  :attr:`CommTable.missing_peer`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence, TypeVar
+from typing import TYPE_CHECKING, Iterator, Mapping, Sequence, TypeVar
 
 import numpy as np
 
+from tracekit.attrs import COMM_DST, COMM_SIZE, COMM_SRC, COMM_TAG, COMM_TYPE, PG_NAME
 from tracekit.groups import canonical_pg_name
 from tracekit.model import NodeType
 
@@ -36,14 +39,6 @@ T = TypeVar("T")
 COMM_TYPES = (NodeType.COMM_COLL_NODE, NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE)
 #: ``comm_type`` / ``comm_size`` values that are present but not integers
 NOT_AN_INT = -2
-
-
-def _is_number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
-def _int_or(v: Any, default: int) -> int:
-    return int(v) if _is_number(v) else default
 
 
 @dataclass(frozen=True)
@@ -80,7 +75,8 @@ def comm_table(trace: "ExecutionTrace", positions: "np.ndarray | None" = None) -
             treats some collectives otherwise (the ASTRA-sim model times a broadcast alone) passes its own.
 
     Raises:
-        ValidationError: the trace's graph cannot be built (duplicate ids, a cycle).
+        ValidationError: the trace's graph cannot be built (duplicate ids, a cycle), or a ``pg_name`` breaks the
+            string rule (names the node).
     """
     cols = trace.columns()
     types = np.asarray(cols.types)
@@ -90,29 +86,26 @@ def comm_table(trace: "ExecutionTrace", positions: "np.ndarray | None" = None) -
         return table
     order = trace.graph().in_topological_order(comm)
     table.order.extend(int(p) for p in order)
-    _, pg_v = cols.attr("pg_name")
-    _, ctype = cols.attr("comm_type")
-    _, csize = cols.attr("comm_size")
+    _, pg_v = PG_NAME.column(cols)
+    _, ctype, _ = COMM_TYPE.column_or(cols, absent=0, bad=NOT_AN_INT)
+    _, csize, _ = COMM_SIZE.column_or(cols, absent=0, bad=NOT_AN_INT)
     is_coll = types[np.asarray(order, dtype=np.int64)] == NodeType.COMM_COLL_NODE
     if not is_coll.all():
-        _, tag_v = cols.attr("comm_tag")
-        _, src_v = cols.attr("comm_src")
-        _, dst_v = cols.attr("comm_dst")
+        _, tag_v, _ = COMM_TAG.column_or(cols, absent=0, bad=0)
+        src_has, src_v, src_ok = COMM_SRC.column_or(cols, absent=-1, bad=-1)
+        dst_has, dst_v, dst_ok = COMM_DST.column_or(cols, absent=-1, bad=-1)
+        src_ok, dst_ok = src_ok & src_has, dst_ok & dst_has
     for p, coll in zip(table.order, is_coll.tolist()):
         if coll:
             table.coll.setdefault(canonical_pg_name(pg_v[p]), []).append(p)
-            table.coll_attr[p] = (
-                0 if ctype[p] is None else _int_or(ctype[p], NOT_AN_INT),
-                0 if csize[p] is None else _int_or(csize[p], NOT_AN_INT),
-            )
+            table.coll_attr[p] = (int(ctype[p]), int(csize[p]))
             continue
-        tag = table.tag[p] = _int_or(tag_v[p], 0)
-        table.p2p_attr[p] = (max(_int_or(csize[p], 0), 0), canonical_pg_name(pg_v[p]))
+        tag = table.tag[p] = int(tag_v[p])
+        table.p2p_attr[p] = (max(int(csize[p]), 0), canonical_pg_name(pg_v[p]))
         send = types[p] == NodeType.COMM_SEND_NODE
-        raw = (dst_v if send else src_v)[p]
-        if not _is_number(raw):
+        if not (dst_ok if send else src_ok)[p]:
             table.missing_peer.append(p)
-        peer = _int_or(raw, -1)
+        peer = int((dst_v if send else src_v)[p])
         (table.sends if send else table.recvs).setdefault((peer, tag), []).append(p)
     return table
 

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from tracekit.attrs import IS_CPU_OP, PG_NAME, TID
 from tracekit.errors import ReplayError
 from tracekit.fmt import fmt_ms
 
@@ -204,7 +205,7 @@ def with_start_offsets(traceset: "TraceSet") -> tuple["TraceSet", int]:
             type=NodeType.COMP_NODE,
             start_time_ns=marker.start_time_ns - off,
             duration_ns=off,
-            attrs=[Attr("is_cpu_op", True, "bool_val"), Attr("tid", marker.get_attr("tid") or 0)],
+            attrs=[Attr(IS_CPU_OP, True, "bool_val"), Attr(TID, TID.of(marker) or 0)],
         )
         nodes = []
         for n in trace.nodes:
@@ -245,7 +246,7 @@ def local_rank(trace: Any) -> "TraceSet":
         if n.type == NodeType.METADATA_NODE and "process_group" in n.name:
             continue
         if n.type.name.startswith("COMM"):
-            keep = [a for a in n.attrs if not a.name.startswith("comm_") and a.name not in ("pg_name", "is_cpu_op")]
+            keep = [a for a in n.attrs if not a.name.startswith("comm_") and a.name not in (PG_NAME, IS_CPU_OP)]
             n = Node(
                 id=n.id,
                 name=n.name,
@@ -256,7 +257,7 @@ def local_rank(trace: Any) -> "TraceSet":
                 duration_ns=n.duration_ns,
                 inputs=n.inputs,
                 outputs=n.outputs,
-                attrs=keep + [Attr("is_cpu_op", False, "bool_val"), Attr("measured_comm", True, "bool_val")],
+                attrs=keep + [Attr(IS_CPU_OP, False, "bool_val"), Attr("measured_comm", True, "bool_val")],
             )
         nodes.append(n)
     kept = {n.id for n in nodes}
@@ -337,9 +338,9 @@ def _empty_step_notes(trace: Any, rank: int) -> list[str]:
         dur = marker.get_attr("range_duration_ns")
         if not m or dur is None:
             continue
-        t0, t1, tid = marker.start_time_ns, marker.start_time_ns + int(dur), marker.get_attr("tid")
+        t0, t1, tid = marker.start_time_ns, marker.start_time_ns + int(dur), TID.of(marker)
         inside = [n for n in trace.nodes if n.id != marker.id and t0 <= n.start_time_ns < t1]
-        if any(n.is_cpu_op is True and n.get_attr("tid") == tid and (n.duration_ns or 0) > 0 for n in inside):
+        if any(n.is_cpu_op is True and TID.of(n) == tid and (n.duration_ns or 0) > 0 for n in inside):
             continue
         work_ns = sum(n.duration_ns or 0 for n in inside)
         out.append(
@@ -438,14 +439,12 @@ def _step_rows(trace: Any, rank: int, start: dict, end: dict) -> list[StepCompar
     host_by_tid: dict[Any, list[Any]] = {}
     for n in trace.nodes:
         if n.is_cpu_op is True and n.id in start and not math.isnan(start[n.id]):
-            host_by_tid.setdefault(n.get_attr("tid"), []).append(n)
+            host_by_tid.setdefault(TID.of(n), []).append(n)
     rows = []
     for marker, step in markers:
         t0 = marker.start_time_ns
         t1 = t0 + int(marker.get_attr("range_duration_ns"))
-        members = [
-            n for n in host_by_tid.get(marker.get_attr("tid"), ()) if t0 <= n.start_time_ns < t1 and n.id != marker.id
-        ]
+        members = [n for n in host_by_tid.get(TID.of(marker), ()) if t0 <= n.start_time_ns < t1 and n.id != marker.id]
         r0 = start[marker.id]
         r1 = max([end[n.id] for n in members], default=r0)
         shifts = [((start[n.id] - r0) - (n.start_time_ns - t0), n) for n in members]

@@ -226,6 +226,7 @@ class RankSchedule:
     merged_ids: dict[int, tuple[int, ...]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict of lists (times in ns, a NaN ``xfer_start_ns`` as None); :meth:`from_dict` inverts it."""
         extra: dict[str, Any] = {}
         if self.names is not None:
             extra["names"] = list(self.names)
@@ -246,6 +247,7 @@ class RankSchedule:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "RankSchedule":
+        """Inverse of :meth:`to_dict` (older results lack ``names``/``merged_ids``); KeyError/ValueError if malformed."""
         return cls(
             int(d["rank"]),
             np.asarray(d["node_ids"], dtype=np.uint64),
@@ -271,6 +273,7 @@ class FoldInfo:
     reason: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
+        """``{"classes", "ranks", "reason"}`` as JSON-ready values."""
         return {"classes": self.classes, "ranks": self.ranks, "reason": self.reason}
 
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tracekit.attrs import COMM_TYPE
 from tracekit.errors import SpecError
 from tracekit.model import CollectiveType, NodeType
 
@@ -128,17 +129,17 @@ def astra_network_yaml(spec: "HardwareSpec") -> str:
 def astra_comm_types(trace: "ExecutionTrace") -> "ExecutionTrace":
     """``trace`` with the collective types ASTRA-sim cannot issue rewritten (module doc); same object if none."""
     cols = trace.columns()
-    present, values = cols.attr("comm_type")
+    present, values, ok = COMM_TYPE.column_or(cols, absent=0, bad=-1)
     changes = {}
     for pos, t in enumerate(cols.types.tolist()):
-        if t != NodeType.COMM_COLL_NODE or not present[pos]:
+        if t != NodeType.COMM_COLL_NODE or not present[pos] or not ok[pos]:
             continue
         try:
-            ctype = CollectiveType(values[pos])
-        except (ValueError, TypeError):
+            ctype = CollectiveType(int(values[pos]))
+        except ValueError:
             continue
         if ctype in ASTRA_COMM_TYPES:
-            node = trace.node_at(pos).with_attr("comm_type", int(ASTRA_COMM_TYPES[ctype]), "int64_val")
+            node = trace.node_at(pos).with_attr(COMM_TYPE, int(ASTRA_COMM_TYPES[ctype]), "int64_val")
             changes[pos] = node.with_attr("tracekit_comm_type", ctype.name, "string_val")
     if not changes:
         return trace

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from tracekit.attrs import COMM_DST, COMM_SRC, COMM_TAG
 from tracekit.errors import ReplayError
 from tracekit.model import NodeType
 from tracekit.validate import ERROR, Issue, validate_traceset
@@ -107,42 +108,36 @@ def p2p_issues(traceset: "TraceSet") -> list[Issue]:
         pos = np.flatnonzero((cols.types == NodeType.COMM_SEND_NODE) | (cols.types == NodeType.COMM_RECV_NODE))
         if not len(pos):
             continue
-        _, src_v = cols.attr("comm_src")
-        _, dst_v = cols.attr("comm_dst")
-        _, tag_v = cols.attr("comm_tag")
+        src_has, src_v, src_ok = COMM_SRC.column_or(cols, absent=-1, bad=-1)
+        dst_has, dst_v, dst_ok = COMM_DST.column_or(cols, absent=-1, bad=-1)
+        _, tag_v, _ = COMM_TAG.column_or(cols, absent=0, bad=0)
         for p in pos.tolist():
-            nid = int(cols.ids[p])
-            tag = tag_v[p] if isinstance(tag_v[p], int) else 0
-            if cols.types[p] == NodeType.COMM_SEND_NODE:
-                src, dst = src_v[p], dst_v[p]
-                if src is not None and src != rank:
-                    issues.append(
-                        Issue(
-                            "p2p-attrs",
-                            ERROR,
-                            f"send has comm_src {src}, but it is on rank {rank}",
-                            trace.path,
-                            rank,
-                            nid,
-                        )
+            nid, tag = int(cols.ids[p]), int(tag_v[p])
+            send = cols.types[p] == NodeType.COMM_SEND_NODE
+            # own side: a send's comm_src, a recv's comm_dst; far side: the peer it pairs with
+            own_key, own_has, own_v, own_ok = (
+                (COMM_SRC, src_has, src_v, src_ok) if send else (COMM_DST, dst_has, dst_v, dst_ok)
+            )
+            far_v, far_ok = (dst_v, dst_ok & dst_has) if send else (src_v, src_ok & src_has)
+            if own_has[p] and (not own_ok[p] or own_v[p] != rank):
+                shown = own_v[p] if own_ok[p] else own_key.raw(cols)[1][p]
+                what = "send" if send else "recv"
+                issues.append(
+                    Issue(
+                        "p2p-attrs",
+                        ERROR,
+                        f"{what} has {own_key} {shown}, but it is on rank {rank}",
+                        trace.path,
+                        rank,
+                        nid,
                     )
-                if isinstance(dst, int):
-                    sends.setdefault((rank, dst, tag), []).append((rank, nid))
-            else:
-                src, dst = src_v[p], dst_v[p]
-                if dst is not None and dst != rank:
-                    issues.append(
-                        Issue(
-                            "p2p-attrs",
-                            ERROR,
-                            f"recv has comm_dst {dst}, but it is on rank {rank}",
-                            trace.path,
-                            rank,
-                            nid,
-                        )
-                    )
-                if isinstance(src, int):
-                    recvs.setdefault((src, rank, tag), []).append((rank, nid))
+                )
+            if far_ok[p]:
+                peer = int(far_v[p])
+                if send:
+                    sends.setdefault((rank, peer, tag), []).append((rank, nid))
+                else:
+                    recvs.setdefault((peer, rank, tag), []).append((rank, nid))
     for key in sorted(set(sends) | set(recvs)):
         src, dst, tag = key
         s, r = sends.get(key, []), recvs.get(key, [])

@@ -162,6 +162,7 @@ class RankLayout:
 
     @property
     def n(self) -> int:
+        """Nodes of the rank."""
         return len(self.ids)
 
 
@@ -232,10 +233,12 @@ class ReplayProgram:
 
     @property
     def n(self) -> int:
+        """Nodes of the program (every rank's, global indices ``0..n-1``)."""
         return len(self.kind)
 
     @property
     def n_resources(self) -> int:
+        """Resources (streams, host threads, NIC queues) over every rank."""
         return len(self.resource_rank)
 
     def locate(self, g: int) -> tuple[RankLayout, int]:
@@ -246,10 +249,12 @@ class ReplayProgram:
         return lay, g - lay.offset
 
     def node_id(self, g: int) -> int:
+        """The trace node id of global node index ``g`` (``0 <= g < n``)."""
         lay, pos = self.locate(g)
         return int(lay.ids[pos])
 
     def rank_of(self, g: int) -> int:
+        """The rank global node index ``g`` belongs to."""
         return self.locate(g)[0].rank
 
 

@@ -112,11 +112,10 @@ def transform(traces, output: str | None, pipeline_file: str | None, as_json: bo
     from tracekit.classset import find_class_set, read_class_set
     from tracekit.transforms.classwise import classwise, transform_class_set
 
-    from tracekit.transforms import Rescale
-    from tracekit.transforms.classrescale import supports, transform_classes
+    from tracekit.transforms.classrescale import runs_on_classes, transform_classes
 
     classes = find_class_set(traces)
-    if classes is not None and not compress and any(isinstance(s, Rescale) for s in steps) and supports(steps):
+    if classes is not None and not compress and runs_on_classes(steps):
         # rescaled on the classes and the manifest, written as a class set (no per-rank trace)
         manifest, nodes_in, nodes_out = transform_classes(classes, steps, output, source=str(classes.manifest))
         sys.stdout.write(f"wrote {manifest} ({len(read_class_set(manifest).classes)} rank classes): "

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Mapping, Sequence
 
+from tracekit.attrs import COMM_DST, COMM_SIZE, COMM_SRC, COMM_TAG, NUM_OPS, TENSOR_SIZE
 from tracekit.errors import TransformError
 from tracekit.groups import canonical_pg_name
 from tracekit.model import Node
@@ -104,7 +105,7 @@ class StageProgram:
         """Append a copy of ``template`` with new id, dependencies, ``attrs`` (and duration); map its group."""
         nid = len(self.nodes)
         node = edited_node(template, attrs, id=nid, data_deps=deps, ctrl_deps=[], duration_ns=duration_ns)
-        if node.is_comm and node.get_attr("pg_name") is not None and nid not in self.groups:
+        if node.is_comm and node.pg_name is not None and nid not in self.groups:
             key = (canonical_pg_name(node.pg_name), template_rank)
             if key not in self._mapped:
                 self._mapped[key] = map_group(
@@ -155,9 +156,9 @@ class StageProgram:
         attrs: list[AttrEdit] = [
             ("layer", layer, None),
             ("micro_batch", mb, None),
-            ("comm_tag", tag, None),
-            ("comm_src", self.rank if send else peer, None),
-            ("comm_dst", peer if send else self.rank, None),
+            (COMM_TAG, tag, None),
+            (COMM_SRC, self.rank if send else peer, None),
+            (COMM_DST, peer if send else self.rank, None),
         ]
         nid = self.add(template, deps, job.src_line(min(1, job.old.pp - 1)), attrs)
         self.groups[nid] = tuple(sorted(job.new.rank((t, c, d, k)) for k in range(job.new.pp)))
@@ -214,7 +215,7 @@ class StageProgram:
                     deps,
                     stage_src,
                     [
-                        ("comm_size", elems * grad_bytes, None),
+                        (COMM_SIZE, elems * grad_bytes, None),
                         ("bucket", index, None),
                         ("layers", list(units), "int64_list"),
                     ],
@@ -232,12 +233,12 @@ class StageProgram:
         norm_t = others.get("sp_norm_grad_allreduce")
         if cfg.parallel.sequence_parallel and norm_t is not None:
             norm = sum(unit_params(cfg.model, u, new.tp, new.pp).norm for u in self.last_bwd)
-            waits.append(self.add(norm_t, list(final), stage_src, [("comm_size", norm * cfg.grad_bytes, None)]))
+            waits.append(self.add(norm_t, list(final), stage_src, [(COMM_SIZE, norm * cfg.grad_bytes, None)]))
         if cfg.model.tied_embeddings and new.pp > 1 and s in (0, new.pp - 1):
             emb_t = job.other("embedding_grad_allreduce", (0, job.old.pp - 1))
             if emb_t is not None:
                 rows = padded_vocab_size(cfg.model.vocab_size, new.tp) // new.tp * cfg.model.hidden_size
-                nid = self.add(emb_t, list(final), job.src_line(0), [("comm_size", rows * cfg.grad_bytes, None)])
+                nid = self.add(emb_t, list(final), job.src_line(0), [(COMM_SIZE, rows * cfg.grad_bytes, None)])
                 self.groups[nid] = tuple(sorted({new.rank((t, c, d, 0)), new.rank((t, c, d, new.pp - 1))}))
                 waits.append(nid)
         opt_t = others.get("optimizer_step")
@@ -251,10 +252,10 @@ class StageProgram:
         old_elems = sum(self._params(u, old.tp, old.pp) for u in old_units)
         k = Fraction(sum(self._params(u, new.tp, new.pp) for u in self.last_bwd), old_elems)
         attrs: list[AttrEdit] = []
-        for name in ("num_ops", "tensor_size"):
-            v = template.get_attr(name)
-            if isinstance(v, int) and v > 0:
-                attrs.append((name, int(round(v * k)), None))
+        for key in (NUM_OPS, TENSOR_SIZE):
+            v = key.of(template)
+            if v is not None and v > 0:
+                attrs.append((key, int(round(v * k)), None))
         self.add(template, waits, stage_src, attrs, duration_ns=int(round(template.duration_ns * k)))
 
     def build(self) -> tuple[list[Node], dict[int, tuple[int, ...]]]:

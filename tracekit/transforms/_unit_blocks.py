@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
+from tracekit.attrs import COMM_SIZE, NUM_OPS, TENSOR_SIZE
 from tracekit.errors import TransformError
 from tracekit.model import ExecutionTrace, Node, NodeType
 from tracekit.transforms import megatron as mg
@@ -101,13 +102,13 @@ def _scaled_comp(node: Node, role: object, f: Fraction, fv: Fraction, th: int, s
     elif role in mg.SPLIT_GEMM or role in mg.VOCAB_GEMM:
         k_flops = fv if role in mg.VOCAB_GEMM else f
         if nbytes:  # one t x h activation operand is not split
-            out = out.with_attr("tensor_size", int(round(th + (nbytes - th) * k_flops)))
+            out = out.with_attr(TENSOR_SIZE, int(round(th + (nbytes - th) * k_flops)))
     if k_flops is None:
         return out
     if flops:
-        out = out.with_attr("num_ops", int(round(flops * k_flops)))
+        out = out.with_attr(NUM_OPS, int(round(flops * k_flops)))
     if k_bytes is not None and nbytes:
-        out = out.with_attr("tensor_size", int(round(nbytes * k_bytes)))
+        out = out.with_attr(TENSOR_SIZE, int(round(nbytes * k_bytes)))
     if node.duration_ns:
         out = out.replace(duration_ns=int(round(node.duration_ns * k_flops)))
     return out
@@ -126,7 +127,7 @@ def tp_scaled(node: Node, config: LLMConfig, tp_old: int, tp_new: int, cp: int) 
     if node.is_comm:
         split = role in mg.SPLIT_COMM or (sp and (role in mg.SPLIT_COMM_SP or str(role).startswith("pp_")))
         if split and node.comm_bytes:
-            return node.with_attr("comm_size", int(round(node.comm_bytes * f)))
+            return node.with_attr(COMM_SIZE, int(round(node.comm_bytes * f)))
     return node
 
 

@@ -30,6 +30,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Iterable
 
+from tracekit.attrs import COMM_DST, COMM_SRC, PG_NAME
 from tracekit.errors import TransformError
 from tracekit.groups import DEFAULT_PG, canonical_pg_name, is_pg_init, pg_init_node
 from tracekit.model import INT_KINDS, Attr, ExecutionTrace, NodeType
@@ -109,10 +110,10 @@ def _renamables(trace: ExecutionTrace) -> dict[tuple[str, str | None, Any], str]
         if not n.is_comm or is_pg_init(n):
             continue
         for a in n.attrs:
-            if a.name == "pg_name":
+            if a.name == PG_NAME:
                 role = "pg"
-            elif a.name in ("comm_src", "comm_dst") and n.type in (_SEND, _RECV):
-                own = (a.name == "comm_src") == (n.type == _SEND)
+            elif a.name in (COMM_SRC, COMM_DST) and n.type in (_SEND, _RECV):
+                own = (a.name == COMM_SRC) == (n.type == _SEND)
                 role = "own" if own else "peer"
             else:
                 continue
@@ -262,7 +263,7 @@ def _check_zero(job: _Job, ci: int, ranks: list[int]) -> None:
         for n in cls.trace.nodes
         if n.type == NodeType.COMM_COLL_NODE and n.comm_type is not None and n.comm_type.name == "ALL_GATHER"
         for a in n.attrs
-        if a.name == "pg_name"
+        if a.name == PG_NAME
     }
     for key in keys:
         spans = {
@@ -299,29 +300,51 @@ def rescale_classes(classes: list[ClassState], world_size: int, rescale: Rescale
     return out, job.plan.new.world_size
 
 
+def _classwise(step: Any) -> bool:
+    """A step :func:`transform_classes` runs on each representative alone."""
+    from tracekit.transforms.classwise import CLASSWISE_TRANSFORMS
+    from tracekit.transforms.select import KeepIteration
+
+    return isinstance(step, KeepIteration) or type(step).__name__ in CLASSWISE_TRANSFORMS
+
+
+def _on_manifest(step: Any) -> bool:
+    """A step :func:`transform_classes` runs on the classes and the manifest together."""
+    from tracekit.transforms.select import KeepRanks
+
+    return isinstance(step, (Rescale, KeepRanks))
+
+
 def supports(steps: Iterable[Any]) -> bool:
-    """Whether :func:`transform_classes` can run ``steps`` (each class-wise or a :class:`Rescale`)."""
+    """Whether :func:`transform_classes` can run ``steps`` (each class-wise, :class:`Rescale` or ``KeepRanks``)."""
+    return all(_classwise(s) or _on_manifest(s) for s in steps)
+
+
+def runs_on_classes(steps: Iterable[Any]) -> bool:
+    """Whether a class set given ``steps`` should go through :func:`transform_classes`: it can, and a step needs
+    it (a :class:`Rescale`, ``KeepRanks`` or ``KeepIteration``, which the plain per-class path does not take)."""
     from tracekit.transforms.classwise import CLASSWISE_TRANSFORMS
 
-    return all(isinstance(s, Rescale) or type(s).__name__ in CLASSWISE_TRANSFORMS for s in steps)
+    steps = list(steps)
+    return supports(steps) and any(type(s).__name__ not in CLASSWISE_TRANSFORMS for s in steps)
 
 
 def transform_classes(
     cs: Any, steps: Iterable[Any], output: str | os.PathLike[str], *, source: str | None = None
 ) -> tuple[Any, int, int]:
-    """Run ``steps`` (class-wise transforms and :class:`Rescale`) on a class set; write the result as one.
+    """Run ``steps`` (class-wise transforms, :class:`Rescale`, ``KeepRanks``) on a class set; write the result as one.
 
     Returns:
         ``(manifest path, nodes in, nodes out)`` counted over every rank.
 
     Raises:
-        TracekitError: a step that is neither class-wise nor Rescale, or as the steps raise.
+        TracekitError: a step :func:`supports` does not take, or as the steps raise.
     """
     from dataclasses import replace
 
-    from tracekit.transforms.classwise import CLASSWISE_TRANSFORMS
     from tracekit.traceset import TraceSet
     from tracekit.transforms.base import stamp_provenance
+    from tracekit.transforms.classselect import keep_ranks_classes
 
     steps = list(steps)
     classes, world = load_classes(cs), cs.world_size
@@ -329,7 +352,9 @@ def transform_classes(
     for step in steps:
         if isinstance(step, Rescale):
             classes, world = rescale_classes(classes, world, step)
-        elif type(step).__name__ in CLASSWISE_TRANSFORMS:
+        elif _on_manifest(step):
+            classes, world = keep_ranks_classes(classes, world, step)
+        elif _classwise(step):
             classes = [
                 replace(c, trace=step.apply(TraceSet({c.ranks[0]: c.trace}, c.trace.process_groups()))[c.ranks[0]])
                 for c in classes

@@ -31,6 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from tracekit.attrs import NUM_OPS, TENSOR_SIZE, TID
 from tracekit.errors import ConfigError
 from tracekit.model import ExecutionTrace, Node, NodeType
 from tracekit.transforms.base import Transform, map_traces
@@ -49,10 +50,12 @@ class CompactStats:
 
     @property
     def node_factor(self) -> float:
+        """``nodes_before / nodes_after`` (inf when nothing is left)."""
         return self.nodes_before / self.nodes_after if self.nodes_after else float("inf")
 
     @property
     def dep_factor(self) -> float:
+        """``deps_before / deps_after`` data dependencies (inf when none is left)."""
         return self.deps_before / self.deps_after if self.deps_after else float("inf")
 
 
@@ -105,7 +108,7 @@ def _resource(node: Node) -> tuple[Any, ...] | None:
     if node.type != NodeType.COMP_NODE:
         return None
     if node.is_cpu_op:
-        return ("host", node.get_attr("tid", 0))
+        return ("host", TID.of(node) or 0)
     return ("stream", node.stream or 0)
 
 
@@ -167,11 +170,10 @@ def merge_chains(nodes: list[Node]) -> list[Node]:
         if i in merged_into:
             group = [nodes[m] for m in merged_into[i]]
             c = node.replace(duration_ns=sum(m.duration_ns for m in group))
-            for name in ("num_ops", "tensor_size"):
-                vals = [m.get_attr(name) for m in group]
-                nums = [int(v) for v in vals if isinstance(v, (int, float)) and not isinstance(v, bool)]
+            for key in (NUM_OPS, TENSOR_SIZE):
+                nums = [v for v in (key.of(m) for m in group) if v is not None]
                 if nums:
-                    c = c.with_attr(name, sum(nums))
+                    c = c.with_attr(key, sum(nums))
             c = c.with_attr("merged_nodes", len(group), "int64_val")
             sources = [s for m in group for s in (m.get_attr("merged_node_ids") or [m.id])]
             c = c.with_attr("merged_node_ids", [int(s) for s in sources], "int64_list")
@@ -244,6 +246,12 @@ class Compact(Transform):
             raise ConfigError("Compact with merge=False and reduce=False does nothing")
 
     def apply(self, traceset):
+        """Every rank compacted (:func:`compact_trace`): fewer nodes and data dependencies, same ranks and groups.
+
+        Raises:
+            ValidationError: a rank's data dependencies have a cycle (names the nodes), or a merged node's
+                ``num_ops``/``tensor_size`` breaks the integer rule.
+        """
         return map_traces(traceset, lambda t: compact_trace(t, merge=self.merge, reduce=self.reduce)[0])
 
     def apply_with_stats(self, traceset):

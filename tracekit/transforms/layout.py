@@ -30,6 +30,7 @@ import json
 import math
 from typing import TYPE_CHECKING, Callable, Iterable, Mapping
 
+from tracekit.attrs import COMM_DST, COMM_SRC, PG_NAME
 from tracekit.errors import TransformError
 from tracekit.groups import DEFAULT_PG, canonical_pg_name, is_pg_init, pg_init_node
 from tracekit.model import ExecutionTrace, Node, NodeType
@@ -196,7 +197,7 @@ def rank_groups(trace: ExecutionTrace, groups: Mapping[str, tuple[int, ...]]) ->
     """Canonical names of the groups this rank's communication nodes use."""
     out = set()
     for n in trace.nodes:
-        if n.is_comm and n.get_attr("pg_name") is not None:
+        if n.is_comm and n.pg_name is not None:
             out.add(canonical_pg_name(n.pg_name))
     return out
 
@@ -224,21 +225,21 @@ def remap_nodes(
             out.append(n)
             continue
         edits: list[AttrEdit] = []
-        pg = n.get_attr("pg_name")
+        pg = n.pg_name
         if pg is not None:
-            edits.append(("pg_name", group_of[canonical_pg_name(pg)], "string_val"))
+            edits.append((PG_NAME, group_of[canonical_pg_name(pg)], "string_val"))
         if n.type in (NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE):
             src, dst = n.comm_src, n.comm_dst
             if n.type == NodeType.COMM_SEND_NODE:
                 if src is not None:
-                    edits.append(("comm_src", new_rank, None))
+                    edits.append((COMM_SRC, new_rank, None))
                 if dst is not None:
-                    edits.append(("comm_dst", peer_of(dst), None))
+                    edits.append((COMM_DST, peer_of(dst), None))
             else:
                 if dst is not None:
-                    edits.append(("comm_dst", new_rank, None))
+                    edits.append((COMM_DST, new_rank, None))
                 if src is not None:
-                    edits.append(("comm_src", peer_of(src), None))
+                    edits.append((COMM_SRC, peer_of(src), None))
         c = edited_node(n, edits)
         out.append(c)
     return out

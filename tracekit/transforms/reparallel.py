@@ -47,6 +47,7 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from tracekit.attrs import PG_NAME
 from tracekit.errors import ConfigError, TransformError
 from tracekit.groups import pg_init_node
 from tracekit.model import ExecutionTrace, Node
@@ -143,7 +144,7 @@ def reparallelize(
     for r, (nodes, groups) in built.items():
         named: list[Node] = [pg_init_node(0, decl)]
         named += [
-            edited_node(n, [("pg_name", names.name(groups[n.id]), "string_val")]) if n.id in groups else n
+            edited_node(n, [(PG_NAME, names.name(groups[n.id]), "string_val")]) if n.id in groups else n
             for n in nodes[1:]
         ]
         out[r] = ExecutionTrace(named, copy_metadata(md), rank=r)

@@ -30,6 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from tracekit.attrs import COMM_SIZE, NUM_OPS, TENSOR_SIZE
 from tracekit.errors import ConfigError, TransformError
 from tracekit.model import CollectiveType, Node, NodeType
 from tracekit.transforms.base import Transform, check_degree, map_nodes, map_traces, scale_int
@@ -99,6 +100,12 @@ class Rescale(Transform):
         return RescalePlan(old, new, update, keep_mb, zero, old.dp / self.dp, self.mode)
 
     def apply(self, traceset):
+        """The job at data-parallel degree ``dp``: ``pp x tp x cp x dp`` ranks (module docstring).
+
+        Raises:
+            ConfigError: strong scaling whose ``dp`` does not divide the global batch.
+            TransformError: the rank grid is unknown, or strong scaling of an interleaved schedule.
+        """
         plan = self.plan(grid_of(traceset), llm_config_of(traceset))
         old, new = plan.old, plan.new
         old_groups = traceset.process_groups
@@ -152,14 +159,14 @@ class RescalePlan:
             return None
         if _zero_gather(self, node):
             return (
-                node.with_attr("comm_size", scale_int(node.comm_bytes or 0, self.ratio)) if dp_spanning_gather else None
+                node.with_attr(COMM_SIZE, scale_int(node.comm_bytes or 0, self.ratio)) if dp_spanning_gather else None
             )
         if node.get_attr("op_role") == "optimizer_step":
             c = node.replace(duration_ns=scale_int(node.duration_ns, self.ratio))
-            for name in ("num_ops", "tensor_size"):
-                v = c.get_attr(name)
-                if isinstance(v, int) and v > 0:
-                    c = c.with_attr(name, scale_int(v, self.ratio))
+            for key in (NUM_OPS, TENSOR_SIZE):
+                v = key.of(c)
+                if v is not None and v > 0:
+                    c = c.with_attr(key, scale_int(v, self.ratio))
             return c
         return None
 

@@ -24,6 +24,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from tracekit.attrs import COMM_SIZE, COMM_TYPE, NUM_OPS, TENSOR_SIZE
 from tracekit.errors import ConfigError
 from tracekit.model import COMM_TYPES, CollectiveType, Node, NodeType
 from tracekit.transforms.base import Transform, check_factor, map_nodes, map_traces, scale_int
@@ -88,6 +89,11 @@ class ScaleCompute(Transform):
         _pattern(self.name_pattern)
 
     def selects(self, node: Node, types: frozenset[NodeType], pat: re.Pattern | None) -> bool:
+        """Whether ``node`` is scaled: its type in ``types``, ``is_cpu_op`` as ``cpu`` asks, name matching ``pat``.
+
+        Raises:
+            ValidationError: ``is_cpu_op`` breaks the bool rule (only read when ``cpu`` is set).
+        """
         if node.type not in types:
             return False
         if self.cpu is not None and bool(node.is_cpu_op) != self.cpu:
@@ -95,6 +101,13 @@ class ScaleCompute(Transform):
         return pat is None or pat.search(node.name) is not None
 
     def apply(self, traceset):
+        """Every rank with selected compute scaled by ``factor`` (class docstring); other nodes unchanged.
+
+        Raises:
+            ValidationError: ``num_ops``/``tensor_size`` (of a node without a duration) or ``is_cpu_op`` breaks
+                its value rule (:mod:`tracekit.attrs`; names the node).
+            TransformError: a scaled value does not fit 63 bits.
+        """
         from tracekit.transforms.colscale import is_encoded, scale_compute_encoded
 
         types, pat, k = _types(self.node_types, _TIMED), _pattern(self.name_pattern), float(self.factor)
@@ -118,10 +131,10 @@ def scaled_compute(node: Node, k: float) -> Node:
     if node.duration_ns > 0:
         return node.replace(duration_ns=scale_int(node.duration_ns, k))
     c = node.replace()
-    for name in ("num_ops", "tensor_size"):
-        v = node.get_attr(name)
-        if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0:
-            c = c.with_attr(name, scale_int(int(v), k))
+    for key in (NUM_OPS, TENSOR_SIZE):
+        v = key.of(node)
+        if v is not None and v > 0:
+            c = c.with_attr(key, scale_int(v, k))
     return c
 
 
@@ -221,6 +234,7 @@ class Retarget(Transform):
             raise ConfigError(f"unknown policy must be one of {', '.join(UNKNOWN_POLICIES)}, got {self.unknown!r}")
 
     def describe(self) -> dict[str, Any]:
+        """``{"transform": "Retarget", "source", "target", "unknown", "cpu"}`` with the devices' preset keys."""
         return {
             "transform": "Retarget",
             "source": self.source.key,
@@ -230,6 +244,11 @@ class Retarget(Transform):
         }
 
     def apply(self, traceset):
+        """Every rank projected to ``target`` (:meth:`project_trace`; its report in each trace's metadata).
+
+        Raises:
+            ValidationError: a cost attribute (``num_ops``, ``tensor_size``) or ``is_cpu_op`` breaks its value rule.
+        """
         return map_traces(traceset, lambda t: self.project_trace(t)[0])
 
     def project_trace(self, trace):
@@ -335,6 +354,7 @@ class ScaleComm(Transform):
         object.__setattr__(self, "per_type", table)
 
     def describe(self) -> dict[str, Any]:
+        """``{"transform": "ScaleComm", "factor", "p2p", "per_type": {"all_reduce": k, ...}}`` (JSON-ready)."""
         return {
             "transform": "ScaleComm",
             "factor": self.factor,
@@ -343,6 +363,13 @@ class ScaleComm(Transform):
         }
 
     def apply(self, traceset):
+        """Every rank with ``comm_size`` scaled (bytes, rounded half to even by :func:`scale_int`); durations kept.
+
+        Raises:
+            ValidationError: a collective's ``comm_type`` is not a known collective type, or ``comm_size``
+                breaks the integer rule (names the node).
+            TransformError: a scaled size does not fit 63 bits.
+        """
         table, default = self.per_type, float(self.factor)
 
         def one(node: Node) -> Node | None:
@@ -358,7 +385,7 @@ class ScaleComm(Transform):
             size = node.comm_bytes
             if k == 1.0 or size is None:
                 return None
-            return node.with_attr("comm_size", scale_int(size, k))
+            return node.with_attr(COMM_SIZE, scale_int(size, k))
 
         def one_trace(t):  # on encoded records: only the communication nodes are decoded
             from tracekit.transforms.colscale import is_encoded, rewrite_some, scale_comm_encoded
@@ -386,7 +413,7 @@ def comm_factors(cols: Any, table: Mapping[CollectiveType, float], default: floa
         out[(types == int(NodeType.COMM_SEND_NODE)) | (types == int(NodeType.COMM_RECV_NODE))] = default
     if coll.any():
         try:
-            present, ct = cols.attr_int("comm_type")
+            present, ct = COMM_TYPE.column(cols)
         except ValidationError:
             return None
         known = np.isin(ct, [int(c) for c in CollectiveType])

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tracekit.attrs import COMM_DST, COMM_SRC, IS_CPU_OP
 from tracekit.errors import ConfigError, TransformError
 from tracekit.groups import PG_INIT_NAME, canonical_pg_name, is_pg_init
 from tracekit.model import ExecutionTrace, Node, NodeType
@@ -81,6 +82,12 @@ class KeepIteration(Transform):
             raise ConfigError(f"marker {self.marker!r} must contain {{n}} (the iteration number)")
 
     def apply(self, traceset):
+        """Every rank cut to iteration ``iteration`` (class docstring); ranks and groups unchanged.
+
+        Raises:
+            TransformError: a rank has no marker for ``iteration`` (names the rank and the markers it has).
+            ValidationError: ``is_cpu_op`` breaks the bool rule (read when markers carry start times).
+        """
         return map_traces(traceset, self._one)
 
     def _one(self, trace: ExecutionTrace) -> ExecutionTrace:
@@ -130,13 +137,19 @@ class DropCpuOps(Transform):
     """
 
     def apply(self, traceset):
+        """Every rank without its host-only COMP nodes (bypass edges keep their order).
+
+        Raises:
+            ValidationError: ``is_cpu_op`` breaks the bool rule (e.g. the integer 5; names the node).
+        """
+
         def one(t: ExecutionTrace) -> ExecutionTrace:
-            from tracekit.transforms.colscale import flag_column, is_encoded
+            from tracekit.transforms.colscale import is_encoded
             from tracekit.transforms.colselect import remove_rows
 
             if is_encoded(t):
                 cols = t.columns()
-                out = remove_rows(t, (cols.types == int(NodeType.COMP_NODE)) & flag_column(cols, "is_cpu_op"))
+                out = remove_rows(t, (cols.types == int(NodeType.COMP_NODE)) & IS_CPU_OP.column(cols)[1])
                 if out is not None:
                     return out
             return remove_nodes(t, lambda n: n.type == NodeType.COMP_NODE and n.is_cpu_op is True)
@@ -165,6 +178,7 @@ class RemoveNodes(Transform):
         _node_types(self.node_types)
 
     def apply(self, traceset):
+        """Every rank without the selected nodes (class docstring); dependencies through them become bypass edges."""
         pat, types = _compile(self.name_pattern), _node_types(self.node_types)
 
         def drop(n: Node) -> bool:
@@ -242,62 +256,94 @@ class KeepRanks(Transform):
         object.__setattr__(self, "ranks", tuple(sorted(set(ranks))))
 
     def apply(self, traceset):
-        from tracekit.groups import pg_init_node
+        """The kept ranks as a new :class:`~tracekit.traceset.TraceSet` of ``len(ranks)`` ranks (class doc).
+
+        Raises:
+            TransformError: a rank is not in ``traceset``; ``partial="error"`` and a collective's group is cut.
+        """
         from tracekit.traceset import TraceSet
 
-        missing = [r for r in self.ranks if r not in traceset.ranks]
+        cut = self.cut(traceset.ranks, traceset.process_groups)
+        out = {new: self.rank_trace(traceset[old], old, cut) for old, new in cut.new_of.items()}
+        return TraceSet(out, cut.new_groups)
+
+    def cut(self, ranks: "list[int] | tuple[int, ...]", groups: dict[str, tuple[int, ...]]) -> "RankCut":
+        """The renumbering and the cut groups of a job with ``ranks`` and process ``groups`` (no trace read).
+
+        Raises:
+            TransformError: a kept rank is not among ``ranks``.
+        """
+        missing = [r for r in self.ranks if r not in set(ranks)]
         if missing:
-            raise TransformError(
-                f"ranks {missing} are not in the trace set (it has ranks {traceset.ranks[0]}..{traceset.ranks[-1]})"
-            )
+            raise TransformError(f"ranks {missing} are not in the trace set (it has ranks {min(ranks)}..{max(ranks)})")
         new_of = {old: new for new, old in enumerate(self.ranks)}
-        groups = traceset.process_groups
-        cut: dict[str, tuple[int, ...]] = {}
-        for name, members in groups.items():
-            cut[name] = tuple(new_of[r] for r in members if r in new_of)
+        cut = {name: tuple(new_of[r] for r in members if r in new_of) for name, members in groups.items()}
         world = len(self.ranks)
-        new_groups: dict[str, tuple[int, ...]] = {}
-        for name, members in cut.items():
-            if len(members) >= 1:
-                new_groups[name] = () if len(members) == world and name == "0" else members
-        out = {}
-        for old, new in new_of.items():
-            trace = traceset[old]
-            nodes = []
-            drop: set[int] = set()
-            for n in trace.nodes:
-                if is_pg_init(n):
-                    nodes.append(pg_init_node(n.id, {k: v for k, v in new_groups.items()}))
+        new_groups = {
+            name: () if len(members) == world and name == "0" else members for name, members in cut.items() if members
+        }
+        return RankCut(new_of, dict(groups), cut, new_groups)
+
+    def rank_trace(self, trace: ExecutionTrace, old: int, cut: "RankCut") -> ExecutionTrace:
+        """Old rank ``old``'s ``trace`` as new rank ``cut.new_of[old]`` (what :meth:`apply` does per rank).
+
+        Raises:
+            TransformError: ``partial="error"`` and a collective's group is cut (names the rank and node).
+        """
+        from tracekit.groups import pg_init_node
+
+        new_of = cut.new_of
+        nodes = []
+        drop: set[int] = set()
+        for n in trace.nodes:
+            if is_pg_init(n):
+                nodes.append(pg_init_node(n.id, dict(cut.new_groups)))
+                continue
+            if n.type == NodeType.COMM_COLL_NODE:
+                key = canonical_pg_name(n.pg_name)
+                full, kept = cut.groups.get(key, ()), cut.cut.get(key, ())
+                if len(kept) < len(full) and self.partial == "error":
+                    raise TransformError(
+                        f"collective {n.name!r} on group {key!r} {list(full)} loses ranks outside the kept subset",
+                        rank=old,
+                        node_id=n.id,
+                    )
+                if len(kept) <= 1:
+                    drop.add(n.id)
+                nodes.append(n)
+            elif n.type in (NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE):
+                src, dst = n.comm_src, n.comm_dst
+                if (src is not None and src not in new_of) or (dst is not None and dst not in new_of):
+                    drop.add(n.id)
+                    nodes.append(n)
                     continue
-                if n.type == NodeType.COMM_COLL_NODE:
-                    key = canonical_pg_name(n.pg_name)
-                    full, kept = groups.get(key, ()), cut.get(key, ())
-                    if len(kept) < len(full) and self.partial == "error":
-                        raise TransformError(
-                            f"collective {n.name!r} on group {key!r} {list(full)} loses ranks outside the kept subset",
-                            rank=old,
-                            node_id=n.id,
-                        )
-                    if len(kept) <= 1:
-                        drop.add(n.id)
-                    nodes.append(n)
-                elif n.type in (NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE):
-                    src, dst = n.comm_src, n.comm_dst
-                    if (src is not None and src not in new_of) or (dst is not None and dst not in new_of):
-                        drop.add(n.id)
-                        nodes.append(n)
-                        continue
-                    c = n.replace()
-                    if src is not None:
-                        c = c.with_attr("comm_src", new_of[src])
-                    if dst is not None:
-                        c = c.with_attr("comm_dst", new_of[dst])
-                    nodes.append(c)
-                else:
-                    nodes.append(n)
-            t = ExecutionTrace(nodes, copy_metadata(trace.metadata), rank=new)
-            out[new] = remove_nodes(t, drop)
-        return TraceSet(out, new_groups)
+                c = n.replace()
+                if src is not None:
+                    c = c.with_attr(COMM_SRC, new_of[src])
+                if dst is not None:
+                    c = c.with_attr(COMM_DST, new_of[dst])
+                nodes.append(c)
+            else:
+                nodes.append(n)
+        t = ExecutionTrace(nodes, copy_metadata(trace.metadata), rank=new_of[old])
+        return remove_nodes(t, drop)
 
 
-__all__ = ["DropCpuOps", "KeepIteration", "KeepRanks", "RemoveNodes", "parse_rank_list"]
+@dataclass(frozen=True)
+class RankCut:
+    """What :class:`KeepRanks` does to the job as a whole (:meth:`KeepRanks.cut`).
+
+    Attributes:
+        new_of: old rank -> new rank (``0..k-1`` in the order of the old ranks).
+        groups: the old process groups (name -> old ranks).
+        cut: name -> the new ranks of the group's kept members (possibly empty).
+        new_groups: the groups of the new job (kept members >= 1; the world group ``"0"`` as ``()`` when whole).
+    """
+
+    new_of: dict[int, int]
+    groups: dict[str, tuple[int, ...]]
+    cut: dict[str, tuple[int, ...]]
+    new_groups: dict[str, tuple[int, ...]]
+
+
+__all__ = ["DropCpuOps", "KeepIteration", "KeepRanks", "RankCut", "RemoveNodes", "parse_rank_list"]
