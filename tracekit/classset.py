@@ -22,6 +22,11 @@ directory holding one manifest to the class set (:func:`find_class_set`);
 :meth:`ClassSet.to_traceset` gives the per-rank :class:`TraceSet` (bytes
 derived on demand), and the replayer simulates class sets without deriving
 the members' traces (``tracekit.replayer.simulation.class_replay``).
+
+This module holds the manifest (model, reading, writing, expanding); beside it
+:mod:`tracekit.classset_checks` validates and summarizes a class set class by
+class, :mod:`tracekit.classset_stamps` marks per-rank files with their class,
+and :mod:`tracekit.transforms.classwise` transforms a class set class by class.
 """
 
 from __future__ import annotations
@@ -32,6 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
+from tracekit.classset_checks import RENAMED, member_findings, slot_maps
+from tracekit.classset_stamps import class_key, read_rank_class, stamp_rank_class
 from tracekit.errors import TraceFormatError, TracekitError
 from tracekit.model import Attr
 
@@ -41,15 +48,19 @@ __all__ = [
     "MANIFEST_SUFFIX",
     "find_class_set",
     "read_class_set",
-    "summarize_class_set",
-    "validate_class_set",
     "write_class_set",
+    # re-exported for tracekit.replayer and tracekit.converters, which import them from here
+    "RENAMED",
+    "class_key",
+    "member_findings",
+    "read_rank_class",
+    "slot_maps",
+    "stamp_rank_class",
 ]
 
 FORMAT = "tracekit-rank-classes"
 VERSION = 1
 MANIFEST_SUFFIX = ".classes.json"
-RENAMED = frozenset({"pg_name", "comm_src", "comm_dst"})  # slots whose effect on checks is a renaming
 _KINDS = ("string_val", "int32_val", "int64_val", "uint32_val", "uint64_val", "bool_val")
 
 
@@ -126,8 +137,8 @@ class ClassSet:
     def iter_rank_bytes(self, *, stamp: bool = False) -> Iterator[tuple[int, bytes]]:
         """``(rank, .et bytes)`` class by class (one representative in memory at a time).
 
-        With ``stamp`` each file's metadata names its class (:func:`stamp_rank_class`), so a replay of the
-        per-rank files derives members from their class's first file instead of decoding them.
+        With ``stamp`` each file's metadata names its class (:func:`tracekit.classset_stamps.stamp_rank_class`),
+        so a replay of the per-rank files derives members from their class's first file instead of decoding them.
         """
         for cls in self.classes:
             template = self._template(cls)
@@ -158,8 +169,8 @@ class ClassSet:
     def expand(self, prefix: str | os.PathLike[str], *, progress=None) -> list[Path]:
         """Write the per-rank Chakra files ``<prefix>.<rank>.et`` (as a unit: see TraceSetWriter).
 
-        Each file's metadata carries its class stamp (:data:`RANK_CLASS_ATTR`); node records are exactly
-        the member's.
+        Each file's metadata carries its class stamp (:data:`tracekit.classset_stamps.RANK_CLASS_ATTR`); node
+        records are exactly the member's.
 
         Returns:
             the paths written, in rank order.
@@ -215,7 +226,8 @@ def read_class_set(path: str | os.PathLike[str]) -> ClassSet:
     world = doc.get("world_size")
     if not isinstance(world, int) or world < 1:
         raise _bad(p, f"world_size {world!r} is not a positive integer")
-    classes, seen = [], set()
+    classes: list[RankClass] = []
+    seen: set[int] = set()
     for k, c in enumerate(doc.get("classes") or []):
         try:
             ranks = tuple(int(r) for r in c["ranks"])
@@ -328,253 +340,3 @@ def write_class_set(
                 f.unlink()
         raise
     return manifest
-
-
-# ----- checks and summaries of a class set, per class ------------------------------------------
-
-
-def slot_maps(value_map: dict[tuple[str, Any], Any]) -> tuple[dict[str, str], dict[int, int], dict[int, int]]:
-    """Group-name, source-peer and destination-peer renamings of a member's value map (canonical group names)."""
-    from tracekit.groups import canonical_pg_name
-
-    pg = {
-        canonical_pg_name(str(old)): canonical_pg_name(str(new))
-        for (name, old), new in value_map.items()
-        if name == "pg_name"
-    }
-    src = {int(old): int(new) for (name, old), new in value_map.items() if name == "comm_src"}
-    dst = {int(old): int(new) for (name, old), new in value_map.items() if name == "comm_dst"}
-    return pg, src, dst
-
-
-def member_findings(findings, rank: int, value_map: dict[tuple[str, Any], Any]):
-    """A member's :class:`~tracekit.validate.RankFindings` from its representative's (which has no issues).
-
-    The per-rank checks read ids, types, dependencies and attribute values;
-    a member differs from its representative only in group names and peers
-    (:data:`RENAMED`), so its findings are the representative's with the
-    per-group collective tables renamed.
-    """
-    from dataclasses import replace
-
-    pg, _, _ = slot_maps(value_map)
-    return replace(
-        findings,
-        rank=rank,
-        path=None,
-        issues=(),
-        collectives={pg.get(k, k): v for k, v in findings.collectives.items()},
-    )
-
-
-def _member_trace(cs: ClassSet, rank: int):
-    from tracekit.io import trace_from_bytes
-
-    return trace_from_bytes(cs.rank_bytes(rank), path=f"{cs.manifest}#rank{rank}", rank=rank)
-
-
-def check_class_set(cs: ClassSet) -> list:
-    """:func:`tracekit.validate.check_rank` findings of every rank, in rank order.
-
-    Representatives are checked; members derived (:func:`member_findings`)
-    when the representative has no issue and the class varies only
-    :data:`RENAMED` attributes, else checked on their derived trace.
-
-    Raises:
-        TraceFormatError: a class file cannot be decoded.
-    """
-    from tracekit.validate import check_rank
-
-    out = {}
-    for cls in cs.classes:
-        rep = check_rank(cs.read_representative(cls))
-        out[cls.representative] = rep
-        exact = not rep.issues and all(s.name in RENAMED for s in cls.slots)
-        for index, rank in enumerate(cls.ranks[1:], start=1):
-            out[rank] = (
-                member_findings(rep, rank, cls.value_map(index)) if exact else check_rank(_member_trace(cs, rank))
-            )
-    return [out[r] for r in sorted(out)]
-
-
-def validate_class_set(cs: ClassSet):
-    """:func:`tracekit.validate.validate_files` for a class set -> ValidationReport.
-
-    Findings are in the report, never raised.
-
-    Raises:
-        TraceFormatError: a class file cannot be decoded.
-    """
-    from tracekit.groups import resolve_groups
-    from tracekit.validate import ValidationError, cross_rank_checks, _report, Issue, ERROR
-
-    findings = check_class_set(cs)
-    declared: dict[str, tuple[int, ...]] = {}
-    for f in findings:
-        for name, ranks in f.declared_groups.items():
-            if declared.setdefault(name, ranks) != ranks:
-                return _report(
-                    findings,
-                    error=Issue(
-                        "process-groups",
-                        ERROR,
-                        f"process group {name!r} declared differently on rank {f.rank}",
-                        str(cs.manifest),
-                        f.rank,
-                    ),
-                )
-    try:
-        groups = resolve_groups(declared, cs.world_size)
-    except ValidationError as exc:
-        return _report(findings, error=Issue("process-groups", ERROR, exc.message))
-    return cross_rank_checks(findings, groups, cs.world_size)
-
-
-def summarize_class_set(cs: ClassSet):
-    """:func:`tracekit.summary.summarize_files` for a class set (a member's summary is its representative's).
-
-    Raises:
-        TraceFormatError: a class file cannot be decoded.
-        ValidationError: a ``process_group:init`` value cannot be parsed, or a group names a rank outside the world.
-    """
-    from dataclasses import replace
-
-    from tracekit.groups import pg_descriptions, resolve_groups
-    from tracekit.summary import TraceSetSummary, summarize_trace
-
-    per_rank, declared, descs = {}, {}, {}
-    for cls in cs.classes:
-        trace = cs.read_representative(cls)
-        declared.update(trace.process_groups())
-        descs.update(pg_descriptions(trace))
-        rep = summarize_trace(trace)
-        for rank in cls.ranks:
-            per_rank[rank] = replace(rep, rank=rank, path=f"{cs.manifest}#rank{rank}")
-    groups = {k: list(v) for k, v in resolve_groups(declared, cs.world_size).items()}
-    return TraceSetSummary(
-        ranks=cs.world_size,
-        process_groups=groups,
-        per_rank=[per_rank[r] for r in sorted(per_rank)],
-        process_group_descs=descs,
-    )
-
-
-# ----- transforms of a class set, per class ----------------------------------------------------
-
-#: Steps whose result on a member is the member's slot values put into their result on the representative:
-#: they read and write each rank's nodes by type, dependencies, durations, sizes and streams, never group
-#: names or peers, and add no attribute equal to a slot.
-CLASSWISE_TRANSFORMS = ("ScaleCompute", "ScaleComm", "Retarget", "DropCpuOps", "Compact")
-
-
-def classwise(pipeline) -> bool:
-    """Whether :func:`transform_class_set` can run ``pipeline`` (every step in :data:`CLASSWISE_TRANSFORMS`)."""
-    return all(type(step).__name__ in CLASSWISE_TRANSFORMS for step in pipeline.steps)
-
-
-def transform_class_set(cs: ClassSet, pipeline, output: str | os.PathLike[str]) -> tuple[Path, int, int]:
-    """Run ``pipeline`` on each class representative and write the result as a class set.
-
-    Returns:
-        ``(manifest path, nodes in, nodes out)`` counted over every rank.
-
-    Raises:
-        TracekitError: a step is not class-wise (see :func:`classwise`), an output is an input of the
-            running command, or as the steps raise (TransformError, ConfigError).
-        TraceFormatError: a class file cannot be decoded.
-    """
-    from tracekit.io import encode_trace
-    from tracekit.traceset import TraceSet
-
-    if not classwise(pipeline):
-        raise TracekitError(
-            "these steps need every rank: "
-            + ", ".join(type(s).__name__ for s in pipeline.steps if type(s).__name__ not in CLASSWISE_TRANSFORMS),
-            path=cs.manifest,
-        )
-    counts = [0, 0]
-
-    def classes():
-        """Each class's transformed representative as ``write_class_set`` takes it, counting nodes in and out."""
-        for cls in cs.classes:
-            trace = cs.read_representative(cls)
-            ts = TraceSet({cls.representative: trace}, trace.process_groups())
-            out = pipeline.run(ts, source=cs.manifest)[cls.representative]
-            counts[0] += len(trace) * len(cls.ranks)
-            counts[1] += len(out) * len(cls.ranks)
-            yield encode_trace(out), cls.slots, [(r, cls.member_attrs(i)) for i, r in enumerate(cls.ranks)]
-
-    manifest = write_class_set(output, cs.world_size, classes())
-    return manifest, counts[0], counts[1]
-
-
-# ----- rank-class stamps in per-rank files ---------------------------------------------------------
-
-#: GlobalMetadata attribute of a per-rank file written from a class: JSON ``{"key", "slots", "values"}``
-#: (``key``: hash of the class representative's node records; ``values``: this rank's slot values).
-RANK_CLASS_ATTR = "tracekit_rank_class"
-
-
-def _first_record(data: bytes) -> tuple[int, int]:
-    """``(start, end)`` of the metadata message (after its varint length prefix); (0, -1) when malformed."""
-    length, shift, i = 0, 0, 0
-    while i < min(len(data), 5):
-        b = data[i]
-        length |= (b & 0x7F) << shift
-        i += 1
-        if b < 0x80:
-            return (i, i + length) if i + length <= len(data) else (0, -1)
-        shift += 7
-    return 0, -1
-
-
-def class_key(data: bytes) -> str:
-    """The class key of a representative's `.et` bytes: a BLAKE2b hash of its node records."""
-    import hashlib
-
-    _, end = _first_record(data)
-    return hashlib.blake2b(data[max(end, 0) :], digest_size=16).hexdigest()
-
-
-def stamp_rank_class(data: bytes, key: str, slots: Sequence[Attr], values: Sequence[Any]) -> bytes:
-    """``data`` with :data:`RANK_CLASS_ATTR` appended to its metadata (node records untouched).
-
-    Appending a repeated field's encoding to a protobuf message appends to that field (protobuf encoding
-    guide, "Concatenating messages"), so the metadata keeps every other byte.
-    """
-    import orjson
-
-    from tracekit._proto import et_def_pb2 as pb
-    from tracekit.io import frame
-
-    start, end = _first_record(data)
-    doc = {"key": key, "slots": [[a.name, a.kind, a.value] for a in slots], "values": list(values)}
-    extra = pb.GlobalMetadata(attr=[pb.AttributeProto(name=RANK_CLASS_ATTR, string_val=orjson.dumps(doc).decode())])
-    return frame(data[start:end] + extra.SerializeToString()) + data[end:]
-
-
-def read_rank_class(data: bytes) -> tuple[str, tuple[Attr, ...], tuple[Any, ...], int] | None:
-    """``(key, slots, this rank's values, offset of the node records)`` of a stamped file's bytes, else None."""
-    import orjson
-    from google.protobuf.message import DecodeError
-
-    from tracekit._proto import et_def_pb2 as pb
-
-    start, end = _first_record(data)
-    if end < 0:
-        return None
-    md = pb.GlobalMetadata()
-    try:
-        md.ParseFromString(data[start:end])
-        found = [a.string_val for a in md.attr if a.name == RANK_CLASS_ATTR]
-        if not found:
-            return None
-        doc = orjson.loads(found[-1])
-        slots = tuple(Attr(str(n), v, str(kind)) for n, kind, v in doc["slots"])
-        values = tuple(doc["values"])
-        key = str(doc["key"])
-    except (DecodeError, ValueError, KeyError, TypeError):  # a malformed stamp (orjson's error is a ValueError;
-        return None  # a wrong shape a Key/Type/ValueError): the file is read the ordinary way, which reports it
-    if len(values) != len(slots):
-        return None
-    return key, slots, values, end

@@ -47,19 +47,23 @@ Backward ops are priced from their own input shapes (``*_backward`` ops carry
 the forward shapes among their inputs); autograd wrapper nodes
 (``autograd::engine::evaluate_function: ...``, ``...Backward0``) have no cost of
 their own: their aten children do the work.
+
+This module holds the op classes, :class:`OpCost`, the table (name -> op class and FLOPs function) and
+:func:`aten_cost`; :mod:`tracekit.opargs` parses the recorded arguments, :mod:`tracekit.opflops` holds the
+matrix FLOPs formulas and :mod:`tracekit.opnames` the op names of the per-element classes.
 """
 
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
-import orjson
-
+from tracekit import opnames
+from tracekit.opargs import OpArgs, parse_args
+from tracekit.opflops import conv_flops, einsum_flops, matmul_flops, sdpa_backward_flops, sdpa_flops
 from tracekit.workloads.flops import ADAM_FLOPS_PER_PARAM, SGD_FLOPS_PER_PARAM
-from tracekit.workloads.units import DTYPE_BYTES, FLOAT_DTYPES, torch_dtype
+from tracekit.workloads.units import FLOAT_DTYPES
 
 #: Op classes whose time is set by matrix units (tensor cores); the rest are memory-bound.
 MATRIX_CLASSES = frozenset({"gemm", "conv", "attention"})
@@ -80,43 +84,6 @@ OP_CLASSES = (
 
 
 @dataclass(frozen=True)
-class Tensor:
-    """One tensor argument: ``shape`` (tuple of ints), canonical ``dtype`` and ``elem_bytes``."""
-
-    shape: tuple[int, ...]
-    dtype: str
-    elem_bytes: int
-
-    @property
-    def numel(self) -> int:
-        """Number of elements, the product of ``shape`` (1 for a scalar ``()``)."""
-        return math.prod(self.shape)
-
-    @property
-    def nbytes(self) -> int:
-        """Size in bytes, ``numel * elem_bytes``."""
-        return self.numel * self.elem_bytes
-
-
-@dataclass(frozen=True)
-class OpArgs:
-    """Parsed arguments of one op: ``inputs``/``outputs`` are per-argument lists of tensors (a tensor
-    list argument gives several; a non-tensor none), ``values`` the raw input values."""
-
-    inputs: tuple[tuple[Tensor, ...], ...]
-    outputs: tuple[tuple[Tensor, ...], ...]
-    values: tuple[Any, ...]
-
-    def t(self, i: int) -> Tensor:
-        """The i-th *tensor-valued* input argument (first tensor of a list). IndexError if absent."""
-        return [a for a in self.inputs if a][i][0]
-
-    def shapes(self) -> list[tuple[int, ...]]:
-        """Shape of the first tensor of every tensor-valued input argument, in argument order."""
-        return [a[0].shape for a in self.inputs if a]
-
-
-@dataclass(frozen=True)
 class OpCost:
     """FLOPs and bytes of one op.
 
@@ -134,160 +101,6 @@ class OpCost:
     op_class: str
     dtype: str = ""
     source: str = "shapes"
-
-
-def _loads(text: Any) -> Any:
-    if text is None or text == "":
-        return None
-    if not isinstance(text, (str, bytes)):
-        return text
-    try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError:
-        return None
-
-
-def _dtype(type_name: str) -> tuple[str, int] | None:
-    dtype = torch_dtype(type_name)
-    return None if dtype is None else (dtype, DTYPE_BYTES[dtype])
-
-
-def _is_shape(s: Any) -> bool:
-    return isinstance(s, list) and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in s)
-
-
-def _arg_tensors(shape: Any, typ: Any) -> tuple[Tensor, ...]:
-    if not isinstance(typ, str):
-        return ()
-    if typ.startswith("Tensor(") and typ.endswith(")"):
-        dt = _dtype(typ[7:-1])
-        if dt is None or not _is_shape(shape):
-            return ()
-        return (Tensor(tuple(shape), dt[0], dt[1]),)
-    if typ.startswith("GenericList[") and "Tensor(" in typ and isinstance(shape, list):
-        names = re.findall(r"Tensor\(([^()]*)\)", typ)
-        out = []
-        for s, name in zip(shape, names):
-            dt = _dtype(name)
-            if dt is not None and _is_shape(s):
-                out.append(Tensor(tuple(s), dt[0], dt[1]))
-        return tuple(out)
-    return ()
-
-
-def _side(shapes: Any, types: Any) -> tuple[tuple[Tensor, ...], ...]:
-    if not isinstance(shapes, list) or not isinstance(types, list):
-        return ()
-    return tuple(_arg_tensors(s, t) for s, t in zip(shapes, types))
-
-
-def parse_args(inputs: Any, outputs: Any) -> OpArgs:
-    """:class:`OpArgs` of an op from its ``IOInfo``-like inputs/outputs (``shapes``/``types``/``values``
-    JSON strings or already-parsed lists); missing parts give empty tuples.
-
-    Text that is not JSON counts as missing (no error is raised).
-    """
-
-    def part(io: Any, name: str) -> Any:
-        """Field ``name`` (``shapes``/``types``/``values``) of ``io`` parsed from JSON, None when absent or not JSON."""
-        return _loads(getattr(io, name, None)) if io is not None else None
-
-    values = part(inputs, "values")
-    return OpArgs(
-        _side(part(inputs, "shapes"), part(inputs, "types")),
-        _side(part(outputs, "shapes"), part(outputs, "types")),
-        tuple(values) if isinstance(values, list) else (),
-    )
-
-
-# ----------------------------------------------------------------------------- matrix FLOPs
-def matmul_flops(a: tuple[int, ...], b: tuple[int, ...]) -> int:
-    """``2 prod(batch) m k n`` for ``torch.matmul`` semantics (1-D operands as vectors, broadcast batch).
-
-    Raises:
-        ValueError: inner sizes differ or an operand is 0-D.
-    """
-    if not a or not b:
-        raise ValueError("matmul of a 0-D tensor")
-    a = (1,) + tuple(a) if len(a) == 1 else tuple(a)
-    b = tuple(b) + (1,) if len(b) == 1 else tuple(b)
-    m, k, k2, n = a[-2], a[-1], b[-2], b[-1]
-    if k != k2:
-        raise ValueError(f"inner sizes differ: {k} vs {k2}")
-    width = max(len(a), len(b)) - 2
-    ba = (1,) * (width - len(a) + 2) + a[:-2]
-    bb = (1,) * (width - len(b) + 2) + b[:-2]
-    return 2 * math.prod(max(x, y) for x, y in zip(ba, bb)) * m * k * n
-
-
-def conv_flops(x: tuple[int, ...], w: tuple[int, ...], out: tuple[int, ...], transposed: bool = False) -> int:
-    """``2 N prod(spatial) c_out (c_in/groups) prod(kernel)`` (flop_counter ``conv_flop_count``); spatial
-    sizes of the output, or of the input for a transposed convolution.  ``w`` = [c_out, c_in/g, *kernel]
-    ([c_in, c_out/g, *kernel] when transposed: the product is the same).
-
-    Args:
-        x: input shape ``[N, c_in, *spatial]``.
-        w: weight shape.
-        out: output shape ``[N, c_out, *spatial]``.
-        transposed: a transposed convolution.
-
-    Raises:
-        IndexError: ``x`` or ``w`` has fewer than 2 dimensions.
-    """
-    spatial = (x if transposed else out)[2:]
-    return 2 * x[0] * math.prod(spatial) * w[0] * w[1] * math.prod(w[2:])
-
-
-def sdpa_flops(q: tuple[int, ...], k: tuple[int, ...], v: tuple[int, ...]) -> int:
-    """Forward attention ``2 B H L S E + 2 B H L S Ev`` for q [B,H,L,E], k [B,H,S,E], v [B,H,S,Ev].
-
-    Source: PyTorch ``torch/utils/flop_counter.py`` ``sdpa_flop_count`` (Q K^T and P V).
-
-    Raises:
-        ValueError: ``q`` is not 4-D.
-        IndexError: ``k`` or ``v`` has fewer than 4 dimensions.
-    """
-    b, h, l_q, e = q
-    s, ev = k[2], v[3]
-    return 2 * b * h * l_q * s * e + 2 * b * h * l_q * s * ev
-
-
-def sdpa_backward_flops(q: tuple[int, ...], k: tuple[int, ...], v: tuple[int, ...]) -> int:
-    """Backward attention ``2 B H L S (3 E + 2 Ev)`` (flop_counter ``sdpa_backward_flop_count``: scores
-    recomputed, then dP = dO V^T, dV = P^T dO, dQ = dS K, dK = dS^T Q).
-
-    Raises:
-        ValueError: ``q`` is not 4-D.
-        IndexError: ``k`` or ``v`` has fewer than 4 dimensions.
-    """
-    b, h, l_q, e = q
-    s, ev = k[2], v[3]
-    return 2 * b * h * l_q * s * (3 * e + 2 * ev)
-
-
-def _bhsd(t: tuple[int, ...]) -> tuple[int, ...]:
-    """[B, S, H, D] (flash / efficient attention kernels' layout) -> [B, H, S, D]."""
-    return (t[0], t[2], t[1], t[3])
-
-
-def einsum_flops(equation: str, shapes: list[tuple[int, ...]]) -> int:
-    """FLOPs of ``torch.einsum(equation, *operands)``: ``2 prod(sizes of all indices)`` for two operands
-    (each output element sums products over the contracted indices), ``prod`` for one operand.
-
-    Raises:
-        ValueError: equation and shapes disagree, or more than two operands.
-    """
-    lhs = equation.replace(" ", "").split("->")[0]
-    terms = lhs.split(",")
-    if len(terms) != len(shapes) or len(terms) > 2 or "." in lhs:
-        raise ValueError(f"unsupported einsum {equation!r} with {len(shapes)} operand(s)")
-    sizes: dict[str, int] = {}
-    for term, shape in zip(terms, shapes):
-        if len(term) != len(shape):
-            raise ValueError(f"einsum term {term!r} does not match shape {shape}")
-        for c, d in zip(term, shape):
-            sizes[c] = max(sizes.get(c, 1), d)
-    return (2 if len(terms) == 2 else 1) * math.prod(sizes.values())
 
 
 # ----------------------------------------------------------------------------- the table
@@ -343,6 +156,11 @@ def _sdpa(a: OpArgs) -> int:
 
 def _sdpa_bwd(a: OpArgs) -> int:  # (grad_out, q, k, v, ...)
     return sdpa_backward_flops(a.t(1).shape, a.t(2).shape, a.t(3).shape)
+
+
+def _bhsd(t: tuple[int, ...]) -> tuple[int, ...]:
+    """[B, S, H, D] (flash / efficient attention kernels' layout) -> [B, H, S, D]."""
+    return (t[0], t[2], t[1], t[3])
 
 
 def _flash(a: OpArgs) -> int:  # _flash_attention_forward / _efficient_attention_forward: [B, S, H, D]
@@ -429,290 +247,9 @@ _ATTN = {
     "_flash_attention_backward": _flash_bwd,
     "_efficient_attention_backward": _flash_bwd,
 }
-_NORM = {
-    n: _per_in(5)
-    for n in (
-        "layer_norm",
-        "native_layer_norm",
-        "batch_norm",
-        "native_batch_norm",
-        "_native_batch_norm_legit",
-        "_native_batch_norm_legit_no_training",
-        "cudnn_batch_norm",
-        "miopen_batch_norm",
-        "_batch_norm_impl_index",
-        "rms_norm",
-        "_fused_rms_norm",
-        "group_norm",
-        "native_group_norm",
-        "instance_norm",
-        "_batch_norm_with_update",
-    )
-}
-_NORM.update(
-    {
-        n: _per_in(8)
-        for n in (
-            "native_layer_norm_backward",
-            "native_batch_norm_backward",
-            "cudnn_batch_norm_backward",
-            "miopen_batch_norm_backward",
-            "_fused_rms_norm_backward",
-            "native_group_norm_backward",
-            "batch_norm_backward",
-            "_batch_norm_impl_index_backward",
-        )
-    }
-)
-_SOFTMAX = {
-    n: _per_in(5)
-    for n in (
-        "softmax",
-        "_softmax",
-        "log_softmax",
-        "_log_softmax",
-        "_softmax_backward_data",
-        "_log_softmax_backward_data",
-        "cross_entropy_loss",
-        "nll_loss",
-        "nll_loss_forward",
-        "nll_loss2d_forward",
-        "nll_loss_nd",
-        "nll_loss_backward",
-        "nll_loss2d_backward",
-    )
-}
-_ELEMENTWISE_2 = (
-    "addcmul",
-    "addcdiv",
-    "lerp",
-    "gelu",
-    "gelu_backward",
-    "silu",
-    "silu_backward",
-    "native_dropout",
-    "dropout",
-    "native_dropout_backward",
-    "mse_loss",
-    "mse_loss_backward",
-    "sigmoid_backward",
-    "tanh_backward",
-    "hardtanh_backward",
-    "leaky_relu_backward",
-)
-_ELEMENTWISE_1 = (
-    "add",
-    "sub",
-    "mul",
-    "div",
-    "relu",
-    "threshold_backward",
-    "threshold",
-    "sigmoid",
-    "tanh",
-    "neg",
-    "exp",
-    "log",
-    "sqrt",
-    "rsqrt",
-    "pow",
-    "where",
-    "masked_fill",
-    "clamp",
-    "clamp_min",
-    "clamp_max",
-    "maximum",
-    "minimum",
-    "abs",
-    "sign",
-    "reciprocal",
-    "hardtanh",
-    "leaky_relu",
-    "erf",
-    "sin",
-    "cos",
-    "square",
-    "eq",
-    "ne",
-    "lt",
-    "le",
-    "gt",
-    "ge",
-    "logical_not",
-    "logical_and",
-    "logical_or",
-    "bitwise_and",
-    "bitwise_or",
-    "rsub",
-    "triu",
-    "tril",
-    "uniform",
-    "normal",
-    "bernoulli",
-    "rand",
-    "randn",
-    "randint",
-    "arange",
-    "scatter",
-    "scatter_add",
-    "index_add",
-    "index_put",
-    "gather",
-    "index",
-    "index_select",
-    "masked_select",
-    "embedding_bag",
-    "_embedding_bag",
-    "_embedding_bag_backward",
-    "embedding_dense_backward",
-    "embedding_backward",
-    "cumsum",
-    "gelu_",
-    "softplus",
-    "elu",
-    "silu_",
-)
-_REDUCTION = (
-    "sum",
-    "mean",
-    "amax",
-    "amin",
-    "max",
-    "min",
-    "norm",
-    "linalg_vector_norm",
-    "var",
-    "std",
-    "var_mean",
-    "std_mean",
-    "prod",
-    "argmax",
-    "argmin",
-    "all",
-    "any",
-    "logsumexp",
-    "topk",
-    "sort",
-    "_foreach_norm",
-)
-_COPY = (
-    "copy",
-    "_to_copy",
-    "clone",
-    "fill",
-    "zero",
-    "zeros",
-    "ones",
-    "full",
-    "zeros_like",
-    "ones_like",
-    "full_like",
-    "cat",
-    "stack",
-    "_cat",
-    "repeat",
-    "expand_copy",
-    "constant_pad_nd",
-    "pad",
-    "flip",
-    "roll",
-    "_copy_from",
-    "_copy_from_and_resize",
-    "type_as",
-    "new_zeros",
-    "new_ones",
-    "new_full",
-    "masked_scatter",
-    "_local_scalar_dense",
-    "_pin_memory",
-    "pin_memory",
-    "cudnn_batch_norm_reserve",
-    "narrow_copy",
-    "slice_backward",
-    "select_backward",
-    "index_select_backward",
-    "as_strided_scatter",
-    "slice_scatter",
-    "select_scatter",
-)
-_VIEW = (
-    "view",
-    "reshape",
-    "_reshape_alias",
-    "_unsafe_view",
-    "t",
-    "transpose",
-    "permute",
-    "expand",
-    "expand_as",
-    "as_strided",
-    "slice",
-    "select",
-    "narrow",
-    "unsqueeze",
-    "squeeze",
-    "flatten",
-    "unflatten",
-    "split",
-    "split_with_sizes",
-    "chunk",
-    "unbind",
-    "detach",
-    "alias",
-    "view_as",
-    "numpy_T",
-    "movedim",
-    "unfold",
-    "empty",
-    "empty_like",
-    "empty_strided",
-    "resize",
-    "set",
-    "result_type",
-    "lift_fresh_copy",
-    "is_nonzero",
-    "size",
-    "stride",
-    "_has_compatible_shallow_copy_type",
-    "record_stream",
-    "_version",
-    "retain_grad",
-    "requires_grad",
-    "_reshape_copy",
-    "diagonal",
-    "broadcast_tensors",
-    "align_as",
-    "real",
-    "imag",
-    "view_as_real",
-    "view_as_complex",
-    # these return their input or call a copying op that the trace records below them
-    "to",
-    "contiguous",
-    "type_as",
-    "lift_fresh",
-    "item",
-)
-_POOL = (
-    "max_pool2d",
-    "max_pool2d_with_indices",
-    "max_pool2d_with_indices_backward",
-    "avg_pool2d",
-    "avg_pool2d_backward",
-    "adaptive_avg_pool2d",
-    "_adaptive_avg_pool2d",
-    "_adaptive_avg_pool2d_backward",
-    "adaptive_max_pool2d",
-    "max_pool1d",
-    "max_pool3d",
-    "avg_pool1d",
-    "avg_pool3d",
-    "max_pool3d_with_indices",
-    "upsample_nearest2d",
-    "upsample_bilinear2d",
-    "upsample_nearest2d_backward",
-    "upsample_bilinear2d_backward",
-)
+_NORM = {n: _per_in(5) for n in opnames.NORM_FORWARD}
+_NORM.update({n: _per_in(8) for n in opnames.NORM_BACKWARD})
+_SOFTMAX = {n: _per_in(5) for n in opnames.SOFTMAX}
 _OPTIM = {
     "_fused_adam": _per_list(ADAM_FLOPS_PER_PARAM),
     "_fused_adamw": _per_list(ADAM_FLOPS_PER_PARAM),
@@ -751,12 +288,12 @@ for _cls, _entries in (
 ):
     TABLE.update({k: (_cls, f) for k, f in _entries.items()})
 for _cls, _names, _fn in (
-    ("elementwise", _ELEMENTWISE_2, _per_out(2)),
-    ("elementwise", _ELEMENTWISE_1, _per_out(1)),
-    ("reduction", _REDUCTION, _per_in(1)),
-    ("copy", _COPY, _ZERO),
-    ("view", _VIEW, _ZERO),
-    ("pool", _POOL, _per_in(1)),
+    ("elementwise", opnames.ELEMENTWISE_2, _per_out(2)),
+    ("elementwise", opnames.ELEMENTWISE_1, _per_out(1)),
+    ("reduction", opnames.REDUCTION, _per_in(1)),
+    ("copy", opnames.COPY, _ZERO),
+    ("view", opnames.VIEW, _ZERO),
+    ("pool", opnames.POOL, _per_in(1)),
 ):
     for _n in _names:
         TABLE.setdefault(_n, (_cls, _fn))
@@ -835,20 +372,11 @@ def aten_cost(name: str, inputs: Any, outputs: Any) -> OpCost | None:
 
 
 __all__ = [
-    "FLOAT_DTYPES",
     "MATRIX_CLASSES",
     "OP_CLASSES",
-    "OpArgs",
     "OpCost",
     "TABLE",
-    "Tensor",
     "aten_cost",
-    "conv_flops",
-    "einsum_flops",
-    "matmul_flops",
     "op_class_of",
-    "parse_args",
-    "sdpa_backward_flops",
-    "sdpa_flops",
     "table_key",
 ]

@@ -37,84 +37,35 @@ from tracekit.errors import ConversionError
 from tracekit.model import CollectiveType, NodeType
 from tracekit.workloads.units import torch_dtype_bytes
 
+from tracekit.converters.pytorch.comm_names import (
+    C10D_DATA_ARG,
+    C10D_NON_COMM,
+    COMM_KINDS,
+    GLOO_IMPL,
+    RPC_NON_COMM,
+    comm_family,
+    normalized_comm_name,
+)
 from tracekit.converters.pytorch.et_groups import ProcessGroups, read_process_groups
 from tracekit.converters.pytorch.et_reader import EtOp, EtTrace
 from tracekit.converters.pytorch.et_tensors import (
-    first_device as _first_device, input_arg as _arg, is_tensor_value as _is_tensor_value,
-    last_bool as _last_bool, tensor_bytes,
+    first_device as _first_device,
+    input_arg as _arg,
+    is_tensor_value as _is_tensor_value,
+    last_bool as _last_bool,
+    tensor_bytes,
 )
 
-__all__ = ["CommOp", "CommPlan", "ProcessGroups", "comm_family", "normalized_comm_name", "plan_comms",
-           "read_process_groups", "tensor_bytes"]
-
-# Collective kind by normalized name (prefix and trailing "_" removed, lower case).
-_KIND: dict[str, CollectiveType | NodeType] = {}
-for _names, _kind in (
-    (("all_reduce", "allreduce", "allreduce_coalesced", "all_reduce_coalesced"), CollectiveType.ALL_REDUCE),
-    (("reduce",), CollectiveType.REDUCE),
-    (("all_gather", "allgather", "_allgather_base", "allgather_base", "all_gather_base",
-      "all_gather_into_tensor", "allgather_into_tensor_coalesced", "allgather_coalesced",
-      "all_gather_into_tensor_coalesced"), CollectiveType.ALL_GATHER),
-    (("gather",), CollectiveType.GATHER),
-    (("scatter",), CollectiveType.SCATTER),
-    (("broadcast",), CollectiveType.BROADCAST),
-    (("all_to_all", "alltoall", "alltoall_base", "all_to_allv", "alltoallv", "all_to_all_single"),
-     CollectiveType.ALL_TO_ALL),
-    (("reduce_scatter", "_reduce_scatter_base", "reduce_scatter_base", "reduce_scatter_tensor",
-      "reduce_scatter_tensor_coalesced"), CollectiveType.REDUCE_SCATTER),
-    (("barrier", "monitored_barrier"), CollectiveType.BARRIER),
-    (("send",), NodeType.COMM_SEND_NODE),
-    (("recv", "recv_any_source", "recvanysource", "recv_anysource"), NodeType.COMM_RECV_NODE),
-):
-    for _n in _names:
-        _KIND[_n] = _kind
-
-# c10d dispatcher ops that are not communication.
-_C10D_NON_COMM = frozenset({"wait", "_register_process_group", "_resolve_process_group",
-                            "_wait_tensor", "wait_tensor", "fake", "_set_sequence_number_for_group"})
-# record_param_comms names that are not a collective.
-_RPC_NON_COMM = frozenset({"wait", "init", "split", "comm_split"})
-
-# Which gloo:* records implement a c10d op, and how many of them (None = 1).
-_GLOO_IMPL: dict[str, frozenset[str]] = {
-    "reduce_scatter": frozenset({"all_reduce", "reduce_scatter"}),
-    "_reduce_scatter_base": frozenset({"all_reduce", "reduce_scatter"}),
-    "reduce_scatter_tensor_coalesced": frozenset({"all_reduce", "reduce_scatter"}),
-}
-
-# Input argument that carries the data each rank contributes, per c10d op; a
-# second index is the fallback when the first is empty (scatter on non-roots).
-_C10D_DATA_ARG: dict[str, tuple[int, ...]] = {
-    "allreduce": (0,), "allreduce_coalesced": (0,), "broadcast": (0,), "reduce": (0,),
-    "allgather": (1,), "_allgather_base": (1,), "allgather_into_tensor_coalesced": (1,),
-    "allgather_coalesced": (1,), "reduce_scatter": (1,), "_reduce_scatter_base": (1,),
-    "reduce_scatter_tensor_coalesced": (1,), "alltoall": (1,), "alltoall_base": (1,),
-    "gather": (1,), "scatter": (1, 0), "send": (0,), "recv": (0,), "recv_any_source": (0,),
-    "barrier": (), "monitored_barrier": (),
-}
-
-def normalized_comm_name(name: str) -> str:
-    """``c10d::_allgather_base_`` -> ``_allgather_base``; ``nccl:all_reduce`` -> ``all_reduce``."""
-    for prefix in ("c10d::", "nccl:", "gloo:"):
-        if name.startswith(prefix):
-            name = name[len(prefix):]
-            break
-    if name.endswith("_") and not name.endswith("__"):
-        name = name[:-1]
-    return name.lower() if not name.startswith("_") else name
-
-
-def comm_family(name: str) -> str | None:
-    """``"c10d"``, ``"nccl"``, ``"gloo"``, ``"rpc"`` (record_param_comms) or None for other ops."""
-    if name.startswith("c10d::"):
-        return "c10d"
-    if name.startswith("nccl:"):
-        return "nccl"
-    if name.startswith("gloo:"):
-        return "gloo"
-    if name == "record_param_comms":
-        return "rpc"
-    return None
+__all__ = [
+    "CommOp",
+    "CommPlan",
+    "ProcessGroups",
+    "comm_family",
+    "normalized_comm_name",
+    "plan_comms",
+    "read_process_groups",
+    "tensor_bytes",
+]
 
 
 @dataclass(frozen=True)
@@ -239,15 +190,19 @@ class _Draft:
 
 
 def _kind_of(name: str, where: str) -> CollectiveType | NodeType:
-    kind = _KIND.get(normalized_comm_name(name))
+    kind = COMM_KINDS.get(normalized_comm_name(name))
     if kind is None:
         raise ConversionError(f"{where}unknown communication op {name!r}")
     return kind
 
 
-def plan_comms(et: EtTrace, *, rank: int | None = None,
-               groups: Mapping[str, tuple[int, ...]] | None = None,
-               backend_pg: Mapping[int, str] | None = None) -> CommPlan:
+def plan_comms(
+    et: EtTrace,
+    *,
+    rank: int | None = None,
+    groups: Mapping[str, tuple[int, ...]] | None = None,
+    backend_pg: Mapping[int, str] | None = None,
+) -> CommPlan:
     """Find the communication operations of an ET and describe each one.
 
     Args:
@@ -285,7 +240,7 @@ def plan_comms(et: EtTrace, *, rank: int | None = None,
         if owner is None and family == "gloo":
             gname = normalized_comm_name(op.name)
             for d in reversed(pending_c10d):
-                if d.gloo_left > 0 and (gname in d.gloo_kinds or _KIND.get(gname) == d.kind):
+                if d.gloo_left > 0 and (gname in d.gloo_kinds or COMM_KINDS.get(gname) == d.kind):
                     owner = d
                     break
         if owner is not None:
@@ -312,26 +267,28 @@ def plan_comms(et: EtTrace, *, rank: int | None = None,
     return plan
 
 
-def _comm_kind(op: EtOp, et: EtTrace, backend_pg: Mapping[int, str], plan: CommPlan
-               ) -> tuple[str, CollectiveType | NodeType, _RpcInfo | None] | None:
+def _comm_kind(
+    op: EtOp, et: EtTrace, backend_pg: Mapping[int, str], plan: CommPlan
+) -> tuple[str, CollectiveType | NodeType, _RpcInfo | None] | None:
     """(family, kind, record_param_comms info) of a communication op; None for other ops (a
     ``record_param_comms`` wait is noted in ``plan.waits``)."""
     family = comm_family(op.name)
     if family is None:
         return None
-    if family == "c10d" and normalized_comm_name(op.name) in _C10D_NON_COMM:
+    if family == "c10d" and normalized_comm_name(op.name) in C10D_NON_COMM:
         return None
     rpc = None
     if family == "rpc":
         rpc = _rpc_info(op, backend_pg, f"{et.path}: node {op.id}: ")
-        if rpc.name.lower() in _RPC_NON_COMM:
+        if rpc.name.lower() in RPC_NON_COMM:
             if rpc.name.lower() == "wait" and rpc.seq is not None:
                 plan.waits[op.id] = rpc.seq
             return None
-        kind = _KIND.get(normalized_comm_name(rpc.name))
+        kind = COMM_KINDS.get(normalized_comm_name(rpc.name))
         if kind is None:
-            raise ConversionError(f"unknown collective name {rpc.name!r} in record_param_comms",
-                                  path=et.path, node_id=op.id)
+            raise ConversionError(
+                f"unknown collective name {rpc.name!r} in record_param_comms", path=et.path, node_id=op.id
+            )
         return family, kind, rpc
     try:
         return family, _kind_of(op.name, ""), None
@@ -339,8 +296,7 @@ def _comm_kind(op: EtOp, et: EtTrace, backend_pg: Mapping[int, str], plan: CommP
         raise exc.with_context(path=et.path, node_id=op.id) from None
 
 
-def _ancestor_draft(op: EtOp, by_id: Mapping[int, EtOp], plan: CommPlan, drafts: Mapping[int, _Draft]
-                    ) -> _Draft | None:
+def _ancestor_draft(op: EtOp, by_id: Mapping[int, EtOp], plan: CommPlan, drafts: Mapping[int, _Draft]) -> _Draft | None:
     """The communication op that ``op`` is nested in (within 64 call-stack levels), or None."""
     pid, seen = op.parent, 0
     while pid in by_id and seen < 64:
@@ -355,15 +311,24 @@ def _ancestor_draft(op: EtOp, by_id: Mapping[int, EtOp], plan: CommPlan, drafts:
 
 def _new_draft(op: EtOp, family: str, kind: CollectiveType | NodeType, rpc: _RpcInfo | None) -> _Draft:
     """A new communication headed by ``op``; a c10d op learns which gloo records implement it."""
-    draft = _Draft(head=op, family=family, kind=kind, members=[op.id],
-                   backend=[op.id] if family in ("nccl", "gloo") else [], rpc=rpc)
+    draft = _Draft(
+        head=op,
+        family=family,
+        kind=kind,
+        members=[op.id],
+        backend=[op.id] if family in ("nccl", "gloo") else [],
+        rpc=rpc,
+    )
     if family == "c10d":
         base = normalized_comm_name(op.name)
-        draft.gloo_kinds = _GLOO_IMPL.get(base, frozenset())
+        draft.gloo_kinds = GLOO_IMPL.get(base, frozenset())
         if base == "reduce_scatter":  # list form: gloo runs one all_reduce per rank
             value, _, _ = _arg(op, 1)
-            inner = value[0] if isinstance(value, list) and value and isinstance(value[0], list) \
-                and not _is_tensor_value(value[0]) else value
+            inner = (
+                value[0]
+                if isinstance(value, list) and value and isinstance(value[0], list) and not _is_tensor_value(value[0])
+                else value
+            )
             draft.gloo_left = len(inner) if isinstance(inner, list) and inner else 1
     return draft
 
@@ -378,7 +343,7 @@ def _data_bytes(draft: _Draft, where: str) -> tuple[int, str]:
         return 0, _first_device(head.inputs.values)
     if draft.family == "c10d":
         base = normalized_comm_name(head.name)
-        args = _C10D_DATA_ARG.get(base, (0,))
+        args = C10D_DATA_ARG.get(base, (0,))
         for i in args:
             v, s, t = _arg(head, i)
             n = tensor_bytes(v, s, t, where=where)
@@ -395,9 +360,12 @@ def _resolve_pg(draft: _Draft, groups: Mapping[str, tuple[int, ...]], et: EtTrac
         return str(draft.rpc.pg_name)
     if len(groups) <= 1:
         return next(iter(groups), "0")
-    raise ConversionError(f"cannot tell which process group {draft.head.name!r} uses; the trace "
-                          f"declares {sorted(groups)} and the op does not name one",
-                          path=et.path, node_id=draft.head.id)
+    raise ConversionError(
+        f"cannot tell which process group {draft.head.name!r} uses; the trace "
+        f"declares {sorted(groups)} and the op does not name one",
+        path=et.path,
+        node_id=draft.head.id,
+    )
 
 
 def _global_rank(group_rank: int, pg: str, groups: Mapping[str, tuple[int, ...]]) -> int:
@@ -413,29 +381,44 @@ def _finish(draft: _Draft, et: EtTrace, rank: int | None, groups: Mapping[str, t
     nbytes, device = _data_bytes(draft, where)
     pg = _resolve_pg(draft, groups, et)
     async_op = _last_bool(head) if draft.family == "c10d" else None
-    common = dict(node_id=head.id, name=head.name, comm_bytes=int(nbytes), pg_name=pg,
-                  members=tuple(draft.members), backend_ops=tuple(draft.backend), async_op=async_op,
-                  device=device, seq=draft.rpc.seq if draft.rpc else None,
-                  dtype=draft.rpc.dtype if draft.rpc else None)
+    common = dict(
+        node_id=head.id,
+        name=head.name,
+        comm_bytes=int(nbytes),
+        pg_name=pg,
+        members=tuple(draft.members),
+        backend_ops=tuple(draft.backend),
+        async_op=async_op,
+        device=device,
+        seq=draft.rpc.seq if draft.rpc else None,
+        dtype=draft.rpc.dtype if draft.rpc else None,
+    )
     if isinstance(draft.kind, CollectiveType):
         return CommOp(node_type=NodeType.COMM_COLL_NODE, comm_type=draft.kind, **common)
     # point to point
     if rank is None:
-        raise ConversionError(f"{head.name!r} needs this trace's rank to name its peer; pass rank=",
-                              path=et.path, node_id=head.id)
+        raise ConversionError(
+            f"{head.name!r} needs this trace's rank to name its peer; pass rank=", path=et.path, node_id=head.id
+        )
     peer = tag = None
     if draft.family == "c10d":
-        ints = [v for v, t in zip(head.inputs.values, head.inputs.types)
-                if t == "Int" and isinstance(v, int) and not isinstance(v, bool)]
+        ints = [
+            v
+            for v, t in zip(head.inputs.values, head.inputs.types)
+            if t == "Int" and isinstance(v, int) and not isinstance(v, bool)
+        ]
         base = normalized_comm_name(head.name)
         if base in ("send", "recv") and len(ints) >= 2:
             peer, tag = ints[0], ints[1]
     if peer is None:
-        raise ConversionError(f"cannot tell the peer rank of {head.name!r} (receive from any source?)",
-                              path=et.path, node_id=head.id)
+        raise ConversionError(
+            f"cannot tell the peer rank of {head.name!r} (receive from any source?)", path=et.path, node_id=head.id
+        )
     peer = _global_rank(peer, pg, groups)
     if draft.kind == NodeType.COMM_SEND_NODE:
-        return CommOp(node_type=NodeType.COMM_SEND_NODE, comm_type=None, comm_src=rank, comm_dst=peer,
-                      comm_tag=tag, **common)
-    return CommOp(node_type=NodeType.COMM_RECV_NODE, comm_type=None, comm_src=peer, comm_dst=rank,
-                  comm_tag=tag, **common)
+        return CommOp(
+            node_type=NodeType.COMM_SEND_NODE, comm_type=None, comm_src=rank, comm_dst=peer, comm_tag=tag, **common
+        )
+    return CommOp(
+        node_type=NodeType.COMM_RECV_NODE, comm_type=None, comm_src=peer, comm_dst=rank, comm_tag=tag, **common
+    )

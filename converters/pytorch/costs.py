@@ -31,10 +31,9 @@ from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
 from tracekit.model import Attr, NodeDraft, NodeType
-from tracekit.opcost import OpCost, aten_cost
+from tracekit.opcost import OP_CLASSES, OpCost, aten_cost
 
-_WORKING = frozenset({"gemm", "conv", "attention", "norm", "softmax", "elementwise", "reduction", "embedding",
-                      "copy", "optimizer", "pool"})
+_WORKING = frozenset(OP_CLASSES) - {"view"}  # op classes that do work (a view moves no data)
 
 
 @dataclass(frozen=True)
@@ -84,8 +83,39 @@ def _set_cost(node: NodeDraft, flops: int | None, nbytes: int | None, cost: OpCo
         node.set_attr("compute_dtype", cost.dtype, "string_val")
 
 
-def attach_costs(nodes: Iterable[NodeDraft], parent_of: Mapping[int, int] | None = None,
-                 launcher_of: Mapping[int, int] | None = None) -> CostStats:
+def _price_host(host: list[NodeDraft]) -> tuple[dict[int, OpCost], Counter[str]]:
+    """``(node id -> aten cost, count of unpriced aten names)`` of the host nodes that carry no cost yet."""
+    costs: dict[int, OpCost] = {}
+    unknown: Counter[str] = Counter()
+    for n in host:
+        if (n.num_ops or 0) > 0 or (n.tensor_bytes or 0) > 0:
+            continue
+        c = aten_cost(n.name, n.inputs, n.outputs)
+        if c is not None:
+            costs[n.id] = c
+        elif n.name.startswith("aten::"):
+            unknown[n.name] += 1
+    return costs, unknown
+
+
+def _composites(costs: dict[int, OpCost], parent_of: Mapping[int, int], by_id: Mapping[int, NodeDraft]) -> set[int]:
+    """Host ops with a priced working descendant: they leave their cost to their descendants."""
+    composite: set[int] = set()
+    for nid, c in costs.items():
+        if c.op_class not in _WORKING:
+            continue
+        seen = 0
+        parent = parent_of.get(nid)
+        while parent is not None and parent in by_id and parent not in composite and seen < 10_000:
+            composite.add(parent)
+            parent = parent_of.get(parent)
+            seen += 1
+    return composite
+
+
+def attach_costs(
+    nodes: Iterable[NodeDraft], parent_of: Mapping[int, int] | None = None, launcher_of: Mapping[int, int] | None = None
+) -> CostStats:
     """Give COMP nodes their FLOPs/bytes in place (see module rules) and return what was done.
 
     Args:
@@ -107,27 +137,8 @@ def attach_costs(nodes: Iterable[NodeDraft], parent_of: Mapping[int, int] | None
     host = [n for n in nodes if n.is_cpu_op]
     device = [n for n in nodes if not n.is_cpu_op]
     by_id = {n.id: n for n in host}
-    costs: dict[int, OpCost] = {}
-    unknown: Counter[str] = Counter()
-    for n in host:
-        if (n.num_ops or 0) > 0 or (n.tensor_bytes or 0) > 0:
-            continue
-        c = aten_cost(n.name, n.inputs, n.outputs)
-        if c is not None:
-            costs[n.id] = c
-        elif n.name.startswith("aten::"):
-            unknown[n.name] += 1
-    # an op whose descendants do work leaves its cost to them
-    composite: set[int] = set()
-    for nid, c in costs.items():
-        if c.op_class not in _WORKING:
-            continue
-        seen = 0
-        parent = parent_of.get(nid)
-        while parent in by_id and parent not in composite and seen < 10_000:
-            composite.add(parent)
-            parent = parent_of.get(parent)
-            seen += 1
+    costs, unknown = _price_host(host)
+    composite = _composites(costs, parent_of, by_id)
     launched: dict[int, list[NodeDraft]] = {}
     for d in device:
         launcher = launcher_of.get(d.id)
@@ -159,8 +170,17 @@ def attach_costs(nodes: Iterable[NodeDraft], parent_of: Mapping[int, int] | None
         host_costed += 1
         flops_total += c.flops
         bytes_total += c.bytes
-    return CostStats(len(host), host_costed, len(device), device_costed, n_composite, flops_total, bytes_total,
-                     tuple(unknown.most_common()), unmeasured)
+    return CostStats(
+        len(host),
+        host_costed,
+        len(device),
+        device_costed,
+        n_composite,
+        flops_total,
+        bytes_total,
+        tuple(unknown.most_common()),
+        unmeasured,
+    )
 
 
 def capture_device(device_properties: Iterable[dict], has_device_ops: bool) -> str | None:

@@ -33,6 +33,10 @@ their COMM node).  Every node has an order key (host: global start position;
 device: its launcher's position, then time), and an edge is kept only when it
 goes from a smaller to a larger key, so the graph is acyclic by construction;
 edges that would not be are counted in :attr:`RankConversion.dropped_edges`.
+
+This module builds the host and COMM nodes, their timing and the step markers, and returns the rank's trace;
+:mod:`.et_graph` holds the graph under construction and its edge rule, :mod:`.et_host_deps` the host-side
+dependencies and :mod:`.et_device` the device nodes and synchronization edges.
 """
 
 from __future__ import annotations
@@ -40,7 +44,6 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass, field
-from typing import Any
 
 import orjson
 
@@ -49,10 +52,12 @@ from tracekit.groups import pg_init_node
 from tracekit.model import Attr, ExecutionTrace, IOInfo, Metadata, NodeDraft, NodeType
 
 from tracekit.converters.pytorch.costs import CostStats, attach_costs, capture_device, device_attr
-from tracekit.converters.pytorch.collectives import CommOp, CommPlan, plan_comms, read_process_groups
+from tracekit.converters.pytorch.collectives import CommOp, plan_comms, read_process_groups
 from tracekit.converters.pytorch.et_reader import EtIO, EtOp, EtTrace
-from tracekit.converters.pytorch.host_timing import HostSpan, thread_timing, trim_sync_waits, trim_waiting_gaps
-from tracekit.converters.pytorch.kineto_reader import KinetoEvent, KinetoTrace
+from tracekit.converters.pytorch.host_timing import HostSpan, thread_timing, trim_waiting_gaps
+from tracekit.converters.pytorch.kineto_reader import KinetoTrace
+from tracekit.converters.pytorch.et_device import DeviceSide
+from tracekit.converters.pytorch.et_host_deps import HostDeps
 from tracekit.converters.pytorch.linker import LinkReport, Linkage, is_et_root
 
 CHAKRA_VERSION = "0.0.4"
@@ -60,18 +65,6 @@ CHAKRA_VERSION = "0.0.4"
 RANGE_CATEGORIES = frozenset({"user_annotation"})
 _STEP = re.compile(r"ProfilerStep#\d+$")
 log = logging.getLogger(__name__)
-_NCCL_KERNEL = ("nccl", "Nccl")
-_SYNC_KINDS = frozenset(
-    {
-        "device_sync",
-        "stream_sync",
-        "stream_sync_inferred",
-        "event_sync",
-        "event_sync_inferred",
-        "stream_wait_event",
-        "stream_wait_event_inferred",
-    }
-)
 
 
 @dataclass
@@ -105,61 +98,8 @@ def _io(io: EtIO) -> IOInfo | None:
     )
 
 
-def _storages(value: Any, out: set[int]) -> None:
-    if isinstance(value, list):
-        if len(value) >= 5 and all(isinstance(x, int) and not isinstance(x, bool) for x in value[:5]):
-            if value[1] != 0 or value[3] != 0:
-                out.add(value[1])
-            return
-        for v in value:
-            _storages(v, out)
-
-
-class _Builder:
-    def __init__(
-        self,
-        et: EtTrace,
-        plan: CommPlan,
-        rank: int | None,
-        linkage: Linkage | None,
-        groups: dict[str, tuple[int, ...]],
-        kineto: KinetoTrace | None,
-    ) -> None:
-        self.et = et
-        self.plan = plan
-        self.rank = rank
-        self.link = linkage
-        self.groups = groups
-        self.kineto = kineto
-        self.nodes: dict[int, NodeDraft] = {}
-        self.order: dict[int, tuple] = {}  # node id -> order key
-        self.dropped = 0
-        self.next_id = max(et.by_id) + 1
-
-    # ------------------------------------------------------------------ helpers
-    def add_dep(self, dst: int, src: int) -> None:
-        """Add ``src -> dst`` if both exist and ``src``'s order key is smaller; else count it in ``dropped``."""
-        if src == dst or src not in self.nodes or dst not in self.nodes:
-            return
-        if self.order[src] < self.order[dst]:
-            deps = self.nodes[dst].data_deps
-            if src not in deps:
-                deps.append(src)
-        else:
-            self.dropped += 1
-
-    def fresh_id(self) -> int:
-        """A node id no ET op uses (above the ET's largest id)."""
-        nid = self.next_id
-        self.next_id += 1
-        return nid
-
-    def host_times(self, op: EtOp) -> tuple[int, int] | None:
-        """``(start_ns, duration_ns)`` of the Kineto event linked to ``op`` (its inclusive span), or None."""
-        if self.link is None:
-            return None
-        e = self.link.host.get(op.id)
-        return (e.start_ns, e.duration_ns) if e is not None else None
+class _Builder(HostDeps, DeviceSide):
+    """Builds the nodes of one rank (host, COMM, step markers) and orders the graph (module docstring)."""
 
     # ------------------------------------------------------------------ build
     def build(self) -> list[NodeDraft]:
@@ -347,177 +287,6 @@ class _Builder:
             inputs=_io(op.inputs),
             outputs=_io(op.outputs),
             attrs=attrs,
-        )
-
-    # ------------------------------------------------------------------ host dependencies
-    def thread_chains(self, ops: list[EtOp], comms: dict[int, CommOp]) -> None:
-        """Chain each ET thread's nodes in order; a non-blocking collective does not hold up the next op."""
-        last: dict[int, int] = {}
-        for op in ops:
-            if op.id not in self.nodes:
-                continue
-            prev = last.get(op.tid)
-            if prev is not None:
-                self.add_dep(op.id, prev)
-            comm = comms.get(op.id)
-            if comm is None or comm.blocks_host:
-                last[op.tid] = op.id
-
-    def cross_thread(self, ops: list[EtOp], comms: dict[int, CommOp]) -> None:
-        """Edges between consecutive ops on different threads when unlinked or the first ended before the next."""
-        prev: EtOp | None = None
-        for op in ops:
-            if op.id not in self.nodes:
-                continue
-            comm = comms.get(op.id)
-            if prev is not None and prev.tid != op.tid:
-                a, b = self.host_times(prev), self.host_times(op)
-                if a is None or b is None or a[0] + a[1] <= b[0]:
-                    self.add_dep(op.id, prev.id)
-            if comm is None or comm.blocks_host:
-                prev = op
-
-    def joins(self, ops: list[EtOp], comms: dict[int, CommOp], position: dict[int, int]) -> None:
-        """Join asynchronous collectives where the trace shows who waits for them."""
-        pending = [c for c in comms.values() if not c.blocks_host]
-        if not pending:
-            return
-        by_seq = {c.seq: c for c in pending if c.seq is not None}
-        joined: set[int] = set()
-        for wait_id, seq in self.plan.waits.items():
-            c = by_seq.get(seq)
-            if c is not None and wait_id in self.nodes:
-                self.add_dep(wait_id, c.node_id)
-                joined.add(c.node_id)
-        # first later reader of the collective's storage
-        reader: dict[int, list[EtOp]] = {}
-        for op in ops:
-            if op.id in self.nodes and op.id not in comms:
-                found: set[int] = set()
-                _storages(op.inputs.values, found)
-                for s in found:
-                    reader.setdefault(s, []).append(op)
-        for c in pending:
-            if c.node_id in joined:
-                continue
-            storages: set[int] = set()
-            head = self.et.by_id[c.node_id]
-            _storages(head.inputs.values, storages)
-            _storages(head.outputs.values, storages)
-            best = None
-            for s in storages:
-                for op in reader.get(s, ()):
-                    if position[op.id] > position[c.node_id] and self.et.by_id[op.id].parent != c.node_id:
-                        if best is None or position[op.id] < position[best.id]:
-                            best = op
-                        break
-            if best is not None:
-                self.add_dep(best.id, c.node_id)
-
-    # ------------------------------------------------------------------ device side
-    def device_nodes(self, comms: dict[int, CommOp], position: dict[int, int]) -> list[NodeDraft]:
-        """New device COMP nodes after launcher and stream predecessor; NCCL kernels time their COMM node."""
-        link = self.link
-        assert link is not None
-        out: list[NodeDraft] = []
-        node_of_event: dict[int, int] = {}
-        launcher_of_event: dict[int, int] = {}
-        streams: dict[tuple, list[tuple[tuple, int]]] = {}
-        comm_of_member = self.plan.member_of
-        for et_id, events in link.device.items():
-            owner = comm_of_member.get(et_id, None)
-            launcher = owner if owner is not None else et_id
-            if launcher not in self.nodes:
-                continue
-            for e in events:
-                key = (position.get(launcher, 0), 1, e.start_ns, e.index)
-                is_comm_kernel = owner is not None and e.category == "kernel" and any(s in e.name for s in _NCCL_KERNEL)
-                if is_comm_kernel and self.nodes[owner].stream is None:
-                    node = self.nodes[owner]
-                    node.set_attr("stream", e.stream if e.stream is not None else -1)
-                    node.start_time_ns, node.duration_ns = e.start_ns, e.duration_ns
-                    node_of_event[e.index] = owner
-                    streams.setdefault((e.device, e.stream), []).append((key, owner))
-                    continue
-                nid = self.fresh_id()
-                node = NodeDraft(
-                    id=nid,
-                    name=e.name,
-                    type=NodeType.COMP_NODE,
-                    ctrl_deps=[launcher],
-                    start_time_ns=e.start_ns,
-                    duration_ns=e.duration_ns,
-                    attrs=[
-                        Attr("is_cpu_op", False, "bool_val"),
-                        Attr("stream", e.stream if e.stream is not None else -1),
-                        Attr("device_kind", e.category, "string_val"),
-                    ],
-                )
-                self.nodes[nid] = node
-                self.order[nid] = key
-                node_of_event[e.index] = nid
-                launcher_of_event[e.index] = launcher
-                self.add_dep(nid, launcher)
-                streams.setdefault((e.device, e.stream), []).append((key, nid))
-                out.append(node)
-        for lane in streams.values():
-            lane.sort(key=lambda kv: (kv[0][2], kv[0][3]))
-            for (_, a), (_, b) in zip(lane, lane[1:]):
-                self.add_dep(b, a)
-        self.sync_edges(node_of_event, position)
-        return out
-
-    def sync_edges(self, node_of_event: dict[int, int], position: dict[int, int]) -> None:
-        """:mod:`.device_graph` wait edges onto nodes (host waits: the enclosing linked op); trims blocked time."""
-        link = self.link
-        if link is None or link.device_graph is None:
-            return
-        et_of_host = {e.index: et_id for et_id, e in link.host.items()}
-        host_nodes_by_tid: dict[int, list[int]] = {}
-        for nid, key in self.order.items():
-            if key[1] == 0:
-                host_nodes_by_tid.setdefault(self.et.by_id[nid].tid, []).append(nid)
-        for lst in host_nodes_by_tid.values():
-            lst.sort(key=lambda n: self.order[n])
-        waits: dict[tuple[int, int], tuple[KinetoEvent, int]] = {}
-        event_at = {e.index: e for e in self.kineto.events} if self.kineto is not None else {}
-        for edge in link.device_graph.edges:
-            if edge.kind not in _SYNC_KINDS:
-                continue
-            src = node_of_event.get(edge.src)
-            if src is None:
-                continue
-            dst = node_of_event.get(edge.dst)
-            if dst is None:  # a host wait: the runtime call's enclosing linked ET op
-                h = link.host_of_call.get(edge.dst)
-                hops = 0
-                while h is not None and h.index not in et_of_host and hops < 256:
-                    h = link.host_parent.get(h.index)
-                    hops += 1
-                if h is None:
-                    continue
-                dst = self.plan.member_of.get(et_of_host[h.index], et_of_host[h.index])
-                if dst not in self.nodes:
-                    continue
-                call = event_at.get(edge.dst)
-                if (
-                    call is not None
-                    and self.nodes[dst].type == NodeType.COMP_NODE
-                    and self.order[dst] > self.order[src]
-                ):
-                    s_node = self.nodes[src]
-                    key = (dst, call.index)
-                    until = s_node.start_time_ns + s_node.duration_ns
-                    waits[key] = (call, max(until, waits[key][1]) if key in waits else until)
-                if self.order[dst] <= self.order[src]:  # wait inside the launching op: next op on its thread
-                    tid = self.et.by_id[dst].tid
-                    later = [n for n in host_nodes_by_tid.get(tid, ()) if self.order[n] > self.order[src]]
-                    if not later:
-                        continue
-                    dst = later[0]
-            self.add_dep(dst, src)
-        trim_sync_waits(
-            (self.nodes[nid], call.start_ns, call.end_ns, until) for (nid, _), (call, until) in waits.items()
         )
 
 

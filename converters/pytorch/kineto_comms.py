@@ -29,25 +29,24 @@ that cannot be determined, a send/recv without its peer.
 from __future__ import annotations
 
 import bisect
-import math
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from tracekit.converters.pytorch import collectives as _coll
-from tracekit.converters.pytorch.collectives import comm_family, normalized_comm_name
+from tracekit.converters.pytorch.comm_names import (
+    C10D_DATA_ARG,
+    C10D_NON_COMM,
+    COMM_KINDS,
+    GLOO_IMPL,
+    RPC_NON_COMM,
+    comm_family,
+    normalized_comm_name,
+)
+from tracekit.converters.pytorch.kineto_args import arg_bytes, concrete_int, input_type_bytes, parse_ranks
 from tracekit.converters.pytorch.kineto_reader import KinetoEvent
 from tracekit.errors import ConversionError
 from tracekit.model import CollectiveType, NodeType
-from tracekit.workloads.units import torch_dtype_bytes
 
 __all__ = ["KinetoComm", "comm_kind", "extract_comms", "is_nccl_kernel"]
-
-# Shared vocabulary with the ET path (collectives.py); private there, read-only here.
-_KIND: Mapping[str, CollectiveType | NodeType] = _coll._KIND
-_C10D_NON_COMM: frozenset[str] = _coll._C10D_NON_COMM
-_RPC_NON_COMM: frozenset[str] = _coll._RPC_NON_COMM
-_C10D_DATA_ARG: Mapping[str, tuple[int, ...]] = _coll._C10D_DATA_ARG
-_GLOO_IMPL: Mapping[str, frozenset[str]] = _coll._GLOO_IMPL
 
 # NCCL kernel name prefixes (NCCL < 2.19 ``ncclKernel_``, newer ``ncclDevKernel_``).
 _NCCL_KERNEL_PREFIXES = ("ncclKernel_", "ncclDevKernel_", "void ncclKernel_", "void ncclDevKernel_")
@@ -61,9 +60,9 @@ def is_nccl_kernel(e: KinetoEvent) -> bool:
 def comm_kind(name: str) -> CollectiveType | NodeType | None:
     """Collective type (or COMM_SEND/RECV node type) of a communication op or collective name; None if unknown."""
     base = normalized_comm_name(name)
-    kind = _KIND.get(base)
+    kind = COMM_KINDS.get(base)
     if kind is None and base.startswith("_"):  # nccl:_all_gather_base, nccl:_reduce_scatter_base
-        kind = _KIND.get(base.lstrip("_"))
+        kind = COMM_KINDS.get(base.lstrip("_"))
     return kind
 
 
@@ -102,63 +101,6 @@ class KinetoComm:
     pg_source: str = ""
 
 
-# ----------------------------------------------------------------------------- sizes
-def _numel(dims: Any) -> int | None:
-    """Elements of a shape ``[a, b]`` or of a list of shapes ``[[a], [b, c]]``; None if not a shape."""
-    if isinstance(dims, list):
-        if all(isinstance(d, int) and not isinstance(d, bool) for d in dims):
-            return math.prod(dims)
-        total = 0
-        for d in dims:
-            n = _numel(d)
-            if n is None:
-                return None
-            total += n
-        return total
-    return None
-
-
-def _dtype_bytes(type_name: Any) -> int | None:
-    if not isinstance(type_name, str):
-        return None
-    return torch_dtype_bytes(type_name)
-
-
-def _arg_bytes(e: KinetoEvent, i: int) -> int | None:
-    """Bytes of input ``i`` from ``Input Dims``/``Input type``; None when shape or dtype is missing."""
-    dims, types = e.args.get("Input Dims"), e.args.get("Input type")
-    if not isinstance(dims, list) or not isinstance(types, list) or i >= len(dims) or i >= len(types):
-        return None
-    n, size = _numel(dims[i]), _dtype_bytes(types[i])
-    if n is None or size is None or (n == 0 and dims[i] == []):
-        return None
-    return n * size
-
-
-def _concrete_int(e: KinetoEvent, i: int) -> int | None:
-    vals = e.args.get("Concrete Inputs")
-    if not isinstance(vals, list) or i >= len(vals):
-        return None
-    try:
-        return int(vals[i])
-    except (TypeError, ValueError):
-        return None
-
-
-def _parse_ranks(value: Any) -> tuple[int, ...] | None:
-    if isinstance(value, list) and all(isinstance(r, int) for r in value):
-        return tuple(value)
-    if isinstance(value, str):
-        text = value.strip().strip("[]").strip()
-        if not text:
-            return ()
-        try:
-            return tuple(int(x) for x in text.split(","))
-        except ValueError:
-            return None
-    return None
-
-
 # ----------------------------------------------------------------------------- folding
 @dataclass
 class _Draft:
@@ -176,18 +118,19 @@ def _family_kind(e: KinetoEvent, where: str) -> tuple[str, CollectiveType | Node
     family = comm_family(e.name)
     if family is None:
         return None
-    if family == "c10d" and normalized_comm_name(e.name) in _C10D_NON_COMM:
+    if family == "c10d" and normalized_comm_name(e.name) in C10D_NON_COMM:
         return None
     if family == "rpc":
         name = e.args.get("Collective name")
         if name is None:
             return ("rpc", None)  # old PyTorch: an argument-less marker inside a c10d op
-        if str(name).lower() in _RPC_NON_COMM:
+        if str(name).lower() in RPC_NON_COMM:
             return None
         kind = comm_kind(str(name))
         if kind is None:
-            raise ConversionError(f"{where}unknown collective name {name!r} in record_param_comms "
-                                  f"(traceEvents[{e.index}])")
+            raise ConversionError(
+                f"{where}unknown collective name {name!r} in record_param_comms (traceEvents[{e.index}])"
+            )
         return family, kind
     kind = comm_kind(e.name)
     if kind is None:
@@ -246,9 +189,13 @@ def extract_comms(
     return comms
 
 
-def _nest_families(by_index: Mapping[int, KinetoEvent], parent_of: Mapping[int, int], rank: int | None,
-                   world_size: int | None, path: str | None
-                   ) -> tuple[dict[int, _Draft], dict[int, int], list[_Draft], list[KinetoEvent]]:
+def _nest_families(
+    by_index: Mapping[int, KinetoEvent],
+    parent_of: Mapping[int, int],
+    rank: int | None,
+    world_size: int | None,
+    path: str | None,
+) -> tuple[dict[int, _Draft], dict[int, int], list[_Draft], list[KinetoEvent]]:
     """Pass 1, same-thread nesting: each family's outermost event heads a draft, nested ones join it.
 
     Events are visited in global time order so heads precede their gloo workers.  Returns
@@ -301,7 +248,7 @@ def _expect_gloo(d: _Draft, world_size: int | None) -> None:
     """Which gloo records implement the c10d op ``d`` heads, and how many (list-form reduce_scatter: one
     all_reduce per rank of the input list, else per rank of the job)."""
     base = normalized_comm_name(d.head.name)
-    d.gloo_kinds = _GLOO_IMPL.get(base, frozenset())
+    d.gloo_kinds = GLOO_IMPL.get(base, frozenset())
     if base == "reduce_scatter":
         dims = d.head.args.get("Input Dims")
         inner = dims[1] if isinstance(dims, list) and len(dims) > 1 else None
@@ -311,8 +258,12 @@ def _expect_gloo(d: _Draft, world_size: int | None) -> None:
             d.gloo_left = world_size
 
 
-def _match_gloo_workers(gloo_orphans: Sequence[KinetoEvent], pending_c10d: Sequence[_Draft],
-                        drafts: dict[int, _Draft], owner_of: dict[int, int]) -> None:
+def _match_gloo_workers(
+    gloo_orphans: Sequence[KinetoEvent],
+    pending_c10d: Sequence[_Draft],
+    drafts: dict[int, _Draft],
+    owner_of: dict[int, int],
+) -> None:
     """Pass 2: each gloo worker record -> the latest earlier c10d op of a matching kind with records left;
     a record matching none heads a communication of its own."""
     for g in gloo_orphans:
@@ -352,9 +303,15 @@ def _descendants(head: KinetoEvent, lane_events: Sequence[KinetoEvent], parent_o
     return out
 
 
-def _finish(d: _Draft, lane_events: Sequence[KinetoEvent], parent_of: Mapping[int, int],
-            launched_by: Mapping[int, Sequence[KinetoEvent]], rank: int | None,
-            groups: Mapping[str, tuple[int, ...]], path: str | None) -> KinetoComm:
+def _finish(
+    d: _Draft,
+    lane_events: Sequence[KinetoEvent],
+    parent_of: Mapping[int, int],
+    launched_by: Mapping[int, Sequence[KinetoEvent]],
+    rank: int | None,
+    groups: Mapping[str, tuple[int, ...]],
+    path: str | None,
+) -> KinetoComm:
     head = d.head
     label = f"{head.name!r} (traceEvents[{head.index}])"
     subtree = _descendants(head, lane_events, parent_of)
@@ -371,8 +328,12 @@ def _finish(d: _Draft, lane_events: Sequence[KinetoEvent], parent_of: Mapping[in
     else:
         nbytes = _bytes(d)
         if nbytes is None:
-            raise ConversionError(f"cannot determine the message size of {label}: no record_param_comms "
-                                  f"sizes and no input shape with a known dtype", path=path, rank=rank)
+            raise ConversionError(
+                f"cannot determine the message size of {label}: no record_param_comms "
+                f"sizes and no input shape with a known dtype",
+                path=path,
+                rank=rank,
+            )
     pg_name, pg_source = _group(d, groups, label, path, rank)
 
     if kernels:
@@ -381,15 +342,23 @@ def _finish(d: _Draft, lane_events: Sequence[KinetoEvent], parent_of: Mapping[in
     else:
         node_event = head.index
         folded = tuple(subtree) + tuple(w.index for w in d.workers or ())
-    common = dict(head=head.index, node_event=node_event, comm_bytes=int(nbytes), pg_name=pg_name,
-                  members=tuple(m.index for m in d.members) + tuple(w.index for w in d.workers or ()),
-                  folded=folded, extra_kernels=tuple(k.index for k in kernels[1:]), pg_source=pg_source)
+    common = dict(
+        head=head.index,
+        node_event=node_event,
+        comm_bytes=int(nbytes),
+        pg_name=pg_name,
+        members=tuple(m.index for m in d.members) + tuple(w.index for w in d.workers or ()),
+        folded=folded,
+        extra_kernels=tuple(k.index for k in kernels[1:]),
+        pg_source=pg_source,
+    )
     if isinstance(kind, CollectiveType):
         return KinetoComm(node_type=NodeType.COMM_COLL_NODE, comm_type=kind, **common)
     # send / recv
     if rank is None:
-        raise ConversionError(f"{label} needs this trace's rank to name its peer (no distributedInfo.rank; "
-                              f"pass rank=)", path=path)
+        raise ConversionError(
+            f"{label} needs this trace's rank to name its peer (no distributedInfo.rank; pass rank=)", path=path
+        )
     peer, tag = _peer(d)
     if peer is None:
         raise ConversionError(f"cannot tell the peer rank of {label}", path=path, rank=rank)
@@ -405,30 +374,31 @@ def _bytes(d: _Draft) -> int | None:
     rpc = d.rpc
     if rpc is not None:
         nelems, dtype = rpc.args.get("In msg nelems"), rpc.args.get("dtype")
-        size = _dtype_bytes(dtype)
+        size = input_type_bytes(dtype)
         if isinstance(nelems, int) and size is not None:
             return nelems * size
     backends = [m for m in d.members if comm_family(m.name) in ("nccl", "gloo")] + list(d.workers or ())
     if backends:
-        sizes = [_arg_bytes(b, 0) for b in backends]
+        sizes = [arg_bytes(b, 0) for b in backends]
         if all(s is not None for s in sizes):
             return sum(sizes)  # type: ignore[arg-type]
     head = d.head
     if comm_family(head.name) == "c10d":
-        for i in _C10D_DATA_ARG.get(normalized_comm_name(head.name), (0,)):
-            n = _arg_bytes(head, i)
+        for i in C10D_DATA_ARG.get(normalized_comm_name(head.name), (0,)):
+            n = arg_bytes(head, i)
             if n is not None:
                 return n
     for m in d.members:
         if comm_family(m.name) == "rpc":
-            n = _arg_bytes(m, 0)
+            n = arg_bytes(m, 0)
             if n is not None:
                 return n
     return None
 
 
-def _group(d: _Draft, groups: Mapping[str, tuple[int, ...]], label: str, path: str | None,
-           rank: int | None) -> tuple[str, str]:
+def _group(
+    d: _Draft, groups: Mapping[str, tuple[int, ...]], label: str, path: str | None, rank: int | None
+) -> tuple[str, str]:
     rpc = d.rpc
     if rpc is not None and rpc.args.get("Process Group Name") not in (None, ""):
         return str(rpc.args["Process Group Name"]), "record_param_comms"
@@ -437,9 +407,12 @@ def _group(d: _Draft, groups: Mapping[str, tuple[int, ...]], label: str, path: s
     rank_sets = {tuple(r) for r in groups.values()}
     if len(rank_sets) == 1:
         return ("0" if "0" in groups else sorted(groups)[0]), "identical groups"
-    raise ConversionError(f"cannot tell which process group {label} uses: the trace declares groups "
-                          f"{sorted(groups)} with different ranks and the op does not name one",
-                          path=path, rank=rank)
+    raise ConversionError(
+        f"cannot tell which process group {label} uses: the trace declares groups "
+        f"{sorted(groups)} with different ranks and the op does not name one",
+        path=path,
+        rank=rank,
+    )
 
 
 def _peer(d: _Draft) -> tuple[int | None, int | None]:
@@ -452,7 +425,7 @@ def _peer(d: _Draft) -> tuple[int | None, int | None]:
             return peer, None
     for m in d.members:
         if comm_family(m.name) == "c10d" and normalized_comm_name(m.name) in ("send", "recv"):
-            return _concrete_int(m, 2), _concrete_int(m, 3)
+            return concrete_int(m, 2), concrete_int(m, 3)
     return None, None
 
 
@@ -467,7 +440,7 @@ def declared_groups_from_rpc(events: Sequence[KinetoEvent]) -> dict[str, tuple[i
         if e.name != "record_param_comms":
             continue
         name = e.args.get("Process Group Name")
-        ranks = _parse_ranks(e.args.get("Process Group Ranks"))
+        ranks = parse_ranks(e.args.get("Process Group Ranks"))
         if name not in (None, "") and ranks is not None:
             out.setdefault(str(name), ranks)
     return out

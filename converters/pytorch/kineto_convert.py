@@ -50,14 +50,29 @@ from typing import Any, Iterable, Mapping, Sequence
 from tracekit.converters.pytorch.costs import capture_device, device_attr
 from tracekit.converters.pytorch.kineto_costs import attach_kineto_costs
 from tracekit.converters.pytorch.device_graph import (
-    HOST_API_CATEGORIES, DeviceGraph, DeviceGraphStats, build_device_graph, forward_position, time_key,
+    HOST_API_CATEGORIES,
+    DeviceGraphStats,
+    build_device_graph,
+    time_key,
 )
-from tracekit.converters.pytorch.host_timing import HostSpan, handoff_edges, thread_timing, trim_sync_waits, trim_waiting_gaps
+from tracekit.converters.pytorch.host_timing import (
+    HostSpan,
+    thread_timing,
+    trim_waiting_gaps,
+)
 from tracekit.converters.pytorch.kineto_comms import (
-    KinetoComm, declared_groups_from_rpc, extract_comms, is_nccl_kernel,
+    KinetoComm,
+    declared_groups_from_rpc,
+    extract_comms,
+    is_nccl_kernel,
 )
+from tracekit.converters.pytorch.kineto_edges import RANGE_CATEGORIES, add_edges
 from tracekit.converters.pytorch.kineto_reader import (
-    KinetoEvent, KinetoTrace, iter_events_by_thread, paused_gc, read_kineto,
+    KinetoEvent,
+    KinetoTrace,
+    iter_events_by_thread,
+    paused_gc,
+    read_kineto,
 )
 from tracekit.errors import ConversionError
 from tracekit.groups import pg_init_node
@@ -74,13 +89,11 @@ __all__ = [
 ]
 
 #: Host-side categories that become nodes.
-HOST_NODE_CATEGORIES = frozenset({"cpu_op", "user_annotation", "python_function", "mtia_runtime"}
-                                 | HOST_API_CATEGORIES)
+HOST_NODE_CATEGORIES = frozenset({"cpu_op", "user_annotation", "python_function", "mtia_runtime"} | HOST_API_CATEGORIES)
 # Categories that carry no work of their own (annotations of other events, counters, spans).
-_DECORATION_CATEGORIES = frozenset({"gpu_user_annotation", "cuda_sync", "Trace", "cuda_profiler_range",
-                                    "cpu_instant_event", "overhead"})
-#: Host categories that are ranges (annotations): structure, no time of their own (see :mod:`.host_timing`).
-RANGE_CATEGORIES = frozenset({"user_annotation"})
+_DECORATION_CATEGORIES = frozenset(
+    {"gpu_user_annotation", "cuda_sync", "Trace", "cuda_profiler_range", "cpu_instant_event", "overhead"}
+)
 log = logging.getLogger(__name__)
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
 _LAUNCH_CALL = re.compile(r"Launch|[Mm]emcpy|[Mm]emset")
@@ -206,6 +219,33 @@ def _resolve_rank(kt: KinetoTrace, rank: int | None) -> tuple[int, str]:
     return 0, "default"
 
 
+def _partition(kt: KinetoTrace) -> tuple[list[KinetoEvent], int, Counter[str]]:
+    """``(host events that become nodes, number of device events, skipped events per category)``."""
+    host: list[KinetoEvent] = []
+    skipped: Counter[str] = Counter()
+    n_device = 0
+    for e in kt.events:
+        if e.is_device:
+            n_device += 1
+        elif e.category in HOST_NODE_CATEGORIES and isinstance(e.pid, int):
+            host.append(e)
+        else:
+            skipped[e.category or "(none)"] += 1
+    return host, n_device, skipped
+
+
+def _metadata(kt: KinetoTrace, rank: int, has_device_ops: bool) -> Metadata:
+    """The converted trace's metadata: converter, rank, world size (when known), captured device."""
+    md_attrs = [
+        Attr("converter", "tracekit.converters.pytorch.kineto_convert", "string_val"),
+        Attr("rank", rank, "int64_val"),
+    ]
+    if kt.world_size is not None:
+        md_attrs.append(Attr("world_size", kt.world_size, "int64_val"))
+    md_attrs.extend(device_attr(capture_device(kt.device_properties, has_device_ops)))
+    return Metadata(version="0.0.4", attrs=md_attrs)
+
+
 class _Converter:
     def __init__(self, kt: KinetoTrace, rank: int | None) -> None:
         self.kt = kt
@@ -226,16 +266,20 @@ class _Converter:
         self.lead_gap_ns: dict[int, int] = {}
         self.partial_overlaps = 0
         for lane in self.lanes.values():
-            timing = thread_timing([HostSpan(e.index, e.start_ns, e.end_ns, e.category in RANGE_CATEGORIES)
-                                    for e in lane])
+            timing = thread_timing(
+                [HostSpan(e.index, e.start_ns, e.end_ns, e.category in RANGE_CATEGORIES) for e in lane]
+            )
             self.parent_of.update(timing.parent)
             self.exclusive_ns.update(timing.duration_ns)
             self.gap_ns.update(timing.gap_ns)
             self.lead_gap_ns.update(timing.lead_gap_ns)
             self.partial_overlaps += timing.partial_overlaps
         if self.partial_overlaps:
-            log.warning("%s: %d host event(s) overlap an enclosing event without nesting; clamped to its end",
-                        self.path or "Kineto trace", self.partial_overlaps)
+            log.warning(
+                "%s: %d host event(s) overlap an enclosing event without nesting; clamped to its end",
+                self.path or "Kineto trace",
+                self.partial_overlaps,
+            )
 
     def groups(self, host: Sequence[KinetoEvent]) -> dict[str, tuple[int, ...]]:
         """pg_name -> global ranks: ``distributedInfo.pg_config`` first, then groups ``record_param_comms`` names."""
@@ -250,16 +294,7 @@ class _Converter:
     def run(self) -> KinetoConversion:
         """The whole conversion of the module docstring (see :func:`convert_kineto_trace` for errors)."""
         kt = self.kt
-        host: list[KinetoEvent] = []
-        skipped: Counter[str] = Counter()
-        n_device = 0
-        for e in kt.events:
-            if e.is_device:
-                n_device += 1
-            elif e.category in HOST_NODE_CATEGORIES and isinstance(e.pid, int):
-                host.append(e)
-            else:
-                skipped[e.category or "(none)"] += 1
+        host, n_device, skipped = _partition(kt)
         self.check_convertible(host, n_device, skipped)
 
         dgraph = build_device_graph(kt)
@@ -268,8 +303,15 @@ class _Converter:
         self.by_index = by_index
         launched_by = {call: [by_index[i] for i in ops] for call, ops in dgraph.launched.items()}
         groups = self.groups(host)
-        comms = extract_comms(self.lanes, self.parent_of, launched_by, rank=self.rank, groups=groups,
-                              world_size=kt.world_size, path=self.path)
+        comms = extract_comms(
+            self.lanes,
+            self.parent_of,
+            launched_by,
+            rank=self.rank,
+            groups=groups,
+            world_size=kt.world_size,
+            path=self.path,
+        )
 
         folded = {i for c in comms for i in c.folded}
         comm_at = {c.node_event: c for c in comms}
@@ -288,7 +330,7 @@ class _Converter:
             node_of[e.index] = node
             nodes.append(node)
 
-        flow_edges = self.add_edges(node_of, dgraph, by_index)
+        flow_edges = add_edges(self.lanes, self.parent_of, kt.flows, node_of, dgraph, by_index)
         trim_waiting_gaps(nodes, {node_of[i].id: g for i, g in self.lead_gap_ns.items() if i in node_of})
         attach_kineto_costs(kt, dgraph.launch_of, node_of)  # op costs (issue 15): a separate pass
         self.check_forward(nodes)
@@ -298,21 +340,22 @@ class _Converter:
         for c in comms:
             coll[c.comm_type.name if c.comm_type is not None else c.node_type.name.split("_")[1]] += 1
         stats = KinetoConversionStats(
-            rank=self.rank, rank_source=self.rank_source, nodes_by_type=dict(sorted(counts.items())),
-            host_ops=sum(1 for e in host if e.index not in folded), device_ops=len(device_ops),
-            kernels_attached=dgraph.stats.attached, collectives=dict(sorted(coll.items())),
-            comm_kernels_unmatched=len(unmatched), folded_events=len(folded),
-            skipped_categories=dict(sorted(skipped.items())), flow_edges=flow_edges, device=dgraph.stats,
-            pg_sources=dict(Counter(c.pg_source for c in comms)))
-        md_attrs = [
-            Attr("converter", "tracekit.converters.pytorch.kineto_convert", "string_val"),
-            Attr("rank", self.rank, "int64_val"),
-        ]
-        if kt.world_size is not None:
-            md_attrs.append(Attr("world_size", kt.world_size, "int64_val"))
-        md_attrs.extend(device_attr(capture_device(kt.device_properties, bool(device_ops))))
-        trace = ExecutionTrace([n.build() for n in nodes], Metadata(version="0.0.4", attrs=md_attrs), rank=self.rank,
-                               path=None)
+            rank=self.rank,
+            rank_source=self.rank_source,
+            nodes_by_type=dict(sorted(counts.items())),
+            host_ops=sum(1 for e in host if e.index not in folded),
+            device_ops=len(device_ops),
+            kernels_attached=dgraph.stats.attached,
+            collectives=dict(sorted(coll.items())),
+            comm_kernels_unmatched=len(unmatched),
+            folded_events=len(folded),
+            skipped_categories=dict(sorted(skipped.items())),
+            flow_edges=flow_edges,
+            device=dgraph.stats,
+            pg_sources=dict(Counter(c.pg_source for c in comms)),
+        )
+        metadata = _metadata(kt, self.rank, bool(device_ops))
+        trace = ExecutionTrace([n.build() for n in nodes], metadata, rank=self.rank, path=None)
         return KinetoConversion(trace, stats, tuple(comms))
 
     def check_convertible(self, host: Sequence[KinetoEvent], n_device: int, skipped: Counter[str]) -> None:
@@ -320,14 +363,21 @@ class _Converter:
         launches without any device activity (a CUPTI range-profiler trace, or no ProfilerActivity.CUDA)."""
         if not host and not n_device:
             found = ", ".join(f"{k} x{v}" for k, v in sorted(skipped.items()))
-            raise self.error("nothing to convert: the trace has no host operators and no GPU activity "
-                             + (f"(only {found})" if found else "(no complete events at all)"))
+            raise self.error(
+                "nothing to convert: the trace has no host operators and no GPU activity "
+                + (f"(only {found})" if found else "(no complete events at all)")
+            )
         launches = sum(1 for e in host if e.category in HOST_API_CATEGORIES and "LaunchKernel" in e.name)
         if launches and not n_device:
-            hint = (" (a CUPTI range-profiler trace: it holds performance counters, not GPU activity)"
-                    if "cuda_profiler_range" in skipped else "")
-            raise self.error(f"nothing to convert: {launches} kernel launches but no kernel, memcpy or memset "
-                             f"events{hint}; record with ProfilerActivity.CUDA")
+            hint = (
+                " (a CUPTI range-profiler trace: it holds performance counters, not GPU activity)"
+                if "cuda_profiler_range" in skipped
+                else ""
+            )
+            raise self.error(
+                f"nothing to convert: {launches} kernel launches but no kernel, memcpy or memset "
+                f"events{hint}; record with ProfilerActivity.CUDA"
+            )
 
     # ------------------------------------------------------------------ nodes
     def make_node(self, nid: int, e: KinetoEvent, comm: KinetoComm | None) -> NodeDraft:
@@ -364,137 +414,34 @@ class _Converter:
                 attrs.append(Attr("comm_type", int(comm.comm_type), "int64_val"))
             attrs.append(Attr("comm_size", comm.comm_bytes, "int64_val"))
             attrs.append(Attr("pg_name", comm.pg_name, "string_val"))
-            for name, value in (("comm_src", comm.comm_src), ("comm_dst", comm.comm_dst),
-                                ("comm_tag", comm.comm_tag)):
+            for name, value in (("comm_src", comm.comm_src), ("comm_dst", comm.comm_dst), ("comm_tag", comm.comm_tag)):
                 if value is not None:
                     attrs.append(Attr(name, value, "int32_val"))
         start = e.start_ns
         if comm is not None and not e.is_device:
             start, duration = self.gloo_span(e, comm, duration)
-        return NodeDraft(id=nid, name=e.name, type=ntype, start_time_ns=start, duration_ns=duration,
-                    attrs=attrs)
+        return NodeDraft(id=nid, name=e.name, type=ntype, start_time_ns=start, duration_ns=duration, attrs=attrs)
 
     def gloo_span(self, e: KinetoEvent, comm: KinetoComm, duration: int) -> tuple[int, int]:
         """A host COMM node's measured ``(start_ns, duration_ns)``: its gloo worker records' span when it has
         some (the transfer runs there, as in the ET path), else the host op's span."""
-        workers = [w for w in (self.by_index[i] for i in comm.members if i != e.index)
-                   if w.name.startswith("gloo:") and w.tid != e.tid]
+        workers = [
+            w
+            for w in (self.by_index[i] for i in comm.members if i != e.index)
+            if w.name.startswith("gloo:") and w.tid != e.tid
+        ]
         if not workers:
             return e.start_ns, duration
         start = min(w.start_ns for w in workers)
         return start, max(w.end_ns for w in workers) - start
-
-    # ------------------------------------------------------------------ edges
-    def add_edges(self, node_of: Mapping[int, NodeDraft], dgraph: DeviceGraph,
-                  by_index: Mapping[int, KinetoEvent]) -> int:
-        """Add every dependency of the module docstring (chains, ``ctrl_deps`` parents, streams, launches,
-        waits, hand-offs, flows) to the nodes in place; returns the number of ``fwdbwd`` flow edges."""
-        def dep(src: int, dst: NodeDraft) -> None:
-            """Make ``dst`` depend on the node of event index ``src`` (once; no self-edge; no-op if unemitted)."""
-            s = node_of.get(src)
-            if s is not None and s.id not in dst.data_deps and s.id != dst.id:
-                dst.data_deps.append(s.id)
-
-        # Host thread chains and call-stack parents.
-        chain_pos: dict[int, tuple[tuple, int]] = {}
-        chains: dict[tuple, list[KinetoEvent]] = {}
-        for key, lane in self.lanes.items():
-            chain = [e for e in lane if e.index in node_of]
-            chains[key] = chain
-            for pos, e in enumerate(chain):
-                chain_pos[e.index] = (key, pos)
-                node = node_of[e.index]
-                if pos:
-                    dep(chain[pos - 1].index, node)
-                p = self.parent_of.get(e.index)
-                while p is not None and p not in node_of:
-                    p = self.parent_of.get(p)
-                if p is not None:
-                    node.ctrl_deps.append(node_of[p].id)
-        chain_starts = {key: [e.start_ns for e in chain] for key, chain in chains.items()}
-
-        # Streams: emitted device ops in order.
-        for ops in dgraph.streams.values():
-            prev = None
-            for i in ops:
-                if i in node_of:
-                    if prev is not None:
-                        dep(prev, node_of[i])
-                    prev = i
-        # Launch and synchronization edges.
-        waited_until: dict[int, int] = {}  # waiting call -> latest measured end of what it waits for
-        for edge in dgraph.edges:
-            if edge.kind == "stream_order":
-                continue
-            if edge.kind in ("launch",) or edge.kind.startswith("stream_wait_event"):
-                dst = node_of.get(edge.dst)
-                if dst is not None:
-                    self._launch_dep(edge.src, edge.dst, node_of, dst, dep)
-                continue
-            # host waits: first host node at/after the call that starts after the source started
-            loc = chain_pos.get(edge.dst)
-            src = by_index[edge.src]
-            if loc is None or edge.src not in node_of:
-                continue
-            key, pos = loc
-            j = forward_position(chain_starts[key], pos, src.start_ns)
-            if j is not None:
-                dep(edge.src, node_of[chains[key][j].index])
-                if j == pos:  # the call itself waits in the replay: its measured wait is not its own time
-                    waited_until[edge.dst] = max(waited_until.get(edge.dst, 0), src.end_ns)
-        # a call holding its own wait keeps only its time after the awaited op (host_timing.trim_sync_waits)
-        trim_sync_waits((node_of[c], by_index[c].start_ns, by_index[c].end_ns, until)
-                        for c, until in waited_until.items()
-                        if c in node_of and node_of[c].type == NodeType.COMP_NODE)
-
-        # fwdbwd flows: forward op -> backward op (cross-thread, shown by the trace).
-        self.handoffs = handoff_edges(self.lanes, node_of, dep, RANGE_CATEGORIES)
-        return self._flow_edges(node_of, dep)
-
-    def _launch_dep(self, src: int, dst_index: int, node_of: Mapping[int, NodeDraft], dst: NodeDraft, dep) -> None:
-        if src in node_of:
-            dep(src, dst)
-            return
-        # The launch call was folded into a host COMM node: depend on that node instead.
-        p = self.parent_of.get(src)
-        while p is not None and p not in node_of:
-            p = self.parent_of.get(p)
-        if p is not None and node_of[p].id < dst.id:
-            dep(p, dst)
-
-    def _flow_edges(self, node_of: Mapping[int, NodeDraft], dep) -> int:
-        starts: dict[tuple[Any, Any, int], int] = {}
-        for key, lane in self.lanes.items():
-            for e in lane:
-                if e.index in node_of:
-                    starts.setdefault((key[0], key[1], e.start_ns), e.index)
-        begin: dict[Any, int] = {}
-        ends: list[tuple[Any, int]] = []
-        for f in self.kt.flows:
-            if f.category != "fwdbwd":
-                continue
-            i = starts.get((f.pid, f.tid, f.ts_ns))
-            if i is None:
-                continue
-            if f.phase == "s":
-                begin.setdefault(f.flow_id, i)
-            elif f.phase == "f":
-                ends.append((f.flow_id, i))
-        n = 0
-        for flow_id, dst_i in ends:
-            src_i = begin.get(flow_id)
-            if src_i is None:
-                continue  # flow end without a start: tolerated
-            src, dst = node_of[src_i], node_of[dst_i]
-            if src.id < dst.id and src.id not in dst.data_deps:
-                dep(src_i, dst)
-                n += 1
-        return n
 
     def check_forward(self, nodes: Sequence[NodeDraft]) -> None:
         """Raise ConversionError (an internal error) if a data dependency does not go to a larger node id."""
         for node in nodes:
             for d in node.data_deps:
                 if d >= node.id:
-                    raise self.error(f"internal error: dependency {d} -> {node.id} points backward in time "
-                                     f"(would allow a cycle through nodes {d} and {node.id})", node_id=node.id)
+                    raise self.error(
+                        f"internal error: dependency {d} -> {node.id} points backward in time "
+                        f"(would allow a cycle through nodes {d} and {node.id})",
+                        node_id=node.id,
+                    )

@@ -296,29 +296,17 @@ def _innermost_host(
     return enclosing, parent
 
 
-def link(et: EtTrace, kineto: KinetoTrace, *, allow_unlinked: bool = False) -> Linkage:
-    """Link one rank's ET and Kineto trace.
-
-    Args:
-        et: the rank's parsed Execution Trace.
-        kineto: the same rank's parsed Kineto trace (times in ns).
-        allow_unlinked: return a (possibly empty) linkage instead of raising.
-
-    Returns:
-        :class:`Linkage`: ET id -> Kineto host event by the first join method that pairs anything (``rf_id``,
-        ``external_id`` when it pairs at least half of the ET's ops, else name-sequence alignment), device events
-        attached through their launching runtime call (``correlation``; ROCm: ``External id``), and the device
-        graph of :func:`.device_graph.build_device_graph`.
+def _join_host(
+    et: EtTrace, ops: list[EtOp], host: list[KinetoEvent], kpath: str, allow_unlinked: bool
+) -> tuple[str, dict[int, KinetoEvent]]:
+    """``(method, ET id -> Kineto host event)`` by the first join that pairs anything (module docstring).
 
     Raises:
-        ConversionError: the Kineto trace has ``Record function id`` values and
-            none joins the ET (different profiler steps), or nothing links at
-            all -- unless ``allow_unlinked``.
+        ConversionError: Kineto carries ``Record function id`` values and none joins the ET (different profiler
+            steps), unless ``allow_unlinked``.
     """
-    ops = [op for op in et.ops if not is_et_root(op)]
-    host = [e for e in kineto.events if e.category in HOST_CATEGORIES]
-    kpath = kineto.path or "kineto"
-    method, pairs = "none", {}
+    method = "none"
+    pairs: dict[int, KinetoEvent] = {}
     by_rf = _join_by(ops, host, "rf_id")
     has_rf = any(e.rf_id is not None for e in host)
     if by_rf:
@@ -340,8 +328,25 @@ def link(et: EtTrace, kineto: KinetoTrace, *, allow_unlinked: bool = False) -> L
         aligned = _align(ops, host)
         if aligned:
             method, pairs = "sequence", aligned
+    return method, pairs
 
-    # device activity -> launching runtime event -> innermost host event -> linked ET op
+
+@dataclass(frozen=True)
+class _DeviceJoin:
+    """Device events attached to linked ET ops (:func:`_join_device`); fields as :class:`Linkage`'s, plus counts."""
+
+    device: dict[int, list[KinetoEvent]]
+    launch_of: dict[int, KinetoEvent]
+    graph: DeviceGraph
+    host_of_call: dict[int, KinetoEvent]
+    host_parent: dict[int, KinetoEvent]
+    events: int  # device events in the Kineto trace
+    attached: int  # of those, attached to a linked ET op
+    kernels: int  # of those, kernels
+
+
+def _join_device(kineto: KinetoTrace, host: list[KinetoEvent], pairs: dict[int, KinetoEvent]) -> _DeviceJoin:
+    """Device activity -> launching runtime event -> innermost host event -> linked ET op (module docstring)."""
     host_by_thread: dict[Any, list[KinetoEvent]] = {}
     for e in host:
         host_by_thread.setdefault((e.pid, e.tid), []).append(e)
@@ -375,9 +380,35 @@ def link(et: EtTrace, kineto: KinetoTrace, *, allow_unlinked: bool = False) -> L
         kernels += d.category == "kernel"
     for evs in device.values():
         evs.sort(key=lambda e: (e.start_ns, e.index))
+    return _DeviceJoin(device, launch_of, dgraph, dict(enclosing), kparent, len(devices), attached, kernels)
 
+
+def link(et: EtTrace, kineto: KinetoTrace, *, allow_unlinked: bool = False) -> Linkage:
+    """Link one rank's ET and Kineto trace.
+
+    Args:
+        et: the rank's parsed Execution Trace.
+        kineto: the same rank's parsed Kineto trace (times in ns).
+        allow_unlinked: return a (possibly empty) linkage instead of raising.
+
+    Returns:
+        :class:`Linkage`: ET id -> Kineto host event by the first join method that pairs anything (``rf_id``,
+        ``external_id`` when it pairs at least half of the ET's ops, else name-sequence alignment), device events
+        attached through their launching runtime call (``correlation``; ROCm: ``External id``), and the device
+        graph of :func:`.device_graph.build_device_graph`.
+
+    Raises:
+        ConversionError: the Kineto trace has ``Record function id`` values and
+            none joins the ET (different profiler steps), or nothing links at
+            all -- unless ``allow_unlinked``.
+    """
+    ops = [op for op in et.ops if not is_et_root(op)]
+    host = [e for e in kineto.events if e.category in HOST_CATEGORIES]
+    kpath = kineto.path or "kineto"
+    method, pairs = _join_host(et, ops, host, kpath, allow_unlinked)
+    dev = _join_device(kineto, host, pairs)
     aten = [op for op in ops if op.name.startswith("aten::")]
-    with_kernels = _with_device_below(et, device)
+    with_kernels = _with_device_below(et, dev.device)
     report = LinkReport(
         method=method,
         host_ops=len(ops),
@@ -385,9 +416,9 @@ def link(et: EtTrace, kineto: KinetoTrace, *, allow_unlinked: bool = False) -> L
         aten_ops=len(aten),
         aten_linked=sum(op.id in pairs for op in aten),
         aten_with_kernels=sum(op.id in pairs and op.id in with_kernels for op in aten),
-        device_events=len(devices),
-        device_attached=attached,
-        kernels_attached=kernels,
+        device_events=dev.events,
+        device_attached=dev.attached,
+        kernels_attached=dev.kernels,
     )
     if not pairs and not allow_unlinked:
         why = "Kineto has no CPU op events" if not host else "no ET op matches a Kineto op by id or name order"
@@ -399,11 +430,11 @@ def link(et: EtTrace, kineto: KinetoTrace, *, allow_unlinked: bool = False) -> L
     return Linkage(
         report=report,
         host=pairs,
-        device=device,
-        launch_of=launch_of,
-        device_graph=dgraph,
-        host_of_call={i: e for i, e in enclosing.items()},
-        host_parent=kparent,
+        device=dev.device,
+        launch_of=dev.launch_of,
+        device_graph=dev.graph,
+        host_of_call=dev.host_of_call,
+        host_parent=dev.host_parent,
     )
 
 

@@ -55,7 +55,12 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 from tracekit.errors import ConfigError, TracekitError, ReplayError
 
 from tracekit.replayer.orchestration.sweep_cases import (  # noqa: F401 - re-exported: the sweep's API
-    HW_KEY, SweepAxis, SweepCase, build_cases, parse_vary)
+    HW_KEY,
+    SweepAxis,
+    SweepCase,
+    build_cases,
+    parse_vary,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.replayer import ReplayOptions, ReplayResult
@@ -125,9 +130,23 @@ def row_from_result(case: SweepCase, result: "ReplayResult", replay_s: float = 0
     slow = slowest_rank(result.ranks)
     other_idle = slow.other_idle_ns
     cp = result.critical_path
-    return SweepRow(case.index, case.params, case.spec.name, result.provenance.collective_model,
-                    result.iteration_time_ns, slow.rank, slow.compute_ns, slow.exposed_comm_ns, slow.comm_wait_ns,
-                    other_idle, slow.comm_ns, cp.compute_ns, cp.comm_ns, result.node_count, replay_s)
+    return SweepRow(
+        case.index,
+        case.params,
+        case.spec.name,
+        result.provenance.collective_model,
+        result.iteration_time_ns,
+        slow.rank,
+        slow.compute_ns,
+        slow.exposed_comm_ns,
+        slow.comm_wait_ns,
+        other_idle,
+        slow.comm_ns,
+        cp.compute_ns,
+        cp.comm_ns,
+        result.node_count,
+        replay_s,
+    )
 
 
 @dataclass(frozen=True)
@@ -153,9 +172,15 @@ class SweepResult:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: format tag, parameters, world size, source, executor, flat rows."""
-        return {"format": SWEEP_FORMAT, "version": SWEEP_FORMAT_VERSION, "parameters": list(self.parameters),
-                "world_size": self.world_size, "source": self.source, "executor": self.executor,
-                "rows": [r.flat() for r in self.rows]}
+        return {
+            "format": SWEEP_FORMAT,
+            "version": SWEEP_FORMAT_VERSION,
+            "parameters": list(self.parameters),
+            "world_size": self.world_size,
+            "source": self.source,
+            "executor": self.executor,
+            "rows": [r.flat() for r in self.rows],
+        }
 
     def to_csv(self) -> str:
         """The rows as CSV text (header: index, parameters, figures)."""
@@ -211,8 +236,13 @@ def _slim(result: "ReplayResult") -> "ReplayResult":
 
     slow = slowest_rank(result.ranks)
     cp = result.critical_path
-    return replace(result, ranks=(slow,), collectives=(), schedule=None,
-                   critical_path=CriticalPath((), cp.length_ns, cp.compute_ns, cp.comm_ns))
+    return replace(
+        result,
+        ranks=(slow,),
+        collectives=(),
+        schedule=None,
+        critical_path=CriticalPath((), cp.length_ns, cp.compute_ns, cp.comm_ns),
+    )
 
 
 def replay_case(task: tuple[Any, SweepCase]) -> tuple[SweepRow, "ReplayResult"]:
@@ -233,11 +263,17 @@ def replay_case(task: tuple[Any, SweepCase]) -> tuple[SweepRow, "ReplayResult"]:
 
 
 # ----------------------------------------------------------------------------- driver
-def run_sweep(traces: "TraceSet | str | os.PathLike[str]",
-              specs: Sequence["HardwareSpec | str | os.PathLike[str]"], axes: Sequence[SweepAxis] = (), *,
-              options: "ReplayOptions | None" = None, executor: str = "process", max_workers: int | None = None,
-              ray_address: str | None = None,
-              progress: Callable[[int, int], None] | None = None) -> SweepResult:
+def run_sweep(
+    traces: "TraceSet | str | os.PathLike[str]",
+    specs: Sequence["HardwareSpec | str | os.PathLike[str]"],
+    axes: Sequence[SweepAxis] = (),
+    *,
+    options: "ReplayOptions | None" = None,
+    executor: str = "process",
+    max_workers: int | None = None,
+    ray_address: str | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> SweepResult:
     """Replay ``traces`` on every point of the sweep (see module docstring).
 
     Args:
@@ -263,7 +299,7 @@ def run_sweep(traces: "TraceSet | str | os.PathLike[str]",
             with the point's parameters prepended to its message.
     """
     from tracekit.io import trace_paths
-    from tracekit.parallel import EXECUTORS, parallel_map
+    from tracekit.parallel import EXECUTORS
 
     if executor not in EXECUTORS:
         raise ConfigError(f"unknown executor {executor!r}; choose one of {', '.join(EXECUTORS)}")
@@ -272,8 +308,7 @@ def run_sweep(traces: "TraceSet | str | os.PathLike[str]",
         world_size, label = traces.world_size, "<in-memory>"
     else:
         paths = [os.fspath(t) for t in traces] if isinstance(traces, (list, tuple)) else os.fspath(traces)
-        world_size = len(trace_paths(paths))
-        label = " ".join(paths) if isinstance(paths, list) else paths
+        world_size, label = len(trace_paths(paths)), " ".join(paths) if isinstance(paths, list) else paths
     cases = build_cases(specs, axes, world_size, options=options)
     parameters = tuple(k for k, _ in cases[0].params) if cases else ()
 
@@ -293,14 +328,7 @@ def run_sweep(traces: "TraceSet | str | os.PathLike[str]",
             source = ray.put(traces)
         else:
             source = traces if in_memory else (tuple(paths) if isinstance(paths, list) else paths)
-        try:
-            out = parallel_map(replay_case, [(source, c) for c in cases], executor=executor,
-                               max_workers=max_workers, ray_address=ray_address, progress=progress)
-        except Exception as exc:  # Ray wraps task errors (RayTaskError.cause): re-raise ours unwrapped
-            cause = getattr(exc, "cause", None)
-            if isinstance(cause, TracekitError):
-                raise cause from None
-            raise
+        out = _map_cases(source, cases, executor, max_workers, ray_address, progress)
     finally:
         if tmp_dir is not None:
             shutil.rmtree(tmp_dir, ignore_errors=True)
@@ -314,6 +342,37 @@ def run_sweep(traces: "TraceSet | str | os.PathLike[str]",
     return SweepResult(rows, parameters, world_size, label, executor, tuple(s for _, s in out))
 
 
+def _map_cases(
+    source: Any,
+    cases: list[SweepCase],
+    executor: str,
+    max_workers: int | None,
+    ray_address: str | None,
+    progress: Callable[[int, int], None] | None,
+) -> list[Any]:
+    """:func:`replay_case` of every case on ``executor``, in case order.
+
+    Raises:
+        TracekitError: the first replay that fails (a Ray task error is unwrapped to it).
+    """
+    from tracekit.parallel import parallel_map
+
+    try:
+        return parallel_map(
+            replay_case,
+            [(source, c) for c in cases],
+            executor=executor,
+            max_workers=max_workers,
+            ray_address=ray_address,
+            progress=progress,
+        )
+    except Exception as exc:  # Ray wraps task errors (RayTaskError.cause): re-raise ours unwrapped
+        cause = getattr(exc, "cause", None)
+        if isinstance(cause, TracekitError):
+            raise cause from None
+        raise
+
+
 def _ray_init(address: str | None) -> bool:
     """Start or join Ray (as parallel_map would); True when this call started it."""
     try:
@@ -322,8 +381,9 @@ def _ray_init(address: str | None) -> bool:
         raise ConfigError("executor 'ray' needs Ray: pip install 'tracekit[ray]'") from None
     if ray.is_initialized():
         return False
-    ray.init(address=address, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True,
-             configure_logging=False)
+    ray.init(
+        address=address, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True, configure_logging=False
+    )
     return address is None
 
 
@@ -343,8 +403,9 @@ def sweep_plot(result: SweepResult):
     return sweep_figure([(row.label, res) for row, res in zip(result.rows, result.results)], parameter)
 
 
-def write_sweep(result: SweepResult, out_dir: str | os.PathLike[str], *, plot: bool = True,
-                title: str | None = None) -> dict[str, Path]:
+def write_sweep(
+    result: SweepResult, out_dir: str | os.PathLike[str], *, plot: bool = True, title: str | None = None
+) -> dict[str, Path]:
     """Write ``sweep.csv``, ``sweep.json`` and (with ``plot`` and results) ``sweep.html`` into ``out_dir``.
 
     Each file is written atomically.  ``sweep.html`` is self-contained (the
@@ -372,13 +433,23 @@ def write_sweep(result: SweepResult, out_dir: str | os.PathLike[str], *, plot: b
 
         parameter = " / ".join(result.parameters) or "spec"
         rows = [(row.label, res) for row, res in zip(result.rows, result.results)]
-        html = build_sweep_html(rows, parameter,
-                                title=title or f"Sweep of {result.source} ({result.world_size} ranks)")
+        html = build_sweep_html(rows, parameter, title=title or f"Sweep of {result.source} ({result.world_size} ranks)")
         paths["html"] = out / "sweep.html"
         with atomic_output(paths["html"], "w") as fh:
             fh.write(html)
     return paths
 
 
-__all__ = ["SweepAxis", "SweepCase", "SweepResult", "SweepRow", "build_cases", "parse_vary", "replay_case",
-           "row_from_result", "run_sweep", "sweep_plot", "write_sweep"]
+__all__ = [
+    "SweepAxis",
+    "SweepCase",
+    "SweepResult",
+    "SweepRow",
+    "build_cases",
+    "parse_vary",
+    "replay_case",
+    "row_from_result",
+    "run_sweep",
+    "sweep_plot",
+    "write_sweep",
+]

@@ -77,8 +77,10 @@ def _key_steps(key: str) -> list[tuple[str, int | None]]:
         steps.append((m.group(1), None if m.group(2) is None else int(m.group(2))))
     if steps[0][0] == "options":
         if len(steps) != 2 or steps[1][0] not in _OPTION_FIELDS or steps[1][1] is not None:
-            raise ConfigError(f"sweep parameter {key!r}: replay options that can vary are "
-                              f"{', '.join('options.' + f for f in _OPTION_FIELDS)}")
+            raise ConfigError(
+                f"sweep parameter {key!r}: replay options that can vary are "
+                f"{', '.join('options.' + f for f in _OPTION_FIELDS)}"
+            )
     return steps
 
 
@@ -117,18 +119,22 @@ def _set_path(doc: dict[str, Any], key: str, raw: Any, spec_label: str) -> Any:
     for depth, (name, index) in enumerate(steps):
         last = depth == len(steps) - 1
         if not isinstance(node, dict):
-            raise ConfigError(f"sweep parameter {key}: {'.'.join(s for s, _ in steps[:depth])} is not a table "
-                              f"in spec {spec_label}")
+            raise ConfigError(
+                f"sweep parameter {key}: {'.'.join(s for s, _ in steps[:depth])} is not a table in spec {spec_label}"
+            )
         if index is not None:
             seq = node.get(name)
             if not isinstance(seq, list):
                 raise ConfigError(f"sweep parameter {key}: spec {spec_label} has no list {name!r}")
             if index >= len(seq):
-                raise ConfigError(f"sweep parameter {key}: spec {spec_label} has {len(seq)} {name} entries "
-                                  f"(indexes 0..{len(seq) - 1}) for this trace set")
+                raise ConfigError(
+                    f"sweep parameter {key}: spec {spec_label} has {len(seq)} {name} entries "
+                    f"(indexes 0..{len(seq) - 1}) for this trace set"
+                )
             if last:
-                raise ConfigError(f"sweep parameter {key}: cannot replace the whole {name}[{index}] entry; "
-                                  f"name one of its keys")
+                raise ConfigError(
+                    f"sweep parameter {key}: cannot replace the whole {name}[{index}] entry; name one of its keys"
+                )
             node = seq[index]
             continue
         if last:
@@ -157,8 +163,13 @@ class SweepCase:
     options: "ReplayOptions"
 
 
-def build_cases(specs: Sequence["HardwareSpec | str | os.PathLike[str]"], axes: Sequence[SweepAxis],
-                world_size: int, *, options: "ReplayOptions | None" = None) -> list[SweepCase]:
+def build_cases(
+    specs: Sequence["HardwareSpec | str | os.PathLike[str]"],
+    axes: Sequence[SweepAxis],
+    world_size: int,
+    *,
+    options: "ReplayOptions | None" = None,
+) -> list[SweepCase]:
     """The sweep's points: every base spec x the product of ``axes``.
 
     Args:
@@ -177,31 +188,11 @@ def build_cases(specs: Sequence["HardwareSpec | str | os.PathLike[str]"], axes: 
             cannot have ``world_size`` ranks.
     """
     from tracekit.replayer import ReplayOptions
-    from tracekit.replayer.simulation.hardware import HardwareSpec, load_spec, spec_from_dict
+    from tracekit.replayer.simulation.hardware import HardwareSpec, spec_from_dict
 
     options = options or ReplayOptions()
     axes = list(axes)
-    keys = [a.key for a in axes]
-    dupes = sorted({k for k in keys if keys.count(k) > 1})
-    if dupes:
-        raise ConfigError(f"sweep parameter given twice: {', '.join(dupes)}")
-    hw_axis = next((a for a in axes if a.key == HW_KEY), None)
-    if hw_axis is not None:
-        if len(specs) > 0 and list(specs) != list(hw_axis.values):
-            raise ConfigError("give the hardware specs either as the base specs or as an 'hw' axis, not both")
-        specs = list(hw_axis.values)
-    elif len(specs) > 1:
-        axes.insert(0, SweepAxis(HW_KEY, tuple(os.fspath(s) if not isinstance(s, HardwareSpec) else s.name
-                                             for s in specs)))
-    if not specs:
-        raise ConfigError("a sweep needs at least one hardware spec")
-    loaded = {}
-    for s in specs:
-        spec = s if isinstance(s, HardwareSpec) else load_spec(s)
-        label = s.name if isinstance(s, HardwareSpec) else os.fspath(s)
-        loaded[label] = spec.fitted(world_size)
-    if len(loaded) != len(specs):
-        raise ConfigError("a hardware spec is listed twice in the sweep")
+    loaded = _base_specs(specs, axes, world_size)
     base_labels = list(loaded)
 
     cases = []
@@ -212,19 +203,7 @@ def build_cases(specs: Sequence["HardwareSpec | str | os.PathLike[str]"], axes: 
         label = label.name if isinstance(label, HardwareSpec) else os.fspath(label)
         base = loaded[label]
         doc = base.to_dict()
-        case_options = options
-        params: list[tuple[str, Any]] = []
-        for key, raw in chosen.items():
-            if key == HW_KEY:
-                params.append((key, label))
-            elif key.startswith("options."):
-                name = key.split(".", 1)[1]
-                value = _convert(raw, getattr(case_options, name), key) if name != "compute_scale" else \
-                    _convert(raw, 1.0, key)
-                case_options = replace(case_options, **{name: value})
-                params.append((key, value))
-            else:
-                params.append((key, _set_path(doc, key, raw, repr(base.name))))
+        params, case_options = _point(chosen, label, base, doc, options)
         where = ", ".join(f"{k}={v}" for k, v in params) or "base spec"
         spec_changed = any(k != HW_KEY and not k.startswith("options.") for k in chosen)
         try:
@@ -233,10 +212,74 @@ def build_cases(specs: Sequence["HardwareSpec | str | os.PathLike[str]"], axes: 
             raise SpecError(f"sweep point {index} ({where}): {exc.message}", path=exc.path) from None
         _check_models(spec, case_options, world_size, index, where)
         if spec.world_size != world_size:
-            raise SpecError(f"sweep point {index} ({where}): the variant has {spec.world_size} ranks but the "
-                            f"trace set has {world_size}", path=base.path)
+            raise SpecError(
+                f"sweep point {index} ({where}): the variant has {spec.world_size} ranks but the "
+                f"trace set has {world_size}",
+                path=base.path,
+            )
         cases.append(SweepCase(index, tuple(params), spec, case_options))
     return cases
+
+
+def _base_specs(
+    specs: Sequence["HardwareSpec | str | os.PathLike[str]"], axes: list[SweepAxis], world_size: int
+) -> dict[str, "HardwareSpec"]:
+    """Label -> base spec fitted to ``world_size``, in order; several base specs add an ``hw`` axis to ``axes``.
+
+    Raises:
+        ConfigError: an axis key given twice, specs given both ways, no spec, or a spec listed twice.
+        SpecError: a spec cannot be loaded or cannot have ``world_size`` ranks.
+    """
+    from tracekit.replayer.simulation.hardware import HardwareSpec, load_spec
+
+    keys = [a.key for a in axes]
+    dupes = sorted({k for k in keys if keys.count(k) > 1})
+    if dupes:
+        raise ConfigError(f"sweep parameter given twice: {', '.join(dupes)}")
+    hw_axis = next((a for a in axes if a.key == HW_KEY), None)
+    if hw_axis is not None:
+        if len(specs) > 0 and list(specs) != list(hw_axis.values):
+            raise ConfigError("give the hardware specs either as the base specs or as an 'hw' axis, not both")
+        specs = list(hw_axis.values)
+    elif len(specs) > 1:
+        axes.insert(
+            0, SweepAxis(HW_KEY, tuple(os.fspath(s) if not isinstance(s, HardwareSpec) else s.name for s in specs))
+        )
+    if not specs:
+        raise ConfigError("a sweep needs at least one hardware spec")
+    loaded = {}
+    for s in specs:
+        spec = s if isinstance(s, HardwareSpec) else load_spec(s)
+        label = s.name if isinstance(s, HardwareSpec) else os.fspath(s)
+        loaded[label] = spec.fitted(world_size)
+    if len(loaded) != len(specs):
+        raise ConfigError("a hardware spec is listed twice in the sweep")
+    return loaded
+
+
+def _point(
+    chosen: dict[str, Any], label: str, base: "HardwareSpec", doc: dict[str, Any], options: "ReplayOptions"
+) -> tuple[list[tuple[str, Any]], "ReplayOptions"]:
+    """One sweep point's ``(key, value)`` parameters and replay options; spec keys are set in ``doc``.
+
+    Raises:
+        ConfigError: a key that does not exist in the variant, or a value of the wrong type.
+    """
+    case_options = options
+    params: list[tuple[str, Any]] = []
+    for key, raw in chosen.items():
+        if key == HW_KEY:
+            params.append((key, label))
+        elif key.startswith("options."):
+            name = key.split(".", 1)[1]
+            value = (
+                _convert(raw, getattr(case_options, name), key) if name != "compute_scale" else _convert(raw, 1.0, key)
+            )
+            case_options = replace(case_options, **{name: value})
+            params.append((key, value))
+        else:
+            params.append((key, _set_path(doc, key, raw, repr(base.name))))
+    return params, case_options
 
 
 def _check_models(spec: "HardwareSpec", options: "ReplayOptions", world_size: int, index: int, where: str) -> None:

@@ -49,48 +49,116 @@ def replay_time_by_class(result: "ReplayResult") -> dict[str, int] | None:
 def measured_parts(measured: dict[str, Any], result: "ReplayResult | None" = None) -> list[str]:
     """HTML parts of the measured-run section (tables and notes)."""
     ranks = measured["ranks"]
-    parts = [para("From the run's own Kineto traces: each rank's window (first to last kernel, or leaf CPU op "
-                  "in a CPU-only run) split like the replay's ranks. A measured trace cannot tell waiting for "
-                  "peers from transferring: both count as exposed communication.")]
+    return [
+        para(
+            "From the run's own Kineto traces: each rank's window (first to last kernel, or leaf CPU op "
+            "in a CPU-only run) split like the replay's ranks. A measured trace cannot tell waiting for "
+            "peers from transferring: both count as exposed communication."
+        ),
+        _rank_table(ranks),
+        _class_table(ranks, result),
+        _stream_table(ranks),
+        *_launch_table(ranks),
+        *_kernel_table(ranks),
+    ]
+
+
+def _rank_table(ranks: list[dict[str, Any]]) -> str:
+    """Each rank's window split into compute, exposed communication and other idle time."""
     rows = []
     for r in ranks:
         w = r["window_ns"]
-        rows.append([cell(r["rank"], f"measured.{r['rank']}.rank", r["rank"]), "GPU" if r["device"] else "CPU",
-                     cell(fmt_ns(w), f"measured.{r['rank']}.window_ns", w)]
-                    + [cell(f"{fmt_ns(r[k])} ({fmt_pct(r[k], w)})", f"measured.{r['rank']}.{k}", r[k])
-                       for k in ("compute_ns", "exposed_comm_ns", "other_idle_ns")]
-                    + [fmt_ns(r["comm_ns"]), fmt_ns(r["overlap_ns"])])
-    parts.append(table(["rank", "work", "window", "compute", "exposed comm.", "other idle", "comm (all)",
-                        "comm overlapped"], rows, table_id="measured-ranks"))
+        rows.append(
+            [
+                cell(r["rank"], f"measured.{r['rank']}.rank", r["rank"]),
+                "GPU" if r["device"] else "CPU",
+                cell(fmt_ns(w), f"measured.{r['rank']}.window_ns", w),
+            ]
+            + [
+                cell(f"{fmt_ns(r[k])} ({fmt_pct(r[k], w)})", f"measured.{r['rank']}.{k}", r[k])
+                for k in ("compute_ns", "exposed_comm_ns", "other_idle_ns")
+            ]
+            + [fmt_ns(r["comm_ns"]), fmt_ns(r["overlap_ns"])]
+        )
+    return table(
+        ["rank", "work", "window", "compute", "exposed comm.", "other idle", "comm (all)", "comm overlapped"],
+        rows,
+        table_id="measured-ranks",
+    )
+
+
+def _class_table(ranks: list[dict[str, Any]], result: "ReplayResult | None") -> str:
+    """Time per kernel class summed over ranks, beside the replay's when there is one."""
     measured_cls = {c: sum(r["time_by_class_ns"].get(c, 0) for r in ranks) for c in CLASSES}
     predicted = replay_time_by_class(result) if result is not None else None
     head = ["kernel class", "measured (sum over ranks)"] + (["replayed (sum over ranks)"] if predicted else [])
-    cls_rows = [[c, cell(fmt_ns(measured_cls[c]), f"measured.class.{c}", measured_cls[c])]
-                + ([cell(fmt_ns(predicted[c]), f"replayed.class.{c}", predicted[c])] if predicted else [])
-                for c in CLASSES]
-    parts.append(table(head, cls_rows, table_id="measured-classes"))
-    streams = [[r["rank"], s["name"], f"{s['events']:,}", fmt_ns(s["busy_ns"]),
-                f"{fmt_ns(s['idle_ns'])} ({fmt_pct(s['idle_ns'], r['window_ns'])})"]
-               for r in ranks for s in r["streams"]]
-    parts.append(table(["rank", "stream / thread", "events", "busy", "idle"], streams, table_id="measured-streams",
-                       left_columns=2))
-    launches = [[r["rank"], f"{r['launch']['launches']:,}", fmt_ns(r["launch"]["cpu_ns"]),
-                 fmt_ns(r["launch"]["delay_mean_ns"]), fmt_ns(r["launch"]["delay_max_ns"])]
-                for r in ranks if r.get("launch")]
-    if launches:
-        parts.append(table(["rank", "launches", "launch CPU time", "launch delay (mean)", "launch delay (max)"],
-                           launches, table_id="measured-launch"))
-    kernels = [[r["rank"], k["name"][:120], k["kernel_class"], f"{k['count']:,}", fmt_ns(k["total_ns"]),
-                fmt_ns(k["mean_ns"])] for r in ranks for k in r["top_kernels"]]
-    parts.append(note(f"Top kernels: the {max((len(r['top_kernels']) for r in ranks), default=0)} longest "
-                      f"(total time) per rank."))
-    parts.append(table(["rank", "kernel", "class", "count", "total", "mean"], kernels, table_id="measured-kernels",
-                       left_columns=3))
-    return parts
+    cls_rows = [
+        [c, cell(fmt_ns(measured_cls[c]), f"measured.class.{c}", measured_cls[c])]
+        + ([cell(fmt_ns(predicted[c]), f"replayed.class.{c}", predicted[c])] if predicted else [])
+        for c in CLASSES
+    ]
+    return table(head, cls_rows, table_id="measured-classes")
 
 
-def write_measured_report(measured: dict[str, Any], path: str | os.PathLike[str], *,
-                          title: str | None = None) -> Path:
+def _stream_table(ranks: list[dict[str, Any]]) -> str:
+    """Busy and idle time of every stream / thread of every rank."""
+    streams = [
+        [
+            r["rank"],
+            s["name"],
+            f"{s['events']:,}",
+            fmt_ns(s["busy_ns"]),
+            f"{fmt_ns(s['idle_ns'])} ({fmt_pct(s['idle_ns'], r['window_ns'])})",
+        ]
+        for r in ranks
+        for s in r["streams"]
+    ]
+    return table(
+        ["rank", "stream / thread", "events", "busy", "idle"], streams, table_id="measured-streams", left_columns=2
+    )
+
+
+def _launch_table(ranks: list[dict[str, Any]]) -> list[str]:
+    """Kernel launches per rank (CPU time, delay); no part when no rank recorded launches."""
+    launches = [
+        [
+            r["rank"],
+            f"{r['launch']['launches']:,}",
+            fmt_ns(r["launch"]["cpu_ns"]),
+            fmt_ns(r["launch"]["delay_mean_ns"]),
+            fmt_ns(r["launch"]["delay_max_ns"]),
+        ]
+        for r in ranks
+        if r.get("launch")
+    ]
+    if not launches:
+        return []
+    return [
+        table(
+            ["rank", "launches", "launch CPU time", "launch delay (mean)", "launch delay (max)"],
+            launches,
+            table_id="measured-launch",
+        )
+    ]
+
+
+def _kernel_table(ranks: list[dict[str, Any]]) -> list[str]:
+    """The note and table of each rank's longest kernels."""
+    kernels = [
+        [r["rank"], k["name"][:120], k["kernel_class"], f"{k['count']:,}", fmt_ns(k["total_ns"]), fmt_ns(k["mean_ns"])]
+        for r in ranks
+        for k in r["top_kernels"]
+    ]
+    top = max((len(r["top_kernels"]) for r in ranks), default=0)
+    return [
+        note(f"Top kernels: the {top} longest (total time) per rank."),
+        table(
+            ["rank", "kernel", "class", "count", "total", "mean"], kernels, table_id="measured-kernels", left_columns=3
+        ),
+    ]
+
+
+def write_measured_report(measured: dict[str, Any], path: str | os.PathLike[str], *, title: str | None = None) -> Path:
     """A self-contained page of a measured-run analysis alone, written atomically; returns the path.
 
     Raises:

@@ -48,21 +48,37 @@ from tracekit.replayer.simulation.spec_toml import MAX_NPUS, MAX_SPEC_NUMBER
 
 from tracekit.replayer.simulation.astra_model import astra_refusal
 from tracekit.replayer.simulation.hardware import (
-    AstraSettings, ComputeSettings, DeviceSpec, HardwareSpec, NetworkDim, DEFAULT_ALGORITHMS,
+    AstraSettings,
+    ComputeSettings,
+    DeviceSpec,
+    HardwareSpec,
+    NetworkDim,
+    DEFAULT_ALGORITHMS,
 )
 
 _TOPOLOGIES = {"Ring": "ring", "Switch": "switch", "FullyConnected": "fully_connected"}
-_ALGORITHMS = {"ring": "ring", "direct": "direct", "halvingDoubling": "halving_doubling",
-               "doubleBinaryTree": "double_binary_tree"}
+_ALGORITHMS = {
+    "ring": "ring",
+    "direct": "direct",
+    "halvingDoubling": "halving_doubling",
+    "doubleBinaryTree": "double_binary_tree",
+}
 _IMPLEMENTATION_KEYS = {
     "all-reduce-implementation": "all_reduce",
     "reduce-scatter-implementation": "reduce_scatter",
     "all-gather-implementation": "all_gather",
     "all-to-all-implementation": "all_to_all",
 }
-_USED_KEYS = {"endpoint-delay", "preferred-dataset-splits", "active-chunks-per-dimension",
-              "collective-optimization", "local-mem-bw", "roofline-enabled", "peak-perf",
-              *_IMPLEMENTATION_KEYS}
+_USED_KEYS = {
+    "endpoint-delay",
+    "preferred-dataset-splits",
+    "active-chunks-per-dimension",
+    "collective-optimization",
+    "local-mem-bw",
+    "roofline-enabled",
+    "peak-perf",
+    *_IMPLEMENTATION_KEYS,
+}
 
 
 @dataclass(frozen=True)
@@ -102,8 +118,7 @@ def _load_mapping(path: Path, kind: str) -> dict[str, Any]:
     except RecursionError:
         raise SpecError(f"not valid {kind}: nested too deeply", path=path) from None
     if not isinstance(data, dict):
-        raise SpecError(f"expected a {kind} {'object' if kind == 'JSON' else 'mapping'} at the top level",
-                        path=path)
+        raise SpecError(f"expected a {kind} {'object' if kind == 'JSON' else 'mapping'} at the top level", path=path)
     return data
 
 
@@ -115,8 +130,16 @@ def _load_yaml(path: Path) -> dict[str, Any]:
     return _load_mapping(path, "YAML")
 
 
-def _number(data: dict, key: str, path: Path, *, integer: bool = False, minimum: float | None = None,
-            required: bool = True, default: Any = None) -> Any:
+def _number(
+    data: dict,
+    key: str,
+    path: Path,
+    *,
+    integer: bool = False,
+    minimum: float | None = None,
+    required: bool = True,
+    default: Any = None,
+) -> Any:
     if key not in data:
         if required:
             raise SpecError(f"key {key}: is required", path=path)
@@ -125,8 +148,7 @@ def _number(data: dict, key: str, path: Path, *, integer: bool = False, minimum:
     ok = isinstance(value, int) if integer else isinstance(value, (int, float))
     if isinstance(value, bool) or not ok or not math.isfinite(value) or abs(value) > MAX_SPEC_NUMBER:
         kind = "an integer" if integer else "a number"
-        raise SpecError(f"key {key}: must be {kind} of magnitude at most {MAX_SPEC_NUMBER:g}, got {value!r}",
-                        path=path)
+        raise SpecError(f"key {key}: must be {kind} of magnitude at most {MAX_SPEC_NUMBER:g}, got {value!r}", path=path)
     if minimum is not None and value < minimum:
         raise SpecError(f"key {key}: must be at least {minimum}, got {value!r}", path=path)
     return value
@@ -148,24 +170,37 @@ def _read_network(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
     bw = _list(data, "bandwidth", path)
     lat = _list(data, "latency", path)
     if not len(topo) == len(npus) == len(bw) == len(lat):
-        raise SpecError(f"keys topology, npus_count, bandwidth, latency: must have one entry per dimension; "
-                        f"got {len(topo)}, {len(npus)}, {len(bw)}, {len(lat)}", path=path)
+        raise SpecError(
+            f"keys topology, npus_count, bandwidth, latency: must have one entry per dimension; "
+            f"got {len(topo)}, {len(npus)}, {len(bw)}, {len(lat)}",
+            path=path,
+        )
     dims = []
     for i, (t, n, b, l) in enumerate(zip(topo, npus, bw, lat)):
         if t not in _TOPOLOGIES:
-            raise SpecError(f"key topology[{i}]: {t!r} is not supported; expected one of "
-                            f"{', '.join(_TOPOLOGIES)}", path=path)
+            raise SpecError(
+                f"key topology[{i}]: {t!r} is not supported; expected one of {', '.join(_TOPOLOGIES)}", path=path
+            )
         for key, value, integer in (("npus_count", n, True), ("bandwidth", b, False), ("latency", l, False)):
-            if isinstance(value, bool) or not isinstance(value, int if integer else (int, float)) or value < 0 \
-                    or not math.isfinite(value) or value > (MAX_NPUS if integer else MAX_SPEC_NUMBER):
-                raise SpecError(f"key {key}[{i}]: must be a non-negative {'integer' if integer else 'number'} of at "
-                                f"most {MAX_NPUS if integer else MAX_SPEC_NUMBER:g}, got {value!r}", path=path)
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int if integer else (int, float))
+                or value < 0
+                or not math.isfinite(value)
+                or value > (MAX_NPUS if integer else MAX_SPEC_NUMBER)
+            ):
+                raise SpecError(
+                    f"key {key}[{i}]: must be a non-negative {'integer' if integer else 'number'} of at "
+                    f"most {MAX_NPUS if integer else MAX_SPEC_NUMBER:g}, got {value!r}",
+                    path=path,
+                )
         if n < 1 or b <= 0:
             bad = ("npus_count", n) if n < 1 else ("bandwidth", b)
             raise SpecError(f"key {bad[0]}[{i}]: must be positive, got {bad[1]!r}", path=path)
         dims.append({"topology": _TOPOLOGIES[t], "size": n, "bandwidth_gbps": float(b), "latency_ns": float(l)})
-    ignored = [f"{path}: {k} = {data[k]!r}" for k in data if k not in ("topology", "npus_count", "bandwidth",
-                                                                        "latency")]
+    ignored = [
+        f"{path}: {k} = {data[k]!r}" for k in data if k not in ("topology", "npus_count", "bandwidth", "latency")
+    ]
     return dims, ignored
 
 
@@ -176,20 +211,27 @@ def _implementations(data: dict, key: str, n_dims: int, path: Path) -> list[str]
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise SpecError(f"key {key}: must be a list of algorithm names, got {value!r}", path=path)
     if len(value) != n_dims:
-        raise SpecError(f"key {key}: names {len(value)} algorithm(s) but the network has {n_dims} "
-                        f"dimension(s)", path=path)
+        raise SpecError(
+            f"key {key}: names {len(value)} algorithm(s) but the network has {n_dims} dimension(s)", path=path
+        )
     out = []
     for name in value:
         if name not in _ALGORITHMS:
-            raise SpecError(f"key {key}: algorithm {name!r} is not supported; expected one of "
-                            f"{', '.join(_ALGORITHMS)}", path=path)
+            raise SpecError(
+                f"key {key}: algorithm {name!r} is not supported; expected one of {', '.join(_ALGORITHMS)}", path=path
+            )
         out.append(_ALGORITHMS[name])
     return out
 
 
-def import_astra_config(system: str | os.PathLike[str], network: str | os.PathLike[str],
-                        remote_memory: str | os.PathLike[str] | None = None, *,
-                        name: str | None = None, bandwidth_convention: str = "gib") -> AstraImport:
+def import_astra_config(
+    system: str | os.PathLike[str],
+    network: str | os.PathLike[str],
+    remote_memory: str | os.PathLike[str] | None = None,
+    *,
+    name: str | None = None,
+    bandwidth_convention: str = "gib",
+) -> AstraImport:
     """Read an ASTRA-sim config trio into a spec using the ASTRA-sim-compatible models.
 
     Args:
@@ -211,35 +253,80 @@ def import_astra_config(system: str | os.PathLike[str], network: str | os.PathLi
         return _import_astra_config(Path(system), Path(network), remote_memory, name, bandwidth_convention)
 
 
-def _import_astra_config(sys_path: Path, net_path: Path, remote_memory: str | os.PathLike[str] | None,
-                         name: str | None, bandwidth_convention: str) -> AstraImport:
-    dims, ignored = _read_network(net_path)
-    sys_data = _load_json(sys_path)
-    n_dims = len(dims)
+def _collective_algorithms(
+    sys_data: dict[str, Any], dims: list[dict[str, Any]], sys_path: Path
+) -> list[dict[str, str]]:
+    """Per network dimension, collective -> algorithm from the ``*-implementation`` keys (defaults elsewhere).
 
+    Raises:
+        SpecError: an algorithm tracekit cannot model on its dimension, or a custom (Chakra ET) implementation.
+    """
+    n_dims = len(dims)
     algorithms = [dict(DEFAULT_ALGORITHMS) for _ in dims]
     for key, coll in _IMPLEMENTATION_KEYS.items():
         if key in sys_data:
             for i, alg in enumerate(_implementations(sys_data, key, n_dims, sys_path)):
                 reason = astra_refusal(coll, alg, n_dims, dims[i]["size"])
                 if reason and not (coll == "all_to_all" and alg == "halving_doubling"):
-                    raise SpecError(f"key {key}: dimension {i} ({dims[i]['size']} NPUs): {reason}; "
-                                    f"tracekit cannot model it", path=sys_path)
+                    raise SpecError(
+                        f"key {key}: dimension {i} ({dims[i]['size']} NPUs): {reason}; tracekit cannot model it",
+                        path=sys_path,
+                    )
                 algorithms[i][coll] = alg
 
     for key in sorted(k for k in sys_data if k.endswith("-implementation-custom")):
-        raise SpecError(f"key {key}: custom collective algorithms (Chakra ET files) are not modelled; "
-                        f"tracekit cannot replay them", path=sys_path)
+        raise SpecError(
+            f"key {key}: custom collective algorithms (Chakra ET files) are not modelled; tracekit cannot replay them",
+            path=sys_path,
+        )
+    return algorithms
+
+
+def _refuse_unmodelled(sys_data: dict[str, Any], sys_path: Path) -> None:
+    """Raise SpecError for ``model-shared-bus`` or ``replay-only`` set to 1 (ASTRA-sim modes not modelled)."""
     if sys_data.get("model-shared-bus", 0) not in (0, False):
-        raise SpecError(f"key model-shared-bus: only 0 is modelled (1 times every memory hand-off with ASTRA-sim's "
-                        f"LogGP bus model), got {sys_data['model-shared-bus']!r}", path=sys_path)
+        raise SpecError(
+            f"key model-shared-bus: only 0 is modelled (1 times every memory hand-off with ASTRA-sim's "
+            f"LogGP bus model), got {sys_data['model-shared-bus']!r}",
+            path=sys_path,
+        )
     if sys_data.get("replay-only", 0) not in (0, False):
-        raise SpecError(f"key replay-only: only 0 is modelled (1 replays every node with its recorded duration, "
-                        f"1 ns when zero, instead of simulating it), got {sys_data['replay-only']!r}", path=sys_path)
+        raise SpecError(
+            f"key replay-only: only 0 is modelled (1 replays every node with its recorded duration, "
+            f"1 ns when zero, instead of simulating it), got {sys_data['replay-only']!r}",
+            path=sys_path,
+        )
+
+
+def _remote_memory_ignored(mem_path: Path) -> list[str]:
+    """The keys of an ASTRA-sim remote-memory config that are ignored (``path: key = value`` lines).
+
+    Raises:
+        SpecError: its ``memory-type`` is not ``NO_MEMORY_EXPANSION``, or it is not a JSON object.
+    """
+    mem = _load_json(mem_path)
+    kind = mem.get("memory-type")
+    if kind != "NO_MEMORY_EXPANSION":
+        raise SpecError(f"key memory-type: only NO_MEMORY_EXPANSION is supported, got {kind!r}", path=mem_path)
+    return [f"{mem_path}: {k} = {v!r}" for k, v in mem.items() if k != "memory-type"]
+
+
+def _import_astra_config(
+    sys_path: Path,
+    net_path: Path,
+    remote_memory: str | os.PathLike[str] | None,
+    name: str | None,
+    bandwidth_convention: str,
+) -> AstraImport:
+    dims, ignored = _read_network(net_path)
+    sys_data = _load_json(sys_path)
+    algorithms = _collective_algorithms(sys_data, dims, sys_path)
+    _refuse_unmodelled(sys_data, sys_path)
     optimization = sys_data.get("collective-optimization", "localBWAware")
     if optimization not in ("localBWAware", "baseline"):
-        raise SpecError(f"key collective-optimization: must be localBWAware or baseline, got {optimization!r}",
-                        path=sys_path)
+        raise SpecError(
+            f"key collective-optimization: must be localBWAware or baseline, got {optimization!r}", path=sys_path
+        )
     if sys_data.get("boost-mode", 0) not in (0, False):
         raise SpecError(f"key boost-mode: only 0 is supported, got {sys_data['boost-mode']!r}", path=sys_path)
     roofline = _number(sys_data, "roofline-enabled", sys_path, integer=True, required=False, default=0)
@@ -252,37 +339,40 @@ def _import_astra_config(sys_path: Path, net_path: Path, remote_memory: str | os
     astra = AstraSettings(
         endpoint_delay_ns=_number(sys_data, "endpoint-delay", sys_path, integer=True, minimum=0),
         local_mem_bw_gbps=float(local_mem_bw),
-        preferred_dataset_splits=_number(sys_data, "preferred-dataset-splits", sys_path, integer=True,
-                                         minimum=1, required=False, default=1),
-        active_chunks_per_dimension=_number(sys_data, "active-chunks-per-dimension", sys_path, integer=True,
-                                            minimum=1, required=False, default=1),
+        preferred_dataset_splits=_number(
+            sys_data, "preferred-dataset-splits", sys_path, integer=True, minimum=1, required=False, default=1
+        ),
+        active_chunks_per_dimension=_number(
+            sys_data, "active-chunks-per-dimension", sys_path, integer=True, minimum=1, required=False, default=1
+        ),
         collective_optimization=optimization,
         bandwidth_convention=bandwidth_convention,
         roofline_enabled=bool(roofline),
         peak_perf_tflops=float(peak_tflops) if peak_tflops else None,
     )
-    ignored += [f"{sys_path}: {k} = {v!r}" for k, v in sys_data.items()
-                if k not in _USED_KEYS and k != "boost-mode"]
+    ignored += [f"{sys_path}: {k} = {v!r}" for k, v in sys_data.items() if k not in _USED_KEYS and k != "boost-mode"]
 
     if remote_memory is not None:
-        mem_path = Path(remote_memory)
-        mem = _load_json(mem_path)
-        kind = mem.get("memory-type")
-        if kind != "NO_MEMORY_EXPANSION":
-            raise SpecError(f"key memory-type: only NO_MEMORY_EXPANSION is supported, got {kind!r}",
-                            path=mem_path)
-        ignored += [f"{mem_path}: {k} = {v!r}" for k, v in mem.items() if k != "memory-type"]
+        ignored += _remote_memory_ignored(Path(remote_memory))
 
     peaks = (("fp32", float(peak_tflops) * 1e12),) if peak_tflops else ()
-    device = DeviceSpec(name="astra-sim NPU", peak_flops_per_s=peaks, default_dtype="fp32" if peaks else None,
-                        mem_bandwidth_gbps=float(local_mem_bw))
+    device = DeviceSpec(
+        name="astra-sim NPU",
+        peak_flops_per_s=peaks,
+        default_dtype="fp32" if peaks else None,
+        mem_bandwidth_gbps=float(local_mem_bw),
+    )
     network = tuple(
-        NetworkDim(name=f"dim{i}", algorithms=tuple(sorted(algorithms[i].items())), **d)
-        for i, d in enumerate(dims))
+        NetworkDim(name=f"dim{i}", algorithms=tuple(sorted(algorithms[i].items())), **d) for i, d in enumerate(dims)
+    )
     spec = HardwareSpec(
         name=name or f"astra:{sys_path.stem}+{net_path.stem}",
         description=f"imported from ASTRA-sim config {sys_path.name} + {net_path.name}",
-        device=device, network=network, compute=ComputeSettings(mode="astra"),
-        collective_model="astra", astra=astra, fit_to_world_size=False,
+        device=device,
+        network=network,
+        compute=ComputeSettings(mode="astra"),
+        collective_model="astra",
+        astra=astra,
+        fit_to_world_size=False,
     )
     return AstraImport(spec, tuple(ignored))

@@ -5,7 +5,7 @@ v2.30.7-1: ``src/graph/tuning.cc`` (``ncclTopoTuneModel``,
 ``ncclTopoGetAlgoTime``, ``ncclTunerConstantsDefaults``,
 ``treeCorrectionFactor``), ``src/graph/topo.h`` (NVLink per-link speeds) and
 ``src/graph/search.cc`` (``speedArrayInter``).  The code is ours; the
-constants live in :class:`~tracekit.replayer.simulation.hardware.NcclConstants` (the
+constants live in :class:`~tracekit.replayer.simulation.nccl_constants.NcclConstants` (the
 spec's ``[nccl]`` table), so a preset can state what it calibrated.
 
 Group shape.  A *node* is one coordinate on the dimensions outside dimension 0;

@@ -21,18 +21,15 @@ from tracekit.replayer.simulation.hardware import (
     COLLECTIVE_MODELS,
     COMPUTE_MODES,
     DEFAULT_ALGORITHMS,
-    NCCL_ALGORITHMS,
-    NCCL_LINKS,
-    NCCL_PROTOCOLS,
     TOPOLOGIES,
     TREE_COLLECTIVES,
     AstraSettings,
     ComputeSettings,
     DeviceSpec,
     HardwareSpec,
-    NcclConstants,
     NetworkDim,
 )
+from tracekit.replayer.simulation.nccl_constants import NCCL_ALGORITHMS, NCCL_LINKS, NCCL_PROTOCOLS, NcclConstants
 
 # Absurd values are refused with the key named: no spec quantity (FLOP/s, GB/s, ns, bytes) comes near 1e18,
 # and beyond it times overflow into inf/NaN that every later step would reject or print as "inf ns".

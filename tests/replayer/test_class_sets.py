@@ -9,7 +9,8 @@ import orjson
 import pytest
 from click.testing import CliRunner
 
-from tracekit.classset import find_class_set, read_class_set, summarize_class_set, validate_class_set
+from tracekit.classset import find_class_set, read_class_set
+from tracekit.classset_checks import summarize_class_set, validate_class_set
 from tracekit.cli import cli
 from tracekit.converters.generators import LLMConfig, ParallelSpec, Roofline, llm_preset
 from tracekit.converters.generators.llm import write_llm
@@ -183,7 +184,7 @@ def test_stamped_per_rank_files_are_derived_not_decoded_and_replay_the_same(job,
     import tracekit.validate as validate_mod
 
     base, per_rank, manifest = job
-    from tracekit.classset import read_rank_class
+    from tracekit.classset_stamps import read_rank_class
 
     s4, s5, s0 = (read_rank_class(per_rank[r].read_bytes()) for r in (4, 5, 0))
     assert s4[0] == s5[0] != s0[0] and s4[2] != s5[2]  # same class key (stage 1), own slot values

@@ -112,6 +112,30 @@ def emit_json(doc: Any) -> None:
     sys.stdout.write(text.decode() + "\n")
 
 
+def write_generated(traceset: Any, prefix: str, as_json: bool) -> None:
+    """Write a generated trace set as ``<prefix>.<rank>.et`` and report it: JSON (prefix, files, ranks, nodes) on
+    stdout with ``as_json``, else one ``wrote N trace(s)`` line on stderr (none with -q).
+
+    Raises:
+        TracekitError: as :func:`tracekit.io.write_traceset` (an output is an input, or cannot be written).
+    """
+    from tracekit.cli._common import err_console, path_span, state
+    from tracekit.io import write_traceset
+
+    paths = write_traceset(traceset, prefix)
+    if as_json:
+        emit_json(
+            {
+                "prefix": prefix,
+                "files": [str(p) for p in paths],
+                "ranks": len(paths),
+                "nodes": sum(len(traceset[r]) for r in traceset.ranks),
+            }
+        )
+    elif not state().quiet:
+        err_console().print(f"wrote {len(paths)} trace(s): {path_span(paths)}", markup=False, highlight=False)
+
+
 def deprecated_alias(old: str, dest: str) -> Callable:
     """A hidden option ``old`` kept for old command lines; stored as ``dest`` (the body merges it)."""
     return click.option(old, dest, hidden=True, default=None, type=click.Path(dir_okay=False))

@@ -22,19 +22,39 @@ def _expand(pattern: str | None, what: str) -> list[str]:
 
 
 @click.command("pytorch", context_settings=CONTEXT_SETTINGS)
-@click.option("--et", "et_glob", default=None, metavar="GLOB",
-              help="ET JSON files, one per rank (.json, .json.gz, .tar.gz); quote the glob. "
-                   "Without --et, the Kineto traces alone are converted.")
-@click.option("--kineto", "kineto_glob", default=None, metavar="GLOB",
-              help="Kineto trace files of the same ranks (optional; gives durations and GPU kernels).")
-@click.option("-o", "--output", "prefix", required=True, metavar="PREFIX",
-              help="Output prefix: writes PREFIX.<rank>.et.")
-@click.option("--allow-unlinked", is_flag=True,
-              help="Convert even when no ET op links to a Kineto op (durations stay 0).")
+@click.option(
+    "--et",
+    "et_glob",
+    default=None,
+    metavar="GLOB",
+    help="ET JSON files, one per rank (.json, .json.gz, .tar.gz); quote the glob. "
+    "Without --et, the Kineto traces alone are converted.",
+)
+@click.option(
+    "--kineto",
+    "kineto_glob",
+    default=None,
+    metavar="GLOB",
+    help="Kineto trace files of the same ranks (optional; gives durations and GPU kernels).",
+)
+@click.option(
+    "-o", "--output", "prefix", required=True, metavar="PREFIX", help="Output prefix: writes PREFIX.<rank>.et."
+)
+@click.option(
+    "--allow-unlinked", is_flag=True, help="Convert even when no ET op links to a Kineto op (durations stay 0)."
+)
 @executor_options
 @json_option()
-def pytorch(et_glob: str, kineto_glob: str | None, prefix: str, allow_unlinked: bool, executor: str,
-            workers: int | None, address: str | None, as_json: bool) -> None:
+def pytorch(
+    et_glob: str,
+    kineto_glob: str | None,
+    prefix: str,
+    allow_unlinked: bool,
+    executor: str,
+    workers: int | None,
+    address: str | None,
+    as_json: bool,
+) -> None:
     """Convert PyTorch Execution Traces (and their Kineto traces) into Chakra traces, one file per rank.
 
     Ranks come from Kineto distributedInfo or a "rankN" in the file names; ET and Kineto
@@ -63,14 +83,37 @@ def pytorch(et_glob: str, kineto_glob: str | None, prefix: str, allow_unlinked: 
     kins = _expand(kineto_glob, "Kineto")
     executor = resolve_executor(executor, len(ets), workers)
     with progress_callback("converting ranks") as update:  # no bar with -q, --json or without a terminal
-        job = convert_job(ets, kins or None, allow_unlinked=allow_unlinked, executor=executor,
-                          max_workers=workers, progress=None if as_json else update)
+        job = convert_job(
+            ets,
+            kins or None,
+            allow_unlinked=allow_unlinked,
+            executor=executor,
+            max_workers=workers,
+            progress=None if as_json else update,
+        )
     paths = write_traceset(job.traceset, prefix)
+    _print_job(job, paths, prefix, as_json)
+
+
+def _print_job(job, paths: list, prefix: str, as_json: bool) -> None:
+    """Per rank: nodes by type, collectives and the link report, as JSON or a table."""
     if as_json:
-        emit_json({"prefix": prefix, "files": [str(p) for p in paths], "ranks": [
-            {"rank": res.trace.rank, "nodes": len(res.trace), "nodes_by_type": dict(res.node_counts),
-             "collectives": dict(res.comm_counts), "link": res.link.summary() if res.link is not None else None}
-            for res in sorted(job.ranks, key=lambda r: r.trace.rank)]})
+        emit_json(
+            {
+                "prefix": prefix,
+                "files": [str(p) for p in paths],
+                "ranks": [
+                    {
+                        "rank": res.trace.rank,
+                        "nodes": len(res.trace),
+                        "nodes_by_type": dict(res.node_counts),
+                        "collectives": dict(res.comm_counts),
+                        "link": res.link.summary() if res.link is not None else None,
+                    }
+                    for res in sorted(job.ranks, key=lambda r: r.trace.rank)
+                ],
+            }
+        )
         return
 
     from rich.table import Table
@@ -81,8 +124,14 @@ def pytorch(et_glob: str, kineto_glob: str | None, prefix: str, allow_unlinked: 
     for res in sorted(job.ranks, key=lambda r: r.trace.rank):
         comm = sum(v for k, v in res.node_counts.items() if k.startswith("COMM"))
         colls = ", ".join(f"{k} {v}" for k, v in sorted(res.comm_counts.items())) or "-"
-        table.add_row(str(res.trace.rank), str(len(res.trace)), str(res.node_counts.get("COMP_NODE", 0)),
-                      str(comm), colls, res.link.summary() if res.link is not None else "no Kineto")
+        table.add_row(
+            str(res.trace.rank),
+            str(len(res.trace)),
+            str(res.node_counts.get("COMP_NODE", 0)),
+            str(comm),
+            colls,
+            res.link.summary() if res.link is not None else "no Kineto",
+        )
     out_console().print(table)
 
 
@@ -116,10 +165,23 @@ def _kineto_only(paths: list[str], prefix: str, workers: int | None, executor: s
         pytorch_log.warning(warning)
     written = write_traceset(TraceSet(traces), prefix)
     if as_json:
-        emit_json({"prefix": prefix, "files": [str(p) for p in written], "ranks": [
-            {"rank": r.stats.rank, "nodes": len(r.trace), "host_ops": r.stats.host_ops,
-             "kernels_attached": r.stats.kernels_attached, "device_ops": r.stats.device_ops,
-             "collectives": dict(r.stats.collectives)} for r in sorted(results, key=lambda r: r.trace.rank)]})
+        emit_json(
+            {
+                "prefix": prefix,
+                "files": [str(p) for p in written],
+                "ranks": [
+                    {
+                        "rank": r.stats.rank,
+                        "nodes": len(r.trace),
+                        "host_ops": r.stats.host_ops,
+                        "kernels_attached": r.stats.kernels_attached,
+                        "device_ops": r.stats.device_ops,
+                        "collectives": dict(r.stats.collectives),
+                    }
+                    for r in sorted(results, key=lambda r: r.trace.rank)
+                ],
+            }
+        )
         return
     table = Table(title=f"{len(written)} rank(s) written to {prefix}.<rank>.et (Kineto only)")
     for col in ("rank", "nodes", "host ops", "kernels attached", "collectives"):
@@ -127,8 +189,9 @@ def _kineto_only(paths: list[str], prefix: str, workers: int | None, executor: s
     for res in sorted(results, key=lambda r: r.trace.rank):
         st = res.stats
         colls = ", ".join(f"{k} {v}" for k, v in sorted(st.collectives.items())) or "-"
-        table.add_row(str(st.rank), str(len(res.trace)), str(st.host_ops),
-                      f"{st.kernels_attached}/{st.device_ops}", colls)
+        table.add_row(
+            str(st.rank), str(len(res.trace)), str(st.host_ops), f"{st.kernels_attached}/{st.device_ops}", colls
+        )
     out_console().print(table)
 
 

@@ -45,7 +45,8 @@ def info(traces, rank: int | None, as_json: bool, top: int) -> None:
       tracekit info out/job.*.et
     """
     from tracekit.astra_compat import comm_groups_beside
-    from tracekit.classset import find_class_set, summarize_class_set
+    from tracekit.classset import find_class_set
+    from tracekit.classset_checks import summarize_class_set
     from tracekit.summary import summarize_files
 
     groups_file = None
@@ -106,16 +107,17 @@ def validate(
       tracekit validate out/job
       tracekit validate out/gpt3.*.et --workers 2
     """
-    from tracekit.classset import find_class_set, validate_class_set
+    from tracekit.classset import find_class_set
+    from tracekit.classset_checks import validate_class_set
     from tracekit.validate import validate_files
 
     classes = find_class_set(traces) if not stream else None
     if classes is not None and rank is not None:  # one rank of a class set: its derived trace, per-rank checks
-        from tracekit.classset import _member_trace
+        from tracekit.classset_checks import member_trace
         from tracekit.validate import ValidationReport, validate_trace
 
         classes.locate(rank)
-        sub = validate_trace(_member_trace(classes, rank))
+        sub = validate_trace(member_trace(classes, rank))
         report = ValidationReport(checked_ranks=1, checked_nodes=sub.checked_nodes)
         report.add(*sub.issues)
     elif classes is not None:  # stored as rank classes: representatives checked, members derived

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from tracekit.cli._common import CONTEXT_SETTINGS, err_console, path_span, state
-from tracekit.cli._options import emit_json, json_option
+from tracekit.cli._common import CONTEXT_SETTINGS
+from tracekit.cli._options import json_option, write_generated
 from tracekit.errors import ConfigError
 
 
@@ -65,7 +65,6 @@ def dlrm(
     """
     from tracekit.cli.generate_llm import roofline_from_options
     from tracekit.converters.generators.dlrm import dlrm_preset, generate_dlrm
-    from tracekit.io import write_traceset
 
     config = dlrm_preset(
         model_name,
@@ -80,18 +79,7 @@ def dlrm(
     )
     roofline = roofline_from_options(hw, peak_tflops, mem_bw_gbps, config.dtype)
     traceset = generate_dlrm(config, roofline)
-    paths = write_traceset(traceset, prefix)
-    if as_json:
-        emit_json(
-            {
-                "prefix": prefix,
-                "files": [str(p) for p in paths],
-                "ranks": len(paths),
-                "nodes": sum(len(traceset[r]) for r in traceset.ranks),
-            }
-        )
-    elif not state().quiet:
-        err_console().print(f"wrote {len(paths)} trace(s): {path_span(paths)}", markup=False, highlight=False)
+    write_generated(traceset, prefix, as_json)
 
 
 COMMANDS = [dlrm]

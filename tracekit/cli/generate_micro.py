@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import click
 
-from tracekit.cli._common import CONTEXT_SETTINGS, err_console, path_span, state
-from tracekit.cli._options import emit_json, json_option
+from tracekit.cli._common import CONTEXT_SETTINGS
+from tracekit.cli._options import emit_json, json_option, write_generated
 from tracekit.errors import ConfigError
-
 
 
 from tracekit.model import check_rank_count
@@ -15,28 +14,66 @@ from tracekit.model import check_rank_count
 #: Repetitions a microbenchmark may have: each adds nodes to every rank, and a job beyond this is a typo.
 MAX_ITERATIONS = 1_000_000
 
+
 @click.command("micro", context_settings=CONTEXT_SETTINGS)
-@click.option("--collective", default=None, metavar="NAME",
-              help="all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, reduce, gather, scatter, "
-                   "reduce_scatter_block or barrier.")
-@click.option("--pattern", default=None, type=click.Choice(["ring", "pairwise", "pingpong"]),
-              help="Send/recv pattern instead of a collective.")
-@click.option("--shape", default=None, metavar="NAME",
-              help="A fixed Chakra et_generator shape (e.g. one_comm_coll_node_allreduce); --list-shapes.")
+@click.option(
+    "--collective",
+    default=None,
+    metavar="NAME",
+    help="all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, reduce, gather, scatter, "
+    "reduce_scatter_block or barrier.",
+)
+@click.option(
+    "--pattern",
+    default=None,
+    type=click.Choice(["ring", "pairwise", "pingpong"]),
+    help="Send/recv pattern instead of a collective.",
+)
+@click.option(
+    "--shape",
+    default=None,
+    metavar="NAME",
+    help="A fixed Chakra et_generator shape (e.g. one_comm_coll_node_allreduce); --list-shapes.",
+)
 @click.option("--list-shapes", is_flag=True, help="Print the shape names and exit.")
-@click.option("--size", default=None, metavar="SIZE",
-              help="Bytes per rank (collective) or per message: 4096, 64KiB, 64MiB (2^20), 1GB (10^9).")
+@click.option(
+    "--size",
+    default=None,
+    metavar="SIZE",
+    help="Bytes per rank (collective) or per message: 4096, 64KiB, 64MiB (2^20), 1GB (10^9).",
+)
 @click.option("--ranks", "num_ranks", type=int, default=None, help="Number of ranks in the job.")
 @click.option("--group", default=None, metavar="RANKS", help="Member ranks, e.g. 0-3 or 0,2,4,6 (default all).")
-@click.option("--compute-us", type=float, default=0.0, show_default=True,
-              help="Compute node (microseconds) before each iteration's communication.")
+@click.option(
+    "--compute-us",
+    type=float,
+    default=0.0,
+    show_default=True,
+    help="Compute node (microseconds) before each iteration's communication.",
+)
 @click.option("--iterations", type=int, default=1, show_default=True, help="Repetitions, one after another.")
-@click.option("-o", "--output", "prefix", default=None, metavar="PREFIX",
-              help="Output prefix: PREFIX.<rank>.et (required unless --list-shapes).")
+@click.option(
+    "-o",
+    "--output",
+    "prefix",
+    default=None,
+    metavar="PREFIX",
+    help="Output prefix: PREFIX.<rank>.et (required unless --list-shapes).",
+)
 @json_option()
-def micro(collective: str | None, pattern: str | None, shape: str | None, list_shapes: bool, size: str | None,
-          num_ranks: int | None, group: str | None, compute_us: float, iterations: int,
-          prefix: str | None, as_json: bool) -> None:
+def micro(
+    collective: str | None,
+    pattern: str | None,
+    shape: str | None,
+    list_shapes: bool,
+    size: str | None,
+    num_ranks: int | None,
+    group: str | None,
+    compute_us: float,
+    iterations: int,
+    prefix: str | None,
+    as_json: bool,
+) -> None:
     """Generate a microbenchmark: one collective, a send/recv pattern, or a fixed small shape.
 
     \b
@@ -53,23 +90,9 @@ def micro(collective: str | None, pattern: str | None, shape: str | None, list_s
         else:
             click.echo("\n".join(gen.CHAKRA_SHAPES))
         return
-    chosen = [name for name, value in (("--collective", collective), ("--pattern", pattern), ("--shape", shape))
-              if value is not None]
-    if len(chosen) != 1:
-        raise ConfigError("give exactly one of --collective, --pattern or --shape"
-                          + (f" (got {' and '.join(chosen)})" if chosen else ""))
-    if num_ranks is None:
-        raise ConfigError("--ranks is required")
-    check_rank_count(num_ranks, "generate micro --ranks")
-    if not 1 <= iterations <= MAX_ITERATIONS:
-        raise ConfigError(f"--iterations {iterations:,} is out of range (1 to {MAX_ITERATIONS:,})")
-    if prefix is None:
-        raise ConfigError("-o/--output is required")
+    num_ranks, prefix = _check_options(collective, pattern, shape, num_ranks, iterations, prefix, compute_us)
     from tracekit.converters.generators._build import parse_ranks, parse_size
-    from tracekit.io import write_traceset
 
-    if compute_us < 0:
-        raise ConfigError(f"--compute-us must not be negative, got {compute_us}")
     compute_ns = round(compute_us * 1000)
     members = parse_ranks(group) if group is not None else None
     if shape is not None:
@@ -84,17 +107,47 @@ def micro(collective: str | None, pattern: str | None, shape: str | None, list_s
             raise ConfigError("--size is required with --collective and --pattern")
         nbytes = parse_size(size)
         if collective is not None:
-            traceset = gen.collective_bench(num_ranks, collective, nbytes, group=members, compute_ns=compute_ns,
-                                            iterations=iterations)
+            traceset = gen.collective_bench(
+                num_ranks, collective, nbytes, group=members, compute_ns=compute_ns, iterations=iterations
+            )
         else:
-            traceset = gen.send_recv_bench(num_ranks, pattern, nbytes, group=members, compute_ns=compute_ns,
-                                           iterations=iterations)
-    paths = write_traceset(traceset, prefix)
-    if as_json:
-        emit_json({"prefix": prefix, "files": [str(p) for p in paths], "ranks": len(paths),
-                   "nodes": sum(len(traceset[r]) for r in traceset.ranks)})
-    elif not state().quiet:
-        err_console().print(f"wrote {len(paths)} trace(s): {path_span(paths)}", markup=False, highlight=False)
+            traceset = gen.send_recv_bench(
+                num_ranks, pattern, nbytes, group=members, compute_ns=compute_ns, iterations=iterations
+            )
+    write_generated(traceset, prefix, as_json)
+
+
+def _check_options(
+    collective: str | None,
+    pattern: str | None,
+    shape: str | None,
+    num_ranks: int | None,
+    iterations: int,
+    prefix: str | None,
+    compute_us: float,
+) -> tuple[int, str]:
+    """``(num_ranks, prefix)`` once both are given; ConfigError naming the option for combinations and values
+    ``micro`` cannot run."""
+    chosen = [
+        name
+        for name, value in (("--collective", collective), ("--pattern", pattern), ("--shape", shape))
+        if value is not None
+    ]
+    if len(chosen) != 1:
+        raise ConfigError(
+            "give exactly one of --collective, --pattern or --shape"
+            + (f" (got {' and '.join(chosen)})" if chosen else "")
+        )
+    if num_ranks is None:
+        raise ConfigError("--ranks is required")
+    check_rank_count(num_ranks, "generate micro --ranks")
+    if not 1 <= iterations <= MAX_ITERATIONS:
+        raise ConfigError(f"--iterations {iterations:,} is out of range (1 to {MAX_ITERATIONS:,})")
+    if prefix is None:
+        raise ConfigError("-o/--output is required")
+    if compute_us < 0:
+        raise ConfigError(f"--compute-us must not be negative, got {compute_us}")
+    return num_ranks, prefix
 
 
 COMMANDS = [micro]

@@ -109,7 +109,8 @@ def transform(traces, output: str | None, pipeline_file: str | None, as_json: bo
     if stream:
         _transform_streaming(traces, output, Pipeline(steps), compress, as_json)
         return
-    from tracekit.classset import classwise, find_class_set, read_class_set, transform_class_set
+    from tracekit.classset import find_class_set, read_class_set
+    from tracekit.transforms.classwise import classwise, transform_class_set
 
     from tracekit.transforms import Rescale
     from tracekit.transforms.classrescale import supports, transform_classes

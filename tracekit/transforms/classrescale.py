@@ -3,7 +3,7 @@
 A class set (:mod:`tracekit.classset`) stores one representative trace per class
 of ranks and, per member, the values of a few *slots* (``pg_name``,
 ``comm_src``, ``comm_dst`` attributes that differ between members).  Class-wise
-steps (:data:`tracekit.classset.CLASSWISE_TRANSFORMS`) run on each representative.
+steps (:data:`tracekit.transforms.classwise.CLASSWISE_TRANSFORMS`) run on each representative.
 :class:`~tracekit.transforms.rescale.Rescale` runs on the classes and the manifest:
 
 1. the new grid, groups and per-rank group maps are computed from the old
@@ -301,7 +301,7 @@ def rescale_classes(classes: list[ClassState], world_size: int, rescale: Rescale
 
 def supports(steps: Iterable[Any]) -> bool:
     """Whether :func:`transform_classes` can run ``steps`` (each class-wise or a :class:`Rescale`)."""
-    from tracekit.classset import CLASSWISE_TRANSFORMS
+    from tracekit.transforms.classwise import CLASSWISE_TRANSFORMS
 
     return all(isinstance(s, Rescale) or type(s).__name__ in CLASSWISE_TRANSFORMS for s in steps)
 
@@ -319,7 +319,7 @@ def transform_classes(
     """
     from dataclasses import replace
 
-    from tracekit.classset import CLASSWISE_TRANSFORMS
+    from tracekit.transforms.classwise import CLASSWISE_TRANSFORMS
     from tracekit.traceset import TraceSet
     from tracekit.transforms.base import stamp_provenance
 
