@@ -10,7 +10,7 @@ directory (the repository is not touched) and imported from there: ``tracekit/co
 child drops the editable-install finder so no module of the working tree leaks into the other side.
 
 Each pair runs the two sides' own ``benchmarks/bench_replay.py`` (same seeded workload; its size from
-``BENCH_REPLAY_RANKS`` / ``BENCH_REPLAY_NODES``, ``BENCH_RUNS`` per child, default 1) in fresh processes,
+``BENCH_REPLAY_RANKS`` / ``BENCH_REPLAY_NODES``, ``BENCH_RUNS`` per child, default 3: with 1, compile is the first one, which decodes the columns and imports numba) in fresh processes,
 in ABBA order (old-new, new-old, ...) so drifting machine load hits both sides alike.  The child times with
 ``time.process_time`` in place of ``time.perf_counter``: CPU seconds of the process, so time spent waiting
 for a core on a loaded machine is not counted.  Reported per phase: each side's median seconds and the median
@@ -56,7 +56,7 @@ def export(commit: str, into: Path) -> Path:
 def run_side(tree: Path) -> dict:
     """One child process of ``tree``'s bench_replay; its figures (seconds are CPU seconds)."""
     env = dict(os.environ, PYTHONPATH=str(tree))
-    env.setdefault("BENCH_RUNS", "1")
+    env.setdefault("BENCH_RUNS", "3")  # the median leaves out the first compile (column decode, numba import)
     code = CHILD.format(bench=str(tree / "benchmarks"), tree=str(tree))
     proc = subprocess.run([sys.executable, "-c", code], cwd=tree, env=env, capture_output=True, text=True)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("@@RESULT@@")]
