@@ -67,6 +67,7 @@ from tracekit.replayer.simulation.rank_compile import (  # noqa: F401 - node kin
     classify,
     compute_durations,
     resources,
+    shared_items,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -384,16 +385,6 @@ def _small_ints(values: np.ndarray, bound: int) -> list:
     return table[values + 1].tolist()
 
 
-def _shared_items(values: np.ndarray) -> list:
-    """``values.tolist()`` with one Python object per distinct value (8 bytes a node instead of 32-40)."""
-    if not len(values):
-        return []
-    uniq, inverse = np.unique(values, return_inverse=True)
-    objects = np.empty(len(uniq), dtype=object)
-    objects[:] = uniq.tolist()
-    return objects[inverse.reshape(-1)].tolist()
-
-
 class _RankParts:
     """The per-rank arrays of a program being compiled, concatenated by :meth:`program`."""
 
@@ -471,13 +462,13 @@ class _RankParts:
             model_name=model_name,
             layouts=layouts,
             kind=_cat(self.kinds, np.int64).tolist(),
-            duration_ns=_shared_items(_cat(self.durs, np.float64)),
+            duration_ns=shared_items(_cat(self.durs, np.float64)),
             resource=_small_ints(_cat(self.ress, np.int64), len(self.resource_rank)),
             pred_count=_packed(pred_count.astype(np.int32), "i"),
             succ_ptr=_packed(np.append(_cat(self.succ_ptrs, np.int64), self.edges), index_code),
             succ=_packed(_cat(self.succs, np.int64), index_code),
             chain_delta=_cat(self.chains, np.int64).tolist(),
-            instance_of=_shared_items(instance_of),
+            instance_of=shared_items(instance_of),
             instances=instances,
             resource_rank=self.resource_rank,
             notes=notes,

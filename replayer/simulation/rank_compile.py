@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from tracekit._jit import kernel
 from tracekit.errors import ReplayError, TracekitError
 from tracekit.model import MAX_DURATION_NS, NodeType
 
@@ -154,3 +155,64 @@ def chain_next(kind: np.ndarray, res: np.ndarray, graph: Any) -> np.ndarray:
     ok = (kind[v] == K_TIMED) & (res[v] == res[cand])
     out[cand[ok]] = v[ok]
     return out
+
+
+# Fibonacci hashing (Knuth, TAOCP vol. 3, 6.4): the top bits of key * 2^64/phi spread consecutive keys apart.
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+@kernel
+def _factorize_bits(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """codes int64[n] and firsts int64[k]: ``keys[firsts[codes[i]]] == keys[i]``, distinct keys in first-seen order.
+
+    One pass over ``keys`` (uint64 bit patterns) with an open-addressing hash table sized to the distinct
+    keys (load <= 1/2, doubled as it fills), so the work is O(n) and the extra memory O(k), not a sort.
+    """
+    codes = np.empty(keys.shape[0], dtype=np.int64)
+    bits = 4
+    slot_code = np.full(1 << bits, -1, dtype=np.int64)
+    slot_key = np.zeros(1 << bits, dtype=np.uint64)
+    firsts = np.empty(1 << (bits - 1), dtype=np.int64)
+    k = 0
+    for i in range(keys.shape[0]):
+        key = keys[i]
+        mask = np.uint64((1 << bits) - 1)
+        h = (key * _GOLDEN) >> np.uint64(64 - bits)
+        while slot_code[h] >= 0 and slot_key[h] != key:
+            h = (h + np.uint64(1)) & mask
+        if slot_code[h] >= 0:
+            codes[i] = slot_code[h]
+            continue
+        slot_code[h], slot_key[h], firsts[k], codes[i] = k, key, i, k
+        k += 1
+        if 2 * k >= (1 << bits):  # grow: twice the slots, every distinct key re-inserted
+            bits += 1
+            mask = np.uint64((1 << bits) - 1)
+            slot_code = np.full(1 << bits, -1, dtype=np.int64)
+            slot_key = np.zeros(1 << bits, dtype=np.uint64)
+            grown = np.empty(1 << (bits - 1), dtype=np.int64)
+            grown[:k] = firsts[:k]
+            firsts = grown
+            for c in range(k):
+                key = keys[firsts[c]]
+                h = (key * _GOLDEN) >> np.uint64(64 - bits)
+                while slot_code[h] >= 0:
+                    h = (h + np.uint64(1)) & mask
+                slot_code[h], slot_key[h] = c, key
+    return codes, firsts[:k].copy()
+
+
+def shared_items(values: np.ndarray) -> list:
+    """``values.tolist()`` (float64 or int64 ``[n]``) with one Python object per distinct value.
+
+    A list of n references to k shared objects: 8 bytes a node instead of 8 + 24-32 for a float or int
+    object per node.  Values are told apart by their bit patterns (``-0.0`` and ``0.0`` stay distinct), so
+    every item equals the value it replaces exactly.  Hashing, not sorting (``np.unique`` sorts twice).
+    """
+    if not len(values):
+        return []
+    values = np.ascontiguousarray(values)
+    codes, firsts = _factorize_bits(values.view(np.uint64))
+    objects = np.empty(len(firsts), dtype=object)
+    objects[:] = values[firsts].tolist()
+    return objects[codes].tolist()

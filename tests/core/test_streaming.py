@@ -142,14 +142,14 @@ def test_validate_stream_reads_gzip_and_reports_bad_records(tmp_path):
 
 
 def test_validate_stream_memory_is_bounded(tmp_path, monkeypatch):
-    """The pass holds one block of records (64 KiB here) and its columns: a file three times larger
-    (30,000 -> 90,000 nodes, about 1.1 -> 3.4 MB) needs no more memory, and far less than the full
-    in-memory validation."""
+    """The pass holds one block of records (16 KiB here) and its columns: a file three times larger
+    (10,000 -> 30,000 nodes, about 0.38 -> 1.15 MB, 23-70 blocks) needs no more memory, and far less than
+    the full in-memory validation (about 8x at 10,000 nodes)."""
     import tracekit._stream_read
 
-    monkeypatch.setattr(tracekit._stream_read, "BLOCK_BYTES", 64 << 10)
+    monkeypatch.setattr(tracekit._stream_read, "BLOCK_BYTES", 16 << 10)
     peaks = []
-    for n in (30_000, 90_000):
+    for n in (10_000, 30_000):
         path = tmp_path / f"big{n}.0.et"
         path.write_bytes(encode_trace(ExecutionTrace(_chain(n))))
         validate_stream(path)  # imports and one-time tables outside the measurement
@@ -160,7 +160,7 @@ def test_validate_stream_memory_is_bounded(tmp_path, monkeypatch):
         assert report.ok and report.checked_nodes == n
         peaks.append(stream_peak)
     tracemalloc.start()
-    validate_trace(read_trace(tmp_path / "big30000.0.et"))
+    validate_trace(read_trace(tmp_path / "big10000.0.et"))
     _, full_peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     assert peaks[1] < 1.25 * peaks[0]

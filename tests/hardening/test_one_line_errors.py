@@ -89,7 +89,9 @@ def test_tracekit_json_attributes_of_the_wrong_type(tmp_path, attr, message):
     "name, text, message",
     [
         ("deep.json", '{"a":' * 5000 + "1" + "}" * 5000, "not valid JSON: nested too deeply"),
-        ("deep.yml", "a: " + "[" * 5000 + "]" * 5000 + "\n", "not valid YAML: nested too deeply"),
+        # PyYAML's scanner is quadratic in the depth (5,000: ~20 s); 1,500 is 3x what the default recursion
+        # limit (1,000) needs to raise RecursionError (from ~500)
+        ("deep.yml", "a: " + "[" * 1500 + "]" * 1500 + "\n", "not valid YAML: nested too deeply"),
     ],
 )
 def test_deeply_nested_astra_configs(tmp_path, test_data_dir, name, text, message):
