@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 
+import click
+import pytest
 from _hardkit import leftovers, one_line_error, ring_job, run
 
 REPO = Path(__file__).resolve().parents[2]
@@ -101,3 +104,75 @@ def test_validate_warns_when_the_declared_world_size_disagrees_with_the_files(tm
         f"warning: [world-size] {tmp_path}/solo/s.0.et: rank 0: the trace says world size 2, but the set holds "
         "traces for 1 rank(s) of a world of 1"
     ) in res.stdout
+
+
+# A value click cannot parse is a wrong command line (2); a parsed value out of its range is bad input (1), whether
+# click's range type or tracekit's own check refuses it (docs/cli.md "Exit codes").
+MAX_WORKERS = 4 * (os.cpu_count() or 1)
+VALUE_CASES = [
+    (("validate", "{job}", "--workers", "abc"), 2, "Invalid value for '--workers': 'abc' is not a valid integer"),
+    (
+        ("validate", "{job}", "--workers", "0"),
+        1,
+        f"Invalid value for '--workers': 0 is not in the range 1<=x<={MAX_WORKERS}",
+    ),
+    (
+        ("validate", "{job}", "--workers", "100000"),
+        1,
+        f"Invalid value for '--workers': 100000 is not in the range 1<=x<={MAX_WORKERS}",
+    ),
+    (
+        ("replay", "{job}", "--hw", "dgx-a100", "--top", "-1"),
+        1,
+        "Invalid value for '--top': -1 is not in the range x>=1",
+    ),
+    (("replay", "{job}", "--hw", "dgx-a100", "--top", "x"), 2, "Invalid value for '--top': 'x' is not a valid integer"),
+    (("transform", "{job}", "-o", "{out}", "--dp", "0"), 1, "dp must be an integer >= 1, got 0"),
+    (("transform", "{job}", "-o", "{out}", "--dp", "1.5"), 2, "Invalid value for '--dp': '1.5' is not a valid integer"),
+    (
+        ("transform", "{job}", "-o", "{out}", "--scale-compute", "nan"),
+        1,
+        "compute scale factor must be a finite number > 0, got nan",
+    ),
+    (
+        ("generate", "llm", "--model", "gpt3-1.3b", "--zero", "7", "-o", "{out}"),
+        1,
+        "Invalid value for '--zero': 7 is not in the range 0<=x<=3",
+    ),
+    (
+        ("bench-coll", "--hw", "dgx-a100", "--ranks", "8,100000000"),
+        1,
+        "bench-coll --ranks 100000000 would have 100,000,000 ranks; tracekit handles 1 to 1,048,576",
+    ),
+]
+
+
+@pytest.mark.parametrize("args, code, message", VALUE_CASES, ids=[" ".join(c[0][:1] + c[0][-2:]) for c in VALUE_CASES])
+def test_an_unparsable_value_exits_2_and_an_out_of_range_value_exits_1(tmp_path, args, code, message):
+    job = ring_job(tmp_path, 2)
+    argv = [a.format(job=job, out=tmp_path / "o" / "x") for a in args]
+    line = one_line_error(run(*argv), code)
+    assert line.startswith(f"tracekit: error: {message}"), line
+    assert not (tmp_path / "o").exists()
+
+
+def test_every_range_option_is_tracekits_range_type():
+    """click's own IntRange/FloatRange exit 2 when out of range; every command uses tracekit's IntRange (exit 1)."""
+    from tracekit.cli import cli
+    from tracekit.cli._options import IntRange
+
+    def commands(group, path):
+        for name, cmd in group.commands.items():
+            if isinstance(cmd, click.Group):
+                yield from commands(cmd, f"{path} {name}")
+            else:
+                yield f"{path} {name}", cmd
+
+    plain = [
+        f"{path} {p.opts[0]}"
+        for path, cmd in commands(cli, "tracekit")
+        for p in cmd.params
+        if isinstance(p.type, (click.IntRange, click.FloatRange)) and not isinstance(p.type, IntRange)
+    ]
+    ranged = [path for path, cmd in commands(cli, "tracekit") for p in cmd.params if isinstance(p.type, IntRange)]
+    assert plain == [] and len(ranged) >= 8  # --workers in every executor command, --top, --zero, ...

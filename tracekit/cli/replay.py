@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from tracekit.cli._common import CONTEXT_SETTINGS, err_console, out_console, state
-from tracekit.cli._options import deprecated_alias, emit_json, json_option, traces_argument
+from tracekit.cli._options import IntRange, deprecated_alias, emit_json, json_option, traces_argument
 from tracekit.cli._render import _fmt_bytes, _fmt_ns  # noqa: E402 - one place for human units
 from tracekit.fmt import fmt_ns_exact, fmt_pct  # noqa: E402
 
@@ -195,7 +195,7 @@ def render_compute_plan(console: Any, plan: Any, report: Any, result: Any) -> No
 @click.option("--html-out", "html_out", type=click.Path(dir_okay=False), default=None,
               help="Write a self-contained HTML report of the replay to this file.")
 @deprecated_alias("--html", "html_old")
-@click.option("--top", type=click.IntRange(min=1), default=8, show_default=True,
+@click.option("--top", type=IntRange(min=1), default=8, show_default=True,
               help="Rows per summary table (ranks with equal figures and groups with equal costs share a row).")
 @click.option("--compute", type=click.Choice(["auto", "measured", "roofline", "projected"]), default="auto",
               show_default=True,
