@@ -176,3 +176,36 @@ def test_every_range_option_is_tracekits_range_type():
     ]
     ranged = [path for path, cmd in commands(cli, "tracekit") for p in cmd.params if isinstance(p.type, IntRange)]
     assert plain == [] and len(ranged) >= 8  # --workers in every executor command, --top, --zero, ...
+
+
+def _big_job(folder: Path, nodes: int = 3000) -> Path:
+    from tracekit.io import write_traceset
+    from tracekit.model import ExecutionTrace, Node
+    from tracekit.traceset import TraceSet
+
+    chain = [Node(i, f"op{i}", duration_ns=1000, data_deps=[i - 1] if i > 1 else []) for i in range(1, nodes + 1)]
+    write_traceset(TraceSet({0: ExecutionTrace(chain, rank=0)}), folder / "big")
+    return folder / "big"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("dump", "{job}.0.et", "-o", "/dev/stdout"),
+        ("replay", "{job}", "--hw", "dgx-a100", "--timeline-out", "/dev/stdout"),
+    ],
+    ids=["dump", "replay-timeline"],
+)
+def test_a_reader_that_stops_early_gets_no_broken_pipe_line(tmp_path, args):
+    """`tracekit ... -o /dev/stdout | head -c 100`: the reader closes the pipe; tracekit ends quietly, exit 1
+    (click's convention), no `Broken pipe` error line."""
+    job = _big_job(tmp_path)
+    argv = [a.format(job=job) for a in args]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tracekit.cli._main", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert len(proc.stdout.read(100)) == 100
+    proc.stdout.close()  # far more than a pipe buffer (64 KiB) is still to come: the next write fails with EPIPE
+    with proc.stderr:
+        err = proc.stderr.read().decode()
+    assert (proc.wait(timeout=120), err) == (1, "")

@@ -168,11 +168,24 @@ class TracekitGroup(click.Group):
         except click.ClickException as exc:
             raise _one_line(exc) from exc
         except (TracekitError, OSError) as exc:
+            pipe = _broken_pipe(exc)
+            if pipe is not None:  # the reader went away (`| head`): click ends quietly with 1, no error line
+                raise pipe from None
             obj = ctx.find_object(State)
             if obj is not None and obj.debug:
                 raise
             click.echo(render_error(exc), err=True)
             ctx.exit(EXIT_INPUT_ERROR)
+
+
+def _broken_pipe(exc: BaseException) -> OSError | None:
+    """The EPIPE OSError behind ``exc`` (itself, or the OSError an output helper turned into a TracekitError)."""
+    import errno
+
+    for e in (exc, exc.__context__):
+        if isinstance(e, OSError) and e.errno == errno.EPIPE:
+            return e
+    return None
 
 
 def _terminate(signum: int, frame: Any) -> None:
