@@ -209,3 +209,26 @@ def test_a_reader_that_stops_early_gets_no_broken_pipe_line(tmp_path, args):
     with proc.stderr:
         err = proc.stderr.read().decode()
     assert (proc.wait(timeout=120), err) == (1, "")
+
+
+def test_transform_warns_about_duplicate_node_ids_naming_file_rank_and_id(tmp_path):
+    from _hardkit import raw_et
+
+    src = raw_et(
+        tmp_path / "d.0.et",
+        dict(id=1, name="a", type=4, duration_micros=5),
+        dict(id=2, name="b", type=4, duration_micros=5, data_deps=[1]),
+        dict(id=1, name="c", type=4, duration_micros=7),
+    )
+    before = src.read_bytes()
+    res = run("transform", tmp_path / "d", "-o", tmp_path / "o" / "x", "--scale-compute", "2")
+    assert res.exit_code == 0, res.stderr
+    assert res.stderr.splitlines() == [
+        f"tracekit: warning: {src}: rank 0: duplicate node id(s) 1; a dependency on them is ambiguous, so the "
+        "output may link the wrong node (`tracekit validate` lists every problem)"
+    ]
+    assert (tmp_path / "o" / "x.0.et").exists() and src.read_bytes() == before
+    quiet = run("-q", "transform", tmp_path / "d", "-o", tmp_path / "o" / "y", "--scale-compute", "2")
+    assert (quiet.exit_code, quiet.stderr) == (0, "")
+    clean = run("transform", ring_job(tmp_path, 2), "-o", tmp_path / "o" / "z", "--scale-compute", "2")
+    assert (clean.exit_code, clean.stderr) == (0, "")

@@ -102,6 +102,30 @@ def progress_callback(description: str) -> Iterator[Callable[[int, int], None] |
         yield update
 
 
+def warn_duplicate_ids(traces: Iterable[Any]) -> int:
+    """Say on stderr (unless ``-q``) which traces hold duplicate node ids; returns how many traces do.
+
+    A dependency on a duplicated id is ambiguous, so a rewrite of such a trace may tie nodes to the wrong
+    one: the line names the file, rank and ids, and points to ``tracekit validate``.
+    """
+    flagged = 0
+    for trace in traces:
+        dup = trace.graph().duplicate_ids
+        if not len(dup):
+            continue
+        flagged += 1
+        if state().quiet:
+            continue
+        ids = ", ".join(str(int(i)) for i in dup[:5]) + (f" and {len(dup) - 5:,} more" if len(dup) > 5 else "")
+        where = f"{trace.path}: " if trace.path else ""
+        click.echo(
+            f"tracekit: warning: {where}rank {trace.rank}: duplicate node id(s) {ids}; a dependency on them is "
+            f"ambiguous, so the output may link the wrong node (`tracekit validate` lists every problem)",
+            err=True,
+        )
+    return flagged
+
+
 def render_error(exc: BaseException) -> str:
     """The one line printed for an input error: ``tracekit: error: <where>: <message>`` (an OSError: its file name and reason)."""
     if isinstance(exc, OSError) and not isinstance(exc, TracekitError):
