@@ -232,3 +232,27 @@ def test_transform_warns_about_duplicate_node_ids_naming_file_rank_and_id(tmp_pa
     assert (quiet.exit_code, quiet.stderr) == (0, "")
     clean = run("transform", ring_job(tmp_path, 2), "-o", tmp_path / "o" / "z", "--scale-compute", "2")
     assert (clean.exit_code, clean.stderr) == (0, "")
+
+
+def test_an_existing_file_or_prefix_with_glob_characters_in_its_name_is_taken_literally(tmp_path):
+    prefix = ring_job(tmp_path, 2)
+    for rank in (0, 1):
+        (tmp_path / f"run[1].{rank}.et").write_bytes(Path(f"{prefix}.{rank}.et").read_bytes())
+    one = run("validate", tmp_path / "run[1].0.et")  # a file: was read as a glob ("[1]" = "1") and not found
+    assert (one.exit_code, one.stdout.splitlines()[-1]) == (0, "OK: 1 ranks, 3 nodes, 1 warnings"), one.stderr
+    both = run("validate", tmp_path / "run[1]")  # a prefix
+    assert (both.exit_code, both.stdout) == (0, "OK: 2 ranks, 6 nodes, 0 warnings\n"), both.stderr
+    globbed = run("validate", str(tmp_path / "job.*.et"))  # a real glob still works
+    assert (globbed.exit_code, globbed.stdout) == (0, "OK: 2 ranks, 6 nodes, 0 warnings\n"), globbed.stderr
+
+
+def test_a_path_option_the_file_system_refuses_is_bad_input_exit_1(tmp_path):
+    prefix = ring_job(tmp_path, 2)
+    line = one_line_error(run("dump", f"{prefix}.0.et", "-o", tmp_path))
+    assert line.split(" (see ")[0] == (
+        f"tracekit: error: Invalid value for '-o' / '--output': File '{tmp_path}' is a directory"
+    )
+    line = one_line_error(run("bench-coll", "--hw", "dgx-a100", "--nccl-tests", tmp_path / "none.txt"))
+    assert line.split(" (see ")[0] == (
+        f"tracekit: error: Invalid value for '--nccl-tests': File '{tmp_path}/none.txt' does not exist"
+    )

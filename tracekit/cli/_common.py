@@ -140,6 +140,9 @@ class OneLineUsageError(click.UsageError):
     def __init__(self, exc: click.ClickException) -> None:
         super().__init__(exc.format_message(), ctx=getattr(exc, "ctx", None))
         self.exit_code = exc.exit_code  # type: ignore[misc]  # click declares a ClassVar; keep the wrapped code
+        if isinstance(exc, click.BadParameter) and isinstance(getattr(exc.param, "type", None), click.Path):
+            # the path parsed; the file system refused it (missing, a directory): bad input, as for TRACES
+            self.exit_code = EXIT_INPUT_ERROR  # type: ignore[misc]
 
     def show(self, file: Any = None) -> None:
         """Print the one line on stderr: the message and where to read the usage."""
