@@ -256,3 +256,68 @@ def test_a_path_option_the_file_system_refuses_is_bad_input_exit_1(tmp_path):
     assert line.split(" (see ")[0] == (
         f"tracekit: error: Invalid value for '--nccl-tests': File '{tmp_path}/none.txt' does not exist"
     )
+
+
+@pytest.fixture(scope="module")
+def class_set(tmp_path_factory):
+    """A 4-rank LLM job (tp 2, pp 2) stored as its rank classes; returns the manifest."""
+    from dataclasses import replace
+
+    from tracekit.converters.generators import LLMConfig, ParallelSpec, Roofline, llm_preset
+    from tracekit.converters.generators.llm import write_llm
+
+    model, _ = llm_preset("gpt3-1.3b")
+    config = LLMConfig(replace(model, num_layers=2), ParallelSpec(dp=1, tp=2, pp=2), global_batch_size=2)
+    base = tmp_path_factory.mktemp("cs")
+    return write_llm(config, base / "job", Roofline(989e12 * 0.7, 3.35e12 * 0.8), classes=True)[0]
+
+
+def _tampered(class_set, tmp_path, edit):
+    import orjson
+
+    for f in class_set.parent.iterdir():
+        (tmp_path / f.name).write_bytes(f.read_bytes())
+    doc = orjson.loads(class_set.read_bytes())
+    edit(doc)
+    manifest = tmp_path / class_set.name
+    manifest.write_bytes(orjson.dumps(doc))
+    return manifest
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda d: d.update(world_size=10**12), "world_size 1,000,000,000,000 is out of range (1 to 1,048,576)"),
+        (
+            lambda d: d["classes"][0].update(file="../../../etc/hostname"),
+            "class 0: trace file '../../../etc/hostname' is not a file name beside the manifest",
+        ),
+        (
+            lambda d: d["classes"][0].update(file="/etc/passwd"),
+            "class 0: trace file '/etc/passwd' is not a file name beside the manifest",
+        ),
+        (lambda d: d["classes"][0].pop("slots"), "class 0: no 'slots' entry"),
+    ],
+    ids=["huge-world", "relative-escape", "absolute", "missing-key"],
+)
+def test_a_tampered_class_manifest_is_one_line_naming_it(class_set, tmp_path, edit, message):
+    """world_size 10**12 was killed by the OOM killer (a set of every rank); a class file outside the manifest's
+    folder was read (/etc/passwd, reported as a bad trace)."""
+    manifest = _tampered(class_set, tmp_path, edit)
+    for args in (
+        ("info", manifest),
+        ("replay", manifest, "--hw", "dgx-a100"),
+        ("expand", manifest, "-o", tmp_path / "o" / "x"),
+    ):
+        line = one_line_error(run(*args))
+        assert line == f"tracekit: error: {manifest}: bad rank-class manifest: {message}"
+    assert not (tmp_path / "o").exists()
+
+
+def test_expand_of_a_truncated_class_file_names_the_file_and_rank(class_set, tmp_path):
+    manifest = _tampered(class_set, tmp_path, lambda d: None)
+    cls0 = tmp_path / class_set.name.replace(".classes.json", ".class0.et")
+    cls0.write_bytes(cls0.read_bytes()[:3000])
+    line = one_line_error(run("expand", manifest, "-o", tmp_path / "o" / "x"))
+    assert line.startswith(f"tracekit: error: {cls0}: rank 0: record of "), line
+    assert not (tmp_path / "o").exists() and leftovers(tmp_path) == []
