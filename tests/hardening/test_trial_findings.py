@@ -321,3 +321,29 @@ def test_expand_of_a_truncated_class_file_names_the_file_and_rank(class_set, tmp
     line = one_line_error(run("expand", manifest, "-o", tmp_path / "o" / "x"))
     assert line.startswith(f"tracekit: error: {cls0}: rank 0: record of "), line
     assert not (tmp_path / "o").exists() and leftovers(tmp_path) == []
+
+
+def test_the_replay_summary_says_how_compute_was_timed_not_the_specs_default(tmp_path):
+    """A generated trace (FLOPs, no measured times) was summarised as 'compute measured x 1' and 'compute:
+    measured times' while every node was timed by the roofline."""
+    from tracekit.io import write_traceset
+    from tracekit.model import Attr, ExecutionTrace, Node, NodeType
+    from tracekit.traceset import TraceSet
+
+    gemm = Node(
+        1, "gemm", type=NodeType.COMP_NODE, attrs=[Attr.infer("num_ops", 10**12), Attr.infer("tensor_size", 10**6)]
+    )
+    write_traceset(TraceSet({0: ExecutionTrace([gemm], rank=0)}), tmp_path / "gen")
+    res = run("replay", tmp_path / "gen", "--hw", "dgx-h100")
+    assert res.exit_code == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert "collective model alpha_beta, compute roofline x 1 " in " ".join(res.stdout.split()), lines[0]
+    assert lines[-2:] == [
+        "compute nodes timed by: roofline 1",
+        "compute: measured times (the trace records no capture device); 1 nodes without one timed by roofline on "
+        "the spec",
+    ]
+    measured = run("replay", ring_job(tmp_path, 2), "--hw", "dgx-h100").stdout
+    assert "compute measured x 1 " in " ".join(measured.split()) and measured.splitlines()[-1] == (
+        "compute: measured times (the trace records no capture device)"
+    )

@@ -66,11 +66,21 @@ def _groups_text(names: list[str]) -> str:
     return names[0] if len(names) == 1 else f"{len(names)} groups"
 
 
-def render_result(console: Any, result: Any, *, top: int = 8) -> None:
+def compute_label(plan: Any, result: Any) -> str:
+    """How compute was timed, for the summary's first line: ``projected SRC -> DST``, or the methods that
+    timed the compute nodes (``measured``, ``roofline``, ``measured + roofline`` ...)."""
+    if plan.method == "projected":
+        return f"projected {plan.source} -> {plan.target}"
+    methods = [k for k, v in result.compute_methods if v and k != "missing"]
+    return " + ".join(methods) or result.provenance.compute_mode
+
+
+def render_result(console: Any, result: Any, *, top: int = 8, compute: str | None = None) -> None:
     """Print a :class:`tracekit.replayer.results.result.ReplayResult` for people.
 
     Ranks with identical figures share a row, as do collectives that differ
     only in their group; the ``top`` slowest / most expensive rows are shown.
+    ``compute`` names how compute was timed (:func:`compute_label`; default: the spec's compute mode).
     """
     from rich.table import Table
     from rich.text import Text
@@ -79,7 +89,7 @@ def render_result(console: Any, result: Any, *, top: int = 8) -> None:
     job = result.iteration_time_ns
     console.print(Text.assemble((f"iteration time {_fmt_ns(job)}", "bold"), f" ({fmt_ns_exact(job)}) on {prov.spec_name}: "
                   f"{prov.world_size} rank(s), {result.node_count:,} nodes, collective model "
-                  f"{prov.collective_model}, compute {prov.compute_mode} x {prov.compute_scale:g}"))
+                  f"{prov.collective_model}, compute {compute or prov.compute_mode} x {prov.compute_scale:g}"))
     rows, distinct = _rank_rows(result, top)
     title = "per rank" if distinct == len(result.ranks) else f"per rank ({len(result.ranks)} ranks, {distinct} distinct)"
     if distinct > len(rows):
@@ -167,7 +177,9 @@ def render_compute_plan(console: Any, plan: Any, report: Any, result: Any) -> No
         console.print(f"compute: roofline on the spec; {methods.get('roofline', 0):,} nodes by roofline, "
                       f"{kept:,} without FLOPs/bytes kept their measured time", markup=False, highlight=False)
     else:
-        console.print(f"compute: measured times ({plan.reason})", markup=False, highlight=False)
+        modelled = sum(v for k, v in methods.items() if k not in ("measured", "missing"))
+        rest = f"; {modelled:,} nodes without one timed by roofline on the spec" if modelled else ""
+        console.print(f"compute: measured times ({plan.reason}){rest}", markup=False, highlight=False)
 
 
 @click.command(context_settings=CONTEXT_SETTINGS)
@@ -266,7 +278,7 @@ def replay(traces, hw: str, json_out: str | None, as_json: bool, with_schedule: 
     if as_json:
         emit_json(_result_doc(result, with_schedule, plan, report))
     else:
-        render_result(out_console(), result, top=top)
+        render_result(out_console(), result, top=top, compute=compute_label(plan, result))
         render_compute_plan(out_console(), plan, report, result)
     fold = result.folding
     if state().quiet:
