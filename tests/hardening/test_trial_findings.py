@@ -347,3 +347,34 @@ def test_the_replay_summary_says_how_compute_was_timed_not_the_specs_default(tmp
     assert "compute measured x 1 " in " ".join(measured.split()) and measured.splitlines()[-1] == (
         "compute: measured times (the trace records no capture device)"
     )
+
+
+def test_collective_rows_equal_as_printed_share_one_row():
+    """Two groups of 392 8-MiB all-reduces at 19,841.18 and 19,841.20 ns printed as two identical rows."""
+    from types import SimpleNamespace
+
+    from tracekit.cli.replay import _comm_rows
+
+    def row(pg, mean_ns, busbw):
+        return dict(
+            kind="ALL_REDUCE",
+            comm_bytes=8 << 20,
+            group_size=2,
+            algorithm="ring",
+            mean_time_ns=mean_ns,
+            algbw_gbps=busbw,
+            busbw_gbps=busbw,
+            count=392,
+            total_time_ns=392 * mean_ns,
+            pg_name=pg,
+        )
+
+    rows = [
+        row("1", 19841.183673469386, 422.78767946751486),
+        row("2", 19841.20408163265, 422.78724461216456),
+        row("3", 30000.0, 279.6),
+    ]
+    merged, distinct = _comm_rows(SimpleNamespace(collective_summary=lambda: rows), top=8)
+    assert distinct == 2
+    assert [(m["groups"], m["count"]) for m in merged] == [(["1", "2"], 784), (["3"], 392)]  # most total time first
+    assert merged[0]["mean_time_ns"] == (392 * 19841.183673469386 + 392 * 19841.20408163265) / 784
