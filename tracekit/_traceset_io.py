@@ -44,14 +44,15 @@ def trace_paths(spec: "str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
         return _trace_paths_of_many(spec)
     s = os.fspath(spec)  # type: ignore[arg-type]  # a str or path (sequences returned above)
     p = Path(s)
-    if any(ch in s for ch in "*?["):
-        files = [Path(f) for f in _glob.glob(s)]
+    # an existing file or directory is taken literally, even with glob characters in its name ("run[1].0.et")
+    if p.is_file():
+        files = [p]
     elif p.is_dir():
         files = [f for f in p.iterdir() if _RANK_RE.search(f.name)]
-    elif p.is_file():
-        files = [p]
     else:
-        files = [Path(f) for f in _glob.glob(_glob.escape(s) + ".*.et") + _glob.glob(_glob.escape(s) + ".*.et.gz")]
+        files = [Path(f) for f in _glob.glob(s)] if any(ch in s for ch in "*?[") else []
+        if not files:  # a prefix, its glob characters literal
+            files = [Path(f) for f in _glob.glob(_glob.escape(s) + ".*.et") + _glob.glob(_glob.escape(s) + ".*.et.gz")]
     files = [f for f in files if f.is_file()]
     if not files:
         raise TraceFormatError(f"no trace files match {s!r} (expected <prefix>.<rank>.et files)", path=s)

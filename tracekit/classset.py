@@ -130,8 +130,13 @@ class ClassSet:
 
         cache = self.__dict__.setdefault("_templates", {})
         if cls.file not in cache:
+            from tracekit.errors import TracekitError
+
             cache.clear()  # one representative's bytes at a time
-            cache[cls.file] = RankTemplate(_read_raw(cls.file), dict(enumerate(cls.slots)))
+            try:
+                cache[cls.file] = RankTemplate(_read_raw(cls.file), dict(enumerate(cls.slots)))
+            except TracekitError as exc:  # name the class file (the framing error knows only the byte offset)
+                raise exc.with_context(path=cls.file, rank=cls.representative) from None
         return cache[cls.file]
 
     def iter_rank_bytes(self, *, stamp: bool = False) -> Iterator[tuple[int, bytes]]:
@@ -226,6 +231,10 @@ def read_class_set(path: str | os.PathLike[str]) -> ClassSet:
     world = doc.get("world_size")
     if not isinstance(world, int) or world < 1:
         raise _bad(p, f"world_size {world!r} is not a positive integer")
+    from tracekit.node import MAX_RANKS
+
+    if world > MAX_RANKS:  # before any per-rank set is built (10**12 ranks exhausted memory)
+        raise _bad(p, f"world_size {world:,} is out of range (1 to {MAX_RANKS:,})")
     classes: list[RankClass] = []
     seen: set[int] = set()
     for k, c in enumerate(doc.get("classes") or []):
@@ -233,9 +242,14 @@ def read_class_set(path: str | os.PathLike[str]) -> ClassSet:
             ranks = tuple(int(r) for r in c["ranks"])
             slots = tuple(Attr(str(n), v, str(kind)) for n, kind, v in c["slots"])
             values = tuple(tuple(v) for v in c["values"])
-            file = p.parent / str(c["file"])
-        except (KeyError, TypeError, ValueError) as exc:
-            raise _bad(p, f"class {k}: {exc!r}") from None
+            name = str(c["file"])
+        except KeyError as exc:
+            raise _bad(p, f"class {k}: no {exc.args[0]!r} entry") from None
+        except (TypeError, ValueError) as exc:
+            raise _bad(p, f"class {k}: {exc}") from None
+        if Path(name).name != name or name in ("", ".", ".."):  # written beside the manifest, read only there
+            raise _bad(p, f"class {k}: trace file {name!r} is not a file name beside the manifest")
+        file = p.parent / name
         if not ranks or list(ranks) != sorted(set(ranks)):
             raise _bad(p, f"class {k}: ranks must be ascending and distinct")
         if len(values) != len(ranks) or any(len(v) != len(slots) for v in values):

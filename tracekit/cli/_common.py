@@ -128,6 +128,30 @@ def _count_column():
     return CountColumn()
 
 
+def warn_duplicate_ids(traces: Iterable[Any]) -> int:
+    """Say on stderr (unless ``-q``) which traces hold duplicate node ids; returns how many traces do.
+
+    A dependency on a duplicated id is ambiguous, so a rewrite of such a trace may tie nodes to the wrong
+    one: the line names the file, rank and ids, and points to ``tracekit validate``.
+    """
+    flagged = 0
+    for trace in traces:
+        dup = trace.graph().duplicate_ids
+        if not len(dup):
+            continue
+        flagged += 1
+        if state().quiet:
+            continue
+        ids = ", ".join(str(int(i)) for i in dup[:5]) + (f" and {len(dup) - 5:,} more" if len(dup) > 5 else "")
+        where = f"{trace.path}: " if trace.path else ""
+        click.echo(
+            f"tracekit: warning: {where}rank {trace.rank}: duplicate node id(s) {ids}; a dependency on them is "
+            f"ambiguous, so the output may link the wrong node (`tracekit validate` lists every problem)",
+            err=True,
+        )
+    return flagged
+
+
 def render_error(exc: BaseException) -> str:
     """The one line printed for an input error: ``tracekit: error: <where>: <message>`` (an OSError: its file name and reason)."""
     if isinstance(exc, OSError) and not isinstance(exc, TracekitError):
@@ -142,6 +166,9 @@ class OneLineUsageError(click.UsageError):
     def __init__(self, exc: click.ClickException) -> None:
         super().__init__(exc.format_message(), ctx=getattr(exc, "ctx", None))
         self.exit_code = exc.exit_code  # type: ignore[misc]  # click declares a ClassVar; keep the wrapped code
+        if isinstance(exc, click.BadParameter) and isinstance(getattr(exc.param, "type", None), click.Path):
+            # the path parsed; the file system refused it (missing, a directory): bad input, as for TRACES
+            self.exit_code = EXIT_INPUT_ERROR  # type: ignore[misc]
 
     def show(self, file: Any = None) -> None:
         """Print the one line on stderr: the message and where to read the usage."""
@@ -194,11 +221,24 @@ class TracekitGroup(click.Group):
         except click.ClickException as exc:
             raise _one_line(exc) from exc
         except (TracekitError, OSError) as exc:
+            pipe = _broken_pipe(exc)
+            if pipe is not None:  # the reader went away (`| head`): click ends quietly with 1, no error line
+                raise pipe from None
             obj = ctx.find_object(State)
             if obj is not None and obj.debug:
                 raise
             click.echo(render_error(exc), err=True)
             ctx.exit(EXIT_INPUT_ERROR)
+
+
+def _broken_pipe(exc: BaseException) -> OSError | None:
+    """The EPIPE OSError behind ``exc`` (itself, or the OSError an output helper turned into a TracekitError)."""
+    import errno
+
+    for e in (exc, exc.__context__):
+        if isinstance(e, OSError) and e.errno == errno.EPIPE:
+            return e
+    return None
 
 
 def _terminate(signum: int, frame: Any) -> None:

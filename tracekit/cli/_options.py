@@ -14,6 +14,7 @@ tests/core/test_cli_options.py checks the commands against it.
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from typing import Any, Callable
@@ -31,13 +32,40 @@ EXECUTOR_HELP = (
     "Where work over ranks or sweep points runs: auto (a local process pool when there is enough "
     "work for more than one worker, else this process), serial, process, or ray."
 )
-WORKERS_HELP = "Local pool size (default: the CPU count, at most 8)."
+#: Largest --workers accepted: 4 x the CPU count (more processes than that only cost memory and start-up time).
+MAX_WORKERS = 4 * (os.cpu_count() or 1)
+WORKERS_HELP = f"Local pool size, 1 to {MAX_WORKERS} (4 x the CPU count; default: the CPU count, at most 8)."
 ADDRESS_HELP = "Ray cluster address with --executor ray (auto, ray://host:10001); default: start a local Ray."
 JSON_HELP = "Print the result as JSON on stdout (machine output; no tables)."
 TRACES_HELP = (
     "TRACES is one or more of: a trace-set prefix (dir/job for dir/job.<rank>.et), a quoted glob, "
     "a directory, or trace files (an unquoted shell glob)."
 )
+
+
+class ValueOutOfRange(click.BadParameter):
+    """An option value of the right type outside its range: bad input, exit 1 (docs/cli.md "Exit codes"),
+    like tracekit's own range checks; a value that does not parse stays click's usage error (exit 2)."""
+
+    exit_code = 1
+
+
+class IntRange(click.IntRange):
+    """:class:`click.IntRange` whose out-of-range values exit 1 (:class:`ValueOutOfRange`); a value that is
+    not an integer is a usage error (exit 2), as with every click type."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        """The integer ``value``, checked against the range.
+
+        Raises:
+            click.BadParameter: not an integer (exit 2).
+            ValueOutOfRange: outside the range (exit 1).
+        """
+        number = click.INT.convert(value, param, ctx)
+        try:
+            return super().convert(number, param, ctx)
+        except click.BadParameter as exc:
+            raise ValueOutOfRange(exc.message, ctx=ctx, param=param) from exc
 
 
 def hoist_global_flags(args: list[str]) -> list[str]:
@@ -82,7 +110,7 @@ def json_option() -> Callable:
 def executor_options(f: Callable) -> Callable:
     """``--executor``, ``--workers``, ``--address`` with one set of choices and defaults for every command."""
     f = click.option("--address", default=None, metavar="ADDR", help=ADDRESS_HELP)(f)
-    f = click.option("--workers", type=click.IntRange(min=1), default=None, help=WORKERS_HELP)(f)
+    f = click.option("--workers", type=IntRange(1, MAX_WORKERS), default=None, help=WORKERS_HELP)(f)
     f = click.option("--executor", type=click.Choice(EXECUTORS), default="auto", show_default=True, help=EXECUTOR_HELP)(
         f
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from tracekit.cli._common import CONTEXT_SETTINGS, err_console, out_console, state
-from tracekit.cli._options import emit_json, json_option
+from tracekit.cli._options import IntRange, emit_json, json_option
 
 KINETO_HINTS = ("kineto", "trace")
 
@@ -56,7 +56,7 @@ def _traceset_spec(specs: tuple[str, ...]):
 @click.argument("traces", metavar="TRACES...", nargs=-1, required=True)
 @click.option(
     "--top",
-    type=click.IntRange(0, 1000),
+    type=IntRange(0, 1000),
     default=10,
     show_default=True,
     help="Kernels listed per rank (largest total time first).",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from tracekit.cli._common import CONTEXT_SETTINGS, err_console, path_span, progress, state
-from tracekit.cli._options import emit_json, json_option
+from tracekit.cli._options import IntRange, emit_json, json_option
 from tracekit.errors import ConfigError
 
 
@@ -70,7 +70,7 @@ def roofline_from_options(hw: str | None, peak_tflops: float | None, mem_bw_gbps
 @click.option("--micro-batch", type=int, default=1, show_default=True, help="Sequences per micro-batch.")
 @click.option("--schedule", type=click.Choice(["gpipe", "1f1b", "interleaved"]), default="1f1b", show_default=True)
 @click.option("--virtual-stages", type=int, default=None, help="Model chunks per stage (interleaved; default 2).")
-@click.option("--zero", "zero_stage", type=click.IntRange(0, 3), default=0, show_default=True, help="ZeRO stage.")
+@click.option("--zero", "zero_stage", type=IntRange(0, 3), default=0, show_default=True, help="ZeRO stage.")
 @click.option("--sp", "sequence_parallel", is_flag=True, help="Sequence parallelism (needs tp >= 2).")
 @click.option("--recompute", type=click.Choice(["none", "selective", "full"]), default="none", show_default=True)
 @click.option("--dtype", default="bf16", show_default=True, help="bf16, fp16, fp32, fp8.")

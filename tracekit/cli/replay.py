@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from tracekit.cli._common import CONTEXT_SETTINGS, err_console, out_console, progress_callback, state
-from tracekit.cli._options import deprecated_alias, emit_json, json_option, traces_argument
+from tracekit.cli._options import IntRange, deprecated_alias, emit_json, json_option, traces_argument
 from tracekit.cli._render import _fmt_bytes, _fmt_ns  # noqa: E402 - one place for human units
 from tracekit.fmt import fmt_ns_exact, fmt_pct  # noqa: E402
 
@@ -46,19 +46,23 @@ def _rank_rows(result: Any, top: int) -> tuple[list[tuple[list[int], Any]], int]
 
 
 def _comm_rows(result: Any, top: int) -> tuple[list[dict[str, Any]], int]:
-    """Collective summary rows that differ only in their group merged, most total time first."""
-    merged: dict[tuple, dict[str, Any]] = {}
+    """Collective summary rows that differ only in their group merged, most total time first.
+
+    Mean times within 0.01 % of each other count as equal (the table prints 4-6 digits): float noise such as
+    19,841.18 vs 19,841.20 ns, or 799.249 vs 799.250 us, printed as separate identical rows.
+    """
+    merged: dict[tuple, list[dict[str, Any]]] = {}
     for row in result.collective_summary():
-        key = (row["kind"], row["comm_bytes"], row["group_size"], row["algorithm"], row["mean_time_ns"],
-               row["algbw_gbps"], row["busbw_gbps"])
-        m = merged.get(key)
+        same = merged.setdefault((row["kind"], row["comm_bytes"], row["group_size"], row["algorithm"]), [])
+        m = next((m for m in same if abs(m["mean_time_ns"] - row["mean_time_ns"]) <= 1e-4 * m["mean_time_ns"]), None)
         if m is None:
-            merged[key] = dict(row, groups=[row["pg_name"]])
+            same.append(dict(row, groups=[row["pg_name"]]))
         else:
             m["count"] += row["count"]
             m["total_time_ns"] += row["total_time_ns"]
+            m["mean_time_ns"] = m["total_time_ns"] / m["count"]
             m["groups"].append(row["pg_name"])
-    rows = sorted(merged.values(), key=lambda m: -m["total_time_ns"])
+    rows = sorted((m for same in merged.values() for m in same), key=lambda m: -m["total_time_ns"])
     return rows[:top], len(rows)
 
 
@@ -66,11 +70,21 @@ def _groups_text(names: list[str]) -> str:
     return names[0] if len(names) == 1 else f"{len(names)} groups"
 
 
-def render_result(console: Any, result: Any, *, top: int = 8) -> None:
+def compute_label(plan: Any, result: Any) -> str:
+    """How compute was timed, for the summary's first line: ``projected SRC -> DST``, or the methods that
+    timed the compute nodes (``measured``, ``roofline``, ``measured + roofline`` ...)."""
+    if plan.method == "projected":
+        return f"projected {plan.source} -> {plan.target}"
+    methods = [k for k, v in result.compute_methods if v and k != "missing"]
+    return " + ".join(methods) or result.provenance.compute_mode
+
+
+def render_result(console: Any, result: Any, *, top: int = 8, compute: str | None = None) -> None:
     """Print a :class:`tracekit.replayer.results.result.ReplayResult` for people.
 
     Ranks with identical figures share a row, as do collectives that differ
     only in their group; the ``top`` slowest / most expensive rows are shown.
+    ``compute`` names how compute was timed (:func:`compute_label`; default: the spec's compute mode).
     """
     from rich.table import Table
     from rich.text import Text
@@ -79,7 +93,7 @@ def render_result(console: Any, result: Any, *, top: int = 8) -> None:
     job = result.iteration_time_ns
     console.print(Text.assemble((f"iteration time {_fmt_ns(job)}", "bold"), f" ({fmt_ns_exact(job)}) on {prov.spec_name}: "
                   f"{prov.world_size} rank(s), {result.node_count:,} nodes, collective model "
-                  f"{prov.collective_model}, compute {prov.compute_mode} x {prov.compute_scale:g}"))
+                  f"{prov.collective_model}, compute {compute or prov.compute_mode} x {prov.compute_scale:g}"))
     rows, distinct = _rank_rows(result, top)
     title = "per rank" if distinct == len(result.ranks) else f"per rank ({len(result.ranks)} ranks, {distinct} distinct)"
     if distinct > len(rows):
@@ -167,7 +181,9 @@ def render_compute_plan(console: Any, plan: Any, report: Any, result: Any) -> No
         console.print(f"compute: roofline on the spec; {methods.get('roofline', 0):,} nodes by roofline, "
                       f"{kept:,} without FLOPs/bytes kept their measured time", markup=False, highlight=False)
     else:
-        console.print(f"compute: measured times ({plan.reason})", markup=False, highlight=False)
+        modelled = sum(v for k, v in methods.items() if k not in ("measured", "missing"))
+        rest = f"; {modelled:,} nodes without one timed by roofline on the spec" if modelled else ""
+        console.print(f"compute: measured times ({plan.reason}){rest}", markup=False, highlight=False)
 
 
 @click.command(context_settings=CONTEXT_SETTINGS)
@@ -195,7 +211,7 @@ def render_compute_plan(console: Any, plan: Any, report: Any, result: Any) -> No
 @click.option("--html-out", "html_out", type=click.Path(dir_okay=False), default=None,
               help="Write a self-contained HTML report of the replay to this file.")
 @deprecated_alias("--html", "html_old")
-@click.option("--top", type=click.IntRange(min=1), default=8, show_default=True,
+@click.option("--top", type=IntRange(min=1), default=8, show_default=True,
               help="Rows per summary table (ranks with equal figures and groups with equal costs share a row).")
 @click.option("--compute", type=click.Choice(["auto", "measured", "roofline", "projected"]), default="auto",
               show_default=True,
@@ -262,7 +278,7 @@ def replay(traces, hw: str, json_out: str | None, as_json: bool, with_schedule: 
     if as_json:
         emit_json(_result_doc(result, with_schedule, plan, report))
     else:
-        render_result(out_console(), result, top=top)
+        render_result(out_console(), result, top=top, compute=compute_label(plan, result))
         render_compute_plan(out_console(), plan, report, result)
     fold = result.folding
     if state().quiet:

@@ -7,7 +7,7 @@ import sys
 import click
 
 from tracekit.cli._common import CONTEXT_SETTINGS, err_console, out_console, state
-from tracekit.cli._options import deprecated_alias, emit_json, json_option
+from tracekit.cli._options import IntRange, deprecated_alias, emit_json, json_option
 
 
 def _say(text: str) -> None:
@@ -36,7 +36,7 @@ def _status(text: str):
 )
 @click.option(
     "--max-ranks",
-    type=click.IntRange(1, 256),
+    type=IntRange(1, 256),
     default=16,
     show_default=True,
     help="Ranks drawn in the timeline (the critical path's ranks first, then the lowest).",
@@ -133,7 +133,7 @@ def report(
 )
 @click.option(
     "--top",
-    type=click.IntRange(0, 1000),
+    type=IntRange(0, 1000),
     default=10,
     show_default=True,
     help="Collectives and nodes listed (largest change first).",

@@ -127,6 +127,9 @@ def transform(traces, output: str | None, pipeline_file: str | None, as_json: bo
                          f"{nodes_in} -> {nodes_out} nodes ({', '.join(s.describe()['transform'] for s in steps)})\n")
         return
     ts = read_traceset(traces)
+    from tracekit.cli._common import warn_duplicate_ids
+
+    warn_duplicate_ids(ts)
     nodes_in = sum(len(t) for t in ts)
     pipe = Pipeline(steps)
     out = pipe.run(ts, source=traces if isinstance(traces, str) else " ".join(traces))
