@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from tracekit.attrs import IS_CPU_OP, NUM_OPS, TENSOR_SIZE
 from tracekit.errors import ValidationError
 from tracekit.model import ExecutionTrace
 
@@ -66,9 +67,9 @@ def retarget_encoded(trace: ExecutionTrace, rt: Any, host_compute: bool, fallbac
 
     cols = trace.columns()
     try:
-        cpu_present, cpu_value = cols.attr_bool("is_cpu_op")
-        ops = cols.attr_int("num_ops")[1]
-        nbytes = cols.attr_int("tensor_size")[1]
+        cpu_present, cpu_value = IS_CPU_OP.column(cols)
+        ops = NUM_OPS.column(cols)[1]
+        nbytes = TENSOR_SIZE.column(cols)[1]
     except ValidationError:
         return None
     dur = cols.duration_ns
