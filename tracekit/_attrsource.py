@@ -162,12 +162,7 @@ class _AttrSource:
                     try:
                         value = text[raw] = raw.decode("utf-8")
                     except UnicodeDecodeError as exc:
-                        raise TraceFormatError(
-                            f"attribute {name!r} cannot be decoded ({exc})",
-                            path=self.encoded.path,
-                            rank=self.encoded.rank,
-                            node_id=int(self.ids[i]),
-                        ) from None
+                        raise self._undecodable(name, i, exc) from None
                 values[i] = value
         for i in np.flatnonzero(kind == wk.OTHER).tolist():
             values[i] = self._decode_other(name, i)
@@ -184,10 +179,14 @@ class _AttrSource:
                 if a.name == name:
                     return attr_from_pb(a).value
         except (DecodeError, UnicodeDecodeError) as exc:  # a corrupt value: named as a format error
-            raise TraceFormatError(
-                f"attribute {name!r} cannot be decoded ({exc})",
-                path=self.encoded.path,
-                rank=self.encoded.rank,
-                node_id=int(self.ids[i]),
-            ) from None
+            raise self._undecodable(name, i, exc) from None
         return None  # pragma: no cover - the walk found the attribute
+
+    def _undecodable(self, name: str, i: int, exc: Exception) -> TraceFormatError:
+        """The error for attribute ``name`` of node ``i`` whose value cannot be decoded (file, rank, node id)."""
+        return TraceFormatError(
+            f"attribute {name!r} cannot be decoded ({exc})",
+            path=self.encoded.path,
+            rank=self.encoded.rank,
+            node_id=int(self.ids[i]),
+        )
