@@ -342,6 +342,23 @@ def _varying_attrs(place: RankPlace) -> dict[tuple[str, str], Attr]:
     return attrs
 
 
+def _encode(trace: ExecutionTrace, names, attrs) -> bytes:
+    """The `.et` bytes of a freshly built rank (:func:`tracekit._batch.encode_node_list` with the job's tables).
+
+    Raises:
+        TracekitError: a value protobuf cannot encode (naming the node id and rank).
+    """
+    from tracekit.errors import TracekitError
+    from tracekit._batch import encode_node_list
+    from tracekit.io import encode_metadata
+
+    try:
+        return encode_metadata(trace.metadata, rank=trace.rank) + encode_node_list(
+            trace.nodes, names=names, attrs=attrs)
+    except TracekitError as exc:
+        raise exc.with_context(rank=trace.rank) from None
+
+
 def iter_rank_classes(config: LLMConfig, hardware=None) -> Iterator[tuple[bytes, list[Attr], list[tuple[int, list[Attr]]]]]:
     """Per pipeline stage: ``(representative's .et bytes, its varying attributes, [(rank, its values), ...])``.
 
@@ -353,16 +370,16 @@ def iter_rank_classes(config: LLMConfig, hardware=None) -> Iterator[tuple[bytes,
     Raises:
         ConfigError: bad hardware values.
     """
-    from tracekit.converters.generators._encode import _Encoder, encode_generated_trace
+    from tracekit._batch import FieldTable
 
     plan = Plan.of(config, hardware)
-    encoder = _Encoder()
+    tables = FieldTable.names(), FieldTable.attributes()  # each distinct name and attribute encoded once per job
     groups, places = layout(config)
     per_stage = config.world_size // config.parallel.pp
     for stage in range(config.parallel.pp):
         rep = places[stage * per_stage]
         keys = list(_varying_attrs(rep))
-        data = encode_generated_trace(_RankBuilder(plan, groups, rep).build(), encoder)
+        data = _encode(_RankBuilder(plan, groups, rep).build(), *tables)
         members = []
         for place in places[stage * per_stage:(stage + 1) * per_stage]:
             attrs = _varying_attrs(place)
