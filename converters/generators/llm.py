@@ -78,6 +78,17 @@ class Plan:
 
     @classmethod
     def of(cls, config: LLMConfig, hardware=None) -> "Plan":
+        """The blocks of ``config`` (:mod:`.llm_ops`), each computed once and stamped for every layer and micro-batch.
+
+        Args:
+            config: the job.
+            hardware: None (durations 0), a :class:`~.llm_ops.Roofline`, a
+                :class:`~.calibration.CalibratedCost`, a ``(peak_flops_per_s, mem_bandwidth_bytes_per_s)``
+                pair, or any object with those two attributes (FLOP/s, bytes/s).
+
+        Raises:
+            ConfigError: non-positive rates, or an object without those attributes.
+        """
         roof = ops.Roofline.of(hardware)
         full = config.parallel.recompute == "full"
         return cls(config, ops.layer_forward(config, roof), ops.layer_backward(config, roof),

@@ -100,6 +100,13 @@ class Roofline:
             raise ConfigError(f"hardware {hardware!r} has no peak_flops_per_s / mem_bandwidth_bytes_per_s") from None
 
     def duration_ns(self, num_ops: int, tensor_bytes: int) -> int:
+        """Roofline time of one op, whole ns rounded up: ``ceil(max(num_ops / peak_flops_per_s,
+        tensor_bytes / mem_bandwidth_bytes_per_s) * 1e9)`` (Williams et al. 2009, "Roofline").
+
+        Args:
+            num_ops: floating-point operations (FLOPs, not MACs).
+            tensor_bytes: bytes read and written.
+        """
         seconds = max(num_ops / self.peak_flops_per_s, tensor_bytes / self.mem_bandwidth_bytes_per_s)
         return math.ceil(seconds * 1e9)
 
@@ -140,6 +147,7 @@ class Step:
 
     @property
     def name(self) -> str:
+        """The node name: ``<op_role>.<phase>`` (e.g. ``qkv_gemm.fwd``)."""
         return f"{self.role}.{self.phase}"
 
 
@@ -214,6 +222,12 @@ class Dims:
 
     @classmethod
     def of(cls, c: LLMConfig) -> "Dims":
+        """The per-rank sizes of ``c``: tokens ``t = b s / cp`` (``t / tp`` for elementwise blocks under
+        sequence parallelism), heads, QKV / FFN / vocabulary widths divided by ``tp`` (Megatron-LM's
+        column/row split, Shoeybi et al. 2019), ``dt`` bytes per element.  Sizes in elements.
+
+        Divisibility is checked by :class:`LLMConfig` (``ConfigError`` there), so nothing is raised here.
+        """
         m, p = c.model, c.parallel
         t = c.micro_batch_size * m.seq_length // p.cp
         ffn_in = m.ffn_in_size
