@@ -204,6 +204,7 @@ def _process_groups(info: Mapping[str, Any], path: str | None) -> tuple[ProcessG
 
 def _document(doc: Any, path: str | None) -> tuple[list[Any], Mapping[str, Any]]:
     """The ``traceEvents`` list and the top-level object (empty for a bare event list)."""
+    top: Mapping[str, Any]
     if isinstance(doc, list):
         raw_events, top = doc, {}
     elif isinstance(doc, Mapping):
@@ -276,8 +277,20 @@ def _complete_event(e: dict, i: int, path: str | None, rank: int | None) -> Kine
     )
 
 
-def _flow_event(e: dict, i: int, path: str | None, rank: int | None) -> FlowEvent:
-    """``traceEvents[i]``, a flow (``s``/``f``/``t``) event."""
+def _flow_event(e: dict[str, Any], i: int, path: str | None, rank: int | None) -> FlowEvent:
+    """``traceEvents[i]``, a flow (``s``/``f``/``t``) event.
+
+    Raises:
+        TraceFormatError: its ``id`` (which pairs a flow's start and finish) is missing or not an integer or a
+            string, or its ``ts`` is bad or out of range.
+    """
+    flow_id = e.get("id")
+    if isinstance(flow_id, bool) or not isinstance(flow_id, (int, str)):
+        raise TraceFormatError(
+            f"traceEvents[{i}] (flow, ph {e.get('ph')!r}): 'id' must be an integer or a string, got {flow_id!r:.80}",
+            path=path,
+            rank=rank,
+        )
     try:
         ts_ns = us_to_ns(e.get("ts"))
     except ValueError as exc:
@@ -292,7 +305,7 @@ def _flow_event(e: dict, i: int, path: str | None, rank: int | None) -> FlowEven
         )
     return FlowEvent(
         phase=e["ph"],
-        flow_id=e.get("id"),
+        flow_id=flow_id,
         category=normalize_category(e.get("cat")),
         pid=e.get("pid", 0),
         tid=e.get("tid", 0),

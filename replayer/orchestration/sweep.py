@@ -264,7 +264,7 @@ def replay_case(task: tuple[Any, SweepCase]) -> tuple[SweepRow, "ReplayResult"]:
 
 # ----------------------------------------------------------------------------- driver
 def run_sweep(
-    traces: "TraceSet | str | os.PathLike[str]",
+    traces: "TraceSet | str | os.PathLike[str] | list[str | os.PathLike[str]] | tuple[str | os.PathLike[str], ...]",
     specs: Sequence["HardwareSpec | str | os.PathLike[str]"],
     axes: Sequence[SweepAxis] = (),
     *,
@@ -303,12 +303,17 @@ def run_sweep(
 
     if executor not in EXECUTORS:
         raise ConfigError(f"unknown executor {executor!r}; choose one of {', '.join(EXECUTORS)}")
-    in_memory = not isinstance(traces, (str, os.PathLike, list, tuple))
-    if in_memory:
-        world_size, label = traces.world_size, "<in-memory>"
+    paths: str | tuple[str, ...] | None = None  # None: the trace set is in memory
+    if isinstance(traces, (str, os.PathLike)):
+        paths = label = os.fspath(traces)
+    elif isinstance(traces, (list, tuple)):
+        paths = tuple(os.fspath(t) for t in traces)
+        label = " ".join(paths)
     else:
-        paths = [os.fspath(t) for t in traces] if isinstance(traces, (list, tuple)) else os.fspath(traces)
-        world_size, label = len(trace_paths(paths)), " ".join(paths) if isinstance(paths, list) else paths
+        world_size, label = traces.world_size, "<in-memory>"
+    if paths is not None:
+        world_size = len(trace_paths(paths))
+    in_memory = paths is None
     cases = build_cases(specs, axes, world_size, options=options)
     parameters = tuple(k for k, _ in cases[0].params) if cases else ()
 
@@ -327,7 +332,7 @@ def run_sweep(
 
             source = ray.put(traces)
         else:
-            source = traces if in_memory else (tuple(paths) if isinstance(paths, list) else paths)
+            source = traces if paths is None else paths
         out = _map_cases(source, cases, executor, max_workers, ray_address, progress)
     finally:
         if tmp_dir is not None:
