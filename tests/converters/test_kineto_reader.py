@@ -197,7 +197,9 @@ def test_flow_without_a_usable_id_names_event(flow_id):
     if flow_id is not None:
         flow["id"] = flow_id
     doc = {"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1}, flow]}
-    with pytest.raises(TraceFormatError, match=r"traceEvents\[1\] \(flow, ph 's'\): 'id' must be .*got " + re.escape(repr(flow_id))):
+    with pytest.raises(
+        TraceFormatError, match=r"traceEvents\[1\] \(flow, ph 's'\): 'id' must be .*got " + re.escape(repr(flow_id))
+    ):
         parse_kineto(doc)
 
 
