@@ -31,9 +31,10 @@ and may be unbalanced (ends without starts are common).  Instant (``i``) events
 are ignored; metadata (``M``) events give process and thread names.
 
 Errors: :class:`tracekit.errors.TraceFormatError` for a file that is not Kineto
-JSON, has no ``traceEvents`` / zero events, or an event with a missing, NaN or
-infinite timestamp or duration; each message names the file, the event index and
-the bad value.
+JSON, has no ``traceEvents`` / zero events, an event with a missing, NaN or
+infinite timestamp or duration, or a flow event without an integer or string
+``id`` (every flow in ``../shared/real`` has an integer one); each message names
+the file, the event index and the bad value.
 """
 
 from __future__ import annotations
