@@ -14,6 +14,8 @@ from typing import Any, Iterable, Sequence
 
 from tracekit.attrs import (ATTR_KINDS, INT_KINDS, LIST_KINDS, SCALAR_KINDS, Attr, as_bool, as_bytes, as_int,  # noqa: F401
                             as_str, attrs_with, infer_kind)
+from tracekit.attrs import (COMM_DST, COMM_PRIORITY, COMM_SIZE, COMM_SRC, COMM_TAG, COMM_TYPE, IS_CPU_OP, NUM_OPS,
+                            PG_NAME, STREAM, TENSOR_SIZE)
 from tracekit.errors import ValidationError
 
 
@@ -90,8 +92,9 @@ class IOInfo:
 class TypedAttrs:
     """The typed standard attributes (Chakra's vocabulary), shared by :class:`Node` and :class:`NodeDraft`.
 
-    Each reads one attribute by the rule of its value type (:mod:`tracekit.attrs`) through the class's
-    ``int_attr`` / ``str_attr`` / ``bool_attr``; None when the attribute is absent.
+    Each reads one standard field of :mod:`tracekit.attrs` by its rule, through the class's ``int_attr`` /
+    ``str_attr`` / ``bool_attr`` (the field picks which: :meth:`tracekit.attrs._Field.node_property`); None when
+    the attribute is absent.
     """
 
     __slots__ = ()
@@ -123,7 +126,7 @@ class TypedAttrs:
         Raises:
             ValidationError: when the value is not a known collective type.
         """
-        value = self.int_attr("comm_type")
+        value = self.int_attr(COMM_TYPE)
         if value is None:
             return None
         try:
@@ -131,55 +134,16 @@ class TypedAttrs:
         except ValueError:
             raise ValidationError(f"unknown comm_type {value}", node_id=self.id) from None
 
-    @property
-    def comm_bytes(self) -> int | None:
-        """``comm_size``: bytes communicated (integer rule), or None."""
-        return self.int_attr("comm_size")
-
-    @property
-    def comm_src(self) -> int | None:
-        """``comm_src``: sending rank of a point-to-point node (integer rule), or None."""
-        return self.int_attr("comm_src")
-
-    @property
-    def comm_dst(self) -> int | None:
-        """``comm_dst``: receiving rank of a point-to-point node (integer rule), or None."""
-        return self.int_attr("comm_dst")
-
-    @property
-    def comm_tag(self) -> int | None:
-        """``comm_tag``: matching tag of a point-to-point node (integer rule), or None."""
-        return self.int_attr("comm_tag")
-
-    @property
-    def comm_priority(self) -> int | None:
-        """``comm_priority`` (integer rule), or None."""
-        return self.int_attr("comm_priority")
-
-    @property
-    def pg_name(self) -> str | None:
-        """``pg_name``: the process group of a collective (string rule), or None."""
-        return self.str_attr("pg_name")
-
-    @property
-    def is_cpu_op(self) -> bool | None:
-        """``is_cpu_op`` (bool rule), or None."""
-        return self.bool_attr("is_cpu_op")
-
-    @property
-    def num_ops(self) -> int | None:
-        """``num_ops``: floating-point operations (FLOPs) in traces tracekit writes (integer rule)."""
-        return self.int_attr("num_ops")
-
-    @property
-    def tensor_bytes(self) -> int | None:
-        """``tensor_size``: bytes moved to and from memory by the node (integer rule)."""
-        return self.int_attr("tensor_size")
-
-    @property
-    def stream(self) -> int | None:
-        """Device stream (``stream`` attribute) of a kernel (integer rule), or None."""
-        return self.int_attr("stream")
+    comm_bytes = COMM_SIZE.node_property("``comm_size``: bytes communicated (integer rule), or None.")
+    comm_src = COMM_SRC.node_property("``comm_src``: sending rank of a point-to-point node (integer rule), or None.")
+    comm_dst = COMM_DST.node_property("``comm_dst``: receiving rank of a point-to-point node (integer rule), or None.")
+    comm_tag = COMM_TAG.node_property("``comm_tag``: matching tag of a point-to-point node (integer rule), or None.")
+    comm_priority = COMM_PRIORITY.node_property("``comm_priority`` (integer rule), or None.")
+    pg_name = PG_NAME.node_property("``pg_name``: the process group of a collective (string rule), or None.")
+    is_cpu_op = IS_CPU_OP.node_property("``is_cpu_op`` (bool rule), or None.")
+    num_ops = NUM_OPS.node_property("``num_ops``: floating-point operations (FLOPs) in traces tracekit writes (integer rule).")
+    tensor_bytes = TENSOR_SIZE.node_property("``tensor_size``: bytes moved to and from memory by the node (integer rule).")
+    stream = STREAM.node_property("Device stream (``stream`` attribute) of a kernel (integer rule), or None.")
 
     @property
     def duration_us(self) -> float:

@@ -47,8 +47,8 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator
 import numpy as np
 
 from tracekit.errors import TracekitError, TransformError
-from tracekit.model import CollectiveType, ExecutionTrace, Node, NodeType
-from tracekit.validate import ERROR, MAX_PER_CHECK, NO_COMM_SIZE, NO_COMM_TYPE, WARNING, Issue, ValidationReport
+from tracekit.model import ExecutionTrace, Node, NodeType
+from tracekit.validate import ERROR, MAX_PER_CHECK, WARNING, Issue, ValidationReport, comm_issues
 
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.transforms.base import Transform
@@ -233,7 +233,7 @@ class _StreamScan:
             self.negative.add(pos, Issue("negative-duration", ERROR, f"negative duration {node.duration_ns} ns",
                                          spath, rank, nid))
         if NodeType.COMM_SEND_NODE <= t <= NodeType.COMM_COLL_NODE:
-            for issue in _comm_issues(node, t, spath, rank):
+            for issue in comm_issues(nid, t, node.get_attr, spath, rank):
                 self.comm.add(pos, issue)
 
     def _resolve_pending(self) -> int:
@@ -284,29 +284,6 @@ class _StreamScan:
                              spath, rank))
         self.comm.emit(report, "comm-attrs", spath, rank)
         return report
-
-
-def _comm_issues(node: Node, t: int, path: str, rank: int | None) -> list[Issue]:
-    """The ``comm-attrs`` findings of one COMM node (same rules and text as tracekit.validate)."""
-    out: list[Issue] = []
-    nid = node.id
-    size = node.get_attr("comm_size")
-    if size is None:
-        out.append(Issue("comm-attrs", WARNING, NO_COMM_SIZE, path, rank, nid))
-    elif isinstance(size, bool) or not isinstance(size, int) or size < 0:
-        out.append(Issue("comm-attrs", ERROR, f"comm_size must be a non-negative integer (bytes), got {size!r}",
-                         path, rank, nid))
-    if t == NodeType.COMM_COLL_NODE:
-        ct = node.get_attr("comm_type")
-        if ct is None:
-            out.append(Issue("comm-attrs", WARNING, NO_COMM_TYPE, path, rank, nid))
-        elif isinstance(ct, bool) or not isinstance(ct, int) or ct not in CollectiveType._value2member_map_:
-            out.append(Issue("comm-attrs", ERROR, f"unknown comm_type {ct!r}", path, rank, nid))
-    else:
-        for key in ("comm_src", "comm_dst"):
-            if node.get_attr(key) is None:
-                out.append(Issue("comm-attrs", ERROR, f"{NodeType(t).name} has no {key}", path, rank, nid))
-    return out
 
 
 # ----------------------------------------------------------------------------- transforms
