@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from array import array
 
 import numpy as np
 import pytest
@@ -136,7 +137,7 @@ def _fast_equals_slow(ranks):
     options = ReplayOptions()
     program = compile_program(ts, effective_spec(_spec(), options, ts.world_size), options)
     fast = simulate(program)
-    program.chain_delta = [0] * program.n  # every node through the event queue
+    program.chain_delta = array("i", bytes(4 * program.n))  # every node through the event queue
     slow = simulate(program)
     assert fast.start_ns.tobytes() == slow.start_ns.tobytes()
     assert fast.end_ns.tobytes() == slow.end_ns.tobytes()
