@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from tracekit._gc import paused_gc
 from tracekit.model import CollectiveType
 from tracekit.replayer.results.result import (
     CollectiveRow,
@@ -248,9 +249,8 @@ def rank_schedule(
 
 
 def _schedules(
-    program: ReplayProgram, sched: "Schedule", xfer_start_of_node: np.ndarray, traceset: "TraceSet"
+    program: ReplayProgram, sched: "Schedule", xfer_start_of_node: np.ndarray, inst: np.ndarray, traceset: "TraceSet"
 ) -> tuple[RankSchedule, ...]:
-    inst = np.asarray(program.instance_of, dtype=np.int64)
     out = []
     for lay in program.layouts:
         lo, hi = lay.offset, lay.offset + lay.n
@@ -265,8 +265,16 @@ def build_result(
     """Assemble the :class:`ReplayResult` of a finished simulation.
 
     ``consume``: the caller does not use ``sched`` afterwards, so its times are rounded in place.
+    The cyclic garbage collector is paused meanwhile (:func:`tracekit._gc.paused_gc`): the critical
+    path and the collective rows are many small acyclic objects, and the collections their
+    allocation triggers would walk every object the caller holds (the traces).
     """
-    sched = round_schedule(sched, in_place=consume)
+    with paused_gc():
+        return _build(program, round_schedule(sched, in_place=consume), traceset)
+
+
+def _build(program: ReplayProgram, sched: "Schedule", traceset: "TraceSet") -> ReplayResult:
+    """:func:`build_result` on a rounded schedule."""
     inst = np.asarray(program.instance_of, dtype=np.int64)
     xfer_start_of_node = np.full(program.n, np.nan)
     has = inst >= 0
@@ -282,7 +290,7 @@ def build_result(
         provenance=prov,
         compute_methods=tuple(program.compute_methods.items()),
         node_count=program.n,
-        schedule=_schedules(program, sched, xfer_start_of_node, traceset),
+        schedule=_schedules(program, sched, xfer_start_of_node, inst, traceset),
     )
 
 
