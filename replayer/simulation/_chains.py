@@ -9,6 +9,10 @@ nothing but its predecessor (``remaining == 1``).  Each member starts when the
 previous one ends: ``end = start + duration``, added in float64 in the same
 order as the engine's Python did, so the times are the same to the bit.
 
+The engine starts the first :data:`SHORT_RUN` members itself (a kernel call
+costs about as much as that many Python steps, and most runs of real traces
+are shorter) and hands a longer run to :func:`extend_run`.
+
 The arrays are the engine's own state, shared with its Python code (numpy
 views of :class:`array.array` buffers): ``start``/``end`` float64[N] ns,
 ``reason`` int64[N], ``remaining`` int32[N], ``duration`` float64[N] ns,
@@ -22,31 +26,28 @@ import numpy as np
 
 from tracekit._jit import kernel
 
+#: members of a run the engine starts in Python before it calls :func:`extend_run` for the rest
+SHORT_RUN = 8
+
 
 @kernel
-def start_run(
+def extend_run(
     start: np.ndarray,
     end: np.ndarray,
     reason: np.ndarray,
     remaining: np.ndarray,
     duration: np.ndarray,
     chain_delta: np.ndarray,
-    h: int,
-    t: float,
-    by: int,
+    m: int,
+    e: float,
     limit: int,
 ) -> tuple[int, int, float]:  # pragma: no cover - compiled
-    """Start node ``h`` at ``t`` (ns) because of node ``by``, and the run behind it.
+    """Start the rest of a run behind member ``m``, which is started and ends at ``e`` (ns).
 
     Returns:
-        ``(last, top, end_ns)``: the run's last member, its highest member index
-        after ``h`` (-1 when the run is ``h`` alone), and the last member's end (ns).
+        ``(last, top, end_ns)``: the run's last member, the highest member index
+        started here (-1 when none), and the last member's end (ns).
     """
-    start[h] = t
-    reason[h] = by
-    e = t + duration[h]
-    end[h] = e
-    m = h
     top = -1
     d = chain_delta[m]
     while d != 0:

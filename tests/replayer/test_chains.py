@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from tracekit.replayer.simulation._chains import cut_run, start_run
+from tracekit.replayer.simulation._chains import cut_run, extend_run
 from tracekit.replayer.simulation._flows import EV_LATENCY, EV_NODE
 
 NAN = math.nan
@@ -32,7 +32,8 @@ def _state(n, delta, duration, remaining):
 
 def _run4(limit=4, remaining=(0, 1, 1, 1)):
     s = _state(4, [1, 1, 1, 0], [10.0, 20.0, 30.0, 40.0], list(remaining))
-    out = start_run(*s, 0, 5.0, -1, limit)
+    s[0][0], s[1][0] = 5.0, 15.0  # node 0 started at 5 ns by the engine
+    out = extend_run(*s, 0, 15.0, limit)
     return s, out
 
 
@@ -58,19 +59,19 @@ def test_the_run_stops_at_a_node_waiting_for_something_else():
     assert remaining.tolist() == [0, 0, 2, 1] and np.isnan(end[2:]).all()
 
 
-def test_a_node_alone_has_no_top():
+def test_nothing_behind_the_member():
     s = _state(3, [0, 0, 0], [7.0, 1.0, 1.0], [1, 1, 1])
-    assert start_run(*s, 1, 2.5, 0, 3) == (1, -1, 3.5)
-    assert s[0].tolist()[1] == 2.5 and s[2].tolist() == [-1, 0, -1]
+    assert extend_run(*s, 1, 3.5, 3) == (1, -1, 3.5)
+    assert np.isnan(s[0]).all() and s[2].tolist() == [-1, -1, -1] and s[3].tolist() == [1, 1, 1]
 
 
 def test_strided_chain_and_float_order():
     # 0 -> 2 -> 5 (deltas 2 and 3): times added in the Python engine's order, so equal to the bit
     s = _state(6, [2, 0, 3, 0, 0, 0], [0.1, 9.0, 0.2, 9.0, 9.0, 0.3], [0, 0, 1, 0, 0, 1])
-    m, top, e = start_run(*s, 0, 1.0, 7, 6)
+    m, top, e = extend_run(*s, 0, 1.0 + 0.1, 6)
     assert (m, top) == (5, 5)
     assert e == ((1.0 + 0.1) + 0.2) + 0.3
-    assert s[2].tolist() == [7, -1, 0, -1, -1, 2]
+    assert s[2].tolist() == [-1, -1, 0, -1, -1, 2]
 
 
 def test_cut_where_the_queued_node_gets_in():
