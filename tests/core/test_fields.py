@@ -101,8 +101,6 @@ PENDING = {
     "tracekit/summary.py",
     "tracekit/transforms/colcompact.py",
     "tracekit/transforms/colscale.py",
-    "replayer/simulation/rank_compile.py",
-    "replayer/simulation/folding.py",
 }
 _READERS = {"get_attr", "attr", "attr_int", "attr_bool", "attr_str", "int_attr", "str_attr", "bool_attr"}
 _WRITERS = {"with_attr", "without_attr", "Attr"}
