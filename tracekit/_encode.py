@@ -1,8 +1,8 @@
 """Compiled writers of ``.et`` node records (issue 17): framing, record splicing, batch encoding.
 
 Three kernels (:func:`tracekit._jit.kernel`), each writing into one preallocated
-``uint8`` buffer in two passes (lengths, then bytes), so no Python object is
-built per record:
+``uint8`` buffer in two passes (lengths or an upper bound, then bytes), so no
+Python object is built per record:
 
 * :func:`frame_records` frames many message bodies at once (varint length +
   body), for writing a trace whose records are held encoded;
@@ -114,8 +114,7 @@ def frame_records(buf, starts, ends, out):  # pragma: no cover - compiled
 def _copy(out, at, src, a, b, write):  # pragma: no cover - compiled
     """``out[at:] = src[a:b]`` when ``write``; returns the position after."""
     if write:
-        for x in range(b - a):
-            out[at + x] = src[a + x]
+        out[at : at + b - a] = src[a:b]
     return at + b - a
 
 
@@ -177,7 +176,7 @@ def splice_records(
     body,
     out,
 ):  # pragma: no cover - compiled
-    """Edited records (see the module docstring), framed, into ``out``.
+    """Edited records (see the module docstring), framed, into ``out``, in one walk of the edited records.
 
     Args:
         buf: uint8 source bytes; starts, ends: int64[N] record bodies in ``buf``; keep: bool[N].
@@ -186,16 +185,28 @@ def splice_records(
             number (0: at the start), bytes ``extra[ins_a:ins_b]``.
         rep_ptr: int64[N+1] CSR of replacements (sorted by offset): the field whose tag is at ``rep_at``
             becomes ``extra[rep_a:rep_b]``.
-        body: int64[N] filled with each kept record's new body length when ``out`` is empty (the first
-            pass; returns the framed total), else read, and ``out`` written (returns bytes written).
+        body: int64[N] filled with each kept record's new body length (when ``out`` is written).
+        out: empty: nothing is walked, the return is an upper bound of the bytes needed; else at least
+            that many bytes, written.
 
-    Runs of kept fields are copied in one piece; a record with nothing to change is copied whole.
+    An edited record's body is written after room for the length prefix of its upper bound (old
+    length plus the new bytes) and moved back when its real prefix is shorter; runs of kept fields
+    are copied in one piece; a record with nothing to change is copied whole.
 
     Returns:
-        Bytes (needed or written), or ``-(i + 1)`` when record ``i`` is malformed.
+        Bytes (bound, or written), or ``-(i + 1)`` when record ``i`` is malformed.
     """
-    write = len(out) > 0
     at = 0
+    if len(out) == 0:
+        for i in range(len(starts)):
+            if keep[i]:
+                bound = ends[i] - starts[i]
+                for k in range(ins_ptr[i], ins_ptr[i + 1]):
+                    bound += ins_b[k] - ins_a[k]
+                for r in range(rep_ptr[i], rep_ptr[i + 1]):
+                    bound += rep_b[r] - rep_a[r]
+                at += bound + _varint_len(bound)
+        return at
     for i in range(len(starts)):
         if not keep[i]:
             continue
@@ -206,21 +217,31 @@ def splice_records(
         r = rep_ptr[i]
         rend = rep_ptr[i + 1]
         b = bits[i]
-        if write:
-            at = _put_varint(out, at, body[i])
-        begin = at
         if b == np.uint64(0) and k == kend and r == rend:
-            at = _copy(out, at, buf, s, end, write)
-        else:
-            at = _edit_record(
-                buf, s, end, b, drop_fields, k, kend, ins_field, ins_a, ins_b, r, rend, rep_at, rep_a, rep_b, extra,
-                out, at, write,
-            )  # fmt: skip
-            if at < 0:
-                return -(i + 1)
-        if not write:
-            body[i] = at - begin
-            at += _varint_len(at - begin)
+            body[i] = end - s
+            at = _put_varint(out, at, end - s)
+            at = _copy(out, at, buf, s, end, True)
+            continue
+        bound = end - s
+        for x in range(k, kend):
+            bound += ins_b[x] - ins_a[x]
+        for x in range(r, rend):
+            bound += rep_b[x] - rep_a[x]
+        room = _varint_len(bound)
+        begin = at + room
+        stop = _edit_record(
+            buf, s, end, b, drop_fields, k, kend, ins_field, ins_a, ins_b, r, rend, rep_at, rep_a, rep_b, extra,
+            out, begin, True,
+        )  # fmt: skip
+        if stop < 0:
+            return -(i + 1)
+        length = stop - begin
+        body[i] = length
+        at = _put_varint(out, at, length)
+        if at < begin:  # the prefix is shorter than the room left for it: move the body back
+            for x in range(length):
+                out[at + x] = out[begin + x]
+        at += length
     return at
 
 

@@ -145,7 +145,10 @@ def redundant_by_search(ptr, deps, order):  # pragma: no cover - compiled
     n = len(ptr) - 1
     out = np.zeros(len(deps), dtype=np.bool_)
     stamp = np.full(n, -1, dtype=np.int64)
-    stack = np.empty(max(n, 1), dtype=np.int64)
+    widest = 0
+    for v in range(n):
+        widest = max(widest, ptr[v + 1] - ptr[v])
+    stack = np.empty(n + widest, dtype=np.int64)  # each node is stamped (pushed) once per search, plus the seeds
     rank = np.empty(n, dtype=np.int64)
     for r in range(n):
         rank[order[r]] = r
@@ -158,14 +161,9 @@ def redundant_by_search(ptr, deps, order):  # pragma: no cover - compiled
         for k in range(lo + 1, hi):
             low = min(low, rank[deps[k]])
         top = 0
-        for k in range(lo, hi):
-            w = deps[k]
-            for j in range(ptr[w], ptr[w + 1]):
-                u = deps[j]
-                if not out[j] and rank[u] >= low and stamp[u] != v:
-                    stamp[u] = v
-                    stack[top] = u
-                    top += 1
+        for k in range(lo, hi):  # the seeds: v's dependencies, searched from but not reached (not stamped)
+            stack[top] = deps[k]
+            top += 1
         while top > 0:
             top -= 1
             u = stack[top]

@@ -23,7 +23,6 @@ from typing import Any
 
 import numpy as np
 
-from tracekit._columnar import walk_fields
 from tracekit._encode import DROP_ALL, splice_records, varint_lens
 
 _U64 = np.uint64
@@ -174,44 +173,6 @@ class Records:
         _, _, starts, ends = split_records(data, path=trace.path, rank=trace.rank)
         return cls(data, starts.astype(np.int64), ends.astype(np.int64), trace.metadata, trace.rank, trace.path)
 
-    def fields(self, lo: int, hi: int) -> "FieldTable":
-        """Every top-level field of records ``lo..hi-1`` (see :class:`FieldTable`)."""
-        parts: list[tuple[np.ndarray, ...]] = []
-
-        def visit(msg, fnum, wt, value, size, at) -> None:
-            parts.append((msg + lo, fnum, wt, at))
-
-        walk_fields(self.buf, self.starts[lo:hi], self.ends[lo:hi], visit)
-        if parts:
-            msg, fnum, wt, at = (np.concatenate(x) for x in zip(*parts))
-        else:
-            msg = fnum = wt = at = np.zeros(0, dtype=np.int64)
-        order = np.lexsort((at, msg))
-        msg, fnum, wt, at = msg[order], fnum[order], wt[order], at[order]
-        nxt = np.empty(len(at), dtype=np.int64)
-        if len(at):
-            nxt[:-1] = at[1:]
-            last = np.ones(len(at), dtype=bool)
-            last[:-1] = msg[1:] != msg[:-1]
-            nxt[last] = self.ends[msg[last]]
-        return FieldTable(msg, fnum, wt, at, nxt)
-
-
-@dataclass(frozen=True)
-class FieldTable:
-    """Top-level fields of a batch of records, sorted by (record, byte offset); F entries.
-
-    Attributes:
-        msg: int64[F] record index; field: int64[F] field number; wt: int64[F] wire type;
-        at: int64[F] byte offset of the tag; nxt: int64[F] offset just past the field.
-    """
-
-    msg: np.ndarray
-    field: np.ndarray
-    wt: np.ndarray
-    at: np.ndarray
-    nxt: np.ndarray
-
 
 # ----------------------------------------------------------------------------- edits
 @dataclass
@@ -299,8 +260,8 @@ def _ptr(owner: np.ndarray, n: int) -> np.ndarray:
 def rewrite(rec: Records, edit: Edit, metadata: Any = None) -> Any:
     """A new :class:`~tracekit.model.ExecutionTrace` of the edited records (same rank; ``metadata`` or the old one).
 
-    One compiled pass measures the new records, a second writes them framed into one buffer
-    (:func:`tracekit._encode.splice_records`); the result keeps them encoded, so writing it copies the bytes.
+    One compiled pass writes them framed into one buffer (:func:`tracekit._encode.splice_records`, walking
+    only the edited records); the result keeps them encoded, so writing it copies the bytes.
 
     Raises:
         TraceFormatError: a record is not a valid ``Node`` message (names the rank and record).
@@ -315,14 +276,14 @@ def rewrite(rec: Records, edit: Edit, metadata: Any = None) -> Any:
     body = np.zeros(len(rec), dtype=np.int64)
     starts, ends = rec.starts.astype(np.int64), rec.ends.astype(np.int64)
     splice: Any = splice_records  # a compiled kernel: its arity is checked by numba
-    total = splice(rec.buf, starts, ends, *args, body, np.zeros(0, np.uint8))
+    bound = splice(rec.buf, starts, ends, *args, body, np.zeros(0, np.uint8))
+    out = np.empty(max(bound, 1), dtype=np.uint8)
+    total = splice(rec.buf, starts, ends, *args, body, out)
     if total < 0:
         raise TraceFormatError(f"node record {-total - 1} is not a valid Node message", path=rec.path, rank=rec.rank)
-    out = np.empty(total, dtype=np.uint8)
-    splice(rec.buf, starts, ends, *args, body, out)
     kept_body = body[keep]
     new_ends = np.cumsum(kept_body + varint_lens(kept_body))
-    return _trace_of(out.tobytes(), new_ends - kept_body, new_ends, md, rec.rank)
+    return _trace_of(out[:total].tobytes(), new_ends - kept_body, new_ends, md, rec.rank)
 
 
 def _trace_of(data: bytes, starts: np.ndarray, ends: np.ndarray, metadata: Any, rank: int | None) -> Any:
