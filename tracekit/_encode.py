@@ -41,9 +41,12 @@ _U128 = np.uint64(0x80)
 
 def varint_lens(values: np.ndarray) -> np.ndarray:
     """Byte length of the varint of each of ``values`` (non-negative ints), int64[K]."""
-    v = np.asarray(values).astype(np.uint64)
+    v = np.asarray(values).astype(np.uint64, copy=False)
     lens = np.ones(len(v), dtype=np.int64)
+    top = int(v.max()) if len(v) else 0
     for k in range(1, 10):
+        if top < 1 << (7 * k):
+            break
         lens += v >= np.uint64(1) << np.uint64(7 * k)
     return lens
 
@@ -94,6 +97,30 @@ def _field_end(buf, p, end, wt):  # pragma: no cover - compiled
     return -1
 
 
+@_inline
+def _next_field(buf, p, end):  # pragma: no cover - compiled
+    """``(tag, value start, field end)`` of the field whose tag is at ``p``; field end -1 when malformed.
+
+    One-byte tags, lengths and varints (most fields of a ``Node``) are read without the general loop.
+    """
+    t = buf[p]
+    if t < 0x80:
+        tag = np.uint64(t)
+        q = p + 1
+    else:
+        tag, q = _read_varint(buf, p, end)
+        if q < 0:
+            return tag, q, -1
+    wt = np.int64(tag & _U7)
+    if q < end and buf[q] < 0x80:
+        if wt == 2:
+            q2 = q + 1 + np.int64(buf[q])
+            return tag, q, (q2 if q2 <= end else -1)
+        if wt == 0:
+            return tag, q, q + 1
+    return tag, q, _field_end(buf, q, end, wt)
+
+
 @kernel
 def frame_records(buf, starts, ends, out):  # pragma: no cover - compiled
     """Write ``varint(len) + buf[starts[i]:ends[i]]`` for every record into ``out``; returns bytes written.
@@ -126,8 +153,7 @@ def _edit_record(
     p = end if b & DROP_ALL else s
     run = p  # start of the kept bytes not copied yet
     while p < end:
-        tag, q = _read_varint(buf, p, end)
-        q2 = -1 if q < 0 else _field_end(buf, q, end, np.int64(tag & _U7))
+        tag, q, q2 = _next_field(buf, p, end)
         if q2 < 0:
             return -1
         f = np.int64(tag >> np.uint64(3))
@@ -329,31 +355,43 @@ def int_attr_slots(buf, starts, ends, rows, key, at_out, field_out, value_out): 
 
 
 @kernel
-def type_and_string_attr(buf, starts, ends, key, types, at, length):  # pragma: no cover - compiled
-    """Each record's ``type`` (field 3) and where its first attribute named ``key`` holds a ``string_val``.
+def type_and_string_attr(buf, starts, ends, key, wanted, types, at, length):  # pragma: no cover - compiled
+    """Each record's ``type`` (field 3) and, for types ``wanted``, where its first attribute named ``key`` holds a
+    ``string_val``.
 
-    Fills ``types`` int64[N] (0 when absent, as proto3 reads it), ``at``/``length`` int64[N]: the string's
-    bytes ``buf[at:at+length]``; ``length`` -1 when there is no such attribute, -2 when it holds
-    something other than one ``string_val`` (29).
+    Args:
+        wanted: bool[T]: the record types (wire numbers below T) whose attribute is looked for.
+
+    Fills ``types`` int64[N] (0 when absent, as proto3 reads it; the last ``type`` field wins),
+    ``at``/``length`` int64[N]: the string's bytes ``buf[at:at+length]``; ``length`` -1 when there is
+    no such attribute (or the type is not wanted), -2 when it holds something other than one
+    ``string_val`` (29).  A record's attributes are walked only when its type is wanted, up to the
+    first one named ``key``.
 
     Returns:
         0, or ``-(i + 1)`` when record ``i`` is malformed.
     """
     for i in range(len(starts)):
-        p = starts[i]
         end = ends[i]
-        types[i] = 0
-        length[i] = -1
-        at[i] = 0
+        typ = np.uint64(0)
+        p = starts[i]
         while p < end:
-            tag, q = _read_varint(buf, p, end)
-            q2 = -1 if q < 0 else _field_end(buf, q, end, np.int64(tag & _U7))
+            tag, q, q2 = _next_field(buf, p, end)
             if q2 < 0:
                 return -(i + 1)
             if tag == np.uint64(3 << 3):
-                v, _ = _read_varint(buf, q, end)
-                types[i] = np.int64(v)
-            elif tag == np.uint64(_ATTR_FIELD << 3 | 2) and length[i] == -1:
+                typ, _ = _read_varint(buf, q, end)
+            p = q2
+        types[i] = np.int64(typ)
+        length[i] = -1
+        at[i] = 0
+        if typ >= np.uint64(len(wanted)) or not wanted[np.int64(typ)]:
+            continue
+        p = starts[i]
+        while p < end:
+            tag, q = _read_varint(buf, p, end)
+            q2 = _field_end(buf, q, end, np.int64(tag & _U7))
+            if tag == np.uint64(_ATTR_FIELD << 3 | 2):
                 _, pp = _read_varint(buf, q, end)
                 named = False
                 n_values = 0
@@ -377,6 +415,7 @@ def type_and_string_attr(buf, starts, ends, key, types, at, length):  # pragma: 
                 if named:
                     at[i] = s_at
                     length[i] = s_len if n_values == 1 else -2
+                    break
             p = q2
     return 0
 
@@ -481,3 +520,40 @@ def back_to_back(buf, starts, ends):  # pragma: no cover - compiled
         if q != starts[i] or v != np.uint64(n):
             return False
     return True
+
+
+@kernel
+def names_containing(buf, starts, ends, needle, hits):  # pragma: no cover - compiled
+    """``hits[i]`` (bool[N]): the name (the last field 2) of record ``i`` holds the bytes ``needle`` (uint8, not empty).
+
+    Returns:
+        0; 1 when some name has a byte of 0x80 or more (the caller decodes the names, which checks
+        their UTF-8); ``-(i + 1)`` when record ``i`` is malformed.
+    """
+    wide = 0
+    m = len(needle)
+    for i in range(len(starts)):
+        p = starts[i]
+        end = ends[i]
+        ns = p
+        nl = 0
+        while p < end:
+            tag, q, q2 = _next_field(buf, p, end)
+            if q2 < 0:
+                return -(i + 1)
+            if tag == np.uint64(2 << 3 | 2):
+                _, ns = _read_varint(buf, q, end)
+                nl = q2 - ns
+            p = q2
+        hit = False
+        for a in range(ns, ns + nl):
+            if buf[a] >= 0x80:
+                wide = 1
+            if not hit and a + m <= ns + nl and buf[a] == needle[0]:
+                hit = True
+                for x in range(1, m):
+                    if buf[a + x] != needle[x]:
+                        hit = False
+                        break
+        hits[i] = hit
+    return wide

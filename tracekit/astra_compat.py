@@ -221,7 +221,9 @@ def _candidates_encoded(trace: "ExecutionTrace", ids: Mapping[str, str | None]) 
     starts, ends = np.asarray(enc.starts, dtype=np.int64), np.asarray(enc.ends, dtype=np.int64)
     n = len(starts)
     types, at, length = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64)
-    code = type_and_string_attr(buf, starts, ends, np.frombuffer(b"pg_name", np.uint8), types, at, length)
+    wanted = np.zeros(max(int(t) for t in _COMM_TYPES) + 1, dtype=bool)
+    wanted[[int(t) for t in _COMM_TYPES]] = True
+    code = type_and_string_attr(buf, starts, ends, np.frombuffer(PG_NAME.encode(), np.uint8), wanted, types, at, length)
     if code < 0:
         raise TraceFormatError(f"node record {-code - 1} is not a valid Node message", path=trace.path, rank=trace.rank)
     comm = np.isin(types, [int(t) for t in _COMM_TYPES])

@@ -101,8 +101,6 @@ PENDING = {
     "tracekit/node.py",  # the Node properties (int_attr("comm_size") ...)
     "tracekit/summary.py",
     "tracekit/streaming.py",  # _comm_issues: tracekit.validate.comm_issues is the one copy
-    "tracekit/transforms/colcompact.py",
-    "tracekit/transforms/colscale.py",
     "replayer/simulation/rank_compile.py",
     "replayer/simulation/folding.py",
 }

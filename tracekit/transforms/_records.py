@@ -31,10 +31,8 @@ _U64 = np.uint64
 # ----------------------------------------------------------------------------- byte building
 def varints(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Varint encodings of ``values`` (uint64[K]): ``(bytes uint8[sum lens], lens int64[K])``, in order."""
-    v = np.asarray(values).astype(_U64)
-    lens = np.ones(len(v), dtype=np.int64)
-    for k in range(1, 10):
-        lens += v >= _U64(1) << _U64(7 * k)
+    v = np.asarray(values).astype(_U64, copy=False)
+    lens = varint_lens(v)
     ptr = np.zeros(len(v) + 1, dtype=np.int64)
     np.cumsum(lens, out=ptr[1:])
     out = np.zeros(int(ptr[-1]), dtype=np.uint8)
@@ -171,7 +169,14 @@ class Records:
 
         data = encode_trace(trace)
         _, _, starts, ends = split_records(data, path=trace.path, rank=trace.rank)
-        return cls(data, starts.astype(np.int64), ends.astype(np.int64), trace.metadata, trace.rank, trace.path)
+        return cls(
+            data,
+            starts.astype(np.int64, copy=False),
+            ends.astype(np.int64, copy=False),
+            trace.metadata,
+            trace.rank,
+            trace.path,
+        )
 
 
 # ----------------------------------------------------------------------------- edits
@@ -226,14 +231,14 @@ def _splice_args(rec: Records, edit: Edit) -> tuple[np.ndarray, ...]:
         own.append(np.asarray(rows, np.int64))
         fld.append(np.full(len(rows), f, np.int64))
         seq.append(np.full(len(rows), k, np.int64))
-        a.append(b.ptr.astype(np.int64) + base[k])
+        a.append(b.ptr + base[k])
     order = np.lexsort((np.concatenate(seq), np.concatenate(fld), np.concatenate(own)))
     i_own, i_fld = np.concatenate(own)[order], np.concatenate(fld)[order]
     i_a, i_b = _starts_ends(a, order)
     k0 = len(edit.inserts)
     r_own = [_EMPTY] + [np.asarray(r, np.int64) for r, _, _ in edit.replaces]
     r_at = [_EMPTY] + [np.asarray(o, np.int64) for _, o, _ in edit.replaces]
-    ra = [_EMPTY] + [b.ptr.astype(np.int64) + base[k0 + k] for k, (_, _, b) in enumerate(edit.replaces)]
+    ra = [_EMPTY] + [b.ptr + base[k0 + k] for k, (_, _, b) in enumerate(edit.replaces)]
     order = np.lexsort((np.concatenate(r_at), np.concatenate(r_own)))
     rep_own, rep_at = np.concatenate(r_own)[order], np.concatenate(r_at)[order]
     rep_a, rep_b = _starts_ends(ra, order)
@@ -274,7 +279,7 @@ def rewrite(rec: Records, edit: Edit, metadata: Any = None) -> Any:
     args = _splice_args(rec, edit)
     keep = args[0]
     body = np.zeros(len(rec), dtype=np.int64)
-    starts, ends = rec.starts.astype(np.int64), rec.ends.astype(np.int64)
+    starts, ends = rec.starts.astype(np.int64, copy=False), rec.ends.astype(np.int64, copy=False)
     splice: Any = splice_records  # a compiled kernel: its arity is checked by numba
     bound = splice(rec.buf, starts, ends, *args, body, np.zeros(0, np.uint8))
     out = np.empty(max(bound, 1), dtype=np.uint8)
