@@ -107,7 +107,14 @@ def concat_rows(*parts: Blobs) -> Blobs:
 def varint_fields(field_number: int, values: np.ndarray) -> Blobs:
     """``field_number`` (wire type 0) = each of ``values`` (non-negative ints), one field per row."""
     b, lens = varints(values)
-    return concat_rows(Blobs.const(tag(field_number, 0), len(values)), Blobs.of(b, lens))
+    head = np.frombuffer(tag(field_number, 0), dtype=np.uint8)
+    out = Blobs.of(np.empty(len(b) + len(head) * len(lens), dtype=np.uint8), lens + len(head))
+    is_head = np.zeros(len(out.data), dtype=bool)
+    for j, byte in enumerate(head.tolist()):  # each row: the tag bytes, then the value's
+        out.data[out.ptr[:-1] + j] = byte
+        is_head[out.ptr[:-1] + j] = True
+    out.data[~is_head] = b
+    return out
 
 
 def packed_fields(field_number: int, ptr: np.ndarray, values: np.ndarray) -> Blobs:
@@ -226,14 +233,19 @@ def _splice_args(rec: Records, edit: Edit) -> tuple[np.ndarray, ...]:
     blobs = [b for *_, b in edit.inserts] + [b for *_, b in edit.replaces]
     extra = np.concatenate([b.data for b in blobs] + [np.zeros(0, np.uint8)])
     base = np.cumsum([0] + [len(b.data) for b in blobs])
-    own, fld, seq, a = [_EMPTY], [_EMPTY], [_EMPTY], [_EMPTY]
-    for k, (rows, f, b) in enumerate(edit.inserts):
+    ins = edit.inserts
+    # inserts by record, then field number, then the order given: each list has one field number, so a
+    # list's rank in (field number, order given) breaks ties; a stable sort of sorted runs merges them
+    rank = {k: r for r, k in enumerate(sorted(range(len(ins)), key=lambda k: (ins[k][1], k)))}
+    own, fld, lst, a = [_EMPTY], [_EMPTY], [_EMPTY], [_EMPTY]
+    for k, (rows, f, b) in enumerate(ins):
         own.append(np.asarray(rows, np.int64))
         fld.append(np.full(len(rows), f, np.int64))
-        seq.append(np.full(len(rows), k, np.int64))
+        lst.append(np.full(len(rows), rank[k], np.int64))
         a.append(b.ptr + base[k])
-    order = np.lexsort((np.concatenate(seq), np.concatenate(fld), np.concatenate(own)))
-    i_own, i_fld = np.concatenate(own)[order], np.concatenate(fld)[order]
+    i_own = np.concatenate(own)
+    order = np.argsort(i_own * max(len(ins), 1) + np.concatenate(lst), kind="stable")
+    i_own, i_fld = i_own[order], np.concatenate(fld)[order]
     i_a, i_b = _starts_ends(a, order)
     k0 = len(edit.inserts)
     r_own = [_EMPTY] + [np.asarray(r, np.int64) for r, _, _ in edit.replaces]

@@ -81,7 +81,7 @@ def reduce_lists(
     """
     n = len(ids)
     owner = data.owners()
-    pos, found = _Lookup(ids)(data.ids)
+    pos, found = _Lookup(ids)(data.ids, owner - 1)  # most dependencies are on the node just before
     idx = np.flatnonzero(found)
     idx = idx[_first_occurrences(owner[idx], pos[idx])]
     e_own, e_pos = owner[idx], pos[idx]  # distinct existing deps, first-occurrence order per owner
@@ -148,7 +148,7 @@ def _single_comp_deps(ids: np.ndarray, types: np.ndarray, data: DepLists, lookup
     ascending); no chain can merge elsewhere, and no attribute is read to find them."""
     comp = types == int(NodeType.COMP_NODE)
     j = np.flatnonzero(comp & (data.lens() == 1))
-    i, found = lookup(data.ids[data.ptr[j]])
+    i, found = lookup(data.ids[data.ptr[j]], j - 1)
     keep = found & comp[i]
     return i[keep], j[keep]
 
@@ -173,7 +173,7 @@ def merge_candidates(ids: np.ndarray, data: DepLists, cols: NodeColumns) -> tupl
     kind, value = resources(cols)
     work = (NUM_OPS.column(cols)[1] > 0) | (TENSOR_SIZE.column(cols)[1] > 0)
     owner = data.owners()
-    pos, found = lookup(data.ids)
+    pos, found = lookup(data.ids, owner - 1)
     edge_keys = _unique(owner[found] * n + pos[found])
     rid = np.full(n, -1, dtype=np.int64)
     on = np.flatnonzero(kind > 0)
