@@ -154,7 +154,7 @@ def astra_ready(trace: "ExecutionTrace", ids: Mapping[str, str | None]) -> "Exec
 
     Only METADATA and communication nodes are looked at, so a trace read from a file that needs no
     change keeps its encoded bytes; on encoded records the types and ``pg_name`` strings are found by
-    a compiled scan (:func:`tracekit._encode.type_and_string_attr`) and changed records re-spliced.
+    a compiled scan (:func:`tracekit._recscan.type_and_string_attr`) and changed records re-spliced.
 
     Raises:
         ValidationError: a ``process_group:init`` value that cannot be read.
@@ -213,7 +213,7 @@ def _candidates(trace: "ExecutionTrace", ids: Mapping[str, str | None]) -> list[
 def _candidates_encoded(trace: "ExecutionTrace", ids: Mapping[str, str | None]) -> list[int]:
     """:func:`_candidates` on encoded records, by a compiled scan (a ``pg_name`` that is not one string
     is a candidate: :func:`_fixed_node` decides)."""
-    from tracekit._encode import type_and_string_attr
+    from tracekit._recscan import type_and_string_attr
     from tracekit.errors import TraceFormatError
 
     enc = trace._encoded

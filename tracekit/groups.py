@@ -197,17 +197,18 @@ def _pg_init_positions(trace: "ExecutionTrace") -> list[int]:
     """Positions of the nodes whose name contains :data:`PG_INIT_NAME`.
 
     On encoded records (a trace read from a file, or rewritten on records) a compiled byte search
-    (:func:`tracekit._encode.names_containing`) finds them without decoding the names; when some name
+    (:func:`tracekit._recscan.names_containing`) finds them without decoding the names; when some name
     is not ASCII the names are decoded (which checks their UTF-8, raising TraceFormatError).
     """
     import numpy as np
 
     encoded = getattr(trace, "_encoded", None)
     if getattr(trace, "_nodes", True) is None and encoded is not None and len(encoded.starts):
-        from tracekit._encode import names_containing
+        from tracekit._recscan import names_containing
 
+        search: Any = names_containing  # a compiled kernel
         hits = np.zeros(len(encoded.starts), dtype=bool)
-        code = names_containing(
+        code = search(
             np.frombuffer(encoded.data, dtype=np.uint8),
             np.asarray(encoded.starts, dtype=np.int64),
             np.asarray(encoded.ends, dtype=np.int64),
