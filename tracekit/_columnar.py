@@ -18,7 +18,6 @@ from typing import Any
 import numpy as np
 
 from tracekit._attrsource import _AttrSource
-from tracekit._wire import walk_fields  # noqa: F401  (re-exported for tracekit.transforms)
 from tracekit.errors import TraceFormatError
 from tracekit.graph import NodeColumns
 

@@ -1,8 +1,8 @@
 """Compiled writers of ``.et`` node records (issue 17): framing, record splicing, batch encoding.
 
 Three kernels (:func:`tracekit._jit.kernel`), each writing into one preallocated
-``uint8`` buffer in two passes (lengths, then bytes), so no Python object is
-built per record:
+``uint8`` buffer in two passes (lengths or an upper bound, then bytes), so no
+Python object is built per record:
 
 * :func:`frame_records` frames many message bodies at once (varint length +
   body), for writing a trace whose records are held encoded;
@@ -41,9 +41,12 @@ _U128 = np.uint64(0x80)
 
 def varint_lens(values: np.ndarray) -> np.ndarray:
     """Byte length of the varint of each of ``values`` (non-negative ints), int64[K]."""
-    v = np.asarray(values).astype(np.uint64)
+    v = np.asarray(values).astype(np.uint64, copy=False)
     lens = np.ones(len(v), dtype=np.int64)
+    top = int(v.max()) if len(v) else 0
     for k in range(1, 10):
+        if top < 1 << (7 * k):
+            break
         lens += v >= np.uint64(1) << np.uint64(7 * k)
     return lens
 
@@ -94,6 +97,30 @@ def _field_end(buf, p, end, wt):  # pragma: no cover - compiled
     return -1
 
 
+@_inline
+def _next_field(buf, p, end):  # pragma: no cover - compiled
+    """``(tag, value start, field end)`` of the field whose tag is at ``p``; field end -1 when malformed.
+
+    One-byte tags, lengths and varints (most fields of a ``Node``) are read without the general loop.
+    """
+    t = buf[p]
+    if t < 0x80:
+        tag = np.uint64(t)
+        q = p + 1
+    else:
+        tag, q = _read_varint(buf, p, end)
+        if q < 0:
+            return tag, q, -1
+    wt = np.int64(tag & _U7)
+    if q < end and buf[q] < 0x80:
+        if wt == 2:
+            q2 = q + 1 + np.int64(buf[q])
+            return tag, q, (q2 if q2 <= end else -1)
+        if wt == 0:
+            return tag, q, q + 1
+    return tag, q, _field_end(buf, q, end, wt)
+
+
 @kernel
 def frame_records(buf, starts, ends, out):  # pragma: no cover - compiled
     """Write ``varint(len) + buf[starts[i]:ends[i]]`` for every record into ``out``; returns bytes written.
@@ -114,8 +141,7 @@ def frame_records(buf, starts, ends, out):  # pragma: no cover - compiled
 def _copy(out, at, src, a, b, write):  # pragma: no cover - compiled
     """``out[at:] = src[a:b]`` when ``write``; returns the position after."""
     if write:
-        for x in range(b - a):
-            out[at + x] = src[a + x]
+        out[at : at + b - a] = src[a:b]
     return at + b - a
 
 
@@ -127,8 +153,7 @@ def _edit_record(
     p = end if b & DROP_ALL else s
     run = p  # start of the kept bytes not copied yet
     while p < end:
-        tag, q = _read_varint(buf, p, end)
-        q2 = -1 if q < 0 else _field_end(buf, q, end, np.int64(tag & _U7))
+        tag, q, q2 = _next_field(buf, p, end)
         if q2 < 0:
             return -1
         f = np.int64(tag >> np.uint64(3))
@@ -157,6 +182,17 @@ def _edit_record(
     return at
 
 
+@_inline
+def _bound(starts, ends, ins_ptr, ins_a, ins_b, rep_ptr, rep_a, rep_b, i):  # pragma: no cover - compiled
+    """An upper bound of record ``i``'s edited body length: its old length plus every new byte for it."""
+    bound = ends[i] - starts[i]
+    for k in range(ins_ptr[i], ins_ptr[i + 1]):
+        bound += ins_b[k] - ins_a[k]
+    for r in range(rep_ptr[i], rep_ptr[i + 1]):
+        bound += rep_b[r] - rep_a[r]
+    return bound
+
+
 @kernel
 def splice_records(
     buf,
@@ -177,7 +213,7 @@ def splice_records(
     body,
     out,
 ):  # pragma: no cover - compiled
-    """Edited records (see the module docstring), framed, into ``out``.
+    """Edited records (see the module docstring), framed, into ``out``, in one walk of the edited records.
 
     Args:
         buf: uint8 source bytes; starts, ends: int64[N] record bodies in ``buf``; keep: bool[N].
@@ -186,16 +222,24 @@ def splice_records(
             number (0: at the start), bytes ``extra[ins_a:ins_b]``.
         rep_ptr: int64[N+1] CSR of replacements (sorted by offset): the field whose tag is at ``rep_at``
             becomes ``extra[rep_a:rep_b]``.
-        body: int64[N] filled with each kept record's new body length when ``out`` is empty (the first
-            pass; returns the framed total), else read, and ``out`` written (returns bytes written).
+        body: int64[N] filled with each kept record's new body length (when ``out`` is written).
+        out: empty: nothing is walked, the return is an upper bound of the bytes needed; else at least
+            that many bytes, written.
 
-    Runs of kept fields are copied in one piece; a record with nothing to change is copied whole.
+    An edited record's body is written after room for the length prefix of its upper bound (old
+    length plus the new bytes) and moved back when its real prefix is shorter; runs of kept fields
+    are copied in one piece; a record with nothing to change is copied whole.
 
     Returns:
-        Bytes (needed or written), or ``-(i + 1)`` when record ``i`` is malformed.
+        Bytes (bound, or written), or ``-(i + 1)`` when record ``i`` is malformed.
     """
-    write = len(out) > 0
     at = 0
+    if len(out) == 0:
+        for i in range(len(starts)):
+            if keep[i]:
+                bound = _bound(starts, ends, ins_ptr, ins_a, ins_b, rep_ptr, rep_a, rep_b, i)
+                at += bound + _varint_len(bound)
+        return at
     for i in range(len(starts)):
         if not keep[i]:
             continue
@@ -206,21 +250,25 @@ def splice_records(
         r = rep_ptr[i]
         rend = rep_ptr[i + 1]
         b = bits[i]
-        if write:
-            at = _put_varint(out, at, body[i])
-        begin = at
         if b == np.uint64(0) and k == kend and r == rend:
-            at = _copy(out, at, buf, s, end, write)
-        else:
-            at = _edit_record(
-                buf, s, end, b, drop_fields, k, kend, ins_field, ins_a, ins_b, r, rend, rep_at, rep_a, rep_b, extra,
-                out, at, write,
-            )  # fmt: skip
-            if at < 0:
-                return -(i + 1)
-        if not write:
-            body[i] = at - begin
-            at += _varint_len(at - begin)
+            body[i] = end - s
+            at = _put_varint(out, at, end - s)
+            at = _copy(out, at, buf, s, end, True)
+            continue
+        begin = at + _varint_len(_bound(starts, ends, ins_ptr, ins_a, ins_b, rep_ptr, rep_a, rep_b, i))
+        stop = _edit_record(
+            buf, s, end, b, drop_fields, k, kend, ins_field, ins_a, ins_b, r, rend, rep_at, rep_a, rep_b, extra,
+            out, begin, True,
+        )  # fmt: skip
+        if stop < 0:
+            return -(i + 1)
+        length = stop - begin
+        body[i] = length
+        at = _put_varint(out, at, length)
+        if at < begin:  # the prefix is shorter than the room left for it: move the body back
+            for x in range(length):
+                out[at + x] = out[begin + x]
+        at += length
     return at
 
 
@@ -303,59 +351,6 @@ def int_attr_slots(buf, starts, ends, rows, key, at_out, field_out, value_out): 
                         field_out[x] = vfield
                         value_out[x] = value
                     break
-            p = q2
-    return 0
-
-
-@kernel
-def type_and_string_attr(buf, starts, ends, key, types, at, length):  # pragma: no cover - compiled
-    """Each record's ``type`` (field 3) and where its first attribute named ``key`` holds a ``string_val``.
-
-    Fills ``types`` int64[N] (0 when absent, as proto3 reads it), ``at``/``length`` int64[N]: the string's
-    bytes ``buf[at:at+length]``; ``length`` -1 when there is no such attribute, -2 when it holds
-    something other than one ``string_val`` (29).
-
-    Returns:
-        0, or ``-(i + 1)`` when record ``i`` is malformed.
-    """
-    for i in range(len(starts)):
-        p = starts[i]
-        end = ends[i]
-        types[i] = 0
-        length[i] = -1
-        at[i] = 0
-        while p < end:
-            tag, q = _read_varint(buf, p, end)
-            q2 = -1 if q < 0 else _field_end(buf, q, end, np.int64(tag & _U7))
-            if q2 < 0:
-                return -(i + 1)
-            if tag == np.uint64(3 << 3):
-                v, _ = _read_varint(buf, q, end)
-                types[i] = np.int64(v)
-            elif tag == np.uint64(_ATTR_FIELD << 3 | 2) and length[i] == -1:
-                _, pp = _read_varint(buf, q, end)
-                named = False
-                n_values = 0
-                s_at = 0
-                s_len = -2
-                while pp < q2:
-                    t2, r2 = _read_varint(buf, pp, q2)
-                    e2 = -1 if r2 < 0 else _field_end(buf, r2, q2, np.int64(t2 & _U7))
-                    if e2 < 0:
-                        return -(i + 1)
-                    if t2 == np.uint64(1 << 3 | 2):
-                        _, ds = _read_varint(buf, r2, q2)
-                        named = _names_match(buf, ds, e2, key)
-                    elif t2 >> np.uint64(3) >= np.uint64(3):
-                        n_values += 1
-                        if t2 == np.uint64(29 << 3 | 2):
-                            _, ds = _read_varint(buf, r2, q2)
-                            s_at = ds
-                            s_len = e2 - ds
-                    pp = e2
-                if named:
-                    at[i] = s_at
-                    length[i] = s_len if n_values == 1 else -2
             p = q2
     return 0
 

@@ -154,7 +154,7 @@ def astra_ready(trace: "ExecutionTrace", ids: Mapping[str, str | None]) -> "Exec
 
     Only METADATA and communication nodes are looked at, so a trace read from a file that needs no
     change keeps its encoded bytes; on encoded records the types and ``pg_name`` strings are found by
-    a compiled scan (:func:`tracekit._encode.type_and_string_attr`) and changed records re-spliced.
+    a compiled scan (:func:`tracekit._recscan.type_and_string_attr`) and changed records re-spliced.
 
     Raises:
         ValidationError: a ``process_group:init`` value that cannot be read.
@@ -213,7 +213,7 @@ def _candidates(trace: "ExecutionTrace", ids: Mapping[str, str | None]) -> list[
 def _candidates_encoded(trace: "ExecutionTrace", ids: Mapping[str, str | None]) -> list[int]:
     """:func:`_candidates` on encoded records, by a compiled scan (a ``pg_name`` that is not one string
     is a candidate: :func:`_fixed_node` decides)."""
-    from tracekit._encode import type_and_string_attr
+    from tracekit._recscan import type_and_string_attr
     from tracekit.errors import TraceFormatError
 
     enc = trace._encoded
@@ -221,7 +221,9 @@ def _candidates_encoded(trace: "ExecutionTrace", ids: Mapping[str, str | None]) 
     starts, ends = np.asarray(enc.starts, dtype=np.int64), np.asarray(enc.ends, dtype=np.int64)
     n = len(starts)
     types, at, length = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64)
-    code = type_and_string_attr(buf, starts, ends, np.frombuffer(b"pg_name", np.uint8), types, at, length)
+    wanted = np.zeros(max(int(t) for t in _COMM_TYPES) + 1, dtype=bool)
+    wanted[[int(t) for t in _COMM_TYPES]] = True
+    code = type_and_string_attr(buf, starts, ends, np.frombuffer(PG_NAME.encode(), np.uint8), wanted, types, at, length)
     if code < 0:
         raise TraceFormatError(f"node record {-code - 1} is not a valid Node message", path=trace.path, rank=trace.rank)
     comm = np.isin(types, [int(t) for t in _COMM_TYPES])

@@ -186,12 +186,38 @@ def groups_from_trace(trace: "ExecutionTrace") -> dict[str, tuple[int, ...]]:
         ValidationError: a ``process_group:init`` value that cannot be parsed (names path, rank and node).
     """
     groups: dict[str, tuple[int, ...]] = {}
-    names = trace.columns().names
-    for pos in [i for i, name in enumerate(names) if PG_INIT_NAME in name]:  # decode only the candidates
+    for pos in _pg_init_positions(trace):  # decode only the candidates
         node = trace.node_at(pos)
         if node.inputs is not None and node.inputs.values:
             groups.update(parse_pg_json(node.inputs.values, path=trace.path, rank=trace.rank, node_id=node.id))
     return groups
+
+
+def _pg_init_positions(trace: "ExecutionTrace") -> list[int]:
+    """Positions of the nodes whose name contains :data:`PG_INIT_NAME`.
+
+    On encoded records (a trace read from a file, or rewritten on records) a compiled byte search
+    (:func:`tracekit._recscan.names_containing`) finds them without decoding the names; when some name
+    is not ASCII the names are decoded (which checks their UTF-8, raising TraceFormatError).
+    """
+    import numpy as np
+
+    encoded = getattr(trace, "_encoded", None)
+    if getattr(trace, "_nodes", True) is None and encoded is not None and len(encoded.starts):
+        from tracekit._recscan import names_containing
+
+        search: Any = names_containing  # a compiled kernel
+        hits = np.zeros(len(encoded.starts), dtype=bool)
+        code = search(
+            np.frombuffer(encoded.data, dtype=np.uint8),
+            np.asarray(encoded.starts, dtype=np.int64),
+            np.asarray(encoded.ends, dtype=np.int64),
+            np.frombuffer(PG_INIT_NAME.encode(), dtype=np.uint8),
+            hits,
+        )
+        if code == 0:
+            return np.flatnonzero(hits).tolist()
+    return [i for i, name in enumerate(trace.columns().names) if PG_INIT_NAME in name]
 
 
 def resolve_groups(declared: Mapping[str, tuple[int, ...]], world_size: int) -> dict[str, tuple[int, ...]]:

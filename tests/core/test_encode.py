@@ -112,3 +112,27 @@ def test_astra_ready_on_records_equals_node_path():
     assert encode_trace(on_records) == encode_trace(by_nodes)
     untouched = _encoded(ExecutionTrace(nodes[3:]))
     assert astra_ready(untouched, ids) is untouched
+
+
+def test_groups_found_on_records_as_on_nodes():
+    """groups_from_trace on encoded records (a compiled search of the name bytes) equals the node path; a
+    non-ASCII name sends it through the decoded names, a name that is not UTF-8 raises there as before."""
+    from tracekit.errors import TraceFormatError
+    from tracekit.groups import groups_from_trace
+
+    first = IOInfo(values='[{"pg_name": "3", "ranks": [0, 1]}]', shapes="", types="")
+    later = IOInfo(values='[{"pg_name": "5", "ranks": [2, 3]}, {"pg_name": "3", "ranks": [1, 2]}]', shapes="", types="")
+    nodes = [
+        Node(id=1, name="## process_group:init ##", type=NodeType.METADATA_NODE, inputs=first),
+        Node(id=2, name="process_group:ini", type=NodeType.METADATA_NODE, inputs=first),  # not the name
+        Node(id=3, name="mm", type=NodeType.COMP_NODE, duration_ns=5000),
+        Node(id=4, name="process_group:init", type=NodeType.COMP_NODE, inputs=later),  # any type, later wins
+    ]
+    want = {"3": (1, 2), "5": (2, 3)}
+    assert groups_from_trace(ExecutionTrace(nodes)) == want
+    assert groups_from_trace(_encoded(ExecutionTrace(nodes))) == want
+    wide = [*nodes, Node(id=5, name="é", type=NodeType.COMP_NODE)]
+    assert groups_from_trace(_encoded(ExecutionTrace(wide))) == want
+    data = encode_trace(ExecutionTrace(wide)).replace("é".encode(), b"\xff\xfe")
+    with pytest.raises(TraceFormatError, match="not valid UTF-8"):
+        groups_from_trace(trace_from_bytes(data, rank=0))

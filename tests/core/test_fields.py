@@ -99,8 +99,6 @@ def test_validate_reads_comm_attributes_by_the_rules(attr, error):
 #: tracekit.attrs (switch them to the fields and drop them from this list; it only shrinks)
 PENDING = {
     "tracekit/summary.py",
-    "tracekit/transforms/colcompact.py",
-    "tracekit/transforms/colscale.py",
 }
 _READERS = {"get_attr", "attr", "attr_int", "attr_bool", "attr_str", "int_attr", "str_attr", "bool_attr"}
 _WRITERS = {"with_attr", "without_attr", "Attr"}

@@ -9,7 +9,7 @@ from _tfhelpers import comp
 from tracekit.errors import TransformError, ValidationError
 from tracekit.io import encode_trace, trace_from_bytes
 from tracekit.model import ExecutionTrace
-from tracekit.transforms._records import Edit, Records, packed_fields, rewrite, varint_fields, varints
+from tracekit.transforms._records import Blobs, Edit, Records, packed_fields, rewrite, varint_fields, varints
 from tracekit.transforms.compact import compact_trace
 
 
@@ -45,6 +45,22 @@ def test_splice_drops_records_and_rewrites_fields():
     got = [(n.id, n.duration_ns, list(n.data_deps)) for n in out.nodes]
     assert got == [(0, 1000, []), (2, 9000, [0]), (3, 4000, [2]), (4, 11000, [0, 2])]
     assert [n.attrs for n in out.nodes] == [t.nodes[i].attrs for i in (0, 2, 3, 4)]
+
+
+def test_splice_moves_a_body_back_when_its_prefix_is_shorter_than_the_room():
+    """Record 1's 120-byte name becomes "y": the room left for its prefix (old body + new bytes, 2 varint
+    bytes) is one byte more than its new length needs; the body moves back and the records stay framed."""
+    nodes = [comp(0, [], 1000), comp(1, [0], 2000, name="x" * 120), comp(2, [1], 3000)]
+    t = _encoded(nodes)
+    rec = Records.of(t)
+    assert rec.ends[1] - rec.starts[1] > 127  # a 2-byte length prefix before the edit
+    e = Edit()
+    e.drops.append((np.array([1]), 2))
+    e.inserts.append((np.array([1]), 2, Blobs.from_list([b"\x12\x01y"])))
+    out = rewrite(rec, e)
+    want = ExecutionTrace([nodes[0], nodes[1].replace(name="y"), nodes[2]])
+    assert encode_trace(out) == encode_trace(want)
+    assert [n.name for n in trace_from_bytes(encode_trace(out)).nodes] == ["k", "y", "k"]
 
 
 def test_compact_on_columns_merges_a_chain_with_forward_ids():
@@ -125,3 +141,28 @@ def test_scale_then_compact_on_columns_equals_node_path(factor):
     ts = generated_llm()
     pipe = Pipeline([ScaleCompute(factor, name_pattern="fwd|bwd"), Compact()])
     assert digest(pipe.apply(encoded(ts))) == digest(pipe.apply(ts))
+
+
+def test_scale_and_compact_read_no_attribute_when_no_chain_can_merge(monkeypatch):
+    """The mix of benchmarks/bench_transform.py (COMP nodes each waiting for a collective): no COMP node's only
+    dependency is a COMP node, so compaction reads no attribute; ScaleCompute reads durations only."""
+    from tracekit._attrsource import _AttrSource
+    from tracekit.model import Attr, Node, NodeType
+    from tracekit.transforms import Compact, Pipeline, ScaleCompute
+    from tracekit.traceset import TraceSet
+
+    nodes = []
+    for i in range(6):
+        if i % 2:
+            attrs = [Attr("comm_type", 0, "int64_val"), Attr("comm_size", 64, "int64_val")]
+            nodes.append(Node(id=i, name="ar", type=NodeType.COMM_COLL_NODE, data_deps=[i - 1], attrs=attrs))
+        else:
+            nodes.append(comp(i, [i - 1] if i else [], 1500 * (i + 1), stream=7, num_ops=10))
+
+    def no_attribute_reads(self, names):
+        raise AssertionError(f"attributes read: {names}")
+
+    monkeypatch.setattr(_AttrSource, "_find_all", no_attribute_reads)
+    out = Pipeline([ScaleCompute(2), Compact()]).apply(TraceSet([_encoded(nodes)]))
+    assert [n.duration_ns for n in out[0].nodes] == [3000, 0, 9000, 0, 15000, 0]
+    assert [list(n.data_deps) for n in out[0].nodes] == [[], [0], [1], [2], [3], [4]]

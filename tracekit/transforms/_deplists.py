@@ -85,12 +85,43 @@ class _Lookup:
             self.order = np.argsort(ids, kind="stable")
             self.sorted = ids[self.order]
 
-    def __call__(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def __call__(self, ids: np.ndarray, near: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """``(positions int64[K], found bool[K])`` of ``ids`` (uint64[K]); ``near`` (int64[K]): a position
+        to try first for each (e.g. the one before the owner of a dependency), when the ids ascend."""
         if self.n == 0:
             return np.zeros(len(ids), dtype=np.int64), np.zeros(len(ids), dtype=bool)
+        if near is not None and self.order is None:
+            pos = np.empty(len(ids), dtype=np.int64)
+            found = np.empty(len(ids), dtype=bool)
+            _find_near(self.sorted, np.asarray(ids, dtype=np.uint64), near, pos, found)
+            return pos, found
         k = np.minimum(np.searchsorted(self.sorted, ids), self.n - 1)
         found = self.sorted[k] == ids
         return (k if self.order is None else self.order[k]).astype(np.int64), found
+
+
+@kernel
+def _find_near(sorted_ids, values, near, pos, found):  # pragma: no cover - compiled
+    """Position of each of ``values`` in ``sorted_ids`` (ascending uint64[n], n >= 1): ``near[k]`` when it holds
+    the value, else by binary search; ``found[k]`` False (and ``pos[k]`` a valid index) when absent."""
+    n = len(sorted_ids)
+    for k in range(len(values)):
+        v = values[k]
+        g = near[k]
+        if g >= 0 and g < n and sorted_ids[g] == v:
+            pos[k] = g
+            found[k] = True
+            continue
+        lo = 0
+        hi = n
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if sorted_ids[mid] < v:
+                lo = mid + 1
+            else:
+                hi = mid
+        found[k] = lo < n and sorted_ids[lo] == v
+        pos[k] = min(lo, n - 1)
 
 
 def _lists(owner: np.ndarray, values: np.ndarray, n: int) -> DepLists:
@@ -145,7 +176,10 @@ def redundant_by_search(ptr, deps, order):  # pragma: no cover - compiled
     n = len(ptr) - 1
     out = np.zeros(len(deps), dtype=np.bool_)
     stamp = np.full(n, -1, dtype=np.int64)
-    stack = np.empty(max(n, 1), dtype=np.int64)
+    widest = 0
+    for v in range(n):
+        widest = max(widest, ptr[v + 1] - ptr[v])
+    stack = np.empty(n + widest, dtype=np.int64)  # each node is stamped (pushed) once per search, plus the seeds
     rank = np.empty(n, dtype=np.int64)
     for r in range(n):
         rank[order[r]] = r
@@ -158,14 +192,9 @@ def redundant_by_search(ptr, deps, order):  # pragma: no cover - compiled
         for k in range(lo + 1, hi):
             low = min(low, rank[deps[k]])
         top = 0
-        for k in range(lo, hi):
-            w = deps[k]
-            for j in range(ptr[w], ptr[w + 1]):
-                u = deps[j]
-                if not out[j] and rank[u] >= low and stamp[u] != v:
-                    stamp[u] = v
-                    stack[top] = u
-                    top += 1
+        for k in range(lo, hi):  # the seeds: v's dependencies, searched from but not reached (not stamped)
+            stack[top] = deps[k]
+            top += 1
         while top > 0:
             top -= 1
             u = stack[top]

@@ -23,7 +23,6 @@ from typing import Any
 
 import numpy as np
 
-from tracekit._columnar import walk_fields
 from tracekit._encode import DROP_ALL, splice_records, varint_lens
 
 _U64 = np.uint64
@@ -32,10 +31,8 @@ _U64 = np.uint64
 # ----------------------------------------------------------------------------- byte building
 def varints(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Varint encodings of ``values`` (uint64[K]): ``(bytes uint8[sum lens], lens int64[K])``, in order."""
-    v = np.asarray(values).astype(_U64)
-    lens = np.ones(len(v), dtype=np.int64)
-    for k in range(1, 10):
-        lens += v >= _U64(1) << _U64(7 * k)
+    v = np.asarray(values).astype(_U64, copy=False)
+    lens = varint_lens(v)
     ptr = np.zeros(len(v) + 1, dtype=np.int64)
     np.cumsum(lens, out=ptr[1:])
     out = np.zeros(int(ptr[-1]), dtype=np.uint8)
@@ -110,7 +107,14 @@ def concat_rows(*parts: Blobs) -> Blobs:
 def varint_fields(field_number: int, values: np.ndarray) -> Blobs:
     """``field_number`` (wire type 0) = each of ``values`` (non-negative ints), one field per row."""
     b, lens = varints(values)
-    return concat_rows(Blobs.const(tag(field_number, 0), len(values)), Blobs.of(b, lens))
+    head = np.frombuffer(tag(field_number, 0), dtype=np.uint8)
+    out = Blobs.of(np.empty(len(b) + len(head) * len(lens), dtype=np.uint8), lens + len(head))
+    is_head = np.zeros(len(out.data), dtype=bool)
+    for j, byte in enumerate(head.tolist()):  # each row: the tag bytes, then the value's
+        out.data[out.ptr[:-1] + j] = byte
+        is_head[out.ptr[:-1] + j] = True
+    out.data[~is_head] = b
+    return out
 
 
 def packed_fields(field_number: int, ptr: np.ndarray, values: np.ndarray) -> Blobs:
@@ -172,45 +176,14 @@ class Records:
 
         data = encode_trace(trace)
         _, _, starts, ends = split_records(data, path=trace.path, rank=trace.rank)
-        return cls(data, starts.astype(np.int64), ends.astype(np.int64), trace.metadata, trace.rank, trace.path)
-
-    def fields(self, lo: int, hi: int) -> "FieldTable":
-        """Every top-level field of records ``lo..hi-1`` (see :class:`FieldTable`)."""
-        parts: list[tuple[np.ndarray, ...]] = []
-
-        def visit(msg, fnum, wt, value, size, at) -> None:
-            parts.append((msg + lo, fnum, wt, at))
-
-        walk_fields(self.buf, self.starts[lo:hi], self.ends[lo:hi], visit)
-        if parts:
-            msg, fnum, wt, at = (np.concatenate(x) for x in zip(*parts))
-        else:
-            msg = fnum = wt = at = np.zeros(0, dtype=np.int64)
-        order = np.lexsort((at, msg))
-        msg, fnum, wt, at = msg[order], fnum[order], wt[order], at[order]
-        nxt = np.empty(len(at), dtype=np.int64)
-        if len(at):
-            nxt[:-1] = at[1:]
-            last = np.ones(len(at), dtype=bool)
-            last[:-1] = msg[1:] != msg[:-1]
-            nxt[last] = self.ends[msg[last]]
-        return FieldTable(msg, fnum, wt, at, nxt)
-
-
-@dataclass(frozen=True)
-class FieldTable:
-    """Top-level fields of a batch of records, sorted by (record, byte offset); F entries.
-
-    Attributes:
-        msg: int64[F] record index; field: int64[F] field number; wt: int64[F] wire type;
-        at: int64[F] byte offset of the tag; nxt: int64[F] offset just past the field.
-    """
-
-    msg: np.ndarray
-    field: np.ndarray
-    wt: np.ndarray
-    at: np.ndarray
-    nxt: np.ndarray
+        return cls(
+            data,
+            starts.astype(np.int64, copy=False),
+            ends.astype(np.int64, copy=False),
+            trace.metadata,
+            trace.rank,
+            trace.path,
+        )
 
 
 # ----------------------------------------------------------------------------- edits
@@ -260,19 +233,24 @@ def _splice_args(rec: Records, edit: Edit) -> tuple[np.ndarray, ...]:
     blobs = [b for *_, b in edit.inserts] + [b for *_, b in edit.replaces]
     extra = np.concatenate([b.data for b in blobs] + [np.zeros(0, np.uint8)])
     base = np.cumsum([0] + [len(b.data) for b in blobs])
-    own, fld, seq, a = [_EMPTY], [_EMPTY], [_EMPTY], [_EMPTY]
-    for k, (rows, f, b) in enumerate(edit.inserts):
+    ins = edit.inserts
+    # inserts by record, then field number, then the order given: each list has one field number, so a
+    # list's rank in (field number, order given) breaks ties; a stable sort of sorted runs merges them
+    rank = {k: r for r, k in enumerate(sorted(range(len(ins)), key=lambda k: (ins[k][1], k)))}
+    own, fld, lst, a = [_EMPTY], [_EMPTY], [_EMPTY], [_EMPTY]
+    for k, (rows, f, b) in enumerate(ins):
         own.append(np.asarray(rows, np.int64))
         fld.append(np.full(len(rows), f, np.int64))
-        seq.append(np.full(len(rows), k, np.int64))
-        a.append(b.ptr.astype(np.int64) + base[k])
-    order = np.lexsort((np.concatenate(seq), np.concatenate(fld), np.concatenate(own)))
-    i_own, i_fld = np.concatenate(own)[order], np.concatenate(fld)[order]
+        lst.append(np.full(len(rows), rank[k], np.int64))
+        a.append(b.ptr + base[k])
+    i_own = np.concatenate(own)
+    order = np.argsort(i_own * max(len(ins), 1) + np.concatenate(lst), kind="stable")
+    i_own, i_fld = i_own[order], np.concatenate(fld)[order]
     i_a, i_b = _starts_ends(a, order)
     k0 = len(edit.inserts)
     r_own = [_EMPTY] + [np.asarray(r, np.int64) for r, _, _ in edit.replaces]
     r_at = [_EMPTY] + [np.asarray(o, np.int64) for _, o, _ in edit.replaces]
-    ra = [_EMPTY] + [b.ptr.astype(np.int64) + base[k0 + k] for k, (_, _, b) in enumerate(edit.replaces)]
+    ra = [_EMPTY] + [b.ptr + base[k0 + k] for k, (_, _, b) in enumerate(edit.replaces)]
     order = np.lexsort((np.concatenate(r_at), np.concatenate(r_own)))
     rep_own, rep_at = np.concatenate(r_own)[order], np.concatenate(r_at)[order]
     rep_a, rep_b = _starts_ends(ra, order)
@@ -299,8 +277,8 @@ def _ptr(owner: np.ndarray, n: int) -> np.ndarray:
 def rewrite(rec: Records, edit: Edit, metadata: Any = None) -> Any:
     """A new :class:`~tracekit.model.ExecutionTrace` of the edited records (same rank; ``metadata`` or the old one).
 
-    One compiled pass measures the new records, a second writes them framed into one buffer
-    (:func:`tracekit._encode.splice_records`); the result keeps them encoded, so writing it copies the bytes.
+    One compiled pass writes them framed into one buffer (:func:`tracekit._encode.splice_records`, walking
+    only the edited records); the result keeps them encoded, so writing it copies the bytes.
 
     Raises:
         TraceFormatError: a record is not a valid ``Node`` message (names the rank and record).
@@ -313,16 +291,16 @@ def rewrite(rec: Records, edit: Edit, metadata: Any = None) -> Any:
     args = _splice_args(rec, edit)
     keep = args[0]
     body = np.zeros(len(rec), dtype=np.int64)
-    starts, ends = rec.starts.astype(np.int64), rec.ends.astype(np.int64)
+    starts, ends = rec.starts.astype(np.int64, copy=False), rec.ends.astype(np.int64, copy=False)
     splice: Any = splice_records  # a compiled kernel: its arity is checked by numba
-    total = splice(rec.buf, starts, ends, *args, body, np.zeros(0, np.uint8))
+    bound = splice(rec.buf, starts, ends, *args, body, np.zeros(0, np.uint8))
+    out = np.empty(max(bound, 1), dtype=np.uint8)
+    total = splice(rec.buf, starts, ends, *args, body, out)
     if total < 0:
         raise TraceFormatError(f"node record {-total - 1} is not a valid Node message", path=rec.path, rank=rec.rank)
-    out = np.empty(total, dtype=np.uint8)
-    splice(rec.buf, starts, ends, *args, body, out)
     kept_body = body[keep]
     new_ends = np.cumsum(kept_body + varint_lens(kept_body))
-    return _trace_of(out.tobytes(), new_ends - kept_body, new_ends, md, rec.rank)
+    return _trace_of(out[:total].tobytes(), new_ends - kept_body, new_ends, md, rec.rank)
 
 
 def _trace_of(data: bytes, starts: np.ndarray, ends: np.ndarray, metadata: Any, rank: int | None) -> Any:

@@ -25,6 +25,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from tracekit.attrs import IS_CPU_OP, NUM_OPS, STREAM, TENSOR_SIZE, TID
 from tracekit.errors import TracekitError, ValidationError
 from tracekit.graph import DepGraph, NodeColumns
 from tracekit.model import NodeType
@@ -80,7 +81,7 @@ def reduce_lists(
     """
     n = len(ids)
     owner = data.owners()
-    pos, found = _Lookup(ids)(data.ids)
+    pos, found = _Lookup(ids)(data.ids, owner - 1)  # most dependencies are on the node just before
     idx = np.flatnonzero(found)
     idx = idx[_first_occurrences(owner[idx], pos[idx])]
     e_own, e_pos = owner[idx], pos[idx]  # distinct existing deps, first-occurrence order per owner
@@ -126,11 +127,6 @@ def _redundant_exact(n: int, e_own: np.ndarray, e_pos: np.ndarray, deg: np.ndarr
 
 
 # ----------------------------------------------------------------------------- chain merging
-def _int_column(cols: NodeColumns, name: str, default: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """``(present, int64 values)`` of a numeric attribute; ValidationError when a value is not a number."""
-    return cols.attr_int(name, default)
-
-
 def resources(cols: NodeColumns) -> tuple[np.ndarray, np.ndarray]:
     """Resource of every node as ``(kind int8[N], value int64[N])``: kind 0 none (not COMP), 1 host ``tid``, 2 ``stream``.
 
@@ -139,36 +135,52 @@ def resources(cols: NodeColumns) -> tuple[np.ndarray, np.ndarray]:
             such values as they are; callers fall back to it).
     """
     comp = cols.types == int(NodeType.COMP_NODE)
-    cpu_present, cpu_v = cols.attr_bool("is_cpu_op")
+    cpu_present, cpu_v = IS_CPU_OP.column(cols)
     cpu = cpu_present & cpu_v
-    _, tid = _int_column(cols, "tid")
-    _, stream = _int_column(cols, "stream")
+    _, tid = TID.column(cols)
+    _, stream = STREAM.column(cols)
     kind = np.where(comp, np.where(cpu, 1, 2), 0).astype(np.int8)
     return kind, np.where(cpu, tid, stream)
 
 
-def merge_candidates(
-    ids: np.ndarray, data: DepLists, kind: np.ndarray, value: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """Candidate merges ``(i, j)`` (int64[K] each, ``j`` ascending): ``j`` may join ``i``'s chain.
+def _single_comp_deps(ids: np.ndarray, types: np.ndarray, data: DepLists, lookup: _Lookup) -> tuple[np.ndarray, ...]:
+    """``(i, j)``: COMP nodes ``j`` whose only data dependency is the COMP node ``i`` (positions, ``j``
+    ascending); no chain can merge elsewhere, and no attribute is read to find them."""
+    comp = types == int(NodeType.COMP_NODE)
+    j = np.flatnonzero(comp & (data.lens() == 1))
+    i, found = lookup(data.ids[data.ptr[j]], j - 1)
+    keep = found & comp[i]
+    return i[keep], j[keep]
+
+
+def merge_candidates(ids: np.ndarray, data: DepLists, cols: NodeColumns) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Candidate merges ``(i, j, work)`` (``i``, ``j`` int64[K], ``j`` ascending): ``j`` may join ``i``'s chain;
+    ``work`` bool[N]: the node has FLOPs or bytes.
 
     ``j`` is a COMP node on a serial resource with exactly one data dependency ``i`` on the same
     resource, and ``i`` has no other dependant (rules of :func:`tracekit.transforms.compact.merge_chains`).
+    The resource attributes are read (in one pass) only when some COMP node's only dependency is a COMP node.
+
+    Raises:
+        ValidationError: a ``tid``/``stream``/``is_cpu_op``/``num_ops``/``tensor_size`` value that is not a number.
     """
     n = len(ids)
-    if n == 0:
-        return _EMPTY_I, _EMPTY_I
     lookup = _Lookup(ids)
+    i, j = _single_comp_deps(ids, cols.types, data, lookup)
+    if not len(j):
+        return _EMPTY_I, _EMPTY_I, np.zeros(n, dtype=bool)
+    cols.prefetch_attrs([IS_CPU_OP, TID, STREAM, NUM_OPS, TENSOR_SIZE])
+    kind, value = resources(cols)
+    work = (NUM_OPS.column(cols)[1] > 0) | (TENSOR_SIZE.column(cols)[1] > 0)
     owner = data.owners()
-    pos, found = lookup(data.ids)
+    pos, found = lookup(data.ids, owner - 1)
     edge_keys = _unique(owner[found] * n + pos[found])
     rid = np.full(n, -1, dtype=np.int64)
     on = np.flatnonzero(kind > 0)
-    if len(on):
-        srt = on[np.lexsort((value[on], kind[on]))]
-        new_group = np.ones(len(srt), dtype=bool)
-        new_group[1:] = (kind[srt][1:] != kind[srt][:-1]) | (value[srt][1:] != value[srt][:-1])
-        rid[srt] = np.cumsum(new_group) - 1
+    srt = on[np.lexsort((value[on], kind[on]))]
+    new_group = np.ones(len(srt), dtype=bool)
+    new_group[1:] = (kind[srt][1:] != kind[srt][:-1]) | (value[srt][1:] != value[srt][:-1])
+    rid[srt] = np.cumsum(new_group) - 1
     # serial resources: every node on one (file order) lists the previous node of its resource as a dependency
     order = on[np.lexsort((on, rid[on]))]
     same = rid[order][1:] == rid[order][:-1]
@@ -176,11 +188,8 @@ def merge_candidates(
     broken = _unique(rid[nxt[~member(nxt * n + prev, edge_keys)]])
     serial = (rid >= 0) & ~member(rid, broken)
     succ = np.bincount(edge_keys % n, minlength=n)
-    j = np.flatnonzero(serial & (data.lens() == 1))
-    i, found_i = lookup(data.ids[data.ptr[j]])
-    j, i = j[found_i], i[found_i]
-    keep = (rid[i] == rid[j]) & (succ[i] == 1)
-    return i[keep], j[keep]
+    keep = serial[j] & (rid[i] == rid[j]) & (succ[i] == 1)
+    return i[keep], j[keep], work
 
 
 def chain_groups(
@@ -255,7 +264,7 @@ def _head_node(
     h = int(group[0])
     node = trace.node_at(h).replace(data_deps=_row(data, h))
     c = node.replace(duration_ns=int(cols.duration_ns[group].sum()))
-    for name in ("num_ops", "tensor_size"):
+    for name in (NUM_OPS, TENSOR_SIZE):
         present, values = cache[name]
         if present[group].any():
             c = c.with_attr(name, int(values[group][present[group]].sum()))
@@ -315,11 +324,9 @@ def compact_encoded(trace: Any, *, merge: bool, reduce: bool, limit: int) -> tup
     absorbed = head_pos = _EMPTY_I
     if merge:
         try:
-            kind, value = resources(cols)
-            work = (cols.attr_int("num_ops")[1] > 0) | (cols.attr_int("tensor_size")[1] > 0)
+            i, j, work = merge_candidates(ids, data, cols)
         except ValidationError:
             return None
-        i, j = merge_candidates(ids, data, kind, value)
         if len(j):
             absorbed, head_pos = chain_groups(i, j, cols.duration_ns > 0, work)
     alive = np.ones(n, dtype=bool)
@@ -359,7 +366,7 @@ def _merge(
     is_head = np.zeros(n, dtype=bool)
     is_head[head_pos] = True
     rows = np.flatnonzero(hit & alive & ~is_head)
-    cache: dict[str, Any] = {name: cols.attr_int(name) for name in ("num_ops", "tensor_size")}
+    cache: dict[str, Any] = {name: name.column(cols) for name in (NUM_OPS, TENSOR_SIZE)}
     cache["merged_node_ids"] = _merged_ids_column(cols)
     by_head = np.lexsort((absorbed, head_pos))
     m_sorted, h_sorted = absorbed[by_head], head_pos[by_head]

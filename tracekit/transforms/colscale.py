@@ -19,6 +19,7 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
+from tracekit.attrs import COMM_SIZE, IS_CPU_OP, NUM_OPS, TENSOR_SIZE
 from tracekit.errors import TransformError, ValidationError
 from tracekit.model import MAX_DURATION_NS, MAX_TIME_NS, ExecutionTrace, Node
 from tracekit.transforms._records import Edit, Records, rewrite, varint_fields
@@ -169,7 +170,7 @@ def scale_compute_encoded(
     cols = trace.columns()
     sel = np.isin(cols.types, np.asarray(sorted(int(t) for t in types), dtype=np.int16))
     if cpu is not None:
-        sel &= flag_column(cols, "is_cpu_op") == cpu
+        sel &= flag_column(cols, IS_CPU_OP) == cpu
     if pattern is not None and sel.any():
         sel &= name_matches(cols, pattern)
     dur = cols.duration_ns
@@ -201,7 +202,7 @@ def scale_compute_encoded(
     return out
 
 
-ROOFLINE_ATTRS = ("num_ops", "tensor_size")
+ROOFLINE_ATTRS = (NUM_OPS, TENSOR_SIZE)
 
 
 def _without(replace: tuple[np.ndarray, np.ndarray, Any], rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, Any]:
@@ -314,7 +315,7 @@ def int_attr_slots(rec: Records, rows: np.ndarray, name: str) -> tuple[np.ndarra
     fields = np.empty(len(rows), dtype=np.int64)
     values = np.zeros(len(rows), dtype=np.uint64)
     key = np.frombuffer(name.encode(), dtype=np.uint8)
-    code = find(rec.buf, rec.starts.astype(np.int64), rec.ends.astype(np.int64), rows, key, at, fields, values)
+    code = find(rec.buf, rec.starts, rec.ends, rows, key, at, fields, values)
     if code < 0:
         raise TraceFormatError(
             f"node record {int(rows[-code - 1])} is not a valid Node message", path=rec.path, rank=rec.rank
@@ -389,12 +390,10 @@ def scale_comm_encoded(
     if not len(rows):
         return trace
     rec = Records.of(trace)
-    (fast, at, vfield, new), others, absent = scaled_int_attr(
-        rec, rows, "comm_size", factors[rows], trace.columns().ids
-    )
+    (fast, at, vfield, new), others, absent = scaled_int_attr(rec, rows, COMM_SIZE, factors[rows], trace.columns().ids)
     edit = Edit()
     if len(fast):
-        edit.replaces.append((fast, at, int_attr_blobs("comm_size", vfield, new)))
+        edit.replaces.append((fast, at, int_attr_blobs(COMM_SIZE, vfield, new)))
     replace_nodes(edit, trace, np.union1d(others, absent).tolist(), change)
     return trace if edit.empty() else rewrite(rec, edit, trace.metadata)
 
