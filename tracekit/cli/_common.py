@@ -69,6 +69,13 @@ def out_console():
     return _console(stderr=False)
 
 
+def say(text: str) -> None:
+    """One message line for people on stderr (none with ``-q``), so stdout keeps only data: ``wrote PATH`` after a
+    command writes a file is the convention of every writing command (docs/cli.md)."""
+    if not state().quiet:
+        err_console().print(text, markup=False, highlight=False)
+
+
 def show_progress() -> bool:
     """Whether progress bars are drawn: stderr is a terminal and ``-q`` was not given."""
     return not state().quiet and err_console().is_terminal
