@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -59,3 +60,62 @@ def test_dump_and_load_say_what_they_wrote_on_stderr_and_keep_stdout_for_data(tm
     # to stdout, dump writes only the document
     res = run("dump", et)
     assert json.loads(res.stdout)["nodes"] and res.stderr == ""
+
+
+def _rendered_at_80_columns(analysis) -> str:
+    from rich.console import Console
+
+    from tracekit.cli.analyze import render_analysis
+
+    with open(os.devnull, "w") as sink:
+        console = Console(width=80, record=True, file=sink, color_system=None)
+        render_analysis(console, analysis)
+    return console.export_text()
+
+
+def test_analyze_tables_fit_an_80_column_terminal_with_whole_headers():
+    from tracekit.converters.pytorch.kineto_analysis import analyze_kineto_files
+
+    analysis = analyze_kineto_files(sorted(str(p) for p in DIST_WS2.glob("kineto_rank*.json")), top=10)
+    text = _rendered_at_80_columns(analysis)
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    head = lines[: lines.index(next(ln for ln in lines if "idle per stream" in ln))]
+    assert not any("…" in line for line in head), "\n".join(head)
+    cells = [[c.strip() for c in ln.split("┃")[1:-1]] for ln in head if ln.startswith("┃")]
+    assert cells[0][2:] == ["window", "compute", "exposed", "other", "comm", "overlap"]
+    assert cells[1] == ["rank", "work", "ms", "ms", "comm ms", "idle ms", "ms", "% of comm"]
+    assert cells[2] == ["rank", "gemm", "attention", "comm", "memory", "other"]
+    # rank 0 of the bundled gloo capture: window = compute + exposed comm + other idle, in ms
+    (r0,) = [r for r in analysis.ranks if r.rank == 0]
+    assert r0.window_ns == r0.compute_ns + r0.exposed_comm_ns + r0.other_idle_ns
+    row = next(ln for ln in head if ln.startswith("│    0 │  CPU"))
+    assert [c.strip() for c in row.split("│")[3:6]] == [
+        f"{v / 1e6:,.3f}" for v in (r0.window_ns, r0.compute_ns, r0.exposed_comm_ns)
+    ]
+
+
+def test_analyze_prints_a_long_run_in_seconds_so_values_keep_three_digits():
+    from tracekit.converters.pytorch.kineto_analysis import MeasuredAnalysis, RankAnalysis
+
+    classes = (("gemm", 9_000_000_000), ("attention", 0), ("comm", 3_000_000_000), ("memory", 0), ("other", 0))
+    rank = RankAnalysis(
+        rank=1023, path=None, device=True, window_ns=12_345_678_901, events=5, time_by_class_ns=classes,
+        compute_ns=9_000_000_000, comm_ns=3_000_000_000, overlap_ns=750_000_000, exposed_comm_ns=2_250_000_000,
+        other_idle_ns=1_095_678_901, streams=(), launch=None, top_kernels=(),
+    )  # fmt: skip
+    text = _rendered_at_80_columns(MeasuredAnalysis((rank,)))
+    assert max(len(line) for line in text.splitlines()) <= 80 and "…" not in text
+    row = next(ln for ln in text.splitlines() if ln.startswith("│ 1023"))
+    # 12,345,678,901 ns = 12.346 s; overlap 750 ms of 3 s of comm = 25.0 %
+    assert [c.strip() for c in row.split("│")[1:-1]] == [
+        "1023",
+        "GPU",
+        "12.346",
+        "9.000",
+        "2.250",
+        "1.096",
+        "3.000",
+        "25.0",
+    ]
+    assert "measured time by kernel class per rank, s" in text
