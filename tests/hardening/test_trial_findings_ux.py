@@ -119,3 +119,35 @@ def test_analyze_prints_a_long_run_in_seconds_so_values_keep_three_digits():
         "25.0",
     ]
     assert "measured time by kernel class per rank, s" in text
+
+
+@pytest.mark.parametrize("classes", [False, True])
+def test_generate_llm_off_a_terminal_says_what_it_wrote_like_the_other_generators(tmp_path, classes):
+    # CliRunner's streams are not terminals: no progress bar, but the one summary line on stderr
+    args = ["generate", "llm", "--model", "gpt3-1.3b", "--pp", "2", "--dp", "2", "--layers", "4"]
+    res = run(*args, *(["--classes"] if classes else []), "-o", tmp_path / "g")
+    assert (res.exit_code, res.stdout) == (0, ""), res.stderr
+    # gpt3-1.3b's preset global batch 512 over dp 2 at micro-batch 1: 256 micro-batches per pipeline.  The
+    # line is compared with its whitespace joined: generate_llm.py prints it through rich's wrapping console
+    # (at 120 columns off a terminal), unlike cli._common.say
+    said = " ".join(res.stderr.split())
+    if classes:
+        assert (
+            said == f"wrote {tmp_path / 'g.classes.json'}: 4 ranks in 2 rank classes (256 micro-batches per pipeline)"
+        )
+    else:
+        assert (
+            said
+            == f"wrote 4 trace(s): {tmp_path / 'g.0.et'} ... {tmp_path / 'g.3.et'} (256 micro-batches per pipeline)"
+        )
+    dlrm = run("generate", "dlrm", "--ranks", "2", "-o", tmp_path / "d")
+    assert dlrm.stderr == f"wrote 2 trace(s): {tmp_path / 'd.0.et'} ... {tmp_path / 'd.1.et'}\n"
+    assert run("-q", *args, "-o", tmp_path / "q").stderr == ""
+
+
+def test_a_wrote_line_is_one_line_however_long_its_path(tmp_path):
+    deep = tmp_path.joinpath(*(["a_rather_long_folder_name"] * 8))
+    res = run("generate", "micro", "--collective", "all_reduce", "--size", "1MiB", "--ranks", "2", "-o", deep / "m")
+    assert res.exit_code == 0, res.stderr
+    assert len(str(deep)) > 200  # wider than the 120 columns of a piped console
+    assert res.stderr == f"wrote 2 trace(s): {deep / 'm.0.et'} ... {deep / 'm.1.et'}\n"

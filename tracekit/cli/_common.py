@@ -71,9 +71,10 @@ def out_console():
 
 def say(text: str) -> None:
     """One message line for people on stderr (none with ``-q``), so stdout keeps only data: ``wrote PATH`` after a
-    command writes a file is the convention of every writing command (docs/cli.md)."""
+    command writes a file is the convention of every writing command (docs/cli.md).  The line is never wrapped
+    (``soft_wrap``): a path in it stays whole for a terminal to wrap and for people to copy."""
     if not state().quiet:
-        err_console().print(text, markup=False, highlight=False)
+        err_console().print(text, markup=False, highlight=False, soft_wrap=True)
 
 
 def show_progress() -> bool:
