@@ -285,12 +285,15 @@ class TraceSetWriter:
                     self._temps[_GROUPS_KEY] = groups_tmp
                 with os.fdopen(fd, "wb") as fh:
                     fh.write(orjson.dumps(self.comm_groups or {}, option=orjson.OPT_INDENT_2) + b"\n")
-                for rank in sorted(r for r in self._temps if r != _GROUPS_KEY):
-                    os.replace(self._temps[rank], self._final(rank))
-                    self.paths.append(self.target(rank))
-                os.replace(groups_tmp, groups_target)
-                self.comm_groups_path = groups_target
-                self._temps.clear()
+                # the renames are one unit: an interrupt during them waits until the whole set is in place
+                # (a signal there used to leave the ranks renamed so far and remove the others)
+                with _signals_deferred():
+                    for rank in sorted(r for r in self._temps if r != _GROUPS_KEY):
+                        os.replace(self._temps[rank], self._final(rank))
+                        self.paths.append(self.target(rank))
+                    os.replace(groups_tmp, groups_target)
+                    self.comm_groups_path = groups_target
+                    self._temps.clear()
         finally:
             for tmp in self._temps.values():
                 with contextlib.suppress(FileNotFoundError):
