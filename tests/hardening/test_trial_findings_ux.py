@@ -151,3 +151,17 @@ def test_a_wrote_line_is_one_line_however_long_its_path(tmp_path):
     assert res.exit_code == 0, res.stderr
     assert len(str(deep)) > 200  # wider than the 120 columns of a piped console
     assert res.stderr == f"wrote 2 trace(s): {deep / 'm.0.et'} ... {deep / 'm.1.et'}\n"
+
+
+def test_the_demo_compares_the_two_gpus_with_one_collective_model(tmp_path, monkeypatch):
+    from tracekit.cli import demo
+
+    steps: list[list[str]] = []
+    monkeypatch.setattr(demo, "_step", lambda title, args: steps.append(args))
+    demo.main(["--out", str(tmp_path / "demo")])
+    replays = [a for a in steps if a[0] == "replay" and a[a.index("--hw") + 1].startswith("dgx-")]
+    # the bundled job on both GPUs, then (with ../shared/real) the ResNet-50 capture on both
+    assert [a[a.index("--hw") + 1] for a in replays] in (["dgx-a100", "dgx-h100"], ["dgx-a100", "dgx-h100"] * 2)
+    # the presets' defaults differ (dgx-a100: nccl, dgx-h100: alpha_beta): the demo names the model on every side
+    assert {a[a.index("--collective-model") + 1] for a in replays if "--collective-model" in a} == {"nccl"}
+    assert all("--collective-model" in a for a in replays)
