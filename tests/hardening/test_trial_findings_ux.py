@@ -165,3 +165,38 @@ def test_the_demo_compares_the_two_gpus_with_one_collective_model(tmp_path, monk
     # the presets' defaults differ (dgx-a100: nccl, dgx-h100: alpha_beta): the demo names the model on every side
     assert {a[a.index("--collective-model") + 1] for a in replays if "--collective-model" in a} == {"nccl"}
     assert all("--collective-model" in a for a in replays)
+
+
+def test_a_cpu_capture_projected_to_a_gpu_takes_the_gpus_roofline_not_the_cpus_measured_time():
+    from tracekit.devices import device_model
+    from tracekit.projection import projected_duration
+
+    cpu, a100, h100 = device_model("host-cpu"), device_model("a100-80gb"), device_model("h100-sxm")
+    # an op without a class: max(F / peak(default dtype), B / bandwidth).  A100: bf16 312 TFLOP/s, 2,039 GB/s:
+    # 1 GFLOP -> 3,205.128 ns; 1 MB -> 490.4 ns; so 3,205.128 ns whatever the CPU measured
+    for measured_ns in (1_000.0, 59_494_141.0):
+        ns, method, fell = projected_duration(measured_ns, 1e9, 1e6, None, None, cpu, a100)
+        assert (method, fell) == ("projected", False)
+        assert ns == pytest.approx(1e9 / 312e12 * 1e9, rel=1e-12)  # 3,205.128 ns
+    # GPU -> GPU keeps the ratio: A100 1,000 ns -> H100 (bf16 989.4 TFLOP/s) 1,000 x 312 / 989.4 = 315.343 ns
+    ns, method, _ = projected_duration(1_000.0, 1e9, 1e6, None, None, a100, h100)
+    assert ns == pytest.approx(1_000 * 312 / 989.4, rel=1e-12)
+    # CPU -> CPU too: the measured efficiency of a host carries over to another host
+    ns, _, _ = projected_duration(1_000.0, 1e9, 1e6, None, None, cpu, cpu)
+    assert ns == pytest.approx(1_000.0)
+
+
+def test_the_bundled_cpu_capture_projected_to_an_a100_is_faster_than_measured(gloo_job):
+    from tracekit.io import read_traceset
+    from tracekit.replayer.orchestration.projected import replay_with_compute
+
+    ts = read_traceset(gloo_job)  # encoded records: the columnar retarget path would scale by a ratio
+    measured, _, _, _ = replay_with_compute(ts, "dgx-a100", compute="measured")
+    projected, _, plan, report = replay_with_compute(ts, "dgx-a100", compute="projected")
+    assert (plan.source, plan.target, report.rough) == ("host-cpu", "a100-80gb", True)
+    # 112 host ops with a cost: 458.461 ms measured on the CPU; on the A100 each takes its roofline time
+    assert report.nodes["projected"] == 112
+    assert round(report.measured_ns["projected"] / 1e6, 3) == 458.461
+    assert report.projected_ns["projected"] < 1e6  # under a millisecond in all (0.146 ms)
+    assert projected.iteration_time_ns < measured.iteration_time_ns
+    assert "each op with a cost takes the GPU's roofline time" in report.lines()[0]
