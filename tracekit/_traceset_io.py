@@ -28,6 +28,19 @@ from tracekit.errors import TraceFormatError, TracekitError
 
 
 # ----------------------------------------------------------------------------- trace sets
+def _hint(p: Path) -> str:
+    """What to do when a folder that matched no trace holds PyTorch profiler JSON (a capture not converted yet)."""
+    if not p.is_dir():
+        return ""
+    names = [f.name for f in p.iterdir() if f.name.endswith((".json", ".json.gz"))]
+    if not names:
+        return ""
+    return (
+        f"; the folder holds {len(names)} JSON file(s) ({min(names)} ...): convert a PyTorch capture first, "
+        f"e.g. tracekit convert pytorch --et '{p}/et_rank*.json' --kineto '{p}/kineto_rank*.json' -o out/job"
+    )
+
+
 def trace_paths(spec: "str | os.PathLike[str] | Sequence[str | os.PathLike[str]]") -> list[tuple[int, Path]]:
     """Resolve a trace-set spec to ``(rank, path)`` pairs sorted by rank.
 
@@ -55,7 +68,7 @@ def trace_paths(spec: "str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
             files = [Path(f) for f in _glob.glob(_glob.escape(s) + ".*.et") + _glob.glob(_glob.escape(s) + ".*.et.gz")]
     files = [f for f in files if f.is_file()]
     if not files:
-        raise TraceFormatError(f"no trace files match {s!r} (expected <prefix>.<rank>.et files)", path=s)
+        raise TraceFormatError(f"no trace files match {s!r} (expected <prefix>.<rank>.et files){_hint(p)}", path=s)
     pairs: dict[int, Path] = {}
     for f in files:
         r = rank_from_path(f.name)

@@ -203,3 +203,13 @@ def test_the_bundled_cpu_capture_projected_to_an_a100_is_faster_than_measured(gl
     assert report.projected_ns["projected"] < 1e6  # under a millisecond in all (0.189 ms)
     assert projected.iteration_time_ns < measured.iteration_time_ns
     assert "each op with a cost takes the GPU's roofline time" in report.lines()[0]
+
+
+def test_a_folder_of_pytorch_json_given_as_traces_says_to_convert_it_first():
+    res = run("replay", DIST_WS2, "--hw", "dgx-a100")
+    assert res.exit_code == 1 and res.stderr.count("\n") == 1
+    assert res.stderr == (
+        f"tracekit: error: {DIST_WS2}: no trace files match '{DIST_WS2}' (expected <prefix>.<rank>.et files); "
+        f"the folder holds 4 JSON file(s) (et_rank0.json ...): convert a PyTorch capture first, e.g. tracekit "
+        f"convert pytorch --et '{DIST_WS2}/et_rank*.json' --kineto '{DIST_WS2}/kineto_rank*.json' -o out/job\n"
+    )
