@@ -213,3 +213,15 @@ def test_a_folder_of_pytorch_json_given_as_traces_says_to_convert_it_first():
         f"the folder holds 4 JSON file(s) (et_rank0.json ...): convert a PyTorch capture first, e.g. tracekit "
         f"convert pytorch --et '{DIST_WS2}/et_rank*.json' --kineto '{DIST_WS2}/kineto_rank*.json' -o out/job\n"
     )
+
+
+def test_info_prints_a_cpu_captures_few_flops_in_a_unit_that_shows_them(gloo_job):
+    from tracekit.cli._render import fmt_flops
+    from tracekit.io import read_traceset
+
+    assert [fmt_flops(x) for x in (0, 999, 1_436_672, 2_338_600_000_000)] == ["0", "999", "1.4 MFLOP", "2.3 TFLOP"]
+    res = run("info", gloo_job)
+    flops = sum(n.num_ops or 0 for n in read_traceset(gloo_job)[0].nodes)
+    assert 1e6 < flops < 1e9  # the bundled gloo job: a few MFLOP per rank, once printed as "0.0" GFLOP
+    row = next(ln for ln in res.stdout.splitlines() if ln.startswith("│    0 │ cpu"))
+    assert row.split("│")[-2].strip() == fmt_flops(flops)
