@@ -225,3 +225,22 @@ def test_info_prints_a_cpu_captures_few_flops_in_a_unit_that_shows_them(gloo_job
     assert 1e6 < flops < 1e9  # the bundled gloo job: a few MFLOP per rank, once printed as "0.0" GFLOP
     row = next(ln for ln in res.stdout.splitlines() if ln.startswith("│    0 │ cpu"))
     assert row.split("│")[-2].strip() == fmt_flops(flops)
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["diff", "a.json"], "Missing argument 'B.json' (see 'tracekit diff --help')"),
+        (["report", "a.json"], "Missing option '-o' / '--output' (see 'tracekit report --help')"),
+        (["dump"], "Missing argument 'TRACE' (see 'tracekit dump --help')"),
+    ],
+)
+def test_a_missing_path_argument_or_option_is_a_usage_error_exit_2(args, message):
+    # click's MissingParameter is a BadParameter: a path parameter not given was taken for one the file
+    # system refused (exit 1)
+    from click.testing import CliRunner
+
+    from tracekit.cli import cli
+
+    res = CliRunner().invoke(cli, args, prog_name="tracekit")
+    assert (res.exit_code, res.stderr) == (2, f"tracekit: error: {message}\n")

@@ -174,8 +174,10 @@ class OneLineUsageError(click.UsageError):
     def __init__(self, exc: click.ClickException) -> None:
         super().__init__(exc.format_message(), ctx=getattr(exc, "ctx", None))
         self.exit_code = exc.exit_code  # type: ignore[misc]  # click declares a ClassVar; keep the wrapped code
-        if isinstance(exc, click.BadParameter) and isinstance(getattr(exc.param, "type", None), click.Path):
-            # the path parsed; the file system refused it (missing, a directory): bad input, as for TRACES
+        refused = isinstance(exc, click.BadParameter) and not isinstance(exc, click.MissingParameter)
+        if refused and isinstance(getattr(exc.param, "type", None), click.Path):
+            # the path parsed; the file system refused it (missing, a directory): bad input, as for TRACES;
+            # a path option or argument not given at all stays a usage error
             self.exit_code = EXIT_INPUT_ERROR  # type: ignore[misc]
 
     def show(self, file: Any = None) -> None:
