@@ -178,7 +178,7 @@ class OneLineUsageError(click.UsageError):
         super().__init__(exc.format_message(), ctx=getattr(exc, "ctx", None))
         self.exit_code = exc.exit_code  # type: ignore[misc]  # click declares a ClassVar; keep the wrapped code
         refused = isinstance(exc, click.BadParameter) and not isinstance(exc, click.MissingParameter)
-        if refused and isinstance(getattr(exc.param, "type", None), click.Path):
+        if refused and isinstance(getattr(getattr(exc, "param", None), "type", None), click.Path):
             # the path parsed; the file system refused it (missing, a directory): bad input, as for TRACES;
             # a path option or argument not given at all stays a usage error
             self.exit_code = EXIT_INPUT_ERROR  # type: ignore[misc]
