@@ -244,3 +244,21 @@ def test_a_missing_path_argument_or_option_is_a_usage_error_exit_2(args, message
 
     res = CliRunner().invoke(cli, args, prog_name="tracekit")
     assert (res.exit_code, res.stderr) == (2, f"tracekit: error: {message}\n")
+
+
+def test_check_replay_says_what_was_measured_when_there_is_no_profiler_step(tmp_path):
+    from tracekit.model import ExecutionTrace, Node, NodeType
+    from tracekit.traceset import TraceSet
+
+    # two ops measured at 1-2 ms and 4-5 ms: the span is 4 ms, the replay runs them back to back (2 ms)
+    nodes = [
+        Node(id=1, name="a", type=NodeType.COMP_NODE, duration_ns=1_000_000, start_time_ns=1_000_000),
+        Node(id=2, name="b", type=NodeType.COMP_NODE, duration_ns=1_000_000, start_time_ns=4_000_000, data_deps=[1]),
+    ]
+    write_traceset(TraceSet([ExecutionTrace(nodes)]), tmp_path / "job")
+    res = run("check-replay", tmp_path / "job")
+    assert res.exit_code == 0, res.stderr
+    lines = res.stdout.splitlines()
+    row = next(ln for ln in lines if ln.startswith("│    0 │"))
+    assert [c.strip() for c in row.split("│")[1:6]] == ["0", "-", "4.000", "2.000", "-50.0%"]
+    assert lines[-1] == "rank 0: measured = span of the measured node times (no ProfilerStep marker)"

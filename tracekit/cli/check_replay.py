@@ -91,6 +91,9 @@ def check_replay_cmd(
             shift,
         )
     console.print(table)
+    for r in comparison.rows:
+        if r.step is None:  # no ProfilerStep: say what the measured time is, the table cannot
+            console.print(f"rank {rank_label(r.rank)}: measured = {r.source}", markup=False, highlight=False)
     for line in written:
         say(line)
 
