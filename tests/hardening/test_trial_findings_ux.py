@@ -262,3 +262,14 @@ def test_check_replay_says_what_was_measured_when_there_is_no_profiler_step(tmp_
     row = next(ln for ln in lines if ln.startswith("│    0 │"))
     assert [c.strip() for c in row.split("│")[1:6]] == ["0", "-", "4.000", "2.000", "-50.0%"]
     assert lines[-1] == "rank 0: measured = span of the measured node times (no ProfilerStep marker)"
+
+
+def test_a_parsers_multi_line_report_is_printed_as_one_error_line(tmp_path):
+    system = REPO / "tests" / "data" / "astra" / "system_ring_splits1.json"
+    (tmp_path / "net.yml").write_text("topology: [ Ring ]\nnpus_count: [ 4 ]\nthis line: has: two colons\n")
+    res = run("hw", "import-astra", "--system", system, "--network", tmp_path / "net.yml", "-o", tmp_path / "s.toml")
+    assert res.exit_code == 1 and res.stderr.count("\n") == 1, res.stderr
+    # PyYAML's report (problem, then the context line and a caret on lines of their own), joined
+    assert res.stderr.startswith(f"tracekit: error: {tmp_path / 'net.yml'}: not valid YAML: mapping values are not")
+    assert "line 3, column 15: this line: has: two colons ^" in res.stderr  # at the second colon
+    assert not (tmp_path / "s.toml").exists()

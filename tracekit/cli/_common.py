@@ -167,8 +167,11 @@ def render_error(exc: BaseException) -> str:
     """The one line printed for an input error: ``tracekit: error: <where>: <message>`` (an OSError: its file name and reason)."""
     if isinstance(exc, OSError) and not isinstance(exc, TracekitError):
         name = getattr(exc, "filename", None)
-        return f"tracekit: error: {name + ': ' if name else ''}{exc.strerror or exc}"
-    return f"tracekit: error: {exc}"
+        text = f"{name + ': ' if name else ''}{exc.strerror or exc}"
+    else:
+        text = str(exc)
+    # one line whatever the message holds (a parser's own multi-line report, e.g. PyYAML's context and caret)
+    return "tracekit: error: " + " ".join(part.strip() for part in text.splitlines() if part.strip())
 
 
 class OneLineUsageError(click.UsageError):
