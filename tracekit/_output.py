@@ -86,16 +86,31 @@ _DEFERRED_SIGNALS = {getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP")
 
 @contextlib.contextmanager
 def _signals_deferred() -> Iterator[None]:
-    """Block SIGINT/SIGTERM/SIGHUP for a few statements (creating a temporary file and recording its name),
-    so an interrupt cannot land between the two and leave a file nobody knows to remove."""
-    if not hasattr(signal, "pthread_sigmask"):  # pragma: no cover - not on Linux
+    """Hold SIGINT/SIGTERM/SIGHUP for a few statements (creating a temporary file and recording its name, renaming
+    a finished set into place), so an interrupt cannot land between them and leave a file nobody knows to remove
+    or part of a set; a signal that came meanwhile is raised again at the end, to the handler that was in place.
+
+    The handlers are swapped for a recorder, not masked with ``pthread_sigmask``: a mask holds only the calling
+    thread, and the kernel hands a process signal to any thread that does not block it (numpy's OpenBLAS starts
+    one at import), whose arrival still ran the Python handler in the main thread at once.  Outside the main
+    thread Python runs no handler, so there is nothing to hold.
+    """
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, _DEFERRED_SIGNALS)
+    old = {s: h for s in _DEFERRED_SIGNALS if (h := signal.getsignal(s)) not in (None, signal.SIG_IGN)}
+    caught: list[int] = []
+    for s in old:
+        signal.signal(s, lambda signum, frame: caught.append(signum))
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        for s, h in old.items():
+            signal.signal(s, h)
+        for s in caught:
+            signal.raise_signal(s)
 
 
 def make_parents(folder: Path) -> list[Path]:

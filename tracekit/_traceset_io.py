@@ -28,6 +28,19 @@ from tracekit.errors import TraceFormatError, TracekitError
 
 
 # ----------------------------------------------------------------------------- trace sets
+def _hint(p: Path) -> str:
+    """What to do when a folder that matched no trace holds PyTorch profiler JSON (a capture not converted yet)."""
+    if not p.is_dir():
+        return ""
+    names = [f.name for f in p.iterdir() if f.name.endswith((".json", ".json.gz"))]
+    if not names:
+        return ""
+    return (
+        f"; the folder holds {len(names)} JSON file(s) ({min(names)} ...): convert a PyTorch capture first, "
+        f"e.g. tracekit convert pytorch --et '{p}/et_rank*.json' --kineto '{p}/kineto_rank*.json' -o out/job"
+    )
+
+
 def trace_paths(spec: "str | os.PathLike[str] | Sequence[str | os.PathLike[str]]") -> list[tuple[int, Path]]:
     """Resolve a trace-set spec to ``(rank, path)`` pairs sorted by rank.
 
@@ -55,7 +68,7 @@ def trace_paths(spec: "str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
             files = [Path(f) for f in _glob.glob(_glob.escape(s) + ".*.et") + _glob.glob(_glob.escape(s) + ".*.et.gz")]
     files = [f for f in files if f.is_file()]
     if not files:
-        raise TraceFormatError(f"no trace files match {s!r} (expected <prefix>.<rank>.et files)", path=s)
+        raise TraceFormatError(f"no trace files match {s!r} (expected <prefix>.<rank>.et files){_hint(p)}", path=s)
     pairs: dict[int, Path] = {}
     for f in files:
         r = rank_from_path(f.name)
@@ -285,12 +298,15 @@ class TraceSetWriter:
                     self._temps[_GROUPS_KEY] = groups_tmp
                 with os.fdopen(fd, "wb") as fh:
                     fh.write(orjson.dumps(self.comm_groups or {}, option=orjson.OPT_INDENT_2) + b"\n")
-                for rank in sorted(r for r in self._temps if r != _GROUPS_KEY):
-                    os.replace(self._temps[rank], self._final(rank))
-                    self.paths.append(self.target(rank))
-                os.replace(groups_tmp, groups_target)
-                self.comm_groups_path = groups_target
-                self._temps.clear()
+                # the renames are one unit: an interrupt during them waits until the whole set is in place
+                # (a signal there used to leave the ranks renamed so far and remove the others)
+                with _signals_deferred():
+                    for rank in sorted(r for r in self._temps if r != _GROUPS_KEY):
+                        os.replace(self._temps[rank], self._final(rank))
+                        self.paths.append(self.target(rank))
+                    os.replace(groups_tmp, groups_target)
+                    self.comm_groups_path = groups_target
+                    self._temps.clear()
         finally:
             for tmp in self._temps.values():
                 with contextlib.suppress(FileNotFoundError):

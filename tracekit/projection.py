@@ -8,7 +8,9 @@ memory-bound ops with the bandwidths).
 
 Which nodes move: from a GPU, the device nodes (kernels, ``is_cpu_op`` not true); host ops keep their
 measured time (they run on the host CPU).  From a CPU (a CPU capture) the host ops are the compute and
-move; a CPU -> GPU projection is a rough roofline estimate (:attr:`ProjectionReport.rough`).
+move.  A CPU -> GPU projection cannot keep the capture's efficiency (a CPU's is no guide to a GPU's): each op
+with a cost takes the target's model time ``op_seconds(target)`` (the roofline), a rough estimate
+(:attr:`ProjectionReport.rough`; :func:`projected_duration`).
 
 Every node is counted under one method (:data:`METHODS`), with its time before and after, so a summary can
 say which method timed how much compute.  Nothing falls back silently: nodes without a cost, host nodes
@@ -74,7 +76,12 @@ class ProjectionReport:
         total = sum(self.measured_ns.values())
         out = [
             f"compute projected {self.source} -> {self.target}"
-            + (" (CPU capture -> GPU: a rough roofline estimate)" if self.rough else "")
+            + (
+                " (CPU capture -> GPU: a rough estimate; each op with a cost takes the GPU's roofline time, "
+                "the CPU's measured time says nothing of the GPU's)"
+                if self.rough
+                else ""
+            )
         ]
         for m in METHODS:
             if m in self.nodes:
@@ -116,6 +123,11 @@ def projected_duration(
     The measured duration is scaled by the ratio of the two devices' model times,
     ``duration_ns * op_seconds(target) / op_seconds(source)`` (:func:`tracekit.devices.op_seconds`), so
     what the model does not capture (launch overheads, achieved efficiency) carries over from the measurement.
+    From a CPU to an accelerator (:func:`cpu_to_gpu`) the result is ``op_seconds(target)`` alone, in ns: what
+    a host op's measured time holds beyond its model (threads, caches, allocation, framework overhead) is the
+    CPU's, not the GPU's, and scaling it moved tiny host GEMMs measured at tens of ms (a 0.5 MFLOP
+    ``aten::mm`` at 59 ms in the bundled gloo capture, 16,000x its CPU model time) to tens of ms on an A100,
+    slower than the capture, since the GPU's model is the slower one for such small ops.
 
     Args:
         duration_ns: measured duration on ``source``, ns (<= 0: ``no_duration``, 0 returned).
@@ -136,7 +148,16 @@ def projected_duration(
     tt = op_seconds(flops, nbytes, op_class, dtype, target)
     if ts.seconds <= 0:
         return float(duration_ns), "kept_no_work", False
-    return duration_ns * (tt.seconds / ts.seconds), "projected", ts.dtype_fallback or tt.dtype_fallback
+    fell = ts.dtype_fallback or tt.dtype_fallback
+    if cpu_to_gpu(source, target):
+        return tt.seconds * 1e9, "projected", fell
+    return duration_ns * (tt.seconds / ts.seconds), "projected", fell
+
+
+def cpu_to_gpu(source: DeviceModel, target: DeviceModel) -> bool:
+    """Whether a projection goes from a CPU to an accelerator, where :func:`projected_duration` prices each op
+    by the target's model alone (module doc) instead of scaling the measured time."""
+    return source.kind == "cpu" and target.kind != "cpu"
 
 
 def _str_attr(node: Node, name: str) -> str | None:
@@ -185,4 +206,4 @@ def new_report(source: DeviceModel, target: DeviceModel, host_is_compute: bool) 
     )
 
 
-__all__ = ["METHODS", "ProjectionReport", "new_report", "project_node", "projected_duration"]
+__all__ = ["METHODS", "ProjectionReport", "cpu_to_gpu", "new_report", "project_node", "projected_duration"]

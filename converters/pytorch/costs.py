@@ -7,6 +7,9 @@ Rules (the cost of an op comes from :func:`tracekit.opcost.aten_cost`):
   only when no node below it in the ET call stack (``ctrl_deps`` parent links)
   has a cost of a working class: ``aten::linear`` leaves its FLOPs to the
   ``aten::addmm`` it calls, so one iteration's total counts every FLOP once;
+  a node below without FLOPs (a copy) takes the cost only of an op without
+  FLOPs: the CPU ``aten::addmm`` that copies its bias with ``aten::copy_``
+  keeps its GEMM;
   view ops below an op (``aten::empty``, ``aten::view``) do not take its cost;
 * device COMP nodes (kernels, memcpy, memset; ``is_cpu_op`` false) whose
   launching host node (their ``ctrl_deps`` parent) carries a cost inherit it,
@@ -99,18 +102,25 @@ def _price_host(host: list[NodeDraft]) -> tuple[dict[int, OpCost], Counter[str]]
 
 
 def _composites(costs: dict[int, OpCost], parent_of: Mapping[int, int], by_id: Mapping[int, NodeDraft]) -> set[int]:
-    """Host ops with a priced working descendant: they leave their cost to their descendants."""
-    composite: set[int] = set()
+    """Host ops that leave their cost to priced working descendants.
+
+    A descendant with FLOPs takes the cost of every op above it (``aten::linear`` -> ``aten::addmm``); one
+    without FLOPs (a copy, a fill) takes it only from ops without FLOPs of their own: a CPU ``aten::addmm``
+    copies its bias into the output with ``aten::copy_`` and keeps its GEMM.
+    """
+    by_flops: set[int] = set()  # ancestors of a priced descendant with FLOPs
+    by_bytes: set[int] = set()  # ancestors of a priced working descendant without FLOPs
     for nid, c in costs.items():
         if c.op_class not in _WORKING:
             continue
+        reached = by_flops if c.flops > 0 else by_bytes
         seen = 0
         parent = parent_of.get(nid)
-        while parent is not None and parent in by_id and parent not in composite and seen < 10_000:
-            composite.add(parent)
+        while parent is not None and parent in by_id and parent not in reached and seen < 10_000:
+            reached.add(parent)
             parent = parent_of.get(parent)
             seen += 1
-    return composite
+    return by_flops | {p for p in by_bytes if p not in costs or costs[p].flops == 0}
 
 
 def attach_costs(

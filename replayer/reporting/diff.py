@@ -357,6 +357,18 @@ def _node_changes(a: "ReplayResult", b: "ReplayResult", top: int) -> tuple[list[
     return out, len(rows), notes
 
 
+def _setup_notes(pa: Any, pb: Any) -> list[str]:
+    """A sentence when the two runs price communication with different collective models (a change the diff
+    mixes in beside the hardware's); ``pa``/``pb`` are the results' provenance."""
+    out = []
+    if pa.collective_model != pb.collective_model:
+        out.append(
+            f"the runs use different collective models ({pa.collective_model} and {pb.collective_model}): the "
+            f"change mixes the model's with the hardware's; replay both with the same --collective-model"
+        )
+    return out
+
+
 def diff_results(
     a: "ReplayResult", b: "ReplayResult", *, top: int = 10, a_label: str | None = None, b_label: str | None = None
 ) -> ResultDiff:
@@ -408,6 +420,7 @@ def diff_results(
             f"the runs have different world sizes ({a.provenance.world_size} and "
             f"{b.provenance.world_size}); per-rank figures are means over each run's ranks",
         )
+    notes[:0] = _setup_notes(a.provenance, b.provenance)
     return ResultDiff(
         la,
         lb,

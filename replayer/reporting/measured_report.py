@@ -12,10 +12,19 @@ from tracekit.fmt import fmt_ms
 from tracekit.io import write_bytes_atomic
 from tracekit.replayer.results.measured import MeasuredComparison
 
-__all__ = ["comparison_html", "write_comparison_html", "write_comparison_json"]
+__all__ = ["comparison_html", "rank_label", "write_comparison_html", "write_comparison_json"]
 
 
 _ms = fmt_ms
+
+
+def rank_label(rank: int) -> str:
+    """How a comparison row's rank is shown: the rank number, or ``all ranks`` for a job row (rank -1).
+
+    A job row (:func:`tracekit.replayer.results.measured.check_replay`, multi-rank traces) measures a step from
+    the last rank's start to the last rank's end; its rank field is -1 in the JSON.
+    """
+    return "all ranks" if rank < 0 else str(rank)
 
 
 def _pct(x: float) -> str:
@@ -55,7 +64,7 @@ def comparison_html(comparison: MeasuredComparison, title: str = "Replay vs meas
             f"{html.escape(c.name[:40])} #{c.node_id}: {c.shift_ns / 1e6:+.3f}" for c in r.contributors[:3]
         )
         out.append(
-            f"<tr><td>{r.rank}</td><td>{'-' if r.step is None else r.step}</td><td>{_ms(r.measured_ns)}</td>"
+            f"<tr><td>{rank_label(r.rank)}</td><td>{'-' if r.step is None else r.step}</td><td>{_ms(r.measured_ns)}</td>"
             f"<td>{_ms(r.predicted_ns)}</td><td{cls}>{_pct(r.error)}</td>"
             f"<td class='l'>{html.escape(r.source)}</td><td class='l'>{shifts}</td></tr>"
         )

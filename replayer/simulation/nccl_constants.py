@@ -41,9 +41,10 @@ class NcclConstants:
         hw_latency_us: ``((link, ((algorithm, (LL, LL128, Simple)), ...)), ...)``: NCCL ``hwLatencies``.
         channels: NCCL channels (rings) inside a node.
         per_channel_bw_gbps: ring bandwidth of one channel inside a node, GB/s;
-            ``channels x per_channel_bw_gbps`` is the Simple-protocol ring bus
-            bandwidth over NVLink (NCCL: ``nChannels x bwIntra``).  0 = the
-            innermost dimension's ``bandwidth_gbps`` split over the channels.
+            ``channels x per_channel_bw_gbps``, at most the innermost dimension's
+            ``bandwidth_gbps``, is the Simple-protocol ring bus bandwidth over
+            NVLink (NCCL: ``nChannels x bwIntra``).  0 = the innermost
+            dimension's ``bandwidth_gbps`` split over the channels.
         nic_speeds_gbps: the per-channel speeds NCCL's topology search tries
             across nodes (``speedArrayInter``); a NIC of B GB/s runs at the
             largest one <= B.

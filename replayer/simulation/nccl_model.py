@@ -12,8 +12,10 @@ Group shape.  A *node* is one coordinate on the dimensions outside dimension 0;
 a group of ``p`` ranks spans ``N`` nodes with ``ppn = p / N`` ranks each.
 Bandwidths (GB/s = bytes/ns):
 
-- ``intra = channels x per_channel_bw_gbps``: the Simple-protocol ring bus
-  bandwidth inside a node (NCCL: ``nChannels x bwIntra``);
+- ``intra = min(link, channels x per_channel_bw_gbps)``: the Simple-protocol
+  ring bus bandwidth inside a node (NCCL: ``nChannels x bwIntra``, where the
+  topology search fits the channels into the links), ``link`` the innermost
+  dimension's ``bandwidth_gbps``;
 - ``rails = nics_per_node or ppn`` NICs per node (``min`` with ``ppn``), each
   at ``nic``, the largest of ``nic_speeds_gbps`` not above the slowest outer
   spanned dimension's ``bandwidth_gbps`` (NCCL's search runs a channel at one
@@ -244,7 +246,9 @@ class NcclModel(GroupPlacer):
         """The :class:`GroupShape` of a placed group (at least one spanned dimension)."""
         net, c = self.spec.network, self.consts
         n_nodes = len({rank_coords(r, self._sizes)[1:] for r in pl.ranks})
-        per_channel = c.per_channel_bw_gbps or net[0].bandwidth_gbps / c.channels
+        # NCCL's search never runs more channels than the links carry: the ring bus bandwidth is at most the
+        # innermost dimension's bandwidth (so a swept NVLink bandwidth moves it below the channels' total)
+        intra = min(net[0].bandwidth_gbps, c.channels * (c.per_channel_bw_gbps or net[0].bandwidth_gbps / c.channels))
         bottleneck = min(pl.dims, key=lambda d: (net[d].bandwidth_gbps, -d))
         outer = [d for d in pl.dims if d > 0]
         net_bw = 0.0
@@ -252,9 +256,7 @@ class NcclModel(GroupPlacer):
             ppn = pl.size // n_nodes
             rails = min(c.nics_per_node, ppn) if c.nics_per_node else ppn
             net_bw = rails * self._nic_speed(min(net[d].bandwidth_gbps for d in outer))
-        return GroupShape(
-            pl.size, n_nodes, c.channels * per_channel, net_bw, self._link(0), self._link(pl.dims[-1]), bottleneck
-        )
+        return GroupShape(pl.size, n_nodes, intra, net_bw, self._link(0), self._link(pl.dims[-1]), bottleneck)
 
     def candidates(self, kind: str, n: int, g: GroupShape) -> list[Candidate]:
         """Every enabled :class:`Candidate` for collective ``kind`` of ``n`` bytes on group shape ``g``.

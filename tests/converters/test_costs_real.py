@@ -47,7 +47,9 @@ def test_resnet50_training_flops_match_published_forward_flops(real_dir):
     # multiply-accumulates; x 2 for FLOPs; training = forward + backward (grad input + grad weight) = 3 x forward
     published = 3 * 2 * 4.09e9 * 32
     assert per_iteration == pytest.approx(published, rel=0.05)
-    assert _flops(trace) / 1e9 == pytest.approx(2349.900293259)  # our count, to the FLOP
+    # our count, to the FLOP (2349.900293259 before aten::max_pool2d_with_indices_backward kept its cost from
+    # the zero-FLOP fill below it: converters/pytorch/costs.py)
+    assert _flops(trace) / 1e9 == pytest.approx(2349.919560843)
 
 
 def test_gpt2_large_training_flops_match_narayanan(gpt2):
@@ -160,4 +162,5 @@ def test_kineto_only_traces_priced_from_input_dims(real_dir):
     cpu = cost_coverage(
         convert_kineto_rank(k / "hta-distributed_info_unavailable" / "distributed_info_not_found.json.gz")
     )
-    assert (cpu.side, cpu.compute_device, cpu.costed_nodes, cpu.comp_nodes) == ("host", "cpu", 1918, 2461)
+    # 1925 (was 1918 before an op with FLOPs kept its cost from a zero-FLOP copy below it)
+    assert (cpu.side, cpu.compute_device, cpu.costed_nodes, cpu.comp_nodes) == ("host", "cpu", 1925, 2461)

@@ -145,37 +145,96 @@ def test_the_decompressed_size_cap_is_configurable(monkeypatch):
 
 
 # ----------------------------------------------------------------------------- 3. SIGTERM / SIGHUP
+# The child runs the real console script with one change: TraceSetWriter.add stops after a chosen rank's
+# temporary file is written and says "ready" on stdout.  The signal then lands, every time, while the set is
+# half written (the earlier version polled for a temporary file and slept, and under load the write could
+# finish, or commit, before the signal came).  SIGHUP/SIGTERM are reset to their defaults first, as in a
+# terminal session (a parent that ignores SIGHUP, e.g. nohup, would pass that on and tracekit keeps it).
+_PAUSED_WRITER = """
+import signal, sys, time
+for s in (signal.SIGTERM, signal.SIGHUP):
+    signal.signal(s, signal.SIG_DFL)
+import tracekit._traceset_io as tio
+from tracekit.cli import main
+add, stop_after = tio.TraceSetWriter.add, int(sys.argv.pop(1))
+def paused_add(self, rank, data):
+    add(self, rank, data)
+    if rank == stop_after:
+        print("ready", flush=True)
+        time.sleep(120)
+        sys.exit("no signal came")
+tio.TraceSetWriter.add = paused_add
+main()
+"""
+
+
+def _run_until_ready(tmp_path: Path, stop_after: int, *args: str) -> subprocess.Popen:
+    """The CLI in a child process, paused inside the trace-set write after rank ``stop_after``'s file."""
+    cmd = [sys.executable, "-c", _PAUSED_WRITER, str(stop_after), *args]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()  # blocks until the pause (or the child's end: then the assert says why)
+    assert line == "ready\n", (line, proc.communicate(timeout=60))
+    return proc
+
+
+_MICRO = ("generate", "micro", "--collective", "all_reduce", "--size", "1MiB", "--ranks", "16")
+
+
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
-def test_a_terminated_large_write_leaves_no_temporary_file(tmp_path, signum):
-    cmd = [
-        sys.executable,
-        "-m",
-        "tracekit.cli._main",
-        "generate",
-        "micro",
-        "--collective",
-        "all_reduce",
-        "--size",
-        "1MiB",
-        "--ranks",
-        "16",
-        "--iterations",
-        "4000",
-        "--compute-us",
-        "1",
-        "-o",
-        str(tmp_path / "j"),
-    ]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 120
-    while not any(p.name.endswith(".tmp") for p in tmp_path.glob(".tk-*")):
-        assert proc.poll() is None, "the write finished before it could be interrupted: make it larger"
-        assert time.monotonic() < deadline
-        time.sleep(0.005)
+@pytest.mark.parametrize("stop_after", [0, 7])
+def test_a_terminated_large_write_leaves_no_temporary_file(tmp_path, signum, stop_after):
+    proc = _run_until_ready(tmp_path, stop_after, *_MICRO, "-o", str(tmp_path / "j"))
+    temps = [p.name for p in tmp_path.glob(".tk-*.tmp")]
+    assert len(temps) == stop_after + 1, temps  # the set is half written
     proc.send_signal(signum)
     _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 128 + signum and "Traceback" not in err
+    assert proc.returncode == 128 + signum and "Traceback" not in err, err
     assert list(tmp_path.iterdir()) == []  # no temp file, no rank file, no lock
+
+
+# A signal that lands while the finished set is renamed into place must not leave part of the set: the
+# child sends itself the signal just before its second rename (a deterministic stand-in for one arriving then;
+# before the fix rank 0 stayed renamed and the other temporary files were removed: a set of one rank).
+_SIGNAL_IN_COMMIT = """
+import os, signal, sys
+for s in (signal.SIGTERM, signal.SIGHUP):
+    signal.signal(s, signal.SIG_DFL)
+from tracekit.cli import main
+signum, replace, sent = int(sys.argv.pop(1)), os.replace, []
+def replace_once_signalled(src, dst):
+    if str(dst).endswith(".1.et") and not sent:
+        sent.append(os.kill(os.getpid(), signum))
+    replace(src, dst)
+os.replace = replace_once_signalled
+main()
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_during_the_commit_leaves_the_whole_set_never_part_of_it(tmp_path, signum):
+    cmd = [sys.executable, "-c", _SIGNAL_IN_COMMIT, str(int(signum)), *_MICRO, "-o", str(tmp_path / "j")]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 128 + signum and "Traceback" not in res.stderr, res.stderr
+    # the renames are one unit: the signal waits for them, then ends the command
+    want = sorted([f"j.{r}.et" for r in range(16)] + ["j.comm_groups.json"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == want
+
+
+def test_a_signal_inside_a_deferred_block_runs_its_handler_after_the_block():
+    from tracekit._output import _signals_deferred
+
+    seen: list[object] = []
+    old = signal.signal(signal.SIGHUP, lambda signum, frame: seen.append(signum))
+    try:
+        with _signals_deferred():
+            os.kill(os.getpid(), signal.SIGHUP)  # numpy's threads are running: a mask alone let this through
+            time.sleep(0.05)
+            seen.append("block ended")
+    finally:
+        signal.signal(signal.SIGHUP, old)
+    assert seen == ["block ended", signal.SIGHUP]
+    assert signal.getsignal(signal.SIGHUP) is old
 
 
 # ----------------------------------------------------------------------------- 4. concurrent writers

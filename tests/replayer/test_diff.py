@@ -112,3 +112,15 @@ def test_cli_diff_tables_json_and_html(ws2_results, tmp_path):
     bad = runner.invoke(cli, ["diff", a, b, "--labels", "onlyone"])
     assert bad.exit_code == 1 and "--labels takes two names" in bad.stderr
     assert "Example:" in runner.invoke(cli, ["diff", "--help"]).stdout
+
+
+def test_a_diff_of_runs_with_different_collective_models_says_so():
+    a = toy_result()
+    b = replace(a, provenance=replace(a.provenance, collective_model="nccl"))
+    assert a.provenance.collective_model != "nccl"
+    note = (
+        f"the runs use different collective models ({a.provenance.collective_model} and nccl): the change mixes "
+        "the model's with the hardware's; replay both with the same --collective-model"
+    )
+    assert diff_results(a, b).notes[0] == note
+    assert not any("collective models" in n for n in diff_results(a, toy_result()).notes)

@@ -133,3 +133,17 @@ def test_all_to_all_and_p2p():
     assert c.time_alone_ns(spec) == pytest.approx((56 + 3.4) * 1000 + 7000 / 300)
     c = model.p2p_cost(3000, 0, 5)
     assert (c.algorithm, c.time_alone_ns(spec)) == ("nccl:p2p", pytest.approx(700 + 10.0))
+
+
+@pytest.mark.parametrize("nvlink_gbps", [100.0, 300.0, 600.0])
+def test_a_swept_nvlink_bandwidth_moves_the_ring_bus_bandwidth_up_to_the_channels(nvlink_gbps):
+    # NCCL fits its channels into the links: busBw = min(link, channels x per-channel) = min(link, 12 x 18.33)
+    data = load_spec("dgx-a100").to_dict()
+    data["network"][0]["bandwidth_gbps"] = nvlink_gbps
+    spec = spec_from_dict(data).with_world_size(8)
+    n = 1 << 30
+    c = make_collective_model(spec).collective_cost(C.ALL_REDUCE, n, tuple(range(8)))
+    assert c.algorithm == "nccl:ring/Simple"
+    bus_bw = {100.0: 100.0, 300.0: 219.96, 600.0: 219.96}[nvlink_gbps]
+    # latency 56 + 14 x 3.4 = 103.6 us (as above); algBw = busBw x 8 / 14
+    assert c.time_alone_ns(spec) == pytest.approx(103_600 + n * 14 / (8 * bus_bw), rel=1e-12)

@@ -72,6 +72,14 @@ def out_console() -> "Console":
     return _console(stderr=False)
 
 
+def say(text: str) -> None:
+    """One message line for people on stderr (none with ``-q``), so stdout keeps only data: ``wrote PATH`` after a
+    command writes a file is the convention of every writing command (docs/cli.md).  The line is never wrapped
+    (``soft_wrap``): a path in it stays whole for a terminal to wrap and for people to copy."""
+    if not state().quiet:
+        err_console().print(text, markup=False, highlight=False, soft_wrap=True)
+
+
 def show_progress() -> bool:
     """Whether progress bars are drawn: stderr is a terminal and ``-q`` was not given."""
     return not state().quiet and err_console().is_terminal
@@ -159,8 +167,11 @@ def render_error(exc: BaseException) -> str:
     """The one line printed for an input error: ``tracekit: error: <where>: <message>`` (an OSError: its file name and reason)."""
     if isinstance(exc, OSError) and not isinstance(exc, TracekitError):
         name = getattr(exc, "filename", None)
-        return f"tracekit: error: {name + ': ' if name else ''}{exc.strerror or exc}"
-    return f"tracekit: error: {exc}"
+        text = f"{name + ': ' if name else ''}{exc.strerror or exc}"
+    else:
+        text = str(exc)
+    # one line whatever the message holds (a parser's own multi-line report, e.g. PyYAML's context and caret)
+    return "tracekit: error: " + " ".join(part.strip() for part in text.splitlines() if part.strip())
 
 
 class OneLineUsageError(click.UsageError):
@@ -169,8 +180,10 @@ class OneLineUsageError(click.UsageError):
     def __init__(self, exc: click.ClickException) -> None:
         super().__init__(exc.format_message(), ctx=getattr(exc, "ctx", None))
         self.exit_code = exc.exit_code  # type: ignore[misc]  # click declares a ClassVar; keep the wrapped code
-        if isinstance(exc, click.BadParameter) and isinstance(getattr(exc.param, "type", None), click.Path):
-            # the path parsed; the file system refused it (missing, a directory): bad input, as for TRACES
+        refused = isinstance(exc, click.BadParameter) and not isinstance(exc, click.MissingParameter)
+        if refused and isinstance(getattr(getattr(exc, "param", None), "type", None), click.Path):
+            # the path parsed; the file system refused it (missing, a directory): bad input, as for TRACES;
+            # a path option or argument not given at all stays a usage error
             self.exit_code = EXIT_INPUT_ERROR  # type: ignore[misc]
 
     def show(self, file: Any = None) -> None:

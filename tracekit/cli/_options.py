@@ -147,7 +147,7 @@ def write_generated(traceset: Any, prefix: str, as_json: bool) -> None:
     Raises:
         TracekitError: as :func:`tracekit.io.write_traceset` (an output is an input, or cannot be written).
     """
-    from tracekit.cli._common import err_console, path_span, state
+    from tracekit.cli._common import path_span, say
     from tracekit.io import write_traceset
 
     paths = write_traceset(traceset, prefix)
@@ -160,8 +160,8 @@ def write_generated(traceset: Any, prefix: str, as_json: bool) -> None:
                 "nodes": sum(len(traceset[r]) for r in traceset.ranks),
             }
         )
-    elif not state().quiet:
-        err_console().print(f"wrote {len(paths)} trace(s): {path_span(paths)}", markup=False, highlight=False)
+    else:
+        say(f"wrote {len(paths)} trace(s): {path_span(paths)}")
 
 
 def deprecated_alias(old: str, dest: str) -> Callable:

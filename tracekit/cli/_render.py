@@ -118,7 +118,7 @@ def render_cost_coverage(console: Any, summary: Any) -> None:
     if not rows:
         return
     table = Table(title="compute with a cost (FLOPs/bytes)", show_header=True)
-    for col in ("rank", "device", "side", "nodes with cost", "measured time with cost", "GFLOP"):
+    for col in ("rank", "device", "side", "nodes with cost", "measured time with cost", "FLOPs"):
         table.add_column(col, justify="left" if col in ("device", "side") else "right")
     for s in rows:
         c = s.cost
@@ -128,6 +128,15 @@ def render_cost_coverage(console: Any, summary: Any) -> None:
             c.side,
             f"{c.costed_nodes:,}/{c.comp_nodes:,} ({_share(c.node_share)})",
             f"{_fmt_ns(c.costed_ns)}/{_fmt_ns(c.compute_ns)} ({_share(c.time_share)})",
-            f"{c.total_flops / 1e9:,.1f}",
+            fmt_flops(c.total_flops),
         )
     console.print(table)
+
+
+def fmt_flops(flops: float) -> str:
+    """A FLOP count in the largest SI unit that keeps it >= 1: ``"2,338.6 GFLOP"``, ``"3.5 MFLOP"``, ``"0"``
+    (a CPU capture's few MFLOP printed as "0.0" GFLOP read as none)."""
+    for scale, unit in ((1e15, "PFLOP"), (1e12, "TFLOP"), (1e9, "GFLOP"), (1e6, "MFLOP"), (1e3, "kFLOP")):
+        if flops >= scale:
+            return f"{flops / scale:,.1f} {unit}"
+    return f"{flops:,.0f}"

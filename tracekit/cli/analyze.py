@@ -111,33 +111,74 @@ def analyze(traces: tuple[str, ...], top: int, html_out: str | None, as_json: bo
     render_analysis(out_console(), analysis)
 
 
+def _time_unit(values_ns) -> tuple[float, str]:
+    """The one unit (scale in ns, name) a column of times is printed in: the largest unit (s, ms, us, ns) that
+    keeps the largest value >= 1, so a value has at most 3 digits before the point (``999.999``)."""
+    top = max((abs(v) for v in values_ns), default=0)
+    for scale, unit in ((1e9, "s"), (1e6, "ms"), (1e3, "us")):
+        if top >= scale:
+            return scale, unit
+    return 1.0, "ns"
+
+
+def _time_tables(ranks) -> list:
+    """The per-rank time tables of ``analyze``, narrow enough for an 80-column terminal: the breakdown of the
+    window (times in one unit named in the headers, shares in %), then time by kernel class.
+
+    Each value has at most 7 characters (``999.999``, ``100.0``) and each header two lines of at most 9, so the
+    eight columns of the first table take at most 77 columns (tests/hardening/test_trial_findings_ux.py); the
+    JSON (``--json``) has every time in ns.
+    """
+    from rich.table import Table
+
+    from tracekit.fmt import fmt_pct as pct
+    from tracekit.kernels import CLASSES
+
+    scale, unit = _time_unit(v for r in ranks for v in (r.window_ns, r.comm_ns, *dict(r.time_by_class_ns).values()))
+
+    def t(ns: float) -> str:
+        return f"{ns / scale:,.3f}" if scale > 1 else f"{ns:,.0f}"
+
+    def table(title: str, headers: tuple[str, ...]) -> Table:
+        out = Table(title=title)
+        for h in headers:
+            out.add_column(h, justify="right", no_wrap=True)
+        return out
+
+    window = table(
+        "measured time per rank (compute + exposed comm + other idle = window)",
+        (
+            "rank",
+            "work",
+            f"window\n{unit}",
+            f"compute\n{unit}",
+            f"exposed\ncomm {unit}",
+            f"other\nidle {unit}",
+            f"comm\n{unit}",
+            "overlap\n% of comm",
+        ),
+    )
+    by_class = table(f"measured time by kernel class per rank, {unit}", ("rank", *CLASSES))
+    for r in ranks:
+        by = dict(r.time_by_class_ns)
+        window.add_row(
+            str(r.rank), "GPU" if r.device else "CPU", t(r.window_ns), t(r.compute_ns), t(r.exposed_comm_ns),
+            t(r.other_idle_ns), t(r.comm_ns), pct(r.overlap_ns, r.comm_ns).rstrip("%"),
+        )  # fmt: skip
+        by_class.add_row(str(r.rank), *(t(by[c]) for c in CLASSES))
+    return [window, by_class]
+
+
 def render_analysis(console, analysis) -> None:
     """Rich tables of a :class:`~tracekit.converters.pytorch.kineto_analysis.MeasuredAnalysis`."""
     from rich.table import Table
     from rich.text import Text
 
     from tracekit.cli._render import _fmt_ns
-    from tracekit.kernels import CLASSES
-
     from tracekit.fmt import fmt_pct as pct  # ``part`` as a percentage of ``whole``, ``-`` when it is 0
 
-    t = Table(title="measured time per rank (compute + exposed comm + other idle = window)")
-    for col in ("rank", "work", "window", "compute", "exposed comm", "other idle", "comm", "overlap", *CLASSES):
-        t.add_column(col, justify="right")
-    for r in analysis.ranks:
-        by = dict(r.time_by_class_ns)
-        t.add_row(
-            str(r.rank),
-            "GPU" if r.device else "CPU",
-            _fmt_ns(r.window_ns),
-            f"{_fmt_ns(r.compute_ns)} ({pct(r.compute_ns, r.window_ns)})",
-            f"{_fmt_ns(r.exposed_comm_ns)} ({pct(r.exposed_comm_ns, r.window_ns)})",
-            _fmt_ns(r.other_idle_ns),
-            _fmt_ns(r.comm_ns),
-            f"{_fmt_ns(r.overlap_ns)} ({pct(r.overlap_ns, r.comm_ns)} of comm)",
-            *(_fmt_ns(by[c]) for c in CLASSES),
-        )
-    console.print(t)
+    for table in _time_tables(analysis.ranks):
+        console.print(table)
     s = Table(title="idle per stream (GPU) or thread (CPU-only run)")
     for col in ("rank", "stream", "events", "busy", "idle"):
         s.add_column(col, justify="left" if col == "stream" else "right")

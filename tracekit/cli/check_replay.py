@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from tracekit.cli._common import CONTEXT_SETTINGS, out_console
+from tracekit.cli._common import CONTEXT_SETTINGS, out_console, say
 from tracekit.cli._options import deprecated_alias, emit_json, json_option, traces_argument
 from tracekit.fmt import fmt_ms
 
@@ -50,19 +50,28 @@ def check_replay_cmd(
 
     from tracekit.io import read_traceset
     from tracekit.replayer.results.measured import check_replay
-    from tracekit.replayer.reporting.measured_report import write_comparison_html, write_comparison_json
+    from tracekit.replayer.reporting.measured_report import (
+        rank_label,
+        write_comparison_html,
+        write_comparison_json,
+    )
 
     from tracekit.cli.replay import _refuse_old_json
 
     _refuse_old_json(traces, as_json)
     html_out = html_out or html_old
     comparison = check_replay(read_traceset(traces), hw)
+    written = []  # files first, then the table; the "wrote" lines last, on stderr (as replay)
     if json_out:
         write_comparison_json(comparison, json_out)
+        written.append(f"wrote {json_out}")
     if html_out:
         write_comparison_html(comparison, html_out)
+        written.append(f"wrote {html_out}")
     if as_json:
         emit_json(comparison.to_dict())
+        for line in written:
+            say(line)
         return
     console = out_console()
     for note in comparison.notes:
@@ -74,7 +83,7 @@ def check_replay_cmd(
         top = r.contributors[0] if r.contributors else None
         shift = f"{top.name[:30]} {fmt_ms(top.shift_ns, signed=True)}" if top else "-"
         table.add_row(
-            str(r.rank),
+            rank_label(r.rank),
             "-" if r.step is None else str(r.step),
             f"{r.measured_ns / 1e6:,.3f}",
             f"{r.predicted_ns / 1e6:,.3f}",
@@ -82,6 +91,11 @@ def check_replay_cmd(
             shift,
         )
     console.print(table)
+    for r in comparison.rows:
+        if r.step is None:  # no ProfilerStep: say what the measured time is, the table cannot
+            console.print(f"rank {rank_label(r.rank)}: measured = {r.source}", markup=False, highlight=False)
+    for line in written:
+        say(line)
 
 
 COMMANDS = [check_replay_cmd]

@@ -178,9 +178,13 @@ def dump(trace: str, output: str | None) -> None:
     from tracekit.io import read_trace, write_bytes_atomic
     from tracekit.jsonform import dumps_trace
 
-    data = dumps_trace(read_trace(trace))
+    from tracekit.cli._common import say
+
+    loaded = read_trace(trace)
+    data = dumps_trace(loaded)
     if output:
         write_bytes_atomic(output, data)
+        say(f"wrote {output} (rank {loaded.rank}, {len(loaded):,} nodes, {len(data):,} bytes of JSON)")
     else:
         sys.stdout.buffer.write(data)
 
@@ -218,6 +222,10 @@ def load(json_file: str, output: str, no_validate: bool, as_json: bool) -> None:
     write_trace(trace, output)
     if as_json:
         emit_json({"output": output, "rank": trace.rank, "nodes": len(trace)})
+    else:
+        from tracekit.cli._common import say
+
+        say(f"wrote {output} (rank {trace.rank}, {len(trace):,} nodes)")
 
 
 COMMANDS = [info, validate, dump, load]

@@ -8,7 +8,8 @@ Steps, each printed as the command a user would type:
 3. replay it on the DGX A100 preset: summary on stdout, full result as JSON,
    a Perfetto timeline, and the HTML report (with a PNG screenshot when a
    headless Chromium is installed);
-4. ask a what-if: the same job on DGX H100, and the diff of the two replays; compute is projected
+4. ask a what-if: the same job on DGX H100, and the diff of the two replays (both sides with the NCCL-like
+   collective model, so the diff is the hardware's change, not a model's); compute is projected
    from the capture device (this CPU) to each GPU per op class and the method is printed (a CPU -> GPU
    projection is a rough roofline estimate);
 5. when the wider real-trace collection is present (``../shared/real``): a real GPU capture (ResNet-50
@@ -31,6 +32,9 @@ from tracekit.cli import cli
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "sample_traces"
 ASTRA_CONFIG = ROOT / "tests" / "data" / "astra"
+# Both sides of a what-if use one collective model, so the diff shows the hardware's change only (the presets'
+# defaults differ: dgx-a100 uses its calibrated nccl table, dgx-h100 alpha_beta; both have an nccl table).
+LIKE_FOR_LIKE = ["--collective-model", "nccl"]
 
 
 def _step(title: str, args: list[str]) -> None:
@@ -82,6 +86,7 @@ def main(argv: list[str] | None = None) -> None:
             str(job),
             "--hw",
             "dgx-a100",
+            *LIKE_FOR_LIKE,
             "-o",
             str(out / "a100.json"),
             "--with-schedule",
@@ -95,7 +100,7 @@ def main(argv: list[str] | None = None) -> None:
     _step("HTML report", report_args)
     _step(
         "what if: the same job on a DGX H100",
-        ["replay", str(job), "--hw", "dgx-h100", "-o", str(out / "h100.json"), "--with-schedule"],
+        ["replay", str(job), "--hw", "dgx-h100", *LIKE_FOR_LIKE, "-o", str(out / "h100.json"), "--with-schedule"],
     )
     _step("what changed", ["diff", str(out / "a100.json"), str(out / "h100.json"), "--labels", "A100,H100"])
     _gpu_capture_steps(out)
@@ -142,7 +147,17 @@ def _gpu_capture_steps(out: Path) -> None:
     for hw in ("dgx-a100", "dgx-h100"):
         _step(
             f"what if: this capture on a {hw} (compute projected per op class)",
-            ["replay", str(job), "--hw", hw, "--compute", "projected", "-o", str(out / f"resnet_{hw}.json")],
+            [
+                "replay",
+                str(job),
+                "--hw",
+                hw,
+                *LIKE_FOR_LIKE,
+                "--compute",
+                "projected",
+                "-o",
+                str(out / f"resnet_{hw}.json"),
+            ],
         )
     _step(
         "what changed",

@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from tracekit.cli._common import CONTEXT_SETTINGS, err_console, path_span, progress, state
+from tracekit.cli._common import CONTEXT_SETTINGS, path_span, progress, say
 from tracekit.cli._options import IntRange, emit_json, json_option
 from tracekit.errors import ConfigError
 
@@ -257,19 +257,13 @@ def _report(config: Any, prefix: str, paths: list[Any], as_classes: bool, as_jso
                 "micro_batches": config.num_micro_batches,
             }
         )
-    elif as_classes and not state().quiet:
-        err_console().print(
+    elif as_classes:
+        say(
             f"wrote {paths[0]}: {config.world_size} ranks in {config.parallel.pp} rank classes "
-            f"({config.num_micro_batches} micro-batches per pipeline)",
-            markup=False,
-            highlight=False,
+            f"({config.num_micro_batches} micro-batches per pipeline)"
         )
-    elif not state().quiet:
-        err_console().print(
-            f"wrote {len(paths)} trace(s): {path_span(paths)} ({config.num_micro_batches} micro-batches per pipeline)",
-            markup=False,
-            highlight=False,
-        )
+    else:
+        say(f"wrote {len(paths)} trace(s): {path_span(paths)} ({config.num_micro_batches} micro-batches per pipeline)")
 
 
 COMMANDS = [llm]

@@ -255,7 +255,7 @@ class Retarget(Transform):
         """``(projected trace, ProjectionReport)`` for one rank."""
         import orjson
 
-        from tracekit.projection import new_report, project_node
+        from tracekit.projection import cpu_to_gpu, new_report, project_node
 
         src, dst = self.source, self.target
         # a CPU source: host ops are the compute; else the device nodes (decided per node, so streaming
@@ -294,8 +294,11 @@ class Retarget(Transform):
         from tracekit.transforms.colscale import is_encoded, rewrite_some
 
         encoded = is_encoded(trace)
-        out = retarget_encoded(trace, self, host_compute, fallback, report) if encoded else None
-        if out is None and encoded:  # an attribute the columns cannot read: the timed nodes decoded
+        # the columnar path multiplies one ratio per op into the durations; a CPU -> GPU projection does not
+        # scale the measured time (tracekit.projection.projected_duration), so it goes node by node
+        by_ratio = not cpu_to_gpu(src, dst)
+        out = retarget_encoded(trace, self, host_compute, fallback, report) if encoded and by_ratio else None
+        if out is None and encoded:  # CPU -> GPU, or an attribute the columns cannot read: timed nodes decoded
             out = rewrite_some(trace, np.isin(trace.columns().types, [int(t) for t in _TIMED]), one)
         elif out is None:
             out = map_nodes(trace, one)
