@@ -42,7 +42,7 @@ def test_transform_stream_scales_every_duration(tmp_path):
         cli, ["transform", str(job), "-o", str(tmp_path / "half"), "--scale-compute", "0.5", "--stream"]
     )
     assert res.exit_code == 0, res.stderr
-    assert "20 -> 20 nodes" in res.stdout
+    assert "20 -> 20 nodes" in res.stderr
     out = read_trace(tmp_path / "half.1.et")
     assert [n.duration_ns for n in out.nodes] == [500 * (i + 1) for i in range(10)]
 

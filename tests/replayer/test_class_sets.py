@@ -165,7 +165,7 @@ def test_transform_of_a_class_set_runs_per_class_and_equals_the_per_rank_transfo
     args = ["--scale-compute", "2", "--compact"]
     r = CliRunner().invoke(cli, ["transform", str(manifest), "-o", str(tmp_path / "c" / "job"), *args])
     assert r.exit_code == 0, r.output
-    assert "2 rank classes of 8 ranks" in r.stdout
+    assert "2 rank classes of 8 ranks" in r.stderr
     r = CliRunner().invoke(cli, ["transform", str(base / "ranks" / "job"), "-o", str(tmp_path / "r" / "job"), *args])
     assert r.exit_code == 0, r.output
     cs = read_class_set(tmp_path / "c" / "job.classes.json")

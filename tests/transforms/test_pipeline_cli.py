@@ -106,7 +106,7 @@ def test_cli_transform_writes_and_records(tmp_path):
         ],
     )
     assert r.exit_code == 0, r.output
-    assert "wrote 4 ranks" in r.stdout and "2 -> 4 ranks, 6 -> 8 nodes" in r.stdout
+    assert "wrote 4 ranks" in r.stderr and "2 -> 4 ranks, 6 -> 8 nodes" in r.stderr
     out = read_traceset(tmp_path / "out/job")
     assert len(out) == 4
     rec = json.loads(out[3].metadata.get_attr("tracekit_provenance"))

@@ -407,7 +407,7 @@ def replay(
             f"(the others run identical timelines; --no-fold to simulate all)"
         )
     for line in written:
-        console.print(line, markup=False, highlight=False)
+        console.print(line, markup=False, highlight=False, soft_wrap=True)  # a path stays whole
 
 
 def _write_files(

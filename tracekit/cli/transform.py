@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from tracekit.cli._common import CONTEXT_SETTINGS
+from tracekit.cli._common import CONTEXT_SETTINGS, say
 from tracekit.cli._options import emit_json, json_option, traces_argument
 
 
@@ -148,16 +148,16 @@ def _transform_class_set(traces, steps: list, output: str) -> bool:
     if runs_on_classes(steps):
         # rescaled on the classes and the manifest, written as a class set (no per-rank trace)
         manifest, nodes_in, nodes_out = transform_classes(classes, steps, output, source=str(classes.manifest))
-        sys.stdout.write(
+        say(
             f"wrote {manifest} ({len(read_class_set(manifest).classes)} rank classes): "
-            f"{nodes_in} -> {nodes_out} nodes ({names})\n"
+            f"{nodes_in} -> {nodes_out} nodes ({names})"
         )
         return True
     if classwise(Pipeline(steps)):  # per class, written as a class set
         manifest, nodes_in, nodes_out = transform_class_set(classes, Pipeline(steps), output)
-        sys.stdout.write(
+        say(
             f"wrote {manifest} ({len(classes.classes)} rank classes of {classes.world_size} ranks): "
-            f"{nodes_in} -> {nodes_out} nodes ({names})\n"
+            f"{nodes_in} -> {nodes_out} nodes ({names})"
         )
         return True
     return False
@@ -188,10 +188,10 @@ def _transform_in_memory(traces, output: str, steps: list, compress: bool, as_js
             }
         )
         return
-    sys.stdout.write(
+    say(
         f"wrote {len(paths)} ranks to {output}.<rank>.et{'.gz' if compress else ''}: "
         f"{len(ts)} -> {len(out)} ranks, {nodes_in} -> {nodes_out} nodes "
-        f"({', '.join(s.describe()['transform'] for s in steps)})\n"
+        f"({', '.join(s.describe()['transform'] for s in steps)})"
     )
     if any(s.describe()["transform"] == "Retarget" for s in steps):
         for line in _projection_lines(out):
@@ -256,7 +256,7 @@ def _transform_streaming(traces, output: str, pipe, compress: bool, as_json: boo
             }
         )
         return
-    sys.stdout.write(f"wrote {len(pairs)} ranks to {output}.<rank>.et (streamed): {nodes_in} -> {nodes_out} nodes\n")
+    say(f"wrote {len(pairs)} ranks to {output}.<rank>.et (streamed): {nodes_in} -> {nodes_out} nodes")
 
 
 def _comm_groups_streamed(pairs) -> dict:
