@@ -1,0 +1,137 @@
+"""Compile tracekit's numba kernels once, into numba's on-disk cache, so later processes load them.
+
+``make install`` runs this after installing. Every kernel (:func:`tracekit._jit.kernel`) is compiled on its first
+call in a machine and cached next to its module (``cache=True``); without this step the first `make test` compiles
+them in each pytest-xdist worker at once (the two workers race to compile and write the same entries) and the first
+CLI commands a user types pay the compile too.
+
+It runs the commands that reach the kernels on the bundled sample traces, in this process (click's ``main``) and
+in a temporary directory: read and ``info``, ``transform`` (compact, scale, retarget, drop CPU ops), ``export
+astra``, ``generate llm``, ``replay`` and ``load``, and the column encoder. The kernels are called with the argument types of real use, so the cached
+signatures are the ones later calls look up. Then it lists every kernel that has no compiled signature yet (a new
+kernel these commands do not reach: add a command here that does). Exit status 0 (a warm-up never fails an
+install); the list is a warning.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import io
+import pkgutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CHAKRA = ROOT / "sample_traces" / "chakra"
+
+
+def _commands(tmp: Path) -> list[list[str]]:
+    allreduce = str(CHAKRA / "all_reduce")
+    feeder = str(CHAKRA / "feeder.0.et")
+    llm = str(tmp / "llm")
+    return [
+        ["load", str(CHAKRA / "small_chakra.0.json"), "-o", str(tmp / "small.0.et")],
+        ["info", allreduce],
+        ["info", feeder],
+        ["validate", allreduce],
+        ["transform", allreduce, "-o", str(tmp / "t1"), "--scale-compute", "2", "--scale-comm", "2", "--compact"],
+        ["transform", feeder, "-o", str(tmp / "t2"), "--drop-cpu-ops", "--retarget", "a100-80gb:h100-sxm"],
+        ["replay", allreduce, "--hw", "dgx-a100"],
+        ["export", "astra", allreduce, "-o", str(tmp / "astra"), "--hw", "dgx-a100"],
+        [
+            "generate",
+            "llm",
+            "--model",
+            "gpt3-1.3b",
+            "--layers",
+            "2",
+            "--tp",
+            "2",
+            "--pp",
+            "2",
+            "--dp",
+            "2",
+            "--global-batch",
+            "4",
+            "--hw",
+            "dgx-a100",
+            "-o",
+            llm,
+        ],
+        ["transform", llm, "-o", str(tmp / "t3"), "--dp", "4", "--compact"],
+        ["replay", llm, "--hw", "dgx-a100"],
+    ]
+
+
+def _run(args: list[str]) -> str:
+    from tracekit.cli import cli
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+        try:
+            cli.main(args=args, prog_name="tracekit", standalone_mode=False)
+        except SystemExit:
+            pass
+        except Exception as exc:  # noqa: BLE001 - a warm-up reports and goes on; the suite tests these commands
+            return f"{type(exc).__name__}: {exc}"
+    return ""
+
+
+def _encode_columns() -> None:
+    """Three nodes through the column encoder (``tracekit.io.encode_nodes``), which no command above reaches."""
+    import numpy as np
+
+    from tracekit.io import encode_nodes
+
+    ids = np.arange(3, dtype=np.uint64)
+    encode_nodes(ids, np.full(3, 4), np.full(3, 1000), names=["warm"], name_codes=np.zeros(3, dtype=np.int64))
+
+
+def uncompiled_kernels() -> list[str]:
+    """Names of the cached numba kernels (not the inlined helpers) of ``tracekit`` (all subpackages) with no compiled signature in this process."""
+    from numba.core.registry import CPUDispatcher
+
+    import tracekit
+
+    names = []
+    for mod in pkgutil.walk_packages(tracekit.__path__, "tracekit."):
+        if "._proto" in mod.name or ".cli" in mod.name:
+            continue
+        try:
+            module = importlib.import_module(mod.name)
+        except ImportError:  # optional dependencies (torch, ray)
+            continue
+        for attr, value in vars(module).items():
+            cached = (
+                isinstance(value, CPUDispatcher)
+                and type(value._cache).__name__ != "NullCache"
+                and value.targetoptions.get("inline") != "always"
+            )
+            if cached and value.__module__ == mod.name and not value.signatures:
+                names.append(f"{mod.name}.{attr}")
+    return sorted(set(names))
+
+
+def main() -> int:
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="tracekit-warm-") as tmp:
+        for args in _commands(Path(tmp)):
+            problem = _run(args)
+            if problem:
+                print(f"warm_numba: tracekit {' '.join(args)}: {problem}", file=sys.stderr)
+    try:
+        _encode_columns()
+    except Exception as exc:  # noqa: BLE001 - as in _run
+        print(f"warm_numba: encode_nodes: {type(exc).__name__}: {exc}", file=sys.stderr)
+    cold = uncompiled_kernels()
+    print(f"warm_numba: kernels compiled and cached in {time.perf_counter() - start:.1f} s")
+    if cold:
+        print(f"warm_numba: not reached by the warm-up commands: {', '.join(cold)}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
