@@ -225,7 +225,8 @@ def test_transform_warns_about_duplicate_node_ids_naming_file_rank_and_id(tmp_pa
     assert res.exit_code == 0, res.stderr
     assert res.stderr.splitlines() == [
         f"tracekit: warning: {src}: rank 0: duplicate node id(s) 1; a dependency on them is ambiguous, so the "
-        "output may link the wrong node (`tracekit validate` lists every problem)"
+        "output may link the wrong node (`tracekit validate` lists every problem)",
+        f"wrote 1 ranks to {tmp_path / 'o' / 'x'}.<rank>.et: 1 -> 1 ranks, 3 -> 3 nodes (ScaleCompute)",
     ]
     assert (tmp_path / "o" / "x.0.et").exists() and src.read_bytes() == before
     quiet = run("-q", "transform", tmp_path / "d", "-o", tmp_path / "o" / "y", "--scale-compute", "2")
