@@ -209,7 +209,24 @@ def _packed(buf, pos, end, out, k):  # pragma: no cover - compiled
 
 @kernel
 def walk_nodes(
-    buf, starts, ends, ids, types, duration, start, special, dptr, cptr, dids, cids, err, fill
+    buf,
+    starts,
+    ends,
+    ids,
+    types,
+    duration,
+    start,
+    special,
+    dptr,
+    cptr,
+    dids,
+    cids,
+    err,
+    fill,
+    keys,
+    key_ptr,
+    kind,
+    values,
 ):  # pragma: no cover - compiled # noqa: E501
     """Decode the node columns of every record (see :func:`tracekit._columnar.decode_columns`).
 
@@ -218,13 +235,16 @@ def walk_nodes(
     dependency counts at ``dptr[i + 1]`` / ``cptr[i + 1]`` and the dependency ids as far as
     ``dids`` / ``cids`` hold them (sized by a guess); the first corrupt attribute message
     goes to ``err[4:9]`` (code, record, offset, field, wire type).  With ``fill`` (after
-    the guess fell short): only the dependency ids, at the CSR offsets.
+    the guess fell short): only the dependency ids, at the CSR offsets.  With K > 0 names in
+    ``keys``/``key_ptr`` (as :func:`find_attrs`; K = 0 for none), the first attribute of each
+    name is found in the same pass into ``kind`` int8[K, N] (zeroed) and ``values`` int64[K, N].
 
     Returns:
         ``(code, record index, field, wire type, any start time)``; code OK when every record frames.
     """
     timed = False
     total_d = total_c = 0
+    scratch = np.zeros(1, dtype=np.float64)
     for i in range(len(starts)):
         pos = np.int64(starts[i])
         end = np.int64(ends[i])
@@ -268,7 +288,11 @@ def walk_nodes(
             elif wt == 0 and field == 1002:
                 st_ns = value
             elif wt == 2 and field == 10:
-                if err[4] == OK:
+                if len(key_ptr) > 1:
+                    framed = _match_attr(buf, np.int64(value), nxt, i, keys, key_ptr, kind, values, scratch)
+                    if not framed and err[4] == OK:
+                        _check_attr(buf, np.int64(value), nxt, err, i)
+                elif err[4] == OK:
                     _check_attr(buf, np.int64(value), nxt, err, i)
             else:
                 odd = True
@@ -435,7 +459,6 @@ def find_attrs(buf, starts, ends, keys, key_ptr, kind, values):  # pragma: no co
         keys: the K names' UTF-8 bytes, concatenated; key_ptr: int64[K + 1] offsets into them.
         kind: int8[K, N], zeroed (ABSENT); values: int64[K, N].
     """
-    nkeys = len(key_ptr) - 1
     scratch = np.zeros(1, dtype=np.float64)
     for i in range(len(starts)):
         pos = np.int64(starts[i])
@@ -445,14 +468,26 @@ def find_attrs(buf, starts, ends, keys, key_ptr, kind, values):  # pragma: no co
             if code != OK:
                 break
             if field == 10 and wt == 2:
-                nm_s, nm_l, vf, vwt, vv, vsize, odd = _attr_fields(buf, np.int64(value), nxt)
-                for k in range(nkeys):
-                    ks = key_ptr[k]
-                    if key_ptr[k + 1] - ks != nm_l or kind[k, i] != ABSENT:
-                        continue
-                    if _same_key(buf, nm_s, keys, ks, nm_l):
-                        kind[k, i], values[k, i] = _attr_value(buf, vf, vwt, vv, vsize, odd, scratch)
+                _match_attr(buf, np.int64(value), nxt, i, keys, key_ptr, kind, values, scratch)
             pos = nxt
+
+
+@inline
+def _match_attr(buf, a, end, i, keys, key_ptr, kind, values, scratch):  # pragma: no cover - compiled
+    """Store the attribute message ``a .. end`` of record ``i`` under its key when it is the first of a wanted name.
+
+    Returns False when the message does not frame (nothing stored).
+    """
+    nm_s, nm_l, vf, vwt, vv, vsize, odd = _attr_fields(buf, a, end)
+    if nm_l < 0:
+        return False
+    for k in range(len(key_ptr) - 1):
+        ks = key_ptr[k]
+        if key_ptr[k + 1] - ks != nm_l or kind[k, i] != ABSENT:
+            continue
+        if _same_key(buf, nm_s, keys, ks, nm_l):
+            kind[k, i], values[k, i] = _attr_value(buf, vf, vwt, vv, vsize, odd, scratch)
+    return True
 
 
 @inline
