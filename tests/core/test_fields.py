@@ -99,7 +99,6 @@ def test_validate_reads_comm_attributes_by_the_rules(attr, error):
 #: tracekit.attrs (switch them to the fields and drop them from this list; it only shrinks)
 PENDING = {
     "tracekit/node.py",  # the Node properties (int_attr("comm_size") ...)
-    "tracekit/summary.py",
     "tracekit/streaming.py",  # _comm_issues: tracekit.validate.comm_issues is the one copy
     "tracekit/transforms/colcompact.py",
     "tracekit/transforms/colscale.py",
