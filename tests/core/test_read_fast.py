@@ -233,3 +233,37 @@ def test_summary_while_reading_reports_a_corrupt_attribute(tmp_path, monkeypatch
     with pytest.raises(TraceFormatError, match="attribute") as err:
         summarize_trace(read_trace(path))
     assert err.value.node_id == 2
+
+
+def test_node_view_typed_reads_equal_the_nodes_and_share_one_pass(tmp_path, monkeypatch):
+    import tracekit._wirekernels as wk
+
+    nodes = []
+    for i in range(300):
+        if i % 2:
+            nodes.append(Node(i, "ar", NodeType.COMM_COLL_NODE, attrs=[Attr("comm_size", 8 * i)]))
+        else:
+            nodes.append(Node(i, "mm", NodeType.COMP_NODE, attrs=[Attr("num_ops", 3 * i)] if i % 10 else []))
+    nodes[101] = nodes[101].with_attr("comm_size", 2.75, "double_val")  # the integer rule truncates
+    path = write_trace(ExecutionTrace(nodes), tmp_path / "v.0.et")
+    calls = []
+    find = wk.find_attrs
+    monkeypatch.setattr(wk, "find_attrs", lambda *a: calls.append(1) or find(*a))
+    view = read_trace(path).nodes
+    got = [(n.comm_bytes, n.num_ops) for n in view]
+    assert got == [(n.comm_bytes, n.num_ops) for n in nodes]
+    assert got[101] == (2, None) and got[3] == (24, None) and got[4] == (None, 12) and got[10] == (None, None)
+    assert len(calls) == 1  # both columns found in one pass over the records
+
+
+def test_node_view_reads_a_non_number_node_by_node(tmp_path):
+    from tracekit.errors import ValidationError
+
+    nodes = [Node(i, "ar", NodeType.COMM_COLL_NODE, attrs=[Attr("comm_size", i)]) for i in range(200)]
+    nodes[150] = nodes[150].with_attr("comm_size", "big", "string_val")
+    view = read_trace(write_trace(ExecutionTrace(nodes), tmp_path / "s.0.et")).nodes
+    assert [view[i].comm_bytes for i in range(150)] == list(range(150))
+    with pytest.raises(ValidationError, match="comm_size") as err:
+        _ = view[150].comm_bytes
+    assert err.value.node_id == 150
+    assert view[199].comm_bytes == 199
