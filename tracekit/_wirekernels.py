@@ -10,8 +10,8 @@ record with a code and its index: :mod:`tracekit._framing`,
 :mod:`tracekit._columnar` and :mod:`tracekit._attrsource` turn the code into
 a :class:`~tracekit.errors.TraceFormatError` naming file, rank and node.
 Every read is bounds-checked by the walk itself (numba does not check).
-Importing this module imports numba (about 0.5 s), so the rest of tracekit
-imports it only when it reads a file.
+The kernels are lazy (:func:`tracekit._jit.kernel`): numba (about 0.5 s to
+import) is imported by the first kernel call, not by importing this module.
 """
 
 from __future__ import annotations
