@@ -35,12 +35,17 @@ import contextlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
 from tracekit.classset_checks import RENAMED, member_findings, slot_maps
 from tracekit.classset_stamps import class_key, read_rank_class, stamp_rank_class
 from tracekit.errors import TraceFormatError, TracekitError
 from tracekit.model import Attr
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tracekit.model import ExecutionTrace
+    from tracekit.traceset import TraceSet
+    from tracekit.workloads.rank_template import RankTemplate
 
 __all__ = [
     "ClassSet",
@@ -124,11 +129,11 @@ class ClassSet:
         cls, index = self.locate(rank)
         return self._template(cls).for_rank(dict(enumerate(cls.member_attrs(index))))
 
-    def _template(self, cls: RankClass):
+    def _template(self, cls: RankClass) -> RankTemplate:
         from tracekit.workloads.rank_template import RankTemplate
         from tracekit.io import _read_raw
 
-        cache = self.__dict__.setdefault("_templates", {})
+        cache: dict[Path, RankTemplate] = self.__dict__.setdefault("_templates", {})
         if cls.file not in cache:
             from tracekit.errors import TracekitError
 
@@ -152,7 +157,7 @@ class ClassSet:
                 data = template.for_rank(dict(enumerate(cls.member_attrs(index))))
                 yield rank, stamp_rank_class(data, key, cls.slots, cls.values[index]) if stamp else data
 
-    def read_representative(self, cls: RankClass):
+    def read_representative(self, cls: RankClass) -> ExecutionTrace:
         """The representative's :class:`ExecutionTrace` (rank = the representative).
 
         Raises:
@@ -163,7 +168,7 @@ class ClassSet:
 
         return read_trace(cls.file, rank=cls.representative)
 
-    def to_traceset(self):
+    def to_traceset(self) -> TraceSet:
         """Every rank's trace (encoded bytes held per rank, nodes decoded on first use)."""
         from tracekit.io import trace_from_bytes
         from tracekit.traceset import TraceSet
@@ -171,7 +176,12 @@ class ClassSet:
         path = str(self.manifest)
         return TraceSet({r: trace_from_bytes(b, path=f"{path}#rank{r}", rank=r) for r, b in self.iter_rank_bytes()})
 
-    def expand(self, prefix: str | os.PathLike[str], *, progress=None) -> list[Path]:
+    def expand(
+        self,
+        prefix: str | os.PathLike[str],
+        *,
+        progress: Callable[[Iterable[tuple[int, bytes]], int], Iterable[tuple[int, bytes]]] | None = None,
+    ) -> list[Path]:
         """Write the per-rank Chakra files ``<prefix>.<rank>.et`` (as a unit: see TraceSetWriter).
 
         Each file's metadata carries its class stamp (:data:`tracekit.classset_stamps.RANK_CLASS_ATTR`); node
@@ -193,7 +203,7 @@ class ClassSet:
         from tracekit.groups import resolve_groups
         from tracekit.io import trace_from_bytes
 
-        declared: dict = {}
+        declared: dict[str, tuple[int, ...]] = {}
         with TraceSetWriter(prefix) as writer:
             for rank, data in items:
                 writer.add(rank, data)

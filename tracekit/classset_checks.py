@@ -13,6 +13,10 @@ from tracekit.attrs import COMM_DST, COMM_SRC, PG_NAME
 
 if TYPE_CHECKING:
     from tracekit.classset import ClassSet
+    from tracekit.model import ExecutionTrace
+    from tracekit.rank_checks import RankFindings
+    from tracekit.summary import TraceSetSummary, TraceSummary
+    from tracekit.validation_report import ValidationReport
 
 __all__ = [
     "RENAMED",
@@ -41,7 +45,7 @@ def slot_maps(value_map: dict[tuple[str, Any], Any]) -> tuple[dict[str, str], di
     return pg, src, dst
 
 
-def member_findings(findings, rank: int, value_map: dict[tuple[str, Any], Any]):
+def member_findings(findings: RankFindings, rank: int, value_map: dict[tuple[str, Any], Any]) -> RankFindings:
     """A member's :class:`~tracekit.validate.RankFindings` from its representative's (which has no issues).
 
     The per-rank checks read ids, types, dependencies and attribute values;
@@ -61,7 +65,7 @@ def member_findings(findings, rank: int, value_map: dict[tuple[str, Any], Any]):
     )
 
 
-def member_trace(cs: ClassSet, rank: int):
+def member_trace(cs: ClassSet, rank: int) -> ExecutionTrace:
     """The decoded :class:`~tracekit.model.ExecutionTrace` of ``rank`` (its class's representative with
     the rank's slot values).
 
@@ -74,7 +78,7 @@ def member_trace(cs: ClassSet, rank: int):
     return trace_from_bytes(cs.rank_bytes(rank), path=f"{cs.manifest}#rank{rank}", rank=rank)
 
 
-def check_class_set(cs: ClassSet) -> list:
+def check_class_set(cs: ClassSet) -> list[RankFindings]:
     """:func:`tracekit.validate.check_rank` findings of every rank, in rank order.
 
     Representatives are checked; members derived (:func:`member_findings`)
@@ -86,7 +90,7 @@ def check_class_set(cs: ClassSet) -> list:
     """
     from tracekit.validate import check_rank
 
-    out = {}
+    out: dict[int, RankFindings] = {}
     for cls in cs.classes:
         rep = check_rank(cs.read_representative(cls))
         out[cls.representative] = rep
@@ -98,7 +102,7 @@ def check_class_set(cs: ClassSet) -> list:
     return [out[r] for r in sorted(out)]
 
 
-def validate_class_set(cs: ClassSet):
+def validate_class_set(cs: ClassSet) -> ValidationReport:
     """:func:`tracekit.validate.validate_files` for a class set -> ValidationReport.
 
     Findings are in the report, never raised.
@@ -131,7 +135,7 @@ def validate_class_set(cs: ClassSet):
     return cross_rank_checks(findings, groups, cs.world_size)
 
 
-def summarize_class_set(cs: ClassSet):
+def summarize_class_set(cs: ClassSet) -> TraceSetSummary:
     """:func:`tracekit.summary.summarize_files` for a class set (a member's summary is its representative's).
 
     Raises:
@@ -143,7 +147,9 @@ def summarize_class_set(cs: ClassSet):
     from tracekit.groups import pg_descriptions, resolve_groups
     from tracekit.summary import TraceSetSummary, summarize_trace
 
-    per_rank, declared, descs = {}, {}, {}
+    per_rank: dict[int, TraceSummary] = {}
+    declared: dict[str, tuple[int, ...]] = {}
+    descs: dict[str, str] = {}
     for cls in cs.classes:
         trace = cs.read_representative(cls)
         declared.update(trace.process_groups())

@@ -27,10 +27,11 @@ from tracekit.validation_report import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover
+    from tracekit.graph import NodeColumns
     from tracekit.traceset import TraceSet
 
 
-def time_range_issues(cols, path: str | None, rank: int | None) -> list[Issue]:
+def time_range_issues(cols: "NodeColumns", path: str | None, rank: int | None) -> list[Issue]:
     """``time-range`` errors: durations over MAX_DURATION_NS, start times over MAX_TIME_NS (column values
     saturate at 2^63-1 when the wire value does not fit int64)."""
     out = []

@@ -22,6 +22,7 @@ import os
 from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 from tracekit.errors import ValidationError
 from tracekit.groups import resolve_groups
@@ -236,7 +237,8 @@ def cross_rank_checks(
     return report
 
 
-def _describe(entry) -> str:
+def _describe(entry: npt.NDArray[np.int64]) -> str:
+    """``ALL_REDUCE of 4096 bytes`` for a row ``(node id, comm type, comm bytes)`` of a rank's collective table."""
     ct, size = int(entry[1]), int(entry[2])
     tname = CollectiveType(ct).name if ct in CollectiveType._value2member_map_ else str(ct)
     return f"{tname} of {size} bytes"

@@ -201,7 +201,7 @@ def send_recv_bench(
     builders = _builders(world_size, groups)
     for rank, rank_steps in plan.items():
         b = builders[rank]
-        prev: list[int | None] = [None]
+        prev: Sequence[int | None] = [None]  # the first step of a rank depends on nothing
         for it in range(iterations):
             if compute_ns:
                 prev = [b.comp(f"compute_{it}", duration_ns=compute_ns, deps=prev)]

@@ -169,9 +169,10 @@ def plan_jobs(
     def ranked(paths: list[str]) -> dict[int, str]:
         """Rank -> path: the names' ``rankN`` when all have one (ConversionError on a repeat), else sorted positions."""
         named = [rank_in_name(p) for p in paths]
-        if all(r is not None for r in named):
+        known = [r for r in named if r is not None]
+        if len(known) == len(named):
             out: dict[int, str] = {}
-            for r, p in zip(named, paths):
+            for r, p in zip(known, paths):
                 if r in out:
                     raise ConversionError(f"rank {r} given twice: {out[r]} and {p}")
                 out[r] = p

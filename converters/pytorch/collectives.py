@@ -381,21 +381,42 @@ def _finish(draft: _Draft, et: EtTrace, rank: int | None, groups: Mapping[str, t
     nbytes, device = _data_bytes(draft, where)
     pg = _resolve_pg(draft, groups, et)
     async_op = _last_bool(head) if draft.family == "c10d" else None
-    common = dict(
+    comm_type: CollectiveType | None = None
+    src: int | None = None
+    dst: int | None = None
+    tag: int | None = None
+    if isinstance(draft.kind, CollectiveType):
+        node_type, comm_type = NodeType.COMM_COLL_NODE, draft.kind
+    else:
+        node_type, src, dst, tag = _p2p_ends(draft, et, rank, pg, groups)
+    return CommOp(
         node_id=head.id,
         name=head.name,
+        node_type=node_type,
+        comm_type=comm_type,
         comm_bytes=int(nbytes),
         pg_name=pg,
         members=tuple(draft.members),
         backend_ops=tuple(draft.backend),
+        comm_src=src,
+        comm_dst=dst,
+        comm_tag=tag,
         async_op=async_op,
         device=device,
         seq=draft.rpc.seq if draft.rpc else None,
         dtype=draft.rpc.dtype if draft.rpc else None,
     )
-    if isinstance(draft.kind, CollectiveType):
-        return CommOp(node_type=NodeType.COMM_COLL_NODE, comm_type=draft.kind, **common)
-    # point to point
+
+
+def _p2p_ends(
+    draft: _Draft, et: EtTrace, rank: int | None, pg: str, groups: Mapping[str, tuple[int, ...]]
+) -> tuple[NodeType, int, int, int | None]:
+    """(node type, global source rank, global destination rank, tag) of a send or recv.
+
+    Raises:
+        ConversionError: ``rank`` is unknown, or the op's arguments do not name its peer.
+    """
+    head = draft.head
     if rank is None:
         raise ConversionError(
             f"{head.name!r} needs this trace's rank to name its peer; pass rank=", path=et.path, node_id=head.id
@@ -416,9 +437,5 @@ def _finish(draft: _Draft, et: EtTrace, rank: int | None, groups: Mapping[str, t
         )
     peer = _global_rank(peer, pg, groups)
     if draft.kind == NodeType.COMM_SEND_NODE:
-        return CommOp(
-            node_type=NodeType.COMM_SEND_NODE, comm_type=None, comm_src=rank, comm_dst=peer, comm_tag=tag, **common
-        )
-    return CommOp(
-        node_type=NodeType.COMM_RECV_NODE, comm_type=None, comm_src=peer, comm_dst=rank, comm_tag=tag, **common
-    )
+        return NodeType.COMM_SEND_NODE, rank, peer, tag
+    return NodeType.COMM_RECV_NODE, peer, rank, tag

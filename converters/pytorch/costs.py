@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 from tracekit.model import Attr, NodeDraft, NodeType
 from tracekit.opcost import OP_CLASSES, OpCost, aten_cost
@@ -183,7 +183,7 @@ def attach_costs(
     )
 
 
-def capture_device(device_properties: Iterable[dict], has_device_ops: bool) -> str | None:
+def capture_device(device_properties: Iterable[Mapping[str, Any]], has_device_ops: bool) -> str | None:
     """The capture's compute device: ``"cpu"`` when the trace has no device ops (even on a machine whose
     Kineto lists GPUs), else the ``name`` of the first Kineto ``deviceProperties`` entry, else None."""
     if not has_device_ops:

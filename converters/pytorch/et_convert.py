@@ -346,7 +346,8 @@ def convert_et(
     )
     counts: dict[str, int] = {}
     for n in nodes:
-        counts[n.type.name] = counts.get(n.type.name, 0) + 1
+        type_name = NodeType(n.type).name
+        counts[type_name] = counts.get(type_name, 0) + 1
     return RankConversion(
         trace=trace,
         comm_counts=plan.counts(),

@@ -113,8 +113,9 @@ class _Draft:
     workers: list[KinetoEvent] | None = None
 
 
-def _family_kind(e: KinetoEvent, where: str) -> tuple[str, CollectiveType | NodeType] | None:
-    """(family, kind) of a communication event, None for other events and non-communication ones."""
+def _family_kind(e: KinetoEvent, where: str) -> tuple[str, CollectiveType | NodeType | None] | None:
+    """(family, kind) of a communication event, None for other events and non-communication ones; the kind is
+    None only for an argument-less ``record_param_comms`` marker (family ``rpc``)."""
     family = comm_family(e.name)
     if family is None:
         return None
@@ -195,17 +196,17 @@ def _nest_families(
     rank: int | None,
     world_size: int | None,
     path: str | None,
-) -> tuple[dict[int, _Draft], dict[int, int], list[_Draft], list[KinetoEvent]]:
+) -> tuple[dict[int, _Draft], dict[int, int], list[_Draft], list[tuple[KinetoEvent, CollectiveType | NodeType]]]:
     """Pass 1, same-thread nesting: each family's outermost event heads a draft, nested ones join it.
 
     Events are visited in global time order so heads precede their gloo workers.  Returns
     (drafts by head index, owner head of each member index, the c10d drafts in order, gloo records
-    outside any communication op).
+    outside any communication op, each with its kind).
     """
     drafts: dict[int, _Draft] = {}
     owner_of: dict[int, int] = {}
     pending_c10d: list[_Draft] = []
-    gloo_orphans: list[KinetoEvent] = []
+    gloo_orphans: list[tuple[KinetoEvent, CollectiveType | NodeType]] = []
     ordered = sorted(by_index.values(), key=lambda e: (e.start_ns, -e.duration_ns, e.index))
     for e in ordered:
         try:
@@ -230,10 +231,10 @@ def _nest_families(
             if family == "gloo":
                 owner.gloo_left -= 1
             continue
-        if family == "gloo":
-            gloo_orphans.append(e)
-            continue
         if kind is None:  # argument-less record_param_comms outside any c10d op: nothing to say
+            continue
+        if family == "gloo":
+            gloo_orphans.append((e, kind))
             continue
         d = _Draft(head=e, kind=kind, members=[e], rpc=e if family == "rpc" else None)
         if family == "c10d":
@@ -259,14 +260,14 @@ def _expect_gloo(d: _Draft, world_size: int | None) -> None:
 
 
 def _match_gloo_workers(
-    gloo_orphans: Sequence[KinetoEvent],
+    gloo_orphans: Sequence[tuple[KinetoEvent, CollectiveType | NodeType]],
     pending_c10d: Sequence[_Draft],
     drafts: dict[int, _Draft],
     owner_of: dict[int, int],
 ) -> None:
     """Pass 2: each gloo worker record -> the latest earlier c10d op of a matching kind with records left;
     a record matching none heads a communication of its own."""
-    for g in gloo_orphans:
+    for g, kind in gloo_orphans:
         gname = normalized_comm_name(g.name)
         match = None
         for d in reversed(pending_c10d):
@@ -274,12 +275,11 @@ def _match_gloo_workers(
                 continue
             if d.gloo_left == 0:
                 continue
-            if gname in d.gloo_kinds or comm_kind(g.name) == d.kind:
+            if gname in d.gloo_kinds or kind == d.kind:
                 match = d
                 break
         if match is None:
-            kind = comm_kind(g.name)
-            drafts[g.index] = _Draft(head=g, kind=kind, members=[g])  # type: ignore[arg-type]
+            drafts[g.index] = _Draft(head=g, kind=kind, members=[g])
             owner_of[g.index] = g.index
             continue
         if match.workers is None:
@@ -323,17 +323,14 @@ def _finish(
     kernels.sort(key=lambda k: (k.start_ns, k.index))
 
     kind = d.kind
-    if isinstance(kind, CollectiveType) and kind == CollectiveType.BARRIER:
-        nbytes = 0
-    else:
-        nbytes = _bytes(d)
-        if nbytes is None:
-            raise ConversionError(
-                f"cannot determine the message size of {label}: no record_param_comms "
-                f"sizes and no input shape with a known dtype",
-                path=path,
-                rank=rank,
-            )
+    nbytes = 0 if isinstance(kind, CollectiveType) and kind == CollectiveType.BARRIER else _bytes(d)
+    if nbytes is None:
+        raise ConversionError(
+            f"cannot determine the message size of {label}: no record_param_comms "
+            f"sizes and no input shape with a known dtype",
+            path=path,
+            rank=rank,
+        )
     pg_name, pg_source = _group(d, groups, label, path, rank)
 
     if kernels:
@@ -342,19 +339,39 @@ def _finish(
     else:
         node_event = head.index
         folded = tuple(subtree) + tuple(w.index for w in d.workers or ())
-    common = dict(
+    comm_type: CollectiveType | None = None
+    src: int | None = None
+    dst: int | None = None
+    tag: int | None = None
+    if isinstance(kind, CollectiveType):
+        node_type, comm_type = NodeType.COMM_COLL_NODE, kind
+    else:
+        node_type, src, dst, tag = _p2p_ends(d, kind, rank, groups.get(pg_name) or (), label, path)
+    return KinetoComm(
         head=head.index,
         node_event=node_event,
+        node_type=node_type,
+        comm_type=comm_type,
         comm_bytes=int(nbytes),
         pg_name=pg_name,
         members=tuple(m.index for m in d.members) + tuple(w.index for w in d.workers or ()),
         folded=folded,
         extra_kernels=tuple(k.index for k in kernels[1:]),
+        comm_src=src,
+        comm_dst=dst,
+        comm_tag=tag,
         pg_source=pg_source,
     )
-    if isinstance(kind, CollectiveType):
-        return KinetoComm(node_type=NodeType.COMM_COLL_NODE, comm_type=kind, **common)
-    # send / recv
+
+
+def _p2p_ends(
+    d: _Draft, kind: NodeType, rank: int | None, ranks: tuple[int, ...], label: str, path: str | None
+) -> tuple[NodeType, int, int, int | None]:
+    """(node type, global source rank, global destination rank, tag) of a send or recv (``ranks``: its group's).
+
+    Raises:
+        ConversionError: ``rank`` is unknown, or the events do not name the peer.
+    """
     if rank is None:
         raise ConversionError(
             f"{label} needs this trace's rank to name its peer (no distributedInfo.rank; pass rank=)", path=path
@@ -362,12 +379,11 @@ def _finish(
     peer, tag = _peer(d)
     if peer is None:
         raise ConversionError(f"cannot tell the peer rank of {label}", path=path, rank=rank)
-    ranks = groups.get(pg_name) or ()
     if ranks and 0 <= peer < len(ranks) and d.rpc is None:
         peer = int(ranks[peer])  # c10d arguments are group ranks
     if kind == NodeType.COMM_SEND_NODE:
-        return KinetoComm(node_type=kind, comm_type=None, comm_src=rank, comm_dst=peer, comm_tag=tag, **common)
-    return KinetoComm(node_type=kind, comm_type=None, comm_src=peer, comm_dst=rank, comm_tag=tag, **common)
+        return kind, rank, peer, tag
+    return kind, peer, rank, tag
 
 
 def _bytes(d: _Draft) -> int | None:
@@ -380,8 +396,9 @@ def _bytes(d: _Draft) -> int | None:
     backends = [m for m in d.members if comm_family(m.name) in ("nccl", "gloo")] + list(d.workers or ())
     if backends:
         sizes = [arg_bytes(b, 0) for b in backends]
-        if all(s is not None for s in sizes):
-            return sum(sizes)  # type: ignore[arg-type]
+        known = [s for s in sizes if s is not None]
+        if len(known) == len(sizes):
+            return sum(known)
     head = d.head
     if comm_family(head.name) == "c10d":
         for i in C10D_DATA_ARG.get(normalized_comm_name(head.name), (0,)):

@@ -335,8 +335,8 @@ class _Converter:
         attach_kineto_costs(kt, dgraph.launch_of, node_of)  # op costs (issue 15): a separate pass
         self.check_forward(nodes)
 
-        counts = Counter(n.type.name for n in nodes)
-        coll = Counter()
+        counts = Counter(NodeType(n.type).name for n in nodes)
+        coll: Counter[str] = Counter()
         for c in comms:
             coll[c.comm_type.name if c.comm_type is not None else c.node_type.name.split("_")[1]] += 1
         stats = KinetoConversionStats(

@@ -31,9 +31,10 @@ and may be unbalanced (ends without starts are common).  Instant (``i``) events
 are ignored; metadata (``M``) events give process and thread names.
 
 Errors: :class:`tracekit.errors.TraceFormatError` for a file that is not Kineto
-JSON, has no ``traceEvents`` / zero events, or an event with a missing, NaN or
-infinite timestamp or duration; each message names the file, the event index and
-the bad value.
+JSON, has no ``traceEvents`` / zero events, an event with a missing, NaN or
+infinite timestamp or duration, or a flow event without an integer or string
+``id`` (every flow in ``../shared/real`` has an integer one); each message names
+the file, the event index and the bad value.
 """
 
 from __future__ import annotations
@@ -204,6 +205,7 @@ def _process_groups(info: Mapping[str, Any], path: str | None) -> tuple[ProcessG
 
 def _document(doc: Any, path: str | None) -> tuple[list[Any], Mapping[str, Any]]:
     """The ``traceEvents`` list and the top-level object (empty for a bare event list)."""
+    top: Mapping[str, Any]
     if isinstance(doc, list):
         raw_events, top = doc, {}
     elif isinstance(doc, Mapping):
@@ -276,8 +278,20 @@ def _complete_event(e: dict, i: int, path: str | None, rank: int | None) -> Kine
     )
 
 
-def _flow_event(e: dict, i: int, path: str | None, rank: int | None) -> FlowEvent:
-    """``traceEvents[i]``, a flow (``s``/``f``/``t``) event."""
+def _flow_event(e: dict[str, Any], i: int, path: str | None, rank: int | None) -> FlowEvent:
+    """``traceEvents[i]``, a flow (``s``/``f``/``t``) event.
+
+    Raises:
+        TraceFormatError: its ``id`` (which pairs a flow's start and finish) is missing or not an integer or a
+            string, or its ``ts`` is bad or out of range.
+    """
+    flow_id = e.get("id")
+    if isinstance(flow_id, bool) or not isinstance(flow_id, (int, str)):
+        raise TraceFormatError(
+            f"traceEvents[{i}] (flow, ph {e.get('ph')!r}): 'id' must be an integer or a string, got {flow_id!r:.80}",
+            path=path,
+            rank=rank,
+        )
     try:
         ts_ns = us_to_ns(e.get("ts"))
     except ValueError as exc:
@@ -292,7 +306,7 @@ def _flow_event(e: dict, i: int, path: str | None, rank: int | None) -> FlowEven
         )
     return FlowEvent(
         phase=e["ph"],
-        flow_id=e.get("id"),
+        flow_id=flow_id,
         category=normalize_category(e.get("cat")),
         pid=e.get("pid", 0),
         tid=e.get("tid", 0),

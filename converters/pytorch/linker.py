@@ -145,11 +145,11 @@ def _join_by(ops: list[EtOp], host: list[KinetoEvent], key: str) -> dict[int, Ki
         k = getattr(e, key)
         if k is not None:
             index.setdefault(k, e)
-    out = {}
+    out: dict[int, KinetoEvent] = {}
     for op in ops:
-        e = index.get(op.rf_id)
-        if e is not None and e.name == op.name:
-            out[op.id] = e
+        hit = index.get(op.rf_id)
+        if hit is not None and hit.name == op.name:
+            out[op.id] = hit
     return out
 
 

@@ -264,7 +264,7 @@ def replay_case(task: tuple[Any, SweepCase]) -> tuple[SweepRow, "ReplayResult"]:
 
 # ----------------------------------------------------------------------------- driver
 def run_sweep(
-    traces: "TraceSet | str | os.PathLike[str]",
+    traces: "TraceSet | str | os.PathLike[str] | list[str | os.PathLike[str]] | tuple[str | os.PathLike[str], ...]",
     specs: Sequence["HardwareSpec | str | os.PathLike[str]"],
     axes: Sequence[SweepAxis] = (),
     *,
@@ -298,17 +298,12 @@ def run_sweep(
         TracekitError: the first replay that fails (e.g. ``DeadlockError``),
             with the point's parameters prepended to its message.
     """
-    from tracekit.io import trace_paths
     from tracekit.parallel import EXECUTORS
 
     if executor not in EXECUTORS:
         raise ConfigError(f"unknown executor {executor!r}; choose one of {', '.join(EXECUTORS)}")
-    in_memory = not isinstance(traces, (str, os.PathLike, list, tuple))
-    if in_memory:
-        world_size, label = traces.world_size, "<in-memory>"
-    else:
-        paths = [os.fspath(t) for t in traces] if isinstance(traces, (list, tuple)) else os.fspath(traces)
-        world_size, label = len(trace_paths(paths)), " ".join(paths) if isinstance(paths, list) else paths
+    paths, world_size, label = _trace_source(traces)
+    in_memory = paths is None
     cases = build_cases(specs, axes, world_size, options=options)
     parameters = tuple(k for k, _ in cases[0].params) if cases else ()
 
@@ -327,7 +322,7 @@ def run_sweep(
 
             source = ray.put(traces)
         else:
-            source = traces if in_memory else (tuple(paths) if isinstance(paths, list) else paths)
+            source = traces if paths is None else paths
         out = _map_cases(source, cases, executor, max_workers, ray_address, progress)
     finally:
         if tmp_dir is not None:
@@ -340,6 +335,25 @@ def run_sweep(
             _LOADED[0] = _LOADED[1] = None
     rows = tuple(r for r, _ in out)
     return SweepResult(rows, parameters, world_size, label, executor, tuple(s for _, s in out))
+
+
+def _trace_source(
+    traces: "TraceSet | str | os.PathLike[str] | list[str | os.PathLike[str]] | tuple[str | os.PathLike[str], ...]",
+) -> tuple[str | tuple[str, ...] | None, int, str]:
+    """``(paths, world size, label)`` of :func:`run_sweep`'s ``traces``; paths None for an in-memory trace set.
+
+    Raises:
+        TraceFormatError: the paths match no trace files (or two files claim one rank).
+    """
+    from tracekit.io import trace_paths
+
+    if isinstance(traces, (str, os.PathLike)):
+        path = os.fspath(traces)
+        return path, len(trace_paths(path)), path
+    if isinstance(traces, (list, tuple)):
+        paths = tuple(os.fspath(t) for t in traces)
+        return paths, len(trace_paths(paths)), " ".join(paths)
+    return None, traces.world_size, "<in-memory>"
 
 
 def _map_cases(

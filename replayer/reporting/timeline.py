@@ -272,9 +272,9 @@ def measured_timeline(traceset: "TraceSet") -> dict[str, Any]:
         trace = traceset[rank]
         cols = trace.columns()
         kind, cls, sub = classify(cols, "trace")
-        res, names = resources(cls, sub)
+        res, res_names = resources(cls, sub)
         keep = (res >= 0) & (cols.duration_ns > 0)
-        per_rank.append((rank, cols, kind, res, names, np.flatnonzero(keep)))
+        per_rank.append((rank, cols, kind, res, res_names, np.flatnonzero(keep)))
         if keep.any():
             firsts.append(int(cols.start_time_ns[keep].min()))
     origin = min(firsts) if firsts else 0

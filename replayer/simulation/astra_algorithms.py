@@ -271,13 +271,13 @@ def ranks_pipeline_ns(shape: Sequence[int], phases: Sequence[RankPhase], chunks:
     per member; others: the line's last start plus the duration).  Used when a tree phase makes members finish
     at different times.
     """
-    members = [()]
+    members: list[tuple[int, ...]] = [()]
     for size in shape:
         members = [m + (c,) for c in range(size) for m in members]
     index = {m: i for i, m in enumerate(members)}
     waiting: dict[tuple[int, int], list[tuple[int, int]]] = {}
     running: dict[tuple[int, int], int] = {}
-    pending: dict[tuple, dict[int, int]] = {}
+    pending: dict[tuple[int, int, tuple[int, ...]], dict[int, int]] = {}  # (chunk, phase, line) -> starts
     events: list[tuple[int, int, int, int, int, int]] = []  # (time, scheduled at, seq, member, chunk, phase)
     seq = 0
     finish = [0] * len(members)

@@ -358,7 +358,7 @@ class AstraModel(GroupPlacer):
         chunk, chunks = self.chunking(kind, comm_bytes)
         phases = self.phases(kind, chunk, pl)
         e = self.settings.endpoint_delay_ns
-        trees_on = {}
+        trees_on: dict[int, int] = {}  # dimension -> tree phases on it
         for d, _, _, _, _, alg in phases:
             if alg == "double_binary_tree":
                 trees_on[d] = trees_on.get(d, 0) + 1

@@ -37,9 +37,10 @@ Which method a node gets (``compute.mode`` in the spec):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import numpy.typing as npt
 
 from tracekit.errors import SpecError
 
@@ -73,8 +74,8 @@ class ComputeCosts:
         method: uint8[N], index into :data:`METHODS`.
     """
 
-    duration_ns: np.ndarray
-    method: np.ndarray
+    duration_ns: npt.NDArray[np.int64]
+    method: npt.NDArray[np.uint8]
 
     def counts(self) -> dict[str, int]:
         """Number of nodes timed by each method (methods with no node left out)."""
@@ -185,11 +186,19 @@ class ComputeModel:
         return ComputeCosts(out, method)
 
     def _flops_per_ns(self) -> float:
-        if self._peak_flops_per_s is None:
-            self.spec.device.peak(self.spec.compute.dtype)  # raises SpecError naming the key
-        return self._peak_flops_per_s * self.spec.device.compute_efficiency / 1e9
+        peak_flops_per_s = self._peak_flops_per_s
+        if peak_flops_per_s is None:  # the device lists no peak at all: this raises SpecError naming the key
+            peak_flops_per_s = self.spec.device.peak(self.spec.compute.dtype)
+        return peak_flops_per_s * self.spec.device.compute_efficiency / 1e9
 
-    def _astra(self, ops, nbytes, dur, out, method) -> None:
+    def _astra(
+        self,
+        ops: npt.NDArray[np.float64],
+        nbytes: npt.NDArray[np.float64],
+        dur: npt.NDArray[np.int64],
+        out: npt.NDArray[np.int64],
+        method: npt.NDArray[np.uint8],
+    ) -> None:
         if not self.astra_roofline:
             micros_ns = (dur // 1000) * 1000
             # ASTRA-sim (Workload::issue): a node with no runtime and no num_ops is skipped (0 ns); with
@@ -198,11 +207,14 @@ class ComputeModel:
             method[:] = ASTRA_MEASURED
             return
         ok = nbytes > 0
-        if self.astra_peak_per_s is None and np.any(ok):
+        if not np.any(ok):  # no node has tensor_size: all stay missing (0 ns)
+            return
+        peak_per_s = self.astra_peak_per_s
+        if peak_per_s is None:
             raise SpecError("key astra.peak_perf_tflops: the ASTRA-sim roofline needs peak-perf", path=self.spec.path)
         with np.errstate(divide="ignore", invalid="ignore"):
             intensity = ops[ok] / nbytes[ok]
-            perf = np.minimum(self.astra_mem_bw_per_s * intensity, self.astra_peak_per_s)
+            perf = np.minimum(self.astra_mem_bw_per_s * intensity, peak_per_s)
             elapsed_s = np.where(ops[ok] > 0, ops[ok] / perf, 0.0)
         out[ok] = _ns_int(np.floor(elapsed_s * 1e9))
         method[ok] = ASTRA_ROOFLINE
@@ -211,7 +223,7 @@ class ComputeModel:
 _SATURATED_NS = float(2**63 - 1024)  # the largest float64 below 2^63: out-of-range times saturate, never wrap
 
 
-def _ns_int(values: np.ndarray) -> np.ndarray:
+def _ns_int(values: npt.NDArray[np.floating[Any]]) -> npt.NDArray[np.int64]:
     """Float nanoseconds -> int64, rounded; values past int64 saturate (the replay program names them)."""
     return np.rint(np.minimum(np.nan_to_num(values, nan=_SATURATED_NS), _SATURATED_NS)).astype(np.int64)
 

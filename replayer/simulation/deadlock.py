@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 MAX_RANKS_IN_MESSAGE = 8
 MAX_LISTED = 8
+_COLLECTIVE_NAMES: dict[int | None, str] = {t.value: t.name for t in CollectiveType}  # comm_type -> name
 
 
 def _ranks(ranks: list[int]) -> str:
@@ -38,10 +39,7 @@ def describe_instance(program: ReplayProgram, i: int) -> str:
     inst = program.instances[i]
     if inst.kind == "p2p":
         return f"send/recv of {inst.comm_bytes} bytes {inst.ranks[0]}->{inst.ranks[1]} tag {inst.seq}"
-    try:
-        name = CollectiveType(inst.comm_type).name
-    except ValueError:
-        name = f"collective type {inst.comm_type}"
+    name = _COLLECTIVE_NAMES.get(inst.comm_type, f"collective type {inst.comm_type}")
     return f"{name} of {inst.comm_bytes} bytes on group {inst.pg_name!r} (#{inst.seq} of that group)"
 
 

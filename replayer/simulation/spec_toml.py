@@ -340,7 +340,7 @@ def _read_proto_table(r: _Reader, default: tuple) -> tuple:
     return tuple((a, rows[a]) for a in NCCL_ALGORITHMS)
 
 
-def _positive_list(r: _Reader, key: str, default: tuple, length: int | None) -> tuple[float, ...]:
+def _positive_list(r: _Reader, key: str, default: tuple[float, ...], length: int | None) -> tuple[float, ...]:
     values = r.raw(key, list(default))
     if (
         not isinstance(values, list)
@@ -351,6 +351,12 @@ def _positive_list(r: _Reader, key: str, default: tuple, length: int | None) -> 
         count = f"{length} " if length else ""
         raise r.error(key, f"must be a list of {count}positive numbers; got {values!r}")
     return tuple(float(v) for v in values)
+
+
+def _positive_triple(r: _Reader, key: str, default: tuple[float, float, float]) -> tuple[float, float, float]:
+    """Three positive numbers at ``key`` (one per node-count class of NCCL's tables: 1, 2, more), else ``default``."""
+    one, two, more = _positive_list(r, key, default, 3)
+    return (one, two, more)
 
 
 def _read_nccl(r: _Reader) -> NcclConstants:
@@ -385,10 +391,10 @@ def _read_nccl(r: _Reader) -> NcclConstants:
         nic_speeds_gbps=_positive_list(r, "nic_speeds_gbps", default.nic_speeds_gbps, None),
         nics_per_node=r.integer("nics_per_node", default.nics_per_node, minimum=0),
         net_overhead_us=r.number("net_overhead_us", default.net_overhead_us, nonnegative=True),
-        tree_per_channel_max_bw_gbps=_positive_list(
-            r, "tree_per_channel_max_bw_gbps", default.tree_per_channel_max_bw_gbps, 3
+        tree_per_channel_max_bw_gbps=_positive_triple(
+            r, "tree_per_channel_max_bw_gbps", default.tree_per_channel_max_bw_gbps
         ),
-        ll_max_bw_gbps=_positive_list(r, "ll_max_bw_gbps", default.ll_max_bw_gbps, 3),
+        ll_max_bw_gbps=_positive_triple(r, "ll_max_bw_gbps", default.ll_max_bw_gbps),
         ll128_per_channel_max_bw_gbps=r.number(
             "ll128_per_channel_max_bw_gbps", default.ll128_per_channel_max_bw_gbps, positive=True
         ),

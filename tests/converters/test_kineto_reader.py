@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 
 import orjson
 import pytest
@@ -186,6 +187,20 @@ def test_not_kineto(tmp_path):
 def test_negative_duration(tmp_path):
     with pytest.raises(TraceFormatError, match="negative duration"):
         parse_kineto({"traceEvents": [{"ph": "X", "name": "a", "ts": 1, "dur": -2}]})
+
+
+@pytest.mark.parametrize("flow_id", [None, [5], True])
+def test_flow_without_a_usable_id_names_event(flow_id):
+    """A flow's id pairs its start and finish: a missing one (paired with every other id-less flow) or a list
+    (unhashable: a crash when fwdbwd flows are linked) is bad input, named with its index."""
+    flow = {"ph": "s", "pid": 1, "tid": 1, "ts": 1, "cat": "fwdbwd", "name": "fwdbwd"}
+    if flow_id is not None:
+        flow["id"] = flow_id
+    doc = {"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1}, flow]}
+    with pytest.raises(
+        TraceFormatError, match=r"traceEvents\[1\] \(flow, ph 's'\): 'id' must be .*got " + re.escape(repr(flow_id))
+    ):
+        parse_kineto(doc)
 
 
 def test_bare_list_document():

@@ -9,7 +9,7 @@ from _tfhelpers import coll, comp
 from click.testing import CliRunner
 
 from tracekit.cli import cli
-from tracekit.errors import ConfigError, TracekitError
+from tracekit.errors import ConfigError, TracekitError, TransformError
 from tracekit.io import read_traceset, write_traceset
 from tracekit.model import ExecutionTrace
 from tracekit.traceset import TraceSet
@@ -32,6 +32,16 @@ def test_pipeline_composes_and_records_provenance():
     again = Pipeline([ScaleComm(2)]).run(out, source="mid/job")
     assert provenance_of(again[0])["previous"]["input"] == "in/job"
     assert again[0].nodes[-1].comm_bytes == 8192
+
+
+@pytest.mark.parametrize("raw", ["[1, 2]", "{not json"])
+def test_provenance_that_is_not_a_json_object_is_named(raw):
+    """A list where the record (a dict) belongs crashed ``stamp_provenance`` with an AttributeError before."""
+    job = _job(1)
+    trace = job[0]
+    bad = ExecutionTrace(trace.nodes, trace.metadata.with_attr("tracekit_provenance", raw, "string_val"), rank=0)
+    with pytest.raises(TransformError, match=r"rank 0.*'tracekit_provenance' is not a JSON object"):
+        Pipeline([ScaleComm(2)]).run(TraceSet([bad]), source="x")
 
 
 def test_pipeline_file(tmp_path):

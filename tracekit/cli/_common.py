@@ -5,11 +5,14 @@ from __future__ import annotations
 import contextlib
 import sys
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, TypeVar
 
 import click
 
 from tracekit.errors import TracekitError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rich.console import Console
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 # Exit codes (docs/cli.md "Exit codes"): click's convention for usage, one code for bad input, one for findings.
@@ -48,7 +51,7 @@ def state() -> State:
 PIPE_WIDTH = 120  # columns when output is not a terminal (rich would use 80 and wrap lines people grep)
 
 
-def _console(stderr: bool):
+def _console(stderr: bool) -> "Console":
     from rich.console import Console
 
     # Names printed come from files (node, process group, op and file names): no markup, no emoji codes,
@@ -59,12 +62,12 @@ def _console(stderr: bool):
     return console
 
 
-def err_console():
+def err_console() -> "Console":
     """A rich console on stderr (progress, tables meant for people)."""
     return _console(stderr=True)
 
 
-def out_console():
+def out_console() -> "Console":
     """A rich console on stdout (data meant for people)."""
     return _console(stderr=False)
 

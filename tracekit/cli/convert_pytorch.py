@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import TYPE_CHECKING
+
 import click
 
 from tracekit.cli._common import CONTEXT_SETTINGS, out_console, progress_callback
 from tracekit.cli._options import emit_json, executor_options, json_option, resolve_executor
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tracekit.converters.pytorch import JobConversion
+    from tracekit.converters.pytorch.kineto_convert import KinetoConversion
 
 
 def _expand(pattern: str | None, what: str) -> list[str]:
@@ -95,7 +102,7 @@ def pytorch(
     _print_job(job, paths, prefix, as_json)
 
 
-def _print_job(job, paths: list, prefix: str, as_json: bool) -> None:
+def _print_job(job: JobConversion, paths: list[Path], prefix: str, as_json: bool) -> None:
     """Per rank: nodes by type, collectives and the link report, as JSON or a table."""
     if as_json:
         emit_json(
@@ -135,7 +142,7 @@ def _print_job(job, paths: list, prefix: str, as_json: bool) -> None:
     out_console().print(table)
 
 
-def _kineto_one(path: str):
+def _kineto_one(path: str) -> KinetoConversion:
     from tracekit.converters.pytorch.kineto_convert import convert_kineto_trace, read_kineto
     from tracekit.errors import ConversionError, malformed_input
 

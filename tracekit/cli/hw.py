@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
 from tracekit.cli._common import CONTEXT_SETTINGS, err_console, out_console
 from tracekit.cli._options import emit_json, json_option
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tracekit.replayer.simulation.hardware import HardwareSpec
 
 
 @click.group(context_settings=CONTEXT_SETTINGS)
@@ -94,7 +98,7 @@ def devices_cmd() -> None:
     out_console().print(table)
 
 
-def _network_line(spec) -> str:
+def _network_line(spec: HardwareSpec) -> str:
     return ", ".join(f"{d.size} {d.name} {d.bandwidth_gbps:g} GB/s {d.latency_ns:g} ns" for d in spec.network)
 
 

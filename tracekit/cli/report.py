@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING, ContextManager
 
 import click
 
 from tracekit.cli._common import CONTEXT_SETTINGS, err_console, out_console, state
 from tracekit.cli._options import IntRange, deprecated_alias, emit_json, json_option
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rich.console import Console
+
+    from tracekit.replayer.reporting.diff import ResultDiff
 
 
 def _say(text: str) -> None:
@@ -16,7 +22,8 @@ def _say(text: str) -> None:
         err_console().print(text, markup=False, highlight=False)
 
 
-def _status(text: str):
+def _status(text: str) -> ContextManager[object]:
+    """A spinner on stderr with ``text`` while the block runs (nothing with -q)."""
     import contextlib
 
     if state().quiet:
@@ -198,13 +205,13 @@ def _emit(text: str, output: str | None) -> None:
     _say(f"wrote {output}")
 
 
-def _print_tables(result, output: str | None) -> None:
+def _print_tables(result: ResultDiff, output: str | None) -> None:
     from rich.console import Console
     from rich.table import Table
 
     from tracekit.replayer.reporting.report import diff_headline, diff_tables
 
-    def render(console) -> None:
+    def render(console: Console) -> None:
         """Print the diff's headline and its non-empty tables on ``console``."""
         console.print(diff_headline(result), markup=False, highlight=False)
         for i, (heading, headers, rows) in enumerate(diff_tables(result)):

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import click
 
 from tracekit.cli._common import CONTEXT_SETTINGS, err_console, out_console, progress_callback, state
 from tracekit.cli._options import emit_json, executor_options, json_option, resolve_executor, traces_argument
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tracekit.replayer.orchestration.sweep import SweepResult
 
 
 @click.command("sweep", context_settings=CONTEXT_SETTINGS)
@@ -63,7 +67,7 @@ from tracekit.cli._options import emit_json, executor_options, json_option, reso
 )
 @json_option()
 def sweep(
-    traces,
+    traces: str | tuple[str, ...],
     specs: tuple[str, ...],
     varies: tuple[str, ...],
     collective_model: str | None,
@@ -127,7 +131,7 @@ def sweep(
         )
 
 
-def _print_table(result) -> None:
+def _print_table(result: SweepResult) -> None:
     from rich.table import Table
 
     longest = max((r.iteration_time_ns for r in result.rows), default=0.0)

@@ -212,17 +212,22 @@ def provenance_of(trace: ExecutionTrace) -> dict[str, Any] | None:
     """The ``tracekit_provenance`` record of ``trace`` as a dict, or None.
 
     Raises:
-        TransformError: the attribute is not JSON.
+        TransformError: the attribute is not a JSON object.
     """
     raw = trace.metadata.get_attr(PROVENANCE_ATTR)
     if raw is None:
         return None
     try:
-        return json.loads(raw)
+        record = json.loads(raw)
     except (TypeError, ValueError, RecursionError):
+        record = None
+    if not isinstance(record, dict):
         raise TransformError(
-            f"metadata attribute {PROVENANCE_ATTR!r} is not JSON: {str(raw)[:80]!r}", rank=trace.rank, path=trace.path
-        ) from None
+            f"metadata attribute {PROVENANCE_ATTR!r} is not a JSON object: {str(raw)[:80]!r}",
+            rank=trace.rank,
+            path=trace.path,
+        )
+    return record
 
 
 def stamp_provenance(traceset: "TraceSet", steps: Iterable[dict[str, Any]], source: str | None) -> "TraceSet":
@@ -232,7 +237,7 @@ def stamp_provenance(traceset: "TraceSet", steps: Iterable[dict[str, Any]], sour
     kept under ``"previous"``.
 
     Raises:
-        TransformError: an earlier ``tracekit_provenance`` record is not JSON.
+        TransformError: an earlier ``tracekit_provenance`` record is not a JSON object.
     """
     steps = list(steps)
     out = {}

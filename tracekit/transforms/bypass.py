@@ -15,7 +15,9 @@ from typing import Callable, Iterable
 from tracekit.model import ExecutionTrace, Node
 
 
-def _resolver(by_id: dict[int, Node], keep_ids: set[int], deps_of: Callable[[Node], list[int]]):
+def _resolver(
+    by_id: dict[int, Node], keep_ids: set[int], deps_of: Callable[[Node], list[int]]
+) -> Callable[[int], tuple[int, ...]]:
     memo: dict[int, tuple[int, ...]] = {}
 
     def resolve(dep: int) -> tuple[int, ...]:
@@ -84,7 +86,7 @@ def remove_nodes(trace: ExecutionTrace, remove: Callable[[Node], bool] | Iterabl
     return trace.with_nodes(out)
 
 
-def _expand(deps: list[int], resolve, self_id: int) -> list[int]:
+def _expand(deps: list[int], resolve: Callable[[int], tuple[int, ...]], self_id: int) -> list[int]:
     out: dict[int, None] = {}
     for d in deps:
         for r in resolve(d):

@@ -81,7 +81,7 @@ def _signature(values: dict[Key, Any], roles: dict[Key, str], cut: RankCut) -> t
     return tuple(out)
 
 
-def _check_partial(rank: int, values: dict[Key, Any], colls: list, cut: RankCut) -> None:
+def _check_partial(rank: int, values: dict[Key, Any], colls: list[tuple[str, int, Key | None]], cut: RankCut) -> None:
     """``partial="error"``: refuse a collective whose group (as this member sees it) loses ranks."""
     for name, node_id, pg_key in colls:
         group = canonical_pg_name(None if pg_key is None else as_str(PG_NAME, values[pg_key]))

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterator, Sequence
 
 from tracekit.errors import TracekitError
 
 if TYPE_CHECKING:
     from tracekit.classset import ClassSet
+    from tracekit.model import Attr
+    from tracekit.transforms.pipeline import Pipeline
 
 __all__ = ["CLASSWISE_TRANSFORMS", "classwise", "transform_class_set"]
 
@@ -23,12 +25,12 @@ __all__ = ["CLASSWISE_TRANSFORMS", "classwise", "transform_class_set"]
 CLASSWISE_TRANSFORMS = ("ScaleCompute", "ScaleComm", "Retarget", "DropCpuOps", "Compact")
 
 
-def classwise(pipeline) -> bool:
+def classwise(pipeline: Pipeline) -> bool:
     """Whether :func:`transform_class_set` can run ``pipeline`` (every step in :data:`CLASSWISE_TRANSFORMS`)."""
     return all(type(step).__name__ in CLASSWISE_TRANSFORMS for step in pipeline.steps)
 
 
-def transform_class_set(cs: ClassSet, pipeline, output: str | os.PathLike[str]) -> tuple[Path, int, int]:
+def transform_class_set(cs: ClassSet, pipeline: Pipeline, output: str | os.PathLike[str]) -> tuple[Path, int, int]:
     """Run ``pipeline`` on each class representative and write the result as a class set.
 
     Returns:
@@ -51,7 +53,7 @@ def transform_class_set(cs: ClassSet, pipeline, output: str | os.PathLike[str]) 
         )
     counts = [0, 0]
 
-    def classes():
+    def classes() -> Iterator[tuple[bytes, Sequence[Attr], Sequence[tuple[int, Sequence[Attr]]]]]:
         """Each class's transformed representative as ``write_class_set`` takes it, counting nodes in and out."""
         for cls in cs.classes:
             trace = cs.read_representative(cls)
