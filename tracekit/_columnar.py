@@ -103,7 +103,7 @@ def decode_columns(encoded: Any, attrs: Sequence[str] = (), on_attrs: AttrChunkF
         dids = np.empty(n_data, dtype=np.uint64) if n_data > len(dids) else dids
         cids = np.empty(n_ctrl, dtype=np.uint64)
         none = _keys([])
-        wk.walk_nodes(buf, starts, ends, ids, types, duration, start, special, dptr, cptr, dids, cids, err, True, *none)
+        wk.walk_nodes(buf, starts, ends, ids, types, duration, start, special, dptr, cptr, dids, cids, err, True, none)
     if n_data < len(dids):
         dids = dids[:n_data] if n_data > len(dids) // 2 else dids[:n_data].copy()
     if not len(cids):  # no control dependencies (generated traces): a read-only zero view, no memory
@@ -171,7 +171,7 @@ def _walk(encoded: Any, buf: np.ndarray, cols: tuple, err: np.ndarray, names: li
         code, bad, field, wt, chunk_timed = wk.walk_nodes(
             buf, starts[lo:hi], ends[lo:hi], ids[lo:hi], types[lo:hi], duration[lo:hi], start[lo:hi],
             special[lo:hi], dptr[lo : hi + 1], cptr[lo : hi + 1], dids[min(d0, len(dids)) :],
-            cids[min(c0, len(cids)) :], err, False, keys, key_ptr, kind, values,
+            cids[min(c0, len(cids)) :], err, False, (keys, key_ptr, kind, values),
         )  # fmt: skip
         if err[4] and not had_error:
             err[5] += lo  # the record index of the first corrupt attribute, counted from the chunk's start

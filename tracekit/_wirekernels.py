@@ -176,6 +176,17 @@ def _check_attr(buf, start, end, err, record):  # pragma: no cover - compiled
 
 
 @inline
+def _attr_field(buf, a, end, i, err, found, scratch):  # pragma: no cover - compiled
+    """One attribute message of record ``i``: stored when its name is one of ``found``'s, else framed (the
+    first corrupt one goes to ``err[4:9]``)."""
+    keys, key_ptr, kind, values = found
+    if len(key_ptr) > 1 and _match_attr(buf, a, end, i, keys, key_ptr, kind, values, scratch):
+        return
+    if err[4] == OK:
+        _check_attr(buf, a, end, err, i)
+
+
+@inline
 def _dep_field(buf, wt, value, end, out, k):  # pragma: no cover - compiled
     """One ``data_deps``/``ctrl_deps`` field, stored from ``out[k]`` as far as ``out`` holds it.
 
@@ -207,27 +218,8 @@ def _packed(buf, pos, end, out, k):  # pragma: no cover - compiled
     return OK, count
 
 
-@kernel
-def walk_nodes(
-    buf,
-    starts,
-    ends,
-    ids,
-    types,
-    duration,
-    start,
-    special,
-    dptr,
-    cptr,
-    dids,
-    cids,
-    err,
-    fill,
-    keys,
-    key_ptr,
-    kind,
-    values,
-):  # pragma: no cover - compiled # noqa: E501
+@kernel  # pragma: no cover - compiled
+def walk_nodes(buf, starts, ends, ids, types, duration, start, special, dptr, cptr, dids, cids, err, fill, found):
     """Decode the node columns of every record (see :func:`tracekit._columnar.decode_columns`).
 
     Without ``fill``: ids, types (int16, saturating), duration and start (ns), ``special``
@@ -235,9 +227,8 @@ def walk_nodes(
     dependency counts at ``dptr[i + 1]`` / ``cptr[i + 1]`` and the dependency ids as far as
     ``dids`` / ``cids`` hold them (sized by a guess); the first corrupt attribute message
     goes to ``err[4:9]`` (code, record, offset, field, wire type).  With ``fill`` (after
-    the guess fell short): only the dependency ids, at the CSR offsets.  With K > 0 names in
-    ``keys``/``key_ptr`` (as :func:`find_attrs`; K = 0 for none), the first attribute of each
-    name is found in the same pass into ``kind`` int8[K, N] (zeroed) and ``values`` int64[K, N].
+    the guess fell short): only the dependency ids, at the CSR offsets.  ``found``: ``(keys, key_ptr,
+    kind, values)`` of :func:`find_attrs` (K = 0 names for none), filled in the same pass.
 
     Returns:
         ``(code, record index, field, wire type, any start time)``; code OK when every record frames.
@@ -288,12 +279,7 @@ def walk_nodes(
             elif wt == 0 and field == 1002:
                 st_ns = value
             elif wt == 2 and field == 10:
-                if len(key_ptr) > 1:
-                    framed = _match_attr(buf, np.int64(value), nxt, i, keys, key_ptr, kind, values, scratch)
-                    if not framed and err[4] == OK:
-                        _check_attr(buf, np.int64(value), nxt, err, i)
-                elif err[4] == OK:
-                    _check_attr(buf, np.int64(value), nxt, err, i)
+                _attr_field(buf, np.int64(value), nxt, i, err, found, scratch)
             else:
                 odd = True
             pos = nxt
