@@ -46,7 +46,7 @@ class _Lazy:
         return self.compiled()(*args)
 
     def __repr__(self) -> str:
-        return f"<kernel {self.__qualname__} (not compiled yet)>"
+        return f"<kernel {self.fn.__qualname__} (not compiled yet)>"
 
 
 def _ready(namespace: dict[str, Any], seen: set[int]) -> None:

@@ -116,7 +116,7 @@ class AttrTable:
         except ValidationError:  # some node holds a non-number: answer node by node
             self._general.add(name)
             return self.int_at(name, pos)
-        col = self._ints[name] = np.where(present, values, None).tolist()
+        col = self._ints[name] = np.where(present, values, np.array(None, dtype=object)).tolist()
         return col[pos]
 
 
