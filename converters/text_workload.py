@@ -75,201 +75,29 @@ the end of its weight-gradient step in pass k).
 from __future__ import annotations
 
 import os
-import re
-from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from tracekit.converters.generators._build import DEFAULT_PG, ProcessGroups, RankTraceBuilder
-from tracekit.errors import ConfigError, ConversionError
+from tracekit.converters.text_workload_format import (  # the format's vocabulary and parser, importable from here
+    COMM_TOKENS,
+    NONE_TOKEN,
+    PARALLELISMS,
+    TIME_UNITS_NS,
+    Comm,
+    TextLayer,
+    TextWorkload,
+    line_error,
+    parse_text_workload,
+    read_text_workload,
+)
+from tracekit.errors import ConfigError
 from tracekit.model import CollectiveType, check_rank_count
 from tracekit.traceset import TraceSet
 
 PRODUCER = "tracekit.converters.text_workload"
 
-COMM_TOKENS: dict[str, CollectiveType | None] = {
-    "ALLREDUCE": CollectiveType.ALL_REDUCE,
-    "ALLGATHER": CollectiveType.ALL_GATHER,
-    "ALLTOALL": CollectiveType.ALL_TO_ALL,
-    "REDUCESCATTER": CollectiveType.REDUCE_SCATTER,
-    "ALLREDUCEALLTOALL": None,  # ASTRA-sim only; no Chakra collective type
-}
-NONE_TOKEN = "NONE"
-PARALLELISMS = ("DATA", "MODEL", "HYBRID_DATA_MODEL", "HYBRID_MODEL_DATA", "HYBRID_DLRM",
-                "HYBRID_DLRM_ENHANCED", "HYBRID_TRANSFORMER", "MICRO")
-TIME_UNITS_NS = {"ns": 1, "cycles": 1, "us": 1000}
-LAYER_COLUMNS = 12
-_COLUMN_NAMES = ("name", "reserved", "fwd compute time", "fwd comm type", "fwd comm size",
-                 "ig compute time", "ig comm type", "ig comm size", "wg compute time", "wg comm type",
-                 "wg comm size", "update time")
-
-
-@dataclass(frozen=True)
-class Comm:
-    """One collective column triple: the file's word, its type and bytes per rank."""
-
-    token: str
-    comm_type: CollectiveType | None
-    comm_bytes: int
-
-
-@dataclass(frozen=True)
-class TextLayer:
-    """One layer line; times in the file's unit (us by default, see :func:`convert_text_workload`), ``None`` comm for ``NONE``.
-
-    Attributes:
-        name: the layer's name (column 1).
-        line: its line number in the file (1-based, for messages).
-        reserved: column 2 (ASTRA-sim's reserved field; kept, not used).
-        fwd_time, ig_time, wg_time: forward, input-gradient and weight-gradient compute times.
-        fwd_comm, ig_comm, wg_comm: the collective after each pass, bytes per rank in :attr:`Comm.comm_bytes`.
-        update_time: the weight update's compute time.
-    """
-
-
-    name: str
-    line: int
-    reserved: int
-    fwd_time: int
-    fwd_comm: Comm | None
-    ig_time: int
-    ig_comm: Comm | None
-    wg_time: int
-    wg_comm: Comm | None
-    update_time: int
-
-
-@dataclass(frozen=True)
-class TextWorkload:
-    """A parsed text workload.
-
-    Attributes:
-        path: the file (for messages).
-        parallelism: the first word of line 1, e.g. ``DATA``.
-        layers: the layer lines in file order.
-        model_parallel_size: ``model_parallel_NPU_group`` of HYBRID_TRANSFORMER, else None.
-        last_bottom_layer: the HYBRID_DLRM option, else None.
-    """
-
-    path: str
-    parallelism: str
-    layers: tuple[TextLayer, ...]
-    model_parallel_size: int | None = None
-    last_bottom_layer: int | None = None
-
-
-# ----- parsing -------------------------------------------------------------------------
-
-def _err(path: str, line: int, message: str) -> ConversionError:
-    return ConversionError(f"line {line}: {message}", path=path)
-
-
-def _int(path: str, line: int, column: int, token: str, *, minimum: int | None = 0) -> int:
-    if not re.fullmatch(r"[+-]?\d+", token):
-        raise _err(path, line, f"{_COLUMN_NAMES[column]} (column {column + 1}) must be an integer, got {token!r}")
-    value = int(token)
-    if minimum is not None and value < minimum:
-        raise _err(path, line, f"{_COLUMN_NAMES[column]} (column {column + 1}) must not be negative, got {value}")
-    return value
-
-
-def _comm(path: str, line: int, column: int, fields: Sequence[str]) -> Comm | None:
-    token, size_token = fields[column], fields[column + 1]
-    size = _int(path, line, column + 1, size_token)
-    if token == NONE_TOKEN:
-        if size != 0:
-            raise _err(path, line, f"{_COLUMN_NAMES[column]} is NONE but {_COLUMN_NAMES[column + 1]} is {size}; "
-                                   "give a communication type or size 0")
-        return None
-    if token not in COMM_TOKENS:
-        known = ", ".join([*COMM_TOKENS, NONE_TOKEN])
-        raise _err(path, line, f"unknown communication type {token!r} in {_COLUMN_NAMES[column]} "
-                               f"(column {column + 1}); known: {known}")
-    return Comm(token, COMM_TOKENS[token], size)
-
-
-def _parse_layer(path: str, line: int, text: str) -> TextLayer:
-    f = text.split()
-    if len(f) != LAYER_COLUMNS:
-        raise _err(path, line, f"a layer line has {LAYER_COLUMNS} columns (name, reserved, then compute time, "
-                               f"comm type, comm size for fwd, ig and wg, then update time); found {len(f)}")
-    return TextLayer(
-        name=f[0], line=line, reserved=_int(path, line, 1, f[1], minimum=None),
-        fwd_time=_int(path, line, 2, f[2]), fwd_comm=_comm(path, line, 3, f),
-        ig_time=_int(path, line, 5, f[5]), ig_comm=_comm(path, line, 6, f),
-        wg_time=_int(path, line, 8, f[8]), wg_comm=_comm(path, line, 9, f),
-        update_time=_int(path, line, 11, f[11]))
-
-
-def _parse_header(path: str, words: list[str]) -> tuple[str, int | None, int | None]:
-    if not words:
-        raise _err(path, 1, f"empty first line; expected the parallelism, one of {', '.join(PARALLELISMS)}")
-    kind, rest = words[0], words[1:]
-    if kind not in PARALLELISMS:
-        raise _err(path, 1, f"unsupported parallelism {kind!r}; supported: {', '.join(PARALLELISMS)}")
-    tp = bottom = None
-    if kind == "HYBRID_TRANSFORMER":
-        if len(rest) != 2 or rest[0] != "model_parallel_NPU_group:" or not rest[1].isdigit() or int(rest[1]) < 1:
-            raise _err(path, 1, "HYBRID_TRANSFORMER needs 'model_parallel_NPU_group: <positive int>' "
-                                f"after it, got {' '.join(rest)!r}")
-        tp = int(rest[1])
-    elif kind.startswith("HYBRID_DLRM"):
-        if len(rest) != 1 or not rest[0].isdigit():
-            raise _err(path, 1, f"{kind} needs the index of the last bottom-MLP layer after it, got {' '.join(rest)!r}")
-        bottom = int(rest[0])
-    elif rest:
-        raise _err(path, 1, f"unexpected words after {kind}: {' '.join(rest)!r}")
-    return kind, tp, bottom
-
-
-def parse_text_workload(text: str, *, path: str | os.PathLike[str] = "<text>") -> TextWorkload:
-    """Parse the text of an ASTRA-sim workload.
-
-    Raises:
-        ConversionError: unsupported parallelism, bad header options, a layer
-            count that disagrees with the layer lines, a line without 12
-            columns, a non-integer or negative number, an unknown
-            communication type; the message names the file and line.
-    """
-    path = os.fspath(path)
-    lines = text.splitlines()
-    kind, tp, bottom = _parse_header(path, lines[0].split() if lines else [])
-    count_words = lines[1].split() if len(lines) > 1 else []
-    if len(count_words) != 1 or not count_words[0].isdigit() or int(count_words[0]) < 1:
-        raise _err(path, 2, f"expected the number of layers (a positive integer), got {' '.join(count_words)!r}")
-    n_layers = int(count_words[0])
-    layers = []
-    for number, raw in enumerate(lines[2:], start=3):
-        if not raw.strip():
-            continue
-        if len(layers) == n_layers:
-            raise _err(path, number, f"more layer lines than the {n_layers} announced on line 2")
-        layers.append(_parse_layer(path, number, raw))
-    if len(layers) != n_layers:
-        raise _err(path, 2, f"announces {n_layers} layers but the file has {len(layers)} layer lines")
-    if bottom is not None and not 0 <= bottom <= n_layers - 2:
-        raise _err(path, 1, f"{kind} last bottom layer {bottom} must be between 0 and {n_layers - 2} "
-                            f"(the layer after it issues the embedding's backward all-to-all)")
-    return TextWorkload(path, kind, tuple(layers), tp, bottom)
-
-
-def read_text_workload(path: str | os.PathLike[str]) -> TextWorkload:
-    """Read and parse a text workload file (see :func:`parse_text_workload`).
-
-    Raises:
-        ConversionError: the file is not valid UTF-8 text or not a valid workload.
-        OSError: the file cannot be read.
-    """
-    from tracekit.io import read_input_bytes
-
-    data = read_input_bytes(path)
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ConversionError(f"not a text file: {exc}", path=path) from None
-    return parse_text_workload(text, path=path)
-
-
 # ----- process groups -------------------------------------------------------------------
+
 
 def _groups(wl: TextWorkload, num_ranks: int, tp: int | None) -> tuple[ProcessGroups, list[str], list[str]]:
     """(groups, model-parallel pg per rank, data-parallel pg per rank)."""
@@ -277,13 +105,16 @@ def _groups(wl: TextWorkload, num_ranks: int, tp: int | None) -> tuple[ProcessGr
     kind = wl.parallelism
     if kind == "HYBRID_TRANSFORMER":
         if tp is not None and tp != wl.model_parallel_size:
-            raise ConfigError(f"{wl.path}: --tp {tp} disagrees with the file's model_parallel_NPU_group "
-                              f"{wl.model_parallel_size}")
+            raise ConfigError(
+                f"{wl.path}: --tp {tp} disagrees with the file's model_parallel_NPU_group {wl.model_parallel_size}"
+            )
         tp = wl.model_parallel_size
     elif kind in ("HYBRID_DATA_MODEL", "HYBRID_MODEL_DATA"):
         if tp is None:
-            raise ConfigError(f"{wl.path}: {kind} needs the model-parallel group size (--tp); ASTRA-sim takes "
-                              "it from the first network dimension")
+            raise ConfigError(
+                f"{wl.path}: {kind} needs the model-parallel group size (--tp); ASTRA-sim takes "
+                "it from the first network dimension"
+            )
     elif tp is not None:
         raise ConfigError(f"{wl.path}: --tp applies to hybrid workloads only, not {kind}")
     if tp is None:
@@ -292,11 +123,11 @@ def _groups(wl: TextWorkload, num_ranks: int, tp: int | None) -> tuple[ProcessGr
         raise ConfigError(f"{wl.path}: model-parallel size {tp} must be positive and divide the {num_ranks} ranks")
     dp = num_ranks // tp
     model_pg, data_pg = [DEFAULT_PG] * num_ranks, [DEFAULT_PG] * num_ranks
-    if kind == "HYBRID_MODEL_DATA":   # data parallelism innermost
+    if kind == "HYBRID_MODEL_DATA":  # data parallelism innermost
         blocks = [range(k * dp, (k + 1) * dp) for k in range(tp)]
         strided = [range(j, num_ranks, dp) for j in range(dp)]
         data_groups, model_groups = blocks, strided
-    else:                             # model parallelism innermost
+    else:  # model parallelism innermost
         model_groups = [range(k * tp, (k + 1) * tp) for k in range(dp)]
         data_groups = [range(j, num_ranks, tp) for j in range(tp)]
     for i, members in enumerate(model_groups):
@@ -312,22 +143,31 @@ def _groups(wl: TextWorkload, num_ranks: int, tp: int | None) -> tuple[ProcessGr
 
 # ----- schedules -------------------------------------------------------------------------
 
+
 class _Rank:
     """Emits one rank's nodes with the names, types and sizes Chakra's text converter writes."""
 
-    def __init__(self, builder: RankTraceBuilder, wl: TextWorkload, ns_per_unit: int,
-                 model_pg: str, data_pg: str) -> None:
+    def __init__(
+        self, builder: RankTraceBuilder, wl: TextWorkload, ns_per_unit: int, model_pg: str, data_pg: str
+    ) -> None:
         self.b, self.wl, self.k = builder, wl, ns_per_unit
         self.model_pg, self.data_pg = model_pg, data_pg
 
     def comp(self, phase: str, layer: TextLayer, deps: Sequence[int | None]) -> int:
         """The COMP node of ``phase`` (``fwd``/``ig``/``wg``) of ``layer``: the file's time x ``ns_per_unit`` ns; returns its id."""
         value = {"fwd": layer.fwd_time, "ig": layer.ig_time, "wg": layer.wg_time}[phase]
-        return self.b.comp(f"COMP_NODE_{layer.name}_{_PHASE_NAMES[phase]}", duration_ns=value * self.k,
-                           deps=deps)
+        return self.b.comp(f"COMP_NODE_{layer.name}_{_PHASE_NAMES[phase]}", duration_ns=value * self.k, deps=deps)
 
-    def coll(self, phase: str, layer: TextLayer, pg: str, deps: Sequence[int | None], *,
-             none_too: bool = True, label: str = "") -> int | None:
+    def coll(
+        self,
+        phase: str,
+        layer: TextLayer,
+        pg: str,
+        deps: Sequence[int | None],
+        *,
+        none_too: bool = True,
+        label: str = "",
+    ) -> int | None:
         """The collective of ``phase``; ``NONE`` gives an all-reduce of 0 bytes when ``none_too``
         (Chakra's converter does), else nothing."""
         comm = {"fwd": layer.fwd_comm, "ig": layer.ig_comm, "wg": layer.wg_comm}[phase]
@@ -335,12 +175,14 @@ class _Rank:
             return None
         token = comm.token if comm is not None else NONE_TOKEN
         if comm is not None and comm.comm_type is None:
-            raise _err(self.wl.path, layer.line, f"communication type {comm.token} ({phase}) has no Chakra "
-                                                 "collective type and cannot be converted")
+            raise line_error(
+                self.wl.path,
+                layer.line,
+                f"communication type {comm.token} ({phase}) has no Chakra collective type and cannot be converted",
+            )
         ctype = comm.comm_type if comm is not None else CollectiveType.ALL_REDUCE
         nbytes = comm.comm_bytes if comm is not None else 0
-        return self.b.collective(f"COMM_COLL_NODE_{layer.name}{label}_{token}", ctype, nbytes, pg_name=pg,
-                                 deps=deps)
+        return self.b.collective(f"COMM_COLL_NODE_{layer.name}{label}_{token}", ctype, nbytes, pg_name=pg, deps=deps)
 
 
 _PHASE_NAMES = {"fwd": "FWD", "ig": "BWD_IG", "wg": "BWD_WG"}
@@ -361,8 +203,9 @@ def _data(r: _Rank, layers: Sequence[TextLayer], wg_tail: list[int | None]) -> N
         prev_ig = r.comp("ig", layers[i], [w]) if i else None
 
 
-def _model_like(r: _Rank, layers: Sequence[TextLayer], wg_tail: list[int | None], *, wg_comm: bool,
-                ig_label: str = "") -> None:
+def _model_like(
+    r: _Rank, layers: Sequence[TextLayer], wg_tail: list[int | None], *, wg_comm: bool, ig_label: str = ""
+) -> None:
     """MODEL (no wg collective), HYBRID_DATA_MODEL (ig collectives named ``<layer>_IG_COMM_``) and
     HYBRID_MODEL_DATA: every collective position is emitted, NONE as 0 bytes."""
     tail: int | None = None
@@ -437,8 +280,14 @@ def _schedule(wl: TextWorkload) -> Callable[[_Rank, Sequence[TextLayer], list[in
     return _micro
 
 
-def convert_text_workload(workload: TextWorkload | str | os.PathLike[str], num_ranks: int, *, passes: int = 1,
-                          tp: int | None = None, time_unit: str = "us") -> TraceSet:
+def convert_text_workload(
+    workload: TextWorkload | str | os.PathLike[str],
+    num_ranks: int,
+    *,
+    passes: int = 1,
+    tp: int | None = None,
+    time_unit: str = "us",
+) -> TraceSet:
     """Per-rank traces of a text workload (schedules in the module docstring).
 
     Args:
@@ -473,8 +322,12 @@ def convert_text_workload(workload: TextWorkload | str | os.PathLike[str], num_r
         raise ConfigError(f"time unit must be one of {', '.join(TIME_UNITS_NS)}, got {time_unit!r}")
     groups, model_pg, data_pg = _groups(wl, num_ranks, tp)
     schedule = _schedule(wl)
-    md = {"producer": PRODUCER, "input_file": os.path.basename(wl.path), "parallelism": wl.parallelism,
-          "time_unit": time_unit}
+    md = {
+        "producer": PRODUCER,
+        "input_file": os.path.basename(wl.path),
+        "parallelism": wl.parallelism,
+        "time_unit": time_unit,
+    }
     traces = []
     for rank in range(num_ranks):
         b = RankTraceBuilder(rank)
@@ -488,5 +341,13 @@ def convert_text_workload(workload: TextWorkload | str | os.PathLike[str], num_r
     return TraceSet(traces, groups.mapping() if groups.has_subgroups else None)
 
 
-__all__ = ["COMM_TOKENS", "PARALLELISMS", "Comm", "TextLayer", "TextWorkload", "convert_text_workload",
-           "parse_text_workload", "read_text_workload"]
+__all__ = [
+    "COMM_TOKENS",
+    "PARALLELISMS",
+    "Comm",
+    "TextLayer",
+    "TextWorkload",
+    "convert_text_workload",
+    "parse_text_workload",
+    "read_text_workload",
+]

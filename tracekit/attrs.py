@@ -19,14 +19,14 @@ Column code applies the same rules vectorized
 
 The standard fields themselves (:data:`COMM_SIZE`, :data:`PG_NAME`, ...) are
 defined once, at the end: each is its key (a ``str``) bound to its rule, with
-typed readers for one node (:meth:`IntField.of`) and for a rank's columns
-(:meth:`IntField.column`), so no reader spells a standard key or picks a rule.
+typed readers for one node (:meth:`_Field.of`) and for a rank's columns
+(:meth:`_Field.column`), so no reader spells a standard key or picks a rule.
 """
 
 from __future__ import annotations
 
 from collections import namedtuple
-from typing import Any
+from typing import Any, Callable, ClassVar
 
 from tracekit.errors import ValidationError
 
@@ -208,10 +208,57 @@ def attrs_with(
 
 
 # ----------------------------------------------------------------------------- standard fields
+#: node reader name -> the getter of one key through it (see :meth:`_Field.node_property`)
+_NODE_GETTERS: dict[str, Callable[[str], Callable[[Any], Any]]] = {
+    "int_attr": lambda key: lambda node: node.int_attr(key),
+    "str_attr": lambda key: lambda node: node.str_attr(key),
+    "bool_attr": lambda key: lambda node: node.bool_attr(key),
+}
+
+
 class _Field(str):
-    """A standard attribute: its key (this ``str``, usable wherever a name is) and its value rule."""
+    """A standard attribute: its key (this ``str``, usable wherever a name is) and its value rule.
+
+    One implementation for every value type, parameterised by three class attributes that a subclass sets:
+    ``rule`` (:func:`as_int`, :func:`as_str` or :func:`as_bool`), ``node_reader`` (the method of
+    :class:`~tracekit.model.Node` and :class:`~tracekit.model.NodeDraft` that applies the rule, a Node view
+    answering it from its columns) and ``column_reader`` (the method of :class:`tracekit.graph.NodeColumns`
+    that applies it to a rank's columns, vectorized).
+    """
 
     __slots__ = ()
+    rule: ClassVar[Callable[[str, Any, int | None], Any]]
+    node_reader: ClassVar[str]
+    column_reader: ClassVar[str]
+
+    def of(self, node: Any) -> Any:
+        """The value on one node (anything with ``get_attr`` and ``id``) by the field's rule, None when absent.
+
+        Raises:
+            ValidationError: the value breaks the rule (names the attribute and node).
+        """
+        return type(self).rule(self, node.get_attr(self), node.id)
+
+    def node_property(self, doc: str) -> property:
+        """A read-only property giving this field of its node by the node's own reader (``node.int_attr(key)``).
+
+        ``doc`` becomes the property's docstring.  The getter is a closure over the plain ``str`` key: a Python
+        frame, which CPython 3.11+ runs faster than :func:`operator.methodcaller`, and a plain key keeps the
+        node view's dict lookups on CPython's exact-``str`` fast path (measured: about a quarter less per read
+        than with the field itself as the key).
+        """
+        return property(_NODE_GETTERS[self.node_reader](str(self)), doc=doc)
+
+    def column(self, cols: Any, *args: Any) -> tuple[Any, Any]:
+        """``(present bool[N], values[N])`` of a rank's columns by the field's rule (vectorized).
+
+        ``values`` is int64[N] for an integer field (``args``: the value where absent, default 0), bool[N]
+        for a bool field (False where absent), a list of str or None for a string field.
+
+        Raises:
+            ValidationError: a value breaks the rule (names the attribute and node).
+        """
+        return getattr(cols, self.column_reader)(self, *args)
 
     def raw(self, cols: Any) -> tuple[Any, list[Any]]:
         """The values as stored: ``(present bool[N], values list[N])`` of a rank's columns (None where absent)."""
@@ -226,22 +273,9 @@ class IntField(_Field):
     """A standard attribute read by the integer rule (:func:`as_int`)."""
 
     __slots__ = ()
-
-    def of(self, node: Any) -> int | None:
-        """The value on one node (anything with ``get_attr`` and ``id``), None when absent.
-
-        Raises:
-            ValidationError: the value breaks the integer rule (names the attribute and node).
-        """
-        return as_int(self, node.get_attr(self), node.id)
-
-    def column(self, cols: Any, default: int = 0) -> tuple[Any, Any]:
-        """``(present bool[N], values int64[N])`` of a rank's columns, ``default`` where absent.
-
-        Raises:
-            ValidationError: a value breaks the integer rule (names the attribute and node).
-        """
-        return cols.attr_int(self, default)
+    rule = staticmethod(as_int)
+    node_reader = "int_attr"
+    column_reader = "attr_int"
 
     def present(self, cols: Any) -> Any:
         """bool[N]: which nodes of a rank's columns carry the attribute (numeric fast path when it applies)."""
@@ -275,44 +309,18 @@ class StrField(_Field):
     """A standard attribute read by the string rule (:func:`as_str`)."""
 
     __slots__ = ()
-
-    def of(self, node: Any) -> str | None:
-        """The value on one node, None when absent.
-
-        Raises:
-            ValidationError: the value breaks the string rule (names the attribute and node).
-        """
-        return as_str(self, node.get_attr(self), node.id)
-
-    def column(self, cols: Any) -> tuple[Any, list[str | None]]:
-        """``(present bool[N], values list[N] of str or None)`` of a rank's columns.
-
-        Raises:
-            ValidationError: a value breaks the string rule (names the attribute and node).
-        """
-        return cols.attr_str(self)
+    rule = staticmethod(as_str)
+    node_reader = "str_attr"
+    column_reader = "attr_str"
 
 
 class BoolField(_Field):
     """A standard attribute read by the bool rule (:func:`as_bool`)."""
 
     __slots__ = ()
-
-    def of(self, node: Any) -> bool | None:
-        """The value on one node, None when absent.
-
-        Raises:
-            ValidationError: the value breaks the bool rule (names the attribute and node).
-        """
-        return as_bool(self, node.get_attr(self), node.id)
-
-    def column(self, cols: Any) -> tuple[Any, Any]:
-        """``(present bool[N], values bool[N])`` of a rank's columns, False where absent.
-
-        Raises:
-            ValidationError: a value breaks the bool rule (names the attribute and node).
-        """
-        return cols.attr_bool(self)
+    rule = staticmethod(as_bool)
+    node_reader = "bool_attr"
+    column_reader = "attr_bool"
 
 
 # Chakra's standard attributes (docs/design.md section 3; the names Chakra's feeder and ASTRA-sim read) and the

@@ -33,6 +33,7 @@ from tracekit.model import (
     ATTR_KINDS,
     MAX_DURATION_NS,
     MAX_TIME_NS,
+    NODE_FIELDS,
     Attr,
     ExecutionTrace,
     IOInfo,
@@ -189,21 +190,8 @@ def _node_type(value: Any, where: str, path: str) -> NodeType | int:
 
 
 _U64_MAX = 2**64 - 1
-_NODE_KEYS = frozenset(
-    {
-        "id",
-        "name",
-        "type",
-        "data_deps",
-        "ctrl_deps",
-        "start_time_ns",
-        "duration_ns",
-        "inputs",
-        "outputs",
-        "attrs",
-        "storage_pb_hex",
-    }
-)
+# the Node fields, ``storage`` written as the hex of its serialized StorageInfo
+_NODE_KEYS = frozenset(NODE_FIELDS) - {"storage"} | {"storage_pb_hex"}
 _DOC_KEYS = frozenset({"format", "format_version", "rank", "metadata", "nodes"})
 
 

@@ -36,13 +36,13 @@ from tracekit.attrs import (
     as_str,
     infer_kind,
 )
+from tracekit.node_draft import NodeDraft  # noqa: F401
 from tracekit.node import (
     COMM_TYPES,
     MAX_DURATION_NS,
     MAX_RANKS,
     MAX_TIME_NS,
     NODE_FIELDS,
-    NodeDraft,  # noqa: F401
     CollectiveType,
     IOInfo,
     Metadata,

@@ -1,5 +1,7 @@
 """The values of the trace model: node and collective types, :class:`Node`, :class:`Metadata`, time limits.
 
+(:class:`~tracekit.node_draft.NodeDraft`, the mutable form converters assemble, is in :mod:`tracekit.node_draft`.)
+
 :mod:`tracekit.model` re-exports every name here and holds :class:`~tracekit.model.ExecutionTrace`; its module
 docstring describes the model as a whole (immutability, the column view, units).  Attribute values follow one rule
 per value type (:mod:`tracekit.attrs`).
@@ -8,14 +10,30 @@ per value type (:mod:`tracekit.attrs`).
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any, Iterable, Sequence
 
-from tracekit.attrs import (ATTR_KINDS, INT_KINDS, LIST_KINDS, SCALAR_KINDS, Attr, as_bool, as_bytes, as_int,  # noqa: F401
-                            as_str, attrs_with, infer_kind)
+from tracekit.attrs import (
+    COMM_DST,
+    COMM_PRIORITY,
+    COMM_SIZE,
+    COMM_SRC,
+    COMM_TAG,
+    COMM_TYPE,
+    IS_CPU_OP,
+    NUM_OPS,
+    PG_NAME,
+    STREAM,
+    TENSOR_SIZE,
+    Attr,
+    as_bool,
+    as_bytes,
+    as_int,
+    as_str,
+    attrs_with,
+)
 from tracekit.errors import ValidationError
-
 
 
 class NodeType(enum.IntEnum):
@@ -29,7 +47,7 @@ class NodeType(enum.IntEnum):
     COMM_SEND_NODE = 5
     COMM_RECV_NODE = 6
     COMM_COLL_NODE = 7
-    STORAGE_NODE = 8      # chakra PR #216 (schema/et_def.proto): I/O, detail in Node.storage
+    STORAGE_NODE = 8  # chakra PR #216 (schema/et_def.proto): I/O, detail in Node.storage
     BATCH_NODE = 9
     CHECKPOINT_NODE = 10
 
@@ -90,8 +108,9 @@ class IOInfo:
 class TypedAttrs:
     """The typed standard attributes (Chakra's vocabulary), shared by :class:`Node` and :class:`NodeDraft`.
 
-    Each reads one attribute by the rule of its value type (:mod:`tracekit.attrs`) through the class's
-    ``int_attr`` / ``str_attr`` / ``bool_attr``; None when the attribute is absent.
+    Each reads one standard field of :mod:`tracekit.attrs` by its rule, through the class's ``int_attr`` /
+    ``str_attr`` / ``bool_attr`` (the field picks which: :meth:`tracekit.attrs._Field.node_property`); None when
+    the attribute is absent.
     """
 
     __slots__ = ()
@@ -123,7 +142,7 @@ class TypedAttrs:
         Raises:
             ValidationError: when the value is not a known collective type.
         """
-        value = self.int_attr("comm_type")
+        value = self.int_attr(COMM_TYPE)
         if value is None:
             return None
         try:
@@ -131,55 +150,20 @@ class TypedAttrs:
         except ValueError:
             raise ValidationError(f"unknown comm_type {value}", node_id=self.id) from None
 
-    @property
-    def comm_bytes(self) -> int | None:
-        """``comm_size``: bytes communicated (integer rule), or None."""
-        return self.int_attr("comm_size")
-
-    @property
-    def comm_src(self) -> int | None:
-        """``comm_src``: sending rank of a point-to-point node (integer rule), or None."""
-        return self.int_attr("comm_src")
-
-    @property
-    def comm_dst(self) -> int | None:
-        """``comm_dst``: receiving rank of a point-to-point node (integer rule), or None."""
-        return self.int_attr("comm_dst")
-
-    @property
-    def comm_tag(self) -> int | None:
-        """``comm_tag``: matching tag of a point-to-point node (integer rule), or None."""
-        return self.int_attr("comm_tag")
-
-    @property
-    def comm_priority(self) -> int | None:
-        """``comm_priority`` (integer rule), or None."""
-        return self.int_attr("comm_priority")
-
-    @property
-    def pg_name(self) -> str | None:
-        """``pg_name``: the process group of a collective (string rule), or None."""
-        return self.str_attr("pg_name")
-
-    @property
-    def is_cpu_op(self) -> bool | None:
-        """``is_cpu_op`` (bool rule), or None."""
-        return self.bool_attr("is_cpu_op")
-
-    @property
-    def num_ops(self) -> int | None:
-        """``num_ops``: floating-point operations (FLOPs) in traces tracekit writes (integer rule)."""
-        return self.int_attr("num_ops")
-
-    @property
-    def tensor_bytes(self) -> int | None:
-        """``tensor_size``: bytes moved to and from memory by the node (integer rule)."""
-        return self.int_attr("tensor_size")
-
-    @property
-    def stream(self) -> int | None:
-        """Device stream (``stream`` attribute) of a kernel (integer rule), or None."""
-        return self.int_attr("stream")
+    comm_bytes = COMM_SIZE.node_property("``comm_size``: bytes communicated (integer rule), or None.")
+    comm_src = COMM_SRC.node_property("``comm_src``: sending rank of a point-to-point node (integer rule), or None.")
+    comm_dst = COMM_DST.node_property("``comm_dst``: receiving rank of a point-to-point node (integer rule), or None.")
+    comm_tag = COMM_TAG.node_property("``comm_tag``: matching tag of a point-to-point node (integer rule), or None.")
+    comm_priority = COMM_PRIORITY.node_property("``comm_priority`` (integer rule), or None.")
+    pg_name = PG_NAME.node_property("``pg_name``: the process group of a collective (string rule), or None.")
+    is_cpu_op = IS_CPU_OP.node_property("``is_cpu_op`` (bool rule), or None.")
+    num_ops = NUM_OPS.node_property(
+        "``num_ops``: floating-point operations (FLOPs) in traces tracekit writes (integer rule)."
+    )
+    tensor_bytes = TENSOR_SIZE.node_property(
+        "``tensor_size``: bytes moved to and from memory by the node (integer rule)."
+    )
+    stream = STREAM.node_property("Device stream (``stream`` attribute) of a kernel (integer rule), or None.")
 
     @property
     def duration_us(self) -> float:
@@ -190,11 +174,24 @@ class TypedAttrs:
 try:  # the C accessor namedtuple fields use: a field read costs one C call
     from _collections import _tuplegetter  # type: ignore[import-not-found]
 except ImportError:  # pragma: no cover - other Python implementations
+
     def _tuplegetter(index: int, doc: str) -> Any:  # type: ignore[misc]
         return property(itemgetter(index), doc=doc)
 
-NODE_FIELDS = ("id", "name", "type", "data_deps", "ctrl_deps", "start_time_ns", "duration_ns", "inputs", "outputs",
-               "attrs", "storage")
+
+NODE_FIELDS = (
+    "id",
+    "name",
+    "type",
+    "data_deps",
+    "ctrl_deps",
+    "start_time_ns",
+    "duration_ns",
+    "inputs",
+    "outputs",
+    "attrs",
+    "storage",
+)
 _ATTRS, _POS = 9, 11
 _EMPTY: tuple = ()
 
@@ -225,12 +222,37 @@ class Node(TypedAttrs, tuple):  # type: ignore[misc]
 
     __slots__ = ()
 
-    def __new__(cls, id: int, name: str = "", type: "NodeType | int" = NodeType.COMP_NODE,
-                data_deps: Iterable[int] = (), ctrl_deps: Iterable[int] = (), start_time_ns: int = 0,
-                duration_ns: int = 0, inputs: IOInfo | None = None, outputs: IOInfo | None = None,
-                attrs: Iterable[Attr] = (), storage: bytes | None = None) -> "Node":
-        return tuple.__new__(cls, (id, name, type, tuple(data_deps), tuple(ctrl_deps), start_time_ns, duration_ns,
-                                   inputs, outputs, tuple(attrs), storage, None))
+    def __new__(
+        cls,
+        id: int,
+        name: str = "",
+        type: "NodeType | int" = NodeType.COMP_NODE,
+        data_deps: Iterable[int] = (),
+        ctrl_deps: Iterable[int] = (),
+        start_time_ns: int = 0,
+        duration_ns: int = 0,
+        inputs: IOInfo | None = None,
+        outputs: IOInfo | None = None,
+        attrs: Iterable[Attr] = (),
+        storage: bytes | None = None,
+    ) -> "Node":
+        return tuple.__new__(
+            cls,
+            (
+                id,
+                name,
+                type,
+                tuple(data_deps),
+                tuple(ctrl_deps),
+                start_time_ns,
+                duration_ns,
+                inputs,
+                outputs,
+                tuple(attrs),
+                storage,
+                None,
+            ),
+        )
 
     id = _tuplegetter(0, "node id")
     name = _tuplegetter(1, "operator or collective name")
@@ -364,6 +386,7 @@ class Node(TypedAttrs, tuple):  # type: ignore[misc]
         """
         return as_bool(name, self.get_attr(name), self.id)
 
+
 @dataclass(frozen=True, slots=True)
 class Metadata:
     """Chakra ``GlobalMetadata``, immutable: a schema version string and a tuple of attributes."""
@@ -397,72 +420,3 @@ class Metadata:
     def with_attrs(self, attrs: Iterable[Attr]) -> "Metadata":
         """A copy with ``attrs`` appended."""
         return Metadata(self.version, tuple(self.attrs) + tuple(attrs))
-
-
-@dataclass(slots=True)
-class NodeDraft(TypedAttrs):
-    """A node under construction, for converters that assemble a graph edge by edge (the one mutable form).
-
-    Fields as :class:`Node` (lists where :class:`Node` has tuples).  A draft
-    never enters a trace: :meth:`build` gives the immutable :class:`Node`, and
-    :class:`ExecutionTrace` accepts only those.  Typed accessors follow the
-    same rules as :class:`Node` (:mod:`tracekit.attrs`).
-    """
-
-    id: int
-    name: str = ""
-    type: "NodeType | int" = NodeType.COMP_NODE
-    data_deps: list[int] = field(default_factory=list)
-    ctrl_deps: list[int] = field(default_factory=list)
-    start_time_ns: int = 0
-    duration_ns: int = 0
-    inputs: IOInfo | None = None
-    outputs: IOInfo | None = None
-    attrs: list[Attr] = field(default_factory=list)
-    storage: bytes | None = None
-
-    @classmethod
-    def from_node(cls, node: Node) -> "NodeDraft":
-        """A draft with the fields of ``node``."""
-        return cls(node.id, node.name, node.type, list(node.data_deps), list(node.ctrl_deps), node.start_time_ns,
-                   node.duration_ns, node.inputs, node.outputs, list(node.attrs), node.storage)
-
-    def build(self) -> Node:
-        """The immutable :class:`Node` with this draft's fields."""
-        return Node(self.id, self.name, self.type, self.data_deps, self.ctrl_deps, self.start_time_ns,
-                    self.duration_ns, self.inputs, self.outputs, self.attrs, self.storage)
-
-    def get_attr(self, name: str, default: Any = None) -> Any:
-        """The value of the first attribute called ``name``, else ``default``."""
-        for a in self.attrs:
-            if a.name == name:
-                return a.value
-        return default
-
-    def has_attr(self, name: str) -> bool:
-        """True when the draft has an attribute called ``name``."""
-        return any(a.name == name for a in self.attrs)
-
-    def set_attr(self, name: str, value: Any, kind: str | None = None) -> None:
-        """Set attribute ``name`` (kind rule of :meth:`Node.with_attr`).
-
-        Raises:
-            ValidationError: for an unknown ``kind``.
-        """
-        self.attrs = list(attrs_with(tuple(self.attrs), name, value, kind, self.id))
-
-    def remove_attr(self, name: str) -> None:
-        """Drop attribute ``name`` (nothing when absent)."""
-        self.attrs = [a for a in self.attrs if a.name != name]
-
-    def int_attr(self, name: str) -> int | None:
-        """As :meth:`Node.int_attr`."""
-        return as_int(name, self.get_attr(name), self.id)
-
-    def str_attr(self, name: str) -> str | None:
-        """As :meth:`Node.str_attr`."""
-        return as_str(name, self.get_attr(name), self.id)
-
-    def bool_attr(self, name: str) -> bool | None:
-        """As :meth:`Node.bool_attr`."""
-        return as_bool(name, self.get_attr(name), self.id)

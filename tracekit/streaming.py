@@ -47,8 +47,8 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator
 import numpy as np
 
 from tracekit.errors import TracekitError, TransformError
-from tracekit.model import CollectiveType, ExecutionTrace, Node, NodeType
-from tracekit.validate import ERROR, MAX_PER_CHECK, NO_COMM_SIZE, NO_COMM_TYPE, WARNING, Issue, ValidationReport
+from tracekit.model import ExecutionTrace, Node, NodeType
+from tracekit.validate import ERROR, MAX_PER_CHECK, WARNING, Issue, ValidationReport, comm_issues
 
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.transforms.base import Transform
@@ -131,8 +131,7 @@ class IdSet:
 
     def _maybe_merge(self) -> None:
         if len(self._buffer) * 8 >= max(len(self._sorted), 1 << 14):
-            self._sorted = np.union1d(self._sorted, np.fromiter(self._buffer, dtype=np.uint64,
-                                                                 count=len(self._buffer)))
+            self._sorted = np.union1d(self._sorted, np.fromiter(self._buffer, dtype=np.uint64, count=len(self._buffer)))
             self._buffer.clear()
 
 
@@ -164,8 +163,9 @@ class _Capped:
             report.add(Issue(check, self.items[0][1].severity, f"... {rest:,} more like this", path, rank, count=rest))
 
 
-def validate_stream(path: str | os.PathLike[str], *, rank: int | None = None,
-                    max_pending: int = DEFAULT_MAX_PENDING) -> ValidationReport:
+def validate_stream(
+    path: str | os.PathLike[str], *, rank: int | None = None, max_pending: int = DEFAULT_MAX_PENDING
+) -> ValidationReport:
     """Validate one `.et`/`.et.gz` file in a single streaming pass with bounded memory.
 
     Runs the per-trace checks of :func:`tracekit.validate.validate_trace`
@@ -202,7 +202,8 @@ class _StreamScan:
         self.path, self.rank, self.max_pending = path, rank, max_pending
         self.seen = IdSet()
         self.dup, self.dangling, self.ctrl_dangling, self.types, self.negative, self.comm = (
-            _Capped() for _ in range(6))
+            _Capped() for _ in range(6)
+        )
         self.duplicate_ids: set[int] = set()
         # forward (or dangling) deps: owner position, dep id, owner id, is_data
         self.pending: tuple[list[int], list[int], list[int], list[bool]] = ([], [], [], [])
@@ -230,10 +231,11 @@ class _StreamScan:
         if t < 0 or t > max(NodeType):
             self.types.add(pos, Issue("node-type", ERROR, f"unknown node type {t}", spath, rank, nid))
         if node.duration_ns < 0:
-            self.negative.add(pos, Issue("negative-duration", ERROR, f"negative duration {node.duration_ns} ns",
-                                         spath, rank, nid))
+            self.negative.add(
+                pos, Issue("negative-duration", ERROR, f"negative duration {node.duration_ns} ns", spath, rank, nid)
+            )
         if NodeType.COMM_SEND_NODE <= t <= NodeType.COMM_COLL_NODE:
-            for issue in _comm_issues(node, t, spath, rank):
+            for issue in comm_issues(nid, t, node.get_attr, spath, rank):
                 self.comm.add(pos, issue)
 
     def _resolve_pending(self) -> int:
@@ -244,11 +246,11 @@ class _StreamScan:
             if d in self.seen:
                 forward += is_data
             elif is_data:
-                self.dangling.add(pos, Issue("dangling-dep", ERROR, f"data dep {d} does not exist", spath, rank,
-                                             owner))
+                self.dangling.add(pos, Issue("dangling-dep", ERROR, f"data dep {d} does not exist", spath, rank, owner))
             else:
-                self.ctrl_dangling.add(pos, Issue("dangling-dep", WARNING, f"ctrl dep {d} does not exist", spath,
-                                                  rank, owner))
+                self.ctrl_dangling.add(
+                    pos, Issue("dangling-dep", WARNING, f"ctrl dep {d} does not exist", spath, rank, owner)
+                )
         return forward
 
     def report(self) -> ValidationReport:
@@ -268,45 +270,43 @@ class _StreamScan:
             report.add(*(issue for _, issue in both.items[:MAX_PER_CHECK]))
             if both.count > MAX_PER_CHECK:
                 rest = both.count - MAX_PER_CHECK
-                report.add(Issue("dangling-dep", both.items[0][1].severity, f"... {rest:,} more like this", spath,
-                                 rank, count=rest))
+                report.add(
+                    Issue(
+                        "dangling-dep",
+                        both.items[0][1].severity,
+                        f"... {rest:,} more like this",
+                        spath,
+                        rank,
+                        count=rest,
+                    )
+                )
         if self.overflow:
-            report.add(Issue("dangling-dep", ERROR,
-                             f"{self.overflow:,} dependencies on later or missing nodes beyond the "
-                             f"{self.max_pending:,} a streaming pass remembers; validate this file with a full pass "
-                             f"(without --stream)", spath, rank))
+            report.add(
+                Issue(
+                    "dangling-dep",
+                    ERROR,
+                    f"{self.overflow:,} dependencies on later or missing nodes beyond the "
+                    f"{self.max_pending:,} a streaming pass remembers; validate this file with a full pass "
+                    f"(without --stream)",
+                    spath,
+                    rank,
+                )
+            )
         self.types.emit(report, "node-type", spath, rank)
         self.negative.emit(report, "negative-duration", spath, rank)
         if forward or self.overflow:
-            report.add(Issue("cycle", WARNING,
-                             f"{forward:,} data dependencies point to later nodes, so a streaming pass cannot rule "
-                             f"out cycles; run a full validation (without --stream) for the cycle check",
-                             spath, rank))
+            report.add(
+                Issue(
+                    "cycle",
+                    WARNING,
+                    f"{forward:,} data dependencies point to later nodes, so a streaming pass cannot rule "
+                    f"out cycles; run a full validation (without --stream) for the cycle check",
+                    spath,
+                    rank,
+                )
+            )
         self.comm.emit(report, "comm-attrs", spath, rank)
         return report
-
-
-def _comm_issues(node: Node, t: int, path: str, rank: int | None) -> list[Issue]:
-    """The ``comm-attrs`` findings of one COMM node (same rules and text as tracekit.validate)."""
-    out: list[Issue] = []
-    nid = node.id
-    size = node.get_attr("comm_size")
-    if size is None:
-        out.append(Issue("comm-attrs", WARNING, NO_COMM_SIZE, path, rank, nid))
-    elif isinstance(size, bool) or not isinstance(size, int) or size < 0:
-        out.append(Issue("comm-attrs", ERROR, f"comm_size must be a non-negative integer (bytes), got {size!r}",
-                         path, rank, nid))
-    if t == NodeType.COMM_COLL_NODE:
-        ct = node.get_attr("comm_type")
-        if ct is None:
-            out.append(Issue("comm-attrs", WARNING, NO_COMM_TYPE, path, rank, nid))
-        elif isinstance(ct, bool) or not isinstance(ct, int) or ct not in CollectiveType._value2member_map_:
-            out.append(Issue("comm-attrs", ERROR, f"unknown comm_type {ct!r}", path, rank, nid))
-    else:
-        for key in ("comm_src", "comm_dst"):
-            if node.get_attr(key) is None:
-                out.append(Issue("comm-attrs", ERROR, f"{NodeType(t).name} has no {key}", path, rank, nid))
-    return out
 
 
 # ----------------------------------------------------------------------------- transforms
@@ -351,8 +351,9 @@ def _map_stage(nodes: Iterable[Node], transform: "Transform", rank: int) -> Iter
         yield from _apply_chunk(transform, chunk, rank)
 
 
-def _remove_stage(nodes: Iterable[Node], transform: "Transform", rank: int, counter: list[int],
-                  where: dict[str, Any]) -> Iterator[Node]:
+def _remove_stage(
+    nodes: Iterable[Node], transform: "Transform", rank: int, counter: list[int], where: dict[str, Any]
+) -> Iterator[Node]:
     """Node removal with bypass edges, one pass (same output as tracekit.transforms.bypass.remove_nodes).
 
     Which nodes go is decided by the transform itself on each chunk (nodes
@@ -373,27 +374,35 @@ def _remove_stage(nodes: Iterable[Node], transform: "Transform", rank: int, coun
                 raise TransformError(
                     f"{kind} dep {d} names no earlier node (a later or missing one): streaming "
                     f"{type(transform).__name__} needs dependencies that point to earlier nodes; run it "
-                    f"without streaming", path=where.get("path"), rank=rank, node_id=self_id)
+                    f"without streaming",
+                    path=where.get("path"),
+                    rank=rank,
+                    node_id=self_id,
+                )
         out.pop(self_id, None)
         return list(out)
 
-
     for chunk in _chunks(nodes, CHUNK_NODES):
-        stripped = [Node(n.id, n.name, n.type, [], [], n.start_time_ns, n.duration_ns, n.inputs, n.outputs, n.attrs)
-                    for n in chunk]
+        stripped = [
+            Node(n.id, n.name, n.type, [], [], n.start_time_ns, n.duration_ns, n.inputs, n.outputs, n.attrs)
+            for n in chunk
+        ]
         stays = {n.id for n in _apply_chunk(transform, stripped, rank)}
         for node in chunk:
             nid = node.id
             if nid not in stays:
-                removed[nid] = (tuple(resolve(node.data_deps, nid, "data")),
-                                tuple(resolve(node.ctrl_deps, nid, "ctrl")))
+                removed[nid] = (
+                    tuple(resolve(node.data_deps, nid, "data")),
+                    tuple(resolve(node.ctrl_deps, nid, "ctrl")),
+                )
                 counter[0] += 1
                 continue
             data_ok = all(d in kept or d == nid for d in node.data_deps)
             ctrl_ok = all(d in kept or d == nid for d in node.ctrl_deps)
             if not (data_ok and ctrl_ok):
-                node = node.replace(data_deps=resolve(node.data_deps, nid, "data"),
-                                    ctrl_deps=resolve(node.ctrl_deps, nid, "ctrl"))
+                node = node.replace(
+                    data_deps=resolve(node.data_deps, nid, "data"), ctrl_deps=resolve(node.ctrl_deps, nid, "ctrl")
+                )
             kept.add(nid)
             yield node
 
@@ -407,8 +416,9 @@ def _stages(transform: "Transform") -> list["Transform"]:
     return [transform]
 
 
-def transform_stream(src: str | os.PathLike[str], dst: str | os.PathLike[str], transform: "Transform", *,
-                     rank: int | None = None) -> StreamStats:
+def transform_stream(
+    src: str | os.PathLike[str], dst: str | os.PathLike[str], transform: "Transform", *, rank: int | None = None
+) -> StreamStats:
     """Apply a streamable transform to one rank file, node by node, writing ``dst`` atomically.
 
     The output holds the same nodes, in the same order, as
@@ -434,8 +444,12 @@ def transform_stream(src: str | os.PathLike[str], dst: str | os.PathLike[str], t
     stages = _stages(transform)
     bad = [type(s).__name__ for s in stages if type(s).__name__ not in MAP_TRANSFORMS + REMOVE_TRANSFORMS]
     if bad:
-        raise TransformError(f"{', '.join(bad)} cannot stream (it needs the whole graph or job); streamable: "
-                             f"{', '.join(STREAMABLE_TRANSFORMS)}; run it without streaming", path=spath, rank=rank)
+        raise TransformError(
+            f"{', '.join(bad)} cannot stream (it needs the whole graph or job); streamable: "
+            f"{', '.join(STREAMABLE_TRANSFORMS)}; run it without streaming",
+            path=spath,
+            rank=rank,
+        )
     steps = [s.describe() for s in stages]
     metadata = read_metadata(spath)
     stamped = stamp_provenance(TraceSet({rank: ExecutionTrace([], metadata, rank=rank)}, {}), steps, spath)
@@ -468,5 +482,13 @@ def transform_stream(src: str | os.PathLike[str], dst: str | os.PathLike[str], t
     return StreamStats(Path(dst), counts[0], written, removed[0])
 
 
-__all__ = ["IdSet", "MAP_TRANSFORMS", "REMOVE_TRANSFORMS", "STREAMABLE_TRANSFORMS", "StreamStats",
-           "streamable", "transform_stream", "validate_stream"]
+__all__ = [
+    "IdSet",
+    "MAP_TRANSFORMS",
+    "REMOVE_TRANSFORMS",
+    "STREAMABLE_TRANSFORMS",
+    "StreamStats",
+    "streamable",
+    "transform_stream",
+    "validate_stream",
+]

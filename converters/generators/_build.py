@@ -274,6 +274,23 @@ class RankTraceBuilder:
         # equal int values share one Attr (a GPT-3 175B rank has ~500 k COMP nodes and a few hundred distinct sizes)
         self._ops_attrs: dict[int, Attr] = {}
         self._size_attrs: dict[int, Attr] = {}
+        self._comm_attrs: dict[tuple[str, int], Attr] = {}
+
+    def _comm_attr(self, key: str, value: int) -> Attr:
+        """The shared ``int64_val`` attribute ``key = value`` of a collective (``comm_type`` / ``comm_size``)."""
+        a = self._comm_attrs.get((key, value)) if value.__class__ is int else None
+        if a is None:
+            a = Attr(key, value, "int64_val")
+            if value.__class__ is int:
+                self._comm_attrs[(key, value)] = a
+        return a
+
+    def _comm_size(self, comm_bytes: int, name: str) -> Attr:
+        """The ``comm_size`` attribute (bytes per rank), checked (ConfigError: not a byte count below 2^63)."""
+        a = self._comm_attrs.get(("comm_size", comm_bytes)) if comm_bytes.__class__ is int else None
+        if a is None:
+            a = self._comm_attr("comm_size", _check_bytes(f"node {name!r}: comm size", comm_bytes))
+        return a
 
     def _new_id(self) -> int:
         node_id = self._next_id
@@ -290,15 +307,10 @@ class RankTraceBuilder:
         """Add a node of any type with the given attributes; returns its id."""
         if duration_ns < 0:
             raise ConfigError(f"node {name!r}: duration must not be negative, got {duration_ns} ns")
-        node = Node(
-            id=self._new_id(),
-            name=name,
-            type=node_type,
-            data_deps=_dep_ids(deps),
-            duration_ns=int(duration_ns),
-            attrs=list(attrs),
-        )
-        return self._append(node)
+        node_id = self._next_id
+        self._next_id = node_id + 1
+        self.nodes.append(Node(node_id, name, node_type, _dep_ids(deps), (), 0, int(duration_ns), None, None, attrs))
+        return node_id
 
     def comp(
         self,
@@ -351,12 +363,8 @@ class RankTraceBuilder:
     ) -> int:
         """Add a COMM_COLL node: ``comm_type``, ``comm_size`` (bytes per rank) and ``pg_name``."""
         comm_type = CollectiveType(comm_type)
-        attrs = [
-            Attr("is_cpu_op", False, "bool_val"),
-            Attr("comm_type", int(comm_type), "int64_val"),
-            Attr("comm_size", _check_bytes(f"node {name!r}: comm size", comm_bytes), "int64_val"),
-            *_pg_attr(pg_name),
-        ]
+        attrs = [_CPU_OP[False], self._comm_attr("comm_type", int(comm_type)), self._comm_size(comm_bytes, name)]
+        attrs.extend(_pg_attr(pg_name))
         attrs.extend(extra_attrs)
         return self.add_node(name, NodeType.COMM_COLL_NODE, duration_ns=duration_ns, deps=deps, attrs=attrs)
 

@@ -131,10 +131,17 @@ class CalibratedCost:
 
     @property
     def peak_flops_per_s(self) -> float:
+        """Peak FLOP/s of the device for :attr:`dtype` (the device table's value, :meth:`DeviceModel.peak`
+        falls back tf32 -> fp32 -> the default dtype); no efficiency applied.
+
+        Raises:
+            ConfigError: the device lists no peak for any of those dtypes.
+        """
         return self.device.peak(self.dtype)[0]
 
     @property
     def mem_bandwidth_bytes_per_s(self) -> float:
+        """Peak memory bandwidth of the device, bytes/s (the device table's value, no efficiency applied)."""
         return self.device.mem_bandwidth_bytes_per_s
 
     def _memory_s(self, tensor_bytes: float) -> float:

@@ -119,10 +119,12 @@ class DLRMConfig:
 
     @property
     def local_batch(self) -> int:
+        """Samples per rank per iteration: ``B / R`` (exact: ``__post_init__`` checks ``R`` divides ``B``)."""
         return self.global_batch_size // self.num_ranks
 
     @property
     def dtype_bytes(self) -> int:
+        """Bytes per element of :attr:`dtype` (``tracekit.workloads`` dtype table: fp32 4, bf16/fp16 2, fp8 1)."""
         return DTYPE_BYTES[self.dtype]
 
     @property
@@ -137,6 +139,7 @@ class DLRMConfig:
         return list(zip(widths[:-1], widths[1:]))
 
     def top_layers(self) -> list[tuple[int, int]]:
+        """``(n_in, n_out)`` of each top MLP layer; the first takes :attr:`interaction_features` inputs."""
         widths = (self.interaction_features, *self.top_mlp)
         return list(zip(widths[:-1], widths[1:]))
 

@@ -300,12 +300,14 @@ def trace_events(trace: Any) -> KinetoTrace:
     """One rank of a Chakra trace set as the events this module analyses (nodes with a measured duration).
 
     Kernels: nodes that are not CPU ops and have a ``stream`` (device 0, that stream); communication nodes
-    without a stream: host events of class ``comm``; other nodes: host ops on their ``tid`` thread.
+    without a stream: host events of class ``comm``; other nodes: host ops on their ``tid`` thread
+    (:data:`tracekit.attrs.TID`, integer rule; 0 when absent).
     Times stay the nodes' ns.
 
     Raises:
         TraceFormatError: a trace read lazily from a file whose nodes fail to decode (on first use).
     """
+    from tracekit.attrs import TID
     from tracekit.model import COMM_TYPES, NodeType
 
     events = []
@@ -313,7 +315,6 @@ def trace_events(trace: Any) -> KinetoTrace:
         if n.duration_ns <= 0 or n.type == NodeType.METADATA_NODE:
             continue
         stream = n.stream
-        tid = n.get_attr("tid")
         if stream is not None and not n.is_cpu_op:
             events.append(
                 KinetoEvent(
@@ -322,11 +323,7 @@ def trace_events(trace: Any) -> KinetoTrace:
             )
         else:
             category = _COMM_OP if n.type in COMM_TYPES else "cpu_op"
-            events.append(
-                KinetoEvent(
-                    i, category, n.name, "host", tid if isinstance(tid, int) else 0, n.start_time_ns, n.duration_ns
-                )
-            )
+            events.append(KinetoEvent(i, category, n.name, "host", TID.of(n) or 0, n.start_time_ns, n.duration_ns))
     return KinetoTrace(path=getattr(trace, "path", None), events=tuple(events), rank=trace.rank)
 
 

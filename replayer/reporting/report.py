@@ -14,7 +14,8 @@ table replaced by percentiles, merged timeline spans, top collective
 groups) and the page says where.
 
 Entry points: :func:`write_report` (also used by ``tracekit replay --html``),
-:func:`write_diff_report`, :func:`write_sweep_report`, :func:`load_result`.
+:func:`write_diff_report`, :func:`write_sweep_report` (both in :mod:`.compare_pages`, importable from here),
+:func:`load_result`.
 """
 
 from __future__ import annotations
@@ -27,11 +28,18 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from tracekit.errors import ReplayError, TracekitError
 
-from tracekit.fmt import fmt_bytes, fmt_delta_ns, fmt_gbps, fmt_ns, fmt_pct, fmt_ratio
+from tracekit.fmt import fmt_bytes, fmt_gbps, fmt_ns, fmt_pct
+from tracekit.replayer.reporting.compare_pages import (  # the diff and sweep pages, importable from here
+    build_diff_html,
+    build_sweep_html,
+    diff_headline,
+    diff_tables,
+    write_diff_report,
+    write_sweep_report,
+)
 from tracekit.replayer.reporting.html_page import Page, cell, note, para, table
 
 if TYPE_CHECKING:  # pragma: no cover
-    from tracekit.replayer.reporting.diff import ResultDiff
     from tracekit.replayer.results.result import ReplayResult
     from tracekit.traceset import TraceSet
 
@@ -97,17 +105,29 @@ def summary_values(r: "ReplayResult") -> list[tuple[str, str, Any, str]]:
         ("collectives", "collectives", n_coll, f"{n_coll:,}"),
         ("send/recv pairs", "send_recv_pairs", len(r.collectives) - n_coll, f"{len(r.collectives) - n_coll:,}"),
     ]
-    for label, key in (("compute", "compute_ns"), ("communication", "comm_ns"),
-                       ("exposed communication", "exposed_comm_ns"), ("waiting for peers", "comm_wait_ns"),
-                       ("other idle", "other_idle_ns")):
+    for label, key in (
+        ("compute", "compute_ns"),
+        ("communication", "comm_ns"),
+        ("exposed communication", "exposed_comm_ns"),
+        ("waiting for peers", "comm_wait_ns"),
+        ("other idle", "other_idle_ns"),
+    ):
         v = _mean([getattr(s, key) for s in ranks])
         rows.append((f"{label} (mean per rank)", f"mean_{key}", v, f"{fmt_ns(v)} ({fmt_pct(v, it)})"))
     cp = r.critical_path
     rows += [
-        ("critical path: compute", "critical_path_compute_ns", cp.compute_ns,
-         f"{fmt_ns(cp.compute_ns)} ({fmt_pct(cp.compute_ns, cp.length_ns)})"),
-        ("critical path: communication", "critical_path_comm_ns", cp.comm_ns,
-         f"{fmt_ns(cp.comm_ns)} ({fmt_pct(cp.comm_ns, cp.length_ns)})"),
+        (
+            "critical path: compute",
+            "critical_path_compute_ns",
+            cp.compute_ns,
+            f"{fmt_ns(cp.compute_ns)} ({fmt_pct(cp.compute_ns, cp.length_ns)})",
+        ),
+        (
+            "critical path: communication",
+            "critical_path_comm_ns",
+            cp.comm_ns,
+            f"{fmt_ns(cp.comm_ns)} ({fmt_pct(cp.comm_ns, cp.length_ns)})",
+        ),
         ("critical path: steps", "critical_path_steps", len(cp.steps), f"{len(cp.steps):,}"),
         ("hardware", "spec_name", r.provenance.spec_name, r.provenance.spec_name),
         ("collective model", "collective_model", r.provenance.collective_model, r.provenance.collective_model),
@@ -116,24 +136,40 @@ def summary_values(r: "ReplayResult") -> list[tuple[str, str, Any, str]]:
 
 
 def _per_rank_section(r: "ReplayResult") -> tuple[str, str]:
-    fields = (("iteration time", "iteration_time_ns"), ("compute", "compute_ns"), ("communication", "comm_ns"),
-              ("exposed comm.", "exposed_comm_ns"), ("waiting for peers", "comm_wait_ns"),
-              ("other idle", "other_idle_ns"))
+    fields = (
+        ("iteration time", "iteration_time_ns"),
+        ("compute", "compute_ns"),
+        ("communication", "comm_ns"),
+        ("exposed comm.", "exposed_comm_ns"),
+        ("waiting for peers", "comm_wait_ns"),
+        ("other idle", "other_idle_ns"),
+    )
     if len(r.ranks) <= MAX_RANK_ROWS:
         rows = []
         for s in r.ranks:
-            rows.append([cell(s.rank, f"rank.{s.rank}.rank", s.rank)]
-                        + [cell(fmt_ns(getattr(s, k)), f"rank.{s.rank}.{k}", getattr(s, k)) for _, k in fields]
-                        + [cell(f"{s.nodes:,}", f"rank.{s.rank}.nodes", s.nodes)])
+            rows.append(
+                [cell(s.rank, f"rank.{s.rank}.rank", s.rank)]
+                + [cell(fmt_ns(getattr(s, k)), f"rank.{s.rank}.{k}", getattr(s, k)) for _, k in fields]
+                + [cell(f"{s.nodes:,}", f"rank.{s.rank}.nodes", s.nodes)]
+            )
         return table(["rank"] + [f for f, _ in fields] + ["nodes"], rows, table_id="per-rank"), ""
     rows = []
     for label, key in fields:
         vals = sorted((getattr(s, key), s.rank) for s in r.ranks)
         xs = [v for v, _ in vals]
-        rows.append([label, fmt_ns(xs[0]) + f" (rank {vals[0][1]})", fmt_ns(statistics.median(xs)),
-                     fmt_ns(_mean(xs)), fmt_ns(xs[-1]) + f" (rank {vals[-1][1]})"])
-    return (table(["figure", "min", "median", "mean", "max"], rows, table_id="per-rank"),
-            f"{len(r.ranks):,} ranks: the table gives the spread over ranks instead of one row per rank.")
+        rows.append(
+            [
+                label,
+                fmt_ns(xs[0]) + f" (rank {vals[0][1]})",
+                fmt_ns(statistics.median(xs)),
+                fmt_ns(_mean(xs)),
+                fmt_ns(xs[-1]) + f" (rank {vals[-1][1]})",
+            ]
+        )
+    return (
+        table(["figure", "min", "median", "mean", "max"], rows, table_id="per-rank"),
+        f"{len(r.ranks):,} ranks: the table gives the spread over ranks instead of one row per rank.",
+    )
 
 
 def _collective_section(r: "ReplayResult") -> tuple[str, str]:
@@ -141,14 +177,37 @@ def _collective_section(r: "ReplayResult") -> tuple[str, str]:
     shown = groups[:MAX_COLLECTIVE_ROWS]
     rows = []
     for g in shown:
-        rows.append([g["kind"], cell(fmt_bytes(g["comm_bytes"]), value=g["comm_bytes"]), g["pg_name"],
-                     g["group_size"], g["algorithm"], f"{g['count']:,}", fmt_ns(g["total_time_ns"]),
-                     fmt_ns(g["mean_time_ns"]), fmt_gbps(g["algbw_gbps"]), fmt_gbps(g["busbw_gbps"])])
-    head = ["collective", "bytes per rank", "group", "ranks", "algorithm", "count", "total time", "mean time",
-            "algbw", "busbw"]
-    text = ("Rows group identical collectives (kind, bytes, group, algorithm); bandwidths are means over the "
-            "group's instances, as nccl-tests defines them (busbw = algbw x 2(p-1)/p for all-reduce, "
-            "(p-1)/p for all-gather, reduce-scatter, all-to-all).")
+        rows.append(
+            [
+                g["kind"],
+                cell(fmt_bytes(g["comm_bytes"]), value=g["comm_bytes"]),
+                g["pg_name"],
+                g["group_size"],
+                g["algorithm"],
+                f"{g['count']:,}",
+                fmt_ns(g["total_time_ns"]),
+                fmt_ns(g["mean_time_ns"]),
+                fmt_gbps(g["algbw_gbps"]),
+                fmt_gbps(g["busbw_gbps"]),
+            ]
+        )
+    head = [
+        "collective",
+        "bytes per rank",
+        "group",
+        "ranks",
+        "algorithm",
+        "count",
+        "total time",
+        "mean time",
+        "algbw",
+        "busbw",
+    ]
+    text = (
+        "Rows group identical collectives (kind, bytes, group, algorithm); bandwidths are means over the "
+        "group's instances, as nccl-tests defines them (busbw = algbw x 2(p-1)/p for all-reduce, "
+        "(p-1)/p for all-gather, reduce-scatter, all-to-all)."
+    )
     if len(groups) > len(shown):
         text += f" The {len(shown)} groups with the largest total time of {len(groups):,} are listed."
     if not groups:
@@ -162,14 +221,24 @@ def _critical_path_section(r: "ReplayResult") -> str:
         return para("The replay has no nodes.")
     ranks = sorted({s.rank for s in cp.steps})
     longest = sorted(cp.steps, key=lambda s: -(s.end_ns - s.start_ns))[:MAX_PATH_ROWS]
-    rows = [[s.name, s.rank, s.node_id, s.category, fmt_ns(s.start_ns), fmt_ns(s.end_ns - s.start_ns),
-             fmt_pct(s.end_ns - s.start_ns, cp.length_ns)] for s in longest]
+    rows = [
+        [
+            s.name,
+            s.rank,
+            s.node_id,
+            s.category,
+            fmt_ns(s.start_ns),
+            fmt_ns(s.end_ns - s.start_ns),
+            fmt_pct(s.end_ns - s.start_ns, cp.length_ns),
+        ]
+        for s in longest
+    ]
     rank_text = ", ".join(map(str, ranks[:32])) + (f" ... ({len(ranks)} ranks)" if len(ranks) > 32 else "")
-    return (para(f"{len(cp.steps):,} steps, {fmt_ns(cp.length_ns)} (compute {fmt_ns(cp.compute_ns)}, "
-                 f"communication {fmt_ns(cp.comm_ns)}); it runs on ranks {rank_text}. "
-                 f"It is drawn in red in the timeline. Longest steps:")
-            + table(["node", "rank", "node id", "category", "start", "duration", "share"], rows,
-                    table_id="critical-path"))
+    return para(
+        f"{len(cp.steps):,} steps, {fmt_ns(cp.length_ns)} (compute {fmt_ns(cp.compute_ns)}, "
+        f"communication {fmt_ns(cp.comm_ns)}); it runs on ranks {rank_text}. "
+        f"It is drawn in red in the timeline. Longest steps:"
+    ) + table(["node", "rank", "node id", "category", "start", "duration", "share"], rows, table_id="critical-path")
 
 
 def _spec_section(r: "ReplayResult", spec_dict: dict[str, Any] | None) -> str:
@@ -188,20 +257,37 @@ def _spec_section(r: "ReplayResult", spec_dict: dict[str, Any] | None) -> str:
         try:
             spec = load_spec(source).fitted(p.world_size)
         except (TracekitError, OSError) as exc:
-            return para(f"Spec {p.spec_name!r} ({p.spec_path or 'preset'}): the result does not store the spec and "
-                        f"it cannot be re-loaded now ({exc}).", "note")
-        origin = (f"The result does not store the spec: re-loaded now from {source}, fitted to {p.world_size} ranks "
-                  f"(it may have changed since the replay). The replay's settings: collective model "
-                  f"{p.collective_model}, compute {p.compute_mode} x{p.compute_scale:g}, streams {p.streams}.")
+            return para(
+                f"Spec {p.spec_name!r} ({p.spec_path or 'preset'}): the result does not store the spec and "
+                f"it cannot be re-loaded now ({exc}).",
+                "note",
+            )
+        origin = (
+            f"The result does not store the spec: re-loaded now from {source}, fitted to {p.world_size} ranks "
+            f"(it may have changed since the replay). The replay's settings: collective model "
+            f"{p.collective_model}, compute {p.compute_mode} x{p.compute_scale:g}, streams {p.streams}."
+        )
     d = spec.device
     peaks = ", ".join(f"{k} {v / 1e12:g}" for k, v in d.peak_flops_per_s) or "none"
-    dev = table(["device", "peak TFLOP/s", "memory GB/s", "efficiency (compute, memory)"],
-                [[d.name, peaks, f"{d.mem_bandwidth_gbps:g}", f"{d.compute_efficiency:g}, {d.memory_efficiency:g}"]])
-    net = table(["dimension", "name", "topology", "size", "GB/s per rank", "latency"],
-                [[i, n.name, n.topology, n.size, f"{n.bandwidth_gbps:g}", fmt_ns(n.latency_ns)]
-                 for i, n in enumerate(spec.network)])
-    return (note(origin) + para(f"{spec.name}: {spec.description}") + dev + net
-            + "<details><summary>full spec (TOML)</summary>" + f"<pre>{_escape(spec.to_toml())}</pre></details>")
+    dev = table(
+        ["device", "peak TFLOP/s", "memory GB/s", "efficiency (compute, memory)"],
+        [[d.name, peaks, f"{d.mem_bandwidth_gbps:g}", f"{d.compute_efficiency:g}, {d.memory_efficiency:g}"]],
+    )
+    net = table(
+        ["dimension", "name", "topology", "size", "GB/s per rank", "latency"],
+        [
+            [i, n.name, n.topology, n.size, f"{n.bandwidth_gbps:g}", fmt_ns(n.latency_ns)]
+            for i, n in enumerate(spec.network)
+        ],
+    )
+    return (
+        note(origin)
+        + para(f"{spec.name}: {spec.description}")
+        + dev
+        + net
+        + "<details><summary>full spec (TOML)</summary>"
+        + f"<pre>{_escape(spec.to_toml())}</pre></details>"
+    )
 
 
 def _escape(text: str) -> str:
@@ -215,17 +301,30 @@ def _provenance_section(r: "ReplayResult") -> str:
     paths = [x or "(in memory)" for x in p.trace_paths]
     shown = paths[:8]
     path_text = "; ".join(shown) + (f"; ... and {len(paths) - len(shown):,} more" if len(paths) > len(shown) else "")
-    rows = [["traces", path_text], ["ranks", f"{p.world_size:,}"], ["hardware spec", p.spec_name],
-            ["spec file", p.spec_path or "-"], ["collective model", p.collective_model],
-            ["compute", f"{p.compute_mode}, durations x{p.compute_scale:g}"], ["streams", p.streams],
-            ["compute cost methods", ", ".join(f"{k}: {v:,} nodes" for k, v in r.compute_methods) or "-"],
-            ["tracekit", p.tracekit_version]]
+    rows = [
+        ["traces", path_text],
+        ["ranks", f"{p.world_size:,}"],
+        ["hardware spec", p.spec_name],
+        ["spec file", p.spec_path or "-"],
+        ["collective model", p.collective_model],
+        ["compute", f"{p.compute_mode}, durations x{p.compute_scale:g}"],
+        ["streams", p.streams],
+        ["compute cost methods", ", ".join(f"{k}: {v:,} nodes" for k, v in r.compute_methods) or "-"],
+        ["tracekit", p.tracekit_version],
+    ]
     return table(["", ""], rows, table_id="provenance", left_columns=2)
 
 
-def build_report_html(result: "ReplayResult | dict[str, Any]", *, traceset: "TraceSet | None" = None,
-                      max_timeline_ranks: int = 16, max_timeline_spans: int = 20_000, max_rank_bars: int = 256,
-                      title: str | None = None, measured: dict[str, Any] | None = None) -> str:
+def build_report_html(
+    result: "ReplayResult | dict[str, Any]",
+    *,
+    traceset: "TraceSet | None" = None,
+    max_timeline_ranks: int = 16,
+    max_timeline_spans: int = 20_000,
+    max_rank_bars: int = 256,
+    title: str | None = None,
+    measured: dict[str, Any] | None = None,
+) -> str:
     """The replay report as one HTML document (see module doc).
 
     Args:
@@ -241,38 +340,34 @@ def build_report_html(result: "ReplayResult | dict[str, Any]", *, traceset: "Tra
     Raises:
         ReplayError: ``result`` is not a replay result.
     """
-    from tracekit.replayer.reporting.plots import rank_breakdown_figure, timeline_figure
+    from tracekit.replayer.reporting.plots import rank_breakdown_figure
 
     spec_dict = result.get("spec") if isinstance(result, dict) else None
     r = as_result(result)
     p = r.provenance
-    page = Page(title or f"Replay on {p.spec_name}: {fmt_ns(r.iteration_time_ns)} per iteration",
-                f"{p.world_size:,} ranks, {r.node_count:,} nodes, collective model {p.collective_model}; "
-                f"tracekit {p.tracekit_version}")
+    page = Page(
+        title or f"Replay on {p.spec_name}: {fmt_ns(r.iteration_time_ns)} per iteration",
+        f"{p.world_size:,} ranks, {r.node_count:,} nodes, collective model {p.collective_model}; "
+        f"tracekit {p.tracekit_version}",
+    )
     rows = [[label, cell(text, key, value)] for label, key, value, text in summary_values(r)]
     page.section("Summary", table(["", "value"], rows, table_id="summary"), section_id="summary-section")
     bars = rank_breakdown_figure(r.ranks, max_bars=max_rank_bars, iteration_time_ns=r.iteration_time_ns)
     per_rank_table, per_rank_note = _per_rank_section(r)
-    page.section("Time per rank", para("Each bar is one rank's iteration: compute, communication not hidden "
-                                       "behind compute, waiting for peers to reach a collective, and other idle "
-                                       "time."), note(bars.note), page.figure(bars.figure), note(per_rank_note),
-                 per_rank_table, section_id="ranks-section")
-    if r.schedule is not None:
-        names = {s.rank: s.names for s in r.schedule if getattr(s, "names", None) is not None}
-        if traceset is not None:
-            from tracekit.replayer.reporting.plots import timeline_ranks
-
-            for rank in timeline_ranks(r, max_timeline_ranks):
-                if rank not in names and rank in traceset.ranks:
-                    names[rank] = traceset[rank].columns().names
-        tl = timeline_figure(r, max_ranks=max_timeline_ranks, max_spans=max_timeline_spans, names=names or None)
-        page.section("Timeline", para("Rows are each shown rank's host threads and streams; drag to zoom, "
-                                      "double-click to reset. Red: the critical path."), note(tl.note),
-                     page.figure(tl.figure), section_id="timeline-section")
-    else:
-        page.section("Timeline", para("This result was written without its per-node schedule, so no timeline "
-                                      "can be drawn (write the result with the schedule, or use "
-                                      "tracekit replay --html).", "note"), section_id="timeline-section")
+    page.section(
+        "Time per rank",
+        para(
+            "Each bar is one rank's iteration: compute, communication not hidden "
+            "behind compute, waiting for peers to reach a collective, and other idle "
+            "time."
+        ),
+        note(bars.note),
+        page.figure(bars.figure),
+        note(per_rank_note),
+        per_rank_table,
+        section_id="ranks-section",
+    )
+    _timeline_section(page, r, traceset, max_timeline_ranks, max_timeline_spans)
     if measured is not None:
         from tracekit.replayer.reporting.report_measured import measured_parts
 
@@ -283,6 +378,42 @@ def build_report_html(result: "ReplayResult | dict[str, Any]", *, traceset: "Tra
     page.section("Hardware", _spec_section(r, spec_dict), section_id="hardware-section")
     page.section("Provenance", _provenance_section(r), section_id="provenance-section")
     return page.render()
+
+
+def _timeline_section(
+    page: Page, r: "ReplayResult", traceset: "TraceSet | None", max_ranks: int, max_spans: int
+) -> None:
+    """The "Timeline" section of :func:`build_report_html` (a note instead when the result has no schedule)."""
+    from tracekit.replayer.reporting.timeline_plot import timeline_figure, timeline_ranks
+
+    if r.schedule is not None:
+        names = {s.rank: s.names for s in r.schedule if getattr(s, "names", None) is not None}
+        if traceset is not None:
+            for rank in timeline_ranks(r, max_ranks):
+                if rank not in names and rank in traceset.ranks:
+                    names[rank] = traceset[rank].columns().names
+        tl = timeline_figure(r, max_ranks=max_ranks, max_spans=max_spans, names=names or None)
+        page.section(
+            "Timeline",
+            para(
+                "Rows are each shown rank's host threads and streams; drag to zoom, "
+                "double-click to reset. Red: the critical path."
+            ),
+            note(tl.note),
+            page.figure(tl.figure),
+            section_id="timeline-section",
+        )
+    else:
+        page.section(
+            "Timeline",
+            para(
+                "This result was written without its per-node schedule, so no timeline "
+                "can be drawn (write the result with the schedule, or use "
+                "tracekit replay --html).",
+                "note",
+            ),
+            section_id="timeline-section",
+        )
 
 
 def write_report(result: "ReplayResult | dict[str, Any]", path: str | os.PathLike[str], **options: Any) -> Path:
@@ -303,128 +434,16 @@ def write_report(result: "ReplayResult | dict[str, Any]", path: str | os.PathLik
     return Path(path)
 
 
-# ----- diff and sweep pages -----------------------------------------------------------------------
-
-
-def diff_tables(diff: "ResultDiff") -> list[tuple[str, list[str], list[list[Any]]]]:
-    """``(heading, headers, rows)`` of a diff's tables, as text cells (shared by the HTML and the terminal)."""
-    a, b = diff.a_label, diff.b_label
-    cats = [[c.name, fmt_ns(c.a_ns), fmt_ns(c.b_ns), fmt_delta_ns(c.delta_ns), fmt_ratio(c.a_ns, c.b_ns),
-             "yes" if c.changed else "no"] for c in diff.categories]
-    colls = [[f"{c.kind} {fmt_bytes(c.comm_bytes)} pg {c.pg_name} ({c.group_size} ranks) #{c.occurrence}",
-              fmt_ns(c.a_time_ns), fmt_ns(c.b_time_ns), fmt_delta_ns(c.delta_ns),
-              f"{fmt_gbps(c.a_busbw_gbps)} -> {fmt_gbps(c.b_busbw_gbps)}",
-              c.a_algorithm if c.a_algorithm == c.b_algorithm else f"{c.a_algorithm} -> {c.b_algorithm}"]
-             for c in diff.collectives]
-    nodes = [[_node_label(n), n.kind, fmt_ns(n.a_ns), fmt_ns(n.b_ns), fmt_delta_ns(n.delta_ns)] for n in diff.nodes]
-    return [
-        ("Time by category", ["category", a, b, "change", "ratio", "changed"], cats),
-        (f"Collectives that moved most (of {diff.collectives_matched:,} matched)",
-         ["collective", a, b, "change", "busbw", "algorithm"], colls),
-        (f"Nodes that moved most (of {diff.nodes_matched:,} matched)", ["node", "kind", a, b, "change"], nodes),
-    ]
-
-
-def _node_label(n: Any) -> str:
-    """``r0 aten::mm #3 (node 17)``: rank, op name, occurrence, the node ids in A and B when they differ."""
-    ids = f"node {n.node_id}" if n.b_node_id in (None, n.node_id) else f"nodes {n.node_id} / {n.b_node_id}"
-    if not n.name:
-        return f"r{n.rank} {ids}"
-    merged = f", {n.merged} merged" if n.merged > 1 else ""
-    return f"r{n.rank} {n.name} #{n.occurrence} ({ids}{merged})"
-
-
-def diff_headline(diff: "ResultDiff") -> str:
-    """One sentence: the iteration time change and the categories that changed, with numbers."""
-    it = diff.iteration
-    changed = [c for c in diff.changed_categories() if c.name != "iteration time"]
-    head = (f"Iteration time {fmt_ns(it.a_ns)} on {diff.a_label} -> {fmt_ns(it.b_ns)} on {diff.b_label} "
-            f"({fmt_delta_ns(it.delta_ns)}, {fmt_ratio(it.a_ns, it.b_ns)}).")
-    if not changed:
-        return head + " No other category changed."
-    parts = [f"{c.name} {fmt_ns(c.a_ns)} -> {fmt_ns(c.b_ns)} ({fmt_delta_ns(c.delta_ns)})" for c in changed]
-    return head + " Changed: " + "; ".join(parts) + "."
-
-
-def build_diff_html(diff: "ResultDiff", *, title: str | None = None) -> str:
-    """The comparison page of :func:`tracekit.replayer.reporting.diff.diff_results`."""
-    from tracekit.replayer.reporting.html_page import Cell
-    from tracekit.replayer.reporting.plots import diff_figure
-
-    page = Page(title or f"Replay comparison: {diff.a_label} vs {diff.b_label}", diff_headline(diff))
-    fig = diff_figure(diff)
-    for i, (heading, headers, rows) in enumerate(diff_tables(diff)):
-        if i == 0:
-            rows = [[Cell(str(x), css="changed" if (j == 5 and x == "yes") else "",
-                          key=f"category.{diff.categories[k].name}.delta_ns" if j == 3 else None,
-                          value=diff.categories[k].delta_ns if j == 3 else None) for j, x in enumerate(row)]
-                    for k, row in enumerate(rows)]
-            page.section(heading, page.figure(fig.figure), table(headers, rows, table_id="categories"))
-        elif rows:
-            page.section(heading, table(headers, rows, left_columns=1))
-        elif i == 1:
-            page.section(heading, para("No collective moved.", "note"))
-        else:
-            page.section(heading, para("No node moved." if diff.nodes_matched else
-                                       "Nodes were not compared (see the notes).", "note"))
-    if diff.notes:
-        page.section("Notes", *[note(t) for t in diff.notes])
-    return page.render()
-
-
-def write_diff_report(diff: "ResultDiff", path: str | os.PathLike[str], **options: Any) -> Path:
-    """Write :func:`build_diff_html` atomically; returns the path.
-
-    Raises:
-        TracekitError: ``path`` is an input of the running command, or cannot be written.
-        OSError: the folder or temporary file cannot be created.
-    """
-    from tracekit.io import atomic_output
-
-    with atomic_output(path, "w") as fh:
-        fh.write(build_diff_html(diff, **options))
-    return Path(path)
-
-
-def build_sweep_html(rows: Sequence[tuple[Any, Any]], parameter: str, *, title: str | None = None) -> str:
-    """A page with :func:`tracekit.replayer.reporting.plots.sweep_figure` and its table.
-
-    ``rows``: ``[(parameter value, ReplayResult or its dict), ...]``.
-
-    Raises:
-        ReplayError: see :func:`tracekit.replayer.reporting.plots.sweep_points`.
-    """
-    from tracekit.replayer.reporting.plots import sweep_figure, sweep_points
-
-    fig = sweep_figure(rows, parameter)
-    points = sweep_points(rows)
-    page = Page(title or f"Sweep over {parameter}", f"{len(points)} replays")
-    body = [[cell(p.value, "sweep.value", p.value),
-             cell(fmt_ns(p.iteration_time_ns), f"sweep.{i}.iteration_time_ns", p.iteration_time_ns),
-             p.slowest_rank, fmt_ns(p.compute_ns), fmt_ns(p.exposed_comm_ns), fmt_ns(p.comm_wait_ns),
-             fmt_ns(p.other_idle_ns)] for i, p in enumerate(points)]
-    page.section("Iteration time", note(fig.note), page.figure(fig.figure),
-                 table([parameter, "iteration time", "slowest rank", "compute", "exposed comm.",
-                        "waiting for peers", "other idle"], body, table_id="sweep"))
-    return page.render()
-
-
-def write_sweep_report(rows: Sequence[tuple[Any, Any]], parameter: str, path: str | os.PathLike[str],
-                       **options: Any) -> Path:
-    """Write :func:`build_sweep_html` atomically; returns the path.
-
-    Raises:
-        ReplayError: see :func:`tracekit.replayer.reporting.plots.sweep_points`.
-        TracekitError: ``path`` is an input of the running command, or cannot be written.
-        OSError: the folder or temporary file cannot be created.
-    """
-    from tracekit.io import atomic_output
-
-    text = build_sweep_html(rows, parameter, **options)
-    with atomic_output(path, "w") as fh:
-        fh.write(text)
-    return Path(path)
-
-
-__all__ = ["as_result", "build_diff_html", "build_report_html", "build_sweep_html", "diff_headline", "diff_tables",
-           "load_result", "summary_values", "write_diff_report", "write_report", "write_sweep_report"]
+__all__ = [
+    "as_result",
+    "build_diff_html",
+    "build_report_html",
+    "build_sweep_html",
+    "diff_headline",
+    "diff_tables",
+    "load_result",
+    "summary_values",
+    "write_diff_report",
+    "write_report",
+    "write_sweep_report",
+]

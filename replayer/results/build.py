@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from tracekit._gc import paused_gc
 from tracekit.model import CollectiveType
 from tracekit.replayer.results.result import (
     CollectiveRow,
@@ -142,39 +143,61 @@ def _last_arrival(nodes: list[int], sched: "Schedule", i: int) -> int:
     return int(sched.last_arrival[i])
 
 
-def _critical_path(program: ReplayProgram, sched: "Schedule", traceset: "TraceSet") -> CriticalPath:
-    if program.n == 0:
-        return CriticalPath((), 0, 0, 0)
-    kind = program.kind
-    reason = memoryview(sched.reason)  # item access gives ints; no per-node list (replay memory, issue 17)
-    instance_of = program.instance_of
-    raw: list[tuple[int, str, int, int]] = []
+def _path_walk(program: ReplayProgram, sched: "Schedule") -> list[tuple[int, bool, int, int]]:
+    """The critical path's ``(node, is_comm, start_ns, end_ns)`` in execution order (rounded schedule, ints).
+
+    Walks ``reason`` back from the node that ends last; a communication step is
+    its instance's transfer, entered through the member that arrived last
+    (:func:`_last_arrival`).  Times are read through memoryviews (Python numbers
+    per item, no numpy scalars and no per-node list; replay memory, issue 17).
+    """
+    kind, instance_of, instances = program.kind, program.instance_of, program.instances
+    reason = memoryview(sched.reason)
+    start, end = memoryview(sched.start_ns), memoryview(sched.end_ns)
+    xfer_start = sched.xfer_start_ns
+    raw: list[tuple[int, bool, int, int]] = []
     g = int(np.argmax(sched.end_ns))
     while g >= 0:
         k = kind[g]
         if k >= K_COLL and instance_of[g] >= 0:
             i = instance_of[g]
-            h = _last_arrival(program.instances[i].nodes, sched, i)
+            h = _last_arrival(instances[i].nodes, sched, i)
             # the member's own end: members may finish at different times (CommCost.member_ns)
-            raw.append((h, "comm", int(sched.xfer_start_ns[i]), int(sched.end_ns[g])))
+            raw.append((h, True, int(xfer_start[i]), int(end[g])))
             g = reason[h]
         else:
             if k == K_TIMED:
-                raw.append((g, "compute", int(sched.start_ns[g]), int(sched.end_ns[g])))
+                raw.append((g, False, int(start[g]), int(end[g])))
             g = reason[g]
     raw.reverse()
-    names_cache: dict[int, list[str]] = {}
+    return raw
+
+
+def _critical_path(program: ReplayProgram, sched: "Schedule", traceset: "TraceSet") -> CriticalPath:
+    if program.n == 0:
+        return CriticalPath((), 0, 0, 0)
+    raw = _path_walk(program, sched)
+    # rank, node id and name of every step at once (one searchsorted, not one per step)
+    nodes = np.fromiter((step[0] for step in raw), dtype=np.int64, count=len(raw))
+    offsets = np.array([lay.offset for lay in program.layouts], dtype=np.int64)
+    which = np.searchsorted(offsets, nodes, side="right") - 1
+    pos = nodes - offsets[which]
+    ids = np.zeros(len(raw), dtype=np.uint64)
+    names: dict[int, list[str]] = {}
+    for li in np.unique(which).tolist():
+        lay = program.layouts[li]
+        sel = which == li
+        ids[sel] = lay.ids[pos[sel]]
+        names[li] = traceset[lay.rank].columns().names
+    ranks = [lay.rank for lay in program.layouts]
     steps = []
     compute = comm = 0
-    for g, category, s, e in raw:
-        lay, pos = program.locate(g)
-        if lay.rank not in names_cache:
-            names_cache[lay.rank] = traceset[lay.rank].columns().names
-        steps.append(PathStep(lay.rank, int(lay.ids[pos]), names_cache[lay.rank][pos], category, s, e))
-        if category == "compute":
-            compute += e - s
-        else:
+    for (_, is_comm, s, e), li, p, node_id in zip(raw, which.tolist(), pos.tolist(), ids.tolist()):
+        steps.append(PathStep(ranks[li], node_id, names[li][p], "comm" if is_comm else "compute", s, e))
+        if is_comm:
             comm += e - s
+        else:
+            compute += e - s
     return CriticalPath(tuple(steps), compute + comm, compute, comm)
 
 
@@ -226,9 +249,8 @@ def rank_schedule(
 
 
 def _schedules(
-    program: ReplayProgram, sched: "Schedule", xfer_start_of_node: np.ndarray, traceset: "TraceSet"
+    program: ReplayProgram, sched: "Schedule", xfer_start_of_node: np.ndarray, inst: np.ndarray, traceset: "TraceSet"
 ) -> tuple[RankSchedule, ...]:
-    inst = np.asarray(program.instance_of, dtype=np.int64)
     out = []
     for lay in program.layouts:
         lo, hi = lay.offset, lay.offset + lay.n
@@ -243,8 +265,16 @@ def build_result(
     """Assemble the :class:`ReplayResult` of a finished simulation.
 
     ``consume``: the caller does not use ``sched`` afterwards, so its times are rounded in place.
+    The cyclic garbage collector is paused meanwhile (:func:`tracekit._gc.paused_gc`): the critical
+    path and the collective rows are many small acyclic objects, and the collections their
+    allocation triggers would walk every object the caller holds (the traces).
     """
-    sched = round_schedule(sched, in_place=consume)
+    with paused_gc():
+        return _build(program, round_schedule(sched, in_place=consume), traceset)
+
+
+def _build(program: ReplayProgram, sched: "Schedule", traceset: "TraceSet") -> ReplayResult:
+    """:func:`build_result` on a rounded schedule."""
     inst = np.asarray(program.instance_of, dtype=np.int64)
     xfer_start_of_node = np.full(program.n, np.nan)
     has = inst >= 0
@@ -260,7 +290,7 @@ def build_result(
         provenance=prov,
         compute_methods=tuple(program.compute_methods.items()),
         node_count=program.n,
-        schedule=_schedules(program, sched, xfer_start_of_node, traceset),
+        schedule=_schedules(program, sched, xfer_start_of_node, inst, traceset),
     )
 
 

@@ -45,6 +45,7 @@ from typing import Callable
 
 import numpy as np
 
+from tracekit.replayer.simulation._chains import SHORT_RUN, cut_run, extend_run
 from tracekit.replayer.simulation._flows import EV_LATENCY, EV_MEMBER, EV_NODE, _Flows
 from tracekit.replayer.simulation.program import K_COLL, K_RECV, K_SEND, K_TIMED, K_ZERO, ReplayProgram
 
@@ -124,6 +125,9 @@ class _Engine:
         "pending",
         "events",
         "cur",
+        "shared",
+        "dur_np",
+        "delta_np",
     )
 
     def __init__(self, program: ReplayProgram) -> None:
@@ -134,7 +138,7 @@ class _Engine:
         self.kind = program.kind
         self.dur = program.duration_ns
         self.res = program.resource
-        self.remaining = list(program.pred_count)  # small ints: list speed at 8 bytes a node
+        self.remaining = program.pred_count[:]  # array("i"): a copy, 4 bytes a node
         self.succ_ptr = program.succ_ptr
         self.succ = program.succ
         self.chain_delta = program.chain_delta
@@ -165,11 +169,17 @@ class _Engine:
         self.pending = [0] * n_inst
         self.events: list[tuple[float, int, int, int]] = []
         self.cur = (0.0, -1, -1)
+        # numpy views of the same buffers, for the compiled chain kernels (_chains): no copies
+        self.shared = tuple(
+            np.frombuffer(a, dtype=a.typecode) for a in (self.start, self.end, self.reason, self.remaining)
+        )
+        self.dur_np = np.frombuffer(self.dur, dtype=self.dur.typecode)
+        self.delta_np = np.frombuffer(self.chain_delta, dtype=self.chain_delta.typecode)
 
     # ----- starting nodes
 
     def run_segment(self, r: int, h: int, t: float, by: int) -> None:
-        """Start timed node ``h`` on free resource ``r`` together with the chain run behind it."""
+        """Start timed node ``h`` on free resource ``r`` and its chain run (past SHORT_RUN members: the kernel)."""
         self.busy[r] = True
         heap = self.ready[r]
         limit = heap[0] if heap else self.n
@@ -181,11 +191,17 @@ class _Engine:
         end[h] = e
         m = h
         top = -1
+        left = SHORT_RUN
         d = chain_delta[m]
         while d:
             nx = m + d
             if nx >= limit or remaining[nx] != 1:
                 break
+            if not left:
+                m, far, e = extend_run(*self.shared, self.dur_np, self.delta_np, m, e, limit)
+                top = max(top, far)
+                break
+            left -= 1
             remaining[nx] = 0
             start[nx] = e
             reason[nx] = m
@@ -204,29 +220,14 @@ class _Engine:
 
     def truncate(self, r: int, h: int) -> None:
         """Node ``h`` joined the queue of ``r`` while a run is on it: cut the run where ``h`` gets in."""
-        chain_delta, end, cur = self.chain_delta, self.end, self.cur
-        m = self.seg_head[r]
-        last = self.seg_last[r]
-        while m != last:
-            nx = m + chain_delta[m]
-            if h < nx and (end[m], EV_NODE, m) > cur:
-                x = nx
-                start, reason, remaining = self.start, self.reason, self.remaining
-                while True:
-                    start[x] = end[x] = math.nan
-                    reason[x] = -1
-                    remaining[x] = 1
-                    if x == last:
-                        break
-                    x += chain_delta[x]
-                self.seg_last[r] = m  # seg_max stays: an upper bound is enough for the pre-check
-                v = self.seg_ver[r] + 1
-                self.seg_ver[r] = v
-                heappush(self.events, (end[m], EV_NODE, m, v))
-                return
-            if end[m] < cur[0]:
-                self.seg_head[r] = nx  # members wholly in the past can never be cut again
-            m = nx
+        now, what, key = self.cur
+        head, m = cut_run(*self.shared, self.delta_np, self.seg_head[r], self.seg_last[r], h, now, what, key, EV_NODE)
+        self.seg_head[r] = head
+        if m >= 0:
+            self.seg_last[r] = m  # seg_max stays: an upper bound is enough for the pre-check
+            v = self.seg_ver[r] + 1
+            self.seg_ver[r] = v
+            heappush(self.events, (self.end[m], EV_NODE, m, v))
 
     def arrive(self, r: int, h: int, t: float, by: int) -> None:
         """Communication node ``h`` reaches its transfer at ``t``; the last member starts the transfer."""

@@ -57,6 +57,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tracekit._gc import paused_gc
+from tracekit.attrs import IS_CPU_OP, NUM_OPS, STREAM, TENSOR_SIZE, TID
 from tracekit.errors import TracekitError
 from tracekit.rendezvous import collective_instances, comm_table, group_order
 from tracekit.replayer.results.result import FoldInfo  # noqa: F401 - re-exported (a value of the result)
@@ -126,11 +127,11 @@ def scan_rank(trace: "ExecutionTrace") -> RankScan:
     put(types.astype(np.int64))
     put(np.asarray(cols.ids, dtype=np.uint64))
     put(np.asarray(cols.duration_ns, dtype=np.int64))
-    for name in ("num_ops", "tensor_size", "tid", "stream"):
-        present, values = cols.attr_int(name)
+    for int_field in (NUM_OPS, TENSOR_SIZE, TID, STREAM):
+        present, values = int_field.column(cols)
         put(present)
         put(np.where(present, values, 0).astype(np.int64))
-    put(bool_attr(cols, "is_cpu_op") if n else np.zeros(0, dtype=bool))
+    put(bool_attr(cols, IS_CPU_OP) if n else np.zeros(0, dtype=bool))
     h.update("\0".join(cols.names).encode("utf-8", "surrogatepass"))
     put(np.asarray(graph.pred_ptr, dtype=np.int64))
     put(np.asarray(graph.pred_pos, dtype=np.int64))
@@ -193,6 +194,7 @@ class FoldPlan:
     scans: dict[int, RankScan] = field(repr=False)
 
     def members(self) -> dict[int, list[int]]:
+        """The classes: representative rank -> its members, ascending ranks (the representative first)."""
         out: dict[int, list[int]] = {}
         for r, rep in enumerate(self.rep_of.tolist()):
             out.setdefault(rep, []).append(r)

@@ -200,12 +200,13 @@ class ReplayProgram:
     """A trace set compiled for the engine (see module docstring).
 
     Memory (issue 17: <= 200 bytes a node unfolded): the sequences the
-    engine reads for every node (``kind``, ``duration_ns``, ``resource``,
-    ``chain_delta``, ``instance_of``) are lists whose items are shared objects
-    (small ints, one float per distinct duration), for list-speed access at 8
-    bytes a node; the CSR and ``pred_count`` are packed :class:`array.array`.
-    ``chain_delta[g]``: global index of ``g``'s chain successor minus ``g``
-    (0: none; see :func:`.rank_compile.chain_next`), small, so a cached int.
+    engine's Python reads for every node (``kind``, ``resource``,
+    ``instance_of``) are lists whose items are shared objects (small ints),
+    for list-speed access at 8 bytes a node; the CSR, ``pred_count`` and what
+    the compiled chain walk reads (``duration_ns`` float64 ns, ``chain_delta``
+    int32; :mod:`._chains`) are packed :class:`array.array`, which the engine
+    views as numpy arrays.  ``chain_delta[g]``: global index of ``g``'s chain
+    successor minus ``g`` (0: none; see :func:`.rank_compile.chain_next`).
     """
 
     spec: "HardwareSpec"
@@ -213,12 +214,12 @@ class ReplayProgram:
     model_name: str
     layouts: list[RankLayout]
     kind: list[int]
-    duration_ns: list[float]
+    duration_ns: array[float]
     resource: list[int]
     pred_count: array[int]
     succ_ptr: array[int]
     succ: array[int]
-    chain_delta: list[int]
+    chain_delta: array[int]
     instance_of: list[int]
     instances: list[Instance]
     resource_rank: list[int]
@@ -462,12 +463,12 @@ class _RankParts:
             model_name=model_name,
             layouts=layouts,
             kind=_cat(self.kinds, np.int64).tolist(),
-            duration_ns=shared_items(_cat(self.durs, np.float64)),
+            duration_ns=_packed(_cat(self.durs, np.float64), "d"),
             resource=_small_ints(_cat(self.ress, np.int64), len(self.resource_rank)),
             pred_count=_packed(pred_count.astype(np.int32), "i"),
             succ_ptr=_packed(np.append(_cat(self.succ_ptrs, np.int64), self.edges), index_code),
             succ=_packed(_cat(self.succs, np.int64), index_code),
-            chain_delta=_cat(self.chains, np.int64).tolist(),
+            chain_delta=_packed(_cat(self.chains, np.int64), "i"),
             instance_of=shared_items(instance_of),
             instances=instances,
             resource_rank=self.resource_rank,

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tracekit._jit import kernel
+from tracekit.attrs import COMM_TYPE, IS_CPU_OP, NUM_OPS, STREAM, TENSOR_SIZE, TID, BoolField
 from tracekit.errors import ReplayError, TracekitError
 from tracekit.model import MAX_DURATION_NS, NodeType
 
@@ -25,9 +26,14 @@ R_HOST, R_COMPUTE, R_COMM, R_MEMORY, R_P2P = range(5)
 RESOURCE_CLASS_NAMES = ("host thread", "compute stream", "comm stream", "memory", "p2p stream")
 
 
-def bool_attr(cols: Any, name: str) -> np.ndarray:
-    """bool[n]: attribute ``name`` per node; absent or not a bool/number reads as False."""
-    present, values = cols.attr(name)
+def bool_attr(cols: Any, flag: BoolField) -> np.ndarray:
+    """bool[n]: standard attribute ``flag`` (e.g. :data:`~tracekit.attrs.IS_CPU_OP`) of a rank's columns, leniently.
+
+    Absent, or a value that is neither a bool nor a number, reads as False; a
+    number reads as its truth value (unlike the strict :meth:`BoolField.column`,
+    the replay never fails on it).  Raises nothing.
+    """
+    present, values = flag.raw(cols)
     out = np.zeros(len(present), dtype=bool)
     for i in np.flatnonzero(present).tolist():
         v = values[i]
@@ -60,7 +66,7 @@ def classify(cols: Any, streams: str, *, astra: bool = False) -> tuple[np.ndarra
     sub = np.zeros(n, dtype=np.int64)
     comp = types == NodeType.COMP_NODE
     if n and comp.any():
-        is_cpu = bool_attr(cols, "is_cpu_op")
+        is_cpu = bool_attr(cols, IS_CPU_OP)
         cls[comp & is_cpu] = R_HOST
         cls[comp & ~is_cpu] = R_COMPUTE
     cls[mem] = R_MEMORY
@@ -70,18 +76,18 @@ def classify(cols: Any, streams: str, *, astra: bool = False) -> tuple[np.ndarra
         cls[kind == K_SEND] = R_COMM
         coll = np.flatnonzero(kind == K_COLL)
         if len(coll):
-            _, ctypes = cols.attr("comm_type")
+            _, ctypes = COMM_TYPE.raw(cols)
             for i in coll.tolist():
                 if ctypes[i] is not None and ctypes[i] not in _ASTRA_SIMULATED:
                     kind[i] = K_TIMED  # ASTRA-sim replays it for its duration on this rank alone
         return kind, cls, sub
     if streams == "trace" and n:
         if (cls == R_HOST).any():
-            _, tid = cols.attr_int("tid")
+            _, tid = TID.column(cols)
             sub = np.where(cls == R_HOST, tid, sub)
         streamed = (cls == R_COMPUTE) | (cls == R_COMM) | (cls == R_P2P)
         if streamed.any():
-            _, stream = cols.attr_int("stream")
+            _, stream = STREAM.column(cols)
             sub = np.where(streamed, stream, sub)
     return kind, cls, sub
 
@@ -106,6 +112,24 @@ def resources(cls: np.ndarray, sub: np.ndarray) -> tuple[np.ndarray, tuple[str, 
 def compute_durations(
     cols: Any, kind: np.ndarray, model: "ComputeModel", trace: "ExecutionTrace", counts: dict[str, int]
 ) -> np.ndarray:
+    """Replay duration of each node of one rank, ns: the compute model's for timed nodes, 0 for the others.
+
+    Args:
+        cols: the rank's columns (measured ``duration_ns``; ``num_ops`` FLOPs and
+            ``tensor_size`` bytes are read only when the model may need them).
+        kind: int8[n] node kinds (:func:`classify`); only ``K_TIMED`` nodes get a duration.
+        model: the spec's :class:`~.compute.ComputeModel` (mode and scale; formulas in :mod:`.compute`).
+        trace: the rank's trace, named in errors.
+        counts: per method name, how many nodes it costed; incremented in place.
+
+    Returns:
+        float64[n] durations in ns (integers, at most ``MAX_DURATION_NS``).
+
+    Raises:
+        ValidationError: ``num_ops``/``tensor_size`` break the integer rule (names file, rank, node).
+        SpecError: the model needs a peak the spec does not give (:meth:`.compute.ComputeModel.costs`).
+        ReplayError: a duration over ``MAX_DURATION_NS`` (names file, rank, node).
+    """
     dur = np.zeros(len(kind), dtype=np.float64)
     timed = kind == K_TIMED
     if not timed.any():
@@ -116,8 +140,8 @@ def compute_durations(
         ops = nbytes = np.zeros(len(measured), dtype=np.float64)
     else:
         try:
-            ops = cols.attr_int("num_ops")[1][timed].astype(np.float64)
-            nbytes = cols.attr_int("tensor_size")[1][timed].astype(np.float64)
+            ops = NUM_OPS.column(cols)[1][timed].astype(np.float64)
+            nbytes = TENSOR_SIZE.column(cols)[1][timed].astype(np.float64)
         except TracekitError as exc:
             raise exc.with_context(path=trace.path, rank=trace.rank)
     costs = model.costs(ops, nbytes, measured)

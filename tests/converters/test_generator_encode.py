@@ -1,32 +1,31 @@
-"""The generators' node encoder (converters/generators/_encode.py) writes exactly protobuf's bytes."""
+"""Generated ranks are encoded by the library's batch encoder (tracekit._batch.encode_node_list over
+encode_nodes) with one name/attribute table per job: exactly protobuf's bytes, node by node."""
 
 from __future__ import annotations
 
 import pytest
 
-from tracekit.converters.generators._encode import _Encoder, encode_generated, encode_generated_trace
+from tracekit._batch import FieldTable, encode_node_list
 from tracekit.converters.generators import dlrm_preset, generate_dlrm
 from tracekit.converters.generators.micro import _shape_table, chakra_shape, send_recv_bench
 from tracekit.errors import TracekitError
-from tracekit.io import encode_trace
-from tracekit.model import Attr, ExecutionTrace, IOInfo, Metadata, Node, NodeType
+from tracekit.io import encode_node
+from tracekit.model import Attr, IOInfo, Node, NodeType
 
 
-def _fresh(trace: ExecutionTrace) -> ExecutionTrace:
-    """The trace as a generator hands it over (nodes in memory, no encoded records to copy)."""
-    return ExecutionTrace(list(trace.nodes), trace.metadata, rank=trace.rank)
+def _protobuf(nodes) -> bytes:
+    return b"".join(encode_node(n) for n in nodes)
 
 
 @pytest.mark.parametrize("shape", sorted(_shape_table()))
 def test_chakra_shapes_encode_as_protobuf(shape):
-    enc = _Encoder()
+    names, attrs = FieldTable.names(), FieldTable.attributes()
     for trace in chakra_shape(shape, 2):
-        t = _fresh(trace)
-        assert encode_generated_trace(t, enc) == encode_trace(t)
+        assert encode_node_list(trace.nodes, names=names, attrs=attrs) == _protobuf(trace.nodes)
 
 
 def test_dlrm_and_send_recv_encode_as_protobuf():
-    enc = _Encoder()
+    names, attrs = FieldTable.names(), FieldTable.attributes()
     jobs = [
         generate_dlrm(dlrm_preset("dlrm-small", 4, global_batch_size=64), (1e14, 1e12)),
         send_recv_bench(4, "ring", 1 << 20),
@@ -34,14 +33,16 @@ def test_dlrm_and_send_recv_encode_as_protobuf():
     count = 0
     for ts in jobs:
         for trace in ts:
-            t = _fresh(trace)
-            assert encode_generated_trace(t, enc) == encode_trace(t)
-            count += len(t.nodes)
+            assert encode_node_list(trace.nodes, names=names, attrs=attrs) == _protobuf(trace.nodes)
+            count += len(trace.nodes)
     assert count > 100
+    assert len(attrs) < count  # the table holds each distinct attribute once across the job's ranks
 
 
 def test_edge_values_encode_as_protobuf():
+    io = Node(id=7, name="io", inputs=IOInfo("[1]", "[[2]]", "[f]"), attrs=[Attr("a", [1, 2], "int64_list")])
     nodes = [
+        io,  # a node with inputs goes to protobuf; the runs around it through the compiled pass
         Node(id=0, name="", type=NodeType.INVALID_NODE),  # every field at its default: an empty message
         Node(id=2**64 - 1, name="ü名", type=NodeType.COMP_NODE, duration_ns=1_234_567, start_time_ns=999),
         Node(
@@ -53,7 +54,7 @@ def test_edge_values_encode_as_protobuf():
             start_time_ns=2**62,
             duration_ns=2**53,
         ),
-        Node(id=7, name="io", inputs=IOInfo("[1]", "[[2]]", "[f]"), attrs=[Attr("a", [1, 2], "int64_list")]),
+        io,
         Node(
             id=8,
             name="attrs",
@@ -61,17 +62,30 @@ def test_edge_values_encode_as_protobuf():
                 Attr("f", 0.5, "double_val"),
                 Attr("s", "v", "string_val"),
                 Attr("b", True, "bool_val"),
+                Attr("b", 1, "bool_val"),  # equal to the one before (True == 1): its own table row
                 Attr("n", None, None),
                 Attr("d", 3, "int64_val", "doc"),
             ],
         ),
     ]
-    t = ExecutionTrace(nodes, Metadata(version="0.0.4"), rank=3)
-    assert encode_generated(t.nodes, t.metadata, rank=3) == encode_trace(t)
+    assert encode_node_list(nodes) == _protobuf(nodes)
+    assert encode_node_list(nodes[1:4]) == _protobuf(nodes[1:4])  # ids of both int64 and uint64 range
 
 
-def test_bad_value_names_node_and_rank():
-    t = ExecutionTrace([Node(id=4, name="bad", attrs=[Attr("x", "text", "int64_val")])], Metadata(version=""), rank=2)
+def test_bad_value_names_node():
     with pytest.raises(TracekitError, match="int") as info:
-        encode_generated(t.nodes, t.metadata, rank=2)
+        encode_node_list([Node(id=3, name="ok"), Node(id=4, name="bad", attrs=[Attr("x", "text", "int64_val")])])
+    assert info.value.node_id == 4
+    with pytest.raises(TracekitError, match="duration") as info:
+        encode_node_list([Node(id=3, name="ok"), Node(id=5, duration_ns=2**60)])
+    assert info.value.node_id == 5
+
+
+def test_llm_rank_error_names_rank():
+    from tracekit.converters.generators.llm import _encode
+    from tracekit.model import ExecutionTrace
+
+    bad = ExecutionTrace([Node(id=4, name="bad", attrs=[Attr("x", "text", "int64_val")])], rank=2)
+    with pytest.raises(TracekitError) as info:
+        _encode(bad, FieldTable.names(), FieldTable.attributes())
     assert info.value.node_id == 4 and info.value.rank == 2

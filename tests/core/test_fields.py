@@ -98,12 +98,8 @@ def test_validate_reads_comm_attributes_by_the_rules(attr, error):
 #: files that still spell standard keys in reads, each owned by work in flight when the fields moved to
 #: tracekit.attrs (switch them to the fields and drop them from this list; it only shrinks)
 PENDING = {
-    "tracekit/node.py",  # the Node properties (int_attr("comm_size") ...)
-    "tracekit/streaming.py",  # _comm_issues: tracekit.validate.comm_issues is the one copy
     "tracekit/transforms/colcompact.py",
     "tracekit/transforms/colscale.py",
-    "replayer/simulation/rank_compile.py",
-    "replayer/simulation/folding.py",
 }
 _READERS = {"get_attr", "attr", "attr_int", "attr_bool", "attr_str", "int_attr", "str_attr", "bool_attr"}
 _WRITERS = {"with_attr", "without_attr", "Attr"}

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from _reportkit import toy_result, ws2_prefix, ws2_results  # noqa: F401  (fixtures)
 from tracekit.cli import cli
 from tracekit.errors import ReplayError
-from tracekit.replayer.reporting import plots
+from tracekit.replayer.reporting import plots, timeline_plot
 from tracekit.replayer.reporting.report import (
     build_report_html,
     build_sweep_html,
@@ -117,7 +117,7 @@ def test_timeline_labels_spans_with_node_names_from_the_traceset(ws2_prefix, ws2
 
 
 def test_toy_timeline_spans_and_critical_path():
-    fig = plots.timeline_figure(toy_result()).figure
+    fig = timeline_plot.timeline_figure(toy_result()).figure
     by_name = {}
     for trace in fig.data:
         if trace.mode == "lines":
@@ -144,16 +144,16 @@ def test_merge_closed_form():
     row = np.array([0, 0, 0, 1])
     start = np.array([0.0, 12.0, 30.0, 5.0])
     end = np.array([10.0, 20.0, 31.0, 6.0])
-    m_row, m_lo, m_hi, count, first = plots._merge(row, start, end, 2.0)
+    m_row, m_lo, m_hi, count, first = timeline_plot._merge(row, start, end, 2.0)
     assert m_row.tolist() == [0, 0, 1] and m_lo.tolist() == [0.0, 30.0, 5.0]
     assert m_hi.tolist() == [20.0, 31.0, 6.0] and count.tolist() == [2, 1, 1] and first.tolist() == [0, 2, 3]
 
 
 def test_timeline_merges_to_its_budget_and_says_so():
     r = toy_result()
-    fig = plots.timeline_figure(r, max_spans=3)  # budget 1 per category, but the 2 compute spans are on 2 rows
+    fig = timeline_plot.timeline_figure(r, max_spans=3)  # budget 1 per category, but the 2 compute spans are on 2 rows
     assert fig.note == ""  # spans on different rows are never merged, and the loop ends
-    many = plots._span_budget_merge(
+    many = timeline_plot._span_budget_merge(
         np.zeros(1000, dtype=np.int64), np.arange(1000.0) * 10, np.arange(1000.0) * 10 + 9, 100, 10_000.0
     )
     (m_row, m_lo, m_hi, count, _), gap = many

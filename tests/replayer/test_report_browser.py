@@ -14,7 +14,7 @@ import pytest
 from _reportkit import ws2_prefix, ws2_results  # noqa: F401  (fixtures)
 from browser import rendered, require_chromium
 from tracekit.fmt import fmt_ns
-from tracekit.replayer.reporting.plots import timeline_figure
+from tracekit.replayer.reporting.timeline_plot import timeline_figure
 from tracekit.replayer.reporting.report import load_result, write_report
 
 

@@ -67,6 +67,19 @@ def llm():
     return cfg.LLMConfig, cfg.ModelSpec, cfg.ParallelSpec, gen.generate_llm
 
 
+@pytest.fixture(scope="module")
+def class_set(tmp_path_factory):
+    """The job of ``columnar_cases.generated_llm`` (tp 2, pp 2, dp 2, ZeRO 1) written as rank classes: two, one
+    per pipeline stage (shared by the class-set transform tests)."""
+    llm = pytest.importorskip("tracekit.converters.generators.llm")
+    from columnar_cases import llm_config
+
+    from tracekit.classset import read_class_set
+
+    manifest = llm.write_llm(llm_config(), tmp_path_factory.mktemp("cs") / "job", classes=True)[0]
+    return read_class_set(manifest)
+
+
 def convert_pytorch(et_paths, kineto_paths=None, **kw):
     mod = pytest.importorskip(
         "tracekit.converters.pytorch", reason="the PyTorch converter (tracekit.converters.pytorch) is not written yet"

@@ -59,15 +59,19 @@ def transforms() -> dict[str, Any]:
     }
 
 
-def generated_llm(zero_stage: int = 1):
-    """A small generated GPT job (tp 2, pp 2, dp 2, ZeRO stage ``zero_stage``) as a TraceSet."""
-    from tracekit.converters.generators.llm import generate_llm
+def llm_config(zero_stage: int = 1):
+    """The ``LLMConfig`` of a small GPT job: tp 2, pp 2, dp 2 (ranks 0-3 stage 0, 4-7 stage 1), ZeRO ``zero_stage``."""
     from tracekit.workloads.config import LLMConfig, ModelSpec, ParallelSpec
 
     m = ModelSpec("small", num_layers=4, hidden_size=1024, num_heads=16, seq_length=512, vocab_size=32000)
-    return generate_llm(
-        LLMConfig(m, ParallelSpec(dp=2, tp=2, pp=2, zero_stage=zero_stage), global_batch_size=8, micro_batch_size=1)
-    )
+    return LLMConfig(m, ParallelSpec(dp=2, tp=2, pp=2, zero_stage=zero_stage), global_batch_size=8, micro_batch_size=1)
+
+
+def generated_llm(zero_stage: int = 1):
+    """The job of :func:`llm_config` generated as a TraceSet."""
+    from tracekit.converters.generators.llm import generate_llm
+
+    return generate_llm(llm_config(zero_stage))
 
 
 def encoded(traceset):

@@ -3,24 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from _tfhelpers import class_set  # noqa: F401  (the shared fixture)
 from columnar_cases import digest
 
 from tracekit.errors import TransformError
 from tracekit.transforms import KeepIteration, KeepRanks, Pipeline
-
-
-@pytest.fixture(scope="module")
-def class_set(tmp_path_factory):
-    """tp 2, pp 2, dp 2 (ranks 0-3 stage 0, 4-7 stage 1) as two rank classes, one per pipeline stage."""
-    llm = pytest.importorskip("tracekit.converters.generators.llm")
-    from tracekit.workloads.config import LLMConfig, ModelSpec, ParallelSpec
-
-    from tracekit.classset import read_class_set
-
-    m = ModelSpec("small", num_layers=4, hidden_size=1024, num_heads=16, seq_length=512, vocab_size=32000)
-    cfg = LLMConfig(m, ParallelSpec(dp=2, tp=2, pp=2, zero_stage=1), global_batch_size=8, micro_batch_size=1)
-    manifest = llm.write_llm(cfg, tmp_path_factory.mktemp("cs") / "job", classes=True)[0]
-    return read_class_set(manifest)
 
 
 @pytest.fixture(scope="module")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from tracekit.cli._common import CONTEXT_SETTINGS, err_console, path_span, progress, state
@@ -9,8 +11,9 @@ from tracekit.cli._options import IntRange, emit_json, json_option
 from tracekit.errors import ConfigError
 
 
-def roofline_from_options(hw: str | None, peak_tflops: float | None, mem_bw_gbps: float | None, dtype: str,
-                          cost: str = "roofline"):
+def roofline_from_options(
+    hw: str | None, peak_tflops: float | None, mem_bw_gbps: float | None, dtype: str, cost: str = "roofline"
+):
     """Op durations from ``--hw`` (a replayer spec name or file) or ``--peak-tflops``/``--mem-bw-gbps``; or None.
 
     With ``--hw`` and ``cost="calibrated"``: a :class:`~tracekit.converters.generators.calibration.CalibratedCost`
@@ -51,8 +54,13 @@ def roofline_from_options(hw: str | None, peak_tflops: float | None, mem_bw_gbps
 
 
 @click.command("llm", context_settings=CONTEXT_SETTINGS)
-@click.option("--model", "model_name", required=True, metavar="NAME",
-              help="Preset: gpt3-175b, gpt3-13b, gpt3-1.3b, llama2-7b, llama3-8b, llama3-70b, mixtral-8x7b.")
+@click.option(
+    "--model",
+    "model_name",
+    required=True,
+    metavar="NAME",
+    help="Preset: gpt3-175b, gpt3-13b, gpt3-1.3b, llama2-7b, llama3-8b, llama3-70b, mixtral-8x7b.",
+)
 @click.option("--layers", type=int, default=None, help="Override the number of layers.")
 @click.option("--hidden", type=int, default=None, help="Override the hidden size.")
 @click.option("--heads", type=int, default=None, help="Override the attention heads.")
@@ -77,21 +85,43 @@ def roofline_from_options(hw: str | None, peak_tflops: float | None, mem_bw_gbps
 @click.option("--bucket", default="160MB", show_default=True, metavar="SIZE", help="Gradient bucket size.")
 @click.option("--no-overlap", is_flag=True, help="Reduce gradients only after the whole backward.")
 @click.option("--hw", default=None, metavar="SPEC", help="Hardware spec (preset name or TOML) for roofline durations.")
-@click.option("--cost", type=click.Choice(["calibrated", "roofline"]), default="calibrated", show_default=True,
-              help="With --hw: 'calibrated' prices each GEMM by its shape with kernel, attention and optimizer "
-                   "overheads (converters/generators/calibration.py); 'roofline' uses the spec's flat efficiencies.")
+@click.option(
+    "--cost",
+    type=click.Choice(["calibrated", "roofline"]),
+    default="calibrated",
+    show_default=True,
+    help="With --hw: 'calibrated' prices each GEMM by its shape with kernel, attention and optimizer "
+    "overheads (converters/generators/calibration.py); 'roofline' uses the spec's flat efficiencies.",
+)
 @click.option("--peak-tflops", type=float, default=None, help="Peak TFLOP/s for roofline durations.")
 @click.option("--mem-bw-gbps", type=float, default=None, help="Memory bandwidth GB/s for roofline durations.")
-@click.option("--classes", "as_classes", is_flag=True,
-              help="Store the job as its rank classes: one trace per pipeline stage plus PREFIX.classes.json "
-                   "(every command reads it; `tracekit expand` writes the per-rank files).")
+@click.option(
+    "--classes",
+    "as_classes",
+    is_flag=True,
+    help="Store the job as its rank classes: one trace per pipeline stage plus PREFIX.classes.json "
+    "(every command reads it; `tracekit expand` writes the per-rank files).",
+)
 @click.option("-o", "--output", "prefix", required=True, metavar="PREFIX", help="Output prefix: PREFIX.<rank>.et.")
 @json_option()
-def llm(model_name: str, layers, hidden, heads, kv_heads, ffn, seq, vocab, tp: int, pp: int, dp: int | None,
-        cp: int, ep: int, num_ranks: int | None, global_batch: int | None, micro_batch: int, schedule: str,
-        virtual_stages: int | None, zero_stage: int, sequence_parallel: bool, recompute: str, dtype: str,
-        bucket: str, no_overlap: bool, hw: str | None, cost: str, peak_tflops: float | None, mem_bw_gbps: float | None,
-        as_classes: bool, prefix: str, as_json: bool) -> None:
+def llm(
+    model_name: str,
+    layers: int | None,
+    hidden: int | None,
+    heads: int | None,
+    kv_heads: int | None,
+    ffn: int | None,
+    seq: int | None,
+    vocab: int | None,
+    hw: str | None,
+    cost: str,
+    peak_tflops: float | None,
+    mem_bw_gbps: float | None,
+    as_classes: bool,
+    prefix: str,
+    as_json: bool,
+    **parallel_options: Any,
+) -> None:
     """Generate one training iteration of a transformer LLM, one trace per rank.
 
     Ranks follow Megatron-LM's order (tp fastest, then cp, dp, pp).  GEMM,
@@ -107,44 +137,139 @@ def llm(model_name: str, layers, hidden, heads, kv_heads, ffn, seq, vocab, tp: i
       tracekit generate llm --model llama2-7b --tp 2 --pp 2 --ranks 16 --sp --zero 1 \\
           --schedule interleaved --virtual-stages 2 --global-batch 64 -o out/llama
     """
+    from tracekit.converters.generators.llm import write_llm
+
+    model, default_batch = _model_spec(model_name, layers, hidden, heads, kv_heads, ffn, seq, vocab)
+    config = _llm_config(model, default_batch, **parallel_options)
+    roofline = roofline_from_options(hw, peak_tflops, mem_bw_gbps, config.dtype, cost)
+    what = "writing rank classes" if as_classes else "writing ranks"
+    paths = write_llm(
+        config,
+        prefix,
+        roofline,
+        classes=as_classes,
+        progress=lambda items, total: progress(items, f"{model.name}: {what}", total=total),
+    )
+    _report(config, prefix, paths, as_classes, as_json)
+
+
+def _model_spec(
+    model_name: str,
+    layers: int | None,
+    hidden: int | None,
+    heads: int | None,
+    kv_heads: int | None,
+    ffn: int | None,
+    seq: int | None,
+    vocab: int | None,
+) -> tuple[Any, int]:
+    """The preset's :class:`~tracekit.workloads.config.ModelSpec` with the given overrides, and its global batch.
+
+    Raises:
+        ConfigError: an unknown preset or an invalid override.
+    """
     import dataclasses
 
-    from tracekit.converters.generators._build import parse_size
-    from tracekit.converters.generators.llm import write_llm
-    from tracekit.workloads.config import LLMConfig, ParallelSpec, preset, world_to_dp
+    from tracekit.workloads.config import preset
 
     model, default_batch = preset(model_name)
-    overrides = {k: v for k, v in (("num_layers", layers), ("hidden_size", hidden), ("num_heads", heads),
-                                   ("num_kv_heads", kv_heads), ("ffn_hidden_size", ffn), ("seq_length", seq),
-                                   ("vocab_size", vocab)) if v is not None}
-    if overrides:
-        model = dataclasses.replace(model, **overrides)
+    overrides = {
+        k: v
+        for k, v in (
+            ("num_layers", layers),
+            ("hidden_size", hidden),
+            ("num_heads", heads),
+            ("num_kv_heads", kv_heads),
+            ("ffn_hidden_size", ffn),
+            ("seq_length", seq),
+            ("vocab_size", vocab),
+        )
+        if v is not None
+    }
+    return (dataclasses.replace(model, **overrides) if overrides else model), default_batch
+
+
+def _llm_config(
+    model: Any,
+    default_batch: int,
+    *,
+    tp: int,
+    pp: int,
+    dp: int | None,
+    cp: int,
+    ep: int,
+    num_ranks: int | None,
+    global_batch: int | None,
+    micro_batch: int,
+    schedule: str,
+    virtual_stages: int | None,
+    zero_stage: int,
+    sequence_parallel: bool,
+    recompute: str,
+    dtype: str,
+    bucket: str,
+    no_overlap: bool,
+) -> Any:
+    """The :class:`~tracekit.workloads.config.LLMConfig` of the command's parallel and batch options.
+
+    Raises:
+        ConfigError: ``--dp`` disagreeing with ``--ranks``, a bad bucket size, or an invalid layout.
+    """
+    from tracekit.converters.generators._build import parse_size
+    from tracekit.workloads.config import LLMConfig, ParallelSpec, world_to_dp
+
     if num_ranks is not None:
         implied = world_to_dp(num_ranks, tp=tp, pp=pp, cp=cp)
         if dp is not None and dp != implied:
-            raise ConfigError(f"--dp {dp} disagrees with --ranks {num_ranks} / (tp {tp} x pp {pp} x cp {cp}) = {implied}")
+            raise ConfigError(
+                f"--dp {dp} disagrees with --ranks {num_ranks} / (tp {tp} x pp {pp} x cp {cp}) = {implied}"
+            )
         dp = implied
     if virtual_stages is None:
         virtual_stages = 2 if schedule == "interleaved" else 1
-    parallel = ParallelSpec(dp=1 if dp is None else dp, tp=tp, pp=pp, cp=cp, ep=ep, sequence_parallel=sequence_parallel,
-                            zero_stage=zero_stage, recompute=recompute, schedule=schedule,
-                            virtual_stages=virtual_stages, grad_bucket_bytes=parse_size(bucket),
-                            overlap_grad_reduce=not no_overlap)
-    config = LLMConfig(model, parallel, global_batch_size=default_batch if global_batch is None else global_batch,
-                       micro_batch_size=micro_batch, dtype=dtype)
-    roofline = roofline_from_options(hw, peak_tflops, mem_bw_gbps, dtype, cost)
-    what = "writing rank classes" if as_classes else "writing ranks"
-    paths = write_llm(config, prefix, roofline, classes=as_classes,
-                      progress=lambda items, total: progress(items, f"{model.name}: {what}", total=total))
+    parallel = ParallelSpec(
+        dp=1 if dp is None else dp,
+        tp=tp,
+        pp=pp,
+        cp=cp,
+        ep=ep,
+        sequence_parallel=sequence_parallel,
+        zero_stage=zero_stage,
+        recompute=recompute,
+        schedule=schedule,
+        virtual_stages=virtual_stages,
+        grad_bucket_bytes=parse_size(bucket),
+        overlap_grad_reduce=not no_overlap,
+    )
+    batch = default_batch if global_batch is None else global_batch
+    return LLMConfig(model, parallel, global_batch_size=batch, micro_batch_size=micro_batch, dtype=dtype)
+
+
+def _report(config: Any, prefix: str, paths: list[Any], as_classes: bool, as_json: bool) -> None:
+    """What was written: a JSON document (``--json``) or one line on stderr (nothing under ``-q``)."""
     if as_json:
-        emit_json({"prefix": prefix, "files": [str(p) for p in paths], "ranks": config.world_size,
-                   "classes": as_classes, "micro_batches": config.num_micro_batches})
+        emit_json(
+            {
+                "prefix": prefix,
+                "files": [str(p) for p in paths],
+                "ranks": config.world_size,
+                "classes": as_classes,
+                "micro_batches": config.num_micro_batches,
+            }
+        )
     elif as_classes and not state().quiet:
-        err_console().print(f"wrote {paths[0]}: {config.world_size} ranks in {config.parallel.pp} rank classes "
-                            f"({config.num_micro_batches} micro-batches per pipeline)", markup=False, highlight=False)
+        err_console().print(
+            f"wrote {paths[0]}: {config.world_size} ranks in {config.parallel.pp} rank classes "
+            f"({config.num_micro_batches} micro-batches per pipeline)",
+            markup=False,
+            highlight=False,
+        )
     elif not state().quiet:
-        err_console().print(f"wrote {len(paths)} trace(s): {path_span(paths)} "
-                            f"({config.num_micro_batches} micro-batches per pipeline)", markup=False, highlight=False)
+        err_console().print(
+            f"wrote {len(paths)} trace(s): {path_span(paths)} ({config.num_micro_batches} micro-batches per pipeline)",
+            markup=False,
+            highlight=False,
+        )
 
 
 COMMANDS = [llm]

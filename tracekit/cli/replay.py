@@ -12,7 +12,6 @@ from tracekit.cli._render import _fmt_bytes, _fmt_ns  # noqa: E402 - one place f
 from tracekit.fmt import fmt_ns_exact, fmt_pct  # noqa: E402
 
 
-
 _pct = fmt_pct
 
 
@@ -86,55 +85,111 @@ def render_result(console: Any, result: Any, *, top: int = 8, compute: str | Non
     only in their group; the ``top`` slowest / most expensive rows are shown.
     ``compute`` names how compute was timed (:func:`compute_label`; default: the spec's compute mode).
     """
-    from rich.table import Table
     from rich.text import Text
 
     prov = result.provenance
     job = result.iteration_time_ns
-    console.print(Text.assemble((f"iteration time {_fmt_ns(job)}", "bold"), f" ({fmt_ns_exact(job)}) on {prov.spec_name}: "
-                  f"{prov.world_size} rank(s), {result.node_count:,} nodes, collective model "
-                  f"{prov.collective_model}, compute {compute or prov.compute_mode} x {prov.compute_scale:g}"))
+    console.print(
+        Text.assemble(
+            (f"iteration time {_fmt_ns(job)}", "bold"),
+            f" ({fmt_ns_exact(job)}) on {prov.spec_name}: "
+            f"{prov.world_size} rank(s), {result.node_count:,} nodes, collective model "
+            f"{prov.collective_model}, compute {compute or prov.compute_mode} x {prov.compute_scale:g}",
+        )
+    )
+    _print_rank_table(console, result, top)
+    _print_comm_table(console, result, top)
+    _print_critical_path(console, result.critical_path)
+    _print_compute_methods(console, result)
+
+
+def _print_rank_table(console: Any, result: Any, top: int) -> None:
+    """The per-rank table of :func:`render_result` (ranks with identical figures share a row)."""
+    from rich.table import Table
+
     rows, distinct = _rank_rows(result, top)
-    title = "per rank" if distinct == len(result.ranks) else f"per rank ({len(result.ranks)} ranks, {distinct} distinct)"
+    title = (
+        "per rank" if distinct == len(result.ranks) else f"per rank ({len(result.ranks)} ranks, {distinct} distinct)"
+    )
     if distinct > len(rows):
         title += f": the {len(rows)} slowest rows (--top N for more)"
-    table = Table(title=title, caption="compute + exposed comm + waiting + other idle = iteration; "
-                                       "(all comm) includes comm overlapped with compute")
+    table = Table(
+        title=title,
+        caption="compute + exposed comm + waiting + other idle = iteration; "
+        "(all comm) includes comm overlapped with compute",
+    )
     for col in ("rank", "iteration", "compute", "exposed comm", "waiting", "other idle", "(all comm)", "nodes"):
         table.add_column(col, justify="right")
     for ranks, r in rows:
-        table.add_row(rank_ranges(ranks, limit=3), _fmt_ns(r.iteration_time_ns), _fmt_ns(r.compute_ns),
-                      f"{_fmt_ns(r.exposed_comm_ns)} ({_pct(r.exposed_comm_ns, r.iteration_time_ns)})",
-                      _fmt_ns(r.comm_wait_ns), _fmt_ns(r.other_idle_ns), _fmt_ns(r.comm_ns), f"{r.nodes:,}")
+        table.add_row(
+            rank_ranges(ranks, limit=3),
+            _fmt_ns(r.iteration_time_ns),
+            _fmt_ns(r.compute_ns),
+            f"{_fmt_ns(r.exposed_comm_ns)} ({_pct(r.exposed_comm_ns, r.iteration_time_ns)})",
+            _fmt_ns(r.comm_wait_ns),
+            _fmt_ns(r.other_idle_ns),
+            _fmt_ns(r.comm_ns),
+            f"{r.nodes:,}",
+        )
     console.print(table)
+
+
+def _print_comm_table(console: Any, result: Any, top: int) -> None:
+    """The communication table of :func:`render_result` (collectives differing only in group share a row)."""
+    from rich.table import Table
+
     summary, distinct = _comm_rows(result, top)
     if summary:
         title = f"communication ({len(result.collectives):,} collectives and send/recv pairs)"
         if distinct > len(summary):
             title += f": the {len(summary)} of {distinct} rows with the most time (--top N for more)"
         coll = Table(title=title)
-        for col in ("kind", "size", "group", "ranks", "algorithm", "count", "mean time", "algbw GB/s",
-                    "busbw GB/s"):
+        for col in ("kind", "size", "group", "ranks", "algorithm", "count", "mean time", "algbw GB/s", "busbw GB/s"):
             coll.add_column(col, justify="left" if col in ("kind", "group", "algorithm") else "right")
         for row in summary:
-            coll.add_row(row["kind"], _fmt_bytes(row["comm_bytes"]), _groups_text(row["groups"]),
-                         str(row["group_size"]), row["algorithm"], f"{row['count']:,}", _fmt_ns(row["mean_time_ns"]),
-                         _bw(row["algbw_gbps"]), _bw(row["busbw_gbps"]))
+            coll.add_row(
+                row["kind"],
+                _fmt_bytes(row["comm_bytes"]),
+                _groups_text(row["groups"]),
+                str(row["group_size"]),
+                row["algorithm"],
+                f"{row['count']:,}",
+                _fmt_ns(row["mean_time_ns"]),
+                _bw(row["algbw_gbps"]),
+                _bw(row["busbw_gbps"]),
+            )
         console.print(coll)
-    cp = result.critical_path
+
+
+def _print_critical_path(console: Any, cp: Any) -> None:
+    """The critical-path line and its five longest steps (:func:`render_result`)."""
+    from rich.table import Table
+
     crossed = len({s.rank for s in cp.steps})
-    console.print(f"critical path: {_fmt_ns(cp.length_ns)} over {len(cp.steps):,} nodes on {crossed} rank(s): "
-                  f"compute {_fmt_ns(cp.compute_ns)} ({_pct(cp.compute_ns, cp.length_ns)}), "
-                  f"communication {_fmt_ns(cp.comm_ns)} ({_pct(cp.comm_ns, cp.length_ns)})")
+    console.print(
+        f"critical path: {_fmt_ns(cp.length_ns)} over {len(cp.steps):,} nodes on {crossed} rank(s): "
+        f"compute {_fmt_ns(cp.compute_ns)} ({_pct(cp.compute_ns, cp.length_ns)}), "
+        f"communication {_fmt_ns(cp.comm_ns)} ({_pct(cp.comm_ns, cp.length_ns)})"
+    )
     longest = sorted(cp.steps, key=lambda s: (-(s.end_ns - s.start_ns), s.start_ns))[:5]
     if longest:
         steps = Table(title="longest steps on the critical path")
         for col in ("rank", "node", "name", "kind", "start", "duration"):
             steps.add_column(col, justify="left" if col in ("name", "kind") else "right")
         for s in longest:
-            steps.add_row(str(s.rank), str(s.node_id), s.name[:60], s.category, _fmt_ns(s.start_ns),
-                          _fmt_ns(s.end_ns - s.start_ns))
+            steps.add_row(
+                str(s.rank),
+                str(s.node_id),
+                s.name[:60],
+                s.category,
+                _fmt_ns(s.start_ns),
+                _fmt_ns(s.end_ns - s.start_ns),
+            )
         console.print(steps)
+
+
+def _print_compute_methods(console: Any, result: Any) -> None:
+    """How compute nodes were timed, and the warning when none has a measured duration (:func:`render_result`)."""
     methods = ", ".join(f"{k} {v:,}" for k, v in result.compute_methods)
     if methods:
         console.print(f"compute nodes timed by: {methods}")
@@ -142,10 +197,12 @@ def render_result(console: Any, result: Any, *, top: int = 8, compute: str | Non
     missing = methods_d.get("missing", 0)
     if missing and not methods_d.get("measured", 0):
         modelled = sum(v for k, v in methods_d.items() if k not in ("measured", "missing"))
-        console.print(f"[bold red]warning:[/bold red] no compute node has a measured duration (an Execution Trace "
-                      f"converted without Kineto records no times): {modelled:,} timed by a cost model from their "
-                      f"FLOPs/bytes, {missing:,} with neither replayed as 0 ns; convert with --kineto for measured "
-                      f"times")
+        console.print(
+            f"[bold red]warning:[/bold red] no compute node has a measured duration (an Execution Trace "
+            f"converted without Kineto records no times): {modelled:,} timed by a cost model from their "
+            f"FLOPs/bytes, {missing:,} with neither replayed as 0 ns; convert with --kineto for measured "
+            f"times"
+        )
 
 
 def _result_doc(result: Any, with_schedule: bool, plan: Any, report: Any) -> dict[str, Any]:
@@ -178,8 +235,12 @@ def render_compute_plan(console: Any, plan: Any, report: Any, result: Any) -> No
     methods = dict(result.compute_methods)
     if plan.method == "roofline":
         kept = methods.get("measured", 0)
-        console.print(f"compute: roofline on the spec; {methods.get('roofline', 0):,} nodes by roofline, "
-                      f"{kept:,} without FLOPs/bytes kept their measured time", markup=False, highlight=False)
+        console.print(
+            f"compute: roofline on the spec; {methods.get('roofline', 0):,} nodes by roofline, "
+            f"{kept:,} without FLOPs/bytes kept their measured time",
+            markup=False,
+            highlight=False,
+        )
     else:
         modelled = sum(v for k, v in methods.items() if k not in ("measured", "missing"))
         rest = f"; {modelled:,} nodes without one timed by roofline on the spec" if modelled else ""
@@ -188,43 +249,111 @@ def render_compute_plan(console: Any, plan: Any, report: Any, result: Any) -> No
 
 @click.command(context_settings=CONTEXT_SETTINGS)
 @traces_argument()
-@click.option("--hw", "hw", required=True, metavar="SPEC",
-              help="Hardware spec: a preset name (see `tracekit hw list`) or a TOML file.")
-@click.option("-o", "--output", "json_out", type=click.Path(dir_okay=False), default=None, metavar="RESULT.json",
-              help="Write the full result as JSON to this file (input of report and diff).")
+@click.option(
+    "--hw",
+    "hw",
+    required=True,
+    metavar="SPEC",
+    help="Hardware spec: a preset name (see `tracekit hw list`) or a TOML file.",
+)
+@click.option(
+    "-o",
+    "--output",
+    "json_out",
+    type=click.Path(dir_okay=False),
+    default=None,
+    metavar="RESULT.json",
+    help="Write the full result as JSON to this file (input of report and diff).",
+)
 @json_option()
 @click.option("--with-schedule", is_flag=True, help="Include every node's start and end in the JSON result.")
-@click.option("--timeline-out", "timeline_out", type=click.Path(dir_okay=False), default=None,
-              help="Write a Chrome trace (open in Perfetto) of the replay to this file.")
+@click.option(
+    "--timeline-out",
+    "timeline_out",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Write a Chrome trace (open in Perfetto) of the replay to this file.",
+)
 @deprecated_alias("--timeline", "timeline_old")
-@click.option("--compute-scale", "--scale-compute", "compute_scale", type=float, default=None, metavar="F",
-              help="Multiply measured compute durations by F (overrides the spec).")
-@click.option("--collective-model", type=click.Choice(["alpha_beta", "astra", "nccl", "measured"]), default=None,
-              help="Communication cost model (overrides the spec); 'measured' replays the traces' own "
-                   "collective durations.")
-@click.option("--streams", type=click.Choice(["trace", "single"]), default="trace", show_default=True,
-              help="Resources per rank: from the traces' tid/stream attributes, or one of each.")
+@click.option(
+    "--compute-scale",
+    "--scale-compute",
+    "compute_scale",
+    type=float,
+    default=None,
+    metavar="F",
+    help="Multiply measured compute durations by F (overrides the spec).",
+)
+@click.option(
+    "--collective-model",
+    type=click.Choice(["alpha_beta", "astra", "nccl", "measured"]),
+    default=None,
+    help="Communication cost model (overrides the spec); 'measured' replays the traces' own collective durations.",
+)
+@click.option(
+    "--streams",
+    type=click.Choice(["trace", "single"]),
+    default="trace",
+    show_default=True,
+    help="Resources per rank: from the traces' tid/stream attributes, or one of each.",
+)
 @click.option("--no-check", is_flag=True, help="Skip the up-front checks (deadlocks are still diagnosed).")
-@click.option("--no-fold", is_flag=True,
-              help="Simulate every rank even where ranks provably run identical timelines (rank folding "
-                   "gives the same result, faster, reading one rank file at a time).")
-@click.option("--html-out", "html_out", type=click.Path(dir_okay=False), default=None,
-              help="Write a self-contained HTML report of the replay to this file.")
+@click.option(
+    "--no-fold",
+    is_flag=True,
+    help="Simulate every rank even where ranks provably run identical timelines (rank folding "
+    "gives the same result, faster, reading one rank file at a time).",
+)
+@click.option(
+    "--html-out",
+    "html_out",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Write a self-contained HTML report of the replay to this file.",
+)
 @deprecated_alias("--html", "html_old")
-@click.option("--top", type=IntRange(min=1), default=8, show_default=True,
-              help="Rows per summary table (ranks with equal figures and groups with equal costs share a row).")
-@click.option("--compute", type=click.Choice(["auto", "measured", "roofline", "projected"]), default="auto",
-              show_default=True,
-              help="How compute is timed: 'projected' moves measured times from the capture device to the "
-                   "spec's device per op class; 'roofline' times every node with FLOPs/bytes on the spec; "
-                   "'auto' projects when both devices are known, else keeps the measured times.")
-@click.option("--capture-device", default=None, metavar="NAME",
-              help="Device the trace was measured on (a preset of tracekit/devices.toml such as a100-80gb, "
-                   "or a device name), when the trace does not record it.")
-def replay(traces, hw: str, json_out: str | None, as_json: bool, with_schedule: bool, timeline_out: str | None,
-           timeline_old: str | None, compute_scale: float | None, collective_model: str | None, streams: str,
-           no_check: bool, no_fold: bool, html_out: str | None, html_old: str | None, top: int, compute: str,
-           capture_device: str | None) -> None:
+@click.option(
+    "--top",
+    type=IntRange(min=1),
+    default=8,
+    show_default=True,
+    help="Rows per summary table (ranks with equal figures and groups with equal costs share a row).",
+)
+@click.option(
+    "--compute",
+    type=click.Choice(["auto", "measured", "roofline", "projected"]),
+    default="auto",
+    show_default=True,
+    help="How compute is timed: 'projected' moves measured times from the capture device to the "
+    "spec's device per op class; 'roofline' times every node with FLOPs/bytes on the spec; "
+    "'auto' projects when both devices are known, else keeps the measured times.",
+)
+@click.option(
+    "--capture-device",
+    default=None,
+    metavar="NAME",
+    help="Device the trace was measured on (a preset of tracekit/devices.toml such as a100-80gb, "
+    "or a device name), when the trace does not record it.",
+)
+def replay(
+    traces,
+    hw: str,
+    json_out: str | None,
+    as_json: bool,
+    with_schedule: bool,
+    timeline_out: str | None,
+    timeline_old: str | None,
+    compute_scale: float | None,
+    collective_model: str | None,
+    streams: str,
+    no_check: bool,
+    no_fold: bool,
+    html_out: str | None,
+    html_old: str | None,
+    top: int,
+    compute: str,
+    capture_device: str | None,
+) -> None:
     """Replay a trace set on a hardware spec and summarise where the time goes.
 
     Prints the iteration time, per-rank compute / communication / exposed
@@ -247,17 +376,55 @@ def replay(traces, hw: str, json_out: str | None, as_json: bool, with_schedule: 
     timeline_out = timeline_out or timeline_old
     html_out = html_out or html_old
 
-    options = ReplayOptions(collective_model=collective_model, compute_scale=compute_scale, streams=streams,
-                            check=not no_check, fold=not no_fold)
+    options = ReplayOptions(
+        collective_model=collective_model,
+        compute_scale=compute_scale,
+        streams=streams,
+        check=not no_check,
+        fold=not no_fold,
+    )
     console = err_console()
     with progress_callback("replay") as bar:  # stages with counts on a terminal; none with -q or a pipe
         status = None if bar is None else (lambda text, done=0, total=None: bar(done, total, f"replay: {text}"))
-        result, traceset, plan, report = replay_with_compute(traces, hw, options=options, compute=compute,
-                                                             capture_device=capture_device, status=status)
+        result, traceset, plan, report = replay_with_compute(
+            traces, hw, options=options, compute=compute, capture_device=capture_device, status=status
+        )
     import gc
 
     gc.freeze()  # the result (a million rows at 1,024 ranks) is final: reports need not re-traverse it in GC passes
-    written = []  # files first: a closed stdout (| head) must not lose them
+    written = _write_files(result, traceset, plan, report, html_out, json_out, timeline_out, with_schedule)
+    if as_json:
+        emit_json(_result_doc(result, with_schedule, plan, report))
+    else:
+        render_result(out_console(), result, top=top, compute=compute_label(plan, result))
+        render_compute_plan(out_console(), plan, report, result)
+    fold = result.folding
+    if state().quiet:
+        return
+    if fold is not None and fold.reason is None:
+        console.print(
+            f"rank folding: simulated {fold.classes} of {fold.ranks} ranks "
+            f"(the others run identical timelines; --no-fold to simulate all)"
+        )
+    for line in written:
+        console.print(line, markup=False, highlight=False)
+
+
+def _write_files(
+    result: Any,
+    traceset: Any,
+    plan: Any,
+    report: Any,
+    html_out: str | None,
+    json_out: str | None,
+    timeline_out: str | None,
+    with_schedule: bool,
+) -> list[str]:
+    """Write the files ``replay`` was asked for (HTML report, JSON result, Chrome timeline); the lines saying so.
+
+    Files come before anything is printed: a closed stdout (``| head``) must not lose them.
+    """
+    written = []
     if html_out:
         from tracekit.replayer.reporting.report import write_report
 
@@ -272,22 +439,13 @@ def replay(traces, hw: str, json_out: str | None, as_json: bool, with_schedule: 
         chrome = replay_timeline(result, traceset)
         write_chrome_trace(chrome, timeline_out)
         other = chrome["otherData"]
-        capped = (f"; {other['flow_arrows_dropped']:,} flow arrows not drawn (cap {other['flow_arrows_cap']:,})"
-                  if other["flow_arrows_dropped"] else "")
+        capped = (
+            f"; {other['flow_arrows_dropped']:,} flow arrows not drawn (cap {other['flow_arrows_cap']:,})"
+            if other["flow_arrows_dropped"]
+            else ""
+        )
         written.append(f"wrote {timeline_out} (open it in https://ui.perfetto.dev){capped}")
-    if as_json:
-        emit_json(_result_doc(result, with_schedule, plan, report))
-    else:
-        render_result(out_console(), result, top=top, compute=compute_label(plan, result))
-        render_compute_plan(out_console(), plan, report, result)
-    fold = result.folding
-    if state().quiet:
-        return
-    if fold is not None and fold.reason is None:
-        console.print(f"rank folding: simulated {fold.classes} of {fold.ranks} ranks "
-                      f"(the others run identical timelines; --no-fold to simulate all)")
-    for line in written:
-        console.print(line, markup=False, highlight=False)
+    return written
 
 
 def _refuse_old_json(traces, as_json: bool) -> None:
@@ -296,14 +454,12 @@ def _refuse_old_json(traces, as_json: bool) -> None:
 
     extra = [t for t in ((traces,) if isinstance(traces, str) else traces) if str(t).endswith(".json")]
     if as_json and extra:
-        raise ConfigError(f"--json prints the result on stdout and takes no file; write {extra[0]} with "
-                          f"-o {extra[0]}")
+        raise ConfigError(f"--json prints the result on stdout and takes no file; write {extra[0]} with -o {extra[0]}")
 
 
 @click.command(context_settings=CONTEXT_SETTINGS)
 @traces_argument()
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
-              help="Chrome trace JSON file to write.")
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Chrome trace JSON file to write.")
 @json_option()
 def timeline(traces, output: str, as_json: bool) -> None:
     """Write a Chrome trace (Perfetto) of the traces' own measured timing.
@@ -325,8 +481,9 @@ def timeline(traces, output: str, as_json: bool) -> None:
     if as_json:
         emit_json({"output": output, "slices": slices, "ranks": len(traceset)})
     if not state().quiet:
-        err_console().print(f"wrote {output}: {slices:,} slices on {len(traceset)} rank(s)", markup=False,
-                            highlight=False)
+        err_console().print(
+            f"wrote {output}: {slices:,} slices on {len(traceset)} rank(s)", markup=False, highlight=False
+        )
 
 
 COMMANDS = [replay, timeline]

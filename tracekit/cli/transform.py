@@ -11,8 +11,18 @@ from tracekit.cli._options import emit_json, json_option, traces_argument
 
 
 def _steps_from_options(opts: dict) -> list:
-    from tracekit.transforms import (ChangePP, ChangeTP, Compact, DropCpuOps, KeepIteration, KeepRanks, Rescale,
-                                     Retarget, ScaleComm, ScaleCompute)
+    from tracekit.transforms import (
+        ChangePP,
+        ChangeTP,
+        Compact,
+        DropCpuOps,
+        KeepIteration,
+        KeepRanks,
+        Rescale,
+        Retarget,
+        ScaleComm,
+        ScaleCompute,
+    )
 
     steps: list = []
     if opts["keep_iteration"] is not None:
@@ -48,17 +58,25 @@ def _steps_from_options(opts: dict) -> list:
 
 @click.command(context_settings=CONTEXT_SETTINGS)
 @traces_argument(required=False, metavar="[TRACES...]")
-@click.option("-o", "--output", metavar="OUT",
-              help="Output prefix: writes OUT.<rank>.et.  [required, unless the --pipeline file sets output]")
+@click.option(
+    "-o",
+    "--output",
+    metavar="OUT",
+    help="Output prefix: writes OUT.<rank>.et.  [required, unless the --pipeline file sets output]",
+)
 @click.option("--pipeline", "pipeline_file", metavar="FILE.toml", help="Steps from a TOML pipeline file (run first).")
 @click.option("--keep-iteration", type=int, metavar="N", help="Keep iteration N (ProfilerStep#N).")
 @click.option("--keep-ranks", metavar="LIST", help="Keep these ranks, e.g. 0-7 or 0,2,4 (renumbered from 0).")
 @click.option("--ranks", "ranks_old", metavar="LIST", hidden=True, default=None)
 @click.option("--drop-cpu-ops", is_flag=True, help="Remove host-only compute nodes (keeping their dependencies).")
 @click.option("--scale-compute", type=float, metavar="F", help="Multiply compute time by F.")
-@click.option("--retarget", metavar="FROM:TO", help="Move measured compute between devices per op class "
-              "(device presets such as a100-80gb:h100-sxm, hardware specs or presets such as dgx-a100:dgx-h100); "
-              "prints how many nodes and how much time each method covered.")
+@click.option(
+    "--retarget",
+    metavar="FROM:TO",
+    help="Move measured compute between devices per op class "
+    "(device presets such as a100-80gb:h100-sxm, hardware specs or presets such as dgx-a100:dgx-h100); "
+    "prints how many nodes and how much time each method covered.",
+)
 @click.option("--scale-comm", type=float, metavar="F", help="Multiply message sizes by F.")
 @click.option("--tp", type=int, metavar="N", help="New tensor-parallel degree (layer-structured traces).")
 @click.option("--pp", type=int, metavar="N", help="New pipeline-parallel degree (layer-structured traces).")
@@ -67,9 +85,12 @@ def _steps_from_options(opts: dict) -> list:
 @click.option("--strong", is_flag=True, help="With --dp: strong scaling (global batch fixed); default weak.")
 @click.option("--compact", is_flag=True, help="Merge compute chains and drop redundant dependencies.")
 @click.option("--compress", is_flag=True, help="Write .et.gz files.")
-@click.option("--stream", is_flag=True,
-              help="Transform each rank file node by node (files larger than memory). Only per-node steps "
-                   "stream: --scale-compute, --retarget, --scale-comm, --drop-cpu-ops.")
+@click.option(
+    "--stream",
+    is_flag=True,
+    help="Transform each rank file node by node (files larger than memory). Only per-node steps "
+    "stream: --scale-compute, --retarget, --scale-comm, --drop-cpu-ops.",
+)
 @json_option()
 def transform(traces, output: str | None, pipeline_file: str | None, as_json: bool, **opts) -> None:
     """Rewrite the trace set TRACES and write it to OUT.<rank>.et.
@@ -88,7 +109,6 @@ def transform(traces, output: str | None, pipeline_file: str | None, as_json: bo
       tracekit transform --pipeline whatif.toml
     """
     from tracekit.errors import ConfigError
-    from tracekit.io import read_traceset
     from tracekit.transforms import Pipeline, load_pipeline
 
     compress = opts.pop("compress")
@@ -109,42 +129,70 @@ def transform(traces, output: str | None, pipeline_file: str | None, as_json: bo
     if stream:
         _transform_streaming(traces, output, Pipeline(steps), compress, as_json)
         return
+    if not compress and _transform_class_set(traces, steps, output):
+        return
+    _transform_in_memory(traces, output, steps, compress, as_json)
+
+
+def _transform_class_set(traces, steps: list, output: str) -> bool:
+    """Transform a rank-class set as a class set (no per-rank trace) when the steps allow it; False otherwise."""
     from tracekit.classset import find_class_set, read_class_set
+    from tracekit.transforms import Pipeline
+    from tracekit.transforms.classrescale import runs_on_classes, transform_classes
     from tracekit.transforms.classwise import classwise, transform_class_set
 
-    from tracekit.transforms.classrescale import runs_on_classes, transform_classes
-
     classes = find_class_set(traces)
-    if classes is not None and not compress and runs_on_classes(steps):
+    if classes is None:
+        return False
+    names = ", ".join(s.describe()["transform"] for s in steps)
+    if runs_on_classes(steps):
         # rescaled on the classes and the manifest, written as a class set (no per-rank trace)
         manifest, nodes_in, nodes_out = transform_classes(classes, steps, output, source=str(classes.manifest))
-        sys.stdout.write(f"wrote {manifest} ({len(read_class_set(manifest).classes)} rank classes): "
-                         f"{nodes_in} -> {nodes_out} nodes ({', '.join(s.describe()['transform'] for s in steps)})\n")
-        return
-    if classes is not None and classwise(Pipeline(steps)) and not compress:  # per class, written as a class set
+        sys.stdout.write(
+            f"wrote {manifest} ({len(read_class_set(manifest).classes)} rank classes): "
+            f"{nodes_in} -> {nodes_out} nodes ({names})\n"
+        )
+        return True
+    if classwise(Pipeline(steps)):  # per class, written as a class set
         manifest, nodes_in, nodes_out = transform_class_set(classes, Pipeline(steps), output)
-        sys.stdout.write(f"wrote {manifest} ({len(classes.classes)} rank classes of {classes.world_size} ranks): "
-                         f"{nodes_in} -> {nodes_out} nodes ({', '.join(s.describe()['transform'] for s in steps)})\n")
-        return
-    ts = read_traceset(traces)
-    from tracekit.cli._common import warn_duplicate_ids
+        sys.stdout.write(
+            f"wrote {manifest} ({len(classes.classes)} rank classes of {classes.world_size} ranks): "
+            f"{nodes_in} -> {nodes_out} nodes ({names})\n"
+        )
+        return True
+    return False
 
+
+def _transform_in_memory(traces, output: str, steps: list, compress: bool, as_json: bool) -> None:
+    """Read the whole trace set, run the steps, write every rank (all or none) and say what was written."""
+    from tracekit.cli._common import warn_duplicate_ids
+    from tracekit.io import read_traceset, write_traceset
+    from tracekit.transforms import Pipeline
+
+    ts = read_traceset(traces)
     warn_duplicate_ids(ts)
     nodes_in = sum(len(t) for t in ts)
-    pipe = Pipeline(steps)
-    out = pipe.run(ts, source=traces if isinstance(traces, str) else " ".join(traces))
-    from tracekit.io import write_traceset
-
+    out = Pipeline(steps).run(ts, source=traces if isinstance(traces, str) else " ".join(traces))
     paths = write_traceset(out, output, compress=compress)
     nodes_out = sum(len(t) for t in out)
     if as_json:
-        emit_json({"output": output, "files": [str(p) for p in paths], "ranks_in": len(ts), "ranks_out": len(out),
-                   "nodes_in": nodes_in, "nodes_out": nodes_out,
-                   "steps": [s.describe() for s in steps]})
+        emit_json(
+            {
+                "output": output,
+                "files": [str(p) for p in paths],
+                "ranks_in": len(ts),
+                "ranks_out": len(out),
+                "nodes_in": nodes_in,
+                "nodes_out": nodes_out,
+                "steps": [s.describe() for s in steps],
+            }
+        )
         return
-    sys.stdout.write(f"wrote {len(paths)} ranks to {output}.<rank>.et{'.gz' if compress else ''}: "
-                     f"{len(ts)} -> {len(out)} ranks, {nodes_in} -> {nodes_out} nodes "
-                     f"({', '.join(s.describe()['transform'] for s in steps)})\n")
+    sys.stdout.write(
+        f"wrote {len(paths)} ranks to {output}.<rank>.et{'.gz' if compress else ''}: "
+        f"{len(ts)} -> {len(out)} ranks, {nodes_in} -> {nodes_out} nodes "
+        f"({', '.join(s.describe()['transform'] for s in steps)})\n"
+    )
     if any(s.describe()["transform"] == "Retarget" for s in steps):
         for line in _projection_lines(out):
             sys.stdout.write(line + "\n")
@@ -180,8 +228,10 @@ def _transform_streaming(traces, output: str, pipe, compress: bool, as_json: boo
     from tracekit.streaming import streamable, transform_stream
 
     if not streamable(pipe):
-        raise TransformError("these steps cannot stream (they need the whole graph or job): "
-                             + ", ".join(s.describe()["transform"] for s in pipe.steps if not streamable(s)))
+        raise TransformError(
+            "these steps cannot stream (they need the whole graph or job): "
+            + ", ".join(s.describe()["transform"] for s in pipe.steps if not streamable(s))
+        )
     if compress:
         raise TransformError("--stream writes plain .et files; compress afterwards or drop --stream")
     from tracekit.io import TraceSetWriter
@@ -195,8 +245,16 @@ def _transform_streaming(traces, output: str, pipe, compress: bool, as_json: boo
             nodes_out += stats.nodes_out
         writer.comm_groups = _comm_groups_streamed(pairs)
     if as_json:
-        emit_json({"output": output, "ranks_in": len(pairs), "ranks_out": len(pairs), "nodes_in": nodes_in,
-                   "nodes_out": nodes_out, "steps": [s.describe() for s in pipe.steps]})
+        emit_json(
+            {
+                "output": output,
+                "ranks_in": len(pairs),
+                "ranks_out": len(pairs),
+                "nodes_in": nodes_in,
+                "nodes_out": nodes_out,
+                "steps": [s.describe() for s in pipe.steps],
+            }
+        )
         return
     sys.stdout.write(f"wrote {len(pairs)} ranks to {output}.<rank>.et (streamed): {nodes_in} -> {nodes_out} nodes\n")
 
