@@ -84,15 +84,11 @@ class _AttrSource:
     def _find_all(self, names: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """``(kind int8[K, N], values int64[K, N])`` of :func:`tracekit._wirekernels.find_attrs`."""
         from tracekit import _wirekernels as wk
+        from tracekit._columnar import _keys
 
         self.verify()
-        keys = [x.encode() for x in names]
-        key_ptr = np.zeros(len(keys) + 1, dtype=np.int64)
-        np.cumsum([len(k) for k in keys], out=key_ptr[1:])
-        kind = np.zeros((len(keys), self.n), dtype=np.int8)
-        values = np.empty((len(keys), self.n), dtype=np.int64)
-        key_bytes = np.frombuffer(b"".join(keys) or b"\0", dtype=np.uint8)
-        wk.find_attrs(self.buf, self.starts, self.ends, key_bytes, key_ptr, kind, values)
+        keys, key_ptr, kind, values = _keys(names, self.n)
+        wk.find_attrs(self.buf, self.starts, self.ends, keys, key_ptr, kind, values)
         return kind, values
 
     def _find(self, name: str) -> tuple[np.ndarray, np.ndarray]:
@@ -113,23 +109,8 @@ class _AttrSource:
         Raises:
             TraceFormatError: a corrupt attribute message (see :meth:`verify`).
         """
-        from tracekit import _wirekernels as wk
-
         kind, ints = self._find(name)
-        if bool((kind >= wk.STRING).any()):  # STRING, OTHER, NONE (kinds 4-6)
-            return None  # strings, lists, empty values: the per-value rule decides (tracekit.attrs.as_int)
-        has_float = bool((kind == wk.FLOAT).any())
-        if (not bools and bool((kind == wk.BOOL).any())) or (ints_only and has_float):
-            return None
-        present = kind != wk.ABSENT
-        if has_float:
-            is_float = kind == wk.FLOAT
-            floats = np.where(is_float, ints.view(np.float64), 0.0)
-            if not np.isfinite(floats).all():
-                return None
-            ints = np.where(is_float, np.trunc(floats).astype(np.int64), ints)
-        ints[~present] = 0
-        return present, ints
+        return numeric_values(kind, ints, ints_only, bools)
 
     def values(self, name: str) -> tuple[np.ndarray, list[Any]]:
         """``(present bool[N], values list[N])`` of attribute ``name`` (first occurrence per node; None where absent).
@@ -190,3 +171,30 @@ class _AttrSource:
             rank=self.encoded.rank,
             node_id=int(self.ids[i]),
         )
+
+
+def numeric_values(
+    kind: np.ndarray, ints: np.ndarray, ints_only: bool = False, bools: bool = False
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(present bool[N], values int64[N])`` of one name's ``find_attrs`` output when every value is a scalar
+    number, else None (the rules of :meth:`_AttrSource.numeric`; ``ints``, zero where absent as
+    :func:`tracekit._columnar._keys` allocates it, is returned or overwritten).
+    """
+    from tracekit import _wirekernels as wk
+
+    top = int(kind.max()) if len(kind) else wk.ABSENT
+    if top <= wk.INT:  # integers only (the usual case): one reduction decides
+        return kind != wk.ABSENT, ints
+    if top >= wk.STRING and bool((kind >= wk.STRING).any()):  # STRING, OTHER, NONE (kinds 4-6)
+        return None  # strings, lists, empty values: the per-value rule decides (tracekit.attrs.as_int)
+    has_float = bool((kind == wk.FLOAT).any())
+    if (not bools and bool((kind == wk.BOOL).any())) or (ints_only and has_float):
+        return None
+    present = kind != wk.ABSENT
+    if has_float:
+        is_float = kind == wk.FLOAT
+        floats = np.where(is_float, ints.view(np.float64), 0.0)
+        if not np.isfinite(floats).all():
+            return None
+        ints = np.where(is_float, np.trunc(floats).astype(np.int64), ints)
+    return present, ints

@@ -13,6 +13,7 @@ first attribute access (or by validation).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -22,6 +23,8 @@ from tracekit.errors import TraceFormatError
 from tracekit.graph import NodeColumns
 
 CHUNK_RECORDS = 1 << 18  # a corrupt record is re-checked with protobuf from the start of its chunk of records
+ATTR_CHUNK = 1 << 16  # records per call of an attribute consumer (decode_columns): bounds the attribute arrays
+AttrChunkFn = Callable[[int, int, np.ndarray, np.ndarray, np.ndarray, np.ndarray], None]
 
 
 def _first_bad_record(encoded: Any, lo: int, found: int, reason: str) -> TraceFormatError:
@@ -58,8 +61,17 @@ def walk_reason(code: int, field: int, wt: int) -> str:
     return wk.REASONS[code]
 
 
-def decode_columns(encoded: Any) -> NodeColumns:
+def decode_columns(encoded: Any, attrs: Sequence[str] = (), on_attrs: AttrChunkFn | None = None) -> NodeColumns:
     """Node columns of the records in ``encoded`` (a :class:`tracekit.io.EncodedNodes`).
+
+    Args:
+        encoded: the records.
+        attrs, on_attrs: optional: attributes found in the same pass, ``ATTR_CHUNK`` records at a
+            time: ``on_attrs(lo, hi, kind, values, types, duration_ns)`` is called for the records
+            ``lo .. hi-1`` in order (``kind`` int8[K, hi - lo] and ``values`` int64[K, hi - lo] as
+            :func:`tracekit._wirekernels.find_attrs` gives them, reused for the next chunk, read with
+            :func:`tracekit._attrsource.numeric_values`; the chunk's node types and durations).  Attribute messages are checked afterwards
+            (``verify`` of the columns), as for any attribute read.
 
     Raises:
         TraceFormatError: a record cannot be decoded; names the byte offset
@@ -81,19 +93,16 @@ def decode_columns(encoded: Any) -> NodeColumns:
     err = np.zeros(9, dtype=np.int64)  # [4:9]: the first corrupt attribute (code, record, offset, field, wt)
     dids = np.empty(n, dtype=np.uint64)  # a guess: one data dependency per node; control ones rare
     cids = np.empty(0, dtype=np.uint64)
-    code, bad, field, wt, timed = wk.walk_nodes(
-        buf, starts, ends, ids, types, duration, start, special, dptr, cptr, dids, cids, err, False
-    )
-    if code != wk.OK:
-        lo = bad - bad % CHUNK_RECORDS
-        raise _first_bad_record(encoded, lo, bad, walk_reason(code, field, wt)) from None
+    cols = (ids, types, duration, start, special, dptr, cptr, dids, cids)
+    timed = _walk(encoded, buf, cols, err, list(attrs) if on_attrs is not None else [], on_attrs)
     np.cumsum(dptr, out=dptr)
     np.cumsum(cptr, out=cptr)
     n_data, n_ctrl = int(dptr[-1]), int(cptr[-1])
     if n_data > len(dids) or n_ctrl > len(cids):  # the guess fell short: a second pass stores the ids
         dids = np.empty(n_data, dtype=np.uint64) if n_data > len(dids) else dids
         cids = np.empty(n_ctrl, dtype=np.uint64)
-        wk.walk_nodes(buf, starts, ends, ids, types, duration, start, special, dptr, cptr, dids, cids, err, True)
+        none = _keys([])
+        wk.walk_nodes(buf, starts, ends, ids, types, duration, start, special, dptr, cptr, dids, cids, err, True, none)
     if n_data < len(dids):
         dids = dids[:n_data] if n_data > len(dids) // 2 else dids[:n_data].copy()
     if not len(cids):  # no control dependencies (generated traces): a read-only zero view, no memory
@@ -120,6 +129,61 @@ def decode_columns(encoded: Any) -> NodeColumns:
         verify_fn=source.verify,
         prefetch_fn=source.prefetch,
     )
+
+
+def _keys(names: list[str], m: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(keys, key_ptr, kind int8[K, m], values int64[K, m])`` for the walks of :mod:`tracekit._wirekernels`
+    (kinds ABSENT and values 0 until found)."""
+    keys = [x.encode() for x in names]
+    key_ptr = np.zeros(len(keys) + 1, dtype=np.int64)
+    np.cumsum([len(k) for k in keys], out=key_ptr[1:])
+    key_bytes = np.frombuffer(b"".join(keys) or b"\0", dtype=np.uint8)
+    return key_bytes, key_ptr, np.zeros((len(keys), m), dtype=np.int8), np.zeros((len(keys), m), dtype=np.int64)
+
+
+def _walk(encoded: Any, buf: np.ndarray, cols: tuple, err: np.ndarray, names: list[str], on_attrs: Any) -> bool:
+    """The first pass of :func:`decode_columns` (records in chunks when attributes are found too).
+
+    Returns whether any node has a start time.
+
+    Raises:
+        TraceFormatError: a record cannot be decoded.
+    """
+    from tracekit import _wirekernels as wk
+
+    ids, types, duration, start, special, dptr, cptr, dids, cids = cols
+    starts, ends = encoded.starts, encoded.ends
+    n = len(starts)
+    step = ATTR_CHUNK if names else max(n, 1)
+    timed = False
+    d0 = c0 = 0
+    keys, key_ptr, kind_buf, values_buf = _keys(names, min(n, step) if names else 0)
+    for lo in range(0, n, step):
+        hi = min(n, lo + step)
+        kind, values = kind_buf[:, : hi - lo], values_buf[:, : hi - lo]
+        if lo:  # the buffers of the chunk before, cleared for this one
+            kind_buf.fill(0)
+            values_buf.fill(0)
+        if hi - lo < kind_buf.shape[1]:  # the last, shorter chunk: contiguous arrays, as the walk is compiled for
+            kind, values = kind.copy(), values.copy()
+        had_error = bool(err[4])
+        code, bad, field, wt, chunk_timed = wk.walk_nodes(
+            buf, starts[lo:hi], ends[lo:hi], ids[lo:hi], types[lo:hi], duration[lo:hi], start[lo:hi],
+            special[lo:hi], dptr[lo : hi + 1], cptr[lo : hi + 1], dids[min(d0, len(dids)) :],
+            cids[min(c0, len(cids)) :], err, False, (keys, key_ptr, kind, values),
+        )  # fmt: skip
+        if err[4] and not had_error:
+            err[5] += lo  # the record index of the first corrupt attribute, counted from the chunk's start
+        if code != wk.OK:
+            bad += lo
+            raise _first_bad_record(encoded, bad - bad % CHUNK_RECORDS, bad, walk_reason(code, field, wt)) from None
+        timed = timed or chunk_timed
+        if hi - lo < n:
+            d0 += int(dptr[lo + 1 : hi + 1].sum())
+            c0 += int(cptr[lo + 1 : hi + 1].sum())
+        if names:
+            on_attrs(lo, hi, kind, values, types[lo:hi], duration[lo:hi])
+    return timed
 
 
 def _names(

@@ -12,7 +12,7 @@ import os
 import re
 import zlib
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 from google.protobuf.message import DecodeError
@@ -237,15 +237,16 @@ class EncodedNodes:
             last = m.id
         return out
 
-    def columns(self):
-        """The records' :class:`~tracekit.graph.NodeColumns` (:func:`tracekit._columnar.decode_columns`).
+    def columns(self, attrs: Sequence[str] = (), on_attrs: Any = None):
+        """The records' :class:`~tracekit.graph.NodeColumns` (:func:`tracekit._columnar.decode_columns`;
+        ``attrs``/``on_attrs``: attributes found in the same pass, see there).
 
         Raises:
             TraceFormatError: a record does not decode.
         """
         from tracekit._columnar import decode_columns
 
-        return decode_columns(self)
+        return decode_columns(self, attrs, on_attrs)
 
     def raw_records(self) -> Iterator[bytes]:
         """Each record framed again (length prefix + message bytes), for writing an untouched trace."""

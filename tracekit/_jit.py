@@ -15,26 +15,68 @@ knows the file, rank and node id.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
-
-import numba
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+class _Lazy:
+    """A kernel (or inlined helper) before numba is imported: compiled on its first call.
+
+    Importing numba costs about 0.5 s, so a module of kernels imports nothing heavy: the
+    first call of one of its kernels imports numba, swaps every lazy function in that
+    module's namespace (and the namespaces of the lazy functions it names) for its numba
+    dispatcher, so numba finds dispatchers where the kernel calls a helper, and calls it.
+    Later calls through the module attribute go straight to the dispatcher.
+    """
+
+    def __init__(self, fn: Callable[..., Any], options: dict[str, Any]) -> None:
+        self.fn, self.options, self.dispatcher = fn, options, None
+        functools.update_wrapper(self, fn)  # name, docstring, module of the function (help(), Sphinx)
+
+    def compiled(self) -> Any:
+        """The numba dispatcher (made once; numba compiles or loads from its cache on the first call)."""
+        if self.dispatcher is None:
+            _ready(self.fn.__globals__, set())
+        return self.dispatcher
+
+    def __call__(self, *args: Any) -> Any:
+        return self.compiled()(*args)
+
+    def __repr__(self) -> str:
+        return f"<kernel {self.fn.__qualname__} (not compiled yet)>"
+
+
+def _ready(namespace: dict[str, Any], seen: set[int]) -> None:
+    """Swap the lazy functions of ``namespace`` for numba dispatchers, and those of the namespaces they use."""
+    import numba
+
+    if id(namespace) in seen:
+        return
+    seen.add(id(namespace))
+    for name, value in list(namespace.items()):
+        if isinstance(value, _Lazy):
+            if value.dispatcher is None:
+                value.dispatcher = numba.njit(**value.options)(value.fn)
+            namespace[name] = value.dispatcher
+            _ready(value.fn.__globals__, seen)
+
+
 def kernel(fn: F) -> F:
-    """Compile ``fn`` with numba (nopython mode, cached on disk, GIL released).
+    """Compile ``fn`` with numba (nopython mode, cached on disk, GIL released) on its first call.
 
     Args:
         fn: a function of numpy arrays and scalars written in numba's subset
             of Python (https://numba.readthedocs.io/en/stable/reference/pysupported.html).
 
     Returns:
-        The compiled dispatcher; the first call per machine compiles (about a
-        second), later processes load it from the cache.
+        A lazy kernel (:class:`_Lazy`): numba is imported on the first call of a kernel, which
+        compiles it the first time per machine (about a second); later processes load it from
+        the cache.
     """
-    return cast(F, numba.njit(cache=True, nogil=True)(fn))
+    return cast(F, _Lazy(fn, {"cache": True, "nogil": True}))
 
 
 def inline(fn: F) -> F:
@@ -45,4 +87,4 @@ def inline(fn: F) -> F:
     protobuf field through a call, 15-30 ns inlined), so the per-field helpers
     of the codec's kernels are inlined.  Only kernels call them.
     """
-    return cast(F, numba.njit(inline="always", nogil=True)(fn))
+    return cast(F, _Lazy(fn, {"inline": "always", "nogil": True}))

@@ -30,7 +30,6 @@ _NODE_TYPES = {int(t): t for t in NodeType}
 CHUNK_NODES = 1 << 10  # nodes built per step of an iteration: bounds what a view holds at once
 _COLUMN_AFTER = 64  # reads of one attribute name after which it is decoded as a column for all nodes
 _CACHE_NODES = 1 << 16  # per-node decoded attribute tuples kept (then the cache restarts)
-_MISSING = object()
 
 
 class AttrTable:
@@ -46,7 +45,8 @@ class AttrTable:
         self._verified = False
         self._cache: dict[int, tuple[Attr, ...]] = {}
         self._reads: dict[str, int] = {}
-        self._ints: dict[str, Any] = {}
+        self._ints: dict[str, list[int | None]] = {}
+        self._general: set[str] = set()  # names with a non-number somewhere: read node by node
 
     def attrs_at(self, pos: int) -> tuple[Attr, ...]:
         """The attributes of the node at ``pos``, in file order (its record decoded with protobuf).
@@ -100,20 +100,23 @@ class AttrTable:
         Raises:
             ValidationError: the value is not a number (names node and attribute).
         """
-        col = self._ints.get(name, _MISSING)
-        if col is _MISSING:
-            if not self._often(name):
-                return as_int(name, self.value_at(name, pos), int(self.cols.ids[pos]))
-            try:
-                present, values = self.cols.attr_int(name)
-                boxed = values.astype(object)
-                boxed[~present] = None
-                col = boxed.tolist()  # list indexing: no numpy scalar per access
-            except ValidationError:  # some node holds a non-number: answer node by node
-                col = None
-            self._ints[name] = col
-        if col is None:
+        try:
+            return self._ints[name][pos]  # the column of a name read often (list indexing: no numpy scalar)
+        except KeyError:
+            pass
+        if name in self._general:
             return as_int(name, self.cols.attr(name)[1][pos], int(self.cols.ids[pos]))
+        if not self._often(name):
+            return as_int(name, self.value_at(name, pos), int(self.cols.ids[pos]))
+        # names read about as often as this one (a loop reading two fields) are found in the same pass
+        half = _COLUMN_AFTER // 2
+        self.cols.prefetch_attrs([x for x, c in self._reads.items() if c > half and x not in self._ints])
+        try:
+            present, values = self.cols.attr_int(name)
+        except ValidationError:  # some node holds a non-number: answer node by node
+            self._general.add(name)
+            return self.int_at(name, pos)
+        col = self._ints[name] = np.where(present, values, np.array(None, dtype=object)).tolist()
         return col[pos]
 
 

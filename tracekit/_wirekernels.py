@@ -10,8 +10,8 @@ record with a code and its index: :mod:`tracekit._framing`,
 :mod:`tracekit._columnar` and :mod:`tracekit._attrsource` turn the code into
 a :class:`~tracekit.errors.TraceFormatError` naming file, rank and node.
 Every read is bounds-checked by the walk itself (numba does not check).
-Importing this module imports numba (about 0.5 s), so the rest of tracekit
-imports it only when it reads a file.
+The kernels are lazy (:func:`tracekit._jit.kernel`): numba (about 0.5 s to
+import) is imported by the first kernel call, not by importing this module.
 """
 
 from __future__ import annotations
@@ -176,6 +176,17 @@ def _check_attr(buf, start, end, err, record):  # pragma: no cover - compiled
 
 
 @inline
+def _attr_field(buf, a, end, i, err, found, scratch):  # pragma: no cover - compiled
+    """One attribute message of record ``i``: stored when its name is one of ``found``'s, else framed (the
+    first corrupt one goes to ``err[4:9]``)."""
+    keys, key_ptr, kind, values = found
+    if len(key_ptr) > 1 and _match_attr(buf, a, end, i, keys, key_ptr, kind, values, scratch):
+        return
+    if err[4] == OK:
+        _check_attr(buf, a, end, err, i)
+
+
+@inline
 def _dep_field(buf, wt, value, end, out, k):  # pragma: no cover - compiled
     """One ``data_deps``/``ctrl_deps`` field, stored from ``out[k]`` as far as ``out`` holds it.
 
@@ -207,10 +218,8 @@ def _packed(buf, pos, end, out, k):  # pragma: no cover - compiled
     return OK, count
 
 
-@kernel
-def walk_nodes(
-    buf, starts, ends, ids, types, duration, start, special, dptr, cptr, dids, cids, err, fill
-):  # pragma: no cover - compiled # noqa: E501
+@kernel  # pragma: no cover - compiled
+def walk_nodes(buf, starts, ends, ids, types, duration, start, special, dptr, cptr, dids, cids, err, fill, found):
     """Decode the node columns of every record (see :func:`tracekit._columnar.decode_columns`).
 
     Without ``fill``: ids, types (int16, saturating), duration and start (ns), ``special``
@@ -218,13 +227,15 @@ def walk_nodes(
     dependency counts at ``dptr[i + 1]`` / ``cptr[i + 1]`` and the dependency ids as far as
     ``dids`` / ``cids`` hold them (sized by a guess); the first corrupt attribute message
     goes to ``err[4:9]`` (code, record, offset, field, wire type).  With ``fill`` (after
-    the guess fell short): only the dependency ids, at the CSR offsets.
+    the guess fell short): only the dependency ids, at the CSR offsets.  ``found``: ``(keys, key_ptr,
+    kind, values)`` of :func:`find_attrs` (K = 0 names for none), filled in the same pass.
 
     Returns:
         ``(code, record index, field, wire type, any start time)``; code OK when every record frames.
     """
     timed = False
     total_d = total_c = 0
+    scratch = np.zeros(1, dtype=np.float64)
     for i in range(len(starts)):
         pos = np.int64(starts[i])
         end = np.int64(ends[i])
@@ -268,8 +279,7 @@ def walk_nodes(
             elif wt == 0 and field == 1002:
                 st_ns = value
             elif wt == 2 and field == 10:
-                if err[4] == OK:
-                    _check_attr(buf, np.int64(value), nxt, err, i)
+                _attr_field(buf, np.int64(value), nxt, i, err, found, scratch)
             else:
                 odd = True
             pos = nxt
@@ -435,7 +445,6 @@ def find_attrs(buf, starts, ends, keys, key_ptr, kind, values):  # pragma: no co
         keys: the K names' UTF-8 bytes, concatenated; key_ptr: int64[K + 1] offsets into them.
         kind: int8[K, N], zeroed (ABSENT); values: int64[K, N].
     """
-    nkeys = len(key_ptr) - 1
     scratch = np.zeros(1, dtype=np.float64)
     for i in range(len(starts)):
         pos = np.int64(starts[i])
@@ -445,14 +454,26 @@ def find_attrs(buf, starts, ends, keys, key_ptr, kind, values):  # pragma: no co
             if code != OK:
                 break
             if field == 10 and wt == 2:
-                nm_s, nm_l, vf, vwt, vv, vsize, odd = _attr_fields(buf, np.int64(value), nxt)
-                for k in range(nkeys):
-                    ks = key_ptr[k]
-                    if key_ptr[k + 1] - ks != nm_l or kind[k, i] != ABSENT:
-                        continue
-                    if _same_key(buf, nm_s, keys, ks, nm_l):
-                        kind[k, i], values[k, i] = _attr_value(buf, vf, vwt, vv, vsize, odd, scratch)
+                _match_attr(buf, np.int64(value), nxt, i, keys, key_ptr, kind, values, scratch)
             pos = nxt
+
+
+@inline
+def _match_attr(buf, a, end, i, keys, key_ptr, kind, values, scratch):  # pragma: no cover - compiled
+    """Store the attribute message ``a .. end`` of record ``i`` under its key when it is the first of a wanted name.
+
+    Returns False when the message does not frame (nothing stored).
+    """
+    nm_s, nm_l, vf, vwt, vv, vsize, odd = _attr_fields(buf, a, end)
+    if nm_l < 0:
+        return False
+    for k in range(len(key_ptr) - 1):
+        ks = key_ptr[k]
+        if key_ptr[k + 1] - ks != nm_l or kind[k, i] != ABSENT:
+            continue
+        if _same_key(buf, nm_s, keys, ks, nm_l):
+            kind[k, i], values[k, i] = _attr_value(buf, vf, vwt, vv, vsize, odd, scratch)
+    return True
 
 
 @inline

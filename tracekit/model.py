@@ -22,7 +22,7 @@ accessors on :class:`Node`, with one rule per value type (:mod:`tracekit.attrs`)
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
 from tracekit.attrs import (
     ATTR_KINDS,
@@ -215,6 +215,24 @@ class ExecutionTrace:
             object.__setattr__(self, "_columns", cols)
         assert self._columns is not None
         return self._columns
+
+    def scan_columns(self, attrs: Sequence[str], on_attrs: Callable[..., None]) -> bool:
+        """Build the columns of a trace read from a file in one pass that also finds attributes ``attrs``.
+
+        ``on_attrs(lo, hi, kind, values, types, duration_ns)`` is called for each chunk of records
+        (:func:`tracekit._columnar.decode_columns`), so a reader of a few attributes of every node
+        needs no second pass and no per-node array per attribute.
+
+        Returns:
+            False (nothing called) when the columns are built already or the nodes are in memory.
+
+        Raises:
+            TraceFormatError: a record cannot be decoded.
+        """
+        if self._columns is not None or self._nodes is not None or self._encoded is None:
+            return False
+        object.__setattr__(self, "_columns", self._encoded.columns(attrs, on_attrs))
+        return True
 
     def _adopt_columns(self, cols: "NodeColumns") -> None:
         """Internal (tracekit.transforms.colscale): columns a rewrite derived for exactly these nodes.

@@ -8,10 +8,17 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from tracekit.attrs import COMM_SIZE, COMM_TYPE, IS_CPU_OP, NUM_OPS, TENSOR_SIZE
 from tracekit.model import CollectiveType, ExecutionTrace, NodeType
 
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.traceset import TraceSet
+
+
+OP_CLASS = "op_class"  # converter extra: a view op, or a host op whose kernels carry its work (tracekit.opcost)
+RANGE_DURATION_NS = "range_duration_ns"  # converter extra: measured span of a ProfilerStep#N marker, ns
+_COMM = (COMM_TYPE, COMM_SIZE)
+_COST = (NUM_OPS, TENSOR_SIZE, OP_CLASS, IS_CPU_OP)
 
 
 def _type_name(t: int) -> str:
@@ -62,24 +69,39 @@ class CostCoverage:
 def cost_coverage(trace: ExecutionTrace) -> CostCoverage:
     """:class:`CostCoverage` of one rank (vectorized over the node columns)."""
     cols = trace.columns()
+    cols.prefetch_attrs(list(_COST))
+    _, ops = NUM_OPS.column(cols)
+    _, nbytes = TENSOR_SIZE.column(cols)
+    has_class = np.asarray(_present(cols, OP_CLASS), dtype=bool)
+    cpu_present, cpu = IS_CPU_OP.column(cols)
     comp = cols.types == NodeType.COMP_NODE
-    cols.prefetch_attrs(["num_ops", "tensor_size", "op_class", "is_cpu_op"])
-    _, ops = cols.attr_int("num_ops")
-    _, nbytes = cols.attr_int("tensor_size")
-    has_class = _present(cols, "op_class")
-    cpu_present, cpu = cols.attr_bool("is_cpu_op")
-    is_device = cpu_present & (cpu == 0)
-    costed = (ops > 0) | (nbytes > 0) | np.asarray(has_class, dtype=bool)
-    side_mask = comp & is_device if bool(np.any(comp & is_device)) else comp & ~is_device
-    dur = cols.duration_ns
+    parts, flops = _cost_parts(comp, ops, nbytes, has_class, cpu_present & ~cpu, cols.duration_ns)
+    return _coverage(parts, flops, trace)
+
+
+def _cost_parts(
+    comp: np.ndarray, ops: np.ndarray, nbytes: np.ndarray, has_class: np.ndarray, device: np.ndarray, dur: np.ndarray
+) -> tuple[np.ndarray, int]:
+    """Per side (row 0 device, row 1 host): COMP nodes, costed ones, their ns, costed ns (int64[2, 4]); and FLOPs.
+
+    ``device``: bool[N], nodes with ``is_cpu_op`` false.
+    """
+    costed = (ops > 0) | (nbytes > 0) | has_class
+    parts = np.zeros((2, 4), dtype=np.int64)
+    for row, side in enumerate((comp & device, comp & ~device)):
+        both = side & costed
+        parts[row] = (int(side.sum()), int(both.sum()), int(dur.sum(where=side)), int(dur.sum(where=both)))
+    return parts, int(ops[comp].sum())
+
+
+def _coverage(parts: np.ndarray, flops: int, trace: ExecutionTrace) -> CostCoverage:
+    """The :class:`CostCoverage` of :func:`_cost_parts` sums: the device side when the rank has device nodes."""
+    row = 0 if parts[0, 0] else 1
     device = trace.metadata.get_attr("compute_device")
     return CostCoverage(
-        "device" if bool(np.any(comp & is_device)) else "host",
-        int(side_mask.sum()),
-        int((side_mask & costed).sum()),
-        int(dur[side_mask].sum()),
-        int(dur[side_mask & costed].sum()),
-        int(ops[comp].sum()),
+        "device" if row == 0 else "host",
+        *(int(x) for x in parts[row]),
+        flops,
         device if isinstance(device, str) else None,
     )
 
@@ -156,8 +178,8 @@ class TraceSetSummary:
 def _comm_totals(cols: Any, comm: np.ndarray, collectives: Counter[str], comm_bytes: Counter[str]) -> None:
     """Count collectives and sum ``comm_size`` per collective over the comm nodes at positions ``comm``."""
     types = cols.types
-    _, ctype = cols.attr("comm_type")
-    _, csize = cols.attr("comm_size")
+    _, ctype = COMM_TYPE.raw(cols)
+    _, csize = COMM_SIZE.raw(cols)
     p2p = {int(NodeType.COMM_SEND_NODE): "SEND", int(NodeType.COMM_RECV_NODE): "RECV"}
     coll = int(NodeType.COMM_COLL_NODE)
     names: dict[Any, str] = {}  # collective name per comm_type value (one enum lookup per distinct value)
@@ -184,20 +206,33 @@ def _comm_totals_fast(cols: Any, comm: np.ndarray, collectives: Counter[str], co
     num = getattr(cols, "attr_num_fn", None)
     if num is None:
         return False
-    ctype = num("comm_type", ints_only=True) if "comm_type" not in cols._attr_cache else None
-    csize = num("comm_size") if ctype is not None and "comm_size" not in cols._attr_cache else None
+    ctype = num(COMM_TYPE, ints_only=True) if COMM_TYPE not in cols._attr_cache else None
+    csize = num(COMM_SIZE) if ctype is not None and COMM_SIZE not in cols._attr_cache else None
     if ctype is None or csize is None:
         return False
-    coll_type = int(NodeType.COMM_COLL_NODE)
-    t = cols.types[comm]
-    present = ctype[0][comm] & (t == coll_type)
-    value = ctype[1][comm]
-    if present.any() and not -(2**60) <= int(value[present].min()) <= int(value[present].max()) < 2**60:
+    key = _comm_keys(cols.types[comm], ctype[0][comm], ctype[1][comm])
+    if key is None:
         return False
-    # one int64 key per comm node: 0 SEND, 1 RECV, 2 COLL without comm_type, 4 * comm_type + 3 otherwise
-    key = np.where(present, value * 4 + 3, t.astype(np.int64) - int(NodeType.COMM_SEND_NODE))
-    del present, value
-    nbytes = csize[1][comm]
+    totals: dict[int, list[int]] = {}
+    _add_totals(key, csize[1][comm], totals)
+    _count_totals(totals, collectives, comm_bytes)
+    return True
+
+
+def _comm_keys(t: np.ndarray, present: np.ndarray, value: np.ndarray) -> np.ndarray | None:
+    """One int64 key per comm node of types ``t``: 0 SEND, 1 RECV, 2 COLL without comm_type, 4 * comm_type + 3
+    otherwise (``present``/``value``: its ``comm_type``); None for a comm_type past +-2^60."""
+    present = present & (t == int(NodeType.COMM_COLL_NODE))
+    if present.any() and not -(2**60) <= int(value[present].min()) <= int(value[present].max()) < 2**60:
+        return None
+    return np.where(present, value * 4 + 3, t.astype(np.int64) - int(NodeType.COMM_SEND_NODE))
+
+
+def _add_totals(key: np.ndarray, nbytes: np.ndarray, totals: dict[int, list[int]]) -> None:
+    """Add count and summed ``nbytes`` per key of :func:`_comm_keys` to ``totals`` (new keys in order of first
+    occurrence)."""
+    if not len(key):
+        return
     if int(key.min()) >= 0 and int(key.max()) < 1 << 12:  # the usual collective numbers: counted in place
         counts = np.bincount(key)
         sums = np.zeros(len(counts), dtype=np.int64)
@@ -210,20 +245,26 @@ def _comm_totals_fast(cols: Any, comm: np.ndarray, collectives: Counter[str], co
         counts = np.bincount(inverse.reshape(-1), minlength=len(keys))
         sums = np.zeros(len(keys), dtype=np.int64)
         np.add.at(sums, inverse.reshape(-1), nbytes)
-    names = {0: "SEND", 1: "RECV", 2: "MISSING"}
     for r in np.argsort(first, kind="stable").tolist():
-        k = int(keys[r])
+        entry = totals.setdefault(int(keys[r]), [0, 0])
+        entry[0] += int(counts[r])
+        entry[1] += int(sums[r])
+
+
+def _count_totals(totals: dict[int, list[int]], collectives: Counter[str], comm_bytes: Counter[str]) -> None:
+    """Count :func:`_add_totals` sums under their collective names."""
+    names = {0: "SEND", 1: "RECV", 2: "MISSING"}
+    for k, (count, nbytes) in totals.items():
         name = names.get(k) or _coll_name((k - 3) // 4)
         if k >= 2:
-            collectives[name] += int(counts[r])
-        comm_bytes[name] += int(sums[r])
-    return True
+            collectives[name] += count
+        comm_bytes[name] += nbytes
 
 
 def _steps(cols: Any) -> dict[str, int]:
     """``ProfilerStep#N`` markers -> measured step duration (ns), from ``range_duration_ns``."""
     steps: dict[str, int] = {}
-    ranged, span = cols.attr_int("range_duration_ns")
+    ranged, span = cols.attr_int(RANGE_DURATION_NS)
     if ranged.any():
         names = cols.names
         for p in np.flatnonzero(ranged).tolist():
@@ -232,23 +273,75 @@ def _steps(cols: Any) -> dict[str, int]:
     return steps
 
 
+class _Scan:
+    """The attribute sums of a summary, taken chunk by chunk while a file's columns are built
+    (:meth:`ExecutionTrace.scan_columns`): no second pass over the records, no per-node array per attribute.
+
+    ``failed`` when a value needs the general path (a comm_type or count that is not a number, a bool that
+    is not 0/1...): the caller then summarizes from the columns as usual.
+    """
+
+    names = (*_COMM, RANGE_DURATION_NS, *_COST)
+
+    def __init__(self) -> None:
+        self.failed = False
+        self.totals: dict[int, list[int]] = {}
+        self.parts = np.zeros((2, 4), dtype=np.int64)
+        self.flops = 0
+        self.ranged: list[tuple[int, int]] = []
+
+    def add(self, lo: int, hi: int, kind: np.ndarray, values: np.ndarray, types: np.ndarray, dur: np.ndarray) -> None:
+        """One chunk of records ``lo .. hi-1`` (kinds and values of :attr:`names`, node types, durations in ns)."""
+        from tracekit._attrsource import numeric_values
+
+        if self.failed:
+            return
+        ctype, csize, ranged, ops, nbytes, cpu = (
+            numeric_values(kind[k], values[k], ints_only=k == 0, bools=k == 6) for k in (0, 1, 2, 3, 4, 6)
+        )
+        if ranged is None or ops is None or nbytes is None or cpu is None or bool((cpu[1].view(np.uint64) > 1).any()):
+            self.failed = True
+            return
+        comm = np.flatnonzero((types >= NodeType.COMM_SEND_NODE) & (types <= NodeType.COMM_COLL_NODE))
+        if len(comm):
+            key = None if ctype is None or csize is None else _comm_keys(types[comm], ctype[0][comm], ctype[1][comm])
+            if key is None or csize is None:
+                self.failed = True
+                return
+            _add_totals(key, csize[1][comm], self.totals)
+        comp = types == NodeType.COMP_NODE
+        parts, flops = _cost_parts(comp, ops[1], nbytes[1], kind[5] != 0, cpu[0] & (cpu[1] == 0), dur)
+        self.parts += parts
+        self.flops += flops
+        self.ranged += zip((lo + np.flatnonzero(ranged[0])).tolist(), ranged[1][ranged[0]].tolist())
+
+
 def summarize_trace(trace: ExecutionTrace) -> TraceSummary:
     """Summary of one rank (vectorized over the node columns); times in ns, sizes in bytes.
+
+    A trace whose columns are not built yet is summarized while they are built (:class:`_Scan`).
 
     Raises:
         TraceFormatError: the trace's records cannot be decoded.
     """
+    scan = _Scan()
+    scanned = trace.scan_columns(scan.names, scan.add) and not scan.failed
     cols = trace.columns()
     types = cols.types
-    by_type = {_type_name(int(t)): int(c) for t, c in zip(*np.unique(types, return_counts=True))}
-    comm = np.flatnonzero((types >= NodeType.COMM_SEND_NODE) & (types <= NodeType.COMM_COLL_NODE))
     collectives: Counter[str] = Counter()
     comm_bytes: Counter[str] = Counter()
-    cols.prefetch_attrs(["comm_type", "comm_size", "range_duration_ns"] if len(comm) else ["range_duration_ns"])
-    if len(comm) and not _comm_totals_fast(cols, comm, collectives, comm_bytes):
-        _comm_totals(cols, comm, collectives, comm_bytes)
-    compute_ns = int(cols.duration_ns[types == NodeType.COMP_NODE].sum())
-    steps = _steps(cols)
+    if scanned:
+        cols.verify()  # a corrupt attribute message raises, as on any attribute read
+        _count_totals(scan.totals, collectives, comm_bytes)
+        steps = {cols.names[p]: span for p, span in scan.ranged if cols.names[p].startswith("ProfilerStep#")}
+        cost = _coverage(scan.parts, scan.flops, trace)
+    else:
+        comm = np.flatnonzero((types >= NodeType.COMM_SEND_NODE) & (types <= NodeType.COMM_COLL_NODE))
+        cols.prefetch_attrs([*_COMM, RANGE_DURATION_NS] if len(comm) else [RANGE_DURATION_NS])
+        if len(comm) and not _comm_totals_fast(cols, comm, collectives, comm_bytes):
+            _comm_totals(cols, comm, collectives, comm_bytes)
+        steps = _steps(cols)
+        cost = cost_coverage(trace)
     return TraceSummary(
         rank=trace.rank,
         path=trace.path,
@@ -256,13 +349,21 @@ def summarize_trace(trace: ExecutionTrace) -> TraceSummary:
         nodes=len(cols),
         data_deps=len(cols.data_ids),
         ctrl_deps=len(cols.ctrl_ids),
-        nodes_by_type=by_type,
+        nodes_by_type=_by_type(types),
         collectives=dict(collectives),
         comm_bytes_by_collective=dict(comm_bytes),
-        compute_ns=compute_ns,
-        cost=cost_coverage(trace),
+        compute_ns=int(cols.duration_ns[types == NodeType.COMP_NODE].sum()),
+        cost=cost,
         steps=steps,
     )
+
+
+def _by_type(types: np.ndarray) -> dict[str, int]:
+    """NodeType name -> count, in wire-number order."""
+    if len(types) and 0 <= int(types.min()) and int(types.max()) < 1 << 10:
+        counts = np.bincount(types)
+        return {_type_name(t): int(counts[t]) for t in np.flatnonzero(counts).tolist()}
+    return {_type_name(int(t)): int(c) for t, c in zip(*np.unique(types, return_counts=True))}
 
 
 def summarize_traceset(ts: "TraceSet") -> TraceSetSummary:

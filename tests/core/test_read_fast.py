@@ -150,3 +150,120 @@ def test_node_view_equals_protobuf_decode_on_the_benchmark_mix(tmp_path):
     assert len(trace.nodes) == 3000
     assert trace.nodes == read_trace(path)._encoded.decode_all()
     assert trace.nodes[3].attrs[-1].value == "dp_grad_allreduce" and list(trace.nodes[3].data_deps) == [2]
+
+
+def _cost_mix() -> ExecutionTrace:
+    """COMP nodes on both sides with every cost attribute, comm nodes, ProfilerStep markers, varied dependencies."""
+    nodes = []
+    for i in range(30):
+        deps = list(range(max(0, i - i % 3), i))  # 0, 1 or 2 data dependencies
+        ctrl = [i - 1] if i % 4 == 1 else []
+        if i % 5 == 4:
+            attrs = [Attr("comm_type", i % 3), Attr("comm_size", 64 * i)]
+            nodes.append(Node(i, f"ar{i}", NodeType.COMM_COLL_NODE, data_deps=deps, ctrl_deps=ctrl, attrs=attrs))
+            continue
+        attrs = [Attr("is_cpu_op", i % 2 == 0, "bool_val") if i % 3 else Attr("is_cpu_op", 0, "int32_val")]
+        if i % 2:
+            attrs.append(Attr("num_ops", 1000 + i))
+        if i % 7 == 0:
+            attrs.append(Attr("tensor_size", 4096, "uint64_val"))
+        if i % 9 == 0:
+            attrs.append(Attr("op_class", "view", "string_val"))
+        name = f"ProfilerStep#{i}" if i % 10 == 3 else f"op{i}"
+        if name.startswith("ProfilerStep"):
+            attrs.append(Attr("range_duration_ns", 5000 + i))
+        nodes.append(
+            Node(i, name, NodeType.COMP_NODE, data_deps=deps, ctrl_deps=ctrl, duration_ns=1000 * (i + 1), attrs=attrs)
+        )
+    return ExecutionTrace(nodes)
+
+
+def test_summary_while_reading_equals_the_column_path(tmp_path, monkeypatch):
+    import tracekit._columnar as columnar
+
+    monkeypatch.setattr(columnar, "ATTR_CHUNK", 4)  # chunks of 4 records: 8 chunks, the last one short
+    path = write_trace(_cost_mix(), tmp_path / "mix.0.et")
+    scanned_trace = read_trace(path)
+    scanned = summarize_trace(scanned_trace)
+    plain = read_trace(path)
+    plain.columns()  # columns built before: the summary takes the column path
+    assert scanned == summarize_trace(plain)
+    a, b = scanned_trace.columns(), plain.columns()
+    for name in ("ids", "types", "duration_ns", "data_ptr", "data_ids", "ctrl_ptr", "ctrl_ids"):
+        assert getattr(a, name).tolist() == getattr(b, name).tolist(), name
+    # by hand: COMP nodes are i % 5 != 4 (24); device side (is_cpu_op false): odd i with a bool, or i % 3 == 0
+    device = [i for i in range(30) if i % 5 != 4 and (i % 3 == 0 or i % 2 == 1)]
+    costed = [i for i in device if i % 2 or i % 7 == 0 or i % 9 == 0]
+    assert scanned.cost.side == "device" and scanned.cost.comp_nodes == len(device)
+    assert scanned.cost.costed_nodes == len(costed)
+    assert scanned.cost.costed_ns == sum(1000 * (i + 1) for i in costed)
+    assert scanned.cost.total_flops == sum(1000 + i for i in range(30) if i % 5 != 4 and i % 2)
+    assert scanned.steps == {"ProfilerStep#3": 5003, "ProfilerStep#13": 5013, "ProfilerStep#23": 5023}
+    # comm nodes i = 4, 9, ..., 29 with comm_type i % 3 (Chakra: 0 ALL_REDUCE, 1 REDUCE, 2 ALL_GATHER), first seen first
+    assert list(scanned.collectives.items()) == [("REDUCE", 2), ("ALL_REDUCE", 2), ("ALL_GATHER", 2)]
+    assert scanned.comm_bytes_by_collective["ALL_REDUCE"] == 64 * (9 + 24)
+
+
+def test_summary_while_reading_falls_back_for_irregular_values(tmp_path, monkeypatch):
+    import tracekit._columnar as columnar
+
+    monkeypatch.setattr(columnar, "ATTR_CHUNK", 4)
+    nodes = list(_cost_mix().nodes)
+    nodes[25] = nodes[25].with_attr("num_ops", 7.9, "double_val")  # a float count: truncated by the integer rule
+    nodes[24] = nodes[24].with_attr("comm_type", 1.5, "double_val")  # a float collective: the general path
+    path = write_trace(ExecutionTrace(nodes), tmp_path / "odd.0.et")
+    plain = read_trace(path)
+    plain.columns()
+    scanned = summarize_trace(read_trace(path))
+    assert scanned == summarize_trace(plain)
+    assert scanned.collectives["UNKNOWN_1.5"] == 1 and scanned.collectives["ALL_REDUCE"] == 1
+
+
+def test_summary_while_reading_reports_a_corrupt_attribute(tmp_path, monkeypatch):
+    import tracekit._columnar as columnar
+
+    monkeypatch.setattr(columnar, "ATTR_CHUNK", 2)  # the bad record lies in the second chunk
+    trace = ExecutionTrace([Node(i, "x", attrs=[Attr("num_ops", 300 + i)]) for i in range(3)])
+    path = write_trace(trace, tmp_path / "c.0.et")
+    data = bytearray(path.read_bytes())
+    at = data.rindex(b"num_ops") + len(b"num_ops")
+    data[at + 1] = 0xFF
+    data[at + 2] |= 0x80
+    path.write_bytes(bytes(data))
+    with pytest.raises(TraceFormatError, match="attribute") as err:
+        summarize_trace(read_trace(path))
+    assert err.value.node_id == 2
+
+
+def test_node_view_typed_reads_equal_the_nodes_and_share_one_pass(tmp_path, monkeypatch):
+    import tracekit._wirekernels as wk
+
+    nodes = []
+    for i in range(300):
+        if i % 2:
+            nodes.append(Node(i, "ar", NodeType.COMM_COLL_NODE, attrs=[Attr("comm_size", 8 * i)]))
+        else:
+            nodes.append(Node(i, "mm", NodeType.COMP_NODE, attrs=[Attr("num_ops", 3 * i)] if i % 10 else []))
+    nodes[101] = nodes[101].with_attr("comm_size", 2.75, "double_val")  # the integer rule truncates
+    path = write_trace(ExecutionTrace(nodes), tmp_path / "v.0.et")
+    calls = []
+    find = wk.find_attrs
+    monkeypatch.setattr(wk, "find_attrs", lambda *a: calls.append(1) or find(*a))
+    view = read_trace(path).nodes
+    got = [(n.comm_bytes, n.num_ops) for n in view]
+    assert got == [(n.comm_bytes, n.num_ops) for n in nodes]
+    assert got[101] == (2, None) and got[3] == (24, None) and got[4] == (None, 12) and got[10] == (None, None)
+    assert len(calls) == 1  # both columns found in one pass over the records
+
+
+def test_node_view_reads_a_non_number_node_by_node(tmp_path):
+    from tracekit.errors import ValidationError
+
+    nodes = [Node(i, "ar", NodeType.COMM_COLL_NODE, attrs=[Attr("comm_size", i)]) for i in range(200)]
+    nodes[150] = nodes[150].with_attr("comm_size", "big", "string_val")
+    view = read_trace(write_trace(ExecutionTrace(nodes), tmp_path / "s.0.et")).nodes
+    assert [view[i].comm_bytes for i in range(150)] == list(range(150))
+    with pytest.raises(ValidationError, match="comm_size") as err:
+        _ = view[150].comm_bytes
+    assert err.value.node_id == 150
+    assert view[199].comm_bytes == 199
