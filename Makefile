@@ -3,6 +3,11 @@
 # kernels once into numba's on-disk cache (tools/warm_numba.py, ~25-60 s CPU), so neither the suite's workers nor a
 # user's first commands compile them.
 
+# Python may cache bytecode here even where the environment turns it off (PYTHONDONTWRITEBYTECODE): without the
+# cache every process (each pytest worker, each CLI subprocess a test starts) compiles tracekit's modules and
+# pytest's assertion rewriting of the test modules again (~7 s per worker on this 2-core machine).
+unexport PYTHONDONTWRITEBYTECODE
+
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
