@@ -287,8 +287,8 @@ def measured_notes(traceset: "TraceSet") -> list[str]:
     if timed == 0:
         raise ReplayError(
             "no measured durations: every node of the trace set has duration 0 (an Execution Trace converted "
-            "without its Kineto trace records no times); convert with --kineto, or replay with a compute cost "
-            "model (num_ops/tensor_size) instead of --measured"
+            "without its Kineto trace records no times); convert with --kineto, or time compute from FLOPs and "
+            "bytes (num_ops/tensor_size) with `tracekit replay --compute roofline`"
         )
     if comm:
         notes.append(

@@ -45,9 +45,12 @@ def test_check_replay_cli_tables_json_html_and_info_steps(real_dir, tmp_path):
 
 def test_et_only_trace_never_replays_to_zero_silently(real_dir, tmp_path):
     ts = convert_pytorch([real_dir / "pytorch/param-resnet-1gpu/resnet_1gpu_et.json.gz"], executor="serial")
-    with pytest.raises(ReplayError, match="no measured durations: every node of the trace set has duration 0"):
+    with pytest.raises(ReplayError, match="no measured durations: every node of the trace set has duration 0") as err:
         check_replay(ts)
+    assert str(err.value).endswith("with `tracekit replay --compute roofline`")  # a command that exists (below)
     write_traceset(ts, tmp_path / "r")
+    roofline = CliRunner().invoke(cli, ["replay", str(tmp_path / "r"), "--hw", "dgx-h100", "--compute", "roofline"])
+    assert roofline.exit_code == 0, roofline.output
     res = CliRunner().invoke(cli, ["replay", str(tmp_path / "r"), "--hw", "dgx-h100"])
     assert res.exit_code == 0
     out = " ".join(res.stdout.split())
