@@ -9,9 +9,8 @@ nothing but its predecessor (``remaining == 1``).  Each member starts when the
 previous one ends: ``end = start + duration``, added in float64 in the same
 order as the engine's Python did, so the times are the same to the bit.
 
-The engine starts the first :data:`SHORT_RUN` members itself (a kernel call
-costs about as much as that many Python steps, and most runs of real traces
-are shorter) and hands a longer run to :func:`extend_run`.
+The engine calls :func:`extend_run` whenever a run follows the node it starts
+(a Python copy of the walk for short runs measured no faster).
 
 The arrays are the engine's own state, shared with its Python code (numpy
 views of :class:`array.array` buffers): ``start``/``end`` float64[N] ns,
@@ -25,9 +24,6 @@ from __future__ import annotations
 import numpy as np
 
 from tracekit._jit import kernel
-
-#: members of a run the engine starts in Python before it calls :func:`extend_run` for the rest
-SHORT_RUN = 8
 
 
 @kernel

@@ -45,7 +45,7 @@ from typing import Callable
 
 import numpy as np
 
-from tracekit.replayer.simulation._chains import SHORT_RUN, cut_run, extend_run
+from tracekit.replayer.simulation._chains import cut_run, extend_run
 from tracekit.replayer.simulation._flows import EV_LATENCY, EV_MEMBER, EV_NODE, _Flows
 from tracekit.replayer.simulation.program import K_COLL, K_RECV, K_SEND, K_TIMED, K_ZERO, ReplayProgram
 
@@ -179,38 +179,18 @@ class _Engine:
     # ----- starting nodes
 
     def run_segment(self, r: int, h: int, t: float, by: int) -> None:
-        """Start timed node ``h`` on free resource ``r`` and its chain run (past SHORT_RUN members: the kernel)."""
+        """Start timed node ``h`` on free resource ``r`` and the chain run behind it (:func:`extend_run`)."""
         self.busy[r] = True
         heap = self.ready[r]
         limit = heap[0] if heap else self.n
-        start, end, reason, dur = self.start, self.end, self.reason, self.dur
-        chain_delta, remaining = self.chain_delta, self.remaining
-        start[h] = t
-        reason[h] = by
-        e = t + dur[h]
-        end[h] = e
-        m = h
-        top = -1
-        left = SHORT_RUN
-        d = chain_delta[m]
-        while d:
-            nx = m + d
-            if nx >= limit or remaining[nx] != 1:
-                break
-            if not left:
-                m, far, e = extend_run(*self.shared, self.dur_np, self.delta_np, m, e, limit)
-                top = max(top, far)
-                break
-            left -= 1
-            remaining[nx] = 0
-            start[nx] = e
-            reason[nx] = m
-            e = e + dur[nx]
-            end[nx] = e
-            if nx > top:
-                top = nx
-            m = nx
-            d = chain_delta[m]
+        self.start[h] = t
+        self.reason[h] = by
+        e = t + self.dur[h]
+        self.end[h] = e
+        m, top = h, -1
+        nx = h + self.chain_delta[h]
+        if nx != h and nx < limit and self.remaining[nx] == 1:  # a run follows: walk it compiled
+            m, top, e = extend_run(*self.shared, self.dur_np, self.delta_np, h, e, limit)
         self.seg_head[r] = h
         self.seg_last[r] = m
         self.seg_max[r] = top
