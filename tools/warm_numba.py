@@ -26,13 +26,18 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAKRA = ROOT / "sample_traces" / "chakra"
+PYTORCH = ROOT / "sample_traces" / "pytorch" / "dist_ws2"
 
 
 def _commands(tmp: Path) -> list[list[str]]:
     allreduce = str(CHAKRA / "all_reduce")
     feeder = str(CHAKRA / "feeder.0.et")
     llm = str(tmp / "llm")
+    job = str(tmp / "job")
     return [
+        ["convert", "pytorch", "--et", str(PYTORCH / "et_rank*.json"), "--kineto", str(PYTORCH / "kineto_rank*.json")]
+        + ["-o", job],
+        ["replay", job, "--hw", "dgx-a100", "--compute", "measured"],
         ["load", str(CHAKRA / "small_chakra.0.json"), "-o", str(tmp / "small.0.et")],
         ["info", allreduce],
         ["info", feeder],
@@ -90,6 +95,28 @@ def _encode_columns() -> None:
     encode_nodes(ids, np.full(3, 4), np.full(3, 1000), names=["warm"], name_codes=np.zeros(3, dtype=np.int64))
 
 
+def _records_and_runs() -> None:
+    """Kernel signatures the commands do not reach, called as the library calls them: records that are not back to
+    back framed again (``frame_records``), the names of records at int64 offsets (``name_groups``; a columnar
+    transform's output) and a chain run the engine cuts (``cut_run``, on the run of tests/replayer/test_chains.py)."""
+    import numpy as np
+
+    from tracekit._framing import EncodedNodes
+    from tracekit.io import encode_node, framed_records
+    from tracekit.model import Node
+    from tracekit.replayer.simulation._chains import cut_run
+    from tracekit.replayer.simulation._flows import EV_NODE
+
+    bodies = [encode_node(Node(id=i, name=f"op{i}", duration_ns=1000))[1:] for i in (1, 2)]
+    starts = np.array([1, len(bodies[0]) + 2], dtype=np.int64)  # a stray byte before each body
+    enc = EncodedNodes(b"".join(b"\xff" + b for b in bodies), starts, starts + [len(b) for b in bodies], None, 0)
+    framed_records(enc)
+    enc.columns().names  # noqa: B018 - decoded on first use
+    start, end = np.array([5.0, 15.0, 35.0, 65.0]), np.array([15.0, 35.0, 65.0, 105.0])  # run 0 -> 1 -> 2 -> 3
+    reason, remaining, delta = np.arange(-1, 3), np.zeros(4, dtype=np.int32), np.array([1, 1, 1, 0], np.int32)
+    cut_run(start, end, reason, remaining, delta, 0, 3, 2, 15.0, EV_NODE, 0, EV_NODE)
+
+
 def uncompiled_kernels() -> list[str]:
     """Names of the cached numba kernels (not the inlined helpers) of ``tracekit`` (all subpackages) with no compiled signature in this process."""
     from numba.core.registry import CPUDispatcher
@@ -122,10 +149,11 @@ def main() -> int:
             problem = _run(args)
             if problem:
                 print(f"warm_numba: tracekit {' '.join(args)}: {problem}", file=sys.stderr)
-    try:
-        _encode_columns()
-    except Exception as exc:  # noqa: BLE001 - as in _run
-        print(f"warm_numba: encode_nodes: {type(exc).__name__}: {exc}", file=sys.stderr)
+    for step in (_encode_columns, _records_and_runs):
+        try:
+            step()
+        except Exception as exc:  # noqa: BLE001 - as in _run
+            print(f"warm_numba: {step.__name__}: {type(exc).__name__}: {exc}", file=sys.stderr)
     cold = uncompiled_kernels()
     print(f"warm_numba: kernels compiled and cached in {time.perf_counter() - start:.1f} s")
     if cold:
