@@ -26,18 +26,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAKRA = ROOT / "sample_traces" / "chakra"
-PYTORCH = ROOT / "sample_traces" / "pytorch" / "dist_ws2"
 
 
 def _commands(tmp: Path) -> list[list[str]]:
     allreduce = str(CHAKRA / "all_reduce")
     feeder = str(CHAKRA / "feeder.0.et")
     llm = str(tmp / "llm")
-    job = str(tmp / "job")
     return [
-        ["convert", "pytorch", "--et", str(PYTORCH / "et_rank*.json"), "--kineto", str(PYTORCH / "kineto_rank*.json")]
-        + ["-o", job],
-        ["replay", job, "--hw", "dgx-a100", "--compute", "measured"],
         ["load", str(CHAKRA / "small_chakra.0.json"), "-o", str(tmp / "small.0.et")],
         ["info", allreduce],
         ["info", feeder],
