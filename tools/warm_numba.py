@@ -7,9 +7,11 @@ CLI commands a user types pay the compile too.
 
 It runs the commands that reach the kernels on the bundled sample traces, in this process (click's ``main``) and
 in a temporary directory: read and ``info``, ``transform`` (compact, scale, retarget, drop CPU ops), ``export
-astra``, ``generate llm``, ``replay`` and ``load``, and the column encoder. The kernels are called with the argument types of real use, so the cached
-signatures are the ones later calls look up. Then it lists every kernel that has no compiled signature yet (a new
-kernel these commands do not reach: add a command here that does). Exit status 0 (a warm-up never fails an
+astra``, ``generate llm``, ``replay`` and ``load``; then the column encoder and the three kernel signatures no
+command reaches (:func:`_records_and_runs`; a fresh clone's first `make test` compiled them itself). The kernels
+are called with the argument types of real use, so the cached signatures are the ones later calls look up. Then it
+lists every kernel that has no compiled signature yet (a new kernel these commands do not reach: add a command here
+that does). Exit status 0 (a warm-up never fails an
 install); the list is a warning.
 """
 
