@@ -115,27 +115,33 @@ def _records_and_runs() -> None:
 
 
 def uncompiled_kernels() -> list[str]:
-    """Names of the cached numba kernels (not the inlined helpers) of ``tracekit`` (all subpackages) with no compiled signature in this process."""
+    """Names of the cached numba kernels (not the inlined helpers) of ``tracekit`` (all subpackages, the converters
+    and the replayer included) with no compiled signature in this process (still lazy, or compiled for nothing)."""
     from numba.core.registry import CPUDispatcher
 
     import tracekit
+    import tracekit.converters
+    import tracekit.replayer
+    from tracekit._jit import _Lazy
 
     names = []
-    for mod in pkgutil.walk_packages(tracekit.__path__, "tracekit."):
-        if "._proto" in mod.name or ".cli" in mod.name:
-            continue
-        try:
-            module = importlib.import_module(mod.name)
-        except ImportError:  # optional dependencies (torch, ray)
-            continue
-        for attr, value in vars(module).items():
-            cached = (
-                isinstance(value, CPUDispatcher)
-                and type(value._cache).__name__ != "NullCache"
-                and value.targetoptions.get("inline") != "always"
-            )
-            if cached and value.__module__ == mod.name and not value.signatures:
-                names.append(f"{mod.name}.{attr}")
+    for package in (tracekit, tracekit.converters, tracekit.replayer):  # the last two live outside tracekit/
+        for mod in pkgutil.walk_packages(package.__path__, f"{package.__name__}."):
+            if "._proto" in mod.name or ".cli" in mod.name:
+                continue
+            try:
+                module = importlib.import_module(mod.name)
+            except ImportError:  # optional dependencies (torch, ray)
+                continue
+            for attr, value in vars(module).items():
+                if isinstance(value, _Lazy):
+                    cold, options, home = True, value.options, value.fn.__module__
+                elif isinstance(value, CPUDispatcher) and type(value._cache).__name__ != "NullCache":
+                    cold, options, home = not value.signatures, value.targetoptions, value.__module__
+                else:
+                    continue
+                if cold and home == mod.name and options.get("inline") != "always":
+                    names.append(f"{mod.name}.{attr}")
     return sorted(set(names))
 
 
