@@ -35,17 +35,19 @@ GATES := typecheck-core typecheck-layers lint duplicates sizes docstrings
 # start first, side by side, and the short gates (~5 s CPU together) follow on whichever finishes first;
 # --output-sync prints each gate's output in one piece when it ends. Then the suite, which includes the import-layer gate
 # (tests/core/test_layers.py); docs/architecture.md says what the gates hold.
-# Two pytest workers (pytest-xdist), one test file per worker at a time so module fixtures are built once; the
-# longest files first (tests/conftest.py HEAVY_FIRST; --no-loadscope-reorder keeps that order).
+# Two pytest workers (pytest-xdist), one test file per worker at a time so module fixtures are built once (two files
+# that share a per-process cache count as one: tests/conftest.py SHARED); the longest files first
+# (tests/conftest.py HEAVY_FIRST; --no-loadscope-reorder keeps that order).
+PYTEST_XDIST := -n 2 --dist loadfile --no-loadscope-reorder
 test: $(STAMP)
 	@$(MAKE) --no-print-directory -j2 --output-sync=target $(GATES)
-	$(PY) -m pytest -ra -n 2 --dist loadfile --no-loadscope-reorder
+	$(PY) -m pytest -ra $(PYTEST_XDIST)
 
 # Everything `make test` runs plus the tests marked `slow` (the full interop matrices), with the full hypothesis
 # profile (more examples per property); tests/conftest.py reads HYPOTHESIS_PROFILE.
 test-full: $(STAMP)
 	@$(MAKE) --no-print-directory -j2 --output-sync=target $(GATES)
-	HYPOTHESIS_PROFILE=full $(PY) -m pytest -ra --run-slow -n 2 --dist loadfile --no-loadscope-reorder
+	HYPOTHESIS_PROFILE=full $(PY) -m pytest -ra --run-slow $(PYTEST_XDIST)
 
 # ruff lint rules in pyproject [tool.ruff.lint] (blind excepts included), then the format check ([tool.ruff.format]).
 lint: $(STAMP)

@@ -86,8 +86,21 @@ HEAVY_FIRST = (
 )
 
 
+# Test files that take the same expensive results from a per-process cache (tests/real_kineto.py: each real Kineto
+# file converted once) run on one xdist worker: with `make test`'s --dist loadfile they are one work unit, as if one
+# file. (xdist's --dist loadgroup would do it with marks, but it tags node ids in a way pytest 9 ignores.)
+SHARED = {
+    "converters/test_kineto_real.py": "real-kineto",
+    "replayer/test_replay_fidelity.py": "real-kineto",
+}
+
+
+def _test_file(item) -> str:
+    return item.nodeid.split("::", 1)[0].removeprefix("tests/")
+
+
 def _heavy_rank(item) -> int:
-    path = item.nodeid.split("::", 1)[0].removeprefix("tests/")
+    path = _test_file(item)
     return HEAVY_FIRST.index(path) if path in HEAVY_FIRST else len(HEAVY_FIRST)
 
 
@@ -99,3 +112,17 @@ def pytest_collection_modifyitems(config, items):
     if slow:
         config.hook.pytest_deselected(items=slow)
         items[:] = [item for item in items if "slow" not in item.keywords]
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """xdist's --dist loadfile with the files of :data:`SHARED` as one work unit (on the controller)."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class SharedFileScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = super()._split_scope(nodeid)
+            return SHARED.get(path.removeprefix("tests/"), path)
+
+    return SharedFileScheduling(config, log)

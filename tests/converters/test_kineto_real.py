@@ -8,14 +8,12 @@ from __future__ import annotations
 import math
 import sys
 from collections import Counter
-from functools import lru_cache
 from pathlib import Path
 
 import pytest
+import real_kineto
 
-from tracekit.converters.pytorch.kineto_convert import convert_kineto, convert_kineto_trace
-from tracekit.converters.pytorch.kineto_reader import read_kineto
-from tracekit.errors import TracekitError
+from tracekit.converters.pytorch.kineto_convert import convert_kineto
 from tracekit.model import CollectiveType, NodeType
 from tracekit.validate import validate_trace, validate_traceset
 
@@ -63,13 +61,10 @@ COLUMNS = [
 ]
 
 
-@lru_cache(maxsize=None)
 def _convert(real: Path, rel: str):
-    kt = read_kineto(real / rel)
-    try:
-        return kt, convert_kineto_trace(kt), None
-    except TracekitError as exc:
-        return kt, None, exc
+    """``(KinetoTrace, KinetoConversion or None, TracekitError or None)``, once per file (shared with
+    tests/replayer/test_replay_fidelity.py, see tests/real_kineto.py)."""
+    return real_kineto.converted(str(real / rel))
 
 
 def _row(real: Path, rel: str) -> list[str]:

@@ -41,9 +41,9 @@ import logging
 from functools import lru_cache
 
 import pytest
+import real_kineto
 
 from tracekit.converters.pytorch import convert_pytorch
-from tracekit.converters.pytorch.kineto_convert import convert_kineto
 from tracekit.replayer.results.measured import check_replay
 
 pytestmark = pytest.mark.realdata
@@ -154,7 +154,7 @@ def _rows(real: str, name: str, kind: str):
         ts = (
             convert_pytorch(sorted(glob.glob(f"{real}/{et_glob}")), kin, executor="serial")
             if et_glob
-            else convert_kineto(kin)
+            else real_kineto.traceset(kin)  # convert_kineto(kin), each file converted once (tests/real_kineto.py)
         )
     finally:
         logging.disable(logging.NOTSET)
