@@ -60,21 +60,29 @@ def llm_config_of(traceset: "TraceSet") -> dict[str, Any] | None:
     """The generator configuration stored in rank 0's metadata (``llm_config`` JSON), or None.
 
     Raises:
-        TransformError: the attribute is not JSON.
+        TransformError: the attribute is not JSON, or has no ``parallel`` table.
     """
-    first = traceset[traceset.ranks[0]]
-    raw = first.metadata.get_attr(LLM_CONFIG_ATTR)
+    return _llm_config(traceset[traceset.ranks[0]])
+
+
+def _llm_config(trace: ExecutionTrace) -> dict[str, Any] | None:
+    """``trace``'s ``llm_config`` metadata as a dict with a ``parallel`` table, or None when it has none.
+
+    Raises:
+        TransformError: the attribute is not JSON, or has no ``parallel`` table (names the rank and file).
+    """
+    raw = trace.metadata.get_attr(LLM_CONFIG_ATTR)
     if raw is None:
         return None
     try:
         cfg = json.loads(raw)
     except (TypeError, ValueError, RecursionError):
         raise TransformError(
-            f"metadata attribute {LLM_CONFIG_ATTR!r} is not JSON", rank=first.rank, path=first.path
+            f"metadata attribute {LLM_CONFIG_ATTR!r} is not JSON", rank=trace.rank, path=trace.path
         ) from None
     if not isinstance(cfg, dict) or not isinstance(cfg.get("parallel"), dict):
         raise TransformError(
-            f"metadata attribute {LLM_CONFIG_ATTR!r} has no 'parallel' table", rank=first.rank, path=first.path
+            f"metadata attribute {LLM_CONFIG_ATTR!r} has no 'parallel' table", rank=trace.rank, path=trace.path
         )
     return cfg
 
@@ -310,9 +318,8 @@ def regrid(
             nodes = [node_fn(n, t, r) or n for n in nodes]
         md = copy_metadata(trace.metadata)
         if config_update:
-            raw = md.get_attr(LLM_CONFIG_ATTR)
-            if raw is not None:
-                cfg = json.loads(raw)
+            cfg = _llm_config(trace)  # the template's own record, checked as rank 0's is
+            if cfg is not None:
                 for k, v in config_update.items():
                     if k == "global_batch_size":
                         cfg[k] = v
