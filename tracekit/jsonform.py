@@ -250,8 +250,9 @@ def loads_trace(data: bytes, *, path: str = "<json>", rank: int | None = None) -
     """Parse a tracekit JSON document or a Chakra feeder JSON document.
 
     The tracekit form is checked strictly (it is lossless, so nothing may be
-    coerced): unknown keys, integers given as floats or strings, and ids or
-    times outside 0..2^64-1 are errors.
+    coerced): unknown keys, integers given as floats or strings, ids or
+    times outside 0..2^64-1, and a ``rank`` that is neither null nor a
+    non-negative integer are errors.
 
     Raises:
         TraceFormatError: invalid JSON (with line and column) or a document
@@ -281,8 +282,13 @@ def loads_trace(data: bytes, *, path: str = "<json>", rank: int | None = None) -
         str(md.get("version", "")),
         [_attr_in(a, "metadata", path) for a in _typed(md, "attrs", list, [], "metadata", path, rank)],
     )
-    if rank is None and isinstance(doc.get("rank"), int):
-        rank = doc["rank"]
+    doc_rank = doc.get("rank")
+    if doc_rank is not None and (isinstance(doc_rank, bool) or not isinstance(doc_rank, int) or doc_rank < 0):
+        raise TraceFormatError(
+            f"rank must be null or a non-negative integer, got {doc_rank!r}"[:200], path=path, rank=rank
+        )
+    if rank is None:
+        rank = doc_rank
     nodes = []
     for i, d in enumerate(_typed(doc, "nodes", list, [], "document", path, rank)):
         where = f"node #{i}"
