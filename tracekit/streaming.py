@@ -324,17 +324,7 @@ class StreamStats:
 
 def streamable(transform: "Transform") -> bool:
     """Whether :func:`transform_stream` can run ``transform`` (see module docstring)."""
-    steps = _pipeline_steps(transform)
-    if steps is not None:
-        return all(streamable(step) for step in steps)
-    return type(transform).__name__ in MAP_TRANSFORMS + REMOVE_TRANSFORMS
-
-
-def _pipeline_steps(transform: "Transform") -> tuple["Transform", ...] | None:
-    """The steps of a Pipeline, None for any other transform (matched by class name: no import of the transforms)."""
-    if type(transform).__name__ != "Pipeline":
-        return None
-    return cast("Pipeline", transform).steps
+    return all(type(step).__name__ in MAP_TRANSFORMS + REMOVE_TRANSFORMS for step in _stages(transform))
 
 
 def _chunks(nodes: Iterable[Node], size: int) -> Iterator[list[Node]]:
@@ -417,13 +407,10 @@ def _remove_stage(
 
 
 def _stages(transform: "Transform") -> list["Transform"]:
-    steps = _pipeline_steps(transform)
-    if steps is not None:
-        out: list[Transform] = []
-        for step in steps:
-            out.extend(_stages(step))
-        return out
-    return [transform]
+    """The steps of ``transform``, nested Pipelines flattened (matched by class name: no import of the transforms)."""
+    if type(transform).__name__ != "Pipeline":
+        return [transform]
+    return [leaf for step in cast("Pipeline", transform).steps for leaf in _stages(step)]
 
 
 def transform_stream(
