@@ -264,6 +264,10 @@ class ReplayProgram:
 # ----- costs --------------------------------------------------------------------------------
 
 
+#: the ``comm_type`` values a collective may have (:class:`~tracekit.model.CollectiveType`)
+_KNOWN_COMM_TYPES = frozenset(int(t) for t in CollectiveType)
+
+
 class _Coster:
     """Costs instances with the collective model (cached), the measured model, or the fallback."""
 
@@ -293,6 +297,12 @@ class _Coster:
         present = [g for g in inst.nodes if g >= 0]
         if self.measured:
             assert self.starts_ns is not None, "the measured model is costed with the nodes' start times"
+            if inst.kind != "p2p" and inst.comm_type not in _KNOWN_COMM_TYPES:
+                # the model never reads the type, but the result's collective table names it (build_result)
+                lay, pos = program.locate(present[0])
+                raise ReplayError(
+                    f"unknown comm_type {inst.comm_type!r}", path=lay.path, rank=lay.rank, node_id=int(lay.ids[pos])
+                )
             starts_ns = self.starts_ns
             return measured_comm_cost([int(starts_ns[g]) for g in present], [int(self.measured_ns[g]) for g in present])
         assert self.model is not None  # every model but "measured" has one
