@@ -116,10 +116,7 @@ def _unfolded_rows(
     # reports 0 ns and no bandwidth (its members' schedules carry the times)
     xs = np.nan_to_num(sched.xfer_start_ns, nan=0.0).astype(np.int64).tolist()
     xe = np.nan_to_num(sched.xfer_end_ns, nan=0.0).astype(np.int64).tolist()
-    algorithms: list[str] = []
-    for instance in program.instances:
-        assert instance.cost is not None  # a folded instance's members all exist: compile_program costed it
-        algorithms.append(instance.cost.algorithm)
+    algorithms = _algorithms(program)
     comm_ids = [plan.scans[m].comm_ids for m in range(world)]
     factors: dict[tuple[str, int | None, int, int], tuple[str, float, float]] = {}
     new_row, set_attr = object.__new__, object.__setattr__
@@ -133,11 +130,7 @@ def _unfolded_rows(
             fk = (kind, ctype, nbytes, p)
             found = factors.get(fk)
             if found is None:  # the nccl-tests size and bus factor depend on these only
-                if kind == "p2p":
-                    name = "SEND_RECV"
-                else:
-                    assert ctype is not None  # a collective's (rendezvous: a missing one reads as ALL_REDUCE)
-                    name = CollectiveType(ctype).name
+                name = _kind_name(kind, ctype)
                 found = factors[fk] = (name, nccl_tests_size(name, nbytes, p), bus_factor(name, p))
             name, size, factor = found
             s, e = xs[fid], xe[fid]
@@ -185,6 +178,23 @@ def _unfolded_rows(
         row_sizes.append(p)
     member_inst = _member_instances(all_members, all_positions, row_sizes)
     return rows, member_inst
+
+
+def _algorithms(program: "ReplayProgram") -> list[str]:
+    """Each folded instance's cost algorithm (its members all exist, so compile_program costed it)."""
+    out = []
+    for inst in program.instances:
+        assert inst.cost is not None
+        out.append(inst.cost.algorithm)
+    return out
+
+
+def _kind_name(kind: str, ctype: int | None) -> str:
+    """The collective table's ``kind`` of an instance: ``SEND_RECV`` or the collective type's name."""
+    if kind == "p2p":
+        return "SEND_RECV"
+    assert ctype is not None  # a collective's (rendezvous: a missing one reads as ALL_REDUCE)
+    return CollectiveType(ctype).name
 
 
 def _member_instances(

@@ -177,10 +177,6 @@ class FoldedInstance:
     link_ranks: tuple[int, ...]
 
 
-#: one instance of the unfolded job: ``(kind, comm_type, comm_bytes, pg_name, ranks, positions, folded index)``
-UnfoldedRow = tuple[str, int | None, int, str, tuple[int, ...], tuple[int, ...], int]
-
-
 @dataclass
 class FoldPlan:
     """A proven folding (module doc).
@@ -197,7 +193,7 @@ class FoldPlan:
     rep_of: npt.NDArray[np.int64]
     reps: tuple[int, ...]
     folded: list[FoldedInstance]
-    unfolded: list[UnfoldedRow]
+    unfolded: list[tuple[str, int | None, int, str, tuple[int, ...], tuple[int, ...], int]]
     scans: dict[int, RankScan] = field(repr=False)
 
     def members(self) -> dict[int, list[int]]:
@@ -278,7 +274,7 @@ class _Planner:
         self.world = len(scans)
         self.rep = rep_of.tolist()
         self.reps = tuple(sorted(set(self.rep)))
-        self.unfolded: list[UnfoldedRow] = []
+        self.unfolded: list[tuple[str, int | None, int, str, tuple[int, ...], tuple[int, ...], int]] = []
         self.folded: list[FoldedInstance] = []
         self.node_fid: dict[tuple[int, int], int] = {}
         self.folded_key: list[tuple] = []
@@ -387,8 +383,7 @@ class _Planner:
         sizes: list[int] = []
         cost_keys: dict[tuple[int, int], tuple] = {}
         for k, member_positions in collective_instances(lists):
-            # no None: every member issues as many collectives on the group (checked by collectives())
-            positions = cast("tuple[int, ...]", member_positions)
+            positions = cast("tuple[int, ...]", member_positions)  # no None: all issue as many (collectives())
             image = tuple(zip(img_reps, [lst[k] for lst in img_lists]))
             ctype, csize = attr0[positions[0]]
             nbytes = max(csize, 0)
@@ -440,11 +435,7 @@ class _CostCheck:
         self.cache: dict[tuple[str, int | None, int, tuple[int, ...]], CommCost | str] = {}
 
     def key(self, kind: str, ctype: int | None, nbytes: int, ranks: tuple[int, ...]) -> "CommCost | str":
-        """The cost of a ``kind`` (``collective``/``p2p``) instance, or ``"measured"`` when priced from durations.
-
-        Raises:
-            NotFoldable: the model cannot cost it, or its members would finish at different times.
-        """
+        """The cost of a ``collective``/``p2p`` instance, or ``"measured"`` (priced from durations); NotFoldable."""
         if self.measured:
             return "measured"  # the members' measured starts and durations: equal by the digest
         ck = (kind, ctype, nbytes, ranks)

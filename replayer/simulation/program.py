@@ -35,7 +35,6 @@ and a note saying why (the deadlock report uses it).
 
 from __future__ import annotations
 
-import logging
 from array import array
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable
@@ -75,8 +74,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from tracekit.model import ExecutionTrace
     from tracekit.replayer.simulation.hardware import HardwareSpec
     from tracekit.traceset import TraceSet
-
-log = logging.getLogger(__name__)
 
 STREAM_MODES = ("trace", "single")
 #: Collective models the engine accepts: the spec's models plus the engine's own "measured".
@@ -290,9 +287,7 @@ class _Coster:
     def cost(self, inst: Instance, program: ReplayProgram) -> CommCost:
         """The cost of ``inst`` (every member present), cached by (type, bytes, ranks) unless it depends on durations.
 
-        Raises:
-            ReplayError: an unknown ``comm_type``; other TracekitErrors of the model, with the first member's
-                rank and node id.
+        Raises ReplayError for an unknown ``comm_type``, the model's TracekitErrors with the first member's rank/node.
         """
         present = [g for g in inst.nodes if g >= 0]
         if self.measured:
@@ -303,8 +298,8 @@ class _Coster:
                 raise ReplayError(
                     f"unknown comm_type {inst.comm_type!r}", path=lay.path, rank=lay.rank, node_id=int(lay.ids[pos])
                 )
-            starts_ns = self.starts_ns
-            return measured_comm_cost([int(starts_ns[g]) for g in present], [int(self.measured_ns[g]) for g in present])
+            starts, durations = self.starts_ns, self.measured_ns
+            return measured_comm_cost([int(starts[g]) for g in present], [int(durations[g]) for g in present])
         assert self.model is not None  # every model but "measured" has one
         key: tuple[str | int | None, int, tuple[int, ...]]
         if inst.kind == "p2p":
