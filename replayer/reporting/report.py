@@ -37,7 +37,7 @@ from tracekit.replayer.reporting.compare_pages import (  # the diff and sweep pa
     write_diff_report,
     write_sweep_report,
 )
-from tracekit.replayer.reporting.html_page import Page, cell, note, para, table
+from tracekit.replayer.reporting.html_page import Cell, Page, cell, note, para, table
 
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.replayer.results.result import ReplayResult
@@ -144,8 +144,8 @@ def _per_rank_section(r: "ReplayResult") -> tuple[str, str]:
         ("waiting for peers", "comm_wait_ns"),
         ("other idle", "other_idle_ns"),
     )
+    rows: list[Sequence[Cell | str]] = []
     if len(r.ranks) <= MAX_RANK_ROWS:
-        rows = []
         for s in r.ranks:
             rows.append(
                 [cell(s.rank, f"rank.{s.rank}.rank", s.rank)]
@@ -153,7 +153,6 @@ def _per_rank_section(r: "ReplayResult") -> tuple[str, str]:
                 + [cell(f"{s.nodes:,}", f"rank.{s.rank}.nodes", s.nodes)]
             )
         return table(["rank"] + [f for f, _ in fields] + ["nodes"], rows, table_id="per-rank"), ""
-    rows = []
     for label, key in fields:
         vals = sorted((getattr(s, key), s.rank) for s in r.ranks)
         xs = [v for v, _ in vals]
@@ -387,7 +386,7 @@ def _timeline_section(
     from tracekit.replayer.reporting.timeline_plot import timeline_figure, timeline_ranks
 
     if r.schedule is not None:
-        names = {s.rank: s.names for s in r.schedule if getattr(s, "names", None) is not None}
+        names: dict[int, Sequence[str]] = {s.rank: s.names for s in r.schedule if s.names is not None}
         if traceset is not None:
             for rank in timeline_ranks(r, max_ranks):
                 if rank not in names and rank in traceset.ranks:

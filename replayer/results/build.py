@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import numpy as np
+import numpy.typing as npt
 
 from tracekit._gc import paused_gc
 from tracekit.model import CollectiveType
@@ -22,7 +23,7 @@ from tracekit.replayer.results.result import (
     bus_factor,
     nccl_tests_size,
 )
-from tracekit.replayer.simulation.program import K_COLL, K_TIMED, ReplayProgram
+from tracekit.replayer.simulation.program import K_COLL, K_TIMED, RankLayout, ReplayProgram
 
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.replayer.simulation.engine import Schedule
@@ -31,7 +32,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["build_result", "provenance", "round_schedule", "schedule_names", "union_length"]
 
 
-def union_length(starts: np.ndarray, ends: np.ndarray) -> float:
+def union_length(starts: npt.NDArray[np.float64], ends: npt.NDArray[np.float64]) -> float:
     """Total length covered by intervals ``[starts[i], ends[i])`` (empty ones ignored), ns."""
     keep = ends > starts
     if not keep.any():
@@ -69,7 +70,9 @@ def round_schedule(sched: "Schedule", *, in_place: bool = False) -> "Schedule":
     )
 
 
-def _rank_stats(lay, sched: "Schedule", program: ReplayProgram, xfer_start_of_node: np.ndarray) -> RankStats:
+def _rank_stats(
+    lay: RankLayout, sched: "Schedule", program: ReplayProgram, xfer_start_of_node: npt.NDArray[np.float64]
+) -> RankStats:
     """One rank's partition of ``[0, iteration)`` from a rounded schedule (:func:`round_schedule`)."""
     lo, hi = lay.offset, lay.offset + lay.n
     start, end = sched.start_ns[lo:hi], sched.end_ns[lo:hi]
@@ -103,7 +106,10 @@ def _collective_rows(program: ReplayProgram, sched: "Schedule") -> tuple[Collect
         if inst.kind == "p2p":
             kind = "SEND_RECV"
         else:
+            assert inst.comm_type is not None  # a collective's (rendezvous: a missing one reads as ALL_REDUCE)
             kind = CollectiveType(inst.comm_type).name
+        # the replay ended (else simulate raised DeadlockError), so every member exists and the instance is costed
+        assert inst.cost is not None
         s, e = int(sched.xfer_start_ns[i]), int(sched.xfer_end_ns[i])
         t = e - s
         p = len(inst.ranks)
@@ -152,8 +158,8 @@ def _path_walk(program: ReplayProgram, sched: "Schedule") -> list[tuple[int, boo
     per item, no numpy scalars and no per-node list; replay memory, issue 17).
     """
     kind, instance_of, instances = program.kind, program.instance_of, program.instances
-    reason = memoryview(sched.reason)
-    start, end = memoryview(sched.start_ns), memoryview(sched.end_ns)
+    reason = sched.reason.data  # memoryviews of the arrays (ndarray.data)
+    start, end = sched.start_ns.data, sched.end_ns.data
     xfer_start = sched.xfer_start_ns
     raw: list[tuple[int, bool, int, int]] = []
     g = int(np.argmax(sched.end_ns))
@@ -215,10 +221,10 @@ def schedule_names(traceset: "TraceSet", rank: int) -> tuple[tuple[str, ...], di
 
 def rank_schedule(
     rank: int,
-    lay,
+    lay: RankLayout,
     sched: "Schedule",
-    xfer_start_of_node: np.ndarray,
-    instance_of: np.ndarray,
+    xfer_start_of_node: npt.NDArray[np.float64],
+    instance_of: npt.NDArray[np.int64],
     names: tuple[str, ...],
     merged: dict[int, tuple[int, ...]],
 ) -> RankSchedule:
@@ -249,7 +255,11 @@ def rank_schedule(
 
 
 def _schedules(
-    program: ReplayProgram, sched: "Schedule", xfer_start_of_node: np.ndarray, inst: np.ndarray, traceset: "TraceSet"
+    program: ReplayProgram,
+    sched: "Schedule",
+    xfer_start_of_node: npt.NDArray[np.float64],
+    inst: npt.NDArray[np.int64],
+    traceset: "TraceSet",
 ) -> tuple[RankSchedule, ...]:
     out = []
     for lay in program.layouts:

@@ -50,6 +50,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 from tracekit.errors import ReplayError
 
@@ -214,14 +215,14 @@ class RankSchedule:
     """
 
     rank: int
-    node_ids: np.ndarray
-    kind: np.ndarray
-    resource: np.ndarray
+    node_ids: npt.NDArray[np.uint64]
+    kind: npt.NDArray[np.int8]
+    resource: npt.NDArray[np.int32]
     resource_names: tuple[str, ...]
-    start_ns: np.ndarray
-    end_ns: np.ndarray
-    xfer_start_ns: np.ndarray
-    instance: np.ndarray
+    start_ns: npt.NDArray[np.float64]
+    end_ns: npt.NDArray[np.float64]
+    xfer_start_ns: npt.NDArray[np.float64]
+    instance: npt.NDArray[np.int64]
     names: tuple[str, ...] | None = None
     merged_ids: dict[int, tuple[int, ...]] = field(default_factory=dict)
 
@@ -303,7 +304,7 @@ class ReplayResult:
     compute_methods: tuple[tuple[str, int], ...]
     node_count: int
     schedule: tuple[RankSchedule, ...] | None = field(default=None, compare=False, repr=False)
-    folding: Any = field(default=None, compare=False)
+    folding: FoldInfo | None = field(default=None, compare=False)
 
     def rank(self, rank: int) -> RankStats:
         """Statistics of one rank.
@@ -436,7 +437,7 @@ class ReplayResult:
             fh.write(self.to_json(include_schedule=include_schedule))
 
 
-def _folding(d: Any) -> Any:
+def _folding(d: dict[str, Any] | None) -> FoldInfo | None:
     if d is None:
         return None
     return FoldInfo(int(d["classes"]), int(d["ranks"]), d.get("reason"))
@@ -464,7 +465,7 @@ def _provenance(p: dict[str, Any]) -> Provenance:
     return Provenance(**{k: v for k, v in p.items() if k in names})
 
 
-def _ints(a: np.ndarray) -> list:
+def _ints(a: npt.NDArray[np.float64]) -> list[int | None]:
     """Integral float64 times as a list of ints (None for NaN)."""
     if not np.isnan(a).any():
         return a.astype(np.int64).tolist()

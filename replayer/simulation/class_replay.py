@@ -22,6 +22,7 @@ result, or the error report, is exactly the per-rank one).
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from dataclasses import replace as dc_replace
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -30,9 +31,12 @@ from tracekit.model import Attr
 
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.classset import ClassSet
+    from tracekit.model import ExecutionTrace
+    from tracekit.rank_checks import RankFindings
     from tracekit.replayer.simulation.gather import Gathered
     from tracekit.replayer.simulation.program import ReplayOptions
     from tracekit.replayer.simulation.folding import RankScan
+    from tracekit.workloads.rank_template import RankTemplate
 
 log = logging.getLogger(__name__)
 
@@ -81,8 +85,8 @@ def gather_class_set(cs: "ClassSet", options: "ReplayOptions", say: "Callable[..
 
     label = str(cs.manifest)
     scans: dict[int, RankScan] = {}
-    findings: list = []
-    kept = {}
+    findings: list[RankFindings | None] = []
+    kept: dict[int, ExecutionTrace] = {}
     declared: dict[str, tuple[int, ...]] = {}
     for k, cls in enumerate(cs.classes):
         say("checking and digesting rank classes", k, len(cs.classes))
@@ -108,10 +112,30 @@ def gather_class_set(cs: "ClassSet", options: "ReplayOptions", say: "Callable[..
                 scans[rank] = member_scan(scan, rank, path, vmap)
                 findings.append(member_findings(found, rank, vmap) if found is not None else None)
 
-    def derive(rank: int):  # a digest class led by a rank that is no manifest representative
+    def derive(rank: int) -> "ExecutionTrace":  # a digest class led by a rank that is no manifest representative
         return trace_from_bytes(cs.rank_bytes(rank), path=f"{label}#rank{rank}", rank=rank)
 
     return Gathered(scans, kept, declared, findings, cs.world_size, derive=derive)
+
+
+@dataclass(frozen=True)
+class _Template:
+    """The first clean file of a stamped class, as :class:`StampedClasses` keeps it.
+
+    Attributes:
+        slots: the class's slot attributes (representative's values); values: this file's slot values.
+        template: the file's bytes as a :class:`~tracekit.workloads.rank_template.RankTemplate` over the slots.
+        offset: byte offset of the file's node records.
+        scan, findings, groups: the file's scan, check findings (None: not checked) and declared groups.
+    """
+
+    slots: tuple[Attr, ...]
+    values: tuple[Any, ...]
+    template: "RankTemplate"
+    offset: int
+    scan: "RankScan"
+    findings: "RankFindings | None"
+    groups: dict[str, tuple[int, ...]]
 
 
 class StampedClasses:
@@ -125,9 +149,11 @@ class StampedClasses:
     """
 
     def __init__(self) -> None:
-        self.first: dict[str, tuple] = {}
+        self.first: dict[str, _Template] = {}
 
-    def derive(self, rank: int, path: str, data: bytes):
+    def derive(
+        self, rank: int, path: str, data: bytes
+    ) -> "tuple[RankScan, RankFindings | None, dict[str, tuple[int, ...]]] | None":
         """``(scan, findings or None, declared groups)`` of a stamped member, or None (read it in full)."""
         from tracekit.classset import read_rank_class
         from tracekit.errors import ConfigError
@@ -137,23 +163,30 @@ class StampedClasses:
         if stamp is None or stamp[0] not in self.first:
             return None
         key, slots, values, offset = stamp
-        f_slots, f_values, template, f_offset, scan, findings, groups = self.first[key]
-        if slots != f_slots:
+        first = self.first[key]
+        if slots != first.slots:
             return None
+        attrs: dict[object, Attr] = {i: Attr(s.name, v, s.kind) for i, (s, v) in enumerate(zip(slots, values))}
         try:
-            expected = template.for_rank({i: Attr(s.name, v, s.kind) for i, (s, v) in enumerate(zip(slots, values))})
+            expected = first.template.for_rank(attrs)
         except ConfigError:
             return None
-        if memoryview(expected)[f_offset:] != memoryview(data)[offset:]:
+        if memoryview(expected)[first.offset :] != memoryview(data)[offset:]:
             return None
-        vmap = {(s.name, fv): v for s, fv, v in zip(slots, f_values, values)}
+        vmap = {(s.name, fv): v for s, fv, v in zip(slots, first.values, values)}
         return (
-            member_scan(scan, rank, path, vmap),
-            member_findings(findings, rank, vmap) if findings is not None else None,
-            groups,
+            member_scan(first.scan, rank, path, vmap),
+            member_findings(first.findings, rank, vmap) if first.findings is not None else None,
+            first.groups,
         )
 
-    def remember(self, data: bytes, scan, findings, groups) -> None:
+    def remember(
+        self,
+        data: bytes,
+        scan: "RankScan",
+        findings: "RankFindings | None",
+        groups: dict[str, tuple[int, ...]],
+    ) -> None:
         """Keep a fully read file as its class's template (when stamped, clean and renaming-only)."""
         from tracekit.classset import read_rank_class
         from tracekit.workloads.rank_template import RankTemplate
@@ -164,5 +197,5 @@ class StampedClasses:
         key, slots, values, offset = stamp
         if not all(s.name in RENAMED for s in slots):
             return
-        attrs = {i: Attr(s.name, v, s.kind) for i, (s, v) in enumerate(zip(slots, values))}
-        self.first[key] = (slots, values, RankTemplate(data, attrs), offset, scan, findings, groups)
+        attrs: dict[object, Attr] = {i: Attr(s.name, v, s.kind) for i, (s, v) in enumerate(zip(slots, values))}
+        self.first[key] = _Template(slots, values, RankTemplate(data, attrs), offset, scan, findings, groups)

@@ -11,6 +11,7 @@ waits for.  The result is one :class:`~tracekit.errors.DeadlockError` whose
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -44,7 +45,9 @@ def describe_instance(program: ReplayProgram, i: int) -> str:
 
 
 class _Diagnosis:
-    def __init__(self, program: ReplayProgram, schedule: "Schedule", remaining: list[int], arrived: list[int]) -> None:
+    def __init__(
+        self, program: ReplayProgram, schedule: "Schedule", remaining: Sequence[int], arrived: Sequence[int]
+    ) -> None:
         self.p = program
         self.s = schedule
         self.remaining = remaining
@@ -174,7 +177,9 @@ class _Diagnosis:
         return DeadlockError(msg, blocked=blocked)
 
 
-def diagnose(program: ReplayProgram, schedule: "Schedule", remaining: list[int], arrived: list[int]) -> DeadlockError:
+def diagnose(
+    program: ReplayProgram, schedule: "Schedule", remaining: Sequence[int], arrived: Sequence[int]
+) -> DeadlockError:
     """The :class:`DeadlockError` describing a stalled replay (returned, for the engine to raise)."""
     return _Diagnosis(program, schedule, remaining, arrived).error()
 

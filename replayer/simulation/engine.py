@@ -44,6 +44,7 @@ from heapq import heappop, heappush
 from typing import Callable
 
 import numpy as np
+import numpy.typing as npt
 
 from tracekit.replayer.simulation._chains import cut_run, extend_run
 from tracekit.replayer.simulation._flows import EV_LATENCY, EV_MEMBER, EV_NODE, _Flows
@@ -66,12 +67,12 @@ class Schedule:
         last_arrival: int64[I] the member node that arrived last (the transfer's cause).
     """
 
-    start_ns: np.ndarray
-    end_ns: np.ndarray
-    reason: np.ndarray
-    xfer_start_ns: np.ndarray
-    xfer_end_ns: np.ndarray
-    last_arrival: np.ndarray
+    start_ns: npt.NDArray[np.float64]
+    end_ns: npt.NDArray[np.float64]
+    reason: npt.NDArray[np.int64]
+    xfer_start_ns: npt.NDArray[np.float64]
+    xfer_end_ns: npt.NDArray[np.float64]
+    last_arrival: npt.NDArray[np.int64]
 
 
 class _Engine:
@@ -170,11 +171,16 @@ class _Engine:
         self.events: list[tuple[float, int, int, int]] = []
         self.cur = (0.0, -1, -1)
         # numpy views of the same buffers, for the compiled chain kernels (_chains): no copies
-        self.shared = tuple(
-            np.frombuffer(a, dtype=a.typecode) for a in (self.start, self.end, self.reason, self.remaining)
+        self.shared: tuple[
+            npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.int64], npt.NDArray[np.int32]
+        ] = (
+            np.frombuffer(self.start, dtype=np.float64),
+            np.frombuffer(self.end, dtype=np.float64),
+            np.frombuffer(self.reason, dtype=np.int64),
+            np.frombuffer(self.remaining, dtype=np.int32),  # array("i"), see ReplayProgram.pred_count
         )
-        self.dur_np = np.frombuffer(self.dur, dtype=self.dur.typecode)
-        self.delta_np = np.frombuffer(self.chain_delta, dtype=self.chain_delta.typecode)
+        self.dur_np: npt.NDArray[np.float64] = np.frombuffer(self.dur, dtype=np.float64)
+        self.delta_np: npt.NDArray[np.int32] = np.frombuffer(self.chain_delta, dtype=np.int32)
 
     # ----- starting nodes
 
@@ -226,7 +232,9 @@ class _Engine:
             if k == K_SEND:
                 self.last_arrival[i] = h
                 self.xfer_start[i] = t
-                heappush(self.events, (t + self.instances[i].cost.fixed_ns, EV_LATENCY, i, 0))
+                cost = self.instances[i].cost
+                assert cost is not None  # a p2p instance has both members, so compile_program costed it
+                heappush(self.events, (t + cost.fixed_ns, EV_LATENCY, i, 0))
             elif self.delivered[i]:  # the data is there: the recv ends as it is posted
                 self.end[h] = t
                 self.release(h, t)
@@ -248,6 +256,7 @@ class _Engine:
                 heappush(events, (float(e_t), EV_MEMBER, g, i + 1))
             return
         cost = inst.cost
+        assert cost is not None  # every member arrived, so none is missing and compile_program costed it
         heappush(events, (t + cost.fixed_ns, EV_LATENCY, i, 0))
         for g, off in zip(inst.nodes, cost.member_ns):
             if off < cost.fixed_ns:
@@ -366,7 +375,9 @@ class _Engine:
         self.xfer_end[i] = t
         nodes = self.instances[i].nodes
         end, last_on, res = self.end, self.last_on, self.res
-        if self.instances[i].cost.member_ns:
+        cost = self.instances[i].cost
+        assert cost is not None  # its transfer started (start_transfer)
+        if cost.member_ns:
             nodes = [g for g in nodes if math.isnan(end[g])]  # the others finished earlier
         for g in nodes:
             end[g] = t
@@ -414,7 +425,7 @@ class _Engine:
             t, what, key, ver = heappop(events)
             now = t
             done += 1
-            if done == tick:
+            if done == tick and progress is not None:
                 progress(done)
                 tick += PROGRESS_EVERY
             if what == EV_NODE:

@@ -13,6 +13,7 @@ from dataclasses import replace as dc_replace
 from typing import TYPE_CHECKING
 
 import numpy as np
+import numpy.typing as npt
 
 from tracekit.model import CollectiveType
 from tracekit.replayer.results.build import _rank_stats, provenance, rank_schedule, round_schedule, schedule_names
@@ -104,7 +105,7 @@ def expand_result(
 
 def _unfolded_rows(
     program: "ReplayProgram", sched: "Schedule", plan: FoldPlan
-) -> tuple[list[CollectiveRow], dict[int, tuple[np.ndarray, np.ndarray]]]:
+) -> tuple[list[CollectiveRow], dict[int, tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]]]:
     """The unfolded job's collective table, and per member its ``(node positions, unfolded instances)``."""
     world = len(plan.rep_of)
     rows = []
@@ -115,7 +116,7 @@ def _unfolded_rows(
     # reports 0 ns and no bandwidth (its members' schedules carry the times)
     xs = np.nan_to_num(sched.xfer_start_ns, nan=0.0).astype(np.int64).tolist()
     xe = np.nan_to_num(sched.xfer_end_ns, nan=0.0).astype(np.int64).tolist()
-    algorithms = [i.cost.algorithm for i in program.instances]
+    algorithms = _algorithms(program)
     comm_ids = [plan.scans[m].comm_ids for m in range(world)]
     factors: dict[tuple[str, int | None, int, int], tuple[str, float, float]] = {}
     new_row, set_attr = object.__new__, object.__setattr__
@@ -129,7 +130,7 @@ def _unfolded_rows(
             fk = (kind, ctype, nbytes, p)
             found = factors.get(fk)
             if found is None:  # the nccl-tests size and bus factor depend on these only
-                name = "SEND_RECV" if kind == "p2p" else CollectiveType(ctype).name
+                name = _kind_name(kind, ctype)
                 found = factors[fk] = (name, nccl_tests_size(name, nbytes, p), bus_factor(name, p))
             name, size, factor = found
             s, e = xs[fid], xe[fid]
@@ -179,9 +180,26 @@ def _unfolded_rows(
     return rows, member_inst
 
 
+def _algorithms(program: "ReplayProgram") -> list[str]:
+    """Each folded instance's cost algorithm (its members all exist, so compile_program costed it)."""
+    out = []
+    for inst in program.instances:
+        assert inst.cost is not None
+        out.append(inst.cost.algorithm)
+    return out
+
+
+def _kind_name(kind: str, ctype: int | None) -> str:
+    """The collective table's ``kind`` of an instance: ``SEND_RECV`` or the collective type's name."""
+    if kind == "p2p":
+        return "SEND_RECV"
+    assert ctype is not None  # a collective's (rendezvous: a missing one reads as ALL_REDUCE)
+    return CollectiveType(ctype).name
+
+
 def _member_instances(
     members: list[int], positions: list[int], row_sizes: "array[int]"
-) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+) -> dict[int, tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]]:
     """Per member rank: int64 arrays of its node positions and their unfolded instance numbers, in instance order.
 
     ``members``/``positions`` list every instance's members in instance order, ``row_sizes`` how many each.
@@ -204,8 +222,8 @@ def _member_schedules(
     sched: "Schedule",
     traceset: "TraceSet",
     plan: FoldPlan,
-    xfer_start_of_node: np.ndarray,
-    member_inst: dict[int, tuple[np.ndarray, np.ndarray]],
+    xfer_start_of_node: npt.NDArray[np.float64],
+    member_inst: dict[int, tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]],
 ) -> tuple[RankSchedule, ...]:
     """Per-rank schedules: the representative's arrays, the member's instance numbers."""
     lay_of = {lay.rank: lay for lay in program.layouts}
@@ -227,7 +245,7 @@ def _folded_critical_path(
     sched: "Schedule",
     traceset: "TraceSet",
     plan: FoldPlan,
-    member_inst: dict[int, tuple[np.ndarray, np.ndarray]],
+    member_inst: dict[int, tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]],
 ) -> CriticalPath:
     """:func:`tracekit.replayer.results.build._critical_path` of the unfolded job, walked on the folded schedule.
 
@@ -249,7 +267,7 @@ def _folded_critical_path(
     g = int(np.argmax(sched.end_ns))
     lay, p = program.locate(g)
     a = lay.rank
-    raw: list[tuple[int, int, str, float, float]] = []
+    raw: list[tuple[int, int, str, int, int]] = []  # (rank, position, category, start ns, end ns)
     while g >= 0:
         k = kind[g]
         if k >= K_COLL and instance_of[g] >= 0:

@@ -52,9 +52,10 @@ import logging
 from array import array
 from dataclasses import dataclass, field
 from itertools import repeat
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
+import numpy.typing as npt
 
 from tracekit._gc import paused_gc
 from tracekit.attrs import IS_CPU_OP, NUM_OPS, STREAM, TENSOR_SIZE, TID
@@ -65,6 +66,8 @@ from tracekit.model import NodeType
 
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.model import ExecutionTrace
+    from tracekit.replayer.results.result import ReplayResult
+    from tracekit.replayer.simulation.collectives import CommCost
     from tracekit.replayer.simulation.program import ReplayOptions
     from tracekit.replayer.simulation.hardware import HardwareSpec
     from tracekit.traceset import TraceSet
@@ -187,7 +190,7 @@ class FoldPlan:
         scans: per rank (only ``n``, ``path`` and ``comm_ids`` are used after planning).
     """
 
-    rep_of: np.ndarray
+    rep_of: npt.NDArray[np.int64]
     reps: tuple[int, ...]
     folded: list[FoldedInstance]
     unfolded: list[tuple[str, int | None, int, str, tuple[int, ...], tuple[int, ...], int]]
@@ -266,12 +269,12 @@ NO_TWIN_RANKS = "no two ranks have identical programs"
 class _Planner:
     """The folded instances of :func:`plan_folding`, built group by group with the checks of points 2 and 4."""
 
-    def __init__(self, scans: dict[int, RankScan], rep_of: np.ndarray, costs: "_CostCheck") -> None:
+    def __init__(self, scans: dict[int, RankScan], rep_of: npt.NDArray[np.int64], costs: "_CostCheck") -> None:
         self.scans, self.costs = scans, costs
         self.world = len(scans)
         self.rep = rep_of.tolist()
         self.reps = tuple(sorted(set(self.rep)))
-        self.unfolded: list = []
+        self.unfolded: list[tuple[str, int | None, int, str, tuple[int, ...], tuple[int, ...], int]] = []
         self.folded: list[FoldedInstance] = []
         self.node_fid: dict[tuple[int, int], int] = {}
         self.folded_key: list[tuple] = []
@@ -315,7 +318,7 @@ class _Planner:
         for r, s in scans.items():
             for g in s.coll:
                 issuers.setdefault(g, []).append(r)
-        for name in group_order(issuers):
+        for name in group_order(list(issuers)):
             members = groups.get(name)
             if members is None:
                 raise NotFoldable(f"process group {name!r} is not declared")
@@ -379,7 +382,8 @@ class _Planner:
         ctypes: list[int] = []
         sizes: list[int] = []
         cost_keys: dict[tuple[int, int], tuple] = {}
-        for k, positions in collective_instances(lists):
+        for k, member_positions in collective_instances(lists):
+            positions = cast("tuple[int, ...]", member_positions)  # no None: all issue as many (collectives())
             image = tuple(zip(img_reps, [lst[k] for lst in img_lists]))
             ctype, csize = attr0[positions[0]]
             nbytes = max(csize, 0)
@@ -428,9 +432,10 @@ class _CostCheck:
 
         self.measured = (options.collective_model or spec.collective_model) == "measured"
         self.model = None if self.measured else make_collective_model(spec)
-        self.cache: dict[tuple, Any] = {}
+        self.cache: dict[tuple[str, int | None, int, tuple[int, ...]], CommCost | str] = {}
 
-    def key(self, kind: str, ctype: int | None, nbytes: int, ranks: tuple[int, ...]) -> Any:
+    def key(self, kind: str, ctype: int | None, nbytes: int, ranks: tuple[int, ...]) -> "CommCost | str":
+        """The cost of a ``collective``/``p2p`` instance, or ``"measured"`` (priced from durations); NotFoldable."""
         if self.measured:
             return "measured"  # the members' measured starts and durations: equal by the digest
         ck = (kind, ctype, nbytes, ranks)
@@ -440,10 +445,13 @@ class _CostCheck:
         from tracekit.model import CollectiveType
         from tracekit.replayer.simulation.collectives import UnsupportedCollectiveError
 
+        assert self.model is not None  # every model but "measured" has one
+        cost: CommCost | str
         try:
             if kind == "p2p":
                 cost = self.model.p2p_cost(nbytes, ranks[0], ranks[1])
             else:
+                assert ctype is not None  # a collective's (rendezvous: a missing one reads as ALL_REDUCE)
                 cost = self.model.collective_cost(CollectiveType(ctype), nbytes, ranks)
         except UnsupportedCollectiveError:
             cost = "measured"  # priced from the members' durations: equal by the digest
@@ -466,7 +474,7 @@ def replay_folded(
     *,
     world_paths: tuple[str | None, ...] | None = None,
     say: Any = None,
-):
+) -> "ReplayResult":
     """Simulate the plan's representatives and expand to every rank.
 
     ``traceset`` needs the representatives' traces only; ``say``: progress (``say(stage, done, total)``, see

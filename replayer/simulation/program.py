@@ -35,12 +35,12 @@ and a note saying why (the deadlock report uses it).
 
 from __future__ import annotations
 
-import logging
 from array import array
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
+import numpy.typing as npt
 
 from tracekit.errors import ReplayError, TracekitError, ValidationError
 from tracekit.model import CollectiveType, NodeType
@@ -74,8 +74,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from tracekit.model import ExecutionTrace
     from tracekit.replayer.simulation.hardware import HardwareSpec
     from tracekit.traceset import TraceSet
-
-log = logging.getLogger(__name__)
 
 STREAM_MODES = ("trace", "single")
 #: Collective models the engine accepts: the spec's models plus the engine's own "measured".
@@ -155,9 +153,9 @@ class RankLayout:
     rank: int
     path: str | None
     offset: int
-    ids: np.ndarray
-    kind: np.ndarray
-    resource: np.ndarray
+    ids: npt.NDArray[np.uint64]
+    kind: npt.NDArray[np.int8]
+    resource: npt.NDArray[np.int32]
     resource_names: tuple[str, ...]
     resource_offset: int
 
@@ -226,12 +224,12 @@ class ReplayProgram:
     notes: dict[int, str] = field(default_factory=dict)
     compute_methods: dict[str, int] = field(default_factory=dict)
     #: int64[N] measured durations, for costing; None once the instances are costed.
-    measured_ns: np.ndarray | None = None
+    measured_ns: npt.NDArray[np.int64] | None = None
     roots: list[int] = field(default_factory=list)
     rank_compute_methods: dict[int, dict[str, int]] = field(default_factory=dict)
     #: ``member_ends(instance, arrivals_ns) -> ends_ns | None``: per-member ends of a collective whose
     #: members arrived apart (ASTRA-sim model, see astra_skew); None = all members end together.
-    member_ends: Any = None
+    member_ends: Callable[[Instance, list[float]], list[int] | None] | None = None
 
     @property
     def n(self) -> int:
@@ -263,6 +261,10 @@ class ReplayProgram:
 # ----- costs --------------------------------------------------------------------------------
 
 
+#: the ``comm_type`` values a collective may have (:class:`~tracekit.model.CollectiveType`)
+_KNOWN_COMM_TYPES = frozenset(int(t) for t in CollectiveType)
+
+
 class _Coster:
     """Costs instances with the collective model (cached), the measured model, or the fallback."""
 
@@ -270,9 +272,9 @@ class _Coster:
         self,
         spec: "HardwareSpec",
         model_name: str,
-        measured: np.ndarray,
+        measured: npt.NDArray[np.int64],
         compute: ComputeModel,
-        starts: np.ndarray | None = None,
+        starts: npt.NDArray[np.int64] | None = None,
     ) -> None:
         self.spec = spec
         self.starts_ns = starts
@@ -280,14 +282,26 @@ class _Coster:
         self.model = None if self.measured else make_collective_model(spec)
         self.measured_ns = measured
         self.compute = compute
-        self._cache: dict[tuple, CommCost] = {}
+        self._cache: dict[tuple[str | int | None, int, tuple[int, ...]], CommCost] = {}
 
     def cost(self, inst: Instance, program: ReplayProgram) -> CommCost:
+        """The cost of ``inst`` (every member present), cached by (type, bytes, ranks) unless it depends on durations.
+
+        Raises ReplayError for an unknown ``comm_type``, the model's TracekitErrors with the first member's rank/node.
+        """
         present = [g for g in inst.nodes if g >= 0]
         if self.measured:
-            return measured_comm_cost(
-                [int(self.starts_ns[g]) for g in present], [int(self.measured_ns[g]) for g in present]
-            )
+            assert self.starts_ns is not None, "the measured model is costed with the nodes' start times"
+            if inst.kind != "p2p" and inst.comm_type not in _KNOWN_COMM_TYPES:
+                # the model never reads the type, but the result's collective table names it (build_result)
+                lay, pos = program.locate(present[0])
+                raise ReplayError(
+                    f"unknown comm_type {inst.comm_type!r}", path=lay.path, rank=lay.rank, node_id=int(lay.ids[pos])
+                )
+            starts, durations = self.starts_ns, self.measured_ns
+            return measured_comm_cost([int(starts[g]) for g in present], [int(durations[g]) for g in present])
+        assert self.model is not None  # every model but "measured" has one
+        key: tuple[str | int | None, int, tuple[int, ...]]
         if inst.kind == "p2p":
             key = ("p2p", inst.comm_bytes, inst.ranks)
         else:
@@ -300,6 +314,7 @@ class _Coster:
             if inst.kind == "p2p":
                 cost = self.model.p2p_cost(inst.comm_bytes, inst.ranks[0], inst.ranks[1])
             else:
+                assert inst.comm_type is not None  # a collective's (rendezvous: a missing one reads as ALL_REDUCE)
                 cost = self.model.collective_cost(CollectiveType(inst.comm_type), inst.comm_bytes, inst.ranks)
         except UnsupportedCollectiveError:
             worst = max(self.compute.cost(int(self.measured_ns[g])).duration_ns for g in present)
@@ -356,30 +371,33 @@ def compile_program(
     program = parts.program(
         spec, options, model_name, [parts.layouts[r] for r in compiled_ranks], instance_of, instances, notes
     )
+    assert program.measured_ns is not None  # set by parts.program, cleared below
     coster = _Coster(spec, model_name, program.measured_ns, compute, _cat(parts.starts, np.int64))
     for inst in instances:
         if all(g >= 0 for g in inst.nodes):
             inst.cost = coster.cost(inst, program)
     program.measured_ns = None  # only costing reads it: 8 bytes a node less during the replay (issue 17)
-    if model_name == "astra" and coster.model is not None:
+    if model_name == "astra":
+        from tracekit.replayer.simulation.astra_model import AstraModel
         from tracekit.replayer.simulation.astra_skew import engine_hook
 
-        program.member_ends = engine_hook(coster.model)
+        if isinstance(coster.model, AstraModel):  # not when ``spec`` was not made by effective_spec
+            program.member_ends = engine_hook(coster.model)
     return program
 
 
-def _cat(parts: list[np.ndarray], dtype: Any) -> np.ndarray:
+def _cat(parts: list[npt.NDArray[Any]], dtype: Any) -> npt.NDArray[Any]:
     return np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype=dtype)
 
 
-def _packed(values: np.ndarray, typecode: str) -> array:
+def _packed(values: npt.NDArray[Any], typecode: str) -> array[Any]:
     """``values`` as an :class:`array.array` of ``typecode`` (``i``: int32, ``q``: int64), bytes copied."""
     out = array(typecode)
-    out.frombytes(memoryview(np.ascontiguousarray(values, dtype=np.dtype(typecode))).cast("B"))
+    out.frombytes(np.ascontiguousarray(values, dtype=np.dtype(typecode)).data.cast("B"))  # no copy
     return out
 
 
-def _small_ints(values: np.ndarray, bound: int) -> list:
+def _small_ints(values: npt.NDArray[np.int64], bound: int) -> list[int]:
     """``values.tolist()`` (ints in ``[-1, bound)``) with one int object per value, by table look-up (no sort)."""
     table = np.empty(bound + 1, dtype=object)
     table[:] = list(range(-1, bound))
