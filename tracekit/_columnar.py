@@ -2,9 +2,10 @@
 
 Builds :class:`tracekit.graph.NodeColumns` straight from the record bytes
 with the compiled walk of :func:`tracekit._wirekernels.walk_nodes` (one pass
-for ids, types, times, dependency counts and the framing of every attribute
-message, a second one for the dependency ids of the records that have any),
-without a Python object per node.  The protobuf wire rules followed are
+for ids, types, times and dependency counts, a second one for the dependency
+ids only when a node has more than one on average), without a Python object
+per node.  Attribute messages are skipped unread (framed when attributes are
+first used), unless attributes are found in the same pass.  The protobuf wire rules followed are
 those of :mod:`tracekit._wirekernels`.  Names are decoded on first use (each
 distinct name once); attributes are found by name when asked for
 (:mod:`tracekit._attrsource`); a corrupt attribute message is reported on the
@@ -90,26 +91,26 @@ def decode_columns(encoded: Any, attrs: Sequence[str] = (), on_attrs: AttrChunkF
     special = np.empty(n, dtype=bool)  # records the node view decodes with protobuf
     dptr = np.zeros(n + 1, dtype=np.int64)
     cptr = np.zeros(n + 1, dtype=np.int64)
-    err = np.zeros(9, dtype=np.int64)  # [4:9]: the first corrupt attribute (code, record, offset, field, wt)
+    err = np.zeros(5, dtype=np.int64)  # the first corrupt attribute (code, record, offset, field, wt)
     dids = np.empty(n, dtype=np.uint64)  # a guess: one data dependency per node; control ones rare
     cids = np.empty(0, dtype=np.uint64)
     cols = (ids, types, duration, start, special, dptr, cptr, dids, cids)
-    timed = _walk(encoded, buf, cols, err, list(attrs) if on_attrs is not None else [], on_attrs)
+    names = list(attrs) if on_attrs is not None else []
+    timed = _walk(encoded, buf, cols, err, names, on_attrs)
     np.cumsum(dptr, out=dptr)
     np.cumsum(cptr, out=cptr)
     n_data, n_ctrl = int(dptr[-1]), int(cptr[-1])
     if n_data > len(dids) or n_ctrl > len(cids):  # the guess fell short: a second pass stores the ids
         dids = np.empty(n_data, dtype=np.uint64) if n_data > len(dids) else dids
         cids = np.empty(n_ctrl, dtype=np.uint64)
-        none = _keys([])
-        wk.walk_nodes(buf, starts, ends, ids, types, duration, start, special, dptr, cptr, dids, cids, err, True, none)
+        wk.walk_nodes(buf, starts, ends, ids, types, duration, start, special, dptr, cptr, dids, cids, err, True, None)
     if n_data < len(dids):
         dids = dids[:n_data] if n_data > len(dids) // 2 else dids[:n_data].copy()
     if not len(cids):  # no control dependencies (generated traces): a read-only zero view, no memory
         cptr = np.broadcast_to(np.int64(0), (n + 1,))
     if not timed:  # no measured starts (generated traces): a read-only zero view
         start = np.broadcast_to(np.int64(0), (n,))
-    source = _AttrSource(data, buf, starts, ends, ids, encoded, err[4:].copy(), special)
+    source = _AttrSource(data, buf, starts, ends, ids, encoded, err if names else None, special)
 
     def names_fn() -> list[str]:
         return _names(data, buf, starts, ends, encoded, ids)
@@ -157,7 +158,7 @@ def _walk(encoded: Any, buf: np.ndarray, cols: tuple, err: np.ndarray, names: li
     step = ATTR_CHUNK if names else max(n, 1)
     timed = False
     d0 = c0 = 0
-    keys, key_ptr, kind_buf, values_buf = _keys(names, min(n, step) if names else 0)
+    keys, key_ptr, kind_buf, values_buf = _keys(names, min(n, step))
     for lo in range(0, n, step):
         hi = min(n, lo + step)
         kind, values = kind_buf[:, : hi - lo], values_buf[:, : hi - lo]
@@ -166,14 +167,14 @@ def _walk(encoded: Any, buf: np.ndarray, cols: tuple, err: np.ndarray, names: li
             values_buf.fill(0)
         if hi - lo < kind_buf.shape[1]:  # the last, shorter chunk: contiguous arrays, as the walk is compiled for
             kind, values = kind.copy(), values.copy()
-        had_error = bool(err[4])
+        had_error = bool(err[0])
         code, bad, field, wt, chunk_timed = wk.walk_nodes(
             buf, starts[lo:hi], ends[lo:hi], ids[lo:hi], types[lo:hi], duration[lo:hi], start[lo:hi],
             special[lo:hi], dptr[lo : hi + 1], cptr[lo : hi + 1], dids[min(d0, len(dids)) :],
-            cids[min(c0, len(cids)) :], err, False, (keys, key_ptr, kind, values),
+            cids[min(c0, len(cids)) :], err, False, (keys, key_ptr, kind, values) if names else None,
         )  # fmt: skip
-        if err[4] and not had_error:
-            err[5] += lo  # the record index of the first corrupt attribute, counted from the chunk's start
+        if err[0] and not had_error:
+            err[1] += lo  # the record index of the first corrupt attribute, counted from the chunk's start
         if code != wk.OK:
             bad += lo
             raise _first_bad_record(encoded, bad - bad % CHUNK_RECORDS, bad, walk_reason(code, field, wt)) from None

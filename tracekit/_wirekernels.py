@@ -162,43 +162,29 @@ def _ns(micros, nanos):  # pragma: no cover - compiled
 
 @inline
 def _check_attr(buf, start, end, err, record):  # pragma: no cover - compiled
-    """Frame every field of the attribute message ``start .. end``; a corrupt one goes to ``err[4:9]``."""
+    """Frame every field of the attribute message ``start .. end``; a corrupt one goes to ``err[0:5]``
+    (code, record, offset, field, wire type)."""
     pos = start
     while pos < end:
         code, field, wt, _, _, pos = field_at(buf, pos, end)
         if code != OK:
-            err[4] = code
-            err[5] = record
-            err[6] = start
-            err[7] = field
-            err[8] = wt
+            err[0] = code
+            err[1] = record
+            err[2] = start
+            err[3] = field
+            err[4] = wt
             return
 
 
 @inline
 def _attr_field(buf, a, end, i, err, found, scratch):  # pragma: no cover - compiled
     """One attribute message of record ``i``: stored when its name is one of ``found``'s, else framed (the
-    first corrupt one goes to ``err[4:9]``)."""
+    first corrupt one goes to ``err[0:5]``)."""
     keys, key_ptr, kind, values = found
     if len(key_ptr) > 1 and _match_attr(buf, a, end, i, keys, key_ptr, kind, values, scratch):
         return
-    if err[4] == OK:
+    if err[0] == OK:
         _check_attr(buf, a, end, err, i)
-
-
-@inline
-def _dep_field(buf, wt, value, end, out, k):  # pragma: no cover - compiled
-    """One ``data_deps``/``ctrl_deps`` field, stored from ``out[k]`` as far as ``out`` holds it.
-
-    Returns ``(code, count)``; count -1 for a wire type dependencies never have (the field is kept by protobuf only).
-    """
-    if wt == 0:
-        if k < len(out):
-            out[k] = value
-        return OK, 1
-    if wt == 2:
-        return _packed(buf, np.int64(value), end, out, k)
-    return OK, -1
 
 
 @inline
@@ -225,10 +211,13 @@ def walk_nodes(buf, starts, ends, ids, types, duration, start, special, dptr, cp
     Without ``fill``: ids, types (int16, saturating), duration and start (ns), ``special``
     (records with fields the columns do not keep, or times past the model's limits),
     dependency counts at ``dptr[i + 1]`` / ``cptr[i + 1]`` and the dependency ids as far as
-    ``dids`` / ``cids`` hold them (sized by a guess); the first corrupt attribute message
-    goes to ``err[4:9]`` (code, record, offset, field, wire type).  With ``fill`` (after
-    the guess fell short): only the dependency ids, at the CSR offsets.  ``found``: ``(keys, key_ptr,
-    kind, values)`` of :func:`find_attrs` (K = 0 names for none), filled in the same pass.
+    ``dids`` / ``cids`` hold them (sized by a guess).  With ``fill`` (after the guess fell
+    short): only the dependency ids, at the CSR offsets.  ``found``: None (attribute messages
+    are skipped unread: :func:`check_attrs` frames them when attributes are first used), or
+    ``(keys, key_ptr, kind, values)`` of :func:`find_attrs` (K = 0 names for none), filled in
+    the same pass, every attribute message framed and the first corrupt one written to
+    ``err[0:5]`` (code, record, offset, field, wire type).  The two cases compile apart
+    (numba prunes the ``found is not None`` branch), so the plain walk carries no attribute code.
 
     Returns:
         ``(code, record index, field, wire type, any start time)``; code OK when every record frames.
@@ -239,9 +228,9 @@ def walk_nodes(buf, starts, ends, ids, types, duration, start, special, dptr, cp
     for i in range(len(starts)):
         pos = np.int64(starts[i])
         end = np.int64(ends[i])
-        if fill and dptr[i] == dptr[i + 1] and cptr[i] == cptr[i + 1]:
-            continue
         if fill:
+            if dptr[i] == dptr[i + 1] and cptr[i] == cptr[i + 1]:
+                continue
             total_d, total_c = dptr[i], cptr[i]
         node_id = typ = st_us = du_us = st_ns = du_ns = np.uint64(0)
         odd = False
@@ -250,37 +239,43 @@ def walk_nodes(buf, starts, ends, ids, types, duration, start, special, dptr, cp
             code, field, wt, value, size, nxt = field_at(buf, pos, end)
             if code != OK:
                 return code, i, field, wt, timed
-            if field == 4 or field == 5:
-                out = dids if field == 5 else cids
-                code, got = _dep_field(buf, wt, value, nxt, out, (total_d + nd) if field == 5 else (total_c + nc))
-                if code != OK:
-                    return code, i, field, wt, timed
-                odd = odd or got < 0
-                got = max(got, 0)
-                if field == 5:
-                    nd += got
+            if field == 5 or field == 4:  # data_deps, ctrl_deps: packed or not (wire types 1 and 5 kept by protobuf)
+                if wt == 0 or wt == 2:
+                    out, k = (dids, total_d + nd) if field == 5 else (cids, total_c + nc)
+                    got = 1
+                    if wt == 0 and k < len(out):
+                        out[k] = value
+                    elif wt == 2:
+                        code, got = _packed(buf, np.int64(value), nxt, out, k)
+                        if code != OK:
+                            return code, i, field, wt, timed
+                    if field == 5:
+                        nd += got
+                    else:
+                        nc += got
                 else:
-                    nc += got
+                    odd = True
             elif fill:
                 pass
-            elif wt == 0 and field == 1:
-                node_id = value
-            elif wt == 2 and field == 2:
-                pass  # the name: found again by name_groups when names are first used
-            elif wt == 0 and field == 3:
-                typ = value
-                odd = odd or value >= np.uint64(2**15)
-            elif wt == 0 and field == 6:
-                st_us = value
-            elif wt == 0 and field == 7:
-                du_us = value
-            elif wt == 0 and field == 1001:
-                du_ns = value
-            elif wt == 0 and field == 1002:
-                st_ns = value
+            elif wt == 0:
+                if field == 1:
+                    node_id = value
+                elif field == 3:
+                    typ = value
+                elif field == 6:
+                    st_us = value
+                elif field == 7:
+                    du_us = value
+                elif field == 1001:
+                    du_ns = value
+                elif field == 1002:
+                    st_ns = value
+                else:
+                    odd = True
             elif wt == 2 and field == 10:
-                _attr_field(buf, np.int64(value), nxt, i, err, found, scratch)
-            else:
+                if found is not None:
+                    _attr_field(buf, np.int64(value), nxt, i, err, found, scratch)
+            elif not (wt == 2 and field == 2):  # the name: found by name_groups when names are first used
                 odd = True
             pos = nxt
         if fill:
@@ -290,12 +285,30 @@ def walk_nodes(buf, starts, ends, ids, types, duration, start, special, dptr, cp
         duration[i] = _ns(du_us, du_ns)
         start[i] = _ns(st_us, st_ns)
         timed = timed or start[i] != 0
-        special[i] = odd or duration[i] > _MAX_DURATION_NS or start[i] > _MAX_TIME_NS
+        special[i] = odd or typ >= np.uint64(2**15) or duration[i] > _MAX_DURATION_NS or start[i] > _MAX_TIME_NS
         dptr[i + 1] = nd
         cptr[i + 1] = nc
         total_d += nd
         total_c += nc
     return OK, -1, 0, 0, timed
+
+
+@kernel
+def check_attrs(buf, starts, ends, err):  # pragma: no cover - compiled
+    """Frame every attribute message (field 10) of every record; the first corrupt one goes to ``err[0:5]``
+    (code, record, offset, field, wire type).  The records themselves frame (the node walk checked them)."""
+    for i in range(len(starts)):
+        pos = np.int64(starts[i])
+        end = np.int64(ends[i])
+        while pos < end:
+            code, field, wt, value, size, nxt = field_at(buf, pos, end)
+            if code != OK:
+                break
+            if field == 10 and wt == 2:
+                _check_attr(buf, np.int64(value), nxt, err, i)
+                if err[0] != OK:
+                    return
+            pos = nxt
 
 
 # ----------------------------------------------------------------------------- names
@@ -438,12 +451,14 @@ def _attr_value(buf, vf, vwt, vv, vsize, odd, scratch):  # pragma: no cover - co
 
 
 @kernel
-def find_attrs(buf, starts, ends, keys, key_ptr, kind, values):  # pragma: no cover - compiled
+def find_attrs(buf, starts, ends, keys, key_ptr, kind, values, err):  # pragma: no cover - compiled
     """The first attribute of each name of ``keys`` in every record (kinds and values: :func:`_attr_value`).
 
     Args:
         keys: the K names' UTF-8 bytes, concatenated; key_ptr: int64[K + 1] offsets into them.
         kind: int8[K, N], zeroed (ABSENT); values: int64[K, N].
+        err: int64[5]: the first corrupt attribute message (code, record, offset, field, wire type), as
+            :func:`check_attrs` finds it (every attribute message is framed here too).
     """
     scratch = np.zeros(1, dtype=np.float64)
     for i in range(len(starts)):
@@ -454,7 +469,7 @@ def find_attrs(buf, starts, ends, keys, key_ptr, kind, values):  # pragma: no co
             if code != OK:
                 break
             if field == 10 and wt == 2:
-                _match_attr(buf, np.int64(value), nxt, i, keys, key_ptr, kind, values, scratch)
+                _attr_field(buf, np.int64(value), nxt, i, err, (keys, key_ptr, kind, values), scratch)
             pos = nxt
 
 
