@@ -89,12 +89,13 @@ def decode_columns(encoded: Any, attrs: Sequence[str] = (), on_attrs: AttrChunkF
     duration = np.empty(n, dtype=np.int64)
     start = np.empty(n, dtype=np.int64)
     special = np.empty(n, dtype=bool)  # records the node view decodes with protobuf
+    name_at = np.empty(n, dtype=starts.dtype)  # byte offsets of the name fields, until names are first used
     dptr = np.zeros(n + 1, dtype=np.int64)
     cptr = np.zeros(n + 1, dtype=np.int64)
     err = np.zeros(5, dtype=np.int64)  # the first corrupt attribute (code, record, offset, field, wt)
     dids = np.empty(n, dtype=np.uint64)  # a guess: one data dependency per node; control ones rare
     cids = np.empty(0, dtype=np.uint64)
-    cols = (ids, types, duration, start, special, dptr, cptr, dids, cids)
+    cols = (ids, types, duration, start, special, dptr, cptr, dids, cids, name_at)
     names = list(attrs) if on_attrs is not None else []
     timed = _walk(encoded, buf, cols, err, names, on_attrs)
     np.cumsum(dptr, out=dptr)
@@ -103,7 +104,9 @@ def decode_columns(encoded: Any, attrs: Sequence[str] = (), on_attrs: AttrChunkF
     if n_data > len(dids) or n_ctrl > len(cids):  # the guess fell short: a second pass stores the ids
         dids = np.empty(n_data, dtype=np.uint64) if n_data > len(dids) else dids
         cids = np.empty(n_ctrl, dtype=np.uint64)
-        wk.walk_nodes(buf, starts, ends, ids, types, duration, start, special, dptr, cptr, dids, cids, err, True, None)
+        wk.walk_nodes(
+            buf, starts, ends, ids, types, duration, start, special, dptr, cptr, dids, cids, name_at, err, True, None
+        )
     if n_data < len(dids):
         dids = dids[:n_data] if n_data > len(dids) // 2 else dids[:n_data].copy()
     if not len(cids):  # no control dependencies (generated traces): a read-only zero view, no memory
@@ -112,8 +115,13 @@ def decode_columns(encoded: Any, attrs: Sequence[str] = (), on_attrs: AttrChunkF
         start = np.broadcast_to(np.int64(0), (n,))
     source = _AttrSource(data, buf, starts, ends, ids, encoded, err if names else None, special)
 
+    memo: list[Any] = [name_at, None]  # the name offsets until the names are decoded, then the names
+
     def names_fn() -> list[str]:
-        return _names(data, buf, starts, ends, encoded, ids)
+        if memo[1] is None:
+            memo[1] = _names(data, buf, memo[0], encoded, ids)
+            memo[0] = None
+        return memo[1]
 
     return NodeColumns(
         ids,
@@ -152,7 +160,7 @@ def _walk(encoded: Any, buf: np.ndarray, cols: tuple, err: np.ndarray, names: li
     """
     from tracekit import _wirekernels as wk
 
-    ids, types, duration, start, special, dptr, cptr, dids, cids = cols
+    ids, types, duration, start, special, dptr, cptr, dids, cids, name_at = cols
     starts, ends = encoded.starts, encoded.ends
     n = len(starts)
     step = ATTR_CHUNK if names else max(n, 1)
@@ -171,7 +179,7 @@ def _walk(encoded: Any, buf: np.ndarray, cols: tuple, err: np.ndarray, names: li
         code, bad, field, wt, chunk_timed = wk.walk_nodes(
             buf, starts[lo:hi], ends[lo:hi], ids[lo:hi], types[lo:hi], duration[lo:hi], start[lo:hi],
             special[lo:hi], dptr[lo : hi + 1], cptr[lo : hi + 1], dids[min(d0, len(dids)) :],
-            cids[min(c0, len(cids)) :], err, False, (keys, key_ptr, kind, values) if names else None,
+            cids[min(c0, len(cids)) :], name_at[lo:hi], err, False, (keys, key_ptr, kind, values) if names else None,
         )  # fmt: skip
         if err[0] and not had_error:
             err[1] += lo  # the record index of the first corrupt attribute, counted from the chunk's start
@@ -187,9 +195,7 @@ def _walk(encoded: Any, buf: np.ndarray, cols: tuple, err: np.ndarray, names: li
     return timed
 
 
-def _names(
-    data: bytes, buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, encoded: Any, ids: np.ndarray
-) -> list[str]:
+def _names(data: bytes, buf: np.ndarray, name_at: np.ndarray, encoded: Any, ids: np.ndarray) -> list[str]:
     """The N node names (UTF-8 decoded; each distinct name decoded once, :func:`tracekit._wirekernels.name_groups`).
 
     Raises:
@@ -197,14 +203,14 @@ def _names(
     """
     from tracekit import _wirekernels as wk
 
-    n = len(starts)
+    n = len(name_at)
     group = np.empty(n, dtype=np.int32 if n < 2**31 else np.int64)
     slots = 1 << 10
     while True:
         table = np.empty(slots, dtype=np.int64)
         rep_s = np.empty(min(slots // 2, n), dtype=np.int64)
         rep_l = np.empty(len(rep_s), dtype=np.int64)
-        count = wk.name_groups(buf, starts, ends, group, table, rep_s, rep_l)
+        count = wk.name_groups(buf, name_at, group, table, rep_s, rep_l)
         if count >= 0:
             break
         slots *= 8

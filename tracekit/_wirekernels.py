@@ -205,11 +205,14 @@ def _packed(buf, pos, end, out, k):  # pragma: no cover - compiled
 
 
 @kernel  # pragma: no cover - compiled
-def walk_nodes(buf, starts, ends, ids, types, duration, start, special, dptr, cptr, dids, cids, err, fill, found):
+def walk_nodes(
+    buf, starts, ends, ids, types, duration, start, special, dptr, cptr, dids, cids, name_at, err, fill, found
+):
     """Decode the node columns of every record (see :func:`tracekit._columnar.decode_columns`).
 
     Without ``fill``: ids, types (int16, saturating), duration and start (ns), ``special``
-    (records with fields the columns do not keep, or times past the model's limits),
+    (records with fields the columns do not keep, or times past the model's limits), ``name_at``
+    (the byte offset of the record's last ``name`` field, -1 for none: :func:`name_groups`),
     dependency counts at ``dptr[i + 1]`` / ``cptr[i + 1]`` and the dependency ids as far as
     ``dids`` / ``cids`` hold them (sized by a guess).  With ``fill`` (after the guess fell
     short): only the dependency ids, at the CSR offsets.  ``found``: None (attribute messages
@@ -235,6 +238,7 @@ def walk_nodes(buf, starts, ends, ids, types, duration, start, special, dptr, cp
         node_id = typ = st_us = du_us = st_ns = du_ns = np.uint64(0)
         odd = False
         nd = nc = 0
+        name = -1
         while pos < end:
             code, field, wt, value, size, nxt = field_at(buf, pos, end)
             if code != OK:
@@ -275,12 +279,15 @@ def walk_nodes(buf, starts, ends, ids, types, duration, start, special, dptr, cp
             elif wt == 2 and field == 10:
                 if found is not None:
                     _attr_field(buf, np.int64(value), nxt, i, err, found, scratch)
-            elif not (wt == 2 and field == 2):  # the name: found by name_groups when names are first used
+            elif wt == 2 and field == 2:  # the name: decoded by name_groups when names are first used
+                name = pos
+            else:
                 odd = True
             pos = nxt
         if fill:
             continue
         ids[i] = node_id
+        name_at[i] = name
         types[i] = max(-(2**15), min(2**15 - 1, np.int64(typ)))
         duration[i] = _ns(du_us, du_ns)
         start[i] = _ns(st_us, st_ns)
@@ -313,21 +320,6 @@ def check_attrs(buf, starts, ends, err):  # pragma: no cover - compiled
 
 # ----------------------------------------------------------------------------- names
 @inline
-def _name_span(buf, pos, end):  # pragma: no cover - compiled
-    """``(start, length)`` of the last ``name`` field (2) of the record ``pos .. end`` (empty when none)."""
-    ns = pos
-    nl = 0
-    while pos < end:
-        code, field, wt, value, size, pos = field_at(buf, pos, end)
-        if code != OK:
-            break
-        if field == 2 and wt == 2:
-            ns = np.int64(value)
-            nl = size
-    return ns, nl
-
-
-@inline
 def _same(buf, a, b, length):  # pragma: no cover - compiled
     for k in range(length):
         if buf[a + k] != buf[b + k]:
@@ -336,18 +328,23 @@ def _same(buf, a, b, length):  # pragma: no cover - compiled
 
 
 @kernel
-def name_groups(buf, starts, ends, group, table, rep_s, rep_l):  # pragma: no cover - compiled
+def name_groups(buf, name_at, group, table, rep_s, rep_l):  # pragma: no cover - compiled
     """Group the records by name bytes (an open-addressing table of ``len(table)`` slots, a power of two).
 
-    Writes ``group[i]`` (the group of record i) and per group the span of its
-    first name (``rep_s``, ``rep_l``).  Returns the number of groups, or -1
-    when they outgrow half the table (the caller retries with a larger one).
+    ``name_at``: per record the offset of its ``name`` field (-1 for none, an empty name), as
+    :func:`walk_nodes` found it (the field frames).  Writes ``group[i]`` (the group of record i)
+    and per group the span of its first name (``rep_s``, ``rep_l``).  Returns the number of
+    groups, or -1 when they outgrow half the table (the caller retries with a larger one).
     """
     mask = len(table) - 1
     table[:] = -1
     groups = 0
-    for i in range(len(starts)):
-        s, ln = _name_span(buf, np.int64(starts[i]), np.int64(ends[i]))
+    n = len(buf)
+    for i in range(len(name_at)):
+        s = ln = 0
+        if name_at[i] >= 0:
+            _, _, _, value, ln, _ = field_at(buf, np.int64(name_at[i]), n)
+            s = np.int64(value)
         h = np.uint64(1469598103934665603) ^ np.uint64(ln)  # FNV-1a over the length and the bytes
         for k in range(ln):
             h = (h ^ np.uint64(buf[s + k])) * np.uint64(1099511628211)
