@@ -177,11 +177,11 @@ def _check_attr(buf, start, end, err, record):  # pragma: no cover - compiled
 
 
 @inline
-def _attr_field(buf, a, end, i, err, found, scratch):  # pragma: no cover - compiled
+def _attr_field(buf, a, end, i, err, found, key_fp, scratch):  # pragma: no cover - compiled
     """One attribute message of record ``i``: stored when its name is one of ``found``'s, else framed (the
     first corrupt one goes to ``err[0:5]``)."""
     keys, key_ptr, kind, values = found
-    if len(key_ptr) > 1 and _match_attr(buf, a, end, i, keys, key_ptr, kind, values, scratch):
+    if len(key_ptr) > 1 and _match_attr(buf, a, end, i, keys, key_ptr, key_fp, kind, values, scratch):
         return
     if err[0] == OK:
         _check_attr(buf, a, end, err, i)
@@ -228,6 +228,8 @@ def walk_nodes(
     timed = False
     total_d = total_c = 0
     scratch = np.zeros(1, dtype=np.float64)
+    if found is not None:
+        key_fp = _key_prefixes(found[0], found[1])
     for i in range(len(starts)):
         pos = np.int64(starts[i])
         end = np.int64(ends[i])
@@ -278,7 +280,7 @@ def walk_nodes(
                     odd = True
             elif wt == 2 and field == 10:
                 if found is not None:
-                    _attr_field(buf, np.int64(value), nxt, i, err, found, scratch)
+                    _attr_field(buf, np.int64(value), nxt, i, err, found, key_fp, scratch)
             elif wt == 2 and field == 2:  # the name: decoded by name_groups when names are first used
                 name = pos
             else:
@@ -384,6 +386,10 @@ def _attr_fields(buf, a, end):  # pragma: no cover - compiled
     vsize = 0
     odd = False
     p = a
+    if a + 2 <= end and buf[a] == 0x0A and buf[a + 1] < 0x80 and buf[a + 1] <= end - a - 2:  # a name < 128 bytes
+        nm_s = a + 2
+        nm_l = np.int64(buf[a + 1])
+        p = nm_s + nm_l
     while p < end:
         code, field, wt, value, size, p = field_at(buf, p, end)
         if code != OK:
@@ -458,6 +464,7 @@ def find_attrs(buf, starts, ends, keys, key_ptr, kind, values, err):  # pragma: 
             :func:`check_attrs` finds it (every attribute message is framed here too).
     """
     scratch = np.zeros(1, dtype=np.float64)
+    key_fp = _key_prefixes(keys, key_ptr)
     for i in range(len(starts)):
         pos = np.int64(starts[i])
         end = np.int64(ends[i])
@@ -466,26 +473,46 @@ def find_attrs(buf, starts, ends, keys, key_ptr, kind, values, err):  # pragma: 
             if code != OK:
                 break
             if field == 10 and wt == 2:
-                _attr_field(buf, np.int64(value), nxt, i, err, (keys, key_ptr, kind, values), scratch)
+                _attr_field(buf, np.int64(value), nxt, i, err, (keys, key_ptr, kind, values), key_fp, scratch)
             pos = nxt
 
 
 @inline
-def _match_attr(buf, a, end, i, keys, key_ptr, kind, values, scratch):  # pragma: no cover - compiled
-    """Store the attribute message ``a .. end`` of record ``i`` under its key when it is the first of a wanted name.
+def _match_attr(buf, a, end, i, keys, key_ptr, key_fp, kind, values, scratch):  # pragma: no cover - compiled
+    """Store the attribute message ``a .. end`` of record ``i`` under its key when it is the first of a wanted name
+    (``key_fp``: the keys' :func:`_prefix`, compared before their bytes).
 
     Returns False when the message does not frame (nothing stored).
     """
     nm_s, nm_l, vf, vwt, vv, vsize, odd = _attr_fields(buf, a, end)
     if nm_l < 0:
         return False
-    for k in range(len(key_ptr) - 1):
+    w = _prefix(buf, nm_s, nm_l)
+    for k in range(len(key_fp)):
         ks = key_ptr[k]
-        if key_ptr[k + 1] - ks != nm_l or kind[k, i] != ABSENT:
-            continue
-        if _same_key(buf, nm_s, keys, ks, nm_l):
-            kind[k, i], values[k, i] = _attr_value(buf, vf, vwt, vv, vsize, odd, scratch)
+        if key_fp[k] == w and key_ptr[k + 1] - ks == nm_l and _same_key(buf, nm_s + 8, keys, ks + 8, nm_l - 8):
+            if kind[k, i] == ABSENT:  # the keys are distinct names: one matches at most
+                kind[k, i], values[k, i] = _attr_value(buf, vf, vwt, vv, vsize, odd, scratch)
+            break
     return True
+
+
+@inline
+def _prefix(data, at, length):  # pragma: no cover - compiled
+    """The first (up to) 8 bytes of ``data[at : at + length]`` as a little-endian uint64."""
+    w = np.uint64(0)
+    for j in range(min(length, 8)):
+        w |= np.uint64(data[at + j]) << np.uint64(8 * j)
+    return w
+
+
+@inline
+def _key_prefixes(keys, key_ptr):  # pragma: no cover - compiled
+    """uint64[K]: :func:`_prefix` of each key (K names of ``find_attrs``)."""
+    out = np.empty(len(key_ptr) - 1, dtype=np.uint64)
+    for k in range(len(out)):
+        out[k] = _prefix(keys, key_ptr[k], key_ptr[k + 1] - key_ptr[k])
+    return out
 
 
 @inline

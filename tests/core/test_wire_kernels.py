@@ -216,3 +216,13 @@ def test_kernel_time_limits_match_the_model():
     buf = np.frombuffer(frame(b"") + frame(b"\x08\x01"), dtype=np.uint8)
     none = np.zeros(0, dtype=np.int32)
     assert wk.frame(buf, none, none, True, False, 0)[:2] == (wk.OK, 2)
+
+
+def test_names_sharing_their_first_8_bytes_are_told_apart(tmp_path):
+    # the search compares an 8-byte prefix first, then the rest of the name
+    names = ["comm_size_a", "comm_size_b", "comm_siz", "comm_si", "comm_size"]
+    rec = _key(1, 0) + b"\x01" + b"".join(_attr(x, 9, 0, _varint(k + 1)) for k, x in enumerate(names))
+    cols = read_trace(_file(tmp_path, rec)).columns()
+    cols.prefetch_attrs(names[::-1])  # several names in one pass
+    assert [cols.attr(x)[1] for x in names] == [[1], [2], [3], [4], [5]]
+    assert cols.attr("comm_size_c")[0].tolist() == [False]
