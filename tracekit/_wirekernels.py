@@ -103,8 +103,8 @@ def frame(buf, starts, ends, first_may_be_empty, partial, limit):  # pragma: no 
     """Split length-prefixed records (varint32 length + message).
 
     Args:
-        buf: uint8 bytes.  starts, ends: int arrays filled with the message spans
-            (pass empty arrays to count only).
+        buf: uint8 bytes.  starts, ends: int arrays filled with the message spans as far
+            as they hold them (pass empty arrays to count only); records past them are counted.
         first_may_be_empty: record 0 is the metadata (an empty one is valid).
         partial: stop at an incomplete last record instead of failing (streaming).
         limit: records longer than this fail with RECORD_OVER_LIMIT (partial mode).
@@ -113,7 +113,7 @@ def frame(buf, starts, ends, first_may_be_empty, partial, limit):  # pragma: no 
         ``(code, records, prefix offset of the bad record, its length, its body offset, end of the last record)``.
     """
     n = len(buf)
-    fill = len(starts) > 0
+    room = min(len(starts), len(ends))
     pos = 0
     k = 0
     while pos < n:
@@ -141,7 +141,7 @@ def frame(buf, starts, ends, first_may_be_empty, partial, limit):  # pragma: no 
             if partial:
                 return OK, k, at, 0, 0, at
             return RECORD_PAST_FILE, k, at, length, pos, at
-        if fill:
+        if k < room:
             starts[k] = pos
             ends[k] = pos + length
         pos += length

@@ -226,3 +226,23 @@ def test_names_sharing_their_first_8_bytes_are_told_apart(tmp_path):
     cols.prefetch_attrs(names[::-1])  # several names in one pass
     assert [cols.attr(x)[1] for x in names] == [[1], [2], [3], [4], [5]]
     assert cols.attr("comm_size_c")[0].tolist() == [False]
+
+
+@pytest.mark.parametrize(
+    "sizes",
+    [
+        [70_000] + [2] * 50_000,  # a first record past the 64 KiB the count is guessed from
+        [0] + [400] * 300 + [2] * 100_000,  # larger records first: the guess falls short, the rest is framed again
+        [0] + [2] * 30_000 + [600] * 10_000,  # smaller records first: the guess is too large, the arrays are cut
+    ],
+)
+def test_split_records_sized_by_a_guessed_count_gives_every_span(sizes):
+    data = b"".join(frame(b"\x08" * n) for n in sizes)
+    meta_start, meta_end, starts, ends = split_records(data)
+    want, pos = [], 0
+    for n in sizes:
+        pos += len(_varint(n))
+        want.append((pos, pos + n))
+        pos += n
+    assert [(meta_start, meta_end)] + list(zip(starts.tolist(), ends.tolist())) == want
+    assert starts.base is None or starts.base.size <= len(sizes) * 9 // 8 + 16  # no array much larger than needed
