@@ -196,12 +196,12 @@ def _walk(encoded: Any, buf: np.ndarray, cols: tuple, err: np.ndarray, names: li
 
 
 def _names(data: bytes, buf: np.ndarray, name_at: np.ndarray, encoded: Any, ids: np.ndarray) -> list[str]:
-    """The N node names (UTF-8 decoded; each distinct name decoded once, :func:`tracekit._wirekernels.name_groups`).
+    """The N node names (UTF-8 decoded; each distinct name decoded once, :func:`tracekit._wirenames.name_groups`).
 
     Raises:
         TraceFormatError: a name is not UTF-8 (names the first node that has it).
     """
-    from tracekit import _wirekernels as wk
+    from tracekit import _wirenames
 
     n = len(name_at)
     group = np.empty(n, dtype=np.int32 if n < 2**31 else np.int64)
@@ -210,7 +210,7 @@ def _names(data: bytes, buf: np.ndarray, name_at: np.ndarray, encoded: Any, ids:
         table = np.empty(slots, dtype=np.int64)
         rep_s = np.empty(min(slots // 2, n), dtype=np.int64)
         rep_l = np.empty(len(rep_s), dtype=np.int64)
-        count = wk.name_groups(buf, name_at, group, table, rep_s, rep_l)
+        count = _wirenames.name_groups(buf, name_at, group, table, rep_s, rep_l)
         if count >= 0:
             break
         slots *= 8

@@ -188,6 +188,21 @@ def _attr_field(buf, a, end, i, err, found, key_fp, scratch):  # pragma: no cove
 
 
 @inline
+def _dep_field(buf, wt, value, end, out, k):  # pragma: no cover - compiled
+    """One ``data_deps``/``ctrl_deps`` field, stored from ``out[k]`` as far as ``out`` holds it.
+
+    Returns ``(code, count)``; count -1 for a wire type dependencies never have (the field is kept by protobuf only).
+    """
+    if wt == 0:
+        if k < len(out):
+            out[k] = value
+        return OK, 1
+    if wt == 2:
+        return _packed(buf, np.int64(value), end, out, k)
+    return OK, -1
+
+
+@inline
 def _packed(buf, pos, end, out, k):  # pragma: no cover - compiled
     """Count the packed varints of ``pos .. end``, storing them from ``out[k]`` as far as ``out`` holds them.
 
@@ -210,20 +225,13 @@ def walk_nodes(
 ):
     """Decode the node columns of every record (see :func:`tracekit._columnar.decode_columns`).
 
-    Without ``fill``: ids, types (int16, saturating), duration and start (ns), ``special``
-    (records with fields the columns do not keep, or times past the model's limits), ``name_at``
-    (the byte offset of the record's last ``name`` field, -1 for none: :func:`name_groups`),
-    dependency counts at ``dptr[i + 1]`` / ``cptr[i + 1]`` and the dependency ids as far as
-    ``dids`` / ``cids`` hold them (sized by a guess).  With ``fill`` (after the guess fell
-    short): only the dependency ids, at the CSR offsets.  ``found``: None (attribute messages
-    are skipped unread: :func:`check_attrs` frames them when attributes are first used), or
-    ``(keys, key_ptr, kind, values)`` of :func:`find_attrs` (K = 0 names for none), filled in
-    the same pass, every attribute message framed and the first corrupt one written to
-    ``err[0:5]`` (code, record, offset, field, wire type).  The two cases compile apart
-    (numba prunes the ``found is not None`` branch), so the plain walk carries no attribute code.
-
-    Returns:
-        ``(code, record index, field, wire type, any start time)``; code OK when every record frames.
+    Without ``fill``: ids, types (int16, saturating), duration, start (ns), ``special`` (fields the columns
+    do not keep, times past the model's limits), ``name_at`` (offset of the last name field, -1 for none),
+    dependency counts at ``dptr[i + 1]`` / ``cptr[i + 1]``, ids as far as ``dids`` / ``cids`` hold them.
+    With ``fill``: only the dependency ids, at the CSR offsets.  ``found``: None (attribute messages
+    skipped unread: :func:`check_attrs`), or ``(keys, key_ptr, kind, values)`` of :func:`find_attrs`
+    filled in the same pass, the first corrupt attribute to ``err[0:5]`` (code, record, offset, field, wt).
+    Returns ``(code, record index, field, wire type, any start time)``; code OK when every record frames.
     """
     timed = False
     total_d = total_c = 0
@@ -245,22 +253,13 @@ def walk_nodes(
             code, field, wt, value, size, nxt = field_at(buf, pos, end)
             if code != OK:
                 return code, i, field, wt, timed
-            if field == 5 or field == 4:  # data_deps, ctrl_deps: packed or not (wire types 1 and 5 kept by protobuf)
-                if wt == 0 or wt == 2:
-                    out, k = (dids, total_d + nd) if field == 5 else (cids, total_c + nc)
-                    got = 1
-                    if wt == 0 and k < len(out):
-                        out[k] = value
-                    elif wt == 2:
-                        code, got = _packed(buf, np.int64(value), nxt, out, k)
-                        if code != OK:
-                            return code, i, field, wt, timed
-                    if field == 5:
-                        nd += got
-                    else:
-                        nc += got
-                else:
-                    odd = True
+            if field == 5 or field == 4:  # data_deps, ctrl_deps
+                out, k = (dids, total_d + nd) if field == 5 else (cids, total_c + nc)
+                code, got = _dep_field(buf, wt, value, nxt, out, k)
+                if code != OK:
+                    return code, i, field, wt, timed
+                odd = odd or got < 0
+                nd, nc = (nd + max(got, 0), nc) if field == 5 else (nd, nc + max(got, 0))
             elif fill:
                 pass
             elif wt == 0:
@@ -318,55 +317,6 @@ def check_attrs(buf, starts, ends, err):  # pragma: no cover - compiled
                 if err[0] != OK:
                     return
             pos = nxt
-
-
-# ----------------------------------------------------------------------------- names
-@inline
-def _same(buf, a, b, length):  # pragma: no cover - compiled
-    for k in range(length):
-        if buf[a + k] != buf[b + k]:
-            return False
-    return True
-
-
-@kernel
-def name_groups(buf, name_at, group, table, rep_s, rep_l):  # pragma: no cover - compiled
-    """Group the records by name bytes (an open-addressing table of ``len(table)`` slots, a power of two).
-
-    ``name_at``: per record the offset of its ``name`` field (-1 for none, an empty name), as
-    :func:`walk_nodes` found it (the field frames).  Writes ``group[i]`` (the group of record i)
-    and per group the span of its first name (``rep_s``, ``rep_l``).  Returns the number of
-    groups, or -1 when they outgrow half the table (the caller retries with a larger one).
-    """
-    mask = len(table) - 1
-    table[:] = -1
-    groups = 0
-    n = len(buf)
-    for i in range(len(name_at)):
-        s = ln = 0
-        if name_at[i] >= 0:
-            _, _, _, value, ln, _ = field_at(buf, np.int64(name_at[i]), n)
-            s = np.int64(value)
-        h = np.uint64(1469598103934665603) ^ np.uint64(ln)  # FNV-1a over the length and the bytes
-        for k in range(ln):
-            h = (h ^ np.uint64(buf[s + k])) * np.uint64(1099511628211)
-        slot = np.int64(h & np.uint64(mask))
-        while True:
-            g = table[slot]
-            if g < 0:
-                if 2 * (groups + 1) > len(table) or groups >= len(rep_s):
-                    return -1
-                table[slot] = groups
-                rep_s[groups] = s
-                rep_l[groups] = ln
-                group[i] = groups
-                groups += 1
-                break
-            if rep_l[g] == ln and _same(buf, rep_s[g], s, ln):
-                group[i] = g
-                break
-            slot = (slot + 1) & mask
-    return groups
 
 
 # ----------------------------------------------------------------------------- attributes by name
