@@ -25,8 +25,9 @@ class _AttrSource:
         starts, ends: the node records' message spans.
         ids: uint64[N] node ids (for error messages).
         encoded: the :class:`tracekit.io.EncodedNodes` (path and rank for error messages).
-        attr_error: the first corrupt attribute message found by the node walk
-            (code, record, byte offset, field, wire type; code 0 when none).
+        attr_error: the first corrupt attribute message (code, record, byte offset, field, wire type;
+            code 0 when none) when the node walk framed them (it did when it found attributes too),
+            else None: they are framed on first use (:meth:`verify`).
         special: bool[N], records the node view decodes with protobuf.
     """
 
@@ -38,7 +39,7 @@ class _AttrSource:
         ends: np.ndarray,
         ids: np.ndarray,
         encoded: Any,
-        attr_error: np.ndarray,
+        attr_error: np.ndarray | None,
         special: np.ndarray,
     ) -> None:
         self.data, self.buf, self.starts, self.ends = data, buf, starts, ends
@@ -49,13 +50,19 @@ class _AttrSource:
     def verify(self) -> None:
         """Raise for a corrupt attribute message (first attribute access, or validation).
 
-        The node walk frames every attribute message; the error waits until
-        attributes are used, so reading ids, types and times of a file with
-        one bad attribute still works.
+        Every attribute message is framed once (:func:`tracekit._wirekernels.check_attrs`, one pass
+        over the records, unless the node walk or a search by name did it); the error waits until
+        attributes are used, so reading ids, types and times of a file with one bad attribute still works.
 
         Raises:
             TraceFormatError: a corrupt attribute, naming its node and byte offset.
         """
+        if self.attr_error is None:
+            from tracekit import _wirekernels as wk
+
+            err = np.zeros(5, dtype=np.int64)
+            wk.check_attrs(self.buf, self.starts, self.ends, err)
+            self.attr_error = err
         code, record, offset, field, wt = (int(x) for x in self.attr_error)
         if code:
             from tracekit._columnar import walk_reason
@@ -86,9 +93,15 @@ class _AttrSource:
         from tracekit import _wirekernels as wk
         from tracekit._columnar import _keys
 
-        self.verify()
+        checked = self.attr_error is not None
+        if checked:
+            self.verify()
+        err = np.zeros(5, dtype=np.int64)  # the search frames every attribute message too
         keys, key_ptr, kind, values = _keys(names, self.n)
-        wk.find_attrs(self.buf, self.starts, self.ends, keys, key_ptr, kind, values)
+        wk.find_attrs(self.buf, self.starts, self.ends, keys, key_ptr, kind, values, err)
+        if not checked:
+            self.attr_error = err
+            self.verify()
         return kind, values
 
     def _find(self, name: str) -> tuple[np.ndarray, np.ndarray]:

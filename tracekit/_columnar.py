@@ -2,9 +2,10 @@
 
 Builds :class:`tracekit.graph.NodeColumns` straight from the record bytes
 with the compiled walk of :func:`tracekit._wirekernels.walk_nodes` (one pass
-for ids, types, times, dependency counts and the framing of every attribute
-message, a second one for the dependency ids of the records that have any),
-without a Python object per node.  The protobuf wire rules followed are
+for ids, types, times and dependency counts, a second one for the dependency
+ids only when a node has more than one on average), without a Python object
+per node.  Attribute messages are skipped unread (framed when attributes are
+first used), unless attributes are found in the same pass.  The protobuf wire rules followed are
 those of :mod:`tracekit._wirekernels`.  Names are decoded on first use (each
 distinct name once); attributes are found by name when asked for
 (:mod:`tracekit._attrsource`); a corrupt attribute message is reported on the
@@ -88,31 +89,39 @@ def decode_columns(encoded: Any, attrs: Sequence[str] = (), on_attrs: AttrChunkF
     duration = np.empty(n, dtype=np.int64)
     start = np.empty(n, dtype=np.int64)
     special = np.empty(n, dtype=bool)  # records the node view decodes with protobuf
+    name_at = np.empty(n, dtype=starts.dtype)  # byte offsets of the name fields, until names are first used
     dptr = np.zeros(n + 1, dtype=np.int64)
     cptr = np.zeros(n + 1, dtype=np.int64)
-    err = np.zeros(9, dtype=np.int64)  # [4:9]: the first corrupt attribute (code, record, offset, field, wt)
+    err = np.zeros(5, dtype=np.int64)  # the first corrupt attribute (code, record, offset, field, wt)
     dids = np.empty(n, dtype=np.uint64)  # a guess: one data dependency per node; control ones rare
     cids = np.empty(0, dtype=np.uint64)
-    cols = (ids, types, duration, start, special, dptr, cptr, dids, cids)
-    timed = _walk(encoded, buf, cols, err, list(attrs) if on_attrs is not None else [], on_attrs)
+    cols = (ids, types, duration, start, special, dptr, cptr, dids, cids, name_at)
+    names = list(attrs) if on_attrs is not None else []
+    timed = _walk(encoded, buf, cols, err, names, on_attrs)
     np.cumsum(dptr, out=dptr)
     np.cumsum(cptr, out=cptr)
     n_data, n_ctrl = int(dptr[-1]), int(cptr[-1])
     if n_data > len(dids) or n_ctrl > len(cids):  # the guess fell short: a second pass stores the ids
         dids = np.empty(n_data, dtype=np.uint64) if n_data > len(dids) else dids
         cids = np.empty(n_ctrl, dtype=np.uint64)
-        none = _keys([])
-        wk.walk_nodes(buf, starts, ends, ids, types, duration, start, special, dptr, cptr, dids, cids, err, True, none)
+        wk.walk_nodes(
+            buf, starts, ends, ids, types, duration, start, special, dptr, cptr, dids, cids, name_at, err, True, None
+        )
     if n_data < len(dids):
         dids = dids[:n_data] if n_data > len(dids) // 2 else dids[:n_data].copy()
     if not len(cids):  # no control dependencies (generated traces): a read-only zero view, no memory
         cptr = np.broadcast_to(np.int64(0), (n + 1,))
     if not timed:  # no measured starts (generated traces): a read-only zero view
         start = np.broadcast_to(np.int64(0), (n,))
-    source = _AttrSource(data, buf, starts, ends, ids, encoded, err[4:].copy(), special)
+    source = _AttrSource(data, buf, starts, ends, ids, encoded, err if names else None, special)
+
+    memo: list[Any] = [name_at, None]  # the name offsets until the names are decoded, then the names
 
     def names_fn() -> list[str]:
-        return _names(data, buf, starts, ends, encoded, ids)
+        if memo[1] is None:
+            memo[1] = _names(data, buf, memo[0], encoded, ids)
+            memo[0] = None
+        return memo[1]
 
     return NodeColumns(
         ids,
@@ -151,13 +160,13 @@ def _walk(encoded: Any, buf: np.ndarray, cols: tuple, err: np.ndarray, names: li
     """
     from tracekit import _wirekernels as wk
 
-    ids, types, duration, start, special, dptr, cptr, dids, cids = cols
+    ids, types, duration, start, special, dptr, cptr, dids, cids, name_at = cols
     starts, ends = encoded.starts, encoded.ends
     n = len(starts)
     step = ATTR_CHUNK if names else max(n, 1)
     timed = False
     d0 = c0 = 0
-    keys, key_ptr, kind_buf, values_buf = _keys(names, min(n, step) if names else 0)
+    keys, key_ptr, kind_buf, values_buf = _keys(names, min(n, step))
     for lo in range(0, n, step):
         hi = min(n, lo + step)
         kind, values = kind_buf[:, : hi - lo], values_buf[:, : hi - lo]
@@ -166,14 +175,14 @@ def _walk(encoded: Any, buf: np.ndarray, cols: tuple, err: np.ndarray, names: li
             values_buf.fill(0)
         if hi - lo < kind_buf.shape[1]:  # the last, shorter chunk: contiguous arrays, as the walk is compiled for
             kind, values = kind.copy(), values.copy()
-        had_error = bool(err[4])
+        had_error = bool(err[0])
         code, bad, field, wt, chunk_timed = wk.walk_nodes(
             buf, starts[lo:hi], ends[lo:hi], ids[lo:hi], types[lo:hi], duration[lo:hi], start[lo:hi],
             special[lo:hi], dptr[lo : hi + 1], cptr[lo : hi + 1], dids[min(d0, len(dids)) :],
-            cids[min(c0, len(cids)) :], err, False, (keys, key_ptr, kind, values),
+            cids[min(c0, len(cids)) :], name_at[lo:hi], err, False, (keys, key_ptr, kind, values) if names else None,
         )  # fmt: skip
-        if err[4] and not had_error:
-            err[5] += lo  # the record index of the first corrupt attribute, counted from the chunk's start
+        if err[0] and not had_error:
+            err[1] += lo  # the record index of the first corrupt attribute, counted from the chunk's start
         if code != wk.OK:
             bad += lo
             raise _first_bad_record(encoded, bad - bad % CHUNK_RECORDS, bad, walk_reason(code, field, wt)) from None
@@ -186,24 +195,22 @@ def _walk(encoded: Any, buf: np.ndarray, cols: tuple, err: np.ndarray, names: li
     return timed
 
 
-def _names(
-    data: bytes, buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, encoded: Any, ids: np.ndarray
-) -> list[str]:
-    """The N node names (UTF-8 decoded; each distinct name decoded once, :func:`tracekit._wirekernels.name_groups`).
+def _names(data: bytes, buf: np.ndarray, name_at: np.ndarray, encoded: Any, ids: np.ndarray) -> list[str]:
+    """The N node names (UTF-8 decoded; each distinct name decoded once, :func:`tracekit._wirenames.name_groups`).
 
     Raises:
         TraceFormatError: a name is not UTF-8 (names the first node that has it).
     """
-    from tracekit import _wirekernels as wk
+    from tracekit import _wirenames
 
-    n = len(starts)
+    n = len(name_at)
     group = np.empty(n, dtype=np.int32 if n < 2**31 else np.int64)
     slots = 1 << 10
     while True:
         table = np.empty(slots, dtype=np.int64)
         rep_s = np.empty(min(slots // 2, n), dtype=np.int64)
         rep_l = np.empty(len(rep_s), dtype=np.int64)
-        count = wk.name_groups(buf, starts, ends, group, table, rep_s, rep_l)
+        count = _wirenames.name_groups(buf, name_at, group, table, rep_s, rep_l)
         if count >= 0:
             break
         slots *= 8

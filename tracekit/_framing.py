@@ -155,13 +155,33 @@ def split_records(
         raise TraceFormatError("empty file: no GlobalMetadata record", path=path, rank=rank)
     buf = np.frombuffer(data, dtype=np.uint8)
     off_t = np.int32 if n < 2**31 else np.int64  # byte offsets: 4 bytes each for files under 2 GiB
-    none = np.zeros(0, dtype=off_t)
-    code, count, at, length, body_at, _ = wk.frame(buf, none, none, True, False, 0)
+    guess = _count_guess(buf)
+    starts, ends = np.empty(guess, dtype=off_t), np.empty(guess, dtype=off_t)
+    code, count, at, length, body_at, _ = wk.frame(buf, starts, ends, True, False, 0)
     if code != wk.OK:
         raise _framing_error(data, code, at, length, body_at, path, rank)
-    starts, ends = np.empty(count, dtype=off_t), np.empty(count, dtype=off_t)
-    wk.frame(buf, starts, ends, True, False, 0)
-    return int(starts[0]), int(ends[0]), starts[1:], ends[1:]
+    if count > guess:  # the guess fell short: the records past it are framed again, into exact arrays
+        rest = int(ends[guess - 1])
+        more_s, more_e = np.empty(count - guess, dtype=off_t), np.empty(count - guess, dtype=off_t)
+        wk.frame(buf[rest:], more_s, more_e, False, False, 0)
+        starts, ends = np.concatenate((starts, more_s + rest)), np.concatenate((ends, more_e + rest))
+    elif count < guess * 7 // 8:  # far fewer records than guessed: exact arrays, not views of larger ones
+        starts, ends = starts[:count].copy(), ends[:count].copy()
+    return int(starts[0]), int(ends[0]), starts[1:count], ends[1:count]
+
+
+def _count_guess(buf: np.ndarray) -> int:
+    """The number of records ``buf`` holds, guessed from its first 64 KiB, so that one framing pass sizes and
+    fills the span arrays (a short guess costs a second pass over the records past it only): exact when the
+    64 KiB hold them all, else 1/8 more than their mean size gives, at most one per 2 bytes (a node record
+    takes at least 2: a length and one byte)."""
+    from tracekit import _wirekernels as wk
+
+    none = np.zeros(0, dtype=np.int32)
+    _, k, _, _, _, stop = wk.frame(buf[: 1 << 16], none, none, True, True, len(buf))
+    if stop == len(buf) or k < 2:
+        return max(k, 1)
+    return min(1 + len(buf) // 2, len(buf) * k // stop * 9 // 8 + 16)
 
 
 def _framing_error(

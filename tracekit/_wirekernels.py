@@ -103,8 +103,8 @@ def frame(buf, starts, ends, first_may_be_empty, partial, limit):  # pragma: no 
     """Split length-prefixed records (varint32 length + message).
 
     Args:
-        buf: uint8 bytes.  starts, ends: int arrays filled with the message spans
-            (pass empty arrays to count only).
+        buf: uint8 bytes.  starts, ends: int arrays filled with the message spans as far
+            as they hold them (pass empty arrays to count only); records past them are counted.
         first_may_be_empty: record 0 is the metadata (an empty one is valid).
         partial: stop at an incomplete last record instead of failing (streaming).
         limit: records longer than this fail with RECORD_OVER_LIMIT (partial mode).
@@ -113,7 +113,7 @@ def frame(buf, starts, ends, first_may_be_empty, partial, limit):  # pragma: no 
         ``(code, records, prefix offset of the bad record, its length, its body offset, end of the last record)``.
     """
     n = len(buf)
-    fill = len(starts) > 0
+    room = min(len(starts), len(ends))
     pos = 0
     k = 0
     while pos < n:
@@ -141,7 +141,7 @@ def frame(buf, starts, ends, first_may_be_empty, partial, limit):  # pragma: no 
             if partial:
                 return OK, k, at, 0, 0, at
             return RECORD_PAST_FILE, k, at, length, pos, at
-        if fill:
+        if k < room:
             starts[k] = pos
             ends[k] = pos + length
         pos += length
@@ -162,27 +162,28 @@ def _ns(micros, nanos):  # pragma: no cover - compiled
 
 @inline
 def _check_attr(buf, start, end, err, record):  # pragma: no cover - compiled
-    """Frame every field of the attribute message ``start .. end``; a corrupt one goes to ``err[4:9]``."""
+    """Frame every field of the attribute message ``start .. end``; a corrupt one goes to ``err[0:5]``
+    (code, record, offset, field, wire type)."""
     pos = start
     while pos < end:
         code, field, wt, _, _, pos = field_at(buf, pos, end)
         if code != OK:
-            err[4] = code
-            err[5] = record
-            err[6] = start
-            err[7] = field
-            err[8] = wt
+            err[0] = code
+            err[1] = record
+            err[2] = start
+            err[3] = field
+            err[4] = wt
             return
 
 
 @inline
-def _attr_field(buf, a, end, i, err, found, scratch):  # pragma: no cover - compiled
+def _attr_field(buf, a, end, i, err, found, key_fp, scratch):  # pragma: no cover - compiled
     """One attribute message of record ``i``: stored when its name is one of ``found``'s, else framed (the
-    first corrupt one goes to ``err[4:9]``)."""
+    first corrupt one goes to ``err[0:5]``)."""
     keys, key_ptr, kind, values = found
-    if len(key_ptr) > 1 and _match_attr(buf, a, end, i, keys, key_ptr, kind, values, scratch):
+    if len(key_ptr) > 1 and _match_attr(buf, a, end, i, keys, key_ptr, key_fp, kind, values, scratch):
         return
-    if err[4] == OK:
+    if err[0] == OK:
         _check_attr(buf, a, end, err, i)
 
 
@@ -219,78 +220,80 @@ def _packed(buf, pos, end, out, k):  # pragma: no cover - compiled
 
 
 @kernel  # pragma: no cover - compiled
-def walk_nodes(buf, starts, ends, ids, types, duration, start, special, dptr, cptr, dids, cids, err, fill, found):
+def walk_nodes(
+    buf, starts, ends, ids, types, duration, start, special, dptr, cptr, dids, cids, name_at, err, fill, found
+):
     """Decode the node columns of every record (see :func:`tracekit._columnar.decode_columns`).
 
-    Without ``fill``: ids, types (int16, saturating), duration and start (ns), ``special``
-    (records with fields the columns do not keep, or times past the model's limits),
-    dependency counts at ``dptr[i + 1]`` / ``cptr[i + 1]`` and the dependency ids as far as
-    ``dids`` / ``cids`` hold them (sized by a guess); the first corrupt attribute message
-    goes to ``err[4:9]`` (code, record, offset, field, wire type).  With ``fill`` (after
-    the guess fell short): only the dependency ids, at the CSR offsets.  ``found``: ``(keys, key_ptr,
-    kind, values)`` of :func:`find_attrs` (K = 0 names for none), filled in the same pass.
-
-    Returns:
-        ``(code, record index, field, wire type, any start time)``; code OK when every record frames.
+    Without ``fill``: ids, types (int16, saturating), duration, start (ns), ``special`` (fields the columns
+    do not keep, times past the model's limits), ``name_at`` (offset of the last name field, -1 for none),
+    dependency counts at ``dptr[i + 1]`` / ``cptr[i + 1]``, ids as far as ``dids`` / ``cids`` hold them.
+    With ``fill``: only the dependency ids, at the CSR offsets.  ``found``: None (attribute messages
+    skipped unread: :func:`check_attrs`), or ``(keys, key_ptr, kind, values)`` of :func:`find_attrs`
+    filled in the same pass, the first corrupt attribute to ``err[0:5]`` (code, record, offset, field, wt).
+    Returns ``(code, record index, field, wire type, any start time)``; code OK when every record frames.
     """
     timed = False
     total_d = total_c = 0
     scratch = np.zeros(1, dtype=np.float64)
+    if found is not None:
+        key_fp = _key_prefixes(found[0], found[1])
     for i in range(len(starts)):
         pos = np.int64(starts[i])
         end = np.int64(ends[i])
-        if fill and dptr[i] == dptr[i + 1] and cptr[i] == cptr[i + 1]:
-            continue
         if fill:
+            if dptr[i] == dptr[i + 1] and cptr[i] == cptr[i + 1]:
+                continue
             total_d, total_c = dptr[i], cptr[i]
         node_id = typ = st_us = du_us = st_ns = du_ns = np.uint64(0)
         odd = False
         nd = nc = 0
+        name = -1
         while pos < end:
             code, field, wt, value, size, nxt = field_at(buf, pos, end)
             if code != OK:
                 return code, i, field, wt, timed
-            if field == 4 or field == 5:
-                out = dids if field == 5 else cids
-                code, got = _dep_field(buf, wt, value, nxt, out, (total_d + nd) if field == 5 else (total_c + nc))
+            if field == 5 or field == 4:  # data_deps, ctrl_deps
+                out, k = (dids, total_d + nd) if field == 5 else (cids, total_c + nc)
+                code, got = _dep_field(buf, wt, value, nxt, out, k)
                 if code != OK:
                     return code, i, field, wt, timed
                 odd = odd or got < 0
-                got = max(got, 0)
-                if field == 5:
-                    nd += got
-                else:
-                    nc += got
+                nd, nc = (nd + max(got, 0), nc) if field == 5 else (nd, nc + max(got, 0))
             elif fill:
                 pass
-            elif wt == 0 and field == 1:
-                node_id = value
-            elif wt == 2 and field == 2:
-                pass  # the name: found again by name_groups when names are first used
-            elif wt == 0 and field == 3:
-                typ = value
-                odd = odd or value >= np.uint64(2**15)
-            elif wt == 0 and field == 6:
-                st_us = value
-            elif wt == 0 and field == 7:
-                du_us = value
-            elif wt == 0 and field == 1001:
-                du_ns = value
-            elif wt == 0 and field == 1002:
-                st_ns = value
+            elif wt == 0:
+                if field == 1:
+                    node_id = value
+                elif field == 3:
+                    typ = value
+                elif field == 6:
+                    st_us = value
+                elif field == 7:
+                    du_us = value
+                elif field == 1001:
+                    du_ns = value
+                elif field == 1002:
+                    st_ns = value
+                else:
+                    odd = True
             elif wt == 2 and field == 10:
-                _attr_field(buf, np.int64(value), nxt, i, err, found, scratch)
+                if found is not None:
+                    _attr_field(buf, np.int64(value), nxt, i, err, found, key_fp, scratch)
+            elif wt == 2 and field == 2:  # the name: decoded by name_groups when names are first used
+                name = pos
             else:
                 odd = True
             pos = nxt
         if fill:
             continue
         ids[i] = node_id
+        name_at[i] = name
         types[i] = max(-(2**15), min(2**15 - 1, np.int64(typ)))
         duration[i] = _ns(du_us, du_ns)
         start[i] = _ns(st_us, st_ns)
         timed = timed or start[i] != 0
-        special[i] = odd or duration[i] > _MAX_DURATION_NS or start[i] > _MAX_TIME_NS
+        special[i] = odd or typ >= np.uint64(2**15) or duration[i] > _MAX_DURATION_NS or start[i] > _MAX_TIME_NS
         dptr[i + 1] = nd
         cptr[i + 1] = nc
         total_d += nd
@@ -298,63 +301,22 @@ def walk_nodes(buf, starts, ends, ids, types, duration, start, special, dptr, cp
     return OK, -1, 0, 0, timed
 
 
-# ----------------------------------------------------------------------------- names
-@inline
-def _name_span(buf, pos, end):  # pragma: no cover - compiled
-    """``(start, length)`` of the last ``name`` field (2) of the record ``pos .. end`` (empty when none)."""
-    ns = pos
-    nl = 0
-    while pos < end:
-        code, field, wt, value, size, pos = field_at(buf, pos, end)
-        if code != OK:
-            break
-        if field == 2 and wt == 2:
-            ns = np.int64(value)
-            nl = size
-    return ns, nl
-
-
-@inline
-def _same(buf, a, b, length):  # pragma: no cover - compiled
-    for k in range(length):
-        if buf[a + k] != buf[b + k]:
-            return False
-    return True
-
-
 @kernel
-def name_groups(buf, starts, ends, group, table, rep_s, rep_l):  # pragma: no cover - compiled
-    """Group the records by name bytes (an open-addressing table of ``len(table)`` slots, a power of two).
-
-    Writes ``group[i]`` (the group of record i) and per group the span of its
-    first name (``rep_s``, ``rep_l``).  Returns the number of groups, or -1
-    when they outgrow half the table (the caller retries with a larger one).
-    """
-    mask = len(table) - 1
-    table[:] = -1
-    groups = 0
+def check_attrs(buf, starts, ends, err):  # pragma: no cover - compiled
+    """Frame every attribute message (field 10) of every record; the first corrupt one goes to ``err[0:5]``
+    (code, record, offset, field, wire type).  The records themselves frame (the node walk checked them)."""
     for i in range(len(starts)):
-        s, ln = _name_span(buf, np.int64(starts[i]), np.int64(ends[i]))
-        h = np.uint64(1469598103934665603) ^ np.uint64(ln)  # FNV-1a over the length and the bytes
-        for k in range(ln):
-            h = (h ^ np.uint64(buf[s + k])) * np.uint64(1099511628211)
-        slot = np.int64(h & np.uint64(mask))
-        while True:
-            g = table[slot]
-            if g < 0:
-                if 2 * (groups + 1) > len(table) or groups >= len(rep_s):
-                    return -1
-                table[slot] = groups
-                rep_s[groups] = s
-                rep_l[groups] = ln
-                group[i] = groups
-                groups += 1
+        pos = np.int64(starts[i])
+        end = np.int64(ends[i])
+        while pos < end:
+            code, field, wt, value, size, nxt = field_at(buf, pos, end)
+            if code != OK:
                 break
-            if rep_l[g] == ln and _same(buf, rep_s[g], s, ln):
-                group[i] = g
-                break
-            slot = (slot + 1) & mask
-    return groups
+            if field == 10 and wt == 2:
+                _check_attr(buf, np.int64(value), nxt, err, i)
+                if err[0] != OK:
+                    return
+            pos = nxt
 
 
 # ----------------------------------------------------------------------------- attributes by name
@@ -374,6 +336,10 @@ def _attr_fields(buf, a, end):  # pragma: no cover - compiled
     vsize = 0
     odd = False
     p = a
+    if a + 2 <= end and buf[a] == 0x0A and buf[a + 1] < 0x80 and buf[a + 1] <= end - a - 2:  # a name < 128 bytes
+        nm_s = a + 2
+        nm_l = np.int64(buf[a + 1])
+        p = nm_s + nm_l
     while p < end:
         code, field, wt, value, size, p = field_at(buf, p, end)
         if code != OK:
@@ -438,14 +404,17 @@ def _attr_value(buf, vf, vwt, vv, vsize, odd, scratch):  # pragma: no cover - co
 
 
 @kernel
-def find_attrs(buf, starts, ends, keys, key_ptr, kind, values):  # pragma: no cover - compiled
+def find_attrs(buf, starts, ends, keys, key_ptr, kind, values, err):  # pragma: no cover - compiled
     """The first attribute of each name of ``keys`` in every record (kinds and values: :func:`_attr_value`).
 
     Args:
         keys: the K names' UTF-8 bytes, concatenated; key_ptr: int64[K + 1] offsets into them.
         kind: int8[K, N], zeroed (ABSENT); values: int64[K, N].
+        err: int64[5]: the first corrupt attribute message (code, record, offset, field, wire type), as
+            :func:`check_attrs` finds it (every attribute message is framed here too).
     """
     scratch = np.zeros(1, dtype=np.float64)
+    key_fp = _key_prefixes(keys, key_ptr)
     for i in range(len(starts)):
         pos = np.int64(starts[i])
         end = np.int64(ends[i])
@@ -454,26 +423,46 @@ def find_attrs(buf, starts, ends, keys, key_ptr, kind, values):  # pragma: no co
             if code != OK:
                 break
             if field == 10 and wt == 2:
-                _match_attr(buf, np.int64(value), nxt, i, keys, key_ptr, kind, values, scratch)
+                _attr_field(buf, np.int64(value), nxt, i, err, (keys, key_ptr, kind, values), key_fp, scratch)
             pos = nxt
 
 
 @inline
-def _match_attr(buf, a, end, i, keys, key_ptr, kind, values, scratch):  # pragma: no cover - compiled
-    """Store the attribute message ``a .. end`` of record ``i`` under its key when it is the first of a wanted name.
+def _match_attr(buf, a, end, i, keys, key_ptr, key_fp, kind, values, scratch):  # pragma: no cover - compiled
+    """Store the attribute message ``a .. end`` of record ``i`` under its key when it is the first of a wanted name
+    (``key_fp``: the keys' :func:`_prefix`, compared before their bytes).
 
     Returns False when the message does not frame (nothing stored).
     """
     nm_s, nm_l, vf, vwt, vv, vsize, odd = _attr_fields(buf, a, end)
     if nm_l < 0:
         return False
-    for k in range(len(key_ptr) - 1):
+    w = _prefix(buf, nm_s, nm_l)
+    for k in range(len(key_fp)):
         ks = key_ptr[k]
-        if key_ptr[k + 1] - ks != nm_l or kind[k, i] != ABSENT:
-            continue
-        if _same_key(buf, nm_s, keys, ks, nm_l):
-            kind[k, i], values[k, i] = _attr_value(buf, vf, vwt, vv, vsize, odd, scratch)
+        if key_fp[k] == w and key_ptr[k + 1] - ks == nm_l and _same_key(buf, nm_s + 8, keys, ks + 8, nm_l - 8):
+            if kind[k, i] == ABSENT:  # the keys are distinct names: one matches at most
+                kind[k, i], values[k, i] = _attr_value(buf, vf, vwt, vv, vsize, odd, scratch)
+            break
     return True
+
+
+@inline
+def _prefix(data, at, length):  # pragma: no cover - compiled
+    """The first (up to) 8 bytes of ``data[at : at + length]`` as a little-endian uint64."""
+    w = np.uint64(0)
+    for j in range(min(length, 8)):
+        w |= np.uint64(data[at + j]) << np.uint64(8 * j)
+    return w
+
+
+@inline
+def _key_prefixes(keys, key_ptr):  # pragma: no cover - compiled
+    """uint64[K]: :func:`_prefix` of each key (K names of ``find_attrs``)."""
+    out = np.empty(len(key_ptr) - 1, dtype=np.uint64)
+    for k in range(len(out)):
+        out[k] = _prefix(keys, key_ptr[k], key_ptr[k + 1] - key_ptr[k])
+    return out
 
 
 @inline

@@ -162,6 +162,31 @@ def test_corrupt_attribute_is_reported_on_first_use_naming_node_and_offset(tmp_p
     assert err.value.node_id == 42 and err.value.byte_offset == 1 + 1 + 2 + 2
 
 
+@pytest.mark.parametrize("reader", ["verify", "validate", "node_attrs", "typed_read", "summary"])
+def test_corrupt_attribute_after_good_nodes_is_named_by_every_reader(tmp_path, reader):
+    from tracekit.rank_checks import validate_trace
+    from tracekit.summary import summarize_trace
+
+    good = [_key(1, 0) + _varint(i) + _attr("comm_size", 9, 0, _varint(8 * i)) for i in range(3)]
+    bad = _key(1, 0) + b"\x2a" + _ld(10, _ld(1, b"n") + _key(9, 0) + b"\xff")  # a varint cut by the message end
+    path = _file(tmp_path, *good, bad)
+    trace = read_trace(path)
+    assert trace.columns().ids.tolist() == [0, 1, 2, 42]  # the plain walk does not read attributes
+    read = {
+        "verify": lambda: trace.columns().verify(),
+        "validate": lambda: validate_trace(trace),
+        "node_attrs": lambda: trace.nodes[0].attrs,  # a good node: the first attribute use checks the file
+        "typed_read": lambda: trace.columns().attr_int("comm_size"),
+        "summary": lambda: summarize_trace(trace),
+    }[reader]
+    with pytest.raises(TraceFormatError, match=r"undecodable attribute \(truncated varint\)") as err:
+        read()
+    # metadata (1 byte), 3 good records (prefix 1, id 2, attribute 2 + 13 bytes), the bad one's prefix (1), id (2),
+    # attribute key and length (2)
+    assert err.value.node_id == 42 and err.value.byte_offset == 1 + 3 * (1 + 2 + 15) + 1 + 2 + 2
+    assert err.value.path == str(path) and err.value.rank == 0
+
+
 def test_node_view_with_protobuf_decoded_records_between_built_ones(tmp_path):
     nodes = [Node(i, f"n{i % 3}", NodeType.COMP_NODE, data_deps=[i - 1] if i else [], duration_ns=1000 * i,
                   attrs=[Attr("num_ops", i)]) for i in range(300)]  # fmt: skip
@@ -191,3 +216,33 @@ def test_kernel_time_limits_match_the_model():
     buf = np.frombuffer(frame(b"") + frame(b"\x08\x01"), dtype=np.uint8)
     none = np.zeros(0, dtype=np.int32)
     assert wk.frame(buf, none, none, True, False, 0)[:2] == (wk.OK, 2)
+
+
+def test_names_sharing_their_first_8_bytes_are_told_apart(tmp_path):
+    # the search compares an 8-byte prefix first, then the rest of the name
+    names = ["comm_size_a", "comm_size_b", "comm_siz", "comm_si", "comm_size"]
+    rec = _key(1, 0) + b"\x01" + b"".join(_attr(x, 9, 0, _varint(k + 1)) for k, x in enumerate(names))
+    cols = read_trace(_file(tmp_path, rec)).columns()
+    cols.prefetch_attrs(names[::-1])  # several names in one pass
+    assert [cols.attr(x)[1] for x in names] == [[1], [2], [3], [4], [5]]
+    assert cols.attr("comm_size_c")[0].tolist() == [False]
+
+
+@pytest.mark.parametrize(
+    "sizes",
+    [
+        [70_000] + [2] * 50_000,  # a first record past the 64 KiB the count is guessed from
+        [0] + [400] * 300 + [2] * 100_000,  # larger records first: the guess falls short, the rest is framed again
+        [0] + [2] * 30_000 + [600] * 10_000,  # smaller records first: the guess is too large, the arrays are cut
+    ],
+)
+def test_split_records_sized_by_a_guessed_count_gives_every_span(sizes):
+    data = b"".join(frame(b"\x08" * n) for n in sizes)
+    meta_start, meta_end, starts, ends = split_records(data)
+    want, pos = [], 0
+    for n in sizes:
+        pos += len(_varint(n))
+        want.append((pos, pos + n))
+        pos += n
+    assert [(meta_start, meta_end)] + list(zip(starts.tolist(), ends.tolist())) == want
+    assert starts.base is None or starts.base.size <= len(sizes) * 9 // 8 + 16  # no array much larger than needed
