@@ -16,15 +16,16 @@ the record.
 
 from __future__ import annotations
 
-from itertools import chain, count, repeat
-from typing import Any, Iterator, Sequence, overload
+from bisect import bisect_left
+from itertools import chain, repeat
+from typing import Any, Iterable, Iterator, Sequence, overload
 
 import numpy as np
 from google.protobuf.message import DecodeError
 
 from tracekit.attrs import Attr, as_int
 from tracekit.errors import TraceFormatError, TracekitError, ValidationError
-from tracekit.node import Node, NodeType
+from tracekit.node import Node, NodeType, _tuplegetter
 
 _NODE_TYPES = {int(t): t for t in NodeType}
 CHUNK_NODES = 1 << 10  # nodes built per step of an iteration: bounds what a view holds at once
@@ -33,7 +34,8 @@ _CACHE_NODES = 1 << 16  # per-node decoded attribute tuples kept (then the cache
 
 
 class AttrTable:
-    """Attributes of the nodes of one file, decoded on access (see module docstring).
+    """What a :class:`ColumnNode` reads when touched: names, dependencies, start times and attributes of the
+    nodes of one file (attributes decoded on access, see the module docstring).
 
     Args:
         source: the ``_AttrSource`` of :mod:`tracekit._columnar` (the records, attributes by name).
@@ -42,11 +44,42 @@ class AttrTable:
 
     def __init__(self, source: Any, cols: Any) -> None:
         self.source, self.cols = source, cols
+        self._names: list[str] | None = None
+        self._starts = memoryview(cols.start_time_ns)
+        self._data = (memoryview(cols.data_ptr), memoryview(cols.data_ids))
+        self._ctrl = (memoryview(cols.ctrl_ptr), memoryview(cols.ctrl_ids))
         self._verified = False
         self._cache: dict[int, tuple[Attr, ...]] = {}
         self._reads: dict[str, int] = {}
         self._ints: dict[str, list[int | None]] = {}
         self._general: set[str] = set()  # names with a non-number somewhere: read node by node
+
+    def name_at(self, pos: int) -> str:
+        """The name of the node at ``pos`` (the file's names are decoded on the first call).
+
+        Raises:
+            TraceFormatError: a name is not UTF-8 (names the first node that has it).
+        """
+        names = self._names
+        if names is None:
+            names = self._names = self.cols.names
+        return names[pos]
+
+    def start_at(self, pos: int) -> int:
+        """``start_time_ns`` of the node at ``pos``."""
+        return self._starts[pos]
+
+    def data_deps_at(self, pos: int) -> tuple[int, ...]:
+        """``data_deps`` of the node at ``pos`` (ids, tuple)."""
+        ptr, ids = self._data
+        a, b = ptr[pos], ptr[pos + 1]
+        return (ids[a],) if b - a == 1 else tuple(ids[a:b])
+
+    def ctrl_deps_at(self, pos: int) -> tuple[int, ...]:
+        """``ctrl_deps`` of the node at ``pos`` (ids, tuple)."""
+        ptr, ids = self._ctrl
+        a, b = ptr[pos], ptr[pos + 1]
+        return (ids[a],) if b - a == 1 else tuple(ids[a:b])
 
     def attrs_at(self, pos: int) -> tuple[Attr, ...]:
         """The attributes of the node at ``pos``, in file order (its record decoded with protobuf).
@@ -120,6 +153,74 @@ class AttrTable:
         return col[pos]
 
 
+def _none(node: Any) -> None:
+    return None
+
+
+class ColumnNode(Node):
+    """A :class:`~tracekit.model.Node` of a trace read from a file: the same value, read from the file's columns.
+
+    Five values underneath (id, type, duration_ns, the file's :class:`AttrTable`, the node's position), so
+    a node costs one small tuple to build; name, dependencies, start time and attributes are read from the
+    table when touched (names decoded for the whole file on first use).  Equality, hash, repr and editing
+    are :class:`Node`'s (through :meth:`fields`); a pickled or edited node is a plain :class:`Node`.
+    """
+
+    __slots__ = ()
+    id = _tuplegetter(0, "node id")
+    type = _tuplegetter(1, "NodeType")
+    duration_ns = _tuplegetter(2, "duration, ns")
+    inputs = outputs = storage = property(_none, doc="None (records with these fields are plain Nodes)")
+
+    @property
+    def name(self) -> str:  # type: ignore[override]
+        """Operator or collective name."""
+        return self[3].name_at(self[4])
+
+    @property
+    def data_deps(self) -> tuple[int, ...]:  # type: ignore[override]
+        """Tuple of data-dependency ids."""
+        return self[3].data_deps_at(self[4])
+
+    @property
+    def ctrl_deps(self) -> tuple[int, ...]:  # type: ignore[override]
+        """Tuple of control-dependency ids."""
+        return self[3].ctrl_deps_at(self[4])
+
+    @property
+    def start_time_ns(self) -> int:  # type: ignore[override]
+        """Measured start, ns (0 if unknown)."""
+        return self[3].start_at(self[4])
+
+    @property
+    def attrs(self) -> tuple[Attr, ...]:  # type: ignore[override]
+        """Attributes in file order (decoded on access).
+
+        Raises:
+            TraceFormatError: the node's attribute messages cannot be decoded.
+        """
+        return self[3].attrs_at(self[4])
+
+    def fields(self) -> tuple:
+        """The 11 field values in :data:`~tracekit.node.NODE_FIELDS` order (attributes decoded)."""
+        t, pos = self[3], self[4]
+        deps = t.data_deps_at(pos), t.ctrl_deps_at(pos)
+        return (self[0], t.name_at(pos), self[1], *deps, t.start_at(pos), self[2], None, None, t.attrs_at(pos), None)
+
+    def get_attr(self, name: str, default: Any = None) -> Any:
+        """The value of the first attribute called ``name``, else ``default``."""
+        value = self[3].value_at(name, self[4])
+        return default if value is None else value
+
+    def int_attr(self, name: str) -> int | None:
+        """Attribute ``name`` by the integer rule of :func:`tracekit.attrs.as_int`, None when absent.
+
+        Raises:
+            ValidationError: a value that is not a number (names node and attribute).
+        """
+        return self[3].int_at(name, self[4])
+
+
 class NodeView(Sequence[Node]):
     """The nodes of a file in file order, built from its columns on access (read-only).
 
@@ -135,49 +236,51 @@ class NodeView(Sequence[Node]):
             source = cols.attr_fn.__self__
         self._encoded, self._cols, self._n = encoded, cols, len(cols)
         self._table = AttrTable(source, cols)
-        self._special = np.flatnonzero(source.special)
+        self._special: list[int] = np.flatnonzero(source.special).tolist()
         self._types = _node_types(cols.types)
-        self._timed = bool(cols.start_time_ns.any())
         self._chunk: tuple[int, list[Node]] = (-1, [])
         self._last = -2
 
     def __len__(self) -> int:
         return self._n
 
-    def _build(self, lo: int, hi: int) -> list[Node]:
-        """Nodes ``lo .. hi-1``.
+    def _rows(self, lo: int, hi: int = -1) -> Iterable[Node]:
+        """Nodes ``lo .. hi-1`` (to ``lo + CHUNK_NODES`` when ``hi`` is -1): each built when it is asked for.
+
+        A node is five values (id, type, duration, the :class:`AttrTable`, its position) made by a C-level
+        ``map`` over ``zip``; records decoded with protobuf (see the module docstring) are decoded in place.
 
         Raises:
             TraceFormatError: a record decoded with protobuf is corrupt or holds an out-of-range time.
         """
         cols = self._cols
-        types = self._types[lo:hi].tolist()
-        data, ctrl = _deps(cols.data_ptr, cols.data_ids, lo, hi), _deps(cols.ctrl_ptr, cols.ctrl_ids, lo, hi)
-        start = cols.start_time_ns[lo:hi].tolist() if self._timed else repeat(0)
-        out = list(
-            map(
-                tuple.__new__,
-                repeat(Node),
-                zip(
-                    cols.ids[lo:hi].tolist(),
-                    cols.names[lo:hi],
-                    types,
-                    data,
-                    ctrl,
-                    start,
-                    cols.duration_ns[lo:hi].tolist(),
-                    repeat(None),
-                    repeat(None),
-                    repeat(self._table),
-                    repeat(None),
-                    range(lo, hi),
-                ),
-            )
+        hi = min(self._n, lo + CHUNK_NODES) if hi < 0 else hi
+        nodes = map(
+            tuple.__new__,
+            repeat(ColumnNode),
+            zip(
+                cols.ids[lo:hi].tolist(),
+                self._types[lo:hi].tolist(),
+                cols.duration_ns[lo:hi].tolist(),
+                repeat(self._table),
+                range(lo, hi),
+            ),
         )
-        a, b = np.searchsorted(self._special, (lo, hi))
-        for i in self._special[a:b].tolist():
+        special = self._special
+        a = bisect_left(special, lo) if special else 0
+        if a == len(special) or special[a] >= hi:
+            return nodes
+        out: list[Node] = list(nodes)
+        for i in special[a : bisect_left(special, hi)]:
             out[i - lo] = self._decode_record(i)
         return out
+
+    def _build(self, lo: int, hi: int) -> list[Node]:
+        """Nodes ``lo .. hi-1`` as a list (see :meth:`_rows`)."""
+        from tracekit._gc import paused_gc
+
+        with paused_gc():  # new acyclic tuples: cyclic collections would only rescan them
+            return list(self._rows(lo, hi))
 
     def _decode_record(self, i: int) -> Node:
         from tracekit._codec import node_from_pb
@@ -188,63 +291,19 @@ class NodeView(Sequence[Node]):
         except TracekitError as exc:
             raise exc.with_context(path=self._encoded.path, rank=self._encoded.rank) from None
 
-    def _chunk_at(self, lo: int) -> list[Node]:
-        from tracekit._gc import paused_gc
-
-        with paused_gc():  # a chunk of new acyclic tuples: cyclic collections would only rescan them
-            return self._build(lo, min(self._n, lo + CHUNK_NODES))
-
     def __iter__(self) -> Iterator[Node]:
         """The nodes in file order, each built when the iteration reaches it.
 
         The column values are taken ``CHUNK_NODES`` at a time, but a node is
-        made only when it is asked for (a C-level ``map`` over ``zip``), so a
-        loop that drops each node before the next leaves the cyclic collector
-        nothing to scan: building whole chunks first made every collection
-        scan a chunk of live nodes (measured: 40 % of an iteration's CPU).
-        Records decoded with protobuf (see :class:`NodeView`) are decoded in
-        place; a file with many of them is built a chunk at a time.
+        made only when it is asked for, so a loop that drops each node before
+        the next leaves the cyclic collector nothing to scan (building whole
+        chunks first made every collection scan a chunk of live nodes:
+        measured 40 % of an iteration's CPU).
 
         Raises:
             TraceFormatError: a record decoded with protobuf is corrupt (when it is reached).
         """
-        special = self._special.tolist()
-        if len(special) > self._n // 64:
-            return chain.from_iterable(map(self._chunk_at, range(0, self._n, CHUNK_NODES)))
-        parts: list[Iterator[Node]] = []
-        lo = 0
-        for i in special:
-            parts += [self._lazy(lo, i), map(self._decode_record, (i,))]
-            lo = i + 1
-        parts.append(self._lazy(lo, self._n))
-        return chain.from_iterable(parts)
-
-    def _lazy(self, lo: int, hi: int) -> Iterator[Node]:
-        """Nodes ``lo .. hi-1`` built one by one as they are asked for (no protobuf-decoded record among them)."""
-        cols, step = self._cols, CHUNK_NODES
-        los = range(lo, hi, step)
-
-        def column(take: Any) -> Iterator[Any]:
-            return chain.from_iterable(map(lambda a: take(a, min(hi, a + step)), los))
-
-        return map(
-            tuple.__new__,
-            repeat(Node),
-            zip(
-                column(lambda a, b: cols.ids[a:b].tolist()),
-                column(lambda a, b: cols.names[a:b]),
-                column(lambda a, b: self._types[a:b].tolist()),
-                column(lambda a, b: _deps(cols.data_ptr, cols.data_ids, a, b)),
-                column(lambda a, b: _deps(cols.ctrl_ptr, cols.ctrl_ids, a, b)),
-                column(lambda a, b: cols.start_time_ns[a:b].tolist()) if self._timed else repeat(0),
-                column(lambda a, b: cols.duration_ns[a:b].tolist()),
-                repeat(None),
-                repeat(None),
-                repeat(self._table),
-                repeat(None),
-                count(lo),
-            ),
-        )
+        return chain.from_iterable(map(self._rows, range(0, self._n, CHUNK_NODES)))
 
     @overload
     def __getitem__(self, index: int) -> Node: ...
@@ -299,16 +358,3 @@ def _node_types(types: np.ndarray) -> np.ndarray:
     out = np.empty(len(wire), dtype=object)
     out[:] = [_NODE_TYPES.get(t, t) for t in wire.tolist()]
     return out
-
-
-def _deps(ptr: np.ndarray, ids: np.ndarray, lo: int, hi: int) -> Any:
-    """Per node ``lo .. hi-1``: its dependency ids as a tuple (an iterator of tuples)."""
-    p = ptr[lo : hi + 1]
-    base = int(p[0])
-    if int(p[-1]) == base:
-        return repeat((), hi - lo)
-    if int(p[-1]) - base == hi - lo and bool((np.diff(p) == 1).all()):  # one dependency each (chains)
-        return zip(ids[base : int(p[-1])].tolist())
-    values = tuple(ids[base : int(p[-1])].tolist())
-    offsets = (p - base).tolist()
-    return map(values.__getitem__, map(slice, offsets[:-1], offsets[1:]))

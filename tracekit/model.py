@@ -89,7 +89,7 @@ class ExecutionTrace:
         self._rank, self._path = rank, path
         self._nodes: tuple[Node, ...] | None = tuple(nodes) if nodes is not None else ()
         for node in self._nodes:
-            if node.__class__ is not Node:
+            if node.__class__ is not Node and not isinstance(node, Node):
                 raise TypeError(f"ExecutionTrace nodes must be Node values, got {type(node).__name__}")
         self._encoded: Any = None  # tracekit.io.EncodedNodes when read from a file
         self._view: Sequence[Node] | None = None
