@@ -23,9 +23,9 @@ from typing import Any, Iterable, Iterator, Sequence, overload
 import numpy as np
 from google.protobuf.message import DecodeError
 
-from tracekit.attrs import Attr, as_int
+from tracekit.attrs import FIELD_OF_PROPERTY, Attr, as_int
 from tracekit.errors import TraceFormatError, TracekitError, ValidationError
-from tracekit.node import Node, NodeType, _tuplegetter
+from tracekit.node import Node, NodeType, TypedAttrs, _tuplegetter
 
 _NODE_TYPES = {int(t): t for t in NodeType}
 CHUNK_NODES = 1 << 10  # nodes built per step of an iteration: bounds what a view holds at once
@@ -51,7 +51,7 @@ class AttrTable:
         self._verified = False
         self._cache: dict[int, tuple[Attr, ...]] = {}
         self._reads: dict[str, int] = {}
-        self._ints: dict[str, list[int | None]] = {}
+        self.ints: dict[str, list[int | None]] = {}
         self._general: set[str] = set()  # names with a non-number somewhere: read node by node
 
     def name_at(self, pos: int) -> str:
@@ -134,7 +134,7 @@ class AttrTable:
             ValidationError: the value is not a number (names node and attribute).
         """
         try:
-            return self._ints[name][pos]  # the column of a name read often (list indexing: no numpy scalar)
+            return self.ints[name][pos]  # the column of a name read often (list indexing: no numpy scalar)
         except KeyError:
             pass
         if name in self._general:
@@ -143,13 +143,13 @@ class AttrTable:
             return as_int(name, self.value_at(name, pos), int(self.cols.ids[pos]))
         # names read about as often as this one (a loop reading two fields) are found in the same pass
         half = _COLUMN_AFTER // 2
-        self.cols.prefetch_attrs([x for x, c in self._reads.items() if c > half and x not in self._ints])
+        self.cols.prefetch_attrs([x for x, c in self._reads.items() if c > half and x not in self.ints])
         try:
             present, values = self.cols.attr_int(name)
         except ValidationError:  # some node holds a non-number: answer node by node
             self._general.add(name)
             return self.int_at(name, pos)
-        col = self._ints[name] = np.where(present, values, np.array(None, dtype=object)).tolist()
+        col = self.ints[name] = np.where(present, values, np.array(None, dtype=object)).tolist()
         return col[pos]
 
 
@@ -219,6 +219,24 @@ class ColumnNode(Node):
             ValidationError: a value that is not a number (names node and attribute).
         """
         return self[3].int_at(name, self[4])
+
+
+def _int_getter(key: str) -> Any:
+    """The getter of a :class:`ColumnNode`'s integer field ``key``: one frame while the field is a column."""
+
+    def get(node: Any) -> int | None:
+        try:
+            return node[3].ints[key][node[4]]
+        except KeyError:
+            return node[3].int_at(key, node[4])
+
+    return get
+
+
+for _name, _prop in list(vars(TypedAttrs).items()):  # the standard integer fields, read without int_attr
+    _field = FIELD_OF_PROPERTY.get(_prop) if isinstance(_prop, property) else None
+    if _field is not None and _field.node_reader == "int_attr":
+        setattr(ColumnNode, _name, property(_int_getter(str(_field)), doc=_prop.__doc__))
 
 
 class NodeView(Sequence[Node]):
