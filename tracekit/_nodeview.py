@@ -1,17 +1,18 @@
 """``trace.nodes`` of a trace read from a file: a read-only view over its columns (issues 13 and 17).
 
-:class:`NodeView` builds :class:`~tracekit.model.Node` values from the numpy
-columns of :mod:`tracekit._columnar` on access, a chunk at a time (ids, names,
-types, times and dependencies come from the arrays; the tuples underneath a
-node are made at C speed), so iterating costs no protobuf message per node
-and holds one chunk of nodes at a time.  A node's attributes are not decoded
-when the node is built: the node points at an :class:`AttrTable`, which
-decodes them when they are touched (``node.attrs``, ``node.get_attr``) and
-answers the typed accessors (``node.comm_bytes``...) from one vectorized
-column per attribute name once a name is read often.  Records with fields the
-columns do not hold (``inputs``/``outputs``, ``storage``, unknown fields) and
-records with out-of-range times are decoded with protobuf, whose error names
-the record.
+:class:`NodeView` builds :class:`ColumnNode` values (a :class:`~tracekit.model.Node`
+subclass, equal to the same node built by hand) from the numpy columns of
+:mod:`tracekit._columnar` on access, a chunk at a time: a node is five values
+(id, type, duration, the file's :class:`AttrTable`, its position) made at C
+speed, so iterating costs no protobuf message per node and holds one chunk of
+nodes at a time.  Name, dependencies, start time and attributes are read from
+the table when touched (names decoded for the whole file on the first read of
+one); attributes are decoded per node, and the typed accessors
+(``node.comm_bytes``...) are answered from one vectorized column per attribute
+name once a name is read often.  Records with fields the columns do not hold
+(``inputs``/``outputs``, ``storage``, unknown fields) and records with
+out-of-range times are decoded with protobuf into plain nodes, whose error
+names the record.
 """
 
 from __future__ import annotations
@@ -44,8 +45,8 @@ class AttrTable:
 
     def __init__(self, source: Any, cols: Any) -> None:
         self.source, self.cols = source, cols
-        self._names: list[str] | None = None
-        self._starts = memoryview(cols.start_time_ns)
+        self.names: list[str] | None = None  # decoded by the first name_at
+        self.starts = memoryview(cols.start_time_ns)
         self._data = (memoryview(cols.data_ptr), memoryview(cols.data_ids))
         self._ctrl = (memoryview(cols.ctrl_ptr), memoryview(cols.ctrl_ids))
         self._verified = False
@@ -55,19 +56,19 @@ class AttrTable:
         self._general: set[str] = set()  # names with a non-number somewhere: read node by node
 
     def name_at(self, pos: int) -> str:
-        """The name of the node at ``pos`` (the file's names are decoded on the first call).
+        """The name of the node at ``pos`` (the file's names are decoded on the first call, then :attr:`names`).
 
         Raises:
             TraceFormatError: a name is not UTF-8 (names the first node that has it).
         """
-        names = self._names
+        names = self.names
         if names is None:
-            names = self._names = self.cols.names
+            names = self.names = self.cols.names
         return names[pos]
 
     def start_at(self, pos: int) -> int:
         """``start_time_ns`` of the node at ``pos``."""
-        return self._starts[pos]
+        return self.starts[pos]
 
     def data_deps_at(self, pos: int) -> tuple[int, ...]:
         """``data_deps`` of the node at ``pos`` (ids, tuple)."""
@@ -175,7 +176,8 @@ class ColumnNode(Node):
     @property
     def name(self) -> str:  # type: ignore[override]
         """Operator or collective name."""
-        return self[3].name_at(self[4])
+        names = self[3].names
+        return self[3].name_at(self[4]) if names is None else names[self[4]]
 
     @property
     def data_deps(self) -> tuple[int, ...]:  # type: ignore[override]
@@ -190,7 +192,7 @@ class ColumnNode(Node):
     @property
     def start_time_ns(self) -> int:  # type: ignore[override]
         """Measured start, ns (0 if unknown)."""
-        return self[3].start_at(self[4])
+        return self[3].starts[self[4]]
 
     @property
     def attrs(self) -> tuple[Attr, ...]:  # type: ignore[override]
