@@ -1,30 +1,32 @@
 """``trace.nodes`` of a trace read from a file: a read-only view over its columns (issues 13 and 17).
 
-:class:`NodeView` builds :class:`~tracekit.model.Node` values from the numpy
-columns of :mod:`tracekit._columnar` on access, a chunk at a time (ids, names,
-types, times and dependencies come from the arrays; the tuples underneath a
-node are made at C speed), so iterating costs no protobuf message per node
-and holds one chunk of nodes at a time.  A node's attributes are not decoded
-when the node is built: the node points at an :class:`AttrTable`, which
-decodes them when they are touched (``node.attrs``, ``node.get_attr``) and
-answers the typed accessors (``node.comm_bytes``...) from one vectorized
-column per attribute name once a name is read often.  Records with fields the
-columns do not hold (``inputs``/``outputs``, ``storage``, unknown fields) and
-records with out-of-range times are decoded with protobuf, whose error names
-the record.
+:class:`NodeView` builds :class:`ColumnNode` values (a :class:`~tracekit.model.Node`
+subclass, equal to the same node built by hand) from the numpy columns of
+:mod:`tracekit._columnar` on access, a chunk at a time: a node is five values
+(id, type, duration, the file's :class:`AttrTable`, its position) made at C
+speed, so iterating costs no protobuf message per node and holds one chunk of
+nodes at a time.  Name, dependencies, start time and attributes are read from
+the table when touched (names decoded for the whole file on the first read of
+one); attributes are decoded per node, and the typed accessors
+(``node.comm_bytes``...) are answered from one vectorized column per attribute
+name once a name is read often.  Records with fields the columns do not hold
+(``inputs``/``outputs``, ``storage``, unknown fields) and records with
+out-of-range times are decoded with protobuf into plain nodes, whose error
+names the record.
 """
 
 from __future__ import annotations
 
-from itertools import chain, count, repeat
-from typing import Any, Iterator, Sequence, overload
+from bisect import bisect_left
+from itertools import chain, repeat
+from typing import Any, Iterable, Iterator, Sequence, overload
 
 import numpy as np
 from google.protobuf.message import DecodeError
 
-from tracekit.attrs import Attr, as_int
+from tracekit.attrs import FIELD_OF_PROPERTY, Attr, as_int
 from tracekit.errors import TraceFormatError, TracekitError, ValidationError
-from tracekit.node import Node, NodeType
+from tracekit.node import Node, NodeType, TypedAttrs, _tuplegetter
 
 _NODE_TYPES = {int(t): t for t in NodeType}
 CHUNK_NODES = 1 << 10  # nodes built per step of an iteration: bounds what a view holds at once
@@ -33,7 +35,8 @@ _CACHE_NODES = 1 << 16  # per-node decoded attribute tuples kept (then the cache
 
 
 class AttrTable:
-    """Attributes of the nodes of one file, decoded on access (see module docstring).
+    """What a :class:`ColumnNode` reads when touched: names, dependencies, start times and attributes of the
+    nodes of one file (attributes decoded on access, see the module docstring).
 
     Args:
         source: the ``_AttrSource`` of :mod:`tracekit._columnar` (the records, attributes by name).
@@ -42,11 +45,42 @@ class AttrTable:
 
     def __init__(self, source: Any, cols: Any) -> None:
         self.source, self.cols = source, cols
+        self.names: list[str] | None = None  # decoded by the first name_at
+        self.starts = memoryview(cols.start_time_ns)
+        self._data = (memoryview(cols.data_ptr), memoryview(cols.data_ids))
+        self._ctrl = (memoryview(cols.ctrl_ptr), memoryview(cols.ctrl_ids))
         self._verified = False
         self._cache: dict[int, tuple[Attr, ...]] = {}
         self._reads: dict[str, int] = {}
-        self._ints: dict[str, list[int | None]] = {}
+        self.ints: dict[str, list[int | None]] = {}
         self._general: set[str] = set()  # names with a non-number somewhere: read node by node
+
+    def name_at(self, pos: int) -> str:
+        """The name of the node at ``pos`` (the file's names are decoded on the first call, then :attr:`names`).
+
+        Raises:
+            TraceFormatError: a name is not UTF-8 (names the first node that has it).
+        """
+        names = self.names
+        if names is None:
+            names = self.names = self.cols.names
+        return names[pos]
+
+    def start_at(self, pos: int) -> int:
+        """``start_time_ns`` of the node at ``pos``."""
+        return self.starts[pos]
+
+    def data_deps_at(self, pos: int) -> tuple[int, ...]:
+        """``data_deps`` of the node at ``pos`` (ids, tuple)."""
+        ptr, ids = self._data
+        a, b = ptr[pos], ptr[pos + 1]
+        return (ids[a],) if b - a == 1 else tuple(ids[a:b])
+
+    def ctrl_deps_at(self, pos: int) -> tuple[int, ...]:
+        """``ctrl_deps`` of the node at ``pos`` (ids, tuple)."""
+        ptr, ids = self._ctrl
+        a, b = ptr[pos], ptr[pos + 1]
+        return (ids[a],) if b - a == 1 else tuple(ids[a:b])
 
     def attrs_at(self, pos: int) -> tuple[Attr, ...]:
         """The attributes of the node at ``pos``, in file order (its record decoded with protobuf).
@@ -101,7 +135,7 @@ class AttrTable:
             ValidationError: the value is not a number (names node and attribute).
         """
         try:
-            return self._ints[name][pos]  # the column of a name read often (list indexing: no numpy scalar)
+            return self.ints[name][pos]  # the column of a name read often (list indexing: no numpy scalar)
         except KeyError:
             pass
         if name in self._general:
@@ -110,14 +144,101 @@ class AttrTable:
             return as_int(name, self.value_at(name, pos), int(self.cols.ids[pos]))
         # names read about as often as this one (a loop reading two fields) are found in the same pass
         half = _COLUMN_AFTER // 2
-        self.cols.prefetch_attrs([x for x, c in self._reads.items() if c > half and x not in self._ints])
+        self.cols.prefetch_attrs([x for x, c in self._reads.items() if c > half and x not in self.ints])
         try:
             present, values = self.cols.attr_int(name)
         except ValidationError:  # some node holds a non-number: answer node by node
             self._general.add(name)
             return self.int_at(name, pos)
-        col = self._ints[name] = np.where(present, values, np.array(None, dtype=object)).tolist()
+        col = self.ints[name] = np.where(present, values, np.array(None, dtype=object)).tolist()
         return col[pos]
+
+
+def _none(node: Any) -> None:
+    return None
+
+
+class ColumnNode(Node):
+    """A :class:`~tracekit.model.Node` of a trace read from a file: the same value, read from the file's columns.
+
+    Five values underneath (id, type, duration_ns, the file's :class:`AttrTable`, the node's position), so
+    a node costs one small tuple to build; name, dependencies, start time and attributes are read from the
+    table when touched (names decoded for the whole file on first use).  Equality, hash, repr and editing
+    are :class:`Node`'s (through :meth:`fields`); a pickled or edited node is a plain :class:`Node`.
+    """
+
+    __slots__ = ()
+    id = _tuplegetter(0, "node id")
+    type = _tuplegetter(1, "NodeType")
+    duration_ns = _tuplegetter(2, "duration, ns")
+    inputs = outputs = storage = property(_none, doc="None (records with these fields are plain Nodes)")
+
+    @property
+    def name(self) -> str:  # type: ignore[override]
+        """Operator or collective name."""
+        names = self[3].names
+        return self[3].name_at(self[4]) if names is None else names[self[4]]
+
+    @property
+    def data_deps(self) -> tuple[int, ...]:  # type: ignore[override]
+        """Tuple of data-dependency ids."""
+        return self[3].data_deps_at(self[4])
+
+    @property
+    def ctrl_deps(self) -> tuple[int, ...]:  # type: ignore[override]
+        """Tuple of control-dependency ids."""
+        return self[3].ctrl_deps_at(self[4])
+
+    @property
+    def start_time_ns(self) -> int:  # type: ignore[override]
+        """Measured start, ns (0 if unknown)."""
+        return self[3].starts[self[4]]
+
+    @property
+    def attrs(self) -> tuple[Attr, ...]:  # type: ignore[override]
+        """Attributes in file order (decoded on access).
+
+        Raises:
+            TraceFormatError: the node's attribute messages cannot be decoded.
+        """
+        return self[3].attrs_at(self[4])
+
+    def fields(self) -> tuple:
+        """The 11 field values in :data:`~tracekit.node.NODE_FIELDS` order (attributes decoded)."""
+        t, pos = self[3], self[4]
+        deps = t.data_deps_at(pos), t.ctrl_deps_at(pos)
+        return (self[0], t.name_at(pos), self[1], *deps, t.start_at(pos), self[2], None, None, t.attrs_at(pos), None)
+
+    def get_attr(self, name: str, default: Any = None) -> Any:
+        """The value of the first attribute called ``name``, else ``default``."""
+        value = self[3].value_at(name, self[4])
+        return default if value is None else value
+
+    def int_attr(self, name: str) -> int | None:
+        """Attribute ``name`` by the integer rule of :func:`tracekit.attrs.as_int`, None when absent.
+
+        Raises:
+            ValidationError: a value that is not a number (names node and attribute).
+        """
+        return self[3].int_at(name, self[4])
+
+
+def _int_getter(key: str) -> Any:
+    """The getter of a :class:`ColumnNode`'s integer field ``key``: one frame while the field is a column."""
+
+    def get(node: Any) -> int | None:
+        try:
+            return node[3].ints[key][node[4]]
+        except KeyError:
+            return node[3].int_at(key, node[4])
+
+    return get
+
+
+for _name, _prop in list(vars(TypedAttrs).items()):  # the standard integer fields, read without int_attr
+    _field = FIELD_OF_PROPERTY.get(_prop) if isinstance(_prop, property) else None
+    if _field is not None and _field.node_reader == "int_attr":
+        setattr(ColumnNode, _name, property(_int_getter(str(_field)), doc=_prop.__doc__))
 
 
 class NodeView(Sequence[Node]):
@@ -135,49 +256,51 @@ class NodeView(Sequence[Node]):
             source = cols.attr_fn.__self__
         self._encoded, self._cols, self._n = encoded, cols, len(cols)
         self._table = AttrTable(source, cols)
-        self._special = np.flatnonzero(source.special)
+        self._special: list[int] = np.flatnonzero(source.special).tolist()
         self._types = _node_types(cols.types)
-        self._timed = bool(cols.start_time_ns.any())
         self._chunk: tuple[int, list[Node]] = (-1, [])
         self._last = -2
 
     def __len__(self) -> int:
         return self._n
 
-    def _build(self, lo: int, hi: int) -> list[Node]:
-        """Nodes ``lo .. hi-1``.
+    def _rows(self, lo: int, hi: int = -1) -> Iterable[Node]:
+        """Nodes ``lo .. hi-1`` (to ``lo + CHUNK_NODES`` when ``hi`` is -1): each built when it is asked for.
+
+        A node is five values (id, type, duration, the :class:`AttrTable`, its position) made by a C-level
+        ``map`` over ``zip``; records decoded with protobuf (see the module docstring) are decoded in place.
 
         Raises:
             TraceFormatError: a record decoded with protobuf is corrupt or holds an out-of-range time.
         """
         cols = self._cols
-        types = self._types[lo:hi].tolist()
-        data, ctrl = _deps(cols.data_ptr, cols.data_ids, lo, hi), _deps(cols.ctrl_ptr, cols.ctrl_ids, lo, hi)
-        start = cols.start_time_ns[lo:hi].tolist() if self._timed else repeat(0)
-        out = list(
-            map(
-                tuple.__new__,
-                repeat(Node),
-                zip(
-                    cols.ids[lo:hi].tolist(),
-                    cols.names[lo:hi],
-                    types,
-                    data,
-                    ctrl,
-                    start,
-                    cols.duration_ns[lo:hi].tolist(),
-                    repeat(None),
-                    repeat(None),
-                    repeat(self._table),
-                    repeat(None),
-                    range(lo, hi),
-                ),
-            )
+        hi = min(self._n, lo + CHUNK_NODES) if hi < 0 else hi
+        nodes = map(
+            tuple.__new__,
+            repeat(ColumnNode),
+            zip(
+                cols.ids[lo:hi].tolist(),
+                self._types[lo:hi].tolist(),
+                cols.duration_ns[lo:hi].tolist(),
+                repeat(self._table),
+                range(lo, hi),
+            ),
         )
-        a, b = np.searchsorted(self._special, (lo, hi))
-        for i in self._special[a:b].tolist():
+        special = self._special
+        a = bisect_left(special, lo) if special else 0
+        if a == len(special) or special[a] >= hi:
+            return nodes
+        out: list[Node] = list(nodes)
+        for i in special[a : bisect_left(special, hi)]:
             out[i - lo] = self._decode_record(i)
         return out
+
+    def _build(self, lo: int, hi: int) -> list[Node]:
+        """Nodes ``lo .. hi-1`` as a list (see :meth:`_rows`)."""
+        from tracekit._gc import paused_gc
+
+        with paused_gc():  # new acyclic tuples: cyclic collections would only rescan them
+            return list(self._rows(lo, hi))
 
     def _decode_record(self, i: int) -> Node:
         from tracekit._codec import node_from_pb
@@ -188,63 +311,19 @@ class NodeView(Sequence[Node]):
         except TracekitError as exc:
             raise exc.with_context(path=self._encoded.path, rank=self._encoded.rank) from None
 
-    def _chunk_at(self, lo: int) -> list[Node]:
-        from tracekit._gc import paused_gc
-
-        with paused_gc():  # a chunk of new acyclic tuples: cyclic collections would only rescan them
-            return self._build(lo, min(self._n, lo + CHUNK_NODES))
-
     def __iter__(self) -> Iterator[Node]:
         """The nodes in file order, each built when the iteration reaches it.
 
         The column values are taken ``CHUNK_NODES`` at a time, but a node is
-        made only when it is asked for (a C-level ``map`` over ``zip``), so a
-        loop that drops each node before the next leaves the cyclic collector
-        nothing to scan: building whole chunks first made every collection
-        scan a chunk of live nodes (measured: 40 % of an iteration's CPU).
-        Records decoded with protobuf (see :class:`NodeView`) are decoded in
-        place; a file with many of them is built a chunk at a time.
+        made only when it is asked for, so a loop that drops each node before
+        the next leaves the cyclic collector nothing to scan (building whole
+        chunks first made every collection scan a chunk of live nodes:
+        measured 40 % of an iteration's CPU).
 
         Raises:
             TraceFormatError: a record decoded with protobuf is corrupt (when it is reached).
         """
-        special = self._special.tolist()
-        if len(special) > self._n // 64:
-            return chain.from_iterable(map(self._chunk_at, range(0, self._n, CHUNK_NODES)))
-        parts: list[Iterator[Node]] = []
-        lo = 0
-        for i in special:
-            parts += [self._lazy(lo, i), map(self._decode_record, (i,))]
-            lo = i + 1
-        parts.append(self._lazy(lo, self._n))
-        return chain.from_iterable(parts)
-
-    def _lazy(self, lo: int, hi: int) -> Iterator[Node]:
-        """Nodes ``lo .. hi-1`` built one by one as they are asked for (no protobuf-decoded record among them)."""
-        cols, step = self._cols, CHUNK_NODES
-        los = range(lo, hi, step)
-
-        def column(take: Any) -> Iterator[Any]:
-            return chain.from_iterable(map(lambda a: take(a, min(hi, a + step)), los))
-
-        return map(
-            tuple.__new__,
-            repeat(Node),
-            zip(
-                column(lambda a, b: cols.ids[a:b].tolist()),
-                column(lambda a, b: cols.names[a:b]),
-                column(lambda a, b: self._types[a:b].tolist()),
-                column(lambda a, b: _deps(cols.data_ptr, cols.data_ids, a, b)),
-                column(lambda a, b: _deps(cols.ctrl_ptr, cols.ctrl_ids, a, b)),
-                column(lambda a, b: cols.start_time_ns[a:b].tolist()) if self._timed else repeat(0),
-                column(lambda a, b: cols.duration_ns[a:b].tolist()),
-                repeat(None),
-                repeat(None),
-                repeat(self._table),
-                repeat(None),
-                count(lo),
-            ),
-        )
+        return chain.from_iterable(map(self._rows, range(0, self._n, CHUNK_NODES)))
 
     @overload
     def __getitem__(self, index: int) -> Node: ...
@@ -299,16 +378,3 @@ def _node_types(types: np.ndarray) -> np.ndarray:
     out = np.empty(len(wire), dtype=object)
     out[:] = [_NODE_TYPES.get(t, t) for t in wire.tolist()]
     return out
-
-
-def _deps(ptr: np.ndarray, ids: np.ndarray, lo: int, hi: int) -> Any:
-    """Per node ``lo .. hi-1``: its dependency ids as a tuple (an iterator of tuples)."""
-    p = ptr[lo : hi + 1]
-    base = int(p[0])
-    if int(p[-1]) == base:
-        return repeat((), hi - lo)
-    if int(p[-1]) - base == hi - lo and bool((np.diff(p) == 1).all()):  # one dependency each (chains)
-        return zip(ids[base : int(p[-1])].tolist())
-    values = tuple(ids[base : int(p[-1])].tolist())
-    offsets = (p - base).tolist()
-    return map(values.__getitem__, map(slice, offsets[:-1], offsets[1:]))

@@ -215,6 +215,9 @@ _NODE_GETTERS: dict[str, Callable[[str], Callable[[Any], Any]]] = {
     "bool_attr": lambda key: lambda node: node.bool_attr(key),
 }
 
+#: each property made by :meth:`_Field.node_property` -> its field (a node view makes its own getters from it)
+FIELD_OF_PROPERTY: dict[property, "_Field"] = {}
+
 
 class _Field(str):
     """A standard attribute: its key (this ``str``, usable wherever a name is) and its value rule.
@@ -247,7 +250,9 @@ class _Field(str):
         node view's dict lookups on CPython's exact-``str`` fast path (measured: about a quarter less per read
         than with the field itself as the key).
         """
-        return property(_NODE_GETTERS[self.node_reader](str(self)), doc=doc)
+        prop = property(_NODE_GETTERS[self.node_reader](str(self)), doc=doc)
+        FIELD_OF_PROPERTY[prop] = self
+        return prop
 
     def column(self, cols: Any, *args: Any) -> tuple[Any, Any]:
         """``(present bool[N], values[N])`` of a rank's columns by the field's rule (vectorized).

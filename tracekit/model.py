@@ -8,8 +8,9 @@ returns a new value, so the columns and dependency graph a trace caches can
 never describe other nodes than the ones it holds.  A trace read from a file
 keeps its encoded records: its columns (:meth:`ExecutionTrace.columns`) are
 decoded with numpy, and ``trace.nodes`` is a read-only view that builds node
-values from the columns on access, decoding a node's attributes only when
-they are touched.
+values from the columns on access (:class:`tracekit._nodeview.ColumnNode`, a
+:class:`Node` subclass equal to the same node built by hand), reading a node's
+name, dependencies, start time and attributes only when they are touched.
 
 Time is kept in integer nanoseconds everywhere (``duration_ns``,
 ``start_time_ns``); the schema maps it to Chakra's microsecond fields (see
@@ -89,7 +90,7 @@ class ExecutionTrace:
         self._rank, self._path = rank, path
         self._nodes: tuple[Node, ...] | None = tuple(nodes) if nodes is not None else ()
         for node in self._nodes:
-            if node.__class__ is not Node:
+            if node.__class__ is not Node and not isinstance(node, Node):
                 raise TypeError(f"ExecutionTrace nodes must be Node values, got {type(node).__name__}")
         self._encoded: Any = None  # tracekit.io.EncodedNodes when read from a file
         self._view: Sequence[Node] | None = None

@@ -192,8 +192,6 @@ NODE_FIELDS = (
     "attrs",
     "storage",
 )
-_ATTRS, _POS = 9, 11
-_EMPTY: tuple = ()
 
 
 class Node(TypedAttrs, tuple):  # type: ignore[misc]
@@ -216,8 +214,10 @@ class Node(TypedAttrs, tuple):  # type: ignore[misc]
 
     Setting a field raises AttributeError; use :meth:`replace`,
     :meth:`with_attr`, :meth:`without_attr`.  Nodes of a trace read from a
-    file are views built from its columns: their attributes are decoded only
-    when touched.  (A tuple underneath so millions are built at C speed.)
+    file are views over its columns (:class:`tracekit._nodeview.ColumnNode`,
+    a subclass): the same values, with name, dependencies, start time and
+    attributes read from the columns only when touched.  (A tuple underneath
+    so millions are built at C speed.)
     """
 
     __slots__ = ()
@@ -250,7 +250,6 @@ class Node(TypedAttrs, tuple):  # type: ignore[misc]
                 outputs,
                 tuple(attrs),
                 storage,
-                None,
             ),
         )
 
@@ -263,19 +262,12 @@ class Node(TypedAttrs, tuple):  # type: ignore[misc]
     duration_ns = _tuplegetter(6, "duration, ns")
     inputs = _tuplegetter(7, "IOInfo or None")
     outputs = _tuplegetter(8, "IOInfo or None")
+    attrs = _tuplegetter(9, "attributes in file order (tuple of Attr)")
     storage = _tuplegetter(10, "serialized StorageInfo or None")
-
-    @property
-    def attrs(self) -> tuple[Attr, ...]:
-        """Attributes in file order (tuple of :class:`Attr`; decoded on access for a node read from a file)."""
-        a = tuple.__getitem__(self, _ATTRS)
-        if a.__class__ is tuple:
-            return a
-        return a.attrs_at(tuple.__getitem__(self, _POS))
 
     def fields(self) -> tuple:
         """The 11 field values in :data:`NODE_FIELDS` order (attributes decoded)."""
-        return tuple.__getitem__(self, slice(0, 9)) + (self.attrs, tuple.__getitem__(self, 10))
+        return self[:]
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Node):
@@ -338,11 +330,7 @@ class Node(TypedAttrs, tuple):  # type: ignore[misc]
     # ----- generic attribute access -------------------------------------------------------
     def get_attr(self, name: str, default: Any = None) -> Any:
         """The value of the first attribute called ``name``, else ``default``."""
-        a = tuple.__getitem__(self, _ATTRS)
-        if a.__class__ is not tuple:
-            value = a.value_at(name, tuple.__getitem__(self, _POS))
-            return default if value is None else value
-        for x in a:
+        for x in self.attrs:
             if x.name == name:
                 return x.value
         return default
@@ -357,9 +345,6 @@ class Node(TypedAttrs, tuple):  # type: ignore[misc]
         Raises:
             ValidationError: a value that is not a number (names node and attribute).
         """
-        a = tuple.__getitem__(self, _ATTRS)
-        if a.__class__ is not tuple:
-            return a.int_at(name, tuple.__getitem__(self, _POS))
         return as_int(name, self.get_attr(name), self.id)
 
     def str_attr(self, name: str) -> str | None:

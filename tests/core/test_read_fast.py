@@ -267,3 +267,45 @@ def test_node_view_reads_a_non_number_node_by_node(tmp_path):
         _ = view[150].comm_bytes
     assert err.value.node_id == 150
     assert view[199].comm_bytes == 199
+
+
+def test_node_view_nodes_are_node_values_read_lazily(tmp_path):
+    import copy
+    import pickle
+
+    from tracekit._nodeview import ColumnNode
+
+    nodes = [
+        Node(
+            10 + i,
+            f"op{i % 3}",
+            NodeType.COMP_NODE if i % 2 else NodeType.COMM_COLL_NODE,
+            data_deps=list(range(10, 10 + i))[-(i % 4) :] if i % 4 else [],  # 0, 1, 2 or 3 dependencies
+            ctrl_deps=[10 + i - 1] if i % 5 == 1 else [],
+            start_time_ns=1000 * i,
+            duration_ns=7 * i,
+            attrs=[Attr("num_ops", 3 * i)]
+            if i % 2
+            else [Attr("comm_size", 5 * i), Attr("pg_name", "dp", "string_val")],
+        )
+        for i in range(12)
+    ]
+    trace = read_trace(write_trace(ExecutionTrace(nodes), tmp_path / "l.0.et"))
+    view = trace.nodes
+    assert [(n.id, n.type, n.duration_ns) for n in view] == [(10 + i, n.type, 7 * i) for i, n in enumerate(nodes)]
+    assert trace.columns()._names is None  # a loop that reads no name decodes none
+    read = list(view)
+    assert all(type(n) is ColumnNode for n in read) and read == nodes and view == nodes
+    assert [n.data_deps for n in read][:5] == [(), (10,), (10, 11), (10, 11, 12), ()]
+    assert read[6].ctrl_deps == (15,) and read[6].start_time_ns == 6000 and read[3].name == "op0"
+    for built, got in zip(nodes, read):
+        assert hash(got) == hash(built) and repr(got) == repr(built) and got.fields() == built.fields()
+        assert (got.comm_bytes, got.num_ops, got.pg_name) == (built.comm_bytes, built.num_ops, built.pg_name)
+        back = pickle.loads(pickle.dumps(got))
+        assert type(back) is Node and back == built and copy.deepcopy(got) is got
+    edited = read[3].replace(name="x").with_attr("num_ops", 1)
+    assert type(edited) is Node and edited.name == "x" and edited.num_ops == 1 and read[3].num_ops == 9
+    assert edited.data_deps == (10, 11, 12) and read[3] == nodes[3]
+    with pytest.raises(AttributeError):
+        read[1].name = "y"
+    assert ExecutionTrace(read).nodes == tuple(nodes)  # view nodes build a trace in memory
