@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import numba
 import numpy as np
+from numba.core import cgutils, types
+from numba.extending import intrinsic
 
 from tracekit._jit import kernel
 
@@ -49,6 +51,25 @@ def varint_lens(values: np.ndarray) -> np.ndarray:
             break
         lens += v >= np.uint64(1) << np.uint64(7 * k)
     return lens
+
+
+@intrinsic
+def _move_bytes(typingctx, dst, dst_at, src, src_at, count):  # pragma: no cover - compiled
+    """``dst[dst_at:dst_at+count] = src[src_at:src_at+count]`` (uint8 arrays) as one ``llvm.memmove``.
+
+    A slice assignment compiles to a generic strided loop with an overlap check, which costs more
+    than the copy for the short runs of a record; the bounds are the caller's to keep.
+    """
+    sig = types.void(dst, types.intp, src, types.intp, types.intp)
+
+    def codegen(context, builder, signature, args):
+        d, da, s, sa, n = args
+        dptr = builder.gep(context.make_array(signature.args[0])(context, builder, d).data, [da])
+        sptr = builder.gep(context.make_array(signature.args[2])(context, builder, s).data, [sa])
+        cgutils.raw_memmove(builder, dptr, sptr, n, 1)
+        return context.get_dummy_value()
+
+    return sig, codegen
 
 
 @_inline
@@ -132,7 +153,7 @@ def frame_records(buf, starts, ends, out):  # pragma: no cover - compiled
         s = starts[i]
         e = ends[i]
         at = _put_varint(out, at, e - s)
-        out[at : at + e - s] = buf[s:e]
+        _move_bytes(out, at, buf, s, e - s)
         at += e - s
     return at
 
@@ -141,7 +162,7 @@ def frame_records(buf, starts, ends, out):  # pragma: no cover - compiled
 def _copy(out, at, src, a, b, write):  # pragma: no cover - compiled
     """``out[at:] = src[a:b]`` when ``write``; returns the position after."""
     if write:
-        out[at : at + b - a] = src[a:b]
+        _move_bytes(out, at, src, a, b - a)
     return at + b - a
 
 
@@ -266,8 +287,7 @@ def splice_records(
         body[i] = length
         at = _put_varint(out, at, length)
         if at < begin:  # the prefix is shorter than the room left for it: move the body back
-            for x in range(length):
-                out[at + x] = out[begin + x]
+            _move_bytes(out, at, out, begin, length)
         at += length
     return at
 
