@@ -213,11 +213,12 @@ def _candidates(trace: "ExecutionTrace", ids: Mapping[str, str | None]) -> list[
 def _candidates_encoded(trace: "ExecutionTrace", ids: Mapping[str, str | None]) -> list[int]:
     """:func:`_candidates` on encoded records, by a compiled scan (a ``pg_name`` that is not one string
     is a candidate: :func:`_fixed_node` decides)."""
+    from tracekit._encode import record_array
     from tracekit._recscan import type_and_string_attr
     from tracekit.errors import TraceFormatError
 
     enc = trace._encoded
-    buf = np.frombuffer(enc.data, dtype=np.uint8)
+    buf = record_array(enc)
     starts, ends = np.asarray(enc.starts, dtype=np.int64), np.asarray(enc.ends, dtype=np.int64)
     n = len(starts)
     types, at, length = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64)

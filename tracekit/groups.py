@@ -204,12 +204,13 @@ def _pg_init_positions(trace: "ExecutionTrace") -> list[int]:
 
     encoded = getattr(trace, "_encoded", None)
     if getattr(trace, "_nodes", True) is None and encoded is not None and len(encoded.starts):
+        from tracekit._encode import record_array
         from tracekit._recscan import names_containing
 
         search: Any = names_containing  # a compiled kernel
         hits = np.zeros(len(encoded.starts), dtype=bool)
         code = search(
-            np.frombuffer(encoded.data, dtype=np.uint8),
+            record_array(encoded),
             np.asarray(encoded.starts, dtype=np.int64),
             np.asarray(encoded.ends, dtype=np.int64),
             np.frombuffer(PG_INIT_NAME.encode(), dtype=np.uint8),

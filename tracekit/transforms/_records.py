@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from tracekit._encode import DROP_ALL, splice_records, varint_lens
+from tracekit._encode import DROP_ALL, SplicedNodes, record_array, splice_records, varint_lens
 
 _U64 = np.uint64
 
@@ -135,25 +135,18 @@ def packed_fields(field_number: int, ptr: np.ndarray, values: np.ndarray) -> Blo
 # ----------------------------------------------------------------------------- records
 @dataclass
 class Records:
-    """The encoded node records of one rank: bytes plus ``[starts, ends)`` spans (int64[N])."""
+    """The encoded node records of one rank: ``uint8`` bytes plus ``[starts, ends)`` spans (int64[N])."""
 
-    data: bytes
+    buf: np.ndarray
     starts: np.ndarray
     ends: np.ndarray
     metadata: Any
     rank: int | None
     path: str | None
-    _buf: np.ndarray | None = field(default=None, repr=False)
+    source: Any = field(default=None, repr=False)  # the trace's EncodedNodes, kept by an empty edit
 
     def __len__(self) -> int:
         return len(self.starts)
-
-    @property
-    def buf(self) -> np.ndarray:
-        """The bytes as uint8 (a view, no copy)."""
-        if self._buf is None:
-            self._buf = np.frombuffer(self.data, dtype=np.uint8)
-        return self._buf
 
     @classmethod
     def of(cls, trace: Any) -> "Records":
@@ -165,19 +158,20 @@ class Records:
         encoded = getattr(trace, "_encoded", None)
         if getattr(trace, "_nodes", True) is None and encoded is not None:
             return cls(
-                encoded.data,
+                record_array(encoded),
                 np.asarray(encoded.starts, dtype=np.int64),
                 np.asarray(encoded.ends, dtype=np.int64),
                 trace.metadata,
                 trace.rank,
                 trace.path,
+                encoded,
             )
         from tracekit.io import encode_trace, split_records
 
         data = encode_trace(trace)
         _, _, starts, ends = split_records(data, path=trace.path, rank=trace.rank)
         return cls(
-            data,
+            np.frombuffer(data, dtype=np.uint8),
             starts.astype(np.int64, copy=False),
             ends.astype(np.int64, copy=False),
             trace.metadata,
@@ -287,7 +281,8 @@ def rewrite(rec: Records, edit: Edit, metadata: Any = None) -> Any:
 
     md = rec.metadata if metadata is None else metadata
     if edit.empty():
-        return _trace_of(rec.data, rec.starts, rec.ends, md, rec.rank)
+        source = rec.source if rec.source is not None else SplicedNodes(rec.buf, rec.starts, rec.ends, rec.rank)
+        return _trace_of(source, md, rec.rank)
     args = _splice_args(rec, edit)
     keep = args[0]
     body = np.zeros(len(rec), dtype=np.int64)
@@ -300,22 +295,22 @@ def rewrite(rec: Records, edit: Edit, metadata: Any = None) -> Any:
         raise TraceFormatError(f"node record {-total - 1} is not a valid Node message", path=rec.path, rank=rec.rank)
     kept_body = body[keep]
     new_ends = np.cumsum(kept_body + varint_lens(kept_body))
-    return _trace_of(out[:total].tobytes(), new_ends - kept_body, new_ends, md, rec.rank)
+    return _trace_of(SplicedNodes(out[:total], new_ends - kept_body, new_ends, rec.rank), md, rec.rank)
 
 
-def _trace_of(data: bytes, starts: np.ndarray, ends: np.ndarray, metadata: Any, rank: int | None) -> Any:
+def _trace_of(encoded: Any, metadata: Any, rank: int | None) -> Any:
     """A trace holding encoded records (no Node objects)."""
-    from tracekit.io import EncodedNodes
     from tracekit.model import ExecutionTrace
 
     from_encoded = getattr(ExecutionTrace, "_from_encoded", None)
     if from_encoded is not None:
-        return from_encoded(EncodedNodes(data, starts, ends, None, rank), metadata, rank=rank, path=None)
+        return from_encoded(encoded, metadata, rank=rank, path=None)
     from tracekit.io import encode_metadata, trace_from_bytes  # the model changed: go through the public reader
 
+    data = encoded.data
+    starts, ends = encoded.starts.tolist(), encoded.ends.tolist()
     trace = trace_from_bytes(
-        encode_metadata(metadata) + b"".join(_frame(data[s:e]) for s, e in zip(starts.tolist(), ends.tolist())),
-        rank=rank,
+        encode_metadata(metadata) + b"".join(_frame(data[s:e]) for s, e in zip(starts, ends)), rank=rank
     )
     return trace.with_metadata(metadata)
 
