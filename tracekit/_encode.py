@@ -184,6 +184,13 @@ def _next_field(buf, p, end):  # pragma: no cover - compiled
 
 
 @kernel
+def put_varints(values, ptr, out):  # pragma: no cover - compiled
+    """``varint(values[k])`` at ``out[ptr[k]:]`` for every k (``ptr`` from :func:`varint_lens`)."""
+    for k in range(len(values)):
+        _put_varint(out, ptr[k], values[k])
+
+
+@kernel
 def frame_records(buf, starts, ends, out):  # pragma: no cover - compiled
     """Write ``varint(len) + buf[starts[i]:ends[i]]`` for every record into ``out``; returns bytes written.
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from tracekit._encode import DROP_ALL, SplicedNodes, record_array, splice_records, varint_lens
+from tracekit._encode import DROP_ALL, SplicedNodes, put_varints, record_array, splice_records, varint_lens
 
 _U64 = np.uint64
 
@@ -31,16 +31,13 @@ _U64 = np.uint64
 # ----------------------------------------------------------------------------- byte building
 def varints(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Varint encodings of ``values`` (uint64[K]): ``(bytes uint8[sum lens], lens int64[K])``, in order."""
-    v = np.asarray(values).astype(_U64, copy=False)
+    v = np.ascontiguousarray(np.asarray(values).astype(_U64, copy=False))
     lens = varint_lens(v)
     ptr = np.zeros(len(v) + 1, dtype=np.int64)
     np.cumsum(lens, out=ptr[1:])
-    out = np.zeros(int(ptr[-1]), dtype=np.uint8)
-    for k in range(int(lens.max(initial=0))):
-        sel = np.flatnonzero(lens > k)
-        byte = ((v[sel] >> _U64(7 * k)) & _U64(0x7F)).astype(np.uint8)
-        byte |= np.where(lens[sel] > k + 1, 0x80, 0).astype(np.uint8)
-        out[ptr[sel] + k] = byte
+    out = np.empty(int(ptr[-1]), dtype=np.uint8)
+    if len(v):
+        put_varints(v, ptr, out)
     return out, lens
 
 
@@ -106,14 +103,14 @@ def concat_rows(*parts: Blobs) -> Blobs:
 
 def varint_fields(field_number: int, values: np.ndarray) -> Blobs:
     """``field_number`` (wire type 0) = each of ``values`` (non-negative ints), one field per row."""
-    b, lens = varints(values)
-    head = np.frombuffer(tag(field_number, 0), dtype=np.uint8)
-    out = Blobs.of(np.empty(len(b) + len(head) * len(lens), dtype=np.uint8), lens + len(head))
-    is_head = np.zeros(len(out.data), dtype=bool)
-    for j, byte in enumerate(head.tolist()):  # each row: the tag bytes, then the value's
-        out.data[out.ptr[:-1] + j] = byte
-        is_head[out.ptr[:-1] + j] = True
-    out.data[~is_head] = b
+    v = np.ascontiguousarray(np.asarray(values).astype(_U64, copy=False))
+    head = tag(field_number, 0)
+    lens = varint_lens(v) + len(head)
+    out = Blobs.of(np.empty(int(lens.sum()), dtype=np.uint8), lens)
+    if len(v):
+        for j, byte in enumerate(head):  # each row: the tag bytes, then the value's
+            out.data[out.ptr[:-1] + j] = byte
+        put_varints(v, out.ptr[:-1] + len(head), out.data)
     return out
 
 
@@ -221,8 +218,12 @@ def _splice_args(rec: Records, edit: Edit) -> tuple[np.ndarray, ...]:
     if len(drop_fields) > 62:
         raise ValueError("more than 62 distinct fields dropped in one edit")
     bits = np.zeros(n, dtype=np.uint64)
+    by_rows: dict[int, tuple[np.ndarray, np.uint64]] = {}  # one pass per distinct rows array
     for rows, f in edit.drops:
         bit = DROP_ALL if f == -1 else np.uint64(1) << np.uint64(int(np.searchsorted(drop_fields, f)))
+        held = by_rows.get(id(rows))
+        by_rows[id(rows)] = (rows, bit if held is None else held[1] | bit)
+    for rows, bit in by_rows.values():
         bits[rows] |= bit
     blobs = [b for *_, b in edit.inserts] + [b for *_, b in edit.replaces]
     extra = np.concatenate([b.data for b in blobs] + [np.zeros(0, np.uint8)])
@@ -231,40 +232,53 @@ def _splice_args(rec: Records, edit: Edit) -> tuple[np.ndarray, ...]:
     # inserts by record, then field number, then the order given: each list has one field number, so a
     # list's rank in (field number, order given) breaks ties; a stable sort of sorted runs merges them
     rank = {k: r for r, k in enumerate(sorted(range(len(ins)), key=lambda k: (ins[k][1], k)))}
-    own, fld, lst, a = [_EMPTY], [_EMPTY], [_EMPTY], [_EMPTY]
-    for k, (rows, f, b) in enumerate(ins):
-        own.append(np.asarray(rows, np.int64))
-        fld.append(np.full(len(rows), f, np.int64))
-        lst.append(np.full(len(rows), rank[k], np.int64))
-        a.append(b.ptr + base[k])
-    i_own = np.concatenate(own)
-    order = np.argsort(i_own * max(len(ins), 1) + np.concatenate(lst), kind="stable")
-    i_own, i_fld = i_own[order], np.concatenate(fld)[order]
-    i_a, i_b = _starts_ends(a, order)
-    k0 = len(edit.inserts)
-    r_own = [_EMPTY] + [np.asarray(r, np.int64) for r, _, _ in edit.replaces]
-    r_at = [_EMPTY] + [np.asarray(o, np.int64) for _, o, _ in edit.replaces]
-    ra = [_EMPTY] + [b.ptr + base[k0 + k] for k, (_, _, b) in enumerate(edit.replaces)]
-    order = np.lexsort((np.concatenate(r_at), np.concatenate(r_own)))
-    rep_own, rep_at = np.concatenate(r_own)[order], np.concatenate(r_at)[order]
-    rep_a, rep_b = _starts_ends(ra, order)
+    used = [k for k in range(len(ins)) if len(ins[k][0])]
+    i_own = _cat([np.asarray(ins[k][0], np.int64) for k in used])
+    i_fld = _cat([np.full(len(ins[k][0]), ins[k][1], np.int64) for k in used])
+    order = None
+    if len(used) > 1 or not _ascending(i_own):  # one list of ascending records is in order already
+        lst = _cat([np.full(len(ins[k][0]), rank[k], np.int64) for k in used])
+        order = np.argsort(i_own * max(len(ins), 1) + lst, kind="stable")
+        i_own, i_fld = i_own[order], i_fld[order]
+    i_a, i_b = _starts_ends([ins[k][2].ptr + base[k] for k in used], order)
+    k0 = len(ins)
+    reps = [k for k in range(len(edit.replaces)) if len(edit.replaces[k][0])]
+    rep_own = _cat([np.asarray(edit.replaces[k][0], np.int64) for k in reps])
+    rep_at = _cat([np.asarray(edit.replaces[k][1], np.int64) for k in reps])
+    order = None
+    if len(reps) > 1 or not _ascending(rep_own, strict=True):  # by record, then offset
+        order = np.lexsort((rep_at, rep_own))
+        rep_own, rep_at = rep_own[order], rep_at[order]
+    rep_a, rep_b = _starts_ends([edit.replaces[k][2].ptr + base[k0 + k] for k in reps], order)
     return (keep, bits, drop_fields, _ptr(i_own, n), i_fld, i_a, i_b, _ptr(rep_own, n), rep_at, rep_a, rep_b, extra)
 
 
 _EMPTY = np.zeros(0, dtype=np.int64)
 
 
-def _starts_ends(ptrs: list[np.ndarray], order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Row ``[start, end)`` offsets of several Blobs' absolute ``ptr`` arrays, concatenated, in ``order``."""
-    starts = np.concatenate([p[:-1] for p in ptrs if len(p)] + [_EMPTY])
-    ends = np.concatenate([p[1:] for p in ptrs if len(p)] + [_EMPTY])
-    return starts[order], ends[order]
+def _cat(parts: list[np.ndarray]) -> np.ndarray:
+    """``parts`` concatenated (int64; empty when none; the one part itself when one)."""
+    return parts[0] if len(parts) == 1 else np.concatenate([_EMPTY, *parts])
+
+
+def _ascending(x: np.ndarray, strict: bool = False) -> bool:
+    """``x`` ascends (strictly with ``strict``)."""
+    return len(x) < 2 or bool(np.all(x[1:] > x[:-1]) if strict else np.all(x[1:] >= x[:-1]))
+
+
+def _starts_ends(ptrs: list[np.ndarray], order: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """Row ``[start, end)`` offsets of several Blobs' absolute ``ptr`` arrays, concatenated, in ``order`` (None: as
+    they come)."""
+    starts = _cat([p[:-1] for p in ptrs])
+    ends = _cat([p[1:] for p in ptrs])
+    return (starts, ends) if order is None else (starts[order], ends[order])
 
 
 def _ptr(owner: np.ndarray, n: int) -> np.ndarray:
     """CSR row pointers (int64[n+1]) of sorted row numbers ``owner``."""
     ptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(owner, minlength=n), out=ptr[1:])
+    if len(owner):
+        np.cumsum(np.bincount(owner, minlength=n), out=ptr[1:])
     return ptr
 
 
