@@ -29,47 +29,7 @@ import numpy as np
 from numba.core import cgutils, types
 from numba.extending import intrinsic
 
-from tracekit._framing import EncodedNodes
 from tracekit._jit import kernel
-
-
-class SplicedNodes(EncodedNodes):
-    """Node records a kernel wrote into a ``uint8`` array (a columnar transform's output), kept there.
-
-    Writers and scans read :attr:`array` through :func:`record_array` without a copy; :attr:`data`,
-    the ``bytes`` other readers slice, is made from it on first use (one copy, then the array
-    becomes a view of those bytes).  Pickles as a plain :class:`~tracekit._framing.EncodedNodes`.
-    """
-
-    __slots__ = ("array", "_bytes")
-
-    def __init__(self, array: np.ndarray, starts: np.ndarray, ends: np.ndarray, rank: int | None) -> None:
-        self.array: np.ndarray = array
-        self._bytes: bytes | None = None
-        super().__init__(None, starts, ends, None, rank)  # type: ignore[arg-type]  # data: made on first use
-
-    @property  # type: ignore[override]
-    def data(self) -> bytes:
-        """The records' bytes (copied from :attr:`array` on first use)."""
-        if self._bytes is None:
-            self._bytes = self.array.tobytes()
-            self.array = np.frombuffer(self._bytes, dtype=np.uint8)
-        return self._bytes
-
-    @data.setter
-    def data(self, value: bytes | None) -> None:
-        self._bytes = value  # None: made from the array on first use
-        if value is not None:
-            self.array = np.frombuffer(value, dtype=np.uint8)
-
-    def __reduce__(self) -> tuple:
-        return (EncodedNodes, (self.data, self.starts, self.ends, self.path, self.rank))
-
-
-def record_array(encoded: EncodedNodes) -> np.ndarray:
-    """The bytes holding ``encoded``'s records as ``uint8`` (no copy), for kernels and writers."""
-    array = getattr(encoded, "array", None)
-    return array if array is not None else np.frombuffer(encoded.data, dtype=np.uint8)
 
 
 # Small helpers of the kernels, inlined into each at numba's IR level: a call from one compiled

@@ -215,7 +215,7 @@ def _candidates_encoded(trace: "ExecutionTrace", ids: Mapping[str, str | None]) 
     has them (else :func:`tracekit._recscan.record_types`), then the ``pg_name`` of its communication records
     compared with the names that change (:func:`tracekit._recscan.string_attr_in`; a ``pg_name`` that is not
     one string is a candidate: :func:`_fixed_node` decides)."""
-    from tracekit._encode import record_array
+    from tracekit._spliced import record_array
     from tracekit._recscan import record_types, string_attr_in
     from tracekit.errors import TraceFormatError
 

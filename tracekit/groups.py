@@ -207,7 +207,7 @@ def _pg_init_positions(trace: "ExecutionTrace") -> list[int]:
 
     encoded = getattr(trace, "_encoded", None)
     if getattr(trace, "_nodes", True) is None and encoded is not None and len(encoded.starts):
-        from tracekit._encode import record_array
+        from tracekit._spliced import record_array
         from tracekit._recscan import names_containing
 
         array = getattr(encoded, "array", None)  # records a columnar transform wrote (tracekit._encode.SplicedNodes)

@@ -169,7 +169,8 @@ def framed_records(encoded: Any) -> list[bytes | memoryview]:
     transform) this is the first record framed plus one view of the buffer (no copy); otherwise they are
     framed again in one compiled pass (:func:`tracekit._encode.frame_records`).
     """
-    from tracekit._encode import back_to_back, frame_records, record_array, varint_lens
+    from tracekit._encode import back_to_back, frame_records, varint_lens
+    from tracekit._spliced import record_array
 
     starts = np.asarray(encoded.starts, dtype=np.int64)
     ends = np.asarray(encoded.ends, dtype=np.int64)

@@ -165,3 +165,33 @@ def test_astra_candidates_on_records_with_and_without_columns():
     with_cols.columns()
     assert _candidates_encoded(plain, ids) == [0, 1, 2, 3, 7]
     assert _candidates_encoded(with_cols, ids) == [0, 1, 2, 3, 7]
+
+
+def test_spliced_records_stay_in_their_array_until_read_as_bytes():
+    """A rewrite's records live in the kernel's output array: written as pieces (no bytes made), equal to the
+    per-node encoding; ``data`` makes the bytes once; a pickle carries plain bytes."""
+    import pickle
+
+    from tracekit._spliced import SplicedNodes
+    from tracekit.io import encoded_pieces
+    from tracekit.transforms._records import Edit, Records, rewrite, varint_fields
+
+    nodes = [Node(id=i, name="mm", type=NodeType.COMP_NODE, duration_ns=1000 * (i + 1)) for i in range(4)]
+    src = _encoded(ExecutionTrace(nodes))
+    edit = Edit()
+    rows = np.array([1, 3])
+    edit.drops.append((rows, 7))
+    edit.inserts.append((rows, 7, varint_fields(7, np.array([20, 40]))))
+    out = rewrite(Records.of(src), edit)
+    enc = out._encoded
+    assert isinstance(enc, SplicedNodes) and enc._bytes is None
+    want = encode_trace(
+        ExecutionTrace([nodes[0], nodes[1].replace(duration_ns=20_000), nodes[2], nodes[3].replace(duration_ns=40_000)])
+    )
+    assert b"".join(bytes(p) for p in encoded_pieces(out)) == want
+    assert enc._bytes is None  # writing made no bytes
+    assert enc.data == enc.array.tobytes() and enc._bytes is not None
+    back = pickle.loads(pickle.dumps(out))
+    assert type(back._encoded).__name__ == "EncodedNodes"
+    assert encode_trace(back) == want
+    assert [n.duration_ns for n in back.nodes] == [1000, 20_000, 3000, 40_000]

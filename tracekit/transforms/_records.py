@@ -23,7 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from tracekit._encode import DROP_ALL, SplicedNodes, put_varints, record_array, splice_records, varint_lens
+from tracekit._encode import DROP_ALL, put_varints, splice_records, varint_lens
+from tracekit._spliced import SplicedNodes, record_array
 
 _U64 = np.uint64
 
