@@ -233,7 +233,10 @@ def _candidates_encoded(trace: "ExecutionTrace", ids: Mapping[str, str | None]) 
                 f"node record {-code - 1} is not a valid Node message", path=trace.path, rank=trace.rank
             )
     pick = types == int(NodeType.METADATA_NODE)
-    comm = np.flatnonzero(np.isin(types, [int(t) for t in _COMM_TYPES]))
+    is_comm = np.zeros(len(types), dtype=bool)
+    for t in _COMM_TYPES:  # one comparison each (np.isin sorts)
+        is_comm |= types == int(t)
+    comm = np.flatnonzero(is_comm)
     if len(comm):
         # a group name pg changes when ids.get(key, key) != pg (key "0" for ""): "" and the renamed names
         changing = [b""] + [k.encode("utf-8", "surrogateescape") for k, v in ids.items() if v != k and k != ""]
