@@ -26,8 +26,11 @@ from __future__ import annotations
 
 import numba
 import numpy as np
+from numba.core import cgutils, types
+from numba.extending import intrinsic
 
 from tracekit._jit import kernel
+
 
 # Small helpers of the kernels, inlined into each at numba's IR level: a call from one compiled
 # function to another is not inlined otherwise, and costs more than the helper's work.
@@ -49,6 +52,25 @@ def varint_lens(values: np.ndarray) -> np.ndarray:
             break
         lens += v >= np.uint64(1) << np.uint64(7 * k)
     return lens
+
+
+@intrinsic
+def _move_bytes(typingctx, dst, dst_at, src, src_at, count):  # pragma: no cover - compiled
+    """``dst[dst_at:dst_at+count] = src[src_at:src_at+count]`` (uint8 arrays) as one ``llvm.memmove``.
+
+    A slice assignment compiles to a generic strided loop with an overlap check, which costs more
+    than the copy for the short runs of a record; the bounds are the caller's to keep.
+    """
+    sig = types.void(dst, types.intp, src, types.intp, types.intp)
+
+    def codegen(context, builder, signature, args):
+        d, da, s, sa, n = args
+        dptr = builder.gep(context.make_array(signature.args[0])(context, builder, d).data, [da])
+        sptr = builder.gep(context.make_array(signature.args[2])(context, builder, s).data, [sa])
+        cgutils.raw_memmove(builder, dptr, sptr, n, 1)
+        return context.get_dummy_value()
+
+    return sig, codegen
 
 
 @_inline
@@ -122,6 +144,13 @@ def _next_field(buf, p, end):  # pragma: no cover - compiled
 
 
 @kernel
+def put_varints(values, ptr, out):  # pragma: no cover - compiled
+    """``varint(values[k])`` at ``out[ptr[k]:]`` for every k (``ptr`` from :func:`varint_lens`)."""
+    for k in range(len(values)):
+        _put_varint(out, ptr[k], values[k])
+
+
+@kernel
 def frame_records(buf, starts, ends, out):  # pragma: no cover - compiled
     """Write ``varint(len) + buf[starts[i]:ends[i]]`` for every record into ``out``; returns bytes written.
 
@@ -132,7 +161,7 @@ def frame_records(buf, starts, ends, out):  # pragma: no cover - compiled
         s = starts[i]
         e = ends[i]
         at = _put_varint(out, at, e - s)
-        out[at : at + e - s] = buf[s:e]
+        _move_bytes(out, at, buf, s, e - s)
         at += e - s
     return at
 
@@ -141,7 +170,7 @@ def frame_records(buf, starts, ends, out):  # pragma: no cover - compiled
 def _copy(out, at, src, a, b, write):  # pragma: no cover - compiled
     """``out[at:] = src[a:b]`` when ``write``; returns the position after."""
     if write:
-        out[at : at + b - a] = src[a:b]
+        _move_bytes(out, at, src, a, b - a)
     return at + b - a
 
 
@@ -266,8 +295,7 @@ def splice_records(
         body[i] = length
         at = _put_varint(out, at, length)
         if at < begin:  # the prefix is shorter than the room left for it: move the body back
-            for x in range(length):
-                out[at + x] = out[begin + x]
+            _move_bytes(out, at, out, begin, length)
         at += length
     return at
 

@@ -4,9 +4,9 @@ Each kernel (:func:`tracekit._jit.kernel`) walks the top-level fields of every
 record (the wire rules and field walkers of :mod:`tracekit._encode`) and fills
 arrays the caller allocates, so no Python object is built per record:
 
-* :func:`type_and_string_attr`: each record's type and, for chosen types, where
-  its first attribute of a name holds a string (``pg_name`` for
-  :mod:`tracekit.astra_compat`);
+* :func:`record_types`: each record's type; :func:`string_attr_in`: whether
+  chosen records' first attribute of a name holds one of some strings
+  (``pg_name`` for :mod:`tracekit.astra_compat`);
 * :func:`names_containing`: which records' names hold a byte string
   (``process_group:init`` for :mod:`tracekit.groups`).
 
@@ -17,23 +17,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from tracekit._encode import _ATTR_FIELD, _U7, _field_end, _names_match, _next_field, _read_varint
+from tracekit._encode import _ATTR_FIELD, _inline, _names_match, _next_field, _read_varint
 from tracekit._jit import kernel
 
 
 @kernel
-def type_and_string_attr(buf, starts, ends, key, wanted, types, at, length):  # pragma: no cover - compiled
-    """Each record's ``type`` (field 3) and, for types ``wanted``, where its first attribute named ``key`` holds a
-    ``string_val``.
-
-    Args:
-        wanted: bool[T]: the record types (wire numbers below T) whose attribute is looked for.
-
-    Fills ``types`` int64[N] (0 when absent, as proto3 reads it; the last ``type`` field wins),
-    ``at``/``length`` int64[N]: the string's bytes ``buf[at:at+length]``; ``length`` -1 when there is
-    no such attribute (or the type is not wanted), -2 when it holds something other than one
-    ``string_val`` (29).  A record's attributes are walked only when its type is wanted, up to the
-    first one named ``key``.
+def record_types(buf, starts, ends, types):  # pragma: no cover - compiled
+    """Each record's ``type`` (field 3) into ``types`` int64[N] (0 when absent, as proto3 reads it; the last wins).
 
     Returns:
         0, or ``-(i + 1)`` when record ``i`` is malformed.
@@ -50,40 +40,68 @@ def type_and_string_attr(buf, starts, ends, key, wanted, types, at, length):  # 
                 typ, _ = _read_varint(buf, q, end)
             p = q2
         types[i] = np.int64(typ)
-        length[i] = -1
-        at[i] = 0
-        if typ >= np.uint64(len(wanted)) or not wanted[np.int64(typ)]:
-            continue
-        p = starts[i]
-        while p < end:
-            tag, q = _read_varint(buf, p, end)
-            q2 = _field_end(buf, q, end, np.int64(tag & _U7))
-            if tag == np.uint64(_ATTR_FIELD << 3 | 2):
-                _, pp = _read_varint(buf, q, end)
-                named = False
-                n_values = 0
-                s_at = 0
-                s_len = -2
-                while pp < q2:
-                    t2, r2 = _read_varint(buf, pp, q2)
-                    e2 = -1 if r2 < 0 else _field_end(buf, r2, q2, np.int64(t2 & _U7))
-                    if e2 < 0:
-                        return -(i + 1)
-                    if t2 == np.uint64(1 << 3 | 2):
+    return 0
+
+
+@_inline
+def _string_attr(buf, p, end, key):  # pragma: no cover - compiled
+    """``(at, length)`` of the string held by the first attribute named ``key`` of the record ``buf[p:end]``.
+
+    ``length`` -1: no such attribute; -2: it holds something other than one ``string_val`` (29);
+    -3: the record is malformed.
+    """
+    while p < end:
+        tag, q, q2 = _next_field(buf, p, end)
+        if q2 < 0:
+            return 0, -3
+        if tag == np.uint64(_ATTR_FIELD << 3 | 2):
+            _, pp = _read_varint(buf, q, end)
+            named = False
+            n_values = 0
+            s_at = 0
+            s_len = -2
+            while pp < q2:
+                t2, r2, e2 = _next_field(buf, pp, q2)
+                if e2 < 0:
+                    return 0, -3
+                if t2 == np.uint64(1 << 3 | 2):
+                    _, ds = _read_varint(buf, r2, q2)
+                    named = _names_match(buf, ds, e2, key)
+                elif t2 >> np.uint64(3) >= np.uint64(3):
+                    n_values += 1
+                    if t2 == np.uint64(29 << 3 | 2):
                         _, ds = _read_varint(buf, r2, q2)
-                        named = _names_match(buf, ds, e2, key)
-                    elif t2 >> np.uint64(3) >= np.uint64(3):
-                        n_values += 1
-                        if t2 == np.uint64(29 << 3 | 2):
-                            _, ds = _read_varint(buf, r2, q2)
-                            s_at = ds
-                            s_len = e2 - ds
-                    pp = e2
-                if named:
-                    at[i] = s_at
-                    length[i] = s_len if n_values == 1 else -2
+                        s_at = ds
+                        s_len = e2 - ds
+                pp = e2
+            if named:
+                return s_at, (s_len if n_values == 1 else -2)
+        p = q2
+    return 0, -1
+
+
+@kernel
+def string_attr_in(buf, starts, ends, rows, key, table, table_ptr, flags):  # pragma: no cover - compiled
+    """Whether the first attribute named ``key`` (uint8 bytes) of each record of ``rows`` (int64[K]) holds a string
+    of a table (row ``j``: ``table[table_ptr[j]:table_ptr[j+1]]``).
+
+    Fills ``flags`` int8[K]: 1 it holds one ``string_val`` equal to a table row, 2 it holds something
+    other than one ``string_val``, 0 otherwise (another string, or no such attribute).
+
+    Returns:
+        0, or ``-(k + 1)`` when the record of row ``k`` is malformed.
+    """
+    for x in range(len(rows)):
+        i = rows[x]
+        at, length = _string_attr(buf, starts[i], ends[i], key)
+        if length == -3:
+            return -(x + 1)
+        flags[x] = 2 if length == -2 else 0
+        if length >= 0:
+            for j in range(len(table_ptr) - 1):
+                if _names_match(buf, at, at + length, table[table_ptr[j] : table_ptr[j + 1]]):
+                    flags[x] = 1
                     break
-            p = q2
     return 0
 
 

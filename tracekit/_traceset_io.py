@@ -246,13 +246,15 @@ class TraceSetWriter:
         os.close(fd)
         return Path(tmp)
 
-    def add(self, rank: int, data: bytes) -> None:
-        """Write one rank's encoded trace (``.et`` bytes; compressed here when the writer compresses)."""
+    def add(self, rank: int, data: "bytes | Sequence[bytes | memoryview]") -> None:
+        """Write one rank's encoded trace (``.et`` bytes, or pieces of them in order as
+        :func:`tracekit.io.encoded_pieces` gives them; compressed here when the writer compresses)."""
         tmp = self.reserve(rank)
+        pieces = [data] if isinstance(data, (bytes, bytearray, memoryview)) else data
         if self.suffix == ".et.gz":
-            data = gzip.compress(data, compresslevel=6, mtime=0)
+            pieces = [gzip.compress(b"".join(pieces), compresslevel=6, mtime=0)]
         with open(tmp, "wb") as fh:
-            fh.write(data)
+            fh.writelines(pieces)
 
     def _conflicts(self) -> list[str]:
         base = Path(self.prefix)
@@ -332,12 +334,12 @@ def write_traceset(traceset, prefix: str | os.PathLike[str], *, compress: bool =
         The paths written, in rank order.
     """
     from tracekit.astra_compat import astra_group_ids, astra_ready, comm_groups_document
-    from tracekit.io import encode_trace
+    from tracekit.io import encoded_pieces
 
     groups = traceset.process_groups
     ids = astra_group_ids(groups, traceset.world_size)
     with TraceSetWriter(prefix, compress=compress) as writer:
         for rank, trace in traceset.items():
-            writer.add(rank, encode_trace(astra_ready(trace, ids)))
+            writer.add(rank, encoded_pieces(astra_ready(trace, ids)))
         writer.comm_groups = comm_groups_document(groups, ids)
     return writer.paths

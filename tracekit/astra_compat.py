@@ -154,7 +154,7 @@ def astra_ready(trace: "ExecutionTrace", ids: Mapping[str, str | None]) -> "Exec
 
     Only METADATA and communication nodes are looked at, so a trace read from a file that needs no
     change keeps its encoded bytes; on encoded records the types and ``pg_name`` strings are found by
-    a compiled scan (:func:`tracekit._recscan.type_and_string_attr`) and changed records re-spliced.
+    compiled scans (:func:`_candidates_encoded`) and changed records re-spliced.
 
     Raises:
         ValidationError: a ``process_group:init`` value that cannot be read.
@@ -211,33 +211,45 @@ def _candidates(trace: "ExecutionTrace", ids: Mapping[str, str | None]) -> list[
 
 
 def _candidates_encoded(trace: "ExecutionTrace", ids: Mapping[str, str | None]) -> list[int]:
-    """:func:`_candidates` on encoded records, by a compiled scan (a ``pg_name`` that is not one string
-    is a candidate: :func:`_fixed_node` decides)."""
-    from tracekit._recscan import type_and_string_attr
+    """:func:`_candidates` on encoded records, by compiled scans: the types from the trace's columns when it
+    has them (else :func:`tracekit._recscan.record_types`), then the ``pg_name`` of its communication records
+    compared with the names that change (:func:`tracekit._recscan.string_attr_in`; a ``pg_name`` that is not
+    one string is a candidate: :func:`_fixed_node` decides)."""
+    from tracekit._spliced import record_array
+    from tracekit._recscan import record_types, string_attr_in
     from tracekit.errors import TraceFormatError
 
     enc = trace._encoded
-    buf = np.frombuffer(enc.data, dtype=np.uint8)
+    buf = record_array(enc)
     starts, ends = np.asarray(enc.starts, dtype=np.int64), np.asarray(enc.ends, dtype=np.int64)
-    n = len(starts)
-    types, at, length = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64)
-    wanted = np.zeros(max(int(t) for t in _COMM_TYPES) + 1, dtype=bool)
-    wanted[[int(t) for t in _COMM_TYPES]] = True
-    code = type_and_string_attr(buf, starts, ends, np.frombuffer(PG_NAME.encode(), np.uint8), wanted, types, at, length)
-    if code < 0:
-        raise TraceFormatError(f"node record {-code - 1} is not a valid Node message", path=trace.path, rank=trace.rank)
-    comm = np.isin(types, [int(t) for t in _COMM_TYPES])
-    pick = (types == int(NodeType.METADATA_NODE)) | (comm & (length == -2))
-    named = np.flatnonzero(comm & (length >= 0))
-    if len(named):
-        width = max(int(length[named].max()), 1)
-        grid = at[named, None] + np.arange(width)
-        raw = np.where(np.arange(width) < length[named, None], buf[np.minimum(grid, len(buf) - 1)], 0)
-        distinct, inverse = np.unique(raw.astype(np.uint8).view(f"S{width}").ravel(), return_inverse=True)
-        flags = []
-        for value in distinct.tolist():
-            pg = value.decode("utf-8", errors="surrogateescape")
-            key = DEFAULT_PG if pg == "" else pg
-            flags.append(ids.get(key, key) != pg)
-        pick[named[np.asarray(flags, dtype=bool)[inverse.ravel()]]] = True
+    cols = getattr(trace, "_columns", None)
+    if cols is not None:
+        types = cols.types
+    else:
+        types = np.empty(len(starts), np.int64)
+        code = record_types(buf, starts, ends, types)
+        if code < 0:
+            raise TraceFormatError(
+                f"node record {-code - 1} is not a valid Node message", path=trace.path, rank=trace.rank
+            )
+    pick = types == int(NodeType.METADATA_NODE)
+    is_comm = np.zeros(len(types), dtype=bool)
+    for t in _COMM_TYPES:  # one comparison each (np.isin sorts)
+        is_comm |= types == int(t)
+    comm = np.flatnonzero(is_comm)
+    if len(comm):
+        # a group name pg changes when ids.get(key, key) != pg (key "0" for ""): "" and the renamed names
+        changing = [b""] + [k.encode("utf-8", "surrogateescape") for k, v in ids.items() if v != k and k != ""]
+        lens = np.fromiter((len(c) for c in changing), dtype=np.int64, count=len(changing))
+        table_ptr = np.zeros(len(changing) + 1, dtype=np.int64)
+        np.cumsum(lens, out=table_ptr[1:])
+        table = np.frombuffer(b"".join(changing), dtype=np.uint8)
+        flags = np.empty(len(comm), dtype=np.int8)
+        key = np.frombuffer(PG_NAME.encode(), np.uint8)
+        code = string_attr_in(buf, starts, ends, comm, key, table, table_ptr, flags)
+        if code < 0:
+            raise TraceFormatError(
+                f"node record {int(comm[-code - 1])} is not a valid Node message", path=trace.path, rank=trace.rank
+            )
+        pick[comm[flags != 0]] = True
     return np.flatnonzero(pick).tolist()

@@ -196,20 +196,31 @@ def groups_from_trace(trace: "ExecutionTrace") -> dict[str, tuple[int, ...]]:
 def _pg_init_positions(trace: "ExecutionTrace") -> list[int]:
     """Positions of the nodes whose name contains :data:`PG_INIT_NAME`.
 
-    On encoded records (a trace read from a file, or rewritten on records) a compiled byte search
+    On encoded records (a trace read from a file, or rewritten on records) there are none when the
+    records' bytes do not hold the name at all (one substring search); else a compiled byte search
     (:func:`tracekit._recscan.names_containing`) finds them without decoding the names; when some name
     is not ASCII the names are decoded (which checks their UTF-8, raising TraceFormatError).
     """
+    import re
+
     import numpy as np
 
     encoded = getattr(trace, "_encoded", None)
     if getattr(trace, "_nodes", True) is None and encoded is not None and len(encoded.starts):
+        from tracekit._spliced import record_array
         from tracekit._recscan import names_containing
+
+        array = getattr(encoded, "array", None)  # records a columnar transform wrote (tracekit._encode.SplicedNodes)
+        needle = PG_INIT_NAME.encode()
+        if array is None and needle not in encoded.data:
+            return []
+        if array is not None and re.search(re.escape(needle), memoryview(array)) is None:
+            return []
 
         search: Any = names_containing  # a compiled kernel
         hits = np.zeros(len(encoded.starts), dtype=bool)
         code = search(
-            np.frombuffer(encoded.data, dtype=np.uint8),
+            record_array(encoded),
             np.asarray(encoded.starts, dtype=np.int64),
             np.asarray(encoded.ends, dtype=np.int64),
             np.frombuffer(PG_INIT_NAME.encode(), dtype=np.uint8),

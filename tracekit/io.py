@@ -131,6 +131,18 @@ def encode_trace(trace: ExecutionTrace) -> bytes:
     Raises:
         TracekitError: a node field holds a value protobuf cannot encode.
     """
+    return b"".join(encoded_pieces(trace))
+
+
+def encoded_pieces(trace: ExecutionTrace) -> list[bytes | memoryview]:
+    """The `.et` bytes of ``trace`` as pieces to write in order (:func:`encode_trace` joins them).
+
+    A trace holding encoded records gives its metadata record and one view of its records' buffer,
+    so writing it copies nothing in memory.
+
+    Raises:
+        TracekitError: a node field holds a value protobuf cannot encode.
+    """
     parts: list[bytes | memoryview] = []
     meta_raw = getattr(trace, "_meta_raw", None)
     if meta_raw is not None and _meta_untouched(trace):
@@ -147,30 +159,29 @@ def encode_trace(trace: ExecutionTrace) -> bytes:
                 raise TracekitError(
                     f"cannot encode node: {exc}", node_id=node.id, rank=trace.rank, path=trace.path
                 ) from None
-    return b"".join(parts)
+    return parts
 
 
 def framed_records(encoded: Any) -> list[bytes | memoryview]:
-    """The framed node records of ``encoded`` (an :class:`EncodedNodes`) as byte pieces to join, in order.
+    """The framed node records of ``encoded`` (an :class:`EncodedNodes`) as byte pieces to write, in order.
 
     When the records lie back to back in their buffer (a file as read, or records rewritten by a columnar
-    transform) this is one slice of it; otherwise they are framed again in one compiled pass
-    (:func:`tracekit._encode.frame_records`).
+    transform) this is the first record framed plus one view of the buffer (no copy); otherwise they are
+    framed again in one compiled pass (:func:`tracekit._encode.frame_records`).
     """
     from tracekit._encode import back_to_back, frame_records, varint_lens
+    from tracekit._spliced import record_array
 
     starts = np.asarray(encoded.starts, dtype=np.int64)
     ends = np.asarray(encoded.ends, dtype=np.int64)
     if not len(starts):
         return []
-    lens = ends - starts
-    pre = varint_lens(lens)
-    view = memoryview(encoded.data)
-    buf = np.frombuffer(encoded.data, dtype=np.uint8)
+    buf = record_array(encoded)
     if back_to_back(buf, starts, ends):
-        first = int(starts[0])
-        return [frame(bytes(view[first : int(ends[0])])), view[int(ends[0]) : int(ends[-1])]]
-    out = np.empty(int((lens + pre).sum()), dtype=np.uint8)
+        first, end = int(starts[0]), int(ends[0])
+        return [frame(buf[first:end].tobytes()), buf[end : int(ends[-1])].data]
+    lens = ends - starts
+    out = np.empty(int((lens + varint_lens(lens)).sum()), dtype=np.uint8)
     frame_records(buf, starts, ends, out)
     return [out.data]
 
@@ -219,6 +230,7 @@ __all__ = [
     "encode_node",
     "encode_nodes",
     "encode_trace",
+    "encoded_pieces",
     "frame",
     "iter_nodes",
     "read_metadata",

@@ -136,3 +136,62 @@ def test_groups_found_on_records_as_on_nodes():
     data = encode_trace(ExecutionTrace(wide)).replace("é".encode(), b"\xff\xfe")
     with pytest.raises(TraceFormatError, match="not valid UTF-8"):
         groups_from_trace(trace_from_bytes(data, rank=0))
+
+
+def test_astra_candidates_on_records_with_and_without_columns():
+    """The records astra_ready decodes: every METADATA node and the communication nodes whose first ``pg_name``
+    is "" or a renamed group, or is not one string; found from the columns' types when the trace has them, else
+    by a scan of the types, with the same result."""
+    from tracekit.astra_compat import _candidates_encoded
+
+    def comm(i: int, kind: NodeType, *attrs: Attr) -> Node:
+        return Node(id=i, name=f"c{i}", type=kind, attrs=list(attrs))
+
+    coll, send, recv = NodeType.COMM_COLL_NODE, NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE
+    nodes = [
+        Node(id=0, name="meta", type=NodeType.METADATA_NODE),
+        comm(1, coll, Attr("pg_name", "3", "string_val")),  # renamed to "1"
+        comm(2, send, Attr("pg_name", "", "string_val")),  # the default group, named ""
+        comm(3, recv, Attr("pg_name", 3, "int64_val")),  # not a string: decoded, _fixed_node decides
+        comm(4, coll, Attr("pg_name", "7", "string_val")),  # keeps its name
+        Node(id=5, name="mm", type=NodeType.COMP_NODE, attrs=[Attr("pg_name", "3", "string_val")]),  # not comm
+        comm(6, coll, Attr("comm_size", 8, "int64_val")),  # no group
+        comm(7, coll, Attr("pg_name", "3", "string_val", doc_string="tp")),  # a doc string beside the value
+        comm(8, coll, Attr("pg_name", "7", "string_val"), Attr("pg_name", "3", "string_val")),  # the first counts
+    ]
+    ids = {"3": "1", DEFAULT_PG: None, "7": "7"}
+    plain = _encoded(ExecutionTrace(nodes))
+    with_cols = _encoded(ExecutionTrace(nodes))
+    with_cols.columns()
+    assert _candidates_encoded(plain, ids) == [0, 1, 2, 3, 7]
+    assert _candidates_encoded(with_cols, ids) == [0, 1, 2, 3, 7]
+
+
+def test_spliced_records_stay_in_their_array_until_read_as_bytes():
+    """A rewrite's records live in the kernel's output array: written as pieces (no bytes made), equal to the
+    per-node encoding; ``data`` makes the bytes once; a pickle carries plain bytes."""
+    import pickle
+
+    from tracekit._spliced import SplicedNodes
+    from tracekit.io import encoded_pieces
+    from tracekit.transforms._records import Edit, Records, rewrite, varint_fields
+
+    nodes = [Node(id=i, name="mm", type=NodeType.COMP_NODE, duration_ns=1000 * (i + 1)) for i in range(4)]
+    src = _encoded(ExecutionTrace(nodes))
+    edit = Edit()
+    rows = np.array([1, 3])
+    edit.drops.append((rows, 7))
+    edit.inserts.append((rows, 7, varint_fields(7, np.array([20, 40]))))
+    out = rewrite(Records.of(src), edit)
+    enc = out._encoded
+    assert isinstance(enc, SplicedNodes) and enc._bytes is None
+    want = encode_trace(
+        ExecutionTrace([nodes[0], nodes[1].replace(duration_ns=20_000), nodes[2], nodes[3].replace(duration_ns=40_000)])
+    )
+    assert b"".join(bytes(p) for p in encoded_pieces(out)) == want
+    assert enc._bytes is None  # writing made no bytes
+    assert enc.data == enc.array.tobytes() and enc._bytes is not None
+    back = pickle.loads(pickle.dumps(out))
+    assert type(back._encoded).__name__ == "EncodedNodes"
+    assert encode_trace(back) == want
+    assert [n.duration_ns for n in back.nodes] == [1000, 20_000, 3000, 40_000]

@@ -145,8 +145,13 @@ def warn_duplicate_ids(traces: Iterable[Any]) -> int:
     A dependency on a duplicated id is ambiguous, so a rewrite of such a trace may tie nodes to the wrong
     one: the line names the file, rank and ids, and points to ``tracekit validate``.
     """
+    import numpy as np
+
     flagged = 0
     for trace in traces:
+        ids = trace.columns().ids
+        if len(ids) < 2 or bool(np.all(ids[1:] > ids[:-1])):  # ascending ids: none repeats, no graph needed
+            continue
         dup = trace.graph().duplicate_ids
         if not len(dup):
             continue

@@ -23,7 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from tracekit._encode import DROP_ALL, splice_records, varint_lens
+from tracekit._encode import DROP_ALL, put_varints, splice_records, varint_lens
+from tracekit._spliced import SplicedNodes, record_array
 
 _U64 = np.uint64
 
@@ -31,16 +32,13 @@ _U64 = np.uint64
 # ----------------------------------------------------------------------------- byte building
 def varints(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Varint encodings of ``values`` (uint64[K]): ``(bytes uint8[sum lens], lens int64[K])``, in order."""
-    v = np.asarray(values).astype(_U64, copy=False)
+    v = np.ascontiguousarray(np.asarray(values).astype(_U64, copy=False))
     lens = varint_lens(v)
     ptr = np.zeros(len(v) + 1, dtype=np.int64)
     np.cumsum(lens, out=ptr[1:])
-    out = np.zeros(int(ptr[-1]), dtype=np.uint8)
-    for k in range(int(lens.max(initial=0))):
-        sel = np.flatnonzero(lens > k)
-        byte = ((v[sel] >> _U64(7 * k)) & _U64(0x7F)).astype(np.uint8)
-        byte |= np.where(lens[sel] > k + 1, 0x80, 0).astype(np.uint8)
-        out[ptr[sel] + k] = byte
+    out = np.empty(int(ptr[-1]), dtype=np.uint8)
+    if len(v):
+        put_varints(v, ptr, out)
     return out, lens
 
 
@@ -106,14 +104,14 @@ def concat_rows(*parts: Blobs) -> Blobs:
 
 def varint_fields(field_number: int, values: np.ndarray) -> Blobs:
     """``field_number`` (wire type 0) = each of ``values`` (non-negative ints), one field per row."""
-    b, lens = varints(values)
-    head = np.frombuffer(tag(field_number, 0), dtype=np.uint8)
-    out = Blobs.of(np.empty(len(b) + len(head) * len(lens), dtype=np.uint8), lens + len(head))
-    is_head = np.zeros(len(out.data), dtype=bool)
-    for j, byte in enumerate(head.tolist()):  # each row: the tag bytes, then the value's
-        out.data[out.ptr[:-1] + j] = byte
-        is_head[out.ptr[:-1] + j] = True
-    out.data[~is_head] = b
+    v = np.ascontiguousarray(np.asarray(values).astype(_U64, copy=False))
+    head = tag(field_number, 0)
+    lens = varint_lens(v) + len(head)
+    out = Blobs.of(np.empty(int(lens.sum()), dtype=np.uint8), lens)
+    if len(v):
+        for j, byte in enumerate(head):  # each row: the tag bytes, then the value's
+            out.data[out.ptr[:-1] + j] = byte
+        put_varints(v, out.ptr[:-1] + len(head), out.data)
     return out
 
 
@@ -135,25 +133,18 @@ def packed_fields(field_number: int, ptr: np.ndarray, values: np.ndarray) -> Blo
 # ----------------------------------------------------------------------------- records
 @dataclass
 class Records:
-    """The encoded node records of one rank: bytes plus ``[starts, ends)`` spans (int64[N])."""
+    """The encoded node records of one rank: ``uint8`` bytes plus ``[starts, ends)`` spans (int64[N])."""
 
-    data: bytes
+    buf: np.ndarray
     starts: np.ndarray
     ends: np.ndarray
     metadata: Any
     rank: int | None
     path: str | None
-    _buf: np.ndarray | None = field(default=None, repr=False)
+    source: Any = field(default=None, repr=False)  # the trace's EncodedNodes, kept by an empty edit
 
     def __len__(self) -> int:
         return len(self.starts)
-
-    @property
-    def buf(self) -> np.ndarray:
-        """The bytes as uint8 (a view, no copy)."""
-        if self._buf is None:
-            self._buf = np.frombuffer(self.data, dtype=np.uint8)
-        return self._buf
 
     @classmethod
     def of(cls, trace: Any) -> "Records":
@@ -165,19 +156,20 @@ class Records:
         encoded = getattr(trace, "_encoded", None)
         if getattr(trace, "_nodes", True) is None and encoded is not None:
             return cls(
-                encoded.data,
+                record_array(encoded),
                 np.asarray(encoded.starts, dtype=np.int64),
                 np.asarray(encoded.ends, dtype=np.int64),
                 trace.metadata,
                 trace.rank,
                 trace.path,
+                encoded,
             )
         from tracekit.io import encode_trace, split_records
 
         data = encode_trace(trace)
         _, _, starts, ends = split_records(data, path=trace.path, rank=trace.rank)
         return cls(
-            data,
+            np.frombuffer(data, dtype=np.uint8),
             starts.astype(np.int64, copy=False),
             ends.astype(np.int64, copy=False),
             trace.metadata,
@@ -227,8 +219,12 @@ def _splice_args(rec: Records, edit: Edit) -> tuple[np.ndarray, ...]:
     if len(drop_fields) > 62:
         raise ValueError("more than 62 distinct fields dropped in one edit")
     bits = np.zeros(n, dtype=np.uint64)
+    by_rows: dict[int, tuple[np.ndarray, np.uint64]] = {}  # one pass per distinct rows array
     for rows, f in edit.drops:
         bit = DROP_ALL if f == -1 else np.uint64(1) << np.uint64(int(np.searchsorted(drop_fields, f)))
+        held = by_rows.get(id(rows))
+        by_rows[id(rows)] = (rows, bit if held is None else held[1] | bit)
+    for rows, bit in by_rows.values():
         bits[rows] |= bit
     blobs = [b for *_, b in edit.inserts] + [b for *_, b in edit.replaces]
     extra = np.concatenate([b.data for b in blobs] + [np.zeros(0, np.uint8)])
@@ -237,40 +233,53 @@ def _splice_args(rec: Records, edit: Edit) -> tuple[np.ndarray, ...]:
     # inserts by record, then field number, then the order given: each list has one field number, so a
     # list's rank in (field number, order given) breaks ties; a stable sort of sorted runs merges them
     rank = {k: r for r, k in enumerate(sorted(range(len(ins)), key=lambda k: (ins[k][1], k)))}
-    own, fld, lst, a = [_EMPTY], [_EMPTY], [_EMPTY], [_EMPTY]
-    for k, (rows, f, b) in enumerate(ins):
-        own.append(np.asarray(rows, np.int64))
-        fld.append(np.full(len(rows), f, np.int64))
-        lst.append(np.full(len(rows), rank[k], np.int64))
-        a.append(b.ptr + base[k])
-    i_own = np.concatenate(own)
-    order = np.argsort(i_own * max(len(ins), 1) + np.concatenate(lst), kind="stable")
-    i_own, i_fld = i_own[order], np.concatenate(fld)[order]
-    i_a, i_b = _starts_ends(a, order)
-    k0 = len(edit.inserts)
-    r_own = [_EMPTY] + [np.asarray(r, np.int64) for r, _, _ in edit.replaces]
-    r_at = [_EMPTY] + [np.asarray(o, np.int64) for _, o, _ in edit.replaces]
-    ra = [_EMPTY] + [b.ptr + base[k0 + k] for k, (_, _, b) in enumerate(edit.replaces)]
-    order = np.lexsort((np.concatenate(r_at), np.concatenate(r_own)))
-    rep_own, rep_at = np.concatenate(r_own)[order], np.concatenate(r_at)[order]
-    rep_a, rep_b = _starts_ends(ra, order)
+    used = [k for k in range(len(ins)) if len(ins[k][0])]
+    i_own = _cat([np.asarray(ins[k][0], np.int64) for k in used])
+    i_fld = _cat([np.full(len(ins[k][0]), ins[k][1], np.int64) for k in used])
+    order = None
+    if len(used) > 1 or not _ascending(i_own):  # one list of ascending records is in order already
+        lst = _cat([np.full(len(ins[k][0]), rank[k], np.int64) for k in used])
+        order = np.argsort(i_own * max(len(ins), 1) + lst, kind="stable")
+        i_own, i_fld = i_own[order], i_fld[order]
+    i_a, i_b = _starts_ends([ins[k][2].ptr + base[k] for k in used], order)
+    k0 = len(ins)
+    reps = [k for k in range(len(edit.replaces)) if len(edit.replaces[k][0])]
+    rep_own = _cat([np.asarray(edit.replaces[k][0], np.int64) for k in reps])
+    rep_at = _cat([np.asarray(edit.replaces[k][1], np.int64) for k in reps])
+    order = None
+    if len(reps) > 1 or not _ascending(rep_own, strict=True):  # by record, then offset
+        order = np.lexsort((rep_at, rep_own))
+        rep_own, rep_at = rep_own[order], rep_at[order]
+    rep_a, rep_b = _starts_ends([edit.replaces[k][2].ptr + base[k0 + k] for k in reps], order)
     return (keep, bits, drop_fields, _ptr(i_own, n), i_fld, i_a, i_b, _ptr(rep_own, n), rep_at, rep_a, rep_b, extra)
 
 
 _EMPTY = np.zeros(0, dtype=np.int64)
 
 
-def _starts_ends(ptrs: list[np.ndarray], order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Row ``[start, end)`` offsets of several Blobs' absolute ``ptr`` arrays, concatenated, in ``order``."""
-    starts = np.concatenate([p[:-1] for p in ptrs if len(p)] + [_EMPTY])
-    ends = np.concatenate([p[1:] for p in ptrs if len(p)] + [_EMPTY])
-    return starts[order], ends[order]
+def _cat(parts: list[np.ndarray]) -> np.ndarray:
+    """``parts`` concatenated (int64; empty when none; the one part itself when one)."""
+    return parts[0] if len(parts) == 1 else np.concatenate([_EMPTY, *parts])
+
+
+def _ascending(x: np.ndarray, strict: bool = False) -> bool:
+    """``x`` ascends (strictly with ``strict``)."""
+    return len(x) < 2 or bool(np.all(x[1:] > x[:-1]) if strict else np.all(x[1:] >= x[:-1]))
+
+
+def _starts_ends(ptrs: list[np.ndarray], order: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """Row ``[start, end)`` offsets of several Blobs' absolute ``ptr`` arrays, concatenated, in ``order`` (None: as
+    they come)."""
+    starts = _cat([p[:-1] for p in ptrs])
+    ends = _cat([p[1:] for p in ptrs])
+    return (starts, ends) if order is None else (starts[order], ends[order])
 
 
 def _ptr(owner: np.ndarray, n: int) -> np.ndarray:
     """CSR row pointers (int64[n+1]) of sorted row numbers ``owner``."""
     ptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(owner, minlength=n), out=ptr[1:])
+    if len(owner):
+        np.cumsum(np.bincount(owner, minlength=n), out=ptr[1:])
     return ptr
 
 
@@ -287,7 +296,8 @@ def rewrite(rec: Records, edit: Edit, metadata: Any = None) -> Any:
 
     md = rec.metadata if metadata is None else metadata
     if edit.empty():
-        return _trace_of(rec.data, rec.starts, rec.ends, md, rec.rank)
+        source = rec.source if rec.source is not None else SplicedNodes(rec.buf, rec.starts, rec.ends, rec.rank)
+        return _trace_of(source, md, rec.rank)
     args = _splice_args(rec, edit)
     keep = args[0]
     body = np.zeros(len(rec), dtype=np.int64)
@@ -300,22 +310,22 @@ def rewrite(rec: Records, edit: Edit, metadata: Any = None) -> Any:
         raise TraceFormatError(f"node record {-total - 1} is not a valid Node message", path=rec.path, rank=rec.rank)
     kept_body = body[keep]
     new_ends = np.cumsum(kept_body + varint_lens(kept_body))
-    return _trace_of(out[:total].tobytes(), new_ends - kept_body, new_ends, md, rec.rank)
+    return _trace_of(SplicedNodes(out[:total], new_ends - kept_body, new_ends, rec.rank), md, rec.rank)
 
 
-def _trace_of(data: bytes, starts: np.ndarray, ends: np.ndarray, metadata: Any, rank: int | None) -> Any:
+def _trace_of(encoded: Any, metadata: Any, rank: int | None) -> Any:
     """A trace holding encoded records (no Node objects)."""
-    from tracekit.io import EncodedNodes
     from tracekit.model import ExecutionTrace
 
     from_encoded = getattr(ExecutionTrace, "_from_encoded", None)
     if from_encoded is not None:
-        return from_encoded(EncodedNodes(data, starts, ends, None, rank), metadata, rank=rank, path=None)
+        return from_encoded(encoded, metadata, rank=rank, path=None)
     from tracekit.io import encode_metadata, trace_from_bytes  # the model changed: go through the public reader
 
+    data = encoded.data
+    starts, ends = encoded.starts.tolist(), encoded.ends.tolist()
     trace = trace_from_bytes(
-        encode_metadata(metadata) + b"".join(_frame(data[s:e]) for s, e in zip(starts.tolist(), ends.tolist())),
-        rank=rank,
+        encode_metadata(metadata) + b"".join(_frame(data[s:e]) for s, e in zip(starts, ends)), rank=rank
     )
     return trace.with_metadata(metadata)
 

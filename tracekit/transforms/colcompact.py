@@ -82,26 +82,27 @@ def reduce_lists(
     n = len(ids)
     owner = data.owners()
     pos, found = _Lookup(ids)(data.ids, owner - 1)  # most dependencies are on the node just before
-    idx = np.flatnonzero(found)
-    idx = idx[_first_occurrences(owner[idx], pos[idx])]
-    e_own, e_pos = owner[idx], pos[idx]  # distinct existing deps, first-occurrence order per owner
+    e_own, e_pos = (owner, pos) if found.all() else (owner[found], pos[found])
+    if len(e_own) > 1 and not bool(np.all(e_own[1:] != e_own[:-1])):  # some list has two: drop repeats
+        first = _first_occurrences(e_own, e_pos)
+        e_own, e_pos = e_own[first], e_pos[first]  # distinct existing deps, first-occurrence order per owner
     if bool(np.all(e_pos < e_own)):  # every dependency points back: file order is topological
         order = np.arange(n, dtype=np.int64)
     else:
         order = _graph(ids, data, names_fn).topological_order()  # raises on a cycle, as the node path does
     deg = np.bincount(e_own, minlength=n)
-    redundant = np.zeros(len(e_own), dtype=bool)
+    redundant = None  # a single dependency is never redundant
     if (deg >= 2).any():
         if n <= limit:
             redundant = _redundant_exact(n, e_own, e_pos, deg, order)
         else:
             redundant = _redundant_one_step(n, e_own, e_pos, deg)
-    kept_n = np.bincount(e_own[~redundant], minlength=n)
+    kept_n = deg if redundant is None else np.bincount(e_own[~redundant], minlength=n)
     changed = kept_n != data.lens()
     rows = np.flatnonzero(changed)
     if not len(rows):
         return data, changed
-    sel = ~redundant & changed[e_own]
+    sel = changed[e_own] if redundant is None else ~redundant & changed[e_own]
     new = _lists(np.searchsorted(rows, e_own[sel]), ids[e_pos[sel]], len(rows))
     return data.replaced(rows, new), changed
 

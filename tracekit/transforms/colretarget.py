@@ -60,7 +60,7 @@ def retarget_encoded(trace: ExecutionTrace, rt: Any, host_compute: bool, fallbac
     Raises:
         TransformError: a projected duration out of range (names the node).
     """
-    from tracekit.transforms.colscale import carry_columns, patched_columns, set_durations
+    from tracekit.transforms.colscale import carry_columns, patched_columns, set_durations, type_mask
     from tracekit.transforms.scale import _TIMED
 
     from tracekit.transforms._records import Edit, Records, rewrite
@@ -73,7 +73,7 @@ def retarget_encoded(trace: ExecutionTrace, rt: Any, host_compute: bool, fallbac
     except ValidationError:
         return None
     dur = cols.duration_ns
-    timed = np.isin(cols.types, [int(t) for t in _TIMED])
+    timed = type_mask(cols.types, _TIMED)
     moves = np.where(cpu_present & cpu_value, host_compute, rt.cpu is not True)
     unknown = timed & moves & (dur > 0) & ~((ops > 0) | (nbytes > 0)) if fallback is not None else timed & False
     method = np.full(len(dur), "", dtype=object)

@@ -48,6 +48,15 @@ def is_encoded(trace: ExecutionTrace) -> bool:
     return True
 
 
+def type_mask(types: np.ndarray, wanted: Iterable[int]) -> np.ndarray:
+    """bool[N]: ``types[i]`` is one of ``wanted`` (a few node types: one comparison pass each, no sort as
+    ``np.isin`` makes)."""
+    out = np.zeros(len(types), dtype=bool)
+    for t in set(int(w) for w in wanted):
+        out |= types == t
+    return out
+
+
 def flag_column(cols: Any, name: str) -> np.ndarray:
     """``bool(node.get_attr(name))`` of every node (False where absent), bool[N]."""
     try:
@@ -168,7 +177,7 @@ def scale_compute_encoded(
     from tracekit.transforms.scale import scaled_compute
 
     cols = trace.columns()
-    sel = np.isin(cols.types, np.asarray(sorted(int(t) for t in types), dtype=np.int16))
+    sel = type_mask(cols.types, types)
     if cpu is not None:
         sel &= flag_column(cols, IS_CPU_OP) == cpu
     if pattern is not None and sel.any():
