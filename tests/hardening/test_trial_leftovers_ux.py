@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import shutil
 from pathlib import Path
@@ -63,3 +64,63 @@ def test_a_lone_file_without_siblings_replays_with_a_one_line_warning(tmp_path, 
         "job, and the job has 1 rank: it takes 0 ns; if the job had more ranks, give every rank's file "
         "(<prefix>.<rank>.et)"
     )
+
+
+@pytest.mark.parametrize(
+    "nic_gbps, channels, net_gbps",
+    [
+        (25.0, 1, 24.0),  # HDR: one channel of 24
+        (50.0, 1, 48.0),  # NDR 400 Gb/s: one channel of 48 (as before)
+        (100.0, 2, 96.0),  # XDR 800 Gb/s: two channels of 48 on the NIC (capped at 48 before)
+        (200.0, 4, 192.0),
+        (1600.0, 32, 1536.0),  # one rail per node: at most 32 ring channels (MAXCHANNELS / 2)
+    ],
+)
+def test_the_nccl_model_packs_channels_onto_a_nic_faster_than_one_channel(nic_gbps, channels, net_gbps):
+    from dataclasses import replace
+
+    from tracekit.replayer.simulation.hardware import load_spec
+    from tracekit.replayer.simulation.nccl_model import NcclModel
+
+    # DGX H100 fitted to 32 ranks (4 nodes), the IB dimension at the swept speed; a group of one rank per node
+    # (a data-parallel group under tp 8) crosses the network on one NIC per node.  NCCL's search
+    # (src/graph/search.cc, v2.30.7-1) runs channels at 48 GB/s, the top of speedArrayInter, and puts a channel
+    # on a NIC while the NIC has 48 GB/s left: floor(B / 48) channels
+    base = load_spec("dgx-h100").fitted(32)
+    network = (base.network[0], replace(base.network[1], bandwidth_gbps=nic_gbps))
+    model = NcclModel(replace(base, network=network))
+    assert model.nic_channels(nic_gbps, 1) == (channels, net_gbps / channels)
+    shape = model.shape(model.placement((0, 8, 16, 24)))
+    assert (shape.nodes, shape.net_bw_gbps) == (4, net_gbps)
+    # ring Simple all-reduce: busBw = the network's, algBw = busBw x p / (2 (p - 1)) = busBw x 4 / 6
+    (ring,) = [
+        c for c in model.candidates("all_reduce", 1 << 30, shape) if (c.algorithm, c.protocol) == ("ring", "Simple")
+    ]
+    assert ring.alg_bw_gbps == pytest.approx(net_gbps * 4 / 6, rel=1e-12)
+
+
+def test_a_sweep_of_the_nic_bandwidth_says_how_the_nccl_model_uses_it(tmp_path):
+    res = run(
+        "generate", "micro", "--collective", "all_reduce", "--size", "1MiB", "--ranks", "16", "-o", tmp_path / "ar"
+    )
+    assert res.exit_code == 0, res.stderr
+    args = ["sweep", tmp_path / "ar", "--hw", "dgx-h100", "--collective-model", "nccl", "--executor", "serial"]
+    res = run(*args, "--vary", "network[1].bandwidth_gbps=25,50,100", "-o", tmp_path / "sw")
+    assert res.exit_code == 0, res.stderr
+    notes = [ln for ln in res.stdout.splitlines() if ln.startswith("nccl model:")]
+    # 16 ranks = 2 DGX H100 nodes of 8 NICs; inside a node the ring runs 16 channels x 23.175 = 370.8 GB/s
+    assert notes == [
+        "nccl model: network[1].bandwidth_gbps is used as whole channels per NIC at NCCL's per-channel speeds "
+        "(search.cc speedArrayInter): 25 -> 24 (1 x 24), 50 -> 48 (1 x 48), 100 -> 96 (2 x 48) GB/s",
+        "nccl model: from network[1].bandwidth_gbps = 50 on, a node's 8 NICs (8 x 48 GB/s) carry at least its "
+        "ring inside the node (370.8 GB/s), which then bounds rings across nodes",
+    ]
+    assert json.loads((tmp_path / "sw" / "sweep.json").read_text())["notes"] == notes
+    # NVLink swept above what 16 channels carry: said too; the alpha-beta model uses every GB/s (no note)
+    res = run(*args, "--vary", "network[0].bandwidth_gbps=300,450", "-o", tmp_path / "sw0")
+    assert [ln for ln in res.stdout.splitlines() if ln.startswith("nccl model:")] == [
+        "nccl model: network[0].bandwidth_gbps is used up to channels x per_channel_bw_gbps (the ring inside a "
+        "node): 450 -> 370.8 GB/s"
+    ]
+    res = run(*args[:4], "--executor", "serial", "--vary", "network[1].bandwidth_gbps=25,100", "-o", tmp_path / "sw1")
+    assert res.exit_code == 0 and "nccl model:" not in res.stdout

@@ -147,6 +147,8 @@ def _print_table(result: SweepResult) -> None:
             str(row.slowest_rank),
         )
     out_console().print(table)
+    for note in result.notes:
+        out_console().print(note, markup=False, highlight=False, soft_wrap=True)
 
 
 COMMANDS = [sweep]
