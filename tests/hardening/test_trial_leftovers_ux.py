@@ -124,3 +124,23 @@ def test_a_sweep_of_the_nic_bandwidth_says_how_the_nccl_model_uses_it(tmp_path):
     ]
     res = run(*args[:4], "--executor", "serial", "--vary", "network[1].bandwidth_gbps=25,100", "-o", tmp_path / "sw1")
     assert res.exit_code == 0 and "nccl model:" not in res.stdout
+
+
+@pytest.mark.parametrize("command", [["replay", "--hw", "dgx-a100"], ["info"]])
+def test_top_is_bounded_like_every_range_option(command):
+    from tracekit.cli._options import MAX_TOP
+    from tracekit.node import MAX_RANKS
+
+    assert MAX_TOP == MAX_RANKS  # one row per rank at most, and tracekit handles 2^20 ranks
+    for top, exit_code, message in [
+        ("0", 1, "0 is not in the range 1<=x<=1048576"),
+        ("1048577", 1, "1048577 is not in the range 1<=x<=1048576"),
+        ("99999999999999999999999", 1, "99999999999999999999999 is not in the range 1<=x<=1048576"),
+        ("ten", 2, "'ten' is not a valid integer"),
+    ]:
+        res = run(command[0], CHAKRA / "all_reduce", *command[1:], "--top", top)
+        line = one_line_error(res, exit_code)
+        # (in-process, click names the program 'cli' in the help hint)
+        assert line == f"tracekit: error: Invalid value for '--top': {message} (see 'cli {command[0]} --help')"
+        assert res.stdout == ""
+    assert run(command[0], CHAKRA / "all_reduce", *command[1:], "--top", str(MAX_TOP)).exit_code == 0

@@ -7,7 +7,15 @@ import sys
 import click
 
 from tracekit.cli._common import CONTEXT_SETTINGS, EXIT_FINDINGS, out_console, progress, progress_callback
-from tracekit.cli._options import IntRange, emit_json, executor_options, json_option, resolve_executor, traces_argument
+from tracekit.cli._options import (
+    MAX_TOP,
+    IntRange,
+    emit_json,
+    executor_options,
+    json_option,
+    resolve_executor,
+    traces_argument,
+)
 
 
 def _pairs(spec, rank: int | None) -> list:
@@ -28,7 +36,7 @@ def _pairs(spec, rank: int | None) -> list:
 @json_option()
 @click.option(
     "--top",
-    type=IntRange(min=1),
+    type=IntRange(1, MAX_TOP),
     default=16,
     show_default=True,
     help="Rows per table (ranks with equal summaries share a row).",

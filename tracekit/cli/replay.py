@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from tracekit.cli._common import CONTEXT_SETTINGS, err_console, out_console, progress_callback, state
-from tracekit.cli._options import IntRange, deprecated_alias, emit_json, json_option, traces_argument
+from tracekit.cli._options import MAX_TOP, IntRange, deprecated_alias, emit_json, json_option, traces_argument
 from tracekit.cli._render import _fmt_bytes, _fmt_ns  # noqa: E402 - one place for human units
 from tracekit.fmt import fmt_ns_exact, fmt_pct  # noqa: E402
 
@@ -314,7 +314,7 @@ def render_compute_plan(console: Any, plan: Any, report: Any, result: Any) -> No
 @deprecated_alias("--html", "html_old")
 @click.option(
     "--top",
-    type=IntRange(min=1),
+    type=IntRange(1, MAX_TOP),
     default=8,
     show_default=True,
     help="Rows per summary table (ranks with equal figures and groups with equal costs share a row).",
