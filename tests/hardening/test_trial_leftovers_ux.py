@@ -144,3 +144,37 @@ def test_top_is_bounded_like_every_range_option(command):
         assert line == f"tracekit: error: Invalid value for '--top': {message} (see 'cli {command[0]} --help')"
         assert res.stdout == ""
     assert run(command[0], CHAKRA / "all_reduce", *command[1:], "--top", str(MAX_TOP)).exit_code == 0
+
+
+def test_analyze_of_a_set_without_measured_nodes_says_so_in_one_line_not_empty_tables():
+    # ASTRA-sim's all_reduce.{0..3}.et: one COMM_COLL node per rank, no compute node, durations 0
+    res = run("analyze", CHAKRA / "all_reduce")
+    assert one_line_error(res) == (
+        f"tracekit: error: {CHAKRA / 'all_reduce'}: nothing to analyze: none of the 4 nodes of the 4 rank(s) has a "
+        "measured duration (0 compute nodes); analyze reads the measured times of a converted capture; "
+        "tracekit replay times a trace without them"
+    )
+    assert res.stdout == ""
+    assert run("analyze", CHAKRA / "all_reduce", "--json").stdout == ""
+
+
+def test_analyze_of_a_kineto_file_without_timed_events_says_so_in_one_line(tmp_path):
+    # a profiler dump with only a metadata event and an instant event: nothing with a duration
+    path = tmp_path / "kineto_rank0.json"
+    path.write_text(
+        json.dumps(
+            {
+                "schemaVersion": 1,
+                "traceEvents": [
+                    {"name": "process_name", "ph": "M", "pid": 1, "tid": 0, "args": {"name": "python"}},
+                    {"name": "mark", "ph": "i", "ts": 5, "pid": 1, "tid": 1, "s": "t"},
+                ],
+            }
+        )
+    )
+    res = run("analyze", path)
+    assert one_line_error(res) == (
+        f"tracekit: error: {path}: nothing to analyze: no kernel, CPU op or communication event with a duration "
+        "in the file"
+    )
+    assert res.stdout == ""
