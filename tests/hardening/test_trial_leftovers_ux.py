@@ -178,3 +178,27 @@ def test_analyze_of_a_kineto_file_without_timed_events_says_so_in_one_line(tmp_p
         "in the file"
     )
     assert res.stdout == ""
+
+
+@pytest.mark.parametrize(
+    "name, text, message",
+    [
+        # PyYAML prints these over 4-7 lines (problem, context, the line again with a caret)
+        ("net.yml", "topology: [ Ring ]\nnpus_count: [ 4 ]\nthis line: has: two colons\n",
+         "not valid YAML at line 3, column 15: mapping values are not allowed here"),
+        ("net.yml", "topology: [ Ring\nnpus_count: [ 4 ]\n",
+         "not valid YAML at line 2, column 11: expected ',' or ']', but got ':' (while parsing a flow sequence at "
+         "line 1, column 11)"),
+        ("net.yml", "topology: [ Ring ]\n\tnpus_count: 4\n",
+         "not valid YAML at line 2, column 1: found character '\\t' that cannot start any token"),
+        ("sys.json", '{"a": 1,\n "b": }\n', "not valid JSON at line 2, column 7: Expecting value"),
+    ],
+)  # fmt: skip
+def test_an_astra_config_parse_error_is_one_line_with_file_line_and_column(tmp_path, name, text, message):
+    data = REPO / "tests" / "data" / "astra"
+    (tmp_path / name).write_text(text)
+    system = tmp_path / name if name.endswith(".json") else data / "system_ring_splits1.json"
+    network = tmp_path / name if name.endswith(".yml") else data / "network_ring_4.yml"
+    res = run("hw", "import-astra", "--system", system, "--network", network, "-o", tmp_path / "s.toml")
+    assert one_line_error(res) == f"tracekit: error: {tmp_path / name}: {message}"
+    assert not (tmp_path / "s.toml").exists()
