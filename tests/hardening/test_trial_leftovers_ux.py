@@ -202,3 +202,19 @@ def test_an_astra_config_parse_error_is_one_line_with_file_line_and_column(tmp_p
     res = run("hw", "import-astra", "--system", system, "--network", network, "-o", tmp_path / "s.toml")
     assert one_line_error(res) == f"tracekit: error: {tmp_path / name}: {message}"
     assert not (tmp_path / "s.toml").exists()
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["replay", CHAKRA / "all_reduce", "--hw"], "Option '--hw' requires an argument (see 'cli replay --help')"),
+        (["info", CHAKRA / "all_reduce", "--top"], "Option '--top' requires an argument (see 'cli info --help')"),
+        (["convert", "pytorch", "--et"], "Option '--et' requires an argument (see 'cli convert pytorch --help')"),
+        (["hw", "import-astra", "--system"], "Option '--system' requires an argument (see 'cli hw import-astra --help')"),
+        (["export", "astra", CHAKRA / "all_reduce", "--hw"], "Option '--hw' requires an argument (see 'cli export astra --help')"),
+    ],
+)  # fmt: skip
+def test_an_option_without_its_value_names_the_commands_help_like_every_usage_error(args, message):
+    # click's option parser raises these without a context: the line ended without the help hint, and in a
+    # nested group (convert, hw, generate, export) the hint named the group, not the command
+    assert one_line_error(run(*args), 2) == f"tracekit: error: {message}"
