@@ -218,3 +218,35 @@ def test_an_option_without_its_value_names_the_commands_help_like_every_usage_er
     # click's option parser raises these without a context: the line ended without the help hint, and in a
     # nested group (convert, hw, generate, export) the hint named the group, not the command
     assert one_line_error(run(*args), 2) == f"tracekit: error: {message}"
+
+
+def test_dump_of_a_prefix_names_its_rank_files_and_the_command_for_one(tmp_path):
+    res = run("dump", CHAKRA / "all_reduce")  # was: "No such file or directory"
+    first, last = CHAKRA / "all_reduce.0.et", CHAKRA / "all_reduce.3.et"
+    assert one_line_error(res) == (
+        f"tracekit: error: {CHAKRA / 'all_reduce'}: dump takes one trace file; this names 4 rank file(s) "
+        f"({first} ... {last}): dump one, e.g. tracekit dump {first} -o all_reduce.0.json"
+    )
+    assert (
+        one_line_error(run("dump", tmp_path / "nothing"))
+        == f"tracekit: error: {tmp_path / 'nothing'}: No such file or directory"
+    )
+
+
+def test_load_of_a_chakra_et_file_says_it_is_not_json_and_which_command_reads_it(tmp_path):
+    et = CHAKRA / "all_reduce.0.et"
+    res = run("load", et, "-o", tmp_path / "x.0.et")  # was: "invalid JSON: str is not valid UTF-8: surrogates ..."
+    assert one_line_error(res) == (
+        f"tracekit: error: {et}: not JSON: by its name a Chakra .et trace (protobuf); load turns JSON into .et, "
+        f"tracekit dump {et} turns it into JSON"
+    )
+    assert not (tmp_path / "x.0.et").exists()
+
+
+def test_timeline_of_a_set_without_measured_times_says_why_it_is_empty(tmp_path):
+    res = run("timeline", CHAKRA / "all_reduce", "-o", tmp_path / "t.json")
+    assert res.exit_code == 0 and res.stdout == ""
+    assert res.stderr == (
+        f"wrote {tmp_path / 't.json'}: 0 slices on 4 rank(s): none of the 4 nodes has a measured duration (a replay "
+        "draws its own timeline: tracekit replay TRACES --hw SPEC --timeline-out FILE)\n"
+    )

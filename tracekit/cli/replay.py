@@ -478,11 +478,21 @@ def timeline(traces, output: str, as_json: bool) -> None:
     trace = measured_timeline(traceset)
     write_chrome_trace(trace, output)
     slices = sum(1 for e in trace["traceEvents"] if e["ph"] == "X")
+    # an empty timeline says nothing: say why, and what draws one
+    empty = (
+        f": none of the {sum(len(t) for t in traceset):,} nodes has a measured duration (a replay draws its own "
+        f"timeline: tracekit replay TRACES --hw SPEC --timeline-out FILE)"
+        if not slices
+        else ""
+    )
     if as_json:
         emit_json({"output": output, "slices": slices, "ranks": len(traceset)})
     if not state().quiet:
         err_console().print(
-            f"wrote {output}: {slices:,} slices on {len(traceset)} rank(s)", markup=False, highlight=False
+            f"wrote {output}: {slices:,} slices on {len(traceset)} rank(s){empty}",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
         )
 
 
