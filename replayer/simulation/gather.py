@@ -90,6 +90,7 @@ def gather_files(traces: Any, options: "ReplayOptions", say: Callable[..., None]
     """
     from tracekit.io import _read_raw, read_trace, trace_from_bytes, trace_paths
     from tracekit.replayer.simulation.checks import check_complete
+    from tracekit.groups import default_group_size
     from tracekit.replayer.simulation.whole_job import check_whole_job
     from tracekit.replayer.simulation.class_replay import StampedClasses
     from tracekit.validate import check_rank
@@ -137,5 +138,7 @@ def gather_files(traces: Any, options: "ReplayOptions", say: Callable[..., None]
     check_complete(scans, world, path=str(traces), file=str(pairs[0][1]))
     if world > 1:  # a one-rank job is not folded: the unfolded replay checks it (run.replay_traceset)
         low = scans[min(scans)]
-        check_whole_job(low.path, low.rank, world, declared, lambda: _first_world_collective(low))
+        rep = kept.get(low.rank)
+        size = (lambda: default_group_size(rep)) if rep is not None else (lambda: None)
+        check_whole_job(low.path, low.rank, world, declared, lambda: _first_world_collective(low), size)
     return Gathered(scans, kept, declared, findings, world, spec_ranks=sorted(scans))

@@ -5,8 +5,11 @@ and ASTRA-sim's reading, docs/design.md section 3). Replaying one file of ASTRA-
 ``all_reduce.{0..3}.et`` alone therefore runs its all-reduce over one rank, which takes 0 ns: a plausible-looking
 wrong answer. Nothing inside such a file says how many ranks the job had, but its name does: the rank files
 ``<prefix>.<rank>.et[.gz]`` beside it. :func:`check_whole_job` refuses a replay whose default-group collectives
-would span fewer ranks than the set of files beside it holds, and warns when a one-rank job has such collectives
-and no sibling files (the other ranks' files may be elsewhere).
+would span fewer ranks than the set of files beside it holds, or than the ``group_size`` its ``process_group:init``
+gives the default group (PyTorch's Execution Trace records it), and warns when a one-rank job has such collectives,
+no sibling files and declares no process group at all (ASTRA-sim's files; the other ranks' files may be
+elsewhere). A capture that declares its all-ranks group without a size (tracekit's converter writes
+``group_size`` 0) is trusted: one-GPU NCCL runs have one-rank collectives.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping
 
 from tracekit.errors import ReplayError
-from tracekit.groups import DEFAULT_PG
+from tracekit.groups import DEFAULT_PG, default_group_size
 from tracekit.io import rank_from_path
 from tracekit.model import CollectiveType
 
@@ -81,6 +84,7 @@ def check_whole_job(
     world: int,
     declared: Mapping[str, tuple[int, ...]],
     first_world_collective: Callable[[], tuple[int, int] | None],
+    group_size: Callable[[], int | None] = lambda: None,
 ) -> None:
     """Refuse (or warn about) a job whose default-group collectives would span too few ranks (module doc).
 
@@ -92,38 +96,50 @@ def check_whole_job(
             taken as the truth).
         first_world_collective: returns ``(node id, comm_type)`` of the lowest rank's first collective of the
             default group, or None; called only when a problem is possible.
+        group_size: returns the default group's ``group_size`` from the lowest rank's ``process_group:init``
+            (:func:`tracekit.groups.default_group_size`), or None; called only when a problem is possible.
 
     Raises:
-        ReplayError: files of the same set with higher ranks lie beside ``path`` and a default-group collective
-            would run over only ``world`` ranks (names the file, the node, the group size the set implies and
-            how to pass the whole set).
+        ReplayError: the trace's own process group, or files of the same set with higher ranks beside ``path``,
+            say the default group has more ranks than ``world`` and a default-group collective would run over
+            only ``world`` ranks (names the file, the node, the group size and how to pass the whole set).
     """
     if declared.get(DEFAULT_PG):
         return
     beside = rank_files_beside(path)
-    expected = max(beside[1]) + 1 if beside and beside[1] else world
-    if expected <= world and world != 1:
+    on_disk = max(beside[1]) + 1 if beside and beside[1] else world
+    if on_disk <= world and world != 1:
         return
+    size = group_size()
+    if size is not None and size <= world and on_disk <= world:
+        return  # the capture says the job had these ranks only (a one-GPU run has one-rank collectives)
     found = first_world_collective()
     if found is None:
         return
     node_id, comm_type = found
     what = f"{_coll_name(comm_type)} without a process group spans every rank of the job"
-    if expected > world and beside is not None:
-        prefix, ranks = beside
+    expected = max(size or 0, on_disk)
+    if expected > world:
         effect = "takes 0 ns" if world == 1 else "is timed as a smaller group"
+        source = (
+            f"its process_group:init gives the default group {size} ranks"
+            if size is not None and size == expected
+            else f"{len(beside[1])} rank files {_names(beside[0], beside[1])} lie beside it"  # type: ignore[index]
+        )
+        how = f"tracekit replay {beside[0]}" if beside is not None and on_disk >= expected else "every rank's file"
         raise ReplayError(
-            f"{what}, and the set expects {expected} ranks ({len(ranks)} rank files {_names(prefix, ranks)} lie "
-            f"beside it) but only {world} are given: a collective over {world} rank(s) {effect}; pass the whole "
-            f"set: tracekit replay {prefix}",
+            f"{what}, and the set expects {expected} ranks ({source}) but only {world} are given: a collective "
+            f"over {world} rank(s) {effect}; pass the whole set: {how}",
             path=path,
             rank=rank,
             node_id=node_id,
         )
+    if DEFAULT_PG in declared:  # a capture that declares its all-ranks group (a one-GPU NCCL run): trusted
+        return
     log.warning(
-        "%s: rank %d: node %d: %s, and the job has 1 rank: it takes 0 ns; if the job had more ranks, give "
+        "%srank %d: node %d: %s, and the job has 1 rank: it takes 0 ns; if the job had more ranks, give "
         "every rank's file (<prefix>.<rank>.et)",
-        path if path is not None else "(in memory)",
+        f"{path}: " if path is not None else "",
         rank,
         node_id,
         what,
@@ -150,4 +166,6 @@ def check_whole_traceset(traceset: "TraceSet") -> None:
             return None
         return int(trace.columns().ids[positions[0]]), table.coll_attr[positions[0]][0]
 
-    check_whole_job(trace.path, rank, traceset.world_size, traceset._declared_groups(), first)
+    check_whole_job(
+        trace.path, rank, traceset.world_size, traceset._declared_groups(), first, lambda: default_group_size(trace)
+    )

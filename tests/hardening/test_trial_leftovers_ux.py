@@ -250,3 +250,42 @@ def test_timeline_of_a_set_without_measured_times_says_why_it_is_empty(tmp_path)
         f"wrote {tmp_path / 't.json'}: 0 slices on 4 rank(s): none of the 4 nodes has a measured duration (a replay "
         "draws its own timeline: tracekit replay TRACES --hw SPEC --timeline-out FILE)\n"
     )
+
+
+def _one_rank_with_group(path: Path, entry: dict | None) -> Path:
+    """One rank: a process_group:init declaring ``entry`` (None: no declaration), then a 1 MiB all-reduce."""
+    from tracekit.io import write_trace
+    from tracekit.model import Attr, ExecutionTrace, IOInfo, Node, NodeType
+
+    nodes = []
+    if entry is not None:
+        values = json.dumps([entry])
+        nodes.append(Node(id=1, name="process_group:init", type=NodeType.METADATA_NODE, inputs=IOInfo(values=values)))
+    coll = [Attr.infer("comm_type", 0), Attr.infer("comm_size", 1 << 20)]
+    nodes.append(Node(id=7, name="allreduce", type=NodeType.COMM_COLL_NODE, attrs=coll))
+    write_trace(ExecutionTrace(nodes), path)
+    return path
+
+
+def test_a_lone_rank_whose_capture_names_a_larger_default_group_is_refused_and_a_one_gpu_run_is_not(tmp_path, caplog):
+    from tracekit.errors import ReplayError
+    from tracekit.io import read_traceset
+    from tracekit.replayer import replay
+
+    # PyTorch's ET writes the default group as ranks [] (all) with group_size = the world size
+    pg = {"pg_name": "0", "pg_desc": "default_pg", "ranks": [], "group_size": 8, "group_count": 1}
+    path = _one_rank_with_group(tmp_path / "solo.0.et", pg)
+    with pytest.raises(ReplayError) as info:
+        replay(read_traceset(path), "dgx-a100")
+    assert str(info.value) == (
+        f"{path}: rank 0: node 7: ALL_REDUCE without a process group spans every rank of the job, and the set "
+        "expects 8 ranks (its process_group:init gives the default group 8 ranks) but only 1 are given: a "
+        "collective over 1 rank(s) takes 0 ns; pass the whole set: every rank's file"
+    )
+    # a one-GPU NCCL run (param-resnet's ET: group_size 1), or a capture declaring its all-ranks group without a
+    # size (what tracekit's converter writes): replayed without a warning, the collective over its one rank
+    for n, entry in enumerate((dict(pg, group_size=1), dict(pg, group_size=0))):
+        with caplog.at_level(logging.WARNING, logger="tracekit.replayer"):
+            result = replay(read_traceset(_one_rank_with_group(tmp_path / f"gpu{n}.0.et", entry)), "dgx-a100")
+        assert result.iteration_time_ns == 0
+    assert [r for r in caplog.records if r.name == "tracekit.replayer"] == []
