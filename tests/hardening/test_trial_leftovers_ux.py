@@ -289,3 +289,12 @@ def test_a_lone_rank_whose_capture_names_a_larger_default_group_is_refused_and_a
             result = replay(read_traceset(_one_rank_with_group(tmp_path / f"gpu{n}.0.et", entry)), "dgx-a100")
         assert result.iteration_time_ns == 0
     assert [r for r in caplog.records if r.name == "tracekit.replayer"] == []
+
+
+def test_the_astra_model_on_a_preset_says_where_an_astra_table_comes_from():
+    line = one_line_error(run("replay", CHAKRA / "all_reduce", "--hw", "dgx-h100", "--collective-model", "astra"))
+    assert line.endswith(
+        "dgx-h100.toml: key astra: is required for collectives.model = 'astra' (ASTRA-sim's endpoint delay, dataset "
+        "splits, ...): import an ASTRA-sim config with `tracekit hw import-astra`, or choose another "
+        "--collective-model (alpha_beta, nccl)"
+    )
