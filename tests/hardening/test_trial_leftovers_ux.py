@@ -298,3 +298,26 @@ def test_the_astra_model_on_a_preset_says_where_an_astra_table_comes_from():
         "splits, ...): import an ASTRA-sim config with `tracekit hw import-astra`, or choose another "
         "--collective-model (alpha_beta, nccl)"
     )
+
+
+def test_info_counts_sends_and_recvs_in_the_communication_table(tmp_path):
+    from tracekit.io import write_traceset
+    from tracekit.model import Attr, ExecutionTrace, Node, NodeType
+    from tracekit.traceset import TraceSet
+
+    def p2p(kind: NodeType, node_id: int) -> Node:
+        attrs = [Attr.infer(k, v) for k, v in (("comm_src", 0), ("comm_dst", 1), ("comm_size", 128), ("comm_tag", 0))]
+        return Node(id=node_id, name="p2p", type=kind, attrs=attrs)
+
+    # rank 0 sends 128 B twice, rank 1 receives them: the table printed "- / 256 B" (a count of "-")
+    sends = ExecutionTrace([p2p(NodeType.COMM_SEND_NODE, 1), p2p(NodeType.COMM_SEND_NODE, 2)])
+    recvs = ExecutionTrace([p2p(NodeType.COMM_RECV_NODE, 1), p2p(NodeType.COMM_RECV_NODE, 2)])
+    write_traceset(TraceSet([sends, recvs]), tmp_path / "pp")
+    res = run("info", tmp_path / "pp")
+    assert res.exit_code == 0, res.stderr
+    lines = res.stdout.splitlines()
+    at = next(i for i, ln in enumerate(lines) if "communication: count / bytes" in ln)
+    header = [c.strip() for c in lines[at + 2].split("┃")[1:-1]]
+    rows = [[c.strip() for c in ln.split("│")[1:-1]] for ln in lines[at + 4 : at + 6]]
+    assert header == ["rank", "RECV", "SEND"]
+    assert rows == [["0", "0 / 0 B", "2 / 256 B"], ["1", "2 / 256 B", "0 / 0 B"]]
