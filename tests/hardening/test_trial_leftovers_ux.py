@@ -321,3 +321,18 @@ def test_info_counts_sends_and_recvs_in_the_communication_table(tmp_path):
     rows = [[c.strip() for c in ln.split("│")[1:-1]] for ln in lines[at + 4 : at + 6]]
     assert header == ["rank", "RECV", "SEND"]
     assert rows == [["0", "0 / 0 B", "2 / 256 B"], ["1", "2 / 256 B", "0 / 0 B"]]
+
+
+def test_the_replay_headline_stays_one_line_off_a_terminal(tmp_path):
+    # the demo's last step: ASTRA-sim's all-reduce on an imported ASTRA-sim config; piped (not a terminal, 120
+    # columns), the headline was cut after "compute astra x" and its "1" printed on a line of its own
+    data = REPO / "tests" / "data" / "astra"
+    spec = tmp_path / "ring4.toml"
+    args = ["--system", data / "system_ring_splits1.json", "--network", data / "network_ring_4.yml", "-o", spec]
+    assert run("hw", "import-astra", *args).exit_code == 0
+    res = run("replay", CHAKRA / "all_reduce", "--hw", spec)
+    assert res.exit_code == 0, res.stderr
+    assert res.stdout.splitlines()[0] == (
+        "iteration time 33.829 us (33,829 ns) on astra:system_ring_splits1+network_ring_4: 4 rank(s), 4 nodes, "
+        "collective model astra, compute astra x 1"
+    )

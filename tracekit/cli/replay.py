@@ -95,7 +95,8 @@ def render_result(console: Any, result: Any, *, top: int = 8, compute: str | Non
             f" ({fmt_ns_exact(job)}) on {prov.spec_name}: "
             f"{prov.world_size} rank(s), {result.node_count:,} nodes, collective model "
             f"{prov.collective_model}, compute {compute or prov.compute_mode} x {prov.compute_scale:g}",
-        )
+        ),
+        soft_wrap=True,  # one line however narrow the console: the line a log or a script greps for
     )
     _print_rank_table(console, result, top)
     _print_comm_table(console, result, top)
