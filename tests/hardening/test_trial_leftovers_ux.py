@@ -124,6 +124,12 @@ def test_a_sweep_of_the_nic_bandwidth_says_how_the_nccl_model_uses_it(tmp_path):
     ]
     res = run(*args[:4], "--executor", "serial", "--vary", "network[1].bandwidth_gbps=25,100", "-o", tmp_path / "sw1")
     assert res.exit_code == 0 and "nccl model:" not in res.stdout
+    # the 'wrote' line is one line, however long its three paths (it wrapped at 120 columns)
+    out = tmp_path / "sw1"
+    assert (
+        res.stderr
+        == f"2 point(s) on 16 ranks (serial); wrote {out / 'sweep.csv'}, {out / 'sweep.json'}, {out / 'sweep.html'}\n"
+    )
 
 
 @pytest.mark.parametrize("command", [["replay", "--hw", "dgx-a100"], ["info"]])

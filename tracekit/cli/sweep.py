@@ -128,6 +128,7 @@ def sweep(
             + ", ".join(str(p) for p in paths.values()),
             markup=False,
             highlight=False,
+            soft_wrap=True,  # a 'wrote' line stays one line (docs/cli.md), its paths whole
         )
 
 
