@@ -342,3 +342,15 @@ def test_the_replay_headline_stays_one_line_off_a_terminal(tmp_path):
         "iteration time 33.829 us (33,829 ns) on astra:system_ring_splits1+network_ring_4: 4 rank(s), 4 nodes, "
         "collective model astra, compute astra x 1"
     )
+
+
+def test_bench_coll_names_its_option_when_a_rank_list_does_not_parse(tmp_path):
+    for text, message in (
+        ("8,x", "expected comma-separated integers, got '8,x'"),
+        (",", "expected at least one rank count"),
+    ):
+        res = run("bench-coll", "--hw", "dgx-h100", "--ranks", text, "-o", tmp_path / "b.html")
+        assert (
+            one_line_error(res, 2)
+            == f"tracekit: error: Invalid value for '--ranks': {message} (see 'cli bench-coll --help')"
+        )
