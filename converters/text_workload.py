@@ -90,7 +90,7 @@ from tracekit.converters.text_workload_format import (  # the format's vocabular
     parse_text_workload,
     read_text_workload,
 )
-from tracekit.errors import ConfigError
+from tracekit.errors import ConfigError, ConversionError
 from tracekit.model import CollectiveType, check_rank_count
 from tracekit.traceset import TraceSet
 
@@ -171,17 +171,18 @@ class _Rank:
         """The collective of ``phase``; ``NONE`` gives an all-reduce of 0 bytes when ``none_too``
         (Chakra's converter does), else nothing."""
         comm = {"fwd": layer.fwd_comm, "ig": layer.ig_comm, "wg": layer.wg_comm}[phase]
-        if comm is None and not none_too:
-            return None
-        token = comm.token if comm is not None else NONE_TOKEN
-        if comm is not None and comm.comm_type is None:
+        if comm is None:
+            if not none_too:
+                return None
+            token, ctype, nbytes = NONE_TOKEN, CollectiveType.ALL_REDUCE, 0
+        elif comm.comm_type is None:
             raise line_error(
                 self.wl.path,
                 layer.line,
                 f"communication type {comm.token} ({phase}) has no Chakra collective type and cannot be converted",
             )
-        ctype = comm.comm_type if comm is not None else CollectiveType.ALL_REDUCE
-        nbytes = comm.comm_bytes if comm is not None else 0
+        else:
+            token, ctype, nbytes = comm.token, comm.comm_type, comm.comm_bytes
         return self.b.collective(f"COMM_COLL_NODE_{layer.name}{label}_{token}", ctype, nbytes, pg_name=pg, deps=deps)
 
 
@@ -276,6 +277,13 @@ def _schedule(wl: TextWorkload) -> Callable[[_Rank, Sequence[TextLayer], list[in
         return _transformer
     if kind.startswith("HYBRID_DLRM"):
         bottom = wl.last_bottom_layer
+        # parse_text_workload checks this; a TextWorkload built in code may lack it (a TypeError before)
+        if bottom is None or not 0 <= bottom <= len(wl.layers) - 2:
+            raise ConversionError(
+                f"{kind} needs the index of its last bottom-MLP layer between 0 and {len(wl.layers) - 2}, "
+                f"got {bottom!r}",
+                path=wl.path,
+            )
         return lambda r, ls, t: _dlrm(r, ls, t, bottom)
     return _micro
 
@@ -308,8 +316,9 @@ def convert_text_workload(
         ``process_group:init`` node (node 0) and in the set's process groups.
 
     Raises:
-        ConversionError: invalid file (see :func:`parse_text_workload`) or an
-            unconvertible communication type.
+        ConversionError: invalid file (see :func:`parse_text_workload`), an
+            unconvertible communication type, or a HYBRID_DLRM workload (one
+            built in code) without a last bottom-MLP layer in range.
         ConfigError: bad ``num_ranks``, ``passes``, ``tp`` or ``time_unit``.
     """
     wl = workload if isinstance(workload, TextWorkload) else read_text_workload(workload)

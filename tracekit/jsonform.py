@@ -46,7 +46,7 @@ from tracekit.model import (
 FORMAT = "tracekit.et.json"
 
 
-def _PB_ATTR():  # noqa: N802 - a message factory
+def _PB_ATTR() -> Any:  # noqa: N802 - a message factory (tracekit._proto has no stubs: Any)
     from tracekit._proto import et_def_pb2
 
     return et_def_pb2.AttributeProto()
@@ -123,6 +123,16 @@ def dumps_trace(trace: ExecutionTrace) -> bytes:
     return orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
 
 
+def _float_in(v: Any) -> float:
+    """A float attribute value: a number, or one of the strings of non-finite floats (KeyError for others)."""
+    return _NONFINITE[v] if isinstance(v, str) else float(v)
+
+
+def _bytes_in(v: Any) -> bytes:
+    """A bytes attribute value from its base64 text (binascii.Error, a ValueError, when it is not)."""
+    return base64.b64decode(v, validate=True)
+
+
 def _attr_in(d: Any, where: str, path: str) -> Attr:
     if not isinstance(d, dict) or "name" not in d:
         raise TraceFormatError(f"{where}: attribute must be an object with a name, got {d!r}"[:300], path=path)
@@ -136,11 +146,9 @@ def _attr_in(d: Any, where: str, path: str) -> Attr:
     value = d.get("value")
     try:
         if kind in _FLOAT_KINDS:
-            conv = lambda v: _NONFINITE[v] if isinstance(v, str) else float(v)
-            value = [conv(v) for v in value] if isinstance(value, list) else conv(value)
+            value = [_float_in(v) for v in value] if isinstance(value, list) else _float_in(value)
         elif kind in _BYTES_KINDS:
-            conv = lambda v: base64.b64decode(v, validate=True)
-            value = [conv(v) for v in value] if isinstance(value, list) else conv(value)
+            value = [_bytes_in(v) for v in value] if isinstance(value, list) else _bytes_in(value)
     except (TypeError, ValueError, KeyError):  # binascii.Error is a ValueError
         text = "base64 text" if kind in _BYTES_KINDS else 'a number (or "NaN", "Infinity", "-Infinity")'
         raise TraceFormatError(
@@ -209,11 +217,11 @@ def _u64(value: Any, key: str, node_id: Any, path: str, rank: int | None) -> int
 
 def _time(value: Any, key: str, limit: int, node_id: Any, path: str, rank: int | None) -> int:
     """A time field in nanoseconds: an integer from 0 to ``limit`` (see tracekit.model.MAX_DURATION_NS)."""
-    value = _u64(value, key, node_id, path, rank)
-    problem = time_range_error(key, value, limit)
+    time_ns = _u64(value, key, node_id, path, rank)
+    problem = time_range_error(key, time_ns, limit)
     if problem:
         raise TraceFormatError(problem, path=path, rank=rank, node_id=node_id)
-    return value
+    return time_ns
 
 
 def _int_list(value: Any, key: str, node_id: Any, path: str, rank: int | None = None) -> list[int]:
@@ -229,7 +237,9 @@ def _int_list(value: Any, key: str, node_id: Any, path: str, rank: int | None = 
     return [_u64(v, key, node_id, path, rank) for v in value]
 
 
-def _typed(container: dict, key: str, kind: type, default: Any, where: str, path: str, rank: int | None) -> Any:
+def _typed(
+    container: dict[str, Any], key: str, kind: type, default: Any, where: str, path: str, rank: int | None
+) -> Any:
     value = container.get(key, default)
     if value is None or not isinstance(value, kind):
         raise TraceFormatError(f"{where}: {key} must be a {kind.__name__}, got {value!r}"[:200], path=path, rank=rank)
@@ -240,8 +250,9 @@ def loads_trace(data: bytes, *, path: str = "<json>", rank: int | None = None) -
     """Parse a tracekit JSON document or a Chakra feeder JSON document.
 
     The tracekit form is checked strictly (it is lossless, so nothing may be
-    coerced): unknown keys, integers given as floats or strings, and ids or
-    times outside 0..2^64-1 are errors.
+    coerced): unknown keys, integers given as floats or strings, ids or
+    times outside 0..2^64-1, and a ``rank`` that is neither null nor a
+    non-negative integer are errors.
 
     Raises:
         TraceFormatError: invalid JSON (with line and column) or a document
@@ -271,8 +282,13 @@ def loads_trace(data: bytes, *, path: str = "<json>", rank: int | None = None) -
         str(md.get("version", "")),
         [_attr_in(a, "metadata", path) for a in _typed(md, "attrs", list, [], "metadata", path, rank)],
     )
-    if rank is None and isinstance(doc.get("rank"), int):
-        rank = doc["rank"]
+    doc_rank = doc.get("rank")
+    if doc_rank is not None and (isinstance(doc_rank, bool) or not isinstance(doc_rank, int) or doc_rank < 0):
+        raise TraceFormatError(
+            f"rank must be null or a non-negative integer, got {doc_rank!r}"[:200], path=path, rank=rank
+        )
+    if rank is None:
+        rank = doc_rank
     nodes = []
     for i, d in enumerate(_typed(doc, "nodes", list, [], "document", path, rank)):
         where = f"node #{i}"

@@ -42,7 +42,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence, cast
 
 import numpy as np
 
@@ -52,6 +52,7 @@ from tracekit.validate import ERROR, MAX_PER_CHECK, WARNING, Issue, ValidationRe
 
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.transforms.base import Transform
+    from tracekit.transforms.pipeline import Pipeline
 
 #: Transforms applied node by node (class names in tracekit.transforms).
 MAP_TRANSFORMS = ("ScaleCompute", "ScaleComm", "Retarget")
@@ -125,6 +126,7 @@ class IdSet:
         return True
 
     def _to_sorted(self) -> None:
+        assert self._bits is not None  # called only while the set is a bitmap
         bits = np.unpackbits(np.frombuffer(bytes(self._bits), dtype=np.uint8), bitorder="little")
         self._sorted = np.flatnonzero(bits).astype(np.uint64)
         self._bits = None
@@ -322,10 +324,7 @@ class StreamStats:
 
 def streamable(transform: "Transform") -> bool:
     """Whether :func:`transform_stream` can run ``transform`` (see module docstring)."""
-    name = type(transform).__name__
-    if name == "Pipeline":
-        return all(streamable(step) for step in transform.steps)
-    return name in MAP_TRANSFORMS + REMOVE_TRANSFORMS
+    return all(type(step).__name__ in MAP_TRANSFORMS + REMOVE_TRANSFORMS for step in _stages(transform))
 
 
 def _chunks(nodes: Iterable[Node], size: int) -> Iterator[list[Node]]:
@@ -339,7 +338,7 @@ def _chunks(nodes: Iterable[Node], size: int) -> Iterator[list[Node]]:
         yield buf
 
 
-def _apply_chunk(transform: "Transform", chunk: list[Node], rank: int) -> list[Node]:
+def _apply_chunk(transform: "Transform", chunk: list[Node], rank: int) -> Sequence[Node]:
     from tracekit.traceset import TraceSet
 
     out = transform.apply(TraceSet({rank: ExecutionTrace(chunk, rank=rank)}, {}))
@@ -408,12 +407,10 @@ def _remove_stage(
 
 
 def _stages(transform: "Transform") -> list["Transform"]:
-    if type(transform).__name__ == "Pipeline":
-        out: list[Transform] = []
-        for step in transform.steps:
-            out.extend(_stages(step))
-        return out
-    return [transform]
+    """The steps of ``transform``, nested Pipelines flattened (matched by class name: no import of the transforms)."""
+    if type(transform).__name__ != "Pipeline":
+        return [transform]
+    return [leaf for step in cast("Pipeline", transform).steps for leaf in _stages(step)]
 
 
 def transform_stream(

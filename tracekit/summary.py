@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -98,9 +100,13 @@ def _coverage(parts: np.ndarray, flops: int, trace: ExecutionTrace) -> CostCover
     """The :class:`CostCoverage` of :func:`_cost_parts` sums: the device side when the rank has device nodes."""
     row = 0 if parts[0, 0] else 1
     device = trace.metadata.get_attr("compute_device")
+    comp_nodes, costed_nodes, compute_ns, costed_ns = (int(x) for x in parts[row])
     return CostCoverage(
         "device" if row == 0 else "host",
-        *(int(x) for x in parts[row]),
+        comp_nodes,
+        costed_nodes,
+        compute_ns,
+        costed_ns,
         flops,
         device if isinstance(device, str) else None,
     )
@@ -395,7 +401,11 @@ def _summarize_file(item: tuple[int, str]) -> tuple[TraceSummary, dict[str, tupl
 
 
 def summarize_files(
-    pairs, *, executor: str = "serial", max_workers: int | None = None, progress=None
+    pairs: Iterable[tuple[int, str | os.PathLike[str]]],
+    *,
+    executor: str = "serial",
+    max_workers: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> TraceSetSummary:
     """:func:`summarize_traceset` over rank files, one rank in memory at a time per worker.
 
@@ -417,8 +427,8 @@ def summarize_files(
     )
     declared: dict[str, tuple[int, ...]] = {}
     descs: dict[str, str] = {}
-    for _, groups, file_descs in results:
-        declared.update(groups)
+    for _, file_groups, file_descs in results:
+        declared.update(file_groups)
         descs.update(file_descs)
     world = max([s.rank or 0 for s, _, _ in results] + [max(r) for r in declared.values() if r], default=-1) + 1
     groups = {k: list(v) for k, v in resolve_groups(declared, world).items()}

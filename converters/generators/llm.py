@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, TypeAlias
 
 from tracekit.converters.generators._build import ProcessGroups
 from tracekit.converters.generators.llm_layout import RankPlace, layout
@@ -53,9 +53,24 @@ from tracekit.model import Attr, ExecutionTrace
 from tracekit.traceset import TraceSet
 from tracekit.workloads.config import LLMConfig
 
+if TYPE_CHECKING:  # pragma: no cover
+    from tracekit._batch import FieldTable
+    from tracekit.converters.generators.calibration import CalibratedCost
+    from tracekit.converters.generators.llm_steps import HardwareLike, Roofline
+
+#: What sets op durations (``Plan.of``): None (durations 0), a Roofline, a CalibratedCost, a
+#: ``(peak_flops_per_s, mem_bandwidth_bytes_per_s)`` pair, or any object with those two attributes.
+Hardware: TypeAlias = "HardwareLike | Roofline | CalibratedCost | tuple[float, float] | None"
+#: One rank class: (representative's .et bytes, its varying attributes, [(rank, its values), ...])
+RankClass: TypeAlias = tuple[bytes, list[Attr], list[tuple[int, list[Attr]]]]
+
 
 def build_rank_trace(
-    config: LLMConfig, rank: int, hardware=None, *, _cache: tuple[Plan, ProcessGroups, list[RankPlace]] | None = None
+    config: LLMConfig,
+    rank: int,
+    hardware: Hardware = None,
+    *,
+    _cache: tuple[Plan, ProcessGroups, list[RankPlace]] | None = None,
 ) -> ExecutionTrace:
     """Build one rank's trace directly (no byte templates); mainly for tests and small jobs.
 
@@ -80,7 +95,7 @@ def _varying_attrs(place: RankPlace) -> dict[tuple[str, str], Attr]:
     return attrs
 
 
-def _encode(trace: ExecutionTrace, names, attrs) -> bytes:
+def _encode(trace: ExecutionTrace, names: FieldTable, attrs: FieldTable) -> bytes:
     """The `.et` bytes of a freshly built rank (:func:`tracekit._batch.encode_node_list` with the job's tables).
 
     Raises:
@@ -98,9 +113,7 @@ def _encode(trace: ExecutionTrace, names, attrs) -> bytes:
         raise exc.with_context(rank=trace.rank) from None
 
 
-def iter_rank_classes(
-    config: LLMConfig, hardware=None
-) -> Iterator[tuple[bytes, list[Attr], list[tuple[int, list[Attr]]]]]:
+def iter_rank_classes(config: LLMConfig, hardware: Hardware = None) -> Iterator[RankClass]:
     """Per pipeline stage: ``(representative's .et bytes, its varying attributes, [(rank, its values), ...])``.
 
     The ranks of one stage differ only in the attributes :func:`_varying_attrs`
@@ -128,7 +141,7 @@ def iter_rank_classes(
         yield data, list(_varying_attrs(rep).values()), members
 
 
-def iter_rank_bytes(config: LLMConfig, hardware=None) -> Iterator[tuple[int, bytes]]:
+def iter_rank_bytes(config: LLMConfig, hardware: Hardware = None) -> Iterator[tuple[int, bytes]]:
     """``(rank, .et bytes)`` for every rank in rank order, one representative built per stage.
 
     Args:
@@ -148,7 +161,7 @@ def iter_rank_bytes(config: LLMConfig, hardware=None) -> Iterator[tuple[int, byt
             yield rank, template.for_rank(dict(enumerate(attrs)))
 
 
-def _stamped_rank_bytes(config: LLMConfig, hardware=None) -> Iterator[tuple[int, bytes]]:
+def _stamped_rank_bytes(config: LLMConfig, hardware: Hardware = None) -> Iterator[tuple[int, bytes]]:
     """:func:`iter_rank_bytes` with each file's metadata naming its class (:func:`tracekit.classset.stamp_rank_class`)."""
     from tracekit.classset import class_key, stamp_rank_class
     from tracekit.workloads.rank_template import RankTemplate
@@ -162,7 +175,7 @@ def _stamped_rank_bytes(config: LLMConfig, hardware=None) -> Iterator[tuple[int,
             )
 
 
-def generate_llm(config: LLMConfig, hardware=None) -> TraceSet:
+def generate_llm(config: LLMConfig, hardware: Hardware = None) -> TraceSet:
     """The traces of one training iteration of ``config`` on every rank.
 
     Traces hold their encoded records (nodes decode on first use), so a big
@@ -182,9 +195,9 @@ def generate_llm(config: LLMConfig, hardware=None) -> TraceSet:
 def write_llm(
     config: LLMConfig,
     prefix: str | os.PathLike[str],
-    hardware=None,
+    hardware: Hardware = None,
     *,
-    progress: Callable[[Iterable, int], Iterable] | None = None,
+    progress: Callable[[Iterable[Any], int], Iterable[Any]] | None = None,
     classes: bool = False,
 ) -> list[Path]:
     """Write ``<prefix>.<rank>.et`` for every rank, one rank in memory at a time.
@@ -208,7 +221,7 @@ def write_llm(
     if classes:
         from tracekit.classset import write_class_set
 
-        stages: Iterable = iter_rank_classes(config, hardware)
+        stages: Iterable[RankClass] = iter_rank_classes(config, hardware)
         if progress is not None:
             stages = progress(stages, config.parallel.pp)
         return [write_class_set(prefix, config.world_size, stages)]

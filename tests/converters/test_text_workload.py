@@ -353,6 +353,24 @@ def test_dlrm_schedule_exact():
     assert [c[1:3] for c in comms(trace)] == [(A2A, 64), (AR, 32), (AR, 16), (A2A, 64), (AR, 8)]
 
 
+@pytest.mark.parametrize("bottom", [None, 3, -1])
+def test_dlrm_workload_built_in_code_without_a_valid_bottom_layer_is_a_conversion_error(bottom):
+    # found by the type checker: last_bottom_layer is Optional on TextWorkload; a HYBRID_DLRM workload built in
+    # code without it crashed with a TypeError (None + 1), and one out of range silently lost the embedding's
+    # input-gradient all-to-all; parse_text_workload checks the range, the converter now does too
+    import dataclasses
+
+    wl = parse_text_workload(
+        "HYBRID_DLRM 1\n4\nemb -1 5 ALLTOALL 8 6 ALLTOALL 8 7 NONE 0 1\n"
+        + "".join(f"l{i} -1 5 NONE 0 6 NONE 0 7 NONE 0 1\n" for i in range(3)),
+        path="dlrm.txt",
+    )
+    # the embedding's forward and input-gradient all-to-alls
+    assert [c[0] for c in comms(convert_text_workload(wl, 2)[0])] == ["COMM_COLL_NODE_emb_ALLTOALL"] * 2
+    with pytest.raises(ConversionError, match=rf"dlrm.txt.*last bottom-MLP layer between 0 and 2, got {bottom}"):
+        convert_text_workload(dataclasses.replace(wl, last_bottom_layer=bottom), 2)
+
+
 def test_micro_issues_only_weight_gradient_collectives():
     wl = parse_text_workload(
         "MICRO\n2\na -1 5 NONE 0 5 NONE 0 5 ALLREDUCE 100 0\nb -1 5 NONE 0 5 NONE 0 5 ALLGATHER 200 0\n"

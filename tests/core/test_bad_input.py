@@ -218,6 +218,14 @@ def test_partial_job_is_a_warning_naming_missing_ranks(tmp_path):
         ),
         ('{"format":"tracekit.et.json","format_version":99,"nodes":[]}', "unsupported format_version 99"),
         ('{"format":"tracekit.et.json","nodes":[{"id":-1}]}', "id must be an integer from 0 to 2^64-1, got -1"),
+        # found while typing tracekit.jsonform: "rank": true was read as rank True ("wrote ... (rank True, ...)"),
+        # -3 as rank -3, and "0" dropped silently
+        (
+            '{"format":"tracekit.et.json","rank":true,"nodes":[]}',
+            "rank must be null or a non-negative integer, got True",
+        ),
+        ('{"format":"tracekit.et.json","rank":-3,"nodes":[]}', "rank must be null or a non-negative integer, got -3"),
+        ('{"format":"tracekit.et.json","rank":"0","nodes":[]}', "rank must be null or a non-negative integer, got '0'"),
         ('{"workload_graph":null}', "workload_graph must be a non-empty list of nodes"),
         ('{"workload_graph":[]}', "workload_graph must be a non-empty list of nodes"),
         ('{"workload_graph":[{"Id":1,"ctrlDeps":3}]}', "node 1: ctrlDeps must be a list of node ids, got 3"),

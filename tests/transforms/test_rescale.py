@@ -86,6 +86,22 @@ def test_rescale_refuses_unknown_grid():
         Rescale(dp=8).apply(ts)
 
 
+@pytest.mark.parametrize(
+    "bad, needle",
+    [("{not json", "is not JSON"), ("[]", "has no 'parallel' table"), ('{"parallel": 3}', "no 'parallel'")],
+)
+def test_rescale_names_the_rank_whose_own_llm_config_is_bad(bad, needle):
+    # found while typing tracekit.transforms.layout: only rank 0's llm_config was checked; a template rank's own
+    # record was json.loads'ed and indexed unchecked (JSONDecodeError / TypeError escaped instead of a TracekitError)
+    LLMConfig, ModelSpec, ParallelSpec, generate_llm = llm()
+    src = generate_llm(LLMConfig(_model(ModelSpec), ParallelSpec(dp=2), global_batch_size=4, micro_batch_size=1))
+    assert len(Rescale(dp=4).apply(src)) == 4
+    one = src[1].with_metadata(src[1].metadata.with_attr("llm_config", bad, "string_val"))
+    with pytest.raises(TransformError, match=f"rank 1.*{needle}") as info:
+        Rescale(dp=4).apply(src.with_traces({0: src[0], 1: one}, src.process_groups))
+    assert info.value.rank == 1
+
+
 def test_group_and_peer_mapping_rules():
     old, new = Grid(tp=2, dp=2, pp=2), Grid(tp=2, dp=4, pp=2)
     # rank 1 = (tp 1, dp 0, pp 0) copied to new rank 5 = (tp 1, dp 2, pp 0)

@@ -61,17 +61,9 @@ def cli(ctx: click.Context, debug: bool, verbose: int, quiet: bool) -> None:
 
 
 def _register() -> None:
-    import importlib
+    from tracekit.cli._groups import collect
 
-    for module_name in _COMMAND_MODULES:
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:  # an area whose CLI is not written yet
-            if exc.name == module_name:
-                continue
-            raise
-        for command in getattr(module, "COMMANDS", ()):
-            cli.add_command(command)
+    collect(cli, _COMMAND_MODULES)  # an area whose CLI module is not written yet is skipped
 
 
 _register()

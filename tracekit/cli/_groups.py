@@ -4,7 +4,8 @@
 click groups; each area module (``tracekit.cli.convert_pytorch``,
 ``tracekit.cli.generate_llm``, ...) defines its subcommands and lists them in a
 module-level ``COMMANDS``.  Missing modules are skipped, so an area's CLI
-appears as soon as its module exists.
+appears as soon as its module exists.  The root ``tracekit`` group collects its
+area modules the same way (``tracekit/cli/__init__.py``).
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -10,10 +11,15 @@ from tracekit.cli._common import CONTEXT_SETTINGS, path_span, progress, say
 from tracekit.cli._options import IntRange, emit_json, json_option
 from tracekit.errors import ConfigError
 
+if TYPE_CHECKING:  # pragma: no cover
+    from tracekit.converters.generators.calibration import CalibratedCost
+    from tracekit.converters.generators.llm_steps import Roofline
+    from tracekit.workloads.config import LLMConfig, ModelSpec
+
 
 def roofline_from_options(
     hw: str | None, peak_tflops: float | None, mem_bw_gbps: float | None, dtype: str, cost: str = "roofline"
-):
+) -> Roofline | CalibratedCost | None:
     """Op durations from ``--hw`` (a replayer spec name or file) or ``--peak-tflops``/``--mem-bw-gbps``; or None.
 
     With ``--hw`` and ``cost="calibrated"``: a :class:`~tracekit.converters.generators.calibration.CalibratedCost`
@@ -31,7 +37,7 @@ def roofline_from_options(
         ConfigError: ``--hw`` given with ``--peak-tflops``/``--mem-bw-gbps``, or only one of those two.
         SpecError: an unknown preset or invalid spec file, or a device without a peak.
     """
-    from tracekit.converters.generators.llm_ops import Roofline
+    from tracekit.converters.generators.llm_steps import Roofline
 
     if hw is not None:
         if peak_tflops is not None or mem_bw_gbps is not None:
@@ -48,7 +54,7 @@ def roofline_from_options(
         return Roofline(peak * device.compute_efficiency, device.mem_bandwidth_bytes_per_s * device.memory_efficiency)
     if (peak_tflops is None) != (mem_bw_gbps is None):
         raise ConfigError("--peak-tflops and --mem-bw-gbps go together")
-    if peak_tflops is None:
+    if peak_tflops is None or mem_bw_gbps is None:  # both None here (the check above)
         return None
     return Roofline(peak_tflops * 1e12, mem_bw_gbps * 1e9)
 
@@ -162,7 +168,7 @@ def _model_spec(
     ffn: int | None,
     seq: int | None,
     vocab: int | None,
-) -> tuple[Any, int]:
+) -> tuple[ModelSpec, int]:
     """The preset's :class:`~tracekit.workloads.config.ModelSpec` with the given overrides, and its global batch.
 
     Raises:
@@ -173,7 +179,7 @@ def _model_spec(
     from tracekit.workloads.config import preset
 
     model, default_batch = preset(model_name)
-    overrides = {
+    overrides: dict[str, Any] = {
         k: v
         for k, v in (
             ("num_layers", layers),
@@ -190,7 +196,7 @@ def _model_spec(
 
 
 def _llm_config(
-    model: Any,
+    model: ModelSpec,
     default_batch: int,
     *,
     tp: int,
@@ -209,7 +215,7 @@ def _llm_config(
     dtype: str,
     bucket: str,
     no_overlap: bool,
-) -> Any:
+) -> LLMConfig:
     """The :class:`~tracekit.workloads.config.LLMConfig` of the command's parallel and batch options.
 
     Raises:
@@ -245,7 +251,7 @@ def _llm_config(
     return LLMConfig(model, parallel, global_batch_size=batch, micro_batch_size=micro_batch, dtype=dtype)
 
 
-def _report(config: Any, prefix: str, paths: list[Any], as_classes: bool, as_json: bool) -> None:
+def _report(config: LLMConfig, prefix: str, paths: list[Path], as_classes: bool, as_json: bool) -> None:
     """What was written: a JSON document (``--json``) or one line on stderr (nothing under ``-q``)."""
     if as_json:
         emit_json(

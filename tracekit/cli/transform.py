@@ -3,14 +3,24 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from tracekit.cli._common import CONTEXT_SETTINGS, say
 from tracekit.cli._options import emit_json, json_option, traces_argument
 
+if TYPE_CHECKING:  # pragma: no cover
+    from tracekit.transforms import Pipeline
+    from tracekit.transforms.base import Transform
+    from tracekit.traceset import TraceSet
 
-def _steps_from_options(opts: dict) -> list:
+# The TRACES argument: one spec or several paths (tracekit.cli._options.traces_argument)
+Traces = str | tuple[str, ...]
+
+
+def _steps_from_options(opts: dict[str, Any]) -> list[Transform]:
     from tracekit.transforms import (
         ChangePP,
         ChangeTP,
@@ -24,7 +34,7 @@ def _steps_from_options(opts: dict) -> list:
         ScaleCompute,
     )
 
-    steps: list = []
+    steps: list[Transform] = []
     if opts["keep_iteration"] is not None:
         steps.append(KeepIteration(opts["keep_iteration"]))
     keep_ranks = opts["keep_ranks"] or opts["ranks_old"]
@@ -42,7 +52,7 @@ def _steps_from_options(opts: dict) -> list:
         src, sep, dst = opts["retarget"].partition(":")
         if not sep or not src or not dst:
             raise ConfigError(f"--retarget wants FROM:TO (two specs or presets), got {opts['retarget']!r}")
-        steps.append(Retarget(*(find_device(x) or load_spec(x) for x in (src, dst))))
+        steps.append(Retarget(find_device(src) or load_spec(src), find_device(dst) or load_spec(dst)))
     if opts["scale_comm"] is not None:
         steps.append(ScaleComm(opts["scale_comm"]))
     if opts["tp"] is not None:
@@ -92,7 +102,7 @@ def _steps_from_options(opts: dict) -> list:
     "stream: --scale-compute, --retarget, --scale-comm, --drop-cpu-ops.",
 )
 @json_option()
-def transform(traces, output: str | None, pipeline_file: str | None, as_json: bool, **opts) -> None:
+def transform(traces: Traces | None, output: str | None, pipeline_file: str | None, as_json: bool, **opts: Any) -> None:
     """Rewrite the trace set TRACES and write it to OUT.<rank>.et.
 
     Steps run in this order: the pipeline file's, then --keep-iteration,
@@ -113,7 +123,7 @@ def transform(traces, output: str | None, pipeline_file: str | None, as_json: bo
 
     compress = opts.pop("compress")
     stream = opts.pop("stream")
-    steps: list = []
+    steps: list[Transform] = []
     if pipeline_file is not None:
         pf = load_pipeline(pipeline_file)
         steps.extend(pf.pipeline.steps)
@@ -134,7 +144,7 @@ def transform(traces, output: str | None, pipeline_file: str | None, as_json: bo
     _transform_in_memory(traces, output, steps, compress, as_json)
 
 
-def _transform_class_set(traces, steps: list, output: str) -> bool:
+def _transform_class_set(traces: Traces, steps: list[Transform], output: str) -> bool:
     """Transform a rank-class set as a class set (no per-rank trace) when the steps allow it; False otherwise."""
     from tracekit.classset import find_class_set, read_class_set
     from tracekit.transforms import Pipeline
@@ -163,7 +173,7 @@ def _transform_class_set(traces, steps: list, output: str) -> bool:
     return False
 
 
-def _transform_in_memory(traces, output: str, steps: list, compress: bool, as_json: bool) -> None:
+def _transform_in_memory(traces: Traces, output: str, steps: list[Transform], compress: bool, as_json: bool) -> None:
     """Read the whole trace set, run the steps, write every rank (all or none) and say what was written."""
     from tracekit.cli._common import warn_duplicate_ids
     from tracekit.io import read_traceset, write_traceset
@@ -198,7 +208,7 @@ def _transform_in_memory(traces, output: str, steps: list, compress: bool, as_js
             sys.stdout.write(line + "\n")
 
 
-def _projection_lines(traceset) -> list[str]:
+def _projection_lines(traceset: TraceSet) -> list[str]:
     """The merged ``compute_projection`` records Retarget left in the output traces' metadata."""
     import orjson
 
@@ -220,7 +230,7 @@ def _projection_lines(traceset) -> list[str]:
     return merged.lines() if merged is not None else []
 
 
-def _transform_streaming(traces, output: str, pipe, compress: bool, as_json: bool) -> None:
+def _transform_streaming(traces: Traces, output: str, pipe: Pipeline, compress: bool, as_json: bool) -> None:
     """Streaming path of ``transform --stream``: one rank file at a time, node by node."""
     from tracekit.cli._common import progress
     from tracekit.errors import TransformError
@@ -259,7 +269,7 @@ def _transform_streaming(traces, output: str, pipe, compress: bool, as_json: boo
     say(f"wrote {len(pairs)} ranks to {output}.<rank>.et (streamed): {nodes_in} -> {nodes_out} nodes")
 
 
-def _comm_groups_streamed(pairs) -> dict:
+def _comm_groups_streamed(pairs: list[tuple[int, Path]]) -> dict[str, list[int]]:
     """ASTRA-sim's comm-group document from the first rank's ``process_group:init`` (among its first 64 nodes:
     streaming steps are rank-local, so the groups are the input's)."""
     from itertools import islice
@@ -268,7 +278,7 @@ def _comm_groups_streamed(pairs) -> dict:
     from tracekit.groups import is_pg_init, parse_pg_json, resolve_groups
     from tracekit.io import iter_nodes
 
-    declared: dict = {}
+    declared: dict[str, tuple[int, ...]] = {}
     if pairs:
         rank, path = pairs[0]
         for node in islice(iter_nodes(path), 64):

@@ -29,12 +29,17 @@ the resource taking waiting nodes in file order):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable, Sequence, cast
 
 from tracekit.attrs import NUM_OPS, TENSOR_SIZE, TID
 from tracekit.errors import ConfigError
 from tracekit.model import ExecutionTrace, Node, NodeType
 from tracekit.transforms.base import Transform, map_traces
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+
+    from tracekit.traceset import TraceSet
 
 FULL_REDUCTION_LIMIT = 40_000
 
@@ -59,15 +64,16 @@ class CompactStats:
         return self.deps_before / self.deps_after if self.deps_after else float("inf")
 
 
-def _topo_positions(nodes: list[Node]) -> list[int]:
+def _topo_positions(nodes: Sequence[Node]) -> list[int]:
     """Positions in a topological order (file order when deps point backwards)."""
     from tracekit.graph import NodeColumns, DepGraph
 
     g = DepGraph(NodeColumns.from_nodes(nodes))
-    return g.topological_order().tolist()
+    order: list[int] = g.topological_order().tolist()
+    return order
 
 
-def reduce_dependencies(nodes: list[Node]) -> list[Node]:
+def reduce_dependencies(nodes: Sequence[Node]) -> list[Node]:
     """Nodes with transitively redundant data deps dropped (see module docstring); others shared."""
     n = len(nodes)
     pos_of = {node.id: i for i, node in enumerate(nodes)}
@@ -77,8 +83,10 @@ def reduce_dependencies(nodes: list[Node]) -> list[Node]:
     if n <= FULL_REDUCTION_LIMIT:
         import numpy as np
 
-        from tracekit.transforms._deplists import redundant_by_search
+        from tracekit.transforms._deplists import redundant_by_search as _search
 
+        # the compiled kernel is unannotated (numba's subset); its signature, from its docstring:
+        redundant_by_search = cast("Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]", _search)
         ptr = np.zeros(n + 1, dtype=np.int64)
         np.cumsum([len(ds) for ds in deps], out=ptr[1:])
         flat = np.fromiter((d for ds in deps for d in ds), dtype=np.int64, count=int(ptr[-1]))
@@ -116,7 +124,7 @@ def _has_work(node: Node) -> bool:
     return bool((node.num_ops or 0) > 0 or (node.tensor_bytes or 0) > 0)
 
 
-def merge_chains(nodes: list[Node]) -> list[Node]:
+def merge_chains(nodes: Sequence[Node]) -> Sequence[Node]:
     """Nodes with mergeable COMP chains merged (see module docstring)."""
     n = len(nodes)
     pos_of = {node.id: i for i, node in enumerate(nodes)}
@@ -148,10 +156,10 @@ def merge_chains(nodes: list[Node]) -> list[Node]:
         r = res[j]
         if r is None or not serial.get(r) or len(node.data_deps) != 1:
             continue
-        i = pos_of.get(node.data_deps[0])
-        if i is None or res[i] != r or succ_count[i] != 1:
+        prev_pos = pos_of.get(node.data_deps[0])
+        if prev_pos is None or res[prev_pos] != r or succ_count[prev_pos] != 1:
             continue
-        h = head_of[i]
+        h = head_of[prev_pos]
         all_timed, any_work = flags.get(h) or (nodes[h].duration_ns > 0, _has_work(nodes[h]))
         all_timed, any_work = all_timed and node.duration_ns > 0, any_work or _has_work(node)
         if not (all_timed or not any_work):
@@ -213,7 +221,7 @@ def compact_trace(
             return done
     nodes = trace.nodes
     deps_before = sum(len(n.data_deps) for n in nodes)
-    out = nodes
+    out: Sequence[Node] = nodes
     if reduce:
         out = reduce_dependencies(out)
     if merge:
@@ -245,7 +253,7 @@ class Compact(Transform):
         if not (self.merge or self.reduce):
             raise ConfigError("Compact with merge=False and reduce=False does nothing")
 
-    def apply(self, traceset):
+    def apply(self, traceset: TraceSet) -> TraceSet:
         """Every rank compacted (:func:`compact_trace`): fewer nodes and data dependencies, same ranks and groups.
 
         Raises:
@@ -254,10 +262,10 @@ class Compact(Transform):
         """
         return map_traces(traceset, lambda t: compact_trace(t, merge=self.merge, reduce=self.reduce)[0])
 
-    def apply_with_stats(self, traceset):
+    def apply_with_stats(self, traceset: TraceSet) -> tuple[TraceSet, dict[int, CompactStats]]:
         """``(new trace set, {rank: CompactStats})``."""
-        stats = {}
-        out = {}
+        stats: dict[int, CompactStats] = {}
+        out: dict[int, ExecutionTrace] = {}
         for rank, trace in traceset.items():
             out[rank], stats[rank] = compact_trace(trace, merge=self.merge, reduce=self.reduce)
         return traceset.with_traces(out, traceset.process_groups), stats

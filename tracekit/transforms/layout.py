@@ -25,10 +25,11 @@ communication is re-pointed:
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import math
-from typing import TYPE_CHECKING, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from tracekit.attrs import COMM_DST, COMM_SRC, PG_NAME
 from tracekit.errors import TransformError
@@ -55,25 +56,33 @@ __all__ = [
 LLM_CONFIG_ATTR = "llm_config"
 
 
-def llm_config_of(traceset: "TraceSet") -> dict | None:
+def llm_config_of(traceset: "TraceSet") -> dict[str, Any] | None:
     """The generator configuration stored in rank 0's metadata (``llm_config`` JSON), or None.
 
     Raises:
-        TransformError: the attribute is not JSON.
+        TransformError: the attribute is not JSON, or has no ``parallel`` table.
     """
-    first = traceset[traceset.ranks[0]]
-    raw = first.metadata.get_attr(LLM_CONFIG_ATTR)
+    return _llm_config(traceset[traceset.ranks[0]])
+
+
+def _llm_config(trace: ExecutionTrace) -> dict[str, Any] | None:
+    """``trace``'s ``llm_config`` metadata as a dict with a ``parallel`` table, or None when it has none.
+
+    Raises:
+        TransformError: the attribute is not JSON, or has no ``parallel`` table (names the rank and file).
+    """
+    raw = trace.metadata.get_attr(LLM_CONFIG_ATTR)
     if raw is None:
         return None
     try:
         cfg = json.loads(raw)
     except (TypeError, ValueError, RecursionError):
         raise TransformError(
-            f"metadata attribute {LLM_CONFIG_ATTR!r} is not JSON", rank=first.rank, path=first.path
+            f"metadata attribute {LLM_CONFIG_ATTR!r} is not JSON", rank=trace.rank, path=trace.path
         ) from None
     if not isinstance(cfg, dict) or not isinstance(cfg.get("parallel"), dict):
         raise TransformError(
-            f"metadata attribute {LLM_CONFIG_ATTR!r} has no 'parallel' table", rank=first.rank, path=first.path
+            f"metadata attribute {LLM_CONFIG_ATTR!r} has no 'parallel' table", rank=trace.rank, path=trace.path
         )
     return cfg
 
@@ -144,7 +153,7 @@ def map_group(members: Iterable[int], old: Grid, new: Grid, template: int, new_r
     if math.prod(len(s) for s in sets) != len(set(members)):
         raise TransformError(f"process group {list(members)[:8]} is not a sub-grid of tp x cp x dp x pp")
     mapped = [_map_set(DIMS[i], sets[i], x[i], xn[i], old.sizes[i], new.sizes[i]) for i in range(4)]
-    return tuple(sorted(new.rank(c) for c in itertools.product(*mapped)))
+    return tuple(sorted(new.rank((t, c, d, s)) for t, c, d, s in itertools.product(*mapped)))
 
 
 def map_peer(peer: int, old: Grid, new: Grid, template: int, new_rank: int) -> int:
@@ -154,19 +163,19 @@ def map_peer(peer: int, old: Grid, new: Grid, template: int, new_rank: int) -> i
         TransformError: the peer falls outside the new grid.
     """
     p, x, xn = old.coords(peer), old.coords(template), new.coords(new_rank)
-    out = []
-    for i in range(4):
+
+    def coord(i: int) -> int:
         if old.sizes[i] == new.sizes[i]:
-            v = (xn[i] + p[i] - x[i]) % new.sizes[i]
-        else:
-            v = xn[i] + p[i] - x[i]
-            if not 0 <= v < new.sizes[i]:
-                raise TransformError(
-                    f"peer rank {peer} of rank {template} has no counterpart for new rank "
-                    f"{new_rank} ({DIMS[i]} coordinate {v} outside 0..{new.sizes[i] - 1})"
-                )
-        out.append(v)
-    return new.rank(tuple(out))
+            return (xn[i] + p[i] - x[i]) % new.sizes[i]
+        v = xn[i] + p[i] - x[i]
+        if not 0 <= v < new.sizes[i]:
+            raise TransformError(
+                f"peer rank {peer} of rank {template} has no counterpart for new rank "
+                f"{new_rank} ({DIMS[i]} coordinate {v} outside 0..{new.sizes[i] - 1})"
+            )
+        return v
+
+    return new.rank((coord(0), coord(1), coord(2), coord(3)))
 
 
 class GroupNames:
@@ -249,9 +258,9 @@ def regrid(
     traceset: "TraceSet",
     old: Grid,
     new: Grid,
-    template_of,
+    template_of: Callable[[int], int],
     *,
-    node_fn=None,
+    node_fn: Callable[[Node, int, int], Node | None] | None = None,
     config_update: Mapping[str, object] | None = None,
 ) -> "TraceSet":
     """Every rank of ``new`` as a copy of ``template_of(new_rank)`` (an old rank) with groups and peers re-pointed.
@@ -297,7 +306,7 @@ def regrid(
             nodes = remap_nodes(
                 trace.nodes,
                 group_of=gmap,
-                peer_of=lambda p, t=t, r=r: map_peer(p, old, new, t, r),
+                peer_of=functools.partial(map_peer, old=old, new=new, template=t, new_rank=r),
                 new_rank=r,
                 pg_init=decl,
             )
@@ -309,9 +318,8 @@ def regrid(
             nodes = [node_fn(n, t, r) or n for n in nodes]
         md = copy_metadata(trace.metadata)
         if config_update:
-            raw = md.get_attr(LLM_CONFIG_ATTR)
-            if raw is not None:
-                cfg = json.loads(raw)
+            cfg = _llm_config(trace)  # the template's own record, checked as rank 0's is
+            if cfg is not None:
                 for k, v in config_update.items():
                     if k == "global_batch_size":
                         cfg[k] = v

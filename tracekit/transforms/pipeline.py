@@ -33,7 +33,7 @@ import os
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from tracekit.errors import ConfigError, TracekitError, malformed_input
 from tracekit.transforms.base import Transform, stamp_provenance
@@ -42,6 +42,9 @@ from tracekit.transforms.reparallel import ChangePP, ChangeTP
 from tracekit.transforms.rescale import Rescale
 from tracekit.transforms.scale import Retarget, ScaleComm, ScaleCompute
 from tracekit.transforms.select import DropCpuOps, KeepIteration, KeepRanks, RemoveNodes
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tracekit.traceset import TraceSet
 
 KINDS: dict[str, type[Transform]] = {
     "scale_compute": ScaleCompute,
@@ -80,7 +83,7 @@ class Pipeline(Transform):
         """``{"transform": "Pipeline", "steps": [each step's describe()]}`` (JSON-ready)."""
         return {"transform": "Pipeline", "steps": [s.describe() for s in self.steps]}
 
-    def apply(self, traceset):
+    def apply(self, traceset: TraceSet) -> TraceSet:
         """Apply every step in order; returns the last step's trace set.
 
         Raises:
@@ -90,7 +93,7 @@ class Pipeline(Transform):
             traceset = step.apply(traceset)
         return traceset
 
-    def run(self, traceset, *, source: str | os.PathLike[str] | None = None):
+    def run(self, traceset: TraceSet, *, source: str | os.PathLike[str] | None = None) -> TraceSet:
         """Apply every step, then record the provenance (steps and ``source``) in each trace.
 
         Raises:
@@ -104,7 +107,7 @@ class Pipeline(Transform):
 
     def write(
         self,
-        traceset,
+        traceset: TraceSet,
         output_prefix: str | os.PathLike[str],
         *,
         source: str | os.PathLike[str] | None = None,
@@ -142,6 +145,7 @@ def transform_from_table(table: dict[str, Any], *, where: str = "") -> Transform
     cls = KINDS.get(str(kind))
     if cls is None:
         raise ConfigError(f"{prefix}unknown transform kind {kind!r}; choose one of {', '.join(KINDS)}")
+    assert dataclasses.is_dataclass(cls)  # every KINDS entry is a frozen dataclass
     names = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(params) - names)
     if unknown:
