@@ -354,3 +354,22 @@ def test_bench_coll_names_its_option_when_a_rank_list_does_not_parse(tmp_path):
             one_line_error(res, 2)
             == f"tracekit: error: Invalid value for '--ranks': {message} (see 'cli bench-coll --help')"
         )
+
+
+def test_a_library_warning_reads_like_the_clis_own_warnings(tmp_path):
+    import subprocess
+    import sys
+
+    # a real process: the CLI configures logging once per process (pytest's own handlers would hide it here).
+    # Before: "WARNING tracekit.replayer: ..." (logging's format), beside "tracekit: warning: ..." lines
+    shutil.copy(CHAKRA / "all_reduce.0.et", tmp_path / "lonely.0.et")
+    tool = Path(sys.executable).with_name("tracekit")
+    proc = subprocess.run(
+        [str(tool), "replay", "lonely.0.et", "--hw", "dgx-a100"], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == (
+        "tracekit: warning: lonely.0.et: rank 0: node 0: ALL_REDUCE without a process group spans every rank of the "
+        "job, and the job has 1 rank: it takes 0 ns; if the job had more ranks, give every rank's file "
+        "(<prefix>.<rank>.et)\n"
+    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, TypeVar
@@ -172,6 +173,17 @@ def render_error(exc: BaseException) -> str:
         text = str(exc)
     # one line whatever the message holds (a parser's own multi-line report, e.g. PyYAML's context and caret)
     return "tracekit: error: " + " ".join(part.strip() for part in text.splitlines() if part.strip())
+
+
+class LogLineFormatter(logging.Formatter):
+    """Log records as stderr lines: a warning or error as ``tracekit: warning: MESSAGE``, the form of the
+    CLI's own warnings and errors; with ``-v``/``-vv``, info and debug records as ``LEVEL logger: MESSAGE``."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        """The record's one line (see the class doc)."""
+        if record.levelno >= logging.WARNING:
+            return f"tracekit: {record.levelname.lower()}: {record.getMessage()}"
+        return f"{record.levelname} {record.name}: {record.getMessage()}"
 
 
 class OneLineUsageError(click.UsageError):
