@@ -373,3 +373,22 @@ def test_a_library_warning_reads_like_the_clis_own_warnings(tmp_path):
         "job, and the job has 1 rank: it takes 0 ns; if the job had more ranks, give every rank's file "
         "(<prefix>.<rank>.et)\n"
     )
+
+
+def test_convert_names_the_rank_whose_et_or_kineto_file_is_missing(tmp_path):
+    dist = REPO / "sample_traces" / "pytorch" / "dist_ws2"
+    res = run(
+        "convert",
+        "pytorch",
+        "--et",
+        dist / "et_rank0.json",
+        "--kineto",
+        dist / "kineto_rank*.json",
+        "-o",
+        tmp_path / "j",
+    )
+    assert one_line_error(res) == (
+        f"tracekit: error: ET ranks [0] and Kineto ranks [0, 1] differ: rank 1 has a Kineto file "
+        f"({dist / 'kineto_rank1.json'}) but no ET; give one ET and one Kineto file per rank (or --et alone)"
+    )
+    assert list(tmp_path.iterdir()) == []
