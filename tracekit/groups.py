@@ -193,6 +193,28 @@ def groups_from_trace(trace: "ExecutionTrace") -> dict[str, tuple[int, ...]]:
     return groups
 
 
+def default_group_size(trace: "ExecutionTrace") -> int | None:
+    """The ``group_size`` the trace's ``process_group:init`` gives the default group (all ranks), or None.
+
+    PyTorch's Execution Trace writes the default group as ``{"pg_name": "0", "ranks": [], "group_size": N}``:
+    ``ranks`` empty (all ranks) and N the job's world size, so one rank's file still says how many ranks the
+    job had.
+
+    Raises:
+        ValidationError: a ``process_group:init`` value that cannot be parsed (names path, rank and node).
+    """
+    size = None
+    for pos in _pg_init_positions(trace):
+        node = trace.node_at(pos)
+        if node.inputs is None or not node.inputs.values:
+            continue
+        for e in parse_pg_entries(node.inputs.values, path=trace.path, rank=trace.rank, node_id=node.id):
+            value = e.get("group_size")
+            if str(e["pg_name"]) == DEFAULT_PG and not e.get("ranks") and type(value) is int and value > 0:
+                size = value
+    return size
+
+
 def _pg_init_positions(trace: "ExecutionTrace") -> list[int]:
     """Positions of the nodes whose name contains :data:`PG_INIT_NAME`.
 

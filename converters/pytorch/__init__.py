@@ -182,7 +182,17 @@ def plan_jobs(
     et_by_rank = ranked(ets)
     kin_by_rank = ranked(kins) if kins else {}
     if kins and set(kin_by_rank) != set(et_by_rank):
-        raise ConversionError(f"ET ranks {sorted(et_by_rank)} and Kineto ranks {sorted(kin_by_rank)} differ")
+        only_et = sorted(set(et_by_rank) - set(kin_by_rank))
+        only_kin = sorted(set(kin_by_rank) - set(et_by_rank))
+        lone = (
+            f"rank {only_et[0]} has an ET ({et_by_rank[only_et[0]]}) but no Kineto file"
+            if only_et
+            else f"rank {only_kin[0]} has a Kineto file ({kin_by_rank[only_kin[0]]}) but no ET"
+        )
+        raise ConversionError(
+            f"ET ranks {sorted(et_by_rank)} and Kineto ranks {sorted(kin_by_rank)} differ: {lone}; give one ET and "
+            f"one Kineto file per rank (or --et alone)"
+        )
     return [
         RankJob(
             et_by_rank[r],

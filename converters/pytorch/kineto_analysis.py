@@ -293,6 +293,12 @@ def analyze_kineto_files(paths: Sequence[str], *, top: int = 10) -> MeasuredAnal
         if rank in out:
             raise TraceFormatError(f"two Kineto files for rank {rank}: {out[rank].path} and {path}", path=path)
         out[rank] = analyze_trace(trace, rank=rank, top=top)
+    if not any(r.events for r in out.values()):
+        raise TraceFormatError(
+            f"nothing to analyze: no kernel, CPU op or communication event with a duration in "
+            f"{'the file' if len(paths) == 1 else f'the {len(paths)} files'}",
+            path=paths[0] if len(paths) == 1 else None,
+        )
     return MeasuredAnalysis(tuple(out[r] for r in sorted(out)))
 
 
@@ -331,9 +337,27 @@ def analyze_traceset(traceset: Any, *, top: int = 10) -> MeasuredAnalysis:
     """:class:`MeasuredAnalysis` of a converted trace set's own measured timing (see module doc).
 
     Raises:
-        TraceFormatError: a trace read lazily from a file whose nodes fail to decode (on first use).
+        TraceFormatError: a trace read lazily from a file whose nodes fail to decode (on first use), or no node
+            of any rank has a measured duration (nothing to analyze; names the node counts, no path: the caller
+            knows the set's name).
     """
-    return MeasuredAnalysis(tuple(analyze_trace(trace_events(traceset[r]), rank=r, top=top) for r in traceset.ranks))
+    import numpy as np
+
+    from tracekit.errors import TraceFormatError
+    from tracekit.model import NodeType
+
+    analysis = MeasuredAnalysis(
+        tuple(analyze_trace(trace_events(traceset[r]), rank=r, top=top) for r in traceset.ranks)
+    )
+    if any(r.events for r in analysis.ranks):
+        return analysis
+    types = [np.asarray(traceset[r].columns().types) for r in traceset.ranks]
+    nodes, comp = sum(len(t) for t in types), sum(int((t == NodeType.COMP_NODE).sum()) for t in types)
+    raise TraceFormatError(
+        f"nothing to analyze: none of the {nodes:,} nodes of the {len(types)} rank(s) has a measured duration "
+        f"({comp:,} compute nodes); analyze reads the measured times of a converted capture; "
+        f"tracekit replay times a trace without them"
+    )
 
 
 __all__ = [

@@ -58,6 +58,7 @@ from tracekit.replayer.orchestration.sweep_cases import (  # noqa: F401 - re-exp
     HW_KEY,
     SweepAxis,
     SweepCase,
+    bandwidth_notes,
     build_cases,
     parse_vary,
 )
@@ -161,6 +162,7 @@ class SweepResult:
         executor: where the points ran (not compared).
         results: per point, the replay result reduced to its slowest rank
             (for the plot; not compared, not written).
+        notes: lines on how the collective model used a swept value (:func:`.sweep_cases.bandwidth_notes`).
     """
 
     rows: tuple[SweepRow, ...]
@@ -169,6 +171,7 @@ class SweepResult:
     source: str
     executor: str = field(default="serial", compare=False)
     results: tuple["ReplayResult", ...] = field(default=(), compare=False, repr=False)
+    notes: tuple[str, ...] = field(default=(), compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: format tag, parameters, world size, source, executor, flat rows."""
@@ -180,6 +183,7 @@ class SweepResult:
             "source": self.source,
             "executor": self.executor,
             "rows": [r.flat() for r in self.rows],
+            **({"notes": list(self.notes)} if self.notes else {}),
         }
 
     def to_csv(self) -> str:
@@ -334,7 +338,8 @@ def run_sweep(
         if in_memory and executor == "serial":
             _LOADED[0] = _LOADED[1] = None
     rows = tuple(r for r, _ in out)
-    return SweepResult(rows, parameters, world_size, label, executor, tuple(s for _, s in out))
+    notes = bandwidth_notes(cases, world_size)
+    return SweepResult(rows, parameters, world_size, label, executor, tuple(s for _, s in out), notes)
 
 
 def _trace_source(

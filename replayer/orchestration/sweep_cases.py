@@ -293,3 +293,58 @@ def _check_models(spec: "HardwareSpec", options: "ReplayOptions", world_size: in
         make_collective_model(effective_spec(spec, options, world_size))
     except SpecError as exc:
         raise SpecError(f"sweep point {index} ({where}): {exc.message}", path=exc.path) from None
+
+
+_BANDWIDTH_KEY_RE = re.compile(r"^network\[(\d+)\]\.bandwidth_gbps$")
+
+
+def bandwidth_notes(cases: Sequence[SweepCase], world_size: int) -> tuple[str, ...]:
+    """One line per swept ``network[i].bandwidth_gbps`` that the nccl model does not use in full.
+
+    NCCL runs whole channels at fixed per-channel speeds, so a swept NIC bandwidth counts in steps (50 GB/s:
+    one channel of 48), and inside a node the ring runs at most ``channels x per_channel_bw_gbps``
+    (:meth:`~tracekit.replayer.simulation.nccl_model.NcclModel.dimension_use`); once a node's NICs carry more
+    than its ring inside the node, rings across nodes stop gaining. A sweep says so instead of showing flat
+    rows without a reason.
+
+    Returns:
+        lines such as ``nccl model: network[1].bandwidth_gbps ...: 50 -> 48 (1 x 48), ... GB/s``; empty when no
+        point uses the nccl model or every swept value is used in full.
+    """
+    from tracekit.replayer.simulation.nccl_model import NcclModel
+    from tracekit.replayer.simulation.program import effective_spec
+
+    steps: dict[str, list[str]] = {}
+    bound: dict[str, str] = {}
+    for case in cases:
+        spec = effective_spec(case.spec, case.options, world_size)
+        if spec.collective_model != "nccl":
+            continue
+        model = NcclModel(spec)
+        for key, value in case.params:
+            m = _BANDWIDTH_KEY_RE.match(key)
+            if m is None or int(m.group(1)) >= len(spec.network):
+                continue
+            d = int(m.group(1))
+            used, how = model.dimension_use(d)
+            points = steps.setdefault(key, [])
+            shown = f"{float(value):g} -> {used:g}" + (f" ({how})" if how else "")
+            if used < float(value) * (1 - 1e-12) and shown not in points:
+                points.append(shown)
+            ring = model.dimension_use(0)[0]
+            if d and key not in bound and model.rails() * used >= ring:
+                bound[key] = (
+                    f"nccl model: from {key} = {float(value):g} on, a node's {model.rails()} NICs "
+                    f"({model.rails()} x {used:g} GB/s) carry at least its ring inside the node ({ring:g} GB/s), "
+                    f"which then bounds rings across nodes"
+                )
+    lines = [
+        f"nccl model: {key} {_HOW[key.startswith('network[0]')]}: {', '.join(p)} GB/s" for key, p in steps.items() if p
+    ]
+    return (*lines, *bound.values())
+
+
+_HOW = {
+    True: "is used up to channels x per_channel_bw_gbps (the ring inside a node)",
+    False: "is used as whole channels per NIC at NCCL's per-channel speeds (search.cc speedArrayInter)",
+}

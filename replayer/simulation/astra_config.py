@@ -114,12 +114,30 @@ def _load_mapping(path: Path, kind: str) -> dict[str, Any]:
     except OSError as exc:
         raise SpecError(f"cannot read ASTRA-sim config: {exc.strerror or exc}", path=path) from None
     except errors as exc:
-        raise SpecError(f"not valid {kind}: {exc}", path=path) from None
+        raise SpecError(f"not valid {kind}{_parse_error_where(exc)}", path=path) from None
     except RecursionError:
         raise SpecError(f"not valid {kind}: nested too deeply", path=path) from None
     if not isinstance(data, dict):
         raise SpecError(f"expected a {kind} {'object' if kind == 'JSON' else 'mapping'} at the top level", path=path)
     return data
+
+
+def _parse_error_where(exc: Exception) -> str:
+    """`` at line L, column C: problem`` of a JSON or YAML parse error, on one line (1-based, as editors count).
+
+    PyYAML's report spans lines (the problem, the context, the offending line with a caret); its marks
+    (``problem_mark``, ``context_mark``: 0-based line and column) say the same in one line.
+    """
+    mark = getattr(exc, "problem_mark", None)
+    if mark is not None:
+        text = f" at line {mark.line + 1}, column {mark.column + 1}: {getattr(exc, 'problem', None) or exc}"
+        context, cmark = getattr(exc, "context", None), getattr(exc, "context_mark", None)
+        if context and cmark is not None:
+            text += f" ({context} at line {cmark.line + 1}, column {cmark.column + 1})"
+        return text
+    if isinstance(exc, json.JSONDecodeError):
+        return f" at line {exc.lineno}, column {exc.colno}: {exc.msg}"
+    return ": " + " ".join(str(exc).split())
 
 
 def _load_json(path: Path) -> dict[str, Any]:

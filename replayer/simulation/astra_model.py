@@ -148,7 +148,12 @@ class AstraModel(GroupPlacer):
 
     def __init__(self, spec: "HardwareSpec") -> None:
         if spec.astra is None:
-            raise SpecError("key astra: is required for collectives.model = 'astra'", path=spec.path)
+            raise SpecError(
+                "key astra: is required for collectives.model = 'astra' (ASTRA-sim's endpoint delay, dataset "
+                "splits, ...): import an ASTRA-sim config with `tracekit hw import-astra`, or choose another "
+                "--collective-model (alpha_beta, nccl)",
+                path=spec.path,
+            )
         self.spec = spec
         self.settings = spec.astra
         GroupPlacer.__init__(self, spec.dim_sizes)

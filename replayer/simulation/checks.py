@@ -52,21 +52,24 @@ class ReplayCheckError(ReplayError):
         self.issues = list(issues)
 
 
-def check_complete(present_ranks, world_size: int, *, path: str | None = None) -> None:
+def check_complete(present_ranks, world_size: int, *, path: str | None = None, file: str | None = None) -> None:
     """Raise ReplayError when a rank of the job has no trace (a replay needs every rank).
 
-    ``world_size`` counts the ranks named by file names and process groups.
+    ``world_size`` counts the ranks named by file names and process groups; ``file`` (one rank file of the set)
+    lets the message name the files of the same set beside it and the command that takes them all.
 
     Raises:
         ReplayError: naming the missing ranks (and ``path``).
     """
+    from tracekit.replayer.simulation.whole_job import missing_ranks_hint
+
     present = set(present_ranks)
     missing = [r for r in range(world_size) if r not in present]
     if missing:
         shown = ", ".join(map(str, missing[:16])) + (" ..." if len(missing) > 16 else "")
         raise ReplayError(
             f"no trace for rank(s) {shown}: the job has {world_size} ranks (from its file names and "
-            f"process groups) and a replay needs every rank's trace",
+            f"process groups) and a replay needs every rank's trace{missing_ranks_hint(file, world_size)}",
             path=path,
         )
 

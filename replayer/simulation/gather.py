@@ -66,6 +66,16 @@ def check_errors(rank: int, findings: "RankFindings | None") -> None:
         raise NotFoldable(f"rank {rank} fails the up-front checks")
 
 
+def _first_world_collective(scan: RankScan) -> tuple[int, int] | None:
+    """``(node id, comm_type)`` of the first collective of the default group in ``scan``, or None."""
+    from tracekit.groups import DEFAULT_PG
+
+    positions = scan.coll.get(DEFAULT_PG)
+    if not positions:
+        return None
+    return scan.comm_ids[positions[0]], scan.coll_attr[positions[0]][0]
+
+
 def gather_files(traces: Any, options: "ReplayOptions", say: Callable[..., None]) -> Gathered:
     """Read, check and scan rank files one at a time (a prefix, glob or directory: :func:`tracekit.io.trace_paths`).
 
@@ -80,6 +90,8 @@ def gather_files(traces: Any, options: "ReplayOptions", say: Callable[..., None]
     """
     from tracekit.io import _read_raw, read_trace, trace_from_bytes, trace_paths
     from tracekit.replayer.simulation.checks import check_complete
+    from tracekit.groups import default_group_size
+    from tracekit.replayer.simulation.whole_job import check_whole_job
     from tracekit.replayer.simulation.class_replay import StampedClasses
     from tracekit.validate import check_rank
 
@@ -123,5 +135,10 @@ def gather_files(traces: Any, options: "ReplayOptions", say: Callable[..., None]
             stamped.remember(data, scan, f, groups_here)
         del trace, data
     world = max([r for r, _ in pairs] + [max(v) for v in declared.values() if v], default=-1) + 1
-    check_complete(scans, world, path=str(traces))
+    check_complete(scans, world, path=str(traces), file=str(pairs[0][1]))
+    if world > 1:  # a one-rank job is not folded: the unfolded replay checks it (run.replay_traceset)
+        low = scans[min(scans)]
+        rep = kept.get(low.rank)
+        size = (lambda: default_group_size(rep)) if rep is not None else (lambda: None)
+        check_whole_job(low.path, low.rank, world, declared, lambda: _first_world_collective(low), size)
     return Gathered(scans, kept, declared, findings, world, spec_ranks=sorted(scans))

@@ -17,11 +17,16 @@ Bandwidths (GB/s = bytes/ns):
   topology search fits the channels into the links), ``link`` the innermost
   dimension's ``bandwidth_gbps``;
 - ``rails = nics_per_node or ppn`` NICs per node (``min`` with ``ppn``), each
-  at ``nic``, the largest of ``nic_speeds_gbps`` not above the slowest outer
-  spanned dimension's ``bandwidth_gbps`` (NCCL's search runs a channel at one
-  of those speeds); a node injects ``rails x nic`` into the network.  This is
-  the per-GPU NIC rail of DGX systems: a 16-rank ring crosses the network on
-  8 NICs per node, not one.
+  of bandwidth ``B``, the slowest outer spanned dimension's ``bandwidth_gbps``.
+  NCCL's search runs every channel at one speed ``s``, the largest of
+  ``nic_speeds_gbps`` not above ``B`` (``speedArrayInter``), and packs channels
+  onto a NIC while its bandwidth lasts (``ncclTopoSearchRecNet``: ``net.bw -=
+  bw`` per channel), at most ``RING_MAX_CHANNELS`` per node; so a NIC carries
+  ``nic = s x min(floor(B / s), RING_MAX_CHANNELS // rails)`` (50 GB/s: one
+  channel of 48; 100 GB/s: two, 96) and a node injects ``rails x nic``.  This
+  is the per-GPU NIC rail of DGX systems: a 16-rank ring crosses the network on
+  8 NICs per node, not one.  Not modelled: the PCIe path from GPU to NIC, which
+  NCCL's search charges too (Gen5 x16 = 48 GB/s in its topology, ``kvDictPciGen``).
 
 Per (algorithm ``a``, protocol ``P``), ``busBw`` and then ``algBw``:
 
@@ -171,6 +176,9 @@ LL128_RING_FACTOR = 0.92
 TREE_FACTOR = 0.92
 #: NCCL's ring plateau factor for compute capability >= 8.0.
 RING_PLATEAU = 1.4
+#: Channels NCCL's ring search may find per node: ``MAXCHANNELS / 2`` (src/init.cc ``ringGraph->maxChannels``;
+#: ``MAXCHANNELS`` = 64 in src/include/device.h, v2.30.7-1).
+RING_MAX_CHANNELS = 32
 
 
 def _log2i(n: int) -> int:
@@ -238,9 +246,35 @@ class NcclModel(GroupPlacer):
     def _link(self, d: int) -> str:
         return self.spec.network[d].nccl_link or ("nvlink" if d == 0 else "net")
 
-    def _nic_speed(self, bandwidth_gbps: float) -> float:
+    def nic_channels(self, bandwidth_gbps: float, rails: int) -> tuple[int, float]:
+        """How NCCL's search fills one NIC of ``bandwidth_gbps`` GB/s on a node of ``rails`` NICs (module doc).
+
+        Returns:
+            ``(channels, per-channel speed in GB/s)``: the NIC carries ``channels x speed`` GB/s.
+        """
         fits = [s for s in self.consts.nic_speeds_gbps if s <= bandwidth_gbps]
-        return max(fits) if fits else bandwidth_gbps
+        speed = max(fits) if fits else bandwidth_gbps
+        return max(1, min(int(bandwidth_gbps // speed), RING_MAX_CHANNELS // max(rails, 1))), speed
+
+    def dimension_use(self, d: int) -> tuple[float, str]:
+        """What the model draws from dimension ``d``'s ``bandwidth_gbps`` for a full node (module doc).
+
+        Dimension 0: the ring bus bandwidth ``min(link, channels x per_channel_bw_gbps)``; an outer dimension:
+        one NIC's ``channels x speed`` with the spec's rails (``nics_per_node``, else one per rank of a node).
+
+        Returns:
+            ``(GB/s used, how)``: the GB/s may be below the dimension's bandwidth; ``how`` is ``"C x S"``
+            (channels x GB/s each) for an outer dimension, ``""`` for dimension 0.
+        """
+        c, bw = self.consts, self.spec.network[d].bandwidth_gbps
+        if d == 0:
+            return (min(bw, c.channels * c.per_channel_bw_gbps) if c.per_channel_bw_gbps else bw), ""
+        channels, speed = self.nic_channels(bw, self.rails())
+        return channels * speed, f"{channels} x {speed:g}"
+
+    def rails(self) -> int:
+        """NICs per node: ``nics_per_node``, else one per rank of a node (dimension 0's size)."""
+        return self.consts.nics_per_node or self._sizes[0]
 
     def shape(self, pl: GroupPlacement) -> GroupShape:
         """The :class:`GroupShape` of a placed group (at least one spanned dimension)."""
@@ -255,7 +289,8 @@ class NcclModel(GroupPlacer):
         if outer:
             ppn = pl.size // n_nodes
             rails = min(c.nics_per_node, ppn) if c.nics_per_node else ppn
-            net_bw = rails * self._nic_speed(min(net[d].bandwidth_gbps for d in outer))
+            channels, speed = self.nic_channels(min(net[d].bandwidth_gbps for d in outer), rails)
+            net_bw = rails * channels * speed
         return GroupShape(pl.size, n_nodes, intra, net_bw, self._link(0), self._link(pl.dims[-1]), bottleneck)
 
     def candidates(self, kind: str, n: int, g: GroupShape) -> list[Candidate]:

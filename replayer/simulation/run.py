@@ -135,11 +135,16 @@ def replay_traceset(
     from tracekit.replayer.simulation.folding import plan_folding, replay_folded, scan_rank
     from tracekit.replayer.simulation.program import compile_program, effective_spec
 
-    check_complete(traceset.ranks, traceset.world_size)
+    from tracekit.replayer.simulation.whole_job import check_whole_traceset
+
+    check_complete(
+        traceset.ranks, traceset.world_size, file=traceset[traceset.ranks[0]].path if len(traceset) else None
+    )
     if options.check:
         check_replay_inputs(traceset, spec)
     else:
         check_spec_size(traceset, spec)
+    check_whole_traceset(traceset)
     fitted = effective_spec(spec, options, traceset.world_size)
     reason = None
     if options.fold:

@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
         (["validate", "x", "--bogus"], "tracekit: error: No such option '--bogus' (see 'tracekit validate --help')"),
         (
             ["bench-coll", "--hw", "dgx-a100", "--ranks", "x"],
-            "tracekit: error: Invalid value: expected comma-separated integers, got 'x' "
+            "tracekit: error: Invalid value for '--ranks': expected comma-separated integers, got 'x' "
             "(see 'tracekit bench-coll --help')",
         ),
         (

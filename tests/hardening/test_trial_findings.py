@@ -124,7 +124,7 @@ VALUE_CASES = [
     (
         ("replay", "{job}", "--hw", "dgx-a100", "--top", "-1"),
         1,
-        "Invalid value for '--top': -1 is not in the range x>=1",
+        "Invalid value for '--top': -1 is not in the range 1<=x<=1048576",
     ),
     (("replay", "{job}", "--hw", "dgx-a100", "--top", "x"), 2, "Invalid value for '--top': 'x' is not a valid integer"),
     (("transform", "{job}", "-o", "{out}", "--dp", "0"), 1, "dp must be an integer >= 1, got 0"),

@@ -18,7 +18,7 @@ import sys
 
 import click
 
-from tracekit.cli._common import CONTEXT_SETTINGS, State
+from tracekit.cli._common import CONTEXT_SETTINGS, LogLineFormatter, State
 from tracekit.cli._options import RootGroup
 
 # Submodules that define commands, in the order they are listed by --help.
@@ -56,7 +56,9 @@ def cli(ctx: click.Context, debug: bool, verbose: int, quiet: bool) -> None:
       tracekit info sample_traces/chakra/all_reduce.0.et
     """
     level = logging.ERROR if quiet else (logging.WARNING, logging.INFO, logging.DEBUG)[min(verbose, 2)]
-    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(LogLineFormatter())  # a warning reads "tracekit: warning: ...", as the CLI's own do
+    logging.basicConfig(level=level, handlers=[handler])
     ctx.obj = State(debug=debug, quiet=quiet, verbose=verbose)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, TypeVar
@@ -179,11 +180,25 @@ def render_error(exc: BaseException) -> str:
     return "tracekit: error: " + " ".join(part.strip() for part in text.splitlines() if part.strip())
 
 
+class LogLineFormatter(logging.Formatter):
+    """Log records as stderr lines: a warning or error as ``tracekit: warning: MESSAGE``, the form of the
+    CLI's own warnings and errors; with ``-v``/``-vv``, info and debug records as ``LEVEL logger: MESSAGE``."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        """The record's one line (see the class doc)."""
+        if record.levelno >= logging.WARNING:
+            return f"tracekit: {record.levelname.lower()}: {record.getMessage()}"
+        return f"{record.levelname} {record.name}: {record.getMessage()}"
+
+
 class OneLineUsageError(click.UsageError):
     """A click usage error shown as one ``tracekit: error: ...`` line (click prints usage, hint and error)."""
 
-    def __init__(self, exc: click.ClickException) -> None:
+    def __init__(self, exc: click.ClickException, command_path: str | None = None) -> None:
         super().__init__(exc.format_message(), ctx=getattr(exc, "ctx", None))
+        # click's option parser raises some errors without a context ("Option '--hw' requires an argument"):
+        # the group that ran the subcommand names it instead
+        self.command_path = self.ctx.command_path if self.ctx is not None else command_path
         self.exit_code = exc.exit_code  # type: ignore[misc]  # click declares a ClassVar; keep the wrapped code
         refused = isinstance(exc, click.BadParameter) and not isinstance(exc, click.MissingParameter)
         if refused and isinstance(getattr(getattr(exc, "param", None), "type", None), click.Path):
@@ -194,15 +209,29 @@ class OneLineUsageError(click.UsageError):
     def show(self, file: Any = None) -> None:
         """Print the one line on stderr: the message and where to read the usage."""
         message = " ".join(self.format_message().split()).rstrip(".")
-        hint = f" (see '{self.ctx.command_path} --help')" if self.ctx is not None else ""
+        hint = f" (see '{self.command_path} --help')" if self.command_path else ""
         click.echo(f"tracekit: error: {message}{hint}", err=True)
 
 
-def _one_line(exc: click.ClickException) -> click.ClickException:
+def _one_line(exc: click.ClickException, ctx: click.Context | None = None) -> click.ClickException:
     # NoArgsIsHelpError (a bare group such as `tracekit convert`) shows the group's help, which is what is wanted
     if isinstance(exc, (OneLineUsageError, click.exceptions.NoArgsIsHelpError)):
         return exc
-    return OneLineUsageError(exc)
+    sub = ctx.invoked_subcommand if ctx is not None else None
+    return OneLineUsageError(exc, f"{ctx.command_path} {sub}" if ctx is not None and sub else None)
+
+
+class SubcommandGroup(click.Group):
+    """A nested group (``tracekit convert``, ``hw``, ...): a usage error of its subcommand names the whole
+    command path in its one line (``see 'tracekit convert pytorch --help'``); the root
+    :class:`TracekitGroup` renders it."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        """Run the subcommand; a usage error becomes a :class:`OneLineUsageError` naming the subcommand."""
+        try:
+            return super().invoke(ctx)
+        except click.ClickException as exc:
+            raise _one_line(exc, ctx) from exc
 
 
 class TracekitGroup(click.Group):
@@ -240,7 +269,7 @@ class TracekitGroup(click.Group):
             with protect_inputs():
                 return super().invoke(ctx)
         except click.ClickException as exc:
-            raise _one_line(exc) from exc
+            raise _one_line(exc, ctx) from exc
         except (TracekitError, OSError) as exc:
             pipe = _broken_pipe(exc)
             if pipe is not None:  # the reader went away (`| head`): click ends quietly with 1, no error line

@@ -35,6 +35,9 @@ EXECUTOR_HELP = (
 #: Largest --workers accepted: 4 x the CPU count (more processes than that only cost memory and start-up time).
 MAX_WORKERS = 4 * (os.cpu_count() or 1)
 WORKERS_HELP = f"Local pool size, 1 to {MAX_WORKERS} (4 x the CPU count; default: the CPU count, at most 8)."
+#: Largest --top of the per-rank tables (replay, info): one row per rank at most, and tracekit handles up to
+#: 2^20 ranks (``tracekit.node.MAX_RANKS``; not imported here, so ``tracekit --help`` stays light).
+MAX_TOP = 1 << 20
 ADDRESS_HELP = "Ray cluster address with --executor ray (auto, ray://host:10001); default: start a local Ray."
 JSON_HELP = "Print the result as JSON on stdout (machine output; no tables)."
 TRACES_HELP = (

@@ -8,6 +8,10 @@ from tracekit.fmt import fmt_bytes as _fmt_bytes  # noqa: F401 - the one number 
 from tracekit.fmt import fmt_ns as _fmt_ns
 
 
+#: send/recv columns of the communication table: counted by node type (``collectives`` counts collectives only)
+_P2P = {"SEND": "COMM_SEND_NODE", "RECV": "COMM_RECV_NODE"}
+
+
 def _summary_rows(summary: Any, top: int) -> tuple[list[tuple[str, Any]], int]:
     """Ranks whose summaries are equal but for rank and file share a row: ``([(ranks text, summary)], rows)``."""
     from tracekit.cli.replay import rank_ranges
@@ -75,7 +79,7 @@ def render_summary(console: Any, summary: Any, *, top: int = 16) -> None:
             ct.add_row(
                 ranks,
                 *[
-                    f"{s.collectives.get(c, 0) if c not in ('SEND', 'RECV') else '-'} / "
+                    f"{s.collectives.get(c, 0) if c not in _P2P else s.nodes_by_type.get(_P2P[c], 0):,} / "
                     f"{_fmt_bytes(s.comm_bytes_by_collective.get(c, 0))}"
                     for c in colls
                 ],

@@ -96,7 +96,12 @@ def analyze(traces: tuple[str, ...], top: int, html_out: str | None, as_json: bo
     if spec is not None:
         from tracekit.io import read_traceset
 
-        analysis = analyze_traceset(read_traceset(spec), top=top)
+        from tracekit.errors import TracekitError
+
+        try:
+            analysis = analyze_traceset(read_traceset(spec), top=top)
+        except TracekitError as exc:  # name the set as the user gave it
+            raise exc.with_context(path=traces[0] if len(traces) == 1 else f"{traces[0]} ...") from None
     else:
         analysis = analyze_kineto_files(kineto_files(traces), top=top)
     if html_out is not None:

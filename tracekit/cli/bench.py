@@ -15,9 +15,9 @@ def _int_list(text: str) -> list[int]:
     try:
         values = [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
-        raise click.BadParameter(f"expected comma-separated integers, got {text!r}") from None
+        raise click.BadParameter(f"expected comma-separated integers, got {text!r}", param_hint="'--ranks'") from None
     if not values:
-        raise click.BadParameter("expected at least one rank count")
+        raise click.BadParameter("expected at least one rank count", param_hint="'--ranks'")
     from tracekit.node import check_rank_count
 
     for p in values:  # an absurd count is bad input (exit 1), refused before any curve is costed

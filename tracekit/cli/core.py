@@ -7,7 +7,15 @@ import sys
 import click
 
 from tracekit.cli._common import CONTEXT_SETTINGS, EXIT_FINDINGS, out_console, progress, progress_callback
-from tracekit.cli._options import IntRange, emit_json, executor_options, json_option, resolve_executor, traces_argument
+from tracekit.cli._options import (
+    MAX_TOP,
+    IntRange,
+    emit_json,
+    executor_options,
+    json_option,
+    resolve_executor,
+    traces_argument,
+)
 
 
 def _pairs(spec, rank: int | None) -> list:
@@ -28,7 +36,7 @@ def _pairs(spec, rank: int | None) -> list:
 @json_option()
 @click.option(
     "--top",
-    type=IntRange(min=1),
+    type=IntRange(1, MAX_TOP),
     default=16,
     show_default=True,
     help="Rows per table (ranks with equal summaries share a row).",
@@ -180,6 +188,7 @@ def dump(trace: str, output: str | None) -> None:
 
     from tracekit.cli._common import say
 
+    _one_file(trace)
     loaded = read_trace(trace)
     data = dumps_trace(loaded)
     if output:
@@ -187,6 +196,29 @@ def dump(trace: str, output: str | None) -> None:
         say(f"wrote {output} (rank {loaded.rank}, {len(loaded):,} nodes, {len(data):,} bytes of JSON)")
     else:
         sys.stdout.buffer.write(data)
+
+
+def _one_file(trace: str) -> None:
+    """Raise TraceFormatError naming the rank files when ``trace`` is a trace-set prefix, not a file (dump
+    takes one file)."""
+    import os
+
+    from tracekit.errors import TraceFormatError
+    from tracekit.io import trace_paths
+
+    if os.path.exists(trace):
+        return
+    try:
+        pairs = trace_paths(trace)
+    except TraceFormatError:
+        return  # nothing of that name: reading it says so
+    first, last = pairs[0][1], pairs[-1][1]
+    shown = str(first) if len(pairs) == 1 else f"{first} ... {last}"
+    raise TraceFormatError(
+        f"dump takes one trace file; this names {len(pairs)} rank file(s) ({shown}): dump one, e.g. "
+        f"tracekit dump {first} -o {first.name.removesuffix('.gz').removesuffix('.et')}.json",
+        path=trace,
+    )
 
 
 @click.command(context_settings=CONTEXT_SETTINGS)
@@ -212,7 +244,18 @@ def load(json_file: str, output: str, no_validate: bool, as_json: bool) -> None:
     from tracekit.jsonform import read_json_trace
     from tracekit.validate import validate_trace
 
-    trace = read_json_trace(json_file)
+    from tracekit.errors import TraceFormatError
+
+    try:
+        trace = read_json_trace(json_file)
+    except TraceFormatError:
+        if not json_file.endswith((".et", ".et.gz")):
+            raise
+        raise TraceFormatError(
+            f"not JSON: by its name a Chakra .et trace (protobuf); load turns JSON into .et, "
+            f"tracekit dump {json_file} turns it into JSON",
+            path=json_file,
+        ) from None
     if not no_validate:  # never write, unasked, a file `validate` would reject
         try:
             validate_trace(trace).raise_for_errors()

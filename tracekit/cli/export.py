@@ -6,10 +6,10 @@ import sys
 
 import click
 
-from tracekit.cli._common import CONTEXT_SETTINGS, err_console, state
+from tracekit.cli._common import CONTEXT_SETTINGS, SubcommandGroup, err_console, state
 
 
-@click.group(context_settings=CONTEXT_SETTINGS)
+@click.group(cls=SubcommandGroup, context_settings=CONTEXT_SETTINGS)
 def export() -> None:
     """Write a trace set in the form another tool runs as it is.
 

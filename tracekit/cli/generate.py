@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import click
 
-from tracekit.cli._common import CONTEXT_SETTINGS
+from tracekit.cli._common import CONTEXT_SETTINGS, SubcommandGroup
 from tracekit.cli._groups import collect
 
 
-@click.group(context_settings=CONTEXT_SETTINGS)
+@click.group(cls=SubcommandGroup, context_settings=CONTEXT_SETTINGS)
 def generate() -> None:
     """Generate per-rank execution traces of jobs nobody has run yet.
 

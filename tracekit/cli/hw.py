@@ -7,14 +7,14 @@ from typing import TYPE_CHECKING
 
 import click
 
-from tracekit.cli._common import CONTEXT_SETTINGS, err_console, out_console
+from tracekit.cli._common import CONTEXT_SETTINGS, SubcommandGroup, err_console, out_console
 from tracekit.cli._options import emit_json, json_option
 
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.replayer.simulation.hardware import HardwareSpec
 
 
-@click.group(context_settings=CONTEXT_SETTINGS)
+@click.group(cls=SubcommandGroup, context_settings=CONTEXT_SETTINGS)
 def hw() -> None:
     """Hardware specs: built-in presets, their contents, and ASTRA-sim config import.
 

@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from tracekit.cli._common import CONTEXT_SETTINGS, err_console, out_console, progress_callback, state
-from tracekit.cli._options import IntRange, deprecated_alias, emit_json, json_option, traces_argument
+from tracekit.cli._options import MAX_TOP, IntRange, deprecated_alias, emit_json, json_option, traces_argument
 from tracekit.cli._render import _fmt_bytes, _fmt_ns  # noqa: E402 - one place for human units
 from tracekit.fmt import fmt_ns_exact, fmt_pct  # noqa: E402
 
@@ -95,7 +95,8 @@ def render_result(console: Any, result: Any, *, top: int = 8, compute: str | Non
             f" ({fmt_ns_exact(job)}) on {prov.spec_name}: "
             f"{prov.world_size} rank(s), {result.node_count:,} nodes, collective model "
             f"{prov.collective_model}, compute {compute or prov.compute_mode} x {prov.compute_scale:g}",
-        )
+        ),
+        soft_wrap=True,  # one line however narrow the console: the line a log or a script greps for
     )
     _print_rank_table(console, result, top)
     _print_comm_table(console, result, top)
@@ -314,7 +315,7 @@ def render_compute_plan(console: Any, plan: Any, report: Any, result: Any) -> No
 @deprecated_alias("--html", "html_old")
 @click.option(
     "--top",
-    type=IntRange(min=1),
+    type=IntRange(1, MAX_TOP),
     default=8,
     show_default=True,
     help="Rows per summary table (ranks with equal figures and groups with equal costs share a row).",
@@ -478,11 +479,21 @@ def timeline(traces, output: str, as_json: bool) -> None:
     trace = measured_timeline(traceset)
     write_chrome_trace(trace, output)
     slices = sum(1 for e in trace["traceEvents"] if e["ph"] == "X")
+    # an empty timeline says nothing: say why, and what draws one
+    empty = (
+        f": none of the {sum(len(t) for t in traceset):,} nodes has a measured duration (a replay draws its own "
+        f"timeline: tracekit replay TRACES --hw SPEC --timeline-out FILE)"
+        if not slices
+        else ""
+    )
     if as_json:
         emit_json({"output": output, "slices": slices, "ranks": len(traceset)})
     if not state().quiet:
         err_console().print(
-            f"wrote {output}: {slices:,} slices on {len(traceset)} rank(s)", markup=False, highlight=False
+            f"wrote {output}: {slices:,} slices on {len(traceset)} rank(s){empty}",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
         )
 
 

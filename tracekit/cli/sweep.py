@@ -128,6 +128,7 @@ def sweep(
             + ", ".join(str(p) for p in paths.values()),
             markup=False,
             highlight=False,
+            soft_wrap=True,  # a 'wrote' line stays one line (docs/cli.md), its paths whole
         )
 
 
@@ -147,6 +148,8 @@ def _print_table(result: SweepResult) -> None:
             str(row.slowest_rank),
         )
     out_console().print(table)
+    for note in result.notes:
+        out_console().print(note, markup=False, highlight=False, soft_wrap=True)
 
 
 COMMANDS = [sweep]

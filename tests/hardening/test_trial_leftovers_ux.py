@@ -1,0 +1,394 @@
+"""Leftovers of the fresh-user trial (session of 2026-12-01): a lone rank file, the NIC cap, --top, analyze, YAML."""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from pathlib import Path
+
+import pytest
+from _hardkit import one_line_error, run
+
+REPO = Path(__file__).resolve().parents[2]
+CHAKRA = REPO / "sample_traces" / "chakra"  # ASTRA-sim's all_reduce.{0..3}.et (sample_traces/README.md)
+
+
+def test_one_file_of_astra_sims_four_rank_set_is_refused_naming_the_node_the_group_and_the_command():
+    # all_reduce.0.et holds one ALL_REDUCE (node 0, 1 MiB) without pg_name: ASTRA-sim runs it over the 4 NPUs
+    # whose files lie beside it; alone it was replayed over 1 rank in 0 ns, without a word
+    line = one_line_error(run("replay", CHAKRA / "all_reduce.0.et", "--hw", "dgx-a100"))
+    assert line == (
+        f"tracekit: error: {CHAKRA / 'all_reduce.0.et'}: rank 0: node 0: ALL_REDUCE without a process group spans "
+        "every rank of the job, and the set expects 4 ranks (4 rank files all_reduce.0.et ... all_reduce.3.et lie "
+        "beside it) but only 1 are given: a collective over 1 rank(s) takes 0 ns; pass the whole set: "
+        f"tracekit replay {CHAKRA / 'all_reduce'}"
+    )
+    # unfolded, and two of the four files: the same check (the group of 2 is not the 4 ASTRA-sim ran)
+    assert "node 0: ALL_REDUCE" in one_line_error(
+        run("replay", CHAKRA / "all_reduce.0.et", "--hw", "dgx-a100", "--no-fold")
+    )
+    two = one_line_error(run("replay", CHAKRA / "all_reduce.0.et", CHAKRA / "all_reduce.1.et", "--hw", "dgx-a100"))
+    assert "but only 2 are given: a collective over 2 rank(s) is timed as a smaller group" in two
+    # a later rank alone names the whole set too (not only "the job has 3 ranks")
+    assert one_line_error(run("replay", CHAKRA / "all_reduce.2.et", "--hw", "dgx-a100")).endswith(
+        f"4 rank files of this set lie beside it (all_reduce.0.et ... all_reduce.3.et): pass the whole set: "
+        f"tracekit replay {CHAKRA / 'all_reduce'}"
+    )
+    # the whole set, as the message says: ASTRA-sim's 1 MiB all-reduce over 4 ranks takes time
+    whole = run("replay", CHAKRA / "all_reduce", "--hw", "dgx-a100", "--json")
+    assert whole.exit_code == 0 and '"iteration_time_ns": 0' not in whole.stdout
+
+
+def test_the_python_api_refuses_the_lone_file_too():
+    from tracekit.errors import ReplayError
+    from tracekit.io import read_traceset
+    from tracekit.replayer import replay
+
+    with pytest.raises(ReplayError, match=r"node 0: ALL_REDUCE .* expects 4 ranks") as info:
+        replay(read_traceset(CHAKRA / "all_reduce.0.et"), "dgx-a100")
+    assert (info.value.path, info.value.rank, info.value.node_id) == (str(CHAKRA / "all_reduce.0.et"), 0, 0)
+
+
+def test_a_lone_file_without_siblings_replays_with_a_one_line_warning(tmp_path, caplog):
+    from tracekit.io import read_traceset
+    from tracekit.replayer import replay
+
+    shutil.copy(CHAKRA / "all_reduce.0.et", tmp_path / "lonely.0.et")
+    with caplog.at_level(logging.WARNING, logger="tracekit.replayer"):
+        result = replay(read_traceset(tmp_path / "lonely.0.et"), "dgx-a100")
+    assert result.iteration_time_ns == 0  # one rank: the all-reduce has nobody to talk to
+    (record,) = [r for r in caplog.records if r.name == "tracekit.replayer"]
+    assert record.getMessage() == (
+        f"{tmp_path / 'lonely.0.et'}: rank 0: node 0: ALL_REDUCE without a process group spans every rank of the "
+        "job, and the job has 1 rank: it takes 0 ns; if the job had more ranks, give every rank's file "
+        "(<prefix>.<rank>.et)"
+    )
+
+
+@pytest.mark.parametrize(
+    "nic_gbps, channels, net_gbps",
+    [
+        (25.0, 1, 24.0),  # HDR: one channel of 24
+        (50.0, 1, 48.0),  # NDR 400 Gb/s: one channel of 48 (as before)
+        (100.0, 2, 96.0),  # XDR 800 Gb/s: two channels of 48 on the NIC (capped at 48 before)
+        (200.0, 4, 192.0),
+        (1600.0, 32, 1536.0),  # one rail per node: at most 32 ring channels (MAXCHANNELS / 2)
+    ],
+)
+def test_the_nccl_model_packs_channels_onto_a_nic_faster_than_one_channel(nic_gbps, channels, net_gbps):
+    from dataclasses import replace
+
+    from tracekit.replayer.simulation.hardware import load_spec
+    from tracekit.replayer.simulation.nccl_model import NcclModel
+
+    # DGX H100 fitted to 32 ranks (4 nodes), the IB dimension at the swept speed; a group of one rank per node
+    # (a data-parallel group under tp 8) crosses the network on one NIC per node.  NCCL's search
+    # (src/graph/search.cc, v2.30.7-1) runs channels at 48 GB/s, the top of speedArrayInter, and puts a channel
+    # on a NIC while the NIC has 48 GB/s left: floor(B / 48) channels
+    base = load_spec("dgx-h100").fitted(32)
+    network = (base.network[0], replace(base.network[1], bandwidth_gbps=nic_gbps))
+    model = NcclModel(replace(base, network=network))
+    assert model.nic_channels(nic_gbps, 1) == (channels, net_gbps / channels)
+    shape = model.shape(model.placement((0, 8, 16, 24)))
+    assert (shape.nodes, shape.net_bw_gbps) == (4, net_gbps)
+    # ring Simple all-reduce: busBw = the network's, algBw = busBw x p / (2 (p - 1)) = busBw x 4 / 6
+    (ring,) = [
+        c for c in model.candidates("all_reduce", 1 << 30, shape) if (c.algorithm, c.protocol) == ("ring", "Simple")
+    ]
+    assert ring.alg_bw_gbps == pytest.approx(net_gbps * 4 / 6, rel=1e-12)
+
+
+def test_a_sweep_of_the_nic_bandwidth_says_how_the_nccl_model_uses_it(tmp_path):
+    res = run(
+        "generate", "micro", "--collective", "all_reduce", "--size", "1MiB", "--ranks", "16", "-o", tmp_path / "ar"
+    )
+    assert res.exit_code == 0, res.stderr
+    args = ["sweep", tmp_path / "ar", "--hw", "dgx-h100", "--collective-model", "nccl", "--executor", "serial"]
+    res = run(*args, "--vary", "network[1].bandwidth_gbps=25,50,100", "-o", tmp_path / "sw")
+    assert res.exit_code == 0, res.stderr
+    notes = [ln for ln in res.stdout.splitlines() if ln.startswith("nccl model:")]
+    # 16 ranks = 2 DGX H100 nodes of 8 NICs; inside a node the ring runs 16 channels x 23.175 = 370.8 GB/s
+    assert notes == [
+        "nccl model: network[1].bandwidth_gbps is used as whole channels per NIC at NCCL's per-channel speeds "
+        "(search.cc speedArrayInter): 25 -> 24 (1 x 24), 50 -> 48 (1 x 48), 100 -> 96 (2 x 48) GB/s",
+        "nccl model: from network[1].bandwidth_gbps = 50 on, a node's 8 NICs (8 x 48 GB/s) carry at least its "
+        "ring inside the node (370.8 GB/s), which then bounds rings across nodes",
+    ]
+    assert json.loads((tmp_path / "sw" / "sweep.json").read_text())["notes"] == notes
+    # NVLink swept above what 16 channels carry: said too; the alpha-beta model uses every GB/s (no note)
+    res = run(*args, "--vary", "network[0].bandwidth_gbps=300,450", "-o", tmp_path / "sw0")
+    assert [ln for ln in res.stdout.splitlines() if ln.startswith("nccl model:")] == [
+        "nccl model: network[0].bandwidth_gbps is used up to channels x per_channel_bw_gbps (the ring inside a "
+        "node): 450 -> 370.8 GB/s"
+    ]
+    res = run(*args[:4], "--executor", "serial", "--vary", "network[1].bandwidth_gbps=25,100", "-o", tmp_path / "sw1")
+    assert res.exit_code == 0 and "nccl model:" not in res.stdout
+    # the 'wrote' line is one line, however long its three paths (it wrapped at 120 columns)
+    out = tmp_path / "sw1"
+    assert (
+        res.stderr
+        == f"2 point(s) on 16 ranks (serial); wrote {out / 'sweep.csv'}, {out / 'sweep.json'}, {out / 'sweep.html'}\n"
+    )
+
+
+@pytest.mark.parametrize("command", [["replay", "--hw", "dgx-a100"], ["info"]])
+def test_top_is_bounded_like_every_range_option(command):
+    from tracekit.cli._options import MAX_TOP
+    from tracekit.node import MAX_RANKS
+
+    assert MAX_TOP == MAX_RANKS  # one row per rank at most, and tracekit handles 2^20 ranks
+    for top, exit_code, message in [
+        ("0", 1, "0 is not in the range 1<=x<=1048576"),
+        ("1048577", 1, "1048577 is not in the range 1<=x<=1048576"),
+        ("99999999999999999999999", 1, "99999999999999999999999 is not in the range 1<=x<=1048576"),
+        ("ten", 2, "'ten' is not a valid integer"),
+    ]:
+        res = run(command[0], CHAKRA / "all_reduce", *command[1:], "--top", top)
+        line = one_line_error(res, exit_code)
+        # (in-process, click names the program 'cli' in the help hint)
+        assert line == f"tracekit: error: Invalid value for '--top': {message} (see 'cli {command[0]} --help')"
+        assert res.stdout == ""
+    assert run(command[0], CHAKRA / "all_reduce", *command[1:], "--top", str(MAX_TOP)).exit_code == 0
+
+
+def test_analyze_of_a_set_without_measured_nodes_says_so_in_one_line_not_empty_tables():
+    # ASTRA-sim's all_reduce.{0..3}.et: one COMM_COLL node per rank, no compute node, durations 0
+    res = run("analyze", CHAKRA / "all_reduce")
+    assert one_line_error(res) == (
+        f"tracekit: error: {CHAKRA / 'all_reduce'}: nothing to analyze: none of the 4 nodes of the 4 rank(s) has a "
+        "measured duration (0 compute nodes); analyze reads the measured times of a converted capture; "
+        "tracekit replay times a trace without them"
+    )
+    assert res.stdout == ""
+    assert run("analyze", CHAKRA / "all_reduce", "--json").stdout == ""
+
+
+def test_analyze_of_a_kineto_file_without_timed_events_says_so_in_one_line(tmp_path):
+    # a profiler dump with only a metadata event and an instant event: nothing with a duration
+    path = tmp_path / "kineto_rank0.json"
+    path.write_text(
+        json.dumps(
+            {
+                "schemaVersion": 1,
+                "traceEvents": [
+                    {"name": "process_name", "ph": "M", "pid": 1, "tid": 0, "args": {"name": "python"}},
+                    {"name": "mark", "ph": "i", "ts": 5, "pid": 1, "tid": 1, "s": "t"},
+                ],
+            }
+        )
+    )
+    res = run("analyze", path)
+    assert one_line_error(res) == (
+        f"tracekit: error: {path}: nothing to analyze: no kernel, CPU op or communication event with a duration "
+        "in the file"
+    )
+    assert res.stdout == ""
+
+
+@pytest.mark.parametrize(
+    "name, text, message",
+    [
+        # PyYAML prints these over 4-7 lines (problem, context, the line again with a caret)
+        ("net.yml", "topology: [ Ring ]\nnpus_count: [ 4 ]\nthis line: has: two colons\n",
+         "not valid YAML at line 3, column 15: mapping values are not allowed here"),
+        ("net.yml", "topology: [ Ring\nnpus_count: [ 4 ]\n",
+         "not valid YAML at line 2, column 11: expected ',' or ']', but got ':' (while parsing a flow sequence at "
+         "line 1, column 11)"),
+        ("net.yml", "topology: [ Ring ]\n\tnpus_count: 4\n",
+         "not valid YAML at line 2, column 1: found character '\\t' that cannot start any token"),
+        ("sys.json", '{"a": 1,\n "b": }\n', "not valid JSON at line 2, column 7: Expecting value"),
+    ],
+)  # fmt: skip
+def test_an_astra_config_parse_error_is_one_line_with_file_line_and_column(tmp_path, name, text, message):
+    data = REPO / "tests" / "data" / "astra"
+    (tmp_path / name).write_text(text)
+    system = tmp_path / name if name.endswith(".json") else data / "system_ring_splits1.json"
+    network = tmp_path / name if name.endswith(".yml") else data / "network_ring_4.yml"
+    res = run("hw", "import-astra", "--system", system, "--network", network, "-o", tmp_path / "s.toml")
+    assert one_line_error(res) == f"tracekit: error: {tmp_path / name}: {message}"
+    assert not (tmp_path / "s.toml").exists()
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["replay", CHAKRA / "all_reduce", "--hw"], "Option '--hw' requires an argument (see 'cli replay --help')"),
+        (["info", CHAKRA / "all_reduce", "--top"], "Option '--top' requires an argument (see 'cli info --help')"),
+        (["convert", "pytorch", "--et"], "Option '--et' requires an argument (see 'cli convert pytorch --help')"),
+        (["hw", "import-astra", "--system"], "Option '--system' requires an argument (see 'cli hw import-astra --help')"),
+        (["export", "astra", CHAKRA / "all_reduce", "--hw"], "Option '--hw' requires an argument (see 'cli export astra --help')"),
+    ],
+)  # fmt: skip
+def test_an_option_without_its_value_names_the_commands_help_like_every_usage_error(args, message):
+    # click's option parser raises these without a context: the line ended without the help hint, and in a
+    # nested group (convert, hw, generate, export) the hint named the group, not the command
+    assert one_line_error(run(*args), 2) == f"tracekit: error: {message}"
+
+
+def test_dump_of_a_prefix_names_its_rank_files_and_the_command_for_one(tmp_path):
+    res = run("dump", CHAKRA / "all_reduce")  # was: "No such file or directory"
+    first, last = CHAKRA / "all_reduce.0.et", CHAKRA / "all_reduce.3.et"
+    assert one_line_error(res) == (
+        f"tracekit: error: {CHAKRA / 'all_reduce'}: dump takes one trace file; this names 4 rank file(s) "
+        f"({first} ... {last}): dump one, e.g. tracekit dump {first} -o all_reduce.0.json"
+    )
+    assert (
+        one_line_error(run("dump", tmp_path / "nothing"))
+        == f"tracekit: error: {tmp_path / 'nothing'}: No such file or directory"
+    )
+
+
+def test_load_of_a_chakra_et_file_says_it_is_not_json_and_which_command_reads_it(tmp_path):
+    et = CHAKRA / "all_reduce.0.et"
+    res = run("load", et, "-o", tmp_path / "x.0.et")  # was: "invalid JSON: str is not valid UTF-8: surrogates ..."
+    assert one_line_error(res) == (
+        f"tracekit: error: {et}: not JSON: by its name a Chakra .et trace (protobuf); load turns JSON into .et, "
+        f"tracekit dump {et} turns it into JSON"
+    )
+    assert not (tmp_path / "x.0.et").exists()
+
+
+def test_timeline_of_a_set_without_measured_times_says_why_it_is_empty(tmp_path):
+    res = run("timeline", CHAKRA / "all_reduce", "-o", tmp_path / "t.json")
+    assert res.exit_code == 0 and res.stdout == ""
+    assert res.stderr == (
+        f"wrote {tmp_path / 't.json'}: 0 slices on 4 rank(s): none of the 4 nodes has a measured duration (a replay "
+        "draws its own timeline: tracekit replay TRACES --hw SPEC --timeline-out FILE)\n"
+    )
+
+
+def _one_rank_with_group(path: Path, entry: dict | None) -> Path:
+    """One rank: a process_group:init declaring ``entry`` (None: no declaration), then a 1 MiB all-reduce."""
+    from tracekit.io import write_trace
+    from tracekit.model import Attr, ExecutionTrace, IOInfo, Node, NodeType
+
+    nodes = []
+    if entry is not None:
+        values = json.dumps([entry])
+        nodes.append(Node(id=1, name="process_group:init", type=NodeType.METADATA_NODE, inputs=IOInfo(values=values)))
+    coll = [Attr.infer("comm_type", 0), Attr.infer("comm_size", 1 << 20)]
+    nodes.append(Node(id=7, name="allreduce", type=NodeType.COMM_COLL_NODE, attrs=coll))
+    write_trace(ExecutionTrace(nodes), path)
+    return path
+
+
+def test_a_lone_rank_whose_capture_names_a_larger_default_group_is_refused_and_a_one_gpu_run_is_not(tmp_path, caplog):
+    from tracekit.errors import ReplayError
+    from tracekit.io import read_traceset
+    from tracekit.replayer import replay
+
+    # PyTorch's ET writes the default group as ranks [] (all) with group_size = the world size
+    pg = {"pg_name": "0", "pg_desc": "default_pg", "ranks": [], "group_size": 8, "group_count": 1}
+    path = _one_rank_with_group(tmp_path / "solo.0.et", pg)
+    with pytest.raises(ReplayError) as info:
+        replay(read_traceset(path), "dgx-a100")
+    assert str(info.value) == (
+        f"{path}: rank 0: node 7: ALL_REDUCE without a process group spans every rank of the job, and the set "
+        "expects 8 ranks (its process_group:init gives the default group 8 ranks) but only 1 are given: a "
+        "collective over 1 rank(s) takes 0 ns; pass the whole set: every rank's file"
+    )
+    # a one-GPU NCCL run (param-resnet's ET: group_size 1), or a capture declaring its all-ranks group without a
+    # size (what tracekit's converter writes): replayed without a warning, the collective over its one rank
+    for n, entry in enumerate((dict(pg, group_size=1), dict(pg, group_size=0))):
+        with caplog.at_level(logging.WARNING, logger="tracekit.replayer"):
+            result = replay(read_traceset(_one_rank_with_group(tmp_path / f"gpu{n}.0.et", entry)), "dgx-a100")
+        assert result.iteration_time_ns == 0
+    assert [r for r in caplog.records if r.name == "tracekit.replayer"] == []
+
+
+def test_the_astra_model_on_a_preset_says_where_an_astra_table_comes_from():
+    line = one_line_error(run("replay", CHAKRA / "all_reduce", "--hw", "dgx-h100", "--collective-model", "astra"))
+    assert line.endswith(
+        "dgx-h100.toml: key astra: is required for collectives.model = 'astra' (ASTRA-sim's endpoint delay, dataset "
+        "splits, ...): import an ASTRA-sim config with `tracekit hw import-astra`, or choose another "
+        "--collective-model (alpha_beta, nccl)"
+    )
+
+
+def test_info_counts_sends_and_recvs_in_the_communication_table(tmp_path):
+    from tracekit.io import write_traceset
+    from tracekit.model import Attr, ExecutionTrace, Node, NodeType
+    from tracekit.traceset import TraceSet
+
+    def p2p(kind: NodeType, node_id: int) -> Node:
+        attrs = [Attr.infer(k, v) for k, v in (("comm_src", 0), ("comm_dst", 1), ("comm_size", 128), ("comm_tag", 0))]
+        return Node(id=node_id, name="p2p", type=kind, attrs=attrs)
+
+    # rank 0 sends 128 B twice, rank 1 receives them: the table printed "- / 256 B" (a count of "-")
+    sends = ExecutionTrace([p2p(NodeType.COMM_SEND_NODE, 1), p2p(NodeType.COMM_SEND_NODE, 2)])
+    recvs = ExecutionTrace([p2p(NodeType.COMM_RECV_NODE, 1), p2p(NodeType.COMM_RECV_NODE, 2)])
+    write_traceset(TraceSet([sends, recvs]), tmp_path / "pp")
+    res = run("info", tmp_path / "pp")
+    assert res.exit_code == 0, res.stderr
+    lines = res.stdout.splitlines()
+    at = next(i for i, ln in enumerate(lines) if "communication: count / bytes" in ln)
+    header = [c.strip() for c in lines[at + 2].split("┃")[1:-1]]
+    rows = [[c.strip() for c in ln.split("│")[1:-1]] for ln in lines[at + 4 : at + 6]]
+    assert header == ["rank", "RECV", "SEND"]
+    assert rows == [["0", "0 / 0 B", "2 / 256 B"], ["1", "2 / 256 B", "0 / 0 B"]]
+
+
+def test_the_replay_headline_stays_one_line_off_a_terminal(tmp_path):
+    # the demo's last step: ASTRA-sim's all-reduce on an imported ASTRA-sim config; piped (not a terminal, 120
+    # columns), the headline was cut after "compute astra x" and its "1" printed on a line of its own
+    data = REPO / "tests" / "data" / "astra"
+    spec = tmp_path / "ring4.toml"
+    args = ["--system", data / "system_ring_splits1.json", "--network", data / "network_ring_4.yml", "-o", spec]
+    assert run("hw", "import-astra", *args).exit_code == 0
+    res = run("replay", CHAKRA / "all_reduce", "--hw", spec)
+    assert res.exit_code == 0, res.stderr
+    assert res.stdout.splitlines()[0] == (
+        "iteration time 33.829 us (33,829 ns) on astra:system_ring_splits1+network_ring_4: 4 rank(s), 4 nodes, "
+        "collective model astra, compute astra x 1"
+    )
+
+
+def test_bench_coll_names_its_option_when_a_rank_list_does_not_parse(tmp_path):
+    for text, message in (
+        ("8,x", "expected comma-separated integers, got '8,x'"),
+        (",", "expected at least one rank count"),
+    ):
+        res = run("bench-coll", "--hw", "dgx-h100", "--ranks", text, "-o", tmp_path / "b.html")
+        assert (
+            one_line_error(res, 2)
+            == f"tracekit: error: Invalid value for '--ranks': {message} (see 'cli bench-coll --help')"
+        )
+
+
+def test_a_library_warning_reads_like_the_clis_own_warnings(tmp_path):
+    import subprocess
+    import sys
+
+    # a real process: the CLI configures logging once per process (pytest's own handlers would hide it here).
+    # Before: "WARNING tracekit.replayer: ..." (logging's format), beside "tracekit: warning: ..." lines
+    shutil.copy(CHAKRA / "all_reduce.0.et", tmp_path / "lonely.0.et")
+    tool = Path(sys.executable).with_name("tracekit")
+    proc = subprocess.run(
+        [str(tool), "replay", "lonely.0.et", "--hw", "dgx-a100"], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == (
+        "tracekit: warning: lonely.0.et: rank 0: node 0: ALL_REDUCE without a process group spans every rank of the "
+        "job, and the job has 1 rank: it takes 0 ns; if the job had more ranks, give every rank's file "
+        "(<prefix>.<rank>.et)\n"
+    )
+
+
+def test_convert_names_the_rank_whose_et_or_kineto_file_is_missing(tmp_path):
+    dist = REPO / "sample_traces" / "pytorch" / "dist_ws2"
+    res = run(
+        "convert",
+        "pytorch",
+        "--et",
+        dist / "et_rank0.json",
+        "--kineto",
+        dist / "kineto_rank*.json",
+        "-o",
+        tmp_path / "j",
+    )
+    assert one_line_error(res) == (
+        f"tracekit: error: ET ranks [0] and Kineto ranks [0, 1] differ: rank 1 has a Kineto file "
+        f"({dist / 'kineto_rank1.json'}) but no ET; give one ET and one Kineto file per rank (or --et alone)"
+    )
+    assert list(tmp_path.iterdir()) == []
