@@ -96,7 +96,7 @@ class AttrTable:
 
         src = self.source
         if not self._verified:
-            src.verify()  # the node walk framed every attribute; TraceFormatError names a corrupt one
+            src.verify()  # frames every attribute message once (check_attrs); TraceFormatError names a corrupt one
             self._verified = True
         s, e = int(src.starts[pos]), int(src.ends[pos])
         try:
