@@ -121,10 +121,26 @@ def test_cli_transform_writes_and_records(tmp_path):
         (["--dp", "-4"], "dp must be an integer >= 1, got -4"),
         (["--keep-iteration", "3"], "no iteration 3"),
         (["--ranks", "7-1"], "end before start"),
-        ([], "no transform given"),
     ],
 )
 def test_cli_bad_input_one_line_exit_1_no_output(tmp_path, args, msg):
+    _run_and_check(tmp_path, args, msg, 1)
+
+
+@pytest.mark.parametrize(
+    "args, out, msg",
+    [
+        ([], ["-o", "OUT"], "no transform given: add a transform option or --pipeline FILE"),
+        (["--scale-compute", "2"], [], "no output: give -o OUT or an output in the pipeline file"),
+    ],
+)
+def test_cli_missing_step_or_output_is_a_usage_error_exit_2(tmp_path, args, out, msg):
+    """docs/cli.md: a missing argument is a usage error (exit 2, one line naming the command's --help)."""
+    r = _run_and_check(tmp_path, args + [a.replace("OUT", str(tmp_path / "out/job")) for a in out], msg, 2, o=False)
+    assert "tracekit transform --help" in r.stderr
+
+
+def _run_and_check(tmp_path, args, msg, code, o=True):
     write_traceset(_job(), tmp_path / "in/job")
     import subprocess
     import sys
@@ -133,16 +149,17 @@ def test_cli_bad_input_one_line_exit_1_no_output(tmp_path, args, msg):
     # the installed entry point: the real error rendering (one line, exit 1)
     exe = Path(sys.executable).with_name("tracekit")
     r = subprocess.run(
-        [str(exe), "transform", str(tmp_path / "in/job"), "-o", str(tmp_path / "out/job"), *args],
+        [str(exe), "transform", str(tmp_path / "in/job"), *(["-o", str(tmp_path / "out/job")] if o else []), *args],
         capture_output=True,
         text=True,
         timeout=120,
     )
-    assert r.returncode == 1
+    assert r.returncode == code
     assert r.stdout == ""
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and msg in lines[0]
     assert not (tmp_path / "out").exists()
+    return r
 
 
 def test_cli_pipeline_file(tmp_path):

@@ -118,7 +118,6 @@ def transform(traces: Traces | None, output: str | None, pipeline_file: str | No
       tracekit transform out/gpt -o out/gpt_dp64 --dp 64 --compact
       tracekit transform --pipeline whatif.toml
     """
-    from tracekit.errors import ConfigError
     from tracekit.transforms import Pipeline, load_pipeline
 
     compress = opts.pop("compress")
@@ -131,11 +130,11 @@ def transform(traces: Traces | None, output: str | None, pipeline_file: str | No
         output = output or pf.output
     steps.extend(_steps_from_options(opts))
     if traces is None:
-        raise ConfigError("no input: give IN or an input in the pipeline file")
+        raise click.UsageError("no input: give IN or an input in the pipeline file")
     if output is None:
-        raise ConfigError("no output: give -o OUT or an output in the pipeline file")
+        raise click.UsageError("no output: give -o OUT or an output in the pipeline file")
     if not steps:
-        raise ConfigError("no transform given (see tracekit transform --help)")
+        raise click.UsageError("no transform given: add a transform option or --pipeline FILE")
     if stream:
         _transform_streaming(traces, output, Pipeline(steps), compress, as_json)
         return
