@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import shutil
@@ -392,3 +393,43 @@ def test_convert_names_the_rank_whose_et_or_kineto_file_is_missing(tmp_path):
         f"({dist / 'kineto_rank1.json'}) but no ET; give one ET and one Kineto file per rank (or --et alone)"
     )
     assert list(tmp_path.iterdir()) == []
+
+
+# ----- round 2 of the trial's leftovers: absurd sizes, PyTorch JSON given as a trace, random bytes ------------------
+
+INT64_MAX = (1 << 63) - 1
+PYTORCH = REPO / "sample_traces" / "pytorch"
+
+
+def test_generate_llm_refuses_sizes_that_overflow_int64_up_front_naming_option_value_and_bound(tmp_path):
+    from tracekit.converters.generators.llm_limits import int64_overflow
+    from tracekit.workloads.config import LLMConfig, preset
+
+    out = tmp_path / "job"
+    res = run("generate", "llm", "--model", "gpt3-1.3b", "--seq", "100000000000", "-o", out)
+    # gpt3-1.3b: h 2048; attention scores 2 b s^2 h FLOPs = 2 x 10^22 x 2048 = 4.096e25 in the forward
+    assert one_line_error(res) == (
+        "tracekit: error: Invalid value for '--seq': 100000000000 is too large: node 'attn_score.fwd' would carry "
+        "num_ops 40960000000000000000000000, above the int64 bound 2^63-1 = 9223372036854775807; with the other "
+        "options as given, --seq can be at most 33554431 (see 'cli generate llm --help')"
+    )
+    assert not list(tmp_path.iterdir())  # refused before anything was written
+    # the bound is exact: the backward's attn_value carries 4 s^2 h FLOPs = 2^63 at s = 2^25
+    model, _ = preset("gpt3-1.3b")
+    fits = LLMConfig(dataclasses.replace(model, seq_length=33554431))
+    assert int64_overflow(fits) is None
+    over = int64_overflow(LLMConfig(dataclasses.replace(model, seq_length=1 << 25)))
+    assert (over.node_name, over.field, over.value) == ("attn_value.bwd", "num_ops", 4 * (1 << 50) * 2048)
+    assert over.value == INT64_MAX + 1
+    # a sibling option: the vocabulary's logits GEMM, 2 t h V FLOPs (V padded to 128)
+    res = run("generate", "llm", "--model", "gpt3-1.3b", "--vocab", "100000000000000000", "-o", out)
+    line = one_line_error(res)
+    assert line.startswith("tracekit: error: Invalid value for '--vocab': 100000000000000000 is too large: node ")
+    assert "logits_gemm.fwd' would carry num_ops" in line and "--vocab can be at most 1099511627648" in line
+    # two options, neither too large alone: both named
+    res = run("generate", "llm", "--model", "gpt3-1.3b", "--hidden", "3000000000", "--seq", "3000000000", "-o", out)
+    assert "--seq 3000000000, --hidden 3000000000 together are too large: node " in one_line_error(res)
+    # not a number at all stays click's usage error (exit 2)
+    assert "'1e11' is not a valid integer" in one_line_error(
+        run("generate", "llm", "--model", "gpt3-1.3b", "--seq", "1e11", "-o", out), 2
+    )

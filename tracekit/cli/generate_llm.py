@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import click
 
@@ -147,6 +149,11 @@ def llm(
 
     model, default_batch = _model_spec(model_name, layers, hidden, heads, kv_heads, ffn, seq, vocab)
     config = _llm_config(model, default_batch, **parallel_options)
+    _check_int64_sizes(
+        config,
+        model_name,
+        {"--layers": layers, "--hidden": hidden, "--ffn": ffn, "--seq": seq, "--vocab": vocab},
+    )
     roofline = roofline_from_options(hw, peak_tflops, mem_bw_gbps, config.dtype, cost)
     what = "writing rank classes" if as_classes else "writing ranks"
     paths = write_llm(
@@ -249,6 +256,72 @@ def _llm_config(
     )
     batch = default_batch if global_batch is None else global_batch
     return LLMConfig(model, parallel, global_batch_size=batch, micro_batch_size=micro_batch, dtype=dtype)
+
+
+#: Size options and the ModelSpec field each sets (the ones the op sizes grow with).
+_SIZE_FIELDS = {
+    "--seq": "seq_length",
+    "--hidden": "hidden_size",
+    "--ffn": "ffn_hidden_size",
+    "--vocab": "vocab_size",
+    "--layers": "num_layers",
+}
+
+
+def _check_int64_sizes(config: LLMConfig, model_name: str, given: dict[str, int | None]) -> None:
+    """Refuse, before generating, sizes whose products overflow the traces' int64 fields (num_ops, tensor_size,
+    comm_size): one line naming the option, its value, the node and field, and the largest value that fits.
+
+    The option blamed is the first given size option (``--seq``, ``--hidden``, ``--ffn``, ``--vocab``,
+    ``--layers``, ``--micro-batch``) whose preset value makes the job fit; when no single one does, all of them.
+
+    Raises:
+        ValueOutOfRange: exit 1 (a value of the right type outside its range, docs/cli.md).
+    """
+    from tracekit.cli._options import ValueOutOfRange
+    from tracekit.converters.generators._build import INT64_MAX
+    from tracekit.converters.generators.llm_limits import int64_overflow, largest_fitting, replace_model
+    from tracekit.workloads.config import preset
+
+    overflow = int64_overflow(config)
+    if overflow is None:
+        return
+    preset_model = preset(model_name)[0]
+    p = config.parallel
+    units = {
+        "--seq": p.cp * (p.tp if p.sequence_parallel else 1),
+        "--hidden": config.model.num_heads,
+        "--ffn": p.tp,
+        "--vocab": 1,
+        "--layers": p.pp * p.virtual_stages,
+    }
+    builders: dict[str, Callable[[int], LLMConfig]] = {
+        name: functools.partial(replace_model, config, field)
+        for name, field in _SIZE_FIELDS.items()
+        if given.get(name) is not None
+    }
+    values = {name: int(given[name] or 0) for name in builders}
+    if config.micro_batch_size > 1:  # keep the micro-batches per iteration: the global batch follows
+        builders["--micro-batch"] = functools.partial(_with_micro_batch, config)
+        values["--micro-batch"], units["--micro-batch"] = config.micro_batch_size, 1
+    what = (
+        f"node '{overflow.node_name}' would carry {overflow.field} {overflow.value}, above the int64 bound "
+        f"2^63-1 = {INT64_MAX}"
+    )
+    for name, build in builders.items():
+        reset = getattr(preset_model, _SIZE_FIELDS[name]) if name in _SIZE_FIELDS else 1
+        if int64_overflow(build(reset)) is None:
+            bound = largest_fitting(build, values[name], units[name])
+            limit = f"; with the other options as given, {name} can be at most {bound}" if bound else ""
+            raise ValueOutOfRange(f"{values[name]} is too large: {what}{limit}", param_hint=f"'{name}'")
+    options = ", ".join(f"{name} {value}" for name, value in values.items()) or f"the preset {model_name!r}"
+    raise ValueOutOfRange(f"{options} together are too large: {what}")
+
+
+def _with_micro_batch(config: LLMConfig, micro_batch: int) -> LLMConfig:
+    """``config`` with ``micro_batch`` sequences per micro-batch and as many micro-batches per iteration."""
+    per_iteration = config.num_micro_batches * config.parallel.dp
+    return dataclasses.replace(config, micro_batch_size=micro_batch, global_batch_size=micro_batch * per_iteration)
 
 
 def _report(config: LLMConfig, prefix: str, paths: list[Path], as_classes: bool, as_json: bool) -> None:
