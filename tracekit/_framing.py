@@ -279,3 +279,76 @@ def rank_from_path(path: str | os.PathLike[str]) -> int | None:
     """The rank in a ``<prefix>.<rank>.et[.gz]`` file name, or None."""
     m = _RANK_RE.search(os.fspath(path))
     return int(m.group(1)) if m else None
+
+
+# ----------------------------------------------------------------------------- "is this a trace at all?"
+_PRINTABLE_NAME = re.compile(r"[\x21-\x7e][\x20-\x7e]{0,127}")
+NOT_A_TRACE_HINT = "not a Chakra execution trace?"
+
+
+def looks_like_chakra(head: bytes, file_size: int) -> bool:
+    """Whether ``head`` (the first bytes of a decompressed `.et` file of ``file_size`` bytes) starts with a
+    plausible GlobalMetadata record: a length prefix within the file, a message protobuf decodes without unknown
+    fields, and a printable ``version`` or printable attribute names (Chakra's writers set one or the other:
+    ASTRA-sim's examples ``version "0.0.4"``, Chakra's converter ``schema``/``pid``... attributes).
+
+    Random bytes pass this by chance about once in 10^4 files or less; a truncated or partly corrupt real
+    trace passes (its first record is intact).
+    """
+    md = _first_message(head, file_size, pb.GlobalMetadata())
+    if md is None:
+        return False
+    if not md.ByteSize():  # an empty metadata record: the next record must be a node
+        used = _varint_size(head)  # the record is its prefix alone
+        if used >= file_size:
+            return True  # the metadata alone: an empty trace
+        return _first_message(head[used:], file_size - used, pb.Node()) is not None
+    names = [a.name for a in md.attr]
+    return bool(_PRINTABLE_NAME.fullmatch(md.version)) or (
+        bool(names) and all(_PRINTABLE_NAME.fullmatch(n) for n in names)
+    )
+
+
+def _varint_size(head: bytes) -> int:
+    """Bytes of the varint length prefix at the start of ``head`` (0: malformed or truncated)."""
+    for i, b in enumerate(head[:5]):
+        if b < 0x80:
+            return i + 1
+    return 0
+
+
+def _first_message(head: bytes, file_size: int, message: Any) -> Any:
+    """``message`` parsed from the first record of ``head``, or None: a prefix past the file, a record that does not
+    decode, or one with unknown fields or a non-canonical encoding (not what a writer makes)."""
+    used = _varint_size(head)
+    if not used:
+        return None
+    length = sum((b & 0x7F) << (7 * i) for i, b in enumerate(head[:used]))
+    if used + length > min(file_size, len(head)):
+        return None
+    try:
+        message.ParseFromString(head[used : used + length])
+    except DecodeError:
+        return None
+    return message if message.ByteSize() == length else None
+
+
+def not_a_trace_hint(path: str | os.PathLike[str], head_bytes: int = 1 << 20) -> str:
+    """:data:`NOT_A_TRACE_HINT` when the `.et`/`.et.gz` file at ``path`` does not start like a Chakra trace
+    (:func:`looks_like_chakra`), else ``""`` (also when it cannot be read: the reader's own error says why)."""
+    import gzip
+
+    try:
+        size = os.path.getsize(path)
+        with open(path, "rb") as raw:
+            head = raw.read(head_bytes)
+            if head[:2] == GZIP_MAGIC:
+                raw.seek(0)
+                with gzip.open(raw) as fh:
+                    head = fh.read(head_bytes)
+                size = max(size, len(head) + (1 if len(head) == head_bytes else 0))
+    except (OSError, EOFError, zlib.error):
+        return ""
+    if head[:1] in (b"{", b"[") or head[:3] == b"\xef\xbb\xbf":  # JSON: the framing error says what to do
+        return ""
+    return "" if looks_like_chakra(head, size) else NOT_A_TRACE_HINT

@@ -13,6 +13,7 @@ from typing import Sequence
 
 import orjson
 
+from tracekit._capture_hint import convert_hint, sniff_pytorch_file
 from tracekit._framing import _RANK_RE, rank_from_path
 from tracekit._output import (
     _UMASK,
@@ -100,6 +101,9 @@ def _trace_paths_of_many(specs: Sequence[str | os.PathLike[str]]) -> list[tuple[
         if p.is_file():
             r = rank_from_path(p.name)
             if r is None:
+                kind = sniff_pytorch_file(p)  # several PyTorch capture files (an unquoted et_rank*.json)
+                if kind is not None:
+                    raise TraceFormatError(convert_hint(kind, str(p)), path=p)
                 raise TraceFormatError("file name has no rank (expected <prefix>.<rank>.et)", path=p)
             found = [(r, p)]
             note_input(p)

@@ -27,6 +27,7 @@ from typing import Any
 
 import orjson
 
+from tracekit._capture_hint import convert_hint, pytorch_kind
 from tracekit._codec import attr_to_pb
 from tracekit.errors import TraceFormatError, ValidationError, malformed_input
 from tracekit.model import (
@@ -265,6 +266,9 @@ def loads_trace(data: bytes, *, path: str = "<json>", rank: int | None = None) -
     if isinstance(doc, dict) and "workload_graph" in doc:
         return _from_feeder(doc, path, rank)
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        kind = pytorch_kind(doc)
+        if kind is not None:  # a PyTorch capture given where a Chakra trace belongs: say how to convert it
+            raise TraceFormatError(convert_hint(kind, path, doc), path=path)  # no rank: not a trace
         raise TraceFormatError(
             f'not a tracekit JSON trace (expected "format": "{FORMAT}") nor a Chakra feeder JSON ("workload_graph")',
             path=path,

@@ -433,3 +433,61 @@ def test_generate_llm_refuses_sizes_that_overflow_int64_up_front_naming_option_v
     assert "'1e11' is not a valid integer" in one_line_error(
         run("generate", "llm", "--model", "gpt3-1.3b", "--seq", "1e11", "-o", out), 2
     )
+
+
+@pytest.mark.parametrize("command", [["info"], ["validate"], ["replay", "--hw", "dgx-a100"]])
+@pytest.mark.parametrize(
+    "name, what",
+    [
+        ("dist_ws2/et_rank0.json", "a PyTorch Execution Trace JSON (schema '1.1.1-chakra.0.0.4')"),
+        ("dist_ws2/kineto_rank1.json", "a Kineto (PyTorch profiler) trace JSON"),
+    ],
+)
+def test_a_pytorch_capture_given_as_a_trace_says_so_and_shows_the_convert_command(command, name, what):
+    res = run(command[0], PYTORCH / name, *command[1:])
+    folder = PYTORCH / "dist_ws2"
+    assert one_line_error(res) == (
+        f"tracekit: error: {PYTORCH / name}: {what}, not a Chakra trace: convert the capture first: tracekit "
+        f"convert pytorch --et '{folder}/et_rank*.json' --kineto '{folder}/kineto_rank*.json' -o out/job"
+    )
+
+
+def test_several_pytorch_capture_files_say_so_too():
+    files = sorted((PYTORCH / "dist_ws2").glob("et_rank*.json"))  # what an unquoted shell glob expands to
+    line = one_line_error(run("info", *files))
+    assert line.startswith(f"tracekit: error: {files[0]}: a PyTorch Execution Trace JSON, not a Chakra trace: ")
+    assert line.endswith("-o out/job")
+
+
+def test_random_bytes_named_et_say_not_a_chakra_trace_keeping_file_rank_and_offset(tmp_path):
+    import random
+
+    rng = random.Random(1)
+    junk = tmp_path / "junk.0.et"
+    junk.write_bytes(bytes(rng.randrange(256) for _ in range(4096)))
+    for command in (["info"], ["validate"], ["dump"], ["replay", "--hw", "dgx-a100"]):
+        line = one_line_error(run(command[0], junk, *command[1:]))
+        assert line.startswith(f"tracekit: error: {junk}: rank 0: "), line
+        assert line.endswith(") ; not a Chakra execution trace?".replace(" ;", ";")) and "(at byte " in line
+    # a real trace cut short is a truncated trace, not "not a trace"
+    cut = tmp_path / "cut.0.et"
+    cut.write_bytes((REPO / "sample_traces" / "chakra" / "feeder.0.et").read_bytes()[:300])
+    line = one_line_error(run("info", cut))
+    assert line == (
+        f"tracekit: error: {cut}: rank 0: record of 5948 bytes runs past the end of the file (203 bytes left) "
+        "(at byte 95)"
+    )
+
+
+def test_the_chakra_sniff_accepts_every_real_trace_and_no_random_bytes():
+    import random
+
+    from tracekit._framing import looks_like_chakra
+
+    real = sorted((REPO / "sample_traces" / "chakra").glob("*.et"))
+    shared = Path("/work/shared/real/chakra")
+    real += sorted(shared.rglob("*.et")) if shared.is_dir() else []
+    assert len(real) >= 7 and all(looks_like_chakra(p.read_bytes()[: 1 << 20], p.stat().st_size) for p in real)
+    rng = random.Random(7)
+    blobs = [bytes(rng.randrange(256) for _ in range(rng.choice([16, 100, 4096]))) for _ in range(3000)]
+    assert sum(looks_like_chakra(b, len(b)) for b in blobs) == 0

@@ -176,8 +176,27 @@ def render_error(exc: BaseException) -> str:
         text = f"{name + ': ' if name else ''}{exc.strerror or exc}"
     else:
         text = str(exc)
+    hint = _not_a_trace_hint(exc)
+    if hint:
+        text = f"{text}; {hint}"
     # one line whatever the message holds (a parser's own multi-line report, e.g. PyYAML's context and caret)
     return "tracekit: error: " + " ".join(part.strip() for part in text.splitlines() if part.strip())
+
+
+def _not_a_trace_hint(exc: BaseException) -> str:
+    """For an `.et` file that failed to decode at a byte offset: "not a Chakra execution trace?" when the file
+    does not start like one (random bytes, another format), so the one line says more than where decoding
+    stopped (:func:`tracekit._framing.not_a_trace_hint`)."""
+    from tracekit.errors import TraceFormatError
+
+    path = getattr(exc, "path", None)
+    if not isinstance(exc, TraceFormatError) or exc.byte_offset is None or not path:
+        return ""
+    if not str(path).endswith((".et", ".et.gz")):
+        return ""
+    from tracekit._framing import not_a_trace_hint
+
+    return not_a_trace_hint(path)
 
 
 class LogLineFormatter(logging.Formatter):
