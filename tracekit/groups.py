@@ -42,13 +42,19 @@ def canonical_pg_name(pg_name: str | None) -> str:
 
 
 def pg_init_node(
-    node_id: int, groups: Mapping[str, tuple[int, ...] | list[int]], descriptions: Mapping[str, str] | None = None
+    node_id: int,
+    groups: Mapping[str, tuple[int, ...] | list[int]],
+    descriptions: Mapping[str, str] | None = None,
+    *,
+    world_size: int | None = None,
 ) -> Node:
     """A METADATA node declaring ``groups`` (pg_name -> ranks; empty = all ranks).
 
     Entries have PyTorch ET's ``process_group:init`` fields (``pg_name``, ``pg_desc``, ``backend_config``,
     ``ranks``, ``group_size``, ``group_count``); ``descriptions`` (pg_name -> ``pg_desc``) fill ``pg_desc``
-    ("" when absent).  The node is marked ``is_cpu_op`` so that ASTRA-sim completes it.
+    ("" when absent).  A group of all ranks (``ranks`` empty) has ``group_size`` = ``world_size``, as PyTorch
+    writes its default group (:func:`default_group_size` reads it back); 0 only when the world size is unknown
+    (None).  The node is marked ``is_cpu_op`` so that ASTRA-sim completes it.
     """
     entries = []
     for name, ranks in groups.items():
@@ -59,7 +65,7 @@ def pg_init_node(
                 "pg_desc": (descriptions or {}).get(name, ""),
                 "backend_config": "",
                 "ranks": ranks,
-                "group_size": len(ranks),
+                "group_size": len(ranks) if ranks else (world_size or 0),
                 "group_count": len(groups),
             }
         )

@@ -219,7 +219,7 @@ class ProcessGroups:
         from tracekit.groups import pg_init_node
 
         declared = {name: (() if name == DEFAULT_PG else ranks) for name, ranks in self._ranks.items()}
-        return pg_init_node(node_id, declared, self._desc)
+        return pg_init_node(node_id, declared, self._desc, world_size=self.world_size)
 
 
 # ----- one rank's nodes ---------------------------------------------------------------

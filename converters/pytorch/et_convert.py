@@ -114,7 +114,8 @@ class _Builder(HostDeps, DeviceSide):
         out: list[NodeDraft] = []
         if self.groups:
             pg_id = next((op.id for op in et.ops if "process_group:init" in op.name), None)
-            node = NodeDraft.from_node(pg_init_node(pg_id if pg_id is not None else self.fresh_id(), self.groups))
+            node_id = pg_id if pg_id is not None else self.fresh_id()
+            node = NodeDraft.from_node(pg_init_node(node_id, self.groups, world_size=self.world_size))
             out.append(node)
 
         # host and comm nodes
@@ -326,6 +327,8 @@ def convert_et(
     if plan.comms and not groups:
         groups = {"0": ()}
     builder = _Builder(et, plan, rank, linkage, groups, kineto)
+    # the default group spans the capture's ranks: the ET's own group_size, else Kineto's distributedInfo
+    builder.world_size = declared.world_size or (kineto.world_size if kineto is not None else None)
     nodes = builder.build()
     seen: set[int] = set()
     for n in nodes:

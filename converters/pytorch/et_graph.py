@@ -43,6 +43,7 @@ class GraphDraft:
         self.link = linkage
         self.groups = groups
         self.kineto = kineto
+        self.world_size: int | None = None  # ranks of the capture (the default group's size), when known
         self.nodes: dict[int, NodeDraft] = {}
         self.order: dict[int, tuple] = {}  # node id -> order key
         self.dropped = 0

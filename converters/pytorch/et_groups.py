@@ -20,12 +20,15 @@ class ProcessGroups:
         descriptions: pg_name -> pg_desc.
         backend_pg: NCCL backend id -> pg_name (old traces name groups by backend id).
         node_id: the ET node that declared them (None when absent).
+        world_size: the ``group_size`` of the default group (``pg_name`` "0", ``ranks`` empty: all ranks), the
+            capture's world size; None when not declared.
     """
 
     groups: dict[str, tuple[int, ...]]
     descriptions: dict[str, str]
     backend_pg: dict[int, str]
     node_id: int | None = None
+    world_size: int | None = None
 
 
 def read_process_groups(et: EtTrace) -> ProcessGroups:
@@ -46,7 +49,7 @@ def read_process_groups(et: EtTrace) -> ProcessGroups:
     groups: dict[str, tuple[int, ...]] = {}
     desc: dict[str, str] = {}
     backend: dict[int, str] = {}
-    node_id = None
+    node_id = world_size = None
     for op in et.ops:
         if "process_group:init" not in op.name:
             continue
@@ -66,4 +69,7 @@ def read_process_groups(et: EtTrace) -> ProcessGroups:
                 desc[name] = str(e.get("pg_desc", ""))
                 if isinstance(e.get("backend_id"), int):
                     backend[e["backend_id"]] = name
-    return ProcessGroups(groups, desc, backend, node_id)
+                size = e.get("group_size")
+                if name == "0" and not e.get("ranks") and type(size) is int and size > 0:
+                    world_size = size
+    return ProcessGroups(groups, desc, backend, node_id, world_size)

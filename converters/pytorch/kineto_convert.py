@@ -324,7 +324,7 @@ class _Converter:
         emitted += [e for e in device_ops if e.index not in dropped_device]
         emitted.sort(key=time_key)
         node_of: dict[int, NodeDraft] = {}
-        nodes: list[NodeDraft] = [NodeDraft.from_node(pg_init_node(0, groups or {"0": ()}))]
+        nodes: list[NodeDraft] = [NodeDraft.from_node(pg_init_node(0, groups or {"0": ()}, world_size=kt.world_size))]
         for nid, e in enumerate(emitted, start=1):
             node = self.make_node(nid, e, comm_at.get(e.index))
             node_of[e.index] = node
