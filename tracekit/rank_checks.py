@@ -151,7 +151,7 @@ def comm_issues(
     Each value is read by its field's rule (:mod:`tracekit.attrs`), as replay reads it: a missing
     ``comm_size``/``comm_type`` is a warning (read as 0 bytes / ALL_REDUCE, as ASTRA-sim and Chakra's feeder
     do); a value the rule rejects, a negative size, an unknown collective type, a ``pg_name`` that is not text
-    and a send/recv without ``comm_src``/``comm_dst`` are errors.
+    and a send without ``comm_dst`` or a recv without ``comm_src`` (the peer) are errors.
 
     Args:
         node_id, node_type: the node's id and NodeType wire number (COMM_SEND, COMM_RECV or COMM_COLL).
@@ -179,7 +179,11 @@ def comm_issues(
         elif _int_or_none(COMM_TYPE, ct) not in CollectiveType._value2member_map_:
             errors.append(f"unknown comm_type {ct!r}")
     else:
-        errors += [f"{NodeType(node_type).name} has no {key}" for key in (COMM_SRC, COMM_DST) if get(key) is None]
+        # the peer: a send's destination, a receive's source (its own end is the rank), as replay and ASTRA-sim
+        # read them; ASTRA-sim's own custom-collective examples carry only that one
+        peer = COMM_DST if node_type == NodeType.COMM_SEND_NODE else COMM_SRC
+        if get(peer) is None:
+            errors.append(f"{NodeType(node_type).name} has no {peer} (the peer rank)")
     return out + [Issue("comm-attrs", ERROR, message, path, rank, node_id) for message in errors]
 
 
@@ -223,6 +227,23 @@ class RankFindings:
     collectives: dict[str, np.ndarray]  # per group: int64[K, 3] rows (node_id, comm_type, comm_bytes)
     declared_groups: dict[str, tuple[int, ...]]
     declared_world: int | None = None  # the ``world_size`` metadata attribute (converters write it), when present
+    max_peer: int = -1  # the highest rank a send goes to or a recv comes from (-1: none)
+
+
+def max_p2p_peer(trace: ExecutionTrace) -> int:
+    """The highest peer rank of the trace's point-to-point nodes (a send's ``comm_dst``, a recv's ``comm_src``),
+    -1 without any; values the integer rule rejects are left out (``comm-attrs`` reports them)."""
+    cols = trace.columns()
+    best = -1
+    for kind, field in ((NodeType.COMM_SEND_NODE, COMM_DST), (NodeType.COMM_RECV_NODE, COMM_SRC)):
+        mask = cols.types == kind
+        if not mask.any():
+            continue
+        present, values, ok = field.column_or(cols, -1, -1)
+        peers = values[mask & present & ok]
+        if len(peers):
+            best = max(best, int(peers.max()))
+    return best
 
 
 def _declared_world(trace: ExecutionTrace) -> int | None:
@@ -258,4 +279,5 @@ def check_rank(trace: ExecutionTrace) -> RankFindings:
         collectives,
         declared,
         _declared_world(trace),
+        max_p2p_peer(trace) if sub.ok else -1,
     )

@@ -174,13 +174,17 @@ def cross_rank_checks(
     """
     report = _report(findings)
     by_rank = {f.rank: f for f in findings}
-    missing = [r for r in range(world) if r not in by_rank]
+    # a send or recv names its peer: a peer beyond the ranks given shows the job is bigger than the set
+    peer = max((f.max_peer for f in findings), default=-1)
+    implied = max(world, peer + 1)
+    missing = [r for r in range(implied) if r not in by_rank]
     if missing:
+        why = f" (sends and recvs name peers up to rank {peer})" if peer + 1 > world else ""
         report.add(
             Issue(
                 "rank-count",
                 WARNING,
-                f"partial job: traces for {len(by_rank)} of {world} ranks; no trace for "
+                f"partial job: traces for {len(by_rank)} of {implied} ranks{why}; no trace for "
                 f"ranks {missing[:16]}{' ...' if len(missing) > 16 else ''} (a replay needs them all)",
             )
         )

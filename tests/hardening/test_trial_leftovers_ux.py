@@ -491,3 +491,92 @@ def test_the_chakra_sniff_accepts_every_real_trace_and_no_random_bytes():
     rng = random.Random(7)
     blobs = [bytes(rng.randrange(256) for _ in range(rng.choice([16, 100, 4096]))) for _ in range(3000)]
     assert sum(looks_like_chakra(b, len(b)) for b in blobs) == 0
+
+
+def _declared_groups(trace) -> list[dict]:
+    from tracekit.groups import is_pg_init, parse_pg_entries
+
+    (init,) = [n for n in trace.nodes if is_pg_init(n)]
+    return parse_pg_entries(init.inputs.values)
+
+
+def test_converted_and_generated_traces_give_the_default_group_the_world_size(tmp_path):
+    from tracekit.groups import default_group_size
+    from tracekit.io import read_traceset
+
+    # dist_ws2's ETs declare {"pg_name": "0", "ranks": [], "group_size": 2}; the output said group_size 0
+    folder = PYTORCH / "dist_ws2"
+    args = ["--et", f"{folder}/et_rank*.json", "--kineto", f"{folder}/kineto_rank*.json", "-o", tmp_path / "job"]
+    assert run("convert", "pytorch", *args, "--executor", "serial").exit_code == 0
+    job = read_traceset(tmp_path / "job")
+    for rank in (0, 1):
+        (entry,) = _declared_groups(job[rank])
+        assert (entry["pg_name"], entry["ranks"], entry["group_size"]) == ("0", [], 2)
+        assert default_group_size(job[rank]) == 2
+    # the ET alone (no Kineto): the ET's own declaration gives it
+    assert run("convert", "pytorch", "--et", f"{folder}/et_rank0.json", "-o", tmp_path / "one").exit_code == 0
+    assert default_group_size(read_traceset(tmp_path / "one")[0]) == 2
+    # a generator's all-ranks group: 4 ranks, beside a sub-group of 2
+    res = run(
+        "generate", "micro", "--collective", "all_reduce", "--size", "1MiB", "--ranks", "4", "--group", "0-1",
+        "-o", tmp_path / "micro",
+    )  # fmt: skip
+    assert res.exit_code == 0, res.stderr
+    entries = _declared_groups(read_traceset(tmp_path / "micro")[3])
+    assert [(e["pg_name"], e["ranks"], e["group_size"]) for e in entries] == [("0", [], 4), ("1", [0, 1], 2)]
+
+
+def test_the_four_rank_gloo_capture_converts_with_group_size_4(tmp_path):
+    folder = Path("/work/shared/real/pytorch/torch-cpu-gloo/dist_ws4")  # ../shared/real (README there)
+    if not folder.is_dir():
+        pytest.skip("../shared/real not present")
+    from tracekit.groups import default_group_size
+    from tracekit.io import read_traceset
+
+    args = ["--et", f"{folder}/et_rank*.json", "--kineto", f"{folder}/kineto_rank*.json", "-o", tmp_path / "job"]
+    assert run("convert", "pytorch", *args, "--executor", "serial").exit_code == 0
+    job = read_traceset(tmp_path / "job")
+    assert [default_group_size(job[r]) for r in job.ranks] == [4, 4, 4, 4]
+
+
+def test_the_tutorials_hardware_comparison_says_the_presets_use_different_collective_models():
+    import tomllib
+
+    presets = REPO / "replayer" / "presets"
+    models = {name: tomllib.loads((presets / f"{name}.toml").read_text())["collectives"]["model"] for name in ("dgx-a100", "dgx-h100")}  # fmt: skip
+    assert models == {"dgx-a100": "nccl", "dgx-h100": "alpha_beta"}  # what step 7 says; change both together
+    step7 = (REPO / "docs" / "tutorial.md").read_text().split("## 7. Compare")[1].split("## 8.")[0]
+    flat = " ".join(step7.split())
+    assert "`dgx-a100` times collectives with the `nccl` model" in flat
+    assert "`dgx-h100` with `alpha_beta`" in flat
+    # the same-model replay is a command the tutorial test runs, and its diff is checked there
+    assert "tracekit replay out/job --hw dgx-h100 --compute measured --collective-model nccl" in flat
+    assert "$ tracekit diff out/a100.json out/h100_nccl.json" in step7
+
+
+def test_astra_sims_custom_allreduce_sample_validates_and_is_named_a_partial_set(tmp_path):
+    # ASTRA-sim's custom collective: a send carries only comm_dst, a recv only comm_src (the peer; the own end is
+    # the rank), as ASTRA-sim and our replayer read them; validate asked for both and found 56 "errors"
+    res = run("validate", CHAKRA / "custom_allreduce")
+    assert res.exit_code == 0, res.stdout
+    assert res.stdout.splitlines() == [
+        "warning: [rank-count] partial job: traces for 2 of 8 ranks (sends and recvs name peers up to rank 7); no "
+        "trace for ranks [2, 3, 4, 5, 6, 7] (a replay needs them all)",
+        "OK: 2 ranks, 70 nodes, 1 warnings",
+    ]
+    # the peer is still required: a send without comm_dst (node 0 of rank 0 here) is an error
+    from tracekit.io import read_traceset, write_traceset
+    from tracekit.model import ExecutionTrace, Node
+    from tracekit.traceset import TraceSet
+
+    trace = read_traceset(CHAKRA / "custom_allreduce.0.et")[0]
+    first = trace.nodes[0]
+    attrs = [a for a in first.attrs if a.name != "comm_dst"]
+    stripped = Node(id=first.id, name=first.name, type=first.type, data_deps=list(first.data_deps), attrs=attrs)
+    write_traceset(TraceSet([ExecutionTrace([stripped, *trace.nodes[1:]], trace.metadata)]), tmp_path / "x")
+    res = run("validate", tmp_path / "x")
+    assert res.exit_code == 3
+    assert (
+        f"error: [comm-attrs] {tmp_path / 'x.0.et'}: rank 0: node 0: COMM_SEND_NODE has no comm_dst (the peer rank)"
+        in res.stdout.splitlines()
+    )
