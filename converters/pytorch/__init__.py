@@ -135,7 +135,18 @@ def convert_rank(
 
 
 def _convert_job(job: RankJob):
-    return convert_rank(job.et_path, job.kineto_path, rank=job.rank, allow_unlinked=job.allow_unlinked)
+    """:func:`convert_rank` of one job with its log records kept in the result (grouped by :func:`convert_job`)."""
+    from tracekit.converters.pytorch.log_groups import collected_log, emit_grouped
+
+    lines: list = []
+    try:
+        with collected_log() as lines:
+            result = convert_rank(job.et_path, job.kineto_path, rank=job.rank, allow_unlinked=job.allow_unlinked)
+    except BaseException:
+        emit_grouped([(job.rank or 0, os.fspath(job.et_path), lines)])  # what was found before the error
+        raise
+    result.log = lines
+    return result
 
 
 def plan_jobs(
@@ -253,6 +264,9 @@ def convert_job(
             raise ConversionError(f"rank {rank} appears twice (from {job.et_path})", path=job.et_path)
         res.trace = res.trace.with_label(rank=rank)
         traces[rank] = res.trace
+    from tracekit.converters.pytorch.log_groups import emit_grouped
+
+    emit_grouped([(res.trace.rank, os.fspath(job.et_path), res.log) for job, res in zip(jobs, results)])
     warning = world_size_warning(traces)
     if warning:
         log.warning(warning)

@@ -59,6 +59,7 @@ from tracekit.converters.pytorch.kineto_reader import KinetoTrace
 from tracekit.converters.pytorch.et_device import DeviceSide
 from tracekit.converters.pytorch.et_host_deps import HostDeps
 from tracekit.converters.pytorch.linker import LinkReport, Linkage, is_et_root
+from tracekit.converters.pytorch.log_groups import LogLine
 
 CHAKRA_VERSION = "0.0.4"
 #: Linked Kineto categories that are ranges (annotations), see :mod:`.host_timing`.
@@ -78,6 +79,7 @@ class RankConversion:
         dropped_edges: dependencies not emitted because they would point backward.
         node_counts: nodes per NodeType name.
         costs: what :func:`.costs.attach_costs` priced (FLOPs, bytes), or None.
+        log: the converter's log records of this rank when collected (:mod:`.log_groups`; emitted by the job).
     """
 
     trace: ExecutionTrace
@@ -86,6 +88,7 @@ class RankConversion:
     dropped_edges: int = 0
     node_counts: dict[str, int] = field(default_factory=dict)
     costs: CostStats | None = None
+    log: list[LogLine] = field(default_factory=list)
 
 
 def _io(io: EtIO) -> IOInfo | None:

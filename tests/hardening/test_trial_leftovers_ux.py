@@ -580,3 +580,49 @@ def test_astra_sims_custom_allreduce_sample_validates_and_is_named_a_partial_set
         f"error: [comm-attrs] {tmp_path / 'x.0.et'}: rank 0: node 0: COMM_SEND_NODE has no comm_dst (the peer rank)"
         in res.stdout.splitlines()
     )
+
+
+@pytest.mark.parametrize("executor", ["serial", "process"])
+def test_convert_prints_a_warning_found_on_every_rank_once_naming_the_ranks(tmp_path, executor):
+    import subprocess
+    import sys
+
+    # a real process: the CLI configures logging once per process (see the test above)
+    shutil.copytree(PYTORCH / "dist_ws2", tmp_path / "cap")
+    tool = str(Path(sys.executable).with_name("tracekit"))
+    args = ["convert", "pytorch", "--et", "cap/et_rank*.json", "--kineto", "cap/kineto_rank*.json", "-o", "out/job"]
+    proc = subprocess.run([tool, *args, "--executor", executor], cwd=tmp_path, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    # each rank's ET has one host op overlapping its parent (the same finding): one line, not one per rank
+    assert proc.stderr.splitlines() == [
+        "tracekit: warning: cap/et_rank0.json ... cap/et_rank1.json: ranks 0, 1: 1 host op(s) overlap an enclosing "
+        "op without nesting; clamped to its end"
+    ]
+    args = ["convert", "pytorch", "--kineto", "cap/kineto_rank*.json", "-o", "out/k", "--executor", executor]
+    proc = subprocess.run([tool, *args], cwd=tmp_path, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.splitlines() == [
+        "tracekit: warning: cap/kineto_rank0.json ... cap/kineto_rank1.json: ranks 0, 1: 1 host event(s) overlap "
+        "an enclosing event without nesting; clamped to its end"
+    ]
+
+
+def test_grouped_log_lines_keep_distinct_texts_and_lone_ranks_as_they_were(caplog):
+    from tracekit.converters.pytorch.log_groups import LogLine, emit_grouped, rank_list
+
+    name = "tracekit.converters.pytorch.et_convert"
+
+    def warn(path: str, text: str) -> LogLine:
+        return LogLine(logging.WARNING, name, f"{path}: {text}")
+
+    per_rank = [
+        (r, f"d/et_rank{r}.json", [warn(f"d/et_rank{r}.json", "2 ops clamped" if r != 5 else "3 ops clamped")])
+        for r in (4, 0, 1, 2, 3, 5)
+    ]
+    with caplog.at_level(logging.WARNING, logger="tracekit.converters"):
+        emit_grouped(per_rank)
+    assert [r.getMessage() for r in caplog.records] == [
+        "d/et_rank0.json ... d/et_rank4.json: ranks 0-4: 2 ops clamped",
+        "d/et_rank5.json: 3 ops clamped",
+    ]
+    assert rank_list([9, 0, 1, 2, 3, 6, 8]) == "0-3, 6, 8, 9"

@@ -13,6 +13,7 @@ from tracekit.cli._options import emit_json, executor_options, json_option, reso
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.converters.pytorch import JobConversion
     from tracekit.converters.pytorch.kineto_convert import KinetoConversion
+    from tracekit.converters.pytorch.log_groups import LogLine
 
 
 def _expand(pattern: str | None, what: str) -> list[str]:
@@ -142,12 +143,19 @@ def _print_job(job: JobConversion, paths: list[Path], prefix: str, as_json: bool
     out_console().print(table)
 
 
-def _kineto_one(path: str) -> KinetoConversion:
+def _kineto_one(path: str) -> tuple[KinetoConversion, list[LogLine]]:
+    """One Kineto file converted, with the converter's log records of it (grouped over ranks by the caller)."""
     from tracekit.converters.pytorch.kineto_convert import convert_kineto_trace, read_kineto
+    from tracekit.converters.pytorch.log_groups import collected_log, emit_grouped
     from tracekit.errors import ConversionError, malformed_input
 
-    with malformed_input("Kineto trace", path, ConversionError):
-        return convert_kineto_trace(read_kineto(path))
+    lines: list[LogLine] = []
+    try:
+        with collected_log() as lines, malformed_input("Kineto trace", path, ConversionError):
+            return convert_kineto_trace(read_kineto(path)), lines
+    except BaseException:
+        emit_grouped([(0, path, lines)])  # what was found before the error
+        raise
 
 
 def _kineto_only(paths: list[str], prefix: str, workers: int | None, executor: str, as_json: bool) -> None:
@@ -159,7 +167,16 @@ def _kineto_only(paths: list[str], prefix: str, workers: int | None, executor: s
     from tracekit.parallel import parallel_map
     from tracekit.traceset import TraceSet
 
-    results = parallel_map(_kineto_one, paths, executor=executor, max_workers=workers)
+    from tracekit.converters.pytorch.log_groups import emit_grouped
+
+    converted = parallel_map(_kineto_one, paths, executor=executor, max_workers=workers)
+    emit_grouped(
+        [
+            (i if res.trace.rank is None else res.trace.rank, path, lines)
+            for i, (path, (res, lines)) in enumerate(zip(paths, converted))
+        ]
+    )
+    results = [res for res, _ in converted]
     traces = {}
     for path, res in zip(paths, results):
         if res.trace.rank in traces:
