@@ -626,3 +626,36 @@ def test_grouped_log_lines_keep_distinct_texts_and_lone_ranks_as_they_were(caplo
         "d/et_rank5.json: 3 ops clamped",
     ]
     assert rank_list([9, 0, 1, 2, 3, 6, 8]) == "0-3, 6, 8, 9"
+
+
+def test_every_writer_creates_the_missing_folders_of_its_output_as_docs_cli_says(tmp_path):
+    # the trial thought generate alone created them and transform/convert refused: all create them (docs/cli.md)
+    text = REPO / "sample_traces" / "text" / "Resnet50_DataParallel.txt"
+    folder = PYTORCH / "dist_ws2"
+    base = tmp_path / "base.json"
+    assert run("replay", CHAKRA / "all_reduce", "--hw", "dgx-a100", "-o", base).exit_code == 0
+    new = Path("{new}")  # each command gets its own missing folder
+    commands = {
+        "generate": (
+            ["generate", "micro", "--collective", "all_reduce", "--size", "1KiB", "--ranks", "2", "-o", new / "g"],
+            "g.0.et",
+        ),  # fmt: skip
+        "transform": (["transform", CHAKRA / "all_reduce", "--scale-compute", "0.5", "-o", new / "t"], "t.0.et"),
+        "convert text": (["convert", "text", text, "--ranks", "2", "-o", new / "c"], "c.1.et"),
+        "convert pytorch": (["convert", "pytorch", "--et", f"{folder}/et_rank0.json", "-o", new / "p"], "p.0.et"),
+        "replay": (["replay", CHAKRA / "all_reduce", "--hw", "dgx-a100", "-o", new / "r.json"], "r.json"),
+        "timeline": (
+            ["replay", CHAKRA / "all_reduce", "--hw", "dgx-a100", "--timeline-out", new / "t.json"],
+            "t.json",
+        ),  # fmt: skip
+        "dump": (["dump", CHAKRA / "all_reduce.0.et", "-o", new / "d.json"], "d.json"),
+        "report": (["report", base, "-o", new / "r.html"], "r.html"),
+        "diff": (["diff", base, base, "--html-out", new / "d.html"], "d.html"),
+    }
+    for i, (what, (args, written)) in enumerate(commands.items()):
+        folder_i = tmp_path / f"missing{i}" / "deeper"
+        res = run(*[str(a).replace("{new}", str(folder_i)) for a in args])
+        assert res.exit_code == 0, (what, res.stderr)
+        assert (folder_i / written).is_file(), what
+    cli_md = " ".join((REPO / "docs" / "cli.md").read_text().split())
+    assert "Every writer (`-o/--output`, `--*-out`) creates the missing folders of its output path" in cli_md
