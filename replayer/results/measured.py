@@ -137,11 +137,12 @@ def check_replay(traceset: "TraceSet", spec: Any = DEFAULT_SPEC, *, fold: bool =
     from tracekit.replayer import ReplayOptions, replay
 
     notes = list(measured_notes(traceset))
-    missing = traceset.missing_ranks
+    world = _job_world(traceset)
+    missing = tuple(r for r in range(world) if r not in traceset.ranks)
     if missing:
         rows: list[StepComparison] = []
         notes.append(
-            f"partial job: {len(traceset)} of {traceset.world_size} ranks present (missing "
+            f"partial job: {len(traceset)} of {world} ranks present (missing "
             f"{_ranks_text(missing)}); each present rank is replayed alone, its communication nodes "
             f"as compute with their measured durations (waiting for the absent ranks included)"
         )
@@ -231,6 +232,15 @@ def with_start_offsets(traceset: "TraceSet") -> tuple["TraceSet", int]:
 def _ranks_text(ranks: tuple[int, ...]) -> str:
     shown = ", ".join(str(r) for r in ranks[:8])
     return shown + (f" ... ({len(ranks)} ranks)" if len(ranks) > 8 else "")
+
+
+def _job_world(traceset: "TraceSet") -> int:
+    """The job's ranks: the set's world size, or more when a rank's ``process_group:init`` gives its default
+    (all-ranks) group more (``group_size``, as PyTorch writes it: rank 0 of a 16-rank capture says 16)."""
+    from tracekit.groups import default_group_size
+
+    declared = max((default_group_size(traceset[r]) or 0 for r in traceset.ranks), default=0)
+    return max(traceset.world_size, declared)
 
 
 def local_rank(trace: Any) -> "TraceSet":
