@@ -58,14 +58,21 @@ def convert_hint(kind: str, path: str, doc: Any = None) -> str:
 
 
 def sniff_pytorch_file(path: Path, head_bytes: int = 1 << 16) -> str | None:
-    """``"et"``/``"kineto"`` when the first ``head_bytes`` of a ``.json`` file look like a PyTorch capture, else
-    None (a cheap look for readers that refuse a file before parsing it; gzip files are not opened)."""
-    if not path.name.endswith(".json"):
+    """``"et"``/``"kineto"`` when the first ``head_bytes`` of a ``.json`` or ``.json.gz`` file look like a PyTorch
+    capture, else None (a cheap look for readers that refuse a file before parsing it)."""
+    import gzip
+    import zlib
+
+    if not path.name.endswith((".json", ".json.gz")):
         return None
     try:
-        with open(path, "rb") as f:
-            head = f.read(head_bytes)
-    except OSError:
+        with open(path, "rb") as raw:
+            head = raw.read(head_bytes)
+            if head[:2] == b"\x1f\x8b":
+                raw.seek(0)
+                with gzip.open(raw) as fh:
+                    head = fh.read(head_bytes)
+    except (OSError, EOFError, zlib.error):
         return None
     if re.match(rb'\s*\{\s*"schema"\s*:', head) and b'"nodes"' in head:
         return "et"

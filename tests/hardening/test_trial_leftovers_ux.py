@@ -659,3 +659,16 @@ def test_every_writer_creates_the_missing_folders_of_its_output_as_docs_cli_says
         assert (folder_i / written).is_file(), what
     cli_md = " ".join((REPO / "docs" / "cli.md").read_text().split())
     assert "Every writer (`-o/--output`, `--*-out`) creates the missing folders of its output path" in cli_md
+
+
+def test_several_gzipped_pytorch_capture_files_say_so_too(tmp_path):
+    import gzip
+
+    for name in ("kineto_rank0.json", "kineto_rank1.json"):
+        (tmp_path / f"{name}.gz").write_bytes(gzip.compress((PYTORCH / "dist_ws2" / name).read_bytes()))
+    line = one_line_error(run("info", tmp_path / "kineto_rank0.json.gz", tmp_path / "kineto_rank1.json.gz"))
+    assert line == (
+        f"tracekit: error: {tmp_path}/kineto_rank0.json.gz: a Kineto (PyTorch profiler) trace JSON, not a Chakra "
+        f"trace: convert the capture first: tracekit convert pytorch --kineto '{tmp_path}/kineto_rank*.json.gz' "
+        "-o out/job"
+    )
