@@ -526,10 +526,8 @@ def test_converted_and_generated_traces_give_the_default_group_the_world_size(tm
     assert [(e["pg_name"], e["ranks"], e["group_size"]) for e in entries] == [("0", [], 4), ("1", [0, 1], 2)]
 
 
-def test_the_four_rank_gloo_capture_converts_with_group_size_4(tmp_path):
-    folder = Path("/work/shared/real/pytorch/torch-cpu-gloo/dist_ws4")  # ../shared/real (README there)
-    if not folder.is_dir():
-        pytest.skip("../shared/real not present")
+def test_the_four_rank_gloo_capture_converts_with_group_size_4(tmp_path, real_dir):
+    folder = real_dir / "pytorch" / "torch-cpu-gloo" / "dist_ws4"  # ../shared/real (README there)
     from tracekit.groups import default_group_size
     from tracekit.io import read_traceset
 
@@ -537,6 +535,22 @@ def test_the_four_rank_gloo_capture_converts_with_group_size_4(tmp_path):
     assert run("convert", "pytorch", *args, "--executor", "serial").exit_code == 0
     job = read_traceset(tmp_path / "job")
     assert [default_group_size(job[r]) for r in job.ranks] == [4, 4, 4, 4]
+
+
+def test_a_tensor_parallel_rewrite_gives_the_default_group_the_new_world_size(tmp_path):
+    from tracekit.groups import default_group_size
+    from tracekit.io import read_traceset
+
+    # 2 x 2 x 2 = 8 ranks; --tp 4 makes 4 x 2 x 2 = 16 (ChangeTP: world * tp / tp_old); the rewrite wrote 0
+    res = run(
+        "generate", "llm", "--model", "gpt3-1.3b", "--layers", "2", "--tp", "2", "--pp", "2", "--dp", "2",
+        "--global-batch", "4", "--hw", "dgx-a100", "-o", tmp_path / "llm",
+    )  # fmt: skip
+    assert res.exit_code == 0, res.stderr
+    assert run("transform", tmp_path / "llm", "--tp", "4", "-o", tmp_path / "tp4").exit_code == 0
+    job = read_traceset(tmp_path / "tp4")
+    assert len(job) == 16
+    assert {default_group_size(job[r]) for r in job.ranks} == {16}
 
 
 def test_the_tutorials_hardware_comparison_says_the_presets_use_different_collective_models():

@@ -142,7 +142,7 @@ def reparallelize(
     md = md.with_attr(LLM_CONFIG_ATTR, json.dumps(cfg_new, sort_keys=True), "string_val")
     out = {}
     for r, (nodes, groups) in built.items():
-        named: list[Node] = [pg_init_node(0, decl)]
+        named: list[Node] = [pg_init_node(0, decl, world_size=new.world_size)]
         named += [
             edited_node(n, [(PG_NAME, names.name(groups[n.id]), "string_val")]) if n.id in groups else n
             for n in nodes[1:]
