@@ -1,7 +1,9 @@
 # tracekit: the README's two commands are `make demo` and `make test`.
-# Both create .venv (if missing) and install the project into it first; the install ends by compiling the numba
-# kernels once into numba's on-disk cache (tools/warm_numba.py, ~25-60 s CPU), so neither the suite's workers nor a
-# user's first commands compile them.
+# Both create .venv (if missing) and install the project into it first; the install ends with tools/build_aot.py:
+# it compiles the numba kernels once into numba's on-disk cache (tools/warm_numba.py, ~10-40 s CPU), so neither the
+# suite's workers nor a user's first commands compile them, then compiles the signatures that warm-up reached ahead
+# of time into tracekit/_aot_kernels_<k> (numba pycc, two processes, ~45 s wall on 2 cores), so CLI commands run
+# them without importing numba (~0.4 s a process). Without a C compiler it warns in one line and the JIT runs them.
 
 # Python may cache bytecode here even where the environment turns it off (PYTHONDONTWRITEBYTECODE): without the
 # cache every process (each pytest worker, each CLI subprocess a test starts) compiles tracekit's modules and
@@ -14,7 +16,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 DEMO   := demo_out
 
-.PHONY: demo test test-full lint typecheck typecheck-core typecheck-layers layers duplicates sizes docstrings format bench proto install clean
+.PHONY: aot demo test test-full lint typecheck typecheck-core typecheck-layers layers duplicates sizes docstrings format bench proto install clean
 
 install: $(STAMP)
 
@@ -22,8 +24,12 @@ $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[test]'
-	$(PY) tools/warm_numba.py
+	$(PY) tools/build_aot.py
 	touch $(STAMP)
+
+# Build the ahead-of-time kernels again (after a kernel's source changed: until then that kernel runs through the JIT).
+aot: $(STAMP)
+	$(PY) tools/build_aot.py
 
 # The main job on the bundled real traces.
 demo: $(STAMP)
@@ -93,4 +99,4 @@ proto: $(STAMP)
 	$(PY) -m grpc_tools.protoc -Ischema --python_out=tracekit/_proto schema/et_def.proto
 
 clean:
-	rm -rf $(VENV) $(DEMO) .pytest_cache .hypothesis .mypy_cache .ruff_cache .mypy_tree
+	rm -rf $(VENV) $(DEMO) .pytest_cache .hypothesis .mypy_cache .ruff_cache .mypy_tree tracekit/_aot_kernels*
