@@ -166,9 +166,10 @@ finally:
         ["info", CHAKRA / "all_reduce"],
         ["validate", CHAKRA / "feeder.0.et"],
         ["transform", CHAKRA / "all_reduce", "--scale-compute", "2", "--compact", "-o", "OUT"],
+        ["transform", CHAKRA / "feeder.0.et", "--scale-compute", "2", "--compact", "-o", "OUT"],  # one rank
         ["replay", CHAKRA / "all_reduce", "--hw", "dgx-a100"],
     ],
-    ids=["info", "validate", "transform", "replay"],
+    ids=["info", "validate", "transform", "transform-one-rank", "replay"],
 )
 def test_cli_hot_paths_do_not_import_numba(args, tmp_path):
     argv = [str(tmp_path / "out") if a == "OUT" else str(a) for a in args]
