@@ -106,6 +106,12 @@ def collect() -> tuple[list[Export], dict[str, dict[str, Any]]]:
     for name, value in warm_numba.kernel_objects():
         if isinstance(value, _Lazy):
             continue
+        # pycc compiles with numba's default flags: a kernel compiled with others (fastmath, boundscheck, ...)
+        # would compute otherwise ahead of time, so it keeps the JIT
+        flags = {k: v for k, v in value.targetoptions.items() if k not in ("nogil", "nopython") and v is not None}
+        if flags:
+            print(f"build_aot: {name} keeps numba's JIT (options pycc does not apply: {flags})", file=sys.stderr)
+            continue
         modules, weight = _compiled_code(value.py_func, set())
         module, attr = name.rsplit(".", 1)
         entry: dict[str, Any] = {
