@@ -4,7 +4,7 @@
 the JIT, so every kernel's dispatcher holds the signatures that real use calls it with; then it compiles each of
 those signatures with numba's ``pycc`` into extension modules ``tracekit/_aot_kernels_<k>`` (git-ignored; built
 for this machine's CPU, ``target_cpu = "host"``), in two processes side by side when there is much to compile
-(about 80 s of one core for the 22 signatures of 2026-12-01), and writes ``tracekit/_aot_kernels.json``, the
+(about 36 s of CPU for the 24 signatures of 2026-12-01: 33-70 s wall on 2 shared cores), and writes ``tracekit/_aot_kernels.json``, the
 manifest :mod:`tracekit._aot` reads: for each kernel, the argument-type key of each export and the SHA-256 of
 each source file whose code the kernel compiles (its module, the modules of the kernels, helpers and intrinsics
 it calls, transitively, and of the constants it imports).
@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 import warm_numba  # noqa: E402 - a sibling script, found through the path set above
 
 PACKAGE = ROOT / "tracekit"
-SPLIT_ABOVE = 8  # signatures; more are compiled in two processes (~3.5 s of one core each, plus ~4 s per module)
+SPLIT_ABOVE = 8  # signatures; more are compiled in two processes (~1.3 s of CPU each, plus ~3 s per module)
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 on the CLI's hot paths, and the JIT wherever an export is stale or missing.
 
 The tests that need the exports ``make install`` built skip, with the reason, when there are none (no C compiler)
-or when they are stale (a kernel's source changed since: ``make aot`` builds them again).
+or when they are stale (a kernel's source changed since: ``make test`` builds them again first, ``make aot`` too).
 """
 
 from __future__ import annotations
