@@ -16,6 +16,7 @@ numba's JIT as before. ``python tools/build_aot.py --part SPEC K OUT`` is the wo
 from __future__ import annotations
 
 import ast
+import contextlib
 import importlib
 import json
 import os
@@ -231,7 +232,12 @@ def main() -> int:
         return 0
     warm_numba.main()
     start = time.perf_counter()
-    problem = build()
+    try:
+        problem = build()
+    except Exception as exc:  # noqa: BLE001 - an install never fails on this optional step; the JIT still works
+        with contextlib.suppress(OSError):
+            _remove_build()
+        problem = f"{type(exc).__name__}: {exc}"
     if problem:
         print(f"build_aot: WARNING: no ahead-of-time kernels ({problem}); numba's JIT runs them", file=sys.stderr)
     else:
