@@ -1,7 +1,9 @@
 # tracekit: the README's two commands are `make demo` and `make test`.
-# Both create .venv (if missing) and install the project into it first; the install ends by compiling the numba
-# kernels once into numba's on-disk cache (tools/warm_numba.py, ~25-60 s CPU), so neither the suite's workers nor a
-# user's first commands compile them.
+# Both create .venv (if missing) and install the project into it first; the install ends with tools/build_aot.py:
+# it compiles the numba kernels once into numba's on-disk cache (tools/warm_numba.py, ~10-40 s CPU), so neither the
+# suite's workers nor a user's first commands compile them, then compiles the signatures that warm-up reached ahead
+# of time into tracekit/_aot_kernels_<k> (numba pycc, two processes, ~36 s CPU, 33-70 s wall), so CLI commands run
+# them without importing numba (~0.4 s a process). Without a C compiler it warns in one line and the JIT runs them.
 
 # Python may cache bytecode here even where the environment turns it off (PYTHONDONTWRITEBYTECODE): without the
 # cache every process (each pytest worker, each CLI subprocess a test starts) compiles tracekit's modules and
@@ -14,7 +16,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 DEMO   := demo_out
 
-.PHONY: demo test test-full lint typecheck typecheck-core typecheck-layers layers duplicates sizes docstrings format bench proto install clean
+.PHONY: aot demo test test-full lint typecheck typecheck-core typecheck-layers layers duplicates sizes docstrings format bench proto install clean
 
 install: $(STAMP)
 
@@ -22,11 +24,23 @@ $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[test]'
-	$(PY) tools/warm_numba.py
+	$(PY) tools/build_aot.py
 	touch $(STAMP)
 
+# Build the ahead-of-time kernels again. `make test` and `make demo` do it when a module of kernels (one importing
+# tracekit._jit) changed since the manifest was written: until then such a kernel runs through numba's JIT, and every
+# command that calls it pays numba's import again (~0.4 s). Without a C compiler there is no manifest, so they re-run
+# the warm-up (a few seconds, cached) and warn each time.
+AOT_MANIFEST := tracekit/_aot_kernels.json
+KERNEL_SOURCES := $(shell grep -rl --include='*.py' 'tracekit._jit import' tracekit converters replayer)
+aot: $(STAMP)
+	$(PY) tools/build_aot.py
+
+$(AOT_MANIFEST): $(KERNEL_SOURCES) tracekit/_jit.py tracekit/_aot.py tools/build_aot.py tools/warm_numba.py | $(STAMP)
+	$(PY) tools/build_aot.py
+
 # The main job on the bundled real traces.
-demo: $(STAMP)
+demo: $(STAMP) $(AOT_MANIFEST)
 	$(PY) -m tracekit.cli.demo --out $(DEMO)
 
 GATES := typecheck-core typecheck-layers lint duplicates sizes docstrings
@@ -39,13 +53,13 @@ GATES := typecheck-core typecheck-layers lint duplicates sizes docstrings
 # that share a per-process cache count as one: tests/conftest.py SHARED); the longest files first
 # (tests/conftest.py HEAVY_FIRST; --no-loadscope-reorder keeps that order).
 PYTEST_XDIST := -n 2 --dist loadfile --no-loadscope-reorder
-test: $(STAMP)
+test: $(STAMP) $(AOT_MANIFEST)
 	@$(MAKE) --no-print-directory -j2 --output-sync=target $(GATES)
 	$(PY) -m pytest -ra $(PYTEST_XDIST)
 
 # Everything `make test` runs plus the tests marked `slow` (the full interop matrices), with the full hypothesis
 # profile (more examples per property); tests/conftest.py reads HYPOTHESIS_PROFILE.
-test-full: $(STAMP)
+test-full: $(STAMP) $(AOT_MANIFEST)
 	@$(MAKE) --no-print-directory -j2 --output-sync=target $(GATES)
 	HYPOTHESIS_PROFILE=full $(PY) -m pytest -ra --run-slow $(PYTEST_XDIST)
 
@@ -93,4 +107,4 @@ proto: $(STAMP)
 	$(PY) -m grpc_tools.protoc -Ischema --python_out=tracekit/_proto schema/et_def.proto
 
 clean:
-	rm -rf $(VENV) $(DEMO) .pytest_cache .hypothesis .mypy_cache .ruff_cache .mypy_tree
+	rm -rf $(VENV) $(DEMO) .pytest_cache .hypothesis .mypy_cache .ruff_cache .mypy_tree tracekit/_aot_kernels*

@@ -14,6 +14,9 @@ Workloads:
 
 Prints wall time (median of 3) and nodes written per second.  Run:
 ``.venv/bin/python benchmarks/bench_transform.py``.
+
+``--process [--runs N] [--file RANK.et]``: instead, the issue-17 command and ``tracekit info`` as a user runs
+them, fresh processes with the ahead-of-time kernels and through numba's JIT (:func:`process_runs`).
 """
 
 from __future__ import annotations
@@ -122,10 +125,76 @@ def main() -> None:
     )
 
 
+def _child(argv: list[str], env: dict[str, str]) -> tuple[float, float, float]:
+    """Wall, user and system seconds of one run of ``argv`` (its output discarded; a failure raises)."""
+    import os
+    import subprocess
+
+    w0 = time.perf_counter()
+    child = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(child.pid, 0)
+    wall = time.perf_counter() - w0
+    child.returncode = os.waitstatus_to_exitcode(status)
+    if child.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)} exited {child.returncode}: {child.stderr.read().decode()[-500:]}")
+    child.stderr.close()
+    return wall, usage.ru_utime, usage.ru_stime
+
+
+def process_runs(runs: int = 7, path: str | None = None) -> dict:
+    """The issue-17 command as a user runs it: ``tracekit transform <1M-node rank> --scale-compute 2 --compact -o
+    OUT`` (OUT removed between runs) and ``tracekit info <rank>``, each a fresh process ``runs`` times with the
+    ahead-of-time kernels and with ``TRACEKIT_AOT=0`` (numba's JIT, its cache warm), the two alternating so drifting
+    load hits both alike. Prints the median and range of wall, user and system seconds of each; the target is
+    <= 1.0 s wall for the transform (1 M nodes/s). ``path``: an existing rank file (default: a
+    ``BENCH_XF_NODES``-node mix of ``bench_read_mix`` made in a temporary directory)."""
+    import os
+    import sys
+    import tempfile
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_read_mix import make_file
+
+    exe = str(Path(sys.executable).with_name("tracekit"))
+    base = {k: v for k, v in os.environ.items() if k != "TRACEKIT_AOT"}
+    modes = {"aot": base, "jit": dict(base, TRACEKIT_AOT="0")}
+    out: dict = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        src = path or str(Path(tmp) / "mix.0.et")
+        if path is None:
+            make_file(Path(src), int(os.environ.get("BENCH_XF_NODES", 1_000_000)))
+        commands = {
+            "transform": [exe, "transform", src, "--scale-compute", "2", "--compact", "-o", f"{tmp}/out/x"],
+            "info": [exe, "info", src],
+        }
+        for command, argv in commands.items():
+            times: dict[str, list[tuple[float, float, float]]] = {mode: [] for mode in modes}
+            for _ in range(runs):
+                for mode, env in modes.items():
+                    for old in Path(tmp).glob("out/x.*"):
+                        old.unlink()
+                    times[mode].append(_child(argv, env))
+            for mode, samples in times.items():
+                line = []
+                for k, what in enumerate(("wall", "user", "sys")):
+                    values = [t[k] for t in samples]
+                    med = statistics.median(values)
+                    out[f"process_{command}_{mode}_{what}_s"] = med
+                    out[f"process_{command}_{mode}_{what}_s_range"] = [min(values), max(values)]
+                    line.append(f"{what} {med:.2f} s ({min(values):.2f}-{max(values):.2f})")
+                print(f"tracekit {command:9s} {mode}: " + ", ".join(line) + f"; {runs} runs", flush=True)
+    print(f"load average after: {os.getloadavg()[0]:.2f}")
+    return out
+
+
 if __name__ == "__main__":
     import sys as _sys
 
-    if "--columnar" in _sys.argv:
+    if "--process" in _sys.argv:  # [--runs N] [--file RANK.et]
+        _args = _sys.argv[_sys.argv.index("--process") + 1 :]
+        _runs = int(_args[_args.index("--runs") + 1]) if "--runs" in _args else 7
+        process_runs(_runs, _args[_args.index("--file") + 1] if "--file" in _args else None)
+    elif "--columnar" in _sys.argv:
         columnar_e2e()
     else:
         main()

@@ -6,13 +6,17 @@ them in each pytest-xdist worker at once (the two workers race to compile and wr
 CLI commands a user types pay the compile too.
 
 It runs the commands that reach the kernels on the bundled sample traces, in this process (click's ``main``) and
-in a temporary directory: read and ``info``, ``transform`` (compact, scale, retarget, drop CPU ops), ``export
-astra``, ``generate llm``, ``replay`` and ``load``; then the column encoder and the three kernel signatures no
-command reaches (:func:`_records_and_runs`; a fresh clone's first `make test` compiled them itself). The kernels
-are called with the argument types of real use, so the cached signatures are the ones later calls look up. Then it
-lists every kernel that has no compiled signature yet (a new kernel these commands do not reach: add a command here
-that does). Exit status 0 (a warm-up never fails an
-install); the list is a warning.
+in a temporary directory: read and ``info``, ``transform`` (compact, scale, rescale, retarget, drop CPU ops),
+``export astra``, ``generate llm``, ``replay`` and ``load``; then the column encoder, the three kernel signatures
+no command reaches (:func:`_records_and_runs`; a fresh clone's first `make test` compiled them itself) and the
+record type scan of a set written without being decoded (:func:`_record_types`). The kernels are called with the
+argument types of real use, so the cached signatures are the ones later calls look up. Then it lists every kernel
+that has no compiled signature yet (a new kernel these commands do not reach: add a command here that does). Exit
+status 0 (a warm-up never fails an install); the list is a warning.
+
+It runs with ``TRACEKIT_AOT=0``: calls go through numba even where ahead-of-time exports exist
+(:mod:`tracekit._aot`). ``tools/build_aot.py`` (what ``make install`` runs) runs it first, then compiles every
+signature it reached ahead of time.
 """
 
 from __future__ import annotations
@@ -20,14 +24,17 @@ from __future__ import annotations
 import contextlib
 import importlib
 import io
+import os
 import pkgutil
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAKRA = ROOT / "sample_traces" / "chakra"
+ENV = "TRACEKIT_AOT"  # tracekit._aot.ENV
 
 
 def _commands(tmp: Path) -> list[list[str]]:
@@ -41,6 +48,7 @@ def _commands(tmp: Path) -> list[list[str]]:
         ["validate", allreduce],
         ["transform", allreduce, "-o", str(tmp / "t1"), "--scale-compute", "2", "--scale-comm", "2", "--compact"],
         ["transform", feeder, "-o", str(tmp / "t2"), "--drop-cpu-ops", "--retarget", "a100-80gb:h100-sxm"],
+        ["transform", allreduce, "-o", str(tmp / "t4"), "--scale-comm", "2", "--dp", "4"],  # attrs of spliced records
         ["replay", allreduce, "--hw", "dgx-a100"],
         ["export", "astra", allreduce, "-o", str(tmp / "astra"), "--hw", "dgx-a100"],
         [
@@ -114,9 +122,19 @@ def _records_and_runs() -> None:
     cut_run(start, end, reason, remaining, delta, 0, 3, 2, 15.0, EV_NODE, 0, EV_NODE)
 
 
-def uncompiled_kernels() -> list[str]:
-    """Names of the cached numba kernels (not the inlined helpers) of ``tracekit`` (all subpackages, the converters
-    and the replayer included) with no compiled signature in this process (still lazy, or compiled for nothing)."""
+def _record_types() -> None:
+    """A set read and written again without decoding its records: the ASTRA-sim rewrite of the writer scans the
+    record types (``tracekit._recscan.record_types``; the commands decode the columns first)."""
+    from tracekit.io import read_traceset, write_traceset
+
+    with tempfile.TemporaryDirectory(prefix="tracekit-warm-") as tmp:
+        write_traceset(read_traceset(str(CHAKRA / "all_reduce")), Path(tmp) / "copy")
+
+
+def kernel_objects() -> list[tuple[str, Any]]:
+    """``(module.name, object)`` of every cached numba kernel (not the inlined helpers) of ``tracekit`` (all
+    subpackages, the converters and the replayer included), each as its module holds it now: a lazy kernel
+    (:class:`tracekit._jit._Lazy`, never called through numba in this process) or its numba dispatcher."""
     from numba.core.registry import CPUDispatcher
 
     import tracekit
@@ -124,10 +142,10 @@ def uncompiled_kernels() -> list[str]:
     import tracekit.replayer
     from tracekit._jit import _Lazy
 
-    names = []
+    found = {}
     for package in (tracekit, tracekit.converters, tracekit.replayer):  # the last two live outside tracekit/
         for mod in pkgutil.walk_packages(package.__path__, f"{package.__name__}."):
-            if "._proto" in mod.name or ".cli" in mod.name:
+            if "._proto" in mod.name or ".cli" in mod.name or "._aot_kernels" in mod.name:
                 continue
             try:
                 module = importlib.import_module(mod.name)
@@ -135,24 +153,34 @@ def uncompiled_kernels() -> list[str]:
                 continue
             for attr, value in vars(module).items():
                 if isinstance(value, _Lazy):
-                    cold, options, home = True, value.options, value.fn.__module__
+                    is_kernel, home = value.kind == "kernel", value.fn.__module__
+                    value = value if value.dispatcher is None else value.dispatcher
                 elif isinstance(value, CPUDispatcher) and type(value._cache).__name__ != "NullCache":
-                    cold, options, home = not value.signatures, value.targetoptions, value.__module__
+                    is_kernel, home = value.targetoptions.get("inline") != "always", value.__module__
                 else:
                     continue
-                if cold and home == mod.name and options.get("inline") != "always":
-                    names.append(f"{mod.name}.{attr}")
-    return sorted(set(names))
+                if is_kernel and home == mod.name:
+                    found[f"{mod.name}.{attr}"] = value
+    return sorted(found.items())
+
+
+def uncompiled_kernels() -> list[str]:
+    """Names of the kernels of :func:`kernel_objects` with no compiled signature in this process (still lazy, or
+    compiled for nothing)."""
+    from tracekit._jit import _Lazy
+
+    return [name for name, value in kernel_objects() if isinstance(value, _Lazy) or not value.signatures]
 
 
 def main() -> int:
     start = time.perf_counter()
+    os.environ[ENV] = "0"  # through numba even where ahead-of-time exports exist: this fills numba's cache
     with tempfile.TemporaryDirectory(prefix="tracekit-warm-") as tmp:
         for args in _commands(Path(tmp)):
             problem = _run(args)
             if problem:
                 print(f"warm_numba: tracekit {' '.join(args)}: {problem}", file=sys.stderr)
-    for step in (_encode_columns, _records_and_runs):
+    for step in (_encode_columns, _records_and_runs, _record_types):
         try:
             step()
         except Exception as exc:  # noqa: BLE001 - as in _run

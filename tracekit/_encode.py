@@ -24,17 +24,12 @@ callers turn that into :class:`~tracekit.errors.TraceFormatError`.
 
 from __future__ import annotations
 
-import numba
 import numpy as np
-from numba.core import cgutils, types
-from numba.extending import intrinsic
-
-from tracekit._jit import kernel
-
 
 # Small helpers of the kernels, inlined into each at numba's IR level: a call from one compiled
 # function to another is not inlined otherwise, and costs more than the helper's work.
-_inline = numba.njit(inline="always", cache=True)
+from tracekit._jit import inline as _inline
+from tracekit._jit import intrinsic, kernel
 
 DROP_ALL = np.uint64(1) << np.uint64(63)  # drop bit: every original field of the record
 _U7 = np.uint64(7)
@@ -61,6 +56,8 @@ def _move_bytes(typingctx, dst, dst_at, src, src_at, count):  # pragma: no cover
     A slice assignment compiles to a generic strided loop with an overlap check, which costs more
     than the copy for the short runs of a record; the bounds are the caller's to keep.
     """
+    from numba.core import cgutils, types
+
     sig = types.void(dst, types.intp, src, types.intp, types.intp)
 
     def codegen(context, builder, signature, args):

@@ -7,6 +7,11 @@ Python and numpy.  Compiled code is cached on disk next to the module
 package directory is read-only, see https://numba.readthedocs.io/en/stable/
 developer/caching.html), so each kernel is compiled once per machine.
 
+When ``make install`` built them, a kernel's calls run its ahead-of-time
+compiled exports instead (:mod:`tracekit._aot`): the first call looks them
+up, and numba is imported only for a call whose argument types have no
+current export.
+
 Kernels take and return numpy arrays and plain ints only; they raise no
 Python exceptions of their own: errors are reported through return codes
 and turned into :class:`tracekit.errors.TracekitError` by the caller, which
@@ -19,21 +24,27 @@ import functools
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
+from tracekit import _aot
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 class _Lazy:
-    """A kernel (or inlined helper) before numba is imported: compiled on its first call.
+    """A kernel (or inlined helper, or intrinsic) before numba is imported: compiled on its first call.
 
-    Importing numba costs about 0.5 s, so a module of kernels imports nothing heavy: the
-    first call of one of its kernels imports numba, swaps every lazy function in that
-    module's namespace (and the namespaces of the lazy functions it names) for its numba
-    dispatcher, so numba finds dispatchers where the kernel calls a helper, and calls it.
-    Later calls through the module attribute go straight to the dispatcher.
+    Importing numba costs about 0.5 s, so a module of kernels imports nothing heavy. A kernel's
+    first call looks up its ahead-of-time exports (:func:`tracekit._aot.exports_of`); a call
+    whose argument types have one runs it. Any other call imports numba, swaps every lazy
+    function in the kernel's module namespace (and the namespaces of the lazy functions it
+    names) for its numba dispatcher, so numba finds dispatchers where the kernel calls a
+    helper, and calls it. Later calls through the module attribute go straight to the
+    dispatcher.
     """
 
-    def __init__(self, fn: Callable[..., Any], options: dict[str, Any]) -> None:
-        self.fn, self.options, self.dispatcher = fn, options, None
+    def __init__(self, fn: Callable[..., Any], options: dict[str, Any], kind: str = "kernel") -> None:
+        self.fn, self.options, self.kind = fn, options, kind
+        self.dispatcher: Any = None  # numba's dispatcher (or intrinsic), made by _ready
+        self.exports: dict[tuple[Any, ...], Callable[..., Any]] | None = None  # None: not looked up yet
         functools.update_wrapper(self, fn)  # name, docstring, module of the function (help(), Sphinx)
 
     def compiled(self) -> Any:
@@ -43,6 +54,15 @@ class _Lazy:
         return self.dispatcher
 
     def __call__(self, *args: Any) -> Any:
+        exports = self.exports
+        if exports is None:
+            name = f"{self.fn.__module__}.{self.fn.__qualname__}"
+            exports = self.exports = _aot.exports_of(name) if self.kind == "kernel" else {}
+        if exports:
+            key = _aot.args_key(args)
+            export = exports.get(key) or _aot.find(exports, key)
+            if export is not None:
+                return export(*args)
         return self.compiled()(*args)
 
     def __repr__(self) -> str:
@@ -52,13 +72,16 @@ class _Lazy:
 def _ready(namespace: dict[str, Any], seen: set[int]) -> None:
     """Swap the lazy functions of ``namespace`` for numba dispatchers, and those of the namespaces they use."""
     import numba
+    import numba.extending
 
     if id(namespace) in seen:
         return
     seen.add(id(namespace))
     for name, value in list(namespace.items()):
         if isinstance(value, _Lazy):
-            if value.dispatcher is None:
+            if value.dispatcher is None and value.kind == "intrinsic":
+                value.dispatcher = numba.extending.intrinsic(value.fn)
+            elif value.dispatcher is None:
                 value.dispatcher = numba.njit(**value.options)(value.fn)
             namespace[name] = value.dispatcher
             _ready(value.fn.__globals__, seen)
@@ -87,4 +110,14 @@ def inline(fn: F) -> F:
     protobuf field through a call, 15-30 ns inlined), so the per-field helpers
     of the codec's kernels are inlined.  Only kernels call them.
     """
-    return cast(F, _Lazy(fn, {"inline": "always", "nogil": True}))
+    return cast(F, _Lazy(fn, {"inline": "always", "nogil": True}, kind="inline"))
+
+
+def intrinsic(fn: F) -> F:
+    """``numba.extending.intrinsic(fn)`` made when numba is imported: LLVM code a kernel emits inline.
+
+    ``fn(typingctx, *argument types)`` returns ``(signature, codegen)``
+    (https://numba.readthedocs.io/en/stable/extending/high-level.html#implementing-intrinsics); it
+    imports the numba names it uses itself, so its module does not import numba.
+    """
+    return cast(F, _Lazy(fn, {}, kind="intrinsic"))

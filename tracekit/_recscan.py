@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from tracekit._encode import _ATTR_FIELD, _inline, _names_match, _next_field, _read_varint
-from tracekit._jit import kernel
+from tracekit._encode import _ATTR_FIELD, _names_match, _next_field, _read_varint
+from tracekit._jit import inline, kernel
 
 
 @kernel
@@ -43,7 +43,7 @@ def record_types(buf, starts, ends, types):  # pragma: no cover - compiled
     return 0
 
 
-@_inline
+@inline
 def _string_attr(buf, p, end, key):  # pragma: no cover - compiled
     """``(at, length)`` of the string held by the first attribute named ``key`` of the record ``buf[p:end]``.
 
