@@ -105,8 +105,9 @@ def decode_columns(encoded: Any, attrs: Sequence[str] = (), on_attrs: AttrChunkF
         dids = np.empty(n_data, dtype=np.uint64) if n_data > len(dids) else dids
         cids = np.empty(n_ctrl, dtype=np.uint64)
         wk.walk_nodes(
-            buf, starts, ends, ids, types, duration, start, special, dptr, cptr, dids, cids, name_at, err, True, None
-        )
+            buf, starts, ends, ids, types, duration, start, special, dptr, cptr, dids, cids, name_at, err, wk.DEP_IDS,
+            None,
+        )  # fmt: skip
     if n_data < len(dids):
         dids = dids[:n_data] if n_data > len(dids) // 2 else dids[:n_data].copy()
     if not len(cids):  # no control dependencies (generated traces): a read-only zero view, no memory
@@ -179,7 +180,8 @@ def _walk(encoded: Any, buf: np.ndarray, cols: tuple, err: np.ndarray, names: li
         code, bad, field, wt, chunk_timed = wk.walk_nodes(
             buf, starts[lo:hi], ends[lo:hi], ids[lo:hi], types[lo:hi], duration[lo:hi], start[lo:hi],
             special[lo:hi], dptr[lo : hi + 1], cptr[lo : hi + 1], dids[min(d0, len(dids)) :],
-            cids[min(c0, len(cids)) :], name_at[lo:hi], err, False, (keys, key_ptr, kind, values) if names else None,
+            cids[min(c0, len(cids)) :], name_at[lo:hi], err, wk.COLUMNS,
+            (keys, key_ptr, kind, values) if names else None,
         )  # fmt: skip
         if err[0] and not had_error:
             err[1] += lo  # the record index of the first corrupt attribute, counted from the chunk's start
