@@ -162,7 +162,7 @@ def test_corrupt_attribute_is_reported_on_first_use_naming_node_and_offset(tmp_p
     assert err.value.node_id == 42 and err.value.byte_offset == 1 + 1 + 2 + 2
 
 
-@pytest.mark.parametrize("reader", ["verify", "validate", "node_attrs", "typed_read", "summary"])
+@pytest.mark.parametrize("reader", ["verify", "validate", "node_attrs", "typed_read", "node_typed_read", "summary"])
 def test_corrupt_attribute_after_good_nodes_is_named_by_every_reader(tmp_path, reader):
     from tracekit.rank_checks import validate_trace
     from tracekit.summary import summarize_trace
@@ -177,6 +177,7 @@ def test_corrupt_attribute_after_good_nodes_is_named_by_every_reader(tmp_path, r
         "validate": lambda: validate_trace(trace),
         "node_attrs": lambda: trace.nodes[0].attrs,  # a good node: the first attribute use checks the file
         "typed_read": lambda: trace.columns().attr_int("comm_size"),
+        "node_typed_read": lambda: trace.nodes[0].comm_bytes,  # a good node: its column is found for every node
         "summary": lambda: summarize_trace(trace),
     }[reader]
     with pytest.raises(TraceFormatError, match=r"undecodable attribute \(truncated varint\)") as err:
