@@ -135,9 +135,10 @@ class AttrTable:
 
         Raises:
             ValidationError: the value is not a number (names node and attribute).
+            TraceFormatError: on the first read, a corrupt attribute message anywhere in the file.
         """
         try:
-            return self.ints[name][pos]  # the column of a name read often (list indexing: no numpy scalar)
+            return self.ints[name][pos]  # the column of a name read before (list indexing: no numpy scalar)
         except KeyError:
             pass
         if name in self._general:
