@@ -29,6 +29,8 @@ class _AttrSource:
             code 0 when none) when the node walk framed them (it did when it found attributes too),
             else None: they are framed on first use (:meth:`verify`).
         special: bool[N], records the node view decodes with protobuf.
+        attr_at: where each record's first attribute field is (the searches start there; ``starts`` is the
+            record's start, for protobuf).
     """
 
     def __init__(
@@ -41,10 +43,11 @@ class _AttrSource:
         encoded: Any,
         attr_error: np.ndarray | None,
         special: np.ndarray,
+        attr_at: np.ndarray,
     ) -> None:
         self.data, self.buf, self.starts, self.ends = data, buf, starts, ends
         self.n = len(starts)
-        self.ids, self.encoded, self.attr_error, self.special = ids, encoded, attr_error, special
+        self.ids, self.encoded, self.attr_error, self.special, self.attr_at = ids, encoded, attr_error, special, attr_at
         self._found: dict[str, tuple[np.ndarray, np.ndarray] | None] = {}  # prefetched; None: no node has it
 
     def verify(self) -> None:
@@ -61,7 +64,7 @@ class _AttrSource:
             from tracekit import _wirekernels as wk
 
             err = np.zeros(5, dtype=np.int64)
-            wk.check_attrs(self.buf, self.starts, self.ends, err)
+            wk.check_attrs(self.buf, self.attr_at, self.ends, err)
             self.attr_error = err
         code, record, offset, field, wt = (int(x) for x in self.attr_error)
         if code:
@@ -106,7 +109,7 @@ class _AttrSource:
             self.verify()
         err = np.zeros(5, dtype=np.int64)  # the search frames every attribute message too
         keys, key_ptr, kind, values = _keys(names, self.n)
-        wk.find_attrs(self.buf, self.starts, self.ends, keys, key_ptr, kind, values, err)
+        wk.find_attrs(self.buf, self.attr_at, self.ends, keys, key_ptr, kind, values, err)
         if not checked:
             self.attr_error = err
             self.verify()

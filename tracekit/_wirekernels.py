@@ -150,20 +150,19 @@ def _packed(buf, pos, end, out, k):  # pragma: no cover - compiled
 
 @kernel  # pragma: no cover - compiled
 def walk_nodes(
-    buf, starts, ends, ids, types, duration, start, special, dptr, cptr, dids, cids, name_at, err, mode, found
+    buf, starts, ends, ids, types, duration, start, special, dptr, cptr, dids, cids, name_at, attr_at, err, mode, found
 ):
     """Decode the node columns of every record (see :func:`tracekit._columnar.decode_columns`).
 
-    ``mode`` COLUMNS: ids, types (int16, saturating), duration, start (ns), ``special`` (fields the columns
-    do not keep, times past the model's limits), ``name_at`` (offset of the last name field, -1 for none),
-    dependency counts at ``dptr[i + 1]`` / ``cptr[i + 1]``, ids as far as ``dids`` / ``cids`` hold them.
-    DEP_IDS: only the dependency ids, at the CSR offsets.  ATTRS_ONLY: only ``found`` (no column is written).
-    ``found``: None (attribute messages skipped unread: :func:`check_attrs`), or ``(keys, key_ptr, kind,
-    values)`` of :func:`find_attrs` filled in the same pass, the first corrupt attribute to ``err[0:5]``.
+    ``mode`` COLUMNS: ids, types (int16, saturating), duration, start (ns), ``special`` (fields the columns do
+    not keep, times past the model's limits), ``name_at`` / ``attr_at`` (offset of the last name field, -1 for
+    none / of the first attribute field, the record's end for none), dependency counts at ``dptr[i + 1]`` /
+    ``cptr[i + 1]``, ids as far as ``dids`` / ``cids`` hold them.  DEP_IDS: the dependency ids only, at the
+    CSR offsets.  ATTRS_ONLY: ``found`` only.  ``found``: None (attribute messages skipped unread), or ``(keys,
+    key_ptr, kind, values)`` of :func:`find_attrs` filled in the same pass, the first corrupt one to ``err``.
     Returns ``(code, record index, field, wire type, any start time)``; code OK when every record frames.
     """
-    timed = False
-    total_d = total_c = 0
+    timed, total_d, total_c = False, 0, 0
     scalars = np.zeros(8, dtype=np.uint64)  # the varint fields kept: id 1, type 3, start 6, duration 7, ns 4/5
     if found is not None:
         keys, key_ptr, kind, values = found
@@ -175,12 +174,13 @@ def walk_nodes(
                 continue
             total_d, total_c = dptr[i], cptr[i]
         scalars[:] = 0
-        odd, nd, nc, name = False, 0, 0, -1
+        odd, nd, nc, name, first_attr = False, 0, 0, -1, end
         while pos < end:
             code, field, wt, value, size, nxt = field_at(buf, pos, end)
             if code != OK:
                 return code, i, field, wt, timed
             if wt == 2 and field == 10:  # an attribute: written out here, see the docstring of tracekit._attrwire
+                first_attr = min(first_attr, pos)
                 if found is not None:
                     a = np.int64(value)
                     simple, nm_s, nm_l, vf, vwt, vv, vsize = _simple_attr(buf, a, nxt)
@@ -220,7 +220,7 @@ def walk_nodes(
             pos = nxt
         if mode != COLUMNS:
             continue
-        ids[i], typ, name_at[i] = scalars[1], scalars[3], name
+        ids[i], typ, name_at[i], attr_at[i] = scalars[1], scalars[3], name, first_attr
         types[i] = max(-(2**15), min(2**15 - 1, np.int64(typ)))
         duration[i] = _ns(scalars[7], scalars[4])
         start[i] = _ns(scalars[6], scalars[5])
@@ -234,7 +234,8 @@ def walk_nodes(
 @kernel
 def check_attrs(buf, starts, ends, err):  # pragma: no cover - compiled
     """Frame every attribute message (field 10) of every record; the first corrupt one goes to ``err[0:5]``
-    (code, record, offset, field, wire type).  The records themselves frame (the node walk checked them)."""
+    (code, record, offset, field, wire type).  The records themselves frame (the node walk checked them);
+    ``starts`` may be where their first attribute fields are, as for :func:`find_attrs`."""
     for i in range(len(starts)):
         pos = np.int64(starts[i])
         end = np.int64(ends[i])
@@ -262,9 +263,12 @@ def find_attrs(buf, starts, ends, keys, key_ptr, kind, values, err):  # pragma: 
         err: int64[5]: the first corrupt attribute message (code, record, offset, field, wire type), as
             :func:`check_attrs` finds it (every attribute message is framed here too).
 
-    The records frame (the node walk checked them): :func:`walk_nodes` in mode ATTRS_ONLY.
+    The records frame (the node walk checked them): :func:`walk_nodes` in mode ATTRS_ONLY.  ``starts`` may be
+    where each record's first attribute field is (``attr_at`` of the walk): fields before it are not attributes.
     """
     u64, i64 = np.empty(0, dtype=np.uint64), np.empty(0, dtype=np.int64)
     no_bool, no_i16, no_at = np.empty(0, dtype=np.bool_), np.empty(0, dtype=np.int16), starts[:0]
     found = (keys, key_ptr, kind, values)
-    walk_nodes(buf, starts, ends, u64, no_i16, i64, i64, no_bool, i64, i64, u64, u64, no_at, err, ATTRS_ONLY, found)
+    walk_nodes(
+        buf, starts, ends, u64, no_i16, i64, i64, no_bool, i64, i64, u64, u64, no_at, no_at, err, ATTRS_ONLY, found
+    )
