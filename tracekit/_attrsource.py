@@ -29,6 +29,8 @@ class _AttrSource:
             code 0 when none) when the node walk framed them (it did when it found attributes too),
             else None: they are framed on first use (:meth:`verify`).
         special: bool[N], records the node view decodes with protobuf.
+        attr_at: where each record's first attribute field is (the searches start there; ``starts`` is the
+            record's start, for protobuf).
     """
 
     def __init__(
@@ -41,11 +43,12 @@ class _AttrSource:
         encoded: Any,
         attr_error: np.ndarray | None,
         special: np.ndarray,
+        attr_at: np.ndarray,
     ) -> None:
         self.data, self.buf, self.starts, self.ends = data, buf, starts, ends
         self.n = len(starts)
-        self.ids, self.encoded, self.attr_error, self.special = ids, encoded, attr_error, special
-        self._found: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self.ids, self.encoded, self.attr_error, self.special, self.attr_at = ids, encoded, attr_error, special, attr_at
+        self._found: dict[str, tuple[np.ndarray, np.ndarray] | None] = {}  # prefetched; None: no node has it
 
     def verify(self) -> None:
         """Raise for a corrupt attribute message (first attribute access, or validation).
@@ -61,7 +64,7 @@ class _AttrSource:
             from tracekit import _wirekernels as wk
 
             err = np.zeros(5, dtype=np.int64)
-            wk.check_attrs(self.buf, self.starts, self.ends, err)
+            wk.check_attrs(self.buf, self.attr_at, self.ends, err)
             self.attr_error = err
         code, record, offset, field, wt = (int(x) for x in self.attr_error)
         if code:
@@ -77,16 +80,24 @@ class _AttrSource:
 
     def prefetch(self, names: list[str]) -> None:
         """Find several attributes in one pass over the records; each is kept until :meth:`numeric` or
-        :meth:`values` takes it (9 bytes per node per name meanwhile).
+        :meth:`values` takes it (9 bytes per node per name that some node has meanwhile; nothing for a name
+        no node has).
 
         Raises:
             TraceFormatError: a corrupt attribute message (see :meth:`verify`).
         """
+        from tracekit import _wirekernels as wk
+
         todo = [x for x in dict.fromkeys(names) if x not in self._found]
         if todo:
             kind, values = self._find_all(todo)
             for k, name in enumerate(todo):
-                self._found[name] = (kind[k], values[k])
+                if len(todo) == 1:
+                    self._found[name] = (kind[k], values[k])
+                elif int(kind[k].max(initial=wk.ABSENT)) != wk.ABSENT:  # a copy: the others' rows are freed
+                    self._found[name] = (kind[k].copy(), values[k].copy())
+                else:
+                    self._found[name] = None
 
     def _find_all(self, names: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """``(kind int8[K, N], values int64[K, N])`` of :func:`tracekit._wirekernels.find_attrs`."""
@@ -98,7 +109,7 @@ class _AttrSource:
             self.verify()
         err = np.zeros(5, dtype=np.int64)  # the search frames every attribute message too
         keys, key_ptr, kind, values = _keys(names, self.n)
-        wk.find_attrs(self.buf, self.starts, self.ends, keys, key_ptr, kind, values, err)
+        wk.find_attrs(self.buf, self.attr_at, self.ends, keys, key_ptr, kind, values, err)
         if not checked:
             self.attr_error = err
             self.verify()
@@ -106,9 +117,9 @@ class _AttrSource:
 
     def _find(self, name: str) -> tuple[np.ndarray, np.ndarray]:
         """``(kind int8[N], values int64[N])`` of attribute ``name``: prefetched, else found now."""
-        found = self._found.pop(name, None)
-        if found is not None:
-            return found
+        if name in self._found:
+            found = self._found.pop(name)
+            return found if found is not None else (np.zeros(self.n, dtype=np.int8), np.zeros(self.n, dtype=np.int64))
         kind, values = self._find_all([name])
         return kind[0], values[0]
 

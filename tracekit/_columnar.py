@@ -90,12 +90,13 @@ def decode_columns(encoded: Any, attrs: Sequence[str] = (), on_attrs: AttrChunkF
     start = np.empty(n, dtype=np.int64)
     special = np.empty(n, dtype=bool)  # records the node view decodes with protobuf
     name_at = np.empty(n, dtype=starts.dtype)  # byte offsets of the name fields, until names are first used
+    attr_at = np.empty(n, dtype=starts.dtype)  # byte offsets of the first attribute fields (searches start there)
     dptr = np.zeros(n + 1, dtype=np.int64)
     cptr = np.zeros(n + 1, dtype=np.int64)
     err = np.zeros(5, dtype=np.int64)  # the first corrupt attribute (code, record, offset, field, wt)
     dids = np.empty(n, dtype=np.uint64)  # a guess: one data dependency per node; control ones rare
     cids = np.empty(0, dtype=np.uint64)
-    cols = (ids, types, duration, start, special, dptr, cptr, dids, cids, name_at)
+    cols = (ids, types, duration, start, special, dptr, cptr, dids, cids, name_at, attr_at)
     names = list(attrs) if on_attrs is not None else []
     timed = _walk(encoded, buf, cols, err, names, on_attrs)
     np.cumsum(dptr, out=dptr)
@@ -105,15 +106,16 @@ def decode_columns(encoded: Any, attrs: Sequence[str] = (), on_attrs: AttrChunkF
         dids = np.empty(n_data, dtype=np.uint64) if n_data > len(dids) else dids
         cids = np.empty(n_ctrl, dtype=np.uint64)
         wk.walk_nodes(
-            buf, starts, ends, ids, types, duration, start, special, dptr, cptr, dids, cids, name_at, err, True, None
-        )
+            buf, starts, ends, ids, types, duration, start, special, dptr, cptr, dids, cids, name_at, attr_at, err,
+            wk.DEP_IDS, None,
+        )  # fmt: skip
     if n_data < len(dids):
         dids = dids[:n_data] if n_data > len(dids) // 2 else dids[:n_data].copy()
     if not len(cids):  # no control dependencies (generated traces): a read-only zero view, no memory
         cptr = np.broadcast_to(np.int64(0), (n + 1,))
     if not timed:  # no measured starts (generated traces): a read-only zero view
         start = np.broadcast_to(np.int64(0), (n,))
-    source = _AttrSource(data, buf, starts, ends, ids, encoded, err if names else None, special)
+    source = _AttrSource(data, buf, starts, ends, ids, encoded, err if names else None, special, attr_at)
 
     memo: list[Any] = [name_at, None]  # the name offsets until the names are decoded, then the names
 
@@ -160,7 +162,7 @@ def _walk(encoded: Any, buf: np.ndarray, cols: tuple, err: np.ndarray, names: li
     """
     from tracekit import _wirekernels as wk
 
-    ids, types, duration, start, special, dptr, cptr, dids, cids, name_at = cols
+    ids, types, duration, start, special, dptr, cptr, dids, cids, name_at, attr_at = cols
     starts, ends = encoded.starts, encoded.ends
     n = len(starts)
     step = ATTR_CHUNK if names else max(n, 1)
@@ -179,7 +181,8 @@ def _walk(encoded: Any, buf: np.ndarray, cols: tuple, err: np.ndarray, names: li
         code, bad, field, wt, chunk_timed = wk.walk_nodes(
             buf, starts[lo:hi], ends[lo:hi], ids[lo:hi], types[lo:hi], duration[lo:hi], start[lo:hi],
             special[lo:hi], dptr[lo : hi + 1], cptr[lo : hi + 1], dids[min(d0, len(dids)) :],
-            cids[min(c0, len(cids)) :], name_at[lo:hi], err, False, (keys, key_ptr, kind, values) if names else None,
+            cids[min(c0, len(cids)) :], name_at[lo:hi], attr_at[lo:hi], err, wk.COLUMNS,
+            (keys, key_ptr, kind, values) if names else None,
         )  # fmt: skip
         if err[0] and not had_error:
             err[1] += lo  # the record index of the first corrupt attribute, counted from the chunk's start

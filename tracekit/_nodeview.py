@@ -7,9 +7,11 @@ subclass, equal to the same node built by hand) from the numpy columns of
 speed, so iterating costs no protobuf message per node and holds one chunk of
 nodes at a time.  Name, dependencies, start time and attributes are read from
 the table when touched (names decoded for the whole file on the first read of
-one); attributes are decoded per node, and the typed accessors
-(``node.comm_bytes``...) are answered from one vectorized column per attribute
-name once a name is read often.  Records with fields the columns do not hold
+one); attributes are decoded per node, and the typed integer accessors
+(``node.comm_bytes``, ``node.num_ops``...) from their first read on are
+answered from columns of every node, found in one pass over the records for
+all the standard integer fields (nodes built afterwards carry those values, so
+such a read is one C call).  Records with fields the columns do not hold
 (``inputs``/``outputs``, ``storage``, unknown fields) and records with
 out-of-range times are decoded with protobuf into plain nodes, whose error
 names the record.
@@ -133,18 +135,18 @@ class AttrTable:
 
         Raises:
             ValidationError: the value is not a number (names node and attribute).
+            TraceFormatError: on the first read, a corrupt attribute message anywhere in the file.
         """
         try:
-            return self.ints[name][pos]  # the column of a name read often (list indexing: no numpy scalar)
+            return self.ints[name][pos]  # the column of a name read before (list indexing: no numpy scalar)
         except KeyError:
             pass
         if name in self._general:
             return as_int(name, self.cols.attr(name)[1][pos], int(self.cols.ids[pos]))
-        if not self._often(name):
-            return as_int(name, self.value_at(name, pos), int(self.cols.ids[pos]))
-        # names read about as often as this one (a loop reading two fields) are found in the same pass
-        half = _COLUMN_AFTER // 2
-        self.cols.prefetch_attrs([x for x, c in self._reads.items() if c > half and x not in self.ints])
+        # the first typed read of a name: its column for every node, in one pass over the records that also
+        # finds the other standard integer fields (a loop reading two fields makes one pass, not two) and frames
+        # every attribute message (a corrupt one raises here, as on any first attribute use)
+        self.cols.prefetch_attrs([x for x in (name, *INT_FIELDS) if x not in self.ints and x not in self._general])
         try:
             present, values = self.cols.attr_int(name)
         except ValidationError:  # some node holds a non-number: answer node by node
@@ -235,10 +237,26 @@ def _int_getter(key: str) -> Any:
     return get
 
 
+INT_FIELDS: list[str] = []  # the attribute names of the standard integer fields (comm_size, num_ops...)
+_INT_PROPERTIES: dict[str, list[tuple[str, str | None]]] = {}  # attribute name -> (property, docstring)
 for _name, _prop in list(vars(TypedAttrs).items()):  # the standard integer fields, read without int_attr
     _field = FIELD_OF_PROPERTY.get(_prop) if isinstance(_prop, property) else None
     if _field is not None and _field.node_reader == "int_attr":
         setattr(ColumnNode, _name, property(_int_getter(str(_field)), doc=_prop.__doc__))
+        INT_FIELDS.append(str(_field))
+        _INT_PROPERTIES.setdefault(str(_field), []).append((_name, _prop.__doc__))
+_CARRYING: dict[tuple[str, ...], type[ColumnNode]] = {}
+
+
+def _carrying(names: tuple[str, ...]) -> type[ColumnNode]:
+    """The :class:`ColumnNode` subclass whose nodes carry the values of the integer fields ``names`` (attribute
+    names decoded as columns, :attr:`AttrTable.ints`) after their five values: ``node.num_ops`` is then one C
+    call (a tuple item), not a Python getter.  Made once per set of names."""
+    cls = _CARRYING.get(names)
+    if cls is None:
+        getters = {p: _tuplegetter(5 + k, doc or p) for k, x in enumerate(names) for p, doc in _INT_PROPERTIES[x]}
+        cls = _CARRYING[names] = type("ColumnNode", (ColumnNode,), {"__slots__": (), "__module__": __name__, **getters})
+    return cls
 
 
 class NodeView(Sequence[Node]):
@@ -273,19 +291,12 @@ class NodeView(Sequence[Node]):
         Raises:
             TraceFormatError: a record decoded with protobuf is corrupt or holds an out-of-range time.
         """
-        cols = self._cols
+        cols, table = self._cols, self._table
         hi = min(self._n, lo + CHUNK_NODES) if hi < 0 else hi
-        nodes = map(
-            tuple.__new__,
-            repeat(ColumnNode),
-            zip(
-                cols.ids[lo:hi].tolist(),
-                self._types[lo:hi].tolist(),
-                cols.duration_ns[lo:hi].tolist(),
-                repeat(self._table),
-                range(lo, hi),
-            ),
-        )
+        values = [cols.ids[lo:hi].tolist(), self._types[lo:hi].tolist(), cols.duration_ns[lo:hi].tolist()]
+        carried = tuple(x for x in table.ints if x in _INT_PROPERTIES)  # standard fields decoded as columns
+        values += [repeat(table), range(lo, hi), *(table.ints[x][lo:hi] for x in carried)]
+        nodes = map(tuple.__new__, repeat(_carrying(carried) if carried else ColumnNode), zip(*values))
         special = self._special
         a = bisect_left(special, lo) if special else 0
         if a == len(special) or special[a] >= hi:

@@ -12,89 +12,45 @@ a :class:`~tracekit.errors.TraceFormatError` naming file, rank and node.
 Every read is bounds-checked by the walk itself (numba does not check).
 The kernels are lazy (:func:`tracekit._jit.kernel`): numba (about 0.5 s to
 import) is imported by the first kernel call, not by importing this module.
+The wire primitives (codes, varints, fields) live in :mod:`tracekit._wireprim`
+and the attribute message helpers in :mod:`tracekit._attrwire`; the codes and
+kinds are re-exported here.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from tracekit._attrwire import _attr_value, _check_attr, _key_table, _name_hash, _other_attr, _same_key, _simple_attr
 from tracekit._jit import inline, kernel
+from tracekit._wireprim import (  # re-exported: the codes and kinds callers read as tracekit._wirekernels.X
+    _I64_MAX,
+    ABSENT as ABSENT,
+    BAD_TAG as BAD_TAG,
+    BOOL as BOOL,
+    EMPTY_RECORD as EMPTY_RECORD,
+    FLOAT as FLOAT,
+    INT,
+    LONG_PREFIX as LONG_PREFIX,
+    LONG_VARINT as LONG_VARINT,
+    NONE as NONE,
+    OK,
+    OTHER as OTHER,
+    PACKED_TRUNCATED,
+    PAST_END as PAST_END,
+    REASONS as REASONS,
+    RECORD_OVER_LIMIT,
+    RECORD_PAST_FILE,
+    STRING as STRING,
+    TRUNCATED_PREFIX,
+    TRUNCATED_VARINT,
+    field_at,
+    varint,
+)
 
-# ----------------------------------------------------------------------------- codes a kernel returns
-OK = 0
-TRUNCATED_VARINT = 1
-LONG_VARINT = 2
-BAD_TAG = 3  # field 0, or wire type 3, 4, 6, 7
-PAST_END = 4  # a field runs past the end of its message
-PACKED_TRUNCATED = 5
-EMPTY_RECORD = 6
-TRUNCATED_PREFIX = 7
-LONG_PREFIX = 8
-RECORD_PAST_FILE = 9
-RECORD_OVER_LIMIT = 10
-
-REASONS = {
-    TRUNCATED_VARINT: "truncated varint",
-    LONG_VARINT: "varint longer than 10 bytes",
-    PACKED_TRUNCATED: "packed varint list is truncated",
-}
-
-# attribute value kinds found by find_attrs (per node); the numbers after FLOAT are the ones numbers do not answer
-ABSENT, INT, BOOL, FLOAT, STRING, OTHER, NONE = 0, 1, 2, 3, 4, 5, 6
-
-_I64_MAX = np.uint64(2**63 - 1)
+COLUMNS, DEP_IDS, ATTRS_ONLY = 0, 1, 2  # what walk_nodes fills
 _MAX_DURATION_NS = 2**53  # tracekit.node.MAX_DURATION_NS (a test checks they agree)
 _MAX_TIME_NS = 2**62  # tracekit.node.MAX_TIME_NS
-
-
-@inline
-def varint(buf, pos, end):  # pragma: no cover - compiled
-    """``(value uint64, next position, code)`` of the varint at ``pos`` (within ``end``)."""
-    value = np.uint64(0)
-    shift = np.uint64(0)
-    for k in range(10):
-        if pos + k >= end:
-            return value, pos + k, TRUNCATED_VARINT
-        b = buf[pos + k]
-        value |= np.uint64(b & 0x7F) << shift
-        if b < 0x80:
-            return value, pos + k + 1, OK
-        shift += np.uint64(7)
-    return value, pos + 10, LONG_VARINT
-
-
-@inline
-def field_at(buf, pos, end):  # pragma: no cover - compiled
-    """One field at ``pos``: ``(code, field, wire type, varint value or payload start, payload size, next)``."""
-    b = buf[pos]
-    if b < 0x80:
-        tag = np.uint64(b)
-        pos += 1
-    else:
-        tag, pos, code = varint(buf, pos, end)
-        if code != OK:
-            return code, 0, 0, np.uint64(0), 0, pos
-    field = np.int64(tag >> np.uint64(3))
-    wt = np.int64(tag & np.uint64(7))
-    if field == 0 or not (wt == 0 or wt == 1 or wt == 2 or wt == 5):
-        return BAD_TAG, field, wt, np.uint64(0), 0, pos
-    if wt == 0 or wt == 2:
-        if pos < end and buf[pos] < 0x80:  # one-byte value or length: the common case
-            value = np.uint64(buf[pos])
-            body = pos + 1
-        else:
-            value, body, code = varint(buf, pos, end)
-            if code != OK:
-                return code, field, wt, np.uint64(0), 0, body
-        if wt == 0:
-            return OK, field, wt, value, 0, body
-        if value > np.uint64(end - body):
-            return PAST_END, field, wt, np.uint64(body), 0, body
-        return OK, field, wt, np.uint64(body), np.int64(value), body + np.int64(value)
-    width = 8 if wt == 1 else 4
-    if pos + width > end:
-        return PAST_END, field, wt, np.uint64(pos), 0, pos
-    return OK, field, wt, np.uint64(pos), width, pos + width
 
 
 # ----------------------------------------------------------------------------- framing
@@ -161,33 +117,6 @@ def _ns(micros, nanos):  # pragma: no cover - compiled
 
 
 @inline
-def _check_attr(buf, start, end, err, record):  # pragma: no cover - compiled
-    """Frame every field of the attribute message ``start .. end``; a corrupt one goes to ``err[0:5]``
-    (code, record, offset, field, wire type)."""
-    pos = start
-    while pos < end:
-        code, field, wt, _, _, pos = field_at(buf, pos, end)
-        if code != OK:
-            err[0] = code
-            err[1] = record
-            err[2] = start
-            err[3] = field
-            err[4] = wt
-            return
-
-
-@inline
-def _attr_field(buf, a, end, i, err, found, key_fp, scratch):  # pragma: no cover - compiled
-    """One attribute message of record ``i``: stored when its name is one of ``found``'s, else framed (the
-    first corrupt one goes to ``err[0:5]``)."""
-    keys, key_ptr, kind, values = found
-    if len(key_ptr) > 1 and _match_attr(buf, a, end, i, keys, key_ptr, key_fp, kind, values, scratch):
-        return
-    if err[0] == OK:
-        _check_attr(buf, a, end, err, i)
-
-
-@inline
 def _dep_field(buf, wt, value, end, out, k):  # pragma: no cover - compiled
     """One ``data_deps``/``ctrl_deps`` field, stored from ``out[k]`` as far as ``out`` holds it.
 
@@ -221,90 +150,92 @@ def _packed(buf, pos, end, out, k):  # pragma: no cover - compiled
 
 @kernel  # pragma: no cover - compiled
 def walk_nodes(
-    buf, starts, ends, ids, types, duration, start, special, dptr, cptr, dids, cids, name_at, err, fill, found
+    buf, starts, ends, ids, types, duration, start, special, dptr, cptr, dids, cids, name_at, attr_at, err, mode, found
 ):
     """Decode the node columns of every record (see :func:`tracekit._columnar.decode_columns`).
 
-    Without ``fill``: ids, types (int16, saturating), duration, start (ns), ``special`` (fields the columns
-    do not keep, times past the model's limits), ``name_at`` (offset of the last name field, -1 for none),
-    dependency counts at ``dptr[i + 1]`` / ``cptr[i + 1]``, ids as far as ``dids`` / ``cids`` hold them.
-    With ``fill``: only the dependency ids, at the CSR offsets.  ``found``: None (attribute messages
-    skipped unread: :func:`check_attrs`), or ``(keys, key_ptr, kind, values)`` of :func:`find_attrs`
-    filled in the same pass, the first corrupt attribute to ``err[0:5]`` (code, record, offset, field, wt).
+    ``mode`` COLUMNS: ids, types (int16, saturating), duration, start (ns), ``special`` (fields the columns do
+    not keep, times past the model's limits), ``name_at`` / ``attr_at`` (offset of the last name field, -1 for
+    none / of the first attribute field, the record's end for none), dependency counts at ``dptr[i + 1]`` /
+    ``cptr[i + 1]``, ids as far as ``dids`` / ``cids`` hold them.  DEP_IDS: the dependency ids only, at the
+    CSR offsets.  ATTRS_ONLY: ``found`` only.  ``found``: None (attribute messages skipped unread), or ``(keys,
+    key_ptr, kind, values)`` of :func:`find_attrs` filled in the same pass, the first corrupt one to ``err``.
     Returns ``(code, record index, field, wire type, any start time)``; code OK when every record frames.
     """
-    timed = False
-    total_d = total_c = 0
-    scratch = np.zeros(1, dtype=np.float64)
+    timed, total_d, total_c = False, 0, 0
+    scalars = np.zeros(8, dtype=np.uint64)  # the varint fields kept: id 1, type 3, start 6, duration 7, ns 4/5
     if found is not None:
-        key_fp = _key_prefixes(found[0], found[1])
+        keys, key_ptr, kind, values = found
+        table, scratch = _key_table(keys, key_ptr), np.zeros(1, dtype=np.float64)
     for i in range(len(starts)):
-        pos = np.int64(starts[i])
-        end = np.int64(ends[i])
-        if fill:
+        pos, end = np.int64(starts[i]), np.int64(ends[i])
+        if mode == DEP_IDS:
             if dptr[i] == dptr[i + 1] and cptr[i] == cptr[i + 1]:
                 continue
             total_d, total_c = dptr[i], cptr[i]
-        node_id = typ = st_us = du_us = st_ns = du_ns = np.uint64(0)
-        odd = False
-        nd = nc = 0
-        name = -1
+        scalars[:] = 0
+        odd, nd, nc, name, first_attr = False, 0, 0, -1, end
         while pos < end:
             code, field, wt, value, size, nxt = field_at(buf, pos, end)
             if code != OK:
                 return code, i, field, wt, timed
-            if field == 5 or field == 4:  # data_deps, ctrl_deps
+            if wt == 2 and field == 10:  # an attribute: written out here, see the docstring of tracekit._attrwire
+                first_attr = min(first_attr, pos)
+                if found is not None:
+                    a = np.int64(value)
+                    simple, nm_s, nm_l, vf, vwt, vv, vsize = _simple_attr(buf, a, nxt)
+                    slot = table[_name_hash(buf, nm_s, nm_l)] if simple else -1
+                    k, ks = slot - 1, key_ptr[max(slot - 1, 0)]
+                    if (
+                        slot > 0
+                        and key_ptr[slot] - ks == nm_l
+                        and kind[k, i] == ABSENT
+                        and _same_key(buf, nm_s, keys, ks, nm_l)
+                    ):
+                        if vwt == 0 and (vf == 9 or vf == 13) and vv <= _I64_MAX:  # int64_val, uint64_val: the usual
+                            kind[k, i], values[k, i] = INT, np.int64(vv)
+                        else:
+                            kind[k, i], values[k, i] = _attr_value(buf, vf, vwt, vv, vsize, False, scratch)
+                    elif slot < 0:  # another layout, or a slot two keys share: walked field by field
+                        _other_attr(buf, a, nxt, i, err, keys, key_ptr, kind, values, table, scratch)
+            elif mode == ATTRS_ONLY:
+                pass
+            elif field == 5 or field == 4:  # data_deps, ctrl_deps
                 out, k = (dids, total_d + nd) if field == 5 else (cids, total_c + nc)
                 code, got = _dep_field(buf, wt, value, nxt, out, k)
                 if code != OK:
                     return code, i, field, wt, timed
                 odd = odd or got < 0
                 nd, nc = (nd + max(got, 0), nc) if field == 5 else (nd, nc + max(got, 0))
-            elif fill:
+            elif mode == DEP_IDS:
                 pass
-            elif wt == 0:
-                if field == 1:
-                    node_id = value
-                elif field == 3:
-                    typ = value
-                elif field == 6:
-                    st_us = value
-                elif field == 7:
-                    du_us = value
-                elif field == 1001:
-                    du_ns = value
-                elif field == 1002:
-                    st_ns = value
-                else:
-                    odd = True
-            elif wt == 2 and field == 10:
-                if found is not None:
-                    _attr_field(buf, np.int64(value), nxt, i, err, found, key_fp, scratch)
+            elif wt == 0 and (field == 1 or field == 3 or field == 6 or field == 7):
+                scalars[field] = value
+            elif wt == 0 and (field == 1001 or field == 1002):  # duration_ns, start_ns (extension fields)
+                scalars[field - 997] = value
             elif wt == 2 and field == 2:  # the name: decoded by name_groups when names are first used
                 name = pos
             else:
                 odd = True
             pos = nxt
-        if fill:
+        if mode != COLUMNS:
             continue
-        ids[i] = node_id
-        name_at[i] = name
+        ids[i], typ, name_at[i], attr_at[i] = scalars[1], scalars[3], name, first_attr
         types[i] = max(-(2**15), min(2**15 - 1, np.int64(typ)))
-        duration[i] = _ns(du_us, du_ns)
-        start[i] = _ns(st_us, st_ns)
+        duration[i] = _ns(scalars[7], scalars[4])
+        start[i] = _ns(scalars[6], scalars[5])
         timed = timed or start[i] != 0
         special[i] = odd or typ >= np.uint64(2**15) or duration[i] > _MAX_DURATION_NS or start[i] > _MAX_TIME_NS
-        dptr[i + 1] = nd
-        cptr[i + 1] = nc
-        total_d += nd
-        total_c += nc
+        dptr[i + 1], cptr[i + 1] = nd, nc
+        total_d, total_c = total_d + nd, total_c + nc
     return OK, -1, 0, 0, timed
 
 
 @kernel
 def check_attrs(buf, starts, ends, err):  # pragma: no cover - compiled
     """Frame every attribute message (field 10) of every record; the first corrupt one goes to ``err[0:5]``
-    (code, record, offset, field, wire type).  The records themselves frame (the node walk checked them)."""
+    (code, record, offset, field, wire type).  The records themselves frame (the node walk checked them);
+    ``starts`` may be where their first attribute fields are, as for :func:`find_attrs`."""
     for i in range(len(starts)):
         pos = np.int64(starts[i])
         end = np.int64(ends[i])
@@ -313,94 +244,13 @@ def check_attrs(buf, starts, ends, err):  # pragma: no cover - compiled
             if code != OK:
                 break
             if field == 10 and wt == 2:
-                _check_attr(buf, np.int64(value), nxt, err, i)
-                if err[0] != OK:
-                    return
+                a = np.int64(value)
+                simple, _, _, _, _, _, _ = _simple_attr(buf, a, nxt)  # the usual layout frames in a few byte tests
+                if not simple:
+                    _check_attr(buf, a, nxt, err, i)
+                    if err[0] != OK:
+                        return
             pos = nxt
-
-
-# ----------------------------------------------------------------------------- attributes by name
-@inline
-def _attr_fields(buf, a, end):  # pragma: no cover - compiled
-    """Walk the attribute message ``a .. end``: ``(name start, name length, value field, wire type, value, size, odd)``.
-
-    The name and value are the last of their fields (protobuf's rule); ``odd``
-    marks a name or doc string of the wrong wire type; name length -1 for a
-    message that does not frame.
-    """
-    nm_s = a
-    nm_l = 0
-    vf = 0
-    vwt = 0
-    vv = np.uint64(0)
-    vsize = 0
-    odd = False
-    p = a
-    if a + 2 <= end and buf[a] == 0x0A and buf[a + 1] < 0x80 and buf[a + 1] <= end - a - 2:  # a name < 128 bytes
-        nm_s = a + 2
-        nm_l = np.int64(buf[a + 1])
-        p = nm_s + nm_l
-    while p < end:
-        code, field, wt, value, size, p = field_at(buf, p, end)
-        if code != OK:
-            return a, -1, 0, 0, vv, 0, True
-        if field == 1:
-            if wt == 2:
-                nm_s = np.int64(value)
-                nm_l = size
-            else:
-                odd = True
-        elif field == 2:
-            odd = odd or wt != 2
-        elif field >= 3 and field <= 32:
-            vf, vwt, vv, vsize = field, wt, value, size
-    return nm_s, nm_l, vf, vwt, vv, vsize, odd
-
-
-@inline
-def _attr_value(buf, vf, vwt, vv, vsize, odd, scratch):  # pragma: no cover - compiled
-    """``(kind, value)`` of an attribute's value field (from :func:`_attr_fields`).
-
-    ``value`` by kind: INT and BOOL the integer (bools as their varint);
-    FLOAT the float64 bits; STRING the text's offset * 2^20 + its byte length
-    (texts under 1 MiB); OTHER (lists, bytes, longer texts, uint64 values past
-    int64, anything irregular) nothing: the caller decodes the record with
-    protobuf.
-    """
-    if odd:
-        return OTHER, 0
-    if vf == 0:
-        return NONE, 0
-    if vwt == 2:
-        if vf == 29 and vsize < 2**20:
-            return STRING, np.int64(vv) * 2**20 + vsize
-        return OTHER, 0
-    if vwt == 0:
-        if vf == 9 or (vf == 13 and vv <= _I64_MAX):
-            return INT, np.int64(vv)
-        if vf == 7 or vf == 11:
-            low = np.int64(vv & np.uint64(0xFFFFFFFF))
-            return INT, (low - 2**32 if vf == 7 and low >= 2**31 else low)
-        if vf == 15 or vf == 17:
-            return INT, np.int64(vv >> np.uint64(1)) ^ -np.int64(vv & np.uint64(1))
-        if vf == 27:
-            return BOOL, np.int64(vv)
-        return OTHER, 0
-    q = np.int64(vv)
-    u = np.uint64(0)
-    for k in range(vsize):
-        u |= np.uint64(buf[q + k]) << np.uint64(8 * k)
-    if vf == 3 and vwt == 1:
-        return FLOAT, buf[q : q + 8].view(np.int64)[0]
-    if vf == 5 and vwt == 5:
-        scratch[0] = np.float64(buf[q : q + 4].view(np.float32)[0])
-        return FLOAT, scratch.view(np.int64)[0]
-    if vwt == 1 and (vf == 25 or (vf == 21 and u <= _I64_MAX)):
-        return INT, np.int64(u)
-    if vwt == 5 and (vf == 19 or vf == 23):
-        low = np.int64(u)
-        return INT, (low - 2**32 if vf == 23 and low >= 2**31 else low)
-    return OTHER, 0
 
 
 @kernel
@@ -412,62 +262,13 @@ def find_attrs(buf, starts, ends, keys, key_ptr, kind, values, err):  # pragma: 
         kind: int8[K, N], zeroed (ABSENT); values: int64[K, N].
         err: int64[5]: the first corrupt attribute message (code, record, offset, field, wire type), as
             :func:`check_attrs` finds it (every attribute message is framed here too).
+
+    The records frame (the node walk checked them): :func:`walk_nodes` in mode ATTRS_ONLY.  ``starts`` may be
+    where each record's first attribute field is (``attr_at`` of the walk): fields before it are not attributes.
     """
-    scratch = np.zeros(1, dtype=np.float64)
-    key_fp = _key_prefixes(keys, key_ptr)
-    for i in range(len(starts)):
-        pos = np.int64(starts[i])
-        end = np.int64(ends[i])
-        while pos < end:
-            code, field, wt, value, size, nxt = field_at(buf, pos, end)
-            if code != OK:
-                break
-            if field == 10 and wt == 2:
-                _attr_field(buf, np.int64(value), nxt, i, err, (keys, key_ptr, kind, values), key_fp, scratch)
-            pos = nxt
-
-
-@inline
-def _match_attr(buf, a, end, i, keys, key_ptr, key_fp, kind, values, scratch):  # pragma: no cover - compiled
-    """Store the attribute message ``a .. end`` of record ``i`` under its key when it is the first of a wanted name
-    (``key_fp``: the keys' :func:`_prefix`, compared before their bytes).
-
-    Returns False when the message does not frame (nothing stored).
-    """
-    nm_s, nm_l, vf, vwt, vv, vsize, odd = _attr_fields(buf, a, end)
-    if nm_l < 0:
-        return False
-    w = _prefix(buf, nm_s, nm_l)
-    for k in range(len(key_fp)):
-        ks = key_ptr[k]
-        if key_fp[k] == w and key_ptr[k + 1] - ks == nm_l and _same_key(buf, nm_s + 8, keys, ks + 8, nm_l - 8):
-            if kind[k, i] == ABSENT:  # the keys are distinct names: one matches at most
-                kind[k, i], values[k, i] = _attr_value(buf, vf, vwt, vv, vsize, odd, scratch)
-            break
-    return True
-
-
-@inline
-def _prefix(data, at, length):  # pragma: no cover - compiled
-    """The first (up to) 8 bytes of ``data[at : at + length]`` as a little-endian uint64."""
-    w = np.uint64(0)
-    for j in range(min(length, 8)):
-        w |= np.uint64(data[at + j]) << np.uint64(8 * j)
-    return w
-
-
-@inline
-def _key_prefixes(keys, key_ptr):  # pragma: no cover - compiled
-    """uint64[K]: :func:`_prefix` of each key (K names of ``find_attrs``)."""
-    out = np.empty(len(key_ptr) - 1, dtype=np.uint64)
-    for k in range(len(out)):
-        out[k] = _prefix(keys, key_ptr[k], key_ptr[k + 1] - key_ptr[k])
-    return out
-
-
-@inline
-def _same_key(buf, at, keys, ks, length):  # pragma: no cover - compiled
-    for j in range(length):
-        if buf[at + j] != keys[ks + j]:
-            return False
-    return True
+    u64, i64 = np.empty(0, dtype=np.uint64), np.empty(0, dtype=np.int64)
+    no_bool, no_i16, no_at = np.empty(0, dtype=np.bool_), np.empty(0, dtype=np.int16), starts[:0]
+    found = (keys, key_ptr, kind, values)
+    walk_nodes(
+        buf, starts, ends, u64, no_i16, i64, i64, no_bool, i64, i64, u64, u64, no_at, no_at, err, ATTRS_ONLY, found
+    )

@@ -309,3 +309,26 @@ def test_node_view_nodes_are_node_values_read_lazily(tmp_path):
     with pytest.raises(AttributeError):
         read[1].name = "y"
     assert ExecutionTrace(read).nodes == tuple(nodes)  # view nodes build a trace in memory
+
+
+def test_node_view_nodes_built_after_a_typed_read_carry_the_integer_fields(tmp_path):
+    import pickle
+
+    from tracekit._nodeview import CHUNK_NODES, ColumnNode
+
+    n = 3 * CHUNK_NODES
+    nodes = [
+        Node(i, "ar", NodeType.COMM_COLL_NODE, attrs=[Attr("comm_size", 8 * i), Attr("rf_id", i)])
+        if i % 2
+        else Node(i, "mm", NodeType.COMP_NODE, attrs=[Attr("num_ops", 3 * i), Attr("tensor_size", 4, "uint64_val")])
+        for i in range(n)
+    ]
+    view = read_trace(write_trace(ExecutionTrace(nodes), tmp_path / "c.0.et")).nodes
+    got = [(v.num_ops, v.comm_bytes, v.tensor_bytes, v.comm_tag, v.int_attr("rf_id")) for v in view]
+    assert got == [(b.num_ops, b.comm_bytes, b.tensor_bytes, b.comm_tag, b.get_attr("rf_id")) for b in nodes]
+    assert got[2] == (6, None, 4, None, None) and got[3] == (None, 24, None, None, 3)
+    later = view[n - 1]  # built after the columns were decoded: the values are in the node
+    assert type(later) is not ColumnNode and isinstance(later, ColumnNode) and tuple.__len__(later) > 5
+    assert later == nodes[n - 1] and hash(later) == hash(nodes[n - 1]) and repr(later) == repr(nodes[n - 1])
+    back = pickle.loads(pickle.dumps(later))
+    assert type(back) is Node and back == nodes[n - 1] and back.comm_bytes == 8 * (n - 1)

@@ -162,7 +162,7 @@ def test_corrupt_attribute_is_reported_on_first_use_naming_node_and_offset(tmp_p
     assert err.value.node_id == 42 and err.value.byte_offset == 1 + 1 + 2 + 2
 
 
-@pytest.mark.parametrize("reader", ["verify", "validate", "node_attrs", "typed_read", "summary"])
+@pytest.mark.parametrize("reader", ["verify", "validate", "node_attrs", "typed_read", "node_typed_read", "summary"])
 def test_corrupt_attribute_after_good_nodes_is_named_by_every_reader(tmp_path, reader):
     from tracekit.rank_checks import validate_trace
     from tracekit.summary import summarize_trace
@@ -177,6 +177,7 @@ def test_corrupt_attribute_after_good_nodes_is_named_by_every_reader(tmp_path, r
         "validate": lambda: validate_trace(trace),
         "node_attrs": lambda: trace.nodes[0].attrs,  # a good node: the first attribute use checks the file
         "typed_read": lambda: trace.columns().attr_int("comm_size"),
+        "node_typed_read": lambda: trace.nodes[0].comm_bytes,  # a good node: its column is found for every node
         "summary": lambda: summarize_trace(trace),
     }[reader]
     with pytest.raises(TraceFormatError, match=r"undecodable attribute \(truncated varint\)") as err:
@@ -219,7 +220,7 @@ def test_kernel_time_limits_match_the_model():
 
 
 def test_names_sharing_their_first_8_bytes_are_told_apart(tmp_path):
-    # the search compares an 8-byte prefix first, then the rest of the name
+    # names of one length and first bytes: the search compares every byte of a name in its table slot
     names = ["comm_size_a", "comm_size_b", "comm_siz", "comm_si", "comm_size"]
     rec = _key(1, 0) + b"\x01" + b"".join(_attr(x, 9, 0, _varint(k + 1)) for k, x in enumerate(names))
     cols = read_trace(_file(tmp_path, rec)).columns()
@@ -246,3 +247,18 @@ def test_split_records_sized_by_a_guessed_count_gives_every_span(sizes):
         pos += n
     assert [(meta_start, meta_end)] + list(zip(starts.tolist(), ends.tolist())) == want
     assert starts.base is None or starts.base.size <= len(sizes) * 9 // 8 + 16  # no array much larger than needed
+
+
+def test_more_names_than_search_slots_and_other_layouts_are_found_in_one_pass(tmp_path):
+    # 300 names share the 128 slots of the search's name table; names alike in length and in the bytes the
+    # table samples (first, last, middle) are told apart by their bytes; an attribute with a doc string, or
+    # with its value before its name, is walked field by field
+    names = [f"a{i:03d}z" for i in range(300)]
+    doc = _ld(10, _ld(1, b"with_doc") + _ld(2, b"a doc string") + _key(9, 0) + b"\x07")
+    value_first = _ld(10, _key(9, 0) + b"\x09" + _ld(1, b"value_first"))
+    rec = _key(1, 0) + b"\x01" + b"".join(_attr(x, 9, 0, _varint(k + 1)) for k, x in enumerate(names))
+    cols = read_trace(_file(tmp_path, rec + doc + value_first)).columns()
+    cols.prefetch_attrs([*names, "with_doc", "value_first", "a300z"])
+    assert [cols.attr(x)[1] for x in names] == [[k + 1] for k in range(300)]
+    assert cols.attr("with_doc")[1] == [7] and cols.attr("value_first")[1] == [9]
+    assert cols.attr("a300z")[0].tolist() == [False]
