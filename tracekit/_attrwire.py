@@ -154,7 +154,7 @@ def _simple_attr(buf, a, end):  # pragma: no cover - compiled
     if wt != 0 and wt != 2:
         return False, a, 0, 0, 0, np.uint64(0), 0
     if p < end and buf[p] < 0x80:  # a one-byte value or length: the common case
-        value, body, code = np.uint64(buf[p]), p + 1, OK
+        value, body, code = np.uint64(buf[p]), p + 1, np.int64(OK)  # int64 like varint's code (pycc types it strictly)
     else:
         value, body, code = varint(buf, p, end)
     if code != OK:
