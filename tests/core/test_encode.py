@@ -227,7 +227,7 @@ def test_string_attr_scan_reads_the_wire_as_protobuf_does():
         head + _attr_msg(name(b"n" * 300), value(b"3")) + _attr_msg(name(b"pg_name"), value(b"")),  # 1: "" renames
         head + _attr_msg(name(b"pg_name"), value(b"3"), value(b"7")),  # 2: two value fields (decoded to judge)
         head + _attr_msg(name(b"pg_name"), value(b"7"), b"\x48\x03"),  # 2: a string and an int64 value
-        head + _str_field(10, b"\x0a\x07pg_name\xea\x01\x013"),  # 1: the same attribute, tag as a varint
+        head + b"\xd2\x00\x0d\x0a\x07pg_name\xea\x01\x013",  # 1: the attr tag in two bytes (an overlong varint)
         head + _attr_msg(name(b"pg_name_x"), value(b"3")),  # 0: another name
     ]
     want = [1, 1, 0, 1, 2, 2, 1, 0]
