@@ -13,7 +13,9 @@ Workloads:
   - the bundled Chakra feeder trace (3,664 nodes, 181,878 data deps): Compact.
 
 Prints wall time (median of 3) and nodes written per second.  Run:
-``.venv/bin/python benchmarks/bench_transform.py``.
+``.venv/bin/python benchmarks/bench_transform.py``; ``--columnar`` for the issue-17 figures only;
+``--fresh`` for the issue-17 command's in-process CPU with each run in a new process (as a command runs:
+the repeated runs of ``--columnar`` reuse memory the run before touched, which hides first-touch costs).
 
 ``--process [--runs N] [--file RANK.et]``: instead, the issue-17 command and ``tracekit info`` as a user runs
 them, fresh processes with the ahead-of-time kernels and through numba's JIT (:func:`process_runs`).
@@ -187,6 +189,77 @@ def process_runs(runs: int = 7, path: str | None = None) -> dict:
     return out
 
 
+def _cpu() -> tuple[float, float]:
+    import resource
+
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime, r.ru_stime
+
+
+def _cli_steps(path: Path, out: Path) -> list[float]:
+    """CPU seconds of what ``tracekit transform PATH --scale-compute 2 --compact -o OUT`` does in-process
+    (``cli/transform.py`` ``_transform_in_memory``): read + duplicate-id check (which decodes the columns),
+    the two steps, the write; then the total and its system part."""
+    from tracekit.cli._common import warn_duplicate_ids
+    from tracekit.io import read_traceset, write_traceset
+    from tracekit.transforms import Compact, Pipeline, ScaleCompute
+
+    for f in out.parent.glob(out.name + ".*"):
+        f.unlink()
+    m = [_cpu()]
+    ts = read_traceset(str(path))
+    warn_duplicate_ids(ts)
+    m.append(_cpu())
+    result = Pipeline([ScaleCompute(2), Compact()]).run(ts, source=str(path))
+    m.append(_cpu())
+    write_traceset(result, out)
+    m.append(_cpu())
+    return [m[k + 1][0] - m[k][0] for k in range(3)] + [m[3][0] - m[0][0], m[3][1] - m[0][1]]
+
+
+def fresh_e2e() -> None:
+    """The issue-17 command's in-process CPU as a command has it: each run in a new process (its memory
+    never touched before, as a command's is; on a virtual machine first touches cost system time), after
+    the kernels are loaded on a 2,000-node file (numba's start-up is not counted).  ``BENCH_RUNS`` runs
+    (default 5) of ``BENCH_XF_NODES`` nodes (default 1,000,000); medians with min and max, and the load."""
+    import json
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_read_mix import make_file
+
+    runs = int(os.environ.get("BENCH_RUNS", 5))
+    n = int(os.environ.get("BENCH_XF_NODES", 1_000_000))
+    with tempfile.TemporaryDirectory() as tmp:
+        src, small = Path(tmp) / f"mix{n}.0.et", Path(tmp) / "small.0.et"
+        make_file(src, n)
+        make_file(small, 2000)
+        rows = []
+        for _ in range(runs):
+            cmd = [sys.executable, __file__, "--one", str(src), str(small), tmp]
+            rows.append(json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout))
+            time.sleep(2.5)  # memory the last run freed goes back to the host (free page reporting) as between commands
+    rows = [[*r, r[3] - r[4]] for r in rows]  # user CPU: steadier than system time, which first touches drive
+    names = ("read + columns", "transform", "write", "total", "of it system", "of it user")
+    parts = []
+    for k, name in enumerate(names):
+        v = [r[k] for r in rows]
+        parts.append(f"{name} {statistics.median(v):.3f} s ({min(v):.2f}-{max(v):.2f})")
+    print(f"transform --scale-compute 2 --compact, {n:,} nodes, fresh processes, CPU medians: " + ", ".join(parts))
+    print(f"load average {os.getloadavg()[0]:.2f}", flush=True)
+
+
+def _one(src: str, small: str, tmp: str) -> None:
+    """One fresh-process run of :func:`fresh_e2e` (JSON list of its figures on stdout)."""
+    import json
+
+    _cli_steps(Path(small), Path(tmp) / "warm")
+    print(json.dumps(_cli_steps(Path(src), Path(tmp) / "out")))
+
+
 if __name__ == "__main__":
     import sys as _sys
 
@@ -194,6 +267,10 @@ if __name__ == "__main__":
         _args = _sys.argv[_sys.argv.index("--process") + 1 :]
         _runs = int(_args[_args.index("--runs") + 1]) if "--runs" in _args else 7
         process_runs(_runs, _args[_args.index("--file") + 1] if "--file" in _args else None)
+    elif "--one" in _sys.argv:
+        _one(*_sys.argv[2:5])
+    elif "--fresh" in _sys.argv:
+        fresh_e2e()
     elif "--columnar" in _sys.argv:
         columnar_e2e()
     else:

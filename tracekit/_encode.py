@@ -219,6 +219,17 @@ def _bound(starts, ends, ins_ptr, ins_a, ins_b, rep_ptr, rep_a, rep_b, i):  # pr
     return bound
 
 
+@_inline
+def _total_bound(starts, ends, keep, ins_ptr, ins_a, ins_b, rep_ptr, rep_a, rep_b):  # pragma: no cover - compiled
+    """An upper bound of the bytes the kept records take edited and framed (:func:`_bound` plus prefixes)."""
+    at = 0
+    for i in range(len(starts)):
+        if keep[i]:
+            bound = _bound(starts, ends, ins_ptr, ins_a, ins_b, rep_ptr, rep_a, rep_b, i)
+            at += bound + _varint_len(bound)
+    return at
+
+
 @kernel
 def splice_records(
     buf,
@@ -236,7 +247,7 @@ def splice_records(
     rep_a,
     rep_b,
     extra,
-    body,
+    spans,
     out,
 ):  # pragma: no cover - compiled
     """Edited records (see the module docstring), framed, into ``out``, in one walk of the edited records.
@@ -248,7 +259,8 @@ def splice_records(
             number (0: at the start), bytes ``extra[ins_a:ins_b]``.
         rep_ptr: int64[N+1] CSR of replacements (sorted by offset): the field whose tag is at ``rep_at``
             becomes ``extra[rep_a:rep_b]``.
-        body: int64[N] filled with each kept record's new body length (when ``out`` is written).
+        spans: int64[2K] for the K kept records: ``spans[j]`` and ``spans[K + j]`` are filled with the body
+            start and end in ``out`` of the j-th kept record (when ``out`` is written).
         out: empty: nothing is walked, the return is an upper bound of the bytes needed; else at least
             that many bytes, written.
 
@@ -259,13 +271,11 @@ def splice_records(
     Returns:
         Bytes (bound, or written), or ``-(i + 1)`` when record ``i`` is malformed.
     """
-    at = 0
     if len(out) == 0:
-        for i in range(len(starts)):
-            if keep[i]:
-                bound = _bound(starts, ends, ins_ptr, ins_a, ins_b, rep_ptr, rep_a, rep_b, i)
-                at += bound + _varint_len(bound)
-        return at
+        return _total_bound(starts, ends, keep, ins_ptr, ins_a, ins_b, rep_ptr, rep_a, rep_b)
+    at = 0
+    j = 0
+    m = len(spans) // 2
     for i in range(len(starts)):
         if not keep[i]:
             continue
@@ -277,9 +287,11 @@ def splice_records(
         rend = rep_ptr[i + 1]
         b = bits[i]
         if b == np.uint64(0) and k == kend and r == rend:
-            body[i] = end - s
             at = _put_varint(out, at, end - s)
+            spans[j] = at
             at = _copy(out, at, buf, s, end, True)
+            spans[m + j] = at
+            j += 1
             continue
         begin = at + _varint_len(_bound(starts, ends, ins_ptr, ins_a, ins_b, rep_ptr, rep_a, rep_b, i))
         stop = _edit_record(
@@ -289,11 +301,13 @@ def splice_records(
         if stop < 0:
             return -(i + 1)
         length = stop - begin
-        body[i] = length
         at = _put_varint(out, at, length)
         if at < begin:  # the prefix is shorter than the room left for it: move the body back
             _move_bytes(out, at, out, begin, length)
+        spans[j] = at
         at += length
+        spans[m + j] = at
+        j += 1
     return at
 
 

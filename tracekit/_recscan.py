@@ -20,6 +20,8 @@ import numpy as np
 from tracekit._encode import _ATTR_FIELD, _names_match, _next_field, _read_varint
 from tracekit._jit import inline, kernel
 
+_ATTR_TAG = _ATTR_FIELD << 3 | 2  # the one-byte tag of Node.attr (0x52)
+
 
 @kernel
 def record_types(buf, starts, ends, types):  # pragma: no cover - compiled
@@ -48,34 +50,43 @@ def _string_attr(buf, p, end, key):  # pragma: no cover - compiled
     """``(at, length)`` of the string held by the first attribute named ``key`` of the record ``buf[p:end]``.
 
     ``length`` -1: no such attribute; -2: it holds something other than one ``string_val`` (29);
-    -3: the record is malformed.
+    -3: the record is malformed.  An attribute field with a one-byte tag and length (the usual case) is
+    framed without the general field walk, and a name is compared only when its length is the key's.
     """
+    nk = len(key)
     while p < end:
-        tag, q, q2 = _next_field(buf, p, end)
-        if q2 < 0:
-            return 0, -3
-        if tag == np.uint64(_ATTR_FIELD << 3 | 2):
-            _, pp = _read_varint(buf, q, end)
-            named = False
-            n_values = 0
-            s_at = 0
-            s_len = -2
-            while pp < q2:
-                t2, r2, e2 = _next_field(buf, pp, q2)
-                if e2 < 0:
-                    return 0, -3
-                if t2 == np.uint64(1 << 3 | 2):
-                    _, ds = _read_varint(buf, r2, q2)
-                    named = _names_match(buf, ds, e2, key)
-                elif t2 >> np.uint64(3) >= np.uint64(3):
-                    n_values += 1
-                    if t2 == np.uint64(29 << 3 | 2):
-                        _, ds = _read_varint(buf, r2, q2)
-                        s_at = ds
-                        s_len = e2 - ds
-                pp = e2
-            if named:
-                return s_at, (s_len if n_values == 1 else -2)
+        if buf[p] == _ATTR_TAG and p + 1 < end and buf[p + 1] < 0x80:  # attr = 10, length < 128
+            q = p + 2
+            q2 = q + np.int64(buf[p + 1])
+            if q2 > end:
+                return 0, -3
+        else:
+            tag, q, q2 = _next_field(buf, p, end)
+            if q2 < 0:
+                return 0, -3
+            if tag != np.uint64(_ATTR_TAG):
+                p = q2
+                continue
+            _, q = _read_varint(buf, q, end)
+        named = False
+        n_values = 0
+        s_at = 0
+        s_len = -2
+        while q < q2:
+            t2, r2, e2 = _next_field(buf, q, q2)
+            if e2 < 0:
+                return 0, -3
+            if t2 == np.uint64(1 << 3 | 2):
+                ds = r2 + 1 if buf[r2] < 0x80 else _read_varint(buf, r2, q2)[1]
+                named = e2 - ds == nk and _names_match(buf, ds, e2, key)
+            elif t2 >= np.uint64(3 << 3):
+                n_values += 1
+                if t2 == np.uint64(29 << 3 | 2):
+                    s_at = r2 + 1 if buf[r2] < 0x80 else _read_varint(buf, r2, q2)[1]
+                    s_len = e2 - s_at
+            q = e2
+        if named:
+            return s_at, (s_len if n_values == 1 else -2)
         p = q2
     return 0, -1
 

@@ -195,3 +195,79 @@ def test_spliced_records_stay_in_their_array_until_read_as_bytes():
     assert type(back._encoded).__name__ == "EncodedNodes"
     assert encode_trace(back) == want
     assert [n.duration_ns for n in back.nodes] == [1000, 20_000, 3000, 40_000]
+
+
+def _attr_msg(*fields: bytes) -> bytes:
+    """One ``attr`` field (Node field 10) holding the given AttributeProto fields, its length as a varint."""
+    from tracekit._framing import _varint
+
+    body = b"".join(fields)
+    return b"\x52" + _varint(len(body)) + body
+
+
+def _str_field(number: int, text: bytes) -> bytes:
+    from tracekit._framing import _varint
+
+    return _varint(number << 3 | 2) + _varint(len(text)) + text
+
+
+def test_string_attr_scan_reads_the_wire_as_protobuf_does():
+    """string_attr_in on hand-made records, one wire form each: long attribute messages (two-byte lengths),
+    a repeated name field (the last one counts), a long name before, two values, a doc string; each flag
+    is what protobuf's decoded record says (2: not one string, decoded by the caller); a cut record is reported by its row."""
+    from tracekit._proto import et_def_pb2 as pb
+    from tracekit._recscan import string_attr_in
+
+    name, value, doc = (lambda t: _str_field(1, t)), (lambda t: _str_field(29, t)), (lambda t: _str_field(2, t))
+    head = b"\x08\x05" + _str_field(2, b"ar") + b"\x18\x07"  # id 5, name "ar", COMM_COLL
+    records = [
+        head + _attr_msg(name(b"pg_name"), doc(b"d" * 200), value(b"3")),  # 1: long message, renamed group
+        head + _attr_msg(name(b"x"), name(b"pg_name"), value(b"3")),  # 1: the last name field counts
+        head + _attr_msg(name(b"pg_name"), name(b"x"), value(b"3")) + _attr_msg(name(b"pg_name"), value(b"7")),  # 0
+        head + _attr_msg(name(b"n" * 300), value(b"3")) + _attr_msg(name(b"pg_name"), value(b"")),  # 1: "" renames
+        head + _attr_msg(name(b"pg_name"), value(b"3"), value(b"7")),  # 2: two value fields (decoded to judge)
+        head + _attr_msg(name(b"pg_name"), value(b"7"), b"\x48\x03"),  # 2: a string and an int64 value
+        head + b"\xd2\x00\x0d\x0a\x07pg_name\xea\x01\x013",  # 1: the attr tag in two bytes (an overlong varint)
+        head + _attr_msg(name(b"pg_name_x"), value(b"3")),  # 0: another name
+    ]
+    want = [1, 1, 0, 1, 2, 2, 1, 0]
+    for rec, flag in zip(records, want):  # 0 and 1 as protobuf decodes the records; 2: the caller decodes
+        attr = next((a for a in pb.Node.FromString(rec).attr if a.name == "pg_name"), None)
+        if flag != 2:
+            assert flag == int(
+                attr is not None and attr.WhichOneof("value") == "string_val" and attr.string_val in ("", "3")
+            )
+    buf = np.frombuffer(b"".join(records), dtype=np.uint8)
+    ends = np.cumsum([len(r) for r in records]).astype(np.int64)
+    starts = ends - [len(r) for r in records]
+    rows = np.arange(len(records), dtype=np.int64)
+    table, table_ptr = np.frombuffer(b"3", dtype=np.uint8), np.array([0, 0, 1], dtype=np.int64)
+    key = np.frombuffer(b"pg_name", dtype=np.uint8)
+    flags = np.full(len(records), -1, dtype=np.int8)
+    assert string_attr_in(buf, starts, ends, rows, key, table, table_ptr, flags) == 0
+    assert flags.tolist() == want
+    cut = ends.copy()
+    cut[3] -= 1  # record 3 ends inside its last attribute
+    assert string_attr_in(buf, starts, cut, rows, key, table, table_ptr, flags) == -4
+
+
+def test_rewrite_spans_with_dropped_records_and_shorter_bodies():
+    """rewrite's record spans when records are dropped and when an edited body ends shorter than its bound
+    (a 200-byte name dropped, so the length prefix shrinks from two bytes to one): records decode as edited."""
+    from tracekit.transforms._records import Edit, Records, rewrite, varint_fields
+
+    nodes = [Node(id=i, name="n" * (200 if i % 2 else 3), type=NodeType.COMP_NODE, duration_ns=1000) for i in range(6)]
+    edit = Edit(keep=np.array([True, True, False, True, True, False]))
+    rows = np.array([1, 3])
+    edit.drops.append((rows, 2))  # the names
+    edit.inserts.append((rows, 7, varint_fields(7, np.array([9, 300]))))
+    edit.drops.append((rows, 7))
+    out = rewrite(Records.of(_encoded(ExecutionTrace(nodes))), edit)
+    want = [nodes[0], nodes[1].replace(name="", duration_ns=9000), nodes[3].replace(name="", duration_ns=300_000)]
+    want.append(nodes[4])
+    assert encode_trace(out) == encode_trace(ExecutionTrace(want))
+    enc = out._encoded
+    from tracekit._codec import node_to_pb
+
+    bodies = [node_to_pb(n).SerializeToString() for n in want]
+    assert [enc.data[s:e] for s, e in zip(enc.starts.tolist(), enc.ends.tolist())] == bodies

@@ -299,18 +299,16 @@ def rewrite(rec: Records, edit: Edit, metadata: Any = None) -> Any:
         source = rec.source if rec.source is not None else SplicedNodes(rec.buf, rec.starts, rec.ends, rec.rank)
         return _trace_of(source, md, rec.rank)
     args = _splice_args(rec, edit)
-    keep = args[0]
-    body = np.zeros(len(rec), dtype=np.int64)
+    kept = int(np.count_nonzero(args[0]))
+    spans = np.empty(2 * kept, dtype=np.int64)  # body starts, then ends, of the kept records in the output
     starts, ends = rec.starts.astype(np.int64, copy=False), rec.ends.astype(np.int64, copy=False)
     splice: Any = splice_records  # a compiled kernel: its arity is checked by numba
-    bound = splice(rec.buf, starts, ends, *args, body, np.zeros(0, np.uint8))
+    bound = splice(rec.buf, starts, ends, *args, spans, np.zeros(0, np.uint8))
     out = np.empty(max(bound, 1), dtype=np.uint8)
-    total = splice(rec.buf, starts, ends, *args, body, out)
+    total = splice(rec.buf, starts, ends, *args, spans, out)
     if total < 0:
         raise TraceFormatError(f"node record {-total - 1} is not a valid Node message", path=rec.path, rank=rec.rank)
-    kept_body = body[keep]
-    new_ends = np.cumsum(kept_body + varint_lens(kept_body))
-    return _trace_of(SplicedNodes(out[:total], new_ends - kept_body, new_ends, rec.rank), md, rec.rank)
+    return _trace_of(SplicedNodes(out[:total], spans[:kept], spans[kept:], rec.rank), md, rec.rank)
 
 
 def _trace_of(encoded: Any, metadata: Any, rank: int | None) -> Any:
