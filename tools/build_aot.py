@@ -119,14 +119,21 @@ def collect() -> tuple[list[Export], dict[str, dict[str, Any]]]:
             "sources": {m: _aot.source_hash(str(sys.modules[m].__file__)) for m in sorted(modules)},
             "exports": [],
         }
+        mine: list[Export] = []
         for i, sig in enumerate(value.signatures):
             key = tuple(_aot.type_key(t) for t in sig)
             if None in key:
                 continue
+            if any(k == key for k, _, _ in entry["exports"]):
+                # two signatures with one key: a call could not tell which to run, so none is exported
+                print(f"build_aot: {name} keeps numba's JIT (two signatures share the key {key})", file=sys.stderr)
+                mine, entry["exports"] = [], []
+                break
             symbol = f"{name.replace('.', '_')}__{i}"
             restype = value.overloads[sig].signature.return_type
-            exports.append(Export(name, module, attr, symbol, tuple(sig), restype, weight))
+            mine.append(Export(name, module, attr, symbol, tuple(sig), restype, weight))
             entry["exports"].append([key, None, symbol])
+        exports += mine
         if entry["exports"]:
             kernels[name] = entry
     return exports, kernels

@@ -114,6 +114,11 @@ def type_key(nbtype: Any) -> Key:
     from numba.core import types
     from numba.np.numpy_support import as_dtype
 
+    if isinstance(nbtype, types.Literal):
+        # a signature numba specialised for a constant (Literal[int](2): a kernel called from another with a constant
+        # argument) computes for that value only; it shares the key of its plain type, so exporting it would run a
+        # call with another value through code compiled for that one
+        return None
     if isinstance(nbtype, types.Array):
         dtype = type_key(nbtype.dtype)
         if not isinstance(dtype, str) or dtype == "none" or not nbtype.aligned:

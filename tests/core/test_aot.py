@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -211,6 +212,43 @@ def test_the_build_key_of_a_type_is_the_key_of_its_values():
         assert _aot.type_key(numba.typeof(value)) == key, value
     assert _aot.value_key(np.zeros(2, dtype=np.int64))[1:] == ("int64", 1, "C", False)
     assert _aot.value_key("text") is None and _aot.type_key(numba.typeof("text")) is None
+
+
+def test_a_signature_numba_specialised_for_a_constant_gets_no_export():
+    # find_attrs calls walk_nodes with a constant mode: numba compiles walk_nodes for Literal[int](mode) too, which
+    # shares the plain signature's key; exported, it ran every mode as that one (a fresh clone's info segfaulted)
+    numba = pytest.importorskip("numba")
+    from numba.core import types
+
+    @numba.njit
+    def inner(x, mode):
+        return x + mode
+
+    @numba.njit
+    def outer(x):
+        return inner(x, 2)
+
+    assert outer(1) == 3 and inner(1, 3) == 4
+    keys = [tuple(_aot.type_key(t) for t in sig) for sig in inner.signatures]
+    assert set(keys) == {("int64", None), ("int64", "int64")}
+    assert _aot.type_key(types.Tuple((types.int64, types.IntegerLiteral(2)))) is None
+
+
+def test_a_kernel_with_two_signatures_of_one_key_keeps_the_jit(monkeypatch, capsys):
+    pytest.importorskip("numba")
+    import build_aot
+    from numba.core import types
+
+    class Twice:  # a dispatcher whose two signatures map to one key (float32 and float64 arrays would not)
+        targetoptions = {"nogil": True}
+        py_func = staticmethod(lambda x: x)
+        signatures = [(types.int64,), (types.int64,)]
+        overloads = {(types.int64,): SimpleNamespace(signature=SimpleNamespace(return_type=types.int64))}
+
+    monkeypatch.setattr(build_aot.warm_numba, "kernel_objects", lambda: [("tracekit._aot.twice", Twice())])
+    monkeypatch.setattr(build_aot, "_compiled_code", lambda fn, seen: ({"tracekit._aot"}, 1))
+    assert build_aot.collect() == ([], {})
+    assert "tracekit._aot.twice keeps numba's JIT (two signatures share the key ('int64',))" in capsys.readouterr().err
 
 
 def test_a_writable_array_may_use_a_read_only_export_not_the_reverse():
