@@ -267,7 +267,8 @@ def find_attrs(buf, starts, ends, keys, key_ptr, kind, values, err):  # pragma: 
     where each record's first attribute field is (``attr_at`` of the walk): fields before it are not attributes.
     """
     u64, i64 = np.empty(0, dtype=np.uint64), np.empty(0, dtype=np.int64)
-    no_bool, no_i16, no_at = np.empty(0, dtype=np.bool_), np.empty(0, dtype=np.int16), starts[:0]
+    # no_at: a fresh empty array (a slice of starts would be read-only with it: walk_nodes writes name_at/attr_at)
+    no_bool, no_i16, no_at = np.empty(0, dtype=np.bool_), np.empty(0, dtype=np.int16), np.empty_like(starts[:0])
     found = (keys, key_ptr, kind, values)
     walk_nodes(
         buf, starts, ends, u64, no_i16, i64, i64, no_bool, i64, i64, u64, u64, no_at, no_at, err, ATTRS_ONLY, found
