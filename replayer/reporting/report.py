@@ -57,7 +57,8 @@ def load_result(path: str | os.PathLike[str]) -> "ReplayResult":
     """Read a replay result JSON file (``tracekit replay --json``).
 
     Raises:
-        ReplayError: not JSON, or not a replay result (names ``path``).
+        ReplayError: not JSON, or not a replay result (names ``path``; a ``.et``/``.et.gz`` name is called a
+            Chakra trace and the ``tracekit replay`` command that makes a result is shown).
         OSError: the file cannot be read.
     """
     from tracekit.replayer.results.result import ReplayResult
@@ -68,6 +69,11 @@ def load_result(path: str | os.PathLike[str]) -> "ReplayResult":
     try:
         return ReplayResult.from_json(data)
     except TracekitError as exc:
+        if str(path).endswith((".et", ".et.gz")) and "not JSON" in exc.message:
+            exc.message = (
+                "not a tracekit replay result: by its name a Chakra .et trace (protobuf); this command takes a "
+                f"replay result: tracekit replay {path} --hw HW -o result.json"
+            )
         raise exc.with_context(path=path)
 
 

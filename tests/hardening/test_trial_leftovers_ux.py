@@ -686,3 +686,15 @@ def test_several_gzipped_pytorch_capture_files_say_so_too(tmp_path):
         f"trace: convert the capture first: tracekit convert pytorch --kineto '{tmp_path}/kineto_rank*.json.gz' "
         "-o out/job"
     )
+
+
+def test_report_and_diff_given_a_chakra_trace_say_so_and_show_the_replay_command(tmp_path):
+    # the trial ran `tracekit report x.0.et -o out` and was told "not JSON (str is not valid UTF-8 ...)"
+    trace = CHAKRA / "all_reduce.0.et"
+    expected = (
+        f"tracekit: error: {trace}: not a tracekit replay result: by its name a Chakra .et trace (protobuf); this "
+        f"command takes a replay result: tracekit replay {trace} --hw HW -o result.json"
+    )
+    assert one_line_error(run("report", trace, "-o", tmp_path / "r.html")) == expected
+    assert one_line_error(run("diff", trace, CHAKRA / "all_reduce.1.et")) == expected
+    assert not (tmp_path / "r.html").exists()
