@@ -134,7 +134,7 @@ def replay_with_compute(
         traces_out, report = {}, None
         for rank, trace in ts.items():
             out, rep = step.project_trace(trace)
-            traces_out[rank] = out
+            traces_out[rank] = out.with_label(path=trace.path)  # same node ids: errors name the file read
             if report is None:
                 report = rep
             else:

@@ -71,6 +71,17 @@ def missing_ranks_hint(path: str | None, world: int) -> str:
     )
 
 
+def _how(path: str | None, beside: tuple[str, list[int]] | None, on_disk: int, expected: int) -> str:
+    """How to pass the whole set: ``tracekit replay PREFIX`` (with the files it needs when some are missing)."""
+    if beside is not None and on_disk >= expected:
+        return f"tracekit replay {beside[0]}"
+    m = _PREFIX_RE.match(str(path)) if path is not None else None
+    if m is None:
+        return "every rank's file (<prefix>.<rank>.et)"
+    stem = Path(m.group(1)).name
+    return f"tracekit replay {m.group(1)} with every rank's file beside it ({stem}.0.et ... {stem}.{expected - 1}.et)"
+
+
 def _coll_name(comm_type: int) -> str:
     try:
         return CollectiveType(comm_type).name
@@ -126,10 +137,10 @@ def check_whole_job(
             if size is not None and size == expected
             else f"{len(beside[1])} rank files {_names(beside[0], beside[1])} lie beside it"  # type: ignore[index]
         )
-        how = f"tracekit replay {beside[0]}" if beside is not None and on_disk >= expected else "every rank's file"
         raise ReplayError(
-            f"{what}, and the set expects {expected} ranks ({source}) but only {world} are given: a collective "
-            f"over {world} rank(s) {effect}; pass the whole set: {how}",
+            f"{what}, and the set expects {expected} ranks ({source}) but only {world} "
+            f"{'is' if world == 1 else 'are'} given: a collective over {world} rank{'' if world == 1 else 's'} "
+            f"{effect}; pass the whole set: {_how(path, beside, on_disk, expected)}",
             path=path,
             rank=rank,
             node_id=node_id,

@@ -22,7 +22,7 @@ def test_one_file_of_astra_sims_four_rank_set_is_refused_naming_the_node_the_gro
     assert line == (
         f"tracekit: error: {CHAKRA / 'all_reduce.0.et'}: rank 0: node 0: ALL_REDUCE without a process group spans "
         "every rank of the job, and the set expects 4 ranks (4 rank files all_reduce.0.et ... all_reduce.3.et lie "
-        "beside it) but only 1 are given: a collective over 1 rank(s) takes 0 ns; pass the whole set: "
+        "beside it) but only 1 is given: a collective over 1 rank takes 0 ns; pass the whole set: "
         f"tracekit replay {CHAKRA / 'all_reduce'}"
     )
     # unfolded, and two of the four files: the same check (the group of 2 is not the 4 ASTRA-sim ran)
@@ -30,7 +30,7 @@ def test_one_file_of_astra_sims_four_rank_set_is_refused_naming_the_node_the_gro
         run("replay", CHAKRA / "all_reduce.0.et", "--hw", "dgx-a100", "--no-fold")
     )
     two = one_line_error(run("replay", CHAKRA / "all_reduce.0.et", CHAKRA / "all_reduce.1.et", "--hw", "dgx-a100"))
-    assert "but only 2 are given: a collective over 2 rank(s) is timed as a smaller group" in two
+    assert "but only 2 are given: a collective over 2 ranks is timed as a smaller group" in two
     # a later rank alone names the whole set too (not only "the job has 3 ranks")
     assert one_line_error(run("replay", CHAKRA / "all_reduce.2.et", "--hw", "dgx-a100")).endswith(
         f"4 rank files of this set lie beside it (all_reduce.0.et ... all_reduce.3.et): pass the whole set: "
@@ -286,8 +286,9 @@ def test_a_lone_rank_whose_capture_names_a_larger_default_group_is_refused_and_a
         replay(read_traceset(path), "dgx-a100")
     assert str(info.value) == (
         f"{path}: rank 0: node 7: ALL_REDUCE without a process group spans every rank of the job, and the set "
-        "expects 8 ranks (its process_group:init gives the default group 8 ranks) but only 1 are given: a "
-        "collective over 1 rank(s) takes 0 ns; pass the whole set: every rank's file"
+        "expects 8 ranks (its process_group:init gives the default group 8 ranks) but only 1 is given: a "
+        "collective over 1 rank takes 0 ns; pass the whole set: tracekit replay "
+        f"{tmp_path / 'solo'} with every rank's file beside it (solo.0.et ... solo.7.et)"
     )
     # a one-GPU NCCL run (param-resnet's ET: group_size 1), or a capture declaring its all-ranks group without a
     # size (what tracekit's converter writes): replayed without a warning, the collective over its one rank
@@ -698,3 +699,29 @@ def test_report_and_diff_given_a_chakra_trace_say_so_and_show_the_replay_command
     assert one_line_error(run("report", trace, "-o", tmp_path / "r.html")) == expected
     assert one_line_error(run("diff", trace, CHAKRA / "all_reduce.1.et")) == expected
     assert not (tmp_path / "r.html").exists()
+
+
+@pytest.fixture(scope="module")
+def gloo_ws4(real_dir, tmp_path_factory):
+    """The four-rank gloo capture (send/recv, collectives, host-cpu) converted: the prefix of its rank files."""
+    folder = real_dir / "pytorch" / "torch-cpu-gloo" / "dist_ws4"
+    prefix = tmp_path_factory.mktemp("ws4") / "j"
+    args = ["--et", f"{folder}/et_rank*.json", "--kineto", f"{folder}/kineto_rank*.json", "-o", prefix]
+    assert run("convert", "pytorch", *args, "--executor", "serial").exit_code == 0
+    return prefix
+
+
+def test_one_rank_of_a_projected_capture_is_refused_naming_the_file_and_the_prefix(gloo_ws4, tmp_path):
+    # the capture runs on host-cpu, so replay --hw dgx-h100 projects its compute: the projected traces had lost
+    # their file, and the refusal named neither it nor the prefix ("pass the whole set: every rank's file")
+    shutil.copy(f"{gloo_ws4}.0.et", tmp_path / "j.0.et")
+    for path, how in (
+        (f"{gloo_ws4}.0.et", f"tracekit replay {gloo_ws4}"),
+        (tmp_path / "j.0.et", f"tracekit replay {tmp_path / 'j'} with every rank's file beside it (j.0.et ... j.3.et)"),
+    ):
+        line = one_line_error(run("replay", path, "--hw", "dgx-h100", "--no-check"))
+        assert line == (
+            f"tracekit: error: {path}: rank 0: node 314: ALL_REDUCE without a process group spans every rank of the "
+            "job, and the set expects 4 ranks (its process_group:init gives the default group 4 ranks) but only 1 "
+            f"is given: a collective over 1 rank takes 0 ns; pass the whole set: {how}"
+        )
