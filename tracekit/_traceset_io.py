@@ -9,7 +9,7 @@ import gzip
 import os
 import re
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import orjson
 
@@ -138,6 +138,83 @@ def read_traceset(spec: str | os.PathLike[str] | Sequence[str | os.PathLike[str]
 
 
 _GROUPS_KEY = -1  # TraceSetWriter._temps key of the comm-group file
+_HELD: dict[str, int] = {}  # lock files this process holds through hold_prefix, by absolute path -> fd
+
+
+def _lock_path_of(prefix: str) -> Path:
+    base = Path(prefix)
+    return base.parent / f".{base.name}.tk-lock"
+
+
+def _held_key(lock_path: Path) -> str:
+    return os.path.abspath(lock_path)
+
+
+def _take_lock(prefix: str, lock_path: Path) -> int:
+    """Open and ``flock`` the lock file of ``prefix``; returns its descriptor.
+
+    Raises:
+        TracekitError: another process holds it (names the prefix).
+        OSError: the lock file cannot be created (names the prefix).
+    """
+    while True:
+        with _signals_deferred():  # the lock file and the record of it come together
+            try:
+                fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o666 & ~_UMASK)
+            except OSError as exc:  # name the output the user gave, not the lock file
+                raise OSError(exc.errno, exc.strerror, str(prefix)) from None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                raise TracekitError(
+                    "another tracekit command is writing this output prefix right now "
+                    f"(lock {lock_path.name} is held); wait for it or choose another prefix",
+                    path=prefix,
+                ) from None
+            try:
+                same = os.fstat(fd).st_ino == os.stat(lock_path).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:  # not a lock file its previous holder unlinked after we opened it
+                return fd
+            os.close(fd)
+
+
+def _release_lock(fd: int, lock_path: Path) -> None:
+    with _signals_deferred():
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(lock_path)
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def hold_prefix(prefix: str | os.PathLike[str]) -> "Iterator[None]":
+    """Hold the output lock of ``prefix`` for the whole block (a command holds it from its start, before it
+    reads its inputs); a :class:`TraceSetWriter` of the same prefix in this process uses it and leaves it held.
+
+    Raises:
+        TracekitError: another process (another tracekit command) is writing ``prefix``: names the prefix.
+        OSError: the lock file cannot be created (names the prefix).
+    """
+    prefix = os.fspath(prefix)
+    base = Path(prefix)
+    created = make_parents(base.parent if str(base.parent) else Path("."))
+    lock_path = _lock_path_of(prefix)
+    key = _held_key(lock_path)
+    if key in _HELD:  # held by an outer block already
+        yield
+        return
+    try:
+        _HELD[key] = _take_lock(prefix, lock_path)
+    except BaseException:
+        remove_if_empty(created)
+        raise
+    try:
+        yield
+    finally:
+        _release_lock(_HELD.pop(key), lock_path)
+        remove_if_empty(created)
 
 
 class TraceSetWriter:
@@ -196,45 +273,25 @@ class TraceSetWriter:
         return target
 
     def _lock(self) -> None:
-        """Take the prefix's lock (``.<name>.tk-lock`` beside the rank files) for the life of the writer."""
-        if self._lock_fd is not None:
+        """Take the prefix's lock (``.<name>.tk-lock`` beside the rank files) for the life of the writer, unless
+        this process holds it already (:func:`hold_prefix`, taken when the command started)."""
+        if self._lock_fd is not None or self._lock_path is not None:
             return
         base = Path(self.prefix)
         self._created += make_parents(base.parent if str(base.parent) else Path("."))
-        lock_path = base.parent / f".{base.name}.tk-lock"
-        while True:
-            with _signals_deferred():  # the lock file and the record of it come together
-                try:
-                    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o666 & ~_UMASK)
-                except OSError as exc:  # name the output the user gave, not the lock file
-                    raise OSError(exc.errno, exc.strerror, str(self.prefix)) from None
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:
-                    os.close(fd)
-                    raise TracekitError(
-                        "another tracekit command is writing this output prefix right now "
-                        f"(lock {lock_path.name} is held); wait for it or choose another prefix",
-                        path=self.prefix,
-                    ) from None
-                try:
-                    same = os.fstat(fd).st_ino == os.stat(lock_path).st_ino
-                except FileNotFoundError:
-                    same = False
-                if same:  # not a lock file its previous holder unlinked after we opened it
-                    self._lock_fd, self._lock_path = fd, lock_path
-                    return
-                os.close(fd)
+        lock_path = _lock_path_of(self.prefix)
+        if _held_key(lock_path) in _HELD:
+            self._lock_path = lock_path  # the holder releases it
+            return
+        self._lock_fd, self._lock_path = _take_lock(self.prefix, lock_path), lock_path
 
     def _unlock(self) -> None:
         if self._lock_fd is None:
+            self._lock_path = None
             return
-        with _signals_deferred():
-            with contextlib.suppress(FileNotFoundError):
-                assert self._lock_path is not None
-                os.unlink(self._lock_path)
-            os.close(self._lock_fd)
-            self._lock_fd = None
+        assert self._lock_path is not None
+        _release_lock(self._lock_fd, self._lock_path)
+        self._lock_fd, self._lock_path = None, None
 
     def reserve(self, rank: int) -> Path:
         """A temporary path for ``rank`` that an external writer fills (renamed at the end)."""

@@ -59,7 +59,13 @@ from tracekit._output import (
 )
 from tracekit._proto import et_def_pb2 as pb
 from tracekit._stream_read import iter_nodes, read_metadata  # noqa: F401
-from tracekit._traceset_io import TraceSetWriter, read_traceset, trace_paths, write_traceset  # noqa: F401
+from tracekit._traceset_io import (  # noqa: F401
+    TraceSetWriter,
+    hold_prefix,
+    read_traceset,
+    trace_paths,
+    write_traceset,
+)
 from tracekit.errors import TraceFormatError, TracekitError
 from tracekit.model import ExecutionTrace, Metadata, Node
 
@@ -221,6 +227,7 @@ def write_trace(trace: ExecutionTrace, path: str | os.PathLike[str]) -> Path:
 
 __all__ = [
     "TraceSetWriter",
+    "hold_prefix",
     "atomic_output",
     "check_output",
     "encode_metadata",

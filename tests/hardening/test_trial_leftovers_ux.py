@@ -725,3 +725,57 @@ def test_one_rank_of_a_projected_capture_is_refused_naming_the_file_and_the_pref
             "job, and the set expects 4 ranks (its process_group:init gives the default group 4 ranks) but only 1 "
             f"is given: a collective over 1 rank takes 0 ns; pass the whole set: {how}"
         )
+
+
+_HELD_AT_READ = """
+import sys
+import tracekit.io
+from tracekit.cli import main
+
+read = tracekit.io.read_traceset
+
+
+def held(*args, **kwargs):  # the first command stops before reading its input until the test says go
+    print("reading", flush=True)
+    sys.stdin.readline()
+    return read(*args, **kwargs)
+
+
+tracekit.io.read_traceset = held
+sys.argv = ["tracekit", *sys.argv[1:]]
+main()
+"""
+
+
+def test_a_second_command_writing_the_same_prefix_is_refused_while_the_first_still_reads(tmp_path):
+    # the trial started two `transform ... -o lk/m` 0.1-1.1 s apart: both succeeded and the last one won, since
+    # the lock was taken only when writing started; it is now taken when the command starts
+    import subprocess
+    import sys
+
+    from tracekit.io import read_traceset
+
+    src = CHAKRA / "all_reduce"
+    out = tmp_path / "lk" / "m"
+    first = subprocess.Popen(
+        [sys.executable, "-c", _HELD_AT_READ, "transform", src, "-o", out, "--scale-comm", "2"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert first.stdout is not None and first.stdout.readline() == "reading\n"  # holds the prefix, reads
+        second = run("transform", src, "-o", out, "--scale-comm", "3")
+        assert one_line_error(second) == (
+            f"tracekit: error: {out}: another tracekit command is writing this output prefix right now "
+            "(lock .m.tk-lock is held); wait for it or choose another prefix"
+        )
+        assert not list(out.parent.glob("m.*"))
+    finally:
+        _, err = first.communicate("go\n", timeout=120)
+    assert first.returncode == 0, err
+    # the first command's output, whole: every message is twice ASTRA-sim's 1 MiB
+    job = read_traceset(out)
+    assert [n.comm_bytes for _, t in job.items() for n in t.nodes if n.is_comm] == [2 << 20] * 4
+    assert sorted(p.name for p in out.parent.iterdir()) == [f"m.{r}.et" for r in range(4)] + ["m.comm_groups.json"]

@@ -140,6 +140,20 @@ def _count_column():
     return CountColumn()
 
 
+def hold_output_prefix(prefix: str | None) -> None:
+    """Hold the output lock of ``prefix`` from now until the command ends (:func:`tracekit.io.hold_prefix`), so a
+    second command writing the same prefix is refused at its start, not after both have read their inputs.
+
+    Raises:
+        TracekitError: another tracekit command is writing ``prefix``.
+    """
+    if prefix is None:
+        return
+    from tracekit.io import hold_prefix
+
+    click.get_current_context().with_resource(hold_prefix(prefix))
+
+
 def warn_duplicate_ids(traces: Iterable[Any]) -> int:
     """Say on stderr (unless ``-q``) which traces hold duplicate node ids; returns how many traces do.
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from tracekit.cli._common import CONTEXT_SETTINGS, err_console, path_span, progress, state
+from tracekit.cli._common import CONTEXT_SETTINGS, err_console, hold_output_prefix, path_span, progress, state
 from tracekit.cli._options import emit_json, json_option
 
 
@@ -26,6 +26,7 @@ def expand(manifest: str, prefix: str, as_json: bool) -> None:
     from tracekit.classset import find_class_set
     from tracekit.errors import TraceFormatError
 
+    hold_output_prefix(prefix)
     cs = find_class_set(manifest)
     if cs is None:
         raise TraceFormatError("not a rank-class set (expected PREFIX.classes.json)", path=manifest)

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from tracekit.cli._common import CONTEXT_SETTINGS, out_console, progress_callback
+from tracekit.cli._common import CONTEXT_SETTINGS, hold_output_prefix, out_console, progress_callback
 from tracekit.cli._options import emit_json, executor_options, json_option, resolve_executor
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -76,6 +76,7 @@ def pytorch(
       tracekit convert pytorch --kineto 'run/rank*.trace.json.gz' -o out/job
     """
 
+    hold_output_prefix(prefix)
     from tracekit.converters.pytorch import convert_job
     from tracekit.io import write_traceset
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from tracekit.cli._common import CONTEXT_SETTINGS, err_console, path_span, state
+from tracekit.cli._common import CONTEXT_SETTINGS, err_console, hold_output_prefix, path_span, state
 from tracekit.cli._options import emit_json, json_option
 
 
@@ -41,6 +41,7 @@ def text(
       tracekit convert text Resnet50_DataParallel.txt --ranks 8 -o out/resnet
       tracekit convert text MLP_HybridParallel_Data_Model.txt --ranks 8 --tp 2 -o out/mlp
     """
+    hold_output_prefix(prefix)
     from tracekit.converters.text_workload import convert_text_workload
     from tracekit.io import write_traceset
 

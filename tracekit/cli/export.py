@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from tracekit.cli._common import CONTEXT_SETTINGS, SubcommandGroup, err_console, state
+from tracekit.cli._common import CONTEXT_SETTINGS, SubcommandGroup, err_console, hold_output_prefix, state
 
 
 @click.group(cls=SubcommandGroup, context_settings=CONTEXT_SETTINGS)
@@ -51,6 +51,9 @@ def astra(traces: str, out_dir: str, hw: str, name: str) -> None:
       tracekit export astra out/job -o astra_run --hw ring.toml
       sh astra_run/run.sh
     """
+    import os
+
+    hold_output_prefix(os.path.join(out_dir, name))
     from tracekit.io import read_traceset
     from tracekit.replayer.simulation.astra_export import export_astra
     from tracekit.replayer.simulation.hardware import load_spec

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from tracekit.cli._common import CONTEXT_SETTINGS
+from tracekit.cli._common import CONTEXT_SETTINGS, hold_output_prefix
 from tracekit.cli._options import json_option, write_generated
 from tracekit.errors import ConfigError
 
@@ -63,6 +63,7 @@ def dlrm(
       tracekit generate dlrm --ranks 16 -o out/dlrm
       tracekit generate dlrm --model dlrm-small --ranks 4 --pooling 8 --hw dgx-a100 -o out/small
     """
+    hold_output_prefix(prefix)
     from tracekit.cli.generate_llm import roofline_from_options
     from tracekit.converters.generators.dlrm import dlrm_preset, generate_dlrm
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import click
 
-from tracekit.cli._common import CONTEXT_SETTINGS, path_span, progress, say
+from tracekit.cli._common import CONTEXT_SETTINGS, hold_output_prefix, path_span, progress, say
 from tracekit.cli._options import IntRange, emit_json, json_option
 from tracekit.errors import ConfigError
 
@@ -145,6 +145,7 @@ def llm(
       tracekit generate llm --model llama2-7b --tp 2 --pp 2 --ranks 16 --sp --zero 1 \\
           --schedule interleaved --virtual-stages 2 --global-batch 64 -o out/llama
     """
+    hold_output_prefix(prefix)
     from tracekit.converters.generators.llm import write_llm
 
     model, default_batch = _model_spec(model_name, layers, hidden, heads, kv_heads, ffn, seq, vocab)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from tracekit.cli._common import CONTEXT_SETTINGS
+from tracekit.cli._common import CONTEXT_SETTINGS, hold_output_prefix
 from tracekit.cli._options import emit_json, json_option, write_generated
 from tracekit.errors import ConfigError
 
@@ -91,6 +91,7 @@ def micro(
             click.echo("\n".join(gen.CHAKRA_SHAPES))
         return
     num_ranks, prefix = _check_options(collective, pattern, shape, num_ranks, iterations, prefix, compute_us)
+    hold_output_prefix(prefix)
     from tracekit.converters.generators._build import parse_ranks, parse_size
 
     compute_ns = round(compute_us * 1000)

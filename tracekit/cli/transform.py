@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from tracekit.cli._common import CONTEXT_SETTINGS, say
+from tracekit.cli._common import CONTEXT_SETTINGS, hold_output_prefix, say
 from tracekit.cli._options import emit_json, json_option, traces_argument
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -135,6 +135,7 @@ def transform(traces: Traces | None, output: str | None, pipeline_file: str | No
         raise click.UsageError("no output: give -o OUT or an output in the pipeline file")
     if not steps:
         raise click.UsageError("no transform given: add a transform option or --pipeline FILE")
+    hold_output_prefix(output)
     if stream:
         _transform_streaming(traces, output, Pipeline(steps), compress, as_json)
         return
