@@ -779,3 +779,56 @@ def test_a_second_command_writing_the_same_prefix_is_refused_while_the_first_sti
     job = read_traceset(out)
     assert [n.comm_bytes for _, t in job.items() for n in t.nodes if n.is_comm] == [2 << 20] * 4
     assert sorted(p.name for p in out.parent.iterdir()) == [f"m.{r}.et" for r in range(4)] + ["m.comm_groups.json"]
+
+
+_FINISHED_THEN_WAIT = """
+import sys
+from tracekit.cli import main
+
+try:
+    main(sys.argv[1:])
+except SystemExit:  # the command has finished: wait, as a large job's interpreter shutdown does
+    print("finished", flush=True)
+    sys.stdin.readline()
+    raise
+"""
+
+
+def _started(script: str, *args: object):
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script, *map(str, args)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    return proc, proc.stdout.readline()
+
+
+def test_ctrl_c_mid_run_is_one_error_line_and_exit_1_and_after_the_command_finished_changes_nothing(tmp_path):
+    import signal
+
+    # Ctrl-C while transform reads: click printed "Aborted!"; docs/cli.md promises one error line and exit 1
+    out = tmp_path / "x"
+    proc, line = _started(_HELD_AT_READ, "transform", CHAKRA / "all_reduce", "-o", out, "--scale-comm", "2")
+    assert line == "reading\n"
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert (proc.returncode, err) == (
+        1,
+        "tracekit: error: interrupted (Ctrl-C) before the command finished; its temporary files were removed, no "
+        "output is half-written\n",
+    )
+    assert list(tmp_path.iterdir()) == []
+    # Ctrl-C after the output was written and `wrote ...` printed: the command succeeded (was exit 130)
+    proc, line = _started(_FINISHED_THEN_WAIT, "transform", CHAKRA / "all_reduce", "-o", out, "--scale-comm", "2")
+    assert line == "finished\n"
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate("go\n", timeout=60)
+    assert proc.returncode == 0, err
+    assert err.startswith(f"wrote 4 ranks to {out}.<rank>.et")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"x.{r}.et" for r in range(4)] + ["x.comm_groups.json"]

@@ -20,7 +20,11 @@ CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 
 EXIT_INPUT_ERROR = 1  #: bad input, unreadable or unwritable files, failed checks (a TracekitError or OSError)
 EXIT_USAGE = 2  #: the command line itself is wrong (unknown option, missing argument, bad value): click's code
 EXIT_FINDINGS = 3  #: `validate` read every file and found errors in the traces
-# SIGTERM/SIGHUP end the process with 128 + the signal number (143, 129); Ctrl-C is click's "Aborted!" and 1.
+# SIGTERM/SIGHUP end the process with 128 + the signal number (143, 129); Ctrl-C before the command finished is one
+# error line and 1; a Ctrl-C after it finished (its output written, its last line printed) changes nothing.
+INTERRUPTED = (
+    "interrupted (Ctrl-C) before the command finished; its temporary files were removed, no output is half-written"
+)
 
 T = TypeVar("T")
 
@@ -303,6 +307,12 @@ class TracekitGroup(click.Group):
                 return super().invoke(ctx)
         except click.ClickException as exc:
             raise _one_line(exc, ctx) from exc
+        except KeyboardInterrupt:
+            obj = ctx.find_object(State)
+            if obj is not None and obj.debug:
+                raise
+            click.echo(f"tracekit: error: {INTERRUPTED}", err=True)
+            ctx.exit(EXIT_INPUT_ERROR)
         except (TracekitError, OSError) as exc:
             pipe = _broken_pipe(exc)
             if pipe is not None:  # the reader went away (`| head`): click ends quietly with 1, no error line
@@ -372,8 +382,9 @@ class _ClosedStream:
         return False
 
 
-def run_cli(group: click.Group, argv: list[str] | None = None) -> None:
-    """Run ``group`` as the console script does (exits the process).
+def run_cli(group: click.Group, argv: list[str] | None = None, *, process: bool = True) -> None:
+    """Run ``group`` as the console script does (exits the process). ``process``: this is the command's own
+    process, so once the command has finished a Ctrl-C is ignored (False in a test process).
 
     Raises:
         SystemExit: always, with the command's exit code.
@@ -381,9 +392,19 @@ def run_cli(group: click.Group, argv: list[str] | None = None) -> None:
     install_signal_handlers()
     if sys.stdout is None:
         sys.stdout = _ClosedStream("output")  # type: ignore[assignment]
-    group.main(args=argv, prog_name="tracekit", standalone_mode=True)
+    try:
+        group.main(args=argv, prog_name="tracekit", standalone_mode=True)
+    except SystemExit:
+        if not process:  # inside a test process: leave its Ctrl-C alone
+            raise
+        import signal
+
+        # the command has finished and said so: a Ctrl-C while the interpreter winds down (freeing a large job
+        # takes a while) no longer turns a finished command into exit 130
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        raise
 
 
 def invoke_for_test(group: click.Group, args: list[str]) -> Any:
     """Run the CLI inside a CliRunner adapter with the console script's behaviour (kept for older tests)."""
-    return run_cli(group, args)
+    return run_cli(group, args, process=False)
