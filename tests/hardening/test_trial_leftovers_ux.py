@@ -832,3 +832,14 @@ def test_ctrl_c_mid_run_is_one_error_line_and_exit_1_and_after_the_command_finis
     assert proc.returncode == 0, err
     assert err.startswith(f"wrote 4 ranks to {out}.<rank>.et")
     assert sorted(p.name for p in tmp_path.iterdir()) == [f"x.{r}.et" for r in range(4)] + ["x.comm_groups.json"]
+
+
+def test_shrinking_dp_of_a_job_with_send_recv_between_replicas_names_the_file_node_and_reason(gloo_ws4, tmp_path):
+    # was "rank 2: peer rank 3 of rank 2 has no counterpart for new rank 2 (dp coordinate 3 outside 0..2)"
+    line = one_line_error(run("transform", gloo_ws4, "-o", tmp_path / "x", "--dp", "3"))
+    assert line == (
+        f"tracekit: error: {gloo_ws4}.2.et: rank 2: node 566: send to peer rank 3: dp cannot change from 4 to 3: "
+        "this send/recv pairs data-parallel replicas 2 and 3, and new rank 2 (dp coordinate 2) would pair with dp "
+        "coordinate 3, which a dp of 3 does not have (0..2)"
+    )
+    assert list(tmp_path.iterdir()) == []

@@ -156,6 +156,14 @@ def map_group(members: Iterable[int], old: Grid, new: Grid, template: int, new_r
     return tuple(sorted(new.rank((t, c, d, s)) for t, c, d, s in itertools.product(*mapped)))
 
 
+_DIM_MEMBERS = {
+    "tp": "tensor-parallel ranks",
+    "cp": "context-parallel ranks",
+    "dp": "data-parallel replicas",
+    "pp": "pipeline stages",
+}
+
+
 def map_peer(peer: int, old: Grid, new: Grid, template: int, new_rank: int) -> int:
     """A send/recv peer: the same offset from the new rank as from the template, per dimension.
 
@@ -169,9 +177,11 @@ def map_peer(peer: int, old: Grid, new: Grid, template: int, new_rank: int) -> i
             return (xn[i] + p[i] - x[i]) % new.sizes[i]
         v = xn[i] + p[i] - x[i]
         if not 0 <= v < new.sizes[i]:
+            what = _DIM_MEMBERS[DIMS[i]]
             raise TransformError(
-                f"peer rank {peer} of rank {template} has no counterpart for new rank "
-                f"{new_rank} ({DIMS[i]} coordinate {v} outside 0..{new.sizes[i] - 1})"
+                f"peer rank {peer}: {DIMS[i]} cannot change from {old.sizes[i]} to {new.sizes[i]}: this send/recv pairs "
+                f"{what} {x[i]} and {p[i]}, and new rank {new_rank} ({DIMS[i]} coordinate {xn[i]}) would pair with "
+                f"{DIMS[i]} coordinate {v}, which a {DIMS[i]} of {new.sizes[i]} does not have (0..{new.sizes[i] - 1})"
             )
         return v
 
@@ -211,6 +221,19 @@ def rank_groups(trace: ExecutionTrace, groups: Mapping[str, tuple[int, ...]]) ->
     return out
 
 
+def _p2p_edits(n: Node, peer_of: Callable[[int], int], new_rank: int) -> list[AttrEdit]:
+    """A send's or recv's ``comm_src``/``comm_dst`` for ``new_rank``: its own side the rank, the peer mapped."""
+    src, dst = n.comm_src, n.comm_dst
+    own, peer = (src, dst) if n.type == NodeType.COMM_SEND_NODE else (dst, src)
+    own_key, peer_key = (COMM_SRC, COMM_DST) if n.type == NodeType.COMM_SEND_NODE else (COMM_DST, COMM_SRC)
+    edits: list[AttrEdit] = []
+    if own is not None:
+        edits.append((own_key, new_rank, None))
+    if peer is not None:
+        edits.append((peer_key, peer_of(peer), None))
+    return edits
+
+
 def remap_nodes(
     nodes: Iterable[Node],
     *,
@@ -238,17 +261,11 @@ def remap_nodes(
         if pg is not None:
             edits.append((PG_NAME, group_of[canonical_pg_name(pg)], "string_val"))
         if n.type in (NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE):
-            src, dst = n.comm_src, n.comm_dst
-            if n.type == NodeType.COMM_SEND_NODE:
-                if src is not None:
-                    edits.append((COMM_SRC, new_rank, None))
-                if dst is not None:
-                    edits.append((COMM_DST, peer_of(dst), None))
-            else:
-                if dst is not None:
-                    edits.append((COMM_DST, new_rank, None))
-                if src is not None:
-                    edits.append((COMM_SRC, peer_of(src), None))
+            try:
+                edits += _p2p_edits(n, peer_of, new_rank)
+            except TransformError as exc:
+                exc.message = f"{'send to' if n.type == NodeType.COMM_SEND_NODE else 'recv from'} {exc.message}"
+                raise exc.with_context(node_id=n.id) from None
         c = edited_node(n, edits)
         out.append(c)
     return out
@@ -311,7 +328,7 @@ def regrid(
                 pg_init=decl,
             )
         except TransformError as exc:
-            raise exc.with_context(rank=t) from None
+            raise exc.with_context(path=trace.path, rank=t) from None
         if len(names.names) > 1 and not any(is_pg_init(n) for n in nodes):
             nodes.insert(0, decl.replace(id=max((n.id for n in nodes), default=-1) + 1))
         if node_fn is not None:
