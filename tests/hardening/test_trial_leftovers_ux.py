@@ -843,3 +843,16 @@ def test_shrinking_dp_of_a_job_with_send_recv_between_replicas_names_the_file_no
         "coordinate 3, which a dp of 3 does not have (0..2)"
     )
     assert list(tmp_path.iterdir()) == []
+
+
+def test_message_lines_are_not_wrapped_on_a_pipe_and_tables_keep_their_layout(gloo_ws4):
+    # on a pipe rich wrapped replay's projection line at 120 columns, cutting it in two for grep
+    res = run("replay", gloo_ws4, "--hw", "dgx-h100")
+    assert res.exit_code == 0, res.stderr
+    lines = (res.stdout + res.stderr).splitlines()
+    assert (
+        "compute projected host-cpu -> h100-sxm (CPU capture -> GPU: a rough estimate; each op with a cost takes the "
+        "GPU's roofline time, the CPU's measured time says nothing of the GPU's)"
+    ) in lines
+    boxed = [line for line in lines if line[:1] in "┏┃┡│└"]
+    assert boxed and max(len(line) for line in boxed) <= 120

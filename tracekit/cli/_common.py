@@ -62,8 +62,8 @@ def _console(stderr: bool) -> "Console":
     # Names printed come from files (node, process group, op and file names): no markup, no emoji codes,
     # so "[/bogus]" or "[link=...]" in a name is printed literally (styles are given as rich Text/style=).
     console = Console(stderr=stderr, markup=False, emoji=False)
-    if not console.is_terminal:
-        console = Console(stderr=stderr, width=PIPE_WIDTH, markup=False, emoji=False)
+    if not console.is_terminal:  # message lines stay whole (soft_wrap) for grep; tables keep their 120 columns
+        console = Console(stderr=stderr, width=PIPE_WIDTH, markup=False, emoji=False, soft_wrap=True)
     return console
 
 
