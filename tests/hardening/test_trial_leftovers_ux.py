@@ -856,3 +856,24 @@ def test_message_lines_are_not_wrapped_on_a_pipe_and_tables_keep_their_layout(gl
     ) in lines
     boxed = [line for line in lines if line[:1] in "┏┃┡│└"]
     assert boxed and max(len(line) for line in boxed) <= 120
+
+
+def test_convert_pytorch_kineto_alone_draws_the_converting_ranks_bar_on_a_terminal(real_dir, tmp_path, monkeypatch):
+    # the ET + Kineto path showed "converting ranks"; --kineto alone (2.4 s for one big file) showed nothing
+    import io
+
+    from rich.console import Console
+
+    import tracekit.cli._common as common
+
+    folder = real_dir / "pytorch" / "torch-cpu-gloo" / "dist_ws4"
+    drawn = io.StringIO()
+    console = Console(file=drawn, force_terminal=True, width=100)
+    monkeypatch.setattr(common, "err_console", lambda: console)
+    args = ["convert", "pytorch", "--kineto", f"{folder}/kineto_rank*.json", "--executor", "serial"]
+    assert run(*args, "-o", tmp_path / "a").exit_code == 0
+    assert "converting ranks" in drawn.getvalue() and "4/4" in drawn.getvalue()
+    drawn.seek(0)
+    drawn.truncate(0)
+    assert run("-q", *args, "-o", tmp_path / "b").exit_code == 0
+    assert "converting ranks" not in drawn.getvalue()

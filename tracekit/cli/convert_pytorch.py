@@ -170,7 +170,12 @@ def _kineto_only(paths: list[str], prefix: str, workers: int | None, executor: s
 
     from tracekit.converters.pytorch.log_groups import emit_grouped
 
-    converted = parallel_map(_kineto_one, paths, executor=executor, max_workers=workers)
+    with progress_callback("converting ranks") as update:  # as with --et: no bar with -q, --json or off a terminal
+        if update is not None and not as_json:
+            update(0, len(paths))
+        converted = parallel_map(
+            _kineto_one, paths, executor=executor, max_workers=workers, progress=None if as_json else update
+        )
     emit_grouped(
         [
             (i if res.trace.rank is None else res.trace.rank, path, lines)
