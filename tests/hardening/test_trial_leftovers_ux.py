@@ -877,3 +877,20 @@ def test_convert_pytorch_kineto_alone_draws_the_converting_ranks_bar_on_a_termin
     drawn.truncate(0)
     assert run("-q", *args, "-o", tmp_path / "b").exit_code == 0
     assert "converting ranks" not in drawn.getvalue()
+
+
+def test_a_scale_factor_that_turns_every_scaled_value_into_0_is_refused(gloo_ws4, tmp_path):
+    # --scale-compute 1e-320 was accepted and zeroed every duration without a word; the rank's longest compute
+    # node (262, 135,176,357 ns) and largest message (node 314, 104,488 bytes) name the factor that would do
+    first = f"tracekit: error: {gloo_ws4}.0.et: rank 0: node"
+    assert one_line_error(run("transform", gloo_ws4, "-o", tmp_path / "x", "--scale-compute", "1e-320")) == (
+        f"{first} 262: compute scale factor 1e-320 turns every duration it scales into 0 (the largest, 135,176,357 "
+        "ns, becomes 1.35e-312, rounded to 0); only a factor above 3.7e-09 keeps it non-zero"
+    )
+    assert one_line_error(run("transform", gloo_ws4, "-o", tmp_path / "x", "--scale-comm", "1e-320")) == (
+        f"{first} 314: message size factor 1e-320 turns every comm_size it scales into 0 (the largest, 104,488 bytes, "
+        "becomes 1.04e-315, rounded to 0); only a factor above 4.79e-06 keeps it non-zero"
+    )
+    assert list(tmp_path.iterdir()) == []
+    # a factor that keeps the longest duration: accepted, though shorter ones may round to 0
+    assert run("transform", gloo_ws4, "-o", tmp_path / "y", "--scale-compute", "4e-9").exit_code == 0

@@ -116,7 +116,10 @@ class ScaleCompute(Transform):
             return scaled_compute(node, k) if self.selects(node, types, pat) else None
 
         def one_trace(t):  # columnar on encoded records; node by node for traces built in memory
-            return scale_compute_encoded(t, k, types, pat, self.cpu) if is_encoded(t) else map_nodes(t, one)
+            out = scale_compute_encoded(t, k, types, pat, self.cpu) if is_encoded(t) else map_nodes(t, one)
+            values = lambda trace: trace.columns().duration_ns  # noqa: E731
+            refuse_all_zeroed(t, out, values, "compute scale factor", "duration", "ns", k)
+            return out
 
         return map_traces(traceset, one_trace)
 
@@ -390,7 +393,7 @@ class ScaleComm(Transform):
                 return None
             return node.with_attr(COMM_SIZE, scale_int(size, k))
 
-        def one_trace(t):  # on encoded records: only the communication nodes are decoded
+        def scaled_trace(t):  # on encoded records: only the communication nodes are decoded
             from tracekit.transforms.colscale import is_encoded, rewrite_some, scale_comm_encoded
 
             if not is_encoded(t):
@@ -401,7 +404,41 @@ class ScaleComm(Transform):
                 return rewrite_some(t, np.isin(t.columns().types, kinds), one)
             return scale_comm_encoded(t, factors, one)
 
+        def one_trace(t):
+            out = scaled_trace(t)
+            values = lambda trace: COMM_SIZE.column_or(trace.columns(), 0, 0)[1]  # noqa: E731
+            refuse_all_zeroed(t, out, values, "message size factor", "comm_size", "bytes", default)
+            return out
+
         return map_traces(traceset, one_trace)
+
+
+def refuse_all_zeroed(before: Any, after: Any, values: Any, what: str, field_name: str, unit: str, k: float) -> None:
+    """Refuse a scale that turned every non-zero value it changed into 0 (``--scale-compute 1e-320``).
+
+    ``values(trace)`` gives a rank's int64[N] values (the same nodes in the same order in ``before`` and
+    ``after``).  A rank where some values became 0 and no changed value stayed non-zero is refused.
+
+    Raises:
+        TransformError: names the file, rank, the largest such node and value, and the factor it needs to stay
+            non-zero (a product above 0.5 rounds to at least 1).
+    """
+    from tracekit.errors import TransformError
+
+    if after is before:
+        return
+    old, new = values(before), values(after)
+    zeroed = (old > 0) & (new == 0)
+    if not zeroed.any() or ((old > 0) & (new > 0) & (new != old)).any():
+        return
+    i = int(np.argmax(np.where(zeroed, old, 0)))
+    raise TransformError(
+        f"{what} {k!r} turns every {field_name} it scales into 0 (the largest, {int(old[i]):,} {unit}, becomes "
+        f"{int(old[i]) * k:.3g}, rounded to 0); only a factor above {0.5 / int(old[i]):.3g} keeps it non-zero",
+        path=before.path,
+        rank=before.rank,
+        node_id=int(before.columns().ids[i]),
+    )
 
 
 def comm_factors(cols: Any, table: Mapping[CollectiveType, float], default: float, p2p: bool) -> np.ndarray | None:
