@@ -407,7 +407,8 @@ class ScaleComm(Transform):
         def one_trace(t):
             out = scaled_trace(t)
             values = lambda trace: COMM_SIZE.column_or(trace.columns(), 0, 0)[1]  # noqa: E731
-            refuse_all_zeroed(t, out, values, "message size factor", "comm_size", "bytes", default)
+            smallest = min([default, *table.values()])
+            refuse_all_zeroed(t, out, values, "message size factor", "comm_size", "bytes", smallest)
             return out
 
         return map_traces(traceset, one_trace)
@@ -417,7 +418,8 @@ def refuse_all_zeroed(before: Any, after: Any, values: Any, what: str, field_nam
     """Refuse a scale that turned every non-zero value it changed into 0 (``--scale-compute 1e-320``).
 
     ``values(trace)`` gives a rank's int64[N] values (the same nodes in the same order in ``before`` and
-    ``after``).  A rank where some values became 0 and no changed value stayed non-zero is refused.
+    ``after``).  A rank where some values became 0 and no changed value stayed non-zero is refused; ``k``
+    (the smallest factor applied) >= 1 cannot zero a value, and nothing is read then.
 
     Raises:
         TransformError: names the file, rank, the largest such node and value, and the factor it needs to stay
@@ -425,7 +427,7 @@ def refuse_all_zeroed(before: Any, after: Any, values: Any, what: str, field_nam
     """
     from tracekit.errors import TransformError
 
-    if after is before:
+    if after is before or k >= 1.0:  # a factor >= 1 keeps every value >= 1 non-zero: nothing to read
         return
     old, new = values(before), values(after)
     zeroed = (old > 0) & (new == 0)
