@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import sys
 from dataclasses import dataclass
@@ -62,9 +63,25 @@ def _console(stderr: bool) -> "Console":
     # Names printed come from files (node, process group, op and file names): no markup, no emoji codes,
     # so "[/bogus]" or "[link=...]" in a name is printed literally (styles are given as rich Text/style=).
     console = Console(stderr=stderr, markup=False, emoji=False)
-    if not console.is_terminal:  # message lines stay whole (soft_wrap) for grep; tables keep their 120 columns
-        console = Console(stderr=stderr, width=PIPE_WIDTH, markup=False, emoji=False, soft_wrap=True)
+    if not console.is_terminal:
+        console = _pipe_console_class()(stderr=stderr, width=PIPE_WIDTH, markup=False, emoji=False)
     return console
+
+
+@functools.lru_cache(maxsize=None)
+def _pipe_console_class() -> type:
+    """A rich Console for a pipe or file: message lines (str, Text) printed whole, never wrapped, so grep finds
+    them; tables and other renderables keep their 120-column layout."""
+    from rich.console import Console
+    from rich.text import Text
+
+    class PipeConsole(Console):
+        def print(self, *objects: Any, **kwargs: Any) -> None:  # type: ignore[override]
+            if "soft_wrap" not in kwargs and all(isinstance(o, (str, Text)) for o in objects):
+                kwargs["soft_wrap"] = True
+            super().print(*objects, **kwargs)
+
+    return PipeConsole
 
 
 def err_console() -> "Console":
