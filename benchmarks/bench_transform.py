@@ -100,7 +100,15 @@ def columnar_e2e() -> dict:
     return out
 
 
-def main() -> None:
+def main() -> dict:
+    """`make bench`'s entry (benchmarks/run.py): the rewrites below, then the issue-17 figures: the columnar
+    transform in process (:func:`columnar_e2e`) and the command as fresh processes (:func:`process_runs`, 7 runs)."""
+    rewrites()
+    return {**columnar_e2e(), **process_runs()}
+
+
+def rewrites() -> None:
+    """Rescale, ChangeTP, ChangePP of a generated 64-rank job and Compact of the feeder sample (printed)."""
     from tracekit.converters.generators.llm import generate_llm
     from tracekit.workloads.config import LLMConfig, ModelSpec, ParallelSpec
     from tracekit.io import read_trace
@@ -275,4 +283,3 @@ if __name__ == "__main__":
         columnar_e2e()
     else:
         main()
-        columnar_e2e()
