@@ -63,13 +63,30 @@ def _global_names(code: CodeType) -> set[str]:
 
 
 def _imported_from(module: ModuleType) -> dict[str, str]:
-    """``name -> tracekit module`` for each ``from tracekit... import`` of ``module``'s source."""
-    tree = ast.parse(Path(module.__file__ or "").read_text(encoding="utf-8"))
+    """``name -> tracekit module`` for each ``from tracekit... import`` of ``module``'s source: the module that
+    defines the name, following re-exports (``_wirekernels`` re-exports ``_wireprim``'s codes: a changed code
+    there must change the hash of the kernels that use it)."""
+    found = {}
+    for name, (source, original) in _from_imports(str(module.__file__ or "")).items():
+        seen = {source}
+        while original in (again := _from_imports(str(sys.modules[source].__file__ or ""))):
+            source, original = again[original]
+            if source in seen:  # an import cycle: keep the last module reached
+                break
+            seen.add(source)
+        found[name] = source
+    return found
+
+
+def _from_imports(path: str) -> dict[str, tuple[str, str]]:
+    """``name -> (tracekit module, its name there)`` of each ``from tracekit... import`` of the source at ``path``."""
+    tree = ast.parse(Path(path).read_text(encoding="utf-8"))
     found = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("tracekit"):
+            importlib.import_module(str(node.module))
             for alias in node.names:
-                found[alias.asname or alias.name] = str(node.module)
+                found[alias.asname or alias.name] = (str(node.module), alias.name)
     return found
 
 

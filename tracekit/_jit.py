@@ -59,8 +59,7 @@ class _Lazy:
             name = f"{self.fn.__module__}.{self.fn.__qualname__}"
             exports = self.exports = _aot.exports_of(name) if self.kind == "kernel" else {}
         if exports:
-            key = _aot.args_key(args)
-            export = exports.get(key) or _aot.find(exports, key)
+            export = _aot.find(exports, _aot.args_key(args))
             if export is not None:
                 return export(*args)
         return self.compiled()(*args)

@@ -309,3 +309,23 @@ def test_the_install_built_the_exports_wherever_a_compiler_works():
         "make install built no ahead-of-time kernels on a machine that can build them: run "
         "`.venv/bin/python tools/build_aot.py` to see why"
     )
+
+
+def test_a_constant_imported_through_a_re_export_counts_where_it_is_defined(monkeypatch):
+    # a kernel module importing OK from a module that itself imports it from another: the hash that guards the export
+    # must be the defining module's, or a changed OK there would leave a stale export in use
+    pytest.importorskip("numba")
+    import build_aot
+
+    imports = {
+        "k.py": {"OK": ("tracekit.fake_b", "OK"), "helper": ("tracekit.fake_b", "helper_b")},
+        "b.py": {"OK": ("tracekit.fake_c", "OK")},  # helper_b is defined in b
+        "c.py": {},
+    }
+    monkeypatch.setattr(build_aot, "_from_imports", lambda path: imports[path])
+    for name, path in (("tracekit.fake_b", "b.py"), ("tracekit.fake_c", "c.py")):
+        monkeypatch.setitem(sys.modules, name, SimpleNamespace(__file__=path))
+    assert build_aot._imported_from(SimpleNamespace(__file__="k.py")) == {
+        "OK": "tracekit.fake_c",
+        "helper": "tracekit.fake_b",
+    }
