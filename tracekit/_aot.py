@@ -174,7 +174,12 @@ def _load_manifest() -> dict[str, Any] | None:
             data = json.loads(MANIFEST.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return None
-        if data.get("format") == FORMAT and data.get("host") == host():
+        if (
+            isinstance(data, dict)
+            and data.get("format") == FORMAT
+            and data.get("host") == host()
+            and isinstance(data.get("kernels"), dict)
+        ):
             _manifest = data
     return _manifest
 
@@ -204,12 +209,12 @@ def exports_of(kernel: str) -> dict[tuple[Key, ...], Callable[..., Any]]:
         return {}
     manifest = _load_manifest()
     entry = manifest["kernels"].get(kernel) if manifest is not None else None
-    if entry is None or any(_module_hash(m) != h for m, h in entry["sources"].items()):
-        return {}
     table = {}
-    for key, module, symbol in entry["exports"]:
-        try:
-            table[as_key(key)] = getattr(importlib.import_module(module), symbol)
-        except (ImportError, AttributeError):
+    try:  # an entry of another shape (an edited or damaged manifest) is no export, as a missing one is
+        if entry is None or any(_module_hash(m) != h for m, h in entry["sources"].items()):
             return {}
+        for key, module, symbol in entry["exports"]:
+            table[as_key(key)] = getattr(importlib.import_module(module), symbol)
+    except (ImportError, AttributeError, KeyError, TypeError, ValueError):
+        return {}
     return table

@@ -329,3 +329,26 @@ def test_a_constant_imported_through_a_re_export_counts_where_it_is_defined(monk
         "OK": "tracekit.fake_c",
         "helper": "tracekit.fake_b",
     }
+
+
+@pytest.mark.parametrize(
+    "manifest",
+    [
+        "[1, 2]",
+        '{"format": 1, "host": null}',
+        "HOST_NO_KERNELS",
+        "HOST_BAD_ENTRY",
+        '{"format": 1, "kern',  # cut short
+    ],
+)
+def test_a_damaged_manifest_means_no_exports(manifest, tmp_path, monkeypatch):
+    host = json.dumps(_aot.host())
+    manifest = manifest.replace("HOST_NO_KERNELS", f'{{"format": 1, "host": {host}}}')
+    bad_entry = {"tracekit._wirekernels.walk_nodes": {"sources": [1, 2], "exports": 7}}
+    manifest = manifest.replace("HOST_BAD_ENTRY", json.dumps({"format": 1, "host": _aot.host(), "kernels": bad_entry}))
+    path = tmp_path / "_aot_kernels.json"
+    path.write_text(manifest)
+    monkeypatch.setattr(_aot, "MANIFEST", path)
+    monkeypatch.setattr(_aot, "_manifest", None)
+    monkeypatch.setattr(_aot, "_manifest_read", False)
+    assert _aot.exports_of("tracekit._wirekernels.walk_nodes") == {}
