@@ -79,6 +79,7 @@ from tracekit.replayer.simulation.astra_algorithms import (
     ranks_pipeline_ns,
     ring_times,
 )
+from tracekit.replayer.simulation.astra_groups import master_group_ns
 from tracekit.replayer.simulation.collectives import (
     CommCost,
     UnsupportedCollectiveError,
@@ -316,11 +317,19 @@ class AstraModel(GroupPlacer):
             return self._tree_pipeline_ns(kind, comm_bytes, pl, group)
         return (self.collective_ns(kind, comm_bytes, group),) * len(group)
 
+    def group_algorithm(self, kind: str, group: tuple[int, ...]) -> str:
+        """The algorithm a sub-world ``group`` runs ``kind`` with: ring in ASTRA-sim c459ab6, the configured one
+        (of the group's outermost dimension) in 518bd51 (``[astra] build``; :mod:`.astra_groups`)."""
+        if self.settings.build == "c459ab6":
+            return "ring"
+        pl = self.placement(group)
+        return self.spec.network[pl.dims[-1] if pl.dims else 0].algorithm(kind)
+
     def _comm_group_ns(self, kind: str, comm_bytes: int, group: tuple[int, ...]) -> tuple[int, ...]:
         """A collective of a communicator group smaller than the network, per member (``group`` order).
 
-        ASTRA-sim (``CommunicatorGroup::get_collective_plan``) runs it as one ring over the sorted members,
-        whatever algorithms the config names, with every NPU/memory hand-off 10 ns (the ring is a ``Local``
+        ASTRA-sim c459ab6 (``CommunicatorGroup::get_collective_plan``) runs it as one ring over the sorted members,
+        whatever algorithms the config names (518bd51: the configured algorithm, :mod:`.astra_groups`), with every NPU/memory hand-off 10 ns (the ring is a ``Local``
         dimension: ``MemBus`` ``Fast`` transmission) instead of ``endpoint-delay``; a message between two
         members crosses the innermost dimension where they differ (measured: ranks 0 and 5 of 4 x 2 cost as
         neighbours on dimension 0).  Chunks as for every collective, in dimension 0's queue.
@@ -335,6 +344,10 @@ class AstraModel(GroupPlacer):
             return self.message_ns(d, m, astra_hops(dim.topology, coords[u][d], coords[v][d], dim.size))
 
         chunk, chunks = self.chunking(kind, comm_bytes)
+        algorithm = self.group_algorithm(kind, group)
+        if algorithm != "ring":  # 518bd51 runs the configured algorithm (astra_groups)
+            by_member = dict(zip(members, master_group_ns(self, kind, algorithm, members, send_ns, chunk, chunks)))
+            return tuple(by_member[r] for r in group)
 
         def ring(starts: list[int], _root_max: bool) -> list[tuple[int, int]]:
             """Per-member ``(finish, scheduled at)`` of one ring chunk whose members start at ``starts`` (ns)."""
@@ -454,7 +467,7 @@ class AstraModel(GroupPlacer):
             if reason:
                 raise SpecError(f"key network[{d}].algorithms.{kind}: {reason}", path=self.spec.path)
         algs = (
-            ["ring(group)"] if subgroup else sorted({self.spec.network[d].algorithm(kind) for d in pl.dims}) or ["ring"]
+            [self.group_algorithm(kind, group) + "(group)"] if subgroup else sorted({self.spec.network[d].algorithm(kind) for d in pl.dims}) or ["ring"]
         )
         members = self.member_finish_ns(kind, n, group)
         spread = tuple(float(t) for t in members) if len(set(members)) > 1 else ()

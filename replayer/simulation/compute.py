@@ -13,7 +13,7 @@ nodes each method timed):
 - ``astra_measured``: ASTRA-sim's replay of a recorded duration:
   ``duration_micros * 1000`` ns, i.e. ``duration_ns`` floored to whole
   microseconds, and 1 ns when that is zero (docs/design.md section 4) unless the node has no
-  ``num_ops`` either: ASTRA-sim skips such a node (0 ns; measured on the binary, tests/interop);
+  ``num_ops`` either and ``[astra] build`` is ``c459ab6``, which skips such a node (0 ns; 518bd51 does not);
 - ``astra_roofline``: ASTRA-sim's roofline (``Workload::issue_comp`` and
   ``Roofline::get_perf``): ``intensity = num_ops / tensor_size``, ``perf =
   min(local_mem_bw x 1e9 x intensity, peak_perf x 1e12)``, time =
@@ -105,6 +105,7 @@ class ComputeModel:
             if spec.astra is None:
                 raise SpecError("key astra: is required for compute.mode = 'astra'", path=spec.path)
             self.astra_roofline = spec.astra.roofline_enabled
+            self.astra_zero_is_1ns = spec.astra.build == "518bd51"  # every zero-duration node costs 1 ns
             peak_tflops = spec.astra.peak_perf_tflops
             self.astra_peak_per_s = peak_tflops * 1e12 if peak_tflops is not None else self._peak_flops_per_s
             self.astra_mem_bw_per_s = spec.astra.local_mem_bw_gbps * 1e9
@@ -201,9 +202,10 @@ class ComputeModel:
     ) -> None:
         if not self.astra_roofline:
             micros_ns = (dur // 1000) * 1000
-            # ASTRA-sim (Workload::issue): a node with no runtime and no num_ops is skipped (0 ns); with
-            # num_ops but no runtime it is replayed for 1 ns
-            out[:] = np.where(micros_ns > 0, micros_ns, np.where(ops > 0, 1, 0))
+            # ASTRA-sim c459ab6 (Workload::issue): a node with no runtime and no num_ops is skipped (0 ns); with
+            # num_ops but no runtime it is replayed for 1 ns; 518bd51 replays every zero-duration node for 1 ns
+            # (recorded: edge-compute-zero-duration, two such nodes: 2 cycles)
+            out[:] = np.where(micros_ns > 0, micros_ns, np.where((ops > 0) | self.astra_zero_is_1ns, 1, 0))
             method[:] = ASTRA_MEASURED
             return
         ok = nbytes > 0

@@ -134,6 +134,10 @@ def gather_files(traces: Any, options: "ReplayOptions", say: Callable[..., None]
         if data is not None:
             stamped.remember(data, scan, f, groups_here)
         del trace, data
+    if options.comm_groups:  # an ASTRA-sim comm-group file (tracekit.comm_groups)
+        from tracekit.comm_groups import merge_declared
+
+        declared = merge_declared(declared, dict(options.comm_groups), options.comm_groups_path)
     world = max([r for r, _ in pairs] + [max(v) for v in declared.values() if v], default=-1) + 1
     check_complete(scans, world, path=str(traces), file=str(pairs[0][1]))
     if world > 1:  # a one-rank job is not folded: the unfolded replay checks it (run.replay_traceset)

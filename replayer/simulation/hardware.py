@@ -226,6 +226,10 @@ class AstraSettings:
             ASTRA-sim analytical backend measured in docs/design.md does) or ``si`` (1e9).
         roofline_enabled: ``roofline-enabled``.
         peak_perf_tflops: ``peak-perf`` (TFLOP/s), for the roofline.
+        build: which ASTRA-sim the model follows where its builds differ (:data:`ASTRA_BUILDS`): ``518bd51``
+            (master, 2026-03, the default: what users run) or ``c459ab6`` (2025-08).  They differ on sub-world
+            communicator groups (c459ab6 runs every one as a ring; 518bd51 runs the configured algorithm) and
+            zero-duration compute (518bd51 charges 1 ns per node).  replayer/NOTES.md, "ASTRA-sim builds".
     """
 
     endpoint_delay_ns: int
@@ -236,6 +240,11 @@ class AstraSettings:
     bandwidth_convention: str = "gib"
     roofline_enabled: bool = False
     peak_perf_tflops: float | None = None
+    build: str = "518bd51"
+
+
+#: ASTRA-sim builds the compatible model can follow (``[astra] build``), the default first
+ASTRA_BUILDS = ("518bd51", "c459ab6")
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,9 @@
 """Compiling a trace set into the flat arrays the replay engine runs on.
 
-A :class:`ReplayProgram` is the whole job as plain Python lists indexed by a
-*global node index* (rank offset + position in the rank's file): what kind of
-node it is, which resource it runs on, how long it runs, how many data
-dependencies it waits for and whom it unblocks (successor CSR), and which
-communication *instance* (one collective on one process group, or one matched
-send/recv pair) it belongs to.  Everything here is computed with numpy per
+A :class:`ReplayProgram` is the whole job as plain Python lists indexed by a *global node index* (rank offset +
+position in the rank's file): what kind of node it is, which resource it runs on, how long it runs, how many data
+dependencies it waits for and whom it unblocks (successor CSR), and which communication *instance* (one collective
+on one process group, or one matched send/recv pair) it belongs to.  Everything here is computed with numpy per
 rank; the engine then only walks lists.
 
 Resources (per rank, docs/design.md section 4):
@@ -101,6 +99,8 @@ class ReplayOptions:
             the result is the unfolded one to the bit.  Falls back to an
             unfolded replay when equivalence cannot be proven
             (``ReplayResult.folding.reason`` says why).
+        comm_groups: ``((id, ranks), ...)`` of an ASTRA-sim comm-group file (:mod:`tracekit.comm_groups`), added
+            to the groups the traces declare; ``comm_groups_path`` names it in errors.
     """
 
     collective_model: str | None = None
@@ -108,6 +108,8 @@ class ReplayOptions:
     streams: str = "trace"
     check: bool = True
     fold: bool = True
+    comm_groups: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    comm_groups_path: str | None = None
 
     def __post_init__(self) -> None:
         from tracekit.errors import ConfigError

@@ -82,6 +82,7 @@ def replay_with_traces(
         as :func:`replay`.
     """
     from tracekit.classset import ClassSet, find_class_set
+    from tracekit.comm_groups import with_comm_groups
     from tracekit.io import read_traceset
     from tracekit.replayer.simulation.hardware import HardwareSpec, load_spec
     from tracekit.traceset import TraceSet
@@ -90,13 +91,16 @@ def replay_with_traces(
     if not isinstance(spec, HardwareSpec):
         spec = load_spec(spec)
     if isinstance(source, TraceSet):
+        source = with_comm_groups(source, dict(options.comm_groups), options.comm_groups_path)
         return replay_traceset(source, spec, options, say=status), source
     say = status or _silent
     classes = source if isinstance(source, ClassSet) else find_class_set(source)
     if classes is not None:  # stored as rank classes: replayed without deriving every rank
         load_all: Callable[[], TraceSet] = classes.to_traceset
     else:
-        load_all = lambda: read_traceset(source)  # noqa: E731
+        load_all = lambda: with_comm_groups(  # noqa: E731
+            read_traceset(source), dict(options.comm_groups), options.comm_groups_path
+        )
     if not options.fold:
         say("reading every rank")
         ts = load_all()

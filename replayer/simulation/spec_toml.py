@@ -1,8 +1,8 @@
 """Reading and writing hardware-spec TOML: every key checked, every error naming file and key.
 
-The schema is described in :mod:`.hardware`; this module turns a parsed TOML
-document into a :class:`~.hardware.HardwareSpec` (rejecting unknown keys, so
-a typo such as ``bandwith_gbps`` is an error, not a silent default) and back.
+The schema is described in :mod:`.hardware`; this module turns a parsed TOML document into a
+:class:`~.hardware.HardwareSpec` (rejecting unknown keys, so a typo such as ``bandwith_gbps`` is an error, not a
+silent default) and back.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from tracekit.errors import SpecError, malformed_input
 
 from tracekit.replayer.simulation.hardware import (
     ALGORITHMS,
+    ASTRA_BUILDS,
     COLLECTIVE_KEYS,
     COLLECTIVE_MODELS,
     COMPUTE_MODES,
@@ -73,6 +74,8 @@ def spec_to_dict(spec: HardwareSpec) -> dict[str, Any]:
         }
         if a.peak_perf_tflops is not None:
             astra["peak_perf_tflops"] = a.peak_perf_tflops
+        if a.build != ASTRA_BUILDS[0]:
+            astra["build"] = a.build
         out["astra"] = astra
     if spec.nccl != NcclConstants():
         n = spec.nccl
@@ -312,12 +315,11 @@ def _read_astra(r: _Reader) -> AstraSettings:
         local_mem_bw_gbps=r.number("local_mem_bw_gbps", positive=True),
         preferred_dataset_splits=r.integer("preferred_dataset_splits", 1, minimum=1),
         active_chunks_per_dimension=r.integer("active_chunks_per_dimension", 1, minimum=1),
-        collective_optimization=r.string(
-            "collective_optimization", "localBWAware", choices=("localBWAware", "baseline")
-        ),
+        collective_optimization=r.string("collective_optimization", "localBWAware", choices=("localBWAware", "baseline")),
         bandwidth_convention=r.string("bandwidth_convention", "gib", choices=("gib", "si")),
         roofline_enabled=r.boolean("roofline_enabled", False),
         peak_perf_tflops=r.number("peak_perf_tflops", None, positive=True),
+        build=r.string("build", ASTRA_BUILDS[0], choices=ASTRA_BUILDS),
     )
     r.finish()
     return settings
