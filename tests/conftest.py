@@ -14,13 +14,14 @@ REAL = Path(os.environ.get("TRACEKIT_REAL_DATA", ROOT.parent / "shared" / "real"
 
 
 def pytest_report_header(config):
+    from astra_reference import reference_status
     from reference_tools import interop_status
 
     if REAL.is_dir():
         real = f"real-data suite: ON ({REAL})"
     else:
         real = f"real-data suite: OFF ({REAL} not found; only bundled samples are tested)"
-    return [real, interop_status()]
+    return [real, interop_status(), reference_status()]
 
 
 @pytest.fixture(scope="session")
@@ -63,6 +64,8 @@ def pytest_addoption(parser):
 # (longest-first list scheduling). xdist's own order (most tests first) left few-test heavy files such as the
 # tutorial for the end. A file missing here is only scheduled later; nothing else depends on this order.
 HEAVY_FIRST = (
+    "interop/test_astra_reference_collectives.py",
+    "interop/test_astra_reference_jobs.py",
     "transforms/test_columnar_equal.py",
     "replayer/test_replay_fidelity.py",
     "converters/test_pytorch_real.py",
