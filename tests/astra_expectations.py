@@ -113,8 +113,7 @@ RUNS_WHERE_IT_FAILED: dict[str, dict[str, str]] = {
         "edge-empty-rank-files": _EMPTY,
         "tk-micro-all_reduce-group0246-p8-1MiB-nometa": _EMPTY,
         "tk-micro-pattern-pingpong-p4-1MiB-nometa": _EMPTY,
-        "edge-invalid-then-all_reduce": "518bd51 finishes no rank after an INVALID node; tracekit skips it, as "
-        "c459ab6",
+        "edge-invalid-then-all_reduce": "518bd51 finishes no rank after an INVALID node; tracekit skips it, as c459ab6",
     },
 }
 #: build -> case -> the build whose recorded result tracekit's replay equals where this build printed none
@@ -191,12 +190,18 @@ def _judge(case, build: str, name: str, ours, refusal) -> tuple[str, str | None]
     if name in REFUSED_THOUGH_IT_RAN[build]:
         want = REFUSED_THOUGH_IT_RAN[build][name]
         ok = refusal is not None and want in refusal
-        return "refused-though-it-ran", None if ok else f"{where}: expected tracekit to refuse ({want}), got {ours or refusal}"
+        return (
+            "refused-though-it-ran",
+            None if ok else f"{where}: expected tracekit to refuse ({want}), got {ours or refusal}",
+        )
     if case.complete(build):
         recorded = case.cycles(build)
         if name in DIFFERENT[build]:
             if ours is None or ours == recorded:
-                return "different", f"{where}: listed as different but tracekit gives {ours or refusal}: update the list"
+                return (
+                    "different",
+                    f"{where}: listed as different but tracekit gives {ours or refusal}: update the list",
+                )
             return "different", None
         if ours == recorded:
             return "exact", None

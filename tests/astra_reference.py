@@ -132,7 +132,9 @@ def case_spec(case: Case, build: str) -> Any:
         SpecError: what the import refuses (an algorithm ASTRA-sim cannot run on the network, ...).
     """
     inputs = case.inputs
-    spec = _imported(str(case.folder / inputs["system"]), str(case.folder / inputs["network"]), str(case.folder / inputs["memory"]))
+    spec = _imported(
+        str(case.folder / inputs["system"]), str(case.folder / inputs["network"]), str(case.folder / inputs["memory"])
+    )
     return dataclasses.replace(spec, astra=dataclasses.replace(spec.astra, build=build))
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections import Counter
 from dataclasses import asdict, dataclass, field
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -406,6 +406,8 @@ def summarize_files(
     executor: str = "serial",
     max_workers: int | None = None,
     progress: Callable[[int, int], None] | None = None,
+    comm_groups: Mapping[str, Sequence[int]] | None = None,
+    comm_groups_path: str | None = None,
 ) -> TraceSetSummary:
     """:func:`summarize_traceset` over rank files, one rank in memory at a time per worker.
 
@@ -413,10 +415,12 @@ def summarize_files(
         pairs: ``(rank, path)`` of every rank file (see :func:`tracekit.io.trace_paths`).
         executor, max_workers: as :func:`tracekit.parallel.parallel_map`.
         progress: called as ``progress(done, total)`` after each rank (see :func:`tracekit.parallel.parallel_map`).
+        comm_groups: groups of an ASTRA-sim comm-group file (``comm_groups_path``) added to the declared ones.
 
     Raises:
         TraceFormatError: a file cannot be read or decoded.
-        ValidationError: a ``process_group:init`` value cannot be parsed, or a group names a rank outside the world.
+        ValidationError: a ``process_group:init`` value cannot be parsed, a group names a rank outside the world,
+            or the comm-group file declares a group with other ranks than the traces.
         ConfigError: an unknown executor.
     """
     from tracekit.groups import resolve_groups
@@ -430,6 +434,10 @@ def summarize_files(
     for _, file_groups, file_descs in results:
         declared.update(file_groups)
         descs.update(file_descs)
+    if comm_groups:
+        from tracekit.comm_groups import merge_declared
+
+        declared = merge_declared(declared, comm_groups, comm_groups_path)
     world = max([s.rank or 0 for s, _, _ in results] + [max(r) for r in declared.values() if r], default=-1) + 1
     groups = {k: list(v) for k, v in resolve_groups(declared, world).items()}
     return TraceSetSummary(

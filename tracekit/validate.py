@@ -19,7 +19,7 @@ Findings are :class:`~tracekit.validation_report.Issue` values in a
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -103,6 +103,8 @@ def validate_files(
     max_workers: int | None = None,
     ray_address: str | None = None,
     progress: Callable[[int, int], None] | None = None,
+    comm_groups: Mapping[str, Sequence[int]] | None = None,
+    comm_groups_path: str | None = None,
 ) -> ValidationReport:
     """:func:`validate_traceset` on rank files, one rank in memory at a time per worker.
 
@@ -115,6 +117,8 @@ def validate_files(
         pairs: ``(rank, path)`` of every rank file (see :func:`tracekit.io.trace_paths`).
         executor, max_workers, ray_address: as :func:`tracekit.parallel.parallel_map`.
         progress: called as ``progress(done, total)`` after each rank (see :func:`tracekit.parallel.parallel_map`).
+        comm_groups: groups of an ASTRA-sim comm-group file (``comm_groups_path``), added to the declared ones
+            (:func:`tracekit.comm_groups.merge_declared`; a disagreement is a ``process-groups`` error).
 
     Raises:
         TraceFormatError: a rank file cannot be read or decoded.
@@ -146,6 +150,13 @@ def validate_files(
                     ),
                 )
             declared[name] = ranks
+    if comm_groups:
+        from tracekit.comm_groups import merge_declared
+
+        try:
+            declared = merge_declared(declared, comm_groups, comm_groups_path)
+        except ValidationError as exc:
+            return _report(findings, error=Issue("process-groups", ERROR, exc.message, comm_groups_path))
     world = max([f.rank for f in findings] + [max(r) for r in declared.values() if r], default=-1) + 1
     try:
         groups = resolve_groups(declared, world)

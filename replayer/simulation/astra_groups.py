@@ -57,14 +57,10 @@ def group_refusal(kind: str, algorithm: str, p: int) -> str | None:
     return None
 
 
-def direct_all_reduce_times(
-    starts: list[int], *, piece: int, send_ns: SendNs, e: int, r: int
-) -> list[tuple[int, int]]:
+def direct_all_reduce_times(starts: list[int], *, piece: int, send_ns: SendNs, e: int, r: int) -> list[tuple[int, int]]:
     """Per member ``(finish, scheduled at)`` of one direct all-reduce chunk in a group (module doc), ns."""
     p = len(starts)
-    reduced = [
-        max(starts[i] + e + send_ns(i, j, piece) for i in range(p) if i != j) + e + r for j in range(p)
-    ]
+    reduced = [max(starts[i] + e + send_ns(i, j, piece) for i in range(p) if i != j) + e + r for j in range(p)]
     last_r = r if p > 2 else 0
     out = []
     for k in range(p):
@@ -73,7 +69,9 @@ def direct_all_reduce_times(
     return out
 
 
-def halving_doubling_ns(kind: str, c: int, p: int, *, send_ns: SendNs, e: int, reduction_ns: Callable[[int], int]) -> int:
+def halving_doubling_ns(
+    kind: str, c: int, p: int, *, send_ns: SendNs, e: int, reduction_ns: Callable[[int], int]
+) -> int:
     """One halving-doubling chunk of ``c`` bytes over ``p`` members paired by XOR (module doc), ns."""
     total = e
     for msg in hd_messages(kind, c, p):

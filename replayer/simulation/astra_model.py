@@ -467,7 +467,9 @@ class AstraModel(GroupPlacer):
             if reason:
                 raise SpecError(f"key network[{d}].algorithms.{kind}: {reason}", path=self.spec.path)
         algs = (
-            [self.group_algorithm(kind, group) + "(group)"] if subgroup else sorted({self.spec.network[d].algorithm(kind) for d in pl.dims}) or ["ring"]
+            [self.group_algorithm(kind, group) + "(group)"]
+            if subgroup
+            else sorted({self.spec.network[d].algorithm(kind) for d in pl.dims}) or ["ring"]
         )
         members = self.member_finish_ns(kind, n, group)
         spread = tuple(float(t) for t in members) if len(set(members)) > 1 else ()

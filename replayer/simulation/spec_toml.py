@@ -315,7 +315,9 @@ def _read_astra(r: _Reader) -> AstraSettings:
         local_mem_bw_gbps=r.number("local_mem_bw_gbps", positive=True),
         preferred_dataset_splits=r.integer("preferred_dataset_splits", 1, minimum=1),
         active_chunks_per_dimension=r.integer("active_chunks_per_dimension", 1, minimum=1),
-        collective_optimization=r.string("collective_optimization", "localBWAware", choices=("localBWAware", "baseline")),
+        collective_optimization=r.string(
+            "collective_optimization", "localBWAware", choices=("localBWAware", "baseline")
+        ),
         bandwidth_convention=r.string("bandwidth_convention", "gib", choices=("gib", "si")),
         roofline_enabled=r.boolean("roofline_enabled", False),
         peak_perf_tflops=r.number("peak_perf_tflops", None, positive=True),

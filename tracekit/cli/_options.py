@@ -170,3 +170,39 @@ def write_generated(traceset: Any, prefix: str, as_json: bool) -> None:
 def deprecated_alias(old: str, dest: str) -> Callable:
     """A hidden option ``old`` kept for old command lines; stored as ``dest`` (the body merges it)."""
     return click.option(old, dest, hidden=True, default=None, type=click.Path(dir_okay=False))
+
+
+def comm_groups_option() -> Callable:
+    """``--comm-groups FILE``: ASTRA-sim's comm-group JSON declaring the groups the traces' ``pg_name``s name."""
+    return click.option(
+        "--comm-groups",
+        "comm_groups",
+        type=click.Path(dir_okay=False),
+        default=None,
+        metavar="FILE",
+        help='ASTRA-sim comm-group JSON ({"1": [0, 1], ...}, what --comm-group-configuration takes) declaring '
+        "the groups the traces name by pg_name without a process_group:init node; default: "
+        "<prefix>.comm_groups.json beside the rank files, when there is one.",
+    )
+
+
+def load_comm_groups(traces: Any, path: str | None) -> tuple[dict[str, tuple[int, ...]], str | None]:
+    """The groups of ``--comm-groups`` (or of ``<prefix>.comm_groups.json`` beside the rank files) and the file.
+
+    Raises:
+        ValidationError: the file is not a comm-group document (names the file).
+    """
+    from tracekit.comm_groups import comm_groups_near, read_comm_groups
+
+    if path is None:
+        from tracekit.errors import TracekitError
+        from tracekit.io import trace_paths
+
+        try:
+            pairs = trace_paths(traces)
+        except TracekitError:  # a class set or an unreadable source: the command reports it itself
+            return {}, None
+        path = comm_groups_near(str(pairs[0][1])) if pairs else None
+        if path is None:
+            return {}, None
+    return read_comm_groups(path), path

@@ -10,6 +10,8 @@ from tracekit.cli._common import CONTEXT_SETTINGS, EXIT_FINDINGS, out_console, p
 from tracekit.cli._options import (
     MAX_TOP,
     IntRange,
+    comm_groups_option,
+    load_comm_groups,
     emit_json,
     executor_options,
     json_option,
@@ -41,7 +43,8 @@ def _pairs(spec, rank: int | None) -> list:
     show_default=True,
     help="Rows per table (ranks with equal summaries share a row).",
 )
-def info(traces, rank: int | None, as_json: bool, top: int) -> None:
+@comm_groups_option()
+def info(traces, rank: int | None, as_json: bool, top: int, comm_groups: str | None) -> None:
     """Summarise traces: metadata, nodes by type and collective, compute time, bytes by collective.
 
     TRACES is one or more of: a prefix (dir/job), a quoted glob, a directory, or trace files.
@@ -68,8 +71,15 @@ def info(traces, rank: int | None, as_json: bool, top: int) -> None:
             summary = dataclasses.replace(summary, ranks=1, per_rank=[s for s in summary.per_rank if s.rank == rank])
     else:
         pairs = _pairs(traces, rank)
+        groups, groups_path = load_comm_groups(traces, comm_groups)
         with progress_callback("reading ranks") as callback:
-            summary = summarize_files(pairs, executor="process" if len(pairs) >= 8 else "serial", progress=callback)
+            summary = summarize_files(
+                pairs,
+                executor="process" if len(pairs) >= 8 else "serial",
+                progress=callback,
+                comm_groups=groups,
+                comm_groups_path=groups_path,
+            )
         groups_file = comm_groups_beside(str(pairs[0][1])) if pairs else None
     if as_json:
         doc = summary.to_dict()
@@ -99,8 +109,16 @@ def info(traces, rank: int | None, as_json: bool, top: int) -> None:
     help="Check each rank file in one streaming pass (for files larger than memory; per-rank checks "
     "only, no cross-rank collective order).",
 )
+@comm_groups_option()
 def validate(
-    traces, rank: int | None, as_json: bool, executor: str, workers: int | None, address: str | None, stream: bool
+    traces,
+    rank: int | None,
+    as_json: bool,
+    executor: str,
+    workers: int | None,
+    address: str | None,
+    stream: bool,
+    comm_groups: str | None,
 ) -> None:
     """Check traces: ids, dependencies, cycles, node attributes, process groups, collective order.
 
@@ -143,9 +161,16 @@ def validate(
     else:
         pairs = _pairs(traces, rank)
         executor = resolve_executor(executor, len(pairs), workers, min_units=8)
+        groups, groups_path = load_comm_groups(traces, comm_groups)
         with progress_callback("checking ranks") as callback:
             report = validate_files(
-                pairs, executor=executor, max_workers=workers, ray_address=address, progress=callback
+                pairs,
+                executor=executor,
+                max_workers=workers,
+                ray_address=address,
+                progress=callback,
+                comm_groups=groups,
+                comm_groups_path=groups_path,
             )
     if as_json:
         emit_json(

@@ -7,7 +7,8 @@ from typing import Any
 import click
 
 from tracekit.cli._common import CONTEXT_SETTINGS, err_console, out_console, progress_callback, state
-from tracekit.cli._options import MAX_TOP, IntRange, deprecated_alias, emit_json, json_option, traces_argument
+from tracekit.cli._options import MAX_TOP, IntRange, comm_groups_option, deprecated_alias, emit_json, json_option
+from tracekit.cli._options import load_comm_groups, traces_argument
 from tracekit.cli._render import _fmt_bytes, _fmt_ns  # noqa: E402 - one place for human units
 from tracekit.fmt import fmt_ns_exact, fmt_pct  # noqa: E402
 
@@ -251,11 +252,7 @@ def render_compute_plan(console: Any, plan: Any, report: Any, result: Any) -> No
 @click.command(context_settings=CONTEXT_SETTINGS)
 @traces_argument()
 @click.option(
-    "--hw",
-    "hw",
-    required=True,
-    metavar="SPEC",
-    help="Hardware spec: a preset name (see `tracekit hw list`) or a TOML file.",
+    "--hw", required=True, metavar="SPEC", help="Hardware spec: a preset name (see `tracekit hw list`) or a TOML file."
 )
 @click.option(
     "-o",
@@ -336,6 +333,7 @@ def render_compute_plan(console: Any, plan: Any, report: Any, result: Any) -> No
     help="Device the trace was measured on (a preset of tracekit/devices.toml such as a100-80gb, "
     "or a device name), when the trace does not record it.",
 )
+@comm_groups_option()
 def replay(
     traces,
     hw: str,
@@ -354,6 +352,7 @@ def replay(
     top: int,
     compute: str,
     capture_device: str | None,
+    comm_groups: str | None,
 ) -> None:
     """Replay a trace set on a hardware spec and summarise where the time goes.
 
@@ -376,6 +375,7 @@ def replay(
     _refuse_old_json(traces, as_json)
     timeline_out = timeline_out or timeline_old
     html_out = html_out or html_old
+    groups, groups_path = load_comm_groups(traces, comm_groups)
 
     options = ReplayOptions(
         collective_model=collective_model,
@@ -383,6 +383,8 @@ def replay(
         streams=streams,
         check=not no_check,
         fold=not no_fold,
+        comm_groups=tuple(groups.items()),
+        comm_groups_path=groups_path,
     )
     console = err_console()
     with progress_callback("replay") as bar:  # stages with counts on a terminal; none with -q or a pipe
@@ -440,11 +442,8 @@ def _write_files(
         chrome = replay_timeline(result, traceset)
         write_chrome_trace(chrome, timeline_out)
         other = chrome["otherData"]
-        capped = (
-            f"; {other['flow_arrows_dropped']:,} flow arrows not drawn (cap {other['flow_arrows_cap']:,})"
-            if other["flow_arrows_dropped"]
-            else ""
-        )
+        dropped, cap = other["flow_arrows_dropped"], other["flow_arrows_cap"]
+        capped = f"; {dropped:,} flow arrows not drawn (cap {cap:,})" if dropped else ""
         written.append(f"wrote {timeline_out} (open it in https://ui.perfetto.dev){capped}")
     return written
 
@@ -465,8 +464,8 @@ def _refuse_old_json(traces, as_json: bool) -> None:
 def timeline(traces, output: str, as_json: bool) -> None:
     """Write a Chrome trace (Perfetto) of the traces' own measured timing.
 
-    One process per rank, one thread per host thread / stream, each node at its
-    measured start_time_ns for its duration_ns.
+    One process per rank, one thread per host thread / stream, each node at its measured start_time_ns for its
+    duration_ns.
 
     \b
     Example:
