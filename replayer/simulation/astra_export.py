@@ -1,6 +1,6 @@
 """Export a trace set with the ASTRA-sim configuration of a spec, so the ASTRA-sim binary runs it directly.
 
-``tracekit export astra PREFIX -o DIR --hw SPEC`` writes into ``DIR``:
+``tracekit export astra PREFIX -o DIR --hw SPEC [--target 518bd51|c459ab6]`` writes into ``DIR``:
 
 - ``<name>.<rank>.et`` and ``<name>.comm_groups.json``: the trace set as every
   tracekit writer writes it (:mod:`tracekit.astra_compat`), with the
@@ -12,14 +12,19 @@
   and BARRIER are written as BROADCAST (which is also how tracekit's
   ASTRA-compatible model replays them: their measured duration) and
   REDUCE_SCATTER_BLOCK as REDUCE_SCATTER (tracekit costs it so); the original
-  type's name is kept in the attribute ``tracekit_comm_type``.
+  type's name is kept in the attribute ``tracekit_comm_type``.  For the
+  target 518bd51 (master, the default) the files carry no METADATA node and no
+  rank file is empty (:func:`.astra_target.for_master`): communicator groups
+  are then declared only in the comm-group file.
 - ``system.json``, ``network.yml``, ``memory.json``: the inverse of
   :func:`.astra_config.import_astra_config` (same keys; ``hw import-astra`` of
-  these files gives the spec back).
-- ``run.sh``: the command line.
+  these files gives the spec back).  A spec without an ``[astra]`` table (a
+  preset) gets settings derived from it (:func:`.astra_target.astra_settings_for`),
+  and :attr:`AstraExport.notes` says what ASTRA-sim cannot express.
+- ``run.sh``: the command line, naming the ASTRA-sim build it targets.
 
-The spec must have an ``[astra]`` table (an imported ASTRA-sim config, or one
-written by hand) and exactly the trace set's number of ranks.
+The spec must have the trace set's number of ranks (a preset that fits to the
+world size is fitted).
 """
 
 from __future__ import annotations
@@ -65,7 +70,8 @@ _IMPLEMENTATIONS = (
 
 @dataclass(frozen=True)
 class AstraExport:
-    """What :func:`export_astra` wrote: the workload prefix, the three config files and the command line."""
+    """What :func:`export_astra` wrote: the workload prefix, the config files, the command line, the build it
+    targets, what ASTRA-sim cannot express of the spec, METADATA nodes removed and ranks given a placeholder node."""
 
     prefix: Path
     system: Path
@@ -73,6 +79,10 @@ class AstraExport:
     memory: Path
     comm_groups: Path
     argv: tuple[str, ...]
+    target: str = "518bd51"
+    notes: tuple[str, ...] = ()
+    metadata_removed: int = 0
+    idle_ranks: tuple[int, ...] = ()
 
 
 def astra_system_json(spec: "HardwareSpec") -> dict:
@@ -153,16 +163,27 @@ def export_astra(
     *,
     name: str = "workload",
     binary: str = "AstraSim_Analytical_Congestion_Unaware",
+    target: str | None = None,
 ) -> AstraExport:
     """Write ``traceset`` and ``spec``'s ASTRA-sim configuration into ``out_dir`` (module doc).
 
+    Args:
+        target: the ASTRA-sim build (``518bd51`` or ``c459ab6``); None: the spec's ``[astra] build``, else 518bd51.
+
     Raises:
-        SpecError: no ``[astra]`` table, or the spec's rank count differs from the trace set's.
+        SpecError: the spec cannot have the trace set's rank count, or names what ASTRA-sim has not.
+        ConfigError: an unknown target.
         TracekitError: an output would overwrite an input, or the prefix holds other rank files.
     """
     from tracekit.astra_compat import astra_group_ids, astra_ready, comm_groups_document
     from tracekit.io import TraceSetWriter, encode_trace, write_bytes_atomic
+    from tracekit.replayer.simulation.astra_target import BUILD_NAMES, astra_settings_for, check_target, for_master
 
+    if spec.astra is None and spec.fit_to_world_size:
+        spec = spec.fitted(traceset.world_size)
+    spec, notes = astra_settings_for(spec)
+    assert spec.astra is not None
+    target = check_target(target or spec.astra.build)
     system = astra_system_json(spec)
     if spec.world_size != traceset.world_size:
         raise SpecError(
@@ -174,9 +195,15 @@ def export_astra(
     prefix = out / name
     groups = traceset.process_groups
     ids = astra_group_ids(groups, traceset.world_size)
+    removed, idle = 0, []
     with TraceSetWriter(prefix) as writer:
         for rank, trace in traceset.items():
-            writer.add(rank, encode_trace(astra_comm_types(astra_ready(trace, ids))))
+            trace = astra_comm_types(astra_ready(trace, ids))
+            if target == "518bd51":
+                trace, n_meta, placeholder = for_master(trace)
+                removed += n_meta
+                idle += [rank] if placeholder else []
+            writer.add(rank, encode_trace(trace))
         writer.comm_groups = comm_groups_document(groups, ids)
     paths = {"system": out / "system.json", "network": out / "network.yml", "memory": out / "memory.json"}
     write_bytes_atomic(paths["system"], (json.dumps(system, indent=2) + "\n").encode())
@@ -191,10 +218,10 @@ def export_astra(
         f"--remote-memory-configuration={paths['memory']}",
         f"--comm-group-configuration={groups_path}",
     )
-    write_bytes_atomic(
-        out / "run.sh",
-        (
-            "#!/bin/sh\n# ASTRA-sim analytical backend on this export\n" + " ".join(shlex.quote(a) for a in argv) + "\n"
-        ).encode(),
+    header = (
+        f"#!/bin/sh\n# {BUILD_NAMES[target]}, analytical backend, on this export (tracekit export astra --target "
+        f'{target}; replay it with [astra] build = "{target}")\n'
     )
-    return AstraExport(prefix, paths["system"], paths["network"], paths["memory"], groups_path, argv)
+    write_bytes_atomic(out / "run.sh", (header + " ".join(shlex.quote(a) for a in argv) + "\n").encode())
+    files = (paths["system"], paths["network"], paths["memory"], groups_path)
+    return AstraExport(prefix, *files, argv, target, notes, removed, tuple(idle))

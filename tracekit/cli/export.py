@@ -34,21 +34,33 @@ def export() -> None:
     "hw",
     required=True,
     metavar="SPEC",
-    help="Hardware spec with an [astra] table (e.g. from `tracekit hw import-astra`).",
+    help="Hardware spec: one with an [astra] table (e.g. from `tracekit hw import-astra`), or a preset or TOML "
+    "whose network is turned into ASTRA-sim's (what ASTRA-sim cannot express is listed on stderr).",
 )
 @click.option("--name", default="workload", show_default=True, help="File prefix of the traces in the folder.")
-def astra(traces: str, out_dir: str, hw: str, name: str) -> None:
+@click.option(
+    "--target",
+    type=click.Choice(["518bd51", "c459ab6"]),
+    default=None,
+    help="ASTRA-sim build to write for: 518bd51 (master; no METADATA nodes, groups only in the comm-group file, "
+    "no empty rank file) or c459ab6 (keeps the process_group:init nodes).  Default: the spec's [astra] build, "
+    "else 518bd51.",
+)
+def astra(traces: str, out_dir: str, hw: str, name: str, target: str | None) -> None:
     """Write TRACES and the ASTRA-sim config of SPEC so AstraSim_Analytical_* runs them directly.
 
     The inverse of `tracekit hw import-astra`: importing the written system.json
     and network.yml gives the spec back.  Collectives ASTRA-sim cannot issue
     (reduce, gather, scatter, barrier) are written as broadcasts, which ASTRA-sim
     replays for their recorded duration as tracekit's ASTRA-compatible model does.
+    For ASTRA-sim master (518bd51, the default) the traces carry no METADATA node
+    and communicator groups are declared in <name>.comm_groups.json only.
     Prints the command line that runs the export.
 
     \b
     Example:
       tracekit export astra out/job -o astra_run --hw ring.toml
+      tracekit export astra out/job -o astra_run --hw dgx-h100
       sh astra_run/run.sh
     """
     import os
@@ -60,11 +72,18 @@ def astra(traces: str, out_dir: str, hw: str, name: str) -> None:
 
     spec = load_spec(hw)
     traceset = read_traceset(traces)
-    result = export_astra(traceset, spec, out_dir, name=name)
+    result = export_astra(traceset, spec, out_dir, name=name, target=target)
+    console = err_console()
+    for note in result.notes:  # what the spec says that ASTRA-sim cannot: said even with -q
+        console.print(f"not expressible in ASTRA-sim: {note}", markup=False, highlight=False, soft_wrap=True)
     if not state().quiet:
-        err_console().print(
+        changes = f"{result.metadata_removed} METADATA node(s) removed" if result.metadata_removed else ""
+        if result.idle_ranks:
+            changes += (", " if changes else "") + f"idle rank(s) {list(result.idle_ranks)[:8]} given one 0-us node"
+        console.print(
             f"wrote {len(traceset)} rank file(s), {result.system.name}, {result.network.name}, "
-            f"{result.memory.name} and {result.comm_groups.name} to {out_dir}; run with:",
+            f"{result.memory.name} and {result.comm_groups.name} to {out_dir} for ASTRA-sim {result.target}"
+            f"{' (' + changes + ')' if changes else ''}; run with:",
             markup=False,
             highlight=False,
         )
