@@ -72,7 +72,7 @@ HEAVY_FIRST = (
     "converters/test_kineto_real.py",
     "converters/test_costs_real.py",
     "replayer/test_tutorial.py",
-    "interop/test_astra_runs_what_we_write.py",
+    "interop/test_astra_export_reference.py",
     "transforms/test_compact.py",
     "hardening/test_structural_fuzz.py",
     "core/test_io_real.py",

@@ -1,6 +1,7 @@
 """ASTRA-sim's collective algorithms, timed as its analytical congestion-unaware backend times them.
 
-Rules measured by running ASTRA-sim (``../shared/tools/astra-sim``, commit c459ab61) and read as facts from its
+Rules measured by running ASTRA-sim (analytical backend, commit c459ab61; its outputs on 1,081 cases of it and of
+518bd51 are recorded in ``../shared/reference/astra-sim``) and read as facts from its
 source (``astra-sim/system/astraccl/native_collectives``, ``Sys.cc``); the derivations and the measurements that
 confirmed each rule are in replayer/NOTES.md ("ASTRA-sim algorithms").  Everything is integer ns.
 

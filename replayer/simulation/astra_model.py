@@ -42,10 +42,11 @@ scatter on the inner dimensions, all-reduce on the outermost, all-gather back
 (``baseline``: all-reduce on every dimension with the full chunk); all-gather
 runs outermost dimension first, reduce-scatter and all-to-all inner first.
 
-Every rule is confirmed against the real binary, per rank to the ns:
-tests/interop/test_astra_algorithms.py (the 480-case matrix of collective x
-algorithm x topology x p x splits, and 30 multi-dimension configs); what
-ASTRA-sim cannot run is refused with the reason (:func:`astra_refusal`).
+Every rule is confirmed against what the binaries printed (c459ab6 and 518bd51, recorded in
+``../shared/reference/astra-sim``), per rank to the ns: tests/interop/test_astra_reference_collectives.py (the
+480-case matrix of collective x algorithm x topology x p x splits, 112 multi-dimension and 40 random configs;
+tests/astra_expectations.py lists the few differences and why); what ASTRA-sim cannot run is refused with the
+reason (:func:`astra_refusal`).
 Derivations and measurements: replayer/NOTES.md, "ASTRA-sim algorithms".
 
 The congestion-unaware backend never slows concurrent messages, so costs

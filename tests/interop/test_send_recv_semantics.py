@@ -1,4 +1,4 @@
-"""Send/recv as ASTRA-sim runs them, measured on the binary with the smallest cases.
+"""Send/recv as ASTRA-sim runs them, measured on the binary with the smallest cases (2026-11).
 
 What the binary shows (astra-sim c459ab6; the code: ``Workload::issue_comm``, ``HardwareResource`` and the
 analytical frontend's ``CommonNetworkApi``), on a ring of 4 NPUs, 50 GB/s (read as GiB/s), 500 ns per hop:
@@ -6,13 +6,14 @@ a send of ``m`` bytes to a rank ``h`` hops away ends ``X = floor(h x 500 + m / B
 whether or not the recv is posted (eager); the recv ends at the send's arrival, or when it is posted if the
 data is already there; a send holds its rank's single communication resource, so the next send or collective
 of that rank waits for it, while recvs hold nothing.  tracekit's ASTRA-compatible replay must give the same.
+The times below are those closed forms and the binary's figures; no binary is run here (the 62 recorded
+send/recv cases of ../shared/reference/astra-sim are replayed in tests/interop/test_astra_reference_jobs.py).
 """
 
 from __future__ import annotations
 
 import pytest
 
-from reference_tools import astra_sim
 from tracekit.converters.generators._build import RankTraceBuilder
 from tracekit.io import read_traceset, write_traceset
 from tracekit.model import CollectiveType
@@ -67,7 +68,7 @@ def _chain(rank: int):
     return b
 
 
-AR_1MIB_4 = 43_000  # ../shared/tools/README.md: 1 MiB all-reduce, this config, every rank arriving together
+AR_1MIB_4 = 43_000  # recorded ASTRA-sim mat-all_reduce-ring-Ring-p4-s4-1MiB: 1 MiB all-reduce, this config
 
 CASES = {
     # case: (builder, expected per-rank end ns)
@@ -85,23 +86,13 @@ def test_send_recv_times_equal_astra_sim(case, test_data_dir, tmp_path):
     build = CASES[case][0] if case in CASES else _send_then_collective
     prefix = tmp_path / case
     write_traceset(TraceSet([build(r).build() for r in range(4)]), prefix)
-    ranks = astra_sim(
-        prefix,
-        system=system,
-        network=network,
-        comm_groups=tmp_path / f"{case}.comm_groups.json",
-        workdir=tmp_path / "run",
-    )
-    theirs = {r: v.finished_ns for r, v in ranks.items()}
     ours = {
         s.rank: int(s.iteration_time_ns)
         for s in replay(read_traceset(prefix), import_astra_config(system, network).spec).ranks
     }
-    assert sorted(theirs) == [0, 1, 2, 3]
     if case in CASES:
-        # ranks with nothing to do finish at 0 in ASTRA-sim; tracekit's iteration of an empty rank is 0 too
-        assert theirs == CASES[case][1]
+        # ranks with nothing to do finish at 0 in ASTRA-sim c459ab6; tracekit's iteration of an empty rank is 0 too
+        assert ours == CASES[case][1]
     else:  # rank 0 starts its all-reduce after its send; the others started it at 0 and, ring messages being
-        # eager, end earlier than rank 0 (measured on the binary; replayer/simulation/astra_skew.py gives the same)
-        assert theirs == {0: x(MIB, 1) + AR_1MIB_4, 1: 57_871, 2: 59_591, 3: 61_311}
-    assert ours == theirs
+        # eager, end earlier than rank 0 (printed by the binary; replayer/simulation/astra_skew.py gives the same)
+        assert ours == {0: x(MIB, 1) + AR_1MIB_4, 1: 57_871, 2: 59_591, 3: 61_311}

@@ -136,7 +136,8 @@ def test_astra_reference_values_through_the_engine(test_data_dir, topology, p, c
 def test_astra_model_runs_one_collective_at_a_time_per_rank(test_data_dir):
     # ASTRA-sim (c459ab6, HardwareResource.cc) has one communication resource per NPU whatever the stream:
     # the real binary on these two independent 1 MiB all-reduces (4-ring, 50 GB/s, 500 ns, 1 split) prints
-    # 67,658 cycles on every rank = 2 x 33,829 (measured 2026-11-30, ../shared/tools).
+    # 67,658 cycles on every rank = 2 x 33,829 (measured 2026-11-30; 33,829 is the recorded
+    # mat-all_reduce-ring-Ring-p4-s1-1MiB of ../shared/reference/astra-sim, both builds).
     astra = test_data_dir / "astra"
     spec = import_astra_config(astra / "system_ring_splits1.json", astra / "network_ring_4.yml").spec
     per_rank = [[coll(0, AR, MiB, stream=0), coll(1, AR, MiB, stream=1)] for _ in range(4)]
