@@ -319,8 +319,7 @@ class AstraModel(GroupPlacer):
         return (self.collective_ns(kind, comm_bytes, group),) * len(group)
 
     def group_algorithm(self, kind: str, group: tuple[int, ...]) -> str:
-        """The algorithm a sub-world ``group`` runs ``kind`` with: ring in ASTRA-sim c459ab6, the configured one
-        (of the group's outermost dimension) in 518bd51 (``[astra] build``; :mod:`.astra_groups`)."""
+        """The algorithm of ``kind`` in a sub-world ``group``: ring in c459ab6, the configured one in 518bd51."""
         if self.settings.build == "c459ab6":
             return "ring"
         pl = self.placement(group)

@@ -1,8 +1,7 @@
 """Reading and writing hardware-spec TOML: every key checked, every error naming file and key.
 
-The schema is described in :mod:`.hardware`; this module turns a parsed TOML document into a
-:class:`~.hardware.HardwareSpec` (rejecting unknown keys, so a typo such as ``bandwith_gbps`` is an error, not a
-silent default) and back.
+Schema: :mod:`.hardware`. This module turns a parsed TOML document into a :class:`~.hardware.HardwareSpec`,
+rejecting unknown keys (a typo such as ``bandwith_gbps`` is an error, not a silent default), and back.
 """
 
 from __future__ import annotations
@@ -71,11 +70,10 @@ def spec_to_dict(spec: HardwareSpec) -> dict[str, Any]:
             "collective_optimization": a.collective_optimization,
             "bandwidth_convention": a.bandwidth_convention,
             "roofline_enabled": a.roofline_enabled,
+            "build": a.build,
         }
         if a.peak_perf_tflops is not None:
             astra["peak_perf_tflops"] = a.peak_perf_tflops
-        if a.build != ASTRA_BUILDS[0]:
-            astra["build"] = a.build
         out["astra"] = astra
     if spec.nccl != NcclConstants():
         n = spec.nccl
@@ -280,8 +278,7 @@ def _read_device(r: _Reader) -> DeviceSpec:
 
 
 def _read_dim(r: _Reader, *, astra: bool = False) -> NetworkDim:
-    """One ``[[network]]`` table; ``astra``: the spec uses the ASTRA-sim model, whose double binary tree
-    also runs reduce-scatter, all-gather and all-to-all (ASTRA-sim runs them as a tree all-reduce)."""
+    """One ``[[network]]`` table; ``astra``: ASTRA-sim's tree also runs reduce-scatter, all-gather, all-to-all."""
     algorithms = dict(DEFAULT_ALGORITHMS)
     alg_r = r.sub("algorithms")
     if alg_r is not None:
