@@ -39,7 +39,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +48,7 @@ from tracekit.replayer.simulation.spec_toml import MAX_NPUS, MAX_SPEC_NUMBER
 
 from tracekit.replayer.simulation.astra_model import astra_refusal
 from tracekit.replayer.simulation.hardware import (
+    ASTRA_BUILDS,
     AstraSettings,
     ComputeSettings,
     DeviceSpec,
@@ -249,6 +250,7 @@ def import_astra_config(
     *,
     name: str | None = None,
     bandwidth_convention: str = "gib",
+    build: str = "518bd51",
 ) -> AstraImport:
     """Read an ASTRA-sim config trio into a spec using the ASTRA-sim-compatible models.
 
@@ -259,6 +261,8 @@ def import_astra_config(
         name: spec name (default: ``astra:<system stem>+<network stem>``).
         bandwidth_convention: ``gib`` (ASTRA-sim's analytical backend as
             measured in docs/design.md: link GB/s x 2^30 / 1e9 bytes/ns) or ``si``.
+        build: the ASTRA-sim build the model follows where builds differ (``[astra] build``: ``518bd51``, the
+            default, or ``c459ab6``).
 
     Returns:
         :class:`AstraImport` with the spec (``fit_to_world_size`` false: the
@@ -268,7 +272,11 @@ def import_astra_config(
         SpecError: naming the file and key of a missing, mistyped or unsupported value.
     """
     with malformed_input("ASTRA-sim config", f"{system} + {network}", SpecError):
-        return _import_astra_config(Path(system), Path(network), remote_memory, name, bandwidth_convention)
+        imported = _import_astra_config(Path(system), Path(network), remote_memory, name, bandwidth_convention)
+    if build not in ASTRA_BUILDS:
+        raise SpecError(f"unknown ASTRA-sim build {build!r}; choose one of {', '.join(ASTRA_BUILDS)}")
+    astra = replace(imported.spec.astra, build=build) if imported.spec.astra is not None else None
+    return AstraImport(replace(imported.spec, astra=astra), imported.ignored)
 
 
 def _collective_algorithms(

@@ -119,3 +119,26 @@ def _write(tmp_path, text: str):
     path = tmp_path / "groups.json"
     path.write_text(text)
     return path
+
+
+@pytest.mark.parametrize("build", ["518bd51", "c459ab6"])
+def test_the_build_option_picks_which_astra_sim_a_group_follows(build, tmp_path):
+    # c459ab6 runs a sub-world group's direct all-reduce as a ring (36,829 ns), 518bd51 as configured (14,772 ns)
+    case = reference_case("grp-strided-direct-Ring-all_reduce-1MiB")
+    spec = tmp_path / "spec.toml"
+    imported = run(
+        "hw",
+        "import-astra",
+        "--system",
+        case.folder / "system.json",
+        "--network",
+        case.folder / "network.yml",
+        "--build",
+        build,
+        "-o",
+        spec,
+    )
+    assert imported.returncode == 0 and f'build = "{build}"' in spec.read_text()
+    res = run("replay", case.folder / "workload", "--hw", spec, "--comm-groups", case.folder / "groups.json", "--json")
+    ours = [r["iteration_time_ns"] for r in sorted(json.loads(res.stdout)["ranks"], key=lambda r: r["rank"])]
+    assert ours == case.cycles(build) == [{"518bd51": 14_772, "c459ab6": 36_829}[build]] * 8

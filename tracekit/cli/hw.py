@@ -201,6 +201,14 @@ _SHORT = {
     "measured in docs/design.md), si = 1 GB/s = 1 byte/ns.",
 )
 @click.option(
+    "--build",
+    type=click.Choice(["518bd51", "c459ab6"]),
+    default="518bd51",
+    show_default=True,
+    help="ASTRA-sim build the replay follows where builds differ (sub-world groups, zero-duration compute): "
+    "518bd51 = master, c459ab6 = 2025-08.",
+)
+@click.option(
     "-o", "--output", type=click.Path(dir_okay=False), default=None, help="Write the spec TOML here (default: stdout)."
 )
 @json_option()
@@ -210,6 +218,7 @@ def import_astra(
     remote_memory: str | None,
     name: str | None,
     bandwidth_convention: str,
+    build: str,
     output: str | None,
     as_json: bool,
 ) -> None:
@@ -225,7 +234,9 @@ def import_astra(
     from tracekit.io import atomic_output
     from tracekit.replayer.simulation.astra_config import import_astra_config
 
-    result = import_astra_config(system, network, remote_memory, name=name, bandwidth_convention=bandwidth_convention)
+    result = import_astra_config(
+        system, network, remote_memory, name=name, bandwidth_convention=bandwidth_convention, build=build
+    )
     text = result.spec.to_toml()
     if as_json:
         emit_json({"spec": result.spec.to_dict(), "output": output, "ignored": list(result.ignored)})
