@@ -91,3 +91,50 @@ def test_export_of_every_recorded_tracekit_job_runs_on_master_and_matches_it(rea
             idle_checked += 1
         assert ours == want, (case.name, ours, want)
     assert idle_checked == 2  # micro --group 0,2,4,6 and --pattern pingpong
+
+
+def test_export_for_c459ab6_keeps_the_group_declarations_and_matches_it(tmp_path):
+    from astra_reference import reference_case
+    from tracekit.replayer import replay
+    from tracekit.replayer.simulation.astra_config import import_astra_config
+
+    case = reference_case("tk-micro-all_reduce-group0246-p8-1MiB")  # ranks 0,2,4,6 all-reduce, the others idle
+    assert (
+        run(
+            "-q",
+            "generate",
+            "micro",
+            "--collective",
+            "all_reduce",
+            "--size",
+            "1MiB",
+            "--ranks",
+            "8",
+            "--group",
+            "0,2,4,6",
+            "-o",
+            tmp_path / "m",
+        ).returncode
+        == 0
+    )
+    spec = tmp_path / "spec.toml"
+    run(
+        "hw",
+        "import-astra",
+        "--system",
+        case.folder / "system.json",
+        "--network",
+        case.folder / "network.yml",
+        "--build",
+        "c459ab6",
+        "-o",
+        spec,
+    )
+    res = run("export", "astra", tmp_path / "m", "-o", tmp_path / "x", "--hw", spec)  # the spec's build: c459ab6
+    assert res.returncode == 0 and "for ASTRA-sim c459ab6" in res.stderr
+    assert "ASTRA-sim c459ab6" in (tmp_path / "x" / "run.sh").read_text()
+    ts = read_traceset(tmp_path / "x" / "workload")
+    assert [len(t) for t in ts] == [2, 1] * 4  # process_group:init (a CPU op, which c459ab6 completes) kept
+    imported = import_astra_config(tmp_path / "x" / "system.json", tmp_path / "x" / "network.yml", build="c459ab6")
+    result = replay(ts, imported.spec)
+    assert [r.iteration_time_ns for r in result.ranks] == case.cycles("c459ab6") == [55_000, 0] * 4
