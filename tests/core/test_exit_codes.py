@@ -23,7 +23,10 @@ ROOT = Path(__file__).resolve().parents[2]
         (["--bogus"], "tracekit: error: No such option '--bogus'. Did you mean '--verbose'? (see 'tracekit --help')"),
         (["nosuch"], "tracekit: error: No such command 'nosuch' (see 'tracekit --help')"),
         (["validate"], "tracekit: error: Missing argument 'TRACES...' (see 'tracekit validate --help')"),
-        (["validate", "x", "--bogus"], "tracekit: error: No such option '--bogus' (see 'tracekit validate --help')"),
+        (
+            ["validate", "x", "--bogus"],
+            "tracekit: error: No such option '--bogus'. Did you mean '--comm-groups'? (see 'tracekit validate --help')",
+        ),
         (
             ["bench-coll", "--hw", "dgx-a100", "--ranks", "x"],
             "tracekit: error: Invalid value for '--ranks': expected comma-separated integers, got 'x' "
@@ -76,4 +79,6 @@ def test_the_process_exit_code_of_a_usage_error_is_2():
         [sys.executable, "-m", "tracekit.cli._main", "info", "--bogus"], capture_output=True, text=True, timeout=60
     )
     assert (proc.returncode, proc.stdout) == (2, "")
-    assert proc.stderr == "tracekit: error: No such option '--bogus' (see 'tracekit info --help')\n"
+    assert proc.stderr == (
+        "tracekit: error: No such option '--bogus'. Did you mean '--comm-groups'? (see 'tracekit info --help')\n"
+    )
