@@ -15,7 +15,7 @@ from tracekit.io import read_trace
 from tracekit.model import CollectiveType
 from tracekit.replayer.simulation.astra_config import import_astra_config
 from tracekit.replayer.simulation.astra_export import export_astra
-from tracekit.replayer.simulation.hardware import load_spec
+from tracekit.replayer.simulation.hardware import list_presets, load_spec
 
 
 @pytest.mark.parametrize(
@@ -78,6 +78,17 @@ def test_export_from_a_preset_derives_the_astra_config_and_says_what_it_cannot_e
         assert (theirs.topology, theirs.latency_ns) == (ours.topology, ours.latency_ns)
     assert back.astra.local_mem_bw_gbps == spec.device.mem_bandwidth_gbps
     assert any(n.startswith("collective model nccl") for n in out.notes) and out.target == "518bd51"
+
+
+@pytest.mark.parametrize("preset", list_presets())
+def test_every_preset_exports_and_imports_back(preset, tmp_path):
+    out = export_astra(collective_bench(32, "all_reduce", 4096), load_spec(preset), tmp_path / preset)
+    spec = load_spec(preset)
+    back = import_astra_config(out.system, out.network).spec
+    assert back.dim_sizes == spec.dim_sizes and back.world_size == 32
+    assert [d.latency_ns for d in back.network] == [d.latency_ns for d in spec.network]
+    assert [d.algorithm("all_reduce") for d in back.network] == [d.algorithm("all_reduce") for d in spec.network]
+    assert len(out.notes) >= 5 and not out.idle_ranks and out.metadata_removed == 0
 
 
 def test_export_refuses_specs_astra_cannot_take(test_data_dir, tmp_path):
