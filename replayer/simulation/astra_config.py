@@ -249,6 +249,7 @@ def import_astra_config(
     *,
     name: str | None = None,
     bandwidth_convention: str = "gib",
+    network_backend: str = "congestion_unaware",
 ) -> AstraImport:
     """Read an ASTRA-sim config trio into a spec using the ASTRA-sim-compatible models.
 
@@ -259,6 +260,8 @@ def import_astra_config(
         name: spec name (default: ``astra:<system stem>+<network stem>``).
         bandwidth_convention: ``gib`` (ASTRA-sim's analytical backend as
             measured in docs/design.md: link GB/s x 2^30 / 1e9 bytes/ns) or ``si``.
+        network_backend: ``congestion_unaware`` or ``congestion_aware`` (which ASTRA-sim analytical
+            binary the spec follows; ``astra.network_backend``).
 
     Returns:
         :class:`AstraImport` with the spec (``fit_to_world_size`` false: the
@@ -268,7 +271,30 @@ def import_astra_config(
         SpecError: naming the file and key of a missing, mistyped or unsupported value.
     """
     with malformed_input("ASTRA-sim config", f"{system} + {network}", SpecError):
-        return _import_astra_config(Path(system), Path(network), remote_memory, name, bandwidth_convention)
+        spec_and_ignored = _import_astra_config(Path(system), Path(network), remote_memory, name, bandwidth_convention)
+    if network_backend == "congestion_unaware":
+        return spec_and_ignored
+    return _with_backend(spec_and_ignored, network_backend)
+
+
+def _with_backend(imported: AstraImport, network_backend: str) -> AstraImport:
+    """``imported`` with ``astra.network_backend`` set (checked as the spec TOML checks it).
+
+    Raises:
+        SpecError: an unknown backend, or a network the congestion-aware backend refuses.
+    """
+    from dataclasses import replace
+
+    from tracekit.replayer.simulation.astra_congestion import NETWORK_BACKENDS, aware_refusal
+
+    spec = imported.spec
+    if network_backend not in NETWORK_BACKENDS:
+        raise SpecError(f"network backend must be one of {', '.join(NETWORK_BACKENDS)}, got {network_backend!r}")
+    reason = aware_refusal(spec)
+    if reason:
+        raise SpecError(f"network backend congestion_aware: {reason}")
+    astra = replace(spec.astra, network_backend=network_backend)
+    return AstraImport(replace(spec, astra=astra), imported.ignored)
 
 
 def _collective_algorithms(

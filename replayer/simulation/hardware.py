@@ -226,6 +226,9 @@ class AstraSettings:
             ASTRA-sim analytical backend measured in docs/design.md does) or ``si`` (1e9).
         roofline_enabled: ``roofline-enabled``.
         peak_perf_tflops: ``peak-perf`` (TFLOP/s), for the roofline.
+        network_backend: ``congestion_unaware`` (ASTRA-sim's ``AstraSim_Analytical_Congestion_Unaware``:
+            :mod:`.astra_model`) or ``congestion_aware`` (``AstraSim_Analytical_Congestion_Aware``: messages hop
+            by hop over FIFO links, :mod:`.astra_congestion`).
     """
 
     endpoint_delay_ns: int
@@ -236,6 +239,7 @@ class AstraSettings:
     bandwidth_convention: str = "gib"
     roofline_enabled: bool = False
     peak_perf_tflops: float | None = None
+    network_backend: str = "congestion_unaware"
 
 
 @dataclass(frozen=True)

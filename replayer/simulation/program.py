@@ -381,7 +381,12 @@ def compile_program(
         from tracekit.replayer.simulation.astra_model import AstraModel
         from tracekit.replayer.simulation.astra_skew import engine_hook
 
-        if isinstance(coster.model, AstraModel):  # not when ``spec`` was not made by effective_spec
+        from tracekit.replayer.simulation.astra_congestion import AstraCongestionModel
+        from tracekit.replayer.simulation.astra_congestion import engine_hook as aware_hook
+
+        if isinstance(coster.model, AstraCongestionModel):  # ASTRA-sim's congestion-aware backend
+            program.member_ends = aware_hook(coster.model)
+        elif isinstance(coster.model, AstraModel):  # not when ``spec`` was not made by effective_spec
             program.member_ends = engine_hook(coster.model)
     return program
 

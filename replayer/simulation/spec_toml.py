@@ -73,6 +73,8 @@ def spec_to_dict(spec: HardwareSpec) -> dict[str, Any]:
         }
         if a.peak_perf_tflops is not None:
             astra["peak_perf_tflops"] = a.peak_perf_tflops
+        if a.network_backend != "congestion_unaware":
+            astra["network_backend"] = a.network_backend
         out["astra"] = astra
     if spec.nccl != NcclConstants():
         n = spec.nccl
@@ -318,6 +320,9 @@ def _read_astra(r: _Reader) -> AstraSettings:
         bandwidth_convention=r.string("bandwidth_convention", "gib", choices=("gib", "si")),
         roofline_enabled=r.boolean("roofline_enabled", False),
         peak_perf_tflops=r.number("peak_perf_tflops", None, positive=True),
+        network_backend=r.string(
+            "network_backend", "congestion_unaware", choices=("congestion_unaware", "congestion_aware")
+        ),
     )
     r.finish()
     return settings

@@ -201,6 +201,14 @@ _SHORT = {
     "measured in docs/design.md), si = 1 GB/s = 1 byte/ns.",
 )
 @click.option(
+    "--network-backend",
+    type=click.Choice(["congestion_unaware", "congestion_aware"]),
+    default="congestion_unaware",
+    show_default=True,
+    help="Which ASTRA-sim analytical network the spec follows: congestion_unaware (one closed-form time per "
+    "message) or congestion_aware (messages hop by hop over FIFO links; 1-D networks only).",
+)
+@click.option(
     "-o", "--output", type=click.Path(dir_okay=False), default=None, help="Write the spec TOML here (default: stdout)."
 )
 @json_option()
@@ -210,6 +218,7 @@ def import_astra(
     remote_memory: str | None,
     name: str | None,
     bandwidth_convention: str,
+    network_backend: str,
     output: str | None,
     as_json: bool,
 ) -> None:
@@ -225,7 +234,14 @@ def import_astra(
     from tracekit.io import atomic_output
     from tracekit.replayer.simulation.astra_config import import_astra_config
 
-    result = import_astra_config(system, network, remote_memory, name=name, bandwidth_convention=bandwidth_convention)
+    result = import_astra_config(
+        system,
+        network,
+        remote_memory,
+        name=name,
+        bandwidth_convention=bandwidth_convention,
+        network_backend=network_backend,
+    )
     text = result.spec.to_toml()
     if as_json:
         emit_json({"spec": result.spec.to_dict(), "output": output, "ignored": list(result.ignored)})
