@@ -41,6 +41,7 @@ queue behind each other's messages here.
 from __future__ import annotations
 
 import heapq
+import logging
 import math
 from collections import deque
 from typing import TYPE_CHECKING, Callable, Sequence
@@ -64,6 +65,8 @@ from tracekit.replayer.simulation.collectives import (
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.replayer.simulation.hardware import HardwareSpec
 
+log = logging.getLogger(__name__)
+MAX_PASSES = 50
 NETWORK_BACKENDS = ("congestion_unaware", "congestion_aware")
 AWARE_ALGORITHMS = ("ring", "direct")
 
@@ -385,40 +388,61 @@ class AstraCongestionModel(AstraModel):
             )
         return alg
 
-    def member_ends_ns(self, kind: str, comm_bytes: int, group: tuple[int, ...], arrivals_ns: Sequence[int]) -> list[int]:
-        """Each member's end (ns, ``group`` order) of one collective whose members arrive at ``arrivals_ns``.
-
-        Raises:
-            SpecError: an algorithm the congestion-aware model does not run (:data:`AWARE_ALGORITHMS`).
-        """
+    def _job(self, ranks: _Ranks, tag: int, kind: str, comm_bytes: int, group: tuple[int, ...]) -> _Job:
         members = sorted(group)
-        if len(members) <= 1:
-            return [int(a) for a in arrivals_ns]
         subgroup = len(members) < math.prod(self._sizes)
-        alg = self._algorithm(kind, group)
         chunk, chunks = self.chunking(kind, comm_bytes)
-        q = _Queue()
-        ranks = _Ranks(q, self._network(q))
-        e = _GROUP_HANDOFF_NS if subgroup else self.settings.endpoint_delay_ns
-        job = _Job(
+        return _Job(
             ranks,
-            0,
+            tag,
             kind,
-            alg,
+            self._algorithm(kind, group),
             members,
             chunk,
             chunks,
             self.settings.active_chunks_per_dimension,
-            e,
+            _GROUP_HANDOFF_NS if subgroup else self.settings.endpoint_delay_ns,
             subgroup,
             self.reduction_ns,
         )
-        by_rank = dict(zip(group, arrivals_ns))
-        for pos, r in sorted(enumerate(members), key=lambda x: (by_rank[x[1]], x[1])):
-            q.at(int(by_rank[r]), job.arrive, pos)
+
+    def jobs_ends_ns(self, jobs: Sequence[tuple[str, int, tuple[int, ...], Sequence[int]]]) -> list[list[int]]:
+        """Members' ends (ns, each group's order) of collectives ``(kind, comm_bytes, group, arrivals_ns)`` that
+        share one network: their messages queue behind each other on the links they share.
+
+        Members that reach their collectives at the same time start them in rank order, then in ``jobs``
+        order (ASTRA-sim fires rank 0's workload first).
+
+        Raises:
+            SpecError: an algorithm the congestion-aware model does not run (:data:`AWARE_ALGORITHMS`).
+        """
+        q = _Queue()
+        ranks = _Ranks(q, self._network(q))
+        built, starts = [], []
+        for tag, (kind, comm_bytes, group, arrivals) in enumerate(jobs):
+            job = self._job(ranks, tag, kind, comm_bytes, group)
+            built.append(job)
+            by_rank = dict(zip(group, arrivals))
+            starts += [(int(by_rank[r]), r, tag, pos) for pos, r in enumerate(job.members)]
+        for t, _, tag, pos in sorted(starts):
+            q.at(t, built[tag].arrive, pos)
         q.run()
-        ends = dict(zip(members, job.end_ns))
-        return [ends[r] for r in group]
+        out = []
+        for job, (_, _, group, _) in zip(built, jobs):
+            ends = dict(zip(job.members, job.end_ns))
+            out.append([ends[r] for r in group])
+        return out
+
+    def member_ends_ns(self, kind: str, comm_bytes: int, group: tuple[int, ...], arrivals_ns: Sequence[int]) -> list[int]:
+        """Each member's end (ns, ``group`` order) of one collective alone on the network, members arriving at
+        ``arrivals_ns``.
+
+        Raises:
+            SpecError: an algorithm the congestion-aware model does not run (:data:`AWARE_ALGORITHMS`).
+        """
+        if len(group) <= 1:
+            return [int(a) for a in arrivals_ns]
+        return self.jobs_ends_ns([(kind, comm_bytes, group, arrivals_ns)])[0]
 
     def collective_cost(self, comm_type: CollectiveType, comm_bytes: int, group: tuple[int, ...]) -> CommCost:
         """ASTRA-sim congestion-aware time of one collective whose members arrive together (``fixed_ns``).
@@ -457,17 +481,68 @@ class AstraCongestionModel(AstraModel):
         return CommCost(float(ns), (), "astra-aware:p2p", shares_bandwidth=False)
 
 
-def engine_hook(model: AstraCongestionModel):
-    """The engine's ``member_ends(instance, arrivals_ns)`` for the congestion-aware model: members that arrive
-    apart start their chunks at their own arrival (ASTRA-sim's ranks run eagerly)."""
+class _ReplanningHook:
+    """The engine's ``member_ends(instance, arrivals_ns)`` for the congestion-aware model, with ``replan()``.
 
-    def ends(inst, arrivals: list[float]) -> list[int] | None:
+    A first run gives each collective its ends alone on the network, from its members' own arrivals (ASTRA-sim's
+    ranks start their chunks eagerly).  ``replan()`` then simulates every collective of that run on one network
+    from the arrivals seen: when some collective's ends change (it shared links with another one), the engine
+    runs again and collectives whose arrivals are as planned get the planned ends.  It stops when the ends given
+    are the planned ones, or after :data:`MAX_PASSES` runs (logged as a warning: the replay then keeps the
+    last run's times).
+    """
+
+    def __init__(self, model: AstraCongestionModel) -> None:
+        self.model = model
+        self.plan: dict[int, tuple[tuple[int, ...], list[int]]] = {}
+        self.seen: dict[int, tuple[str, int, tuple[int, ...], tuple[int, ...]]] = {}
+        self.given: dict[int, list[int]] = {}
+        self.passes = 0
+        self._alone: dict[tuple, list[int]] = {}
+
+    def __call__(self, inst, arrivals: list[float]) -> list[int] | None:
         """Members' ends (ns) of collective ``inst`` whose members arrive at ``arrivals`` (ns), or None."""
-        if inst.kind != "collective" or inst.link_ranks is not None or len(set(arrivals)) == 1:
+        if inst.kind != "collective" or inst.link_ranks is not None or len(inst.nodes) != len(inst.ranks):
             return None
-        if inst.cost is None or not inst.cost.algorithm.startswith("astra-aware:") or len(inst.nodes) != len(inst.ranks):
+        if inst.cost is None or not inst.cost.algorithm.startswith("astra-aware:"):
             return None
         kind = collective_kind(CollectiveType(inst.comm_type))
-        return model.member_ends_ns(kind, inst.comm_bytes, inst.ranks, [int(a) for a in arrivals])
+        arr = tuple(int(a) for a in arrivals)
+        key = inst.nodes[0]
+        self.seen[key] = (kind, inst.comm_bytes, inst.ranks, arr)
+        planned = self.plan.get(key)
+        if planned is not None and planned[0] == arr:
+            ends = planned[1]
+        else:
+            t0 = min(arr)
+            alone_key = (kind, inst.comm_bytes, inst.ranks, tuple(a - t0 for a in arr))
+            rel = self._alone.get(alone_key)
+            if rel is None:
+                rel = self._alone[alone_key] = self.model.member_ends_ns(kind, inst.comm_bytes, inst.ranks, alone_key[3])
+            ends = [t0 + x for x in rel]
+        self.given[key] = ends
+        return ends
 
-    return ends
+    def replan(self) -> bool:
+        """Plan every collective of the last run on one network; True when the engine must run again."""
+        keys = list(self.seen)
+        joint = self.model.jobs_ends_ns([self.seen[k] for k in keys]) if len(keys) > 1 else None
+        if joint is None:
+            return False
+        self.plan = {k: (self.seen[k][3], ends) for k, ends in zip(keys, joint)}
+        changed = any(self.given[k] != ends for k, ends in zip(keys, joint))
+        self.seen, self.given = {}, {}
+        self.passes += 1
+        if changed and self.passes >= MAX_PASSES:
+            log.warning(
+                "congestion-aware ASTRA-sim model: collectives sharing links did not settle after %d runs; "
+                "the replay keeps the last run's times",
+                self.passes,
+            )
+            return False
+        return changed
+
+
+def engine_hook(model: AstraCongestionModel) -> _ReplanningHook:
+    """The engine's ``member_ends`` hook for the congestion-aware model (:class:`_ReplanningHook`)."""
+    return _ReplanningHook(model)

@@ -477,10 +477,18 @@ def simulate(program: ReplayProgram, progress: Callable[[int], None] | None = No
     Returns:
         the :class:`Schedule`.
 
+    A ``member_ends`` hook with a ``replan()`` method (ASTRA-sim's congestion-aware network,
+    :mod:`.astra_congestion`: collectives that overlap in time share links) is asked after each run whether the
+    ends it gave were its final ones; while not, the simulation runs again with what it learned.
+
     Raises:
         DeadlockError: the replay stalled (per rank: the blocked node and what it waits for).
     """
-    return _Engine(program).run(progress)
+    schedule = _Engine(program).run(progress)
+    replan = getattr(program.member_ends, "replan", None)
+    while replan is not None and replan():
+        schedule = _Engine(program).run(progress)
+    return schedule
 
 
 # kinds re-exported for the results module
