@@ -40,19 +40,20 @@ queue behind each other's messages here.
 
 from __future__ import annotations
 
-import heapq
 import logging
 import math
-from collections import deque
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from tracekit.errors import SpecError
 from tracekit.model import CollectiveType
 
+from tracekit.replayer.simulation.astra_aware_algorithms import _Job
+from tracekit.replayer.simulation.astra_links import EventQueue, LinkNetwork, RankEvents
 from tracekit.replayer.simulation.astra_model import (
     ASTRA_COLLECTIVES,
     AstraModel,
     _GROUP_HANDOFF_NS,
+    astra_refusal,
     bytes_per_ns,
 )
 from tracekit.replayer.simulation.collectives import (
@@ -68,7 +69,7 @@ if TYPE_CHECKING:  # pragma: no cover
 log = logging.getLogger(__name__)
 MAX_PASSES = 50
 NETWORK_BACKENDS = ("congestion_unaware", "congestion_aware")
-AWARE_ALGORITHMS = ("ring", "direct")
+AWARE_ALGORITHMS = ("ring", "direct", "halving_doubling", "double_binary_tree")
 
 
 def aware_refusal(spec: "HardwareSpec") -> str | None:
@@ -85,277 +86,6 @@ def aware_refusal(spec: "HardwareSpec") -> str | None:
             "same neighbour: it aborts on Device.cpp's assertion '!connected(id)')"
         )
     return None
-
-
-class _Queue:
-    """The simulator's one event queue: time, then scheduling order (ASTRA-sim's ``EventQueue``)."""
-
-    __slots__ = ("heap", "seq", "now")
-
-    def __init__(self) -> None:
-        self.heap: list[tuple[int, int, Callable, tuple]] = []
-        self.seq = 0
-        self.now = 0
-
-    def at(self, t: int, fn: Callable, *args) -> None:
-        """Run ``fn(*args)`` at ``t`` ns (after everything scheduled earlier for ``t``)."""
-        self.seq += 1
-        heapq.heappush(self.heap, (t, self.seq, fn, args))
-
-    def run(self) -> None:
-        """Process events until none is left."""
-        heap = self.heap
-        while heap:
-            t, _, fn, args = heapq.heappop(heap)
-            self.now = t
-            fn(*args)
-
-
-class _Network:
-    """FIFO links and routes of one 1-D topology (see module doc); delivers messages through ``on_arrival``."""
-
-    def __init__(self, q: _Queue, topology: str, npus: int, bw_bytes_per_ns: float, latency_ns: float) -> None:
-        self.q = q
-        self.topology = topology
-        self.npus = npus
-        self.bw = bw_bytes_per_ns
-        self.latency = latency_ns
-        self.busy: dict[tuple[int, int], bool] = {}
-        self.waiting: dict[tuple[int, int], deque] = {}
-
-    def route(self, src: int, dst: int) -> list[int]:
-        """Devices from ``src`` to ``dst`` inclusive (the switch is device ``npus``)."""
-        if self.topology == "switch":
-            return [src, self.npus, dst]
-        if self.topology == "fully_connected":
-            return [src, dst]
-        n = self.npus
-        clockwise = (dst - src) % n
-        step = -1 if n - clockwise < clockwise else 1
-        out = [src]
-        while out[-1] != dst:
-            out.append((out[-1] + step) % n)
-        return out
-
-    def send(self, src: int, dst: int, m: int, on_arrival: Callable[[], None]) -> None:
-        """Start an ``m``-byte message from ``src`` to ``dst`` now; ``on_arrival()`` runs when it is delivered."""
-        self._enter(self.route(src, dst), 0, m, on_arrival)
-
-    def _enter(self, route: list[int], hop: int, m: int, on_arrival: Callable[[], None]) -> None:
-        link = (route[hop], route[hop + 1])
-        if self.busy.get(link):
-            self.waiting.setdefault(link, deque()).append((route, hop, m, on_arrival))
-        else:
-            self._transmit(link, route, hop, m, on_arrival)
-
-    def _transmit(self, link: tuple[int, int], route: list[int], hop: int, m: int, on_arrival) -> None:
-        q = self.q
-        self.busy[link] = True
-        serial = m / self.bw
-        q.at(q.now + int(self.latency + serial), self._hop_done, route, hop, m, on_arrival)
-        q.at(q.now + int(serial), self._link_free, link)
-
-    def _hop_done(self, route: list[int], hop: int, m: int, on_arrival) -> None:
-        if hop + 2 == len(route):
-            on_arrival()
-        else:
-            self._enter(route, hop + 1, m, on_arrival)
-
-    def _link_free(self, link: tuple[int, int]) -> None:
-        self.busy[link] = False
-        waiting = self.waiting.get(link)
-        if waiting:
-            self._transmit(link, *waiting.popleft())
-
-    def empty_route_ns(self, src: int, dst: int, m: int) -> int:
-        """Time of one ``m``-byte message alone on the network: ``hops x floor(latency + m / B)``."""
-        return (len(self.route(src, dst)) - 1) * int(self.latency + m / self.bw)
-
-
-class _Ranks:
-    """Per-rank system events batched per tick (``Sys::try_register_event``), and message matching."""
-
-    def __init__(self, q: _Queue, net: _Network) -> None:
-        self.q = q
-        self.net = net
-        self.batches: dict[tuple[int, int], list[tuple[Callable, tuple]]] = {}
-        self.arrived: dict[tuple, int] = {}  # (tag, src, dst) -> messages delivered before their recv
-        self.posted: dict[tuple, deque] = {}  # (tag, src, dst) -> recv handlers waiting
-
-    def register(self, rank: int, delay: int, fn: Callable, *args) -> None:
-        """Run ``fn(*args)`` on ``rank`` ``delay`` ns from now, batched with the rank's other events of that tick."""
-        t = self.q.now + delay
-        key = (rank, t)
-        batch = self.batches.get(key)
-        if batch is None:
-            batch = self.batches[key] = []
-            self.q.at(t, self._call_events, key)
-        batch.append((fn, args))
-
-    def _call_events(self, key: tuple[int, int]) -> None:
-        batch = self.batches[key]
-        i = 0
-        while i < len(batch):  # events registered for this tick while running join the batch
-            fn, args = batch[i]
-            fn(*args)
-            i += 1
-        del self.batches[key]
-
-    def send(self, tag: tuple, src: int, dst: int, m: int) -> None:
-        """Send a collective message now (the send's own handler does nothing)."""
-        self.net.send(src, dst, m, lambda: self._delivered((tag, src, dst)))
-
-    def recv(self, tag: tuple, src: int, dst: int, handler: Callable[[], None]) -> None:
-        """Post a recv: ``handler()`` runs at the delivery, or through an event now if it was delivered already."""
-        key = (tag, src, dst)
-        if self.arrived.get(key, 0) > 0:
-            self.arrived[key] -= 1
-            self.q.at(self.q.now, handler)
-        else:
-            self.posted.setdefault(key, deque()).append(handler)
-
-    def _delivered(self, key: tuple) -> None:
-        waiting = self.posted.get(key)
-        if waiting:
-            waiting.popleft()()
-        else:
-            self.arrived[key] = self.arrived.get(key, 0) + 1
-
-
-class _Phase:
-    """One rank's part of one chunk of a ring or direct collective (ASTRA-sim's ``Ring`` / ``AllToAll``)."""
-
-    def __init__(self, job: "_Job", pos: int, chunk: int) -> None:
-        self.job, self.pos, self.chunk = job, pos, chunk
-        p, kind = job.p, job.kind
-        self.rank = job.members[pos]
-        direct = job.algorithm == "direct"
-        self.parallel = p - 1 if direct else 1
-        if kind == "all_reduce":
-            self.stream_count = 2 * (p - 1)
-        elif kind == "all_to_all":
-            self.stream_count = p - 1 if direct else p * (p - 1) // 2
-        else:
-            self.stream_count = p - 1
-        self.msg = job.chunk_bytes if kind == "all_gather" else job.chunk_bytes // p
-        self.non_zero = (p - 1) * self.parallel if (not direct or job.local) else self.parallel
-        self.middle = p - 1
-        self.zero_left = self.non_zero_left = 0
-        self.toggle = False
-        self.free = 0
-        self.received = 0
-        self.packets: deque[tuple[int, int]] = deque()  # (receiver position, sender position)
-        self.offset = 1  # direct: the next packet's peer distance
-
-    def _peers(self) -> tuple[int, int]:
-        p = self.job.p
-        if self.job.algorithm != "direct":
-            return (self.pos + 1) % p, (self.pos - 1) % p
-        d = self.offset
-        self.offset = d % (p - 1) + 1
-        return (self.pos + d) % p, (self.pos - d) % p
-
-    def start(self) -> None:
-        """``StreamInit``: hand ``parallel_reduce`` packets to memory."""
-        for _ in range(self.parallel):
-            self._insert_packet()
-
-    def _insert_packet(self) -> None:
-        job = self.job
-        if self.zero_left == 0 and self.non_zero_left == 0:
-            self.zero_left, self.non_zero_left = self.parallel, self.non_zero
-            self.toggle = not self.toggle
-        self.packets.append(self._peers())
-        ranks = job.ranks
-        if self.zero_left > 0:
-            self.zero_left -= 1
-            ranks.register(self.rank, job.handoff_ns, self._general)
-            return
-        self.non_zero_left -= 1
-        reduced = job.kind == "reduce_scatter" or (job.kind == "all_reduce" and self.toggle)
-        if reduced:
-            ranks.register(self.rank, job.handoff_ns, self._reduce)
-        else:
-            ranks.register(self.rank, job.handoff_ns, self._general)
-
-    def _reduce(self) -> None:
-        self.job.ranks.register(self.rank, self.job.reduction_ns(self.msg), self._general)
-
-    def _general(self) -> None:
-        self.free += 1
-        if self.job.algorithm == "direct" and self.job.kind == "all_reduce" and self.stream_count <= self.middle:
-            if self.received < self.middle:
-                return
-            for _ in range(self.parallel):
-                self._ready()
-        else:
-            self._ready()
-        if self.stream_count == 0 and self.free == self.parallel:
-            self.job.phase_done(self)
-
-    def _ready(self) -> None:
-        if not self.packets or self.stream_count == 0 or self.free == 0:
-            return
-        to, frm = self.packets.popleft()
-        job = self.job
-        tag = (job.tag, self.chunk)
-        job.ranks.send(tag, self.rank, job.members[to], self.msg)
-        job.ranks.recv(tag, job.members[frm], self.rank, self._received)
-        self.stream_count -= 1
-        self.free -= 1
-
-    def _received(self) -> None:
-        self.received += 1
-        self._insert_packet()
-
-
-class _Job:
-    """One collective: its members' chunk queues (``active`` chunks at once per rank) and their end times."""
-
-    def __init__(
-        self,
-        ranks: _Ranks,
-        tag: int,
-        kind: str,
-        algorithm: str,
-        members: Sequence[int],
-        chunk_bytes: int,
-        chunks: int,
-        active: int,
-        handoff_ns: int,
-        local: bool,
-        reduction_ns: Callable[[int], int],
-    ) -> None:
-        self.ranks, self.tag, self.kind, self.algorithm = ranks, tag, kind, algorithm
-        self.members = list(members)
-        self.p = len(self.members)
-        self.chunk_bytes, self.chunks, self.active = chunk_bytes, chunks, active
-        self.handoff_ns, self.local, self.reduction_ns = handoff_ns, local, reduction_ns
-        self.next_chunk = [0] * self.p
-        self.done = [0] * self.p
-        self.end_ns = [0] * self.p
-
-    def arrive(self, pos: int) -> None:
-        """Member ``pos`` reaches the collective now: start its first ``active`` chunks."""
-        if self.chunks == 0:
-            self.end_ns[pos] = self.ranks.q.now
-            return
-        for _ in range(min(self.active, self.chunks)):
-            self._start_next(pos)
-
-    def _start_next(self, pos: int) -> None:
-        k = self.next_chunk[pos]
-        self.next_chunk[pos] = k + 1
-        _Phase(self, pos, k).start()
-
-    def phase_done(self, phase: _Phase) -> None:
-        """A member ended one chunk: start its next waiting chunk, or record its end."""
-        pos = phase.pos
-        self.done[pos] += 1
-        if self.done[pos] == self.chunks:
-            self.end_ns[pos] = self.ranks.q.now
-        elif self.next_chunk[pos] < self.chunks:
-            self._start_next(pos)
 
 
 class AstraCongestionModel(AstraModel):
@@ -375,20 +105,27 @@ class AstraCongestionModel(AstraModel):
         self._topology, self._npus, self._latency = dim.topology, dim.size, dim.latency_ns
         self._bw_bpns = bytes_per_ns(dim.bandwidth_gbps, spec.astra.bandwidth_convention)  # type: ignore[union-attr]
 
-    def _network(self, q: _Queue) -> _Network:
-        return _Network(q, self._topology, self._npus, self._bw_bpns, self._latency)
+    def _network(self, q: EventQueue) -> LinkNetwork:
+        return LinkNetwork(q, self._topology, self._npus, self._bw_bpns, self._latency)
 
     def _algorithm(self, kind: str, group: tuple[int, ...]) -> str:
+        """The algorithm ``kind`` runs with on ``group`` (the dimension's; a smaller group runs it on its own ring).
+
+        Raises:
+            SpecError: what ASTRA-sim cannot run (:func:`~.astra_model.astra_refusal`; in a group smaller than
+                the network, 518bd51 crashes on the double binary tree and halving-doubling needs a power of two).
+        """
         alg = self.spec.network[0].algorithm(kind)
-        if alg not in AWARE_ALGORITHMS:
-            raise SpecError(
-                f"key network[0].algorithms.{kind}: {alg} is not modelled with the congestion-aware backend "
-                f"(modelled: {', '.join(AWARE_ALGORITHMS)})",
-                path=self.spec.path,
-            )
+        size = len(group) if len(group) < self._npus else self._npus
+        reason = astra_refusal(kind, alg, 1, size)
+        if reason is None and alg == "double_binary_tree" and size < self._npus:
+            reason = "ASTRA-sim 518bd51 crashes (segfault) on a double binary tree in a communicator group"
+        if reason:
+            where = f"group {list(group)}: " if size < self._npus else ""
+            raise SpecError(f"key network[0].algorithms.{kind}: {where}{reason}", path=self.spec.path)
         return alg
 
-    def _job(self, ranks: _Ranks, tag: int, kind: str, comm_bytes: int, group: tuple[int, ...]) -> _Job:
+    def _job(self, ranks: RankEvents, tag: int, kind: str, comm_bytes: int, group: tuple[int, ...]) -> _Job:
         members = sorted(group)
         subgroup = len(members) < math.prod(self._sizes)
         chunk, chunks = self.chunking(kind, comm_bytes)
@@ -399,10 +136,8 @@ class AstraCongestionModel(AstraModel):
             self._algorithm(kind, group),
             members,
             chunk,
-            chunks,
-            self.settings.active_chunks_per_dimension,
-            _GROUP_HANDOFF_NS if subgroup else self.settings.endpoint_delay_ns,
-            subgroup,
+            (chunks, self.settings.active_chunks_per_dimension),
+            (_GROUP_HANDOFF_NS if subgroup else self.settings.endpoint_delay_ns, subgroup),
             self.reduction_ns,
         )
 
@@ -416,8 +151,8 @@ class AstraCongestionModel(AstraModel):
         Raises:
             SpecError: an algorithm the congestion-aware model does not run (:data:`AWARE_ALGORITHMS`).
         """
-        q = _Queue()
-        ranks = _Ranks(q, self._network(q))
+        q = EventQueue()
+        ranks = RankEvents(q, self._network(q))
         built, starts = [], []
         for tag, (kind, comm_bytes, group, arrivals) in enumerate(jobs):
             job = self._job(ranks, tag, kind, comm_bytes, group)
@@ -477,7 +212,7 @@ class AstraCongestionModel(AstraModel):
         self.placement((src, dst) if src != dst else (src,))
         if src == dst:
             return CommCost(0.0, (), "astra-aware:local", shares_bandwidth=False)
-        ns = self._network(_Queue()).empty_route_ns(src, dst, n)
+        ns = self._network(EventQueue()).empty_route_ns(src, dst, n)
         return CommCost(float(ns), (), "astra-aware:p2p", shares_bandwidth=False)
 
 
