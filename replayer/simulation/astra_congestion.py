@@ -153,20 +153,47 @@ class AstraCongestionModel(AstraModel):
         """
         q = EventQueue()
         ranks = RankEvents(q, self._network(q))
-        built, starts = [], []
+        built: list[_Job | None] = []
+        starts: list[tuple[int, int, int, int]] = []  # (time, rank, job, member position; -1: a message)
+        messages: dict[int, list[int]] = {}
         for tag, (kind, comm_bytes, group, arrivals) in enumerate(jobs):
+            if kind == "p2p":
+                messages[tag] = [int(arrivals[0])]
+                built.append(None)
+                starts.append((int(arrivals[0]), group[0], tag, -1))
+                continue
             job = self._job(ranks, tag, kind, comm_bytes, group)
             built.append(job)
             by_rank = dict(zip(group, arrivals))
             starts += [(int(by_rank[r]), r, tag, pos) for pos, r in enumerate(job.members)]
         for t, _, tag, pos in sorted(starts):
-            q.at(t, built[tag].arrive, pos)
+            job = built[tag]
+            if job is None:
+                _, _, pair, _ = jobs[tag]
+                q.at(t, self._message, ranks, pair, jobs[tag][1], messages[tag])
+            else:
+                q.at(t, job.arrive, pos)
         q.run()
         out = []
-        for job, (_, _, group, _) in zip(built, jobs):
+        for tag, (job, (_, _, group, _)) in enumerate(zip(built, jobs)):
+            if job is None:
+                out.append(messages[tag])
+                continue
             ends = dict(zip(job.members, job.end_ns))
             out.append([ends[r] for r in group])
         return out
+
+    @staticmethod
+    def _message(ranks: RankEvents, pair: tuple[int, int], comm_bytes: int, out: list[int]) -> None:
+        """Send a point-to-point message now; ``out[0]`` becomes its delivery time (ns)."""
+        src, dst = pair
+        if src == dst:
+            return
+
+        def delivered() -> None:
+            out[0] = ranks.q.now
+
+        ranks.net.send(src, dst, comm_bytes, delivered)
 
     def member_ends_ns(self, kind: str, comm_bytes: int, group: tuple[int, ...], arrivals_ns: Sequence[int]) -> list[int]:
         """Each member's end (ns, ``group`` order) of one collective alone on the network, members arriving at
@@ -237,11 +264,14 @@ class _ReplanningHook:
 
     def __call__(self, inst, arrivals: list[float]) -> list[int] | None:
         """Members' ends (ns) of collective ``inst`` whose members arrive at ``arrivals`` (ns), or None."""
-        if inst.kind != "collective" or inst.link_ranks is not None or len(inst.nodes) != len(inst.ranks):
+        if inst.link_ranks is not None or inst.cost is None or not inst.cost.algorithm.startswith("astra-aware:"):
             return None
-        if inst.cost is None or not inst.cost.algorithm.startswith("astra-aware:"):
+        if inst.kind == "p2p":  # the send's message: ``arrivals`` is the send's start
+            kind = "p2p"
+        elif inst.kind == "collective" and len(inst.nodes) == len(inst.ranks):
+            kind = collective_kind(CollectiveType(inst.comm_type))
+        else:
             return None
-        kind = collective_kind(CollectiveType(inst.comm_type))
         arr = tuple(int(a) for a in arrivals)
         key = inst.nodes[0]
         self.seen[key] = (kind, inst.comm_bytes, inst.ranks, arr)
@@ -253,7 +283,7 @@ class _ReplanningHook:
             alone_key = (kind, inst.comm_bytes, inst.ranks, tuple(a - t0 for a in arr))
             rel = self._alone.get(alone_key)
             if rel is None:
-                rel = self._alone[alone_key] = self.model.member_ends_ns(kind, inst.comm_bytes, inst.ranks, alone_key[3])
+                rel = self._alone[alone_key] = self.model.jobs_ends_ns([alone_key])[0]
             ends = [t0 + x for x in rel]
         self.given[key] = ends
         return ends

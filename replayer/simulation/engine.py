@@ -234,7 +234,9 @@ class _Engine:
                 self.xfer_start[i] = t
                 cost = self.instances[i].cost
                 assert cost is not None  # a p2p instance has both members, so compile_program costed it
-                heappush(self.events, (t + cost.fixed_ns, EV_LATENCY, i, 0))
+                # the hook may time the message itself (ASTRA-sim's congestion-aware network: links are shared)
+                ends = self.member_ends(self.instances[i], [t]) if self.member_ends else None
+                heappush(self.events, (t + cost.fixed_ns if ends is None else float(ends[0]), EV_LATENCY, i, 0))
             elif self.delivered[i]:  # the data is there: the recv ends as it is posted
                 self.end[h] = t
                 self.release(h, t)
