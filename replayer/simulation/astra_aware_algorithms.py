@@ -183,20 +183,23 @@ class _PacketPhase:
             if self.received < self.job.p - 1:
                 return
             for _ in range(self.parallel):
-                self._ready()
+                if not self._ready():  # nothing changed: the next call would not send either
+                    break
         else:
             self._ready()
         if self.stream_count == 0 and self.free == self.parallel:
             self.job.phase_done(self.pos)
 
-    def _ready(self) -> None:
+    def _ready(self) -> bool:
+        """Send the first queued packet's message if a slot is free and messages are left; True if sent."""
         if not self.packets or self.stream_count == 0 or self.free == 0:
-            return
+            return False
         to, frm, m = self.packets.popleft()
         self.job.send(self.chunk, self.pos, to, m)
         self.job.recv(self.chunk, frm, self.pos, self._received)
         self.stream_count -= 1
         self.free -= 1
+        return True
 
     def _received(self) -> None:
         self.received += 1

@@ -103,6 +103,7 @@ class AstraCongestionModel(AstraModel):
             raise SpecError(f"key astra.network_backend: {reason}", path=spec.path)
         dim = spec.network[0]
         self._topology, self._npus, self._latency = dim.topology, dim.size, dim.latency_ns
+        self._alone: dict[tuple, list[int]] = {}  # (kind, bytes, group, arrivals from the first) -> ends from it
         self._bw_bpns = bytes_per_ns(dim.bandwidth_gbps, spec.astra.bandwidth_convention)  # type: ignore[union-attr]
 
     def _network(self, q: EventQueue) -> LinkNetwork:
@@ -204,7 +205,12 @@ class AstraCongestionModel(AstraModel):
         """
         if len(group) <= 1:
             return [int(a) for a in arrivals_ns]
-        return self.jobs_ends_ns([(kind, comm_bytes, group, arrivals_ns)])[0]
+        t0 = min(int(a) for a in arrivals_ns)
+        key = (kind, comm_bytes, tuple(group), tuple(int(a) - t0 for a in arrivals_ns))
+        rel = self._alone.get(key)
+        if rel is None:
+            rel = self._alone[key] = self.jobs_ends_ns([key])[0]
+        return [t0 + x for x in rel]
 
     def collective_cost(self, comm_type: CollectiveType, comm_bytes: int, group: tuple[int, ...]) -> CommCost:
         """ASTRA-sim congestion-aware time of one collective whose members arrive together (``fixed_ns``).
@@ -260,7 +266,6 @@ class _ReplanningHook:
         self.seen: dict[int, tuple[str, int, tuple[int, ...], tuple[int, ...]]] = {}
         self.given: dict[int, list[int]] = {}
         self.passes = 0
-        self._alone: dict[tuple, list[int]] = {}
 
     def __call__(self, inst, arrivals: list[float]) -> list[int] | None:
         """Members' ends (ns) of collective ``inst`` whose members arrive at ``arrivals`` (ns), or None."""
@@ -279,24 +284,21 @@ class _ReplanningHook:
         if planned is not None and planned[0] == arr:
             ends = planned[1]
         else:
-            t0 = min(arr)
-            alone_key = (kind, inst.comm_bytes, inst.ranks, tuple(a - t0 for a in arr))
-            rel = self._alone.get(alone_key)
-            if rel is None:
-                rel = self._alone[alone_key] = self.model.jobs_ends_ns([alone_key])[0]
-            ends = [t0 + x for x in rel]
+            ends = self.model.member_ends_ns(kind, inst.comm_bytes, inst.ranks, arr)
         self.given[key] = ends
         return ends
 
     def replan(self) -> bool:
-        """Plan every collective of the last run on one network; True when the engine must run again."""
-        keys = list(self.seen)
-        joint = self.model.jobs_ends_ns([self.seen[k] for k in keys]) if len(keys) > 1 else None
-        if joint is None:
-            return False
-        self.plan = {k: (self.seen[k][3], ends) for k, ends in zip(keys, joint)}
-        changed = any(self.given[k] != ends for k, ends in zip(keys, joint))
-        self.seen, self.given = {}, {}
+        """Plan the communications of the last run that overlap in time on one network; True when the engine
+        must run again (some planned end differs from the one given)."""
+        changed = False
+        plan: dict[int, tuple[tuple[int, ...], list[int]]] = {}
+        for keys in _overlapping(self.seen, self.given):
+            ends_of = self.model.jobs_ends_ns([self.seen[k] for k in keys]) if len(keys) > 1 else [self.given[keys[0]]]
+            for k, ends in zip(keys, ends_of):
+                plan[k] = (self.seen[k][3], ends)
+                changed = changed or self.given[k] != ends
+        self.plan, self.seen, self.given = plan, {}, {}
         self.passes += 1
         if changed and self.passes >= MAX_PASSES:
             log.warning(
@@ -306,6 +308,25 @@ class _ReplanningHook:
             )
             return False
         return changed
+
+
+def _overlapping(seen: dict[int, tuple], given: dict[int, list[int]]) -> list[list[int]]:
+    """Keys of ``seen`` in clusters whose time spans (first arrival to last end, ns) overlap or touch.
+
+    A communication's messages are all on the links within its span (every message is received by a member
+    before that member ends), so communications of different clusters cannot queue behind each other.
+    """
+    spans = sorted((min(seen[k][3]), max(given[k]), k) for k in seen)
+    clusters: list[list[int]] = []
+    reach = None
+    for start, end, k in spans:
+        if reach is None or start > reach:
+            clusters.append([k])
+            reach = end
+        else:
+            clusters[-1].append(k)
+            reach = max(reach, end)
+    return clusters
 
 
 def engine_hook(model: AstraCongestionModel) -> _ReplanningHook:
