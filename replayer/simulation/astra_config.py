@@ -274,10 +274,10 @@ def import_astra_config(
         spec_and_ignored = _import_astra_config(Path(system), Path(network), remote_memory, name, bandwidth_convention)
     if network_backend == "congestion_unaware":
         return spec_and_ignored
-    return _with_backend(spec_and_ignored, network_backend)
+    return _with_backend(spec_and_ignored, network_backend, Path(network))
 
 
-def _with_backend(imported: AstraImport, network_backend: str) -> AstraImport:
+def _with_backend(imported: AstraImport, network_backend: str, network: Path) -> AstraImport:
     """``imported`` with ``astra.network_backend`` set (checked as the spec TOML checks it).
 
     Raises:
@@ -292,7 +292,7 @@ def _with_backend(imported: AstraImport, network_backend: str) -> AstraImport:
         raise SpecError(f"network backend must be one of {', '.join(NETWORK_BACKENDS)}, got {network_backend!r}")
     reason = aware_refusal(spec)
     if reason:
-        raise SpecError(f"network backend congestion_aware: {reason}")
+        raise SpecError(f"network backend congestion_aware: {reason}", path=network)
     astra = replace(spec.astra, network_backend=network_backend)
     return AstraImport(replace(spec, astra=astra), imported.ignored)
 
