@@ -293,6 +293,7 @@ def _with_backend(imported: AstraImport, network_backend: str, network: Path) ->
     reason = aware_refusal(spec)
     if reason:
         raise SpecError(f"network backend congestion_aware: {reason}", path=network)
+    assert spec.astra is not None  # an imported spec always has its [astra] table
     astra = replace(spec.astra, network_backend=network_backend)
     return AstraImport(replace(spec, astra=astra), imported.ignored)
 

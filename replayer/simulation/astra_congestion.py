@@ -49,6 +49,7 @@ from tracekit.model import CollectiveType
 
 from tracekit.replayer.simulation.astra_aware_algorithms import _Job
 from tracekit.replayer.simulation.astra_links import EventQueue, LinkNetwork, RankEvents
+from tracekit.replayer.simulation.hardware import AstraSettings
 from tracekit.replayer.simulation.astra_model import (
     ASTRA_COLLECTIVES,
     AstraModel,
@@ -58,7 +59,6 @@ from tracekit.replayer.simulation.astra_model import (
 )
 from tracekit.replayer.simulation.collectives import (
     CommCost,
-    UnsupportedCollectiveError,
     check_comm_bytes,
     collective_kind,
 )
@@ -66,9 +66,10 @@ from tracekit.replayer.simulation.collectives import (
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.replayer.simulation.hardware import HardwareSpec
 
+NETWORK_BACKENDS = AstraSettings.NETWORK_BACKENDS
+
 log = logging.getLogger(__name__)
 MAX_PASSES = 50
-NETWORK_BACKENDS = ("congestion_unaware", "congestion_aware")
 AWARE_ALGORITHMS = ("ring", "direct", "halving_doubling", "double_binary_tree")
 
 
@@ -168,19 +169,19 @@ class AstraCongestionModel(AstraModel):
             by_rank = dict(zip(group, arrivals))
             starts += [(int(by_rank[r]), r, tag, pos) for pos, r in enumerate(job.members)]
         for t, _, tag, pos in sorted(starts):
-            job = built[tag]
-            if job is None:
+            started = built[tag]
+            if started is None:
                 _, _, pair, _ = jobs[tag]
                 q.at(t, self._message, ranks, pair, jobs[tag][1], messages[tag])
             else:
-                q.at(t, job.arrive, pos)
+                q.at(t, started.arrive, pos)
         q.run()
         out = []
-        for tag, (job, (_, _, group, _)) in enumerate(zip(built, jobs)):
-            if job is None:
+        for tag, (ran, (_, _, group, _)) in enumerate(zip(built, jobs)):
+            if ran is None:
                 out.append(messages[tag])
                 continue
-            ends = dict(zip(job.members, job.end_ns))
+            ends = dict(zip(ran.members, ran.end_ns))
             out.append([ends[r] for r in group])
         return out
 
@@ -196,7 +197,9 @@ class AstraCongestionModel(AstraModel):
 
         ranks.net.send(src, dst, comm_bytes, delivered)
 
-    def member_ends_ns(self, kind: str, comm_bytes: int, group: tuple[int, ...], arrivals_ns: Sequence[int]) -> list[int]:
+    def member_ends_ns(
+        self, kind: str, comm_bytes: int, group: tuple[int, ...], arrivals_ns: Sequence[int]
+    ) -> list[int]:
         """Each member's end (ns, ``group`` order) of one collective alone on the network, members arriving at
         ``arrivals_ns``.
 
@@ -216,17 +219,14 @@ class AstraCongestionModel(AstraModel):
         """ASTRA-sim congestion-aware time of one collective whose members arrive together (``fixed_ns``).
 
         Raises:
-            UnsupportedCollectiveError: broadcast, reduce, gather, scatter, barrier.
-            SpecError: a rank outside the spec; an algorithm not modelled here.
+            UnsupportedCollectiveError: a type ASTRA-sim does not simulate (broadcast, reduce, gather, ...), as
+                :meth:`.AstraModel.collective_cost` says.
+            SpecError: a rank outside the spec; an algorithm ASTRA-sim cannot run there.
             ReplayError: negative ``comm_bytes``.
         """
         kind = collective_kind(comm_type)
         if kind not in ASTRA_COLLECTIVES:
-            raise UnsupportedCollectiveError(
-                f"the astra-compatible model has no {kind} (ASTRA-sim simulates all-reduce, "
-                f"reduce-scatter, all-gather and all-to-all only; it replays a broadcast with its "
-                f"measured duration)"
-            )
+            return AstraModel.collective_cost(self, comm_type, comm_bytes, group)  # raises, with its reason
         n = check_comm_bytes(comm_bytes)
         self.placement(group)
         members = self.member_ends_ns(kind, n, group, [0] * len(group))
@@ -332,3 +332,14 @@ def _overlapping(seen: dict[int, tuple], given: dict[int, list[int]]) -> list[li
 def engine_hook(model: AstraCongestionModel) -> _ReplanningHook:
     """The engine's ``member_ends`` hook for the congestion-aware model (:class:`_ReplanningHook`)."""
     return _ReplanningHook(model)
+
+
+def astra_engine_hook(model):
+    """The engine's ``member_ends`` hook for an ASTRA-sim model: the congestion-aware one's
+    (:class:`_ReplanningHook`), the congestion-unaware one's (:func:`.astra_skew.engine_hook`), or None for
+    another model."""
+    from tracekit.replayer.simulation.astra_skew import engine_hook as unaware_hook
+
+    if isinstance(model, AstraCongestionModel):
+        return _ReplanningHook(model)
+    return unaware_hook(model) if isinstance(model, AstraModel) else None

@@ -216,8 +216,6 @@ def _astra_foldable(groups: dict[str, tuple[int, ...]], rep: list[int], world: i
     from tracekit.replayer.simulation.astra_model import AstraModel
     from tracekit.replayer.simulation.astra_skew import ends_apart_when_together
 
-    if spec.astra is not None and spec.astra.network_backend == "congestion_aware":
-        raise NotFoldable("ASTRA-sim congestion-aware network: messages of every rank queue on shared links")
     model = AstraModel(spec)
     for name, members in groups.items():
         if len({rep[r] for r in members if r < world}) > 1:

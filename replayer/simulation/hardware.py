@@ -59,7 +59,7 @@ import os
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, ClassVar, Mapping
 
 from tracekit.errors import SpecError
 from tracekit.model import CollectiveType
@@ -240,6 +240,7 @@ class AstraSettings:
     roofline_enabled: bool = False
     peak_perf_tflops: float | None = None
     network_backend: str = "congestion_unaware"
+    NETWORK_BACKENDS: ClassVar[tuple[str, ...]] = ("congestion_unaware", "congestion_aware")
 
 
 @dataclass(frozen=True)

@@ -71,10 +71,8 @@ def spec_to_dict(spec: HardwareSpec) -> dict[str, Any]:
             "bandwidth_convention": a.bandwidth_convention,
             "roofline_enabled": a.roofline_enabled,
         }
-        if a.peak_perf_tflops is not None:
-            astra["peak_perf_tflops"] = a.peak_perf_tflops
-        if a.network_backend != "congestion_unaware":
-            astra["network_backend"] = a.network_backend
+        optional = {"peak_perf_tflops": a.peak_perf_tflops, "network_backend": a.network_backend}
+        astra.update({k: v for k, v in optional.items() if v not in (None, "congestion_unaware")})  # defaults
         out["astra"] = astra
     if spec.nccl != NcclConstants():
         n = spec.nccl
@@ -320,9 +318,7 @@ def _read_astra(r: _Reader) -> AstraSettings:
         bandwidth_convention=r.string("bandwidth_convention", "gib", choices=("gib", "si")),
         roofline_enabled=r.boolean("roofline_enabled", False),
         peak_perf_tflops=r.number("peak_perf_tflops", None, positive=True),
-        network_backend=r.string(
-            "network_backend", "congestion_unaware", choices=("congestion_unaware", "congestion_aware")
-        ),
+        network_backend=r.string("network_backend", "congestion_unaware", choices=AstraSettings.NETWORK_BACKENDS),
     )
     r.finish()
     return settings
