@@ -39,6 +39,16 @@ class EventQueue:
             fn(*args)
 
 
+class _Link:
+    """One direction of a link: busy while a message serializes on it; the messages waiting, in order."""
+
+    __slots__ = ("busy", "waiting")
+
+    def __init__(self) -> None:
+        self.busy = False
+        self.waiting: deque[tuple[tuple, int]] = deque()
+
+
 class LinkNetwork:
     """FIFO links and routes of one 1-D topology (see module doc); delivers messages through ``on_arrival``."""
 
@@ -48,8 +58,8 @@ class LinkNetwork:
         self.npus = npus
         self.bw = bw_bytes_per_ns
         self.latency = latency_ns
-        self.busy: dict[tuple[int, int], bool] = {}
-        self.waiting: dict[tuple[int, int], deque] = {}
+        self._links: dict[tuple[int, int], _Link] = {}  # (from device, to device) -> the link
+        self._routes: dict[tuple[int, int], tuple[_Link, ...]] = {}  # (src, dst) -> links in order
 
     def route(self, src: int, dst: int) -> list[int]:
         """Devices from ``src`` to ``dst`` inclusive (the switch is device ``npus``)."""
@@ -65,35 +75,44 @@ class LinkNetwork:
             out.append((out[-1] + step) % n)
         return out
 
-    def send(self, src: int, dst: int, m: int, on_arrival: Callable[[], None]) -> None:
-        """Start an ``m``-byte message from ``src`` to ``dst`` now; ``on_arrival()`` runs when it is delivered."""
-        self._enter(self.route(src, dst), 0, m, on_arrival)
+    def send(self, src: int, dst: int, m: int, on_arrival: Callable[..., None], *args) -> None:
+        """Start an ``m``-byte message from ``src`` to ``dst`` now; ``on_arrival(*args)`` runs at its delivery."""
+        links = self._routes.get((src, dst))
+        if links is None:
+            hops = self.route(src, dst)
+            links = self._routes[(src, dst)] = tuple(self._link(a, b) for a, b in zip(hops, hops[1:]))
+        self._enter((links, m, on_arrival, args), 0)
 
-    def _enter(self, route: list[int], hop: int, m: int, on_arrival: Callable[[], None]) -> None:
-        link = (route[hop], route[hop + 1])
-        if self.busy.get(link):
-            self.waiting.setdefault(link, deque()).append((route, hop, m, on_arrival))
+    def _link(self, a: int, b: int) -> _Link:
+        link = self._links.get((a, b))
+        if link is None:
+            link = self._links[(a, b)] = _Link()
+        return link
+
+    def _enter(self, msg: tuple, hop: int) -> None:
+        link = msg[0][hop]
+        if link.busy:
+            link.waiting.append((msg, hop))
         else:
-            self._transmit(link, route, hop, m, on_arrival)
+            self._transmit(link, msg, hop)
 
-    def _transmit(self, link: tuple[int, int], route: list[int], hop: int, m: int, on_arrival) -> None:
+    def _transmit(self, link: _Link, msg: tuple, hop: int) -> None:
         q = self.q
-        self.busy[link] = True
-        serial = m / self.bw
-        q.at(q.now + int(self.latency + serial), self._hop_done, route, hop, m, on_arrival)
+        link.busy = True
+        serial = msg[1] / self.bw
+        q.at(q.now + int(self.latency + serial), self._hop_done, msg, hop)
         q.at(q.now + int(serial), self._link_free, link)
 
-    def _hop_done(self, route: list[int], hop: int, m: int, on_arrival) -> None:
-        if hop + 2 == len(route):
-            on_arrival()
+    def _hop_done(self, msg: tuple, hop: int) -> None:
+        if hop + 1 == len(msg[0]):
+            msg[2](*msg[3])
         else:
-            self._enter(route, hop + 1, m, on_arrival)
+            self._enter(msg, hop + 1)
 
-    def _link_free(self, link: tuple[int, int]) -> None:
-        self.busy[link] = False
-        waiting = self.waiting.get(link)
-        if waiting:
-            self._transmit(link, *waiting.popleft())
+    def _link_free(self, link: _Link) -> None:
+        link.busy = False
+        if link.waiting:
+            self._transmit(link, *link.waiting.popleft())
 
     def empty_route_ns(self, src: int, dst: int, m: int) -> int:
         """Time of one ``m``-byte message alone on the network: ``hops x floor(latency + m / B)``."""
@@ -131,7 +150,7 @@ class RankEvents:
 
     def send(self, tag: tuple, src: int, dst: int, m: int) -> None:
         """Send a collective message now (the send's own handler does nothing)."""
-        self.net.send(src, dst, m, lambda: self._delivered((tag, src, dst)))
+        self.net.send(src, dst, m, self._delivered, (tag, src, dst))
 
     def recv(self, tag: tuple, src: int, dst: int, handler: Callable[[], None]) -> None:
         """Post a recv: ``handler()`` runs at the delivery, or through an event now if it was delivered already."""
