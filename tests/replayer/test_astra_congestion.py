@@ -21,7 +21,9 @@ from tracekit.errors import SpecError
 from tracekit.model import CollectiveType
 from tracekit.replayer.simulation.astra_config import import_astra_config
 from tracekit.replayer.simulation.collectives import make_collective_model
+from tracekit.replayer import replay
 from tracekit.replayer.simulation.spec_toml import read_spec_file
+from tests.replayer._engine_kit import comp, make_spec, p2p, traceset
 
 ROOT = Path(__file__).resolve().parents[2]
 # beside ../shared/real (the real-data suite's folder, $TRACEKIT_REAL_DATA) unless $TRACEKIT_ASTRA_REFERENCE says
@@ -85,6 +87,24 @@ def test_one_uplink_serializes_back_to_back_and_a_later_message_waits_only_for_w
     ends = model.jobs_ends_ns([("p2p", MIB, (0, 1), (0,)), ("p2p", MIB, (0, 2), (10_000,))])
     # the 0->switch link is busy until 19,531: the second message leaves then, 9,531 ns late
     assert ends == [[40_062], [SERIAL_1MIB + 2 * HOP_1MIB]]
+
+
+def test_the_replay_queues_two_sends_into_one_switch_port_and_reruns_until_settled():
+    astra = {"endpoint_delay_ns": 10, "local_mem_bw_gbps": 1600.0, "network_backend": "congestion_aware"}
+    dim = {"topology": "switch", "size": 4, "bandwidth_gbps": 50.0, "latency_ns": 500.0}
+    spec = make_spec([dim], model="astra", fit=False, astra=astra)
+    ts = traceset(
+        [
+            [p2p(0, True, 2, 0, MIB, tag=1)],
+            [p2p(0, True, 2, 1, MIB, tag=2)],
+            [p2p(0, False, 0, 2, MIB, tag=1), p2p(1, False, 1, 2, MIB, tag=2)],
+            [comp(0, 1000)],
+        ]
+    )
+    result = replay(ts, spec)
+    # the first run times each send alone (40,062 ns); the replan queues rank 1's behind rank 0's at the
+    # switch->2 link and the engine runs again: a send ends at its delivery, the recvs with them
+    assert [s.iteration_time_ns for s in result.ranks] == [40_062, 59_593, 59_593, 1_000]
 
 
 def test_ring_all_reduce_on_a_switch_is_the_unaware_formula_with_two_store_and_forward_hops(tmp_path):
@@ -208,7 +228,6 @@ def _recorded(case: Path) -> dict:
 def _replay_case(case: Path, tmp_path: Path) -> list[int]:
     """Per-rank ns of the case's workload replayed on its configs with the congestion-aware backend."""
     from tracekit.io import read_traceset
-    from tracekit.replayer import replay
     from tracekit.traceset import TraceSet
 
     r = _recorded(case)
