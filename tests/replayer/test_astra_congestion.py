@@ -165,6 +165,8 @@ def test_the_backend_round_trips_through_the_spec_toml_and_import_astra(tmp_path
     result = CliRunner().invoke(cli, [*args, "--network-backend", "congestion_aware"])
     assert result.exit_code == 0, result.output
     assert 'network_backend = "congestion_aware"' in out.read_text()
+    shown = CliRunner().invoke(cli, ["hw", "show", str(out)])
+    assert shown.exit_code == 0 and "network congestion_aware" in shown.stdout
     spec = read_spec_file(out)
     assert spec.astra.network_backend == "congestion_aware"
     assert type(make_collective_model(spec)).__name__ == "AstraCongestionModel"

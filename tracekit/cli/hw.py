@@ -153,7 +153,7 @@ def show(name: str, as_toml: bool, as_json: bool) -> None:
         console.print(
             f"astra: endpoint-delay {a.endpoint_delay_ns} ns, local-mem-bw {a.local_mem_bw_gbps:g} GB/s, "
             f"splits {a.preferred_dataset_splits}, active chunks {a.active_chunks_per_dimension}, "
-            f"{a.collective_optimization}, bandwidth convention {a.bandwidth_convention}"
+            f"{a.collective_optimization}, bandwidth convention {a.bandwidth_convention}, network {a.network_backend}"
         )
 
 
