@@ -159,10 +159,11 @@ class AstraCongestionModel(AstraModel):
         starts: list[tuple[int, int, int, int]] = []  # (time, rank, job, member position; -1: a message)
         messages: dict[int, list[int]] = {}
         for tag, (kind, comm_bytes, group, arrivals) in enumerate(jobs):
-            if kind == "p2p":
-                messages[tag] = [int(arrivals[0])]
+            if kind == "p2p" or len(group) <= 1:  # a message; or a collective of one rank: nothing to send
+                messages[tag] = [int(a) for a in arrivals]
                 built.append(None)
-                starts.append((int(arrivals[0]), group[0], tag, -1))
+                if kind == "p2p":
+                    starts.append((int(arrivals[0]), group[0], tag, -1))
                 continue
             job = self._job(ranks, tag, kind, comm_bytes, group)
             built.append(job)
@@ -206,8 +207,8 @@ class AstraCongestionModel(AstraModel):
         Raises:
             SpecError: an algorithm the congestion-aware model does not run (:data:`AWARE_ALGORITHMS`).
         """
-        if len(group) <= 1:
-            return [int(a) for a in arrivals_ns]
+        if not arrivals_ns:
+            return []
         t0 = min(int(a) for a in arrivals_ns)
         key = (kind, comm_bytes, tuple(group), tuple(int(a) - t0 for a in arrivals_ns))
         rel = self._alone.get(key)

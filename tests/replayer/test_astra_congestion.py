@@ -116,6 +116,10 @@ def test_ring_all_reduce_on_a_switch_is_the_unaware_formula_with_two_store_and_f
     cost = model.collective_cost(CollectiveType.ALL_REDUCE, MIB, tuple(range(8)))
     assert cost.fixed_ns == e + 7 * (x + e + r) + 7 * (x + e) == 84_199
     assert cost.shares_bandwidth is False and cost.member_ns == ()
+    # a collective of one rank sends nothing, alone or beside another
+    assert model.collective_cost(CollectiveType.ALL_REDUCE, MIB, (3,)).fixed_ns == 0
+    both = model.jobs_ends_ns([("all_reduce", MIB, (3,), (7,)), ("all_reduce", MIB, tuple(range(8)), (0,) * 8)])
+    assert both == [[7], [84_199] * 8]
 
 
 def test_ring_neighbours_on_a_ring_never_queue_so_aware_equals_unaware(tmp_path):
