@@ -21,21 +21,19 @@ from ASTRA-sim's source (astra-sim 518bd51, ``network_frontend/analytical``; ast
   events of one tick are batched (``Sys::try_register_event``): the first schedules one queue event that runs
   every event registered for that rank and tick, in registration order.
 
-The algorithms, as ``Ring.cc`` and ``AllToAll.cc`` run them (one state machine per rank and chunk,
-:class:`_Phase`): a chunk starts with ``parallel_reduce`` packets handed to memory (endpoint delay ``e``; 10 ns
-for a communicator group's ring, a ``Local`` dimension); each hand-off back (``e``, plus the reduction ``R(m)``
-when the packet is reduced) frees a slot, and a free slot with a packet queued sends the next message to the
-rank's receiver and posts the recv from its sender; every received message queues a packet.  Ring:
-``parallel_reduce`` 1, ``2(p-1)`` messages of ``C/p`` for all-reduce (the first ``p-1`` after a reduction),
-``p-1`` of ``C/p`` (reduced) for reduce-scatter, ``p-1`` of ``C`` for all-gather, ``p(p-1)/2`` of ``C/p`` for
-all-to-all.  Direct: ``parallel_reduce = p-1`` messages at once to the ranks ``+1, +2, ...`` away; an all-reduce
-sends its all-gather half only after all ``p-1`` reduce-scatter messages arrived.  With equal links and no
-queueing this is the congestion-unaware model with ``X(m)`` replaced by ``hops x floor(latency + m / B)``.
+The algorithms run message by message (:mod:`.astra_aware_algorithms`: ring, direct, halving-doubling, double
+binary tree, as ASTRA-sim's state machines run them; the network and event machinery in :mod:`.astra_links`).
+With equal links and no queueing this is the congestion-unaware model with ``X(m)`` replaced by
+``hops x floor(latency + m / B)``.  A rank runs ``active-chunks-per-dimension`` chunks of a collective at once,
+the next when one ends (``Sys::SchedulerUnit``); it ends the collective when its last chunk ends.
 
-A rank runs ``active-chunks-per-dimension`` chunks of a collective at once, the next when one ends
-(``Sys::SchedulerUnit``); it ends the collective when its last chunk ends.  Each collective is simulated on an
-otherwise idle network (members may arrive apart: :func:`engine_hook`); collectives that overlap in time do not
-queue behind each other's messages here.
+In a replay, collectives and point-to-point messages that overlap in time queue behind each other on the links
+they share: the engine hook (:class:`_ReplanningHook`) first times each alone from its members' own arrivals
+(ASTRA-sim's ranks start eagerly), then plans the overlapping ones together and has the engine run again until
+the ends it gave are the planned ones.  Folding is refused under this network (``run._plan_folding``).
+
+Checked per rank to the ns against ASTRA-sim 518bd51's congestion-aware binary on the recorded cases of
+``../shared/reference/astra-sim`` (tests/replayer/test_astra_congestion.py; replayer/NOTES.md has the counts).
 """
 
 from __future__ import annotations
