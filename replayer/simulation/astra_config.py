@@ -251,6 +251,7 @@ def import_astra_config(
     name: str | None = None,
     bandwidth_convention: str = "gib",
     build: str = "518bd51",
+    network_backend: str = "congestion_unaware",
 ) -> AstraImport:
     """Read an ASTRA-sim config trio into a spec using the ASTRA-sim-compatible models.
 
@@ -263,6 +264,8 @@ def import_astra_config(
             measured in docs/design.md: link GB/s x 2^30 / 1e9 bytes/ns) or ``si``.
         build: the ASTRA-sim build the model follows where builds differ (``[astra] build``: ``518bd51``, the
             default, or ``c459ab6``).
+        network_backend: ``congestion_unaware`` or ``congestion_aware`` (which ASTRA-sim analytical
+            binary the spec follows; ``astra.network_backend``).
 
     Returns:
         :class:`AstraImport` with the spec (``fit_to_world_size`` false: the
@@ -276,7 +279,29 @@ def import_astra_config(
     if build not in ASTRA_BUILDS:
         raise SpecError(f"unknown ASTRA-sim build {build!r}; choose one of {', '.join(ASTRA_BUILDS)}")
     astra = replace(imported.spec.astra, build=build) if imported.spec.astra is not None else None
-    return AstraImport(replace(imported.spec, astra=astra), imported.ignored)
+    imported = AstraImport(replace(imported.spec, astra=astra), imported.ignored)
+    if network_backend == "congestion_unaware":
+        return imported
+    return _with_backend(imported, network_backend, Path(network))
+
+
+def _with_backend(imported: AstraImport, network_backend: str, network: Path) -> AstraImport:
+    """``imported`` with ``astra.network_backend`` set (checked as the spec TOML checks it).
+
+    Raises:
+        SpecError: an unknown backend, or a network the congestion-aware backend refuses.
+    """
+    from tracekit.replayer.simulation.astra_congestion import NETWORK_BACKENDS, aware_refusal
+
+    spec = imported.spec
+    if network_backend not in NETWORK_BACKENDS:
+        raise SpecError(f"network backend must be one of {', '.join(NETWORK_BACKENDS)}, got {network_backend!r}")
+    reason = aware_refusal(spec)
+    if reason:
+        raise SpecError(f"network backend congestion_aware: {reason}", path=network)
+    assert spec.astra is not None  # an imported spec always has its [astra] table
+    astra = replace(spec.astra, network_backend=network_backend)
+    return AstraImport(replace(spec, astra=astra), imported.ignored)
 
 
 def _collective_algorithms(

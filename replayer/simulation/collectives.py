@@ -183,6 +183,10 @@ def make_collective_model(spec: "HardwareSpec") -> CollectiveModel:
     if spec.collective_model == "astra":
         from tracekit.replayer.simulation.astra_model import AstraModel
 
+        if spec.astra is not None and spec.astra.network_backend == "congestion_aware":
+            from tracekit.replayer.simulation.astra_congestion import AstraCongestionModel
+
+            return AstraCongestionModel(spec)
         return AstraModel(spec)
     if spec.collective_model == "nccl":
         from tracekit.replayer.simulation.nccl_model import NcclModel

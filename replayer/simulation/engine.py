@@ -234,7 +234,9 @@ class _Engine:
                 self.xfer_start[i] = t
                 cost = self.instances[i].cost
                 assert cost is not None  # a p2p instance has both members, so compile_program costed it
-                heappush(self.events, (t + cost.fixed_ns, EV_LATENCY, i, 0))
+                # the hook may time the message itself (ASTRA-sim's congestion-aware network: links are shared)
+                ends = self.member_ends(self.instances[i], [t]) if self.member_ends else None
+                heappush(self.events, (t + cost.fixed_ns if ends is None else float(ends[0]), EV_LATENCY, i, 0))
             elif self.delivered[i]:  # the data is there: the recv ends as it is posted
                 self.end[h] = t
                 self.release(h, t)
@@ -477,10 +479,18 @@ def simulate(program: ReplayProgram, progress: Callable[[int], None] | None = No
     Returns:
         the :class:`Schedule`.
 
+    A ``member_ends`` hook with a ``replan()`` method (ASTRA-sim's congestion-aware network,
+    :mod:`.astra_congestion`: collectives that overlap in time share links) is asked after each run whether the
+    ends it gave were its final ones; while not, the simulation runs again with what it learned.
+
     Raises:
         DeadlockError: the replay stalled (per rank: the blocked node and what it waits for).
     """
-    return _Engine(program).run(progress)
+    schedule = _Engine(program).run(progress)
+    replan = getattr(program.member_ends, "replan", None)
+    while replan is not None and replan():
+        schedule = _Engine(program).run(progress)
+    return schedule
 
 
 # kinds re-exported for the results module

@@ -59,7 +59,7 @@ import os
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, ClassVar, Mapping
 
 from tracekit.errors import SpecError
 from tracekit.model import CollectiveType
@@ -230,6 +230,9 @@ class AstraSettings:
             (master, 2026-03, the default: what users run) or ``c459ab6`` (2025-08).  They differ on sub-world
             communicator groups (c459ab6 runs every one as a ring; 518bd51 runs the configured algorithm) and
             zero-duration compute (518bd51 charges 1 ns per node).  replayer/NOTES.md, "ASTRA-sim builds".
+        network_backend: ``congestion_unaware`` (ASTRA-sim's ``AstraSim_Analytical_Congestion_Unaware``:
+            :mod:`.astra_model`) or ``congestion_aware`` (``AstraSim_Analytical_Congestion_Aware``: messages hop
+            by hop over FIFO links, :mod:`.astra_congestion`).
     """
 
     endpoint_delay_ns: int
@@ -241,6 +244,8 @@ class AstraSettings:
     roofline_enabled: bool = False
     peak_perf_tflops: float | None = None
     build: str = "518bd51"
+    network_backend: str = "congestion_unaware"
+    NETWORK_BACKENDS: ClassVar[tuple[str, ...]] = ("congestion_unaware", "congestion_aware")
 
 
 #: ASTRA-sim builds the compatible model can follow (``[astra] build``), the default first

@@ -380,11 +380,9 @@ def compile_program(
             inst.cost = coster.cost(inst, program)
     program.measured_ns = None  # only costing reads it: 8 bytes a node less during the replay (issue 17)
     if model_name == "astra":
-        from tracekit.replayer.simulation.astra_model import AstraModel
-        from tracekit.replayer.simulation.astra_skew import engine_hook
+        from tracekit.replayer.simulation.astra_congestion import astra_engine_hook
 
-        if isinstance(coster.model, AstraModel):  # not when ``spec`` was not made by effective_spec
-            program.member_ends = engine_hook(coster.model)
+        program.member_ends = astra_engine_hook(coster.model)  # None when ``spec`` was not made by effective_spec
     return program
 
 

@@ -136,7 +136,7 @@ def replay_traceset(
     from tracekit.replayer.results.build import build_result
     from tracekit.replayer.simulation.checks import check_complete, check_replay_inputs, check_spec_size
     from tracekit.replayer.simulation.engine import events_progress, simulate
-    from tracekit.replayer.simulation.folding import plan_folding, replay_folded, scan_rank
+    from tracekit.replayer.simulation.folding import replay_folded, scan_rank
     from tracekit.replayer.simulation.program import compile_program, effective_spec
 
     from tracekit.replayer.simulation.whole_job import check_whole_traceset
@@ -156,7 +156,7 @@ def replay_traceset(
             if len(traceset) != traceset.world_size:
                 raise NotFoldable("the trace set is not ranks 0..N-1")
             scans = {r: scan_rank(traceset[r]) for r in traceset.ranks}
-            plan = plan_folding(scans, traceset.process_groups, fitted, options)
+            plan = _plan_folding(scans, traceset.process_groups, fitted, options)
         except NotFoldable as exc:
             reason = str(exc)
         else:
@@ -190,7 +190,7 @@ def _replay_gathered(
     from tracekit.errors import ValidationError
     from tracekit.groups import resolve_groups
     from tracekit.replayer.simulation.checks import ReplayCheckError, check_spec_size
-    from tracekit.replayer.simulation.folding import plan_folding, replay_folded
+    from tracekit.replayer.simulation.folding import replay_folded
     from tracekit.replayer.simulation.program import effective_spec
     from tracekit.traceset import TraceSet
     from tracekit.validate import cross_rank_checks
@@ -208,7 +208,7 @@ def _replay_gathered(
     fitted = effective_spec(spec, options, g.world)
     say(f"proving rank folding over {g.world} ranks")
     with bulk_objects():
-        plan = plan_folding(g.scans, groups, fitted, options)
+        plan = _plan_folding(g.scans, groups, fitted, options)
     missing = [r for r in plan.reps if r not in g.kept]
     if missing:
         assert g.derive is not None, "files keep the first rank of every digest class"
@@ -217,6 +217,17 @@ def _replay_gathered(
     say(f"compiling {len(plan.reps)} representative ranks")
     with bulk_objects():
         return replay_folded(ts, fitted, options, plan, world_paths=paths, say=say), ts
+
+
+def _plan_folding(scans, groups, spec: "HardwareSpec", options: ReplayOptions):
+    """:func:`.folding.plan_folding`, refused (NotFoldable) under ASTRA-sim's congestion-aware network, where the
+    messages of every rank queue on links they share (:mod:`.astra_congestion`)."""
+    from tracekit.replayer.simulation.folding import plan_folding
+
+    if (options.collective_model or spec.collective_model) == "astra" and spec.astra is not None:
+        if spec.astra.network_backend == "congestion_aware":
+            raise NotFoldable("ASTRA-sim congestion-aware network: messages of every rank queue on shared links")
+    return plan_folding(scans, groups, spec, options)
 
 
 def _report_fallback(reason: str) -> None:

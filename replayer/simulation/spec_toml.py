@@ -72,8 +72,8 @@ def spec_to_dict(spec: HardwareSpec) -> dict[str, Any]:
             "roofline_enabled": a.roofline_enabled,
             "build": a.build,
         }
-        if a.peak_perf_tflops is not None:
-            astra["peak_perf_tflops"] = a.peak_perf_tflops
+        optional = {"peak_perf_tflops": a.peak_perf_tflops, "network_backend": a.network_backend}
+        astra.update({k: v for k, v in optional.items() if v not in (None, "congestion_unaware")})  # defaults
         out["astra"] = astra
     if spec.nccl != NcclConstants():
         n = spec.nccl
@@ -319,6 +319,7 @@ def _read_astra(r: _Reader) -> AstraSettings:
         roofline_enabled=r.boolean("roofline_enabled", False),
         peak_perf_tflops=r.number("peak_perf_tflops", None, positive=True),
         build=r.string("build", ASTRA_BUILDS[0], choices=ASTRA_BUILDS),
+        network_backend=r.string("network_backend", "congestion_unaware", choices=AstraSettings.NETWORK_BACKENDS),
     )
     r.finish()
     return settings

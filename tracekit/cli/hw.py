@@ -153,7 +153,7 @@ def show(name: str, as_toml: bool, as_json: bool) -> None:
         console.print(
             f"astra: endpoint-delay {a.endpoint_delay_ns} ns, local-mem-bw {a.local_mem_bw_gbps:g} GB/s, "
             f"splits {a.preferred_dataset_splits}, active chunks {a.active_chunks_per_dimension}, "
-            f"{a.collective_optimization}, bandwidth convention {a.bandwidth_convention}"
+            f"{a.collective_optimization}, bandwidth convention {a.bandwidth_convention}, network {a.network_backend}"
         )
 
 
@@ -209,6 +209,14 @@ _SHORT = {
     "518bd51 = master, c459ab6 = 2025-08.",
 )
 @click.option(
+    "--network-backend",
+    type=click.Choice(["congestion_unaware", "congestion_aware"]),
+    default="congestion_unaware",
+    show_default=True,
+    help="Which ASTRA-sim analytical network the spec follows: congestion_unaware (one closed-form time per "
+    "message) or congestion_aware (messages hop by hop over FIFO links; 1-D networks only).",
+)
+@click.option(
     "-o", "--output", type=click.Path(dir_okay=False), default=None, help="Write the spec TOML here (default: stdout)."
 )
 @json_option()
@@ -219,6 +227,7 @@ def import_astra(
     name: str | None,
     bandwidth_convention: str,
     build: str,
+    network_backend: str,
     output: str | None,
     as_json: bool,
 ) -> None:
@@ -235,7 +244,13 @@ def import_astra(
     from tracekit.replayer.simulation.astra_config import import_astra_config
 
     result = import_astra_config(
-        system, network, remote_memory, name=name, bandwidth_convention=bandwidth_convention, build=build
+        system,
+        network,
+        remote_memory,
+        name=name,
+        bandwidth_convention=bandwidth_convention,
+        build=build,
+        network_backend=network_backend,
     )
     text = result.spec.to_toml()
     if as_json:
