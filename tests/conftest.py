@@ -14,13 +14,13 @@ REAL = Path(os.environ.get("TRACEKIT_REAL_DATA", ROOT.parent / "shared" / "real"
 
 
 def pytest_report_header(config):
-    from reference_tools import interop_status
+    from reference_tools import chakra_status
 
     if REAL.is_dir():
         real = f"real-data suite: ON ({REAL})"
     else:
         real = f"real-data suite: OFF ({REAL} not found; only bundled samples are tested)"
-    return [real, interop_status()]
+    return [real, chakra_status()]
 
 
 @pytest.fixture(scope="session")
