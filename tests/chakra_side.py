@@ -5,6 +5,7 @@ jsonized or converted by Chakra's code alone, many files in one process:
 
 - ``decode FILE...``: each file through Chakra's ``protolib`` decoder into its ``et_def_pb2`` messages; prints one
   JSON list per file: the metadata version and, per node, the fields the tests compare (see :func:`_node_row`).
+- ``summarize FILE...``: per file the node counts by type, the ``comm_type`` values and the node names.
 - ``jsonize OUTDIR FILE...``: ``chakra_jsonizer``'s ``main`` with the arguments its console script takes, once per file,
   written to ``OUTDIR/<i>.json``.
 - ``convert OUTDIR ET...``: ``chakra_converter PyTorch`` (its ``main``, console-script arguments) once per PyTorch
@@ -68,6 +69,29 @@ def decode(paths: list[str]) -> list:
     return out
 
 
+def summarize(paths: list[str]) -> list:
+    """Per file: {"types": {node type: count}, "comm_types": {comm_type: count}, "names": {name: count}}."""
+    from collections import Counter
+
+    from chakra.schema.protobuf.et_def_pb2 import GlobalMetadata, Node
+    from chakra.src.third_party.utils.protolib import decodeMessage, openFileRd
+
+    out = []
+    for path in paths:
+        f = openFileRd(path)
+        decodeMessage(f, GlobalMetadata())
+        types, comm, names = Counter(), Counter(), Counter()
+        node = Node()
+        while decodeMessage(f, node):
+            types[int(node.type)] += 1
+            names[node.name] += 1
+            comm.update(a.int64_val for a in node.attr if a.name == "comm_type")
+            node = Node()
+        f.close()
+        out.append({"types": types, "comm_types": comm, "names": names})
+    return out
+
+
 def _run_main(main, argv: list[str]) -> dict:
     saved = sys.argv
     sys.argv = argv
@@ -97,6 +121,7 @@ def convert(outdir: str, paths: list[str]) -> list:
     """``chakra_converter --log-filename OUTDIR/<i>.log PyTorch --input ET --output OUTDIR/<i>.et`` for each file."""
     from chakra.src.converter.converter import main
 
+    logging.disable(logging.DEBUG)  # its main logs every node at DEBUG into the log file (a sixth of its time)
     results = []
     for i, path in enumerate(paths):
         argv = [
@@ -118,6 +143,8 @@ if __name__ == "__main__":
     command, *rest = sys.argv[1:]
     if command == "decode":
         result = decode(rest)
+    elif command == "summarize":
+        result = summarize(rest)
     elif command == "jsonize":
         result = jsonize(rest[0], rest[1:])
     elif command == "convert":

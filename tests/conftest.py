@@ -68,6 +68,8 @@ HEAVY_FIRST = (
     "converters/test_pytorch_real.py",
     "converters/test_kineto_real.py",
     "converters/test_costs_real.py",
+    "interop/test_chakra_converter_on_real_captures.py",
+    "interop/test_chakra_reads_every_file.py",
     "replayer/test_tutorial.py",
     "interop/test_astra_runs_what_we_write.py",
     "transforms/test_compact.py",
