@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from tracekit.io import read_trace
+
 ROOT = Path(__file__).resolve().parent.parent
 CHAKRA_PYTHON = Path(os.environ.get("TRACEKIT_CHAKRA_PYTHON", ROOT / ".venv-chakra" / "bin" / "python"))
 CHAKRA_SIDE = Path(__file__).with_name("chakra_side.py")
@@ -61,7 +63,8 @@ def chakra_status() -> str:
     return f"Chakra interop (mlc-chakra from PyPI): ON ({facts['mlc-chakra']}, protobuf {facts['protobuf']}, {CHAKRA_PYTHON})"
 
 
-def _need_chakra() -> dict:
+def chakra_facts() -> dict:
+    """``{"mlc-chakra": version, "protobuf": version, "scripts": its console-script folder}``; skips without it."""
     reason, facts = _probe()
     if reason:
         pytest.skip(reason)
@@ -73,7 +76,7 @@ def chakra_python(code: str, *args: str, timeout_s: float = 300.0) -> str:
 
     Skips the test when Chakra is not installed; fails it when the code exits non-zero (Chakra rejected the input).
     """
-    _need_chakra()
+    chakra_facts()
     proc = subprocess.run([str(CHAKRA_PYTHON), "-c", code, *args], capture_output=True, text=True, timeout=timeout_s)
     if proc.returncode != 0:
         pytest.fail(f"Chakra's Python code failed (exit {proc.returncode}): {proc.stderr.strip()[-800:]}")
@@ -105,5 +108,42 @@ def chakra_script(name: str, *args: str | Path, timeout_s: float = 300.0) -> sub
 
     Returns the finished process whatever its exit code (a test asserts on it); skips when Chakra is not installed.
     """
-    script = _need_chakra()["scripts"] / name
+    script = chakra_facts()["scripts"] / name
     return subprocess.run([str(script), *map(str, args)], capture_output=True, text=True, timeout=timeout_s)
+
+
+def _value(v):
+    if isinstance(v, bytes):
+        return v.hex()
+    if isinstance(v, tuple):
+        return [x.hex() if isinstance(x, bytes) else x for x in v]
+    return v
+
+
+def tracekit_rows(path: Path) -> tuple[str, list[list]]:
+    """The file as tracekit reads it, in the row layout of ``reference_tools.chakra_decode``."""
+    trace = read_trace(path)
+    rows = []
+    for n in trace.nodes:
+        io = [[m.values, m.shapes, m.types] if m is not None else ["", "", ""] for m in (n.inputs, n.outputs)]
+        attrs = [[a.name, _value(a.value)] for a in n.attrs]
+        times = [n.start_time_ns // 1000, n.duration_ns // 1000]  # the micros fields: nanoseconds floored
+        rows.append([n.id, n.name, int(n.type), list(n.data_deps), list(n.ctrl_deps), *times, *io, attrs])
+    return trace.metadata.version, json.loads(json.dumps(rows))  # tuples as lists, as in Chakra's JSON answer
+
+
+def assert_chakra_reads_as_we_do(files: list[Path]) -> dict[str, int]:
+    """Every file decoded by Chakra's ``protolib`` equals tracekit's reading, node for node.
+
+    Compared per file: the metadata version, then per node every field of :func:`tracekit_rows`. Returns the node
+    count per file name. Skips the test when Chakra is not installed.
+    """
+    counts = {}
+    for path, (version, theirs) in zip(files, chakra_decode(*files)):
+        our_version, ours = tracekit_rows(path)
+        assert version == our_version, path
+        assert len(theirs) == len(ours), f"{path}: Chakra reads {len(theirs)} nodes, tracekit {len(ours)}"
+        for row_theirs, row_ours in zip(theirs, ours):
+            assert row_theirs == row_ours, f"{path}: node {row_ours[0]}: Chakra {row_theirs} != tracekit {row_ours}"
+        counts[path.name] = len(ours)
+    return counts

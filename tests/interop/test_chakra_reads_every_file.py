@@ -19,46 +19,13 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from reference_tools import chakra_decode, chakra_script, chakra_side
+from reference_tools import assert_chakra_reads_as_we_do, chakra_script, chakra_side
 from tracekit.cli import cli
 from tracekit.io import read_trace
 from tracekit.model import NodeType
 
 SMALL_LLM = "--model gpt3-1.3b --layers 2 --hidden 256 --heads 8 --seq 128 --ffn 1024 --vocab 1000".split()
 ROOFLINE = ["--peak-tflops", "100", "--mem-bw-gbps", "1000"]
-
-
-def _value(v):
-    if isinstance(v, bytes):
-        return v.hex()
-    if isinstance(v, tuple):
-        return [x.hex() if isinstance(x, bytes) else x for x in v]
-    return v
-
-
-def tracekit_rows(path: Path) -> tuple[str, list[list]]:
-    """The file as tracekit reads it, in the row layout of ``reference_tools.chakra_decode``."""
-    trace = read_trace(path)
-    rows = []
-    for n in trace.nodes:
-        io = [[m.values, m.shapes, m.types] if m is not None else ["", "", ""] for m in (n.inputs, n.outputs)]
-        attrs = [[a.name, _value(a.value)] for a in n.attrs]
-        times = [n.start_time_ns // 1000, n.duration_ns // 1000]  # the micros fields: nanoseconds floored
-        rows.append([n.id, n.name, int(n.type), list(n.data_deps), list(n.ctrl_deps), *times, *io, attrs])
-    return trace.metadata.version, json.loads(json.dumps(rows))  # tuples as lists, as in Chakra's JSON answer
-
-
-def assert_chakra_reads_as_we_do(files: list[Path]) -> dict[str, int]:
-    """Every file decoded by Chakra equals tracekit's reading, node for node; returns nodes per file name."""
-    counts = {}
-    for path, (version, theirs) in zip(files, chakra_decode(*files)):
-        our_version, ours = tracekit_rows(path)
-        assert version == our_version, path
-        assert len(theirs) == len(ours), f"{path}: Chakra reads {len(theirs)} nodes, tracekit {len(ours)}"
-        for row_theirs, row_ours in zip(theirs, ours):
-            assert row_theirs == row_ours, f"{path}: node {row_ours[0]}: Chakra {row_theirs} != tracekit {row_ours}"
-        counts[path.name] = len(ours)
-    return counts
 
 
 def _et_files(folder: Path) -> list[Path]:
