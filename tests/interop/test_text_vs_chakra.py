@@ -27,6 +27,7 @@ CHAKRA_TEXT = [
     "DLRM_HybridParallel",
 ]
 
+
 def chakra_text_convert(workload, prefix, ranks: int) -> list[list]:
     """Run Chakra's text converter and decode its files with Chakra's protolib (rows as in :func:`tracekit_rows`)."""
     prefix.parent.mkdir(parents=True, exist_ok=True)
