@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from reference_tools import chakra_script, chakra_side
+from reference_tools import chakra_facts, chakra_script, chakra_side
 from tracekit.converters.pytorch import convert_rank
 from tracekit.model import CollectiveType, NodeType
 
@@ -73,6 +73,12 @@ CAPTURES: dict[str, list[tuple[str, str | None]]] = {
         for r in range(8)
     ],
 }
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _chakra_installed():
+    """Skip the module at once, before any input is prepared, when Chakra is not installed."""
+    chakra_facts()
 
 
 def _plain(real: Path, spec: str, dest: Path) -> Path:

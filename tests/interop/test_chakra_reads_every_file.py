@@ -19,13 +19,19 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from reference_tools import assert_chakra_reads_as_we_do, chakra_script, chakra_side
+from reference_tools import chakra_facts, assert_chakra_reads_as_we_do, chakra_script, chakra_side
 from tracekit.cli import cli
 from tracekit.io import read_trace
 from tracekit.model import NodeType
 
 SMALL_LLM = "--model gpt3-1.3b --layers 2 --hidden 256 --heads 8 --seq 128 --ffn 1024 --vocab 1000".split()
 ROOFLINE = ["--peak-tflops", "100", "--mem-bw-gbps", "1000"]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _chakra_installed():
+    """Skip the module at once, before any input is prepared, when Chakra is not installed."""
+    chakra_facts()
 
 
 def _et_files(folder: Path) -> list[Path]:
