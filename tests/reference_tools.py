@@ -99,8 +99,8 @@ def chakra_decode(*paths: Path | str) -> list[tuple[str, list[list]]]:
 
 def chakra_node_count(path: Path | str) -> int:
     """Number of nodes Chakra's own Python decoder (``protolib``) reads from ``path``."""
-    ((_, rows),) = chakra_decode(path)
-    return len(rows)
+    ((summary,),) = [chakra_side("summarize", path)]
+    return sum(summary["types"].values())
 
 
 def chakra_script(name: str, *args: str | Path, timeout_s: float = 300.0) -> subprocess.CompletedProcess:
