@@ -148,6 +148,10 @@ def _jsonized_nodes(path: Path) -> list[dict]:
     return docs[1:]
 
 
+# the fields compared, with the value protobuf's JSON form means when it leaves one out (the field's default)
+JSONIZED_FIELDS = [("id", "0"), ("name", ""), ("type", "INVALID_NODE"), ("dataDeps", []), ("durationMicros", "0")]
+
+
 def _as_jsonizer_writes(trace_path: Path) -> list[list]:
     # protobuf's JSON form: uint64 as strings, enums by name, fields left out when they hold the default
     return [
@@ -162,10 +166,7 @@ def test_chakra_jsonizer_writes_every_file_with_our_nodes(samples_dir, real_et_f
     assert chakra_side("jsonize", tmp_path, *files) == [{"ok": True}] * len(files)
     for i, path in enumerate(files):
         docs = _jsonized_nodes(tmp_path / f"{i}.json")
-        theirs = [
-            [d.get("id", "0"), d.get("name", ""), d["type"], d.get("dataDeps", []), d.get("durationMicros", "0")]
-            for d in docs
-        ]
+        theirs = [[d.get(field, default) for field, default in JSONIZED_FIELDS] for d in docs]
         assert theirs == _as_jsonizer_writes(path), path
     # the console script itself, on one file, writes the same bytes as its main called in the batch
     proc = chakra_script("chakra_jsonizer", "--input_filename", files[0], "--output_filename", tmp_path / "one.json")
