@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from reference_tools import chakra_facts, assert_chakra_reads_as_we_do, chakra_script, chakra_side
+from reference_tools import assert_chakra_reads_as_we_do, chakra_facts, chakra_script, chakra_side
 from tracekit.cli import cli
 from tracekit.io import read_trace
 from tracekit.model import NodeType
