@@ -16,7 +16,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 DEMO   := demo_out
 
-.PHONY: aot demo test test-full lint typecheck typecheck-core typecheck-layers layers duplicates sizes docstrings format bench proto install clean
+.PHONY: aot demo interop-tools test test-full lint typecheck typecheck-core typecheck-layers layers duplicates sizes docstrings format bench proto install clean
 
 install: $(STAMP)
 
@@ -26,6 +26,19 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[test]'
 	$(PY) tools/build_aot.py
 	touch $(STAMP)
+
+# MLCommons Chakra from the package index (mlc-chakra, Apache-2.0) in a venv of its own, .venv-chakra: its decoder,
+# chakra_jsonizer, chakra_converter and chakra_trace_link, which the interop tests run on what tracekit writes and on
+# the real captures (tests/reference_tools.py finds it there or through $$TRACEKIT_CHAKRA_PYTHON; without it those tests
+# skip and say why). A venv of its own because mlc-chakra requires HolisticTraceAnalysis, which brings about 60
+# packages (jupyterlab, pandas, ipython) that the test environment does not need; .ci/run installs it.
+CHAKRA_VENV := .venv-chakra
+interop-tools: $(CHAKRA_VENV)/.installed-stamp
+
+$(CHAKRA_VENV)/.installed-stamp:
+	test -x $(CHAKRA_VENV)/bin/python || $(PYTHON) -m venv $(CHAKRA_VENV)
+	$(CHAKRA_VENV)/bin/python -m pip install --quiet 'mlc-chakra==1.0.0'
+	touch $@
 
 # Build the ahead-of-time kernels again. `make test` and `make demo` do it when a module of kernels (one importing
 # tracekit._jit) changed since the manifest was written: until then such a kernel runs through numba's JIT, and every
@@ -107,4 +120,4 @@ proto: $(STAMP)
 	$(PY) -m grpc_tools.protoc -Ischema --python_out=tracekit/_proto schema/et_def.proto
 
 clean:
-	rm -rf $(VENV) $(DEMO) .pytest_cache .hypothesis .mypy_cache .ruff_cache .mypy_tree tracekit/_aot_kernels*
+	rm -rf $(VENV) $(CHAKRA_VENV) $(DEMO) .pytest_cache .hypothesis .mypy_cache .ruff_cache .mypy_tree tracekit/_aot_kernels*

@@ -15,13 +15,13 @@ REAL = Path(os.environ.get("TRACEKIT_REAL_DATA", ROOT.parent / "shared" / "real"
 
 def pytest_report_header(config):
     from astra_reference import reference_status
-    from reference_tools import interop_status
+    from reference_tools import chakra_status
 
     if REAL.is_dir():
         real = f"real-data suite: ON ({REAL})"
     else:
         real = f"real-data suite: OFF ({REAL} not found; only bundled samples are tested)"
-    return [real, interop_status(), reference_status()]
+    return [real, chakra_status(), reference_status()]
 
 
 @pytest.fixture(scope="session")
@@ -71,6 +71,8 @@ HEAVY_FIRST = (
     "converters/test_pytorch_real.py",
     "converters/test_kineto_real.py",
     "converters/test_costs_real.py",
+    "interop/test_chakra_converter_on_real_captures.py",
+    "interop/test_chakra_reads_every_file.py",
     "replayer/test_tutorial.py",
     "interop/test_astra_export_reference.py",
     "transforms/test_compact.py",

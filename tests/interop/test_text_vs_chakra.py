@@ -1,7 +1,7 @@
 """`convert text` equals Chakra's own text converter node for node, on every real text workload.
 
-The reference: ``python -m chakra.src.converter.converter Text --input F --output P --num-npus N --num-passes 1``
-(mlcommons/chakra 21585d8 in ../shared/tools/chakra), decoded with Chakra's own ``protolib``.  Compared per rank:
+The reference: ``chakra_converter Text --input F --output P --num-npus N --num-passes 1`` (mlc-chakra 1.0.0 from
+the package index, tests/reference_tools.py), decoded with Chakra's own ``protolib``.  Compared per rank:
 node names, types, ``duration_micros``, ``comm_type``, ``comm_size`` and data/control dependencies.  Chakra numbers
 node ids on across ranks (rank 1 starts where rank 0 ended) and tracekit restarts them per rank, so dependencies
 are compared as positions in the rank's file.  tracekit adds a ``process_group:init`` METADATA node to hybrid
@@ -11,11 +11,9 @@ and so are ``pg_name`` and ``is_cpu_op``, which Chakra does not write.
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from reference_tools import chakra_python
+from reference_tools import chakra_decode, chakra_script
 from tracekit.converters.text_workload import convert_text_workload
 from tracekit.io import read_traceset, write_traceset
 from tracekit.model import NodeType
@@ -29,48 +27,26 @@ CHAKRA_TEXT = [
     "DLRM_HybridParallel",
 ]
 
-_DECODE_SET = """
-import json, sys
-from chakra.src.third_party.utils.protolib import openFileRd, decodeMessage
-from chakra.schema.protobuf.et_def_pb2 import GlobalMetadata, Node
-out = []
-for path in sys.argv[1:]:
-    f = openFileRd(path)
-    meta = GlobalMetadata(); decodeMessage(f, meta)
-    nodes = []
-    node = Node()
-    while decodeMessage(f, node):
-        nodes.append(node)
-        node = Node()
-    pos = {n.id: i for i, n in enumerate(nodes)}
-    rows = []
-    for n in nodes:
-        attrs = {a.name: a.int64_val for a in n.attr if a.name in ("comm_type", "comm_size")}
-        rows.append([n.name, int(n.type), int(n.duration_micros), attrs.get("comm_type"), attrs.get("comm_size"),
-                     sorted(pos[d] for d in n.data_deps), sorted(pos[d] for d in n.ctrl_deps)])
-    out.append(rows)
-print(json.dumps(out))
-"""
-
 
 def chakra_text_convert(workload, prefix, ranks: int) -> list[list]:
-    """Run Chakra's text converter and decode its files with Chakra's protolib (rows as in _DECODE_SET)."""
+    """Run Chakra's text converter and decode its files with Chakra's protolib (rows as in :func:`tracekit_rows`)."""
     prefix.parent.mkdir(parents=True, exist_ok=True)
-    chakra_python(
-        "import runpy, sys; sys.argv = ['converter'] + sys.argv[1:]; "
-        "runpy.run_module('chakra.src.converter.converter', run_name='__main__')",
-        "Text",
-        "--input",
-        str(workload),
-        "--output",
-        str(prefix),
-        "--num-npus",
-        str(ranks),
-        "--num-passes",
-        "1",
-    )
-    files = [f"{prefix}.{r}.et" for r in range(ranks)]
-    return json.loads(chakra_python(_DECODE_SET, *files))
+    log = prefix.parent / "chakra_converter.log"
+    args = ["--input", workload, "--output", prefix, "--num-npus", str(ranks), "--num-passes", "1"]
+    proc = chakra_script("chakra_converter", "--log-filename", log, "Text", *args)
+    assert proc.returncode == 0, proc.stderr[-800:]
+    out = []
+    for _, nodes in chakra_decode(*(f"{prefix}.{r}.et" for r in range(ranks))):
+        pos = {row[0]: i for i, row in enumerate(nodes)}
+        rows = []
+        for _id, name, kind, data, ctrl, _start, duration, _in, _out, attrs in nodes:
+            comm = dict(attrs)
+            rows.append(
+                [name, kind, duration, comm.get("comm_type"), comm.get("comm_size"),
+                 sorted(pos[d] for d in data), sorted(pos[d] for d in ctrl)]
+            )  # fmt: skip
+        out.append(rows)
+    return out
 
 
 def tracekit_rows(prefix) -> list[list]:
