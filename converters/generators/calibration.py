@@ -66,6 +66,11 @@ MEGATRON_2021_TP_DGRAD_OVERLAP = False
 #: (``model.allreduce_gradients()`` in ``train_step``), not overlapped with it; overlap arrived with
 #: ``--overlap-grad-reduce`` in Megatron-Core (2023). Source: Megatron-LM megatron/training.py, v2.x.
 MEGATRON_2021_OVERLAP_GRAD_REDUCE = False
+#: FP8 GEMMs reach a smaller fraction of the FP8 peak than BF16 GEMMs of theirs: the device curve
+#: (``gemm_efficiency``, calibrated on BF16) is scaled by this for FP8 linear layers.  Source: NVIDIA
+#: Transformer Engine / cuBLASLt on H100 SXM, large GEMMs: ~1,300 of 1,979 dense FP8 TFLOP/s vs ~790 of 989
+#: BF16 (0.66 vs 0.80 of peak: 0.66 / 0.80 = 0.82); assumed, not fitted.
+FP8_GEMM_EFFICIENCY = 0.82
 
 #: ``(name, value, unit, source)`` of every assumption above, for reports and tests.
 ASSUMPTIONS: tuple[tuple[str, Any, str, str], ...] = (
@@ -92,6 +97,12 @@ ASSUMPTIONS: tuple[tuple[str, Any, str, str], ...] = (
     ),
     ("tp_dgrad_overlap", MEGATRON_2021_TP_DGRAD_OVERLAP, "flag", "Megatron-LM v2.x mpu/mappings.py, layers.py"),
     ("overlap_grad_reduce", MEGATRON_2021_OVERLAP_GRAD_REDUCE, "flag", "Megatron-LM v2.x training.py"),
+    (
+        "fp8_gemm_efficiency",
+        FP8_GEMM_EFFICIENCY,
+        "fraction of the BF16 curve",
+        "assumed: cuBLASLt FP8 vs BF16 large-GEMM fraction of peak on H100 SXM",
+    ),
 )
 
 
@@ -107,7 +118,10 @@ class CalibratedCost:
         optimizer_extra_bytes_per_param: bytes the optimizer moves per parameter besides Adam's.
         gemm_k_fill: the ``K_FILL`` of ``k / (k + K_FILL)`` (elements).
         tp_dgrad_overlap: the generator overlaps the tp reduction of an input gradient with the
-            weight-gradient GEMM (False: it runs before, as Megatron-LM 2021).
+            weight-gradient GEMM (False: it runs before, as Megatron-LM 2021); a stack's
+            ``tp_dgrad_overlap`` (:mod:`tracekit.workloads.stacks`) wins over it.
+        gemm_dtype: dtype of the transformer's linear-layer GEMMs (``fp8`` under Transformer Engine's
+            recipe: :func:`cost_for`); None = :attr:`dtype`.
 
     Raises:
         ConfigError: a negative overhead, or a device that is not one (see
@@ -121,6 +135,7 @@ class CalibratedCost:
     optimizer_extra_bytes_per_param: int = OPTIMIZER_EXTRA_BYTES_PER_PARAM
     gemm_k_fill: float = GEMM_K_FILL
     tp_dgrad_overlap: bool = MEGATRON_2021_TP_DGRAD_OVERLAP
+    gemm_dtype: str | None = None
 
     def __post_init__(self) -> None:
         from tracekit.devices import device_model
@@ -156,19 +171,48 @@ class CalibratedCost:
         seconds = max(num_ops / self.device.vector_flops_per_s, self._memory_s(tensor_bytes))
         return math.ceil(seconds * 1e9 + self.kernel_overhead_ns)
 
-    def gemm_ns(self, m: int, k: int, n: int, tensor_bytes: int, batch: int = 1) -> int:
+    def gemm_ns(self, m: int, k: int, n: int, tensor_bytes: int, batch: int = 1, linear: bool = False) -> int:
         """``batch`` GEMMs ``[m, k] @ [k, n]`` moving ``tensor_bytes``: the compute model's efficiency at
-        this shape, or the memory time if longer, plus overhead."""
+        this shape, or the memory time if longer, plus overhead; a ``linear`` layer's GEMM runs in
+        :attr:`gemm_dtype` (FP8 at the device's FP8 peak times :data:`FP8_GEMM_EFFICIENCY`)."""
         from tracekit.devices import gemm_efficiency
 
-        eff = gemm_efficiency(m, n, k, self.dtype, self.device, batch) * k / (k + self.gemm_k_fill)
+        dtype = (self.gemm_dtype or self.dtype) if linear else self.dtype
+        eff = gemm_efficiency(m, n, k, dtype, self.device, batch) * k / (k + self.gemm_k_fill)
+        if dtype == "fp8":
+            eff *= FP8_GEMM_EFFICIENCY
         flops = 2 * m * n * k * batch
-        compute_s = flops / (self.peak_flops_per_s * eff) if eff > 0 else 0.0
+        compute_s = flops / (self.device.peak(dtype)[0] * eff) if eff > 0 else 0.0
         return math.ceil(max(compute_s, self._memory_s(tensor_bytes)) * 1e9 + self.kernel_overhead_ns)
 
     def optimizer_ns(self, num_ops: int, tensor_bytes: int, params: int) -> int:
         """The optimizer step over ``params`` parameters: Adam's bytes plus the extra gradient passes."""
         return self.duration_ns(num_ops, tensor_bytes + self.optimizer_extra_bytes_per_param * params)
+
+    def attention_ns(self, num_ops: int, tensor_bytes: int, batch_heads: int, q_len: int) -> int:
+        """One fused attention kernel executing ``num_ops`` FLOPs over ``batch_heads`` (b x heads) and
+        ``q_len`` query rows: ``F / (peak(dtype) x attention_efficiency)`` or the memory time if longer,
+        plus overhead (:func:`tracekit.devices.attention_efficiency`: FlashAttention's wave quantization
+        of ``b h ceil(q / T)`` query tiles times the device's fused-attention efficiency).  Attention runs in
+        :attr:`dtype` (BF16 under Transformer Engine's FP8 recipe)."""
+        from tracekit.devices import attention_efficiency
+
+        eff = attention_efficiency(batch_heads, q_len, self.device)
+        compute_s = num_ops / (self.peak_flops_per_s * eff) if eff > 0 else 0.0
+        return math.ceil(max(compute_s, self._memory_s(tensor_bytes)) * 1e9 + self.kernel_overhead_ns)
+
+
+def cost_for(hardware: Any, config: Any) -> CalibratedCost:
+    """The :class:`CalibratedCost` for an :class:`~tracekit.workloads.config.LLMConfig` on ``hardware``:
+    ``dtype="fp8"`` under Transformer Engine's recipe prices linear GEMMs in FP8 and the rest in BF16
+    (:mod:`tracekit.workloads.stacks`); else everything in the config's dtype.
+
+    Raises:
+        ConfigError: as :func:`calibrated_cost`.
+    """
+    if config.fp8_gemms_only:
+        return CalibratedCost(hardware, "bf16", gemm_dtype="fp8")
+    return CalibratedCost(hardware, config.dtype)
 
 
 def calibrated_cost(hardware: Any, dtype: str = "bf16") -> CalibratedCost:
@@ -287,9 +331,11 @@ __all__ = [
     "MEGATRON_2021_TP_DGRAD_OVERLAP",
     "OPTIMIZER_EXTRA_BYTES_PER_PARAM",
     "TABLE1",
+    "FP8_GEMM_EFFICIENCY",
     "CalibratedCost",
     "Table1Row",
     "calibrated_cost",
+    "cost_for",
     "table1_config",
     "table1_row",
     "table1_tflops_per_gpu",

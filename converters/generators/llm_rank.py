@@ -228,11 +228,11 @@ class _RankBuilder:
     # ----- one iteration ----------------------------------------------------------------------
     def build(self) -> ExecutionTrace:
         c, p = self.c, self.c.parallel
-        lpc = c.layers_per_chunk
+        chunks = c.chunk_layers  # uneven splits: tracekit.workloads.pipeline_split
         prev_exit: list[int] = []
         for op in stage_order(p.schedule, p.pp, c.num_micro_batches, self.place.pp_rank, p.virtual_stages):
             vs = op.chunk * p.pp + self.place.pp_rank
-            layers = range(vs * lpc, (vs + 1) * lpc)
+            layers = chunks[vs]
             mb = op.micro_batch
             if op.kind == FORWARD:
                 units = ([-1] if vs == 0 else []) + list(layers) + ([self.n_layers] if vs == self.n_vstages - 1 else [])
