@@ -66,6 +66,15 @@ MEGATRON_2021_TP_DGRAD_OVERLAP = False
 #: (``model.allreduce_gradients()`` in ``train_step``), not overlapped with it; overlap arrived with
 #: ``--overlap-grad-reduce`` in Megatron-Core (2023). Source: Megatron-LM megatron/training.py, v2.x.
 MEGATRON_2021_OVERLAP_GRAD_REDUCE = False
+#: Fraction of the device curve's tensor-core rate (GEMMs and fused attention) an H100 SXM sustains through
+#: a whole training step: the curve's maxima (devices.toml: 0.80 of peak for GEMMs from short MAMF runs, 0.75
+#: for FlashAttention-3's best forward) are best-case kernel figures, while a training step holds the GPU at
+#: its 700 W limit, where the tensor-core clock sits below the 1.83 GHz the 989 TFLOP/s peak is quoted at
+#: (G. Lockwood, "Peak FLOPS": 528 tensor cores x 1024 FLOP/clock x 1.83 GHz). Source: fitted to ONE row,
+#: NVIDIA/dgxc-benchmarking 1b9bb6b llama3.1/README_8b.md (Llama 3.1 8B, 8 GPUs, 12.78 s per step: no tp,
+#: no pp, compute-bound); the Llama 3.1 70B, Nemotron-4 15B and GPT-3 175B rows are the check
+#: (benchmarks/bench_stacks.py). A100 keeps 1.0: its Table-1 rows are fitted by GEMM_K_FILL.
+SUSTAINED_TENSOR_FRACTION = {"h100-sxm": 0.79}
 #: FP8 GEMMs reach a smaller fraction of the FP8 peak than BF16 GEMMs of theirs: the device curve
 #: (``gemm_efficiency``, calibrated on BF16) is scaled by this for FP8 linear layers.  Source: NVIDIA
 #: Transformer Engine / cuBLASLt on H100 SXM, large GEMMs: ~1,300 of 1,979 dense FP8 TFLOP/s vs ~790 of 989
@@ -98,6 +107,12 @@ ASSUMPTIONS: tuple[tuple[str, Any, str, str], ...] = (
     ("tp_dgrad_overlap", MEGATRON_2021_TP_DGRAD_OVERLAP, "flag", "Megatron-LM v2.x mpu/mappings.py, layers.py"),
     ("overlap_grad_reduce", MEGATRON_2021_OVERLAP_GRAD_REDUCE, "flag", "Megatron-LM v2.x training.py"),
     (
+        "sustained_tensor_fraction",
+        SUSTAINED_TENSOR_FRACTION,
+        "fraction of the tensor-core curve",
+        "fitted: NVIDIA/dgxc-benchmarking 1b9bb6b Llama 3.1 8B row (H100); A100 1.0",
+    ),
+    (
         "fp8_gemm_efficiency",
         FP8_GEMM_EFFICIENCY,
         "fraction of the BF16 curve",
@@ -120,6 +135,8 @@ class CalibratedCost:
         tp_dgrad_overlap: the generator overlaps the tp reduction of an input gradient with the
             weight-gradient GEMM (False: it runs before, as Megatron-LM 2021); a stack's
             ``tp_dgrad_overlap`` (:mod:`tracekit.workloads.stacks`) wins over it.
+        tensor_fraction: sustained fraction of the tensor-core curve (None: :data:`SUSTAINED_TENSOR_FRACTION`
+            of the device, else 1).
         gemm_dtype: dtype of the transformer's linear-layer GEMMs (``fp8`` under Transformer Engine's
             recipe: :func:`cost_for`); None = :attr:`dtype`.
 
@@ -136,11 +153,14 @@ class CalibratedCost:
     gemm_k_fill: float = GEMM_K_FILL
     tp_dgrad_overlap: bool = MEGATRON_2021_TP_DGRAD_OVERLAP
     gemm_dtype: str | None = None
+    tensor_fraction: float | None = None
 
     def __post_init__(self) -> None:
         from tracekit.devices import device_model
 
         object.__setattr__(self, "device", device_model(self.device))
+        if self.tensor_fraction is None:
+            object.__setattr__(self, "tensor_fraction", SUSTAINED_TENSOR_FRACTION.get(self.device.key, 1.0))
         if not self.kernel_overhead_ns >= 0 or math.isinf(self.kernel_overhead_ns):
             raise ConfigError(f"kernel overhead must be >= 0 ns, got {self.kernel_overhead_ns!r}")
 
@@ -178,7 +198,7 @@ class CalibratedCost:
         from tracekit.devices import gemm_efficiency
 
         dtype = (self.gemm_dtype or self.dtype) if linear else self.dtype
-        eff = gemm_efficiency(m, n, k, dtype, self.device, batch) * k / (k + self.gemm_k_fill)
+        eff = gemm_efficiency(m, n, k, dtype, self.device, batch) * k / (k + self.gemm_k_fill) * self.tensor_fraction
         if dtype == "fp8":
             eff *= FP8_GEMM_EFFICIENCY
         flops = 2 * m * n * k * batch
@@ -197,7 +217,7 @@ class CalibratedCost:
         :attr:`dtype` (BF16 under Transformer Engine's FP8 recipe)."""
         from tracekit.devices import attention_efficiency
 
-        eff = attention_efficiency(batch_heads, q_len, self.device)
+        eff = attention_efficiency(batch_heads, q_len, self.device) * self.tensor_fraction
         compute_s = num_ops / (self.peak_flops_per_s * eff) if eff > 0 else 0.0
         return math.ceil(max(compute_s, self._memory_s(tensor_bytes)) * 1e9 + self.kernel_overhead_ns)
 
