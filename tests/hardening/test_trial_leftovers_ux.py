@@ -554,19 +554,18 @@ def test_a_tensor_parallel_rewrite_gives_the_default_group_the_new_world_size(tm
     assert {default_group_size(job[r]) for r in job.ranks} == {16}
 
 
-def test_the_tutorials_hardware_comparison_says_the_presets_use_different_collective_models():
+def test_the_tutorials_hardware_comparison_says_which_collective_model_the_presets_use():
     import tomllib
 
     presets = REPO / "replayer" / "presets"
     models = {name: tomllib.loads((presets / f"{name}.toml").read_text())["collectives"]["model"] for name in ("dgx-a100", "dgx-h100")}  # fmt: skip
-    assert models == {"dgx-a100": "nccl", "dgx-h100": "alpha_beta"}  # what step 7 says; change both together
+    assert models == {"dgx-a100": "nccl", "dgx-h100": "nccl"}  # what step 7 says; change both together
     step7 = (REPO / "docs" / "tutorial.md").read_text().split("## 7. Compare")[1].split("## 8.")[0]
     flat = " ".join(step7.split())
-    assert "`dgx-a100` times collectives with the `nccl` model" in flat
-    assert "`dgx-h100` with `alpha_beta`" in flat
-    # the same-model replay is a command the tutorial test runs, and its diff is checked there
-    assert "tracekit replay out/job --hw dgx-h100 --compute measured --collective-model nccl" in flat
-    assert "$ tracekit diff out/a100.json out/h100_nccl.json" in step7
+    assert "Both presets time collectives with the `nccl` model" in flat
+    # the other-model replay is a command the tutorial test runs, and its diff is checked there
+    assert "tracekit replay out/job --hw dgx-h100 --compute measured --collective-model alpha_beta" in flat
+    assert "$ tracekit diff out/h100.json out/h100_ab.json" in step7
 
 
 def test_astra_sims_custom_allreduce_sample_validates_and_is_named_a_partial_set(tmp_path):
