@@ -304,10 +304,12 @@ def table1_row(name: str) -> Table1Row:
 
 def table1_config(row: Table1Row):
     """The :class:`~.llm_config.LLMConfig` of a Table-1 row with the assumptions above (GPT shape of the
-    ``gpt3-1.3b`` preset: learned positions, tied embeddings, GELU, LayerNorm, biases)."""
+    ``gpt3-1.3b`` preset: learned positions, tied embeddings, GELU, LayerNorm, biases), run by the
+    ``megatron-2021`` stack."""
     from dataclasses import replace
 
     from tracekit.workloads.config import LLMConfig, ParallelSpec, preset
+    from tracekit.workloads.stacks import apply_stack
 
     base, _ = preset("gpt3-1.3b")
     model = replace(
@@ -328,7 +330,8 @@ def table1_config(row: Table1Row):
         recompute="full",
         overlap_grad_reduce=MEGATRON_2021_OVERLAP_GRAD_REDUCE,
     )
-    return LLMConfig(model, parallel, global_batch_size=row.batch_size, micro_batch_size=TABLE1_MICRO_BATCH)
+    config = LLMConfig(model, parallel, global_batch_size=row.batch_size, micro_batch_size=TABLE1_MICRO_BATCH)
+    return apply_stack(config, "megatron-2021")  # what the paper ran (tracekit.workloads.stacks)
 
 
 def table1_tflops_per_gpu(row: Table1Row, iteration_s: float) -> float:

@@ -82,7 +82,7 @@ def fused_backward(bb: _BlockBuilder, x: Dims) -> None:
     for step in range(x.cp):
         nxt = None
         if step < x.cp - 1:  # K/V and their gradient accumulator move on while this step's gradients run
-            nxt = bb.coll("cp_dkv_ring", CollectiveType.ALL_GATHER, 2 * ring_bytes, "cp", join=False, after=arrived)
+            nxt = bb.coll("cp_dkv_ring", CollectiveType.ALL_GATHER, 2 * kv * x.dt // (x.cp - 1), "cp", join=False, after=arrived)
         deps = (arrived,) if step else ()
         _kernel(bb, x, 2 * flops // x.cp, 4 * q + 2 * kv, backward=True, extra_deps=deps)
         if nxt is not None:
