@@ -270,21 +270,7 @@ class OpTime:
     dtype_fallback: bool
 
 
-#: Op classes PyTorch runs in TF32 when their dtype is fp32, by default: convolutions
-#: (``torch.backends.cudnn.allow_tf32`` defaults to True); fp32 matmuls do not
-#: (``torch.backends.cuda.matmul.allow_tf32`` defaults to False since PyTorch 1.12). Source: PyTorch docs,
-#: "CUDA semantics", section "TensorFloat-32 (TF32) on Ampere (and later) devices".
-TF32_BY_DEFAULT = frozenset({"conv"})
-
-
-def op_seconds(
-    flops: float,
-    nbytes: float,
-    op_class: str | None,
-    dtype: str | None,
-    device: DeviceModel,
-    tf32_classes: frozenset[str] = TF32_BY_DEFAULT,
-) -> OpTime:
+def op_seconds(flops: float, nbytes: float, op_class: str | None, dtype: str | None, device: DeviceModel) -> OpTime:
     """Roofline time of one op of ``op_class`` on ``device``.
 
     * no class (nodes with only ``num_ops``/``tensor_size``): ``max(F / peak(default dtype), B / bandwidth)``;
@@ -300,9 +286,6 @@ def op_seconds(
         op_class: one of :data:`tracekit.opcost.OP_CLASSES`, or None.
         dtype: the op's compute dtype (``bf16`` ...), or None.
         device: the device to price on.
-        tf32_classes: op classes whose fp32 ops run as TF32 (:data:`TF32_BY_DEFAULT`: PyTorch's defaults;
-            a device without a TF32 peak prices them at fp32, as it runs them). An op the capture recorded
-            as ``tf32`` (cuDNN's ``allow_tf32`` argument) is TF32 regardless.
 
     Returns:
         :class:`OpTime` with the time in seconds.
@@ -315,9 +298,6 @@ def op_seconds(
         return OpTime(max(flops / peak, nbytes / device.mem_bandwidth_bytes_per_s), used, False)
     mem_s = nbytes / (device.mem_bandwidth_bytes_per_s * memory_efficiency(nbytes, device)) if nbytes > 0 else 0.0
     if op_class in _MATRIX or op_class == "attention":
-        asked = dtype
-        if dtype == "fp32" and op_class in tf32_classes:
-            dtype = "tf32"
         peak, used = device.peak(dtype or None)
         if op_class == "attention":
             eff = device.attention_max_efficiency
@@ -326,14 +306,13 @@ def op_seconds(
             s = max(1, round(1.5 * e * flops / nbytes)) if nbytes > 0 else 4096
             eff = gemm_efficiency(s, s, s, used, device)
         comp_s = flops / (peak * eff) if flops > 0 else 0.0
-        return OpTime(max(comp_s, mem_s), used, bool(dtype) and used not in (dtype, asked))
+        return OpTime(max(comp_s, mem_s), used, bool(dtype) and used != dtype)
     return OpTime(max(flops / device.vector_flops_per_s, mem_s), "fp32", False)
 
 
 __all__ = [
     "DeviceModel",
     "OpTime",
-    "TF32_BY_DEFAULT",
     "attention_efficiency",
     "device_model",
     "device_presets",
