@@ -175,6 +175,11 @@ class CalibratedCost:
         return self.device.peak(self.dtype)[0]
 
     @property
+    def _sustained(self) -> float:
+        """:attr:`tensor_fraction` as set by ``__post_init__`` (never None after it)."""
+        return 1.0 if self.tensor_fraction is None else self.tensor_fraction
+
+    @property
     def mem_bandwidth_bytes_per_s(self) -> float:
         """Peak memory bandwidth of the device, bytes/s (the device table's value, no efficiency applied)."""
         return self.device.mem_bandwidth_bytes_per_s
@@ -198,7 +203,7 @@ class CalibratedCost:
         from tracekit.devices import gemm_efficiency
 
         dtype = (self.gemm_dtype or self.dtype) if linear else self.dtype
-        eff = gemm_efficiency(m, n, k, dtype, self.device, batch) * k / (k + self.gemm_k_fill) * self.tensor_fraction
+        eff = gemm_efficiency(m, n, k, dtype, self.device, batch) * k / (k + self.gemm_k_fill) * self._sustained
         if dtype == "fp8":
             eff *= FP8_GEMM_EFFICIENCY
         flops = 2 * m * n * k * batch
@@ -217,7 +222,7 @@ class CalibratedCost:
         :attr:`dtype` (BF16 under Transformer Engine's FP8 recipe)."""
         from tracekit.devices import attention_efficiency
 
-        eff = attention_efficiency(batch_heads, q_len, self.device) * self.tensor_fraction
+        eff = attention_efficiency(batch_heads, q_len, self.device) * self._sustained
         compute_s = num_ops / (self.peak_flops_per_s * eff) if eff > 0 else 0.0
         return math.ceil(max(compute_s, self._memory_s(tensor_bytes)) * 1e9 + self.kernel_overhead_ns)
 
@@ -230,7 +235,9 @@ def cost_for(hardware: Any, config: Any) -> CalibratedCost:
     Raises:
         ConfigError: as :func:`calibrated_cost`.
     """
-    if config.fp8_gemms_only:
+    from tracekit.workloads.stacks import fp8_gemms_only
+
+    if fp8_gemms_only(config):
         return CalibratedCost(hardware, "bf16", gemm_dtype="fp8")
     return CalibratedCost(hardware, config.dtype)
 

@@ -63,7 +63,9 @@ def fused_forward(bb: _BlockBuilder, x: Dims, phase: str | None = None) -> None:
     for step in range(x.cp):
         nxt = None
         if step < x.cp - 1:  # pass the chunk in hand on while computing on it
-            nxt = bb.coll("cp_kv_ring", CollectiveType.ALL_GATHER, kv * x.dt // (x.cp - 1), "cp", join=False, after=arrived)
+            nxt = bb.coll(
+                "cp_kv_ring", CollectiveType.ALL_GATHER, kv * x.dt // (x.cp - 1), "cp", join=False, after=arrived
+            )
         deps = (arrived,) if step else ()
         _kernel(bb, x, flops // x.cp, 2 * q + kv, backward=False, phase=phase, extra_deps=deps)
         if nxt is not None:
@@ -82,11 +84,14 @@ def fused_backward(bb: _BlockBuilder, x: Dims) -> None:
     for step in range(x.cp):
         nxt = None
         if step < x.cp - 1:  # K/V and their gradient accumulator move on while this step's gradients run
-            nxt = bb.coll("cp_dkv_ring", CollectiveType.ALL_GATHER, 2 * kv * x.dt // (x.cp - 1), "cp", join=False, after=arrived)
+            nxt = bb.coll(
+                "cp_dkv_ring", CollectiveType.ALL_GATHER, 2 * kv * x.dt // (x.cp - 1), "cp", join=False, after=arrived
+            )
         deps = (arrived,) if step else ()
         _kernel(bb, x, 2 * flops // x.cp, 4 * q + 2 * kv, backward=True, extra_deps=deps)
         if nxt is not None:
             arrived = nxt
     bb.coll("cp_dkv_ring", CollectiveType.ALL_GATHER, ring_bytes, "cp")  # dK/dV back to their owner
+
 
 __all__ = ["BACKWARD_FLOPS_RATIO", "CAUSAL_FRACTION", "fused_backward", "fused_forward"]

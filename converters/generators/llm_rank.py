@@ -384,7 +384,9 @@ class _RankBuilder:
         p, units = self.c.parallel, []
         for chunk in range(p.virtual_stages):
             vs = chunk * p.pp + self.place.pp_rank
-            units += ([-1] if vs == 0 else []) + list(chunks[vs]) + ([self.n_layers] if vs == self.n_vstages - 1 else [])
+            units += (
+                ([-1] if vs == 0 else []) + list(chunks[vs]) + ([self.n_layers] if vs == self.n_vstages - 1 else [])
+            )
         return sorted(units, reverse=True)
 
     def _param_gathers(self, units: list[int], deps: list[int]) -> None:

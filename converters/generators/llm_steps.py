@@ -15,6 +15,7 @@ from typing import Protocol
 from tracekit.errors import ConfigError
 from tracekit.model import CollectiveType
 from tracekit.workloads.config import LLMConfig
+from tracekit.workloads.stacks import fp8_gemms_only
 from tracekit.workloads.flops import gemm_elements, gemm_flops
 
 ENTRY = -1  # a step dependency meaning "the block's entry nodes"
@@ -247,5 +248,5 @@ class Dims:
             ring_cp=st.cp_comm == "ring" and p.cp > 1,
             tp_overlap=st.tp_comm_overlap and p.sequence_parallel,
             dgrad_overlap=st.tp_dgrad_overlap,
-            fp8=c.fp8_gemms_only,
+            fp8=fp8_gemms_only(c),
         )

@@ -19,6 +19,7 @@ from tracekit.converters.generators import calibration as cal
 from tracekit.converters.generators import nemo_recipes as nr
 from tracekit.converters.generators.llm import write_llm
 from tracekit.replayer.simulation.hardware import load_spec
+from tracekit.workloads.stacks import fp8_gemms_only
 
 # (row, published seconds per step) -- the READMEs' values, repeated so the test states its reference.
 PUBLISHED = {
@@ -81,7 +82,7 @@ def test_recipe_layouts_match_the_readmes():
         assert (c.parallel.dp, c.num_micro_batches, c.layers_per_chunk) == (dp, micro_batches, layers_per_chunk)
         assert c.parallel.zero_stage == 1 and c.parallel.overlap_grad_reduce
     fp8 = nr.recipe_config(nr.recipe("gpt3-175b-fp8"))
-    assert fp8.dtype == "fp8" and fp8.fp8_gemms_only and fp8.dtype_bytes == 2  # TE: BF16 activations
+    assert fp8.dtype == "fp8" and fp8_gemms_only(fp8) and fp8.dtype_bytes == 2  # TE: BF16 activations
 
 
 def test_fp8_prices_linear_gemms_at_the_fp8_peak_and_the_output_layer_at_bf16():

@@ -38,11 +38,8 @@ def stack_options(f: Callable) -> Callable:
 
 
 def _value(knob: str, text: str) -> Any:
-    from tracekit.workloads.stacks import StackSpec
-
-    kind = {f: type(getattr(StackSpec(), f)) for f in ("cp_comm", "fp8_recipe")}
-    if knob in kind:
-        return text
+    if knob in ("cp_comm", "fp8_recipe"):  # the knobs that take a name; the others are flags
+        return text.strip()
     low = text.strip().lower()
     if low in _TRUE:
         return True

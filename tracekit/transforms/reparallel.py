@@ -91,7 +91,9 @@ def _check(cfg: dict[str, Any], tp_new: int, pp_new: int, schedule: str) -> None
     if model.num_layers % pp_new:
         raise ConfigError(f"pp={pp_new} does not divide the {model.num_layers} layers")
     if model.num_layers % pp_old:
-        raise TransformError(f"the trace's uneven pipeline split ({model.num_layers} layers on pp={pp_old}) is not supported")
+        raise TransformError(
+            f"the trace's uneven pipeline split ({model.num_layers} layers on pp={pp_old}) is not supported"
+        )
     for what, n in (
         ("attention heads", model.num_heads),
         ("key/value heads", model.kv_heads),

@@ -292,14 +292,8 @@ class LLMConfig:
 
     @property
     def dtype_bytes(self) -> int:
-        """Bytes per activation, weight and gradient element (BF16's 2 for ``fp8`` under Transformer Engine's
-        recipe, which keeps activations, weights and gradients in BF16: :mod:`tracekit.workloads.stacks`)."""
-        return DTYPE_BYTES["bf16" if self.fp8_gemms_only else self.dtype]
-
-    @property
-    def fp8_gemms_only(self) -> bool:
-        """True for ``dtype="fp8"`` run as Transformer Engine does: FP8 linear-layer GEMMs, BF16 elsewhere."""
-        return self.dtype == "fp8" and self.stack.fp8_recipe == "transformer-engine"
+        """Bytes per activation, weight and gradient element (bf16's for fp8 under TE: workloads.stacks)."""
+        return DTYPE_BYTES["bf16" if self.dtype == "fp8" and self.stack.fp8_recipe != "all" else self.dtype]
 
     @property
     def grad_bytes(self) -> int:
@@ -308,8 +302,7 @@ class LLMConfig:
 
     @property
     def layers_per_chunk(self) -> int:
-        """Layers per model chunk: ``L / (pp * virtual_stages)`` (rounded down for uneven splits: see
-        :attr:`chunk_layers`)."""
+        """Layers per model chunk: ``L / (pp * virtual_stages)`` (rounded down: see :attr:`chunk_layers`)."""
         return self.model.num_layers // (self.parallel.pp * self.parallel.virtual_stages)
 
     @property

@@ -60,7 +60,9 @@ class StackSpec:
 
     def __post_init__(self) -> None:
         if self.cp_comm not in CP_COMM:
-            raise ConfigError(f"context-parallel communication must be one of {', '.join(CP_COMM)}; got {self.cp_comm!r}")
+            raise ConfigError(
+                f"context-parallel communication must be one of {', '.join(CP_COMM)}; got {self.cp_comm!r}"
+            )
         if self.fp8_recipe not in FP8_RECIPES:
             raise ConfigError(f"fp8 recipe must be one of {', '.join(FP8_RECIPES)}; got {self.fp8_recipe!r}")
         if self.cp_comm == "ring" and not self.fused_attention:
@@ -168,6 +170,12 @@ def stack(name: str, **overrides: Any) -> tuple[StackSpec, bool]:
     return replace(preset.spec, **given), grad
 
 
+def fp8_gemms_only(config: Any) -> bool:
+    """True for an :class:`~tracekit.workloads.config.LLMConfig` of ``dtype="fp8"`` run as Transformer Engine
+    does (``fp8_recipe="transformer-engine"``): FP8 linear-layer GEMMs, BF16 elsewhere."""
+    return bool(config.dtype == "fp8" and config.stack.fp8_recipe == "transformer-engine")
+
+
 def apply_stack(config: Any, name: str, **overrides: Any) -> Any:
     """``config`` (an :class:`~tracekit.workloads.config.LLMConfig`) run by the named stack: its ``stack`` and
     ``parallel.overlap_grad_reduce`` set from :func:`stack`.
@@ -179,4 +187,14 @@ def apply_stack(config: Any, name: str, **overrides: Any) -> Any:
     return replace(config, stack=spec, parallel=replace(config.parallel, overlap_grad_reduce=grad))
 
 
-__all__ = ["CP_COMM", "FP8_RECIPES", "STACKS", "StackPreset", "StackSpec", "apply_stack", "knob_names", "stack"]
+__all__ = [
+    "CP_COMM",
+    "FP8_RECIPES",
+    "STACKS",
+    "StackPreset",
+    "StackSpec",
+    "apply_stack",
+    "fp8_gemms_only",
+    "knob_names",
+    "stack",
+]
