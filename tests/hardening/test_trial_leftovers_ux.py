@@ -123,7 +123,8 @@ def test_a_sweep_of_the_nic_bandwidth_says_how_the_nccl_model_uses_it(tmp_path):
         "nccl model: network[0].bandwidth_gbps is used up to channels x per_channel_bw_gbps (the ring inside a "
         "node): 450 -> 370.8 GB/s"
     ]
-    res = run(*args[:4], "--executor", "serial", "--vary", "network[1].bandwidth_gbps=25,100", "-o", tmp_path / "sw1")
+    res = run(*args[:4], "--collective-model", "alpha_beta", "--executor", "serial", "--vary",
+              "network[1].bandwidth_gbps=25,100", "-o", tmp_path / "sw1")  # fmt: skip
     assert res.exit_code == 0 and "nccl model:" not in res.stdout
     # the 'wrote' line is one line, however long its three paths (it wrapped at 120 columns)
     out = tmp_path / "sw1"
