@@ -12,7 +12,9 @@ generated as rank classes and replayed folded on dgx-h100 twice:
 
 Prints per row the two predictions, the published time and both errors, and the GPT-3 175B BF16/FP8 ratio.
 Run: ``.venv/bin/python benchmarks/bench_stacks.py`` (prints JSON; ``BENCH_STACKS_ROWS=llama3.1-8b`` picks rows;
-about 5 minutes on 2 cores).
+about 5 minutes on 2 cores). ``BENCH_STACKS_405B=1`` also generates Llama 3 405B (126 layers, uneven split) at
+TP 8 PP 16 on 8,192 GPUs as rank classes and replays it (measured once: 10 s to generate, 1 min 44 s and 4.8 GB
+to replay, 14.94 s per step at global batch 2,048 with 1F1B).
 """
 
 from __future__ import annotations
@@ -40,6 +42,23 @@ def _replay(config, cost, spec) -> tuple[float, float]:
         return result.iteration_time_ns * 1e-9, time.perf_counter() - t0
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def _llama3_405b(spec) -> dict:
+    """Llama 3 405B (Dubey et al. 2024, Table 3) at TP 8 PP 16 DP 64 on 8,192 GPUs: generate and replay."""
+    from dataclasses import replace
+
+    from tracekit.converters.generators import calibration as cal
+    from tracekit.workloads.config import LLMConfig, ParallelSpec, preset
+    from tracekit.workloads.stacks import apply_stack
+
+    model = replace(preset("llama3-70b")[0], name="llama3-405b", num_layers=126, hidden_size=16384, num_heads=128)
+    model = replace(model, ffn_hidden_size=53248)
+    parallel = ParallelSpec(dp=64, tp=8, pp=16, sequence_parallel=True, zero_stage=1)
+    config = apply_stack(LLMConfig(model, parallel, global_batch_size=2048), "nemo")
+    step, wall = _replay(config, cal.cost_for(spec, config), spec)
+    print(f"llama3-405b: 8192 GPUs, 126 layers on 16 stages {[len(r) for r in config.chunk_layers]}: {step:.3f} s")
+    return {"llama3-405b.step_s": step, "llama3-405b.wall_s": wall, "llama3-405b.gpus": config.world_size}
 
 
 def main() -> dict:
@@ -77,6 +96,8 @@ def main() -> dict:
             flush=True,
         )
         out.update({f"{row.name}.{k}": v for k, v in figures.items()})
+    if os.environ.get("BENCH_STACKS_405B"):
+        out.update(_llama3_405b(spec))
     if "gpt3-175b" in steps and "gpt3-175b-fp8" in steps:
         out["gpt3-175b.bf16_over_fp8"] = steps["gpt3-175b"] / steps["gpt3-175b-fp8"]
         print(f"GPT-3 175B BF16/FP8: {out['gpt3-175b.bf16_over_fp8']:.3f} (published {8.309 / 5.626:.3f})")
