@@ -68,17 +68,18 @@ MEGATRON_2021_TP_DGRAD_OVERLAP = False
 MEGATRON_2021_OVERLAP_GRAD_REDUCE = False
 #: Fraction of the device curve's tensor-core rate (GEMMs and fused attention) an H100 SXM sustains through
 #: a whole training step: the curve's maxima (devices.toml: 0.80 of peak for GEMMs from short MAMF runs, 0.75
-#: for FlashAttention-3's best forward) are best-case kernel figures, while a training step holds the GPU at
-#: its 700 W limit, where the tensor-core clock sits below the 1.83 GHz the 989 TFLOP/s peak is quoted at
-#: (G. Lockwood, "Peak FLOPS": 528 tensor cores x 1024 FLOP/clock x 1.83 GHz). Source: fitted to ONE row,
+#: for FlashAttention-3's best forward) are best-case kernel figures. A likely cause, not measured here: a
+#: training step holds the GPU at its 700 W limit, where the tensor-core clock can sit below the 1.83 GHz the
+#: 989 TFLOP/s peak is quoted at (G. Lockwood, "Peak FLOPS": 528 tensor cores x 1024 FLOP/clock x 1.83 GHz).
+#: Source of the value: fitted to ONE row,
 #: NVIDIA/dgxc-benchmarking 1b9bb6b llama3.1/README_8b.md (Llama 3.1 8B, 8 GPUs, 12.78 s per step: no tp,
 #: no pp, compute-bound); the Llama 3.1 70B, Nemotron-4 15B and GPT-3 175B rows are the check
 #: (benchmarks/bench_stacks.py). A100 keeps 1.0: its Table-1 rows are fitted by GEMM_K_FILL.
 SUSTAINED_TENSOR_FRACTION = {"h100-sxm": 0.79}
 #: FP8 GEMMs reach a smaller fraction of the FP8 peak than BF16 GEMMs of theirs: the device curve
-#: (``gemm_efficiency``, calibrated on BF16) is scaled by this for FP8 linear layers.  Source: NVIDIA
-#: Transformer Engine / cuBLASLt on H100 SXM, large GEMMs: ~1,300 of 1,979 dense FP8 TFLOP/s vs ~790 of 989
-#: BF16 (0.66 vs 0.80 of peak: 0.66 / 0.80 = 0.82); assumed, not fitted.
+#: (``gemm_efficiency``, set from BF16 measurements) is scaled by this for FP8 linear layers. ASSUMED, not
+#: measured here and not fitted: about 0.66 of the dense FP8 peak against 0.80 of the BF16 peak for large
+#: GEMMs on H100 SXM (0.66 / 0.80 = 0.82). The GPT-3 175B BF16/FP8 ratio of the NeMo recipe is the check.
 FP8_GEMM_EFFICIENCY = 0.82
 
 #: ``(name, value, unit, source)`` of every assumption above, for reports and tests.
