@@ -42,6 +42,7 @@ peak_flops_per_s, tensor_size / mem_bandwidth_bytes_per_s) * 1e9)``.
 from __future__ import annotations
 
 
+from tracekit.converters.generators import llm_attention
 from tracekit.model import CollectiveType
 from tracekit.workloads.config import LLMConfig
 from tracekit.converters.generators.llm_steps import ENTRY as ENTRY  # re-exported: the op-block vocabulary
@@ -64,6 +65,7 @@ ELEMENTWISE_OPS = {
 MATMUL_ROLES = frozenset(
     {
         "qkv_gemm",
+        "flash_attention",
         "attn_score",
         "attn_value",
         "proj_gemm",
@@ -77,10 +79,38 @@ MATMUL_ROLES = frozenset(
 )
 
 
-def _tp_gather(bb: _BlockBuilder, x: Dims, role: str = "tp_allgather", **kw) -> None:
-    """Sequence-parallel all-gather of ``t h`` activations (per-rank input ``t/tp h``)."""
+def _tp_gather(bb: _BlockBuilder, x: Dims, role: str = "tp_allgather", **kw) -> int | None:
+    """Sequence-parallel all-gather of ``t h`` activations (per-rank input ``t/tp h``); returns its step."""
     if x.sp:
-        bb.coll(role, CollectiveType.ALL_GATHER, x.te * x.h * x.dt, "tp", **kw)
+        return bb.coll(role, CollectiveType.ALL_GATHER, x.te * x.h * x.dt, "tp", **kw)
+    return None
+
+
+def _gathered_gemm(bb: _BlockBuilder, x: Dims, role: str, m: int, k: int, n: int, **kw) -> None:
+    """The SP all-gather of a GEMM's input, then the GEMM; with userbuffers overlap (``x.tp_overlap``) the two
+    run together (the ring-exchange all-gather pipelined with the GEMM's chunks) and the next step waits for
+    both."""
+    gather = _tp_gather(bb, x, join=not x.tp_overlap)
+    bb.gemm(role, m, k, n, x.dt, **kw)
+    if x.tp_overlap and gather is not None:
+        bb.pending.append(gather)
+
+
+def _reduced_gemm(bb: _BlockBuilder, x: Dims, role: str, m: int, k: int, n: int) -> None:
+    """A row-parallel GEMM, then the tp reduction of its output; with userbuffers overlap the
+    reduce-scatter starts with the GEMM (pipelined over its chunks) and the next step waits for both."""
+    before = bb.last
+    bb.gemm(role, m, k, n, x.dt)
+    _tp_reduce(bb, x, after=before if x.tp_overlap else None)
+
+
+def _fp8_cast(bb: _BlockBuilder, x: Dims, elements: int, phase: str | None = None) -> None:
+    """Transformer Engine's cast of a BF16 GEMM operand to FP8 with its transpose and amax (one kernel:
+    reads 2 bytes, writes 1 + 1 per element; ``cast_transpose`` in transformer_engine/common).  In the
+    forward only the attention output (the projection's input) needs one: the norm before QKV and FC1
+    and the activation before FC2 write FP8 themselves (TE ``LayerNormLinear``, ``LayerNormMLP``); in the
+    backward every linear layer's output gradient is cast and transposed before its dgrad and wgrad."""
+    bb.comp("fp8_cast_transpose", 2 * elements, 2 * elements, x.dt, phase=phase)
 
 
 def _tp_reduce(bb: _BlockBuilder, x: Dims, **kw) -> int | None:
@@ -110,6 +140,9 @@ def _softmax_ns(bb: _BlockBuilder, flops: int, elements: int, x: Dims, scores: i
 
 
 def _attention_core(bb: _BlockBuilder, x: Dims, ew: dict, phase: str | None = None) -> None:
+    if x.fused_attention:
+        llm_attention.fused_forward(bb, x, phase)
+        return
     sq = x.t // x.b  # query positions per rank
     score_flops = 2 * x.b * sq * x.s * x.d * x.heads
     scores = x.b * x.heads * sq * x.s
@@ -149,17 +182,17 @@ def layer_forward(c: LLMConfig, roofline: Roofline | None, phase: str = "fwd") -
     x, ew, m = Dims.of(c), ELEMENTWISE_OPS, c.model
     bb = _BlockBuilder(roofline, phase)
     bb.comp("input_norm", ew[_norm(c)] * x.te * x.h, 2 * x.te * x.h, x.dt)
-    _tp_gather(bb, x)
-    bb.gemm("qkv_gemm", x.t, x.h, x.qkv, x.dt)
-    if x.cp > 1:
+    _gathered_gemm(bb, x, "qkv_gemm", x.t, x.h, x.qkv)
+    if x.cp > 1 and not x.fused_attention:
         bb.coll("cp_kv_allgather", CollectiveType.ALL_GATHER, x.t * 2 * x.kv_heads * x.d * x.dt, "cp")
     _attention_core(bb, x, ew)
-    bb.gemm("proj_gemm", x.t, x.heads * x.d, x.h, x.dt)
-    _tp_reduce(bb, x)
+    if x.fp8:
+        _fp8_cast(bb, x, x.t * x.heads * x.d)
+    _reduced_gemm(bb, x, "proj_gemm", x.t, x.heads * x.d, x.h)
     bb.comp("attn_residual_norm", (ew["residual"] + ew[_norm(c)]) * x.te * x.h, 3 * x.te * x.h, x.dt)
-    _tp_gather(bb, x)
     act = m.activation
     if m.is_moe:
+        _tp_gather(bb, x)
         bb.gemm("router_gemm", x.t, x.h, m.num_experts, x.dt)
         slots = x.t * m.moe_top_k
         if x.ep > 1:
@@ -169,67 +202,57 @@ def layer_forward(c: LLMConfig, roofline: Roofline | None, phase: str = "fwd") -
         bb.gemm("expert_fc2_gemm", slots, x.ffn, x.h, x.dt)
         if x.ep > 1:
             bb.coll("ep_combine_alltoall", CollectiveType.ALL_TO_ALL, slots * x.h * x.dt, "ep")
+        _tp_reduce(bb, x)
     else:
-        bb.gemm("fc1_gemm", x.t, x.h, x.ffn_in, x.dt)
+        _gathered_gemm(bb, x, "fc1_gemm", x.t, x.h, x.ffn_in)
         bb.comp("activation", ew[act] * x.t * x.ffn, x.t * (x.ffn_in + x.ffn), x.dt)
-        bb.gemm("fc2_gemm", x.t, x.ffn, x.h, x.dt)
-    _tp_reduce(bb, x)
+        _reduced_gemm(bb, x, "fc2_gemm", x.t, x.ffn, x.h)
     bb.comp("mlp_residual", ew["residual"] * x.te * x.h, 3 * x.te * x.h, x.dt)
     return bb.build()
 
 
-def _linear_backward(bb: _BlockBuilder, x: Dims, role: str, m: int, k: int, n: int, *, column_parallel: bool) -> None:
+def _linear_backward(
+    bb: _BlockBuilder, x: Dims, role: str, m: int, k: int, n: int, *, column_parallel: bool, gather: int | None = None
+) -> None:
     """dgrad (+ TP reduction of the input gradient for column-parallel layers) and wgrad.
 
     For a column-parallel layer the input gradient is all-reduced (reduce-
     scattered under SP) while the weight-gradient GEMM runs (before it when
-    the cost model's ``tp_dgrad_overlap`` is False); under SP the layer
-    input is all-gathered again for the weight gradient.
+    the stack's or the cost model's ``tp_dgrad_overlap`` is False); under SP the layer
+    input is all-gathered again for the weight gradient.  ``gather``: the SP all-gather of the output
+    gradient still in flight under userbuffers overlap (the dgrad runs with it, the wgrad waits for it).
+    Under FP8 the output gradient is cast and transposed first (:func:`_fp8_cast`).
     """
+    linear = role != "logits_gemm"  # the output layer stays in BF16 under FP8
+    if x.fp8 and linear:
+        _fp8_cast(bb, x, m * n, phase="bwd")
     regather = None
     if column_parallel and x.sp:
         regather = bb.coll("tp_allgather", CollectiveType.ALL_GATHER, x.te * x.h * x.dt, "tp", join=False)
-    dgrad = bb.gemm(role, m, n, k, x.dt, phase="bwd")
-    # overlapped unless the cost model says the framework runs it before the wgrad (.calibration)
-    overlap = getattr(bb.roofline, "tp_dgrad_overlap", True)
+    dgrad = bb.gemm(role, m, n, k, x.dt, phase="bwd", linear=linear)
+    # overlapped unless the stack or the cost model says the framework runs it before the wgrad (.calibration)
+    overlap = x.dgrad_overlap if x.dgrad_overlap is not None else getattr(bb.roofline, "tp_dgrad_overlap", True)
     reduce = _tp_reduce(bb, x, after=dgrad, join=not overlap) if column_parallel else None
     if not overlap:
         reduce = None
-    bb.gemm(role, k, m, n, x.dt, phase="wgrad", extra_deps=() if regather is None else (regather,))
+    waits = tuple(i for i in (regather, gather) if i is not None)
+    bb.gemm(role, k, m, n, x.dt, phase="wgrad", extra_deps=waits, linear=linear)
     if reduce is not None:
         bb.pending.append(reduce)
 
 
-def layer_backward(c: LLMConfig, roofline: Roofline | None) -> Block:
-    """Backward of one transformer layer on one rank (with selective recompute if configured)."""
-    x, ew, m = Dims.of(c), ELEMENTWISE_OPS, c.model
-    bb = _BlockBuilder(roofline, "bwd")
-    bb.comp("mlp_residual", 2 * ew["residual"] * x.te * x.h, 3 * x.te * x.h, x.dt)
-    _tp_gather(bb, x)
-    act = m.activation
-    if m.is_moe:
-        slots = x.t * m.moe_top_k
-        if x.ep > 1:
-            bb.coll("ep_combine_alltoall", CollectiveType.ALL_TO_ALL, slots * x.h * x.dt, "ep")
-        _linear_backward(bb, x, "expert_fc2_gemm", slots, x.ffn, x.h, column_parallel=False)
-        bb.comp("activation", 2 * ew[act] * slots * x.ffn, slots * (x.ffn_in + 2 * x.ffn), x.dt)
-        # expert fc1: its input gradient is summed over tp after the dispatch all-to-all's backward
-        bb.gemm("expert_fc1_gemm", slots, x.ffn_in, x.h, x.dt)
-        bb.gemm("expert_fc1_gemm", x.h, slots, x.ffn_in, x.dt, phase="wgrad")
-        if x.ep > 1:
-            bb.coll("ep_dispatch_alltoall", CollectiveType.ALL_TO_ALL, slots * x.h * x.dt, "ep")
-        bb.gemm("router_gemm", x.t, m.num_experts, x.h, x.dt)
-        bb.gemm("router_gemm", x.h, x.t, m.num_experts, x.dt, phase="wgrad")
-        _tp_reduce(bb, x)
-    else:
-        _linear_backward(bb, x, "fc2_gemm", x.t, x.ffn, x.h, column_parallel=False)
-        bb.comp("activation", 2 * ew[act] * x.t * x.ffn, x.t * (x.ffn_in + 2 * x.ffn), x.dt)
-        _linear_backward(bb, x, "fc1_gemm", x.t, x.h, x.ffn_in, column_parallel=True)
-    bb.comp("attn_residual_norm", 2 * (ew["residual"] + ew[_norm(c)]) * x.te * x.h, 4 * x.te * x.h, x.dt)
-    _tp_gather(bb, x)
-    _linear_backward(bb, x, "proj_gemm", x.t, x.heads * x.d, x.h, column_parallel=False)
-    if c.parallel.recompute == "selective":
-        _attention_core(bb, x, ew, phase="recompute")
+def _overlapped_gather(bb: _BlockBuilder, x: Dims) -> int | None:
+    """The SP all-gather of an output gradient before a row-parallel backward: blocking, or (userbuffers)
+    in flight with the dgrad GEMM (returned for :func:`_linear_backward`'s ``gather``)."""
+    step = _tp_gather(bb, x, join=not x.tp_overlap)
+    return step if x.tp_overlap else None
+
+
+def _attention_backward(bb: _BlockBuilder, x: Dims, ew: dict) -> None:
+    """Backward of the attention core: fused (:mod:`.llm_attention`) or Megatron-LM 2021's unfused kernels."""
+    if x.fused_attention:
+        llm_attention.fused_backward(bb, x)
+        return
     sq = x.t // x.b
     score_flops = 2 * x.b * sq * x.s * x.d * x.heads
     scores = x.b * x.heads * sq * x.s
@@ -257,6 +280,40 @@ def layer_backward(c: LLMConfig, roofline: Roofline | None) -> Block:
     )
     if x.cp > 1:
         bb.coll("cp_kv_reducescatter", CollectiveType.REDUCE_SCATTER, x.cp * x.t * 2 * x.kv_heads * x.d * x.dt, "cp")
+
+
+def layer_backward(c: LLMConfig, roofline: Roofline | None) -> Block:
+    """Backward of one transformer layer on one rank (with selective recompute if configured)."""
+    x, ew, m = Dims.of(c), ELEMENTWISE_OPS, c.model
+    bb = _BlockBuilder(roofline, "bwd")
+    bb.comp("mlp_residual", 2 * ew["residual"] * x.te * x.h, 3 * x.te * x.h, x.dt)
+    act = m.activation
+    if m.is_moe:
+        _tp_gather(bb, x)
+        slots = x.t * m.moe_top_k
+        if x.ep > 1:
+            bb.coll("ep_combine_alltoall", CollectiveType.ALL_TO_ALL, slots * x.h * x.dt, "ep")
+        _linear_backward(bb, x, "expert_fc2_gemm", slots, x.ffn, x.h, column_parallel=False)
+        bb.comp("activation", 2 * ew[act] * slots * x.ffn, slots * (x.ffn_in + 2 * x.ffn), x.dt)
+        # expert fc1: its input gradient is summed over tp after the dispatch all-to-all's backward
+        bb.gemm("expert_fc1_gemm", slots, x.ffn_in, x.h, x.dt)
+        bb.gemm("expert_fc1_gemm", x.h, slots, x.ffn_in, x.dt, phase="wgrad")
+        if x.ep > 1:
+            bb.coll("ep_dispatch_alltoall", CollectiveType.ALL_TO_ALL, slots * x.h * x.dt, "ep")
+        bb.gemm("router_gemm", x.t, m.num_experts, x.h, x.dt)
+        bb.gemm("router_gemm", x.h, x.t, m.num_experts, x.dt, phase="wgrad")
+        _tp_reduce(bb, x)
+    else:
+        gather = _overlapped_gather(bb, x)
+        _linear_backward(bb, x, "fc2_gemm", x.t, x.ffn, x.h, column_parallel=False, gather=gather)
+        bb.comp("activation", 2 * ew[act] * x.t * x.ffn, x.t * (x.ffn_in + 2 * x.ffn), x.dt)
+        _linear_backward(bb, x, "fc1_gemm", x.t, x.h, x.ffn_in, column_parallel=True)
+    bb.comp("attn_residual_norm", 2 * (ew["residual"] + ew[_norm(c)]) * x.te * x.h, 4 * x.te * x.h, x.dt)
+    gather = _overlapped_gather(bb, x)
+    _linear_backward(bb, x, "proj_gemm", x.t, x.heads * x.d, x.h, column_parallel=False, gather=gather)
+    if c.parallel.recompute == "selective":
+        _attention_core(bb, x, ew, phase="recompute")
+    _attention_backward(bb, x, ew)
     _linear_backward(bb, x, "qkv_gemm", x.t, x.h, x.qkv, column_parallel=True)
     bb.comp("input_norm", 2 * ew[_norm(c)] * x.te * x.h, 3 * x.te * x.h, x.dt)
     return bb.build()
@@ -290,7 +347,7 @@ def head_forward(c: LLMConfig, roofline: Roofline | None) -> Block:
     bb = _BlockBuilder(roofline, "fwd")
     bb.comp("final_norm", ew[_norm(c)] * x.te * x.h, 2 * x.te * x.h, x.dt)
     _tp_gather(bb, x)
-    bb.gemm("logits_gemm", x.t, x.h, x.vocab, x.dt)
+    bb.gemm("logits_gemm", x.t, x.h, x.vocab, x.dt, linear=False)
     bb.comp("cross_entropy", ew["cross_entropy"] * x.t * x.vocab, 2 * x.t * x.vocab, x.dt)
     if x.tp > 1:
         for _ in range(3):

@@ -228,11 +228,14 @@ class _RankBuilder:
     # ----- one iteration ----------------------------------------------------------------------
     def build(self) -> ExecutionTrace:
         c, p = self.c, self.c.parallel
-        lpc = c.layers_per_chunk
+        chunks = c.chunk_layers  # uneven splits: tracekit.workloads.pipeline_split
         prev_exit: list[int] = []
+        self.early_gathers = p.zero_stage in (1, 2) and c.stack.overlap_param_gather
+        if self.early_gathers:
+            self._param_gathers(self._stage_units(chunks), [])
         for op in stage_order(p.schedule, p.pp, c.num_micro_batches, self.place.pp_rank, p.virtual_stages):
             vs = op.chunk * p.pp + self.place.pp_rank
-            layers = range(vs * lpc, (vs + 1) * lpc)
+            layers = chunks[vs]
             mb = op.micro_batch
             if op.kind == FORWARD:
                 units = ([-1] if vs == 0 else []) + list(layers) + ([self.n_layers] if vs == self.n_vstages - 1 else [])
@@ -372,13 +375,48 @@ class _RankBuilder:
             deps=waits,
             extra_attrs=[*optim, Attr("op_role", "optimizer_step", "string_val")],
         )
+        if self.early_gathers:
+            return
+        self._param_gathers_of(gathers, [step])
+
+    def _stage_units(self, chunks: tuple[range, ...]) -> list[int]:
+        """This stage's units (embedding -1, layers, head L) in the order their gradients become final."""
+        p, units = self.c.parallel, []
+        for chunk in range(p.virtual_stages):
+            vs = chunk * p.pp + self.place.pp_rank
+            units += (
+                ([-1] if vs == 0 else []) + list(chunks[vs]) + ([self.n_layers] if vs == self.n_vstages - 1 else [])
+            )
+        return sorted(units, reverse=True)
+
+    def _param_gathers(self, units: list[int], deps: list[int]) -> None:
+        """Overlapped parameter gathers (``stack.overlap_param_gather``, Megatron-Core ``--overlap-param-gather``):
+        in the steady state the previous step's updated shards are gathered while this step's forward runs,
+        so they are issued first and nothing waits for them (bucket by bucket, as the step's own reductions)."""
+        limit = bucket_limit_elems(self.c.parallel.grad_bucket_bytes, self.c.grad_bytes)
+        gathers: list[tuple[str, int]] = []
+        for expert, group in ((False, self.grad_group), (True, self.edp_group)):
+            if group is None:
+                continue
+            n = self._group_size(group)
+
+            def elems(unit: int, expert: bool = expert) -> int:
+                params = self._unit_params(unit)
+                return params.expert if expert else params.dense
+
+            gathers += [(group, -(-total // n)) for _, total in pack_buckets(units, elems, limit)]
+        self._param_gathers_of(gathers, deps)
+
+    def _param_gathers_of(self, gathers: list[tuple[str, int]], deps: list[int]) -> None:
+        b, c = self.b, self.c
+        optim = [Attr("micro_batch", -1, "int64_val"), Attr("phase", "optim", "string_val")]
         for index, (group, shard) in enumerate(gathers):
             b.collective(
                 "dp_param_allgather.optim",
                 CollectiveType.ALL_GATHER,
                 shard * c.dtype_bytes,
                 pg_name=group,
-                deps=[step],
+                deps=deps,
                 extra_attrs=[
                     *optim,
                     Attr("bucket", index, "int64_val"),

@@ -15,6 +15,7 @@ from typing import Protocol
 from tracekit.errors import ConfigError
 from tracekit.model import CollectiveType
 from tracekit.workloads.config import LLMConfig
+from tracekit.workloads.stacks import fp8_gemms_only
 from tracekit.workloads.flops import gemm_elements, gemm_flops
 
 ENTRY = -1  # a step dependency meaning "the block's entry nodes"
@@ -72,12 +73,17 @@ class Roofline:
         seconds = max(num_ops / self.peak_flops_per_s, tensor_bytes / self.mem_bandwidth_bytes_per_s)
         return math.ceil(seconds * 1e9)
 
-    def gemm_ns(self, m: int, k: int, n: int, tensor_bytes: int, batch: int = 1) -> int:
-        """``batch`` GEMMs ``[m, k] @ [k, n]``: the flat roofline (shape-aware in :mod:`.calibration`)."""
+    def gemm_ns(self, m: int, k: int, n: int, tensor_bytes: int, batch: int = 1, linear: bool = False) -> int:
+        """``batch`` GEMMs ``[m, k] @ [k, n]``: the flat roofline (shape-aware in :mod:`.calibration`;
+        ``linear`` does not change a flat roofline)."""
         return self.duration_ns(gemm_flops(m, k, n, batch), tensor_bytes)
 
     def optimizer_ns(self, num_ops: int, tensor_bytes: int, params: int) -> int:
         """The optimizer step: the flat roofline of its FLOPs and bytes."""
+        return self.duration_ns(num_ops, tensor_bytes)
+
+    def attention_ns(self, num_ops: int, tensor_bytes: int, batch_heads: int, q_len: int) -> int:
+        """A fused attention kernel: the flat roofline of the FLOPs it executes and its bytes."""
         return self.duration_ns(num_ops, tensor_bytes)
 
 
@@ -152,10 +158,13 @@ class _BlockBuilder:
         self.last, self.pending = len(self.steps) - 1, []
         return self.last
 
-    def gemm(self, role: str, m: int, k: int, n: int, dtype_bytes: int, *, batch: int = 1, **kw) -> int:
-        """``batch`` GEMMs ``[m, k] @ [k, n]`` (duration from the cost model's ``gemm_ns``)."""
+    def gemm(
+        self, role: str, m: int, k: int, n: int, dtype_bytes: int, *, batch: int = 1, linear: bool = True, **kw
+    ) -> int:
+        """``batch`` GEMMs ``[m, k] @ [k, n]`` (duration from the cost model's ``gemm_ns``); ``linear``: a
+        transformer linear layer (FP8 under Transformer Engine's recipe; the output layer is not)."""
         elements = gemm_elements(m, k, n, batch)
-        dur = self.roofline.gemm_ns(m, k, n, elements * dtype_bytes, batch) if self.roofline else 0
+        dur = self.roofline.gemm_ns(m, k, n, elements * dtype_bytes, batch, linear=linear) if self.roofline else 0
         return self.comp(role, gemm_flops(m, k, n, batch), elements, dtype_bytes, duration_ns=dur, **kw)
 
     def coll(
@@ -200,6 +209,11 @@ class Dims:
     t: int  # tokens per rank
     te: int  # tokens of elementwise blocks (t / tp under SP)
     dt: int  # bytes per element
+    fused_attention: bool = False  # one fused attention kernel (tracekit.workloads.stacks)
+    ring_cp: bool = False  # context parallelism as a ring of K/V exchanges
+    tp_overlap: bool = False  # userbuffers: SP all-gathers / reduce-scatters run with their GEMMs
+    dgrad_overlap: bool | None = None  # tp input-gradient reduction with the wgrad GEMM (None: cost model's)
+    fp8: bool = False  # Transformer Engine FP8: linear GEMMs in FP8 with cast/transpose kernels
 
     @classmethod
     def of(cls, c: LLMConfig) -> "Dims":
@@ -209,7 +223,7 @@ class Dims:
 
         Divisibility is checked by :class:`LLMConfig` (``ConfigError`` there), so nothing is raised here.
         """
-        m, p = c.model, c.parallel
+        m, p, st = c.model, c.parallel, c.stack
         t = c.micro_batch_size * m.seq_length // p.cp
         ffn_in = m.ffn_in_size
         return cls(
@@ -230,4 +244,9 @@ class Dims:
             t=t,
             te=t // p.tp if p.sequence_parallel else t,
             dt=c.dtype_bytes,
+            fused_attention=st.fused_attention,
+            ring_cp=st.cp_comm == "ring" and p.cp > 1,
+            tp_overlap=st.tp_comm_overlap and p.sequence_parallel,
+            dgrad_overlap=st.tp_dgrad_overlap,
+            fp8=fp8_gemms_only(c),
         )

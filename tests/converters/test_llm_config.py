@@ -23,7 +23,10 @@ from tracekit.workloads.config import PRESETS, world_to_dp
         (lambda: gpt_config(tp=3), "tp=3 does not divide the 8 attention heads"),
         (lambda: gpt_config(dp=3, B=16), "global batch 16 is not divisible by micro-batch 1 x dp 3"),
         (lambda: gpt_config(dp=2, B=16, b=3), "global batch 16 is not divisible by micro-batch 3 x dp 2"),
-        (lambda: gpt_config(pp=3), "8 layers cannot be split evenly over pp=3"),
+        (
+            lambda: gpt_config(pp=3, schedule="interleaved", virtual_stages=3, B=48),
+            "8 layers cannot fill pp=3 x virtual stages 3 = 9 chunks",
+        ),
         (lambda: gpt_config(tp=-2), "tp must be positive, got -2"),
         (lambda: gpt_config(b=0), "micro-batch size must be positive, got 0"),
         (

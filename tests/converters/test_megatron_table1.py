@@ -19,6 +19,7 @@ import pytest
 from tracekit.converters.generators import calibration as cal
 from tracekit.converters.generators.llm import write_llm
 from tracekit.replayer.simulation.hardware import load_spec
+from tracekit.workloads.stacks import StackSpec, apply_stack
 
 # (row, TFLOP/s per GPU in Table 1) -- the paper's values, repeated here so the test states its reference.
 PAPER = [("1.7B", 137.0), ("3.6B", 138.0), ("7.5B", 142.0)]
@@ -32,6 +33,9 @@ def test_table1_row_within_10_percent(name, paper_tflops, tmp_path):
     assert row.tflops_per_gpu == paper_tflops
     config = cal.table1_config(row)
     assert config.world_size == row.gpus and config.parallel.recompute == "full"
+    # the behaviour `generate llm --stack megatron-2021` sets (issue 28): unfused attention, no overlaps
+    assert config.stack == apply_stack(config, "megatron-2021").stack == StackSpec()
+    assert not config.parallel.overlap_grad_reduce
     write_llm(config, tmp_path / "job", cal.calibrated_cost(load_spec("dgx-a100")), classes=True)
     result, _ = replay_with_traces(tmp_path / "job", "dgx-a100")
     assert result.folding is not None and result.folding.ranks == row.gpus
@@ -81,7 +85,10 @@ def test_every_assumption_names_its_source():
     for name, _value, unit, source in cal.ASSUMPTIONS:
         assert unit and len(source) > 10, name
     fitted = [a[0] for a in cal.ASSUMPTIONS if a[3].startswith("fitted")]
-    assert fitted == ["gemm_k_fill"]  # one constant fitted; the rest are measured facts or stated guesses
+    # one constant fitted on Table 1 (A100), one on the NeMo Llama 3.1 8B row (H100); the rest are measured facts
+    # or stated guesses
+    assert fitted == ["gemm_k_fill", "sustained_tensor_fraction"]
+    assert cal.calibrated_cost(load_spec("dgx-a100")).tensor_fraction == 1.0  # Table 1 is untouched by the latter
 
 
 def test_flat_roofline_unchanged_without_calibration():

@@ -338,7 +338,7 @@ def test_the_replay_summary_says_how_compute_was_timed_not_the_specs_default(tmp
     res = run("replay", tmp_path / "gen", "--hw", "dgx-h100")
     assert res.exit_code == 0, res.stderr
     lines = res.stdout.splitlines()
-    assert "collective model alpha_beta, compute roofline x 1 " in " ".join(res.stdout.split()), lines[0]
+    assert "collective model nccl, compute roofline x 1 " in " ".join(res.stdout.split()), lines[0]
     assert lines[-2:] == [
         "compute nodes timed by: roofline 1",
         "compute: measured times (the trace records no capture device); 1 nodes without one timed by roofline on "

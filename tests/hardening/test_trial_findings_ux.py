@@ -158,7 +158,7 @@ def test_the_demo_compares_the_two_gpus_with_one_collective_model(tmp_path, monk
     replays = [a for a in steps if a[0] == "replay" and a[a.index("--hw") + 1].startswith("dgx-")]
     # the bundled job on both GPUs, then (with ../shared/real) the ResNet-50 capture on both
     assert [a[a.index("--hw") + 1] for a in replays] in (["dgx-a100", "dgx-h100"], ["dgx-a100", "dgx-h100"] * 2)
-    # the presets' defaults differ (dgx-a100: nccl, dgx-h100: alpha_beta): the demo names the model on every side
+    # the demo names the model on every side (both presets default to nccl since issue 28; a user spec may not)
     assert {a[a.index("--collective-model") + 1] for a in replays if "--collective-model" in a} == {"nccl"}
     assert all("--collective-model" in a for a in replays)
 

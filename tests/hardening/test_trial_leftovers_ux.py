@@ -123,7 +123,8 @@ def test_a_sweep_of_the_nic_bandwidth_says_how_the_nccl_model_uses_it(tmp_path):
         "nccl model: network[0].bandwidth_gbps is used up to channels x per_channel_bw_gbps (the ring inside a "
         "node): 450 -> 370.8 GB/s"
     ]
-    res = run(*args[:4], "--executor", "serial", "--vary", "network[1].bandwidth_gbps=25,100", "-o", tmp_path / "sw1")
+    res = run(*args[:4], "--collective-model", "alpha_beta", "--executor", "serial", "--vary",
+              "network[1].bandwidth_gbps=25,100", "-o", tmp_path / "sw1")  # fmt: skip
     assert res.exit_code == 0 and "nccl model:" not in res.stdout
     # the 'wrote' line is one line, however long its three paths (it wrapped at 120 columns)
     out = tmp_path / "sw1"
@@ -554,19 +555,18 @@ def test_a_tensor_parallel_rewrite_gives_the_default_group_the_new_world_size(tm
     assert {default_group_size(job[r]) for r in job.ranks} == {16}
 
 
-def test_the_tutorials_hardware_comparison_says_the_presets_use_different_collective_models():
+def test_the_tutorials_hardware_comparison_says_which_collective_model_the_presets_use():
     import tomllib
 
     presets = REPO / "replayer" / "presets"
     models = {name: tomllib.loads((presets / f"{name}.toml").read_text())["collectives"]["model"] for name in ("dgx-a100", "dgx-h100")}  # fmt: skip
-    assert models == {"dgx-a100": "nccl", "dgx-h100": "alpha_beta"}  # what step 7 says; change both together
+    assert models == {"dgx-a100": "nccl", "dgx-h100": "nccl"}  # what step 7 says; change both together
     step7 = (REPO / "docs" / "tutorial.md").read_text().split("## 7. Compare")[1].split("## 8.")[0]
     flat = " ".join(step7.split())
-    assert "`dgx-a100` times collectives with the `nccl` model" in flat
-    assert "`dgx-h100` with `alpha_beta`" in flat
-    # the same-model replay is a command the tutorial test runs, and its diff is checked there
-    assert "tracekit replay out/job --hw dgx-h100 --compute measured --collective-model nccl" in flat
-    assert "$ tracekit diff out/a100.json out/h100_nccl.json" in step7
+    assert "Both presets time collectives with the `nccl` model" in flat
+    # the other-model replay is a command the tutorial test runs, and its diff is checked there
+    assert "tracekit replay out/job --hw dgx-h100 --compute measured --collective-model alpha_beta" in flat
+    assert "$ tracekit diff out/h100.json out/h100_ab.json" in step7
 
 
 def test_astra_sims_custom_allreduce_sample_validates_and_is_named_a_partial_set(tmp_path):

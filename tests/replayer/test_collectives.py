@@ -191,8 +191,11 @@ def test_p2p_cost():
     assert c.wire_bytes == ((1, 1000.0),) and c.time_alone_ns(spec2) == pytest.approx(3000 + 40.0)
 
 
-def test_preset_model_is_alpha_beta_and_fitted():
-    spec = load_spec("dgx-h100").fitted(16)
+def test_alpha_beta_on_the_h100_preset_is_fitted():
+    from dataclasses import replace
+
+    assert load_spec("dgx-h100").collective_model == "nccl"  # the preset's default since issue 28
+    spec = replace(load_spec("dgx-h100"), collective_model="alpha_beta").fitted(16)
     model = make_collective_model(spec)
     assert isinstance(model, AlphaBetaModel)
     c = model.collective_cost(C.ALL_REDUCE, 1 << 30, tuple(range(16)))

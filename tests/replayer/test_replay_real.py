@@ -31,7 +31,8 @@ def test_astra_sim_allreduce_4npus_reproduces_astra_sim(real_dir, test_data_dir)
 
 def test_astra_sim_allreduce_4npus_on_a_preset(real_dir):
     ts = read_traceset(real_dir / "chakra/astra-sim-allreduce-4npus/all_reduce")
-    result = replay(ts, "dgx-h100")  # fitted: 4 GPUs of one node, NVLink switch 450 GB/s, 600 ns
+    # fitted: 4 GPUs of one node, NVLink switch 450 GB/s, 600 ns; alpha-beta asked for (the preset's default is nccl)
+    result = replay(ts, "dgx-h100", options=ReplayOptions(collective_model="alpha_beta"))
     assert result.iteration_time_ns == pytest.approx(2 * 3 * 600 + 2 * 3 / 4 * MiB / 450, abs=0.5)
     (row,) = result.collectives
     assert row.kind == "ALL_REDUCE" and row.comm_bytes == MiB and row.ranks == (0, 1, 2, 3)
@@ -42,7 +43,7 @@ def test_astra_sim_onecomm_64_replays_hierarchically(real_dir, tmp_path):
         tar.extractall(tmp_path, filter="data")
     ts = read_traceset(tmp_path)
     assert len(ts) == 64
-    result = replay(ts, "dgx-h100")  # 8 GPUs x 8 nodes
+    result = replay(ts, "dgx-h100", options=ReplayOptions(collective_model="alpha_beta"))  # 8 GPUs x 8 nodes
     n = 64 * 1024
     rs = 7 * 600 + 7 / 8 * n / 450
     ar = 2 * 7 * 3000 + 2 * 7 / 8 * (n / 8) / 50

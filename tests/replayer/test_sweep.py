@@ -131,6 +131,7 @@ def test_real_allreduce_sweep_matches_the_ring_closed_form(real_dir):
         prefix,
         ["dgx-h100"],
         [parse_vary("network[0].bandwidth_gbps=100,450"), parse_vary("network[0].latency_ns=0,600")],
+        options=ReplayOptions(collective_model="alpha_beta"),  # the closed form is alpha-beta's (preset: nccl)
         executor="serial",
     )
     got = {tuple(v for _, v in row.params): row.iteration_time_ns for row in result.rows}
@@ -223,6 +224,8 @@ def test_cli_sweep(real_dir, tmp_path):
             "dgx-h100",
             "--vary",
             "network[0].bandwidth_gbps=100,450",
+            "--collective-model",
+            "alpha_beta",
             "--executor",
             "serial",
             "-o",

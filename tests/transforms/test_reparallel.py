@@ -77,3 +77,10 @@ def test_refusals_name_the_problem():
     zero, _ = _jobs(dict(tp=2, pp=2), dict(tp=2, pp=2), zero_stage=1, dp=2)
     with pytest.raises(TransformError, match="ZeRO stage 1"):
         ChangePP(4).apply(zero)
+    # an uneven split (10 layers on 4 stages: 2, 3, 3, 2; tracekit.workloads.pipeline_split) is refused, not cut evenly
+    LLMConfig, ModelSpec, ParallelSpec, generate_llm = llm()
+    m = ModelSpec("ten", num_layers=10, hidden_size=256, num_heads=8, seq_length=128, vocab_size=1100)
+    uneven = generate_llm(LLMConfig(m, ParallelSpec(tp=2, pp=4), global_batch_size=4))
+    for rewrite in (ChangePP(2), ChangeTP(4)):
+        with pytest.raises(TransformError, match=r"uneven pipeline split \(10 layers on pp=4\) is not supported"):
+            rewrite.apply(uneven)

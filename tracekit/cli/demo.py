@@ -32,8 +32,8 @@ from tracekit.cli import cli
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "sample_traces"
 ASTRA_CONFIG = ROOT / "tests" / "data" / "astra"
-# Both sides of a what-if use one collective model, so the diff shows the hardware's change only (the presets'
-# defaults differ: dgx-a100 uses its calibrated nccl table, dgx-h100 alpha_beta; both have an nccl table).
+# Both sides of a what-if use one collective model, so the diff shows the hardware's change only (both presets
+# default to their calibrated nccl tables; a user's spec may default to another model).
 LIKE_FOR_LIKE = ["--collective-model", "nccl"]
 
 

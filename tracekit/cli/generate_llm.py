@@ -11,6 +11,7 @@ import click
 
 from tracekit.cli._common import CONTEXT_SETTINGS, hold_output_prefix, path_span, progress, say
 from tracekit.cli._options import IntRange, emit_json, json_option
+from tracekit.cli._stack_options import STACK_OPTIONS, apply_stack_options, stack_options
 from tracekit.errors import ConfigError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -20,7 +21,12 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 def roofline_from_options(
-    hw: str | None, peak_tflops: float | None, mem_bw_gbps: float | None, dtype: str, cost: str = "roofline"
+    hw: str | None,
+    peak_tflops: float | None,
+    mem_bw_gbps: float | None,
+    dtype: str,
+    cost: str = "roofline",
+    config: LLMConfig | None = None,
 ) -> Roofline | CalibratedCost | None:
     """Op durations from ``--hw`` (a replayer spec name or file) or ``--peak-tflops``/``--mem-bw-gbps``; or None.
 
@@ -34,6 +40,7 @@ def roofline_from_options(
         mem_bw_gbps: memory bandwidth, GB/s (1e9 bytes/s).
         dtype: compute dtype whose peak the spec gives (the device default when it lists none for it).
         cost: ``roofline`` or ``calibrated`` (with ``--hw`` only).
+        config: the job, for a calibrated cost that follows its FP8 recipe (``calibration.cost_for``).
 
     Raises:
         ConfigError: ``--hw`` given with ``--peak-tflops``/``--mem-bw-gbps``, or only one of those two.
@@ -47,9 +54,9 @@ def roofline_from_options(
         from tracekit.replayer.simulation.hardware import load_spec
 
         if cost == "calibrated":
-            from tracekit.converters.generators.calibration import CalibratedCost
+            from tracekit.converters.generators.calibration import CalibratedCost, cost_for
 
-            return CalibratedCost(load_spec(hw), dtype)
+            return cost_for(load_spec(hw), config) if config is not None else CalibratedCost(load_spec(hw), dtype)
         device = load_spec(hw).device
         names = [n for n, _ in device.peak_flops_per_s]
         peak = device.peak(dtype if dtype in names else None)
@@ -111,6 +118,7 @@ def roofline_from_options(
     "(every command reads it; `tracekit expand` writes the per-rank files).",
 )
 @click.option("-o", "--output", "prefix", required=True, metavar="PREFIX", help="Output prefix: PREFIX.<rank>.et.")
+@stack_options
 @json_option()
 def llm(
     model_name: str,
@@ -149,13 +157,15 @@ def llm(
     from tracekit.converters.generators.llm import write_llm
 
     model, default_batch = _model_spec(model_name, layers, hidden, heads, kv_heads, ffn, seq, vocab)
+    stack = {k: parallel_options.pop(k) for k in STACK_OPTIONS}
     config = _llm_config(model, default_batch, **parallel_options)
+    config = apply_stack_options(config, **stack, no_overlap=parallel_options["no_overlap"])
     _check_int64_sizes(
         config,
         model_name,
         {"--layers": layers, "--hidden": hidden, "--ffn": ffn, "--seq": seq, "--vocab": vocab},
     )
-    roofline = roofline_from_options(hw, peak_tflops, mem_bw_gbps, config.dtype, cost)
+    roofline = roofline_from_options(hw, peak_tflops, mem_bw_gbps, config.dtype, cost, config)
     what = "writing rank classes" if as_classes else "writing ranks"
     paths = write_llm(
         config,

@@ -88,6 +88,10 @@ def _check(cfg: dict[str, Any], tp_new: int, pp_new: int, schedule: str) -> None
         raise ConfigError(f"schedule must be one of {', '.join(SCHEDULES)}, got {schedule!r}")
     config = mg.config_of(cfg)
     model, tp_old, pp_old, cp = config.model, int(p["tp"]), int(p["pp"]), int(p.get("cp", 1))
+    if model.num_layers % pp_old:
+        raise TransformError(
+            f"the trace's uneven pipeline split ({model.num_layers} layers on pp={pp_old}) is not supported"
+        )
     if model.num_layers % pp_new:
         raise ConfigError(f"pp={pp_new} does not divide the {model.num_layers} layers")
     for what, n in (

@@ -35,6 +35,8 @@ from typing import Any, Mapping
 
 from tracekit.errors import ConfigError
 from tracekit.workloads.params import padded_vocab_size
+from tracekit.workloads.pipeline_split import chunk_layers
+from tracekit.workloads.stacks import StackSpec
 from tracekit.workloads.units import DTYPE_BYTES, TRAINING_DTYPES
 
 ACTIVATIONS = ("gelu", "swiglu")
@@ -227,6 +229,7 @@ class LLMConfig:
         dtype: activations, weights and gradients (``bf16``, ``fp16``, ``fp32``...).
         grad_reduce_dtype: data type of the data-parallel gradient reduction;
             None = ``dtype``.
+        stack: the software mechanisms (:mod:`tracekit.workloads.stacks`; default Megatron-LM 2021).
 
     Raises:
         ConfigError: impossible combinations (see module docstring).
@@ -238,6 +241,7 @@ class LLMConfig:
     micro_batch_size: int = 1
     dtype: str = "bf16"
     grad_reduce_dtype: str | None = None
+    stack: StackSpec = field(default_factory=StackSpec)
 
     def __post_init__(self) -> None:
         m, p = self.model, self.parallel
@@ -257,10 +261,7 @@ class LLMConfig:
             raise ConfigError(f"tp={p.tp} does not divide the {m.kv_heads} key/value heads")
         if m.ffn_size % p.tp:
             raise ConfigError(f"tp={p.tp} does not divide the FFN size {m.ffn_size}")
-        if m.num_layers % (p.pp * p.virtual_stages):
-            raise ConfigError(
-                f"{m.num_layers} layers cannot be split evenly over pp={p.pp} x virtual stages {p.virtual_stages}"
-            )
+        chunk_layers(m.num_layers, p.pp, p.virtual_stages)  # uneven splits allowed (pipeline_split)
         if p.sequence_parallel and m.seq_length % (p.tp * p.cp):
             raise ConfigError(
                 f"sequence length {m.seq_length} is not divisible by tp {p.tp} x cp {p.cp} "
@@ -291,18 +292,23 @@ class LLMConfig:
 
     @property
     def dtype_bytes(self) -> int:
-        """Bytes per activation, weight and gradient element."""
-        return DTYPE_BYTES[self.dtype]
+        """Bytes per activation, weight and gradient element (bf16's for fp8 under TE: workloads.stacks)."""
+        return DTYPE_BYTES["bf16" if self.dtype == "fp8" and self.stack.fp8_recipe != "all" else self.dtype]
 
     @property
     def grad_bytes(self) -> int:
         """Bytes per gradient element in the data-parallel reduction."""
-        return DTYPE_BYTES[self.grad_reduce_dtype or self.dtype]
+        return DTYPE_BYTES[self.grad_reduce_dtype] if self.grad_reduce_dtype else self.dtype_bytes
 
     @property
     def layers_per_chunk(self) -> int:
-        """Layers per model chunk: ``L / (pp * virtual_stages)``."""
+        """Layers per model chunk: ``L / (pp * virtual_stages)`` (rounded down: see :attr:`chunk_layers`)."""
         return self.model.num_layers // (self.parallel.pp * self.parallel.virtual_stages)
+
+    @property
+    def chunk_layers(self) -> tuple[range, ...]:
+        """The layers of each virtual stage (:func:`tracekit.workloads.pipeline_split.chunk_layers`)."""
+        return chunk_layers(self.model.num_layers, self.parallel.pp, self.parallel.virtual_stages)
 
     @property
     def padded_vocab_size(self) -> int:
@@ -328,11 +334,12 @@ class LLMConfig:
             except TypeError as exc:
                 raise ConfigError(f"llm_config: {kind.__name__}: {exc}") from None
 
-        top = {f.name for f in fields(cls)} - {"model", "parallel"}
+        top = {f.name for f in fields(cls)} - {"model", "parallel", "stack"}
         return cls(
             build(ModelSpec, data.get("model")),
             build(ParallelSpec, data.get("parallel", {})),
             **{k: v for k, v in data.items() if k in top},
+            stack=build(StackSpec, data.get("stack", {})),
         )
 
     def with_parallel(self, **changes: Any) -> "LLMConfig":
