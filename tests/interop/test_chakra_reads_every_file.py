@@ -130,7 +130,9 @@ def test_chakra_decodes_what_we_convert_from_real_inputs_as_we_do(converted):
     assert counts == {
         **{f"text.{r}.et": 215 for r in range(4)},
         **{f"ws4.{r}.et": 360 for r in range(4)},
-        **{f"workload.{r}.et": 360 for r in range(4)},
+        # export astra writes for ASTRA-sim master (518bd51) by default, which aborts on METADATA nodes: the one
+        # process_group:init node per rank is removed (its deps bridged)
+        **{f"workload.{r}.et": 359 for r in range(4)},
     }
     # the capture's sub-microsecond times are in tracekit's extra fields, which Chakra skips (floors agree above)
     assert any(n.duration_ns % 1000 for n in read_trace(converted / "ws4.0.et").nodes)
