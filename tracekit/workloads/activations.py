@@ -46,8 +46,12 @@ from tracekit.workloads.units import DTYPE_BYTES
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.workloads.config import LLMConfig
 
-#: Bytes of one dropout mask element (Megatron-LM and PyTorch keep it as uint8 / bool).
+#: Bytes of one dropout mask element: fused dropout kernels (Megatron-LM on GPU, PyTorch's ``native_dropout``
+#: on CUDA) keep a uint8 / bool mask.
 MASK_BYTES = 1
+#: PyTorch eager dropout on CPU keeps its scaled noise tensor, in the input's dtype (fp32: 4 bytes), as the
+#: mask (``aten/src/ATen/native/Dropout.cpp``, ``_dropout_impl``: the fused kernel is used on CUDA only).
+CPU_EAGER_MASK_BYTES = 4
 #: Bytes of one logit element in the cross-entropy (Megatron-LM casts logits to fp32 for the loss).
 LOGIT_BYTES = 4
 
@@ -99,8 +103,9 @@ class LayerActivations:
         return self.full_bytes
 
 
-def layer_activations(config: "LLMConfig") -> LayerActivations:
-    """The tensors one layer keeps for one micro-batch on one rank (module docstring), in bytes."""
+def layer_activations(config: "LLMConfig", mask_bytes: int = MASK_BYTES) -> LayerActivations:
+    """The tensors one layer keeps for one micro-batch on one rank (module docstring), in bytes; ``mask_bytes``
+    per dropout mask element (:data:`MASK_BYTES`, :data:`CPU_EAGER_MASK_BYTES`)."""
     m, p = config.model, config.parallel
     d, t = activation_bytes_per_element(config), p.tp
     dropout = has_dropout(config)
@@ -108,7 +113,7 @@ def layer_activations(config: "LLMConfig") -> LayerActivations:
     heads, kv_heads = m.num_heads // t, m.kv_heads // t
     scores = config.micro_batch_size * heads * (m.seq_length // p.cp) * m.seq_length
     th = tokens * m.hidden_size
-    mask = MASK_BYTES if dropout else 0
+    mask = mask_bytes if dropout else 0
     # LayerNorm inputs (2), QKV input, projection-output mask, first-FFN input, FFN-output mask
     replicated = 4 * th * d + 2 * th * mask
     q = tokens * heads * m.head_dim
@@ -126,13 +131,13 @@ def layer_activations(config: "LLMConfig") -> LayerActivations:
     return LayerActivations(replicated, sharded, core, layer_input)
 
 
-def embedding_activation_bytes(config: "LLMConfig") -> int:
+def embedding_activation_bytes(config: "LLMConfig", mask_bytes: int = MASK_BYTES) -> int:
     """The first stage's embedding dropout mask per micro-batch (section 4.4: ``sbh / t`` under sequence
     parallelism), 0 without dropout."""
     m, p = config.model, config.parallel
     if not has_dropout(config):
         return 0
-    nbytes = config.micro_batch_size * m.seq_length // p.cp * m.hidden_size * MASK_BYTES
+    nbytes = config.micro_batch_size * m.seq_length // p.cp * m.hidden_size * mask_bytes
     return nbytes // p.tp if p.sequence_parallel else nbytes
 
 
@@ -172,24 +177,27 @@ class StageActivations:
         return self.stored_bytes + self.working_bytes
 
 
-def peak_in_flight(config: "LLMConfig", stage: int, layers_per_chunk: int | None = None) -> StageActivations:
+def peak_in_flight(
+    config: "LLMConfig", stage: int, layers_per_chunk: int | None = None, mask_bytes: int = MASK_BYTES
+) -> StageActivations:
     """Walk ``stage``'s schedule and return its activation peak (module docstring).
 
     Args:
         config: the job.
         stage: pipeline rank, ``0 .. pp - 1``.
         layers_per_chunk: layers in each model chunk of this stage (default the even split).
+        mask_bytes: bytes per dropout mask element (:data:`MASK_BYTES`).
 
     Raises:
         ConfigError: a stage outside the pipeline (from :func:`~tracekit.workloads.schedules.stage_order`).
     """
     p = config.parallel
     lpc = config.layers_per_chunk if layers_per_chunk is None else layers_per_chunk
-    layer = layer_activations(config)
+    layer = layer_activations(config, mask_bytes)
     stored_layer = layer.stored_bytes(p.recompute)
     working = layer.full_bytes - stored_layer
     last_chunk = p.pp * p.virtual_stages - 1
-    embed, head = embedding_activation_bytes(config), head_activation_bytes(config)
+    embed, head = embedding_activation_bytes(config, mask_bytes), head_activation_bytes(config)
     held = peak = peak_stored = chunks = peak_chunks = 0
     for op in stage_order(p.schedule, p.pp, config.num_micro_batches, stage, p.virtual_stages):
         chunk = op.chunk * p.pp + stage
@@ -204,6 +212,7 @@ def peak_in_flight(config: "LLMConfig", stage: int, layers_per_chunk: int | None
 
 
 __all__ = [
+    "CPU_EAGER_MASK_BYTES",
     "LOGIT_BYTES",
     "MASK_BYTES",
     "LayerActivations",

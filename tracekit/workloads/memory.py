@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 
 from tracekit.errors import ConfigError
-from tracekit.workloads.activations import activation_bytes_per_element, peak_in_flight
+from tracekit.workloads.activations import MASK_BYTES, activation_bytes_per_element, peak_in_flight
 from tracekit.workloads.params import unit_params
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -196,8 +196,15 @@ def _comm_buffers(config: "LLMConfig", unit_elems: Sequence[int]) -> int:
     return nbytes
 
 
-def stage_memory(config: "LLMConfig", stage: int, layers_per_stage: Sequence[int] | None = None) -> StageMemory:
-    """The peak memory of the ranks of pipeline stage ``stage`` (module docstring).
+def stage_memory(
+    config: "LLMConfig",
+    stage: int,
+    layers_per_stage: Sequence[int] | None = None,
+    mask_bytes: int = MASK_BYTES,
+) -> StageMemory:
+    """The peak memory of the ranks of pipeline stage ``stage`` (module docstring); ``mask_bytes`` per dropout
+    mask element (:data:`~.activations.MASK_BYTES` on GPUs, :data:`~.activations.CPU_EAGER_MASK_BYTES` for
+    PyTorch eager on CPU).
 
     Raises:
         ConfigError: a stage outside the pipeline.
@@ -218,7 +225,7 @@ def stage_memory(config: "LLMConfig", stage: int, layers_per_stage: Sequence[int
         states.append(zero_model_states(expert, max(group // p.ep, 1), p.zero_stage, **kw))
     n_layers = sum(1 for u in units if 0 <= u < config.model.num_layers)
     lpc = n_layers // p.virtual_stages
-    acts = peak_in_flight(config, stage, lpc)
+    acts = peak_in_flight(config, stage, lpc, mask_bytes)
     return StageMemory(
         stage=stage,
         params_bytes=sum(s.params_bytes for s in states),
