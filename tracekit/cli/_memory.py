@@ -84,3 +84,10 @@ def render_memory(console: Any, report: dict[str, Any], device: str | None) -> N
         table.add_row(*cells)
     console.print(table)
     console.print(verdict(report, device), soft_wrap=True)
+
+
+def render_replay_memory(console: Any, memory: dict[str, Any] | None) -> None:
+    """:func:`render_memory` of a replay result's ``memory`` (:mod:`tracekit.replayer.results.memory`); nothing
+    when the replayed traces carry no generator configuration."""
+    if memory is not None:
+        render_memory(console, memory, memory.get("device"))
