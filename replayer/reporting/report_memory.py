@@ -22,11 +22,11 @@ def _gib(nbytes: int, key: str) -> Any:
 def memory_parts(memory: dict[str, Any]) -> list[str]:
     """The section's paragraphs and table (HTML strings) for :func:`~.report.build_report_html`."""
     device = memory.get("device")
-    total = memory.get("device_memory_bytes")
-    rows = []
+    total = memory.get("device_memory_bytes") or 0
+    rows: list[list[Any]] = []
     for row in memory["classes"]:
         s = row["stage"]
-        cells = [str(s), f"{row['ranks']:,}", str(row["layers"]), f"{row['micro_batches_in_flight']:g}"]
+        cells: list[Any] = [str(s), f"{row['ranks']:,}", str(row["layers"]), f"{row['micro_batches_in_flight']:g}"]
         cells += [_gib(row["terms"][t], f"memory.{s}.{t}") for t in TERMS]
         cells.append(_gib(row["device_bytes"], f"memory.{s}.device_bytes"))
         if row["fits"] is not None:

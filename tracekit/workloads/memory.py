@@ -35,7 +35,7 @@ holds the memory.  Measured peaks (a capture's ``[memory]`` events) compare with
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from tracekit.errors import ConfigError
 from tracekit.workloads.activations import MASK_BYTES, activation_bytes_per_element, peak_in_flight
@@ -166,7 +166,8 @@ def stage_units(config: "LLMConfig", stage: int, layers_per_stage: Sequence[int]
     p, n_layers = config.parallel, config.model.num_layers
     counts = list(layers_per_stage) if layers_per_stage is not None else [n_layers // p.pp] * p.pp
     per_chunk = [c // p.virtual_stages for c in counts]
-    units, start = [], 0
+    units: list[int] = []
+    start = 0
     for vs in range(p.pp * p.virtual_stages):
         lpc = per_chunk[vs % p.pp]
         if vs % p.pp == stage:
@@ -278,7 +279,7 @@ def fit_memory(stages: Sequence[StageMemory], device_memory_bytes: int) -> list[
     return [MemoryFit(s, device_memory_bytes) for s in stages]
 
 
-def memory_report(config: "LLMConfig", device_memory_bytes: int | None = None) -> dict:
+def memory_report(config: "LLMConfig", device_memory_bytes: int | None = None) -> dict[str, Any]:
     """The per-class memory as a JSON-ready dict: ``{"device_memory_bytes", "classes": [{stage, ranks,
     peak_allocated_bytes, device_bytes, terms, fits, headroom_bytes}], "fits"}`` (``fits`` and
     ``headroom_bytes`` None without a device)."""
