@@ -6,6 +6,7 @@ The numbers are the memory model's (tests/core/test_memory_model.py checks them 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 
@@ -87,3 +88,24 @@ def test_llama3_405b_on_16384_h100_prints_every_rank_class_and_its_headroom(tmp_
         assert got == pytest.approx(expected, abs=0.11), (peak, room)
         assert room.startswith("OOM") == (expected < 0)
     assert "on h100-sxm (80.0 GiB)" in res.stdout.splitlines()[-1]
+
+
+@pytest.mark.parametrize("zero", [0, 1, 2, 3])
+def test_generate_llm_prints_the_zero_papers_model_states(tmp_path, zero):
+    # Rajbhandari et al. 2020, Figure 1 with K = 12 (bf16 parameters and gradients): (2 + 2 + 12) Psi unsharded;
+    # stage 1 divides 12 Psi by N_d, stage 2 also 2 Psi of gradients, stage 3 also 2 Psi of parameters
+    from tracekit.workloads.config import preset
+    from tracekit.workloads.params import model_params
+
+    args = ["--model", "gpt3-1.3b", "--layers", "2", "--dp", "4", "--global-batch", "4", "--zero", str(zero)]
+    res = run("generate", "llm", *args, "--json", "-o", tmp_path / "g")
+    assert res.returncode == 0, res.stderr
+    (row,) = json.loads(res.stdout)["memory"]["classes"]
+    psi = model_params(dataclasses.replace(preset("gpt3-1.3b")[0], num_layers=2))
+    shard = -(-psi // 4)
+    expected = {
+        "params": 2 * (shard if zero == 3 else psi),
+        "grads": 2 * (shard if zero >= 2 else psi),
+        "optimizer": 12 * (shard if zero >= 1 else psi),
+    }
+    assert {k: row["terms"][k] for k in expected} == expected
