@@ -24,6 +24,14 @@ block finishes, so a failed step leaves no half-written pair.  Mechanism:
 (PyTorch >= 2.4; "Execution Trace" in the PyTorch profiler docs), which
 starts and stops the observer together with the profiler's recording.
 
+With ``profile_memory`` (the default) the profiler also records every allocation and free (``[memory]``
+events, PyTorch profiler ``profile_memory=True``).  On CPU those events count only what is allocated while
+profiling, so the capture measures what was already alive when the block began (the storages of every
+reachable tensor and of their ``.grad``: parameters, gradients, optimizer state) and writes it into the
+Kineto JSON as ``tracekitMemory: {"baseline_allocated_bytes": {"cpu": N}}`` (a top-level key other readers
+ignore; CUDA totals are the caching allocator's own and need none).  The converters and ``tracekit
+analyze`` add it to the peak (:mod:`tracekit.converters.pytorch.kineto_memory`).
+
 Torch is imported inside :func:`capture` only; ``import tracekit.capture`` and
 the converters never import it.
 
@@ -74,6 +82,56 @@ def _current_rank(torch: Any) -> int:
     return 0
 
 
+def live_cpu_tensor_bytes(torch: Any) -> int:
+    """Bytes of the distinct CPU storages of every tensor the garbage collector can reach, and of their
+    ``.grad`` (a parameter's gradient has no Python object of its own until read).
+
+    What a CPU capture adds to the profiler's ``Total Allocated``, which counts only what is allocated while
+    profiling.  Storages shared by views count once (keyed by data pointer).
+    """
+    import gc
+
+    seen: dict[int, int] = {}
+
+    def add(t: Any) -> None:
+        if t.device.type != "cpu" or t.is_sparse:
+            return
+        storage = t.untyped_storage()
+        ptr = storage.data_ptr()
+        if ptr:
+            seen[ptr] = storage.nbytes()
+
+    for obj in gc.get_objects():
+        if issubclass(type(obj), torch.Tensor):  # type(): no __class__ lookup on lazy module proxies
+            with contextlib.suppress(RuntimeError):  # tensors without storage (meta, functional wrappers)
+                add(obj)
+                if obj.grad is not None:
+                    add(obj.grad)
+    return sum(seen.values())
+
+
+def add_top_level_key(path: Path, key: str, value: Any) -> None:
+    """Add ``"key": value`` to the JSON object in ``path`` without parsing the file: the text before its
+    closing brace gets ``, "key": value``.
+
+    Raises:
+        ConfigError: the file does not end with a JSON object's closing brace.
+    """
+    import json
+
+    with open(path, "rb+") as f:
+        f.seek(0, os.SEEK_END)
+        size = f.tell()
+        f.seek(max(size - 64, 0))
+        tail = f.read()
+        end = tail.rstrip().rfind(b"}")
+        if end < 0:
+            raise ConfigError("the profiler's trace does not end with a JSON object", path=path)
+        f.seek(size - len(tail) + end)
+        f.write(b", " + json.dumps(key).encode() + b": " + json.dumps(value).encode() + b"}\n")
+        f.truncate()
+
+
 @contextlib.contextmanager
 def capture(
     out_dir: str | os.PathLike[str],
@@ -82,6 +140,7 @@ def capture(
     record_shapes: bool = True,
     with_stack: bool = False,
     cuda: bool | None = None,
+    profile_memory: bool = True,
 ) -> Iterator[CaptureResult]:
     """Record the ET and the Kineto trace of the code inside the block, as one linkable pair.
 
@@ -93,6 +152,7 @@ def capture(
             collective sizes when ``record_param_comms`` does not give one).
         with_stack: record Python stacks in Kineto (bigger files).
         cuda: also record GPU activity; default: when CUDA is available.
+        profile_memory: record allocations and frees (``[memory]`` events) and the CPU baseline (module doc).
 
     Yields:
         a :class:`CaptureResult` whose paths are valid after the block exits.
@@ -124,12 +184,19 @@ def capture(
         activities.append(ProfilerActivity.CUDA)
     observer = ExecutionTraceObserver().register_callback(str(tmp_et))
     ok = False
+    baseline = live_cpu_tensor_bytes(torch) if profile_memory else None
     try:
         with profile(
-            activities=activities, record_shapes=record_shapes, with_stack=with_stack, execution_trace_observer=observer
+            activities=activities,
+            record_shapes=record_shapes,
+            with_stack=with_stack,
+            profile_memory=profile_memory,
+            execution_trace_observer=observer,
         ) as prof:
             yield result
         prof.export_chrome_trace(str(tmp_kineto))
+        if baseline is not None:
+            add_top_level_key(tmp_kineto, "tracekitMemory", {"baseline_allocated_bytes": {"cpu": baseline}})
         ok = True
     finally:
         with contextlib.suppress(Exception):

@@ -49,6 +49,7 @@ import orjson
 
 from tracekit.errors import ConversionError
 from tracekit.groups import pg_init_node
+from tracekit.converters.pytorch.kineto_memory import trace_memory_attrs
 from tracekit.model import Attr, ExecutionTrace, IOInfo, Metadata, NodeDraft, NodeType
 
 from tracekit.converters.pytorch.costs import CostStats, attach_costs, capture_device, device_attr
@@ -347,6 +348,8 @@ def convert_et(
     md_attrs = [Attr("source_schema", et.schema, "string_val")] + device_attr(device)
     if kineto is not None and kineto.world_size is not None:
         md_attrs.append(Attr("world_size", kineto.world_size, "int64_val"))
+    if kineto is not None:
+        md_attrs.extend(trace_memory_attrs(kineto))  # measured peak memory, when the capture recorded allocations
     trace = ExecutionTrace(
         [n.build() for n in nodes], Metadata(version=CHAKRA_VERSION, attrs=md_attrs), rank=rank, path=None
     )

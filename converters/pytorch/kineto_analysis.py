@@ -46,11 +46,12 @@ so there is no launch overhead.
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Iterable, Sequence
 
 from tracekit.kernels import CLASSES, kernel_class
 
+from tracekit.converters.pytorch.kineto_memory import MemoryPeak, memory_peaks, peaks_from_metadata
 from tracekit.converters.pytorch.kineto_reader import KinetoEvent, KinetoTrace, read_kineto
 
 _LAUNCH = re.compile(
@@ -120,6 +121,7 @@ class RankAnalysis:
     streams: tuple[StreamIdle, ...]
     launch: LaunchStats | None
     top_kernels: tuple[KernelStat, ...]
+    memory: tuple[MemoryPeak, ...] = ()  # measured peak per device ([memory] events; .kineto_memory)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict: the fields (times in ns), ``time_by_class_ns`` as a dict, derived means added."""
@@ -270,6 +272,7 @@ def analyze_trace(trace: KinetoTrace, *, rank: int | None = None, top: int = 10)
         streams=tuple(streams),
         launch=_launch_stats(trace, work) if device and _has_runtime(trace) else None,
         top_kernels=tuple(top_kernels),
+        memory=memory_peaks(trace.memory_events, trace.of_category("cpu_op"), trace.memory_baseline),
     )
 
 
@@ -347,7 +350,13 @@ def analyze_traceset(traceset: Any, *, top: int = 10) -> MeasuredAnalysis:
     from tracekit.model import NodeType
 
     analysis = MeasuredAnalysis(
-        tuple(analyze_trace(trace_events(traceset[r]), rank=r, top=top) for r in traceset.ranks)
+        tuple(
+            replace(
+                analyze_trace(trace_events(traceset[r]), rank=r, top=top),
+                memory=peaks_from_metadata(traceset[r].metadata),
+            )
+            for r in traceset.ranks
+        )
     )
     if any(r.events for r in analysis.ranks):
         return analysis

@@ -76,6 +76,7 @@ from tracekit.converters.pytorch.kineto_reader import (
 )
 from tracekit.errors import ConversionError
 from tracekit.groups import pg_init_node
+from tracekit.converters.pytorch.kineto_memory import trace_memory_attrs
 from tracekit.model import Attr, ExecutionTrace, Metadata, NodeDraft, NodeType
 from tracekit.traceset import TraceSet
 
@@ -243,6 +244,7 @@ def _metadata(kt: KinetoTrace, rank: int, has_device_ops: bool) -> Metadata:
     if kt.world_size is not None:
         md_attrs.append(Attr("world_size", kt.world_size, "int64_val"))
     md_attrs.extend(device_attr(capture_device(kt.device_properties, has_device_ops)))
+    md_attrs.extend(trace_memory_attrs(kt))  # measured peak memory, when the capture recorded allocations
     return Metadata(version="0.0.4", attrs=md_attrs)
 
 

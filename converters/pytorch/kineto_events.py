@@ -243,6 +243,8 @@ class KinetoTrace:
         base_time_ns: ``baseTimeNanoseconds`` (None when absent).
         process_names, thread_names: from ``M`` events, keyed by pid and (pid, tid).
         n_raw_events: number of entries in ``traceEvents`` (all phases).
+        memory_events: ``[memory]`` allocation events (:class:`.kineto_memory.MemoryEvent`), file order.
+        memory_baseline: ``{device: bytes}`` live before a tracekit capture began (:mod:`.kineto_memory`).
     """
 
     path: str | None
@@ -258,6 +260,8 @@ class KinetoTrace:
     process_names: Mapping[Any, str] = field(default_factory=dict)
     thread_names: Mapping[tuple[Any, Any], str] = field(default_factory=dict)
     n_raw_events: int = 0
+    memory_events: tuple[Any, ...] = ()
+    memory_baseline: Mapping[str, int] = field(default_factory=dict)
 
     def of_category(self, *categories: str) -> list[KinetoEvent]:
         """Events whose normalized category is one of ``categories``, in file order."""

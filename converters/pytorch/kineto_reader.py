@@ -55,6 +55,7 @@ from tracekit.converters.pytorch.kineto_events import (
     normalize_category,
     us_to_ns,
 )
+from tracekit.converters.pytorch.kineto_memory import MEMORY_EVENT, MemoryEvent, capture_baseline, memory_event
 from tracekit.errors import TraceFormatError
 from tracekit._gc import paused_gc
 from tracekit.model import MAX_DURATION_NS, MAX_RANKS, MAX_TIME_NS, time_range_error
@@ -278,6 +279,22 @@ def _complete_event(e: dict, i: int, path: str | None, rank: int | None) -> Kine
     )
 
 
+def _memory_ts_ns(e: dict[str, Any], i: int, path: str | None, rank: int | None) -> int:
+    """The exact ns time of ``traceEvents[i]``, a ``[memory]`` instant event.
+
+    Raises:
+        TraceFormatError: a missing, non-numeric or out-of-range ``ts`` (names the event index).
+    """
+    try:
+        ts_ns = us_to_ns(e.get("ts"))
+    except ValueError as exc:
+        raise TraceFormatError(f"traceEvents[{i}] ('[memory]'): bad timestamp: {exc}", path=path, rank=rank) from None
+    problem = time_range_error("ts", abs(ts_ns), MAX_TIME_NS)
+    if problem:
+        raise TraceFormatError(f"traceEvents[{i}] ('[memory]'): {problem}"[:300], path=path, rank=rank)
+    return ts_ns
+
+
 def _flow_event(e: dict[str, Any], i: int, path: str | None, rank: int | None) -> FlowEvent:
     """``traceEvents[i]``, a flow (``s``/``f``/``t``) event.
 
@@ -337,6 +354,7 @@ def parse_kineto(doc: Any, *, path: str | None = None) -> KinetoTrace:
     flows: list[FlowEvent] = []
     process_names: dict[Any, str] = {}
     thread_names: dict[tuple[Any, Any], str] = {}
+    memory: list[MemoryEvent] = []
     for i, e in enumerate(raw_events):
         if type(e) is not dict:
             raise TraceFormatError(f"traceEvents[{i}] is not an object: {e!r:.80}", path=path, rank=rank)
@@ -352,7 +370,9 @@ def parse_kineto(doc: Any, *, path: str | None = None) -> KinetoTrace:
                 process_names[e.get("pid")] = str(args["name"])
             elif e.get("name") == "thread_name" and "name" in args:
                 thread_names[(e.get("pid"), e.get("tid"))] = str(args["name"])
-        # 'i' instant, 'C' counter and other phases carry no work to convert.
+        elif ph == "i" and e.get("name") == MEMORY_EVENT:
+            memory.append(memory_event(e, i, _memory_ts_ns(e, i, path, rank), path))
+        # other instants, 'C' counters and other phases carry no work to convert.
 
     base = top.get("baseTimeNanoseconds")
     dev_props = top.get("deviceProperties") or []
@@ -372,6 +392,8 @@ def parse_kineto(doc: Any, *, path: str | None = None) -> KinetoTrace:
         process_names=process_names,
         thread_names=thread_names,
         n_raw_events=len(raw_events),
+        memory_events=tuple(memory),
+        memory_baseline=capture_baseline(top, path),
     )
 
 

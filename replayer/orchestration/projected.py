@@ -91,7 +91,8 @@ def replay_with_compute(
     (:func:`tracekit.replayer.replay_with_traces`).
 
     Returns:
-        ``(result, traceset, plan, report)``: the ReplayResult, the trace set replayed, the
+        ``(result, traceset, plan, report)``: the ReplayResult (with the memory of a generated job:
+        :func:`tracekit.replayer.results.memory.with_memory`), the trace set replayed, the
         :class:`ComputePlan` and the merged :class:`tracekit.projection.ProjectionReport` (None unless
         projected).
 
@@ -100,6 +101,7 @@ def replay_with_compute(
     """
     from tracekit.io import read_traceset
     from tracekit.replayer import ReplayOptions, replay, replay_with_traces
+    from tracekit.replayer.results.memory import with_memory
     from tracekit.replayer.simulation.hardware import HardwareSpec, load_spec
     from tracekit.traceset import TraceSet
 
@@ -120,7 +122,7 @@ def replay_with_compute(
         if compute == "measured" or (md is not None and not named):
             result, kept = replay_with_traces(traces, spec, options=options, status=status)
             reason = "chosen" if compute == "measured" else "the trace records no capture device"
-            return result, kept, ComputePlan("measured", reason=reason), None
+            return with_memory(result, kept, spec), kept, ComputePlan("measured", reason=reason), None
     ts = ts if ts is not None else read_traceset(traces)
     plan = plan_compute(ts, spec, compute, capture_device)
     report = None
@@ -140,7 +142,7 @@ def replay_with_compute(
             else:
                 report.merge(rep)
         ts = ts.with_traces(traces_out)
-    return replay(ts, spec, options=options), ts, plan, report
+    return with_memory(replay(ts, spec, options=options), ts, spec), ts, plan, report
 
 
 __all__ = ["COMPUTE_CHOICES", "ComputePlan", "plan_compute", "replay_with_compute", "trace_compute_device"]

@@ -377,6 +377,10 @@ def build_report_html(
         from tracekit.replayer.reporting.report_measured import measured_parts
 
         page.section("Measured run (Kineto)", *measured_parts(measured, r), section_id="measured-section")
+    if r.memory is not None:  # a generated job: its peak memory per rank class (issue 33)
+        from tracekit.replayer.reporting.report_memory import memory_parts
+
+        page.section("Memory per rank class", *memory_parts(r.memory), section_id="memory-section")
     page.section("Critical path", _critical_path_section(r), section_id="critical-path-section")
     coll_table, coll_note = _collective_section(r)
     page.section("Collectives", note(coll_note), coll_table, section_id="collectives-section")

@@ -25,22 +25,17 @@ Per rank (:class:`RankStats`):
 ``iteration_time_ns`` exactly (a partition of ``[0, iteration)``);
 ``idle_ns`` (a property) is ``comm_wait_ns + other_idle_ns``.
 
-The collective table (:class:`CollectiveRow`, one row per collective and per
-send/recv pair) gives the transfer time and the achieved bandwidths as
-nccl-tests defines them (nccl-tests ``doc/PERFORMANCE.md``): ``algbw = S / t``
-with ``S`` the operation's size in nccl-tests terms and ``busbw = algbw x
-factor``: all-reduce ``2(p-1)/p``; all-gather, reduce-scatter, all-to-all,
-gather, scatter ``(p-1)/p``; broadcast, reduce, send/recv 1.  Chakra's
-``comm_size`` is each rank's input buffer, so ``S`` is ``comm_size x p`` for
-all-gather and gather (the gathered output) and for scatter (the root's
-buffer), and ``comm_size`` otherwise.  Bandwidths are GB/s (1e9 B/s = B/ns);
-None when the transfer took no time.
+The collective table (:class:`CollectiveRow`, one row per collective and per send/recv pair) gives the
+transfer time and the achieved bandwidths as nccl-tests defines them (nccl-tests ``doc/PERFORMANCE.md``):
+``algbw = S / t`` with ``S`` the operation's size in nccl-tests terms and ``busbw = algbw x factor``:
+all-reduce ``2(p-1)/p``; all-gather, reduce-scatter, all-to-all, gather, scatter ``(p-1)/p``; broadcast,
+reduce, send/recv 1.  Chakra's ``comm_size`` is each rank's input buffer, so ``S`` is ``comm_size x p`` for
+all-gather and gather (the gathered output) and for scatter (the root's buffer), and ``comm_size``
+otherwise.  Bandwidths are GB/s (1e9 B/s = B/ns); None when the transfer took no time.
 
-The critical path (:class:`CriticalPath`) follows, from the node that ends
-last, the event that let each node start (its last data dependency, the
-previous node on its resource, or for a collective the member that arrived
-last) back to time 0; its steps are contiguous, so its length equals the
-iteration time.
+The critical path (:class:`CriticalPath`) follows, from the node that ends last, the event that let each
+node start (its last data dependency, the previous node on its resource, or for a collective the member
+that arrived last) back to time 0; its steps are contiguous, so its length equals the iteration time.
 """
 
 from __future__ import annotations
@@ -294,6 +289,7 @@ class ReplayResult:
         schedule: per-rank node times (not compared, not in ``to_dict`` unless asked).
         folding: :class:`FoldInfo` (classes simulated, ranks, and
             why it did not fold) or None when folding was off (not compared).
+        memory: peak memory per rank class of a generated job (:mod:`.memory`), or None (not compared).
     """
 
     iteration_time_ns: int
@@ -305,6 +301,7 @@ class ReplayResult:
     node_count: int
     schedule: tuple[RankSchedule, ...] | None = field(default=None, compare=False, repr=False)
     folding: FoldInfo | None = field(default=None, compare=False)
+    memory: dict[str, Any] | None = field(default=None, compare=False)
 
     def rank(self, rank: int) -> RankStats:
         """Statistics of one rank.
@@ -363,6 +360,8 @@ class ReplayResult:
         }
         if self.folding is not None:
             out["folding"] = self.folding.to_dict()
+        if self.memory is not None:
+            out["memory"] = self.memory
         if include_schedule and self.schedule is not None:
             out["schedule"] = [s.to_dict() for s in self.schedule]
         return out
@@ -402,6 +401,7 @@ class ReplayResult:
                 node_count=int(d["node_count"]),
                 schedule=tuple(RankSchedule.from_dict(s) for s in d["schedule"]) if "schedule" in d else None,
                 folding=_folding(d.get("folding")),
+                memory=d.get("memory"),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ReplayError(f"malformed replay result: {exc!r}") from None

@@ -410,6 +410,8 @@ class NcclModel(GroupPlacer):
             lat_us = self.consts.base_latency("ring", "Simple") + self.consts.hw_latency(g.inter_link, "ring", "Simple")
             nbytes = (p - 1) / p * n if kind == "all_to_all" else (p - 1) * n
             return CommCost(lat_us * 1000.0, ((g.bottleneck, float(nbytes)),), "nccl:p2p")
+        if kind == "all_gather":  # Chakra's comm_size is one rank's piece; NCCL's nBytes the gathered output
+            n *= pl.size
         cand = self.best(kind, n, g)
         data_ns = n / cand.alg_bw_gbps
         fixed_ns = cand.time_ns(n, self.consts.latency_floor_us) - data_ns

@@ -96,8 +96,8 @@ def test_h100_nvls_in_one_node_and_ring_when_nvls_is_off():
 
 def test_all_gather_ring_only():
     spec = nccl_spec()
-    n = 1 << 30
-    c = make_collective_model(spec).collective_cost(C.ALL_GATHER, n, tuple(range(8)))
+    n = 1 << 30  # the gathered output: NCCL's nBytes (sendcount x nRanks); Chakra's comm_size is one rank's piece
+    c = make_collective_model(spec).collective_cost(C.ALL_GATHER, n // 8, tuple(range(8)))
     # 7 steps: Simple latency 56 + 7 x 3.4 = 79.8 us, algBw = 219.96 x 8 / 7.
     assert c.algorithm == "nccl:ring/Simple"
     assert c.time_alone_ns(spec) == pytest.approx(79_800 + n * 7 / (8 * 219.96), rel=1e-12)

@@ -220,6 +220,27 @@ def render_analysis(console, analysis) -> None:
                 _fmt_ns(ks.mean_ns),
             )
     console.print(k)
+    _print_memory(console, analysis)
+
+
+def _print_memory(console, analysis) -> None:
+    """The measured peak memory per rank and device and what held it (captures with ``[memory]`` events)."""
+    from rich.table import Table
+
+    from tracekit.cli._render import _fmt_bytes
+
+    rows = [(r.rank, m) for r in analysis.ranks for m in r.memory]
+    if not rows:
+        return
+    t = Table(title="peak allocated memory (measured: the profiler's allocation events)")
+    for col in ("rank", "device", "peak", "before the capture", "during", "held by (largest)"):
+        t.add_column(col, justify="right" if col in ("rank", "peak", "before the capture") else "left")
+    for rank, m in rows:
+        holders = ", ".join(f"{name} {_fmt_bytes(n)}" for name, n in m.held_by[:4] if name != "before the capture")
+        t.add_row(
+            str(rank), m.device, _fmt_bytes(m.peak_allocated_bytes), _fmt_bytes(m.baseline_bytes), m.during, holders
+        )
+    console.print(t)
 
 
 COMMANDS = [analyze]

@@ -74,7 +74,8 @@ def roofline_from_options(
     "model_name",
     required=True,
     metavar="NAME",
-    help="Preset: gpt3-175b, gpt3-13b, gpt3-1.3b, llama2-7b, llama3-8b, llama3-70b, mixtral-8x7b.",
+    help="Preset: gpt3-175b, gpt3-13b, gpt3-1.3b, llama2-7b, llama3-8b, llama3-70b, llama3-405b, mixtral-8x7b, "
+    "nemotron4-15b, nemotron4-340b.",
 )
 @click.option("--layers", type=int, default=None, help="Override the number of layers.")
 @click.option("--hidden", type=int, default=None, help="Override the hidden size.")
@@ -117,6 +118,12 @@ def roofline_from_options(
     help="Store the job as its rank classes: one trace per pipeline stage plus PREFIX.classes.json "
     "(every command reads it; `tracekit expand` writes the per-rank files).",
 )
+@click.option(
+    "--memory",
+    "show_memory",
+    is_flag=True,
+    help="Print the peak memory per rank class (printed anyway with --hw, checked against its device's memory).",
+)
 @click.option("-o", "--output", "prefix", required=True, metavar="PREFIX", help="Output prefix: PREFIX.<rank>.et.")
 @stack_options
 @json_option()
@@ -134,6 +141,7 @@ def llm(
     peak_tflops: float | None,
     mem_bw_gbps: float | None,
     as_classes: bool,
+    show_memory: bool,
     prefix: str,
     as_json: bool,
     **parallel_options: Any,
@@ -174,7 +182,25 @@ def llm(
         classes=as_classes,
         progress=lambda items, total: progress(items, f"{model.name}: {what}", total=total),
     )
-    _report(config, prefix, paths, as_classes, as_json)
+    _report(config, prefix, paths, as_classes, as_json, memory=_memory(config, hw, show_memory, as_json))
+
+
+def _memory(config: LLMConfig, hw: str | None, show: bool, as_json: bool) -> dict[str, Any] | None:
+    """The job's peak memory per rank class (:func:`tracekit.workloads.memory.memory_report`) against ``--hw``'s
+    device, printed as a table on stdout unless ``--json``; None when none of ``--hw``, ``--memory``, ``--json``
+    asks for it."""
+    if hw is None and not show and not as_json:
+        return None
+    from tracekit.cli._common import out_console
+    from tracekit.cli._memory import device_memory_of, render_memory
+    from tracekit.workloads.memory import memory_report
+
+    device = device_memory_of(hw)
+    report = memory_report(config, device[1] if device else None)
+    report["device"] = device[0] if device else None
+    if not as_json:
+        render_memory(out_console(), report, report["device"])
+    return report
 
 
 def _model_spec(
@@ -335,8 +361,16 @@ def _with_micro_batch(config: LLMConfig, micro_batch: int) -> LLMConfig:
     return dataclasses.replace(config, micro_batch_size=micro_batch, global_batch_size=micro_batch * per_iteration)
 
 
-def _report(config: LLMConfig, prefix: str, paths: list[Path], as_classes: bool, as_json: bool) -> None:
-    """What was written: a JSON document (``--json``) or one line on stderr (nothing under ``-q``)."""
+def _report(
+    config: LLMConfig,
+    prefix: str,
+    paths: list[Path],
+    as_classes: bool,
+    as_json: bool,
+    memory: dict[str, Any] | None = None,
+) -> None:
+    """What was written: a JSON document (``--json``, with the peak memory per rank class) or one line on stderr
+    (nothing under ``-q``)."""
     if as_json:
         emit_json(
             {
@@ -345,6 +379,7 @@ def _report(config: LLMConfig, prefix: str, paths: list[Path], as_classes: bool,
                 "ranks": config.world_size,
                 "classes": as_classes,
                 "micro_batches": config.num_micro_batches,
+                "memory": memory,
             }
         )
     elif as_classes:

@@ -10,10 +10,8 @@ from tracekit.cli._common import CONTEXT_SETTINGS, err_console, out_console, pro
 from tracekit.cli._options import MAX_TOP, IntRange, comm_groups_option, deprecated_alias, emit_json, json_option
 from tracekit.cli._options import load_comm_groups, traces_argument
 from tracekit.cli._render import _fmt_bytes, _fmt_ns  # noqa: E402 - one place for human units
-from tracekit.fmt import fmt_ns_exact, fmt_pct  # noqa: E402
-
-
-_pct = fmt_pct
+from tracekit.fmt import fmt_ns_exact  # noqa: E402
+from tracekit.fmt import fmt_pct as _pct  # noqa: E402
 
 
 def _bw(v: float | None) -> str:
@@ -370,11 +368,11 @@ def replay(
       tracekit replay out/a100_capture --hw dgx-h100 --compute projected
     """
     from tracekit.replayer import ReplayOptions
+    from tracekit.cli._memory import render_replay_memory
     from tracekit.replayer.orchestration.projected import replay_with_compute
 
     _refuse_old_json(traces, as_json)
-    timeline_out = timeline_out or timeline_old
-    html_out = html_out or html_old
+    timeline_out, html_out = timeline_out or timeline_old, html_out or html_old
     groups, groups_path = load_comm_groups(traces, comm_groups)
 
     options = ReplayOptions(
@@ -401,6 +399,7 @@ def replay(
     else:
         render_result(out_console(), result, top=top, compute=compute_label(plan, result))
         render_compute_plan(out_console(), plan, report, result)
+        render_replay_memory(out_console(), result.memory)  # a generated job's peak memory per rank class
     fold = result.folding
     if state().quiet:
         return

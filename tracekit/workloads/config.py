@@ -37,6 +37,7 @@ from tracekit.errors import ConfigError
 from tracekit.workloads.params import padded_vocab_size
 from tracekit.workloads.pipeline_split import chunk_layers
 from tracekit.workloads.stacks import StackSpec
+from tracekit.workloads.presets_2024 import PRESETS_2024
 from tracekit.workloads.units import DTYPE_BYTES, TRAINING_DTYPES
 
 ACTIVATIONS = ("gelu", "swiglu")
@@ -472,6 +473,8 @@ PRESETS: dict[str, tuple[ModelSpec, int]] = {
         512,
     ),
 }
+
+PRESETS.update({name: (ModelSpec(name, **shape), batch) for name, (shape, batch) in PRESETS_2024.items()})
 
 
 def preset(name: str) -> tuple[ModelSpec, int]:

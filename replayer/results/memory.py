@@ -1,0 +1,61 @@
+"""Peak device memory per rank class of a replayed job, from the memory model (issue 33).
+
+A generated job carries its configuration (``llm_config`` metadata, :mod:`tracekit.workloads.config`); the
+memory model (:func:`tracekit.workloads.memory.memory_report`: model states by ZeRO stage, Korthikanti et
+al. 2022 activations at the schedule's peak, buffers, allocator margin) gives each pipeline stage's peak,
+checked against the memory of the spec's device (``memory_bytes`` of its ``tracekit/devices.toml`` entry).
+A trace without ``llm_config`` (a capture) has no model: its measured peak is ``tracekit analyze``'s.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tracekit.replayer.results.result import ReplayResult
+    from tracekit.traceset import TraceSet
+
+SOURCE = "memory model (tracekit.workloads.memory) of the traces' llm_config"
+
+
+def job_memory(traceset: "TraceSet", spec: Any) -> dict[str, Any] | None:
+    """:func:`~tracekit.workloads.memory.memory_report` of the job the traces' ``llm_config`` describes, on
+    ``spec``'s device, with ``device`` (its key, None when it records no memory) and ``source``; None for traces
+    without a configuration or one whose world size is not the trace set's (a rewrite it no longer describes).
+
+    Raises:
+        TransformError: an ``llm_config`` that is not JSON. ConfigError: one that is not a valid configuration.
+    """
+    from tracekit.devices import device_model
+    from tracekit.transforms.layout import llm_config_of
+    from tracekit.workloads.config import LLMConfig
+    from tracekit.workloads.memory import memory_report
+
+    if not len(traceset):
+        return None
+    raw = llm_config_of(traceset)
+    if raw is None:
+        return None
+    config = LLMConfig.from_dict(raw)
+    if config.world_size != traceset.world_size:
+        return None
+    device = device_model(spec)
+    memory = device.memory_bytes or None
+    report = memory_report(config, memory)
+    report["device"] = device.key if memory else None
+    report["source"] = SOURCE
+    return report
+
+
+def with_memory(result: "ReplayResult", traceset: "TraceSet", spec: Any) -> "ReplayResult":
+    """``result`` with :attr:`~tracekit.replayer.results.result.ReplayResult.memory` set from :func:`job_memory`
+    (``spec``: a HardwareSpec or what :func:`~tracekit.replayer.simulation.hardware.load_spec` reads)."""
+    from tracekit.replayer.simulation.hardware import HardwareSpec, load_spec
+
+    if not isinstance(spec, HardwareSpec):
+        spec = load_spec(spec)
+    return replace(result, memory=job_memory(traceset, spec))
+
+
+__all__ = ["SOURCE", "job_memory", "with_memory"]
