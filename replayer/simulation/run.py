@@ -75,8 +75,12 @@ def replay_with_traces(
     *,
     options: ReplayOptions | None = None,
     status: Callable[..., None] | None = None,
+    perturb: Any = None,
 ) -> tuple["ReplayResult", "TraceSet"]:
     """:func:`replay`, and the trace set it kept: the whole job, or the representatives only when folded.
+
+    ``perturb``: a :class:`~.perturb.Perturbation` (slow ranks, delays, link faults, jitter); the job is then read
+    whole and every rank simulated.
 
     Raises:
         as :func:`replay`.
@@ -89,18 +93,20 @@ def replay_with_traces(
     options = options or ReplayOptions()
     if not isinstance(spec, HardwareSpec):
         spec = load_spec(spec)
+    if perturb is not None and not perturb.active:
+        perturb = None
     if isinstance(source, TraceSet):
-        return replay_traceset(source, spec, options, say=status), source
+        return replay_traceset(source, spec, options, say=status, perturb=perturb), source
     say = status or _silent
     classes = source if isinstance(source, ClassSet) else find_class_set(source)
     if classes is not None:  # stored as rank classes: replayed without deriving every rank
         load_all: Callable[[], TraceSet] = classes.to_traceset
     else:
         load_all = lambda: read_traceset(source)  # noqa: E731
-    if not options.fold:
+    if not options.fold or perturb is not None:
         say("reading every rank")
         ts = load_all()
-        return replay_traceset(ts, spec, options, say=say), ts
+        return replay_traceset(ts, spec, options, say=say, perturb=perturb), ts
     try:
         with bulk_objects() if classes is not None else nullcontext():
             if classes is not None:
@@ -125,16 +131,14 @@ def _silent(stage: str, done: int = 0, total: int | None = None) -> None:
     """The progress callback when nobody listens."""
 
 
-def replay_traceset(
-    traceset: "TraceSet", spec: "HardwareSpec", options: ReplayOptions, *, say: Callable[..., None] | None = None
-) -> "ReplayResult":
-    """:func:`replay` of a trace set in memory on a loaded ``spec`` (``say``: progress, as ``status`` there)."""
-    from tracekit.replayer.results.build import build_result
-    from tracekit.replayer.simulation.checks import check_complete, check_replay_inputs, check_spec_size
-    from tracekit.replayer.simulation.engine import events_progress, simulate
-    from tracekit.replayer.simulation.folding import plan_folding, replay_folded, scan_rank
-    from tracekit.replayer.simulation.program import compile_program, effective_spec
+def checked_spec(traceset: "TraceSet", spec: "HardwareSpec", options: ReplayOptions) -> "HardwareSpec":
+    """Check a whole trace set in memory for a replay on ``spec`` and return the spec fitted to it.
 
+    Raises:
+        as :func:`replay` (checks and spec errors).
+    """
+    from tracekit.replayer.simulation.checks import check_complete, check_replay_inputs, check_spec_size
+    from tracekit.replayer.simulation.program import effective_spec
     from tracekit.replayer.simulation.whole_job import check_whole_traceset
 
     check_complete(
@@ -145,9 +149,29 @@ def replay_traceset(
     else:
         check_spec_size(traceset, spec)
     check_whole_traceset(traceset)
-    fitted = effective_spec(spec, options, traceset.world_size)
+    return effective_spec(spec, options, traceset.world_size)
+
+
+def replay_traceset(
+    traceset: "TraceSet",
+    spec: "HardwareSpec",
+    options: ReplayOptions,
+    *,
+    say: Callable[..., None] | None = None,
+    perturb: Any = None,
+) -> "ReplayResult":
+    """:func:`replay` of a trace set in memory on a loaded ``spec`` (``say``: progress, as ``status`` there).
+
+    ``perturb``: a :class:`~.perturb.Perturbation` applied to the compiled program (every rank simulated).
+    """
+    from tracekit.replayer.results.build import build_result
+    from tracekit.replayer.simulation.engine import events_progress, simulate
+    from tracekit.replayer.simulation.folding import plan_folding, replay_folded, scan_rank
+    from tracekit.replayer.simulation.program import compile_program
+
+    fitted = checked_spec(traceset, spec, options)
     reason = None
-    if options.fold:
+    if options.fold and perturb is None:
         try:
             if len(traceset) != traceset.world_size:
                 raise NotFoldable("the trace set is not ranks 0..N-1")
@@ -158,6 +182,10 @@ def replay_traceset(
         else:
             return replay_folded(traceset, fitted, options, plan, say=say)
     program = compile_program(traceset, fitted, options)
+    if perturb is not None:
+        from tracekit.replayer.simulation.perturb import apply_perturbation
+
+        program = apply_perturbation(program, perturb)
     log.info(
         "replaying %d nodes on %d ranks (%s, %s model)",
         program.n,
