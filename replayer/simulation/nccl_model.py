@@ -256,6 +256,20 @@ class NcclModel(GroupPlacer):
         speed = max(fits) if fits else bandwidth_gbps
         return max(1, min(int(bandwidth_gbps // speed), RING_MAX_CHANNELS // max(rails, 1))), speed
 
+    def nic_bw_gbps(self, line_gbps: float) -> float:
+        """What one NIC of line rate ``line_gbps`` GB/s can move: ``min(line, pcie_bw_gbps)`` (module doc)."""
+        pcie = self.consts.pcie_bw_gbps
+        return min(line_gbps, pcie) if pcie > 0 else line_gbps
+
+    def one_rank_ns(self, n: int) -> float:
+        """Time of an out-of-place collective on one rank, ns: ``copy_latency_us`` + a copy of ``n`` bytes.
+
+        NCCL runs a one-rank collective as a device-to-device copy of the buffer (nothing in place); the copy
+        reads and writes ``n`` bytes at ``mem_bandwidth_gbps x memory_efficiency`` of the spec's device.
+        """
+        dev = self.spec.device
+        return self.consts.copy_latency_us * 1000.0 + 2.0 * n / (dev.mem_bandwidth_gbps * dev.memory_efficiency)
+
     def dimension_use(self, d: int) -> tuple[float, str]:
         """What the model draws from dimension ``d``'s ``bandwidth_gbps`` for a full node (module doc).
 
@@ -269,7 +283,7 @@ class NcclModel(GroupPlacer):
         c, bw = self.consts, self.spec.network[d].bandwidth_gbps
         if d == 0:
             return (min(bw, c.channels * c.per_channel_bw_gbps) if c.per_channel_bw_gbps else bw), ""
-        channels, speed = self.nic_channels(bw, self.rails())
+        channels, speed = self.nic_channels(self.nic_bw_gbps(bw), self.rails())
         return channels * speed, f"{channels} x {speed:g}"
 
     def rails(self) -> int:
@@ -289,8 +303,8 @@ class NcclModel(GroupPlacer):
         if outer:
             ppn = pl.size // n_nodes
             rails = min(c.nics_per_node, ppn) if c.nics_per_node else ppn
-            channels, speed = self.nic_channels(min(net[d].bandwidth_gbps for d in outer), rails)
-            net_bw = rails * channels * speed
+            channels, speed = self.nic_channels(self.nic_bw_gbps(min(net[d].bandwidth_gbps for d in outer)), rails)
+            net_bw = rails * channels * speed * c.net_efficiency
         return GroupShape(pl.size, n_nodes, intra, net_bw, self._link(0), self._link(pl.dims[-1]), bottleneck)
 
     def candidates(self, kind: str, n: int, g: GroupShape) -> list[Candidate]:
@@ -315,7 +329,7 @@ class NcclModel(GroupPlacer):
         c = self.consts
         multi = g.nodes > 1
         index2 = min(g.nodes, 3) - 1
-        k = 2.0 if g.nodes <= 2 else 1.0
+        k = c.tree_net_factor if g.nodes <= 2 else 1.0
         intra = g.intra_bw_gbps if g.ppn > 1 else float("inf")
         if algorithm == "ring":
             bw = min(intra, g.net_bw_gbps) if multi else intra
@@ -353,8 +367,13 @@ class NcclModel(GroupPlacer):
         if algorithm == "tree":
             log_size = _log2i(n >> 6)
             factor = TREE_CORRECTION[PROTOCOLS.index(protocol)][log_size] if log_size < 24 else 1.0
-            return bus_bw * 0.5 * factor
-        return bus_bw * g.ranks / self._nsteps(kind, g.ranks)
+            alg_bw = bus_bw * 0.5 * factor
+        else:
+            alg_bw = bus_bw * g.ranks / self._nsteps(kind, g.ranks)
+        hbm = self.consts.hbm_bytes_per_byte
+        if hbm > 0:  # the device-memory passes add hbm / mem_bw ns a byte (module doc)
+            alg_bw = 1.0 / (1.0 / alg_bw + hbm / self.spec.device.mem_bandwidth_gbps)
+        return alg_bw
 
     def _latency_us(self, kind: str, algorithm: str, protocol: str, n: int, g: GroupShape) -> float:
         c = self.consts

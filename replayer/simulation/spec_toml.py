@@ -81,17 +81,11 @@ def spec_to_dict(spec: HardwareSpec) -> dict[str, Any]:
             "protocols": list(n.protocols),
             "base_latency_us": {a: list(v) for a, v in n.base_latency_us},
             "hw_latency_us": {link: {a: list(v) for a, v in rows} for link, rows in n.hw_latency_us},
-            "channels": n.channels,
-            "per_channel_bw_gbps": n.per_channel_bw_gbps,
-            "nic_speeds_gbps": list(n.nic_speeds_gbps),
-            "nics_per_node": n.nics_per_node,
-            "net_overhead_us": n.net_overhead_us,
-            "tree_per_channel_max_bw_gbps": list(n.tree_per_channel_max_bw_gbps),
-            "ll_max_bw_gbps": list(n.ll_max_bw_gbps),
-            "ll128_per_channel_max_bw_gbps": n.ll128_per_channel_max_bw_gbps,
-            "nvls_efficiency": n.nvls_efficiency,
-            "latency_floor_us": n.latency_floor_us,
         }
+        for key in NcclConstants.__dataclass_fields__:
+            if key not in out["nccl"]:
+                value = getattr(n, key)
+                out["nccl"][key] = list(value) if isinstance(value, tuple) else value
     dims = []
     for dim in spec.network:
         row: dict[str, Any] = {
@@ -247,7 +241,18 @@ class _Reader:
 
 
 _TOP_KEYS = frozenset(
-    {"name", "description", "fit_to_world_size", "device", "compute", "collectives", "network", "astra", "nccl"}
+    {
+        "name",
+        "description",
+        "fit_to_world_size",
+        "device",
+        "compute",
+        "collectives",
+        "network",
+        "astra",
+        "nccl",
+        "perturb",
+    }
 )
 _DEVICE_KEYS = frozenset(
     {"name", "peak_flops_per_s", "default_dtype", "mem_bandwidth_gbps", "compute_efficiency", "memory_efficiency"}
@@ -400,6 +405,11 @@ def _read_nccl(r: _Reader) -> NcclConstants:
         ),
         nvls_efficiency=r.number("nvls_efficiency", default.nvls_efficiency, positive=True, at_most=1.0),
         latency_floor_us=r.number("latency_floor_us", default.latency_floor_us, nonnegative=True),
+        pcie_bw_gbps=r.number("pcie_bw_gbps", default.pcie_bw_gbps, nonnegative=True),
+        net_efficiency=r.number("net_efficiency", default.net_efficiency, positive=True, at_most=1.0),
+        tree_net_factor=r.number("tree_net_factor", default.tree_net_factor, positive=True),
+        copy_latency_us=r.number("copy_latency_us", default.copy_latency_us, nonnegative=True),
+        hbm_bytes_per_byte=r.number("hbm_bytes_per_byte", default.hbm_bytes_per_byte, nonnegative=True),
     )
     r.finish()
     return consts

@@ -36,8 +36,13 @@ def test_one_slow_rank_of_64_delays_the_step_by_its_extra_compute():
     later on every rank; rank 17's optimizer step after it (400 us) takes 0.5 x 400 us longer too."""
     compute_ns, tail_ns = 3_000_000, 400_000
     ts = _dp_job(64, compute_ns, 64 * MiB, tail_ns)
-    spec = make_spec([{"topology": "switch", "size": 8, "bandwidth_gbps": 300.0, "latency_ns": 700.0},
-                      {"topology": "switch", "size": 8, "bandwidth_gbps": 25.0, "latency_ns": 3000.0}], fit=False)
+    spec = make_spec(
+        [
+            {"topology": "switch", "size": 8, "bandwidth_gbps": 300.0, "latency_ns": 700.0},
+            {"topology": "switch", "size": 8, "bandwidth_gbps": 25.0, "latency_ns": 3000.0},
+        ],
+        fit=False,
+    )
     base = _run(ts, spec)
     slow = _run(ts, spec, Perturbation(slow=((17, 1.5),)))
     # the all-reduce ends exactly 0.5 x compute later; the step also pays rank 17's slower optimizer step
@@ -76,8 +81,13 @@ def test_a_delayed_node_starts_its_ranks_late():
     """Node 1 (ranks 4-7 of 4 x 2) starts 2 ms late: the all-reduce waits for it; the step ends 2 ms later."""
     compute_ns = 1_000_000
     ts = _dp_job(8, compute_ns, MiB)
-    spec = make_spec([{"topology": "switch", "size": 4, "bandwidth_gbps": 300.0, "latency_ns": 700.0},
-                      {"topology": "switch", "size": 2, "bandwidth_gbps": 25.0, "latency_ns": 3000.0}], fit=False)
+    spec = make_spec(
+        [
+            {"topology": "switch", "size": 4, "bandwidth_gbps": 300.0, "latency_ns": 700.0},
+            {"topology": "switch", "size": 2, "bandwidth_gbps": 25.0, "latency_ns": 3000.0},
+        ],
+        fit=False,
+    )
     base = _run(ts, spec)
     late = _run(ts, spec, Perturbation(node_delay_ns=((1, 2_000_000.0),)))
     assert late.iteration_time_ns - base.iteration_time_ns == 2_000_000
@@ -112,3 +122,74 @@ def test_bad_perturbations_are_refused(kwargs, match):
         Perturbation(**kwargs)
     with pytest.raises(ConfigError, match="bandwidth factor"):
         LinkFault(0, 0, 1.5)
+
+
+# ----- reading perturbations, samples, the CLI ----------------------------------------------------------------
+
+
+def test_perturb_items_and_table_read_the_same():
+    from tracekit.replayer.simulation.perturb_spec import parse_perturbation, perturbation_from_table
+
+    items = ["slow=0-1+5:1.5", "delay=2:50us", "link=5/1:down", "link=3/0:0.5", "jitter=compute:0.05", "seed=7"]
+    got = parse_perturbation(items)
+    assert got.slow == ((0, 1.5), (1, 1.5), (5, 1.5))
+    assert got.node_delay_ns == ((2, 50_000.0),)
+    assert got.links == (LinkFault(5, 1, 0.0), LinkFault(3, 0, 0.5))
+    assert (got.compute_jitter, got.comm_jitter, got.seed) == (0.05, 0.0, 7)
+    table = {
+        "seed": 7,
+        "compute_jitter": 0.05,
+        "slow": [{"ranks": [0, 1, 5], "factor": 1.5}],
+        "delay": [{"node": 2, "delay_us": 50.0}],
+        "links": [
+            {"rank": 5, "dimension": 1, "bandwidth_factor": 0.0},
+            {"rank": 3, "dimension": 0, "bandwidth_factor": 0.5},
+        ],
+    }
+    assert perturbation_from_table(table) == got
+    with pytest.raises(ConfigError, match="unknown item"):
+        parse_perturbation(["wobble=1:2"])
+    with pytest.raises(ConfigError, match="unknown key"):
+        perturbation_from_table({"slowness": 2})
+
+
+def test_samples_report_percentiles_and_the_rank_waited_on():
+    from tracekit.replayer.orchestration.samples import sample_replays
+
+    ts = _dp_job(8, 1_000_000, MiB)
+    spec = one_dim(8, 150.0, 700.0, "switch")
+    fixed = sample_replays(ts, spec, Perturbation(slow=((6, 2.0),)), 3)
+    assert len(set(fixed.step_ns)) == 1 and fixed.waited_on == ((6, 3),)
+    pert = Perturbation(compute_jitter=0.2, seed=11)
+    summary = sample_replays(ts, spec, pert, 20)
+    singles = [_run(ts, spec, pert.with_seed(11 + i)).iteration_time_ns for i in range(20)]
+    assert [round(s) for s in summary.step_ns] == singles
+    d = summary.to_dict()
+    assert d["median_ns"] == pytest.approx(np.percentile(singles, 50), abs=1)
+    assert d["p99_ns"] == pytest.approx(np.percentile(singles, 99), abs=1)
+    assert sum(c for _, c in summary.waited_on) == 20
+
+
+def test_replay_cli_perturbs_and_samples(tmp_path):
+    import orjson
+    from click.testing import CliRunner
+
+    from tracekit.cli import cli as main
+    from tracekit.io import write_traceset
+
+    write_traceset(_dp_job(8, 1_000_000, MiB), str(tmp_path / "dp"))
+    runner = CliRunner()
+    base = runner.invoke(main, ["replay", str(tmp_path / "dp"), "--hw", "dgx-a100", "--json"])
+    slow = runner.invoke(
+        main, ["replay", str(tmp_path / "dp"), "--hw", "dgx-a100", "--json", "--perturb", "slow=3:1.5"]
+    )
+    assert base.exit_code == 0 and slow.exit_code == 0, slow.output
+    delta = orjson.loads(slow.stdout)["iteration_time_ns"] - orjson.loads(base.stdout)["iteration_time_ns"]
+    assert delta == 500_000
+    out = runner.invoke(
+        main, ["replay", str(tmp_path / "dp"), "--hw", "dgx-a100", "--perturb", "jitter=compute:0.1", "--samples", "4"]
+    )
+    assert out.exit_code == 0, out.output
+    assert "4 perturbed replays (seeds 0..3)" in out.stdout and "p99" in out.stdout and "waited on" in out.stdout
+    bad = runner.invoke(main, ["replay", str(tmp_path / "dp"), "--hw", "dgx-a100", "--perturb", "link=0/0:down"])
+    assert bad.exit_code != 0 and "no other path" in bad.output
