@@ -265,10 +265,12 @@ class NcclModel(GroupPlacer):
         """Time of an out-of-place collective on one rank, ns: ``copy_latency_us`` + a copy of ``n`` bytes.
 
         NCCL runs a one-rank collective as a device-to-device copy of the buffer (nothing in place); the copy
-        reads and writes ``n`` bytes at ``mem_bandwidth_gbps x memory_efficiency`` of the spec's device.
+        reads and writes ``n`` bytes at ``mem_bandwidth_gbps x memory_efficiency`` of the spec's device; at least
+        ``latency_floor_us``.
         """
-        dev = self.spec.device
-        return self.consts.copy_latency_us * 1000.0 + 2.0 * n / (dev.mem_bandwidth_gbps * dev.memory_efficiency)
+        dev, c = self.spec.device, self.consts
+        copy_ns = c.copy_latency_us * 1000.0 + 2.0 * n / (dev.mem_bandwidth_gbps * dev.memory_efficiency)
+        return max(c.latency_floor_us * 1000.0, copy_ns)
 
     def dimension_use(self, d: int) -> tuple[float, str]:
         """What the model draws from dimension ``d``'s ``bandwidth_gbps`` for a full node (module doc).
