@@ -329,7 +329,7 @@ class HardwareSpec:
 
     def to_dict(self) -> dict[str, Any]:
         """The spec as a TOML-ready dict; ``spec_from_dict(spec.to_dict())`` equals ``spec``."""
-        from tracekit.replayer.simulation.spec_toml import spec_to_dict
+        from tracekit.replayer.simulation.spec_write import spec_to_dict
 
         return spec_to_dict(self)
 

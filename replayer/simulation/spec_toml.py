@@ -37,72 +37,6 @@ MAX_SPEC_NUMBER = 1e18
 MAX_NPUS = 1 << 24  # ranks per network dimension
 
 
-def spec_to_dict(spec: HardwareSpec) -> dict[str, Any]:
-    """The spec as the TOML document :func:`spec_from_dict` reads back (units in key names: GB/s, ns, us, FLOP/s).
-
-    Round trip: ``spec_from_dict(spec_to_dict(s)) == s`` (``path`` is not written).
-    """
-    d = spec.device
-    out: dict[str, Any] = {"name": spec.name}
-    if spec.description:
-        out["description"] = spec.description
-    out["fit_to_world_size"] = spec.fit_to_world_size
-    out["device"] = {"name": d.name, "peak_flops_per_s": dict(d.peak_flops_per_s)}
-    if d.default_dtype is not None:
-        out["device"]["default_dtype"] = d.default_dtype
-    out["device"].update(
-        mem_bandwidth_gbps=d.mem_bandwidth_gbps,
-        compute_efficiency=d.compute_efficiency,
-        memory_efficiency=d.memory_efficiency,
-    )
-    compute: dict[str, Any] = {"mode": spec.compute.mode, "duration_scale": spec.compute.duration_scale}
-    if spec.compute.dtype is not None:
-        compute["dtype"] = spec.compute.dtype
-    out["compute"] = compute
-    out["collectives"] = {"model": spec.collective_model}
-    if spec.astra is not None:
-        a = spec.astra
-        astra: dict[str, Any] = {
-            "endpoint_delay_ns": a.endpoint_delay_ns,
-            "local_mem_bw_gbps": a.local_mem_bw_gbps,
-            "preferred_dataset_splits": a.preferred_dataset_splits,
-            "active_chunks_per_dimension": a.active_chunks_per_dimension,
-            "collective_optimization": a.collective_optimization,
-            "bandwidth_convention": a.bandwidth_convention,
-            "roofline_enabled": a.roofline_enabled,
-        }
-        if a.peak_perf_tflops is not None:
-            astra["peak_perf_tflops"] = a.peak_perf_tflops
-        out["astra"] = astra
-    if spec.nccl != NcclConstants():
-        n = spec.nccl
-        out["nccl"] = {
-            "algorithms": list(n.algorithms),
-            "protocols": list(n.protocols),
-            "base_latency_us": {a: list(v) for a, v in n.base_latency_us},
-            "hw_latency_us": {link: {a: list(v) for a, v in rows} for link, rows in n.hw_latency_us},
-        }
-        for key in NcclConstants.__dataclass_fields__:
-            if key not in out["nccl"]:
-                value = getattr(n, key)
-                out["nccl"][key] = list(value) if isinstance(value, tuple) else value
-    dims = []
-    for dim in spec.network:
-        row: dict[str, Any] = {
-            "name": dim.name,
-            "topology": dim.topology,
-            "size": dim.size,
-            "bandwidth_gbps": dim.bandwidth_gbps,
-            "latency_ns": dim.latency_ns,
-        }
-        if dim.nccl_link is not None:
-            row["nccl_link"] = dim.nccl_link
-        row["algorithms"] = dict(dim.algorithms)
-        dims.append(row)
-    out["network"] = dims
-    return out
-
-
 # --- reading ---------------------------------------------------------------------------------
 
 
@@ -364,6 +298,11 @@ def _positive_triple(r: _Reader, key: str, default: tuple[float, float, float]) 
     return (one, two, more)
 
 
+#: [nccl] keys that are any number >= 0
+_NCCL_NONNEGATIVE = ("per_channel_bw_gbps", "net_overhead_us", "latency_floor_us", "pcie_bw_gbps", "copy_latency_us",
+                     "hbm_bytes_per_byte")  # fmt: skip
+
+
 def _read_nccl(r: _Reader) -> NcclConstants:
     default = NcclConstants()
     algorithms = r.raw("algorithms", list(default.algorithms))
@@ -392,10 +331,8 @@ def _read_nccl(r: _Reader) -> NcclConstants:
         base_latency_us=base,
         hw_latency_us=hw,
         channels=r.integer("channels", default.channels, minimum=1),
-        per_channel_bw_gbps=r.number("per_channel_bw_gbps", default.per_channel_bw_gbps, nonnegative=True),
         nic_speeds_gbps=_positive_list(r, "nic_speeds_gbps", default.nic_speeds_gbps, None),
         nics_per_node=r.integer("nics_per_node", default.nics_per_node, minimum=0),
-        net_overhead_us=r.number("net_overhead_us", default.net_overhead_us, nonnegative=True),
         tree_per_channel_max_bw_gbps=_positive_triple(
             r, "tree_per_channel_max_bw_gbps", default.tree_per_channel_max_bw_gbps
         ),
@@ -404,12 +341,9 @@ def _read_nccl(r: _Reader) -> NcclConstants:
             "ll128_per_channel_max_bw_gbps", default.ll128_per_channel_max_bw_gbps, positive=True
         ),
         nvls_efficiency=r.number("nvls_efficiency", default.nvls_efficiency, positive=True, at_most=1.0),
-        latency_floor_us=r.number("latency_floor_us", default.latency_floor_us, nonnegative=True),
-        pcie_bw_gbps=r.number("pcie_bw_gbps", default.pcie_bw_gbps, nonnegative=True),
         net_efficiency=r.number("net_efficiency", default.net_efficiency, positive=True, at_most=1.0),
         tree_net_factor=r.number("tree_net_factor", default.tree_net_factor, positive=True),
-        copy_latency_us=r.number("copy_latency_us", default.copy_latency_us, nonnegative=True),
-        hbm_bytes_per_byte=r.number("hbm_bytes_per_byte", default.hbm_bytes_per_byte, nonnegative=True),
+        **{key: r.number(key, getattr(default, key), nonnegative=True) for key in _NCCL_NONNEGATIVE},
     )
     r.finish()
     return consts
