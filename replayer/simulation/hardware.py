@@ -205,11 +205,14 @@ class ComputeSettings:
             tensor_size is known) or ``astra`` (ASTRA-sim's rules).
         duration_scale: factor applied to measured durations.
         dtype: dtype whose peak the roofline uses (None = device default).
+        interference: compute and communication overlapping on a rank slow each other
+            (:mod:`.interference`; the device's factors in ``tracekit/devices.toml``); off = ASTRA-sim's rule.
     """
 
     mode: str = "measured"
     duration_scale: float = 1.0
     dtype: str | None = None
+    interference: bool = False
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,7 @@ from tracekit.replayer.simulation.rank_compile import K_TIMED
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.replayer.simulation.program import ReplayProgram
 
-__all__ = ["LinkFault", "Perturbation", "apply_perturbation", "link_slowdowns"]
+__all__ = ["LinkFault", "Perturbation", "apply_perturbation", "compute_mask", "link_slowdowns"]
 
 #: bandwidth factor of a removed link whose traffic shares one other link
 REROUTED_FACTOR = 0.5
@@ -140,7 +140,7 @@ def link_slowdowns(program: "ReplayProgram", links: tuple[LinkFault, ...]) -> di
     return out
 
 
-def _compute_mask(program: "ReplayProgram") -> np.ndarray:
+def compute_mask(program: "ReplayProgram") -> np.ndarray:
     """bool[N]: timed nodes on a compute stream or the memory resource (not host threads)."""
     mask = np.zeros(program.n, dtype=bool)
     for lay in program.layouts:
@@ -159,7 +159,7 @@ def apply_perturbation(program: "ReplayProgram", pert: Perturbation) -> "ReplayP
 
     rng = np.random.default_rng(pert.seed)
     dur = np.frombuffer(program.duration_ns, dtype=np.float64).copy()
-    mask = _compute_mask(program)
+    mask = compute_mask(program)
     ranks = np.zeros(program.n, dtype=np.int64)
     for lay in program.layouts:
         ranks[lay.offset : lay.offset + lay.n] = lay.rank
@@ -170,7 +170,7 @@ def apply_perturbation(program: "ReplayProgram", pert: Perturbation) -> "ReplayP
     instances = program.instances
     if pert.comm_jitter > 0:
         factors = np.exp(pert.comm_jitter * rng.standard_normal(len(instances))).tolist()
-        instances = [_scaled(inst, f) for inst, f in zip(instances, factors)]
+        instances = [scaled_instance(inst, f) for inst, f in zip(instances, factors)]
     size0 = program.spec.network[0].size
     delays = {r: d for node, d in pert.node_delay_ns for r in range(node * size0, (node + 1) * size0) if d > 0}
     return replace(
@@ -182,7 +182,7 @@ def apply_perturbation(program: "ReplayProgram", pert: Perturbation) -> "ReplayP
     )
 
 
-def _scaled(inst, factor: float):
+def scaled_instance(inst, factor: float):
     """A copy of instance ``inst`` whose cost (latency and data) is ``factor`` times as long."""
     cost = inst.cost
     if cost is None:

@@ -103,7 +103,9 @@ def replay_with_traces(
         load_all: Callable[[], TraceSet] = classes.to_traceset
     else:
         load_all = lambda: read_traceset(source)  # noqa: E731
-    if not options.fold or perturb is not None:
+    from tracekit.replayer.simulation.interference import device_slowdowns
+
+    if not options.fold or perturb is not None or any(device_slowdowns(spec)):
         say("reading every rank")
         ts = load_all()
         return replay_traceset(ts, spec, options, say=say, perturb=perturb), ts
@@ -169,9 +171,12 @@ def replay_traceset(
     from tracekit.replayer.simulation.folding import plan_folding, replay_folded, scan_rank
     from tracekit.replayer.simulation.program import compile_program
 
+    from tracekit.replayer.simulation.interference import device_slowdowns, with_interference
+
     fitted = checked_spec(traceset, spec, options)
+    slowdowns = device_slowdowns(fitted)
     reason = None
-    if options.fold and perturb is None:
+    if options.fold and perturb is None and not any(slowdowns):
         try:
             if len(traceset) != traceset.world_size:
                 raise NotFoldable("the trace set is not ranks 0..N-1")
@@ -194,6 +199,9 @@ def replay_traceset(
         program.model_name,
     )
     schedule = simulate(program, progress=events_progress(say))
+    if any(slowdowns):  # overlapped compute and communication slow each other: replay once more
+        program = with_interference(program, schedule, *slowdowns)
+        schedule = simulate(program, progress=events_progress(say))
     result = build_result(program, schedule, traceset, consume=True)  # rounded in place (issue 17)
     if reason is None:
         return result

@@ -371,12 +371,13 @@ def spec_from_dict(data: Mapping[str, Any], *, path: str | os.PathLike[str] | No
         raise r.error("network", f"dimension names must be unique, got {names}")
 
     compute = ComputeSettings()
-    compute_r = r.sub("compute", frozenset({"mode", "duration_scale", "dtype"}))
+    compute_r = r.sub("compute", frozenset({"mode", "duration_scale", "dtype", "interference"}))
     if compute_r is not None:
         compute = ComputeSettings(
             mode=compute_r.string("mode", "measured", choices=COMPUTE_MODES),
             duration_scale=compute_r.number("duration_scale", 1.0, positive=True),
             dtype=compute_r.string("dtype", None),
+            interference=compute_r.boolean("interference", False),
         )
         compute_r.finish()
         if compute.dtype is not None and compute.dtype not in dict(device.peak_flops_per_s):

@@ -29,6 +29,8 @@ def spec_to_dict(spec: HardwareSpec) -> dict[str, Any]:
     compute: dict[str, Any] = {"mode": spec.compute.mode, "duration_scale": spec.compute.duration_scale}
     if spec.compute.dtype is not None:
         compute["dtype"] = spec.compute.dtype
+    if spec.compute.interference:
+        compute["interference"] = True
     out["compute"] = compute
     out["collectives"] = {"model": spec.collective_model}
     if spec.astra is not None:
