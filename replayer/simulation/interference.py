@@ -13,7 +13,9 @@ all-reduce of ``A <= G`` ns, both starting at 0 on one rank, become ``G + A x s_
 Which nodes count: compute = timed nodes on a compute stream or the memory resource (as :mod:`.perturb`),
 communication = the transfer interval ``[xfer_start, xfer_end)`` of every collective and send/recv the rank
 takes part in.  Off (``[compute] interference = false``, the default, as ASTRA-sim which overlaps for free), for
-the ``astra`` model always, and for devices without factors.  A replay with interference is not folded.
+the ``astra`` model always, for devices without factors, and for the ``measured`` collective model: a replay of
+measured times (``check-replay``) already holds the slowdown the capture saw, so stretching them would count it
+twice.  A replay with interference is not folded.
 """
 
 from __future__ import annotations
@@ -32,11 +34,14 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["device_slowdowns", "overlap_ns", "with_interference"]
 
 
-def device_slowdowns(spec) -> tuple[float, float]:
-    """``(s_c, s_m)`` of the spec's device from ``tracekit/devices.toml`` (``(0, 0)`` when unknown or off)."""
+def device_slowdowns(spec, collective_model: str | None = None) -> tuple[float, float]:
+    """``(s_c, s_m)`` of the spec's device from ``tracekit/devices.toml`` (``(0, 0)`` when unknown or off).
+
+    ``collective_model``: the replay's (a ``ReplayOptions`` override), else the spec's.
+    """
     from tracekit.devices import find_device
 
-    if not spec.compute.interference or spec.collective_model == "astra":
+    if not spec.compute.interference or (collective_model or spec.collective_model) in ("astra", "measured"):
         return 0.0, 0.0
     dev = find_device(spec.device.name)
     return (dev.overlap_compute_slowdown, dev.overlap_comm_slowdown) if dev is not None else (0.0, 0.0)

@@ -105,7 +105,7 @@ def replay_with_traces(
         load_all = lambda: read_traceset(source)  # noqa: E731
     from tracekit.replayer.simulation.interference import device_slowdowns
 
-    if not options.fold or perturb is not None or any(device_slowdowns(spec)):
+    if not options.fold or perturb is not None or any(device_slowdowns(spec, options.collective_model)):
         say("reading every rank")
         ts = load_all()
         return replay_traceset(ts, spec, options, say=say, perturb=perturb), ts
@@ -174,7 +174,7 @@ def replay_traceset(
     from tracekit.replayer.simulation.interference import device_slowdowns, with_interference
 
     fitted = checked_spec(traceset, spec, options)
-    slowdowns = device_slowdowns(fitted)
+    slowdowns = device_slowdowns(fitted, options.collective_model)
     reason = None
     if options.fold and perturb is None and not any(slowdowns):
         try:

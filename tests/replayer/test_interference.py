@@ -70,3 +70,32 @@ def test_the_switch_round_trips_through_toml(interference):
 
     spec = _spec(interference)
     assert spec_from_dict(spec.to_dict()).compute.interference is interference
+
+
+@pytest.mark.realdata
+@pytest.mark.parametrize(
+    "kineto",
+    ["pytorch/torch-cpu-gloo/dist_ws4/kineto_rank*.json", "kineto/hta-nccl_parser_config/*"],
+    ids=["gloo-dist_ws4", "a100-nccl"],
+)
+def test_check_replay_errors_are_not_worse_with_interference_on(real_dir, kineto):
+    """check-replay replays measured times (the measured collective model): they hold the slowdown the capture
+    saw, so the switch changes no per-rank error (the A100 capture overlaps NCCL kernels with compute)."""
+    import glob
+    import logging
+
+    import real_kineto
+
+    from tracekit.replayer.results.measured import check_replay
+    from tracekit.replayer.simulation.hardware import load_spec
+
+    logging.disable(logging.WARNING)
+    try:
+        ts = real_kineto.traceset(sorted(glob.glob(f"{real_dir}/{kineto}")))
+    finally:
+        logging.disable(logging.NOTSET)
+    spec = load_spec("dgx-a100")
+    on = replace(spec, compute=replace(spec.compute, interference=True))
+    off_rows = {(r.rank, r.step): r.error for r in check_replay(ts, spec).rows}
+    on_rows = {(r.rank, r.step): r.error for r in check_replay(ts, on).rows}
+    assert off_rows and on_rows == off_rows
