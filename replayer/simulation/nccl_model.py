@@ -25,8 +25,15 @@ Bandwidths (GB/s = bytes/ns):
   ``nic = s x min(floor(B / s), RING_MAX_CHANNELS // rails)`` (50 GB/s: one
   channel of 48; 100 GB/s: two, 96) and a node injects ``rails x nic``.  This
   is the per-GPU NIC rail of DGX systems: a 16-rank ring crosses the network on
-  8 NICs per node, not one.  Not modelled: the PCIe path from GPU to NIC, which
-  NCCL's search charges too (Gen5 x16 = 48 GB/s in its topology, ``kvDictPciGen``).
+  8 NICs per node, not one.  ``B`` is first capped by the GPU-NIC PCIe path
+  (``pcie_bw_gbps``: NCCL's topology gives Gen4 x16 24, Gen5 x16 48 GB/s,
+  ``kvDictPciGen``), and the node's total is multiplied by ``net_efficiency``
+  (the measured network ceiling: GPUDirect RDMA, proxy and protocol overheads)
+  and by :meth:`NcclModel.fabric_factor` beyond one leaf switch of a
+  ``fat_tree`` / ``rail_optimized`` fabric with an ``oversubscription``.
+- every candidate also pays ``hbm_bytes_per_byte x n / mem_bandwidth_gbps`` of
+  device-memory passes (reading the input, writing the result, reducing), which,
+  unlike the link term, does not shrink with more ranks (``_alg_bw``).
 
 Per (algorithm ``a``, protocol ``P``), ``busBw`` and then ``algBw``:
 
@@ -37,8 +44,8 @@ Per (algorithm ``a``, protocol ``P``), ``busBw`` and then ``algBw``:
   all-gather, p otherwise;
 - tree (all-reduce): ``busBw = min(0.92 t, channels x tree_per_channel_max_bw)``
   with ``t = intra`` in one node and ``min(intra, k x rails x nic)`` across
-  nodes (``k = 2`` up to 2 nodes, where each node sends each byte once per
-  direction, else 1: NCCL's bwIntra/bwInter switch); LL: ``min(busBw / 3.8,
+  nodes (``k = tree_net_factor``, NCCL's 2, up to 2 nodes, where each node sends
+  each byte once per direction, else 1: NCCL's bwIntra/bwInter switch); LL: ``min(busBw / 3.8,
   ll_max_bw)``; LL128: ``min(busBw x (7/9 one node, else 120/128), channels x
   ll128_per_channel_max_bw)``; ``algBw = busBw / 2 x treeCorrectionFactor[P][log2(n/64)]``;
 - nvls (all-reduce, Simple, one node of >= 2 ranks, NVLink SHARP): ``busBw =
@@ -256,6 +263,24 @@ class NcclModel(GroupPlacer):
         speed = max(fits) if fits else bandwidth_gbps
         return max(1, min(int(bandwidth_gbps // speed), RING_MAX_CHANNELS // max(rails, 1))), speed
 
+    def fabric_factor(self, d: int, nodes: int, pattern: str) -> float:
+        """The share of a NIC's bandwidth a group of ``nodes`` nodes keeps on dimension ``d``'s fabric.
+
+        With ``fabric`` set, a leaf (or rail) switch serves ``L = nodes_per_leaf`` nodes and its up-links carry
+        ``1 / oversubscription`` (``r``) of its down-links.  A group within one leaf loses nothing.  Beyond it,
+        ``pattern`` ``"ring"`` (NCCL rings and trees, which stay on their rail and cross each leaf boundary once
+        a channel and direction: one node's worth of a leaf's traffic goes up) keeps ``min(1, L / r)``;
+        ``"all_to_all"`` (a fraction ``f = (N - L) / (N - 1)`` of every node's traffic leaves its leaf) keeps
+        ``min(1, 1 / (r f))``.  1 without a fabric.
+        """
+        dim = self.spec.network[d]
+        leaf = dim.nodes_per_leaf
+        if dim.fabric is None or nodes <= leaf or dim.oversubscription <= 1.0:
+            return 1.0
+        if pattern == "ring":
+            return min(1.0, leaf / dim.oversubscription)
+        return min(1.0, 1.0 / (dim.oversubscription * (nodes - leaf) / (nodes - 1)))
+
     def nic_bw_gbps(self, line_gbps: float) -> float:
         """What one NIC of line rate ``line_gbps`` GB/s can move: ``min(line, pcie_bw_gbps)`` (module doc)."""
         pcie = self.consts.pcie_bw_gbps
@@ -306,7 +331,7 @@ class NcclModel(GroupPlacer):
             ppn = pl.size // n_nodes
             rails = min(c.nics_per_node, ppn) if c.nics_per_node else ppn
             channels, speed = self.nic_channels(self.nic_bw_gbps(min(net[d].bandwidth_gbps for d in outer)), rails)
-            net_bw = rails * channels * speed * c.net_efficiency
+            net_bw = rails * channels * speed * c.net_efficiency * self.fabric_factor(pl.dims[-1], n_nodes, "ring")
         return GroupShape(pl.size, n_nodes, intra, net_bw, self._link(0), self._link(pl.dims[-1]), bottleneck)
 
     def candidates(self, kind: str, n: int, g: GroupShape) -> list[Candidate]:
@@ -430,6 +455,8 @@ class NcclModel(GroupPlacer):
             p = pl.size
             lat_us = self.consts.base_latency("ring", "Simple") + self.consts.hw_latency(g.inter_link, "ring", "Simple")
             nbytes = (p - 1) / p * n if kind == "all_to_all" else (p - 1) * n
+            if g.bottleneck > 0:  # through the fabric: oversubscribed up-links carry part of it
+                nbytes /= self.fabric_factor(pl.dims[-1], g.nodes, "all_to_all")
             return CommCost(lat_us * 1000.0, ((g.bottleneck, float(nbytes)),), "nccl:p2p")
         cand = self.best(kind, n, g)
         data_ns = n / cand.alg_bw_gbps

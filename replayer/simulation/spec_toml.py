@@ -21,6 +21,7 @@ from tracekit.replayer.simulation.hardware import (
     COLLECTIVE_MODELS,
     COMPUTE_MODES,
     DEFAULT_ALGORITHMS,
+    FABRICS,
     TOPOLOGIES,
     TREE_COLLECTIVES,
     AstraSettings,
@@ -191,7 +192,10 @@ _TOP_KEYS = frozenset(
 _DEVICE_KEYS = frozenset(
     {"name", "peak_flops_per_s", "default_dtype", "mem_bandwidth_gbps", "compute_efficiency", "memory_efficiency"}
 )
-_DIM_KEYS = frozenset({"name", "topology", "size", "bandwidth_gbps", "latency_ns", "algorithms", "nccl_link"})
+_DIM_KEYS = frozenset(
+    {"name", "topology", "size", "bandwidth_gbps", "latency_ns", "algorithms", "nccl_link"}
+    | {"fabric", "nodes_per_leaf", "oversubscription"}
+)
 
 
 def _read_device(r: _Reader) -> DeviceSpec:
@@ -240,7 +244,14 @@ def _read_dim(r: _Reader, *, astra: bool = False) -> NetworkDim:
         latency_ns=r.number("latency_ns", nonnegative=True),
         algorithms=tuple(sorted(algorithms.items())),
         nccl_link=r.string("nccl_link", None, choices=NCCL_LINKS),
+        fabric=r.string("fabric", None, choices=FABRICS),
+        nodes_per_leaf=r.integer("nodes_per_leaf", 0, minimum=0),
+        oversubscription=r.number("oversubscription", 1.0, positive=True),
     )
+    if dim.fabric is not None and dim.nodes_per_leaf < 1:
+        raise r.error("nodes_per_leaf", f"must be >= 1 with fabric = {dim.fabric!r}")
+    if dim.oversubscription < 1.0:
+        raise r.error("oversubscription", f"must be >= 1 (down-link / up-link bandwidth), got {dim.oversubscription}")
     r.finish()
     return dim
 

@@ -70,6 +70,8 @@ def spec_to_dict(spec: HardwareSpec) -> dict[str, Any]:
         }
         if dim.nccl_link is not None:
             row["nccl_link"] = dim.nccl_link
+        if dim.fabric is not None:
+            row.update(fabric=dim.fabric, nodes_per_leaf=dim.nodes_per_leaf, oversubscription=dim.oversubscription)
         row["algorithms"] = dict(dim.algorithms)
         dims.append(row)
     out["network"] = dims
