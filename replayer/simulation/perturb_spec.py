@@ -81,8 +81,10 @@ def _item(pert: Perturbation, key: str, value: str) -> Perturbation:
             raise ConfigError(f"--perturb link: expected RANK/DIM:FACTOR, got {value!r}")
         factor = 0.0 if tail == "down" else _number(tail, "link")
         return replace(pert, links=pert.links + (LinkFault(int(rank), int(dim), factor),))
-    if key == "jitter" and head in ("compute", "comm"):
-        return replace(pert, **{f"{head}_jitter": _number(tail, "jitter")})
+    if key == "jitter" and head == "compute":
+        return replace(pert, compute_jitter=_number(tail, "jitter"))
+    if key == "jitter" and head == "comm":
+        return replace(pert, comm_jitter=_number(tail, "jitter"))
     raise ConfigError(f"--perturb: unknown item {key}={value} (slow=, delay=, link=, jitter=compute:|comm:, seed=)")
 
 

@@ -43,15 +43,17 @@ def read_perturbation(hw: str, items: tuple[str, ...]) -> Any:
     return parse_perturbation(items, base)
 
 
-def run_samples(traces: Any, hw: str, options: Any, pert: Any, samples: int, executor: str, **kw: Any) -> None:
-    """Run the samples and print their distribution (a table, or JSON with ``as_json``)."""
+def run_samples(traces: Any, hw: str, options: Any, pert: Any, samples: int, **kw: Any) -> None:
+    """Run the samples and print their distribution (JSON with ``as_json``); ``kw``: executor, workers, address."""
     from tracekit.cli._common import out_console
     from tracekit.cli._render import _fmt_ns
     from tracekit.replayer.orchestration.samples import sample_replays
 
     as_json = kw.pop("as_json")
-    executor = "serial" if executor == "auto" else executor
-    summary = sample_replays(traces, hw, pert, samples, options=options, executor=executor, **kw)
+    executor = "serial" if kw["executor"] == "auto" else kw["executor"]
+    summary = sample_replays(
+        traces, hw, pert, samples, options=options, executor=executor, workers=kw["workers"], address=kw["address"]
+    )
     if as_json:
         emit_json(summary.to_dict())
         return

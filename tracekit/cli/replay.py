@@ -358,9 +358,7 @@ def replay(
     capture_device: str | None,
     perturb_items: tuple[str, ...],
     samples: int | None,
-    executor: str,
-    workers: int | None,
-    address: str | None,
+    **sampling: Any,
 ) -> None:
     """Replay a trace set on a hardware spec and summarise where the time goes.
 
@@ -395,9 +393,7 @@ def replay(
     )
     pert = read_perturbation(hw, perturb_items)
     if samples:
-        return run_samples(
-            traces, hw, options, pert, samples, executor, workers=workers, address=address, as_json=as_json
-        )
+        return run_samples(traces, hw, options, pert, samples, as_json=as_json, **sampling)
     console = err_console()
     with progress_callback("replay") as bar:  # stages with counts on a terminal; none with -q or a pipe
         status = None if bar is None else (lambda text, done=0, total=None: bar(done, total, f"replay: {text}"))
@@ -413,9 +409,12 @@ def replay(
     else:
         render_result(out_console(), result, top=top, compute=compute_label(plan, result))
         render_compute_plan(out_console(), plan, report, result)
-    fold = result.folding
-    if state().quiet:
-        return
+    if not state().quiet:
+        _say_done(console, result.folding, written)
+
+
+def _say_done(console: Any, fold: Any, written: list[str]) -> None:
+    """The closing stderr lines of ``replay``: rank folding, when it happened, and the files written."""
     if fold is not None and fold.reason is None:
         console.print(
             f"rank folding: simulated {fold.classes} of {fold.ranks} ranks "
