@@ -72,6 +72,11 @@ class NcclConstants:
             the links (reading its input, writing the result, reducing received data):
             every candidate's time gets ``hbm_bytes_per_byte x n / mem_bandwidth_gbps``
             of the spec's device, whatever the rank count (0 = none; fitted).
+        net_latency_reference_ns: the network ``latency_ns`` that the ``net`` row of
+            ``hw_latency_us`` stands for: a spec whose outermost spanned dimension
+            has another ``latency_ns`` adds the difference to every inter-node step
+            (so sweeping ``network[i].latency_ns`` moves collective times); < 0 =
+            ``latency_ns`` not used (NCCL's tables alone).
         copy_latency_us: time of a one-rank collective besides its copy (kernel launch);
             an out-of-place one-rank all-reduce copies ``n`` bytes (read + write) at the
             device's memory bandwidth x ``memory_efficiency``.
@@ -134,6 +139,7 @@ class NcclConstants:
     net_efficiency: float = 1.0
     tree_net_factor: float = 2.0
     copy_latency_us: float = 0.0
+    net_latency_reference_ns: float = -1.0
     hbm_bytes_per_byte: float = 0.0
 
     def base_latency(self, algorithm: str, protocol: str) -> float:

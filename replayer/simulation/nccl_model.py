@@ -204,6 +204,7 @@ class GroupShape:
         net_bw_gbps: what one node injects into the network (rails x NIC speed), GB/s; 0 in one node.
         intra_link, inter_link: NCCL latency classes of dimension 0 and of the outermost spanned dimension.
         bottleneck: index of the slowest spanned dimension (where the bytes are charged).
+        inter_extra_us: added to each inter-node step's latency (``net_latency_reference_ns``), us.
     """
 
     ranks: int
@@ -213,6 +214,7 @@ class GroupShape:
     intra_link: str
     inter_link: str
     bottleneck: int
+    inter_extra_us: float = 0.0
 
     @property
     def ppn(self) -> float:
@@ -332,7 +334,9 @@ class NcclModel(GroupPlacer):
             rails = min(c.nics_per_node, ppn) if c.nics_per_node else ppn
             channels, speed = self.nic_channels(self.nic_bw_gbps(min(net[d].bandwidth_gbps for d in outer)), rails)
             net_bw = rails * channels * speed * c.net_efficiency * self.fabric_factor(pl.dims[-1], n_nodes, "ring")
-        return GroupShape(pl.size, n_nodes, intra, net_bw, self._link(0), self._link(pl.dims[-1]), bottleneck)
+        ref = c.net_latency_reference_ns
+        extra = (net[outer[-1]].latency_ns - ref) / 1000.0 if outer and ref >= 0 else 0.0
+        return GroupShape(pl.size, n_nodes, intra, net_bw, self._link(0), self._link(pl.dims[-1]), bottleneck, extra)
 
     def candidates(self, kind: str, n: int, g: GroupShape) -> list[Candidate]:
         """Every enabled :class:`Candidate` for collective ``kind`` of ``n`` bytes on group shape ``g``.
@@ -407,7 +411,7 @@ class NcclModel(GroupPlacer):
         multi = g.nodes > 1
         intra = c.hw_latency(g.intra_link, algorithm, protocol)
         inter_algo = "tree" if g.ppn == 1 and algorithm == "ring" else algorithm
-        inter = c.hw_latency(g.inter_link, inter_algo, protocol)
+        inter = max(0.0, c.hw_latency(g.inter_link, inter_algo, protocol) + g.inter_extra_us)
         base = c.base_latency(algorithm, protocol)
         if algorithm == "ring":
             if kind in ("broadcast", "reduce"):
@@ -454,6 +458,7 @@ class NcclModel(GroupPlacer):
         if kind not in NCCL_FUNCS:
             p = pl.size
             lat_us = self.consts.base_latency("ring", "Simple") + self.consts.hw_latency(g.inter_link, "ring", "Simple")
+            lat_us += g.inter_extra_us
             nbytes = (p - 1) / p * n if kind == "all_to_all" else (p - 1) * n
             if g.bottleneck > 0:  # through the fabric: oversubscribed up-links carry part of it
                 nbytes /= self.fabric_factor(pl.dims[-1], g.nodes, "all_to_all")

@@ -354,6 +354,7 @@ def _read_nccl(r: _Reader) -> NcclConstants:
         nvls_efficiency=r.number("nvls_efficiency", default.nvls_efficiency, positive=True, at_most=1.0),
         net_efficiency=r.number("net_efficiency", default.net_efficiency, positive=True, at_most=1.0),
         tree_net_factor=r.number("tree_net_factor", default.tree_net_factor, positive=True),
+        net_latency_reference_ns=r.number("net_latency_reference_ns", default.net_latency_reference_ns),
         **{key: r.number(key, getattr(default, key), nonnegative=True) for key in _NCCL_NONNEGATIVE},
     )
     r.finish()

@@ -191,3 +191,21 @@ def test_fabric_keys_round_trip_and_are_checked():
     doc["network"][1].update(oversubscription=2.0, nodes_per_leaf=0)
     with pytest.raises(SpecError, match="nodes_per_leaf"):
         spec_from_dict(doc)
+
+
+def test_network_latency_moves_inter_node_steps_when_the_table_says_what_it_stands_for():
+    """azure-nd-a100-v4 states net_latency_reference_ns = 3000: +2 us of IB latency adds 2 us to each of a 2-node
+    ring all-reduce's 2(N-1) = 2 inter-node steps (Simple, 1 GiB: the x1.4 plateau factor applies, NCCL's)."""
+    from dataclasses import replace
+
+    from tracekit.replayer.orchestration.bench_coll import model_point
+    from tracekit.replayer.simulation.hardware import load_spec
+
+    spec = replace(load_spec("azure-nd-a100-v4").fitted(16), collective_model="nccl")
+    slow = replace(spec, network=(spec.network[0], replace(spec.network[1], latency_ns=5000.0)))
+    a, b = (model_point(s, "all_reduce", 16, 1 << 30) for s in (spec, slow))
+    assert a.algorithm == b.algorithm == "nccl:ring/Simple"
+    assert b.time_us - a.time_us == pytest.approx(2 * 2.0 * 1.4)
+    dgx = replace(load_spec("dgx-a100").fitted(16), collective_model="nccl")
+    dgx_slow = replace(dgx, network=(dgx.network[0], replace(dgx.network[1], latency_ns=5000.0)))
+    assert model_point(dgx, "all_reduce", 16, 1 << 30) == model_point(dgx_slow, "all_reduce", 16, 1 << 30)
