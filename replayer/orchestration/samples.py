@@ -93,7 +93,7 @@ def _waited_on(program: "ReplayProgram", start_ns: np.ndarray, last: np.ndarray,
 
 def _chunk(args: tuple) -> tuple[list[float], dict[int, int], int]:
     """One worker: compile the job once, simulate it for each seed (module doc)."""
-    from tracekit.replayer.simulation.engine import simulate
+    from tracekit.replayer.simulation.interference import simulate_with_interference
     from tracekit.replayer.simulation.perturb import apply_perturbation
     from tracekit.replayer.simulation.program import compile_program
     from tracekit.replayer.simulation.run import checked_spec
@@ -106,7 +106,7 @@ def _chunk(args: tuple) -> tuple[list[float], dict[int, int], int]:
     seen = 0
     for seed in seeds:
         perturbed = apply_perturbation(program, perturb.with_seed(seed))
-        sched = simulate(perturbed)
+        perturbed, sched = simulate_with_interference(perturbed, None, options.collective_model)
         steps.append(float(np.max(sched.end_ns)) if len(sched.end_ns) else 0.0)
         seen = _waited_on(perturbed, sched.start_ns, sched.last_arrival, counts)
     return steps, dict(counts), seen

@@ -481,7 +481,7 @@ def replay_folded(
     :func:`.run.replay`).  Returns the :class:`~.results.ReplayResult` (with ``folding`` set).
     """
     from tracekit.replayer.simulation.program import compile_program
-    from tracekit.replayer.simulation.engine import events_progress, simulate
+    from tracekit.replayer.simulation.interference import simulate_with_interference
 
     program = compile_program(traceset, fitted, options, plan=plan)
     log.info(
@@ -492,7 +492,7 @@ def replay_folded(
         fitted.name,
         program.model_name,
     )
-    schedule = simulate(program, progress=events_progress(say))
+    program, schedule = simulate_with_interference(program, say, options.collective_model)
     if say is not None:
         say(f"expanding {len(program.layouts)} representative ranks to {len(plan.rep_of)}")
     from tracekit.replayer.simulation.fold_expand import expand_result

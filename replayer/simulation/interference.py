@@ -15,13 +15,13 @@ communication = the transfer interval ``[xfer_start, xfer_end)`` of every collec
 takes part in.  Off (``[compute] interference = false``, the default, as ASTRA-sim which overlaps for free), for
 the ``astra`` model always, for devices without factors, and for the ``measured`` collective model: a replay of
 measured times (``check-replay``) already holds the slowdown the capture saw, so stretching them would count it
-twice.  A replay with interference is not folded.
+twice.  Folded replays stretch the representatives (members run their class's timeline, so have its overlaps).
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -31,7 +31,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from tracekit.replayer.simulation.engine import Schedule
     from tracekit.replayer.simulation.program import ReplayProgram
 
-__all__ = ["device_slowdowns", "overlap_ns", "with_interference"]
+__all__ = ["device_slowdowns", "overlap_ns", "simulate_with_interference", "with_interference"]
 
 
 def device_slowdowns(spec, collective_model: str | None = None) -> tuple[float, float]:
@@ -45,6 +45,24 @@ def device_slowdowns(spec, collective_model: str | None = None) -> tuple[float, 
         return 0.0, 0.0
     dev = find_device(spec.device.name)
     return (dev.overlap_compute_slowdown, dev.overlap_comm_slowdown) if dev is not None else (0.0, 0.0)
+
+
+def simulate_with_interference(
+    program: "ReplayProgram", say: Any, collective_model: str | None
+) -> tuple["ReplayProgram", "Schedule"]:
+    """Simulate ``program``; with interference on (:func:`device_slowdowns`), stretch and simulate once more.
+
+    Returns:
+        the program simulated last and its schedule.
+    """
+    from tracekit.replayer.simulation.engine import events_progress, simulate
+
+    schedule = simulate(program, progress=events_progress(say))
+    slowdowns = device_slowdowns(program.spec, collective_model)
+    if any(slowdowns):
+        program = with_interference(program, schedule, *slowdowns)
+        schedule = simulate(program, progress=events_progress(say))
+    return program, schedule
 
 
 def _union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -85,15 +103,12 @@ def with_interference(program: "ReplayProgram", sched: "Schedule", s_c: float, s
     dur = np.frombuffer(program.duration_ns, dtype=np.float64).copy()
     mask = compute_mask(program)
     xs, xe = np.asarray(sched.xfer_start_ns), np.asarray(sched.xfer_end_ns)
-    per_rank: dict[int, list[int]] = {}
-    for i, inst in enumerate(program.instances):
-        for r in set(inst.ranks):
-            per_rank.setdefault(r, []).append(i)
+    instance_of = np.asarray(program.instance_of, dtype=np.int64)
     stretch = np.zeros(len(program.instances))
-    for lay in program.layouts:
+    for lay in program.layouts:  # a folded program's are the representatives: members' overlaps are theirs
         sl = slice(lay.offset, lay.offset + lay.n)
         comp = np.flatnonzero(mask[sl]) + lay.offset
-        mine = np.array(per_rank.get(lay.rank, []), dtype=np.int64)
+        mine = np.unique(instance_of[sl][instance_of[sl] >= 0])
         if not len(comp) or not len(mine):
             continue
         cs, ce = sched.start_ns[comp], sched.end_ns[comp]

@@ -103,9 +103,7 @@ def replay_with_traces(
         load_all: Callable[[], TraceSet] = classes.to_traceset
     else:
         load_all = lambda: read_traceset(source)  # noqa: E731
-    from tracekit.replayer.simulation.interference import device_slowdowns
-
-    if not options.fold or perturb is not None or any(device_slowdowns(spec, options.collective_model)):
+    if not options.fold or perturb is not None:
         say("reading every rank")
         ts = load_all()
         return replay_traceset(ts, spec, options, say=say, perturb=perturb), ts
@@ -167,16 +165,14 @@ def replay_traceset(
     ``perturb``: a :class:`~.perturb.Perturbation` applied to the compiled program (every rank simulated).
     """
     from tracekit.replayer.results.build import build_result
-    from tracekit.replayer.simulation.engine import events_progress, simulate
     from tracekit.replayer.simulation.folding import plan_folding, replay_folded, scan_rank
     from tracekit.replayer.simulation.program import compile_program
 
-    from tracekit.replayer.simulation.interference import device_slowdowns, with_interference
+    from tracekit.replayer.simulation.interference import simulate_with_interference
 
     fitted = checked_spec(traceset, spec, options)
-    slowdowns = device_slowdowns(fitted, options.collective_model)
     reason = None
-    if options.fold and perturb is None and not any(slowdowns):
+    if options.fold and perturb is None:
         try:
             if len(traceset) != traceset.world_size:
                 raise NotFoldable("the trace set is not ranks 0..N-1")
@@ -198,10 +194,7 @@ def replay_traceset(
         fitted.name,
         program.model_name,
     )
-    schedule = simulate(program, progress=events_progress(say))
-    if any(slowdowns):  # overlapped compute and communication slow each other: replay once more
-        program = with_interference(program, schedule, *slowdowns)
-        schedule = simulate(program, progress=events_progress(say))
+    program, schedule = simulate_with_interference(program, say, options.collective_model)
     result = build_result(program, schedule, traceset, consume=True)  # rounded in place (issue 17)
     if reason is None:
         return result

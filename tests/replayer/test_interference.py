@@ -99,3 +99,23 @@ def test_check_replay_errors_are_not_worse_with_interference_on(real_dir, kineto
     off_rows = {(r.rank, r.step): r.error for r in check_replay(ts, spec).rows}
     on_rows = {(r.rank, r.step): r.error for r in check_replay(ts, on).rows}
     assert off_rows and on_rows == off_rows
+
+
+def test_a_folded_replay_with_interference_equals_the_unfolded_one():
+    """8 data-parallel ranks, each a GEMM overlapping a gradient all-reduce and a second GEMM after it."""
+    from tracekit.replayer.simulation.program import ReplayOptions
+
+    per_rank = [
+        [comp(1, 900_000, stream=7), coll(2, CollectiveType.ALL_REDUCE, 16 * MiB, stream=9), comp(3, 300_000, [1, 2])]
+        for _ in range(8)
+    ]
+    ts = traceset(per_rank)
+    spec = make_spec([{"topology": "switch", "size": 8, "bandwidth_gbps": 100.0, "latency_ns": 1000.0}], fit=False)
+    spec = replace(spec, device=replace(spec.device, name="NVIDIA H100 80GB HBM3"))
+    spec = replace(spec, compute=replace(spec.compute, interference=True))
+    folded = replay_with_traces(ts, spec)[0]
+    unfolded = replay_with_traces(ts, spec, options=ReplayOptions(fold=False))[0]
+    off = replay_with_traces(ts, replace(spec, compute=replace(spec.compute, interference=False)))[0]
+    assert folded.folding is not None and folded.folding.classes == 1
+    assert folded == unfolded
+    assert folded.iteration_time_ns > off.iteration_time_ns
