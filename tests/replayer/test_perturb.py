@@ -193,3 +193,16 @@ def test_replay_cli_perturbs_and_samples(tmp_path):
     assert "4 perturbed replays (seeds 0..3)" in out.stdout and "p99" in out.stdout and "waited on" in out.stdout
     bad = runner.invoke(main, ["replay", str(tmp_path / "dp"), "--hw", "dgx-a100", "--perturb", "link=0/0:down"])
     assert bad.exit_code != 0 and "no other path" in bad.output
+
+
+def test_a_pipeline_file_carries_a_perturb_table(tmp_path):
+    from tracekit.replayer.simulation.perturb_spec import parse_perturbation
+    from tracekit.transforms.pipeline import load_pipeline
+
+    path = tmp_path / "steps.toml"
+    path.write_text(
+        '[[transform]]\nkind = "scale_compute"\nfactor = 0.5\n\n'
+        "[perturb]\nseed = 3\nslow = [{ ranks = [2], factor = 1.25 }]\n"
+    )
+    assert len(load_pipeline(path).pipeline.steps) == 1
+    assert parse_perturbation([str(path)]) == Perturbation(slow=((2, 1.25),), seed=3)
