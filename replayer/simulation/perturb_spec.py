@@ -113,8 +113,10 @@ def _from_file(path: str, pert: Perturbation) -> Perturbation:
             data = tomllib.load(fh)
     except OSError as exc:
         raise ConfigError(f"cannot read {path}: {exc.strerror}") from None
-    except tomllib.TOMLDecodeError as exc:
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: not TOML ({exc})") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: not TOML (nested too deeply)") from None
     table = data.get("perturb")
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: no [perturb] table")

@@ -34,8 +34,8 @@ def read_perturbation(hw: str, items: tuple[str, ...]) -> Any:
         try:
             with open(hw, "rb") as fh:
                 table = tomllib.load(fh).get("perturb")
-        except (OSError, tomllib.TOMLDecodeError):
-            table = None  # load_spec reports an unreadable spec itself
+        except (OSError, ValueError, RecursionError):  # TOMLDecodeError is a ValueError
+            table = None  # load_spec reports an unreadable or malformed spec itself
         if isinstance(table, dict):
             from tracekit.replayer.simulation.perturb_spec import perturbation_from_table
 
