@@ -22,7 +22,8 @@ samples compile once (:mod:`.samples`).  What each part does:
   node / instance order (median factor 1, ``sigma`` the standard deviation of its logarithm).
 
 Models without a data phase (``astra``: ``shares_bandwidth`` False) ignore link faults, as they ignore sharing.
-A perturbed replay is not folded: every rank is simulated (a perturbed rank leaves its class).
+Slow ranks and delayed nodes fold: a perturbed rank leaves its class (:func:`split_classes`), the rest fold as
+before.  Link faults and jitter are replayed unfolded (every rank simulated; a class set expanded).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from tracekit.replayer.simulation.rank_compile import K_TIMED
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.replayer.simulation.program import ReplayProgram
 
-__all__ = ["LinkFault", "Perturbation", "apply_perturbation", "compute_mask", "link_slowdowns"]
+__all__ = ["LinkFault", "Perturbation", "apply_perturbation", "compute_mask", "link_slowdowns", "split_classes"]
 
 #: bandwidth factor of a removed link whose traffic shares one other link
 REROUTED_FACTOR = 0.5
@@ -103,9 +104,30 @@ class Perturbation:
         """Whether the perturbation depends on the seed (jitter)."""
         return self.compute_jitter > 0 or self.comm_jitter > 0
 
+    @property
+    def foldable(self) -> bool:
+        """Whether a folded replay stays exact: only slow ranks and delayed nodes (per-rank and deterministic)."""
+        return not (self.links or self.random)
+
     def with_seed(self, seed: int) -> "Perturbation":
         """The same perturbation with another jitter seed."""
         return replace(self, seed=seed)
+
+
+def split_classes(scans: dict, pert: Perturbation, size0: int) -> dict:
+    """``scans`` (rank -> :class:`~.folding.RankScan`) with each perturbed rank's digest extended by its compute
+    factor and start delay, so a perturbed rank leaves its class (ranks perturbed alike may share one).
+
+    ``size0``: ranks per node (dimension 0's size), to find a rank's node delay.
+    """
+    slow = dict(pert.slow)
+    delay = dict(pert.node_delay_ns)
+    out = dict(scans)
+    for r, scan in scans.items():
+        key = (slow.get(r, 1.0), delay.get(r // size0, 0.0))
+        if key != (1.0, 0.0):
+            out[r] = replace(scan, digest=scan.digest + repr(key).encode())
+    return out
 
 
 def link_slowdowns(program: "ReplayProgram", links: tuple[LinkFault, ...]) -> dict[tuple[int, int], float]:

@@ -79,8 +79,8 @@ def replay_with_traces(
 ) -> tuple["ReplayResult", "TraceSet"]:
     """:func:`replay`, and the trace set it kept: the whole job, or the representatives only when folded.
 
-    ``perturb``: a :class:`~.perturb.Perturbation` (slow ranks, delays, link faults, jitter); the job is then read
-    whole and every rank simulated.
+    ``perturb``: a :class:`~.perturb.Perturbation` (slow ranks, delays, link faults, jitter); slow ranks and delays
+    fold (a perturbed rank leaves its class), link faults and jitter read the job whole and simulate every rank.
 
     Raises:
         as :func:`replay`.
@@ -103,7 +103,7 @@ def replay_with_traces(
         load_all: Callable[[], TraceSet] = classes.to_traceset
     else:
         load_all = lambda: read_traceset(source)  # noqa: E731
-    if not options.fold or perturb is not None:
+    if not options.fold or (perturb is not None and not perturb.foldable):
         say("reading every rank")
         ts = load_all()
         return replay_traceset(ts, spec, options, say=say, perturb=perturb), ts
@@ -117,12 +117,12 @@ def replay_with_traces(
                 from tracekit.replayer.simulation.gather import gather_files
 
                 gathered = gather_files(source, options, say)
-            return _replay_gathered(gathered, spec, options, say)
+            return _replay_gathered(gathered, spec, options, say, perturb)
     except NotFoldable as exc:
         reason = str(exc)
     say("reading every rank")
     ts = load_all()
-    result = replay_traceset(ts, spec, replace(options, fold=False), say=say)
+    result = replay_traceset(ts, spec, replace(options, fold=False), say=say, perturb=perturb)
     _report_fallback(reason)
     return replace(result, folding=FoldInfo(len(ts), len(ts), reason)), ts
 
@@ -172,16 +172,16 @@ def replay_traceset(
 
     fitted = checked_spec(traceset, spec, options)
     reason = None
-    if options.fold and perturb is None:
+    if options.fold and (perturb is None or perturb.foldable):
         try:
             if len(traceset) != traceset.world_size:
                 raise NotFoldable("the trace set is not ranks 0..N-1")
-            scans = {r: scan_rank(traceset[r]) for r in traceset.ranks}
+            scans = _split({r: scan_rank(traceset[r]) for r in traceset.ranks}, perturb, fitted)
             plan = plan_folding(scans, traceset.process_groups, fitted, options)
         except NotFoldable as exc:
             reason = str(exc)
         else:
-            return replay_folded(traceset, fitted, options, plan, say=say)
+            return replay_folded(traceset, fitted, options, plan, say=say, perturb=perturb)
     program = compile_program(traceset, fitted, options)
     if perturb is not None:
         from tracekit.replayer.simulation.perturb import apply_perturbation
@@ -202,8 +202,15 @@ def replay_traceset(
     return replace(result, folding=FoldInfo(len(traceset), len(traceset), reason))
 
 
+def _split(scans: dict, perturb: Any, fitted: "HardwareSpec") -> dict:
+    """The scans with perturbed ranks out of their classes (:func:`.perturb.split_classes`); as they are without."""
+    from tracekit.replayer.simulation.perturb import split_classes
+
+    return scans if perturb is None else split_classes(scans, perturb, fitted.network[0].size)
+
+
 def _replay_gathered(
-    g: "Gathered", spec: "HardwareSpec", options: ReplayOptions, say: Callable[..., None]
+    g: "Gathered", spec: "HardwareSpec", options: ReplayOptions, say: Callable[..., None], perturb: Any = None
 ) -> tuple["ReplayResult", "TraceSet"]:
     """Check across ranks, prove the folding and simulate the representatives of a gathered job.
 
@@ -233,15 +240,17 @@ def _replay_gathered(
     fitted = effective_spec(spec, options, g.world)
     say(f"proving rank folding over {g.world} ranks")
     with bulk_objects():
-        plan = plan_folding(g.scans, groups, fitted, options)
+        plan = plan_folding(_split(g.scans, perturb, fitted), groups, fitted, options)
     missing = [r for r in plan.reps if r not in g.kept]
-    if missing:
-        assert g.derive is not None, "files keep the first rank of every digest class"
-        ts = TraceSet({**g.kept, **{r: g.derive(r) for r in missing}}, process_groups=g.declared)
+    if missing:  # a class set derives them; rank files keep each digest's first rank, not a perturbed one's
+        from tracekit.io import read_trace
+
+        derive = g.derive or (lambda r: read_trace(str(g.scans[r].path), rank=r))
+        ts = TraceSet({**g.kept, **{r: derive(r) for r in missing}}, process_groups=g.declared)
     paths = tuple(g.scans[r].path for r in range(g.world))
     say(f"compiling {len(plan.reps)} representative ranks")
     with bulk_objects():
-        return replay_folded(ts, fitted, options, plan, world_paths=paths, say=say), ts
+        return replay_folded(ts, fitted, options, plan, world_paths=paths, say=say, perturb=perturb), ts
 
 
 def _report_fallback(reason: str) -> None:

@@ -206,3 +206,28 @@ def test_a_pipeline_file_carries_a_perturb_table(tmp_path):
     )
     assert len(load_pipeline(path).pipeline.steps) == 1
     assert parse_perturbation([str(path)]) == Perturbation(slow=((2, 1.25),), seed=3)
+
+
+def test_slow_ranks_and_delays_fold_with_the_perturbed_rank_in_a_class_of_its_own(tmp_path):
+    """64 DP ranks, rank 17 x1.5 and node 3 (ranks 24-31 of 8 x 8) 1 ms late: folded = unfolded to the bit, with
+    3 classes (rank 17, node 3's ranks, the others); the same from rank files on disk."""
+    from tracekit.io import write_traceset
+    from tracekit.replayer.simulation.program import ReplayOptions
+
+    ts = _dp_job(64, 3_000_000, 64 * MiB, 400_000)
+    spec = make_spec(
+        [
+            {"topology": "switch", "size": 8, "bandwidth_gbps": 300.0, "latency_ns": 700.0},
+            {"topology": "switch", "size": 8, "bandwidth_gbps": 25.0, "latency_ns": 3000.0},
+        ],
+        fit=False,
+    )
+    pert = Perturbation(slow=((17, 1.5),), node_delay_ns=((3, 1_000_000.0),))
+    folded = replay_with_traces(ts, spec, perturb=pert)[0]
+    unfolded = replay_with_traces(ts, spec, options=ReplayOptions(fold=False), perturb=pert)[0]
+    assert folded == unfolded
+    assert folded.folding is not None and (folded.folding.classes, folded.folding.reason) == (3, None)
+    assert folded.ranks[17].compute_ns == round(1.5 * 3_400_000)
+    write_traceset(ts, str(tmp_path / "dp"))  # rank files: the gathered (streaming) folded path
+    from_disk = replay_with_traces(str(tmp_path / "dp"), spec, perturb=pert)[0]
+    assert from_disk.iteration_time_ns == folded.iteration_time_ns and from_disk.folding.classes == 3
