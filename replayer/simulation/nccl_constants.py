@@ -57,7 +57,9 @@ class NcclConstants:
             Ampere 87.7; several nodes: Intel CPUs 39.0, 20.4).
         ll128_per_channel_max_bw_gbps: NCCL ``perChMaxRingLL128Bws`` (Ampere 20).
         nvls_efficiency: NCCL ``nvlsEfficiency`` (0.85 on Hopper).
-        latency_floor_us: smallest time any collective takes (0 = none).
+        latency_floor_us: smallest time any collective takes (0 = none): one kernel launch.
+        gpus_per_process: GPUs one process (one host thread) drives, as nccl-tests ``-g N``:
+            their kernels are launched one after another, so the floor is this many launches.
         pcie_bw_gbps: GPU-to-NIC PCIe path per NIC, GB/s (NCCL's topology: width x
             generation speed / 80, so Gen4 x16 = 24, Gen5 x16 = 48; ``src/graph/topo.cc``
             ``kvDictPciGen``); a NIC runs at most this fast (0 = no limit).
@@ -135,6 +137,7 @@ class NcclConstants:
     ll128_per_channel_max_bw_gbps: float = 20.0
     nvls_efficiency: float = 0.85
     latency_floor_us: float = 0.0
+    gpus_per_process: int = 1
     pcie_bw_gbps: float = 0.0
     net_efficiency: float = 1.0
     tree_net_factor: float = 2.0

@@ -66,7 +66,7 @@ rank per node the tree's network latency, as NCCL does):
 - tree: ``baseLat + 2 x ((ppn - 1) x intraLat + log2(N) x interLat)``;
 - nvls: ``intraLat``; nvls_tree: ``baseLat + intraLat + 2 log2(N) x interLat``.
 
-``time = max(latency_floor_us, latency + n / algBw)``, the fastest enabled
+``time = max(latency_floor_us x gpus_per_process, latency + n / algBw)``, the fastest enabled
 candidate wins.  All-to-all, gather and scatter run as NCCL point-to-point:
 ``baseLat(ring, Simple) + hwLat(ring, Simple)`` of the outermost link plus the
 bytes each rank sends ((p-1)/p n, (p-1) n at the root) at the slowest spanned
@@ -283,6 +283,12 @@ class NcclModel(GroupPlacer):
             return min(1.0, leaf / dim.oversubscription)
         return min(1.0, 1.0 / (dim.oversubscription * (nodes - leaf) / (nodes - 1)))
 
+    @property
+    def floor_us(self) -> float:
+        """Smallest time of a call, us: one kernel launch (``latency_floor_us``) per GPU its process drives
+        (``gpus_per_process``: one host thread launches them one after another)."""
+        return self.consts.latency_floor_us * self.consts.gpus_per_process
+
     def nic_bw_gbps(self, line_gbps: float) -> float:
         """What one NIC of line rate ``line_gbps`` GB/s can move: ``min(line, pcie_bw_gbps)`` (module doc)."""
         pcie = self.consts.pcie_bw_gbps
@@ -436,7 +442,7 @@ class NcclModel(GroupPlacer):
             ValueError: no enabled (algorithm, protocol) can run ``kind`` (not possible with a ``ring`` algorithm
                 enabled, which :mod:`.spec_toml` requires).
         """
-        floor = self.consts.latency_floor_us
+        floor = self.floor_us
         return min(self.candidates(kind, n, g), key=lambda cand: cand.time_ns(n, floor))
 
     def collective_cost(self, comm_type: CollectiveType, comm_bytes: int, group: tuple[int, ...]) -> CommCost:
@@ -465,7 +471,7 @@ class NcclModel(GroupPlacer):
             return CommCost(lat_us * 1000.0, ((g.bottleneck, float(nbytes)),), "nccl:p2p")
         cand = self.best(kind, n, g)
         data_ns = n / cand.alg_bw_gbps
-        fixed_ns = cand.time_ns(n, self.consts.latency_floor_us) - data_ns
+        fixed_ns = cand.time_ns(n, self.floor_us) - data_ns
         return CommCost(fixed_ns, ((g.bottleneck, data_ns * dim_bw),), f"nccl:{cand.algorithm}/{cand.protocol}")
 
     def p2p_cost(self, comm_bytes: int, src: int, dst: int) -> CommCost:

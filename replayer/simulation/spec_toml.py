@@ -344,6 +344,7 @@ def _read_nccl(r: _Reader) -> NcclConstants:
         channels=r.integer("channels", default.channels, minimum=1),
         nic_speeds_gbps=_positive_list(r, "nic_speeds_gbps", default.nic_speeds_gbps, None),
         nics_per_node=r.integer("nics_per_node", default.nics_per_node, minimum=0),
+        gpus_per_process=r.integer("gpus_per_process", default.gpus_per_process, minimum=1),
         tree_per_channel_max_bw_gbps=_positive_triple(
             r, "tree_per_channel_max_bw_gbps", default.tree_per_channel_max_bw_gbps
         ),

@@ -14,6 +14,7 @@ reproduce.  The fitted constants and their reasons are in replayer/presets/azure
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 import pytest
@@ -28,9 +29,14 @@ KiB, MiB = 1 << 10, 1 << 20
 
 
 def _rows(real_dir, gpus: int):
-    run = read_nccl_tests(real_dir / "nccl-tests" / "echo-azure-nd-a100-v4" / f"nccl_{gpus}.log")
+    path = real_dir / "nccl-tests" / "echo-azure-nd-a100-v4" / f"nccl_{gpus}.log"
+    run = read_nccl_tests(path)
     assert run.ranks == gpus
+    # the header says how many GPUs each process drove (nccl-tests -g): "# nThread 1 nGpus 8 ..."
+    per_process = int(re.search(r"nGpus (\d+)", path.read_text()).group(1))
+    assert per_process == (gpus if gpus <= 8 else 1)
     spec = replace(load_spec("azure-nd-a100-v4").fitted(gpus), collective_model="nccl")
+    spec = replace(spec, nccl=replace(spec.nccl, gpus_per_process=per_process))
     return [(row, model_point(spec, "all_reduce", gpus, row.size_bytes)) for row in run.rows]
 
 
