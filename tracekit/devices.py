@@ -57,6 +57,8 @@ class DeviceModel:
         memory_latency_s: latency term of :func:`memory_efficiency` (Little's law), seconds.
         kind: ``gpu`` or ``cpu``.
         memory_bytes: device memory, bytes (0 = not recorded).
+        overlap_compute_slowdown, overlap_comm_slowdown: extra time fraction of a compute kernel / a collective
+            while the other runs on the same GPU (shared SMs and memory bandwidth; 0 = not known: no interference).
         source: the spec sheet the numbers come from.
         match: case-insensitive regular expressions matched against recorded device names.
     """
@@ -75,6 +77,8 @@ class DeviceModel:
     memory_latency_s: float = 0.0
     kind: str = "gpu"
     memory_bytes: int = 0
+    overlap_compute_slowdown: float = 0.0
+    overlap_comm_slowdown: float = 0.0
     source: str = ""
     match: tuple[str, ...] = field(default=(), compare=False)
 
@@ -109,6 +113,8 @@ def _model(key: str, d: Mapping[str, Any]) -> DeviceModel:
             memory_latency_s=float(d["memory_latency_s"]),
             kind=str(d.get("kind", "gpu")),
             memory_bytes=int(d.get("memory_bytes", 0)),
+            overlap_compute_slowdown=float(d.get("overlap_compute_slowdown", 0.0)),
+            overlap_comm_slowdown=float(d.get("overlap_comm_slowdown", 0.0)),
             source=str(d["source"]),
             match=tuple(d.get("match", ())),
         )

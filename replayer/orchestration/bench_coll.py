@@ -113,17 +113,24 @@ def _kind(collective: str) -> str:
 def model_point(spec: "HardwareSpec", collective: str, ranks: int, size_bytes: int) -> BenchRow:
     """One collective of nccl-tests size ``size_bytes`` on ranks ``0..ranks-1`` of ``spec`` (already fitted).
 
+    One rank with the nccl model: NCCL's out-of-place copy of the buffer (:meth:`NcclModel.one_rank_ns`).
+
     Raises:
         SpecError: the spec lacks what its model needs.
         ReplayError: the model cannot cost this collective (e.g. astra and broadcast).
     """
     from tracekit.model import CollectiveType
     from tracekit.replayer.simulation.collectives import make_collective_model
+    from tracekit.replayer.simulation.nccl_model import NcclModel
 
     kind = _kind(collective)
     comm_bytes = size_bytes // ranks if nccl_tests_size(kind, 1, ranks) != 1 else size_bytes
-    cost = make_collective_model(spec).collective_cost(CollectiveType[kind], comm_bytes, tuple(range(ranks)))
-    time_ns = cost.time_alone_ns(spec)
+    model = make_collective_model(spec)
+    if ranks == 1 and isinstance(model, NcclModel):  # NCCL copies the buffer (out of place)
+        time_ns, algorithm = model.one_rank_ns(size_bytes), "nccl:copy"
+    else:
+        cost = model.collective_cost(CollectiveType[kind], comm_bytes, tuple(range(ranks)))
+        time_ns, algorithm = cost.time_alone_ns(spec), cost.algorithm
     algbw = size_bytes / time_ns if time_ns > 0 else float("inf")
     return BenchRow(
         spec.collective_model,
@@ -133,7 +140,7 @@ def model_point(spec: "HardwareSpec", collective: str, ranks: int, size_bytes: i
         time_ns / 1000.0,
         algbw,
         algbw * bus_factor(kind, ranks),
-        cost.algorithm,
+        algorithm,
     )
 
 
@@ -163,8 +170,8 @@ def model_curves(
     rows = []
     for model in models:
         for p in ranks:
-            if p < 2:
-                raise SpecError(f"a collective needs at least 2 ranks, got {p}")
+            if p < (1 if model == "nccl" else 2):
+                raise SpecError(f"a collective needs at least 2 ranks (1 with the nccl model), got {p}")
             fitted = replace(spec.fitted(p), collective_model=model)
             if model == "nccl":
                 for i, dim in enumerate(fitted.network):
@@ -185,7 +192,8 @@ class NcclTestsRun:
 
 
 _RANK_LINE = re.compile(r"^#\s*Rank\s+(\d+)\b")
-_TAG = re.compile(r"^\s*\[\d+\]\s*")
+#: a line's launcher tag: ``[3]`` (older nccl-tests with -t) or Open MPI's ``[1,0]<stdout>:`` (mpirun --tag-output)
+_TAG = re.compile(r"^\s*\[[\d,]+\](?:<\w+>:)?\s*")
 #: nccl-tests binary stems that differ from our collective names.
 _BINARY_NAMES = {"alltoall": "all_to_all"}
 _STARTING = re.compile(r"Collective test starting:\s*(\w+?)_perf")
@@ -231,7 +239,7 @@ def parse_nccl_tests(
     p = ranks or len(rank_ids)
     if not rows:
         raise TracekitError("no nccl-tests data rows (size count type ... time algbw busbw) found", path=path)
-    if p < 2:
+    if p < 1:
         raise TracekitError("rank count unknown (no '#  Rank N' device lines); give it explicitly", path=path)
     if found is not None and found != collective:
         raise TracekitError(f"the file is an nccl-tests {found} run, not {collective}", path=path)

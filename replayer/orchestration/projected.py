@@ -84,11 +84,13 @@ def replay_with_compute(
     compute: str = "auto",
     capture_device: str | None = None,
     status: Any = None,
+    perturb: Any = None,
 ):
     """Replay ``traces`` (files or a TraceSet) on ``spec`` timing compute as :func:`plan_compute` decides.
 
     ``status`` (optional) receives phase descriptions from the file-streaming path
-    (:func:`tracekit.replayer.replay_with_traces`).
+    (:func:`tracekit.replayer.replay_with_traces`); ``perturb``: a :class:`~tracekit.replayer.simulation.perturb.
+    Perturbation` applied to the replay.
 
     Returns:
         ``(result, traceset, plan, report)``: the ReplayResult (with the memory of a generated job:
@@ -100,7 +102,7 @@ def replay_with_compute(
         as :func:`tracekit.replayer.replay` and :func:`plan_compute`.
     """
     from tracekit.io import read_traceset
-    from tracekit.replayer import ReplayOptions, replay, replay_with_traces
+    from tracekit.replayer import ReplayOptions, replay_with_traces
     from tracekit.replayer.results.memory import with_memory
     from tracekit.replayer.simulation.hardware import HardwareSpec, load_spec
     from tracekit.traceset import TraceSet
@@ -120,7 +122,7 @@ def replay_with_compute(
         md = read_metadata(first) if str(first).endswith((".et", ".et.gz")) else None
         named = md is not None and any(md.get_attr(k) for k in ("compute_device", "capture_device"))
         if compute == "measured" or (md is not None and not named):
-            result, kept = replay_with_traces(traces, spec, options=options, status=status)
+            result, kept = replay_with_traces(traces, spec, options=options, status=status, perturb=perturb)
             reason = "chosen" if compute == "measured" else "the trace records no capture device"
             return with_memory(result, kept, spec), kept, ComputePlan("measured", reason=reason), None
     ts = ts if ts is not None else read_traceset(traces)
@@ -142,7 +144,7 @@ def replay_with_compute(
             else:
                 report.merge(rep)
         ts = ts.with_traces(traces_out)
-    return with_memory(replay(ts, spec, options=options), ts, spec), ts, plan, report
+    return with_memory(replay_with_traces(ts, spec, options=options, perturb=perturb)[0], ts, spec), ts, plan, report
 
 
 __all__ = ["COMPUTE_CHOICES", "ComputePlan", "plan_compute", "replay_with_compute", "trace_compute_device"]

@@ -29,7 +29,9 @@ class _Flows:
         spec = program.spec
         self.ndim = len(spec.network)
         self.bw = [d.bandwidth_bytes_per_ns for d in spec.network]
-        self.link_n: dict[int, int] = {}
+        self.link_n: dict[int, float] = {}
+        #: a degraded link (perturb.py) counts as ``slowdown`` transfers per transfer on it
+        self.link_weight = {self._link(r, d, x): w for (r, d), w in program.link_slowdown.items() for x in (0, 1)}
         self.active: dict[int, None] = {}
         self.total: dict[int, float] = {}
         self.parts: dict[int, list[tuple[float, list[int]]]] = {}
@@ -68,10 +70,10 @@ class _Flows:
         return total
 
     def start(self, i: int, t: float, events: list) -> None:
-        link_n = self.link_n
+        link_n, weight = self.link_n, self.link_weight
         for _, links in self.parts[i]:
             for link in links:
-                link_n[link] = link_n.get(link, 0) + 1
+                link_n[link] = link_n.get(link, 0) + weight.get(link, 1)
         self.active[i] = None
         self.left[i] = self.total[i]
         self.last[i] = t
@@ -80,10 +82,10 @@ class _Flows:
         self.dirty = True
 
     def end(self, i: int, t: float, events: list) -> None:
-        link_n = self.link_n
+        link_n, weight = self.link_n, self.link_weight
         for _, links in self.parts.pop(i):
             for link in links:
-                link_n[link] -= 1
+                link_n[link] -= weight.get(link, 1)
         del self.active[i]
         for table in (self.total, self.rate, self.left, self.last):
             table.pop(i)

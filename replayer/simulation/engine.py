@@ -408,14 +408,16 @@ class _Engine:
         ``progress(events done)`` is called every :data:`PROGRESS_EVERY` events.
         """
         kind = self.kind
-        # nodes with no dependencies are ready at time 0, in global order
+        # nodes with no dependencies are ready at time 0 (a delayed rank's later: perturb.py), in global order
+        delays = self.program.start_delay_ns
         for g in self.program.roots:
+            t0 = delays.get(self.program.rank_of(g), 0.0) if delays else 0.0
             if kind[g] == K_ZERO:
-                self.start[g] = 0.0
-                self.end[g] = 0.0
-                self.release(g, 0.0)
+                self.start[g] = t0
+                self.end[g] = t0
+                self.release(g, t0)
             else:
-                self.make_ready(g, 0.0, -1)
+                self.make_ready(g, t0, -1)
         events, flows = self.events, self.flows
         node_done = self.node_done
         now = 0.0

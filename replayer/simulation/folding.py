@@ -474,25 +474,24 @@ def replay_folded(
     *,
     world_paths: tuple[str | None, ...] | None = None,
     say: Any = None,
+    perturb: Any = None,
 ) -> "ReplayResult":
     """Simulate the plan's representatives and expand to every rank.
 
     ``traceset`` needs the representatives' traces only; ``say``: progress (``say(stage, done, total)``, see
-    :func:`.run.replay`).  Returns the :class:`~.results.ReplayResult` (with ``folding`` set).
+    :func:`.run.replay`); ``perturb``: a foldable :class:`~.perturb.Perturbation` (the plan's classes split by
+    :func:`.perturb.split_classes`).  Returns the :class:`~.results.ReplayResult` (with ``folding`` set).
     """
+    from tracekit.replayer.simulation.interference import simulate_with_interference
+    from tracekit.replayer.simulation.perturb import apply_perturbation
     from tracekit.replayer.simulation.program import compile_program
-    from tracekit.replayer.simulation.engine import events_progress, simulate
 
     program = compile_program(traceset, fitted, options, plan=plan)
-    log.info(
-        "replaying %d nodes of %d representative ranks for %d ranks (%s, %s model)",
-        program.n,
-        len(program.layouts),
-        len(plan.rep_of),
-        fitted.name,
-        program.model_name,
-    )
-    schedule = simulate(program, progress=events_progress(say))
+    program = program if perturb is None else apply_perturbation(program, perturb)
+    n_reps, n_ranks, model = len(program.layouts), len(plan.rep_of), program.model_name
+    log.info("replaying %d nodes of %d representative ranks for %d ranks (%s, %s model)", program.n, n_reps, n_ranks,
+             fitted.name, model)  # fmt: skip
+    program, schedule = simulate_with_interference(program, say, options.collective_model)
     if say is not None:
         say(f"expanding {len(program.layouts)} representative ranks to {len(plan.rep_of)}")
     from tracekit.replayer.simulation.fold_expand import expand_result

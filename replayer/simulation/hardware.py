@@ -67,6 +67,7 @@ from tracekit.model import CollectiveType
 from tracekit.replayer.simulation.nccl_constants import NcclConstants
 
 TOPOLOGIES = ("ring", "switch", "fully_connected")
+FABRICS = ("fat_tree", "rail_optimized")
 ALGORITHMS = ("ring", "direct", "halving_doubling", "double_binary_tree")
 COLLECTIVE_MODELS = ("alpha_beta", "astra", "nccl")
 COMPUTE_MODES = ("measured", "roofline", "astra")
@@ -169,6 +170,10 @@ class NetworkDim:
         latency_ns: latency of one message (one hop on a ring topology), ns.
         algorithms: ``((collective key, algorithm), ...)`` for every collective key.
         nccl_link: NCCL latency class (``nvlink``/``pci``/``net``) or None.
+        fabric: how a network beyond one switch is built (None: one non-blocking switch): ``fat_tree`` (leaf
+            switches of ``nodes_per_leaf`` nodes under a spine) or ``rail_optimized`` (NIC i of every node on rail
+            switch i, ``nodes_per_leaf`` nodes a rail, rails joined by a spine); ``oversubscription`` = a leaf's
+            down-link / up-link bandwidth ratio (>= 1).  Used by the NCCL model (:mod:`.nccl_model`).
     """
 
     name: str
@@ -178,6 +183,9 @@ class NetworkDim:
     latency_ns: float
     algorithms: tuple[tuple[str, str], ...] = tuple(sorted(DEFAULT_ALGORITHMS.items()))
     nccl_link: str | None = None
+    fabric: str | None = None
+    nodes_per_leaf: int = 0
+    oversubscription: float = 1.0
 
     @property
     def bandwidth_bytes_per_ns(self) -> float:
@@ -205,11 +213,14 @@ class ComputeSettings:
             tensor_size is known) or ``astra`` (ASTRA-sim's rules).
         duration_scale: factor applied to measured durations.
         dtype: dtype whose peak the roofline uses (None = device default).
+        interference: compute and communication overlapping on a rank slow each other
+            (:mod:`.interference`; the device's factors in ``tracekit/devices.toml``); off = ASTRA-sim's rule.
     """
 
     mode: str = "measured"
     duration_scale: float = 1.0
     dtype: str | None = None
+    interference: bool = False
 
 
 @dataclass(frozen=True)
@@ -343,7 +354,7 @@ class HardwareSpec:
 
     def to_dict(self) -> dict[str, Any]:
         """The spec as a TOML-ready dict; ``spec_from_dict(spec.to_dict())`` equals ``spec``."""
-        from tracekit.replayer.simulation.spec_toml import spec_to_dict
+        from tracekit.replayer.simulation.spec_write import spec_to_dict
 
         return spec_to_dict(self)
 

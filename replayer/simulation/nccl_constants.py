@@ -57,7 +57,31 @@ class NcclConstants:
             Ampere 87.7; several nodes: Intel CPUs 39.0, 20.4).
         ll128_per_channel_max_bw_gbps: NCCL ``perChMaxRingLL128Bws`` (Ampere 20).
         nvls_efficiency: NCCL ``nvlsEfficiency`` (0.85 on Hopper).
-        latency_floor_us: smallest time any collective takes (0 = none).
+        latency_floor_us: smallest time any collective takes (0 = none): one kernel launch.
+        gpus_per_process: GPUs one process (one host thread) drives, as nccl-tests ``-g N``:
+            their kernels are launched one after another, so the floor is this many launches.
+        pcie_bw_gbps: GPU-to-NIC PCIe path per NIC, GB/s (NCCL's topology: width x
+            generation speed / 80, so Gen4 x16 = 24, Gen5 x16 = 48; ``src/graph/topo.cc``
+            ``kvDictPciGen``); a NIC runs at most this fast (0 = no limit).
+        net_efficiency: achieved fraction of ``min(NIC, PCIe)`` per NIC under NCCL
+            (GPUDirect RDMA, proxy and protocol overheads), the measured network
+            bus-bandwidth ceiling divided by the NICs' nominal total (1 = nominal).
+        tree_net_factor: how many times a NIC's bandwidth a tree on up to 2 nodes
+            gets (NCCL's ``bwIntra``/``bwInter`` switch: 2, each node sending and
+            receiving every byte once); 1 where the NIC path cannot run both
+            directions at full speed (measured).
+        hbm_bytes_per_byte: device-memory bytes a rank moves per buffer byte besides
+            the links (reading its input, writing the result, reducing received data):
+            every candidate's time gets ``hbm_bytes_per_byte x n / mem_bandwidth_gbps``
+            of the spec's device, whatever the rank count (0 = none; fitted).
+        net_latency_reference_ns: the network ``latency_ns`` that the ``net`` row of
+            ``hw_latency_us`` stands for: a spec whose outermost spanned dimension
+            has another ``latency_ns`` adds the difference to every inter-node step
+            (so sweeping ``network[i].latency_ns`` moves collective times); < 0 =
+            ``latency_ns`` not used (NCCL's tables alone).
+        copy_latency_us: time of a one-rank collective besides its copy (kernel launch);
+            an out-of-place one-rank all-reduce copies ``n`` bytes (read + write) at the
+            device's memory bandwidth x ``memory_efficiency``.
     """
 
     algorithms: tuple[str, ...] = ("tree", "ring")
@@ -113,6 +137,13 @@ class NcclConstants:
     ll128_per_channel_max_bw_gbps: float = 20.0
     nvls_efficiency: float = 0.85
     latency_floor_us: float = 0.0
+    gpus_per_process: int = 1
+    pcie_bw_gbps: float = 0.0
+    net_efficiency: float = 1.0
+    tree_net_factor: float = 2.0
+    copy_latency_us: float = 0.0
+    net_latency_reference_ns: float = -1.0
+    hbm_bytes_per_byte: float = 0.0
 
     def base_latency(self, algorithm: str, protocol: str) -> float:
         """NCCL ``baseLatencies[algorithm][protocol]``, us.

@@ -25,8 +25,15 @@ Bandwidths (GB/s = bytes/ns):
   ``nic = s x min(floor(B / s), RING_MAX_CHANNELS // rails)`` (50 GB/s: one
   channel of 48; 100 GB/s: two, 96) and a node injects ``rails x nic``.  This
   is the per-GPU NIC rail of DGX systems: a 16-rank ring crosses the network on
-  8 NICs per node, not one.  Not modelled: the PCIe path from GPU to NIC, which
-  NCCL's search charges too (Gen5 x16 = 48 GB/s in its topology, ``kvDictPciGen``).
+  8 NICs per node, not one.  ``B`` is first capped by the GPU-NIC PCIe path
+  (``pcie_bw_gbps``: NCCL's topology gives Gen4 x16 24, Gen5 x16 48 GB/s,
+  ``kvDictPciGen``), and the node's total is multiplied by ``net_efficiency``
+  (the measured network ceiling: GPUDirect RDMA, proxy and protocol overheads)
+  and by :meth:`NcclModel.fabric_factor` beyond one leaf switch of a
+  ``fat_tree`` / ``rail_optimized`` fabric with an ``oversubscription``.
+- every candidate also pays ``hbm_bytes_per_byte x n / mem_bandwidth_gbps`` of
+  device-memory passes (reading the input, writing the result, reducing), which,
+  unlike the link term, does not shrink with more ranks (``_alg_bw``).
 
 Per (algorithm ``a``, protocol ``P``), ``busBw`` and then ``algBw``:
 
@@ -37,8 +44,8 @@ Per (algorithm ``a``, protocol ``P``), ``busBw`` and then ``algBw``:
   all-gather, p otherwise;
 - tree (all-reduce): ``busBw = min(0.92 t, channels x tree_per_channel_max_bw)``
   with ``t = intra`` in one node and ``min(intra, k x rails x nic)`` across
-  nodes (``k = 2`` up to 2 nodes, where each node sends each byte once per
-  direction, else 1: NCCL's bwIntra/bwInter switch); LL: ``min(busBw / 3.8,
+  nodes (``k = tree_net_factor``, NCCL's 2, up to 2 nodes, where each node sends
+  each byte once per direction, else 1: NCCL's bwIntra/bwInter switch); LL: ``min(busBw / 3.8,
   ll_max_bw)``; LL128: ``min(busBw x (7/9 one node, else 120/128), channels x
   ll128_per_channel_max_bw)``; ``algBw = busBw / 2 x treeCorrectionFactor[P][log2(n/64)]``;
 - nvls (all-reduce, Simple, one node of >= 2 ranks, NVLink SHARP): ``busBw =
@@ -59,7 +66,7 @@ rank per node the tree's network latency, as NCCL does):
 - tree: ``baseLat + 2 x ((ppn - 1) x intraLat + log2(N) x interLat)``;
 - nvls: ``intraLat``; nvls_tree: ``baseLat + intraLat + 2 log2(N) x interLat``.
 
-``time = max(latency_floor_us, latency + n / algBw)``, the fastest enabled
+``time = max(latency_floor_us x gpus_per_process, latency + n / algBw)``, the fastest enabled
 candidate wins.  All-to-all, gather and scatter run as NCCL point-to-point:
 ``baseLat(ring, Simple) + hwLat(ring, Simple)`` of the outermost link plus the
 bytes each rank sends ((p-1)/p n, (p-1) n at the root) at the slowest spanned
@@ -197,6 +204,7 @@ class GroupShape:
         net_bw_gbps: what one node injects into the network (rails x NIC speed), GB/s; 0 in one node.
         intra_link, inter_link: NCCL latency classes of dimension 0 and of the outermost spanned dimension.
         bottleneck: index of the slowest spanned dimension (where the bytes are charged).
+        inter_extra_us: added to each inter-node step's latency (``net_latency_reference_ns``), us.
     """
 
     ranks: int
@@ -206,6 +214,7 @@ class GroupShape:
     intra_link: str
     inter_link: str
     bottleneck: int
+    inter_extra_us: float = 0.0
 
     @property
     def ppn(self) -> float:
@@ -256,6 +265,46 @@ class NcclModel(GroupPlacer):
         speed = max(fits) if fits else bandwidth_gbps
         return max(1, min(int(bandwidth_gbps // speed), RING_MAX_CHANNELS // max(rails, 1))), speed
 
+    def fabric_factor(self, d: int, nodes: int, pattern: str) -> float:
+        """The share of a NIC's bandwidth a group of ``nodes`` nodes keeps on dimension ``d``'s fabric.
+
+        With ``fabric`` set, a leaf (or rail) switch serves ``L = nodes_per_leaf`` nodes and its up-links carry
+        ``1 / oversubscription`` (``r``) of its down-links.  A group within one leaf loses nothing.  Beyond it,
+        ``pattern`` ``"ring"`` (NCCL rings and trees, which stay on their rail and cross each leaf boundary once
+        a channel and direction: one node's worth of a leaf's traffic goes up) keeps ``min(1, L / r)``;
+        ``"all_to_all"`` (a fraction ``f = (N - L) / (N - 1)`` of every node's traffic leaves its leaf) keeps
+        ``min(1, 1 / (r f))``.  1 without a fabric.
+        """
+        dim = self.spec.network[d]
+        leaf = dim.nodes_per_leaf
+        if dim.fabric is None or nodes <= leaf or dim.oversubscription <= 1.0:
+            return 1.0
+        if pattern == "ring":
+            return min(1.0, leaf / dim.oversubscription)
+        return min(1.0, 1.0 / (dim.oversubscription * (nodes - leaf) / (nodes - 1)))
+
+    @property
+    def floor_us(self) -> float:
+        """Smallest time of a call, us: one kernel launch (``latency_floor_us``) per GPU its process drives
+        (``gpus_per_process``: one host thread launches them one after another)."""
+        return self.consts.latency_floor_us * self.consts.gpus_per_process
+
+    def nic_bw_gbps(self, line_gbps: float) -> float:
+        """What one NIC of line rate ``line_gbps`` GB/s can move: ``min(line, pcie_bw_gbps)`` (module doc)."""
+        pcie = self.consts.pcie_bw_gbps
+        return min(line_gbps, pcie) if pcie > 0 else line_gbps
+
+    def one_rank_ns(self, n: int) -> float:
+        """Time of an out-of-place collective on one rank, ns: ``copy_latency_us`` + a copy of ``n`` bytes.
+
+        NCCL runs a one-rank collective as a device-to-device copy of the buffer (nothing in place); the copy
+        reads and writes ``n`` bytes at ``mem_bandwidth_gbps x memory_efficiency`` of the spec's device; at least
+        ``latency_floor_us``.
+        """
+        dev, c = self.spec.device, self.consts
+        copy_ns = c.copy_latency_us * 1000.0 + 2.0 * n / (dev.mem_bandwidth_gbps * dev.memory_efficiency)
+        return max(c.latency_floor_us * 1000.0, copy_ns)
+
     def dimension_use(self, d: int) -> tuple[float, str]:
         """What the model draws from dimension ``d``'s ``bandwidth_gbps`` for a full node (module doc).
 
@@ -269,7 +318,7 @@ class NcclModel(GroupPlacer):
         c, bw = self.consts, self.spec.network[d].bandwidth_gbps
         if d == 0:
             return (min(bw, c.channels * c.per_channel_bw_gbps) if c.per_channel_bw_gbps else bw), ""
-        channels, speed = self.nic_channels(bw, self.rails())
+        channels, speed = self.nic_channels(self.nic_bw_gbps(bw), self.rails())
         return channels * speed, f"{channels} x {speed:g}"
 
     def rails(self) -> int:
@@ -289,9 +338,11 @@ class NcclModel(GroupPlacer):
         if outer:
             ppn = pl.size // n_nodes
             rails = min(c.nics_per_node, ppn) if c.nics_per_node else ppn
-            channels, speed = self.nic_channels(min(net[d].bandwidth_gbps for d in outer), rails)
-            net_bw = rails * channels * speed
-        return GroupShape(pl.size, n_nodes, intra, net_bw, self._link(0), self._link(pl.dims[-1]), bottleneck)
+            channels, speed = self.nic_channels(self.nic_bw_gbps(min(net[d].bandwidth_gbps for d in outer)), rails)
+            net_bw = rails * channels * speed * c.net_efficiency * self.fabric_factor(pl.dims[-1], n_nodes, "ring")
+        ref = c.net_latency_reference_ns
+        extra = (net[outer[-1]].latency_ns - ref) / 1000.0 if outer and ref >= 0 else 0.0
+        return GroupShape(pl.size, n_nodes, intra, net_bw, self._link(0), self._link(pl.dims[-1]), bottleneck, extra)
 
     def candidates(self, kind: str, n: int, g: GroupShape) -> list[Candidate]:
         """Every enabled :class:`Candidate` for collective ``kind`` of ``n`` bytes on group shape ``g``.
@@ -315,7 +366,7 @@ class NcclModel(GroupPlacer):
         c = self.consts
         multi = g.nodes > 1
         index2 = min(g.nodes, 3) - 1
-        k = 2.0 if g.nodes <= 2 else 1.0
+        k = c.tree_net_factor if g.nodes <= 2 else 1.0
         intra = g.intra_bw_gbps if g.ppn > 1 else float("inf")
         if algorithm == "ring":
             bw = min(intra, g.net_bw_gbps) if multi else intra
@@ -353,15 +404,20 @@ class NcclModel(GroupPlacer):
         if algorithm == "tree":
             log_size = _log2i(n >> 6)
             factor = TREE_CORRECTION[PROTOCOLS.index(protocol)][log_size] if log_size < 24 else 1.0
-            return bus_bw * 0.5 * factor
-        return bus_bw * g.ranks / self._nsteps(kind, g.ranks)
+            alg_bw = bus_bw * 0.5 * factor
+        else:
+            alg_bw = bus_bw * g.ranks / self._nsteps(kind, g.ranks)
+        hbm = self.consts.hbm_bytes_per_byte
+        if hbm > 0:  # the device-memory passes add hbm / mem_bw ns a byte (module doc)
+            alg_bw = 1.0 / (1.0 / alg_bw + hbm / self.spec.device.mem_bandwidth_gbps)
+        return alg_bw
 
     def _latency_us(self, kind: str, algorithm: str, protocol: str, n: int, g: GroupShape) -> float:
         c = self.consts
         multi = g.nodes > 1
         intra = c.hw_latency(g.intra_link, algorithm, protocol)
         inter_algo = "tree" if g.ppn == 1 and algorithm == "ring" else algorithm
-        inter = c.hw_latency(g.inter_link, inter_algo, protocol)
+        inter = max(0.0, c.hw_latency(g.inter_link, inter_algo, protocol) + g.inter_extra_us)
         base = c.base_latency(algorithm, protocol)
         if algorithm == "ring":
             if kind in ("broadcast", "reduce"):
@@ -386,7 +442,7 @@ class NcclModel(GroupPlacer):
             ValueError: no enabled (algorithm, protocol) can run ``kind`` (not possible with a ``ring`` algorithm
                 enabled, which :mod:`.spec_toml` requires).
         """
-        floor = self.consts.latency_floor_us
+        floor = self.floor_us
         return min(self.candidates(kind, n, g), key=lambda cand: cand.time_ns(n, floor))
 
     def collective_cost(self, comm_type: CollectiveType, comm_bytes: int, group: tuple[int, ...]) -> CommCost:
@@ -408,13 +464,16 @@ class NcclModel(GroupPlacer):
         if kind not in NCCL_FUNCS:
             p = pl.size
             lat_us = self.consts.base_latency("ring", "Simple") + self.consts.hw_latency(g.inter_link, "ring", "Simple")
+            lat_us += g.inter_extra_us
             nbytes = (p - 1) / p * n if kind == "all_to_all" else (p - 1) * n
+            if g.bottleneck > 0:  # through the fabric: oversubscribed up-links carry part of it
+                nbytes /= self.fabric_factor(pl.dims[-1], g.nodes, "all_to_all")
             return CommCost(lat_us * 1000.0, ((g.bottleneck, float(nbytes)),), "nccl:p2p")
         if kind == "all_gather":  # Chakra's comm_size is one rank's piece; NCCL's nBytes the gathered output
             n *= pl.size
         cand = self.best(kind, n, g)
         data_ns = n / cand.alg_bw_gbps
-        fixed_ns = cand.time_ns(n, self.consts.latency_floor_us) - data_ns
+        fixed_ns = cand.time_ns(n, self.floor_us) - data_ns
         return CommCost(fixed_ns, ((g.bottleneck, data_ns * dim_bw),), f"nccl:{cand.algorithm}/{cand.protocol}")
 
     def p2p_cost(self, comm_bytes: int, src: int, dst: int) -> CommCost:

@@ -232,6 +232,8 @@ class ReplayProgram:
     #: ``member_ends(instance, arrivals_ns) -> ends_ns | None``: per-member ends of a collective whose
     #: members arrived apart (ASTRA-sim model, see astra_skew); None = all members end together.
     member_ends: Callable[[Instance, list[float]], list[int] | None] | None = None
+    start_delay_ns: dict[int, float] = field(default_factory=dict)  # perturb.py: {rank: ns}, {(rank, dim): x}
+    link_slowdown: dict[tuple[int, int], float] = field(default_factory=dict)
 
     @property
     def n(self) -> int:

@@ -75,8 +75,12 @@ def replay_with_traces(
     *,
     options: ReplayOptions | None = None,
     status: Callable[..., None] | None = None,
+    perturb: Any = None,
 ) -> tuple["ReplayResult", "TraceSet"]:
     """:func:`replay`, and the trace set it kept: the whole job, or the representatives only when folded.
+
+    ``perturb``: a :class:`~.perturb.Perturbation` (slow ranks, delays, link faults, jitter); slow ranks and delays
+    fold (a perturbed rank leaves its class), link faults and jitter read the job whole and simulate every rank.
 
     Raises:
         as :func:`replay`.
@@ -90,9 +94,11 @@ def replay_with_traces(
     options = options or ReplayOptions()
     if not isinstance(spec, HardwareSpec):
         spec = load_spec(spec)
+    if perturb is not None and not perturb.active:
+        perturb = None
     if isinstance(source, TraceSet):
         source = with_comm_groups(source, dict(options.comm_groups), options.comm_groups_path)
-        return replay_traceset(source, spec, options, say=status), source
+        return replay_traceset(source, spec, options, say=status, perturb=perturb), source
     say = status or _silent
     classes = source if isinstance(source, ClassSet) else find_class_set(source)
     if classes is not None:  # stored as rank classes: replayed without deriving every rank
@@ -101,10 +107,10 @@ def replay_with_traces(
         load_all = lambda: with_comm_groups(  # noqa: E731
             read_traceset(source), dict(options.comm_groups), options.comm_groups_path
         )
-    if not options.fold:
+    if not options.fold or (perturb is not None and not perturb.foldable):
         say("reading every rank")
         ts = load_all()
-        return replay_traceset(ts, spec, options, say=say), ts
+        return replay_traceset(ts, spec, options, say=say, perturb=perturb), ts
     try:
         with bulk_objects() if classes is not None else nullcontext():
             if classes is not None:
@@ -115,12 +121,12 @@ def replay_with_traces(
                 from tracekit.replayer.simulation.gather import gather_files
 
                 gathered = gather_files(source, options, say)
-            return _replay_gathered(gathered, spec, options, say)
+            return _replay_gathered(gathered, spec, options, say, perturb)
     except NotFoldable as exc:
         reason = str(exc)
     say("reading every rank")
     ts = load_all()
-    result = replay_traceset(ts, spec, replace(options, fold=False), say=say)
+    result = replay_traceset(ts, spec, replace(options, fold=False), say=say, perturb=perturb)
     _report_fallback(reason)
     return replace(result, folding=FoldInfo(len(ts), len(ts), reason)), ts
 
@@ -129,16 +135,14 @@ def _silent(stage: str, done: int = 0, total: int | None = None) -> None:
     """The progress callback when nobody listens."""
 
 
-def replay_traceset(
-    traceset: "TraceSet", spec: "HardwareSpec", options: ReplayOptions, *, say: Callable[..., None] | None = None
-) -> "ReplayResult":
-    """:func:`replay` of a trace set in memory on a loaded ``spec`` (``say``: progress, as ``status`` there)."""
-    from tracekit.replayer.results.build import build_result
-    from tracekit.replayer.simulation.checks import check_complete, check_replay_inputs, check_spec_size
-    from tracekit.replayer.simulation.engine import events_progress, simulate
-    from tracekit.replayer.simulation.folding import replay_folded, scan_rank
-    from tracekit.replayer.simulation.program import compile_program, effective_spec
+def checked_spec(traceset: "TraceSet", spec: "HardwareSpec", options: ReplayOptions) -> "HardwareSpec":
+    """Check a whole trace set in memory for a replay on ``spec`` and return the spec fitted to it.
 
+    Raises:
+        as :func:`replay` (checks and spec errors).
+    """
+    from tracekit.replayer.simulation.checks import check_complete, check_replay_inputs, check_spec_size
+    from tracekit.replayer.simulation.program import effective_spec
     from tracekit.replayer.simulation.whole_job import check_whole_traceset
 
     check_complete(
@@ -149,19 +153,44 @@ def replay_traceset(
     else:
         check_spec_size(traceset, spec)
     check_whole_traceset(traceset)
-    fitted = effective_spec(spec, options, traceset.world_size)
+    return effective_spec(spec, options, traceset.world_size)
+
+
+def replay_traceset(
+    traceset: "TraceSet",
+    spec: "HardwareSpec",
+    options: ReplayOptions,
+    *,
+    say: Callable[..., None] | None = None,
+    perturb: Any = None,
+) -> "ReplayResult":
+    """:func:`replay` of a trace set in memory on a loaded ``spec`` (``say``: progress, as ``status`` there).
+
+    ``perturb``: a :class:`~.perturb.Perturbation` applied to the compiled program (every rank simulated).
+    """
+    from tracekit.replayer.results.build import build_result
+    from tracekit.replayer.simulation.folding import replay_folded, scan_rank
+    from tracekit.replayer.simulation.program import compile_program
+
+    from tracekit.replayer.simulation.interference import simulate_with_interference
+
+    fitted = checked_spec(traceset, spec, options)
     reason = None
-    if options.fold:
+    if options.fold and (perturb is None or perturb.foldable):
         try:
             if len(traceset) != traceset.world_size:
                 raise NotFoldable("the trace set is not ranks 0..N-1")
-            scans = {r: scan_rank(traceset[r]) for r in traceset.ranks}
+            scans = _split({r: scan_rank(traceset[r]) for r in traceset.ranks}, perturb, fitted)
             plan = _plan_folding(scans, traceset.process_groups, fitted, options)
         except NotFoldable as exc:
             reason = str(exc)
         else:
-            return replay_folded(traceset, fitted, options, plan, say=say)
+            return replay_folded(traceset, fitted, options, plan, say=say, perturb=perturb)
     program = compile_program(traceset, fitted, options)
+    if perturb is not None:
+        from tracekit.replayer.simulation.perturb import apply_perturbation
+
+        program = apply_perturbation(program, perturb)
     log.info(
         "replaying %d nodes on %d ranks (%s, %s model)",
         program.n,
@@ -169,7 +198,7 @@ def replay_traceset(
         fitted.name,
         program.model_name,
     )
-    schedule = simulate(program, progress=events_progress(say))
+    program, schedule = simulate_with_interference(program, say, options.collective_model)
     result = build_result(program, schedule, traceset, consume=True)  # rounded in place (issue 17)
     if reason is None:
         return result
@@ -177,8 +206,15 @@ def replay_traceset(
     return replace(result, folding=FoldInfo(len(traceset), len(traceset), reason))
 
 
+def _split(scans: dict, perturb: Any, fitted: "HardwareSpec") -> dict:
+    """The scans with perturbed ranks out of their classes (:func:`.perturb.split_classes`); as they are without."""
+    from tracekit.replayer.simulation.perturb import split_classes
+
+    return scans if perturb is None else split_classes(scans, perturb, fitted.network[0].size)
+
+
 def _replay_gathered(
-    g: "Gathered", spec: "HardwareSpec", options: ReplayOptions, say: Callable[..., None]
+    g: "Gathered", spec: "HardwareSpec", options: ReplayOptions, say: Callable[..., None], perturb: Any = None
 ) -> tuple["ReplayResult", "TraceSet"]:
     """Check across ranks, prove the folding and simulate the representatives of a gathered job.
 
@@ -208,15 +244,17 @@ def _replay_gathered(
     fitted = effective_spec(spec, options, g.world)
     say(f"proving rank folding over {g.world} ranks")
     with bulk_objects():
-        plan = _plan_folding(g.scans, groups, fitted, options)
+        plan = _plan_folding(_split(g.scans, perturb, fitted), groups, fitted, options)
     missing = [r for r in plan.reps if r not in g.kept]
-    if missing:
-        assert g.derive is not None, "files keep the first rank of every digest class"
-        ts = TraceSet({**g.kept, **{r: g.derive(r) for r in missing}}, process_groups=g.declared)
+    if missing:  # a class set derives them; rank files keep each digest's first rank, not a perturbed one's
+        from tracekit.io import read_trace
+
+        derive = g.derive or (lambda r: read_trace(str(g.scans[r].path), rank=r))
+        ts = TraceSet({**g.kept, **{r: derive(r) for r in missing}}, process_groups=g.declared)
     paths = tuple(g.scans[r].path for r in range(g.world))
     say(f"compiling {len(plan.reps)} representative ranks")
     with bulk_objects():
-        return replay_folded(ts, fitted, options, plan, world_paths=paths, say=say), ts
+        return replay_folded(ts, fitted, options, plan, world_paths=paths, say=say, perturb=perturb), ts
 
 
 def _plan_folding(scans, groups, spec: "HardwareSpec", options: ReplayOptions):

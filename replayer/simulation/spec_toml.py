@@ -21,6 +21,7 @@ from tracekit.replayer.simulation.hardware import (
     COLLECTIVE_MODELS,
     COMPUTE_MODES,
     DEFAULT_ALGORITHMS,
+    FABRICS,
     TOPOLOGIES,
     TREE_COLLECTIVES,
     AstraSettings,
@@ -35,79 +36,6 @@ from tracekit.replayer.simulation.nccl_constants import NCCL_ALGORITHMS, NCCL_LI
 # and beyond it times overflow into inf/NaN that every later step would reject or print as "inf ns".
 MAX_SPEC_NUMBER = 1e18
 MAX_NPUS = 1 << 24  # ranks per network dimension
-
-
-def spec_to_dict(spec: HardwareSpec) -> dict[str, Any]:
-    """The spec as the TOML document :func:`spec_from_dict` reads back (units in key names: GB/s, ns, us, FLOP/s).
-
-    Round trip: ``spec_from_dict(spec_to_dict(s)) == s`` (``path`` is not written).
-    """
-    d = spec.device
-    out: dict[str, Any] = {"name": spec.name}
-    if spec.description:
-        out["description"] = spec.description
-    out["fit_to_world_size"] = spec.fit_to_world_size
-    out["device"] = {"name": d.name, "peak_flops_per_s": dict(d.peak_flops_per_s)}
-    if d.default_dtype is not None:
-        out["device"]["default_dtype"] = d.default_dtype
-    out["device"].update(
-        mem_bandwidth_gbps=d.mem_bandwidth_gbps,
-        compute_efficiency=d.compute_efficiency,
-        memory_efficiency=d.memory_efficiency,
-    )
-    compute: dict[str, Any] = {"mode": spec.compute.mode, "duration_scale": spec.compute.duration_scale}
-    if spec.compute.dtype is not None:
-        compute["dtype"] = spec.compute.dtype
-    out["compute"] = compute
-    out["collectives"] = {"model": spec.collective_model}
-    if spec.astra is not None:
-        a = spec.astra
-        astra: dict[str, Any] = {
-            "endpoint_delay_ns": a.endpoint_delay_ns,
-            "local_mem_bw_gbps": a.local_mem_bw_gbps,
-            "preferred_dataset_splits": a.preferred_dataset_splits,
-            "active_chunks_per_dimension": a.active_chunks_per_dimension,
-            "collective_optimization": a.collective_optimization,
-            "bandwidth_convention": a.bandwidth_convention,
-            "roofline_enabled": a.roofline_enabled,
-            "build": a.build,
-        }
-        optional = {"peak_perf_tflops": a.peak_perf_tflops, "network_backend": a.network_backend}
-        astra.update({k: v for k, v in optional.items() if v not in (None, "congestion_unaware")})  # defaults
-        out["astra"] = astra
-    if spec.nccl != NcclConstants():
-        n = spec.nccl
-        out["nccl"] = {
-            "algorithms": list(n.algorithms),
-            "protocols": list(n.protocols),
-            "base_latency_us": {a: list(v) for a, v in n.base_latency_us},
-            "hw_latency_us": {link: {a: list(v) for a, v in rows} for link, rows in n.hw_latency_us},
-            "channels": n.channels,
-            "per_channel_bw_gbps": n.per_channel_bw_gbps,
-            "nic_speeds_gbps": list(n.nic_speeds_gbps),
-            "nics_per_node": n.nics_per_node,
-            "net_overhead_us": n.net_overhead_us,
-            "tree_per_channel_max_bw_gbps": list(n.tree_per_channel_max_bw_gbps),
-            "ll_max_bw_gbps": list(n.ll_max_bw_gbps),
-            "ll128_per_channel_max_bw_gbps": n.ll128_per_channel_max_bw_gbps,
-            "nvls_efficiency": n.nvls_efficiency,
-            "latency_floor_us": n.latency_floor_us,
-        }
-    dims = []
-    for dim in spec.network:
-        row: dict[str, Any] = {
-            "name": dim.name,
-            "topology": dim.topology,
-            "size": dim.size,
-            "bandwidth_gbps": dim.bandwidth_gbps,
-            "latency_ns": dim.latency_ns,
-        }
-        if dim.nccl_link is not None:
-            row["nccl_link"] = dim.nccl_link
-        row["algorithms"] = dict(dim.algorithms)
-        dims.append(row)
-    out["network"] = dims
-    return out
 
 
 # --- reading ---------------------------------------------------------------------------------
@@ -248,12 +176,26 @@ class _Reader:
 
 
 _TOP_KEYS = frozenset(
-    {"name", "description", "fit_to_world_size", "device", "compute", "collectives", "network", "astra", "nccl"}
+    {
+        "name",
+        "description",
+        "fit_to_world_size",
+        "device",
+        "compute",
+        "collectives",
+        "network",
+        "astra",
+        "nccl",
+        "perturb",
+    }
 )
 _DEVICE_KEYS = frozenset(
     {"name", "peak_flops_per_s", "default_dtype", "mem_bandwidth_gbps", "compute_efficiency", "memory_efficiency"}
 )
-_DIM_KEYS = frozenset({"name", "topology", "size", "bandwidth_gbps", "latency_ns", "algorithms", "nccl_link"})
+_DIM_KEYS = frozenset(
+    {"name", "topology", "size", "bandwidth_gbps", "latency_ns", "algorithms", "nccl_link"}
+    | {"fabric", "nodes_per_leaf", "oversubscription"}
+)
 
 
 def _read_device(r: _Reader) -> DeviceSpec:
@@ -301,7 +243,14 @@ def _read_dim(r: _Reader, *, astra: bool = False) -> NetworkDim:
         latency_ns=r.number("latency_ns", nonnegative=True),
         algorithms=tuple(sorted(algorithms.items())),
         nccl_link=r.string("nccl_link", None, choices=NCCL_LINKS),
+        fabric=r.string("fabric", None, choices=FABRICS),
+        nodes_per_leaf=r.integer("nodes_per_leaf", 0, minimum=0),
+        oversubscription=r.number("oversubscription", 1.0, positive=True),
     )
+    if dim.fabric is not None and dim.nodes_per_leaf < 1:
+        raise r.error("nodes_per_leaf", f"must be >= 1 with fabric = {dim.fabric!r}")
+    if dim.oversubscription < 1.0:
+        raise r.error("oversubscription", f"must be >= 1 (down-link / up-link bandwidth), got {dim.oversubscription}")
     r.finish()
     return dim
 
@@ -361,6 +310,11 @@ def _positive_triple(r: _Reader, key: str, default: tuple[float, float, float]) 
     return (one, two, more)
 
 
+#: [nccl] keys that are any number >= 0
+_NCCL_NONNEGATIVE = ("per_channel_bw_gbps", "net_overhead_us", "latency_floor_us", "pcie_bw_gbps", "copy_latency_us",
+                     "hbm_bytes_per_byte")  # fmt: skip
+
+
 def _read_nccl(r: _Reader) -> NcclConstants:
     default = NcclConstants()
     algorithms = r.raw("algorithms", list(default.algorithms))
@@ -389,10 +343,9 @@ def _read_nccl(r: _Reader) -> NcclConstants:
         base_latency_us=base,
         hw_latency_us=hw,
         channels=r.integer("channels", default.channels, minimum=1),
-        per_channel_bw_gbps=r.number("per_channel_bw_gbps", default.per_channel_bw_gbps, nonnegative=True),
         nic_speeds_gbps=_positive_list(r, "nic_speeds_gbps", default.nic_speeds_gbps, None),
         nics_per_node=r.integer("nics_per_node", default.nics_per_node, minimum=0),
-        net_overhead_us=r.number("net_overhead_us", default.net_overhead_us, nonnegative=True),
+        gpus_per_process=r.integer("gpus_per_process", default.gpus_per_process, minimum=1),
         tree_per_channel_max_bw_gbps=_positive_triple(
             r, "tree_per_channel_max_bw_gbps", default.tree_per_channel_max_bw_gbps
         ),
@@ -401,7 +354,10 @@ def _read_nccl(r: _Reader) -> NcclConstants:
             "ll128_per_channel_max_bw_gbps", default.ll128_per_channel_max_bw_gbps, positive=True
         ),
         nvls_efficiency=r.number("nvls_efficiency", default.nvls_efficiency, positive=True, at_most=1.0),
-        latency_floor_us=r.number("latency_floor_us", default.latency_floor_us, nonnegative=True),
+        net_efficiency=r.number("net_efficiency", default.net_efficiency, positive=True, at_most=1.0),
+        tree_net_factor=r.number("tree_net_factor", default.tree_net_factor, positive=True),
+        net_latency_reference_ns=r.number("net_latency_reference_ns", default.net_latency_reference_ns),
+        **{key: r.number(key, getattr(default, key), nonnegative=True) for key in _NCCL_NONNEGATIVE},
     )
     r.finish()
     return consts
@@ -429,12 +385,13 @@ def spec_from_dict(data: Mapping[str, Any], *, path: str | os.PathLike[str] | No
         raise r.error("network", f"dimension names must be unique, got {names}")
 
     compute = ComputeSettings()
-    compute_r = r.sub("compute", frozenset({"mode", "duration_scale", "dtype"}))
+    compute_r = r.sub("compute", frozenset({"mode", "duration_scale", "dtype", "interference"}))
     if compute_r is not None:
         compute = ComputeSettings(
             mode=compute_r.string("mode", "measured", choices=COMPUTE_MODES),
             duration_scale=compute_r.number("duration_scale", 1.0, positive=True),
             dtype=compute_r.string("dtype", None),
+            interference=compute_r.boolean("interference", False),
         )
         compute_r.finish()
         if compute.dtype is not None and compute.dtype not in dict(device.peak_flops_per_s):

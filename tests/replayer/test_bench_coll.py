@@ -163,3 +163,23 @@ def test_rendered_page_and_png(tmp_path):
     assert page.plots["plot0"].points == 2 * len(rows)  # busbw and time panels
     png = write_plot(rows, tmp_path / "b.png", title="t")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_mpirun_tagged_output_and_one_gpu_runs_parse():
+    """Open MPI's --tag-output prefixes every line with ``[job,rank]<stdout>:``; a 1-GPU run lists one device."""
+    from tracekit.replayer.orchestration.bench_coll import parse_nccl_tests
+
+    tagged = "\n".join(
+        [
+            "[1,0]<stdout>:#   Rank  0 Pid  65741 on node-000000 device  0 [0x00] A100-SXM4-40GB",
+            "[1,0]<stdout>:#   Rank  1 Pid  65742 on node-000000 device  1 [0x00] A100-SXM4-40GB",
+            "[1,0]<stdout>:     1048576        262144     float     sum    100.1   10.47   19.64    N/A    99.93   10.49"
+            "   19.67    N/A",
+        ]
+    )
+    run = parse_nccl_tests(tagged)
+    assert run.ranks == 2 and [(r.size_bytes, r.time_us) for r in run.rows] == [(1048576, 100.1)]
+    one = (
+        "#   Rank  0 Pid 1 on h device  0 [0x00] A100\n  1024  256  float  sum  4.49  0.00  0.00  0  4.4  0.00  0.00  0"
+    )
+    assert parse_nccl_tests(one).ranks == 1

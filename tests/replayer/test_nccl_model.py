@@ -147,3 +147,65 @@ def test_a_swept_nvlink_bandwidth_moves_the_ring_bus_bandwidth_up_to_the_channel
     bus_bw = {100.0: 100.0, 300.0: 219.96, 600.0: 219.96}[nvlink_gbps]
     # latency 56 + 14 x 3.4 = 103.6 us (as above); algBw = busBw x 8 / 14
     assert c.time_alone_ns(spec) == pytest.approx(103_600 + n * 14 / (8 * bus_bw), rel=1e-12)
+
+
+def test_fabric_beyond_one_leaf_closed_forms():
+    """fat_tree, 2 nodes a leaf, up-links 4:1: a ring over 4 nodes keeps min(1, L / r) = 1/2 of its network
+    bandwidth, an all-to-all keeps min(1, 1 / (r (N - L) / (N - 1))) = 1 / (4 x 2/3) = 3/8; within a leaf, all."""
+    from dataclasses import replace
+
+    from tracekit.model import CollectiveType
+    from tracekit.replayer.simulation.hardware import load_spec
+    from tracekit.replayer.simulation.nccl_model import NcclModel
+
+    base = replace(load_spec("dgx-a100").fitted(32), collective_model="nccl")
+    ib = replace(base.network[1], fabric="fat_tree", nodes_per_leaf=2, oversubscription=4.0)
+    spec = replace(base, network=(base.network[0], ib))
+    flat, tree = NcclModel(base), NcclModel(spec)
+    world = tuple(range(32))
+    assert tree.shape(tree.placement(world)).net_bw_gbps == pytest.approx(
+        0.5 * flat.shape(flat.placement(world)).net_bw_gbps
+    )
+    two_nodes = tuple(range(16))
+    assert tree.shape(tree.placement(two_nodes)) == flat.shape(flat.placement(two_nodes))
+    n = 1 << 26
+    a2a = tree.collective_cost(CollectiveType.ALL_TO_ALL, n, world).wire_bytes[0][1]
+    assert a2a == pytest.approx(flat.collective_cost(CollectiveType.ALL_TO_ALL, n, world).wire_bytes[0][1] / 0.375)
+
+
+def test_fabric_keys_round_trip_and_are_checked():
+    from dataclasses import replace
+
+    from tracekit.errors import SpecError
+    from tracekit.replayer.simulation.hardware import load_spec
+    from tracekit.replayer.simulation.spec_toml import spec_from_dict
+
+    base = load_spec("dgx-a100")
+    ib = replace(base.network[1], fabric="rail_optimized", nodes_per_leaf=16, oversubscription=2.0)
+    spec = replace(base, network=(base.network[0], ib))
+    assert spec_from_dict(spec.to_dict()).network[1] == ib
+    doc = spec.to_dict()
+    doc["network"][1]["oversubscription"] = 0.5
+    with pytest.raises(SpecError, match="oversubscription"):
+        spec_from_dict(doc)
+    doc["network"][1].update(oversubscription=2.0, nodes_per_leaf=0)
+    with pytest.raises(SpecError, match="nodes_per_leaf"):
+        spec_from_dict(doc)
+
+
+def test_network_latency_moves_inter_node_steps_when_the_table_says_what_it_stands_for():
+    """azure-nd-a100-v4 states net_latency_reference_ns = 3000: +2 us of IB latency adds 2 us to each of a 2-node
+    ring all-reduce's 2(N-1) = 2 inter-node steps (Simple, 1 GiB: the x1.4 plateau factor applies, NCCL's)."""
+    from dataclasses import replace
+
+    from tracekit.replayer.orchestration.bench_coll import model_point
+    from tracekit.replayer.simulation.hardware import load_spec
+
+    spec = replace(load_spec("azure-nd-a100-v4").fitted(16), collective_model="nccl")
+    slow = replace(spec, network=(spec.network[0], replace(spec.network[1], latency_ns=5000.0)))
+    a, b = (model_point(s, "all_reduce", 16, 1 << 30) for s in (spec, slow))
+    assert a.algorithm == b.algorithm == "nccl:ring/Simple"
+    assert b.time_us - a.time_us == pytest.approx(2 * 2.0 * 1.4)
+    dgx = replace(load_spec("dgx-a100").fitted(16), collective_model="nccl")
+    dgx_slow = replace(dgx, network=(dgx.network[0], replace(dgx.network[1], latency_ns=5000.0)))
+    assert model_point(dgx, "all_reduce", 16, 1 << 30) == model_point(dgx_slow, "all_reduce", 16, 1 << 30)

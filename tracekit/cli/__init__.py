@@ -28,6 +28,7 @@ _COMMAND_MODULES = (
     "tracekit.cli.generate",
     "tracekit.cli.transform",
     "tracekit.cli.replay",
+    "tracekit.cli.timeline",
     "tracekit.cli.analyze",
     "tracekit.cli.check_replay",
     "tracekit.cli.report",

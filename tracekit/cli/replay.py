@@ -7,6 +7,7 @@ from typing import Any
 import click
 
 from tracekit.cli._common import CONTEXT_SETTINGS, err_console, out_console, progress_callback, state
+from tracekit.cli._perturb import perturb_options, read_perturbation, run_samples
 from tracekit.cli._options import MAX_TOP, IntRange, comm_groups_option, deprecated_alias, emit_json, json_option
 from tracekit.cli._options import load_comm_groups, traces_argument
 from tracekit.cli._render import _fmt_bytes, _fmt_ns  # noqa: E402 - one place for human units
@@ -332,6 +333,7 @@ def render_compute_plan(console: Any, plan: Any, report: Any, result: Any) -> No
     "or a device name), when the trace does not record it.",
 )
 @comm_groups_option()
+@perturb_options
 def replay(
     traces,
     hw: str,
@@ -351,6 +353,9 @@ def replay(
     compute: str,
     capture_device: str | None,
     comm_groups: str | None,
+    perturb_items: tuple[str, ...],
+    samples: int | None,
+    **sampling: Any,
 ) -> None:
     """Replay a trace set on a hardware spec and summarise where the time goes.
 
@@ -366,6 +371,8 @@ def replay(
       tracekit replay out/job --hw dgx-h100 --html-out report.html
       tracekit replay out/job --hw dgx-h100 --json | jq .iteration_time_ns
       tracekit replay out/a100_capture --hw dgx-h100 --compute projected
+      tracekit replay out/job --hw dgx-a100 --perturb slow=17:1.5 --perturb link=5/1:0.5
+      tracekit replay out/job --hw dgx-a100 --perturb jitter=compute:0.05 --samples 100
     """
     from tracekit.replayer import ReplayOptions
     from tracekit.cli._memory import render_replay_memory
@@ -384,11 +391,14 @@ def replay(
         comm_groups=tuple(groups.items()),
         comm_groups_path=groups_path,
     )
+    pert = read_perturbation(hw, perturb_items)
+    if samples:
+        return run_samples(traces, hw, options, pert, samples, as_json=as_json, **sampling)
     console = err_console()
     with progress_callback("replay") as bar:  # stages with counts on a terminal; none with -q or a pipe
         status = None if bar is None else (lambda text, done=0, total=None: bar(done, total, f"replay: {text}"))
         result, traceset, plan, report = replay_with_compute(
-            traces, hw, options=options, compute=compute, capture_device=capture_device, status=status
+            traces, hw, options=options, compute=compute, capture_device=capture_device, status=status, perturb=pert
         )
     import gc
 
@@ -400,9 +410,12 @@ def replay(
         render_result(out_console(), result, top=top, compute=compute_label(plan, result))
         render_compute_plan(out_console(), plan, report, result)
         render_replay_memory(out_console(), result.memory)  # a generated job's peak memory per rank class
-    fold = result.folding
-    if state().quiet:
-        return
+    if not state().quiet:
+        _say_done(console, result.folding, written)
+
+
+def _say_done(console: Any, fold: Any, written: list[str]) -> None:
+    """The closing stderr lines of ``replay``: rank folding, when it happened, and the files written."""
     if fold is not None and fold.reason is None:
         console.print(
             f"rank folding: simulated {fold.classes} of {fold.ranks} ranks "
@@ -456,43 +469,4 @@ def _refuse_old_json(traces, as_json: bool) -> None:
         raise ConfigError(f"--json prints the result on stdout and takes no file; write {extra[0]} with -o {extra[0]}")
 
 
-@click.command(context_settings=CONTEXT_SETTINGS)
-@traces_argument()
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Chrome trace JSON file to write.")
-@json_option()
-def timeline(traces, output: str, as_json: bool) -> None:
-    """Write a Chrome trace (Perfetto) of the traces' own measured timing.
-
-    One process per rank, one thread per host thread / stream, each node at its measured start_time_ns for its
-    duration_ns.
-
-    \b
-    Example:
-      tracekit timeline out/job -o measured.json
-    """
-    from tracekit.io import read_traceset
-    from tracekit.replayer.reporting.timeline import measured_timeline, write_chrome_trace
-
-    traceset = read_traceset(traces)
-    trace = measured_timeline(traceset)
-    write_chrome_trace(trace, output)
-    slices = sum(1 for e in trace["traceEvents"] if e["ph"] == "X")
-    # an empty timeline says nothing: say why, and what draws one
-    empty = (
-        f": none of the {sum(len(t) for t in traceset):,} nodes has a measured duration (a replay draws its own "
-        f"timeline: tracekit replay TRACES --hw SPEC --timeline-out FILE)"
-        if not slices
-        else ""
-    )
-    if as_json:
-        emit_json({"output": output, "slices": slices, "ranks": len(traceset)})
-    if not state().quiet:
-        err_console().print(
-            f"wrote {output}: {slices:,} slices on {len(traceset)} rank(s){empty}",
-            markup=False,
-            highlight=False,
-            soft_wrap=True,
-        )
-
-
-COMMANDS = [replay, timeline]
+COMMANDS = [replay]

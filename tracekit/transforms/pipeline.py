@@ -191,7 +191,7 @@ def load_pipeline(path: str | os.PathLike[str]) -> PipelineFile:
         raise ConfigError(f"not valid TOML: {exc}", path=p) from None
     except RecursionError:
         raise ConfigError("not valid TOML: arrays or tables nested too deeply", path=p) from None
-    unknown = sorted(set(data) - {"input", "output", "transform"})
+    unknown = sorted(set(data) - {"input", "output", "transform", "perturb"})  # [perturb]: for replay --perturb
     if unknown:
         raise ConfigError(
             f"unknown top-level key(s) {', '.join(unknown)}; expected input, output, [[transform]]", path=p
