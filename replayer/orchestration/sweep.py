@@ -81,6 +81,8 @@ class SweepRow:
         index, params: as in :class:`SweepCase`.
         spec_name: the variant's base spec.
         collective_model: the model used (``alpha_beta``, ``astra``, ``nccl``, ``measured``).
+        compute: how compute was timed (:func:`~.projected.compute_label`: ``projected SRC -> DST``,
+            ``measured``, ``roofline`` ...), as ``replay`` prints it.
         iteration_time_ns: the replayed iteration time.
         slowest_rank: the rank that ends last (:func:`~.results.slowest_rank`: on ties the one that
             waits least for peers, then the lowest).
@@ -97,6 +99,7 @@ class SweepRow:
     params: tuple[tuple[str, Any], ...]
     spec_name: str
     collective_model: str
+    compute: str
     iteration_time_ns: int
     slowest_rank: int
     compute_ns: int
@@ -124,8 +127,11 @@ class SweepRow:
         return ", ".join(str(v) for _, v in self.params) or self.spec_name
 
 
-def row_from_result(case: SweepCase, result: "ReplayResult", replay_s: float = 0.0) -> SweepRow:
-    """Reduce a replay result to its sweep row (see :class:`SweepRow`)."""
+def row_from_result(
+    case: SweepCase, result: "ReplayResult", replay_s: float = 0.0, compute: str | None = None
+) -> SweepRow:
+    """Reduce a replay result to its sweep row (see :class:`SweepRow`; ``compute``: how compute was timed,
+    default the spec's compute mode)."""
     from tracekit.replayer.results.result import slowest_rank
 
     slow = slowest_rank(result.ranks)
@@ -136,6 +142,7 @@ def row_from_result(case: SweepCase, result: "ReplayResult", replay_s: float = 0
         case.params,
         case.spec.name,
         result.provenance.collective_model,
+        compute or result.provenance.compute_mode,
         result.iteration_time_ns,
         slow.rank,
         slow.compute_ns,
@@ -250,20 +257,24 @@ def _slim(result: "ReplayResult") -> "ReplayResult":
 
 
 def replay_case(task: tuple[Any, SweepCase]) -> tuple[SweepRow, "ReplayResult"]:
-    """Worker entry point: replay one case on the (cached) trace set; ``(row, slim result)``."""
-    from tracekit.replayer import replay
+    """Worker entry point: replay one case on the (cached) trace set, timing compute as ``replay`` does
+    (:func:`~.projected.replay_with_compute`: by default projected from the capture device to the point's
+    device); ``(row, slim result)``."""
+    from tracekit.replayer.orchestration.projected import compute_label, replay_with_compute
 
     source, case = task
     traceset = _load(source)
     t0 = time.perf_counter()
     try:
-        result = replay(traceset, case.spec, options=case.options)
+        result, _, plan, _ = replay_with_compute(
+            traceset, case.spec, options=case.options, compute=case.compute, capture_device=case.capture_device
+        )
     except TracekitError as exc:
         where = ", ".join(f"{k}={v}" for k, v in case.params) or case.spec.name
         exc.message = f"sweep point {case.index} ({where}): {exc.message}"
         raise
     elapsed = time.perf_counter() - t0
-    return row_from_result(case, result, elapsed), _slim(result)
+    return row_from_result(case, result, elapsed, compute_label(plan, result)), _slim(result)
 
 
 # ----------------------------------------------------------------------------- driver
@@ -273,6 +284,8 @@ def run_sweep(
     axes: Sequence[SweepAxis] = (),
     *,
     options: "ReplayOptions | None" = None,
+    compute: str = "auto",
+    capture_device: str | None = None,
     executor: str = "process",
     max_workers: int | None = None,
     ray_address: str | None = None,
@@ -286,6 +299,7 @@ def run_sweep(
         specs: base hardware specs (see :func:`build_cases`).
         axes: swept parameters.
         options: base replay options.
+        compute, capture_device: how compute is timed, as ``replay --compute`` (:mod:`.projected`).
         executor: ``process`` (default), ``serial`` or ``ray``.
         max_workers: local pool size.
         ray_address: a running Ray cluster (``auto``, ``ray://host:10001``);
@@ -308,7 +322,7 @@ def run_sweep(
         raise ConfigError(f"unknown executor {executor!r}; choose one of {', '.join(EXECUTORS)}")
     paths, world_size, label = _trace_source(traces)
     in_memory = paths is None
-    cases = build_cases(specs, axes, world_size, options=options)
+    cases = build_cases(specs, axes, world_size, options=options, compute=compute, capture_device=capture_device)
     parameters = tuple(k for k, _ in cases[0].params) if cases else ()
 
     tmp_dir = None

@@ -120,6 +120,28 @@ def executor_options(f: Callable) -> Callable:
     return f
 
 
+COMPUTE_HELP = (
+    "How compute is timed, the same in every command that times a job: 'projected' moves measured times from "
+    "the capture device to the spec's device per op class; 'roofline' times every node with FLOPs/bytes on the "
+    "spec; 'measured' keeps the trace's times; 'auto' projects when both devices are known, else keeps the "
+    "measured times."
+)
+
+
+def compute_options(f: Callable) -> Callable:
+    """``--compute`` and ``--capture-device``: one timing rule for ``replay`` and ``sweep`` (the choices of
+    :data:`tracekit.replayer.orchestration.projected.COMPUTE_CHOICES`, not imported so ``--help`` stays light)."""
+    f = click.option(
+        "--capture-device",
+        default=None,
+        metavar="NAME",
+        help="Device the trace was measured on (a preset of tracekit/devices.toml such as a100-80gb, "
+        "or a device name), when the trace does not record it.",
+    )(f)
+    choices = click.Choice(["auto", "measured", "roofline", "projected"])
+    return click.option("--compute", type=choices, default="auto", show_default=True, help=COMPUTE_HELP)(f)
+
+
 def resolve_executor(executor: str, units: int, workers: int | None, *, min_units: int = 2) -> str:
     """The executor ``auto`` stands for: ``process`` from ``min_units`` units of work (and more than one
     worker allowed), else ``serial``; any other choice is returned unchanged.
