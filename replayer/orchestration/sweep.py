@@ -61,6 +61,7 @@ from tracekit.replayer.orchestration.sweep_cases import (  # noqa: F401 - re-exp
     bandwidth_notes,
     build_cases,
     parse_vary,
+    unused_key_notes,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -169,7 +170,8 @@ class SweepResult:
         executor: where the points ran (not compared).
         results: per point, the replay result reduced to its slowest rank
             (for the plot; not compared, not written).
-        notes: lines on how the collective model used a swept value (:func:`.sweep_cases.bandwidth_notes`).
+        notes: lines on how the collective model used a swept value (:func:`.sweep_cases.bandwidth_notes`)
+            and on swept keys that moved no point (:func:`.sweep_cases.unused_key_notes`).
     """
 
     rows: tuple[SweepRow, ...]
@@ -352,7 +354,7 @@ def run_sweep(
         if in_memory and executor == "serial":
             _LOADED[0] = _LOADED[1] = None
     rows = tuple(r for r, _ in out)
-    notes = bandwidth_notes(cases, world_size)
+    notes = bandwidth_notes(cases, world_size) + unused_key_notes(rows, parameters)
     return SweepResult(rows, parameters, world_size, label, executor, tuple(s for _, s in out), notes)
 
 

@@ -381,3 +381,46 @@ _HOW = {
     True: "is used up to channels x per_channel_bw_gbps (the ring inside a node)",
     False: "is used as whole channels per NIC at NCCL's per-channel speeds (search.cc speedArrayInter)",
 }
+
+
+def unused_key_notes(rows: Sequence[Any], parameters: Sequence[str]) -> tuple[str, ...]:
+    """One line per swept spec key that moved no point's iteration time: the chosen model does not use it here.
+
+    Whether a model reads a field is taken from the replays themselves, not from a list kept beside the models:
+    for each spec key swept (not ``hw``, ``compute`` or an ``options.*`` key) the rows are grouped by every
+    other parameter; when each group has one iteration time for all the key's values, the key is reported as
+    unused by the groups' collective models (``network[0].latency_ns`` under ``nccl``, whose collectives take
+    NCCL's latency table, or any field a job's time does not depend on). A key that moves any group is used.
+
+    Args:
+        rows: the sweep's :class:`~.sweep.SweepRow` objects (``params``, ``collective_model``,
+            ``iteration_time_ns``).
+        parameters: the axis keys, in order.
+
+    Returns:
+        lines such as ``network[0].latency_ns = 100, 1e+05 did not move the iteration time under the nccl
+        collective model: it is unused by that model for this job``; empty when every swept key moves it.
+    """
+    notes = []
+    for key in parameters:
+        if key in (HW_KEY, COMPUTE_KEY) or key.startswith("options."):
+            continue
+        groups: dict[tuple[Any, ...], set[int]] = {}
+        values: list[Any] = []
+        models: list[str] = []
+        for row in rows:
+            params = dict(row.params)
+            if params[key] not in values:
+                values.append(params[key])
+            if row.collective_model not in models:
+                models.append(row.collective_model)
+            rest = tuple((k, repr(v)) for k, v in row.params if k != key)
+            groups.setdefault(rest, set()).add(row.iteration_time_ns)
+        if len(values) > 1 and all(len(times) == 1 for times in groups.values()):
+            shown = ", ".join(f"{v:g}" if isinstance(v, float) else str(v) for v in values)
+            notes.append(
+                f"{key} = {shown} did not move the iteration time under the {' / '.join(models)} collective "
+                f"model{'s' if len(models) > 1 else ''}: it is unused by {'them' if len(models) > 1 else 'it'} "
+                "for this job"
+            )
+    return tuple(notes)
