@@ -47,11 +47,57 @@ def note_input(path: str | os.PathLike[str]) -> None:
         _PROTECTED.add(os.path.realpath(path))
 
 
-def read_input_bytes(path: str | os.PathLike[str]) -> bytes:
-    """All bytes of an input file, recorded with :func:`note_input`."""
+_NOT_A_FILE = {
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFDIR: "a directory",
+}
+
+
+def open_input(path: str | os.PathLike[str]) -> IO[bytes]:
+    """Open an input file for reading, the one way every reader opens one: recorded with :func:`note_input`;
+    a device, socket or directory is refused (``/dev/zero`` or ``/dev/urandom`` never end; a FIFO is read,
+    within :func:`read_input_bytes`'s cap).
+
+    Raises:
+        TracekitError: ``path`` is not a file (names what it is).
+        OSError: it cannot be opened.
+    """
     note_input(path)
-    with open(path, "rb") as fh:
-        return fh.read()
+    fh = open(path, "rb")
+    kind = _NOT_A_FILE.get(stat.S_IFMT(os.fstat(fh.fileno()).st_mode))
+    if kind is not None:
+        fh.close()
+        raise TracekitError(f"is {kind}, not a file; give an input file", path=path)
+    return fh
+
+
+def input_size_limit() -> int:
+    """Bytes one input may hold, compressed or not: ``TRACEKIT_MAX_DECOMPRESSED_BYTES`` (default 4 GiB), the cap
+    on gzip input (:func:`tracekit._framing.decompression_limits`)."""
+    from tracekit._framing import decompression_limits
+
+    return decompression_limits()[0]
+
+
+def read_input_bytes(path: str | os.PathLike[str]) -> bytes:
+    """All bytes of an input file (:func:`open_input`), at most :func:`input_size_limit`: a regular file over it
+    is refused before a byte is read, a FIFO once more than that came out.
+
+    Raises:
+        TracekitError: not a file, or more bytes than the limit (naming the variable that raises it).
+        OSError: it cannot be read.
+    """
+    limit = input_size_limit()
+    with open_input(path) as fh:
+        size = os.fstat(fh.fileno()).st_size
+        data = b"" if size > limit else fh.read(limit + 1)
+    if size > limit or len(data) > limit:
+        raise TracekitError(
+            f"holds more than {limit:,} bytes (limit: set TRACEKIT_MAX_DECOMPRESSED_BYTES to raise it)", path=path
+        )
+    return data
 
 
 def check_output(path: str | os.PathLike[str]) -> None:

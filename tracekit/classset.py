@@ -67,6 +67,20 @@ FORMAT = "tracekit-rank-classes"
 VERSION = 1
 MANIFEST_SUFFIX = ".classes.json"
 _KINDS = ("string_val", "int32_val", "int64_val", "uint32_val", "uint64_val", "bool_val")
+_INT_RANGE = {"int32_val": (-(2**31), 2**31), "int64_val": (-(2**63), 2**63), "uint32_val": (0, 2**32)}
+_INT_RANGE["uint64_val"] = (0, 2**64)
+
+
+def _slot_value_problem(kind: str, value: Any) -> str | None:
+    """Why ``value`` cannot be a slot value of ``kind`` (None when it can): the wire type's Python type and range."""
+    if kind == "string_val":
+        return None if isinstance(value, str) else f"{value!r} is not a string"
+    if kind == "bool_val":
+        return None if isinstance(value, bool) else f"{value!r} is not true or false"
+    low, high = _INT_RANGE[kind]
+    if isinstance(value, bool) or not isinstance(value, int):
+        return f"{value!r} is not an integer"
+    return None if low <= value < high else f"{value!r} is out of the range of {kind.removesuffix('_val')}"
 
 
 @dataclass(frozen=True)
@@ -266,6 +280,17 @@ def read_class_set(path: str | os.PathLike[str]) -> ClassSet:
             raise _bad(p, f"class {k}: one value per slot per rank expected")
         if any(s.kind not in _KINDS for s in slots):
             raise _bad(p, f"class {k}: slot kinds must be among {', '.join(_KINDS)}")
+        bad = next(
+            (
+                f"slot {s.name!r}: {why}"
+                for row in values
+                for s, v in zip(slots, row)
+                if (why := _slot_value_problem(s.kind, v))
+            ),
+            None,
+        )
+        if bad is not None:
+            raise _bad(p, f"class {k}: {bad}")
         if tuple(values[0]) != tuple(s.value for s in slots):
             raise _bad(p, f"class {k}: the representative's values differ from its slots")
         if not file.is_file():

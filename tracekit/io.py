@@ -51,6 +51,7 @@ from tracekit._output import (
     check_output,
     make_parents,
     note_input,  # noqa: F401
+    open_input,  # noqa: F401
     output_target,
     protect_inputs,
     read_input_bytes,
@@ -232,6 +233,7 @@ __all__ = [
     "check_output",
     "encode_metadata",
     "note_input",
+    "open_input",
     "protect_inputs",
     "read_input_bytes",
     "encode_node",

@@ -34,6 +34,9 @@ from tracekit.replayer.simulation.nccl_constants import NCCL_ALGORITHMS, NCCL_LI
 # Absurd values are refused with the key named: no spec quantity (FLOP/s, GB/s, ns, bytes) comes near 1e18,
 # and beyond it times overflow into inf/NaN that every later step would reject or print as "inf ns".
 MAX_SPEC_NUMBER = 1e18
+# and no positive rate or factor (GB/s, FLOP/s, TFLOP/s, an efficiency) is below 1e-6 in its unit: a link of
+# bandwidth_gbps = 1e-300 priced a 1 MiB all-reduce at 1.6e297 s and sent inf into the nccl model
+MIN_SPEC_POSITIVE = 1e-6
 MAX_NPUS = 1 << 24  # ranks per network dimension
 
 
@@ -185,7 +188,7 @@ class _Reader:
 
         Raises:
             SpecError: absent without default, not a finite number, larger than :data:`MAX_SPEC_NUMBER` in
-                magnitude, or outside the bounds asked for.
+                magnitude, positive but below :data:`MIN_SPEC_POSITIVE`, or outside the bounds asked for.
         """
         value = self.raw(key, default)
         if value is default and key not in self.table:
@@ -196,6 +199,8 @@ class _Reader:
             raise self.error(key, f"must be at most {MAX_SPEC_NUMBER:g} in magnitude, got {value!r}")
         if positive and value <= 0:
             raise self.error(key, f"must be positive, got {value!r}")
+        if positive and value < MIN_SPEC_POSITIVE:
+            raise self.error(key, f"must be at least {MIN_SPEC_POSITIVE:g}, got {value!r}")
         if nonnegative and value < 0:
             raise self.error(key, f"must not be negative, got {value!r}")
         if at_most is not None and value > at_most:

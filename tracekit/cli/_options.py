@@ -71,6 +71,35 @@ class IntRange(click.IntRange):
             raise ValueOutOfRange(exc.message, ctx=ctx, param=param) from exc
 
 
+class FloatRange(click.FloatRange):
+    """:class:`click.FloatRange` that also refuses NaN and infinities (click's range lets NaN through: every
+    comparison with it is false); a value outside the range exits 1 (:class:`ValueOutOfRange`), one that does
+    not parse is a usage error (exit 2)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        """The float ``value``, finite and checked against the range.
+
+        Raises:
+            click.BadParameter: not a number (exit 2).
+            ValueOutOfRange: NaN, infinite, or outside the range (exit 1).
+        """
+        import math
+
+        number = click.FLOAT.convert(value, param, ctx)
+        if not math.isfinite(number):
+            raise ValueOutOfRange(f"{value!r} is not a finite number.", ctx=ctx, param=param)
+        try:
+            return super().convert(number, param, ctx)
+        except click.BadParameter as exc:
+            raise ValueOutOfRange(exc.message, ctx=ctx, param=param) from exc
+
+
+#: Peak TFLOP/s and memory GB/s a generator's roofline accepts: 1e-6 (a rate below makes a node's time
+#: overflow) to 1e6 TFLOP/s (an exaFLOP/s device) and 1e9 GB/s.
+PEAK_TFLOPS = FloatRange(1e-6, 1e6)
+MEM_BW_GBPS = FloatRange(1e-6, 1e9)
+
+
 def hoist_global_flags(args: list[str]) -> list[str]:
     """``args`` with the global flags moved to the front (they may follow the subcommand); ``--`` stops the scan."""
     front: list[str] = []
