@@ -63,6 +63,7 @@ from tracekit._stream_read import iter_nodes, read_metadata  # noqa: F401
 from tracekit._traceset_io import (  # noqa: F401
     TraceSetWriter,
     hold_prefix,
+    hold_prefix_shared,
     read_traceset,
     trace_paths,
     write_traceset,
@@ -229,6 +230,7 @@ def write_trace(trace: ExecutionTrace, path: str | os.PathLike[str]) -> Path:
 __all__ = [
     "TraceSetWriter",
     "hold_prefix",
+    "hold_prefix_shared",
     "atomic_output",
     "check_output",
     "encode_metadata",

@@ -126,7 +126,26 @@ class RootGroup(TracekitGroup):
 def _traces_value(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> Any:
     if not value:
         return None
+    from tracekit.io import hold_prefix_shared
+
+    for prefix in sorted({p for v in value if (p := _prefix_of(v)) is not None}):
+        ctx.with_resource(hold_prefix_shared(prefix))  # no command writes a set while this one reads it
     return value[0] if len(value) == 1 else tuple(value)
+
+
+_RANK_FILE = re.compile(r"^(.*)\.\d+\.et(\.gz)?$")
+
+
+def _prefix_of(spec: str) -> str | None:
+    """The trace-set prefix a TRACES value names (a prefix, a manifest, a rank file); None for a folder or glob."""
+    if spec.endswith(".classes.json"):
+        return spec.removesuffix(".classes.json")
+    m = _RANK_FILE.match(spec)
+    if m is not None:
+        return m.group(1)
+    if os.path.isdir(spec) or os.path.isfile(spec) or any(ch in spec for ch in "*?["):
+        return None
+    return spec
 
 
 def traces_argument(*, required: bool = True, metavar: str = "TRACES...") -> Callable:
