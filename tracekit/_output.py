@@ -221,12 +221,53 @@ def atomic_output(path: str | os.PathLike[str], mode: str = "wb") -> Iterator[IO
         with os.fdopen(fd, mode, **kwargs) as fh:
             yield fh
         os.replace(tmp, target)
-    except BaseException:
+    except BaseException as exc:
         if tmp is not None:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
         remove_if_empty(created)
+        if isinstance(exc, OSError) and not isinstance(exc, TracekitError) and exc.filename is None:
+            # a write to the temporary file failed (a full disk): name the output, not nothing
+            raise OSError(exc.errno, exc.strerror, str(path)) from None
         raise
+
+
+def write_files_atomic(files: dict[Path, bytes], *, remove: tuple[Path, ...] = ()) -> None:
+    """Write several files as one unit: every file goes to a temporary file first, then all are renamed into
+    place together (signals deferred), and the stale files ``remove`` (an earlier run's output this run does not
+    make) are deleted with them. A failure (a full disk) leaves every earlier file as it was and no temporary.
+
+    Raises:
+        TracekitError: an output is an input of the running command.
+        OSError: a file cannot be written (names it).
+    """
+    temps: dict[Path, str] = {}
+    created: list[Path] = []
+    try:
+        for path, data in files.items():
+            check_output(path)
+            created += make_parents(path.parent)
+            with _signals_deferred():
+                fd, tmp = _new_temp(path)
+                temps[path] = tmp
+            try:
+                with os.fdopen(fd, "wb") as fh:
+                    fh.write(data)
+            except OSError as exc:
+                raise OSError(exc.errno, exc.strerror, str(path)) from None
+        with _signals_deferred():
+            for path, tmp in temps.items():
+                os.replace(tmp, path)
+            temps.clear()
+            for path in remove:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
+    finally:
+        for tmp in temps.values():
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+        if temps:
+            remove_if_empty(created)
 
 
 def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> None:

@@ -412,8 +412,11 @@ class TraceSetWriter:
         pieces = [data] if isinstance(data, (bytes, bytearray, memoryview)) else data
         if self.suffix == ".et.gz":
             pieces = [gzip.compress(b"".join(pieces), compresslevel=6, mtime=0)]
-        with open(tmp, "wb") as fh:
-            fh.writelines(pieces)
+        try:
+            with open(tmp, "wb") as fh:
+                fh.writelines(pieces)
+        except OSError as exc:  # a full disk: name the rank file, not the temporary one
+            raise OSError(exc.errno, exc.strerror, str(self.target(rank))) from None
 
     def _conflicts(self) -> list[str]:
         base = Path(self.prefix)

@@ -57,6 +57,7 @@ from tracekit._output import (
     read_input_bytes,
     remove_if_empty,
     write_bytes_atomic,
+    write_files_atomic,
 )
 from tracekit._proto import et_def_pb2 as pb
 from tracekit._stream_read import iter_nodes, read_metadata  # noqa: F401
@@ -252,6 +253,7 @@ __all__ = [
     "trace_from_bytes",
     "trace_paths",
     "write_bytes_atomic",
+    "write_files_atomic",
     "write_trace",
     "write_traceset",
     "Metadata",

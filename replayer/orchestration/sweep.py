@@ -443,26 +443,23 @@ def write_sweep(
 ) -> dict[str, Path]:
     """Write ``sweep.csv``, ``sweep.json`` and (with ``plot`` and results) ``sweep.html`` into ``out_dir``.
 
-    Each file is written atomically.  ``sweep.html`` is self-contained (the
+    The files are written as one unit (:func:`tracekit.io.write_files_atomic`): all of them or none, and a
+    ``sweep.html`` of an earlier sweep is removed when this one has no plot.  ``sweep.html`` is self-contained (the
     plotting library inlined, see :mod:`.html_page`; opens offline), titled
     ``title`` or "Sweep of SOURCE (N ranks)".
 
     Returns:
         ``{"csv": path, "json": path[, "html": path]}``.
     """
-    from tracekit.io import atomic_output
+    from tracekit.io import write_files_atomic
 
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     paths = {"csv": out / "sweep.csv", "json": out / "sweep.json"}
-    with atomic_output(paths["csv"], "w") as fh:
-        fh.write(result.to_csv())
     try:
         text = json.dumps(result.to_dict(), indent=1, allow_nan=False) + "\n"  # never bare NaN/Infinity
     except ValueError as exc:
         raise ReplayError(f"the sweep result holds a non-finite number ({exc}); check the spec's values") from None
-    with atomic_output(paths["json"], "w") as fh:
-        fh.write(text)
+    files = {paths["csv"]: result.to_csv().encode(), paths["json"]: text.encode()}
     if plot and result.results:
         from tracekit.replayer.reporting.report import build_sweep_html
 
@@ -470,8 +467,9 @@ def write_sweep(
         rows = [(row.label, res) for row, res in zip(result.rows, result.results)]
         html = build_sweep_html(rows, parameter, title=title or f"Sweep of {result.source} ({result.world_size} ranks)")
         paths["html"] = out / "sweep.html"
-        with atomic_output(paths["html"], "w") as fh:
-            fh.write(html)
+        files[paths["html"]] = html.encode()
+    # one unit: all three files of this sweep, or the folder as it was; an older sweep.html goes with them
+    write_files_atomic(files, remove=() if "html" in paths else (out / "sweep.html",))
     return paths
 
 
