@@ -157,3 +157,27 @@ def test_a_class_manifest_slot_value_of_the_wrong_kind_is_one_line(value, tmp_pa
     line = one_line_error(run("info", manifest))
     assert line.startswith(f"tracekit: error: {manifest}: bad rank-class manifest: class 0: slot 'pg_name': ")
     assert line.endswith("is not an integer" if not isinstance(value, int) else "is out of the range of int64")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ("generate", "llm", "--model", "gpt3-1.3b", "--global-batch", "1000000000"),
+            "--global-batch 1,000,000,000 (1,000,000,000 micro-batches of 24 layers per stage) would make at least "
+            "48,000,000,000 nodes per rank",
+        ),
+        (
+            ("convert", "text", Path(__file__).parents[2] / "sample_traces" / "text" / "Resnet50_DataParallel.txt")
+            + ("--ranks", "2", "--passes", "100000000"),
+            "--passes 100,000,000 of 54 layers would make at least 10,800,000,000 nodes per rank",
+        ),
+    ],
+)
+def test_a_count_option_beyond_the_node_budget_is_refused_before_any_work(args, message, tmp_path):
+    # the trial's --global-batch 1e9 ran 104 s into a MemoryError; --passes had no bound at all
+    line = one_line_error(run(*args, "-o", tmp_path / "g"))
+    assert line == (
+        f"tracekit: error: {message}; tracekit builds at most 16,777,216 (about 8-16 GB of memory while they are built)"
+    )
+    assert list(tmp_path.iterdir()) == []
