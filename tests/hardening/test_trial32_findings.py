@@ -1,0 +1,72 @@
+"""Issue 32, kind 5 (the wrong numbers of the list): sizes that must match are checked, big sets print briefly.
+
+A 1 KiB send paired with a 1 GiB recv passed the replay's checks; `info` printed 4,147 lines for a 4,096-rank
+class set (one cost-coverage row per rank).
+"""
+
+from __future__ import annotations
+
+from _hardkit import one_line_error, run
+
+from tracekit.io import write_traceset
+from tracekit.model import Attr, ExecutionTrace, Node, NodeType
+from tracekit.traceset import TraceSet
+
+
+def _p2p(kind: NodeType, size: int, me: int, peer: int) -> ExecutionTrace:
+    send = kind == NodeType.COMM_SEND_NODE
+    attrs = [
+        Attr.infer("comm_size", size),
+        Attr.infer("comm_tag", 0),
+        Attr.infer("comm_src", me if send else peer),
+        Attr.infer("comm_dst", peer if send else me),
+    ]
+    return ExecutionTrace([Node(id=1, name="p2p", type=kind, attrs=attrs)])
+
+
+def test_a_send_and_its_recv_of_different_sizes_are_refused_by_the_replay_checks(tmp_path):
+    prefix = tmp_path / "pp"
+    write_traceset(
+        TraceSet([_p2p(NodeType.COMM_SEND_NODE, 1024, 0, 1), _p2p(NodeType.COMM_RECV_NODE, 1 << 30, 1, 0)]), prefix
+    )
+    line = one_line_error(run("replay", prefix, "--hw", "dgx-a100", "-o", tmp_path / "r.json"))
+    assert line == (
+        f"tracekit: error: 1 problem(s) found before replay: error: [p2p-size] {prefix}.0.et: rank 0: node 1: send of "
+        "1.00 KiB (1,024 B) to rank 1 with tag 0 pairs with recv node 1 on rank 1 of 1.00 GiB (1,073,741,824 B): "
+        "the sizes must be equal"
+    )
+    assert not (tmp_path / "r.json").exists()
+    write_traceset(
+        TraceSet([_p2p(NodeType.COMM_SEND_NODE, 1024, 0, 1), _p2p(NodeType.COMM_RECV_NODE, 1024, 1, 0)]),
+        tmp_path / "ok",
+    )
+    assert run("replay", tmp_path / "ok", "--hw", "dgx-a100").exit_code == 0
+
+
+def test_info_of_a_4096_rank_class_set_prints_a_screenful(tmp_path):
+    prefix = tmp_path / "j"
+    res = run(
+        "generate",
+        "llm",
+        "--model",
+        "gpt3-1.3b",
+        "--layers",
+        "4",
+        "--tp",
+        "8",
+        "--pp",
+        "2",
+        "--ranks",
+        "4096",
+        "--global-batch",
+        "256",
+        "--classes",
+        "-o",
+        prefix,
+    )
+    assert res.exit_code == 0, res.stderr
+    res = run("info", prefix)
+    assert res.exit_code == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert len(lines) < 60, len(lines)  # was 4,143: one cost-coverage row per rank
+    assert sum("0-2047" in line for line in lines) == 4 and sum("2048-4095" in line for line in lines) == 4
