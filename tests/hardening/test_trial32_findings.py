@@ -70,3 +70,19 @@ def test_info_of_a_4096_rank_class_set_prints_a_screenful(tmp_path):
     lines = res.stdout.splitlines()
     assert len(lines) < 60, len(lines)  # was 4,143: one cost-coverage row per rank
     assert sum("0-2047" in line for line in lines) == 4 and sum("2048-4095" in line for line in lines) == 4
+
+
+def test_transform_dp_writes_the_new_world_size_into_a_captures_metadata(tmp_path):
+    from pathlib import Path
+
+    from tracekit.io import read_traceset
+
+    capture = Path(__file__).parents[2] / "sample_traces" / "pytorch" / "dist_ws2"
+    job = tmp_path / "job"
+    res = run(
+        "convert", "pytorch", "--et", f"{capture}/et_rank*.json", "--kineto", f"{capture}/kineto_rank*.json", "-o", job
+    )
+    assert res.exit_code == 0, res.stderr
+    assert run("transform", job, "--dp", "4", "-o", tmp_path / "dp4").exit_code == 0
+    assert [t.metadata.get_attr("world_size") for _, t in read_traceset(job).items()] == [2, 2]
+    assert [t.metadata.get_attr("world_size") for _, t in read_traceset(tmp_path / "dp4").items()] == [4] * 4  # was 2
