@@ -86,3 +86,20 @@ def test_transform_dp_writes_the_new_world_size_into_a_captures_metadata(tmp_pat
     assert run("transform", job, "--dp", "4", "-o", tmp_path / "dp4").exit_code == 0
     assert [t.metadata.get_attr("world_size") for _, t in read_traceset(job).items()] == [2, 2]
     assert [t.metadata.get_attr("world_size") for _, t in read_traceset(tmp_path / "dp4").items()] == [4] * 4  # was 2
+
+
+def test_no_check_does_not_hide_a_collective_whose_size_differs_across_members(tmp_path):
+    from _hardkit import ring_job
+
+    from tracekit.io import read_traceset
+
+    ts = read_traceset(ring_job(tmp_path))
+    nodes = [n.with_attr("comm_size", 1 << 30) if n.id == 3 else n for n in ts[1].nodes]
+    write_traceset(ts.with_traces({0: ts[0], 1: ExecutionTrace(nodes, ts[1].metadata, rank=1)}), tmp_path / "bad")
+    line = one_line_error(run("replay", tmp_path / "bad", "--hw", "dgx-a100", "--no-check", "-o", tmp_path / "r.json"))
+    assert line == (
+        f"tracekit: error: {tmp_path}/bad.1.et: rank 1: collective 0 of process group '0' differs across its members: "
+        "rank 0 node 3 is ALL_REDUCE of 1,048,576 B, rank 1 node 3 is ALL_REDUCE of 1,073,741,824 B; every member "
+        "must issue the same collective"
+    )
+    assert not (tmp_path / "r.json").exists()
