@@ -103,3 +103,28 @@ def test_no_check_does_not_hide_a_collective_whose_size_differs_across_members(t
         "must issue the same collective"
     )
     assert not (tmp_path / "r.json").exists()
+
+
+def test_the_astra_compatible_replay_refuses_a_reduce_it_cannot_time_instead_of_1_ns(tmp_path):
+    from pathlib import Path
+
+    astra = Path(__file__).parents[1] / "data" / "astra"
+    spec = tmp_path / "ring4.toml"
+    assert (
+        run(
+            "hw", "import-astra", "--system", astra / "Ring.json", "--network", astra / "network_ring_4.yml", "-o", spec
+        ).exit_code
+        == 0
+    )
+    job = tmp_path / "red"
+    assert (
+        run("generate", "micro", "--collective", "reduce", "--size", "1MiB", "--ranks", "4", "-o", job).exit_code == 0
+    )
+    line = one_line_error(run("replay", job, "--hw", spec, "-o", tmp_path / "r.json"))
+    assert line == (
+        f"tracekit: error: {job}.0.et: rank 0: node 0: the astra-compatible model has no reduce (ASTRA-sim simulates "
+        "all-reduce, reduce-scatter, all-gather and all-to-all only; it replays a broadcast with its measured "
+        "duration); this REDUCE of 1,048,576 B has no measured duration to replay, so the model cannot time it: "
+        "choose --collective-model alpha_beta or nccl"
+    )  # was: iteration time 1 ns, counted as compute
+    assert not (tmp_path / "r.json").exists()
