@@ -181,3 +181,20 @@ def test_a_count_option_beyond_the_node_budget_is_refused_before_any_work(args, 
         f"tracekit: error: {message}; tracekit builds at most 16,777,216 (about 8-16 GB of memory while they are built)"
     )
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.realdata
+def test_a_huge_nccl_tests_size_is_one_line(real_dir, tmp_path):
+    log = real_dir / "nccl-tests" / "echo-azure-nd-a100-v4" / "nccl_8.log"
+    lines = log.read_text().splitlines()
+    row = next(i for i, line in enumerate(lines) if line.split()[:1] == ["8"])
+    lines[row] = lines[row].replace("8", "9" * 26, 1)
+    bad = tmp_path / "huge.log"
+    bad.write_text("\n".join(lines) + "\n")
+    line = one_line_error(
+        run("bench-coll", "--hw", "dgx-a100", "--ranks", "8", "--nccl-tests", bad, "-o", tmp_path / "b.html")
+    )
+    assert line.startswith(
+        f"tracekit: error: {bad}: line {row + 1}: size {int('9' * 26):,} B or a time or bandwidth is out of range"
+    )  # was a traceback (orjson: Integer exceeds 64-bit range)
+    assert not (tmp_path / "b.html").exists()
