@@ -198,3 +198,23 @@ def test_a_huge_nccl_tests_size_is_one_line(real_dir, tmp_path):
         f"tracekit: error: {bad}: line {row + 1}: size {int('9' * 26):,} B or a time or bandwidth is out of range"
     )  # was a traceback (orjson: Integer exceeds 64-bit range)
     assert not (tmp_path / "b.html").exists()
+
+
+def test_a_process_group_rank_out_of_range_is_one_line(tmp_path):
+    # the trial's `process_group:init` with rank 99999999999 ended in a MemoryError traceback (range(world_size))
+    capture = Path(__file__).parents[2] / "sample_traces" / "pytorch" / "dist_ws2"
+    for r in (0, 1):
+        doc = json.loads((capture / f"et_rank{r}.json").read_text())
+        init = next(n for n in doc["nodes"] if n["name"] == "## process_group:init ##")
+        init["inputs"]["values"][0] = init["inputs"]["values"][0].replace('"ranks": []', '"ranks": [0, 99999999999]', 1)
+        (tmp_path / f"et_rank{r}.json").write_text(json.dumps(doc))
+    line = one_line_error(
+        run("convert", "pytorch", "--et", f"{tmp_path}/et_rank*.json", "-o", tmp_path / "out" / "job")
+    )
+    # both files hold it; the workers convert them side by side and the first to fail is reported
+    assert line in {
+        f"tracekit: error: {tmp_path}/et_rank{r}.json: rank {r}: node 3: process group '0': rank 99999999999 is out "
+        "of range (0 to 1,048,575); a job of that many ranks cannot be held"
+        for r in (0, 1)
+    }
+    assert not (tmp_path / "out").exists()
