@@ -41,7 +41,7 @@ import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from tracekit.errors import SpecError, malformed_input
 from tracekit.replayer.simulation.spec_toml import MAX_NPUS, MAX_SPEC_NUMBER
@@ -103,6 +103,7 @@ def _load_mapping(path: Path, kind: str) -> dict[str, Any]:
     """
     from tracekit.io import read_input_bytes
 
+    parse: Callable[[str], Any]
     if kind == "JSON":
         parse, errors = json.loads, (json.JSONDecodeError, UnicodeDecodeError)
     else:
