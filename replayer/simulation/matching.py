@@ -89,6 +89,8 @@ def _same_collective(ts, layouts, tables, name, k, members, positions, r0, p0) -
         ReplayError: names the group, the collective's index, both ranks, their nodes and values.
     """
     first = tables[r0].coll_attr[p0]
+    if len({tables[r].coll_attr[p] for r, p in zip(members, positions) if p is not None}) == 1:
+        return  # the common case, one set comprehension per instance
     for r, p in zip(members, positions):
         if p is not None and tables[r].coll_attr[p] != first:
             from tracekit.errors import ReplayError
