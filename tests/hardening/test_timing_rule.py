@@ -98,3 +98,18 @@ def test_a_latency_sweep_moves_the_result_or_says_the_model_ignores_it(model, tm
         assert last > first
     if model == "measured":
         assert first == last
+
+
+def test_check_replay_says_how_it_timed_the_job(tmp_path):
+    capture = SAMPLES / "pytorch" / "dist_ws2"
+    job = tmp_path / "job"
+    res = run(
+        "convert", "pytorch", "--et", f"{capture}/et_rank*.json", "--kineto", f"{capture}/kineto_rank*.json", "-o", job
+    )
+    assert res.exit_code == 0, res.stderr
+    res = run("check-replay", job)
+    assert res.exit_code == 0, res.stderr
+    assert (
+        "timed: collective model measured, compute measured (the traces' own durations; the spec's rates are unused)"
+        in res.stdout.splitlines()
+    )
