@@ -91,7 +91,7 @@ from tracekit.converters.text_workload_format import (  # the format's vocabular
     read_text_workload,
 )
 from tracekit.errors import ConfigError, ConversionError
-from tracekit.model import CollectiveType, check_rank_count
+from tracekit.model import CollectiveType, check_node_count, check_rank_count
 from tracekit.traceset import TraceSet
 
 PRODUCER = "tracekit.converters.text_workload"
@@ -327,6 +327,8 @@ def convert_text_workload(
     check_rank_count(num_ranks, "the converted job")
     if passes < 1:
         raise ConfigError(f"passes must be at least 1, got {passes}")
+    # each layer of a pass is at least its forward and backward compute nodes
+    check_node_count(passes * len(wl.layers) * 2, f"--passes {passes:,} of {len(wl.layers)} layers")
     if time_unit not in TIME_UNITS_NS:
         raise ConfigError(f"time unit must be one of {', '.join(TIME_UNITS_NS)}, got {time_unit!r}")
     groups, model_pg, data_pg = _groups(wl, num_ranks, tp)

@@ -10,7 +10,9 @@ each source file whose code the kernel compiles (its module, the modules of the 
 it calls, transitively, and of the constants it imports).
 
 Without setuptools or a working C compiler it prints one warning line and exits 0: the kernels then run through
-numba's JIT as before. ``python tools/build_aot.py --part SPEC K OUT`` is the worker that compiles part ``K``.
+numba's JIT as before. ``python tools/build_aot.py --part SPEC K OUT`` is the worker that compiles part ``K``;
+``--background`` starts the whole build detached (``make demo`` does, after the demo: a first run does not wait
+for it). One build runs at a time (a lock in ``.venv``); a second waits for the first.
 """
 
 from __future__ import annotations
@@ -250,10 +252,83 @@ def build(parts: int | None = None) -> str | None:
     return None
 
 
+LOG = ROOT / ".venv" / "aot-build.log"  # a background build's output (.venv is git-ignored)
+LOCK = ROOT / ".venv" / "aot-build.lock"  # held by the build running: a second one waits for it
+
+
+def manifest_is_current() -> bool:
+    """Whether the manifest was built here (this host) and every kernel's source files hash as at build time."""
+    from tracekit import _aot
+
+    manifest = _aot._load_manifest()
+    if manifest is None:
+        return False
+    try:
+        return all(
+            _aot._module_hash(module) == digest
+            for entry in manifest["kernels"].values()
+            for module, digest in entry["sources"].items()
+        )
+    except (ImportError, KeyError, TypeError, AttributeError, ValueError):
+        return False
+
+
+def start_in_background() -> None:
+    """Start this build detached (its own session, so a Ctrl-C in the terminal or the end of ``make`` does not
+    stop it; nice 10, so commands the user runs meanwhile come first), its output in :data:`LOG`; say so.
+    Nothing when the manifest is current."""
+    if manifest_is_current():
+        return
+    LOG.parent.mkdir(exist_ok=True)
+    with open(LOG, "wb") as log:
+        subprocess.Popen(
+            [sys.executable, __file__],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=lambda: os.nice(10),
+        )
+    print(
+        f"build_aot: compiling the kernels ahead of time in the background (log: {LOG.relative_to(ROOT)}); until "
+        "it ends, commands run them through numba's JIT (compiled on first use, then cached)",
+        flush=True,
+    )
+
+
+@contextlib.contextmanager
+def _one_build_at_a_time():
+    """Hold :data:`LOCK` (waiting, with a line saying so, while another build holds it)."""
+    import fcntl
+
+    LOCK.parent.mkdir(exist_ok=True)
+    with open(LOCK, "w") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print("build_aot: waiting for the ahead-of-time build already running (make demo started it)", flush=True)
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            yield True
+            return
+        yield False
+
+
 def main() -> int:
     if sys.argv[1:2] == ["--part"]:
         compile_part(Path(sys.argv[2]), int(sys.argv[3]), Path(sys.argv[4]))
         return 0
+    if sys.argv[1:2] == ["--background"]:
+        start_in_background()
+        return 0
+    with _one_build_at_a_time() as waited:
+        if waited and (PACKAGE / "_aot_kernels.json").exists():
+            print("build_aot: the build that was running wrote the kernels; nothing left to do", flush=True)
+            return 0
+        return _warm_and_build()
+
+
+def _warm_and_build() -> int:
+    print("build_aot: compiling tracekit's numba kernels: the JIT warm-up (cached), then ahead of time", flush=True)
     warm_numba.main()
     start = time.perf_counter()
     try:

@@ -22,6 +22,7 @@ import importlib.util
 import json
 import os
 import platform
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -199,6 +200,22 @@ def _module_hash(name: str) -> str | None:
     return _module_hashes[name]
 
 
+_OWN_MODULE = re.compile(r"tracekit\._aot_kernels_[0-9]{1,3}")
+
+
+def own_export(kernel: str, module: Any, symbol: Any) -> bool:
+    """Whether a manifest entry names an export ``tools/build_aot.py`` makes for ``kernel``: a symbol
+    ``<kernel with dots as _>__<n>`` of one of tracekit's own compiled modules ``tracekit._aot_kernels_<k>``.
+
+    Anything else (an edited or swapped manifest naming another kernel's export, or any importable function) is
+    no export: calling it with this kernel's arguments could crash the process.
+    """
+    if not isinstance(module, str) or not isinstance(symbol, str) or not _OWN_MODULE.fullmatch(module):
+        return False
+    stem, sep, index = symbol.rpartition("__")
+    return bool(sep) and stem == kernel.replace(".", "_") and index.isdigit() and len(index) <= 4
+
+
 def exports_of(kernel: str) -> dict[tuple[Key, ...], Callable[..., Any]]:
     """The current exports of ``kernel`` (``module.qualname``), by :func:`args_key`; empty when there are none.
 
@@ -214,6 +231,8 @@ def exports_of(kernel: str) -> dict[tuple[Key, ...], Callable[..., Any]]:
         if entry is None or any(_module_hash(m) != h for m, h in entry["sources"].items()):
             return {}
         for key, module, symbol in entry["exports"]:
+            if not own_export(kernel, module, symbol):
+                return {}
             table[as_key(key)] = getattr(importlib.import_module(module), symbol)
     except (ImportError, AttributeError, KeyError, TypeError, ValueError):
         return {}

@@ -47,11 +47,57 @@ def note_input(path: str | os.PathLike[str]) -> None:
         _PROTECTED.add(os.path.realpath(path))
 
 
-def read_input_bytes(path: str | os.PathLike[str]) -> bytes:
-    """All bytes of an input file, recorded with :func:`note_input`."""
+_NOT_A_FILE = {
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFDIR: "a directory",
+}
+
+
+def open_input(path: str | os.PathLike[str]) -> IO[bytes]:
+    """Open an input file for reading, the one way every reader opens one: recorded with :func:`note_input`;
+    a device, socket or directory is refused (``/dev/zero`` or ``/dev/urandom`` never end; a FIFO is read,
+    within :func:`read_input_bytes`'s cap).
+
+    Raises:
+        TracekitError: ``path`` is not a file (names what it is).
+        OSError: it cannot be opened.
+    """
     note_input(path)
-    with open(path, "rb") as fh:
-        return fh.read()
+    fh = open(path, "rb")
+    kind = _NOT_A_FILE.get(stat.S_IFMT(os.fstat(fh.fileno()).st_mode))
+    if kind is not None:
+        fh.close()
+        raise TracekitError(f"is {kind}, not a file; give an input file", path=path)
+    return fh
+
+
+def input_size_limit() -> int:
+    """Bytes one input may hold, compressed or not: ``TRACEKIT_MAX_DECOMPRESSED_BYTES`` (default 4 GiB), the cap
+    on gzip input (:func:`tracekit._framing.decompression_limits`)."""
+    from tracekit._framing import decompression_limits
+
+    return decompression_limits()[0]
+
+
+def read_input_bytes(path: str | os.PathLike[str]) -> bytes:
+    """All bytes of an input file (:func:`open_input`), at most :func:`input_size_limit`: a regular file over it
+    is refused before a byte is read, a FIFO once more than that came out.
+
+    Raises:
+        TracekitError: not a file, or more bytes than the limit (naming the variable that raises it).
+        OSError: it cannot be read.
+    """
+    limit = input_size_limit()
+    with open_input(path) as fh:
+        size = os.fstat(fh.fileno()).st_size
+        data = b"" if size > limit else fh.read(limit + 1)
+    if size > limit or len(data) > limit:
+        raise TracekitError(
+            f"holds more than {limit:,} bytes (limit: set TRACEKIT_MAX_DECOMPRESSED_BYTES to raise it)", path=path
+        )
+    return data
 
 
 def check_output(path: str | os.PathLike[str]) -> None:
@@ -175,12 +221,53 @@ def atomic_output(path: str | os.PathLike[str], mode: str = "wb") -> Iterator[IO
         with os.fdopen(fd, mode, **kwargs) as fh:
             yield fh
         os.replace(tmp, target)
-    except BaseException:
+    except BaseException as exc:
         if tmp is not None:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
         remove_if_empty(created)
+        if isinstance(exc, OSError) and not isinstance(exc, TracekitError) and exc.filename is None:
+            # a write to the temporary file failed (a full disk): name the output, not nothing
+            raise OSError(exc.errno, exc.strerror, str(path)) from None
         raise
+
+
+def write_files_atomic(files: dict[Path, bytes], *, remove: tuple[Path, ...] = ()) -> None:
+    """Write several files as one unit: every file goes to a temporary file first, then all are renamed into
+    place together (signals deferred), and the stale files ``remove`` (an earlier run's output this run does not
+    make) are deleted with them. A failure (a full disk) leaves every earlier file as it was and no temporary.
+
+    Raises:
+        TracekitError: an output is an input of the running command.
+        OSError: a file cannot be written (names it).
+    """
+    temps: dict[Path, str] = {}
+    created: list[Path] = []
+    try:
+        for path, data in files.items():
+            check_output(path)
+            created += make_parents(path.parent)
+            with _signals_deferred():
+                fd, tmp = _new_temp(path)
+                temps[path] = tmp
+            try:
+                with os.fdopen(fd, "wb") as fh:
+                    fh.write(data)
+            except OSError as exc:
+                raise OSError(exc.errno, exc.strerror, str(path)) from None
+        with _signals_deferred():
+            for path, tmp in temps.items():
+                os.replace(tmp, path)
+            temps.clear()
+            for path in remove:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
+    finally:
+        for tmp in temps.values():
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+        if temps:
+            remove_if_empty(created)
 
 
 def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> None:

@@ -21,7 +21,7 @@ from google.protobuf.message import DecodeError
 
 from tracekit._codec import metadata_from_pb, node_from_pb
 from tracekit._framing import EncodedNodes, decompression_limits, rank_from_path
-from tracekit._output import note_input
+from tracekit._output import open_input
 from tracekit._proto import et_def_pb2 as pb
 from tracekit.errors import TraceFormatError, TracekitError
 from tracekit.model import Metadata, Node
@@ -45,8 +45,7 @@ def read_metadata(path: str | os.PathLike[str]) -> Metadata:
     """
     spath = os.fspath(path)
     rank = rank_from_path(spath)
-    note_input(spath)
-    with open(spath, "rb") as raw:
+    with open_input(spath) as raw:
         fh = _maybe_gunzip(raw)
         prefix = fh.read(5)
         if not prefix:
@@ -90,8 +89,7 @@ def iter_nodes(path: str | os.PathLike[str]) -> Iterator[Node]:
     """
     spath = os.fspath(path)
     rank = rank_from_path(spath)
-    note_input(spath)
-    with open(spath, "rb") as raw:
+    with open_input(spath) as raw:
         fh = _maybe_gunzip(raw)
         limit = decompression_limits()[0] if fh is not raw else os.fstat(raw.fileno()).st_size
         yield from _Stream(fh, spath, rank, limit).nodes()

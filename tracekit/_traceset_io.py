@@ -3,20 +3,18 @@
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import glob as _glob
 import gzip
 import os
 import re
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Sequence
 
 import orjson
 
 from tracekit._capture_hint import convert_hint, sniff_pytorch_file
 from tracekit._framing import _RANK_RE, rank_from_path
 from tracekit._output import (
-    _UMASK,
     _new_temp,
     _signals_deferred,
     check_output,
@@ -25,6 +23,8 @@ from tracekit._output import (
     output_target,
     remove_if_empty,
 )
+from tracekit._prefix_lock import _HELD, _held_key, _lock_path_of, _release_lock, _take_lock
+from tracekit._prefix_lock import check_prefix_names_files, hold_prefix, hold_prefix_shared  # noqa: F401
 from tracekit.errors import TraceFormatError, TracekitError
 
 
@@ -138,83 +138,6 @@ def read_traceset(spec: str | os.PathLike[str] | Sequence[str | os.PathLike[str]
 
 
 _GROUPS_KEY = -1  # TraceSetWriter._temps key of the comm-group file
-_HELD: dict[str, int] = {}  # lock files this process holds through hold_prefix, by absolute path -> fd
-
-
-def _lock_path_of(prefix: str) -> Path:
-    base = Path(prefix)
-    return base.parent / f".{base.name}.tk-lock"
-
-
-def _held_key(lock_path: Path) -> str:
-    return os.path.abspath(lock_path)
-
-
-def _take_lock(prefix: str, lock_path: Path) -> int:
-    """Open and ``flock`` the lock file of ``prefix``; returns its descriptor.
-
-    Raises:
-        TracekitError: another process holds it (names the prefix).
-        OSError: the lock file cannot be created (names the prefix).
-    """
-    while True:
-        with _signals_deferred():  # the lock file and the record of it come together
-            try:
-                fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o666 & ~_UMASK)
-            except OSError as exc:  # name the output the user gave, not the lock file
-                raise OSError(exc.errno, exc.strerror, str(prefix)) from None
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                os.close(fd)
-                raise TracekitError(
-                    "another tracekit command is writing this output prefix right now "
-                    f"(lock {lock_path.name} is held); wait for it or choose another prefix",
-                    path=prefix,
-                ) from None
-            try:
-                same = os.fstat(fd).st_ino == os.stat(lock_path).st_ino
-            except FileNotFoundError:
-                same = False
-            if same:  # not a lock file its previous holder unlinked after we opened it
-                return fd
-            os.close(fd)
-
-
-def _release_lock(fd: int, lock_path: Path) -> None:
-    with _signals_deferred():
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(lock_path)
-        os.close(fd)
-
-
-@contextlib.contextmanager
-def hold_prefix(prefix: str | os.PathLike[str]) -> "Iterator[None]":
-    """Hold the output lock of ``prefix`` for the whole block (a command holds it from its start, before it
-    reads its inputs); a :class:`TraceSetWriter` of the same prefix in this process uses it and leaves it held.
-
-    Raises:
-        TracekitError: another process (another tracekit command) is writing ``prefix``: names the prefix.
-        OSError: the lock file cannot be created (names the prefix).
-    """
-    prefix = os.fspath(prefix)
-    base = Path(prefix)
-    created = make_parents(base.parent if str(base.parent) else Path("."))
-    lock_path = _lock_path_of(prefix)
-    key = _held_key(lock_path)
-    if key in _HELD:  # held by an outer block already
-        yield
-        return
-    try:
-        _HELD[key] = _take_lock(prefix, lock_path)
-    except BaseException:
-        remove_if_empty(created)
-        raise
-    try:
-        yield
-    finally:
-        _release_lock(_HELD.pop(key), lock_path)
-        remove_if_empty(created)
 
 
 class TraceSetWriter:
@@ -249,6 +172,7 @@ class TraceSetWriter:
         self, prefix: str | os.PathLike[str], *, compress: bool = False, comm_groups: dict | None = None
     ) -> None:
         self.prefix = os.fspath(prefix)
+        check_prefix_names_files(self.prefix)
         self.suffix = ".et.gz" if compress else ".et"
         self._temps: dict[int, str] = {}
         self.paths: list[Path] = []
@@ -314,8 +238,11 @@ class TraceSetWriter:
         pieces = [data] if isinstance(data, (bytes, bytearray, memoryview)) else data
         if self.suffix == ".et.gz":
             pieces = [gzip.compress(b"".join(pieces), compresslevel=6, mtime=0)]
-        with open(tmp, "wb") as fh:
-            fh.writelines(pieces)
+        try:
+            with open(tmp, "wb") as fh:
+                fh.writelines(pieces)
+        except OSError as exc:  # a full disk: name the rank file, not the temporary one
+            raise OSError(exc.errno, exc.strerror, str(self.target(rank))) from None
 
     def _conflicts(self) -> list[str]:
         base = Path(self.prefix)
@@ -343,6 +270,9 @@ class TraceSetWriter:
     def __exit__(self, exc_type, exc, tb) -> None:
         try:
             if exc_type is None:
+                from tracekit.classset import check_one_form
+
+                check_one_form(self.prefix, "rank files")
                 conflicts = self._conflicts()
                 if conflicts:
                     shown = ", ".join(conflicts[:6]) + (" ..." if len(conflicts) > 6 else "")

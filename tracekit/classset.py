@@ -67,6 +67,20 @@ FORMAT = "tracekit-rank-classes"
 VERSION = 1
 MANIFEST_SUFFIX = ".classes.json"
 _KINDS = ("string_val", "int32_val", "int64_val", "uint32_val", "uint64_val", "bool_val")
+_INT_RANGE = {"int32_val": (-(2**31), 2**31), "int64_val": (-(2**63), 2**63), "uint32_val": (0, 2**32)}
+_INT_RANGE["uint64_val"] = (0, 2**64)
+
+
+def _slot_value_problem(kind: str, value: Any) -> str | None:
+    """Why ``value`` cannot be a slot value of ``kind`` (None when it can): the wire type's Python type and range."""
+    if kind == "string_val":
+        return None if isinstance(value, str) else f"{value!r} is not a string"
+    if kind == "bool_val":
+        return None if isinstance(value, bool) else f"{value!r} is not true or false"
+    low, high = _INT_RANGE[kind]
+    if isinstance(value, bool) or not isinstance(value, int):
+        return f"{value!r} is not an integer"
+    return None if low <= value < high else f"{value!r} is out of the range of {kind.removesuffix('_val')}"
 
 
 @dataclass(frozen=True)
@@ -266,6 +280,17 @@ def read_class_set(path: str | os.PathLike[str]) -> ClassSet:
             raise _bad(p, f"class {k}: one value per slot per rank expected")
         if any(s.kind not in _KINDS for s in slots):
             raise _bad(p, f"class {k}: slot kinds must be among {', '.join(_KINDS)}")
+        bad = next(
+            (
+                f"slot {s.name!r}: {why}"
+                for row in values
+                for s, v in zip(slots, row)
+                if (why := _slot_value_problem(s.kind, v))
+            ),
+            None,
+        )
+        if bad is not None:
+            raise _bad(p, f"class {k}: {bad}")
         if tuple(values[0]) != tuple(s.value for s in slots):
             raise _bad(p, f"class {k}: the representative's values differ from its slots")
         if not file.is_file():
@@ -301,14 +326,65 @@ def find_class_set(spec: Any) -> ClassSet | None:
     if s.endswith(MANIFEST_SUFFIX) and p.is_file():
         return read_class_set(p)
     if not p.is_dir() and Path(s + MANIFEST_SUFFIX).is_file():
+        check_one_form(s)
         return read_class_set(s + MANIFEST_SUFFIX)
     if p.is_dir():
         from tracekit.io import rank_from_path
 
         manifests = sorted(p.glob("*" + MANIFEST_SUFFIX))
-        if len(manifests) == 1 and not any(rank_from_path(f.name) is not None for f in p.iterdir()):
+        ranked = sorted(f.name for f in p.iterdir() if rank_from_path(f.name) is not None)
+        if len(manifests) == 1 and not ranked:
             return read_class_set(manifests[0])
+        if manifests and ranked:
+            raise TraceFormatError(
+                f"the folder holds both a class set ({manifests[0].name}) and rank files ({ranked[0]} ...): "
+                "name the one to read (its prefix or manifest)",
+                path=s,
+            )
     return None
+
+
+def rank_files_of(prefix: str | os.PathLike[str]) -> list[str]:
+    """Names of the ``<prefix>.<rank>.et[.gz]`` files beside ``prefix`` (sorted)."""
+    import glob
+
+    base = Path(os.fspath(prefix))
+    stem = glob.escape(str(base))
+    found = glob.glob(stem + ".*.et") + glob.glob(stem + ".*.et.gz")
+    return sorted(Path(f).name for f in found if Path(f).name[len(base.name) + 1 :].split(".")[0].isdigit())
+
+
+def check_one_form(prefix: str | os.PathLike[str], writing: str | None = None) -> None:
+    """Refuse a prefix holding a trace set in both forms: a class set (``<prefix>.classes.json``) and rank files
+    (``<prefix>.<rank>.et``). One prefix is one job: a reader could take either (the trial replayed one prefix at
+    113.0 ms as a class set and 66.2 ms as rank files), so a reader refuses both, and a writer refuses a prefix
+    that holds the other form.
+
+    Args:
+        prefix: the trace-set prefix.
+        writing: ``"class set"`` or ``"rank files"`` when about to write that form; None when reading.
+
+    Raises:
+        TraceFormatError: as above (names the file of the other form).
+    """
+    base = Path(os.fspath(prefix))
+    manifest = base.parent / f"{base.name}{MANIFEST_SUFFIX}"
+    has_manifest = manifest.is_file()
+    ranked = rank_files_of(prefix) if writing != "rank files" and (has_manifest or writing) else []
+    if writing == "class set" and ranked:
+        other = f"rank files ({ranked[0]} ...)"
+    elif writing == "rank files" and has_manifest:
+        other = f"a class set ({manifest.name})"
+    elif writing is None and has_manifest and ranked:
+        other = f"a class set ({manifest.name}) and rank files ({ranked[0]} ...)"
+    else:
+        return
+    verb = "already holds" if writing else "holds both"
+    raise TraceFormatError(
+        f"the prefix {verb} {other}; one prefix holds one form of a trace "
+        "set (a class set or rank files): remove one or choose another prefix",
+        path=prefix,
+    )
 
 
 def write_class_set(
@@ -336,6 +412,7 @@ def write_class_set(
     from tracekit.io import atomic_output
 
     base = Path(os.fspath(prefix))
+    check_one_form(base, "class set")
     written: list[Path] = []
     entries = []
     try:

@@ -8,6 +8,7 @@ commas. Used by the CLI (``tracekit/cli/_render.py``), the replayer's reports an
 from __future__ import annotations
 
 import math
+import re
 
 
 def fmt_ns(ns: float | None) -> str:
@@ -61,3 +62,30 @@ def fmt_pct(part: float, whole: float) -> str:
 def fmt_ratio(a: float, b: float) -> str:
     """``b / a`` as ``"x1.234"`` (``"-"`` when ``a`` is 0)."""
     return "-" if not a else f"x{b / a:.3f}"
+
+
+# C0 controls, DEL, C1 controls (CSI 0x9b starts an escape sequence on many terminals) and the Unicode
+# bidirectional overrides and isolates, which reorder what a terminal shows ("Trojan Source", CVE-2021-42574).
+_CONTROLS = "[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]"
+_CONTROL_RE = re.compile(_CONTROLS)
+_CONTROL_BUT_NEWLINE_RE = re.compile(_CONTROLS.replace("\x00-\x1f", "\x00-\x09\x0b-\x1f"))
+
+
+def _escape(match) -> str:  # type: ignore[no-untyped-def]
+    ch = match.group(0)
+    return {"\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(ch) or (
+        f"\\x{ord(ch):02x}" if ord(ch) < 0x100 else f"\\u{ord(ch):04x}"
+    )
+
+
+def literal(text: str, *, keep_newlines: bool = False) -> str:
+    """``text`` safe to print on one terminal line: every control character (C0, DEL, C1, bidi overrides) shown
+    as its escape (``"\\x1b"``, ``"\\n"``, ``"\\u202e"``), so a name read from a file cannot move the cursor, recolour
+    or clear the screen, set the window title, or start a new line that looks like ours.
+
+    The one sanitizer of printed text: the CLI's consoles, its error and warning lines and its log lines pass every
+    string through it (:mod:`tracekit.cli._common`). ``keep_newlines``: a line break stays (the consoles' own layout
+    of a table cell the CLI wrote in two lines).
+    """
+    pattern = _CONTROL_BUT_NEWLINE_RE if keep_newlines else _CONTROL_RE
+    return pattern.sub(_escape, text) if pattern.search(text) else text

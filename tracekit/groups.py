@@ -146,6 +146,17 @@ def parse_pg_json(
                 rank=rank,
                 node_id=node_id,
             )
+        from tracekit.node import MAX_RANKS
+
+        if any(isinstance(r, bool) or not 0 <= r < MAX_RANKS for r in ranks):
+            bad = next(r for r in ranks if isinstance(r, bool) or not 0 <= r < MAX_RANKS)
+            raise ValidationError(
+                f"process group {entry['pg_name']!r}: rank {bad!r} is out of range (0 to {MAX_RANKS - 1:,}); a job "
+                "of that many ranks cannot be held",
+                path=path,
+                rank=rank,
+                node_id=node_id,
+            )
         groups[str(entry["pg_name"])] = tuple(ranks)
     return groups
 

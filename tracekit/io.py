@@ -51,17 +51,20 @@ from tracekit._output import (
     check_output,
     make_parents,
     note_input,  # noqa: F401
+    open_input,  # noqa: F401
     output_target,
     protect_inputs,
     read_input_bytes,
     remove_if_empty,
     write_bytes_atomic,
+    write_files_atomic,
 )
 from tracekit._proto import et_def_pb2 as pb
 from tracekit._stream_read import iter_nodes, read_metadata  # noqa: F401
 from tracekit._traceset_io import (  # noqa: F401
     TraceSetWriter,
     hold_prefix,
+    hold_prefix_shared,
     read_traceset,
     trace_paths,
     write_traceset,
@@ -228,10 +231,12 @@ def write_trace(trace: ExecutionTrace, path: str | os.PathLike[str]) -> Path:
 __all__ = [
     "TraceSetWriter",
     "hold_prefix",
+    "hold_prefix_shared",
     "atomic_output",
     "check_output",
     "encode_metadata",
     "note_input",
+    "open_input",
     "protect_inputs",
     "read_input_bytes",
     "encode_node",
@@ -248,6 +253,7 @@ __all__ = [
     "trace_from_bytes",
     "trace_paths",
     "write_bytes_atomic",
+    "write_files_atomic",
     "write_trace",
     "write_traceset",
     "Metadata",

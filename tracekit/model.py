@@ -41,6 +41,7 @@ from tracekit.node_draft import NodeDraft  # noqa: F401
 from tracekit.node import (
     COMM_TYPES,
     MAX_DURATION_NS,
+    MAX_NODES_PER_RANK,
     MAX_RANKS,
     MAX_TIME_NS,
     NODE_FIELDS,
@@ -49,6 +50,7 @@ from tracekit.node import (
     Metadata,
     Node,
     NodeType,
+    check_node_count,
     check_rank_count,
     time_range_error,
 )

@@ -78,6 +78,30 @@ def check_rank_count(n: int, what: str) -> int:
     return n
 
 
+# Nodes one rank of a generated or converted job may have: a node in memory takes ~0.5-1 KB while it is built
+# (Python objects before the columns), so 2^24 nodes (16.8 M) is ~8-16 GB, as much as one rank can take on the
+# machines tracekit runs on. Counted from the options (a lower bound) before any node is built: `convert text
+# --passes 1e9` and `generate llm --global-batch 1e9` ran for minutes into a MemoryError.
+MAX_NODES_PER_RANK = 1 << 24
+
+
+def check_node_count(nodes_per_rank: int, what: str) -> int:
+    """``nodes_per_rank`` when at most :data:`MAX_NODES_PER_RANK`; ConfigError naming ``what`` otherwise.
+
+    Args:
+        nodes_per_rank: a lower bound of the nodes one rank would get, from the options alone.
+        what: the options that set it, for the message (``--passes 1000000 of 9 layers``).
+    """
+    if nodes_per_rank > MAX_NODES_PER_RANK:
+        from tracekit.errors import ConfigError
+
+        raise ConfigError(
+            f"{what} would make at least {nodes_per_rank:,} nodes per rank; tracekit builds at most "
+            f"{MAX_NODES_PER_RANK:,} (about 8-16 GB of memory while they are built)"
+        )
+    return nodes_per_rank
+
+
 COMM_TYPES = frozenset({NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE, NodeType.COMM_COLL_NODE})
 
 

@@ -16,6 +16,7 @@ reduce-scatter, all-to-all) or 1 (broadcast, reduce); GB/s = 1e9 B/s.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from dataclasses import dataclass, replace
@@ -235,6 +236,12 @@ def parse_nccl_tests(
             size, time_us, algbw, busbw = int(tokens[0]), float(tokens[-8]), float(tokens[-7]), float(tokens[-6])
         except ValueError:
             raise TracekitError(f"line {lineno}: not an nccl-tests data row: {raw.strip()!r}", path=path) from None
+        if size >= 1 << 63 or not all(math.isfinite(v) and v >= 0 for v in (time_us, algbw, busbw)):
+            raise TracekitError(
+                f"line {lineno}: size {size:,} B or a time or bandwidth is out of range (sizes below 2^63 B, "
+                f"finite non-negative times): {raw.strip()[:120]!r}",
+                path=path,
+            )
         rows.append((size, time_us, algbw, busbw))
     p = ranks or len(rank_ids)
     if not rows:

@@ -34,6 +34,15 @@ class ComputePlan:
     reason: str = ""
 
 
+def compute_label(plan: ComputePlan, result: Any) -> str:
+    """How compute was timed, as every timing command prints it: ``projected SRC -> DST``, or the methods that
+    timed the compute nodes (``measured``, ``roofline``, ``measured + roofline`` ...)."""
+    if plan.method == "projected":
+        return f"projected {plan.source} -> {plan.target}"
+    methods = [k for k, v in result.compute_methods if v and k != "missing"]
+    return " + ".join(methods) or result.provenance.compute_mode
+
+
 def trace_compute_device(traceset: Any) -> str | None:
     """The ``compute_device`` (else ``capture_device``) of the trace set's first rank that names one."""
     for trace in traceset:
@@ -147,4 +156,11 @@ def replay_with_compute(
     return with_memory(replay_with_traces(ts, spec, options=options, perturb=perturb)[0], ts, spec), ts, plan, report
 
 
-__all__ = ["COMPUTE_CHOICES", "ComputePlan", "plan_compute", "replay_with_compute", "trace_compute_device"]
+__all__ = [
+    "COMPUTE_CHOICES",
+    "ComputePlan",
+    "compute_label",
+    "plan_compute",
+    "replay_with_compute",
+    "trace_compute_device",
+]

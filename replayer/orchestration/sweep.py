@@ -61,6 +61,7 @@ from tracekit.replayer.orchestration.sweep_cases import (  # noqa: F401 - re-exp
     bandwidth_notes,
     build_cases,
     parse_vary,
+    unused_key_notes,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -81,6 +82,8 @@ class SweepRow:
         index, params: as in :class:`SweepCase`.
         spec_name: the variant's base spec.
         collective_model: the model used (``alpha_beta``, ``astra``, ``nccl``, ``measured``).
+        compute: how compute was timed (:func:`~.projected.compute_label`: ``projected SRC -> DST``,
+            ``measured``, ``roofline`` ...), as ``replay`` prints it.
         iteration_time_ns: the replayed iteration time.
         slowest_rank: the rank that ends last (:func:`~.results.slowest_rank`: on ties the one that
             waits least for peers, then the lowest).
@@ -97,6 +100,7 @@ class SweepRow:
     params: tuple[tuple[str, Any], ...]
     spec_name: str
     collective_model: str
+    compute: str
     iteration_time_ns: int
     slowest_rank: int
     compute_ns: int
@@ -124,8 +128,11 @@ class SweepRow:
         return ", ".join(str(v) for _, v in self.params) or self.spec_name
 
 
-def row_from_result(case: SweepCase, result: "ReplayResult", replay_s: float = 0.0) -> SweepRow:
-    """Reduce a replay result to its sweep row (see :class:`SweepRow`)."""
+def row_from_result(
+    case: SweepCase, result: "ReplayResult", replay_s: float = 0.0, compute: str | None = None
+) -> SweepRow:
+    """Reduce a replay result to its sweep row (see :class:`SweepRow`; ``compute``: how compute was timed,
+    default the spec's compute mode)."""
     from tracekit.replayer.results.result import slowest_rank
 
     slow = slowest_rank(result.ranks)
@@ -136,6 +143,7 @@ def row_from_result(case: SweepCase, result: "ReplayResult", replay_s: float = 0
         case.params,
         case.spec.name,
         result.provenance.collective_model,
+        compute or result.provenance.compute_mode,
         result.iteration_time_ns,
         slow.rank,
         slow.compute_ns,
@@ -162,7 +170,8 @@ class SweepResult:
         executor: where the points ran (not compared).
         results: per point, the replay result reduced to its slowest rank
             (for the plot; not compared, not written).
-        notes: lines on how the collective model used a swept value (:func:`.sweep_cases.bandwidth_notes`).
+        notes: lines on how the collective model used a swept value (:func:`.sweep_cases.bandwidth_notes`)
+            and on swept keys that moved no point (:func:`.sweep_cases.unused_key_notes`).
     """
 
     rows: tuple[SweepRow, ...]
@@ -250,20 +259,24 @@ def _slim(result: "ReplayResult") -> "ReplayResult":
 
 
 def replay_case(task: tuple[Any, SweepCase]) -> tuple[SweepRow, "ReplayResult"]:
-    """Worker entry point: replay one case on the (cached) trace set; ``(row, slim result)``."""
-    from tracekit.replayer import replay
+    """Worker entry point: replay one case on the (cached) trace set, timing compute as ``replay`` does
+    (:func:`~.projected.replay_with_compute`: by default projected from the capture device to the point's
+    device); ``(row, slim result)``."""
+    from tracekit.replayer.orchestration.projected import compute_label, replay_with_compute
 
     source, case = task
     traceset = _load(source)
     t0 = time.perf_counter()
     try:
-        result = replay(traceset, case.spec, options=case.options)
+        result, _, plan, _ = replay_with_compute(
+            traceset, case.spec, options=case.options, compute=case.compute, capture_device=case.capture_device
+        )
     except TracekitError as exc:
         where = ", ".join(f"{k}={v}" for k, v in case.params) or case.spec.name
         exc.message = f"sweep point {case.index} ({where}): {exc.message}"
         raise
     elapsed = time.perf_counter() - t0
-    return row_from_result(case, result, elapsed), _slim(result)
+    return row_from_result(case, result, elapsed, compute_label(plan, result)), _slim(result)
 
 
 # ----------------------------------------------------------------------------- driver
@@ -273,6 +286,8 @@ def run_sweep(
     axes: Sequence[SweepAxis] = (),
     *,
     options: "ReplayOptions | None" = None,
+    compute: str = "auto",
+    capture_device: str | None = None,
     executor: str = "process",
     max_workers: int | None = None,
     ray_address: str | None = None,
@@ -286,6 +301,7 @@ def run_sweep(
         specs: base hardware specs (see :func:`build_cases`).
         axes: swept parameters.
         options: base replay options.
+        compute, capture_device: how compute is timed, as ``replay --compute`` (:mod:`.projected`).
         executor: ``process`` (default), ``serial`` or ``ray``.
         max_workers: local pool size.
         ray_address: a running Ray cluster (``auto``, ``ray://host:10001``);
@@ -308,7 +324,7 @@ def run_sweep(
         raise ConfigError(f"unknown executor {executor!r}; choose one of {', '.join(EXECUTORS)}")
     paths, world_size, label = _trace_source(traces)
     in_memory = paths is None
-    cases = build_cases(specs, axes, world_size, options=options)
+    cases = build_cases(specs, axes, world_size, options=options, compute=compute, capture_device=capture_device)
     parameters = tuple(k for k, _ in cases[0].params) if cases else ()
 
     tmp_dir = None
@@ -338,7 +354,7 @@ def run_sweep(
         if in_memory and executor == "serial":
             _LOADED[0] = _LOADED[1] = None
     rows = tuple(r for r, _ in out)
-    notes = bandwidth_notes(cases, world_size)
+    notes = bandwidth_notes(cases, world_size) + unused_key_notes(rows, parameters)
     return SweepResult(rows, parameters, world_size, label, executor, tuple(s for _, s in out), notes)
 
 
@@ -427,26 +443,23 @@ def write_sweep(
 ) -> dict[str, Path]:
     """Write ``sweep.csv``, ``sweep.json`` and (with ``plot`` and results) ``sweep.html`` into ``out_dir``.
 
-    Each file is written atomically.  ``sweep.html`` is self-contained (the
+    The files are written as one unit (:func:`tracekit.io.write_files_atomic`): all of them or none, and a
+    ``sweep.html`` of an earlier sweep is removed when this one has no plot.  ``sweep.html`` is self-contained (the
     plotting library inlined, see :mod:`.html_page`; opens offline), titled
     ``title`` or "Sweep of SOURCE (N ranks)".
 
     Returns:
         ``{"csv": path, "json": path[, "html": path]}``.
     """
-    from tracekit.io import atomic_output
+    from tracekit.io import write_files_atomic
 
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     paths = {"csv": out / "sweep.csv", "json": out / "sweep.json"}
-    with atomic_output(paths["csv"], "w") as fh:
-        fh.write(result.to_csv())
     try:
         text = json.dumps(result.to_dict(), indent=1, allow_nan=False) + "\n"  # never bare NaN/Infinity
     except ValueError as exc:
         raise ReplayError(f"the sweep result holds a non-finite number ({exc}); check the spec's values") from None
-    with atomic_output(paths["json"], "w") as fh:
-        fh.write(text)
+    files = {paths["csv"]: result.to_csv().encode(), paths["json"]: text.encode()}
     if plot and result.results:
         from tracekit.replayer.reporting.report import build_sweep_html
 
@@ -454,8 +467,9 @@ def write_sweep(
         rows = [(row.label, res) for row, res in zip(result.rows, result.results)]
         html = build_sweep_html(rows, parameter, title=title or f"Sweep of {result.source} ({result.world_size} ranks)")
         paths["html"] = out / "sweep.html"
-        with atomic_output(paths["html"], "w") as fh:
-            fh.write(html)
+        files[paths["html"]] = html.encode()
+    # one unit: all three files of this sweep, or the folder as it was; an older sweep.html goes with them
+    write_files_atomic(files, remove=() if "html" in paths else (out / "sweep.html",))
     return paths
 
 

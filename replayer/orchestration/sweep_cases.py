@@ -21,6 +21,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from tracekit.replayer.simulation.hardware import HardwareSpec
 
 HW_KEY = "hw"
+#: The axis of ``--compute`` (auto, measured, roofline, projected: :data:`.projected.COMPUTE_CHOICES`), the one
+#: timing rule of replay and sweep; ``compute.mode`` with those values is the same axis.
+COMPUTE_KEY = "compute"
 _ALIASES = {"collective_model": "collectives.model"}
 _OPTION_FIELDS = ("collective_model", "compute_scale", "streams")
 _STEP_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(?:\[(\d+)\])?$")
@@ -62,12 +65,33 @@ def parse_vary(text: str) -> SweepAxis:
     if not values.strip() or any(not v for v in items):
         raise ConfigError(f"--vary {text!r}: empty value in the list")
     key = _ALIASES.get(key, key)
+    if key in (COMPUTE_KEY, "compute.mode"):
+        key = _compute_axis_key(text, key, items)
     _key_steps(key)  # syntax check now
     return SweepAxis(key, tuple(items))
 
 
+def _compute_axis_key(text: str, key: str, items: list[str]) -> str:
+    """``compute`` for an axis of ``--compute`` choices; ``compute.mode`` (the spec's key) for its own modes.
+
+    Raises:
+        ConfigError: values of both kinds in one axis, or a value of neither.
+    """
+    from tracekit.replayer.orchestration.projected import COMPUTE_CHOICES
+
+    modes = ("measured", "roofline", "astra")  # the spec's compute.mode values (hardware.ComputeSettings)
+    if all(v in COMPUTE_CHOICES for v in items):
+        return COMPUTE_KEY
+    if key == "compute.mode" and all(v in modes for v in items):
+        return key
+    raise ConfigError(
+        f"--vary {text!r}: {key} takes the --compute choices {', '.join(COMPUTE_CHOICES)}"
+        + (" (or the spec modes measured, roofline, astra, in an axis of their own)" if key != COMPUTE_KEY else "")
+    )
+
+
 def _key_steps(key: str) -> list[tuple[str, int | None]]:
-    if key == HW_KEY:
+    if key in (HW_KEY, COMPUTE_KEY):
         return []
     steps = []
     for part in key.split("."):
@@ -155,12 +179,16 @@ class SweepCase:
         params: ``((key, value), ...)`` in axis order; values converted.
         spec: the variant, fitted to the trace set's world size.
         options: the replay options of this point.
+        compute: how compute is timed (``replay --compute``: auto, measured, roofline, projected).
+        capture_device: the device the trace was measured on, when it does not say (``--capture-device``).
     """
 
     index: int
     params: tuple[tuple[str, Any], ...]
     spec: "HardwareSpec"
     options: "ReplayOptions"
+    compute: str = "auto"
+    capture_device: str | None = None
 
 
 def build_cases(
@@ -169,6 +197,8 @@ def build_cases(
     world_size: int,
     *,
     options: "ReplayOptions | None" = None,
+    compute: str = "auto",
+    capture_device: str | None = None,
 ) -> list[SweepCase]:
     """The sweep's points: every base spec x the product of ``axes``.
 
@@ -179,6 +209,8 @@ def build_cases(
         axes: parameters to vary.
         world_size: ranks of the trace set (specs are fitted to it first).
         options: base replay options (``options.*`` axes override fields).
+        compute, capture_device: how compute is timed (a ``compute`` axis overrides ``compute``), as in
+            :func:`~tracekit.replayer.orchestration.projected.replay_with_compute`.
 
     Raises:
         ConfigError: no spec, an axis key given twice, a key that does not
@@ -205,7 +237,7 @@ def build_cases(
         doc = base.to_dict()
         params, case_options = _point(chosen, label, base, doc, options)
         where = ", ".join(f"{k}={v}" for k, v in params) or "base spec"
-        spec_changed = any(k != HW_KEY and not k.startswith("options.") for k in chosen)
+        spec_changed = any(k not in (HW_KEY, COMPUTE_KEY) and not k.startswith("options.") for k in chosen)
         try:
             spec = spec_from_dict(doc, path=base.path) if spec_changed else base
         except SpecError as exc:
@@ -217,7 +249,8 @@ def build_cases(
                 f"trace set has {world_size}",
                 path=base.path,
             )
-        cases.append(SweepCase(index, tuple(params), spec, case_options))
+        point_compute = chosen.get(COMPUTE_KEY, compute)
+        cases.append(SweepCase(index, tuple(params), spec, case_options, point_compute, capture_device))
     return cases
 
 
@@ -268,8 +301,8 @@ def _point(
     case_options = options
     params: list[tuple[str, Any]] = []
     for key, raw in chosen.items():
-        if key == HW_KEY:
-            params.append((key, label))
+        if key in (HW_KEY, COMPUTE_KEY):
+            params.append((key, label if key == HW_KEY else raw))
         elif key.startswith("options."):
             name = key.split(".", 1)[1]
             value = (
@@ -348,3 +381,46 @@ _HOW = {
     True: "is used up to channels x per_channel_bw_gbps (the ring inside a node)",
     False: "is used as whole channels per NIC at NCCL's per-channel speeds (search.cc speedArrayInter)",
 }
+
+
+def unused_key_notes(rows: Sequence[Any], parameters: Sequence[str]) -> tuple[str, ...]:
+    """One line per swept spec key that moved no point's iteration time: the chosen model does not use it here.
+
+    Whether a model reads a field is taken from the replays themselves, not from a list kept beside the models:
+    for each spec key swept (not ``hw``, ``compute`` or an ``options.*`` key) the rows are grouped by every
+    other parameter; when each group has one iteration time for all the key's values, the key is reported as
+    unused by the groups' collective models (``network[0].latency_ns`` under ``nccl``, whose collectives take
+    NCCL's latency table, or any field a job's time does not depend on). A key that moves any group is used.
+
+    Args:
+        rows: the sweep's :class:`~.sweep.SweepRow` objects (``params``, ``collective_model``,
+            ``iteration_time_ns``).
+        parameters: the axis keys, in order.
+
+    Returns:
+        lines such as ``network[0].latency_ns = 100, 1e+05 did not move the iteration time under the nccl
+        collective model: it is unused by that model for this job``; empty when every swept key moves it.
+    """
+    notes = []
+    for key in parameters:
+        if key in (HW_KEY, COMPUTE_KEY) or key.startswith("options."):
+            continue
+        groups: dict[tuple[Any, ...], set[int]] = {}
+        values: list[Any] = []
+        models: list[str] = []
+        for row in rows:
+            params = dict(row.params)
+            if params[key] not in values:
+                values.append(params[key])
+            if row.collective_model not in models:
+                models.append(row.collective_model)
+            rest = tuple((k, repr(v)) for k, v in row.params if k != key)
+            groups.setdefault(rest, set()).add(row.iteration_time_ns)
+        if len(values) > 1 and all(len(times) == 1 for times in groups.values()):
+            shown = ", ".join(f"{v:g}" if isinstance(v, float) else str(v) for v in values)
+            notes.append(
+                f"{key} = {shown} did not move the iteration time under the {' / '.join(models)} collective "
+                f"model{'s' if len(models) > 1 else ''}: it is unused by {'them' if len(models) > 1 else 'it'} "
+                "for this job"
+            )
+    return tuple(notes)

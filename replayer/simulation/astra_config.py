@@ -41,7 +41,7 @@ import math
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from tracekit.errors import SpecError, malformed_input
 from tracekit.replayer.simulation.spec_toml import MAX_NPUS, MAX_SPEC_NUMBER
@@ -104,12 +104,13 @@ def _load_mapping(path: Path, kind: str) -> dict[str, Any]:
     """
     from tracekit.io import read_input_bytes
 
+    parse: Callable[[str], Any]
     if kind == "JSON":
         parse, errors = json.loads, (json.JSONDecodeError, UnicodeDecodeError)
     else:
         import yaml
 
-        parse, errors = yaml.safe_load, (yaml.YAMLError, UnicodeDecodeError)
+        parse, errors = _yaml_without_aliases, (yaml.YAMLError, UnicodeDecodeError)
     try:
         data = parse(read_input_bytes(path).decode("utf-8"))
     except OSError as exc:
@@ -121,6 +122,27 @@ def _load_mapping(path: Path, kind: str) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise SpecError(f"expected a {kind} {'object' if kind == 'JSON' else 'mapping'} at the top level", path=path)
     return data
+
+
+def _yaml_without_aliases(text: str) -> Any:
+    """``yaml.safe_load`` refusing aliases (``*name``): ASTRA-sim's network files use none, and nested aliases
+    expand exponentially (a "billion laughs" file of a few hundred bytes grew to 6.4 GB).
+
+    Raises:
+        yaml.YAMLError: the text is not YAML, or it uses an alias (with its line and column).
+    """
+    import yaml
+
+    class NoAliases(yaml.SafeLoader):
+        def compose_node(self, parent: Any, index: Any) -> Any:  # type: ignore[no-untyped-def]
+            if self.check_event(yaml.AliasEvent):
+                event = self.peek_event()
+                raise yaml.composer.ComposerError(
+                    None, None, "YAML aliases (*name) are not accepted in an ASTRA-sim config", event.start_mark
+                )
+            return super().compose_node(parent, index)
+
+    return yaml.load(text, Loader=NoAliases)  # noqa: S506 - a SafeLoader subclass
 
 
 def _parse_error_where(exc: Exception) -> str:

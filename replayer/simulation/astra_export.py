@@ -193,6 +193,8 @@ def export_astra(
         )
     out = Path(out_dir)
     prefix = out / name
+    configs = ("system.json", "network.yml", "memory.json", "run.sh")
+    refuse_files_not_ours(out, configs)
     groups = traceset.process_groups
     ids = astra_group_ids(groups, traceset.world_size)
     removed, idle = 0, []
@@ -223,5 +225,47 @@ def export_astra(
         f'{target}; replay it with [astra] build = "{target}")\n'
     )
     write_bytes_atomic(out / "run.sh", (header + " ".join(shlex.quote(a) for a in argv) + "\n").encode())
+    record_files_ours(out, configs)
     files = (paths["system"], paths["network"], paths["memory"], groups_path)
     return AstraExport(prefix, *files, argv, target, notes, removed, tuple(idle))
+
+
+_OURS = ".tracekit-export.json"  # in the export folder: SHA-256 of each config file an export wrote there
+
+
+def refuse_files_not_ours(out: Path, names: tuple[str, ...]) -> None:
+    """Refuse to overwrite a file of ``names`` in ``out`` that no export wrote, or that changed since (a user's
+    own system.json or run.sh in the folder was replaced silently).
+
+    Raises:
+        TracekitError: names the first such file.
+    """
+    import hashlib
+
+    from tracekit.errors import TracekitError
+
+    try:
+        ours = json.loads((out / _OURS).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        ours = {}
+    for name in names:
+        path = out / name
+        if not path.is_file():
+            continue
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        if not isinstance(ours, dict) or ours.get(name) != digest:
+            raise TracekitError(
+                "exists and was not written by `tracekit export astra` (or was edited since); remove it or "
+                "export into another folder",
+                path=path,
+            )
+
+
+def record_files_ours(out: Path, names: tuple[str, ...]) -> None:
+    """Record the SHA-256 of the files ``names`` just written in ``out`` (read by :func:`refuse_files_not_ours`)."""
+    import hashlib
+
+    from tracekit.io import write_bytes_atomic
+
+    ours = {name: hashlib.sha256((out / name).read_bytes()).hexdigest() for name in names}
+    write_bytes_atomic(out / _OURS, (json.dumps(ours, indent=1, sort_keys=True) + "\n").encode())

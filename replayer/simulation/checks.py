@@ -13,7 +13,7 @@ Run before the simulation (``ReplayOptions(check=True)``, the default):
 - ``p2p-match``: every send has a recv on its destination with the same
   source and tag, and the other way round (counted per (src, dst, tag));
   ``p2p-attrs``: a send's ``comm_src`` (when present) is its own rank, a recv's
-  ``comm_dst`` likewise.
+  ``comm_dst`` likewise; ``p2p-size``: the k-th send and recv of a (src, dst, tag) carry the same ``comm_size``.
 
 Problems are raised together as one :class:`ReplayCheckError` whose message
 shows the first few and whose ``issues`` holds them all.
@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tracekit.attrs import COMM_DST, COMM_SRC, COMM_TAG
+from tracekit.attrs import COMM_DST, COMM_SIZE, COMM_SRC, COMM_TAG
 from tracekit.errors import ReplayError
 from tracekit.model import NodeType
 from tracekit.validate import ERROR, Issue, validate_traceset
@@ -104,8 +104,8 @@ def check_spec_size(
 def p2p_issues(traceset: "TraceSet") -> list[Issue]:
     """Unmatched sends/recvs and sends/recvs naming another rank as themselves."""
     issues: list[Issue] = []
-    sends: dict[tuple[int, int, int], list[tuple[int, int]]] = {}
-    recvs: dict[tuple[int, int, int], list[tuple[int, int]]] = {}
+    sends: dict[tuple[int, int, int], list[tuple[int, int, int]]] = {}
+    recvs: dict[tuple[int, int, int], list[tuple[int, int, int]]] = {}
     for rank, trace in traceset.items():
         cols = trace.columns()
         pos = np.flatnonzero((cols.types == NodeType.COMM_SEND_NODE) | (cols.types == NodeType.COMM_RECV_NODE))
@@ -114,6 +114,7 @@ def p2p_issues(traceset: "TraceSet") -> list[Issue]:
         src_has, src_v, src_ok = COMM_SRC.column_or(cols, absent=-1, bad=-1)
         dst_has, dst_v, dst_ok = COMM_DST.column_or(cols, absent=-1, bad=-1)
         _, tag_v, _ = COMM_TAG.column_or(cols, absent=0, bad=0)
+        _, size_v, _ = COMM_SIZE.column_or(cols, absent=-1, bad=-1)
         for p in pos.tolist():
             nid, tag = int(cols.ids[p]), int(tag_v[p])
             send = cols.types[p] == NodeType.COMM_SEND_NODE
@@ -138,28 +139,46 @@ def p2p_issues(traceset: "TraceSet") -> list[Issue]:
             if far_ok[p]:
                 peer = int(far_v[p])
                 if send:
-                    sends.setdefault((rank, peer, tag), []).append((rank, nid))
+                    sends.setdefault((rank, peer, tag), []).append((rank, nid, int(size_v[p])))
                 else:
-                    recvs.setdefault((peer, rank, tag), []).append((rank, nid))
+                    recvs.setdefault((peer, rank, tag), []).append((rank, nid, int(size_v[p])))
     for key in sorted(set(sends) | set(recvs)):
         src, dst, tag = key
         s, r = sends.get(key, []), recvs.get(key, [])
+        issues.extend(_size_issues(traceset, s, r, tag))
         if len(s) == len(r):
             continue
         if len(s) > len(r):
-            rank, nid = s[len(r)]
+            rank, nid, _ = s[len(r)]
             msg = (
                 f"send to rank {dst} with tag {tag} has no matching recv: rank {src} sends {len(s)} such "
                 f"messages, rank {dst} posts {len(r)} recvs from rank {src} with that tag"
             )
         else:
-            rank, nid = r[len(s)]
+            rank, nid, _ = r[len(s)]
             msg = (
                 f"recv from rank {src} with tag {tag} has no matching send: rank {dst} posts {len(r)} such "
                 f"recvs, rank {src} sends {len(s)} messages to rank {dst} with that tag"
             )
         issues.append(Issue("p2p-match", ERROR, msg, traceset[rank].path, rank, nid))
     return issues
+
+
+def _size_issues(
+    traceset: "TraceSet", sends: list[tuple[int, int, int]], recvs: list[tuple[int, int, int]], tag: int
+) -> list[Issue]:
+    """The first send/recv pair of one (src, dst, tag) whose ``comm_size`` differ (both known): the replay
+    would move one size from one side and another on the other (a 1 KiB send paired with a 1 GiB recv passed)."""
+    from tracekit.fmt import fmt_bytes
+
+    for (src, send_id, sent), (dst, recv_id, posted) in zip(sends, recvs):
+        if sent >= 0 and posted >= 0 and sent != posted:
+            msg = (
+                f"send of {fmt_bytes(sent)} ({sent:,} B) to rank {dst} with tag {tag} pairs with recv node "
+                f"{recv_id} on rank {dst} of {fmt_bytes(posted)} ({posted:,} B): the sizes must be equal"
+            )
+            return [Issue("p2p-size", ERROR, msg, traceset[src].path, src, send_id)]
+    return []
 
 
 def find_problems(traceset: "TraceSet") -> list[Issue]:

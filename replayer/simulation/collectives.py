@@ -136,6 +136,26 @@ class UnsupportedCollectiveError(ReplayError):
     """
 
 
+def check_replayable(
+    exc: UnsupportedCollectiveError, comm_type: int | None, comm_bytes: int, durations_ns: list[int], where: dict
+) -> None:
+    """Refuse a collective the model has no formula for (``exc``) when none of its members has a measured duration
+    to replay: ASTRA-sim replays a broadcast for its recorded duration (1 ns when zero, and so does the
+    astra-compatible model), but it issues nothing for reduce, gather, scatter and barrier (no rank finishes), so
+    such a collective without a duration is refused, never priced at 1 ns (issue 32).
+
+    Raises:
+        ReplayError: as above; ``where`` (``path``, ``rank``, ``node_id``) locates the first member.
+    """
+    kind = CollectiveType(comm_type).name if comm_type is not None else "send/recv"
+    if kind != "BROADCAST" and not any(d > 0 for d in durations_ns):
+        raise ReplayError(
+            f"{exc.message}; this {kind} of {comm_bytes:,} B has no measured duration to replay, so the model "
+            "cannot time it: choose --collective-model alpha_beta or nccl",
+            **where,
+        )
+
+
 class CollectiveModel(Protocol):
     """What the engine calls to cost communication."""
 

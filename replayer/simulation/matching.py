@@ -72,11 +72,42 @@ def _match_collectives(
             nodes = [-1 if p is None else layouts[r].offset + p for r, p in zip(members, positions)]
             r0, p0 = next((r, p) for r, p in zip(members, positions) if p is not None)
             ctype, csize = tables[r0].coll_attr[p0]
+            _same_collective(ts, layouts, tables, name, k, members, positions, r0, p0)
             iid = len(instances)
             instances.append(Instance("collective", ctype, max(csize, 0), name, tuple(members), nodes, k))
             for g in nodes:
                 if g >= 0:
                     instance_of[g] = iid
+
+
+def _same_collective(ts, layouts, tables, name, k, members, positions, r0, p0) -> None:  # type: ignore[no-untyped-def]
+    """Refuse a collective whose members issue different types or sizes: the replay would time one member's
+    (the lowest rank's) for all. Checked here, in every replay: ``--no-check`` skipped the collective-order check
+    and hid such a job behind a plausible time.
+
+    Raises:
+        ReplayError: names the group, the collective's index, both ranks, their nodes and values.
+    """
+    first = tables[r0].coll_attr[p0]
+    if len({tables[r].coll_attr[p] for r, p in zip(members, positions) if p is not None}) == 1:
+        return  # the common case, one set comprehension per instance
+    for r, p in zip(members, positions):
+        if p is not None and tables[r].coll_attr[p] != first:
+            from tracekit.errors import ReplayError
+            from tracekit.model import CollectiveType
+
+            def shown(attr: tuple[int, int]) -> str:
+                ctype, size = attr
+                kind = CollectiveType(ctype).name if ctype in CollectiveType._value2member_map_ else str(ctype)
+                return f"{kind} of {size:,} B"
+
+            raise ReplayError(
+                f"collective {k} of process group {name!r} differs across its members: rank {r0} node "
+                f"{int(layouts[r0].ids[p0])} is {shown(first)}, rank {r} node {int(layouts[r].ids[p])} is "
+                f"{shown(tables[r].coll_attr[p])}; every member must issue the same collective",
+                path=ts[r].path,
+                rank=r,
+            )
 
 
 def _match_p2p(

@@ -44,6 +44,7 @@ from tracekit.errors import ReplayError, TracekitError, ValidationError
 from tracekit.model import CollectiveType, NodeType
 
 from tracekit.replayer.simulation.collectives import CommCost, UnsupportedCollectiveError, make_collective_model
+from tracekit.replayer.simulation.collectives import check_replayable
 from tracekit.replayer.simulation.compute import METHODS, ComputeModel
 from tracekit.replayer.simulation.matching import match_instances
 from tracekit.replayer.simulation.measured_comm import measured_comm_cost
@@ -320,10 +321,11 @@ class _Coster:
             else:
                 assert inst.comm_type is not None  # a collective's (rendezvous: a missing one reads as ALL_REDUCE)
                 cost = self.model.collective_cost(CollectiveType(inst.comm_type), inst.comm_bytes, inst.ranks)
-        except UnsupportedCollectiveError:
+        except UnsupportedCollectiveError as exc:
+            where = {"path": program.locate(g0)[0].path, "rank": program.rank_of(g0), "node_id": program.node_id(g0)}
+            check_replayable(exc, inst.comm_type, inst.comm_bytes, [int(self.measured_ns[g]) for g in present], where)
             worst = max(self.compute.cost(int(self.measured_ns[g])).duration_ns for g in present)
-            cost = CommCost(float(worst), (), "measured", shares_bandwidth=False)
-            return cost  # depends on the nodes' durations: not cached
+            return CommCost(float(worst), (), "measured", shares_bandwidth=False)  # not cached: per node durations
         except ValueError:
             raise ReplayError(
                 f"unknown comm_type {inst.comm_type!r}", rank=program.rank_of(g0), node_id=program.node_id(g0)

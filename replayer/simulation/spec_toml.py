@@ -35,6 +35,7 @@ from tracekit.replayer.simulation.nccl_constants import NCCL_ALGORITHMS, NCCL_LI
 # Absurd values are refused with the key named: no spec quantity (FLOP/s, GB/s, ns, bytes) comes near 1e18,
 # and beyond it times overflow into inf/NaN that every later step would reject or print as "inf ns".
 MAX_SPEC_NUMBER = 1e18
+MIN_SPEC_POSITIVE = 1e-6  # nor is a positive rate or factor below 1e-6 (bandwidth_gbps = 1e-300: 1.6e297 s)
 MAX_NPUS = 1 << 24  # ranks per network dimension
 
 
@@ -114,7 +115,7 @@ class _Reader:
 
         Raises:
             SpecError: absent without default, not a finite number, larger than :data:`MAX_SPEC_NUMBER` in
-                magnitude, or outside the bounds asked for.
+                magnitude, positive but below :data:`MIN_SPEC_POSITIVE`, or outside the bounds asked for.
         """
         value = self.raw(key, default)
         if value is default and key not in self.table:
@@ -123,8 +124,8 @@ class _Reader:
             raise self.error(key, f"must be a number, got {value!r}")
         if abs(value) > MAX_SPEC_NUMBER:
             raise self.error(key, f"must be at most {MAX_SPEC_NUMBER:g} in magnitude, got {value!r}")
-        if positive and value <= 0:
-            raise self.error(key, f"must be positive, got {value!r}")
+        if positive and value < MIN_SPEC_POSITIVE:
+            raise self.error(key, f"must be {'at least 1e-06' if value > 0 else 'positive'}, got {value!r}")
         if nonnegative and value < 0:
             raise self.error(key, f"must not be negative, got {value!r}")
         if at_most is not None and value > at_most:

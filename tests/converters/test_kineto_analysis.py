@@ -104,9 +104,13 @@ def test_dist_ws2_cpu_numbers(real_dir, rank):
     assert r.events == len(events)
     assert r.window_ns == max(ends) - min(starts)
     by_class = dict(r.time_by_class_ns)
-    assert by_class["comm"] == comm and by_class["gemm"] == gemm and by_class["attention"] == 0
+    assert by_class["gemm"] == gemm and by_class["attention"] == 0
+    # comm: the union of its time over threads (comm_ns), not the sum of self times that counted a collective on
+    # the main thread (c10d) and on gloo's worker twice (issue 32: rank 1 98.7 vs 60.6 ms)
+    assert by_class["comm"] == r.comm_ns < comm
     # self times partition each thread's busy time
-    assert sum(by_class.values()) == sum(self_ns.values()) == sum(st.busy_ns for st in r.streams)
+    rest = sum(v for k, v in by_class.items() if k != "comm")
+    assert rest + comm == sum(self_ns.values()) == sum(st.busy_ns for st in r.streams)
     threads = {(e["pid"], e["tid"]) for e in events}
     assert len(r.streams) == len(threads) == 3
     for st in r.streams:

@@ -794,6 +794,18 @@ except SystemExit:  # the command has finished: wait, as a large job's interpret
 """
 
 
+def _interactive_signals() -> None:
+    """In the child before exec: SIGINT back to its default, as in a terminal where a user types Ctrl-C.
+
+    A suite started with SIGINT ignored (``nohup make test``, ``make test &``) passes SIG_IGN on to every child,
+    and Python then installs no KeyboardInterrupt handler: the child rightly ignores Ctrl-C, as ``nohup tracekit``
+    must, and the test would measure the shell rather than tracekit.
+    """
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _started(script: str, *args: object):
     import subprocess
     import sys
@@ -804,6 +816,7 @@ def _started(script: str, *args: object):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=_interactive_signals,
     )
     assert proc.stdout is not None
     return proc, proc.stdout.readline()

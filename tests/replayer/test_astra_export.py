@@ -144,6 +144,7 @@ def test_cli_export_prints_the_command_line(test_data_dir, tmp_path):
     assert res.exit_code == 0, res.output
     assert res.stdout.startswith("AstraSim_Analytical_Congestion_Unaware --workload-configuration=")
     assert sorted(p.name for p in (tmp_path / "x").iterdir()) == [
+        ".tracekit-export.json",  # what the export wrote (it refuses to overwrite files it did not write)
         "memory.json",
         "network.yml",
         "run.sh",

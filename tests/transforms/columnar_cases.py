@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import os
 import json
 import sys
 from pathlib import Path
@@ -22,7 +23,7 @@ from typing import Any, Callable
 
 ROOT = Path(__file__).resolve().parents[2]
 EXPECTED = Path(__file__).resolve().parent / "data" / "columnar_expected.json"
-REAL = ROOT.parent / "shared" / "real"
+REAL = Path(os.environ.get("TRACEKIT_REAL_DATA", ROOT.parent / "shared" / "real"))  # as tests/conftest.py
 
 # input name -> (where, glob relative to it); "samples" = sample_traces, "real" = ../shared/real
 INPUTS: dict[str, tuple[str, str]] = {

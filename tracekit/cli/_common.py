@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, TypeVar
 import click
 
 from tracekit.errors import TracekitError
+from tracekit.fmt import literal
 
 if TYPE_CHECKING:  # pragma: no cover
     from rich.console import Console
@@ -58,24 +59,47 @@ PIPE_WIDTH = 120  # columns when output is not a terminal (rich would use 80 and
 
 
 def _console(stderr: bool) -> "Console":
-    from rich.console import Console
-
     # Names printed come from files (node, process group, op and file names): no markup, no emoji codes,
     # so "[/bogus]" or "[link=...]" in a name is printed literally (styles are given as rich Text/style=).
-    console = Console(stderr=stderr, markup=False, emoji=False)
+    console = _literal_console_class()(stderr=stderr, markup=False, emoji=False)
     if not console.is_terminal:
         console = _pipe_console_class()(stderr=stderr, width=PIPE_WIDTH, markup=False, emoji=False)
     return console
 
 
 @functools.lru_cache(maxsize=None)
+def _literal_console_class() -> type:
+    """A rich Console that prints every string literally (:func:`tracekit.fmt.literal`): a control character or
+    escape sequence in a name read from a file is shown as ``\x1b``, never sent to the terminal.
+
+    A ``str`` printed or put in a table is one line (a newline in it shows as ``\n``); what reaches the output
+    after layout (rich Text included) has every control character but rich's own line breaks escaped. Rich's own
+    styles and cursor controls (progress bars) are added after this and pass unchanged.
+    """
+    from rich.console import Console
+    from rich.segment import Segment
+
+    from tracekit.fmt import literal
+
+    class LiteralConsole(Console):
+        def render_str(self, text: str, **kwargs: Any) -> Any:
+            return super().render_str(literal(text), **kwargs)
+
+        def _render_buffer(self, buffer: Iterable[Segment]) -> str:
+            return super()._render_buffer(
+                seg if seg.control else Segment(literal(seg.text, keep_newlines=True), seg.style) for seg in buffer
+            )
+
+    return LiteralConsole
+
+
+@functools.lru_cache(maxsize=None)
 def _pipe_console_class() -> type:
     """A rich Console for a pipe or file: message lines (str, Text) printed whole, never wrapped, so grep finds
     them; tables and other renderables keep their 120-column layout."""
-    from rich.console import Console
     from rich.text import Text
 
-    class PipeConsole(Console):
+    class PipeConsole(_literal_console_class()):  # type: ignore[misc]
         def print(self, *objects: Any, **kwargs: Any) -> None:  # type: ignore[override]
             if "soft_wrap" not in kwargs and all(isinstance(o, (str, Text)) for o in objects):
                 kwargs["soft_wrap"] = True
@@ -100,6 +124,12 @@ def say(text: str) -> None:
     (``soft_wrap``): a path in it stays whole for a terminal to wrap and for people to copy."""
     if not state().quiet:
         err_console().print(text, markup=False, highlight=False, soft_wrap=True)
+
+
+def echo_literal(text: str, *, err: bool = False) -> None:
+    """``text`` as one plain line on stdout (``err``: stderr), control characters escaped (:func:`literal`): for
+    lines that hold names read from files and are printed without a console (validate's findings, warnings)."""
+    click.echo(literal(text), err=err)
 
 
 def show_progress() -> bool:
@@ -196,7 +226,7 @@ def warn_duplicate_ids(traces: Iterable[Any]) -> int:
             continue
         ids = ", ".join(str(int(i)) for i in dup[:5]) + (f" and {len(dup) - 5:,} more" if len(dup) > 5 else "")
         where = f"{trace.path}: " if trace.path else ""
-        click.echo(
+        echo_literal(
             f"tracekit: warning: {where}rank {trace.rank}: duplicate node id(s) {ids}; a dependency on them is "
             f"ambiguous, so the output may link the wrong node (`tracekit validate` lists every problem)",
             err=True,
@@ -215,7 +245,7 @@ def render_error(exc: BaseException) -> str:
     if hint:
         text = f"{text}; {hint}"
     # one line whatever the message holds (a parser's own multi-line report, e.g. PyYAML's context and caret)
-    return "tracekit: error: " + " ".join(part.strip() for part in text.splitlines() if part.strip())
+    return "tracekit: error: " + literal(" ".join(part.strip() for part in text.splitlines() if part.strip()))
 
 
 def _not_a_trace_hint(exc: BaseException) -> str:
@@ -241,8 +271,8 @@ class LogLineFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         """The record's one line (see the class doc)."""
         if record.levelno >= logging.WARNING:
-            return f"tracekit: {record.levelname.lower()}: {record.getMessage()}"
-        return f"{record.levelname} {record.name}: {record.getMessage()}"
+            return f"tracekit: {record.levelname.lower()}: {literal(record.getMessage())}"
+        return f"{record.levelname} {record.name}: {literal(record.getMessage())}"
 
 
 class OneLineUsageError(click.UsageError):

@@ -71,6 +71,35 @@ class IntRange(click.IntRange):
             raise ValueOutOfRange(exc.message, ctx=ctx, param=param) from exc
 
 
+class FloatRange(click.FloatRange):
+    """:class:`click.FloatRange` that also refuses NaN and infinities (click's range lets NaN through: every
+    comparison with it is false); a value outside the range exits 1 (:class:`ValueOutOfRange`), one that does
+    not parse is a usage error (exit 2)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        """The float ``value``, finite and checked against the range.
+
+        Raises:
+            click.BadParameter: not a number (exit 2).
+            ValueOutOfRange: NaN, infinite, or outside the range (exit 1).
+        """
+        import math
+
+        number = click.FLOAT.convert(value, param, ctx)
+        if not math.isfinite(number):
+            raise ValueOutOfRange(f"{value!r} is not a finite number.", ctx=ctx, param=param)
+        try:
+            return super().convert(number, param, ctx)
+        except click.BadParameter as exc:
+            raise ValueOutOfRange(exc.message, ctx=ctx, param=param) from exc
+
+
+#: Peak TFLOP/s and memory GB/s a generator's roofline accepts: 1e-6 (a rate below makes a node's time
+#: overflow) to 1e6 TFLOP/s (an exaFLOP/s device) and 1e9 GB/s.
+PEAK_TFLOPS = FloatRange(1e-6, 1e6)
+MEM_BW_GBPS = FloatRange(1e-6, 1e9)
+
+
 def hoist_global_flags(args: list[str]) -> list[str]:
     """``args`` with the global flags moved to the front (they may follow the subcommand); ``--`` stops the scan."""
     front: list[str] = []
@@ -97,7 +126,26 @@ class RootGroup(TracekitGroup):
 def _traces_value(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> Any:
     if not value:
         return None
+    from tracekit.io import hold_prefix_shared
+
+    for prefix in sorted({p for v in value if (p := _prefix_of(v)) is not None}):
+        ctx.with_resource(hold_prefix_shared(prefix))  # no command writes a set while this one reads it
     return value[0] if len(value) == 1 else tuple(value)
+
+
+_RANK_FILE = re.compile(r"^(.*)\.\d+\.et(\.gz)?$")
+
+
+def _prefix_of(spec: str) -> str | None:
+    """The trace-set prefix a TRACES value names (a prefix, a manifest, a rank file); None for a folder or glob."""
+    if spec.endswith(".classes.json"):
+        return spec.removesuffix(".classes.json")
+    m = _RANK_FILE.match(spec)
+    if m is not None:
+        return m.group(1)
+    if os.path.isdir(spec) or os.path.isfile(spec) or any(ch in spec for ch in "*?["):
+        return None
+    return spec
 
 
 def traces_argument(*, required: bool = True, metavar: str = "TRACES...") -> Callable:
@@ -118,6 +166,28 @@ def executor_options(f: Callable) -> Callable:
         f
     )
     return f
+
+
+COMPUTE_HELP = (
+    "How compute is timed, the same in every command that times a job: 'projected' moves measured times from "
+    "the capture device to the spec's device per op class; 'roofline' times every node with FLOPs/bytes on the "
+    "spec; 'measured' keeps the trace's times; 'auto' projects when both devices are known, else keeps the "
+    "measured times."
+)
+
+
+def compute_options(f: Callable) -> Callable:
+    """``--compute`` and ``--capture-device``: one timing rule for ``replay`` and ``sweep`` (the choices of
+    :data:`tracekit.replayer.orchestration.projected.COMPUTE_CHOICES`, not imported so ``--help`` stays light)."""
+    f = click.option(
+        "--capture-device",
+        default=None,
+        metavar="NAME",
+        help="Device the trace was measured on (a preset of tracekit/devices.toml such as a100-80gb, "
+        "or a device name), when the trace does not record it.",
+    )(f)
+    choices = click.Choice(["auto", "measured", "roofline", "projected"])
+    return click.option("--compute", type=choices, default="auto", show_default=True, help=COMPUTE_HELP)(f)
 
 
 def resolve_executor(executor: str, units: int, workers: int | None, *, min_units: int = 2) -> str:

@@ -107,27 +107,37 @@ def render_summary(console: Any, summary: Any, *, top: int = 16) -> None:
             text = ", ".join(map(str, ranks[:16])) + (f" ... ({len(ranks):,} ranks)" if len(ranks) > 16 else "")
             pg.add_row(name, descs.get(name, ""), text) if descs else pg.add_row(name, text)
         console.print(pg)
-    render_cost_coverage(console, summary)
+    render_cost_coverage(console, summary, top=top)
 
 
 def _share(x: float | None) -> str:
     return "n/a" if x is None else f"{100.0 * x:.1f}%"
 
 
-def render_cost_coverage(console: Any, summary: Any) -> None:
-    """Print the FLOPs/bytes coverage of compute per rank (:class:`tracekit.summary.CostCoverage`)."""
+def render_cost_coverage(console: Any, summary: Any, *, top: int = 16) -> None:
+    """Print the FLOPs/bytes coverage of compute per rank (:class:`tracekit.summary.CostCoverage`); ranks with
+    equal coverage share a row (a 4,096-rank class set printed 4,096 rows), at most ``top`` rows."""
     from rich.table import Table
 
-    rows = [s for s in summary.per_rank if s.cost is not None]
-    if not rows:
+    from tracekit.cli.replay import rank_ranges
+
+    groups: dict[Any, list] = {}
+    for s in summary.per_rank:
+        if s.cost is not None:
+            groups.setdefault(s.cost, [[], s])[0].append(s.rank if s.rank is not None else 0)
+    if not groups:
         return
-    table = Table(title="compute with a cost (FLOPs/bytes)", show_header=True)
+    rows = list(groups.values())
+    title = "compute with a cost (FLOPs/bytes)"
+    if len(rows) > top:
+        title += f": the first {top} of {len(rows)} rows (--top N for more)"
+    table = Table(title=title, show_header=True)
     for col in ("rank", "device", "side", "nodes with cost", "measured time with cost", "FLOPs"):
         table.add_column(col, justify="left" if col in ("device", "side") else "right")
-    for s in rows:
+    for ranks, s in rows[:top]:
         c = s.cost
         table.add_row(
-            str(s.rank),
+            rank_ranges(ranks, limit=3),
             c.compute_device or "-",
             c.side,
             f"{c.costed_nodes:,}/{c.comp_nodes:,} ({_share(c.node_share)})",

@@ -135,6 +135,7 @@ def _time_tables(ranks) -> list:
     JSON (``--json``) has every time in ns.
     """
     from rich.table import Table
+    from rich.text import Text
 
     from tracekit.fmt import fmt_pct as pct
     from tracekit.kernels import CLASSES
@@ -147,7 +148,7 @@ def _time_tables(ranks) -> list:
     def table(title: str, headers: tuple[str, ...]) -> Table:
         out = Table(title=title)
         for h in headers:
-            out.add_column(h, justify="right", no_wrap=True)
+            out.add_column(Text(h), justify="right", no_wrap=True)  # Text: the two-line headers keep their break
         return out
 
     window = table(

@@ -91,6 +91,12 @@ def check_replay_cmd(
             shift,
         )
     console.print(table)
+    # the timing line every timing command prints (replay, sweep): check-replay replays the traces' own times
+    console.print(
+        "timed: collective model measured, compute measured (the traces' own durations; the spec's rates are unused)",
+        markup=False,
+        highlight=False,
+    )
     for r in comparison.rows:
         if r.step is None:  # no ProfilerStep: say what the measured time is, the table cannot
             console.print(f"rank {rank_label(r.rank)}: measured = {r.source}", markup=False, highlight=False)

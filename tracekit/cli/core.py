@@ -6,7 +6,14 @@ import sys
 
 import click
 
-from tracekit.cli._common import CONTEXT_SETTINGS, EXIT_FINDINGS, out_console, progress, progress_callback
+from tracekit.cli._common import (
+    CONTEXT_SETTINGS,
+    EXIT_FINDINGS,
+    echo_literal,
+    out_console,
+    progress,
+    progress_callback,
+)
 from tracekit.cli._options import (
     MAX_TOP,
     IntRange,
@@ -183,7 +190,7 @@ def validate(
         )
     else:
         for issue in report.issues:
-            click.echo(str(issue))
+            echo_literal(str(issue))
         status = "OK" if report.ok else f"FAILED ({report.error_count:,} errors)"
         click.echo(
             f"{status}: {report.checked_ranks} ranks, {report.checked_nodes} nodes, {report.warning_count:,} warnings"

@@ -47,6 +47,18 @@ def _step(title: str, args: list[str]) -> None:
             raise
 
 
+def _say_what_compiles() -> None:
+    """On a first run (no ahead-of-time kernels, nothing in numba's cache), say why the first steps take a while."""
+    package = ROOT / "tracekit"
+    if (package / "_aot_kernels.json").exists() or any(package.glob("**/__pycache__/*.nbi")):
+        return
+    print(
+        "first run on this machine: numba compiles tracekit's kernels (the .et codec's loops, the replay's graph "
+        "passes) as the steps below first reach them, about a minute of CPU once; they are cached for later runs",
+        flush=True,
+    )
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run the demo steps (``make demo``) into ``--out`` (default ``demo_out``), deleting it first.
 
@@ -63,6 +75,7 @@ def main(argv: list[str] | None = None) -> None:
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
+    _say_what_compiles()
     job = out / "ddp" / "job"
     pt = SAMPLES / "pytorch" / "dist_ws2"
     _step(

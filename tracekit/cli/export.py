@@ -49,8 +49,10 @@ def export() -> None:
 def astra(traces: str, out_dir: str, hw: str, name: str, target: str | None) -> None:
     """Write TRACES and the ASTRA-sim config of SPEC so AstraSim_Analytical_* runs them directly.
 
-    The inverse of `tracekit hw import-astra`: importing the written system.json
-    and network.yml gives the spec back.  Collectives ASTRA-sim cannot issue
+    The folder this writes is what runs in ASTRA-sim as written; other sets
+    tracekit writes (converted captures, generated jobs) load there but may
+    not finish.  The inverse of `tracekit hw import-astra`: importing the
+    written system.json and network.yml gives the spec back.  Collectives ASTRA-sim cannot issue
     (reduce, gather, scatter, barrier) are written as broadcasts, which ASTRA-sim
     replays for their recorded duration as tracekit's ASTRA-compatible model does.
     For ASTRA-sim master (518bd51, the default) the traces carry no METADATA node

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from tracekit.cli._common import CONTEXT_SETTINGS, hold_output_prefix
-from tracekit.cli._options import json_option, write_generated
+from tracekit.cli._options import MEM_BW_GBPS, PEAK_TFLOPS, json_option, write_generated
 from tracekit.errors import ConfigError
 
 
@@ -36,8 +36,12 @@ def _widths(text: str | None, what: str) -> tuple[int, ...] | None:
 @click.option("--top-mlp", default=None, metavar="W-W-...", help="Top MLP widths, e.g. 1024-1024-512-256-1.")
 @click.option("--dtype", default=None, help="fp32 (default), bf16, fp16.")
 @click.option("--hw", default=None, metavar="SPEC", help="Hardware spec (preset name or TOML) for roofline durations.")
-@click.option("--peak-tflops", type=float, default=None, help="Peak TFLOP/s for roofline durations.")
-@click.option("--mem-bw-gbps", type=float, default=None, help="Memory bandwidth GB/s for roofline durations.")
+@click.option(
+    "--peak-tflops", type=PEAK_TFLOPS, default=None, help="Peak TFLOP/s for roofline durations (1e-6 to 1e6)."
+)
+@click.option(
+    "--mem-bw-gbps", type=MEM_BW_GBPS, default=None, help="Memory bandwidth GB/s for roofline durations (1e-6 to 1e9)."
+)
 @click.option("-o", "--output", "prefix", required=True, metavar="PREFIX", help="Output prefix: PREFIX.<rank>.et.")
 @json_option()
 def dlrm(

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import click
 
 from tracekit.cli._common import CONTEXT_SETTINGS, hold_output_prefix, path_span, progress, say
-from tracekit.cli._options import IntRange, emit_json, json_option
+from tracekit.cli._options import MEM_BW_GBPS, PEAK_TFLOPS, IntRange, emit_json, json_option
 from tracekit.cli._stack_options import STACK_OPTIONS, apply_stack_options, stack_options
 from tracekit.errors import ConfigError
 
@@ -109,8 +109,12 @@ def roofline_from_options(
     help="With --hw: 'calibrated' prices each GEMM by its shape with kernel, attention and optimizer "
     "overheads (converters/generators/calibration.py); 'roofline' uses the spec's flat efficiencies.",
 )
-@click.option("--peak-tflops", type=float, default=None, help="Peak TFLOP/s for roofline durations.")
-@click.option("--mem-bw-gbps", type=float, default=None, help="Memory bandwidth GB/s for roofline durations.")
+@click.option(
+    "--peak-tflops", type=PEAK_TFLOPS, default=None, help="Peak TFLOP/s for roofline durations (1e-6 to 1e6)."
+)
+@click.option(
+    "--mem-bw-gbps", type=MEM_BW_GBPS, default=None, help="Memory bandwidth GB/s for roofline durations (1e-6 to 1e9)."
+)
 @click.option(
     "--classes",
     "as_classes",

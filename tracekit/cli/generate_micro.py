@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from tracekit.cli._common import CONTEXT_SETTINGS, hold_output_prefix
-from tracekit.cli._options import emit_json, json_option, write_generated
+from tracekit.cli._options import FloatRange, emit_json, json_option, write_generated
 from tracekit.errors import ConfigError
 
 
@@ -46,10 +46,10 @@ MAX_ITERATIONS = 1_000_000
 @click.option("--group", default=None, metavar="RANKS", help="Member ranks, e.g. 0-3 or 0,2,4,6 (default all).")
 @click.option(
     "--compute-us",
-    type=float,
+    type=FloatRange(0, 1e12),
     default=0.0,
     show_default=True,
-    help="Compute node (microseconds) before each iteration's communication.",
+    help="Compute node (microseconds, 0 to 1e12) before each iteration's communication.",
 )
 @click.option("--iterations", type=int, default=1, show_default=True, help="Repetitions, one after another.")
 @click.option(

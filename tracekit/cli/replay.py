@@ -8,8 +8,17 @@ import click
 
 from tracekit.cli._common import CONTEXT_SETTINGS, err_console, out_console, progress_callback, state
 from tracekit.cli._perturb import perturb_options, read_perturbation, run_samples
-from tracekit.cli._options import MAX_TOP, IntRange, comm_groups_option, deprecated_alias, emit_json, json_option
-from tracekit.cli._options import load_comm_groups, traces_argument
+from tracekit.cli._options import (
+    MAX_TOP,
+    IntRange,
+    comm_groups_option,
+    compute_options,
+    deprecated_alias,
+    emit_json,
+    json_option,
+    load_comm_groups,
+    traces_argument,
+)
 from tracekit.cli._render import _fmt_bytes, _fmt_ns  # noqa: E402 - one place for human units
 from tracekit.fmt import fmt_ns_exact  # noqa: E402
 from tracekit.fmt import fmt_pct as _pct  # noqa: E402
@@ -69,21 +78,12 @@ def _groups_text(names: list[str]) -> str:
     return names[0] if len(names) == 1 else f"{len(names)} groups"
 
 
-def compute_label(plan: Any, result: Any) -> str:
-    """How compute was timed, for the summary's first line: ``projected SRC -> DST``, or the methods that
-    timed the compute nodes (``measured``, ``roofline``, ``measured + roofline`` ...)."""
-    if plan.method == "projected":
-        return f"projected {plan.source} -> {plan.target}"
-    methods = [k for k, v in result.compute_methods if v and k != "missing"]
-    return " + ".join(methods) or result.provenance.compute_mode
-
-
 def render_result(console: Any, result: Any, *, top: int = 8, compute: str | None = None) -> None:
     """Print a :class:`tracekit.replayer.results.result.ReplayResult` for people.
 
     Ranks with identical figures share a row, as do collectives that differ
     only in their group; the ``top`` slowest / most expensive rows are shown.
-    ``compute`` names how compute was timed (:func:`compute_label`; default: the spec's compute mode).
+    ``compute`` names how compute was timed (:func:`~tracekit.replayer.orchestration.projected.compute_label`; default: the spec's compute mode).
     """
     from rich.text import Text
 
@@ -316,22 +316,7 @@ def render_compute_plan(console: Any, plan: Any, report: Any, result: Any) -> No
     show_default=True,
     help="Rows per summary table (ranks with equal figures and groups with equal costs share a row).",
 )
-@click.option(
-    "--compute",
-    type=click.Choice(["auto", "measured", "roofline", "projected"]),
-    default="auto",
-    show_default=True,
-    help="How compute is timed: 'projected' moves measured times from the capture device to the "
-    "spec's device per op class; 'roofline' times every node with FLOPs/bytes on the spec; "
-    "'auto' projects when both devices are known, else keeps the measured times.",
-)
-@click.option(
-    "--capture-device",
-    default=None,
-    metavar="NAME",
-    help="Device the trace was measured on (a preset of tracekit/devices.toml such as a100-80gb, "
-    "or a device name), when the trace does not record it.",
-)
+@compute_options
 @comm_groups_option()
 @perturb_options
 def replay(
@@ -376,7 +361,7 @@ def replay(
     """
     from tracekit.replayer import ReplayOptions
     from tracekit.cli._memory import render_replay_memory
-    from tracekit.replayer.orchestration.projected import replay_with_compute
+    from tracekit.replayer.orchestration.projected import compute_label, replay_with_compute
 
     _refuse_old_json(traces, as_json)
     timeline_out, html_out = timeline_out or timeline_old, html_out or html_old

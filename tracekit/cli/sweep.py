@@ -8,7 +8,14 @@ from typing import TYPE_CHECKING
 import click
 
 from tracekit.cli._common import CONTEXT_SETTINGS, err_console, out_console, progress_callback, state
-from tracekit.cli._options import emit_json, executor_options, json_option, resolve_executor, traces_argument
+from tracekit.cli._options import (
+    compute_options,
+    emit_json,
+    executor_options,
+    json_option,
+    resolve_executor,
+    traces_argument,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.replayer.orchestration.sweep import SweepResult
@@ -30,7 +37,7 @@ if TYPE_CHECKING:  # pragma: no cover
     multiple=True,
     metavar="KEY=V1,V2,...",
     help="A swept spec key (network[1].bandwidth_gbps, compute.duration_scale, collectives.model, "
-    "options.collective_model, ...); repeat for a grid.",
+    "options.collective_model, compute=measured,projected, ...); repeat for a grid.",
 )
 @click.option(
     "--collective-model",
@@ -54,6 +61,7 @@ if TYPE_CHECKING:  # pragma: no cover
     help="Streams from the trace's attributes, or one of each per rank.",
 )
 @click.option("--no-check", is_flag=True, help="Skip the up-front replay checks.")
+@compute_options
 @executor_options
 @click.option("--no-plot", is_flag=True, help="Write the CSV and JSON only.")
 @click.option("--title", default=None, help="Title of the sweep.html page (default: the trace set and ranks).")
@@ -74,6 +82,8 @@ def sweep(
     compute_scale: float | None,
     streams: str,
     no_check: bool,
+    compute: str,
+    capture_device: str | None,
     executor: str,
     workers: int | None,
     address: str | None,
@@ -90,6 +100,9 @@ def sweep(
     set's ranks.  Each point replays in a worker; the table (one row per
     point: parameters, iteration time, the slowest rank's breakdown) goes to
     stdout and to DIR/sweep.csv and DIR/sweep.json, the plot to DIR/sweep.html.
+    Each point is timed as `tracekit replay --hw SPEC` times it (same --compute
+    rule: by default compute is projected from the capture device to the
+    point's device); the lines under the table say how.
 
     \b
     Example:
@@ -112,6 +125,8 @@ def sweep(
             list(specs),
             axes,
             options=options,
+            compute=compute,
+            capture_device=capture_device,
             executor=executor,
             max_workers=workers,
             ray_address=address,
@@ -148,8 +163,24 @@ def _print_table(result: SweepResult) -> None:
             str(row.slowest_rank),
         )
     out_console().print(table)
+    for line in timing_lines(result.rows):
+        out_console().print(line, markup=False, highlight=False, soft_wrap=True)
     for note in result.notes:
         out_console().print(note, markup=False, highlight=False, soft_wrap=True)
+
+
+def timing_lines(rows) -> list[str]:  # type: ignore[no-untyped-def]
+    """How the points were timed, one line per distinct (collective model, compute) pair with its points."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for row in rows:
+        groups.setdefault((row.collective_model, row.compute), []).append(str(row.index))
+    if len(groups) == 1:
+        (model, compute), _ = next(iter(groups.items()))
+        return [f"timed: collective model {model}, compute {compute} (every point)"]
+    return [
+        f"timed: collective model {m}, compute {c} (point{'s' if len(p) > 1 else ''} {', '.join(p)})"
+        for (m, c), p in groups.items()
+    ]
 
 
 COMMANDS = [sweep]

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from tracekit.cli._common import CONTEXT_SETTINGS, hold_output_prefix, say
+from tracekit.cli._common import CONTEXT_SETTINGS, echo_literal, hold_output_prefix, say
 from tracekit.cli._options import emit_json, json_option, traces_argument
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -205,7 +204,7 @@ def _transform_in_memory(traces: Traces, output: str, steps: list[Transform], co
     )
     if any(s.describe()["transform"] == "Retarget" for s in steps):
         for line in _projection_lines(out):
-            sys.stdout.write(line + "\n")
+            echo_literal(line)
 
 
 def _projection_lines(traceset: TraceSet) -> list[str]:

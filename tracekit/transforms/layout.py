@@ -343,5 +343,7 @@ def regrid(
                     else:
                         cfg["parallel"][k] = v
                 md = md.with_attr(LLM_CONFIG_ATTR, json.dumps(cfg, sort_keys=True), "string_val")
+        if md.get_attr("world_size") is not None:  # a converted capture's job size: the new job's (was kept)
+            md = md.with_attr("world_size", new.world_size, "int64_val")
         out[r] = ExecutionTrace(nodes, md, rank=r)
     return TraceSet(out, names.mapping())

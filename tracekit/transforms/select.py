@@ -80,6 +80,12 @@ class KeepIteration(Transform):
             raise ConfigError(f"iteration must be an integer >= 0, got {self.iteration!r}")
         if "{n}" not in self.marker:
             raise ConfigError(f"marker {self.marker!r} must contain {{n}} (the iteration number)")
+        try:
+            self.marker.format(n=0)
+        except (IndexError, KeyError, ValueError, AttributeError):
+            raise ConfigError(
+                f"marker {self.marker!r}: {{n}} is the only field it may hold (write {{{{ and }}}} for braces)"
+            ) from None
 
     def apply(self, traceset):
         """Every rank cut to iteration ``iteration`` (class docstring); ranks and groups unchanged.
@@ -101,7 +107,7 @@ class KeepIteration(Transform):
             what = (
                 f"it has {prefix}N markers for N in {have}"
                 if have
-                else f"no node is named like {self.marker.format(n='N')!r} (the iteration annotation is missing)"
+                else f"no node is named like {self.marker.replace('{n}', 'N')!r} (the iteration annotation is missing)"
             )
             raise TransformError(f"no iteration {self.iteration}: {what}", rank=trace.rank, path=trace.path)
         lo = want[0]

@@ -274,6 +274,14 @@ class LLMConfig:
             raise ConfigError(f"ep={p.ep} needs a mixture-of-experts model (num experts > 0)")
         if m.is_moe and m.num_experts % p.ep:
             raise ConfigError(f"ep={p.ep} does not divide the {m.num_experts} experts")
+        from tracekit.node import check_node_count
+
+        # each micro-batch runs forward and backward through every layer of the rank's stage (a lower bound)
+        check_node_count(
+            self.num_micro_batches * 2 * (m.num_layers // p.pp),
+            f"--global-batch {self.global_batch_size:,} ({self.num_micro_batches:,} micro-batches of "
+            f"{m.num_layers // p.pp} layers per stage)",
+        )
         if p.schedule == "interleaved" and self.num_micro_batches % p.pp:
             raise ConfigError(
                 f"the interleaved schedule needs micro-batches per iteration "
