@@ -20,15 +20,13 @@ Resources (per rank, docs/design.md section 4):
 (none)             METADATA and INVALID nodes: no time, no resource
 =================  ===========================================================
 
-A missing ``tid`` / ``stream`` means 0.  With ``streams="single"`` every rank
-has one resource of each class whatever the attributes say.
+A missing ``tid`` / ``stream`` means 0.  With ``streams="single"`` every rank has one resource of each class
+whatever the attributes say.
 
-Matching (docs/design.md section 4; :mod:`tracekit.rendezvous`, the one matcher, via
-:mod:`.matching`): the k-th collective a rank issues on group G (in the rank's
-topological order) is instance (G, k) on every member; a send from ``src`` to ``dst``
-with tag ``t`` is matched with the recv on ``dst`` from ``src`` with tag ``t``
-of the same rank in issue order.  Nodes that match nothing keep instance -1
-and a note saying why (the deadlock report uses it).
+Matching (docs/design.md section 4; :mod:`tracekit.rendezvous`, the one matcher, via :mod:`.matching`): the k-th
+collective a rank issues on group G (in the rank's topological order) is instance (G, k) on every member; a send
+from ``src`` to ``dst`` with tag ``t`` is matched with the recv on ``dst`` from ``src`` with tag ``t`` of the same
+rank in issue order.  Nodes that match nothing keep instance -1 and a note saying why (the deadlock report uses it).
 """
 
 from __future__ import annotations

@@ -2,30 +2,23 @@
 
 Three frozen dataclasses, validated on construction:
 
-* :class:`ModelSpec` -- the network (GPT or Llama style): layers ``L``, hidden
-  size ``h``, attention heads ``a`` and key/value heads (grouped-query
-  attention), FFN size, GELU or SwiGLU, sequence length ``s``, vocabulary
-  ``V``, optional mixture of experts.
-* :class:`ParallelSpec` -- how it is split: ``dp x tp x pp`` (``x cp``),
-  expert parallelism ``ep`` (inside data parallelism), sequence parallelism,
-  ZeRO stage, activation recompute, pipeline schedule, gradient buckets.
-* :class:`LLMConfig` -- both plus global batch ``B``, micro-batch ``b`` and
-  the data type; derived sizes (micro-batches per iteration, layers per
-  stage, padded vocabulary, parameter counts) are properties.
+* :class:`ModelSpec` -- the network (GPT or Llama style): layers ``L``, hidden size ``h``, attention heads ``a`` and
+  key/value heads (grouped-query attention), FFN size, GELU or SwiGLU, sequence length ``s``, vocabulary ``V``,
+  optional mixture of experts.
+* :class:`ParallelSpec` -- how it is split: ``dp x tp x pp`` (``x cp``), expert parallelism ``ep`` (inside data
+  parallelism), sequence parallelism, ZeRO stage, activation recompute, pipeline schedule, gradient buckets.
+* :class:`LLMConfig` -- both plus global batch ``B``, micro-batch ``b`` and the data type; derived sizes (micro-
+  batches per iteration, layers per stage, padded vocabulary, parameter counts) are properties.
 
-Every impossible combination raises :class:`~tracekit.errors.ConfigError`
-with a one-line message naming the values (for example ``tp=3 does not
-divide the 32 attention heads``).
+Every impossible combination raises :class:`~tracekit.errors.ConfigError` with a one-line message naming the values
+(for example ``tp=3 does not divide the 32 attention heads``).
 
-Named presets (:data:`PRESETS`, :func:`preset`) give published model shapes
-with their source in ``ModelSpec.source``.
+Named presets (:data:`PRESETS`, :func:`preset`) give published model shapes with their source in ``ModelSpec.source``.
 
-Sources: Narayanan et al. 2021, "Efficient Large-Scale Language Model
-Training on GPU Clusters Using Megatron-LM" (SC21) for the parallelism
-terms, rank order and schedules; Korthikanti et al. 2022, "Reducing
-Activation Recomputation in Large Transformer Models" for sequence
-parallelism and selective recompute; Rajbhandari et al. 2020, "ZeRO" for the
-ZeRO stages.
+Sources: Narayanan et al. 2021, "Efficient Large-Scale Language Model Training on GPU Clusters Using Megatron-LM"
+(SC21) for the parallelism terms, rank order and schedules; Korthikanti et al. 2022, "Reducing Activation
+Recomputation in Large Transformer Models" for sequence parallelism and selective recompute; Rajbhandari et al. 2020,
+"ZeRO" for the ZeRO stages.
 """
 
 from __future__ import annotations
@@ -486,11 +479,7 @@ PRESETS.update({name: (ModelSpec(name, **shape), batch) for name, (shape, batch)
 
 
 def preset(name: str) -> tuple[ModelSpec, int]:
-    """``(model, default global batch)`` of a named preset.
-
-    Raises:
-        ConfigError: unknown name (the message lists the presets).
-    """
+    """``(model, default global batch)`` of a named preset (raises ConfigError listing the presets if unknown)."""
     try:
         return PRESETS[name.lower()]
     except KeyError:
