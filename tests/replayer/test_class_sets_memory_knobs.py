@@ -50,7 +50,9 @@ def test_a_nemo_stack_with_an_uneven_split_folds_exactly_and_prints_the_same_mem
 
     args = ["generate", "llm", "--model", "llama3-8b", "--layers", "6", "--tp", "2", "--pp", "4", "--cp", "2"]
     args += ["--sp", "--seq", "256", "--global-batch", "4", "--stack", "nemo", "--hw", "dgx-h100", "--json"]
-    outs = [run(*args, *extra, "-o", tmp_path / name / "job") for name, extra in (("ranks", []), ("classes", ["--classes"]))]
+    outs = [
+        run(*args, *extra, "-o", tmp_path / name / "job") for name, extra in (("ranks", []), ("classes", ["--classes"]))
+    ]
     assert all(r.returncode == 0 for r in outs), [r.stderr for r in outs]
     per_rank_mem, class_mem = (json.loads(r.stdout)["memory"] for r in outs)
     assert per_rank_mem == class_mem
