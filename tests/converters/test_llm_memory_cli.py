@@ -68,26 +68,33 @@ def test_gpt3_175b_on_one_gpu_is_reported_oom_by_how_much(tmp_path):
 
 def test_llama3_405b_on_16384_h100_prints_every_rank_class_and_its_headroom(tmp_path):
     # Llama 3 405B (Dubey et al. 2024, section 3.3: TP 8, PP 16, DP 128 on 16,384 H100 80GB) with sequence
-    # parallelism, selective recompute and the distributed optimizer. The model's 126 layers do not split
-    # evenly over 16 stages (Meta takes one layer off the first and last stage; this branch's generator has
-    # only even splits), so 128 layers here: 8 per stage.
-    args = ["--model", "llama3-405b", "--layers", "128", "--tp", "8", "--pp", "16", "--dp", "128", "--sp"]
+    # parallelism, selective recompute and the distributed optimizer, with its real 126 layers: the generator's
+    # split (pipeline_split.chunk_layers) takes one layer off the first and the last stage, 7 + 14 x 8 + 7, and
+    # the memory model reads the same split (tests/core/test_memory_model.py has the stage-0 bytes by hand).
+    args = ["--model", "llama3-405b", "--tp", "8", "--pp", "16", "--dp", "128", "--sp"]
     args += ["--recompute", "selective", "--zero", "1", "--hw", "dgx-h100", "--classes"]
     res = run("generate", "llm", *args, "-o", tmp_path / "l")
     assert res.returncode == 0, res.stderr
     rows = [ln.split("│")[1:-1] for ln in res.stdout.splitlines() if re.match(r"│ +\d+ │", ln)]
     assert [int(r[0]) for r in rows] == list(range(16))
-    assert all(r[1].strip() == "1,024" and r[2].strip() == "8" for r in rows)
+    assert [int(r[2]) for r in rows] == [7] + [8] * 14 + [7]
+    assert all(r[1].strip() == "1,024" for r in rows)
     assert [float(r[3]) for r in rows] == [16 - s for s in range(16)]  # 1F1B: stage s holds 16 - s micro-batches
     peaks = [float(r[9].replace(",", "")) for r in rows]
     headroom = [r[10].strip() for r in rows]
-    assert peaks == sorted(peaks, reverse=True)  # falls with the micro-batches in flight
+    # stage 0 by hand (test_llama3_405b_stage0_bytes_by_hand): 79,167,897,241 B = 73.73 GiB, 6.27 GiB free;
+    # stage 1 (8 layers, 15 micro-batches) is the largest: 84,219,448,115 B = 78.44 GiB, 1.56 GiB free
+    assert (peaks[0], headroom[0], peaks[1], headroom[1]) == (73.7, "6.3", 78.4, "1.6")
+    assert peaks[1:] == sorted(peaks[1:], reverse=True)  # falls with the micro-batches in flight
+    assert peaks[0] < peaks[1]  # one layer fewer outweighs one micro-batch more
     for peak, room in zip(peaks, headroom):
         expected = 80.0 - peak
         got = float(room.replace("OOM", "").replace(",", ""))
         assert got == pytest.approx(expected, abs=0.11), (peak, room)
         assert room.startswith("OOM") == (expected < 0)
-    assert "on h100-sxm (80.0 GiB)" in res.stdout.splitlines()[-1]
+    assert res.stdout.splitlines()[-1] == (
+        "memory: fits on h100-sxm (80.0 GiB): peak 78.4 GiB per rank (stage 1), at least 1.6 GiB free on every rank"
+    )
 
 
 @pytest.mark.parametrize("zero", [0, 1, 2, 3])

@@ -37,3 +37,35 @@ def test_class_set_replay_equals_per_rank_replay(knob, tmp_path):
     assert folded.ranks == per_rank.ranks
     assert folded.collectives == per_rank.collectives
     assert folded.critical_path == per_rank.critical_path
+
+
+def test_a_nemo_stack_with_an_uneven_split_folds_exactly_and_prints_the_same_memory(tmp_path):
+    # issue 28's stack knobs (fused attention, ring cp, userbuffers, overlapped gathers) on issue 33's memory
+    # report: 6 layers on pp 4 split 1, 2, 2, 1 (pipeline_split's Llama 3 rule), cp 2 with ring attention
+    import json
+
+    from cli_inprocess import run
+
+    from tracekit.replayer.results.memory import job_memory
+
+    args = ["generate", "llm", "--model", "llama3-8b", "--layers", "6", "--tp", "2", "--pp", "4", "--cp", "2"]
+    args += ["--sp", "--seq", "256", "--global-batch", "4", "--stack", "nemo", "--hw", "dgx-h100", "--json"]
+    outs = [
+        run(*args, *extra, "-o", tmp_path / name / "job") for name, extra in (("ranks", []), ("classes", ["--classes"]))
+    ]
+    assert all(r.returncode == 0 for r in outs), [r.stderr for r in outs]
+    per_rank_mem, class_mem = (json.loads(r.stdout)["memory"] for r in outs)
+    assert per_rank_mem == class_mem
+    assert [r["layers"] for r in class_mem["classes"]] == [1, 2, 2, 1]
+    assert all(r["terms"]["working"] == 0 for r in class_mem["classes"])  # fused attention: no s x s to rebuild
+    per_rank, ranks_read = replay_with_traces(tmp_path / "ranks" / "job", "dgx-h100", options=ReplayOptions(fold=False))
+    folded, read = replay_with_traces(tmp_path / "classes" / "job", "dgx-h100")
+    assert folded.folding is not None and folded.folding.reason is None and folded.folding.classes == 4
+    assert folded.iteration_time_ns == per_rank.iteration_time_ns > 0
+    assert folded.ranks == per_rank.ranks
+    assert folded.collectives == per_rank.collectives
+    assert folded.critical_path == per_rank.critical_path
+    # the replay's memory report (read back from the traces' llm_config) is the generator's, both ways
+    for traces in (ranks_read, read):
+        report = job_memory(traces, "dgx-h100")
+        assert report is not None and report["classes"] == class_mem["classes"]

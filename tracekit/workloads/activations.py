@@ -26,6 +26,13 @@ without dropout (Llama, Mixtral, Nemotron: no masks, and the attention-value pro
 output itself).  For the GPT-3 shape it reduces to the paper's closed forms exactly
 (``tests/core/test_memory_model.py``).
 
+Fused attention (the stack knob ``fused_attention``, :mod:`.stacks`): FlashAttention never writes the
+``s x s`` scores; its backward recomputes them block by block from Q, K, V, the output and the softmax
+statistics the forward saves, fp32 per query row and head (Dao et al. 2022, "FlashAttention", Algorithms
+1-2: ``m`` and ``l``; FlashAttention-2, Dao 2023, section 3.1: only the logsumexp ``L = m + log l``).
+Dropout runs inside the kernel from a saved RNG state (a few bytes, not counted).  The attention core is
+then ``4 a s b / t`` bytes (:data:`SOFTMAX_STAT_BYTES` per row and head) instead of ``5 a s^2 b / t``.
+
 Pipeline (section 4.3; Narayanan et al. 2021 for the schedules): a stage holds the activations of the
 micro-batches it has run forward and not yet backward.  :func:`peak_in_flight` walks the stage's own
 order (:func:`tracekit.workloads.schedules.stage_order`, the order the generator emits), so 1F1B gives
@@ -54,13 +61,23 @@ MASK_BYTES = 1
 CPU_EAGER_MASK_BYTES = 4
 #: Bytes of one logit element in the cross-entropy (Megatron-LM casts logits to fp32 for the loss).
 LOGIT_BYTES = 4
+#: Bytes fused attention saves per query row and head: the fp32 softmax logsumexp (Dao 2023, FlashAttention-2).
+SOFTMAX_STAT_BYTES = 4
 
 
 def activation_bytes_per_element(config: "LLMConfig") -> int:
-    """Bytes of one stored activation element: the training dtype's, 2 for ``fp8`` (FP8 recipes run the GEMMs in
-    FP8 but keep activations, norms and softmax in 16 bits: Micikevicius et al. 2022, "FP8 Formats for Deep
-    Learning", section 4)."""
-    return 2 if config.dtype == "fp8" else DTYPE_BYTES[config.dtype]
+    """Bytes of one stored activation element: the training dtype's; for ``fp8`` under Transformer Engine
+    (``stack.fp8_recipe="transformer-engine"``, :mod:`.stacks`) 2, BF16 (FP8 recipes run the GEMMs in FP8 but
+    keep activations, norms and softmax in 16 bits: Micikevicius et al. 2022, "FP8 Formats for Deep Learning",
+    section 4); 1 for the what-if recipe ``all``.
+
+    Assumption: Transformer Engine may also save the FP8 copy of a linear layer's input (its cast/transpose for
+    the weight-gradient GEMM) instead of the BF16 one, which would make those inputs 1 byte; that is not
+    modelled, so the FP8 figures are the BF16 upper bound.
+    """
+    if config.dtype == "fp8":
+        return 1 if config.stack.fp8_recipe == "all" else 2
+    return DTYPE_BYTES[config.dtype]
 
 
 def has_dropout(config: "LLMConfig") -> bool:
@@ -78,8 +95,8 @@ class LayerActivations:
         replicated_bytes: tensors every tensor-parallel rank holds in full (``10 sbh`` for GPT), divided by
             ``tp`` under sequence parallelism.
         sharded_bytes: tensors split over ``tp`` outside the attention core (``24 sbh / t`` for GPT).
-        core_bytes: the attention core (softmax output, dropout mask and output: ``5 a s^2 b / t``), which
-            selective recomputation does not keep.
+        core_bytes: the attention core (softmax output, dropout mask and output: ``5 a s^2 b / t``; under
+            fused attention the softmax statistics, ``4 a s b / t``), which selective recomputation does not keep.
         input_bytes: the layer's input, what full recomputation keeps (``2 sbh``, ``/ t`` under sequence
             parallelism).
     """
@@ -105,7 +122,8 @@ class LayerActivations:
 
 def layer_activations(config: "LLMConfig", mask_bytes: int = MASK_BYTES) -> LayerActivations:
     """The tensors one layer keeps for one micro-batch on one rank (module docstring), in bytes; ``mask_bytes``
-    per dropout mask element (:data:`MASK_BYTES`, :data:`CPU_EAGER_MASK_BYTES`)."""
+    per dropout mask element (:data:`MASK_BYTES`, :data:`CPU_EAGER_MASK_BYTES`).  ``config.stack.fused_attention``
+    replaces the attention core by the softmax statistics (module docstring)."""
     m, p = config.model, config.parallel
     d, t = activation_bytes_per_element(config), p.tp
     dropout = has_dropout(config)
@@ -124,6 +142,8 @@ def layer_activations(config: "LLMConfig", mask_bytes: int = MASK_BYTES) -> Laye
     if m.is_moe:
         sharded += routed * m.hidden_size * d  # the dispatched tokens (expert FFN input)
     core = scores * d + (scores * (mask + d) if dropout else 0)  # softmax output (+ dropout mask and output)
+    if config.stack.fused_attention:  # no s x s tensor: the fp32 logsumexp per query row and head
+        core = config.micro_batch_size * heads * (m.seq_length // p.cp) * SOFTMAX_STAT_BYTES
     layer_input = th * d
     if p.sequence_parallel:
         replicated //= t
@@ -185,23 +205,26 @@ def peak_in_flight(
     Args:
         config: the job.
         stage: pipeline rank, ``0 .. pp - 1``.
-        layers_per_chunk: layers in each model chunk of this stage (default the even split).
+        layers_per_chunk: layers in each model chunk of this stage; default the generator's own split,
+            :attr:`~tracekit.workloads.config.LLMConfig.chunk_layers` (uneven for Llama 3 405B: 7 layers on
+            the first and last of 16 stages, 8 on the others).
         mask_bytes: bytes per dropout mask element (:data:`MASK_BYTES`).
 
     Raises:
         ConfigError: a stage outside the pipeline (from :func:`~tracekit.workloads.schedules.stage_order`).
     """
     p = config.parallel
-    lpc = config.layers_per_chunk if layers_per_chunk is None else layers_per_chunk
+    n_chunks = p.pp * p.virtual_stages
+    split = [len(c) for c in config.chunk_layers] if layers_per_chunk is None else [layers_per_chunk] * n_chunks
     layer = layer_activations(config, mask_bytes)
     stored_layer = layer.stored_bytes(p.recompute)
     working = layer.full_bytes - stored_layer
-    last_chunk = p.pp * p.virtual_stages - 1
+    last_chunk = n_chunks - 1
     embed, head = embedding_activation_bytes(config, mask_bytes), head_activation_bytes(config)
     held = peak = peak_stored = chunks = peak_chunks = 0
     for op in stage_order(p.schedule, p.pp, config.num_micro_batches, stage, p.virtual_stages):
         chunk = op.chunk * p.pp + stage
-        nbytes = lpc * stored_layer + (embed if chunk == 0 else 0) + (head if chunk == last_chunk else 0)
+        nbytes = split[chunk] * stored_layer + (embed if chunk == 0 else 0) + (head if chunk == last_chunk else 0)
         if op.kind == FORWARD:
             held, chunks = held + nbytes, chunks + 1
         if held + (0 if op.kind == FORWARD else working) > peak:
@@ -215,6 +238,7 @@ __all__ = [
     "CPU_EAGER_MASK_BYTES",
     "LOGIT_BYTES",
     "MASK_BYTES",
+    "SOFTMAX_STAT_BYTES",
     "LayerActivations",
     "StageActivations",
     "activation_bytes_per_element",

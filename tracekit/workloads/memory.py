@@ -160,16 +160,21 @@ class StageMemory:
 def stage_units(config: "LLMConfig", stage: int, layers_per_stage: Sequence[int] | None = None) -> list[int]:
     """The units (``-1`` embedding, layers, ``L`` head) stage ``stage`` holds, over all its model chunks.
 
-    ``layers_per_stage`` overrides the even split (one count per stage; with virtual stages each chunk gets
-    ``count / v``); it must sum to the model's layers.
+    By default the generator's own split, :attr:`~tracekit.workloads.config.LLMConfig.chunk_layers`
+    (:mod:`.pipeline_split`: even, or Llama 3's one layer fewer on the first and last stage), so the memory
+    model and the traces hold the same layers.  ``layers_per_stage`` overrides it (one count per stage; with
+    virtual stages each chunk gets ``count / v``); it must sum to the model's layers.
     """
     p, n_layers = config.parallel, config.model.num_layers
-    counts = list(layers_per_stage) if layers_per_stage is not None else [n_layers // p.pp] * p.pp
-    per_chunk = [c // p.virtual_stages for c in counts]
+    if layers_per_stage is None:
+        per_chunk = [len(c) for c in config.chunk_layers]
+    else:
+        counts = list(layers_per_stage)
+        per_chunk = [counts[vs % p.pp] // p.virtual_stages for vs in range(p.pp * p.virtual_stages)]
     units: list[int] = []
     start = 0
     for vs in range(p.pp * p.virtual_stages):
-        lpc = per_chunk[vs % p.pp]
+        lpc = per_chunk[vs]
         if vs % p.pp == stage:
             units.extend(range(start, start + lpc))
             if vs == 0:
@@ -225,7 +230,7 @@ def stage_memory(
     if expert:
         states.append(zero_model_states(expert, max(group // p.ep, 1), p.zero_stage, **kw))
     n_layers = sum(1 for u in units if 0 <= u < config.model.num_layers)
-    lpc = n_layers // p.virtual_stages
+    lpc = None if layers_per_stage is None else n_layers // p.virtual_stages  # None: config.chunk_layers
     acts = peak_in_flight(config, stage, lpc, mask_bytes)
     return StageMemory(
         stage=stage,
