@@ -183,6 +183,8 @@ def device_model(value: Any) -> DeviceModel:
             mem_bandwidth_bytes_per_s=float(bw),
         )
     peaks = tuple((str(k), float(v)) for k, v in peaks)
+    if not peaks:
+        raise ConfigError(f"device {name or value!r} has no peak_flops_per_s entries")
     default = str(getattr(obj, "default_dtype", None) or peaks[0][0])
     preset = find_device(name)
     if preset is not None:

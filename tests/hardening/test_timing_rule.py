@@ -56,7 +56,7 @@ def test_sweep_prints_how_every_point_was_timed_and_refuses_an_unknown_compute_c
     prefix = ring_job(tmp_path)
     res = run("sweep", prefix, "--hw", "dgx-h100", "--compute", "measured", "-o", tmp_path / "s", "--no-plot")
     assert res.exit_code == 0, res.stderr
-    assert "timed: collective model alpha_beta, compute measured (every point)" in res.stdout
+    assert "timed: collective model nccl, compute measured (every point)" in res.stdout
     line = one_line_error(run("sweep", prefix, "--hw", "dgx-h100", "--vary", "compute=fast", "-o", tmp_path / "t"))
     assert line == (
         "tracekit: error: --vary 'compute=fast': compute takes the --compute choices auto, measured, roofline, "

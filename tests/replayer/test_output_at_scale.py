@@ -46,7 +46,9 @@ def test_512_rank_replay_summary_has_a_fixed_number_of_lines(tmp_path):
     lines = default.stdout.splitlines()
     # 512 ranks in 4 rows (one per pipeline stage), the 8 distinct collective rows (groups whose mean times
     # differ by float noise only share a row; --top default 8); the headline is one line (it wrapped in two)
-    assert len(lines) == 38
+    # and, for a generated job, the peak-memory table (issue 33): title, 3 header lines, one row per stage (4),
+    # its bottom border and the verdict line: 10 lines
+    assert len(lines) == 38 + 10
     assert (
         sum(
             1
@@ -62,7 +64,7 @@ def test_512_rank_replay_summary_has_a_fixed_number_of_lines(tmp_path):
     )
     assert top2.exit_code == 0, top2.output
     # --top 2: 2 rank rows instead of 4, 2 collective rows instead of 8, one line more saying so
-    assert len(top2.stdout.splitlines()) == 31 and "the 2 of 8 rows with the most time" in top2.stdout
+    assert len(top2.stdout.splitlines()) == 31 + 10 and "the 2 of 8 rows with the most time" in top2.stdout
     info = runner.invoke(cli, ["info", str(tmp_path / "job"), "--top", "2"])
     assert info.exit_code == 0 and "the first 2 rows" in info.stdout
 
