@@ -245,11 +245,11 @@ class _Builder(HostDeps, DeviceSide):
                     lanes[(e.pid, e.tid)].append(HostSpan(("kineto", e.index), e.start_ns, e.end_ns, True))
         for spans in lanes.values():
             timing = thread_timing(spans)
-            is_range = {sp.key: sp.is_range for sp in spans}
+            range_of = {sp.key: sp.is_range for sp in spans}
             for sp in spans:  # outermost enclosing work event (itself when top-level work)
                 top, p = sp.key, timing.parent.get(sp.key)
                 while p is not None:
-                    if not is_range[p]:
+                    if not range_of[p]:
                         top = p
                     p = timing.parent.get(p)
                 self.work_top[sp.key] = top

@@ -147,7 +147,7 @@ class HostDeps(GraphDraft):
             if self.nodes[comm_id].stream is None:
                 self.add_dep(joiner, comm_id)
                 continue
-            lane = launched.get(self.et.by_id[joiner].tid, ())
+            lane = launched.get(self.et.by_id[joiner].tid, [])
             first = next((nid for key, nid in lane if key[0] >= position[joiner]), None)
             if first is not None:
                 self.add_dep(first, comm_id)
