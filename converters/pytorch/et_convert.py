@@ -50,6 +50,7 @@ import orjson
 from tracekit.errors import ConversionError
 from tracekit.groups import pg_init_node
 from tracekit.model import Attr, ExecutionTrace, IOInfo, Metadata, NodeDraft, NodeType
+from tracekit.uneven import RECV_SPLIT_BYTES, SEND_SPLIT_BYTES
 
 from tracekit.converters.pytorch.costs import CostStats, attach_costs, capture_device, device_attr
 from tracekit.converters.pytorch.collectives import CommOp, plan_comms, read_process_groups
@@ -398,6 +399,9 @@ class _Builder(HostDeps, DeviceSide):
                 Attr("comm_dst", comm.comm_dst, "int32_val"),
                 Attr("comm_tag", comm.comm_tag or 0, "int32_val"),
             ]
+        for name, split in ((SEND_SPLIT_BYTES, comm.send_split_bytes), (RECV_SPLIT_BYTES, comm.recv_split_bytes)):
+            if split:
+                attrs.append(Attr(name, list(split), "int64_list"))
         attrs += [Attr("is_cpu_op", False, "bool_val"), Attr("rf_id", op.rf_id), Attr("tid", op.tid)]
         if comm.seq is not None:
             attrs.append(Attr("seq_id", comm.seq))

@@ -25,6 +25,7 @@ written by hand) and exactly the trace set's number of ranks.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shlex
 from dataclasses import dataclass
@@ -40,6 +41,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from tracekit.replayer.simulation.hardware import HardwareSpec
     from tracekit.traceset import TraceSet
 
+log = logging.getLogger(__name__)
 #: comm_type rewrites for ASTRA-sim (module doc)
 ASTRA_COMM_TYPES = {
     CollectiveType.REDUCE: CollectiveType.BROADCAST,
@@ -162,6 +164,7 @@ def export_astra(
     """
     from tracekit.astra_compat import astra_group_ids, astra_ready, comm_groups_document
     from tracekit.io import TraceSetWriter, encode_trace, write_bytes_atomic
+    from tracekit.uneven import uneven_warnings
 
     system = astra_system_json(spec)
     if spec.world_size != traceset.world_size:
@@ -176,6 +179,8 @@ def export_astra(
     ids = astra_group_ids(groups, traceset.world_size)
     with TraceSetWriter(prefix) as writer:
         for rank, trace in traceset.items():
+            for text in uneven_warnings(trace, groups):  # per-peer sizes ASTRA-sim cannot run (issue 27)
+                log.warning("%s", text)
             writer.add(rank, encode_trace(astra_comm_types(astra_ready(trace, ids))))
         writer.comm_groups = comm_groups_document(groups, ids)
     paths = {"system": out / "system.json", "network": out / "network.yml", "memory": out / "memory.json"}

@@ -62,7 +62,8 @@ from tracekit.attrs import IS_CPU_OP, NUM_OPS, STREAM, TENSOR_SIZE, TID
 from tracekit.errors import TracekitError
 from tracekit.rendezvous import collective_instances, comm_table, group_order
 from tracekit.replayer.results.result import FoldInfo  # noqa: F401 - re-exported (a value of the result)
-from tracekit.model import NodeType
+from tracekit.model import CollectiveType, NodeType
+from tracekit.uneven import RECV_SPLIT_BYTES, SEND_SPLIT_BYTES
 
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.model import ExecutionTrace
@@ -93,6 +94,7 @@ class RankScan:
         p2p_attr: position -> (comm_size, pg_name) of sends/recvs.
         comm_count: communication nodes in the rank.
         comm_ids: position -> node id of communication nodes.
+        uneven: some all-to-all carries per-peer split sizes (:mod:`tracekit.uneven`).
     """
 
     rank: int
@@ -106,6 +108,7 @@ class RankScan:
     p2p_attr: dict[int, tuple[int, str]]
     comm_count: int
     comm_ids: dict[int, int]
+    uneven: bool = False  # an all-to-all carries per-peer sizes (tracekit.uneven): costed across its members
 
 
 def scan_rank(trace: "ExecutionTrace") -> RankScan:
@@ -148,6 +151,11 @@ def scan_rank(trace: "ExecutionTrace") -> RankScan:
         ]
         h.update(repr(facts).encode())
     comm_ids = {p: int(cols.ids[p]) for p in table.order}
+    uneven = any(
+        trace.node_at(p).has_attr(SEND_SPLIT_BYTES) or trace.node_at(p).has_attr(RECV_SPLIT_BYTES)
+        for p, (ctype, _) in table.coll_attr.items()
+        if ctype == int(CollectiveType.ALL_TO_ALL)
+    )
     return RankScan(
         trace.rank if trace.rank is not None else 0,
         trace.path,
@@ -160,6 +168,7 @@ def scan_rank(trace: "ExecutionTrace") -> RankScan:
         table.p2p_attr,
         len(table.order),
         comm_ids,
+        uneven,
     )
 
 
@@ -253,6 +262,8 @@ def plan_folding(
         rep_of[r] = by_digest.setdefault(scans[r].digest, r)
     if len(by_digest) == world:
         raise NotFoldable(NO_TWIN_RANKS)
+    if any(s.uneven for s in scans.values()):  # its cost is the busiest member's (tracekit.uneven.instance_bytes)
+        raise NotFoldable("an all-to-all carries per-peer sizes, costed from every member")
     if (options.collective_model or spec.collective_model) == "astra":
         _astra_foldable(groups, rep_of.tolist(), world, spec)
     planner = _Planner(scans, rep_of, _CostCheck(spec, options))
