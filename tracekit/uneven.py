@@ -30,6 +30,7 @@ from typing import Any, Sequence
 __all__ = [
     "RECV_SPLIT_BYTES",
     "SEND_SPLIT_BYTES",
+    "has_split_alltoall",
     "imbalance_text",
     "instance_bytes",
     "member_wire_bytes",
@@ -145,3 +146,13 @@ def uneven_warnings(trace: Any, groups: Any = None) -> list[str]:
         f"uniform collectives); the most uneven, node {node.id}, {text}: comm_size {node.get_attr('comm_size'):,} "
         f"bytes written, this rank alone moves as much as in a uniform {eq:,}-byte all-to-all"
     ]
+
+
+def has_split_alltoall(trace: Any, coll_attr: dict) -> bool:
+    """Whether one of ``trace``'s all-to-alls (``coll_attr``: position -> (comm_type, comm_size), as
+    :func:`tracekit.rendezvous.comm_table` gives) carries split attributes; rank folding then declines, since
+    the collective's cost needs every member's splits (:func:`instance_bytes`)."""
+    from tracekit.model import CollectiveType
+
+    a2a = int(CollectiveType.ALL_TO_ALL)
+    return any(_splits(trace.node_at(p)) is not None for p, (ctype, _) in coll_attr.items() if ctype == a2a)
