@@ -20,10 +20,13 @@ Dependencies (``data_deps``):
   asynchronous collective (NCCL, or ``async_op=True``) branches off its thread
   instead of blocking it, and is joined by the op that waits for it (a
   ``record_param_comms`` "wait" with its sequence number) or, failing that, by
-  the first later op reading one of its tensors' storage;
+  the first later op reading one of its tensors' storage; for a collective on a
+  GPU the join is a stream wait (the joiner's next device op waits), and the
+  thread's time in the call is an ``issue:<op>`` host node (issue 27);
 * across threads only where the trace shows a hand-over: when consecutive ops
   in global start order run on different threads and (with Kineto times) the
-  first ended before the second started;
+  first's outermost work ended while the second's thread sat idle, the second
+  being top-level work on its thread;
 * a device op follows its launching host op and the previous device op on
   its stream; host waits (``cudaDeviceSynchronize`` ...) and stream waits
   from :mod:`.device_graph` become edges into the waiting host op / device op.

@@ -21,7 +21,10 @@ Both PyTorch paths (Kineto-only and ET + Kineto) time host nodes with
   last work node), so a replay of the thread reproduces the range's measured
   span.  Its amount is returned per node (:attr:`ThreadTiming.gap_ns`).
   Uncovered time outside every range is idle (a worker thread waiting for work)
-  and is not time of any node: waiting is what dependencies express.
+  and is not time of any node: waiting is what dependencies express.  In the
+  ET + Kineto path, once dependencies are known, :func:`latency_leads` gives a
+  node the uncovered time between its latest dependency's end and its start
+  (a hand-over's latency), inside a range or not.
 * **Waiting is not work.**  Once the graph's dependencies are known,
   :func:`trim_waiting_gaps` removes from a node's leading uncovered time the
   part before the measured end of a node it depends on that ended inside
