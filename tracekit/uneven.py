@@ -119,6 +119,7 @@ def uneven_warnings(trace: Any, groups: Any = None) -> list[str]:
     """
     import numpy as np
 
+    from tracekit.attrs import COMM_SIZE, COMM_TYPE, PG_NAME
     from tracekit.model import CollectiveType, NodeType
 
     types = np.asarray(trace.columns().types)
@@ -126,13 +127,13 @@ def uneven_warnings(trace: Any, groups: Any = None) -> list[str]:
     count = 0
     for pos in np.flatnonzero(types == int(NodeType.COMM_COLL_NODE)).tolist():
         node = trace.node_at(pos)
-        found = _splits(node) if node.get_attr("comm_type") == int(CollectiveType.ALL_TO_ALL) else None
+        found = _splits(node) if COMM_TYPE.of(node) == int(CollectiveType.ALL_TO_ALL) else None
         text = imbalance_text(*found) if found else None
         if found is None or text is None:
             continue
         count += 1
         p = max(len(found[0]), len(found[1]))
-        ranks = list((groups or {}).get(node.get_attr("pg_name") or "0") or range(p))
+        ranks = list((groups or {}).get(PG_NAME.of(node) or "0") or range(p))
         index = ranks.index(trace.rank) if trace.rank in ranks else None
         eq = uniform_equivalent_bytes(member_wire_bytes(*found, index), p)
         if worst is None or eq > worst[0]:
@@ -143,7 +144,7 @@ def uneven_warnings(trace: Any, groups: Any = None) -> list[str]:
     where = f"{trace.path or 'trace'}: rank {trace.rank}"
     return [
         f"{where}: {count} all-to-all(s) with uneven per-peer sizes written with one size (ASTRA-sim runs "
-        f"uniform collectives); the most uneven, node {node.id}, {text}: comm_size {node.get_attr('comm_size'):,} "
+        f"uniform collectives); the most uneven, node {node.id}, {text}: comm_size {COMM_SIZE.of(node) or 0:,} "
         f"bytes written, this rank alone moves as much as in a uniform {eq:,}-byte all-to-all"
     ]
 

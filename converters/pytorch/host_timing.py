@@ -73,8 +73,8 @@ class ThreadTiming:
         parent: key -> key of the enclosing event (after clamping), absent for top-level events.
         partial_overlaps: events clamped because they overlapped an enclosing event without nesting.
         uncovered_lead_ns: key of each top-level work event -> the uncovered time just before it on the
-            thread (since the previous top-level work ended; its start for the thread's first work), inside
-            ranges or not (:func:`latency_leads`).
+            thread (since the previous top-level work ended, less the part a range gave that work as its tail;
+            its start for the thread's first work), inside ranges or not (:func:`latency_leads`).
     """
 
     duration_ns: dict
@@ -132,10 +132,11 @@ def thread_timing(spans: Sequence[HostSpan]) -> ThreadTiming:
     _attribute_gaps(top_work, ranges, end, own, gap, lead)
     duration = {k: max(0, v) for k, v in own.items()}
     uncovered: dict = {}
-    cursor = 0
-    for w in top_work:
-        uncovered[w.key] = max(0, w.start_ns - cursor)
+    cursor, prev_tail = 0, 0
+    for w in top_work:  # the uncovered time before w, less what a range gave the previous work as its tail
+        uncovered[w.key] = max(0, w.start_ns - cursor - prev_tail)
         cursor = max(cursor, end[w.key])
+        prev_tail = gap.get(w.key, 0) - lead.get(w.key, 0)
     return ThreadTiming(duration, gap, lead, parent, overlaps, uncovered)
 
 
