@@ -16,7 +16,7 @@ of the converted nodes.
 Rows that miss 5 % (closing note):
 - param-linear ET + Kineto was -14.6 % before issue 27 (uncovered host time outside ranges was idle); with the
   latency rule of host_timing.latency_leads (uncovered time after the latest dependency ended is the next node's)
-  it is -2.0 %, within 5 %.
+  it is -2.2 %, within 5 %.
 - param-linear Kineto-only, -31.7 % (40 iterations): the main thread waits for the autograd thread 40 times
   (607.1 ms in gaps over 1 ms, each from aten::ones_like to Optimizer.step), but no range (``## backward ##``) or
   fwdbwd flow in the file ties the autograd thread's 510.4 ms of work to the main thread, so the backward replays
