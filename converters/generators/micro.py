@@ -43,6 +43,7 @@ from tracekit.converters.generators._build import (
 from tracekit.errors import ConfigError
 from tracekit.model import Attr, CollectiveType, NodeType
 from tracekit.traceset import TraceSet
+from tracekit.uneven import RECV_SPLIT_BYTES, SEND_SPLIT_BYTES
 
 PRODUCER = "tracekit.converters.generators.micro"
 SEND_RECV_PATTERNS = ("ring", "pairwise", "pingpong")
@@ -98,6 +99,7 @@ def collective_bench(
     group: Iterable[int] | None = None,
     compute_ns: int = 0,
     iterations: int = 1,
+    moe_skew: float = 0.0,
 ) -> TraceSet:
     """Every member of ``group`` runs ``iterations`` x (compute, then collective).
 
@@ -108,6 +110,7 @@ def collective_bench(
         group: member ranks (default all); other ranks get empty traces.
         compute_ns: duration of a COMP node before each collective (0 = none).
         iterations: repetitions; iteration k+1 waits for iteration k.
+        moe_skew: an all-to-all only: MoE token-routing imbalance (:func:`moe_splits`); 0 = even.
 
     Returns:
         A trace set where each member rank has ``iterations`` COMM_COLL nodes
@@ -115,21 +118,61 @@ def collective_bench(
         ``process_group:init`` node when ``group`` is not all ranks).
 
     Raises:
-        ConfigError: bad size, group, iteration count or collective name.
+        ConfigError: bad size, group, iteration count or collective name; a skew on another collective.
     """
     _check_common(world_size, iterations, compute_ns)
     ctype = parse_collective(collective)
     groups = ProcessGroups(world_size)
     members, pg = _group(world_size, group, groups, ctype.name.lower())
     builders = _builders(world_size, groups)
-    for rank in members:
+    splits = _skewed(ctype, comm_bytes, len(members), moe_skew)
+    for i, rank in enumerate(members):
         b = builders[rank]
+        extra = (
+            ()
+            if splits is None
+            else (
+                Attr(SEND_SPLIT_BYTES, splits, "int64_list"),
+                Attr(RECV_SPLIT_BYTES, [splits[i]] * len(splits), "int64_list"),
+            )
+        )
         last: int | None = None
         for it in range(iterations):
             if compute_ns:
                 last = b.comp(f"compute_{it}", duration_ns=compute_ns, deps=[last])
-            last = b.collective(f"{ctype.name}_{it}", ctype, comm_bytes, pg_name=pg, deps=[last])
+            last = b.collective(f"{ctype.name}_{it}", ctype, comm_bytes, pg_name=pg, deps=[last], extra_attrs=extra)
     return _finish(builders, groups, f"{ctype.name.lower()} {comm_bytes} B x {iterations}")
+
+
+def moe_splits(comm_bytes: int, experts: int, skew: float) -> list[int]:
+    """Bytes each rank sends to each of ``experts`` expert-parallel ranks under skewed token routing.
+
+    MoE routers send tokens to experts unevenly; expert ``j`` (one per rank) gets the Zipf share
+    ``(j + 1)^-skew / sum_k (k + 1)^-skew`` of every rank's ``comm_bytes`` (skew 0: even; 1: the classic Zipf
+    law), apportioned in whole bytes by largest remainder so they sum to ``comm_bytes``.  Every rank routes
+    with the same statistics, so rank ``j`` receives ``experts x`` its share: the dispatch all-to-all's
+    busiest member is expert 0.
+
+    Raises:
+        ConfigError: a negative or non-finite skew, or fewer than one expert.
+    """
+    if not (skew >= 0 and skew < float("inf")) or experts < 1:
+        raise ConfigError(f"MoE skew must be a finite number >= 0 over >= 1 experts, got {skew!r} over {experts}")
+    weights = [(j + 1) ** -skew for j in range(experts)]
+    total = sum(weights)
+    exact = [comm_bytes * w / total for w in weights]
+    out = [int(x) for x in exact]
+    for j in sorted(range(experts), key=lambda j: (-(exact[j] - out[j]), j))[: comm_bytes - sum(out)]:
+        out[j] += 1
+    return out
+
+
+def _skewed(ctype: CollectiveType, comm_bytes: int, members: int, skew: float) -> list[int] | None:
+    if not skew:
+        return None
+    if ctype != CollectiveType.ALL_TO_ALL:
+        raise ConfigError(f"a MoE skew applies to an all-to-all (expert dispatch), not {ctype.name.lower()}")
+    return moe_splits(comm_bytes, members, skew)
 
 
 def _p2p_steps(pattern: str, members: tuple[int, ...]) -> dict[int, list[list[tuple[str, int]]]]:

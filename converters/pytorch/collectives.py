@@ -37,6 +37,8 @@ from tracekit.errors import ConversionError
 from tracekit.model import CollectiveType, NodeType
 from tracekit.workloads.units import torch_dtype_bytes
 
+from tracekit.converters.pytorch.et_splits import split_bytes
+
 from tracekit.converters.pytorch.comm_names import (
     C10D_DATA_ARG,
     C10D_NON_COMM,
@@ -87,6 +89,8 @@ class CommOp:
         device: device of the data ("cpu", "cuda:0", "" when unknown).
         seq: NCCL sequence number from record_param_comms, when recorded.
         dtype: element type name, when known.
+        send_split_bytes, recv_split_bytes: an all-to-all-v's bytes sent to / received from each group member
+            (:mod:`.et_splits`, :mod:`tracekit.uneven`); empty when even or not recorded.
     """
 
     node_id: int
@@ -104,6 +108,8 @@ class CommOp:
     device: str = ""
     seq: int | None = None
     dtype: str | None = None
+    send_split_bytes: tuple[int, ...] = ()
+    recv_split_bytes: tuple[int, ...] = ()
 
     @property
     def blocks_host(self) -> bool:
@@ -405,7 +411,16 @@ def _finish(draft: _Draft, et: EtTrace, rank: int | None, groups: Mapping[str, t
         device=device,
         seq=draft.rpc.seq if draft.rpc else None,
         dtype=draft.rpc.dtype if draft.rpc else None,
+        **_splits(draft, et),
     )
+
+
+def _splits(draft: _Draft, et: EtTrace) -> dict[str, tuple[int, ...]]:
+    """``send_split_bytes``/``recv_split_bytes`` of an all-to-all (:func:`.et_splits.split_bytes`), else none."""
+    if draft.kind != CollectiveType.ALL_TO_ALL:
+        return {}
+    found = split_bytes([et.by_id[i] for i in draft.members])
+    return {} if found is None else {"send_split_bytes": found[0], "recv_split_bytes": found[1]}
 
 
 def _p2p_ends(

@@ -20,10 +20,13 @@ Dependencies (``data_deps``):
   asynchronous collective (NCCL, or ``async_op=True``) branches off its thread
   instead of blocking it, and is joined by the op that waits for it (a
   ``record_param_comms`` "wait" with its sequence number) or, failing that, by
-  the first later op reading one of its tensors' storage;
+  the first later op reading one of its tensors' storage; for a collective on a
+  GPU the join is a stream wait (the joiner's next device op waits), and the
+  thread's time in the call is an ``issue:<op>`` host node (issue 27);
 * across threads only where the trace shows a hand-over: when consecutive ops
   in global start order run on different threads and (with Kineto times) the
-  first ended before the second started;
+  first's outermost work ended while the second's thread sat idle, the second
+  being top-level work on its thread;
 * a device op follows its launching host op and the previous device op on
   its stream; host waits (``cudaDeviceSynchronize`` ...) and stream waits
   from :mod:`.device_graph` become edges into the waiting host op / device op.
@@ -51,11 +54,12 @@ from tracekit.errors import ConversionError
 from tracekit.groups import pg_init_node
 from tracekit.converters.pytorch.kineto_memory import trace_memory_attrs
 from tracekit.model import Attr, ExecutionTrace, IOInfo, Metadata, NodeDraft, NodeType
+from tracekit.uneven import RECV_SPLIT_BYTES, SEND_SPLIT_BYTES
 
 from tracekit.converters.pytorch.costs import CostStats, attach_costs, capture_device, device_attr
 from tracekit.converters.pytorch.collectives import CommOp, plan_comms, read_process_groups
 from tracekit.converters.pytorch.et_reader import EtIO, EtOp, EtTrace
-from tracekit.converters.pytorch.host_timing import HostSpan, thread_timing, trim_waiting_gaps
+from tracekit.converters.pytorch.host_timing import HostSpan, latency_leads, thread_timing
 from tracekit.converters.pytorch.kineto_reader import KinetoTrace
 from tracekit.converters.pytorch.et_device import DeviceSide
 from tracekit.converters.pytorch.et_host_deps import HostDeps
@@ -134,6 +138,8 @@ class _Builder(HostDeps, DeviceSide):
             ctrl = [] if parent not in et.by_id or is_et_root(et.by_id[parent]) else [parent]
             comm = comms.get(op.id)
             node = self.comm_node(op, comm, ctrl) if comm is not None else self.host_node(op, ctrl, kids)
+            if comm is not None and comm.device and not comm.device.startswith("cpu"):
+                self.issue_node(op, comm, ctrl, position, out)
             self.nodes[node.id] = node
             self.order[node.id] = (position[op.id], 0, 0, 0)
             out.append(node)
@@ -144,14 +150,90 @@ class _Builder(HostDeps, DeviceSide):
         self.kineto_step_markers(ops, out, position)
         if self.link is not None:
             out.extend(self.device_nodes(comms, position))
-            trim_waiting_gaps(out, {k: v for k, v in self.lead_gap_ns.items() if k in self.nodes})
+            self.device_joins(position)
+            self.split_issue_nodes(out)
+            self.host_latency()
         return out
+
+    def host_latency(self) -> None:
+        """:func:`.host_timing.latency_leads` on the top-level host nodes (an issue node stands for its op)."""
+        link = self.link
+        assert link is not None
+        host_of = {issue: op_id for op_id, issue in self.issue_of.items()}
+        issue_end = {
+            issue: max(link.host[m].end_ns for m in self.plan_members(op_id) if m in link.host)
+            for issue, op_id in host_of.items()
+        }
+
+        def end_ns(nid: int) -> int | None:
+            n = self.nodes.get(nid)
+            if n is None or n.get_attr("range_duration_ns") is not None:
+                return None
+            if n.is_cpu_op:
+                e = link.host.get(nid)
+                return issue_end.get(nid, e.end_ns if e is not None else None)
+            return n.start_time_ns + n.duration_ns if n.start_time_ns else None
+
+        nodes, uncovered, lead = [], {}, {}
+        for nid, n in self.nodes.items():
+            key = host_of.get(nid, nid)
+            if key not in self.uncovered_ns or not n.is_cpu_op or n.get_attr("range_duration_ns") is not None:
+                continue
+            nodes.append(n)
+            uncovered[nid] = self.uncovered_ns[key]
+            lead[nid] = self.lead_gap_ns.get(key, 0)
+        latency_leads(nodes, uncovered, lead, end_ns)
+
+    def split_issue_nodes(self, out: list[NodeDraft]) -> None:
+        """Cut each issue node at its kernel's launch: the COMM node starts after the part before it.
+
+        The NCCL kernel can start once ``cudaLaunchKernel`` returned, while the thread goes on in the call
+        (stream waits, bookkeeping); the part after the launch becomes a second host node (same name,
+        ``comm_issue_part`` = 2) that the thread's next op follows, so the COMM node does not wait for it.
+        """
+        for op_id, issue in list(self.issue_of.items()):
+            launch_end = self.comm_launch_end.get(op_id)
+            a = self.nodes[issue]
+            if launch_end is None:
+                continue
+            after = min(a.duration_ns, max(0, a.start_time_ns + a.duration_ns - launch_end))
+            if after <= 0:
+                continue
+            nid = self.fresh_id()
+            b = NodeDraft(
+                id=nid,
+                name=a.name,
+                type=NodeType.COMP_NODE,
+                ctrl_deps=list(a.ctrl_deps),
+                start_time_ns=launch_end,
+                duration_ns=after,
+                attrs=[
+                    Attr("tid", a.get_attr("tid")),
+                    Attr("is_cpu_op", True, "bool_val"),
+                    Attr("comm_issue_of", op_id),
+                    Attr("comm_issue_part", 2, "int64_val"),
+                ],
+            )
+            a.duration_ns -= after
+            for n in self.nodes.values():
+                if n.id != op_id and issue in n.data_deps:
+                    n.data_deps[n.data_deps.index(issue)] = nid
+            self.nodes[nid] = b
+            self.order[nid] = self.order[issue] + (1,)
+            b.data_deps.append(issue)
+            out.insert(out.index(a) + 1, b)
+
+    def plan_members(self, op_id: int) -> tuple[int, ...]:
+        """ET ids folded into the COMM op ``op_id``."""
+        return next(c.members for c in self.plan.comms if c.node_id == op_id)
 
     def host_timing(self) -> None:
         """Durations of linked host ops by :mod:`.host_timing`, one Kineto thread at a time."""
         self.duration_ns: dict[int, int] = {}
         self.gap_ns: dict[int, int] = {}
         self.lead_gap_ns: dict[int, int] = {}
+        self.uncovered_ns: dict[int, int] = {}
+        self.work_top: dict = {}
         self.range_ns: dict[int, int] = {}
         self.partial_overlaps = 0
         if self.link is None:
@@ -168,9 +250,18 @@ class _Builder(HostDeps, DeviceSide):
                     lanes[(e.pid, e.tid)].append(HostSpan(("kineto", e.index), e.start_ns, e.end_ns, True))
         for spans in lanes.values():
             timing = thread_timing(spans)
+            range_of = {sp.key: sp.is_range for sp in spans}
+            for sp in spans:  # outermost enclosing work event (itself when top-level work)
+                top, p = sp.key, timing.parent.get(sp.key)
+                while p is not None:
+                    if not range_of[p]:
+                        top = p
+                    p = timing.parent.get(p)
+                self.work_top[sp.key] = top
             self.duration_ns.update(timing.duration_ns)
             self.gap_ns.update(timing.gap_ns)
             self.lead_gap_ns.update(timing.lead_gap_ns)
+            self.uncovered_ns.update(timing.uncovered_lead_ns)
             self.partial_overlaps += timing.partial_overlaps
         if self.partial_overlaps:
             log.warning(
@@ -259,6 +350,39 @@ class _Builder(HostDeps, DeviceSide):
             attrs=attrs,
         )
 
+    def issue_node(
+        self, op: EtOp, comm: CommOp, ctrl: list[int], position: dict[int, int], out: list[NodeDraft]
+    ) -> None:
+        """The host time of issuing an asynchronous collective: a COMP host node on the issuing thread.
+
+        The COMM node of a collective on a GPU (NCCL) runs on its stream, beside its thread; the time the thread spent
+        in the call (``c10d::*``, ``record_param_comms``, ``nccl:*`` on the host, launch and stream waits) is
+        the members' measured exclusive host time, as the Kineto-only path keeps it in the c10d op's node.
+        Only with a linkage whose host events cover a member; the node stands in the thread chain in the
+        collective's place (:mod:`.et_host_deps`) and the COMM node depends on it.
+        """
+        if self.link is None or not any(m in self.link.host for m in comm.members):
+            return
+        start = min(self.link.host[m].start_ns for m in comm.members if m in self.link.host)
+        dur = sum(self.duration_ns.get(m, 0) for m in comm.members)
+        gap = sum(self.gap_ns.get(m, 0) for m in comm.members)
+        nid = self.fresh_id()
+        attrs = [Attr("tid", op.tid), Attr("is_cpu_op", True, "bool_val"), Attr("comm_issue_of", op.id)]
+        if gap:
+            attrs.append(Attr("host_gap_ns", gap, "int64_val"))
+        self.nodes[nid] = NodeDraft(
+            id=nid,
+            name=f"issue:{op.name}",
+            type=NodeType.COMP_NODE,
+            ctrl_deps=list(ctrl),
+            start_time_ns=start,
+            duration_ns=dur,
+            attrs=attrs,
+        )
+        self.order[nid] = (position[op.id], 0, 0, -1)
+        self.issue_of[op.id] = nid
+        out.append(self.nodes[nid])
+
     def comm_node(self, op: EtOp, comm: CommOp, ctrl: list[int]) -> NodeDraft:
         """``comm``'s COMM node: ``comm_size`` in bytes, times (ns) spanning its linked backend ops (0 unlinked)."""
         start = dur = 0
@@ -279,6 +403,9 @@ class _Builder(HostDeps, DeviceSide):
                 Attr("comm_dst", comm.comm_dst, "int32_val"),
                 Attr("comm_tag", comm.comm_tag or 0, "int32_val"),
             ]
+        for name, split in ((SEND_SPLIT_BYTES, comm.send_split_bytes), (RECV_SPLIT_BYTES, comm.recv_split_bytes)):
+            if split:
+                attrs.append(Attr(name, list(split), "int64_list"))
         attrs += [Attr("is_cpu_op", False, "bool_val"), Attr("rf_id", op.rf_id), Attr("tid", op.tid)]
         if comm.seq is not None:
             attrs.append(Attr("seq_id", comm.seq))

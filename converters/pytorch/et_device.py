@@ -53,6 +53,9 @@ class DeviceSide(GraphDraft):
                     node = self.nodes[owner]
                     node.set_attr("stream", e.stream if e.stream is not None else -1)
                     node.start_time_ns, node.duration_ns = e.start_ns, e.duration_ns
+                    call = link.launch_of.get(e.index)
+                    if call is not None:
+                        self.comm_launch_end[owner] = call.end_ns
                     node_of_event[e.index] = owner
                     streams.setdefault((e.device, e.stream), []).append((key, owner))
                     continue
@@ -93,7 +96,8 @@ class DeviceSide(GraphDraft):
         host_nodes_by_tid: dict[int, list[int]] = {}
         for nid, key in self.order.items():
             if key[1] == 0:
-                host_nodes_by_tid.setdefault(self.et.by_id[nid].tid, []).append(nid)
+                tid = self.et.by_id[nid].tid if nid in self.et.by_id else self.nodes[nid].get_attr("tid")
+                host_nodes_by_tid.setdefault(tid, []).append(nid)
         for lst in host_nodes_by_tid.values():
             lst.sort(key=lambda n: self.order[n])
         waits: dict[tuple[int, int], tuple[KinetoEvent, int]] = {}

@@ -47,6 +47,11 @@ class GraphDraft:
         self.nodes: dict[int, NodeDraft] = {}
         self.order: dict[int, tuple] = {}  # node id -> order key
         self.dropped = 0
+        self.issue_of: dict[int, int] = {}  # COMM node id -> its host issue node (et_convert issue_node)
+        self.comm_launch_end: dict[int, int] = {}  # COMM node id -> end (ns) of its kernel's launch call
+        self.work_top: dict = {}  # ET id -> its outermost enclosing work op on its Kineto thread (et_convert)
+        self.uncovered_ns: dict = {}  # ET id -> uncovered time before it on its Kineto thread (et_convert)
+        self.pending_joins: list[tuple[int, int]] = []  # (joiner, device COMM node) for et_host_deps.device_joins
         self.next_id = max(et.by_id) + 1
 
     def add_dep(self, dst: int, src: int) -> None:

@@ -21,7 +21,10 @@ Both PyTorch paths (Kineto-only and ET + Kineto) time host nodes with
   last work node), so a replay of the thread reproduces the range's measured
   span.  Its amount is returned per node (:attr:`ThreadTiming.gap_ns`).
   Uncovered time outside every range is idle (a worker thread waiting for work)
-  and is not time of any node: waiting is what dependencies express.
+  and is not time of any node: waiting is what dependencies express.  In the
+  ET + Kineto path, once dependencies are known, :func:`latency_leads` gives a
+  node the uncovered time between its latest dependency's end and its start
+  (a hand-over's latency), inside a range or not.
 * **Waiting is not work.**  Once the graph's dependencies are known,
   :func:`trim_waiting_gaps` removes from a node's leading uncovered time the
   part before the measured end of a node it depends on that ended inside
@@ -35,10 +38,18 @@ Times are integer ns.  Pure function of the spans; no errors raised.
 from __future__ import annotations
 
 from bisect import bisect_left
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Hashable, Iterable, Mapping, Sequence
 
-__all__ = ["HostSpan", "ThreadTiming", "handoff_edges", "thread_timing", "trim_sync_waits", "trim_waiting_gaps"]
+__all__ = [
+    "HostSpan",
+    "ThreadTiming",
+    "handoff_edges",
+    "latency_leads",
+    "thread_timing",
+    "trim_sync_waits",
+    "trim_waiting_gaps",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +72,9 @@ class ThreadTiming:
         lead_gap_ns: key -> the part of ``gap_ns`` that came before the event (the rest followed it).
         parent: key -> key of the enclosing event (after clamping), absent for top-level events.
         partial_overlaps: events clamped because they overlapped an enclosing event without nesting.
+        uncovered_lead_ns: key of each top-level work event -> the uncovered time just before it on the
+            thread (since the previous top-level work ended, less the part a range gave that work as its tail;
+            its start for the thread's first work), inside ranges or not (:func:`latency_leads`).
     """
 
     duration_ns: dict
@@ -68,6 +82,7 @@ class ThreadTiming:
     lead_gap_ns: dict
     parent: dict
     partial_overlaps: int
+    uncovered_lead_ns: dict = field(default_factory=dict)
 
 
 def thread_timing(spans: Sequence[HostSpan]) -> ThreadTiming:
@@ -116,7 +131,13 @@ def thread_timing(spans: Sequence[HostSpan]) -> ThreadTiming:
     ranges = [s for s in order if s.is_range]
     _attribute_gaps(top_work, ranges, end, own, gap, lead)
     duration = {k: max(0, v) for k, v in own.items()}
-    return ThreadTiming(duration, gap, lead, parent, overlaps)
+    uncovered: dict = {}
+    cursor, prev_tail = 0, 0
+    for w in top_work:  # the uncovered time before w, less what a range gave the previous work as its tail
+        uncovered[w.key] = max(0, w.start_ns - cursor - prev_tail)
+        cursor = max(cursor, end[w.key])
+        prev_tail = gap.get(w.key, 0) - lead.get(w.key, 0)
+    return ThreadTiming(duration, gap, lead, parent, overlaps, uncovered)
 
 
 def _attribute_gaps(
@@ -205,6 +226,52 @@ def trim_waiting_gaps(nodes: Sequence[Any], lead_gap_ns: Mapping[int, int]) -> i
                 node.attrs = [a for a in node.attrs if a.name != "host_gap_ns"]
             removed += cut
     return removed
+
+
+def latency_leads(
+    nodes: Sequence[Any], uncovered_lead_ns: Mapping[int, int], lead_gap_ns: Mapping[int, int], end_ns: Any
+) -> int:
+    """Give each top-level host work node the uncovered time between its latest dependency's end and its start.
+
+    The rule for leading uncovered time once the graph's dependencies are known (ET + Kineto path): of the
+    time the thread sat uncovered before a node, the part before the measured end of the latest node it
+    depends on is waiting (the replay waits through the dependency), the part after it is latency of that
+    node (a hand-over to another thread, the autograd engine waking, Python between operators) and belongs
+    to it, inside a range or not, so a replay with measured durations starts every node when it started.
+    This generalizes :func:`trim_waiting_gaps`, which only cuts the range-attributed part. A node none of
+    whose dependencies has a measured end keeps its range-attributed lead.
+
+    Args:
+        nodes: host nodes to adjust (``id``, ``start_time_ns``, ``duration_ns``, ``data_deps``; durations
+            and the ``host_gap_ns`` attribute change in place).
+        uncovered_lead_ns: node id -> uncovered time before it on its thread (ns); only these nodes change.
+        lead_gap_ns: node id -> the range-attributed lead already in its duration (ns).
+        end_ns: ``end_ns(node_id)`` -> measured end (ns) of a dependency, or None when it has none.
+
+    Returns:
+        The net ns added (negative when waiting was removed).
+    """
+    net = 0
+    for node in nodes:
+        uncovered = uncovered_lead_ns.get(node.id)
+        if uncovered is None:
+            continue
+        ends = [e for e in (end_ns(d) for d in node.data_deps) if e is not None]
+        if not ends:
+            continue
+        have = lead_gap_ns.get(node.id, 0)
+        want = max(0, min(uncovered, node.start_time_ns - max(ends)))
+        delta = max(want - have, -node.duration_ns)
+        if delta == 0:
+            continue
+        node.duration_ns += delta
+        gap = int(node.get_attr("host_gap_ns") or 0) + delta
+        if gap > 0:
+            node.set_attr("host_gap_ns", gap, "int64_val")
+        else:
+            node.attrs = [a for a in node.attrs if a.name != "host_gap_ns"]
+        net += delta
+    return net
 
 
 def handoff_edges(

@@ -39,6 +39,7 @@ import numpy as np
 from tracekit.attrs import IS_CPU_OP, PG_NAME, TID
 from tracekit.errors import ReplayError
 from tracekit.fmt import fmt_ms
+from tracekit.replayer.results.measured_lacks import lack_notes
 
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.replayer.results.result import ReplayResult
@@ -150,8 +151,9 @@ def check_replay(traceset: "TraceSet", spec: Any = DEFAULT_SPEC, *, fold: bool =
         for rank in traceset.ranks:
             alone = local_rank(traceset[rank])
             result = replay(alone, spec, options=ReplayOptions(collective_model="measured", fold=False))
-            rows.extend(replace(row, rank=rank) for row in compare(alone, result).rows)
-            notes.extend(_empty_step_notes(traceset[rank], rank))
+            mine = [replace(row, rank=rank) for row in compare(alone, result).rows]
+            rows.extend(mine)
+            notes.extend(_empty_step_notes(traceset[rank], rank) + lack_notes(traceset, mine))
         return MeasuredComparison(tuple(rows), tuple(notes), result)
     traceset, offset_ns = with_start_offsets(traceset)
     if offset_ns:
@@ -333,6 +335,7 @@ def compare(traceset: "TraceSet", result: "ReplayResult") -> MeasuredComparison:
         rows.extend(steps or [_whole_row(trace, rank, result.rank(rank).iteration_time_ns)])
         notes.extend(_empty_step_notes(trace, rank))
     rows.extend(_job_rows(traceset, rows))
+    notes.extend(lack_notes(traceset, rows))  # rows outside 5 %: what the file lacks (measured_lacks)
     return MeasuredComparison(tuple(rows), tuple(_waiting_notes(traceset, result) + notes), result)
 
 

@@ -30,6 +30,7 @@ world size is fitted).
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shlex
 from dataclasses import dataclass
@@ -45,6 +46,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from tracekit.replayer.simulation.hardware import HardwareSpec
     from tracekit.traceset import TraceSet
 
+log = logging.getLogger(__name__)
 #: comm_type rewrites for ASTRA-sim (module doc)
 ASTRA_COMM_TYPES = {
     CollectiveType.REDUCE: CollectiveType.BROADCAST,
@@ -178,6 +180,7 @@ def export_astra(
     from tracekit.astra_compat import astra_group_ids, astra_ready, comm_groups_document
     from tracekit.io import TraceSetWriter, encode_trace, write_bytes_atomic
     from tracekit.replayer.simulation.astra_target import BUILD_NAMES, astra_settings_for, check_target, for_master
+    from tracekit.uneven import uneven_warnings
 
     if spec.astra is None and spec.fit_to_world_size:
         spec = spec.fitted(traceset.world_size)
@@ -200,6 +203,8 @@ def export_astra(
     removed, idle = 0, []
     with TraceSetWriter(prefix) as writer:
         for rank, trace in traceset.items():
+            for text in uneven_warnings(trace, groups):  # per-peer sizes ASTRA-sim cannot run (issue 27)
+                log.warning("%s", text)
             trace = astra_comm_types(astra_ready(trace, ids))
             if target == "518bd51":
                 trace, n_meta, placeholder = for_master(trace)

@@ -1,11 +1,9 @@
 """Rank folding: simulate one representative per class of ranks whose timelines are provably identical.
 
-Data parallelism makes many ranks run the same program: in a generated LLM
-job every dp replica of a (tp, pp) position has the same nodes, durations and
-dependencies, and differs only in the names of its process groups and the
-peers of its sends/recvs.  When the whole replay is symmetric under the
-exchange of such ranks, their schedules are equal to the bit, so the engine
-simulates one *representative* per class and the results are expanded.
+Data parallelism makes many ranks run the same program: in a generated LLM job every dp replica of a (tp, pp)
+position has the same nodes, durations and dependencies, and differs only in the names of its process groups and the
+peers of its sends/recvs. When the whole replay is symmetric under the exchange of such ranks, their schedules are
+equal to the bit, so the engine simulates one *representative* per class and the results are expanded.
 
 What is proven before folding (otherwise the replay runs unfolded and
 ``ReplayResult.folding`` says why):
@@ -27,18 +25,14 @@ What is proven before folding (otherwise the replay runs unfolded and
    (:class:`~.collectives.CommCost` equal: fixed time, wire bytes per
    dimension, algorithm).  Then all ranks of a class arrive at their
    instances at the same times, by induction over the events.
-3. *Same contention.*  Links are per rank (``(rank, dimension, direction)``,
-   replayer/NOTES.md), a folded instance loads its representatives' links
-   (duplicates once), and by 1-2 each member's link carries the same
-   transfers at the same times as its representative's, so the fluid
-   rates are equal.  The engine recomputes rates once per instant
-   (:meth:`.engine._Flows.recompute`), so they do not depend on the order of
-   same-time events either.  (A link model with links shared between ranks,
-   e.g. one NIC per node, would need its own check here.)
-4. *Same tie order.*  Same-time events of one rank are taken by node
-   position (kept) or by instance index: every rank's communication nodes
-   must be in the same order when sorted by their unfolded instance index as
-   its representative's when sorted by folded instance index.
+3. *Same contention.* Links are per rank (``(rank, dimension, direction)``, replayer/NOTES.md), a folded instance
+   loads its representatives' links (duplicates once), and by 1-2 each member's link carries the same transfers at
+   the same times as its representative's, so the fluid rates are equal. The engine recomputes rates once per
+   instant (:meth:`.engine._Flows.recompute`), so they do not depend on the order of same-time events either. (A
+   link model with links shared between ranks, e.g. one NIC per node, would need its own check here.)
+4. *Same tie order.* Same-time events of one rank are taken by node position (kept) or by instance index: every
+   rank's communication nodes must be in the same order when sorted by their unfolded instance index as its
+   representative's when sorted by folded instance index.
 
 Classes are the digest classes; the representative is the lowest rank.
 Tests: tests/replayer/test_folding.py replays generated presets both ways
@@ -63,6 +57,7 @@ from tracekit.errors import TracekitError
 from tracekit.rendezvous import collective_instances, comm_table, group_order
 from tracekit.replayer.results.result import FoldInfo  # noqa: F401 - re-exported (a value of the result)
 from tracekit.model import NodeType
+from tracekit.uneven import has_split_alltoall
 
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.model import ExecutionTrace
@@ -106,6 +101,7 @@ class RankScan:
     p2p_attr: dict[int, tuple[int, str]]
     comm_count: int
     comm_ids: dict[int, int]
+    uneven: bool = False  # an all-to-all carries per-peer sizes (tracekit.uneven): its cost needs every member
 
 
 def scan_rank(trace: "ExecutionTrace") -> RankScan:
@@ -160,6 +156,7 @@ def scan_rank(trace: "ExecutionTrace") -> RankScan:
         table.p2p_attr,
         len(table.order),
         comm_ids,
+        has_split_alltoall(trace, table.coll_attr),
     )
 
 
@@ -253,6 +250,8 @@ def plan_folding(
         rep_of[r] = by_digest.setdefault(scans[r].digest, r)
     if len(by_digest) == world:
         raise NotFoldable(NO_TWIN_RANKS)
+    if any(s.uneven for s in scans.values()):  # costed by its busiest member (tracekit.uneven.instance_bytes)
+        raise NotFoldable("an all-to-all carries per-peer sizes, costed from every member")
     if (options.collective_model or spec.collective_model) == "astra":
         _astra_foldable(groups, rep_of.tolist(), world, spec)
     planner = _Planner(scans, rep_of, _CostCheck(spec, options))

@@ -12,7 +12,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from tracekit.errors import ReplayError
+from tracekit.model import CollectiveType
 from tracekit.rendezvous import CommTable, collective_instances, comm_table, group_order, p2p_pairs
+from tracekit.uneven import instance_bytes
 from tracekit.replayer.simulation.rank_compile import K_COLL, K_RECV, K_SEND
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -73,6 +75,9 @@ def _match_collectives(
             r0, p0 = next((r, p) for r, p in zip(members, positions) if p is not None)
             ctype, csize = tables[r0].coll_attr[p0]
             _same_collective(ts, layouts, tables, name, k, members, positions, r0, p0)
+            if ctype == int(CollectiveType.ALL_TO_ALL):  # per-peer sizes (all_to_allv): tracekit.uneven
+                present = [(r, ts[r].node_at(p)) for r, p in zip(members, positions) if p is not None]
+                csize = instance_bytes(present, tuple(members), max(csize, 0))
             iid = len(instances)
             instances.append(Instance("collective", ctype, max(csize, 0), name, tuple(members), nodes, k))
             for g in nodes:

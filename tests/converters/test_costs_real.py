@@ -18,7 +18,8 @@ pytestmark = pytest.mark.realdata
 @pytest.fixture(scope="module")
 def resnet(real_dir):
     d = real_dir / "pytorch" / "param-resnet"
-    return convert_rank(d / "resnet_et.json.gz", d / "resnet_kineto.json.gz")
+    # two models in one pair (README; issue 27 refuses it): converted anyway, its host ops priced from the ET
+    return convert_rank(d / "resnet_et.json.gz", d / "resnet_kineto.json.gz", allow_unlinked=True)
 
 
 @pytest.fixture(scope="module")

@@ -171,11 +171,18 @@ def test_kernels_follow_launch_and_stream_order_and_nccl_kernel_is_the_comm():
     assert list(gemm.data_deps) == [10] and list(gemm.ctrl_deps) == [10] and gemm.stream == 7 and not gemm.is_cpu_op
     comm = n[11]
     assert comm.type == NodeType.COMM_COLL_NODE and comm.stream == 7 and comm.duration_ns == 30_000
-    assert sorted(comm.data_deps) == sorted([10, gemm.id])  # after its host predecessor and the gemm on stream 7
-    assert n[13].data_deps[0] == 10  # NCCL does not block the host
+    # the thread's time in the call (c10d 12-22 us, nccl:all_reduce inside it) is an issue node cut at the
+    # kernel's launch (cudaLaunchKernel ends at 16 us): 4 us before plus the 2 us the thread sat between aten::mm's
+    # end and the call (latency after its dependency), 6 us after (issue 27)
+    issue = [x for x in n.values() if x.name == "issue:c10d::allreduce_"]
+    before, after = sorted(issue, key=lambda x: x.start_time_ns)
+    assert (before.duration_ns, after.duration_ns, after.start_time_ns) == (6_000, 6_000, 16_000)
+    assert list(before.data_deps) == [10] and list(after.data_deps) == [before.id] and before.is_cpu_op
+    assert sorted(comm.data_deps) == sorted([before.id, gemm.id])  # after the launch and the gemm on stream 7
+    assert n[13].data_deps[0] == after.id  # NCCL does not block the host: the thread goes on after the call
     assert comm.id in n[13].data_deps  # cudaDeviceSynchronize in aten::item waits for it
     assert not any(x.name.startswith("ncclDevKernel") for x in n.values())
-    assert res.node_counts == {"METADATA_NODE": 1, "COMP_NODE": 3, "COMM_COLL_NODE": 1}
+    assert res.node_counts == {"METADATA_NODE": 1, "COMP_NODE": 5, "COMM_COLL_NODE": 1}
 
 
 def test_ids_unique_and_device_ids_after_et_ids():

@@ -58,7 +58,10 @@ def _row(name: str, rank: int, res) -> str:
 def _convert_all(real: Path):
     rows, jobs = [], {}
     for name, et, k in SINGLE:
-        res = convert_rank(real / "pytorch" / et, real / "pytorch" / k if k else None, rank=0)
+        # param-resnet's two files record two models (README): refused unless allowed (issue 27)
+        res = convert_rank(
+            real / "pytorch" / et, real / "pytorch" / k if k else None, rank=0, allow_unlinked=name == "param-resnet"
+        )
         rows.append((name, 0, res))
     for name, ws in JOBS:
         d = real / "pytorch" / name

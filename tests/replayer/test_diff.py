@@ -100,7 +100,7 @@ def test_cli_diff_tables_json_and_html(ws2_results, tmp_path):
     res = runner.invoke(cli, ["diff", a, b, "--top", "3"])
     assert res.exit_code == 0, res.output
     out = " ".join(res.stdout.split())
-    assert "Iteration time 327.438 ms on dgx-a100 -> 327.438 ms on dgx-h100" in out  # both presets on nccl
+    assert "Iteration time 327.141 ms on dgx-a100 -> 327.140 ms on dgx-h100" in out  # both presets on nccl
     assert "Changed: comm (rank mean) 130.698 us -> 130.107 us (-591 ns)" in out
     res = runner.invoke(cli, ["diff", a, b, "--json", "--labels", "A100,H100", "--html-out", str(tmp_path / "d.html")])
     assert res.exit_code == 0, res.output

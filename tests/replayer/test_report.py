@@ -239,7 +239,7 @@ def test_cli_report(ws2_results, tmp_path):
     res = runner.invoke(cli, ["report", str(ws2_results["dgx-a100"]), "-o", str(out)])
     assert res.exit_code == 0, res.output
     assert res.stdout == ""
-    assert "wrote" in res.stderr and "327.438 ms" in res.stderr
+    assert "wrote" in res.stderr and "327.141 ms" in res.stderr
     assert 1_000_000 < out.stat().st_size <= 1_500_000  # the 2-rank demo job: plotly.js basic inlined
     quiet = runner.invoke(cli, ["-q", "report", str(ws2_results["dgx-a100"]), "-o", str(tmp_path / "q.html")])
     assert quiet.exit_code == 0 and quiet.stderr == "" and quiet.stdout == ""

@@ -64,17 +64,20 @@ def test_splice_moves_a_body_back_when_its_prefix_is_shorter_than_the_room():
 
 
 def test_compact_on_columns_merges_a_chain_with_forward_ids():
-    # ids not ascending in file order: 10 -> 5 -> 7 on one stream, each 1 us with 100 FLOPs
+    # ids not ascending in file order: 10 -> 5 -> 7 on one stream, each 1 us, no FLOPs/bytes (issue 27: priced
+    # nodes never merge); then 7 -> 8 with 100 FLOPs on 8 stays apart
     nodes = [
-        comp(10, [], 1000, stream=1, num_ops=100),
-        comp(5, [10], 1000, stream=1, num_ops=100),
-        comp(7, [5], 1000, stream=1, num_ops=100),
+        comp(10, [], 1000, stream=1),
+        comp(5, [10], 1000, stream=1),
+        comp(7, [5], 1000, stream=1),
+        comp(8, [7], 1000, stream=1, num_ops=100),
     ]
     out, stats = compact_trace(_encoded(nodes))
-    (n,) = out.nodes
-    assert (stats.nodes_before, stats.nodes_after, stats.deps_before, stats.deps_after) == (3, 1, 2, 0)
-    assert (n.id, n.duration_ns, n.num_ops) == (10, 3000, 300)
+    n, priced = out.nodes
+    assert (stats.nodes_before, stats.nodes_after, stats.deps_before, stats.deps_after) == (4, 2, 3, 1)
+    assert (n.id, n.duration_ns, n.num_ops) == (10, 3000, None)
     assert list(n.get_attr("merged_node_ids")) == [10, 5, 7] and n.get_attr("merged_nodes") == 3
+    assert (priced.id, priced.num_ops, list(priced.data_deps)) == (8, 100, [10])
 
 
 def test_compact_on_columns_drops_implied_dependency_only():

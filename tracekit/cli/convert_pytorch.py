@@ -49,7 +49,10 @@ def _expand(pattern: str | None, what: str) -> list[str]:
     "-o", "--output", "prefix", required=True, metavar="PREFIX", help="Output prefix: writes PREFIX.<rank>.et."
 )
 @click.option(
-    "--allow-unlinked", is_flag=True, help="Convert even when no ET op links to a Kineto op (durations stay 0)."
+    "--allow-unlinked",
+    is_flag=True,
+    help="Convert even when no ET op links to a Kineto op (durations stay 0), or when the ET and Kineto files "
+    "look like different runs or models (converted with a warning).",
 )
 @executor_options
 @json_option()

@@ -53,6 +53,13 @@ MAX_ITERATIONS = 1_000_000
 )
 @click.option("--iterations", type=int, default=1, show_default=True, help="Repetitions, one after another.")
 @click.option(
+    "--moe-skew",
+    type=float,
+    default=0.0,
+    show_default=True,
+    help="all_to_all only: MoE token-routing imbalance, Zipf exponent of the experts' (ranks') shares; 0 = even.",
+)
+@click.option(
     "-o",
     "--output",
     "prefix",
@@ -71,6 +78,7 @@ def micro(
     group: str | None,
     compute_us: float,
     iterations: int,
+    moe_skew: float,
     prefix: str | None,
     as_json: bool,
 ) -> None:
@@ -80,6 +88,7 @@ def micro(
     Example:
       tracekit generate micro --collective all_reduce --size 64MiB --ranks 8 -o out/ar
       tracekit generate micro --pattern ring --size 1MiB --ranks 4 --iterations 10 -o out/ring
+      tracekit generate micro --collective all_to_all --size 16MiB --ranks 8 --moe-skew 1 -o out/moe
       tracekit generate micro --shape two_comp_nodes_dependent --ranks 2 -o out/shape
     """
     from tracekit.converters.generators import micro as gen
@@ -109,7 +118,13 @@ def micro(
         nbytes = parse_size(size)
         if collective is not None:
             traceset = gen.collective_bench(
-                num_ranks, collective, nbytes, group=members, compute_ns=compute_ns, iterations=iterations
+                num_ranks,
+                collective,
+                nbytes,
+                group=members,
+                compute_ns=compute_ns,
+                iterations=iterations,
+                moe_skew=moe_skew,
             )
         else:
             traceset = gen.send_recv_bench(

@@ -159,7 +159,8 @@ def merge_candidates(ids: np.ndarray, data: DepLists, cols: NodeColumns) -> tupl
     ``work`` bool[N]: the node has FLOPs or bytes.
 
     ``j`` is a COMP node on a serial resource with exactly one data dependency ``i`` on the same
-    resource, and ``i`` has no other dependant (rules of :func:`tracekit.transforms.compact.merge_chains`).
+    resource, ``i`` has no other dependant, and neither has FLOPs or bytes (rules of
+    :func:`tracekit.transforms.compact.merge_chains`).
     The resource attributes are read (in one pass) only when some COMP node's only dependency is a COMP node.
 
     Raises:
@@ -189,7 +190,7 @@ def merge_candidates(ids: np.ndarray, data: DepLists, cols: NodeColumns) -> tupl
     broken = _unique(rid[nxt[~member(nxt * n + prev, edge_keys)]])
     serial = (rid >= 0) & ~member(rid, broken)
     succ = np.bincount(edge_keys % n, minlength=n)
-    keep = serial[j] & (rid[i] == rid[j]) & (succ[i] == 1)
+    keep = serial[j] & (rid[i] == rid[j]) & (succ[i] == 1) & ~work[i] & ~work[j]
     return i[keep], j[keep], work
 
 
@@ -199,7 +200,7 @@ def chain_groups(
     """Absorbed positions and the head each joins (int64[M] each), from the candidates ``(i, j)``.
 
     Walks the candidates in file order of ``j`` (as the node path): a chain keeps growing while all
-    its members are timed or none has FLOPs/bytes.  When every dependency points back and that
+    its members are timed or none has FLOPs/bytes (candidates never have any: :func:`merge_candidates`).  When every dependency points back and that
     rule cannot fail (all involved nodes timed, or none with work), the chains are found by
     pointer doubling instead of the walk.
     """
