@@ -150,14 +150,14 @@ def check_replay(traceset: "TraceSet", spec: Any = DEFAULT_SPEC, *, fold: bool =
             f"{_ranks_text(missing)}); each present rank is replayed alone, its communication nodes "
             f"as compute with their measured durations (waiting for the absent ranks included)"
         )
-        result, overlap = None, []
+        result, alone_overlap = None, []
         for rank in traceset.ranks:
             alone = local_rank(traceset[rank])
             result = replay(alone, spec, options=ReplayOptions(collective_model="measured", fold=False))
             rows.extend(replace(row, rank=rank) for row in compare(alone, result).rows)
             notes.extend(_empty_step_notes(traceset[rank], rank))
-            overlap.append(rank_overlap(traceset[rank], rank, result.schedule[0], s_c))
-        return MeasuredComparison(tuple(rows), tuple(notes), result, tuple(overlap))
+            alone_overlap.append(rank_overlap(traceset[rank], rank, (result.schedule or (None,))[0], s_c))
+        return MeasuredComparison(tuple(rows), tuple(notes), result, tuple(alone_overlap))
     traceset, offset_ns = with_start_offsets(traceset)
     if offset_ns:
         notes.append(

@@ -1,7 +1,8 @@
 """How much of a capture's compute/communication overlap the interference model explains (``check-replay``).
 
-Per rank, from the converted capture's device nodes (``is_cpu_op`` False: Kineto kernels, memcpy and memset with
-their measured ``start_time_ns``/``duration_ns`` on their stream):
+Per rank, from the converted capture's device nodes (``is_cpu_op`` False with a ``stream``: Kineto kernels, memcpy
+and memset with their measured ``start_time_ns``/``duration_ns`` on their stream; an ET's collectives without a
+stream are host calls):
 
 * **communication** = the device nodes of type ``COMM_*`` (NCCL kernels); **compute** = every other timed device
   node (as the interference model's compute mask: compute streams and the memory resource);
@@ -30,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from tracekit.attrs import STREAM
 from tracekit.replayer.simulation.interference import _union, overlap_ns
 
 __all__ = ["MIN_SAMPLES", "OpSlowdown", "RankOverlap", "intersection_ns", "rank_overlap", "spec_slowdown"]
@@ -125,10 +127,9 @@ def spec_slowdown(spec: Any) -> tuple[str, float | None]:
 
 def intersection_ns(a_start: np.ndarray, a_end: np.ndarray, b_start: np.ndarray, b_end: np.ndarray) -> float:
     """``|U(a) ∩ U(b)|`` of two sets of intervals ``[start, end)`` (ns)."""
-    ua, ub = _union(np.asarray(a_start, float), np.asarray(a_end, float)), _union(
-        np.asarray(b_start, float), np.asarray(b_end, float)
-    )
-    return float(overlap_ns(ua[0], ua[1], *ub).sum())
+    ua = _union(np.asarray(a_start, float), np.asarray(a_end, float))
+    ub = _union(np.asarray(b_start, float), np.asarray(b_end, float))
+    return float(overlap_ns(*ua, *ub).sum())
 
 
 def _union_ns(starts: np.ndarray, ends: np.ndarray) -> float:
@@ -137,9 +138,10 @@ def _union_ns(starts: np.ndarray, ends: np.ndarray) -> float:
 
 
 def _device_nodes(trace: Any) -> tuple[list[Any], list[Any]]:
-    comp, comm = [], []
+    comp: list[Any] = []
+    comm: list[Any] = []
     for n in trace.nodes:
-        if n.is_cpu_op is False and n.duration_ns > 0:
+        if n.is_cpu_op is False and n.duration_ns > 0 and STREAM.of(n) is not None:
             (comm if n.type.name.startswith("COMM") else comp).append(n)
     return comp, comm
 

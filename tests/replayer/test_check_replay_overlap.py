@@ -121,9 +121,8 @@ def test_dlrm_8_rank_v100_overlap_per_rank(dlrm_dir, tmp_path):
     assert _independent_overlap_ns(raw) == (253, 8, 261_000)
     o0 = overlap[0]
     assert (o0["compute_kernels"], o0["comm_kernels"], o0["measured_overlap_ns"]) == (253, 8, 261_000)
-    assert [o["measured_overlap_ns"] for o in overlap] == [
-        261_000, 280_000, 275_000, 334_000, 37_000, 40_000, 269_000, 166_000
-    ]
+    want_ns = [261_000, 280_000, 275_000, 334_000, 37_000, 40_000, 269_000, 166_000]
+    assert [o["measured_overlap_ns"] for o in overlap] == want_ns
     # rank 0: fill, scan and scan-init kernels have >= 3 instances each way (Kineto's 1 us resolution)
     assert [op["overlapped"] for op in o0["ops"]] == [11, 3, 3] and o0["measured_extra_ns"] == 12_000
     assert o0["model_extra_ns"] == pytest.approx(S_C * 52_000)  # their 17 overlapped instances' overlap, ns
@@ -170,3 +169,9 @@ def test_cpu_gloo_capture_says_there_is_no_device_overlap(real_dir, tmp_path):
     )
     doc = CliRunner().invoke(cli, ["check-replay", str(tmp_path / "job"), "--json"])
     assert [o["device"] for o in json.loads(doc.stdout)["overlap"]] == [False, False]
+
+
+def test_an_et_collective_without_a_stream_is_a_host_call():
+    """ET-converted collectives are is_cpu_op False but carry no stream: not device kernels."""
+    host = _hand_trace().nodes[-1].replace(attrs=[Attr(IS_CPU_OP, False, "bool_val"), Attr(COMM_TYPE, 4)])
+    assert not rank_overlap(ExecutionTrace([host], rank=0), 0, None, S_C).device
