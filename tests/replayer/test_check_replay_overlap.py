@@ -151,6 +151,15 @@ def test_a100_nccl_capture_overlap_and_html(real_dir, tmp_path):
     assert (o.overlapped_kernels, len(o.ops)) == (293, 19)
     assert o.measured_extra_ns == pytest.approx(1_527_750.5) and o.explained == pytest.approx(0.8938, abs=1e-4)
     assert o.replay_overlap_ns == pytest.approx(19_232)  # the replay starts the DDP all-reduces after the backward
+    from rich.console import Console
+
+    from tracekit.cli.check_replay import _print_overlap
+
+    console = Console(record=True, width=240)
+    _print_overlap(console, c.overlap)
+    row = next(line for line in console.export_text().splitlines() if "293 of 3753" in line)
+    cells = [cell.strip() for cell in row.split("│")[1:10]]
+    assert cells == ["0", "7.686", "293 of 3753", "19", "1.528", "1.366", "89%", "0.019", "0.004"]
     write_comparison_html(c, tmp_path / "c.html")
     page = (tmp_path / "c.html").read_text()
     assert "Compute/communication overlap" in page and "7.686" in page and "89%" in page
