@@ -31,11 +31,11 @@ def overlap_cells(o: RankOverlap) -> tuple[str, ...]:
     """One rank's row of :data:`OVERLAP_COLUMNS` as text (ms with 3 decimals; ``-`` for unknown)."""
     explained = "-" if o.explained is None else f"{100 * o.explained:.0f}%"
     return (
-        str(o.rank),
+        "all ranks" if o.rank < 0 else str(o.rank),
         _ms(o.measured_overlap_ns),
         f"{o.overlapped_kernels} of {o.compute_kernels}",
         str(len(o.ops)),
-        _ms(o.measured_extra_ns) if o.ops else "-",
+        _ms(o.measured_extra_ns) if o.ops or o.rank < 0 else "-",
         _ms(o.model_extra_ns),
         explained,
         _ms(o.replay_overlap_ns),
@@ -47,7 +47,7 @@ def overlap_lines(overlap: tuple[Any, ...]) -> list[str]:
     """The sentences the table needs: what the columns mean, ranks without device streams, the factor used."""
     if not overlap:
         return []
-    no_device = [str(o.rank) for o in overlap if not o.device]
+    no_device = [str(o.rank) for o in overlap if not o.device and o.rank >= 0]
     out = []
     if no_device:
         out.append(

@@ -138,7 +138,7 @@ def check_replay(traceset: "TraceSet", spec: Any = DEFAULT_SPEC, *, fold: bool =
         plus the errors of :func:`tracekit.replayer.replay`.
     """
     from tracekit.replayer import ReplayOptions, replay
-    from tracekit.replayer.results.overlap import rank_overlap, spec_slowdown
+    from tracekit.replayer.results.overlap import rank_overlap, spec_slowdown, with_job_row
 
     notes, s_c = list(measured_notes(traceset)), spec_slowdown(spec)[1]
     world = _job_world(traceset)
@@ -157,7 +157,7 @@ def check_replay(traceset: "TraceSet", spec: Any = DEFAULT_SPEC, *, fold: bool =
             rows.extend(replace(row, rank=rank) for row in compare(alone, result).rows)
             notes.extend(_empty_step_notes(traceset[rank], rank))
             alone_overlap.append(rank_overlap(traceset[rank], rank, (result.schedule or (None,))[0], s_c))
-        return MeasuredComparison(tuple(rows), tuple(notes), result, tuple(alone_overlap))
+        return MeasuredComparison(tuple(rows), tuple(notes), result, with_job_row(alone_overlap))
     traceset, offset_ns = with_start_offsets(traceset)
     if offset_ns:
         notes.append(
@@ -167,7 +167,7 @@ def check_replay(traceset: "TraceSet", spec: Any = DEFAULT_SPEC, *, fold: bool =
     result = replay(traceset, spec, options=ReplayOptions(collective_model="measured", fold=fold))
     comparison = compare(traceset, result)
     sched = {s.rank: s for s in result.schedule or ()}
-    overlap = tuple(rank_overlap(traceset[r], r, sched.get(r), s_c) for r in traceset.ranks)
+    overlap = with_job_row([rank_overlap(traceset[r], r, sched.get(r), s_c) for r in traceset.ranks])
     return MeasuredComparison(comparison.rows, tuple(notes) + comparison.notes, result, overlap)
 
 

@@ -34,7 +34,15 @@ import numpy as np
 from tracekit.attrs import STREAM
 from tracekit.replayer.simulation.interference import _union, overlap_ns
 
-__all__ = ["MIN_SAMPLES", "OpSlowdown", "RankOverlap", "intersection_ns", "rank_overlap", "spec_slowdown"]
+__all__ = [
+    "MIN_SAMPLES",
+    "OpSlowdown",
+    "RankOverlap",
+    "intersection_ns",
+    "rank_overlap",
+    "spec_slowdown",
+    "with_job_row",
+]
 
 #: Instances needed on each side (overlapped, not overlapped) before an op's median ratio is reported.
 MIN_SAMPLES = 3
@@ -216,3 +224,22 @@ def rank_overlap(
         replay_extra,
         s_c,
     )
+
+
+def with_job_row(rows: list[RankOverlap] | tuple[RankOverlap, ...]) -> tuple[RankOverlap, ...]:
+    """``rows`` plus, when two or more ranks have device nodes, a job row (rank -1, as check-replay's job rows):
+    the ranks' sums (ns, counts; ``model_extra_ns`` over the ranks that have one, whose ``measured_extra_ns``
+    are the only non-zero ones), no ops."""
+    dev = [o for o in rows if o.device]
+    if len(dev) < 2:
+        return tuple(rows)
+
+    def total(key: str) -> Any:
+        got = [getattr(o, key) for o in dev if getattr(o, key) is not None]
+        return sum(got) if got else None
+
+    keys = "compute_kernels comm_kernels measured_compute_ns measured_comm_ns measured_overlap_ns overlapped_kernels"
+    keys += " measured_extra_ns model_extra_ns replay_overlap_ns replay_model_extra_ns"
+    s_c = {o.s_c for o in dev}
+    job = RankOverlap(-1, True, **{k: total(k) for k in keys.split()}, s_c=s_c.pop() if len(s_c) == 1 else None)
+    return tuple(rows) + (job,)

@@ -116,13 +116,20 @@ def test_dlrm_8_rank_v100_overlap_per_rank(dlrm_dir, tmp_path):
     res = CliRunner().invoke(cli, ["check-replay", str(tmp_path / "job"), "--hw", "dgx-a100", "--json"])
     assert res.exit_code == 0, res.output
     overlap = json.loads(res.stdout)["overlap"]
-    assert [o["rank"] for o in overlap] == list(range(8)) and all(o["device"] for o in overlap)
+    assert [o["rank"] for o in overlap] == [*range(8), -1] and all(o["device"] for o in overlap)
+    overlap, job = overlap[:-1], overlap[-1]
     raw = json.loads(next(f for f in files if f.name.startswith("worker0_")).read_text())
     assert _independent_overlap_ns(raw) == (253, 8, 261_000)
     o0 = overlap[0]
     assert (o0["compute_kernels"], o0["comm_kernels"], o0["measured_overlap_ns"]) == (253, 8, 261_000)
     want_ns = [261_000, 280_000, 275_000, 334_000, 37_000, 40_000, 269_000, 166_000]
-    assert [o["measured_overlap_ns"] for o in overlap] == want_ns
+    assert [o["measured_overlap_ns"] for o in overlap] == want_ns and job["measured_overlap_ns"] == sum(want_ns)
+    # the job row: ranks 4 and 5 have no op with >= 3 instances each way (extra 0, no model figure)
+    assert [o["measured_extra_ns"] for o in overlap] == [12_000, 14_000, 14_000, 12_000, 0, 0, 5_000, 3_000]
+    assert job["measured_extra_ns"] == 60_000 and job["model_extra_ns"] == pytest.approx(
+        sum(o["model_extra_ns"] or 0 for o in overlap)
+    )
+    assert job["explained"] == pytest.approx(job["model_extra_ns"] / 60_000)
     # rank 0: fill, scan and scan-init kernels have >= 3 instances each way (Kineto's 1 us resolution)
     assert [op["overlapped"] for op in o0["ops"]] == [11, 3, 3] and o0["measured_extra_ns"] == 12_000
     assert o0["model_extra_ns"] == pytest.approx(S_C * 52_000)  # their 17 overlapped instances' overlap, ns
