@@ -34,7 +34,7 @@ def overlap_cells(o: RankOverlap) -> tuple[str, ...]:
         "all ranks" if o.rank < 0 else str(o.rank),
         _ms(o.measured_overlap_ns),
         f"{o.overlapped_kernels} of {o.compute_kernels}",
-        str(len(o.ops)),
+        str(len(o.ops)) if o.rank >= 0 else "-",
         _ms(o.measured_extra_ns) if o.ops or o.rank < 0 else "-",
         _ms(o.model_extra_ns),
         explained,
