@@ -11,6 +11,7 @@ import orjson
 from tracekit.fmt import fmt_ms
 from tracekit.io import write_bytes_atomic
 from tracekit.replayer.results.measured import MeasuredComparison
+from tracekit.replayer.reporting.overlap_report import overlap_html
 
 __all__ = ["comparison_html", "rank_label", "write_comparison_html", "write_comparison_json"]
 
@@ -44,7 +45,8 @@ def write_comparison_json(comparison: MeasuredComparison, path: str | os.PathLik
 
 
 def comparison_html(comparison: MeasuredComparison, title: str = "Replay vs measured") -> str:
-    """A self-contained HTML page: notes, one row per rank and step, and each row's largest contributors."""
+    """A self-contained HTML page: notes, one row per rank and step, each row's largest contributors, and the per
+    rank compute/communication overlap (:func:`~tracekit.replayer.reporting.overlap_report.overlap_html`)."""
     out = [
         f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
         "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
@@ -68,7 +70,9 @@ def comparison_html(comparison: MeasuredComparison, title: str = "Replay vs meas
             f"<td>{_ms(r.predicted_ns)}</td><td{cls}>{_pct(r.error)}</td>"
             f"<td class='l'>{html.escape(r.source)}</td><td class='l'>{shifts}</td></tr>"
         )
-    out.append("</table></body></html>")
+    out.append("</table>")
+    out.append(overlap_html(comparison.overlap))
+    out.append("</body></html>")
     return "\n".join(out)
 
 

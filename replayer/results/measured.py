@@ -1,14 +1,12 @@
 """Replay against measurement: predicted vs measured time per rank and per step.
 
-A converted capture carries its measured timeline: every node's
-``start_time_ns`` and ``duration_ns`` (the converter's measured durations),
-and its iteration markers, ``ProfilerStep#N`` nodes on a host thread with the
-measured span of the step in the ``range_duration_ns`` attribute (the
-converters make markers zero-duration: a step is a range, not work).
-:func:`check_replay` replays the set with those durations (compute
-``measured``, collectives ``measured``: each member ends the time it measured after the last member
-entered, or the smallest measured duration of the members, so time a rank spent waiting for slower
-ranks inside its collective is not counted twice; :mod:`.measured_comm`) and compares:
+A converted capture carries its measured timeline: every node's ``start_time_ns`` and ``duration_ns`` (the
+converter's measured durations), and its iteration markers, ``ProfilerStep#N`` nodes on a host thread with the
+measured span of the step in the ``range_duration_ns`` attribute (the converters make markers zero-duration: a step
+is a range, not work). :func:`check_replay` replays the set with those durations (compute ``measured``, collectives
+``measured``: each member ends the time it measured after the last member entered, or the smallest measured duration
+of the members, so time a rank spent waiting for slower ranks inside its collective is not counted twice;
+:mod:`.measured_comm`) and compares:
 
 * **per step**: predicted = replayed end of the step's last host node on the
   marker's thread minus the replayed start of the marker; measured = the
@@ -116,6 +114,7 @@ class MeasuredComparison:
     rows: tuple[StepComparison, ...]
     notes: tuple[str, ...] = ()
     result: Any = field(default=None, compare=False, repr=False)
+    overlap: tuple[Any, ...] = ()  #: per rank :class:`~tracekit.replayer.results.overlap.RankOverlap`
 
     @property
     def worst_error(self) -> float:
@@ -124,8 +123,10 @@ class MeasuredComparison:
         return max(errs) if errs else math.nan
 
     def to_dict(self) -> dict[str, Any]:
-        """The report as JSON-ready values: rows (see :meth:`StepComparison.to_dict`), notes, ``worst_error``."""
-        return {"rows": [r.to_dict() for r in self.rows], "notes": list(self.notes), "worst_error": self.worst_error}
+        """The report as JSON-ready values: rows (see :meth:`StepComparison.to_dict`), notes, ``worst_error``, per
+        rank ``overlap`` (:meth:`~tracekit.replayer.results.overlap.RankOverlap.to_dict`)."""
+        rows, overlap = [r.to_dict() for r in self.rows], [o.to_dict() for o in self.overlap]
+        return {"rows": rows, "notes": list(self.notes), "worst_error": self.worst_error, "overlap": overlap}
 
 
 def check_replay(traceset: "TraceSet", spec: Any = DEFAULT_SPEC, *, fold: bool = False) -> MeasuredComparison:
@@ -136,8 +137,9 @@ def check_replay(traceset: "TraceSet", spec: Any = DEFAULT_SPEC, *, fold: bool =
         plus the errors of :func:`tracekit.replayer.replay`.
     """
     from tracekit.replayer import ReplayOptions, replay
+    from tracekit.replayer.results.overlap import rank_overlap, spec_slowdown, with_job_row
 
-    notes = list(measured_notes(traceset))
+    notes, s_c = list(measured_notes(traceset)), spec_slowdown(spec)[1]
     world = _job_world(traceset)
     missing = tuple(r for r in range(world) if r not in traceset.ranks)
     if missing:
@@ -147,14 +149,15 @@ def check_replay(traceset: "TraceSet", spec: Any = DEFAULT_SPEC, *, fold: bool =
             f"{_ranks_text(missing)}); each present rank is replayed alone, its communication nodes "
             f"as compute with their measured durations (waiting for the absent ranks included)"
         )
-        result = None
+        result, alone_overlap = None, []
         for rank in traceset.ranks:
             alone = local_rank(traceset[rank])
             result = replay(alone, spec, options=ReplayOptions(collective_model="measured", fold=False))
             mine = [replace(row, rank=rank) for row in compare(alone, result).rows]
             rows.extend(mine)
             notes.extend(_empty_step_notes(traceset[rank], rank) + lack_notes(traceset, mine))
-        return MeasuredComparison(tuple(rows), tuple(notes), result)
+            alone_overlap.append(rank_overlap(traceset[rank], rank, (result.schedule or (None,))[0], s_c))
+        return MeasuredComparison(tuple(rows), tuple(notes), result, with_job_row(alone_overlap))
     traceset, offset_ns = with_start_offsets(traceset)
     if offset_ns:
         notes.append(
@@ -163,7 +166,9 @@ def check_replay(traceset: "TraceSet", spec: Any = DEFAULT_SPEC, *, fold: bool =
         )
     result = replay(traceset, spec, options=ReplayOptions(collective_model="measured", fold=fold))
     comparison = compare(traceset, result)
-    return MeasuredComparison(comparison.rows, tuple(notes) + comparison.notes, result)
+    sched = {s.rank: s for s in result.schedule or ()}
+    overlap = with_job_row([rank_overlap(traceset[r], r, sched.get(r), s_c) for r in traceset.ranks])
+    return MeasuredComparison(comparison.rows, tuple(notes) + comparison.notes, result, overlap)
 
 
 def with_start_offsets(traceset: "TraceSet") -> tuple["TraceSet", int]:

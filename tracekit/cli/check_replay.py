@@ -35,6 +35,10 @@ def check_replay_cmd(
 ) -> None:
     """Replay with measured durations; print per rank and step predicted vs measured time and the error.
 
+    Per rank with device kernels, also the measured compute/communication overlap, the measured slowdown of
+    overlapped compute kernels against the same op alone, the replay's overlap and the interference model's
+    prediction for it (the spec device's overlap_compute_slowdown).
+
     Each member of a collective ends what it measured after the last member arrived (one host clock;
     else the smallest measured duration of the members), so time a rank waited for slower ranks is not
     counted twice.  A partial job replays each present rank alone, its collectives with
@@ -97,11 +101,30 @@ def check_replay_cmd(
         markup=False,
         highlight=False,
     )
+    _print_overlap(console, comparison.overlap)
     for r in comparison.rows:
         if r.step is None:  # no ProfilerStep: say what the measured time is, the table cannot
             console.print(f"rank {rank_label(r.rank)}: measured = {r.source}", markup=False, highlight=False)
     for line in written:
         say(line)
+
+
+def _print_overlap(console, overlap) -> None:
+    """The per-rank compute/communication overlap table and its notes (ranks with device nodes only)."""
+    from rich.table import Table
+
+    from tracekit.replayer.reporting.overlap_report import OVERLAP_COLUMNS, overlap_cells, overlap_lines
+
+    rows = [o for o in overlap if o.device]
+    if rows:
+        table = Table(title="compute/communication overlap (whole capture)")
+        for col in OVERLAP_COLUMNS:
+            table.add_column(col, justify="right")
+        for o in rows:
+            table.add_row(*overlap_cells(o))
+        console.print(table)
+    for line in overlap_lines(overlap):
+        console.print(line, markup=False, highlight=False)
 
 
 COMMANDS = [check_replay_cmd]
