@@ -41,7 +41,8 @@ def job_memory(traceset: "TraceSet", spec: Any) -> dict[str, Any] | None:
     if config.world_size != traceset.world_size:
         return None
     # an ASTRA-sim spec's NPU has no peaks and no memory size: the peak is reported without a verdict
-    device = device_model(spec) if getattr(spec.device, "peak_flops_per_s", None) else None
+    npu = getattr(spec, "device", None)  # a spec; a preset key or device name has none
+    device = None if npu is not None and not getattr(npu, "peak_flops_per_s", None) else device_model(spec)
     memory = (device.memory_bytes or None) if device is not None else None
     report = memory_report(config, memory)
     report["device"] = device.key if device is not None and memory else None

@@ -22,7 +22,11 @@ def resnet(real_dir, tmp_path_factory) -> Path:
     from tracekit.io import write_traceset
 
     d = real_dir / "pytorch" / "param-resnet"
-    ts = convert_pytorch([d / "resnet_et.json.gz"], [d / "resnet_kineto.json.gz"], executor="serial")
+    # the ET and Kineto files of param-resnet are of two models (issue 27 refuses the pair): converted anyway, as the
+    # trial did
+    ts = convert_pytorch(
+        [d / "resnet_et.json.gz"], [d / "resnet_kineto.json.gz"], executor="serial", allow_unlinked=True
+    )
     prefix = tmp_path_factory.mktemp("resnet") / "job"
     write_traceset(ts, prefix)
     return prefix
@@ -37,8 +41,9 @@ def test_a_sweep_over_three_gpus_equals_three_replays_of_a_gpu_capture(resnet, t
     swept = run_sweep(str(resnet), specs, executor="serial")
     replays = [replay_with_compute(str(resnet), hw)[0].iteration_time_ns for hw in specs]
     assert [r.iteration_time_ns for r in swept.rows] == replays
-    # the figures of the trial's `replay --hw` runs (468.0 / 175.6 / 164.7 ms), not 952.995 ms three times
-    assert [round(t / 1e6, 1) for t in replays] == [468.0, 175.6, 164.7]
+    # the trial's `replay --hw` runs gave 468.0 / 175.6 / 164.7 ms (not 952.995 ms three times); issue 27's ET-path
+    # timing rules (issue nodes of collectives, latency leads) moved them to these
+    assert [round(t / 1e6, 1) for t in replays] == [468.1, 179.6, 168.7]
     assert [r.compute for r in swept.rows] == [
         "projected rtx-2080-ti -> a100-80gb",
         "projected rtx-2080-ti -> h100-sxm",
@@ -49,7 +54,7 @@ def test_a_sweep_over_three_gpus_equals_three_replays_of_a_gpu_capture(resnet, t
     assert res.exit_code == 0, res.stderr
     assert "timed: collective model nccl, compute projected rtx-2080-ti -> a100-80gb (point 0)" in res.stdout
     assert "timed: collective model nccl, compute measured (point 1)" in res.stdout
-    assert "952.9950" in res.stdout and "468.0382" in res.stdout
+    assert "952.9950" in res.stdout and "468.0787" in res.stdout
 
 
 def test_sweep_prints_how_every_point_was_timed_and_refuses_an_unknown_compute_choice(tmp_path):
