@@ -183,7 +183,7 @@ def _job(classes: list[ClassState], world_size: int, rescale: Rescale) -> _Job:
     cfg = llm_config_of(_RankZero(first))  # type: ignore[arg-type]
     plan = rescale.plan(_grid(cfg, world_size, groups), cfg)
     job = _Job(classes, where, groups, plan, [_renamables(c.trace) for c in classes], {}, GroupNames(1, ()))
-    all_new: set[tuple[int, ...]] = set()
+    all_new: dict[tuple[int, ...], tuple[int, ...]] = {}  # each new group once (a world group has N members)
     for r in range(plan.new.world_size):
         t = job.template(r)
         ci, mi = where[t]
@@ -200,8 +200,7 @@ def _job(classes: list[ClassState], world_size: int, rescale: Rescale) -> _Job:
                 m[name] = map_group(groups[name], plan.old, plan.new, t, r)
             except TransformError as exc:
                 raise exc.with_context(rank=t) from None
-        job.new_groups_of[r] = m
-        all_new.update(m.values())
+        job.new_groups_of[r] = {k: all_new.setdefault(v, v) for k, v in m.items()}
     job.names = GroupNames(plan.new.world_size, all_new)
     return job
 
@@ -340,6 +339,25 @@ def transform_classes(
     Raises:
         TracekitError: a step :func:`supports` does not take, or as the steps raise.
     """
+    return run_on_classes(load_classes(cs), cs.world_size, steps, output, source=source, path=str(cs.manifest))
+
+
+def rank_files_as_classes(traceset: Any) -> list[ClassState]:
+    """Each rank of a per-rank trace set as a class of its own (no slots): the input of :func:`run_on_classes`
+    for ``transform --dp`` of per-rank files, whose output then has one class per distinct input rank."""
+    return [ClassState(traceset[r], (r,), (), ()) for r in traceset.ranks]
+
+
+def run_on_classes(
+    classes: list[ClassState],
+    world: int,
+    steps: Iterable[Any],
+    output: str | os.PathLike[str],
+    *,
+    source: str | None = None,
+    path: str | None = None,
+) -> tuple[Any, int, int]:
+    """:func:`transform_classes` on classes in memory (``world`` ranks; ``path`` names the input in errors)."""
     from dataclasses import replace
 
     from tracekit.traceset import TraceSet
@@ -347,7 +365,6 @@ def transform_classes(
     from tracekit.transforms.classselect import keep_ranks_classes
 
     steps = list(steps)
-    classes, world = load_classes(cs), cs.world_size
     nodes_in = sum(len(c.trace) * len(c.ranks) for c in classes)
     for step in steps:
         if isinstance(step, Rescale):
@@ -362,7 +379,7 @@ def transform_classes(
         else:
             raise TransformError(
                 f"{type(step).__name__} needs every rank: expand the class set first (tracekit expand)",
-                path=str(cs.manifest),
+                path=path,
             )
     described = [s.describe() for s in steps]
     classes = [
