@@ -173,6 +173,8 @@ def _replay_class_set(traces: Any, spec: Any, options: Any, compute: str, captur
         from tracekit.transforms import Retarget
 
         step = Retarget(device_model(plan.source), device_model(spec))
+        if status is not None:
+            status(f"projecting compute {plan.source} -> {plan.target} per rank class", 0, len(classes))
         projected = []
         for c in classes:
             out, rep = step.project_trace(c.trace)

@@ -72,7 +72,8 @@ def _steps_from_options(opts: dict[str, Any]) -> list[Transform]:
     "-o",
     "--output",
     metavar="OUT",
-    help="Output prefix: writes OUT.<rank>.et.  [required, unless the --pipeline file sets output]",
+    help="Output prefix: writes OUT.<rank>.et (--dp: OUT.classes.json, a rank-class set, unless --per-rank).  "
+    "[required, unless the --pipeline file sets output]",
 )
 @click.option("--pipeline", "pipeline_file", metavar="FILE.toml", help="Steps from a TOML pipeline file (run first).")
 @click.option("--keep-iteration", type=int, metavar="N", help="Keep iteration N (ProfilerStep#N).")
@@ -166,7 +167,9 @@ def _transform_class_set(traces: Traces, steps: list[Transform], output: str) ->
     names = ", ".join(s.describe()["transform"] for s in steps)
     if runs_on_classes(steps):
         # rescaled on the classes and the manifest, written as a class set (no per-rank trace)
-        manifest, nodes_in, nodes_out = transform_classes(classes, steps, output, source=str(classes.manifest))
+        manifest, nodes_in, nodes_out = transform_classes(
+            classes, steps, output, source=str(classes.manifest), progress=_progress_of("mapping groups to new ranks")
+        )
         say(
             f"wrote {manifest} ({len(read_class_set(manifest).classes)} rank classes): "
             f"{nodes_in} -> {nodes_out} nodes ({names})"
@@ -182,6 +185,13 @@ def _transform_class_set(traces: Traces, steps: list[Transform], output: str) ->
     return False
 
 
+def _progress_of(description: str) -> Any:
+    """A ``progress(items, total)`` wrapper drawing a bar on stderr (see tracekit.cli._common.progress)."""
+    from tracekit.cli._common import progress
+
+    return lambda items, total: progress(items, description, total=total)
+
+
 def _rescale_as_classes(traces: Traces, steps: list[Transform], output: str, as_json: bool) -> bool:
     """``--dp`` of per-rank files written as a rank-class set (issue 34 item 1): one class per distinct input rank,
     its representative regridded once, so time and memory do not grow with the new rank count; False when the
@@ -194,7 +204,14 @@ def _rescale_as_classes(traces: Traces, steps: list[Transform], output: str, as_
         return False
     ts = read_traceset(traces)
     source = traces if isinstance(traces, str) else " ".join(traces)
-    manifest, nodes_in, nodes_out = run_on_classes(rank_files_as_classes(ts), len(ts), steps, output, source=source)
+    manifest, nodes_in, nodes_out = run_on_classes(
+        rank_files_as_classes(ts),
+        len(ts),
+        steps,
+        output,
+        source=source,
+        progress=_progress_of("mapping groups to new ranks"),
+    )
     from tracekit.classset import read_class_set
 
     cs = read_class_set(manifest)
