@@ -34,6 +34,7 @@ and a note saying why (the deadlock report uses it).
 from __future__ import annotations
 
 from array import array
+from bisect import bisect_right
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -244,10 +245,11 @@ class ReplayProgram:
         return len(self.resource_rank)
 
     def locate(self, g: int) -> tuple[RankLayout, int]:
-        """``(layout, position)`` of global node index ``g``."""
-        offsets = [lay.offset for lay in self.layouts]
-        i = int(np.searchsorted(offsets, g, side="right")) - 1
-        lay = self.layouts[i]
+        """``(layout, position)`` of global node index ``g`` (bisects the layouts' offsets, listed once)."""
+        offsets = self.__dict__.get("_offsets")
+        if offsets is None or len(offsets) != len(self.layouts):
+            offsets = self.__dict__["_offsets"] = [lay.offset for lay in self.layouts]
+        lay = self.layouts[bisect_right(offsets, g) - 1]
         return lay, g - lay.offset
 
     def node_id(self, g: int) -> int:
