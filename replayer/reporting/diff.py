@@ -28,7 +28,7 @@ the same trace replayed on two hardware specs or with two options).
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -240,7 +240,8 @@ def _keyed_collectives(r: "ReplayResult", by_group: bool = False) -> dict[tuple,
     return out
 
 
-class _GroupRow(NamedTuple):
+@dataclass(frozen=True)
+class _GroupRow:
     """A collective-table row standing in for a :class:`CollectiveRow` in :func:`diff_results`."""
 
     kind: str
