@@ -104,3 +104,14 @@ def test_malformed_compact_result_is_one_error(results):
     doc["rank_classes"][1]["ranks"] = [[8, 14]]  # rank 15 missing
     with pytest.raises(ReplayError, match=r"rank_classes do not list ranks 0-15 once each"):
         ReplayResult.from_dict(doc)
+
+
+def test_sweep_row_is_the_same_from_either_form(results):
+    """A sweep reduces a result to its row from the rank figures and the critical path, which both forms hold."""
+    from types import SimpleNamespace
+
+    from tracekit.replayer.orchestration.sweep import row_from_result
+
+    case = SimpleNamespace(index=0, params=(), spec=SimpleNamespace(name="dgx-h100"))
+    a, b = (row_from_result(case, load_result(p)) for p in results)  # type: ignore[arg-type]
+    assert a == b and a.iteration_time_ns == load_result(results[1]).iteration_time_ns
