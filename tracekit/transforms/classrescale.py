@@ -301,8 +301,11 @@ def rescale_classes(
     for ci, ranks in sorted(members.items(), key=lambda kv: kv[1][0]):
         _check_zero(job, ci, ranks)
         t0 = job.template(ranks[0])
-        rep = _regrid_one(job, classes[ci].member_trace(job.where[t0][1]), t0, ranks[0])
-        slots, values = _new_slots(job, ci, ranks)
+        try:
+            rep = _regrid_one(job, classes[ci].member_trace(job.where[t0][1]), t0, ranks[0])
+            slots, values = _new_slots(job, ci, ranks)
+        except TransformError as exc:  # name the file and rank, as the per-rank Rescale does
+            raise exc.with_context(path=classes[ci].trace.path, rank=t0) from None
         out.append(ClassState(rep, tuple(ranks), slots, values))
     return out, job.plan.new.world_size
 
