@@ -54,6 +54,10 @@ def test_dlrm_dp_as_classes_replays_as_the_rank_files(dlrm, tmp_path, dp):
     counts = {m: v["nodes"] for m, v in a["compute_projection"]["methods"].items()}
     assert counts == {m: v["nodes"] for m, v in b["compute_projection"]["methods"].items()}
     assert counts == {"projected": 3_436, "kept_no_cost": 668, "kept_host": 26_384}  # over all 16 ranks
+    expanded = tmp_path / "expanded" / "job"  # the rank files on request: tracekit expand of the class set
+    _run("-q", "expand", str(classes), "-o", str(expanded))
+    assert len(list(expanded.parent.glob("job.*.et"))) == dp
+    assert _replay(expanded)["ranks"] == b["ranks"]
 
 
 def test_resnet_dp_as_one_class(real_dir, tmp_path):
