@@ -134,6 +134,11 @@ def replay_with_compute(
             result, kept = replay_with_traces(traces, spec, options=options, status=status, perturb=perturb)
             reason = "chosen" if compute == "measured" else "the trace records no capture device"
             return with_memory(result, kept, spec), kept, ComputePlan("measured", reason=reason), None
+    if ts is None and perturb is None and options.fold and compute in ("auto", "projected", "roofline"):
+        done = _replay_class_set(traces, spec, options, compute, capture_device, status)
+        if done is not None:
+            result, kept, plan, report = done
+            return with_memory(result, kept, spec), kept, plan, report
     ts = ts if ts is not None else read_traceset(traces)
     plan = plan_compute(ts, spec, compute, capture_device)
     report = None
@@ -154,6 +159,51 @@ def replay_with_compute(
                 report.merge(rep)
         ts = ts.with_traces(traces_out)
     return with_memory(replay_with_traces(ts, spec, options=options, perturb=perturb)[0], ts, spec), ts, plan, report
+
+
+def _replay_class_set(traces: Any, spec: Any, options: Any, compute: str, capture_device: str | None, status: Any):
+    """:func:`replay_with_compute` of a rank-class set, compute planned and projected once per class (issue 34:
+    "projection defeats folding"): each representative is projected, the classes are written as a class set in
+    a temporary folder (removed at exit; the kept traces are read from it) and replayed folded.  The report counts
+    every rank (a class's report times its members).  None when ``traces`` is not a class set."""
+    import atexit
+    import shutil
+    import tempfile
+
+    from tracekit.classset import find_class_set
+    from tracekit.replayer import replay_with_traces
+    from tracekit.transforms.classrescale import load_classes, write_classes
+
+    cs = find_class_set(traces)
+    if cs is None:
+        return None
+    classes = load_classes(cs)
+    plan = plan_compute([c.trace for c in classes], spec, compute, capture_device)
+    report = None
+    if plan.method == "roofline":
+        spec = replace(spec, compute=replace(spec.compute, mode="roofline"))
+    elif plan.method == "projected":
+        from tracekit.devices import device_model
+        from tracekit.transforms import Retarget
+
+        step = Retarget(device_model(plan.source), device_model(spec))
+        if status is not None:
+            status(f"projecting compute {plan.source} -> {plan.target} per rank class", 0, len(classes))
+        projected = []
+        for c in classes:
+            out, rep = step.project_trace(c.trace)
+            projected.append(replace(c, trace=out))
+            for _ in c.ranks:  # the report of every rank, as the per-rank route merges them
+                if report is None:
+                    report = replace(rep, nodes=dict(rep.nodes), measured_ns=dict(rep.measured_ns),
+                                     projected_ns=dict(rep.projected_ns))  # fmt: skip
+                else:
+                    report.merge(rep)
+        folder = tempfile.mkdtemp(prefix="tracekit-projected-")
+        atexit.register(shutil.rmtree, folder, True)
+        traces = write_classes(f"{folder}/job", cs.world_size, projected)
+    result, kept = replay_with_traces(traces, spec, options=options, status=status)
+    return result, kept, plan, report
 
 
 __all__ = [

@@ -12,7 +12,9 @@ the same trace replayed on two hardware specs or with two options).
 - Collectives are matched by (kind, process group, members, bytes,
   occurrence number of that key), so the same trace replayed twice matches
   one to one; the ``top`` with the largest absolute change in transfer time
-  are kept (only those that :func:`moved`).
+  are kept (only those that :func:`moved`).  When either result is in the compact form (no instances,
+  :mod:`tracekit.replayer.results.compact`), the collective tables' rows are matched instead, by (kind,
+  process group, group size, bytes), and their mean times compared.
 - Nodes (needs both results' schedules) are matched per rank by (op name,
   occurrence of that name in file order), so runs whose node ids differ
   (after compaction or rescaling) still pair the same ops; a node a
@@ -206,11 +208,28 @@ def _categories(r: "ReplayResult") -> list[tuple[str, float]]:
         ("other idle (rank mean)", _mean([s.other_idle_ns for s in ranks])),
         ("critical path compute", r.critical_path.compute_ns),
         ("critical path comm", r.critical_path.comm_ns),
-        ("collective time (sum)", sum(c.time_ns for c in r.collectives)),
+        ("collective time (sum)", sum(g["total_time_ns"] for g in r.collective_summary())),
     ]
 
 
-def _keyed_collectives(r: "ReplayResult") -> dict[tuple, Any]:
+def _keyed_collectives(r: "ReplayResult", by_group: bool = False) -> dict[tuple, Any]:
+    """Collective instances keyed by (kind, group, members, bytes, occurrence); ``by_group`` (a compact result on
+    either side: no instances): the collective table's rows as instances keyed by (kind, group, group size, bytes,
+    0), ``index`` their row number, their time the row's mean."""
+    if by_group:
+        return {
+            (g["kind"], g["pg_name"], g["group_size"], g["comm_bytes"], 0): _GroupRow(
+                g["kind"],
+                g["comm_bytes"],
+                g["pg_name"],
+                range(g["group_size"]),
+                g["algorithm"],
+                i,
+                g["mean_time_ns"],
+                g["busbw_gbps"],
+            )  # fmt: skip
+            for i, g in enumerate(r.collective_summary())
+        }
     seen: dict[tuple, int] = {}
     out = {}
     for row in r.collectives:
@@ -219,6 +238,20 @@ def _keyed_collectives(r: "ReplayResult") -> dict[tuple, Any]:
         seen[base] = k + 1
         out[base + (k,)] = row
     return out
+
+
+@dataclass(frozen=True)
+class _GroupRow:
+    """A collective-table row standing in for a :class:`CollectiveRow` in :func:`diff_results`."""
+
+    kind: str
+    comm_bytes: int
+    pg_name: str
+    ranks: range
+    algorithm: str
+    index: int
+    time_ns: float
+    busbw_gbps: float | None
 
 
 def _node_times(s: "RankSchedule") -> tuple[np.ndarray, np.ndarray]:
@@ -388,7 +421,8 @@ def diff_results(
     if la == lb:
         la, lb = f"{la} (A)", f"{lb} (B)"
     cats = tuple(CategoryChange(name, va, vb) for (name, va), (_, vb) in zip(_categories(a), _categories(b)))
-    ka, kb = _keyed_collectives(a), _keyed_collectives(b)
+    by_group = a.collective_rows is not None or b.collective_rows is not None
+    ka, kb = _keyed_collectives(a, by_group), _keyed_collectives(b, by_group)
     matched = [key for key in ka if key in kb]
     changes = []
     for key in matched:

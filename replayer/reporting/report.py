@@ -101,15 +101,17 @@ def _mean(xs: Sequence[float]) -> float:
 
 def summary_values(r: "ReplayResult") -> list[tuple[str, str, Any, str]]:
     """The summary table's rows: ``(label, key, raw value, text)``; means are over ranks, times ns."""
+    from tracekit.replayer.results.compact import collective_counts
+
     ranks = r.ranks
-    n_coll = sum(1 for c in r.collectives if c.kind != "SEND_RECV")
+    n_coll, n_pairs = collective_counts(r)
     it = r.iteration_time_ns
     rows: list[tuple[str, str, Any, str]] = [
         ("iteration time", "iteration_time_ns", it, fmt_ns(it)),
         ("ranks", "world_size", r.provenance.world_size, f"{r.provenance.world_size:,}"),
         ("nodes replayed", "node_count", r.node_count, f"{r.node_count:,}"),
         ("collectives", "collectives", n_coll, f"{n_coll:,}"),
-        ("send/recv pairs", "send_recv_pairs", len(r.collectives) - n_coll, f"{len(r.collectives) - n_coll:,}"),
+        ("send/recv pairs", "send_recv_pairs", n_pairs, f"{n_pairs:,}"),
     ]
     for label, key in (
         ("compute", "compute_ns"),

@@ -48,38 +48,10 @@ import numpy as np
 import numpy.typing as npt
 
 from tracekit.errors import ReplayError
+from tracekit.replayer.results.nccl_tests import bus_factor, nccl_tests_size
 
 RESULT_FORMAT = "tracekit.replay"
 RESULT_FORMAT_VERSION = 1
-
-_BUS_FACTOR_KIND = {
-    "ALL_REDUCE": "allreduce",
-    "ALL_GATHER": "pminus1",
-    "REDUCE_SCATTER": "pminus1",
-    "REDUCE_SCATTER_BLOCK": "pminus1",
-    "ALL_TO_ALL": "pminus1",
-    "GATHER": "pminus1",
-    "SCATTER": "pminus1",
-    "BROADCAST": "one",
-    "REDUCE": "one",
-    "SEND_RECV": "one",
-    "BARRIER": "one",
-}
-
-
-def nccl_tests_size(kind: str, comm_bytes: int, p: int) -> int:
-    """The operation size nccl-tests reports for a Chakra ``comm_size`` (see module doc)."""
-    return comm_bytes * p if kind in ("ALL_GATHER", "GATHER", "SCATTER") else comm_bytes
-
-
-def bus_factor(kind: str, p: int) -> float:
-    """nccl-tests' bus-bandwidth factor for ``kind`` on ``p`` ranks."""
-    rule = _BUS_FACTOR_KIND.get(kind, "one")
-    if rule == "allreduce":
-        return 2 * (p - 1) / p
-    if rule == "pminus1":
-        return (p - 1) / p
-    return 1.0
 
 
 @dataclass(frozen=True)
@@ -290,6 +262,8 @@ class ReplayResult:
         folding: :class:`FoldInfo` (classes simulated, ranks, and
             why it did not fold) or None when folding was off (not compared).
         memory: peak memory per rank class of a generated job (:mod:`.memory`), or None (not compared).
+        collective_rows: read from a compact result (:mod:`.compact`): ``collective_summary``'s rows, the
+            per-instance ``collectives`` being empty; None otherwise (not compared).
     """
 
     iteration_time_ns: int
@@ -302,6 +276,7 @@ class ReplayResult:
     schedule: tuple[RankSchedule, ...] | None = field(default=None, compare=False, repr=False)
     folding: FoldInfo | None = field(default=None, compare=False)
     memory: dict[str, Any] | None = field(default=None, compare=False)
+    collective_rows: tuple[dict[str, Any], ...] | None = field(default=None, compare=False, repr=False)
 
     def rank(self, rank: int) -> RankStats:
         """Statistics of one rank.
@@ -320,6 +295,8 @@ class ReplayResult:
         Each: the key fields, ``count``, ``total_time_ns``, ``mean_time_ns``,
         and the mean ``algbw_gbps`` / ``busbw_gbps`` over rows that have one.
         """
+        if self.collective_rows is not None:
+            return [dict(row) for row in self.collective_rows]
         groups: dict[tuple, list[CollectiveRow]] = {}
         for row in self.collectives:
             groups.setdefault((row.kind, row.comm_bytes, row.pg_name, len(row.ranks), row.algorithm), []).append(row)
@@ -368,21 +345,25 @@ class ReplayResult:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "ReplayResult":
-        """Inverse of :meth:`to_dict`.
+        """Inverse of :meth:`to_dict`; also reads the compact form (version 2, :mod:`.compact`).
 
         Raises:
             ReplayError: not a replay result, or a newer format version.
         """
+        from tracekit.replayer.results.compact import COMPACT_FORMAT_VERSION, result_from_compact
+
         if not isinstance(d, dict) or d.get("format") != RESULT_FORMAT:
             got = d.get("format") if isinstance(d, dict) else type(d).__name__
             raise ReplayError(
                 f"not a tracekit replay result (format {got!r}, expected {RESULT_FORMAT!r}; "
                 f"write one with tracekit replay -o FILE)"
             )
+        if d.get("format_version") == COMPACT_FORMAT_VERSION:
+            return result_from_compact(d)
         if d.get("format_version") != RESULT_FORMAT_VERSION:
             raise ReplayError(
                 f"replay result format version {d.get('format_version')!r} is not supported "
-                f"(this tracekit reads {RESULT_FORMAT_VERSION})"
+                f"(this tracekit reads {RESULT_FORMAT_VERSION} and {COMPACT_FORMAT_VERSION})"
             )
         try:
             cp = d["critical_path"]

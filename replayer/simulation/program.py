@@ -8,17 +8,15 @@ rank; the engine then only walks lists.
 
 Resources (per rank, docs/design.md section 4):
 
-=================  ===========================================================
+=================  ==============================================================================================
 ``host thread T``  COMP nodes with ``is_cpu_op`` true; ``T`` = their ``tid``
 ``compute stream``  other COMP nodes (kernels); ``S`` = their ``stream`` attr
 ``comm stream S``  COMM_COLL nodes; ``S`` = their ``stream`` attr
-``p2p stream S``   COMM_SEND / COMM_RECV nodes (not exclusive: every send
-                   and recv is posted as soon as its dependencies are done,
-                   as ASTRA-sim does, so a ring of sends and recvs cannot
-                   block itself)
+``p2p stream S``   COMM_SEND / COMM_RECV nodes (not exclusive: every send and recv is posted as soon as its
+                   dependencies are done, as ASTRA-sim does, so a ring of sends and recvs cannot block itself)
 ``memory``         MEM_LOAD / MEM_STORE nodes
 (none)             METADATA and INVALID nodes: no time, no resource
-=================  ===========================================================
+=================  ==============================================================================================
 
 A missing ``tid`` / ``stream`` means 0.  With ``streams="single"`` every rank has one resource of each class
 whatever the attributes say.
@@ -32,6 +30,7 @@ rank in issue order.  Nodes that match nothing keep instance -1 and a note sayin
 from __future__ import annotations
 
 from array import array
+from bisect import bisect_right
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -245,10 +244,11 @@ class ReplayProgram:
         return len(self.resource_rank)
 
     def locate(self, g: int) -> tuple[RankLayout, int]:
-        """``(layout, position)`` of global node index ``g``."""
-        offsets = [lay.offset for lay in self.layouts]
-        i = int(np.searchsorted(offsets, g, side="right")) - 1
-        lay = self.layouts[i]
+        """``(layout, position)`` of global node index ``g`` (bisects the layouts' offsets, listed once)."""
+        offsets = self.__dict__.get("_offsets")
+        if offsets is None or len(offsets) != len(self.layouts):
+            offsets = self.__dict__["_offsets"] = [lay.offset for lay in self.layouts]
+        lay = self.layouts[bisect_right(offsets, g) - 1]
         return lay, g - lay.offset
 
     def node_id(self, g: int) -> int:

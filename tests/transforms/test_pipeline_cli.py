@@ -103,6 +103,7 @@ def test_cli_transform_writes_and_records(tmp_path):
             "--dp",
             "4",
             "--compact",
+            "--per-rank",
         ],
     )
     assert r.exit_code == 0, r.output

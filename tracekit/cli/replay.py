@@ -20,6 +20,7 @@ from tracekit.cli._options import (
     traces_argument,
 )
 from tracekit.cli._render import _fmt_bytes, _fmt_ns  # noqa: E402 - one place for human units
+from tracekit.cli._result_doc import _compact, _result_doc, _write_result_json
 from tracekit.fmt import fmt_ns_exact  # noqa: E402
 from tracekit.fmt import fmt_pct as _pct  # noqa: E402
 
@@ -139,9 +140,11 @@ def _print_comm_table(console: Any, result: Any, top: int) -> None:
     """The communication table of :func:`render_result` (collectives differing only in group share a row)."""
     from rich.table import Table
 
+    from tracekit.replayer.results.compact import collective_counts
+
     summary, distinct = _comm_rows(result, top)
     if summary:
-        title = f"communication ({len(result.collectives):,} collectives and send/recv pairs)"
+        title = f"communication ({sum(collective_counts(result)):,} collectives and send/recv pairs)"
         if distinct > len(summary):
             title += f": the {len(summary)} of {distinct} rows with the most time (--top N for more)"
         coll = Table(title=title)
@@ -206,27 +209,6 @@ def _print_compute_methods(console: Any, result: Any) -> None:
         )
 
 
-def _result_doc(result: Any, with_schedule: bool, plan: Any, report: Any) -> dict[str, Any]:
-    """The result dict plus ``compute_plan`` (method, devices, reason) and, when projected,
-    ``compute_projection`` (nodes and ns per method): readers of the result ignore the extra keys."""
-    d = result.to_dict(include_schedule=with_schedule)
-    d["compute_plan"] = {"method": plan.method, "source": plan.source, "target": plan.target, "reason": plan.reason}
-    if report is not None:
-        d["compute_projection"] = report.to_dict()
-    return d
-
-
-def _write_result_json(result: Any, path: str, with_schedule: bool, plan: Any, report: Any) -> None:
-    """:func:`_result_doc` written atomically to ``path``."""
-    import orjson
-
-    from tracekit.io import atomic_output
-
-    d = _result_doc(result, with_schedule, plan, report)
-    with atomic_output(path, "wb") as fh:
-        fh.write(orjson.dumps(d, option=orjson.OPT_INDENT_2))
-
-
 def render_compute_plan(console: Any, plan: Any, report: Any, result: Any) -> None:
     """Say how compute was timed: the method, why, and (projected) time per method; roofline fallbacks."""
     if plan.method == "projected" and report is not None:
@@ -264,6 +246,12 @@ def render_compute_plan(console: Any, plan: Any, report: Any, result: Any) -> No
 )
 @json_option()
 @click.option("--with-schedule", is_flag=True, help="Include every node's start and end in the JSON result.")
+@click.option(
+    "--per-rank",
+    is_flag=True,
+    help="Write one row per rank and every collective instance in the JSON result; by default a folded job's "
+    "result lists its rank classes (ranks with equal figures as rank ranges) and the collective table.",
+)
 @click.option(
     "--timeline-out",
     "timeline_out",
@@ -325,6 +313,7 @@ def replay(
     json_out: str | None,
     as_json: bool,
     with_schedule: bool,
+    per_rank: bool,
     timeline_out: str | None,
     timeline_old: str | None,
     compute_scale: float | None,
@@ -388,9 +377,9 @@ def replay(
     import gc
 
     gc.freeze()  # the result (a million rows at 1,024 ranks) is final: reports need not re-traverse it in GC passes
-    written = _write_files(result, traceset, plan, report, html_out, json_out, timeline_out, with_schedule)
+    written = _write_files(result, traceset, plan, report, html_out, json_out, timeline_out, (with_schedule, per_rank))
     if as_json:
-        emit_json(_result_doc(result, with_schedule, plan, report))
+        emit_json(_result_doc(result, with_schedule, plan, report, per_rank))
     else:
         render_result(out_console(), result, top=top, compute=compute_label(plan, result))
         render_compute_plan(out_console(), plan, report, result)
@@ -418,9 +407,10 @@ def _write_files(
     html_out: str | None,
     json_out: str | None,
     timeline_out: str | None,
-    with_schedule: bool,
+    detail: tuple[bool, bool],
 ) -> list[str]:
     """Write the files ``replay`` was asked for (HTML report, JSON result, Chrome timeline); the lines saying so.
+    ``detail``: ``(--with-schedule, --per-rank)``.
 
     Files come before anything is printed: a closed stdout (``| head``) must not lose them.
     """
@@ -431,8 +421,12 @@ def _write_files(
         write_report(result, html_out, traceset=traceset)
         written.append(f"wrote {html_out}")
     if json_out:
-        _write_result_json(result, json_out, with_schedule, plan, report)
-        written.append(f"wrote {json_out}")
+        with_schedule, per_rank = detail
+        _write_result_json(result, json_out, with_schedule, plan, report, per_rank)
+        form = (
+            " (rank classes and the collective table; --per-rank for every rank)" if _compact(result, *detail) else ""
+        )
+        written.append(f"wrote {json_out}{form}")
     if timeline_out:
         from tracekit.replayer.reporting.timeline import replay_timeline, write_chrome_trace
 

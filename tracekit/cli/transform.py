@@ -71,7 +71,8 @@ def _steps_from_options(opts: dict[str, Any]) -> list[Transform]:
     "-o",
     "--output",
     metavar="OUT",
-    help="Output prefix: writes OUT.<rank>.et.  [required, unless the --pipeline file sets output]",
+    help="Output prefix: writes OUT.<rank>.et (--dp: OUT.classes.json, a rank-class set, unless --per-rank).  "
+    "[required, unless the --pipeline file sets output]",
 )
 @click.option("--pipeline", "pipeline_file", metavar="FILE.toml", help="Steps from a TOML pipeline file (run first).")
 @click.option("--keep-iteration", type=int, metavar="N", help="Keep iteration N (ProfilerStep#N).")
@@ -93,6 +94,12 @@ def _steps_from_options(opts: dict[str, Any]) -> list[Transform]:
 @click.option("--dp", type=int, metavar="N", help="New data-parallel degree.")
 @click.option("--strong", is_flag=True, help="With --dp: strong scaling (global batch fixed); default weak.")
 @click.option("--compact", is_flag=True, help="Merge compute chains and drop redundant dependencies.")
+@click.option(
+    "--per-rank",
+    is_flag=True,
+    help="With --dp on per-rank files: write one file per rank (default: a rank-class set, OUT.classes.json, "
+    "whose size does not grow with the rank count; `tracekit expand` writes its rank files).",
+)
 @click.option("--compress", is_flag=True, help="Write .et.gz files.")
 @click.option(
     "--stream",
@@ -121,6 +128,7 @@ def transform(traces: Traces | None, output: str | None, pipeline_file: str | No
 
     compress = opts.pop("compress")
     stream = opts.pop("stream")
+    per_rank = opts.pop("per_rank")
     steps: list[Transform] = []
     if pipeline_file is not None:
         pf = load_pipeline(pipeline_file)
@@ -140,6 +148,8 @@ def transform(traces: Traces | None, output: str | None, pipeline_file: str | No
         return
     if not compress and _transform_class_set(traces, steps, output):
         return
+    if not (compress or per_rank) and _rescale_as_classes(traces, steps, output, as_json):
+        return
     _transform_in_memory(traces, output, steps, compress, as_json)
 
 
@@ -156,7 +166,9 @@ def _transform_class_set(traces: Traces, steps: list[Transform], output: str) ->
     names = ", ".join(s.describe()["transform"] for s in steps)
     if runs_on_classes(steps):
         # rescaled on the classes and the manifest, written as a class set (no per-rank trace)
-        manifest, nodes_in, nodes_out = transform_classes(classes, steps, output, source=str(classes.manifest))
+        manifest, nodes_in, nodes_out = transform_classes(
+            classes, steps, output, source=str(classes.manifest), progress=_progress_of("mapping groups to new ranks")
+        )
         say(
             f"wrote {manifest} ({len(read_class_set(manifest).classes)} rank classes): "
             f"{nodes_in} -> {nodes_out} nodes ({names})"
@@ -170,6 +182,57 @@ def _transform_class_set(traces: Traces, steps: list[Transform], output: str) ->
         )
         return True
     return False
+
+
+def _progress_of(description: str) -> Any:
+    """A ``progress(items, total)`` wrapper drawing a bar on stderr (see tracekit.cli._common.progress)."""
+    from tracekit.cli._common import progress
+
+    return lambda items, total: progress(items, description, total=total)
+
+
+def _rescale_as_classes(traces: Traces, steps: list[Transform], output: str, as_json: bool) -> bool:
+    """``--dp`` of per-rank files written as a rank-class set (issue 34 item 1): one class per distinct input rank,
+    its representative regridded once, so time and memory do not grow with the new rank count; False when the
+    steps do not rescale or cannot run on classes (then every rank is written)."""
+    from tracekit.io import read_traceset
+    from tracekit.transforms import Rescale
+    from tracekit.transforms.classrescale import rank_files_as_classes, run_on_classes, supports
+
+    if not any(isinstance(s, Rescale) for s in steps) or not supports(steps):
+        return False
+    ts = read_traceset(traces)
+    source = traces if isinstance(traces, str) else " ".join(traces)
+    manifest, nodes_in, nodes_out = run_on_classes(
+        rank_files_as_classes(ts),
+        len(ts),
+        steps,
+        output,
+        source=source,
+        progress=_progress_of("mapping groups to new ranks"),
+    )
+    from tracekit.classset import read_class_set
+
+    cs = read_class_set(manifest)
+    if as_json:
+        emit_json(
+            {
+                "output": str(manifest),
+                "ranks_in": len(ts),
+                "ranks_out": cs.world_size,
+                "classes": len(cs.classes),
+                "nodes_in": nodes_in,
+                "nodes_out": nodes_out,
+                "steps": [s.describe() for s in steps],
+            }
+        )
+        return True
+    say(
+        f"wrote {manifest} ({len(cs.classes)} rank classes of {cs.world_size} ranks; --per-rank or "
+        f"`tracekit expand` for one file per rank): {len(ts)} -> {cs.world_size} ranks, {nodes_in} -> {nodes_out} "
+        f"nodes ({', '.join(s.describe()['transform'] for s in steps)})"
+    )
+    return True
 
 
 def _transform_in_memory(traces: Traces, output: str, steps: list[Transform], compress: bool, as_json: bool) -> None:

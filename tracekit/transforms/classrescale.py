@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from tracekit.attrs import COMM_DST, COMM_SRC, PG_NAME
 from tracekit.errors import TransformError
@@ -38,6 +38,8 @@ from tracekit.transforms.layout import DIMS, GroupNames, Grid, LLM_CONFIG_ATTR, 
 from tracekit.transforms.rescale import Rescale, _template, dp_spanning
 
 _SEND, _RECV = NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE
+#: ``progress(items, total) -> items``: wraps an iteration to show how far it got (a CLI progress bar).
+Progress = Callable[[Iterable[int], int], Iterable[int]]
 
 
 @dataclass(frozen=True)
@@ -173,7 +175,7 @@ class _Job:
         return map_peer(int(v), self.plan.old, self.plan.new, t, r)
 
 
-def _job(classes: list[ClassState], world_size: int, rescale: Rescale) -> _Job:
+def _job(classes: list[ClassState], world_size: int, rescale: Rescale, progress: Progress | None = None) -> _Job:
     from tracekit.groups import resolve_groups
     from tracekit.transforms.layout import llm_config_of
 
@@ -183,8 +185,11 @@ def _job(classes: list[ClassState], world_size: int, rescale: Rescale) -> _Job:
     cfg = llm_config_of(_RankZero(first))  # type: ignore[arg-type]
     plan = rescale.plan(_grid(cfg, world_size, groups), cfg)
     job = _Job(classes, where, groups, plan, [_renamables(c.trace) for c in classes], {}, GroupNames(1, ()))
-    all_new: set[tuple[int, ...]] = set()
-    for r in range(plan.new.world_size):
+    all_new: dict[tuple[int, ...], tuple[int, ...]] = {}  # each new group once (a world group has N members)
+    new_ranks: Iterable[int] = range(plan.new.world_size)
+    if progress is not None:
+        new_ranks = progress(new_ranks, plan.new.world_size)
+    for r in new_ranks:
         t = job.template(r)
         ci, mi = where[t]
         used = {
@@ -200,8 +205,7 @@ def _job(classes: list[ClassState], world_size: int, rescale: Rescale) -> _Job:
                 m[name] = map_group(groups[name], plan.old, plan.new, t, r)
             except TransformError as exc:
                 raise exc.with_context(rank=t) from None
-        job.new_groups_of[r] = m
-        all_new.update(m.values())
+        job.new_groups_of[r] = {k: all_new.setdefault(v, v) for k, v in m.items()}
     job.names = GroupNames(plan.new.world_size, all_new)
     return job
 
@@ -278,15 +282,18 @@ def _check_zero(job: _Job, ci: int, ranks: list[int]) -> None:
             )
 
 
-def rescale_classes(classes: list[ClassState], world_size: int, rescale: Rescale) -> tuple[list[ClassState], int]:
+def rescale_classes(
+    classes: list[ClassState], world_size: int, rescale: Rescale, progress: Progress | None = None
+) -> tuple[list[ClassState], int]:
     """:class:`Rescale` on a job stored as rank classes: ``(new classes, new world size)`` (module docstring).
 
-    Only one trace per new class is regridded (from the member its representative copies).
+    Only one trace per new class is regridded (from the member its representative copies); ``progress(new ranks,
+    count)`` (optional) wraps the pass over the new ranks that maps their groups.
 
     Raises:
         ConfigError, TransformError: as :meth:`Rescale.apply`, and the refusals of the module docstring.
     """
-    job = _job(classes, world_size, rescale)
+    job = _job(classes, world_size, rescale, progress)
     members: dict[int, list[int]] = {}
     for r in range(job.plan.new.world_size):
         members.setdefault(job.where[job.template(r)][0], []).append(r)
@@ -294,8 +301,11 @@ def rescale_classes(classes: list[ClassState], world_size: int, rescale: Rescale
     for ci, ranks in sorted(members.items(), key=lambda kv: kv[1][0]):
         _check_zero(job, ci, ranks)
         t0 = job.template(ranks[0])
-        rep = _regrid_one(job, classes[ci].member_trace(job.where[t0][1]), t0, ranks[0])
-        slots, values = _new_slots(job, ci, ranks)
+        try:
+            rep = _regrid_one(job, classes[ci].member_trace(job.where[t0][1]), t0, ranks[0])
+            slots, values = _new_slots(job, ci, ranks)
+        except TransformError as exc:  # name the file and rank, as the per-rank Rescale does
+            raise exc.with_context(path=classes[ci].trace.path, rank=t0) from None
         out.append(ClassState(rep, tuple(ranks), slots, values))
     return out, job.plan.new.world_size
 
@@ -330,7 +340,12 @@ def runs_on_classes(steps: Iterable[Any]) -> bool:
 
 
 def transform_classes(
-    cs: Any, steps: Iterable[Any], output: str | os.PathLike[str], *, source: str | None = None
+    cs: Any,
+    steps: Iterable[Any],
+    output: str | os.PathLike[str],
+    *,
+    source: str | None = None,
+    progress: Progress | None = None,
 ) -> tuple[Any, int, int]:
     """Run ``steps`` (class-wise transforms, :class:`Rescale`, ``KeepRanks``) on a class set; write the result as one.
 
@@ -340,6 +355,30 @@ def transform_classes(
     Raises:
         TracekitError: a step :func:`supports` does not take, or as the steps raise.
     """
+    classes = load_classes(cs)
+    return run_on_classes(
+        classes, cs.world_size, steps, output, source=source, path=str(cs.manifest), progress=progress
+    )
+
+
+def rank_files_as_classes(traceset: Any) -> list[ClassState]:
+    """Each rank of a per-rank trace set as a class of its own (no slots): the input of :func:`run_on_classes`
+    for ``transform --dp`` of per-rank files, whose output then has one class per distinct input rank."""
+    return [ClassState(traceset[r], (r,), (), ()) for r in traceset.ranks]
+
+
+def run_on_classes(
+    classes: list[ClassState],
+    world: int,
+    steps: Iterable[Any],
+    output: str | os.PathLike[str],
+    *,
+    source: str | None = None,
+    path: str | None = None,
+    progress: Progress | None = None,
+) -> tuple[Any, int, int]:
+    """:func:`transform_classes` on classes in memory (``world`` ranks; ``path`` names the input in errors;
+    ``progress`` as :func:`rescale_classes` takes it)."""
     from dataclasses import replace
 
     from tracekit.traceset import TraceSet
@@ -347,11 +386,10 @@ def transform_classes(
     from tracekit.transforms.classselect import keep_ranks_classes
 
     steps = list(steps)
-    classes, world = load_classes(cs), cs.world_size
     nodes_in = sum(len(c.trace) * len(c.ranks) for c in classes)
     for step in steps:
         if isinstance(step, Rescale):
-            classes, world = rescale_classes(classes, world, step)
+            classes, world = rescale_classes(classes, world, step, progress)
         elif _on_manifest(step):
             classes, world = keep_ranks_classes(classes, world, step)
         elif _classwise(step):
@@ -362,7 +400,7 @@ def transform_classes(
         else:
             raise TransformError(
                 f"{type(step).__name__} needs every rank: expand the class set first (tracekit expand)",
-                path=str(cs.manifest),
+                path=path,
             )
     described = [s.describe() for s in steps]
     classes = [
