@@ -50,7 +50,16 @@ def test_replay_with_the_comm_group_file_gives_astra_sims_times(name, tmp_path):
         ).returncode
         == 0
     )
-    res = run("replay", case.folder / "workload", "--hw", spec, "--comm-groups", case.folder / "groups.json", "--json")
+    res = run(
+        "replay",
+        case.folder / "workload",
+        "--hw",
+        spec,
+        "--comm-groups",
+        case.folder / "groups.json",
+        "--json",
+        "--per-rank",
+    )
     assert res.returncode == 0, res.stderr
     doc = json.loads(res.stdout)
     ours = [r["iteration_time_ns"] for r in sorted(doc["ranks"], key=lambda r: r["rank"])]
@@ -79,7 +88,7 @@ def test_the_file_beside_the_set_is_picked_up(tmp_path):
         "-o",
         spec,
     )
-    doc = json.loads(run("replay", prefix, "--hw", spec, "--json").stdout)
+    doc = json.loads(run("replay", prefix, "--hw", spec, "--json", "--per-rank").stdout)
     assert [r["iteration_time_ns"] for r in sorted(doc["ranks"], key=lambda r: r["rank"])] == case.cycles("518bd51")
 
 
@@ -139,6 +148,15 @@ def test_the_build_option_picks_which_astra_sim_a_group_follows(build, tmp_path)
         spec,
     )
     assert imported.returncode == 0 and f'build = "{build}"' in spec.read_text()
-    res = run("replay", case.folder / "workload", "--hw", spec, "--comm-groups", case.folder / "groups.json", "--json")
+    res = run(
+        "replay",
+        case.folder / "workload",
+        "--hw",
+        spec,
+        "--comm-groups",
+        case.folder / "groups.json",
+        "--json",
+        "--per-rank",
+    )
     ours = [r["iteration_time_ns"] for r in sorted(json.loads(res.stdout)["ranks"], key=lambda r: r["rank"])]
     assert ours == case.cycles(build) == [{"518bd51": 14_772, "c459ab6": 36_829}[build]] * 8

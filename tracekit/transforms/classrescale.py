@@ -233,6 +233,8 @@ def _regrid_one(job: _Job, trace: ExecutionTrace, t: int, r: int) -> ExecutionTr
         for k, v in plan.update.items():
             (cfg if k == "global_batch_size" else cfg["parallel"])[k] = v
         md = md.with_attr(LLM_CONFIG_ATTR, json.dumps(cfg, sort_keys=True), "string_val")
+    if md.get_attr("world_size") is not None:  # a converted capture's job size: the new job's, as regrid writes it
+        md = md.with_attr("world_size", plan.new.world_size, "int64_val")
     return plan.finish(ExecutionTrace(nodes, md, rank=r))
 
 
