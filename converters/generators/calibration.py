@@ -310,27 +310,28 @@ def table1_row(name: str) -> Table1Row:
     raise ConfigError(f"no Table-1 row {name!r}; rows: {', '.join(r.name for r in TABLE1)}")
 
 
+def paper_gpt(name: str, row: Any, seq_length: int, vocab_size: int, source: str):
+    """The :class:`~tracekit.workloads.config.ModelSpec` of a GPT row of a Megatron paper table: ``row``'s
+    ``layers``, ``hidden`` and ``heads`` on the ``gpt3-1.3b`` preset's shape (learned positions, tied embeddings,
+    GELU, LayerNorm, biases, FFN 4h), with the paper's sequence length and vocabulary."""
+    from dataclasses import replace
+
+    from tracekit.workloads.config import preset
+
+    shape = dict(num_layers=row.layers, hidden_size=row.hidden, num_heads=row.heads, ffn_hidden_size=None)
+    return replace(
+        preset("gpt3-1.3b")[0], name=name, seq_length=seq_length, vocab_size=vocab_size, source=source, **shape
+    )
+
+
 def table1_config(row: Table1Row):
     """The :class:`~.llm_config.LLMConfig` of a Table-1 row with the assumptions above (GPT shape of the
     ``gpt3-1.3b`` preset: learned positions, tied embeddings, GELU, LayerNorm, biases), run by the
     ``megatron-2021`` stack."""
-    from dataclasses import replace
-
-    from tracekit.workloads.config import LLMConfig, ParallelSpec, preset
+    from tracekit.workloads.config import LLMConfig, ParallelSpec
     from tracekit.workloads.stacks import apply_stack
 
-    base, _ = preset("gpt3-1.3b")
-    model = replace(
-        base,
-        name=f"megatron-{row.name}",
-        num_layers=row.layers,
-        hidden_size=row.hidden,
-        num_heads=row.heads,
-        ffn_hidden_size=None,
-        seq_length=TABLE1_SEQ_LENGTH,
-        vocab_size=TABLE1_VOCAB,
-        source="Narayanan et al. 2021, Table 1",
-    )
+    model = paper_gpt(f"megatron-{row.name}", row, TABLE1_SEQ_LENGTH, TABLE1_VOCAB, "Narayanan et al. 2021, Table 1")
     parallel = ParallelSpec(
         dp=row.gpus // (row.tp * row.pp),
         tp=row.tp,

@@ -91,24 +91,14 @@ def table5_config(row: Table5Row, mode: str):
     Raises:
         ConfigError: an unknown mode.
     """
-    from dataclasses import replace
-
-    from tracekit.converters.generators.calibration import MEGATRON_2021_OVERLAP_GRAD_REDUCE
-    from tracekit.workloads.config import LLMConfig, ParallelSpec, preset
+    from tracekit.converters.generators.calibration import MEGATRON_2021_OVERLAP_GRAD_REDUCE, paper_gpt
+    from tracekit.workloads.config import LLMConfig, ParallelSpec
 
     if mode not in MODES:
         raise ConfigError(f"Table-5 mode must be one of {', '.join(MODES)}, got {mode!r}")
     recompute, sequence_parallel = MODES[mode]
-    model = replace(
-        preset("gpt3-1.3b")[0],
-        name=f"korthikanti-{row.name}",
-        num_layers=row.layers,
-        hidden_size=row.hidden,
-        num_heads=row.heads,
-        ffn_hidden_size=None,
-        seq_length=TABLE5_SEQ_LENGTH,
-        vocab_size=TABLE5_VOCAB,
-        source="Korthikanti et al. 2022, Table 3",
+    model = paper_gpt(
+        f"korthikanti-{row.name}", row, TABLE5_SEQ_LENGTH, TABLE5_VOCAB, "Korthikanti et al. 2022, Table 3"
     )
     parallel = ParallelSpec(
         dp=row.gpus // (row.tp * row.pp),
