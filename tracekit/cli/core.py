@@ -88,6 +88,8 @@ def info(traces, rank: int | None, as_json: bool, top: int, comm_groups: str | N
                 comm_groups_path=groups_path,
             )
         groups_file = comm_groups_beside(str(pairs[0][1])) if pairs else None
+        if comm_groups is not None:  # the file given is the one the summary used, not the one beside the set
+            groups_file = (comm_groups, len(groups))
     if as_json:
         doc = summary.to_dict()
         doc["comm_groups_file"] = groups_file[0] if groups_file else None

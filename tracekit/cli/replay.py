@@ -354,7 +354,7 @@ def replay(
 
     _refuse_old_json(traces, as_json)
     timeline_out, html_out = timeline_out or timeline_old, html_out or html_old
-    groups, groups_path = load_comm_groups(traces, comm_groups)
+    groups, groups_path = load_comm_groups(traces, comm_groups, whole_job=True)
 
     options = ReplayOptions(
         collective_model=collective_model,

@@ -1,0 +1,60 @@
+"""The session's new features tried as a new user would, with bad input (comm-group files, perturbations).
+
+`replay --perturb slow=99999:1.5` on a 4-rank job ran and printed an unperturbed result; `replay --comm-groups`
+with a group larger than the job blamed the traces ("no trace for rank(s) 4, 5"); `info --comm-groups FILE`
+reported the file beside the set instead of FILE.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from _hardkit import one_line_error, ring_job, run
+
+
+@pytest.mark.parametrize(
+    ("item", "line"),
+    [
+        ("slow=99999:1.5", "tracekit: error: slow rank 99999: the job has ranks 0-3 only"),
+        ("delay=1:5us", "tracekit: error: delayed node 1: the job has nodes 0-0 only (4 ranks per node)"),
+    ],
+)
+def test_a_perturbation_of_a_rank_or_node_outside_the_job_is_refused(tmp_path, item, line):
+    prefix = ring_job(tmp_path, 4)
+    assert one_line_error(run("replay", prefix, "--hw", "dgx-h100", "--perturb", item)) == line
+
+
+def test_a_perturbation_outside_the_job_is_refused_by_the_sampled_replays_too(tmp_path):
+    prefix = ring_job(tmp_path, 4)
+    res = run(
+        "replay", prefix, "--hw", "dgx-h100", "--perturb", "slow=7:2", "--perturb", "jitter=compute:0.1",
+        "--samples", "2",
+    )  # fmt: skip
+    assert one_line_error(res) == "tracekit: error: slow rank 7: the job has ranks 0-3 only"
+
+
+def test_a_perturbation_inside_the_job_still_runs(tmp_path):
+    prefix = ring_job(tmp_path, 4)
+    assert run("replay", prefix, "--hw", "dgx-h100", "--perturb", "slow=3:1.5").exit_code == 0
+
+
+@pytest.mark.parametrize(("members", "top"), [([0, 1, 2, 3, 4, 5], 5), ([0, 99], 99)])
+def test_a_comm_group_past_the_rank_files_is_the_files_error_in_replay(tmp_path, members, top):
+    prefix = ring_job(tmp_path, 4)
+    groups = tmp_path / "groups.json"
+    groups.write_text(json.dumps({"1": members}))
+    res = run("replay", prefix, "--hw", "dgx-h100", "--comm-groups", groups)
+    assert one_line_error(res) == (
+        f"tracekit: error: {groups}: comm-group '1' names rank {top} but the trace set's rank files stop at rank 3"
+    )
+
+
+def test_info_names_the_comm_group_file_it_was_given(tmp_path):
+    prefix = ring_job(tmp_path, 4)
+    groups = tmp_path / "groups.json"
+    groups.write_text(json.dumps({"1": [0, 1], "2": [2, 3]}))
+    res = run("info", prefix, "--comm-groups", groups)
+    assert res.exit_code == 0, res.stderr
+    last = res.stdout.strip().splitlines()[-1]
+    assert last == f"comm groups for ASTRA-sim (--comm-group-configuration): {groups} (2 sub-group(s))"
