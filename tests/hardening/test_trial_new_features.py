@@ -58,3 +58,19 @@ def test_info_names_the_comm_group_file_it_was_given(tmp_path):
     assert res.exit_code == 0, res.stderr
     last = res.stdout.strip().splitlines()[-1]
     assert last == f"comm groups for ASTRA-sim (--comm-group-configuration): {groups} (2 sub-group(s))"
+
+
+@pytest.mark.parametrize(
+    ("item", "line"),
+    [
+        ("cp_comm=xx", "tracekit: error: --stack-knob cp_comm=xx: expected one of ring, allgather"),
+        ("fp8_recipe=te", "tracekit: error: --stack-knob fp8_recipe=te: expected one of transformer-engine, all"),
+    ],
+)
+def test_a_named_stack_knob_with_an_unknown_value_names_the_option(tmp_path, item, line):
+    res = run(
+        "generate", "llm", "--model", "llama2-7b", "--tp", "2", "--layers", "2", "--ranks", "4", "--classes",
+        "--stack-knob", item, "-o", tmp_path / "job",
+    )  # fmt: skip
+    assert one_line_error(res) == line
+    assert list(tmp_path.iterdir()) == []
