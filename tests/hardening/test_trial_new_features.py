@@ -74,3 +74,17 @@ def test_a_named_stack_knob_with_an_unknown_value_names_the_option(tmp_path, ite
     )  # fmt: skip
     assert one_line_error(res) == line
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [("-1", "-1.0 is not in the range 0<=x<=1000000.0"), ("nan", "'nan' is not a finite number")],
+)
+def test_a_bad_moe_skew_names_the_option(tmp_path, value, why):
+    res = run(
+        "generate", "micro", "--collective", "all_to_all", "--size", "1MiB", "--ranks", "4",
+        "--moe-skew", value, "-o", tmp_path / "moe",
+    )  # fmt: skip
+    line = one_line_error(res).split(" (see ")[0]  # the help hint names CliRunner's program, not tracekit
+    assert line == f"tracekit: error: Invalid value for '--moe-skew': {why}"
+    assert list(tmp_path.iterdir()) == []
