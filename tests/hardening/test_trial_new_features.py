@@ -88,3 +88,48 @@ def test_a_bad_moe_skew_names_the_option(tmp_path, value, why):
     line = one_line_error(res).split(" (see ")[0]  # the help hint names CliRunner's program, not tracekit
     assert line == f"tracekit: error: Invalid value for '--moe-skew': {why}"
     assert list(tmp_path.iterdir()) == []
+
+
+def _spec_with_perturb(tmp_path, table: str):
+    from tracekit.replayer.simulation.hardware import preset_path
+
+    spec = tmp_path / "spec.toml"
+    spec.write_text(preset_path("dgx-h100").read_text() + "\n[perturb]\n" + table + "\n")
+    return spec
+
+
+def test_a_spec_files_perturb_table_is_accepted_and_applied(tmp_path):
+    """The spec loader refused its own [perturb] table ("key perturb: unknown key"); a 0.5x link of rank 0 into
+    dimension 0 makes the 4-rank 1 MiB all-reduce slower than the unperturbed 26,755 ns."""
+    import json
+
+    prefix = ring_job(tmp_path, 4)
+    spec = _spec_with_perturb(tmp_path, "links = [{ rank = 0, dimension = 0, bandwidth_factor = 0.5 }]")
+    plain = run("replay", prefix, "--hw", "dgx-h100", "--json")
+    slowed = run("replay", prefix, "--hw", spec, "--json")
+    assert plain.exit_code == 0 and slowed.exit_code == 0, slowed.stderr
+    assert json.loads(plain.stdout)["iteration_time_ns"] < json.loads(slowed.stdout)["iteration_time_ns"]
+
+
+@pytest.mark.parametrize(
+    ("table", "says"),
+    [
+        ('slow = "x"', "[perturb] slow must be a list of tables (module doc), got x"),
+        ('slow = [{ ranks = [0], factor = "a" }]', "[perturb] slow entry {'ranks': [0], 'factor': 'a'}: factor must be a number, got 'a'"),
+        ('seed = "a"', "[perturb] seed: seed must be an integer, got 'a'"),
+        ("compute_jitter = -1", "[perturb] compute_jitter must be in [0, 10), got -1.0"),
+    ],
+)  # fmt: skip
+def test_a_bad_perturb_table_names_the_file_the_key_and_the_value(tmp_path, table, says):
+    prefix = ring_job(tmp_path, 4)
+    spec = _spec_with_perturb(tmp_path, table)
+    assert one_line_error(run("replay", prefix, "--hw", spec)) == f"tracekit: error: {spec}: {says}"
+
+
+def test_a_perturb_value_out_of_range_names_the_item(tmp_path):
+    prefix = ring_job(tmp_path, 4)
+    res = run("replay", prefix, "--hw", "dgx-h100", "--perturb", "jitter=compute:nan")
+    assert (
+        one_line_error(res)
+        == "tracekit: error: --perturb jitter=compute:nan: compute_jitter must be in [0, 10), got nan"
+    )
