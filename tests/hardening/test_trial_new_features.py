@@ -133,3 +133,23 @@ def test_a_perturb_value_out_of_range_names_the_item(tmp_path):
         one_line_error(res)
         == "tracekit: error: --perturb jitter=compute:nan: compute_jitter must be in [0, 10), got nan"
     )
+
+
+@pytest.mark.parametrize(
+    ("extra", "says"),
+    [
+        (("--perturb", "jitter=comm:0.05", "-o", "s.json"), "--samples 2 prints the step-time distribution only; "
+         "-o belongs to a single replay (drop --samples for it)"),
+        (("--perturb", "jitter=comm:0.05", "--timeline-out", "s.json"), "--samples 2 prints the step-time "
+         "distribution only; --timeline-out belongs to a single replay (drop --samples for it)"),
+        (("--perturb", "slow=1:2"), "--samples 2: the perturbation has no jitter (--perturb jitter=compute:SIGMA or "
+         "jitter=comm:SIGMA), so every sample would be the same replay"),
+    ],
+)  # fmt: skip
+def test_samples_refuse_what_they_would_silently_ignore(tmp_path, monkeypatch, extra, says):
+    """`--samples N -o FILE` wrote no FILE; `--samples N` without jitter ran N identical replays."""
+    monkeypatch.chdir(tmp_path)
+    prefix = ring_job(tmp_path, 4)
+    res = run("replay", prefix, "--hw", "dgx-h100", "--samples", "2", *extra)
+    assert one_line_error(res, exit_code=2).split(" (see ")[0] == f"tracekit: error: {says}"
+    assert not (tmp_path / "s.json").exists()
