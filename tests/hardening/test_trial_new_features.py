@@ -153,3 +153,21 @@ def test_samples_refuse_what_they_would_silently_ignore(tmp_path, monkeypatch, e
     res = run("replay", prefix, "--hw", "dgx-h100", "--samples", "2", *extra)
     assert one_line_error(res, exit_code=2).split(" (see ")[0] == f"tracekit: error: {says}"
     assert not (tmp_path / "s.json").exists()
+
+
+@pytest.mark.parametrize("command", [("replay", "--hw", "dgx-h100"), ("validate",), ("info",)])
+def test_comm_groups_given_for_a_rank_class_set_are_refused_not_ignored(tmp_path, command):
+    """A class set's groups come from its manifest: `--comm-groups FILE` was read by none of the three commands."""
+    prefix = tmp_path / "job"
+    res = run(
+        "generate", "llm", "--model", "llama2-7b", "--tp", "2", "--layers", "1", "--ranks", "4", "--classes",
+        "-o", prefix,
+    )  # fmt: skip
+    assert res.exit_code == 0, res.stderr
+    groups = tmp_path / "groups.json"
+    groups.write_text(json.dumps({"1": [0, 1]}))
+    res = run(command[0], prefix, *command[1:], "--comm-groups", groups)
+    assert one_line_error(res, exit_code=2).split(" (see ")[0] == (
+        f"tracekit: error: --comm-groups {groups}: TRACES is a rank-class set, whose groups are in its manifest "
+        "(the option is for rank files)"
+    )

@@ -266,10 +266,18 @@ def load_comm_groups(
 
     Raises:
         ValidationError: the file is not a comm-group document, or (``whole_job``) names a rank with no file.
+        click.UsageError: a file given for a rank-class set (its groups are in its manifest; exit 2).
     """
+    from tracekit.classset import find_class_set
     from tracekit.comm_groups import check_members_on_file, comm_groups_near, read_comm_groups
     from tracekit.errors import TracekitError
     from tracekit.io import trace_paths
+
+    if path is not None and find_class_set(traces) is not None:
+        raise click.UsageError(
+            f"--comm-groups {path}: TRACES is a rank-class set, whose groups are in its manifest "
+            "(the option is for rank files)"
+        )
 
     try:
         pairs = trace_paths(traces)
