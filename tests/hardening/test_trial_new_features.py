@@ -171,3 +171,25 @@ def test_comm_groups_given_for_a_rank_class_set_are_refused_not_ignored(tmp_path
         f"tracekit: error: --comm-groups {groups}: TRACES is a rank-class set, whose groups are in its manifest "
         "(the option is for rank files)"
     )
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        (lambda d: d["rank_classes"][0].update(ranks=[[0, 10**12]]), "rank range 0-1000000000000 is not within ranks 0-3"),
+        (lambda d: d["provenance"].update(world_size=10**12), "world_size 1,000,000,000,000 is out of range (1 to 1,048,576)"),
+        (lambda d: d["rank_classes"][0].update(ranks=[[3, 0]]), "rank range 3-0 is not within ranks 0-3"),
+    ],
+)  # fmt: skip
+def test_a_compact_result_with_a_rank_range_past_its_world_is_refused_before_expanding_it(tmp_path, change, says):
+    """`diff`/`report` of a compact result whose class lists ranks 0-10^12 ran until killed (every rank expanded)."""
+    prefix = ring_job(tmp_path, 4)
+    good = tmp_path / "good.json"
+    assert run("replay", prefix, "--hw", "dgx-h100", "-o", good).exit_code == 0
+    doc = json.loads(good.read_text())
+    assert "rank_classes" in doc  # the compact form
+    change(doc)
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(doc))
+    line = one_line_error(run("diff", bad, good))
+    assert line == f"tracekit: error: {bad}: malformed replay result: ValueError({says!r})"
