@@ -75,6 +75,21 @@ def read_comm_groups(path: str | os.PathLike[str]) -> Groups:
     return out
 
 
+def check_members_on_file(groups: Mapping[str, Sequence[int]], n_files: int, path: str | os.PathLike[str]) -> None:
+    """Raise ValidationError when a group of the file ``path`` names a rank past the set's rank files 0..n_files-1.
+
+    Raises:
+        ValidationError: naming the file, the group and the rank.
+    """
+    for name, members in groups.items():
+        top = max(members, default=-1)
+        if top >= n_files:
+            raise ValidationError(
+                f"comm-group {name!r} names rank {top} but the trace set's rank files stop at rank {n_files - 1}",
+                path=path,
+            )
+
+
 def comm_groups_near(first_rank_file: str | os.PathLike[str]) -> str | None:
     """``<prefix>.comm_groups.json`` beside the rank file ``<prefix>.<rank>.et[.gz]``; None if there is none."""
     from tracekit.astra_compat import comm_groups_beside

@@ -100,6 +100,24 @@ def _table_row(row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _world(value: Any) -> int:
+    """The provenance's world size, within tracekit's rank range (a bad file must not size a list of ranks)."""
+    from tracekit.node import MAX_RANKS
+
+    world = int(value)
+    if not 1 <= world <= MAX_RANKS:
+        raise ValueError(f"world_size {world:,} is out of range (1 to {MAX_RANKS:,})")
+    return world
+
+
+def _span(a: Any, b: Any, world: int) -> tuple[int, int]:
+    """A class's rank range ``[a, b]``, checked to lie within ranks ``0..world-1``."""
+    lo, hi = int(a), int(b)
+    if not 0 <= lo <= hi < world:
+        raise ValueError(f"rank range {lo}-{hi} is not within ranks 0-{world - 1}")
+    return lo, hi
+
+
 def result_from_compact(d: dict[str, Any]) -> "ReplayResult":
     """Read the compact form (see module doc) back into a :class:`ReplayResult`.
 
@@ -110,15 +128,19 @@ def result_from_compact(d: dict[str, Any]) -> "ReplayResult":
     from tracekit.replayer.results.result import _folding, _ns, _provenance, _step
 
     try:
+        provenance = _provenance(d["provenance"])
+        world = _world(provenance.world_size)
         ranks = []
         for c in d["rank_classes"]:
             figures = {k: int(c[k]) for k in _FIGURES}
-            ranks += [RankStats(rank=r, **figures) for a, b in c["ranks"] for r in range(int(a), int(b) + 1)]
+            spans = [_span(a, b, world) for a, b in c["ranks"]]  # checked before a range is expanded
+            ranks += [RankStats(rank=r, **figures) for a, b in spans for r in range(a, b + 1)]
+            if len(ranks) > world:
+                break  # a rank listed twice: the check below says so, without expanding the rest
         ranks.sort(key=lambda s: s.rank)
         cp = d["critical_path"]
-        provenance = _provenance(d["provenance"])
-        if [s.rank for s in ranks] != list(range(provenance.world_size)):
-            raise ValueError(f"rank_classes do not list ranks 0-{provenance.world_size - 1} once each")
+        if [s.rank for s in ranks] != list(range(world)):
+            raise ValueError(f"rank_classes do not list ranks 0-{world - 1} once each")
         return ReplayResult(
             iteration_time_ns=_ns(d["iteration_time_ns"]),
             ranks=tuple(ranks),

@@ -162,6 +162,22 @@ def link_slowdowns(program: "ReplayProgram", links: tuple[LinkFault, ...]) -> di
     return out
 
 
+def check_targets(spec, pert: Perturbation) -> None:
+    """Raise ConfigError when a slow rank or a delayed node is not in ``spec``'s job (it would change nothing).
+
+    ``spec``: the :class:`~.hardware.HardwareSpec` fitted to the job (``world_size`` ranks, dimension 0's size
+    ranks per node).
+    """
+    size0 = max(1, spec.network[0].size) if spec.network else 1
+    nodes = -(-spec.world_size // size0)
+    for rank, _ in pert.slow:
+        if rank >= spec.world_size:
+            raise ConfigError(f"slow rank {rank}: the job has ranks 0-{spec.world_size - 1} only")
+    for node, _ in pert.node_delay_ns:
+        if node >= nodes:
+            raise ConfigError(f"delayed node {node}: the job has nodes 0-{nodes - 1} only ({size0} ranks per node)")
+
+
 def compute_mask(program: "ReplayProgram") -> np.ndarray:
     """bool[N]: timed nodes on a compute stream or the memory resource (not host threads)."""
     mask = np.zeros(program.n, dtype=bool)
@@ -175,9 +191,12 @@ def apply_perturbation(program: "ReplayProgram", pert: Perturbation) -> "ReplayP
     """A copy of ``program`` with ``pert`` applied (module doc); ``program`` is unchanged.
 
     Raises:
+        ConfigError: a slow rank or delayed node outside the job (:func:`check_targets`).
         SpecError: see :func:`link_slowdowns`.
     """
     from array import array
+
+    check_targets(program.spec, pert)
 
     rng = np.random.default_rng(pert.seed)
     dur = np.frombuffer(program.duration_ns, dtype=np.float64).copy()

@@ -101,7 +101,10 @@ def parse_perturbation(items: Sequence[str], base: Perturbation | None = None) -
             pert = _from_file(item, pert)
             continue
         key, _, value = item.partition("=")
-        pert = _item(pert, key.strip(), value.strip())
+        try:
+            pert = _item(pert, key.strip(), value.strip())
+        except ConfigError as exc:  # Perturbation's range checks name the field, not the option
+            raise (exc if exc.message.startswith("--perturb") else ConfigError(f"--perturb {item}: {exc.message}"))
     return pert
 
 
@@ -129,26 +132,62 @@ def perturbation_from_table(
     """A :class:`Perturbation` from a ``[perturb]`` table (module doc), added to ``base``.
 
     Raises:
-        ConfigError: an unknown key or a malformed entry, naming ``where`` and the key.
+        ConfigError: an unknown key, a malformed entry or a bad value, naming ``where``, the key and the entry.
     """
     pert = base or Perturbation()
     unknown = sorted(set(table) - _TABLE_KEYS)
     if unknown:
         raise ConfigError(f"{where}: [perturb] has unknown key(s) {', '.join(unknown)}")
-    try:
-        slow = tuple((int(r), float(e["factor"])) for e in table.get("slow", []) for r in e["ranks"])
-        delay = tuple((int(e["node"]), float(e["delay_us"]) * 1e3) for e in table.get("delay", []))
-        links = tuple(
-            LinkFault(int(e["rank"]), int(e["dimension"]), float(e["bandwidth_factor"])) for e in table.get("links", [])
+    slow = tuple(
+        (r, _num(e, "factor", "slow", where)) for e in _tables(table, "slow", where) for r in _rank_list(e, where)
+    )
+    delay = tuple(
+        (int(_num(e, "node", "delay", where, whole=True)), _num(e, "delay_us", "delay", where) * 1e3)
+        for e in _tables(table, "delay", where)
+    )
+    links = tuple(
+        LinkFault(
+            int(_num(e, "rank", "links", where, whole=True)),
+            int(_num(e, "dimension", "links", where, whole=True)),
+            _num(e, "bandwidth_factor", "links", where),
         )
+        for e in _tables(table, "links", where)
+    )
+    top = {
+        k: _num(table, k, k, where, whole=k == "seed") for k in ("compute_jitter", "comm_jitter", "seed") if k in table
+    }
+    try:
         return replace(
             pert,
             slow=pert.slow + slow,
             node_delay_ns=pert.node_delay_ns + delay,
             links=pert.links + links,
-            compute_jitter=float(table.get("compute_jitter", pert.compute_jitter)),
-            comm_jitter=float(table.get("comm_jitter", pert.comm_jitter)),
-            seed=int(table.get("seed", pert.seed)),
+            compute_jitter=top.get("compute_jitter", pert.compute_jitter),
+            comm_jitter=top.get("comm_jitter", pert.comm_jitter),
+            seed=int(top.get("seed", pert.seed)),
         )
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ConfigError(f"{where}: bad [perturb] entry ({exc!s})") from None
+    except ConfigError as exc:  # a value out of range (Perturbation's checks)
+        raise ConfigError(f"{where}: [perturb] {exc.message}") from None
+
+
+def _tables(table: dict[str, Any], key: str, where: str) -> list[dict[str, Any]]:
+    entries = table.get(key, [])
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise ConfigError(f"{where}: [perturb] {key} must be a list of tables (module doc), got {str(entries)[:80]}")
+    return entries
+
+
+def _num(entry: dict[str, Any], name: str, key: str, where: str, *, whole: bool = False) -> float:
+    value = entry.get(name)
+    if isinstance(value, bool) or not isinstance(value, int if whole else (int, float)):
+        kind = "an integer" if whole else "a number"
+        shown = "" if key == name else f" entry {str(entry)[:80]}"
+        raise ConfigError(f"{where}: [perturb] {key}{shown}: {name} must be {kind}, got {value!r}")
+    return float(value)
+
+
+def _rank_list(entry: dict[str, Any], where: str) -> list[int]:
+    ranks = entry.get("ranks")
+    if not isinstance(ranks, list) or not all(isinstance(r, int) and not isinstance(r, bool) for r in ranks):
+        raise ConfigError(f"{where}: [perturb] slow entry {str(entry)[:80]}: ranks must be a list of integers")
+    return ranks

@@ -432,6 +432,7 @@ def spec_from_dict(data: Mapping[str, Any], *, path: str | os.PathLike[str] | No
         fit_to_world_size=r.boolean("fit_to_world_size", False),
         path=path_s,
     )
+    r.used.add("perturb")  # replay's --hw reads its [perturb] table (tracekit.cli._perturb.read_perturbation)
     r.finish()
     return spec
 

@@ -256,23 +256,38 @@ def comm_groups_option() -> Callable:
     )
 
 
-def load_comm_groups(traces: Any, path: str | None) -> tuple[dict[str, tuple[int, ...]], str | None]:
+def load_comm_groups(
+    traces: Any, path: str | None, *, whole_job: bool = False
+) -> tuple[dict[str, tuple[int, ...]], str | None]:
     """The groups of ``--comm-groups`` (or of ``<prefix>.comm_groups.json`` beside the rank files) and the file.
 
+    ``whole_job`` (``replay``): a group member past the set's last rank file is the file's error, not a missing
+    trace (:func:`tracekit.comm_groups.check_members_on_file`).
+
     Raises:
-        ValidationError: the file is not a comm-group document (names the file).
+        ValidationError: the file is not a comm-group document, or (``whole_job``) names a rank with no file.
+        click.UsageError: a file given for a rank-class set (its groups are in its manifest; exit 2).
     """
-    from tracekit.comm_groups import comm_groups_near, read_comm_groups
+    from tracekit.classset import find_class_set
+    from tracekit.comm_groups import check_members_on_file, comm_groups_near, read_comm_groups
+    from tracekit.errors import TracekitError
+    from tracekit.io import trace_paths
 
+    if path is not None and find_class_set(traces) is not None:
+        raise click.UsageError(
+            f"--comm-groups {path}: TRACES is a rank-class set, whose groups are in its manifest "
+            "(the option is for rank files)"
+        )
+
+    try:
+        pairs = trace_paths(traces)
+    except TracekitError:  # a class set or an unreadable source: the command reports it itself
+        pairs = []
     if path is None:
-        from tracekit.errors import TracekitError
-        from tracekit.io import trace_paths
-
-        try:
-            pairs = trace_paths(traces)
-        except TracekitError:  # a class set or an unreadable source: the command reports it itself
-            return {}, None
         path = comm_groups_near(str(pairs[0][1])) if pairs else None
         if path is None:
             return {}, None
-    return read_comm_groups(path), path
+    groups = read_comm_groups(path)
+    if whole_job and pairs:
+        check_members_on_file(groups, pairs[-1][0] + 1, path)
+    return groups, path

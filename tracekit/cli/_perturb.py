@@ -43,6 +43,28 @@ def read_perturbation(hw: str, items: tuple[str, ...]) -> Any:
     return parse_perturbation(items, base)
 
 
+def check_samples(samples: int, pert: Any, *outputs: Any) -> None:
+    """Refuse ``--samples N`` with outputs it does not write or without jitter (N identical replays).
+
+    ``outputs``: the values of ``-o``, ``--timeline-out``, ``--html-out``, ``--with-schedule``, ``--per-rank``.
+
+    Raises:
+        click.UsageError: naming the option (exit 2).
+    """
+    names = ("-o", "--timeline-out", "--html-out", "--with-schedule", "--per-rank")
+    given = [name for name, value in zip(names, outputs) if value]
+    if given:
+        raise click.UsageError(
+            f"--samples {samples} prints the step-time distribution only; {given[0]} belongs to a single replay "
+            "(drop --samples for it)"
+        )
+    if pert is None or not pert.random:
+        raise click.UsageError(
+            f"--samples {samples}: the perturbation has no jitter (--perturb jitter=compute:SIGMA or "
+            "jitter=comm:SIGMA), so every sample would be the same replay"
+        )
+
+
 def run_samples(traces: Any, hw: str, options: Any, pert: Any, samples: int, **kw: Any) -> None:
     """Run the samples and print their distribution (JSON with ``as_json``); ``kw``: executor, workers, address."""
     from tracekit.cli._common import out_console

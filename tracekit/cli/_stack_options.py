@@ -39,6 +39,11 @@ def stack_options(f: Callable) -> Callable:
 
 def _value(knob: str, text: str) -> Any:
     if knob in ("cp_comm", "fp8_recipe"):  # the knobs that take a name; the others are flags
+        from tracekit.workloads.stacks import CP_COMM, FP8_RECIPES
+
+        names = CP_COMM if knob == "cp_comm" else FP8_RECIPES
+        if text.strip() not in names:
+            raise ConfigError(f"--stack-knob {knob}={text}: expected one of {', '.join(names)}")
         return text.strip()
     low = text.strip().lower()
     if low in _TRUE:

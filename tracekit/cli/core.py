@@ -68,6 +68,7 @@ def info(traces, rank: int | None, as_json: bool, top: int, comm_groups: str | N
     from tracekit.summary import summarize_files
 
     groups_file = None
+    groups, groups_path = load_comm_groups(traces, comm_groups)
     classes = find_class_set(traces)
     if classes is not None:  # stored as rank classes: one summary per class
         summary = summarize_class_set(classes)
@@ -78,7 +79,6 @@ def info(traces, rank: int | None, as_json: bool, top: int, comm_groups: str | N
             summary = dataclasses.replace(summary, ranks=1, per_rank=[s for s in summary.per_rank if s.rank == rank])
     else:
         pairs = _pairs(traces, rank)
-        groups, groups_path = load_comm_groups(traces, comm_groups)
         with progress_callback("reading ranks") as callback:
             summary = summarize_files(
                 pairs,
@@ -88,6 +88,8 @@ def info(traces, rank: int | None, as_json: bool, top: int, comm_groups: str | N
                 comm_groups_path=groups_path,
             )
         groups_file = comm_groups_beside(str(pairs[0][1])) if pairs else None
+        if comm_groups is not None:  # the file given is the one the summary used, not the one beside the set
+            groups_file = (comm_groups, len(groups))
     if as_json:
         doc = summary.to_dict()
         doc["comm_groups_file"] = groups_file[0] if groups_file else None
@@ -144,6 +146,7 @@ def validate(
     from tracekit.classset_checks import validate_class_set
     from tracekit.validate import validate_files
 
+    groups, groups_path = load_comm_groups(traces, comm_groups)
     classes = find_class_set(traces) if not stream else None
     if classes is not None and rank is not None:  # one rank of a class set: its derived trace, per-rank checks
         from tracekit.classset_checks import member_trace
@@ -168,7 +171,6 @@ def validate(
     else:
         pairs = _pairs(traces, rank)
         executor = resolve_executor(executor, len(pairs), workers, min_units=8)
-        groups, groups_path = load_comm_groups(traces, comm_groups)
         with progress_callback("checking ranks") as callback:
             report = validate_files(
                 pairs,

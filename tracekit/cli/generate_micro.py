@@ -54,7 +54,7 @@ MAX_ITERATIONS = 1_000_000
 @click.option("--iterations", type=int, default=1, show_default=True, help="Repetitions, one after another.")
 @click.option(
     "--moe-skew",
-    type=float,
+    type=FloatRange(0, 1e6),
     default=0.0,
     show_default=True,
     help="all_to_all only: MoE token-routing imbalance, Zipf exponent of the experts' (ranks') shares; 0 = even.",

@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from tracekit.cli._common import CONTEXT_SETTINGS, err_console, out_console, progress_callback, state
-from tracekit.cli._perturb import perturb_options, read_perturbation, run_samples
+from tracekit.cli._perturb import check_samples, perturb_options, read_perturbation, run_samples
 from tracekit.cli._options import (
     MAX_TOP,
     IntRange,
@@ -354,8 +354,7 @@ def replay(
 
     _refuse_old_json(traces, as_json)
     timeline_out, html_out = timeline_out or timeline_old, html_out or html_old
-    groups, groups_path = load_comm_groups(traces, comm_groups)
-
+    groups, groups_path = load_comm_groups(traces, comm_groups, whole_job=True)
     options = ReplayOptions(
         collective_model=collective_model,
         compute_scale=compute_scale,
@@ -367,6 +366,7 @@ def replay(
     )
     pert = read_perturbation(hw, perturb_items)
     if samples:
+        check_samples(samples, pert, json_out, timeline_out, html_out, with_schedule, per_rank)
         return run_samples(traces, hw, options, pert, samples, as_json=as_json, **sampling)
     console = err_console()
     with progress_callback("replay") as bar:  # stages with counts on a terminal; none with -q or a pipe
