@@ -32,9 +32,9 @@ import time
 
 import numpy as np
 
-from tracekit.groups import pg_init_node
+from tracekit.model.groups import pg_init_node
 from tracekit.model import Attr, CollectiveType, ExecutionTrace, Node, NodeType
-from tracekit.traceset import TraceSet
+from tracekit.sets.traceset import TraceSet
 
 N_RANKS = int(os.environ.get("BENCH_REPLAY_RANKS", 64))
 N_NODES = int(os.environ.get("BENCH_REPLAY_NODES", 100_000))

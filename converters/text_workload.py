@@ -92,7 +92,7 @@ from tracekit.converters.text_workload_format import (  # the format's vocabular
 )
 from tracekit.errors import ConfigError, ConversionError
 from tracekit.model import CollectiveType, check_node_count, check_rank_count
-from tracekit.traceset import TraceSet
+from tracekit.sets.traceset import TraceSet
 
 PRODUCER = "tracekit.converters.text_workload"
 

@@ -216,7 +216,7 @@ class ProcessGroups:
 
         ``"0"`` is declared with ``ranks: []`` (all ranks), the PyTorch form.
         """
-        from tracekit.groups import pg_init_node
+        from tracekit.model.groups import pg_init_node
 
         declared = {name: (() if name == DEFAULT_PG else ranks) for name, ranks in self._ranks.items()}
         return pg_init_node(node_id, declared, self._desc, world_size=self.world_size)

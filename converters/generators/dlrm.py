@@ -43,7 +43,7 @@ from tracekit.workloads.units import DTYPE_BYTES, TRAINING_DTYPES
 from tracekit.converters.generators.llm_ops import Roofline
 from tracekit.errors import ConfigError
 from tracekit.model import Attr, CollectiveType
-from tracekit.traceset import TraceSet
+from tracekit.sets.traceset import TraceSet
 
 PRODUCER = "tracekit.converters.generators.dlrm"
 

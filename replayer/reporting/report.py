@@ -41,7 +41,7 @@ from tracekit.replayer.reporting.html_page import Cell, Page, cell, note, para, 
 
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.replayer.results.result import ReplayResult
-    from tracekit.traceset import TraceSet
+    from tracekit.sets.traceset import TraceSet
 
 log = logging.getLogger(__name__)
 

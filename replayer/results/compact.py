@@ -102,7 +102,7 @@ def _table_row(row: dict[str, Any]) -> dict[str, Any]:
 
 def _world(value: Any) -> int:
     """The provenance's world size, within tracekit's rank range (a bad file must not size a list of ranks)."""
-    from tracekit.node import MAX_RANKS
+    from tracekit.model.node import MAX_RANKS
 
     world = int(value)
     if not 1 <= world <= MAX_RANKS:

@@ -1,4 +1,4 @@
-"""Replaying a job stored as rank classes (:mod:`tracekit.classset`) without deriving every rank.
+"""Replaying a job stored as rank classes (:mod:`tracekit.sets.classset`) without deriving every rank.
 
 A member of a class is its representative with some attribute values
 replaced (slots: ``pg_name``, ``comm_src``, ``comm_dst``).  Everything the
@@ -26,13 +26,13 @@ from dataclasses import dataclass
 from dataclasses import replace as dc_replace
 from typing import TYPE_CHECKING, Any, Callable
 
-from tracekit.classset import RENAMED, member_findings, slot_maps
+from tracekit.sets.classset import RENAMED, member_findings, slot_maps
 from tracekit.model import Attr
 
 if TYPE_CHECKING:  # pragma: no cover
-    from tracekit.classset import ClassSet
+    from tracekit.sets.classset import ClassSet
     from tracekit.model import ExecutionTrace
-    from tracekit.rank_checks import RankFindings
+    from tracekit.checks.rank_checks import RankFindings
     from tracekit.replayer.simulation.gather import Gathered
     from tracekit.replayer.simulation.program import ReplayOptions
     from tracekit.replayer.simulation.folding import RankScan
@@ -81,7 +81,7 @@ def gather_class_set(cs: "ClassSet", options: "ReplayOptions", say: "Callable[..
     from tracekit.io import trace_from_bytes
     from tracekit.replayer.simulation.folding import scan_rank
     from tracekit.replayer.simulation.gather import Gathered, check_errors, declare
-    from tracekit.validate import check_rank
+    from tracekit.checks.validate import check_rank
 
     label = str(cs.manifest)
     scans: dict[int, RankScan] = {}
@@ -139,13 +139,13 @@ class _Template:
 
 
 class StampedClasses:
-    """Per-rank files stamped with their rank class (:data:`tracekit.classset.RANK_CLASS_ATTR`).
+    """Per-rank files stamped with their rank class (:data:`tracekit.sets.classset.RANK_CLASS_ATTR`).
 
     The first clean file of a class is read the ordinary way (checked, scanned) and kept as a template;
     a later file of the class is derived from it without decoding: its node records must equal the
     template's with the file's own slot values put in, byte for byte (else it is read the ordinary way),
     and then its scan and check findings are the first file's renamed (:func:`member_scan`,
-    :func:`~tracekit.classset.member_findings`), exactly as for a class set.
+    :func:`~tracekit.sets.classset.member_findings`), exactly as for a class set.
     """
 
     def __init__(self) -> None:
@@ -155,7 +155,7 @@ class StampedClasses:
         self, rank: int, path: str, data: bytes
     ) -> "tuple[RankScan, RankFindings | None, dict[str, tuple[int, ...]]] | None":
         """``(scan, findings or None, declared groups)`` of a stamped member, or None (read it in full)."""
-        from tracekit.classset import read_rank_class
+        from tracekit.sets.classset import read_rank_class
         from tracekit.errors import ConfigError
         from tracekit.model import Attr
 
@@ -188,7 +188,7 @@ class StampedClasses:
         groups: dict[str, tuple[int, ...]],
     ) -> None:
         """Keep a fully read file as its class's template (when stamped, clean and renaming-only)."""
-        from tracekit.classset import read_rank_class
+        from tracekit.sets.classset import read_rank_class
         from tracekit.workloads.rank_template import RankTemplate
 
         stamp = read_rank_class(data)

@@ -34,7 +34,7 @@ from tracekit.replayer.simulation.program import K_COLL, K_TIMED
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.replayer.simulation.engine import Schedule
     from tracekit.replayer.simulation.program import ReplayProgram
-    from tracekit.traceset import TraceSet
+    from tracekit.sets.traceset import TraceSet
 
 __all__ = ["expand_result"]
 

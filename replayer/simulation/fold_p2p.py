@@ -1,6 +1,6 @@
 """The send/recv part of the folding proof (:mod:`.folding`, point 2), pair by pair or in bulk.
 
-:func:`plan_p2p` matches every send with its receive (:func:`tracekit.rendezvous.p2p_pairs`: keys
+:func:`plan_p2p` matches every send with its receive (:func:`tracekit.sets.rendezvous.p2p_pairs`: keys
 ``(src, dst, tag)`` ascending, the k-th send with the k-th receive) and folds each pair onto its image
 ``((rep[src], send position), (rep[dst], recv position))``.  A pipeline-parallel job has a few hundred
 thousand pairs, each the only one of its key; for such a job the same pairs, images, checks and folded
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tracekit.rendezvous import p2p_pairs
+from tracekit.sets.rendezvous import p2p_pairs
 
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.replayer.simulation.folding import _Planner

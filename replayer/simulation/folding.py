@@ -51,13 +51,13 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 import numpy.typing as npt
 
-from tracekit._gc import paused_gc
-from tracekit.attrs import IS_CPU_OP, NUM_OPS, STREAM, TENSOR_SIZE, TID
+from tracekit.gc_pause import paused_gc
+from tracekit.model.attrs import IS_CPU_OP, NUM_OPS, STREAM, TENSOR_SIZE, TID
 from tracekit.errors import TracekitError
-from tracekit.rendezvous import collective_instances, comm_table, group_order
+from tracekit.sets.rendezvous import collective_instances, comm_table, group_order
 from tracekit.replayer.results.result import FoldInfo  # noqa: F401 - re-exported (a value of the result)
 from tracekit.model import NodeType
-from tracekit.uneven import has_split_alltoall
+from tracekit.model.uneven import has_split_alltoall
 
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.model import ExecutionTrace
@@ -65,7 +65,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from tracekit.replayer.simulation.collectives import CommCost
     from tracekit.replayer.simulation.program import ReplayOptions
     from tracekit.replayer.simulation.hardware import HardwareSpec
-    from tracekit.traceset import TraceSet
+    from tracekit.sets.traceset import TraceSet
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +101,7 @@ class RankScan:
     p2p_attr: dict[int, tuple[int, str]]
     comm_count: int
     comm_ids: dict[int, int]
-    uneven: bool = False  # an all-to-all carries per-peer sizes (tracekit.uneven): its cost needs every member
+    uneven: bool = False  # an all-to-all carries per-peer sizes (tracekit.model.uneven): its cost needs every member
 
 
 def scan_rank(trace: "ExecutionTrace") -> RankScan:
@@ -201,7 +201,7 @@ class FoldPlan:
         return out
 
 
-bulk_objects = paused_gc  # many acyclic rows per unfolded instance (see tracekit._gc)
+bulk_objects = paused_gc  # many acyclic rows per unfolded instance (see tracekit.gc_pause)
 
 
 class NotFoldable(Exception):
@@ -230,7 +230,7 @@ def plan_folding(
 ) -> FoldPlan:
     """Classes, the folded instances, and the map back to the unfolded job (module doc, points 2-4).
 
-    Communications are matched by :mod:`tracekit.rendezvous` (the rules the unfolded program uses), in the
+    Communications are matched by :mod:`tracekit.sets.rendezvous` (the rules the unfolded program uses), in the
     engine's order: collectives group by group, then sends/recvs.
 
     Args:
@@ -250,7 +250,7 @@ def plan_folding(
         rep_of[r] = by_digest.setdefault(scans[r].digest, r)
     if len(by_digest) == world:
         raise NotFoldable(NO_TWIN_RANKS)
-    if any(s.uneven for s in scans.values()):  # costed by its busiest member (tracekit.uneven.instance_bytes)
+    if any(s.uneven for s in scans.values()):  # costed by its busiest member (tracekit.model.uneven.instance_bytes)
         raise NotFoldable("an all-to-all carries per-peer sizes, costed from every member")
     if (options.collective_model or spec.collective_model) == "astra":
         _astra_foldable(groups, rep_of.tolist(), world, spec)
@@ -311,7 +311,7 @@ class _Planner:
         return fid
 
     def collectives(self, groups: dict[str, tuple[int, ...]]) -> None:
-        """Every group's collectives, groups in matching order (:func:`tracekit.rendezvous.group_order`)."""
+        """Every group's collectives, groups in matching order (:func:`tracekit.sets.rendezvous.group_order`)."""
         scans = self.scans
         issuers: dict[str, list[int]] = {}
         for r, s in scans.items():
@@ -402,7 +402,7 @@ class _Planner:
         return fids, (ctypes, sizes)
 
     def p2p(self) -> None:
-        """Every matched send/recv pair (:func:`tracekit.rendezvous.p2p_pairs`); an unmatched one refuses."""
+        """Every matched send/recv pair (:func:`tracekit.sets.rendezvous.p2p_pairs`); an unmatched one refuses."""
         from tracekit.replayer.simulation.fold_p2p import plan_p2p
 
         plan_p2p(self)

@@ -16,7 +16,7 @@ from tracekit.replayer.simulation.folding import NotFoldable, RankScan, scan_ran
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.model import ExecutionTrace
     from tracekit.replayer.simulation.program import ReplayOptions
-    from tracekit.validate import RankFindings
+    from tracekit.checks.validate import RankFindings
 
 __all__ = ["Gathered", "gather_files"]
 
@@ -60,7 +60,7 @@ def declare(declared: dict[str, tuple[int, ...]], groups: dict[str, tuple[int, .
 
 def check_errors(rank: int, findings: "RankFindings | None") -> None:
     """Raise NotFoldable when ``findings`` has errors (the unfolded replay's checks then report them in full)."""
-    from tracekit.validate import ERROR
+    from tracekit.checks.validate import ERROR
 
     if findings is not None and any(i.severity == ERROR for i in findings.issues):
         raise NotFoldable(f"rank {rank} fails the up-front checks")
@@ -68,7 +68,7 @@ def check_errors(rank: int, findings: "RankFindings | None") -> None:
 
 def _first_world_collective(scan: RankScan) -> tuple[int, int] | None:
     """``(node id, comm_type)`` of the first collective of the default group in ``scan``, or None."""
-    from tracekit.groups import DEFAULT_PG
+    from tracekit.model.groups import DEFAULT_PG
 
     positions = scan.coll.get(DEFAULT_PG)
     if not positions:
@@ -90,10 +90,10 @@ def gather_files(traces: Any, options: "ReplayOptions", say: Callable[..., None]
     """
     from tracekit.io import _read_raw, read_trace, trace_from_bytes, trace_paths
     from tracekit.replayer.simulation.checks import check_complete
-    from tracekit.groups import default_group_size
+    from tracekit.model.groups import default_group_size
     from tracekit.replayer.simulation.whole_job import check_whole_job
     from tracekit.replayer.simulation.class_replay import StampedClasses
-    from tracekit.validate import check_rank
+    from tracekit.checks.validate import check_rank
 
     pairs = trace_paths(traces)
     scans: dict[int, RankScan] = {}
@@ -134,8 +134,8 @@ def gather_files(traces: Any, options: "ReplayOptions", say: Callable[..., None]
         if data is not None:
             stamped.remember(data, scan, f, groups_here)
         del trace, data
-    if options.comm_groups:  # an ASTRA-sim comm-group file (tracekit.comm_groups)
-        from tracekit.comm_groups import merge_declared
+    if options.comm_groups:  # an ASTRA-sim comm-group file (tracekit.sets.comm_groups)
+        from tracekit.sets.comm_groups import merge_declared
 
         declared = merge_declared(declared, dict(options.comm_groups), options.comm_groups_path)
     world = max([r for r, _ in pairs] + [max(v) for v in declared.values() if v], default=-1) + 1

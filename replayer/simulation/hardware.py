@@ -214,7 +214,7 @@ class ComputeSettings:
         duration_scale: factor applied to measured durations.
         dtype: dtype whose peak the roofline uses (None = device default).
         interference: compute and communication overlapping on a rank slow each other
-            (:mod:`.interference`; the device's factors in ``tracekit/devices.toml``); off = ASTRA-sim's rule.
+            (:mod:`.interference`; the device's factors in ``tracekit/costs/devices.toml``); off = ASTRA-sim's rule.
     """
 
     mode: str = "measured"

@@ -21,7 +21,7 @@ Resources (per rank, docs/design.md section 4):
 A missing ``tid`` / ``stream`` means 0.  With ``streams="single"`` every rank has one resource of each class
 whatever the attributes say.
 
-Matching (docs/design.md section 4; :mod:`tracekit.rendezvous`, the one matcher, via :mod:`.matching`): the k-th
+Matching (docs/design.md section 4; :mod:`tracekit.sets.rendezvous`, the one matcher, via :mod:`.matching`): the k-th
 collective a rank issues on group G (in the rank's topological order) is instance (G, k) on every member; a send
 from ``src`` to ``dst`` with tag ``t`` is matched with the recv on ``dst`` from ``src`` with tag ``t`` of the same
 rank in issue order.  Nodes that match nothing keep instance -1 and a note saying why (the deadlock report uses it).
@@ -69,7 +69,7 @@ from tracekit.replayer.simulation.rank_compile import (  # noqa: F401 - node kin
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.model import ExecutionTrace
     from tracekit.replayer.simulation.hardware import HardwareSpec
-    from tracekit.traceset import TraceSet
+    from tracekit.sets.traceset import TraceSet
 
 STREAM_MODES = ("trace", "single")
 #: Collective models the engine accepts: the spec's models plus the engine's own "measured".
@@ -97,7 +97,7 @@ class ReplayOptions:
             the result is the unfolded one to the bit.  Falls back to an
             unfolded replay when equivalence cannot be proven
             (``ReplayResult.folding.reason`` says why).
-        comm_groups: ``((id, ranks), ...)`` of an ASTRA-sim comm-group file (:mod:`tracekit.comm_groups`), added
+        comm_groups: ``((id, ranks), ...)`` of an ASTRA-sim comm-group file (:mod:`tracekit.sets.comm_groups`), added
             to the groups the traces declare; ``comm_groups_path`` names it in errors.
     """
 

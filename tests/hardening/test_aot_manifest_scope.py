@@ -13,7 +13,7 @@ import pytest
 
 from tracekit import _aot
 
-WALK = "tracekit._wirekernels.walk_nodes"
+WALK = "tracekit.wire.kernels.walk_nodes"
 
 
 @pytest.mark.parametrize(
@@ -34,7 +34,7 @@ def test_only_tracekits_own_export_of_the_kernel_counts(module, symbol, own):
 
 
 def test_a_manifest_naming_another_function_gives_no_exports(tmp_path, monkeypatch):
-    sources = {"tracekit._wirekernels": _aot._module_hash("tracekit._wirekernels")}
+    sources = {"tracekit.wire.kernels": _aot._module_hash("tracekit.wire.kernels")}
     entry = {"sources": sources, "exports": [[["int64"], "os", "getpid"]]}
     path = tmp_path / "_aot_kernels.json"
     path.write_text(json.dumps({"format": _aot.FORMAT, "host": _aot.host(), "kernels": {WALK: entry}}))

@@ -234,7 +234,7 @@ def _recorded(case: Path) -> dict:
 def _replay_case(case: Path, tmp_path: Path) -> list[int]:
     """Per-rank ns of the case's workload replayed on its configs with the congestion-aware backend."""
     from tracekit.io import read_traceset
-    from tracekit.traceset import TraceSet
+    from tracekit.sets.traceset import TraceSet
 
     r = _recorded(case)
     inp = r["inputs"]

@@ -15,7 +15,7 @@ from tracekit.replayer.simulation.checks import (
     find_problems,
     p2p_issues,
 )
-from tracekit.traceset import TraceSet
+from tracekit.sets.traceset import TraceSet
 
 from tests.replayer._engine_kit import coll, one_dim, p2p, traceset
 

@@ -10,7 +10,7 @@ from tracekit.io import read_traceset, write_traceset
 from tracekit.model import Attr, ExecutionTrace, Metadata, Node, NodeType
 from tracekit.replayer.simulation.hardware import load_spec
 from tracekit.replayer.orchestration.projected import plan_compute, replay_with_compute
-from tracekit.traceset import TraceSet
+from tracekit.sets.traceset import TraceSet
 from tracekit.errors import ConfigError
 
 

@@ -34,7 +34,7 @@ def _summary_rows(summary: Any, top: int) -> tuple[list[tuple[str, Any]], int]:
 
 
 def render_summary(console: Any, summary: Any, *, top: int = 16) -> None:
-    """Print a :class:`tracekit.summary.TraceSetSummary` as tables.
+    """Print a :class:`tracekit.checks.summary.TraceSetSummary` as tables.
 
     Ranks with equal summaries share a row (their files: the first one);
     at most ``top`` rows per table.
@@ -115,7 +115,7 @@ def _share(x: float | None) -> str:
 
 
 def render_cost_coverage(console: Any, summary: Any, *, top: int = 16) -> None:
-    """Print the FLOPs/bytes coverage of compute per rank (:class:`tracekit.summary.CostCoverage`); ranks with
+    """Print the FLOPs/bytes coverage of compute per rank (:class:`tracekit.checks.summary.CostCoverage`); ranks with
     equal coverage share a row (a 4,096-rank class set printed 4,096 rows), at most ``top`` rows."""
     from rich.table import Table
 

@@ -68,7 +68,7 @@ def list_cmd(as_json: bool) -> None:
 
 @hw.command("devices", context_settings=CONTEXT_SETTINGS)
 def devices_cmd() -> None:
-    """List the device presets compute projection uses (tracekit/devices.toml), with their sources.
+    """List the device presets compute projection uses (tracekit/costs/devices.toml), with their sources.
 
     \b
     Example:
@@ -77,7 +77,7 @@ def devices_cmd() -> None:
     """
     from rich.table import Table
 
-    from tracekit.devices import device_presets
+    from tracekit.costs.devices import device_presets
 
     table = Table(title="device presets (peaks dense; efficiency maxima for GEMM / attention / memory)")
     for column in ("key", "name", "bf16 or fp16 TFLOP/s", "fp32 TFLOP/s", "memory GB/s", "units", "max eff", "source"):

@@ -1,10 +1,10 @@
 """A rank's encoded node records, rewritten without Python objects per node (issue 17).
 
-Columnar transforms decide *what* changes on :class:`~tracekit.graph.NodeColumns`
+Columnar transforms decide *what* changes on :class:`~tracekit.model.graph.NodeColumns`
 arrays and express it as an :class:`Edit` of the encoded ``Node`` records: records
 to drop, whole fields to drop (e.g. every ``duration_micros``), and new field bytes
 to insert (encoded here, vectorized).  :func:`rewrite` splices the records in one
-compiled pass (:func:`tracekit._encode.splice_records`), so untouched bytes are
+compiled pass (:func:`tracekit.wire.encode.splice_records`), so untouched bytes are
 copied as they are and no ``Node`` object is built.
 
 Insertion keeps the canonical field order protobuf serializers write (field
@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from tracekit._encode import DROP_ALL, put_varints, splice_records, varint_lens
-from tracekit._spliced import SplicedNodes, record_array
+from tracekit.wire.encode import DROP_ALL, put_varints, splice_records, varint_lens
+from tracekit.wire.spliced import SplicedNodes, record_array
 
 _U64 = np.uint64
 
@@ -212,7 +212,7 @@ class Edit:
 
 
 def _splice_args(rec: Records, edit: Edit) -> tuple[np.ndarray, ...]:
-    """The arrays :func:`tracekit._encode.splice_records` takes, from ``edit`` (see its docstring)."""
+    """The arrays :func:`tracekit.wire.encode.splice_records` takes, from ``edit`` (see its docstring)."""
     n = len(rec)
     keep = np.ones(n, dtype=bool) if edit.keep is None else np.asarray(edit.keep, dtype=bool)
     drop_fields = np.asarray(sorted({f for _, f in edit.drops if f != -1}), dtype=np.int64)
@@ -286,7 +286,7 @@ def _ptr(owner: np.ndarray, n: int) -> np.ndarray:
 def rewrite(rec: Records, edit: Edit, metadata: Any = None) -> Any:
     """A new :class:`~tracekit.model.ExecutionTrace` of the edited records (same rank; ``metadata`` or the old one).
 
-    One compiled pass writes them framed into one buffer (:func:`tracekit._encode.splice_records`, walking
+    One compiled pass writes them framed into one buffer (:func:`tracekit.wire.encode.splice_records`, walking
     only the edited records); the result keeps them encoded, so writing it copies the bytes.
 
     Raises:

@@ -1,6 +1,6 @@
 """Transforms of rank-class sets without per-rank traces (issue 17): class-wise steps and :class:`Rescale`.
 
-A class set (:mod:`tracekit.classset`) stores one representative trace per class
+A class set (:mod:`tracekit.sets.classset`) stores one representative trace per class
 of ranks and, per member, the values of a few *slots* (``pg_name``,
 ``comm_src``, ``comm_dst`` attributes that differ between members).  Class-wise
 steps (:data:`tracekit.transforms.classwise.CLASSWISE_TRANSFORMS`) run on each representative.
@@ -30,9 +30,9 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
-from tracekit.attrs import COMM_DST, COMM_SRC, PG_NAME
+from tracekit.model.attrs import COMM_DST, COMM_SRC, PG_NAME
 from tracekit.errors import TransformError
-from tracekit.groups import DEFAULT_PG, canonical_pg_name, is_pg_init, pg_init_node
+from tracekit.model.groups import DEFAULT_PG, canonical_pg_name, is_pg_init, pg_init_node
 from tracekit.model import INT_KINDS, Attr, ExecutionTrace, NodeType
 from tracekit.transforms.layout import DIMS, GroupNames, Grid, LLM_CONFIG_ATTR, map_group, map_peer, remap_nodes
 from tracekit.transforms.rescale import Rescale, _template, dp_spanning
@@ -66,13 +66,13 @@ class ClassState:
 
 
 def load_classes(cs: Any) -> list[ClassState]:
-    """The classes of a :class:`~tracekit.classset.ClassSet`, representatives read from their files."""
+    """The classes of a :class:`~tracekit.sets.classset.ClassSet`, representatives read from their files."""
     return [ClassState(cs.read_representative(c), c.ranks, c.slots, c.values) for c in cs.classes]
 
 
 def write_classes(output: str | os.PathLike[str], world_size: int, classes: Iterable[ClassState]):
     """Write ``classes`` as a class set at prefix ``output``; returns the manifest path (see write_class_set)."""
-    from tracekit.classset import write_class_set
+    from tracekit.sets.classset import write_class_set
     from tracekit.io import encode_trace
 
     def items():
@@ -176,7 +176,7 @@ class _Job:
 
 
 def _job(classes: list[ClassState], world_size: int, rescale: Rescale, progress: Progress | None = None) -> _Job:
-    from tracekit.groups import resolve_groups
+    from tracekit.model.groups import resolve_groups
     from tracekit.transforms.layout import llm_config_of
 
     where = {r: (ci, mi) for ci, c in enumerate(classes) for mi, r in enumerate(c.ranks)}
@@ -383,7 +383,7 @@ def run_on_classes(
     ``progress`` as :func:`rescale_classes` takes it)."""
     from dataclasses import replace
 
-    from tracekit.traceset import TraceSet
+    from tracekit.sets.traceset import TraceSet
     from tracekit.transforms.base import stamp_provenance
     from tracekit.transforms.classselect import keep_ranks_classes
 

@@ -25,9 +25,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from tracekit.attrs import IS_CPU_OP, NUM_OPS, STREAM, TENSOR_SIZE, TID
+from tracekit.model.attrs import IS_CPU_OP, NUM_OPS, STREAM, TENSOR_SIZE, TID
 from tracekit.errors import TracekitError, ValidationError
-from tracekit.graph import DepGraph, NodeColumns
+from tracekit.model.graph import DepGraph, NodeColumns
 from tracekit.model import NodeType
 from tracekit.transforms._deplists import (
     _EMPTY_I,
@@ -415,7 +415,7 @@ def _edit(
     alive: np.ndarray, changed: np.ndarray, data: DepLists, ctrl: DepLists, ctrl_rows: np.ndarray, heads: dict[int, Any]
 ) -> Edit:
     """The record edit: dead records dropped, changed dependency fields re-encoded, heads replaced."""
-    from tracekit._codec import node_to_pb
+    from tracekit.wire.codec import node_to_pb
 
     edit = Edit(keep=None if alive.all() else alive)
     is_head = np.zeros(len(alive), dtype=bool)

@@ -2,7 +2,7 @@
 
 The same results as the per-node functions of :mod:`tracekit.transforms.scale`
 (checked by ``tests/transforms/test_columnar_equal.py`` against digests of the
-object path's outputs), decided on :class:`~tracekit.graph.NodeColumns` and
+object path's outputs), decided on :class:`~tracekit.model.graph.NodeColumns` and
 written with :mod:`tracekit.transforms._records`: a measured duration is
 re-encoded in place (``duration_micros`` and, when not a whole microsecond,
 ``duration_nanos``), so no ``Node`` object is built for it.  Nodes whose change
@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-from tracekit.attrs import COMM_SIZE, IS_CPU_OP, NUM_OPS, TENSOR_SIZE
+from tracekit.model.attrs import COMM_SIZE, IS_CPU_OP, NUM_OPS, TENSOR_SIZE
 from tracekit.errors import TransformError, ValidationError
 from tracekit.model import MAX_DURATION_NS, MAX_TIME_NS, ExecutionTrace, Node
 from tracekit.transforms._records import Edit, Records, rewrite, varint_fields
@@ -144,7 +144,7 @@ def replace_nodes(
     Raises:
         TracekitError: from ``change`` or encoding.
     """
-    from tracekit._codec import node_to_pb
+    from tracekit.wire.codec import node_to_pb
 
     picked, bodies, new_nodes = [], [], {}
     for i in rows:
@@ -316,7 +316,7 @@ def int_attr_slots(rec: Records, rows: np.ndarray, name: str) -> tuple[np.ndarra
     Raises:
         TraceFormatError: a record that is not a valid ``Node`` message.
     """
-    from tracekit._encode import int_attr_slots as find
+    from tracekit.wire.encode import int_attr_slots as find
     from tracekit.errors import TraceFormatError
 
     rows = np.asarray(rows, dtype=np.int64)

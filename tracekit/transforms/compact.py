@@ -38,7 +38,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Sequence, cast
 
-from tracekit.attrs import NUM_OPS, TENSOR_SIZE, TID
+from tracekit.model.attrs import NUM_OPS, TENSOR_SIZE, TID
 from tracekit.errors import ConfigError
 from tracekit.model import ExecutionTrace, Node, NodeType
 from tracekit.transforms.base import Transform, map_traces
@@ -46,7 +46,7 @@ from tracekit.transforms.base import Transform, map_traces
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
 
-    from tracekit.traceset import TraceSet
+    from tracekit.sets.traceset import TraceSet
 
 FULL_REDUCTION_LIMIT = 40_000
 
@@ -73,7 +73,7 @@ class CompactStats:
 
 def _topo_positions(nodes: Sequence[Node]) -> list[int]:
     """Positions in a topological order (file order when deps point backwards)."""
-    from tracekit.graph import NodeColumns, DepGraph
+    from tracekit.model.graph import NodeColumns, DepGraph
 
     g = DepGraph(NodeColumns.from_nodes(nodes))
     order: list[int] = g.topological_order().tolist()

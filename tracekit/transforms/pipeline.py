@@ -44,7 +44,7 @@ from tracekit.transforms.scale import Retarget, ScaleComm, ScaleCompute
 from tracekit.transforms.select import DropCpuOps, KeepIteration, KeepRanks, RemoveNodes
 
 if TYPE_CHECKING:  # pragma: no cover
-    from tracekit.traceset import TraceSet
+    from tracekit.sets.traceset import TraceSet
 
 KINDS: dict[str, type[Transform]] = {
     "scale_compute": ScaleCompute,
