@@ -77,7 +77,7 @@ from __future__ import annotations
 import os
 from typing import Callable, Sequence
 
-from tracekit.converters.generators._build import DEFAULT_PG, ProcessGroups, RankTraceBuilder
+from tracekit.converters.generators.build import DEFAULT_PG, ProcessGroups, RankTraceBuilder
 from tracekit.converters.text_workload_format import (  # the format's vocabulary and parser, importable from here
     COMM_TOKENS,
     NONE_TOKEN,

@@ -7,8 +7,12 @@ outside the core (converters, replayer, CLI, tests) imports from here; modules i
 the defining module, so the layers stay one-directional (docs/architecture.md).
 """
 
+from tracekit.interop.astra import write_traceset
 from tracekit.model import Metadata
 from tracekit.output import (
+    DEFAULT_MAX_DECOMPRESSED_BYTES,
+    DEFAULT_MAX_GZIP_RATIO,
+    decompression_limits,
     _UMASK,
     atomic_output,
     check_output,
@@ -28,16 +32,12 @@ from tracekit.sets.io import (
     hold_prefix_shared,
     read_traceset,
     trace_paths,
-    write_traceset,
 )
 from tracekit.wire.batch import encode_nodes
 from tracekit.wire.framing import (
-    DEFAULT_MAX_DECOMPRESSED_BYTES,
-    DEFAULT_MAX_GZIP_RATIO,
     GZIP_MAGIC,
     EncodedNodes,
     _read_raw,
-    decompression_limits,
     frame,
     gunzip_limited,
     rank_from_path,

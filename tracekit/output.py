@@ -73,11 +73,42 @@ def open_input(path: str | os.PathLike[str]) -> IO[bytes]:
     return fh
 
 
+# ----------------------------------------------------------------------------- decompression limits
+DEFAULT_MAX_DECOMPRESSED_BYTES = 4 << 30
+DEFAULT_MAX_GZIP_RATIO = 300
+
+
+def _env_limit(name: str, default: int) -> int:
+    text = os.environ.get(name)
+    if not text:
+        return default
+    try:
+        value = int(float(text))
+    except ValueError:
+        raise TracekitError(f"{name}={text!r} is not a number") from None
+    if value <= 0:
+        raise TracekitError(f"{name}={text!r} must be positive")
+    return value
+
+
+def decompression_limits() -> tuple[int, int]:
+    """``(max_bytes, max_ratio)`` for gzip input.
+
+    ``max_bytes`` caps the decompressed size of one file (env
+    ``TRACEKIT_MAX_DECOMPRESSED_BYTES``, default 4 GiB); ``max_ratio`` caps the
+    decompressed/compressed size ratio once more than 64 MiB came out (env
+    ``TRACEKIT_MAX_GZIP_RATIO``, default 300; real traces compress 7-30x,
+    a gzip bomb of zeros about 1000x).
+    """
+    return (
+        _env_limit("TRACEKIT_MAX_DECOMPRESSED_BYTES", DEFAULT_MAX_DECOMPRESSED_BYTES),
+        _env_limit("TRACEKIT_MAX_GZIP_RATIO", DEFAULT_MAX_GZIP_RATIO),
+    )
+
+
 def input_size_limit() -> int:
     """Bytes one input may hold, compressed or not: ``TRACEKIT_MAX_DECOMPRESSED_BYTES`` (default 4 GiB), the cap
-    on gzip input (:func:`tracekit.wire.framing.decompression_limits`)."""
-    from tracekit.wire.framing import decompression_limits
-
+    on gzip input (:func:`decompression_limits`)."""
     return decompression_limits()[0]
 
 

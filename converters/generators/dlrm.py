@@ -36,7 +36,7 @@ import json
 from dataclasses import dataclass
 from typing import Iterable
 
-from tracekit.converters.generators._build import DEFAULT_PG, ProcessGroups, RankTraceBuilder
+from tracekit.converters.generators.build import DEFAULT_PG, ProcessGroups, RankTraceBuilder
 from tracekit.workloads.buckets import bucket_limit_elems, pack_buckets
 from tracekit.workloads.flops import gemm_elements, gemm_flops
 from tracekit.workloads.units import DTYPE_BYTES, TRAINING_DTYPES

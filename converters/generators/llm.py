@@ -45,7 +45,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, TypeAlias
 
-from tracekit.converters.generators._build import ProcessGroups
+from tracekit.converters.generators.build import ProcessGroups
 from tracekit.converters.generators.llm_layout import RankPlace, layout
 from tracekit.converters.generators.llm_rank import PRODUCER as PRODUCER
 from tracekit.converters.generators.llm_rank import Plan, _RankBuilder

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from typing import Callable, Iterable, Sequence
 
-from tracekit.converters.generators._build import (
+from tracekit.converters.generators.build import (
     DEFAULT_PG,
     INT32_MAX,
     ProcessGroups,

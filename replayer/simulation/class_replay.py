@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from dataclasses import replace as dc_replace
 from typing import TYPE_CHECKING, Any, Callable
 
-from tracekit.sets.classset import RENAMED, member_findings, slot_maps
+from tracekit.checks.classset import RENAMED, member_findings, slot_maps
 from tracekit.model import Attr
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -145,7 +145,7 @@ class StampedClasses:
     a later file of the class is derived from it without decoding: its node records must equal the
     template's with the file's own slot values put in, byte for byte (else it is read the ordinary way),
     and then its scan and check findings are the first file's renamed (:func:`member_scan`,
-    :func:`~tracekit.sets.classset.member_findings`), exactly as for a class set.
+    :func:`~tracekit.checks.classset.member_findings`), exactly as for a class set.
     """
 
     def __init__(self) -> None:

@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from tracekit.converters.generators._build import (
+from tracekit.converters.generators.build import (
     ProcessGroups,
     RankTraceBuilder,
     parse_collective,

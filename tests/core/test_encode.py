@@ -174,7 +174,7 @@ def test_spliced_records_stay_in_their_array_until_read_as_bytes():
 
     from tracekit.wire.spliced import SplicedNodes
     from tracekit.io import encoded_pieces
-    from tracekit.transforms._records import Edit, Records, rewrite, varint_fields
+    from tracekit.wire.records import Edit, Records, rewrite, varint_fields
 
     nodes = [Node(id=i, name="mm", type=NodeType.COMP_NODE, duration_ns=1000 * (i + 1)) for i in range(4)]
     src = _encoded(ExecutionTrace(nodes))
@@ -254,7 +254,7 @@ def test_string_attr_scan_reads_the_wire_as_protobuf_does():
 def test_rewrite_spans_with_dropped_records_and_shorter_bodies():
     """rewrite's record spans when records are dropped and when an edited body ends shorter than its bound
     (a 200-byte name dropped, so the length prefix shrinks from two bytes to one): records decode as edited."""
-    from tracekit.transforms._records import Edit, Records, rewrite, varint_fields
+    from tracekit.wire.records import Edit, Records, rewrite, varint_fields
 
     nodes = [Node(id=i, name="n" * (200 if i % 2 else 3), type=NodeType.COMP_NODE, duration_ns=1000) for i in range(6)]
     edit = Edit(keep=np.array([True, True, False, True, True, False]))

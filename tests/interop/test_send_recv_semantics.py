@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pytest
 
-from tracekit.converters.generators._build import RankTraceBuilder
+from tracekit.converters.generators.build import RankTraceBuilder
 from tracekit.io import read_traceset, write_traceset
 from tracekit.model import CollectiveType
 from tracekit.replayer import replay

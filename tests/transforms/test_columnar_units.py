@@ -9,7 +9,7 @@ from _tfhelpers import comp
 from tracekit.errors import TransformError, ValidationError
 from tracekit.io import encode_trace, trace_from_bytes
 from tracekit.model import ExecutionTrace
-from tracekit.transforms._records import Blobs, Edit, Records, packed_fields, rewrite, varint_fields, varints
+from tracekit.wire.records import Blobs, Edit, Records, packed_fields, rewrite, varint_fields, varints
 from tracekit.transforms.compact import compact_trace
 
 

@@ -73,7 +73,7 @@ def member_trace(cs: ClassSet, rank: int) -> ExecutionTrace:
         TracekitError: ``rank`` is not in the job.
         TraceFormatError: the class file cannot be decoded.
     """
-    from tracekit.io import trace_from_bytes
+    from tracekit.wire.io import trace_from_bytes
 
     return trace_from_bytes(cs.rank_bytes(rank), path=f"{cs.manifest}#rank{rank}", rank=rank)
 

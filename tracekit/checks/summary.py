@@ -393,7 +393,7 @@ def summarize_traceset(ts: "TraceSet") -> TraceSetSummary:
 
 def _summarize_file(item: tuple[int, str]) -> tuple[TraceSummary, dict[str, tuple[int, ...]], dict[str, str]]:
     from tracekit.model.groups import pg_descriptions
-    from tracekit.io import read_trace
+    from tracekit.wire.io import read_trace
 
     rank, path = item
     trace = read_trace(path, rank=rank)
@@ -412,7 +412,7 @@ def summarize_files(
     """:func:`summarize_traceset` over rank files, one rank in memory at a time per worker.
 
     Args:
-        pairs: ``(rank, path)`` of every rank file (see :func:`tracekit.io.trace_paths`).
+        pairs: ``(rank, path)`` of every rank file (see :func:`tracekit.sets.io.trace_paths`).
         executor, max_workers: as :func:`tracekit.parallel.parallel_map`.
         progress: called as ``progress(done, total)`` after each rank (see :func:`tracekit.parallel.parallel_map`).
         comm_groups: groups of an ASTRA-sim comm-group file (``comm_groups_path``) added to the declared ones.

@@ -74,7 +74,7 @@ __all__ = [
 
 
 def _check_rank_file(item: tuple[int, str]) -> RankFindings:
-    from tracekit.io import read_trace
+    from tracekit.wire.io import read_trace
 
     rank, path = item
     return check_rank(read_trace(path, rank=rank))
@@ -114,7 +114,7 @@ def validate_files(
     :func:`tracekit.parallel.parallel_map` (``executor="process"`` or ``"ray"``).
 
     Args:
-        pairs: ``(rank, path)`` of every rank file (see :func:`tracekit.io.trace_paths`).
+        pairs: ``(rank, path)`` of every rank file (see :func:`tracekit.sets.io.trace_paths`).
         executor, max_workers, ray_address: as :func:`tracekit.parallel.parallel_map`.
         progress: called as ``progress(done, total)`` after each rank (see :func:`tracekit.parallel.parallel_map`).
         comm_groups: groups of an ASTRA-sim comm-group file (``comm_groups_path``), added to the declared ones

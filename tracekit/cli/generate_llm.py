@@ -269,7 +269,7 @@ def _llm_config(
     Raises:
         ConfigError: ``--dp`` disagreeing with ``--ranks``, a bad bucket size, or an invalid layout.
     """
-    from tracekit.converters.generators._build import parse_size
+    from tracekit.converters.generators.build import parse_size
     from tracekit.workloads.config import LLMConfig, ParallelSpec, world_to_dp
 
     if num_ranks is not None:
@@ -320,7 +320,7 @@ def _check_int64_sizes(config: LLMConfig, model_name: str, given: dict[str, int 
         ValueOutOfRange: exit 1 (a value of the right type outside its range, docs/cli.md).
     """
     from tracekit.cli._options import ValueOutOfRange
-    from tracekit.converters.generators._build import INT64_MAX
+    from tracekit.converters.generators.build import INT64_MAX
     from tracekit.converters.generators.llm_limits import int64_overflow, largest_fitting, replace_model
     from tracekit.workloads.config import preset
 

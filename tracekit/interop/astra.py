@@ -13,11 +13,13 @@ Chakra traces with three rules that tracekit's own readers do not need:
   or INVALID; a METADATA node without ``is_cpu_op = true`` is never completed
   and no rank ever finishes.  With ``is_cpu_op`` true and no runtime/num_ops
   it is skipped at once.
-- ``<prefix>.comm_groups.json`` (this module's name for the file) is what
+- ``<prefix>.comm_groups.json`` (:func:`tracekit.sets.comm_groups.comm_groups_path`) is what
   ``--comm-group-configuration`` expects.
 
 :func:`astra_ready` applies the first two rules to one rank's trace;
-:func:`astra_group_ids` decides the ids for a whole set, once.  Group names and
+:func:`~tracekit.sets.comm_groups.astra_group_ids` decides the ids for a whole set, once;
+:func:`write_traceset` writes a set with both applied (the explicit step: the generic writer,
+:func:`tracekit.sets.io.write_traceset`, writes a set as it holds it).  Group names and
 descriptions of our own readers survive: the ``process_group:init`` node keeps
 each group's ``pg_desc`` (a renamed group's old name goes there when it had
 no description).
@@ -25,7 +27,7 @@ no description).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 import orjson
@@ -33,77 +35,22 @@ import orjson
 from tracekit.model.attrs import IS_CPU_OP, PG_NAME
 from tracekit.model.groups import DEFAULT_PG, PG_INIT_NAME, parse_pg_entries
 from tracekit.model import IOInfo, NodeType
+from tracekit.sets.comm_groups import (  # noqa: F401 - the comm-group file's names, kept importable from here
+    COMM_GROUPS_SUFFIX,
+    astra_group_ids,
+    comm_groups_beside,
+    comm_groups_document,
+    comm_groups_path,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
-    from tracekit.model import ExecutionTrace, Node
-
-COMM_GROUPS_SUFFIX = ".comm_groups.json"
-_COMM_TYPES = (NodeType.COMM_COLL_NODE, NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE)
-
-
-def comm_groups_path(prefix: str) -> str:
-    """``<prefix>.comm_groups.json``: the ASTRA-sim comm-group file written beside a trace set."""
-    return f"{prefix}{COMM_GROUPS_SUFFIX}"
-
-
-def comm_groups_beside(rank_file: str) -> "tuple[str, int] | None":
-    """``(path, number of groups)`` of the comm-group file beside ``<prefix>.<rank>.et[.gz]``, None if absent.
-
-    An unreadable file counts -1 groups (``info`` says so instead of failing).
-    """
     import os
-    import re
+    from pathlib import Path
 
-    m = re.match(r"^(.*)\.\d+\.et(\.gz)?$", str(rank_file))
-    if m is None:
-        return None
-    path = comm_groups_path(m.group(1))
-    if not os.path.isfile(path):
-        return None
-    try:
-        with open(path, "rb") as fh:
-            doc = orjson.loads(fh.read())
-        return path, len(doc) if isinstance(doc, dict) else -1
-    except (OSError, orjson.JSONDecodeError):
-        return path, -1
+    from tracekit.model import ExecutionTrace, Node
+    from tracekit.sets.traceset import TraceSet
 
-
-def astra_group_ids(groups: Mapping[str, Sequence[int]], world_size: int) -> dict[str, str | None]:
-    """The ``pg_name`` each group gets in files written for ASTRA-sim.
-
-    Args:
-        groups: pg_name -> member ranks (resolved: the all-ranks group listed with every rank).
-        world_size: number of ranks in the set.
-
-    Returns:
-        pg_name -> None for the all-ranks group ``"0"`` (written without ``pg_name``), else a positive
-        integer as a string: the name itself when it already is one, else the next free integer.
-    """
-    world = tuple(range(world_size))
-    out: dict[str, str | None] = {}
-    taken = {name for name in groups if name.isdigit() and int(name) > 0}
-    next_id = 1
-    for name, ranks in groups.items():
-        if name in ("", DEFAULT_PG) and tuple(sorted(ranks)) in (world, ()):
-            out[name] = None
-        elif name.isdigit() and int(name) > 0 and str(int(name)) == name:
-            out[name] = name
-        else:
-            while str(next_id) in taken:
-                next_id += 1
-            out[name] = str(next_id)
-            taken.add(str(next_id))
-    return out
-
-
-def comm_groups_document(groups: Mapping[str, Sequence[int]], ids: Mapping[str, str | None]) -> dict[str, list[int]]:
-    """ASTRA-sim's comm-group JSON: ``{"<id>": [ranks...]}`` for every group with an id, ids ascending."""
-    doc: dict[str, list[int]] = {}
-    for name, ranks in groups.items():
-        gid = ids.get(name)
-        if gid:
-            doc[gid] = sorted(int(r) for r in ranks)
-    return {k: doc[k] for k in sorted(doc, key=int)}
+_COMM_TYPES = (NodeType.COMM_COLL_NODE, NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE)
 
 
 def _fixed_node(node: "Node", ids: Mapping[str, str | None]) -> "Node | None":
@@ -171,7 +118,7 @@ def astra_ready(trace: "ExecutionTrace", ids: Mapping[str, str | None]) -> "Exec
     if encoded:
         from tracekit.wire.codec import node_to_pb
         from tracekit.errors import TracekitError
-        from tracekit.transforms._records import Edit, Records, rewrite
+        from tracekit.wire.records import Edit, Records, rewrite
 
         rows = sorted(changes)
         bodies = []
@@ -253,3 +200,30 @@ def _candidates_encoded(trace: "ExecutionTrace", ids: Mapping[str, str | None]) 
             )
         pick[comm[flags != 0]] = True
     return np.flatnonzero(pick).tolist()
+
+
+def write_traceset(traceset: "TraceSet", prefix: "str | os.PathLike[str]", *, compress: bool = False) -> "list[Path]":
+    """Write ``<prefix>.<rank>.et`` (``.et.gz`` with ``compress``) for every rank so ASTRA-sim runs them as they are.
+
+    Each rank's trace goes through :func:`astra_ready` on the way (no ``pg_name`` on all-ranks communication,
+    positive integer ids for the other groups, METADATA nodes marked ``is_cpu_op``), one rank at a time, and
+    ``<prefix>.comm_groups.json`` lists the groups by those ids; the writing itself is
+    :func:`tracekit.sets.io.write_traceset` (atomic, as a unit). :func:`tracekit.io.write_traceset` is this function.
+
+    Returns:
+        The paths written, in rank order.
+
+    Raises:
+        TracekitError: the prefix holds other rank files, or a trace cannot be encoded (as the generic writer).
+    """
+    from tracekit.sets.io import write_traceset as write_as_held
+
+    groups = traceset.process_groups
+    ids = astra_group_ids(groups, traceset.world_size)
+    return write_as_held(
+        traceset,
+        prefix,
+        compress=compress,
+        prepare=lambda trace: astra_ready(trace, ids),
+        comm_groups=comm_groups_document(groups, ids),
+    )

@@ -240,35 +240,11 @@ def _pg_init_positions(trace: "ExecutionTrace") -> list[int]:
     (:func:`tracekit.wire.recscan.names_containing`) finds them without decoding the names; when some name
     is not ASCII the names are decoded (which checks their UTF-8, raising TraceFormatError).
     """
-    import re
-
-    import numpy as np
-
-    encoded = getattr(trace, "_encoded", None)
+    encoded = getattr(trace, "_encoded", None)  # tracekit.wire.framing.EncodedNodes
     if getattr(trace, "_nodes", True) is None and encoded is not None and len(encoded.starts):
-        from tracekit.wire.spliced import record_array
-        from tracekit.wire.recscan import names_containing
-
-        array = getattr(
-            encoded, "array", None
-        )  # records a columnar transform wrote (tracekit.wire.encode.SplicedNodes)
-        needle = PG_INIT_NAME.encode()
-        if array is None and needle not in encoded.data:
-            return []
-        if array is not None and re.search(re.escape(needle), memoryview(array)) is None:
-            return []
-
-        search: Any = names_containing  # a compiled kernel
-        hits = np.zeros(len(encoded.starts), dtype=bool)
-        code = search(
-            record_array(encoded),
-            np.asarray(encoded.starts, dtype=np.int64),
-            np.asarray(encoded.ends, dtype=np.int64),
-            np.frombuffer(PG_INIT_NAME.encode(), dtype=np.uint8),
-            hits,
-        )
-        if code == 0:
-            return np.flatnonzero(hits).tolist()
+        found = encoded.names_containing(PG_INIT_NAME)
+        if found is not None:
+            return list(found)
     return [i for i, name in enumerate(trace.columns().names) if PG_INIT_NAME in name]
 
 

@@ -73,7 +73,7 @@ class ExecutionTrace:
         for node in self._nodes:
             if node.__class__ is not Node and not isinstance(node, Node):
                 raise TypeError(f"ExecutionTrace nodes must be Node values, got {type(node).__name__}")
-        self._encoded: Any = None  # tracekit.io.EncodedNodes when read from a file
+        self._encoded: Any = None  # tracekit.wire.framing.EncodedNodes when read from a file
         self._view: Sequence[Node] | None = None
         self._columns: NodeColumns | None = None
         self._graph: DepGraph | None = None
@@ -83,7 +83,7 @@ class ExecutionTrace:
     def _from_encoded(
         cls, encoded: Any, metadata: Metadata, *, rank: int | None, path: str | None, meta_raw: bytes | None = None
     ) -> "ExecutionTrace":
-        """A trace over the encoded records of a file (:class:`tracekit.io.EncodedNodes`), nothing decoded yet."""
+        """A trace over the encoded records of a file (:class:`tracekit.wire.framing.EncodedNodes`), nothing decoded yet."""
         trace = cls(None, metadata, rank=rank, path=path)
         object.__setattr__(trace, "_nodes", None)
         object.__setattr__(trace, "_encoded", encoded)
@@ -125,9 +125,7 @@ class ExecutionTrace:
         if self._nodes is not None:
             return self._nodes
         if self._view is None:
-            from tracekit.wire.nodeview import NodeView
-
-            object.__setattr__(self, "_view", NodeView(self._encoded, self.columns()))
+            object.__setattr__(self, "_view", self._encoded.node_view(self.columns()))
         assert self._view is not None
         return self._view
 

@@ -2,7 +2,7 @@
 :mod:`tracekit.io`).
 
 The lock is a file ``.<name>.tk-lock`` beside the prefix, locked with ``flock``: a writer holds it from its start
-(:func:`hold_prefix`, or a :class:`tracekit.io.TraceSetWriter` of the prefix), a reader for as long as it reads
+(:func:`hold_prefix`, or a :class:`tracekit.sets.io.TraceSetWriter` of the prefix), a reader for as long as it reads
 (:func:`hold_prefix_shared`); the last holder removes the file.
 """
 

@@ -37,9 +37,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
-from tracekit.checks.classset import RENAMED, member_findings, slot_maps
 from tracekit.sets.stamps import class_key, read_rank_class, stamp_rank_class
 from tracekit.errors import TraceFormatError, TracekitError
+from tracekit.sets.forms import MANIFEST_SUFFIX, check_one_form, rank_files_of  # noqa: F401 - public here too
 from tracekit.model import Attr
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -55,17 +55,13 @@ __all__ = [
     "read_class_set",
     "write_class_set",
     # re-exported for tracekit.replayer and tracekit.converters, which import them from here
-    "RENAMED",
     "class_key",
-    "member_findings",
     "read_rank_class",
-    "slot_maps",
     "stamp_rank_class",
 ]
 
 FORMAT = "tracekit-rank-classes"
 VERSION = 1
-MANIFEST_SUFFIX = ".classes.json"
 _KINDS = ("string_val", "int32_val", "int64_val", "uint32_val", "uint64_val", "bool_val")
 _INT_RANGE = {"int32_val": (-(2**31), 2**31), "int64_val": (-(2**63), 2**63), "uint32_val": (0, 2**32)}
 _INT_RANGE["uint64_val"] = (0, 2**64)
@@ -145,7 +141,7 @@ class ClassSet:
 
     def _template(self, cls: RankClass) -> RankTemplate:
         from tracekit.workloads.rank_template import RankTemplate
-        from tracekit.io import _read_raw
+        from tracekit.wire.framing import _read_raw
 
         cache: dict[Path, RankTemplate] = self.__dict__.setdefault("_templates", {})
         if cls.file not in cache:
@@ -178,13 +174,13 @@ class ClassSet:
             TraceFormatError: the class file is not a trace.
             OSError: it cannot be read.
         """
-        from tracekit.io import read_trace
+        from tracekit.wire.io import read_trace
 
         return read_trace(cls.file, rank=cls.representative)
 
     def to_traceset(self) -> TraceSet:
         """Every rank's trace (encoded bytes held per rank, nodes decoded on first use)."""
-        from tracekit.io import trace_from_bytes
+        from tracekit.wire.io import trace_from_bytes
         from tracekit.sets.traceset import TraceSet
 
         path = str(self.manifest)
@@ -208,14 +204,14 @@ class ClassSet:
             TracekitError: the prefix holds other rank files, or an output is an input of the running command.
             TraceFormatError: a class file cannot be decoded.
         """
-        from tracekit.io import TraceSetWriter
+        from tracekit.sets.writer import TraceSetWriter
 
         items: Iterable[tuple[int, bytes]] = self.iter_rank_bytes(stamp=True)
         if progress is not None:
             items = progress(items, self.world_size)
-        from tracekit.interop.astra import astra_group_ids, comm_groups_document
+        from tracekit.sets.comm_groups import astra_group_ids, comm_groups_document
         from tracekit.model.groups import resolve_groups
-        from tracekit.io import trace_from_bytes
+        from tracekit.wire.io import trace_from_bytes
 
         declared: dict[str, tuple[int, ...]] = {}
         with TraceSetWriter(prefix) as writer:
@@ -243,7 +239,7 @@ def read_class_set(path: str | os.PathLike[str]) -> ClassSet:
     """
     import orjson
 
-    from tracekit.io import read_input_bytes
+    from tracekit.output import read_input_bytes
 
     p = Path(path)
     try:
@@ -329,7 +325,7 @@ def find_class_set(spec: Any) -> ClassSet | None:
         check_one_form(s)
         return read_class_set(s + MANIFEST_SUFFIX)
     if p.is_dir():
-        from tracekit.io import rank_from_path
+        from tracekit.wire.framing import rank_from_path
 
         manifests = sorted(p.glob("*" + MANIFEST_SUFFIX))
         ranked = sorted(f.name for f in p.iterdir() if rank_from_path(f.name) is not None)
@@ -342,49 +338,6 @@ def find_class_set(spec: Any) -> ClassSet | None:
                 path=s,
             )
     return None
-
-
-def rank_files_of(prefix: str | os.PathLike[str]) -> list[str]:
-    """Names of the ``<prefix>.<rank>.et[.gz]`` files beside ``prefix`` (sorted)."""
-    import glob
-
-    base = Path(os.fspath(prefix))
-    stem = glob.escape(str(base))
-    found = glob.glob(stem + ".*.et") + glob.glob(stem + ".*.et.gz")
-    return sorted(Path(f).name for f in found if Path(f).name[len(base.name) + 1 :].split(".")[0].isdigit())
-
-
-def check_one_form(prefix: str | os.PathLike[str], writing: str | None = None) -> None:
-    """Refuse a prefix holding a trace set in both forms: a class set (``<prefix>.classes.json``) and rank files
-    (``<prefix>.<rank>.et``). One prefix is one job: a reader could take either (the trial replayed one prefix at
-    113.0 ms as a class set and 66.2 ms as rank files), so a reader refuses both, and a writer refuses a prefix
-    that holds the other form.
-
-    Args:
-        prefix: the trace-set prefix.
-        writing: ``"class set"`` or ``"rank files"`` when about to write that form; None when reading.
-
-    Raises:
-        TraceFormatError: as above (names the file of the other form).
-    """
-    base = Path(os.fspath(prefix))
-    manifest = base.parent / f"{base.name}{MANIFEST_SUFFIX}"
-    has_manifest = manifest.is_file()
-    ranked = rank_files_of(prefix) if writing != "rank files" and (has_manifest or writing) else []
-    if writing == "class set" and ranked:
-        other = f"rank files ({ranked[0]} ...)"
-    elif writing == "rank files" and has_manifest:
-        other = f"a class set ({manifest.name})"
-    elif writing is None and has_manifest and ranked:
-        other = f"a class set ({manifest.name}) and rank files ({ranked[0]} ...)"
-    else:
-        return
-    verb = "already holds" if writing else "holds both"
-    raise TraceFormatError(
-        f"the prefix {verb} {other}; one prefix holds one form of a trace "
-        "set (a class set or rank files): remove one or choose another prefix",
-        path=prefix,
-    )
 
 
 def write_class_set(
@@ -409,7 +362,7 @@ def write_class_set(
     """
     import orjson
 
-    from tracekit.io import atomic_output
+    from tracekit.output import atomic_output
 
     base = Path(os.fspath(prefix))
     check_one_form(base, "class set")

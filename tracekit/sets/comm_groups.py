@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 import orjson
 
 from tracekit.errors import ValidationError
+from tracekit.model.groups import DEFAULT_PG
 
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.sets.traceset import TraceSet
@@ -92,8 +93,6 @@ def check_members_on_file(groups: Mapping[str, Sequence[int]], n_files: int, pat
 
 def comm_groups_near(first_rank_file: str | os.PathLike[str]) -> str | None:
     """``<prefix>.comm_groups.json`` beside the rank file ``<prefix>.<rank>.et[.gz]``; None if there is none."""
-    from tracekit.interop.astra import comm_groups_beside
-
     found = comm_groups_beside(str(first_rank_file))
     return found[0] if found is not None else None
 
@@ -131,3 +130,71 @@ def with_comm_groups(
         return traceset
     merged = merge_declared(traceset._declared_groups(), extra, path)
     return traceset.with_traces(dict(traceset.items()), process_groups=merged)
+
+
+COMM_GROUPS_SUFFIX = ".comm_groups.json"
+
+
+def comm_groups_path(prefix: str) -> str:
+    """``<prefix>.comm_groups.json``: the ASTRA-sim comm-group file written beside a trace set."""
+    return f"{prefix}{COMM_GROUPS_SUFFIX}"
+
+
+def comm_groups_beside(rank_file: str) -> "tuple[str, int] | None":
+    """``(path, number of groups)`` of the comm-group file beside ``<prefix>.<rank>.et[.gz]``, None if absent.
+
+    An unreadable file counts -1 groups (``info`` says so instead of failing).
+    """
+    import os
+    import re
+
+    m = re.match(r"^(.*)\.\d+\.et(\.gz)?$", str(rank_file))
+    if m is None:
+        return None
+    path = comm_groups_path(m.group(1))
+    if not os.path.isfile(path):
+        return None
+    try:
+        with open(path, "rb") as fh:
+            doc = orjson.loads(fh.read())
+        return path, len(doc) if isinstance(doc, dict) else -1
+    except (OSError, orjson.JSONDecodeError):
+        return path, -1
+
+
+def astra_group_ids(groups: Mapping[str, Sequence[int]], world_size: int) -> dict[str, str | None]:
+    """The ``pg_name`` each group gets in files written for ASTRA-sim.
+
+    Args:
+        groups: pg_name -> member ranks (resolved: the all-ranks group listed with every rank).
+        world_size: number of ranks in the set.
+
+    Returns:
+        pg_name -> None for the all-ranks group ``"0"`` (written without ``pg_name``), else a positive
+        integer as a string: the name itself when it already is one, else the next free integer.
+    """
+    world = tuple(range(world_size))
+    out: dict[str, str | None] = {}
+    taken = {name for name in groups if name.isdigit() and int(name) > 0}
+    next_id = 1
+    for name, ranks in groups.items():
+        if name in ("", DEFAULT_PG) and tuple(sorted(ranks)) in (world, ()):
+            out[name] = None
+        elif name.isdigit() and int(name) > 0 and str(int(name)) == name:
+            out[name] = name
+        else:
+            while str(next_id) in taken:
+                next_id += 1
+            out[name] = str(next_id)
+            taken.add(str(next_id))
+    return out
+
+
+def comm_groups_document(groups: Mapping[str, Sequence[int]], ids: Mapping[str, str | None]) -> dict[str, list[int]]:
+    """ASTRA-sim's comm-group JSON: ``{"<id>": [ranks...]}`` for every group with an id, ids ascending."""
+    doc: dict[str, list[int]] = {}
+    for name, ranks in groups.items():
+        gid = ids.get(name)
+        if gid:
+            doc[gid] = sorted(int(r) for r in ranks)
+    return {k: doc[k] for k in sorted(doc, key=int)}

@@ -50,7 +50,7 @@ def stamp_rank_class(data: bytes, key: str, slots: Sequence[Attr], values: Seque
     import orjson
 
     from tracekit._proto import et_def_pb2 as pb
-    from tracekit.io import frame
+    from tracekit.wire.framing import frame
 
     start, end = _first_record(data)
     doc = {"key": key, "slots": [[a.name, a.kind, a.value] for a in slots], "values": list(values)}

@@ -34,35 +34,13 @@ from tracekit.model.attrs import COMM_DST, COMM_SRC, PG_NAME
 from tracekit.errors import TransformError
 from tracekit.model.groups import DEFAULT_PG, canonical_pg_name, is_pg_init, pg_init_node
 from tracekit.model import INT_KINDS, Attr, ExecutionTrace, NodeType
+from tracekit.transforms.classstate import ClassState
 from tracekit.transforms.layout import DIMS, GroupNames, Grid, LLM_CONFIG_ATTR, map_group, map_peer, remap_nodes
 from tracekit.transforms.rescale import Rescale, _template, dp_spanning
 
 _SEND, _RECV = NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE
 #: ``progress(items, total) -> items``: wraps an iteration to show how far it got (a CLI progress bar).
 Progress = Callable[[Iterable[int], int], Iterable[int]]
-
-
-@dataclass(frozen=True)
-class ClassState:
-    """One rank class in memory: the representative's trace, the member ranks (ascending), slots and values."""
-
-    trace: ExecutionTrace
-    ranks: tuple[int, ...]
-    slots: tuple[Attr, ...]
-    values: tuple[tuple[Any, ...], ...]
-
-    def member_trace(self, index: int) -> ExecutionTrace:
-        """The trace of member ``ranks[index]`` (the representative's bytes with the member's slot values)."""
-        if index == 0 or not self.slots:
-            return self.trace
-        from tracekit.workloads.rank_template import RankTemplate
-        from tracekit.io import encode_trace, trace_from_bytes
-
-        template = RankTemplate(encode_trace(self.trace), dict(enumerate(self.slots)))
-        attrs: dict[object, Attr] = {
-            k: Attr(s.name, v, s.kind) for k, (s, v) in enumerate(zip(self.slots, self.values[index]))
-        }
-        return trace_from_bytes(template.for_rank(attrs), rank=self.ranks[index])
 
 
 def load_classes(cs: Any) -> list[ClassState]:
@@ -73,7 +51,7 @@ def load_classes(cs: Any) -> list[ClassState]:
 def write_classes(output: str | os.PathLike[str], world_size: int, classes: Iterable[ClassState]):
     """Write ``classes`` as a class set at prefix ``output``; returns the manifest path (see write_class_set)."""
     from tracekit.sets.classset import write_class_set
-    from tracekit.io import encode_trace
+    from tracekit.wire.io import encode_trace
 
     def items():
         for c in classes:

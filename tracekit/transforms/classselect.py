@@ -25,7 +25,7 @@ from tracekit.model.attrs import COMM_DST, COMM_SRC, PG_NAME, as_int, as_str
 from tracekit.errors import TransformError
 from tracekit.model.groups import canonical_pg_name, is_pg_init
 from tracekit.model import Attr, ExecutionTrace, NodeType
-from tracekit.transforms.classrescale import ClassState
+from tracekit.transforms.classstate import ClassState
 from tracekit.transforms.select import KeepRanks, RankCut
 
 _P2P = (NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE)

@@ -42,7 +42,7 @@ def transform_class_set(cs: ClassSet, pipeline: Pipeline, output: str | os.PathL
         TraceFormatError: a class file cannot be decoded.
     """
     from tracekit.sets.classset import write_class_set
-    from tracekit.io import encode_trace
+    from tracekit.wire.io import encode_trace
     from tracekit.sets.traceset import TraceSet
 
     if not classwise(pipeline):

@@ -61,9 +61,9 @@ def retarget_encoded(trace: ExecutionTrace, rt: Any, host_compute: bool, fallbac
         TransformError: a projected duration out of range (names the node).
     """
     from tracekit.transforms.colscale import carry_columns, patched_columns, set_durations, type_mask
-    from tracekit.transforms.scale import _TIMED
+    from tracekit.transforms.nodescale import _TIMED
 
-    from tracekit.transforms._records import Edit, Records, rewrite
+    from tracekit.wire.records import Edit, Records, rewrite
 
     cols = trace.columns()
     try:

@@ -195,7 +195,7 @@ def _mb(node: Node) -> int:
 
 
 def _scale_comp(node: Node, k: float) -> Node | None:
-    from tracekit.transforms.scale import scaled_compute
+    from tracekit.transforms.nodescale import scaled_compute
 
     return scaled_compute(node, k) if node.type == NodeType.COMP_NODE else None
 

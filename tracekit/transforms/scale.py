@@ -24,13 +24,13 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from tracekit.model.attrs import COMM_SIZE, COMM_TYPE, NUM_OPS, TENSOR_SIZE
+from tracekit.model.attrs import COMM_SIZE, COMM_TYPE
 from tracekit.errors import ConfigError
 from tracekit.model import COMM_TYPES, CollectiveType, Node, NodeType
 from tracekit.transforms.base import Transform, check_factor, map_nodes, map_traces, scale_int
+from tracekit.transforms.nodescale import _TIMED, scaled_compute  # noqa: F401 - public here too
 
 COMPUTE_TYPES = ("COMP_NODE",)
-_TIMED = frozenset({NodeType.COMP_NODE, NodeType.MEM_LOAD_NODE, NodeType.MEM_STORE_NODE})
 
 
 def _types(names: tuple[str, ...], allowed: frozenset[NodeType]) -> frozenset[NodeType]:
@@ -122,23 +122,6 @@ class ScaleCompute(Transform):
             return out
 
         return map_traces(traceset, one_trace)
-
-
-def scaled_compute(node: Node, k: float) -> Node:
-    """A copy of ``node`` whose compute costs ``k`` times as much.
-
-    The measured duration is scaled when there is one; otherwise the roofline
-    inputs (``num_ops`` FLOPs and ``tensor_size`` bytes) are, so a roofline
-    replay scales the same way.
-    """
-    if node.duration_ns > 0:
-        return node.replace(duration_ns=scale_int(node.duration_ns, k))
-    c = node.replace()
-    for key in (NUM_OPS, TENSOR_SIZE):
-        v = key.of(node)
-        if v is not None and v > 0:
-            c = c.with_attr(key, scale_int(v, k))
-    return c
 
 
 # ----------------------------------------------------------------------------- devices

@@ -1,6 +1,6 @@
 """Streaming passes over one rank file: validate and transform a `.et` file larger than memory.
 
-Both passes read the file once with :func:`tracekit.io.iter_nodes` (one node
+Both passes read the file once with :func:`tracekit.wire.stream.iter_nodes` (one node
 decoded at a time) and keep only compact per-file state:
 
 * the ids seen so far in an :class:`IdSet` (a bitmap over the id range, 1 bit
@@ -186,9 +186,10 @@ def validate_stream(
         The report; ``checked_nodes`` counts the nodes read.
 
     Raises:
-        TraceFormatError: a bad record (as :func:`tracekit.io.iter_nodes`).
+        TraceFormatError: a bad record (as :func:`tracekit.wire.stream.iter_nodes`).
     """
-    from tracekit.io import iter_nodes, rank_from_path
+    from tracekit.wire.stream import iter_nodes
+    from tracekit.wire.framing import rank_from_path
 
     spath = os.fspath(path)
     scan = _StreamScan(spath, rank if rank is not None else rank_from_path(spath), max_pending)
@@ -429,13 +430,16 @@ def transform_stream(
             or a removal meets a dependency on a later node.
         TraceFormatError: a bad input record.
     """
-    from tracekit.io import atomic_output, encode_metadata, encode_node, iter_nodes, rank_from_path, read_metadata
+    from tracekit.output import atomic_output
+    from tracekit.wire.io import encode_metadata, encode_node
+    from tracekit.wire.stream import iter_nodes, read_metadata
+    from tracekit.wire.framing import rank_from_path
     from tracekit.transforms.base import stamp_provenance
     from tracekit.sets.traceset import TraceSet
 
     spath = os.fspath(src)
     rank = rank if rank is not None else (rank_from_path(spath) or 0)
-    from tracekit.io import note_input
+    from tracekit.output import note_input
 
     note_input(spath)
     stages = _stages(transform)

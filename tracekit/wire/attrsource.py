@@ -24,7 +24,7 @@ class _AttrSource:
         data, buf: the file's bytes and a uint8 view of them.
         starts, ends: the node records' message spans.
         ids: uint64[N] node ids (for error messages).
-        encoded: the :class:`tracekit.io.EncodedNodes` (path and rank for error messages).
+        encoded: the :class:`tracekit.wire.framing.EncodedNodes` (path and rank for error messages).
         attr_error: the first corrupt attribute message (code, record, byte offset, field, wire type;
             code 0 when none) when the node walk framed them (it did when it found attributes too),
             else None: they are framed on first use (:meth:`verify`).
@@ -68,8 +68,6 @@ class _AttrSource:
             self.attr_error = err
         code, record, offset, field, wt = (int(x) for x in self.attr_error)
         if code:
-            from tracekit.wire.columnar import walk_reason
-
             raise TraceFormatError(
                 f"undecodable attribute ({walk_reason(code, field, wt)})",
                 byte_offset=offset,
@@ -102,7 +100,6 @@ class _AttrSource:
     def _find_all(self, names: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """``(kind int8[K, N], values int64[K, N])`` of :func:`tracekit.wire.kernels.find_attrs`."""
         from tracekit.wire import kernels as wk
-        from tracekit.wire.columnar import _keys
 
         checked = self.attr_error is not None
         if checked:
@@ -222,3 +219,24 @@ def numeric_values(
             return None
         ints = np.where(is_float, np.trunc(floats).astype(np.int64), ints)
     return present, ints
+
+
+def walk_reason(code: int, field: int, wt: int) -> str:
+    """The words for a walk code of :mod:`tracekit.wire.kernels` (field number and wire type where they matter)."""
+    from tracekit.wire import kernels as wk
+
+    if code == wk.BAD_TAG:
+        return f"invalid field tag (field {field}, wire type {wt})"
+    if code == wk.PAST_END:
+        return f"field {field} runs past the end of its message"
+    return wk.REASONS[code]
+
+
+def _keys(names: list[str], m: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(keys, key_ptr, kind int8[K, m], values int64[K, m])`` for the walks of :mod:`tracekit.wire.kernels`
+    (kinds ABSENT and values 0 until found)."""
+    keys = [x.encode() for x in names]
+    key_ptr = np.zeros(len(keys) + 1, dtype=np.int64)
+    np.cumsum([len(k) for k in keys], out=key_ptr[1:])
+    key_bytes = np.frombuffer(b"".join(keys) or b"\0", dtype=np.uint8)
+    return key_bytes, key_ptr, np.zeros((len(keys), m), dtype=np.int8), np.zeros((len(keys), m), dtype=np.int64)

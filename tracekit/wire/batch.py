@@ -3,7 +3,7 @@
 Generators that produce hundreds of thousands of nodes per rank call
 :func:`encode_nodes` (re-exported by :mod:`tracekit.io`) instead of building a
 ``Node`` and a protobuf message per node; the bytes are those
-:func:`tracekit.io.encode_node` writes for the same nodes (tested).
+:func:`tracekit.wire.io.encode_node` writes for the same nodes (tested).
 """
 
 from __future__ import annotations
@@ -120,7 +120,7 @@ def encode_nodes(
 
     The bytes equal ``b"".join(encode_node(node) for node in nodes)`` for the same nodes
     (``inputs``, ``outputs`` and ``storage`` are not columns here: nodes with them go through
-    :func:`tracekit.io.encode_node`).  Strings and attributes are given as tables so each distinct
+    :func:`tracekit.wire.io.encode_node`).  Strings and attributes are given as tables so each distinct
     one is encoded once; a :class:`FieldTable` given as ``names`` or ``attrs`` keeps its encoded
     rows across calls (each distinct value encoded once per job, not once per call).
 
@@ -136,7 +136,7 @@ def encode_nodes(
             attributes as indices into ``attrs``, in the order they are written.
 
     Returns:
-        The records, ready to follow :func:`tracekit.io.encode_metadata`'s bytes in a ``.et`` file.
+        The records, ready to follow :func:`tracekit.wire.io.encode_metadata`'s bytes in a ``.et`` file.
 
     Raises:
         TracekitError: mismatched column lengths, a bad CSR, a code outside its table, a negative
@@ -305,7 +305,7 @@ def encode_node_list(
 ) -> bytes:
     """Framed records of :class:`~tracekit.model.Node` values through :func:`encode_nodes`'s compiled pass.
 
-    The bytes equal ``b"".join(encode_node(n) for n in nodes)`` (:func:`tracekit.io.encode_node`).  When a
+    The bytes equal ``b"".join(encode_node(n) for n in nodes)`` (:func:`tracekit.wire.io.encode_node`).  When a
     node has inputs, outputs or storage, or a field is not an integer in the kernel's ranges (ids and
     dependencies below 2^64, types below 2^31, times up to :data:`~tracekit.model.MAX_DURATION_NS` /
     :data:`~tracekit.model.MAX_TIME_NS`), that node is encoded by protobuf instead (the nodes between such
@@ -319,7 +319,7 @@ def encode_node_list(
     Raises:
         TracekitError: a value protobuf cannot encode (names the node id).
     """
-    from tracekit.io import encode_node
+    from tracekit.wire.io import encode_node
 
     nodes = nodes if isinstance(nodes, Sequence) else list(nodes)
     names = FieldTable.names() if names is None else names

@@ -1,4 +1,4 @@
-"""Column-wise decoding of encoded node records (see :class:`tracekit.io.EncodedNodes`).
+"""Column-wise decoding of encoded node records (see :class:`tracekit.wire.framing.EncodedNodes`).
 
 Builds :class:`tracekit.model.graph.NodeColumns` straight from the record bytes
 with the compiled walk of :func:`tracekit.wire.kernels.walk_nodes` (one pass
@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from tracekit.wire.attrsource import _AttrSource
+from tracekit.wire.attrsource import _AttrSource, _keys, walk_reason  # noqa: F401 - walk_reason's old home
 from tracekit.errors import TraceFormatError
 from tracekit.model.graph import NodeColumns
 
@@ -51,19 +51,8 @@ def _first_bad_record(encoded: Any, lo: int, found: int, reason: str) -> TraceFo
     )
 
 
-def walk_reason(code: int, field: int, wt: int) -> str:
-    """The words for a walk code of :mod:`tracekit.wire.kernels` (field number and wire type where they matter)."""
-    from tracekit.wire import kernels as wk
-
-    if code == wk.BAD_TAG:
-        return f"invalid field tag (field {field}, wire type {wt})"
-    if code == wk.PAST_END:
-        return f"field {field} runs past the end of its message"
-    return wk.REASONS[code]
-
-
 def decode_columns(encoded: Any, attrs: Sequence[str] = (), on_attrs: AttrChunkFn | None = None) -> NodeColumns:
-    """Node columns of the records in ``encoded`` (a :class:`tracekit.io.EncodedNodes`).
+    """Node columns of the records in ``encoded`` (a :class:`tracekit.wire.framing.EncodedNodes`).
 
     Args:
         encoded: the records.
@@ -140,16 +129,6 @@ def decode_columns(encoded: Any, attrs: Sequence[str] = (), on_attrs: AttrChunkF
         verify_fn=source.verify,
         prefetch_fn=source.prefetch,
     )
-
-
-def _keys(names: list[str], m: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """``(keys, key_ptr, kind int8[K, m], values int64[K, m])`` for the walks of :mod:`tracekit.wire.kernels`
-    (kinds ABSENT and values 0 until found)."""
-    keys = [x.encode() for x in names]
-    key_ptr = np.zeros(len(keys) + 1, dtype=np.int64)
-    np.cumsum([len(k) for k in keys], out=key_ptr[1:])
-    key_bytes = np.frombuffer(b"".join(keys) or b"\0", dtype=np.uint8)
-    return key_bytes, key_ptr, np.zeros((len(keys), m), dtype=np.int8), np.zeros((len(keys), m), dtype=np.int64)
 
 
 def _walk(encoded: Any, buf: np.ndarray, cols: tuple, err: np.ndarray, names: list[str], on_attrs: Any) -> bool:

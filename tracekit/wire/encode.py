@@ -10,7 +10,7 @@ Python object is built per record:
   unchanged fields are copied as they are, dropped fields skipped, new field
   bytes inserted at their canonical place (before the first field with a
   greater number), replaced fields swapped for new bytes;
-* :func:`encode_node_columns` (through :func:`tracekit.io.encode_nodes`) writes
+* :func:`encode_node_columns` (through :func:`tracekit.wire.batch.encode_nodes`) writes
   whole ``Node`` records from columns.
 
 Wire rules (https://protobuf.dev/programming-guides/encoding/): a tag is

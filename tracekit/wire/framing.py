@@ -18,7 +18,7 @@ import numpy as np
 from google.protobuf.message import DecodeError
 
 from tracekit.wire.codec import node_from_pb
-from tracekit.output import read_input_bytes
+from tracekit.output import decompression_limits, read_input_bytes
 from tracekit._proto import et_def_pb2 as pb
 from tracekit.errors import TraceFormatError, TracekitError
 from tracekit.model import Node
@@ -28,38 +28,8 @@ _RANK_RE = re.compile(r"\.(\d+)\.et(\.gz)?$")
 
 
 # ----------------------------------------------------------------------------- decompression limits
-DEFAULT_MAX_DECOMPRESSED_BYTES = 4 << 30
-DEFAULT_MAX_GZIP_RATIO = 300
 _RATIO_CHECK_AFTER = 64 << 20
 _CHUNK = 4 << 20
-
-
-def _env_limit(name: str, default: int) -> int:
-    text = os.environ.get(name)
-    if not text:
-        return default
-    try:
-        value = int(float(text))
-    except ValueError:
-        raise TracekitError(f"{name}={text!r} is not a number") from None
-    if value <= 0:
-        raise TracekitError(f"{name}={text!r} must be positive")
-    return value
-
-
-def decompression_limits() -> tuple[int, int]:
-    """``(max_bytes, max_ratio)`` for gzip input.
-
-    ``max_bytes`` caps the decompressed size of one file (env
-    ``TRACEKIT_MAX_DECOMPRESSED_BYTES``, default 4 GiB); ``max_ratio`` caps the
-    decompressed/compressed size ratio once more than 64 MiB came out (env
-    ``TRACEKIT_MAX_GZIP_RATIO``, default 300; real traces compress 7-30x,
-    a gzip bomb of zeros about 1000x).
-    """
-    return (
-        _env_limit("TRACEKIT_MAX_DECOMPRESSED_BYTES", DEFAULT_MAX_DECOMPRESSED_BYTES),
-        _env_limit("TRACEKIT_MAX_GZIP_RATIO", DEFAULT_MAX_GZIP_RATIO),
-    )
 
 
 def gunzip_limited(data: bytes, *, path: str | os.PathLike[str] | None = None) -> bytes:
@@ -268,6 +238,41 @@ class EncodedNodes:
 
         return decode_columns(self, attrs, on_attrs)
 
+    def node_view(self, columns: Any) -> Any:
+        """``trace.nodes`` of a trace over these records: a :class:`~tracekit.wire.nodeview.NodeView` over
+        ``columns`` (the records' :meth:`columns`), which builds node values on access."""
+        from tracekit.wire.nodeview import NodeView
+
+        return NodeView(self, columns)
+
+    def names_containing(self, text: str) -> list[int] | None:
+        """Positions of the records whose node name contains ``text``, found on the bytes without decoding names.
+
+        None when some name is not ASCII (the caller decodes the names then, which checks their UTF-8): one
+        substring search over all records first, then the compiled byte search
+        (:func:`tracekit.wire.recscan.names_containing`).
+        """
+        import re
+
+        from tracekit.wire.recscan import names_containing
+
+        array = getattr(self, "array", None)  # records a columnar transform wrote (tracekit.wire.spliced.SplicedNodes)
+        needle = text.encode()
+        if array is None and needle not in self.data:
+            return []
+        if array is not None and re.search(re.escape(needle), memoryview(array)) is None:
+            return []
+        search: Any = names_containing  # a compiled kernel
+        hits = np.zeros(len(self.starts), dtype=bool)
+        code = search(
+            record_array(self),
+            np.asarray(self.starts, dtype=np.int64),
+            np.asarray(self.ends, dtype=np.int64),
+            np.frombuffer(needle, dtype=np.uint8),
+            hits,
+        )
+        return np.flatnonzero(hits).tolist() if code == 0 else None
+
     def raw_records(self) -> Iterator[bytes]:
         """Each record framed again (length prefix + message bytes), for writing an untouched trace."""
         data = self.data
@@ -352,3 +357,9 @@ def not_a_trace_hint(path: str | os.PathLike[str], head_bytes: int = 1 << 20) ->
     if head[:1] in (b"{", b"[") or head[:3] == b"\xef\xbb\xbf":  # JSON: the framing error says what to do
         return ""
     return "" if looks_like_chakra(head, size) else NOT_A_TRACE_HINT
+
+
+def record_array(encoded: EncodedNodes) -> np.ndarray:
+    """The bytes holding ``encoded``'s records as ``uint8`` (no copy), for kernels and writers."""
+    array = getattr(encoded, "array", None)
+    return array if array is not None else np.frombuffer(encoded.data, dtype=np.uint8)

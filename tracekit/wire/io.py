@@ -31,7 +31,6 @@ import numpy as np
 
 from google.protobuf.message import DecodeError
 
-from tracekit.wire.batch import encode_nodes  # noqa: F401
 from tracekit.wire.codec import metadata_from_pb, metadata_to_pb, node_to_pb
 from tracekit.wire.framing import (
     GZIP_MAGIC,  # noqa: F401

@@ -381,11 +381,11 @@ def read_json_trace(path: str | os.PathLike[str], *, rank: int | None = None) ->
         OSError: the file cannot be read.
     """
     spath = os.fspath(path)
-    from tracekit.io import read_input_bytes
+    from tracekit.output import read_input_bytes
 
     data = read_input_bytes(spath)
     if data[:2] == b"\x1f\x8b":
-        from tracekit.io import gunzip_limited
+        from tracekit.wire.framing import gunzip_limited
 
         data = gunzip_limited(data, path=spath)
     with malformed_input("trace JSON", spath, TraceFormatError):

@@ -263,7 +263,7 @@ class NodeView(Sequence[Node]):
     """The nodes of a file in file order, built from its columns on access (read-only).
 
     Args:
-        encoded: the file's records (:class:`tracekit.io.EncodedNodes`).
+        encoded: the file's records (:class:`tracekit.wire.framing.EncodedNodes`).
         cols: their :class:`~tracekit.model.graph.NodeColumns` (from :func:`tracekit.wire.columnar.decode_columns`).
     """
 

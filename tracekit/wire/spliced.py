@@ -1,6 +1,6 @@
 """Node records a compiled kernel wrote, held in its output array until a reader needs ``bytes`` (issue 17).
 
-A columnar transform (:func:`tracekit.transforms._records.rewrite`) splices a
+A columnar transform (:func:`tracekit.wire.records.rewrite`) splices a
 rank's records into a fresh ``uint8`` array; copying that array into ``bytes``
 (the type :class:`~tracekit.wire.framing.EncodedNodes` readers slice) costs as much
 as the splice, and the writer does not need it: :class:`SplicedNodes` keeps the
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tracekit.wire.framing import EncodedNodes
+from tracekit.wire.framing import EncodedNodes, record_array  # noqa: F401 - record_array lived here
 
 
 class SplicedNodes(EncodedNodes):
@@ -46,9 +46,3 @@ class SplicedNodes(EncodedNodes):
 
     def __reduce__(self) -> tuple:
         return (EncodedNodes, (self.data, self.starts, self.ends, self.path, self.rank))
-
-
-def record_array(encoded: EncodedNodes) -> np.ndarray:
-    """The bytes holding ``encoded``'s records as ``uint8`` (no copy), for kernels and writers."""
-    array = getattr(encoded, "array", None)
-    return array if array is not None else np.frombuffer(encoded.data, dtype=np.uint8)

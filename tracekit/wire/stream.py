@@ -20,7 +20,8 @@ import numpy as np
 from google.protobuf.message import DecodeError
 
 from tracekit.wire.codec import metadata_from_pb, node_from_pb
-from tracekit.wire.framing import EncodedNodes, decompression_limits, rank_from_path
+from tracekit.output import decompression_limits
+from tracekit.wire.framing import EncodedNodes, rank_from_path
 from tracekit.output import open_input
 from tracekit._proto import et_def_pb2 as pb
 from tracekit.errors import TraceFormatError, TracekitError
@@ -84,7 +85,7 @@ def iter_nodes(path: str | os.PathLike[str]) -> Iterator[Node]:
     unless the caller keeps the nodes.
 
     Raises:
-        TraceFormatError: as :func:`tracekit.io.read_trace`, raised when the bad record is reached
+        TraceFormatError: as :func:`tracekit.wire.io.read_trace`, raised when the bad record is reached
             (every node before it has been yielded).
     """
     spath = os.fspath(path)

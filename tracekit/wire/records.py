@@ -151,7 +151,7 @@ class Records:
         """The records of ``trace``: its file bytes when it is untouched since read, else its nodes encoded.
 
         Raises:
-            TracekitError: a node cannot be encoded (from :func:`tracekit.io.encode_trace`).
+            TracekitError: a node cannot be encoded (from :func:`tracekit.wire.io.encode_trace`).
         """
         encoded = getattr(trace, "_encoded", None)
         if getattr(trace, "_nodes", True) is None and encoded is not None:
@@ -164,7 +164,8 @@ class Records:
                 trace.path,
                 encoded,
             )
-        from tracekit.io import encode_trace, split_records
+        from tracekit.wire.io import encode_trace
+        from tracekit.wire.framing import split_records
 
         data = encode_trace(trace)
         _, _, starts, ends = split_records(data, path=trace.path, rank=trace.rank)
@@ -318,7 +319,7 @@ def _trace_of(encoded: Any, metadata: Any, rank: int | None) -> Any:
     from_encoded = getattr(ExecutionTrace, "_from_encoded", None)
     if from_encoded is not None:
         return from_encoded(encoded, metadata, rank=rank, path=None)
-    from tracekit.io import encode_metadata, trace_from_bytes  # the model changed: go through the public reader
+    from tracekit.wire.io import encode_metadata, trace_from_bytes  # the model changed: go through the public reader
 
     data = encoded.data
     starts, ends = encoded.starts.tolist(), encoded.ends.tolist()
@@ -329,6 +330,6 @@ def _trace_of(encoded: Any, metadata: Any, rank: int | None) -> Any:
 
 
 def _frame(body: bytes) -> bytes:
-    from tracekit.io import frame
+    from tracekit.wire.framing import frame
 
     return frame(body)
