@@ -147,7 +147,7 @@ def main() -> dict:
     from tracekit.replayer.simulation.program import compile_program, effective_spec
     from tracekit.replayer.simulation.checks import check_replay_inputs
     from tracekit.replayer.simulation.engine import simulate
-    from tracekit.replayer.simulation.hardware import load_spec
+    from tracekit.replayer.simulation.specs import load_spec
     from tracekit.replayer.results.build import build_result
 
     t0 = time.perf_counter()

@@ -113,7 +113,8 @@ def replay_with_compute(
     from tracekit.io import read_traceset
     from tracekit.replayer import ReplayOptions, replay_with_traces
     from tracekit.replayer.results.memory import with_memory
-    from tracekit.replayer.simulation.hardware import HardwareSpec, load_spec
+    from tracekit.replayer.simulation.hardware import HardwareSpec
+    from tracekit.replayer.simulation.specs import load_spec
     from tracekit.sets.traceset import TraceSet
 
     options = options or ReplayOptions()

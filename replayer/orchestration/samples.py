@@ -135,7 +135,8 @@ def sample_replays(
         as :func:`tracekit.replayer.replay` (checks, spec, deadlock).
     """
     from tracekit.parallel import default_workers, parallel_map
-    from tracekit.replayer.simulation.hardware import HardwareSpec, load_spec
+    from tracekit.replayer.simulation.hardware import HardwareSpec
+    from tracekit.replayer.simulation.specs import load_spec
     from tracekit.replayer.simulation.program import ReplayOptions
     from tracekit.sets.traceset import TraceSet
 

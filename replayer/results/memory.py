@@ -52,8 +52,9 @@ def job_memory(traceset: "TraceSet", spec: Any) -> dict[str, Any] | None:
 
 def with_memory(result: "ReplayResult", traceset: "TraceSet", spec: Any) -> "ReplayResult":
     """``result`` with :attr:`~tracekit.replayer.results.result.ReplayResult.memory` set from :func:`job_memory`
-    (``spec``: a HardwareSpec or what :func:`~tracekit.replayer.simulation.hardware.load_spec` reads)."""
-    from tracekit.replayer.simulation.hardware import HardwareSpec, load_spec
+    (``spec``: a HardwareSpec or what :func:`~tracekit.replayer.simulation.specs.load_spec` reads)."""
+    from tracekit.replayer.simulation.hardware import HardwareSpec
+    from tracekit.replayer.simulation.specs import load_spec
 
     if not isinstance(spec, HardwareSpec):
         spec = load_spec(spec)

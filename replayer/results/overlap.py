@@ -125,7 +125,7 @@ def spec_slowdown(spec: Any) -> tuple[str, float | None]:
         SpecError: an unknown preset name.
     """
     from tracekit.costs.devices import find_device
-    from tracekit.replayer.simulation.hardware import load_spec
+    from tracekit.replayer.simulation.specs import load_spec
 
     spec = load_spec(spec) if isinstance(spec, str) else spec
     dev = find_device(spec.device.name)

@@ -39,7 +39,7 @@ def plan_p2p(planner: "_Planner") -> None:
 
 
 def _pair_by_pair(planner: "_Planner") -> None:
-    from tracekit.replayer.simulation.folding import NotFoldable
+    from tracekit.replayer.simulation.fold_types import NotFoldable
 
     world, rep, scans = planner.world, planner.rep, planner.scans
     sends: dict[tuple[int, int, int], list[int]] = {}
@@ -134,7 +134,7 @@ def _bulk(planner: "_Planner") -> bool:
     order = sorted(range(len(head)), key=head.__getitem__)  # images in first-seen order get the next indices
     base = len(planner.folded)
     new_index = [0] * len(head)
-    from tracekit.replayer.simulation.folding import FoldedInstance
+    from tracekit.replayer.simulation.fold_types import FoldedInstance
 
     tags = tag.tolist()
     for j, u in enumerate(order):

@@ -58,14 +58,13 @@ from tracekit.sets.rendezvous import collective_instances, comm_table, group_ord
 from tracekit.replayer.results.result import FoldInfo  # noqa: F401 - re-exported (a value of the result)
 from tracekit.model import NodeType
 from tracekit.model.uneven import has_split_alltoall
+from tracekit.replayer.simulation.fold_types import FoldedInstance, NotFoldable  # noqa: F401 - public here too
 
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.model import ExecutionTrace
-    from tracekit.replayer.results.result import ReplayResult
     from tracekit.replayer.simulation.collectives import CommCost
     from tracekit.replayer.simulation.program import ReplayOptions
     from tracekit.replayer.simulation.hardware import HardwareSpec
-    from tracekit.sets.traceset import TraceSet
 
 log = logging.getLogger(__name__)
 
@@ -161,20 +160,6 @@ def scan_rank(trace: "ExecutionTrace") -> RankScan:
 
 
 @dataclass
-class FoldedInstance:
-    """One instance of the folded program: nodes ``(representative rank, position)``."""
-
-    kind: str
-    comm_type: int | None
-    comm_bytes: int
-    pg_name: str
-    ranks: tuple[int, ...]
-    nodes: list[tuple[int, int]]
-    seq: int
-    link_ranks: tuple[int, ...]
-
-
-@dataclass
 class FoldPlan:
     """A proven folding (module doc).
 
@@ -202,10 +187,6 @@ class FoldPlan:
 
 
 bulk_objects = paused_gc  # many acyclic rows per unfolded instance (see tracekit.gc_pause)
-
-
-class NotFoldable(Exception):
-    """Folding cannot be proven; ``args[0]`` says why."""
 
 
 def _astra_foldable(groups: dict[str, tuple[int, ...]], rep: list[int], world: int, spec: "HardwareSpec") -> None:
@@ -427,7 +408,7 @@ class _CostCheck:
     """A comparable key for the cost of an instance (equal keys: equal costs)."""
 
     def __init__(self, spec: "HardwareSpec", options: "ReplayOptions") -> None:
-        from tracekit.replayer.simulation.collectives import make_collective_model
+        from tracekit.replayer.simulation.collective_models import make_collective_model
 
         self.measured = (options.collective_model or spec.collective_model) == "measured"
         self.model = None if self.measured else make_collective_model(spec)
@@ -463,36 +444,3 @@ class _CostCheck:
 
 
 # ----- replaying folded and expanding the result ------------------------------------------------
-
-
-def replay_folded(
-    traceset: "TraceSet",
-    fitted: "HardwareSpec",
-    options: "ReplayOptions",
-    plan: FoldPlan,
-    *,
-    world_paths: tuple[str | None, ...] | None = None,
-    say: Any = None,
-    perturb: Any = None,
-) -> "ReplayResult":
-    """Simulate the plan's representatives and expand to every rank.
-
-    ``traceset`` needs the representatives' traces only; ``say``: progress (``say(stage, done, total)``, see
-    :func:`.run.replay`); ``perturb``: a foldable :class:`~.perturb.Perturbation` (the plan's classes split by
-    :func:`.perturb.split_classes`).  Returns the :class:`~.results.ReplayResult` (with ``folding`` set).
-    """
-    from tracekit.replayer.simulation.interference import simulate_with_interference
-    from tracekit.replayer.simulation.perturb import apply_perturbation
-    from tracekit.replayer.simulation.program import compile_program
-
-    program = compile_program(traceset, fitted, options, plan=plan)
-    program = program if perturb is None else apply_perturbation(program, perturb)
-    n_reps, n_ranks, model = len(program.layouts), len(plan.rep_of), program.model_name
-    log.info("replaying %d nodes of %d representative ranks for %d ranks (%s, %s model)", program.n, n_reps, n_ranks,
-             fitted.name, model)  # fmt: skip
-    program, schedule = simulate_with_interference(program, say, options.collective_model)
-    if say is not None:
-        say(f"expanding {len(program.layouts)} representative ranks to {len(plan.rep_of)}")
-    from tracekit.replayer.simulation.fold_expand import expand_result
-
-    return expand_result(program, schedule, traceset, plan, world_paths=world_paths)

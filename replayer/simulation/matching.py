@@ -15,10 +15,11 @@ from tracekit.errors import ReplayError
 from tracekit.model import CollectiveType
 from tracekit.sets.rendezvous import CommTable, collective_instances, comm_table, group_order, p2p_pairs
 from tracekit.model.uneven import instance_bytes
+from tracekit.replayer.simulation.instance import Instance
 from tracekit.replayer.simulation.rank_compile import K_COLL, K_RECV, K_SEND
 
 if TYPE_CHECKING:  # pragma: no cover
-    from tracekit.replayer.simulation.program import Instance, RankLayout
+    from tracekit.replayer.simulation.program import RankLayout
     from tracekit.sets.traceset import TraceSet
 
 
@@ -53,8 +54,6 @@ def _match_collectives(
     instances: list["Instance"],
     instance_of: np.ndarray,
 ) -> None:
-    from tracekit.replayer.simulation.program import Instance
-
     groups = ts.process_groups
     for name in group_order({g for t in tables.values() for g in t.coll}):
         members = groups.get(name)
@@ -123,8 +122,6 @@ def _match_p2p(
     instances: list["Instance"],
     instance_of: np.ndarray,
 ) -> None:
-    from tracekit.replayer.simulation.program import Instance
-
     sends: dict[tuple[int, int, int], list[int]] = {}
     recvs: dict[tuple[int, int, int], list[int]] = {}
     attr: dict[int, tuple[int, str]] = {}

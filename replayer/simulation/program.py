@@ -40,9 +40,11 @@ import numpy.typing as npt
 from tracekit.errors import ReplayError, TracekitError, ValidationError
 from tracekit.model import CollectiveType, NodeType
 
-from tracekit.replayer.simulation.collectives import CommCost, UnsupportedCollectiveError, make_collective_model
+from tracekit.replayer.simulation.collectives import CommCost, UnsupportedCollectiveError
+from tracekit.replayer.simulation.collective_models import make_collective_model
 from tracekit.replayer.simulation.collectives import check_replayable
 from tracekit.replayer.simulation.compute import METHODS, ComputeModel
+from tracekit.replayer.simulation.instance import Instance  # noqa: F401 - public here too
 from tracekit.replayer.simulation.matching import match_instances
 from tracekit.replayer.simulation.measured_comm import measured_comm_cost
 from tracekit.replayer.simulation.rank_compile import (  # noqa: F401 - node kinds and resources, re-exported
@@ -163,34 +165,6 @@ class RankLayout:
     def n(self) -> int:
         """Nodes of the rank."""
         return len(self.ids)
-
-
-@dataclass(slots=True)
-class Instance:
-    """One communication: a collective on a group, or a matched send/recv pair.
-
-    Attributes:
-        kind: ``collective`` or ``p2p``.
-        comm_type: CollectiveType number (None for p2p).
-        comm_bytes: bytes (``comm_size`` of the lowest-ranked member's node).
-        pg_name: process group (p2p: the send's ``pg_name`` or ``"0"``).
-        ranks: the members, ascending (p2p: ``(src, dst)``).
-        nodes: global node index per member (-1: the member never issues it).
-        seq: k for collectives (the k-th on its group), the tag for p2p.
-        cost: filled in by :meth:`ReplayProgram.cost_of`.
-        link_ranks: whose links the data phase loads, when not ``ranks``
-            (a folded program: each member's class representative; see :mod:`.folding`).
-    """
-
-    kind: str
-    comm_type: int | None
-    comm_bytes: int
-    pg_name: str
-    ranks: tuple[int, ...]
-    nodes: list[int]
-    seq: int
-    cost: CommCost | None = None
-    link_ranks: tuple[int, ...] | None = None
 
 
 @dataclass

@@ -88,7 +88,8 @@ def replay_with_traces(
     from tracekit.sets.classset import ClassSet, find_class_set
     from tracekit.sets.comm_groups import with_comm_groups
     from tracekit.io import read_traceset
-    from tracekit.replayer.simulation.hardware import HardwareSpec, load_spec
+    from tracekit.replayer.simulation.hardware import HardwareSpec
+    from tracekit.replayer.simulation.specs import load_spec
     from tracekit.sets.traceset import TraceSet
 
     options = options or ReplayOptions()
@@ -114,7 +115,7 @@ def replay_with_traces(
     try:
         with bulk_objects() if classes is not None else nullcontext():
             if classes is not None:
-                from tracekit.replayer.simulation.class_replay import gather_class_set
+                from tracekit.replayer.simulation.gather import gather_class_set
 
                 gathered = gather_class_set(classes, options, say)
             else:
@@ -169,7 +170,8 @@ def replay_traceset(
     ``perturb``: a :class:`~.perturb.Perturbation` applied to the compiled program (every rank simulated).
     """
     from tracekit.replayer.results.build import build_result
-    from tracekit.replayer.simulation.folding import replay_folded, scan_rank
+    from tracekit.replayer.simulation.fold_expand import replay_folded
+    from tracekit.replayer.simulation.folding import scan_rank
     from tracekit.replayer.simulation.program import compile_program
 
     from tracekit.replayer.simulation.interference import simulate_with_interference
@@ -226,7 +228,7 @@ def _replay_gathered(
     from tracekit.errors import ValidationError
     from tracekit.model.groups import resolve_groups
     from tracekit.replayer.simulation.checks import ReplayCheckError, check_spec_size
-    from tracekit.replayer.simulation.folding import replay_folded
+    from tracekit.replayer.simulation.fold_expand import replay_folded
     from tracekit.replayer.simulation.program import effective_spec
     from tracekit.sets.traceset import TraceSet
     from tracekit.checks.validate import cross_rank_checks

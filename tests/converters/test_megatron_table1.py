@@ -18,7 +18,7 @@ import pytest
 
 from tracekit.converters.generators import calibration as cal
 from tracekit.converters.generators.llm import write_llm
-from tracekit.replayer.simulation.hardware import load_spec
+from tracekit.replayer.simulation.specs import load_spec
 from tracekit.workloads.stacks import StackSpec, apply_stack
 
 # (row, TFLOP/s per GPU in Table 1) -- the paper's values, repeated here so the test states its reference.

@@ -18,7 +18,7 @@ import pytest
 from tracekit.converters.generators import calibration as cal
 from tracekit.converters.generators import nemo_recipes as nr
 from tracekit.converters.generators.llm import write_llm
-from tracekit.replayer.simulation.hardware import load_spec
+from tracekit.replayer.simulation.specs import load_spec
 from tracekit.workloads.stacks import fp8_gemms_only
 
 # (row, published seconds per step) -- the READMEs' values, repeated so the test states its reference.

@@ -80,7 +80,7 @@ def test_a_lone_file_without_siblings_replays_with_a_one_line_warning(tmp_path, 
 def test_the_nccl_model_packs_channels_onto_a_nic_faster_than_one_channel(nic_gbps, channels, net_gbps):
     from dataclasses import replace
 
-    from tracekit.replayer.simulation.hardware import load_spec
+    from tracekit.replayer.simulation.specs import load_spec
     from tracekit.replayer.simulation.nccl_model import NcclModel
 
     # DGX H100 fitted to 32 ranks (4 nodes), the IB dimension at the swept speed; a group of one rank per node

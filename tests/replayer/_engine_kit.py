@@ -8,7 +8,8 @@ from typing import Iterator, Sequence
 
 from tracekit.model.groups import pg_init_node
 from tracekit.model import Attr, CollectiveType, ExecutionTrace, Node, NodeType
-from tracekit.replayer.simulation.hardware import HardwareSpec, spec_from_dict
+from tracekit.replayer.simulation.hardware import HardwareSpec
+from tracekit.replayer.simulation.specs import spec_from_dict
 from tracekit.sets.traceset import TraceSet
 
 

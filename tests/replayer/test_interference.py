@@ -47,7 +47,7 @@ def test_a_gemm_overlapping_an_all_reduce_is_hand_computed():
 
 
 def test_interference_is_off_for_the_astra_model_and_by_default():
-    from tracekit.replayer.simulation.hardware import load_spec
+    from tracekit.replayer.simulation.specs import load_spec
     from tracekit.replayer.simulation.interference import device_slowdowns
 
     assert device_slowdowns(load_spec("dgx-a100")) == (0.0, 0.0)
@@ -87,7 +87,7 @@ def test_check_replay_errors_are_not_worse_with_interference_on(real_dir, kineto
     import real_kineto
 
     from tracekit.replayer.results.measured import check_replay
-    from tracekit.replayer.simulation.hardware import load_spec
+    from tracekit.replayer.simulation.specs import load_spec
 
     logging.disable(logging.WARNING)
     try:

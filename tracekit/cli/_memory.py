@@ -31,7 +31,7 @@ def device_memory_of(hw: str | None) -> tuple[str, int] | None:
     if hw is None:
         return None
     from tracekit.costs.devices import device_model
-    from tracekit.replayer.simulation.hardware import load_spec
+    from tracekit.replayer.simulation.specs import load_spec
 
     device = device_model(load_spec(hw))  # the devices.toml entry of the spec's device, with its memory
     if not device.memory_bytes:

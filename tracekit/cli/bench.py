@@ -107,7 +107,7 @@ def bench_coll(
         size_range,
         write_plot,
     )
-    from tracekit.replayer.simulation.hardware import load_spec
+    from tracekit.replayer.simulation.specs import load_spec
 
     models = models + models_old
     if output:

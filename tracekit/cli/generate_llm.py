@@ -51,7 +51,7 @@ def roofline_from_options(
     if hw is not None:
         if peak_tflops is not None or mem_bw_gbps is not None:
             raise ConfigError("give either --hw or --peak-tflops/--mem-bw-gbps, not both")
-        from tracekit.replayer.simulation.hardware import load_spec
+        from tracekit.replayer.simulation.specs import load_spec
 
         if cost == "calibrated":
             from tracekit.converters.generators.calibration import CalibratedCost, cost_for

@@ -38,7 +38,7 @@ def list_cmd(as_json: bool) -> None:
     """
     from rich.table import Table
 
-    from tracekit.replayer.simulation.hardware import list_presets, load_spec
+    from tracekit.replayer.simulation.specs import list_presets, load_spec
 
     if as_json:
         emit_json(
@@ -114,7 +114,7 @@ def show(name: str, as_toml: bool, as_json: bool) -> None:
       tracekit hw show dgx-a100
       tracekit hw show my_cluster.toml --toml
     """
-    from tracekit.replayer.simulation.hardware import load_spec
+    from tracekit.replayer.simulation.specs import load_spec
 
     spec = load_spec(name)
     if as_json:

@@ -46,7 +46,7 @@ def _steps_from_options(opts: dict[str, Any]) -> list[Transform]:
     if opts["retarget"] is not None:
         from tracekit.costs.devices import find_device
         from tracekit.errors import ConfigError
-        from tracekit.replayer.simulation.hardware import load_spec
+        from tracekit.replayer.simulation.specs import load_spec
 
         src, sep, dst = opts["retarget"].partition(":")
         if not sep or not src or not dst:
