@@ -197,6 +197,7 @@ class ProcessGroups:
             raise ConfigError(f"unknown process group {pg_name!r}") from None
 
     def description(self, pg_name: str) -> str:
+        """The ``pg_desc`` of group ``pg_name`` (raises KeyError for a group this job does not declare)."""
         return self._desc[pg_name]
 
     def mapping(self) -> dict[str, tuple[int, ...]]:
