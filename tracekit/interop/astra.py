@@ -48,7 +48,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from pathlib import Path
 
     from tracekit.model import ExecutionTrace, Node
-    from tracekit.sets.traceset import TraceSet
 
 _COMM_TYPES = (NodeType.COMM_COLL_NODE, NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE)
 
@@ -202,7 +201,7 @@ def _candidates_encoded(trace: "ExecutionTrace", ids: Mapping[str, str | None]) 
     return np.flatnonzero(pick).tolist()
 
 
-def write_traceset(traceset: "TraceSet", prefix: "str | os.PathLike[str]", *, compress: bool = False) -> "list[Path]":
+def write_traceset(traceset: Any, prefix: "str | os.PathLike[str]", *, compress: bool = False) -> "list[Path]":
     """Write ``<prefix>.<rank>.et`` (``.et.gz`` with ``compress``) for every rank so ASTRA-sim runs them as they are.
 
     Each rank's trace goes through :func:`astra_ready` on the way (no ``pg_name`` on all-ranks communication,
