@@ -42,15 +42,15 @@ $(CHAKRA_VENV)/.installed-stamp:
 	touch $@
 
 # Build the ahead-of-time kernels again. `make test` and `make demo` do it when a module of kernels (one importing
-# tracekit._jit) changed since the manifest was written: until then such a kernel runs through numba's JIT, and every
+# tracekit.jit) changed since the manifest was written: until then such a kernel runs through numba's JIT, and every
 # command that calls it pays numba's import again (~0.4 s). Without a C compiler there is no manifest, so they re-run
 # the warm-up (a few seconds, cached) and warn each time.
 AOT_MANIFEST := tracekit/_aot_kernels.json
-KERNEL_SOURCES := $(shell grep -rl --include='*.py' 'tracekit._jit import' tracekit converters replayer)
+KERNEL_SOURCES := $(shell grep -rl --include='*.py' 'tracekit.jit import' tracekit converters replayer)
 aot: $(STAMP)
 	$(PY) tools/build_aot.py
 
-$(AOT_MANIFEST): $(KERNEL_SOURCES) tracekit/_jit.py tracekit/_aot.py tools/build_aot.py tools/warm_numba.py | $(STAMP)
+$(AOT_MANIFEST): $(KERNEL_SOURCES) tracekit/jit.py tracekit/_aot.py tools/build_aot.py tools/warm_numba.py | $(STAMP)
 	$(PY) tools/build_aot.py
 
 # The main job on the bundled real traces. A first run does not wait for the ahead-of-time build (issue 32: it made

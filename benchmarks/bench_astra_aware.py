@@ -31,7 +31,7 @@ CASES = [
 
 def _traceset(case: Path, inputs: dict, npus: int, scratch: Path):
     from tracekit.io import read_traceset
-    from tracekit.traceset import TraceSet
+    from tracekit.sets.traceset import TraceSet
 
     folder = case
     if inputs.get("workload_archive"):

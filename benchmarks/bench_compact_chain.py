@@ -52,7 +52,7 @@ def encoded_chain(n: int, streams: int = 1):
     """The chain as an encoded trace, built with numpy (no Node objects): ids, name ``op``, COMP, 1 us."""
     from tracekit._proto import et_def_pb2 as pb
     from tracekit.io import frame, trace_from_bytes
-    from tracekit.transforms._records import Blobs, concat_rows, packed_fields, varint_fields, varints
+    from tracekit.wire.records import Blobs, concat_rows, packed_fields, varint_fields, varints
 
     ids = np.arange(n, dtype=np.uint64)
     lens = np.minimum(np.arange(n), 1)

@@ -68,7 +68,7 @@ def main() -> dict:
     from tracekit.io import read_traceset
     from tracekit.replayer import ReplayOptions, replay
     from tracekit.replayer import replay_with_traces
-    from tracekit.replayer.simulation.hardware import load_spec
+    from tracekit.replayer.simulation.specs import load_spec
 
     spec = load_spec("dgx-h100")
     device = spec.device

@@ -37,7 +37,7 @@ from tracekit.converters.generators import (
     write_llm,
 )
 from tracekit.io import read_trace
-from tracekit.validate import validate_trace, validate_traceset
+from tracekit.checks.validate import validate_trace, validate_traceset
 
 A100 = Roofline(312e12, 2039e9)
 

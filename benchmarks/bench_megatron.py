@@ -27,7 +27,7 @@ def main() -> dict:
     from tracekit.converters.generators import calibration as cal
     from tracekit.converters.generators.llm import write_llm
     from tracekit.replayer import replay_with_traces
-    from tracekit.replayer.simulation.hardware import load_spec
+    from tracekit.replayer.simulation.specs import load_spec
 
     cost = cal.calibrated_cost(load_spec("dgx-a100"))
     out: dict = {"note": "each row once, on a shared 2-core machine (1-minute load average per row)"}

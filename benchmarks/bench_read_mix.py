@@ -74,7 +74,7 @@ def make_file(path: Path, n: int, seed: int = 0) -> None:
 
 def info_path(path: Path) -> int:
     from tracekit.io import read_trace
-    from tracekit.summary import summarize_trace
+    from tracekit.checks.summary import summarize_trace
 
     return summarize_trace(read_trace(path)).nodes
 

@@ -32,9 +32,9 @@ import time
 
 import numpy as np
 
-from tracekit.groups import pg_init_node
+from tracekit.model.groups import pg_init_node
 from tracekit.model import Attr, CollectiveType, ExecutionTrace, Node, NodeType
-from tracekit.traceset import TraceSet
+from tracekit.sets.traceset import TraceSet
 
 N_RANKS = int(os.environ.get("BENCH_REPLAY_RANKS", 64))
 N_NODES = int(os.environ.get("BENCH_REPLAY_NODES", 100_000))
@@ -147,7 +147,7 @@ def main() -> dict:
     from tracekit.replayer.simulation.program import compile_program, effective_spec
     from tracekit.replayer.simulation.checks import check_replay_inputs
     from tracekit.replayer.simulation.engine import simulate
-    from tracekit.replayer.simulation.hardware import load_spec
+    from tracekit.replayer.simulation.specs import load_spec
     from tracekit.replayer.results.build import build_result
 
     t0 = time.perf_counter()

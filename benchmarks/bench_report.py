@@ -41,7 +41,7 @@ def main() -> dict:
     from tracekit.replayer.simulation.program import ReplayOptions, compile_program, effective_spec
     from tracekit.replayer.reporting.browser import find_chromium, render_dom
     from tracekit.replayer.simulation.engine import simulate
-    from tracekit.replayer.simulation.hardware import load_spec
+    from tracekit.replayer.simulation.specs import load_spec
     from tracekit.replayer.reporting.report import load_result, write_report
     from tracekit.replayer.results.build import build_result
 

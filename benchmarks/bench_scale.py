@@ -53,7 +53,7 @@ def main() -> dict:
     from tracekit.converters.generators import LLMConfig, ParallelSpec, Roofline, llm_preset, write_llm
     from tracekit.io import read_traceset
     from tracekit.replayer import ReplayOptions, replay
-    from tracekit.replayer.simulation.hardware import load_spec
+    from tracekit.replayer.simulation.specs import load_spec
 
     spec = load_spec("dgx-h100")
     device = spec.device

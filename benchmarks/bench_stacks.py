@@ -64,7 +64,7 @@ def _llama3_405b(spec) -> dict:
 def main() -> dict:
     from tracekit.converters.generators import calibration as cal
     from tracekit.converters.generators import nemo_recipes as nr
-    from tracekit.replayer.simulation.hardware import load_spec
+    from tracekit.replayer.simulation.specs import load_spec
     from tracekit.workloads.stacks import apply_stack
 
     spec = load_spec("dgx-h100")

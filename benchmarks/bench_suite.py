@@ -123,7 +123,7 @@ def bench_llm(ranks: int, tmp: Path) -> dict:
     from tracekit.converters.generators import Roofline, write_llm
     from tracekit.io import encode_trace, write_traceset
     from tracekit.transforms.scale import ScaleCompute
-    from tracekit.validate import validate_traceset
+    from tracekit.checks.validate import validate_traceset
 
     runs = 1 if ranks >= 4096 else RUNS
     config = llm_config(ranks)
@@ -216,7 +216,7 @@ def bench_replay(ts, nodes: int, runs: int, prefix: str | None = None) -> dict:
 def bench_real(tmp: Path) -> dict:
     from tracekit.converters.pytorch import convert_rank
     from tracekit.io import write_trace
-    from tracekit.validate import validate_trace
+    from tracekit.checks.validate import validate_trace
 
     out: dict[str, Any] = {}
     d = REAL / "pytorch"

@@ -54,7 +54,7 @@ def _one(row, mode: str, cost) -> dict:
 def main() -> dict:
     from tracekit.converters.generators import calibration as cal
     from tracekit.converters.generators.table5 import MODES, table5_row
-    from tracekit.replayer.simulation.hardware import load_spec
+    from tracekit.replayer.simulation.specs import load_spec
 
     cost = cal.calibrated_cost(load_spec("dgx-a100"))
     out: dict = {"note": "each row and mode once, on a shared 2-core machine (1-minute load average per run)"}

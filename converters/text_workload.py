@@ -77,7 +77,7 @@ from __future__ import annotations
 import os
 from typing import Callable, Sequence
 
-from tracekit.converters.generators._build import DEFAULT_PG, ProcessGroups, RankTraceBuilder
+from tracekit.converters.generators.build import DEFAULT_PG, ProcessGroups, RankTraceBuilder
 from tracekit.converters.text_workload_format import (  # the format's vocabulary and parser, importable from here
     COMM_TOKENS,
     NONE_TOKEN,
@@ -92,7 +92,7 @@ from tracekit.converters.text_workload_format import (  # the format's vocabular
 )
 from tracekit.errors import ConfigError, ConversionError
 from tracekit.model import CollectiveType, check_node_count, check_rank_count
-from tracekit.traceset import TraceSet
+from tracekit.sets.traceset import TraceSet
 
 PRODUCER = "tracekit.converters.text_workload"
 

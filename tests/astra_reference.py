@@ -140,7 +140,7 @@ def case_spec(case: Case, build: str) -> Any:
 
 def case_groups(case: Case) -> tuple[tuple[str, tuple[int, ...]], ...]:
     """The case's comm-group file as ``ReplayOptions.comm_groups`` takes it (empty when it has none)."""
-    from tracekit.comm_groups import read_comm_groups
+    from tracekit.sets.comm_groups import read_comm_groups
 
     groups = case.inputs["groups"]
     return tuple(read_comm_groups(case.folder / groups).items()) if groups else ()

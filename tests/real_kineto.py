@@ -15,7 +15,7 @@ from functools import lru_cache
 from tracekit.converters.pytorch.kineto_convert import KinetoConversion, convert_kineto_trace
 from tracekit.converters.pytorch.kineto_reader import KinetoTrace, read_kineto
 from tracekit.errors import TracekitError
-from tracekit.traceset import TraceSet
+from tracekit.sets.traceset import TraceSet
 
 
 def converted(path: str | os.PathLike[str]) -> tuple[KinetoTrace, KinetoConversion | None, TracekitError | None]:

@@ -46,7 +46,7 @@ SPLIT_ABOVE = 8  # signatures; more are compiled in two processes (~1.3 s of CPU
 class Export:
     """One compiled signature of one kernel: ``symbol`` in the extension module of its part."""
 
-    kernel: str  # module.attr, as tracekit._jit names the kernel
+    kernel: str  # module.attr, as tracekit.jit names the kernel
     module: str
     attr: str
     symbol: str
@@ -95,7 +95,7 @@ def _from_imports(path: str) -> dict[str, tuple[str, str]]:
 def _compiled_code(fn: Any, seen: set[int]) -> tuple[set[str], int]:
     """The tracekit modules whose source ``fn``'s compiled code comes from, and the bytes of bytecode of ``fn`` and
     of the kernels, helpers and intrinsics it calls (transitively)."""
-    from tracekit._jit import _Lazy
+    from tracekit.jit import _Lazy
 
     seen.add(id(fn))
     module = sys.modules[fn.__module__]
@@ -120,7 +120,7 @@ def collect() -> tuple[list[Export], dict[str, dict[str, Any]]]:
     """The exports to compile (every signature the warm-up reached whose types have keys) and the manifest's
     ``kernels`` entries without their exports' module names (filled when the split is known)."""
     from tracekit import _aot
-    from tracekit._jit import _Lazy
+    from tracekit.jit import _Lazy
 
     exports, kernels = [], {}
     for name, value in warm_numba.kernel_objects():
@@ -171,7 +171,7 @@ def compile_part(spec: Path, part: int, out_dir: Path) -> None:
     ``out_dir/_aot_kernels_<part>``."""
     from numba.core.errors import NumbaPendingDeprecationWarning
 
-    from tracekit._jit import _Lazy
+    from tracekit.jit import _Lazy
 
     with warnings.catch_warnings():
         # numba.pycc is pending deprecation (numba 0.57) with no replacement released yet, and it is the only

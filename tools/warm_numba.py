@@ -1,6 +1,6 @@
 """Compile tracekit's numba kernels once, into numba's on-disk cache, so later processes load them.
 
-``make install`` runs this after installing. Every kernel (:func:`tracekit._jit.kernel`) is compiled on its first
+``make install`` runs this after installing. Every kernel (:func:`tracekit.jit.kernel`) is compiled on its first
 call in a machine and cached next to its module (``cache=True``); without this step the first `make test` compiles
 them in each pytest-xdist worker at once (the two workers race to compile and write the same entries) and the first
 CLI commands a user types pay the compile too.
@@ -106,7 +106,7 @@ def _records_and_runs() -> None:
     transform's output) and a chain run the engine cuts (``cut_run``, on the run of tests/replayer/test_chains.py)."""
     import numpy as np
 
-    from tracekit._framing import EncodedNodes
+    from tracekit.wire.framing import EncodedNodes
     from tracekit.io import encode_node, framed_records
     from tracekit.model import Node
     from tracekit.replayer.simulation._chains import cut_run
@@ -124,7 +124,7 @@ def _records_and_runs() -> None:
 
 def _record_types() -> None:
     """A set read and written again without decoding its records: the ASTRA-sim rewrite of the writer scans the
-    record types (``tracekit._recscan.record_types``; the commands decode the columns first)."""
+    record types (``tracekit.wire.recscan.record_types``; the commands decode the columns first)."""
     from tracekit.io import read_traceset, write_traceset
 
     with tempfile.TemporaryDirectory(prefix="tracekit-warm-") as tmp:
@@ -134,13 +134,13 @@ def _record_types() -> None:
 def kernel_objects() -> list[tuple[str, Any]]:
     """``(module.name, object)`` of every cached numba kernel (not the inlined helpers) of ``tracekit`` (all
     subpackages, the converters and the replayer included), each as its module holds it now: a lazy kernel
-    (:class:`tracekit._jit._Lazy`, never called through numba in this process) or its numba dispatcher."""
+    (:class:`tracekit.jit._Lazy`, never called through numba in this process) or its numba dispatcher."""
     from numba.core.registry import CPUDispatcher
 
     import tracekit
     import tracekit.converters
     import tracekit.replayer
-    from tracekit._jit import _Lazy
+    from tracekit.jit import _Lazy
 
     found = {}
     for package in (tracekit, tracekit.converters, tracekit.replayer):  # the last two live outside tracekit/
@@ -167,7 +167,7 @@ def kernel_objects() -> list[tuple[str, Any]]:
 def uncompiled_kernels() -> list[str]:
     """Names of the kernels of :func:`kernel_objects` with no compiled signature in this process (still lazy, or
     compiled for nothing)."""
-    from tracekit._jit import _Lazy
+    from tracekit.jit import _Lazy
 
     return [name for name, value in kernel_objects() if isinstance(value, _Lazy) or not value.signatures]
 

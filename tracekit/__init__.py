@@ -1,8 +1,8 @@
 """tracekit: convert, rewrite and replay execution traces of distributed ML training.
 
 The core package holds the trace model (:mod:`tracekit.model`), I/O
-(:mod:`tracekit.io`), graph utilities (:mod:`tracekit.graph`), validation
-(:mod:`tracekit.validate`), transforms and the CLI.  Producers live in
+(:mod:`tracekit.io`), graph utilities (:mod:`tracekit.model.graph`), validation
+(:mod:`tracekit.checks.validate`), transforms and the CLI.  Producers live in
 ``tracekit.converters`` and the simulator in ``tracekit.replayer``; importing
 ``tracekit`` pulls in neither.
 """

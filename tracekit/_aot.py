@@ -10,7 +10,7 @@ about 0.4 s per process; an export costs an import of one extension module (abou
 process's, and every source file hashes as at build time), else nothing; :func:`args_key` is the key of a call's
 arguments, computed the way ``numba.typeof`` types them
 (https://numba.readthedocs.io/en/stable/reference/types.html#numba.typeof). A call whose key has no export goes
-through the JIT (:mod:`tracekit._jit`), as does every call when ``TRACEKIT_AOT=0`` is set: an export does not check
+through the JIT (:mod:`tracekit.jit`), as does every call when ``TRACEKIT_AOT=0`` is set: an export does not check
 its arguments' types itself, so the key must match exactly.
 """
 

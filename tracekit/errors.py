@@ -88,7 +88,7 @@ class TraceFormatError(TracekitError):
 
 
 class ValidationError(TracekitError):
-    """A trace or trace set breaks a structural rule (see tracekit.validate)."""
+    """A trace or trace set breaks a structural rule (see tracekit.checks.validate)."""
 
 
 class ConversionError(TracekitError):

@@ -1,6 +1,6 @@
 """Synthetic trace generators: microbenchmarks, transformer LLMs, DLRM.
 
-Public API (each returns a :class:`~tracekit.traceset.TraceSet`; write it
+Public API (each returns a :class:`~tracekit.sets.traceset.TraceSet`; write it
 with :func:`tracekit.io.write_traceset`):
 
 * :func:`generate_llm` (:class:`LLMConfig` = :class:`ModelSpec` +

@@ -1,17 +1,17 @@
 """Calibrated op durations for the LLM generator: every timing assumption in one place, with its source.
 
 The generator (:mod:`.llm_ops`) knows each op's shape; this module turns a shape into nanoseconds on one
-device (a :class:`tracekit.devices.DeviceModel`, usually found from a replayer hardware spec):
+device (a :class:`tracekit.costs.devices.DeviceModel`, usually found from a replayer hardware spec):
 
 * **GEMMs** ``[m, k] @ [k, n]`` (``batch`` copies): ``2 m n k batch / (peak(dtype) x
   gemm_efficiency(m, n, k, dtype, device, batch))`` -- the compute model's curve (tile and wave
-  quantization, :func:`tracekit.devices.gemm_efficiency`), or the memory time if that is longer.
+  quantization, :func:`tracekit.costs.devices.gemm_efficiency`), or the memory time if that is longer.
 * **Attention** as Megatron-LM ran it in 2021 (no fused attention kernel): ``Q K^T`` and ``P V`` are
   batched GEMMs over ``b x heads`` (priced as GEMMs above), softmax is one fused scale-mask-softmax
   kernel and attention dropout a separate elementwise kernel that also writes a one-byte mask
   (:data:`ATTENTION_DROPOUT`).
 * **Elementwise / memory-bound** ops: ``max(F / vector peak, B / (bandwidth x memory_efficiency(B)))``
-  (:func:`tracekit.devices.memory_efficiency`).
+  (:func:`tracekit.costs.devices.memory_efficiency`).
 * **Short reduction dimensions**: GEMM efficiency times ``k / (k + GEMM_K_FILL)`` (:data:`GEMM_K_FILL`).
 * **Kernel launch and framework overhead**: :data:`KERNEL_OVERHEAD_NS` per generated compute node.
 * **Optimizer step**: Adam's bytes per parameter (see :mod:`.llm`) plus the passes Megatron-LM's
@@ -86,13 +86,13 @@ FP8_GEMM_EFFICIENCY = 0.82
 ASSUMPTIONS: tuple[tuple[str, Any, str, str], ...] = (
     (
         "gemm_efficiency",
-        "tracekit.devices.gemm_efficiency",
+        "tracekit.costs.devices.gemm_efficiency",
         "fraction of peak",
         "compute model (issue 15): tile and wave quantization x device max (devices.toml)",
     ),
     (
         "memory_efficiency",
-        "tracekit.devices.memory_efficiency",
+        "tracekit.costs.devices.memory_efficiency",
         "fraction of bandwidth",
         "compute model (issue 15): Little's law curve x device max (devices.toml)",
     ),
@@ -127,7 +127,7 @@ class CalibratedCost:
     """Shape-aware op durations on one device (module doc).
 
     Attributes:
-        device: the :class:`tracekit.devices.DeviceModel` (peaks, bandwidth, efficiency curves).
+        device: the :class:`tracekit.costs.devices.DeviceModel` (peaks, bandwidth, efficiency curves).
         dtype: the dtype whose peak prices GEMMs (``bf16``, ``fp16`` ...).
         kernel_overhead_ns: fixed ns added to every compute node.
         attention_dropout: price a dropout kernel on the attention probabilities.
@@ -143,7 +143,7 @@ class CalibratedCost:
 
     Raises:
         ConfigError: a negative overhead, or a device that is not one (see
-            :func:`tracekit.devices.device_model`).
+            :func:`tracekit.costs.devices.device_model`).
     """
 
     device: Any
@@ -157,7 +157,7 @@ class CalibratedCost:
     tensor_fraction: float | None = None
 
     def __post_init__(self) -> None:
-        from tracekit.devices import device_model
+        from tracekit.costs.devices import device_model
 
         object.__setattr__(self, "device", device_model(self.device))
         if self.tensor_fraction is None:
@@ -186,7 +186,7 @@ class CalibratedCost:
         return self.device.mem_bandwidth_bytes_per_s
 
     def _memory_s(self, tensor_bytes: float) -> float:
-        from tracekit.devices import memory_efficiency
+        from tracekit.costs.devices import memory_efficiency
 
         if tensor_bytes <= 0:
             return 0.0
@@ -201,7 +201,7 @@ class CalibratedCost:
         """``batch`` GEMMs ``[m, k] @ [k, n]`` moving ``tensor_bytes``: the compute model's efficiency at
         this shape, or the memory time if longer, plus overhead; a ``linear`` layer's GEMM runs in
         :attr:`gemm_dtype` (FP8 at the device's FP8 peak times :data:`FP8_GEMM_EFFICIENCY`)."""
-        from tracekit.devices import gemm_efficiency
+        from tracekit.costs.devices import gemm_efficiency
 
         dtype = (self.gemm_dtype or self.dtype) if linear else self.dtype
         eff = gemm_efficiency(m, n, k, dtype, self.device, batch) * k / (k + self.gemm_k_fill) * self._sustained
@@ -218,10 +218,10 @@ class CalibratedCost:
     def attention_ns(self, num_ops: int, tensor_bytes: int, batch_heads: int, q_len: int) -> int:
         """One fused attention kernel executing ``num_ops`` FLOPs over ``batch_heads`` (b x heads) and
         ``q_len`` query rows: ``F / (peak(dtype) x attention_efficiency)`` or the memory time if longer,
-        plus overhead (:func:`tracekit.devices.attention_efficiency`: FlashAttention's wave quantization
+        plus overhead (:func:`tracekit.costs.devices.attention_efficiency`: FlashAttention's wave quantization
         of ``b h ceil(q / T)`` query tiles times the device's fused-attention efficiency).  Attention runs in
         :attr:`dtype` (BF16 under Transformer Engine's FP8 recipe)."""
-        from tracekit.devices import attention_efficiency
+        from tracekit.costs.devices import attention_efficiency
 
         eff = attention_efficiency(batch_heads, q_len, self.device) * self._sustained
         compute_s = num_ops / (self.peak_flops_per_s * eff) if eff > 0 else 0.0
@@ -245,7 +245,7 @@ def cost_for(hardware: Any, config: Any) -> CalibratedCost:
 
 def calibrated_cost(hardware: Any, dtype: str = "bf16") -> CalibratedCost:
     """A :class:`CalibratedCost` for a replayer :class:`HardwareSpec` (its device's preset curves with the
-    spec's peaks), a device preset name of ``tracekit/devices.toml`` (``a100-80gb``) or a DeviceModel.
+    spec's peaks), a device preset name of ``tracekit/costs/devices.toml`` (``a100-80gb``) or a DeviceModel.
     Spec names (``dgx-a100``) are the caller's to load (``load_spec``): converters do not import the
     replayer.
 

@@ -36,14 +36,14 @@ import json
 from dataclasses import dataclass
 from typing import Iterable
 
-from tracekit.converters.generators._build import DEFAULT_PG, ProcessGroups, RankTraceBuilder
+from tracekit.converters.generators.build import DEFAULT_PG, ProcessGroups, RankTraceBuilder
 from tracekit.workloads.buckets import bucket_limit_elems, pack_buckets
 from tracekit.workloads.flops import gemm_elements, gemm_flops
 from tracekit.workloads.units import DTYPE_BYTES, TRAINING_DTYPES
 from tracekit.converters.generators.llm_ops import Roofline
 from tracekit.errors import ConfigError
 from tracekit.model import Attr, CollectiveType
-from tracekit.traceset import TraceSet
+from tracekit.sets.traceset import TraceSet
 
 PRODUCER = "tracekit.converters.generators.dlrm"
 

@@ -45,16 +45,16 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, TypeAlias
 
-from tracekit.converters.generators._build import ProcessGroups
+from tracekit.converters.generators.build import ProcessGroups
 from tracekit.converters.generators.llm_layout import RankPlace, layout
 from tracekit.converters.generators.llm_rank import PRODUCER as PRODUCER
 from tracekit.converters.generators.llm_rank import Plan, _RankBuilder
 from tracekit.model import Attr, ExecutionTrace
-from tracekit.traceset import TraceSet
+from tracekit.sets.traceset import TraceSet
 from tracekit.workloads.config import LLMConfig
 
 if TYPE_CHECKING:  # pragma: no cover
-    from tracekit._batch import FieldTable
+    from tracekit.wire.batch import FieldTable
     from tracekit.converters.generators.calibration import CalibratedCost
     from tracekit.converters.generators.llm_steps import HardwareLike, Roofline
 
@@ -96,13 +96,13 @@ def _varying_attrs(place: RankPlace) -> dict[tuple[str, str], Attr]:
 
 
 def _encode(trace: ExecutionTrace, names: FieldTable, attrs: FieldTable) -> bytes:
-    """The `.et` bytes of a freshly built rank (:func:`tracekit._batch.encode_node_list` with the job's tables).
+    """The `.et` bytes of a freshly built rank (:func:`tracekit.wire.batch.encode_node_list` with the job's tables).
 
     Raises:
         TracekitError: a value protobuf cannot encode (naming the node id and rank).
     """
     from tracekit.errors import TracekitError
-    from tracekit._batch import encode_node_list
+    from tracekit.wire.batch import encode_node_list
     from tracekit.io import encode_metadata
 
     try:
@@ -119,12 +119,12 @@ def iter_rank_classes(config: LLMConfig, hardware: Hardware = None) -> Iterator[
     The ranks of one stage differ only in the attributes :func:`_varying_attrs`
     lists (same keys, in the same order for every rank); the representative is
     the stage's lowest rank and comes first.  :func:`iter_rank_bytes` and
-    :func:`tracekit.classset.write_class_set` build on it.
+    :func:`tracekit.sets.classset.write_class_set` build on it.
 
     Raises:
         ConfigError: bad hardware values.
     """
-    from tracekit._batch import FieldTable
+    from tracekit.wire.batch import FieldTable
 
     plan = Plan.of(config, hardware)
     tables = FieldTable.names(), FieldTable.attributes()  # each distinct name and attribute encoded once per job
@@ -162,8 +162,8 @@ def iter_rank_bytes(config: LLMConfig, hardware: Hardware = None) -> Iterator[tu
 
 
 def _stamped_rank_bytes(config: LLMConfig, hardware: Hardware = None) -> Iterator[tuple[int, bytes]]:
-    """:func:`iter_rank_bytes` with each file's metadata naming its class (:func:`tracekit.classset.stamp_rank_class`)."""
-    from tracekit.classset import class_key, stamp_rank_class
+    """:func:`iter_rank_bytes` with each file's metadata naming its class (:func:`tracekit.sets.classset.stamp_rank_class`)."""
+    from tracekit.sets.classset import class_key, stamp_rank_class
     from tracekit.workloads.rank_template import RankTemplate
 
     for data, slots, members in iter_rank_classes(config, hardware):
@@ -202,24 +202,24 @@ def write_llm(
 ) -> list[Path]:
     """Write ``<prefix>.<rank>.et`` for every rank, one rank in memory at a time.
 
-    Each file's metadata names its rank class (:data:`tracekit.classset.RANK_CLASS_ATTR`), so replays
+    Each file's metadata names its rank class (:data:`tracekit.sets.classset.RANK_CLASS_ATTR`), so replays
     derive the members of a class from its first file (their node records are verified byte for byte).
 
     Args:
         progress: optional wrapper ``progress(iterable, total)`` (e.g. a progress bar).
         classes: write a rank-class set instead (one trace per pipeline stage
-            plus ``<prefix>.classes.json``; :mod:`tracekit.classset`); returns
+            plus ``<prefix>.classes.json``; :mod:`tracekit.sets.classset`); returns
             ``[manifest path]``.
 
     Returns:
         The paths written, in rank order.  The set is written as a unit
         (:class:`tracekit.io.TraceSetWriter`): an error or Ctrl-C leaves no file.
     """
-    from tracekit.astra_compat import astra_group_ids, comm_groups_document
+    from tracekit.interop.astra import astra_group_ids, comm_groups_document
     from tracekit.io import TraceSetWriter
 
     if classes:
-        from tracekit.classset import write_class_set
+        from tracekit.sets.classset import write_class_set
 
         stages: Iterable[RankClass] = iter_rank_classes(config, hardware)
         if progress is not None:

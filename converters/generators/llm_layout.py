@@ -9,14 +9,14 @@ then pipeline::
 Groups (kinds and members: :mod:`tracekit.workloads.grid`; only those with
 more than one rank are declared; descriptions such as ``tp_3`` go to
 ``pg_desc``, the ``pg_name`` is the number
-:class:`~tracekit.converters.generators._build.ProcessGroups` hands out).
+:class:`~tracekit.converters.generators.build.ProcessGroups` hands out).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tracekit.converters.generators._build import ProcessGroups
+from tracekit.converters.generators.build import ProcessGroups
 from tracekit.workloads.config import LLMConfig
 from tracekit.workloads.grid import GROUP_KINDS, Grid
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from tracekit.converters.generators import llm_ops as ops
-from tracekit.converters.generators._build import INT64_MAX
+from tracekit.converters.generators.build import INT64_MAX
 from tracekit.errors import ConfigError
 from tracekit.workloads.config import LLMConfig
 from tracekit.workloads.flops import ADAM_FLOPS_PER_PARAM, ADAM_STATE_BYTES_PER_PARAM

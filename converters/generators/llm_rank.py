@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass
 
 from tracekit.converters.generators import llm_ops as ops
-from tracekit.converters.generators._build import ProcessGroups, RankTraceBuilder
+from tracekit.converters.generators.build import ProcessGroups, RankTraceBuilder
 from tracekit.converters.generators.llm_layout import RankPlace
 from tracekit.workloads.schedules import FORWARD, stage_order
 from tracekit.errors import ConfigError

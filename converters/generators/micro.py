@@ -1,6 +1,6 @@
 """Microbenchmark trace sets: one collective, one send/recv pattern, or a fixed small shape.
 
-Three families, each returning a :class:`~tracekit.traceset.TraceSet` (write
+Three families, each returning a :class:`~tracekit.sets.traceset.TraceSet` (write
 it with :func:`tracekit.io.write_traceset`):
 
 * :func:`collective_bench` -- every rank of a group issues the same collective
@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from typing import Callable, Iterable, Sequence
 
-from tracekit.converters.generators._build import (
+from tracekit.converters.generators.build import (
     DEFAULT_PG,
     INT32_MAX,
     ProcessGroups,
@@ -42,8 +42,8 @@ from tracekit.converters.generators._build import (
 )
 from tracekit.errors import ConfigError
 from tracekit.model import Attr, CollectiveType, NodeType
-from tracekit.traceset import TraceSet
-from tracekit.uneven import RECV_SPLIT_BYTES, SEND_SPLIT_BYTES
+from tracekit.sets.traceset import TraceSet
+from tracekit.model.uneven import RECV_SPLIT_BYTES, SEND_SPLIT_BYTES
 
 PRODUCER = "tracekit.converters.generators.micro"
 SEND_RECV_PATTERNS = ("ring", "pairwise", "pingpong")

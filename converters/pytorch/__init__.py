@@ -5,7 +5,7 @@ Public API:
 * :func:`convert_rank` -- one rank: ET path, optional Kineto path -> :class:`RankConversion`
   (the trace plus node/collective counts and the link report);
 * :func:`convert_job` -- many ranks in parallel -> :class:`JobConversion`;
-* :func:`convert_pytorch` -- the same, returning just the :class:`~tracekit.traceset.TraceSet`.
+* :func:`convert_pytorch` -- the same, returning just the :class:`~tracekit.sets.traceset.TraceSet`.
 
 Ranks come from Kineto ``distributedInfo.rank``, else from a ``rank<N>`` in
 the ET file name, else from the file's position in the sorted list.  ET and
@@ -251,7 +251,7 @@ def convert_job(
         OSError: an ET file cannot be opened.
     """
     from tracekit.parallel import parallel_map
-    from tracekit.traceset import TraceSet
+    from tracekit.sets.traceset import TraceSet
 
     jobs = plan_jobs(et_paths, kineto_paths, allow_unlinked=allow_unlinked)
     if len(jobs) == 1:
@@ -281,7 +281,7 @@ def convert_pytorch(
     executor: str = "process",
     max_workers: int | None = None,
 ):
-    """Convert a job's ET (+ Kineto) files into a :class:`~tracekit.traceset.TraceSet`.
+    """Convert a job's ET (+ Kineto) files into a :class:`~tracekit.sets.traceset.TraceSet`.
 
     See :func:`convert_job` for parameters and errors.
     """

@@ -90,7 +90,7 @@ class CommOp:
         seq: NCCL sequence number from record_param_comms, when recorded.
         dtype: element type name, when known.
         send_split_bytes, recv_split_bytes: an all-to-all-v's bytes sent to / received from each group member
-            (:mod:`.et_splits`, :mod:`tracekit.uneven`); empty when even or not recorded.
+            (:mod:`.et_splits`, :mod:`tracekit.model.uneven`); empty when even or not recorded.
     """
 
     node_id: int

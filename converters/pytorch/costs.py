@@ -1,6 +1,6 @@
 """Attach FLOPs and bytes to converted PyTorch compute nodes (one pass after the graph is built).
 
-Rules (the cost of an op comes from :func:`tracekit.opcost.aten_cost`):
+Rules (the cost of an op comes from :func:`tracekit.costs.opcost.aten_cost`):
 
 * a host COMP node (``is_cpu_op``) whose aten op has a cost carries it
   (``num_ops`` FLOPs, ``tensor_size`` bytes, ``op_class``, ``compute_dtype``)
@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 from tracekit.model import Attr, NodeDraft, NodeType
-from tracekit.opcost import OP_CLASSES, OpCost, aten_cost
+from tracekit.costs.opcost import OP_CLASSES, OpCost, aten_cost
 
 _WORKING = frozenset(OP_CLASSES) - {"view"}  # op classes that do work (a view moves no data)
 
@@ -137,7 +137,7 @@ def attach_costs(
 
     Returns:
         :class:`CostStats`; ``num_ops`` is in FLOPs (a multiply-add counts 2, formulas of
-        :func:`tracekit.opcost.aten_cost`) and ``tensor_size`` in bytes read + written.
+        :func:`tracekit.costs.opcost.aten_cost`) and ``tensor_size`` in bytes read + written.
         Raises nothing: an op whose arguments do not fit its formula gets no cost.
     """
     nodes = [n for n in nodes if n.type == NodeType.COMP_NODE]

@@ -51,10 +51,10 @@ from dataclasses import dataclass, field
 import orjson
 
 from tracekit.errors import ConversionError
-from tracekit.groups import pg_init_node
+from tracekit.model.groups import pg_init_node
 from tracekit.converters.pytorch.kineto_memory import trace_memory_attrs
 from tracekit.model import Attr, ExecutionTrace, IOInfo, Metadata, NodeDraft, NodeType
-from tracekit.uneven import RECV_SPLIT_BYTES, SEND_SPLIT_BYTES
+from tracekit.model.uneven import RECV_SPLIT_BYTES, SEND_SPLIT_BYTES
 
 from tracekit.converters.pytorch.costs import CostStats, attach_costs, capture_device, device_attr
 from tracekit.converters.pytorch.collectives import CommOp, plan_comms, read_process_groups

@@ -44,7 +44,7 @@ def read_process_groups(et: EtTrace) -> ProcessGroups:
     import orjson
 
     from tracekit.errors import ValidationError
-    from tracekit.groups import parse_pg_json
+    from tracekit.model.groups import parse_pg_json
 
     groups: dict[str, tuple[int, ...]] = {}
     desc: dict[str, str] = {}

@@ -1,4 +1,4 @@
-"""Per-peer sizes of an uneven all-to-all (``all_to_allv``) from the ET (issue 27; :mod:`tracekit.uneven`).
+"""Per-peer sizes of an uneven all-to-all (``all_to_allv``) from the ET (issue 27; :mod:`tracekit.model.uneven`).
 
 Where the ET records them:
 

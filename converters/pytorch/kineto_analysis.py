@@ -14,7 +14,7 @@ Per rank, the *work* analysed is:
   its thread, :func:`self_segments`), so nested ops are not counted twice;
   one "stream" per thread.
 
-Each event gets a class (:func:`tracekit.kernels.kernel_class`: gemm,
+Each event gets a class (:func:`tracekit.costs.kernels.kernel_class`: gemm,
 attention, comm, memory, other); time by class and per kernel name sums the
 (self) time of its events, but for comm, whose time by class is ``comm_ns``
 (one communication is often timed on two threads or streams at once).  Over the rank's *window* (first start to last
@@ -50,7 +50,7 @@ import re
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Iterable, Sequence
 
-from tracekit.kernels import CLASSES, kernel_class
+from tracekit.costs.kernels import CLASSES, kernel_class
 
 from tracekit.converters.pytorch.kineto_memory import MemoryPeak, memory_peaks, peaks_from_metadata
 from tracekit.converters.pytorch.kineto_reader import KinetoEvent, KinetoTrace, read_kineto
@@ -315,13 +315,13 @@ def trace_events(trace: Any) -> KinetoTrace:
 
     Kernels: nodes that are not CPU ops and have a ``stream`` (device 0, that stream); communication nodes
     without a stream: host events of class ``comm``; other nodes: host ops on their ``tid`` thread
-    (:data:`tracekit.attrs.TID`, integer rule; 0 when absent).
+    (:data:`tracekit.model.attrs.TID`, integer rule; 0 when absent).
     Times stay the nodes' ns.
 
     Raises:
         TraceFormatError: a trace read lazily from a file whose nodes fail to decode (on first use).
     """
-    from tracekit.attrs import TID
+    from tracekit.model.attrs import TID
     from tracekit.model import COMM_TYPES, NodeType
 
     events = []

@@ -75,10 +75,10 @@ from tracekit.converters.pytorch.kineto_reader import (
     read_kineto,
 )
 from tracekit.errors import ConversionError
-from tracekit.groups import pg_init_node
+from tracekit.model.groups import pg_init_node
 from tracekit.converters.pytorch.kineto_memory import trace_memory_attrs
 from tracekit.model import Attr, ExecutionTrace, Metadata, NodeDraft, NodeType
-from tracekit.traceset import TraceSet
+from tracekit.sets.traceset import TraceSet
 
 __all__ = [
     "HOST_NODE_CATEGORIES",

@@ -57,7 +57,7 @@ def attach_kineto_costs(kt: KinetoTrace, launch_of: Mapping[int, int], node_of: 
 
     Returns:
         :class:`.costs.CostStats` of the pass (``num_ops`` in FLOPs, ``tensor_size`` in bytes, formulas of
-        :func:`tracekit.opcost.aten_cost`); nodes are changed in place.  Raises nothing: an event without
+        :func:`tracekit.costs.opcost.aten_cost`); nodes are changed in place.  Raises nothing: an event without
         ``Input Dims``/``Input type`` (no ``record_shapes=True``) just gets no shapes and no cost.
     """
     enclosing = _enclosing_ops(kt)

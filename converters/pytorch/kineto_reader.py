@@ -57,7 +57,7 @@ from tracekit.converters.pytorch.kineto_events import (
 )
 from tracekit.converters.pytorch.kineto_memory import MEMORY_EVENT, MemoryEvent, capture_baseline, memory_event
 from tracekit.errors import TraceFormatError
-from tracekit._gc import paused_gc
+from tracekit.gc_pause import paused_gc
 from tracekit.model import MAX_DURATION_NS, MAX_RANKS, MAX_TIME_NS, time_range_error
 
 # The values are defined in kineto_events and re-exported here, where the converters have always found them.

@@ -121,7 +121,7 @@ def model_point(spec: "HardwareSpec", collective: str, ranks: int, size_bytes: i
         ReplayError: the model cannot cost this collective (e.g. astra and broadcast).
     """
     from tracekit.model import CollectiveType
-    from tracekit.replayer.simulation.collectives import make_collective_model
+    from tracekit.replayer.simulation.collective_models import make_collective_model
     from tracekit.replayer.simulation.nccl_model import NcclModel
 
     kind = _kind(collective)

@@ -60,7 +60,7 @@ def plan_compute(traceset: Any, spec: Any, compute: str = "auto", capture_device
     Raises:
         ConfigError: unknown choice; ``projected`` with an unknown capture or target device.
     """
-    from tracekit.devices import device_model, find_device
+    from tracekit.costs.devices import device_model, find_device
 
     if compute not in COMPUTE_CHOICES:
         raise ConfigError(f"--compute must be one of {', '.join(COMPUTE_CHOICES)}, got {compute!r}")
@@ -79,7 +79,7 @@ def plan_compute(traceset: Any, spec: Any, compute: str = "auto", capture_device
         )
         if compute == "projected":
             raise ConfigError(
-                f"cannot project compute: {why} (give --capture-device, see devices in tracekit/devices.toml)"
+                f"cannot project compute: {why} (give --capture-device, see devices in tracekit/costs/devices.toml)"
             )
         return ComputePlan("measured", reason=why)
     return ComputePlan("projected", src.key, device_model(spec).key, reason=f"capture device {name!r}")
@@ -104,7 +104,7 @@ def replay_with_compute(
     Returns:
         ``(result, traceset, plan, report)``: the ReplayResult (with the memory of a generated job:
         :func:`tracekit.replayer.results.memory.with_memory`), the trace set replayed, the
-        :class:`ComputePlan` and the merged :class:`tracekit.projection.ProjectionReport` (None unless
+        :class:`ComputePlan` and the merged :class:`tracekit.costs.projection.ProjectionReport` (None unless
         projected).
 
     Raises:
@@ -113,8 +113,9 @@ def replay_with_compute(
     from tracekit.io import read_traceset
     from tracekit.replayer import ReplayOptions, replay_with_traces
     from tracekit.replayer.results.memory import with_memory
-    from tracekit.replayer.simulation.hardware import HardwareSpec, load_spec
-    from tracekit.traceset import TraceSet
+    from tracekit.replayer.simulation.hardware import HardwareSpec
+    from tracekit.replayer.simulation.specs import load_spec
+    from tracekit.sets.traceset import TraceSet
 
     options = options or ReplayOptions()
     if not isinstance(spec, HardwareSpec):
@@ -124,7 +125,7 @@ def replay_with_compute(
         # files: decide from the first rank's metadata so jobs without a device keep the streaming path
         from tracekit.io import read_metadata, trace_paths
 
-        from tracekit.classset import find_class_set
+        from tracekit.sets.classset import find_class_set
 
         classes = find_class_set(traces)  # a class set: its first representative's metadata
         first = classes.classes[0].file if classes is not None else trace_paths(traces)[0][1]
@@ -145,7 +146,7 @@ def replay_with_compute(
     if plan.method == "roofline":
         spec = replace(spec, compute=replace(spec.compute, mode="roofline"))
     elif plan.method == "projected":
-        from tracekit.devices import device_model
+        from tracekit.costs.devices import device_model
         from tracekit.transforms import Retarget
 
         step = Retarget(device_model(plan.source), device_model(spec))
@@ -170,7 +171,7 @@ def _replay_class_set(traces: Any, spec: Any, options: Any, compute: str, captur
     import shutil
     import tempfile
 
-    from tracekit.classset import find_class_set
+    from tracekit.sets.classset import find_class_set
     from tracekit.replayer import replay_with_traces
     from tracekit.transforms.classrescale import load_classes, write_classes
 
@@ -183,7 +184,7 @@ def _replay_class_set(traces: Any, spec: Any, options: Any, compute: str, captur
     if plan.method == "roofline":
         spec = replace(spec, compute=replace(spec.compute, mode="roofline"))
     elif plan.method == "projected":
-        from tracekit.devices import device_model
+        from tracekit.costs.devices import device_model
         from tracekit.transforms import Retarget
 
         step = Retarget(device_model(plan.source), device_model(spec))

@@ -67,9 +67,9 @@ class SampleSummary:
 
 def _load(source: Any):
     """The whole job: a TraceSet as it is, a class set expanded, else rank files read."""
-    from tracekit.classset import ClassSet, find_class_set
+    from tracekit.sets.classset import ClassSet, find_class_set
     from tracekit.io import read_traceset
-    from tracekit.traceset import TraceSet
+    from tracekit.sets.traceset import TraceSet
 
     if isinstance(source, TraceSet):
         return source
@@ -135,9 +135,10 @@ def sample_replays(
         as :func:`tracekit.replayer.replay` (checks, spec, deadlock).
     """
     from tracekit.parallel import default_workers, parallel_map
-    from tracekit.replayer.simulation.hardware import HardwareSpec, load_spec
+    from tracekit.replayer.simulation.hardware import HardwareSpec
+    from tracekit.replayer.simulation.specs import load_spec
     from tracekit.replayer.simulation.program import ReplayOptions
-    from tracekit.traceset import TraceSet
+    from tracekit.sets.traceset import TraceSet
 
     if samples < 1:
         raise ConfigError(f"--samples needs at least 1 sample, got {samples}")

@@ -27,7 +27,7 @@ each worker once and kept for its next points; an in-memory trace set is
 written once to a temporary directory (process pool) or put once into Ray's
 object store (``ray.put``), and each worker reads or fetches it once.  On a
 multi-node Ray cluster a *path* must be on a file system every node sees;
-pass a :class:`~tracekit.traceset.TraceSet` to ship it through the object
+pass a :class:`~tracekit.sets.traceset.TraceSet` to ship it through the object
 store instead.
 
 Results come back as a :class:`SweepResult`: one :class:`SweepRow` per point
@@ -67,7 +67,7 @@ from tracekit.replayer.orchestration.sweep_cases import (  # noqa: F401 - re-exp
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.replayer import ReplayOptions, ReplayResult
     from tracekit.replayer.simulation.hardware import HardwareSpec
-    from tracekit.traceset import TraceSet
+    from tracekit.sets.traceset import TraceSet
 
 SWEEP_FORMAT = "tracekit.sweep"
 SWEEP_FORMAT_VERSION = 1

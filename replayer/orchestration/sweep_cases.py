@@ -220,7 +220,8 @@ def build_cases(
             cannot have ``world_size`` ranks.
     """
     from tracekit.replayer import ReplayOptions
-    from tracekit.replayer.simulation.hardware import HardwareSpec, spec_from_dict
+    from tracekit.replayer.simulation.hardware import HardwareSpec
+    from tracekit.replayer.simulation.specs import spec_from_dict
 
     options = options or ReplayOptions()
     axes = list(axes)
@@ -263,7 +264,8 @@ def _base_specs(
         ConfigError: an axis key given twice, specs given both ways, no spec, or a spec listed twice.
         SpecError: a spec cannot be loaded or cannot have ``world_size`` ranks.
     """
-    from tracekit.replayer.simulation.hardware import HardwareSpec, load_spec
+    from tracekit.replayer.simulation.hardware import HardwareSpec
+    from tracekit.replayer.simulation.specs import load_spec
 
     keys = [a.key for a in axes]
     dupes = sorted({k for k in keys if keys.count(k) > 1})
@@ -318,7 +320,7 @@ def _point(
 def _check_models(spec: "HardwareSpec", options: "ReplayOptions", world_size: int, index: int, where: str) -> None:
     """Build the point's collective model now, so a missing ``[astra]`` table fails before any replay."""
     from tracekit.replayer.simulation.program import effective_spec
-    from tracekit.replayer.simulation.collectives import make_collective_model
+    from tracekit.replayer.simulation.collective_models import make_collective_model
 
     if options.collective_model == "measured":
         return

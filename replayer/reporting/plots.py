@@ -268,19 +268,6 @@ def sweep_figure(rows: Sequence[tuple[Any, Any]], parameter: str) -> Figure:
     return Figure(fig, "Bars: the slowest rank's time by category (it sets the iteration time).")
 
 
-def __getattr__(name: str) -> Any:
-    """``timeline_figure`` and ``timeline_ranks``, kept importable from here (they live in :mod:`.timeline_plot`).
-
-    Raises:
-        AttributeError: any other missing name.
-    """
-    if name in ("timeline_figure", "timeline_ranks"):
-        from tracekit.replayer.reporting import timeline_plot
-
-        return getattr(timeline_plot, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 __all__ = [
     "CATEGORIES",
     "Figure",

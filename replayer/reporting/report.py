@@ -41,7 +41,7 @@ from tracekit.replayer.reporting.html_page import Cell, Page, cell, note, para, 
 
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.replayer.results.result import ReplayResult
-    from tracekit.traceset import TraceSet
+    from tracekit.sets.traceset import TraceSet
 
 log = logging.getLogger(__name__)
 
@@ -253,12 +253,12 @@ def _spec_section(r: "ReplayResult", spec_dict: dict[str, Any] | None) -> str:
     origin = ""
     spec = None
     if spec_dict is not None:
-        from tracekit.replayer.simulation.hardware import spec_from_dict
+        from tracekit.replayer.simulation.specs import spec_from_dict
 
         spec = spec_from_dict(spec_dict)
         origin = "The spec the replay used (stored in the result)."
     else:
-        from tracekit.replayer.simulation.hardware import load_spec
+        from tracekit.replayer.simulation.specs import load_spec
 
         source = p.spec_path if p.spec_path and Path(p.spec_path).is_file() else p.spec_name
         try:

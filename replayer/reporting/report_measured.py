@@ -5,7 +5,7 @@ The analysis itself is made from Kineto files by
 replayer never reads a producer's format) and arrives here as its
 ``to_dict()``.  The section shows per rank the measured window split into
 compute, exposed communication and other idle (the replay's categories), the
-time by kernel class (:mod:`tracekit.kernels`), idle per stream, launch
+time by kernel class (:mod:`tracekit.costs.kernels`), idle per stream, launch
 overhead and the top kernels; next to a replay it adds the replay's time by the
 same kernel classes, so measured and predicted sit side by side.
 """
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tracekit.kernels import CLASSES, kernel_class
+from tracekit.costs.kernels import CLASSES, kernel_class
 
 from tracekit.fmt import fmt_ns, fmt_pct
 from tracekit.replayer.reporting.html_page import Page, cell, note, para, table

@@ -39,7 +39,7 @@ from tracekit.replayer.simulation.rank_compile import K_COLL, K_RECV, K_SEND, K_
 
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.replayer.results.result import ReplayResult
-    from tracekit.traceset import TraceSet
+    from tracekit.sets.traceset import TraceSet
 
 MAX_FLOW_ARROWS = 100_000
 LANE_STRIDE = 1000  # tid = resource * LANE_STRIDE + lane

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from tracekit._gc import paused_gc
+from tracekit.gc_pause import paused_gc
 from tracekit.model import CollectiveType
 from tracekit.replayer.results.result import (
     CollectiveRow,
@@ -27,7 +27,7 @@ from tracekit.replayer.simulation.program import K_COLL, K_TIMED, RankLayout, Re
 
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.replayer.simulation.engine import Schedule
-    from tracekit.traceset import TraceSet
+    from tracekit.sets.traceset import TraceSet
 
 __all__ = ["build_result", "provenance", "round_schedule", "schedule_names", "union_length"]
 
@@ -275,7 +275,7 @@ def build_result(
     """Assemble the :class:`ReplayResult` of a finished simulation.
 
     ``consume``: the caller does not use ``sched`` afterwards, so its times are rounded in place.
-    The cyclic garbage collector is paused meanwhile (:func:`tracekit._gc.paused_gc`): the critical
+    The cyclic garbage collector is paused meanwhile (:func:`tracekit.gc_pause.paused_gc`): the critical
     path and the collective rows are many small acyclic objects, and the collections their
     allocation triggers would walk every object the caller holds (the traces).
     """

@@ -23,6 +23,7 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from tracekit.errors import ReplayError
+from tracekit.replayer.results.parts import CriticalPath, RankStats, _folding, _ns, _provenance, _step
 
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.replayer.results.result import RankStats, ReplayResult
@@ -57,7 +58,7 @@ def compact_dict(result: "ReplayResult") -> dict[str, Any]:
 
     Cost: one pass over ranks and one over collective instances (the table), no per-instance dicts.
     """
-    from tracekit.replayer.results.result import RESULT_FORMAT
+    from tracekit.replayer.results.parts import RESULT_FORMAT
 
     classes = [
         {"ranks": [list(s) for s in rank_spans(members)], **{k: getattr(stats, k) for k in _FIGURES}}
@@ -102,7 +103,7 @@ def _table_row(row: dict[str, Any]) -> dict[str, Any]:
 
 def _world(value: Any) -> int:
     """The provenance's world size, within tracekit's rank range (a bad file must not size a list of ranks)."""
-    from tracekit.node import MAX_RANKS
+    from tracekit.model.node import MAX_RANKS
 
     world = int(value)
     if not 1 <= world <= MAX_RANKS:
@@ -118,15 +119,13 @@ def _span(a: Any, b: Any, world: int) -> tuple[int, int]:
     return lo, hi
 
 
-def result_from_compact(d: dict[str, Any]) -> "ReplayResult":
-    """Read the compact form (see module doc) back into a :class:`ReplayResult`.
+def result_from_compact(d: dict[str, Any], cls: "type[ReplayResult]") -> "ReplayResult":
+    """Read the compact form (see module doc) back into a :class:`ReplayResult` (``cls``, the class itself: it
+    calls this, and is not imported here).
 
     Raises:
         ReplayError: malformed (a missing key, a bad value, a rank listed twice or ranks not ``0..world-1``).
     """
-    from tracekit.replayer.results.result import CriticalPath, RankStats, ReplayResult
-    from tracekit.replayer.results.result import _folding, _ns, _provenance, _step
-
     try:
         provenance = _provenance(d["provenance"])
         world = _world(provenance.world_size)
@@ -141,7 +140,7 @@ def result_from_compact(d: dict[str, Any]) -> "ReplayResult":
         cp = d["critical_path"]
         if [s.rank for s in ranks] != list(range(world)):
             raise ValueError(f"rank_classes do not list ranks 0-{world - 1} once each")
-        return ReplayResult(
+        return cls(
             iteration_time_ns=_ns(d["iteration_time_ns"]),
             ranks=tuple(ranks),
             collectives=(),

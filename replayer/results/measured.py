@@ -34,14 +34,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tracekit.attrs import IS_CPU_OP, PG_NAME, TID
+from tracekit.model.attrs import IS_CPU_OP, PG_NAME, TID
 from tracekit.errors import ReplayError
 from tracekit.fmt import fmt_ms
 from tracekit.replayer.results.measured_lacks import lack_notes
 
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.replayer.results.result import ReplayResult
-    from tracekit.traceset import TraceSet
+    from tracekit.sets.traceset import TraceSet
 
 __all__ = [
     "Contributor",
@@ -183,7 +183,7 @@ def with_start_offsets(traceset: "TraceSet") -> tuple["TraceSet", int]:
         (the set, the largest offset in ns; 0 when nothing was added).
     """
     from tracekit.model import Attr, ExecutionTrace, Node, NodeType
-    from tracekit.traceset import TraceSet
+    from tracekit.sets.traceset import TraceSet
 
     if len(traceset) < 2:
         return traceset, 0
@@ -244,7 +244,7 @@ def _ranks_text(ranks: tuple[int, ...]) -> str:
 def _job_world(traceset: "TraceSet") -> int:
     """The job's ranks: the set's world size, or more when a rank's ``process_group:init`` gives its default
     (all-ranks) group more (``group_size``, as PyTorch writes it: rank 0 of a 16-rank capture says 16)."""
-    from tracekit.groups import default_group_size
+    from tracekit.model.groups import default_group_size
 
     declared = max((default_group_size(traceset[r]) or 0 for r in traceset.ranks), default=0)
     return max(traceset.world_size, declared)
@@ -256,7 +256,7 @@ def local_rank(trace: Any) -> "TraceSet":
     The rank is renumbered 0; process-group declarations are dropped (no peer is present).
     """
     from tracekit.model import Attr, ExecutionTrace, Node, NodeType
-    from tracekit.traceset import TraceSet
+    from tracekit.sets.traceset import TraceSet
 
     nodes = []
     for n in trace.nodes:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 from tracekit.fmt import fmt_ms
 
 if TYPE_CHECKING:  # pragma: no cover
-    from tracekit.traceset import TraceSet
+    from tracekit.sets.traceset import TraceSet
 
 #: rows whose |error| is above this get a note.
 LACK_THRESHOLD = 0.05

@@ -3,7 +3,7 @@
 A generated job carries its configuration (``llm_config`` metadata, :mod:`tracekit.workloads.config`); the
 memory model (:func:`tracekit.workloads.memory.memory_report`: model states by ZeRO stage, Korthikanti et
 al. 2022 activations at the schedule's peak, buffers, allocator margin) gives each pipeline stage's peak,
-checked against the memory of the spec's device (``memory_bytes`` of its ``tracekit/devices.toml`` entry).
+checked against the memory of the spec's device (``memory_bytes`` of its ``tracekit/costs/devices.toml`` entry).
 A trace without ``llm_config`` (a capture) has no model: its measured peak is ``tracekit analyze``'s.
 """
 
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.replayer.results.result import ReplayResult
-    from tracekit.traceset import TraceSet
+    from tracekit.sets.traceset import TraceSet
 
 SOURCE = "memory model (tracekit.workloads.memory) of the traces' llm_config"
 
@@ -27,7 +27,7 @@ def job_memory(traceset: "TraceSet", spec: Any) -> dict[str, Any] | None:
     Raises:
         TransformError: an ``llm_config`` that is not JSON. ConfigError: one that is not a valid configuration.
     """
-    from tracekit.devices import device_model
+    from tracekit.costs.devices import device_model
     from tracekit.transforms.layout import llm_config_of
     from tracekit.workloads.config import LLMConfig
     from tracekit.workloads.memory import memory_report
@@ -52,8 +52,9 @@ def job_memory(traceset: "TraceSet", spec: Any) -> dict[str, Any] | None:
 
 def with_memory(result: "ReplayResult", traceset: "TraceSet", spec: Any) -> "ReplayResult":
     """``result`` with :attr:`~tracekit.replayer.results.result.ReplayResult.memory` set from :func:`job_memory`
-    (``spec``: a HardwareSpec or what :func:`~tracekit.replayer.simulation.hardware.load_spec` reads)."""
-    from tracekit.replayer.simulation.hardware import HardwareSpec, load_spec
+    (``spec``: a HardwareSpec or what :func:`~tracekit.replayer.simulation.specs.load_spec` reads)."""
+    from tracekit.replayer.simulation.hardware import HardwareSpec
+    from tracekit.replayer.simulation.specs import load_spec
 
     if not isinstance(spec, HardwareSpec):
         spec = load_spec(spec)

@@ -13,7 +13,7 @@ stream are host calls):
   measurement of interference), and ``model_ratio = 1 + s_c x median(overlap fraction)`` of the overlapped
   instances, what :mod:`tracekit.replayer.simulation.interference` would make of the same overlap (a compute
   node overlapped ``v`` ns runs ``v x s_c`` longer; ``s_c`` = the spec device's ``overlap_compute_slowdown``,
-  tracekit/devices.toml);
+  tracekit/costs/devices.toml);
 * ``measured_extra_ns`` = sum over those ops' overlapped instances of (duration - the op's median non-overlapped
   duration); ``model_extra_ns`` = ``s_c x`` their summed overlap; ``explained = model / measured``;
 * ``replay_overlap_ns`` = the same union intersection on the replayed schedule (measured durations), and
@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from tracekit.attrs import STREAM
+from tracekit.model.attrs import STREAM
 from tracekit.replayer.simulation.interference import _union, overlap_ns
 
 __all__ = [
@@ -124,8 +124,8 @@ def spec_slowdown(spec: Any) -> tuple[str, float | None]:
     Raises:
         SpecError: an unknown preset name.
     """
-    from tracekit.devices import find_device
-    from tracekit.replayer.simulation.hardware import load_spec
+    from tracekit.costs.devices import find_device
+    from tracekit.replayer.simulation.specs import load_spec
 
     spec = load_spec(spec) if isinstance(spec, str) else spec
     dev = find_device(spec.device.name)

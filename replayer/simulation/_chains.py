@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tracekit._jit import kernel
+from tracekit.jit import kernel
 
 
 @kernel

@@ -3,7 +3,7 @@
 ``tracekit export astra PREFIX -o DIR --hw SPEC [--target 518bd51|c459ab6]`` writes into ``DIR``:
 
 - ``<name>.<rank>.et`` and ``<name>.comm_groups.json``: the trace set as every
-  tracekit writer writes it (:mod:`tracekit.astra_compat`), with the
+  tracekit writer writes it (:mod:`tracekit.interop.astra`), with the
   collectives ASTRA-sim cannot issue rewritten to what it does with the ones
   it cannot simulate: ASTRA-sim (c459ab6 ``Workload::issue_comm``) simulates
   all-reduce, all-gather, reduce-scatter and all-to-all, replays a broadcast
@@ -37,14 +37,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tracekit.attrs import COMM_TYPE
+from tracekit.model.attrs import COMM_TYPE
 from tracekit.errors import SpecError
 from tracekit.model import CollectiveType, NodeType
 
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.model import ExecutionTrace
     from tracekit.replayer.simulation.hardware import HardwareSpec
-    from tracekit.traceset import TraceSet
+    from tracekit.sets.traceset import TraceSet
 
 log = logging.getLogger(__name__)
 #: comm_type rewrites for ASTRA-sim (module doc)
@@ -177,10 +177,10 @@ def export_astra(
         ConfigError: an unknown target.
         TracekitError: an output would overwrite an input, or the prefix holds other rank files.
     """
-    from tracekit.astra_compat import astra_group_ids, astra_ready, comm_groups_document
+    from tracekit.interop.astra import astra_group_ids, astra_ready, comm_groups_document
     from tracekit.io import TraceSetWriter, encode_trace, write_bytes_atomic
     from tracekit.replayer.simulation.astra_target import BUILD_NAMES, astra_settings_for, check_target, for_master
-    from tracekit.uneven import uneven_warnings
+    from tracekit.model.uneven import uneven_warnings
 
     if spec.astra is None and spec.fit_to_world_size:
         spec = spec.fitted(traceset.world_size)

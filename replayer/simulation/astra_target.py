@@ -9,7 +9,7 @@ master 518bd51, which users run):
   :func:`tracekit.transforms.bypass.remove_nodes`), so communicator groups live only in the comm-group file, and
   gives an idle rank one zero-duration COMP node (518bd51 replays it for 1 ns; so does tracekit's model for
   ``build = "518bd51"``).
-- **c459ab6** needs no change beyond :func:`tracekit.astra_compat.astra_ready` (it completes a METADATA node marked
+- **c459ab6** needs no change beyond :func:`tracekit.interop.astra.astra_ready` (it completes a METADATA node marked
   ``is_cpu_op`` and finishes an empty rank at 0 ns).
 
 A spec without an ``[astra]`` table (a preset such as ``dgx-h100``) gets ASTRA-sim settings derived from it by

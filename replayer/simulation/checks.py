@@ -4,12 +4,12 @@ Run before the simulation (``ReplayOptions(check=True)``, the default):
 
 - ``spec-size``: the trace set has as many ranks as the spec (or the spec may
   be fitted to it, ``fit_to_world_size``); raises :class:`~tracekit.errors.SpecError`.
-- everything :func:`tracekit.validate.validate_traceset` checks: ranks
+- everything :func:`tracekit.checks.validate.validate_traceset` checks: ranks
   0..n-1 without gaps, per-trace structure (unique ids, dangling deps,
   cycles, node types, communication attributes), process groups that resolve
   and whose collectives come from members, and ``collective-order``: every
   member of a group issues the same sequence of collectives (type and size),
-  via :func:`tracekit.validate.collective_sequences`;
+  via :func:`tracekit.checks.validate.collective_sequences`;
 - ``p2p-match``: every send has a recv on its destination with the same
   source and tag, and the other way round (counted per (src, dst, tag));
   ``p2p-attrs``: a send's ``comm_src`` (when present) is its own rank, a recv's
@@ -25,14 +25,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tracekit.attrs import COMM_DST, COMM_SIZE, COMM_SRC, COMM_TAG
+from tracekit.model.attrs import COMM_DST, COMM_SIZE, COMM_SRC, COMM_TAG
 from tracekit.errors import ReplayError
 from tracekit.model import NodeType
-from tracekit.validate import ERROR, Issue, validate_traceset
+from tracekit.checks.validate import ERROR, Issue, validate_traceset
 
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.replayer.simulation.hardware import HardwareSpec
-    from tracekit.traceset import TraceSet
+    from tracekit.sets.traceset import TraceSet
 
 MAX_IN_MESSAGE = 5
 
@@ -41,7 +41,7 @@ class ReplayCheckError(ReplayError):
     """The trace set fails the up-front checks.
 
     Attributes:
-        issues: every problem found (:class:`tracekit.validate.Issue`).
+        issues: every problem found (:class:`tracekit.checks.validate.Issue`).
     """
 
     def __init__(self, issues: list[Issue]) -> None:

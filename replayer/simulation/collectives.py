@@ -192,29 +192,6 @@ class CollectiveModel(Protocol):
         """
 
 
-def make_collective_model(spec: "HardwareSpec") -> CollectiveModel:
-    """The model ``spec.collective_model`` names, bound to ``spec``.
-
-    Raises:
-        SpecError: unknown model name, or settings the model needs are missing.
-    """
-    if spec.collective_model == "alpha_beta":
-        return AlphaBetaModel(spec)
-    if spec.collective_model == "astra":
-        from tracekit.replayer.simulation.astra_model import AstraModel
-
-        if spec.astra is not None and spec.astra.network_backend == "congestion_aware":
-            from tracekit.replayer.simulation.astra_congestion import AstraCongestionModel
-
-            return AstraCongestionModel(spec)
-        return AstraModel(spec)
-    if spec.collective_model == "nccl":
-        from tracekit.replayer.simulation.nccl_model import NcclModel
-
-        return NcclModel(spec)
-    raise SpecError(f"key collectives.model: unknown model {spec.collective_model!r}", path=spec.path)
-
-
 def check_comm_bytes(comm_bytes: int) -> int:
     """``comm_bytes`` (bytes) as an int.
 

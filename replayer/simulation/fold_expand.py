@@ -10,7 +10,7 @@ from __future__ import annotations
 from array import array
 from dataclasses import fields
 from dataclasses import replace as dc_replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -28,13 +28,15 @@ from tracekit.replayer.results.result import (
     nccl_tests_size,
 )
 from tracekit.replayer.simulation.compute import METHODS
-from tracekit.replayer.simulation.folding import FoldPlan
+from tracekit.replayer.simulation.folding import FoldPlan, log  # log: replay_folded's messages keep their logger
 from tracekit.replayer.simulation.program import K_COLL, K_TIMED
 
 if TYPE_CHECKING:  # pragma: no cover
+    from tracekit.replayer.simulation.hardware import HardwareSpec
+    from tracekit.replayer.simulation.program import ReplayOptions
     from tracekit.replayer.simulation.engine import Schedule
     from tracekit.replayer.simulation.program import ReplayProgram
-    from tracekit.traceset import TraceSet
+    from tracekit.sets.traceset import TraceSet
 
 __all__ = ["expand_result"]
 
@@ -305,3 +307,34 @@ def _folded_critical_path(
         else:
             comm += e - s
     return CriticalPath(tuple(steps), compute + comm, compute, comm)
+
+
+def replay_folded(
+    traceset: "TraceSet",
+    fitted: "HardwareSpec",
+    options: "ReplayOptions",
+    plan: FoldPlan,
+    *,
+    world_paths: tuple[str | None, ...] | None = None,
+    say: Any = None,
+    perturb: Any = None,
+) -> "ReplayResult":
+    """Simulate the plan's representatives and expand to every rank.
+
+    ``traceset`` needs the representatives' traces only; ``say``: progress (``say(stage, done, total)``, see
+    :func:`.run.replay`); ``perturb``: a foldable :class:`~.perturb.Perturbation` (the plan's classes split by
+    :func:`.perturb.split_classes`).  Returns the :class:`~.results.ReplayResult` (with ``folding`` set).
+    """
+    from tracekit.replayer.simulation.interference import simulate_with_interference
+    from tracekit.replayer.simulation.perturb import apply_perturbation
+    from tracekit.replayer.simulation.program import compile_program
+
+    program = compile_program(traceset, fitted, options, plan=plan)
+    program = program if perturb is None else apply_perturbation(program, perturb)
+    n_reps, n_ranks, model = len(program.layouts), len(plan.rep_of), program.model_name
+    log.info("replaying %d nodes of %d representative ranks for %d ranks (%s, %s model)", program.n, n_reps, n_ranks,
+             fitted.name, model)  # fmt: skip
+    program, schedule = simulate_with_interference(program, say, options.collective_model)
+    if say is not None:
+        say(f"expanding {len(program.layouts)} representative ranks to {len(plan.rep_of)}")
+    return expand_result(program, schedule, traceset, plan, world_paths=world_paths)

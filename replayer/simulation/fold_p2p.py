@@ -1,6 +1,6 @@
 """The send/recv part of the folding proof (:mod:`.folding`, point 2), pair by pair or in bulk.
 
-:func:`plan_p2p` matches every send with its receive (:func:`tracekit.rendezvous.p2p_pairs`: keys
+:func:`plan_p2p` matches every send with its receive (:func:`tracekit.sets.rendezvous.p2p_pairs`: keys
 ``(src, dst, tag)`` ascending, the k-th send with the k-th receive) and folds each pair onto its image
 ``((rep[src], send position), (rep[dst], recv position))``.  A pipeline-parallel job has a few hundred
 thousand pairs, each the only one of its key; for such a job the same pairs, images, checks and folded
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tracekit.rendezvous import p2p_pairs
+from tracekit.sets.rendezvous import p2p_pairs
 
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.replayer.simulation.folding import _Planner
@@ -39,7 +39,7 @@ def plan_p2p(planner: "_Planner") -> None:
 
 
 def _pair_by_pair(planner: "_Planner") -> None:
-    from tracekit.replayer.simulation.folding import NotFoldable
+    from tracekit.replayer.simulation.fold_types import NotFoldable
 
     world, rep, scans = planner.world, planner.rep, planner.scans
     sends: dict[tuple[int, int, int], list[int]] = {}
@@ -134,7 +134,7 @@ def _bulk(planner: "_Planner") -> bool:
     order = sorted(range(len(head)), key=head.__getitem__)  # images in first-seen order get the next indices
     base = len(planner.folded)
     new_index = [0] * len(head)
-    from tracekit.replayer.simulation.folding import FoldedInstance
+    from tracekit.replayer.simulation.fold_types import FoldedInstance
 
     tags = tag.tolist()
     for j, u in enumerate(order):

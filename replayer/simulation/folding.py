@@ -51,21 +51,20 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 import numpy.typing as npt
 
-from tracekit._gc import paused_gc
-from tracekit.attrs import IS_CPU_OP, NUM_OPS, STREAM, TENSOR_SIZE, TID
+from tracekit.gc_pause import paused_gc
+from tracekit.model.attrs import IS_CPU_OP, NUM_OPS, STREAM, TENSOR_SIZE, TID
 from tracekit.errors import TracekitError
-from tracekit.rendezvous import collective_instances, comm_table, group_order
+from tracekit.sets.rendezvous import collective_instances, comm_table, group_order
 from tracekit.replayer.results.result import FoldInfo  # noqa: F401 - re-exported (a value of the result)
 from tracekit.model import NodeType
-from tracekit.uneven import has_split_alltoall
+from tracekit.model.uneven import has_split_alltoall
+from tracekit.replayer.simulation.fold_types import FoldedInstance, NotFoldable  # noqa: F401 - public here too
 
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.model import ExecutionTrace
-    from tracekit.replayer.results.result import ReplayResult
     from tracekit.replayer.simulation.collectives import CommCost
     from tracekit.replayer.simulation.program import ReplayOptions
     from tracekit.replayer.simulation.hardware import HardwareSpec
-    from tracekit.traceset import TraceSet
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +100,7 @@ class RankScan:
     p2p_attr: dict[int, tuple[int, str]]
     comm_count: int
     comm_ids: dict[int, int]
-    uneven: bool = False  # an all-to-all carries per-peer sizes (tracekit.uneven): its cost needs every member
+    uneven: bool = False  # an all-to-all carries per-peer sizes (tracekit.model.uneven): its cost needs every member
 
 
 def scan_rank(trace: "ExecutionTrace") -> RankScan:
@@ -161,20 +160,6 @@ def scan_rank(trace: "ExecutionTrace") -> RankScan:
 
 
 @dataclass
-class FoldedInstance:
-    """One instance of the folded program: nodes ``(representative rank, position)``."""
-
-    kind: str
-    comm_type: int | None
-    comm_bytes: int
-    pg_name: str
-    ranks: tuple[int, ...]
-    nodes: list[tuple[int, int]]
-    seq: int
-    link_ranks: tuple[int, ...]
-
-
-@dataclass
 class FoldPlan:
     """A proven folding (module doc).
 
@@ -201,11 +186,7 @@ class FoldPlan:
         return out
 
 
-bulk_objects = paused_gc  # many acyclic rows per unfolded instance (see tracekit._gc)
-
-
-class NotFoldable(Exception):
-    """Folding cannot be proven; ``args[0]`` says why."""
+bulk_objects = paused_gc  # many acyclic rows per unfolded instance (see tracekit.gc_pause)
 
 
 def _astra_foldable(groups: dict[str, tuple[int, ...]], rep: list[int], world: int, spec: "HardwareSpec") -> None:
@@ -230,7 +211,7 @@ def plan_folding(
 ) -> FoldPlan:
     """Classes, the folded instances, and the map back to the unfolded job (module doc, points 2-4).
 
-    Communications are matched by :mod:`tracekit.rendezvous` (the rules the unfolded program uses), in the
+    Communications are matched by :mod:`tracekit.sets.rendezvous` (the rules the unfolded program uses), in the
     engine's order: collectives group by group, then sends/recvs.
 
     Args:
@@ -250,7 +231,7 @@ def plan_folding(
         rep_of[r] = by_digest.setdefault(scans[r].digest, r)
     if len(by_digest) == world:
         raise NotFoldable(NO_TWIN_RANKS)
-    if any(s.uneven for s in scans.values()):  # costed by its busiest member (tracekit.uneven.instance_bytes)
+    if any(s.uneven for s in scans.values()):  # costed by its busiest member (tracekit.model.uneven.instance_bytes)
         raise NotFoldable("an all-to-all carries per-peer sizes, costed from every member")
     if (options.collective_model or spec.collective_model) == "astra":
         _astra_foldable(groups, rep_of.tolist(), world, spec)
@@ -311,7 +292,7 @@ class _Planner:
         return fid
 
     def collectives(self, groups: dict[str, tuple[int, ...]]) -> None:
-        """Every group's collectives, groups in matching order (:func:`tracekit.rendezvous.group_order`)."""
+        """Every group's collectives, groups in matching order (:func:`tracekit.sets.rendezvous.group_order`)."""
         scans = self.scans
         issuers: dict[str, list[int]] = {}
         for r, s in scans.items():
@@ -402,7 +383,7 @@ class _Planner:
         return fids, (ctypes, sizes)
 
     def p2p(self) -> None:
-        """Every matched send/recv pair (:func:`tracekit.rendezvous.p2p_pairs`); an unmatched one refuses."""
+        """Every matched send/recv pair (:func:`tracekit.sets.rendezvous.p2p_pairs`); an unmatched one refuses."""
         from tracekit.replayer.simulation.fold_p2p import plan_p2p
 
         plan_p2p(self)
@@ -427,7 +408,7 @@ class _CostCheck:
     """A comparable key for the cost of an instance (equal keys: equal costs)."""
 
     def __init__(self, spec: "HardwareSpec", options: "ReplayOptions") -> None:
-        from tracekit.replayer.simulation.collectives import make_collective_model
+        from tracekit.replayer.simulation.collective_models import make_collective_model
 
         self.measured = (options.collective_model or spec.collective_model) == "measured"
         self.model = None if self.measured else make_collective_model(spec)
@@ -463,36 +444,3 @@ class _CostCheck:
 
 
 # ----- replaying folded and expanding the result ------------------------------------------------
-
-
-def replay_folded(
-    traceset: "TraceSet",
-    fitted: "HardwareSpec",
-    options: "ReplayOptions",
-    plan: FoldPlan,
-    *,
-    world_paths: tuple[str | None, ...] | None = None,
-    say: Any = None,
-    perturb: Any = None,
-) -> "ReplayResult":
-    """Simulate the plan's representatives and expand to every rank.
-
-    ``traceset`` needs the representatives' traces only; ``say``: progress (``say(stage, done, total)``, see
-    :func:`.run.replay`); ``perturb``: a foldable :class:`~.perturb.Perturbation` (the plan's classes split by
-    :func:`.perturb.split_classes`).  Returns the :class:`~.results.ReplayResult` (with ``folding`` set).
-    """
-    from tracekit.replayer.simulation.interference import simulate_with_interference
-    from tracekit.replayer.simulation.perturb import apply_perturbation
-    from tracekit.replayer.simulation.program import compile_program
-
-    program = compile_program(traceset, fitted, options, plan=plan)
-    program = program if perturb is None else apply_perturbation(program, perturb)
-    n_reps, n_ranks, model = len(program.layouts), len(plan.rep_of), program.model_name
-    log.info("replaying %d nodes of %d representative ranks for %d ranks (%s, %s model)", program.n, n_reps, n_ranks,
-             fitted.name, model)  # fmt: skip
-    program, schedule = simulate_with_interference(program, say, options.collective_model)
-    if say is not None:
-        say(f"expanding {len(program.layouts)} representative ranks to {len(plan.rep_of)}")
-    from tracekit.replayer.simulation.fold_expand import expand_result
-
-    return expand_result(program, schedule, traceset, plan, world_paths=world_paths)

@@ -14,9 +14,10 @@ from typing import TYPE_CHECKING, Any, Callable
 from tracekit.replayer.simulation.folding import NotFoldable, RankScan, scan_rank
 
 if TYPE_CHECKING:  # pragma: no cover
+    from tracekit.sets.classset import ClassSet
     from tracekit.model import ExecutionTrace
     from tracekit.replayer.simulation.program import ReplayOptions
-    from tracekit.validate import RankFindings
+    from tracekit.checks.validate import RankFindings
 
 __all__ = ["Gathered", "gather_files"]
 
@@ -60,7 +61,7 @@ def declare(declared: dict[str, tuple[int, ...]], groups: dict[str, tuple[int, .
 
 def check_errors(rank: int, findings: "RankFindings | None") -> None:
     """Raise NotFoldable when ``findings`` has errors (the unfolded replay's checks then report them in full)."""
-    from tracekit.validate import ERROR
+    from tracekit.checks.validate import ERROR
 
     if findings is not None and any(i.severity == ERROR for i in findings.issues):
         raise NotFoldable(f"rank {rank} fails the up-front checks")
@@ -68,7 +69,7 @@ def check_errors(rank: int, findings: "RankFindings | None") -> None:
 
 def _first_world_collective(scan: RankScan) -> tuple[int, int] | None:
     """``(node id, comm_type)`` of the first collective of the default group in ``scan``, or None."""
-    from tracekit.groups import DEFAULT_PG
+    from tracekit.model.groups import DEFAULT_PG
 
     positions = scan.coll.get(DEFAULT_PG)
     if not positions:
@@ -90,10 +91,10 @@ def gather_files(traces: Any, options: "ReplayOptions", say: Callable[..., None]
     """
     from tracekit.io import _read_raw, read_trace, trace_from_bytes, trace_paths
     from tracekit.replayer.simulation.checks import check_complete
-    from tracekit.groups import default_group_size
+    from tracekit.model.groups import default_group_size
     from tracekit.replayer.simulation.whole_job import check_whole_job
     from tracekit.replayer.simulation.class_replay import StampedClasses
-    from tracekit.validate import check_rank
+    from tracekit.checks.validate import check_rank
 
     pairs = trace_paths(traces)
     scans: dict[int, RankScan] = {}
@@ -134,8 +135,8 @@ def gather_files(traces: Any, options: "ReplayOptions", say: Callable[..., None]
         if data is not None:
             stamped.remember(data, scan, f, groups_here)
         del trace, data
-    if options.comm_groups:  # an ASTRA-sim comm-group file (tracekit.comm_groups)
-        from tracekit.comm_groups import merge_declared
+    if options.comm_groups:  # an ASTRA-sim comm-group file (tracekit.sets.comm_groups)
+        from tracekit.sets.comm_groups import merge_declared
 
         declared = merge_declared(declared, dict(options.comm_groups), options.comm_groups_path)
     world = max([r for r, _ in pairs] + [max(v) for v in declared.values() if v], default=-1) + 1
@@ -146,3 +147,56 @@ def gather_files(traces: Any, options: "ReplayOptions", say: Callable[..., None]
         size = (lambda: default_group_size(rep)) if rep is not None else (lambda: None)
         check_whole_job(low.path, low.rank, world, declared, lambda: _first_world_collective(low), size)
     return Gathered(scans, kept, declared, findings, world, spec_ranks=sorted(scans))
+
+
+def gather_class_set(cs: "ClassSet", options: "ReplayOptions", say: "Callable[..., None]") -> "Gathered":
+    """Check and scan a rank-class set's representatives; members' scans and findings are theirs renamed.
+
+    The folded replay of the result (:func:`.run.replay_with_traces`) equals replaying the expanded per-rank
+    files.
+
+    Raises:
+        NotFoldable: a representative or derived member fails its checks, or groups are declared differently
+            (the caller replays the expanded set unfolded, whose checks report it per rank).
+    """
+    from dataclasses import replace as dc_replace
+
+    from tracekit.checks.classset import RENAMED, member_findings
+    from tracekit.replayer.simulation.class_replay import member_scan
+    from tracekit.io import trace_from_bytes
+    from tracekit.replayer.simulation.folding import scan_rank
+    from tracekit.checks.validate import check_rank
+
+    label = str(cs.manifest)
+    scans: dict[int, RankScan] = {}
+    findings: list[RankFindings | None] = []
+    kept: dict[int, ExecutionTrace] = {}
+    declared: dict[str, tuple[int, ...]] = {}
+    for k, cls in enumerate(cs.classes):
+        say("checking and digesting rank classes", k, len(cs.classes))
+        trace = cs.read_representative(cls)
+        found = check_rank(trace) if options.check else None
+        check_errors(cls.representative, found)
+        declare(declared, found.declared_groups if found is not None else trace.process_groups(), cls.representative)
+        scan = scan_rank(trace)
+        kept[cls.representative] = trace
+        exact = all(s.name in RENAMED for s in cls.slots)
+        for index, rank in enumerate(cls.ranks):
+            path = f"{label}#rank{rank}"
+            if index == 0:
+                scans[rank] = dc_replace(scan, path=path)
+                findings.append(found)
+            elif not exact:  # derive the member in full (module doc)
+                member = trace_from_bytes(cs.rank_bytes(rank), path=path, rank=rank)
+                findings.append(check_rank(member) if options.check else None)
+                check_errors(rank, findings[-1])
+                scans[rank] = scan_rank(member)
+            else:
+                vmap = cls.value_map(index)
+                scans[rank] = member_scan(scan, rank, path, vmap)
+                findings.append(member_findings(found, rank, vmap) if found is not None else None)
+
+    def derive(rank: int) -> "ExecutionTrace":  # a digest class led by a rank that is no manifest representative
+        return trace_from_bytes(cs.rank_bytes(rank), path=f"{label}#rank{rank}", rank=rank)
+
+    return Gathered(scans, kept, declared, findings, cs.world_size, derive=derive)

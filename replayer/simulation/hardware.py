@@ -55,11 +55,8 @@ ASTRA-sim configs) must match the trace set exactly.
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass, field, replace
-from importlib import resources
-from pathlib import Path
-from typing import Any, ClassVar, Mapping
+from typing import Any, ClassVar
 
 from tracekit.errors import SpecError
 from tracekit.model import CollectiveType
@@ -214,7 +211,7 @@ class ComputeSettings:
         duration_scale: factor applied to measured durations.
         dtype: dtype whose peak the roofline uses (None = device default).
         interference: compute and communication overlapping on a rank slow each other
-            (:mod:`.interference`; the device's factors in ``tracekit/devices.toml``); off = ASTRA-sim's rule.
+            (:mod:`.interference`; the device's factors in ``tracekit/costs/devices.toml``); off = ASTRA-sim's rule.
     """
 
     mode: str = "measured"
@@ -363,63 +360,3 @@ class HardwareSpec:
         import tomli_w
 
         return tomli_w.dumps(self.to_dict())
-
-
-def spec_from_dict(data: Mapping[str, Any], *, path: str | os.PathLike[str] | None = None) -> HardwareSpec:
-    """Build and validate a :class:`HardwareSpec` from a parsed TOML document.
-
-    Raises:
-        SpecError: naming ``path`` and the offending key, for a missing,
-            unknown, mistyped or out-of-range value.
-    """
-    from tracekit.replayer.simulation.spec_toml import spec_from_dict as build
-
-    return build(data, path=path)
-
-
-def read_spec(path: str | os.PathLike[str]) -> HardwareSpec:
-    """Read a spec from a TOML file.
-
-    Raises:
-        SpecError: the file is missing, is not valid TOML, or a key is bad.
-    """
-    from tracekit.replayer.simulation.spec_toml import read_spec_file
-
-    return read_spec_file(path)
-
-
-def list_presets() -> list[str]:
-    """Names of the built-in presets (``replayer/presets/*.toml``), sorted."""
-    folder = resources.files("tracekit.replayer.presets")
-    return sorted(entry.name[:-5] for entry in folder.iterdir() if entry.name.endswith(".toml"))
-
-
-def preset_path(name: str) -> Path:
-    """Path of a built-in preset's TOML file.
-
-    Raises:
-        SpecError: no preset has that name.
-    """
-    if name not in list_presets():
-        raise SpecError(f"no hardware preset named {name!r}; presets: {', '.join(list_presets())}")
-    return Path(str(resources.files("tracekit.replayer.presets").joinpath(f"{name}.toml")))
-
-
-def load_spec(name_or_path: str | os.PathLike[str]) -> HardwareSpec:
-    """A spec from a preset name (``dgx-h100``) or a TOML file path.
-
-    An existing file, or anything with a path separator or a ``.toml``
-    suffix, is read as a path; any other string is a preset name.
-
-    Raises:
-        SpecError: unknown preset, unreadable file or invalid spec.
-    """
-    text = os.fspath(name_or_path)
-    is_name = (
-        isinstance(name_or_path, str)
-        and os.sep not in text
-        and "/" not in text
-        and not text.endswith(".toml")
-        and not os.path.isfile(text)
-    )
-    return read_spec(preset_path(text) if is_name else text)

@@ -1,7 +1,7 @@
 """Compute and communication slowing each other where they overlap on a rank (issue 30.2).
 
 A GPU running a compute kernel and a collective at once shares its SMs and memory bandwidth: both take longer
-than alone.  The device's factors (``tracekit/devices.toml``: ``overlap_compute_slowdown`` s_c,
+than alone.  The device's factors (``tracekit/costs/devices.toml``: ``overlap_compute_slowdown`` s_c,
 ``overlap_comm_slowdown`` s_m; sources there) say how much: a compute node overlapped by communication for
 ``v`` ns of its run takes ``v x s_c`` longer; a transfer overlapped by compute on a member for ``w`` ns
 (the largest over its members) takes ``w x s_m`` longer (latency and data scaled together).
@@ -35,11 +35,11 @@ __all__ = ["device_slowdowns", "overlap_ns", "simulate_with_interference", "with
 
 
 def device_slowdowns(spec, collective_model: str | None = None) -> tuple[float, float]:
-    """``(s_c, s_m)`` of the spec's device from ``tracekit/devices.toml`` (``(0, 0)`` when unknown or off).
+    """``(s_c, s_m)`` of the spec's device from ``tracekit/costs/devices.toml`` (``(0, 0)`` when unknown or off).
 
     ``collective_model``: the replay's (a ``ReplayOptions`` override), else the spec's.
     """
-    from tracekit.devices import find_device
+    from tracekit.costs.devices import find_device
 
     if not spec.compute.interference or (collective_model or spec.collective_model) in ("astra", "measured"):
         return 0.0, 0.0

@@ -1,7 +1,7 @@
-"""The communication instances of a compiled job: :mod:`tracekit.rendezvous` applied to the program's layouts.
+"""The communication instances of a compiled job: :mod:`tracekit.sets.rendezvous` applied to the program's layouts.
 
 A collective instance is the k-th collective on one process group across its members; a p2p instance is a matched
-send/recv pair (rules in :mod:`tracekit.rendezvous`). Nodes that match nothing keep instance -1 and a note saying
+send/recv pair (rules in :mod:`tracekit.sets.rendezvous`). Nodes that match nothing keep instance -1 and a note saying
 why (the deadlock report uses it).
 """
 
@@ -13,13 +13,14 @@ import numpy as np
 
 from tracekit.errors import ReplayError
 from tracekit.model import CollectiveType
-from tracekit.rendezvous import CommTable, collective_instances, comm_table, group_order, p2p_pairs
-from tracekit.uneven import instance_bytes
+from tracekit.sets.rendezvous import CommTable, collective_instances, comm_table, group_order, p2p_pairs
+from tracekit.model.uneven import instance_bytes
+from tracekit.replayer.simulation.instance import Instance
 from tracekit.replayer.simulation.rank_compile import K_COLL, K_RECV, K_SEND
 
 if TYPE_CHECKING:  # pragma: no cover
-    from tracekit.replayer.simulation.program import Instance, RankLayout
-    from tracekit.traceset import TraceSet
+    from tracekit.replayer.simulation.program import RankLayout
+    from tracekit.sets.traceset import TraceSet
 
 
 def match_instances(
@@ -53,8 +54,6 @@ def _match_collectives(
     instances: list["Instance"],
     instance_of: np.ndarray,
 ) -> None:
-    from tracekit.replayer.simulation.program import Instance
-
     groups = ts.process_groups
     for name in group_order({g for t in tables.values() for g in t.coll}):
         members = groups.get(name)
@@ -75,7 +74,7 @@ def _match_collectives(
             r0, p0 = next((r, p) for r, p in zip(members, positions) if p is not None)
             ctype, csize = tables[r0].coll_attr[p0]
             _same_collective(ts, layouts, tables, name, k, members, positions, r0, p0)
-            if ctype == int(CollectiveType.ALL_TO_ALL):  # per-peer sizes (all_to_allv): tracekit.uneven
+            if ctype == int(CollectiveType.ALL_TO_ALL):  # per-peer sizes (all_to_allv): tracekit.model.uneven
                 present = [(r, ts[r].node_at(p)) for r, p in zip(members, positions) if p is not None]
                 csize = instance_bytes(present, tuple(members), max(csize, 0))
             iid = len(instances)
@@ -123,8 +122,6 @@ def _match_p2p(
     instances: list["Instance"],
     instance_of: np.ndarray,
 ) -> None:
-    from tracekit.replayer.simulation.program import Instance
-
     sends: dict[tuple[int, int, int], list[int]] = {}
     recvs: dict[tuple[int, int, int], list[int]] = {}
     attr: dict[int, tuple[int, str]] = {}

@@ -21,7 +21,7 @@ Resources (per rank, docs/design.md section 4):
 A missing ``tid`` / ``stream`` means 0.  With ``streams="single"`` every rank has one resource of each class
 whatever the attributes say.
 
-Matching (docs/design.md section 4; :mod:`tracekit.rendezvous`, the one matcher, via :mod:`.matching`): the k-th
+Matching (docs/design.md section 4; :mod:`tracekit.sets.rendezvous`, the one matcher, via :mod:`.matching`): the k-th
 collective a rank issues on group G (in the rank's topological order) is instance (G, k) on every member; a send
 from ``src`` to ``dst`` with tag ``t`` is matched with the recv on ``dst`` from ``src`` with tag ``t`` of the same
 rank in issue order.  Nodes that match nothing keep instance -1 and a note saying why (the deadlock report uses it).
@@ -40,9 +40,11 @@ import numpy.typing as npt
 from tracekit.errors import ReplayError, TracekitError, ValidationError
 from tracekit.model import CollectiveType, NodeType
 
-from tracekit.replayer.simulation.collectives import CommCost, UnsupportedCollectiveError, make_collective_model
+from tracekit.replayer.simulation.collectives import CommCost, UnsupportedCollectiveError
+from tracekit.replayer.simulation.collective_models import make_collective_model
 from tracekit.replayer.simulation.collectives import check_replayable
 from tracekit.replayer.simulation.compute import METHODS, ComputeModel
+from tracekit.replayer.simulation.instance import Instance  # noqa: F401 - public here too
 from tracekit.replayer.simulation.matching import match_instances
 from tracekit.replayer.simulation.measured_comm import measured_comm_cost
 from tracekit.replayer.simulation.rank_compile import (  # noqa: F401 - node kinds and resources, re-exported
@@ -69,7 +71,7 @@ from tracekit.replayer.simulation.rank_compile import (  # noqa: F401 - node kin
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.model import ExecutionTrace
     from tracekit.replayer.simulation.hardware import HardwareSpec
-    from tracekit.traceset import TraceSet
+    from tracekit.sets.traceset import TraceSet
 
 STREAM_MODES = ("trace", "single")
 #: Collective models the engine accepts: the spec's models plus the engine's own "measured".
@@ -97,7 +99,7 @@ class ReplayOptions:
             the result is the unfolded one to the bit.  Falls back to an
             unfolded replay when equivalence cannot be proven
             (``ReplayResult.folding.reason`` says why).
-        comm_groups: ``((id, ranks), ...)`` of an ASTRA-sim comm-group file (:mod:`tracekit.comm_groups`), added
+        comm_groups: ``((id, ranks), ...)`` of an ASTRA-sim comm-group file (:mod:`tracekit.sets.comm_groups`), added
             to the groups the traces declare; ``comm_groups_path`` names it in errors.
     """
 
@@ -163,34 +165,6 @@ class RankLayout:
     def n(self) -> int:
         """Nodes of the rank."""
         return len(self.ids)
-
-
-@dataclass(slots=True)
-class Instance:
-    """One communication: a collective on a group, or a matched send/recv pair.
-
-    Attributes:
-        kind: ``collective`` or ``p2p``.
-        comm_type: CollectiveType number (None for p2p).
-        comm_bytes: bytes (``comm_size`` of the lowest-ranked member's node).
-        pg_name: process group (p2p: the send's ``pg_name`` or ``"0"``).
-        ranks: the members, ascending (p2p: ``(src, dst)``).
-        nodes: global node index per member (-1: the member never issues it).
-        seq: k for collectives (the k-th on its group), the tag for p2p.
-        cost: filled in by :meth:`ReplayProgram.cost_of`.
-        link_ranks: whose links the data phase loads, when not ``ranks``
-            (a folded program: each member's class representative; see :mod:`.folding`).
-    """
-
-    kind: str
-    comm_type: int | None
-    comm_bytes: int
-    pg_name: str
-    ranks: tuple[int, ...]
-    nodes: list[int]
-    seq: int
-    cost: CommCost | None = None
-    link_ranks: tuple[int, ...] | None = None
 
 
 @dataclass

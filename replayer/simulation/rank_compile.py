@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tracekit._jit import kernel
-from tracekit.attrs import COMM_TYPE, IS_CPU_OP, NUM_OPS, STREAM, TENSOR_SIZE, TID, BoolField
+from tracekit.jit import kernel
+from tracekit.model.attrs import COMM_TYPE, IS_CPU_OP, NUM_OPS, STREAM, TENSOR_SIZE, TID, BoolField
 from tracekit.errors import ReplayError, TracekitError
 from tracekit.model import MAX_DURATION_NS, NodeType
 
@@ -27,7 +27,7 @@ RESOURCE_CLASS_NAMES = ("host thread", "compute stream", "comm stream", "memory"
 
 
 def bool_attr(cols: Any, flag: BoolField) -> np.ndarray:
-    """bool[n]: standard attribute ``flag`` (e.g. :data:`~tracekit.attrs.IS_CPU_OP`) of a rank's columns, leniently.
+    """bool[n]: standard attribute ``flag`` (e.g. :data:`~tracekit.model.attrs.IS_CPU_OP`) of a rank's columns, leniently.
 
     Absent, or a value that is neither a bool nor a number, reads as False; a
     number reads as its truth value (unlike the strict :meth:`BoolField.column`,

@@ -29,7 +29,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from tracekit.replayer.results.result import ReplayResult
     from tracekit.replayer.simulation.gather import Gathered
     from tracekit.replayer.simulation.hardware import HardwareSpec
-    from tracekit.traceset import TraceSet
+    from tracekit.sets.traceset import TraceSet
 
 log = logging.getLogger("tracekit.replayer")
 
@@ -46,9 +46,9 @@ def replay(
     """Simulate one iteration of a job on ``spec``.
 
     Args:
-        source: a :class:`~tracekit.traceset.TraceSet` (ranks 0..n-1), a :class:`~tracekit.classset.ClassSet`,
+        source: a :class:`~tracekit.sets.traceset.TraceSet` (ranks 0..n-1), a :class:`~tracekit.sets.classset.ClassSet`,
             or what names rank files or a class set on disk (a prefix, glob, directory or manifest:
-            :func:`tracekit.io.trace_paths`, :func:`tracekit.classset.find_class_set`).
+            :func:`tracekit.io.trace_paths`, :func:`tracekit.sets.classset.find_class_set`).
         spec: a :class:`~tracekit.replayer.simulation.hardware.HardwareSpec`, a preset name (``dgx-h100``) or a
             TOML path.
         options: see :class:`~.program.ReplayOptions` (default: the spec's models, the trace's streams, checks
@@ -85,11 +85,12 @@ def replay_with_traces(
     Raises:
         as :func:`replay`.
     """
-    from tracekit.classset import ClassSet, find_class_set
-    from tracekit.comm_groups import with_comm_groups
+    from tracekit.sets.classset import ClassSet, find_class_set
+    from tracekit.sets.comm_groups import with_comm_groups
     from tracekit.io import read_traceset
-    from tracekit.replayer.simulation.hardware import HardwareSpec, load_spec
-    from tracekit.traceset import TraceSet
+    from tracekit.replayer.simulation.hardware import HardwareSpec
+    from tracekit.replayer.simulation.specs import load_spec
+    from tracekit.sets.traceset import TraceSet
 
     options = options or ReplayOptions()
     if not isinstance(spec, HardwareSpec):
@@ -114,7 +115,7 @@ def replay_with_traces(
     try:
         with bulk_objects() if classes is not None else nullcontext():
             if classes is not None:
-                from tracekit.replayer.simulation.class_replay import gather_class_set
+                from tracekit.replayer.simulation.gather import gather_class_set
 
                 gathered = gather_class_set(classes, options, say)
             else:
@@ -169,7 +170,8 @@ def replay_traceset(
     ``perturb``: a :class:`~.perturb.Perturbation` applied to the compiled program (every rank simulated).
     """
     from tracekit.replayer.results.build import build_result
-    from tracekit.replayer.simulation.folding import replay_folded, scan_rank
+    from tracekit.replayer.simulation.fold_expand import replay_folded
+    from tracekit.replayer.simulation.folding import scan_rank
     from tracekit.replayer.simulation.program import compile_program
 
     from tracekit.replayer.simulation.interference import simulate_with_interference
@@ -224,12 +226,12 @@ def _replay_gathered(
         ReplayCheckError: the cross-rank checks fail. SpecError: the spec cannot have the job's ranks.
     """
     from tracekit.errors import ValidationError
-    from tracekit.groups import resolve_groups
+    from tracekit.model.groups import resolve_groups
     from tracekit.replayer.simulation.checks import ReplayCheckError, check_spec_size
-    from tracekit.replayer.simulation.folding import replay_folded
+    from tracekit.replayer.simulation.fold_expand import replay_folded
     from tracekit.replayer.simulation.program import effective_spec
-    from tracekit.traceset import TraceSet
-    from tracekit.validate import cross_rank_checks
+    from tracekit.sets.traceset import TraceSet
+    from tracekit.checks.validate import cross_rank_checks
 
     try:
         groups = resolve_groups(g.declared, g.world)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tracekit.replayer.simulation.hardware import HardwareSpec
 from tracekit.replayer.simulation.nccl_constants import NcclConstants
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tracekit.replayer.simulation.hardware import HardwareSpec
 
 
 def spec_to_dict(spec: HardwareSpec) -> dict[str, Any]:

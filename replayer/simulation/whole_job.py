@@ -21,12 +21,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping
 
 from tracekit.errors import ReplayError
-from tracekit.groups import DEFAULT_PG, default_group_size
+from tracekit.model.groups import DEFAULT_PG, default_group_size
 from tracekit.io import rank_from_path
 from tracekit.model import CollectiveType
 
 if TYPE_CHECKING:  # pragma: no cover
-    from tracekit.traceset import TraceSet
+    from tracekit.sets.traceset import TraceSet
 
 log = logging.getLogger("tracekit.replayer")
 
@@ -108,7 +108,7 @@ def check_whole_job(
         first_world_collective: returns ``(node id, comm_type)`` of the lowest rank's first collective of the
             default group, or None; called only when a problem is possible.
         group_size: returns the default group's ``group_size`` from the lowest rank's ``process_group:init``
-            (:func:`tracekit.groups.default_group_size`), or None; called only when a problem is possible.
+            (:func:`tracekit.model.groups.default_group_size`), or None; called only when a problem is possible.
 
     Raises:
         ReplayError: the trace's own process group, or files of the same set with higher ranks beside ``path``,
@@ -169,7 +169,7 @@ def check_whole_traceset(traceset: "TraceSet") -> None:
     trace = traceset[rank]
 
     def first() -> tuple[int, int] | None:
-        from tracekit.rendezvous import comm_table
+        from tracekit.sets.rendezvous import comm_table
 
         table = comm_table(trace)
         positions = table.coll.get(DEFAULT_PG)

@@ -88,7 +88,7 @@ def test_files_named_by_rank_and_no_temporaries(captured):
 def test_kineto_only_conversion_of_capture(captured):
     from tracekit.converters.pytorch.kineto_convert import convert_kineto
     from tracekit.model import CollectiveType, NodeType
-    from tracekit.validate import validate_traceset
+    from tracekit.checks.validate import validate_traceset
 
     ts = convert_kineto([capture_paths(captured, r)[1] for r in (0, 1)])
     assert ts.ranks == (0, 1)

@@ -9,7 +9,7 @@ import pytest
 from tracekit.converters.pytorch import convert_rank
 from tracekit.converters.pytorch.costs import _split, attach_costs
 from tracekit.model import Attr, IOInfo, Node, NodeDraft, NodeType
-from tracekit.summary import cost_coverage
+from tracekit.checks.summary import cost_coverage
 from tracekit.transforms import Retarget
 
 pytestmark = pytest.mark.realdata

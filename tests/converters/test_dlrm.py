@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from tracekit.converters.generators import dlrm_preset, generate_dlrm
 from tracekit.errors import ConfigError
 from tracekit.model import CollectiveType
-from tracekit.validate import validate_traceset
+from tracekit.checks.validate import validate_traceset
 
 
 @pytest.fixture(scope="module")

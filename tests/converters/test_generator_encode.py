@@ -1,11 +1,11 @@
-"""Generated ranks are encoded by the library's batch encoder (tracekit._batch.encode_node_list over
+"""Generated ranks are encoded by the library's batch encoder (tracekit.wire.batch.encode_node_list over
 encode_nodes) with one name/attribute table per job: exactly protobuf's bytes, node by node."""
 
 from __future__ import annotations
 
 import pytest
 
-from tracekit._batch import FieldTable, encode_node_list
+from tracekit.wire.batch import FieldTable, encode_node_list
 from tracekit.converters.generators import dlrm_preset, generate_dlrm
 from tracekit.converters.generators.micro import _shape_table, chakra_shape, send_recv_bench
 from tracekit.errors import TracekitError

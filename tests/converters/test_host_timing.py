@@ -9,7 +9,7 @@ from tracekit.converters.pytorch.host_timing import HostSpan, thread_timing
 from tracekit.converters.pytorch.kineto_convert import convert_kineto_trace
 from tracekit.converters.pytorch.kineto_reader import parse_kineto
 from tracekit.replayer.results.measured import check_replay
-from tracekit.traceset import TraceSet
+from tracekit.sets.traceset import TraceSet
 
 
 def _replay_rows(events):

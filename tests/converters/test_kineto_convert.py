@@ -8,7 +8,7 @@ import pytest
 from tracekit.converters.pytorch.kineto_convert import convert_kineto, convert_kineto_rank
 from tracekit.errors import ConversionError
 from tracekit.model import CollectiveType, NodeType
-from tracekit.validate import validate_trace
+from tracekit.checks.validate import validate_trace
 
 
 def X(cat, name, ts, dur, pid=1, tid=1, **args):

@@ -15,7 +15,7 @@ import real_kineto
 
 from tracekit.converters.pytorch.kineto_convert import convert_kineto
 from tracekit.model import CollectiveType, NodeType
-from tracekit.validate import validate_trace, validate_traceset
+from tracekit.checks.validate import validate_trace, validate_traceset
 
 TABLE = Path(__file__).with_name("REAL_KINETO.md")
 ROOT = Path(__file__).resolve().parents[2]

@@ -13,7 +13,7 @@ from tracekit.converters.generators import calibration as cal
 from tracekit.converters.generators import table5
 from tracekit.converters.generators.llm import write_llm
 from tracekit.errors import ConfigError
-from tracekit.replayer.simulation.hardware import load_spec
+from tracekit.replayer.simulation.specs import load_spec
 
 # (row, mode, seconds in Table 5), the paper's values repeated so the test states its reference
 PAPER = [("22B", "full", 1.42), ("22B", "selective", 1.10)]

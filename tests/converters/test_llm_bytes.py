@@ -19,7 +19,7 @@ import pytest
 from tests.converters._llm_helpers import comm_sizes, gpt_config, nodes_by
 from tracekit.converters.generators import LLMConfig, ModelSpec, ParallelSpec, Roofline, generate_llm
 from tracekit.model import NodeType
-from tracekit.validate import validate_traceset
+from tracekit.checks.validate import validate_traceset
 
 H, S, L, V = 64, 32, 8, 1024
 BF16 = 2

@@ -18,7 +18,7 @@ import pytest
 
 from tracekit.converters.generators import calibration as cal
 from tracekit.converters.generators.llm import write_llm
-from tracekit.replayer.simulation.hardware import load_spec
+from tracekit.replayer.simulation.specs import load_spec
 from tracekit.workloads.stacks import StackSpec, apply_stack
 
 # (row, TFLOP/s per GPU in Table 1) -- the paper's values, repeated here so the test states its reference.
@@ -62,7 +62,7 @@ def test_gemm_closed_form_on_a100():
     assert cost.gemm_ns(4096, 4096, 4096, 3 * 4096 * 4096 * 2) == math.ceil(expected)
     # a short reduction (attention's head dim 96, 24 heads): the compute model's efficiency at that shape
     # times 96 / (96 + 384) = 1/5
-    from tracekit.devices import gemm_efficiency
+    from tracekit.costs.devices import gemm_efficiency
 
     eff_96 = gemm_efficiency(2048, 2048, 96, "bf16", "a100-80gb", 24) / 5
     assert cost.gemm_ns(2048, 96, 2048, 0, batch=24) == math.ceil(

@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from tracekit.converters.generators._build import (
+from tracekit.converters.generators.build import (
     ProcessGroups,
     RankTraceBuilder,
     parse_collective,
@@ -22,7 +22,7 @@ from tracekit.converters.generators.micro import (
 from tracekit.errors import ConfigError
 from tracekit.io import read_traceset, write_traceset
 from tracekit.model import CollectiveType, NodeType
-from tracekit.validate import validate_traceset
+from tracekit.checks.validate import validate_traceset
 
 from cli_inprocess import run as inprocess_run  # noqa: E402
 

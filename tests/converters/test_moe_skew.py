@@ -7,7 +7,7 @@ import pytest
 from tracekit.converters.generators.micro import collective_bench, moe_splits
 from tracekit.errors import ConfigError
 from tracekit.replayer import ReplayOptions, replay
-from tracekit.uneven import RECV_SPLIT_BYTES, SEND_SPLIT_BYTES
+from tracekit.model.uneven import RECV_SPLIT_BYTES, SEND_SPLIT_BYTES
 
 from tests.replayer._engine_kit import one_dim
 

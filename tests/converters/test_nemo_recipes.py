@@ -18,7 +18,7 @@ import pytest
 from tracekit.converters.generators import calibration as cal
 from tracekit.converters.generators import nemo_recipes as nr
 from tracekit.converters.generators.llm import write_llm
-from tracekit.replayer.simulation.hardware import load_spec
+from tracekit.replayer.simulation.specs import load_spec
 from tracekit.workloads.stacks import fp8_gemms_only
 
 # (row, published seconds per step) -- the READMEs' values, repeated so the test states its reference.
@@ -86,7 +86,7 @@ def test_recipe_layouts_match_the_readmes():
 
 
 def test_fp8_prices_linear_gemms_at_the_fp8_peak_and_the_output_layer_at_bf16():
-    from tracekit.devices import gemm_efficiency
+    from tracekit.costs.devices import gemm_efficiency
 
     cost = cal.cost_for(load_spec("dgx-h100"), nr.recipe_config(nr.recipe("gpt3-175b-fp8")))
     assert (cost.dtype, cost.gemm_dtype, cost.tensor_fraction) == ("bf16", "fp8", 0.79)

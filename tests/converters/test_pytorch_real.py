@@ -15,7 +15,7 @@ import pytest
 
 from tracekit.converters.pytorch import convert_job, convert_rank
 from tracekit.model import CollectiveType, NodeType
-from tracekit.validate import validate_trace, validate_traceset
+from tracekit.checks.validate import validate_trace, validate_traceset
 
 TABLE = Path(__file__).with_name("REAL_TRACES.md")
 

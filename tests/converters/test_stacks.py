@@ -75,8 +75,8 @@ def test_fused_attention_is_one_node_per_pass_with_the_same_model_flops():
 
 
 def test_fused_attention_duration_is_the_causal_flops_at_the_attention_efficiency():
-    from tracekit.devices import attention_efficiency
-    from tracekit.replayer.simulation.hardware import load_spec
+    from tracekit.costs.devices import attention_efficiency
+    from tracekit.replayer.simulation.specs import load_spec
 
     model = ModelSpec("a", num_layers=2, hidden_size=4096, num_heads=32, seq_length=8192, vocab_size=1024)
     c = _nemo(LLMConfig(model, ParallelSpec(), global_batch_size=1))

@@ -15,7 +15,7 @@ from tracekit.converters.text_workload import (
 from tracekit.errors import ConfigError, ConversionError
 from tracekit.io import read_traceset
 from tracekit.model import CollectiveType, NodeType
-from tracekit.validate import validate_traceset
+from tracekit.checks.validate import validate_traceset
 
 from cli_inprocess import run as inprocess_run  # noqa: E402
 

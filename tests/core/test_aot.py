@@ -109,16 +109,16 @@ def test_exports_and_jit_agree_on_the_bundled_traces(tmp_path):
 @needs_exports
 def test_a_changed_kernel_source_runs_through_the_jit():
     fresh = _probe("")
-    stale = _probe("", "tracekit._wirekernels=" + "0" * 64)  # the hash of an edited _wirekernels.py
+    stale = _probe("", "tracekit.wire.kernels=" + "0" * 64)  # the hash of an edited _wirekernels.py
     assert (fresh["numba"], stale["numba"]) == (False, True)
     assert stale["columns"] == fresh["columns"]
 
 
 @needs_exports
 def test_exports_are_found_only_when_current(monkeypatch):
-    walk = "tracekit._wirekernels.walk_nodes"
+    walk = "tracekit.wire.kernels.walk_nodes"
     assert len(_aot.exports_of(walk)) == len(json.loads(_aot.MANIFEST.read_text())["kernels"][walk]["exports"]) > 0
-    monkeypatch.setitem(_aot._module_hashes, "tracekit._wirekernels", "0" * 64)
+    monkeypatch.setitem(_aot._module_hashes, "tracekit.wire.kernels", "0" * 64)
     assert _aot.exports_of(walk) == {}
     monkeypatch.undo()
     monkeypatch.setenv(_aot.ENV, "0")
@@ -129,7 +129,7 @@ def test_exports_are_found_only_when_current(monkeypatch):
 STRIDED = """
 import sys
 import numpy as np
-from tracekit._encode import put_varints
+from tracekit.wire.encode import put_varints
 values = np.array([300, 0, 1, 0], dtype=np.uint64)
 if sys.argv[1] == "strided":
     values = values[::2]
@@ -270,7 +270,7 @@ def test_a_kernel_fingerprints_the_modules_its_code_comes_from():
     pytest.importorskip("numba")
     import build_aot
 
-    from tracekit import _recscan, _wirenames
+    from tracekit.wire import recscan as _recscan, _names as _wirenames
 
     def source(kernel):
         fn = getattr(kernel, "fn", None) or kernel.py_func
@@ -278,8 +278,8 @@ def test_a_kernel_fingerprints_the_modules_its_code_comes_from():
 
     # helpers inlined from _encode (and its constant _ATTR_FIELD); field_at, imported from _wirekernels, is defined
     # in _wireprim: the module whose source holds the code counts, not the one it was imported through
-    assert source(_recscan.string_attr_in) == {"tracekit._recscan", "tracekit._encode"}
-    assert source(_wirenames.name_groups) == {"tracekit._wirenames", "tracekit._wireprim"}
+    assert source(_recscan.string_attr_in) == {"tracekit.wire.recscan", "tracekit.wire.encode"}
+    assert source(_wirenames.name_groups) == {"tracekit.wire._names", "tracekit.wire._prim"}
 
 
 def test_a_build_without_a_compiler_leaves_nothing_and_says_why(tmp_path, monkeypatch):
@@ -344,11 +344,11 @@ def test_a_constant_imported_through_a_re_export_counts_where_it_is_defined(monk
 def test_a_damaged_manifest_means_no_exports(manifest, tmp_path, monkeypatch):
     host = json.dumps(_aot.host())
     manifest = manifest.replace("HOST_NO_KERNELS", f'{{"format": 1, "host": {host}}}')
-    bad_entry = {"tracekit._wirekernels.walk_nodes": {"sources": [1, 2], "exports": 7}}
+    bad_entry = {"tracekit.wire.kernels.walk_nodes": {"sources": [1, 2], "exports": 7}}
     manifest = manifest.replace("HOST_BAD_ENTRY", json.dumps({"format": 1, "host": _aot.host(), "kernels": bad_entry}))
     path = tmp_path / "_aot_kernels.json"
     path.write_text(manifest)
     monkeypatch.setattr(_aot, "MANIFEST", path)
     monkeypatch.setattr(_aot, "_manifest", None)
     monkeypatch.setattr(_aot, "_manifest_read", False)
-    assert _aot.exports_of("tracekit._wirekernels.walk_nodes") == {}
+    assert _aot.exports_of("tracekit.wire.kernels.walk_nodes") == {}

@@ -11,7 +11,7 @@ import pytest
 from tracekit.errors import TraceFormatError
 from tracekit.io import encode_trace, frame, read_trace, write_traceset
 from tracekit.model import Attr, CollectiveType, ExecutionTrace, Node, NodeType
-from tracekit.traceset import TraceSet
+from tracekit.sets.traceset import TraceSet
 
 from cli_inprocess import run as inprocess_run  # noqa: E402
 
@@ -191,8 +191,8 @@ def test_failed_write_keeps_existing_output(tmp_path):
 
 
 def test_partial_job_is_a_warning_naming_missing_ranks(tmp_path):
-    from tracekit.groups import pg_init_node
-    from tracekit.validate import validate_traceset
+    from tracekit.model.groups import pg_init_node
+    from tracekit.checks.validate import validate_traceset
 
     r0 = ExecutionTrace([pg_init_node(0, {"0": (0, 1, 2)}), _coll(1, CollectiveType.ALL_REDUCE, 64)])
     ts = TraceSet({0: r0})
@@ -218,7 +218,7 @@ def test_partial_job_is_a_warning_naming_missing_ranks(tmp_path):
         ),
         ('{"format":"tracekit.et.json","format_version":99,"nodes":[]}', "unsupported format_version 99"),
         ('{"format":"tracekit.et.json","nodes":[{"id":-1}]}', "id must be an integer from 0 to 2^64-1, got -1"),
-        # found while typing tracekit.jsonform: "rank": true was read as rank True ("wrote ... (rank True, ...)"),
+        # found while typing tracekit.wire.jsonform: "rank": true was read as rank True ("wrote ... (rank True, ...)"),
         # -3 as rank -3, and "0" dropped silently
         (
             '{"format":"tracekit.et.json","rank":true,"nodes":[]}',

@@ -7,7 +7,7 @@ from click.testing import CliRunner
 from tracekit.cli import cli
 from tracekit.io import read_trace, write_traceset
 from tracekit.model import ExecutionTrace, Node, NodeType
-from tracekit.traceset import TraceSet
+from tracekit.sets.traceset import TraceSet
 
 
 def _job(tmp_path):

@@ -8,9 +8,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracekit.devices import device_model, device_presets, find_device, gemm_efficiency, memory_efficiency, op_seconds
+from tracekit.costs.devices import (
+    device_model,
+    device_presets,
+    find_device,
+    gemm_efficiency,
+    memory_efficiency,
+    op_seconds,
+)
 from tracekit.errors import ConfigError
-from tracekit.projection import projected_duration
+from tracekit.costs.projection import projected_duration
 
 EXPECTED = {"v100", "rtx-2080-ti", "a100-80gb", "a100-40gb", "h100-sxm", "h200", "b200", "mi250x", "mi300x", "host-cpu"}
 

@@ -1,13 +1,13 @@
-"""The compiled record writers (tracekit/_encode.py, tracekit/_batch.py): bytes equal to protobuf's per node."""
+"""The compiled record writers (tracekit/wire/encode.py, tracekit/wire/batch.py): bytes equal to protobuf's per node."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from tracekit.astra_compat import astra_ready
+from tracekit.interop.astra import astra_ready
 from tracekit.errors import TracekitError
-from tracekit.groups import DEFAULT_PG
+from tracekit.model.groups import DEFAULT_PG
 from tracekit.io import encode_node, encode_nodes, encode_trace, framed_records, trace_from_bytes
 from tracekit.model import Attr, ExecutionTrace, IOInfo, Node, NodeType
 
@@ -81,7 +81,7 @@ def test_encode_nodes_refuses_bad_columns():
 
 def test_framed_records_not_back_to_back():
     """Records whose bodies are not preceded by their own length prefix are framed again (compiled pass)."""
-    from tracekit._framing import EncodedNodes
+    from tracekit.wire.framing import EncodedNodes
 
     bodies = [encode_node(Node(id=i, name="op" * i, duration_ns=1000 * i))[1:] for i in range(1, 6)]
     data = b"".join(b"\xff" + b for b in bodies)  # a stray byte before each body
@@ -118,7 +118,7 @@ def test_groups_found_on_records_as_on_nodes():
     """groups_from_trace on encoded records (a compiled search of the name bytes) equals the node path; a
     non-ASCII name sends it through the decoded names, a name that is not UTF-8 raises there as before."""
     from tracekit.errors import TraceFormatError
-    from tracekit.groups import groups_from_trace
+    from tracekit.model.groups import groups_from_trace
 
     first = IOInfo(values='[{"pg_name": "3", "ranks": [0, 1]}]', shapes="", types="")
     later = IOInfo(values='[{"pg_name": "5", "ranks": [2, 3]}, {"pg_name": "3", "ranks": [1, 2]}]', shapes="", types="")
@@ -142,7 +142,7 @@ def test_astra_candidates_on_records_with_and_without_columns():
     """The records astra_ready decodes: every METADATA node and the communication nodes whose first ``pg_name``
     is "" or a renamed group, or is not one string; found from the columns' types when the trace has them, else
     by a scan of the types, with the same result."""
-    from tracekit.astra_compat import _candidates_encoded
+    from tracekit.interop.astra import _candidates_encoded
 
     def comm(i: int, kind: NodeType, *attrs: Attr) -> Node:
         return Node(id=i, name=f"c{i}", type=kind, attrs=list(attrs))
@@ -172,9 +172,9 @@ def test_spliced_records_stay_in_their_array_until_read_as_bytes():
     per-node encoding; ``data`` makes the bytes once; a pickle carries plain bytes."""
     import pickle
 
-    from tracekit._spliced import SplicedNodes
+    from tracekit.wire.spliced import SplicedNodes
     from tracekit.io import encoded_pieces
-    from tracekit.transforms._records import Edit, Records, rewrite, varint_fields
+    from tracekit.wire.records import Edit, Records, rewrite, varint_fields
 
     nodes = [Node(id=i, name="mm", type=NodeType.COMP_NODE, duration_ns=1000 * (i + 1)) for i in range(4)]
     src = _encoded(ExecutionTrace(nodes))
@@ -199,14 +199,14 @@ def test_spliced_records_stay_in_their_array_until_read_as_bytes():
 
 def _attr_msg(*fields: bytes) -> bytes:
     """One ``attr`` field (Node field 10) holding the given AttributeProto fields, its length as a varint."""
-    from tracekit._framing import _varint
+    from tracekit.wire.framing import _varint
 
     body = b"".join(fields)
     return b"\x52" + _varint(len(body)) + body
 
 
 def _str_field(number: int, text: bytes) -> bytes:
-    from tracekit._framing import _varint
+    from tracekit.wire.framing import _varint
 
     return _varint(number << 3 | 2) + _varint(len(text)) + text
 
@@ -216,7 +216,7 @@ def test_string_attr_scan_reads_the_wire_as_protobuf_does():
     a repeated name field (the last one counts), a long name before, two values, a doc string; each flag
     is what protobuf's decoded record says (2: not one string, decoded by the caller); a cut record is reported by its row."""
     from tracekit._proto import et_def_pb2 as pb
-    from tracekit._recscan import string_attr_in
+    from tracekit.wire.recscan import string_attr_in
 
     name, value, doc = (lambda t: _str_field(1, t)), (lambda t: _str_field(29, t)), (lambda t: _str_field(2, t))
     head = b"\x08\x05" + _str_field(2, b"ar") + b"\x18\x07"  # id 5, name "ar", COMM_COLL
@@ -254,7 +254,7 @@ def test_string_attr_scan_reads_the_wire_as_protobuf_does():
 def test_rewrite_spans_with_dropped_records_and_shorter_bodies():
     """rewrite's record spans when records are dropped and when an edited body ends shorter than its bound
     (a 200-byte name dropped, so the length prefix shrinks from two bytes to one): records decode as edited."""
-    from tracekit.transforms._records import Edit, Records, rewrite, varint_fields
+    from tracekit.wire.records import Edit, Records, rewrite, varint_fields
 
     nodes = [Node(id=i, name="n" * (200 if i % 2 else 3), type=NodeType.COMP_NODE, duration_ns=1000) for i in range(6)]
     edit = Edit(keep=np.array([True, True, False, True, True, False]))
@@ -267,7 +267,7 @@ def test_rewrite_spans_with_dropped_records_and_shorter_bodies():
     want.append(nodes[4])
     assert encode_trace(out) == encode_trace(ExecutionTrace(want))
     enc = out._encoded
-    from tracekit._codec import node_to_pb
+    from tracekit.wire.codec import node_to_pb
 
     bodies = [node_to_pb(n).SerializeToString() for n in want]
     assert [enc.data[s:e] for s, e in zip(enc.starts.tolist(), enc.ends.tolist())] == bodies

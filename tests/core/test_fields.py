@@ -1,4 +1,4 @@
-"""Standard Chakra fields defined once (tracekit.attrs): one rule per field, the same on a node and on columns."""
+"""Standard Chakra fields defined once (tracekit.model.attrs): one rule per field, the same on a node and on columns."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import math
 import numpy as np
 import pytest
 
-from tracekit.attrs import COMM_SIZE, COMM_TYPE, IS_CPU_OP, PG_NAME, Attr
+from tracekit.model.attrs import COMM_SIZE, COMM_TYPE, IS_CPU_OP, PG_NAME, Attr
 from tracekit.errors import ValidationError
 from tracekit.io import encode_trace, trace_from_bytes
 from tracekit.model import ExecutionTrace, Metadata, Node, NodeType
-from tracekit.validate import validate_trace
+from tracekit.checks.validate import validate_trace
 
 COLL = NodeType.COMM_COLL_NODE
 
@@ -96,7 +96,7 @@ def test_validate_reads_comm_attributes_by_the_rules(attr, error):
 
 
 #: files that still spell standard keys in reads, each owned by work in flight when the fields moved to
-#: tracekit.attrs (switch them to the fields and drop them from this list; it only shrinks)
+#: tracekit.model.attrs (switch them to the fields and drop them from this list; it only shrinks)
 PENDING: set[str] = set()
 _READERS = {"get_attr", "attr", "attr_int", "attr_bool", "attr_str", "int_attr", "str_attr", "bool_attr"}
 _WRITERS = {"with_attr", "without_attr", "Attr"}
@@ -104,11 +104,11 @@ _WRITERS = {"with_attr", "without_attr", "Attr"}
 
 def test_standard_keys_are_spelled_in_tracekit_attrs_only():
     """No read (or, outside converters, write) of a standard attribute by its literal key: they go through
-    the fields of tracekit.attrs, where each key and its rule are written once."""
+    the fields of tracekit.model.attrs, where each key and its rule are written once."""
     import ast
     from pathlib import Path
 
-    from tracekit import attrs
+    from tracekit.model import attrs
 
     standard = {v for v in vars(attrs).values() if isinstance(v, attrs._Field)}
     assert {"comm_size", "pg_name", "is_cpu_op", "num_ops", "tensor_size"} <= standard
@@ -117,7 +117,7 @@ def test_standard_keys_are_spelled_in_tracekit_attrs_only():
     for base in ("tracekit", "replayer"):
         for path in sorted((root / base).rglob("*.py")):
             rel = path.relative_to(root).as_posix()
-            if rel == "tracekit/attrs.py" or rel in PENDING:
+            if rel == "tracekit/model/attrs.py" or rel in PENDING:
                 continue
             for node in ast.walk(ast.parse(path.read_text())):
                 if not isinstance(node, ast.Call) or not node.args:

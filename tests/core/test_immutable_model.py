@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import pytest
 
-from tracekit.attrs import as_bool, as_bytes, as_int, as_str
+from tracekit.model.attrs import as_bool, as_bytes, as_int, as_str
 from tracekit.errors import ValidationError
 from tracekit.io import read_trace, write_trace
 from tracekit.model import Attr, ExecutionTrace, Metadata, Node, NodeDraft, NodeType
-from tracekit.validate import validate_trace
+from tracekit.checks.validate import validate_trace
 
 
 def _chain(n: int = 3) -> ExecutionTrace:

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from tracekit.io import encode_trace, read_trace, read_traceset
-from tracekit.jsonform import dumps_trace, loads_trace
+from tracekit.wire.jsonform import dumps_trace, loads_trace
 from tracekit.model import NodeType
-from tracekit.summary import summarize_trace
+from tracekit.checks.summary import summarize_trace
 
 SAMPLE_FILES = [
     "all_reduce.0.et",

@@ -1,13 +1,24 @@
 """Import-layer gate: the package layering of docs/architecture.md, checked on the source tree with ``ast``.
 
-Rules (every import counts, including ones inside functions):
+Rules (every import counts, module-level and inside functions; ``if TYPE_CHECKING:`` imports count for the
+direction rules 1-6 but not for cycles, rule 7, since they never run):
 1. core (``tracekit/`` outside ``tracekit/cli``) imports neither ``tracekit.converters`` nor ``tracekit.replayer``;
 2. ``tracekit.converters`` never imports ``tracekit.replayer``, and ``tracekit.replayer`` never imports
    ``tracekit.converters``;
 3. only the CLI imports ``tracekit.cli``;
 4. inside the replayer, ``simulation`` and ``results`` never import ``reporting`` or ``orchestration`` (a module's
    concern is its subpackage: ``tracekit.replayer.<concern>``); every replayer module but the package's
-   ``__init__`` lives in one of the four subpackages.
+   ``__init__`` lives in one of the four subpackages;
+5. inside the core, one direction of use between its packages (``CORE_USES``): base modules <- model <- wire <-
+   workloads <- sets <- interop, checks <- transforms <- the faces (``tracekit``, ``tracekit.io``) and the CLI,
+   with costs beside sets (it uses model and workloads only); no core module imports the face ``tracekit.io``
+   (it imports the defining module); a package's face (its ``__init__``) counts as the module defining the name;
+6. a private module (a ``_name`` component) is imported only from its own folder (and that folder's
+   sub-folders): ``tracekit.wire._prim`` from ``tracekit/wire/``, never from ``tracekit/sets/`` or ``replayer/``;
+7. no import cycle between modules of the three trees: the graph of executed imports (faces resolved to the
+   defining module, so ``__init__`` faces aside) has no strongly connected component of two or more modules.
+   Function-level imports count: a cycle hidden in a function still ties both modules together (a change to one
+   can break the other), which is what the gate is for.
 """
 
 from __future__ import annotations
@@ -53,12 +64,34 @@ def _module_name(path: Path) -> str:
     return ".".join([base, *parts])
 
 
-def _imports(path: Path, module: str) -> set[str]:
+def _import_nodes(tree: ast.AST) -> list[tuple[ast.stmt, bool]]:
+    """Every import statement of ``tree`` with whether it sits under ``if TYPE_CHECKING:`` (never executed)."""
+    found: list[tuple[ast.stmt, bool]] = []
+
+    def visit(node: ast.AST, typing_only: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.Import, ast.ImportFrom)):
+                found.append((child, typing_only))
+            elif isinstance(child, ast.If) and "TYPE_CHECKING" in ast.dump(child.test):
+                for stmt in child.body:
+                    visit(ast.Module(body=[stmt], type_ignores=[]), True)
+                for stmt in child.orelse:
+                    visit(ast.Module(body=[stmt], type_ignores=[]), typing_only)
+            else:
+                visit(child, typing_only)
+
+    visit(tree, False)
+    return found
+
+
+def _imports(path: Path, module: str, typing_too: bool = True) -> set[str]:
     """Absolute names of every module ``path`` imports (relative imports resolved against ``module``)."""
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     out: set[str] = set()
-    for node in ast.walk(tree):
+    for node, typing_only in _import_nodes(tree):
+        if typing_only and not typing_too:
+            continue
         if isinstance(node, ast.Import):
             out.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -118,6 +151,227 @@ def _owner(name: str) -> str:
         if (ROOT / rel).with_suffix(".py").is_file() or (ROOT / rel / "__init__.py").is_file():
             return ".".join(head)
     return name
+
+
+# ----------------------------------------------------------------------------- rules 5-7: the core's packages
+# the base modules: imported by every package, importing only each other
+BASE = (
+    "tracekit.errors", "tracekit.fmt", "tracekit.parallel", "tracekit.jit", "tracekit._aot", "tracekit.gc_pause",
+    "tracekit.output", "tracekit.capture", "tracekit._proto",
+)  # fmt: skip
+# core package -> the core packages it may import (besides the base modules and itself): one direction of use
+CORE_USES: dict[str, set[str]] = {
+    "model": set(),
+    "wire": {"model"},
+    "workloads": {"model", "wire"},
+    "sets": {"model", "wire", "workloads"},
+    "costs": {"model", "workloads"},
+    "interop": {"model", "wire", "workloads", "sets"},
+    "checks": {"model", "wire", "workloads", "sets"},
+    "transforms": {"model", "wire", "workloads", "sets", "interop", "costs", "checks"},
+}
+FACES = ("tracekit", "tracekit.io")  # public faces for code outside the core (they define nothing)
+
+
+def _layer(name: str) -> str | None:
+    """The core layer of a module: a ``CORE_USES`` package, "base", "face", "cli", or None outside the core."""
+    if _within(name, "tracekit.converters") or _within(name, "tracekit.replayer"):
+        return None
+    if _within(name, "tracekit.cli"):
+        return "cli"
+    if name in FACES:
+        return "face"
+    if any(_within(name, base) for base in BASE):
+        return "base"
+    parts = name.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in CORE_USES else None
+
+
+def _modules() -> dict[str, Path]:
+    """Every module of the three trees (generated ``_proto`` aside) -> its file."""
+    out = {}
+    for folder in TREES:
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            if "_proto" not in path.parts:
+                out[_module_name(path)] = path
+    return out
+
+
+def _face_names(path: Path, module: str) -> dict[str, str]:
+    """``name -> module`` of the names a package face (an ``__init__``) imports from its modules."""
+    found = {}
+    for node, _ in _import_nodes(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for alias in node.names:
+                found[alias.asname or alias.name] = node.module
+    return found
+
+
+_MODULES = _modules()
+
+
+def _resolved_edges(typing_too: bool) -> set[tuple[str, str]]:
+    """(importer, imported module) over the three trees, each imported name resolved to the module that defines
+    it: ``from tracekit.model import Node`` is an edge to ``tracekit.model.node`` (the face forwards the name)."""
+    modules = _MODULES
+    faces = {m: _face_names(p, m) for m, p in modules.items() if p.name == "__init__.py" or m in FACES}
+
+    def owner(name: str) -> str | None:
+        head, _, attr = name.rpartition(".")
+        if name in modules:
+            if name in faces and head in faces and attr in faces[head]:
+                return name  # a submodule imported from its package
+            return name
+        if head in faces and attr in faces[head]:
+            return owner(f"{faces[head][attr]}.{attr}")
+        return head if head in modules else None
+
+    edges = set()
+    for module, path in modules.items():
+        for imported in _imports(path, module, typing_too):
+            target = owner(imported)
+            if target and target != module and not _within(module, target):
+                edges.add((module, target))
+    return edges
+
+
+def _direction_breaches(edges: set[tuple[str, str]]) -> set[tuple[str, str]]:
+    """Rules 5 and 6 on (importer, imported) edges."""
+    bad = set()
+    for src, dst in edges:
+        a, b = _layer(src), _layer(dst)
+        if b == "face" and a not in (None, "cli", "face"):
+            bad.add((src, dst))  # the core imports the defining module, not the face
+        elif a == "base" and b not in ("base", None):
+            bad.add((src, dst))
+        elif a in CORE_USES and b in CORE_USES and a != b and b not in CORE_USES[a]:
+            bad.add((src, dst))
+        elif a in CORE_USES and b in ("cli", "face"):
+            bad.add((src, dst))
+        if _private_breach(src, dst):
+            bad.add((src, dst))
+    return bad
+
+
+def _package_folder(package: str) -> Path:
+    """The source folder of a package (converters/ and replayer/ are folders of their own, not under tracekit/)."""
+    parts = package.split(".")
+    if len(parts) > 1 and parts[1] in ("converters", "replayer"):
+        return Path(parts[1], *parts[2:])
+    return Path("tracekit", *parts[1:])
+
+
+def _private_breach(src: str, dst: str) -> bool:
+    """Rule 6: ``dst`` has a private component and ``src`` lives outside the folder holding it."""
+    parts = dst.split(".")
+    private = next((i for i, part in enumerate(parts) if part.startswith("_") and not part.startswith("__")), None)
+    if private is None:
+        return False
+    holder = _package_folder(".".join(parts[:private]))
+    path = _MODULES.get(src)
+    mine = path.parent.relative_to(ROOT) if path else _package_folder(src.rpartition(".")[0])
+    return not (mine == holder or holder in mine.parents)
+
+
+def _cycles(edges: set[tuple[str, str]]) -> list[list[str]]:
+    """The strongly connected components of two or more modules (Tarjan), each sorted, largest first."""
+    graph: dict[str, list[str]] = {}
+    for src, dst in edges:
+        graph.setdefault(src, []).append(dst)
+        graph.setdefault(dst, [])
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, successors = work[-1]
+            advanced = False
+            for nxt in successors:
+                if nxt not in index:
+                    index[nxt] = low[nxt] = len(index)
+                    stack.append(nxt)
+                    on_stack.add(nxt)
+                    work.append((nxt, iter(sorted(graph[nxt]))))
+                    advanced = True
+                    break
+                if nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
+            if advanced:
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return sorted(found, key=lambda c: (-len(c), c))
+
+
+def test_no_import_cycles(capsys):
+    edges = _resolved_edges(typing_too=False)
+    cycles = _cycles(edges)
+    modules = {m for edge in edges for m in edge}
+    with capsys.disabled():
+        print(f"\nimport graph: {len(modules)} modules, {len(edges)} edges, {len(cycles)} import cycles")
+    assert not cycles, "import cycles (docs/architecture.md):\n" + "\n".join(f"  {' <-> '.join(c)}" for c in cycles)
+
+
+def test_core_direction_and_private_modules():
+    bad = _direction_breaches(_resolved_edges(typing_too=True))
+    assert not bad, "imports against the direction or of another folder's private module:\n" + "\n".join(
+        f"  {a} -> {b}" for a, b in sorted(bad)
+    )
+
+
+def test_top_of_tracekit_holds_at_most_ten_modules():
+    top = sorted(p.stem for p in (ROOT / "tracekit").glob("*.py") if p.name != "__init__.py")
+    assert len(top) <= 10, top
+
+
+@pytest.mark.parametrize(
+    "src,dst,breach",
+    [
+        ("tracekit.wire.codec", "tracekit.model.node", False),
+        ("tracekit.model.trace", "tracekit.wire.nodeview", True),
+        ("tracekit.sets.io", "tracekit.interop.astra", True),
+        ("tracekit.interop.astra", "tracekit.sets.io", False),
+        ("tracekit.interop.astra", "tracekit.transforms.select", True),
+        ("tracekit.transforms.pipeline", "tracekit.interop.astra", False),
+        ("tracekit.checks.validate", "tracekit.io", True),
+        ("tracekit.converters.pytorch.linker", "tracekit.io", False),
+        ("tracekit.output", "tracekit.wire.framing", True),
+        ("tracekit.costs.devices", "tracekit.sets.traceset", True),
+        ("tracekit.sets.io", "tracekit.sets._prefix_lock", False),
+        ("tracekit.checks.validate", "tracekit.sets._prefix_lock", True),
+        ("tracekit.replayer.simulation.engine", "tracekit.wire._prim", True),
+        ("tracekit.replayer.simulation.engine", "tracekit.replayer.simulation._flows", False),
+        ("tracekit.replayer.reporting.report", "tracekit.replayer.simulation._flows", True),
+        ("tracekit.jit", "tracekit._aot", False),
+        ("tracekit.cli.replay", "tracekit.cli._common", False),
+    ],
+)
+def test_direction_rules_catch_breaches(src, dst, breach):
+    assert bool(_direction_breaches({(src, dst)})) is breach
+
+
+def test_cycles_are_found():
+    edges = {("a.x", "a.y"), ("a.y", "a.z"), ("a.z", "a.x"), ("a.z", "a.w"), ("b.p", "b.q"), ("b.q", "b.p")}
+    assert _cycles(edges) == [["a.x", "a.y", "a.z"], ["b.p", "b.q"]]
 
 
 def test_source_tree_is_found():

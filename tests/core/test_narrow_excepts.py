@@ -5,11 +5,11 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from tracekit import classset_stamps
+from tracekit.sets import stamps as classset_stamps
 from tracekit._proto import et_def_pb2 as pb
 from tracekit.errors import TraceFormatError
 from tracekit.io import encode_trace, frame
-from tracekit.jsonform import loads_trace
+from tracekit.wire.jsonform import loads_trace
 from tracekit.model import Attr, ExecutionTrace, Node
 
 

@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tracekit.model import IOInfo
-from tracekit.opcost import aten_cost, op_class_of
-from tracekit.opflops import einsum_flops, matmul_flops
+from tracekit.costs.opcost import aten_cost, op_class_of
+from tracekit.costs.opflops import einsum_flops, matmul_flops
 
 F = "Tensor(float)"
 H = "Tensor(c10::BFloat16)"

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tracekit.model import IOInfo
-from tracekit.opcost import aten_cost
+from tracekit.costs.opcost import aten_cost
 
 torch = pytest.importorskip("torch", reason="needs PyTorch (pip install torch) for torch.utils.flop_counter")
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402

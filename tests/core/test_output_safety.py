@@ -11,7 +11,7 @@ from tracekit.cli import cli
 from tracekit.errors import TracekitError
 from tracekit.io import TraceSetWriter, encode_trace, write_traceset
 from tracekit.model import ExecutionTrace, Node
-from tracekit.traceset import TraceSet
+from tracekit.sets.traceset import TraceSet
 
 
 @pytest.fixture()

@@ -23,7 +23,7 @@ def test_generated_module_is_current(tmp_path):
 
 def test_import_tracekit_pulls_in_no_producers_replayer_or_cli_libraries():
     code = (
-        "import sys, tracekit, tracekit.io, tracekit.validate, tracekit.traceset; "
+        "import sys, tracekit, tracekit.io, tracekit.checks.validate, tracekit.sets.traceset; "
         "bad = [m for m in sys.modules if m.startswith(('tracekit.converters', 'tracekit.replayer', "
         "'rich', 'click'))]; print(','.join(bad))"
     )

@@ -6,9 +6,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tracekit.io import encode_trace, trace_from_bytes
-from tracekit.jsonform import dumps_trace, loads_trace
+from tracekit.wire.jsonform import dumps_trace, loads_trace
 from tracekit.model import Attr, ExecutionTrace, Node, NodeType
-from tracekit.validate import validate_trace
+from tracekit.checks.validate import validate_trace
 from hypothesis_profiles import examples
 
 attr_values = st.one_of(

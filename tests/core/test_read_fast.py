@@ -10,7 +10,7 @@ import pytest
 from tracekit.errors import TraceFormatError
 from tracekit.io import read_trace, write_trace
 from tracekit.model import Attr, ExecutionTrace, Node, NodeType
-from tracekit.summary import _comm_totals, summarize_trace
+from tracekit.checks.summary import _comm_totals, summarize_trace
 
 
 def _comm_mix() -> ExecutionTrace:
@@ -179,7 +179,7 @@ def _cost_mix() -> ExecutionTrace:
 
 
 def test_summary_while_reading_equals_the_column_path(tmp_path, monkeypatch):
-    import tracekit._columnar as columnar
+    import tracekit.wire.columnar as columnar
 
     monkeypatch.setattr(columnar, "ATTR_CHUNK", 4)  # chunks of 4 records: 8 chunks, the last one short
     path = write_trace(_cost_mix(), tmp_path / "mix.0.et")
@@ -205,7 +205,7 @@ def test_summary_while_reading_equals_the_column_path(tmp_path, monkeypatch):
 
 
 def test_summary_while_reading_falls_back_for_irregular_values(tmp_path, monkeypatch):
-    import tracekit._columnar as columnar
+    import tracekit.wire.columnar as columnar
 
     monkeypatch.setattr(columnar, "ATTR_CHUNK", 4)
     nodes = list(_cost_mix().nodes)
@@ -220,7 +220,7 @@ def test_summary_while_reading_falls_back_for_irregular_values(tmp_path, monkeyp
 
 
 def test_summary_while_reading_reports_a_corrupt_attribute(tmp_path, monkeypatch):
-    import tracekit._columnar as columnar
+    import tracekit.wire.columnar as columnar
 
     monkeypatch.setattr(columnar, "ATTR_CHUNK", 2)  # the bad record lies in the second chunk
     trace = ExecutionTrace([Node(i, "x", attrs=[Attr("num_ops", 300 + i)]) for i in range(3)])
@@ -236,7 +236,7 @@ def test_summary_while_reading_reports_a_corrupt_attribute(tmp_path, monkeypatch
 
 
 def test_node_view_typed_reads_equal_the_nodes_and_share_one_pass(tmp_path, monkeypatch):
-    import tracekit._wirekernels as wk
+    import tracekit.wire.kernels as wk
 
     nodes = []
     for i in range(300):
@@ -273,7 +273,7 @@ def test_node_view_nodes_are_node_values_read_lazily(tmp_path):
     import copy
     import pickle
 
-    from tracekit._nodeview import ColumnNode
+    from tracekit.wire.nodeview import ColumnNode
 
     nodes = [
         Node(
@@ -314,7 +314,7 @@ def test_node_view_nodes_are_node_values_read_lazily(tmp_path):
 def test_node_view_nodes_built_after_a_typed_read_carry_the_integer_fields(tmp_path):
     import pickle
 
-    from tracekit._nodeview import CHUNK_NODES, ColumnNode
+    from tracekit.wire.nodeview import CHUNK_NODES, ColumnNode
 
     n = 3 * CHUNK_NODES
     nodes = [

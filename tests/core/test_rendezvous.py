@@ -1,10 +1,10 @@
-"""The one collective/p2p matcher (tracekit/rendezvous.py): reading order, missing values, pairing."""
+"""The one collective/p2p matcher (tracekit/sets/rendezvous.py): reading order, missing values, pairing."""
 
 from __future__ import annotations
 
 from tracekit.model import Attr, ExecutionTrace, Node, NodeType
-from tracekit.rendezvous import NOT_AN_INT, collective_instances, comm_table, group_order, p2p_pairs
-from tracekit.validate import rank_collectives
+from tracekit.sets.rendezvous import NOT_AN_INT, collective_instances, comm_table, group_order, p2p_pairs
+from tracekit.checks.validate import rank_collectives
 
 
 def _coll(node_id: int, deps: list[int], pg: str, ctype: int | None = None, nbytes: int | None = None) -> Node:

@@ -12,9 +12,9 @@ import pytest
 from tracekit.errors import TraceFormatError, TransformError
 from tracekit.io import encode_trace, read_trace, write_trace
 from tracekit.model import Attr, ExecutionTrace, Node, NodeType
-from tracekit.streaming import IdSet, streamable, transform_stream, validate_stream
-from tracekit.traceset import TraceSet
-from tracekit.validate import validate_trace
+from tracekit.transforms.streaming import IdSet, streamable, transform_stream, validate_stream
+from tracekit.sets.traceset import TraceSet
+from tracekit.checks.validate import validate_trace
 
 
 # ----------------------------------------------------------------------------- id set
@@ -145,9 +145,9 @@ def test_validate_stream_memory_is_bounded(tmp_path, monkeypatch):
     """The pass holds one block of records (16 KiB here) and its columns: a file three times larger
     (10,000 -> 30,000 nodes, about 0.38 -> 1.15 MB, 23-70 blocks) needs no more memory, and far less than
     the full in-memory validation (about 8x at 10,000 nodes)."""
-    import tracekit._stream_read
+    import tracekit.wire.stream
 
-    monkeypatch.setattr(tracekit._stream_read, "BLOCK_BYTES", 16 << 10)
+    monkeypatch.setattr(tracekit.wire.stream, "BLOCK_BYTES", 16 << 10)
     peaks = []
     for n in (10_000, 30_000):
         path = tmp_path / f"big{n}.0.et"

@@ -6,9 +6,9 @@ import pytest
 from google.protobuf import empty_pb2
 from google.protobuf.unknown_fields import UnknownFieldSet
 
-from tracekit.groups import pg_init_node
+from tracekit.model.groups import pg_init_node
 from tracekit.io import encode_trace, split_records, write_trace
-from tracekit.jsonform import dumps_trace, loads_trace
+from tracekit.wire.jsonform import dumps_trace, loads_trace
 from tracekit.model import Attr, CollectiveType, ExecutionTrace, Metadata, Node, NodeType
 
 

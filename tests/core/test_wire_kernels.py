@@ -1,4 +1,4 @@
-"""The compiled read loops (tracekit._wirekernels) on hand-built records, values worked out by hand.
+"""The compiled read loops (tracekit.wire.kernels) on hand-built records, values worked out by hand.
 
 Wire rules: https://protobuf.dev/programming-guides/encoding/ (tag = field << 3 | wire type; varints
 little-endian base 128).  Node fields: id 1, name 2, type 3, ctrl_deps 4, data_deps 5, start 6,
@@ -165,8 +165,8 @@ def test_corrupt_attribute_is_reported_on_first_use_naming_node_and_offset(tmp_p
 
 @pytest.mark.parametrize("reader", ["verify", "validate", "node_attrs", "typed_read", "node_typed_read", "summary"])
 def test_corrupt_attribute_after_good_nodes_is_named_by_every_reader(tmp_path, reader):
-    from tracekit.rank_checks import validate_trace
-    from tracekit.summary import summarize_trace
+    from tracekit.checks.rank_checks import validate_trace
+    from tracekit.checks.summary import summarize_trace
 
     good = [_key(1, 0) + _varint(i) + _attr("comm_size", 9, 0, _varint(8 * i)) for i in range(3)]
     bad = _key(1, 0) + b"\x2a" + _ld(10, _ld(1, b"n") + _key(9, 0) + b"\xff")  # a varint cut by the message end
@@ -211,8 +211,8 @@ def test_names_are_grouped_by_content_past_the_first_table_size(tmp_path):
 
 
 def test_kernel_time_limits_match_the_model():
-    from tracekit import _wirekernels as wk
-    from tracekit.node import MAX_DURATION_NS, MAX_TIME_NS
+    from tracekit.wire import kernels as wk
+    from tracekit.model.node import MAX_DURATION_NS, MAX_TIME_NS
 
     assert (wk._MAX_DURATION_NS, wk._MAX_TIME_NS) == (MAX_DURATION_NS, MAX_TIME_NS)
     buf = np.frombuffer(frame(b"") + frame(b"\x08\x01"), dtype=np.uint8)
@@ -268,12 +268,12 @@ def test_more_names_than_search_slots_and_other_layouts_are_found_in_one_pass(tm
 def test_attributes_read_from_read_only_record_offsets():
     """Arrays a trace arrives with from Ray's object store are read-only: the attribute search must still type (it
     passed a slice of them where the node walk writes, and numba refused to compile: the Ray sweep failed in CI)."""
-    from tracekit.rank_checks import validate_trace
+    from tracekit.checks.rank_checks import validate_trace
 
     path = Path(__file__).resolve().parents[2] / "sample_traces" / "chakra" / "feeder.0.et"
     writable = validate_trace(read_trace(path)).issues
     trace = read_trace(path)
-    source = trace.columns().attr_num_fn.__self__  # the records' attribute source (tracekit._attrsource)
+    source = trace.columns().attr_num_fn.__self__  # the records' attribute source (tracekit.wire.attrsource)
     source.attr_at.flags.writeable = False
     assert validate_trace(trace).issues == writable
     assert len(writable) == 42  # the feeder sample's findings (tracekit validate lists them)

@@ -7,10 +7,10 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from tracekit.cli import cli
-from tracekit.groups import pg_init_node
+from tracekit.model.groups import pg_init_node
 from tracekit.io import write_traceset
 from tracekit.model import Attr, ExecutionTrace, Node, NodeType
-from tracekit.traceset import TraceSet
+from tracekit.sets.traceset import TraceSet
 
 
 def run(*args: object):

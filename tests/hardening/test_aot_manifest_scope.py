@@ -13,20 +13,20 @@ import pytest
 
 from tracekit import _aot
 
-WALK = "tracekit._wirekernels.walk_nodes"
+WALK = "tracekit.wire.kernels.walk_nodes"
 
 
 @pytest.mark.parametrize(
     ("module", "symbol", "own"),
     [
-        ("tracekit._aot_kernels_0", "tracekit__wirekernels_walk_nodes__3", True),
-        ("tracekit._aot_kernels_1", "tracekit__wirekernels_walk_nodes__0", True),
-        ("tracekit._aot_kernels_0", "tracekit__framing_frame_offsets__0", False),  # another kernel's export
+        ("tracekit._aot_kernels_0", "tracekit_wire_kernels_walk_nodes__3", True),
+        ("tracekit._aot_kernels_1", "tracekit_wire_kernels_walk_nodes__0", True),
+        ("tracekit._aot_kernels_0", "tracekit_wire_framing_frame_offsets__0", False),  # another kernel's export
         ("os", "system", False),  # any importable function
-        ("tracekit._aot_kernels_0.x", "tracekit__wirekernels_walk_nodes__0", False),
-        ("tracekit._aot_kernels_0", "tracekit__wirekernels_walk_nodes__x", False),
-        ("tracekit._aot_kernels_0", "tracekit__wirekernels_walk_nodes", False),
-        (None, "tracekit__wirekernels_walk_nodes__0", False),
+        ("tracekit._aot_kernels_0.x", "tracekit_wire_kernels_walk_nodes__0", False),
+        ("tracekit._aot_kernels_0", "tracekit_wire_kernels_walk_nodes__x", False),
+        ("tracekit._aot_kernels_0", "tracekit_wire_kernels_walk_nodes", False),
+        (None, "tracekit_wire_kernels_walk_nodes__0", False),
     ],
 )
 def test_only_tracekits_own_export_of_the_kernel_counts(module, symbol, own):
@@ -34,7 +34,7 @@ def test_only_tracekits_own_export_of_the_kernel_counts(module, symbol, own):
 
 
 def test_a_manifest_naming_another_function_gives_no_exports(tmp_path, monkeypatch):
-    sources = {"tracekit._wirekernels": _aot._module_hash("tracekit._wirekernels")}
+    sources = {"tracekit.wire.kernels": _aot._module_hash("tracekit.wire.kernels")}
     entry = {"sources": sources, "exports": [[["int64"], "os", "getpid"]]}
     path = tmp_path / "_aot_kernels.json"
     path.write_text(json.dumps({"format": _aot.FORMAT, "host": _aot.host(), "kernels": {WALK: entry}}))

@@ -177,7 +177,7 @@ def test_an_old_protobuf_runtime_is_one_line_naming_the_version(tmp_path):
 def test_problem_counts_include_the_summarised_ones(tmp_path):
     from tracekit.io import write_traceset
     from tracekit.model import ExecutionTrace, Node
-    from tracekit.traceset import TraceSet
+    from tracekit.sets.traceset import TraceSet
 
     nodes = [Node(id=i, data_deps=[10_000 + i]) for i in range(1, 51)]  # 50 dangling deps
     write_traceset(TraceSet([ExecutionTrace(nodes)]), tmp_path / "job")

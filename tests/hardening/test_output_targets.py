@@ -158,7 +158,7 @@ _PAUSED_WRITER = """
 import signal, sys, time
 for s in (signal.SIGTERM, signal.SIGHUP):
     signal.signal(s, signal.SIG_DFL)
-import tracekit._traceset_io as tio
+import tracekit.sets.io as tio
 from tracekit.cli import main
 add, stop_after = tio.TraceSetWriter.add, int(sys.argv.pop(1))
 def paused_add(self, rank, data):
@@ -226,7 +226,7 @@ def test_a_signal_during_the_commit_leaves_the_whole_set_never_part_of_it(tmp_pa
 
 
 def test_a_signal_inside_a_deferred_block_runs_its_handler_after_the_block():
-    from tracekit._output import _signals_deferred
+    from tracekit.output import _signals_deferred
 
     seen: list[object] = []
     old = signal.signal(signal.SIGHUP, lambda signum, frame: seen.append(signum))

@@ -149,7 +149,7 @@ class _FullDisk:
 def test_sweep_outputs_are_all_or_nothing_and_a_full_disk_names_the_file(tmp_path, monkeypatch):
     import os
 
-    import tracekit._output as output
+    import tracekit.output as output
 
     prefix = ring_job(tmp_path)
     out = tmp_path / "sw"

@@ -10,7 +10,7 @@ from _hardkit import one_line_error, run
 
 from tracekit.io import write_traceset
 from tracekit.model import Attr, ExecutionTrace, Node, NodeType
-from tracekit.traceset import TraceSet
+from tracekit.sets.traceset import TraceSet
 
 
 def _p2p(kind: NodeType, size: int, me: int, peer: int) -> ExecutionTrace:

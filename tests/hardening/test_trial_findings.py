@@ -93,7 +93,7 @@ def test_a_failed_conversion_prints_one_line_in_a_real_process(tmp_path):
 def test_validate_warns_when_the_declared_world_size_disagrees_with_the_files(tmp_path):
     from tracekit.io import write_traceset
     from tracekit.model import Attr, ExecutionTrace, Metadata, Node
-    from tracekit.traceset import TraceSet
+    from tracekit.sets.traceset import TraceSet
 
     # one rank of a two-rank capture whose groups say "all ranks": only the metadata tells the world size
     trace = ExecutionTrace([Node(1, "aten::mm", duration_ns=5)], Metadata("0.0.4", (Attr("world_size", 2),)), rank=0)
@@ -181,7 +181,7 @@ def test_every_range_option_is_tracekits_range_type():
 def _big_job(folder: Path, nodes: int = 3000) -> Path:
     from tracekit.io import write_traceset
     from tracekit.model import ExecutionTrace, Node
-    from tracekit.traceset import TraceSet
+    from tracekit.sets.traceset import TraceSet
 
     chain = [Node(i, f"op{i}", duration_ns=1000, data_deps=[i - 1] if i > 1 else []) for i in range(1, nodes + 1)]
     write_traceset(TraceSet({0: ExecutionTrace(chain, rank=0)}), folder / "big")
@@ -329,7 +329,7 @@ def test_the_replay_summary_says_how_compute_was_timed_not_the_specs_default(tmp
     measured times' while every node was timed by the roofline."""
     from tracekit.io import write_traceset
     from tracekit.model import Attr, ExecutionTrace, Node, NodeType
-    from tracekit.traceset import TraceSet
+    from tracekit.sets.traceset import TraceSet
 
     gemm = Node(
         1, "gemm", type=NodeType.COMP_NODE, attrs=[Attr.infer("num_ops", 10**12), Attr.infer("tensor_size", 10**6)]

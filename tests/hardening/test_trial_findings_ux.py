@@ -164,8 +164,8 @@ def test_the_demo_compares_the_two_gpus_with_one_collective_model(tmp_path, monk
 
 
 def test_a_cpu_capture_projected_to_a_gpu_takes_the_gpus_roofline_not_the_cpus_measured_time():
-    from tracekit.devices import device_model
-    from tracekit.projection import projected_duration
+    from tracekit.costs.devices import device_model
+    from tracekit.costs.projection import projected_duration
 
     cpu, a100, h100 = device_model("host-cpu"), device_model("a100-80gb"), device_model("h100-sxm")
     # an op without a class: max(F / peak(default dtype), B / bandwidth).  A100: bf16 312 TFLOP/s, 2,039 GB/s:
@@ -244,7 +244,7 @@ def test_a_missing_path_argument_or_option_is_a_usage_error_exit_2(args, message
 
 def test_check_replay_says_what_was_measured_when_there_is_no_profiler_step(tmp_path):
     from tracekit.model import ExecutionTrace, Node, NodeType
-    from tracekit.traceset import TraceSet
+    from tracekit.sets.traceset import TraceSet
 
     # two ops measured at 1-2 ms and 4-5 ms: the span is 4 ms, the replay runs them back to back (2 ms)
     nodes = [

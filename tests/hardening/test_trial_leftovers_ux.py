@@ -80,7 +80,7 @@ def test_a_lone_file_without_siblings_replays_with_a_one_line_warning(tmp_path, 
 def test_the_nccl_model_packs_channels_onto_a_nic_faster_than_one_channel(nic_gbps, channels, net_gbps):
     from dataclasses import replace
 
-    from tracekit.replayer.simulation.hardware import load_spec
+    from tracekit.replayer.simulation.specs import load_spec
     from tracekit.replayer.simulation.nccl_model import NcclModel
 
     # DGX H100 fitted to 32 ranks (4 nodes), the IB dimension at the swept speed; a group of one rank per node
@@ -137,7 +137,7 @@ def test_a_sweep_of_the_nic_bandwidth_says_how_the_nccl_model_uses_it(tmp_path):
 @pytest.mark.parametrize("command", [["replay", "--hw", "dgx-a100"], ["info"]])
 def test_top_is_bounded_like_every_range_option(command):
     from tracekit.cli._options import MAX_TOP
-    from tracekit.node import MAX_RANKS
+    from tracekit.model.node import MAX_RANKS
 
     assert MAX_TOP == MAX_RANKS  # one row per rank at most, and tracekit handles 2^20 ranks
     for top, exit_code, message in [
@@ -312,7 +312,7 @@ def test_the_astra_model_on_a_preset_says_where_an_astra_table_comes_from():
 def test_info_counts_sends_and_recvs_in_the_communication_table(tmp_path):
     from tracekit.io import write_traceset
     from tracekit.model import Attr, ExecutionTrace, Node, NodeType
-    from tracekit.traceset import TraceSet
+    from tracekit.sets.traceset import TraceSet
 
     def p2p(kind: NodeType, node_id: int) -> Node:
         attrs = [Attr.infer(k, v) for k, v in (("comm_src", 0), ("comm_dst", 1), ("comm_size", 128), ("comm_tag", 0))]
@@ -484,7 +484,7 @@ def test_random_bytes_named_et_say_not_a_chakra_trace_keeping_file_rank_and_offs
 def test_the_chakra_sniff_accepts_every_real_trace_and_no_random_bytes():
     import random
 
-    from tracekit._framing import looks_like_chakra
+    from tracekit.wire.framing import looks_like_chakra
 
     real = sorted((REPO / "sample_traces" / "chakra").glob("*.et"))
     shared = Path("/work/shared/real/chakra")
@@ -496,14 +496,14 @@ def test_the_chakra_sniff_accepts_every_real_trace_and_no_random_bytes():
 
 
 def _declared_groups(trace) -> list[dict]:
-    from tracekit.groups import is_pg_init, parse_pg_entries
+    from tracekit.model.groups import is_pg_init, parse_pg_entries
 
     (init,) = [n for n in trace.nodes if is_pg_init(n)]
     return parse_pg_entries(init.inputs.values)
 
 
 def test_converted_and_generated_traces_give_the_default_group_the_world_size(tmp_path):
-    from tracekit.groups import default_group_size
+    from tracekit.model.groups import default_group_size
     from tracekit.io import read_traceset
 
     # dist_ws2's ETs declare {"pg_name": "0", "ranks": [], "group_size": 2}; the output said group_size 0
@@ -530,7 +530,7 @@ def test_converted_and_generated_traces_give_the_default_group_the_world_size(tm
 
 def test_the_four_rank_gloo_capture_converts_with_group_size_4(tmp_path, real_dir):
     folder = real_dir / "pytorch" / "torch-cpu-gloo" / "dist_ws4"  # ../shared/real (README there)
-    from tracekit.groups import default_group_size
+    from tracekit.model.groups import default_group_size
     from tracekit.io import read_traceset
 
     args = ["--et", f"{folder}/et_rank*.json", "--kineto", f"{folder}/kineto_rank*.json", "-o", tmp_path / "job"]
@@ -540,7 +540,7 @@ def test_the_four_rank_gloo_capture_converts_with_group_size_4(tmp_path, real_di
 
 
 def test_a_tensor_parallel_rewrite_gives_the_default_group_the_new_world_size(tmp_path):
-    from tracekit.groups import default_group_size
+    from tracekit.model.groups import default_group_size
     from tracekit.io import read_traceset
 
     # 2 x 2 x 2 = 8 ranks; --tp 4 makes 4 x 2 x 2 = 16 (ChangeTP: world * tp / tp_old); the rewrite wrote 0
@@ -582,7 +582,7 @@ def test_astra_sims_custom_allreduce_sample_validates_and_is_named_a_partial_set
     # the peer is still required: a send without comm_dst (node 0 of rank 0 here) is an error
     from tracekit.io import read_traceset, write_traceset
     from tracekit.model import ExecutionTrace, Node
-    from tracekit.traceset import TraceSet
+    from tracekit.sets.traceset import TraceSet
 
     trace = read_traceset(CHAKRA / "custom_allreduce.0.et")[0]
     first = trace.nodes[0]

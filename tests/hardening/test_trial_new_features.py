@@ -91,7 +91,7 @@ def test_a_bad_moe_skew_names_the_option(tmp_path, value, why):
 
 
 def _spec_with_perturb(tmp_path, table: str):
-    from tracekit.replayer.simulation.hardware import preset_path
+    from tracekit.replayer.simulation.specs import preset_path
 
     spec = tmp_path / "spec.toml"
     spec.write_text(preset_path("dgx-h100").read_text() + "\n[perturb]\n" + table + "\n")

@@ -15,7 +15,7 @@ import pytest
 
 from astra_reference import reference_case, reference_cases, workload_prefix
 from cli_inprocess import run
-from tracekit.comm_groups import merge_declared, read_comm_groups
+from tracekit.sets.comm_groups import merge_declared, read_comm_groups
 from tracekit.errors import ValidationError
 
 

@@ -80,7 +80,7 @@ def _recorded_llm_set(case, prefix: Path) -> None:
 @pytest.mark.realdata
 def test_export_of_every_recorded_tracekit_job_runs_on_master_and_matches_it(real_dir, tmp_path):
     from astra_reference import reference_status  # noqa: F401 - the suite's presence is checked by reference_cases
-    from tracekit.comm_groups import read_comm_groups
+    from tracekit.sets.comm_groups import read_comm_groups
     from tracekit.replayer import replay_with_traces
     from tracekit.replayer.simulation.astra_config import import_astra_config
     from tracekit.replayer.simulation.program import ReplayOptions

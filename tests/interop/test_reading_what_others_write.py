@@ -18,8 +18,8 @@ from tracekit.io import read_trace, read_traceset, write_traceset
 from tracekit.model import Attr, CollectiveType, ExecutionTrace, Node, NodeType
 from tracekit.replayer import replay
 from tracekit.replayer.simulation.astra_config import import_astra_config
-from tracekit.traceset import TraceSet
-from tracekit.validate import validate_traceset
+from tracekit.sets.traceset import TraceSet
+from tracekit.checks.validate import validate_traceset
 
 OTHERS = {"resnet": ("chakra-converter-resnet", "resnet", 14_391), "feeder": ("chakra-feeder-tests", "chakra", 3_664)}
 

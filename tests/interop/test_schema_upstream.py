@@ -16,10 +16,10 @@ from reference_tools import chakra_decode, chakra_python
 from tracekit._proto import et_def_pb2 as pb
 from tracekit.cli import cli
 from tracekit.io import encode_trace, read_trace, write_trace
-from tracekit.jsonform import dumps_trace, loads_trace
+from tracekit.wire.jsonform import dumps_trace, loads_trace
 from tracekit.model import ExecutionTrace, Node, NodeType
-from tracekit.streaming import validate_stream
-from tracekit.validate import validate_trace
+from tracekit.transforms.streaming import validate_stream
+from tracekit.checks.validate import validate_trace
 
 _DESCRIBE = """
 import json, sys

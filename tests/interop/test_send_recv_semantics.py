@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import pytest
 
-from tracekit.converters.generators._build import RankTraceBuilder
+from tracekit.converters.generators.build import RankTraceBuilder
 from tracekit.io import read_traceset, write_traceset
 from tracekit.model import CollectiveType
 from tracekit.replayer import replay
 from tracekit.replayer.simulation.astra_config import import_astra_config
-from tracekit.traceset import TraceSet
+from tracekit.sets.traceset import TraceSet
 
 MIB = 1 << 20
 B = 50 * 2**30 / 1e9  # bytes per ns

@@ -6,10 +6,11 @@ import signal
 from contextlib import contextmanager
 from typing import Iterator, Sequence
 
-from tracekit.groups import pg_init_node
+from tracekit.model.groups import pg_init_node
 from tracekit.model import Attr, CollectiveType, ExecutionTrace, Node, NodeType
-from tracekit.replayer.simulation.hardware import HardwareSpec, spec_from_dict
-from tracekit.traceset import TraceSet
+from tracekit.replayer.simulation.hardware import HardwareSpec
+from tracekit.replayer.simulation.specs import spec_from_dict
+from tracekit.sets.traceset import TraceSet
 
 
 def make_spec(

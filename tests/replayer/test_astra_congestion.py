@@ -20,7 +20,7 @@ from click.testing import CliRunner
 from tracekit.errors import SpecError
 from tracekit.model import CollectiveType
 from tracekit.replayer.simulation.astra_config import import_astra_config
-from tracekit.replayer.simulation.collectives import make_collective_model
+from tracekit.replayer.simulation.collective_models import make_collective_model
 from tracekit.replayer import replay
 from tracekit.replayer.simulation.spec_toml import read_spec_file
 from tests.replayer._engine_kit import comp, make_spec, p2p, traceset
@@ -234,7 +234,7 @@ def _recorded(case: Path) -> dict:
 def _replay_case(case: Path, tmp_path: Path) -> list[int]:
     """Per-rank ns of the case's workload replayed on its configs with the congestion-aware backend."""
     from tracekit.io import read_traceset
-    from tracekit.traceset import TraceSet
+    from tracekit.sets.traceset import TraceSet
 
     r = _recorded(case)
     inp = r["inputs"]

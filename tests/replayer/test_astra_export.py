@@ -15,7 +15,7 @@ from tracekit.io import read_trace
 from tracekit.model import CollectiveType
 from tracekit.replayer.simulation.astra_config import import_astra_config
 from tracekit.replayer.simulation.astra_export import export_astra
-from tracekit.replayer.simulation.hardware import list_presets, load_spec
+from tracekit.replayer.simulation.specs import list_presets, load_spec
 
 
 @pytest.mark.parametrize(

@@ -15,8 +15,9 @@ from tracekit.errors import SpecError
 from tracekit.model import CollectiveType as C
 from tracekit.replayer.simulation.astra_config import import_astra_config
 from tracekit.replayer.simulation.astra_model import AstraModel
-from tracekit.replayer.simulation.collectives import UnsupportedCollectiveError, make_collective_model
-from tracekit.replayer.simulation.hardware import spec_from_dict
+from tracekit.replayer.simulation.collectives import UnsupportedCollectiveError
+from tracekit.replayer.simulation.collective_models import make_collective_model
+from tracekit.replayer.simulation.specs import spec_from_dict
 from tracekit.model import Attr, Node, NodeType
 from tracekit.replayer import ReplayOptions, replay
 from tests.replayer._engine_kit import comp, traceset
@@ -249,7 +250,7 @@ def test_cli_import_astra(astra_dir, tmp_path):
     assert result.exit_code == 0, result.output
     assert result.stdout == ""
     assert "scheduling-policy" in result.stderr and "wrote" in result.stderr
-    from tracekit.replayer.simulation.hardware import read_spec
+    from tracekit.replayer.simulation.specs import read_spec
 
     spec = read_spec(out)
     assert make_collective_model(spec).collective_cost(C.ALL_REDUCE, MIB, (0, 1, 2, 3)).fixed_ns == 33_829
@@ -347,7 +348,7 @@ def test_cli_import_astra_writes_a_spec_replay_accepts(astra_dir, tmp_path, algo
         ],
     )
     assert result.exit_code == 0, result.output
-    from tracekit.replayer.simulation.hardware import read_spec
+    from tracekit.replayer.simulation.specs import read_spec
 
     model = make_collective_model(read_spec(out))
     # the binary's values, 1 MiB on a 4-ring, e = 10: halving-doubling reduce-scatter 16,666; the tree runs a

@@ -18,7 +18,7 @@ from tracekit.replayer.orchestration.bench_coll import (
     size_range,
     write_plot,
 )
-from tracekit.replayer.simulation.hardware import load_spec
+from tracekit.replayer.simulation.specs import load_spec
 
 # Real nccl-tests 2.x stdout (format with the root column), cut to a few rows: 2 nodes x 8 H100 on GCP A3
 # Mega, from github.com/lessizzmore/create-a3mega-ztan-fork, file ztan-NCCL-test-result.

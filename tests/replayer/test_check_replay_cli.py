@@ -14,7 +14,7 @@ from tracekit.converters.pytorch.kineto_convert import convert_kineto
 from tracekit.errors import ReplayError
 from tracekit.io import write_traceset
 from tracekit.replayer.results.measured import check_replay
-from tracekit.summary import summarize_traceset
+from tracekit.checks.summary import summarize_traceset
 
 pytestmark = pytest.mark.realdata
 

@@ -13,13 +13,13 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from tracekit.attrs import COMM_SIZE, COMM_TYPE, IS_CPU_OP, STREAM
+from tracekit.model.attrs import COMM_SIZE, COMM_TYPE, IS_CPU_OP, STREAM
 from tracekit.cli import cli
 from tracekit.io import write_traceset
 from tracekit.model import Attr, ExecutionTrace, Node, NodeType
 from tracekit.replayer.results.overlap import rank_overlap, spec_slowdown
 
-S_C = 0.189  # tracekit/devices.toml: overlap_compute_slowdown of the A100/H100 presets
+S_C = 0.189  # tracekit/costs/devices.toml: overlap_compute_slowdown of the A100/H100 presets
 
 
 def _kernel(nid: int, name: str, start: int, dur: int, stream: int, comm: bool = False) -> Node:

@@ -7,7 +7,7 @@ import pytest
 from tracekit.converters.generators.micro import collective_bench, send_recv_bench
 from tracekit.errors import ReplayError, SpecError
 from tracekit.model import CollectiveType
-from tracekit.replayer.simulation.hardware import load_spec
+from tracekit.replayer.simulation.specs import load_spec
 from tracekit.replayer.simulation.checks import (
     ReplayCheckError,
     check_replay_inputs,
@@ -15,7 +15,7 @@ from tracekit.replayer.simulation.checks import (
     find_problems,
     p2p_issues,
 )
-from tracekit.traceset import TraceSet
+from tracekit.sets.traceset import TraceSet
 
 from tests.replayer._engine_kit import coll, one_dim, p2p, traceset
 

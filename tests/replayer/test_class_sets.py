@@ -1,4 +1,4 @@
-"""Rank-class sets (tracekit.classset): expand is byte-exact; replay, validate and info equal the per-rank ones."""
+"""Rank-class sets (tracekit.sets.classset): expand is byte-exact; replay, validate and info equal the per-rank ones."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import orjson
 import pytest
 from click.testing import CliRunner
 
-from tracekit.classset import find_class_set, read_class_set
-from tracekit.classset_checks import summarize_class_set, validate_class_set
+from tracekit.sets.classset import find_class_set, read_class_set
+from tracekit.checks.classset import summarize_class_set, validate_class_set
 from tracekit.cli import cli
 from tracekit.converters.generators import LLMConfig, ParallelSpec, Roofline, llm_preset
 from tracekit.converters.generators.llm import write_llm
@@ -20,8 +20,8 @@ from tracekit.replayer import ReplayOptions
 from tracekit.replayer.simulation.class_replay import member_scan
 from tracekit.replayer import replay_with_traces
 from tracekit.replayer.simulation.folding import scan_rank
-from tracekit.summary import summarize_files
-from tracekit.validate import validate_files
+from tracekit.checks.summary import summarize_files
+from tracekit.checks.validate import validate_files
 
 ROOF = Roofline(989e12 * 0.7, 3.35e12 * 0.8)
 
@@ -181,10 +181,10 @@ def test_transform_of_a_class_set_runs_per_class_and_equals_the_per_rank_transfo
 
 
 def test_stamped_per_rank_files_are_derived_not_decoded_and_replay_the_same(job, tmp_path, monkeypatch):
-    import tracekit.validate as validate_mod
+    import tracekit.checks.validate as validate_mod
 
     base, per_rank, manifest = job
-    from tracekit.classset_stamps import read_rank_class
+    from tracekit.sets.stamps import read_rank_class
 
     s4, s5, s0 = (read_rank_class(per_rank[r].read_bytes()) for r in (4, 5, 0))
     assert s4[0] == s5[0] != s0[0] and s4[2] != s5[2]  # same class key (stage 1), own slot values

@@ -8,8 +8,9 @@ import pytest
 
 from tracekit.errors import ReplayError, SpecError
 from tracekit.model import CollectiveType as C
-from tracekit.replayer.simulation.collectives import AlphaBetaModel, CommCost, make_collective_model
-from tracekit.replayer.simulation.hardware import load_spec, spec_from_dict
+from tracekit.replayer.simulation.collectives import AlphaBetaModel, CommCost
+from tracekit.replayer.simulation.collective_models import make_collective_model
+from tracekit.replayer.simulation.specs import load_spec, spec_from_dict
 
 MIB = 1 << 20
 

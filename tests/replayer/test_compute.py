@@ -10,7 +10,7 @@ import pytest
 from tracekit.errors import SpecError
 from tracekit.replayer.simulation.astra_config import import_astra_config
 from tracekit.replayer.simulation.compute import ComputeModel
-from tracekit.replayer.simulation.hardware import load_spec, spec_from_dict
+from tracekit.replayer.simulation.specs import load_spec, spec_from_dict
 
 
 def with_compute(name: str, **compute):

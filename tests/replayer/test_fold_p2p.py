@@ -9,7 +9,7 @@ import tracekit.replayer.simulation.fold_p2p as fold_p2p
 from tracekit.converters.generators import LLMConfig, ParallelSpec, Roofline, generate_llm, llm_preset
 from tracekit.replayer import ReplayOptions
 from tracekit.replayer.simulation.folding import NotFoldable, plan_folding, scan_rank
-from tracekit.replayer.simulation.hardware import load_spec
+from tracekit.replayer.simulation.specs import load_spec
 
 
 def _plan(ts, monkeypatch, bulk: bool):

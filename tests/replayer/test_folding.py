@@ -225,7 +225,7 @@ def test_random_p2p_jobs(pattern, nbytes, compute, slow):
 def _two_stream_job(tp: int, dp: int, tp_bytes: int, dp_bytes: int, compute_ns: int):
     """Each rank: compute, then a tp all-reduce (stream 1) and a dp all-reduce (stream 2) at once, twice."""
     from tracekit.model import Attr, CollectiveType, Node
-    from tracekit.traceset import TraceSet
+    from tracekit.sets.traceset import TraceSet
 
     world = tp * dp
     groups = {"0": tuple(range(world))}

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from tracekit.cli import cli
 from tracekit.errors import SpecError
-from tracekit.replayer.simulation.hardware import list_presets, load_spec, read_spec, spec_from_dict
+from tracekit.replayer.simulation.specs import list_presets, load_spec, read_spec, spec_from_dict
 from tracekit.replayer.simulation.placement import p2p_dimension, place_group, rank_coords
 
 MINIMAL = """

@@ -7,7 +7,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from tracekit.devices import find_device
+from tracekit.costs.devices import find_device
 from tracekit.model import CollectiveType
 from tracekit.replayer.simulation.interference import _union, overlap_ns
 from tracekit.replayer.simulation.run import replay_with_traces
@@ -31,7 +31,7 @@ def _gemm_next_to_all_reduce(gemm_ns: int, nbytes: int):
 def test_a_gemm_overlapping_an_all_reduce_is_hand_computed():
     """Alone: GEMM G = 2 ms, all-reduce A = 2 x 1000 + 64 MiB / 100 GB/s = 673,108.864 ns (ring, p = 2: one
     latency each way, 2(p-1)/p n / B).  Overlapped for A: the GEMM takes G + A s_c, the all-reduce A (1 + s_m),
-    with A100's s_c = 0.189, s_m = 0.05 (tracekit/devices.toml)."""
+    with A100's s_c = 0.189, s_m = 0.05 (tracekit/costs/devices.toml)."""
     dev = find_device("NVIDIA A100-SXM4-80GB")
     s_c, s_m = dev.overlap_compute_slowdown, dev.overlap_comm_slowdown
     assert (s_c, s_m) == (0.189, 0.05)
@@ -47,7 +47,7 @@ def test_a_gemm_overlapping_an_all_reduce_is_hand_computed():
 
 
 def test_interference_is_off_for_the_astra_model_and_by_default():
-    from tracekit.replayer.simulation.hardware import load_spec
+    from tracekit.replayer.simulation.specs import load_spec
     from tracekit.replayer.simulation.interference import device_slowdowns
 
     assert device_slowdowns(load_spec("dgx-a100")) == (0.0, 0.0)
@@ -87,7 +87,7 @@ def test_check_replay_errors_are_not_worse_with_interference_on(real_dir, kineto
     import real_kineto
 
     from tracekit.replayer.results.measured import check_replay
-    from tracekit.replayer.simulation.hardware import load_spec
+    from tracekit.replayer.simulation.specs import load_spec
 
     logging.disable(logging.WARNING)
     try:

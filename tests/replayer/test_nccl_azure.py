@@ -18,7 +18,7 @@ from dataclasses import replace
 import pytest
 
 from tracekit.replayer.orchestration.bench_coll import model_point, read_nccl_tests
-from tracekit.replayer.simulation.hardware import load_spec
+from tracekit.replayer.simulation.specs import load_spec
 
 pytestmark = pytest.mark.realdata
 

@@ -12,8 +12,8 @@ import tomllib
 import pytest
 
 from tracekit.model import CollectiveType as C
-from tracekit.replayer.simulation.collectives import make_collective_model
-from tracekit.replayer.simulation.hardware import load_spec, spec_from_dict
+from tracekit.replayer.simulation.collective_models import make_collective_model
+from tracekit.replayer.simulation.specs import load_spec, spec_from_dict
 from tracekit.replayer.simulation.nccl_model import NcclModel
 
 
@@ -155,7 +155,7 @@ def test_fabric_beyond_one_leaf_closed_forms():
     from dataclasses import replace
 
     from tracekit.model import CollectiveType
-    from tracekit.replayer.simulation.hardware import load_spec
+    from tracekit.replayer.simulation.specs import load_spec
     from tracekit.replayer.simulation.nccl_model import NcclModel
 
     base = replace(load_spec("dgx-a100").fitted(32), collective_model="nccl")
@@ -177,7 +177,7 @@ def test_fabric_keys_round_trip_and_are_checked():
     from dataclasses import replace
 
     from tracekit.errors import SpecError
-    from tracekit.replayer.simulation.hardware import load_spec
+    from tracekit.replayer.simulation.specs import load_spec
     from tracekit.replayer.simulation.spec_toml import spec_from_dict
 
     base = load_spec("dgx-a100")
@@ -199,7 +199,7 @@ def test_network_latency_moves_inter_node_steps_when_the_table_says_what_it_stan
     from dataclasses import replace
 
     from tracekit.replayer.orchestration.bench_coll import model_point
-    from tracekit.replayer.simulation.hardware import load_spec
+    from tracekit.replayer.simulation.specs import load_spec
 
     spec = replace(load_spec("azure-nd-a100-v4").fitted(16), collective_model="nccl")
     slow = replace(spec, network=(spec.network[0], replace(spec.network[1], latency_ns=5000.0)))

@@ -42,7 +42,7 @@ from dataclasses import replace
 import pytest
 
 from tracekit.replayer.orchestration.bench_coll import model_point
-from tracekit.replayer.simulation.hardware import load_spec
+from tracekit.replayer.simulation.specs import load_spec
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 

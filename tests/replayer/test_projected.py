@@ -8,9 +8,9 @@ from click.testing import CliRunner
 from tracekit.cli import cli
 from tracekit.io import read_traceset, write_traceset
 from tracekit.model import Attr, ExecutionTrace, Metadata, Node, NodeType
-from tracekit.replayer.simulation.hardware import load_spec
+from tracekit.replayer.simulation.specs import load_spec
 from tracekit.replayer.orchestration.projected import plan_compute, replay_with_compute
-from tracekit.traceset import TraceSet
+from tracekit.sets.traceset import TraceSet
 from tracekit.errors import ConfigError
 
 

@@ -83,7 +83,7 @@ def test_collective_table_lists_achieved_bandwidth(ws2_results):
 
 
 def test_report_shows_the_spec_stored_in_the_result(ws2_results):
-    from tracekit.replayer.simulation.hardware import load_spec
+    from tracekit.replayer.simulation.specs import load_spec
 
     d = json.loads(ws2_results["dgx-a100"].read_text())
     spec = load_spec("dgx-h100").fitted(2)  # deliberately not the replayed one: the page must show this

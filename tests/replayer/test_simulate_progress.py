@@ -8,7 +8,7 @@ from tracekit.converters.generators import send_recv_bench
 from tracekit.replayer import ReplayOptions
 import tracekit.replayer.simulation.engine as engine
 from tracekit.replayer.simulation.engine import events_progress, simulate
-from tracekit.replayer.simulation.hardware import load_spec
+from tracekit.replayer.simulation.specs import load_spec
 from tracekit.replayer.simulation.program import compile_program, effective_spec
 
 

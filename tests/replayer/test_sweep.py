@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from tracekit.converters.generators import LLMConfig, ModelSpec, ParallelSpec, generate_llm
 from tracekit.errors import ConfigError, SpecError
 from tracekit.replayer import ReplayOptions, replay
-from tracekit.replayer.simulation.hardware import load_spec
+from tracekit.replayer.simulation.specs import load_spec
 from tracekit.replayer.orchestration.sweep import SweepAxis, build_cases, parse_vary, run_sweep, write_sweep
 
 MIB = 1 << 20

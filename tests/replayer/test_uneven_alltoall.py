@@ -16,7 +16,7 @@ from _engine_kit import coll, one_dim, traceset
 
 from tracekit.model import Attr, CollectiveType
 from tracekit.replayer import ReplayOptions, replay
-from tracekit.uneven import (
+from tracekit.model.uneven import (
     RECV_SPLIT_BYTES,
     SEND_SPLIT_BYTES,
     instance_bytes,

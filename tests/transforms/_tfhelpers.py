@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tracekit.model import Attr, CollectiveType, ExecutionTrace, Node, NodeType
-from tracekit.traceset import TraceSet
+from tracekit.sets.traceset import TraceSet
 
 
 def comp(
@@ -74,7 +74,7 @@ def class_set(tmp_path_factory):
     llm = pytest.importorskip("tracekit.converters.generators.llm")
     from columnar_cases import llm_config
 
-    from tracekit.classset import read_class_set
+    from tracekit.sets.classset import read_class_set
 
     manifest = llm.write_llm(llm_config(), tmp_path_factory.mktemp("cs") / "job", classes=True)[0]
     return read_class_set(manifest)

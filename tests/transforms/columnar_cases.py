@@ -96,7 +96,7 @@ def input_paths(name: str) -> list[Path] | None:
 
 def digest(traceset) -> str:
     """sha256 of the canonical encoding of every rank (see module docstring)."""
-    from tracekit._codec import metadata_to_pb, node_to_pb
+    from tracekit.wire.codec import metadata_to_pb, node_to_pb
 
     h = hashlib.sha256()
     for rank, trace in traceset.items():

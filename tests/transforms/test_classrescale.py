@@ -11,7 +11,7 @@ from tracekit.transforms import Compact, Rescale, ScaleCompute
 
 
 def _rescaled(cs, tr, out):
-    from tracekit.classset import read_class_set
+    from tracekit.sets.classset import read_class_set
     from tracekit.transforms.classrescale import load_classes, rescale_classes, write_classes
 
     classes, world = rescale_classes(load_classes(cs), cs.world_size, tr)
@@ -44,7 +44,7 @@ def test_strong_scaling_refusal_is_the_same(class_set, tmp_path):
 
 
 def test_pipeline_with_rescale_and_classwise_steps(class_set, tmp_path):
-    from tracekit.classset import read_class_set
+    from tracekit.sets.classset import read_class_set
     from tracekit.transforms import Pipeline
     from tracekit.transforms.classrescale import transform_classes
 
@@ -60,7 +60,7 @@ def test_pipeline_with_rescale_and_classwise_steps(class_set, tmp_path):
 def test_cli_rescales_a_class_set_as_classes(class_set, tmp_path):
     from click.testing import CliRunner
 
-    from tracekit.classset import read_class_set
+    from tracekit.sets.classset import read_class_set
     from tracekit.cli import cli
 
     res = CliRunner().invoke(cli, ["transform", str(class_set.manifest), "-o", str(tmp_path / "dp8"), "--dp", "8"])

@@ -16,7 +16,7 @@ def expanded(class_set):
 
 
 def _on_classes(cs, steps, out):
-    from tracekit.classset import read_class_set
+    from tracekit.sets.classset import read_class_set
     from tracekit.transforms.classrescale import transform_classes
 
     manifest, n_in, n_out = transform_classes(cs, steps, out, source="job")
@@ -69,7 +69,7 @@ def test_keep_iteration_on_classes_equals_expanded(class_set, expanded, tmp_path
 def test_cli_keeps_ranks_of_a_class_set_as_classes(class_set, expanded, tmp_path):
     from click.testing import CliRunner
 
-    from tracekit.classset import read_class_set
+    from tracekit.sets.classset import read_class_set
     from tracekit.cli import cli
 
     res = CliRunner().invoke(
@@ -98,7 +98,7 @@ def test_cli_keep_iteration_on_a_class_set_without_markers_fails_cleanly(class_s
 
 def test_keep_ranks_refuses_a_slot_that_is_not_only_a_group_or_peer():
     """A slot value also carried by a compute node would be renamed there too: no class-wise answer."""
-    from tracekit.groups import pg_init_node
+    from tracekit.model.groups import pg_init_node
     from tracekit.model import Attr, ExecutionTrace, Node, NodeType
     from tracekit.transforms.classrescale import ClassState
     from tracekit.transforms.classselect import keep_ranks_classes

@@ -9,7 +9,7 @@ from _tfhelpers import comp
 from tracekit.errors import TransformError, ValidationError
 from tracekit.io import encode_trace, trace_from_bytes
 from tracekit.model import ExecutionTrace
-from tracekit.transforms._records import Blobs, Edit, Records, packed_fields, rewrite, varint_fields, varints
+from tracekit.wire.records import Blobs, Edit, Records, packed_fields, rewrite, varint_fields, varints
 from tracekit.transforms.compact import compact_trace
 
 
@@ -101,7 +101,7 @@ def test_compact_with_duplicate_ids_falls_back_to_the_node_path():
 
 
 def test_scale_compute_out_of_range_names_the_node():
-    from tracekit.traceset import TraceSet
+    from tracekit.sets.traceset import TraceSet
     from tracekit.transforms import ScaleCompute
 
     ts = TraceSet([_encoded([comp(0, [], 1000), comp(4, [0], 2**52)])])
@@ -114,7 +114,7 @@ def test_scale_comm_in_place_only_for_plain_integer_sizes():
     from _tfhelpers import coll
 
     from tracekit.model import Attr
-    from tracekit.traceset import TraceSet
+    from tracekit.sets.traceset import TraceSet
     from tracekit.transforms import ScaleComm
 
     plain = coll(0, comm_bytes=1000)
@@ -149,10 +149,10 @@ def test_scale_then_compact_on_columns_equals_node_path(factor):
 def test_scale_and_compact_read_no_attribute_when_no_chain_can_merge(monkeypatch):
     """The mix of benchmarks/bench_transform.py (COMP nodes each waiting for a collective): no COMP node's only
     dependency is a COMP node, so compaction reads no attribute; ScaleCompute reads durations only."""
-    from tracekit._attrsource import _AttrSource
+    from tracekit.wire.attrsource import _AttrSource
     from tracekit.model import Attr, Node, NodeType
     from tracekit.transforms import Compact, Pipeline, ScaleCompute
-    from tracekit.traceset import TraceSet
+    from tracekit.sets.traceset import TraceSet
 
     nodes = []
     for i in range(6):

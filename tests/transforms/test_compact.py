@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from tracekit.errors import ConfigError
 from tracekit.io import read_trace
 from tracekit.model import ExecutionTrace
-from tracekit.traceset import TraceSet
+from tracekit.sets.traceset import TraceSet
 from tracekit.transforms import Compact, KeepIteration, compact_trace
 from tracekit.transforms.compact import merge_chains, reduce_dependencies
 from hypothesis_profiles import examples
@@ -131,6 +131,6 @@ def test_param_resnet_one_iteration_compacted(real_dir):
     # 25.35 ms before issue 27's host latency rule (et_convert); the pair is from two runs, so the figure is only
     # the replay of what the conversion wrote: compaction must leave it unchanged
     assert replay_ns(out) == replay_ns(one) == 30_808_000
-    from tracekit.validate import validate_traceset
+    from tracekit.checks.validate import validate_traceset
 
     assert validate_traceset(out).ok

@@ -12,7 +12,7 @@ from tracekit.cli import cli
 from tracekit.errors import ConfigError, TracekitError, TransformError
 from tracekit.io import read_traceset, write_traceset
 from tracekit.model import ExecutionTrace
-from tracekit.traceset import TraceSet
+from tracekit.sets.traceset import TraceSet
 from tracekit.transforms import Compact, Pipeline, Rescale, ScaleComm, ScaleCompute, load_pipeline, provenance_of
 
 

@@ -13,7 +13,7 @@ from _tfhelpers import comp, llm, one_rank
 
 from tracekit.errors import ConfigError, TransformError
 from tracekit.transforms import ChangePP, ChangeTP
-from tracekit.validate import validate_traceset
+from tracekit.checks.validate import validate_traceset
 
 
 def _jobs(before, after, schedule="1f1b", **extra):

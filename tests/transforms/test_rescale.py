@@ -9,11 +9,11 @@ from _tfhelpers import coll, comp, convert_pytorch, llm, replay_ns
 
 from tracekit.errors import ConfigError, TransformError
 from tracekit.model import NodeType
-from tracekit.traceset import TraceSet
+from tracekit.sets.traceset import TraceSet
 from tracekit.model import ExecutionTrace
 from tracekit.transforms import Rescale
 from tracekit.transforms.layout import Grid, map_group, map_peer
-from tracekit.validate import validate_traceset
+from tracekit.checks.validate import validate_traceset
 
 
 def _model(ModelSpec):
@@ -79,7 +79,7 @@ def test_rescale_refuses_bad_dp(bad):
 
 
 def test_rescale_refuses_unknown_grid():
-    from tracekit.groups import pg_init_node
+    from tracekit.model.groups import pg_init_node
 
     ts = TraceSet([ExecutionTrace([pg_init_node(1, {"1": (0, 1)}), coll(0, (), pg="1")]) for _ in range(4)])
     with pytest.raises(TransformError, match="the rank-grid annotation is missing"):

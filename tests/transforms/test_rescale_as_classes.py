@@ -9,7 +9,7 @@ import orjson
 import pytest
 from click.testing import CliRunner
 
-from tracekit.classset import read_class_set
+from tracekit.sets.classset import read_class_set
 from tracekit.cli import cli
 
 pytestmark = pytest.mark.realdata

@@ -132,7 +132,7 @@ def test_retarget_accepts_spec_objects_and_refuses_bad_devices():
 
 def test_retarget_generated_gpt_layer_a100_to_h100_gives_roofline_ratio():
     LLMConfig, ModelSpec, ParallelSpec, generate_llm = llm()
-    from tracekit.replayer.simulation.hardware import load_spec
+    from tracekit.replayer.simulation.specs import load_spec
 
     a100, h100 = load_spec("dgx-a100"), load_spec("dgx-h100")
     da, dh = Device.of(a100), Device.of(h100)

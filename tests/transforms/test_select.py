@@ -8,7 +8,7 @@ from _tfhelpers import coll, comp, convert_pytorch, one_rank
 
 from tracekit.errors import ConfigError, TransformError
 from tracekit.model import ExecutionTrace, Node, NodeType
-from tracekit.traceset import TraceSet
+from tracekit.sets.traceset import TraceSet
 from tracekit.transforms import DropCpuOps, KeepIteration, KeepRanks, RemoveNodes, parse_rank_list
 from tracekit.transforms.bypass import remove_nodes
 
@@ -44,7 +44,7 @@ def test_drop_cpu_ops_keeps_device_and_comm_nodes():
 
 
 def test_keep_ranks_renumbers_cuts_groups_and_drops_p2p_to_removed_peers():
-    from tracekit.groups import pg_init_node
+    from tracekit.model.groups import pg_init_node
     from tracekit.model import Attr
 
     def rank(r):

@@ -251,7 +251,7 @@ def render_error(exc: BaseException) -> str:
 def _not_a_trace_hint(exc: BaseException) -> str:
     """For an `.et` file that failed to decode at a byte offset: "not a Chakra execution trace?" when the file
     does not start like one (random bytes, another format), so the one line says more than where decoding
-    stopped (:func:`tracekit._framing.not_a_trace_hint`)."""
+    stopped (:func:`tracekit.wire.framing.not_a_trace_hint`)."""
     from tracekit.errors import TraceFormatError
 
     path = getattr(exc, "path", None)
@@ -259,7 +259,7 @@ def _not_a_trace_hint(exc: BaseException) -> str:
         return ""
     if not str(path).endswith((".et", ".et.gz")):
         return ""
-    from tracekit._framing import not_a_trace_hint
+    from tracekit.wire.framing import not_a_trace_hint
 
     return not_a_trace_hint(path)
 

@@ -22,7 +22,7 @@ def _num(nbytes: float) -> str:
 
 
 def device_memory_of(hw: str | None) -> tuple[str, int] | None:
-    """``(device key, memory bytes)`` of a replayer spec's device (``--hw``, matched to ``tracekit/devices.toml``
+    """``(device key, memory bytes)`` of a replayer spec's device (``--hw``, matched to ``tracekit/costs/devices.toml``
     by name), or None without one or when no entry there records its memory.
 
     Raises:
@@ -30,8 +30,8 @@ def device_memory_of(hw: str | None) -> tuple[str, int] | None:
     """
     if hw is None:
         return None
-    from tracekit.devices import device_model
-    from tracekit.replayer.simulation.hardware import load_spec
+    from tracekit.costs.devices import device_model
+    from tracekit.replayer.simulation.specs import load_spec
 
     device = device_model(load_spec(hw))  # the devices.toml entry of the spec's device, with its memory
     if not device.memory_bytes:

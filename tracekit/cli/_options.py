@@ -36,7 +36,7 @@ EXECUTOR_HELP = (
 MAX_WORKERS = 4 * (os.cpu_count() or 1)
 WORKERS_HELP = f"Local pool size, 1 to {MAX_WORKERS} (4 x the CPU count; default: the CPU count, at most 8)."
 #: Largest --top of the per-rank tables (replay, info): one row per rank at most, and tracekit handles up to
-#: 2^20 ranks (``tracekit.node.MAX_RANKS``; not imported here, so ``tracekit --help`` stays light).
+#: 2^20 ranks (``tracekit.model.node.MAX_RANKS``; not imported here, so ``tracekit --help`` stays light).
 MAX_TOP = 1 << 20
 ADDRESS_HELP = "Ray cluster address with --executor ray (auto, ray://host:10001); default: start a local Ray."
 JSON_HELP = "Print the result as JSON on stdout (machine output; no tables)."
@@ -183,7 +183,7 @@ def compute_options(f: Callable) -> Callable:
         "--capture-device",
         default=None,
         metavar="NAME",
-        help="Device the trace was measured on (a preset of tracekit/devices.toml such as a100-80gb, "
+        help="Device the trace was measured on (a preset of tracekit/costs/devices.toml such as a100-80gb, "
         "or a device name), when the trace does not record it.",
     )(f)
     choices = click.Choice(["auto", "measured", "roofline", "projected"])
@@ -262,14 +262,14 @@ def load_comm_groups(
     """The groups of ``--comm-groups`` (or of ``<prefix>.comm_groups.json`` beside the rank files) and the file.
 
     ``whole_job`` (``replay``): a group member past the set's last rank file is the file's error, not a missing
-    trace (:func:`tracekit.comm_groups.check_members_on_file`).
+    trace (:func:`tracekit.sets.comm_groups.check_members_on_file`).
 
     Raises:
         ValidationError: the file is not a comm-group document, or (``whole_job``) names a rank with no file.
         click.UsageError: a file given for a rank-class set (its groups are in its manifest; exit 2).
     """
-    from tracekit.classset import find_class_set
-    from tracekit.comm_groups import check_members_on_file, comm_groups_near, read_comm_groups
+    from tracekit.sets.classset import find_class_set
+    from tracekit.sets.comm_groups import check_members_on_file, comm_groups_near, read_comm_groups
     from tracekit.errors import TracekitError
     from tracekit.io import trace_paths
 

@@ -14,8 +14,6 @@ _P2P = {"SEND": "COMM_SEND_NODE", "RECV": "COMM_RECV_NODE"}
 
 def _summary_rows(summary: Any, top: int) -> tuple[list[tuple[str, Any]], int]:
     """Ranks whose summaries are equal but for rank and file share a row: ``([(ranks text, summary)], rows)``."""
-    from tracekit.cli.replay import rank_ranges
-
     groups: dict[tuple, list] = {}
     for s in summary.per_rank:
         key = (
@@ -34,7 +32,7 @@ def _summary_rows(summary: Any, top: int) -> tuple[list[tuple[str, Any]], int]:
 
 
 def render_summary(console: Any, summary: Any, *, top: int = 16) -> None:
-    """Print a :class:`tracekit.summary.TraceSetSummary` as tables.
+    """Print a :class:`tracekit.checks.summary.TraceSetSummary` as tables.
 
     Ranks with equal summaries share a row (their files: the first one);
     at most ``top`` rows per table.
@@ -115,11 +113,9 @@ def _share(x: float | None) -> str:
 
 
 def render_cost_coverage(console: Any, summary: Any, *, top: int = 16) -> None:
-    """Print the FLOPs/bytes coverage of compute per rank (:class:`tracekit.summary.CostCoverage`); ranks with
+    """Print the FLOPs/bytes coverage of compute per rank (:class:`tracekit.checks.summary.CostCoverage`); ranks with
     equal coverage share a row (a 4,096-rank class set printed 4,096 rows), at most ``top`` rows."""
     from rich.table import Table
-
-    from tracekit.cli.replay import rank_ranges
 
     groups: dict[Any, list] = {}
     for s in summary.per_rank:
@@ -154,3 +150,18 @@ def fmt_flops(flops: float) -> str:
         if flops >= scale:
             return f"{flops / scale:,.1f} {unit}"
     return f"{flops:,.0f}"
+
+
+def rank_ranges(ranks: list[int], limit: int = 6) -> str:
+    """Ranks as ranges for people: ``0-63, 128-191`` (at most ``limit`` ranges, then ``... (N ranks)``)."""
+    ranks = sorted(ranks)
+    spans: list[tuple[int, int]] = []
+    for r in ranks:
+        if spans and r == spans[-1][1] + 1:
+            spans[-1] = (spans[-1][0], r)
+        else:
+            spans.append((r, r))
+    text = ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans[:limit])
+    if len(spans) > limit:
+        text += f", ... ({len(ranks)} ranks)"
+    return text

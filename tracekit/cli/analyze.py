@@ -138,7 +138,7 @@ def _time_tables(ranks) -> list:
     from rich.text import Text
 
     from tracekit.fmt import fmt_pct as pct
-    from tracekit.kernels import CLASSES
+    from tracekit.costs.kernels import CLASSES
 
     scale, unit = _time_unit(v for r in ranks for v in (r.window_ns, r.comm_ns, *dict(r.time_by_class_ns).values()))
 

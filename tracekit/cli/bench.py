@@ -18,7 +18,7 @@ def _int_list(text: str) -> list[int]:
         raise click.BadParameter(f"expected comma-separated integers, got {text!r}", param_hint="'--ranks'") from None
     if not values:
         raise click.BadParameter("expected at least one rank count", param_hint="'--ranks'")
-    from tracekit.node import check_rank_count
+    from tracekit.model.node import check_rank_count
 
     for p in values:  # an absurd count is bad input (exit 1), refused before any curve is costed
         if p > 1:  # 0, 1 and negatives: the model's "needs at least 2 ranks"
@@ -107,7 +107,7 @@ def bench_coll(
         size_range,
         write_plot,
     )
-    from tracekit.replayer.simulation.hardware import load_spec
+    from tracekit.replayer.simulation.specs import load_spec
 
     models = models + models_old
     if output:

@@ -1,4 +1,4 @@
-"""``tracekit expand``: write the per-rank Chakra files of a rank-class set (:mod:`tracekit.classset`)."""
+"""``tracekit expand``: write the per-rank Chakra files of a rank-class set (:mod:`tracekit.sets.classset`)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def expand(manifest: str, prefix: str, as_json: bool) -> None:
       tracekit generate llm --model gpt3-175b --tp 8 --pp 16 --dp 8 --classes -o out/gpt3
       tracekit expand out/gpt3 -o chakra/gpt3
     """
-    from tracekit.classset import find_class_set
+    from tracekit.sets.classset import find_class_set
     from tracekit.errors import TraceFormatError
 
     hold_output_prefix(prefix)

@@ -169,7 +169,7 @@ def _kineto_only(paths: list[str], prefix: str, workers: int | None, executor: s
     from tracekit.errors import ConversionError
     from tracekit.io import write_traceset
     from tracekit.parallel import parallel_map
-    from tracekit.traceset import TraceSet
+    from tracekit.sets.traceset import TraceSet
 
     from tracekit.converters.pytorch.log_groups import emit_grouped
 

@@ -62,10 +62,10 @@ def info(traces, rank: int | None, as_json: bool, top: int, comm_groups: str | N
       tracekit info out/job --json
       tracekit info out/job.*.et
     """
-    from tracekit.astra_compat import comm_groups_beside
-    from tracekit.classset import find_class_set
-    from tracekit.classset_checks import summarize_class_set
-    from tracekit.summary import summarize_files
+    from tracekit.interop.astra import comm_groups_beside
+    from tracekit.sets.classset import find_class_set
+    from tracekit.checks.classset import summarize_class_set
+    from tracekit.checks.summary import summarize_files
 
     groups_file = None
     groups, groups_path = load_comm_groups(traces, comm_groups)
@@ -142,15 +142,15 @@ def validate(
       tracekit validate out/job
       tracekit validate out/gpt3.*.et --workers 2
     """
-    from tracekit.classset import find_class_set
-    from tracekit.classset_checks import validate_class_set
-    from tracekit.validate import validate_files
+    from tracekit.sets.classset import find_class_set
+    from tracekit.checks.classset import validate_class_set
+    from tracekit.checks.validate import validate_files
 
     groups, groups_path = load_comm_groups(traces, comm_groups)
     classes = find_class_set(traces) if not stream else None
     if classes is not None and rank is not None:  # one rank of a class set: its derived trace, per-rank checks
-        from tracekit.classset_checks import member_trace
-        from tracekit.validate import ValidationReport, validate_trace
+        from tracekit.checks.classset import member_trace
+        from tracekit.checks.validate import ValidationReport, validate_trace
 
         classes.locate(rank)
         sub = validate_trace(member_trace(classes, rank))
@@ -159,8 +159,8 @@ def validate(
     elif classes is not None:  # stored as rank classes: representatives checked, members derived
         report = validate_class_set(classes)
     elif stream:
-        from tracekit.streaming import validate_stream
-        from tracekit.validate import ValidationReport
+        from tracekit.transforms.streaming import validate_stream
+        from tracekit.checks.validate import ValidationReport
 
         report = ValidationReport()
         for r, path in progress(_pairs(traces, rank), "checking ranks"):
@@ -218,7 +218,7 @@ def dump(trace: str, output: str | None) -> None:
       tracekit dump sample_traces/chakra/all_reduce.0.et -o all_reduce.0.json
     """
     from tracekit.io import read_trace, write_bytes_atomic
-    from tracekit.jsonform import dumps_trace
+    from tracekit.wire.jsonform import dumps_trace
 
     from tracekit.cli._common import say
 
@@ -275,8 +275,8 @@ def load(json_file: str, output: str, no_validate: bool, as_json: bool) -> None:
     """
     from tracekit.errors import ValidationError
     from tracekit.io import write_trace
-    from tracekit.jsonform import read_json_trace
-    from tracekit.validate import validate_trace
+    from tracekit.wire.jsonform import read_json_trace
+    from tracekit.checks.validate import validate_trace
 
     from tracekit.errors import TraceFormatError
 

@@ -70,7 +70,7 @@ def astra(traces: str, out_dir: str, hw: str, name: str, target: str | None) -> 
     hold_output_prefix(os.path.join(out_dir, name))
     from tracekit.io import read_traceset
     from tracekit.replayer.simulation.astra_export import export_astra
-    from tracekit.replayer.simulation.hardware import load_spec
+    from tracekit.replayer.simulation.specs import load_spec
 
     spec = load_spec(hw)
     traceset = read_traceset(traces)

@@ -51,7 +51,7 @@ def roofline_from_options(
     if hw is not None:
         if peak_tflops is not None or mem_bw_gbps is not None:
             raise ConfigError("give either --hw or --peak-tflops/--mem-bw-gbps, not both")
-        from tracekit.replayer.simulation.hardware import load_spec
+        from tracekit.replayer.simulation.specs import load_spec
 
         if cost == "calibrated":
             from tracekit.converters.generators.calibration import CalibratedCost, cost_for
@@ -269,7 +269,7 @@ def _llm_config(
     Raises:
         ConfigError: ``--dp`` disagreeing with ``--ranks``, a bad bucket size, or an invalid layout.
     """
-    from tracekit.converters.generators._build import parse_size
+    from tracekit.converters.generators.build import parse_size
     from tracekit.workloads.config import LLMConfig, ParallelSpec, world_to_dp
 
     if num_ranks is not None:
@@ -320,7 +320,7 @@ def _check_int64_sizes(config: LLMConfig, model_name: str, given: dict[str, int 
         ValueOutOfRange: exit 1 (a value of the right type outside its range, docs/cli.md).
     """
     from tracekit.cli._options import ValueOutOfRange
-    from tracekit.converters.generators._build import INT64_MAX
+    from tracekit.converters.generators.build import INT64_MAX
     from tracekit.converters.generators.llm_limits import int64_overflow, largest_fitting, replace_model
     from tracekit.workloads.config import preset
 

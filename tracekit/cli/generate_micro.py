@@ -101,7 +101,7 @@ def micro(
         return
     num_ranks, prefix = _check_options(collective, pattern, shape, num_ranks, iterations, prefix, compute_us)
     hold_output_prefix(prefix)
-    from tracekit.converters.generators._build import parse_ranks, parse_size
+    from tracekit.converters.generators.build import parse_ranks, parse_size
 
     compute_ns = round(compute_us * 1000)
     members = parse_ranks(group) if group is not None else None

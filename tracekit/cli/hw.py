@@ -38,7 +38,7 @@ def list_cmd(as_json: bool) -> None:
     """
     from rich.table import Table
 
-    from tracekit.replayer.simulation.hardware import list_presets, load_spec
+    from tracekit.replayer.simulation.specs import list_presets, load_spec
 
     if as_json:
         emit_json(
@@ -68,7 +68,7 @@ def list_cmd(as_json: bool) -> None:
 
 @hw.command("devices", context_settings=CONTEXT_SETTINGS)
 def devices_cmd() -> None:
-    """List the device presets compute projection uses (tracekit/devices.toml), with their sources.
+    """List the device presets compute projection uses (tracekit/costs/devices.toml), with their sources.
 
     \b
     Example:
@@ -77,7 +77,7 @@ def devices_cmd() -> None:
     """
     from rich.table import Table
 
-    from tracekit.devices import device_presets
+    from tracekit.costs.devices import device_presets
 
     table = Table(title="device presets (peaks dense; efficiency maxima for GEMM / attention / memory)")
     for column in ("key", "name", "bf16 or fp16 TFLOP/s", "fp32 TFLOP/s", "memory GB/s", "units", "max eff", "source"):
@@ -114,7 +114,7 @@ def show(name: str, as_toml: bool, as_json: bool) -> None:
       tracekit hw show dgx-a100
       tracekit hw show my_cluster.toml --toml
     """
-    from tracekit.replayer.simulation.hardware import load_spec
+    from tracekit.replayer.simulation.specs import load_spec
 
     spec = load_spec(name)
     if as_json:

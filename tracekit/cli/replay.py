@@ -19,7 +19,7 @@ from tracekit.cli._options import (
     load_comm_groups,
     traces_argument,
 )
-from tracekit.cli._render import _fmt_bytes, _fmt_ns  # noqa: E402 - one place for human units
+from tracekit.cli._render import _fmt_bytes, _fmt_ns, rank_ranges  # noqa: E402 - one place for human units
 from tracekit.cli._result_doc import _compact, _result_doc, _write_result_json
 from tracekit.fmt import fmt_ns_exact  # noqa: E402
 from tracekit.fmt import fmt_pct as _pct  # noqa: E402
@@ -27,21 +27,6 @@ from tracekit.fmt import fmt_pct as _pct  # noqa: E402
 
 def _bw(v: float | None) -> str:
     return "-" if v is None else f"{v:,.2f}"
-
-
-def rank_ranges(ranks: list[int], limit: int = 6) -> str:
-    """Ranks as ranges for people: ``0-63, 128-191`` (at most ``limit`` ranges, then ``... (N ranks)``)."""
-    ranks = sorted(ranks)
-    spans: list[tuple[int, int]] = []
-    for r in ranks:
-        if spans and r == spans[-1][1] + 1:
-            spans[-1] = (spans[-1][0], r)
-        else:
-            spans.append((r, r))
-    text = ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans[:limit])
-    if len(spans) > limit:
-        text += f", ... ({len(ranks)} ranks)"
-    return text
 
 
 def _rank_rows(result: Any, top: int) -> tuple[list[tuple[list[int], Any]], int]:

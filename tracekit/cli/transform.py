@@ -13,7 +13,7 @@ from tracekit.cli._options import emit_json, json_option, traces_argument
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.transforms import Pipeline
     from tracekit.transforms.base import Transform
-    from tracekit.traceset import TraceSet
+    from tracekit.sets.traceset import TraceSet
 
 # The TRACES argument: one spec or several paths (tracekit.cli._options.traces_argument)
 Traces = str | tuple[str, ...]
@@ -44,9 +44,9 @@ def _steps_from_options(opts: dict[str, Any]) -> list[Transform]:
     if opts["scale_compute"] is not None:
         steps.append(ScaleCompute(opts["scale_compute"]))
     if opts["retarget"] is not None:
-        from tracekit.devices import find_device
+        from tracekit.costs.devices import find_device
         from tracekit.errors import ConfigError
-        from tracekit.replayer.simulation.hardware import load_spec
+        from tracekit.replayer.simulation.specs import load_spec
 
         src, sep, dst = opts["retarget"].partition(":")
         if not sep or not src or not dst:
@@ -155,7 +155,7 @@ def transform(traces: Traces | None, output: str | None, pipeline_file: str | No
 
 def _transform_class_set(traces: Traces, steps: list[Transform], output: str) -> bool:
     """Transform a rank-class set as a class set (no per-rank trace) when the steps allow it; False otherwise."""
-    from tracekit.classset import find_class_set, read_class_set
+    from tracekit.sets.classset import find_class_set, read_class_set
     from tracekit.transforms import Pipeline
     from tracekit.transforms.classrescale import runs_on_classes, transform_classes
     from tracekit.transforms.classwise import classwise, transform_class_set
@@ -211,7 +211,7 @@ def _rescale_as_classes(traces: Traces, steps: list[Transform], output: str, as_
         source=source,
         progress=_progress_of("mapping groups to new ranks"),
     )
-    from tracekit.classset import read_class_set
+    from tracekit.sets.classset import read_class_set
 
     cs = read_class_set(manifest)
     if as_json:
@@ -274,7 +274,7 @@ def _projection_lines(traceset: TraceSet) -> list[str]:
     """The merged ``compute_projection`` records Retarget left in the output traces' metadata."""
     import orjson
 
-    from tracekit.projection import ProjectionReport
+    from tracekit.costs.projection import ProjectionReport
 
     merged = None
     for trace in traceset:
@@ -297,7 +297,7 @@ def _transform_streaming(traces: Traces, output: str, pipe: Pipeline, compress: 
     from tracekit.cli._common import progress
     from tracekit.errors import TransformError
     from tracekit.io import trace_paths
-    from tracekit.streaming import streamable, transform_stream
+    from tracekit.transforms.streaming import streamable, transform_stream
 
     if not streamable(pipe):
         raise TransformError(
@@ -336,8 +336,8 @@ def _comm_groups_streamed(pairs: list[tuple[int, Path]]) -> dict[str, list[int]]
     streaming steps are rank-local, so the groups are the input's)."""
     from itertools import islice
 
-    from tracekit.astra_compat import astra_group_ids, comm_groups_document
-    from tracekit.groups import is_pg_init, parse_pg_json, resolve_groups
+    from tracekit.interop.astra import astra_group_ids, comm_groups_document
+    from tracekit.model.groups import is_pg_init, parse_pg_json, resolve_groups
     from tracekit.io import iter_nodes
 
     declared: dict[str, tuple[int, ...]] = {}

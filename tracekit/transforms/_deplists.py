@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tracekit._jit import kernel
+from tracekit.jit import kernel
 
 _EMPTY_I = np.zeros(0, dtype=np.int64)
 

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Mapping, Sequence
 
-from tracekit.attrs import COMM_DST, COMM_SIZE, COMM_SRC, COMM_TAG, NUM_OPS, TENSOR_SIZE
+from tracekit.model.attrs import COMM_DST, COMM_SIZE, COMM_SRC, COMM_TAG, NUM_OPS, TENSOR_SIZE
 from tracekit.errors import TransformError
-from tracekit.groups import canonical_pg_name
+from tracekit.model.groups import canonical_pg_name
 from tracekit.model import Node
 from tracekit.transforms._unit_blocks import ENTRY, Sources
 from tracekit.transforms.base import AttrEdit, edited_node

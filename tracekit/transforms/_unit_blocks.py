@@ -13,14 +13,14 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
-from tracekit.attrs import COMM_SIZE, NUM_OPS, TENSOR_SIZE
+from tracekit.model.attrs import COMM_SIZE, NUM_OPS, TENSOR_SIZE
 from tracekit.errors import TransformError
 from tracekit.model import ExecutionTrace, Node, NodeType
 from tracekit.transforms import megatron as mg
 from tracekit.workloads.config import LLMConfig
 
 if TYPE_CHECKING:  # pragma: no cover
-    from tracekit.traceset import TraceSet
+    from tracekit.sets.traceset import TraceSet
 
 ENTRY = -1
 FWD_PHASES = frozenset({"fwd"})

@@ -1,7 +1,7 @@
 """What every transform shares: the :class:`Transform` base, node copies, parameter checks and provenance.
 
 A transform is a frozen dataclass whose :meth:`Transform.apply` maps a
-:class:`~tracekit.traceset.TraceSet` to a new one without touching its input
+:class:`~tracekit.sets.traceset.TraceSet` to a new one without touching its input
 (nodes that change are copied; untouched traces are shared).  ``describe()``
 returns a JSON-ready dict (the transform's name and parameters) that
 :func:`stamp_provenance` appends to each output trace's global metadata
@@ -24,7 +24,7 @@ from tracekit.errors import ConfigError, TransformError
 from tracekit.model import INT_KINDS, Attr, ExecutionTrace, Metadata, Node
 
 if TYPE_CHECKING:  # pragma: no cover
-    from tracekit.traceset import TraceSet
+    from tracekit.sets.traceset import TraceSet
 
 PROVENANCE_ATTR = "tracekit_provenance"
 

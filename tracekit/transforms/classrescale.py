@@ -1,6 +1,6 @@
 """Transforms of rank-class sets without per-rank traces (issue 17): class-wise steps and :class:`Rescale`.
 
-A class set (:mod:`tracekit.classset`) stores one representative trace per class
+A class set (:mod:`tracekit.sets.classset`) stores one representative trace per class
 of ranks and, per member, the values of a few *slots* (``pg_name``,
 ``comm_src``, ``comm_dst`` attributes that differ between members).  Class-wise
 steps (:data:`tracekit.transforms.classwise.CLASSWISE_TRANSFORMS`) run on each representative.
@@ -30,10 +30,11 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
-from tracekit.attrs import COMM_DST, COMM_SRC, PG_NAME
+from tracekit.model.attrs import COMM_DST, COMM_SRC, PG_NAME
 from tracekit.errors import TransformError
-from tracekit.groups import DEFAULT_PG, canonical_pg_name, is_pg_init, pg_init_node
+from tracekit.model.groups import DEFAULT_PG, canonical_pg_name, is_pg_init, pg_init_node
 from tracekit.model import INT_KINDS, Attr, ExecutionTrace, NodeType
+from tracekit.transforms.classstate import ClassState
 from tracekit.transforms.layout import DIMS, GroupNames, Grid, LLM_CONFIG_ATTR, map_group, map_peer, remap_nodes
 from tracekit.transforms.rescale import Rescale, _template, dp_spanning
 
@@ -42,38 +43,15 @@ _SEND, _RECV = NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE
 Progress = Callable[[Iterable[int], int], Iterable[int]]
 
 
-@dataclass(frozen=True)
-class ClassState:
-    """One rank class in memory: the representative's trace, the member ranks (ascending), slots and values."""
-
-    trace: ExecutionTrace
-    ranks: tuple[int, ...]
-    slots: tuple[Attr, ...]
-    values: tuple[tuple[Any, ...], ...]
-
-    def member_trace(self, index: int) -> ExecutionTrace:
-        """The trace of member ``ranks[index]`` (the representative's bytes with the member's slot values)."""
-        if index == 0 or not self.slots:
-            return self.trace
-        from tracekit.workloads.rank_template import RankTemplate
-        from tracekit.io import encode_trace, trace_from_bytes
-
-        template = RankTemplate(encode_trace(self.trace), dict(enumerate(self.slots)))
-        attrs: dict[object, Attr] = {
-            k: Attr(s.name, v, s.kind) for k, (s, v) in enumerate(zip(self.slots, self.values[index]))
-        }
-        return trace_from_bytes(template.for_rank(attrs), rank=self.ranks[index])
-
-
 def load_classes(cs: Any) -> list[ClassState]:
-    """The classes of a :class:`~tracekit.classset.ClassSet`, representatives read from their files."""
+    """The classes of a :class:`~tracekit.sets.classset.ClassSet`, representatives read from their files."""
     return [ClassState(cs.read_representative(c), c.ranks, c.slots, c.values) for c in cs.classes]
 
 
 def write_classes(output: str | os.PathLike[str], world_size: int, classes: Iterable[ClassState]):
     """Write ``classes`` as a class set at prefix ``output``; returns the manifest path (see write_class_set)."""
-    from tracekit.classset import write_class_set
-    from tracekit.io import encode_trace
+    from tracekit.sets.classset import write_class_set
+    from tracekit.wire.io import encode_trace
 
     def items():
         for c in classes:
@@ -176,7 +154,7 @@ class _Job:
 
 
 def _job(classes: list[ClassState], world_size: int, rescale: Rescale, progress: Progress | None = None) -> _Job:
-    from tracekit.groups import resolve_groups
+    from tracekit.model.groups import resolve_groups
     from tracekit.transforms.layout import llm_config_of
 
     where = {r: (ci, mi) for ci, c in enumerate(classes) for mi, r in enumerate(c.ranks)}
@@ -383,7 +361,7 @@ def run_on_classes(
     ``progress`` as :func:`rescale_classes` takes it)."""
     from dataclasses import replace
 
-    from tracekit.traceset import TraceSet
+    from tracekit.sets.traceset import TraceSet
     from tracekit.transforms.base import stamp_provenance
     from tracekit.transforms.classselect import keep_ranks_classes
 

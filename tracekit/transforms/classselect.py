@@ -21,11 +21,11 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from tracekit.attrs import COMM_DST, COMM_SRC, PG_NAME, as_int, as_str
+from tracekit.model.attrs import COMM_DST, COMM_SRC, PG_NAME, as_int, as_str
 from tracekit.errors import TransformError
-from tracekit.groups import canonical_pg_name, is_pg_init
+from tracekit.model.groups import canonical_pg_name, is_pg_init
 from tracekit.model import Attr, ExecutionTrace, NodeType
-from tracekit.transforms.classrescale import ClassState
+from tracekit.transforms.classstate import ClassState
 from tracekit.transforms.select import KeepRanks, RankCut
 
 _P2P = (NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE)
@@ -126,7 +126,7 @@ def keep_ranks_classes(classes: list[ClassState], world_size: int, step: KeepRan
     Raises:
         TransformError: as :meth:`KeepRanks.apply`, and the refusals of the module docstring.
     """
-    from tracekit.groups import resolve_groups
+    from tracekit.model.groups import resolve_groups
 
     declared: dict[str, tuple[int, ...]] = {}
     for c in classes:

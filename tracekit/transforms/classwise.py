@@ -1,5 +1,5 @@
 """Transforms of a rank-class set, class by class: each representative is transformed and the members keep
-their slot values (:mod:`tracekit.classset`). Only the steps in :data:`CLASSWISE_TRANSFORMS` can run this way;
+their slot values (:mod:`tracekit.sets.classset`). Only the steps in :data:`CLASSWISE_TRANSFORMS` can run this way;
 ``tracekit transform`` on a class set with other steps writes per-rank files, and :mod:`.classrescale` runs
 Rescale on classes.
 """
@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Iterator, Sequence
 from tracekit.errors import TracekitError
 
 if TYPE_CHECKING:
-    from tracekit.classset import ClassSet
+    from tracekit.sets.classset import ClassSet
     from tracekit.model import Attr
     from tracekit.transforms.pipeline import Pipeline
 
@@ -41,9 +41,9 @@ def transform_class_set(cs: ClassSet, pipeline: Pipeline, output: str | os.PathL
             running command, or as the steps raise (TransformError, ConfigError).
         TraceFormatError: a class file cannot be decoded.
     """
-    from tracekit.classset import write_class_set
-    from tracekit.io import encode_trace
-    from tracekit.traceset import TraceSet
+    from tracekit.sets.classset import write_class_set
+    from tracekit.wire.io import encode_trace
+    from tracekit.sets.traceset import TraceSet
 
     if not classwise(pipeline):
         raise TracekitError(

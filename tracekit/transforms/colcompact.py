@@ -16,18 +16,19 @@ arrays of one rank's dependency lists (CSR over node positions):
   operations; the chain walk visits only the candidate edges; merged heads are
   the only nodes decoded.
 
-Output: a trace of re-spliced encoded records (:mod:`tracekit.transforms._records`).
+Output: a trace of re-spliced encoded records (:mod:`tracekit.wire.records`).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
 
-from tracekit.attrs import IS_CPU_OP, NUM_OPS, STREAM, TENSOR_SIZE, TID
+from tracekit.model.attrs import IS_CPU_OP, NUM_OPS, STREAM, TENSOR_SIZE, TID
 from tracekit.errors import TracekitError, ValidationError
-from tracekit.graph import DepGraph, NodeColumns
+from tracekit.model.graph import DepGraph, NodeColumns
 from tracekit.model import NodeType
 from tracekit.transforms._deplists import (
     _EMPTY_I,
@@ -39,10 +40,30 @@ from tracekit.transforms._deplists import (
     member,
     redundant_by_search,
 )
-from tracekit.transforms._records import Edit, Records, packed_fields, rewrite
+from tracekit.wire.records import Edit, Records, packed_fields, rewrite
 
 FIELD_CTRL_DEPS = 4
 FIELD_DATA_DEPS = 5
+
+
+@dataclass(frozen=True)
+class CompactStats:
+    """Sizes before and after compaction of one trace (nodes, data dependencies)."""
+
+    nodes_before: int
+    nodes_after: int
+    deps_before: int
+    deps_after: int
+
+    @property
+    def node_factor(self) -> float:
+        """``nodes_before / nodes_after`` (inf when nothing is left)."""
+        return self.nodes_before / self.nodes_after if self.nodes_after else float("inf")
+
+    @property
+    def dep_factor(self) -> float:
+        """``deps_before / deps_after`` data dependencies (inf when none is left)."""
+        return self.deps_before / self.deps_after if self.deps_after else float("inf")
 
 
 def _graph(ids: np.ndarray, data: DepLists, names_fn: Callable[[], list[str]] = list) -> DepGraph:
@@ -310,7 +331,6 @@ def compact_encoded(trace: Any, *, merge: bool, reduce: bool, limit: int) -> tup
         ValidationError: a dependency cycle.
         TracekitError: a merged node that cannot be encoded.
     """
-    from tracekit.transforms.compact import CompactStats
 
     cols = trace.columns()
     ids, n = cols.ids, len(cols)
@@ -415,7 +435,7 @@ def _edit(
     alive: np.ndarray, changed: np.ndarray, data: DepLists, ctrl: DepLists, ctrl_rows: np.ndarray, heads: dict[int, Any]
 ) -> Edit:
     """The record edit: dead records dropped, changed dependency fields re-encoded, heads replaced."""
-    from tracekit._codec import node_to_pb
+    from tracekit.wire.codec import node_to_pb
 
     edit = Edit(keep=None if alive.all() else alive)
     is_head = np.zeros(len(alive), dtype=bool)

@@ -1,8 +1,8 @@
 """Retarget on the encoded records of a rank (issue 17): :class:`~tracekit.transforms.scale.Retarget` by column.
 
 The per-node rule of :meth:`Retarget.project_trace` decided on
-:class:`~tracekit.graph.NodeColumns`: the device ratio of
-:func:`tracekit.projection.projected_duration` depends on a node's FLOPs, bytes,
+:class:`~tracekit.model.graph.NodeColumns`: the device ratio of
+:func:`tracekit.costs.projection.projected_duration` depends on a node's FLOPs, bytes,
 op class and dtype only (``duration x (t_target / t_source)``), so it is computed
 once per distinct tuple (by calling that function with a 1 ns duration, which
 returns the ratio itself) and multiplied in, the same float operation the node
@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from tracekit.attrs import IS_CPU_OP, NUM_OPS, TENSOR_SIZE
+from tracekit.model.attrs import IS_CPU_OP, NUM_OPS, TENSOR_SIZE
 from tracekit.errors import ValidationError
 from tracekit.model import ExecutionTrace
 
@@ -36,7 +36,7 @@ def _ratios(
     rows: np.ndarray, ops: np.ndarray, nbytes: np.ndarray, op_class: list, dtype: list, src: Any, dst: Any
 ) -> tuple[list[str], np.ndarray, np.ndarray]:
     """Per row: method, ratio (nan: keep the duration), dtype fell back, from one call per distinct tuple."""
-    from tracekit.projection import projected_duration
+    from tracekit.costs.projection import projected_duration
 
     cache: dict[tuple, tuple[str, float, bool]] = {}
     methods, ratio, fell = [], np.empty(len(rows)), np.zeros(len(rows), dtype=bool)
@@ -61,9 +61,9 @@ def retarget_encoded(trace: ExecutionTrace, rt: Any, host_compute: bool, fallbac
         TransformError: a projected duration out of range (names the node).
     """
     from tracekit.transforms.colscale import carry_columns, patched_columns, set_durations, type_mask
-    from tracekit.transforms.scale import _TIMED
+    from tracekit.transforms.nodescale import _TIMED
 
-    from tracekit.transforms._records import Edit, Records, rewrite
+    from tracekit.wire.records import Edit, Records, rewrite
 
     cols = trace.columns()
     try:

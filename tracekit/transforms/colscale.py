@@ -2,8 +2,8 @@
 
 The same results as the per-node functions of :mod:`tracekit.transforms.scale`
 (checked by ``tests/transforms/test_columnar_equal.py`` against digests of the
-object path's outputs), decided on :class:`~tracekit.graph.NodeColumns` and
-written with :mod:`tracekit.transforms._records`: a measured duration is
+object path's outputs), decided on :class:`~tracekit.model.graph.NodeColumns` and
+written with :mod:`tracekit.wire.records`: a measured duration is
 re-encoded in place (``duration_micros`` and, when not a whole microsecond,
 ``duration_nanos``), so no ``Node`` object is built for it.  Nodes whose change
 lies in attributes that need more than that (roofline inputs of untimed nodes,
@@ -19,10 +19,10 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-from tracekit.attrs import COMM_SIZE, IS_CPU_OP, NUM_OPS, TENSOR_SIZE
+from tracekit.model.attrs import COMM_SIZE, IS_CPU_OP, NUM_OPS, TENSOR_SIZE
 from tracekit.errors import TransformError, ValidationError
 from tracekit.model import MAX_DURATION_NS, MAX_TIME_NS, ExecutionTrace, Node
-from tracekit.transforms._records import Edit, Records, rewrite, varint_fields
+from tracekit.wire.records import Edit, Records, rewrite, varint_fields
 
 FIELD_DURATION_MICROS = 7
 FIELD_DURATION_NANOS = 1001
@@ -144,7 +144,7 @@ def replace_nodes(
     Raises:
         TracekitError: from ``change`` or encoding.
     """
-    from tracekit._codec import node_to_pb
+    from tracekit.wire.codec import node_to_pb
 
     picked, bodies, new_nodes = [], [], {}
     for i in rows:
@@ -174,7 +174,7 @@ def scale_compute_encoded(
     Raises:
         TransformError: a scaled value out of range (names the node).
     """
-    from tracekit.transforms.scale import scaled_compute
+    from tracekit.transforms.nodescale import scaled_compute
 
     cols = trace.columns()
     sel = type_mask(cols.types, types)
@@ -216,7 +216,7 @@ ROOFLINE_ATTRS = (NUM_OPS, TENSOR_SIZE)
 
 def _without(replace: tuple[np.ndarray, np.ndarray, Any], rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, Any]:
     """A replacement entry of an :class:`Edit` without the records ``rows``."""
-    from tracekit.transforms._records import Blobs
+    from tracekit.wire.records import Blobs
 
     recs, at, blobs = replace
     keep = ~np.isin(recs, rows)
@@ -316,7 +316,7 @@ def int_attr_slots(rec: Records, rows: np.ndarray, name: str) -> tuple[np.ndarra
     Raises:
         TraceFormatError: a record that is not a valid ``Node`` message.
     """
-    from tracekit._encode import int_attr_slots as find
+    from tracekit.wire.encode import int_attr_slots as find
     from tracekit.errors import TraceFormatError
 
     rows = np.asarray(rows, dtype=np.int64)
@@ -369,7 +369,7 @@ def scaled_int_attr(
 
 def int_attr_blobs(name: str, field_numbers: np.ndarray, values: np.ndarray) -> Any:
     """Encoded attribute fields (``attr`` = 10 of Node) ``name`` = each value, kind by field number."""
-    from tracekit.transforms._records import Blobs, concat_rows, varints
+    from tracekit.wire.records import Blobs, concat_rows, varints
 
     key = name.encode()
     k = len(values)

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from tracekit.transforms._records import Edit, Records, packed_fields, rewrite
+from tracekit.wire.records import Edit, Records, packed_fields, rewrite
 from tracekit.transforms._deplists import DepLists, _lists, _Lookup, _unique, member
 
 FIELD_CTRL_DEPS = 4

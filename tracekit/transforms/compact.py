@@ -38,42 +38,23 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Sequence, cast
 
-from tracekit.attrs import NUM_OPS, TENSOR_SIZE, TID
+from tracekit.model.attrs import NUM_OPS, TENSOR_SIZE, TID
 from tracekit.errors import ConfigError
 from tracekit.model import ExecutionTrace, Node, NodeType
 from tracekit.transforms.base import Transform, map_traces
+from tracekit.transforms.colcompact import CompactStats
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
 
-    from tracekit.traceset import TraceSet
+    from tracekit.sets.traceset import TraceSet
 
 FULL_REDUCTION_LIMIT = 40_000
 
 
-@dataclass(frozen=True)
-class CompactStats:
-    """Sizes before and after compaction of one trace (nodes, data dependencies)."""
-
-    nodes_before: int
-    nodes_after: int
-    deps_before: int
-    deps_after: int
-
-    @property
-    def node_factor(self) -> float:
-        """``nodes_before / nodes_after`` (inf when nothing is left)."""
-        return self.nodes_before / self.nodes_after if self.nodes_after else float("inf")
-
-    @property
-    def dep_factor(self) -> float:
-        """``deps_before / deps_after`` data dependencies (inf when none is left)."""
-        return self.deps_before / self.deps_after if self.deps_after else float("inf")
-
-
 def _topo_positions(nodes: Sequence[Node]) -> list[int]:
     """Positions in a topological order (file order when deps point backwards)."""
-    from tracekit.graph import NodeColumns, DepGraph
+    from tracekit.model.graph import NodeColumns, DepGraph
 
     g = DepGraph(NodeColumns.from_nodes(nodes))
     order: list[int] = g.topological_order().tolist()

@@ -31,15 +31,15 @@ import json
 import math
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
-from tracekit.attrs import COMM_DST, COMM_SRC, PG_NAME
+from tracekit.model.attrs import COMM_DST, COMM_SRC, PG_NAME
 from tracekit.errors import TransformError
-from tracekit.groups import DEFAULT_PG, canonical_pg_name, is_pg_init, pg_init_node
+from tracekit.model.groups import DEFAULT_PG, canonical_pg_name, is_pg_init, pg_init_node
 from tracekit.model import ExecutionTrace, Node, NodeType
 from tracekit.transforms.base import AttrEdit, copy_metadata, edited_node
 from tracekit.workloads.grid import DIMS, Grid
 
 if TYPE_CHECKING:  # pragma: no cover
-    from tracekit.traceset import TraceSet
+    from tracekit.sets.traceset import TraceSet
 
 __all__ = [
     "DIMS",
@@ -212,7 +212,7 @@ class GroupNames:
         return self.names[tuple(members)]
 
     def mapping(self) -> dict[str, tuple[int, ...]]:
-        """``{name: members}`` of every group, for a :class:`~tracekit.traceset.TraceSet`."""
+        """``{name: members}`` of every group, for a :class:`~tracekit.sets.traceset.TraceSet`."""
         return {name: members for members, name in self.names.items()}
 
     def declaration(self) -> dict[str, tuple[int, ...]]:
@@ -299,7 +299,7 @@ def regrid(
     Raises:
         TransformError: a group or peer cannot be mapped (names the rank).
     """
-    from tracekit.traceset import TraceSet
+    from tracekit.sets.traceset import TraceSet
 
     old_groups = traceset.process_groups
     templates = {r: template_of(r) for r in range(new.world_size)}

@@ -1,12 +1,12 @@
 """FLOPs and bytes of a compute node for transforms: its ``num_ops``/``tensor_size`` attributes, or the
-core op cost model (:mod:`tracekit.opcost`) applied to its aten shapes."""
+core op cost model (:mod:`tracekit.costs.opcost`) applied to its aten shapes."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from tracekit.model import Node
-from tracekit.opcost import MATRIX_CLASSES, aten_cost
+from tracekit.costs.opcost import MATRIX_CLASSES, aten_cost
 
 
 @dataclass(frozen=True)

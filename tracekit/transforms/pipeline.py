@@ -44,7 +44,7 @@ from tracekit.transforms.scale import Retarget, ScaleComm, ScaleCompute
 from tracekit.transforms.select import DropCpuOps, KeepIteration, KeepRanks, RemoveNodes
 
 if TYPE_CHECKING:  # pragma: no cover
-    from tracekit.traceset import TraceSet
+    from tracekit.sets.traceset import TraceSet
 
 KINDS: dict[str, type[Transform]] = {
     "scale_compute": ScaleCompute,
@@ -122,7 +122,7 @@ class Pipeline(Transform):
             TransformError, ConfigError: as the failing step raises them.
             TracekitError: the prefix holds other rank files, or an output is an input of the running command.
         """
-        from tracekit.io import write_traceset
+        from tracekit.interop.astra import write_traceset
 
         return write_traceset(self.run(traceset, source=source), output_prefix, compress=compress)
 
@@ -182,7 +182,7 @@ def load_pipeline(path: str | os.PathLike[str]) -> PipelineFile:
     """
     p = os.fspath(path)
     try:
-        from tracekit.io import read_input_bytes
+        from tracekit.output import read_input_bytes
 
         data = tomllib.loads(read_input_bytes(p).decode("utf-8"))
     except OSError as exc:

@@ -47,9 +47,9 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from tracekit.attrs import PG_NAME
+from tracekit.model.attrs import PG_NAME
 from tracekit.errors import ConfigError, TransformError
-from tracekit.groups import pg_init_node
+from tracekit.model.groups import pg_init_node
 from tracekit.model import ExecutionTrace, Node
 from tracekit.transforms import megatron as mg
 from tracekit.transforms._stage_program import Rewrite, StageProgram
@@ -58,7 +58,7 @@ from tracekit.transforms.base import Transform, check_degree, copy_metadata, edi
 from tracekit.transforms.layout import LLM_CONFIG_ATTR, GroupNames, grid_of, llm_config_of
 
 if TYPE_CHECKING:  # pragma: no cover
-    from tracekit.traceset import TraceSet
+    from tracekit.sets.traceset import TraceSet
 
 SCHEDULES = ("gpipe", "1f1b")
 
@@ -123,7 +123,7 @@ def reparallelize(
     Raises:
         TransformError, ConfigError: see the module docstring.
     """
-    from tracekit.traceset import TraceSet
+    from tracekit.sets.traceset import TraceSet
 
     cfg = llm_config_of(traceset)
     if cfg is None:

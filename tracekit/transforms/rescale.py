@@ -1,6 +1,6 @@
 """World size: grow or shrink the data-parallel degree of a job.
 
-:class:`Rescale` rewrites a :class:`~tracekit.traceset.TraceSet` of ``dp``
+:class:`Rescale` rewrites a :class:`~tracekit.sets.traceset.TraceSet` of ``dp``
 data-parallel replicas into one of ``dp_new`` (grid and group mapping in
 :mod:`tracekit.transforms.layout`): new rank ``(t, c, d', s)`` copies old rank
 ``(t, c, d' mod dp, s)``; groups spanning the data-parallel dimension
@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tracekit.attrs import COMM_SIZE, NUM_OPS, TENSOR_SIZE
+from tracekit.model.attrs import COMM_SIZE, NUM_OPS, TENSOR_SIZE
 from tracekit.errors import ConfigError, TransformError
 from tracekit.model import CollectiveType, Node, NodeType
 from tracekit.transforms.base import Transform, check_degree, map_nodes, map_traces, scale_int
@@ -195,7 +195,7 @@ def _mb(node: Node) -> int:
 
 
 def _scale_comp(node: Node, k: float) -> Node | None:
-    from tracekit.transforms.scale import scaled_compute
+    from tracekit.transforms.nodescale import scaled_compute
 
     return scaled_compute(node, k) if node.type == NodeType.COMP_NODE else None
 

@@ -5,7 +5,7 @@
   roofline replay scales too), optionally only nodes of some types, host or
   device nodes, or names matching a pattern;
 * :class:`Retarget` -- move compute from one device to another with
-  :mod:`tracekit.projection` (the code ``replay --hw`` uses): a measured
+  :mod:`tracekit.costs.projection` (the code ``replay --hw`` uses): a measured
   duration ``d`` becomes ``d * t(target) / t(source)``, ``t`` the device
   model time of the node's op class (roofline, Williams, Waterman and
   Patterson, CACM 2009, with efficiency curves by size); the measured
@@ -24,13 +24,13 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from tracekit.attrs import COMM_SIZE, COMM_TYPE, NUM_OPS, TENSOR_SIZE
+from tracekit.model.attrs import COMM_SIZE, COMM_TYPE
 from tracekit.errors import ConfigError
 from tracekit.model import COMM_TYPES, CollectiveType, Node, NodeType
 from tracekit.transforms.base import Transform, check_factor, map_nodes, map_traces, scale_int
+from tracekit.transforms.nodescale import _TIMED, scaled_compute  # noqa: F401 - public here too
 
 COMPUTE_TYPES = ("COMP_NODE",)
-_TIMED = frozenset({NodeType.COMP_NODE, NodeType.MEM_LOAD_NODE, NodeType.MEM_STORE_NODE})
 
 
 def _types(names: tuple[str, ...], allowed: frozenset[NodeType]) -> frozenset[NodeType]:
@@ -105,7 +105,7 @@ class ScaleCompute(Transform):
 
         Raises:
             ValidationError: ``num_ops``/``tensor_size`` (of a node without a duration) or ``is_cpu_op`` breaks
-                its value rule (:mod:`tracekit.attrs`; names the node).
+                its value rule (:mod:`tracekit.model.attrs`; names the node).
             TransformError: a scaled value does not fit 63 bits.
         """
         from tracekit.transforms.colscale import is_encoded, scale_compute_encoded
@@ -122,23 +122,6 @@ class ScaleCompute(Transform):
             return out
 
         return map_traces(traceset, one_trace)
-
-
-def scaled_compute(node: Node, k: float) -> Node:
-    """A copy of ``node`` whose compute costs ``k`` times as much.
-
-    The measured duration is scaled when there is one; otherwise the roofline
-    inputs (``num_ops`` FLOPs and ``tensor_size`` bytes) are, so a roofline
-    replay scales the same way.
-    """
-    if node.duration_ns > 0:
-        return node.replace(duration_ns=scale_int(node.duration_ns, k))
-    c = node.replace()
-    for key in (NUM_OPS, TENSOR_SIZE):
-        v = key.of(node)
-        if v is not None and v > 0:
-            c = c.with_attr(key, scale_int(v, k))
-    return c
 
 
 # ----------------------------------------------------------------------------- devices
@@ -201,10 +184,10 @@ COMPUTE_DEVICE_ATTR = "compute_device"
 
 @dataclass(frozen=True)
 class Retarget(Transform):
-    """Move measured compute from ``source`` to ``target`` device (:mod:`tracekit.projection`).
+    """Move measured compute from ``source`` to ``target`` device (:mod:`tracekit.costs.projection`).
 
     Each timed node with a duration and a cost becomes ``d x t(target) / t(source)`` with ``t`` the
-    device model time of its op class (:func:`tracekit.devices.op_seconds`; plain roofline for nodes
+    device model time of its op class (:func:`tracekit.costs.devices.op_seconds`; plain roofline for nodes
     with only ``num_ops``/``tensor_size``).  Nodes with no duration keep their FLOPs and bytes (a
     roofline replay on the target times them).  Nodes with a duration but no cost follow ``unknown``:
     ``"keep"`` (default), ``"flops"`` (scale by the peak ratio) or ``"memory"`` (bandwidth ratio).
@@ -213,7 +196,7 @@ class Retarget(Transform):
     traces' metadata attribute ``compute_projection`` (JSON), and ``compute_device`` becomes the target.
 
     Args:
-        source, target: anything :func:`tracekit.devices.device_model` accepts (preset names such as
+        source, target: anything :func:`tracekit.costs.devices.device_model` accepts (preset names such as
             ``a100-80gb``, hardware specs, :class:`Device`, ``(peak_flops_per_s, bytes_per_s)``).
 
     Raises:
@@ -226,7 +209,7 @@ class Retarget(Transform):
     cpu: bool | None = None
 
     def __post_init__(self) -> None:
-        from tracekit.devices import device_model
+        from tracekit.costs.devices import device_model
 
         for name in ("source", "target"):
             value = getattr(self, name)
@@ -258,7 +241,7 @@ class Retarget(Transform):
         """``(projected trace, ProjectionReport)`` for one rank."""
         import orjson
 
-        from tracekit.projection import cpu_to_gpu, new_report, project_node
+        from tracekit.costs.projection import cpu_to_gpu, new_report, project_node
 
         src, dst = self.source, self.target
         # a CPU source: host ops are the compute; else the device nodes (decided per node, so streaming
@@ -298,7 +281,7 @@ class Retarget(Transform):
 
         encoded = is_encoded(trace)
         # the columnar path multiplies one ratio per op into the durations; a CPU -> GPU projection does not
-        # scale the measured time (tracekit.projection.projected_duration), so it goes node by node
+        # scale the measured time (tracekit.costs.projection.projected_duration), so it goes node by node
         by_ratio = not cpu_to_gpu(src, dst)
         out = retarget_encoded(trace, self, host_compute, fallback, report) if encoded and by_ratio else None
         if out is None and encoded:  # CPU -> GPU, or an attribute the columns cannot read: timed nodes decoded

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tracekit.attrs import COMM_DST, COMM_SRC, IS_CPU_OP
+from tracekit.model.attrs import COMM_DST, COMM_SRC, IS_CPU_OP
 from tracekit.errors import ConfigError, TransformError
-from tracekit.groups import PG_INIT_NAME, canonical_pg_name, is_pg_init
+from tracekit.model.groups import PG_INIT_NAME, canonical_pg_name, is_pg_init
 from tracekit.model import ExecutionTrace, Node, NodeType
 from tracekit.transforms.base import Transform, copy_metadata, map_traces
 from tracekit.transforms.bypass import drop_dangling, remove_nodes
@@ -262,12 +262,12 @@ class KeepRanks(Transform):
         object.__setattr__(self, "ranks", tuple(sorted(set(ranks))))
 
     def apply(self, traceset):
-        """The kept ranks as a new :class:`~tracekit.traceset.TraceSet` of ``len(ranks)`` ranks (class doc).
+        """The kept ranks as a new :class:`~tracekit.sets.traceset.TraceSet` of ``len(ranks)`` ranks (class doc).
 
         Raises:
             TransformError: a rank is not in ``traceset``; ``partial="error"`` and a collective's group is cut.
         """
-        from tracekit.traceset import TraceSet
+        from tracekit.sets.traceset import TraceSet
 
         cut = self.cut(traceset.ranks, traceset.process_groups)
         out = {new: self.rank_trace(traceset[old], old, cut) for old, new in cut.new_of.items()}
@@ -296,7 +296,7 @@ class KeepRanks(Transform):
         Raises:
             TransformError: ``partial="error"`` and a collective's group is cut (names the rank and node).
         """
-        from tracekit.groups import pg_init_node
+        from tracekit.model.groups import pg_init_node
 
         new_of = cut.new_of
         nodes = []

@@ -267,7 +267,7 @@ class LLMConfig:
             raise ConfigError(f"ep={p.ep} needs a mixture-of-experts model (num experts > 0)")
         if m.is_moe and m.num_experts % p.ep:
             raise ConfigError(f"ep={p.ep} does not divide the {m.num_experts} experts")
-        from tracekit.node import check_node_count
+        from tracekit.model.node import check_node_count
 
         # each micro-batch runs forward and backward through every layer of the rank's stage (a lower bound)
         check_node_count(

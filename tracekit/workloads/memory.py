@@ -27,7 +27,7 @@ Per pipeline stage (the generator's rank classes: ranks of one stage hold the sa
   reserved over allocated memory typically reported for large-model training.  The CUDA context and
   library workspaces (:data:`RUNTIME_RESERVED_BYTES`, 1 GiB, assumed) are outside the allocator.
 
-The peak compared with the device memory (``memory_bytes`` in ``tracekit/devices.toml``) is
+The peak compared with the device memory (``memory_bytes`` in ``tracekit/costs/devices.toml``) is
 ``peak_allocated x (1 + margin) + runtime``; :class:`StageMemory` keeps every term so reports can say what
 holds the memory.  Measured peaks (a capture's ``[memory]`` events) compare with ``peak_allocated_bytes``.
 """

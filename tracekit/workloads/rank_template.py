@@ -12,7 +12,7 @@ length-delimited field (number 10) holding an ``AttributeProto``, so its
 bytes are exactly the encoding of a ``Node`` that holds only that attribute,
 and they appear verbatim in the representative's records.  A
 :class:`RankTemplate` finds every such attribute in the representative's
-records (:func:`tracekit.io.split_records`), and for another rank replaces
+records (:func:`tracekit.wire.framing.split_records`), and for another rank replaces
 each by the encoding of that rank's value.  Replacing a value by one of
 another encoded length is fine: the only other bytes that change are the
 varint length prefixes of the records holding it, which the template also
@@ -31,7 +31,8 @@ from typing import Mapping
 import numpy as np
 
 from tracekit.errors import ConfigError
-from tracekit.io import encode_trace, split_records
+from tracekit.wire.io import encode_trace
+from tracekit.wire.framing import split_records
 from tracekit.model import Attr, ExecutionTrace, Metadata, Node, NodeType
 
 
@@ -44,7 +45,7 @@ def attr_bytes(attr: Attr) -> bytes:
 
 
 def _varint(n: int) -> bytes:
-    """Protobuf varint of a record length (the prefix :func:`tracekit.io.frame` writes)."""
+    """Protobuf varint of a record length (the prefix :func:`tracekit.wire.framing.frame` writes)."""
     out = bytearray()
     while n >= 0x80:
         out.append((n & 0x7F) | 0x80)
@@ -65,7 +66,7 @@ class RankTemplate:
     """The encoded trace of a representative rank, ready to be specialised.
 
     Args:
-        data: the representative's `.et` bytes (:func:`tracekit.io.encode_trace`).
+        data: the representative's `.et` bytes (:func:`tracekit.wire.io.encode_trace`).
         attrs: key -> the representative's :class:`Attr` for each varying
             value (e.g. ``("pg", "tp") -> Attr("pg_name", "3", "string_val")``).
 
