@@ -68,11 +68,10 @@ class Plan:
 
 
 def _meta(config: LLMConfig) -> dict[str, str]:
-    return {
-        "producer": PRODUCER,
-        "model": config.model.name,
-        "llm_config": json.dumps(dataclasses.asdict(config), sort_keys=True),
-    }
+    data = dataclasses.asdict(config)
+    if data["parallel"]["microbatch_group_size"] is None:  # the default: files as before the knob existed
+        del data["parallel"]["microbatch_group_size"]
+    return {"producer": PRODUCER, "model": config.model.name, "llm_config": json.dumps(data, sort_keys=True)}
 
 
 class _RankBuilder:
@@ -233,7 +232,8 @@ class _RankBuilder:
         self.early_gathers = p.zero_stage in (1, 2) and c.stack.overlap_param_gather
         if self.early_gathers:
             self._param_gathers(self._stage_units(chunks), [])
-        for op in stage_order(p.schedule, p.pp, c.num_micro_batches, self.place.pp_rank, p.virtual_stages):
+        m, stage = c.num_micro_batches, self.place.pp_rank
+        for op in stage_order(p.schedule, p.pp, m, stage, p.virtual_stages, p.microbatch_group_size):
             vs = op.chunk * p.pp + self.place.pp_rank
             layers = chunks[vs]
             mb = op.micro_batch
