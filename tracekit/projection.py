@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from tracekit.devices import DeviceModel, op_seconds
+from tracekit.devices import TF32_BY_DEFAULT, DeviceModel, op_seconds
 from tracekit.fmt import fmt_ms
 from tracekit.model import Node, NodeType
 
@@ -117,6 +117,7 @@ def projected_duration(
     dtype: str | None,
     source: DeviceModel,
     target: DeviceModel,
+    tf32: frozenset[str] = TF32_BY_DEFAULT,
 ) -> tuple[float, str, bool]:
     """``(duration on target in ns (float), method, dtype fell back)`` for one node measured on source.
 
@@ -136,6 +137,8 @@ def projected_duration(
         op_class: its op class (:data:`tracekit.opcost.OP_CLASSES`), or None.
         dtype: its compute dtype, or None.
         source, target: the capture's device and the device to project to.
+        tf32: op classes whose fp32 ops run as TF32 where a device has TF32 math
+            (:func:`tracekit.devices.op_seconds`; PyTorch's defaults unless the capture ran otherwise).
 
     Raises:
         ConfigError: a device lists no peak FLOP/s.
@@ -144,8 +147,8 @@ def projected_duration(
         return 0.0, "no_duration", False
     if flops <= 0 and nbytes <= 0:
         return float(duration_ns), ("kept_no_work" if op_class else "kept_no_cost"), False
-    ts = op_seconds(flops, nbytes, op_class, dtype, source)
-    tt = op_seconds(flops, nbytes, op_class, dtype, target)
+    ts = op_seconds(flops, nbytes, op_class, dtype, source, tf32)
+    tt = op_seconds(flops, nbytes, op_class, dtype, target, tf32)
     if ts.seconds <= 0:
         return float(duration_ns), "kept_no_work", False
     fell = ts.dtype_fallback or tt.dtype_fallback
@@ -166,7 +169,12 @@ def _str_attr(node: Node, name: str) -> str | None:
 
 
 def project_node(
-    node: Node, source: DeviceModel, target: DeviceModel, host_is_compute: bool, report: ProjectionReport
+    node: Node,
+    source: DeviceModel,
+    target: DeviceModel,
+    host_is_compute: bool,
+    report: ProjectionReport,
+    tf32: frozenset[str] = TF32_BY_DEFAULT,
 ) -> float | None:
     """Projected duration (float ns) of one node, counted in ``report``; None when not a timed node.
 
@@ -189,6 +197,7 @@ def project_node(
         _str_attr(node, "compute_dtype"),
         source,
         target,
+        tf32,
     )
     report.add(method, d, new)
     report.dtype_fallbacks += int(fell)
