@@ -97,9 +97,11 @@ class Step:
         num_ops: FLOPs (COMP) or 0.
         tensor_bytes: bytes read and written (COMP) or 0.
         duration_ns: roofline duration (COMP with hardware) or 0.
-        comm_type: the collective, None for COMP.
-        comm_bytes: ``comm_size`` of a collective.
-        group: group kind of a collective (see llm_layout.GROUP_KINDS).
+        comm_type: the collective, None for COMP (and for a send or receive).
+        comm_bytes: ``comm_size`` of a collective, a send or a receive.
+        group: group kind of a collective, a send or a receive (see llm_layout.GROUP_KINDS).
+        p2p: ``"send"`` (to the next rank of ``group``'s ring) or ``"recv"`` (from the previous one); ``""``
+            for a COMP node or a collective.
         deps: indices of earlier steps; :data:`ENTRY` = the block's entry.
     """
 
@@ -112,6 +114,7 @@ class Step:
     comm_bytes: int = 0
     group: str = ""
     deps: tuple[int, ...] = (ENTRY,)
+    p2p: str = ""
 
     @property
     def name(self) -> str:
@@ -179,6 +182,16 @@ class _BlockBuilder:
     ) -> int:
         dep = self.last if after is None else after
         self.steps.append(Step(role, self.phase, comm_type=comm_type, comm_bytes=comm_bytes, group=group, deps=(dep,)))
+        idx = len(self.steps) - 1
+        if join:
+            self.pending.append(idx)
+        return idx
+
+    def p2p(self, role: str, kind: str, comm_bytes: int, group: str, *, after: int, join: bool = False) -> int:
+        """A send to the next rank (``kind="send"``) or a receive from the previous rank (``"recv"``) of this
+        rank's ring in ``group``, posted once step ``after`` is done; ``join``: the next compute step waits
+        for it."""
+        self.steps.append(Step(role, self.phase, comm_bytes=comm_bytes, group=group, deps=(after,), p2p=kind))
         idx = len(self.steps) - 1
         if join:
             self.pending.append(idx)
