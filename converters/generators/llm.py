@@ -89,8 +89,12 @@ def build_rank_trace(
 def _varying_attrs(place: RankPlace) -> dict[tuple[str, str], Attr]:
     """The attribute values that differ between ranks of one pipeline stage."""
     attrs = {("pg", kind): Attr("pg_name", name, "string_val") for kind, name in place.groups}
-    peers = (("prev", place.prev_rank), ("next", place.next_rank), ("cp_prev", place.cp_prev_rank))
-    peers += (("cp_next", place.cp_next_rank),)
+    peers: tuple[tuple[str, int | None], ...] = (
+        ("prev", place.prev_rank),
+        ("next", place.next_rank),
+        ("cp_prev", place.cp_prev_rank),
+        ("cp_next", place.cp_next_rank),
+    )
     if any(rank is not None for _, rank in peers):
         for key, rank in (("self", place.rank), *peers):
             if rank is not None:

@@ -29,6 +29,7 @@ from typing import Any, Mapping
 from tracekit.errors import ConfigError
 from tracekit.workloads.params import padded_vocab_size
 from tracekit.workloads.pipeline_split import chunk_layers
+from tracekit.workloads.schedules import check_group_size
 from tracekit.workloads.stacks import StackSpec
 from tracekit.workloads.presets_2024 import PRESETS_2024
 from tracekit.workloads.units import DTYPE_BYTES, TRAINING_DTYPES
@@ -168,9 +169,8 @@ class ParallelSpec:
             (every layer's forward rerun in backward).
         schedule: ``"gpipe"``, ``"1f1b"`` or ``"interleaved"``.
         virtual_stages: model chunks per pipeline rank (``interleaved`` only).
-        microbatch_group_size: ``N``, contiguous micro-batches per virtual stage of the interleaved schedule
-            (Llama 3's flexible interleaving, :func:`tracekit.workloads.schedules.interleaved`); None = the
-            default (``pp`` when it divides the micro-batches, :func:`~tracekit.workloads.schedules.default_group_size`).
+        microbatch_group_size: ``N`` of the interleaved schedule, None = its default
+            (:func:`tracekit.workloads.schedules.check_group_size`).
         grad_bucket_bytes: data-parallel gradient bucket size in bytes (default
             160 MB: Megatron-LM's 40M-element bucket of fp32 gradients).
         overlap_grad_reduce: start each bucket's reduction as soon as its
@@ -194,10 +194,6 @@ class ParallelSpec:
     def __post_init__(self) -> None:
         for what in ("dp", "tp", "pp", "cp", "ep", "virtual_stages", "grad_bucket_bytes"):
             _positive(what.replace("_", " "), getattr(self, what))
-        if self.microbatch_group_size is not None:
-            _positive("micro-batch group size", self.microbatch_group_size)
-            if self.schedule != "interleaved":
-                raise ConfigError(f"a micro-batch group size needs --schedule interleaved, not {self.schedule}")
         _choice("zero stage", self.zero_stage, ZERO_STAGES)
         _choice("recompute", self.recompute, RECOMPUTE)
         _choice("schedule", self.schedule, SCHEDULES)
@@ -283,11 +279,7 @@ class LLMConfig:
             f"--global-batch {self.global_batch_size:,} ({self.num_micro_batches:,} micro-batches of "
             f"{m.num_layers // p.pp} layers per stage)",
         )
-        if p.microbatch_group_size is not None and p.microbatch_group_size > self.num_micro_batches:
-            raise ConfigError(
-                f"micro-batch group size {p.microbatch_group_size} is more than the {self.num_micro_batches} "
-                "micro-batches per iteration"
-            )
+        check_group_size(p.microbatch_group_size, p.schedule, self.num_micro_batches)
 
     # ----- derived sizes ------------------------------------------------------------------
     @property

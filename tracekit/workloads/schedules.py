@@ -109,6 +109,24 @@ def default_group_size(p: int, m: int) -> int:
     return next(n for n in range(p, m + 1) if m % n == 0 or m % n >= p)
 
 
+def check_group_size(group_size: int | None, schedule: str, m: int) -> None:
+    """Check a job's ``N`` (:attr:`ParallelSpec.microbatch_group_size <tracekit.workloads.config.ParallelSpec>`:
+    contiguous micro-batches per virtual stage, Llama 3's flexible interleaving; None = :func:`default_group_size`).
+
+    Raises:
+        ConfigError: ``N`` not a positive integer, given for another schedule than ``interleaved``, or above the
+            ``m`` micro-batches per iteration.
+    """
+    if group_size is None:
+        return
+    if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 1:
+        raise ConfigError(f"micro-batch group size must be positive, got {group_size!r}")
+    if schedule != "interleaved":
+        raise ConfigError(f"a micro-batch group size needs --schedule interleaved, not {schedule}")
+    if group_size > m:
+        raise ConfigError(f"micro-batch group size {group_size} is more than the {m} micro-batches per iteration")
+
+
 def schedule_table(m: int, v: int, group_size: int) -> tuple[tuple[int, int], ...]:
     """``(micro_batch, chunk)`` of each forward of a stage, in order: groups of ``N = group_size`` micro-batches,
     each group through chunk 0, then chunk 1, ... (the last group holds the ``<= N`` micro-batches left).
