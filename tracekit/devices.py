@@ -295,6 +295,11 @@ TF32_BY_DEFAULT: frozenset[str] = frozenset({"conv"})
 TF32_POLICIES: dict[str, frozenset[str]] = {"pytorch": TF32_BY_DEFAULT, "off": frozenset(), "all": frozenset(_MATRIX)}
 
 
+#: Capture metadata attribute (string, a :data:`TF32_POLICIES` name) saying how the captured run set PyTorch's TF32
+#: flags; projection (:class:`tracekit.transforms.Retarget`) follows it unless told otherwise.
+TF32_ATTR = "tf32"
+
+
 def tf32_classes(policy: str) -> frozenset[str]:
     """The op classes whose fp32 ops run as TF32 under ``policy`` (:data:`TF32_POLICIES`).
 
@@ -372,6 +377,7 @@ def op_seconds(
 __all__ = [
     "DeviceModel",
     "OpTime",
+    "TF32_ATTR",
     "TF32_BY_DEFAULT",
     "TF32_POLICIES",
     "attention_efficiency",

@@ -101,3 +101,37 @@ def test_transform_retarget_takes_the_tf32_policy(tmp_path):
     assert '"tf32": "off"' in read_traceset(out)[0].metadata.get_attr("tracekit_provenance")
     bad = runner.invoke(cli, ["transform", str(src), "-o", str(out), "--retarget", "v100:a100-80gb", "--tf32", "x"])
     assert bad.exit_code == 2 and "--tf32" in bad.output
+
+
+def _conv_trace(flag: str | None = None, encoded: bool = False):
+    """One fp32 conv kernel measured 10 ms on a V100 (2 x 4096^3 FLOPs), with an optional capture ``tf32`` flag."""
+    from tracekit.io import encode_trace, trace_from_bytes
+    from tracekit.model import Attr, ExecutionTrace, Metadata, Node, NodeType
+
+    flops, nbytes, _ = _big_conv()
+    attrs = [
+        Attr("num_ops", flops, "int64_val"),
+        Attr("tensor_size", nbytes, "uint64_val"),
+        Attr("op_class", "conv", "string_val"),
+        Attr("compute_dtype", "fp32", "string_val"),
+    ]
+    md = Metadata(version="1")
+    if flag is not None:
+        md = md.with_attr("tf32", flag, "string_val")
+    trace = ExecutionTrace([Node(1, "conv", NodeType.COMP_NODE, duration_ns=10_000_000, attrs=attrs)], md)
+    return trace_from_bytes(encode_trace(trace), path="t.et", rank=0) if encoded else trace
+
+
+@pytest.mark.parametrize("encoded", [False, True])
+def test_the_captures_tf32_flag_is_followed_unless_the_option_says_otherwise(encoded):
+    from tracekit.transforms import Retarget
+
+    def moved(trace, **kw):
+        return Retarget("v100", "a100-80gb", **kw).project_trace(trace)[0].nodes[0].duration_ns
+
+    default, off = moved(_conv_trace(encoded=encoded)), moved(_conv_trace(encoded=encoded), tf32="off")
+    assert default < off  # TF32 at 0.30 of the curve of 156 TFLOP/s beats fp32 at 19.5
+    assert moved(_conv_trace("off", encoded)) == off
+    assert moved(_conv_trace("off", encoded), tf32="pytorch") == default
+    with pytest.raises(ConfigError, match="metadata attribute 'tf32' is 'maybe'; choose pytorch, off, all"):
+        moved(_conv_trace("maybe", encoded))

@@ -92,11 +92,10 @@ def _steps_from_options(opts: dict[str, Any]) -> list[Transform]:
 @click.option(
     "--tf32",
     type=click.Choice(["pytorch", "off", "all"]),
-    default="pytorch",
-    show_default=True,
+    default=None,
     help="With --retarget: fp32 ops run as TF32 on Ampere and later as PyTorch does by default (convolutions), "
     "not at all (the capture set torch.backends.cudnn.allow_tf32=False), or matmuls too "
-    "(torch.backends.cuda.matmul.allow_tf32=True).",
+    "(torch.backends.cuda.matmul.allow_tf32=True). Default: the capture's 'tf32' metadata flag, else pytorch.",
 )
 @click.option("--scale-comm", type=float, metavar="F", help="Multiply message sizes by F.")
 @click.option("--tp", type=int, metavar="N", help="New tensor-parallel degree (layer-structured traces).")

@@ -102,7 +102,7 @@ def retarget_encoded(trace: ExecutionTrace, rt: Any, host_compute: bool, fallbac
         _str_column(cols, "compute_dtype", rows),
         rt.source,
         rt.target,
-        tf32_classes(rt.tf32),
+        tf32_classes(rt._tf32_policy(trace)),
     )
     method[rows] = np.asarray(names, dtype=object)
     scaled = ~np.isnan(ratio)

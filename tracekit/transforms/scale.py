@@ -212,7 +212,8 @@ class Retarget(Transform):
     capture), else only nodes that are not host ops (``is_cpu_op`` not true); ``cpu`` True/False forces it.
     ``tf32``: which fp32 ops run as TF32 on a device with TF32 math (:data:`tracekit.devices.TF32_POLICIES`:
     ``pytorch`` = PyTorch's defaults, convolutions only; ``off``; ``all`` = matmuls too), for a capture whose
-    run changed ``torch.backends.cudnn.allow_tf32`` / ``torch.backends.cuda.matmul.allow_tf32``.  Every node is counted by method in the output
+    run changed ``torch.backends.cudnn.allow_tf32`` / ``torch.backends.cuda.matmul.allow_tf32``; None = the
+    capture's flag (metadata attribute :data:`tracekit.devices.TF32_ATTR`), else ``pytorch``.  Every node is counted by method in the output
     traces' metadata attribute ``compute_projection`` (JSON), and ``compute_device`` becomes the target.
 
     Args:
@@ -227,12 +228,13 @@ class Retarget(Transform):
     target: Any
     unknown: str = "keep"
     cpu: bool | None = None
-    tf32: str = "pytorch"
+    tf32: str | None = None
 
     def __post_init__(self) -> None:
         from tracekit.devices import device_model, tf32_classes
 
-        tf32_classes(self.tf32)  # an unknown policy is refused here
+        if self.tf32 is not None:
+            tf32_classes(self.tf32)  # an unknown policy is refused here
 
         for name in ("source", "target"):
             value = getattr(self, name)
@@ -250,7 +252,7 @@ class Retarget(Transform):
             "target": self.target.key,
             "unknown": self.unknown,
             "cpu": self.cpu,
-            **({"tf32": self.tf32} if self.tf32 != "pytorch" else {}),
+            **({"tf32": self.tf32} if self.tf32 is not None else {}),
         }
 
     def apply(self, traceset):
@@ -261,6 +263,27 @@ class Retarget(Transform):
         """
         return map_traces(traceset, lambda t: self.project_trace(t)[0])
 
+    def _tf32_policy(self, trace) -> str:
+        """``tf32`` if given, else the capture's flag (:data:`tracekit.devices.TF32_ATTR`), else ``pytorch``.
+
+        Raises:
+            ConfigError: the capture's flag names no policy (naming the rank and file).
+        """
+        from tracekit.devices import TF32_ATTR, TF32_POLICIES
+
+        if self.tf32 is not None:
+            return self.tf32
+        flag = trace.metadata.get_attr(TF32_ATTR)
+        if flag is None:
+            return "pytorch"
+        if flag not in TF32_POLICIES:
+            raise ConfigError(
+                f"metadata attribute {TF32_ATTR!r} is {flag!r}; choose {', '.join(TF32_POLICIES)}",
+                rank=trace.rank,
+                path=trace.path,
+            )
+        return str(flag)
+
     def project_trace(self, trace):
         """``(projected trace, ProjectionReport)`` for one rank."""
         import orjson
@@ -269,7 +292,7 @@ class Retarget(Transform):
 
         from tracekit.devices import tf32_classes
 
-        src, dst, tf32 = self.source, self.target, tf32_classes(self.tf32)
+        src, dst, tf32 = self.source, self.target, tf32_classes(self._tf32_policy(trace))
         # a CPU source: host ops are the compute; else the device nodes (decided per node, so streaming
         # chunks of a rank file behave like the whole file)
         host_compute = (src.kind == "cpu") if self.cpu is None else self.cpu
