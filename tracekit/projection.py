@@ -157,6 +157,29 @@ def projected_duration(
     return duration_ns * (tt.seconds / ts.seconds), "projected", fell
 
 
+def tf32_policy(trace: Any, given: str | None = None) -> frozenset[str]:
+    """The op classes whose fp32 ops run as TF32 when projecting ``trace`` (:func:`tracekit.devices.tf32_classes`):
+    the ``given`` policy, else the capture's flag (metadata attribute :data:`tracekit.devices.TF32_ATTR`), else
+    ``pytorch`` (PyTorch's defaults).
+
+    Raises:
+        ConfigError: an unknown policy name, given or in the capture's flag (naming the rank and file).
+    """
+    from tracekit.devices import TF32_ATTR, TF32_POLICIES, tf32_classes
+    from tracekit.errors import ConfigError
+
+    if given is not None:
+        return tf32_classes(given)
+    flag = trace.metadata.get_attr(TF32_ATTR)
+    if flag is not None and flag not in TF32_POLICIES:
+        raise ConfigError(
+            f"metadata attribute {TF32_ATTR!r} is {flag!r}; choose {', '.join(TF32_POLICIES)}",
+            rank=trace.rank,
+            path=trace.path,
+        )
+    return tf32_classes("pytorch" if flag is None else str(flag))
+
+
 def cpu_to_gpu(source: DeviceModel, target: DeviceModel) -> bool:
     """Whether a projection goes from a CPU to an accelerator, where :func:`projected_duration` prices each op
     by the target's model alone (module doc) instead of scaling the measured time."""
@@ -215,4 +238,12 @@ def new_report(source: DeviceModel, target: DeviceModel, host_is_compute: bool) 
     )
 
 
-__all__ = ["METHODS", "ProjectionReport", "cpu_to_gpu", "new_report", "project_node", "projected_duration"]
+__all__ = [
+    "METHODS",
+    "ProjectionReport",
+    "cpu_to_gpu",
+    "new_report",
+    "project_node",
+    "projected_duration",
+    "tf32_policy",
+]

@@ -67,7 +67,7 @@ def retarget_encoded(trace: ExecutionTrace, rt: Any, host_compute: bool, fallbac
     Raises:
         TransformError: a projected duration out of range (names the node).
     """
-    from tracekit.devices import tf32_classes
+    from tracekit.projection import tf32_policy
     from tracekit.transforms.colscale import carry_columns, patched_columns, set_durations, type_mask
     from tracekit.transforms.scale import _TIMED
 
@@ -102,7 +102,7 @@ def retarget_encoded(trace: ExecutionTrace, rt: Any, host_compute: bool, fallbac
         _str_column(cols, "compute_dtype", rows),
         rt.source,
         rt.target,
-        tf32_classes(rt._tf32_policy(trace)),
+        tf32_policy(trace, rt.tf32),
     )
     method[rows] = np.asarray(names, dtype=object)
     scaled = ~np.isnan(ratio)

@@ -263,36 +263,15 @@ class Retarget(Transform):
         """
         return map_traces(traceset, lambda t: self.project_trace(t)[0])
 
-    def _tf32_policy(self, trace) -> str:
-        """``tf32`` if given, else the capture's flag (:data:`tracekit.devices.TF32_ATTR`), else ``pytorch``.
-
-        Raises:
-            ConfigError: the capture's flag names no policy (naming the rank and file).
-        """
-        from tracekit.devices import TF32_ATTR, TF32_POLICIES
-
-        if self.tf32 is not None:
-            return self.tf32
-        flag = trace.metadata.get_attr(TF32_ATTR)
-        if flag is None:
-            return "pytorch"
-        if flag not in TF32_POLICIES:
-            raise ConfigError(
-                f"metadata attribute {TF32_ATTR!r} is {flag!r}; choose {', '.join(TF32_POLICIES)}",
-                rank=trace.rank,
-                path=trace.path,
-            )
-        return str(flag)
-
     def project_trace(self, trace):
         """``(projected trace, ProjectionReport)`` for one rank."""
         import orjson
 
         from tracekit.projection import cpu_to_gpu, new_report, project_node
 
-        from tracekit.devices import tf32_classes
+        from tracekit.projection import tf32_policy
 
-        src, dst, tf32 = self.source, self.target, tf32_classes(self._tf32_policy(trace))
+        src, dst, tf32 = self.source, self.target, tf32_policy(trace, self.tf32)
         # a CPU source: host ops are the compute; else the device nodes (decided per node, so streaming
         # chunks of a rank file behave like the whole file)
         host_compute = (src.kind == "cpu") if self.cpu is None else self.cpu
