@@ -69,8 +69,10 @@ class Plan:
 
 def _meta(config: LLMConfig) -> dict[str, str]:
     data = dataclasses.asdict(config)
-    if data["parallel"]["microbatch_group_size"] is None:  # the default: files as before the knob existed
+    if data["parallel"]["microbatch_group_size"] is None:  # defaults: files as before the knobs existed
         del data["parallel"]["microbatch_group_size"]
+    if data["stack"]["tp_overlap_comm_sms"] == 0:
+        del data["stack"]["tp_overlap_comm_sms"]
     return {"producer": PRODUCER, "model": config.model.name, "llm_config": json.dumps(data, sort_keys=True)}
 
 

@@ -73,9 +73,11 @@ class Roofline:
         seconds = max(num_ops / self.peak_flops_per_s, tensor_bytes / self.mem_bandwidth_bytes_per_s)
         return math.ceil(seconds * 1e9)
 
-    def gemm_ns(self, m: int, k: int, n: int, tensor_bytes: int, batch: int = 1, linear: bool = False) -> int:
+    def gemm_ns(
+        self, m: int, k: int, n: int, tensor_bytes: int, batch: int = 1, linear: bool = False, comm_sms: int = 0
+    ) -> int:
         """``batch`` GEMMs ``[m, k] @ [k, n]``: the flat roofline (shape-aware in :mod:`.calibration`;
-        ``linear`` does not change a flat roofline)."""
+        ``linear`` and ``comm_sms`` do not change a flat roofline, which has no SMs)."""
         return self.duration_ns(gemm_flops(m, k, n, batch), tensor_bytes)
 
     def optimizer_ns(self, num_ops: int, tensor_bytes: int, params: int) -> int:
@@ -162,12 +164,26 @@ class _BlockBuilder:
         return self.last
 
     def gemm(
-        self, role: str, m: int, k: int, n: int, dtype_bytes: int, *, batch: int = 1, linear: bool = True, **kw
+        self,
+        role: str,
+        m: int,
+        k: int,
+        n: int,
+        dtype_bytes: int,
+        *,
+        batch: int = 1,
+        linear: bool = True,
+        comm_sms: int = 0,
+        **kw,
     ) -> int:
         """``batch`` GEMMs ``[m, k] @ [k, n]`` (duration from the cost model's ``gemm_ns``); ``linear``: a
-        transformer linear layer (FP8 under Transformer Engine's recipe; the output layer is not)."""
+        transformer linear layer (FP8 under Transformer Engine's recipe; the output layer is not); ``comm_sms``:
+        SMs an overlapped communication kernel keeps meanwhile (:attr:`Dims.comm_sms`)."""
         elements = gemm_elements(m, k, n, batch)
-        dur = self.roofline.gemm_ns(m, k, n, elements * dtype_bytes, batch, linear=linear) if self.roofline else 0
+        dur = 0
+        if self.roofline:
+            extra = {"comm_sms": comm_sms} if comm_sms else {}
+            dur = self.roofline.gemm_ns(m, k, n, elements * dtype_bytes, batch, linear=linear, **extra)
         return self.comp(role, gemm_flops(m, k, n, batch), elements, dtype_bytes, duration_ns=dur, **kw)
 
     def coll(
@@ -227,6 +243,7 @@ class Dims:
     tp_overlap: bool = False  # userbuffers: SP all-gathers / reduce-scatters run with their GEMMs
     dgrad_overlap: bool | None = None  # tp input-gradient reduction with the wgrad GEMM (None: cost model's)
     fp8: bool = False  # Transformer Engine FP8: linear GEMMs in FP8 with cast/transpose kernels
+    comm_sms: int = 0  # SMs userbuffers' pipeline / bulk overlaps keep from their GEMMs (StackSpec.tp_overlap_comm_sms)
 
     @classmethod
     def of(cls, c: LLMConfig) -> "Dims":
@@ -262,4 +279,5 @@ class Dims:
             tp_overlap=st.tp_comm_overlap and p.sequence_parallel,
             dgrad_overlap=st.tp_dgrad_overlap,
             fp8=fp8_gemms_only(c),
+            comm_sms=st.tp_overlap_comm_sms if st.tp_comm_overlap and p.sequence_parallel else 0,
         )
