@@ -197,18 +197,28 @@ class CalibratedCost:
         seconds = max(num_ops / self.device.vector_flops_per_s, self._memory_s(tensor_bytes))
         return math.ceil(seconds * 1e9 + self.kernel_overhead_ns)
 
-    def gemm_ns(self, m: int, k: int, n: int, tensor_bytes: int, batch: int = 1, linear: bool = False) -> int:
+    def gemm_ns(
+        self, m: int, k: int, n: int, tensor_bytes: int, batch: int = 1, linear: bool = False, comm_sms: int = 0
+    ) -> int:
         """``batch`` GEMMs ``[m, k] @ [k, n]`` moving ``tensor_bytes``: the compute model's efficiency at
         this shape, or the memory time if longer, plus overhead; a ``linear`` layer's GEMM runs in
-        :attr:`gemm_dtype` (FP8 at the device's FP8 peak times :data:`FP8_GEMM_EFFICIENCY`)."""
+        :attr:`gemm_dtype` (FP8 at the device's FP8 peak times :data:`FP8_GEMM_EFFICIENCY`).  ``comm_sms``: SMs a
+        communication kernel keeps while the GEMM runs (Transformer Engine's ``set_sm_margin``): the GEMM runs
+        on the others, at their share of the peak and with their wave quantization."""
+        import dataclasses
+
         from tracekit.costs.devices import gemm_efficiency
 
         dtype = (self.gemm_dtype or self.dtype) if linear else self.dtype
-        eff = gemm_efficiency(m, n, k, dtype, self.device, batch) * k / (k + self.gemm_k_fill) * self._sustained
+        device, share = self.device, 1.0
+        if 0 < comm_sms < device.compute_units:
+            share = (device.compute_units - comm_sms) / device.compute_units
+            device = dataclasses.replace(device, compute_units=device.compute_units - comm_sms)
+        eff = gemm_efficiency(m, n, k, dtype, device, batch) * k / (k + self.gemm_k_fill) * self._sustained
         if dtype == "fp8":
             eff *= FP8_GEMM_EFFICIENCY
         flops = 2 * m * n * k * batch
-        compute_s = flops / (self.device.peak(dtype)[0] * eff) if eff > 0 else 0.0
+        compute_s = flops / (self.device.peak(dtype)[0] * share * eff) if eff > 0 else 0.0
         return math.ceil(max(compute_s, self._memory_s(tensor_bytes)) * 1e9 + self.kernel_overhead_ns)
 
     def optimizer_ns(self, num_ops: int, tensor_bytes: int, params: int) -> int:

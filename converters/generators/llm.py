@@ -49,6 +49,7 @@ from tracekit.converters.generators.build import ProcessGroups
 from tracekit.converters.generators.llm_layout import RankPlace, layout
 from tracekit.converters.generators.llm_rank import PRODUCER as PRODUCER
 from tracekit.converters.generators.llm_rank import Plan, _RankBuilder
+from tracekit.converters.generators.llm_steps import Dims
 from tracekit.model import Attr, ExecutionTrace
 from tracekit.sets.traceset import TraceSet
 from tracekit.workloads.config import LLMConfig
@@ -88,10 +89,17 @@ def build_rank_trace(
 def _varying_attrs(place: RankPlace) -> dict[tuple[str, str], Attr]:
     """The attribute values that differ between ranks of one pipeline stage."""
     attrs = {("pg", kind): Attr("pg_name", name, "string_val") for kind, name in place.groups}
-    if place.prev_rank is not None:
-        for key, rank in (("self", place.rank), ("prev", place.prev_rank), ("next", place.next_rank)):
-            attrs[("src", key)] = Attr("comm_src", rank, "int32_val")
-            attrs[("dst", key)] = Attr("comm_dst", rank, "int32_val")
+    peers: tuple[tuple[str, int | None], ...] = (
+        ("prev", place.prev_rank),
+        ("next", place.next_rank),
+        ("cp_prev", place.cp_prev_rank),
+        ("cp_next", place.cp_next_rank),
+    )
+    if any(rank is not None for _, rank in peers):
+        for key, rank in (("self", place.rank), *peers):
+            if rank is not None:
+                attrs[("src", key)] = Attr("comm_src", rank, "int32_val")
+                attrs[("dst", key)] = Attr("comm_dst", rank, "int32_val")
     return attrs
 
 
@@ -114,11 +122,12 @@ def _encode(trace: ExecutionTrace, names: FieldTable, attrs: FieldTable) -> byte
 
 
 def iter_rank_classes(config: LLMConfig, hardware: Hardware = None) -> Iterator[RankClass]:
-    """Per pipeline stage: ``(representative's .et bytes, its varying attributes, [(rank, its values), ...])``.
+    """Per pipeline stage: ``(representative's .et bytes, its varying attributes, [(rank, its values), ...])``;
+    under ring context parallelism per stage and cp rank (the ring's tags name the sender's cp rank).
 
-    The ranks of one stage differ only in the attributes :func:`_varying_attrs`
+    The ranks of one class differ only in the attributes :func:`_varying_attrs`
     lists (same keys, in the same order for every rank); the representative is
-    the stage's lowest rank and comes first.  :func:`iter_rank_bytes` and
+    the class's lowest rank and comes first.  :func:`iter_rank_bytes` and
     :func:`tracekit.sets.classset.write_class_set` build on it.
 
     Raises:
@@ -130,19 +139,24 @@ def iter_rank_classes(config: LLMConfig, hardware: Hardware = None) -> Iterator[
     tables = FieldTable.names(), FieldTable.attributes()  # each distinct name and attribute encoded once per job
     groups, places = layout(config)
     per_stage = config.world_size // config.parallel.pp
+    ring = Dims.of(config).ring_cp  # ring tags differ by cp rank (llm_attention): one class per stage and cp rank
     for stage in range(config.parallel.pp):
-        rep = places[stage * per_stage]
-        keys = list(_varying_attrs(rep))
-        data = _encode(_RankBuilder(plan, groups, rep).build(), *tables)
-        members = []
-        for place in places[stage * per_stage : (stage + 1) * per_stage]:
-            attrs = _varying_attrs(place)
-            members.append((place.rank, [attrs[k] for k in keys]))
-        yield data, list(_varying_attrs(rep).values()), members
+        stage_places = places[stage * per_stage : (stage + 1) * per_stage]
+        for cp_rank in range(config.parallel.cp) if ring else (None,):
+            cls = [p for p in stage_places if cp_rank is None or p.cp_rank == cp_rank]
+            rep = cls[0]
+            keys = list(_varying_attrs(rep))
+            data = _encode(_RankBuilder(plan, groups, rep).build(), *tables)
+            members = []
+            for place in cls:
+                attrs = _varying_attrs(place)
+                members.append((place.rank, [attrs[k] for k in keys]))
+            yield data, list(_varying_attrs(rep).values()), members
 
 
 def iter_rank_bytes(config: LLMConfig, hardware: Hardware = None) -> Iterator[tuple[int, bytes]]:
-    """``(rank, .et bytes)`` for every rank in rank order, one representative built per stage.
+    """``(rank, .et bytes)`` for every rank, stage by stage, one representative built per rank class
+    (:func:`iter_rank_classes`; ranks in rank order unless ring context parallelism splits a stage by cp rank).
 
     Args:
         config: the job.
@@ -223,7 +237,7 @@ def write_llm(
 
         stages: Iterable[RankClass] = iter_rank_classes(config, hardware)
         if progress is not None:
-            stages = progress(stages, config.parallel.pp)
+            stages = progress(stages, config.parallel.pp * (config.parallel.cp if Dims.of(config).ring_cp else 1))
         return [write_class_set(prefix, config.world_size, stages)]
     items: Iterable[tuple[int, bytes]] = _stamped_rank_bytes(config, hardware)
     if progress is not None:

@@ -11,20 +11,28 @@ Used by :mod:`.llm_ops` when the job's stack runs fused attention (``LLMConfig.s
   skips half of the blocks (Dao 2023, "FlashAttention-2", section 3.1), and the backward executes 2.5x the
   forward (five matrix products to the forward's two: the same paper's FLOP count).  Bytes: Q, K, V and the
   output (and their gradients in the backward); the score matrix never reaches memory.
-* **Ring context parallelism** (Liu et al. 2023, "Ring Attention"; Megatron-Core ``--cp-comm-type p2p``):
-  attention runs in ``cp`` steps; step ``i`` works on the K/V chunk that arrived at step ``i - 1`` while the
-  rank passes that chunk to its ring successor (``cp - 1`` exchanges of ``t 2 g d`` elements in the
-  forward; in the backward the K/V chunk travels with its gradient accumulator: ``cp - 1`` exchanges of
-  K/V plus dK/dV and a last one returning dK/dV).  With Megatron's causal load balancing (each rank holds
-  sequence chunks ``r`` and ``2 cp - 1 - r`` of ``2 cp``) every step carries the same share of the causal
-  work: ``1 / cp`` of the rank's half-masked ``sq x s`` block.  An exchange is written as a collective on
-  the cp group (``ALL_GATHER``, per-rank size ``kv / (cp - 1)``), which moves the ring step's bytes per rank;
-  traces carry no per-step peers.
+* **Ring context parallelism** (Liu et al. 2023, "Ring Attention"; Megatron-Core ``--cp-comm-type p2p``,
+  Transformer Engine's ``AttnFuncWithCPAndKVP2P``): attention runs in ``cp`` steps; at step ``i`` the rank
+  sends the K/V chunk in hand to the next rank of its cp ring and receives the next one from the previous
+  rank (a COMM_SEND / COMM_RECV pair, ``t 2 g d`` elements, ``cp - 1`` exchanges), both posted when the chunk
+  in hand has arrived, while its attention kernel runs on that chunk; step ``i + 1`` waits for the receive.
+  In the backward the K/V chunk travels with its gradient accumulator (``cp - 1`` exchanges of K/V plus
+  dK/dV) and a last exchange returns dK/dV to their owner; the backward's next compute waits for it.  With
+  Megatron's causal load balancing (each rank holds sequence chunks ``r`` and ``2 cp - 1 - r`` of ``2 cp``:
+  step 0 computes its two chunks' causal blocks, step ``i > 0`` either both query chunks against the first
+  K/V chunk or the second query chunk against both, two chunk-blocks either way) every step carries the
+  same share of the causal work: ``1 / cp`` of the rank's half-masked ``sq x s`` block.  Ring peers are the
+  ranks of the cp group in cp-rank order (:class:`~.llm_layout.RankPlace`); ``comm_tag`` is
+  ``CP_RING_TAG + 3 x (sender's cp rank) + kind`` (:data:`RING_TAGS`), so the ranks of one cp group differ
+  in their tags: rank folding then keeps them apart (a rank's ring partner is never folded onto itself) and
+  ``llm.iter_rank_classes`` writes one class per pipeline stage and cp rank.
 * **All-gather variant** (``cp_comm="allgather"``): K/V gathered over cp before the kernel (and the K/V
   gradients reduce-scattered after the backward), as Megatron-Core's ``--cp-comm-type all_gather``.
 """
 
 from __future__ import annotations
+
+from typing import Callable
 
 from tracekit.converters.generators.llm_steps import Dims, _BlockBuilder
 from tracekit.model import CollectiveType
@@ -33,6 +41,11 @@ from tracekit.model import CollectiveType
 CAUSAL_FRACTION = 0.5
 #: Executed FLOPs of a FlashAttention backward over its forward's (5 products vs 2; Dao 2023).
 BACKWARD_FLOPS_RATIO = 2.5
+#: ``comm_tag`` base of the ring's exchanges (above the pipeline's tags, ``2 (micro_batch pp v + virtual stage)
+#: + 1``, for any job the node limit allows): ``CP_RING_TAG + 3 x (sender's cp rank) + RING_TAGS[role]``.
+CP_RING_TAG = 1 << 30
+#: ``comm_tag`` offset of each ring exchange role: forward K/V, backward K/V with dK/dV, dK/dV home.
+RING_TAGS = {"cp_kv_ring": 0, "cp_dkv_ring": 1, "cp_dkv_home": 2}
 
 
 def _sizes(x: Dims) -> tuple[int, int, int]:
@@ -51,6 +64,21 @@ def _kernel(bb: _BlockBuilder, x: Dims, flops: int, elements: int, *, backward: 
     return bb.comp("flash_attention", flops, elements, x.dt, duration_ns=dur, **kw)
 
 
+def _ring(bb: _BlockBuilder, x: Dims, role: str, step_bytes: int, kernel: Callable[[tuple[int, ...]], int]) -> int:
+    """``cp`` ring steps: each posts the send of the chunk in hand and the receive of the next one (but the
+    last), then runs ``kernel(extra deps)`` on the chunk in hand; returns the last kernel's step."""
+    arrived, last = bb.last, bb.last  # the local K/V (the QKV GEMM, or the gradient entry)
+    for step in range(x.cp):
+        nxt = None
+        if step < x.cp - 1:
+            bb.p2p(role, "send", step_bytes, "cp", after=arrived)
+            nxt = bb.p2p(role, "recv", step_bytes, "cp", after=arrived)
+        last = kernel((arrived,) if step else ())
+        if nxt is not None:
+            arrived = nxt
+    return last
+
+
 def fused_forward(bb: _BlockBuilder, x: Dims, phase: str | None = None) -> None:
     """Forward of fused attention on one rank, ring or all-gathered K/V (module doc)."""
     flops, q, kv = _sizes(x)
@@ -59,17 +87,13 @@ def fused_forward(bb: _BlockBuilder, x: Dims, phase: str | None = None) -> None:
             bb.coll("cp_kv_allgather", CollectiveType.ALL_GATHER, kv * x.dt, "cp")
         _kernel(bb, x, flops, 2 * q + kv * x.cp, backward=False, phase=phase)
         return
-    arrived = bb.last  # the local K/V (the QKV GEMM)
-    for step in range(x.cp):
-        nxt = None
-        if step < x.cp - 1:  # pass the chunk in hand on while computing on it
-            nxt = bb.coll(
-                "cp_kv_ring", CollectiveType.ALL_GATHER, kv * x.dt // (x.cp - 1), "cp", join=False, after=arrived
-            )
-        deps = (arrived,) if step else ()
-        _kernel(bb, x, flops // x.cp, 2 * q + kv, backward=False, phase=phase, extra_deps=deps)
-        if nxt is not None:
-            arrived = nxt
+    _ring(
+        bb,
+        x,
+        "cp_kv_ring",
+        kv * x.dt,
+        lambda deps: _kernel(bb, x, flops // x.cp, 2 * q + kv, backward=False, phase=phase, extra_deps=deps),
+    )
 
 
 def fused_backward(bb: _BlockBuilder, x: Dims) -> None:
@@ -80,18 +104,16 @@ def fused_backward(bb: _BlockBuilder, x: Dims) -> None:
         if x.cp > 1:
             bb.coll("cp_kv_reducescatter", CollectiveType.REDUCE_SCATTER, x.cp * kv * x.dt, "cp")
         return
-    arrived, ring_bytes = bb.last, kv * x.dt // (x.cp - 1)
-    for step in range(x.cp):
-        nxt = None
-        if step < x.cp - 1:  # K/V and their gradient accumulator move on while this step's gradients run
-            nxt = bb.coll(
-                "cp_dkv_ring", CollectiveType.ALL_GATHER, 2 * kv * x.dt // (x.cp - 1), "cp", join=False, after=arrived
-            )
-        deps = (arrived,) if step else ()
-        _kernel(bb, x, 2 * flops // x.cp, 4 * q + 2 * kv, backward=True, extra_deps=deps)
-        if nxt is not None:
-            arrived = nxt
-    bb.coll("cp_dkv_ring", CollectiveType.ALL_GATHER, ring_bytes, "cp")  # dK/dV back to their owner
+    # K/V and their gradient accumulator move on while this step's gradients run
+    last = _ring(
+        bb,
+        x,
+        "cp_dkv_ring",
+        2 * kv * x.dt,
+        lambda deps: _kernel(bb, x, 2 * flops // x.cp, 4 * q + 2 * kv, backward=True, extra_deps=deps),
+    )
+    bb.p2p("cp_dkv_home", "send", kv * x.dt, "cp", after=last)  # dK/dV back to their owner
+    bb.p2p("cp_dkv_home", "recv", kv * x.dt, "cp", after=last, join=True)
 
 
-__all__ = ["BACKWARD_FLOPS_RATIO", "CAUSAL_FRACTION", "fused_backward", "fused_forward"]
+__all__ = ["BACKWARD_FLOPS_RATIO", "CAUSAL_FRACTION", "CP_RING_TAG", "RING_TAGS", "fused_backward", "fused_forward"]

@@ -31,6 +31,8 @@ class RankPlace:
         groups: ``(kind, pg_name)`` pairs for the groups this rank uses.
         prev_rank, next_rank: pipeline neighbours (stage ``pp_rank - 1`` and
             ``+ 1`` modulo pp, same other coordinates); None when pp is 1.
+        cp_prev_rank, cp_next_rank: context-parallel ring neighbours (``cp_rank - 1`` and ``+ 1`` modulo cp,
+            same other coordinates); None when cp is 1.
     """
 
     rank: int
@@ -42,6 +44,8 @@ class RankPlace:
     groups: tuple[tuple[str, str], ...]
     prev_rank: int | None
     next_rank: int | None
+    cp_prev_rank: int | None = None
+    cp_next_rank: int | None = None
 
     def group(self, kind: str) -> str | None:
         """``pg_name`` of this rank's group of ``kind``, None when it has no such group."""
@@ -97,5 +101,7 @@ def layout(config: LLMConfig) -> tuple[ProcessGroups, list[RankPlace]]:
         if p.pp > 1:
             prev_rank, next_rank = g.pipeline_peers((t, c, d, s))
         own = tuple((kind, names[(kind, r)]) for kind in GROUP_KINDS if (kind, r) in names)
-        places.append(RankPlace(r, t, c, d, s, d % p.ep, own, prev_rank, next_rank))
+        ring = g.members("cp", (t, c, d, s)) if p.cp > 1 else None
+        cp_prev, cp_next = (ring[(c - 1) % p.cp], ring[(c + 1) % p.cp]) if ring else (None, None)
+        places.append(RankPlace(r, t, c, d, s, d % p.ep, own, prev_rank, next_rank, cp_prev, cp_next))
     return groups, places

@@ -100,7 +100,7 @@ def _reduced_gemm(bb: _BlockBuilder, x: Dims, role: str, m: int, k: int, n: int)
     """A row-parallel GEMM, then the tp reduction of its output; with userbuffers overlap the
     reduce-scatter starts with the GEMM (pipelined over its chunks) and the next step waits for both."""
     before = bb.last
-    bb.gemm(role, m, k, n, x.dt)
+    bb.gemm(role, m, k, n, x.dt, comm_sms=x.comm_sms)  # userbuffers' pipeline method keeps SMs for the RS
     _tp_reduce(bb, x, after=before if x.tp_overlap else None)
 
 
@@ -229,14 +229,15 @@ def _linear_backward(
     regather = None
     if column_parallel and x.sp:
         regather = bb.coll("tp_allgather", CollectiveType.ALL_GATHER, x.te * x.h * x.dt, "tp", join=False)
-    dgrad = bb.gemm(role, m, n, k, x.dt, phase="bwd", linear=linear)
+    sms = x.comm_sms if column_parallel else 0  # userbuffers' bulk overlaps (qkv / fc1 dgrad and wgrad) keep SMs
+    dgrad = bb.gemm(role, m, n, k, x.dt, phase="bwd", linear=linear, comm_sms=sms)
     # overlapped unless the stack or the cost model says the framework runs it before the wgrad (.calibration)
     overlap = x.dgrad_overlap if x.dgrad_overlap is not None else getattr(bb.roofline, "tp_dgrad_overlap", True)
     reduce = _tp_reduce(bb, x, after=dgrad, join=not overlap) if column_parallel else None
     if not overlap:
         reduce = None
     waits = tuple(i for i in (regather, gather) if i is not None)
-    bb.gemm(role, k, m, n, x.dt, phase="wgrad", extra_deps=waits, linear=linear)
+    bb.gemm(role, k, m, n, x.dt, phase="wgrad", extra_deps=waits, linear=linear, comm_sms=sms)
     if reduce is not None:
         bb.pending.append(reduce)
 

@@ -68,11 +68,12 @@ class Plan:
 
 
 def _meta(config: LLMConfig) -> dict[str, str]:
-    return {
-        "producer": PRODUCER,
-        "model": config.model.name,
-        "llm_config": json.dumps(dataclasses.asdict(config), sort_keys=True),
-    }
+    data = dataclasses.asdict(config)
+    if data["parallel"]["microbatch_group_size"] is None:  # defaults: files as before the knobs existed
+        del data["parallel"]["microbatch_group_size"]
+    if data["stack"]["tp_overlap_comm_sms"] == 0:
+        del data["stack"]["tp_overlap_comm_sms"]
+    return {"producer": PRODUCER, "model": config.model.name, "llm_config": json.dumps(data, sort_keys=True)}
 
 
 class _RankBuilder:
@@ -133,7 +134,9 @@ class _RankBuilder:
             for d in step.deps:
                 deps.extend(entry if d == ops.ENTRY else (ids[d],))
             extra = [*common, *tail]
-            if step.comm_type is None:
+            if step.p2p:
+                ids.append(self._ring_p2p(step, name, deps, extra))
+            elif step.comm_type is None:
                 ids.append(
                     b.comp(
                         name,
@@ -156,6 +159,24 @@ class _RankBuilder:
                     )
                 )
         return [ids[i] for i in block.exits]
+
+    def _ring_p2p(self, step: ops.Step, name: str, deps: list[int], extra: list[Attr]) -> int:
+        """A send to the next rank (or a receive from the previous one) of this rank's ring in ``step.group``
+        (context parallelism: :mod:`.llm_attention`); ``comm_tag`` from the step's role."""
+        from tracekit.converters.generators.llm_attention import CP_RING_TAG, RING_TAGS
+
+        place, pg, cp = self.place, self._pg(step.group), self.c.parallel.cp
+        sender = place.cp_rank if step.p2p == "send" else (place.cp_rank - 1) % cp
+        tag = CP_RING_TAG + sender * len(RING_TAGS) + RING_TAGS[step.role]
+        if step.p2p == "send" and place.cp_next_rank is not None:
+            return self.b.send(
+                name, step.comm_bytes, dst=place.cp_next_rank, tag=tag, pg_name=pg, deps=deps, extra_attrs=extra
+            )
+        if step.p2p == "recv" and place.cp_prev_rank is not None:
+            return self.b.recv(
+                name, step.comm_bytes, src=place.cp_prev_rank, tag=tag, pg_name=pg, deps=deps, extra_attrs=extra
+            )
+        raise ConfigError(f"rank {place.rank} has no {step.group} ring peer for {name}")
 
     def _unit_params(self, unit: int) -> LayerParams:
         return self.params[unit]
@@ -233,7 +254,8 @@ class _RankBuilder:
         self.early_gathers = p.zero_stage in (1, 2) and c.stack.overlap_param_gather
         if self.early_gathers:
             self._param_gathers(self._stage_units(chunks), [])
-        for op in stage_order(p.schedule, p.pp, c.num_micro_batches, self.place.pp_rank, p.virtual_stages):
+        m, stage = c.num_micro_batches, self.place.pp_rank
+        for op in stage_order(p.schedule, p.pp, m, stage, p.virtual_stages, p.microbatch_group_size):
             vs = op.chunk * p.pp + self.place.pp_rank
             layers = chunks[vs]
             mb = op.micro_batch

@@ -73,9 +73,11 @@ class Roofline:
         seconds = max(num_ops / self.peak_flops_per_s, tensor_bytes / self.mem_bandwidth_bytes_per_s)
         return math.ceil(seconds * 1e9)
 
-    def gemm_ns(self, m: int, k: int, n: int, tensor_bytes: int, batch: int = 1, linear: bool = False) -> int:
+    def gemm_ns(
+        self, m: int, k: int, n: int, tensor_bytes: int, batch: int = 1, linear: bool = False, comm_sms: int = 0
+    ) -> int:
         """``batch`` GEMMs ``[m, k] @ [k, n]``: the flat roofline (shape-aware in :mod:`.calibration`;
-        ``linear`` does not change a flat roofline)."""
+        ``linear`` and ``comm_sms`` do not change a flat roofline, which has no SMs)."""
         return self.duration_ns(gemm_flops(m, k, n, batch), tensor_bytes)
 
     def optimizer_ns(self, num_ops: int, tensor_bytes: int, params: int) -> int:
@@ -97,9 +99,11 @@ class Step:
         num_ops: FLOPs (COMP) or 0.
         tensor_bytes: bytes read and written (COMP) or 0.
         duration_ns: roofline duration (COMP with hardware) or 0.
-        comm_type: the collective, None for COMP.
-        comm_bytes: ``comm_size`` of a collective.
-        group: group kind of a collective (see llm_layout.GROUP_KINDS).
+        comm_type: the collective, None for COMP (and for a send or receive).
+        comm_bytes: ``comm_size`` of a collective, a send or a receive.
+        group: group kind of a collective, a send or a receive (see llm_layout.GROUP_KINDS).
+        p2p: ``"send"`` (to the next rank of ``group``'s ring) or ``"recv"`` (from the previous one); ``""``
+            for a COMP node or a collective.
         deps: indices of earlier steps; :data:`ENTRY` = the block's entry.
     """
 
@@ -112,6 +116,7 @@ class Step:
     comm_bytes: int = 0
     group: str = ""
     deps: tuple[int, ...] = (ENTRY,)
+    p2p: str = ""
 
     @property
     def name(self) -> str:
@@ -159,12 +164,26 @@ class _BlockBuilder:
         return self.last
 
     def gemm(
-        self, role: str, m: int, k: int, n: int, dtype_bytes: int, *, batch: int = 1, linear: bool = True, **kw
+        self,
+        role: str,
+        m: int,
+        k: int,
+        n: int,
+        dtype_bytes: int,
+        *,
+        batch: int = 1,
+        linear: bool = True,
+        comm_sms: int = 0,
+        **kw,
     ) -> int:
         """``batch`` GEMMs ``[m, k] @ [k, n]`` (duration from the cost model's ``gemm_ns``); ``linear``: a
-        transformer linear layer (FP8 under Transformer Engine's recipe; the output layer is not)."""
+        transformer linear layer (FP8 under Transformer Engine's recipe; the output layer is not); ``comm_sms``:
+        SMs an overlapped communication kernel keeps meanwhile (:attr:`Dims.comm_sms`)."""
         elements = gemm_elements(m, k, n, batch)
-        dur = self.roofline.gemm_ns(m, k, n, elements * dtype_bytes, batch, linear=linear) if self.roofline else 0
+        dur = 0
+        if self.roofline:
+            extra = {"comm_sms": comm_sms} if comm_sms else {}
+            dur = self.roofline.gemm_ns(m, k, n, elements * dtype_bytes, batch, linear=linear, **extra)
         return self.comp(role, gemm_flops(m, k, n, batch), elements, dtype_bytes, duration_ns=dur, **kw)
 
     def coll(
@@ -179,6 +198,16 @@ class _BlockBuilder:
     ) -> int:
         dep = self.last if after is None else after
         self.steps.append(Step(role, self.phase, comm_type=comm_type, comm_bytes=comm_bytes, group=group, deps=(dep,)))
+        idx = len(self.steps) - 1
+        if join:
+            self.pending.append(idx)
+        return idx
+
+    def p2p(self, role: str, kind: str, comm_bytes: int, group: str, *, after: int, join: bool = False) -> int:
+        """A send to the next rank (``kind="send"``) or a receive from the previous rank (``"recv"``) of this
+        rank's ring in ``group``, posted once step ``after`` is done; ``join``: the next compute step waits
+        for it."""
+        self.steps.append(Step(role, self.phase, comm_bytes=comm_bytes, group=group, deps=(after,), p2p=kind))
         idx = len(self.steps) - 1
         if join:
             self.pending.append(idx)
@@ -214,6 +243,7 @@ class Dims:
     tp_overlap: bool = False  # userbuffers: SP all-gathers / reduce-scatters run with their GEMMs
     dgrad_overlap: bool | None = None  # tp input-gradient reduction with the wgrad GEMM (None: cost model's)
     fp8: bool = False  # Transformer Engine FP8: linear GEMMs in FP8 with cast/transpose kernels
+    comm_sms: int = 0  # SMs userbuffers' pipeline / bulk overlaps keep from their GEMMs (StackSpec.tp_overlap_comm_sms)
 
     @classmethod
     def of(cls, c: LLMConfig) -> "Dims":
@@ -249,4 +279,5 @@ class Dims:
             tp_overlap=st.tp_comm_overlap and p.sequence_parallel,
             dgrad_overlap=st.tp_dgrad_overlap,
             fp8=fp8_gemms_only(c),
+            comm_sms=st.tp_overlap_comm_sms if st.tp_comm_overlap and p.sequence_parallel else 0,
         )

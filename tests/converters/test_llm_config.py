@@ -38,8 +38,12 @@ from tracekit.workloads.config import PRESETS, world_to_dp
             "hidden size 60 is not a multiple of the 8 heads",
         ),
         (
-            lambda: gpt_config(pp=2, B=5, schedule="interleaved", virtual_stages=2),
-            "micro-batches per iteration \\(5\\) divisible by pp=2",
+            lambda: gpt_config(pp=2, B=5, schedule="interleaved", virtual_stages=2, microbatch_group_size=6),
+            "micro-batch group size 6 is more than the 5 micro-batches per iteration",
+        ),
+        (
+            lambda: gpt_config(pp=2, B=4, microbatch_group_size=2),
+            "a micro-batch group size needs --schedule interleaved, not 1f1b",
         ),
         (
             lambda: gpt_config(tp=2, sequence_parallel=True, schedule="1f1b", virtual_stages=2),

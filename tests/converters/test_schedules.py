@@ -58,14 +58,16 @@ def test_every_pass_exactly_once_and_forward_first(name, v):
                 assert seen.index(("F", i, c)) < seen.index(("B", i, c))
 
 
-def uniform_bubble(schedule: str, p: int, m: int, v: int = 1, tf: int = 1, tb: int = 2) -> Fraction:
+def uniform_bubble(
+    schedule: str, p: int, m: int, v: int = 1, tf: int = 1, tb: int = 2, group_size: int | None = None
+) -> Fraction:
     """Bubble fraction of a uniform-cost pipeline: every forward of a stage costs tf, backward tb.
 
     A chunk pass costs 1/v of that.  Forward of virtual stage k waits for forward of k-1;
     backward of k waits for backward of k+1 (the last virtual stage for its own forward).
     Each stage runs its passes in schedule order, one at a time.
     """
-    orders = [stage_order(schedule, p, m, s, v) for s in range(p)]
+    orders = [stage_order(schedule, p, m, s, v, group_size) for s in range(p)]
     done: dict[tuple[str, int, int], Fraction] = {}
     pos, free = [0] * p, [Fraction(0)] * p
     last = p * v - 1
@@ -108,8 +110,8 @@ def test_interleaving_divides_the_bubble_by_v(p, m, v):
 
 
 def test_bad_schedule_arguments():
-    with pytest.raises(ConfigError, match="divisible by stages"):
-        interleaved(4, 6, 0, 2)
+    with pytest.raises(ConfigError, match="group size must be an integer in 1..6"):
+        interleaved(4, 6, 0, 2, 7)
     with pytest.raises(ConfigError, match="outside"):
         one_f_one_b(4, 8, 4)
     with pytest.raises(ConfigError, match="unknown pipeline schedule"):
@@ -118,13 +120,13 @@ def test_bad_schedule_arguments():
         gpipe(4, 0, 0)
 
 
-def _uniform_pipeline_traces(schedule: str, p: int, m: int, v: int, tf_ns: int, tb_ns: int):
+def _uniform_pipeline_traces(schedule: str, p: int, m: int, v: int, tf_ns: int, tb_ns: int, **parallel):
     """A generated pp-only GPT job whose only timed nodes are the QKV GEMMs: each stage's forward
     of one micro-batch takes tf_ns, its backward tb_ns (split evenly over its layers and chunks).
     Communication is free under the replayer's ``measured`` collective model (durations are 0)."""
     from tracekit.converters.generators import generate_llm
 
-    c = gpt_config(1, 1, p, B=m, b=1, schedule=schedule, virtual_stages=v)
+    c = gpt_config(1, 1, p, B=m, b=1, schedule=schedule, virtual_stages=v, **parallel)
     lpc = c.layers_per_chunk
     ts = generate_llm(c)
     traces = {}

@@ -91,24 +91,57 @@ def test_fused_attention_duration_is_the_causal_flops_at_the_attention_efficienc
 
 
 # ----------------------------------------------------------------------------- ring context parallelism
-def test_ring_cp_exchanges_kv_per_step_and_the_allgather_variant_remains():
+def test_ring_cp_sends_kv_to_the_next_rank_and_receives_from_the_previous_per_step():
+    from tracekit.converters.generators.llm_attention import CP_RING_TAG
+    from tracekit.model import NodeType
+
     c = gpt_config(1, 1, 1, cp=4, B=2)
-    ring = generate_llm(_nemo(c))[0]
+    ring = generate_llm(_nemo(c))[1]  # cp rank 1 of 4: next rank 2, previous rank 0
     kv = (32 // 4) * 2 * 8 * 8 * 2  # t = s / cp = 8 tokens, K and V of 8 heads x 8, bf16: 2,048 bytes
     fwd = nodes_by(ring, op_role="cp_kv_ring", layer=0, micro_batch=0)
-    assert [n.comm_bytes for n in fwd] == [kv // 3] * 3  # cp - 1 exchanges, each moves kv per rank
-    bwd = nodes_by(ring, op_role="cp_dkv_ring", layer=0, micro_batch=0)
-    assert [n.comm_bytes for n in bwd] == [2 * kv // 3] * 3 + [kv // 3]  # K/V with dK/dV, then dK/dV home
+    sends = [n for n in fwd if n.type == NodeType.COMM_SEND_NODE]
+    recvs = [n for n in fwd if n.type == NodeType.COMM_RECV_NODE]
+    assert len(sends) == len(recvs) == 3 and {n.comm_bytes for n in fwd} == {kv}  # cp - 1 exchanges of K/V
+    assert {(n.get_attr("comm_src"), n.get_attr("comm_dst")) for n in sends} == {(1, 2)}
+    assert {(n.get_attr("comm_src"), n.get_attr("comm_dst")) for n in recvs} == {(0, 1)}
+    assert {n.get_attr("comm_tag") for n in sends} == {CP_RING_TAG + 3 * 1}  # the sender's cp rank in the tag
+    assert {n.get_attr("comm_tag") for n in recvs} == {CP_RING_TAG + 3 * 0}
     steps = nodes_by(ring, op_role="flash_attention", layer=0, micro_batch=0, phase="fwd")
     assert len(steps) == 4
-    # step i computes on the chunk exchange i-1 brought; exchange i starts when exchange i-1 is done
-    for i in range(1, 4):
-        assert fwd[i - 1].id in steps[i].data_deps
-    for i in range(1, 3):
-        assert list(fwd[i].data_deps) == [fwd[i - 1].id]
+    for i in range(1, 4):  # step i computes on the chunk receive i-1 brought ...
+        assert recvs[i - 1].id in steps[i].data_deps
+    for i in range(1, 3):  # ... while the chunk in hand goes on and the next one comes: posted with it, not after
+        assert list(sends[i].data_deps) == list(recvs[i].data_deps) == [recvs[i - 1].id]
+        assert steps[i].id not in sends[i].data_deps
+    bwd = nodes_by(ring, op_role="cp_dkv_ring", layer=0, micro_batch=0)
+    assert sorted(n.comm_bytes for n in bwd) == [2 * kv] * 6  # K/V with dK/dV: 3 sends, 3 receives
+    home = nodes_by(ring, op_role="cp_dkv_home", layer=0, micro_batch=0)
+    assert [(n.type, n.comm_bytes) for n in home] == [(NodeType.COMM_SEND_NODE, kv), (NodeType.COMM_RECV_NODE, kv)]
+    last_bwd = nodes_by(ring, op_role="flash_attention", layer=0, micro_batch=0, phase="bwd")[-1]
+    assert list(home[0].data_deps) == [last_bwd.id]
+    assert any(home[1].id in n.data_deps for n in ring.nodes)  # the backward waits for its dK/dV to come home
     gathered = generate_llm(_nemo(c, cp_comm="allgather"))[0]
     assert [n.comm_bytes for n in nodes_by(gathered, op_role="cp_kv_allgather", layer=0, micro_batch=0)] == [kv]
     assert len(nodes_by(gathered, op_role="flash_attention", layer=0, micro_batch=0, phase="fwd")) == 1
+
+
+def test_a_ring_cp_job_replays_folded_with_one_class_per_stage_and_cp_rank(tmp_path):
+    from tracekit.converters.generators.llm import iter_rank_classes
+    from tracekit.replayer import ReplayOptions, replay
+
+    c = _nemo(gpt_config(2, 2, 2, cp=2, B=4, sequence_parallel=True))
+    classes = list(iter_rank_classes(c))
+    assert [[r for r, _ in members] for _, _, members in classes] == [
+        [0, 1, 4, 5],
+        [2, 3, 6, 7],
+        [8, 9, 12, 13],
+        [10, 11, 14, 15],
+    ]
+    ts = generate_llm(c, (100e12, 1e12))
+    folded = replay(ts, "dgx-h100")
+    assert folded.folding is not None and folded.folding.reason is None and folded.folding.classes == 4
+    unfolded = replay(ts, "dgx-h100", options=ReplayOptions(fold=False))
+    assert folded.iteration_time_ns == unfolded.iteration_time_ns > 0
 
 
 # ----------------------------------------------------------------------------- userbuffers tp overlap

@@ -60,7 +60,8 @@ def test_a_nemo_stack_with_an_uneven_split_folds_exactly_and_prints_the_same_mem
     assert all(r["terms"]["working"] == 0 for r in class_mem["classes"])  # fused attention: no s x s to rebuild
     per_rank, ranks_read = replay_with_traces(tmp_path / "ranks" / "job", "dgx-h100", options=ReplayOptions(fold=False))
     folded, read = replay_with_traces(tmp_path / "classes" / "job", "dgx-h100")
-    assert folded.folding is not None and folded.folding.reason is None and folded.folding.classes == 4
+    # one class per stage and cp rank: the ring's send/recv tags name the sender's cp rank (llm_attention)
+    assert folded.folding is not None and folded.folding.reason is None and folded.folding.classes == 8
     assert folded.iteration_time_ns == per_rank.iteration_time_ns > 0
     assert folded.ranks == per_rank.ranks
     assert folded.collectives == per_rank.collectives

@@ -45,6 +45,10 @@ def _value(knob: str, text: str) -> Any:
         if text.strip() not in names:
             raise ConfigError(f"--stack-knob {knob}={text}: expected one of {', '.join(names)}")
         return text.strip()
+    if knob == "tp_overlap_comm_sms":  # the knob that takes a count
+        if not text.strip().isdigit():
+            raise ConfigError(f"--stack-knob {knob}={text}: expected a non-negative integer")
+        return int(text.strip())
     low = text.strip().lower()
     if low in _TRUE:
         return True

@@ -94,6 +94,15 @@ def roofline_from_options(
 @click.option("--micro-batch", type=int, default=1, show_default=True, help="Sequences per micro-batch.")
 @click.option("--schedule", type=click.Choice(["gpipe", "1f1b", "interleaved"]), default="1f1b", show_default=True)
 @click.option("--virtual-stages", type=int, default=None, help="Model chunks per stage (interleaved; default 2).")
+@click.option(
+    "--microbatch-group-size",
+    type=int,
+    default=None,
+    metavar="N",
+    help="Interleaved: contiguous micro-batches per virtual stage (Llama 3's flexible interleaving; any number "
+    "of micro-batches). Default: pp when it divides the micro-batches, else the smallest N >= pp without "
+    "dependency bubbles.",
+)
 @click.option("--zero", "zero_stage", type=IntRange(0, 3), default=0, show_default=True, help="ZeRO stage.")
 @click.option("--sp", "sequence_parallel", is_flag=True, help="Sequence parallelism (needs tp >= 2).")
 @click.option("--recompute", type=click.Choice(["none", "selective", "full"]), default="none", show_default=True)
@@ -257,6 +266,7 @@ def _llm_config(
     micro_batch: int,
     schedule: str,
     virtual_stages: int | None,
+    microbatch_group_size: int | None,
     zero_stage: int,
     sequence_parallel: bool,
     recompute: str,
@@ -292,6 +302,7 @@ def _llm_config(
         recompute=recompute,
         schedule=schedule,
         virtual_stages=virtual_stages,
+        microbatch_group_size=microbatch_group_size,
         grad_bucket_bytes=parse_size(bucket),
         overlap_grad_reduce=not no_overlap,
     )

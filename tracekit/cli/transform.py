@@ -51,7 +51,9 @@ def _steps_from_options(opts: dict[str, Any]) -> list[Transform]:
         src, sep, dst = opts["retarget"].partition(":")
         if not sep or not src or not dst:
             raise ConfigError(f"--retarget wants FROM:TO (two specs or presets), got {opts['retarget']!r}")
-        steps.append(Retarget(find_device(src) or load_spec(src), find_device(dst) or load_spec(dst)))
+        steps.append(
+            Retarget(find_device(src) or load_spec(src), find_device(dst) or load_spec(dst), tf32=opts["tf32"])
+        )
     if opts["scale_comm"] is not None:
         steps.append(ScaleComm(opts["scale_comm"]))
     if opts["tp"] is not None:
@@ -86,6 +88,14 @@ def _steps_from_options(opts: dict[str, Any]) -> list[Transform]:
     help="Move measured compute between devices per op class "
     "(device presets such as a100-80gb:h100-sxm, hardware specs or presets such as dgx-a100:dgx-h100); "
     "prints how many nodes and how much time each method covered.",
+)
+@click.option(
+    "--tf32",
+    type=click.Choice(["pytorch", "off", "all"]),
+    default=None,
+    help="With --retarget: fp32 ops run as TF32 on Ampere and later as PyTorch does by default (convolutions), "
+    "not at all (the capture set torch.backends.cudnn.allow_tf32=False), or matmuls too "
+    "(torch.backends.cuda.matmul.allow_tf32=True). Default: the capture's 'tf32' metadata flag, else pytorch.",
 )
 @click.option("--scale-comm", type=float, metavar="F", help="Multiply message sizes by F.")
 @click.option("--tp", type=int, metavar="N", help="New tensor-parallel degree (layer-structured traces).")

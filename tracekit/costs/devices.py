@@ -59,6 +59,9 @@ class DeviceModel:
         memory_bytes: device memory, bytes (0 = not recorded).
         overlap_compute_slowdown, overlap_comm_slowdown: extra time fraction of a compute kernel / a collective
             while the other runs on the same GPU (shared SMs and memory bandwidth; 0 = not known: no interference).
+        pytorch_tf32: PyTorch runs fp32 ops of :data:`TF32_BY_DEFAULT` classes as TF32 on this device by
+            default (CUDA on NVIDIA Ampere and later; :func:`op_seconds`).
+        tf32_conv_efficiency: fraction of the GEMM curve a TF32 convolution reaches (``devices.toml``).
         source: the spec sheet the numbers come from.
         match: case-insensitive regular expressions matched against recorded device names.
     """
@@ -79,6 +82,8 @@ class DeviceModel:
     memory_bytes: int = 0
     overlap_compute_slowdown: float = 0.0
     overlap_comm_slowdown: float = 0.0
+    pytorch_tf32: bool = False
+    tf32_conv_efficiency: float = 1.0
     source: str = ""
     match: tuple[str, ...] = field(default=(), compare=False)
 
@@ -115,6 +120,8 @@ def _model(key: str, d: Mapping[str, Any]) -> DeviceModel:
             memory_bytes=int(d.get("memory_bytes", 0)),
             overlap_compute_slowdown=float(d.get("overlap_compute_slowdown", 0.0)),
             overlap_comm_slowdown=float(d.get("overlap_comm_slowdown", 0.0)),
+            pytorch_tf32=bool(d.get("pytorch_tf32", False)),
+            tf32_conv_efficiency=float(d.get("tf32_conv_efficiency", 1.0)),
             source=str(d["source"]),
             match=tuple(d.get("match", ())),
         )
@@ -278,7 +285,48 @@ class OpTime:
     dtype_fallback: bool
 
 
-def op_seconds(flops: float, nbytes: float, op_class: str | None, dtype: str | None, device: DeviceModel) -> OpTime:
+#: Op classes PyTorch runs in TF32 when their dtype is fp32, by default, on devices with TF32 math:
+#: convolutions (``torch.backends.cudnn.allow_tf32`` defaults to True); fp32 matmuls do not
+#: (``torch.backends.cuda.matmul.allow_tf32`` defaults to False since PyTorch 1.12).  Source: PyTorch docs,
+#: "CUDA semantics", section "TensorFloat-32 (TF32) on Ampere (and later) devices".
+TF32_BY_DEFAULT: frozenset[str] = frozenset({"conv"})
+#: What each ``tf32`` policy name means (:func:`tf32_classes`): PyTorch's defaults, TF32 off, or TF32 for
+#: matmuls too (``torch.backends.cuda.matmul.allow_tf32 = True`` / ``torch.set_float32_matmul_precision("high")``).
+TF32_POLICIES: dict[str, frozenset[str]] = {"pytorch": TF32_BY_DEFAULT, "off": frozenset(), "all": frozenset(_MATRIX)}
+
+
+#: Capture metadata attribute (string, a :data:`TF32_POLICIES` name) saying how the captured run set PyTorch's TF32
+#: flags; projection (:class:`tracekit.transforms.Retarget`) follows it unless told otherwise.
+TF32_ATTR = "tf32"
+
+
+def tf32_classes(policy: str) -> frozenset[str]:
+    """The op classes whose fp32 ops run as TF32 under ``policy`` (:data:`TF32_POLICIES`).
+
+    Raises:
+        ConfigError: an unknown policy name.
+    """
+    try:
+        return TF32_POLICIES[policy]
+    except KeyError:
+        raise ConfigError(f"unknown TF32 policy {policy!r}; choose {', '.join(TF32_POLICIES)}") from None
+
+
+def _math_dtype(op_class: str, dtype: str | None, device: DeviceModel, tf32: frozenset[str]) -> str | None:
+    """The dtype the matrix units run: ``tf32`` for an fp32 op of a class in ``tf32`` on a device with TF32 math."""
+    if dtype == "fp32" and op_class in tf32 and device.pytorch_tf32 and device.peak("tf32")[1] == "tf32":
+        return "tf32"
+    return dtype
+
+
+def op_seconds(
+    flops: float,
+    nbytes: float,
+    op_class: str | None,
+    dtype: str | None,
+    device: DeviceModel,
+    tf32: frozenset[str] = TF32_BY_DEFAULT,
+) -> OpTime:
     """Roofline time of one op of ``op_class`` on ``device``.
 
     * no class (nodes with only ``num_ops``/``tensor_size``): ``max(F / peak(default dtype), B / bandwidth)``;
@@ -294,6 +342,10 @@ def op_seconds(flops: float, nbytes: float, op_class: str | None, dtype: str | N
         op_class: one of :data:`tracekit.costs.opcost.OP_CLASSES`, or None.
         dtype: the op's compute dtype (``bf16`` ...), or None.
         device: the device to price on.
+        tf32: op classes whose fp32 ops run as TF32 where the device has TF32 math (:data:`TF32_BY_DEFAULT`,
+            PyTorch's defaults; a device without TF32, such as a V100, runs them at fp32).  An op the capture
+            recorded as ``tf32`` (cuDNN's ``allow_tf32`` argument) is TF32 whatever this says.  A TF32
+            convolution runs at ``tf32_conv_efficiency`` of the GEMM curve (``devices.toml``).
 
     Returns:
         :class:`OpTime` with the time in seconds.
@@ -306,6 +358,8 @@ def op_seconds(flops: float, nbytes: float, op_class: str | None, dtype: str | N
         return OpTime(max(flops / peak, nbytes / device.mem_bandwidth_bytes_per_s), used, False)
     mem_s = nbytes / (device.mem_bandwidth_bytes_per_s * memory_efficiency(nbytes, device)) if nbytes > 0 else 0.0
     if op_class in _MATRIX or op_class == "attention":
+        asked = dtype
+        dtype = _math_dtype(op_class, dtype, device, tf32)
         peak, used = device.peak(dtype or None)
         if op_class == "attention":
             eff = device.attention_max_efficiency
@@ -313,14 +367,19 @@ def op_seconds(flops: float, nbytes: float, op_class: str | None, dtype: str | N
             e = DTYPE_BYTES.get(dtype or used, 4)
             s = max(1, round(1.5 * e * flops / nbytes)) if nbytes > 0 else 4096
             eff = gemm_efficiency(s, s, s, used, device)
+            if op_class == "conv" and used == "tf32":
+                eff *= device.tf32_conv_efficiency
         comp_s = flops / (peak * eff) if flops > 0 else 0.0
-        return OpTime(max(comp_s, mem_s), used, bool(dtype) and used != dtype)
+        return OpTime(max(comp_s, mem_s), used, bool(dtype) and used not in (dtype, asked))
     return OpTime(max(flops / device.vector_flops_per_s, mem_s), "fp32", False)
 
 
 __all__ = [
     "DeviceModel",
     "OpTime",
+    "TF32_ATTR",
+    "TF32_BY_DEFAULT",
+    "TF32_POLICIES",
     "attention_efficiency",
     "device_model",
     "device_presets",
@@ -328,4 +387,5 @@ __all__ = [
     "gemm_efficiency",
     "memory_efficiency",
     "op_seconds",
+    "tf32_classes",
 ]

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from tracekit.costs.devices import DeviceModel, op_seconds
+from tracekit.costs.devices import TF32_BY_DEFAULT, DeviceModel, op_seconds
 from tracekit.fmt import fmt_ms
 from tracekit.model import Node, NodeType
 
@@ -117,6 +117,7 @@ def projected_duration(
     dtype: str | None,
     source: DeviceModel,
     target: DeviceModel,
+    tf32: frozenset[str] = TF32_BY_DEFAULT,
 ) -> tuple[float, str, bool]:
     """``(duration on target in ns (float), method, dtype fell back)`` for one node measured on source.
 
@@ -136,6 +137,8 @@ def projected_duration(
         op_class: its op class (:data:`tracekit.costs.opcost.OP_CLASSES`), or None.
         dtype: its compute dtype, or None.
         source, target: the capture's device and the device to project to.
+        tf32: op classes whose fp32 ops run as TF32 where a device has TF32 math
+            (:func:`tracekit.costs.devices.op_seconds`; PyTorch's defaults unless the capture ran otherwise).
 
     Raises:
         ConfigError: a device lists no peak FLOP/s.
@@ -144,14 +147,37 @@ def projected_duration(
         return 0.0, "no_duration", False
     if flops <= 0 and nbytes <= 0:
         return float(duration_ns), ("kept_no_work" if op_class else "kept_no_cost"), False
-    ts = op_seconds(flops, nbytes, op_class, dtype, source)
-    tt = op_seconds(flops, nbytes, op_class, dtype, target)
+    ts = op_seconds(flops, nbytes, op_class, dtype, source, tf32)
+    tt = op_seconds(flops, nbytes, op_class, dtype, target, tf32)
     if ts.seconds <= 0:
         return float(duration_ns), "kept_no_work", False
     fell = ts.dtype_fallback or tt.dtype_fallback
     if cpu_to_gpu(source, target):
         return tt.seconds * 1e9, "projected", fell
     return duration_ns * (tt.seconds / ts.seconds), "projected", fell
+
+
+def tf32_policy(trace: Any, given: str | None = None) -> frozenset[str]:
+    """The op classes whose fp32 ops run as TF32 when projecting ``trace`` (:func:`tracekit.costs.devices.tf32_classes`):
+    the ``given`` policy, else the capture's flag (metadata attribute :data:`tracekit.costs.devices.TF32_ATTR`), else
+    ``pytorch`` (PyTorch's defaults).
+
+    Raises:
+        ConfigError: an unknown policy name, given or in the capture's flag (naming the rank and file).
+    """
+    from tracekit.costs.devices import TF32_ATTR, TF32_POLICIES, tf32_classes
+    from tracekit.errors import ConfigError
+
+    if given is not None:
+        return tf32_classes(given)
+    flag = trace.metadata.get_attr(TF32_ATTR)
+    if flag is not None and flag not in TF32_POLICIES:
+        raise ConfigError(
+            f"metadata attribute {TF32_ATTR!r} is {flag!r}; choose {', '.join(TF32_POLICIES)}",
+            rank=trace.rank,
+            path=trace.path,
+        )
+    return tf32_classes("pytorch" if flag is None else str(flag))
 
 
 def cpu_to_gpu(source: DeviceModel, target: DeviceModel) -> bool:
@@ -166,7 +192,12 @@ def _str_attr(node: Node, name: str) -> str | None:
 
 
 def project_node(
-    node: Node, source: DeviceModel, target: DeviceModel, host_is_compute: bool, report: ProjectionReport
+    node: Node,
+    source: DeviceModel,
+    target: DeviceModel,
+    host_is_compute: bool,
+    report: ProjectionReport,
+    tf32: frozenset[str] = TF32_BY_DEFAULT,
 ) -> float | None:
     """Projected duration (float ns) of one node, counted in ``report``; None when not a timed node.
 
@@ -189,6 +220,7 @@ def project_node(
         _str_attr(node, "compute_dtype"),
         source,
         target,
+        tf32,
     )
     report.add(method, d, new)
     report.dtype_fallbacks += int(fell)
@@ -206,4 +238,12 @@ def new_report(source: DeviceModel, target: DeviceModel, host_is_compute: bool) 
     )
 
 
-__all__ = ["METHODS", "ProjectionReport", "cpu_to_gpu", "new_report", "project_node", "projected_duration"]
+__all__ = [
+    "METHODS",
+    "ProjectionReport",
+    "cpu_to_gpu",
+    "new_report",
+    "project_node",
+    "projected_duration",
+    "tf32_policy",
+]

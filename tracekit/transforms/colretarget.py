@@ -33,7 +33,14 @@ def _str_column(cols: Any, name: str, rows: np.ndarray) -> list[str | None]:
 
 
 def _ratios(
-    rows: np.ndarray, ops: np.ndarray, nbytes: np.ndarray, op_class: list, dtype: list, src: Any, dst: Any
+    rows: np.ndarray,
+    ops: np.ndarray,
+    nbytes: np.ndarray,
+    op_class: list,
+    dtype: list,
+    src: Any,
+    dst: Any,
+    tf32: frozenset[str],
 ) -> tuple[list[str], np.ndarray, np.ndarray]:
     """Per row: method, ratio (nan: keep the duration), dtype fell back, from one call per distinct tuple."""
     from tracekit.costs.projection import projected_duration
@@ -43,7 +50,7 @@ def _ratios(
     for k, key in enumerate(zip(ops[rows].tolist(), nbytes[rows].tolist(), op_class, dtype)):
         hit = cache.get(key)
         if hit is None:
-            value, method, fb = projected_duration(1.0, key[0], key[1], key[2], key[3], src, dst)
+            value, method, fb = projected_duration(1.0, key[0], key[1], key[2], key[3], src, dst, tf32)
             hit = cache[key] = (method, value if method == "projected" else float("nan"), fb)
         methods.append(hit[0])
         ratio[k], fell[k] = hit[1], hit[2]
@@ -60,6 +67,7 @@ def retarget_encoded(trace: ExecutionTrace, rt: Any, host_compute: bool, fallbac
     Raises:
         TransformError: a projected duration out of range (names the node).
     """
+    from tracekit.costs.projection import tf32_policy
     from tracekit.transforms.colscale import carry_columns, patched_columns, set_durations, type_mask
     from tracekit.transforms.nodescale import _TIMED
 
@@ -94,6 +102,7 @@ def retarget_encoded(trace: ExecutionTrace, rt: Any, host_compute: bool, fallbac
         _str_column(cols, "compute_dtype", rows),
         rt.source,
         rt.target,
+        tf32_policy(trace, rt.tf32),
     )
     method[rows] = np.asarray(names, dtype=object)
     scaled = ~np.isnan(ratio)

@@ -192,7 +192,11 @@ class Retarget(Transform):
     roofline replay on the target times them).  Nodes with a duration but no cost follow ``unknown``:
     ``"keep"`` (default), ``"flops"`` (scale by the peak ratio) or ``"memory"`` (bandwidth ratio).
     Which nodes move: with ``cpu=None`` (default) the host ops too when ``source`` is a CPU (a CPU
-    capture), else only nodes that are not host ops (``is_cpu_op`` not true); ``cpu`` True/False forces it.  Every node is counted by method in the output
+    capture), else only nodes that are not host ops (``is_cpu_op`` not true); ``cpu`` True/False forces it.
+    ``tf32``: which fp32 ops run as TF32 on a device with TF32 math (:data:`tracekit.costs.devices.TF32_POLICIES`:
+    ``pytorch`` = PyTorch's defaults, convolutions only; ``off``; ``all`` = matmuls too), for a capture whose
+    run changed ``torch.backends.cudnn.allow_tf32`` / ``torch.backends.cuda.matmul.allow_tf32``; None = the
+    capture's flag (metadata attribute :data:`tracekit.costs.devices.TF32_ATTR`), else ``pytorch``.  Every node is counted by method in the output
     traces' metadata attribute ``compute_projection`` (JSON), and ``compute_device`` becomes the target.
 
     Args:
@@ -207,9 +211,13 @@ class Retarget(Transform):
     target: Any
     unknown: str = "keep"
     cpu: bool | None = None
+    tf32: str | None = None
 
     def __post_init__(self) -> None:
-        from tracekit.costs.devices import device_model
+        from tracekit.costs.devices import device_model, tf32_classes
+
+        if self.tf32 is not None:
+            tf32_classes(self.tf32)  # an unknown policy is refused here
 
         for name in ("source", "target"):
             value = getattr(self, name)
@@ -227,6 +235,7 @@ class Retarget(Transform):
             "target": self.target.key,
             "unknown": self.unknown,
             "cpu": self.cpu,
+            **({"tf32": self.tf32} if self.tf32 is not None else {}),
         }
 
     def apply(self, traceset):
@@ -243,7 +252,9 @@ class Retarget(Transform):
 
         from tracekit.costs.projection import cpu_to_gpu, new_report, project_node
 
-        src, dst = self.source, self.target
+        from tracekit.costs.projection import tf32_policy
+
+        src, dst, tf32 = self.source, self.target, tf32_policy(trace, self.tf32)
         # a CPU source: host ops are the compute; else the device nodes (decided per node, so streaming
         # chunks of a rank file behave like the whole file)
         host_compute = (src.kind == "cpu") if self.cpu is None else self.cpu
@@ -271,7 +282,7 @@ class Retarget(Transform):
                 report.add("kept_host", d, d)
                 return None
             else:
-                new = project_node(node, src, dst, True, report)
+                new = project_node(node, src, dst, True, report, tf32)
             if new is None or round(new) == d:
                 return None
             return node.replace(duration_ns=int(round(new)))

@@ -222,7 +222,7 @@ def peak_in_flight(
     last_chunk = n_chunks - 1
     embed, head = embedding_activation_bytes(config, mask_bytes), head_activation_bytes(config)
     held = peak = peak_stored = chunks = peak_chunks = 0
-    for op in stage_order(p.schedule, p.pp, config.num_micro_batches, stage, p.virtual_stages):
+    for op in stage_order(p.schedule, p.pp, config.num_micro_batches, stage, p.virtual_stages, p.microbatch_group_size):
         chunk = op.chunk * p.pp + stage
         nbytes = split[chunk] * stored_layer + (embed if chunk == 0 else 0) + (head if chunk == last_chunk else 0)
         if op.kind == FORWARD:

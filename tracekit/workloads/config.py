@@ -29,6 +29,7 @@ from typing import Any, Mapping
 from tracekit.errors import ConfigError
 from tracekit.workloads.params import padded_vocab_size
 from tracekit.workloads.pipeline_split import chunk_layers
+from tracekit.workloads.schedules import check_group_size
 from tracekit.workloads.stacks import StackSpec
 from tracekit.workloads.presets_2024 import PRESETS_2024
 from tracekit.workloads.units import DTYPE_BYTES, TRAINING_DTYPES
@@ -168,6 +169,8 @@ class ParallelSpec:
             (every layer's forward rerun in backward).
         schedule: ``"gpipe"``, ``"1f1b"`` or ``"interleaved"``.
         virtual_stages: model chunks per pipeline rank (``interleaved`` only).
+        microbatch_group_size: ``N`` of the interleaved schedule, None = its default
+            (:func:`tracekit.workloads.schedules.check_group_size`).
         grad_bucket_bytes: data-parallel gradient bucket size in bytes (default
             160 MB: Megatron-LM's 40M-element bucket of fp32 gradients).
         overlap_grad_reduce: start each bucket's reduction as soon as its
@@ -186,6 +189,7 @@ class ParallelSpec:
     virtual_stages: int = 1
     grad_bucket_bytes: int = 40_000_000 * 4
     overlap_grad_reduce: bool = True
+    microbatch_group_size: int | None = None
 
     def __post_init__(self) -> None:
         for what in ("dp", "tp", "pp", "cp", "ep", "virtual_stages", "grad_bucket_bytes"):
@@ -275,11 +279,7 @@ class LLMConfig:
             f"--global-batch {self.global_batch_size:,} ({self.num_micro_batches:,} micro-batches of "
             f"{m.num_layers // p.pp} layers per stage)",
         )
-        if p.schedule == "interleaved" and self.num_micro_batches % p.pp:
-            raise ConfigError(
-                f"the interleaved schedule needs micro-batches per iteration "
-                f"({self.num_micro_batches}) divisible by pp={p.pp} (Megatron-LM's rule)"
-            )
+        check_group_size(p.microbatch_group_size, p.schedule, self.num_micro_batches)
 
     # ----- derived sizes ------------------------------------------------------------------
     @property
