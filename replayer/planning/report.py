@@ -59,6 +59,7 @@ def plan_dict(result: "PlanResult") -> dict[str, Any]:
         "stack": base.stack.name,
         "overlap_grad_reduce": base.parallel.overlap_grad_reduce,
         "keep": req.keep,
+        "gap": req.gap,
         "knob_space": {k: list(v) for k, v in dataclasses.asdict(req.space).items() if v},
         "counts": result.counts(),
         "divisibility_rejections": result.rejected,

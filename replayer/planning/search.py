@@ -68,7 +68,10 @@ class PlanRequest:
         spec: the machine; spec_name: how ``--hw`` named it.
         space: candidate values per knob.
         max_memory_fraction: the share of the device memory a rank may use, in (0, 1].
-        keep: how many of the fastest layouts are guaranteed exact (the bound prunes against the keep-th best).
+        keep: how many of the fastest layouts the bounds keep (a layout is pruned against the keep-th best time).
+        gap: the relative optimality gap of the search, in [0, 1): a layout whose bound is at least ``(1 - gap)``
+            times the keep-th best simulated time is pruned, so the chosen layout is within ``gap`` of the
+            fastest of all (every pruned layout takes at least its bound); 0 = exact.
     """
 
     base: "LLMConfig"
@@ -78,7 +81,8 @@ class PlanRequest:
     spec_name: str
     space: KnobSpace = field(default_factory=KnobSpace)
     max_memory_fraction: float = 1.0
-    keep: int = 3
+    keep: int = 1
+    gap: float = 0.05
 
 
 @dataclass
@@ -156,8 +160,37 @@ class PlanResult:
         return out
 
 
-def _memory(config: "LLMConfig") -> tuple[int, int, str, int]:
-    """``(peak device bytes, its stage, its largest term, that term's bytes)`` of a job.
+def _states_floor(config: "LLMConfig") -> tuple[int, int]:
+    """``(device bytes, stage)`` of the larger of the first and last stage's model states alone (ZeRO
+    sharding applied; no activations or buffers) with the allocator margin and runtime: a floor of its peak
+    that needs no walk of the schedule (:func:`tracekit.workloads.memory.zero_model_states`)."""
+    from tracekit.workloads.memory import (
+        ADAM_K_FP32,
+        ADAM_K_MIXED,
+        ALLOCATOR_MARGIN,
+        RUNTIME_RESERVED_BYTES,
+        stage_units,
+        zero_model_states,
+    )
+    from tracekit.workloads.params import unit_params
+
+    p = config.parallel
+    k = ADAM_K_FP32 if config.dtype in ("fp32", "tf32") else ADAM_K_MIXED
+    kw = {"param_bytes": config.dtype_bytes, "grad_bytes": config.grad_bytes, "optimizer_bytes_per_param": k}
+    best = (0, 0)
+    for stage in sorted({0, p.pp - 1}):
+        params = [unit_params(config.model, u, p.tp, p.pp, p.ep) for u in stage_units(config, stage)]
+        dense, expert = sum(x.dense for x in params), sum(x.expert for x in params)
+        total = zero_model_states(dense, p.dp * p.cp, p.zero_stage, **kw).total_bytes
+        if expert:
+            total += zero_model_states(expert, max(p.dp * p.cp // p.ep, 1), p.zero_stage, **kw).total_bytes
+        best = max(best, (int(total * (1 + ALLOCATOR_MARGIN)) + RUNTIME_RESERVED_BYTES, stage))
+    return best
+
+
+def _memory(config: "LLMConfig", cap: int) -> tuple[int, int, str, int]:
+    """``(peak device bytes, its stage, its largest term, that term's bytes)`` of a job; when the model states
+    alone exceed ``cap``, their floor (:func:`_states_floor`) and ``model states`` (the schedule is not walked).
 
     Only the first and the last stage are walked: a middle stage holds no more layers than they do, neither the
     embedding nor the head, no more micro-batches in flight than the first stage (1F1B and interleaved
@@ -166,6 +199,9 @@ def _memory(config: "LLMConfig") -> tuple[int, int, str, int]:
     """
     from tracekit.workloads.memory import stage_memory
 
+    floor, floor_stage = _states_floor(config)
+    if floor > cap:
+        return floor, floor_stage, "model states", floor
     stages = {0, config.parallel.pp - 1}
     worst = max((stage_memory(config, s) for s in sorted(stages)), key=lambda m: (m.device_bytes, -m.stage))
     term, size = max(worst.terms().items(), key=lambda kv: kv[1])
@@ -178,10 +214,12 @@ def _prune_memory(request: PlanRequest, layouts: list[Layout], cap: int) -> tupl
     pruned: list[Candidate] = []
     fitting: set[Layout] = set()
     for layout in layouts:
-        peak, stage, term, size = _memory(layout.config(request.base))
+        peak, stage, term, size = _memory(layout.config(request.base), cap)
         if peak > cap:
+            at_least = "at least " if term == "model states" else ""
             why = (
-                f"needs {peak / GIB:.1f} GiB on stage {stage} > {cap / GIB:.1f} GiB (largest: {term} {size / GIB:.1f})"
+                f"needs {at_least}{peak / GIB:.1f} GiB on stage {stage} > {cap / GIB:.1f} GiB "
+                f"(largest: {term} {size / GIB:.1f})"
             )
             pruned.append(Candidate(layout, "memory", why, peak, stage))
         else:
@@ -260,6 +298,8 @@ def plan_layouts(
     t0 = time.perf_counter()
     if not 0 < request.max_memory_fraction <= 1:
         raise ConfigError(f"--max-memory-fraction must be in (0, 1], got {request.max_memory_fraction}")
+    if not 0 <= request.gap < 1:
+        raise ConfigError(f"--gap must be in [0, 1), got {request.gap}")
     device, memory_bytes, peak = _device(request)
     cap = int(memory_bytes * request.max_memory_fraction)
     per_node = request.spec.network[0].size
@@ -328,10 +368,10 @@ def _branch_and_bound(
         tell()
         while queue or pool.busy:
             while queue and pool.free:
-                if len(times) >= keep and queue[-1].bound.step_ns >= times[keep - 1]:  # type: ignore[union-attr]
-                    kth = times[keep - 1] / 1e9
-                    why = f"bound {{:.3f}} s >= the {_ordinal(keep)} best simulated {kth:.3f} s"
-                    pruned.extend(_with(c, status="bound", reason=why.format(c.bound.step_ns / 1e9)) for c in queue)  # type: ignore[union-attr]
+                if len(times) >= keep and queue[-1].bound.step_ns >= (1 - request.gap) * times[keep - 1]:  # type: ignore[union-attr]
+                    pruned.extend(
+                        _with(c, status="bound", reason=_bound_reason(c, request, times[keep - 1])) for c in queue
+                    )
                     queue.clear()
                     break
                 c = queue.pop()
@@ -348,6 +388,13 @@ def _branch_and_bound(
             times = sorted([*times, sim.step_ns])
         tell()
     return done, pruned
+
+
+def _bound_reason(c: Candidate, request: PlanRequest, kth_ns: int) -> str:
+    """Why a layout was pruned by its bound."""
+    bound = c.bound.step_ns / 1e9 if c.bound is not None else 0.0
+    gap = f"(1 - gap {request.gap:g}) x " if request.gap else ""
+    return f"bound {bound:.3f} s >= {gap}the {_ordinal(request.keep)} best simulated {kth_ns / 1e9:.3f} s"
 
 
 def _ordinal(n: int) -> str:

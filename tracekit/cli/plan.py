@@ -63,7 +63,19 @@ def _knob_options(f: Any) -> Any:
     help="Share of the device memory a rank may use (0.9 keeps 10 % headroom).",
 )
 @click.option(
-    "--keep", type=click.IntRange(1, 100), default=3, show_default=True, help="Top layouts the bounds keep exact."
+    "--keep",
+    type=click.IntRange(1, 100),
+    default=1,
+    show_default=True,
+    help="Prune against the KEEP-th best simulated time (3: the top 3 are the true top 3, within --gap).",
+)
+@click.option(
+    "--gap",
+    type=click.FloatRange(0, 1, max_open=True),
+    default=0.05,
+    show_default=True,
+    help="Optimality gap: prune a layout whose bound is at least (1 - GAP) x that time; the chosen layout is "
+    "then within GAP of the fastest (0: exact, slower).",
 )
 @executor_options
 @click.option("-o", "--output", "out_dir", default=None, metavar="DIR", help="Write DIR/plan.json and DIR/plan.html.")
@@ -77,6 +89,7 @@ def plan(
     stack_name: str | None,
     max_memory_fraction: float,
     keep: int,
+    gap: float,
     executor: str,
     workers: int | None,
     address: str | None,
@@ -220,7 +233,9 @@ def _command_model(model: Any, base_name: str, config: "LLMConfig") -> str:
         ("--vocab", "vocab_size"),
     )
     out = [base_name] + [f"{o} {getattr(model, f)}" for o, f in options if getattr(model, f) != getattr(start, f)]
-    if config.stack.name != start.name and config.stack.name:
+    from tracekit.workloads.stacks import StackSpec
+
+    if config.stack != StackSpec():
         out.append(f"--stack {config.stack.name}")
     if not config.parallel.overlap_grad_reduce:
         out.append("--no-overlap")
