@@ -125,8 +125,11 @@ def test_a_gpu_count_no_layout_divides_and_a_model_that_fits_nowhere_are_one_lin
     text = str(exc.value)
     # 175B on one node: even tp 8 with ZeRO-3 and full recomputation needs the whole model's weights per node
     assert text.startswith("gpt3-175b fits in none of the") and "GiB per rank" in text and "largest:" in text
-    res = run("plan", "--model", "gpt3-175b", "--gpus", "8", "--hw", "dgx-h100", "--sp", "maybe")
-    assert res.returncode == 1 and res.stderr.strip() == "tracekit: error: --sp 'maybe': give on, off or on,off"
+    res = run("plan", "--model", "gpt3-175b", "--gpus", "8", "--hw", "dgx-h100", "--recompute", "some")
+    assert (
+        res.returncode == 1
+        and res.stderr.strip() == "tracekit: error: --recompute 'some': choose from none, selective, full"
+    )
 
 
 def test_the_chosen_command_line_regenerates_the_layout_the_plan_timed(tmp_path):

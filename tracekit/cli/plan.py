@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from tracekit.cli._common import CONTEXT_SETTINGS, err_console, out_console, progress_callback, state
-from tracekit.cli._options import emit_json, executor_options, json_option, resolve_executor
+from tracekit.cli._options import IntRange, emit_json, executor_options, json_option, resolve_executor
 from tracekit.errors import ConfigError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -28,7 +28,6 @@ def _knob_options(f: Any) -> Any:
             ("micro-batch", "the micro-batch size (default 1,2,4,8)"),
             ("vp", "the virtual pipeline stages per rank (1 = 1F1B; default up to 8)"),
             ("recompute", "activation recomputation: none, selective, full"),
-            ("sp", "sequence parallelism: on, off (default on when tp > 1)"),
             ("zero", "the ZeRO stage: 0, 1 (distributed optimizer), 2, 3"),
             ("dtype", "the training precision (default bf16)"),
         )
@@ -55,6 +54,8 @@ def _knob_options(f: Any) -> Any:
 @click.option("--seq", type=int, default=None, help="Sequence length (default: the model's).")
 @click.option("--stack", "stack_name", default=None, metavar="NAME", help="Training stack (see generate llm).")
 @_knob_options
+@click.option("--sp", "sp_on", is_flag=True, help="Fix sequence parallelism on (default: on when tp > 1).")
+@click.option("--no-sp", "sp_off", is_flag=True, help="Fix sequence parallelism off.")
 @click.option(
     "--max-memory-fraction",
     type=float,
@@ -64,14 +65,14 @@ def _knob_options(f: Any) -> Any:
 )
 @click.option(
     "--keep",
-    type=click.IntRange(1, 100),
+    type=IntRange(1, 100),
     default=1,
     show_default=True,
     help="Prune against the KEEP-th best simulated time (3: the top 3 are the true top 3, within --gap).",
 )
 @click.option(
     "--gap",
-    type=click.FloatRange(0, 1, max_open=True),
+    type=float,
     default=0.05,
     show_default=True,
     help="Optimality gap: prune a layout whose bound is at least (1 - GAP) x that time; the chosen layout is "
@@ -95,6 +96,8 @@ def plan(
     address: str | None,
     out_dir: str | None,
     as_json: bool,
+    sp_on: bool,
+    sp_off: bool,
     **knobs: str | None,
 ) -> None:
     """Find the fastest layout of a model on --gpus GPUs that fits the memory of --hw's device.
@@ -118,6 +121,9 @@ def plan(
     from tracekit.replayer.simulation.hardware import load_spec
 
     base, command_model = resolve_model(model_name, global_batch, seq, stack_name)
+    if sp_on and sp_off:
+        raise ConfigError("give --sp or --no-sp, not both")
+    knobs["sp"] = "on" if sp_on else "off" if sp_off else None
     space = KnobSpace.parse({k: knobs[k] for k in KNOBS})
     executor = resolve_executor(executor, 2, workers)
     results = []
