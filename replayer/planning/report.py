@@ -23,6 +23,29 @@ PLAN_FORMAT = "tracekit.plan"
 PLAN_FORMAT_VERSION = 1
 
 
+def spec_price(spec: Any) -> float | None:
+    """The ``price_per_gpu_hour_usd`` top-level key of a spec read from a TOML file (USD per GPU-hour), or None
+    (a preset, or a file without it).
+
+    Raises:
+        SpecError: the value is not a positive finite number (names the file and the key).
+    """
+    import math
+    import tomllib
+
+    from tracekit.errors import SpecError
+
+    if spec.path is None:
+        return None
+    with open(spec.path, "rb") as fh:
+        value = tomllib.load(fh).get("price_per_gpu_hour_usd")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value) and value > 0):
+        raise SpecError(f"key price_per_gpu_hour_usd: must be a positive number of USD, got {value!r}", path=spec.path)
+    return float(value)
+
+
 def candidate_dict(result: "PlanResult", c: "Candidate", rank: int | None) -> dict[str, Any]:
     """One candidate as JSON: rank (1 = fastest; None unless simulated), layout knobs, status, reason, bound,
     peak memory, figures."""

@@ -72,6 +72,7 @@ class PlanRequest:
         gap: the relative optimality gap of the search, in [0, 1): a layout whose bound is at least ``(1 - gap)``
             times the keep-th best simulated time is pruned, so the chosen layout is within ``gap`` of the
             fastest of all (every pruned layout takes at least its bound); 0 = exact.
+        price_per_gpu_hour_usd: the spec's price (``price_per_gpu_hour_usd`` in its TOML file), or None.
     """
 
     base: "LLMConfig"
@@ -83,6 +84,7 @@ class PlanRequest:
     max_memory_fraction: float = 1.0
     keep: int = 1
     gap: float = 0.05
+    price_per_gpu_hour_usd: float | None = None
 
 
 @dataclass
@@ -143,7 +145,17 @@ class PlanResult:
             "bubble_s": sim.idle_ns / 1e9,
             "compute_s": sim.compute_ns / 1e9,
             "bound_s": bound.step_ns / 1e9,
+            **self._cost(step_s),
         }
+
+    def _cost(self, step_s: float) -> dict[str, float]:
+        """``usd_per_step`` and ``usd_per_million_tokens`` at the spec's price (none without one)."""
+        price = self.request.price_per_gpu_hour_usd
+        if price is None:
+            return {}
+        usd = step_s * self.request.gpus * price / 3600
+        tokens = self.request.base.global_batch_size * self.request.base.model.seq_length
+        return {"usd_per_step": usd, "usd_per_million_tokens": usd / tokens * 1e6}
 
     def generate_command(self, c: Candidate) -> str:
         """The ``tracekit generate llm`` command line that writes ``c``'s job as a class set."""

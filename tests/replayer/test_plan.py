@@ -183,3 +183,33 @@ def test_the_plan_page_draws_every_layout_in_chromium(plan_17b, tmp_path):
         value, text = page.values[f"plan.{i}.step_s"]
         assert float(value) == c.simulated.step_ns / 1e9 and text == f"{c.simulated.step_ns / 1e9:.3f}"
     assert "pruned: bound" in page.text and result.best.layout.label in page.text
+
+
+def test_two_specs_are_compared_and_ranked_by_cost_when_each_has_a_price(tmp_path):
+    from tracekit.replayer.simulation.hardware import preset_path
+
+    specs = {}
+    for name, price in (("dgx-a100", 1.5), ("dgx-h100", 4.0)):
+        specs[name] = tmp_path / f"{name}.toml"
+        specs[name].write_text(f"price_per_gpu_hour_usd = {price}\n" + preset_path(name).read_text())
+    args = ["plan", "--model", "megatron-1.7B", "--gpus", "32", "--hw", specs["dgx-a100"], "--hw", specs["dgx-h100"]]
+    args += ["--tp", "1", "--pp", "1", "--recompute", "full", "--no-sp", "--zero", "0", "--micro-batch", "1"]
+    res = run(*args, "--executor", "serial", "-o", tmp_path / "cmp")
+    assert res.returncode == 0, res.stderr
+    docs = {n: json.loads((tmp_path / "cmp" / n / "plan.json").read_text())["best"] for n in specs}
+    a100, h100 = docs["dgx-a100"], docs["dgx-h100"]
+    for doc, price in ((a100, 1.5), (h100, 4.0)):
+        assert doc["usd_per_step"] == pytest.approx(doc["step_s"] * 32 * price / 3600, rel=1e-12)
+    assert h100["step_s"] < a100["step_s"]  # the same layout runs faster on H100 ...
+    lines = [line for line in res.stdout.splitlines() if ": tp1 pp1 dp32" in line]
+    cheaper_first = sorted((a100, h100), key=lambda d: d["usd_per_step"])
+    assert [line.split(".toml:")[0].rsplit("/", 1)[-1] for line in lines] == [
+        "dgx-a100" if d is a100 else "dgx-h100" for d in cheaper_first
+    ]
+    assert res.stdout.rstrip().endswith("ranked by cost")
+    specs["dgx-a100"].write_text("price_per_gpu_hour_usd = -1\n" + preset_path("dgx-a100").read_text())
+    bad = run(*args)
+    assert bad.returncode == 1
+    assert bad.stderr.strip() == (
+        f"tracekit: error: {specs['dgx-a100']}: key price_per_gpu_hour_usd: must be a positive number of USD, got -1"
+    )

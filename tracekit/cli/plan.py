@@ -117,6 +117,7 @@ def plan(
       tracekit plan --model megatron-18.4B --gpus 256 --hw dgx-a100 --tp 8 --recompute full -o plan_out
     """
     from tracekit.replayer.planning.enumerate import KNOBS, KnobSpace
+    from tracekit.replayer.planning.report import spec_price
     from tracekit.replayer.planning.search import PlanRequest, plan_layouts
     from tracekit.replayer.simulation.hardware import load_spec
 
@@ -128,8 +129,9 @@ def plan(
     executor = resolve_executor(executor, 2, workers)
     results = []
     for spec_name in specs:
+        spec = load_spec(spec_name)
         request = PlanRequest(
-            base, command_model, gpus, load_spec(spec_name), spec_name, space, max_memory_fraction, keep
+            base, command_model, gpus, spec, spec_name, space, max_memory_fraction, keep, gap, spec_price(spec)
         )
         with progress_callback(f"planning on {spec_name}") as callback:
 
@@ -297,18 +299,22 @@ def _print(result: "PlanResult") -> None:
 
 
 def _print_comparison(results: list["PlanResult"]) -> None:
-    """One line per spec: its best layout and step time, fastest first."""
+    """One line per spec: its best layout, step time and (with a price) cost; cheapest first when every spec has
+    a price, else fastest first."""
     console = out_console()
-    ranked = sorted(results, key=lambda r: r.best.simulated.step_ns if r.best.simulated else 0)
-    for r in ranked:
+    by_cost = all(r.request.price_per_gpu_hour_usd is not None for r in results)
+    key = "usd_per_step" if by_cost else "step_s"
+    for r in sorted(results, key=lambda r: r.figures(r.best)[key]):
         f = r.figures(r.best)
+        cost = f", {f['usd_per_step']:.2f} USD per step" if "usd_per_step" in f else ""
         console.print(
-            f"{r.request.spec_name}: {r.best.layout.label}, step {f['step_s']:.3f} s, {f['tflops_per_gpu']:.1f} TFLOP/s "
-            "per GPU",
+            f"{r.request.spec_name}: {r.best.layout.label}, step {f['step_s']:.3f} s{cost}, "
+            f"{f['tflops_per_gpu']:.1f} TFLOP/s per GPU",
             markup=False,
             highlight=False,
             soft_wrap=True,
         )
+    console.print(f"ranked by {'cost' if by_cost else 'step time'}", markup=False, highlight=False)
 
 
 COMMANDS = [plan]
