@@ -25,7 +25,8 @@ PAPER_ROWS = ("1.7B", "18.4B", "39.1B", "1T", "k175B", "k530B")
 
 
 def _gpt3() -> dict:
-    from tracekit.replayer.planning.search import PlanRequest, plan_layouts
+    from tracekit.cli.plan import llm_generator
+    from tracekit.replayer.orchestration.planning.search import PlanRequest, plan_layouts
     from tracekit.replayer.simulation.hardware import load_spec
     from tracekit.workloads.config import LLMConfig, preset
 
@@ -34,7 +35,7 @@ def _gpt3() -> dict:
     request = PlanRequest(base, "gpt3-175b", 1024, load_spec("dgx-h100"), "dgx-h100")
     cpu0 = _cpu_s()
     t0 = time.perf_counter()
-    result = plan_layouts(request, executor="process", workers=2)
+    result = plan_layouts(request, llm_generator(), executor="process", workers=2)
     wall = time.perf_counter() - t0
     cpu = _cpu_s() - cpu0
     counts = result.counts()
@@ -68,9 +69,9 @@ def _cpu_s() -> float:
 
 def _paper_row(name: str) -> dict:
     """The full search of one paper row and the published layout's rank (module doc)."""
-    from tracekit.cli.plan import resolve_model
-    from tracekit.replayer.planning.search import PlanRequest, plan_layouts
-    from tracekit.replayer.planning.simulate import simulate_layout
+    from tracekit.cli.plan import llm_generator, resolve_model
+    from tracekit.replayer.orchestration.planning.search import PlanRequest, plan_layouts
+    from tracekit.replayer.orchestration.planning.simulate import simulate_layout
     from tracekit.replayer.simulation.hardware import load_spec
 
     from megatron_rows import published_layout
@@ -80,13 +81,14 @@ def _paper_row(name: str) -> dict:
     spec = load_spec("dgx-a100")
     t0 = time.perf_counter()
     keep = 1 if name in ("1T", "k530B") else 3  # exact best only: each 1T / 530B layout takes minutes to replay
-    result = plan_layouts(PlanRequest(base, command_model, gpus, spec, "dgx-a100", keep=keep, gap=0.0), workers=2)
+    request = PlanRequest(base, command_model, gpus, spec, "dgx-a100", keep=keep, gap=0.0)
+    result = plan_layouts(request, llm_generator(), workers=2)
     wall = time.perf_counter() - t0
     labels = [c.layout.label for c in result.ranked]
     rank = labels.index(layout.label) + 1 if layout.label in labels else None
     own = next((c.simulated for c in result.ranked if c.layout == layout), None)
     if own is None:
-        own = simulate_layout((layout.config(base), spec))
+        own = simulate_layout((llm_generator().write, layout.config(base), spec))
     best = result.best.simulated
     assert best is not None
     print(

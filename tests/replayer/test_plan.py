@@ -16,8 +16,8 @@ import pytest
 from cli_inprocess import run
 from megatron_rows import published_layout
 from tracekit.errors import ConfigError
-from tracekit.replayer.planning.enumerate import KnobSpace, Layout, enumerate_layouts
-from tracekit.replayer.planning.search import PlanRequest, _memory, plan_layouts
+from tracekit.replayer.orchestration.planning.enumerate import KnobSpace, Layout, enumerate_layouts
+from tracekit.replayer.orchestration.planning.search import PlanRequest, _memory, plan_layouts
 from tracekit.replayer.simulation.hardware import load_spec
 from tracekit.workloads.config import LLMConfig, preset
 from tracekit.workloads.memory import job_memory
@@ -26,12 +26,12 @@ PAPER_2021 = KnobSpace(recompute=("full",), sp=(False,), zero=(0,), micro_batch=
 
 
 def _plan(name: str, space: KnobSpace, keep: int = 3):
-    from tracekit.cli.plan import resolve_model
+    from tracekit.cli.plan import llm_generator, resolve_model
 
     model_name, gpus, layout = published_layout(name)
     base, command_model = resolve_model(model_name, None, None, None)
     request = PlanRequest(base, command_model, gpus, load_spec("dgx-a100"), "dgx-a100", space, keep=keep, gap=0.0)
-    return plan_layouts(request, executor="process", workers=2), layout
+    return plan_layouts(request, llm_generator(), executor="process", workers=2), layout
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +63,8 @@ def test_bounds_never_exceed_a_replayed_step_and_prune_only_slower_layouts(plan_
 
 
 def test_megatron_18_4b_on_256_gpus_a_layout_predicted_faster_than_the_published_one_is_found():
-    from tracekit.replayer.planning.simulate import simulate_layout
+    from tracekit.cli.plan import llm_generator
+    from tracekit.replayer.orchestration.planning.simulate import simulate_layout
 
     # Table 1: 18.4B on 256 A100 at tp 8, pp 1 (dp 32), batch 1024.  Here tp 2 with pp 2 is predicted faster:
     # at tp 8 every layer's tensor-parallel all-reduces (not overlapped in Megatron-LM 2021) cost more than the
@@ -75,7 +76,7 @@ def test_megatron_18_4b_on_256_gpus_a_layout_predicted_faster_than_the_published
     assert [c.layout.tp for c in result.with_status("memory")] == [2]
     own = next((c.simulated for c in result.ranked if c.layout == published), None)
     if own is None:  # pruned by its bound: replay it on its own anyway
-        own = simulate_layout((published.config(result.request.base), result.request.spec))
+        own = simulate_layout((llm_generator().write, published.config(result.request.base), result.request.spec))
     assert result.best.simulated.step_ns < own.step_ns
     for c in result.ranked:
         assert c.bound.step_ns <= c.simulated.step_ns, c.layout.label
@@ -115,13 +116,15 @@ def test_enumeration_keeps_exactly_the_layouts_the_divisibility_rules_allow():
 
 
 def test_a_gpu_count_no_layout_divides_and_a_model_that_fits_nowhere_are_one_line_each():
+    from tracekit.cli.plan import llm_generator
+
     spec = load_spec("dgx-h100")
     base = LLMConfig(preset("gpt3-175b")[0], global_batch_size=1536)
     with pytest.raises(ConfigError) as exc:
-        plan_layouts(PlanRequest(base, "gpt3-175b", 7, spec, "dgx-h100"))
+        plan_layouts(PlanRequest(base, "gpt3-175b", 7, spec, "dgx-h100"), llm_generator())
     assert str(exc.value).startswith("no layout of gpt3-175b with global batch 1536 divides 7 GPUs")
     with pytest.raises(ConfigError) as exc:
-        plan_layouts(PlanRequest(base, "gpt3-175b", 8, spec, "dgx-h100"))
+        plan_layouts(PlanRequest(base, "gpt3-175b", 8, spec, "dgx-h100"), llm_generator())
     text = str(exc.value)
     # 175B on one node: even tp 8 with ZeRO-3 and full recomputation needs the whole model's weights per node
     assert text.startswith("gpt3-175b fits in none of the") and "GiB per rank" in text and "largest:" in text
@@ -168,8 +171,8 @@ def test_the_chosen_command_line_regenerates_the_layout_the_plan_timed(tmp_path)
 def test_the_plan_page_draws_every_layout_in_chromium(plan_17b, tmp_path):
     from browser import rendered, require_chromium
 
-    from tracekit.replayer.planning.page import plotted
-    from tracekit.replayer.planning.report import write_plan
+    from tracekit.replayer.orchestration.planning.page import plotted
+    from tracekit.replayer.orchestration.planning.report import write_plan
 
     require_chromium()
     result, _ = plan_17b

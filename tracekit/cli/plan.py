@@ -11,7 +11,7 @@ from tracekit.cli._options import IntRange, emit_json, executor_options, json_op
 from tracekit.errors import ConfigError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from tracekit.replayer.planning.search import PlanResult
+    from tracekit.replayer.orchestration.planning.search import PlanResult
     from tracekit.workloads.config import LLMConfig
 
 _KNOB_HELP = "Fix {what}: one value or a comma-separated list (default: every value the rules allow)."
@@ -116,9 +116,9 @@ def plan(
       tracekit plan --model gpt3-175b --gpus 1024 --hw dgx-h100 --global-batch 1536
       tracekit plan --model megatron-18.4B --gpus 256 --hw dgx-a100 --tp 8 --recompute full -o plan_out
     """
-    from tracekit.replayer.planning.enumerate import KNOBS, KnobSpace
-    from tracekit.replayer.planning.report import spec_price
-    from tracekit.replayer.planning.search import PlanRequest, plan_layouts
+    from tracekit.replayer.orchestration.planning.enumerate import KNOBS, KnobSpace
+    from tracekit.replayer.orchestration.planning.report import spec_price
+    from tracekit.replayer.orchestration.planning.search import PlanRequest, plan_layouts
     from tracekit.replayer.simulation.hardware import load_spec
 
     base, command_model = resolve_model(model_name, global_batch, seq, stack_name)
@@ -140,10 +140,14 @@ def plan(
                     total = done + pruned + left
                     callback(done + pruned, total, f"{name}: {done} simulated, {pruned} pruned, {left} left")
 
-            results.append(plan_layouts(request, executor=executor, workers=workers, address=address, progress=tell))
+            results.append(
+                plan_layouts(
+                    request, llm_generator(), executor=executor, workers=workers, address=address, progress=tell
+                )
+            )
     written = _write(results, out_dir)
     if as_json:
-        from tracekit.replayer.planning.report import plan_dict
+        from tracekit.replayer.orchestration.planning.report import plan_dict
 
         emit_json(plan_dict(results[0]) if len(results) == 1 else {"plans": [plan_dict(r) for r in results]})
     else:
@@ -155,13 +159,22 @@ def plan(
         err_console().print("wrote " + ", ".join(written), markup=False, highlight=False, soft_wrap=True)
 
 
+def llm_generator() -> Any:
+    """The planner's :class:`~tracekit.replayer.orchestration.planning.search.Generator`: the LLM generator's
+    calibrated blocks and class-set writer (:mod:`tracekit.converters.generators.llm_plan`)."""
+    from tracekit.converters.generators.llm_plan import calibrated_plan, write_calibrated_classes
+    from tracekit.replayer.orchestration.planning.search import Generator
+
+    return Generator(calibrated_plan, write_calibrated_classes)
+
+
 def _write(results: list["PlanResult"], out_dir: str | None) -> list[str]:
     """``plan.json``/``plan.html`` per spec (in ``DIR/<spec>/`` when comparing specs); the paths written."""
     if out_dir is None:
         return []
     from pathlib import Path
 
-    from tracekit.replayer.planning.report import write_plan
+    from tracekit.replayer.orchestration.planning.report import write_plan
 
     out: list[str] = []
     for r in results:
@@ -185,11 +198,11 @@ def resolve_model(
     from tracekit.workloads.config import LLMConfig, ModelSpec, preset
     from tracekit.workloads.stacks import apply_stack
 
-    batch, stack = None, stack_name
+    stack = stack_name
     if name.endswith(".json"):
         try:
             fields = json.loads(Path(name).read_text())
-            start = preset(str(fields.pop("preset", "gpt3-1.3b")))[0]
+            start, batch = preset(str(fields.pop("preset", "gpt3-1.3b")))
             model = dataclasses.replace(start, **fields)
         except (OSError, ValueError, TypeError) as exc:
             raise ConfigError(f"--model {name}: {exc}") from None

@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from tracekit.errors import ConfigError
-from tracekit.replayer.planning.enumerate import KnobSpace, Layout, enumerate_layouts
+from tracekit.replayer.orchestration.planning.enumerate import KnobSpace, Layout, enumerate_layouts
 
 if TYPE_CHECKING:  # pragma: no cover
-    from tracekit.replayer.planning.bounds import Bound
-    from tracekit.replayer.planning.simulate import Simulated
+    from tracekit.replayer.orchestration.planning.bounds import Bound
+    from tracekit.replayer.orchestration.planning.simulate import Simulated
     from tracekit.replayer.simulation.hardware import HardwareSpec
     from tracekit.workloads.config import LLMConfig
 
@@ -55,6 +55,21 @@ class Candidate:
     peak_stage: int
     bound: "Bound | None" = None
     simulated: "Simulated | None" = None
+
+
+@dataclass(frozen=True)
+class Generator:
+    """The workload generator the search times layouts with (handed in: the replayer does not import the
+    converters; the CLI passes :mod:`tracekit.converters.generators.llm_plan`'s functions).
+
+    Attributes:
+        blocks: ``(job, spec) -> (Plan, cost model)``: the op blocks with calibrated durations (for bounds).
+        write: ``(job, spec, prefix) -> None``: writes the job as a rank-class set (for simulations; a
+            picklable module-level function: it runs in the pool's workers).
+    """
+
+    blocks: Callable[["LLMConfig", Any], tuple[Any, Any]]
+    write: Callable[["LLMConfig", Any, str], None]
 
 
 @dataclass(frozen=True)
@@ -287,6 +302,7 @@ def _device(request: PlanRequest) -> tuple[str, int, float]:
 
 def plan_layouts(
     request: PlanRequest,
+    generator: Generator,
     *,
     executor: str = "process",
     workers: int | None = None,
@@ -296,6 +312,7 @@ def plan_layouts(
     """Search ``request``'s layouts (module doc).
 
     Args:
+        generator: how layouts are bounded and written (:class:`Generator`).
         executor: ``process`` (default), ``serial`` or ``ray``; workers: simulations at once (default: the CPU
             count, at most 8); address: a running Ray cluster.
         progress: ``progress(simulated, pruned, left)`` after every change.
@@ -322,10 +339,10 @@ def plan_layouts(
     if not fits:
         raise ConfigError(_no_fit_message(request, [c for c in pruned if c.status == "memory"], cap, device))
     simulated, bound_pruned = _branch_and_bound(
-        request, fits, len(pruned), executor, workers or default_workers(), address, progress
+        request, generator, fits, len(pruned), executor, workers or default_workers(), address, progress
     )
     simulated.sort(key=lambda c: (c.simulated.step_ns if c.simulated else 0, c.layout))
-    bound_pruned.sort(key=lambda c: (c.bound.step_ns if c.bound else 0, c.layout))
+    bound_pruned.sort(key=lambda c: (_bound_ns(c), c.layout))
     pruned.sort(key=lambda c: (c.status, c.peak_bytes, c.layout))
     return PlanResult(
         request,
@@ -352,6 +369,7 @@ def _no_layout_message(request: PlanRequest, rejected: Any) -> str:
 
 def _branch_and_bound(
     request: PlanRequest,
+    generator: Generator,
     fits: list[Candidate],
     pruned_before: int,
     executor: str,
@@ -361,11 +379,11 @@ def _branch_and_bound(
 ) -> tuple[list[Candidate], list[Candidate]]:
     """Simulate in bound order, pruning against the ``keep``-th best time; ``(simulated, pruned by bound)``."""
     from tracekit.errors import TracekitError
-    from tracekit.replayer.planning.bounds import BoundModel
-    from tracekit.replayer.planning.simulate import simulate_layout
+    from tracekit.replayer.orchestration.planning.bounds import BoundModel
+    from tracekit.replayer.orchestration.planning.simulate import simulate_layout
 
-    model = BoundModel(request.base, request.spec)
-    queue = sorted((_with(c, bound=model.bound(c.layout)) for c in fits), key=lambda c: (c.bound.step_ns, c.layout))
+    model = BoundModel(request.base, request.spec, generator.blocks)
+    queue = sorted((_with(c, bound=model.bound(c.layout)) for c in fits), key=lambda c: (_bound_ns(c), c.layout))
     queue.reverse()  # pop() takes the smallest bound
     done: list[Candidate] = []
     pruned: list[Candidate] = []
@@ -380,14 +398,14 @@ def _branch_and_bound(
         tell()
         while queue or pool.busy:
             while queue and pool.free:
-                if len(times) >= keep and queue[-1].bound.step_ns >= (1 - request.gap) * times[keep - 1]:  # type: ignore[union-attr]
+                if len(times) >= keep and _bound_ns(queue[-1]) >= (1 - request.gap) * times[keep - 1]:
                     pruned.extend(
                         _with(c, status="bound", reason=_bound_reason(c, request, times[keep - 1])) for c in queue
                     )
                     queue.clear()
                     break
                 c = queue.pop()
-                pool.submit(c, (c.layout.config(request.base), request.spec))
+                pool.submit(c, (generator.write, c.layout.config(request.base), request.spec))
             tell()
             if not pool.busy:
                 break
@@ -400,6 +418,11 @@ def _branch_and_bound(
             times = sorted([*times, sim.step_ns])
         tell()
     return done, pruned
+
+
+def _bound_ns(c: Candidate) -> float:
+    """A candidate's bound, ns (0 before bounds are computed)."""
+    return c.bound.step_ns if c.bound is not None else 0.0
 
 
 def _bound_reason(c: Candidate, request: PlanRequest, kth_ns: int) -> str:
@@ -415,9 +438,9 @@ def _ordinal(n: int) -> str:
 
 def TaskPoolFor(fn: Callable[[Any], Any], executor: str, workers: int, address: str | None) -> Any:  # noqa: N802
     """The :class:`~.pool.TaskPool` of the search (one slot per worker)."""
-    from tracekit.replayer.planning.pool import TaskPool
+    from tracekit.replayer.orchestration.planning.pool import TaskPool
 
     return TaskPool(fn, executor, workers, address)
 
 
-__all__ = ["STATUSES", "Candidate", "PlanRequest", "PlanResult", "plan_layouts"]
+__all__ = ["STATUSES", "Candidate", "Generator", "PlanRequest", "PlanResult", "plan_layouts"]

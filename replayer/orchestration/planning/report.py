@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from tracekit.errors import ConfigError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from tracekit.replayer.planning.search import Candidate, PlanResult
+    from tracekit.replayer.orchestration.planning.search import Candidate, PlanResult
 
 PLAN_FORMAT = "tracekit.plan"
 PLAN_FORMAT_VERSION = 1
@@ -117,7 +117,7 @@ def write_plan(result: "PlanResult", out_dir: str | os.PathLike[str], *, page: b
         raise ConfigError(f"the plan holds a non-finite number ({exc}); check the spec's values") from None
     files = {paths["json"]: text.encode()}
     if page:
-        from tracekit.replayer.planning.page import build_plan_html
+        from tracekit.replayer.orchestration.planning.page import build_plan_html
 
         paths["html"] = out / "plan.html"
         files[paths["html"]] = build_plan_html(result).encode()

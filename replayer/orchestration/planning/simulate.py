@@ -20,7 +20,7 @@ import shutil
 import tempfile
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.replayer.results.result import RankStats
@@ -87,6 +87,10 @@ def replay_class_set_figures(prefix: str, spec: "HardwareSpec") -> tuple[list["R
 
     options = ReplayOptions(check=False)
     classes = find_class_set(prefix)
+    if classes is None:
+        from tracekit.errors import TraceFormatError
+
+        raise TraceFormatError(f"{prefix}: no rank-class set (its .classes.json) was written")
     try:
         with bulk_objects():
             g = gather_class_set(classes, options, lambda *_: None)
@@ -117,21 +121,20 @@ def _representative_stats(program: Any) -> list["RankStats"]:
     return [_rank_stats(lay, schedule, program, transfer_start) for lay in program.layouts]
 
 
-def simulate_layout(task: tuple["LLMConfig", "HardwareSpec"]) -> Simulated:
-    """Worker entry point: generate ``config`` on ``spec`` as a class set and replay it folded (module doc).
+def simulate_layout(task: tuple[Callable[..., None], "LLMConfig", "HardwareSpec"]) -> Simulated:
+    """Worker entry point: ``write(config, spec, prefix)`` writes the job as a class set
+    (:func:`tracekit.converters.generators.llm_plan.write_calibrated_classes`), then it is replayed folded
+    (module doc).
 
     Raises:
         ConfigError: the generator refuses the job. TracekitError: the replay fails.
     """
-    from tracekit.converters.generators.calibration import cost_for
-    from tracekit.converters.generators.llm import write_llm
-
-    config, spec = task
+    write, config, spec = task
     t0 = time.perf_counter()
     folder = tempfile.mkdtemp(prefix="tracekit-plan-")
     try:
         prefix = f"{folder}/job"
-        write_llm(config, prefix, cost_for(spec, config), classes=True)
+        write(config, spec, prefix)
         stats, simulated, world = replay_class_set_figures(prefix, spec)
     finally:
         shutil.rmtree(folder, ignore_errors=True)

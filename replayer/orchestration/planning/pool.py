@@ -39,19 +39,11 @@ class TaskPool:
             self._remote = self._ray_remote(address)
 
     def _ray_remote(self, address: str | None) -> Any:
-        try:
-            import ray
-        except ImportError:
-            raise ConfigError("executor 'ray' needs Ray: pip install 'tracekit[ray]'") from None
-        if not ray.is_initialized():
-            ray.init(
-                address=address,
-                include_dashboard=False,
-                log_to_driver=False,
-                ignore_reinit_error=True,
-                configure_logging=False,
-            )
-            self._ray_started = address is None
+        from tracekit.replayer.orchestration.sweep import _ray_init
+
+        self._ray_started = _ray_init(address)  # joins or starts Ray as the sweep does (ConfigError without Ray)
+        import ray
+
         return ray.remote(self.fn)
 
     @property

@@ -178,7 +178,7 @@ def _parse_value(knob: str, item: str) -> Any:
             raise ConfigError(f"--recompute {item!r}: choose from {', '.join(RECOMPUTE_MODES)}")
         return item
     if knob == "dtype":
-        from tracekit.workloads.config import TRAINING_DTYPES
+        from tracekit.workloads.units import TRAINING_DTYPES
 
         if item not in TRAINING_DTYPES:
             raise ConfigError(f"--dtype {item!r}: choose from {', '.join(TRAINING_DTYPES)}")

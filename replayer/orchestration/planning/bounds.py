@@ -32,8 +32,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from tracekit.model import CollectiveType
 
 if TYPE_CHECKING:  # pragma: no cover
-    from tracekit.converters.generators.llm_steps import Block
-    from tracekit.replayer.planning.enumerate import Layout
+    from tracekit.replayer.orchestration.planning.enumerate import Layout
     from tracekit.replayer.simulation.hardware import HardwareSpec
     from tracekit.workloads.config import LLMConfig
 
@@ -56,7 +55,7 @@ class Bound:
     model_flops: float
 
 
-def block_floor_ns(block: "Block", collective_ns: Callable[[Any], float]) -> float:
+def block_floor_ns(block: Any, collective_ns: Callable[[Any], float]) -> float:
     """The longest chain of a block's steps (compute durations; collectives priced by ``collective_ns``), ns."""
     finish: list[float] = []
     for step in block.steps:
@@ -65,7 +64,7 @@ def block_floor_ns(block: "Block", collective_ns: Callable[[Any], float]) -> flo
     return max((finish[e] for e in block.exits if e >= 0), default=0.0)
 
 
-def _model_flops(block: "Block") -> int:
+def _model_flops(block: Any) -> int:
     """FLOPs of a block's steps that are not recomputation."""
     return sum(s.num_ops for s in block.steps if s.comm_type is None and s.phase != "recompute")
 
@@ -76,23 +75,24 @@ class BoundModel:
     Args:
         base: the job (model, global batch, stack); spec: the machine (its device prices the ops, its collective
             model the communication, each collective alone on the network: sharing bandwidth only slows it).
+        blocks: ``(job, spec) -> (Plan, cost model)``, the generator's blocks with calibrated durations
+            (:func:`tracekit.converters.generators.llm_plan.calibrated_plan`, handed in by the caller: the
+            replayer does not import the converters).
     """
 
-    def __init__(self, base: "LLMConfig", spec: "HardwareSpec") -> None:
-        self.base, self.spec = base, spec
+    def __init__(
+        self, base: "LLMConfig", spec: "HardwareSpec", blocks: Callable[["LLMConfig", Any], tuple[Any, Any]]
+    ) -> None:
+        self.base, self.spec, self.blocks = base, spec, blocks
         self._plans: dict[tuple[Any, ...], tuple[Any, Any]] = {}
         self._comm: dict[tuple[Any, ...], float] = {}
         self._models: dict[int, tuple[Any, Any]] = {}
 
     def _plan(self, layout: "Layout", config: "LLMConfig") -> tuple[Any, Any]:
         """``(Plan, cost)`` of the layout's block shape (cached on the knobs the blocks depend on)."""
-        from tracekit.converters.generators.calibration import cost_for
-        from tracekit.converters.generators.llm_rank import Plan
-
         key = (layout.tp, layout.cp, layout.ep, layout.sp, layout.micro_batch, layout.recompute, layout.dtype)
         if key not in self._plans:
-            cost = cost_for(self.spec, config)
-            self._plans[key] = (Plan.of(config, cost), cost)
+            self._plans[key] = self.blocks(config, self.spec)
         return self._plans[key]
 
     def comm_ns(self, world: int, comm_type: CollectiveType | None, comm_bytes: int, group: tuple[int, ...]) -> float:
@@ -168,7 +168,7 @@ class BoundModel:
         return Bound(best, compute, bubble, float(flops_per_mb) * m * ranks_per_stage)
 
     @staticmethod
-    def _unit(fwd: "Block", bwd: "Block", recompute: "Block | None", collective_ns: Callable[[Any], float]) -> tuple:
+    def _unit(fwd: Any, bwd: Any, recompute: Any, collective_ns: Callable[[Any], float]) -> tuple:
         """``(forward, backward + recompute, model FLOPs, sum of its collectives)`` of one unit and micro-batch."""
         blocks = [fwd, bwd] if recompute is None else [fwd, bwd, recompute]
         f, b = block_floor_ns(fwd, collective_ns), sum(block_floor_ns(x, collective_ns) for x in blocks[1:])

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
-    from tracekit.replayer.planning.search import Candidate, PlanResult
+    from tracekit.replayer.orchestration.planning.search import Candidate, PlanResult
 
 GIB = float(1 << 30)
 #: (status, legend name, colour, marker symbol) of the scatter's series, drawn in this order.
