@@ -25,13 +25,13 @@ from tracekit.workloads.memory import job_memory
 PAPER_2021 = KnobSpace(recompute=("full",), sp=(False,), zero=(0,), micro_batch=(1,), vp=(1,))
 
 
-def _plan(name: str, space: KnobSpace, keep: int = 3):
+def _plan(name: str, space: KnobSpace, keep: int = 3, bound_all: bool = False):
     from tracekit.cli.plan import llm_generator, resolve_model
 
     model_name, gpus, layout = published_layout(name)
     base, command_model = resolve_model(model_name, None, None, None)
     request = PlanRequest(base, command_model, gpus, load_spec("dgx-a100"), "dgx-a100", space, keep=keep, gap=0.0)
-    return plan_layouts(request, llm_generator(), executor="process", workers=2), layout
+    return plan_layouts(request, llm_generator(), executor="process", workers=2, bound_all=bound_all), layout
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +62,7 @@ def test_bounds_never_exceed_a_replayed_step_and_prune_only_slower_layouts(plan_
         assert c.bound.step_ns >= kth and "3rd best simulated" in c.reason
 
 
-def test_megatron_18_4b_on_256_gpus_a_layout_predicted_faster_than_the_published_one_is_found():
+def test_megatron_18_4b_on_256_gpus_a_layout_predicted_faster_than_the_published_one_is_found(tmp_path):
     from tracekit.cli.plan import llm_generator
     from tracekit.replayer.orchestration.planning.simulate import simulate_layout
 
@@ -70,7 +70,7 @@ def test_megatron_18_4b_on_256_gpus_a_layout_predicted_faster_than_the_published
     # at tp 8 every layer's tensor-parallel all-reduces (not overlapped in Megatron-LM 2021) cost more than the
     # pipeline bubble of pp 2 and the larger data-parallel reduction of tp 2; tp 2 pp 1 does not fit 80 GB.
     space = KnobSpace(tp=(2, 8), pp=(1, 2), recompute=("full",), sp=(False,), zero=(0,), micro_batch=(1,), vp=(1,))
-    result, published = _plan("18.4B", space, keep=1)
+    result, published = _plan("18.4B", space, keep=1, bound_all=True)
     assert published == Layout(8, 1, 32, recompute="full")
     assert result.best.layout == Layout(2, 2, 64, recompute="full")
     assert [c.layout.tp for c in result.with_status("memory")] == [2]
@@ -80,6 +80,27 @@ def test_megatron_18_4b_on_256_gpus_a_layout_predicted_faster_than_the_published
     assert result.best.simulated.step_ns < own.step_ns
     for c in result.ranked:
         assert c.bound.step_ns <= c.simulated.step_ns, c.layout.label
+    _page_draws_every_layout(result, tmp_path)
+
+
+def _page_draws_every_layout(result, folder) -> None:
+    """The page in Chromium: one point per layout (the memory-pruned one at its bound) plus the chosen star."""
+    from browser import rendered, require_chromium
+
+    from tracekit.replayer.orchestration.planning.page import plotted
+    from tracekit.replayer.orchestration.planning.report import write_plan
+
+    require_chromium()
+    path = write_plan(result, folder)["html"]
+    page = rendered(path)
+    assert len(plotted(result)) == len(result.candidates) == 4
+    assert page.plots["plot0"].points == 4 + 1
+    # the greyed series and the pruned layout's reason (its hover text) are in the drawn figure
+    source = path.read_text()
+    assert (
+        "pruned: does not fit (1)" in source
+        and "tp2 pp1 dp128 mb1 vp1 full nosp zero0 bf16\\u003cbr\\u003eneeds at least" in source
+    )
 
 
 def test_the_memory_of_the_first_and_last_stage_is_the_jobs_peak():

@@ -142,7 +142,13 @@ def plan(
 
             results.append(
                 plan_layouts(
-                    request, llm_generator(), executor=executor, workers=workers, address=address, progress=tell
+                    request,
+                    llm_generator(),
+                    executor=executor,
+                    workers=workers,
+                    address=address,
+                    progress=tell,
+                    bound_all=out_dir is not None,  # the page draws every layout at a time
                 )
             )
     written = _write(results, out_dir)

@@ -308,6 +308,7 @@ def plan_layouts(
     workers: int | None = None,
     address: str | None = None,
     progress: Callable[[int, int, int], None] | None = None,
+    bound_all: bool = False,
 ) -> PlanResult:
     """Search ``request``'s layouts (module doc).
 
@@ -316,6 +317,8 @@ def plan_layouts(
         executor: ``process`` (default), ``serial`` or ``ray``; workers: simulations at once (default: the CPU
             count, at most 8); address: a running Ray cluster.
         progress: ``progress(simulated, pruned, left)`` after every change.
+        bound_all: also bound the layouts pruned by memory or dominated, so a page can draw every layout at a
+            time (costs about a millisecond per layout).
 
     Raises:
         ConfigError: no layout divides the GPUs (names the most frequent rule), no layout fits the memory (names
@@ -343,6 +346,11 @@ def plan_layouts(
     )
     simulated.sort(key=lambda c: (c.simulated.step_ns if c.simulated else 0, c.layout))
     bound_pruned.sort(key=lambda c: (_bound_ns(c), c.layout))
+    if bound_all:
+        from tracekit.replayer.orchestration.planning.bounds import BoundModel
+
+        model = BoundModel(request.base, request.spec, generator.blocks)
+        pruned = [_with(c, bound=model.bound(c.layout)) for c in pruned]
     pruned.sort(key=lambda c: (c.status, c.peak_bytes, c.layout))
     return PlanResult(
         request,
