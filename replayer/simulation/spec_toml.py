@@ -434,7 +434,8 @@ def spec_from_dict(data: Mapping[str, Any], *, path: str | os.PathLike[str] | No
         path=path_s,
     )
     r.used.add("perturb")  # replay's --hw reads its [perturb] table (tracekit.cli._perturb.read_perturbation)
-    r.used.add("price_per_gpu_hour_usd")  # plan ranks by cost with it (tracekit.replayer.orchestration.planning.report.spec_price)
+    # plan ranks specs by cost with it (tracekit.replayer.orchestration.planning.report.spec_price)
+    r.used.add("price_per_gpu_hour_usd")
     r.finish()
     return spec
 

@@ -9,7 +9,7 @@ selective recomputation, micro-batch 1.
 
 from __future__ import annotations
 
-from tracekit.replayer.planning.enumerate import Layout
+from tracekit.replayer.orchestration.planning.enumerate import Layout
 
 #: name -> (plan --model, GPUs, published layout)
 PUBLISHED = {
