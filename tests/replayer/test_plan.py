@@ -9,6 +9,7 @@ distributed optimizer, micro-batch 1) so the module stays well under a minute; t
 from __future__ import annotations
 
 import itertools
+import re
 import json
 
 import pytest
@@ -237,3 +238,31 @@ def test_two_specs_are_compared_and_ranked_by_cost_when_each_has_a_price(tmp_pat
     assert bad.stderr.strip() == (
         f"tracekit: error: {specs['dgx-a100']}: key price_per_gpu_hour_usd: must be a positive number of USD, got -1"
     )
+
+
+def test_the_memory_cap_is_a_share_of_the_device_memory_and_bad_fractions_are_refused():
+    from tracekit.cli.plan import llm_generator, resolve_model
+
+    base, name = resolve_model("megatron-1.7B", None, None, None)
+    space = KnobSpace(tp=(1,), pp=(1,), recompute=("full",), sp=(False,), zero=(0,), micro_batch=(1,), vp=(1,))
+    # tp1 pp1 dp32 with full recomputation: model states 26.9 GiB (16 bytes per parameter, 1.65 B parameters,
+    # margin, runtime), peak 28.1 GiB; 34 % of the A100's 80 GiB is 27.2 GiB (states fit, the walk does not),
+    # 30 % is 24.0 GiB (the states alone do not: refused without walking the schedule)
+    for fraction, text in (
+        (0.34, "needs 28.1 GiB on stage 0 > 27.2 GiB (largest: optimizer 18.5)"),
+        (0.30, "needs at least 26.9 GiB on stage 0 > 24.0 GiB (largest: model states 26.9)"),
+    ):
+        request = PlanRequest(base, name, 32, load_spec("dgx-a100"), "dgx-a100", space, max_memory_fraction=fraction)
+        with pytest.raises(ConfigError) as exc:
+            plan_layouts(request, llm_generator())
+        cap = text.split("> ")[1].split(" GiB")[0]
+        assert str(exc.value) == (
+            f"megatron-1.7B fits in none of the 1 layouts of 32 GPUs on a100-80gb ({cap} GiB per rank): the smallest "
+            f"peak, tp1 pp1 dp32 mb1 vp1 full nosp zero0 bf16, {text}"
+        )
+    for key, value, text in (("max_memory_fraction", 1.5, "--max-memory-fraction must be in (0, 1], got 1.5"),
+                             ("gap", 1.0, "--gap must be in [0, 1), got 1.0")):  # fmt: skip
+        with pytest.raises(ConfigError, match=re.escape(text)):
+            plan_layouts(
+                PlanRequest(base, name, 32, load_spec("dgx-a100"), "dgx-a100", **{key: value}), llm_generator()
+            )
