@@ -266,3 +266,21 @@ def test_the_memory_cap_is_a_share_of_the_device_memory_and_bad_fractions_are_re
             plan_layouts(
                 PlanRequest(base, name, 32, load_spec("dgx-a100"), "dgx-a100", **{key: value}), llm_generator()
             )
+
+
+def _failing_write(config, spec, prefix) -> None:
+    raise ConfigError("no space left for the class set")
+
+
+def test_a_failing_simulation_names_its_layout():
+    from tracekit.cli.plan import llm_generator, resolve_model
+    from tracekit.replayer.orchestration.planning.search import Generator
+
+    base, name = resolve_model("megatron-1.7B", None, None, None)
+    space = KnobSpace(tp=(1,), pp=(1,), recompute=("full",), sp=(False,), zero=(0,), micro_batch=(1,), vp=(1,))
+    request = PlanRequest(base, name, 32, load_spec("dgx-a100"), "dgx-a100", space)
+    with pytest.raises(ConfigError) as exc:
+        plan_layouts(request, Generator(llm_generator().blocks, _failing_write), executor="serial")
+    assert str(exc.value) == (
+        "plan: simulating tp1 pp1 dp32 mb1 vp1 full nosp zero0 bf16 failed: no space left for the class set"
+    )

@@ -30,6 +30,7 @@ class TaskPool:
         self.fn, self.executor = fn, executor
         self.slots = 1 if executor == "serial" else max(1, slots)
         self._pending: dict[Any, Any] = {}  # handle -> key
+        self.last_key: Any = None  # the key of the task next_done last returned or raised for
         self._done: list[tuple[Any, Any]] = []  # serial results not yet collected
         self._pool: ProcessPoolExecutor | None = None
         self._ray_started = False
@@ -57,8 +58,10 @@ class TaskPool:
         return bool(self._pending or self._done)
 
     def submit(self, key: Any, item: Any) -> None:
-        """Start ``fn(item)``; :meth:`next_done` returns it with ``key``."""
+        """Start ``fn(item)``; :meth:`next_done` returns it with ``key`` (serial: runs it now; an error names
+        ``key`` through :attr:`last_key`)."""
         if self.executor == "serial":
+            self.last_key = key
             self._done.append((key, self.fn(item)))
         elif self._pool is not None:
             self._pending[self._pool.submit(self.fn, item)] = key
@@ -72,15 +75,17 @@ class TaskPool:
             TracekitError: the task's own error (a Ray task error is unwrapped to it); any other exception as is.
         """
         if self._done:
+            self.last_key = self._done[0][0]
             return self._done.pop(0)
         if self.executor == "process":
             done, _ = wait(list(self._pending), return_when=FIRST_COMPLETED)
             fut: Future = next(iter(done))
-            return self._pending.pop(fut), fut.result()
+            self.last_key = self._pending.pop(fut)
+            return self.last_key, fut.result()
         import ray
 
         ready, _ = ray.wait(list(self._pending), num_returns=1)
-        key = self._pending.pop(ready[0])
+        self.last_key = key = self._pending.pop(ready[0])
         try:
             return key, ray.get(ready[0])
         except ray.exceptions.RayTaskError as exc:

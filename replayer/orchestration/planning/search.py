@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
-from tracekit.errors import ConfigError
+from tracekit.errors import ConfigError, TracekitError
 from tracekit.replayer.orchestration.planning.enumerate import KnobSpace, Layout, enumerate_layouts
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -386,8 +386,8 @@ def _branch_and_bound(
     progress: Callable[[int, int, int], None] | None,
 ) -> tuple[list[Candidate], list[Candidate]]:
     """Simulate in bound order, pruning against the ``keep``-th best time; ``(simulated, pruned by bound)``."""
-    from tracekit.errors import TracekitError
     from tracekit.replayer.orchestration.planning.bounds import BoundModel
+    from tracekit.replayer.orchestration.planning.pool import TaskPool
     from tracekit.replayer.orchestration.planning.simulate import simulate_layout
 
     model = BoundModel(request.base, request.spec, generator.blocks)
@@ -402,7 +402,7 @@ def _branch_and_bound(
         if progress is not None:
             progress(len(done), pruned_before + len(pruned), len(queue))
 
-    with TaskPoolFor(simulate_layout, executor, workers, address) as pool:
+    with TaskPool(simulate_layout, executor, workers, address) as pool:
         tell()
         while queue or pool.busy:
             while queue and pool.free:
@@ -412,20 +412,29 @@ def _branch_and_bound(
                     )
                     queue.clear()
                     break
-                c = queue.pop()
-                pool.submit(c, (generator.write, c.layout.config(request.base), request.spec))
+                try:
+                    c = queue.pop()
+                    pool.submit(c, (generator.write, c.layout.config(request.base), request.spec))
+                except TracekitError as exc:  # the serial executor runs it here
+                    raise _named(exc, pool.last_key) from None
             tell()
             if not pool.busy:
                 break
             try:
                 c, sim = pool.next_done()
             except TracekitError as exc:
-                exc.message = f"plan: simulating a layout failed: {exc.message}"
-                raise
+                raise _named(exc, pool.last_key) from None
             done.append(_with(c, status="simulated", simulated=sim))
             times = sorted([*times, sim.step_ns])
         tell()
     return done, pruned
+
+
+def _named(exc: TracekitError, c: Any) -> TracekitError:
+    """``exc`` with the layout whose simulation raised it named first."""
+    label = c.layout.label if isinstance(c, Candidate) else "a layout"
+    exc.message = f"plan: simulating {label} failed: {exc.message}"
+    return exc
 
 
 def _bound_ns(c: Candidate) -> float:
@@ -442,13 +451,6 @@ def _bound_reason(c: Candidate, request: PlanRequest, kth_ns: int) -> str:
 
 def _ordinal(n: int) -> str:
     return {1: "1st", 2: "2nd", 3: "3rd"}.get(n, f"{n}th")
-
-
-def TaskPoolFor(fn: Callable[[Any], Any], executor: str, workers: int, address: str | None) -> Any:  # noqa: N802
-    """The :class:`~.pool.TaskPool` of the search (one slot per worker)."""
-    from tracekit.replayer.orchestration.planning.pool import TaskPool
-
-    return TaskPool(fn, executor, workers, address)
 
 
 __all__ = ["STATUSES", "Candidate", "Generator", "PlanRequest", "PlanResult", "plan_layouts"]
