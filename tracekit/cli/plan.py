@@ -117,9 +117,6 @@ def plan(
       tracekit plan --model megatron-18.4B --gpus 256 --hw dgx-a100 --tp 8 --recompute full -o plan_out
     """
     from tracekit.replayer.orchestration.planning.enumerate import KNOBS, KnobSpace
-    from tracekit.replayer.orchestration.planning.report import spec_price
-    from tracekit.replayer.orchestration.planning.search import PlanRequest, plan_layouts
-    from tracekit.replayer.simulation.hardware import load_spec
 
     base, command_model = resolve_model(model_name, global_batch, seq, stack_name)
     if sp_on and sp_off:
@@ -127,30 +124,11 @@ def plan(
     knobs["sp"] = "on" if sp_on else "off" if sp_off else None
     space = KnobSpace.parse({k: knobs[k] for k in KNOBS})
     executor = resolve_executor(executor, 2, workers)
-    results = []
-    for spec_name in specs:
-        spec = load_spec(spec_name)
-        request = PlanRequest(
-            base, command_model, gpus, spec, spec_name, space, max_memory_fraction, keep, gap, spec_price(spec)
-        )
-        with progress_callback(f"planning on {spec_name}") as callback:
-
-            def tell(done: int, pruned: int, left: int, callback: Any = callback, name: str = spec_name) -> None:
-                if callback is not None:
-                    total = done + pruned + left
-                    callback(done + pruned, total, f"{name}: {done} simulated, {pruned} pruned, {left} left")
-
-            results.append(
-                plan_layouts(
-                    request,
-                    llm_generator(),
-                    executor=executor,
-                    workers=workers,
-                    address=address,
-                    progress=tell,
-                    bound_all=out_dir is not None,  # the page draws every layout at a time
-                )
-            )
+    run = {"executor": executor, "workers": workers, "address": address, "bound_all": out_dir is not None}
+    results = [
+        _plan_one(base, command_model, gpus, spec_name, space, max_memory_fraction, keep, gap, run)
+        for spec_name in specs
+    ]
     written = _write(results, out_dir)
     if as_json:
         from tracekit.replayer.orchestration.planning.report import plan_dict
@@ -163,6 +141,39 @@ def plan(
             _print_comparison(results)
     if written and not state().quiet:
         err_console().print("wrote " + ", ".join(written), markup=False, highlight=False, soft_wrap=True)
+
+
+def _plan_one(
+    base: "LLMConfig",
+    command_model: str,
+    gpus: int,
+    spec_name: str,
+    space: Any,
+    max_memory_fraction: float,
+    keep: int,
+    gap: float,
+    run: dict[str, Any],
+) -> "PlanResult":
+    """The plan on one spec, with a progress bar of layouts simulated / pruned / left (``run``: executor,
+    workers, address and bound_all for :func:`~tracekit.replayer.orchestration.planning.search.plan_layouts`;
+    bound_all so the page draws every layout at a time)."""
+    from tracekit.replayer.orchestration.planning.report import spec_price
+    from tracekit.replayer.orchestration.planning.search import PlanRequest, plan_layouts
+    from tracekit.replayer.simulation.hardware import load_spec
+
+    spec = load_spec(spec_name)
+    request = PlanRequest(
+        base, command_model, gpus, spec, spec_name, space, max_memory_fraction, keep, gap, spec_price(spec)
+    )
+    with progress_callback(f"planning on {spec_name}") as callback:
+
+        def tell(done: int, pruned: int, left: int) -> None:
+            if callback is not None:
+                callback(
+                    done + pruned, done + pruned + left, f"{spec_name}: {done} simulated, {pruned} pruned, {left} left"
+                )
+
+        return plan_layouts(request, llm_generator(), progress=tell, **run)
 
 
 def llm_generator() -> Any:
