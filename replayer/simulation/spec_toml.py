@@ -188,6 +188,7 @@ _TOP_KEYS = frozenset(
         "astra",
         "nccl",
         "perturb",
+        "price_per_gpu_hour_usd",
     }
 )
 _DEVICE_KEYS = frozenset(
@@ -433,6 +434,8 @@ def spec_from_dict(data: Mapping[str, Any], *, path: str | os.PathLike[str] | No
         path=path_s,
     )
     r.used.add("perturb")  # replay's --hw reads its [perturb] table (tracekit.cli._perturb.read_perturbation)
+    # plan ranks specs by cost with it (tracekit.replayer.orchestration.planning.report.spec_price)
+    r.used.add("price_per_gpu_hour_usd")
     r.finish()
     return spec
 

@@ -231,6 +231,21 @@ def _json_commands(samples_dir: Path, tmp_path: Path) -> list[list[str]]:
             str(tmp_path / "cls"),
         ],
         ["expand", str(tmp_path / "cls"), "-o", str(tmp_path / "cls_ranks")],
+        ["plan", "--model", "gpt3-1.3b", "--gpus", "2", "--hw", "dgx-a100", "--global-batch", "2", "--seq", "256"]
+        + [
+            "--tp",
+            "1",
+            "--pp",
+            "1",
+            "--recompute",
+            "none",
+            "--zero",
+            "0",
+            "--micro-batch",
+            "1",
+            "--executor",
+            "serial",
+        ],
     ]
 
 

@@ -33,6 +33,7 @@ _COMMAND_MODULES = (
     "tracekit.cli.check_replay",
     "tracekit.cli.report",
     "tracekit.cli.sweep",
+    "tracekit.cli.plan",
     "tracekit.cli.hw",
     "tracekit.cli.export",
     "tracekit.cli.classes",
