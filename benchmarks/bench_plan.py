@@ -27,7 +27,7 @@ PAPER_ROWS = ("1.7B", "18.4B", "39.1B", "1T", "k175B", "k530B")
 def _gpt3() -> dict:
     from tracekit.cli.plan import llm_generator
     from tracekit.replayer.orchestration.planning.search import PlanRequest, plan_layouts
-    from tracekit.replayer.simulation.hardware import load_spec
+    from tracekit.replayer.simulation.specs import load_spec
     from tracekit.workloads.config import LLMConfig, preset
 
     load = os.getloadavg()[0]
@@ -72,7 +72,7 @@ def _paper_row(name: str) -> dict:
     from tracekit.cli.plan import llm_generator, resolve_model
     from tracekit.replayer.orchestration.planning.search import PlanRequest, plan_layouts
     from tracekit.replayer.orchestration.planning.simulate import simulate_layout
-    from tracekit.replayer.simulation.hardware import load_spec
+    from tracekit.replayer.simulation.specs import load_spec
 
     from megatron_rows import published_layout
 

@@ -19,7 +19,7 @@ from megatron_rows import published_layout
 from tracekit.errors import ConfigError
 from tracekit.replayer.orchestration.planning.enumerate import KnobSpace, Layout, enumerate_layouts
 from tracekit.replayer.orchestration.planning.search import PlanRequest, _memory, plan_layouts
-from tracekit.replayer.simulation.hardware import load_spec
+from tracekit.replayer.simulation.specs import load_spec
 from tracekit.workloads.config import LLMConfig, preset
 from tracekit.workloads.memory import job_memory
 
@@ -211,7 +211,7 @@ def test_the_plan_page_draws_every_layout_in_chromium(plan_17b, tmp_path):
 
 
 def test_two_specs_are_compared_and_ranked_by_cost_when_each_has_a_price(tmp_path):
-    from tracekit.replayer.simulation.hardware import preset_path
+    from tracekit.replayer.simulation.specs import preset_path
 
     specs = {}
     for name, price in (("dgx-a100", 1.5), ("dgx-h100", 4.0)):

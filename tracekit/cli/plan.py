@@ -159,7 +159,7 @@ def _plan_one(
     bound_all so the page draws every layout at a time)."""
     from tracekit.replayer.orchestration.planning.report import spec_price
     from tracekit.replayer.orchestration.planning.search import PlanRequest, plan_layouts
-    from tracekit.replayer.simulation.hardware import load_spec
+    from tracekit.replayer.simulation.specs import load_spec
 
     spec = load_spec(spec_name)
     request = PlanRequest(

@@ -103,7 +103,7 @@ class BoundModel:
         key = (world, comm_type, comm_bytes, group)
         if key not in self._comm:
             if world not in self._models:
-                from tracekit.replayer.simulation.collectives import make_collective_model
+                from tracekit.replayer.simulation.collective_models import make_collective_model
 
                 fitted = self.spec.fitted(world)
                 self._models[world] = (fitted, make_collective_model(fitted))

@@ -288,7 +288,7 @@ def _device(request: PlanRequest) -> tuple[str, int, float]:
     Raises:
         ConfigError: the spec's device records no memory (nothing to prune against).
     """
-    from tracekit.devices import device_model
+    from tracekit.costs.devices import device_model
 
     model = device_model(request.spec)
     if not model.memory_bytes:

@@ -3,7 +3,7 @@
 :func:`simulate_layout` is the worker of ``tracekit plan``: it writes the layout's job with the LLM generator
 exactly as ``tracekit generate llm --hw SPEC --classes`` does (calibrated durations; one trace per pipeline
 stage in a temporary folder, removed afterwards), then runs the folded replay of a class set as ``tracekit
-replay`` does (:func:`~tracekit.replayer.simulation.class_replay.gather_class_set`, the folding proof,
+replay`` does (:func:`~tracekit.replayer.simulation.gather.gather_class_set`, the folding proof,
 :func:`~tracekit.replayer.simulation.program.compile_program`,
 :func:`~tracekit.replayer.simulation.interference.simulate_with_interference`) and stops there: a planner needs
 the representatives' figures, not the per-rank result tables that :func:`~tracekit.replayer.simulation.
@@ -77,13 +77,13 @@ def replay_class_set_figures(prefix: str, spec: "HardwareSpec") -> tuple[list["R
     Raises:
         as :func:`tracekit.replayer.replay` (spec too small for the job, deadlock ...).
     """
-    from tracekit.classset import find_class_set
-    from tracekit.groups import resolve_groups
+    from tracekit.sets.classset import find_class_set
+    from tracekit.model.groups import resolve_groups
     from tracekit.replayer import replay_with_traces
-    from tracekit.replayer.simulation.class_replay import gather_class_set
+    from tracekit.replayer.simulation.gather import gather_class_set
     from tracekit.replayer.simulation.folding import NotFoldable, bulk_objects, plan_folding
     from tracekit.replayer.simulation.program import ReplayOptions, compile_program, effective_spec
-    from tracekit.traceset import TraceSet
+    from tracekit.sets.traceset import TraceSet
 
     options = ReplayOptions(check=False)
     classes = find_class_set(prefix)
