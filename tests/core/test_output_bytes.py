@@ -2,7 +2,9 @@
 costs/, interop/): sha256 of every file, pinned from main at cb7b922 (the commit before the restructure).
 
 The digests are the "before" column of the issue's full list (34 commands, 259 files: ``restruct_sha256.tsv`` of
-the issue-31 note, made by ``hashes.sh``): here the cheap part of it, run in-process. Bundled samples and small
+the issue-31 note, made by ``hashes.sh``): here the cheap part of it, run in-process. Re-run at cb7b922 for this
+test (a ``git archive`` of it on ``PYTHONPATH``): the 47 files of every case but ``gen-llm`` and the three text
+workloads have the same digests. Bundled samples and small
 generated sets always; real captures of ``../shared/real`` (marked ``realdata``) when present. The bundled PyTorch
 samples are the real torch-cpu-gloo captures ``single`` and ``dist_ws2`` (same digests), so they count as real
 captures too. Left out: outputs naming absolute paths (``export astra``'s ``run.sh`` and
