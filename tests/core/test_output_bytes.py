@@ -1,17 +1,16 @@
 """The bytes the CLI writes are those it wrote before issue 31 (the core split into wire/, model/, sets/, checks/,
 costs/, interop/): sha256 of every file, pinned from main at cb7b922 (the commit before the restructure).
 
-The digests are the "before" column of the issue's full list (34 commands, 259 files: ``restruct_sha256.tsv`` of
-the issue-31 note, made by ``hashes.sh``): here the cheap part of it, run in-process. Re-run at cb7b922 for this
-test (a ``git archive`` of it on ``PYTHONPATH``): the 47 files of every case but ``gen-llm`` and the three text
-workloads have the same digests. Bundled samples and small
-generated sets always; real captures of ``../shared/real`` (marked ``realdata``) when present. The bundled PyTorch
-samples are the real torch-cpu-gloo captures ``single`` and ``dist_ws2`` (same digests), so they count as real
-captures too. Left out: outputs naming absolute paths (``export astra``'s ``run.sh`` and
-``.tracekit-export.json``), and the large sets (``generate llm --classes`` of GPT-3 13B and its ``expand``, hf-gpt2,
-the param-resnet captures: seconds to minutes each). Nothing pinned here runs a projection or context parallelism,
-so issue 28's later changes (TF32 projection policy, ring CP as send/recv) do not touch these bytes; they equal the
-pre-restructure ones on today's main as well.
+The digests are the "before" column of the issue's full list (34 commands, 259 files: ``restruct_sha256.tsv`` of the
+issue-31 note, made by ``hashes.sh``): here the cheap part of it, run in-process. Re-run at cb7b922 for this test (a
+``git archive`` of it on ``PYTHONPATH``): the 47 files of every case but ``gen-llm`` and the three text workloads
+have the same digests. Bundled samples and small generated sets always; real captures of ``../shared/real`` (marked
+``realdata``) when present. The bundled PyTorch samples are the real torch-cpu-gloo captures ``single`` and
+``dist_ws2`` (same digests), so they count as real captures too. Left out: outputs naming absolute paths (``export
+astra``'s ``run.sh`` and ``.tracekit-export.json``), and the large sets (``generate llm --classes`` of GPT-3 13B and
+its ``expand``, hf-gpt2, the param-resnet captures: seconds to minutes each). Nothing pinned here runs a projection
+or context parallelism, so issue 28's later changes (TF32 projection policy, ring CP as send/recv) do not touch
+these bytes; they equal the pre-restructure ones on today's main as well.
 
 A digest that differs means the written bytes changed: find the commit (``git bisect`` with this test) and either
 fix it or, for an intended format change, re-pin the digests in the same commit and say why in its message.
