@@ -24,6 +24,9 @@ direction rules 1-6 but not for cycles, rule 7, since they never run):
 from __future__ import annotations
 
 import ast
+import importlib
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -210,29 +213,152 @@ def _face_names(path: Path, module: str) -> dict[str, str]:
 _MODULES = _modules()
 
 
+_FACE_NAMES = {m: _face_names(p, m) for m, p in _MODULES.items() if p.name == "__init__.py" or m in FACES}
+
+
+def _defining_module(name: str) -> str | None:
+    """The module of the three trees that defines an imported ``name`` (a module, or ``module.attr``), following
+    package faces: eager ones (``from tracekit.model.node import Node`` in ``tracekit/model/__init__.py``) and lazy
+    ones alike, since a lazy face (PEP 562 ``__getattr__``) names its modules in ``if TYPE_CHECKING:`` imports,
+    which ``_face_names`` reads (``test_lazy_faces_match_their_typing_imports`` holds the two lists equal).
+    None for a name outside the trees."""
+    if name in _MODULES:
+        return name  # a module, or a submodule imported from its package
+    head, _, attr = name.rpartition(".")
+    if head in _FACE_NAMES and attr in _FACE_NAMES[head]:
+        return _defining_module(f"{_FACE_NAMES[head][attr]}.{attr}")
+    return head if head in _MODULES else None
+
+
 def _resolved_edges(typing_too: bool) -> set[tuple[str, str]]:
     """(importer, imported module) over the three trees, each imported name resolved to the module that defines
     it: ``from tracekit.model import Node`` is an edge to ``tracekit.model.node`` (the face forwards the name)."""
-    modules = _MODULES
-    faces = {m: _face_names(p, m) for m, p in modules.items() if p.name == "__init__.py" or m in FACES}
-
-    def owner(name: str) -> str | None:
-        head, _, attr = name.rpartition(".")
-        if name in modules:
-            if name in faces and head in faces and attr in faces[head]:
-                return name  # a submodule imported from its package
-            return name
-        if head in faces and attr in faces[head]:
-            return owner(f"{faces[head][attr]}.{attr}")
-        return head if head in modules else None
-
     edges = set()
-    for module, path in modules.items():
+    for module, path in _MODULES.items():
         for imported in _imports(path, module, typing_too):
-            target = owner(imported)
+            target = _defining_module(imported)
             if target and target != module and not _within(module, target):
                 edges.add((module, target))
     return edges
+
+
+# ----------------------------------------------------------------------------- the packages' faces
+# A face is a package ``__init__`` (or ``tracekit.io``) with ``__all__``. The core's folders (wire, sets, checks, costs,
+# interop) have lazy faces: ``__all__``, a literal ``_FACE = {name: defining module}`` that a module-level
+# ``__getattr__`` (PEP 562) imports from on first use, and the same names as ``if TYPE_CHECKING:`` imports, which
+# mypy, IDEs and this gate (``_face_names``) read.
+LAZY_FACES = ("tracekit.wire", "tracekit.sets", "tracekit.checks", "tracekit.costs", "tracekit.interop")
+
+
+def _literal(tree: ast.Module, target: str) -> object:
+    """The literal value assigned to ``target`` at the top of a module, None when there is none."""
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == target for t in node.targets):
+            return ast.literal_eval(node.value)
+    return None
+
+
+def _face_problems(module: str, source: str) -> list[str]:
+    """What is wrong with the face ``module`` whose source is ``source``: a name of ``__all__`` that its module
+    does not define, or (a lazy face) ``__all__``, ``_FACE`` and the ``TYPE_CHECKING`` imports that disagree."""
+    tree = ast.parse(source)
+    exported = _literal(tree, "__all__")
+    if exported is None:
+        return []
+    problems = []
+    lazy = _literal(tree, "_FACE")
+    if lazy is not None:
+        typing_names = {
+            alias.asname or alias.name: node.module
+            for node, typing_only in _import_nodes(tree)
+            if typing_only and isinstance(node, ast.ImportFrom) and node.module
+            for alias in node.names
+        }
+        if not set(exported) == set(lazy) == set(typing_names):
+            problems.append(f"{module}: __all__, _FACE and the TYPE_CHECKING imports name different sets")
+        problems += [f"{module}.{n}: _FACE says {m}, TYPE_CHECKING {typing_names.get(n)}" for n, m in lazy.items()
+                     if typing_names.get(n, m) != m]  # fmt: skip
+        homes = {n: lazy.get(n) for n in exported}
+    else:
+        homes = {n: module for n in exported}
+    for name, home in homes.items():
+        if home is None or home not in _MODULES and not home.startswith("tracekit._proto"):
+            problems.append(f"{module}.{name}: defining module {home} is not a module of the three trees")
+        elif not hasattr(importlib.import_module(home), name):
+            problems.append(f"{module}.{name}: {home} defines no {name!r}")
+    return problems
+
+
+def test_every_face_name_resolves():
+    """A face names only what exists: each ``__all__`` name is found (for a lazy face, in the module its ``_FACE``
+    names), and the gate resolves it to a module of the trees, so direction and cycle rules see through faces."""
+    faces = [m for m, p in _MODULES.items() if p.name == "__init__.py" or m in FACES]
+    problems, checked = [], 0
+    for module in faces:
+        source = _MODULES[module].read_text(encoding="utf-8")
+        problems += _face_problems(module, source)
+        for name in _literal(ast.parse(source), "__all__") or ():
+            checked += 1
+            if _defining_module(f"{module}.{name}") is None:
+                problems.append(f"{module}.{name}: the gate resolves it to no module")
+    assert set(LAZY_FACES) <= set(faces)
+    assert checked > 150, checked  # every face was read (wire alone names 43)
+    assert not problems, "\n".join(problems)
+
+
+def _lazy_face(typing_names: str, exported: str, face: str) -> str:
+    head = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from tracekit.sets.traceset import "
+    return f"{head}{typing_names}\n__all__ = [{exported}]\n_FACE = {{{face}}}\n"
+
+
+def test_a_face_naming_what_does_not_exist_fails():
+    home = "'tracekit.sets.traceset'"
+    good = _lazy_face("TraceSet", "'TraceSet'", f"'TraceSet': {home}")
+    assert _face_problems("tracekit.sets", good) == []
+    gone = _lazy_face("TraceSet, Gone", "'TraceSet', 'Gone'", f"'TraceSet': {home}, 'Gone': {home}")
+    assert _face_problems("tracekit.sets", gone) == ["tracekit.sets.Gone: tracekit.sets.traceset defines no 'Gone'"]
+    moved = _lazy_face("TraceSet", "'TraceSet'", "'TraceSet': 'tracekit.sets.io'")
+    assert "tracekit.sets.TraceSet: _FACE says tracekit.sets.io, TYPE_CHECKING tracekit.sets.traceset" in (
+        _face_problems("tracekit.sets", moved)
+    )
+    unlisted = _lazy_face("TraceSet", "'TraceSet', 'ClassSet'", f"'TraceSet': {home}")
+    assert "tracekit.sets: __all__, _FACE and the TYPE_CHECKING imports name different sets" in (
+        _face_problems("tracekit.sets", unlisted)
+    )
+
+
+@pytest.mark.parametrize(
+    "name,defining",
+    [
+        ("tracekit.sets.TraceSet", "tracekit.sets.traceset"),  # lazy face
+        ("tracekit.checks.validate_trace", "tracekit.checks.rank_checks"),
+        ("tracekit.interop.write_traceset", "tracekit.interop.astra"),
+        ("tracekit.wire.kernels", "tracekit.wire.kernels"),  # a submodule from its package
+        ("tracekit.model.Node", "tracekit.model.node"),  # eager face
+        ("tracekit.io.write_traceset", "tracekit.interop.astra"),  # face of a face's name
+        ("tracekit.sets", "tracekit.sets"),
+    ],
+)
+def test_gate_sees_through_faces(name, defining):
+    assert _defining_module(name) == defining
+
+
+def test_face_imports_count_against_the_direction():
+    # sets.io importing interop's face is the breach sets.io -> interop.astra
+    assert _direction_breaches({("tracekit.sets.io", _defining_module("tracekit.interop.astra_ready") or "")})
+
+
+def test_lazy_faces_import_nothing():
+    """Importing a core folder's package costs nothing: no module of it (or any other) is imported until a name is
+    used, so a face can never take part in an import cycle."""
+    code = (
+        "import sys, tracekit; before = set(sys.modules)\n"
+        f"import {', '.join(LAZY_FACES)}\n"
+        "print(' '.join(sorted(set(sys.modules) - before)))\n"
+        "from tracekit.sets import TraceSet; import tracekit.sets.traceset as t; assert TraceSet is t.TraceSet\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == sorted(LAZY_FACES)
 
 
 def _direction_breaches(edges: set[tuple[str, str]]) -> set[tuple[str, str]]:

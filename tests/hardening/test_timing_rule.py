@@ -43,7 +43,7 @@ def test_a_sweep_over_three_gpus_equals_three_replays_of_a_gpu_capture(resnet, t
     assert [r.iteration_time_ns for r in swept.rows] == replays
     # the trial's `replay --hw` runs gave 468.0 / 175.6 / 164.7 ms (not 952.995 ms three times); issue 27's ET-path
     # timing rules (issue nodes of collectives, latency leads) moved them to 468.1 / 179.6 / 168.7; fp32 convolutions
-    # as TF32 on Ampere and Hopper (PyTorch's cudnn.allow_tf32 default, tracekit/devices.toml) to these
+    # as TF32 on Ampere and Hopper (PyTorch's cudnn.allow_tf32 default, tracekit/costs/devices.toml) to these
     assert [round(t / 1e6, 1) for t in replays] == [310.9, 136.1, 131.3]
     assert [r.compute for r in swept.rows] == [
         "projected rtx-2080-ti -> a100-80gb",
