@@ -7,7 +7,6 @@ schedule as the unfolded walk would go.
 
 from __future__ import annotations
 
-from array import array
 from dataclasses import fields
 from dataclasses import replace as dc_replace
 from typing import TYPE_CHECKING
@@ -63,6 +62,7 @@ def expand_result(
     plan: FoldPlan,
     *,
     world_paths: tuple[str | None, ...] | None = None,
+    summary: bool = False,
 ) -> ReplayResult:
     """The unfolded job's :class:`~tracekit.replayer.results.result.ReplayResult` from the folded simulation.
 
@@ -70,7 +70,8 @@ def expand_result(
     digest; ``instance`` renumbered to the unfolded collective table).
     Collective rows: one per unfolded instance, its transfer times those of
     its folded image.  Critical path: the folded one (a valid path of the
-    unfolded job: a representative's timeline is each member's).
+    unfolded job: a representative's timeline is each member's).  ``summary``: no per-instance rows and no
+    schedules, the table's summary rows in ``collective_rows`` instead (:mod:`.fold_summary`).
     """
     sched = round_schedule(sched)
     world = len(plan.rep_of)
@@ -83,7 +84,13 @@ def expand_result(
     rep_stats = {r: _rank_stats(lay_of[r], sched, program, xfer_start_of_node) for r in plan.reps}
     rep = plan.rep_of.tolist()
     ranks = tuple(dc_replace(rep_stats[rep[m]], rank=m) for m in range(world))
-    rows, member_inst = _unfolded_rows(program, sched, plan)
+    member_inst = dict(enumerate(plan.member_u))
+    if summary:
+        from tracekit.replayer.simulation.fold_summary import summary_rows
+
+        rows, table = [], summary_rows(program, sched, plan)
+    else:
+        rows, table = _unfolded_rows(program, sched, plan), None
     counts: dict[str, int] = {}
     for m in range(world):
         for name, c in program.rank_compute_methods.get(rep[m], {}).items():
@@ -98,20 +105,18 @@ def expand_result(
         provenance=provenance(program, paths, world),
         compute_methods=tuple((k, counts[k]) for k in METHODS if k in counts),
         node_count=sum(scans[m].n for m in range(world)),
-        schedule=_member_schedules(program, sched, traceset, plan, xfer_start_of_node, member_inst),
+        schedule=None
+        if summary
+        else _member_schedules(program, sched, traceset, plan, xfer_start_of_node, member_inst),
         folding=FoldInfo(len(plan.reps), world, None),
+        collective_rows=table,
     )
 
 
-def _unfolded_rows(
-    program: "ReplayProgram", sched: "Schedule", plan: FoldPlan
-) -> tuple[list[CollectiveRow], dict[int, tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]]]:
-    """The unfolded job's collective table, and per member its ``(node positions, unfolded instances)``."""
+def _unfolded_rows(program: "ReplayProgram", sched: "Schedule", plan: FoldPlan) -> list[CollectiveRow]:
+    """The unfolded job's collective table."""
     world = len(plan.rep_of)
     rows = []
-    all_members: list[int] = []  # per (instance, member): the member, its node position, and the row sizes
-    all_positions: list[int] = []
-    row_sizes = array("q")
     # a communication timed per member (no single transfer: ASTRA-compatible broadcast) has NaN here; its row
     # reports 0 ns and no bandwidth (its members' schedules carry the times)
     xs = np.nan_to_num(sched.xfer_start_ns, nan=0.0).astype(np.int64).tolist()
@@ -173,11 +178,7 @@ def _unfolded_rows(
         else:  # pragma: no cover - CollectiveRow changed shape
             row = CollectiveRow(u, name, nbytes, pg, members, node_ids, algorithm, s, e, t, alg_bw, bus_bw)
         rows.append(row)
-        all_members.extend(members)
-        all_positions.extend(positions)
-        row_sizes.append(p)
-    member_inst = _member_instances(all_members, all_positions, row_sizes)
-    return rows, member_inst
+    return rows
 
 
 def _algorithms(program: "ReplayProgram") -> list[str]:
@@ -195,26 +196,6 @@ def _kind_name(kind: str, ctype: int | None) -> str:
         return "SEND_RECV"
     assert ctype is not None  # a collective's (rendezvous: a missing one reads as ALL_REDUCE)
     return CollectiveType(ctype).name
-
-
-def _member_instances(
-    members: list[int], positions: list[int], row_sizes: "array[int]"
-) -> dict[int, tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]]:
-    """Per member rank: int64 arrays of its node positions and their unfolded instance numbers, in instance order.
-
-    ``members``/``positions`` list every instance's members in instance order, ``row_sizes`` how many each.
-    """
-    m = np.asarray(members, dtype=np.int64)
-    if not len(m):
-        return {}
-    u = np.repeat(np.arange(len(row_sizes), dtype=np.int64), np.frombuffer(row_sizes, dtype=np.int64))
-    order = np.argsort(m, kind="stable")  # stable: each member's instances stay in instance order
-    m_sorted = m[order]
-    pos, u = np.asarray(positions, dtype=np.int64)[order], u[order]
-    cuts = np.flatnonzero(np.diff(m_sorted)) + 1
-    heads = np.concatenate(([0], cuts)).tolist()
-    tails = np.concatenate((cuts, [len(m_sorted)])).tolist()
-    return {int(m_sorted[a]): (pos[a:b], u[a:b]) for a, b in zip(heads, tails)}
 
 
 def _member_schedules(

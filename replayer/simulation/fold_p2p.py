@@ -60,6 +60,8 @@ def _pair_by_pair(planner: "_Planner") -> None:
         planner.unfolded.append(("p2p", None, nbytes, pg, ranks, (sp, rp), fid))
         planner.order_by_u[src].append(sp)
         planner.order_by_u[dst].append(rp)
+        planner.u_by_m[src].append(len(planner.unfolded) - 1)
+        planner.u_by_m[dst].append(len(planner.unfolded) - 1)
 
 
 def _table(planner: "_Planner", recv: bool) -> np.ndarray | None:
@@ -147,19 +149,25 @@ def _bulk(planner: "_Planner") -> bool:
         planner.folded_key.append((images[h], ("p2p", None, nbytes[h], cost_of[(nbytes[h], s, d)])))
         node_fid[images[h][0]] = node_fid[images[h][1]] = base + j
     fids = [new_index[u] for u in fid_of_image]
+    first_u = len(planner.unfolded)
     planner.unfolded.extend(
         zip(repeat("p2p"), repeat(None), nbytes, map(itemgetter(1), attrs), zip(src_l, dst_l), zip(sp_l, rp_l), fids)
     )
-    _extend_orders(planner, src, dst, sp, rp)
+    _extend_orders(planner, src, dst, sp, rp, first_u)
     return True
 
 
-def _extend_orders(planner: "_Planner", src: np.ndarray, dst: np.ndarray, sp: np.ndarray, rp: np.ndarray) -> None:
-    """Each rank's send and receive positions appended in pair order (as the pair-by-pair loop appends them)."""
+def _extend_orders(
+    planner: "_Planner", src: np.ndarray, dst: np.ndarray, sp: np.ndarray, rp: np.ndarray, first_u: int
+) -> None:
+    """Each rank's send and receive positions, and their pairs' unfolded instance numbers (pair ``j`` is instance
+    ``first_u + j``), appended in pair order (as the pair-by-pair loop appends them)."""
     ranks = np.stack([src, dst], axis=1).ravel()
     pos = np.stack([sp, rp], axis=1).ravel()
+    numbers = np.repeat(np.arange(first_u, first_u + len(src), dtype=np.int64), 2)
     order = np.argsort(ranks, kind="stable")
-    ranks, pos = ranks[order], pos[order]
+    ranks, pos, numbers = ranks[order], pos[order], numbers[order]
     cuts = np.flatnonzero(np.diff(ranks)) + 1
     for lo, hi in zip(np.concatenate(([0], cuts)).tolist(), np.concatenate((cuts, [len(ranks)])).tolist()):
         planner.order_by_u[int(ranks[lo])].frombytes(np.ascontiguousarray(pos[lo:hi], dtype=np.int64).tobytes())
+        planner.u_by_m[int(ranks[lo])].frombytes(np.ascontiguousarray(numbers[lo:hi]).tobytes())

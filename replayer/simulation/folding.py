@@ -53,16 +53,15 @@ import numpy.typing as npt
 
 from tracekit._gc import paused_gc
 from tracekit.attrs import IS_CPU_OP, NUM_OPS, STREAM, TENSOR_SIZE, TID
-from tracekit.errors import TracekitError
 from tracekit.rendezvous import collective_instances, comm_table, group_order
 from tracekit.replayer.results.result import FoldInfo  # noqa: F401 - re-exported (a value of the result)
+from tracekit.replayer.simulation.fold_costs import CostCheck
 from tracekit.model import NodeType
 from tracekit.uneven import has_split_alltoall
 
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.model import ExecutionTrace
     from tracekit.replayer.results.result import ReplayResult
-    from tracekit.replayer.simulation.collectives import CommCost
     from tracekit.replayer.simulation.program import ReplayOptions
     from tracekit.replayer.simulation.hardware import HardwareSpec
     from tracekit.traceset import TraceSet
@@ -185,6 +184,8 @@ class FoldPlan:
         unfolded: per instance of the unfolded job, in its order:
             ``(kind, comm_type, comm_bytes, pg_name, ranks, positions, folded index)``.
         scans: per rank (only ``n``, ``path`` and ``comm_ids`` are used after planning).
+        member_u: per rank, int64 arrays ``(node positions, unfolded instances)`` of its communications in
+            instance order (the critical path and the schedules' instance numbers read them).
     """
 
     rep_of: npt.NDArray[np.int64]
@@ -192,6 +193,7 @@ class FoldPlan:
     folded: list[FoldedInstance]
     unfolded: list[tuple[str, int | None, int, str, tuple[int, ...], tuple[int, ...], int]]
     scans: dict[int, RankScan] = field(repr=False)
+    member_u: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]] = field(default_factory=list, repr=False)
 
     def members(self) -> dict[int, list[int]]:
         """The classes: representative rank -> its members, ascending ranks (the representative first)."""
@@ -254,11 +256,13 @@ def plan_folding(
         raise NotFoldable("an all-to-all carries per-peer sizes, costed from every member")
     if (options.collective_model or spec.collective_model) == "astra":
         _astra_foldable(groups, rep_of.tolist(), world, spec)
-    planner = _Planner(scans, rep_of, _CostCheck(spec, options))
+    planner = _Planner(scans, rep_of, CostCheck(spec, options))
     planner.collectives(groups)
     planner.p2p()
     planner.check_order()
-    return FoldPlan(rep_of, planner.reps, planner.folded, planner.unfolded, scans)
+    member_u = [(np.frombuffer(p, dtype=np.int64), np.frombuffer(u, dtype=np.int64))
+                for p, u in zip(planner.order_by_u, planner.u_by_m)]  # fmt: skip
+    return FoldPlan(rep_of, planner.reps, planner.folded, planner.unfolded, scans, member_u)
 
 
 #: the reason of a job without two equal ranks (nothing to fold: not worth a warning)
@@ -268,7 +272,7 @@ NO_TWIN_RANKS = "no two ranks have identical programs"
 class _Planner:
     """The folded instances of :func:`plan_folding`, built group by group with the checks of points 2 and 4."""
 
-    def __init__(self, scans: dict[int, RankScan], rep_of: npt.NDArray[np.int64], costs: "_CostCheck") -> None:
+    def __init__(self, scans: dict[int, RankScan], rep_of: npt.NDArray[np.int64], costs: "CostCheck") -> None:
         self.scans, self.costs = scans, costs
         self.world = len(scans)
         self.rep = rep_of.tolist()
@@ -277,7 +281,8 @@ class _Planner:
         self.folded: list[FoldedInstance] = []
         self.node_fid: dict[tuple[int, int], int] = {}
         self.folded_key: list[tuple] = []
-        self.order_by_u: list[array] = [array("q") for _ in range(self.world)]
+        self.order_by_u: list[array] = [array("q") for _ in range(self.world)]  # per rank: positions, and
+        self.u_by_m: list[array] = [array("q") for _ in range(self.world)]  # their unfolded instances
         self.group_memo: dict[tuple, tuple] = {}  # see add_group
 
     def _fold(self, image: tuple, key: tuple, inst: tuple) -> int:
@@ -345,7 +350,7 @@ class _Planner:
         # a group whose members' tables are the very lists of an earlier group's (the dp replicas of a tp group)
         # maps instance by instance onto the same folded instances when the costs agree: checked once here
         same = (tuple(img_reps), tuple(map(id, img_lists)), id(lists[0]), id(attr0))
-        seen = self.group_memo.get(same)
+        seen, base = self.group_memo.get(same), len(self.unfolded)
         if seen is not None and self._same_costs(seen[1], ranks):
             fids, sizes = seen[0], seen[2]
             self.unfolded.extend(
@@ -359,8 +364,10 @@ class _Planner:
                     {(c, b): self.costs.key("collective", c, b, ranks) for c, b in set(zip(*sizes))},
                     sizes,
                 )
+        numbers = array("q", range(base, len(self.unfolded)))
         for m, lst in zip(ranks, lists):
             self.order_by_u[m].extend(lst)
+            self.u_by_m[m].extend(numbers)
 
     def _same_costs(self, costs: dict[tuple[int, int], Any], ranks: tuple[int, ...]) -> bool:
         """Whether every (type, size) of a memoized group costs the same on ``ranks`` (point 2)."""
@@ -423,45 +430,6 @@ class _Planner:
                 )
 
 
-class _CostCheck:
-    """A comparable key for the cost of an instance (equal keys: equal costs)."""
-
-    def __init__(self, spec: "HardwareSpec", options: "ReplayOptions") -> None:
-        from tracekit.replayer.simulation.collectives import make_collective_model
-
-        self.measured = (options.collective_model or spec.collective_model) == "measured"
-        self.model = None if self.measured else make_collective_model(spec)
-        self.cache: dict[tuple[str, int | None, int, tuple[int, ...]], CommCost | str] = {}
-
-    def key(self, kind: str, ctype: int | None, nbytes: int, ranks: tuple[int, ...]) -> "CommCost | str":
-        """The cost of a ``collective``/``p2p`` instance, or ``"measured"`` (priced from durations); NotFoldable."""
-        if self.measured:
-            return "measured"  # the members' measured starts and durations: equal by the digest
-        ck = (kind, ctype, nbytes, ranks)
-        found = self.cache.get(ck)
-        if found is not None:
-            return found
-        from tracekit.model import CollectiveType
-        from tracekit.replayer.simulation.collectives import UnsupportedCollectiveError
-
-        assert self.model is not None  # every model but "measured" has one
-        cost: CommCost | str
-        try:
-            if kind == "p2p":
-                cost = self.model.p2p_cost(nbytes, ranks[0], ranks[1])
-            else:
-                assert ctype is not None  # a collective's (rendezvous: a missing one reads as ALL_REDUCE)
-                cost = self.model.collective_cost(CollectiveType(ctype), nbytes, ranks)
-        except UnsupportedCollectiveError:
-            cost = "measured"  # priced from the members' durations: equal by the digest
-        except (TracekitError, ValueError) as exc:  # a bad spec or comm_type: the unfolded replay reports it
-            raise NotFoldable(f"cannot cost a communication ({exc})") from None
-        if not isinstance(cost, str) and len(set(cost.member_ns)) > 1:
-            raise NotFoldable("members of a collective finish at different times (ASTRA-sim's double binary tree)")
-        self.cache[ck] = cost
-        return cost
-
-
 # ----- replaying folded and expanding the result ------------------------------------------------
 
 
@@ -495,4 +463,4 @@ def replay_folded(
         say(f"expanding {len(program.layouts)} representative ranks to {len(plan.rep_of)}")
     from tracekit.replayer.simulation.fold_expand import expand_result
 
-    return expand_result(program, schedule, traceset, plan, world_paths=world_paths)
+    return expand_result(program, schedule, traceset, plan, world_paths=world_paths, summary=options.summary)

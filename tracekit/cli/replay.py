@@ -361,6 +361,7 @@ def replay(
         streams=streams,
         check=not no_check,
         fold=not no_fold,
+        summary=not (with_schedule or per_rank or html_out or timeline_out),  # a folded job's result stays small
         comm_groups=tuple(groups.items()),
         comm_groups_path=groups_path,
     )
