@@ -67,19 +67,21 @@ def _pair_by_pair(planner: "_Planner") -> None:
 def _table(planner: "_Planner", recv: bool) -> np.ndarray | None:
     """int64[4, n]: ``(src, dst, tag, position)`` of every send (or receive), sorted by key; None when some key
     has more than one (the pair-by-pair loop handles that)."""
+    from tracekit.replayer.simulation.scan_tables import p2p_table
+
     parts = []
     for r, s in planner.scans.items():
-        table = s.recvs if recv else s.sends
-        if not table:
-            continue
-        if set(map(len, table.values())) != {1}:
+        table = p2p_table(s, recv)
+        if table is None:
             return None
-        peers, tags = zip(*table)
+        peers, tags, positions = table
+        if not len(peers):
+            continue
         a = np.empty((4, len(peers)), dtype=np.int64)
         a[0 if recv else 1] = peers
         a[1 if recv else 0] = r
         a[2] = tags
-        a[3] = list(map(_FIRST, table.values()))
+        a[3] = positions
         parts.append(a)
     if not parts:
         return np.zeros((4, 0), dtype=np.int64)
@@ -114,9 +116,7 @@ def _bulk(planner: "_Planner") -> bool:
     ranks_int, positions_int = list(range(world)), list(range(span))
     src_l, dst_l = (list(map(ranks_int.__getitem__, x.tolist())) for x in (src, dst))
     sp_l, rp_l = (list(map(positions_int.__getitem__, x.tolist())) for x in (sp, rp))
-    scans = planner.scans
-    attrs = [scans[s].p2p_attr[p] for s, p in zip(src_l, sp_l)]
-    nbytes = [x[0] for x in attrs]
+    nbytes, pgs = _pair_attrs(planner, src, sp_l)
     costs = planner.costs
     cost_of: dict[tuple[int, int, int], Any] = {}
     for key in set(zip(nbytes, src_l, dst_l)):
@@ -144,17 +144,29 @@ def _bulk(planner: "_Planner") -> bool:
         new_index[u] = base + j
         s, d = src_l[h], dst_l[h]
         planner.folded.append(
-            FoldedInstance("p2p", None, nbytes[h], attrs[h][1], (s, d), list(images[h]), tags[h], (rep_l[s], rep_l[d]))
+            FoldedInstance("p2p", None, nbytes[h], pgs[h], (s, d), list(images[h]), tags[h], (rep_l[s], rep_l[d]))
         )
         planner.folded_key.append((images[h], ("p2p", None, nbytes[h], cost_of[(nbytes[h], s, d)])))
         node_fid[images[h][0]] = node_fid[images[h][1]] = base + j
     fids = [new_index[u] for u in fid_of_image]
     first_u = len(planner.unfolded)
-    planner.unfolded.extend(
-        zip(repeat("p2p"), repeat(None), nbytes, map(itemgetter(1), attrs), zip(src_l, dst_l), zip(sp_l, rp_l), fids)
-    )
+    planner.unfolded.extend(zip(repeat("p2p"), repeat(None), nbytes, pgs, zip(src_l, dst_l), zip(sp_l, rp_l), fids))
     _extend_orders(planner, src, dst, sp, rp, first_u)
     return True
+
+
+def _pair_attrs(planner: "_Planner", src: np.ndarray, sp_l: list[int]) -> tuple[list[int], list[str]]:
+    """Each pair's ``(comm size, group name)`` from its send's rank (``src`` ascending: one run per rank)."""
+    from tracekit.replayer.simulation.scan_tables import pair_attrs
+
+    nbytes: list[int] = []
+    pgs: list[str] = []
+    cuts = (np.flatnonzero(np.diff(src)) + 1).tolist()
+    for lo, hi in zip([0, *cuts], [*cuts, len(src)]):
+        sizes, names = pair_attrs(planner.scans[int(src[lo])], sp_l[lo:hi])
+        nbytes += sizes
+        pgs += names
+    return nbytes, pgs
 
 
 def _extend_orders(
