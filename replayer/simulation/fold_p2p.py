@@ -11,7 +11,6 @@ the same result and raises the :class:`~.folding.NotFoldable` that says why.
 
 from __future__ import annotations
 
-from itertools import repeat
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
@@ -150,7 +149,7 @@ def _bulk(planner: "_Planner") -> bool:
         node_fid[images[h][0]] = node_fid[images[h][1]] = base + j
     fids = [new_index[u] for u in fid_of_image]
     first_u = len(planner.unfolded)
-    planner.unfolded.extend(zip(repeat("p2p"), repeat(None), nbytes, pgs, zip(src_l, dst_l), zip(sp_l, rp_l), fids))
+    planner.unfolded.extend_pairs(nbytes, pgs, src, dst, (sp, rp), fids)
     _extend_orders(planner, src, dst, sp, rp, first_u)
     return True
 

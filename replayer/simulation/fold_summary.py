@@ -49,8 +49,7 @@ def summary_rows(program: "ReplayProgram", sched: "Schedule", plan: "FoldPlan") 
     algorithms = _algorithms(program)
     timing: dict[tuple, tuple] = {}  # (folded instance, kind, type, bytes, members) -> row key, time, bandwidths
     rows: dict[tuple, _Row] = {}
-    for kind, ctype, nbytes, pg, members, _, fid in plan.unfolded:
-        p = len(members)
+    for kind, ctype, nbytes, pg, p, fid in plan.unfolded.summary_columns():
         tk = timing.get((fid, kind, ctype, nbytes, p))
         if tk is None:
             name = _kind_name(kind, ctype)

@@ -45,7 +45,6 @@ import hashlib
 import logging
 from array import array
 from dataclasses import dataclass, field
-from itertools import repeat
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
@@ -56,6 +55,7 @@ from tracekit.attrs import IS_CPU_OP, NUM_OPS, STREAM, TENSOR_SIZE, TID
 from tracekit.rendezvous import collective_instances, comm_table, group_order
 from tracekit.replayer.results.result import FoldInfo  # noqa: F401 - re-exported (a value of the result)
 from tracekit.replayer.simulation.fold_costs import CostCheck
+from tracekit.replayer.simulation.unfolded_table import UnfoldedTable
 from tracekit.model import NodeType
 from tracekit.uneven import has_split_alltoall
 
@@ -191,7 +191,7 @@ class FoldPlan:
     rep_of: npt.NDArray[np.int64]
     reps: tuple[int, ...]
     folded: list[FoldedInstance]
-    unfolded: list[tuple[str, int | None, int, str, tuple[int, ...], tuple[int, ...], int]]
+    unfolded: UnfoldedTable
     scans: dict[int, RankScan] = field(repr=False)
     member_u: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]] = field(default_factory=list, repr=False)
 
@@ -277,7 +277,7 @@ class _Planner:
         self.world = len(scans)
         self.rep = rep_of.tolist()
         self.reps = tuple(sorted(set(self.rep)))
-        self.unfolded: list[tuple[str, int | None, int, str, tuple[int, ...], tuple[int, ...], int]] = []
+        self.unfolded = UnfoldedTable()
         self.folded: list[FoldedInstance] = []
         self.node_fid: dict[tuple[int, int], int] = {}
         self.folded_key: list[tuple] = []
@@ -353,9 +353,7 @@ class _Planner:
         seen, base = self.group_memo.get(same), len(self.unfolded)
         if seen is not None and self._same_costs(seen[1], ranks):
             fids, sizes = seen[0], seen[2]
-            self.unfolded.extend(
-                zip(repeat("collective"), sizes[0], sizes[1], repeat(pg), repeat(ranks), zip(*lists), fids)
-            )
+            self.unfolded.extend_group(sizes[0], sizes[1], pg, ranks, lists, fids)
         else:
             fids, sizes = self._fold_group(pg, ranks, lists, img_reps, img_lists, attr0, link)
             if seen is None:
