@@ -116,13 +116,8 @@ def _bulk(planner: "_Planner") -> bool:
     src_l, dst_l = (list(map(ranks_int.__getitem__, x.tolist())) for x in (src, dst))
     sp_l, rp_l = (list(map(positions_int.__getitem__, x.tolist())) for x in (sp, rp))
     nbytes, pgs = _pair_attrs(planner, src, sp_l)
-    costs = planner.costs
-    cost_of: dict[tuple[int, int, int], Any] = {}
-    for key in set(zip(nbytes, src_l, dst_l)):
-        cost_of[key] = costs.key("p2p", None, key[0], (key[1], key[2]))  # may raise NotFoldable, as pair by pair
-    cost_ids: dict[Any, int] = {}  # equal costs, one number (CommCost is a frozen dataclass: hashable)
-    cid = np.asarray([cost_ids.setdefault(cost_of[k], len(cost_ids)) for k in zip(nbytes, src_l, dst_l)])
     nb = np.asarray(nbytes, dtype=np.int64)
+    cost_of, cid = _cost_ids(planner, nb, src, dst)
     if not ((nb == nb[first][inv]).all() and (cid == cid[first][inv]).all()):
         return False  # same image, other size or cost: the pair-by-pair loop names it
     rep_l = planner.rep
@@ -152,6 +147,28 @@ def _bulk(planner: "_Planner") -> bool:
     planner.unfolded.extend_pairs(nbytes, pgs, src, dst, (sp, rp), fids)
     _extend_orders(planner, src, dst, sp, rp, first_u)
     return True
+
+
+def _cost_ids(
+    planner: "_Planner", nb: np.ndarray, src: np.ndarray, dst: np.ndarray
+) -> tuple[dict[tuple[int, int, int], Any], np.ndarray]:
+    """The cost of each distinct ``(bytes, src, dst)`` and per pair a number that is equal for equal costs.
+
+    Raises:
+        NotFoldable: a pair cannot be costed (as pair by pair).
+    """
+    world = planner.world
+    _, nb_code = np.unique(nb, return_inverse=True)
+    key = (nb_code.reshape(-1).astype(np.int64) * world + src) * world + dst
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    cost_of: dict[tuple[int, int, int], Any] = {}
+    cost_ids: dict[Any, int] = {}  # equal costs, one number (CommCost is a frozen dataclass: hashable)
+    numbers = []
+    for j in first.tolist():
+        k = (int(nb[j]), int(src[j]), int(dst[j]))
+        cost_of[k] = planner.costs.key("p2p", None, k[0], (k[1], k[2]))
+        numbers.append(cost_ids.setdefault(cost_of[k], len(cost_ids)))
+    return cost_of, np.asarray(numbers, dtype=np.int64)[inverse.reshape(-1)]
 
 
 def _pair_attrs(planner: "_Planner", src: np.ndarray, sp_l: list[int]) -> tuple[list[int], list[str]]:

@@ -17,22 +17,13 @@ import numpy as np
 from tracekit.replayer.results.result import bus_factor, nccl_tests_size
 
 if TYPE_CHECKING:  # pragma: no cover
+    import numpy.typing as npt
+
     from tracekit.replayer.simulation.engine import Schedule
     from tracekit.replayer.simulation.folding import FoldPlan
     from tracekit.replayer.simulation.program import ReplayProgram
 
 __all__ = ["summary_rows"]
-
-
-class _Row:
-    """One summary row being summed: count, total time (ns) and the bandwidths of instances that have one."""
-
-    __slots__ = ("count", "total", "alg", "bus", "with_bw")
-
-    def __init__(self) -> None:
-        self.count = self.total = self.with_bw = 0
-        self.alg: float = 0
-        self.bus: float = 0
 
 
 def summary_rows(program: "ReplayProgram", sched: "Schedule", plan: "FoldPlan") -> tuple[dict[str, Any], ...]:
@@ -41,45 +32,86 @@ def summary_rows(program: "ReplayProgram", sched: "Schedule", plan: "FoldPlan") 
     Each row: ``kind``, ``comm_bytes``, ``pg_name``, ``group_size``, ``algorithm``, ``count``, ``total_time_ns``,
     ``mean_time_ns``, ``algbw_gbps`` and ``busbw_gbps`` (means over instances with a positive time, else None);
     an instance's time is its folded image's transfer end minus start in ns (0 for one timed per member).
+    Kind, type, bytes and algorithm are one folded instance's (the fold proof keys on them); sums run in instance
+    order (``np.add.at`` adds unbuffered, index by index), as the per-row sums of ``collective_summary`` do.
     """
+    table = plan.unfolded
+    n = len(table)
+    if n == 0:
+        return ()
+    fid = np.frombuffer(table.fid, dtype=np.int64)
+    pg = np.frombuffer(table.pg, dtype=np.int32).astype(np.int64)
+    set_sizes = np.asarray([len(m) for m in table.member_sets], dtype=np.int64)
+    size_values, size_code = np.unique(set_sizes, return_inverse=True)
+    size_code = size_code.reshape(-1)[np.frombuffer(table.members, dtype=np.int32)]
+    fid_key, fid_rows = _fid_keys(program, table, fid)
+    code = (fid_key[fid] * len(table.pg_names) + pg) * len(size_values) + size_code
+    first, row_of = _first_seen(code, len(fid_rows) * len(table.pg_names) * len(size_values))
+    xs = np.nan_to_num(sched.xfer_start_ns, nan=0.0).astype(np.int64)
+    xe = np.nan_to_num(sched.xfer_end_ns, nan=0.0).astype(np.int64)
+    t = (xe - xs)[fid]
+    rows = len(first)
+    out = []
+    nccl = np.empty(rows)
+    factor = np.empty(rows)
+    for r, i in enumerate(first.tolist()):
+        name, nbytes, algorithm = fid_rows[int(fid_key[fid[i]])]
+        p = int(size_values[size_code[i]])
+        nccl[r], factor[r] = nccl_tests_size(name, nbytes, p), bus_factor(name, p)
+        out.append({"kind": name, "comm_bytes": nbytes, "pg_name": table.pg_names[int(pg[i])], "group_size": p,
+                    "algorithm": algorithm})  # fmt: skip
+    positive = t > 0
+    row_bw = row_of[positive]
+    algbw = nccl[row_bw] / t[positive]
+    busbw = algbw * factor[row_bw]
+    count = np.bincount(row_of, minlength=rows)
+    with_bw = np.bincount(row_bw, minlength=rows)
+    total = np.zeros(rows, dtype=np.int64)
+    alg_sum = np.zeros(rows)
+    bus_sum = np.zeros(rows)
+    np.add.at(total, row_of, t)
+    np.add.at(alg_sum, row_bw, algbw)
+    np.add.at(bus_sum, row_bw, busbw)
+    for r, row in enumerate(out):
+        c, tot, w = int(count[r]), int(total[r]), int(with_bw[r])
+        row.update(count=c, total_time_ns=tot, mean_time_ns=tot / c)
+        row.update(algbw_gbps=float(alg_sum[r]) / w if w else None, busbw_gbps=float(bus_sum[r]) / w if w else None)
+    return tuple(out)
+
+
+def _fid_keys(
+    program: "ReplayProgram", table: Any, fid: "npt.NDArray[np.int64]"
+) -> "tuple[npt.NDArray[np.int64], list[tuple[str, int, str]]]":
+    """Per folded instance a code of its ``(kind name, comm bytes, algorithm)``, and each code's triple."""
     from tracekit.replayer.simulation.fold_expand import _algorithms, _kind_name
 
-    xs = np.nan_to_num(sched.xfer_start_ns, nan=0.0).astype(np.int64).tolist()
-    xe = np.nan_to_num(sched.xfer_end_ns, nan=0.0).astype(np.int64).tolist()
     algorithms = _algorithms(program)
-    timing: dict[tuple, tuple] = {}  # (folded instance, kind, type, bytes, members) -> row key, time, bandwidths
-    rows: dict[tuple, _Row] = {}
-    for kind, ctype, nbytes, pg, p, fid in plan.unfolded.summary_columns():
-        tk = timing.get((fid, kind, ctype, nbytes, p))
-        if tk is None:
-            name = _kind_name(kind, ctype)
-            t = xe[fid] - xs[fid]
-            alg_bw = nccl_tests_size(name, nbytes, p) / t if t > 0 else None
-            bus_bw = alg_bw * bus_factor(name, p) if alg_bw is not None else None
-            tk = timing[(fid, kind, ctype, nbytes, p)] = ((name, nbytes, p, algorithms[fid]), t, alg_bw, bus_bw)
-        (name, _, _, algorithm), t, alg_bw, bus_bw = tk
-        key = (name, nbytes, pg, p, algorithm)
-        row = rows.get(key)
-        if row is None:
-            row = rows[key] = _Row()
-        row.count += 1
-        row.total += t
-        if alg_bw is not None:
-            row.with_bw += 1
-            row.alg += alg_bw
-            row.bus += bus_bw
-    return tuple(
-        {
-            "kind": name,
-            "comm_bytes": nbytes,
-            "pg_name": pg,
-            "group_size": p,
-            "algorithm": algorithm,
-            "count": row.count,
-            "total_time_ns": row.total,
-            "mean_time_ns": row.total / row.count,
-            "algbw_gbps": row.alg / row.with_bw if row.with_bw else None,
-            "busbw_gbps": row.bus / row.with_bw if row.with_bw else None,
-        }
-        for (name, nbytes, pg, p, algorithm), row in rows.items()
-    )
+    first = np.full(len(algorithms), len(fid), dtype=np.int64)
+    np.minimum.at(first, fid, np.arange(len(fid), dtype=np.int64))
+    keys: dict[tuple[str, int, str], int] = {}
+    codes = np.zeros(len(algorithms), dtype=np.int64)
+    for f, i in enumerate(first.tolist()):
+        if i < len(fid):  # a folded instance some unfolded one maps onto (all are)
+            kind, ctype, nbytes = table.kind[i], table.ctype[i], table.nbytes[i]
+            name = _kind_name("p2p" if kind == 1 else "collective", None if kind == 1 else ctype)
+            codes[f] = keys.setdefault((name, nbytes, algorithms[f]), len(keys))
+    return codes, list(keys)
+
+
+def _first_seen(code: "npt.NDArray[np.int64]", space: int) -> "tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]":
+    """The distinct values of ``code`` (in ``0..space-1``) in order of first occurrence: ``(first index of each,
+    each element's distinct number)``."""
+    n = len(code)
+    if space <= 4 * n + 1_000_000:  # a table over the code space: no sort
+        first_at = np.full(space, n, dtype=np.int64)
+        np.minimum.at(first_at, code, np.arange(n, dtype=np.int64))
+        present = np.flatnonzero(first_at < n)
+        order = np.argsort(first_at[present], kind="stable")
+        number = np.empty(space, dtype=np.int64)
+        number[present[order]] = np.arange(len(present), dtype=np.int64)
+        return first_at[present[order]], number[code]
+    _, first, inverse = np.unique(code, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    number = np.empty(len(first), dtype=np.int64)
+    number[order] = np.arange(len(first), dtype=np.int64)
+    return first[order], number[inverse.reshape(-1)]

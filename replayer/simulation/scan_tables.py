@@ -102,12 +102,23 @@ def p2p_table(scan: RankScan, recv: bool) -> P2PTable | None:
     if table is None:
         return None
     rename = src if recv else dst
-    peers, tags, positions = table
-    distinct = set(peers.tolist())
-    if len({rename.get(p, p) for p in distinct}) != len(distinct):  # two keys would become one: the dict decides
+    _, tags, positions = table
+    distinct, inverse = _peer_codes(base, recv)
+    mapped = [rename.get(p, p) for p in distinct]
+    if len(set(mapped)) != len(distinct):  # two keys would become one: the dict decides
         return _own_table(scan, recv)
-    mapped = np.fromiter((rename.get(p, p) for p in peers.tolist()), dtype=np.int64, count=len(peers))
-    return mapped, tags, positions
+    return np.asarray(mapped, dtype=np.int64)[inverse], tags, positions
+
+
+def _peer_codes(scan: RankScan, recv: bool) -> "tuple[list[int], npt.NDArray[np.int64]]":
+    """The distinct peers of a scan's own table and each row's index among them (cached on the scan)."""
+    cache = scan.__dict__.setdefault("_peer_codes", {})
+    if recv not in cache:
+        table = _own_table(scan, recv)
+        assert table is not None  # p2p_table asked for it after _own_table gave one
+        distinct, inverse = np.unique(table[0], return_inverse=True)
+        cache[recv] = (distinct.tolist(), inverse.reshape(-1))
+    return cache[recv]
 
 
 def pair_attrs(scan: RankScan, positions: list[int]) -> tuple[list[int], list[str]]:

@@ -112,9 +112,13 @@ class UnfoldedTable:
         self.kind.extend(b"\1" * count)
         self.ctype.frombytes(bytes(8 * count))
         self.nbytes.extend(nbytes)
-        self.pg.extend(map(self._pg_id, pgs))
-        keys, inverse = np.unique(np.stack([src, dst], axis=1), axis=0, return_inverse=True)
-        ids = np.asarray([self._members_id((int(s), int(d))) for s, d in keys.tolist()], dtype=np.int32)
+        names = list(pgs)
+        for name in set(names):
+            self._pg_id(name)
+        self.pg.extend(map(self._pg_index.__getitem__, names))
+        span = int(max(src.max(), dst.max())) + 1 if count else 1
+        keys, inverse = np.unique(src * span + dst, return_inverse=True)
+        ids = np.asarray([self._members_id(divmod(k, span)) for k in keys.tolist()], dtype=np.int32)
         self.members.frombytes(ids[inverse.reshape(-1)].tobytes())
         self.fid.extend(fids)
         base = len(self.positions)

@@ -45,3 +45,15 @@ def test_summary_is_ignored_when_the_job_does_not_fold(tmp_path):
     lean = replay(job, "dgx-h100", options=ReplayOptions(fold=False, summary=True))
     assert lean.collectives == full.collectives and lean.schedule is not None
     assert lean.collective_rows is None
+
+
+@pytest.mark.parametrize("space", [50, 10**9])  # a table over the code space, and the sort (np.unique)
+def test_first_seen_numbers_values_in_order_of_first_occurrence(space):
+    import numpy as np
+
+    from tracekit.replayer.simulation.fold_summary import _first_seen
+
+    code = np.asarray([7, 3, 7, 0, 3, 49, 0, 7], dtype=np.int64)
+    first, number = _first_seen(code, space)
+    assert first.tolist() == [0, 1, 3, 5]  # 7, 3, 0, 49 first appear at these indices
+    assert number.tolist() == [0, 1, 0, 2, 1, 3, 2, 0]
