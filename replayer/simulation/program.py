@@ -93,6 +93,7 @@ class ReplayOptions:
             when equivalence cannot be proven (``ReplayResult.folding.reason`` says why).
         summary: a folded replay's result keeps the collective table's summary (``collective_rows``) and no
             per-instance rows or per-rank schedules (what the compact result holds; :mod:`.fold_summary`).
+        memory_bound_gb: refuse up front a replay estimated to need more (:mod:`.memory_bound`; None: RAM).
         comm_groups: ``((id, ranks), ...)`` of an ASTRA-sim comm-group file (:mod:`tracekit.comm_groups`), added
             to the groups the traces declare; ``comm_groups_path`` names it in errors.
     """
@@ -103,6 +104,7 @@ class ReplayOptions:
     check: bool = True
     fold: bool = True
     summary: bool = False
+    memory_bound_gb: float | None = None
     comm_groups: tuple[tuple[str, tuple[int, ...]], ...] = ()
     comm_groups_path: str | None = None
 

@@ -284,6 +284,13 @@ def render_compute_plan(console: Any, plan: Any, report: Any, result: Any) -> No
 )
 @click.option("--no-check", is_flag=True, help="Skip the up-front checks (deadlocks are still diagnosed).")
 @click.option(
+    "--memory-bound",
+    type=click.FloatRange(min=0.001, max=1e6),
+    default=None,
+    metavar="GB",
+    help="Refuse up front a replay estimated to need more memory than this (default: the memory available).",
+)
+@click.option(
     "--no-fold",
     is_flag=True,
     help="Simulate every rank even where ranks provably run identical timelines (rank folding "
@@ -321,6 +328,7 @@ def replay(
     streams: str,
     no_check: bool,
     no_fold: bool,
+    memory_bound: float | None,
     html_out: str | None,
     html_old: str | None,
     top: int,
@@ -362,6 +370,7 @@ def replay(
         check=not no_check,
         fold=not no_fold,
         summary=not (with_schedule or per_rank or html_out or timeline_out),  # a folded job's result stays small
+        memory_bound_gb=memory_bound,
         comm_groups=tuple(groups.items()),
         comm_groups_path=groups_path,
     )
