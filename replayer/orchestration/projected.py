@@ -163,16 +163,13 @@ def replay_with_compute(
 
 def _replay_class_set(traces: Any, spec: Any, options: Any, compute: str, capture_device: str | None, status: Any):
     """:func:`replay_with_compute` of a rank-class set, compute planned and projected once per class (issue 34:
-    "projection defeats folding"): each representative is projected, the classes are written as a class set in
-    a temporary folder (removed at exit; the kept traces are read from it) and replayed folded.  The report counts
-    every rank (a class's report times its members).  None when ``traces`` is not a class set."""
-    import atexit
-    import shutil
-    import tempfile
-
+    "projection defeats folding"): each representative is projected and the classes, held in memory
+    (:class:`~.memory_classes.MemoryClassSet`), are replayed folded.  The report counts every rank (a class's
+    report times its members).  None when ``traces`` is not a class set."""
     from tracekit.classset import find_class_set
     from tracekit.replayer import replay_with_traces
-    from tracekit.transforms.classrescale import load_classes, write_classes
+    from tracekit.replayer.orchestration.memory_classes import MemoryClassSet
+    from tracekit.transforms.classrescale import load_classes
 
     cs = find_class_set(traces)
     if cs is None:
@@ -192,16 +189,14 @@ def _replay_class_set(traces: Any, spec: Any, options: Any, compute: str, captur
         projected = []
         for c in classes:
             out, rep = step.project_trace(c.trace)
-            projected.append(replace(c, trace=out))
+            projected.append(out.with_label(path=c.trace.path))  # same node ids: errors name the class file
             for _ in c.ranks:  # the report of every rank, as the per-rank route merges them
                 if report is None:
                     report = replace(rep, nodes=dict(rep.nodes), measured_ns=dict(rep.measured_ns),
                                      projected_ns=dict(rep.projected_ns))  # fmt: skip
                 else:
                     report.merge(rep)
-        folder = tempfile.mkdtemp(prefix="tracekit-projected-")
-        atexit.register(shutil.rmtree, folder, True)
-        traces = write_classes(f"{folder}/job", cs.world_size, projected)
+        traces = MemoryClassSet(cs.manifest, cs.world_size, cs.classes, traces=tuple(projected))
     result, kept = replay_with_traces(traces, spec, options=options, status=status)
     return result, kept, plan, report
 
