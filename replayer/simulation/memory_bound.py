@@ -64,7 +64,7 @@ def encoded_bytes(source: Any) -> int | None:
             return sum(os.path.getsize(c.file) * len(c.ranks) for c in source.classes)
         from tracekit.io import trace_paths
 
-        return sum(os.path.getsize(p) for p in trace_paths(source))
+        return sum(os.path.getsize(p) for _, p in trace_paths(source))
     except (OSError, TracekitError):
         return None  # the read that follows reports it
 

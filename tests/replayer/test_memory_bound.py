@@ -63,3 +63,18 @@ def test_the_default_bound_is_the_memory_available_now():
         available = next(int(line.split()[1]) * 1024 for line in fh if line.startswith("MemAvailable:"))
     assert abs(bound_bytes(None) - available) < 2e9  # other processes move it between the two reads
     assert bound_bytes(2.5) == 2_500_000_000
+
+
+def test_rank_files_replayed_unfolded_are_estimated_from_their_sizes(job, tmp_path):
+    out = CliRunner().invoke(cli, ["-q", "expand", str(job), "-o", str(tmp_path / "x")])
+    assert out.exit_code == 0, out.output
+    encoded = sum(os.path.getsize(f) for f in tmp_path.glob("x.*.et"))
+    res = CliRunner().invoke(
+        cli, ["replay", str(tmp_path / "x"), "--hw", "dgx-h100", "--no-fold", "--memory-bound", "0.01"]
+    )
+    assert res.exit_code == 1
+    assert (
+        f"replaying every rank needs about {(BASE_BYTES + UNFOLDED_BYTES_PER_FILE_BYTE * encoded) / 1e9:.1f} GB"
+        in res.output
+    )
+    assert f"({encoded / 1e6:,.0f} MB of traces x 2.7 when every rank is simulated)" in res.output

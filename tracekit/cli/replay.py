@@ -356,8 +356,8 @@ def replay(
       tracekit replay out/job --hw dgx-a100 --perturb slow=17:1.5 --perturb link=5/1:0.5
       tracekit replay out/job --hw dgx-a100 --perturb jitter=compute:0.05 --samples 100
     """
-    from tracekit.replayer import ReplayOptions
     from tracekit.cli._memory import render_replay_memory
+    from tracekit.replayer import ReplayOptions
     from tracekit.replayer.orchestration.projected import compute_label, replay_with_compute
 
     _refuse_old_json(traces, as_json)
@@ -384,9 +384,6 @@ def replay(
         result, traceset, plan, report = replay_with_compute(
             traces, hw, options=options, compute=compute, capture_device=capture_device, status=status, perturb=pert
         )
-    import gc
-
-    gc.freeze()  # the result (a million rows at 1,024 ranks) is final: reports need not re-traverse it in GC passes
     written = _write_files(result, traceset, plan, report, html_out, json_out, timeline_out, (with_schedule, per_rank))
     if as_json:
         emit_json(_result_doc(result, with_schedule, plan, report, per_rank))
@@ -424,6 +421,9 @@ def _write_files(
 
     Files come before anything is printed: a closed stdout (``| head``) must not lose them.
     """
+    import gc
+
+    gc.freeze()  # the result (a million rows at 1,024 ranks) is final: reports need not re-traverse it in GC passes
     written = []
     if html_out:
         from tracekit.replayer.reporting.report import write_report
