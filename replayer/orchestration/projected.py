@@ -119,6 +119,8 @@ def replay_with_compute(
     options = options or ReplayOptions()
     if not isinstance(spec, HardwareSpec):
         spec = load_spec(spec)
+    if perturb is not None and not perturb.active:  # the CLI passes an empty one: a class set stays class-wise
+        perturb = None
     ts = traces if isinstance(traces, TraceSet) else None
     if ts is None and compute in ("measured", "auto") and capture_device is None:
         # files: decide from the first rank's metadata so jobs without a device keep the streaming path

@@ -55,9 +55,9 @@ from tracekit.attrs import IS_CPU_OP, NUM_OPS, STREAM, TENSOR_SIZE, TID
 from tracekit.rendezvous import collective_instances, comm_table, group_order
 from tracekit.replayer.results.result import FoldInfo  # noqa: F401 - re-exported (a value of the result)
 from tracekit.replayer.simulation.fold_costs import CostCheck
+from tracekit.replayer.simulation.fold_uneven import instance_size, split_attrs
 from tracekit.replayer.simulation.unfolded_table import UnfoldedTable
 from tracekit.model import NodeType
-from tracekit.uneven import has_split_alltoall
 
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.model import ExecutionTrace
@@ -101,6 +101,7 @@ class RankScan:
     comm_count: int
     comm_ids: dict[int, int]
     uneven: bool = False  # an all-to-all carries per-peer sizes (tracekit.uneven): its cost needs every member
+    splits: dict[int, Any] = field(default_factory=dict)  # position -> those sizes (fold_uneven.SplitAttrs)
 
 
 def scan_rank(trace: "ExecutionTrace") -> RankScan:
@@ -155,7 +156,8 @@ def scan_rank(trace: "ExecutionTrace") -> RankScan:
         table.p2p_attr,
         len(table.order),
         comm_ids,
-        has_split_alltoall(trace, table.coll_attr),
+        bool(splits := split_attrs(trace, table.coll_attr)),
+        splits,
     )
 
 
@@ -252,8 +254,6 @@ def plan_folding(
         rep_of[r] = by_digest.setdefault(scans[r].digest, r)
     if len(by_digest) == world:
         raise NotFoldable(NO_TWIN_RANKS)
-    if any(s.uneven for s in scans.values()):  # costed by its busiest member (tracekit.uneven.instance_bytes)
-        raise NotFoldable("an all-to-all carries per-peer sizes, costed from every member")
     if (options.collective_model or spec.collective_model) == "astra":
         _astra_foldable(groups, rep_of.tolist(), world, spec)
     planner = _Planner(scans, rep_of, CostCheck(spec, options))
@@ -349,8 +349,8 @@ class _Planner:
         link = tuple(rep[m] for m in ranks)
         # a group whose members' tables are the very lists of an earlier group's (the dp replicas of a tp group)
         # maps instance by instance onto the same folded instances when the costs agree: checked once here
-        same = (tuple(img_reps), tuple(map(id, img_lists)), id(lists[0]), id(attr0))
-        seen, base = self.group_memo.get(same), len(self.unfolded)
+        same = (tuple(img_reps), tuple(map(id, img_lists)), id(lists[0]), id(attr0), self._uneven(ranks))
+        seen, base = (None if same[-1] else self.group_memo.get(same)), len(self.unfolded)
         if seen is not None and self._same_costs(seen[1], ranks):
             fids, sizes = seen[0], seen[2]
             self.unfolded.extend_group(sizes[0], sizes[1], pg, ranks, lists, fids)
@@ -366,6 +366,10 @@ class _Planner:
         for m, lst in zip(ranks, lists):
             self.order_by_u[m].extend(lst)
             self.u_by_m[m].extend(numbers)
+
+    def _uneven(self, ranks: tuple[int, ...]) -> bool:
+        """Whether a member of the group has all-to-alls with per-peer sizes (sized per instance: fold_uneven)."""
+        return any(self.scans[m].splits for m in ranks)
 
     def _same_costs(self, costs: dict[tuple[int, int], Any], ranks: tuple[int, ...]) -> bool:
         """Whether every (type, size) of a memoized group costs the same on ``ranks`` (point 2)."""
@@ -390,7 +394,7 @@ class _Planner:
             positions = cast("tuple[int, ...]", member_positions)  # no None: all issue as many (collectives())
             image = tuple(zip(img_reps, [lst[k] for lst in img_lists]))
             ctype, csize = attr0[positions[0]]
-            nbytes = max(csize, 0)
+            nbytes = instance_size(self.scans, ranks, positions, ctype, max(csize, 0))
             key = cost_keys.get((ctype, nbytes))
             if key is None:
                 key = cost_keys[(ctype, nbytes)] = (

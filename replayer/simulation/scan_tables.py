@@ -52,6 +52,7 @@ class MemberScan(RankScan):
             comm_count=scan.comm_count,
             comm_ids=scan.comm_ids,
             uneven=scan.uneven,
+            splits=scan.splits,
             _renamed=(scan, pg, src, dst),
         )
         return out
