@@ -284,6 +284,7 @@ class _Planner:
         self.order_by_u: list[array] = [array("q") for _ in range(self.world)]  # per rank: positions, and
         self.u_by_m: list[array] = [array("q") for _ in range(self.world)]  # their unfolded instances
         self.group_memo: dict[tuple, tuple] = {}  # see add_group
+        self.as_array: dict[int, tuple[list[int], array]] = {}  # see _positions
 
     def _fold(self, image: tuple, key: tuple, inst: tuple) -> int:
         """The folded index of ``image`` (new, or the one it maps onto already, which must have an equal ``key``).
@@ -364,8 +365,15 @@ class _Planner:
                 )
         numbers = array("q", range(base, len(self.unfolded)))
         for m, lst in zip(ranks, lists):
-            self.order_by_u[m].extend(lst)
+            self.order_by_u[m].extend(self._positions(lst))
             self.u_by_m[m].extend(numbers)
+
+    def _positions(self, lst: list[int]) -> array:
+        """``lst`` as an int64 array, made once per list object (class members share their representative's)."""
+        found = self.as_array.get(id(lst))
+        if found is None or found[0] is not lst:
+            found = self.as_array[id(lst)] = (lst, array("q", lst))
+        return found[1]
 
     def _uneven(self, ranks: tuple[int, ...]) -> bool:
         """Whether a member of the group has all-to-alls with per-peer sizes (sized per instance: fold_uneven)."""
