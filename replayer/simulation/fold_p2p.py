@@ -110,20 +110,15 @@ def _bulk(planner: "_Planner") -> bool:
     ub, first_b, inv_b = np.unique(b, return_index=True, return_inverse=True)
     if not (a == a[first_b][inv_b]).all() or len(ub) != len(ua) or np.intersect1d(ua, ub).size:
         return False
-    # the pairs' ranks and positions as shared int objects (the pair-by-pair loop reuses the scans' own): a
-    # million new ints would add ~30 MB to the plan that the result keeps
-    ranks_int, positions_int = list(range(world)), list(range(span))
-    src_l, dst_l = (list(map(ranks_int.__getitem__, x.tolist())) for x in (src, dst))
-    sp_l, rp_l = (list(map(positions_int.__getitem__, x.tolist())) for x in (sp, rp))
-    nbytes, pgs = _pair_attrs(planner, src, sp_l)
+    nbytes, pgs = _pair_attrs(planner, src, sp)  # per pair: the columns stay arrays (UnfoldedTable.extend_pairs)
     nb = np.asarray(nbytes, dtype=np.int64)
     cost_of, cid = _cost_ids(planner, nb, src, dst)
     if not ((nb == nb[first][inv]).all() and (cid == cid[first][inv]).all()):
         return False  # same image, other size or cost: the pair-by-pair loop names it
     rep_l = planner.rep
     head = first.tolist()  # per image (ascending node number): its first pair
+    src_l, dst_l, sp_l, rp_l, tags = (dict(zip(head, x[first].tolist())) for x in (src, dst, sp, rp, tag))
     images = {h: ((rep_l[src_l[h]], sp_l[h]), (rep_l[dst_l[h]], rp_l[h])) for h in head}
-    fid_of_image = inv.tolist()
     node_fid = planner.node_fid
     if any(images[h][0] in node_fid or images[h][1] in node_fid for h in head):
         return False
@@ -132,7 +127,6 @@ def _bulk(planner: "_Planner") -> bool:
     new_index = [0] * len(head)
     from tracekit.replayer.simulation.folding import FoldedInstance
 
-    tags = tag.tolist()
     for j, u in enumerate(order):
         h = head[u]
         new_index[u] = base + j
@@ -142,7 +136,7 @@ def _bulk(planner: "_Planner") -> bool:
         )
         planner.folded_key.append((images[h], ("p2p", None, nbytes[h], cost_of[(nbytes[h], s, d)])))
         node_fid[images[h][0]] = node_fid[images[h][1]] = base + j
-    fids = [new_index[u] for u in fid_of_image]
+    fids = np.asarray(new_index, dtype=np.int64)[inv.reshape(-1)]
     first_u = len(planner.unfolded)
     planner.unfolded.extend_pairs(nbytes, pgs, src, dst, (sp, rp), fids)
     _extend_orders(planner, src, dst, sp, rp, first_u)
@@ -171,7 +165,7 @@ def _cost_ids(
     return cost_of, np.asarray(numbers, dtype=np.int64)[inverse.reshape(-1)]
 
 
-def _pair_attrs(planner: "_Planner", src: np.ndarray, sp_l: list[int]) -> tuple[list[int], list[str]]:
+def _pair_attrs(planner: "_Planner", src: np.ndarray, sp: np.ndarray) -> tuple[list[int], list[str]]:
     """Each pair's ``(comm size, group name)`` from its send's rank (``src`` ascending: one run per rank)."""
     from tracekit.replayer.simulation.scan_tables import pair_attrs
 
@@ -179,7 +173,7 @@ def _pair_attrs(planner: "_Planner", src: np.ndarray, sp_l: list[int]) -> tuple[
     pgs: list[str] = []
     cuts = (np.flatnonzero(np.diff(src)) + 1).tolist()
     for lo, hi in zip([0, *cuts], [*cuts, len(src)]):
-        sizes, names = pair_attrs(planner.scans[int(src[lo])], sp_l[lo:hi])
+        sizes, names = pair_attrs(planner.scans[int(src[lo])], sp[lo:hi].tolist())
         nbytes += sizes
         pgs += names
     return nbytes, pgs

@@ -111,7 +111,7 @@ class UnfoldedTable:
         count = len(fids)
         self.kind.extend(b"\1" * count)
         self.ctype.frombytes(bytes(8 * count))
-        self.nbytes.extend(nbytes)
+        self.nbytes.frombytes(np.asarray(nbytes, dtype=np.int64).tobytes())
         names = list(pgs)
         for name in set(names):
             self._pg_id(name)
@@ -120,7 +120,7 @@ class UnfoldedTable:
         keys, inverse = np.unique(src * span + dst, return_inverse=True)
         ids = np.asarray([self._members_id(divmod(k, span)) for k in keys.tolist()], dtype=np.int32)
         self.members.frombytes(ids[inverse.reshape(-1)].tobytes())
-        self.fid.extend(fids)
+        self.fid.frombytes(np.asarray(fids, dtype=np.int64).tobytes())
         base = len(self.positions)
         self.positions.frombytes(np.stack(positions, axis=1).astype(np.int64).tobytes())
         self.pos_start.frombytes((base + 2 * np.arange(1, count + 1, dtype=np.int64)).tobytes())
