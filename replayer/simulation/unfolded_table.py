@@ -104,7 +104,7 @@ class UnfoldedTable:
         src: "npt.NDArray[np.int64]",
         dst: "npt.NDArray[np.int64]",
         positions: "tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]",
-        fids: Sequence[int],
+        fids: "Sequence[int] | npt.NDArray[np.int64]",
     ) -> None:
         """Add send/recv pairs: pair ``j`` from ``src[j]`` (its send at ``positions[0][j]``) to ``dst[j]`` (receive at
         ``positions[1][j]``), ``nbytes[j]`` bytes on group ``pgs[j]``, folded index ``fids[j]``."""
