@@ -120,6 +120,8 @@ def replay_with_compute(
     options = options or ReplayOptions()
     if not isinstance(spec, HardwareSpec):
         spec = load_spec(spec)
+    if perturb is not None and not perturb.active:  # the CLI passes an empty one: a class set stays class-wise
+        perturb = None
     ts = traces if isinstance(traces, TraceSet) else None
     if ts is None and compute in ("measured", "auto") and capture_device is None:
         # files: decide from the first rank's metadata so jobs without a device keep the streaming path
@@ -164,16 +166,13 @@ def replay_with_compute(
 
 def _replay_class_set(traces: Any, spec: Any, options: Any, compute: str, capture_device: str | None, status: Any):
     """:func:`replay_with_compute` of a rank-class set, compute planned and projected once per class (issue 34:
-    "projection defeats folding"): each representative is projected, the classes are written as a class set in
-    a temporary folder (removed at exit; the kept traces are read from it) and replayed folded.  The report counts
-    every rank (a class's report times its members).  None when ``traces`` is not a class set."""
-    import atexit
-    import shutil
-    import tempfile
-
+    "projection defeats folding"): each representative is projected and the classes, held in memory
+    (:class:`~.memory_classes.MemoryClassSet`), are replayed folded.  The report counts every rank (a class's
+    report times its members).  None when ``traces`` is not a class set."""
     from tracekit.sets.classset import find_class_set
     from tracekit.replayer import replay_with_traces
-    from tracekit.transforms.classrescale import load_classes, write_classes
+    from tracekit.replayer.orchestration.memory_classes import MemoryClassSet
+    from tracekit.transforms.classrescale import load_classes
 
     cs = find_class_set(traces)
     if cs is None:
@@ -193,16 +192,14 @@ def _replay_class_set(traces: Any, spec: Any, options: Any, compute: str, captur
         projected = []
         for c in classes:
             out, rep = step.project_trace(c.trace)
-            projected.append(replace(c, trace=out))
+            projected.append(out.with_label(path=c.trace.path))  # same node ids: errors name the class file
             for _ in c.ranks:  # the report of every rank, as the per-rank route merges them
                 if report is None:
                     report = replace(rep, nodes=dict(rep.nodes), measured_ns=dict(rep.measured_ns),
                                      projected_ns=dict(rep.projected_ns))  # fmt: skip
                 else:
                     report.merge(rep)
-        folder = tempfile.mkdtemp(prefix="tracekit-projected-")
-        atexit.register(shutil.rmtree, folder, True)
-        traces = write_classes(f"{folder}/job", cs.world_size, projected)
+        traces = MemoryClassSet(cs.manifest, cs.world_size, cs.classes, traces=tuple(projected))
     result, kept = replay_with_traces(traces, spec, options=options, status=status)
     return result, kept, plan, report
 

@@ -35,7 +35,7 @@ import os
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tracekit.model.attrs import COMM_TYPE
 from tracekit.errors import SpecError
@@ -166,11 +166,13 @@ def export_astra(
     name: str = "workload",
     binary: str = "AstraSim_Analytical_Congestion_Unaware",
     target: str | None = None,
+    progress: Any = None,
 ) -> AstraExport:
     """Write ``traceset`` and ``spec``'s ASTRA-sim configuration into ``out_dir`` (module doc).
 
     Args:
         target: the ASTRA-sim build (``518bd51`` or ``c459ab6``); None: the spec's ``[astra] build``, else 518bd51.
+        progress: ``progress(items, total)`` wrapping the ``(rank, trace)`` pairs as they are written (a bar).
 
     Raises:
         SpecError: the spec cannot have the trace set's rank count, or names what ASTRA-sim has not.
@@ -202,7 +204,8 @@ def export_astra(
     ids = astra_group_ids(groups, traceset.world_size)
     removed, idle = 0, []
     with TraceSetWriter(prefix) as writer:
-        for rank, trace in traceset.items():
+        items = traceset.items() if progress is None else progress(traceset.items(), len(traceset))
+        for rank, trace in items:
             for text in uneven_warnings(trace, groups):  # per-peer sizes ASTRA-sim cannot run (issue 27)
                 log.warning("%s", text)
             trace = astra_comm_types(astra_ready(trace, ids))

@@ -45,22 +45,10 @@ def member_scan(scan: "RankScan", rank: int, path: str | None, value_map: dict[t
         value_map: ``(attribute name, representative's value) -> member's value``
             for ``pg_name``/``comm_src``/``comm_dst`` only.
     """
-    from tracekit.replayer.simulation.folding import RankScan
+    from tracekit.replayer.simulation.scan_tables import MemberScan
 
     pg, src, dst = slot_maps(value_map)
-    return RankScan(
-        rank,
-        path,
-        scan.n,
-        scan.digest,
-        {pg.get(k, k): v for k, v in scan.coll.items()},
-        scan.coll_attr,
-        {(dst.get(peer, peer), tag): v for (peer, tag), v in scan.sends.items()},
-        {(src.get(peer, peer), tag): v for (peer, tag), v in scan.recvs.items()},
-        {p: (size, pg.get(name, name)) for p, (size, name) in scan.p2p_attr.items()},
-        scan.comm_count,
-        scan.comm_ids,
-    )
+    return MemberScan.renamed(scan, rank, path, pg, src, dst)
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,6 @@ schedule as the unfolded walk would go.
 
 from __future__ import annotations
 
-from array import array
 from dataclasses import fields
 from dataclasses import replace as dc_replace
 from typing import TYPE_CHECKING, Any
@@ -15,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from tracekit.model import CollectiveType
 from tracekit.replayer.results.build import _rank_stats, provenance, rank_schedule, round_schedule, schedule_names
 from tracekit.replayer.results.result import (
     CollectiveRow,
@@ -30,6 +28,7 @@ from tracekit.replayer.results.result import (
 from tracekit.replayer.simulation.compute import METHODS
 from tracekit.replayer.simulation.folding import FoldPlan, log  # log: replay_folded's messages keep their logger
 from tracekit.replayer.simulation.program import K_COLL, K_TIMED
+from tracekit.replayer.simulation.fold_summary import instance_algorithms, kind_name
 
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.replayer.simulation.hardware import HardwareSpec
@@ -65,6 +64,7 @@ def expand_result(
     plan: FoldPlan,
     *,
     world_paths: tuple[str | None, ...] | None = None,
+    summary: bool = False,
 ) -> ReplayResult:
     """The unfolded job's :class:`~tracekit.replayer.results.result.ReplayResult` from the folded simulation.
 
@@ -72,7 +72,8 @@ def expand_result(
     digest; ``instance`` renumbered to the unfolded collective table).
     Collective rows: one per unfolded instance, its transfer times those of
     its folded image.  Critical path: the folded one (a valid path of the
-    unfolded job: a representative's timeline is each member's).
+    unfolded job: a representative's timeline is each member's).  ``summary``: no per-instance rows and no
+    schedules, the table's summary rows in ``collective_rows`` instead (:mod:`.fold_summary`).
     """
     sched = round_schedule(sched)
     world = len(plan.rep_of)
@@ -85,7 +86,13 @@ def expand_result(
     rep_stats = {r: _rank_stats(lay_of[r], sched, program, xfer_start_of_node) for r in plan.reps}
     rep = plan.rep_of.tolist()
     ranks = tuple(dc_replace(rep_stats[rep[m]], rank=m) for m in range(world))
-    rows, member_inst = _unfolded_rows(program, sched, plan)
+    member_inst = dict(enumerate(plan.member_u))
+    if summary:
+        from tracekit.replayer.simulation.fold_summary import summary_rows
+
+        rows, table = [], summary_rows(program, sched, plan)
+    else:
+        rows, table = _unfolded_rows(program, sched, plan), None
     counts: dict[str, int] = {}
     for m in range(world):
         for name, c in program.rank_compute_methods.get(rep[m], {}).items():
@@ -100,25 +107,23 @@ def expand_result(
         provenance=provenance(program, paths, world),
         compute_methods=tuple((k, counts[k]) for k in METHODS if k in counts),
         node_count=sum(scans[m].n for m in range(world)),
-        schedule=_member_schedules(program, sched, traceset, plan, xfer_start_of_node, member_inst),
+        schedule=None
+        if summary
+        else _member_schedules(program, sched, traceset, plan, xfer_start_of_node, member_inst),
         folding=FoldInfo(len(plan.reps), world, None),
+        collective_rows=table,
     )
 
 
-def _unfolded_rows(
-    program: "ReplayProgram", sched: "Schedule", plan: FoldPlan
-) -> tuple[list[CollectiveRow], dict[int, tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]]]:
-    """The unfolded job's collective table, and per member its ``(node positions, unfolded instances)``."""
+def _unfolded_rows(program: "ReplayProgram", sched: "Schedule", plan: FoldPlan) -> list[CollectiveRow]:
+    """The unfolded job's collective table."""
     world = len(plan.rep_of)
     rows = []
-    all_members: list[int] = []  # per (instance, member): the member, its node position, and the row sizes
-    all_positions: list[int] = []
-    row_sizes = array("q")
     # a communication timed per member (no single transfer: ASTRA-compatible broadcast) has NaN here; its row
     # reports 0 ns and no bandwidth (its members' schedules carry the times)
     xs = np.nan_to_num(sched.xfer_start_ns, nan=0.0).astype(np.int64).tolist()
     xe = np.nan_to_num(sched.xfer_end_ns, nan=0.0).astype(np.int64).tolist()
-    algorithms = _algorithms(program)
+    algorithms = instance_algorithms(program)
     comm_ids = [plan.scans[m].comm_ids for m in range(world)]
     factors: dict[tuple[str, int | None, int, int], tuple[str, float, float]] = {}
     new_row, set_attr = object.__new__, object.__setattr__
@@ -132,7 +137,7 @@ def _unfolded_rows(
             fk = (kind, ctype, nbytes, p)
             found = factors.get(fk)
             if found is None:  # the nccl-tests size and bus factor depend on these only
-                name = _kind_name(kind, ctype)
+                name = kind_name(kind, ctype)
                 found = factors[fk] = (name, nccl_tests_size(name, nbytes, p), bus_factor(name, p))
             name, size, factor = found
             s, e = xs[fid], xe[fid]
@@ -175,48 +180,7 @@ def _unfolded_rows(
         else:  # pragma: no cover - CollectiveRow changed shape
             row = CollectiveRow(u, name, nbytes, pg, members, node_ids, algorithm, s, e, t, alg_bw, bus_bw)
         rows.append(row)
-        all_members.extend(members)
-        all_positions.extend(positions)
-        row_sizes.append(p)
-    member_inst = _member_instances(all_members, all_positions, row_sizes)
-    return rows, member_inst
-
-
-def _algorithms(program: "ReplayProgram") -> list[str]:
-    """Each folded instance's cost algorithm (its members all exist, so compile_program costed it)."""
-    out = []
-    for inst in program.instances:
-        assert inst.cost is not None
-        out.append(inst.cost.algorithm)
-    return out
-
-
-def _kind_name(kind: str, ctype: int | None) -> str:
-    """The collective table's ``kind`` of an instance: ``SEND_RECV`` or the collective type's name."""
-    if kind == "p2p":
-        return "SEND_RECV"
-    assert ctype is not None  # a collective's (rendezvous: a missing one reads as ALL_REDUCE)
-    return CollectiveType(ctype).name
-
-
-def _member_instances(
-    members: list[int], positions: list[int], row_sizes: "array[int]"
-) -> dict[int, tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]]:
-    """Per member rank: int64 arrays of its node positions and their unfolded instance numbers, in instance order.
-
-    ``members``/``positions`` list every instance's members in instance order, ``row_sizes`` how many each.
-    """
-    m = np.asarray(members, dtype=np.int64)
-    if not len(m):
-        return {}
-    u = np.repeat(np.arange(len(row_sizes), dtype=np.int64), np.frombuffer(row_sizes, dtype=np.int64))
-    order = np.argsort(m, kind="stable")  # stable: each member's instances stay in instance order
-    m_sorted = m[order]
-    pos, u = np.asarray(positions, dtype=np.int64)[order], u[order]
-    cuts = np.flatnonzero(np.diff(m_sorted)) + 1
-    heads = np.concatenate(([0], cuts)).tolist()
-    tails = np.concatenate((cuts, [len(m_sorted)])).tolist()
-    return {int(m_sorted[a]): (pos[a:b], u[a:b]) for a, b in zip(heads, tails)}
+    return rows
 
 
 def _member_schedules(
@@ -337,4 +301,4 @@ def replay_folded(
     program, schedule = simulate_with_interference(program, say, options.collective_model)
     if say is not None:
         say(f"expanding {len(program.layouts)} representative ranks to {len(plan.rep_of)}")
-    return expand_result(program, schedule, traceset, plan, world_paths=world_paths)
+    return expand_result(program, schedule, traceset, plan, world_paths=world_paths, summary=options.summary)

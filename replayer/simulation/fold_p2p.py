@@ -11,7 +11,6 @@ the same result and raises the :class:`~.folding.NotFoldable` that says why.
 
 from __future__ import annotations
 
-from itertools import repeat
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
@@ -60,24 +59,28 @@ def _pair_by_pair(planner: "_Planner") -> None:
         planner.unfolded.append(("p2p", None, nbytes, pg, ranks, (sp, rp), fid))
         planner.order_by_u[src].append(sp)
         planner.order_by_u[dst].append(rp)
+        planner.u_by_m[src].append(len(planner.unfolded) - 1)
+        planner.u_by_m[dst].append(len(planner.unfolded) - 1)
 
 
 def _table(planner: "_Planner", recv: bool) -> np.ndarray | None:
     """int64[4, n]: ``(src, dst, tag, position)`` of every send (or receive), sorted by key; None when some key
     has more than one (the pair-by-pair loop handles that)."""
+    from tracekit.replayer.simulation.scan_tables import p2p_table
+
     parts = []
     for r, s in planner.scans.items():
-        table = s.recvs if recv else s.sends
-        if not table:
-            continue
-        if set(map(len, table.values())) != {1}:
+        table = p2p_table(s, recv)
+        if table is None:
             return None
-        peers, tags = zip(*table)
+        peers, tags, positions = table
+        if not len(peers):
+            continue
         a = np.empty((4, len(peers)), dtype=np.int64)
         a[0 if recv else 1] = peers
         a[1 if recv else 0] = r
         a[2] = tags
-        a[3] = list(map(_FIRST, table.values()))
+        a[3] = positions
         parts.append(a)
     if not parts:
         return np.zeros((4, 0), dtype=np.int64)
@@ -107,27 +110,15 @@ def _bulk(planner: "_Planner") -> bool:
     ub, first_b, inv_b = np.unique(b, return_index=True, return_inverse=True)
     if not (a == a[first_b][inv_b]).all() or len(ub) != len(ua) or np.intersect1d(ua, ub).size:
         return False
-    # the pairs' ranks and positions as shared int objects (the pair-by-pair loop reuses the scans' own): a
-    # million new ints would add ~30 MB to the plan that the result keeps
-    ranks_int, positions_int = list(range(world)), list(range(span))
-    src_l, dst_l = (list(map(ranks_int.__getitem__, x.tolist())) for x in (src, dst))
-    sp_l, rp_l = (list(map(positions_int.__getitem__, x.tolist())) for x in (sp, rp))
-    scans = planner.scans
-    attrs = [scans[s].p2p_attr[p] for s, p in zip(src_l, sp_l)]
-    nbytes = [x[0] for x in attrs]
-    costs = planner.costs
-    cost_of: dict[tuple[int, int, int], Any] = {}
-    for key in set(zip(nbytes, src_l, dst_l)):
-        cost_of[key] = costs.key("p2p", None, key[0], (key[1], key[2]))  # may raise NotFoldable, as pair by pair
-    cost_ids: dict[Any, int] = {}  # equal costs, one number (CommCost is a frozen dataclass: hashable)
-    cid = np.asarray([cost_ids.setdefault(cost_of[k], len(cost_ids)) for k in zip(nbytes, src_l, dst_l)])
+    nbytes, pgs = _pair_attrs(planner, src, sp)  # per pair: the columns stay arrays (UnfoldedTable.extend_pairs)
     nb = np.asarray(nbytes, dtype=np.int64)
+    cost_of, cid = _cost_ids(planner, nb, src, dst)
     if not ((nb == nb[first][inv]).all() and (cid == cid[first][inv]).all()):
         return False  # same image, other size or cost: the pair-by-pair loop names it
     rep_l = planner.rep
     head = first.tolist()  # per image (ascending node number): its first pair
+    src_l, dst_l, sp_l, rp_l, tags = (dict(zip(head, x[first].tolist())) for x in (src, dst, sp, rp, tag))
     images = {h: ((rep_l[src_l[h]], sp_l[h]), (rep_l[dst_l[h]], rp_l[h])) for h in head}
-    fid_of_image = inv.tolist()
     node_fid = planner.node_fid
     if any(images[h][0] in node_fid or images[h][1] in node_fid for h in head):
         return False
@@ -136,30 +127,69 @@ def _bulk(planner: "_Planner") -> bool:
     new_index = [0] * len(head)
     from tracekit.replayer.simulation.fold_types import FoldedInstance
 
-    tags = tag.tolist()
     for j, u in enumerate(order):
         h = head[u]
         new_index[u] = base + j
         s, d = src_l[h], dst_l[h]
         planner.folded.append(
-            FoldedInstance("p2p", None, nbytes[h], attrs[h][1], (s, d), list(images[h]), tags[h], (rep_l[s], rep_l[d]))
+            FoldedInstance("p2p", None, nbytes[h], pgs[h], (s, d), list(images[h]), tags[h], (rep_l[s], rep_l[d]))
         )
         planner.folded_key.append((images[h], ("p2p", None, nbytes[h], cost_of[(nbytes[h], s, d)])))
         node_fid[images[h][0]] = node_fid[images[h][1]] = base + j
-    fids = [new_index[u] for u in fid_of_image]
-    planner.unfolded.extend(
-        zip(repeat("p2p"), repeat(None), nbytes, map(itemgetter(1), attrs), zip(src_l, dst_l), zip(sp_l, rp_l), fids)
-    )
-    _extend_orders(planner, src, dst, sp, rp)
+    fids = np.asarray(new_index, dtype=np.int64)[inv.reshape(-1)]
+    first_u = len(planner.unfolded)
+    planner.unfolded.extend_pairs(nbytes, pgs, src, dst, (sp, rp), fids)
+    _extend_orders(planner, src, dst, sp, rp, first_u)
     return True
 
 
-def _extend_orders(planner: "_Planner", src: np.ndarray, dst: np.ndarray, sp: np.ndarray, rp: np.ndarray) -> None:
-    """Each rank's send and receive positions appended in pair order (as the pair-by-pair loop appends them)."""
+def _cost_ids(
+    planner: "_Planner", nb: np.ndarray, src: np.ndarray, dst: np.ndarray
+) -> tuple[dict[tuple[int, int, int], Any], np.ndarray]:
+    """The cost of each distinct ``(bytes, src, dst)`` and per pair a number that is equal for equal costs.
+
+    Raises:
+        NotFoldable: a pair cannot be costed (as pair by pair).
+    """
+    world = planner.world
+    _, nb_code = np.unique(nb, return_inverse=True)
+    key = (nb_code.reshape(-1).astype(np.int64) * world + src) * world + dst
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    cost_of: dict[tuple[int, int, int], Any] = {}
+    cost_ids: dict[Any, int] = {}  # equal costs, one number (CommCost is a frozen dataclass: hashable)
+    numbers = []
+    for j in first.tolist():
+        k = (int(nb[j]), int(src[j]), int(dst[j]))
+        cost_of[k] = planner.costs.key("p2p", None, k[0], (k[1], k[2]))
+        numbers.append(cost_ids.setdefault(cost_of[k], len(cost_ids)))
+    return cost_of, np.asarray(numbers, dtype=np.int64)[inverse.reshape(-1)]
+
+
+def _pair_attrs(planner: "_Planner", src: np.ndarray, sp: np.ndarray) -> tuple[list[int], list[str]]:
+    """Each pair's ``(comm size, group name)`` from its send's rank (``src`` ascending: one run per rank)."""
+    from tracekit.replayer.simulation.scan_tables import pair_attrs
+
+    nbytes: list[int] = []
+    pgs: list[str] = []
+    cuts = (np.flatnonzero(np.diff(src)) + 1).tolist()
+    for lo, hi in zip([0, *cuts], [*cuts, len(src)]):
+        sizes, names = pair_attrs(planner.scans[int(src[lo])], sp[lo:hi].tolist())
+        nbytes += sizes
+        pgs += names
+    return nbytes, pgs
+
+
+def _extend_orders(
+    planner: "_Planner", src: np.ndarray, dst: np.ndarray, sp: np.ndarray, rp: np.ndarray, first_u: int
+) -> None:
+    """Each rank's send and receive positions, and their pairs' unfolded instance numbers (pair ``j`` is instance
+    ``first_u + j``), appended in pair order (as the pair-by-pair loop appends them)."""
     ranks = np.stack([src, dst], axis=1).ravel()
     pos = np.stack([sp, rp], axis=1).ravel()
+    numbers = np.repeat(np.arange(first_u, first_u + len(src), dtype=np.int64), 2)
     order = np.argsort(ranks, kind="stable")
-    ranks, pos = ranks[order], pos[order]
+    ranks, pos, numbers = ranks[order], pos[order], numbers[order]
     cuts = np.flatnonzero(np.diff(ranks)) + 1
     for lo, hi in zip(np.concatenate(([0], cuts)).tolist(), np.concatenate((cuts, [len(ranks)])).tolist()):
         planner.order_by_u[int(ranks[lo])].frombytes(np.ascontiguousarray(pos[lo:hi], dtype=np.int64).tobytes())
+        planner.u_by_m[int(ranks[lo])].frombytes(np.ascontiguousarray(numbers[lo:hi]).tobytes())

@@ -45,7 +45,6 @@ import hashlib
 import logging
 from array import array
 from dataclasses import dataclass, field
-from itertools import repeat
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
@@ -53,16 +52,16 @@ import numpy.typing as npt
 
 from tracekit.gc_pause import paused_gc
 from tracekit.model.attrs import IS_CPU_OP, NUM_OPS, STREAM, TENSOR_SIZE, TID
-from tracekit.errors import TracekitError
 from tracekit.sets.rendezvous import collective_instances, comm_table, group_order
 from tracekit.replayer.results.result import FoldInfo  # noqa: F401 - re-exported (a value of the result)
+from tracekit.replayer.simulation.fold_costs import CostCheck
+from tracekit.replayer.simulation.fold_uneven import instance_size, split_attrs
+from tracekit.replayer.simulation.unfolded_table import UnfoldedTable
 from tracekit.model import NodeType
-from tracekit.model.uneven import has_split_alltoall
-from tracekit.replayer.simulation.fold_types import FoldedInstance, NotFoldable  # noqa: F401 - public here too
+from tracekit.replayer.simulation.fold_types import FoldedInstance, NotFoldable, RankScan  # noqa: F401 - public here too
 
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.model import ExecutionTrace
-    from tracekit.replayer.simulation.collectives import CommCost
     from tracekit.replayer.simulation.program import ReplayOptions
     from tracekit.replayer.simulation.hardware import HardwareSpec
 
@@ -71,36 +70,6 @@ log = logging.getLogger(__name__)
 __all__ = ["FoldInfo", "FoldPlan", "RankScan", "plan_folding", "scan_rank"]
 
 _COMM = (NodeType.COMM_COLL_NODE, NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE)
-
-
-@dataclass
-class RankScan:
-    """What folding needs of one rank (small; the trace itself may be dropped).
-
-    Attributes:
-        rank, path, n: the rank, its file and node count.
-        digest: hash of everything rank-local the replay reads (module doc, point 1).
-        ids: uint64[n] node ids (kept only for communication nodes' rows: see ``comm_ids``).
-        coll: per group name, int64 positions of its collectives in topological order.
-        coll_attr: position -> (comm_type, comm_size) of collectives.
-        sends, recvs: (peer, tag) -> positions in topological order.
-        p2p_attr: position -> (comm_size, pg_name) of sends/recvs.
-        comm_count: communication nodes in the rank.
-        comm_ids: position -> node id of communication nodes.
-    """
-
-    rank: int
-    path: str | None
-    n: int
-    digest: bytes
-    coll: dict[str, list[int]]
-    coll_attr: dict[int, tuple[int, int]]
-    sends: dict[tuple[int, int], list[int]]
-    recvs: dict[tuple[int, int], list[int]]
-    p2p_attr: dict[int, tuple[int, str]]
-    comm_count: int
-    comm_ids: dict[int, int]
-    uneven: bool = False  # an all-to-all carries per-peer sizes (tracekit.model.uneven): its cost needs every member
 
 
 def scan_rank(trace: "ExecutionTrace") -> RankScan:
@@ -155,7 +124,8 @@ def scan_rank(trace: "ExecutionTrace") -> RankScan:
         table.p2p_attr,
         len(table.order),
         comm_ids,
-        has_split_alltoall(trace, table.coll_attr),
+        bool(splits := split_attrs(trace, table.coll_attr)),
+        splits,
     )
 
 
@@ -170,13 +140,16 @@ class FoldPlan:
         unfolded: per instance of the unfolded job, in its order:
             ``(kind, comm_type, comm_bytes, pg_name, ranks, positions, folded index)``.
         scans: per rank (only ``n``, ``path`` and ``comm_ids`` are used after planning).
+        member_u: per rank, int64 arrays ``(node positions, unfolded instances)`` of its communications in
+            instance order (the critical path and the schedules' instance numbers read them).
     """
 
     rep_of: npt.NDArray[np.int64]
     reps: tuple[int, ...]
     folded: list[FoldedInstance]
-    unfolded: list[tuple[str, int | None, int, str, tuple[int, ...], tuple[int, ...], int]]
+    unfolded: UnfoldedTable
     scans: dict[int, RankScan] = field(repr=False)
+    member_u: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]] = field(default_factory=list, repr=False)
 
     def members(self) -> dict[int, list[int]]:
         """The classes: representative rank -> its members, ascending ranks (the representative first)."""
@@ -231,15 +204,15 @@ def plan_folding(
         rep_of[r] = by_digest.setdefault(scans[r].digest, r)
     if len(by_digest) == world:
         raise NotFoldable(NO_TWIN_RANKS)
-    if any(s.uneven for s in scans.values()):  # costed by its busiest member (tracekit.model.uneven.instance_bytes)
-        raise NotFoldable("an all-to-all carries per-peer sizes, costed from every member")
     if (options.collective_model or spec.collective_model) == "astra":
         _astra_foldable(groups, rep_of.tolist(), world, spec)
-    planner = _Planner(scans, rep_of, _CostCheck(spec, options))
+    planner = _Planner(scans, rep_of, CostCheck(spec, options))
     planner.collectives(groups)
     planner.p2p()
     planner.check_order()
-    return FoldPlan(rep_of, planner.reps, planner.folded, planner.unfolded, scans)
+    member_u = [(np.frombuffer(p, dtype=np.int64), np.frombuffer(u, dtype=np.int64))
+                for p, u in zip(planner.order_by_u, planner.u_by_m)]  # fmt: skip
+    return FoldPlan(rep_of, planner.reps, planner.folded, planner.unfolded, scans, member_u)
 
 
 #: the reason of a job without two equal ranks (nothing to fold: not worth a warning)
@@ -249,17 +222,19 @@ NO_TWIN_RANKS = "no two ranks have identical programs"
 class _Planner:
     """The folded instances of :func:`plan_folding`, built group by group with the checks of points 2 and 4."""
 
-    def __init__(self, scans: dict[int, RankScan], rep_of: npt.NDArray[np.int64], costs: "_CostCheck") -> None:
+    def __init__(self, scans: dict[int, RankScan], rep_of: npt.NDArray[np.int64], costs: "CostCheck") -> None:
         self.scans, self.costs = scans, costs
         self.world = len(scans)
         self.rep = rep_of.tolist()
         self.reps = tuple(sorted(set(self.rep)))
-        self.unfolded: list[tuple[str, int | None, int, str, tuple[int, ...], tuple[int, ...], int]] = []
+        self.unfolded = UnfoldedTable()
         self.folded: list[FoldedInstance] = []
         self.node_fid: dict[tuple[int, int], int] = {}
         self.folded_key: list[tuple] = []
-        self.order_by_u: list[array] = [array("q") for _ in range(self.world)]
+        self.order_by_u: list[array] = [array("q") for _ in range(self.world)]  # per rank: positions, and
+        self.u_by_m: list[array] = [array("q") for _ in range(self.world)]  # their unfolded instances
         self.group_memo: dict[tuple, tuple] = {}  # see add_group
+        self.as_array: dict[int, tuple[list[int], array]] = {}  # see _positions
 
     def _fold(self, image: tuple, key: tuple, inst: tuple) -> int:
         """The folded index of ``image`` (new, or the one it maps onto already, which must have an equal ``key``).
@@ -325,13 +300,11 @@ class _Planner:
         link = tuple(rep[m] for m in ranks)
         # a group whose members' tables are the very lists of an earlier group's (the dp replicas of a tp group)
         # maps instance by instance onto the same folded instances when the costs agree: checked once here
-        same = (tuple(img_reps), tuple(map(id, img_lists)), id(lists[0]), id(attr0))
-        seen = self.group_memo.get(same)
+        same = (tuple(img_reps), tuple(map(id, img_lists)), id(lists[0]), id(attr0), self._uneven(ranks))
+        seen, base = (None if same[-1] else self.group_memo.get(same)), len(self.unfolded)
         if seen is not None and self._same_costs(seen[1], ranks):
             fids, sizes = seen[0], seen[2]
-            self.unfolded.extend(
-                zip(repeat("collective"), sizes[0], sizes[1], repeat(pg), repeat(ranks), zip(*lists), fids)
-            )
+            self.unfolded.extend_group(sizes[0], sizes[1], pg, ranks, lists, fids)
         else:
             fids, sizes = self._fold_group(pg, ranks, lists, img_reps, img_lists, attr0, link)
             if seen is None:
@@ -340,8 +313,21 @@ class _Planner:
                     {(c, b): self.costs.key("collective", c, b, ranks) for c, b in set(zip(*sizes))},
                     sizes,
                 )
+        numbers = array("q", range(base, len(self.unfolded)))
         for m, lst in zip(ranks, lists):
-            self.order_by_u[m].extend(lst)
+            self.order_by_u[m].extend(self._positions(lst))
+            self.u_by_m[m].extend(numbers)
+
+    def _positions(self, lst: list[int]) -> array:
+        """``lst`` as an int64 array, made once per list object (class members share their representative's)."""
+        found = self.as_array.get(id(lst))
+        if found is None or found[0] is not lst:
+            found = self.as_array[id(lst)] = (lst, array("q", lst))
+        return found[1]
+
+    def _uneven(self, ranks: tuple[int, ...]) -> bool:
+        """Whether a member of the group has all-to-alls with per-peer sizes (sized per instance: fold_uneven)."""
+        return any(self.scans[m].splits for m in ranks)
 
     def _same_costs(self, costs: dict[tuple[int, int], Any], ranks: tuple[int, ...]) -> bool:
         """Whether every (type, size) of a memoized group costs the same on ``ranks`` (point 2)."""
@@ -366,7 +352,7 @@ class _Planner:
             positions = cast("tuple[int, ...]", member_positions)  # no None: all issue as many (collectives())
             image = tuple(zip(img_reps, [lst[k] for lst in img_lists]))
             ctype, csize = attr0[positions[0]]
-            nbytes = max(csize, 0)
+            nbytes = instance_size(self.scans, ranks, positions, ctype, max(csize, 0))
             key = cost_keys.get((ctype, nbytes))
             if key is None:
                 key = cost_keys[(ctype, nbytes)] = (
@@ -402,45 +388,3 @@ class _Planner:
                     f"rank {m} meets its communications in another order than its representative "
                     f"rank {self.rep[m]} (group numbering)"
                 )
-
-
-class _CostCheck:
-    """A comparable key for the cost of an instance (equal keys: equal costs)."""
-
-    def __init__(self, spec: "HardwareSpec", options: "ReplayOptions") -> None:
-        from tracekit.replayer.simulation.collective_models import make_collective_model
-
-        self.measured = (options.collective_model or spec.collective_model) == "measured"
-        self.model = None if self.measured else make_collective_model(spec)
-        self.cache: dict[tuple[str, int | None, int, tuple[int, ...]], CommCost | str] = {}
-
-    def key(self, kind: str, ctype: int | None, nbytes: int, ranks: tuple[int, ...]) -> "CommCost | str":
-        """The cost of a ``collective``/``p2p`` instance, or ``"measured"`` (priced from durations); NotFoldable."""
-        if self.measured:
-            return "measured"  # the members' measured starts and durations: equal by the digest
-        ck = (kind, ctype, nbytes, ranks)
-        found = self.cache.get(ck)
-        if found is not None:
-            return found
-        from tracekit.model import CollectiveType
-        from tracekit.replayer.simulation.collectives import UnsupportedCollectiveError
-
-        assert self.model is not None  # every model but "measured" has one
-        cost: CommCost | str
-        try:
-            if kind == "p2p":
-                cost = self.model.p2p_cost(nbytes, ranks[0], ranks[1])
-            else:
-                assert ctype is not None  # a collective's (rendezvous: a missing one reads as ALL_REDUCE)
-                cost = self.model.collective_cost(CollectiveType(ctype), nbytes, ranks)
-        except UnsupportedCollectiveError:
-            cost = "measured"  # priced from the members' durations: equal by the digest
-        except (TracekitError, ValueError) as exc:  # a bad spec or comm_type: the unfolded replay reports it
-            raise NotFoldable(f"cannot cost a communication ({exc})") from None
-        if not isinstance(cost, str) and len(set(cost.member_ns)) > 1:
-            raise NotFoldable("members of a collective finish at different times (ASTRA-sim's double binary tree)")
-        self.cache[ck] = cost
-        return cost
-
-
-# ----- replaying folded and expanding the result ------------------------------------------------

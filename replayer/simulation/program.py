@@ -83,22 +83,19 @@ class ReplayOptions:
     """How to replay.
 
     Attributes:
-        collective_model: ``alpha_beta``, ``astra``, ``nccl`` (override the
-            spec's ``collectives.model``) or ``measured`` (each member ends
-            its measured time after the last member's measured arrival, after
-            the last arrival in the replay; members without comparable times:
-            the smallest measured ``duration_ns``; :mod:`.measured_comm`; no
-            bandwidth sharing).  None = the spec's model.
-        compute_scale: factor on measured compute durations (overrides the
-            spec's ``compute.duration_scale``); None = the spec's.
-        streams: ``trace`` (host threads and streams from the ``tid`` and
-            ``stream`` attributes) or ``single`` (one of each per rank).
+        collective_model: ``alpha_beta``, ``astra``, ``nccl`` (override the spec's ``collectives.model``) or
+            ``measured`` (each member ends its measured time after the last member's measured arrival, after the
+            last arrival in the replay; members without comparable times: the smallest measured ``duration_ns``;
+            :mod:`.measured_comm`; no bandwidth sharing).  None = the spec's model.
+        compute_scale: factor on measured compute durations (overrides the spec's ``compute.duration_scale``).
+        streams: ``trace`` (host threads and streams from the ``tid`` and ``stream`` attributes) or ``single``.
         check: run the up-front checks (:mod:`.checks`) first.
-        fold: simulate one representative per class of ranks with provably
-            identical timelines (:mod:`.folding`) and expand the results;
-            the result is the unfolded one to the bit.  Falls back to an
-            unfolded replay when equivalence cannot be proven
-            (``ReplayResult.folding.reason`` says why).
+        fold: simulate one representative per class of ranks with provably identical timelines (:mod:`.folding`)
+            and expand the results; the result is the unfolded one to the bit.  Falls back to an unfolded replay
+            when equivalence cannot be proven (``ReplayResult.folding.reason`` says why).
+        summary: a folded replay's result keeps the collective table's summary (``collective_rows``) and no
+            per-instance rows or per-rank schedules (what the compact result holds; :mod:`.fold_summary`).
+        memory_bound_gb: refuse up front a replay estimated to need more (:mod:`.memory_bound`; None: RAM).
         comm_groups: ``((id, ranks), ...)`` of an ASTRA-sim comm-group file (:mod:`tracekit.sets.comm_groups`), added
             to the groups the traces declare; ``comm_groups_path`` names it in errors.
     """
@@ -108,6 +105,8 @@ class ReplayOptions:
     streams: str = "trace"
     check: bool = True
     fold: bool = True
+    summary: bool = False
+    memory_bound_gb: float | None = None
     comm_groups: tuple[tuple[str, tuple[int, ...]], ...] = ()
     comm_groups_path: str | None = None
 

@@ -108,7 +108,10 @@ def replay_with_traces(
         load_all = lambda: with_comm_groups(  # noqa: E731
             read_traceset(source), dict(options.comm_groups), options.comm_groups_path
         )
+    from tracekit.replayer.simulation.memory_bound import check_unfolded
+
     if not options.fold or (perturb is not None and not perturb.foldable):
+        check_unfolded(classes if classes is not None else source, None, options.memory_bound_gb)
         say("reading every rank")
         ts = load_all()
         return replay_traceset(ts, spec, options, say=say, perturb=perturb), ts
@@ -125,6 +128,7 @@ def replay_with_traces(
             return _replay_gathered(gathered, spec, options, say, perturb)
     except NotFoldable as exc:
         reason = str(exc)
+    check_unfolded(classes if classes is not None else source, None, options.memory_bound_gb)
     say("reading every rank")
     ts = load_all()
     result = replay_traceset(ts, spec, replace(options, fold=False), say=say, perturb=perturb)
@@ -244,6 +248,10 @@ def _replay_gathered(
     ts = TraceSet(g.kept, process_groups=g.declared)
     check_spec_size(ts, spec, world_size=g.world, ranks=g.spec_ranks)  # before folding: all ranks count
     fitted = effective_spec(spec, options, g.world)
+    from tracekit.replayer.simulation.memory_bound import check_folded
+
+    comm_nodes = sum(s.comm_count for s in g.scans.values())
+    check_folded([str(t.path) for t in g.kept.values() if t.path], comm_nodes, options.memory_bound_gb)
     say(f"proving rank folding over {g.world} ranks")
     with bulk_objects():
         plan = _plan_folding(_split(g.scans, perturb, fitted), groups, fitted, options)

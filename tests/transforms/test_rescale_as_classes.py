@@ -73,3 +73,18 @@ def test_resnet_dp_as_one_class(real_dir, tmp_path):
     a, b = _replay(classes), _replay(files)
     assert a["iteration_time_ns"] == b["iteration_time_ns"] and a["ranks"] == b["ranks"]
     assert a["folding"] == {"classes": 1, "ranks": 4, "reason": None}
+
+
+def test_dlrm_with_uneven_all_to_alls_folds_and_equals_every_rank_simulated(dlrm, tmp_path):
+    """param-dlrm's all-to-alls carry per-peer sizes (issue 27): the fold plan sizes each instance from all its
+    members (fold_uneven), so the job folds (8 classes of 2 ranks) with the unfolded figures to the ns."""
+    classes = tmp_path / "classes" / "job"
+    _run("-q", "transform", str(dlrm), "--dp", "16", "-o", str(classes))
+    folded = _replay(classes)
+    every = orjson.loads(_run("replay", str(classes), "--hw", "dgx-h100", "--json", "--per-rank", "--no-fold"))
+    assert folded["folding"] == {"classes": 8, "ranks": 16, "reason": None}
+    assert folded["iteration_time_ns"] == every["iteration_time_ns"] == 14_524_972
+    assert folded["ranks"] == every["ranks"] and folded["critical_path"] == every["critical_path"]
+    assert folded["collectives"] == every["collectives"]  # all-to-all rows with the uniform-equivalent sizes
+    a2a = [c for c in folded["collectives"] if c["kind"] == "ALL_TO_ALL"]
+    assert a2a and all(c["comm_bytes"] > 0 for c in a2a)

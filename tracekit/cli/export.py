@@ -74,7 +74,10 @@ def astra(traces: str, out_dir: str, hw: str, name: str, target: str | None) -> 
 
     spec = load_spec(hw)
     traceset = read_traceset(traces)
-    result = export_astra(traceset, spec, out_dir, name=name, target=target)
+    from tracekit.cli._common import progress
+
+    bar = lambda items, total: progress(items, "writing ASTRA-sim rank files", total=total)  # noqa: E731
+    result = export_astra(traceset, spec, out_dir, name=name, target=target, progress=bar)
     console = err_console()
     for note in result.notes:  # what the spec says that ASTRA-sim cannot: said even with -q
         console.print(f"not expressible in ASTRA-sim: {note}", markup=False, highlight=False, soft_wrap=True)

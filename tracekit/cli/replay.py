@@ -269,6 +269,13 @@ def render_compute_plan(console: Any, plan: Any, report: Any, result: Any) -> No
 )
 @click.option("--no-check", is_flag=True, help="Skip the up-front checks (deadlocks are still diagnosed).")
 @click.option(
+    "--memory-bound",
+    type=click.FloatRange(min=0.001, max=1e6),
+    default=None,
+    metavar="GB",
+    help="Refuse up front a replay estimated to need more memory than this (default: the memory available).",
+)
+@click.option(
     "--no-fold",
     is_flag=True,
     help="Simulate every rank even where ranks provably run identical timelines (rank folding "
@@ -306,6 +313,7 @@ def replay(
     streams: str,
     no_check: bool,
     no_fold: bool,
+    memory_bound: float | None,
     html_out: str | None,
     html_old: str | None,
     top: int,
@@ -333,8 +341,8 @@ def replay(
       tracekit replay out/job --hw dgx-a100 --perturb slow=17:1.5 --perturb link=5/1:0.5
       tracekit replay out/job --hw dgx-a100 --perturb jitter=compute:0.05 --samples 100
     """
-    from tracekit.replayer import ReplayOptions
     from tracekit.cli._memory import render_replay_memory
+    from tracekit.replayer import ReplayOptions
     from tracekit.replayer.orchestration.projected import compute_label, replay_with_compute
 
     _refuse_old_json(traces, as_json)
@@ -346,6 +354,8 @@ def replay(
         streams=streams,
         check=not no_check,
         fold=not no_fold,
+        summary=not (with_schedule or per_rank or html_out or timeline_out),  # a folded job's result stays small
+        memory_bound_gb=memory_bound,
         comm_groups=tuple(groups.items()),
         comm_groups_path=groups_path,
     )
@@ -359,9 +369,6 @@ def replay(
         result, traceset, plan, report = replay_with_compute(
             traces, hw, options=options, compute=compute, capture_device=capture_device, status=status, perturb=pert
         )
-    import gc
-
-    gc.freeze()  # the result (a million rows at 1,024 ranks) is final: reports need not re-traverse it in GC passes
     written = _write_files(result, traceset, plan, report, html_out, json_out, timeline_out, (with_schedule, per_rank))
     if as_json:
         emit_json(_result_doc(result, with_schedule, plan, report, per_rank))
@@ -399,6 +406,9 @@ def _write_files(
 
     Files come before anything is printed: a closed stdout (``| head``) must not lose them.
     """
+    import gc
+
+    gc.freeze()  # the result (a million rows at 1,024 ranks) is final: reports need not re-traverse it in GC passes
     written = []
     if html_out:
         from tracekit.replayer.reporting.report import write_report
