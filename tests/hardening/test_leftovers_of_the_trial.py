@@ -6,8 +6,6 @@ and that no output file was written.
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from _hardkit import one_line_error, ring_job, run
 
@@ -25,3 +23,39 @@ def test_a_comm_group_id_given_twice_is_refused_naming_the_file_and_the_id(tmp_p
         f"tracekit: error: {groups}: comm-group id '1' appears twice in the file; give each group once"
     )
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "says"),
+    [
+        (("generate", "llm", "--model", "gpt3-1.3b", "--dp", "0"), 1, "Invalid value for '--dp': 0 is not in the range x>=1"),
+        (("generate", "llm", "--model", "gpt3-1.3b", "--layers", "-4"), 1, "Invalid value for '--layers': -4 is not in the range x>=1"),
+        (("generate", "dlrm", "--ranks", "2", "--tables", "0"), 1, "Invalid value for '--tables': 0 is not in the range x>=1"),
+        (("convert", "text", "{job}.0.et", "--ranks", "2", "--passes", "0"), 1, "Invalid value for '--passes': 0 is not in the range x>=1"),
+        (("transform", "{job}", "--dp", "0"), 1, "Invalid value for '--dp': 0 is not in the range x>=1"),
+        (("transform", "{job}", "--scale-comm", "-2"), 1, "Invalid value for '--scale-comm': -2.0 is not in the range x>0"),
+        (
+            ("generate", "llm", "--model", "gpt3-1.3b", "--dtype", "int3"), 2,
+            "Invalid value for '--dtype': 'int3' is not one of 'fp32', 'tf32', 'bf16', 'fp16', 'fp8'",
+        ),
+        (
+            ("generate", "dlrm", "--ranks", "2", "--dtype", "xx"), 2,
+            "Invalid value for '--dtype': 'xx' is not one of 'fp32', 'tf32', 'bf16', 'fp16', 'fp8'",
+        ),
+    ],
+)  # fmt: skip
+def test_a_bad_count_or_dtype_names_the_option_with_its_dashes(tmp_path, args, code, says):
+    """`--dp 0` said 'dp must be positive, got 0' and `--dtype xx` 'dtype must be one of ...': no option named."""
+    job = ring_job(tmp_path, 2)
+    out = tmp_path / "out" / "x"
+    res = run(*(a.format(job=job) for a in args), "-o", out)
+    line = one_line_error(res, code)
+    assert line.split(" (see ")[0] == f"tracekit: error: {says}"
+    assert not out.parent.exists()
+
+
+def test_the_dtype_choices_are_the_generators_dtypes():
+    from tracekit.cli._options import DTYPES
+    from tracekit.workloads.units import TRAINING_DTYPES
+
+    assert DTYPES == TRAINING_DTYPES
