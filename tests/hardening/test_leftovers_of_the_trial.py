@@ -59,3 +59,24 @@ def test_the_dtype_choices_are_the_generators_dtypes():
     from tracekit.workloads.units import TRAINING_DTYPES
 
     assert DTYPES == TRAINING_DTYPES
+
+
+@pytest.mark.parametrize(
+    ("jitter", "last"),
+    [
+        ("jitter=comm:0.1", "waited on: no rank (the members of all 3 communications arrived together)"),
+        ("jitter=compute:0.1", "waited on (last to arrive, share of 3 communications): rank 0 33.3%, rank 1 33.3%, rank 2 33.3%"),
+    ],
+)  # fmt: skip
+def test_the_samples_summary_says_who_was_waited_on_or_that_no_rank_was(tmp_path, jitter, last):
+    """A comm-only jitter leaves every member arriving together: the line ended in an empty list."""
+    prefix = ring_job(tmp_path, 4)
+    res = run("replay", prefix, "--hw", "dgx-h100", "--perturb", jitter, "--samples", "3")
+    assert res.exit_code == 0, res.stderr
+    assert res.stdout.splitlines()[-1] == last
+
+
+def test_a_samples_summary_of_a_job_without_communications_says_so():
+    from tracekit.cli._perturb import waited_on_line
+
+    assert waited_on_line((), 0) == "waited on: nothing (no communication with two or more members)"
