@@ -80,3 +80,22 @@ def test_a_samples_summary_of_a_job_without_communications_says_so():
     from tracekit.cli._perturb import waited_on_line
 
     assert waited_on_line((), 0) == "waited on: nothing (no communication with two or more members)"
+
+
+def test_a_ring_at_cp_1_is_no_context_parallelism_as_in_megatron(tmp_path):
+    """`--cp 1 --stack-knob cp_comm=ring` (Megatron-LM's default --cp-comm-type p2p) was refused for want of fused
+    attention, though at cp=1 there is no context-parallel exchange: it now writes the allgather job's nodes."""
+    from tracekit.io import read_traceset
+
+    base = ("generate", "llm", "--model", "gpt3-1.3b", "--layers", "1", "--global-batch", "4")
+    assert run(*base, "--cp", "1", "--stack-knob", "cp_comm=ring", "-o", tmp_path / "ring").exit_code == 0
+    assert run(*base, "--cp", "1", "-o", tmp_path / "gather").exit_code == 0
+    ring, gather = (read_traceset(tmp_path / n)[0] for n in ("ring", "gather"))
+    assert len(ring.nodes) == len(gather.nodes) > 100
+    assert [(n.name, n.duration_ns) for n in ring.nodes] == [(n.name, n.duration_ns) for n in gather.nodes]
+    res = run(*base, "--cp", "2", "--stack-knob", "cp_comm=ring", "-o", tmp_path / "cp2")
+    assert one_line_error(res) == (
+        "tracekit: error: cp=2: ring context parallelism needs fused attention (its online softmax merges the "
+        "steps); set --stack-knob fused_attention=true or cp_comm=allgather"
+    )
+    assert not list(tmp_path.glob("cp2*"))
