@@ -41,7 +41,7 @@ that arrived last) back to time 0; its steps are contiguous, so its length equal
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
@@ -82,17 +82,14 @@ class RankStats:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "RankStats":
-        """Inverse of ``asdict``; also reads results written before ``other_idle_ns`` (total ``idle_ns``)."""
-        d = dict(d)
-        if "other_idle_ns" not in d and "idle_ns" in d:
-            d["other_idle_ns"] = d["idle_ns"] - d["comm_wait_ns"]
-        d.pop("idle_ns", None)
-        return cls(**{k: (int(v) if k in ("rank", "nodes") else _ns(v)) for k, v in d.items()})
+        """Inverse of ``asdict``; also reads results written before ``other_idle_ns`` (total ``idle_ns``).
 
+        Raises:
+            ReplayError: a missing or malformed figure, naming it.
+        """
+        from tracekit.replayer.results.result_read import Fields, rank_stats
 
-def _ns(v: Any) -> int:
-    """A time read from JSON as integer ns (older results hold floats)."""
-    return int(round(float(v)))
+        return rank_stats(Fields(d, "rank"))
 
 
 @dataclass(frozen=True)
@@ -348,7 +345,8 @@ class ReplayResult:
         """Inverse of :meth:`to_dict`; also reads the compact form (version 2, :mod:`.compact`).
 
         Raises:
-            ReplayError: not a replay result, or a newer format version.
+            ReplayError: not a replay result, a newer format version, or a missing or malformed field (naming it:
+                ``malformed replay result: ranks[2].iteration_time_ns: expected a duration in ns ...``).
         """
         from tracekit.replayer.results.compact import COMPACT_FORMAT_VERSION, result_from_compact
 
@@ -365,28 +363,21 @@ class ReplayResult:
                 f"replay result format version {d.get('format_version')!r} is not supported "
                 f"(this tracekit reads {RESULT_FORMAT_VERSION} and {COMPACT_FORMAT_VERSION})"
             )
-        try:
-            cp = d["critical_path"]
-            result = cls(
-                iteration_time_ns=_ns(d["iteration_time_ns"]),
-                ranks=tuple(RankStats.from_dict(r) for r in d["ranks"]),
-                collectives=tuple(_row(c) for c in d["collectives"]),
-                critical_path=CriticalPath(
-                    tuple(_step(s) for s in cp["steps"]),
-                    _ns(cp["length_ns"]),
-                    _ns(cp["compute_ns"]),
-                    _ns(cp["comm_ns"]),
-                ),
-                provenance=_provenance(d["provenance"]),
-                compute_methods=tuple((str(k), int(v)) for k, v in d["compute_methods"].items()),
-                node_count=int(d["node_count"]),
-                schedule=tuple(RankSchedule.from_dict(s) for s in d["schedule"]) if "schedule" in d else None,
-                folding=_folding(d.get("folding")),
-                memory=d.get("memory"),
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ReplayError(f"malformed replay result: {exc!r}") from None
-        return result
+        from tracekit.replayer.results import result_read as read
+
+        f = read.Fields(d, "")
+        return cls(
+            iteration_time_ns=f.ns("iteration_time_ns"),
+            ranks=tuple(read.rank_stats(r) for r in f.objs("ranks")),
+            collectives=tuple(read.collective_row(c) for c in f.objs("collectives")),
+            critical_path=read.critical_path(f.obj("critical_path")),
+            provenance=read.provenance(f.obj("provenance")),
+            compute_methods=f.tally("compute_methods"),
+            node_count=f.count("node_count"),
+            schedule=read.schedules(f),
+            folding=read.folding(f),
+            memory=read.memory(f),
+        )
 
     def to_json(self, *, include_schedule: bool = False) -> bytes:
         """UTF-8 JSON (indented)."""
@@ -399,16 +390,22 @@ class ReplayResult:
         """Parse :meth:`to_json` output.
 
         Raises:
-            ReplayError: not JSON or not a replay result.
+            ReplayError: not JSON or not a replay result; a ``NaN`` or ``Infinity`` (which Python's json module
+                writes) is named by its field.
         """
         import orjson
 
         try:
-            return cls.from_dict(orjson.loads(data))
+            doc = orjson.loads(data)
         except orjson.JSONDecodeError as exc:
-            raise ReplayError(
-                f"not a tracekit replay result: not JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})"
-            ) from None
+            from tracekit.replayer.results.result_read import with_constants
+
+            doc = with_constants(data)
+            if doc is None:
+                raise ReplayError(
+                    f"not a tracekit replay result: not JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})"
+                ) from None
+        return cls.from_dict(doc)
 
     def write_json(self, path: str, *, include_schedule: bool = False) -> None:
         """Write :meth:`to_json` atomically to ``path``."""
@@ -416,34 +413,6 @@ class ReplayResult:
 
         with atomic_output(path, "wb") as fh:
             fh.write(self.to_json(include_schedule=include_schedule))
-
-
-def _folding(d: dict[str, Any] | None) -> FoldInfo | None:
-    if d is None:
-        return None
-    return FoldInfo(int(d["classes"]), int(d["ranks"]), d.get("reason"))
-
-
-def _row(c: dict[str, Any]) -> CollectiveRow:
-    c = dict(c)
-    c["ranks"] = tuple(c["ranks"])
-    c["node_ids"] = tuple(c["node_ids"])
-    for k in ("start_ns", "end_ns", "time_ns"):
-        c[k] = _ns(c[k])
-    return CollectiveRow(**c)
-
-
-def _step(s: dict[str, Any]) -> PathStep:
-    s = dict(s)
-    s["start_ns"], s["end_ns"] = _ns(s["start_ns"]), _ns(s["end_ns"])
-    return PathStep(**s)
-
-
-def _provenance(p: dict[str, Any]) -> Provenance:
-    p = dict(p)
-    p["trace_paths"] = tuple(p["trace_paths"])
-    names = {f.name for f in fields(Provenance)}
-    return Provenance(**{k: v for k, v in p.items() if k in names})
 
 
 def _ints(a: npt.NDArray[np.float64]) -> list[int | None]:

@@ -6,6 +6,8 @@ and that no output file was written.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from _hardkit import one_line_error, ring_job, run
 
@@ -99,3 +101,49 @@ def test_a_ring_at_cp_1_is_no_context_parallelism_as_in_megatron(tmp_path):
         "steps); set --stack-knob fused_attention=true or cp_comm=allgather"
     )
     assert not list(tmp_path.glob("cp2*"))
+
+
+def _results(tmp_path):
+    """The full (``--per-rank``) and compact results of one 4-rank replay, as (path, document) pairs."""
+    prefix = ring_job(tmp_path, 4)
+    out = {}
+    for form, extra in (("full", ("--per-rank",)), ("compact", ())):
+        path = tmp_path / f"{form}.json"
+        assert run("replay", prefix, "--hw", "dgx-h100", "-o", path, *extra).exit_code == 0
+        out[form] = (path, json.loads(path.read_text()))
+    return out
+
+
+def _first_rank(doc: dict) -> dict:
+    return (doc.get("ranks") or doc["rank_classes"])[0]
+
+
+BAD_RESULTS = [
+    (lambda d: d.update(iteration_time_ns=-5), "iteration_time_ns: expected a duration in ns (a number >= 0), got -5"),
+    (lambda d: d.update(iteration_time_ns=float("nan")), "iteration_time_ns: expected a duration in ns (a number >= 0), got nan"),
+    (lambda d: d.update(iteration_time_ns="12"), "iteration_time_ns: expected a duration in ns (a number >= 0), got '12'"),
+    (lambda d: _first_rank(d).update(compute_ns=-7), "{ranks}[0].compute_ns: expected a duration in ns (a number >= 0), got -7"),
+    (lambda d: _first_rank(d).update(comm_wait_ns=float("inf")), "{ranks}[0].comm_wait_ns: expected a duration in ns (a number >= 0), got inf"),
+    (lambda d: d["critical_path"].update(length_ns=None), "critical_path.length_ns: expected a duration in ns (a number >= 0), got null"),
+    (lambda d: d["critical_path"]["steps"][0].update(end_ns=-1), "critical_path.steps[0].end_ns: expected a duration in ns (a number >= 0), got -1"),
+    (lambda d: d.update(node_count=-1), "node_count: expected an integer >= 0, got -1"),
+    (lambda d: d.update(compute_methods=[1]), "compute_methods: expected an object, got a list"),
+    (lambda d: d.pop("provenance"), "provenance: missing"),
+    (lambda d: d["provenance"].update(world_size="4"), "provenance.world_size: expected an integer >= 1, got '4'"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("form", ["full", "compact"])
+@pytest.mark.parametrize(("change", "says"), BAD_RESULTS)
+def test_a_malformed_or_negative_result_field_is_named_by_diff_and_report(tmp_path, form, change, says):
+    """diff/report printed Python's text ("ValueError(\\"could not convert string to float: 'abc'\\")", a
+    traceback for a list of compute methods) and compared a negative or NaN iteration time as if it were one."""
+    good, doc = _results(tmp_path)[form]
+    change(doc)
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(doc))  # Python's json writes NaN and Infinity, as another tool may
+    field = says.format(ranks="ranks" if form == "full" else "rank_classes")
+    want = f"tracekit: error: {bad}: malformed replay result: {field}"
+    assert one_line_error(run("diff", bad, good, "--html-out", tmp_path / "d.html")) == want
+    assert one_line_error(run("report", bad, "-o", tmp_path / "r.html")) == want
+    assert not (tmp_path / "d.html").exists() and not (tmp_path / "r.html").exists()
