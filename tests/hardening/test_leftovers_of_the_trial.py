@@ -147,3 +147,17 @@ def test_a_malformed_or_negative_result_field_is_named_by_diff_and_report(tmp_pa
     assert one_line_error(run("diff", bad, good, "--html-out", tmp_path / "d.html")) == want
     assert one_line_error(run("report", bad, "-o", tmp_path / "r.html")) == want
     assert not (tmp_path / "d.html").exists() and not (tmp_path / "r.html").exists()
+
+
+def test_validate_stream_refuses_comm_groups_it_would_not_read(tmp_path):
+    """`validate --stream --comm-groups FILE` printed OK whatever FILE held: the streaming pass has no group checks."""
+    prefix = ring_job(tmp_path, 4)
+    groups = tmp_path / "groups.json"
+    groups.write_text(json.dumps({"1": [0, 1]}))
+    res = run("validate", prefix, "--stream", "--comm-groups", groups)
+    assert one_line_error(res, exit_code=2).split(" (see ")[0] == (
+        f"tracekit: error: --comm-groups {groups}: validate --stream checks each rank file alone, without process "
+        "groups; drop --stream to check the groups"
+    )
+    res = run("validate", prefix, "--stream")
+    assert res.exit_code == 0 and res.stdout.strip().splitlines()[-1] == "OK: 4 ranks, 12 nodes, 0 warnings"

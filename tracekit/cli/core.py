@@ -146,6 +146,11 @@ def validate(
     from tracekit.classset_checks import validate_class_set
     from tracekit.validate import validate_files
 
+    if stream and comm_groups is not None:
+        raise click.UsageError(
+            f"--comm-groups {comm_groups}: validate --stream checks each rank file alone, without process groups; "
+            "drop --stream to check the groups"
+        )
     groups, groups_path = load_comm_groups(traces, comm_groups)
     classes = find_class_set(traces) if not stream else None
     if classes is not None and rank is not None:  # one rank of a class set: its derived trace, per-rank checks
