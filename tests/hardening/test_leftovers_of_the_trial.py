@@ -161,3 +161,52 @@ def test_validate_stream_refuses_comm_groups_it_would_not_read(tmp_path):
     )
     res = run("validate", prefix, "--stream")
     assert res.exit_code == 0 and res.stdout.strip().splitlines()[-1] == "OK: 4 ranks, 12 nodes, 0 warnings"
+
+
+NET = "topology: [ Ring ]\nnpus_count: [ {n} ]\nbandwidth: [ {bw} ]\nlatency: [ {lat} ]\n"
+ASTRA_BOUNDS = [
+    ({"n": 100000000}, {}, "n.yml: key npus_count[0]: must be an integer from 1 to 16,777,216, got 100,000,000"),
+    ({"bw": "1.0e-300"}, {}, "n.yml: key bandwidth[0]: must be a number from 1e-06 to 1e18 (GB/s), got 1e-300"),
+    ({"bw": "1e3"}, {}, "n.yml: key bandwidth[0]: must be a number from 1e-06 to 1e18 (GB/s), got the text '1e3' (YAML reads a number without a dot as text: write 1.0e+03)"),
+    ({"lat": "-1"}, {}, "n.yml: key latency[0]: must be a number from 0 to 1e18 (ns), got -1"),
+    ({}, {"local-mem-bw": 1e-300}, "s.json: key local-mem-bw: must be a number from 1e-06 to 1e18 (GB/s), got 1e-300"),
+    ({}, {"endpoint-delay": -3}, "s.json: key endpoint-delay: must be an integer from 0 to 1e18 (ns), got -3"),
+    ({}, {"preferred-dataset-splits": 10**8}, "s.json: key preferred-dataset-splits: must be an integer from 1 to 65,536, got 100,000,000"),
+    ({}, {"active-chunks-per-dimension": 0}, "s.json: key active-chunks-per-dimension: must be an integer from 1 to 65,536, got 0"),
+    ({}, {"peak-perf": 1e-300}, "s.json: key peak-perf: must be a number 0 or from 1e-06 to 1e18 (TFLOP/s), got 1e-300"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("net", "system", "says"), ASTRA_BOUNDS)
+def test_hw_import_astra_prints_every_range_one_way(tmp_path, test_data_dir, net, system, says):
+    """Bounds were printed as '1e+18' and '1.67772e+07'; a local-mem-bw of 1e-300 was written into a spec that
+    then failed to load, and 10^8 dataset splits into one whose replay ran for hours (0.13 ms per chunk)."""
+    (tmp_path / "n.yml").write_text(NET.format(**{"n": 8, "bw": "50.0", "lat": "500.0", **net}))
+    doc = json.loads((test_data_dir / "astra" / "system_ring_splits1.json").read_text())
+    (tmp_path / "s.json").write_text(json.dumps({**doc, **system}))
+    out = tmp_path / "o.toml"
+    res = run("hw", "import-astra", "--system", tmp_path / "s.json", "--network", tmp_path / "n.yml", "-o", out)
+    assert one_line_error(res) == f"tracekit: error: {tmp_path}/{says}"
+    assert not out.exists()
+
+
+def test_a_spec_file_with_more_dataset_splits_than_the_limit_is_refused(tmp_path, test_data_dir):
+    """The spec loader took any split count; `replay` of 10^8 splits would have run for hours."""
+    astra = test_data_dir / "astra"
+    spec = tmp_path / "ring.toml"
+    res = run(
+        "hw",
+        "import-astra",
+        "--system",
+        astra / "system_ring_splits1.json",
+        "--network",
+        astra / "network_ring_8.yml",
+        "-o",
+        spec,
+    )
+    assert res.exit_code == 0, res.stderr
+    spec.write_text(spec.read_text().replace("preferred_dataset_splits = 1", "preferred_dataset_splits = 100000000"))
+    line = one_line_error(run("hw", "show", spec))
+    assert (
+        line == f"tracekit: error: {spec}: key astra.preferred_dataset_splits: must be at most 65,536, got 100,000,000"
+    )
