@@ -84,9 +84,7 @@ def _unique_keys(pairs: list[tuple[str, object]], path: str | os.PathLike[str]) 
     out: dict[str, object] = {}
     for key, value in pairs:
         if key in out:
-            raise ValidationError(
-                f"comm-group id {key!r} appears twice in the file; give each group once", path=path
-            )
+            raise ValidationError(f"comm-group id {key!r} appears twice in the file; give each group once", path=path)
         out[key] = value
     return out
 

@@ -7,6 +7,7 @@ and that no output file was written.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from _hardkit import one_line_error, ring_job, run
@@ -210,3 +211,52 @@ def test_a_spec_file_with_more_dataset_splits_than_the_limit_is_refused(tmp_path
     assert (
         line == f"tracekit: error: {spec}: key astra.preferred_dataset_splits: must be at most 65,536, got 100,000,000"
     )
+
+
+def _class_set_of(tmp_path, world: int):
+    """A 2-class LLM set (tp 8, pp 2) whose manifest is widened to ``world`` ranks, half per pipeline stage
+    (each member keeps its class's first values: the summary reads only the representatives)."""
+    small = tmp_path / "small" / "j"
+    res = run(
+        "generate", "llm", "--model", "gpt3-1.3b", "--layers", "2", "--tp", "8", "--pp", "2", "--ranks", "64",
+        "--global-batch", "4", "--classes", "-o", small,
+    )  # fmt: skip
+    assert res.exit_code == 0, res.stderr
+    doc = json.loads(small.with_name("j.classes.json").read_text())
+    half = world // 2
+    for k, c in enumerate(doc["classes"]):
+        c["ranks"], c["values"] = list(range(k * half, (k + 1) * half)), [c["values"][0]] * half
+        c["file"] = f"../small/{c['file']}"
+    doc["world_size"] = world
+    big = tmp_path / "big"
+    big.mkdir()
+    for c in doc["classes"]:
+        (big / Path(c["file"]).name).write_bytes((big / c["file"]).read_bytes())
+        c["file"] = Path(c["file"]).name
+    (big / "j.classes.json").write_text(json.dumps(doc))
+    return big / "j"
+
+
+def test_info_of_a_class_set_costs_its_classes_not_its_ranks(tmp_path, monkeypatch):
+    """`info` of a 1,048,576-rank class set made one summary and one table key per rank (15.1 s CPU, 91.6 s wall
+    under load; now 5.2 s / 31.9 s, the rest reading the 62 MB manifest: benchmarks/bench_info_classes.py)."""
+    from tracekit.classset_summary import MemberSummaries
+
+    prefix = _class_set_of(tmp_path, 1 << 14)
+    small = json.loads(run("info", tmp_path / "small" / "j", "--json").stdout)["per_rank"]  # 64 ranks, 2 classes
+    stage_nodes = (small[0]["nodes"], small[32]["nodes"])
+
+    def no_walk(self):
+        raise AssertionError("info walked every rank's summary")
+
+    monkeypatch.setattr(MemberSummaries, "__iter__", no_walk)
+    res = run("info", prefix)
+    assert res.exit_code == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert f"16384 rank(s), {8192 * sum(stage_nodes):,} nodes (2 distinct)" in lines[0]
+    assert sum("0-8191" in line for line in lines) == 4 and sum("8192-16383" in line for line in lines) == 4
+    one = json.loads(run("info", prefix, "--rank", "10000", "--json").stdout)
+    assert [(s["rank"], s["nodes"]) for s in one["per_rank"]] == [(10000, stage_nodes[1])]
+    monkeypatch.undo()
+    every = json.loads(run("info", prefix, "--json").stdout)["per_rank"]
+    assert len(every) == 16384 and every[16383]["path"].endswith("j.classes.json#rank16383")

@@ -76,7 +76,7 @@ def info(traces, rank: int | None, as_json: bool, top: int, comm_groups: str | N
             import dataclasses
 
             classes.locate(rank)  # TracekitError naming the manifest when the rank is not in the job
-            summary = dataclasses.replace(summary, ranks=1, per_rank=[s for s in summary.per_rank if s.rank == rank])
+            summary = dataclasses.replace(summary, ranks=1, per_rank=[summary.per_rank[rank]])
     else:
         pairs = _pairs(traces, rank)
         with progress_callback("reading ranks") as callback:
