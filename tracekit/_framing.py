@@ -126,12 +126,53 @@ def frame(message_bytes: bytes) -> bytes:
     return _varint(len(message_bytes)) + message_bytes
 
 
-def _read_raw(path: str | os.PathLike[str]) -> bytes:
+#: bytes of a raw `.et` file framed before the whole file is read (:func:`check_head`)
+HEAD_BYTES = 1 << 16
+
+
+def _read_raw(path: str | os.PathLike[str], *, rank: int | None = None) -> bytes:
+    """The (decompressed) bytes of a `.et`/`.et.gz` file, after :func:`check_head` of a raw regular file.
+
+    Raises:
+        TraceFormatError: a bad record among the first :data:`HEAD_BYTES`, a gzip stream over its limits.
+    """
     p = Path(path)
+    if os.path.isfile(p) and os.path.getsize(p) > HEAD_BYTES:  # not a FIFO: its head would be consumed
+        check_head(p, rank=rank)
     data = read_input_bytes(p)
     if data[:2] == GZIP_MAGIC:
         data = gunzip_limited(data, path=p)
     return data
+
+
+def check_head(path: str | os.PathLike[str], *, rank: int | None = None) -> None:
+    """Frame the records of the first :data:`HEAD_BYTES` of a raw `.et` file and raise at the first bad one, so a
+    large file that is not a trace (1.5 GB of zero bytes) fails at its first record, not after it was read whole.
+
+    Raises:
+        TraceFormatError: an empty node record, a length prefix of more than 5 bytes, or a record longer than the
+            file, naming the file, the rank and the byte offset.
+    """
+    from tracekit import _wirekernels as wk
+    from tracekit._output import open_input
+
+    with open_input(path) as fh:
+        size = os.fstat(fh.fileno()).st_size
+        head = fh.read(HEAD_BYTES)
+    if head[:2] == GZIP_MAGIC:
+        return
+    none = np.zeros(0, dtype=np.int32)
+    code, _, at, length, body_at, _ = wk.frame(np.frombuffer(head, dtype=np.uint8), none, none, True, True, size)
+    spath = os.fspath(path)
+    if code == wk.RECORD_OVER_LIMIT:
+        raise TraceFormatError(
+            f"record of {length} bytes runs past the end of the file ({size - body_at} bytes left)",
+            byte_offset=at,
+            path=spath,
+            rank=rank,
+        )
+    if code != wk.OK:
+        raise _framing_error(head, code, at, length, body_at, spath, rank)
 
 
 def split_records(

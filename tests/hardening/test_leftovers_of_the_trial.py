@@ -260,3 +260,40 @@ def test_info_of_a_class_set_costs_its_classes_not_its_ranks(tmp_path, monkeypat
     monkeypatch.undo()
     every = json.loads(run("info", prefix, "--json").stdout)["per_rank"]
     assert len(every) == 16384 and every[16383]["path"].endswith("j.classes.json#rank16383")
+
+
+@pytest.mark.parametrize(
+    ("command", "head", "says"),
+    [
+        (("info",), b"", "rank 0: empty node record (zero length) (at byte 1)"),
+        (("validate", "--stream"), b"", "rank 0: empty node record (zero length) (at byte 1)"),
+        (("replay", "--hw", "dgx-h100"), b"", "empty node record (zero length) (at byte 1)"),
+        (("info",), b"\x00\x80\x80\x80\x80\x04", "rank 0: record of 1073741824 bytes runs past the end of the file (33554426 bytes left) (at byte 1); not a Chakra execution trace?"),
+        (("validate", "--stream"), b"\x00\x80\x80\x80\x80\x04", "rank 0: record of 1073741824 bytes runs past the end of the file (at byte 1); not a Chakra execution trace?"),
+    ],
+)  # fmt: skip
+def test_a_large_file_of_zero_bytes_fails_at_its_first_record_without_being_read_whole(tmp_path, command, head, says):
+    """32 MiB of zero bytes named .et were read whole (1.5 GB in the trial: 1.5-3 GB of memory) before the error
+    at byte 1; the first 64 KiB are framed first now, and the streaming reader's slow path reads what it checks."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "zero.0.et"
+    with open(path, "wb") as fh:
+        fh.write(head)
+        fh.truncate(32 << 20)  # a sparse file of 32 MiB: zeros after ``head``
+    script = """
+import resource, sys
+from tracekit.cli import main
+try:
+    main()
+finally:
+    print("@rss", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)
+"""
+    proc = subprocess.run(
+        [sys.executable, "-c", script, *command[:1], str(path), *command[1:]], capture_output=True, text=True
+    )
+    lines = proc.stderr.strip().splitlines()
+    rss_kb = int(lines[-1].split()[1])
+    assert proc.returncode == 1 and lines[:-1] == [f"tracekit: error: {path}: {says}"]
+    assert rss_kb < 32 * 1024 + 32 * 1024, rss_kb  # the CLI's own ~45 MB, not the file's 32 MiB more
