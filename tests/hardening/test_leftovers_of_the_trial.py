@@ -297,3 +297,44 @@ finally:
     rss_kb = int(lines[-1].split()[1])
     assert proc.returncode == 1 and lines[:-1] == [f"tracekit: error: {path}: {says}"]
     assert rss_kb < 32 * 1024 + 32 * 1024, rss_kb  # the CLI's own ~45 MB, not the file's 32 MiB more
+
+
+@pytest.fixture(scope="module")
+def timed_runs(tmp_path_factory):
+    """One generated 2-rank job replayed three ways: measured and roofline on dgx-h100, measured on dgx-a100."""
+    base = tmp_path_factory.mktemp("timed")
+    job = base / "j"
+    res = run(
+        "-q", "generate", "llm", "--model", "gpt3-1.3b", "--layers", "1", "--tp", "2", "--ranks", "2",
+        "--global-batch", "2", "--hw", "dgx-a100", "-o", job,
+    )  # fmt: skip
+    assert res.exit_code == 0, res.stderr
+    out = {}
+    for name, hw, compute in (
+        ("m", "dgx-h100", "measured"),
+        ("r", "dgx-h100", "roofline"),
+        ("a", "dgx-a100", "measured"),
+    ):
+        out[name] = base / f"{name}.json"
+        assert run("-q", "replay", job, "--hw", hw, "--compute", compute, "-o", out[name]).exit_code == 0
+    return out
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "says"),
+    [
+        ("m", "r", "compute measured vs roofline"),
+        ("m", "a", "hardware dgx-h100 vs dgx-a100"),
+        ("r", "a", "compute roofline vs measured; hardware dgx-h100 vs dgx-a100"),
+    ],
+)
+def test_diff_warns_when_the_runs_were_timed_differently(timed_runs, a, b, says):
+    """A diff of a measured and a projected (or roofline) replay said nothing: its change is mostly the method's."""
+    res = run("diff", timed_runs[a], timed_runs[b])
+    assert res.exit_code == 0, res.stderr
+    assert res.stderr.splitlines() == [
+        f"tracekit: warning: {timed_runs[a]} and {timed_runs[b]} were timed differently ({says}): the diff "
+        "includes that change"
+    ]
+    same = run("diff", timed_runs[a], timed_runs[a])
+    assert same.exit_code == 0 and same.stderr == ""
