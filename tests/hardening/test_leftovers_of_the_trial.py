@@ -338,3 +338,40 @@ def test_diff_warns_when_the_runs_were_timed_differently(timed_runs, a, b, says)
     ]
     same = run("diff", timed_runs[a], timed_runs[a])
     assert same.exit_code == 0 and same.stderr == ""
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (("sweep", "{job}", "--hw", "dgx-a100", "-o", "{job}"), "-o {job}: a folder of that name would hide the trace set {job} (job.0.et ...) from every command that reads the prefix; choose another output folder"),
+        (("export", "astra", "{job}", "--hw", "dgx-a100", "-o", "{job}/"), "-o {job}/: a folder of that name would hide the trace set {job} (job.0.et ...) from every command that reads the prefix; choose another output folder"),
+        (("replay", "{job}", "--hw", "dgx-a100", "-o", "{job}"), "{job}: is the prefix of an input trace set (job.0.et ...): a file of that name would hide the set from every command that reads the prefix; choose another output path"),
+        (("replay", "{job}", "--hw", "dgx-a100", "--timeline-out", "{job}"), "{job}: is the prefix of an input trace set (job.0.et ...): a file of that name would hide the set from every command that reads the prefix; choose another output path"),
+    ],
+)  # fmt: skip
+def test_an_output_named_like_the_input_prefix_is_refused(tmp_path, args, says):
+    """`sweep job -o job` made a folder `job`: every later `tracekit replay job` said "no trace files match"."""
+    job = ring_job(tmp_path, 4)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    line = one_line_error(run(*(a.format(job=job) for a in args)))
+    assert line == f"tracekit: error: {says.format(job=job)}"
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+    assert run("info", job).exit_code == 0
+
+
+@pytest.mark.parametrize(
+    ("hw", "says"),
+    [
+        ("specs", "specs: is a directory, not a hardware spec (a preset name or a TOML file)"),
+        ("dgx-a100,dgx-h100", "no hardware preset named 'dgx-a100,dgx-h100'; presets: azure-nd-a100-v4, dgx-a100, dgx-h100, h200; a list is not one spec (sweep takes --hw once per spec: --hw A --hw B)"),
+    ],
+)  # fmt: skip
+def test_a_hardware_argument_that_is_a_folder_or_a_list_says_so(tmp_path, monkeypatch, hw, says):
+    """`--hw specs` (a folder) said "no hardware preset named 'specs'"; `--hw a,b` gave no hint that sweep repeats
+    --hw."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "specs").mkdir()
+    job = ring_job(tmp_path, 2)
+    line = one_line_error(run("sweep", job, "--hw", hw, "-o", tmp_path / "s"))
+    assert line == f"tracekit: error: {says}"
+    assert not (tmp_path / "s").exists()

@@ -67,6 +67,9 @@ def astra(traces: str, out_dir: str, hw: str, name: str, target: str | None) -> 
     """
     import os
 
+    from tracekit.cli._outdir import check_output_folder
+
+    check_output_folder(out_dir)
     hold_output_prefix(os.path.join(out_dir, name))
     from tracekit.io import read_traceset
     from tracekit.replayer.simulation.astra_export import export_astra

@@ -110,8 +110,11 @@ def sweep(
           --vary compute.duration_scale=0.5,1 -o sweep_out
       tracekit sweep out/gpt3 --hw dgx-a100 --hw dgx-h100 --executor ray --address auto -o sweep_out
     """
+    from tracekit.cli._outdir import check_output_folder
     from tracekit.replayer import ReplayOptions
     from tracekit.replayer.orchestration.sweep import parse_vary, run_sweep, write_sweep
+
+    check_output_folder(out_dir)
 
     axes = [parse_vary(v) for v in varies]
     options = ReplayOptions(
