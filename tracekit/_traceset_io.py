@@ -42,6 +42,12 @@ def _hint(p: Path) -> str:
     )
 
 
+def is_rank_file_of(stem: str, name: str) -> bool:
+    """Whether the file name ``name`` is a rank file ``<stem>.<rank>.et[.gz]`` of the set named ``stem`` (a file of
+    the set ``<stem>.0`` beside it, ``<stem>.0.2.et``, is not)."""
+    return re.fullmatch(re.escape(stem) + r"\.\d+\.et(\.gz)?", name) is not None
+
+
 def trace_paths(spec: "str | os.PathLike[str] | Sequence[str | os.PathLike[str]]") -> list[tuple[int, Path]]:
     """Resolve a trace-set spec to ``(rank, path)`` pairs sorted by rank.
 
@@ -65,8 +71,10 @@ def trace_paths(spec: "str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
         files = [f for f in p.iterdir() if _RANK_RE.search(f.name)]
     else:
         files = [Path(f) for f in _glob.glob(s)] if any(ch in s for ch in "*?[") else []
-        if not files:  # a prefix, its glob characters literal
-            files = [Path(f) for f in _glob.glob(_glob.escape(s) + ".*.et") + _glob.glob(_glob.escape(s) + ".*.et.gz")]
+        if not files:  # a prefix, its glob characters literal; only <prefix>.<digits>.et[.gz] (not job.0.2.et, a
+            # file of the set job.0 beside it)
+            found = _glob.glob(_glob.escape(s) + ".*.et") + _glob.glob(_glob.escape(s) + ".*.et.gz")
+            files = [Path(f) for f in found if is_rank_file_of(p.name, Path(f).name)]
     files = [f for f in files if f.is_file()]
     if not files:
         raise TraceFormatError(f"no trace files match {s!r} (expected <prefix>.<rank>.et files){_hint(p)}", path=s)
@@ -255,10 +263,9 @@ class TraceSetWriter:
             os.path.join(_glob.escape(str(folder)), stem + ".*.et.gz")
         ):
             name = os.path.basename(other)
-            rest = name[len(base.name) + 1 :]
-            rank_text, _, suffix = rest.partition(".")
-            if not rank_text.isdigit():
+            if not is_rank_file_of(base.name, name):
                 continue
+            rank_text, _, suffix = name[len(base.name) + 1 :].partition(".")
             if int(rank_text) not in self._temps or "." + suffix != self.suffix:
                 out.append(name)
         return sorted(out)

@@ -365,7 +365,9 @@ def rank_files_of(prefix: str | os.PathLike[str]) -> list[str]:
     base = Path(os.fspath(prefix))
     stem = glob.escape(str(base))
     found = glob.glob(stem + ".*.et") + glob.glob(stem + ".*.et.gz")
-    return sorted(Path(f).name for f in found if Path(f).name[len(base.name) + 1 :].split(".")[0].isdigit())
+    from tracekit._traceset_io import is_rank_file_of
+
+    return sorted(Path(f).name for f in found if is_rank_file_of(base.name, Path(f).name))
 
 
 def check_one_form(prefix: str | os.PathLike[str], writing: str | None = None) -> None:

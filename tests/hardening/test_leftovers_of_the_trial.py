@@ -375,3 +375,28 @@ def test_a_hardware_argument_that_is_a_folder_or_a_list_says_so(tmp_path, monkey
     line = one_line_error(run("sweep", job, "--hw", hw, "-o", tmp_path / "s"))
     assert line == f"tracekit: error: {says}"
     assert not (tmp_path / "s").exists()
+
+
+def test_a_prefix_reads_its_own_rank_files_not_those_of_the_set_named_after_it(tmp_path):
+    """`transform job -o job.0` wrote job.0.<r>.et; then every command on `job` failed with "two files for rank 2:
+    job.0.2.et and job.2.et" (the prefix glob job.*.et took job.0.2.et as rank 2)."""
+    job = ring_job(tmp_path, 4)
+    res = run("transform", job, "--scale-compute", "2", "-o", f"{job}.0")
+    assert res.exit_code == 0, res.stderr
+    for prefix, compute in ((job, "1.000 us"), (f"{job}.0", "2.000 us")):
+        res = run("info", prefix)
+        assert res.exit_code == 0, res.stderr
+        assert "4 rank(s), 12 nodes (1 distinct)" in res.stdout and compute in res.stdout
+    assert run("validate", job).stdout.strip().splitlines()[-1] == "OK: 4 ranks, 12 nodes, 0 warnings"
+    assert run("replay", job, "--hw", "dgx-h100").exit_code == 0
+
+
+def test_keep_ranks_with_a_range_past_the_rank_limit_is_one_line(tmp_path):
+    """`transform --keep-ranks 0-99999999999` built a list of 10^11 ranks: MemoryError and a traceback."""
+    job = ring_job(tmp_path, 4)
+    line = one_line_error(run("transform", job, "--keep-ranks", "0-99999999999", "-o", tmp_path / "k"))
+    assert line == (
+        "tracekit: error: bad rank list '0-99999999999': rank 99,999,999,999 is out of range (tracekit handles ranks "
+        "0 to 1,048,575)"
+    )
+    assert not list(tmp_path.glob("k*"))

@@ -24,9 +24,11 @@ def check_output_folder(out_dir: str, option: str = "-o") -> None:
     base = out_dir.rstrip("/" + os.sep) or out_dir
     if os.path.isdir(base):
         return
-    found = sorted(glob.glob(f"{glob.escape(base)}.[0-9]*.et*")) or sorted(
-        glob.glob(f"{glob.escape(base)}.classes.json")
-    )
+    from tracekit._traceset_io import is_rank_file_of
+
+    stem = os.path.basename(base)
+    found = sorted(f for f in glob.glob(f"{glob.escape(base)}.*.et*") if is_rank_file_of(stem, os.path.basename(f)))
+    found = found or glob.glob(f"{glob.escape(base)}.classes.json")
     if found:
         raise TracekitError(
             f"{option} {out_dir}: a folder of that name would hide the trace set {base} ({os.path.basename(found[0])} "
