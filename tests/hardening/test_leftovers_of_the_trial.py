@@ -400,3 +400,14 @@ def test_keep_ranks_with_a_range_past_the_rank_limit_is_one_line(tmp_path):
         "0 to 1,048,575)"
     )
     assert not list(tmp_path.glob("k*"))
+
+
+def test_bench_coll_sizes_past_a_chakra_comm_size_are_refused_naming_the_option():
+    """`--sizes 99999999999999999999T` printed a row of 1.1e32 bytes taking 6.4e26 us; 1TB was 'not a size'."""
+    line = one_line_error(run("bench-coll", "--hw", "dgx-a100", "--ranks", "8", "--sizes", "99999999999999999999T"))
+    assert line == (
+        "tracekit: error: --sizes 99999999999999999999T: size '99999999999999999999T' is "
+        "109,951,162,777,599,999,998,900,488,372,224 bytes; a Chakra comm_size holds at most 2^63-1 bytes"
+    )
+    res = run("bench-coll", "--hw", "dgx-a100", "--ranks", "8", "--sizes", "1TB")
+    assert res.exit_code == 0 and res.stdout.splitlines()[-1].split()[0] == "1099511627776"
