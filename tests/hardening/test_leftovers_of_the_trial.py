@@ -411,3 +411,20 @@ def test_bench_coll_sizes_past_a_chakra_comm_size_are_refused_naming_the_option(
     )
     res = run("bench-coll", "--hw", "dgx-a100", "--ranks", "8", "--sizes", "1TB")
     assert res.exit_code == 0 and res.stdout.splitlines()[-1].split()[0] == "1099511627776"
+
+
+@pytest.mark.parametrize(
+    ("size", "says"),
+    [
+        ("99999999999999999999TiB", "--size 99999999999999999999TiB: 109,951,162,777,599,999,998,900,488,372,224 bytes; a Chakra comm_size holds at most 2^63-1 bytes"),
+        ("1EiB", "--size 1EiB: unknown size unit 'EiB' in '1EiB'; use B, KB, MB, GB, TB (10^3n) or KiB, MiB, GiB, TiB (2^10n)"),
+    ],
+)  # fmt: skip
+def test_generate_micro_size_errors_name_the_option(tmp_path, size, says):
+    """A size past int64 was blamed on "node 'ALL_REDUCE_0': comm size ..." and named no option."""
+    out = tmp_path / "m"
+    line = one_line_error(
+        run("generate", "micro", "--collective", "all_reduce", "--size", size, "--ranks", "2", "-o", out)
+    )
+    assert line == f"tracekit: error: {says}"
+    assert not list(tmp_path.iterdir())
