@@ -389,7 +389,7 @@ def _import_astra_config(
     if roofline and not peak_tflops:
         raise SpecError("key peak-perf: a positive value is required when roofline-enabled is 1", path=sys_path)
     local_mem_bw = _number(sys_data, "local-mem-bw", sys_path, least=MIN_SPEC_POSITIVE, unit="GB/s")
-    chunks = {"integer": True, "least": 1, "most": MAX_DATASET_SPLITS, "required": False, "default": 1}
+    chunks: dict[str, Any] = {"integer": True, "least": 1, "most": MAX_DATASET_SPLITS, "required": False, "default": 1}
     astra = AstraSettings(
         endpoint_delay_ns=_number(sys_data, "endpoint-delay", sys_path, integer=True, unit="ns"),
         local_mem_bw_gbps=float(local_mem_bw),

@@ -142,7 +142,7 @@ def _size_bytes(size: str) -> int:
     from tracekit.converters.generators._build import parse_size
 
     try:
-        nbytes = parse_size(size)
+        nbytes = int(parse_size(size))
     except ConfigError as exc:
         raise ConfigError(f"--size {size}: {exc.message}") from None
     if nbytes > 2**63 - 1:

@@ -68,6 +68,15 @@ class StackSpec:
         if self.fp8_recipe not in FP8_RECIPES:
             raise ConfigError(f"fp8 recipe must be one of {', '.join(FP8_RECIPES)}; got {self.fp8_recipe!r}")
 
+    def check_context_parallel(self, cp: int) -> None:
+        """Raise ConfigError when a ring (``cp_comm="ring"``) runs at ``cp`` > 1 without fused attention (its online
+        softmax merges the ring's steps); at cp = 1 there is no context parallelism, as in Megatron-LM."""
+        if cp > 1 and self.cp_comm == "ring" and not self.fused_attention:
+            raise ConfigError(
+                f"cp={cp}: ring context parallelism needs fused attention (its online softmax merges the steps); "
+                "set --stack-knob fused_attention=true or cp_comm=allgather"
+            )
+
 
 @dataclass(frozen=True)
 class StackPreset:
