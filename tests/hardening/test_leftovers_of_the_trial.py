@@ -429,3 +429,19 @@ def test_generate_micro_size_errors_name_the_option(tmp_path, size, says):
     )
     assert line == f"tracekit: error: {says}"
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (("--perturb", "slow=0:1e308"), "--perturb slow=0:1e308: slow rank 0: needs a rank >= 0 and a factor in (0, 1,000,000], got 1e+308"),
+        (("--perturb", "delay=0:1e300s"), "--perturb delay=0:1e300s: delayed node 0: needs a node >= 0 and a delay of 0 to 9,007,199,254,740,992 ns, got inf"),
+        (("--compute-scale", "0"), "Invalid value for '--compute-scale' / '--scale-compute': 0.0 is not in the range x>0"),
+    ],
+)  # fmt: skip
+def test_a_perturbation_or_scale_out_of_range_is_one_line(tmp_path, args, says):
+    """`--perturb slow=0:1e308` ended in OverflowError (a traceback); `--compute-scale 0` named no option."""
+    job = ring_job(tmp_path, 4)
+    line = one_line_error(run("replay", job, "--hw", "dgx-a100", *args, "-o", tmp_path / "r.json"))
+    assert line.split(" (see ")[0] == f"tracekit: error: {says}"
+    assert not (tmp_path / "r.json").exists()

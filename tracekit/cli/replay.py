@@ -9,6 +9,7 @@ import click
 from tracekit.cli._common import CONTEXT_SETTINGS, err_console, out_console, progress_callback, state
 from tracekit.cli._perturb import check_samples, perturb_options, read_perturbation, run_samples
 from tracekit.cli._options import (
+    FACTOR,
     MAX_TOP,
     IntRange,
     comm_groups_option,
@@ -264,7 +265,7 @@ def render_compute_plan(console: Any, plan: Any, report: Any, result: Any) -> No
     "--compute-scale",
     "--scale-compute",
     "compute_scale",
-    type=float,
+    type=FACTOR,
     default=None,
     metavar="F",
     help="Multiply measured compute durations by F (overrides the spec).",

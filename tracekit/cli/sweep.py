@@ -9,6 +9,7 @@ import click
 
 from tracekit.cli._common import CONTEXT_SETTINGS, err_console, out_console, progress_callback, state
 from tracekit.cli._options import (
+    FACTOR,
     compute_options,
     emit_json,
     executor_options,
@@ -49,7 +50,7 @@ if TYPE_CHECKING:  # pragma: no cover
     "--compute-scale",
     "--scale-compute",
     "compute_scale",
-    type=float,
+    type=FACTOR,
     default=None,
     help="Factor on measured compute durations (same as transform --scale-compute).",
 )
