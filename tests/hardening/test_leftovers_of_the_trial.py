@@ -445,3 +445,16 @@ def test_a_perturbation_or_scale_out_of_range_is_one_line(tmp_path, args, says):
     line = one_line_error(run("replay", job, "--hw", "dgx-a100", *args, "-o", tmp_path / "r.json"))
     assert line.split(" (see ")[0] == f"tracekit: error: {says}"
     assert not (tmp_path / "r.json").exists()
+
+
+@pytest.mark.parametrize("name", ["", "..", "a/b", ".x"])
+def test_export_astra_refuses_a_name_that_leaves_the_folder(tmp_path, name):
+    """`export astra -o ex --name ''` wrote ex.<r>.et beside the folder; `--name ..` wrote hidden ex/...<r>.et."""
+    job = ring_job(tmp_path, 4)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    res = run("export", "astra", job, "--hw", "dgx-a100", "-o", tmp_path / "ex", "--name", name)
+    assert one_line_error(res, exit_code=2).split(" (see ")[0] == (
+        f"tracekit: error: --name {name!r}: must be a plain file name (not empty, no '/', not starting with '.') so "
+        "the traces land in the output folder as visible files"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
