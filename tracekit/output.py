@@ -132,9 +132,23 @@ def read_input_bytes(path: str | os.PathLike[str]) -> bytes:
 
 
 def check_output(path: str | os.PathLike[str]) -> None:
-    """Raise TracekitError when ``path`` is an input of the running command."""
-    if _PROTECTED is not None and os.path.realpath(path) in _PROTECTED:
+    """Raise TracekitError when ``path`` is an input of the running command, or the prefix of an input trace set
+    (``job`` beside ``job.0.et``: a file of that name would make the prefix name it, hiding the set)."""
+    if _PROTECTED is None:
+        return
+    real = os.path.realpath(path)
+    if real in _PROTECTED:
         raise TracekitError("refusing to overwrite an input of this command; choose another output path", path=path)
+    import re
+
+    member = re.compile(re.escape(real) + r"\.(\d+\.et(\.gz)?|classes\.json)$")
+    shadowed = sorted(p for p in _PROTECTED if member.match(p))
+    if shadowed:
+        raise TracekitError(
+            f"is the prefix of an input trace set ({os.path.basename(shadowed[0])} ...): a file of that name would "
+            "hide the set from every command that reads the prefix; choose another output path",
+            path=path,
+        )
 
 
 # ----------------------------------------------------------------------------- atomic output

@@ -45,8 +45,11 @@ _UNITS = {
     "GB": 1 << 30,
     "GIB": 1 << 30,
     "T": 1 << 40,
+    "TB": 1 << 40,
     "TIB": 1 << 40,
 }
+#: Largest size: a Chakra ``comm_size`` is an int64 (``generate micro --size`` has the same bound).
+MAX_SIZE_BYTES = 2**63 - 1
 
 
 @dataclass(frozen=True)
@@ -77,13 +80,16 @@ def parse_size(text: str) -> int:
     """Bytes in ``8``, ``8B``, ``64K``, ``1MiB``, ``8GiB`` or ``8G`` (binary multiples, as nccl-tests reads them).
 
     Raises:
-        TracekitError: not a size.
+        TracekitError: not a size, or more than :data:`MAX_SIZE_BYTES`.
     """
     m = re.fullmatch(r"\s*(\d+)\s*([A-Za-z]*)\s*", text)
     unit = m.group(2).upper() if m else None
     if m is None or unit not in _UNITS:
         raise TracekitError(f"bad size {text!r}: expected a number with B, K/KiB, M/MiB, G/GiB or T/TiB")
-    return int(m.group(1)) * _UNITS[unit]
+    size = int(m.group(1)) * _UNITS[unit]
+    if size > MAX_SIZE_BYTES:
+        raise TracekitError(f"size {text!r} is {size:,} bytes; a Chakra comm_size holds at most 2^63-1 bytes")
+    return size
 
 
 def size_range(text: str) -> list[int]:

@@ -402,6 +402,19 @@ def _setup_notes(pa: Any, pb: Any) -> list[str]:
     return out
 
 
+def timing_differences(pa: Any, pb: Any) -> list[str]:
+    """How runs A and B (their provenance) were timed differently: ``compute measured vs projected``,
+    ``hardware dgx-a100 vs dgx-h100`` (a spec's file when two specs share a name); empty when the same."""
+    out = []
+    if pa.compute_mode != pb.compute_mode:
+        out.append(f"compute {pa.compute_mode} vs {pb.compute_mode}")
+    if pa.spec_name != pb.spec_name:
+        out.append(f"hardware {pa.spec_name} vs {pb.spec_name}")
+    elif pa.spec_path != pb.spec_path:
+        out.append(f"hardware {pa.spec_name} from {pa.spec_path} vs {pb.spec_path}")
+    return out
+
+
 def diff_results(
     a: "ReplayResult", b: "ReplayResult", *, top: int = 10, a_label: str | None = None, b_label: str | None = None
 ) -> ResultDiff:

@@ -22,11 +22,9 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
-from tracekit.errors import ReplayError
-from tracekit.replayer.results.parts import CriticalPath, RankStats, _folding, _ns, _provenance, _step
-
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.replayer.results.result import RankStats, ReplayResult
+    from tracekit.replayer.results.result_read import Fields
 
 #: ``format_version`` of the compact form (the full form is ``RESULT_FORMAT_VERSION``, 1).
 COMPACT_FORMAT_VERSION = 2
@@ -81,42 +79,40 @@ def compact_dict(result: "ReplayResult") -> dict[str, Any]:
     return out
 
 
-def _table_row(row: dict[str, Any]) -> dict[str, Any]:
-    """One ``collective_table`` row with its types checked (KeyError/TypeError/ValueError when malformed)."""
-    count = int(row["count"])
-    total = int(row["total_time_ns"])
-    if count < 1:
-        raise ValueError(f"collective_table row with count {count}")
+def _table_row(f: "Fields") -> dict[str, Any]:
+    """One ``collective_table`` row with its fields checked."""
+    count = f.count("count", least=1)
+    total = f.ns("total_time_ns")
     return {
-        "kind": str(row["kind"]),
-        "comm_bytes": int(row["comm_bytes"]),
-        "pg_name": str(row["pg_name"]),
-        "group_size": int(row["group_size"]),
-        "algorithm": str(row["algorithm"]),
+        "kind": f.text("kind"),
+        "comm_bytes": f.count("comm_bytes"),
+        "pg_name": f.text("pg_name"),
+        "group_size": f.count("group_size", least=1),
+        "algorithm": f.text("algorithm"),
         "count": count,
         "total_time_ns": total,
         "mean_time_ns": total / count,
-        "algbw_gbps": None if row.get("algbw_gbps") is None else float(row["algbw_gbps"]),
-        "busbw_gbps": None if row.get("busbw_gbps") is None else float(row["busbw_gbps"]),
+        "algbw_gbps": f.amount("algbw_gbps", None),
+        "busbw_gbps": f.amount("busbw_gbps", None),
     }
 
 
-def _world(value: Any) -> int:
-    """The provenance's world size, within tracekit's rank range (a bad file must not size a list of ranks)."""
-    from tracekit.model.node import MAX_RANKS
+def _class_ranks(c: "Fields", world: int) -> list["RankStats"]:
+    """The ranks of one ``rank_classes`` entry, each range checked to lie within ``0..world-1`` before it is
+    expanded (a bad file must not make a list of 10^12 ranks)."""
+    from tracekit.replayer.results.parts import RankStats
+    from tracekit.replayer.results.result_read import malformed
 
-    world = int(value)
-    if not 1 <= world <= MAX_RANKS:
-        raise ValueError(f"world_size {world:,} is out of range (1 to {MAX_RANKS:,})")
-    return world
-
-
-def _span(a: Any, b: Any, world: int) -> tuple[int, int]:
-    """A class's rank range ``[a, b]``, checked to lie within ranks ``0..world-1``."""
-    lo, hi = int(a), int(b)
-    if not 0 <= lo <= hi < world:
-        raise ValueError(f"rank range {lo}-{hi} is not within ranks 0-{world - 1}")
-    return lo, hi
+    figures = {k: c.count(k) if k == "nodes" else c.ns(k) for k in _FIGURES}
+    out = []
+    for i, span in enumerate(c.items("ranks")):
+        where = f"{c.at('ranks')}[{i}]"
+        ok = isinstance(span, (list, tuple)) and len(span) == 2 and all(type(x) is int for x in span)
+        if not ok or not 0 <= span[0] <= span[1] < world:
+            shown = "-".join(map(str, span)) if ok else "a value that is not [first, last]"
+            raise malformed(where, f"rank range {shown} is not within ranks 0-{world - 1}")
+        out += [RankStats(rank=r, **figures) for r in range(span[0], span[1] + 1)]
+    return out
 
 
 def result_from_compact(d: dict[str, Any], cls: "type[ReplayResult]") -> "ReplayResult":
@@ -124,37 +120,33 @@ def result_from_compact(d: dict[str, Any], cls: "type[ReplayResult]") -> "Replay
     calls this, and is not imported here).
 
     Raises:
-        ReplayError: malformed (a missing key, a bad value, a rank listed twice or ranks not ``0..world-1``).
+        ReplayError: malformed (a missing key, a bad value, a rank listed twice or ranks not ``0..world-1``),
+            naming the field.
     """
-    try:
-        provenance = _provenance(d["provenance"])
-        world = _world(provenance.world_size)
-        ranks = []
-        for c in d["rank_classes"]:
-            figures = {k: int(c[k]) for k in _FIGURES}
-            spans = [_span(a, b, world) for a, b in c["ranks"]]  # checked before a range is expanded
-            ranks += [RankStats(rank=r, **figures) for a, b in spans for r in range(a, b + 1)]
-            if len(ranks) > world:
-                break  # a rank listed twice: the check below says so, without expanding the rest
-        ranks.sort(key=lambda s: s.rank)
-        cp = d["critical_path"]
-        if [s.rank for s in ranks] != list(range(world)):
-            raise ValueError(f"rank_classes do not list ranks 0-{world - 1} once each")
-        return cls(
-            iteration_time_ns=_ns(d["iteration_time_ns"]),
-            ranks=tuple(ranks),
-            collectives=(),
-            critical_path=CriticalPath(
-                tuple(_step(s) for s in cp["steps"]), _ns(cp["length_ns"]), _ns(cp["compute_ns"]), _ns(cp["comm_ns"])
-            ),
-            provenance=provenance,
-            compute_methods=tuple((str(k), int(v)) for k, v in d["compute_methods"].items()),
-            node_count=int(d["node_count"]),
-            folding=_folding(d.get("folding")),
-            collective_rows=tuple(_table_row(row) for row in d["collective_table"]),
-        )
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ReplayError(f"malformed replay result: {exc!r}") from None
+    from tracekit.replayer.results import result_read as read
+
+    f = read.Fields(d, "")
+    provenance = read.provenance(f.obj("provenance"))
+    world = provenance.world_size
+    ranks: list[RankStats] = []
+    for c in f.objs("rank_classes"):
+        ranks += _class_ranks(c, world)
+        if len(ranks) > world:
+            break  # a rank listed twice: the check below says so, without expanding the rest
+    ranks.sort(key=lambda s: s.rank)
+    if [s.rank for s in ranks] != list(range(world)):
+        raise read.malformed("", f"rank_classes do not list ranks 0-{world - 1} once each")
+    return cls(
+        iteration_time_ns=f.ns("iteration_time_ns"),
+        ranks=tuple(ranks),
+        collectives=(),
+        critical_path=read.critical_path(f.obj("critical_path")),
+        provenance=provenance,
+        compute_methods=f.tally("compute_methods"),
+        node_count=f.count("node_count"),
+        folding=read.folding(f),
+        collective_rows=tuple(_table_row(row) for row in f.objs("collective_table")),
+    )
 
 
 def collective_counts(result: "ReplayResult") -> tuple[int, int]:

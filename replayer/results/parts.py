@@ -1,10 +1,14 @@
-"""The parts of a replay result that its full and compact forms share (:mod:`.result`, :mod:`.compact`): per-rank
-figures, the critical path, provenance, folding, and their readers from JSON. :mod:`.result` re-exports them."""
+"""The parts of a replay result (:mod:`.result`, :mod:`.compact`, :mod:`.result_read`): per-rank figures, collective
+rows, per-node schedules, the critical path, provenance and folding. :mod:`.result` re-exports them."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+import math
+from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
+import numpy.typing as npt
 
 RESULT_FORMAT = "tracekit.replay"
 RESULT_FORMAT_VERSION = 1
@@ -35,20 +39,6 @@ class RankStats:
     def categories_ns(self) -> tuple[int, int, int, int]:
         """``(compute, exposed comm, waiting for peers, other idle)``, ns; they sum to the iteration time."""
         return (self.compute_ns, self.exposed_comm_ns, self.comm_wait_ns, self.other_idle_ns)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "RankStats":
-        """Inverse of ``asdict``; also reads results written before ``other_idle_ns`` (total ``idle_ns``)."""
-        d = dict(d)
-        if "other_idle_ns" not in d and "idle_ns" in d:
-            d["other_idle_ns"] = d["idle_ns"] - d["comm_wait_ns"]
-        d.pop("idle_ns", None)
-        return cls(**{k: (int(v) if k in ("rank", "nodes") else _ns(v)) for k, v in d.items()})
-
-
-def _ns(v: Any) -> int:
-    """A time read from JSON as integer ns (older results hold floats)."""
-    return int(round(float(v)))
 
 
 @dataclass(frozen=True)
@@ -105,20 +95,104 @@ class FoldInfo:
         return {"classes": self.classes, "ranks": self.ranks, "reason": self.reason}
 
 
-def _folding(d: dict[str, Any] | None) -> FoldInfo | None:
-    if d is None:
-        return None
-    return FoldInfo(int(d["classes"]), int(d["ranks"]), d.get("reason"))
+@dataclass(frozen=True)
+class CollectiveRow:
+    """One collective (or send/recv pair) as replayed.
+
+    Attributes:
+        index: instance number (collectives by group and order, then send/recv pairs).
+        kind: ``ALL_REDUCE`` ... (CollectiveType name) or ``SEND_RECV``.
+        comm_bytes: Chakra ``comm_size``, bytes.
+        pg_name: process group.
+        ranks: members (send/recv: ``(src, dst)``).
+        node_ids: each member's node id, in ``ranks`` order.
+        algorithm: the cost model's label.
+        start_ns, end_ns: the transfer (from the last member's arrival).
+        time_ns: ``end_ns - start_ns``.
+        algbw_gbps, busbw_gbps: nccl-tests bandwidths, GB/s; None for zero time.
+    """
+
+    index: int
+    kind: str
+    comm_bytes: int
+    pg_name: str
+    ranks: tuple[int, ...]
+    node_ids: tuple[int, ...]
+    algorithm: str
+    start_ns: int
+    end_ns: int
+    time_ns: int
+    algbw_gbps: float | None
+    busbw_gbps: float | None
 
 
-def _step(s: dict[str, Any]) -> PathStep:
-    s = dict(s)
-    s["start_ns"], s["end_ns"] = _ns(s["start_ns"]), _ns(s["end_ns"])
-    return PathStep(**s)
+@dataclass(frozen=True, eq=False)
+class RankSchedule:
+    """Per-node times of one rank (for timelines); arrays over the rank's nodes in file order.
+
+    Attributes:
+        node_ids: uint64[n]. kind: int8[n] engine node kinds. resource: int32[n]
+        index into ``resource_names`` (-1 none). start_ns, end_ns: float64[n]
+        (start = arrival for communication nodes). xfer_start_ns: float64[n]
+        transfer start of communication nodes (NaN otherwise). instance: int64[n]
+        collective table index (-1 none). names: the nodes' names (None in
+        results written before names were kept). merged_ids: ``{node id: ids of
+        the input nodes it stands for}`` for nodes a transform merged (Compact's
+        ``merged_node_ids``), else empty.
+    """
+
+    rank: int
+    node_ids: npt.NDArray[np.uint64]
+    kind: npt.NDArray[np.int8]
+    resource: npt.NDArray[np.int32]
+    resource_names: tuple[str, ...]
+    start_ns: npt.NDArray[np.float64]
+    end_ns: npt.NDArray[np.float64]
+    xfer_start_ns: npt.NDArray[np.float64]
+    instance: npt.NDArray[np.int64]
+    names: tuple[str, ...] | None = None
+    merged_ids: dict[int, tuple[int, ...]] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict of lists (times in ns, a NaN ``xfer_start_ns`` as None); :meth:`from_dict` inverts it."""
+        extra: dict[str, Any] = {}
+        if self.names is not None:
+            extra["names"] = list(self.names)
+        if self.merged_ids:
+            extra["merged_ids"] = {str(k): list(v) for k, v in self.merged_ids.items()}
+        return {
+            **extra,
+            "rank": self.rank,
+            "node_ids": self.node_ids.tolist(),
+            "kind": self.kind.tolist(),
+            "resource": self.resource.tolist(),
+            "resource_names": list(self.resource_names),
+            "start_ns": _ints(self.start_ns),
+            "end_ns": _ints(self.end_ns),
+            "xfer_start_ns": _ints(self.xfer_start_ns),
+            "instance": self.instance.tolist(),
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "RankSchedule":
+        """Inverse of :meth:`to_dict` (older results lack ``names``/``merged_ids``); KeyError/ValueError if malformed."""
+        return cls(
+            int(d["rank"]),
+            np.asarray(d["node_ids"], dtype=np.uint64),
+            np.asarray(d["kind"], dtype=np.int8),
+            np.asarray(d["resource"], dtype=np.int32),
+            tuple(d["resource_names"]),
+            np.asarray(d["start_ns"], dtype=np.float64),
+            np.asarray(d["end_ns"], dtype=np.float64),
+            np.asarray([math.nan if x is None else x for x in d["xfer_start_ns"]], dtype=np.float64),
+            np.asarray(d["instance"], dtype=np.int64),
+            tuple(d["names"]) if "names" in d else None,
+            {int(k): tuple(int(x) for x in v) for k, v in d.get("merged_ids", {}).items()},
+        )
 
 
-def _provenance(p: dict[str, Any]) -> Provenance:
-    p = dict(p)
-    p["trace_paths"] = tuple(p["trace_paths"])
-    names = {f.name for f in fields(Provenance)}
-    return Provenance(**{k: v for k, v in p.items() if k in names})
+def _ints(a: npt.NDArray[np.float64]) -> list[int | None]:
+    """Integral float64 times as a list of ints (None for NaN)."""
+    if not np.isnan(a).any():
+        return a.astype(np.int64).tolist()
+    return [None if math.isnan(x) else int(x) for x in a.tolist()]

@@ -40,124 +40,23 @@ that arrived last) back to time 0; its steps are contiguous, so its length equal
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 
-import numpy as np
-import numpy.typing as npt
 
 from tracekit.errors import ReplayError
 from tracekit.replayer.results.nccl_tests import bus_factor, nccl_tests_size
 from tracekit.replayer.results.parts import (  # noqa: F401 - the parts of a result, public here as before
     RESULT_FORMAT,
     RESULT_FORMAT_VERSION,
+    CollectiveRow,
     CriticalPath,
     FoldInfo,
     PathStep,
     Provenance,
+    RankSchedule,
     RankStats,
-    _folding,
-    _ns,
-    _provenance,
-    _step,
 )
-
-
-@dataclass(frozen=True)
-class CollectiveRow:
-    """One collective (or send/recv pair) as replayed.
-
-    Attributes:
-        index: instance number (collectives by group and order, then send/recv pairs).
-        kind: ``ALL_REDUCE`` ... (CollectiveType name) or ``SEND_RECV``.
-        comm_bytes: Chakra ``comm_size``, bytes.
-        pg_name: process group.
-        ranks: members (send/recv: ``(src, dst)``).
-        node_ids: each member's node id, in ``ranks`` order.
-        algorithm: the cost model's label.
-        start_ns, end_ns: the transfer (from the last member's arrival).
-        time_ns: ``end_ns - start_ns``.
-        algbw_gbps, busbw_gbps: nccl-tests bandwidths, GB/s; None for zero time.
-    """
-
-    index: int
-    kind: str
-    comm_bytes: int
-    pg_name: str
-    ranks: tuple[int, ...]
-    node_ids: tuple[int, ...]
-    algorithm: str
-    start_ns: int
-    end_ns: int
-    time_ns: int
-    algbw_gbps: float | None
-    busbw_gbps: float | None
-
-
-@dataclass(frozen=True, eq=False)
-class RankSchedule:
-    """Per-node times of one rank (for timelines); arrays over the rank's nodes in file order.
-
-    Attributes:
-        node_ids: uint64[n]. kind: int8[n] engine node kinds. resource: int32[n]
-        index into ``resource_names`` (-1 none). start_ns, end_ns: float64[n]
-        (start = arrival for communication nodes). xfer_start_ns: float64[n]
-        transfer start of communication nodes (NaN otherwise). instance: int64[n]
-        collective table index (-1 none). names: the nodes' names (None in
-        results written before names were kept). merged_ids: ``{node id: ids of
-        the input nodes it stands for}`` for nodes a transform merged (Compact's
-        ``merged_node_ids``), else empty.
-    """
-
-    rank: int
-    node_ids: npt.NDArray[np.uint64]
-    kind: npt.NDArray[np.int8]
-    resource: npt.NDArray[np.int32]
-    resource_names: tuple[str, ...]
-    start_ns: npt.NDArray[np.float64]
-    end_ns: npt.NDArray[np.float64]
-    xfer_start_ns: npt.NDArray[np.float64]
-    instance: npt.NDArray[np.int64]
-    names: tuple[str, ...] | None = None
-    merged_ids: dict[int, tuple[int, ...]] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict of lists (times in ns, a NaN ``xfer_start_ns`` as None); :meth:`from_dict` inverts it."""
-        extra: dict[str, Any] = {}
-        if self.names is not None:
-            extra["names"] = list(self.names)
-        if self.merged_ids:
-            extra["merged_ids"] = {str(k): list(v) for k, v in self.merged_ids.items()}
-        return {
-            **extra,
-            "rank": self.rank,
-            "node_ids": self.node_ids.tolist(),
-            "kind": self.kind.tolist(),
-            "resource": self.resource.tolist(),
-            "resource_names": list(self.resource_names),
-            "start_ns": _ints(self.start_ns),
-            "end_ns": _ints(self.end_ns),
-            "xfer_start_ns": _ints(self.xfer_start_ns),
-            "instance": self.instance.tolist(),
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "RankSchedule":
-        """Inverse of :meth:`to_dict` (older results lack ``names``/``merged_ids``); KeyError/ValueError if malformed."""
-        return cls(
-            int(d["rank"]),
-            np.asarray(d["node_ids"], dtype=np.uint64),
-            np.asarray(d["kind"], dtype=np.int8),
-            np.asarray(d["resource"], dtype=np.int32),
-            tuple(d["resource_names"]),
-            np.asarray(d["start_ns"], dtype=np.float64),
-            np.asarray(d["end_ns"], dtype=np.float64),
-            np.asarray([math.nan if x is None else x for x in d["xfer_start_ns"]], dtype=np.float64),
-            np.asarray(d["instance"], dtype=np.int64),
-            tuple(d["names"]) if "names" in d else None,
-            {int(k): tuple(int(x) for x in v) for k, v in d.get("merged_ids", {}).items()},
-        )
 
 
 @dataclass(frozen=True)
@@ -263,7 +162,8 @@ class ReplayResult:
         """Inverse of :meth:`to_dict`; also reads the compact form (version 2, :mod:`.compact`).
 
         Raises:
-            ReplayError: not a replay result, or a newer format version.
+            ReplayError: not a replay result, a newer format version, or a missing or malformed field (naming it:
+                ``malformed replay result: ranks[2].iteration_time_ns: expected a duration in ns ...``).
         """
         from tracekit.replayer.results.compact import COMPACT_FORMAT_VERSION, result_from_compact
 
@@ -280,28 +180,21 @@ class ReplayResult:
                 f"replay result format version {d.get('format_version')!r} is not supported "
                 f"(this tracekit reads {RESULT_FORMAT_VERSION} and {COMPACT_FORMAT_VERSION})"
             )
-        try:
-            cp = d["critical_path"]
-            result = cls(
-                iteration_time_ns=_ns(d["iteration_time_ns"]),
-                ranks=tuple(RankStats.from_dict(r) for r in d["ranks"]),
-                collectives=tuple(_row(c) for c in d["collectives"]),
-                critical_path=CriticalPath(
-                    tuple(_step(s) for s in cp["steps"]),
-                    _ns(cp["length_ns"]),
-                    _ns(cp["compute_ns"]),
-                    _ns(cp["comm_ns"]),
-                ),
-                provenance=_provenance(d["provenance"]),
-                compute_methods=tuple((str(k), int(v)) for k, v in d["compute_methods"].items()),
-                node_count=int(d["node_count"]),
-                schedule=tuple(RankSchedule.from_dict(s) for s in d["schedule"]) if "schedule" in d else None,
-                folding=_folding(d.get("folding")),
-                memory=d.get("memory"),
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ReplayError(f"malformed replay result: {exc!r}") from None
-        return result
+        from tracekit.replayer.results import result_read as read
+
+        f = read.Fields(d, "")
+        return cls(
+            iteration_time_ns=f.ns("iteration_time_ns"),
+            ranks=tuple(read.rank_stats(r) for r in f.objs("ranks")),
+            collectives=tuple(read.collective_row(c) for c in f.objs("collectives")),
+            critical_path=read.critical_path(f.obj("critical_path")),
+            provenance=read.provenance(f.obj("provenance")),
+            compute_methods=f.tally("compute_methods"),
+            node_count=f.count("node_count"),
+            schedule=read.schedules(f),
+            folding=read.folding(f),
+            memory=read.memory(f),
+        )
 
     def to_json(self, *, include_schedule: bool = False) -> bytes:
         """UTF-8 JSON (indented)."""
@@ -314,16 +207,22 @@ class ReplayResult:
         """Parse :meth:`to_json` output.
 
         Raises:
-            ReplayError: not JSON or not a replay result.
+            ReplayError: not JSON or not a replay result; a ``NaN`` or ``Infinity`` (which Python's json module
+                writes) is named by its field.
         """
         import orjson
 
         try:
-            return cls.from_dict(orjson.loads(data))
+            doc = orjson.loads(data)
         except orjson.JSONDecodeError as exc:
-            raise ReplayError(
-                f"not a tracekit replay result: not JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})"
-            ) from None
+            from tracekit.replayer.results.result_read import with_constants
+
+            doc = with_constants(data)
+            if doc is None:
+                raise ReplayError(
+                    f"not a tracekit replay result: not JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})"
+                ) from None
+        return cls.from_dict(doc)
 
     def write_json(self, path: str, *, include_schedule: bool = False) -> None:
         """Write :meth:`to_json` atomically to ``path``."""
@@ -331,22 +230,6 @@ class ReplayResult:
 
         with atomic_output(path, "wb") as fh:
             fh.write(self.to_json(include_schedule=include_schedule))
-
-
-def _row(c: dict[str, Any]) -> CollectiveRow:
-    c = dict(c)
-    c["ranks"] = tuple(c["ranks"])
-    c["node_ids"] = tuple(c["node_ids"])
-    for k in ("start_ns", "end_ns", "time_ns"):
-        c[k] = _ns(c[k])
-    return CollectiveRow(**c)
-
-
-def _ints(a: npt.NDArray[np.float64]) -> list[int | None]:
-    """Integral float64 times as a list of ints (None for NaN)."""
-    if not np.isnan(a).any():
-        return a.astype(np.int64).tolist()
-    return [None if math.isnan(x) else int(x) for x in a.tolist()]
 
 
 __all__ = [

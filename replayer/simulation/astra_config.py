@@ -37,14 +37,14 @@ one entry per dimension.  Remote memory JSON: only ``NO_MEMORY_EXPANSION``.
 from __future__ import annotations
 
 import json
-import math
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
 from tracekit.errors import SpecError, malformed_input
-from tracekit.replayer.simulation.spec_toml import MAX_NPUS, MAX_SPEC_NUMBER
+from tracekit.replayer.simulation.astra_values import checked_number
+from tracekit.replayer.simulation.spec_toml import MAX_DATASET_SPLITS, MAX_NPUS, MIN_SPEC_POSITIVE
 
 from tracekit.replayer.simulation.astra_model import astra_refusal
 from tracekit.replayer.simulation.hardware import (
@@ -176,23 +176,16 @@ def _number(
     key: str,
     path: Path,
     *,
-    integer: bool = False,
-    minimum: float | None = None,
     required: bool = True,
     default: Any = None,
+    **bounds: Any,
 ) -> Any:
+    """``data[key]`` checked by :func:`~.astra_values.checked_number` with ``bounds``; ``default`` when absent."""
     if key not in data:
         if required:
             raise SpecError(f"key {key}: is required", path=path)
         return default
-    value = data[key]
-    ok = isinstance(value, int) if integer else isinstance(value, (int, float))
-    if isinstance(value, bool) or not ok or not math.isfinite(value) or abs(value) > MAX_SPEC_NUMBER:
-        kind = "an integer" if integer else "a number"
-        raise SpecError(f"key {key}: must be {kind} of magnitude at most {MAX_SPEC_NUMBER:g}, got {value!r}", path=path)
-    if minimum is not None and value < minimum:
-        raise SpecError(f"key {key}: must be at least {minimum}, got {value!r}", path=path)
-    return value
+    return checked_number(data[key], key, path, **bounds)
 
 
 def _list(data: dict, key: str, path: Path) -> list:
@@ -222,22 +215,9 @@ def _read_network(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
             raise SpecError(
                 f"key topology[{i}]: {t!r} is not supported; expected one of {', '.join(_TOPOLOGIES)}", path=path
             )
-        for key, value, integer in (("npus_count", n, True), ("bandwidth", b, False), ("latency", l, False)):
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, int if integer else (int, float))
-                or value < 0
-                or not math.isfinite(value)
-                or value > (MAX_NPUS if integer else MAX_SPEC_NUMBER)
-            ):
-                raise SpecError(
-                    f"key {key}[{i}]: must be a non-negative {'integer' if integer else 'number'} of at "
-                    f"most {MAX_NPUS if integer else MAX_SPEC_NUMBER:g}, got {value!r}",
-                    path=path,
-                )
-        if n < 1 or b <= 0:
-            bad = ("npus_count", n) if n < 1 else ("bandwidth", b)
-            raise SpecError(f"key {bad[0]}[{i}]: must be positive, got {bad[1]!r}", path=path)
+        checked_number(n, f"npus_count[{i}]", path, integer=True, least=1, most=MAX_NPUS)
+        checked_number(b, f"bandwidth[{i}]", path, least=MIN_SPEC_POSITIVE, unit="GB/s")
+        checked_number(l, f"latency[{i}]", path, unit="ns")
         dims.append({"topology": _TOPOLOGIES[t], "size": n, "bandwidth_gbps": float(b), "latency_ns": float(l)})
     ignored = [
         f"{path}: {k} = {data[k]!r}" for k in data if k not in ("topology", "npus_count", "bandwidth", "latency")
@@ -402,22 +382,19 @@ def _import_astra_config(
         )
     if sys_data.get("boost-mode", 0) not in (0, False):
         raise SpecError(f"key boost-mode: only 0 is supported, got {sys_data['boost-mode']!r}", path=sys_path)
-    roofline = _number(sys_data, "roofline-enabled", sys_path, integer=True, required=False, default=0)
-    peak_tflops = _number(sys_data, "peak-perf", sys_path, minimum=0, required=False)
+    roofline = _number(sys_data, "roofline-enabled", sys_path, integer=True, most=1, required=False, default=0)
+    peak_tflops = _number(
+        sys_data, "peak-perf", sys_path, least=MIN_SPEC_POSITIVE, zero_ok=True, unit="TFLOP/s", required=False
+    )
     if roofline and not peak_tflops:
         raise SpecError("key peak-perf: a positive value is required when roofline-enabled is 1", path=sys_path)
-    local_mem_bw = _number(sys_data, "local-mem-bw", sys_path, minimum=0)
-    if local_mem_bw <= 0:
-        raise SpecError(f"key local-mem-bw: must be positive, got {local_mem_bw!r}", path=sys_path)
+    local_mem_bw = _number(sys_data, "local-mem-bw", sys_path, least=MIN_SPEC_POSITIVE, unit="GB/s")
+    chunks: dict[str, Any] = {"integer": True, "least": 1, "most": MAX_DATASET_SPLITS, "required": False, "default": 1}
     astra = AstraSettings(
-        endpoint_delay_ns=_number(sys_data, "endpoint-delay", sys_path, integer=True, minimum=0),
+        endpoint_delay_ns=_number(sys_data, "endpoint-delay", sys_path, integer=True, unit="ns"),
         local_mem_bw_gbps=float(local_mem_bw),
-        preferred_dataset_splits=_number(
-            sys_data, "preferred-dataset-splits", sys_path, integer=True, minimum=1, required=False, default=1
-        ),
-        active_chunks_per_dimension=_number(
-            sys_data, "active-chunks-per-dimension", sys_path, integer=True, minimum=1, required=False, default=1
-        ),
+        preferred_dataset_splits=_number(sys_data, "preferred-dataset-splits", sys_path, **chunks),
+        active_chunks_per_dimension=_number(sys_data, "active-chunks-per-dimension", sys_path, **chunks),
         collective_optimization=optimization,
         bandwidth_convention=bandwidth_convention,
         roofline_enabled=bool(roofline),

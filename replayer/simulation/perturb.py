@@ -63,6 +63,12 @@ class LinkFault:
             raise ConfigError(f"a link's bandwidth factor must be in [0, 1] (0 = removed), got {self.bandwidth_factor}")
 
 
+#: Largest slowdown of a rank: 10^6 turns 1 us of compute into 1 s (a factor of 1e308 overflowed every time to inf).
+MAX_SLOW_FACTOR = 1e6
+#: Largest start delay of a node: 2^53 ns (tracekit.model.node.MAX_DURATION_NS, 104 days), the longest duration a trace holds.
+MAX_DELAY_NS = 2**53
+
+
 @dataclass(frozen=True)
 class Perturbation:
     """What to perturb (module doc); every part optional.
@@ -84,11 +90,15 @@ class Perturbation:
 
     def __post_init__(self) -> None:
         for rank, factor in self.slow:
-            if rank < 0 or not (factor > 0 and np.isfinite(factor)):
-                raise ConfigError(f"slow rank {rank}: needs a rank >= 0 and a factor > 0, got {factor!r}")
+            if rank < 0 or not (0 < factor <= MAX_SLOW_FACTOR):
+                raise ConfigError(
+                    f"slow rank {rank}: needs a rank >= 0 and a factor in (0, {MAX_SLOW_FACTOR:,.0f}], got {factor!r}"
+                )
         for node, delay in self.node_delay_ns:
-            if node < 0 or not (delay >= 0 and np.isfinite(delay)):
-                raise ConfigError(f"delayed node {node}: needs a node >= 0 and a delay >= 0, got {delay!r}")
+            if node < 0 or not (0 <= delay <= MAX_DELAY_NS):
+                raise ConfigError(
+                    f"delayed node {node}: needs a node >= 0 and a delay of 0 to {MAX_DELAY_NS:,} ns, got {delay!r}"
+                )
         for name in ("compute_jitter", "comm_jitter"):
             sigma = getattr(self, name)
             if not (0.0 <= sigma < 10.0):

@@ -47,7 +47,10 @@ def preset_path(name: str) -> Path:
         SpecError: no preset has that name.
     """
     if name not in list_presets():
-        raise SpecError(f"no hardware preset named {name!r}; presets: {', '.join(list_presets())}")
+        if os.path.isdir(name):
+            raise SpecError("is a directory, not a hardware spec (a preset name or a TOML file)", path=name)
+        hint = "; a list is not one spec (sweep takes --hw once per spec: --hw A --hw B)" if "," in name else ""
+        raise SpecError(f"no hardware preset named {name!r}; presets: {', '.join(list_presets())}{hint}")
     return Path(str(resources.files("tracekit.replayer.presets").joinpath(f"{name}.toml")))
 
 

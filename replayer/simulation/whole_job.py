@@ -47,8 +47,17 @@ def rank_files_beside(path: str | None) -> tuple[str, list[int]] | None:
     if m is None:
         return None
     prefix = m.group(1)
+    from tracekit.sets.io import is_rank_file_of
+
     names = _glob.glob(_glob.escape(prefix) + ".*.et") + _glob.glob(_glob.escape(prefix) + ".*.et.gz")
-    ranks = sorted({r for r in (rank_from_path(Path(n).name) for n in names) if r is not None})
+    stem = Path(prefix).name
+    ranks = sorted(
+        {
+            r
+            for r in (rank_from_path(Path(n).name) for n in names if is_rank_file_of(stem, Path(n).name))
+            if r is not None
+        }
+    )
     return prefix, ranks
 
 

@@ -114,7 +114,10 @@ def test_cli_bad_parallelism_exits_2(tmp_path):
         (["--tp", "7", "--pp", "16", "--dp", "8"], "tp=7 does not divide the 96 attention heads"),
         (["--tp", "8", "--pp", "16", "--ranks", "1000"], "1000 ranks are not divisible by tp 8 x pp 16 x cp 1"),
         (["--tp", "8", "--pp", "16", "--dp", "7"], "global batch 1536 is not divisible by micro-batch 1 x dp 7"),
-        (["--layers", "-4"], "num layers must be positive, got -4"),
+        (
+            ["--layers", "-4"],
+            "Invalid value for '--layers': -4 is not in the range x>=1 (see 'tracekit generate llm --help')",
+        ),
     ]:
         result = runner.invoke(Main(), ["generate", "llm", "--model", "gpt3-175b", *args, "-o", str(tmp_path / "x")])
         assert result.exit_code == 1, result.output

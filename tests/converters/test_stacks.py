@@ -45,7 +45,10 @@ def test_a_knob_is_settable_alone_and_bad_ones_are_one_line_errors():
     for call, message in (
         (lambda: stack("megatron-9"), "unknown stack 'megatron-9'"),
         (lambda: stack("nemo", fused=True), "unknown stack knob"),
-        (lambda: stack("nemo", fused_attention=False), "ring context parallelism needs fused attention"),
+        (
+            lambda: replace(gpt_config(cp=2), stack=stack("nemo", fused_attention=False)[0]),
+            "cp=2: ring context parallelism needs fused attention",
+        ),
         (lambda: stack("nemo", cp_comm="tree"), "context-parallel communication must be one of ring, allgather"),
     ):
         with pytest.raises(ConfigError, match=message):

@@ -127,12 +127,12 @@ VALUE_CASES = [
         "Invalid value for '--top': -1 is not in the range 1<=x<=1048576",
     ),
     (("replay", "{job}", "--hw", "dgx-a100", "--top", "x"), 2, "Invalid value for '--top': 'x' is not a valid integer"),
-    (("transform", "{job}", "-o", "{out}", "--dp", "0"), 1, "dp must be an integer >= 1, got 0"),
+    (("transform", "{job}", "-o", "{out}", "--dp", "0"), 1, "Invalid value for '--dp': 0 is not in the range x>=1"),
     (("transform", "{job}", "-o", "{out}", "--dp", "1.5"), 2, "Invalid value for '--dp': '1.5' is not a valid integer"),
     (
         ("transform", "{job}", "-o", "{out}", "--scale-compute", "nan"),
         1,
-        "compute scale factor must be a finite number > 0, got nan",
+        "Invalid value for '--scale-compute': 'nan' is not a finite number",
     ),
     (
         ("generate", "llm", "--model", "gpt3-1.3b", "--zero", "7", "-o", "{out}"),

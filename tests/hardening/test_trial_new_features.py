@@ -176,9 +176,9 @@ def test_comm_groups_given_for_a_rank_class_set_are_refused_not_ignored(tmp_path
 @pytest.mark.parametrize(
     ("change", "says"),
     [
-        (lambda d: d["rank_classes"][0].update(ranks=[[0, 10**12]]), "rank range 0-1000000000000 is not within ranks 0-3"),
-        (lambda d: d["provenance"].update(world_size=10**12), "world_size 1,000,000,000,000 is out of range (1 to 1,048,576)"),
-        (lambda d: d["rank_classes"][0].update(ranks=[[3, 0]]), "rank range 3-0 is not within ranks 0-3"),
+        (lambda d: d["rank_classes"][0].update(ranks=[[0, 10**12]]), "rank_classes[0].ranks[0]: rank range 0-1000000000000 is not within ranks 0-3"),
+        (lambda d: d["provenance"].update(world_size=10**12), "provenance.world_size: 1,000,000,000,000 is out of range (1 to 1,048,576)"),
+        (lambda d: d["rank_classes"][0].update(ranks=[[3, 0]]), "rank_classes[0].ranks[0]: rank range 3-0 is not within ranks 0-3"),
     ],
 )  # fmt: skip
 def test_a_compact_result_with_a_rank_range_past_its_world_is_refused_before_expanding_it(tmp_path, change, says):
@@ -192,4 +192,4 @@ def test_a_compact_result_with_a_rank_range_past_its_world_is_refused_before_exp
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps(doc))
     line = one_line_error(run("diff", bad, good))
-    assert line == f"tracekit: error: {bad}: malformed replay result: ValueError({says!r})"
+    assert line == f"tracekit: error: {bad}: malformed replay result: {says}"

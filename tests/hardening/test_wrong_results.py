@@ -221,10 +221,10 @@ def test_import_astra_rejects_non_finite_and_absurd_values(tmp_path, test_data_d
             tmp_path / "a.toml",
         )
     )
-    value = {".nan": "nan", ".inf": "inf", "-.inf": "-inf", "1.0e+308": "1e+308"}[latency]
-    assert line == (
-        f"tracekit: error: {tmp_path}/net.yml: key latency[0]: must be a non-negative number of at most "
-        f"1e+18, got {value}"
+    value = {".nan": "nan", ".inf": "inf", "-.inf": "-inf", "1.0e+308": "1e308"}[latency]
+    assert (
+        line
+        == f"tracekit: error: {tmp_path}/net.yml: key latency[0]: must be a number from 0 to 1e18 (ns), got {value}"
     )
     assert not (tmp_path / "a.toml").exists()
 
@@ -234,8 +234,8 @@ def test_spec_toml_numbers_are_bounded_and_replay_json_is_finite(tmp_path):
     (tmp_path / "big.toml").write_text(text.replace("mem_bandwidth_gbps = 2039.0", "mem_bandwidth_gbps = 1e300"))
     line = one_line_error(run("hw", "show", tmp_path / "big.toml"))
     assert line == (
-        f"tracekit: error: {tmp_path}/big.toml: key device.mem_bandwidth_gbps: must be at most 1e+18 in "
-        f"magnitude, got 1e+300"
+        f"tracekit: error: {tmp_path}/big.toml: key device.mem_bandwidth_gbps: must be at most 1e18 in "
+        f"magnitude, got 1e300"
     )
     (tmp_path / "edge.toml").write_text(text.replace("latency_ns = ", "latency_ns = 1e18 #"))
     prefix = ring_job(tmp_path, 2)

@@ -185,7 +185,7 @@ def test_bad_system_json_names_file_and_key(astra_dir, tmp_path, edit, message):
         ),
         (
             "topology: [ Ring ]\nnpus_count: [ 4 ]\nbandwidth: [ 0 ]\nlatency: [ 500 ]\n",
-            "key bandwidth[0]: must be positive",
+            "key bandwidth[0]: must be a number from 1e-06 to 1e18 (GB/s), got 0",
         ),
         ("topology: [ Ring ]\nnpus_count: [ 4 ]\nlatency: [ 500 ]\n", "key bandwidth: is required"),
         ("topology: [ Ring\n", "not valid YAML"),

@@ -112,8 +112,8 @@ def test_jitter_is_seeded_and_log_normal():
 @pytest.mark.parametrize(
     "kwargs,match",
     [
-        ({"slow": ((1, 0.0),)}, "factor > 0"),
-        ({"node_delay_ns": ((0, -5.0),)}, "delay >= 0"),
+        ({"slow": ((1, 0.0),)}, r"factor in \(0, 1,000,000\], got 0.0"),
+        ({"node_delay_ns": ((0, -5.0),)}, "a delay of 0 to 9,007,199,254,740,992 ns, got -5.0"),
         ({"compute_jitter": -0.1}, "compute_jitter"),
     ],
 )

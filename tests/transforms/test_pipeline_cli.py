@@ -118,8 +118,8 @@ def test_cli_transform_writes_and_records(tmp_path):
 @pytest.mark.parametrize(
     "args, msg",
     [
-        (["--scale-compute", "0"], "compute scale factor must be a finite number > 0, got 0.0"),
-        (["--dp", "-4"], "dp must be an integer >= 1, got -4"),
+        (["--scale-compute", "0"], "Invalid value for '--scale-compute': 0.0 is not in the range x>0"),
+        (["--dp", "-4"], "Invalid value for '--dp': -4 is not in the range x>=1"),
         (["--keep-iteration", "3"], "no iteration 3"),
         (["--ranks", "7-1"], "end before start"),
     ],

@@ -136,31 +136,29 @@ def validate_class_set(cs: ClassSet) -> ValidationReport:
 
 
 def summarize_class_set(cs: ClassSet) -> TraceSetSummary:
-    """:func:`tracekit.checks.summary.summarize_files` for a class set (a member's summary is its representative's).
+    """:func:`tracekit.checks.summary.summarize_files` for a class set (a member's summary is its representative's): one
+    summary per class, ``per_rank`` a :class:`~tracekit.checks.member_summaries.MemberSummaries` over every rank.
 
     Raises:
         TraceFormatError: a class file cannot be decoded.
         ValidationError: a ``process_group:init`` value cannot be parsed, or a group names a rank outside the world.
     """
-    from dataclasses import replace
-
+    from tracekit.checks.member_summaries import MemberSummaries
     from tracekit.model.groups import pg_descriptions, resolve_groups
     from tracekit.checks.summary import TraceSetSummary, summarize_trace
 
-    per_rank: dict[int, TraceSummary] = {}
+    reps: list[TraceSummary] = []
     declared: dict[str, tuple[int, ...]] = {}
     descs: dict[str, str] = {}
     for cls in cs.classes:
         trace = cs.read_representative(cls)
         declared.update(trace.process_groups())
         descs.update(pg_descriptions(trace))
-        rep = summarize_trace(trace)
-        for rank in cls.ranks:
-            per_rank[rank] = replace(rep, rank=rank, path=f"{cs.manifest}#rank{rank}")
+        reps.append(summarize_trace(trace))
     groups = {k: list(v) for k, v in resolve_groups(declared, cs.world_size).items()}
     return TraceSetSummary(
         ranks=cs.world_size,
         process_groups=groups,
-        per_rank=[per_rank[r] for r in sorted(per_rank)],
+        per_rank=MemberSummaries(cs, reps),
         process_group_descs=descs,
     )

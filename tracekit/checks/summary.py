@@ -155,20 +155,29 @@ class TraceSetSummary:
     Attributes:
         ranks: number of traces in the set.
         process_groups: pg_name -> ranks, as resolved by :attr:`TraceSet.process_groups`.
-        per_rank: one :class:`TraceSummary` per trace, in rank order.
+        per_rank: one :class:`TraceSummary` per trace, in rank order (a class set's: a sequence made on demand).
         process_group_descs: pg_name -> ``pg_desc`` declared in the traces.
     """
 
     ranks: int
     process_groups: dict[str, list[int]]
-    per_rank: list[TraceSummary] = field(default_factory=list)
+    per_rank: Sequence[TraceSummary] = field(default_factory=list)
     #: pg_name -> pg_desc as declared in the traces (``tp_0``, a renamed group's original name); empty ones left out
     process_group_descs: dict[str, str] = field(default_factory=dict)
 
     @property
     def nodes(self) -> int:
         """Nodes over all ranks."""
-        return sum(s.nodes for s in self.per_rank)
+        return sum(len(ranks) * s.nodes for ranks, s in self.rank_groups())
+
+    def rank_groups(self) -> list[tuple[Sequence[int], TraceSummary]]:
+        """``[(ranks, summary of the first)]``: ranks known to share a summary but for rank and file (a class set's
+        classes, :class:`~tracekit.checks.member_summaries.MemberSummaries`), else each rank alone; tables and totals
+        read these, so a class set costs its classes, not its ranks."""
+        groups = getattr(self.per_rank, "groups", None)
+        if groups is not None:
+            return list(groups)
+        return [((s.rank if s.rank is not None else i,), s) for i, s in enumerate(self.per_rank)]
 
     def to_dict(self) -> dict[str, Any]:
         """The summary as JSON-ready values (per rank: every :class:`TraceSummary` field; times in ns, sizes in bytes)."""

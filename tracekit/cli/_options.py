@@ -100,6 +100,25 @@ PEAK_TFLOPS = FloatRange(1e-6, 1e6)
 MEM_BW_GBPS = FloatRange(1e-6, 1e9)
 
 
+#: A count option (parallel degrees, layers, model sizes, batches, ranks, passes): an integer >= 1; an upper
+#: bound is checked where its limit is known (ranks, int64 sizes, a memory estimate).
+COUNT = IntRange(min=1)
+#: A multiplier option (``--scale-compute``, ``--scale-comm``): a finite float > 0.
+FACTOR = FloatRange(min=0, min_open=True)
+
+
+#: The element types the generators price: :data:`tracekit.workloads.units.TRAINING_DTYPES` (not imported, so
+#: ``--help`` stays light; tests/hardening/test_leftovers_of_the_trial.py checks they are equal).
+DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8")
+
+
+def dtype_option(default: str | None, help_text: str) -> Callable:
+    """``--dtype``, one of :data:`DTYPES`; another value is click's usage error naming ``--dtype`` and the choices."""
+    return click.option(
+        "--dtype", type=click.Choice(DTYPES), default=default, show_default=default is not None, help=help_text
+    )
+
+
 def hoist_global_flags(args: list[str]) -> list[str]:
     """``args`` with the global flags moved to the front (they may follow the subcommand); ``--`` stops the scan."""
     front: list[str] = []

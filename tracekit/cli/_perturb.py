@@ -87,6 +87,15 @@ def run_samples(traces: Any, hw: str, options: Any, pert: Any, samples: int, **k
         f"(min {_fmt_ns(d['min_ns'])}, max {_fmt_ns(d['max_ns'])})",
         soft_wrap=True,
     )
-    total = summary.communications * samples
-    top = ", ".join(f"rank {r} {c / total:.1%}" for r, c in summary.waited_on[:8]) if total else "none"
-    console.print(f"waited on (last to arrive, share of {total:,} communications): {top}", soft_wrap=True)
+    console.print(waited_on_line(summary.waited_on, summary.communications * samples), soft_wrap=True)
+
+
+def waited_on_line(waited_on: Any, total: int) -> str:
+    """The summary's last line: the ranks the others waited on, with their share of the ``total`` communications
+    (of >= 2 members, over all samples); says so when there was none, or when no member ever arrived last."""
+    if not total:
+        return "waited on: nothing (no communication with two or more members)"
+    if not waited_on:
+        return f"waited on: no rank (the members of all {total:,} communications arrived together)"
+    top = ", ".join(f"rank {r} {c / total:.1%}" for r, c in waited_on[:8])
+    return f"waited on (last to arrive, share of {total:,} communications): {top}"

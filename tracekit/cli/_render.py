@@ -15,7 +15,7 @@ _P2P = {"SEND": "COMM_SEND_NODE", "RECV": "COMM_RECV_NODE"}
 def _summary_rows(summary: Any, top: int) -> tuple[list[tuple[str, Any]], int]:
     """Ranks whose summaries are equal but for rank and file share a row: ``([(ranks text, summary)], rows)``."""
     groups: dict[tuple, list] = {}
-    for s in summary.per_rank:
+    for ranks, s in summary.rank_groups():
         key = (
             s.version,
             s.nodes,
@@ -26,7 +26,7 @@ def _summary_rows(summary: Any, top: int) -> tuple[list[tuple[str, Any]], int]:
             tuple(sorted(s.collectives.items())),
             tuple(sorted(s.comm_bytes_by_collective.items())),
         )
-        groups.setdefault(key, [[], s])[0].append(s.rank if s.rank is not None else 0)
+        groups.setdefault(key, [[], s])[0].extend(ranks)
     rows = [(rank_ranges(ranks, limit=3), s) for ranks, s in groups.values()]
     return rows[:top], len(rows)
 
@@ -83,12 +83,14 @@ def render_summary(console: Any, summary: Any, *, top: int = 16) -> None:
                 ],
             )
         console.print(ct)
-    if any(s.steps for s in summary.per_rank):
+    groups = summary.rank_groups()
+    if any(s.steps for _, s in groups):
         st = Table(title="steps (measured ProfilerStep#N duration)", show_header=True)
         st.add_column("rank", justify="right")
         st.add_column("steps", justify="left")
-        for s in summary.per_rank:
-            st.add_row(str(s.rank), ", ".join(f"{k.split('#')[1]}: {_fmt_ns(v)}" for k, v in s.steps.items()) or "-")
+        for ranks, s in groups:
+            steps = ", ".join(f"{k.split('#')[1]}: {_fmt_ns(v)}" for k, v in s.steps.items()) or "-"
+            st.add_row(rank_ranges(list(ranks), limit=3), steps)
         console.print(st)
     if len(summary.process_groups) > 1:
         pg = Table(
@@ -118,9 +120,9 @@ def render_cost_coverage(console: Any, summary: Any, *, top: int = 16) -> None:
     from rich.table import Table
 
     groups: dict[Any, list] = {}
-    for s in summary.per_rank:
+    for ranks, s in summary.rank_groups():
         if s.cost is not None:
-            groups.setdefault(s.cost, [[], s])[0].append(s.rank if s.rank is not None else 0)
+            groups.setdefault(s.cost, [[], s])[0].extend(ranks)
     if not groups:
         return
     rows = list(groups.values())

@@ -112,10 +112,14 @@ def bench_coll(
     models = models + models_old
     if output:
         check_plot_path(output)
+    from tracekit.errors import TracekitError
+
+    try:
+        size_list = size_range(sizes)
+    except TracekitError as exc:  # the option named as the other options' errors name theirs
+        raise TracekitError(f"--sizes {sizes}: {exc.message}") from None
     spec = load_spec(spec_name)
-    rows = model_curves(
-        spec, collective, _int_list(ranks_text), list(models) or ["nccl", "alpha_beta"], size_range(sizes)
-    )
+    rows = model_curves(spec, collective, _int_list(ranks_text), list(models) or ["nccl", "alpha_beta"], size_list)
     for path in nccl_tests:
         run = read_nccl_tests(path, collective=collective)
         rows += list(run.rows)

@@ -5,19 +5,19 @@ from __future__ import annotations
 import click
 
 from tracekit.cli._common import CONTEXT_SETTINGS, err_console, hold_output_prefix, path_span, state
-from tracekit.cli._options import emit_json, json_option
+from tracekit.cli._options import COUNT, emit_json, json_option
 
 
 @click.command("text", context_settings=CONTEXT_SETTINGS)
 @click.argument("workload", metavar="FILE")
-@click.option("--ranks", "num_ranks", type=int, required=True, help="Number of ranks (NPUs) to write.")
+@click.option("--ranks", "num_ranks", type=COUNT, required=True, help="Number of ranks (NPUs) to write.")
 @click.option(
     "-o", "--output", "prefix", required=True, metavar="PREFIX", help="Output prefix: writes PREFIX.<rank>.et."
 )
-@click.option("--passes", type=int, default=1, show_default=True, help="Training passes (iterations) per rank.")
+@click.option("--passes", type=COUNT, default=1, show_default=True, help="Training passes (iterations) per rank.")
 @click.option(
     "--tp",
-    type=int,
+    type=COUNT,
     default=None,
     help="Model-parallel group size for HYBRID_DATA_MODEL / HYBRID_MODEL_DATA "
     "(HYBRID_TRANSFORMER reads it from the file).",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import click
 
@@ -76,7 +77,7 @@ def info(traces, rank: int | None, as_json: bool, top: int, comm_groups: str | N
             import dataclasses
 
             classes.locate(rank)  # TracekitError naming the manifest when the rank is not in the job
-            summary = dataclasses.replace(summary, ranks=1, per_rank=[s for s in summary.per_rank if s.rank == rank])
+            summary = dataclasses.replace(summary, ranks=1, per_rank=[summary.per_rank[rank]])
     else:
         pairs = _pairs(traces, rank)
         with progress_callback("reading ranks") as callback:
@@ -104,6 +105,29 @@ def info(traces, rank: int | None, as_json: bool, top: int, comm_groups: str | N
             f"comm groups for ASTRA-sim (--comm-group-configuration): {groups_file[0]} ({n})",
             markup=False,
             highlight=False,
+        )
+
+
+def _validate_streaming(traces: Any, rank: int | None) -> Any:
+    """``validate --stream``: each rank file checked in one streaming pass, the findings in one report."""
+    from tracekit.transforms.streaming import validate_stream
+    from tracekit.checks.validate import ValidationReport
+
+    report = ValidationReport()
+    for r, path in progress(_pairs(traces, rank), "checking ranks"):
+        sub = validate_stream(path, rank=r)
+        report.add(*sub.issues)
+        report.checked_ranks += 1
+        report.checked_nodes += sub.checked_nodes
+    return report
+
+
+def _refuse_stream_groups(stream: bool, comm_groups: str | None) -> None:
+    """A usage error for ``validate --stream --comm-groups FILE``: the streaming pass has no group checks."""
+    if stream and comm_groups is not None:
+        raise click.UsageError(
+            f"--comm-groups {comm_groups}: validate --stream checks each rank file alone, without process groups; "
+            "drop --stream to check the groups"
         )
 
 
@@ -146,6 +170,7 @@ def validate(
     from tracekit.checks.classset import validate_class_set
     from tracekit.checks.validate import validate_files
 
+    _refuse_stream_groups(stream, comm_groups)
     groups, groups_path = load_comm_groups(traces, comm_groups)
     classes = find_class_set(traces) if not stream else None
     if classes is not None and rank is not None:  # one rank of a class set: its derived trace, per-rank checks
@@ -159,15 +184,7 @@ def validate(
     elif classes is not None:  # stored as rank classes: representatives checked, members derived
         report = validate_class_set(classes)
     elif stream:
-        from tracekit.transforms.streaming import validate_stream
-        from tracekit.checks.validate import ValidationReport
-
-        report = ValidationReport()
-        for r, path in progress(_pairs(traces, rank), "checking ranks"):
-            sub = validate_stream(path, rank=r)
-            report.add(*sub.issues)
-            report.checked_ranks += 1
-            report.checked_nodes += sub.checked_nodes
+        report = _validate_streaming(traces, rank)
     else:
         pairs = _pairs(traces, rank)
         executor = resolve_executor(executor, len(pairs), workers, min_units=8)

@@ -67,6 +67,14 @@ def astra(traces: str, out_dir: str, hw: str, name: str, target: str | None) -> 
     """
     import os
 
+    from tracekit.cli._outdir import check_output_folder
+
+    if not name or name in (".", "..") or "/" in name or os.sep in name or name.startswith("."):
+        raise click.UsageError(
+            f"--name {name!r}: must be a plain file name (not empty, no '/', not starting with '.') so the traces "
+            "land in the output folder as visible files"
+        )
+    check_output_folder(out_dir)
     hold_output_prefix(os.path.join(out_dir, name))
     from tracekit.io import read_traceset
     from tracekit.replayer.simulation.astra_export import export_astra

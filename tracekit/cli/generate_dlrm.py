@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from tracekit.cli._common import CONTEXT_SETTINGS, hold_output_prefix
-from tracekit.cli._options import MEM_BW_GBPS, PEAK_TFLOPS, json_option, write_generated
+from tracekit.cli._options import COUNT, MEM_BW_GBPS, PEAK_TFLOPS, dtype_option, json_option, write_generated
 from tracekit.errors import ConfigError
 
 
@@ -27,14 +27,14 @@ def _widths(text: str | None, what: str) -> tuple[int, ...] | None:
     metavar="NAME",
     help="Preset: dlrm-mlperf or dlrm-small.",
 )
-@click.option("--ranks", "num_ranks", type=int, required=True, help="Number of ranks.")
-@click.option("--global-batch", type=int, default=None, help="Samples per iteration (default: the preset's).")
-@click.option("--tables", type=int, default=None, help="Number of embedding tables.")
-@click.option("--dim", type=int, default=None, help="Embedding dimension.")
-@click.option("--pooling", type=int, default=None, help="Lookups per sample per table.")
+@click.option("--ranks", "num_ranks", type=COUNT, required=True, help="Number of ranks.")
+@click.option("--global-batch", type=COUNT, default=None, help="Samples per iteration (default: the preset's).")
+@click.option("--tables", type=COUNT, default=None, help="Number of embedding tables.")
+@click.option("--dim", type=COUNT, default=None, help="Embedding dimension.")
+@click.option("--pooling", type=COUNT, default=None, help="Lookups per sample per table.")
 @click.option("--bottom-mlp", default=None, metavar="W-W-...", help="Bottom MLP widths, e.g. 512-256-128.")
 @click.option("--top-mlp", default=None, metavar="W-W-...", help="Top MLP widths, e.g. 1024-1024-512-256-1.")
-@click.option("--dtype", default=None, help="fp32 (default), bf16, fp16.")
+@dtype_option(None, "Element type (default: fp32).")
 @click.option("--hw", default=None, metavar="SPEC", help="Hardware spec (preset name or TOML) for roofline durations.")
 @click.option(
     "--peak-tflops", type=PEAK_TFLOPS, default=None, help="Peak TFLOP/s for roofline durations (1e-6 to 1e6)."

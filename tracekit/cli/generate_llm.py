@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import click
 
 from tracekit.cli._common import CONTEXT_SETTINGS, hold_output_prefix, path_span, progress, say
-from tracekit.cli._options import MEM_BW_GBPS, PEAK_TFLOPS, IntRange, emit_json, json_option
+from tracekit.cli._options import COUNT, MEM_BW_GBPS, PEAK_TFLOPS, IntRange, dtype_option, emit_json, json_option
 from tracekit.cli._stack_options import STACK_OPTIONS, apply_stack_options, stack_options
 from tracekit.errors import ConfigError
 
@@ -77,26 +77,26 @@ def roofline_from_options(
     help="Preset: gpt3-175b, gpt3-13b, gpt3-1.3b, llama2-7b, llama3-8b, llama3-70b, llama3-405b, mixtral-8x7b, "
     "nemotron4-15b, nemotron4-340b.",
 )
-@click.option("--layers", type=int, default=None, help="Override the number of layers.")
-@click.option("--hidden", type=int, default=None, help="Override the hidden size.")
-@click.option("--heads", type=int, default=None, help="Override the attention heads.")
-@click.option("--kv-heads", type=int, default=None, help="Override the key/value heads (grouped-query attention).")
-@click.option("--ffn", type=int, default=None, help="Override the FFN size.")
-@click.option("--seq", type=int, default=None, help="Override the sequence length.")
-@click.option("--vocab", type=int, default=None, help="Override the vocabulary size.")
-@click.option("--tp", type=int, default=1, show_default=True, help="Tensor-parallel degree.")
-@click.option("--pp", type=int, default=1, show_default=True, help="Pipeline-parallel degree.")
-@click.option("--dp", type=int, default=None, help="Data-parallel degree (default: from --ranks, else 1).")
-@click.option("--cp", type=int, default=1, show_default=True, help="Context-parallel degree.")
-@click.option("--ep", type=int, default=1, show_default=True, help="Expert-parallel degree (MoE; divides dp).")
-@click.option("--ranks", "num_ranks", type=int, default=None, help="World size; dp = ranks / (tp pp cp).")
-@click.option("--global-batch", type=int, default=None, help="Sequences per iteration (default: the preset's).")
-@click.option("--micro-batch", type=int, default=1, show_default=True, help="Sequences per micro-batch.")
+@click.option("--layers", type=COUNT, default=None, help="Override the number of layers.")
+@click.option("--hidden", type=COUNT, default=None, help="Override the hidden size.")
+@click.option("--heads", type=COUNT, default=None, help="Override the attention heads.")
+@click.option("--kv-heads", type=COUNT, default=None, help="Override the key/value heads (grouped-query attention).")
+@click.option("--ffn", type=COUNT, default=None, help="Override the FFN size.")
+@click.option("--seq", type=COUNT, default=None, help="Override the sequence length.")
+@click.option("--vocab", type=COUNT, default=None, help="Override the vocabulary size.")
+@click.option("--tp", type=COUNT, default=1, show_default=True, help="Tensor-parallel degree.")
+@click.option("--pp", type=COUNT, default=1, show_default=True, help="Pipeline-parallel degree.")
+@click.option("--dp", type=COUNT, default=None, help="Data-parallel degree (default: from --ranks, else 1).")
+@click.option("--cp", type=COUNT, default=1, show_default=True, help="Context-parallel degree.")
+@click.option("--ep", type=COUNT, default=1, show_default=True, help="Expert-parallel degree (MoE; divides dp).")
+@click.option("--ranks", "num_ranks", type=COUNT, default=None, help="World size; dp = ranks / (tp pp cp).")
+@click.option("--global-batch", type=COUNT, default=None, help="Sequences per iteration (default: the preset's).")
+@click.option("--micro-batch", type=COUNT, default=1, show_default=True, help="Sequences per micro-batch.")
 @click.option("--schedule", type=click.Choice(["gpipe", "1f1b", "interleaved"]), default="1f1b", show_default=True)
-@click.option("--virtual-stages", type=int, default=None, help="Model chunks per stage (interleaved; default 2).")
+@click.option("--virtual-stages", type=COUNT, default=None, help="Model chunks per stage (interleaved; default 2).")
 @click.option(
     "--microbatch-group-size",
-    type=int,
+    type=COUNT,
     default=None,
     metavar="N",
     help="Interleaved: contiguous micro-batches per virtual stage (Llama 3's flexible interleaving; any number "
@@ -106,7 +106,7 @@ def roofline_from_options(
 @click.option("--zero", "zero_stage", type=IntRange(0, 3), default=0, show_default=True, help="ZeRO stage.")
 @click.option("--sp", "sequence_parallel", is_flag=True, help="Sequence parallelism (needs tp >= 2).")
 @click.option("--recompute", type=click.Choice(["none", "selective", "full"]), default="none", show_default=True)
-@click.option("--dtype", default="bf16", show_default=True, help="bf16, fp16, fp32, fp8.")
+@dtype_option("bf16", "Element type of weights and activations.")
 @click.option("--bucket", default="160MB", show_default=True, metavar="SIZE", help="Gradient bucket size.")
 @click.option("--no-overlap", is_flag=True, help="Reduce gradients only after the whole backward.")
 @click.option("--hw", default=None, metavar="SPEC", help="Hardware spec (preset name or TOML) for roofline durations.")

@@ -101,21 +101,21 @@ def micro(
         return
     num_ranks, prefix = _check_options(collective, pattern, shape, num_ranks, iterations, prefix, compute_us)
     hold_output_prefix(prefix)
-    from tracekit.converters.generators.build import parse_ranks, parse_size
+    from tracekit.converters.generators.build import parse_ranks
 
     compute_ns = round(compute_us * 1000)
     members = parse_ranks(group) if group is not None else None
     if shape is not None:
         if members is not None or iterations != 1:
             raise ConfigError("--group and --iterations do not apply to --shape")
-        kwargs = {"comm_bytes": parse_size(size)} if size is not None else {}
+        kwargs = {"comm_bytes": _size_bytes(size)} if size is not None else {}
         if compute_ns:
             kwargs["duration_ns"] = compute_ns
         traceset = gen.chakra_shape(shape, num_ranks, **kwargs)
     else:
         if size is None:
             raise ConfigError("--size is required with --collective and --pattern")
-        nbytes = parse_size(size)
+        nbytes = _size_bytes(size)
         if collective is not None:
             traceset = gen.collective_bench(
                 num_ranks,
@@ -131,6 +131,23 @@ def micro(
                 num_ranks, pattern, nbytes, group=members, compute_ns=compute_ns, iterations=iterations
             )
     write_generated(traceset, prefix, as_json)
+
+
+def _size_bytes(size: str) -> int:
+    """``--size`` in bytes, at most 2^63-1 (a Chakra ``comm_size`` is an int64).
+
+    Raises:
+        ConfigError: naming ``--size``: not a size, or too large.
+    """
+    from tracekit.converters.generators.build import parse_size
+
+    try:
+        nbytes = int(parse_size(size))
+    except ConfigError as exc:
+        raise ConfigError(f"--size {size}: {exc.message}") from None
+    if nbytes > 2**63 - 1:
+        raise ConfigError(f"--size {size}: {nbytes:,} bytes; a Chakra comm_size holds at most 2^63-1 bytes")
+    return nbytes
 
 
 def _check_options(

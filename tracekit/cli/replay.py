@@ -9,7 +9,9 @@ import click
 from tracekit.cli._common import CONTEXT_SETTINGS, err_console, out_console, progress_callback, state
 from tracekit.cli._perturb import check_samples, perturb_options, read_perturbation, run_samples
 from tracekit.cli._options import (
+    FACTOR,
     MAX_TOP,
+    FloatRange,
     IntRange,
     comm_groups_option,
     compute_options,
@@ -249,7 +251,7 @@ def render_compute_plan(console: Any, plan: Any, report: Any, result: Any) -> No
     "--compute-scale",
     "--scale-compute",
     "compute_scale",
-    type=float,
+    type=FACTOR,
     default=None,
     metavar="F",
     help="Multiply measured compute durations by F (overrides the spec).",
@@ -270,7 +272,7 @@ def render_compute_plan(console: Any, plan: Any, report: Any, result: Any) -> No
 @click.option("--no-check", is_flag=True, help="Skip the up-front checks (deadlocks are still diagnosed).")
 @click.option(
     "--memory-bound",
-    type=click.FloatRange(min=0.001, max=1e6),
+    type=FloatRange(min=0.001, max=1e6),
     default=None,
     metavar="GB",
     help="Refuse up front a replay estimated to need more memory than this (default: the memory available).",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, ContextManager
+from typing import TYPE_CHECKING, Any, ContextManager
 
 import click
 
@@ -181,6 +181,7 @@ def diff(
     with _status("reading results"):
         a = load_result(a_path)
         b = load_result(b_path)
+    _warn_timing(a_path, b_path, a, b)
     result = diff_results(a, b, top=top, a_label=a_label, b_label=b_label)
     if html_out is not None:  # files first: a closed stdout (| head) must not lose them
         path = write_diff_report(result, html_out)
@@ -192,6 +193,21 @@ def diff(
         _emit(text, output)
     else:
         _print_tables(result, output)
+
+
+def _warn_timing(a_path: str, b_path: str, a: Any, b: Any) -> None:
+    """One stderr line (unless ``-q``) when A and B were timed with other compute methods or on other hardware:
+    the diff then mixes that change in with the rest."""
+    from tracekit.cli._common import echo_literal
+    from tracekit.replayer.reporting.diff import timing_differences
+
+    differ = timing_differences(a.provenance, b.provenance)
+    if differ and not state().quiet:
+        echo_literal(
+            f"tracekit: warning: {a_path} and {b_path} were timed differently ({'; '.join(differ)}): "
+            "the diff includes that change",
+            err=True,
+        )
 
 
 def _emit(text: str, output: str | None) -> None:

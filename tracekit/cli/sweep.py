@@ -9,6 +9,7 @@ import click
 
 from tracekit.cli._common import CONTEXT_SETTINGS, err_console, out_console, progress_callback, state
 from tracekit.cli._options import (
+    FACTOR,
     compute_options,
     emit_json,
     executor_options,
@@ -49,7 +50,7 @@ if TYPE_CHECKING:  # pragma: no cover
     "--compute-scale",
     "--scale-compute",
     "compute_scale",
-    type=float,
+    type=FACTOR,
     default=None,
     help="Factor on measured compute durations (same as transform --scale-compute).",
 )
@@ -110,8 +111,11 @@ def sweep(
           --vary compute.duration_scale=0.5,1 -o sweep_out
       tracekit sweep out/gpt3 --hw dgx-a100 --hw dgx-h100 --executor ray --address auto -o sweep_out
     """
+    from tracekit.cli._outdir import check_output_folder
     from tracekit.replayer import ReplayOptions
     from tracekit.replayer.orchestration.sweep import parse_vary, run_sweep, write_sweep
+
+    check_output_folder(out_dir)
 
     axes = [parse_vary(v) for v in varies]
     options = ReplayOptions(

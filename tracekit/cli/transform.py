@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from tracekit.cli._common import CONTEXT_SETTINGS, echo_literal, hold_output_prefix, say
-from tracekit.cli._options import emit_json, json_option, traces_argument
+from tracekit.cli._options import COUNT, FACTOR, emit_json, json_option, traces_argument
 
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.transforms import Pipeline
@@ -81,7 +81,7 @@ def _steps_from_options(opts: dict[str, Any]) -> list[Transform]:
 @click.option("--keep-ranks", metavar="LIST", help="Keep these ranks, e.g. 0-7 or 0,2,4 (renumbered from 0).")
 @click.option("--ranks", "ranks_old", metavar="LIST", hidden=True, default=None)
 @click.option("--drop-cpu-ops", is_flag=True, help="Remove host-only compute nodes (keeping their dependencies).")
-@click.option("--scale-compute", type=float, metavar="F", help="Multiply compute time by F.")
+@click.option("--scale-compute", type=FACTOR, metavar="F", help="Multiply compute time by F.")
 @click.option(
     "--retarget",
     metavar="FROM:TO",
@@ -97,11 +97,11 @@ def _steps_from_options(opts: dict[str, Any]) -> list[Transform]:
     "not at all (the capture set torch.backends.cudnn.allow_tf32=False), or matmuls too "
     "(torch.backends.cuda.matmul.allow_tf32=True). Default: the capture's 'tf32' metadata flag, else pytorch.",
 )
-@click.option("--scale-comm", type=float, metavar="F", help="Multiply message sizes by F.")
-@click.option("--tp", type=int, metavar="N", help="New tensor-parallel degree (layer-structured traces).")
-@click.option("--pp", type=int, metavar="N", help="New pipeline-parallel degree (layer-structured traces).")
+@click.option("--scale-comm", type=FACTOR, metavar="F", help="Multiply message sizes by F.")
+@click.option("--tp", type=COUNT, metavar="N", help="New tensor-parallel degree (layer-structured traces).")
+@click.option("--pp", type=COUNT, metavar="N", help="New pipeline-parallel degree (layer-structured traces).")
 @click.option("--schedule", type=click.Choice(["gpipe", "1f1b"]), help="Pipeline schedule with --pp.")
-@click.option("--dp", type=int, metavar="N", help="New data-parallel degree.")
+@click.option("--dp", type=COUNT, metavar="N", help="New data-parallel degree.")
 @click.option("--strong", is_flag=True, help="With --dp: strong scaling (global batch fixed); default weak.")
 @click.option("--compact", is_flag=True, help="Merge compute chains and drop redundant dependencies.")
 @click.option(

@@ -15,10 +15,9 @@ ones the traces declare, so ``replay``, ``validate`` and ``info`` accept those s
 
 from __future__ import annotations
 
+import json
 import os
 from typing import TYPE_CHECKING, Mapping, Sequence
-
-import orjson
 
 from tracekit.errors import ValidationError
 from tracekit.model.groups import DEFAULT_PG
@@ -40,17 +39,22 @@ def read_comm_groups(path: str | os.PathLike[str]) -> Groups:
         id -> member ranks, ascending, in file order; ``{}`` for ``{}``.
 
     Raises:
-        ValidationError: unreadable file, not JSON, not an object, an id that is empty or ``"0"`` (the world
+        ValidationError: unreadable file, not JSON, not an object, an id given twice, an id that is empty or ``"0"`` (the world
             group has no entry in ASTRA-sim's file), or members that are not a non-empty list of distinct
             non-negative integers.
     """
+    from tracekit.output import read_input_bytes
+
     try:
-        with open(path, "rb") as fh:
-            doc = orjson.loads(fh.read())
+        raw = read_input_bytes(path)
     except OSError as exc:
         raise ValidationError(f"cannot read the comm-group file: {exc.strerror or exc}", path=path) from None
-    except orjson.JSONDecodeError as exc:
+    try:
+        doc = json.loads(raw, object_pairs_hook=lambda pairs: _unique_keys(pairs, path))
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, an integer of more than 4,300 digits
         raise ValidationError(f"comm-group file is not valid JSON: {exc}", path=path) from None
+    except RecursionError:
+        raise ValidationError("comm-group file nests deeper than Python can parse", path=path) from None
     if not isinstance(doc, dict):
         raise ValidationError(
             f"comm-group file must be a JSON object of id -> ranks, got {type(doc).__name__}", path=path
@@ -73,6 +77,16 @@ def read_comm_groups(path: str | os.PathLike[str]) -> Groups:
                 path=path,
             )
         out[str(key)] = tuple(sorted(members))
+    return out
+
+
+def _unique_keys(pairs: list[tuple[str, object]], path: str | os.PathLike[str]) -> dict[str, object]:
+    """A JSON object's pairs as a dict; an id given twice is refused (``json`` would keep the last silently)."""
+    out: dict[str, object] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValidationError(f"comm-group id {key!r} appears twice in the file; give each group once", path=path)
+        out[key] = value
     return out
 
 
@@ -145,8 +159,9 @@ def comm_groups_beside(rank_file: str) -> "tuple[str, int] | None":
 
     An unreadable file counts -1 groups (``info`` says so instead of failing).
     """
-    import os
     import re
+
+    import orjson
 
     m = re.match(r"^(.*)\.\d+\.et(\.gz)?$", str(rank_file))
     if m is None:

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 from tracekit.errors import TraceFormatError
+from tracekit.wire.framing import is_rank_file_of
 
 MANIFEST_SUFFIX = ".classes.json"
 
@@ -18,7 +19,7 @@ def rank_files_of(prefix: str | os.PathLike[str]) -> list[str]:
     base = Path(os.fspath(prefix))
     stem = glob.escape(str(base))
     found = glob.glob(stem + ".*.et") + glob.glob(stem + ".*.et.gz")
-    return sorted(Path(f).name for f in found if Path(f).name[len(base.name) + 1 :].split(".")[0].isdigit())
+    return sorted(Path(f).name for f in found if is_rank_file_of(base.name, Path(f).name))
 
 
 def check_one_form(prefix: str | os.PathLike[str], writing: str | None = None) -> None:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 
 
 from tracekit.wire.capture_hint import convert_hint, sniff_pytorch_file
-from tracekit.wire.framing import _RANK_RE, rank_from_path
+from tracekit.wire.framing import _RANK_RE, is_rank_file_of, rank_from_path
 from tracekit.output import (
     note_input,
 )
@@ -59,8 +59,10 @@ def trace_paths(spec: "str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
         files = [f for f in p.iterdir() if _RANK_RE.search(f.name)]
     else:
         files = [Path(f) for f in _glob.glob(s)] if any(ch in s for ch in "*?[") else []
-        if not files:  # a prefix, its glob characters literal
-            files = [Path(f) for f in _glob.glob(_glob.escape(s) + ".*.et") + _glob.glob(_glob.escape(s) + ".*.et.gz")]
+        if not files:  # a prefix, its glob characters literal; only <prefix>.<digits>.et[.gz] (not job.0.2.et, a
+            # file of the set job.0 beside it)
+            found = _glob.glob(_glob.escape(s) + ".*.et") + _glob.glob(_glob.escape(s) + ".*.et.gz")
+            files = [Path(f) for f in found if is_rank_file_of(p.name, Path(f).name)]
     files = [f for f in files if f.is_file()]
     if not files:
         raise TraceFormatError(f"no trace files match {s!r} (expected <prefix>.<rank>.et files){_hint(p)}", path=s)

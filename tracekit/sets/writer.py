@@ -26,6 +26,7 @@ from tracekit.output import (
 from tracekit.sets._prefix_lock import _HELD, _held_key, _lock_path_of, _release_lock, _take_lock
 from tracekit.sets._prefix_lock import check_prefix_names_files
 from tracekit.errors import TracekitError
+from tracekit.wire.framing import is_rank_file_of
 
 if TYPE_CHECKING:  # pragma: no cover
     pass
@@ -150,10 +151,9 @@ class TraceSetWriter:
             os.path.join(_glob.escape(str(folder)), stem + ".*.et.gz")
         ):
             name = os.path.basename(other)
-            rest = name[len(base.name) + 1 :]
-            rank_text, _, suffix = rest.partition(".")
-            if not rank_text.isdigit():
+            if not is_rank_file_of(base.name, name):
                 continue
+            rank_text, _, suffix = name[len(base.name) + 1 :].partition(".")
             if int(rank_text) not in self._temps or "." + suffix != self.suffix:
                 out.append(name)
         return sorted(out)

@@ -214,8 +214,10 @@ def parse_rank_list(text: str) -> tuple[int, ...]:
     """Ranks from ``"0-7"``, ``"0,2,4"`` or ``"0-3,8-11"``.
 
     Raises:
-        ConfigError: malformed text or a negative rank.
+        ConfigError: malformed text, a range ending before it starts, or a rank past ``MAX_RANKS - 1``.
     """
+    from tracekit.model.node import MAX_RANKS
+
     out: list[int] = []
     for part in str(text).split(","):
         part = part.strip()
@@ -226,6 +228,10 @@ def parse_rank_list(text: str) -> tuple[int, ...]:
         hi = int(m.group(2)) if m.group(2) is not None else lo
         if hi < lo:
             raise ConfigError(f"bad rank range {part!r} in {text!r}: end before start")
+        if hi >= MAX_RANKS or len(out) + hi - lo >= MAX_RANKS:  # before a list of 10^11 ranks is built
+            raise ConfigError(
+                f"bad rank list {text!r}: rank {hi:,} is out of range (tracekit handles ranks 0 to {MAX_RANKS - 1:,})"
+            )
         out.extend(range(lo, hi + 1))
     return tuple(dict.fromkeys(out))
 

@@ -96,12 +96,53 @@ def frame(message_bytes: bytes) -> bytes:
     return _varint(len(message_bytes)) + message_bytes
 
 
-def _read_raw(path: str | os.PathLike[str]) -> bytes:
+#: bytes of a raw `.et` file framed before the whole file is read (:func:`check_head`)
+HEAD_BYTES = 1 << 16
+
+
+def _read_raw(path: str | os.PathLike[str], *, rank: int | None = None) -> bytes:
+    """The (decompressed) bytes of a `.et`/`.et.gz` file, after :func:`check_head` of a raw regular file.
+
+    Raises:
+        TraceFormatError: a bad record among the first :data:`HEAD_BYTES`, a gzip stream over its limits.
+    """
     p = Path(path)
+    if os.path.isfile(p) and os.path.getsize(p) > HEAD_BYTES:  # not a FIFO: its head would be consumed
+        check_head(p, rank=rank)
     data = read_input_bytes(p)
     if data[:2] == GZIP_MAGIC:
         data = gunzip_limited(data, path=p)
     return data
+
+
+def check_head(path: str | os.PathLike[str], *, rank: int | None = None) -> None:
+    """Frame the records of the first :data:`HEAD_BYTES` of a raw `.et` file and raise at the first bad one, so a
+    large file that is not a trace (1.5 GB of zero bytes) fails at its first record, not after it was read whole.
+
+    Raises:
+        TraceFormatError: an empty node record, a length prefix of more than 5 bytes, or a record longer than the
+            file, naming the file, the rank and the byte offset.
+    """
+    from tracekit.wire import kernels as wk
+    from tracekit.output import open_input
+
+    with open_input(path) as fh:
+        size = os.fstat(fh.fileno()).st_size
+        head = fh.read(HEAD_BYTES)
+    if head[:2] == GZIP_MAGIC:
+        return
+    none = np.zeros(0, dtype=np.int32)
+    code, _, at, length, body_at, _ = wk.frame(np.frombuffer(head, dtype=np.uint8), none, none, True, True, size)
+    spath = os.fspath(path)
+    if code == wk.RECORD_OVER_LIMIT:
+        raise TraceFormatError(
+            f"record of {length} bytes runs past the end of the file ({size - body_at} bytes left)",
+            byte_offset=at,
+            path=spath,
+            rank=rank,
+        )
+    if code != wk.OK:
+        raise _framing_error(head, code, at, length, body_at, spath, rank)
 
 
 def split_records(
@@ -278,6 +319,12 @@ class EncodedNodes:
         data = self.data
         for s, e in zip(self.starts.tolist(), self.ends.tolist()):
             yield frame(data[s:e])
+
+
+def is_rank_file_of(stem: str, name: str) -> bool:
+    """Whether the file name ``name`` is a rank file ``<stem>.<rank>.et[.gz]`` of the set named ``stem`` (a file of
+    the set ``<stem>.0`` beside it, ``<stem>.0.2.et``, is not)."""
+    return re.fullmatch(re.escape(stem) + r"\.\d+\.et(\.gz)?", name) is not None
 
 
 def rank_from_path(path: str | os.PathLike[str]) -> int | None:

@@ -70,7 +70,7 @@ def read_trace(path: str | os.PathLike[str], *, rank: int | None = None) -> Exec
         from tracekit.wire.jsonform import read_json_trace
 
         return read_json_trace(spath, rank=rank)
-    data = _read_raw(spath)
+    data = _read_raw(spath, rank=rank)
     return trace_from_bytes(data, path=spath, rank=rank)
 
 

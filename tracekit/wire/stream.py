@@ -122,6 +122,7 @@ class _Stream:
     def __init__(self, fh: IO[bytes], path: str, rank: int | None, limit: int) -> None:
         self.fh, self.path, self.rank, self.limit = fh, path, rank, limit
         self.buf, self.offset, self.index = b"", 0, 0
+        self.data = b""  # the slow path's window of unread bytes
         self.last: int | None = None
 
     def nodes(self) -> Iterator[Node]:
@@ -167,21 +168,35 @@ class _Stream:
             return
         yield from self._slow()
 
+    def _fill(self, end: int) -> bool:
+        """Whether the window ``self.data`` holds bytes up to ``end``, reading blocks until it does (False at the
+        end of the file): the slow path reads what the records it checks need, not the rest of the file."""
+        while len(self.data) < end:
+            chunk = self.fh.read(max(BLOCK_BYTES, end - len(self.data)))
+            if not chunk:
+                return False
+            self.data += chunk
+        return True
+
     def _slow(self) -> Iterator[Node]:
         """The rest of the file record by record (protobuf), raising the error that names the bad record."""
-        data = self.buf + self.fh.read()
+        self.data = self.buf
         path, rank, last = self.path, self.rank, self.last
-        pos, n = 0, len(data)
-        if not n and self.index == 0:
+        pos = 0
+        if not self._fill(1) and self.index == 0:
             raise TraceFormatError("empty file: no GlobalMetadata record", path=path, rank=rank)
-        while pos < n:
+        while self._fill(pos + 1):
+            if pos > BLOCK_BYTES:  # drop the records read: the window stays about a block
+                self.data, self.offset, pos = self.data[pos:], self.offset + pos, 0
+            data = self.data
             at = self.offset + pos
             length, shift, k = 0, 0, pos
             while True:
-                if k >= n:
+                if not self._fill(k + 1):
                     raise TraceFormatError(
                         "truncated record length prefix", byte_offset=at, last_good_node_id=last, path=path, rank=rank
                     )
+                data = self.data
                 b = data[k]
                 k += 1
                 length |= (b & 0x7F) << shift
@@ -192,7 +207,7 @@ class _Stream:
                     raise TraceFormatError(
                         "malformed record length prefix", byte_offset=at, last_good_node_id=last, path=path, rank=rank
                     )
-            if length > self.limit or k + length > n:
+            if length > self.limit or not self._fill(k + length):
                 raise TraceFormatError(
                     f"record of {length} bytes runs past the end of the file",
                     byte_offset=at,
@@ -200,6 +215,7 @@ class _Stream:
                     path=path,
                     rank=rank,
                 )
+            data = self.data
             body, pos = data[k : k + length], k + length
             try:
                 if self.index == 0:

@@ -54,7 +54,9 @@ class StackSpec:
     """The software mechanisms of one training stack (module doc). Defaults = Megatron-LM 2021.
 
     Raises:
-        ConfigError: an unknown ``cp_comm`` or ``fp8_recipe``, or a ring without fused attention.
+        ConfigError: an unknown ``cp_comm`` or ``fp8_recipe``.  (A ring without fused attention is refused by
+            ``LLMConfig`` when cp > 1 only: at cp = 1 there is no context parallelism, as in Megatron-LM, whose
+            ``--cp-comm-type`` does nothing then.)
     """
 
     name: str = "megatron-2021"
@@ -76,8 +78,15 @@ class StackSpec:
             )
         if self.fp8_recipe not in FP8_RECIPES:
             raise ConfigError(f"fp8 recipe must be one of {', '.join(FP8_RECIPES)}; got {self.fp8_recipe!r}")
-        if self.cp_comm == "ring" and not self.fused_attention:
-            raise ConfigError("ring context parallelism needs fused attention (its online softmax merges the steps)")
+
+    def check_context_parallel(self, cp: int) -> None:
+        """Raise ConfigError when a ring (``cp_comm="ring"``) runs at ``cp`` > 1 without fused attention (its online
+        softmax merges the ring's steps); at cp = 1 there is no context parallelism, as in Megatron-LM."""
+        if cp > 1 and self.cp_comm == "ring" and not self.fused_attention:
+            raise ConfigError(
+                f"cp={cp}: ring context parallelism needs fused attention (its online softmax merges the steps); "
+                "set --stack-knob fused_attention=true or cp_comm=allgather"
+            )
 
 
 @dataclass(frozen=True)
