@@ -70,6 +70,8 @@ def _match_collectives(
         if members is None:
             continue
         lists = [tables[r].coll.get(name, []) if r in layouts else [] for r in members]
+        if _whole_group(name, members, lists, layouts, tables, instances, instance_of):
+            continue
         for k, positions in collective_instances(lists):
             nodes = [-1 if p is None else layouts[r].offset + p for r, p in zip(members, positions)]
             r0, p0 = next((r, p) for r, p in zip(members, positions) if p is not None)
@@ -83,6 +85,35 @@ def _match_collectives(
             for g in nodes:
                 if g >= 0:
                     instance_of[g] = iid
+
+
+def _whole_group(name, members, lists, layouts, tables, instances, instance_of) -> bool:  # type: ignore[no-untyped-def]
+    """The instances of group ``name`` by columns when every member issues every one with equal types and sizes
+    and none is an all-to-all (the usual case: one comparison of a [members, K] table, not one per instance).
+
+    Returns:
+        False (nothing appended) otherwise: the per-instance path reports or sizes what differs.
+    """
+    from tracekit.replayer.simulation.program import Instance
+
+    depth = len(lists[0]) if lists else 0
+    if not depth or any(len(v) != depth for v in lists):
+        return False
+    pos = np.asarray(lists, dtype=np.int64)  # [M, K] each member's k-th collective on the group
+    attrs = [tables[r].coll_attr for r in members]
+    ctype = np.asarray([[a[p][0] for p in v] for a, v in zip(attrs, lists)], dtype=np.int64)
+    csize = np.asarray([[a[p][1] for p in v] for a, v in zip(attrs, lists)], dtype=np.int64)
+    if (ctype != ctype[0]).any() or (csize != csize[0]).any() or (ctype[0] == int(CollectiveType.ALL_TO_ALL)).any():
+        return False
+    nodes = pos + np.asarray([layouts[r].offset for r in members], dtype=np.int64)[:, None]
+    first = len(instances)
+    instance_of[nodes] = np.arange(first, first + depth, dtype=np.int64)[None, :]
+    ranks = tuple(members)
+    instances.extend(
+        Instance("collective", t, max(b, 0), name, ranks, list(col), k)
+        for k, (t, b, col) in enumerate(zip(ctype[0].tolist(), csize[0].tolist(), nodes.T.tolist()))
+    )
+    return True
 
 
 def _same_collective(ts, layouts, tables, name, k, members, positions, r0, p0) -> None:  # type: ignore[no-untyped-def]

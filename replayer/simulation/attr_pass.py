@@ -1,0 +1,41 @@
+"""One attribute search per rank for a whole replay (issue 34 item 5: checks and compile in vectorised passes).
+
+The up-front checks (:mod:`.checks`, :mod:`tracekit.validate`), the program's compile
+(:mod:`.rank_compile`) and the matching (:mod:`.matching`) each read a rank's communication attributes and its
+communication table (:func:`tracekit.rendezvous.comm_table`).  Read from a file, every ask of an attribute was
+a compiled pass over all of the rank's records (21 passes a rank on a generated LLM job, 83 % of the checks'
+time); inside :func:`kept_attributes` they are found in one pass and the table is built once.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Iterator
+
+from tracekit.attrs import COMM_DST, COMM_SIZE, COMM_SRC, COMM_TAG, COMM_TYPE, IS_CPU_OP, PG_NAME, STREAM, TID
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tracekit.traceset import TraceSet
+
+#: the attributes a replay of measured or modelled durations reads on every rank
+REPLAY_ATTRS = [str(x) for x in (COMM_TYPE, COMM_SIZE, COMM_SRC, COMM_DST, COMM_TAG, PG_NAME, IS_CPU_OP, STREAM, TID)]
+
+
+@contextmanager
+def kept_attributes(traceset: "TraceSet") -> Iterator[None]:
+    """Within the block, each rank's :data:`REPLAY_ATTRS` come from one search and its communication table is
+    built once (:meth:`tracekit.graph.NodeColumns.keep_attrs`); released on the way out, errors included.
+
+    Raises:
+        TraceFormatError: a rank's records or attributes cannot be decoded (as the first ask would).
+    """
+    kept = []
+    try:
+        for trace in traceset:
+            cols = trace.columns()
+            kept.append(cols)
+            cols.keep_attrs(REPLAY_ATTRS)
+        yield
+    finally:
+        for cols in kept:
+            cols.release_attrs()
