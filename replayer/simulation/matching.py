@@ -56,17 +56,9 @@ def _match_collectives(
     from tracekit.replayer.simulation.program import Instance
 
     groups = ts.process_groups
+    _outsiders(groups, layouts, tables, notes)
     for name in group_order({g for t in tables.values() for g in t.coll}):
         members = groups.get(name)
-        for rank, table in tables.items():
-            if name in table.coll and (members is None or rank not in members):
-                why = (
-                    f"its process group {name!r} is not declared (declared: {sorted(groups)})"
-                    if members is None
-                    else f"rank {rank} is not a member of process group {name!r} {list(members)[:16]}"
-                )
-                for p in table.coll[name]:
-                    notes[layouts[rank].offset + p] = why
         if members is None:
             continue
         lists = [tables[r].coll.get(name, []) if r in layouts else [] for r in members]
@@ -85,6 +77,28 @@ def _match_collectives(
             for g in nodes:
                 if g >= 0:
                     instance_of[g] = iid
+
+
+def _outsiders(groups, layouts, tables, notes) -> None:  # type: ignore[no-untyped-def]
+    """Note every collective on an undeclared group or on a group its rank is not a member of (one pass over the
+    ranks' tables, a set per group: not every group against every rank)."""
+    member_sets: dict[str, frozenset[int]] = {}
+    for rank, table in tables.items():
+        for name, positions in table.coll.items():
+            members = groups.get(name)
+            if members is not None:
+                inside = member_sets.get(name)
+                if inside is None:
+                    inside = member_sets[name] = frozenset(members)
+                if rank in inside:
+                    continue
+            why = (
+                f"its process group {name!r} is not declared (declared: {sorted(groups)})"
+                if members is None
+                else f"rank {rank} is not a member of process group {name!r} {list(members)[:16]}"
+            )
+            for p in positions:
+                notes[layouts[rank].offset + p] = why
 
 
 def _whole_group(name, members, lists, layouts, tables, instances, instance_of) -> bool:  # type: ignore[no-untyped-def]
