@@ -237,7 +237,7 @@ def groups_from_trace(trace: "ExecutionTrace") -> dict[str, tuple[int, ...]]:
         if raw is not None:
             if len(_BY_RECORD) >= _PARSED_KEEP:
                 del _BY_RECORD[next(iter(_BY_RECORD))]
-            _BY_RECORD[bytes(raw)] = parsed  # a copy: the key outlives the trace's buffer
+            _BY_RECORD[raw] = parsed
     return groups
 
 
@@ -245,14 +245,13 @@ def groups_from_trace(trace: "ExecutionTrace") -> dict[str, tuple[int, ...]]:
 _BY_RECORD: dict[bytes, dict[str, tuple[int, ...]]] = {}
 
 
-def _record_bytes(trace: "ExecutionTrace", pos: int) -> Any:
-    """The encoded record of the node at ``pos`` of a trace read from a file, as a key of :data:`_BY_RECORD` (a
-    read-only memoryview hashes and compares as its bytes, without a copy); None for other traces."""
+def _record_bytes(trace: "ExecutionTrace", pos: int) -> bytes | None:
+    """The encoded record of the node at ``pos`` of a trace read from a file (a copy: bytes hash and compare at
+    memory speed, a memoryview compares item by item); None for other traces."""
     encoded = getattr(trace, "_encoded", None)
     if getattr(trace, "_nodes", True) is not None or encoded is None or getattr(encoded, "array", None) is not None:
         return None
-    view = memoryview(encoded.data)[int(encoded.starts[pos]) : int(encoded.ends[pos])]
-    return view if view.readonly and view.format == "B" else bytes(view)
+    return bytes(memoryview(encoded.data)[int(encoded.starts[pos]) : int(encoded.ends[pos])])
 
 
 def default_group_size(trace: "ExecutionTrace") -> int | None:
