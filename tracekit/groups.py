@@ -223,35 +223,59 @@ def groups_from_trace(trace: "ExecutionTrace") -> dict[str, tuple[int, ...]]:
     Raises:
         ValidationError: a ``process_group:init`` value that cannot be parsed (names path, rank and node).
     """
+    cols = getattr(trace, "_columns", None)  # while a replay keeps the rank's columns (NodeColumns.keep_attrs)
+    memo = cols.memo if cols is not None else None
+    if memo is not None and "groups" in memo:
+        return dict(memo["groups"])
     groups: dict[str, tuple[int, ...]] = {}
     for pos in _pg_init_positions(trace):  # decode only the candidates
-        raw = _record_bytes(trace, pos)
-        if raw is not None and raw in _BY_RECORD:  # the same record on another rank: decoded and parsed once
-            groups.update(_BY_RECORD[raw])
-            continue
-        node = _one_node(trace, pos)
-        parsed: dict[str, tuple[int, ...]] = {}
-        if node.inputs is not None and node.inputs.values:
-            parsed = parse_pg_json(node.inputs.values, path=trace.path, rank=trace.rank, node_id=node.id)
+        parsed = _parsed_record(trace, pos)
+        if parsed is None:  # not read before: decode the node, parse its list
+            node = _one_node(trace, pos)
+            parsed = {}
+            if node.inputs is not None and node.inputs.values:
+                parsed = parse_pg_json(node.inputs.values, path=trace.path, rank=trace.rank, node_id=node.id)
+            _remember_record(trace, pos, parsed)
         groups.update(parsed)
-        if raw is not None:
-            if len(_BY_RECORD) >= _PARSED_KEEP:
-                del _BY_RECORD[next(iter(_BY_RECORD))]
-            _BY_RECORD[raw] = parsed
+    if memo is not None:
+        memo["groups"] = dict(groups)
     return groups
 
 
-#: the groups of the last few ``process_group:init`` records read from files, by the record's bytes
-_BY_RECORD: dict[bytes, dict[str, tuple[int, ...]]] = {}
+#: the groups of the last few ``process_group:init`` records read from files, by the record's bytes: every rank
+#: of a job holds the same record, whose size grows with the ranks (487 KB a rank at 4,096 ranks)
+_BY_RECORD: list[tuple[bytes, dict[str, tuple[int, ...]]]] = []
 
 
-def _record_bytes(trace: "ExecutionTrace", pos: int) -> bytes | None:
-    """The encoded record of the node at ``pos`` of a trace read from a file (a copy: bytes hash and compare at
-    memory speed, a memoryview compares item by item); None for other traces."""
+def _record_span(trace: "ExecutionTrace", pos: int) -> tuple[Any, int, int] | None:
+    """``(data, start, end)`` of the encoded record at ``pos`` of a trace read from a file; None for others."""
     encoded = getattr(trace, "_encoded", None)
     if getattr(trace, "_nodes", True) is not None or encoded is None or getattr(encoded, "array", None) is not None:
         return None
-    return bytes(memoryview(encoded.data)[int(encoded.starts[pos]) : int(encoded.ends[pos])])
+    if not isinstance(encoded.data, bytes):
+        return None
+    return encoded.data, int(encoded.starts[pos]), int(encoded.ends[pos])
+
+
+def _parsed_record(trace: "ExecutionTrace", pos: int) -> dict[str, tuple[int, ...]] | None:
+    """The groups of an equal record read before (compared in place, at memory speed: no copy, no hash)."""
+    span = _record_span(trace, pos)
+    if span is None:
+        return None
+    data, start, end = span
+    for record, parsed in reversed(_BY_RECORD):
+        if len(record) == end - start and data.startswith(record, start):
+            return parsed
+    return None
+
+
+def _remember_record(trace: "ExecutionTrace", pos: int, parsed: dict[str, tuple[int, ...]]) -> None:
+    span = _record_span(trace, pos)
+    if span is not None:
+        data, start, end = span
+        if len(_BY_RECORD) >= _PARSED_KEEP:
+            del _BY_RECORD[0]
+        _BY_RECORD.append((data[start:end], parsed))
 
 
 def default_group_size(trace: "ExecutionTrace") -> int | None:
