@@ -224,9 +224,6 @@ class NodeColumns:
         return cols
 
 
-_UNSET = object()
-
-
 def _attrs_in_one_pass(cols: NodeColumns, nodes: Sequence["Node"], names: list[str]) -> None:
     """Fill ``cols``' attribute cache with attributes ``names`` of ``nodes`` in one walk over their attributes
     (as :meth:`NodeColumns.attr` finds each: the first attribute of the name; one ``get_attr`` walk per name
@@ -234,16 +231,24 @@ def _attrs_in_one_pass(cols: NodeColumns, nodes: Sequence["Node"], names: list[s
     todo = {name: k for k, name in enumerate(x for x in dict.fromkeys(names) if x not in cols._attr_cache)}
     if not todo:
         return
-    columns: list[list[Any]] = [[_UNSET] * len(nodes) for _ in todo]
+    where: list[list[int]] = [[] for _ in todo]  # per name: positions of the nodes that have it, and the values
+    found: list[list[Any]] = [[] for _ in todo]
     get = todo.get
     for i, x in enumerate(nodes):
         for a in x.attrs:
             k = get(a.name)
-            if k is not None and columns[k][i] is _UNSET:
-                columns[k][i] = a.value
+            if k is not None and (not where[k] or where[k][-1] != i):  # the node's first of that name
+                where[k].append(i)
+                found[k].append(a.value)
+    n = len(nodes)
     for name, k in todo.items():
-        values = [None if v is _UNSET else v for v in columns[k]]
-        cols._attr_cache[name] = (np.fromiter((v is not None for v in values), dtype=bool, count=len(values)), values)
+        values: list[Any] = [None] * n
+        for i, v in zip(where[k], found[k]):
+            values[i] = v
+        present = np.zeros(n, dtype=bool)
+        present[np.asarray(where[k], dtype=np.int64)] = True
+        present[present] = np.fromiter((v is not None for v in found[k]), dtype=bool, count=len(found[k]))
+        cols._attr_cache[name] = (present, values)
 
 
 class DepGraph:

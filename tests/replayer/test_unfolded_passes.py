@@ -101,3 +101,19 @@ def test_rates_recomputed_where_links_changed_give_the_full_recompute_to_the_bit
     everything = replay(read_traceset(job), "dgx-h100", options=options)
     assert incremental.iteration_time_ns == everything.iteration_time_ns
     assert incremental.ranks == everything.ranks and incremental.collectives == everything.collectives
+
+
+def test_in_memory_columns_find_several_attributes_in_one_walk_as_get_attr_does():
+    from tracekit.model import Attr, ExecutionTrace, Node, NodeType
+
+    nodes = [
+        Node(0, "a", NodeType.COMP_NODE, attrs=[Attr("stream", 3, "int64_val"), Attr("stream", 9, "int64_val")]),
+        Node(1, "b", NodeType.COMP_NODE, attrs=[Attr("is_cpu_op", True, "bool_val")]),
+        Node(2, "c", NodeType.COMP_NODE, data_deps=[0, 1]),
+    ]
+    cols = ExecutionTrace(nodes, rank=0).columns()
+    cols.keep_attrs(["stream", "is_cpu_op", "tid"])
+    for name in ("stream", "is_cpu_op", "tid"):
+        present, values = cols.attr(name)
+        assert values == [x.get_attr(name) for x in nodes]  # the first of a repeated name: 3, not 9
+        assert present.tolist() == [x.get_attr(name) is not None for x in nodes]
