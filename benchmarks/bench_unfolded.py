@@ -136,11 +136,25 @@ def run_astra(case_name: str, repeat: int) -> dict:
         got = replay_case(case, "518bd51")
     cpu = (time.process_time() - t0) / repeat
     want = case.cycles("518bd51")
-    return {"cpu_s": cpu, "equal_to_recorded": got == want, "astra_wall_s": case.result["status"]["518bd51_unaware"]["wall_s"]}
+    return {
+        "cpu_s": cpu,
+        "equal_to_recorded": got == want,
+        "astra_wall_s": case.result["status"]["518bd51_unaware"]["wall_s"],
+    }
 
 
 def _generate(args: list[str], out: Path) -> None:
-    cmd = [str(Path(sys.executable).with_name("tracekit")), "-q", "generate", "llm", "--model", "gpt3-1.3b", *args, "-o", str(out)]
+    cmd = [
+        str(Path(sys.executable).with_name("tracekit")),
+        "-q",
+        "generate",
+        "llm",
+        "--model",
+        "gpt3-1.3b",
+        *args,
+        "-o",
+        str(out),
+    ]
     subprocess.run(cmd, check=True, capture_output=True)
 
 

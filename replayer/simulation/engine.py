@@ -49,7 +49,7 @@ import numpy.typing as npt
 from tracekit._jit import bound
 from tracekit.replayer.simulation._chains import cut_run, extend_run
 from tracekit.replayer.simulation._flows import EV_LATENCY, EV_MEMBER, EV_NODE, _Flows
-from tracekit.replayer.simulation.program import K_COLL, K_RECV, K_SEND, K_TIMED, K_ZERO, ReplayProgram
+from tracekit.replayer.simulation.program import K_COLL, K_SEND, K_TIMED, K_ZERO, ReplayProgram
 
 
 __all__ = ["Schedule", "simulate"]
@@ -90,7 +90,7 @@ class _Engine:
     ``pending`` (members still running of a skewed collective).  ``cur`` is
     the event being processed as ``(time, kind, key)``: a run may only be cut
     after it.  Hot methods copy attributes to locals first (attribute loads
-    cost more than local ones in CPython).
+    cost more than local ones in CPython); ``extend``/``cut``: the walks, bound once (:func:`tracekit._jit.bound`).
     """
 
     __slots__ = (
@@ -184,7 +184,6 @@ class _Engine:
         )
         self.dur_np: npt.NDArray[np.float64] = np.frombuffer(self.dur, dtype=np.float64)
         self.delta_np: npt.NDArray[np.int32] = np.frombuffer(self.chain_delta, dtype=np.int32)
-        # the compiled walks, their argument types looked up once (node indices Python ints, times Python floats)
         self.extend = bound(extend_run, *self.shared, self.dur_np, self.delta_np, 0, 0.0, 0)
         self.cut = bound(cut_run, *self.shared, self.delta_np, 0, 0, 0, 0.0, 0, 0, 0)
 
@@ -499,7 +498,3 @@ def simulate(program: ReplayProgram, progress: Callable[[int], None] | None = No
     while replan is not None and replan():
         schedule = _Engine(program).run(progress)
     return schedule
-
-
-# kinds re-exported for the results module
-COMM_KINDS = (K_COLL, K_SEND, K_RECV)

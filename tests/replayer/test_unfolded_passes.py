@@ -42,6 +42,7 @@ def job(tmp_path_factory) -> str:
 
 def test_one_search_per_rank_serves_every_ask_with_the_same_values(job, monkeypatch):
     plain = read_traceset(job)
+
     def ask(cols, name):  # as the replay reads them: integers by the integer rule, the others as stored
         return cols.attr(name) if name in ("pg_name", "is_cpu_op") else cols.attr_int(name)
 
