@@ -149,9 +149,9 @@ class _AttrSource:
     def _find(self, name: str) -> tuple[np.ndarray, np.ndarray]:
         """``(kind int8[N], values int64[N])`` of attribute ``name``: kept or prefetched, else found now."""
         if self._kept is not None and (name in self._kept or name in self._pending):
-            at, kinds, found = self._keep()[name]
+            at, kinds, kept = self._keep()[name]
             kind, values = np.zeros(self.n, dtype=np.int8), np.zeros(self.n, dtype=np.int64)
-            kind[at], values[at] = kinds, found
+            kind[at], values[at] = kinds, kept
             return kind, values
         if name in self._found:
             found = self._found.pop(name)

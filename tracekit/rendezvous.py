@@ -85,9 +85,10 @@ def comm_table(trace: "ExecutionTrace", positions: "np.ndarray | None" = None) -
     if memo is None:
         return _comm_table(trace, cols, types, comm)
     key = ("comm_table", np.asarray(comm, dtype=np.int64).tobytes())
-    if key not in memo:
-        memo[key] = _comm_table(trace, cols, types, comm)
-    return memo[key]
+    table: CommTable | None = memo.get(key)
+    if table is None:
+        table = memo[key] = _comm_table(trace, cols, types, comm)
+    return table
 
 
 def _comm_table(trace: "ExecutionTrace", cols: Any, types: np.ndarray, comm: np.ndarray) -> CommTable:
@@ -119,7 +120,7 @@ def _comm_table(trace: "ExecutionTrace", cols: Any, types: np.ndarray, comm: np.
     return table
 
 
-def _collectives(table: CommTable, coll: np.ndarray, pg_v: list, ctype: np.ndarray, csize: np.ndarray) -> None:
+def _collectives(table: CommTable, coll: np.ndarray, pg_v: list[Any], ctype: np.ndarray, csize: np.ndarray) -> None:
     """Fill ``table.coll`` / ``coll_attr`` from the collectives' positions ``coll`` (issue order), by columns:
     groups in order of first use, each group's positions in issue order."""
     if not len(coll):
