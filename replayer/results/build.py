@@ -123,7 +123,9 @@ def _collective_rows(program: ReplayProgram, sched: "Schedule") -> tuple[Collect
     for i, inst in enumerate(instances):
         kind = names.get(inst.comm_type)
         if kind is None:
-            kind = names[inst.comm_type] = "SEND_RECV" if inst.kind == "p2p" else CollectiveType(inst.comm_type).name
+            # a collective's comm_type is set (rendezvous: a missing one reads as ALL_REDUCE); a p2p's is None
+            kind = "SEND_RECV" if inst.comm_type is None else CollectiveType(inst.comm_type).name
+            names[inst.comm_type] = kind
         assert inst.cost is not None
         s, e = starts_ns[i], ends_ns[i]
         t = e - s
