@@ -175,7 +175,7 @@ def replay_traceset(
     from tracekit.replayer.simulation.program import compile_program
 
     plan = None
-    with kept_attributes(traceset):  # checks, folding scans and compile share one attribute search per rank
+    with kept_attributes(traceset, spec.compute.mode):  # checks, scans and compile: one attribute search a rank
         fitted = checked_spec(traceset, spec, options)
         reason = None
         if options.fold and (perturb is None or perturb.foldable):
