@@ -5,6 +5,8 @@ Times are rounded to integer ns once (:func:`round_schedule`), before any figure
 
 from __future__ import annotations
 
+import itertools
+
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -101,21 +103,37 @@ def _rank_stats(
 
 
 def _collective_rows(program: ReplayProgram, sched: "Schedule") -> tuple[CollectiveRow, ...]:
+    """One row per instance; every member's node id found in one gather over the layouts' ids (not one bisect per
+    member), the per-kind names and bus factors once per distinct value."""
+    instances = program.instances
+    if not instances:
+        return ()
+    lens = np.fromiter((len(inst.nodes) for inst in instances), dtype=np.int64, count=len(instances))
+    flat = np.fromiter(itertools.chain.from_iterable(inst.nodes for inst in instances), np.int64, int(lens.sum()))
+    all_ids = np.concatenate([lay.ids for lay in program.layouts]) if program.layouts else np.zeros(0, np.uint64)
+    # the replay ended (else simulate raised DeadlockError): every member exists and the instance is costed
+    ids = all_ids[flat].tolist()
+    ends = np.cumsum(lens).tolist()
+    starts_ns = sched.xfer_start_ns[: len(instances)].astype(np.int64).tolist()
+    ends_ns = sched.xfer_end_ns[: len(instances)].astype(np.int64).tolist()
+    names: dict[int | None, str] = {}
+    factors: dict[tuple[str, int], float] = {}
     rows = []
-    for i, inst in enumerate(program.instances):
-        if inst.kind == "p2p":
-            kind = "SEND_RECV"
-        else:
-            assert inst.comm_type is not None  # a collective's (rendezvous: a missing one reads as ALL_REDUCE)
-            kind = CollectiveType(inst.comm_type).name
-        # the replay ended (else simulate raised DeadlockError), so every member exists and the instance is costed
+    lo = 0
+    for i, inst in enumerate(instances):
+        kind = names.get(inst.comm_type)
+        if kind is None:
+            # a collective's comm_type is set (rendezvous: a missing one reads as ALL_REDUCE); a p2p's is None
+            kind = "SEND_RECV" if inst.comm_type is None else CollectiveType(inst.comm_type).name
+            names[inst.comm_type] = kind
         assert inst.cost is not None
-        s, e = int(sched.xfer_start_ns[i]), int(sched.xfer_end_ns[i])
+        s, e = starts_ns[i], ends_ns[i]
         t = e - s
         p = len(inst.ranks)
-        size = nccl_tests_size(kind, inst.comm_bytes, p)
-        alg_bw = size / t if t > 0 else None
-        bus_bw = alg_bw * bus_factor(kind, p) if alg_bw is not None else None
+        alg_bw = nccl_tests_size(kind, inst.comm_bytes, p) / t if t > 0 else None
+        bus = factors.get((kind, p))
+        if bus is None:
+            bus = factors[(kind, p)] = bus_factor(kind, p)
         rows.append(
             CollectiveRow(
                 index=i,
@@ -123,15 +141,16 @@ def _collective_rows(program: ReplayProgram, sched: "Schedule") -> tuple[Collect
                 comm_bytes=inst.comm_bytes,
                 pg_name=inst.pg_name,
                 ranks=inst.ranks,
-                node_ids=tuple(program.node_id(g) for g in inst.nodes),
+                node_ids=tuple(ids[lo : ends[i]]),
                 algorithm=inst.cost.algorithm,
                 start_ns=s,
                 end_ns=e,
                 time_ns=t,
                 algbw_gbps=alg_bw,
-                busbw_gbps=bus_bw,
+                busbw_gbps=alg_bw * bus if alg_bw is not None else None,
             )
         )
+        lo = ends[i]
     return tuple(rows)
 
 

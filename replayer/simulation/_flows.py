@@ -40,6 +40,9 @@ class _Flows:
         self.last: dict[int, float] = {}
         self.version: dict[int, int] = {}
         self.dirty = False
+        #: per link, the active data phases on it; and the links whose counts changed since the last recompute
+        self.users: dict[int, dict[int, None]] = {}
+        self.touched: set[int] = set()
 
     def _link(self, rank: int, d: int, direction: int) -> int:
         return (rank * self.ndim + d) * 2 + direction
@@ -70,10 +73,12 @@ class _Flows:
         return total
 
     def start(self, i: int, t: float, events: list) -> None:
-        link_n, weight = self.link_n, self.link_weight
+        link_n, weight, users, touched = self.link_n, self.link_weight, self.users, self.touched
         for _, links in self.parts[i]:
             for link in links:
                 link_n[link] = link_n.get(link, 0) + weight.get(link, 1)
+                users.setdefault(link, {})[i] = None
+            touched.update(links)
         self.active[i] = None
         self.left[i] = self.total[i]
         self.last[i] = t
@@ -82,10 +87,12 @@ class _Flows:
         self.dirty = True
 
     def end(self, i: int, t: float, events: list) -> None:
-        link_n, weight = self.link_n, self.link_weight
+        link_n, weight, users, touched = self.link_n, self.link_weight, self.users, self.touched
         for _, links in self.parts.pop(i):
             for link in links:
                 link_n[link] -= weight.get(link, 1)
+                users[link].pop(i, None)
+            touched.update(links)
         del self.active[i]
         for table in (self.total, self.rate, self.left, self.last):
             table.pop(i)
@@ -96,11 +103,19 @@ class _Flows:
 
         Deferring the recomputation to the end of an instant makes the rates
         independent of the order in which same-time starts and ends were
-        processed (which rank fold relies on: see :mod:`.folding`).
+        processed (which rank fold relies on: see :mod:`.folding`).  Only the phases sharing a link with one
+        that started or ended are visited (the others' counts, so their rates, are unchanged): the cost of an
+        instant follows what changed in it, not every transfer in flight (issue 34 item 5).
         """
         self.dirty = False
-        link_n = self.link_n
-        for j in self.active:
+        link_n, users = self.link_n, self.users
+        # only the phases on a link whose count changed can change rate (a rate reads its own links' counts);
+        # each gets its own event, so the order they are visited in changes nothing
+        changed: dict[int, None] = {}
+        for link in self.touched:
+            changed.update(users[link])
+        self.touched.clear()
+        for j in changed:
             weighted = 0.0
             for t_d, links in self.parts[j]:
                 weighted += t_d * max(link_n[link] for link in links)

@@ -115,33 +115,24 @@ def p2p_issues(traceset: "TraceSet") -> list[Issue]:
         dst_has, dst_v, dst_ok = COMM_DST.column_or(cols, absent=-1, bad=-1)
         _, tag_v, _ = COMM_TAG.column_or(cols, absent=0, bad=0)
         _, size_v, _ = COMM_SIZE.column_or(cols, absent=-1, bad=-1)
-        for p in pos.tolist():
-            nid, tag = int(cols.ids[p]), int(tag_v[p])
-            send = cols.types[p] == NodeType.COMM_SEND_NODE
-            # own side: a send's comm_src, a recv's comm_dst; far side: the peer it pairs with
-            own_key, own_has, own_v, own_ok = (
-                (COMM_SRC, src_has, src_v, src_ok) if send else (COMM_DST, dst_has, dst_v, dst_ok)
-            )
-            far_v, far_ok = (dst_v, dst_ok & dst_has) if send else (src_v, src_ok & src_has)
-            if own_has[p] and (not own_ok[p] or own_v[p] != rank):
-                shown = own_v[p] if own_ok[p] else own_key.raw(cols)[1][p]
-                what = "send" if send else "recv"
-                issues.append(
-                    Issue(
-                        "p2p-attrs",
-                        ERROR,
-                        f"{what} has {own_key} {shown}, but it is on rank {rank}",
-                        trace.path,
-                        rank,
-                        nid,
-                    )
-                )
-            if far_ok[p]:
-                peer = int(far_v[p])
-                if send:
-                    sends.setdefault((rank, peer, tag), []).append((rank, nid, int(size_v[p])))
-                else:
-                    recvs.setdefault((peer, rank, tag), []).append((rank, nid, int(size_v[p])))
+        is_send = cols.types[pos] == NodeType.COMM_SEND_NODE
+        # own side: a send's comm_src, a recv's comm_dst; far side: the peer it pairs with
+        own_has = np.where(is_send, src_has[pos], dst_has[pos])
+        own_ok = np.where(is_send, src_ok[pos], dst_ok[pos])
+        own_v = np.where(is_send, src_v[pos], dst_v[pos])
+        wrong = own_has & (~own_ok | (own_v != rank))
+        for j in np.flatnonzero(wrong).tolist():
+            issues.append(_own_side_issue(trace, cols, rank, int(pos[j]), bool(is_send[j])))
+        far_ok = np.where(is_send, (dst_ok & dst_has)[pos], (src_ok & src_has)[pos])
+        far_v = np.where(is_send, dst_v[pos], src_v[pos])
+        ids = cols.ids[pos]
+        rows = zip(is_send[far_ok].tolist(), far_v[far_ok].tolist(), tag_v[pos][far_ok].tolist(),
+                   ids[far_ok].tolist(), size_v[pos][far_ok].tolist())  # fmt: skip
+        for send, peer, tag, nid, size in rows:  # in file order, as the k-th send pairs with the k-th recv
+            if send:
+                sends.setdefault((rank, peer, tag), []).append((rank, nid, size))
+            else:
+                recvs.setdefault((peer, rank, tag), []).append((rank, nid, size))
     for key in sorted(set(sends) | set(recvs)):
         src, dst, tag = key
         s, r = sends.get(key, []), recvs.get(key, [])
@@ -162,6 +153,16 @@ def p2p_issues(traceset: "TraceSet") -> list[Issue]:
             )
         issues.append(Issue("p2p-match", ERROR, msg, traceset[rank].path, rank, nid))
     return issues
+
+
+def _own_side_issue(trace, cols, rank: int, p: int, send: bool) -> Issue:  # type: ignore[no-untyped-def]
+    """``p2p-attrs``: a send whose ``comm_src`` (a recv whose ``comm_dst``) is not its own rank."""
+    key = COMM_SRC if send else COMM_DST
+    has, values, ok = key.column_or(cols, absent=-1, bad=-1)
+    shown = values[p] if ok[p] else key.raw(cols)[1][p]
+    what = "send" if send else "recv"
+    return Issue("p2p-attrs", ERROR, f"{what} has {key} {shown}, but it is on rank {rank}", trace.path, rank,
+                 int(cols.ids[p]))  # fmt: skip
 
 
 def _size_issues(

@@ -46,9 +46,10 @@ from typing import Callable
 import numpy as np
 import numpy.typing as npt
 
+from tracekit.jit import bound
 from tracekit.replayer.simulation._chains import cut_run, extend_run
 from tracekit.replayer.simulation._flows import EV_LATENCY, EV_MEMBER, EV_NODE, _Flows
-from tracekit.replayer.simulation.program import K_COLL, K_RECV, K_SEND, K_TIMED, K_ZERO, ReplayProgram
+from tracekit.replayer.simulation.program import K_COLL, K_SEND, K_TIMED, K_ZERO, ReplayProgram
 
 
 __all__ = ["Schedule", "simulate"]
@@ -89,7 +90,7 @@ class _Engine:
     ``pending`` (members still running of a skewed collective).  ``cur`` is
     the event being processed as ``(time, kind, key)``: a run may only be cut
     after it.  Hot methods copy attributes to locals first (attribute loads
-    cost more than local ones in CPython).
+    cost more than local ones in CPython); ``extend``/``cut``: the walks, bound once (:func:`tracekit.jit.bound`).
     """
 
     __slots__ = (
@@ -129,6 +130,8 @@ class _Engine:
         "shared",
         "dur_np",
         "delta_np",
+        "extend",
+        "cut",
     )
 
     def __init__(self, program: ReplayProgram) -> None:
@@ -181,6 +184,8 @@ class _Engine:
         )
         self.dur_np: npt.NDArray[np.float64] = np.frombuffer(self.dur, dtype=np.float64)
         self.delta_np: npt.NDArray[np.int32] = np.frombuffer(self.chain_delta, dtype=np.int32)
+        self.extend = bound(extend_run, *self.shared, self.dur_np, self.delta_np, 0, 0.0, 0)
+        self.cut = bound(cut_run, *self.shared, self.delta_np, 0, 0, 0, 0.0, 0, 0, 0)
 
     # ----- starting nodes
 
@@ -196,7 +201,7 @@ class _Engine:
         m, top = h, -1
         nx = h + self.chain_delta[h]
         if nx != h and nx < limit and self.remaining[nx] == 1:  # a run follows: walk it compiled
-            m, top, e = extend_run(*self.shared, self.dur_np, self.delta_np, h, e, limit)
+            m, top, e = self.extend(*self.shared, self.dur_np, self.delta_np, h, e, limit)
         self.seg_head[r] = h
         self.seg_last[r] = m
         self.seg_max[r] = top
@@ -207,7 +212,7 @@ class _Engine:
     def truncate(self, r: int, h: int) -> None:
         """Node ``h`` joined the queue of ``r`` while a run is on it: cut the run where ``h`` gets in."""
         now, what, key = self.cur
-        head, m = cut_run(*self.shared, self.delta_np, self.seg_head[r], self.seg_last[r], h, now, what, key, EV_NODE)
+        head, m = self.cut(*self.shared, self.delta_np, self.seg_head[r], self.seg_last[r], h, now, what, key, EV_NODE)
         self.seg_head[r] = head
         if m >= 0:
             self.seg_last[r] = m  # seg_max stays: an upper bound is enough for the pre-check
@@ -493,7 +498,3 @@ def simulate(program: ReplayProgram, progress: Callable[[int], None] | None = No
     while replan is not None and replan():
         schedule = _Engine(program).run(progress)
     return schedule
-
-
-# kinds re-exported for the results module
-COMM_KINDS = (K_COLL, K_SEND, K_RECV)

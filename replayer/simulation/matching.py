@@ -55,20 +55,14 @@ def _match_collectives(
     instance_of: np.ndarray,
 ) -> None:
     groups = ts.process_groups
+    _outsiders(groups, layouts, tables, notes)
     for name in group_order({g for t in tables.values() for g in t.coll}):
         members = groups.get(name)
-        for rank, table in tables.items():
-            if name in table.coll and (members is None or rank not in members):
-                why = (
-                    f"its process group {name!r} is not declared (declared: {sorted(groups)})"
-                    if members is None
-                    else f"rank {rank} is not a member of process group {name!r} {list(members)[:16]}"
-                )
-                for p in table.coll[name]:
-                    notes[layouts[rank].offset + p] = why
         if members is None:
             continue
         lists = [tables[r].coll.get(name, []) if r in layouts else [] for r in members]
+        if _whole_group(name, members, lists, layouts, tables, instances, instance_of):
+            continue
         for k, positions in collective_instances(lists):
             nodes = [-1 if p is None else layouts[r].offset + p for r, p in zip(members, positions)]
             r0, p0 = next((r, p) for r, p in zip(members, positions) if p is not None)
@@ -82,6 +76,56 @@ def _match_collectives(
             for g in nodes:
                 if g >= 0:
                     instance_of[g] = iid
+
+
+def _outsiders(groups, layouts, tables, notes) -> None:  # type: ignore[no-untyped-def]
+    """Note every collective on an undeclared group or on a group its rank is not a member of (one pass over the
+    ranks' tables, a set per group: not every group against every rank)."""
+    member_sets: dict[str, frozenset[int]] = {}
+    for rank, table in tables.items():
+        for name, positions in table.coll.items():
+            members = groups.get(name)
+            if members is not None:
+                inside = member_sets.get(name)
+                if inside is None:
+                    inside = member_sets[name] = frozenset(members)
+                if rank in inside:
+                    continue
+            why = (
+                f"its process group {name!r} is not declared (declared: {sorted(groups)})"
+                if members is None
+                else f"rank {rank} is not a member of process group {name!r} {list(members)[:16]}"
+            )
+            for p in positions:
+                notes[layouts[rank].offset + p] = why
+
+
+def _whole_group(name, members, lists, layouts, tables, instances, instance_of) -> bool:  # type: ignore[no-untyped-def]
+    """The instances of group ``name`` by columns when every member issues every one with equal types and sizes
+    and none is an all-to-all (the usual case: one comparison of a [members, K] table, not one per instance).
+
+    Returns:
+        False (nothing appended) otherwise: the per-instance path reports or sizes what differs.
+    """
+
+    depth = len(lists[0]) if lists else 0
+    if not depth or any(len(v) != depth for v in lists):
+        return False
+    pos = np.asarray(lists, dtype=np.int64)  # [M, K] each member's k-th collective on the group
+    attrs = [tables[r].coll_attr for r in members]
+    ctype = np.asarray([[a[p][0] for p in v] for a, v in zip(attrs, lists)], dtype=np.int64)
+    csize = np.asarray([[a[p][1] for p in v] for a, v in zip(attrs, lists)], dtype=np.int64)
+    if (ctype != ctype[0]).any() or (csize != csize[0]).any() or (ctype[0] == int(CollectiveType.ALL_TO_ALL)).any():
+        return False
+    nodes = pos + np.asarray([layouts[r].offset for r in members], dtype=np.int64)[:, None]
+    first = len(instances)
+    instance_of[nodes] = np.arange(first, first + depth, dtype=np.int64)[None, :]
+    ranks = tuple(members)
+    instances.extend(
+        Instance("collective", t, max(b, 0), name, ranks, list(col), k)
+        for k, (t, b, col) in enumerate(zip(ctype[0].tolist(), csize[0].tolist(), nodes.T.tolist()))
+    )
+    return True
 
 
 def _same_collective(ts, layouts, tables, name, k, members, positions, r0, p0) -> None:  # type: ignore[no-untyped-def]

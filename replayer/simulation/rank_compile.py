@@ -33,6 +33,9 @@ def bool_attr(cols: Any, flag: BoolField) -> np.ndarray:
     number reads as its truth value (unlike the strict :meth:`BoolField.column`,
     the replay never fails on it).  Raises nothing.
     """
+    fast = cols.attr_num_fn(str(flag), ints_only=True, bools=True) if cols.attr_num_fn is not None else None
+    if fast is not None:  # every value a bool or an integer (read from a file): truth values in one pass
+        return fast[0] & (fast[1] != 0)
     present, values = flag.raw(cols)
     out = np.zeros(len(present), dtype=bool)
     for i in np.flatnonzero(present).tolist():

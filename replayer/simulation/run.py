@@ -176,23 +176,26 @@ def replay_traceset(
     from tracekit.replayer.results.build import build_result
     from tracekit.replayer.simulation.fold_expand import replay_folded
     from tracekit.replayer.simulation.folding import scan_rank
+    from tracekit.replayer.simulation.attr_pass import kept_attributes
+    from tracekit.replayer.simulation.interference import simulate_with_interference
     from tracekit.replayer.simulation.program import compile_program
 
-    from tracekit.replayer.simulation.interference import simulate_with_interference
-
-    fitted = checked_spec(traceset, spec, options)
-    reason = None
-    if options.fold and (perturb is None or perturb.foldable):
-        try:
-            if len(traceset) != traceset.world_size:
-                raise NotFoldable("the trace set is not ranks 0..N-1")
-            scans = _split({r: scan_rank(traceset[r]) for r in traceset.ranks}, perturb, fitted)
-            plan = _plan_folding(scans, traceset.process_groups, fitted, options)
-        except NotFoldable as exc:
-            reason = str(exc)
-        else:
-            return replay_folded(traceset, fitted, options, plan, say=say, perturb=perturb)
-    program = compile_program(traceset, fitted, options)
+    plan = None
+    with kept_attributes(traceset, spec.compute.mode):  # checks, scans and compile: one attribute search a rank
+        fitted = checked_spec(traceset, spec, options)
+        reason = None
+        if options.fold and (perturb is None or perturb.foldable):
+            try:
+                if len(traceset) != traceset.world_size:
+                    raise NotFoldable("the trace set is not ranks 0..N-1")
+                scans = _split({r: scan_rank(traceset[r]) for r in traceset.ranks}, perturb, fitted)
+                plan = _plan_folding(scans, traceset.process_groups, fitted, options)
+            except NotFoldable as exc:
+                reason = str(exc)
+        if plan is None:
+            program = compile_program(traceset, fitted, options)
+    if plan is not None:
+        return replay_folded(traceset, fitted, options, plan, say=say, perturb=perturb)
     if perturb is not None:
         from tracekit.replayer.simulation.perturb import apply_perturbation
 

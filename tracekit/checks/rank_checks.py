@@ -206,9 +206,15 @@ def rank_collectives(trace: ExecutionTrace) -> dict[str, list[tuple[int, int, in
         ValidationError: the data dependencies have a cycle (no issue order exists).
     """
     cols = trace.columns()
-    table = comm_table(trace, np.flatnonzero(cols.types == NodeType.COMM_COLL_NODE))
-    ids = cols.ids
-    return {name: [(int(ids[p]), *table.coll_attr[p]) for p in positions] for name, positions in table.coll.items()}
+    # while a replay memoises the rank's table (NodeColumns.keep_attrs), its collectives are the whole table's:
+    # the issue order of a subset is the order of the whole restricted to it
+    coll = None if cols.memo is not None else np.flatnonzero(cols.types == NodeType.COMM_COLL_NODE)
+    table = comm_table(trace, coll)
+    ids, attr = cols.ids, table.coll_attr
+    return {
+        name: [(i, *attr[p]) for i, p in zip(ids[positions].tolist(), positions)]
+        for name, positions in table.coll.items()
+    }
 
 
 def collective_sequences(traceset: "TraceSet") -> dict[int, dict[str, list[tuple[int, int, int]]]]:

@@ -47,7 +47,10 @@ class NodeColumns:
         attr_num_fn: optional fast path for :meth:`attr_int`: ``(present, int64[N])``
             when every value is a scalar number, else None.
         prefetch_fn: optional: find several attributes in one pass before they are asked for
-            (see :meth:`prefetch_attrs`).
+            (see :meth:`prefetch_attrs`); ``prefetch_fn(names, keep=True)`` keeps them (:meth:`keep_attrs`).
+        release_fn: optional: forget what ``prefetch_fn(..., keep=True)`` kept.
+        memo: tables derived from these columns by other modules (e.g. :func:`tracekit.sets.rendezvous.comm_table`)
+            while attributes are kept; emptied by :meth:`release_attrs`.
     """
 
     ids: np.ndarray
@@ -62,9 +65,12 @@ class NodeColumns:
     attr_fn: Callable[[str], tuple[np.ndarray, list[Any]]] | None = field(repr=False, default=None)
     attr_num_fn: Callable[..., tuple[np.ndarray, np.ndarray] | None] | None = field(repr=False, default=None)
     verify_fn: Callable[[], None] | None = field(repr=False, default=None)
-    prefetch_fn: Callable[[list[str]], None] | None = field(repr=False, default=None)
+    prefetch_fn: Callable[..., None] | None = field(repr=False, default=None)
+    release_fn: Callable[[], None] | None = field(repr=False, default=None)
+    memo: dict[Any, Any] | None = field(default=None, repr=False, compare=False)
     _names: list[str] | None = field(default=None, repr=False)
     _attr_cache: dict[str, tuple[np.ndarray, list[Any]]] = field(default_factory=dict, repr=False)
+    _all_text: set[str] = field(default_factory=set, repr=False)  # cached attributes whose values are all str/None
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -89,6 +95,25 @@ class NodeColumns:
         """
         if self.prefetch_fn is not None:
             self.prefetch_fn([x for x in names if x not in self._attr_cache])
+
+    def keep_attrs(self, names: list[str]) -> None:
+        """Find attributes ``names`` in one pass and serve every later ask from it until :meth:`release_attrs`;
+        derived tables may be memoised in :attr:`memo` meanwhile (a replay's checks, compile and matching read
+        the same few attributes and communication table several times each).
+
+        Raises:
+            TraceFormatError: a corrupt attribute message.
+        """
+        if self.memo is None:
+            self.memo = {}
+        if self.prefetch_fn is not None:
+            self.prefetch_fn([x for x in names if x not in self._attr_cache], keep=True)
+
+    def release_attrs(self) -> None:
+        """End :meth:`keep_attrs`: the kept attributes and :attr:`memo` are dropped."""
+        self.memo = None
+        if self.release_fn is not None:
+            self.release_fn()
 
     def attr(self, name: str) -> tuple[np.ndarray, list[Any]]:
         """Attribute ``name`` of every node: ``(present bool[N], values list[N])`` (None where absent)."""
@@ -152,7 +177,10 @@ class NodeColumns:
         from tracekit.model.attrs import as_str
 
         present, values = self.attr(name)
+        if name in self._all_text:
+            return present, values
         if all(v is None or v.__class__ is str for v in values):
+            self._all_text.add(name)  # the cached values are checked once (checks and compile both ask)
             return present, values
         return present, [as_str(name, v, int(self.ids[i])) for i, v in enumerate(values)]
 
@@ -189,9 +217,38 @@ class NodeColumns:
             present = np.fromiter((v is not None for v in values), dtype=bool, count=n)
             return present, values
 
-        return cls(
+        cols = cls(
             ids, types, dur, start, dptr, dids, cptr, cids, names_fn=lambda: [x.name for x in nodes], attr_fn=attr_fn
         )
+        cols.prefetch_fn = lambda names, keep=False: _attrs_in_one_pass(cols, nodes, names)
+        return cols
+
+
+def _attrs_in_one_pass(cols: NodeColumns, nodes: Sequence["Node"], names: list[str]) -> None:
+    """Fill ``cols``' attribute cache with attributes ``names`` of ``nodes`` in one walk over their attributes
+    (as :meth:`NodeColumns.attr` finds each: the first attribute of the name; one ``get_attr`` walk per name
+    otherwise)."""
+    todo = {name: k for k, name in enumerate(x for x in dict.fromkeys(names) if x not in cols._attr_cache)}
+    if not todo:
+        return
+    where: list[list[int]] = [[] for _ in todo]  # per name: positions of the nodes that have it, and the values
+    found: list[list[Any]] = [[] for _ in todo]
+    get = todo.get
+    for i, x in enumerate(nodes):
+        for a in x.attrs:
+            k = get(a.name)
+            if k is not None and (not where[k] or where[k][-1] != i):  # the node's first of that name
+                where[k].append(i)
+                found[k].append(a.value)
+    n = len(nodes)
+    for name, k in todo.items():
+        values: list[Any] = [None] * n
+        for i, v in zip(where[k], found[k]):
+            values[i] = v
+        present = np.zeros(n, dtype=bool)
+        present[np.asarray(where[k], dtype=np.int64)] = True
+        present[present] = np.fromiter((v is not None for v in found[k]), dtype=bool, count=len(found[k]))
+        cols._attr_cache[name] = (present, values)
 
 
 class DepGraph:

@@ -125,17 +125,38 @@ def parse_pg_entries(
     return value
 
 
+#: the last few group lists parsed, by their text: every rank of a job declares the same list, whose size grows
+#: with the ranks (parsing it on each of N ranks made checking a job quadratic in N: 70 % of an unfolded
+#: 2,048-rank replay)
+_PARSED: dict[str, dict[str, tuple[int, ...]]] = {}
+_PARSED_KEEP = 8
+
+
 def parse_pg_json(
     text: str, *, path: str | None = None, rank: int | None = None, node_id: int | None = None
 ) -> dict[str, tuple[int, ...]]:
     """Parse the group list of a ``process_group:init`` node (forms: :func:`parse_pg_entries`).
 
     Returns:
-        pg_name -> ranks (an empty tuple means all ranks).
+        pg_name -> ranks (an empty tuple means all ranks); a new dict on every call.
 
     Raises:
         ValidationError: not a list of objects with ``pg_name`` and ``ranks``.
     """
+    if type(text) is str and text in _PARSED:
+        return dict(_PARSED[text])
+    groups = _parse_pg_json(text, path=path, rank=rank, node_id=node_id)
+    if type(text) is str:
+        if len(_PARSED) >= _PARSED_KEEP:
+            del _PARSED[next(iter(_PARSED))]
+        _PARSED[text] = dict(groups)
+    return groups
+
+
+def _parse_pg_json(
+    text: str, *, path: str | None = None, rank: int | None = None, node_id: int | None = None
+) -> dict[str, tuple[int, ...]]:
+    """:func:`parse_pg_json`, parsed."""
     groups: dict[str, tuple[int, ...]] = {}
     for entry in parse_pg_entries(text, path=path, rank=rank, node_id=node_id):
         ranks = entry.get("ranks", [])
@@ -170,7 +191,7 @@ def pg_descriptions(trace: "ExecutionTrace") -> dict[str, str]:
     out: dict[str, str] = {}
     names = trace.columns().names
     for pos in [i for i, name in enumerate(names) if PG_INIT_NAME in name]:
-        node = trace.node_at(pos)
+        node = _one_node(trace, pos)
         if node.inputs is not None and node.inputs.values:
             for e in parse_pg_entries(node.inputs.values, path=trace.path, rank=trace.rank, node_id=node.id):
                 if e.get("pg_desc"):
@@ -202,12 +223,59 @@ def groups_from_trace(trace: "ExecutionTrace") -> dict[str, tuple[int, ...]]:
     Raises:
         ValidationError: a ``process_group:init`` value that cannot be parsed (names path, rank and node).
     """
+    cols = getattr(trace, "_columns", None)  # while a replay keeps the rank's columns (NodeColumns.keep_attrs)
+    memo = cols.memo if cols is not None else None
+    if memo is not None and "groups" in memo:
+        return dict(memo["groups"])
     groups: dict[str, tuple[int, ...]] = {}
     for pos in _pg_init_positions(trace):  # decode only the candidates
-        node = trace.node_at(pos)
-        if node.inputs is not None and node.inputs.values:
-            groups.update(parse_pg_json(node.inputs.values, path=trace.path, rank=trace.rank, node_id=node.id))
+        parsed = _parsed_record(trace, pos)
+        if parsed is None:  # not read before: decode the node, parse its list
+            node = _one_node(trace, pos)
+            parsed = {}
+            if node.inputs is not None and node.inputs.values:
+                parsed = parse_pg_json(node.inputs.values, path=trace.path, rank=trace.rank, node_id=node.id)
+            _remember_record(trace, pos, parsed)
+        groups.update(parsed)
+    if memo is not None:
+        memo["groups"] = dict(groups)
     return groups
+
+
+#: the groups of the last few ``process_group:init`` records read from files, by the record's bytes: every rank
+#: of a job holds the same record, whose size grows with the ranks (487 KB a rank at 4,096 ranks)
+_BY_RECORD: list[tuple[bytes, dict[str, tuple[int, ...]]]] = []
+
+
+def _record_span(trace: "ExecutionTrace", pos: int) -> tuple[Any, int, int] | None:
+    """``(data, start, end)`` of the encoded record at ``pos`` of a trace read from a file; None for others."""
+    encoded = getattr(trace, "_encoded", None)
+    if getattr(trace, "_nodes", True) is not None or encoded is None or getattr(encoded, "array", None) is not None:
+        return None
+    if not isinstance(encoded.data, bytes):
+        return None
+    return encoded.data, int(encoded.starts[pos]), int(encoded.ends[pos])
+
+
+def _parsed_record(trace: "ExecutionTrace", pos: int) -> dict[str, tuple[int, ...]] | None:
+    """The groups of an equal record read before (compared in place, at memory speed: no copy, no hash)."""
+    span = _record_span(trace, pos)
+    if span is None:
+        return None
+    data, start, end = span
+    for record, parsed in reversed(_BY_RECORD):
+        if len(record) == end - start and data.startswith(record, start):
+            return parsed
+    return None
+
+
+def _remember_record(trace: "ExecutionTrace", pos: int, parsed: dict[str, tuple[int, ...]]) -> None:
+    span = _record_span(trace, pos)
+    if span is not None:
+        data, start, end = span
+        if len(_BY_RECORD) >= _PARSED_KEEP:
+            del _BY_RECORD[0]
+        _BY_RECORD.append((data[start:end], parsed))
 
 
 def default_group_size(trace: "ExecutionTrace") -> int | None:
@@ -222,7 +290,7 @@ def default_group_size(trace: "ExecutionTrace") -> int | None:
     """
     size = None
     for pos in _pg_init_positions(trace):
-        node = trace.node_at(pos)
+        node = _one_node(trace, pos)
         if node.inputs is None or not node.inputs.values:
             continue
         for e in parse_pg_entries(node.inputs.values, path=trace.path, rank=trace.rank, node_id=node.id):
@@ -230,6 +298,12 @@ def default_group_size(trace: "ExecutionTrace") -> int | None:
             if str(e["pg_name"]) == DEFAULT_PG and not e.get("ranks") and type(value) is int and value > 0:
                 size = value
     return size
+
+
+def _one_node(trace: "ExecutionTrace", pos: int) -> Any:
+    """The node at ``pos``, decoded alone (``node_at`` of a file's trace decodes 4,096 nodes ahead from the first
+    position, for index loops: 15 ms a rank file for one ``process_group:init`` node)."""
+    return trace.nodes[pos : pos + 1][0]
 
 
 def _pg_init_positions(trace: "ExecutionTrace") -> list[int]:

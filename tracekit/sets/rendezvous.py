@@ -21,7 +21,7 @@ The rules (docs/design.md section 4; Chakra's and ASTRA-sim's reading of the sam
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterator, Mapping, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence, TypeVar
 
 import numpy as np
 
@@ -81,6 +81,18 @@ def comm_table(trace: "ExecutionTrace", positions: "np.ndarray | None" = None) -
     cols = trace.columns()
     types = np.asarray(cols.types)
     comm = np.flatnonzero(np.isin(types, [int(t) for t in COMM_TYPES])) if positions is None else positions
+    memo = cols.memo  # a dict while a replay keeps the columns' attributes (NodeColumns.keep_attrs)
+    if memo is None:
+        return _comm_table(trace, cols, types, comm)
+    key = ("comm_table", np.asarray(comm, dtype=np.int64).tobytes())
+    table: CommTable | None = memo.get(key)
+    if table is None:
+        table = memo[key] = _comm_table(trace, cols, types, comm)
+    return table
+
+
+def _comm_table(trace: "ExecutionTrace", cols: Any, types: np.ndarray, comm: np.ndarray) -> CommTable:
+    """:func:`comm_table` of the communication nodes at positions ``comm``, built."""
     table = CommTable([], {}, {}, {}, {}, {}, {}, [])
     if not len(comm):
         return table
@@ -95,11 +107,9 @@ def comm_table(trace: "ExecutionTrace", positions: "np.ndarray | None" = None) -
         src_has, src_v, src_ok = COMM_SRC.column_or(cols, absent=-1, bad=-1)
         dst_has, dst_v, dst_ok = COMM_DST.column_or(cols, absent=-1, bad=-1)
         src_ok, dst_ok = src_ok & src_has, dst_ok & dst_has
-    for p, coll in zip(table.order, is_coll.tolist()):
-        if coll:
-            table.coll.setdefault(canonical_pg_name(pg_v[p]), []).append(p)
-            table.coll_attr[p] = (int(ctype[p]), int(csize[p]))
-            continue
+    order_arr = np.asarray(table.order, dtype=np.int64)
+    _collectives(table, order_arr[is_coll], pg_v, ctype, csize)
+    for p in order_arr[~is_coll].tolist():
         tag = table.tag[p] = int(tag_v[p])
         table.p2p_attr[p] = (max(int(csize[p]), 0), canonical_pg_name(pg_v[p]))
         send = types[p] == NodeType.COMM_SEND_NODE
@@ -108,6 +118,25 @@ def comm_table(trace: "ExecutionTrace", positions: "np.ndarray | None" = None) -
         peer = int((dst_v if send else src_v)[p])
         (table.sends if send else table.recvs).setdefault((peer, tag), []).append(p)
     return table
+
+
+def _collectives(table: CommTable, coll: np.ndarray, pg_v: list[Any], ctype: np.ndarray, csize: np.ndarray) -> None:
+    """Fill ``table.coll`` / ``coll_attr`` from the collectives' positions ``coll`` (issue order), by columns:
+    groups in order of first use, each group's positions in issue order."""
+    if not len(coll):
+        return
+    coll_list = coll.tolist()
+    codes: dict[str, int] = {}
+    canon: dict[object, int] = {}  # raw pg_name value -> code of its canonical name
+    for raw in dict.fromkeys(pg_v[p] for p in coll_list):
+        canon[raw] = codes.setdefault(canonical_pg_name(raw), len(codes))  # type: ignore[arg-type]
+    if len(codes) == 1:
+        table.coll[next(iter(codes))] = coll_list
+    else:
+        code = np.fromiter((canon[pg_v[p]] for p in coll_list), dtype=np.int64, count=len(coll_list))
+        for name, c in codes.items():  # codes were numbered in order of first use
+            table.coll[name] = coll[code == c].tolist()
+    table.coll_attr.update(zip(coll_list, zip(ctype[coll].tolist(), csize[coll].tolist())))
 
 
 def group_order(names: "Sequence[str] | set[str]") -> list[str]:

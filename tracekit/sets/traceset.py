@@ -119,10 +119,15 @@ class TraceSet:
         if self._declared is not None:
             declared = dict(self._declared)
         else:
+            previous: dict[str, tuple[int, ...]] | None = None
             for rank, trace in self._traces.items():
-                for name, ranks in trace.process_groups().items():
+                groups = trace.process_groups()
+                if groups == previous:  # every rank declaring the same list (the usual case): merged already
+                    continue
+                previous = groups
+                for name, ranks in groups.items():
                     ranks = tuple(ranks)
-                    if name in declared and declared[name] != ranks:
+                    if name in declared and declared[name] is not ranks and declared[name] != ranks:
                         raise ValidationError(
                             f"process group {name!r} declared as {list(declared[name])} on another rank "
                             f"and as {list(ranks)} here",

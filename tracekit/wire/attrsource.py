@@ -49,6 +49,9 @@ class _AttrSource:
         self.n = len(starts)
         self.ids, self.encoded, self.attr_error, self.special, self.attr_at = ids, encoded, attr_error, special, attr_at
         self._found: dict[str, tuple[np.ndarray, np.ndarray] | None] = {}  # prefetched; None: no node has it
+        # kept (:meth:`prefetch` with keep): name -> (positions int32, kinds int8, values int64) where present
+        self._kept: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None
+        self._pending: list[str] = []  # names to keep, searched at the first ask of one of them
 
     def verify(self) -> None:
         """Raise for a corrupt attribute message (first attribute access, or validation).
@@ -76,16 +79,24 @@ class _AttrSource:
                 node_id=int(self.ids[record]),
             )
 
-    def prefetch(self, names: list[str]) -> None:
+    def prefetch(self, names: list[str], keep: bool = False) -> None:
         """Find several attributes in one pass over the records; each is kept until :meth:`numeric` or
         :meth:`values` takes it (9 bytes per node per name that some node has meanwhile; nothing for a name
         no node has).
+
+        ``keep``: every later ask of these names reads them from the one pass, until :meth:`release` (13 bytes
+        per node that has the attribute: several readers of one replay share a search instead of one each).
 
         Raises:
             TraceFormatError: a corrupt attribute message (see :meth:`verify`).
         """
         from tracekit.wire import kernels as wk
 
+        if keep:  # searched at the first ask of any of them (a corrupt attribute raises where it did)
+            self._pending = [x for x in dict.fromkeys(names) if self._kept is None or x not in self._kept]
+            if self._kept is None:
+                self._kept = {}
+            return
         todo = [x for x in dict.fromkeys(names) if x not in self._found]
         if todo:
             kind, values = self._find_all(todo)
@@ -96,6 +107,26 @@ class _AttrSource:
                     self._found[name] = (kind[k].copy(), values[k].copy())
                 else:
                     self._found[name] = None
+
+    def _keep(self) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """The kept attributes, the pending names of :meth:`prefetch` with ``keep`` found now in one pass."""
+        from tracekit.wire import kernels as wk
+
+        if self._kept is None:
+            self._kept = {}
+        kept, todo = self._kept, self._pending
+        self._pending = []
+        if todo:
+            kind, values = self._find_all(todo)
+            for k, name in enumerate(todo):
+                at = np.flatnonzero(kind[k] != wk.ABSENT).astype(np.int32)
+                kept[name] = (at, *_compact(kind[k][at], values[k][at]))
+                self._found.pop(name, None)
+        return kept
+
+    def release(self) -> None:
+        """Forget what :meth:`prefetch` with ``keep`` stored (each name is searched again when asked)."""
+        self._kept, self._pending = None, []
 
     def _find_all(self, names: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """``(kind int8[K, N], values int64[K, N])`` of :func:`tracekit.wire.kernels.find_attrs`."""
@@ -113,7 +144,12 @@ class _AttrSource:
         return kind, values
 
     def _find(self, name: str) -> tuple[np.ndarray, np.ndarray]:
-        """``(kind int8[N], values int64[N])`` of attribute ``name``: prefetched, else found now."""
+        """``(kind int8[N], values int64[N])`` of attribute ``name``: kept or prefetched, else found now."""
+        if self._kept is not None and (name in self._kept or name in self._pending):
+            at, kinds, kept = self._keep()[name]
+            kind, values = np.zeros(self.n, dtype=np.int8), np.zeros(self.n, dtype=np.int64)
+            kind[at], values[at] = kinds, kept
+            return kind, values
         if name in self._found:
             found = self._found.pop(name)
             return found if found is not None else (np.zeros(self.n, dtype=np.int8), np.zeros(self.n, dtype=np.int64))
@@ -192,6 +228,25 @@ class _AttrSource:
             rank=self.encoded.rank,
             node_id=int(self.ids[i]),
         )
+
+
+def _compact(kinds: np.ndarray, values: np.ndarray) -> tuple[Any, np.ndarray]:
+    """A kept attribute's kinds and values in less memory, losslessly: one kind when all are alike (a numpy
+    scalar, broadcast when placed back), integer and bool values in the narrowest integer type holding them
+    (``is_cpu_op`` and ``stream``, on nearly every node, drop from 9 to 1 byte a node)."""
+    from tracekit.wire import kernels as wk
+
+    if not len(kinds):
+        return kinds, values
+    one = bool((kinds == kinds[0]).all())
+    if one and int(kinds[0]) in (wk.INT, wk.BOOL):
+        lo, hi = int(values.min()), int(values.max())
+        for dtype in (np.int8, np.int16, np.int32):
+            info = np.iinfo(dtype)
+            if info.min <= lo and hi <= info.max:
+                values = values.astype(dtype)
+                break
+    return (kinds[:1].copy()[0] if one else kinds), values
 
 
 def numeric_values(

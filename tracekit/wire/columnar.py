@@ -128,6 +128,7 @@ def decode_columns(encoded: Any, attrs: Sequence[str] = (), on_attrs: AttrChunkF
         attr_num_fn=source.numeric,
         verify_fn=source.verify,
         prefetch_fn=source.prefetch,
+        release_fn=source.release,
     )
 
 
