@@ -9,17 +9,20 @@ Each row is generated as rank classes with the calibrated dgx-a100 costs and rep
 * **after**: the preset now, gradients reduced after the last micro-batch's backward, as DeepSpeed's pipeline
   engine does (``TrainSchedule``: ``ReduceGrads`` after the last ``BackwardPass``).
 
-Measured once on the shared 2-core machine (load 6-9; about a minute per replay):
+Measured once on the shared 2-core machine (load 6-9; 1-4 minutes per replay), TFLOP/s per GPU (iteration):
 
 ====== ============= =========================== ===========================
 nodes  published      before                      after
 ====== ============= =========================== ===========================
-280    126 (60.1 s)   148.5 (50.9 s), +17.9 %     168.3 (44.9 s), +33.6 %
-420    113 (44.4 s)   --                          158.0 (31.9 s), +39.8 %
+280    126 (60.1 s)   148.5 (50.89 s), +17.9 %    168.3 (44.91 s), +33.6 %
+350    121 (50.2 s)   139.7 (43.26 s), +15.5 %    162.9 (37.10 s), +34.7 %
+420    113 (44.4 s)   131.9 (38.18 s), +16.8 %    158.0 (31.89 s), +39.8 %
 ====== ============= =========================== ===========================
 
-"Before" is closer only because the overlapped all-reduces contend with the pipeline's sends on the same
-InfiniBand links in the replay; DeepSpeed's pipeline engine does not overlap them.  The remaining gap is not a
+"Before" is closer for the wrong reason: overlapping the data-parallel all-reduce makes the replayed iteration
+6 s longer, where the all-reduce itself is about 0.3 s (1.9 G fp16 gradients per GPU, ring over 8-12 nodes at
+25 GB/s): the overlapped reductions delay the cooldown's pipeline sends in the replay (worth a look in the
+replayer); DeepSpeed's pipeline engine does not overlap them.  The remaining gap is not a
 mechanism this project models: per micro-batch slot of the 1F1B pipeline (iteration / (m + pp - 1)) MT-NLG took
 60.1 / 274 = 0.219 s and Megatron-LM on the same shape (Narayanan et al. 2021 Table 1, 529.6B: 163 TFLOP/s on
 2,520 GPUs, about 54 s for 280 micro-batches) 0.172 s: 27 % more per slot, where tracekit predicts 0.164 s for
