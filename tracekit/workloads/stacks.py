@@ -106,6 +106,13 @@ _TE_UB = "Transformer Engine transformer_engine/pytorch/module/base.py initializ
 # per-layer userbuffers configs are not modelled), so the presets keep 0 and the knob is a what-if.
 _UB_MARGIN = f"0 (what-if knob; {_TE_UB} defaults to num_sm=16 with set_sm_margin for pipeline and bulk overlaps)"
 
+# With pipeline parallelism (MT-NLG, BLOOM) DeepSpeed's PipelineEngine runs the gradient reduction as one
+# instruction after the last micro-batch's backward; ZeRO's overlap_comm buckets are the non-pipeline engine's.
+_DS_PIPE = (
+    "DeepSpeed deepspeed/runtime/pipe/schedule.py TrainSchedule.steps: ReduceTiedGrads, ReduceGrads, OptimizerStep "
+    "after the last step's BackwardPass (ZeRO overlap_comm only without pipeline parallelism)"
+)
+
 STACKS: dict[str, StackPreset] = {
     "megatron-2021": StackPreset(
         StackSpec("megatron-2021"),
@@ -162,13 +169,13 @@ STACKS: dict[str, StackPreset] = {
     ),
     "deepspeed": StackPreset(
         StackSpec("deepspeed", tp_dgrad_overlap=False),
-        overlap_grad_reduce=True,
+        overlap_grad_reduce=False,
         sources=(
             ("fused_attention", "Megatron-DeepSpeed (2021-22, MT-NLG, BLOOM): Megatron's unfused attention"),
             ("tp_comm_overlap", "Megatron-DeepSpeed: Megatron-LM v2 tensor parallelism, no userbuffers"),
             ("tp_dgrad_overlap", "Megatron-DeepSpeed mpu/mappings.py: synchronous input-gradient all-reduce"),
             ("cp_comm", "no context parallelism (DeepSpeed-Ulysses is all-to-all; not modelled)"),
-            ("overlap_grad_reduce", "DeepSpeed ZeRO config zero_optimization.overlap_comm (stage 1/2 buckets)"),
+            ("overlap_grad_reduce", _DS_PIPE),
             ("overlap_param_gather", "ZeRO-1/2 gather after the step, not overlapped"),
             ("tp_overlap_comm_sms", "Megatron-DeepSpeed: no userbuffers, no SM margin"),
         ),
