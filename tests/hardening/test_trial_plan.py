@@ -93,3 +93,37 @@ def test_the_same_spec_twice_or_two_specs_writing_one_folder_are_refused(tmp_pat
     line = one_line_error(clash)
     assert line.endswith(f"both would be written to {tmp_path / 'out' / 'x'}; rename one spec file")
     assert not (tmp_path / "out").exists()
+
+
+def test_overlapped_communication_taking_every_sm_is_refused_not_run_at_full_speed(tmp_path):
+    # tp_overlap_comm_sms >= the H100's 132 SMs left the overlapped GEMMs at full speed (0.575 s, as with 0;
+    # 131 SMs: 36.2 s): the margin only applied below the SM count
+    args = ["generate", "llm", "--model", "llama3-8b", "--layers", "2", "--global-batch", "2", "--tp", "2", "--sp"]
+    args += ["--seq", "256", "--stack", "nemo", "--hw", "dgx-h100", "-o", tmp_path / "job"]
+    for sms in (132, 1000):
+        line = one_line_error(run(*args, "--stack-knob", f"tp_overlap_comm_sms={sms}"))
+        assert line == (
+            f"tracekit: error: --stack-knob tp_overlap_comm_sms={sms}: the NVIDIA H100-SXM5-80GB has 132 SMs and the "
+            "overlapped GEMMs need at least one (give at most 131)"
+        )
+    assert not list(tmp_path.iterdir())
+    assert run(*args, "--stack-knob", "tp_overlap_comm_sms=131").exit_code == 0
+
+
+def test_a_microbatch_group_size_below_one_names_the_option(tmp_path):
+    args = ["generate", "llm", "--model", "llama3-8b", "--layers", "4", "--global-batch", "8", "--pp", "2"]
+    args += ["--schedule", "interleaved", "--virtual-stages", "2", "-o", tmp_path / "job"]
+    for value in ("0", "-1"):
+        line = one_line_error(run(*args, "--microbatch-group-size", value))
+        assert line.startswith(f"tracekit: error: Invalid value for '--microbatch-group-size': {value} is not in the")
+
+
+def test_tf32_without_retarget_is_a_usage_error_not_silently_ignored(tmp_path):
+    from _hardkit import ring_job
+
+    prefix = ring_job(tmp_path, 2)
+    res = run("transform", prefix, "--scale-compute", "2", "--tf32", "all", "-o", tmp_path / "out")
+    assert one_line_error(res, 2).startswith(
+        "tracekit: error: --tf32 needs --retarget FROM:TO (it says how the retarget projects fp32 ops)"
+    )
+    assert not list(tmp_path.glob("out*"))

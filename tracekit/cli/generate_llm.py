@@ -96,7 +96,7 @@ def roofline_from_options(
 @click.option("--virtual-stages", type=int, default=None, help="Model chunks per stage (interleaved; default 2).")
 @click.option(
     "--microbatch-group-size",
-    type=int,
+    type=IntRange(1, None),
     default=None,
     metavar="N",
     help="Interleaved: contiguous micro-batches per virtual stage (Llama 3's flexible interleaving; any number "
