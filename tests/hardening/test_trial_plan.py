@@ -127,3 +127,18 @@ def test_tf32_without_retarget_is_a_usage_error_not_silently_ignored(tmp_path):
         "tracekit: error: --tf32 needs --retarget FROM:TO (it says how the retarget projects fp32 ops)"
     )
     assert not list(tmp_path.glob("out*"))
+
+
+def test_a_ray_address_nothing_listens_on_is_refused_at_once_not_retried_for_minutes():
+    # ray.init retried 127.0.0.1:1 for more than 200 s (plan and sweep share the Ray start)
+    pytest.importorskip("ray")
+    import socket
+
+    with socket.socket() as s:  # a port just freed: nothing listens on it
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    res = run(*ROW[:-2], "--executor", "ray", "--address", f"127.0.0.1:{port}")
+    assert one_line_error(res) == (
+        f"tracekit: error: --address 127.0.0.1:{port}: no Ray cluster answers there (Connection refused); start one "
+        "with 'ray start --head' or leave --address out to start a local one"
+    )
