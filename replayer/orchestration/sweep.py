@@ -337,7 +337,9 @@ def run_sweep(
             write_traceset(traces, os.path.join(tmp_dir, "job"))
             source: Any = os.path.join(tmp_dir, "job")
         elif in_memory and executor == "ray":
-            ray_started = _ray_init(ray_address)
+            from tracekit.parallel import ray_init
+
+            ray_started = ray_init(ray_address)
             import ray
 
             source = ray.put(traces)
@@ -406,46 +408,6 @@ def _map_cases(
         if isinstance(cause, TracekitError):
             raise cause from None
         raise
-
-
-def _ray_init(address: str | None) -> bool:
-    """Start or join Ray (as parallel_map would); True when this call started it."""
-    try:
-        import ray
-    except ImportError:
-        raise ConfigError("executor 'ray' needs Ray: pip install 'tracekit[ray]'") from None
-    if ray.is_initialized():
-        return False
-    _check_ray_address(address)
-    ray.init(
-        address=address, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True, configure_logging=False
-    )
-    return address is None
-
-
-def _check_ray_address(address: str | None) -> None:
-    """Refuse at once a ``HOST:PORT`` address nothing listens on (ray.init retries such an address for minutes).
-
-    ``auto``, ``local`` and ``ray://`` client addresses are left to Ray.
-
-    Raises:
-        ConfigError: naming ``--address`` and the connection error.
-    """
-    import socket
-
-    if address is None or "://" in address or ":" not in address:
-        return
-    host, _, port = address.rpartition(":")
-    try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=5):
-            return
-    except ValueError:
-        raise ConfigError(f"--address {address}: expected HOST:PORT of a Ray cluster's head") from None
-    except OSError as exc:
-        raise ConfigError(
-            f"--address {address}: no Ray cluster answers there ({exc.strerror or exc}); start one with "
-            "'ray start --head' or leave --address out to start a local one"
-        ) from None
 
 
 # ----------------------------------------------------------------------------- output

@@ -129,7 +129,7 @@ def test_tf32_without_retarget_is_a_usage_error_not_silently_ignored(tmp_path):
     assert not list(tmp_path.glob("out*"))
 
 
-def test_a_ray_address_nothing_listens_on_is_refused_at_once_not_retried_for_minutes():
+def test_a_ray_address_nothing_listens_on_is_refused_at_once_not_retried_for_minutes(tmp_path):
     # ray.init retried 127.0.0.1:1 for more than 200 s (plan and sweep share the Ray start)
     pytest.importorskip("ray")
     import socket
@@ -137,8 +137,34 @@ def test_a_ray_address_nothing_listens_on_is_refused_at_once_not_retried_for_min
     with socket.socket() as s:  # a port just freed: nothing listens on it
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    res = run(*ROW[:-2], "--executor", "ray", "--address", f"127.0.0.1:{port}")
-    assert one_line_error(res) == (
-        f"tracekit: error: --address 127.0.0.1:{port}: no Ray cluster answers there (Connection refused); start one "
-        "with 'ray start --head' or leave --address out to start a local one"
+    from _hardkit import ring_job
+
+    prefix = ring_job(tmp_path, 2)
+    for args in (ROW[:-2], ["validate", prefix]):  # planning/pool.py and tracekit.parallel
+        res = run(*args, "--executor", "ray", "--address", f"127.0.0.1:{port}")
+        assert one_line_error(res) == (
+            f"tracekit: error: --address 127.0.0.1:{port}: no Ray cluster answers there (Connection refused); start "
+            "one with 'ray start --head' or leave --address out to start a local one"
+        )
+
+
+def test_a_plan_on_ray_is_quiet_with_q_and_times_what_the_serial_plan_times(tmp_path):
+    # Ray's own logger printed "Token authentication is enabled for this Ray cluster ..." on stderr under -q
+    pytest.importorskip("ray")
+    import subprocess
+    import sys
+
+    args = [*ROW[:-2], "--zero", "0,1", "--gap", "0", "--json"]
+    serial = json.loads(run(*args, "--executor", "serial").stdout)
+    tracekit = [sys.executable, "-c", "from tracekit.cli import main; main()"]
+    res = subprocess.run([*tracekit, "-q", *args, "--executor", "ray"], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0 and res.stderr == "", res.stderr
+    on_ray = json.loads(res.stdout)
+    # Ray runs two layouts at a time, so it may simulate one the serial search pruned by bound; the same step times
+    assert on_ray["executor"] == "ray" and on_ray["best"]["label"] == serial["best"]["label"]
+    timed = {c["label"]: c["step_s"] for c in serial["candidates"] if c["status"] == "simulated"}
+    assert timed and all(
+        on_ray_c["step_s"] == timed[on_ray_c["label"]]
+        for on_ray_c in on_ray["candidates"]
+        if on_ray_c["label"] in timed
     )
