@@ -168,3 +168,13 @@ def test_a_plan_on_ray_is_quiet_with_q_and_times_what_the_serial_plan_times(tmp_
         for on_ray_c in on_ray["candidates"]
         if on_ray_c["label"] in timed
     )
+
+
+def test_ring_context_parallelism_without_fused_attention_says_which_knob_to_set(tmp_path):
+    args = ["generate", "llm", "--model", "llama3-8b", "--layers", "2", "--global-batch", "2", "--seq", "8192"]
+    args += ["--cp", "2", "--stack-knob", "cp_comm=ring", "-o", tmp_path / "job"]
+    assert one_line_error(run(*args)) == (
+        "tracekit: error: ring context parallelism needs fused attention (its online softmax merges the steps); "
+        "stack megatron-2021 runs without it here: add --stack-knob fused_attention=true"
+    )
+    assert run(*args, "--stack-knob", "fused_attention=true").exit_code == 0

@@ -77,7 +77,10 @@ class StackSpec:
         if self.fp8_recipe not in FP8_RECIPES:
             raise ConfigError(f"fp8 recipe must be one of {', '.join(FP8_RECIPES)}; got {self.fp8_recipe!r}")
         if self.cp_comm == "ring" and not self.fused_attention:
-            raise ConfigError("ring context parallelism needs fused attention (its online softmax merges the steps)")
+            raise ConfigError(
+                f"ring context parallelism needs fused attention (its online softmax merges the steps); stack "
+                f"{self.name} runs without it here: add --stack-knob fused_attention=true"
+            )
 
 
 @dataclass(frozen=True)
