@@ -89,20 +89,9 @@ def parallel_map(
 def _ray_map(
     fn: Callable[[T], R], items: list[T], address: str | None, progress: Callable[[int, int], None] | None
 ) -> list[R]:
-    try:
-        import ray
-    except ImportError:
-        raise ConfigError("executor 'ray' needs Ray: pip install 'tracekit[ray]'") from None
-    started = False
-    if not ray.is_initialized():
-        ray.init(
-            address=address,
-            include_dashboard=False,
-            log_to_driver=False,
-            ignore_reinit_error=True,
-            configure_logging=False,
-        )
-        started = True
+    started = ray_init(address)  # refuses first when Ray is not installed
+    import ray
+
     try:
         remote = ray.remote(fn)
         refs = [remote.remote(item) for item in items]
@@ -125,5 +114,54 @@ def _ray_map(
                     progress(done, len(items))
         return results
     finally:
-        if started and address is None:
+        if started:
             ray.shutdown()
+
+
+def ray_init(address: str | None) -> bool:
+    """Start Ray, or join the cluster at ``address``, unless this process already did; True when this call
+    started a local instance (the caller shuts it down).
+
+    Raises:
+        ConfigError: Ray is not installed, or ``address`` answers no connection (:func:`_check_ray_address`).
+    """
+    try:
+        import ray
+    except ImportError:
+        raise ConfigError("executor 'ray' needs Ray: pip install 'tracekit[ray]'") from None
+    if ray.is_initialized():
+        return False
+    _check_ray_address(address)
+    import logging
+
+    if logging.getLogger().getEffectiveLevel() > logging.INFO:  # Ray's notices only with -v (its own handler)
+        logging.getLogger("ray").setLevel(logging.ERROR)
+    ray.init(
+        address=address, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True, configure_logging=False
+    )
+    return address is None
+
+
+def _check_ray_address(address: str | None) -> None:
+    """Refuse at once a ``HOST:PORT`` address nothing listens on (ray.init retries such an address for minutes).
+
+    ``auto``, ``local`` and ``ray://`` client addresses are left to Ray.
+
+    Raises:
+        ConfigError: naming ``--address`` and the connection error.
+    """
+    import socket
+
+    if address is None or "://" in address or ":" not in address:
+        return
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=5):
+            return
+    except ValueError:
+        raise ConfigError(f"--address {address}: expected HOST:PORT of a Ray cluster's head") from None
+    except OSError as exc:
+        raise ConfigError(
+            f"--address {address}: no Ray cluster answers there ({exc.strerror or exc}); start one with "
+            "'ray start --head' or leave --address out to start a local one"
+        ) from None

@@ -204,13 +204,22 @@ class CalibratedCost:
         this shape, or the memory time if longer, plus overhead; a ``linear`` layer's GEMM runs in
         :attr:`gemm_dtype` (FP8 at the device's FP8 peak times :data:`FP8_GEMM_EFFICIENCY`).  ``comm_sms``: SMs a
         communication kernel keeps while the GEMM runs (Transformer Engine's ``set_sm_margin``): the GEMM runs
-        on the others, at their share of the peak and with their wave quantization."""
+        on the others, at their share of the peak and with their wave quantization.
+
+        Raises:
+            ConfigError: ``comm_sms`` leaves the GEMM no SM (at least the device's count).
+        """
         import dataclasses
 
         from tracekit.costs.devices import gemm_efficiency
 
         dtype = (self.gemm_dtype or self.dtype) if linear else self.dtype
         device, share = self.device, 1.0
+        if comm_sms >= device.compute_units > 0:
+            raise ConfigError(
+                f"--stack-knob tp_overlap_comm_sms={comm_sms}: the {device.name} has {device.compute_units} SMs and "
+                f"the overlapped GEMMs need at least one (give at most {device.compute_units - 1})"
+            )
         if 0 < comm_sms < device.compute_units:
             share = (device.compute_units - comm_sms) / device.compute_units
             device = dataclasses.replace(device, compute_units=device.compute_units - comm_sms)

@@ -337,7 +337,9 @@ def run_sweep(
             write_traceset(traces, os.path.join(tmp_dir, "job"))
             source: Any = os.path.join(tmp_dir, "job")
         elif in_memory and executor == "ray":
-            ray_started = _ray_init(ray_address)
+            from tracekit.parallel import ray_init
+
+            ray_started = ray_init(ray_address)
             import ray
 
             source = ray.put(traces)
@@ -406,20 +408,6 @@ def _map_cases(
         if isinstance(cause, TracekitError):
             raise cause from None
         raise
-
-
-def _ray_init(address: str | None) -> bool:
-    """Start or join Ray (as parallel_map would); True when this call started it."""
-    try:
-        import ray
-    except ImportError:
-        raise ConfigError("executor 'ray' needs Ray: pip install 'tracekit[ray]'") from None
-    if ray.is_initialized():
-        return False
-    ray.init(
-        address=address, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True, configure_logging=False
-    )
-    return address is None
 
 
 # ----------------------------------------------------------------------------- output

@@ -99,7 +99,7 @@ def test_a_ring_at_cp_1_is_no_context_parallelism_as_in_megatron(tmp_path):
     res = run(*base, "--cp", "2", "--stack-knob", "cp_comm=ring", "-o", tmp_path / "cp2")
     assert one_line_error(res) == (
         "tracekit: error: cp=2: ring context parallelism needs fused attention (its online softmax merges the "
-        "steps); set --stack-knob fused_attention=true or cp_comm=allgather"
+        "steps); stack megatron-2021 runs without it here: add --stack-knob fused_attention=true or cp_comm=allgather"
     )
     assert not list(tmp_path.glob("cp2*"))
 

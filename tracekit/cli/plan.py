@@ -48,10 +48,12 @@ def _knob_options(f: Any) -> Any:
     "Narayanan et al. 2021 Table 1, korthikanti-175B / -530B of Korthikanti et al. 2022; run by the "
     'megatron-2021 stack), or a JSON file of model fields with an optional "preset" to start from.',
 )
-@click.option("--gpus", type=int, required=True, help="GPUs of the job.")
+@click.option("--gpus", type=IntRange(1, None), required=True, help="GPUs of the job.")
 @click.option("--hw", "specs", multiple=True, required=True, metavar="SPEC", help="Hardware spec; repeat to compare.")
-@click.option("--global-batch", type=int, default=None, help="Sequences per iteration (default: the model's).")
-@click.option("--seq", type=int, default=None, help="Sequence length (default: the model's).")
+@click.option(
+    "--global-batch", type=IntRange(1, None), default=None, help="Sequences per iteration (default: the model's)."
+)
+@click.option("--seq", type=IntRange(1, None), default=None, help="Sequence length (default: the model's).")
 @click.option("--stack", "stack_name", default=None, metavar="NAME", help="Training stack (see generate llm).")
 @_knob_options
 @click.option("--sp", "sp_on", is_flag=True, help="Fix sequence parallelism on (default: on when tp > 1).")
@@ -119,6 +121,7 @@ def plan(
     from tracekit.replayer.orchestration.planning.enumerate import KNOBS, KnobSpace
 
     base, command_model = resolve_model(model_name, global_batch, seq, stack_name)
+    check_specs(specs, out_dir)
     if sp_on and sp_off:
         raise ConfigError("give --sp or --no-sp, not both")
     knobs["sp"] = "on" if sp_on else "off" if sp_off else None
@@ -219,11 +222,10 @@ def resolve_model(
     if name.endswith(".json"):
         try:
             fields = json.loads(Path(name).read_text())
-            start, batch = preset(str(fields.pop("preset", "gpt3-1.3b")))
-            model = dataclasses.replace(start, **fields)
-        except (OSError, ValueError, TypeError) as exc:
+        except (OSError, ValueError) as exc:
             raise ConfigError(f"--model {name}: {exc}") from None
-        base_name = start.name
+        model, batch = model_from_fields(name, fields)
+        base_name = preset(str(fields.get("preset", "gpt3-1.3b")))[0].name
     elif name.lower().startswith(("megatron-", "korthikanti-")):
         model, batch, base_name = _paper_model(name)
         stack = stack or "megatron-2021"
@@ -242,6 +244,84 @@ def resolve_model(
 
         config = config.with_parallel(overlap_grad_reduce=MEGATRON_2021_OVERLAP_GRAD_REDUCE)
     return config, _command_model(model, base_name, config)
+
+
+#: ModelSpec fields a JSON model may set: the ones ``generate llm`` has an option for (so the chosen command
+#: line rebuilds the model the plan timed), its label, and where it comes from.
+_JSON_MODEL_FIELDS = (
+    "num_layers",
+    "hidden_size",
+    "num_heads",
+    "num_kv_heads",
+    "ffn_hidden_size",
+    "seq_length",
+    "vocab_size",
+    "name",
+    "source",
+)
+
+
+def model_from_fields(name: str, fields: Any) -> tuple[Any, int]:
+    """``(model, global batch)`` of a ``--model FILE.json`` document: its ``"preset"`` (default gpt3-1.3b) with
+    the other fields replaced.
+
+    A field ``generate llm`` has no option for (``activation``, ``num_experts`` ...) may only repeat the
+    preset's value: otherwise the printed command line would time another model than the plan did.
+
+    Raises:
+        ConfigError: not a JSON object, an unknown preset or field, a field generate llm cannot set, a bad value
+            (each naming ``--model FILE``).
+    """
+    import dataclasses
+
+    from tracekit.workloads.config import ModelSpec, preset
+
+    if not isinstance(fields, dict):
+        raise ConfigError(f"--model {name}: not a JSON object of model fields (got {type(fields).__name__})")
+    fields = dict(fields)
+    start_name = fields.pop("preset", "gpt3-1.3b")
+    try:
+        start, batch = preset(str(start_name))
+    except ConfigError as exc:
+        raise ConfigError(f"--model {name}: key preset: {exc}") from None
+    known = [f.name for f in dataclasses.fields(ModelSpec)]
+    for key, value in fields.items():
+        if key not in known:
+            raise ConfigError(f"--model {name}: unknown field {key!r}; fields: preset, {', '.join(known)}")
+        if key not in _JSON_MODEL_FIELDS and value != getattr(start, key):
+            raise ConfigError(
+                f"--model {name}: {key} {value!r} differs from preset {start.name}'s {getattr(start, key)!r} and "
+                f'generate llm has no option for it; start from a preset that has it ("preset": NAME)'
+            )
+    try:
+        return dataclasses.replace(start, **fields), batch
+    except (ConfigError, ValueError, TypeError) as exc:
+        raise ConfigError(f"--model {name}: {exc}") from None
+
+
+def check_specs(specs: tuple[str, ...], out_dir: str | None) -> None:
+    """Refuse a ``--hw`` given twice, and (with ``-o``) two specs that would write the same ``DIR/<stem>/``.
+
+    Raises:
+        ConfigError: naming both ``--hw`` values.
+    """
+    from pathlib import Path
+
+    same: dict[str, str] = {}
+    folders: dict[str, str] = {}
+    for spec in specs:
+        is_file = spec.endswith(".toml") or Path(spec).is_file()
+        key = str(Path(spec).resolve()) if is_file else spec
+        if key in same:
+            raise ConfigError(f"--hw {same[key]} and --hw {spec}: the same spec twice; give each spec once")
+        same[key] = spec
+        folder = Path(spec).stem if is_file else spec
+        if out_dir is not None and len(specs) > 1 and folder in folders:
+            raise ConfigError(
+                f"--hw {folders[folder]} and --hw {spec}: both would be written to {Path(out_dir) / folder}; "
+                "rename one spec file"
+            )
+        folders[folder] = spec
 
 
 def _paper_model(name: str) -> tuple[Any, int, str]:

@@ -139,6 +139,8 @@ def transform(traces: Traces | None, output: str | None, pipeline_file: str | No
     compress = opts.pop("compress")
     stream = opts.pop("stream")
     per_rank = opts.pop("per_rank")
+    if opts["tf32"] is not None and opts["retarget"] is None:  # it would be silently ignored
+        raise click.UsageError("--tf32 needs --retarget FROM:TO (it says how the retarget projects fp32 ops)")
     steps: list[Transform] = []
     if pipeline_file is not None:
         pf = load_pipeline(pipeline_file)

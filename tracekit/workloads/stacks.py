@@ -85,7 +85,7 @@ class StackSpec:
         if cp > 1 and self.cp_comm == "ring" and not self.fused_attention:
             raise ConfigError(
                 f"cp={cp}: ring context parallelism needs fused attention (its online softmax merges the steps); "
-                "set --stack-knob fused_attention=true or cp_comm=allgather"
+                f"stack {self.name} runs without it here: add --stack-knob fused_attention=true or cp_comm=allgather"
             )
 
 

@@ -40,9 +40,9 @@ class TaskPool:
             self._remote = self._ray_remote(address)
 
     def _ray_remote(self, address: str | None) -> Any:
-        from tracekit.replayer.orchestration.sweep import _ray_init
+        from tracekit.parallel import ray_init
 
-        self._ray_started = _ray_init(address)  # joins or starts Ray as the sweep does (ConfigError without Ray)
+        self._ray_started = ray_init(address)  # joins or starts Ray as the sweep does (ConfigError without Ray)
         import ray
 
         return ray.remote(self.fn)
