@@ -279,6 +279,8 @@ def parse_et(doc: Any, *, path: str | os.PathLike[str]) -> EtTrace:
         ops.append(make(raw, spath))
     by_id: dict[int, EtOp] = {}
     for op in ops:
+        if not 0 <= op.id < 2**64:  # a Chakra node id is a uint64 (et_def.proto); -3 was a traceback
+            raise ConversionError(f"node id {op.id:,} of {op.name!r} is not a Chakra node id (0 to 2^64-1)", path=spath)
         if op.id in by_id:
             raise ConversionError(f"duplicate ET node id {op.id}", path=spath, node_id=op.id)
         by_id[op.id] = op
