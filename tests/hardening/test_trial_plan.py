@@ -178,3 +178,26 @@ def test_ring_context_parallelism_without_fused_attention_says_which_knob_to_set
         "steps); stack megatron-2021 runs without it here: add --stack-knob fused_attention=true or cp_comm=allgather"
     )
     assert run(*args, "--stack-knob", "fused_attention=true").exit_code == 0
+
+
+@pytest.mark.parametrize(("value", "message"), [("abc", "--tp 'abc' is not an integer"), ("1,", "--tp '1,': an empty")])
+def test_a_bad_knob_list_is_a_usage_error_naming_the_option(tmp_path, value, message):
+    args = list(ROW)
+    args[args.index("--tp") + 1] = value
+    line = one_line_error(run(*args, "-o", tmp_path / "out"), 2)
+    assert line.startswith(f"tracekit: error: {message}")
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("executor", ["serial", "process", "auto"])
+@pytest.mark.parametrize("command", ["plan", "sweep", "validate"])
+def test_an_address_without_the_ray_executor_is_a_usage_error(tmp_path, command, executor):
+    from _hardkit import ring_job
+
+    if command == "plan":
+        args = [a for a in ROW if a not in ("--executor", "serial")]
+    else:
+        prefix = ring_job(tmp_path, 2)
+        args = [command, prefix] + (["--hw", "dgx-a100", "-o", tmp_path / "sw"] if command == "sweep" else [])
+    line = one_line_error(run(*args, "--executor", executor, "--address", "127.0.0.1:1"), 2)
+    assert line.startswith(f"tracekit: error: --address 127.0.0.1:1 needs --executor ray (got --executor {executor}")

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from tracekit.cli._common import CONTEXT_SETTINGS, err_console, out_console, progress_callback, state
-from tracekit.cli._options import IntRange, emit_json, executor_options, json_option, resolve_executor
+from tracekit.cli._options import IntRange, check_address, emit_json, executor_options, json_option, resolve_executor
 from tracekit.errors import ConfigError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -120,12 +120,16 @@ def plan(
     """
     from tracekit.replayer.orchestration.planning.enumerate import KNOBS, KnobSpace
 
+    check_address(executor, address)
     base, command_model = resolve_model(model_name, global_batch, seq, stack_name)
     check_specs(specs, out_dir)
     if sp_on and sp_off:
         raise ConfigError("give --sp or --no-sp, not both")
     knobs["sp"] = "on" if sp_on else "off" if sp_off else None
-    space = KnobSpace.parse({k: knobs[k] for k in KNOBS})
+    try:
+        space = KnobSpace.parse({k: knobs[k] for k in KNOBS})
+    except ConfigError as exc:  # a bad option value: a usage error (exit 2), as click's own
+        raise click.UsageError(exc.message) from None
     executor = resolve_executor(executor, 2, workers)
     run = {"executor": executor, "workers": workers, "address": address, "bound_all": out_dir is not None}
     results = [

@@ -149,7 +149,7 @@ class KnobSpace:
         ``sp`` takes ``on``/``off``; integer knobs positive integers; ``recompute`` and ``zero`` their modes.
 
         Raises:
-            ConfigError: an unknown knob or a bad value, naming the option and the value.
+            ConfigError: an unknown knob, a bad value or an empty item (``1,``), naming the option and the value.
         """
         out: dict[str, tuple[Any, ...]] = {}
         for knob, text in values.items():
@@ -157,9 +157,12 @@ class KnobSpace:
                 raise ConfigError(f"unknown layout knob {knob!r}; knobs: {', '.join(KNOBS)}")
             if text is None:
                 continue
-            out[knob] = tuple(_parse_value(knob, item.strip()) for item in str(text).split(",") if item.strip())
-            if not out[knob]:
-                raise ConfigError(f"--{_option(knob)} {text!r}: give one value or a comma-separated list")
+            items = [item.strip() for item in str(text).split(",")]
+            if not all(items):
+                raise ConfigError(
+                    f"--{_option(knob)} {text!r}: an empty value (a stray comma); give one value or a comma-separated list"
+                )
+            out[knob] = tuple(_parse_value(knob, item) for item in items)
         return cls(**out)
 
 
