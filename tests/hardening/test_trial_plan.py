@@ -201,3 +201,26 @@ def test_an_address_without_the_ray_executor_is_a_usage_error(tmp_path, command,
         args = [command, prefix] + (["--hw", "dgx-a100", "-o", tmp_path / "sw"] if command == "sweep" else [])
     line = one_line_error(run(*args, "--executor", executor, "--address", "127.0.0.1:1"), 2)
     assert line.startswith(f"tracekit: error: --address 127.0.0.1:1 needs --executor ray (got --executor {executor}")
+
+
+def test_plan_into_a_folder_points_the_command_inside_it_and_replaces_the_earlier_plan(tmp_path):
+    out = tmp_path / "out"
+    single = run(*ROW, "-o", out)
+    assert single.exit_code == 0, single.stderr
+    assert f"--classes -o {out / 'best'}" in single.stdout
+    assert json.loads((out / "plan.json").read_text())["generate_command"].endswith(f"-o {out / 'best'}")
+    (out / "mine").mkdir()
+    (out / "mine" / "plan.json").write_text('{"format": "someone else\'s"}')
+    both = run(*ROW, "--hw", "dgx-h100", "-o", out)
+    assert both.exit_code == 0, both.stderr
+    assert f"--classes -o {out / 'dgx-h100' / 'best'}" in both.stdout
+    assert sorted(str(p.relative_to(out)) for p in out.rglob("plan.*")) == [
+        "dgx-a100/plan.html",
+        "dgx-a100/plan.json",
+        "dgx-h100/plan.html",
+        "dgx-h100/plan.json",
+        "mine/plan.json",  # not a plan: left alone
+    ]
+    again = run(*ROW, "-o", out)
+    assert again.exit_code == 0, again.stderr
+    assert sorted(str(p.relative_to(out)) for p in out.rglob("plan.*")) == ["mine/plan.json", "plan.html", "plan.json"]

@@ -152,8 +152,9 @@ def test_a_gpu_count_no_layout_divides_and_a_model_that_fits_nowhere_are_one_lin
     assert text.startswith("gpt3-175b fits in none of the") and "GiB per rank" in text and "largest:" in text
     res = run("plan", "--model", "gpt3-175b", "--gpus", "8", "--hw", "dgx-h100", "--recompute", "some")
     assert (
-        res.returncode == 1
-        and res.stderr.strip() == "tracekit: error: --recompute 'some': choose from none, selective, full"
+        res.returncode == 2  # a bad option value is a usage error
+        and res.stderr.strip()
+        == "tracekit: error: --recompute 'some': choose from none, selective, full (see 'tracekit plan --help')"
     )
 
 

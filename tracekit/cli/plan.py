@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -136,6 +137,8 @@ def plan(
         _plan_one(base, command_model, gpus, spec_name, space, max_memory_fraction, keep, gap, run)
         for spec_name in specs
     ]
+    for r in results if out_dir is not None else ():  # the printed generate command writes next to the plan
+        r.best_prefix = str(_folder(out_dir, r, len(results) > 1) / "best")
     written = _write(results, out_dir)
     if as_json:
         from tracekit.replayer.orchestration.planning.report import plan_dict
@@ -192,19 +195,29 @@ def llm_generator() -> Any:
     return Generator(calibrated_plan, write_calibrated_classes)
 
 
+def _folder(out_dir: str, result: "PlanResult", several: bool) -> "Path":
+    """The folder of ``result``'s plan: ``DIR``, or ``DIR/<spec stem>`` when comparing specs."""
+    return Path(out_dir) / Path(result.request.spec_name).stem if several else Path(out_dir)
+
+
 def _write(results: list["PlanResult"], out_dir: str | None) -> list[str]:
-    """``plan.json``/``plan.html`` per spec (in ``DIR/<spec>/`` when comparing specs); the paths written."""
+    """``plan.json``/``plan.html`` per spec (in ``DIR/<spec>/`` when comparing specs) as one atomic unit; the
+    paths written.  The plans of an earlier run this one replaces go with it: ``DIR/plan.*`` under a comparison,
+    ``DIR/*/plan.*`` under a single spec, removed only where ``plan.json`` is a plan this tool wrote."""
     if out_dir is None:
         return []
-    from pathlib import Path
+    from tracekit.io import write_files_atomic
+    from tracekit.replayer.orchestration.planning.report import is_plan_file, plan_files
 
-    from tracekit.replayer.orchestration.planning.report import write_plan
-
-    out: list[str] = []
+    root = Path(out_dir)
+    files: dict[Path, bytes] = {}
     for r in results:
-        folder = Path(out_dir) if len(results) == 1 else Path(out_dir) / Path(r.request.spec_name).stem
-        out += [str(p) for p in write_plan(r, folder).values()]
-    return out
+        files.update(plan_files(r, _folder(out_dir, r, len(results) > 1)))
+    stale = [root / "plan.json"] if len(results) > 1 else sorted(root.glob("*/plan.json"))
+    stale = [p for p in stale if p not in files and is_plan_file(p)]
+    remove = [q for p in stale for q in (p, p.with_suffix(".html")) if q.exists() and q not in files]
+    write_files_atomic(files, remove=tuple(remove))
+    return [str(p) for p in files]
 
 
 def resolve_model(
