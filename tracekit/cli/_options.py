@@ -217,7 +217,9 @@ def check_address(executor: str, address: str | None) -> None:
         click.UsageError: ``address`` given with ``executor`` other than ``ray`` (exit 2), naming both options.
     """
     if address is not None and executor != "ray":
-        raise click.UsageError(f"--address {address} needs --executor ray (got --executor {executor}, which runs no Ray)")
+        raise click.UsageError(
+            f"--address {address} needs --executor ray (got --executor {executor}, which runs no Ray)"
+        )
 
 
 def resolve_executor(executor: str, units: int, workers: int | None, *, min_units: int = 2) -> str:

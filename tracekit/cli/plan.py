@@ -137,8 +137,9 @@ def plan(
         _plan_one(base, command_model, gpus, spec_name, space, max_memory_fraction, keep, gap, run)
         for spec_name in specs
     ]
-    for r in results if out_dir is not None else ():  # the printed generate command writes next to the plan
-        r.best_prefix = str(_folder(out_dir, r, len(results) > 1) / "best")
+    if out_dir is not None:  # the printed generate command writes next to the plan
+        for r in results:
+            r.best_prefix = str(_folder(out_dir, r, len(results) > 1) / "best")
     written = _write(results, out_dir)
     if as_json:
         from tracekit.replayer.orchestration.planning.report import plan_dict
