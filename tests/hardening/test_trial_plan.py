@@ -178,3 +178,82 @@ def test_ring_context_parallelism_without_fused_attention_says_which_knob_to_set
         "steps); stack megatron-2021 runs without it here: add --stack-knob fused_attention=true or cp_comm=allgather"
     )
     assert run(*args, "--stack-knob", "fused_attention=true").exit_code == 0
+
+
+@pytest.mark.parametrize(("value", "message"), [("abc", "--tp 'abc' is not an integer"), ("1,", "--tp '1,': an empty")])
+def test_a_bad_knob_list_is_a_usage_error_naming_the_option(tmp_path, value, message):
+    args = list(ROW)
+    args[args.index("--tp") + 1] = value
+    line = one_line_error(run(*args, "-o", tmp_path / "out"), 2)
+    assert line.startswith(f"tracekit: error: {message}")
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("executor", ["serial", "process", "auto"])
+@pytest.mark.parametrize("command", ["plan", "sweep", "validate"])
+def test_an_address_without_the_ray_executor_is_a_usage_error(tmp_path, command, executor):
+    from _hardkit import ring_job
+
+    if command == "plan":
+        args = [a for a in ROW if a not in ("--executor", "serial")]
+    else:
+        prefix = ring_job(tmp_path, 2)
+        args = [command, prefix] + (["--hw", "dgx-a100", "-o", tmp_path / "sw"] if command == "sweep" else [])
+    line = one_line_error(run(*args, "--executor", executor, "--address", "127.0.0.1:1"), 2)
+    assert line.startswith(f"tracekit: error: --address 127.0.0.1:1 needs --executor ray (got --executor {executor}")
+
+
+def test_plan_into_a_folder_points_the_command_inside_it_and_replaces_the_earlier_plan(tmp_path):
+    out = tmp_path / "out"
+    single = run(*ROW, "-o", out)
+    assert single.exit_code == 0, single.stderr
+    assert f"--classes -o {out / 'best'}" in single.stdout
+    assert json.loads((out / "plan.json").read_text())["generate_command"].endswith(f"-o {out / 'best'}")
+    (out / "mine").mkdir()
+    (out / "mine" / "plan.json").write_text('{"format": "someone else\'s"}')
+    both = run(*ROW, "--hw", "dgx-h100", "-o", out)
+    assert both.exit_code == 0, both.stderr
+    assert f"--classes -o {out / 'dgx-h100' / 'best'}" in both.stdout
+    assert sorted(str(p.relative_to(out)) for p in out.rglob("plan.*")) == [
+        "dgx-a100/plan.html",
+        "dgx-a100/plan.json",
+        "dgx-h100/plan.html",
+        "dgx-h100/plan.json",
+        "mine/plan.json",  # not a plan: left alone
+    ]
+    again = run(*ROW, "-o", out)
+    assert again.exit_code == 0, again.stderr
+    assert sorted(str(p.relative_to(out)) for p in out.rglob("plan.*")) == ["mine/plan.json", "plan.html", "plan.json"]
+
+
+def test_ring_context_parallelism_needs_a_sequence_of_two_cp_equal_chunks(tmp_path):
+    args = ["generate", "llm", "--model", "llama3-8b", "--layers", "2", "--global-batch", "2", "--seq", "1000"]
+    args += ["--cp", "8", "--stack", "megatron-core", "--classes", "-o", tmp_path / "job"]
+    assert one_line_error(run(*args)) == (
+        "tracekit: error: sequence length 1000 does not split into 2 x cp = 16 equal chunks: ring context "
+        "parallelism (cp=8, cp_comm=ring) needs seq % (2 cp) == 0 (causal load balancing)"
+    )
+    # the all-gather variant needs cp equal shards only: 1000 = 8 x 125
+    assert run(*args, "--stack-knob", "cp_comm=allgather").exit_code == 0
+
+
+def test_the_planner_skips_ring_layouts_whose_sequence_does_not_split_into_two_cp_chunks():
+    import dataclasses
+
+    from tracekit.replayer.orchestration.planning.enumerate import KnobSpace, enumerate_layouts
+    from tracekit.workloads.config import LLMConfig, preset
+    from tracekit.workloads.stacks import stack
+
+    model = dataclasses.replace(preset("llama3-8b")[0], seq_length=1000)
+    space = KnobSpace(tp=(1,), cp=(4, 8), micro_batch=(1,), vp=(1,), recompute=("full",), sp=(False,), zero=(1,))
+    ring = LLMConfig(model, global_batch_size=64, stack=stack("megatron-core")[0])
+    found = enumerate_layouts(ring, 64, 8, space)
+    # cp 4: 1000 = 8 x 125 splits; cp 8: 1000 is not a multiple of 16, so every cp 8 layout goes (pp 1, 2, 4, 8)
+    assert {layout.cp for layout in found.layouts} == {4}
+    reason = (
+        "sequence length 1000 does not split into 2 x cp = 16 equal chunks: ring context parallelism "
+        "(cp=8, cp_comm=ring) needs seq % (2 cp) == 0 (causal load balancing)"
+    )
+    assert found.rejected[reason] == 4
+    gathered = dataclasses.replace(ring, stack=stack("megatron-core", cp_comm="allgather")[0])
+    assert {layout.cp for layout in enumerate_layouts(gathered, 64, 8, space).layouts} == {4, 8}

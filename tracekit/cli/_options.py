@@ -209,6 +209,19 @@ def compute_options(f: Callable) -> Callable:
     return click.option("--compute", type=choices, default="auto", show_default=True, help=COMPUTE_HELP)(f)
 
 
+def check_address(executor: str, address: str | None) -> None:
+    """Refuse ``--address`` without ``--executor ray``: the other executors never use a Ray cluster, so the
+    address would be silently ignored.
+
+    Raises:
+        click.UsageError: ``address`` given with ``executor`` other than ``ray`` (exit 2), naming both options.
+    """
+    if address is not None and executor != "ray":
+        raise click.UsageError(
+            f"--address {address} needs --executor ray (got --executor {executor}, which runs no Ray)"
+        )
+
+
 def resolve_executor(executor: str, units: int, workers: int | None, *, min_units: int = 2) -> str:
     """The executor ``auto`` stands for: ``process`` from ``min_units`` units of work (and more than one
     worker allowed), else ``serial``; any other choice is returned unchanged.

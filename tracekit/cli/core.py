@@ -21,6 +21,7 @@ from tracekit.cli._options import (
     comm_groups_option,
     load_comm_groups,
     emit_json,
+    check_address,
     executor_options,
     json_option,
     resolve_executor,
@@ -170,6 +171,7 @@ def validate(
     from tracekit.checks.classset import validate_class_set
     from tracekit.checks.validate import validate_files
 
+    check_address(executor, address)
     _refuse_stream_groups(stream, comm_groups)
     groups, groups_path = load_comm_groups(traces, comm_groups)
     classes = find_class_set(traces) if not stream else None

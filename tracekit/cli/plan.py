@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from tracekit.cli._common import CONTEXT_SETTINGS, err_console, out_console, progress_callback, state
-from tracekit.cli._options import IntRange, emit_json, executor_options, json_option, resolve_executor
+from tracekit.cli._options import IntRange, check_address, emit_json, executor_options, json_option, resolve_executor
 from tracekit.errors import ConfigError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -120,18 +121,25 @@ def plan(
     """
     from tracekit.replayer.orchestration.planning.enumerate import KNOBS, KnobSpace
 
+    check_address(executor, address)
     base, command_model = resolve_model(model_name, global_batch, seq, stack_name)
     check_specs(specs, out_dir)
     if sp_on and sp_off:
         raise ConfigError("give --sp or --no-sp, not both")
     knobs["sp"] = "on" if sp_on else "off" if sp_off else None
-    space = KnobSpace.parse({k: knobs[k] for k in KNOBS})
+    try:
+        space = KnobSpace.parse({k: knobs[k] for k in KNOBS})
+    except ConfigError as exc:  # a bad option value: a usage error (exit 2), as click's own
+        raise click.UsageError(exc.message) from None
     executor = resolve_executor(executor, 2, workers)
     run = {"executor": executor, "workers": workers, "address": address, "bound_all": out_dir is not None}
     results = [
         _plan_one(base, command_model, gpus, spec_name, space, max_memory_fraction, keep, gap, run)
         for spec_name in specs
     ]
+    if out_dir is not None:  # the printed generate command writes next to the plan
+        for r in results:
+            r.best_prefix = str(_folder(out_dir, r, len(results) > 1) / "best")
     written = _write(results, out_dir)
     if as_json:
         from tracekit.replayer.orchestration.planning.report import plan_dict
@@ -188,19 +196,29 @@ def llm_generator() -> Any:
     return Generator(calibrated_plan, write_calibrated_classes)
 
 
+def _folder(out_dir: str, result: "PlanResult", several: bool) -> "Path":
+    """The folder of ``result``'s plan: ``DIR``, or ``DIR/<spec stem>`` when comparing specs."""
+    return Path(out_dir) / Path(result.request.spec_name).stem if several else Path(out_dir)
+
+
 def _write(results: list["PlanResult"], out_dir: str | None) -> list[str]:
-    """``plan.json``/``plan.html`` per spec (in ``DIR/<spec>/`` when comparing specs); the paths written."""
+    """``plan.json``/``plan.html`` per spec (in ``DIR/<spec>/`` when comparing specs) as one atomic unit; the
+    paths written.  The plans of an earlier run this one replaces go with it: ``DIR/plan.*`` under a comparison,
+    ``DIR/*/plan.*`` under a single spec, removed only where ``plan.json`` is a plan this tool wrote."""
     if out_dir is None:
         return []
-    from pathlib import Path
+    from tracekit.io import write_files_atomic
+    from tracekit.replayer.orchestration.planning.report import is_plan_file, plan_files
 
-    from tracekit.replayer.orchestration.planning.report import write_plan
-
-    out: list[str] = []
+    root = Path(out_dir)
+    files: dict[Path, bytes] = {}
     for r in results:
-        folder = Path(out_dir) if len(results) == 1 else Path(out_dir) / Path(r.request.spec_name).stem
-        out += [str(p) for p in write_plan(r, folder).values()]
-    return out
+        files.update(plan_files(r, _folder(out_dir, r, len(results) > 1)))
+    stale = [root / "plan.json"] if len(results) > 1 else sorted(root.glob("*/plan.json"))
+    stale = [p for p in stale if p not in files and is_plan_file(p)]
+    remove = [q for p in stale for q in (p, p.with_suffix(".html")) if q.exists() and q not in files]
+    write_files_atomic(files, remove=tuple(remove))
+    return [str(p) for p in files]
 
 
 def resolve_model(

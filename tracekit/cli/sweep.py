@@ -12,6 +12,7 @@ from tracekit.cli._options import (
     FACTOR,
     compute_options,
     emit_json,
+    check_address,
     executor_options,
     json_option,
     resolve_executor,
@@ -117,6 +118,7 @@ def sweep(
 
     check_output_folder(out_dir)
 
+    check_address(executor, address)
     axes = [parse_vary(v) for v in varies]
     options = ReplayOptions(
         collective_model=collective_model, compute_scale=compute_scale, streams=streams, check=not no_check

@@ -268,6 +268,7 @@ class LLMConfig:
         if m.seq_length % p.cp:
             raise ConfigError(f"sequence length {m.seq_length} is not divisible by cp={p.cp}")
         self.stack.check_context_parallel(p.cp)
+        self.stack.check_ring_chunks(p.cp, m.seq_length)
         if p.ep > 1 and not m.is_moe:
             raise ConfigError(f"ep={p.ep} needs a mixture-of-experts model (num experts > 0)")
         if m.is_moe and m.num_experts % p.ep:

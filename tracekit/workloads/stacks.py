@@ -88,6 +88,17 @@ class StackSpec:
                 f"stack {self.name} runs without it here: add --stack-knob fused_attention=true or cp_comm=allgather"
             )
 
+    def check_ring_chunks(self, cp: int, seq_length: int) -> None:
+        """Raise ConfigError when a ring (``cp_comm="ring"``, ``cp`` > 1) gets a sequence that does not split into
+        ``2 cp`` equal chunks: causal load balancing gives rank ``i`` chunks ``i`` and ``2 cp - 1 - i`` (Megatron-LM
+        ``get_batch_on_this_cp_rank``; Transformer Engine's ring attention works on that layout).  The all-gather
+        variant here only needs ``cp`` equal shards (``seq % cp``, checked by the job's configuration)."""
+        if cp > 1 and self.cp_comm == "ring" and seq_length % (2 * cp):
+            raise ConfigError(
+                f"sequence length {seq_length} does not split into 2 x cp = {2 * cp} equal chunks: ring context "
+                f"parallelism (cp={cp}, cp_comm=ring) needs seq % (2 cp) == 0 (causal load balancing)"
+            )
+
 
 @dataclass(frozen=True)
 class StackPreset:

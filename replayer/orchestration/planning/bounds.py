@@ -14,6 +14,10 @@ stage the step time is at least
   (micro-batch 0 must cross stages ``0..k-1`` forward, the last one back; Narayanan et al. 2021, section 2.2:
   bubble ``(pp - 1) / v`` of a micro-batch's forward and backward), with ``f_s``/``b_s`` a chunk's transformer
   layers only;
+* or, when larger, one micro-batch's chain of passes through every stage (all chunks forward, then back) and
+  stage 0's ``optimizer_0 + grad_sync_0`` after it: with fewer micro-batches than stages (Llama 3's flexible
+  interleaving) the replay's bubble ``((p - 1) + (v - 1)(p - m)) (t_f + t_b) / v`` (:mod:`tracekit.workloads.
+  schedules`) exceeds the ideal one, and this chain, ``p (t_f + t_b)``, is the part of it any schedule pays;
 * ``optimizer_k``: the Adam step of the stage's parameter shard (the generator's own cost);
 * ``grad_sync_k``: without overlapped gradient reduction, the data-parallel reduction of the stage's gradients
   at the fastest link of the machine.
@@ -44,7 +48,8 @@ class Bound:
     Attributes:
         step_ns: the bound (module doc).
         compute_ns: the busiest stage's chain of passes ``W_k`` (no bubble, no optimizer).
-        bubble_ns: the ideal bubble term of that stage.
+        bubble_ns: the ideal bubble term of that stage (when the one-micro-batch chain is the bound: the chain
+            beyond stage 0's passes).
         model_flops: FLOPs of one iteration of the whole job without recomputation (the generator's counts),
             for TFLOP/s and MFU.
     """
@@ -147,12 +152,13 @@ class BoundModel:
         activation = config.micro_batch_size * config.model.seq_length // (cp * (tp if layout.sp else 1))
         message = activation * config.model.hidden_size * config.dtype_bytes
         hop = 2 * self.comm_ns(world, None, message, (0, world // layout.pp)) if layout.pp > 1 else 0.0
-        lead = best = compute = bubble = 0.0
+        lead = best = compute = bubble = chain = 0.0
         flops_per_mb = 0
         for stage in range(layout.pp):
             units = stage_units(config, stage)
             kinds = ["embed" if u == -1 else "head" if u == n_layers else "layer" for u in units]
             params = [unit_params(config.model, u, tp, layout.pp, layout.ep) for u in units]
+            chain += sum(floor[k][0] + floor[k][1] for k in kinds)
             work = m * sum(floor[k][0] + floor[k][1] for k in kinds)
             flops_per_mb += sum(floor[k][2] for k in kinds)
             stage_elems = sum(p.dense + p.expert for p in params)
@@ -162,8 +168,12 @@ class BoundModel:
             here = max(lead + work + tail, serial)
             if here > best:
                 best, compute, bubble = here, work, lead
+            if stage == 0:
+                first = (work, tail)
             # one chunk of this stage forward and backward, and the two messages to the next stage and back
             lead += kinds.count("layer") * (floor["layer"][0] + floor["layer"][1]) / layout.vp + hop
+        if chain + first[1] > best:  # one micro-batch through every stage, then stage 0's tail (matters for m < pp)
+            best, compute, bubble = chain + first[1], first[0], chain - first[0]
         ranks_per_stage = world // layout.pp
         return Bound(best, compute, bubble, float(flops_per_mb) * m * ranks_per_stage)
 

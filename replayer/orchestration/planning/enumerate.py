@@ -11,8 +11,10 @@ Divisibility rules (Megatron-LM's; Narayanan et al. 2021, section 3; Korthikanti
 * ``GPUs = tp x pp x dp x cp``; tensor parallelism stays within a node (``tp`` divides the GPUs per node);
 * ``tp`` divides the attention heads, the key/value heads and the FFN size;
 * ``pp x vp`` divides the layers (even stages; the planner does not try uneven splits);
-* ``dp x micro-batch`` divides the global batch; the interleaved schedule (``vp > 1``) needs the
-  micro-batches per pipeline to be a multiple of ``pp``;
+* ``dp x micro-batch`` divides the global batch; the interleaved schedule (``vp > 1``) needs ``pp >= 2`` and
+  takes any number of micro-batches per pipeline (Llama 3's flexible interleaving, Dubey et al. 2024, section
+  3.3.2, with :func:`~tracekit.workloads.schedules.default_group_size`; Megatron-LM's own needs a multiple of
+  ``pp``);
 * ``cp`` divides the sequence length (``tp x cp`` under sequence parallelism);
 * ``ep`` divides the experts and ``dp`` (dense models: ``ep = 1``);
 * sequence parallelism needs ``tp >= 2``.
@@ -149,7 +151,7 @@ class KnobSpace:
         ``sp`` takes ``on``/``off``; integer knobs positive integers; ``recompute`` and ``zero`` their modes.
 
         Raises:
-            ConfigError: an unknown knob or a bad value, naming the option and the value.
+            ConfigError: an unknown knob, a bad value or an empty item (``1,``), naming the option and the value.
         """
         out: dict[str, tuple[Any, ...]] = {}
         for knob, text in values.items():
@@ -157,9 +159,12 @@ class KnobSpace:
                 raise ConfigError(f"unknown layout knob {knob!r}; knobs: {', '.join(KNOBS)}")
             if text is None:
                 continue
-            out[knob] = tuple(_parse_value(knob, item.strip()) for item in str(text).split(",") if item.strip())
-            if not out[knob]:
-                raise ConfigError(f"--{_option(knob)} {text!r}: give one value or a comma-separated list")
+            items = [item.strip() for item in str(text).split(",")]
+            if not all(items):
+                raise ConfigError(
+                    f"--{_option(knob)} {text!r}: an empty value (a stray comma); give one value or a comma-separated list"
+                )
+            out[knob] = tuple(_parse_value(knob, item) for item in items)
         return cls(**out)
 
 
@@ -296,14 +301,13 @@ def _inner(
         if batch % (dp * mb):
             rejected[f"global batch {batch} is not divisible by dp {dp} x micro-batch {mb}"] += 1
             continue
-        micro_batches = batch // (dp * mb)
         vps = _pick(space.vp, [1] + [v for v in _divisors(m.num_layers // pp, MAX_VIRTUAL_STAGES) if v > 1 and pp > 1])
         for vp, ep in itertools.product(vps, eps):
             if m.num_layers % (pp * vp):
                 rejected[f"pp {pp} x vp {vp} does not divide the {m.num_layers} layers"] += 1
                 continue
-            if vp > 1 and (pp < 2 or micro_batches % pp):
-                rejected[f"vp {vp} needs pp >= 2 and micro-batches ({micro_batches}) a multiple of pp {pp}"] += 1
+            if vp > 1 and pp < 2:
+                rejected[f"vp {vp} needs pp >= 2"] += 1
                 continue
             if dp % ep or (m.num_experts % ep if m.is_moe else ep != 1):
                 rejected[f"ep {ep} must divide dp {dp} and the {m.num_experts} experts"] += 1

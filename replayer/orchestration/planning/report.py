@@ -97,6 +97,34 @@ def plan_dict(result: "PlanResult") -> dict[str, Any]:
     }
 
 
+def plan_files(result: "PlanResult", out_dir: str | os.PathLike[str], *, page: bool = True) -> dict[Path, bytes]:
+    """The bytes of ``out_dir/plan.json`` and (with ``page``) ``out_dir/plan.html``, by path.
+
+    Raises:
+        ConfigError: a non-finite figure (a spec value gone wrong).
+    """
+    out = Path(out_dir)
+    try:
+        text = json.dumps(plan_dict(result), indent=1, allow_nan=False) + "\n"
+    except ValueError as exc:
+        raise ConfigError(f"the plan holds a non-finite number ({exc}); check the spec's values") from None
+    files = {out / "plan.json": text.encode()}
+    if page:
+        from tracekit.replayer.orchestration.planning.page import build_plan_html
+
+        files[out / "plan.html"] = build_plan_html(result).encode()
+    return files
+
+
+def is_plan_file(path: Path) -> bool:
+    """Whether ``path`` is a ``plan.json`` this tool wrote (a JSON object of format :data:`PLAN_FORMAT`)."""
+    try:
+        doc = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return False
+    return isinstance(doc, dict) and doc.get("format") == PLAN_FORMAT
+
+
 def write_plan(result: "PlanResult", out_dir: str | os.PathLike[str], *, page: bool = True) -> dict[str, Path]:
     """Write ``plan.json`` and (with ``page``) ``plan.html`` into ``out_dir`` as one unit
     (:func:`tracekit.io.write_files_atomic`: both or neither; an older ``plan.html`` is removed without ``page``).
@@ -109,20 +137,17 @@ def write_plan(result: "PlanResult", out_dir: str | os.PathLike[str], *, page: b
     """
     from tracekit.io import write_files_atomic
 
-    out = Path(out_dir)
-    paths = {"json": out / "plan.json"}
-    try:
-        text = json.dumps(plan_dict(result), indent=1, allow_nan=False) + "\n"
-    except ValueError as exc:
-        raise ConfigError(f"the plan holds a non-finite number ({exc}); check the spec's values") from None
-    files = {paths["json"]: text.encode()}
-    if page:
-        from tracekit.replayer.orchestration.planning.page import build_plan_html
-
-        paths["html"] = out / "plan.html"
-        files[paths["html"]] = build_plan_html(result).encode()
-    write_files_atomic(files, remove=() if page else (out / "plan.html",))
-    return paths
+    files = plan_files(result, out_dir, page=page)
+    write_files_atomic(files, remove=() if page else (Path(out_dir) / "plan.html",))
+    return {p.suffix[1:]: p for p in files}
 
 
-__all__ = ["PLAN_FORMAT", "PLAN_FORMAT_VERSION", "candidate_dict", "plan_dict", "write_plan"]
+__all__ = [
+    "PLAN_FORMAT",
+    "PLAN_FORMAT_VERSION",
+    "candidate_dict",
+    "is_plan_file",
+    "plan_dict",
+    "plan_files",
+    "write_plan",
+]

@@ -114,6 +114,7 @@ class PlanResult:
         candidates: every enumerated layout once, simulated ones first by step time, then the pruned ones.
         wall_s: the search's wall time, seconds.
         executor: where the simulations ran.
+        best_prefix: the ``-o`` of :meth:`generate_command` (``tracekit plan -o DIR`` sets ``DIR/best``).
     """
 
     request: PlanRequest
@@ -126,6 +127,7 @@ class PlanResult:
     candidates: list[Candidate]
     wall_s: float = 0.0
     executor: str = "process"
+    best_prefix: str = "plan/best"
 
     def with_status(self, status: str) -> list[Candidate]:
         """The candidates of one status, in result order."""
@@ -177,7 +179,7 @@ class PlanResult:
         base = self.request.base
         args = ["tracekit", "generate", "llm", "--model", self.request.model_name]
         args += ["--global-batch", str(base.global_batch_size), "--seq", str(base.model.seq_length)]
-        args += c.layout.generate_args() + ["--hw", self.request.spec_name, "--classes", "-o", "plan/best"]
+        args += c.layout.generate_args() + ["--hw", self.request.spec_name, "--classes", "-o", self.best_prefix]
         return " ".join(args)
 
     def counts(self) -> dict[str, int]:
