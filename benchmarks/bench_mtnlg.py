@@ -25,8 +25,8 @@ nodes  published      before                      after
 all-reduces queued behind each overlapped bucket (fixed: one stream per process group, h-overlapbug); since then
 280 nodes overlapped 44.84 s vs 44.91 s not overlapped (168.5 vs 168.3 TFLOP/s).  DeepSpeed's pipeline
 engine does not overlap them anyway.  The remaining gap is not a mechanism this project models: per
-micro-batch slot of the 1F1B pipeline (iteration / (m + pp - 1)) MT-NLG took 60.1 / 274 = 0.219 s and Megatron-LM on the same shape (Narayanan et al. 2021 Table 1, 529.6B: 163 TFLOP/s on
-2,520 GPUs, about 54 s for 280 micro-batches) 0.172 s: 27 % more per slot, where tracekit predicts 0.164 s for
+micro-batch slot of the 1F1B pipeline (iteration / (m + pp - 1)) MT-NLG took 60.1 / 274 = 0.219 s and
+Megatron-LM on the same shape (Narayanan et al. 2021 Table 1, 529.6B: 163 TFLOP/s on 2,520 GPUs, about 54 s for 280 micro-batches) 0.172 s: 27 % more per slot, where tracekit predicts 0.164 s for
 both.  Tried and measured without effect: DeepSpeed's blocking pipeline sends (the next compute waits for the
 previous send): 44.80 vs 44.91 s on 280 nodes, since in 1F1B's steady state the matching receive is waited for
 anyway.
