@@ -19,16 +19,17 @@ nodes  published      before                      after
 420    113 (44.4 s)   131.9 (38.18 s), +16.8 %    158.0 (31.89 s), +39.8 %
 ====== ============= =========================== ===========================
 
-"Before" is closer for the wrong reason: overlapping the data-parallel all-reduce makes the replayed iteration
-6 s longer, where the all-reduce itself is about 0.3 s (1.9 G fp16 gradients per GPU, ring over 8-12 nodes at
-25 GB/s): the overlapped reductions delay the cooldown's pipeline sends in the replay (worth a look in the
-replayer); DeepSpeed's pipeline engine does not overlap them.  The remaining gap is not a
-mechanism this project models: per micro-batch slot of the 1F1B pipeline (iteration / (m + pp - 1)) MT-NLG took
-60.1 / 274 = 0.219 s and Megatron-LM on the same shape (Narayanan et al. 2021 Table 1, 529.6B: 163 TFLOP/s on
-2,520 GPUs, about 54 s for 280 micro-batches) 0.172 s: 27 % more per slot, where tracekit predicts 0.164 s for
-both.  Tried and measured without effect: DeepSpeed's blocking pipeline sends (the next compute waits for the
-previous send): 44.80 vs 44.91 s on 280 nodes, since in 1F1B's steady state the matching receive is waited for
-anyway.
+"Before" was closer for the wrong reason: overlapping the data-parallel all-reduce made the replayed iteration 6 s
+longer, where the all-reduce itself is about 0.3 s (1.9 G fp16 gradients per GPU, ring over 8-12 nodes at 25 GB/s).
+Cause: generated collectives shared one communication stream per rank, so the backward's TP all-reduces queued
+behind each overlapped bucket (fixed: one stream per process group, h-overlapbug); since then 280 nodes overlapped
+44.84 s vs 44.91 s not overlapped (168.5 vs 168.3 TFLOP/s). DeepSpeed's pipeline engine does not overlap them
+anyway. The remaining gap is not a mechanism this project models: per micro-batch slot of the 1F1B pipeline
+(iteration / (m + pp - 1)) MT-NLG took 60.1 / 274 = 0.219 s and Megatron-LM on the same shape (Narayanan et al.
+2021 Table 1, 529.6B: 163 TFLOP/s on 2,520 GPUs, about 54 s for 280 micro-batches) 0.172 s: 27 % more per slot,
+where tracekit predicts 0.164 s for both. Tried and measured without effect: DeepSpeed's blocking pipeline sends
+(the next compute waits for the previous send): 44.80 vs 44.91 s on 280 nodes, since in 1F1B's steady state the
+matching receive is waited for anyway.
 
 Run: ``.venv/bin/python benchmarks/bench_mtnlg.py`` (prints JSON); ``BENCH_MTNLG_ROWS=280`` picks rows,
 ``BENCH_MTNLG_BEFORE=0`` skips the before replays.

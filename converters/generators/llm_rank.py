@@ -17,6 +17,7 @@ from tracekit.converters.generators.llm_layout import RankPlace
 from tracekit.workloads.schedules import FORWARD, stage_order
 from tracekit.errors import ConfigError
 from tracekit.model import Attr, CollectiveType, ExecutionTrace
+from tracekit.workloads.grid import GROUP_KINDS
 from tracekit.workloads.buckets import bucket_limit_elems, pack_buckets
 from tracekit.workloads.config import LLMConfig
 from tracekit.workloads.flops import ADAM_FLOPS_PER_PARAM, ADAM_STATE_BYTES_PER_PARAM
@@ -76,6 +77,31 @@ def _meta(config: LLMConfig) -> dict[str, str]:
     return {"producer": PRODUCER, "model": config.model.name, "llm_config": json.dumps(data, sort_keys=True)}
 
 
+#: ``stream`` of the first group kind's collectives (compute kernels carry no stream: stream 0).
+COMM_STREAM_BASE = 1
+
+
+def comm_streams(place: RankPlace) -> dict[str, Attr]:
+    """The ``stream`` attribute of each of the rank's process groups: one communication stream per group.
+
+    PyTorch's ProcessGroupNCCL gives every process group its own NCCL communicator and CUDA stream per device,
+    and Megatron-LM issues tensor-parallel collectives, data-parallel gradient reductions
+    (``distributed_data_parallel``/``param_and_grad_buffer``, on the data-parallel group) and pipeline P2P on
+    different groups, so e.g. a bucket all-reduce runs concurrently with the tensor-parallel all-reduces of the
+    backward it overlaps.  Groups are numbered by :data:`GROUP_KINDS` order from :data:`COMM_STREAM_BASE`; two
+    kinds naming the same group share its stream.
+
+    Returns:
+        pg_name -> ``Attr("stream", n, "int64_val")``.
+    """
+    streams: dict[str, Attr] = {}
+    for index, kind in enumerate(GROUP_KINDS):
+        name = place.group(kind)
+        if name is not None and name not in streams:
+            streams[name] = Attr("stream", COMM_STREAM_BASE + index, "int64_val")
+    return streams
+
+
 class _RankBuilder:
     """Builds one rank's trace from a :class:`Plan` and its :class:`RankPlace`."""
 
@@ -95,9 +121,17 @@ class _RankBuilder:
         self.params = {u: unit_params(self.c.model, u, p.tp, p.pp, p.ep) for u in range(-1, self.n_layers + 1)}
         self._common: dict[tuple[int, int], tuple[Attr, Attr]] = {}  # (layer, micro-batch) -> their attributes
         self._steps: dict[int, list] = {}  # id(block) -> emit's per-step constants (blocks live as long as the plan)
+        self._streams = comm_streams(place)
 
     def _group(self, kind: str) -> str | None:
         return self.place.group(kind)
+
+    def _collective(
+        self, name: str, comm_type: CollectiveType, comm_bytes: int, *, pg_name: str, deps: list[int], extra_attrs
+    ) -> int:
+        """A collective on its process group's communication stream (see :func:`comm_streams`)."""
+        attrs = [*extra_attrs, self._streams[pg_name]]
+        return self.b.collective(name, comm_type, comm_bytes, pg_name=pg_name, deps=deps, extra_attrs=attrs)
 
     def _pg(self, kind: str) -> str:
         """The ``pg_name`` of this rank's group of ``kind``.
@@ -149,7 +183,7 @@ class _RankBuilder:
                 )
             else:
                 ids.append(
-                    b.collective(
+                    self._collective(
                         name,
                         step.comm_type,
                         step.comm_bytes,
@@ -190,7 +224,7 @@ class _RankBuilder:
                 n = self._group_size(group)
                 shard = -(-elems // n)
                 out.append(
-                    self.b.collective(
+                    self._collective(
                         "zero3_param_allgather." + phase,
                         CollectiveType.ALL_GATHER,
                         shard * self.c.dtype_bytes,
@@ -208,7 +242,7 @@ class _RankBuilder:
                 n = self._group_size(group)
                 padded = -(-elems // n) * n
                 self.deferred.append(
-                    self.b.collective(
+                    self._collective(
                         "zero3_grad_reducescatter.bwd",
                         CollectiveType.REDUCE_SCATTER,
                         padded * self.c.grad_bytes,
@@ -366,7 +400,7 @@ class _RankBuilder:
                     Attr("op_role", role, "string_val"),
                 ]
                 waits.append(
-                    self.b.collective(f"{role}.grad_sync", ctype, nbytes, pg_name=group, deps=deps, extra_attrs=attrs)
+                    self._collective(f"{role}.grad_sync", ctype, nbytes, pg_name=group, deps=deps, extra_attrs=attrs)
                 )
         return shard_elems
 
@@ -377,7 +411,7 @@ class _RankBuilder:
             Attr("phase", "grad_sync", "string_val"),
             Attr("op_role", role, "string_val"),
         ]
-        return self.b.collective(
+        return self._collective(
             f"{role}.grad_sync", CollectiveType.ALL_REDUCE, nbytes, pg_name=group, deps=deps, extra_attrs=attrs
         )
 
@@ -430,10 +464,10 @@ class _RankBuilder:
         self._param_gathers_of(gathers, deps)
 
     def _param_gathers_of(self, gathers: list[tuple[str, int]], deps: list[int]) -> None:
-        b, c = self.b, self.c
+        c = self.c
         optim = [Attr("micro_batch", -1, "int64_val"), Attr("phase", "optim", "string_val")]
         for index, (group, shard) in enumerate(gathers):
-            b.collective(
+            self._collective(
                 "dp_param_allgather.optim",
                 CollectiveType.ALL_GATHER,
                 shard * c.dtype_bytes,

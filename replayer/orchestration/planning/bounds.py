@@ -163,8 +163,13 @@ class BoundModel:
             flops_per_mb += sum(floor[k][2] for k in kinds)
             stage_elems = sum(p.dense + p.expert for p in params)
             tail = self._optimizer_ns(config, cost, stage_elems) + self._grad_sync_ns(config, stage_elems, False)
-            serial = m * sum(floor[k][3] for k in kinds) + self._zero3_ns(config, units, params)
-            serial += self._grad_sync_ns(config, stage_elems, True)
+            # one communication stream per process group (the generator's comm_streams): the busiest one
+            streams: dict[str, float] = {"grad": self._zero3_ns(config, units, params)}
+            streams["grad"] += self._grad_sync_ns(config, stage_elems, True)
+            for k in kinds:
+                for group, ns in floor[k][3].items():
+                    streams[group] = streams.get(group, 0.0) + m * ns
+            serial = max(streams.values())
             here = max(lead + work + tail, serial)
             if here > best:
                 best, compute, bubble = here, work, lead
@@ -179,10 +184,13 @@ class BoundModel:
 
     @staticmethod
     def _unit(fwd: Any, bwd: Any, recompute: Any, collective_ns: Callable[[Any], float]) -> tuple:
-        """``(forward, backward + recompute, model FLOPs, sum of its collectives)`` of one unit and micro-batch."""
+        """``(forward, backward + recompute, model FLOPs, {group kind: sum of its collectives})`` of one unit and
+        micro-batch."""
         blocks = [fwd, bwd] if recompute is None else [fwd, bwd, recompute]
         f, b = block_floor_ns(fwd, collective_ns), sum(block_floor_ns(x, collective_ns) for x in blocks[1:])
-        comm = sum(collective_ns(s) for x in blocks for s in x.steps if s.comm_type is not None)
+        comm: dict[str, float] = {}
+        for s in (s for x in blocks for s in x.steps if s.comm_type is not None):
+            comm[s.group] = comm.get(s.group, 0.0) + collective_ns(s)
         return f, b, _model_flops(fwd) + _model_flops(bwd), comm
 
     def _grad_group(self, config: "LLMConfig") -> tuple[int, ...]:
