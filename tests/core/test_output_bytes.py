@@ -10,7 +10,9 @@ have the same digests. Bundled samples and small generated sets always; real cap
 astra``'s ``run.sh`` and ``.tracekit-export.json``), and the large sets (``generate llm --classes`` of GPT-3 13B and
 its ``expand``, hf-gpt2, the param-resnet captures: seconds to minutes each). Nothing pinned here runs a projection
 or context parallelism, so issue 28's later changes (TF32 projection policy, ring CP as send/recv) do not touch
-these bytes; they equal the pre-restructure ones on today's main as well.
+these bytes. One intended change since: ``gen-llm``'s rank files are re-pinned at the merge of h-overlapbug, where
+generated collectives gained a ``stream`` per process-group kind (ProcessGroupNCCL runs each group on its own
+stream); its ``comm_groups.json`` is still the pre-restructure digest.
 
 A digest that differs means the written bytes changed: find the commit (``git bisect`` with this test) and either
 fix it or, for an intended format change, re-pin the digests in the same commit and say why in its message.
@@ -112,14 +114,14 @@ CASES: dict[str, tuple[str, str, dict[str, str]]] = {
         "generated",
         "generate llm --model gpt3-1.3b --tp 2 --pp 2 --dp 2 --global-batch 8 -o {out}/out",
         {
-            "out.0.et": "30cc802842e7a7a1645db7a68ccd721df637e16388093ed01a2eb17d30c6a4a4",
-            "out.1.et": "7a886a88756225a328003d6db3657c6f8b4f16c368ff6b2052d6cf13bb2b8067",
-            "out.2.et": "dfe17453d4fb8d118a208b049817c92792c49e00cd860ebf3ebcb12028010e7e",
-            "out.3.et": "faeb42cca9d6e20145102cf5ddede4b5d3947f345180f0e8eb9c6b19f6e2ba24",
-            "out.4.et": "5a3c40c42854df903ff887cfb4ab51ca3d32b9988dd87d24bf7d67e182b233cc",
-            "out.5.et": "6f7fe38a9bfbdb8a894a7a399fef0298ce60bd724eaa16d50fe9d92260af24fc",
-            "out.6.et": "625d4efca1dcb978331bc58eb92293b7db89e9d5b24451986c380728a258a4c0",
-            "out.7.et": "c7c27790d7813400e8f3ec33b1fd4c8073088a478c0f4da7af762b36a1fe5808",
+            "out.0.et": "6df3faae60f5dcf84f6886e270d04b1b01a3fa26ec86cac2a237cf7a5be49bda",
+            "out.1.et": "f407a1053d40ef00c4514a8d98cbc29cb7631b7eb8334eedd489bbe03e3d35b5",
+            "out.2.et": "65212e4e7e92fd06aa17a4a2a24591422c45f99bb6fb0e85c325d0b747510907",
+            "out.3.et": "5d45678f3578fe289d27aecab81094121ababb5f3dd54a01770f5828d9e7f284",
+            "out.4.et": "436715e8e0b330f1c486a7ff0d84df807413da246dd6ab2bf0b87f8e11e02d40",
+            "out.5.et": "15a33b093446618760045f0dc59e6635c26ec6c307b2d7e36f5a9c6eae03d209",
+            "out.6.et": "f157b50896c15abb4fa69e51d9e8a64c8dc59648f5f600379d7f01a3dcb4820e",
+            "out.7.et": "8131cd75594fb0716b09ebb7f79a228a92f4d6a5bdcaaa4517394d6cb4032a87",
             "out.comm_groups.json": "ac6c3f04cbce17eabdb95e7832542816cb45afbc23eb600d8285d428e5bac242",
         },
     ),
