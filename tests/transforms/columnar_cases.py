@@ -69,10 +69,21 @@ def llm_config(zero_stage: int = 1):
 
 
 def generated_llm(zero_stage: int = 1):
-    """The job of :func:`llm_config` generated as a TraceSet."""
+    """The job of :func:`llm_config` generated as a TraceSet, as the generator wrote it when the digests were
+    recorded: without the ``stream`` attribute its collectives carry since they run one stream per process-group
+    kind (:func:`without_streams`; the recorded object-path digests stay the reference)."""
     from tracekit.converters.generators.llm import generate_llm
 
-    return generate_llm(llm_config(zero_stage))
+    return without_streams(generate_llm(llm_config(zero_stage)))
+
+
+def without_streams(traceset):
+    """``traceset`` with every node's ``stream`` attribute removed (the generated job's collectives carry one)."""
+
+    def strip(trace):
+        return trace.with_nodes([n.replace(attrs=tuple(a for a in n.attrs if a.name != "stream")) for n in trace.nodes])
+
+    return traceset.with_traces({r: strip(t) for r, t in traceset.items()}, traceset.process_groups)
 
 
 def encoded(traceset):
