@@ -123,12 +123,26 @@ def read_input_bytes(path: str | os.PathLike[str]) -> bytes:
     limit = input_size_limit()
     with open_input(path) as fh:
         size = os.fstat(fh.fileno()).st_size
-        data = b"" if size > limit else fh.read(limit + 1)
+        data = b"" if size > limit else _read_at_most(fh, limit + 1, size)
     if size > limit or len(data) > limit:
         raise TracekitError(
             f"holds more than {limit:,} bytes (limit: set TRACEKIT_MAX_DECOMPRESSED_BYTES to raise it)", path=path
         )
     return data
+
+
+def _read_at_most(fh: Any, most: int, size: int) -> bytes:
+    """Up to ``most`` bytes of ``fh`` in blocks of the file's size (at least 1 MiB): ``fh.read(most)`` would have
+    Python allocate ``most`` bytes up front (4 GiB for every spec or config file read under the default limit)."""
+    chunks, total = [], 0
+    block = max(size + 1, 1 << 20)
+    while total < most:
+        chunk = fh.read(min(block, most - total))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        total += len(chunk)
+    return b"".join(chunks)
 
 
 def check_output(path: str | os.PathLike[str]) -> None:

@@ -66,6 +66,26 @@ def test_a_raw_input_over_the_cap_is_refused_before_it_is_read(tmp_path, monkeyp
     assert sorted(p.name for p in tmp_path.iterdir()) == ["fifo", "w.txt"]
 
 
+def test_reading_a_small_input_does_not_allocate_the_cap(tmp_path):
+    """A 2 KiB spec or config read under the default 4 GiB cap: ``fh.read(cap + 1)`` made Python allocate 4 GiB up
+    front for every such read (a MemoryError under ``ulimit -v``); now the blocks follow the file's size."""
+    import tracemalloc
+
+    from tracekit.io import read_input_bytes
+    from tracekit.replayer.simulation.specs import load_spec
+
+    small = tmp_path / "small.toml"
+    small.write_bytes(b"x" * 2048)
+    tracemalloc.start()
+    try:
+        assert read_input_bytes(small) == b"x" * 2048
+        load_spec("dgx-h100")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 * 2**20, f"peak {peak:,} bytes"  # was 4,308,091,634 bytes for load_spec alone
+
+
 def test_a_yaml_alias_is_refused_by_hw_import_astra(tmp_path):
     network = tmp_path / "bomb.yml"
     network.write_text(BOMB)
