@@ -79,7 +79,11 @@ def test_validation_finds_every_injected_cycle(nodes, data):
     issues = [x for x in validate_trace(ExecutionTrace(nodes)).issues if x.check == "cycle"]
     assert len(issues) == 1
     assert "dependency cycle" in issues[0].message
-    named = {int(tok) for tok in issues[0].message.split(": ", 1)[1].replace("->", " ").split() if tok.isascii() and tok.isdigit()}
+    named = {
+        int(tok)
+        for tok in issues[0].message.split(": ", 1)[1].replace("->", " ").split()
+        if tok.isascii() and tok.isdigit()
+    }
     assert nodes[j].id in named or nodes[i].id in named
 
 
