@@ -257,3 +257,14 @@ def test_the_planner_skips_ring_layouts_whose_sequence_does_not_split_into_two_c
     assert found.rejected[reason] == 4
     gathered = dataclasses.replace(ring, stack=stack("megatron-core", cp_comm="allgather")[0])
     assert {layout.cp for layout in enumerate_layouts(gathered, 64, 8, space).layouts} == {4, 8}
+
+
+@pytest.mark.parametrize(
+    ("value", "exit_code", "why"),
+    [("0", 1, "0.0 is not in the range 0<x<=1"), ("1.5", 1, "1.5 is not in the range 0<x<=1"),
+     ("nan", 1, "'nan' is not a finite number"), ("abc", 2, "'abc' is not a valid float")],
+)  # fmt: skip
+def test_a_memory_fraction_outside_zero_to_one_is_refused_by_the_option(tmp_path, value, exit_code, why):
+    line = one_line_error(run(*ROW, "--max-memory-fraction", value, "-o", tmp_path / "out"), exit_code)
+    assert line.startswith(f"tracekit: error: Invalid value for '--max-memory-fraction': {why}")
+    assert not (tmp_path / "out").exists()

@@ -8,7 +8,15 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from tracekit.cli._common import CONTEXT_SETTINGS, err_console, out_console, progress_callback, state
-from tracekit.cli._options import IntRange, check_address, emit_json, executor_options, json_option, resolve_executor
+from tracekit.cli._options import (
+    FloatRange,
+    IntRange,
+    check_address,
+    emit_json,
+    executor_options,
+    json_option,
+    resolve_executor,
+)
 from tracekit.errors import ConfigError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -61,7 +69,7 @@ def _knob_options(f: Any) -> Any:
 @click.option("--no-sp", "sp_off", is_flag=True, help="Fix sequence parallelism off.")
 @click.option(
     "--max-memory-fraction",
-    type=float,
+    type=FloatRange(0, 1, min_open=True),
     default=1.0,
     show_default=True,
     help="Share of the device memory a rank may use (0.9 keeps 10 % headroom).",
