@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from array import array
 from itertools import repeat
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 import numpy as np
 
@@ -99,27 +99,30 @@ class UnfoldedTable:
 
     def extend_pairs(
         self,
-        nbytes: Sequence[int],
-        pgs: Iterable[str],
+        nbytes: "npt.NDArray[np.int64]",
+        pgs: "tuple[npt.NDArray[np.int64], list[str]]",
         src: "npt.NDArray[np.int64]",
         dst: "npt.NDArray[np.int64]",
         positions: "tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]",
-        fids: "Sequence[int] | npt.NDArray[np.int64]",
+        fids: "npt.NDArray[np.int64]",
     ) -> None:
         """Add send/recv pairs: pair ``j`` from ``src[j]`` (its send at ``positions[0][j]``) to ``dst[j]`` (receive at
-        ``positions[1][j]``), ``nbytes[j]`` bytes on group ``pgs[j]``, folded index ``fids[j]``."""
+        ``positions[1][j]``), ``nbytes[j]`` bytes on group ``pgs[1][pgs[0][j]]``, folded index ``fids[j]``."""
+        from tracekit.replayer.simulation.fold_arrays import sorted_unique
+
         count = len(fids)
         self.kind.extend(b"\1" * count)
         self.ctype.frombytes(bytes(8 * count))
         self.nbytes.frombytes(np.asarray(nbytes, dtype=np.int64).tobytes())
-        names = list(pgs)
-        for name in set(names):
-            self._pg_id(name)
-        self.pg.extend(map(self._pg_index.__getitem__, names))
+        codes, names = pgs
+        ids = np.zeros(len(names), dtype=np.int32)
+        for c in np.unique(codes).tolist():  # the names used, interned
+            ids[c] = self._pg_id(names[c])
+        self.pg.frombytes(ids[codes].tobytes() if count else b"")
         span = int(max(src.max(), dst.max())) + 1 if count else 1
-        keys, inverse = np.unique(src * span + dst, return_inverse=True)
-        ids = np.asarray([self._members_id(divmod(k, span)) for k in keys.tolist()], dtype=np.int32)
-        self.members.frombytes(ids[inverse.reshape(-1)].tobytes())
+        keys, inverse = sorted_unique(src * span + dst)
+        members = np.asarray([self._members_id(divmod(k, span)) for k in keys.tolist()], dtype=np.int32)
+        self.members.frombytes(members[inverse].tobytes())
         self.fid.frombytes(np.asarray(fids, dtype=np.int64).tobytes())
         base = len(self.positions)
         self.positions.frombytes(np.stack(positions, axis=1).astype(np.int64).tobytes())
