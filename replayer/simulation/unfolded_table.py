@@ -10,7 +10,6 @@ sees what it saw before.
 from __future__ import annotations
 
 from array import array
-from itertools import repeat
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 import numpy as np
@@ -43,6 +42,7 @@ class UnfoldedTable:
         self._pg_index: dict[str, int] = {}
         self._member_index: dict[tuple[int, ...], int] = {}
         self._member_by_id: dict[int, int] = {}
+        self._pack_memo: dict[Any, tuple[Any, bytes]] = {}  # id(s) of lists -> (the lists, their bytes)
 
     def _pg_id(self, name: str) -> int:
         found = self._pg_index.get(name)
@@ -87,15 +87,33 @@ class UnfoldedTable:
         position ``lists[i][k]`` and folded index ``fids[k]``."""
         count = len(fids)
         self.kind.extend(bytes(count))
-        self.ctype.extend(ctypes)
-        self.nbytes.extend(sizes)
-        self.pg.extend(repeat(self._pg_id(pg), count))
-        self.members.extend(repeat(self._members_id(ranks), count))
-        self.fid.extend(fids)
-        flat = np.asarray(lists, dtype=np.int64).reshape(len(ranks), count).T  # instance-major
+        self.ctype.frombytes(self._packed(ctypes))
+        self.nbytes.frombytes(self._packed(sizes))
+        self.pg.frombytes(np.full(count, self._pg_id(pg), dtype=np.int32).tobytes())
+        self.members.frombytes(np.full(count, self._members_id(ranks), dtype=np.int32).tobytes())
+        self.fid.frombytes(self._packed(fids))
         base = len(self.positions)
-        self.positions.frombytes(np.ascontiguousarray(flat).tobytes())
+        self.positions.frombytes(self._packed_lists(lists, count))
         self.pos_start.frombytes((base + len(ranks) * np.arange(1, count + 1, dtype=np.int64)).tobytes())
+
+    def _packed(self, values: Sequence[int]) -> bytes:
+        """``values`` as int64 bytes, packed once per object (the groups of a class set share their lists)."""
+        found = self._pack_memo.get(id(values))
+        if found is None or found[0] is not values:
+            found = self._pack_memo[id(values)] = (values, np.asarray(values, dtype=np.int64).tobytes())
+        return found[1]
+
+    def _packed_lists(self, lists: list, count: int) -> bytes:
+        """Members' position lists as instance-major int64 bytes; kept from the second group with the same list
+        objects on (the dp replicas of a class set's groups), so a job of distinct lists keeps no copies."""
+        key = tuple(map(id, lists))
+        found = self._pack_memo.get(key)
+        if found is not None and found[1] and all(a is b for a, b in zip(found[0], lists)):
+            return found[1]
+        flat = np.ascontiguousarray(np.asarray(lists, dtype=np.int64).reshape(len(lists), count).T).tobytes()
+        seen_before = found is not None and all(a is b for a, b in zip(found[0], lists))
+        self._pack_memo[key] = (list(lists), flat if seen_before else b"")
+        return flat
 
     def extend_pairs(
         self,
