@@ -10,29 +10,39 @@ general routines where those do not apply.  tests/replayer/test_fold_arrays.py c
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy.typing as npt
 
-__all__ = ["dense_unique", "few_codes", "key_order", "sorted_unique", "stable_order_by_rank"]
+__all__ = ["as_buffer", "dense_unique", "few_codes", "key_order", "sorted_unique", "stable_order_by_rank"]
 
 _I64 = "npt.NDArray[np.int64]"
 
 #: counting needs an array of the value range: used up to this many values (8 MB of int64)
 DENSE_MAX = 1 << 20
 
+_ARANGE = object()  # key_order's default: rows in order give np.arange
+
 #: one combined key must stay below this (int64, with room for the arithmetic)
 _KEY_MAX = 1 << 62
 
 
-def key_order(src: "npt.NDArray[np.int64]", dst: "npt.NDArray[np.int64]", tag: "npt.NDArray[np.int64]") -> _I64:
+def key_order(
+    src: "npt.NDArray[np.int64]",
+    dst: "npt.NDArray[np.int64]",
+    tag: "npt.NDArray[np.int64]",
+    identity: Any = _ARANGE,
+) -> Any:
     """``np.lexsort((tag, dst, src))``: the rows' order by ``(src, dst, tag)``.
 
-    When the three fit one ``int64`` key and no two rows are equal (a send or receive table has one row per key),
-    one unstable sort of that key gives the same order; otherwise the lexicographic sort runs.
+    When the three fit one ``int64`` key and the rows are distinct (a send or receive table has one row per key),
+    any order in which that key strictly increases is lexsort's.  Tried in turn: the rows as they are (sends
+    gathered rank by rank, each rank's sorted by peer and tag), a stable radix sort by ``src`` alone (receives
+    gathered that way: sorted by destination, then peer and tag), one sort of the key; else the lexicographic sort.
+    Rows in order already give ``identity`` when one is passed (None: the caller need not copy them).
     """
     n = len(src)
     if n > 1 and min(int(src.min()), int(dst.min())) >= 0:
@@ -40,12 +50,26 @@ def key_order(src: "npt.NDArray[np.int64]", dst: "npt.NDArray[np.int64]", tag: "
         low = int(tag.min())
         tags = int(tag.max()) - low + 1
         if ranks * ranks * tags < _KEY_MAX:
-            key = (src * ranks + dst) * tags + (tag - low)
+            key = src * ranks  # in place from here: one array of the rows' size
+            key += dst
+            key *= tags
+            key += tag
+            key -= low
+            if _increasing(key):
+                return np.arange(n, dtype=np.int64) if identity is _ARANGE else identity
+            if ranks <= 1 << 16:
+                order = stable_order_by_rank(src, ranks)
+                if _increasing(key[order]):
+                    return order
             order = np.argsort(key)
-            ordered = key[order]
-            if not (ordered[1:] == ordered[:-1]).any():  # all distinct: any sort gives lexsort's order
+            if _increasing(key[order]):  # all distinct: any sort gives lexsort's order
                 return order
     return np.lexsort((tag, dst, src))
+
+
+def _increasing(values: "npt.NDArray[np.int64]") -> bool:
+    """Whether ``values`` strictly increase."""
+    return bool((values[1:] > values[:-1]).all())
 
 
 def dense_unique(values: "npt.NDArray[np.int64]", size: int) -> tuple[_I64, _I64, _I64] | None:
@@ -103,3 +127,9 @@ def stable_order_by_rank(ranks: "npt.NDArray[np.int64]", world: int) -> _I64:
     if world <= 1 << 16:
         return np.argsort(ranks.astype(np.uint16), kind="stable")
     return np.argsort(ranks, kind="stable")
+
+
+def as_buffer(values: "npt.ArrayLike", dtype: "npt.DTypeLike" = np.int64) -> memoryview:
+    """``values`` as a flat byte view for ``array.frombytes`` (which takes no numpy array): no ``tobytes`` copy
+    when they are a contiguous array of ``dtype`` already."""
+    return memoryview(np.ascontiguousarray(values, dtype=dtype)).cast("B")

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tracekit.replayer.simulation.fold_arrays import (
+    as_buffer,
     dense_unique,
     few_codes,
     key_order,
@@ -73,11 +74,11 @@ def _pair_by_pair(planner: "_Planner") -> None:
 def _table(planner: "_Planner", recv: bool) -> np.ndarray | None:
     """int64[4, n]: ``(src, dst, tag, position)`` of every send (or receive), sorted by key; None when some key
     has more than one (the pair-by-pair loop handles that)."""
-    from tracekit.replayer.simulation.scan_tables import p2p_table
+    from tracekit.replayer.simulation.scan_tables import sorted_p2p_table
 
     parts = []
-    for r, s in planner.scans.items():
-        table = p2p_table(s, recv)
+    for r, s in planner.scans.items():  # rows by (peer, tag): the ranks' sends in order already (key_order)
+        table = sorted_p2p_table(s, recv)
         if table is None:
             return None
         peers, tags, positions = table
@@ -92,7 +93,8 @@ def _table(planner: "_Planner", recv: bool) -> np.ndarray | None:
     if not parts:
         return np.zeros((4, 0), dtype=np.int64)
     t = np.concatenate(parts, axis=1)
-    return t[:, key_order(t[0], t[1], t[2])]
+    order = key_order(t[0], t[1], t[2], identity=None)
+    return t if order is None else t[:, order]
 
 
 def _bulk(planner: "_Planner") -> bool:
@@ -205,13 +207,23 @@ def _extend_orders(
     planner: "_Planner", src: np.ndarray, dst: np.ndarray, sp: np.ndarray, rp: np.ndarray, first_u: int
 ) -> None:
     """Each rank's send and receive positions, and their pairs' unfolded instance numbers (pair ``j`` is instance
-    ``first_u + j``), appended in pair order (as the pair-by-pair loop appends them)."""
-    ranks = np.stack([src, dst], axis=1).ravel()
-    pos = np.stack([sp, rp], axis=1).ravel()
-    numbers = np.repeat(np.arange(first_u, first_u + len(src), dtype=np.int64), 2)
-    order = stable_order_by_rank(ranks, planner.world)
-    ranks, pos, numbers = ranks[order], pos[order], numbers[order]
-    cuts = np.flatnonzero(np.diff(ranks)) + 1
-    for lo, hi in zip(np.concatenate(([0], cuts)).tolist(), np.concatenate((cuts, [len(ranks)])).tolist()):
-        planner.order_by_u[int(ranks[lo])].frombytes(np.ascontiguousarray(pos[lo:hi], dtype=np.int64).tobytes())
-        planner.u_by_m[int(ranks[lo])].frombytes(np.ascontiguousarray(numbers[lo:hi]).tobytes())
+    ``first_u + j``), appended in pair order (as the pair-by-pair loop appends them: a pair's send before its
+    receive).  Rank by rank, merging its sends and its receives (each in pair order), so no array of twice the pairs
+    is made."""
+    world = planner.world
+    ascending = len(src) < 2 or bool((src[1:] >= src[:-1]).all())  # the pairs are sorted by (src, dst, tag)
+    send_order = np.arange(len(src), dtype=np.int64) if ascending else stable_order_by_rank(src, world)
+    recv_order = stable_order_by_rank(dst, world)
+    send_at = np.concatenate(([0], np.cumsum(np.bincount(src, minlength=world)))).tolist()
+    recv_at = np.concatenate(([0], np.cumsum(np.bincount(dst, minlength=world)))).tolist()
+    for r in range(world):
+        sends, recvs = send_order[send_at[r] : send_at[r + 1]], recv_order[recv_at[r] : recv_at[r + 1]]
+        if not len(sends) and not len(recvs):
+            continue
+        pairs = np.concatenate((sends, recvs))
+        positions = np.concatenate((sp[sends], rp[recvs]))
+        if len(sends) and len(recvs):
+            merged = np.argsort(pairs, kind="stable")  # sends first: a pair from a rank to itself sends, then receives
+            pairs, positions = pairs[merged], positions[merged]
+        planner.order_by_u[r].frombytes(as_buffer(positions))
+        planner.u_by_m[r].frombytes(as_buffer(pairs + first_u))

@@ -20,7 +20,7 @@ from tracekit.replayer.simulation.fold_types import RankScan
 if TYPE_CHECKING:  # pragma: no cover
     import numpy.typing as npt
 
-__all__ = ["MemberScan", "P2PTable", "p2p_table", "pair_attr_arrays"]
+__all__ = ["MemberScan", "P2PTable", "p2p_table", "pair_attr_arrays", "sorted_p2p_table"]
 
 #: ``(peers, tags, positions)``, int64 arrays of equal length: one row per (peer, tag) key of a send or receive table
 P2PTable = tuple["npt.NDArray[np.int64]", "npt.NDArray[np.int64]", "npt.NDArray[np.int64]"]
@@ -109,6 +109,37 @@ def p2p_table(scan: RankScan, recv: bool) -> P2PTable | None:
     if len(set(mapped)) != len(distinct):  # two keys would become one: the dict decides
         return _own_table(scan, recv)
     return np.asarray(mapped, dtype=np.int64)[inverse], tags, positions
+
+
+def sorted_p2p_table(scan: RankScan, recv: bool) -> P2PTable | None:
+    """:func:`p2p_table` with the rows ordered by ``(peer, tag)``.  A member whose renaming keeps its
+    representative's peers in order takes the representative's order (found once); another is sorted itself."""
+    table = p2p_table(scan, recv)
+    if table is None:
+        return None
+    peers, tags, positions = table
+    renamed = scan.__dict__.get("_renamed")
+    if renamed is not None and "sends" not in scan.__dict__:
+        base, _, src, dst = renamed
+        rename = src if recv else dst
+        mapped = [rename.get(p, p) for p in _peer_codes(base, recv)[0]]
+        if all(a < b for a, b in zip(mapped, mapped[1:])):  # ascending as the representative's peers
+            order = _own_order(base, recv)
+            return peers[order], tags[order], positions[order]
+        order = np.lexsort((tags, peers))
+    else:
+        order = _own_order(scan, recv)
+    return peers[order], tags[order], positions[order]
+
+
+def _own_order(scan: RankScan, recv: bool) -> "npt.NDArray[np.int64]":
+    """The order by ``(peer, tag)`` of the scan's own table (cached on the scan)."""
+    cache = scan.__dict__.setdefault("_p2p_orders", {})
+    if recv not in cache:
+        table = _own_table(scan, recv)
+        assert table is not None  # sorted_p2p_table asked for it after p2p_table gave one
+        cache[recv] = np.lexsort((table[1], table[0]))
+    return cache[recv]
 
 
 def _peer_codes(scan: RankScan, recv: bool) -> "tuple[list[int], npt.NDArray[np.int64]]":

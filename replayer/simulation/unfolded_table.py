@@ -126,25 +126,25 @@ class UnfoldedTable:
     ) -> None:
         """Add send/recv pairs: pair ``j`` from ``src[j]`` (its send at ``positions[0][j]``) to ``dst[j]`` (receive at
         ``positions[1][j]``), ``nbytes[j]`` bytes on group ``pgs[1][pgs[0][j]]``, folded index ``fids[j]``."""
-        from tracekit.replayer.simulation.fold_arrays import sorted_unique
+        from tracekit.replayer.simulation.fold_arrays import as_buffer, sorted_unique
 
         count = len(fids)
         self.kind.extend(b"\1" * count)
         self.ctype.frombytes(bytes(8 * count))
-        self.nbytes.frombytes(np.asarray(nbytes, dtype=np.int64).tobytes())
+        self.nbytes.frombytes(as_buffer(nbytes))
         codes, names = pgs
         ids = np.zeros(len(names), dtype=np.int32)
         for c in np.unique(codes).tolist():  # the names used, interned
             ids[c] = self._pg_id(names[c])
-        self.pg.frombytes(ids[codes].tobytes() if count else b"")
+        self.pg.frombytes(as_buffer(ids[codes], np.int32) if count else b"")
         span = int(max(src.max(), dst.max())) + 1 if count else 1
         keys, inverse = sorted_unique(src * span + dst)
         members = np.asarray([self._members_id(divmod(k, span)) for k in keys.tolist()], dtype=np.int32)
-        self.members.frombytes(members[inverse].tobytes())
-        self.fid.frombytes(np.asarray(fids, dtype=np.int64).tobytes())
+        self.members.frombytes(as_buffer(members[inverse], np.int32))
+        self.fid.frombytes(as_buffer(fids))
         base = len(self.positions)
-        self.positions.frombytes(np.stack(positions, axis=1).astype(np.int64).tobytes())
-        self.pos_start.frombytes((base + 2 * np.arange(1, count + 1, dtype=np.int64)).tobytes())
+        self.positions.frombytes(as_buffer(np.stack(positions, axis=1)))
+        self.pos_start.frombytes(as_buffer(base + 2 * np.arange(1, count + 1, dtype=np.int64)))
 
     def __len__(self) -> int:
         return len(self.fid)
