@@ -15,11 +15,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:  # pragma: no cover
+    from typing import TypeAlias
+
     import numpy.typing as npt
 
-__all__ = ["as_buffer", "dense_unique", "few_codes", "key_order", "sorted_unique", "stable_order_by_rank"]
+    Ints: TypeAlias = npt.NDArray[np.int64]
 
-_I64 = "npt.NDArray[np.int64]"
+__all__ = ["as_buffer", "dense_unique", "few_codes", "key_order", "sorted_unique", "stable_order_by_rank"]
 
 #: counting needs an array of the value range: used up to this many values (8 MB of int64)
 DENSE_MAX = 1 << 20
@@ -31,9 +33,9 @@ _KEY_MAX = 1 << 62
 
 
 def key_order(
-    src: "npt.NDArray[np.int64]",
-    dst: "npt.NDArray[np.int64]",
-    tag: "npt.NDArray[np.int64]",
+    src: "Ints",
+    dst: "Ints",
+    tag: "Ints",
     identity: Any = _ARANGE,
 ) -> Any:
     """``np.lexsort((tag, dst, src))``: the rows' order by ``(src, dst, tag)``.
@@ -67,12 +69,12 @@ def key_order(
     return np.lexsort((tag, dst, src))
 
 
-def _increasing(values: "npt.NDArray[np.int64]") -> bool:
+def _increasing(values: "Ints") -> bool:
     """Whether ``values`` strictly increase."""
     return bool((values[1:] > values[:-1]).all())
 
 
-def dense_unique(values: "npt.NDArray[np.int64]", size: int) -> tuple[_I64, _I64, _I64] | None:
+def dense_unique(values: "Ints", size: int) -> "tuple[Ints, Ints, Ints] | None":
     """``np.unique(values, return_index=True, return_inverse=True)`` for ``0 <= values < size`` by counting (the
     distinct values ascending, each one's first index, each value's index among them); None when ``size`` is
     above :data:`DENSE_MAX` or the values leave the range."""
@@ -90,7 +92,7 @@ def dense_unique(values: "npt.NDArray[np.int64]", size: int) -> tuple[_I64, _I64
     return distinct, first, inverse
 
 
-def sorted_unique(values: "npt.NDArray[np.int64]") -> tuple[_I64, _I64]:
+def sorted_unique(values: "Ints") -> "tuple[Ints, Ints]":
     """``np.unique(values, return_inverse=True)`` (distinct values, each value's index among them); in one pass
     when ``values`` do not decrease."""
     if len(values) > 1 and (values[1:] >= values[:-1]).all():
@@ -102,11 +104,11 @@ def sorted_unique(values: "npt.NDArray[np.int64]") -> tuple[_I64, _I64]:
     return distinct, inverse.reshape(-1)
 
 
-def few_codes(values: "npt.NDArray[np.int64]", limit: int = 16) -> tuple[_I64, _I64]:
+def few_codes(values: "Ints", limit: int = 16) -> "tuple[Ints, Ints]":
     """``np.unique(values, return_inverse=True)`` by one comparison pass per distinct value when there are at most
     ``limit`` of them (message sizes of a pipeline: a handful), else by numpy's sort."""
     if len(values):
-        distinct = []
+        distinct: list[int] = []
         left = values
         while len(left) and len(distinct) <= limit:
             distinct.append(int(left[0]))
@@ -121,7 +123,7 @@ def few_codes(values: "npt.NDArray[np.int64]", limit: int = 16) -> tuple[_I64, _
     return distinct_all, inverse.reshape(-1)
 
 
-def stable_order_by_rank(ranks: "npt.NDArray[np.int64]", world: int) -> _I64:
+def stable_order_by_rank(ranks: "Ints", world: int) -> "Ints":
     """``np.argsort(ranks, kind="stable")`` for ranks ``0 <= r < world``: a radix sort on 16-bit values when the
     world fits them (numpy sorts integers of 16 bits or less by radix when asked for a stable sort)."""
     if world <= 1 << 16:
@@ -132,4 +134,4 @@ def stable_order_by_rank(ranks: "npt.NDArray[np.int64]", world: int) -> _I64:
 def as_buffer(values: "npt.ArrayLike", dtype: "npt.DTypeLike" = np.int64) -> memoryview:
     """``values`` as a flat byte view for ``array.frombytes`` (which takes no numpy array): no ``tobytes`` copy
     when they are a contiguous array of ``dtype`` already."""
-    return memoryview(np.ascontiguousarray(values, dtype=dtype)).cast("B")
+    return np.ascontiguousarray(values, dtype=dtype).data.cast("B")
