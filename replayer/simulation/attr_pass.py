@@ -10,7 +10,7 @@ time); inside :func:`kept_attributes` they are found in one pass and the table i
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Iterable, Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from tracekit.model.attrs import (
     COMM_DST,
@@ -27,7 +27,6 @@ from tracekit.model.attrs import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover
-    from tracekit.model import ExecutionTrace
     from tracekit.sets.traceset import TraceSet
 
 #: the attributes a replay of measured or modelled durations reads on every rank
@@ -37,7 +36,7 @@ ROOFLINE_ATTRS = [str(NUM_OPS), str(TENSOR_SIZE)]
 
 
 @contextmanager
-def kept_attributes(traceset: "TraceSet | Iterable[ExecutionTrace]", compute_mode: str = "measured") -> Iterator[None]:
+def kept_attributes(traceset: "TraceSet", compute_mode: str = "measured") -> Iterator[None]:
     """Within the block, each rank's :data:`REPLAY_ATTRS` come from one search and its communication table is
     built once (:meth:`tracekit.model.graph.NodeColumns.keep_attrs`); released on the way out, errors included.
     ``compute_mode`` (the spec's ``[compute] mode``) other than ``measured`` adds :data:`ROOFLINE_ATTRS`.
