@@ -162,6 +162,7 @@ def gather_class_set(cs: "ClassSet", options: "ReplayOptions", say: "Callable[..
     from dataclasses import replace as dc_replace
 
     from tracekit.checks.classset import RENAMED, member_findings
+    from tracekit.replayer.simulation.attr_pass import REPLAY_ATTRS, ROOFLINE_ATTRS
     from tracekit.replayer.simulation.class_replay import member_scan
     from tracekit.io import trace_from_bytes
     from tracekit.replayer.simulation.folding import scan_rank
@@ -175,10 +176,12 @@ def gather_class_set(cs: "ClassSet", options: "ReplayOptions", say: "Callable[..
     for k, cls in enumerate(cs.classes):
         say("checking and digesting rank classes", k, len(cs.classes))
         trace = cs.read_representative(cls)
+        trace.columns().keep_attrs(REPLAY_ATTRS + ROOFLINE_ATTRS)  # checks and digest: one attribute search
         found = check_rank(trace) if options.check else None
         check_errors(cls.representative, found)
         declare(declared, found.declared_groups if found is not None else trace.process_groups(), cls.representative)
         scan = scan_rank(trace)
+        trace.columns().release_attrs()  # (a NotFoldable above drops the trace: the job replays unfolded)
         kept[cls.representative] = trace
         exact = all(s.name in RENAMED for s in cls.slots)
         for index, rank in enumerate(cls.ranks):

@@ -4,7 +4,7 @@ A member of a rank class (:func:`.class_replay.member_scan`) has its representat
 group names renamed.  Built as dicts, the renamed send/receive tables cost ~0.7 kB per send/recv node and member
 (1.4 GB for GPT-3 175B with 64 interleaved micro-batches on 2,048 ranks) while the fold proof only reads them once,
 as arrays (:func:`.fold_p2p._table`).  :class:`MemberScan` keeps the representative's scan and the renaming and
-gives the arrays (:func:`p2p_table`) and the per-pair sizes and group names (:func:`pair_attrs`) from the
+gives the arrays (:func:`p2p_table`) and the sizes and group names by position (:func:`pair_attr_arrays`) from the
 representative's; the dicts themselves are built on first access only (the pair-by-pair fallback reads them), with
 the same contents as :func:`.class_replay.member_scan` built eagerly before.
 """
@@ -20,7 +20,7 @@ from tracekit.replayer.simulation.fold_types import RankScan
 if TYPE_CHECKING:  # pragma: no cover
     import numpy.typing as npt
 
-__all__ = ["MemberScan", "P2PTable", "p2p_table", "pair_attrs"]
+__all__ = ["MemberScan", "P2PTable", "p2p_table", "pair_attr_arrays", "sorted_p2p_table"]
 
 #: ``(peers, tags, positions)``, int64 arrays of equal length: one row per (peer, tag) key of a send or receive table
 P2PTable = tuple["npt.NDArray[np.int64]", "npt.NDArray[np.int64]", "npt.NDArray[np.int64]"]
@@ -111,6 +111,37 @@ def p2p_table(scan: RankScan, recv: bool) -> P2PTable | None:
     return np.asarray(mapped, dtype=np.int64)[inverse], tags, positions
 
 
+def sorted_p2p_table(scan: RankScan, recv: bool) -> P2PTable | None:
+    """:func:`p2p_table` with the rows ordered by ``(peer, tag)``.  A member whose renaming keeps its
+    representative's peers in order takes the representative's order (found once); another is sorted itself."""
+    table = p2p_table(scan, recv)
+    if table is None:
+        return None
+    peers, tags, positions = table
+    renamed = scan.__dict__.get("_renamed")
+    if renamed is not None and "sends" not in scan.__dict__:
+        base, _, src, dst = renamed
+        rename = src if recv else dst
+        mapped = [rename.get(p, p) for p in _peer_codes(base, recv)[0]]
+        if all(a < b for a, b in zip(mapped, mapped[1:])):  # ascending as the representative's peers
+            order = _own_order(base, recv)
+            return peers[order], tags[order], positions[order]
+        order = np.lexsort((tags, peers))
+    else:
+        order = _own_order(scan, recv)
+    return peers[order], tags[order], positions[order]
+
+
+def _own_order(scan: RankScan, recv: bool) -> "npt.NDArray[np.int64]":
+    """The order by ``(peer, tag)`` of the scan's own table (cached on the scan)."""
+    cache = scan.__dict__.setdefault("_p2p_orders", {})
+    if recv not in cache:
+        table = _own_table(scan, recv)
+        assert table is not None  # sorted_p2p_table asked for it after p2p_table gave one
+        cache[recv] = np.lexsort((table[1], table[0]))
+    return cache[recv]
+
+
 def _peer_codes(scan: RankScan, recv: bool) -> "tuple[list[int], npt.NDArray[np.int64]]":
     """The distinct peers of a scan's own table and each row's index among them (cached on the scan)."""
     cache = scan.__dict__.setdefault("_peer_codes", {})
@@ -122,14 +153,30 @@ def _peer_codes(scan: RankScan, recv: bool) -> "tuple[list[int], npt.NDArray[np.
     return cache[recv]
 
 
-def pair_attrs(scan: RankScan, positions: list[int]) -> tuple[list[int], list[str]]:
-    """``(comm sizes, group names)`` of the sends/recvs at ``positions`` (``scan.p2p_attr``'s values, without
-    building a member's dict)."""
+def pair_attr_arrays(scan: RankScan) -> "tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], list[str]]":
+    """``scan.p2p_attr`` as arrays over node positions: ``(comm sizes, group codes, group names)``; the send/recv at
+    position ``p`` has ``sizes[p]`` bytes on group ``names[codes[p]]`` (other positions hold 0).  Made once per
+    scan; a :class:`MemberScan` has its representative's arrays and its renamed names."""
     renamed = scan.__dict__.get("_renamed")
     if renamed is None or "p2p_attr" in scan.__dict__:
-        attrs = scan.p2p_attr
-        return [attrs[p][0] for p in positions], [attrs[p][1] for p in positions]
+        return _own_attr_arrays(scan)
     base, pg, _, _ = renamed
-    attrs = base.p2p_attr
-    names = [attrs[p][1] for p in positions]
-    return [attrs[p][0] for p in positions], [pg.get(g, g) for g in names]
+    sizes, codes, names = _own_attr_arrays(base)
+    return sizes, codes, [pg.get(g, g) for g in names]
+
+
+def _own_attr_arrays(scan: RankScan) -> "tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], list[str]]":
+    """:func:`pair_attr_arrays` from the scan's own dict (cached on the scan)."""
+    found = scan.__dict__.get("_attr_arrays")
+    if found is None:
+        attrs = scan.p2p_attr
+        span = max(attrs, default=-1) + 1
+        sizes = np.zeros(span, dtype=np.int64)
+        codes = np.zeros(span, dtype=np.int64)
+        index: dict[str, int] = {}
+        if attrs:
+            at = np.fromiter(attrs, dtype=np.int64, count=len(attrs))
+            sizes[at] = [v[0] for v in attrs.values()]
+            codes[at] = [index.setdefault(v[1], len(index)) for v in attrs.values()]
+        found = scan.__dict__["_attr_arrays"] = (sizes, codes, list(index))
+    return found

@@ -10,8 +10,7 @@ sees what it saw before.
 from __future__ import annotations
 
 from array import array
-from itertools import repeat
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 import numpy as np
 
@@ -43,6 +42,7 @@ class UnfoldedTable:
         self._pg_index: dict[str, int] = {}
         self._member_index: dict[tuple[int, ...], int] = {}
         self._member_by_id: dict[int, int] = {}
+        self._pack_memo: dict[Any, tuple[Any, bytes]] = {}  # id(s) of lists -> (the lists, their bytes)
 
     def _pg_id(self, name: str) -> int:
         found = self._pg_index.get(name)
@@ -87,43 +87,64 @@ class UnfoldedTable:
         position ``lists[i][k]`` and folded index ``fids[k]``."""
         count = len(fids)
         self.kind.extend(bytes(count))
-        self.ctype.extend(ctypes)
-        self.nbytes.extend(sizes)
-        self.pg.extend(repeat(self._pg_id(pg), count))
-        self.members.extend(repeat(self._members_id(ranks), count))
-        self.fid.extend(fids)
-        flat = np.asarray(lists, dtype=np.int64).reshape(len(ranks), count).T  # instance-major
+        self.ctype.frombytes(self._packed(ctypes))
+        self.nbytes.frombytes(self._packed(sizes))
+        self.pg.frombytes(np.full(count, self._pg_id(pg), dtype=np.int32).tobytes())
+        self.members.frombytes(np.full(count, self._members_id(ranks), dtype=np.int32).tobytes())
+        self.fid.frombytes(self._packed(fids))
         base = len(self.positions)
-        self.positions.frombytes(np.ascontiguousarray(flat).tobytes())
+        self.positions.frombytes(self._packed_lists(lists, count))
         self.pos_start.frombytes((base + len(ranks) * np.arange(1, count + 1, dtype=np.int64)).tobytes())
+
+    def _packed(self, values: Sequence[int]) -> bytes:
+        """``values`` as int64 bytes, packed once per object (the groups of a class set share their lists)."""
+        found = self._pack_memo.get(id(values))
+        if found is None or found[0] is not values:
+            found = self._pack_memo[id(values)] = (values, np.asarray(values, dtype=np.int64).tobytes())
+        return found[1]
+
+    def _packed_lists(self, lists: list, count: int) -> bytes:
+        """Members' position lists as instance-major int64 bytes; kept from the second group with the same list
+        objects on (the dp replicas of a class set's groups), so a job of distinct lists keeps no copies."""
+        key = tuple(map(id, lists))
+        found = self._pack_memo.get(key)
+        if found is not None and found[1] and all(a is b for a, b in zip(found[0], lists)):
+            return found[1]
+        flat = np.ascontiguousarray(np.asarray(lists, dtype=np.int64).reshape(len(lists), count).T).tobytes()
+        seen_before = found is not None and all(a is b for a, b in zip(found[0], lists))
+        self._pack_memo[key] = (list(lists), flat if seen_before else b"")
+        return flat
 
     def extend_pairs(
         self,
-        nbytes: Sequence[int],
-        pgs: Iterable[str],
+        nbytes: "npt.NDArray[np.int64]",
+        pgs: "tuple[npt.NDArray[np.int64], list[str]]",
         src: "npt.NDArray[np.int64]",
         dst: "npt.NDArray[np.int64]",
         positions: "tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]",
-        fids: "Sequence[int] | npt.NDArray[np.int64]",
+        fids: "npt.NDArray[np.int64]",
     ) -> None:
         """Add send/recv pairs: pair ``j`` from ``src[j]`` (its send at ``positions[0][j]``) to ``dst[j]`` (receive at
-        ``positions[1][j]``), ``nbytes[j]`` bytes on group ``pgs[j]``, folded index ``fids[j]``."""
+        ``positions[1][j]``), ``nbytes[j]`` bytes on group ``pgs[1][pgs[0][j]]``, folded index ``fids[j]``."""
+        from tracekit.replayer.simulation.fold_arrays import as_buffer, sorted_unique
+
         count = len(fids)
         self.kind.extend(b"\1" * count)
         self.ctype.frombytes(bytes(8 * count))
-        self.nbytes.frombytes(np.asarray(nbytes, dtype=np.int64).tobytes())
-        names = list(pgs)
-        for name in set(names):
-            self._pg_id(name)
-        self.pg.extend(map(self._pg_index.__getitem__, names))
+        self.nbytes.frombytes(as_buffer(nbytes))
+        codes, names = pgs
+        ids = np.zeros(len(names), dtype=np.int32)
+        for c in np.unique(codes).tolist():  # the names used, interned
+            ids[c] = self._pg_id(names[c])
+        self.pg.frombytes(as_buffer(ids[codes], np.int32) if count else b"")
         span = int(max(src.max(), dst.max())) + 1 if count else 1
-        keys, inverse = np.unique(src * span + dst, return_inverse=True)
-        ids = np.asarray([self._members_id(divmod(k, span)) for k in keys.tolist()], dtype=np.int32)
-        self.members.frombytes(ids[inverse.reshape(-1)].tobytes())
-        self.fid.frombytes(np.asarray(fids, dtype=np.int64).tobytes())
+        keys, inverse = sorted_unique(src * span + dst)
+        members = np.asarray([self._members_id(divmod(k, span)) for k in keys.tolist()], dtype=np.int32)
+        self.members.frombytes(as_buffer(members[inverse], np.int32))
+        self.fid.frombytes(as_buffer(fids))
         base = len(self.positions)
-        self.positions.frombytes(np.stack(positions, axis=1).astype(np.int64).tobytes())
-        self.pos_start.frombytes((base + 2 * np.arange(1, count + 1, dtype=np.int64)).tobytes())
+        self.positions.frombytes(as_buffer(np.stack(positions, axis=1)))
+        self.pos_start.frombytes(as_buffer(base + 2 * np.arange(1, count + 1, dtype=np.int64)))
 
     def __len__(self) -> int:
         return len(self.fid)

@@ -79,3 +79,55 @@ def test_unmatched_send_refuses_either_way(monkeypatch, bulk):
     monkeypatch.setattr(fold_p2p, "_bulk", lambda p: real(p) if bulk else False)
     with pytest.raises(NotFoldable, match="unmatched sends/recvs from rank 0"):
         plan_folding(scans, ts.process_groups, spec, ReplayOptions())
+
+
+# (tp, pp, dp, cp, schedule, virtual stages, micro-batches per pipeline, overlapped DP reduction)
+_SCHEDULES = {
+    "1f1b": (2, 4, 2, 1, "1f1b", 1, 8, True),
+    "interleaved": (1, 4, 2, 1, "interleaved", 2, 8, True),
+    "flexible, m % pp != 0": (1, 4, 2, 1, "interleaved", 2, 6, True),
+    "no DP overlap": (2, 2, 4, 1, "1f1b", 1, 4, False),
+    "context parallel": (1, 2, 2, 2, "1f1b", 1, 4, True),
+}
+
+
+@pytest.mark.parametrize("name", list(_SCHEDULES))
+def test_bulk_plan_of_a_class_set_equals_pair_by_pair(tmp_path, monkeypatch, name):
+    """Members of a class set are their representative's scan renamed (scan_tables.MemberScan): the array path
+    (one-key sort, counting uniques, attributes by position) plans what the pair-by-pair loop plans, and the folded
+    replay of the class set equals the unfolded replay of its ranks to the ns."""
+    from dataclasses import replace
+
+    from tracekit.converters.generators.llm import write_llm
+    from tracekit.model.groups import resolve_groups
+    from tracekit.replayer import replay
+    from tracekit.replayer.simulation.gather import gather_class_set
+    from tracekit.sets.classset import find_class_set
+
+    tp, pp, dp, cp, schedule, vp, m, overlap = _SCHEDULES[name]
+    model, _ = llm_preset("gpt3-1.3b")
+    parallel = ParallelSpec(dp=dp, tp=tp, pp=pp, cp=cp, schedule=schedule, virtual_stages=vp,
+                            overlap_grad_reduce=overlap)  # fmt: skip
+    cfg = LLMConfig(replace(model, num_layers=8), parallel, global_batch_size=m * dp, micro_batch_size=1)
+    write_llm(cfg, tmp_path / "job", Roofline(1e15, 3e12), classes=True)
+    classes = find_class_set(tmp_path / "job")
+    spec = load_spec("dgx-h100").fitted(classes.world_size)
+    plans, taken = [], []
+    real = fold_p2p._bulk
+    for bulk in (True, False):
+        monkeypatch.setattr(fold_p2p, "_bulk", lambda p, b=bulk: taken.append(real(p) if b else False) or taken[-1])
+        g = gather_class_set(classes, ReplayOptions(), lambda *a, **k: None)
+        plans.append(plan_folding(g.scans, resolve_groups(g.declared, g.world), spec, ReplayOptions()))
+    assert taken == [True, False]
+    a, b = plans
+    assert sum(1 for u in a.unfolded if u[0] == "p2p") == 2 * (pp * vp - 1) * m * tp * dp * cp  # fwd + bwd per hop
+    assert a.unfolded == b.unfolded and a.folded == b.folded and a.reps == b.reps
+    for (pa, ua), (pb, ub) in zip(a.member_u, b.member_u, strict=True):
+        np.testing.assert_array_equal(pa, pb)
+        np.testing.assert_array_equal(ua, ub)
+    monkeypatch.setattr(fold_p2p, "_bulk", real)
+    folded = replay(classes, spec)
+    assert folded.folding is not None and folded.folding.reason is None
+    whole = replay(classes.to_traceset(), spec, options=ReplayOptions(fold=False))
+    assert folded.iteration_time_ns == whole.iteration_time_ns
+    assert folded.ranks == whole.ranks
