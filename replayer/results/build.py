@@ -26,6 +26,7 @@ from tracekit.replayer.results.result import (
     nccl_tests_size,
 )
 from tracekit.replayer.simulation.program import K_COLL, K_TIMED, RankLayout, ReplayProgram
+from tracekit.wire.sharing import columns_key
 
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.replayer.simulation.engine import Schedule
@@ -281,9 +282,13 @@ def _schedules(
     traceset: "TraceSet",
 ) -> tuple[RankSchedule, ...]:
     out = []
+    named: dict[int, tuple[tuple[str, ...], dict[int, tuple[int, ...]]]] = {}  # by columns: once a program
     for lay in program.layouts:
         lo, hi = lay.offset, lay.offset + lay.n
-        names, merged = schedule_names(traceset, lay.rank)
+        key = columns_key(traceset[lay.rank])
+        if key not in named:
+            named[key] = schedule_names(traceset, lay.rank)
+        names, merged = named[key]
         out.append(rank_schedule(lay.rank, lay, sched, xfer_start_of_node, inst[lo:hi], names, merged))
     return tuple(out)
 

@@ -1,0 +1,122 @@
+"""Byte-identical rank files are decoded, checked and compiled once (issue 34: work per distinct program).
+
+The job: 6 data-parallel ranks (a host launch, two kernels, a gradient all-reduce, an optimizer step), written as
+rank files and read back; rank 4 differs from the others by one kernel's duration, so the set holds two distinct
+programs.  A replay that shares work between identical ranks must give the result of one that does not, to the
+nanosecond and node by node (the schedule included).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tracekit.checks.validate import _per_program, validate_traceset
+from tracekit.io import read_traceset, write_traceset
+from tracekit.model import Attr, CollectiveType, ExecutionTrace, Node
+from tracekit.replayer import ReplayOptions, replay
+from tracekit.replayer.simulation import program as program_mod
+from tracekit.replayer.simulation.attr_pass import kept_attributes
+from tracekit.sets.traceset import TraceSet
+from tracekit.wire import sharing
+
+from _engine_kit import coll, comp
+
+RANKS = 6
+ODD = 4
+
+
+def _rank_nodes(kernel_ns: int) -> list[Node]:
+    return [
+        comp(1, 3_000, cpu=True, name="launch"),
+        comp(2, 20_000, [1], name="fwd"),
+        comp(3, kernel_ns, [2], name="bwd"),
+        coll(4, CollectiveType.ALL_REDUCE, 64 << 20, [3]),
+        comp(5, 7_000, [4], stream=1, name="optimizer"),
+    ]
+
+
+def _write(tmp_path, nodes_of) -> str:
+    prefix = str(tmp_path / "job")
+    write_traceset(TraceSet({r: ExecutionTrace(nodes_of(r), rank=r) for r in range(RANKS)}), prefix)
+    return prefix
+
+
+@pytest.fixture()
+def prefix(tmp_path) -> str:
+    return _write(tmp_path, lambda r: _rank_nodes(41_000 if r == ODD else 40_000))
+
+
+def _unshared(monkeypatch) -> None:
+    monkeypatch.setattr(sharing, "share_identical_columns", lambda traces: 0)
+
+
+def _full(result) -> dict:
+    return result.to_dict(include_schedule=True)
+
+
+def test_identical_rank_files_share_one_column_table(prefix):
+    ts = read_traceset(prefix)
+    assert sharing.share_identical_columns(ts) == 2  # the common program and rank 4's
+    cols = [ts[r].columns() for r in range(RANKS)]
+    assert all(c is cols[0] for r, c in enumerate(cols) if r != ODD)
+    assert cols[ODD] is not cols[0]
+    assert cols[ODD].duration_ns[2] == 41_000 and cols[0].duration_ns[2] == 40_000
+
+
+def test_shared_replay_equals_the_unshared_one_node_by_node(prefix, monkeypatch):
+    shared = replay(read_traceset(prefix), "dgx-h100", options=ReplayOptions(fold=False))
+    _unshared(monkeypatch)
+    alone = replay(read_traceset(prefix), "dgx-h100", options=ReplayOptions(fold=False))
+    assert _full(shared) == _full(alone)
+    assert [r.rank for r in shared.ranks] == list(range(RANKS))
+    assert [s.rank for s in shared.schedule] == list(range(RANKS))
+    assert shared.node_count == 5 * RANKS
+
+
+def test_each_distinct_program_is_compiled_once(prefix, monkeypatch):
+    compiled = []
+    real = program_mod.compile_rank
+    monkeypatch.setattr(
+        program_mod, "compile_rank", lambda trace, rank, *a: compiled.append(rank) or real(trace, rank, *a)
+    )
+    replay(read_traceset(prefix), "dgx-h100", options=ReplayOptions(fold=False))
+    assert compiled == [0, ODD]
+
+
+def test_shared_findings_name_each_rank(tmp_path, monkeypatch):
+    # every rank's all-reduce lacks comm_size (a warning): a rank with findings is checked on its own, so each
+    # warning names its own rank and file
+    def no_size(r: int) -> list[Node]:
+        nodes = _rank_nodes(40_000)
+        nodes[3] = nodes[3].without_attr("comm_size")
+        return nodes
+
+    ts = read_traceset(_write(tmp_path, no_size))
+    with kept_attributes(ts):
+        report = validate_traceset(ts)
+    warned = sorted((i.rank, i.path, i.node_id) for i in report.issues if i.check == "comm-attrs")
+    assert warned == [(r, ts[r].path, 4) for r in range(RANKS)]
+    _unshared(monkeypatch)
+    alone = validate_traceset(read_traceset(tmp_path / "job"))
+    assert [str(i) for i in report.issues] == [str(i) for i in alone.issues]
+
+
+def test_clean_shared_findings_carry_each_rank(prefix):
+    ts = read_traceset(prefix)
+    sharing.share_identical_columns(ts)
+    assert not validate_traceset(ts).errors
+    findings = _per_program(ts)
+    assert [(f.rank, f.path) for f in findings] == [(r, ts[r].path) for r in range(RANKS)]
+    assert findings[1].collectives is findings[0].collectives  # checked once, relabelled
+    assert findings[ODD].collectives is not findings[0].collectives
+
+
+def test_same_nodes_other_metadata_are_checked_apart(prefix):
+    ts = read_traceset(prefix)
+    sharing.share_identical_columns(ts)
+    meta = ts[1].metadata
+    other = ts[1].with_metadata(type(meta)(meta.version, (*meta.attrs, Attr("world_size", 99, "int64_val"))))
+    assert other.columns() is ts[1].columns()  # with_metadata keeps the columns
+    ts2 = TraceSet({**dict(ts.items()), 1: other})
+    findings = _per_program(ts2)
+    assert findings[1].declared_world == 99 and findings[0].declared_world is None
