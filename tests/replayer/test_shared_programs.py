@@ -120,3 +120,52 @@ def test_same_nodes_other_metadata_are_checked_apart(prefix):
     ts2 = TraceSet({**dict(ts.items()), 1: other})
     findings = _per_program(ts2)
     assert findings[1].declared_world == 99 and findings[0].declared_world is None
+
+
+def _memory_set(nodes_of) -> TraceSet:
+    return TraceSet({r: ExecutionTrace(nodes_of(r), rank=r) for r in range(RANKS)})
+
+
+def _long(kernel_ns: int) -> list[Node]:
+    """:func:`_rank_nodes` and 20 more optimizer kernels: 25 nodes."""
+    return _rank_nodes(kernel_ns) + [comp(i, 1_000 + i, [i - 1], stream=1) for i in range(6, 26)]
+
+
+def test_ranks_built_in_memory_share_by_value(monkeypatch):
+    common = _long(40_000)
+
+    def nodes_of(r: int) -> list[Node]:  # ranks 0-3: the very same node objects; 5: one node an equal copy
+        if r == ODD:
+            return _long(41_000)
+        return common if r < 4 else [*common[:2], comp(3, 40_000, [2], name="bwd"), *common[3:]]
+
+    ts = _memory_set(nodes_of)
+    assert ts[5].nodes[2] is not common[2] and ts[5].nodes[2] == common[2]
+    assert sharing.share_identical_columns(ts) == 2
+    assert all(ts[r].columns() is ts[0].columns() for r in (1, 2, 3, 5))
+    assert ts[ODD].columns() is not ts[0].columns()
+    shared = replay(ts, "dgx-h100", options=ReplayOptions(fold=False))
+    _unshared(monkeypatch)
+    assert _full(shared) == _full(replay(_memory_set(nodes_of), "dgx-h100", options=ReplayOptions(fold=False)))
+
+
+def test_equal_values_of_other_types_are_not_shared():
+    # 1 == True in Python, but a bool comm_size is a finding where an integer one is not
+    common = _long(40_000)
+
+    def nodes_of(r: int) -> list[Node]:
+        return [*common[:3], common[3].with_attr("comm_size", True if r == 1 else 1, "int64_val"), *common[4:]]
+
+    ts = _memory_set(nodes_of)
+    assert nodes_of(0)[3] == nodes_of(1)[3]
+    assert sharing.share_identical_columns(ts) == 2
+    assert ts[1].columns() is not ts[0].columns() and ts[2].columns() is ts[0].columns()
+    bad = [i for i in validate_traceset(ts).errors if i.check == "comm-attrs"]
+    assert [(i.rank, i.node_id) for i in bad] == [(1, 4)]
+
+
+def test_mostly_distinct_objects_are_not_compared_by_value():
+    # every node an equal copy (built per rank): comparing them all would cost what building the columns costs
+    ts = _memory_set(lambda r: _rank_nodes(40_000))
+    assert sharing.share_identical_columns(ts) == RANKS
+    assert len({id(ts[r].columns()) for r in range(RANKS)}) == RANKS

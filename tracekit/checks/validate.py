@@ -103,14 +103,14 @@ def _per_program(traceset: "TraceSet") -> list[RankFindings]:
     findings relabelled when they hold no issue (a finding names its rank and file: those are checked again)."""
     from dataclasses import replace
 
-    from tracekit.wire.sharing import columns_key
+    from tracekit.wire.sharing import columns_key, same_metadata
 
     out: list[RankFindings] = []
     seen: dict[int, tuple["ExecutionTrace", RankFindings]] = {}
     for trace in traceset:
         key = columns_key(trace)
         hit = seen.get(key)
-        if hit is not None and hit[0].metadata == trace.metadata:
+        if hit is not None and same_metadata(hit[0], trace):
             out.append(replace(hit[1], rank=trace.rank if trace.rank is not None else 0, path=trace.path))
             continue
         found = check_rank(trace)
