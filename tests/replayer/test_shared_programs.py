@@ -169,3 +169,17 @@ def test_mostly_distinct_objects_are_not_compared_by_value():
     ts = _memory_set(lambda r: _rank_nodes(40_000))
     assert sharing.share_identical_columns(ts) == RANKS
     assert len({id(ts[r].columns()) for r in range(RANKS)}) == RANKS
+
+
+def test_files_differing_past_the_sampled_ends_are_told_apart(tmp_path):
+    # 2,000 nodes (about 30 KB of records): the one differing duration is far from both sampled 4 KiB ends
+    def nodes_of(r: int) -> list[Node]:
+        return [comp(i, 3_000 if r == 2 and i == 1_000 else 2_000, [i - 1] if i else []) for i in range(2_000)]
+
+    ts = read_traceset(_write(tmp_path, nodes_of))
+    encoded = [ts[r]._encoded for r in range(RANKS)]
+    assert len(encoded[0].data) > 6 * sharing.SAMPLE_BYTES
+    assert sharing._file_key(encoded[0]) == sharing._file_key(encoded[2])  # the same candidates...
+    assert sharing.share_identical_columns(ts) == 2  # ...told apart by the bytes
+    assert ts[2].columns() is not ts[0].columns() and ts[3].columns() is ts[0].columns()
+    assert int(ts[2].columns().duration_ns[1_000]) == 3_000

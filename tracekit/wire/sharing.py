@@ -7,8 +7,9 @@ others the same :class:`~tracekit.model.graph.NodeColumns` object, so decoding a
 columns (the communication table, kept attributes) is done once per distinct program.  Callers that cache
 per-rank work by columns identity (:func:`columns_key`) then do that work once per distinct program too.
 
-Identity is exact, never a lossy summary.  Traces read from files: a BLAKE2b digest (``hashlib``) of the span of
-the node records groups candidates, then the record boundaries and the metadata are compared exactly.  Traces
+Identity is exact, never a lossy summary.  Traces read from files: the record count, the length of the records'
+span and its first and last :data:`SAMPLE_BYTES` group candidates, then the records' bytes (one ``memcmp``, no
+hash: a hash of every byte cost 4-20x more), their boundaries and the metadata are compared exactly.  Traces
 whose nodes are in memory: the same node count and metadata, then the node sequences compared element by element
 -- the same object (at C speed), or a :class:`~tracekit.model.Node` whose every field has the same type and value
 (so ``1`` and ``True``, equal in Python, are not taken for one another); more than one node in
@@ -17,9 +18,8 @@ whose nodes are in memory: the same node count and metadata, then the node seque
 
 from __future__ import annotations
 
-import hashlib
 import operator
-from itertools import compress
+from itertools import compress, islice
 from typing import TYPE_CHECKING, Any, Iterable
 
 import numpy as np
@@ -30,8 +30,11 @@ if TYPE_CHECKING:  # pragma: no cover
     from tracekit.model import ExecutionTrace
 
 
-#: nodes compared by value at most one in this many (others must be the very objects of the representative)
+#: nodes compared by value at most one in this many (others must be the very objects of the representative); also
+#: how many representatives of one candidate group a trace is compared with
 MAX_UNSHARED_FRACTION = 8
+#: bytes at each end of a file's records that pick its candidates
+SAMPLE_BYTES = 4096
 
 
 def _records(trace: "ExecutionTrace") -> Any:
@@ -40,22 +43,36 @@ def _records(trace: "ExecutionTrace") -> Any:
     return encoded if getattr(trace, "_nodes", True) is None else None
 
 
-def _digest(encoded: Any) -> tuple[bytes, int]:
-    """``(BLAKE2b-128 of the bytes from the first record to the last, record count)``."""
-    n = len(encoded.starts)
-    lo, hi = (int(encoded.starts[0]), int(encoded.ends[-1])) if n else (0, 0)
-    return hashlib.blake2b(memoryview(encoded.data)[lo:hi], digest_size=16).digest(), n
+def _span(encoded: Any) -> tuple[int, int]:
+    """``[lo, hi)``: the bytes from the first node record to the end of the last."""
+    return (int(encoded.starts[0]), int(encoded.ends[-1])) if len(encoded.starts) else (0, 0)
+
+
+def _file_key(encoded: Any) -> tuple[Any, ...] | None:
+    """Record count, span length and the span's first and last :data:`SAMPLE_BYTES` (candidates, not proof);
+    None for records not held as ``bytes`` (a rewrite's buffer: never shared)."""
+    data = encoded.data
+    if not isinstance(data, bytes):
+        return None
+    lo, hi = _span(encoded)
+    return (
+        "file",
+        len(encoded.starts),
+        hi - lo,
+        data[lo : min(hi, lo + SAMPLE_BYTES)],
+        data[max(lo, hi - SAMPLE_BYTES) : hi],
+    )
 
 
 def _same(a: "ExecutionTrace", b: "ExecutionTrace") -> bool:
-    """Exact: the same metadata and record boundaries relative to the first record (the bytes' digest agreed)."""
+    """Exact: the same record bytes, record boundaries (relative to the first record) and metadata."""
     ea, eb = _records(a), _records(b)
-    if not same_metadata(a, b):
+    (la, ha), (lb, hb) = _span(ea), _span(eb)
+    if ha - la != hb - lb or not same_metadata(a, b):
         return False
-    if not len(ea.starts):
-        return True
-    sa, sb = int(ea.starts[0]), int(eb.starts[0])
-    return bool(np.array_equal(ea.starts - sa, eb.starts - sb) and np.array_equal(ea.ends - sa, eb.ends - sb))
+    if not ea.data.startswith(memoryview(eb.data)[lb:hb], la):  # a memcmp: no copy, no hash
+        return False
+    return bool(np.array_equal(ea.starts - la, eb.starts - lb) and np.array_equal(ea.ends - la, eb.ends - lb))
 
 
 def _strictly_equal(a: Any, b: Any) -> bool:
@@ -82,8 +99,9 @@ def _same_nodes(a: "ExecutionTrace", b: "ExecutionTrace") -> bool:
     na, nb = getattr(a, "_nodes", None), getattr(b, "_nodes", None)
     if na is None or nb is None or len(na) != len(nb) or not same_metadata(a, b):
         return False
-    other = list(compress(range(len(na)), map(operator.is_not, na, nb)))
-    if len(other) * MAX_UNSHARED_FRACTION > len(na):
+    limit = len(na) // MAX_UNSHARED_FRACTION
+    other = list(islice(compress(range(len(na)), map(operator.is_not, na, nb)), limit + 1))
+    if len(other) > limit:  # stops at the first node past the limit
         return False
     return all(_strictly_equal(na[i], nb[i]) for i in other)
 
@@ -92,7 +110,7 @@ def _key(trace: "ExecutionTrace") -> tuple[Any, ...] | None:
     """The group of candidates a trace's representative is looked for in (None: never shared)."""
     encoded = _records(trace)
     if encoded is not None:
-        return ("file", *_digest(encoded))
+        return _file_key(encoded)
     nodes = getattr(trace, "_nodes", None)
     return ("memory", len(nodes)) if nodes else None
 
