@@ -364,7 +364,8 @@ def compile_program(
 
 
 def _cat(parts: list[npt.NDArray[Any]], dtype: Any) -> npt.NDArray[Any]:
-    return np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype=dtype)
+    # one array: concatenating into the dtype (astype's unsafe cast) spares a copy of every node's value
+    return np.concatenate(parts, dtype=dtype, casting="unsafe") if parts else np.zeros(0, dtype=dtype)
 
 
 def _packed(values: npt.NDArray[Any], typecode: str) -> array[Any]:
