@@ -13,10 +13,13 @@ as ``tracekit replay --no-fold`` runs them.
    programs, each decoded, checked and compiled once); (b) ``bars_memory``: built in memory (untimed), replayed
    (timed; the ranks of a node hold the same Node objects but their process_group:init and collectives, equal by
    value: columns built, checked and compiled once per node of 8).  CPU and wall seconds of the timed part.
-   Target: >= 1,000,000 nodes/s (issue 34, for (a) at least).  Measured (medians of 3, load 6-8, on the shared
-   2-core box, 2026-12-01): (a) 0.49 CPU s = 2.04 M nodes/s, 0.78 s wall = 1.29 M nodes/s, 218 MB peak RSS (0.93
-   CPU s, 2.35 s wall, 326 MB before identical ranks shared their work); (b) 0.72 CPU s = 1.40 M nodes/s, 1.12 s
-   wall, 208 MB (1.54 CPU s, 3.86 s wall, 387 MB before); iteration time 395,558,619 ns.
+   (c) ``bars_cli``: ``tracekit -q replay PREFIX --no-fold --hw dgx-h100`` on (a)'s files in a fresh process,
+   CPU s = user + sys of the child (Python start, imports, read, replay, printed summary).
+   Target: >= 1,000,000 nodes/s (issue 34, for (a) at least).  Measured (medians of 3, on the shared 2-core box
+   at load 8-9, 2026-12-01): (a) 0.55 CPU s = 1.83 M nodes/s, 0.82 s wall = 1.22 M nodes/s, 213 MB peak RSS
+   (before identical ranks shared their work: 0.93 CPU s, 2.35 s wall, 326 MB); (b) 0.77 CPU s = 1.31 M nodes/s,
+   0.96 s wall, 203 MB (before: 1.54 CPU s, 3.86 s wall, 387 MB); (c) 1.06 CPU s = 0.95 M nodes/s, 1.46 s wall,
+   216 MB (before: 1.3-1.5 CPU s; about 0.45 s of it is Python start and imports); iteration time 395,558,619 ns.
 2. ``llm64``: ``tracekit generate llm --model gpt3-1.3b --tp 2 --pp 4 --dp 8 --global-batch 672`` (84 micro-batches,
    1,004,288 nodes in 64 rank files), read and replayed from the files end to end; B/node = the replay's
    tracemalloc peak of a second (warm: columns decoded) replay over the node count.
@@ -220,13 +223,42 @@ def growth(tmp: Path) -> dict:
     return out
 
 
+def _cli_run(args: list[str]) -> dict:
+    """One ``tracekit`` command in a fresh process: its CPU s (user + sys), wall s and peak RSS."""
+    import resource
+    import time
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    subprocess.run([str(Path(sys.executable).with_name("tracekit")), *args], check=True, capture_output=True)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {"cpu_s": cpu, "wall_s": wall, "peak_rss_mb": after.ru_maxrss / 1024}
+
+
+def bars_cli(prefix: str, nodes: int) -> dict:
+    """``tracekit -q replay PREFIX --no-fold --hw dgx-h100``, cold: median of ``RUNS`` by CPU s (Python start,
+    imports, reading, replay and the printed summary all counted)."""
+    runs = sorted((_cli_run(["-q", "replay", prefix, "--no-fold", "--hw", "dgx-h100"]) for _ in range(RUNS)),
+                  key=lambda r: r["cpu_s"])  # fmt: skip
+    mid = dict(runs[len(runs) // 2])
+    mid["cpu_s_min"], mid["cpu_s_max"] = runs[0]["cpu_s"], runs[-1]["cpu_s"]
+    mid["nodes_per_s"], mid["nodes_per_wall_s"] = nodes / mid["cpu_s"], nodes / mid["wall_s"]
+    mid["peak_rss_mb_max"] = mid["peak_rss_mb"]  # RUSAGE_CHILDREN keeps the largest child's
+    return mid
+
+
 def bars(tmp: Path) -> dict:
     """Figure 1: (a) from rank files, (b) in memory; medians of ``RUNS`` cold runs (by CPU s) with the wall spread."""
     out: dict = {}
     prefix = str(tmp / "bars" / "job")
     _child("write_bars", 64, 15_625, prefix)
-    for key, args in (("bars_files", (prefix,)), ("bars_memory", ())):
-        fig = out[key] = _median_of("run_bars", 64, 15_625, *args)
+    for key, args in (("bars_files", (prefix,)), ("bars_memory", ()), ("bars_cli", None)):
+        if args is None:
+            fig = out[key] = bars_cli(prefix, out["bars_files"]["nodes"])
+        else:
+            fig = out[key] = _median_of("run_bars", 64, 15_625, *args)
         print(
             f"{key} 64 x 15,625: {fig['cpu_s']:.2f} CPU s = {fig['nodes_per_s']:,.0f} nodes/s "
             f"(CPU s {fig['cpu_s_min']:.2f}-{fig['cpu_s_max']:.2f}), {fig['wall_s']:.2f} s wall = "
