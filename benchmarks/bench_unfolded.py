@@ -16,10 +16,11 @@ as ``tracekit replay --no-fold`` runs them.
    (c) ``bars_cli``: ``tracekit -q replay PREFIX --no-fold --hw dgx-h100`` on (a)'s files in a fresh process,
    CPU s = user + sys of the child (Python start, imports, read, replay, printed summary).
    Target: >= 1,000,000 nodes/s (issue 34, for (a) at least).  Measured (medians of 3, on the shared 2-core box
-   at load 8-9, 2026-12-01): (a) 0.55 CPU s = 1.83 M nodes/s, 0.82 s wall = 1.22 M nodes/s, 213 MB peak RSS
-   (before identical ranks shared their work: 0.93 CPU s, 2.35 s wall, 326 MB); (b) 0.77 CPU s = 1.31 M nodes/s,
-   0.96 s wall, 203 MB (before: 1.54 CPU s, 3.86 s wall, 387 MB); (c) 1.06 CPU s = 0.95 M nodes/s, 1.46 s wall,
-   216 MB (before: 1.3-1.5 CPU s; about 0.45 s of it is Python start and imports); iteration time 395,558,619 ns.
+   at load 4-7, 2026-12-01): (a) 0.51 CPU s = 1.96 M nodes/s, 0.64 s wall = 1.55 M nodes/s, 211 MB peak RSS
+   (before identical ranks shared their work: 0.93 CPU s, 2.35 s wall, 326 MB); (b) 0.60 CPU s = 1.66 M nodes/s,
+   0.87 s wall = 1.15 M nodes/s, 201 MB (before: 1.54 CPU s, 3.86 s wall, 387 MB); (c) 0.89 CPU s = 1.12 M nodes/s,
+   1.55 s wall, 214 MB (before: 1.3-1.5 CPU s; about 0.4 s of it is Python start and imports); iteration time
+   395,558,619 ns before and after.
 2. ``llm64``: ``tracekit generate llm --model gpt3-1.3b --tp 2 --pp 4 --dp 8 --global-batch 672`` (84 micro-batches,
    1,004,288 nodes in 64 rank files), read and replayed from the files end to end; B/node = the replay's
    tracemalloc peak of a second (warm: columns decoded) replay over the node count.
