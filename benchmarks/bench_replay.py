@@ -120,17 +120,22 @@ def rank_nodes(n_nodes: int, world: int, seed: int = 0) -> tuple[list[Node], dic
 
 
 def make_traceset(n_ranks: int, n_nodes: int) -> TraceSet:
-    nodes, groups = rank_nodes(n_nodes, n_ranks)
-    node_groups = {}
-    for base in range(0, n_ranks, 8):
-        node_groups[f"node{base // 8}"] = tuple(range(base, min(base + 8, n_ranks)))
-    # each rank's group "1" is its own block of 8: rename per rank through explicit process groups
+    """``n_ranks`` ranks of :func:`rank_nodes`; each rank's all-gathers on its node's group ``node<k>``.
+
+    Each rank's ``process_group:init`` node declares the groups that rank uses (all ranks, its node of 8), so
+    the set's groups are the union of the traces' declarations and survive writing to rank files (the set once
+    declared the node groups only in memory, over a stale ``"1"`` = ranks 0-7 on every rank: read back from
+    files, ranks 8 and up named a group no file declared).
+    """
+    nodes, _ = rank_nodes(n_nodes, n_ranks)
     traces = {}
     for r in range(n_ranks):
-        block = f"node{r // 8}"
-        rank_list = [n if n.pg_name != "1" else _regroup(n, block) for n in nodes]
+        base = r - r % 8
+        block = f"node{base // 8}"
+        init = pg_init_node(0, {"0": (), block: tuple(range(base, min(base + 8, n_ranks)))}, world_size=n_ranks)
+        rank_list = [init] + [n if n.pg_name != "1" else _regroup(n, block) for n in nodes[1:]]
         traces[r] = ExecutionTrace(rank_list, rank=r)
-    return TraceSet(traces, process_groups={"0": tuple(range(n_ranks)), **node_groups})
+    return TraceSet(traces)
 
 
 def _regroup(node: Node, pg: str) -> Node:

@@ -6,9 +6,21 @@ child's peak resident memory.  Replays are unfolded (``ReplayOptions(fold=False)
 as ``tracekit replay --no-fold`` runs them.
 
 1. ``bars``: bench_replay.py's data-parallel workload (long chains of kernels -- the "bars" of a timeline -- with a
-   gradient all-reduce every 500 backward kernels and a node-local all-gather; every rank the same program),
-   64 ranks x 15,625 nodes = 1,000,000 nodes, built in memory, replayed end to end (checks, compile, simulate,
-   result).  Target: >= 1,000,000 nodes/s.
+   gradient all-reduce every 500 backward kernels and a node-local all-gather; every rank the same program but
+   for its node group), 64 ranks x 15,625 nodes = 1,000,000 nodes, replayed end to end (checks, compile,
+   simulate, result) two ways: (a) ``bars_files``: written once as rank files (``tracekit.io.write_traceset``,
+   untimed), then read and replayed (timed, as ``tracekit replay PREFIX --no-fold`` runs them; 8 distinct
+   programs, each decoded, checked and compiled once); (b) ``bars_memory``: built in memory (untimed), replayed
+   (timed; the ranks of a node hold the same Node objects but their process_group:init and collectives, equal by
+   value: columns built, checked and compiled once per node of 8).  CPU and wall seconds of the timed part.
+   (c) ``bars_cli``: ``tracekit -q replay PREFIX --no-fold --hw dgx-h100`` on (a)'s files in a fresh process,
+   CPU s = user + sys of the child (Python start, imports, read, replay, printed summary).
+   Target: >= 1,000,000 nodes/s (issue 34, for (a) at least).  Measured (medians of 3, on the shared 2-core box
+   at load 4-7, 2026-12-01): (a) 0.51 CPU s = 1.96 M nodes/s, 0.64 s wall = 1.55 M nodes/s, 211 MB peak RSS
+   (before identical ranks shared their work: 0.93 CPU s, 2.35 s wall, 326 MB); (b) 0.60 CPU s = 1.66 M nodes/s,
+   0.87 s wall = 1.15 M nodes/s, 201 MB (before: 1.54 CPU s, 3.86 s wall, 387 MB); (c) 0.89 CPU s = 1.12 M nodes/s,
+   1.55 s wall, 214 MB (before: 1.3-1.5 CPU s; about 0.4 s of it is Python start and imports); iteration time
+   395,558,619 ns before and after.
 2. ``llm64``: ``tracekit generate llm --model gpt3-1.3b --tp 2 --pp 4 --dp 8 --global-batch 672`` (84 micro-batches,
    1,004,288 nodes in 64 rank files), read and replayed from the files end to end; B/node = the replay's
    tracemalloc peak of a second (warm: columns decoded) replay over the node count.
@@ -21,7 +33,8 @@ as ``tracekit replay --no-fold`` runs them.
    them (tests/astra_reference.py, model of build 518bd51, every rank's time equal to the recorded cycles) against
    the binary's recorded ``wall_s`` (the reference records wall time only; no binary is run here).
 
-Environment: ``BENCH_RUNS``; ``BENCH_UNFOLDED_DP`` (comma list, default ``32,64,128,256,512``).
+Environment: ``BENCH_RUNS``; ``BENCH_UNFOLDED_DP`` (comma list, default ``32,64,128,256,512``);
+``BENCH_UNFOLDED_ONLY=bars`` runs figure 1 alone.
 """
 
 from __future__ import annotations
@@ -80,14 +93,41 @@ def _replay(ts: object, spec: object = "dgx-h100", **kw: object) -> tuple[float,
     return time.process_time() - t0, result
 
 
-def run_bars(ranks: int, nodes: int) -> dict:
-    """Child: bench_replay's workload built in memory, then one cold end-to-end replay."""
+def _wall_cpu() -> tuple[float, float]:
+    import time
+
+    return time.perf_counter(), time.process_time()
+
+
+def run_bars(ranks: int, nodes: int, prefix: str = "") -> dict:
+    """Child: bench_replay's workload, one cold end-to-end replay: from rank files under ``prefix`` (read
+    timed) or, without one, built in memory (untimed)."""
     import bench_replay
 
-    ts = bench_replay.make_traceset(ranks, nodes)
-    cpu, result = _replay(ts)
-    n = result.node_count
-    return {"nodes": n, "cpu_s": cpu, "nodes_per_s": n / cpu, "iteration_time_ns": result.iteration_time_ns}
+    from tracekit.io import read_traceset
+    from tracekit.replayer import ReplayOptions, replay
+
+    ts = None if prefix else bench_replay.make_traceset(ranks, nodes)
+    wall0, cpu0 = _wall_cpu()
+    if prefix:
+        ts = read_traceset(prefix)
+    result = replay(ts, "dgx-h100", options=ReplayOptions(fold=False))
+    wall1, cpu1 = _wall_cpu()
+    n, cpu = result.node_count, cpu1 - cpu0
+    out = {"nodes": n, "cpu_s": cpu, "wall_s": wall1 - wall0, "nodes_per_s": n / cpu}
+    out["nodes_per_wall_s"] = n / out["wall_s"]
+    out["iteration_time_ns"] = result.iteration_time_ns
+    return out
+
+
+def write_bars(ranks: int, nodes: int, prefix: str) -> dict:
+    """Child: write bench_replay's workload as rank files (as ``tracekit.io.write_traceset`` writes any set)."""
+    import bench_replay
+
+    from tracekit.io import write_traceset
+
+    write_traceset(bench_replay.make_traceset(ranks, nodes), prefix)
+    return {"cpu_s": 0.0}
 
 
 def run_files(prefix: str, memory: bool) -> dict:
@@ -184,12 +224,58 @@ def growth(tmp: Path) -> dict:
     return out
 
 
+def _cli_run(args: list[str]) -> dict:
+    """One ``tracekit`` command in a fresh process: its CPU s (user + sys), wall s and peak RSS."""
+    import resource
+    import time
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    subprocess.run([str(Path(sys.executable).with_name("tracekit")), *args], check=True, capture_output=True)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {"cpu_s": cpu, "wall_s": wall, "peak_rss_mb": after.ru_maxrss / 1024}
+
+
+def bars_cli(prefix: str, nodes: int) -> dict:
+    """``tracekit -q replay PREFIX --no-fold --hw dgx-h100``, cold: median of ``RUNS`` by CPU s (Python start,
+    imports, reading, replay and the printed summary all counted)."""
+    runs = sorted((_cli_run(["-q", "replay", prefix, "--no-fold", "--hw", "dgx-h100"]) for _ in range(RUNS)),
+                  key=lambda r: r["cpu_s"])  # fmt: skip
+    mid = dict(runs[len(runs) // 2])
+    mid["cpu_s_min"], mid["cpu_s_max"] = runs[0]["cpu_s"], runs[-1]["cpu_s"]
+    mid["nodes_per_s"], mid["nodes_per_wall_s"] = nodes / mid["cpu_s"], nodes / mid["wall_s"]
+    mid["peak_rss_mb_max"] = mid["peak_rss_mb"]  # RUSAGE_CHILDREN keeps the largest child's
+    return mid
+
+
+def bars(tmp: Path) -> dict:
+    """Figure 1: (a) from rank files, (b) in memory; medians of ``RUNS`` cold runs (by CPU s) with the wall spread."""
+    out: dict = {}
+    prefix = str(tmp / "bars" / "job")
+    _child("write_bars", 64, 15_625, prefix)
+    for key, args in (("bars_files", (prefix,)), ("bars_memory", ()), ("bars_cli", None)):
+        if args is None:
+            fig = out[key] = bars_cli(prefix, out["bars_files"]["nodes"])
+        else:
+            fig = out[key] = _median_of("run_bars", 64, 15_625, *args)
+        print(
+            f"{key} 64 x 15,625: {fig['cpu_s']:.2f} CPU s = {fig['nodes_per_s']:,.0f} nodes/s "
+            f"(CPU s {fig['cpu_s_min']:.2f}-{fig['cpu_s_max']:.2f}), {fig['wall_s']:.2f} s wall = "
+            f"{fig['nodes_per_wall_s']:,.0f} nodes/s, peak RSS {fig['peak_rss_mb_max']:.0f} MB",
+            file=sys.stderr,
+        )
+    return out
+
+
 def main() -> dict:
     out: dict = {}
-    bars = out["bars_1m_64"] = _median_of("run_bars", 64, 15_625)
-    print(f"bars 64 x 15,625: {bars['cpu_s']:.2f} CPU s = {bars['nodes_per_s']:,.0f} nodes/s", file=sys.stderr)
     with tempfile.TemporaryDirectory(prefix="tracekit-unfolded-") as d:
         tmp = Path(d)
+        out.update(bars(tmp))
+        if os.environ.get("BENCH_UNFOLDED_ONLY") == "bars":
+            return out
         _generate(["--tp", "2", "--pp", "4", "--dp", "8", "--global-batch", "672"], tmp / "llm64" / "job")
         llm = out["llm64_files"] = _median_of("run_files", str(tmp / "llm64" / "job"), False)
         mem = _child("run_files", str(tmp / "llm64" / "job"), True)

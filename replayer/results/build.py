@@ -26,6 +26,7 @@ from tracekit.replayer.results.result import (
     nccl_tests_size,
 )
 from tracekit.replayer.simulation.program import K_COLL, K_TIMED, RankLayout, ReplayProgram
+from tracekit.wire.sharing import columns_key
 
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.replayer.simulation.engine import Schedule
@@ -209,7 +210,7 @@ def _critical_path(program: ReplayProgram, sched: "Schedule", traceset: "TraceSe
     pos = nodes - offsets[which]
     ids = np.zeros(len(raw), dtype=np.uint64)
     names: dict[int, list[str]] = {}
-    for li in np.unique(which).tolist():
+    for li in np.flatnonzero(np.bincount(which, minlength=len(offsets))).tolist():  # np.unique imports numpy.ma
         lay = program.layouts[li]
         sel = which == li
         ids[sel] = lay.ids[pos[sel]]
@@ -281,9 +282,13 @@ def _schedules(
     traceset: "TraceSet",
 ) -> tuple[RankSchedule, ...]:
     out = []
+    named: dict[int, tuple[tuple[str, ...], dict[int, tuple[int, ...]]]] = {}  # by columns: once a program
     for lay in program.layouts:
         lo, hi = lay.offset, lay.offset + lay.n
-        names, merged = schedule_names(traceset, lay.rank)
+        key = columns_key(traceset[lay.rank])
+        if key not in named:
+            named[key] = schedule_names(traceset, lay.rank)
+        names, merged = named[key]
         out.append(rank_schedule(lay.rank, lay, sched, xfer_start_of_node, inst[lo:hi], names, merged))
     return tuple(out)
 
@@ -324,14 +329,12 @@ def _build(program: ReplayProgram, sched: "Schedule", traceset: "TraceSet") -> R
 
 
 def provenance(program: ReplayProgram, trace_paths: tuple[str | None, ...], world_size: int) -> Provenance:
-    """What was replayed and how: the program's spec, models and options, the traces' paths, tracekit's version."""
-    from importlib.metadata import PackageNotFoundError, version
+    """What was replayed and how: the program's spec, models and options, the traces' paths, tracekit's version
+    (``tracekit.__version__``, the installed distribution's version: importing ``importlib.metadata`` to ask it
+    cost 35-40 ms of a cold ``tracekit replay``)."""
+    from tracekit import __version__ as tk_version
 
     spec = program.spec
-    try:
-        tk_version = version("tracekit")
-    except PackageNotFoundError:  # pragma: no cover - running from a source tree
-        tk_version = "unknown"
     return Provenance(
         trace_paths=trace_paths,
         spec_name=spec.name,

@@ -4,7 +4,9 @@ The up-front checks (:mod:`.checks`, :mod:`tracekit.checks.validate`), the progr
 (:mod:`.rank_compile`) and the matching (:mod:`.matching`) each read a rank's communication attributes and its
 communication table (:func:`tracekit.sets.rendezvous.comm_table`).  Read from a file, every ask of an attribute was
 a compiled pass over all of the rank's records (21 passes a rank on a generated LLM job, 83 % of the checks'
-time); inside :func:`kept_attributes` they are found in one pass and the table is built once.
+time); inside :func:`kept_attributes` they are found in one pass and the table is built once.  Rank files with
+byte-identical records share one column table there (:func:`tracekit.wire.sharing.share_identical_columns`), so
+that search, the table and the per-rank work cached by columns (checks, compile) run once per distinct program.
 """
 
 from __future__ import annotations
@@ -44,11 +46,18 @@ def kept_attributes(traceset: "TraceSet", compute_mode: str = "measured") -> Ite
     Raises:
         TraceFormatError: a rank's records or attributes cannot be decoded (as the first ask would).
     """
+    from tracekit.wire.sharing import share_identical_columns
+
     kept = []
+    searched: set[int] = set()
     names = REPLAY_ATTRS if compute_mode == "measured" else REPLAY_ATTRS + ROOFLINE_ATTRS
     try:
+        share_identical_columns(traceset)  # byte-identical rank files: one column table (and one search) for all
         for trace in traceset:
             cols = trace.columns()
+            if id(cols) in searched:  # shared by byte-identical ranks: searched already
+                continue
+            searched.add(id(cols))
             kept.append(cols)
             cols.keep_attrs(names)
         yield

@@ -37,8 +37,8 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 import numpy.typing as npt
 
-from tracekit.errors import ReplayError, TracekitError, ValidationError
-from tracekit.model import CollectiveType, NodeType
+from tracekit.errors import ReplayError, TracekitError
+from tracekit.model import CollectiveType
 
 from tracekit.replayer.simulation.collectives import CommCost, UnsupportedCollectiveError
 from tracekit.replayer.simulation.collective_models import make_collective_model
@@ -67,6 +67,8 @@ from tracekit.replayer.simulation.rank_compile import (  # noqa: F401 - node kin
     resources,
     shared_items,
 )
+from tracekit.replayer.simulation.rank_arrays import RankArrays, compile_rank
+from tracekit.wire.sharing import columns_key
 
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.model import ExecutionTrace
@@ -362,7 +364,8 @@ def compile_program(
 
 
 def _cat(parts: list[npt.NDArray[Any]], dtype: Any) -> npt.NDArray[Any]:
-    return np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype=dtype)
+    # one array: concatenating into the dtype (astype's unsafe cast) spares a copy of every node's value
+    return np.concatenate(parts, dtype=dtype, casting="unsafe") if parts else np.zeros(0, dtype=dtype)
 
 
 def _packed(values: npt.NDArray[Any], typecode: str) -> array[Any]:
@@ -398,44 +401,36 @@ class _RankParts:
         self.rank_counts: dict[int, dict[str, int]] = {}
         self.offset = 0
         self.edges = 0
+        self.compiled: dict[int, RankArrays] = {}  # by columns identity (tracekit.wire.sharing.columns_key)
 
     def add(self, trace: "ExecutionTrace", rank: int, streams: str, model_name: str, compute: ComputeModel) -> None:
-        """Compile one rank (kinds, resources, durations, graph) at the current offset."""
-        cols = trace.columns()
-        graph = trace.graph()
-        if len(graph.duplicate_ids):
-            raise ValidationError(
-                f"duplicate node id {int(graph.duplicate_ids[0])}",
-                path=trace.path,
-                rank=rank,
-                node_id=int(graph.duplicate_ids[0]),
-            )
-        graph.topological_order()  # raises ValidationError naming a cycle
-        kind, cls, sub = classify(cols, streams, astra=model_name == "astra")
-        res, names = resources(cls, sub)
-        self.rank_counts[rank] = {}
-        dur = compute_durations(cols, kind, compute, trace, self.rank_counts[rank])
-        if model_name == "astra":  # a broadcast-like collective of no runtime: 1 ns (Workload::issue_comm)
-            dur[(kind == K_TIMED) & (cols.types == NodeType.COMM_COLL_NODE) & (dur == 0)] = 1
-        for name, c in self.rank_counts[rank].items():
+        """Compile one rank (kinds, resources, durations, graph) at the current offset; a rank sharing its
+        columns with one compiled already (byte-identical rank files) reuses that rank's arrays."""
+        key = columns_key(trace)
+        arrays = self.compiled.get(key)
+        if arrays is None:
+            arrays = self.compiled[key] = compile_rank(trace, rank, streams, model_name, compute)
+        self.rank_counts[rank] = dict(arrays.counts)
+        for name, c in arrays.counts.items():
             self.counts[name] = self.counts.get(name, 0) + c
         offset = self.offset
+        cols = trace.columns()
         lay = self.layouts[rank] = RankLayout(
-            rank, trace.path, offset, cols.ids, kind, res, names, len(self.resource_rank)
-        )
-        self.resource_rank.extend([rank] * len(names))
-        self.kinds.append(kind)
-        self.durs.append(dur)
-        self.ress.append(np.where(res >= 0, res + lay.resource_offset, -1))
-        self.preds.append(np.diff(graph.pred_ptr))
-        self.succ_ptrs.append(graph.succ_ptr[:-1] + self.edges)
-        self.succs.append(graph.succ_pos + offset)
-        self.edges += len(graph.succ_pos)
-        chain = chain_next(kind, res, graph)
-        self.chains.append(np.where(chain >= 0, chain - np.arange(len(kind)), 0))
+            rank, trace.path, offset, cols.ids, arrays.kind, arrays.resource, arrays.resource_names,
+            len(self.resource_rank),
+        )  # fmt: skip
+        self.resource_rank.extend([rank] * len(arrays.resource_names))
+        self.kinds.append(arrays.kind)
+        self.durs.append(arrays.duration_ns)
+        self.ress.append(np.where(arrays.resource >= 0, arrays.resource + lay.resource_offset, -1))
+        self.preds.append(arrays.pred_count)
+        self.succ_ptrs.append(arrays.succ_ptr + self.edges)
+        self.succs.append(arrays.succ_pos + offset)
+        self.edges += len(arrays.succ_pos)
+        self.chains.append(arrays.chain)
         self.measured.append(cols.duration_ns)
         self.starts.append(cols.start_time_ns)
-        self.offset += len(kind)
+        self.offset += len(arrays.kind)
 
     def program(
         self,

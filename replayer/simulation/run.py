@@ -87,7 +87,6 @@ def replay_with_traces(
     """
     from tracekit.sets.classset import ClassSet, find_class_set
     from tracekit.sets.comm_groups import with_comm_groups
-    from tracekit.io import read_traceset
     from tracekit.replayer.simulation.hardware import HardwareSpec
     from tracekit.replayer.simulation.specs import load_spec
     from tracekit.sets.traceset import TraceSet
@@ -106,7 +105,7 @@ def replay_with_traces(
         load_all: Callable[[], TraceSet] = classes.to_traceset
     else:
         load_all = lambda: with_comm_groups(  # noqa: E731
-            read_traceset(source), dict(options.comm_groups), options.comm_groups_path
+            _read_shared(source), dict(options.comm_groups), options.comm_groups_path
         )
     from tracekit.replayer.simulation.memory_bound import check_unfolded
 
@@ -134,6 +133,17 @@ def replay_with_traces(
     result = replay_traceset(ts, spec, replace(options, fold=False), say=say, perturb=perturb)
     _report_fallback(reason)
     return replace(result, folding=FoldInfo(len(ts), len(ts), reason)), ts
+
+
+def _read_shared(source: Any) -> "TraceSet":
+    """The rank files of ``source`` read, identical ones sharing one column table from the start (before the
+    comm-group file's merge reads every rank's declared groups), see :mod:`tracekit.wire.sharing`."""
+    from tracekit.io import read_traceset
+    from tracekit.wire.sharing import share_identical_columns
+
+    ts = read_traceset(source)
+    share_identical_columns(ts)
+    return ts
 
 
 def _silent(stage: str, done: int = 0, total: int | None = None) -> None:

@@ -48,6 +48,7 @@ from tracekit.checks.report import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover
+    from tracekit.model import ExecutionTrace
     from tracekit.sets.traceset import TraceSet
 
 __all__ = [
@@ -88,12 +89,35 @@ def validate_traceset(traceset: "TraceSet") -> ValidationReport:
     Raises:
         TraceFormatError: a trace's records cannot be decoded.
     """
-    findings = [check_rank(trace) for trace in traceset]
+    findings = _per_program(traceset)
     try:
         groups = traceset.process_groups
     except ValidationError as exc:
         return _report(findings, error=Issue("process-groups", ERROR, exc.message, exc.path, exc.rank))
     return cross_rank_checks(findings, groups, traceset.world_size)
+
+
+def _per_program(traceset: "TraceSet") -> list[RankFindings]:
+    """:func:`check_rank` of every rank, once per distinct program: a rank sharing its columns object and metadata
+    with a rank checked already (:func:`tracekit.wire.sharing.share_identical_columns`, ``with_label``) takes its
+    findings relabelled when they hold no issue (a finding names its rank and file: those are checked again)."""
+    from dataclasses import replace
+
+    from tracekit.wire.sharing import columns_key, same_metadata
+
+    out: list[RankFindings] = []
+    seen: dict[int, tuple["ExecutionTrace", RankFindings]] = {}
+    for trace in traceset:
+        key = columns_key(trace)
+        hit = seen.get(key)
+        if hit is not None and same_metadata(hit[0], trace):
+            out.append(replace(hit[1], rank=trace.rank if trace.rank is not None else 0, path=trace.path))
+            continue
+        found = check_rank(trace)
+        if not found.issues:
+            seen[key] = (trace, found)
+        out.append(found)
+    return out
 
 
 def validate_files(
