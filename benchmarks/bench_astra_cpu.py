@@ -65,22 +65,22 @@ BIN = os.environ.get("ASTRA_SIM_BIN")
 #: JSON list ``[c0, c1, ...]`` as ``json.dumps`` writes it)
 RECORDED = {
     "8l-dp8": {
-        "cpu_s": [0.398],
+        "cpu_s": [0.398, 0.471, 0.483],
         "max_cycles": 49_808_812,
         "cycles_sha256": "7a965d776c8a8bbb62c53a1f741bb053baa4413fa116dcd081b21b724af3731b",
     },
     "8l-dp16": {
-        "cpu_s": [0.951],
+        "cpu_s": [0.951, 1.605, 1.321],
         "max_cycles": 51_213_196,
         "cycles_sha256": "99761f4b055626e98978cb2de408e056d404afba37503a0d3d317fabce2f475f",
     },
     "8l-dp64": {
-        "cpu_s": [10.506],
+        "cpu_s": [10.506, 10.783, 10.265],
         "max_cycles": 54_889_548,
         "cycles_sha256": "5db7aab7c86e04393cb6bc1649b37ef348db08d02e4b6ec0d43cf866b2992a44",
     },
     "24l-dp64": {
-        "cpu_s": [67.488],
+        "cpu_s": [67.488, 72.925, 68.944],
         "max_cycles": 188_035_352,
         "cycles_sha256": "e538774fe9aa726ae435b79b0a30a4124c7bf4a3dfb73096d8418f0e6db61cb0",
     },
@@ -222,7 +222,12 @@ def astra_figures(job: str, folder: Path) -> dict:
     """ASTRA-sim's CPU s (median) and per-rank cycles digest: measured with ``$ASTRA_SIM_BIN``, else recorded."""
     if not BIN:
         rec = RECORDED[job]
-        return {"source": "recorded 2026-12-01, build 518bd51", "cpu_s": statistics.median(rec["cpu_s"]), **rec}
+        return {
+            "source": "recorded 2026-12-01, build 518bd51",
+            **rec,
+            "cpu_s_runs": rec["cpu_s"],
+            "cpu_s": statistics.median(rec["cpu_s"]),
+        }
     runs = [run_astra(folder)]
     while len(runs) < RUNS and runs[0]["cpu_s"] <= 120:
         runs.append(run_astra(folder))
