@@ -360,23 +360,58 @@ def ring_times(
         steps = [(c, False)] * (p - 1)
     else:
         steps = [(piece, False)] * (p * (p - 1) // 2)
-    sizes = sorted({m for m, _ in steps})
-    if len(set(starts)) == 1 and all(len({send_ns((i - 1) % p, i, m) for i in range(p)}) == 1 for m in sizes):
+    if not steps:  # a single member: nothing to send
+        return [(s + e, 0) for s in starts]
+    sizes = {m for m, _ in steps}
+    # the link into member i (from i - 1), per message size: once per size, not once per step
+    links = {m: [send_ns((i - 1) % p, i, m) for i in range(p)] for m in sizes}
+    m_last, reduced_last = steps[-1]
+    tail = reduction_ns(m_last) if reduced_last else e  # the last event's delay: done - scheduled at
+    if len(set(starts)) == 1 and all(len(set(x)) == 1 for x in links.values()):
         # equal links and starts (the usual case; O(p) instead of O(p x steps)): the ring formula
         t = starts[0] + e
         for m, reduced in steps:
-            t += send_ns(p - 1, 0, m) + e + (reduction_ns(m) if reduced else 0)
-        m, reduced = steps[-1]
-        return [(t, t - (reduction_ns(m) if reduced else e))] * p
+            t += links[m][0] + e + (reduction_ns(m) if reduced else 0)
+        return [(t, t - tail)] * p
+    if len(sizes) == 1 and p * len(steps) > _STEPWISE_MAX:
+        (x,) = links.values()
+        done = _ring_maxplus(starts, x, len(steps), e + sum(e + (reduction_ns(m) if r else 0) for m, r in steps))
+        return [(t, t - tail) for t in done]
     sent = [s + e for s in starts]  # when each member's current message leaves
     done = list(sent)
-    last = [0] * p
     for m, reduced in steps:
         r = reduction_ns(m) if reduced else 0
-        arrival = [sent[(i - 1) % p] + send_ns((i - 1) % p, i, m) for i in range(p)]
-        for i in range(p):
-            ready = max(arrival[i], done[i]) + e
-            done[i] = ready + r
-            last[i] = ready if reduced else ready - e
-        sent = list(done)
-    return list(zip(done, last))
+        x = links[m]
+        done = [max(sent[i - 1] + x[i], done[i]) + e + r for i in range(p)]
+        sent = done
+    return [(t, t - tail) for t in done]
+
+
+#: above this many member-steps :func:`ring_times` uses the max-plus form (:func:`_ring_maxplus`)
+_STEPWISE_MAX = 256
+
+
+def _ring_maxplus(starts: Sequence[int], link_ns: Sequence[int], steps: int, delays_ns: int) -> list[int]:
+    """End of each member of a ring whose steps all send messages of one size, in closed form (ns).
+
+    The step recurrence of :func:`ring_times`, ``done_i(k+1) = max(done_{i-1}(k) + X_i, done_i(k)) + D_k`` with
+    ``done_i(0) = a_i + e``, is linear in the (max, +) algebra: after ``M`` steps, ``done_i`` is ``sum(D_k)`` plus
+    the largest ``a_q + e + W(q -> i, j)`` over the ``j <= M`` shifts a message chain can take from member ``q``
+    to ``i`` (``j = (i - q) mod p`` plus whole laps, ``W`` the link times on the way).  Links are never negative,
+    so for each ``q`` the most laps that fit win.  ``delays_ns`` is ``e + sum(D_k)``; ``link_ns[i]`` is ``X_i``.
+    Exact in integers; O(p^2) array work instead of O(p x M) Python steps.
+    """
+    import numpy as np
+
+    p = len(starts)
+    a = np.asarray(starts, dtype=np.int64)
+    x = np.asarray(link_ns, dtype=np.int64)
+    lap = int(x.sum())
+    cum = np.concatenate(([0], np.cumsum(x)))  # cum[n] = X_0 + ... + X_{n-1}
+    i = np.arange(p)[:, None]
+    q = np.arange(p)[None, :]
+    j0 = (i - q) % p  # fewest shifts from q to i
+    laps = (steps - j0) // p  # whole laps that still fit (negative: q cannot reach i in time)
+    partial = cum[i + 1] - cum[q + 1] + np.where(q > i, lap, 0)  # links q+1 .. i, going forward
+    reach = np.where(laps >= 0, a[None, :] + laps * lap + partial, np.iinfo(np.int64).min)
+    return (reach.max(axis=1) + delays_ns).tolist()

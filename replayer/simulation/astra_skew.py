@@ -40,7 +40,7 @@ unequal ring end apart).
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.replayer.simulation.astra_model import AstraModel
@@ -106,11 +106,15 @@ def member_ends(
         ends in the order of ``group``, or None when the members arrive together (the model's costs are
         exact then) or the case is not covered (module doc).
     """
-    from tracekit.replayer.simulation.astra_algorithms import ring_times
-
     if len(set(arrivals)) == 1:
         return None
-    ring = _ring(model, kind, group)
+    return _ends_on(_ring(model, kind, group), model, kind, comm_bytes, arrivals)
+
+
+def _ends_on(ring, model: "AstraModel", kind: str, comm_bytes: int, arrivals: Sequence[float]) -> list[int] | None:
+    """:func:`member_ends` on the ring :func:`_ring` gave (None: not covered)."""
+    from tracekit.replayer.simulation.astra_algorithms import ring_times
+
     if ring is None:
         return None
     send, e = ring
@@ -122,18 +126,29 @@ def member_ends(
 
 
 def engine_hook(model: "AstraModel"):
-    """The engine's ``member_ends(instance, arrivals_ns)`` for the ASTRA-compatible model (``ReplayProgram``)."""
+    """The engine's ``member_ends(instance, arrivals_ns)`` for the ASTRA-compatible model (``ReplayProgram``).
+
+    Called at every collective's start and every eager send: what does not depend on the arrivals (the
+    collective's kind, its ring) is worked out once per comm type and group.
+    """
     from tracekit.model import CollectiveType
     from tracekit.replayer.simulation.collectives import collective_kind
 
+    kinds: dict[int, str] = {}
+    rings: dict[tuple[str, tuple[int, ...]], Any] = {}
+
     def ends(inst, arrivals: list[float]) -> list[int] | None:
         """Members' ends (ns) of ASTRA-model collective ``inst`` arriving at ``arrivals`` (ns), or None (see :func:`member_ends`)."""
-        if inst.kind != "collective" or inst.link_ranks is not None:
+        if inst.kind != "collective" or inst.link_ranks is not None or len(set(arrivals)) == 1:
             return None
         if inst.cost is None or not inst.cost.algorithm.startswith("astra:") or len(inst.nodes) != len(inst.ranks):
             return None
-        return member_ends(
-            model, collective_kind(CollectiveType(inst.comm_type)), inst.comm_bytes, inst.ranks, arrivals
-        )
+        kind = kinds.get(inst.comm_type)
+        if kind is None:
+            kind = kinds[inst.comm_type] = collective_kind(CollectiveType(inst.comm_type))
+        key = (kind, inst.ranks)
+        if key not in rings:
+            rings[key] = _ring(model, kind, inst.ranks)
+        return _ends_on(rings[key], model, kind, inst.comm_bytes, arrivals)
 
     return ends

@@ -58,6 +58,7 @@ from tracekit.replayer.simulation.fold_costs import CostCheck
 from tracekit.replayer.simulation.fold_uneven import instance_size, split_attrs
 from tracekit.replayer.simulation.unfolded_table import UnfoldedTable
 from tracekit.model import NodeType
+from tracekit.model.groups import DEFAULT_PG
 from tracekit.replayer.simulation.fold_types import FoldedInstance, NotFoldable, RankScan  # noqa: F401 - public here too
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -162,6 +163,15 @@ class FoldPlan:
 bulk_objects = paused_gc  # many acyclic rows per unfolded instance (see tracekit.gc_pause)
 
 
+def _astra_spans_classes(group: str) -> str:
+    """Why the ASTRA-sim model does not fold a job where ``group`` spans rank classes."""
+    return f"ASTRA-sim model: group {group!r} spans classes whose members may arrive apart and then end apart"
+
+
+#: the reason for a job of two or more classes: the default group (every rank) spans them
+ASTRA_WORLD_SPANS_CLASSES = _astra_spans_classes(DEFAULT_PG)
+
+
 def _astra_foldable(groups: dict[str, tuple[int, ...]], rep: list[int], world: int, spec: "HardwareSpec") -> None:
     """Raise NotFoldable where ASTRA-sim's members of one collective may end apart (simulation/astra_skew.py)."""
     from tracekit.replayer.simulation.astra_model import AstraModel
@@ -170,9 +180,7 @@ def _astra_foldable(groups: dict[str, tuple[int, ...]], rep: list[int], world: i
     model = AstraModel(spec)
     for name, members in groups.items():
         if len({rep[r] for r in members if r < world}) > 1:
-            raise NotFoldable(
-                f"ASTRA-sim model: group {name!r} spans classes whose members may arrive apart and then end apart"
-            )
+            raise NotFoldable(_astra_spans_classes(name))
         if ends_apart_when_together(model, tuple(sorted(members))):
             raise NotFoldable(
                 f"ASTRA-sim model: the ring of group {name!r} has links of unequal hops, so its members end apart"

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
-from tracekit.replayer.simulation.folding import NotFoldable, RankScan, scan_rank
+from tracekit.replayer.simulation.folding import ASTRA_WORLD_SPANS_CLASSES, NotFoldable, RankScan, scan_rank
 
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.sets.classset import ClassSet
@@ -77,7 +77,9 @@ def _first_world_collective(scan: RankScan) -> tuple[int, int] | None:
     return scan.comm_ids[positions[0]], scan.coll_attr[positions[0]][0]
 
 
-def gather_files(traces: Any, options: "ReplayOptions", say: Callable[..., None]) -> Gathered:
+def gather_files(
+    traces: Any, options: "ReplayOptions", say: Callable[..., None], *, one_class: bool = False
+) -> Gathered:
     """Read, check and scan rank files one at a time (a prefix, glob or directory: :func:`tracekit.io.trace_paths`).
 
     Each rank is checked (when ``options.check``), digested (:func:`~.folding.scan_rank`) and dropped unless it
@@ -85,8 +87,12 @@ def gather_files(traces: Any, options: "ReplayOptions", say: Callable[..., None]
     with their rank class are derived from the class's first file without decoding
     (:class:`~.class_replay.StampedClasses`).
 
+    ``one_class``: the collective model folds only a job whose ranks are all one class (the ASTRA-sim model:
+    its default group spans the world, :func:`.folding._astra_foldable`), so stop reading as soon as the ranks
+    read hold two classes and a class of two (the proof would refuse with :data:`ASTRA_WORLD_SPANS_CLASSES`).
+
     Raises:
-        NotFoldable: a rank fails its checks, or ranks declare a group differently.
+        NotFoldable: a rank fails its checks, ranks declare a group differently, or ``one_class`` fails.
         TraceFormatError: an unreadable file. ReplayError: a rank of the job has no file.
     """
     from tracekit.io import _read_raw, read_trace, trace_from_bytes, trace_paths
@@ -100,6 +106,7 @@ def gather_files(traces: Any, options: "ReplayOptions", say: Callable[..., None]
     scans: dict[int, RankScan] = {}
     kept: dict[int, "ExecutionTrace"] = {}
     first: dict[bytes, RankScan] = {}
+    digests: set[bytes] = set()  # classes seen, for one_class
     findings: list["RankFindings | None"] = []
     declared: dict[str, tuple[int, ...]] = {}
     stamped = StampedClasses()  # members of stamped files are derived, not decoded (class_replay.py)
@@ -113,6 +120,7 @@ def gather_files(traces: Any, options: "ReplayOptions", say: Callable[..., None]
             if options.check:
                 findings.append(f)
             declare(declared, groups_here, rank)
+            _one_class(one_class, scans, digests, scans[rank])
             continue
         trace = read_trace(path, rank=rank) if data is None else trace_from_bytes(data, path=spath, rank=rank)
         f = None
@@ -132,6 +140,7 @@ def gather_files(traces: Any, options: "ReplayOptions", say: Callable[..., None]
         else:  # equal by the digest: share the rank-local tables
             scan.coll_attr, scan.comm_ids = seen.coll_attr, seen.comm_ids
         scans[rank] = scan
+        _one_class(one_class, scans, digests, scan)
         if data is not None:
             stamped.remember(data, scan, f, groups_here)
         del trace, data
@@ -147,6 +156,14 @@ def gather_files(traces: Any, options: "ReplayOptions", say: Callable[..., None]
         size = (lambda: default_group_size(rep)) if rep is not None else (lambda: None)
         check_whole_job(low.path, low.rank, world, declared, lambda: _first_world_collective(low), size)
     return Gathered(scans, kept, declared, findings, world, spec_ranks=sorted(scans))
+
+
+def _one_class(wanted: bool, scans: dict[int, RankScan], digests: set[bytes], scan: RankScan) -> None:
+    """With ``wanted``: raise NotFoldable once ``scans`` hold two classes (digests) and a class of two ranks."""
+    if wanted:
+        digests.add(scan.digest)
+        if 1 < len(digests) < len(scans):
+            raise NotFoldable(ASTRA_WORLD_SPANS_CLASSES)
 
 
 def gather_class_set(cs: "ClassSet", options: "ReplayOptions", say: "Callable[..., None]") -> "Gathered":

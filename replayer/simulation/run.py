@@ -123,7 +123,7 @@ def replay_with_traces(
             else:
                 from tracekit.replayer.simulation.gather import gather_files
 
-                gathered = gather_files(source, options, say)
+                gathered = gather_files(source, options, say, one_class=_folds_one_class(spec, options))
             return _replay_gathered(gathered, spec, options, say, perturb)
     except NotFoldable as exc:
         reason = str(exc)
@@ -144,6 +144,12 @@ def _read_shared(source: Any) -> "TraceSet":
     ts = read_traceset(source)
     share_identical_columns(ts)
     return ts
+
+
+def _folds_one_class(spec: "HardwareSpec", options: ReplayOptions) -> bool:
+    """True when the collective model folds only a job whose ranks are all one class: ASTRA-sim's (congestion
+    unaware) model, where the default group spans every rank (:func:`.folding._astra_foldable`)."""
+    return (options.collective_model or spec.collective_model) == "astra"
 
 
 def _silent(stage: str, done: int = 0, total: int | None = None) -> None:
