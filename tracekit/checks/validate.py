@@ -25,7 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tracekit.errors import ValidationError
-from tracekit.model.groups import resolve_groups
+from tracekit.model.groups import GroupsMerger, resolve_groups
 from tracekit.model import CollectiveType
 from tracekit.checks.rank_checks import (
     COMM_CHECKED,
@@ -134,22 +134,22 @@ def validate_files(
         ray_address=ray_address,
         progress=progress,
     )
-    declared: dict[str, tuple[int, ...]] = {}
+    merger = GroupsMerger()
     for f in findings:
-        for name, ranks in f.declared_groups.items():
-            if name in declared and declared[name] != ranks:
-                return _report(
-                    findings,
-                    error=Issue(
-                        "process-groups",
-                        ERROR,
-                        f"process group {name!r} declared as {list(declared[name])[:16]} on "
-                        f"another rank and as {list(ranks)[:16]} here",
-                        f.path,
-                        f.rank,
-                    ),
-                )
-            declared[name] = ranks
+        bad = merger.add(f.declared_groups)
+        if bad is not None:
+            return _report(
+                findings,
+                error=Issue(
+                    "process-groups",
+                    ERROR,
+                    f"process group {bad!r} declared as {list(merger.groups[bad])[:16]} on "
+                    f"another rank and as {list(f.declared_groups[bad])[:16]} here",
+                    f.path,
+                    f.rank,
+                ),
+            )
+    declared = merger.groups
     if comm_groups:
         from tracekit.sets.comm_groups import merge_declared
 
@@ -213,6 +213,7 @@ def cross_rank_checks(
         )
     if not report.ok:  # order checks need sound per-rank graphs
         return report
+    member_sets: dict[str, frozenset[int]] = {}  # a rank-in-group test in O(1) (a data-parallel group is long)
     for rank, f in by_rank.items():
         for name, seq in f.collectives.items():
             if name not in groups:
@@ -226,7 +227,7 @@ def cross_rank_checks(
                         int(seq[0][0]),
                     )
                 )
-            elif rank not in groups[name]:
+            elif rank not in (member_sets.get(name) or member_sets.setdefault(name, frozenset(groups[name]))):
                 report.add(
                     Issue(
                         "process-groups",
