@@ -26,7 +26,11 @@ def _rank_bytes(rank: int, groups: dict[str, tuple[int, ...]] = GROUPS) -> bytes
     tp, dp = ("1" if rank < 2 else "2"), ("3" if rank % 2 == 0 else "4")
     nodes = [pg_init_node(0, groups, world_size=4)]
     for i, pg in enumerate((tp, dp), start=1):
-        attrs = [Attr("comm_type", 0, "int64_val"), Attr("comm_size", 1 << 20, "int64_val"), Attr("pg_name", pg, "string_val")]
+        attrs = [
+            Attr("comm_type", 0, "int64_val"),
+            Attr("comm_size", 1 << 20, "int64_val"),
+            Attr("pg_name", pg, "string_val"),
+        ]
         nodes.append(Node(id=i, name=f"all_reduce_{pg}", type=NodeType.COMM_COLL_NODE, attrs=attrs, data_deps=[i - 1]))
     return encode_trace(ExecutionTrace(nodes))
 
@@ -70,7 +74,9 @@ def test_a_job_declares_the_same_groups_as_merging_every_rank_by_value():
 def test_a_group_declared_two_ways_is_refused_as_before(tmp_path):
     other = {**GROUPS, "3": (0, 3)}
     ts = _job(other)
-    with pytest.raises(ValidationError, match=r"process group '3' declared as \[0, 2\] on another rank and as \[0, 3\]"):
+    with pytest.raises(
+        ValidationError, match=r"process group '3' declared as \[0, 2\] on another rank and as \[0, 3\]"
+    ):
         ts.process_groups  # noqa: B018
     report = validate_traceset(_job(other))
     assert [i.check for i in report.errors] == ["process-groups"]
