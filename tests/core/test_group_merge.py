@@ -100,3 +100,15 @@ def test_a_collective_on_a_group_the_rank_is_not_in_is_still_an_error():
     assert "rank 2 issues a collective on group '3' it is not a member of ([0, 1])" in outsider.message
     # and rank 1, a member of the redrawn group 3 that issues nothing on it, diverges from rank 0
     assert [(i.check, i.rank) for i in report.errors if i.check != "process-groups"] == [("collective-order", 0)]
+
+
+def test_merged_declarations_stop_at_the_first_rank_declaring_a_group_otherwise():
+    from tracekit.checks.validate import merged_declarations
+
+    ts = _job({**GROUPS, "4": (1, 2)})
+    findings = [check_rank(t) for t in ts]
+    assert findings[0].declared_groups is findings[1].declared_groups  # equal records: one dict
+    groups, f, bad = merged_declarations(findings)
+    assert (f.rank, bad, groups["4"]) == (2, "4", (1, 3))
+    groups, f, bad = merged_declarations(findings[:2] + findings[3:])
+    assert (groups, f, bad) == (GROUPS, None, None)

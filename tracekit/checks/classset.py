@@ -110,26 +110,24 @@ def validate_class_set(cs: ClassSet) -> ValidationReport:
     Raises:
         TraceFormatError: a class file cannot be decoded.
     """
-    from tracekit.model.groups import GroupsMerger, resolve_groups
-    from tracekit.checks.validate import ValidationError, cross_rank_checks, _report, Issue, ERROR
+    from tracekit.model.groups import resolve_groups
+    from tracekit.checks.validate import ValidationError, cross_rank_checks, _report, Issue, ERROR, merged_declarations
 
     findings = check_class_set(cs)
-    merger = GroupsMerger()  # members share their representative's declaration: merged in O(1) each
-    for f in findings:
-        bad = merger.add(f.declared_groups)
-        if bad is not None:
-            return _report(
-                findings,
-                error=Issue(
-                    "process-groups",
-                    ERROR,
-                    f"process group {bad!r} declared differently on rank {f.rank}",
-                    str(cs.manifest),
-                    f.rank,
-                ),
-            )
+    declared, f, bad = merged_declarations(findings)  # members share their representative's declaration: O(1) each
+    if f is not None:
+        return _report(
+            findings,
+            error=Issue(
+                "process-groups",
+                ERROR,
+                f"process group {bad!r} declared differently on rank {f.rank}",
+                str(cs.manifest),
+                f.rank,
+            ),
+        )
     try:
-        groups = resolve_groups(merger.groups, cs.world_size)
+        groups = resolve_groups(declared, cs.world_size)
     except ValidationError as exc:
         return _report(findings, error=Issue("process-groups", ERROR, exc.message))
     return cross_rank_checks(findings, groups, cs.world_size)

@@ -65,6 +65,7 @@ __all__ = [
     "collective_sequences",
     "comm_issues",
     "cross_rank_checks",
+    "merged_declarations",
     "rank_collectives",
     "time_range_issues",
     "validate_files",
@@ -134,22 +135,19 @@ def validate_files(
         ray_address=ray_address,
         progress=progress,
     )
-    merger = GroupsMerger()
-    for f in findings:
-        bad = merger.add(f.declared_groups)
-        if bad is not None:
-            return _report(
-                findings,
-                error=Issue(
-                    "process-groups",
-                    ERROR,
-                    f"process group {bad!r} declared as {list(merger.groups[bad])[:16]} on "
-                    f"another rank and as {list(f.declared_groups[bad])[:16]} here",
-                    f.path,
-                    f.rank,
-                ),
-            )
-    declared = merger.groups
+    declared, f, bad = merged_declarations(findings)
+    if f is not None and bad is not None:
+        return _report(
+            findings,
+            error=Issue(
+                "process-groups",
+                ERROR,
+                f"process group {bad!r} declared as {list(declared[bad])[:16]} on "
+                f"another rank and as {list(f.declared_groups[bad])[:16]} here",
+                f.path,
+                f.rank,
+            ),
+        )
     if comm_groups:
         from tracekit.sets.comm_groups import merge_declared
 
@@ -163,6 +161,24 @@ def validate_files(
     except ValidationError as exc:
         return _report(findings, error=Issue("process-groups", ERROR, exc.message))
     return cross_rank_checks(findings, groups, world)
+
+
+def merged_declarations(
+    findings: Sequence[RankFindings],
+) -> tuple[dict[str, tuple[int, ...]], RankFindings | None, str | None]:
+    """The ranks' declared groups merged (:class:`~tracekit.model.groups.GroupsMerger`: a rank sharing the previous
+    rank's declaration costs O(1)).
+
+    Returns:
+        ``(groups, None, None)``, or at the first rank declaring a group otherwise ``(groups merged so far, its
+        findings, the group's name)``.
+    """
+    merger = GroupsMerger()
+    for f in findings:
+        bad = merger.add(f.declared_groups)
+        if bad is not None:
+            return merger.groups, f, bad
+    return merger.groups, None, None
 
 
 def _report(findings: Sequence[RankFindings], error: Issue | None = None) -> ValidationReport:
