@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 from tracekit.replayer.simulation.folding import ASTRA_WORLD_SPANS_CLASSES, NotFoldable, RankScan, scan_rank
+from tracekit.model.groups import GroupsMerger, shared_groups
 
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.sets.classset import ClassSet
@@ -45,18 +46,18 @@ class Gathered:
     derive: "Callable[[int], ExecutionTrace] | None" = None
 
 
-def declare(declared: dict[str, tuple[int, ...]], groups: dict[str, tuple[int, ...]], rank: int) -> None:
-    """Add one rank's declared groups to ``declared``.
+def declare(merger: GroupsMerger, groups: dict[str, tuple[int, ...]], rank: int) -> None:
+    """Add one rank's declared groups to ``merger.groups`` (O(1) for the declaration merged just before).
 
     Raises:
         NotFoldable: a group is declared with other ranks than before.
     """
-    for name, ranks in groups.items():
-        if declared.setdefault(name, ranks) != ranks:
-            raise NotFoldable(
-                f"rank {rank} declares process group {name!r} as {list(ranks)[:16]}, another rank "
-                f"as {list(declared[name])[:16]}"
-            )
+    name = merger.add(groups)
+    if name is not None:
+        raise NotFoldable(
+            f"rank {rank} declares process group {name!r} as {list(groups[name])[:16]}, another rank "
+            f"as {list(merger.groups[name])[:16]}"
+        )
 
 
 def check_errors(rank: int, findings: "RankFindings | None") -> None:
@@ -108,7 +109,8 @@ def gather_files(
     first: dict[bytes, RankScan] = {}
     digests: set[bytes] = set()  # classes seen, for one_class
     findings: list["RankFindings | None"] = []
-    declared: dict[str, tuple[int, ...]] = {}
+    merger = GroupsMerger()  # ranks with equal pg-init records share one declaration (shared_groups)
+    declared = merger.groups
     stamped = StampedClasses()  # members of stamped files are derived, not decoded (class_replay.py)
     for rank, path in pairs:
         say("reading and digesting ranks", len(scans), len(pairs))
@@ -119,7 +121,7 @@ def gather_files(
             scans[rank], f, groups_here = derived
             if options.check:
                 findings.append(f)
-            declare(declared, groups_here, rank)
+            declare(merger, groups_here, rank)
             _one_class(one_class, scans, digests, scans[rank])
             continue
         trace = read_trace(path, rank=rank) if data is None else trace_from_bytes(data, path=spath, rank=rank)
@@ -130,8 +132,8 @@ def gather_files(
             check_errors(rank, f)
             groups_here = f.declared_groups
         else:
-            groups_here = trace.process_groups()
-        declare(declared, groups_here, rank)
+            groups_here = shared_groups(trace)
+        declare(merger, groups_here, rank)
         scan = scan_rank(trace)
         seen = first.get(scan.digest)
         if seen is None:
@@ -189,14 +191,15 @@ def gather_class_set(cs: "ClassSet", options: "ReplayOptions", say: "Callable[..
     scans: dict[int, RankScan] = {}
     findings: list[RankFindings | None] = []
     kept: dict[int, ExecutionTrace] = {}
-    declared: dict[str, tuple[int, ...]] = {}
+    merger = GroupsMerger()
+    declared = merger.groups
     for k, cls in enumerate(cs.classes):
         say("checking and digesting rank classes", k, len(cs.classes))
         trace = cs.read_representative(cls)
         trace.columns().keep_attrs(REPLAY_ATTRS + ROOFLINE_ATTRS)  # checks and digest: one attribute search
         found = check_rank(trace) if options.check else None
         check_errors(cls.representative, found)
-        declare(declared, found.declared_groups if found is not None else trace.process_groups(), cls.representative)
+        declare(merger, found.declared_groups if found is not None else shared_groups(trace), cls.representative)
         scan = scan_rank(trace)
         trace.columns().release_attrs()  # (a NotFoldable above drops the trace: the job replays unfolded)
         kept[cls.representative] = trace

@@ -111,23 +111,21 @@ def validate_class_set(cs: ClassSet) -> ValidationReport:
         TraceFormatError: a class file cannot be decoded.
     """
     from tracekit.model.groups import resolve_groups
-    from tracekit.checks.validate import ValidationError, cross_rank_checks, _report, Issue, ERROR
+    from tracekit.checks.validate import ValidationError, cross_rank_checks, _report, Issue, ERROR, merged_declarations
 
     findings = check_class_set(cs)
-    declared: dict[str, tuple[int, ...]] = {}
-    for f in findings:
-        for name, ranks in f.declared_groups.items():
-            if declared.setdefault(name, ranks) != ranks:
-                return _report(
-                    findings,
-                    error=Issue(
-                        "process-groups",
-                        ERROR,
-                        f"process group {name!r} declared differently on rank {f.rank}",
-                        str(cs.manifest),
-                        f.rank,
-                    ),
-                )
+    declared, f, bad = merged_declarations(findings)  # members share their representative's declaration: O(1) each
+    if f is not None:
+        return _report(
+            findings,
+            error=Issue(
+                "process-groups",
+                ERROR,
+                f"process group {bad!r} declared differently on rank {f.rank}",
+                str(cs.manifest),
+                f.rank,
+            ),
+        )
     try:
         groups = resolve_groups(declared, cs.world_size)
     except ValidationError as exc:

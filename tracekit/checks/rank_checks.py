@@ -14,6 +14,7 @@ import numpy as np
 
 from tracekit.model.attrs import COMM_DST, COMM_SIZE, COMM_SRC, COMM_TYPE, PG_NAME, as_int, as_str
 from tracekit.errors import ValidationError
+from tracekit.model.groups import shared_groups
 from tracekit.model import MAX_DURATION_NS, MAX_TIME_NS, CollectiveType, ExecutionTrace, NodeType
 from tracekit.sets.rendezvous import comm_table
 from tracekit.checks.report import (
@@ -273,7 +274,7 @@ def check_rank(trace: ExecutionTrace) -> RankFindings:
         for name, seq in (rank_collectives(trace) if sub.ok else {}).items()
     }
     try:
-        declared = trace.process_groups()
+        declared = shared_groups(trace)  # one dict for ranks with equal declarations (merged by identity)
     except ValidationError as exc:
         issues.append(Issue("process-groups", ERROR, exc.message, trace.path, trace.rank, exc.node_id))
         declared = {}

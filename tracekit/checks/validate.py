@@ -25,7 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tracekit.errors import ValidationError
-from tracekit.model.groups import resolve_groups
+from tracekit.model.groups import GroupsMerger, resolve_groups
 from tracekit.model import CollectiveType
 from tracekit.checks.rank_checks import (
     COMM_CHECKED,
@@ -66,6 +66,7 @@ __all__ = [
     "collective_sequences",
     "comm_issues",
     "cross_rank_checks",
+    "merged_declarations",
     "rank_collectives",
     "time_range_issues",
     "validate_files",
@@ -158,22 +159,19 @@ def validate_files(
         ray_address=ray_address,
         progress=progress,
     )
-    declared: dict[str, tuple[int, ...]] = {}
-    for f in findings:
-        for name, ranks in f.declared_groups.items():
-            if name in declared and declared[name] != ranks:
-                return _report(
-                    findings,
-                    error=Issue(
-                        "process-groups",
-                        ERROR,
-                        f"process group {name!r} declared as {list(declared[name])[:16]} on "
-                        f"another rank and as {list(ranks)[:16]} here",
-                        f.path,
-                        f.rank,
-                    ),
-                )
-            declared[name] = ranks
+    declared, f, bad = merged_declarations(findings)
+    if f is not None and bad is not None:
+        return _report(
+            findings,
+            error=Issue(
+                "process-groups",
+                ERROR,
+                f"process group {bad!r} declared as {list(declared[bad])[:16]} on "
+                f"another rank and as {list(f.declared_groups[bad])[:16]} here",
+                f.path,
+                f.rank,
+            ),
+        )
     if comm_groups:
         from tracekit.sets.comm_groups import merge_declared
 
@@ -187,6 +185,24 @@ def validate_files(
     except ValidationError as exc:
         return _report(findings, error=Issue("process-groups", ERROR, exc.message))
     return cross_rank_checks(findings, groups, world)
+
+
+def merged_declarations(
+    findings: Sequence[RankFindings],
+) -> tuple[dict[str, tuple[int, ...]], RankFindings | None, str | None]:
+    """The ranks' declared groups merged (:class:`~tracekit.model.groups.GroupsMerger`: a rank sharing the previous
+    rank's declaration costs O(1)).
+
+    Returns:
+        ``(groups, None, None)``, or at the first rank declaring a group otherwise ``(groups merged so far, its
+        findings, the group's name)``.
+    """
+    merger = GroupsMerger()
+    for f in findings:
+        bad = merger.add(f.declared_groups)
+        if bad is not None:
+            return merger.groups, f, bad
+    return merger.groups, None, None
 
 
 def _report(findings: Sequence[RankFindings], error: Issue | None = None) -> ValidationReport:
@@ -237,6 +253,7 @@ def cross_rank_checks(
         )
     if not report.ok:  # order checks need sound per-rank graphs
         return report
+    member_sets: dict[str, frozenset[int]] = {}  # a rank-in-group test in O(1) (a data-parallel group is long)
     for rank, f in by_rank.items():
         for name, seq in f.collectives.items():
             if name not in groups:
@@ -250,7 +267,7 @@ def cross_rank_checks(
                         int(seq[0][0]),
                     )
                 )
-            elif rank not in groups[name]:
+            elif rank not in (member_sets.get(name) or member_sets.setdefault(name, frozenset(groups[name]))):
                 report.add(
                     Issue(
                         "process-groups",

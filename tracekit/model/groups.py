@@ -143,13 +143,20 @@ def parse_pg_json(
     Raises:
         ValidationError: not a list of objects with ``pg_name`` and ``ranks``.
     """
+    return dict(_parse_shared(text, path=path, rank=rank, node_id=node_id))
+
+
+def _parse_shared(
+    text: str, *, path: str | None = None, rank: int | None = None, node_id: int | None = None
+) -> dict[str, tuple[int, ...]]:
+    """:func:`parse_pg_json` without the copy: an equal text read before gives the same dict (not to be mutated)."""
     if type(text) is str and text in _PARSED:
-        return dict(_PARSED[text])
+        return _PARSED[text]
     groups = _parse_pg_json(text, path=path, rank=rank, node_id=node_id)
     if type(text) is str:
         if len(_PARSED) >= _PARSED_KEEP:
             del _PARSED[next(iter(_PARSED))]
-        _PARSED[text] = dict(groups)
+        _PARSED[text] = groups
     return groups
 
 
@@ -223,23 +230,69 @@ def groups_from_trace(trace: "ExecutionTrace") -> dict[str, tuple[int, ...]]:
     Raises:
         ValidationError: a ``process_group:init`` value that cannot be parsed (names path, rank and node).
     """
+    return dict(shared_groups(trace))
+
+
+def shared_groups(trace: "ExecutionTrace") -> dict[str, tuple[int, ...]]:
+    """:func:`groups_from_trace` without the copy, for per-rank passes over a whole job: **not to be mutated**.
+
+    Every rank of a job declares the same group list, whose length grows with the ranks (3,600 groups at 4,096
+    ranks of tp2 pp4); ranks whose ``process_group:init`` record (or value text) equals one read just before get
+    the very same dict, so a caller merging the ranks' declarations skips a repeat with an ``is`` test
+    (:class:`GroupsMerger`) instead of comparing every group again (which made checking a job quadratic in ranks).
+
+    Raises:
+        ValidationError: as :func:`groups_from_trace`.
+    """
     cols = getattr(trace, "_columns", None)  # while a replay keeps the rank's columns (NodeColumns.keep_attrs)
     memo = cols.memo if cols is not None else None
     if memo is not None and "groups" in memo:
-        return dict(memo["groups"])
-    groups: dict[str, tuple[int, ...]] = {}
+        return memo["groups"]  # type: ignore[no-any-return]
+    found: list[dict[str, tuple[int, ...]]] = []
     for pos in _pg_init_positions(trace):  # decode only the candidates
         parsed = _parsed_record(trace, pos)
         if parsed is None:  # not read before: decode the node, parse its list
             node = _one_node(trace, pos)
             parsed = {}
             if node.inputs is not None and node.inputs.values:
-                parsed = parse_pg_json(node.inputs.values, path=trace.path, rank=trace.rank, node_id=node.id)
+                parsed = _parse_shared(node.inputs.values, path=trace.path, rank=trace.rank, node_id=node.id)
             _remember_record(trace, pos, parsed)
-        groups.update(parsed)
+        found.append(parsed)
+    groups = found[0] if len(found) == 1 else {k: v for parsed in found for k, v in parsed.items()}
     if memo is not None:
-        memo["groups"] = dict(groups)
+        memo["groups"] = groups
     return groups
+
+
+class GroupsMerger:
+    """The declared groups of many ranks merged into one ``pg_name -> ranks`` dict (:attr:`groups`).
+
+    A declaration that is the very object merged just before (:func:`shared_groups` of ranks with equal
+    records) is skipped in O(1); any other is compared group by group.
+    """
+
+    __slots__ = ("groups", "_last")
+
+    def __init__(self, groups: Mapping[str, tuple[int, ...]] | None = None) -> None:
+        self.groups: dict[str, tuple[int, ...]] = dict(groups) if groups is not None else {}
+        self._last: Mapping[str, tuple[int, ...]] | None = None
+
+    def add(self, declared: Mapping[str, tuple[int, ...]]) -> str | None:
+        """Merge one rank's declaration (``pg_name -> ranks``, ranks a tuple).
+
+        Returns:
+            None, or the name of the first group ``declared`` gives other ranks than the merged ones (then
+            ``declared`` is merged only up to that group; ``groups[name]`` is the earlier declaration).
+        """
+        if declared is self._last:
+            return None
+        merged = self.groups
+        for name, ranks in declared.items():
+            old = merged.setdefault(name, ranks)
+            if old is not ranks and old != ranks:
+                return name
+        self._last = declared
+        return None
 
 
 #: the groups of the last few ``process_group:init`` records read from files, by the record's bytes: every rank

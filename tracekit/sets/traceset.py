@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import ItemsView, Iterator, Mapping, Sequence
 
 from tracekit.errors import ValidationError
-from tracekit.model.groups import canonical_pg_name, resolve_groups
+from tracekit.model.groups import GroupsMerger, canonical_pg_name, resolve_groups, shared_groups
 from tracekit.model import ExecutionTrace
 
 
@@ -115,28 +115,23 @@ class TraceSet:
     def _declared_groups(self) -> dict[str, tuple[int, ...]]:
         if self._declared_cache is not None:
             return self._declared_cache
-        declared: dict[str, tuple[int, ...]] = {}
         if self._declared is not None:
-            declared = dict(self._declared)
-        else:
-            previous: dict[str, tuple[int, ...]] | None = None
-            for rank, trace in self._traces.items():
-                groups = trace.process_groups()
-                if groups == previous:  # every rank declaring the same list (the usual case): merged already
-                    continue
-                previous = groups
-                for name, ranks in groups.items():
-                    ranks = tuple(ranks)
-                    if name in declared and declared[name] is not ranks and declared[name] != ranks:
-                        raise ValidationError(
-                            f"process group {name!r} declared as {list(declared[name])} on another rank "
-                            f"and as {list(ranks)} here",
-                            rank=rank,
-                            path=trace.path,
-                        )
-                    declared[name] = ranks
-        self._declared_cache = declared
-        return declared
+            self._declared_cache = dict(self._declared)
+            return self._declared_cache
+        merger = GroupsMerger()
+        for rank, trace in self._traces.items():
+            # every rank declaring the same list (the usual case) shares one dict: merged in O(1), not O(groups)
+            groups = shared_groups(trace)
+            bad = merger.add(groups)
+            if bad is not None:
+                raise ValidationError(
+                    f"process group {bad!r} declared as {list(merger.groups[bad])} on another rank "
+                    f"and as {list(groups[bad])} here",
+                    rank=rank,
+                    path=trace.path,
+                )
+        self._declared_cache = merger.groups
+        return merger.groups
 
     def _resolve_groups(self) -> dict[str, tuple[int, ...]]:
         return resolve_groups(self._declared_groups(), self.world_size)

@@ -1,0 +1,52 @@
+"""The unfolded replay runs with the cyclic garbage collector paused and gives it back as it found it (issue 34
+item 5: full collections rescanning the whole job made an unfolded replay grow faster than its ranks).
+
+The job: gpt3-1.3b cut to 2 layers, tp 2 x pp 2 x dp 2 (8 ranks), written as rank files and replayed unfolded.
+"""
+
+from __future__ import annotations
+
+import gc
+from dataclasses import replace
+
+import pytest
+
+from tracekit.converters.generators import LLMConfig, ParallelSpec, Roofline, llm_preset
+from tracekit.converters.generators.llm import write_llm
+from tracekit.io import read_traceset
+from tracekit.replayer import ReplayOptions, replay
+from tracekit.replayer.simulation import program
+
+ROOF = Roofline(989e12 * 0.7, 3.35e12 * 0.8)
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory) -> str:
+    model, _ = llm_preset("gpt3-1.3b")
+    config = LLMConfig(
+        replace(model, num_layers=2), ParallelSpec(dp=2, tp=2, pp=2), global_batch_size=8, micro_batch_size=1
+    )
+    prefix = tmp_path_factory.mktemp("gc") / "job"
+    write_llm(config, prefix, ROOF)
+    return str(prefix)
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_compile_runs_with_the_collector_paused_and_its_state_is_restored(job, monkeypatch, enabled):
+    seen = []
+    compile_program = program.compile_program
+
+    def spy(*args, **kwargs):
+        seen.append(gc.isenabled())
+        return compile_program(*args, **kwargs)
+
+    monkeypatch.setattr(program, "compile_program", spy)
+    ts = read_traceset(job)
+    was = gc.isenabled()
+    try:
+        gc.enable() if enabled else gc.disable()
+        result = replay(ts, "dgx-h100", options=ReplayOptions(fold=False))
+        assert gc.isenabled() is enabled
+    finally:
+        gc.enable() if was else gc.disable()
+    assert seen == [False] and len(result.ranks) == 8
