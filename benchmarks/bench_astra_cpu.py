@@ -13,7 +13,7 @@ spans the pipeline stages, whose members may arrive apart), so every rank is sim
 
 Both tools read the same exported files:
 
-- tracekit: ``replay_with_traces`` of the export in a fresh process (imports excluded; reading the files, checks,
+- tracekit: ``replay_with_traces`` of the export in a fresh process (imports excluded: :data:`PRELOAD`; reading the files, checks,
   compile, simulation and result included), the way tests/astra_reference.py replays a recorded case: the spec
   ``hw import-astra`` makes of the export's system.json + network.yml + memory.json with ``[astra] build =
   518bd51``, the export's comm-group file.  Two settings: ``default`` as ``tracekit replay`` runs (folding tried,
@@ -101,10 +101,52 @@ SYSTEM = {
     "boost-mode": 0,
 }
 
+#: modules a replay imports on first use: imported before the clock starts ("imports excluded"; the box sets
+#: PYTHONDONTWRITEBYTECODE, so each child would otherwise compile their sources inside the timed replay)
+PRELOAD = (
+    "tracekit.io",
+    "tracekit.fmt",
+    "tracekit.sets.traceset",
+    "tracekit.wire.columnar",
+    "tracekit.wire.encode",
+    "tracekit.wire.recscan",
+    "tracekit.workloads.rank_template",
+    "tracekit.replayer.simulation.specs",
+    "tracekit.model.graph",
+    "tracekit.wire.attrsource",
+    "tracekit.wire.kernels",
+    "tracekit.sets.classset",
+    "tracekit.checks.classset",
+    "tracekit.costs.devices",
+    "tracekit.replayer.simulation.class_replay",
+    "tracekit.replayer.simulation.scan_tables",
+    "tracekit.checks.validate",
+    "tracekit.replayer.results.build",
+    "tracekit.replayer.simulation.attr_pass",
+    "tracekit.replayer.simulation.checks",
+    "tracekit.replayer.simulation.engine",
+    "tracekit.replayer.simulation.fold_expand",
+    "tracekit.replayer.simulation.gather",
+    "tracekit.replayer.simulation.interference",
+    "tracekit.replayer.simulation.memory_bound",
+    "tracekit.replayer.simulation.perturb",
+    "tracekit.replayer.simulation.whole_job",
+    "tracekit.replayer.simulation.astra_skew",
+    "tracekit.replayer.simulation.astra_congestion",
+    "tracekit.wire.sharing",
+)
+
 CHILD = """
-import json, sys
+import importlib, json, sys
 sys.path.insert(0, {here!r})
 import bench_astra_cpu as b
+for name in b.PRELOAD:
+    importlib.import_module(name)
+for name in ("tracekit._aot_kernels_0", "tracekit._aot_kernels_1"):  # the AOT exports, where built
+    try:
+        importlib.import_module(name)
+    except ImportError:
+        pass
 print("@@" + json.dumps(b.run_tracekit({folder!r}, {mode!r})))
 """
 

@@ -89,7 +89,9 @@ def gather_files(
 
     ``one_class``: the collective model folds only a job whose ranks are all one class (the ASTRA-sim model:
     its default group spans the world, :func:`.folding._astra_foldable`), so stop reading as soon as the ranks
-    read hold two classes and a class of two (the proof would refuse with :data:`ASTRA_WORLD_SPANS_CLASSES`).
+    read hold two classes and a class of two (the proof would refuse with :data:`ASTRA_WORLD_SPANS_CLASSES`);
+    once the first ranks read are one class of two or more, the job's last rank is digested out of turn
+    (:class:`_LastRankProbe`), so a job whose stages differ stops after three files instead of a whole stage's.
 
     Raises:
         NotFoldable: a rank fails its checks, ranks declare a group differently, or ``one_class`` fails.
@@ -110,7 +112,10 @@ def gather_files(
     findings: list["RankFindings | None"] = []
     declared: dict[str, tuple[int, ...]] = {}
     stamped = StampedClasses()  # members of stamped files are derived, not decoded (class_replay.py)
+    probe = _LastRankProbe(pairs) if one_class else None
     for rank, path in pairs:
+        if probe is not None:
+            probe.check(digests, scans)
         say("reading and digesting ranks", len(scans), len(pairs))
         spath = str(path)
         data = None if spath.endswith((".json", ".json.gz")) else _read_raw(path)
@@ -163,6 +168,40 @@ def _one_class(wanted: bool, scans: dict[int, RankScan], digests: set[bytes], sc
     if wanted:
         digests.add(scan.digest)
         if 1 < len(digests) < len(scans):
+            raise NotFoldable(ASTRA_WORLD_SPANS_CLASSES)
+
+
+class _LastRankProbe:
+    """For ``gather_files(one_class=True)``: one out-of-turn digest of the job's last rank file.
+
+    Once the ranks read so far are one class with two or more members, a last rank of another class settles the
+    outcome (two classes, one of two: :data:`ASTRA_WORLD_SPANS_CLASSES`) without reading the ranks between; in a
+    TP x PP x DP job the first ranks are the first pipeline stage and the last rank the last stage.  The probed
+    trace is not kept (read again in turn when it is of the same class); a file the probe cannot read or digest is
+    left to its turn, which reports it as before.
+    """
+
+    def __init__(self, pairs: list) -> None:
+        self.pending = len(pairs) > 3
+        self.rank, self.path = pairs[-1] if pairs else (None, None)
+
+    def check(self, digests: set[bytes], scans: dict[int, RankScan]) -> None:
+        """Probe once, when ``scans`` (read in turn) are one class of two or more.
+
+        Raises:
+            NotFoldable: the last rank is of another class.
+        """
+        if not self.pending or len(digests) != 1 or len(scans) < 2 or self.rank in scans:
+            return
+        from tracekit.errors import TracekitError
+        from tracekit.io import read_trace
+
+        self.pending = False
+        try:
+            digest = scan_rank(read_trace(self.path, rank=self.rank)).digest
+        except (TracekitError, OSError):  # read in turn, where the error is reported as before
+            return
+        if digest not in digests:
             raise NotFoldable(ASTRA_WORLD_SPANS_CLASSES)
 
 
