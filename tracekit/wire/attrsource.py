@@ -116,9 +116,8 @@ class _AttrSource:
         self._pending = []
         if todo:
             kind, values = self._find_all(todo)
-            for k, name in enumerate(todo):
-                at = np.flatnonzero(kind[k] != wk.ABSENT).astype(np.int32)
-                kept[name] = (at, *_compact(kind[k][at], values[k][at]))
+            kept.update(_kept_rows(todo, kind, values))
+            for name in todo:
                 self._found.pop(name, None)
         return kept
 
@@ -228,16 +227,35 @@ class _AttrSource:
         )
 
 
-def _compact(kinds: np.ndarray, values: np.ndarray) -> tuple[Any, np.ndarray]:
-    """A kept attribute's kinds and values in less memory, losslessly: one kind when all are alike (a numpy
-    scalar, broadcast when placed back), integer and bool values in the narrowest integer type holding them
-    (``is_cpu_op`` and ``stream``, on nearly every node, drop from 9 to 1 byte a node)."""
+def _kept_rows(
+    names: list[str], kind: np.ndarray, values: np.ndarray
+) -> dict[str, tuple[np.ndarray, Any, np.ndarray]]:
+    """``name -> (positions int32, kinds, values)`` of the nodes that have each name, compacted (:func:`_narrow`),
+    from one :func:`tracekit.wire.kernels.find_attrs` output (``kind``/``values``
+    [K, N]): one nonzero pass and segment reductions for all K names, not K passes."""
+    rows, at = np.nonzero(kind != wk.ABSENT)  # row-major: by name, positions ascending
+    bounds = np.searchsorted(rows, np.arange(len(names) + 1)).tolist()
+    at32 = at.astype(np.int32)
+    kinds, vals = kind[rows, at], values[rows, at]
+    starts = [lo for lo, hi in zip(bounds, bounds[1:]) if hi > lo]
+    if starts:  # per name that some node has: its lowest and highest kind and value
+        lows = zip(np.minimum.reduceat(kinds, starts).tolist(), np.maximum.reduceat(kinds, starts).tolist())
+        spans = zip(np.minimum.reduceat(vals, starts).tolist(), np.maximum.reduceat(vals, starts).tolist())
+    out: dict[str, tuple[np.ndarray, Any, np.ndarray]] = {}
+    for name, lo, hi in zip(names, bounds, bounds[1:]):
+        if hi == lo:
+            out[name] = (at32[lo:hi], kinds[lo:hi], vals[lo:hi])
+            continue
+        (k_lo, k_hi), (v_lo, v_hi) = next(lows), next(spans)
+        out[name] = (at32[lo:hi], *_narrow(kinds[lo:hi], vals[lo:hi], k_lo == k_hi, v_lo, v_hi))
+    return out
 
-    if not len(kinds):
-        return kinds, values
-    one = bool((kinds == kinds[0]).all())
+
+def _narrow(kinds: np.ndarray, values: np.ndarray, one: bool, lo: int, hi: int) -> tuple[Any, np.ndarray]:
+    """A kept attribute's kinds and values in less memory, losslessly: one kind when all are alike (``one``: a
+    numpy scalar, broadcast when placed back), integer and bool values in the narrowest integer type holding
+    ``lo``..``hi`` (``is_cpu_op`` and ``stream``, on nearly every node, drop from 9 to 1 byte a node)."""
     if one and int(kinds[0]) in (wk.INT, wk.BOOL):
-        lo, hi = int(values.min()), int(values.max())
         for dtype in (np.int8, np.int16, np.int32):
             info = np.iinfo(dtype)
             if info.min <= lo and hi <= info.max:
