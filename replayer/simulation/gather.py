@@ -84,14 +84,11 @@ def gather_files(
 
     Each rank is checked (when ``options.check``), digested (:func:`~.folding.scan_rank`) and dropped unless it
     is the first of its class, so memory holds the representatives plus a small table per rank. Files stamped
-    with their rank class are derived from the class's first file without decoding
-    (:class:`~.class_replay.StampedClasses`).
+    with their rank class are derived from the class's first file (:class:`~.class_replay.StampedClasses`).
 
-    ``one_class``: the collective model folds only a job whose ranks are all one class (the ASTRA-sim model:
-    its default group spans the world, :func:`.folding._astra_foldable`), so stop reading as soon as the ranks
-    read hold two classes and a class of two (the proof would refuse with :data:`ASTRA_WORLD_SPANS_CLASSES`);
-    once the first ranks read are one class of two or more, the job's last rank is digested out of turn
-    (:class:`_LastRankProbe`), so a job whose stages differ stops after three files instead of a whole stage's.
+    ``one_class``: the model folds only a job of one class (ASTRA-sim's, :func:`.folding._astra_foldable`): stop
+    once the ranks read hold two classes and a class of two (:data:`ASTRA_WORLD_SPANS_CLASSES`); the last rank
+    is digested out of turn once the first are one class of two (:class:`_LastRankProbe`).
 
     Raises:
         NotFoldable: a rank fails its checks, ranks declare a group differently, or ``one_class`` fails.
@@ -112,10 +109,9 @@ def gather_files(
     findings: list["RankFindings | None"] = []
     declared: dict[str, tuple[int, ...]] = {}
     stamped = StampedClasses()  # members of stamped files are derived, not decoded (class_replay.py)
-    probe = _LastRankProbe(pairs) if one_class else None
+    probe = _LastRankProbe(pairs if one_class else [])
     for rank, path in pairs:
-        if probe is not None:
-            probe.check(digests, scans)
+        probe.check(digests, scans)
         say("reading and digesting ranks", len(scans), len(pairs))
         spath = str(path)
         data = None if spath.endswith((".json", ".json.gz")) else _read_raw(path)
@@ -181,9 +177,10 @@ class _LastRankProbe:
     left to its turn, which reports it as before.
     """
 
-    def __init__(self, pairs: list) -> None:
+    def __init__(self, pairs: list) -> None:  # no pairs: never probes
         self.pending = len(pairs) > 3
-        self.rank, self.path = pairs[-1] if pairs else (None, None)
+        self.rank: int | None = pairs[-1][0] if pairs else None
+        self.path: Any = pairs[-1][1] if pairs else None
 
     def check(self, digests: set[bytes], scans: dict[int, RankScan]) -> None:
         """Probe once, when ``scans`` (read in turn) are one class of two or more.

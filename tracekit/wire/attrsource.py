@@ -65,7 +65,6 @@ class _AttrSource:
             TraceFormatError: a corrupt attribute, naming its node and byte offset.
         """
         if self.attr_error is None:
-
             err = np.zeros(5, dtype=np.int64)
             wk.check_attrs(self.buf, self.attr_at, self.ends, err)
             self.attr_error = err
@@ -227,9 +226,7 @@ class _AttrSource:
         )
 
 
-def _kept_rows(
-    names: list[str], kind: np.ndarray, values: np.ndarray
-) -> dict[str, tuple[np.ndarray, Any, np.ndarray]]:
+def _kept_rows(names: list[str], kind: np.ndarray, values: np.ndarray) -> dict[str, tuple[np.ndarray, Any, np.ndarray]]:
     """``name -> (positions int32, kinds, values)`` of the nodes that have each name, compacted (:func:`_narrow`),
     from one :func:`tracekit.wire.kernels.find_attrs` output (``kind``/``values``
     [K, N]): one nonzero pass and segment reductions for all K names, not K passes."""
