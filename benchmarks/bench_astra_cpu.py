@@ -34,6 +34,10 @@ exactly.  On every job it printed every rank's time and then aborted at exit (th
 group teardown the reference README describes); the times are valid.
 
 Target: tracekit's CPU time <= 0.1 x ASTRA-sim's on the 512-rank job, per-rank times equal.
+Measured (replayer/NOTES.md, "astra2"; 2026-12-01, shared box at load ~3, tracekit medians, imports excluded as
+above; before = main 00526e2 timed the same way): 8l-dp64 unfolded 1.58 -> 1.31 s (0.151x -> 0.125x), as
+``replay`` runs 1.67 -> 1.45 s (0.159x -> 0.138x), 5 runs each; 24l-dp64 4.48 -> 4.02 s (0.065x -> 0.058x) and
+5.36 -> 5.16 s (0.078x -> 0.075x), 3 runs each.  Per-rank times equal ASTRA-sim's in every run.
 Environment: ``BENCH_RUNS``, ``ASTRA_SIM_BIN``, ``BENCH_ASTRA_JOBS`` (comma list of :data:`JOBS` keys, default all).
 """
 
