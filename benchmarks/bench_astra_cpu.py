@@ -13,7 +13,7 @@ spans the pipeline stages, whose members may arrive apart), so every rank is sim
 
 Both tools read the same exported files:
 
-- tracekit: ``replay_with_traces`` of the export in a fresh process (imports excluded; reading the files, checks,
+- tracekit: ``replay_with_traces`` of the export in a fresh process (imports excluded: :data:`PRELOAD`; reading the files, checks,
   compile, simulation and result included), the way tests/astra_reference.py replays a recorded case: the spec
   ``hw import-astra`` makes of the export's system.json + network.yml + memory.json with ``[astra] build =
   518bd51``, the export's comm-group file.  Two settings: ``default`` as ``tracekit replay`` runs (folding tried,
@@ -34,6 +34,10 @@ exactly.  On every job it printed every rank's time and then aborted at exit (th
 group teardown the reference README describes); the times are valid.
 
 Target: tracekit's CPU time <= 0.1 x ASTRA-sim's on the 512-rank job, per-rank times equal.
+Measured (replayer/NOTES.md, "astra2"; 2026-12-01, shared box at load ~3, tracekit medians, imports excluded as
+above; before = main 00526e2 timed the same way): 8l-dp64 unfolded 1.58 -> 1.31 s (0.151x -> 0.125x), as
+``replay`` runs 1.67 -> 1.45 s (0.159x -> 0.138x), 5 runs each; 24l-dp64 4.48 -> 4.02 s (0.065x -> 0.058x) and
+5.36 -> 5.16 s (0.078x -> 0.075x), 3 runs each.  Per-rank times equal ASTRA-sim's in every run.
 Environment: ``BENCH_RUNS``, ``ASTRA_SIM_BIN``, ``BENCH_ASTRA_JOBS`` (comma list of :data:`JOBS` keys, default all).
 """
 
@@ -101,10 +105,52 @@ SYSTEM = {
     "boost-mode": 0,
 }
 
+#: modules a replay imports on first use: imported before the clock starts ("imports excluded"; the box sets
+#: PYTHONDONTWRITEBYTECODE, so each child would otherwise compile their sources inside the timed replay)
+PRELOAD = (
+    "tracekit.io",
+    "tracekit.fmt",
+    "tracekit.sets.traceset",
+    "tracekit.wire.columnar",
+    "tracekit.wire.encode",
+    "tracekit.wire.recscan",
+    "tracekit.workloads.rank_template",
+    "tracekit.replayer.simulation.specs",
+    "tracekit.model.graph",
+    "tracekit.wire.attrsource",
+    "tracekit.wire.kernels",
+    "tracekit.sets.classset",
+    "tracekit.checks.classset",
+    "tracekit.costs.devices",
+    "tracekit.replayer.simulation.class_replay",
+    "tracekit.replayer.simulation.scan_tables",
+    "tracekit.checks.validate",
+    "tracekit.replayer.results.build",
+    "tracekit.replayer.simulation.attr_pass",
+    "tracekit.replayer.simulation.checks",
+    "tracekit.replayer.simulation.engine",
+    "tracekit.replayer.simulation.fold_expand",
+    "tracekit.replayer.simulation.gather",
+    "tracekit.replayer.simulation.interference",
+    "tracekit.replayer.simulation.memory_bound",
+    "tracekit.replayer.simulation.perturb",
+    "tracekit.replayer.simulation.whole_job",
+    "tracekit.replayer.simulation.astra_skew",
+    "tracekit.replayer.simulation.astra_congestion",
+    "tracekit.wire.sharing",
+)
+
 CHILD = """
-import json, sys
+import importlib, json, sys
 sys.path.insert(0, {here!r})
 import bench_astra_cpu as b
+for name in b.PRELOAD:
+    importlib.import_module(name)
+for name in ("tracekit._aot_kernels_0", "tracekit._aot_kernels_1"):  # the AOT exports, where built
+    try:
+        importlib.import_module(name)
+    except ImportError:
+        pass
 print("@@" + json.dumps(b.run_tracekit({folder!r}, {mode!r})))
 """
 

@@ -85,12 +85,11 @@ def gather_files(
 
     Each rank is checked (when ``options.check``), digested (:func:`~.folding.scan_rank`) and dropped unless it
     is the first of its class, so memory holds the representatives plus a small table per rank. Files stamped
-    with their rank class are derived from the class's first file without decoding
-    (:class:`~.class_replay.StampedClasses`).
+    with their rank class are derived from the class's first file (:class:`~.class_replay.StampedClasses`).
 
-    ``one_class``: the collective model folds only a job whose ranks are all one class (the ASTRA-sim model:
-    its default group spans the world, :func:`.folding._astra_foldable`), so stop reading as soon as the ranks
-    read hold two classes and a class of two (the proof would refuse with :data:`ASTRA_WORLD_SPANS_CLASSES`).
+    ``one_class``: the model folds only a job of one class (ASTRA-sim's, :func:`.folding._astra_foldable`): stop
+    once the ranks read hold two classes and a class of two (:data:`ASTRA_WORLD_SPANS_CLASSES`); the last rank
+    is digested out of turn once the first are one class of two (:class:`_LastRankProbe`).
 
     Raises:
         NotFoldable: a rank fails its checks, ranks declare a group differently, or ``one_class`` fails.
@@ -112,7 +111,9 @@ def gather_files(
     merger = GroupsMerger()  # ranks with equal pg-init records share one declaration (shared_groups)
     declared = merger.groups
     stamped = StampedClasses()  # members of stamped files are derived, not decoded (class_replay.py)
+    probe = _LastRankProbe(pairs if one_class else [])
     for rank, path in pairs:
+        probe.check(digests, scans)
         say("reading and digesting ranks", len(scans), len(pairs))
         spath = str(path)
         data = None if spath.endswith((".json", ".json.gz")) else _read_raw(path)
@@ -165,6 +166,41 @@ def _one_class(wanted: bool, scans: dict[int, RankScan], digests: set[bytes], sc
     if wanted:
         digests.add(scan.digest)
         if 1 < len(digests) < len(scans):
+            raise NotFoldable(ASTRA_WORLD_SPANS_CLASSES)
+
+
+class _LastRankProbe:
+    """For ``gather_files(one_class=True)``: one out-of-turn digest of the job's last rank file.
+
+    Once the ranks read so far are one class with two or more members, a last rank of another class settles the
+    outcome (two classes, one of two: :data:`ASTRA_WORLD_SPANS_CLASSES`) without reading the ranks between; in a
+    TP x PP x DP job the first ranks are the first pipeline stage and the last rank the last stage.  The probed
+    trace is not kept (read again in turn when it is of the same class); a file the probe cannot read or digest is
+    left to its turn, which reports it as before.
+    """
+
+    def __init__(self, pairs: list) -> None:  # no pairs: never probes
+        self.pending = len(pairs) > 3
+        self.rank: int | None = pairs[-1][0] if pairs else None
+        self.path: Any = pairs[-1][1] if pairs else None
+
+    def check(self, digests: set[bytes], scans: dict[int, RankScan]) -> None:
+        """Probe once, when ``scans`` (read in turn) are one class of two or more.
+
+        Raises:
+            NotFoldable: the last rank is of another class.
+        """
+        if not self.pending or len(digests) != 1 or len(scans) < 2 or self.rank in scans:
+            return
+        from tracekit.errors import TracekitError
+        from tracekit.io import read_trace
+
+        self.pending = False
+        try:
+            digest = scan_rank(read_trace(self.path, rank=self.rank)).digest
+        except (TracekitError, OSError):  # read in turn, where the error is reported as before
+            return
+        if digest not in digests:
             raise NotFoldable(ASTRA_WORLD_SPANS_CLASSES)
 
 

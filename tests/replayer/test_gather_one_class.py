@@ -20,10 +20,12 @@ from tests.replayer._engine_kit import coll, comp, make_spec, traceset
 MIB = 1 << 20
 
 
-def _two_classes(tmp_path):
-    """4 rank files ``A B A B``: compute 10 us or 20 us, then a 1 MiB world all-reduce."""
+def _two_classes(tmp_path, b_ranks=(1, 3), ranks=4):
+    """Rank files of two classes (``A B A B`` by default): compute 10 us (A) or 20 us (the ``b_ranks``, B), then a
+    1 MiB world all-reduce."""
     per_rank = [
-        [comp(0, 10_000 if r % 2 == 0 else 20_000), coll(1, CollectiveType.ALL_REDUCE, MIB, [0])] for r in range(4)
+        [comp(0, 20_000 if r in b_ranks else 10_000), coll(1, CollectiveType.ALL_REDUCE, MIB, [0])]
+        for r in range(ranks)
     ]
     write_traceset(traceset(per_rank), tmp_path / "job")
     return tmp_path / "job"
@@ -50,6 +52,24 @@ def test_one_class_stops_at_the_second_class_with_a_twin(tmp_path):
     gathered = gather_files(prefix, ReplayOptions(), say)
     assert max(seen) == 3 and sorted(gathered.scans) == [0, 1, 2, 3]
     assert len({s.digest for s in gathered.scans.values()}) == 2
+
+
+def test_one_class_probes_the_last_rank_once_the_first_are_one_class(tmp_path):
+    """Ranks ``A A A A A B`` (the stages of a TP x PP x DP job): after ranks 0 and 1 (one class of two) the last
+    rank is digested out of turn and differs, so 2 files are read in turn, not 6; ``A A A A A A`` reads all 6 and
+    gathers one class (the probe's trace is not kept: rank 5 is read again in turn)."""
+    prefix = _two_classes(tmp_path / "ab", b_ranks=(5,), ranks=6)
+    seen: list[int] = []
+
+    def say(stage, done=0, total=None):
+        seen.append(done)
+
+    with pytest.raises(NotFoldable, match="group '0' spans classes"):
+        gather_files(prefix, ReplayOptions(), say, one_class=True)
+    assert max(seen) == 1
+    seen.clear()
+    gathered = gather_files(_two_classes(tmp_path / "aa", b_ranks=(), ranks=6), ReplayOptions(), say, one_class=True)
+    assert max(seen) == 5 and sorted(gathered.scans) == list(range(6)) and sorted(gathered.kept) == [0]
 
 
 def test_astra_replay_falls_back_with_the_proofs_reason_and_the_unfolded_result(tmp_path):

@@ -37,6 +37,8 @@ __all__ = ["CommTable", "collective_instances", "comm_table", "group_order", "p2
 T = TypeVar("T")
 
 COMM_TYPES = (NodeType.COMM_COLL_NODE, NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE)
+_SEND, _COLL = int(NodeType.COMM_SEND_NODE), int(NodeType.COMM_COLL_NODE)
+assert sorted(int(t) for t in COMM_TYPES) == list(range(_SEND, _COLL + 1))  # one range compare finds them
 #: ``comm_type`` / ``comm_size`` values that are present but not integers
 NOT_AN_INT = -2
 
@@ -80,7 +82,7 @@ def comm_table(trace: "ExecutionTrace", positions: "np.ndarray | None" = None) -
     """
     cols = trace.columns()
     types = np.asarray(cols.types)
-    comm = np.flatnonzero(np.isin(types, [int(t) for t in COMM_TYPES])) if positions is None else positions
+    comm = np.flatnonzero((types >= _SEND) & (types <= _COLL)) if positions is None else positions
     memo = cols.memo  # a dict while a replay keeps the columns' attributes (NodeColumns.keep_attrs)
     if memo is None:
         return _comm_table(trace, cols, types, comm)
@@ -101,7 +103,7 @@ def _comm_table(trace: "ExecutionTrace", cols: Any, types: np.ndarray, comm: np.
     _, pg_v = PG_NAME.column(cols)
     _, ctype, _ = COMM_TYPE.column_or(cols, absent=0, bad=NOT_AN_INT)
     _, csize, _ = COMM_SIZE.column_or(cols, absent=0, bad=NOT_AN_INT)
-    is_coll = types[np.asarray(order, dtype=np.int64)] == NodeType.COMM_COLL_NODE
+    is_coll = types[np.asarray(order, dtype=np.int64)] == _COLL
     if not is_coll.all():
         _, tag_v, _ = COMM_TAG.column_or(cols, absent=0, bad=0)
         src_has, src_v, src_ok = COMM_SRC.column_or(cols, absent=-1, bad=-1)
@@ -109,14 +111,25 @@ def _comm_table(trace: "ExecutionTrace", cols: Any, types: np.ndarray, comm: np.
         src_ok, dst_ok = src_ok & src_has, dst_ok & dst_has
     order_arr = np.asarray(table.order, dtype=np.int64)
     _collectives(table, order_arr[is_coll], pg_v, ctype, csize)
-    for p in order_arr[~is_coll].tolist():
-        tag = table.tag[p] = int(tag_v[p])
-        table.p2p_attr[p] = (max(int(csize[p]), 0), canonical_pg_name(pg_v[p]))
-        send = types[p] == NodeType.COMM_SEND_NODE
-        if not (dst_ok if send else src_ok)[p]:
+    p2p = order_arr[~is_coll]
+    if not len(p2p):
+        return table
+    send = types[p2p] == _SEND
+    peer_ok = np.where(send, dst_ok[p2p], src_ok[p2p]).tolist()
+    peers = np.where(send, dst_v[p2p], src_v[p2p]).tolist()
+    names: dict[Any, str] = {}  # raw pg_name -> canonical name
+    for p, tag, size, is_send, ok, peer in zip(
+        p2p.tolist(), tag_v[p2p].tolist(), csize[p2p].tolist(), send.tolist(), peer_ok, peers
+    ):
+        table.tag[p] = tag
+        raw = pg_v[p]
+        name = names.get(raw)
+        if name is None:
+            name = names[raw] = canonical_pg_name(raw)
+        table.p2p_attr[p] = (max(size, 0), name)
+        if not ok:
             table.missing_peer.append(p)
-        peer = int((dst_v if send else src_v)[p])
-        (table.sends if send else table.recvs).setdefault((peer, tag), []).append(p)
+        (table.sends if is_send else table.recvs).setdefault((peer, tag), []).append(p)
     return table
 
 

@@ -15,6 +15,7 @@ import numpy as np
 from google.protobuf.message import DecodeError
 
 from tracekit.errors import TraceFormatError
+from tracekit.wire import kernels as wk  # light: numba is imported by a kernel's first JIT call, not here
 
 
 class _AttrSource:
@@ -64,8 +65,6 @@ class _AttrSource:
             TraceFormatError: a corrupt attribute, naming its node and byte offset.
         """
         if self.attr_error is None:
-            from tracekit.wire import kernels as wk
-
             err = np.zeros(5, dtype=np.int64)
             wk.check_attrs(self.buf, self.attr_at, self.ends, err)
             self.attr_error = err
@@ -90,7 +89,6 @@ class _AttrSource:
         Raises:
             TraceFormatError: a corrupt attribute message (see :meth:`verify`).
         """
-        from tracekit.wire import kernels as wk
 
         if keep:  # searched at the first ask of any of them (a corrupt attribute raises where it did)
             self._pending = [x for x in dict.fromkeys(names) if self._kept is None or x not in self._kept]
@@ -110,7 +108,6 @@ class _AttrSource:
 
     def _keep(self) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
         """The kept attributes, the pending names of :meth:`prefetch` with ``keep`` found now in one pass."""
-        from tracekit.wire import kernels as wk
 
         if self._kept is None:
             self._kept = {}
@@ -118,9 +115,8 @@ class _AttrSource:
         self._pending = []
         if todo:
             kind, values = self._find_all(todo)
-            for k, name in enumerate(todo):
-                at = np.flatnonzero(kind[k] != wk.ABSENT).astype(np.int32)
-                kept[name] = (at, *_compact(kind[k][at], values[k][at]))
+            kept.update(_kept_rows(todo, kind, values))
+            for name in todo:
                 self._found.pop(name, None)
         return kept
 
@@ -130,7 +126,6 @@ class _AttrSource:
 
     def _find_all(self, names: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """``(kind int8[K, N], values int64[K, N])`` of :func:`tracekit.wire.kernels.find_attrs`."""
-        from tracekit.wire import kernels as wk
 
         checked = self.attr_error is not None
         if checked:
@@ -175,10 +170,11 @@ class _AttrSource:
         Raises:
             TraceFormatError: a corrupt attribute message, or a value that does not decode (names the node).
         """
-        from tracekit.wire import kernels as wk
 
         kind, ints = self._find(name)
         present = kind != wk.ABSENT
+        if not present.any():  # no node has it (e.g. ``merged_node_ids`` of an unmerged trace)
+            return present, [None] * self.n
         scattered = np.full(self.n, None, dtype=object)  # scalars placed by numpy, not a Python loop
         for code, column in ((wk.INT, ints), (wk.BOOL, ints), (wk.FLOAT, ints.view(np.float64))):
             sel = kind == code
@@ -230,17 +226,33 @@ class _AttrSource:
         )
 
 
-def _compact(kinds: np.ndarray, values: np.ndarray) -> tuple[Any, np.ndarray]:
-    """A kept attribute's kinds and values in less memory, losslessly: one kind when all are alike (a numpy
-    scalar, broadcast when placed back), integer and bool values in the narrowest integer type holding them
-    (``is_cpu_op`` and ``stream``, on nearly every node, drop from 9 to 1 byte a node)."""
-    from tracekit.wire import kernels as wk
+def _kept_rows(names: list[str], kind: np.ndarray, values: np.ndarray) -> dict[str, tuple[np.ndarray, Any, np.ndarray]]:
+    """``name -> (positions int32, kinds, values)`` of the nodes that have each name, compacted (:func:`_narrow`),
+    from one :func:`tracekit.wire.kernels.find_attrs` output (``kind``/``values``
+    [K, N]): one nonzero pass and segment reductions for all K names, not K passes."""
+    rows, at = np.nonzero(kind != wk.ABSENT)  # row-major: by name, positions ascending
+    bounds = np.searchsorted(rows, np.arange(len(names) + 1)).tolist()
+    at32 = at.astype(np.int32)
+    kinds, vals = kind[rows, at], values[rows, at]
+    starts = [lo for lo, hi in zip(bounds, bounds[1:]) if hi > lo]
+    if starts:  # per name that some node has: its lowest and highest kind and value
+        lows = zip(np.minimum.reduceat(kinds, starts).tolist(), np.maximum.reduceat(kinds, starts).tolist())
+        spans = zip(np.minimum.reduceat(vals, starts).tolist(), np.maximum.reduceat(vals, starts).tolist())
+    out: dict[str, tuple[np.ndarray, Any, np.ndarray]] = {}
+    for name, lo, hi in zip(names, bounds, bounds[1:]):
+        if hi == lo:
+            out[name] = (at32[lo:hi], kinds[lo:hi], vals[lo:hi])
+            continue
+        (k_lo, k_hi), (v_lo, v_hi) = next(lows), next(spans)
+        out[name] = (at32[lo:hi], *_narrow(kinds[lo:hi], vals[lo:hi], k_lo == k_hi, v_lo, v_hi))
+    return out
 
-    if not len(kinds):
-        return kinds, values
-    one = bool((kinds == kinds[0]).all())
+
+def _narrow(kinds: np.ndarray, values: np.ndarray, one: bool, lo: int, hi: int) -> tuple[Any, np.ndarray]:
+    """A kept attribute's kinds and values in less memory, losslessly: one kind when all are alike (``one``: a
+    numpy scalar, broadcast when placed back), integer and bool values in the narrowest integer type holding
+    ``lo``..``hi`` (``is_cpu_op`` and ``stream``, on nearly every node, drop from 9 to 1 byte a node)."""
     if one and int(kinds[0]) in (wk.INT, wk.BOOL):
-        lo, hi = int(values.min()), int(values.max())
         for dtype in (np.int8, np.int16, np.int32):
             info = np.iinfo(dtype)
             if info.min <= lo and hi <= info.max:
@@ -256,7 +268,6 @@ def numeric_values(
     number, else None (the rules of :meth:`_AttrSource.numeric`; ``ints``, zero where absent as
     :func:`tracekit.wire.columnar._keys` allocates it, is returned or overwritten).
     """
-    from tracekit.wire import kernels as wk
 
     top = int(kind.max()) if len(kind) else wk.ABSENT
     if top <= wk.INT:  # integers only (the usual case): one reduction decides
@@ -278,7 +289,6 @@ def numeric_values(
 
 def walk_reason(code: int, field: int, wt: int) -> str:
     """The words for a walk code of :mod:`tracekit.wire.kernels` (field number and wire type where they matter)."""
-    from tracekit.wire import kernels as wk
 
     if code == wk.BAD_TAG:
         return f"invalid field tag (field {field}, wire type {wt})"
@@ -290,8 +300,20 @@ def walk_reason(code: int, field: int, wt: int) -> str:
 def _keys(names: list[str], m: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``(keys, key_ptr, kind int8[K, m], values int64[K, m])`` for the walks of :mod:`tracekit.wire.kernels`
     (kinds ABSENT and values 0 until found)."""
-    keys = [x.encode() for x in names]
-    key_ptr = np.zeros(len(keys) + 1, dtype=np.int64)
-    np.cumsum([len(k) for k in keys], out=key_ptr[1:])
-    key_bytes = np.frombuffer(b"".join(keys) or b"\0", dtype=np.uint8)
-    return key_bytes, key_ptr, np.zeros((len(keys), m), dtype=np.int8), np.zeros((len(keys), m), dtype=np.int64)
+    packed = _PACKED.get(tuple(names))
+    if packed is None:  # a few name lists per process (the replay's, one per single name asked)
+        keys = [x.encode() for x in names]
+        key_ptr = np.zeros(len(keys) + 1, dtype=np.int64)
+        np.cumsum([len(k) for k in keys], out=key_ptr[1:])
+        key_bytes = np.frombuffer(b"".join(keys) or b"\0", dtype=np.uint8)
+        if len(_PACKED) >= 256:
+            _PACKED.clear()
+        packed = _PACKED[tuple(names)] = (key_bytes, key_ptr)
+    key_bytes, key_ptr = packed
+    k = len(names)
+    return key_bytes, key_ptr, np.zeros((k, m), dtype=np.int8), np.zeros((k, m), dtype=np.int64)
+
+
+#: :func:`_keys`' packed names by name list (shared: the kernels only read them; the AOT exports' argument key
+#: wants ``key_ptr`` writeable, as it was made)
+_PACKED: dict[tuple[str, ...], tuple[np.ndarray, np.ndarray]] = {}
