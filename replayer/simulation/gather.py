@@ -96,9 +96,6 @@ def gather_files(
         TraceFormatError: an unreadable file. ReplayError: a rank of the job has no file.
     """
     from tracekit.io import _read_raw, read_trace, trace_from_bytes, trace_paths
-    from tracekit.replayer.simulation.checks import check_complete
-    from tracekit.model.groups import default_group_size
-    from tracekit.replayer.simulation.whole_job import check_whole_job
     from tracekit.replayer.simulation.class_replay import StampedClasses
     from tracekit.checks.validate import check_rank
 
@@ -147,6 +144,27 @@ def gather_files(
         if data is not None:
             stamped.remember(data, scan, f, groups_here)
         del trace, data
+    return _whole_job(traces, pairs, options, scans, kept, declared, findings)
+
+
+def _whole_job(
+    traces: Any,
+    pairs: list[tuple[int, Any]],
+    options: "ReplayOptions",
+    scans: dict[int, RankScan],
+    kept: dict[int, "ExecutionTrace"],
+    declared: dict[str, tuple[int, ...]],
+    findings: list["RankFindings | None"],
+) -> "Gathered":
+    """:func:`gather_files`' end: the comm-group file's groups merged, the world size, the whole-job checks.
+
+    Raises:
+        ReplayError: a rank of the job has no file. NotFoldable: a whole-job check fails.
+    """
+    from tracekit.replayer.simulation.checks import check_complete
+    from tracekit.model.groups import default_group_size
+    from tracekit.replayer.simulation.whole_job import check_whole_job
+
     if options.comm_groups:  # an ASTRA-sim comm-group file (tracekit.sets.comm_groups)
         from tracekit.sets.comm_groups import merge_declared
 
