@@ -69,10 +69,15 @@ def encoded_bytes(source: Any) -> int | None:
         return None  # the read that follows reports it
 
 
+def _amount(n_bytes: int) -> str:
+    """``12.6 GB`` from 1 GB up, else ``450 MB`` (a bound of 0.001 GB read '0.0 GB' with one decimal of GB)."""
+    return f"{n_bytes / 1e9:.1f} GB" if n_bytes >= 1e9 else f"{n_bytes / 1e6:,.0f} MB"
+
+
 def _refuse(what: str, estimate: int, bound: int, basis: str) -> None:
     if estimate > bound:
         raise MemoryBoundError(
-            f"{what} needs about {estimate / 1e9:.1f} GB ({basis}); the memory bound is {bound / 1e9:.1f} GB "
+            f"{what} needs about {_amount(estimate)} ({basis}); the memory bound is {_amount(bound)} "
             f"(--memory-bound GB to raise it)"
         )
 

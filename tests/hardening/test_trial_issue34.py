@@ -7,9 +7,10 @@ Each test is a fault found by trying the route; the module names the symptom, th
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
-from _hardkit import ring_job, run
+from _hardkit import one_line_error, ring_job, run
 
 from tracekit.sets.classset import read_class_set
 from tracekit.wire.io import read_trace
@@ -150,3 +151,15 @@ def test_a_swept_key_that_moves_hidden_communication_is_not_called_unused(tmp_pa
         "network[0].bandwidth_gbps = 25, 400 did not move the iteration time: it moved the slowest rank's "
         "communication (40.614 us to 128.783 us), which overlaps compute off the critical path"
     ) in doc["notes"]
+
+
+@pytest.mark.parametrize(("bound", "shown"), [("0.001", "1 MB"), ("0.0125", "12 MB"), ("0.05", "50 MB")])
+def test_a_small_memory_bound_is_shown_as_given_not_as_zero(tmp_path, bound, shown):
+    """`replay --memory-bound 0.001` refused with 'the memory bound is 0.0 GB' (and an estimate of '0.1 GB'):
+    a bound the user set, printed as zero. Figures under 1 GB are now given in MB; nothing is written."""
+    prefix = _generated_classes(tmp_path, 4)
+    res = run("replay", prefix, "--hw", "dgx-h100", "--memory-bound", bound, "-o", tmp_path / "r.json")
+    line = one_line_error(res)
+    assert line.endswith(f"; the memory bound is {shown} (--memory-bound GB to raise it)"), line
+    assert re.match(r"tracekit: error: the folded replay needs about [1-9][0-9]* MB \(", line), line
+    assert not (tmp_path / "r.json").exists() and not list(tmp_path.glob(".tk-*"))
