@@ -163,3 +163,18 @@ def test_a_small_memory_bound_is_shown_as_given_not_as_zero(tmp_path, bound, sho
     assert line.endswith(f"; the memory bound is {shown} (--memory-bound GB to raise it)"), line
     assert re.match(r"tracekit: error: the folded replay needs about [1-9][0-9]* MB \(", line), line
     assert not (tmp_path / "r.json").exists() and not list(tmp_path.glob(".tk-*"))
+
+
+@pytest.mark.parametrize(("rank", "shown"), [("1", "'1'"), (1.9, "1.9"), (True, "True")])
+def test_a_manifest_rank_that_is_not_an_integer_is_refused(tmp_path, rank, shown):
+    """A class-set manifest listing rank "1", 1.9 or true was read as rank 1 (int() of each) and replayed."""
+    prefix = _generated_classes(tmp_path, 2)
+    manifest = tmp_path / "dp2" / "job.classes.json"
+    doc = json.loads(manifest.read_text())
+    assert doc["classes"][0]["ranks"][1] == 1
+    doc["classes"][0]["ranks"][1] = rank
+    manifest.write_text(json.dumps(doc))
+    line = one_line_error(run("replay", prefix, "--hw", "dgx-h100"))
+    assert line == (
+        f"tracekit: error: {manifest}: bad rank-class manifest: class 0: rank {shown} is not an integer >= 0"
+    )
