@@ -228,7 +228,7 @@ def _source_key(source: Any) -> Any:
     return ("object", id(source))
 
 
-def _load(source: Any) -> "TraceSet | str":
+def _load(source: Any) -> "TraceSet | str | tuple[str, ...]":
     key = _source_key(source)
     if _LOADED[0] == key:
         return _LOADED[1]
