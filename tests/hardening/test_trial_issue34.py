@@ -212,3 +212,34 @@ def test_transform_dp_per_rank_holds_one_output_rank_at_a_time(tmp_path):
         assert res.exit_code == 0, res.stderr
         assert len(list((tmp_path / f"dp{dp}x").glob("job.*.et"))) == 4 * dp
     assert peaks[1] < 1.25 * peaks[0], peaks
+
+
+def test_the_memory_bound_counts_the_expanded_result_of_per_rank(tmp_path):
+    """`replay --per-rank --memory-bound 2` of Llama 3 405B on 8,192 ranks was let through on the folded estimate
+    (1.4 GB) and peaked at 3.7 GB: the expansion to every collective instance was not counted. A bound between
+    the two estimates now lets the summary replay through and refuses --per-rank, naming the larger basis."""
+    prefix = tmp_path / "job"  # gpt3-1.3b, 24 layers, 256 ranks: 109,056 communication nodes
+    res = run(
+        "-q",
+        "generate",
+        "llm",
+        "--model",
+        "gpt3-1.3b",
+        "--tp",
+        "2",
+        "--pp",
+        "2",
+        "--dp",
+        "64",
+        "--classes",
+        "-o",
+        prefix,
+    )
+    assert res.exit_code == 0, res.stderr
+    refused = run("replay", prefix, "--hw", "dgx-h100", "--per-rank", "--memory-bound", "0.115")
+    line = one_line_error(refused)
+    nodes = int(re.search(r"\(([\d,]+) communication nodes x 290 B", line).group(1).replace(",", ""))
+    assert "to prove the folding and list every collective instance" in line
+    summary_estimate = 90_000_000 + 130 * nodes  # + 3 x the representatives' bytes, well under the bound
+    assert nodes == 109_056 and summary_estimate < 0.115e9 < 90_000_000 + 290 * nodes
+    assert run("replay", prefix, "--hw", "dgx-h100", "--memory-bound", "0.115").exit_code == 0
