@@ -216,21 +216,28 @@ _LOADED: list[Any] = [None, None]
 def _source_key(source: Any) -> Any:
     if isinstance(source, (str, tuple)):
         from tracekit.io import trace_paths
+        from tracekit.sets.classset import find_class_set
 
-        return ("path", tuple((str(p), p.stat().st_mtime_ns, p.stat().st_size) for _, p in trace_paths(source)))
+        classes = find_class_set(source)
+        files = (
+            [classes.manifest, *(c.file for c in classes.classes)] if classes else [p for _, p in trace_paths(source)]
+        )
+        return ("path", tuple((str(p), p.stat().st_mtime_ns, p.stat().st_size) for p in files))
     if hasattr(source, "hex"):  # ray.ObjectRef
         return ("ray", source.hex())
     return ("object", id(source))
 
 
-def _load(source: Any) -> "TraceSet":
+def _load(source: Any) -> "TraceSet | str | tuple[str, ...]":
     key = _source_key(source)
     if _LOADED[0] == key:
         return _LOADED[1]
     if isinstance(source, (str, tuple)):
         from tracekit.io import read_traceset
+        from tracekit.sets.classset import find_class_set
 
-        traceset = read_traceset(source)
+        # a class set stays a path: replay_with_compute replays its classes (folded), never every rank
+        traceset = source if find_class_set(source) is not None else read_traceset(source)
     elif key[0] == "ray":
         import ray
 
@@ -369,10 +376,12 @@ def _trace_source(
         TraceFormatError: the paths match no trace files (or two files claim one rank).
     """
     from tracekit.io import trace_paths
+    from tracekit.sets.classset import find_class_set
 
     if isinstance(traces, (str, os.PathLike)):
         path = os.fspath(traces)
-        return path, len(trace_paths(path)), path
+        classes = find_class_set(path)  # a rank-class set (what transform --dp writes)
+        return path, classes.world_size if classes is not None else len(trace_paths(path)), path
     if isinstance(traces, (list, tuple)):
         paths = tuple(os.fspath(t) for t in traces)
         return paths, len(trace_paths(paths)), " ".join(paths)

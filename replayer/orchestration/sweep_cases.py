@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Sequence
 
 from tracekit.errors import ConfigError, SpecError
+from tracekit.fmt import fmt_ns
 
 if TYPE_CHECKING:  # pragma: no cover
     from tracekit.replayer import ReplayOptions
@@ -402,12 +403,15 @@ def unused_key_notes(rows: Sequence[Any], parameters: Sequence[str]) -> tuple[st
     Returns:
         lines such as ``network[0].latency_ns = 100, 1e+05 did not move the iteration time under the nccl
         collective model: it is unused by that model for this job``; empty when every swept key moves it.
+        A key that moved the slowest rank's communication time but no iteration time is said to be so (the
+        model uses it; the communication overlaps compute), not called unused.
     """
     notes = []
     for key in parameters:
         if key in (HW_KEY, COMPUTE_KEY) or key.startswith("options."):
             continue
         groups: dict[tuple[Any, ...], set[int]] = {}
+        comm: dict[tuple[Any, ...], set[int]] = {}
         values: list[Any] = []
         models: list[str] = []
         for row in rows:
@@ -418,8 +422,17 @@ def unused_key_notes(rows: Sequence[Any], parameters: Sequence[str]) -> tuple[st
                 models.append(row.collective_model)
             rest = tuple((k, repr(v)) for k, v in row.params if k != key)
             groups.setdefault(rest, set()).add(row.iteration_time_ns)
+            comm.setdefault(rest, set()).add(row.comm_ns)
         if len(values) > 1 and all(len(times) == 1 for times in groups.values()):
             shown = ", ".join(f"{v:g}" if isinstance(v, float) else str(v) for v in values)
+            moved = [times for times in comm.values() if len(times) > 1]
+            if moved:  # the model reads the key; the job's communication is hidden behind compute
+                low, high = min(min(t) for t in moved), max(max(t) for t in moved)
+                notes.append(
+                    f"{key} = {shown} did not move the iteration time: it moved the slowest rank's communication "
+                    f"({fmt_ns(low)} to {fmt_ns(high)}), which overlaps compute off the critical path"
+                )
+                continue
             notes.append(
                 f"{key} = {shown} did not move the iteration time under the {' / '.join(models)} collective "
                 f"model{'s' if len(models) > 1 else ''}: it is unused by {'them' if len(models) > 1 else 'it'} "

@@ -45,6 +45,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from tracekit.model import ExecutionTrace
     from tracekit.replayer.simulation.hardware import HardwareSpec
     from tracekit.sets.traceset import TraceSet
+    from tracekit.sets.classstream import StreamedClassSet
 
 log = logging.getLogger(__name__)
 #: comm_type rewrites for ASTRA-sim (module doc)
@@ -153,13 +154,13 @@ def astra_comm_types(trace: "ExecutionTrace") -> "ExecutionTrace":
         if ctype in ASTRA_COMM_TYPES:
             node = trace.node_at(pos).with_attr(COMM_TYPE, int(ASTRA_COMM_TYPES[ctype]), "int64_val")
             changes[pos] = node.with_attr("tracekit_comm_type", ctype.name, "string_val")
-    if not changes:
-        return trace
-    return trace.with_nodes([changes.get(i, n) for i, n in enumerate(trace.nodes)])
+    from tracekit.interop.astra import with_changed_nodes
+
+    return with_changed_nodes(trace, changes)  # encoded records: only the changed ones re-encoded
 
 
 def export_astra(
-    traceset: "TraceSet",
+    traceset: "TraceSet | StreamedClassSet",
     spec: "HardwareSpec",
     out_dir: str | os.PathLike[str],
     *,
@@ -171,6 +172,8 @@ def export_astra(
     """Write ``traceset`` and ``spec``'s ASTRA-sim configuration into ``out_dir`` (module doc).
 
     Args:
+        traceset: a TraceSet, or a class set visited rank by rank (:class:`~tracekit.sets.classstream.
+            StreamedClassSet`: one member in memory at a time).
         target: the ASTRA-sim build (``518bd51`` or ``c459ab6``); None: the spec's ``[astra] build``, else 518bd51.
         progress: ``progress(items, total)`` wrapping the ``(rank, trace)`` pairs as they are written (a bar).
 

@@ -288,7 +288,8 @@ def _replay_gathered(
     from tracekit.replayer.simulation.memory_bound import check_folded
 
     comm_nodes = sum(s.comm_count for s in g.scans.values())
-    check_folded([str(t.path) for t in g.kept.values() if t.path], comm_nodes, options.memory_bound_gb)
+    kept_paths = [str(t.path) for t in g.kept.values() if t.path]
+    check_folded(kept_paths, comm_nodes, options.memory_bound_gb, expanded=not options.summary)
     say(f"proving rank folding over {g.world} ranks")
     with bulk_objects():
         plan = _plan_folding(_split(g.scans, perturb, fitted), groups, fitted, options)

@@ -40,7 +40,9 @@ def test_an_unfolded_replay_over_the_bound_is_refused_with_the_estimate(job):
     with pytest.raises(MemoryBoundError) as info:
         replay(job, "dgx-h100", options=ReplayOptions(fold=False, memory_bound_gb=(estimate - 1) / 1e9))
     msg = str(info.value)
-    assert f"needs about {estimate / 1e9:.1f} GB" in msg and f"{encoded / 1e6:,.0f} MB of traces" in msg
+    assert estimate < 1e9  # figures under 1 GB are given in MB (not '0.1 GB', nor a bound of '0.0 GB')
+    assert f"needs about {estimate / 1e6:,.0f} MB" in msg and f"{encoded / 1e6:,.0f} MB of traces" in msg
+    assert f"the memory bound is {(estimate - 1) / 1e6:,.0f} MB" in msg
     assert "--memory-bound" in msg
     # just enough: it replays, as without a bound
     within = replay(job, "dgx-h100", options=ReplayOptions(fold=False, memory_bound_gb=estimate / 1e9))
@@ -51,8 +53,8 @@ def test_a_folded_replay_over_the_bound_is_refused_by_the_cli_in_one_line(job):
     out = CliRunner().invoke(cli, ["replay", str(job), "--hw", "dgx-h100", "--memory-bound", "0.01"])
     assert out.exit_code == 1
     line = out.output.strip().splitlines()[-1]
-    assert line.startswith("tracekit: error: the folded replay needs about 0.1 GB (")
-    assert "communication nodes x 130 B" in line and "the memory bound is 0.0 GB (--memory-bound GB" in line
+    assert line.startswith("tracekit: error: the folded replay needs about ") and " MB (" in line
+    assert "communication nodes x 130 B" in line and "the memory bound is 10 MB (--memory-bound GB" in line
     ok = CliRunner().invoke(cli, ["replay", str(job), "--hw", "dgx-h100", "--memory-bound", "1"])
     assert ok.exit_code == 0, ok.output
 
@@ -74,7 +76,7 @@ def test_rank_files_replayed_unfolded_are_estimated_from_their_sizes(job, tmp_pa
     )
     assert res.exit_code == 1
     assert (
-        f"replaying every rank needs about {(BASE_BYTES + UNFOLDED_BYTES_PER_FILE_BYTE * encoded) / 1e9:.1f} GB"
+        f"replaying every rank needs about {(BASE_BYTES + UNFOLDED_BYTES_PER_FILE_BYTE * encoded) / 1e6:,.0f} MB"
         in res.output
     )
     assert f"({encoded / 1e6:,.0f} MB of traces x 2.7 when every rank is simulated)" in res.output

@@ -80,8 +80,12 @@ def astra(traces: str, out_dir: str, hw: str, name: str, target: str | None) -> 
     from tracekit.replayer.simulation.astra_export import export_astra
     from tracekit.replayer.simulation.specs import load_spec
 
+    from tracekit.sets.classset import find_class_set
+    from tracekit.sets.classstream import StreamedClassSet
+
     spec = load_spec(hw)
-    traceset = read_traceset(traces)
+    classes = find_class_set(traces)  # a class set: one member's trace at a time, not every rank up front
+    traceset = StreamedClassSet(classes) if classes is not None else read_traceset(traces)
     from tracekit.cli._common import progress
 
     bar = lambda items, total: progress(items, "writing ASTRA-sim rank files", total=total)  # noqa: E731

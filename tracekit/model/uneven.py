@@ -122,11 +122,17 @@ def uneven_warnings(trace: Any, groups: Any = None) -> list[str]:
     from tracekit.model.attrs import COMM_SIZE, COMM_TYPE, PG_NAME
     from tracekit.model import CollectiveType, NodeType
 
-    types = np.asarray(trace.columns().types)
+    cols = trace.columns()
+    _, kinds, ok = COMM_TYPE.column_or(cols, absent=-1, bad=-1)
+    # only all-to-alls (and values the node itself must judge) are decoded, each alone: node_at decodes 4,096
+    # nodes ahead, every node of the rank for a few collectives (export astra of a class set, issue 34)
+    wanted = (np.asarray(cols.types) == int(NodeType.COMM_COLL_NODE)) & (
+        ~ok | (kinds == int(CollectiveType.ALL_TO_ALL))
+    )
     worst = None
     count = 0
-    for pos in np.flatnonzero(types == int(NodeType.COMM_COLL_NODE)).tolist():
-        node = trace.node_at(pos)
+    for pos in np.flatnonzero(wanted).tolist():
+        node = trace.nodes[pos : pos + 1][0]
         found = _splits(node) if COMM_TYPE.of(node) == int(CollectiveType.ALL_TO_ALL) else None
         text = imbalance_text(*found) if found else None
         if found is None or text is None:

@@ -281,7 +281,10 @@ def read_class_set(path: str | os.PathLike[str]) -> ClassSet:
     seen: set[int] = set()
     for k, c in enumerate(doc.get("classes") or []):
         try:
-            ranks = tuple(map(int, c["ranks"]))
+            ranks = tuple(c["ranks"])
+            for r in ranks:  # int() would read "1", 1.9 and true as rank 1
+                if not isinstance(r, int) or isinstance(r, bool) or r < 0:
+                    raise _bad(p, f"class {k}: rank {r!r} is not an integer >= 0")
             slots = tuple(Attr(str(n), v, str(kind)) for n, kind, v in c["slots"])
             values = tuple(map(tuple, c["values"]))
             name = str(c["file"])

@@ -180,7 +180,7 @@ def _job(classes: list[ClassState], world_size: int, rescale: Rescale, progress:
             if name not in groups:
                 raise TransformError(f"process group {name!r} is not declared", rank=t)
             try:
-                m[name] = map_group(groups[name], plan.old, plan.new, t, r)
+                m[name] = map_group(groups[name], plan.old, plan.new, t, r, whole_job=cfg is None)
             except TransformError as exc:
                 raise exc.with_context(rank=t) from None
         job.new_groups_of[r] = {k: all_new.setdefault(v, v) for k, v in m.items()}

@@ -140,13 +140,21 @@ def _map_set(dim: str, values: set[int], x: int, x_new: int, n_old: int, n_new: 
     )
 
 
-def map_group(members: Iterable[int], old: Grid, new: Grid, template: int, new_rank: int) -> tuple[int, ...]:
+def map_group(
+    members: Iterable[int], old: Grid, new: Grid, template: int, new_rank: int, *, whole_job: bool = False
+) -> tuple[int, ...]:
     """The new group standing for old group ``members`` on ``new_rank`` (copied from ``template``).
+
+    ``whole_job``: the grid was inferred because every group spans all ranks (no ``llm_config``), so the group
+    is the whole new job. Per dimension, a one-rank job's group is both "all ranks" and "this rank"; read as
+    the latter, a rescaled 1-rank capture gave each new rank a collective of its own.
 
     Raises:
         TransformError: the group is not a product of mappable per-dimension sets.
     """
     members = tuple(members)
+    if whole_job:
+        return _grid_ranks(new, tuple(tuple(range(n)) for n in new.sizes))
     coords = [old.coords(r) for r in members]
     x, xn = old.coords(template), new.coords(new_rank)
     sets = [set(c[i] for c in coords) for i in range(4)]
@@ -287,6 +295,7 @@ def regrid(
     *,
     node_fn: Callable[[Node, int, int], Node | None] | None = None,
     config_update: Mapping[str, object] | None = None,
+    whole_job: bool = False,
 ) -> "TraceSet":
     """Every rank of ``new`` as a copy of ``template_of(new_rank)`` (an old rank) with groups and peers re-pointed.
 
@@ -295,6 +304,7 @@ def regrid(
             applied after re-pointing (None keeps the node; return a copy to change it).
         config_update: keys to change in the ``parallel`` table (and
             ``global_batch_size`` at top level) of the ``llm_config`` metadata.
+        whole_job: every group spans all ranks (the grid was inferred: :func:`map_group`).
 
     Raises:
         TransformError: a group or peer cannot be mapped (names the rank).
@@ -313,7 +323,7 @@ def regrid(
         m = {}
         for name in used[t]:
             try:
-                m[name] = map_group(old_groups[name], old, new, t, r)
+                m[name] = map_group(old_groups[name], old, new, t, r, whole_job=whole_job)
             except TransformError as exc:
                 raise exc.with_context(rank=t) from None
             except KeyError:

@@ -106,7 +106,8 @@ class Rescale(Transform):
             ConfigError: strong scaling whose ``dp`` does not divide the global batch.
             TransformError: the rank grid is unknown, or strong scaling of an interleaved schedule.
         """
-        plan = self.plan(grid_of(traceset), llm_config_of(traceset))
+        cfg = llm_config_of(traceset)
+        plan = self.plan(grid_of(traceset), cfg)
         old, new = plan.old, plan.new
         old_groups = traceset.process_groups
 
@@ -122,6 +123,7 @@ class Rescale(Transform):
             lambda r: old.rank(_template(new.coords(r), old)),
             node_fn=node_fn,
             config_update=plan.update,
+            whole_job=cfg is None,
         )
         return map_traces(out, plan.finish)
 
