@@ -346,7 +346,7 @@ def _node_changes(a: "ReplayResult", b: "ReplayResult", top: int) -> tuple[list[
             0,
             [
                 f"node-level changes need per-node schedules, missing in {which} "
-                "(write the replay result with its schedule)"
+                "(replay with --with-schedule -o RESULT.json)"
             ],
         )
     names: dict[tuple[int, int], str] = {}

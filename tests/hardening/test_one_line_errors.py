@@ -156,7 +156,7 @@ def test_dp_2_of_a_one_rank_et_only_trace(tmp_path):
     assert run("convert", "pytorch", "--et", tmp_path / "et.json", "-o", tmp_path / "one" / "x").exit_code == 0
     res = run("transform", tmp_path / "one" / "x", "-o", tmp_path / "two" / "x", "--dp", "2")
     assert res.exit_code == 0, res.stderr
-    assert res.stderr.startswith(f"wrote {tmp_path}/two/x.classes.json (1 rank classes of 2 ranks; --per-rank or ")
+    assert res.stderr.startswith(f"wrote {tmp_path}/two/x.classes.json (1 rank class of 2 ranks; --per-rank or ")
     # one node per rank, as in the 1-rank input (it was 4: a declaration of bogus 1-rank groups on each rank)
     assert run("validate", tmp_path / "two" / "x").stdout.strip().splitlines()[-1] == "OK: 2 ranks, 2 nodes, 0 warnings"
 

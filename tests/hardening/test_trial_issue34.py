@@ -243,3 +243,13 @@ def test_the_memory_bound_counts_the_expanded_result_of_per_rank(tmp_path):
     summary_estimate = 90_000_000 + 130 * nodes  # + 3 x the representatives' bytes, well under the bound
     assert nodes == 109_056 and summary_estimate < 0.115e9 < 90_000_000 + 290 * nodes
     assert run("replay", prefix, "--hw", "dgx-h100", "--memory-bound", "0.115").exit_code == 0
+
+
+def test_rescaling_a_class_set_says_how_many_classes_of_how_many_ranks(tmp_path):
+    """`transform CLASS_SET --dp N` printed '(1 rank classes): ...' -- neither the new world size nor the
+    singular; the message now names both, as the rank-file route's message does."""
+    one = ring_job(tmp_path / "one", 1, pg="5")
+    assert run("transform", one, "--dp", "4", "-o", tmp_path / "dp4").exit_code == 0
+    res = run("transform", tmp_path / "dp4", "--dp", "8", "-o", tmp_path / "dp8")
+    assert res.exit_code == 0, res.stderr
+    assert res.stderr.startswith(f"wrote {tmp_path}/dp8.classes.json (1 rank class of 8 ranks): "), res.stderr

@@ -67,6 +67,17 @@ def test_results_without_names_fall_back_to_node_ids(pair):
     assert any("matched by node id" in n for n in d.notes)
 
 
+def test_results_without_schedules_name_the_option_that_writes_them(pair):
+    _, _, a, b = pair
+    import dataclasses
+
+    d = diff_results(a, dataclasses.replace(b, schedule=None))
+    assert d.nodes == ()
+    assert "node-level changes need per-node schedules, missing in B (replay with --with-schedule -o RESULT.json)" in (
+        d.notes
+    )
+
+
 def test_cli_diff_of_a_non_json_file_is_one_clear_line(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text("hello\n")

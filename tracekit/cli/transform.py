@@ -183,15 +183,16 @@ def _transform_class_set(traces: Traces, steps: list[Transform], output: str) ->
         manifest, nodes_in, nodes_out = transform_classes(
             classes, steps, output, source=str(classes.manifest), progress=_progress_of("mapping groups to new ranks")
         )
+        written = read_class_set(manifest)
         say(
-            f"wrote {manifest} ({len(read_class_set(manifest).classes)} rank classes): "
+            f"wrote {manifest} ({_classes_text(len(written.classes))} of {written.world_size} ranks): "
             f"{nodes_in} -> {nodes_out} nodes ({names})"
         )
         return True
     if classwise(Pipeline(steps)):  # per class, written as a class set
         manifest, nodes_in, nodes_out = transform_class_set(classes, Pipeline(steps), output)
         say(
-            f"wrote {manifest} ({len(classes.classes)} rank classes of {classes.world_size} ranks): "
+            f"wrote {manifest} ({_classes_text(len(classes.classes))} of {classes.world_size} ranks): "
             f"{nodes_in} -> {nodes_out} nodes ({names})"
         )
         return True
@@ -242,7 +243,7 @@ def _rescale_as_classes(traces: Traces, steps: list[Transform], output: str, as_
         )
         return True
     say(
-        f"wrote {manifest} ({len(cs.classes)} rank classes of {cs.world_size} ranks; --per-rank or "
+        f"wrote {manifest} ({_classes_text(len(cs.classes))} of {cs.world_size} ranks; --per-rank or "
         f"`tracekit expand` for one file per rank): {len(ts)} -> {cs.world_size} ranks, {nodes_in} -> {nodes_out} "
         f"nodes ({', '.join(s.describe()['transform'] for s in steps)})"
     )
@@ -424,3 +425,8 @@ def _comm_groups_streamed(pairs: list[tuple[int, Path]]) -> dict[str, list[int]]
 
 
 COMMANDS = [transform]
+
+
+def _classes_text(count: int) -> str:
+    """``"1 rank class"``, ``"3 rank classes"``."""
+    return f"{count} rank class{'' if count == 1 else 'es'}"
