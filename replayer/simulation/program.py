@@ -47,6 +47,7 @@ from tracekit.replayer.simulation.compute import METHODS, ComputeModel
 from tracekit.replayer.simulation.instance import Instance  # noqa: F401 - public here too
 from tracekit.replayer.simulation.matching import match_instances
 from tracekit.replayer.simulation.measured_comm import measured_comm_cost
+from tracekit.replayer.simulation.rank_twins import CompileTwins
 from tracekit.replayer.simulation.rank_compile import (  # noqa: F401 - node kinds and resources, re-exported
     K_COLL,
     K_RECV,
@@ -402,6 +403,7 @@ class _RankParts:
         self.offset = 0
         self.edges = 0
         self.compiled: dict[int, RankArrays] = {}  # by columns identity (tracekit.wire.sharing.columns_key)
+        self.twins: CompileTwins | None = None  # by compile inputs (.rank_twins), for one compile's settings
 
     def add(self, trace: "ExecutionTrace", rank: int, streams: str, model_name: str, compute: ComputeModel) -> None:
         """Compile one rank (kinds, resources, durations, graph) at the current offset; a rank sharing its
@@ -409,7 +411,13 @@ class _RankParts:
         key = columns_key(trace)
         arrays = self.compiled.get(key)
         if arrays is None:
-            arrays = self.compiled[key] = compile_rank(trace, rank, streams, model_name, compute)
+            if self.twins is None:
+                self.twins = CompileTwins(streams, model_name, compute)
+            arrays, token = self.twins.find(trace)  # ranks equal up to what the compile does not read
+            if arrays is None:
+                arrays = compile_rank(trace, rank, streams, model_name, compute)
+                self.twins.add(token, arrays)
+            self.compiled[key] = arrays
         self.rank_counts[rank] = dict(arrays.counts)
         for name, c in arrays.counts.items():
             self.counts[name] = self.counts.get(name, 0) + c
