@@ -9,7 +9,7 @@ compute model may use them), never a group name or peer.
 
 :class:`CompileTwins` finds a compiled rank whose inputs are exactly those of a new rank and hands back its
 :class:`~.rank_arrays.RankArrays` (relative to the rank, so they place at any offset).  Exact, never a summary:
-a digest of the inputs picks the candidate, then every input array is compared (``np.array_equal``).  Attributes
+the inputs' bytes (with each array's length and dtype) are the key of a dict of compiled ranks.  Attributes
 are compared only as integers read from a file (``NodeColumns.attr_num_fn``: presence and int64 value per node;
 ``is_cpu_op`` with bools as 0/1, the form :func:`.rank_compile.bool_attr` reads): a rank with a float, bool
 (other than ``is_cpu_op``), string or in-memory attribute is compiled on its own, so every reading rule (strict
@@ -19,7 +19,6 @@ checks, so a twin raises exactly when its representative would.
 
 from __future__ import annotations
 
-import hashlib
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -69,13 +68,11 @@ def compile_inputs(
     return tuple(out)
 
 
-def _digest(inputs: tuple[np.ndarray, ...]) -> bytes:
-    h = hashlib.blake2b(digest_size=16)
-    for a in inputs:
-        a = np.ascontiguousarray(a)
-        h.update(np.asarray([len(a), a.dtype.num], dtype=np.int64).tobytes())
-        h.update(a.data.cast("B") if a.size else b"")
-    return h.digest()
+def _blob(inputs: tuple[np.ndarray, ...]) -> bytes:
+    """The inputs as one bytes key: each array's length and dtype, then every array's bytes (exact: equal keys
+    mean equal arrays; a dict compares colliding keys byte by byte)."""
+    head = np.asarray([x for a in inputs for x in (len(a), a.dtype.num)], dtype=np.int64).tobytes()
+    return b"".join([head, *(np.ascontiguousarray(a).tobytes() for a in inputs)])
 
 
 class CompileTwins:
@@ -83,7 +80,7 @@ class CompileTwins:
 
     def __init__(self, streams: str, model_name: str, compute: "ComputeModel") -> None:
         self.streams, self.model_name, self.compute = streams, model_name, compute
-        self._seen: dict[bytes, list[tuple[tuple[np.ndarray, ...], "RankArrays"]]] = {}
+        self._seen: dict[bytes, "RankArrays"] = {}
         self.shared = 0  #: ranks that reused a twin's arrays
 
     def find(self, trace: "ExecutionTrace") -> tuple["RankArrays | None", Any]:
@@ -95,15 +92,13 @@ class CompileTwins:
         inputs = compile_inputs(trace, self.streams, self.model_name, self.compute)
         if inputs is None:
             return None, None
-        key = _digest(inputs)
-        for seen, arrays in self._seen.get(key, ()):
-            if all(a.dtype == b.dtype and np.array_equal(a, b) for a, b in zip(seen, inputs)):
-                self.shared += 1
-                return arrays, None
-        return None, (key, inputs)
+        key = _blob(inputs)
+        arrays = self._seen.get(key)
+        if arrays is not None:
+            self.shared += 1
+        return arrays, key
 
     def add(self, token: Any, arrays: "RankArrays") -> None:
         """Remember ``arrays``, compiled from the rank :meth:`find` gave ``token`` for (None: nothing to keep)."""
         if token is not None:
-            key, inputs = token
-            self._seen.setdefault(key, []).append((inputs, arrays))
+            self._seen[token] = arrays
