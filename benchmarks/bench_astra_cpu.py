@@ -38,6 +38,11 @@ Measured (replayer/NOTES.md, "astra2"; 2026-12-01, shared box at load ~3, tracek
 above; before = main 00526e2 timed the same way): 8l-dp64 unfolded 1.58 -> 1.31 s (0.151x -> 0.125x), as
 ``replay`` runs 1.67 -> 1.45 s (0.159x -> 0.138x), 5 runs each; 24l-dp64 4.48 -> 4.02 s (0.065x -> 0.058x) and
 5.36 -> 5.16 s (0.078x -> 0.075x), 3 runs each.  Per-rank times equal ASTRA-sim's in every run.
+Then (replayer/NOTES.md, "stageshare"; one compile per pipeline stage, :mod:`~tracekit.replayer.simulation.rank_twins`;
+2026-12-01, load 2-3): 8l-dp64 medians of 5 in fresh children 1.32 -> 0.96 s unfolded (0.126x -> 0.092x) and
+1.41 -> 1.10 s as ``replay`` runs (0.134x -> 0.105x); before and after interleaved in one process (8 runs each,
+load ~3) 1.36 -> 1.10 s and 1.23 -> 1.10 s.  Single runs spread +-25 % with the load (a quiet-box run of the
+base gave 1.00 / 1.21 s), so read the in-process pairs for the change and the children for the ratio.
 Environment: ``BENCH_RUNS``, ``ASTRA_SIM_BIN``, ``BENCH_ASTRA_JOBS`` (comma list of :data:`JOBS` keys, default all).
 """
 
