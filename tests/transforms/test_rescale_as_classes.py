@@ -68,7 +68,7 @@ def test_resnet_dp_as_one_class(real_dir, tmp_path):
     _run("-q", "convert", "pytorch", "--et", str(et), "-o", str(src))
     classes, files = tmp_path / "classes" / "job", tmp_path / "files" / "job"
     out = _run("transform", str(src), "--dp", "4", "-o", str(classes), said=True)
-    assert "(1 rank classes of 4 ranks;" in out and "1 -> 4 ranks, 14347 -> 57388 nodes (Rescale)" in out
+    assert "(1 rank class of 4 ranks;" in out and "1 -> 4 ranks, 14347 -> 57388 nodes (Rescale)" in out
     _run("-q", "transform", str(src), "--dp", "4", "--per-rank", "-o", str(files))
     a, b = _replay(classes), _replay(files)
     assert a["iteration_time_ns"] == b["iteration_time_ns"] and a["ranks"] == b["ranks"]
