@@ -407,7 +407,9 @@ class _RankParts:
 
     def add(self, trace: "ExecutionTrace", rank: int, streams: str, model_name: str, compute: ComputeModel) -> None:
         """Compile one rank (kinds, resources, durations, graph) at the current offset; a rank sharing its
-        columns with one compiled already (byte-identical rank files) reuses that rank's arrays."""
+        columns with one compiled already (byte-identical rank files), or equal to one in every input the compile
+        reads (:class:`.rank_twins.CompileTwins`: ranks differing only in group names and peers), reuses that
+        rank's arrays."""
         key = columns_key(trace)
         arrays = self.compiled.get(key)
         if arrays is None:

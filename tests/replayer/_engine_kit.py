@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import signal
 from contextlib import contextmanager
+import os
 from typing import Iterator, Sequence
 
 from tracekit.model.groups import pg_init_node
@@ -142,3 +143,22 @@ def time_limit(seconds: float) -> Iterator[None]:
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
+
+
+def write_small_llm(folder: os.PathLike[str] | str) -> str:
+    """gpt3-1.3b cut to 2 layers, tp 2 x pp 2 x dp 2 (8 ranks: tensor-parallel all-reduces, pipeline send/recv,
+    data-parallel gradient all-reduces), 8 micro-batches of 1, written as rank files on an H100-like roofline
+    (70 % of 989 TFLOP/s, 80 % of 3.35 TB/s) under ``folder``; the prefix."""
+    from dataclasses import replace
+    from pathlib import Path
+
+    from tracekit.converters.generators import LLMConfig, ParallelSpec, Roofline, llm_preset
+    from tracekit.converters.generators.llm import write_llm
+
+    model, _ = llm_preset("gpt3-1.3b")
+    config = LLMConfig(
+        replace(model, num_layers=2), ParallelSpec(dp=2, tp=2, pp=2), global_batch_size=8, micro_batch_size=1
+    )
+    prefix = Path(folder) / "job"
+    write_llm(config, prefix, Roofline(989e12 * 0.7, 3.35e12 * 0.8))
+    return str(prefix)

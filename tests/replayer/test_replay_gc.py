@@ -7,28 +7,18 @@ The job: gpt3-1.3b cut to 2 layers, tp 2 x pp 2 x dp 2 (8 ranks), written as ran
 from __future__ import annotations
 
 import gc
-from dataclasses import replace
 
 import pytest
+from _engine_kit import write_small_llm
 
-from tracekit.converters.generators import LLMConfig, ParallelSpec, Roofline, llm_preset
-from tracekit.converters.generators.llm import write_llm
 from tracekit.io import read_traceset
 from tracekit.replayer import ReplayOptions, replay
 from tracekit.replayer.simulation import program
 
-ROOF = Roofline(989e12 * 0.7, 3.35e12 * 0.8)
-
 
 @pytest.fixture(scope="module")
 def job(tmp_path_factory) -> str:
-    model, _ = llm_preset("gpt3-1.3b")
-    config = LLMConfig(
-        replace(model, num_layers=2), ParallelSpec(dp=2, tp=2, pp=2), global_batch_size=8, micro_batch_size=1
-    )
-    prefix = tmp_path_factory.mktemp("gc") / "job"
-    write_llm(config, prefix, ROOF)
-    return str(prefix)
+    return write_small_llm(tmp_path_factory.mktemp("gc"))
 
 
 @pytest.mark.parametrize("enabled", [True, False])

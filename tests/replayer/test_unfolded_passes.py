@@ -7,14 +7,12 @@ data-parallel gradient all-reduces), written as rank files and read back (attrib
 
 from __future__ import annotations
 
-from dataclasses import replace
 
 import numpy as np
 import pytest
+from _engine_kit import write_small_llm
 
 from tracekit.wire import attrsource as _attrsource
-from tracekit.converters.generators import LLMConfig, ParallelSpec, Roofline, llm_preset
-from tracekit.converters.generators.llm import write_llm
 from tracekit.io import read_traceset
 from tracekit.checks.rank_checks import rank_collectives
 from tracekit.sets.rendezvous import comm_table
@@ -26,18 +24,10 @@ from tracekit.replayer.simulation.program import compile_program, effective_spec
 from tracekit.replayer.simulation.rank_compile import bool_attr
 from tracekit.model.attrs import IS_CPU_OP
 
-ROOF = Roofline(989e12 * 0.7, 3.35e12 * 0.8)
-
 
 @pytest.fixture(scope="module")
 def job(tmp_path_factory) -> str:
-    model, _ = llm_preset("gpt3-1.3b")
-    config = LLMConfig(
-        replace(model, num_layers=2), ParallelSpec(dp=2, tp=2, pp=2), global_batch_size=8, micro_batch_size=1
-    )
-    prefix = tmp_path_factory.mktemp("unfolded") / "job"
-    write_llm(config, prefix, ROOF)
-    return str(prefix)
+    return write_small_llm(tmp_path_factory.mktemp("unfolded"))
 
 
 def test_one_search_per_rank_serves_every_ask_with_the_same_values(job, monkeypatch):
